@@ -1,0 +1,220 @@
+//! The attribute encoding: how column values travel in key and attribute
+//! sections, and the canonical form of a key that hashing and comparison use.
+//!
+//! ```text
+//! entry:  column id (u16 LE) | length (u16 LE, 0xFFFF = NULL) | value bytes
+//! INT: 4 bytes LE, BIGINT and DOUBLE: 8 bytes LE, CHAR/VARCHAR/VARBINARY: the bytes
+//! ```
+//! A key section holds one entry per primary-key column, in key order. An
+//! attribute section holds entries in any order (insert: all columns that are
+//! not NULL by default; update: the columns to change; read: empty means all).
+//!
+//! Canonical key form (DESIGN.md §3): CHAR and VARCHAR lose trailing spaces,
+//! so `'a'` and `'a  '` hash and compare equal, as in MySQL's PAD SPACE
+//! collations; everything else compares byte for byte.
+
+use crate::error::ErrorCode;
+use crate::schema::{ColumnType, TableDef};
+use stdx::mix::fmix64;
+
+/// Length value that marks NULL.
+pub const NULL_LENGTH: u16 = 0xFFFF;
+
+/// One decoded entry.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub struct AttrEntry<'a> {
+    /// Column id (index in the table's columns).
+    pub column: u16,
+    /// The value, or `None` for NULL.
+    pub value: Option<&'a [u8]>,
+}
+
+/// Iterates the entries of an attribute or key section, checking bounds.
+///
+/// ```
+/// use signal::attr::{AttrIter, AttrWriter};
+/// let mut buffer = [0u8; 64];
+/// let mut writer = AttrWriter::new(&mut buffer);
+/// writer.push(0, Some(&7i32.to_le_bytes())).unwrap();
+/// writer.push(1, None).unwrap();
+/// let used = writer.len();
+/// let entries: Vec<_> = AttrIter::new(&buffer[..used]).collect::<Result<_, _>>().unwrap();
+/// assert_eq!(entries[1].value, None);
+/// ```
+pub struct AttrIter<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> AttrIter<'a> {
+    /// Iterates `bytes`.
+    pub fn new(bytes: &'a [u8]) -> AttrIter<'a> {
+        AttrIter { bytes }
+    }
+}
+
+impl<'a> Iterator for AttrIter<'a> {
+    type Item = Result<AttrEntry<'a>, ErrorCode>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.bytes.is_empty() {
+            return None;
+        }
+        if self.bytes.len() < 4 {
+            self.bytes = &[];
+            return Some(Err(ErrorCode::BadRequest));
+        }
+        let column = u16::from_le_bytes([self.bytes[0], self.bytes[1]]);
+        let length = u16::from_le_bytes([self.bytes[2], self.bytes[3]]);
+        if length == NULL_LENGTH {
+            self.bytes = &self.bytes[4..];
+            return Some(Ok(AttrEntry {
+                column,
+                value: None,
+            }));
+        }
+        let end = 4 + length as usize;
+        if self.bytes.len() < end {
+            self.bytes = &[];
+            return Some(Err(ErrorCode::BadRequest));
+        }
+        let value = &self.bytes[4..end];
+        self.bytes = &self.bytes[end..];
+        Some(Ok(AttrEntry {
+            column,
+            value: Some(value),
+        }))
+    }
+}
+
+/// Writes entries into a byte buffer.
+pub struct AttrWriter<'a> {
+    buffer: &'a mut [u8],
+    used: usize,
+}
+
+impl<'a> AttrWriter<'a> {
+    /// Writes into `buffer` from its start.
+    pub fn new(buffer: &'a mut [u8]) -> AttrWriter<'a> {
+        AttrWriter { buffer, used: 0 }
+    }
+
+    /// Appends one entry; `Err` when the buffer is too small or the value
+    /// too long for the encoding.
+    pub fn push(&mut self, column: u16, value: Option<&[u8]>) -> Result<(), ErrorCode> {
+        let length = value.map_or(0, <[u8]>::len);
+        if length >= NULL_LENGTH as usize {
+            return Err(ErrorCode::ValueTooLong);
+        }
+        let end = self.used + 4 + length;
+        if end > self.buffer.len() {
+            return Err(ErrorCode::RowTooLarge);
+        }
+        self.buffer[self.used..self.used + 2].copy_from_slice(&column.to_le_bytes());
+        let length_field = if value.is_some() {
+            length as u16
+        } else {
+            NULL_LENGTH
+        };
+        self.buffer[self.used + 2..self.used + 4].copy_from_slice(&length_field.to_le_bytes());
+        if let Some(value) = value {
+            self.buffer[self.used + 4..end].copy_from_slice(value);
+        }
+        self.used = end;
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> usize {
+        self.used
+    }
+
+    /// True when nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.used == 0
+    }
+}
+
+/// Bytes one entry takes.
+pub const fn entry_bytes(value_length: usize) -> usize {
+    4 + value_length
+}
+
+/// Checks that `value` fits `column_type`.
+pub fn check_value(column_type: ColumnType, value: &[u8]) -> Result<(), ErrorCode> {
+    match column_type {
+        ColumnType::Int { .. } if value.len() != 4 => Err(ErrorCode::BadValue),
+        ColumnType::BigInt { .. } | ColumnType::Double if value.len() != 8 => {
+            Err(ErrorCode::BadValue)
+        }
+        ColumnType::Char(n) | ColumnType::VarChar(n) | ColumnType::VarBinary(n)
+            if value.len() > n as usize =>
+        {
+            Err(ErrorCode::ValueTooLong)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The canonical form of a value of `column_type` (trailing spaces dropped
+/// for CHAR and VARCHAR).
+#[inline]
+pub fn canonical(column_type: ColumnType, value: &[u8]) -> &[u8] {
+    if column_type.pads_spaces() {
+        let mut end = value.len();
+        while end > 0 && value[end - 1] == b' ' {
+            end -= 1;
+        }
+        &value[..end]
+    } else {
+        value
+    }
+}
+
+/// Whether two values of `column_type` are equal as keys.
+#[inline]
+pub fn key_values_equal(column_type: ColumnType, a: &[u8], b: &[u8]) -> bool {
+    canonical(column_type, a) == canonical(column_type, b)
+}
+
+/// The hash of a key: one 64-bit value whose high half picks the partition
+/// (through 3840 buckets, see `partition`) and whose low half is the hash
+/// index's hash, so the two choices are independent.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct KeyHash(pub u64);
+
+impl KeyHash {
+    /// The hash the partition's hash index uses.
+    #[inline]
+    pub fn index_hash(self) -> u32 {
+        self.0 as u32
+    }
+
+    /// The hash the distribution uses.
+    #[inline]
+    pub fn distribution_hash(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+}
+
+/// Checks a key section against `table` (exactly the primary-key columns,
+/// in order, not NULL, fitting their types) and hashes its canonical form.
+pub fn key_hash(table: &TableDef, key: &[u8]) -> Result<KeyHash, ErrorCode> {
+    let mut crc = 0u32;
+    let mut entries = AttrIter::new(key);
+    for &column in &table.primary_key {
+        let entry = entries.next().ok_or(ErrorCode::NullNotAllowed)??;
+        if entry.column != column {
+            return Err(ErrorCode::BadRequest);
+        }
+        let value = entry.value.ok_or(ErrorCode::NullNotAllowed)?;
+        let column_type = table.columns[column as usize].column_type;
+        check_value(column_type, value)?;
+        let canonical_value = canonical(column_type, value);
+        crc = crc32c::crc32c_append(crc, &(canonical_value.len() as u16).to_le_bytes());
+        crc = crc32c::crc32c_append(crc, canonical_value);
+    }
+    if entries.next().is_some() {
+        return Err(ErrorCode::BadRequest);
+    }
+    Ok(KeyHash(fmix64(crc as u64 ^ 0x5bd1_e995_0000_0000)))
+}

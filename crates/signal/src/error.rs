@@ -1,0 +1,138 @@
+//! The registry of error codes that travel in REF signals and reach users.
+//!
+//! Numbers are stable (clients and, later, the SQL node's mapping to MySQL
+//! errors depend on them); NDB's number is reused where NDB has the same
+//! error. Every code has a class: temporary errors may succeed if the whole
+//! transaction is retried, constraint errors report the data as it is, and
+//! permanent errors will fail again unchanged.
+
+use std::fmt;
+
+/// How a caller should react to an error.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ErrorClass {
+    /// Retry the transaction (lock wait timeout, table full, overload).
+    Temporary,
+    /// The data says no (duplicate key, no such row).
+    Constraint,
+    /// The request is wrong (unknown table, value too long).
+    Permanent,
+}
+
+macro_rules! error_codes {
+    ($( $(#[$doc:meta])* $name:ident = $code:literal, $class:ident, $message:literal; )*) => {
+        /// A Tessera error code.
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+        #[repr(u16)]
+        pub enum ErrorCode {
+            $( $(#[$doc])* $name = $code, )*
+        }
+
+        impl ErrorCode {
+            /// Every code, for documentation and tests.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$name,)*];
+
+            /// Decodes a wire value.
+            pub fn from_u16(value: u16) -> Option<ErrorCode> {
+                match value {
+                    $( $code => Some(ErrorCode::$name), )*
+                    _ => None,
+                }
+            }
+
+            /// The class of this error.
+            pub fn class(self) -> ErrorClass {
+                match self {
+                    $( ErrorCode::$name => ErrorClass::$class, )*
+                }
+            }
+
+            /// A message for humans.
+            pub fn message(self) -> &'static str {
+                match self {
+                    $( ErrorCode::$name => $message, )*
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    /// A committed read, update or delete found no row with the key.
+    NoSuchRow = 626, Constraint, "no such row";
+    /// An insert found a row with the key.
+    DuplicateKey = 630, Constraint, "duplicate key";
+    /// A lock was not granted within the lock-wait timeout (deadlock detection).
+    LockWaitTimeout = 266, Temporary, "lock wait timeout: transaction aborted, probably a deadlock";
+    /// DataMemory of the partition's ldm is exhausted.
+    TableFull = 827, Temporary, "table is full: DataMemory exhausted (increase data_memory)";
+    /// The table does not exist (or was dropped).
+    UnknownTable = 723, Permanent, "unknown table";
+    /// The client's table definition is older than the table's (dropped and recreated).
+    SchemaVersionMismatch = 241, Temporary, "table definition changed: refresh and retry";
+    /// A value is longer than its column allows.
+    ValueTooLong = 1406, Permanent, "value too long for its column";
+    /// The transaction exceeded max_operations_per_transaction.
+    TooManyOperations = 261, Permanent, "too many operations in one transaction";
+    /// The node's operation records (max_concurrent_operations) are all in use.
+    OutOfOperationRecords = 233, Temporary, "out of operation records on the data node";
+    /// The node's transaction records (max_concurrent_transactions) are all in use.
+    OutOfTransactionRecords = 234, Temporary, "out of transaction records on the data node";
+    /// The node ran out of signal buffers (overload).
+    OutOfSignalMemory = 4011, Temporary, "out of signal memory on the data node (overload)";
+    /// The transaction was idle longer than inactive_transaction_timeout_ms.
+    TransactionInactive = 4012, Temporary, "transaction aborted: inactive for too long";
+    /// The transaction is not known to the coordinator (finished, aborted or never started).
+    UnknownTransaction = 4013, Permanent, "unknown transaction";
+    /// The data node has not finished starting.
+    NodeNotStarted = 4009, Temporary, "data node is not started";
+    /// A NULL for a column that is not nullable (or a missing key column).
+    NullNotAllowed = 839, Permanent, "NULL or missing value for a NOT NULL or key column";
+    /// A value has the wrong width or encoding for its column type.
+    BadValue = 4014, Permanent, "value does not match its column type";
+    /// A column id does not exist in the table.
+    UnknownColumn = 4015, Permanent, "unknown column";
+    /// A table with this name already exists.
+    TableExists = 721, Permanent, "table already exists";
+    /// The table definition is invalid (see the data node log for which rule).
+    BadTableDefinition = 4016, Permanent, "invalid table definition";
+    /// A request was malformed (client bug).
+    BadRequest = 4017, Permanent, "malformed request";
+    /// The schema is busy with another change or with operations in flight; retry.
+    SchemaBusy = 785, Temporary, "schema is busy: retry";
+    /// A row is too large for a page.
+    RowTooLarge = 4018, Permanent, "row too large";
+    /// The transaction was aborted (by the client or after an earlier error).
+    TransactionAborted = 4019, Temporary, "transaction aborted";
+    /// The connection to the data node was lost; the outcome is unknown.
+    ConnectionLost = 4008, Temporary, "connection to the data node lost";
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "error {} ({:?}): {}",
+            *self as u16,
+            self.class(),
+            self.message()
+        )
+    }
+}
+
+impl std::error::Error for ErrorCode {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_round_trip() {
+        let mut seen = std::collections::HashSet::new();
+        for &code in ErrorCode::ALL {
+            assert!(seen.insert(code as u16), "duplicate number for {code:?}");
+            assert_eq!(ErrorCode::from_u16(code as u16), Some(code));
+        }
+        assert_eq!(ErrorCode::from_u16(1), None);
+    }
+}

@@ -1,0 +1,26 @@
+//! signal: the vocabulary every part of Tessera speaks.
+//!
+//! Owns the typed ids (nodes, blocks, tables, GCIs), every signal type that
+//! blocks exchange (named in NDB's REQ/CONF/REF/ORD/REP vocabulary), the wire
+//! codec that frames signals on TCP (docs/wire-format.md), the pool of
+//! sections that carry keys and row data without heap allocation, the table
+//! schema, the attribute encoding, the partition hash shared by kernel and
+//! client, and the registry of error codes.
+//!
+//! Architecture invariant: `signal` depends on no other Tessera crate but
+//! `stdx`. Blocks, transport and client all depend on it; it depends on none
+//! of them.
+
+pub mod attr;
+pub mod codec;
+pub mod error;
+pub mod ids;
+pub mod partition;
+pub mod schema;
+pub mod section;
+pub mod signals;
+
+pub use error::ErrorCode;
+pub use ids::{BlockKind, BlockRef, Gci, NodeId, TransactionId};
+pub use section::{Section, SectionPool};
+pub use signals::{Envelope, Signal};

@@ -1,0 +1,581 @@
+//! Every signal blocks exchange, one struct each, named in NDB's vocabulary
+//! (REQ asks, CONF answers yes, REF answers no, ORD orders without answer,
+//! REP reports). Each documents its sender, its receiver and its meaning.
+//!
+//! Signals between blocks of one node move as Rust values through the job
+//! queues; signals to another node or an API node are encoded by `codec`.
+//! Signals holding an `Arc` are node-internal and never encoded.
+
+use crate::attr::KeyHash;
+use crate::error::ErrorCode;
+use crate::ids::{BlockRef, Gci, NodeId, TransactionId};
+use crate::schema::TableDef;
+use crate::section::Section;
+use std::sync::Arc;
+
+/// A signal with its addresses: the unit of work of a block thread.
+#[derive(Debug)]
+pub struct Envelope {
+    /// Sending block.
+    pub from: BlockRef,
+    /// Receiving block.
+    pub to: BlockRef,
+    /// The signal.
+    pub signal: Signal,
+}
+
+/// What an operation does to its row.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum OperationKind {
+    /// Read the row (lock per [`LockMode`]).
+    Read = 1,
+    /// Insert a new row; fails with DuplicateKey if the key exists.
+    Insert = 2,
+    /// Change columns of an existing row; fails with NoSuchRow.
+    Update = 3,
+    /// Insert or overwrite (upsert).
+    Write = 4,
+    /// Delete an existing row; fails with NoSuchRow.
+    Delete = 5,
+}
+
+impl OperationKind {
+    /// Decodes a wire byte.
+    pub fn from_u8(value: u8) -> Option<OperationKind> {
+        Some(match value {
+            1 => OperationKind::Read,
+            2 => OperationKind::Insert,
+            3 => OperationKind::Update,
+            4 => OperationKind::Write,
+            5 => OperationKind::Delete,
+            _ => return None,
+        })
+    }
+}
+
+/// How a read locks. Writes always take an exclusive lock.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum LockMode {
+    /// Read the last committed image without a lock (read committed).
+    CommittedRead = 0,
+    /// Shared lock held until commit or abort.
+    Shared = 1,
+    /// Exclusive lock held until commit or abort.
+    Exclusive = 2,
+}
+
+impl LockMode {
+    /// Decodes a wire byte.
+    pub fn from_u8(value: u8) -> Option<LockMode> {
+        Some(match value {
+            0 => LockMode::CommittedRead,
+            1 => LockMode::Shared,
+            2 => LockMode::Exclusive,
+            _ => return None,
+        })
+    }
+}
+
+/// Flags of [`TcKeyReq`].
+pub mod tc_key_flags {
+    /// First operation of a new transaction.
+    pub const START: u8 = 1;
+    /// Last operation of a batch: execute the batch and answer.
+    pub const EXECUTE: u8 = 2;
+    /// Commit once the batch has executed (implies EXECUTE).
+    pub const COMMIT: u8 = 4;
+    /// Every flag a client may set.
+    pub const ALL: u8 = START | EXECUTE | COMMIT;
+}
+
+/// API -> membership. An API node announces itself on a new connection.
+#[derive(Debug, PartialEq)]
+pub struct ApiRegReq {
+    /// Protocol version the client speaks.
+    pub protocol_version: u16,
+}
+
+/// membership -> API. Registration accepted; the node's shape for routing.
+#[derive(Debug, PartialEq)]
+pub struct ApiRegConf {
+    /// Whether the node has finished its start phases.
+    pub started: bool,
+    /// Current schema version (rises on every create and drop).
+    pub schema_version: u32,
+    /// tc instances on the node (the client spreads transactions over them).
+    pub tc_instances: u16,
+}
+
+/// API -> tc. One operation of a transaction; a batch is a run of these
+/// ending with one flagged EXECUTE (or COMMIT).
+#[derive(Debug, PartialEq)]
+pub struct TcKeyReq {
+    /// Transaction the operation belongs to.
+    pub transaction_id: TransactionId,
+    /// Client's number for this operation, echoed in replies.
+    pub client_op: u32,
+    /// [`tc_key_flags`].
+    pub flags: u8,
+    /// What to do.
+    pub kind: OperationKind,
+    /// Lock for reads.
+    pub lock: LockMode,
+    /// Table id.
+    pub table_id: u32,
+    /// Table version the client believes current.
+    pub table_version: u32,
+    /// Key section: the primary-key entries in key order.
+    pub key: Section,
+    /// Attribute section: values to write, or the columns to read (empty: all).
+    pub attr: Option<Section>,
+}
+
+/// tc -> API. The batch executed (and committed when asked).
+#[derive(Debug, PartialEq)]
+pub struct TcKeyConf {
+    /// Transaction.
+    pub transaction_id: TransactionId,
+    /// Operations of the batch confirmed.
+    pub operations: u32,
+    /// Whether the transaction is now committed (and finished at the tc).
+    pub committed: bool,
+    /// GCI of the commit (0 when not committed or nothing was written).
+    pub gci: Gci,
+}
+
+/// tc -> API. The transaction failed and has been aborted, every lock released.
+#[derive(Debug, PartialEq)]
+pub struct TcKeyRef {
+    /// Transaction.
+    pub transaction_id: TransactionId,
+    /// The operation that failed (u32::MAX when none in particular).
+    pub client_op: u32,
+    /// Why.
+    pub error: ErrorCode,
+}
+
+/// tc -> API. Row data of one read operation; arrives before the batch's
+/// [`TcKeyConf`].
+#[derive(Debug, PartialEq)]
+pub struct TransIdAi {
+    /// Transaction.
+    pub transaction_id: TransactionId,
+    /// The read operation.
+    pub client_op: u32,
+    /// Attribute entries of the row.
+    pub data: Section,
+}
+
+/// API -> tc. Commit a transaction whose batches have all executed.
+#[derive(Debug, PartialEq)]
+pub struct TcCommitReq {
+    /// Transaction.
+    pub transaction_id: TransactionId,
+}
+
+/// API -> tc. Abort a transaction and release its locks.
+#[derive(Debug, PartialEq)]
+pub struct TcRollbackReq {
+    /// Transaction.
+    pub transaction_id: TransactionId,
+}
+
+/// tc -> API. The transaction is rolled back.
+#[derive(Debug, PartialEq)]
+pub struct TcRollbackConf {
+    /// Transaction.
+    pub transaction_id: TransactionId,
+}
+
+/// API -> dict. Create a table from an encoded [`TableDef`] (id and version ignored).
+#[derive(Debug, PartialEq)]
+pub struct CreateTabReq {
+    /// Client's number for the request, echoed.
+    pub request_id: u32,
+    /// Encoded table definition.
+    pub definition: Section,
+}
+
+/// dict -> API. The table exists on every block.
+#[derive(Debug, PartialEq)]
+pub struct CreateTabConf {
+    /// Echoed.
+    pub request_id: u32,
+    /// Assigned id.
+    pub table_id: u32,
+    /// Assigned version.
+    pub table_version: u32,
+}
+
+/// dict -> API. A schema request failed (create, drop or get).
+#[derive(Debug, PartialEq)]
+pub struct SchemaRef {
+    /// Echoed.
+    pub request_id: u32,
+    /// Why.
+    pub error: ErrorCode,
+}
+
+/// API -> dict. Drop the table with this name.
+#[derive(Debug, PartialEq)]
+pub struct DropTabReq {
+    /// Client's number for the request, echoed.
+    pub request_id: u32,
+    /// Table name bytes.
+    pub name: Section,
+}
+
+/// dict -> API. The table is gone from every block.
+#[derive(Debug, PartialEq)]
+pub struct DropTabConf {
+    /// Echoed.
+    pub request_id: u32,
+}
+
+/// API -> dict. Fetch a table's definition by name.
+#[derive(Debug, PartialEq)]
+pub struct GetTabInfoReq {
+    /// Client's number for the request, echoed.
+    pub request_id: u32,
+    /// Table name bytes.
+    pub name: Section,
+}
+
+/// dict -> API. A table definition.
+#[derive(Debug, PartialEq)]
+pub struct GetTabInfoConf {
+    /// Echoed.
+    pub request_id: u32,
+    /// Schema version at the time of the answer.
+    pub schema_version: u32,
+    /// Encoded [`TableDef`] with id, version and partitions.
+    pub definition: Section,
+}
+
+/// tc -> ldm. Execute one operation on the partition's replica (prepare).
+#[derive(Debug)]
+pub struct LqhKeyReq {
+    /// The tc's operation record, echoed.
+    pub tc_op: u32,
+    /// Transaction.
+    pub transaction_id: TransactionId,
+    /// What to do.
+    pub kind: OperationKind,
+    /// Lock for reads.
+    pub lock: LockMode,
+    /// Table id.
+    pub table_id: u32,
+    /// Partition within the table.
+    pub partition: u32,
+    /// The key's hash (tc computed it to route; ldm reuses it).
+    pub hash: KeyHash,
+    /// Key section.
+    pub key: Section,
+    /// Attribute section.
+    pub attr: Option<Section>,
+}
+
+/// ldm -> tc. The operation is prepared (row locked, after-image kept) or,
+/// for a committed read, done.
+#[derive(Debug)]
+pub struct LqhKeyConf {
+    /// Echoed.
+    pub tc_op: u32,
+    /// The ldm's operation record, for COMMIT, COMPLETE and ABORT.
+    pub ldm_op: u32,
+    /// Row data of a read.
+    pub data: Option<Section>,
+    /// True when the ldm kept no operation record (committed read).
+    pub released: bool,
+}
+
+/// ldm -> tc. The operation failed; the ldm kept nothing of it.
+#[derive(Debug)]
+pub struct LqhKeyRef {
+    /// Echoed.
+    pub tc_op: u32,
+    /// Why.
+    pub error: ErrorCode,
+}
+
+/// tc -> ldm. Commit a prepared operation: install its after-image, stamp
+/// the row with `gci`, release the lock (primary).
+#[derive(Debug)]
+pub struct CommitReq {
+    /// The ldm's operation record.
+    pub ldm_op: u32,
+    /// Echoed.
+    pub tc_op: u32,
+    /// Transaction (checked against the record).
+    pub transaction_id: TransactionId,
+    /// The transaction's commit GCI.
+    pub gci: Gci,
+}
+
+/// ldm -> tc. The operation is committed.
+#[derive(Debug)]
+pub struct CommitConf {
+    /// Echoed.
+    pub tc_op: u32,
+}
+
+/// tc -> ldm. The transaction is acknowledged; release what remains of the
+/// operation record (and, on backups, the lock).
+#[derive(Debug)]
+pub struct CompleteReq {
+    /// The ldm's operation record.
+    pub ldm_op: u32,
+    /// Echoed.
+    pub tc_op: u32,
+    /// Transaction (checked against the record).
+    pub transaction_id: TransactionId,
+}
+
+/// ldm -> tc. The operation record is released.
+#[derive(Debug)]
+pub struct CompleteConf {
+    /// Echoed.
+    pub tc_op: u32,
+}
+
+/// tc -> ldm. Abort the operation `tc_op` of this tc, prepared or still
+/// waiting for a lock; drop its after-image and release its lock.
+#[derive(Debug)]
+pub struct AbortReq {
+    /// The tc's operation record (the ldm finds its own by it).
+    pub tc_op: u32,
+    /// Transaction (checked).
+    pub transaction_id: TransactionId,
+}
+
+/// ldm -> tc. Nothing of the operation remains.
+#[derive(Debug)]
+pub struct AbortConf {
+    /// Echoed.
+    pub tc_op: u32,
+}
+
+/// dih -> tc. Phase one of the GCI switch: stop taking commit decisions.
+#[derive(Debug, PartialEq)]
+pub struct GcpPrepare {
+    /// The GCI that commits will get after the switch.
+    pub new_gci: Gci,
+}
+
+/// tc -> dih. No commit decision will be taken until GCP_COMMIT.
+#[derive(Debug, PartialEq)]
+pub struct GcpPrepareConf {
+    /// Echoed.
+    pub new_gci: Gci,
+}
+
+/// dih -> tc. Phase two: commits from now on get `gci`; release held commits.
+#[derive(Debug, PartialEq)]
+pub struct GcpCommit {
+    /// The new current GCI.
+    pub gci: Gci,
+}
+
+/// tc -> dih. Switched.
+#[derive(Debug, PartialEq)]
+pub struct GcpCommitConf {
+    /// Echoed.
+    pub gci: Gci,
+}
+
+/// Where one partition lives (DESIGN.md §3).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartitionPlacement {
+    /// Node group holding the partition.
+    pub node_group: u32,
+    /// Replicas in chain order; the first is the primary.
+    pub replicas: Vec<NodeId>,
+    /// The ldm instance on each replica's node that owns the partition.
+    pub ldm_instance: u16,
+    /// The redo log part the partition writes, fixed at creation.
+    pub redo_part: u32,
+}
+
+/// A table's distribution: buckets to partitions, partitions to replicas.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartitionMap {
+    /// Table.
+    pub table_id: u32,
+    /// Rises whenever the map changes.
+    pub version: u32,
+    /// Partition of each of the `partition::BUCKETS` buckets.
+    pub bucket_partitions: Vec<u32>,
+    /// Placement of each partition.
+    pub partitions: Vec<PartitionPlacement>,
+}
+
+/// dict -> dih. Work out the distribution of a new table.
+#[derive(Debug)]
+pub struct DiAddTabReq {
+    /// The table (partitions already decided).
+    pub table: Arc<TableDef>,
+}
+
+/// dih -> dict. The table's distribution.
+#[derive(Debug)]
+pub struct DiAddTabConf {
+    /// The map.
+    pub map: Arc<PartitionMap>,
+}
+
+/// dict -> tc. A table now exists; route its operations with `map`.
+#[derive(Debug)]
+pub struct TcAddTabReq {
+    /// Definition.
+    pub table: Arc<TableDef>,
+    /// Distribution.
+    pub map: Arc<PartitionMap>,
+}
+
+/// dict -> ldm. Create the partitions of a table this ldm owns.
+#[derive(Debug)]
+pub struct LqhAddTabReq {
+    /// Definition.
+    pub table: Arc<TableDef>,
+    /// Distribution (the ldm creates the partitions whose placement names
+    /// its own node and instance).
+    pub map: Arc<PartitionMap>,
+}
+
+/// tc or ldm -> dict. The table is added.
+#[derive(Debug, PartialEq)]
+pub struct AddTabConf {
+    /// Table.
+    pub table_id: u32,
+}
+
+/// dict -> tc or ldm. Forget a table (tc: refuse new operations; ldm: free
+/// its partitions once no operation uses them).
+#[derive(Debug, PartialEq)]
+pub struct DropTabOrd {
+    /// Table.
+    pub table_id: u32,
+}
+
+/// tc or ldm -> dict. Answer to [`DropTabOrd`].
+#[derive(Debug, PartialEq)]
+pub struct DropTabRep {
+    /// Table.
+    pub table_id: u32,
+    /// True when operations still use the table: dict retries later.
+    pub busy: bool,
+}
+
+/// membership -> a block. Run start phase `phase`; answer with [`StartPhaseConf`].
+#[derive(Debug, PartialEq)]
+pub struct StartPhaseReq {
+    /// Phase number (see membership's start module).
+    pub phase: u8,
+}
+
+/// a block -> membership. Phase done on this block.
+#[derive(Debug, PartialEq)]
+pub struct StartPhaseConf {
+    /// Echoed.
+    pub phase: u8,
+}
+
+/// transport -> tc and dict. An API node disconnected: abort its
+/// transactions and forget its requests.
+#[derive(Debug, PartialEq)]
+pub struct ApiFailRep {
+    /// The API node.
+    pub node: NodeId,
+}
+
+/// A block to itself, delayed: periodic work (NDB's CONTINUEB).
+#[derive(Debug, PartialEq)]
+pub struct ContinueB {
+    /// Which periodic job (block-specific).
+    pub job: u32,
+}
+
+macro_rules! signals {
+    ($( $name:ident = $number:literal, )*) => {
+        /// Every signal. One variant per signal struct, with the same name.
+        #[derive(Debug)]
+        pub enum Signal {
+            $( #[doc = concat!("See [`", stringify!($name), "`].")] $name($name), )*
+        }
+
+        impl Signal {
+            /// The signal's global number (NDB: GSN), as on the wire.
+            pub fn number(&self) -> u16 {
+                match self {
+                    $( Signal::$name(_) => $number, )*
+                }
+            }
+
+            /// The signal's name, for traces.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $( Signal::$name(_) => stringify!($name), )*
+                }
+            }
+        }
+
+        $(
+            impl From<$name> for Signal {
+                fn from(value: $name) -> Signal {
+                    Signal::$name(value)
+                }
+            }
+        )*
+    };
+}
+
+signals! {
+    ApiRegReq = 1,
+    ApiRegConf = 2,
+    TcKeyReq = 10,
+    TcKeyConf = 11,
+    TcKeyRef = 12,
+    TransIdAi = 13,
+    TcCommitReq = 14,
+    TcRollbackReq = 15,
+    TcRollbackConf = 16,
+    CreateTabReq = 20,
+    CreateTabConf = 21,
+    SchemaRef = 22,
+    DropTabReq = 23,
+    DropTabConf = 24,
+    GetTabInfoReq = 25,
+    GetTabInfoConf = 26,
+    LqhKeyReq = 40,
+    LqhKeyConf = 41,
+    LqhKeyRef = 42,
+    CommitReq = 43,
+    CommitConf = 44,
+    CompleteReq = 45,
+    CompleteConf = 46,
+    AbortReq = 47,
+    AbortConf = 48,
+    GcpPrepare = 60,
+    GcpPrepareConf = 61,
+    GcpCommit = 62,
+    GcpCommitConf = 63,
+    DiAddTabReq = 70,
+    DiAddTabConf = 71,
+    TcAddTabReq = 72,
+    LqhAddTabReq = 73,
+    AddTabConf = 74,
+    DropTabOrd = 75,
+    DropTabRep = 76,
+    StartPhaseReq = 80,
+    StartPhaseConf = 81,
+    ApiFailRep = 82,
+    ContinueB = 90,
+}
+
+// Signals move through job queues by value; keep them small.
+const _: () = assert!(
+    std::mem::size_of::<Signal>() <= 112,
+    "Signal grew too large for job queues"
+);

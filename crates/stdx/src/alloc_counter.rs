@@ -1,0 +1,64 @@
+//! A global allocator wrapper that counts heap allocations per thread.
+//!
+//! The data node promises that its ldm and tc threads never allocate once
+//! warm (DESIGN.md §2: pools are sized from config at start). The `tessera`
+//! binary installs [`CountingAllocator`] and each thread publishes its own
+//! count in `all report threads`, so a cluster test can check the promise on
+//! a real process instead of trusting it.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+thread_local! {
+    // `const` initialisation and no destructor: safe to touch from inside the
+    // allocator without recursing into it.
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Wraps the system allocator and counts allocations made by each thread.
+///
+/// ```
+/// // In a binary: #[global_allocator] static A: stdx::alloc_counter::CountingAllocator = stdx::alloc_counter::CountingAllocator;
+/// let before = stdx::alloc_counter::thread_allocations();
+/// assert!(stdx::alloc_counter::thread_allocations() >= before);
+/// ```
+pub struct CountingAllocator;
+
+// SAFETY: every call is forwarded unchanged to `System`; the counter is a
+// thread-local `Cell` that never allocates.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count_one();
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+fn count_one() {
+    // `try_with` because the thread-local may already be gone while a thread
+    // is being torn down; such allocations are simply not counted.
+    let _ = ALLOCATIONS.try_with(|count| count.set(count.get() + 1));
+}
+
+/// Heap allocations (and reallocations) made so far by the calling thread.
+/// Always 0 unless [`CountingAllocator`] is the global allocator.
+pub fn thread_allocations() -> u64 {
+    ALLOCATIONS.try_with(|count| count.get()).unwrap_or(0)
+}

@@ -1,0 +1,172 @@
+//! A hash map from `u64` keys to `u32` values whose capacity is fixed at
+//! creation: inserting never allocates. Pools in the data node (transaction
+//! records, operation records) are sized from config at start, and the maps
+//! that find them must not grow on the hot path either.
+//!
+//! Open addressing with linear probing and backward-shift deletion, so there
+//! are no tombstones and lookups stay short after many removals.
+
+use crate::mix::fmix64;
+
+const EMPTY: u64 = u64::MAX;
+
+/// Fixed-capacity `u64 -> u32` map. The key `u64::MAX` is reserved.
+///
+/// ```
+/// let mut map = stdx::FixedMap::with_capacity(4);
+/// assert!(map.insert(10, 1).is_ok());
+/// assert_eq!(map.get(10), Some(1));
+/// assert_eq!(map.remove(10), Some(1));
+/// assert_eq!(map.get(10), None);
+/// ```
+pub struct FixedMap {
+    keys: Box<[u64]>,
+    values: Box<[u32]>,
+    mask: usize,
+    len: usize,
+    capacity: usize,
+}
+
+/// Returned by [`FixedMap::insert`] when the map holds `capacity` entries.
+#[derive(Debug, PartialEq, Eq)]
+pub struct MapFull;
+
+impl FixedMap {
+    /// A map that holds up to `capacity` entries (slots are twice that,
+    /// rounded up to a power of two, to keep probes short).
+    pub fn with_capacity(capacity: usize) -> FixedMap {
+        let slots = (capacity.max(1) * 2).next_power_of_two();
+        FixedMap {
+            keys: vec![EMPTY; slots].into_boxed_slice(),
+            values: vec![0; slots].into_boxed_slice(),
+            mask: slots - 1,
+            len: 0,
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
+    fn home(&self, key: u64) -> usize {
+        fmix64(key) as usize & self.mask
+    }
+
+    /// The value for `key`.
+    #[inline]
+    pub fn get(&self, key: u64) -> Option<u32> {
+        assert!(key != EMPTY, "FixedMap: key u64::MAX is reserved");
+        let mut slot = self.home(key);
+        loop {
+            let found = self.keys[slot];
+            if found == key {
+                return Some(self.values[slot]);
+            }
+            if found == EMPTY {
+                return None;
+            }
+            slot = (slot + 1) & self.mask;
+        }
+    }
+
+    /// Inserts or replaces; fails only when a new key finds the map full.
+    pub fn insert(&mut self, key: u64, value: u32) -> Result<Option<u32>, MapFull> {
+        assert!(key != EMPTY, "FixedMap: key u64::MAX is reserved");
+        let mut slot = self.home(key);
+        loop {
+            let found = self.keys[slot];
+            if found == key {
+                let old = self.values[slot];
+                self.values[slot] = value;
+                return Ok(Some(old));
+            }
+            if found == EMPTY {
+                if self.len == self.capacity {
+                    return Err(MapFull);
+                }
+                self.keys[slot] = key;
+                self.values[slot] = value;
+                self.len += 1;
+                return Ok(None);
+            }
+            slot = (slot + 1) & self.mask;
+        }
+    }
+
+    /// Removes `key`, returning its value.
+    pub fn remove(&mut self, key: u64) -> Option<u32> {
+        assert!(key != EMPTY, "FixedMap: key u64::MAX is reserved");
+        let mut slot = self.home(key);
+        loop {
+            let found = self.keys[slot];
+            if found == EMPTY {
+                return None;
+            }
+            if found == key {
+                break;
+            }
+            slot = (slot + 1) & self.mask;
+        }
+        let value = self.values[slot];
+        // Backward-shift: pull later entries of the probe run into the hole
+        // when their home position allows it.
+        let mut hole = slot;
+        let mut next = (hole + 1) & self.mask;
+        loop {
+            let key_next = self.keys[next];
+            if key_next == EMPTY {
+                break;
+            }
+            let home = self.home(key_next);
+            // Distance from home to `next` vs. home to `hole`, on the ring.
+            if (next.wrapping_sub(home) & self.mask) >= (next.wrapping_sub(hole) & self.mask) {
+                self.keys[hole] = key_next;
+                self.values[hole] = self.values[next];
+                hole = next;
+            }
+            next = (next + 1) & self.mask;
+        }
+        self.keys[hole] = EMPTY;
+        self.len -= 1;
+        Some(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mix::XorShift;
+    use std::collections::HashMap;
+
+    #[test]
+    fn matches_a_model_under_random_operations() {
+        let mut map = FixedMap::with_capacity(300);
+        let mut model = HashMap::new();
+        let mut rng = XorShift::new(42);
+        for _ in 0..100_000 {
+            let key = rng.below(500);
+            match rng.below(3) {
+                0 => {
+                    let value = rng.next_u64() as u32;
+                    let result = map.insert(key, value);
+                    if model.len() == 300 && !model.contains_key(&key) {
+                        assert_eq!(result, Err(MapFull));
+                    } else {
+                        assert_eq!(result, Ok(model.insert(key, value)));
+                    }
+                }
+                1 => assert_eq!(map.remove(key), model.remove(&key)),
+                _ => assert_eq!(map.get(key), model.get(&key).copied()),
+            }
+            assert_eq!(map.len(), model.len());
+        }
+    }
+}

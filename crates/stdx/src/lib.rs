@@ -1,0 +1,11 @@
+//! stdx: small helpers every Tessera crate may use and that know nothing of
+//! databases: a counting allocator (to prove hot paths never allocate), a
+//! fixed-capacity hash map for pools sized at start, and integer mixing.
+//!
+//! Architecture invariant: `stdx` depends on no other Tessera crate.
+
+pub mod alloc_counter;
+pub mod fixed_map;
+pub mod mix;
+
+pub use fixed_map::FixedMap;
