@@ -1,1 +1,72 @@
-//! kernel
+//! kernel: what every block stands on (DESIGN.md §2).
+//!
+//! A block is a synchronous state machine that talks to other blocks only
+//! through signals. It never touches a socket, a file, a clock, a thread or
+//! a random source; it gets time, randomness and sending from a [`Context`].
+//! Production implements that context with threads and job queues
+//! ([`block_thread`], [`mesh`]); the simulator implements it with a virtual
+//! clock in one thread. The same block code runs in both.
+//!
+//! Architecture invariant: `kernel` knows signals but no block; blocks know
+//! the kernel and signals but never each other.
+
+pub mod block_thread;
+pub mod mesh;
+pub mod spsc;
+pub mod stats;
+pub mod timers;
+pub mod waker;
+
+use signal::{BlockRef, Envelope, Gci, SectionPool, Signal};
+
+/// A block: one state machine of a data node.
+pub trait Block: Send {
+    /// This block's own address.
+    fn address(&self) -> BlockRef;
+
+    /// Handles one signal to completion: no blocking, no waiting, and no
+    /// heap allocation on hot paths once started.
+    fn handle(&mut self, envelope: Envelope, ctx: &mut dyn Context);
+}
+
+/// What the node reports to the outside (mgmd status, reports, tests).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Report {
+    /// The node finished its start phases and serves.
+    NodeStarted,
+    /// The current GCI after a switch.
+    LatestGci(Gci),
+    /// The schema version after a create or drop.
+    SchemaVersion(u32),
+}
+
+/// Everything a block may use of the world.
+pub trait Context {
+    /// Milliseconds since the node started (monotonic; simulated in `sim`).
+    fn now_ms(&self) -> u64;
+
+    /// 64 pseudo-random bits (seeded in `sim`).
+    fn random(&mut self) -> u64;
+
+    /// Sends a signal; it is handled after the current one, in order per
+    /// sender-receiver pair.
+    fn send(&mut self, envelope: Envelope);
+
+    /// Sends a signal after `delay_ms`.
+    fn send_delayed(&mut self, envelope: Envelope, delay_ms: u64);
+
+    /// Reports node-level state to the outside world.
+    fn report(&mut self, report: Report);
+
+    /// The node's section pool, to build sections for replies.
+    fn pool(&self) -> &'static SectionPool;
+}
+
+/// Shorthand used by blocks: build the envelope and send it.
+pub fn send(ctx: &mut dyn Context, from: BlockRef, to: BlockRef, signal: impl Into<Signal>) {
+    ctx.send(Envelope {
+        from,
+        to,
+        signal: signal.into(),
+    });
+}

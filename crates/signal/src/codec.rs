@@ -300,7 +300,6 @@ pub fn encode_signal(out: &mut Vec<u8>, envelope: &Envelope) -> Result<(), WireE
         Signal::ApiRegReq(s) => w.u16(s.protocol_version),
         Signal::ApiRegConf(s) => {
             w.u8(s.started as u8);
-            w.u32(s.schema_version);
             w.u16(s.tc_instances);
         }
         Signal::TcKeyReq(s) => {
@@ -454,7 +453,6 @@ fn decode_body(
         .into(),
         2 => ApiRegConf {
             started: r.u8()? != 0,
-            schema_version: r.u32()?,
             tc_instances: r.u16()?,
         }
         .into(),

@@ -102,8 +102,6 @@ pub struct ApiRegReq {
 pub struct ApiRegConf {
     /// Whether the node has finished its start phases.
     pub started: bool,
-    /// Current schema version (rises on every create and drop).
-    pub schema_version: u32,
     /// tc instances on the node (the client spreads transactions over them).
     pub tc_instances: u16,
 }

@@ -1,0 +1,197 @@
+//! The loop of a thread that runs blocks: take signals from the inbox in
+//! batches, run each to completion, publish what they sent once per batch,
+//! fire due timers, and sleep when there is nothing to do (optionally
+//! spinning first, as NDB's spintime).
+
+use crate::mesh::{Inbox, Outbox};
+use crate::stats::{ThreadRole, ThreadStats};
+use crate::timers::TimerQueue;
+use crate::{Block, Context, Report};
+use signal::{BlockRef, Envelope, SectionPool};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use stdx::mix::XorShift;
+
+/// Signals taken from one queue before looking at the next.
+pub const BATCH: usize = 64;
+
+/// Receives node-level reports (the data node's status for mgmd).
+pub trait ReportSink: Send + Sync {
+    /// Called on the reporting thread.
+    fn report(&self, report: Report);
+}
+
+/// Everything a block thread needs besides its blocks.
+pub struct BlockThreadSetup {
+    /// Thread name, e.g. "ldm1".
+    pub name: String,
+    /// Role.
+    pub role: ThreadRole,
+    /// Receiving side.
+    pub inbox: Inbox,
+    /// Sending side.
+    pub outbox: Outbox,
+    /// The node's section pool.
+    pub pool: &'static SectionPool,
+    /// When the node started (time zero of `now_ms`).
+    pub epoch: Instant,
+    /// Counters.
+    pub stats: Arc<ThreadStats>,
+    /// Where reports go.
+    pub reports: Arc<dyn ReportSink>,
+    /// Set to stop the thread.
+    pub shutdown: Arc<AtomicBool>,
+    /// Microseconds to spin before sleeping (0: sleep at once).
+    pub spin_us: u32,
+    /// Seed of the thread's random source.
+    pub seed: u64,
+}
+
+struct ThreadContext {
+    now_ms: u64,
+    rng: XorShift,
+    outbox: Outbox,
+    local: VecDeque<Envelope>,
+    timers: TimerQueue,
+    pool: &'static SectionPool,
+    reports: Arc<dyn ReportSink>,
+}
+
+impl Context for ThreadContext {
+    fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+
+    fn random(&mut self) -> u64 {
+        self.rng.next_u64()
+    }
+
+    fn send(&mut self, envelope: Envelope) {
+        if let Err((envelope, route)) = self.outbox.stage(envelope) {
+            match route {
+                Some(_) => self.local.push_back(envelope),
+                None => {
+                    // A block addressed a block that does not exist here: a bug.
+                    panic!(
+                        "signal {} from {} to {}: no such block on this node",
+                        envelope.signal.name(),
+                        envelope.from,
+                        envelope.to
+                    );
+                }
+            }
+        }
+    }
+
+    fn send_delayed(&mut self, envelope: Envelope, delay_ms: u64) {
+        self.timers.schedule(self.now_ms + delay_ms, envelope);
+    }
+
+    fn report(&mut self, report: Report) {
+        self.reports.report(report);
+    }
+
+    fn pool(&self) -> &'static SectionPool {
+        self.pool
+    }
+}
+
+fn dispatch(
+    blocks: &mut [Box<dyn Block>],
+    addresses: &[BlockRef],
+    envelope: Envelope,
+    ctx: &mut ThreadContext,
+) {
+    let target = envelope.to;
+    let index = addresses
+        .iter()
+        .position(|&address| address.kind == target.kind && address.instance == target.instance);
+    match index {
+        Some(index) => blocks[index].handle(envelope, ctx),
+        None => panic!(
+            "signal {} routed to a thread that does not run {}",
+            envelope.signal.name(),
+            target
+        ),
+    }
+}
+
+/// Runs blocks until `shutdown` is set. Call on the thread itself.
+pub fn run(setup: BlockThreadSetup, mut blocks: Vec<Box<dyn Block>>) {
+    let BlockThreadSetup {
+        name: _,
+        role: _,
+        mut inbox,
+        outbox,
+        pool,
+        epoch,
+        stats,
+        reports,
+        shutdown,
+        spin_us,
+        seed,
+    } = setup;
+    inbox.waker.bind_current_thread();
+    let addresses: Vec<BlockRef> = blocks.iter().map(|block| block.address()).collect();
+    let mut ctx = ThreadContext {
+        now_ms: 0,
+        rng: XorShift::new(seed),
+        outbox,
+        local: VecDeque::with_capacity(4096),
+        timers: TimerQueue::with_capacity(4096),
+        pool,
+        reports,
+    };
+    let mut idle_since: Option<Instant> = None;
+    while !shutdown.load(Ordering::Relaxed) {
+        ctx.now_ms = epoch.elapsed().as_millis() as u64;
+        let mut executed = 0u64;
+        while let Some(envelope) = ctx.timers.pop_due(ctx.now_ms) {
+            dispatch(&mut blocks, &addresses, envelope, &mut ctx);
+            executed += 1;
+        }
+        executed += inbox.drain(BATCH, |envelope| {
+            dispatch(&mut blocks, &addresses, envelope, &mut ctx);
+        }) as u64;
+        while let Some(envelope) = ctx.local.pop_front() {
+            dispatch(&mut blocks, &addresses, envelope, &mut ctx);
+            executed += 1;
+        }
+        let blocked = ctx.outbox.flush();
+        ThreadStats::add(&stats.signals, executed);
+        stats
+            .allocations
+            .store(stdx::alloc_counter::thread_allocations(), Ordering::Relaxed);
+        if executed > 0 {
+            idle_since = None;
+            continue;
+        }
+        if blocked {
+            // A target queue is full: give its thread time to drain it.
+            std::thread::yield_now();
+            continue;
+        }
+        if spin_us > 0 {
+            let since = *idle_since.get_or_insert_with(Instant::now);
+            if since.elapsed() < Duration::from_micros(spin_us as u64) {
+                std::hint::spin_loop();
+                continue;
+            }
+        }
+        inbox.waker.prepare_sleep();
+        if inbox.has_pending() {
+            inbox.waker.cancel_sleep();
+            continue;
+        }
+        let now = epoch.elapsed().as_millis() as u64;
+        let timeout_ms = match ctx.timers.next_due_ms() {
+            Some(due) => due.saturating_sub(now).clamp(1, 1000),
+            None => 1000,
+        };
+        ThreadStats::add(&stats.sleeps, 1);
+        inbox.waker.park(Duration::from_millis(timeout_ms));
+        idle_since = None;
+    }
+}
