@@ -1,1 +1,512 @@
-//! config
+//! Cluster configuration: parses and validates the TOML file that describes a
+//! Tessera cluster (the management server, cluster-wide settings, thread
+//! counts and the data nodes). It lives in its own crate so that mgmd, data
+//! nodes and tools share one meaning of the file, and so every mistake is
+//! caught once, before any process starts, with the key and line to fix.
+//!
+//! The file format is documented by `examples/cluster.toml`.
+
+mod error;
+mod tree;
+
+use std::path::{Path, PathBuf};
+
+pub use error::ConfigError;
+use tree::{Ctx, Located, Table};
+
+/// Smallest `data_memory` accepted at all: below this the pools a data node
+/// sizes from it are too small to hold even the system tables.
+pub const MIN_DATA_MEMORY: u64 = 16 << 20;
+/// Smallest `data_memory` share per ldm thread: each ldm thread gets its own
+/// slice of the row memory, and a slice below this is useless.
+pub const MIN_DATA_MEMORY_PER_LDM: u64 = 4 << 20;
+/// Data and mgmd node ids are 1..=127; API nodes get 128..=255.
+pub const MAX_DATA_NODE_ID: u16 = 127;
+
+/// The whole cluster configuration, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterConfig {
+    pub mgmd: MgmdConfig,
+    pub cluster: ClusterSettings,
+    pub threads: ThreadCounts,
+    /// In file order; that order decides node groups.
+    pub data_nodes: Vec<DataNodeConfig>,
+}
+
+/// `[mgmd]`: where the management server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MgmdConfig {
+    /// Default 1.
+    pub node_id: u16,
+    pub host: String,
+    pub port: u16,
+}
+
+/// `[cluster]`: settings every data node must agree on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSettings {
+    /// Key `replicas`, 1..=4, default 1.
+    pub replicas: u8,
+    /// Key `data_memory`: integer bytes or "64M"/"1G"/"512K"/"1T"; default 256M.
+    pub data_memory_bytes: u64,
+    /// Default 4, 1..=64.
+    pub redo_log_parts: u32,
+    /// Default 1500.
+    pub heartbeat_interval_ms: u64,
+    /// Default 100: how often the GCI epoch (low half) switches.
+    pub epoch_interval_ms: u64,
+    /// Default 2000: how often the global checkpoint number (high half) advances.
+    pub gcp_interval_ms: u64,
+    /// Default 1200.
+    pub lock_wait_timeout_ms: u64,
+    /// Default 60000.
+    pub inactive_transaction_timeout_ms: u64,
+    /// Default 10000.
+    pub max_operations_per_transaction: u32,
+    /// Per data node, default 65536.
+    pub max_concurrent_operations: u32,
+    /// Per data node, default 4096.
+    pub max_concurrent_transactions: u32,
+    /// Default false.
+    pub diskless: bool,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        ClusterSettings {
+            replicas: 1,
+            data_memory_bytes: 256 << 20,
+            redo_log_parts: 4,
+            heartbeat_interval_ms: 1500,
+            epoch_interval_ms: 100,
+            gcp_interval_ms: 2000,
+            lock_wait_timeout_ms: 1200,
+            inactive_transaction_timeout_ms: 60_000,
+            max_operations_per_transaction: 10_000,
+            max_concurrent_operations: 65_536,
+            max_concurrent_transactions: 4096,
+            diskless: false,
+        }
+    }
+}
+
+/// `[threads]`: how many OS threads of each role a data node runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadCounts {
+    /// 1..=32.
+    pub ldm: u32,
+    /// 1..=32.
+    pub tc: u32,
+    /// 1..=8.
+    pub recv: u32,
+    /// 0..=8 (0: the sending thread sends itself).
+    pub send: u32,
+    /// Always 1.
+    pub main: u32,
+    /// How long an idle thread spins before it sleeps, in microseconds.
+    pub spin_us: u32,
+}
+
+impl ThreadCounts {
+    /// The counts used for keys left out of `[threads]`, derived from the
+    /// number of cores as RonDB does: half the cores run ldm threads.
+    pub fn automatic(cores: usize) -> ThreadCounts {
+        let ldm = u32::try_from(cores / 2).unwrap_or(u32::MAX).clamp(2, 32);
+        ThreadCounts {
+            ldm,
+            tc: (ldm / 2).max(1),
+            recv: (ldm / 4).max(1),
+            send: (ldm / 4).max(1),
+            main: 1,
+            spin_us: 0,
+        }
+    }
+}
+
+/// One `[[data_node]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataNodeConfig {
+    pub id: u16,
+    pub host: String,
+    pub port: u16,
+    /// Relative paths in a file read by `from_file` are made relative to the
+    /// config file's directory.
+    pub data_dir: PathBuf,
+    /// Derived: index in file order / replicas.
+    pub node_group: u32,
+}
+
+impl ClusterConfig {
+    /// Reads and validates a config file; relative `data_dir`s are taken
+    /// relative to the file's directory.
+    pub fn from_file(path: &Path) -> Result<ClusterConfig, ConfigError> {
+        let source_name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            source_name: source_name.clone(),
+            line: None,
+            key: String::new(),
+            message: format!("cannot read the config file: {e}"),
+        })?;
+        let base = path.parent().unwrap_or(Path::new(""));
+        parse(&text, &source_name, Some(base))
+    }
+
+    /// Validates config text; `source_name` only names it in errors.
+    /// Relative `data_dir`s are left as written (relative to the process's
+    /// working directory).
+    pub fn from_toml_str(text: &str, source_name: &str) -> Result<ClusterConfig, ConfigError> {
+        parse(text, source_name, None)
+    }
+
+    /// Like `from_toml_str`, but relative `data_dir`s are joined to
+    /// `base_dir`, as `from_file` does with the file's directory. For a
+    /// process that got the text from mgmd along with the file's directory.
+    pub fn from_toml_str_relative_to(
+        text: &str,
+        source_name: &str,
+        base_dir: &Path,
+    ) -> Result<ClusterConfig, ConfigError> {
+        parse(text, source_name, Some(base_dir))
+    }
+
+    /// Number of node groups: data nodes / replicas.
+    pub fn node_groups(&self) -> u32 {
+        let nodes = u32::try_from(self.data_nodes.len()).unwrap_or(u32::MAX);
+        nodes / u32::from(self.cluster.replicas.max(1))
+    }
+
+    pub fn data_node(&self, id: u16) -> Option<&DataNodeConfig> {
+        self.data_nodes.iter().find(|n| n.id == id)
+    }
+}
+
+const ROOT_KEYS: &[&str] = &["mgmd", "cluster", "threads", "data_node"];
+const MGMD_KEYS: &[&str] = &["node_id", "host", "port"];
+const CLUSTER_KEYS: &[&str] = &[
+    "replicas",
+    "data_memory",
+    "redo_log_parts",
+    "heartbeat_interval_ms",
+    "epoch_interval_ms",
+    "gcp_interval_ms",
+    "lock_wait_timeout_ms",
+    "inactive_transaction_timeout_ms",
+    "max_operations_per_transaction",
+    "max_concurrent_operations",
+    "max_concurrent_transactions",
+    "diskless",
+];
+const THREAD_KEYS: &[&str] = &["ldm", "tc", "recv", "send", "main", "spin_us"];
+const DATA_NODE_KEYS: &[&str] = &["id", "host", "port", "data_dir"];
+
+const U32_MAX: i64 = u32::MAX as i64;
+const PORT_MAX: i64 = u16::MAX as i64;
+const NODE_ID_MAX: i64 = MAX_DATA_NODE_ID as i64;
+
+fn parse(
+    text: &str,
+    source_name: &str,
+    base_dir: Option<&Path>,
+) -> Result<ClusterConfig, ConfigError> {
+    let ctx = Ctx {
+        text,
+        source: source_name,
+    };
+    let doc =
+        tree::parse_document(text).map_err(|(span, message)| ctx.error_at("", span, message))?;
+    let root = Table::root(&ctx, &doc, ROOT_KEYS)?;
+
+    let mgmd_value = root
+        .get("mgmd")
+        .ok_or_else(|| ctx.error("mgmd", None, "missing required table [mgmd]"))?;
+    let (mgmd, mgmd_lines) = parse_mgmd(&Table::new(&ctx, "mgmd", mgmd_value, MGMD_KEYS)?)?;
+
+    let (cluster, cluster_lines) = match root.get("cluster") {
+        Some(v) => parse_cluster(&Table::new(&ctx, "cluster", v, CLUSTER_KEYS)?)?,
+        None => (ClusterSettings::default(), ClusterLines::default()),
+    };
+
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let (threads, ldm_line) = match root.get("threads") {
+        Some(v) => parse_threads(&Table::new(&ctx, "threads", v, THREAD_KEYS)?, cores)?,
+        None => (ThreadCounts::automatic(cores), None),
+    };
+
+    let min_memory = MIN_DATA_MEMORY.max(MIN_DATA_MEMORY_PER_LDM * u64::from(threads.ldm));
+    if cluster.data_memory_bytes < min_memory {
+        let line = cluster_lines.data_memory.or(ldm_line);
+        return Err(ctx.error(
+            "cluster.data_memory",
+            line,
+            format!(
+                "memory too small: {} is below the minimum of {} (16 MiB, and at least 4 MiB \
+                 per ldm thread; this config has {} ldm threads)",
+                show_bytes(cluster.data_memory_bytes),
+                show_bytes(min_memory),
+                threads.ldm
+            ),
+        ));
+    }
+    if cluster.epoch_interval_ms > cluster.gcp_interval_ms {
+        return Err(ctx.error(
+            "cluster.epoch_interval_ms",
+            cluster_lines.epoch.or(cluster_lines.gcp),
+            format!(
+                "epoch_interval_ms ({}) must not be greater than gcp_interval_ms ({}): a global \
+                 checkpoint is made of whole epochs",
+                cluster.epoch_interval_ms, cluster.gcp_interval_ms
+            ),
+        ));
+    }
+
+    let data_nodes = parse_data_nodes(
+        &root,
+        &mgmd,
+        mgmd_lines,
+        &cluster,
+        cluster_lines.replicas,
+        base_dir,
+    )?;
+
+    Ok(ClusterConfig {
+        mgmd,
+        cluster,
+        threads,
+        data_nodes,
+    })
+}
+
+/// Lines of mgmd keys that later cross-checks point at.
+#[derive(Clone, Copy)]
+struct MgmdLines {
+    node_id: Option<usize>,
+    port: usize,
+}
+
+fn parse_mgmd(t: &Table<'_>) -> Result<(MgmdConfig, MgmdLines), ConfigError> {
+    let node_id = t
+        .integer::<u16>("node_id", 1, NODE_ID_MAX)
+        .map_err(api_id_hint)?;
+    let host = t.required_string("host")?;
+    let port = t
+        .integer::<u16>("port", 1, PORT_MAX)?
+        .ok_or_else(|| t.missing("port"))?;
+    Ok((
+        MgmdConfig {
+            node_id: node_id.map_or(1, |n| n.value),
+            host: host.value.to_owned(),
+            port: port.value,
+        },
+        MgmdLines {
+            node_id: node_id.map(|n| n.line),
+            port: port.line,
+        },
+    ))
+}
+
+/// Adds why ids stop at 127 to a node id range error.
+fn api_id_hint(mut e: ConfigError) -> ConfigError {
+    if e.message.starts_with("must be between") {
+        e.message.push_str(" (ids 128-255 are for API nodes)");
+    }
+    e
+}
+
+/// Lines of cluster keys that later cross-checks point at.
+#[derive(Default, Clone, Copy)]
+struct ClusterLines {
+    replicas: Option<usize>,
+    data_memory: Option<usize>,
+    epoch: Option<usize>,
+    gcp: Option<usize>,
+}
+
+fn parse_cluster(t: &Table<'_>) -> Result<(ClusterSettings, ClusterLines), ConfigError> {
+    let d = ClusterSettings::default();
+    let mut lines = ClusterLines::default();
+    let replicas = t.integer::<u8>("replicas", 1, 4)?;
+    lines.replicas = replicas.map(|r| r.line);
+    let data_memory = t.memory("data_memory")?;
+    lines.data_memory = data_memory.map(|m| m.line);
+    let epoch = t.integer::<u64>("epoch_interval_ms", 1, i64::MAX)?;
+    lines.epoch = epoch.map(|e| e.line);
+    let gcp = t.integer::<u64>("gcp_interval_ms", 1, i64::MAX)?;
+    lines.gcp = gcp.map(|g| g.line);
+    fn or<T>(v: Option<Located<T>>, default: T) -> T {
+        v.map_or(default, |l| l.value)
+    }
+    let settings = ClusterSettings {
+        replicas: or(replicas, d.replicas),
+        data_memory_bytes: or(data_memory, d.data_memory_bytes),
+        redo_log_parts: or(t.integer("redo_log_parts", 1, 64)?, d.redo_log_parts),
+        heartbeat_interval_ms: or(
+            t.integer("heartbeat_interval_ms", 1, i64::MAX)?,
+            d.heartbeat_interval_ms,
+        ),
+        epoch_interval_ms: or(epoch, d.epoch_interval_ms),
+        gcp_interval_ms: or(gcp, d.gcp_interval_ms),
+        lock_wait_timeout_ms: or(
+            t.integer("lock_wait_timeout_ms", 1, i64::MAX)?,
+            d.lock_wait_timeout_ms,
+        ),
+        inactive_transaction_timeout_ms: or(
+            t.integer("inactive_transaction_timeout_ms", 1, i64::MAX)?,
+            d.inactive_transaction_timeout_ms,
+        ),
+        max_operations_per_transaction: or(
+            t.integer("max_operations_per_transaction", 1, U32_MAX)?,
+            d.max_operations_per_transaction,
+        ),
+        max_concurrent_operations: or(
+            t.integer("max_concurrent_operations", 1, U32_MAX)?,
+            d.max_concurrent_operations,
+        ),
+        max_concurrent_transactions: or(
+            t.integer("max_concurrent_transactions", 1, U32_MAX)?,
+            d.max_concurrent_transactions,
+        ),
+        diskless: or(t.boolean("diskless")?, d.diskless),
+    };
+    Ok((settings, lines))
+}
+
+/// Returns the counts and the line of `ldm`, if given.
+fn parse_threads(
+    t: &Table<'_>,
+    cores: usize,
+) -> Result<(ThreadCounts, Option<usize>), ConfigError> {
+    let auto = ThreadCounts::automatic(cores);
+    let ldm = t.integer::<u32>("ldm", 1, 32)?;
+    let pick = |v: Option<Located<u32>>, default: u32| v.map_or(default, |l| l.value);
+    let counts = ThreadCounts {
+        ldm: pick(ldm, auto.ldm),
+        tc: pick(t.integer("tc", 1, 32)?, auto.tc),
+        recv: pick(t.integer("recv", 1, 8)?, auto.recv),
+        send: pick(t.integer("send", 0, 8)?, auto.send),
+        main: pick(t.integer("main", 1, 1)?, auto.main),
+        spin_us: pick(t.integer("spin_us", 0, U32_MAX)?, auto.spin_us),
+    };
+    Ok((counts, ldm.map(|l| l.line)))
+}
+
+fn parse_data_nodes(
+    root: &Table<'_>,
+    mgmd: &MgmdConfig,
+    mgmd_lines: MgmdLines,
+    cluster: &ClusterSettings,
+    replicas_line: Option<usize>,
+    base_dir: Option<&Path>,
+) -> Result<Vec<DataNodeConfig>, ConfigError> {
+    let ctx = root.ctx();
+    let no_nodes = || {
+        ctx.error(
+            "data_node",
+            None,
+            "no data nodes: add at least one [[data_node]] table",
+        )
+    };
+    let list = root.get("data_node").ok_or_else(no_nodes)?;
+    let tree::Value::Array(items) = list.get_ref() else {
+        return Err(ctx.error_at(
+            "data_node",
+            Some(list.span()),
+            "expected an array of tables: write each data node as [[data_node]]",
+        ));
+    };
+    if items.is_empty() {
+        return Err(no_nodes());
+    }
+
+    // Where each id and host:port was first claimed, to name it in errors.
+    let mgmd_owner = match mgmd_lines.node_id {
+        Some(line) => format!("mgmd's node_id (line {line})"),
+        None => "mgmd (its default node_id)".to_owned(),
+    };
+    let mut ids: Vec<(u16, String)> = vec![(mgmd.node_id, mgmd_owner)];
+    let mut endpoints: Vec<(String, u16, String)> = vec![(
+        mgmd.host.clone(),
+        mgmd.port,
+        format!("mgmd (line {})", mgmd_lines.port),
+    )];
+
+    let replicas = usize::from(cluster.replicas.max(1));
+    let mut nodes = Vec::with_capacity(items.len());
+    for (index, item) in items.iter().enumerate() {
+        let t = Table::new(ctx, "data_node", item, DATA_NODE_KEYS)?;
+        let id = t
+            .integer::<u16>("id", 1, NODE_ID_MAX)
+            .map_err(api_id_hint)?
+            .ok_or_else(|| t.missing("id"))?;
+        let host = t.required_string("host")?;
+        let port = t
+            .integer::<u16>("port", 1, PORT_MAX)?
+            .ok_or_else(|| t.missing("port"))?;
+        let data_dir = t.required_string("data_dir")?;
+
+        if let Some((_, owner)) = ids.iter().find(|(other, _)| *other == id.value) {
+            return Err(ctx.error(
+                "data_node.id",
+                Some(id.line),
+                format!("node id {} is already used by {owner}", id.value),
+            ));
+        }
+        ids.push((id.value, format!("the data node on line {}", id.line)));
+
+        if let Some((_, _, owner)) = endpoints
+            .iter()
+            .find(|(h, p, _)| *p == port.value && h.eq_ignore_ascii_case(host.value))
+        {
+            return Err(ctx.error(
+                "data_node.port",
+                Some(port.line),
+                format!("{}:{} is already used by {owner}", host.value, port.value),
+            ));
+        }
+        endpoints.push((
+            host.value.to_owned(),
+            port.value,
+            format!("data node {} (line {})", id.value, port.line),
+        ));
+
+        let dir = PathBuf::from(data_dir.value);
+        let data_dir = match base_dir {
+            Some(base) if dir.is_relative() => base.join(dir),
+            _ => dir,
+        };
+        nodes.push(DataNodeConfig {
+            id: id.value,
+            host: host.value.to_owned(),
+            port: port.value,
+            data_dir,
+            node_group: u32::try_from(index / replicas).unwrap_or(u32::MAX),
+        });
+    }
+
+    if nodes.len() % replicas != 0 {
+        return Err(ctx.error(
+            "cluster.replicas",
+            replicas_line,
+            format!(
+                "{} data nodes cannot be split into node groups of {} replicas: the number of \
+                 data nodes must be a multiple of replicas",
+                nodes.len(),
+                replicas
+            ),
+        ));
+    }
+    Ok(nodes)
+}
+
+/// Human form of a byte count for messages ("16 MiB").
+fn show_bytes(bytes: u64) -> String {
+    const UNITS: [(u32, &str); 4] = [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")];
+    for (shift, unit) in UNITS {
+        if bytes >= 1 << shift && bytes.trailing_zeros() >= shift {
+            return format!("{} {unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes} bytes")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,626 @@
+//! Unit tests of config parsing: a valid file, the shipped example, and one
+//! test per kind of mistake, each checking the reported key and line.
+
+use super::*;
+
+const MGMD: &str = "[mgmd]\nhost = \"127.0.0.1\"\nport = 11860\n";
+const NODE2: &str =
+    "[[data_node]]\nid = 2\nhost = \"127.0.0.1\"\nport = 11861\ndata_dir = \"d2\"\n";
+const NODE3: &str =
+    "[[data_node]]\nid = 3\nhost = \"127.0.0.1\"\nport = 11862\ndata_dir = \"d3\"\n";
+
+fn parse(text: &str) -> Result<ClusterConfig, ConfigError> {
+    ClusterConfig::from_toml_str(text, "test.toml")
+}
+
+/// Parses `text`, expects an error, and checks its key, line and message.
+#[track_caller]
+fn expect_err(text: &str, key: &str, line: Option<usize>, message_part: &str) -> ConfigError {
+    let e = match parse(text) {
+        Ok(c) => panic!("expected an error for key {key}, got {c:?}"),
+        Err(e) => e,
+    };
+    assert_eq!(e.key, key, "wrong key in {e}");
+    assert_eq!(e.line, line, "wrong line in {e}");
+    assert!(
+        e.message.contains(message_part),
+        "message {:?} lacks {:?}",
+        e.message,
+        message_part
+    );
+    let shown = e.to_string();
+    assert!(shown.starts_with("test.toml"), "{shown}");
+    assert!(shown.contains(key), "{shown}");
+    if let Some(line) = line {
+        assert!(shown.starts_with(&format!("test.toml:{line}: ")), "{shown}");
+    }
+    e
+}
+
+#[test]
+fn minimal_file_gets_defaults() {
+    let c = parse(&format!("{MGMD}{NODE2}")).expect("valid");
+    assert_eq!(
+        c.mgmd,
+        MgmdConfig {
+            node_id: 1,
+            host: "127.0.0.1".into(),
+            port: 11860
+        }
+    );
+    assert_eq!(c.cluster, ClusterSettings::default());
+    assert_eq!(c.cluster.data_memory_bytes, 256 << 20);
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    assert_eq!(c.threads, ThreadCounts::automatic(cores));
+    assert_eq!(c.data_nodes.len(), 1);
+    assert_eq!(c.data_nodes[0].data_dir, PathBuf::from("d2"));
+    assert_eq!(c.node_groups(), 1);
+}
+
+#[test]
+fn full_file_with_two_node_groups() {
+    let text = format!(
+        "{MGMD}[cluster]\nreplicas = 2\ndata_memory = \"1G\"\nredo_log_parts = 8\n\
+         heartbeat_interval_ms = 500\nepoch_interval_ms = 50\ngcp_interval_ms = 1000\n\
+         lock_wait_timeout_ms = 300\ninactive_transaction_timeout_ms = 5000\n\
+         max_operations_per_transaction = 7\nmax_concurrent_operations = 8\n\
+         max_concurrent_transactions = 9\ndiskless = true\n\
+         [threads]\nldm = 4\ntc = 2\nrecv = 1\nsend = 0\nmain = 1\nspin_us = 50\n\
+         {NODE2}{NODE3}\
+         [[data_node]]\nid = 4\nhost = \"h4\"\nport = 1\ndata_dir = \"/abs/d4\"\n\
+         [[data_node]]\nid = 5\nhost = \"h5\"\nport = 1\ndata_dir = \"d5\"\n"
+    );
+    let c = parse(&text).expect("valid");
+    assert_eq!(
+        c.cluster,
+        ClusterSettings {
+            replicas: 2,
+            data_memory_bytes: 1 << 30,
+            redo_log_parts: 8,
+            heartbeat_interval_ms: 500,
+            epoch_interval_ms: 50,
+            gcp_interval_ms: 1000,
+            lock_wait_timeout_ms: 300,
+            inactive_transaction_timeout_ms: 5000,
+            max_operations_per_transaction: 7,
+            max_concurrent_operations: 8,
+            max_concurrent_transactions: 9,
+            diskless: true,
+        }
+    );
+    assert_eq!(
+        c.threads,
+        ThreadCounts {
+            ldm: 4,
+            tc: 2,
+            recv: 1,
+            send: 0,
+            main: 1,
+            spin_us: 50
+        }
+    );
+    assert_eq!(c.node_groups(), 2);
+    let groups: Vec<(u16, u32)> = c.data_nodes.iter().map(|n| (n.id, n.node_group)).collect();
+    assert_eq!(groups, vec![(2, 0), (3, 0), (4, 1), (5, 1)]);
+    assert_eq!(c.data_node(4).map(|n| n.host.as_str()), Some("h4"));
+    assert!(c.data_node(6).is_none());
+}
+
+#[test]
+fn partial_threads_table_fills_in_automatic_counts() {
+    let c = parse(&format!("{MGMD}[threads]\nspin_us = 10\n{NODE2}")).expect("valid");
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let auto = ThreadCounts::automatic(cores);
+    assert_eq!(
+        c.threads,
+        ThreadCounts {
+            spin_us: 10,
+            ..auto
+        }
+    );
+}
+
+#[test]
+fn automatic_thread_counts() {
+    let t = |cores| {
+        let c = ThreadCounts::automatic(cores);
+        (c.ldm, c.tc, c.recv, c.send, c.main, c.spin_us)
+    };
+    assert_eq!(t(1), (2, 1, 1, 1, 1, 0));
+    assert_eq!(t(4), (2, 1, 1, 1, 1, 0));
+    assert_eq!(t(8), (4, 2, 1, 1, 1, 0));
+    assert_eq!(t(16), (8, 4, 2, 2, 1, 0));
+    assert_eq!(t(64), (32, 16, 8, 8, 1, 0));
+    assert_eq!(t(1000), (32, 16, 8, 8, 1, 0));
+}
+
+#[test]
+fn memory_strings() {
+    use tree::parse_memory;
+    assert_eq!(parse_memory("512K"), Ok(512 << 10));
+    assert_eq!(parse_memory("64M"), Ok(64 << 20));
+    assert_eq!(parse_memory("1g"), Ok(1 << 30));
+    assert_eq!(parse_memory("2T"), Ok(2 << 40));
+    assert_eq!(parse_memory(" 1048576 "), Ok(1 << 20));
+    for bad in [
+        "",
+        "M",
+        "12X",
+        "1.5G",
+        "-1M",
+        "64 MB",
+        "99999999999999999999",
+        "99999999999T",
+    ] {
+        assert!(parse_memory(bad).is_err(), "{bad:?} should be rejected");
+    }
+}
+
+#[test]
+fn example_file_parses() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cluster.toml");
+    let c = ClusterConfig::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c.mgmd,
+        MgmdConfig {
+            node_id: 1,
+            host: "127.0.0.1".into(),
+            port: 11860
+        }
+    );
+    assert_eq!(c.cluster, ClusterSettings::default());
+    assert_eq!(
+        c.threads,
+        ThreadCounts {
+            ldm: 2,
+            tc: 1,
+            recv: 1,
+            send: 1,
+            main: 1,
+            spin_us: 0
+        }
+    );
+    assert_eq!(c.data_nodes.len(), 1);
+    let node = &c.data_nodes[0];
+    assert_eq!(
+        (node.id, node.host.as_str(), node.port, node.node_group),
+        (2, "127.0.0.1", 11861, 0)
+    );
+    // Relative data_dir is resolved against the file's directory.
+    assert_eq!(
+        node.data_dir,
+        path.parent()
+            .map(|p| p.join("data/node2"))
+            .unwrap_or_default()
+    );
+}
+
+#[test]
+fn relative_data_dir_with_base() {
+    let c = ClusterConfig::from_toml_str_relative_to(
+        &format!("{MGMD}{NODE2}"),
+        "x",
+        Path::new("/etc/t"),
+    )
+    .expect("valid");
+    assert_eq!(c.data_nodes[0].data_dir, PathBuf::from("/etc/t/d2"));
+}
+
+#[test]
+fn missing_file_is_an_error() {
+    let e = ClusterConfig::from_file(Path::new("/nonexistent/cluster.toml")).expect_err("no file");
+    assert!(
+        e.to_string()
+            .starts_with("/nonexistent/cluster.toml: cannot read"),
+        "{e}"
+    );
+}
+
+#[test]
+fn syntax_error_has_line() {
+    let e = expect_err(
+        &format!("{MGMD}[cluster\n{NODE2}"),
+        "",
+        Some(4),
+        "invalid table header",
+    );
+    assert!(!e.to_string().contains('\n'), "one line: {e}");
+    expect_err(
+        &format!("{MGMD}port = 1\n{NODE2}"),
+        "",
+        Some(4),
+        "duplicate",
+    );
+}
+
+#[test]
+fn dotted_keys_are_rejected_with_a_line() {
+    expect_err(
+        &format!("{MGMD}[cluster]\nfoo.bar = 1\n{NODE2}"),
+        "",
+        Some(5),
+        "dotted keys",
+    );
+}
+
+#[test]
+fn unknown_keys() {
+    expect_err(
+        &format!("{MGMD}colour = 1\n{NODE2}"),
+        "mgmd.colour",
+        Some(4),
+        "unknown key",
+    );
+    expect_err(
+        &format!("{MGMD}[cluster]\nreplica = 1\n{NODE2}"),
+        "cluster.replica",
+        Some(5),
+        "unknown key",
+    );
+    expect_err(
+        &format!("{MGMD}[threads]\nio = 1\n{NODE2}"),
+        "threads.io",
+        Some(5),
+        "unknown key",
+    );
+    expect_err(
+        &format!("{MGMD}{NODE2}datadir = \"x\"\n"),
+        "data_node.datadir",
+        Some(9),
+        "unknown key",
+    );
+    expect_err(
+        &format!("{MGMD}[sql]\nport = 3306\n{NODE2}"),
+        "sql",
+        Some(4),
+        "unknown table",
+    );
+    expect_err(
+        &format!("top = 1\n{MGMD}{NODE2}"),
+        "top",
+        Some(1),
+        "unknown key",
+    );
+}
+
+#[test]
+fn wrong_types() {
+    expect_err(
+        "[mgmd]\nhost = \"h\"\nport = \"11860\"\n",
+        "mgmd.port",
+        Some(3),
+        "expected an integer, found a string",
+    );
+    expect_err(
+        "[mgmd]\nhost = 5\nport = 1\n",
+        "mgmd.host",
+        Some(2),
+        "expected a string",
+    );
+    expect_err(
+        &format!("{MGMD}[cluster]\ndiskless = 1\n{NODE2}"),
+        "cluster.diskless",
+        Some(5),
+        "expected a boolean",
+    );
+    expect_err(
+        &format!("{MGMD}[cluster]\nreplicas = 1.0\n{NODE2}"),
+        "cluster.replicas",
+        Some(5),
+        "found a float",
+    );
+    expect_err(
+        &format!("{MGMD}[cluster]\ndata_memory = true\n{NODE2}"),
+        "cluster.data_memory",
+        Some(5),
+        "found a boolean",
+    );
+    expect_err(
+        &format!("mgmd = 1\n{NODE2}"),
+        "mgmd",
+        Some(1),
+        "expected a table",
+    );
+    expect_err(
+        &format!("{MGMD}[data_node]\nid = 2\n"),
+        "data_node",
+        Some(4),
+        "[[data_node]]",
+    );
+}
+
+#[test]
+fn missing_required_keys() {
+    expect_err(NODE2, "mgmd", None, "missing required table [mgmd]");
+    expect_err(
+        &format!("\n[mgmd]\nport = 1\n{NODE2}"),
+        "mgmd.host",
+        Some(2),
+        "missing required key",
+    );
+    expect_err(
+        &format!("[mgmd]\nhost = \"h\"\n{NODE2}"),
+        "mgmd.port",
+        Some(1),
+        "missing required key",
+    );
+    for key in ["id", "host", "port", "data_dir"] {
+        let node: String = NODE2
+            .lines()
+            .filter(|l| !l.starts_with(key))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        expect_err(
+            &format!("{MGMD}{node}"),
+            &format!("data_node.{key}"),
+            Some(4),
+            "missing required key",
+        );
+    }
+    expect_err(
+        &format!("{MGMD}{NODE2}").replace(
+            "host = \"127.0.0.1\"\nport = 11861",
+            "host = \"\"\nport = 11861",
+        ),
+        "data_node.host",
+        Some(6),
+        "must not be empty",
+    );
+}
+
+#[test]
+fn replicas_out_of_range() {
+    expect_err(
+        &format!("{MGMD}[cluster]\nreplicas = 0\n{NODE2}"),
+        "cluster.replicas",
+        Some(5),
+        "between 1 and 4",
+    );
+    expect_err(
+        &format!("{MGMD}[cluster]\nreplicas = 5\n{NODE2}"),
+        "cluster.replicas",
+        Some(5),
+        "between 1 and 4",
+    );
+}
+
+#[test]
+fn no_data_nodes() {
+    expect_err(MGMD, "data_node", None, "no data nodes");
+    expect_err(
+        &format!("data_node = []\n{MGMD}"),
+        "data_node",
+        None,
+        "no data nodes",
+    );
+}
+
+#[test]
+fn data_nodes_not_a_multiple_of_replicas() {
+    let e = expect_err(
+        &format!("{MGMD}[cluster]\nreplicas = 2\n{NODE2}"),
+        "cluster.replicas",
+        Some(5),
+        "multiple of replicas",
+    );
+    assert!(e.message.contains("1 data nodes"), "{e}");
+}
+
+#[test]
+fn duplicate_node_ids() {
+    let dup = NODE3.replace("id = 3", "id = 2");
+    expect_err(
+        &format!("{MGMD}{NODE2}{dup}"),
+        "data_node.id",
+        Some(10),
+        "already used by the data node on line 5",
+    );
+    let as_mgmd = NODE2.replace("id = 2", "id = 1");
+    expect_err(
+        &format!("{MGMD}{as_mgmd}"),
+        "data_node.id",
+        Some(5),
+        "already used by mgmd",
+    );
+    expect_err(
+        &format!("[mgmd]\nnode_id = 2\nhost = \"h\"\nport = 1\n{NODE2}"),
+        "data_node.id",
+        Some(6),
+        "mgmd's node_id (line 2)",
+    );
+}
+
+#[test]
+fn node_ids_out_of_range() {
+    expect_err(
+        &format!("{MGMD}{}", NODE2.replace("id = 2", "id = 128")),
+        "data_node.id",
+        Some(5),
+        "API nodes",
+    );
+    expect_err(
+        &format!("{MGMD}{}", NODE2.replace("id = 2", "id = 0")),
+        "data_node.id",
+        Some(5),
+        "between 1 and 127",
+    );
+    expect_err(
+        &format!("[mgmd]\nnode_id = 200\nhost = \"h\"\nport = 1\n{NODE2}"),
+        "mgmd.node_id",
+        Some(2),
+        "API nodes",
+    );
+}
+
+#[test]
+fn duplicate_host_and_port() {
+    let dup = NODE3.replace("11862", "11861");
+    expect_err(
+        &format!("{MGMD}{NODE2}{dup}"),
+        "data_node.port",
+        Some(12),
+        "127.0.0.1:11861 is already used by data node 2 (line 7)",
+    );
+    let on_mgmd = NODE2.replace("11861", "11860");
+    expect_err(
+        &format!("{MGMD}{on_mgmd}"),
+        "data_node.port",
+        Some(7),
+        "already used by mgmd (line 3)",
+    );
+    // Same port on another host is fine.
+    parse(&format!(
+        "{MGMD}{NODE2}{}",
+        NODE3
+            .replace("11862", "11861")
+            .replace("127.0.0.1", "10.0.0.3")
+    ))
+    .expect("valid");
+}
+
+#[test]
+fn port_zero_and_too_large() {
+    expect_err(
+        "[mgmd]\nhost = \"h\"\nport = 0\n",
+        "mgmd.port",
+        Some(3),
+        "between 1 and 65535",
+    );
+    expect_err(
+        &format!("{MGMD}{}", NODE2.replace("11861", "0")),
+        "data_node.port",
+        Some(7),
+        "between 1 and 65535",
+    );
+    expect_err(
+        &format!("{MGMD}{}", NODE2.replace("11861", "70000")),
+        "data_node.port",
+        Some(7),
+        "between 1 and 65535",
+    );
+}
+
+#[test]
+fn bad_memory_string() {
+    expect_err(
+        &format!("{MGMD}[cluster]\ndata_memory = \"64X\"\n{NODE2}"),
+        "cluster.data_memory",
+        Some(5),
+        "bad memory size",
+    );
+    expect_err(
+        &format!("{MGMD}[cluster]\ndata_memory = -5\n{NODE2}"),
+        "cluster.data_memory",
+        Some(5),
+        "negative",
+    );
+}
+
+#[test]
+fn memory_too_small() {
+    expect_err(
+        &format!("{MGMD}[cluster]\ndata_memory = \"8M\"\n[threads]\nldm = 2\n{NODE2}"),
+        "cluster.data_memory",
+        Some(5),
+        "memory too small",
+    );
+    // 4 MiB per ldm thread: 8 ldm threads need 32 MiB.
+    expect_err(
+        &format!("{MGMD}[cluster]\ndata_memory = \"24M\"\n[threads]\nldm = 8\n{NODE2}"),
+        "cluster.data_memory",
+        Some(5),
+        "memory too small: 24 MiB is below the minimum of 32 MiB",
+    );
+    parse(&format!(
+        "{MGMD}[cluster]\ndata_memory = \"32M\"\n[threads]\nldm = 8\n{NODE2}"
+    ))
+    .expect("exactly the minimum is fine");
+}
+
+#[test]
+fn thread_counts_out_of_range() {
+    let cases = [
+        ("ldm", "0", "between 1 and 32"),
+        ("ldm", "33", "between 1 and 32"),
+        ("tc", "0", "between 1 and 32"),
+        ("tc", "33", "between 1 and 32"),
+        ("recv", "0", "between 1 and 8"),
+        ("recv", "9", "between 1 and 8"),
+        ("send", "9", "between 0 and 8"),
+        ("send", "-1", "between 0 and 8"),
+        ("main", "2", "must be 1"),
+        ("main", "0", "must be 1"),
+        ("spin_us", "-1", "between 0 and"),
+    ];
+    for (key, value, message) in cases {
+        expect_err(
+            &format!("{MGMD}[threads]\n{key} = {value}\n{NODE2}"),
+            &format!("threads.{key}"),
+            Some(5),
+            message,
+        );
+    }
+}
+
+#[test]
+fn zero_intervals_timeouts_and_limits() {
+    for key in [
+        "redo_log_parts",
+        "heartbeat_interval_ms",
+        "epoch_interval_ms",
+        "gcp_interval_ms",
+        "lock_wait_timeout_ms",
+        "inactive_transaction_timeout_ms",
+        "max_operations_per_transaction",
+        "max_concurrent_operations",
+        "max_concurrent_transactions",
+    ] {
+        expect_err(
+            &format!("{MGMD}[cluster]\n{key} = 0\n{NODE2}"),
+            &format!("cluster.{key}"),
+            Some(5),
+            "got 0",
+        );
+    }
+    expect_err(
+        &format!("{MGMD}[cluster]\nredo_log_parts = 65\n{NODE2}"),
+        "cluster.redo_log_parts",
+        Some(5),
+        "between 1 and 64",
+    );
+    expect_err(
+        &format!("{MGMD}[cluster]\nmax_concurrent_operations = 4294967296\n{NODE2}"),
+        "cluster.max_concurrent_operations",
+        Some(5),
+        "between 1 and 4294967295",
+    );
+}
+
+#[test]
+fn epoch_longer_than_gcp() {
+    expect_err(
+        &format!("{MGMD}[cluster]\nepoch_interval_ms = 3000\n{NODE2}"),
+        "cluster.epoch_interval_ms",
+        Some(5),
+        "must not be greater than gcp_interval_ms (2000)",
+    );
+    expect_err(
+        &format!("{MGMD}[cluster]\ngcp_interval_ms = 50\n{NODE2}"),
+        "cluster.epoch_interval_ms",
+        Some(5),
+        "epoch_interval_ms (100)",
+    );
+}
+
+#[test]
+fn error_display_format() {
+    let e = ConfigError {
+        source_name: "c.toml".into(),
+        line: Some(3),
+        key: "cluster.replicas".into(),
+        message: "bad".into(),
+    };
+    assert_eq!(e.to_string(), "c.toml:3: cluster.replicas: bad");
+    let e = ConfigError { line: None, ..e };
+    assert_eq!(e.to_string(), "c.toml: cluster.replicas: bad");
+}

@@ -1,0 +1,290 @@
+//! Clients of the management protocol: `MgmClient` for tools and API nodes
+//! (config, show, reports, API node ids) and `DataNodeSession` for a data
+//! node's registration connection and its status pushes.
+//!
+//! Every socket has connect, read and write timeouts so a dead or wedged
+//! mgmd yields an error instead of a hang.
+
+use std::io::{self, BufReader};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::wire::{self, LineRead};
+use crate::MgmdError;
+
+/// How long to try to reach mgmd.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long to wait for an answer; above mgmd's 2 s `report_threads` wait.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Responses carry the config text, which may be large, but not unbounded.
+const MAX_RESPONSE_BYTES: usize = 64 << 20;
+
+/// One request/response connection to mgmd.
+struct Conn {
+    addr: String,
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Conn {
+    fn connect(addr: &str) -> Result<Conn, MgmdError> {
+        let connect_error = |source| MgmdError::Connect {
+            addr: addr.to_owned(),
+            source,
+        };
+        let mut last_error = io::Error::new(io::ErrorKind::NotFound, "address resolves to nothing");
+        let mut connected = None;
+        for socket_addr in addr.to_socket_addrs().map_err(connect_error)? {
+            match TcpStream::connect_timeout(&socket_addr, CONNECT_TIMEOUT) {
+                Ok(stream) => {
+                    connected = Some(stream);
+                    break;
+                }
+                Err(e) => last_error = e,
+            }
+        }
+        let stream = connected.ok_or_else(|| connect_error(last_error))?;
+        let _ = stream.set_nodelay(true);
+        stream
+            .set_read_timeout(Some(REQUEST_TIMEOUT))
+            .map_err(connect_error)?;
+        stream
+            .set_write_timeout(Some(REQUEST_TIMEOUT))
+            .map_err(connect_error)?;
+        let writer = stream.try_clone().map_err(connect_error)?;
+        Ok(Conn {
+            addr: addr.to_owned(),
+            reader: BufReader::new(stream),
+            writer,
+        })
+    }
+
+    fn io_error(&self, source: io::Error) -> MgmdError {
+        MgmdError::Io {
+            context: format!("lost the connection to mgmd at {}", self.addr),
+            source,
+        }
+    }
+
+    /// Sends a request and returns the successful response object.
+    fn request(&mut self, request: &Value) -> Result<Value, MgmdError> {
+        wire::write_line(&mut self.writer, request).map_err(|e| self.io_error(e))?;
+        let mut line = Vec::new();
+        match wire::read_line(&mut self.reader, &mut line, MAX_RESPONSE_BYTES) {
+            Ok(LineRead::Complete) => {}
+            Ok(LineRead::Eof) => {
+                return Err(self.io_error(io::Error::new(io::ErrorKind::UnexpectedEof, "closed")))
+            }
+            Ok(LineRead::TooLong) => {
+                return Err(MgmdError::Protocol(format!(
+                    "response longer than {MAX_RESPONSE_BYTES} bytes"
+                )))
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(MgmdError::Io {
+                    context: format!("no answer from mgmd at {}", self.addr),
+                    source: e,
+                })
+            }
+            Err(e) => return Err(self.io_error(e)),
+        }
+        let response: Value = serde_json::from_slice(&line)
+            .map_err(|e| MgmdError::Protocol(format!("malformed JSON: {e}")))?;
+        match response.get("ok").and_then(Value::as_bool) {
+            Some(true) => Ok(response),
+            Some(false) => Err(MgmdError::Refused(
+                response
+                    .get("error")
+                    .and_then(Value::as_str)
+                    .unwrap_or("request failed (no error message)")
+                    .to_owned(),
+            )),
+            None => Err(MgmdError::Protocol(format!(
+                "response without \"ok\": {response}"
+            ))),
+        }
+    }
+}
+
+/// Removes the `ok` field: what callers and `--json` output want.
+fn without_ok(mut response: Value) -> Value {
+    if let Value::Object(map) = &mut response {
+        map.remove("ok");
+    }
+    response
+}
+
+fn string_field(response: &Value, field: &str) -> Result<String, MgmdError> {
+    response
+        .get(field)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| MgmdError::Protocol(format!("response lacks the string \"{field}\"")))
+}
+
+/// A management client connection (tools, API nodes).
+pub struct MgmClient {
+    conn: Conn,
+}
+
+impl MgmClient {
+    /// Connects to mgmd at `addr` ("host:port").
+    pub fn connect(addr: &str) -> Result<MgmClient, MgmdError> {
+        Ok(MgmClient {
+            conn: Conn::connect(addr)?,
+        })
+    }
+
+    /// The cluster config file's text.
+    pub fn get_config(&mut self) -> Result<String, MgmdError> {
+        let response = self.conn.request(&json!({ "req": "get_config" }))?;
+        string_field(&response, "config")
+    }
+
+    /// The `show` response without `ok`: `{"nodes": [...], "latest_gci": N}`.
+    pub fn show(&mut self) -> Result<Value, MgmdError> {
+        self.conn.request(&json!({ "req": "show" })).map(without_ok)
+    }
+
+    /// The `report_threads` response without `ok`: `{"nodes": [{"id", "threads"}]}`.
+    pub fn report_threads(&mut self) -> Result<Value, MgmdError> {
+        self.conn
+            .request(&json!({ "req": "report_threads" }))
+            .map(without_ok)
+    }
+
+    /// Allocates an API node id (128..=255), held until this client closes.
+    pub fn alloc_api_node(&mut self) -> Result<u16, MgmdError> {
+        let response = self.conn.request(&json!({ "req": "alloc_api_node" }))?;
+        response
+            .get("node_id")
+            .and_then(Value::as_u64)
+            .and_then(|id| u16::try_from(id).ok())
+            .ok_or_else(|| MgmdError::Protocol("alloc_api_node response lacks \"node_id\"".into()))
+    }
+}
+
+/// A data node's registration with mgmd. The node counts as up for as long
+/// as this connection is open; dropping the session ends it.
+pub struct DataNodeSession {
+    conn: Conn,
+    node_id: u16,
+    config_dir: Option<PathBuf>,
+}
+
+impl DataNodeSession {
+    /// Connects, registers; returns the session and the config text.
+    pub fn register(
+        addr: &str,
+        node_id: u16,
+        pid: u32,
+    ) -> Result<(DataNodeSession, String), MgmdError> {
+        let mut conn = Conn::connect(addr)?;
+        conn.request(&json!({ "req": "register_data_node", "node_id": node_id, "pid": pid }))?;
+        let response = conn.request(&json!({ "req": "get_config" }))?;
+        let config = string_field(&response, "config")?;
+        let config_dir = response
+            .get("config_dir")
+            .and_then(Value::as_str)
+            .map(PathBuf::from);
+        Ok((
+            DataNodeSession {
+                conn,
+                node_id,
+                config_dir,
+            },
+            config,
+        ))
+    }
+
+    pub fn node_id(&self) -> u16 {
+        self.node_id
+    }
+
+    /// The config file's directory on mgmd's host, if mgmd knows it: parse
+    /// the text with `ClusterConfig::from_toml_str_relative_to` and this to
+    /// resolve relative `data_dir`s as mgmd does.
+    pub fn config_dir(&self) -> Option<&Path> {
+        self.config_dir.as_deref()
+    }
+
+    /// Spawns a thread that pushes `status()` every `period` and at once on
+    /// each refresh; ends quietly when mgmd goes away (the data node keeps
+    /// running without it).
+    pub fn spawn_status_pusher(
+        self,
+        period: Duration,
+        status: impl FnMut() -> Value + Send + 'static,
+    ) -> JoinHandle<()> {
+        let node_id = self.node_id;
+        let run = move || self.push_statuses(period, status);
+        match std::thread::Builder::new()
+            .name(format!("mgmd-status-{node_id}"))
+            .spawn(run)
+        {
+            Ok(handle) => handle,
+            // No thread to be had: the node runs on without mgmd, which is
+            // what it does when mgmd goes away too.
+            Err(_) => std::thread::spawn(|| ()),
+        }
+    }
+
+    fn push_statuses(mut self, period: Duration, mut status: impl FnMut() -> Value) {
+        // A zero read timeout is rejected by the OS API; keep a floor.
+        let period = period.max(Duration::from_millis(1));
+        let mut next_push = Instant::now();
+        let mut line = Vec::new();
+        loop {
+            if Instant::now() >= next_push {
+                let message = json!({ "req": "status", "status": status() });
+                if wire::write_line(&mut self.conn.writer, &message).is_err() {
+                    return;
+                }
+                next_push = Instant::now() + period;
+            }
+            let wait = next_push
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            if self
+                .conn
+                .reader
+                .get_ref()
+                .set_read_timeout(Some(wait))
+                .is_err()
+            {
+                return;
+            }
+            match wire::read_line(&mut self.conn.reader, &mut line, wire::MAX_LINE_BYTES) {
+                Ok(LineRead::Complete) => {
+                    let is_refresh = serde_json::from_slice::<Value>(&line)
+                        .ok()
+                        .is_some_and(|v| v.get("cmd").and_then(Value::as_str) == Some("refresh"));
+                    if is_refresh {
+                        next_push = Instant::now();
+                    }
+                    // Anything else (an error response to a bad status) is
+                    // not actionable here and is ignored.
+                    line.clear();
+                }
+                // Timeout: time for a periodic push; a partial line stays
+                // in `line` and is completed by the next read.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(LineRead::Eof) | Ok(LineRead::TooLong) | Err(_) => return,
+            }
+        }
+    }
+}

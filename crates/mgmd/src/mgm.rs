@@ -1,0 +1,187 @@
+//! The management client's commands (NDB's ndb_mgm): turns a typed command
+//! such as `show` or `all report threads` into a request and formats the
+//! answer as ndb_mgm-like text or as JSON for scripts.
+
+use serde_json::Value;
+
+use crate::client::MgmClient;
+use crate::MgmdError;
+
+/// Shown for each node in text output; nodes all run this same build.
+const VERSION: &str = concat!("tessera-", env!("CARGO_PKG_VERSION"));
+
+/// Runs one command against mgmd at `addr`. Commands are case-insensitive
+/// and extra spaces are ignored. With `json`, the output is the response
+/// object without its `ok` field, compact on one line; otherwise text. The
+/// result has no trailing newline.
+pub fn run_command(addr: &str, command: &str, json: bool) -> Result<String, MgmdError> {
+    let words: Vec<String> = command.split_whitespace().map(str::to_lowercase).collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let (response, format): (_, fn(&Value) -> String) = match words.as_slice() {
+        ["show"] => (MgmClient::connect(addr)?.show()?, format_show),
+        ["all", "report", "threads"] => {
+            (MgmClient::connect(addr)?.report_threads()?, format_threads)
+        }
+        _ => return Err(MgmdError::UnknownCommand(command.trim().to_owned())),
+    };
+    if json {
+        Ok(response.to_string())
+    } else {
+        Ok(format(&response))
+    }
+}
+
+fn field<'a>(node: &'a Value, name: &str) -> &'a Value {
+    node.get(name).unwrap_or(&Value::Null)
+}
+
+/// A JSON value as text: strings bare (quoted if they contain spaces).
+fn plain(value: &Value) -> String {
+    match value {
+        Value::String(s) if !s.is_empty() && !s.contains(char::is_whitespace) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `show` as ndb_mgm prints it.
+pub fn format_show(response: &Value) -> String {
+    let nodes: &[Value] = field(response, "nodes")
+        .as_array()
+        .map_or(&[], Vec::as_slice);
+    let of_type = |t: &str| -> Vec<&Value> {
+        nodes
+            .iter()
+            .filter(|n| field(n, "type").as_str() == Some(t))
+            .collect()
+    };
+    let mut out = String::from("Cluster Configuration\n---------------------\n");
+    let sections: [(&str, &str); 3] = [
+        ("data", "ndbd(NDB)"),
+        ("mgmd", "ndb_mgmd(MGM)"),
+        ("api", "api(API)"),
+    ];
+    for (index, (kind, title)) in sections.into_iter().enumerate() {
+        if index > 0 {
+            out.push('\n');
+        }
+        let group = of_type(kind);
+        out.push_str(&format!("[{title}]\t{} node(s)\n", group.len()));
+        for node in group {
+            let id = plain(field(node, "id"));
+            let host = plain(field(node, "host"));
+            let line = match kind {
+                "data" => {
+                    let state = field(node, "state").as_str().unwrap_or("unknown");
+                    if state == "not_connected" {
+                        format!("id={id}\t(not connected, accepting connect from {host})")
+                    } else {
+                        let pid = field(node, "pid")
+                            .as_u64()
+                            .map_or_else(|| "?".to_owned(), |p| p.to_string());
+                        let group = plain(field(node, "group"));
+                        format!(
+                            "id={id}\t@{host}  ({VERSION}, Nodegroup: {group}, {state}, pid {pid})"
+                        )
+                    }
+                }
+                "mgmd" => format!("id={id}\t@{host}  ({VERSION})"),
+                _ => format!(
+                    "id={id}\t{}",
+                    field(node, "state").as_str().unwrap_or("connected")
+                ),
+            };
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    out.truncate(out.trim_end().len());
+    out
+}
+
+/// `all report threads`: one line per thread, node id then its fields.
+pub fn format_threads(response: &Value) -> String {
+    let nodes: &[Value] = field(response, "nodes")
+        .as_array()
+        .map_or(&[], Vec::as_slice);
+    if nodes.is_empty() {
+        return "no data nodes connected".to_owned();
+    }
+    let mut lines = Vec::new();
+    for node in nodes {
+        let id = plain(field(node, "id"));
+        let threads: &[Value] = field(node, "threads").as_array().map_or(&[], Vec::as_slice);
+        if threads.is_empty() {
+            lines.push(format!("id={id}\t(no threads reported)"));
+        }
+        for thread in threads {
+            let fields = match thread {
+                Value::Object(map) => map
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", plain(v)))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                other => other.to_string(),
+            };
+            lines.push(format!("id={id}\t{fields}"));
+        }
+    }
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn show_text_looks_like_ndb_mgm() {
+        let response = json!({"nodes": [
+            {"id": 2, "type": "data", "host": "127.0.0.1", "group": 0, "state": "started", "pid": 1234, "start_count": 1},
+            {"id": 3, "type": "data", "host": "127.0.0.1", "group": 0, "state": "not_connected", "pid": null, "start_count": 0},
+            {"id": 1, "type": "mgmd", "host": "127.0.0.1", "state": "started", "pid": 99},
+            {"id": 128, "type": "api", "host": "127.0.0.1", "state": "connected"}
+        ], "latest_gci": 7});
+        let expected = format!(
+            "Cluster Configuration\n---------------------\n[ndbd(NDB)]\t2 node(s)\n\
+             id=2\t@127.0.0.1  ({VERSION}, Nodegroup: 0, started, pid 1234)\n\
+             id=3\t(not connected, accepting connect from 127.0.0.1)\n\n\
+             [ndb_mgmd(MGM)]\t1 node(s)\nid=1\t@127.0.0.1  ({VERSION})\n\n\
+             [api(API)]\t1 node(s)\nid=128\tconnected"
+        );
+        assert_eq!(format_show(&response), expected);
+    }
+
+    #[test]
+    fn show_text_survives_odd_responses() {
+        let text = format_show(&json!({"nodes": [{"type": "data"}, 5, {"id": "x"}]}));
+        assert!(text.contains("[ndbd(NDB)]\t1 node(s)"), "{text}");
+        assert!(format_show(&json!(null)).contains("[api(API)]\t0 node(s)"));
+    }
+
+    #[test]
+    fn threads_text_has_a_line_per_thread() {
+        let response = json!({"nodes": [
+            {"id": 2, "threads": [{"name": "ldm0", "busy_pct": 3}, {"name": "main thread", "busy_pct": 0}]},
+            {"id": 3, "threads": []}
+        ]});
+        assert_eq!(
+            format_threads(&response),
+            "id=2\tbusy_pct=3 name=ldm0\nid=2\tbusy_pct=0 name=\"main thread\"\nid=3\t(no threads reported)"
+        );
+        assert_eq!(
+            format_threads(&json!({"nodes": []})),
+            "no data nodes connected"
+        );
+    }
+
+    #[test]
+    fn unknown_command_lists_the_known_ones() {
+        // No connection is made for an unknown command.
+        let e = run_command("127.0.0.1:1", "  sho w ", false).expect_err("unknown");
+        let text = e.to_string();
+        assert!(
+            text.contains("\"sho w\"") && text.contains("show, all report threads"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,610 @@
+//! The management server (NDB's ndb_mgmd): serves the cluster config, hands
+//! out API node ids, tracks which data nodes are up (a node is up while its
+//! registration connection is open) and their latest self-reported status,
+//! and answers `show` / `report_threads`. One thread per connection: the
+//! number of connections is the number of nodes and tools, which is small.
+//!
+//! The server must survive anything a peer sends: every malformed line gets
+//! an error response and the connection stays usable; only a line over
+//! `MAX_LINE_BYTES` closes it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufReader, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use config::ClusterConfig;
+use serde_json::{json, Map, Value};
+
+use crate::wire::{self, LineRead, MAX_LINE_BYTES};
+use crate::MgmdError;
+
+/// How long `report_threads` waits for data nodes to push a fresh status.
+const REPORT_WAIT: Duration = Duration::from_secs(2);
+/// A peer that stops reading must not block a server thread for long.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// API node ids, as in NDB: data nodes and mgmd use 1..=127.
+const API_IDS: std::ops::RangeInclusive<u16> = 128..=255;
+
+/// Options for `start_server_with`.
+#[derive(Debug, Clone, Default)]
+pub struct ServerOptions {
+    /// Listen here instead of the config's `mgmd.host:port` (tests use
+    /// "127.0.0.1:0" to get a free port).
+    pub bind_addr: Option<String>,
+    /// Directory of the config file, sent with `get_config` so that nodes
+    /// resolve relative `data_dir`s as `ClusterConfig::from_file` does.
+    pub config_dir: Option<PathBuf>,
+}
+
+/// A running server. Dropping it (or `shutdown`) stops it.
+pub struct MgmdHandle {
+    local_addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept_thread: Option<JoinHandle<()>>,
+}
+
+impl MgmdHandle {
+    /// The address the server listens on (with the real port if 0 was asked).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Blocks until the server stops (which it does only on `shutdown` from
+    /// another handle user, so in practice: forever).
+    pub fn wait(mut self) {
+        if let Some(thread) = self.accept_thread.take() {
+            // A panic in the accept loop has already been reported by the
+            // panic hook; there is nothing more to do with it here.
+            let _ = thread.join();
+        }
+    }
+
+    /// Stops accepting, closes every connection and waits for the accept
+    /// thread. Sessions of data nodes end, as if mgmd had died.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        let Some(thread) = self.accept_thread.take() else {
+            return;
+        };
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        // Wake the blocking accept() with a connection of our own.
+        let mut wake = self.local_addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(if wake.is_ipv4() {
+                std::net::Ipv4Addr::LOCALHOST.into()
+            } else {
+                std::net::Ipv6Addr::LOCALHOST.into()
+            });
+        }
+        let _ = TcpStream::connect_timeout(&wake, WRITE_TIMEOUT);
+        let _ = thread.join();
+        let state = self.shared.lock();
+        for stream in state.connections.values() {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for MgmdHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Parses the config file, listens on `mgmd.host:port` and serves forever.
+/// Returns only on failure to start (config errors, bind errors).
+pub fn run_server(config_path: &Path) -> Result<(), MgmdError> {
+    let text = std::fs::read_to_string(config_path).map_err(|source| MgmdError::Io {
+        context: format!("cannot read the config file {}", config_path.display()),
+        source,
+    })?;
+    let parent = match config_path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    // Nodes may run in another working directory: give them an absolute one.
+    let config_dir = std::fs::canonicalize(&parent).unwrap_or(parent);
+    let config = ClusterConfig::from_toml_str_relative_to(
+        &text,
+        &config_path.display().to_string(),
+        &config_dir,
+    )?;
+    let options = ServerOptions {
+        bind_addr: None,
+        config_dir: Some(config_dir),
+    };
+    let handle = start_server_with(config, text, options)?;
+    eprintln!("tessera mgmd: listening on {}", handle.local_addr());
+    handle.wait();
+    Ok(())
+}
+
+/// Binds the config's `mgmd.host:port` and serves on background threads.
+pub fn start_server(config: ClusterConfig, config_text: String) -> Result<MgmdHandle, MgmdError> {
+    start_server_with(config, config_text, ServerOptions::default())
+}
+
+/// `start_server` with a bind address override and the config directory.
+pub fn start_server_with(
+    config: ClusterConfig,
+    config_text: String,
+    options: ServerOptions,
+) -> Result<MgmdHandle, MgmdError> {
+    let addr = options
+        .bind_addr
+        .clone()
+        .unwrap_or_else(|| wire::host_port(&config.mgmd.host, config.mgmd.port));
+    let bind_error = |source| MgmdError::Bind {
+        addr: addr.clone(),
+        source,
+    };
+    let addrs: Vec<SocketAddr> = addr.to_socket_addrs().map_err(bind_error)?.collect();
+    let listener = TcpListener::bind(&addrs[..]).map_err(bind_error)?;
+    let local_addr = listener.local_addr().map_err(bind_error)?;
+
+    let data_nodes = config
+        .data_nodes
+        .iter()
+        .map(|n| DataNodeState {
+            id: n.id,
+            group: n.node_group,
+            host: n.host.clone(),
+            session: None,
+            start_count: 0,
+            status: None,
+            status_seq: 0,
+        })
+        .collect();
+    let shared = Arc::new(Shared {
+        config,
+        config_text,
+        config_dir: options.config_dir,
+        state: Mutex::new(State {
+            data_nodes,
+            api_nodes: BTreeMap::new(),
+            connections: HashMap::new(),
+            next_connection: 0,
+        }),
+        status_changed: Condvar::new(),
+        stopping: AtomicBool::new(false),
+    });
+    let accept_shared = Arc::clone(&shared);
+    let accept_thread = std::thread::Builder::new()
+        .name("mgmd-accept".into())
+        .spawn(move || accept_loop(listener, accept_shared))
+        .map_err(|source| MgmdError::Io {
+            context: "cannot start the mgmd accept thread".into(),
+            source,
+        })?;
+    Ok(MgmdHandle {
+        local_addr,
+        shared,
+        accept_thread: Some(accept_thread),
+    })
+}
+
+type ConnId = u64;
+/// The write half of a connection; responses and `refresh` commands are
+/// written under this lock so lines never interleave.
+type Writer = Arc<Mutex<TcpStream>>;
+
+struct Shared {
+    config: ClusterConfig,
+    config_text: String,
+    config_dir: Option<PathBuf>,
+    state: Mutex<State>,
+    /// Signalled whenever a data node pushes a status or its session ends.
+    status_changed: Condvar,
+    stopping: AtomicBool,
+}
+
+impl Shared {
+    /// Locks the state, ignoring poisoning: every update leaves it
+    /// consistent, and one panicking connection must not stop the others.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+struct State {
+    /// In config order, which is the order `show` lists them in.
+    data_nodes: Vec<DataNodeState>,
+    /// API node id -> the connection holding it, with the peer's IP.
+    api_nodes: BTreeMap<u16, (ConnId, String)>,
+    /// Clones of every open connection, to close them on shutdown.
+    connections: HashMap<ConnId, TcpStream>,
+    next_connection: ConnId,
+}
+
+impl State {
+    fn data_node(&mut self, id: u16) -> Option<&mut DataNodeState> {
+        self.data_nodes.iter_mut().find(|n| n.id == id)
+    }
+}
+
+struct DataNodeState {
+    id: u16,
+    group: u32,
+    host: String,
+    session: Option<Session>,
+    /// Registrations since mgmd started.
+    start_count: u64,
+    /// The latest status pushed on the current session.
+    status: Option<Value>,
+    /// Bumped on every status push, so waiters can tell "newer".
+    status_seq: u64,
+}
+
+struct Session {
+    connection: ConnId,
+    pid: Option<u32>,
+    writer: Writer,
+}
+
+fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    for stream in listener.incoming() {
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        match stream {
+            Ok(stream) => start_connection(&shared, stream),
+            // Out of file descriptors or a connection reset before accept:
+            // nothing to do for that peer; pause so EMFILE does not spin.
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+fn start_connection(shared: &Arc<Shared>, stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    if stream.set_write_timeout(Some(WRITE_TIMEOUT)).is_err() {
+        return;
+    }
+    let (Ok(for_shutdown), Ok(writer)) = (stream.try_clone(), stream.try_clone()) else {
+        return;
+    };
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_default();
+    let id = {
+        let mut state = shared.lock();
+        let id = state.next_connection;
+        state.next_connection += 1;
+        state.connections.insert(id, for_shutdown);
+        id
+    };
+    let conn = Connection {
+        id,
+        peer,
+        writer: Arc::new(Mutex::new(writer)),
+        data_node: None,
+    };
+    let thread_shared = Arc::clone(shared);
+    let spawned = std::thread::Builder::new()
+        .name(format!("mgmd-conn-{id}"))
+        .spawn(move || serve_connection(&thread_shared, stream, conn));
+    if spawned.is_err() {
+        // Could not get a thread: drop the connection rather than the server.
+        shared.lock().connections.remove(&id);
+    }
+}
+
+/// Per-connection state kept by its thread.
+struct Connection {
+    id: ConnId,
+    peer: String,
+    writer: Writer,
+    /// Set once `register_data_node` succeeded on this connection.
+    data_node: Option<u16>,
+}
+
+impl Connection {
+    fn send(&self, value: &Value) -> std::io::Result<()> {
+        let mut stream = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        wire::write_line(&mut *stream, value)
+    }
+}
+
+fn serve_connection(shared: &Shared, stream: TcpStream, mut conn: Connection) {
+    let mut reader = BufReader::new(stream);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match wire::read_line(&mut reader, &mut line, MAX_LINE_BYTES) {
+            Ok(LineRead::Complete) => {
+                if let Some(response) = handle_line(shared, &mut conn, &line) {
+                    if conn.send(&response).is_err() {
+                        break;
+                    }
+                }
+            }
+            Ok(LineRead::TooLong) => {
+                let _ = conn.send(&error(format!(
+                    "request line longer than {MAX_LINE_BYTES} bytes; closing the connection"
+                )));
+                break;
+            }
+            Ok(LineRead::Eof) | Err(_) => break,
+        }
+    }
+    end_connection(shared, &conn);
+    let _ = conn
+        .writer
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .shutdown(Shutdown::Both);
+}
+
+/// Releases everything the connection held: its data node session (the
+/// node is now "not connected") and its API node ids.
+fn end_connection(shared: &Shared, conn: &Connection) {
+    let mut state = shared.lock();
+    state.connections.remove(&conn.id);
+    state.api_nodes.retain(|_, (owner, _)| *owner != conn.id);
+    if let Some(id) = conn.data_node {
+        if let Some(node) = state.data_node(id) {
+            if node
+                .session
+                .as_ref()
+                .is_some_and(|s| s.connection == conn.id)
+            {
+                node.session = None;
+                node.status = None;
+            }
+        }
+    }
+    drop(state);
+    shared.status_changed.notify_all();
+}
+
+fn error(message: impl Into<String>) -> Value {
+    json!({ "ok": false, "error": message.into() })
+}
+
+/// Handles one request line; `None` means no response (a status push).
+fn handle_line(shared: &Shared, conn: &mut Connection, line: &[u8]) -> Option<Value> {
+    let request = match parse_request(line) {
+        Ok(r) => r,
+        Err(message) => return Some(error(message)),
+    };
+    let kind = request
+        .get("req")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let response = match kind {
+        "get_config" => get_config(shared),
+        "register_data_node" => register_data_node(shared, conn, &request),
+        "status" => match status(shared, conn, &request) {
+            Ok(()) => return None,
+            Err(message) => error(message),
+        },
+        "alloc_api_node" => alloc_api_node(shared, conn),
+        "show" => show(shared),
+        "report_threads" => report_threads(shared),
+        other => error(format!(
+            "unknown request \"{other}\"; known requests: get_config, register_data_node, \
+             status, alloc_api_node, show, report_threads"
+        )),
+    };
+    Some(response)
+}
+
+/// A request must be a JSON object with a string `req`.
+fn parse_request(line: &[u8]) -> Result<Map<String, Value>, String> {
+    let text = std::str::from_utf8(line).map_err(|_| "request is not valid UTF-8".to_owned())?;
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("empty request; send one JSON object per line".to_owned());
+    }
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("malformed JSON: {e}"))?;
+    match value {
+        Value::Object(map) if map.get("req").is_some_and(Value::is_string) => Ok(map),
+        _ => Err("a request must be a JSON object with a string \"req\" field".to_owned()),
+    }
+}
+
+fn get_config(shared: &Shared) -> Value {
+    let mut response = json!({ "ok": true, "config": shared.config_text });
+    if let Some(dir) = &shared.config_dir {
+        response["config_dir"] = json!(dir.display().to_string());
+    }
+    response
+}
+
+fn register_data_node(
+    shared: &Shared,
+    conn: &mut Connection,
+    request: &Map<String, Value>,
+) -> Value {
+    let Some(id) = request.get("node_id").and_then(Value::as_u64) else {
+        return error("register_data_node needs \"node_id\", a positive integer");
+    };
+    let pid = match request.get("pid") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_u64().and_then(|p| u32::try_from(p).ok()) {
+            Some(pid) => Some(pid),
+            None => return error("\"pid\" must be a process id (a positive integer)"),
+        },
+    };
+    if let Some(current) = conn.data_node {
+        return error(format!(
+            "this connection is already registered as data node {current}"
+        ));
+    }
+    let mut state = shared.lock();
+    let known: Vec<String> = state.data_nodes.iter().map(|n| n.id.to_string()).collect();
+    let node = match u16::try_from(id).ok().and_then(|id| state.data_node(id)) {
+        Some(node) => node,
+        None => {
+            return error(format!(
+                "node id {id} is not a data node in the config (data nodes: {})",
+                known.join(", ")
+            ))
+        }
+    };
+    if let Some(session) = &node.session {
+        let pid = session
+            .pid
+            .map_or_else(|| "unknown".to_owned(), |p| p.to_string());
+        return error(format!(
+            "node id {id} is already in use by a running data node (pid {pid})"
+        ));
+    }
+    node.session = Some(Session {
+        connection: conn.id,
+        pid,
+        writer: Arc::clone(&conn.writer),
+    });
+    node.start_count += 1;
+    node.status = None;
+    conn.data_node = Some(node.id);
+    json!({ "ok": true, "node_id": node.id, "start_count": node.start_count })
+}
+
+fn status(shared: &Shared, conn: &Connection, request: &Map<String, Value>) -> Result<(), String> {
+    let Some(id) = conn.data_node else {
+        return Err(
+            "status is only accepted on a data node session (register_data_node first)".into(),
+        );
+    };
+    let Some(status @ Value::Object(_)) = request.get("status") else {
+        return Err("status needs \"status\", a JSON object".into());
+    };
+    let mut state = shared.lock();
+    if let Some(node) = state.data_node(id) {
+        node.status = Some(status.clone());
+        node.status_seq += 1;
+    }
+    drop(state);
+    shared.status_changed.notify_all();
+    Ok(())
+}
+
+fn alloc_api_node(shared: &Shared, conn: &Connection) -> Value {
+    let mut state = shared.lock();
+    let Some(id) = API_IDS.clone().find(|id| !state.api_nodes.contains_key(id)) else {
+        return error("no free API node id: 128-255 are all in use");
+    };
+    state.api_nodes.insert(id, (conn.id, conn.peer.clone()));
+    json!({ "ok": true, "node_id": id })
+}
+
+/// The state a connected data node reports, "starting" until it says.
+fn node_state(node: &DataNodeState) -> &str {
+    if node.session.is_none() {
+        return "not_connected";
+    }
+    node.status
+        .as_ref()
+        .and_then(|s| s.get("state"))
+        .and_then(Value::as_str)
+        .unwrap_or("starting")
+}
+
+fn show(shared: &Shared) -> Value {
+    let state = shared.lock();
+    let mut nodes = Vec::new();
+    let mut latest_gci = 0u64;
+    for node in &state.data_nodes {
+        if let Some(gci) = node
+            .status
+            .as_ref()
+            .and_then(|s| s.get("latest_gci"))
+            .and_then(Value::as_u64)
+        {
+            latest_gci = latest_gci.max(gci);
+        }
+        nodes.push(json!({
+            "id": node.id,
+            "type": "data",
+            "host": node.host,
+            "group": node.group,
+            "state": node_state(node),
+            "pid": node.session.as_ref().and_then(|s| s.pid),
+            "start_count": node.start_count,
+        }));
+    }
+    let mgmd = &shared.config.mgmd;
+    nodes.push(json!({
+        "id": mgmd.node_id,
+        "type": "mgmd",
+        "host": mgmd.host,
+        "state": "started",
+        "pid": std::process::id(),
+    }));
+    for (id, (_, host)) in &state.api_nodes {
+        nodes.push(json!({ "id": id, "type": "api", "host": host, "state": "connected" }));
+    }
+    json!({ "ok": true, "nodes": nodes, "latest_gci": latest_gci })
+}
+
+fn report_threads(shared: &Shared) -> Value {
+    // Who to ask, and the status each had before asking.
+    let targets: Vec<(u16, ConnId, u64, Writer)> = shared
+        .lock()
+        .data_nodes
+        .iter()
+        .filter_map(|n| {
+            let s = n.session.as_ref()?;
+            Some((n.id, s.connection, n.status_seq, Arc::clone(&s.writer)))
+        })
+        .collect();
+    let refresh = json!({ "cmd": "refresh" });
+    for (_, _, _, writer) in &targets {
+        let mut stream = writer.lock().unwrap_or_else(PoisonError::into_inner);
+        // A node that cannot be written to is going away; its session
+        // ends on its own thread and the wait below stops counting it.
+        let _ = wire::write_line(&mut *stream, &refresh).and_then(|()| stream.flush());
+    }
+
+    let deadline = Instant::now() + REPORT_WAIT;
+    let mut state = shared.lock();
+    loop {
+        let waiting = targets.iter().any(|(id, connection, seq, _)| {
+            state.data_nodes.iter().any(|n| {
+                n.id == *id
+                    && n.session
+                        .as_ref()
+                        .is_some_and(|s| s.connection == *connection)
+                    && n.status_seq == *seq
+            })
+        });
+        let now = Instant::now();
+        if !waiting || now >= deadline {
+            break;
+        }
+        state = shared
+            .status_changed
+            .wait_timeout(state, deadline - now)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
+    }
+
+    let nodes: Vec<Value> = targets
+        .iter()
+        .filter_map(|(id, connection, _, _)| {
+            let node = state.data_nodes.iter().find(|n| n.id == *id)?;
+            // Skip nodes that went away while we waited.
+            node.session
+                .as_ref()
+                .filter(|s| s.connection == *connection)?;
+            let threads = node
+                .status
+                .as_ref()
+                .and_then(|s| s.get("threads"))
+                .cloned()
+                .unwrap_or_else(|| json!([]));
+            Some(json!({ "id": id, "threads": threads }))
+        })
+        .collect();
+    json!({ "ok": true, "nodes": nodes })
+}

@@ -1,0 +1,376 @@
+//! End-to-end tests of the management protocol: an in-process mgmd on a free
+//! loopback port, driven through the client library and through raw
+//! sockets (for malformed input).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use config::ClusterConfig;
+use mgmd::client::{DataNodeSession, MgmClient};
+use mgmd::{mgm, start_server_with, MgmdError, MgmdHandle, ServerOptions, MAX_LINE_BYTES};
+use serde_json::{json, Value};
+
+const CONFIG: &str = r#"
+[mgmd]
+host = "127.0.0.1"
+port = 11860
+
+[cluster]
+replicas = 2
+
+[[data_node]]
+id = 2
+host = "127.0.0.1"
+port = 11861
+data_dir = "d2"
+
+[[data_node]]
+id = 3
+host = "127.0.0.1"
+port = 11862
+data_dir = "d3"
+"#;
+
+/// Starts mgmd on 127.0.0.1 with a port the OS picks.
+fn start() -> (MgmdHandle, String) {
+    let config = ClusterConfig::from_toml_str(CONFIG, "test.toml").expect("test config is valid");
+    let options = ServerOptions {
+        bind_addr: Some("127.0.0.1:0".into()),
+        config_dir: None,
+    };
+    let handle = start_server_with(config, CONFIG.to_owned(), options).expect("mgmd starts");
+    let addr = handle.local_addr().to_string();
+    (handle, addr)
+}
+
+/// Polls `condition` until it holds; the deadline only guards against a
+/// hang, the tests do not depend on how long anything takes.
+fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !condition() {
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn node(show: &Value, id: u64) -> Value {
+    show["nodes"]
+        .as_array()
+        .and_then(|nodes| nodes.iter().find(|n| n["id"] == id))
+        .cloned()
+        .unwrap_or_else(|| panic!("node {id} missing from {show}"))
+}
+
+fn node_state(client: &mut MgmClient, id: u64) -> Value {
+    node(&client.show().expect("show"), id)["state"].clone()
+}
+
+#[test]
+fn get_config_round_trips() {
+    let (_server, addr) = start();
+    let mut client = MgmClient::connect(&addr).expect("connect");
+    assert_eq!(client.get_config().expect("get_config"), CONFIG);
+    let (session, text) = DataNodeSession::register(&addr, 2, 1).expect("register");
+    assert_eq!(text, CONFIG);
+    assert_eq!(session.node_id(), 2);
+    assert_eq!(session.config_dir(), None);
+}
+
+#[test]
+fn a_node_id_registers_once_at_a_time() {
+    let (_server, addr) = start();
+    let (first, _) = DataNodeSession::register(&addr, 2, 1234).expect("first registration");
+    let err = match DataNodeSession::register(&addr, 2, 5678) {
+        Ok(_) => panic!("second registration of node 2 must fail"),
+        Err(e) => e,
+    };
+    assert!(matches!(err, MgmdError::Refused(_)), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "mgmd: node id 2 is already in use by a running data node (pid 1234)"
+    );
+
+    let mut client = MgmClient::connect(&addr).expect("connect");
+    assert_eq!(node(&client.show().expect("show"), 2)["start_count"], 1);
+    drop(first);
+    wait_until("node 2 to be not connected", || {
+        node_state(&mut client, 2) == "not_connected"
+    });
+    let down = node(&client.show().expect("show"), 2);
+    assert_eq!(down["pid"], Value::Null);
+    assert_eq!(down["start_count"], 1);
+
+    let (_second, _) = DataNodeSession::register(&addr, 2, 5678).expect("re-registration");
+    let up = node(&client.show().expect("show"), 2);
+    assert_eq!(up["start_count"], 2);
+    assert_eq!(up["pid"], 5678);
+    assert_eq!(up["state"], "starting");
+}
+
+#[test]
+fn unknown_node_ids_are_refused() {
+    let (_server, addr) = start();
+    for id in [1, 4, 128] {
+        let err = match DataNodeSession::register(&addr, id, 1) {
+            Ok(_) => panic!("node {id} is not a data node"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            err.contains(&format!(
+                "node id {id} is not a data node in the config (data nodes: 2, 3)"
+            )),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn api_node_ids_are_distinct_and_released_on_close() {
+    let (_server, addr) = start();
+    let mut a = MgmClient::connect(&addr).expect("connect");
+    let mut b = MgmClient::connect(&addr).expect("connect");
+    let ids = [
+        a.alloc_api_node().expect("alloc"),
+        a.alloc_api_node().expect("alloc"),
+        b.alloc_api_node().expect("alloc"),
+    ];
+    assert_eq!(ids, [128, 129, 130]);
+
+    let show = b.show().expect("show");
+    let api: Vec<&Value> = show["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter(|n| n["type"] == "api")
+        .collect();
+    assert_eq!(api.len(), 3);
+    assert!(api.iter().all(|n| n["state"] == "connected"));
+
+    drop(a);
+    wait_until("ids 128 and 129 to be released", || {
+        let show = b.show().expect("show");
+        let count = show["nodes"]
+            .as_array()
+            .map_or(0, |n| n.iter().filter(|n| n["type"] == "api").count());
+        count == 1
+    });
+    assert_eq!(b.alloc_api_node().expect("alloc"), 128);
+}
+
+#[test]
+fn show_reflects_pushed_status() {
+    let (_server, addr) = start();
+    let mut client = MgmClient::connect(&addr).expect("connect");
+    let show = client.show().expect("show");
+    assert_eq!(show["latest_gci"], 0);
+    assert!(show.get("ok").is_none(), "client strips ok: {show}");
+    assert_eq!(node(&show, 2)["state"], "not_connected");
+    let mgmd = node(&show, 1);
+    assert_eq!(mgmd["type"], "mgmd");
+    assert_eq!(mgmd["pid"], std::process::id());
+
+    let (session, _) = DataNodeSession::register(&addr, 3, 4321).expect("register");
+    let _pusher = session.spawn_status_pusher(
+        Duration::from_secs(3600),
+        || json!({"state": "started", "latest_gci": (7u64 << 32) | 3, "threads": []}),
+    );
+    wait_until("node 3 to report started", || {
+        node_state(&mut client, 3) == "started"
+    });
+    let show = client.show().expect("show");
+    assert_eq!(show["latest_gci"], (7u64 << 32) | 3);
+    let n3 = node(&show, 3);
+    assert_eq!(
+        n3,
+        json!({"id": 3, "type": "data", "host": "127.0.0.1", "group": 0,
+        "state": "started", "pid": 4321, "start_count": 1})
+    );
+    assert_eq!(node(&show, 2)["state"], "not_connected");
+
+    let text = mgm::run_command(&addr, "show", false).expect("mgm show");
+    let version = format!("tessera-{}", env!("CARGO_PKG_VERSION"));
+    assert!(
+        text.starts_with("Cluster Configuration\n---------------------\n[ndbd(NDB)]\t2 node(s)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "id=3\t@127.0.0.1  ({version}, Nodegroup: 0, started, pid 4321)"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("id=2\t(not connected, accepting connect from 127.0.0.1)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "[ndb_mgmd(MGM)]\t1 node(s)\nid=1\t@127.0.0.1  ({version})"
+        )),
+        "{text}"
+    );
+
+    let json_text = mgm::run_command(&addr, "  SHOW ", true).expect("mgm show --json");
+    assert!(!json_text.contains('\n'), "compact: {json_text}");
+    let parsed: Value = serde_json::from_str(&json_text).expect("json output parses");
+    assert!(parsed.get("ok").is_none());
+    assert_eq!(node(&parsed, 3)["pid"], 4321);
+}
+
+#[test]
+fn report_threads_asks_for_a_fresh_status() {
+    let (_server, addr) = start();
+    let mut client = MgmClient::connect(&addr).expect("connect");
+    assert_eq!(
+        client.report_threads().expect("report"),
+        json!({"nodes": []})
+    );
+
+    let (session, _) = DataNodeSession::register(&addr, 2, 1).expect("register");
+    let pushes = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&pushes);
+    // The period is far beyond the test, so every push after the first is
+    // a response to a refresh.
+    let _pusher = session.spawn_status_pusher(Duration::from_secs(3600), move || {
+        let generation = counter.fetch_add(1, Ordering::SeqCst);
+        json!({"state": "started", "latest_gci": 1, "threads": [{"name": "ldm0", "generation": generation}]})
+    });
+    wait_until("the first status", || {
+        node_state(&mut client, 2) == "started"
+    });
+    assert_eq!(pushes.load(Ordering::SeqCst), 1);
+
+    let report = client.report_threads().expect("report");
+    assert_eq!(
+        report,
+        json!({"nodes": [{"id": 2, "threads": [{"name": "ldm0", "generation": 1}]}]})
+    );
+
+    let text = mgm::run_command(&addr, "all   REPORT threads", false).expect("mgm report");
+    assert_eq!(text, "id=2\tgeneration=2 name=ldm0");
+    let json_text = mgm::run_command(&addr, "all report threads", true).expect("mgm report --json");
+    let parsed: Value = serde_json::from_str(&json_text).expect("json");
+    assert_eq!(
+        parsed,
+        json!({"nodes": [{"id": 2, "threads": [{"name": "ldm0", "generation": 3}]}]})
+    );
+}
+
+#[test]
+fn status_pusher_ends_when_mgmd_goes_away() {
+    let (server, addr) = start();
+    let (session, _) = DataNodeSession::register(&addr, 2, 1).expect("register");
+    let pusher =
+        session.spawn_status_pusher(Duration::from_millis(20), || json!({"state": "started"}));
+    server.shutdown();
+    pusher.join().expect("pusher thread ends without panicking");
+}
+
+/// Sends a raw line and reads the one-line response.
+fn raw_request(stream: &mut BufReader<TcpStream>, line: &[u8]) -> Value {
+    stream.get_mut().write_all(line).expect("write");
+    let mut response = String::new();
+    stream.read_line(&mut response).expect("read");
+    serde_json::from_str(&response).unwrap_or_else(|e| panic!("bad response {response:?}: {e}"))
+}
+
+#[test]
+fn malformed_lines_get_errors_and_the_connection_survives() {
+    let (_server, addr) = start();
+    let stream = TcpStream::connect(&addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut stream = BufReader::new(stream);
+    let bad: [&[u8]; 9] = [
+        b"this is not json\n",
+        b"\n",
+        b"[1, 2]\n",
+        b"{\"req\": 5}\n",
+        b"{\"req\": \"frobnicate\"}\n",
+        b"\xff\xfe{}\n",
+        b"{\"req\": \"register_data_node\"}\n",
+        b"{\"req\": \"register_data_node\", \"node_id\": 2, \"pid\": -1}\n",
+        b"{\"req\": \"status\", \"status\": {\"state\": \"started\"}}\n",
+    ];
+    for line in bad {
+        let response = raw_request(&mut stream, line);
+        assert_eq!(
+            response["ok"],
+            false,
+            "{}: {response}",
+            String::from_utf8_lossy(line)
+        );
+        assert!(
+            response["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{response}"
+        );
+    }
+    let response = raw_request(&mut stream, b"{\"req\": \"get_config\"}\r\n");
+    assert_eq!(response, json!({"ok": true, "config": CONFIG}));
+}
+
+#[test]
+fn an_overlong_line_closes_only_that_connection() {
+    let (_server, addr) = start();
+    let mut stream = TcpStream::connect(&addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    // Exactly one byte over the limit and no newline: the server reads all
+    // of it, so it closes cleanly and its error line is not lost to a reset.
+    stream
+        .write_all(&vec![b'x'; MAX_LINE_BYTES + 1])
+        .expect("write");
+    let mut rest = String::new();
+    stream
+        .read_to_string(&mut rest)
+        .expect("server answers, then closes");
+    let response: Value = serde_json::from_str(rest.trim_end()).expect("one JSON line");
+    assert_eq!(response["ok"], false);
+    assert!(
+        response["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("longer than")),
+        "{response}"
+    );
+
+    let mut client = MgmClient::connect(&addr).expect("server still serves");
+    assert_eq!(client.get_config().expect("get_config"), CONFIG);
+}
+
+#[test]
+fn connect_errors_are_clear() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    drop(listener);
+    let err = match MgmClient::connect(&addr) {
+        Ok(_) => panic!("nothing listens on {addr}"),
+        Err(e) => e.to_string(),
+    };
+    assert_eq!(
+        err,
+        format!("cannot connect to mgmd at {addr}: connection refused")
+    );
+}
+
+#[test]
+fn bind_errors_are_clear() {
+    let (_server, addr) = start();
+    let config = ClusterConfig::from_toml_str(CONFIG, "test.toml").expect("valid");
+    let options = ServerOptions {
+        bind_addr: Some(addr.clone()),
+        config_dir: None,
+    };
+    let err = match start_server_with(config, CONFIG.to_owned(), options) {
+        Ok(_) => panic!("the port is taken"),
+        Err(e) => e.to_string(),
+    };
+    assert_eq!(
+        err,
+        format!("cannot listen on {addr}: address already in use")
+    );
+}
