@@ -1,1 +1,189 @@
-//! dict
+//! dict: the schema block (NDB DBDICT).
+//!
+//! dict owns every table definition of the cluster, assigns table ids and
+//! versions, and drives the schema operations that put a table on (or take
+//! it off) every block: dih for its distribution, each tc for routing, each
+//! ldm for storage. It counts the schema version clients compare against.
+//!
+//! Files by concern, as NDB's dbtux/:
+//! - `lib.rs`: configuration, the block struct and its inbox (one `match`);
+//! - `requests.rs`: API requests: checks, the FIFO of schema operations
+//!   (one runs at a time), GET_TABINFO;
+//! - `create.rs`, `drop.rs`: the create and drop protocols;
+//! - `tables.rs`: the table registry.
+//!
+//! Today dict adds tables to the blocks of its own node; a cluster of
+//! several data nodes needs a master dict running each operation on every
+//! node's blocks, as NDB's schema transactions do.
+
+mod answers;
+mod create;
+mod drop;
+mod misaddressed;
+mod requests;
+mod tables;
+
+#[cfg(test)]
+mod test_context;
+#[cfg(test)]
+mod tests;
+
+pub use drop::DROP_RETRY_DELAY_MS;
+pub use requests::QUEUE_CAPACITY;
+
+use answers::Answers;
+use kernel::{Context, Report};
+use requests::{Operation, QueuedRequest};
+use signal::signals::StartPhaseConf;
+use signal::{codec, BlockKind, BlockRef, Envelope, NodeId, Signal};
+use std::collections::{HashSet, VecDeque};
+use tables::Tables;
+
+/// The start phase from which dict takes schema requests (membership's
+/// start module documents every phase).
+pub const SCHEMA_PHASE: u8 = 2;
+
+/// Most partitions a table may ask for.
+pub const MAX_PARTITIONS: u32 = 1024;
+
+/// What dict needs to know of the node and the cluster.
+#[derive(Clone, Debug)]
+pub struct DictConfig {
+    /// This block's address (node id, `BlockKind::Dict`, instance 0).
+    pub address: BlockRef,
+    /// tc instances on this node.
+    pub tc_instances: u16,
+    /// ldm instances on each data node.
+    pub ldm_instances: u16,
+    /// The cluster's data nodes with their node group.
+    pub data_nodes: Vec<(NodeId, u32)>,
+    /// Replicas of each partition (dih places them; kept so dict and dih
+    /// share one shape of cluster config).
+    pub replicas: u8,
+    /// Redo log parts per node (dih assigns them; kept for the same reason).
+    pub redo_log_parts: u32,
+}
+
+/// The dict block.
+pub struct Dict {
+    address: BlockRef,
+    dih: BlockRef,
+    /// Partitions of a table that does not ask for a count: one per ldm
+    /// thread of every node group, so every thread of the cluster has work.
+    default_partitions: u32,
+    /// Highest start phase run.
+    phase: u8,
+    tables: Tables,
+    /// Rises on every create and drop; clients compare against it.
+    schema_version: u32,
+    /// The schema operation running, if any.
+    running: Option<Operation>,
+    /// Schema operations waiting for the running one to finish, oldest first.
+    queue: VecDeque<QueuedRequest>,
+    /// This node's tcs and who answered the current round.
+    tcs: Answers,
+    /// This node's ldms and who answered the current round.
+    ldms: Answers,
+}
+
+impl Dict {
+    /// A dict with no table, waiting for its start phases.
+    pub fn new(config: DictConfig) -> Dict {
+        assert_eq!(
+            config.address.kind,
+            BlockKind::Dict,
+            "dict configured with a non-dict address {}",
+            config.address
+        );
+        assert!(
+            config.tc_instances > 0,
+            "tables are routed by at least one tc"
+        );
+        assert!(
+            config.ldm_instances > 0,
+            "tables are stored by at least one ldm"
+        );
+        let node_groups = config
+            .data_nodes
+            .iter()
+            .map(|&(_, group)| group)
+            .collect::<HashSet<u32>>()
+            .len() as u32;
+        assert!(node_groups > 0, "a cluster needs at least one data node");
+        let default_partitions = config.ldm_instances as u32 * node_groups;
+        assert!(
+            default_partitions <= MAX_PARTITIONS,
+            "the default partition count {default_partitions} exceeds {MAX_PARTITIONS}"
+        );
+        let node = config.address.node;
+        Dict {
+            address: config.address,
+            dih: BlockRef::new(node, BlockKind::Dih, 0),
+            default_partitions,
+            phase: 0,
+            tables: Tables::default(),
+            schema_version: 1,
+            running: None,
+            queue: VecDeque::with_capacity(QUEUE_CAPACITY),
+            tcs: Answers::new(
+                (0..config.tc_instances)
+                    .map(|i| BlockRef::new(node, BlockKind::Tc, i))
+                    .collect(),
+            ),
+            ldms: Answers::new(
+                (0..config.ldm_instances)
+                    .map(|i| BlockRef::new(node, BlockKind::Ldm, i))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The schema version: 1 at start, +1 on every create and drop.
+    pub fn schema_version(&self) -> u32 {
+        self.schema_version
+    }
+
+    fn start_phase(&mut self, from: BlockRef, phase: u8, ctx: &mut dyn Context) {
+        self.phase = self.phase.max(phase);
+        kernel::send(ctx, self.address, from, StartPhaseConf { phase });
+    }
+
+    /// A create or drop finished.
+    fn bump_schema_version(&mut self, ctx: &mut dyn Context) {
+        self.schema_version = self
+            .schema_version
+            .checked_add(1)
+            .expect("schema version exhausted (2^32 schema changes)");
+        ctx.report(Report::SchemaVersion(self.schema_version));
+    }
+}
+
+impl kernel::Block for Dict {
+    fn address(&self) -> BlockRef {
+        self.address
+    }
+
+    fn handle(&mut self, envelope: Envelope, ctx: &mut dyn Context) {
+        let from = envelope.from;
+        match envelope.signal {
+            // From API nodes: never panic.
+            Signal::CreateTabReq(request) => self.create_table_request(from, request, ctx),
+            Signal::DropTabReq(request) => self.drop_table_request(from, request, ctx),
+            Signal::GetTabInfoReq(request) => self.get_table_info(from, request, ctx),
+            // From blocks of this node.
+            Signal::DiAddTabConf(conf) => self.distribution_conf(from, conf, ctx),
+            Signal::AddTabConf(conf) => self.add_table_conf(from, conf.table_id, ctx),
+            Signal::DropTabRep(report) => self.drop_table_report(from, report, ctx),
+            Signal::StartPhaseReq(request) => self.start_phase(from, request.phase, ctx),
+            Signal::ApiFailRep(report) => self.api_failed(report.node),
+            other if codec::is_api_request(other.number()) => {
+                misaddressed::refuse_misaddressed(self.address, from, other, ctx)
+            }
+            other => panic!(
+                "dict {}: unexpected signal {} from {from}",
+                self.address,
+                other.name()
+            ),
+        }
+    }
+}

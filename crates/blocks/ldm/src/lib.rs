@@ -1,3 +1,252 @@
-//! ldm: the local data manager block (row storage, hash index, locks, operations).
+//! ldm: the local data manager block (NDB's DBLQH + DBACC + DBTUP): one
+//! instance per ldm thread, owning a disjoint set of partitions with their
+//! rows, primary-key hash indexes, row locks and operation records
+//! (DESIGN.md §2-§4).
+//!
+//! Split by concern, as NDB's dbtux/ is:
+//! - `page_memory`: this thread's DataMemory, fixed pages allocated at start;
+//! - `slots`, `partition`: rows in pages, row ids, the row header;
+//! - `hash_index`: the primary-key index (linear hashing);
+//! - `layout`: column placement, after-images, read encoding;
+//! - `operation`: operation records and their states;
+//! - `prepare`: LQHKEYREQ (lookup, lock, after-image);
+//! - `locks`: lock queues on rows, and commit, complete and abort.
+//!
+//! Architecture invariant: an after-image lives in the operation record
+//! until commit; the row is untouched before commit, except the slot of a
+//! prepared insert, which stays invisible (state Reserved) until then.
+
 pub mod hash_index;
+pub mod layout;
+mod locks;
+pub mod operation;
 pub mod page_memory;
+pub mod partition;
+mod prepare;
+pub mod slots;
+
+use kernel::{send, Block, Context};
+use layout::RowLayout;
+use operation::OperationPool;
+use page_memory::PageMemory;
+use partition::Partition;
+use signal::signals::*;
+use signal::{BlockRef, Envelope, ErrorCode, Signal};
+use std::collections::VecDeque;
+
+/// How to build an ldm instance.
+#[derive(Clone, Debug)]
+pub struct LdmConfig {
+    /// This instance's address.
+    pub address: BlockRef,
+    /// This instance's share of DataMemory, in bytes.
+    pub data_memory_bytes: u64,
+    /// Operation records.
+    pub max_operations: u32,
+}
+
+/// A table as this ldm holds it.
+pub(crate) struct TableState {
+    pub(crate) layout: RowLayout,
+    /// Indexed by partition number; `None` for partitions other ldms own.
+    pub(crate) partitions: Vec<Option<Partition>>,
+    pub(crate) active_operations: u32,
+}
+
+/// The ldm block.
+pub struct Ldm {
+    pub(crate) address: BlockRef,
+    pub(crate) memory: PageMemory,
+    pub(crate) operations: OperationPool,
+    pub(crate) tables: Vec<Option<TableState>>,
+    /// Operations whose lock wait ended, to run again in order.
+    pub(crate) restart: VecDeque<u32>,
+}
+
+impl Ldm {
+    /// Allocates this instance's DataMemory and operation records.
+    pub fn new(config: LdmConfig) -> Ldm {
+        Ldm {
+            address: config.address,
+            memory: PageMemory::new(config.data_memory_bytes),
+            operations: OperationPool::new(config.max_operations),
+            tables: Vec::new(),
+            restart: VecDeque::with_capacity(config.max_operations as usize),
+        }
+    }
+
+    /// Pages of DataMemory in use and in all.
+    pub fn memory_pages(&self) -> (u32, u32) {
+        (self.memory.used_pages(), self.memory.page_count())
+    }
+
+    /// Operation records in use.
+    pub fn operations_in_use(&self) -> u32 {
+        self.operations.in_use()
+    }
+
+    /// Rows stored in `table_id`'s partitions on this ldm.
+    pub fn rows(&self, table_id: u32) -> u64 {
+        self.tables
+            .get(table_id as usize)
+            .and_then(Option::as_ref)
+            .map_or(0, |table| {
+                table.partitions.iter().flatten().map(Partition::rows).sum()
+            })
+    }
+
+    fn add_table(&mut self, from: BlockRef, request: LqhAddTabReq, ctx: &mut dyn Context) {
+        let table = request.table;
+        let layout = RowLayout::new(&table);
+        let mut partitions: Vec<Option<Partition>> = (0..table.partitions).map(|_| None).collect();
+        for (number, placement) in request.map.partitions.iter().enumerate() {
+            let mine = placement.ldm_instance == self.address.instance
+                && placement.replicas.contains(&self.address.node);
+            if mine {
+                partitions[number] = Some(Partition::new(
+                    number as u32,
+                    placement.redo_part,
+                    &layout,
+                    &self.memory,
+                ));
+            }
+        }
+        let id = table.id as usize;
+        if self.tables.len() <= id {
+            self.tables.resize_with(id + 1, || None);
+        }
+        assert!(
+            self.tables[id].is_none(),
+            "dict added table {id} twice without a drop"
+        );
+        self.tables[id] = Some(TableState {
+            layout,
+            partitions,
+            active_operations: 0,
+        });
+        send(ctx, self.address, from, AddTabConf { table_id: table.id });
+    }
+
+    fn drop_table(&mut self, from: BlockRef, order: DropTabOrd, ctx: &mut dyn Context) {
+        let id = order.table_id as usize;
+        let busy = match self.tables.get_mut(id).and_then(Option::as_mut) {
+            Some(table) if table.active_operations > 0 => true,
+            Some(table) => {
+                for partition in table.partitions.iter_mut().flatten() {
+                    partition.release(&mut self.memory);
+                }
+                self.tables[id] = None;
+                false
+            }
+            None => false,
+        };
+        send(
+            ctx,
+            self.address,
+            from,
+            DropTabRep {
+                table_id: order.table_id,
+                busy,
+            },
+        );
+    }
+
+    fn lqh_key_req(&mut self, from: BlockRef, request: LqhKeyReq, ctx: &mut dyn Context) {
+        let refuse = |ctx: &mut dyn Context, error| {
+            send(
+                ctx,
+                self.address,
+                from,
+                LqhKeyRef {
+                    tc_op: request.tc_op,
+                    error,
+                },
+            );
+        };
+        let Some(table) = self
+            .tables
+            .get_mut(request.table_id as usize)
+            .and_then(Option::as_mut)
+        else {
+            return refuse(ctx, ErrorCode::UnknownTable);
+        };
+        if !matches!(
+            table.partitions.get(request.partition as usize),
+            Some(Some(_))
+        ) {
+            return refuse(ctx, ErrorCode::UnknownTable);
+        }
+        let Some(index) = self.operations.seize(from, request.tc_op) else {
+            return refuse(ctx, ErrorCode::OutOfOperationRecords);
+        };
+        table.active_operations += 1;
+        let operation = &mut self.operations[index];
+        operation.transaction_id = request.transaction_id;
+        operation.kind = request.kind;
+        operation.lock = match request.kind {
+            OperationKind::Read => request.lock,
+            _ => LockMode::Exclusive,
+        };
+        operation.table_id = request.table_id;
+        operation.partition = request.partition;
+        operation.hash = request.hash;
+        operation.key = Some(request.key);
+        operation.attr = request.attr;
+        self.execute(index, ctx);
+    }
+
+    /// Releases an operation record and its table's count.
+    pub(crate) fn release_operation(&mut self, index: u32) {
+        let table_id = self.operations[index].table_id;
+        self.operations.release(index);
+        if let Some(table) = self
+            .tables
+            .get_mut(table_id as usize)
+            .and_then(Option::as_mut)
+        {
+            assert!(
+                table.active_operations > 0,
+                "table operation count underflow"
+            );
+            table.active_operations -= 1;
+        }
+    }
+
+    fn run_restarts(&mut self, ctx: &mut dyn Context) {
+        while let Some(index) = self.restart.pop_front() {
+            self.execute(index, ctx);
+        }
+    }
+}
+
+impl Block for Ldm {
+    fn address(&self) -> BlockRef {
+        self.address
+    }
+
+    fn handle(&mut self, envelope: Envelope, ctx: &mut dyn Context) {
+        let from = envelope.from;
+        match envelope.signal {
+            Signal::LqhKeyReq(request) => self.lqh_key_req(from, request, ctx),
+            Signal::CommitReq(request) => self.commit(from, request, ctx),
+            Signal::CompleteReq(request) => self.complete(from, request, ctx),
+            Signal::AbortReq(request) => self.abort(from, request, ctx),
+            Signal::LqhAddTabReq(request) => self.add_table(from, request, ctx),
+            Signal::DropTabOrd(order) => self.drop_table(from, order, ctx),
+            Signal::StartPhaseReq(request) => send(
+                ctx,
+                self.address,
+                from,
+                StartPhaseConf {
+                    phase: request.phase,
+                },
+            ),
+            other => panic!(
+                "ldm {} got unexpected signal {} from {from}",
+                self.address,
+                other.name()
+            ),
+        }
+        self.run_restarts(ctx);
+    }
+}

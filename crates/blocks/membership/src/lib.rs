@@ -1,1 +1,161 @@
-//! membership
+//! membership: start phases and API registration (NDB QMGR+NDBCNTR).
+//!
+//! Membership brings the node's blocks up in order (`start.rs` documents the
+//! phases) and answers API nodes registering, telling them whether the node
+//! serves yet and how many tcs it has. Heartbeats, failure detection, the
+//! president and arbitration (DESIGN.md §6) will live here too.
+//!
+//! This file holds the configuration, the block struct and its inbox (one
+//! `match` naming every signal membership takes).
+
+mod answers;
+mod misaddressed;
+pub mod start;
+
+#[cfg(test)]
+mod test_context;
+#[cfg(test)]
+mod tests;
+
+use answers::Answers;
+use kernel::{Context, Report};
+use signal::signals::{ApiRegConf, StartPhaseReq};
+use signal::{codec, BlockKind, BlockRef, Envelope, Signal};
+use start::{StartState, PHASES};
+
+/// What membership needs to know of the node.
+#[derive(Clone, Debug)]
+pub struct MembershipConfig {
+    /// This block's address (node id, `BlockKind::Membership`, instance 0).
+    pub address: BlockRef,
+    /// tc instances on this node.
+    pub tc_instances: u16,
+    /// ldm instances on this node.
+    pub ldm_instances: u16,
+}
+
+/// The membership block.
+pub struct Membership {
+    address: BlockRef,
+    tc_instances: u16,
+    state: StartState,
+    /// Every block of the node that runs start phases, and who answered the
+    /// current one.
+    blocks: Answers,
+}
+
+impl Membership {
+    /// A membership waiting for the runtime's phase 0.
+    pub fn new(config: MembershipConfig) -> Membership {
+        assert_eq!(
+            config.address.kind,
+            BlockKind::Membership,
+            "membership configured with a non-membership address {}",
+            config.address
+        );
+        let node = config.address.node;
+        let mut blocks = vec![
+            BlockRef::new(node, BlockKind::Dict, 0),
+            BlockRef::new(node, BlockKind::Dih, 0),
+        ];
+        blocks.extend((0..config.tc_instances).map(|i| BlockRef::new(node, BlockKind::Tc, i)));
+        blocks.extend((0..config.ldm_instances).map(|i| BlockRef::new(node, BlockKind::Ldm, i)));
+        Membership {
+            address: config.address,
+            tc_instances: config.tc_instances,
+            state: StartState::NotStarted,
+            blocks: Answers::new(blocks),
+        }
+    }
+
+    /// Where the start stands.
+    pub fn state(&self) -> StartState {
+        self.state
+    }
+
+    /// Phase 0 from the runtime: run the first phase.
+    fn begin(&mut self, from: BlockRef, phase: u8, ctx: &mut dyn Context) {
+        assert!(
+            from == self.address && phase == start::BEGIN,
+            "membership {}: StartPhaseReq {{ phase: {phase} }} from {from}: only the runtime \
+             begins a start, with phase {} from membership itself",
+            self.address,
+            start::BEGIN
+        );
+        assert_eq!(
+            self.state,
+            StartState::NotStarted,
+            "membership {}: the node was asked to start twice",
+            self.address
+        );
+        self.run_phase(0, ctx);
+    }
+
+    fn run_phase(&mut self, index: usize, ctx: &mut dyn Context) {
+        self.state = StartState::Running { index };
+        self.blocks.start_round();
+        let phase = PHASES[index];
+        for &block in self.blocks.members() {
+            kernel::send(ctx, self.address, block, StartPhaseReq { phase });
+        }
+    }
+
+    fn phase_conf(&mut self, from: BlockRef, phase: u8, ctx: &mut dyn Context) {
+        let StartState::Running { index } = self.state else {
+            panic!(
+                "membership {}: StartPhaseConf {{ phase: {phase} }} from {from} while no phase runs ({:?})",
+                self.address, self.state
+            );
+        };
+        assert_eq!(
+            phase, PHASES[index],
+            "StartPhaseConf from {from} answers another phase than the one running"
+        );
+        if !self.blocks.record(from, "StartPhaseConf") {
+            return;
+        }
+        if index + 1 < PHASES.len() {
+            self.run_phase(index + 1, ctx);
+        } else {
+            self.state = StartState::Started;
+            ctx.report(Report::NodeStarted);
+        }
+    }
+
+    /// API registration: from the network, so it never panics.
+    fn api_registration(&mut self, from: BlockRef, ctx: &mut dyn Context) {
+        if from.kind != BlockKind::Api {
+            // Only API nodes register; there is no REF to tell anyone else.
+            return;
+        }
+        let conf = ApiRegConf {
+            // Before started, the client retries until it is.
+            started: self.state == StartState::Started,
+            tc_instances: self.tc_instances,
+        };
+        kernel::send(ctx, self.address, from, conf);
+    }
+}
+
+impl kernel::Block for Membership {
+    fn address(&self) -> BlockRef {
+        self.address
+    }
+
+    fn handle(&mut self, envelope: Envelope, ctx: &mut dyn Context) {
+        let from = envelope.from;
+        match envelope.signal {
+            Signal::ApiRegReq(_) => self.api_registration(from, ctx),
+            Signal::StartPhaseReq(request) => self.begin(from, request.phase, ctx),
+            Signal::StartPhaseConf(conf) => self.phase_conf(from, conf.phase, ctx),
+            other if codec::is_api_request(other.number()) => {
+                misaddressed::refuse_misaddressed(self.address, from, other, ctx)
+            }
+            other => panic!(
+                "membership {}: unexpected signal {} from {from}",
+                self.address,
+                other.name()
+            ),
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! DROP TABLE (NDB's DROP_TAB): take a table off every block.
+//!
+//! ```text
+//!  API          dict                each tc            each ldm
+//!   |-DropTabReq-->|  (table invisible)  |                  |
+//!   |              |-- DropTabOrd ------>|  refuse new operations
+//!   |              |<-- DropTabRep ------|                  |
+//!   |              |  (every tc answered)                   |
+//!   |              |-- DropTabOrd ------------------------->|
+//!   |              |<-- DropTabRep{busy: true} -------------|  operations in flight
+//!   |              |   ... 10 ms later ...                  |
+//!   |              |-- DropTabOrd ------------------------->|
+//!   |              |<-- DropTabRep{busy: false} ------------|  partitions freed
+//!   |<-DropTabConf-|  (table removed, schema version + 1)
+//! ```
+//!
+//! The tcs go first so that no new operation reaches an ldm once the ldms
+//! are asked; an ldm still finishing operations on the table says busy and
+//! is asked again until it is done. A tc saying busy is asked again the
+//! same way.
+
+use crate::requests::{DropStep, Operation};
+use crate::tables::TableState;
+use crate::Dict;
+use kernel::Context;
+use signal::signals::{DropTabConf, DropTabOrd, DropTabRep};
+use signal::{BlockKind, BlockRef, Envelope, ErrorCode};
+
+/// How long a block that is busy with the table gets before it is asked
+/// again.
+pub const DROP_RETRY_DELAY_MS: u64 = 10;
+
+impl Dict {
+    /// Starts dropping the table named `name`.
+    pub(crate) fn start_drop(
+        &mut self,
+        requester: BlockRef,
+        request_id: u32,
+        name: &str,
+        ctx: &mut dyn Context,
+    ) {
+        let Some(entry) = self.tables.by_name(name) else {
+            return self.refuse(requester, request_id, ErrorCode::UnknownTable, ctx);
+        };
+        let table_id = entry.definition.id;
+        // Operations run one at a time, so no other is half-way through.
+        self.tables
+            .change_state(table_id, TableState::Online, TableState::Dropping);
+        self.running = Some(Operation::Drop {
+            requester,
+            request_id,
+            table_id,
+            step: DropStep::Coordinators,
+        });
+        self.tcs.start_round();
+        for &tc in self.tcs.members() {
+            kernel::send(ctx, self.address, tc, DropTabOrd { table_id });
+        }
+    }
+
+    /// A tc or ldm answered a `DropTabOrd`.
+    pub(crate) fn drop_table_report(
+        &mut self,
+        from: BlockRef,
+        report: DropTabRep,
+        ctx: &mut dyn Context,
+    ) {
+        let Some(Operation::Drop {
+            requester,
+            request_id,
+            table_id,
+            step,
+        }) = &mut self.running
+        else {
+            panic!(
+                "dict {}: DropTabRep from {from} while no drop runs",
+                self.address
+            );
+        };
+        assert_eq!(
+            report.table_id, *table_id,
+            "DropTabRep from {from} for another table than the one being dropped"
+        );
+        let (requester, request_id, table_id) = (*requester, *request_id, *table_id);
+        let answers = match (*step, from.kind) {
+            (DropStep::Coordinators, BlockKind::Tc) => &mut self.tcs,
+            (DropStep::DataManagers, BlockKind::Ldm) => &mut self.ldms,
+            (step, _) => panic!(
+                "dict {}: DropTabRep from {from} while the drop waits on {step:?}",
+                self.address
+            ),
+        };
+        if report.busy {
+            let again = Envelope {
+                from: self.address,
+                to: from,
+                signal: DropTabOrd { table_id }.into(),
+            };
+            ctx.send_delayed(again, DROP_RETRY_DELAY_MS);
+            return;
+        }
+        if !answers.record(from, "DropTabRep") {
+            return;
+        }
+        if *step == DropStep::Coordinators {
+            *step = DropStep::DataManagers;
+            self.ldms.start_round();
+            for &ldm in self.ldms.members() {
+                kernel::send(ctx, self.address, ldm, DropTabOrd { table_id });
+            }
+            return;
+        }
+        self.tables.remove(table_id);
+        self.bump_schema_version(ctx);
+        kernel::send(ctx, self.address, requester, DropTabConf { request_id });
+        self.finish_operation(ctx);
+    }
+}

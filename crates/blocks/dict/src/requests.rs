@@ -1,0 +1,215 @@
+//! Schema requests from API nodes: their checks, the FIFO in which create
+//! and drop wait their turn, and GET_TABINFO.
+//!
+//! Everything here comes from the network, so nothing here panics on what a
+//! request holds: a bad request gets a `SchemaRef` with an error code.
+//!
+//! Creates and drops run one at a time. Each changes several blocks in
+//! several round trips, and running them in sequence means no operation
+//! sees a half-made table of another (a create and a drop of the same name
+//! never interleave) and each schema version names exactly one change.
+//! Checks that need no table state (decoding the definition, the name's
+//! encoding) run on arrival, so a queued request holds no section.
+//! GET_TABINFO only reads online tables and is answered at once: tables
+//! being created or dropped are invisible to it.
+
+use crate::tables::{TableEntry, TableState};
+use crate::{Dict, MAX_PARTITIONS, SCHEMA_PHASE};
+use kernel::Context;
+use signal::schema::TableDef;
+use signal::signals::{CreateTabReq, DropTabReq, GetTabInfoConf, GetTabInfoReq, SchemaRef};
+use signal::{BlockRef, ErrorCode, NodeId};
+use std::sync::Arc;
+
+/// Most schema requests waiting behind the running one; more get
+/// `SchemaBusy` (temporary) so a flood of requests cannot grow dict.
+pub const QUEUE_CAPACITY: usize = 64;
+
+/// A create or drop waiting its turn.
+pub(crate) struct QueuedRequest {
+    /// Who asked (the reply goes there).
+    pub(crate) requester: BlockRef,
+    /// Client's number, echoed.
+    pub(crate) request_id: u32,
+    pub(crate) kind: RequestKind,
+}
+
+/// What a queued request asks.
+pub(crate) enum RequestKind {
+    /// Create this (decoded, checked) table.
+    Create(TableDef),
+    /// Drop the table with this name.
+    Drop(String),
+}
+
+/// The schema operation running.
+pub(crate) enum Operation {
+    /// Creating `table` (id, version and partitions assigned).
+    Create {
+        requester: BlockRef,
+        request_id: u32,
+        table: Arc<TableDef>,
+        step: CreateStep,
+    },
+    /// Dropping table `table_id`.
+    Drop {
+        requester: BlockRef,
+        request_id: u32,
+        table_id: u32,
+        step: DropStep,
+    },
+}
+
+/// Where a create stands.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum CreateStep {
+    /// Waiting for dih's partition map.
+    Distributing,
+    /// Waiting for every tc and ldm to add the table.
+    Adding,
+}
+
+/// Where a drop stands.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum DropStep {
+    /// Waiting for every tc to stop routing to the table.
+    Coordinators,
+    /// Waiting for every ldm to free the table's partitions.
+    DataManagers,
+}
+
+impl Dict {
+    /// Answers `to`'s request `request_id` with `error`.
+    pub(crate) fn refuse(
+        &self,
+        to: BlockRef,
+        request_id: u32,
+        error: ErrorCode,
+        ctx: &mut dyn Context,
+    ) {
+        kernel::send(ctx, self.address, to, SchemaRef { request_id, error });
+    }
+
+    /// Refuses a request that arrived before start phase 2; true if so.
+    fn refused_before_start(&self, from: BlockRef, request_id: u32, ctx: &mut dyn Context) -> bool {
+        let started = self.phase >= SCHEMA_PHASE;
+        if !started {
+            self.refuse(from, request_id, ErrorCode::NodeNotStarted, ctx);
+        }
+        !started
+    }
+
+    pub(crate) fn create_table_request(
+        &mut self,
+        from: BlockRef,
+        request: CreateTabReq,
+        ctx: &mut dyn Context,
+    ) {
+        let request_id = request.request_id;
+        if self.refused_before_start(from, request_id, ctx) {
+            return;
+        }
+        let table = match TableDef::decode(request.definition.as_slice()) {
+            Ok(table) if table.partitions <= MAX_PARTITIONS => table,
+            _ => return self.refuse(from, request_id, ErrorCode::BadTableDefinition, ctx),
+        };
+        self.enqueue(from, request_id, RequestKind::Create(table), ctx);
+    }
+
+    pub(crate) fn drop_table_request(
+        &mut self,
+        from: BlockRef,
+        request: DropTabReq,
+        ctx: &mut dyn Context,
+    ) {
+        let request_id = request.request_id;
+        if self.refused_before_start(from, request_id, ctx) {
+            return;
+        }
+        let Ok(name) = std::str::from_utf8(request.name.as_slice()) else {
+            // No table has a name that is not UTF-8.
+            return self.refuse(from, request_id, ErrorCode::UnknownTable, ctx);
+        };
+        let name = name.to_owned();
+        self.enqueue(from, request_id, RequestKind::Drop(name), ctx);
+    }
+
+    pub(crate) fn get_table_info(
+        &mut self,
+        from: BlockRef,
+        request: GetTabInfoReq,
+        ctx: &mut dyn Context,
+    ) {
+        let request_id = request.request_id;
+        if self.refused_before_start(from, request_id, ctx) {
+            return;
+        }
+        let online = std::str::from_utf8(request.name.as_slice())
+            .ok()
+            .and_then(|name| self.tables.by_name(name))
+            .filter(|entry| entry.state == TableState::Online)
+            .map(|entry: &TableEntry| Arc::clone(&entry.definition));
+        let Some(table) = online else {
+            return self.refuse(from, request_id, ErrorCode::UnknownTable, ctx);
+        };
+        let Some(definition) = ctx.pool().copy_from(&table.encode_to_vec()) else {
+            return self.refuse(from, request_id, ErrorCode::OutOfSignalMemory, ctx);
+        };
+        let conf = GetTabInfoConf {
+            request_id,
+            schema_version: self.schema_version,
+            definition,
+        };
+        kernel::send(ctx, self.address, from, conf);
+    }
+
+    /// An API node is gone: its waiting requests are dropped. A running one
+    /// finishes (undoing half a schema change is worse) and its reply goes
+    /// out to nobody, harmlessly.
+    pub(crate) fn api_failed(&mut self, node: NodeId) {
+        self.queue.retain(|queued| queued.requester.node != node);
+    }
+
+    fn enqueue(
+        &mut self,
+        requester: BlockRef,
+        request_id: u32,
+        kind: RequestKind,
+        ctx: &mut dyn Context,
+    ) {
+        if self.queue.len() >= QUEUE_CAPACITY {
+            return self.refuse(requester, request_id, ErrorCode::SchemaBusy, ctx);
+        }
+        self.queue.push_back(QueuedRequest {
+            requester,
+            request_id,
+            kind,
+        });
+        self.start_next(ctx);
+    }
+
+    /// Starts queued requests until one keeps running (a request refused at
+    /// its start, say for a taken name, finishes at once).
+    fn start_next(&mut self, ctx: &mut dyn Context) {
+        while self.running.is_none() {
+            let Some(queued) = self.queue.pop_front() else {
+                return;
+            };
+            match queued.kind {
+                RequestKind::Create(table) => {
+                    self.start_create(queued.requester, queued.request_id, table, ctx)
+                }
+                RequestKind::Drop(name) => {
+                    self.start_drop(queued.requester, queued.request_id, &name, ctx)
+                }
+            }
+        }
+    }
+
+    /// The running operation finished: start the next.
+    pub(crate) fn finish_operation(&mut self, ctx: &mut dyn Context) {
+        assert!(self.running.is_some(), "a schema operation finished twice");
+        self.running = None;
+        self.start_next(ctx);
+    }
+}

@@ -1,0 +1,128 @@
+//! The table registry: every table dict knows, by id and by name, with the
+//! state of its schema operation and the version counter of each id.
+//!
+//! Ids are reused after a drop (the lowest free id is taken, as NDB does) so
+//! ids stay small and dense for the tcs' and ldms' table arrays; the version
+//! counter of an id survives the drop, so a recreated table gets version+1
+//! and a client holding the old definition is told it is stale.
+
+use signal::schema::TableDef;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Where a table stands.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum TableState {
+    /// Being created: not yet on every block, invisible to clients.
+    Creating,
+    /// On every block; clients see it.
+    Online,
+    /// Being dropped: invisible to clients, still on some blocks.
+    Dropping,
+}
+
+/// One table.
+pub(crate) struct TableEntry {
+    pub(crate) definition: Arc<TableDef>,
+    pub(crate) state: TableState,
+}
+
+/// Tables by id and name, and the last version of each id.
+#[derive(Default)]
+pub(crate) struct Tables {
+    /// Index = table id.
+    entries: Vec<Option<TableEntry>>,
+    names: HashMap<String, u32>,
+    /// Index = table id: the version the id last had (0: never used).
+    versions: Vec<u32>,
+}
+
+impl Tables {
+    /// The table named `name`, in any state.
+    pub(crate) fn by_name(&self, name: &str) -> Option<&TableEntry> {
+        let &id = self.names.get(name)?;
+        let entry = self.entries[id as usize].as_ref();
+        assert!(
+            entry.is_some(),
+            "name {name:?} maps to table id {id}, which is free"
+        );
+        entry
+    }
+
+    /// The table with id `table_id`.
+    pub(crate) fn by_id(&self, table_id: u32) -> Option<&TableEntry> {
+        self.entries.get(table_id as usize)?.as_ref()
+    }
+
+    /// The lowest id no table holds.
+    pub(crate) fn lowest_free_id(&self) -> u32 {
+        let free = self
+            .entries
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or(self.entries.len());
+        u32::try_from(free).expect("fewer than 2^32 tables")
+    }
+
+    /// The version a table created with id `table_id` gets.
+    pub(crate) fn next_version(&self, table_id: u32) -> u32 {
+        let last = self.versions.get(table_id as usize).copied().unwrap_or(0);
+        last.checked_add(1)
+            .expect("table id version exhausted (2^32 recreations)")
+    }
+
+    /// Registers a table being created.
+    pub(crate) fn insert_creating(&mut self, definition: Arc<TableDef>) {
+        let id = definition.id as usize;
+        assert!(
+            self.by_id(definition.id).is_none(),
+            "table id {id} is taken"
+        );
+        assert_eq!(
+            definition.version,
+            self.next_version(definition.id),
+            "table id {id} must get the version after its last one"
+        );
+        if self.entries.len() <= id {
+            self.entries.resize_with(id + 1, || None);
+            self.versions.resize(id + 1, 0);
+        }
+        let previous = self.names.insert(definition.name.clone(), definition.id);
+        assert!(
+            previous.is_none(),
+            "table name {:?} is taken",
+            definition.name
+        );
+        self.versions[id] = definition.version;
+        self.entries[id] = Some(TableEntry {
+            definition,
+            state: TableState::Creating,
+        });
+    }
+
+    /// Moves table `table_id` from state `from` to `to`.
+    pub(crate) fn change_state(&mut self, table_id: u32, from: TableState, to: TableState) {
+        let entry = self.entries[table_id as usize]
+            .as_mut()
+            .unwrap_or_else(|| panic!("table {table_id} changes state but does not exist"));
+        assert_eq!(
+            entry.state, from,
+            "table {table_id} is not in the state its operation left it in"
+        );
+        entry.state = to;
+    }
+
+    /// Forgets a dropped table (its id's version counter stays).
+    pub(crate) fn remove(&mut self, table_id: u32) {
+        let entry = self.entries[table_id as usize]
+            .take()
+            .unwrap_or_else(|| panic!("table {table_id} removed but does not exist"));
+        assert_eq!(
+            entry.state,
+            TableState::Dropping,
+            "only a dropping table is removed"
+        );
+        let removed = self.names.remove(&entry.definition.name);
+        assert_eq!(removed, Some(table_id), "name and id registries disagree");
+    }
+}

@@ -1,0 +1,657 @@
+//! dict's tests: golden traces of create and drop (the exact signals, with
+//! the blocks' replies fed back), the refusals (duplicate name, bad
+//! definition, unknown table, not started, queue full), the FIFO of
+//! concurrent requests, the busy ldm asked again after 10 ms, and id reuse
+//! with the next version.
+
+use crate::test_context::{delayed_line, deliver, line, RecordingContext};
+use crate::{Dict, DictConfig, DROP_RETRY_DELAY_MS, QUEUE_CAPACITY};
+use kernel::{Context, Report};
+use signal::schema::{ColumnDef, ColumnType, TableDef};
+use signal::signals::{
+    AddTabConf, ApiFailRep, CreateTabConf, CreateTabReq, DiAddTabConf, DiAddTabReq, DropTabConf,
+    DropTabOrd, DropTabRep, DropTabReq, GetTabInfoReq, LqhAddTabReq, PartitionMap, SchemaRef,
+    StartPhaseConf, StartPhaseReq, TcAddTabReq,
+};
+use signal::{BlockKind, BlockRef, ErrorCode, NodeId, Signal};
+use std::sync::Arc;
+
+const NODE: NodeId = NodeId(1);
+const DICT: BlockRef = BlockRef::new(NODE, BlockKind::Dict, 0);
+const DIH: BlockRef = BlockRef::new(NODE, BlockKind::Dih, 0);
+const MEMBERSHIP: BlockRef = BlockRef::new(NODE, BlockKind::Membership, 0);
+const TC0: BlockRef = BlockRef::new(NODE, BlockKind::Tc, 0);
+const LDM0: BlockRef = BlockRef::new(NODE, BlockKind::Ldm, 0);
+const LDM1: BlockRef = BlockRef::new(NODE, BlockKind::Ldm, 1);
+const API: BlockRef = BlockRef::new(NodeId(100), BlockKind::Api, 0);
+const OTHER_API: BlockRef = BlockRef::new(NodeId(101), BlockKind::Api, 0);
+
+fn new_dict() -> Dict {
+    Dict::new(DictConfig {
+        address: DICT,
+        tc_instances: 1,
+        ldm_instances: 2,
+        data_nodes: vec![(NODE, 0)],
+        replicas: 1,
+        redo_log_parts: 2,
+    })
+}
+
+/// A dict through all start phases, with an empty trace.
+fn started() -> (Dict, RecordingContext) {
+    let mut dict = new_dict();
+    let mut ctx = RecordingContext::new();
+    for phase in 1..=3 {
+        deliver(&mut dict, &mut ctx, MEMBERSHIP, StartPhaseReq { phase });
+    }
+    assert_eq!(
+        ctx.take_trace(),
+        (1..=3)
+            .map(|phase| line(DICT, MEMBERSHIP, StartPhaseConf { phase }))
+            .collect::<Vec<_>>()
+    );
+    (dict, ctx)
+}
+
+/// A table as a client asks for it: no id, no version, default partitions.
+fn definition(name: &str) -> TableDef {
+    TableDef {
+        id: 0,
+        version: 0,
+        name: name.into(),
+        columns: vec![
+            ColumnDef {
+                name: "k".into(),
+                column_type: ColumnType::Int { unsigned: false },
+                nullable: false,
+            },
+            ColumnDef {
+                name: "v".into(),
+                column_type: ColumnType::VarChar(20),
+                nullable: true,
+            },
+        ],
+        primary_key: vec![0],
+        partitions: 0,
+    }
+}
+
+/// The table as dict assigns it.
+fn assigned(name: &str, id: u32, version: u32) -> Arc<TableDef> {
+    Arc::new(TableDef {
+        id,
+        version,
+        partitions: 2,
+        ..definition(name)
+    })
+}
+
+fn map_of(table_id: u32) -> Arc<PartitionMap> {
+    Arc::new(PartitionMap {
+        table_id,
+        version: 1,
+        bucket_partitions: vec![0, 1],
+        partitions: Vec::new(),
+    })
+}
+
+fn create_request(ctx: &RecordingContext, request_id: u32, table: &TableDef) -> CreateTabReq {
+    CreateTabReq {
+        request_id,
+        definition: ctx
+            .pool()
+            .copy_from(&table.encode_to_vec())
+            .expect("pool has room"),
+    }
+}
+
+fn drop_request(ctx: &RecordingContext, request_id: u32, name: &[u8]) -> DropTabReq {
+    DropTabReq {
+        request_id,
+        name: ctx.pool().copy_from(name).expect("pool has room"),
+    }
+}
+
+fn get_request(ctx: &RecordingContext, request_id: u32, name: &[u8]) -> GetTabInfoReq {
+    GetTabInfoReq {
+        request_id,
+        name: ctx.pool().copy_from(name).expect("pool has room"),
+    }
+}
+
+fn schema_ref(request_id: u32, error: ErrorCode) -> SchemaRef {
+    SchemaRef { request_id, error }
+}
+
+/// Feeds the replies of dih, the tc and the ldms to the running create of
+/// table `table_id`.
+fn answer_create(dict: &mut Dict, ctx: &mut RecordingContext, table_id: u32) {
+    deliver(
+        dict,
+        ctx,
+        DIH,
+        DiAddTabConf {
+            map: map_of(table_id),
+        },
+    );
+    for block in [TC0, LDM0, LDM1] {
+        deliver(dict, ctx, block, AddTabConf { table_id });
+    }
+}
+
+/// Creates `name` end to end; returns the table's (id, version).
+fn create(dict: &mut Dict, ctx: &mut RecordingContext, name: &str) -> (u32, u32) {
+    let request = create_request(ctx, 9, &definition(name));
+    deliver(dict, ctx, API, request);
+    let table_id = match &ctx.sent[0].envelope.signal {
+        Signal::DiAddTabReq(request) => request.table.id,
+        other => panic!("expected DiAddTabReq, got {other:?}"),
+    };
+    answer_create(dict, ctx, table_id);
+    let sent = ctx.sent.pop().expect("the create's reply");
+    ctx.sent.clear();
+    ctx.reports.clear();
+    match sent.envelope.signal {
+        Signal::CreateTabConf(conf) => (conf.table_id, conf.table_version),
+        other => panic!("expected CreateTabConf, got {other:?}"),
+    }
+}
+
+/// Drops `name` end to end, every block answering not busy.
+fn drop_table(dict: &mut Dict, ctx: &mut RecordingContext, name: &str, table_id: u32) {
+    let request = drop_request(ctx, 8, name.as_bytes());
+    deliver(dict, ctx, API, request);
+    for block in [TC0, LDM0, LDM1] {
+        deliver(
+            dict,
+            ctx,
+            block,
+            DropTabRep {
+                table_id,
+                busy: false,
+            },
+        );
+    }
+    assert_eq!(
+        ctx.take_trace().last(),
+        Some(&line(DICT, API, DropTabConf { request_id: 8 }))
+    );
+    ctx.reports.clear();
+}
+
+/// Asks for `name`'s definition; returns it, or the refusal's trace.
+fn get(dict: &mut Dict, ctx: &mut RecordingContext, name: &str) -> Result<TableDef, Vec<String>> {
+    let request = get_request(ctx, 5, name.as_bytes());
+    deliver(dict, ctx, API, request);
+    if let [sent] = &ctx.sent[..] {
+        if let Signal::GetTabInfoConf(conf) = &sent.envelope.signal {
+            assert_eq!(sent.envelope.to, API);
+            assert_eq!(conf.request_id, 5);
+            assert_eq!(conf.schema_version, dict.schema_version());
+            let table =
+                TableDef::decode(conf.definition.as_slice()).expect("dict encodes valid tables");
+            ctx.sent.clear();
+            return Ok(table);
+        }
+    }
+    Err(ctx.take_trace())
+}
+
+#[test]
+fn golden_trace_of_create() {
+    let (mut dict, mut ctx) = started();
+    let request = create_request(&ctx, 1, &definition("t1"));
+    deliver(&mut dict, &mut ctx, API, request);
+    let table = assigned("t1", 0, 1);
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(
+            DICT,
+            DIH,
+            DiAddTabReq {
+                table: Arc::clone(&table)
+            }
+        )]
+    );
+    assert_eq!(
+        get(&mut dict, &mut ctx, "t1"),
+        Err(vec![line(
+            DICT,
+            API,
+            schema_ref(5, ErrorCode::UnknownTable)
+        )]),
+        "a table being created is invisible"
+    );
+
+    let map = map_of(0);
+    deliver(
+        &mut dict,
+        &mut ctx,
+        DIH,
+        DiAddTabConf {
+            map: Arc::clone(&map),
+        },
+    );
+    assert_eq!(
+        ctx.take_trace(),
+        vec![
+            line(
+                DICT,
+                TC0,
+                TcAddTabReq {
+                    table: Arc::clone(&table),
+                    map: Arc::clone(&map)
+                }
+            ),
+            line(
+                DICT,
+                LDM0,
+                LqhAddTabReq {
+                    table: Arc::clone(&table),
+                    map: Arc::clone(&map)
+                }
+            ),
+            line(
+                DICT,
+                LDM1,
+                LqhAddTabReq {
+                    table: Arc::clone(&table),
+                    map: Arc::clone(&map)
+                }
+            ),
+        ]
+    );
+
+    for block in [LDM1, TC0] {
+        deliver(&mut dict, &mut ctx, block, AddTabConf { table_id: 0 });
+        assert!(ctx.take_trace().is_empty(), "ldm 0 has not added the table");
+    }
+    deliver(&mut dict, &mut ctx, LDM0, AddTabConf { table_id: 0 });
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(
+            DICT,
+            API,
+            CreateTabConf {
+                request_id: 1,
+                table_id: 0,
+                table_version: 1
+            }
+        )]
+    );
+    assert_eq!(ctx.take_reports(), vec![Report::SchemaVersion(2)]);
+    assert_eq!(get(&mut dict, &mut ctx, "t1"), Ok((*table).clone()));
+}
+
+#[test]
+fn golden_trace_of_drop_with_a_busy_ldm() {
+    let (mut dict, mut ctx) = started();
+    assert_eq!(create(&mut dict, &mut ctx, "t1"), (0, 1));
+
+    let request = drop_request(&ctx, 2, b"t1");
+    deliver(&mut dict, &mut ctx, API, request);
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(DICT, TC0, DropTabOrd { table_id: 0 })]
+    );
+    assert_eq!(
+        get(&mut dict, &mut ctx, "t1"),
+        Err(vec![line(
+            DICT,
+            API,
+            schema_ref(5, ErrorCode::UnknownTable)
+        )]),
+        "a table being dropped is invisible"
+    );
+
+    deliver(
+        &mut dict,
+        &mut ctx,
+        TC0,
+        DropTabRep {
+            table_id: 0,
+            busy: false,
+        },
+    );
+    assert_eq!(
+        ctx.take_trace(),
+        vec![
+            line(DICT, LDM0, DropTabOrd { table_id: 0 }),
+            line(DICT, LDM1, DropTabOrd { table_id: 0 }),
+        ]
+    );
+
+    deliver(
+        &mut dict,
+        &mut ctx,
+        LDM0,
+        DropTabRep {
+            table_id: 0,
+            busy: true,
+        },
+    );
+    assert_eq!(
+        ctx.take_trace(),
+        vec![delayed_line(
+            DICT,
+            LDM0,
+            DropTabOrd { table_id: 0 },
+            DROP_RETRY_DELAY_MS
+        )]
+    );
+    assert_eq!(DROP_RETRY_DELAY_MS, 10);
+    deliver(
+        &mut dict,
+        &mut ctx,
+        LDM1,
+        DropTabRep {
+            table_id: 0,
+            busy: false,
+        },
+    );
+    assert!(ctx.take_trace().is_empty(), "ldm 0 is still busy");
+    deliver(
+        &mut dict,
+        &mut ctx,
+        LDM0,
+        DropTabRep {
+            table_id: 0,
+            busy: false,
+        },
+    );
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(DICT, API, DropTabConf { request_id: 2 })]
+    );
+    assert_eq!(ctx.take_reports(), vec![Report::SchemaVersion(3)]);
+    assert_eq!(dict.schema_version(), 3);
+    assert!(get(&mut dict, &mut ctx, "t1").is_err());
+}
+
+#[test]
+fn duplicate_name_is_refused() {
+    let (mut dict, mut ctx) = started();
+    create(&mut dict, &mut ctx, "t1");
+    let request = create_request(&ctx, 4, &definition("t1"));
+    deliver(&mut dict, &mut ctx, API, request);
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(DICT, API, schema_ref(4, ErrorCode::TableExists))]
+    );
+    assert_eq!(dict.schema_version(), 2, "a refused create changes nothing");
+}
+
+#[test]
+fn bad_definitions_are_refused() {
+    let (mut dict, mut ctx) = started();
+    let junk = CreateTabReq {
+        request_id: 1,
+        definition: ctx.pool().copy_from(&[0xff; 7]).expect("room"),
+    };
+    deliver(&mut dict, &mut ctx, API, junk);
+    let no_key = TableDef {
+        primary_key: Vec::new(),
+        ..definition("t1")
+    };
+    let request = create_request(&ctx, 2, &no_key);
+    deliver(&mut dict, &mut ctx, API, request);
+    let too_many_partitions = TableDef {
+        partitions: 1025,
+        ..definition("t1")
+    };
+    let request = create_request(&ctx, 3, &too_many_partitions);
+    deliver(&mut dict, &mut ctx, API, request);
+    assert_eq!(
+        ctx.take_trace(),
+        vec![
+            line(DICT, API, schema_ref(1, ErrorCode::BadTableDefinition)),
+            line(DICT, API, schema_ref(2, ErrorCode::BadTableDefinition)),
+            line(DICT, API, schema_ref(3, ErrorCode::BadTableDefinition)),
+        ]
+    );
+}
+
+#[test]
+fn requested_partition_count_is_kept() {
+    let (mut dict, mut ctx) = started();
+    let table = TableDef {
+        partitions: 1024,
+        ..definition("t1")
+    };
+    let request = create_request(&ctx, 1, &table);
+    deliver(&mut dict, &mut ctx, API, request);
+    match &ctx.sent[0].envelope.signal {
+        Signal::DiAddTabReq(request) => assert_eq!(request.table.partitions, 1024),
+        other => panic!("expected DiAddTabReq, got {other:?}"),
+    }
+}
+
+#[test]
+fn unknown_table_on_drop_and_get() {
+    let (mut dict, mut ctx) = started();
+    let request = drop_request(&ctx, 1, b"nope");
+    deliver(&mut dict, &mut ctx, API, request);
+    let request = drop_request(&ctx, 2, &[0xc3, 0x28]);
+    deliver(&mut dict, &mut ctx, API, request);
+    let request = get_request(&ctx, 3, b"nope");
+    deliver(&mut dict, &mut ctx, API, request);
+    let request = get_request(&ctx, 4, &[0xff]);
+    deliver(&mut dict, &mut ctx, API, request);
+    assert_eq!(
+        ctx.take_trace(),
+        vec![
+            line(DICT, API, schema_ref(1, ErrorCode::UnknownTable)),
+            line(DICT, API, schema_ref(2, ErrorCode::UnknownTable)),
+            line(DICT, API, schema_ref(3, ErrorCode::UnknownTable)),
+            line(DICT, API, schema_ref(4, ErrorCode::UnknownTable)),
+        ]
+    );
+}
+
+#[test]
+fn requests_before_phase_two_are_refused() {
+    let mut dict = new_dict();
+    let mut ctx = RecordingContext::new();
+    deliver(&mut dict, &mut ctx, MEMBERSHIP, StartPhaseReq { phase: 1 });
+    let request = create_request(&ctx, 1, &definition("t1"));
+    deliver(&mut dict, &mut ctx, API, request);
+    let request = drop_request(&ctx, 2, b"t1");
+    deliver(&mut dict, &mut ctx, API, request);
+    let request = get_request(&ctx, 3, b"t1");
+    deliver(&mut dict, &mut ctx, API, request);
+    assert_eq!(
+        ctx.take_trace(),
+        vec![
+            line(DICT, MEMBERSHIP, StartPhaseConf { phase: 1 }),
+            line(DICT, API, schema_ref(1, ErrorCode::NodeNotStarted)),
+            line(DICT, API, schema_ref(2, ErrorCode::NodeNotStarted)),
+            line(DICT, API, schema_ref(3, ErrorCode::NodeNotStarted)),
+        ]
+    );
+}
+
+#[test]
+fn concurrent_creates_run_one_after_the_other() {
+    let (mut dict, mut ctx) = started();
+    let first = create_request(&ctx, 1, &definition("t1"));
+    deliver(&mut dict, &mut ctx, API, first);
+    let second = create_request(&ctx, 2, &definition("t2"));
+    deliver(&mut dict, &mut ctx, OTHER_API, second);
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(
+            DICT,
+            DIH,
+            DiAddTabReq {
+                table: assigned("t1", 0, 1)
+            }
+        )],
+        "the second create waits"
+    );
+
+    answer_create(&mut dict, &mut ctx, 0);
+    let trace = ctx.take_trace();
+    assert_eq!(
+        trace[trace.len() - 2..],
+        [
+            line(
+                DICT,
+                API,
+                CreateTabConf {
+                    request_id: 1,
+                    table_id: 0,
+                    table_version: 1
+                }
+            ),
+            line(
+                DICT,
+                DIH,
+                DiAddTabReq {
+                    table: assigned("t2", 1, 1)
+                }
+            ),
+        ]
+    );
+
+    answer_create(&mut dict, &mut ctx, 1);
+    assert_eq!(
+        ctx.take_trace().last(),
+        Some(&line(
+            DICT,
+            OTHER_API,
+            CreateTabConf {
+                request_id: 2,
+                table_id: 1,
+                table_version: 1
+            }
+        ))
+    );
+    assert_eq!(
+        ctx.take_reports(),
+        vec![Report::SchemaVersion(2), Report::SchemaVersion(3)]
+    );
+}
+
+#[test]
+fn queued_create_of_a_name_being_created_is_refused_when_its_turn_comes() {
+    let (mut dict, mut ctx) = started();
+    let first = create_request(&ctx, 1, &definition("t1"));
+    deliver(&mut dict, &mut ctx, API, first);
+    let second = create_request(&ctx, 2, &definition("t1"));
+    deliver(&mut dict, &mut ctx, OTHER_API, second);
+    ctx.sent.clear();
+    answer_create(&mut dict, &mut ctx, 0);
+    assert_eq!(
+        ctx.take_trace()[3..],
+        [
+            line(
+                DICT,
+                API,
+                CreateTabConf {
+                    request_id: 1,
+                    table_id: 0,
+                    table_version: 1
+                }
+            ),
+            line(DICT, OTHER_API, schema_ref(2, ErrorCode::TableExists)),
+        ]
+    );
+}
+
+#[test]
+fn failed_api_node_loses_its_queued_requests() {
+    let (mut dict, mut ctx) = started();
+    let running = create_request(&ctx, 1, &definition("t1"));
+    deliver(&mut dict, &mut ctx, API, running);
+    let queued = create_request(&ctx, 2, &definition("t2"));
+    deliver(&mut dict, &mut ctx, OTHER_API, queued);
+    deliver(
+        &mut dict,
+        &mut ctx,
+        DICT,
+        ApiFailRep {
+            node: OTHER_API.node,
+        },
+    );
+    ctx.sent.clear();
+    answer_create(&mut dict, &mut ctx, 0);
+    assert_eq!(
+        ctx.take_trace().last(),
+        Some(&line(
+            DICT,
+            API,
+            CreateTabConf {
+                request_id: 1,
+                table_id: 0,
+                table_version: 1
+            }
+        )),
+        "nothing starts after the running create"
+    );
+}
+
+#[test]
+fn full_queue_answers_schema_busy() {
+    let (mut dict, mut ctx) = started();
+    for request_id in 0..=QUEUE_CAPACITY as u32 {
+        let request = create_request(&ctx, request_id, &definition(&format!("t{request_id}")));
+        deliver(&mut dict, &mut ctx, API, request);
+    }
+    assert_eq!(ctx.take_trace().len(), 1, "one create runs, the rest wait");
+    let request = create_request(&ctx, 999, &definition("late"));
+    deliver(&mut dict, &mut ctx, API, request);
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(DICT, API, schema_ref(999, ErrorCode::SchemaBusy))]
+    );
+}
+
+#[test]
+fn dropped_id_is_reused_with_the_next_version() {
+    let (mut dict, mut ctx) = started();
+    assert_eq!(create(&mut dict, &mut ctx, "t1"), (0, 1));
+    assert_eq!(create(&mut dict, &mut ctx, "t2"), (1, 1));
+    drop_table(&mut dict, &mut ctx, "t1", 0);
+    assert_eq!(
+        create(&mut dict, &mut ctx, "t3"),
+        (0, 2),
+        "lowest free id, next version"
+    );
+    assert_eq!(create(&mut dict, &mut ctx, "t4"), (2, 1));
+    drop_table(&mut dict, &mut ctx, "t3", 0);
+    assert_eq!(create(&mut dict, &mut ctx, "t1"), (0, 3));
+    assert_eq!(dict.schema_version(), 1 + 7);
+    assert_eq!(
+        get(&mut dict, &mut ctx, "t1").map(|t| (t.id, t.version)),
+        Ok((0, 3))
+    );
+    assert_eq!(
+        get(&mut dict, &mut ctx, "t2").map(|t| (t.id, t.version)),
+        Ok((1, 1))
+    );
+}
+
+#[test]
+#[should_panic(expected = "for another table")]
+fn add_tab_conf_for_another_table_stops_the_node() {
+    let (mut dict, mut ctx) = started();
+    let request = create_request(&ctx, 1, &definition("t1"));
+    deliver(&mut dict, &mut ctx, API, request);
+    deliver(&mut dict, &mut ctx, DIH, DiAddTabConf { map: map_of(0) });
+    deliver(&mut dict, &mut ctx, TC0, AddTabConf { table_id: 5 });
+}
+
+#[test]
+#[should_panic(expected = "while no drop runs")]
+fn stray_drop_report_stops_the_node() {
+    let (mut dict, mut ctx) = started();
+    deliver(
+        &mut dict,
+        &mut ctx,
+        LDM0,
+        DropTabRep {
+            table_id: 0,
+            busy: false,
+        },
+    );
+}

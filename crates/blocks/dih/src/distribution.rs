@@ -1,0 +1,132 @@
+//! Partition maps: where each partition of a new table lives (DESIGN.md §3).
+//!
+//! A key hashes to one of `partition::BUCKETS` buckets; the map takes
+//! buckets to partitions round robin, and each partition to a placement:
+//!
+//! ```text
+//! groups = number of node groups, p = partition, round = p / groups
+//! node_group   = p % groups               consecutive partitions spread over groups
+//! ldm_instance = round % ldm_instances    then over the ldm threads of each node
+//! redo_part    = p % redo_log_parts       and over the redo log parts
+//! replicas     = the group's nodes in config order, rotated by round % replicas,
+//!                so each node of a group is primary for an equal share
+//! ```
+//!
+//! The placement is fixed at creation (a partition's redo part never follows
+//! later thread-count changes); the map's version rises when it changes.
+
+use signal::partition::{default_partition_of_bucket, BUCKETS};
+use signal::schema::TableDef;
+use signal::signals::{PartitionMap, PartitionPlacement};
+use signal::NodeId;
+
+/// The cluster's shape, as partition placement needs it.
+pub(crate) struct Distribution {
+    /// Nodes of each node group (index = group id), in config order.
+    group_nodes: Vec<Vec<NodeId>>,
+    replicas: u8,
+    ldm_instances: u16,
+    redo_log_parts: u32,
+}
+
+impl Distribution {
+    /// Checks the cluster's shape: the config service validated it, so a
+    /// violation here is a wiring bug and stops the node.
+    pub(crate) fn new(
+        data_nodes: &[(NodeId, u32)],
+        replicas: u8,
+        ldm_instances: u16,
+        redo_log_parts: u32,
+    ) -> Distribution {
+        assert!(
+            !data_nodes.is_empty(),
+            "a cluster needs at least one data node"
+        );
+        assert!(
+            (1..=4).contains(&replicas),
+            "replicas must be 1..=4, configured {replicas}"
+        );
+        assert!(
+            ldm_instances > 0,
+            "partitions need at least one ldm instance"
+        );
+        assert!(
+            redo_log_parts > 0,
+            "partitions need at least one redo log part"
+        );
+        let groups = data_nodes
+            .iter()
+            .map(|&(_, group)| group)
+            .max()
+            .unwrap_or(0) as usize
+            + 1;
+        // Checked before the vector below is sized by it.
+        assert!(
+            groups <= data_nodes.len(),
+            "node group ids must be 0..groups, but {} data nodes name group {}",
+            data_nodes.len(),
+            groups - 1
+        );
+        let mut group_nodes: Vec<Vec<NodeId>> = vec![Vec::new(); groups];
+        for (index, &(node, group)) in data_nodes.iter().enumerate() {
+            assert!(
+                !data_nodes[..index].iter().any(|&(other, _)| other == node),
+                "data node {node} is configured twice"
+            );
+            group_nodes[group as usize].push(node);
+        }
+        for (group, nodes) in group_nodes.iter().enumerate() {
+            // Partitions go to group p % groups, so group ids must be dense.
+            assert!(
+                !nodes.is_empty(),
+                "node group {group} has no data node: group ids must be 0..{groups}"
+            );
+            assert_eq!(
+                nodes.len(),
+                replicas as usize,
+                "node group {group} has {} data nodes, but every group holds one per replica ({replicas})",
+                nodes.len()
+            );
+        }
+        Distribution {
+            group_nodes,
+            replicas,
+            ldm_instances,
+            redo_log_parts,
+        }
+    }
+
+    /// The map of a new table (version 1).
+    pub(crate) fn partition_map(&self, table: &TableDef) -> PartitionMap {
+        assert!(
+            table.partitions > 0,
+            "dict decides the partition count before asking dih for table {}",
+            table.id
+        );
+        let groups = self.group_nodes.len() as u32;
+        let partitions = (0..table.partitions)
+            .map(|partition| {
+                let node_group = partition % groups;
+                let round = partition / groups;
+                let nodes = &self.group_nodes[node_group as usize];
+                let rotation = (round % self.replicas as u32) as usize;
+                PartitionPlacement {
+                    node_group,
+                    replicas: (0..nodes.len())
+                        .map(|position| nodes[(position + rotation) % nodes.len()])
+                        .collect(),
+                    ldm_instance: (round % self.ldm_instances as u32) as u16,
+                    redo_part: partition % self.redo_log_parts,
+                }
+            })
+            .collect();
+        PartitionMap {
+            table_id: table.id,
+            version: 1,
+            bucket_partitions: (0..BUCKETS)
+                .map(|bucket| default_partition_of_bucket(bucket, table.partitions))
+                .collect(),
+            partitions,
+        }
+    }
+}

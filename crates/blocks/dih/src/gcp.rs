@@ -1,0 +1,243 @@
+//! The GCI switch (NDB's GCP_PREPARE / GCP_COMMIT, DESIGN.md §5).
+//!
+//! ```text
+//!  dih                                   every tc
+//!   |-- GcpPrepare{new} ---------------->|  hold new commit decisions
+//!   |<------------------ GcpPrepareConf -|
+//!   |   (all tcs prepared)               |
+//!   |-- GcpCommit{new} ----------------->|  commits now get `new`; release
+//!   |<------------------- GcpCommitConf -|
+//!   |   (all tcs switched: report LatestGci, arm the timer)
+//! ```
+//!
+//! Because no tc takes a commit decision between its prepare and its commit,
+//! and the commit goes out only when every tc is prepared, a transaction
+//! that commits after another one saw its result always gets a GCI at least
+//! as large: no tc can still be handing out the old GCI once any tc hands
+//! out the new one.
+//!
+//! A GCI's high part is the global checkpoint made durable; the low part is
+//! an epoch within it. A switch advances the epoch every `epoch_interval_ms`
+//! and the high part once `gcp_interval_ms` have passed since it last
+//! advanced. Start phase 3 commits the initial GCI 1/0 to every tc (tcs hold
+//! commit decisions until they have one) before the first timed switch.
+
+use crate::answers::Answers;
+use crate::Dih;
+use kernel::{Context, Report};
+use signal::signals::{ContinueB, GcpCommit, GcpPrepare, StartPhaseConf};
+use signal::{BlockRef, Envelope, Gci};
+
+/// The start phase in which dih hands tcs their first GCI and starts
+/// switching (membership's start module documents every phase).
+pub const GCP_START_PHASE: u8 = 3;
+
+/// The GCI every tc gets in start phase 3.
+pub const INITIAL_GCI: Gci = Gci::from_parts(1, 0);
+
+/// dih's `ContinueB` jobs.
+pub mod job {
+    /// Time for the next GCI switch.
+    pub const GCP_TIMER: u32 = 1;
+}
+
+/// Where the switch protocol stands.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum SwitchState {
+    /// Before start phase 3: tcs have no GCI.
+    NotStarted,
+    /// Start phase 3: `gci` is being committed to every tc; `start_requester`
+    /// gets the phase's conf once all have it.
+    InitialCommit { gci: Gci, start_requester: BlockRef },
+    /// Between switches; the timer is armed.
+    Idle,
+    /// Phase one: waiting for every tc to confirm it holds commit decisions.
+    Preparing { new_gci: Gci },
+    /// Phase two: waiting for every tc to confirm it moved to `gci`.
+    Committing { gci: Gci },
+}
+
+/// The switch protocol's state.
+pub(crate) struct GlobalCheckpoint {
+    pub(crate) state: SwitchState,
+    /// The tcs that take part, and who answered the current phase.
+    pub(crate) tcs: Answers,
+    /// The GCI every tc has switched to.
+    pub(crate) latest: Gci,
+    /// When the high part last advanced (ctx time).
+    pub(crate) last_high_advance_ms: u64,
+    /// Timed switches completed.
+    pub(crate) switches: u64,
+    pub(crate) epoch_interval_ms: u64,
+    pub(crate) gcp_interval_ms: u64,
+}
+
+impl GlobalCheckpoint {
+    pub(crate) fn new(
+        tcs: Answers,
+        epoch_interval_ms: u64,
+        gcp_interval_ms: u64,
+    ) -> GlobalCheckpoint {
+        assert!(
+            epoch_interval_ms > 0,
+            "an epoch interval of 0 would switch GCIs in a busy loop"
+        );
+        GlobalCheckpoint {
+            state: SwitchState::NotStarted,
+            tcs,
+            latest: Gci(0),
+            last_high_advance_ms: 0,
+            switches: 0,
+            epoch_interval_ms,
+            gcp_interval_ms,
+        }
+    }
+}
+
+impl Dih {
+    /// Start phase 3: commit the initial GCI to every tc.
+    pub(crate) fn start_global_checkpoints(&mut self, requester: BlockRef, ctx: &mut dyn Context) {
+        assert!(
+            matches!(self.gcp.state, SwitchState::NotStarted),
+            "dih {}: start phase {GCP_START_PHASE} ran twice (switch state {:?})",
+            self.address,
+            self.gcp.state
+        );
+        self.gcp.last_high_advance_ms = ctx.now_ms();
+        self.gcp.state = SwitchState::InitialCommit {
+            gci: INITIAL_GCI,
+            start_requester: requester,
+        };
+        self.send_to_tcs(ctx, |gci| GcpCommit { gci }, INITIAL_GCI);
+    }
+
+    /// The timer fired: start a switch unless one is running.
+    pub(crate) fn gcp_timer(&mut self, ctx: &mut dyn Context) {
+        if !matches!(self.gcp.state, SwitchState::Idle) {
+            // A switch is running (or dih has not started): it arms the
+            // next timer when it completes, so this one is not needed.
+            return;
+        }
+        let now_ms = ctx.now_ms();
+        let latest = self.gcp.latest;
+        let new_gci =
+            if now_ms.saturating_sub(self.gcp.last_high_advance_ms) >= self.gcp.gcp_interval_ms {
+                self.gcp.last_high_advance_ms = now_ms;
+                let high = latest
+                    .high()
+                    .checked_add(1)
+                    .expect("GCI high part exhausted (2^32 global checkpoints)");
+                Gci::from_parts(high, 0)
+            } else {
+                let low = latest.low().checked_add(1).expect(
+                    "GCI epoch exhausted: gcp_interval_ms / epoch_interval_ms exceeds 2^32",
+                );
+                Gci::from_parts(latest.high(), low)
+            };
+        assert!(
+            new_gci > latest,
+            "GCIs strictly increase: {new_gci} after {latest}"
+        );
+        self.gcp.state = SwitchState::Preparing { new_gci };
+        self.send_to_tcs(ctx, |new_gci| GcpPrepare { new_gci }, new_gci);
+    }
+
+    /// A tc holds its commit decisions for `new_gci`.
+    pub(crate) fn gcp_prepare_conf(&mut self, from: BlockRef, new_gci: Gci, ctx: &mut dyn Context) {
+        let SwitchState::Preparing { new_gci: preparing } = self.gcp.state else {
+            panic!(
+                "dih {}: GcpPrepareConf {new_gci} from {from} while no prepare runs ({:?})",
+                self.address, self.gcp.state
+            );
+        };
+        assert_eq!(
+            new_gci, preparing,
+            "GcpPrepareConf from {from} confirms another GCI than the one being prepared"
+        );
+        if self.gcp.tcs.record(from, "GcpPrepareConf") {
+            self.gcp.state = SwitchState::Committing { gci: new_gci };
+            self.send_to_tcs(ctx, |gci| GcpCommit { gci }, new_gci);
+        }
+    }
+
+    /// A tc moved to `gci`.
+    pub(crate) fn gcp_commit_conf(&mut self, from: BlockRef, gci: Gci, ctx: &mut dyn Context) {
+        match self.gcp.state {
+            SwitchState::InitialCommit {
+                gci: committing,
+                start_requester,
+            } => {
+                assert_eq!(
+                    gci, committing,
+                    "GcpCommitConf from {from} confirms another GCI than the initial one"
+                );
+                if self.gcp.tcs.record(from, "GcpCommitConf") {
+                    self.switched(gci, ctx);
+                    kernel::send(
+                        ctx,
+                        self.address,
+                        start_requester,
+                        StartPhaseConf {
+                            phase: GCP_START_PHASE,
+                        },
+                    );
+                    self.arm_gcp_timer(ctx);
+                }
+            }
+            SwitchState::Committing { gci: committing } => {
+                assert_eq!(
+                    gci, committing,
+                    "GcpCommitConf from {from} confirms another GCI than the one being committed"
+                );
+                if self.gcp.tcs.record(from, "GcpCommitConf") {
+                    self.gcp.switches += 1;
+                    self.switched(gci, ctx);
+                    self.arm_gcp_timer(ctx);
+                }
+            }
+            state => panic!(
+                "dih {}: GcpCommitConf {gci} from {from} while no commit runs ({state:?})",
+                self.address
+            ),
+        }
+    }
+
+    /// Every tc is on `gci`.
+    fn switched(&mut self, gci: Gci, ctx: &mut dyn Context) {
+        assert!(
+            gci > self.gcp.latest,
+            "GCIs strictly increase: {gci} after {}",
+            self.gcp.latest
+        );
+        self.gcp.latest = gci;
+        self.gcp.state = SwitchState::Idle;
+        ctx.report(Report::LatestGci(gci));
+    }
+
+    fn arm_gcp_timer(&mut self, ctx: &mut dyn Context) {
+        ctx.send_delayed(
+            Envelope {
+                from: self.address,
+                to: self.address,
+                signal: ContinueB {
+                    job: job::GCP_TIMER,
+                }
+                .into(),
+            },
+            self.gcp.epoch_interval_ms,
+        );
+    }
+
+    /// Starts a round and sends `make(gci)` to every tc.
+    fn send_to_tcs<S: Into<signal::Signal>>(
+        &mut self,
+        ctx: &mut dyn Context,
+        make: fn(Gci) -> S,
+        gci: Gci,
+    ) {
+        self.gcp.tcs.start_round();
+        for &tc in self.gcp.tcs.members() {
+            kernel::send(ctx, self.address, tc, make(gci));
+        }
+    }
+}

@@ -1,0 +1,455 @@
+//! Row layout (NDB's DBTUP attribute descriptors): where each column of a
+//! table lives in a row, how an operation's attribute entries become an
+//! after-image, and how a row becomes attribute entries again for a read.
+//!
+//! ```text
+//! fixed slot (never moves):  header (24 bytes) | fixed body
+//! fixed body:                null bitmap (1 bit per column) | fixed columns
+//!                            INT 4 | BIGINT, DOUBLE 8 | CHAR(n): length u8 + n bytes
+//! var slot (may move):       var part = lengths (u16 per var column) | data
+//! after-image (a section):   fixed body | var part
+//! ```
+//! An after-image has exactly the shape of the stored row minus its header,
+//! so commit installs it with two copies.
+
+use signal::attr::{self, AttrIter, AttrWriter};
+use signal::schema::{ColumnType, TableDef};
+use signal::ErrorCode;
+
+/// Bytes of the row header at the start of every fixed slot.
+pub const HEADER_BYTES: usize = 24;
+
+#[derive(Clone, Copy, Debug)]
+enum Place {
+    /// Offset in the fixed body.
+    Fixed(usize),
+    /// Index among the var columns.
+    Var(usize),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ColumnPlace {
+    column_type: ColumnType,
+    nullable: bool,
+    place: Place,
+}
+
+/// The layout of one table's rows.
+#[derive(Debug)]
+pub struct RowLayout {
+    columns: Vec<ColumnPlace>,
+    primary_key: Vec<u16>,
+    null_bytes: usize,
+    /// Bytes of the fixed body (null bitmap + fixed columns).
+    pub fixed_body_bytes: usize,
+    /// Number of var columns.
+    pub var_columns: usize,
+    /// Largest var part.
+    pub var_max_bytes: usize,
+    /// Largest read result (attribute entries of every column).
+    pub read_max_bytes: usize,
+}
+
+/// A row or after-image to read values from.
+#[derive(Clone, Copy)]
+pub struct RowView<'a> {
+    /// The fixed body.
+    pub fixed: &'a [u8],
+    /// The var part (empty when the table has no var columns).
+    pub var: &'a [u8],
+}
+
+impl RowLayout {
+    /// The layout of `table`.
+    pub fn new(table: &TableDef) -> RowLayout {
+        let null_bytes = table.columns.len().div_ceil(8);
+        let mut fixed_offset = null_bytes;
+        let mut var_columns = 0;
+        let mut var_max_bytes = 0;
+        let mut read_max_bytes = 0;
+        let columns = table
+            .columns
+            .iter()
+            .map(|column| {
+                read_max_bytes += attr::entry_bytes(column.column_type.max_value_bytes());
+                let place = match column.column_type.fixed_width() {
+                    Some(width) => {
+                        let place = Place::Fixed(fixed_offset);
+                        fixed_offset += width;
+                        place
+                    }
+                    None => {
+                        let place = Place::Var(var_columns);
+                        var_columns += 1;
+                        var_max_bytes += 2 + column.column_type.max_value_bytes();
+                        place
+                    }
+                };
+                ColumnPlace {
+                    column_type: column.column_type,
+                    nullable: column.nullable,
+                    place,
+                }
+            })
+            .collect();
+        RowLayout {
+            columns,
+            primary_key: table.primary_key.clone(),
+            null_bytes,
+            fixed_body_bytes: fixed_offset,
+            var_columns,
+            var_max_bytes,
+            read_max_bytes,
+        }
+    }
+
+    /// Largest after-image.
+    pub fn image_max_bytes(&self) -> usize {
+        self.fixed_body_bytes + self.var_max_bytes
+    }
+
+    /// Splits an after-image into its view.
+    pub fn image_view<'a>(&self, image: &'a [u8]) -> RowView<'a> {
+        let (fixed, var) = image.split_at(self.fixed_body_bytes);
+        RowView { fixed, var }
+    }
+
+    /// Bytes of the var part of `view` (lengths + data).
+    pub fn var_part_bytes(&self, var: &[u8]) -> usize {
+        if self.var_columns == 0 {
+            return 0;
+        }
+        let mut total = 2 * self.var_columns;
+        for index in 0..self.var_columns {
+            total += u16::from_le_bytes([var[2 * index], var[2 * index + 1]]) as usize;
+        }
+        total
+    }
+
+    /// The value of column `column` (`None` for NULL).
+    #[inline]
+    pub fn value<'a>(&self, view: RowView<'a>, column: usize) -> Option<&'a [u8]> {
+        let place = self.columns[column];
+        if view.fixed[column / 8] & (1 << (column % 8)) != 0 {
+            return None;
+        }
+        Some(match place.place {
+            Place::Fixed(offset) => match place.column_type {
+                ColumnType::Char(_) => {
+                    let length = view.fixed[offset] as usize;
+                    &view.fixed[offset + 1..offset + 1 + length]
+                }
+                other => {
+                    let width = other.fixed_width().unwrap_or(0);
+                    &view.fixed[offset..offset + width]
+                }
+            },
+            Place::Var(index) => {
+                let mut start = 2 * self.var_columns;
+                for before in 0..index {
+                    start += u16::from_le_bytes([view.var[2 * before], view.var[2 * before + 1]])
+                        as usize;
+                }
+                let length =
+                    u16::from_le_bytes([view.var[2 * index], view.var[2 * index + 1]]) as usize;
+                &view.var[start..start + length]
+            }
+        })
+    }
+
+    /// Whether the row holds the key of `key` (a validated key section).
+    #[inline]
+    pub fn key_matches(&self, view: RowView<'_>, key: &[u8]) -> bool {
+        for (entry, &column) in AttrIter::new(key).zip(&self.primary_key) {
+            let Ok(entry) = entry else { return false };
+            let (Some(wanted), Some(stored)) = (entry.value, self.value(view, column as usize))
+            else {
+                return false;
+            };
+            if !attr::key_values_equal(self.columns[column as usize].column_type, wanted, stored) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Builds an after-image into `image` (at least `image_max_bytes` long):
+    /// start from `base` (update) or from all-NULL (insert), take the key
+    /// columns from `key`, then apply `changes`. Returns the image length.
+    pub fn build_image(
+        &self,
+        image: &mut [u8],
+        base: Option<RowView<'_>>,
+        key: &[u8],
+        changes: &[u8],
+    ) -> Result<usize, ErrorCode> {
+        let (fixed, var_area) = image.split_at_mut(self.fixed_body_bytes);
+        match base {
+            Some(base) => fixed.copy_from_slice(base.fixed),
+            None => {
+                fixed.fill(0);
+                // Every column starts NULL; the checks below refuse NULL
+                // where it is not allowed.
+                for column in 0..self.columns.len() {
+                    fixed[column / 8] |= 1 << (column % 8);
+                }
+            }
+        }
+        let mut assigned_var = 0u64;
+        // Key columns first (they are validated by the tc's key hash).
+        for (entry, &column) in AttrIter::new(key).zip(&self.primary_key) {
+            let entry = entry.map_err(|_| ErrorCode::BadRequest)?;
+            self.set_fixed(fixed, column as usize, entry.value)?;
+        }
+        for entry in AttrIter::new(changes) {
+            let entry = entry?;
+            let column = entry.column as usize;
+            let Some(place) = self.columns.get(column) else {
+                return Err(ErrorCode::UnknownColumn);
+            };
+            if let Some(position) = self.primary_key.iter().position(|&k| k as usize == column) {
+                // A key column may be repeated in the values only unchanged.
+                let key_value = AttrIter::new(key)
+                    .nth(position)
+                    .and_then(Result::ok)
+                    .and_then(|e| e.value);
+                match (entry.value, key_value) {
+                    (Some(given), Some(key_value))
+                        if attr::key_values_equal(place.column_type, given, key_value) => {}
+                    _ => return Err(ErrorCode::BadRequest),
+                }
+                continue;
+            }
+            if let Some(value) = entry.value {
+                attr::check_value(place.column_type, value)?;
+            } else if !place.nullable {
+                return Err(ErrorCode::NullNotAllowed);
+            }
+            self.set_fixed(fixed, column, entry.value)?;
+            if let Place::Var(index) = place.place {
+                assigned_var |= 1 << index.min(63);
+            }
+        }
+        // NOT NULL columns must hold a value.
+        for (column, place) in self.columns.iter().enumerate() {
+            if !place.nullable && fixed[column / 8] & (1 << (column % 8)) != 0 {
+                return Err(ErrorCode::NullNotAllowed);
+            }
+        }
+        // The var part: each var column from `changes` if assigned there,
+        // else from `base`.
+        if self.var_columns == 0 {
+            return Ok(self.fixed_body_bytes);
+        }
+        let mut data_at = 2 * self.var_columns;
+        for (column, place) in self.columns.iter().enumerate() {
+            let Place::Var(index) = place.place else {
+                continue;
+            };
+            let value: &[u8] = if index < 64 && assigned_var & (1 << index) != 0 {
+                AttrIter::new(changes)
+                    .filter_map(Result::ok)
+                    .filter(|e| e.column as usize == column)
+                    .last()
+                    .and_then(|e| e.value)
+                    .unwrap_or(&[])
+            } else if self.primary_key.contains(&(column as u16)) {
+                let position = self
+                    .primary_key
+                    .iter()
+                    .position(|&k| k as usize == column)
+                    .unwrap_or(0);
+                AttrIter::new(key)
+                    .nth(position)
+                    .and_then(Result::ok)
+                    .and_then(|e| e.value)
+                    .unwrap_or(&[])
+            } else {
+                base.and_then(|base| self.value(base, column))
+                    .unwrap_or(&[])
+            };
+            var_area[2 * index..2 * index + 2].copy_from_slice(&(value.len() as u16).to_le_bytes());
+            var_area[data_at..data_at + value.len()].copy_from_slice(value);
+            data_at += value.len();
+        }
+        Ok(self.fixed_body_bytes + data_at)
+    }
+
+    /// Stores a value's null bit and, for fixed columns, its bytes.
+    fn set_fixed(
+        &self,
+        fixed: &mut [u8],
+        column: usize,
+        value: Option<&[u8]>,
+    ) -> Result<(), ErrorCode> {
+        let place = self.columns[column];
+        match value {
+            None => fixed[column / 8] |= 1 << (column % 8),
+            Some(value) => {
+                fixed[column / 8] &= !(1 << (column % 8));
+                if let Place::Fixed(offset) = place.place {
+                    match place.column_type {
+                        ColumnType::Char(n) => {
+                            let value = attr::canonical(place.column_type, value);
+                            if value.len() > n as usize {
+                                return Err(ErrorCode::ValueTooLong);
+                            }
+                            fixed[offset] = value.len() as u8;
+                            fixed[offset + 1..offset + 1 + value.len()].copy_from_slice(value);
+                            fixed[offset + 1 + value.len()..offset + 1 + n as usize].fill(0);
+                        }
+                        _ => fixed[offset..offset + value.len()].copy_from_slice(value),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Encodes the columns listed in `projection` (u16 column ids; empty:
+    /// all) of `view` as attribute entries into `out`. Returns bytes written.
+    pub fn encode_read(
+        &self,
+        view: RowView<'_>,
+        projection: &[u8],
+        out: &mut [u8],
+    ) -> Result<usize, ErrorCode> {
+        let mut writer = AttrWriter::new(out);
+        if projection.is_empty() {
+            for column in 0..self.columns.len() {
+                writer.push(column as u16, self.value(view, column))?;
+            }
+        } else {
+            if !projection.len().is_multiple_of(2) {
+                return Err(ErrorCode::BadRequest);
+            }
+            for pair in projection.chunks_exact(2) {
+                let column = u16::from_le_bytes([pair[0], pair[1]]) as usize;
+                if column >= self.columns.len() {
+                    return Err(ErrorCode::UnknownColumn);
+                }
+                writer.push(column as u16, self.value(view, column))?;
+            }
+        }
+        Ok(writer.len())
+    }
+
+    /// Null bitmap bytes (for tests).
+    pub fn null_bytes(&self) -> usize {
+        self.null_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use signal::schema::ColumnDef;
+
+    fn table() -> TableDef {
+        let column = |name: &str, column_type, nullable| ColumnDef {
+            name: name.into(),
+            column_type,
+            nullable,
+        };
+        TableDef {
+            id: 1,
+            version: 1,
+            name: "t".into(),
+            columns: vec![
+                column("k", ColumnType::VarChar(10), false),
+                column("a", ColumnType::Int { unsigned: false }, true),
+                column("b", ColumnType::Char(4), true),
+                column("c", ColumnType::VarBinary(20), true),
+                column("d", ColumnType::BigInt { unsigned: true }, false),
+            ],
+            primary_key: vec![0],
+            partitions: 1,
+        }
+    }
+
+    fn entries(values: &[(u16, Option<&[u8]>)]) -> Vec<u8> {
+        let mut buffer = vec![0u8; 256];
+        let mut writer = AttrWriter::new(&mut buffer);
+        for (column, value) in values {
+            writer.push(*column, *value).expect("fits");
+        }
+        let used = writer.len();
+        buffer.truncate(used);
+        buffer
+    }
+
+    #[test]
+    fn insert_then_update_then_read_round_trips() {
+        let layout = RowLayout::new(&table());
+        let key = entries(&[(0, Some(b"key1"))]);
+        let mut image = vec![0u8; layout.image_max_bytes()];
+        let changes = entries(&[
+            (1, Some(&5i32.to_le_bytes())),
+            (2, Some(b"ab  ")),
+            (4, Some(&9u64.to_le_bytes())),
+        ]);
+        let len = layout
+            .build_image(&mut image, None, &key, &changes)
+            .expect("valid insert");
+        let view = layout.image_view(&image[..len]);
+        assert!(
+            layout.key_matches(view, &entries(&[(0, Some(b"key1  "))])),
+            "trailing spaces ignored"
+        );
+        assert!(!layout.key_matches(view, &entries(&[(0, Some(b"key2"))])));
+        assert_eq!(
+            layout.value(view, 2),
+            Some(&b"ab"[..]),
+            "CHAR loses trailing spaces"
+        );
+        assert_eq!(layout.value(view, 3), None);
+        let mut updated = vec![0u8; layout.image_max_bytes()];
+        let update = entries(&[(3, Some(b"xyz")), (1, None)]);
+        let len2 = layout
+            .build_image(&mut updated, Some(view), &key, &update)
+            .expect("valid update");
+        let view2 = layout.image_view(&updated[..len2]);
+        assert_eq!(layout.value(view2, 3), Some(&b"xyz"[..]));
+        assert_eq!(layout.value(view2, 1), None);
+        assert_eq!(layout.value(view2, 0), Some(&b"key1"[..]));
+        assert_eq!(layout.value(view2, 4), Some(&9u64.to_le_bytes()[..]));
+        let mut out = vec![0u8; layout.read_max_bytes];
+        let used = layout.encode_read(view2, &[], &mut out).expect("fits");
+        let decoded: Vec<_> = AttrIter::new(&out[..used])
+            .collect::<Result<_, _>>()
+            .expect("valid");
+        assert_eq!(decoded.len(), 5);
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        let layout = RowLayout::new(&table());
+        let key = entries(&[(0, Some(b"k"))]);
+        let mut image = vec![0u8; layout.image_max_bytes()];
+        let missing_not_null = entries(&[(1, Some(&5i32.to_le_bytes()))]);
+        assert_eq!(
+            layout.build_image(&mut image, None, &key, &missing_not_null),
+            Err(ErrorCode::NullNotAllowed)
+        );
+        let too_long = entries(&[(4, Some(&1u64.to_le_bytes())), (2, Some(b"abcde"))]);
+        assert_eq!(
+            layout.build_image(&mut image, None, &key, &too_long),
+            Err(ErrorCode::ValueTooLong)
+        );
+        let wrong_width = entries(&[(4, Some(&1u32.to_le_bytes()))]);
+        assert_eq!(
+            layout.build_image(&mut image, None, &key, &wrong_width),
+            Err(ErrorCode::BadValue)
+        );
+        let unknown = entries(&[(4, Some(&1u64.to_le_bytes())), (9, None)]);
+        assert_eq!(
+            layout.build_image(&mut image, None, &key, &unknown),
+            Err(ErrorCode::UnknownColumn)
+        );
+        let key_changed = entries(&[(4, Some(&1u64.to_le_bytes())), (0, Some(b"other"))]);
+        assert_eq!(
+            layout.build_image(&mut image, None, &key, &key_changed),
+            Err(ErrorCode::BadRequest)
+        );
+    }
+}

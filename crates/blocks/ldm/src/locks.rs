@@ -1,0 +1,310 @@
+//! Row locks and the end of an operation's life: COMMIT, COMPLETE, ABORT.
+//!
+//! A row's lock queue is the chain of operation records starting at the
+//! row header's `op_link`, in arrival order; each record is granted or
+//! waiting. Several operations of one transaction on one row are granted
+//! together (they see each other's after-images); other transactions wait
+//! in FIFO order. When a granted operation leaves the queue, every waiting
+//! one is run again from the start (a fresh index lookup), so a wait that
+//! ends in a delete or an aborted insert needs no special case. Deadlocks
+//! end by the tc's lock-wait timeout (DESIGN.md §4).
+
+use crate::operation::{ImageKind, OpState, OperationPool, NIL};
+use crate::page_memory::PageMemory;
+use crate::partition::{Partition, RowState};
+use crate::Ldm;
+use kernel::{send, Context};
+use signal::signals::{
+    AbortConf, AbortReq, CommitConf, CommitReq, CompleteConf, CompleteReq, LockMode,
+};
+use signal::{BlockRef, TransactionId};
+
+/// Appends operation `index` to row `row`'s lock queue.
+pub(crate) fn append_to_row(
+    operations: &mut OperationPool,
+    memory: &mut PageMemory,
+    partition: &Partition,
+    row: u32,
+    index: u32,
+) {
+    operations[index].next_in_row = NIL;
+    operations[index].row = row;
+    let head = partition.op_link(memory, row);
+    if head == NIL {
+        partition.set_op_link(memory, row, index);
+        return;
+    }
+    let mut last = head;
+    while operations[last].next_in_row != NIL {
+        last = operations[last].next_in_row;
+    }
+    operations[last].next_in_row = index;
+}
+
+/// Whether operation `index` may be granted on `row` now.
+pub(crate) fn can_grant(
+    operations: &OperationPool,
+    memory: &PageMemory,
+    partition: &Partition,
+    row: u32,
+    index: u32,
+) -> bool {
+    let requester = &operations[index];
+    let exclusive = requester.lock == LockMode::Exclusive;
+    let mut own_lock_held = false;
+    let mut current = partition.op_link(memory, row);
+    while current != NIL {
+        let holder = &operations[current];
+        if holder.transaction_id == requester.transaction_id {
+            if !holder.granted {
+                // Keep this transaction's operations in order.
+                return false;
+            }
+            own_lock_held = true;
+        } else if holder.granted {
+            if exclusive || holder.lock == LockMode::Exclusive {
+                return false;
+            }
+        } else if !own_lock_held {
+            // Another transaction waits ahead of us: first come, first served.
+            return false;
+        }
+        current = holder.next_in_row;
+    }
+    true
+}
+
+/// The last granted operation of `transaction_id` on `row` that has an
+/// after-image (row or delete).
+pub(crate) fn latest_image_of_transaction(
+    operations: &OperationPool,
+    memory: &PageMemory,
+    partition: &Partition,
+    row: u32,
+    transaction_id: TransactionId,
+) -> Option<u32> {
+    let mut latest = None;
+    let mut current = partition.op_link(memory, row);
+    while current != NIL {
+        let operation = &operations[current];
+        if operation.granted
+            && operation.transaction_id == transaction_id
+            && operation.image_kind != ImageKind::None
+        {
+            latest = Some(current);
+        }
+        current = operation.next_in_row;
+    }
+    latest
+}
+
+impl Ldm {
+    /// Takes operation `index` out of its row's lock queue. When no granted
+    /// operation remains, a Reserved row (aborted insert, committed delete)
+    /// is freed; waiting operations go to the restart queue.
+    pub(crate) fn release_from_row(&mut self, index: u32) {
+        let Ldm {
+            memory,
+            operations,
+            tables,
+            restart,
+            ..
+        } = self;
+        let operation = &operations[index];
+        let row = operation.row;
+        if row == NIL {
+            return;
+        }
+        let hash = operation.hash;
+        let table = tables[operation.table_id as usize]
+            .as_mut()
+            .expect("table of a live operation");
+        let partition = table.partitions[operation.partition as usize]
+            .as_mut()
+            .expect("owned partition");
+        // Unlink `index` and every waiter; keep the other granted ones.
+        let mut current = partition.op_link(memory, row);
+        let mut kept_head = NIL;
+        let mut kept_tail = NIL;
+        while current != NIL {
+            let next = operations[current].next_in_row;
+            operations[current].next_in_row = NIL;
+            if current == index {
+                operations[current].row = NIL;
+                operations[current].granted = false;
+            } else if !operations[current].granted {
+                operations[current].row = NIL;
+                let pushed_within_capacity = restart.len() < restart.capacity();
+                assert!(
+                    pushed_within_capacity,
+                    "restart queue is sized to the operation pool"
+                );
+                restart.push_back(current);
+            } else {
+                if kept_head == NIL {
+                    kept_head = current;
+                } else {
+                    operations[kept_tail].next_in_row = current;
+                }
+                kept_tail = current;
+            }
+            current = next;
+        }
+        partition.set_op_link(memory, row, kept_head);
+        if kept_head == NIL && partition.state(memory, row) == RowState::Reserved {
+            partition.index.remove(memory, hash.index_hash(), row);
+            partition.free_row(memory, row, None);
+        }
+    }
+
+    pub(crate) fn commit(&mut self, from: BlockRef, request: CommitReq, ctx: &mut dyn Context) {
+        let index = request.ldm_op;
+        assert!(
+            self.operations.is_live(index)
+                && self.operations[index].transaction_id == request.transaction_id
+                && self.operations[index].tc_op == request.tc_op
+                && self.operations[index].state == OpState::Prepared,
+            "tc {from} committed operation {index} that ldm {} does not hold prepared for it",
+            self.address
+        );
+        let gci = request.gci.0;
+        {
+            let Ldm {
+                memory,
+                operations,
+                tables,
+                ..
+            } = self;
+            let operation = &operations[index];
+            let table = tables[operation.table_id as usize]
+                .as_mut()
+                .expect("table of a live operation");
+            let layout = &table.layout;
+            let partition = table.partitions[operation.partition as usize]
+                .as_mut()
+                .expect("owned partition");
+            let row = operation.row;
+            // Only the transaction's last writer on the row installs: its
+            // image already includes the earlier ones.
+            let mut later_writer = false;
+            let mut current = operation.next_in_row;
+            while current != NIL {
+                let other = &operations[current];
+                if other.granted
+                    && other.transaction_id == operation.transaction_id
+                    && other.image_kind != ImageKind::None
+                {
+                    later_writer = true;
+                }
+                current = other.next_in_row;
+            }
+            let new_var = operation.new_var;
+            match operation.image_kind {
+                ImageKind::None => {}
+                _ if later_writer => {
+                    if new_var != NIL {
+                        partition.free_var(memory, new_var);
+                    }
+                }
+                ImageKind::Row => {
+                    let image = operation
+                        .image
+                        .as_ref()
+                        .expect("row image kept until commit");
+                    partition.write_image(memory, layout, row, image.as_slice(), new_var);
+                    partition.commit_row(memory, layout, row, gci);
+                }
+                ImageKind::Deleted => {
+                    partition
+                        .index
+                        .remove(memory, operation.hash.index_hash(), row);
+                    partition.mark_deleted(memory, row, gci);
+                }
+            }
+            let operation = &mut operations[index];
+            operation.new_var = NIL;
+            operation.image = None;
+        }
+        self.release_from_row(index);
+        self.operations[index].state = OpState::Committed { gci };
+        send(
+            ctx,
+            self.address,
+            from,
+            CommitConf {
+                tc_op: request.tc_op,
+            },
+        );
+    }
+
+    pub(crate) fn complete(&mut self, from: BlockRef, request: CompleteReq, ctx: &mut dyn Context) {
+        let index = request.ldm_op;
+        assert!(
+            self.operations.is_live(index)
+                && self.operations[index].transaction_id == request.transaction_id
+                && self.operations[index].tc_op == request.tc_op
+                && matches!(self.operations[index].state, OpState::Committed { .. }),
+            "tc {from} completed operation {index} that ldm {} does not hold committed for it",
+            self.address
+        );
+        self.release_operation(index);
+        send(
+            ctx,
+            self.address,
+            from,
+            CompleteConf {
+                tc_op: request.tc_op,
+            },
+        );
+    }
+
+    pub(crate) fn abort(&mut self, from: BlockRef, request: AbortReq, ctx: &mut dyn Context) {
+        if let Some(index) = self.operations.find_by_tc(from, request.tc_op) {
+            let operation = &self.operations[index];
+            assert_eq!(
+                operation.transaction_id, request.transaction_id,
+                "tc {from} aborted its operation {} with another transaction id",
+                request.tc_op
+            );
+            match operation.state {
+                OpState::Waiting | OpState::Prepared => {
+                    let new_var = operation.new_var;
+                    if new_var != NIL {
+                        let Ldm {
+                            memory,
+                            operations,
+                            tables,
+                            ..
+                        } = self;
+                        let operation = &mut operations[index];
+                        operation.new_var = NIL;
+                        let table = tables[operation.table_id as usize]
+                            .as_mut()
+                            .expect("table of a live operation");
+                        let partition = table.partitions[operation.partition as usize]
+                            .as_mut()
+                            .expect("owned partition");
+                        partition.free_var(memory, new_var);
+                    }
+                    self.release_from_row(index);
+                    self.release_operation(index);
+                }
+                OpState::Committed { .. } => {
+                    panic!(
+                        "tc {from} aborted operation {} after committing it",
+                        request.tc_op
+                    )
+                }
+                OpState::Free => unreachable!("find_by_tc returns only live records"),
+            }
+        }
+        send(
+            ctx,
+            self.address,
+            from,
+            AbortConf {
+                tc_op: request.tc_op,
+            },
+        );
+    }
+}

@@ -1,0 +1,309 @@
+//! One partition's storage in an ldm: fixed-part slots (row id = slot
+//! reference, chosen here and never moved), var parts in size classes, the
+//! primary-key hash index, and the row header.
+//!
+//! ```text
+//! row header (24 bytes at the start of every fixed slot)
+//!  0 u64 gci        GCI of the last committed change (of the delete, when free)
+//!  8 u32 checksum   CRC32C of fixed body + var part (live rows)
+//! 12 u32 op_link    first operation record in the row's lock queue, or NIL
+//! 16 u32 var_ref    var part (class << 28 | slot ref), or NIL; free-list link when free
+//! 20 u8  state      0 free, 1 reserved (insert prepared, invisible), 2 live
+//! 21..24            zero
+//! ```
+
+use crate::hash_index::HashIndex;
+use crate::layout::{RowLayout, RowView, HEADER_BYTES};
+use crate::page_memory::{PageMemory, PAGE_SIZE};
+use crate::slots::{SlotPages, NIL};
+
+/// State byte of a row header.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum RowState {
+    /// No row; the header keeps the GCI of the delete.
+    Free = 0,
+    /// An insert is prepared here; invisible to committed reads.
+    Reserved = 1,
+    /// A committed row.
+    Live = 2,
+}
+
+/// Var part size classes: 32 bytes doubling to a whole page.
+pub const VAR_CLASSES: usize = 11;
+
+fn var_class_of(bytes: usize) -> usize {
+    let mut class = 0;
+    while (32usize << class) < bytes {
+        class += 1;
+    }
+    assert!(
+        class < VAR_CLASSES,
+        "var part of {bytes} bytes exceeds a page"
+    );
+    class
+}
+
+/// The var class a var part of `bytes` needs.
+pub fn var_class(bytes: usize) -> usize {
+    var_class_of(bytes.max(1))
+}
+
+/// One partition.
+pub struct Partition {
+    /// Partition number within its table.
+    pub id: u32,
+    /// Redo log part, fixed at creation.
+    pub redo_part: u32,
+    /// Fixed-part slots; a slot reference is the row id.
+    pub fixed: SlotPages,
+    var: Vec<Option<SlotPages>>,
+    /// Primary-key hash index.
+    pub index: HashIndex,
+    page_capacity: usize,
+}
+
+/// Reads a u32 at `offset`.
+#[inline]
+fn read_u32(bytes: &[u8], offset: usize) -> u32 {
+    u32::from_le_bytes([
+        bytes[offset],
+        bytes[offset + 1],
+        bytes[offset + 2],
+        bytes[offset + 3],
+    ])
+}
+
+impl Partition {
+    /// An empty partition whose rows follow `layout`.
+    pub fn new(id: u32, redo_part: u32, layout: &RowLayout, memory: &PageMemory) -> Partition {
+        let slot_bytes = (HEADER_BYTES + layout.fixed_body_bytes).div_ceil(8) * 8;
+        let page_capacity = memory.page_count() as usize;
+        assert!(
+            slot_bytes <= PAGE_SIZE,
+            "fixed row part of {slot_bytes} bytes must fit a page (schema validation bounds rows)"
+        );
+        Partition {
+            id,
+            redo_part,
+            fixed: SlotPages::new(slot_bytes.max(32), 16, page_capacity),
+            var: (0..VAR_CLASSES).map(|_| None).collect(),
+            index: HashIndex::new(memory),
+            page_capacity,
+        }
+    }
+
+    /// Rows in use (live or reserved).
+    pub fn rows(&self) -> u64 {
+        self.fixed.used()
+    }
+
+    /// Header fields of row `row`.
+    #[inline]
+    pub fn state(&self, memory: &PageMemory, row: u32) -> RowState {
+        match self.fixed.slot(memory, row)[20] {
+            0 => RowState::Free,
+            1 => RowState::Reserved,
+            2 => RowState::Live,
+            other => panic!(
+                "row {row} of partition {} has state byte {other}: memory corruption",
+                self.id
+            ),
+        }
+    }
+
+    /// GCI in the row header.
+    #[inline]
+    pub fn gci(&self, memory: &PageMemory, row: u32) -> u64 {
+        let slot = self.fixed.slot(memory, row);
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&slot[0..8]);
+        u64::from_le_bytes(bytes)
+    }
+
+    /// The first operation in the row's lock queue.
+    #[inline]
+    pub fn op_link(&self, memory: &PageMemory, row: u32) -> u32 {
+        read_u32(self.fixed.slot(memory, row), 12)
+    }
+
+    /// Sets the first operation of the row's lock queue.
+    #[inline]
+    pub fn set_op_link(&self, memory: &mut PageMemory, row: u32, op: u32) {
+        self.fixed.slot_mut(memory, row)[12..16].copy_from_slice(&op.to_le_bytes());
+    }
+
+    fn var_ref(&self, memory: &PageMemory, row: u32) -> u32 {
+        read_u32(self.fixed.slot(memory, row), 16)
+    }
+
+    /// The stored row as a view (fixed body and var part).
+    #[inline]
+    pub fn view<'a>(&self, memory: &'a PageMemory, layout: &RowLayout, row: u32) -> RowView<'a> {
+        let slot = self.fixed.slot(memory, row);
+        let fixed = &slot[HEADER_BYTES..HEADER_BYTES + layout.fixed_body_bytes];
+        let var_ref = read_u32(slot, 16);
+        let var = if var_ref == NIL || layout.var_columns == 0 {
+            &[][..]
+        } else {
+            let (class, reference) = split_var_ref(var_ref);
+            let pages = self.var[class]
+                .as_ref()
+                .expect("row points at a var class the partition never allocated");
+            pages.slot(memory, reference)
+        };
+        RowView { fixed, var }
+    }
+
+    /// Verifies the checksum of a live row; a mismatch is memory corruption
+    /// and stops the node (fail fast: never serve corrupt data).
+    pub fn verify_checksum(&self, memory: &PageMemory, layout: &RowLayout, row: u32) {
+        let stored = read_u32(self.fixed.slot(memory, row), 8);
+        let computed = self.compute_checksum(memory, layout, row);
+        assert_eq!(
+            stored, computed,
+            "row checksum mismatch in partition {} row {row}: memory corruption",
+            self.id
+        );
+    }
+
+    fn compute_checksum(&self, memory: &PageMemory, layout: &RowLayout, row: u32) -> u32 {
+        let view = self.view(memory, layout, row);
+        let var_bytes = layout.var_part_bytes(view.var);
+        let crc = crc32c::crc32c(view.fixed);
+        crc32c::crc32c_append(crc, &view.var[..var_bytes])
+    }
+
+    /// Takes a free fixed slot for a new row (state Reserved, no var part,
+    /// no operations, GCI kept). `None` when DataMemory is full.
+    pub fn reserve_row(&mut self, memory: &mut PageMemory) -> Option<u32> {
+        let row = self.fixed.alloc(memory)?;
+        let slot = self.fixed.slot_mut(memory, row);
+        slot[8..12].fill(0);
+        slot[12..16].copy_from_slice(&NIL.to_le_bytes());
+        slot[16..20].copy_from_slice(&NIL.to_le_bytes());
+        slot[20] = RowState::Reserved as u8;
+        Some(row)
+    }
+
+    /// Takes a var slot of `class`. `None` when DataMemory is full.
+    pub fn alloc_var(&mut self, memory: &mut PageMemory, class: usize) -> Option<u32> {
+        let page_capacity = self.page_capacity;
+        let pages =
+            self.var[class].get_or_insert_with(|| SlotPages::new(32 << class, 0, page_capacity));
+        let reference = pages.alloc(memory)?;
+        Some((class as u32) << 28 | reference)
+    }
+
+    /// Returns a var slot.
+    pub fn free_var(&mut self, memory: &mut PageMemory, var_ref: u32) {
+        let (class, reference) = split_var_ref(var_ref);
+        self.var[class]
+            .as_mut()
+            .expect("freeing a var slot of a class never allocated")
+            .free(memory, reference);
+    }
+
+    /// The var class currently holding row `row`'s var part, if any.
+    pub fn var_class_of_row(&self, memory: &PageMemory, row: u32) -> Option<usize> {
+        let var_ref = self.var_ref(memory, row);
+        (var_ref != NIL).then(|| split_var_ref(var_ref).0)
+    }
+
+    /// Writes an after-image into row `row`: the fixed body, and the var part
+    /// into `new_var` (a reserved var slot, freeing the old one) or into the
+    /// row's current var slot (`new_var == NIL`, same class).
+    pub fn write_image(
+        &mut self,
+        memory: &mut PageMemory,
+        layout: &RowLayout,
+        row: u32,
+        image: &[u8],
+        new_var: u32,
+    ) {
+        let (fixed_body, var_part) = image.split_at(layout.fixed_body_bytes);
+        {
+            let slot = self.fixed.slot_mut(memory, row);
+            slot[HEADER_BYTES..HEADER_BYTES + layout.fixed_body_bytes].copy_from_slice(fixed_body);
+        }
+        if layout.var_columns == 0 {
+            return;
+        }
+        let old_var = self.var_ref(memory, row);
+        let target = if new_var != NIL {
+            if old_var != NIL {
+                self.free_var(memory, old_var);
+            }
+            self.fixed.slot_mut(memory, row)[16..20].copy_from_slice(&new_var.to_le_bytes());
+            new_var
+        } else {
+            assert!(
+                old_var != NIL,
+                "an image with a var part needs a var slot reserved at prepare"
+            );
+            old_var
+        };
+        let (class, reference) = split_var_ref(target);
+        let pages = self.var[class]
+            .as_ref()
+            .expect("var slot of an allocated class");
+        let slot = pages.slot_mut(memory, reference);
+        assert!(
+            var_part.len() <= slot.len(),
+            "var part larger than its slot class"
+        );
+        slot[..var_part.len()].copy_from_slice(var_part);
+    }
+
+    /// Marks a row live at `gci` and seals its checksum.
+    pub fn commit_row(&mut self, memory: &mut PageMemory, layout: &RowLayout, row: u32, gci: u64) {
+        let checksum = self.compute_checksum(memory, layout, row);
+        let slot = self.fixed.slot_mut(memory, row);
+        slot[0..8].copy_from_slice(&gci.to_le_bytes());
+        slot[8..12].copy_from_slice(&checksum.to_le_bytes());
+        slot[20] = RowState::Live as u8;
+    }
+
+    /// A committed delete: the row leaves the index's view (state Reserved,
+    /// invisible) with the delete's GCI; it is freed once no operation holds it.
+    pub fn mark_deleted(&mut self, memory: &mut PageMemory, row: u32, gci: u64) {
+        let slot = self.fixed.slot_mut(memory, row);
+        slot[0..8].copy_from_slice(&gci.to_le_bytes());
+        slot[20] = RowState::Reserved as u8;
+    }
+
+    /// Frees row `row`: var part returned, state Free, header GCI set to
+    /// `delete_gci` (Some for a committed delete; None for an aborted
+    /// insert, which keeps the slot's previous GCI).
+    pub fn free_row(&mut self, memory: &mut PageMemory, row: u32, delete_gci: Option<u64>) {
+        let var_ref = self.var_ref(memory, row);
+        if var_ref != NIL {
+            self.free_var(memory, var_ref);
+        }
+        {
+            let slot = self.fixed.slot_mut(memory, row);
+            if let Some(gci) = delete_gci {
+                slot[0..8].copy_from_slice(&gci.to_le_bytes());
+            }
+            slot[8..12].fill(0);
+            slot[12..16].copy_from_slice(&NIL.to_le_bytes());
+            slot[20] = RowState::Free as u8;
+        }
+        self.fixed.free(memory, row);
+    }
+
+    /// Returns every page (drop table).
+    pub fn release(&mut self, memory: &mut PageMemory) {
+        self.index.clear(memory);
+        self.fixed.release_all(memory);
+        for pages in self.var.iter_mut().flatten() {
+            pages.release_all(memory);
+        }
+    }
+}
+
+/// Splits a var reference into (class, slot reference).
+#[inline]
+pub fn split_var_ref(var_ref: u32) -> (usize, u32) {
+    ((var_ref >> 28) as usize, var_ref & 0x0FFF_FFFF)
+}

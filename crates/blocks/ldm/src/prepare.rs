@@ -1,0 +1,335 @@
+//! LQHKEYREQ: find the row by key, take or queue for its lock, and build the
+//! operation's after-image (DESIGN.md §4, "Prepare"). The row itself is not
+//! changed; a prepared insert takes an invisible (Reserved) slot.
+
+use crate::layout::{RowLayout, RowView};
+use crate::locks::{append_to_row, can_grant, latest_image_of_transaction};
+use crate::operation::{ImageKind, OpState, NIL};
+use crate::partition::{var_class, RowState};
+use crate::Ldm;
+use kernel::{send, Context};
+use signal::signals::{LockMode, LqhKeyConf, LqhKeyRef, OperationKind};
+use signal::{ErrorCode, Section, SectionPool};
+
+/// The result of one attempt to prepare an operation.
+pub(crate) enum Outcome {
+    /// Prepared (or, for a committed read, done and released).
+    Done {
+        data: Option<Section>,
+        released: bool,
+    },
+    /// Queued on a row lock; runs again when the lock queue moves.
+    Waiting,
+    /// Failed; the operation holds nothing.
+    Failed(ErrorCode),
+}
+
+fn encode_read(
+    layout: &RowLayout,
+    view: RowView<'_>,
+    projection: &[u8],
+    pool: &'static SectionPool,
+) -> Result<Section, ErrorCode> {
+    let mut section = pool
+        .alloc(layout.read_max_bytes)
+        .ok_or(ErrorCode::OutOfSignalMemory)?;
+    let used = layout.encode_read(view, projection, section.as_mut_slice())?;
+    section.set_len(used);
+    Ok(section)
+}
+
+impl Ldm {
+    /// Runs (or re-runs, after a lock wait) operation `index` and answers the tc.
+    pub(crate) fn execute(&mut self, index: u32, ctx: &mut dyn Context) {
+        let outcome = self.try_prepare(index, ctx.pool());
+        let operation = &self.operations[index];
+        let (tc, tc_op) = (operation.tc, operation.tc_op);
+        match outcome {
+            Outcome::Waiting => {}
+            Outcome::Done { data, released } => {
+                send(
+                    ctx,
+                    self.address,
+                    tc,
+                    LqhKeyConf {
+                        tc_op,
+                        ldm_op: index,
+                        data,
+                        released,
+                    },
+                );
+                if released {
+                    self.release_operation(index);
+                }
+            }
+            Outcome::Failed(error) => {
+                send(ctx, self.address, tc, LqhKeyRef { tc_op, error });
+                self.release_operation(index);
+            }
+        }
+    }
+
+    fn try_prepare(&mut self, index: u32, pool: &'static SectionPool) -> Outcome {
+        let key = self.operations[index]
+            .key
+            .take()
+            .expect("key section kept until prepared");
+        let attr = self.operations[index].attr.take();
+        let outcome = self.prepare_with(
+            index,
+            key.as_slice(),
+            attr.as_ref().map_or(&[][..], Section::as_slice),
+            pool,
+        );
+        if let Outcome::Waiting = outcome {
+            // Needed again when the lock is granted.
+            self.operations[index].key = Some(key);
+            self.operations[index].attr = attr;
+        }
+        outcome
+    }
+
+    fn prepare_with(
+        &mut self,
+        index: u32,
+        key: &[u8],
+        changes: &[u8],
+        pool: &'static SectionPool,
+    ) -> Outcome {
+        let Ldm {
+            memory,
+            operations,
+            tables,
+            ..
+        } = self;
+        let operation = &operations[index];
+        let (kind, lock, transaction_id, hash) = (
+            operation.kind,
+            operation.lock,
+            operation.transaction_id,
+            operation.hash,
+        );
+        let table = tables[operation.table_id as usize]
+            .as_mut()
+            .expect("a table with operations in flight is never dropped");
+        let layout = &table.layout;
+        let partition = table.partitions[operation.partition as usize]
+            .as_mut()
+            .expect("operation routed to a partition this ldm owns");
+        let found = partition.index.lookup(memory, hash.index_hash(), |row| {
+            partition.state(memory, row) != RowState::Free
+                && layout.key_matches(partition.view(memory, layout, row), key)
+        });
+
+        if kind == OperationKind::Read && lock == LockMode::CommittedRead {
+            let Some(row) = found else {
+                return Outcome::Failed(ErrorCode::NoSuchRow);
+            };
+            let view = match latest_image_of_transaction(
+                operations,
+                memory,
+                partition,
+                row,
+                transaction_id,
+            ) {
+                Some(own) if operations[own].image_kind == ImageKind::Deleted => {
+                    return Outcome::Failed(ErrorCode::NoSuchRow)
+                }
+                Some(own) => layout.image_view(
+                    operations[own]
+                        .image
+                        .as_ref()
+                        .expect("row image kept")
+                        .as_slice(),
+                ),
+                None if partition.state(memory, row) == RowState::Live => {
+                    partition.verify_checksum(memory, layout, row);
+                    partition.view(memory, layout, row)
+                }
+                None => return Outcome::Failed(ErrorCode::NoSuchRow),
+            };
+            return match encode_read(layout, view, changes, pool) {
+                Ok(data) => Outcome::Done {
+                    data: Some(data),
+                    released: true,
+                },
+                Err(error) => Outcome::Failed(error),
+            };
+        }
+
+        let Some(row) = found else {
+            return self.prepare_insert_of_absent_key(index, key, changes, pool);
+        };
+
+        // The row exists (live, or reserved by some insert): queue for its lock.
+        if !can_grant(operations, memory, partition, row, index) {
+            append_to_row(operations, memory, partition, row, index);
+            let operation = &mut operations[index];
+            operation.granted = false;
+            operation.state = OpState::Waiting;
+            return Outcome::Waiting;
+        }
+        append_to_row(operations, memory, partition, row, index);
+        operations[index].granted = true;
+
+        // What this transaction sees: its own latest image, else the committed row.
+        let own = latest_image_of_transaction(operations, memory, partition, row, transaction_id);
+        let base: Option<RowView<'_>> = match own {
+            Some(own) if operations[own].image_kind == ImageKind::Deleted => None,
+            Some(own) => Some(
+                layout.image_view(
+                    operations[own]
+                        .image
+                        .as_ref()
+                        .expect("row image kept")
+                        .as_slice(),
+                ),
+            ),
+            None if partition.state(memory, row) == RowState::Live => {
+                partition.verify_checksum(memory, layout, row);
+                Some(partition.view(memory, layout, row))
+            }
+            None => None,
+        };
+        let result: Result<(Option<Section>, Option<Section>, ImageKind), ErrorCode> =
+            match (kind, base) {
+                (OperationKind::Read, None)
+                | (OperationKind::Update, None)
+                | (OperationKind::Delete, None) => Err(ErrorCode::NoSuchRow),
+                (OperationKind::Insert, Some(_)) => Err(ErrorCode::DuplicateKey),
+                (OperationKind::Read, Some(view)) => encode_read(layout, view, changes, pool)
+                    .map(|data| (Some(data), None, ImageKind::None)),
+                (OperationKind::Delete, Some(_)) => Ok((None, None, ImageKind::Deleted)),
+                (_, base) => build_image(layout, base, key, changes, pool)
+                    .map(|image| (None, Some(image), ImageKind::Row)),
+            };
+        let (data, image, image_kind) = match result {
+            Ok(parts) => parts,
+            Err(error) => {
+                self.release_from_row(index);
+                return Outcome::Failed(error);
+            }
+        };
+        // A var part of another size class needs a new var slot, taken now
+        // so that commit cannot fail.
+        let Ldm {
+            memory,
+            operations,
+            tables,
+            ..
+        } = self;
+        let operation = &operations[index];
+        let table = tables[operation.table_id as usize]
+            .as_mut()
+            .expect("table of a live operation");
+        let layout = &table.layout;
+        let partition = table.partitions[operation.partition as usize]
+            .as_mut()
+            .expect("owned partition");
+        let mut new_var = NIL;
+        if let (Some(image), true) = (&image, layout.var_columns > 0) {
+            let needed = var_class(image.len() - layout.fixed_body_bytes);
+            if partition.var_class_of_row(memory, row) != Some(needed) {
+                match partition.alloc_var(memory, needed) {
+                    Some(var) => new_var = var,
+                    None => {
+                        self.release_from_row(index);
+                        return Outcome::Failed(ErrorCode::TableFull);
+                    }
+                }
+            }
+        }
+        let operation = &mut operations[index];
+        operation.row = row;
+        operation.image = image;
+        operation.image_kind = image_kind;
+        operation.new_var = new_var;
+        operation.state = OpState::Prepared;
+        Outcome::Done {
+            data,
+            released: false,
+        }
+    }
+
+    /// Insert or write of a key not in the index: take a Reserved slot,
+    /// write the image there (invisible until commit), index it.
+    fn prepare_insert_of_absent_key(
+        &mut self,
+        index: u32,
+        key: &[u8],
+        changes: &[u8],
+        pool: &'static SectionPool,
+    ) -> Outcome {
+        let Ldm {
+            memory,
+            operations,
+            tables,
+            ..
+        } = self;
+        let operation = &operations[index];
+        if !matches!(operation.kind, OperationKind::Insert | OperationKind::Write) {
+            return Outcome::Failed(ErrorCode::NoSuchRow);
+        }
+        let hash = operation.hash;
+        let table = tables[operation.table_id as usize]
+            .as_mut()
+            .expect("table of a live operation");
+        let layout = &table.layout;
+        let partition = table.partitions[operation.partition as usize]
+            .as_mut()
+            .expect("owned partition");
+        let image = match build_image(layout, None, key, changes, pool) {
+            Ok(image) => image,
+            Err(error) => return Outcome::Failed(error),
+        };
+        let Some(row) = partition.reserve_row(memory) else {
+            return Outcome::Failed(ErrorCode::TableFull);
+        };
+        let mut var = NIL;
+        if layout.var_columns > 0 {
+            match partition.alloc_var(memory, var_class(image.len() - layout.fixed_body_bytes)) {
+                Some(reference) => var = reference,
+                None => {
+                    partition.free_row(memory, row, None);
+                    return Outcome::Failed(ErrorCode::TableFull);
+                }
+            }
+        }
+        partition.write_image(memory, layout, row, image.as_slice(), var);
+        if partition
+            .index
+            .insert(memory, hash.index_hash(), row)
+            .is_err()
+        {
+            partition.free_row(memory, row, None);
+            return Outcome::Failed(ErrorCode::TableFull);
+        }
+        partition.set_op_link(memory, row, index);
+        let operation = &mut operations[index];
+        operation.row = row;
+        operation.granted = true;
+        operation.next_in_row = NIL;
+        operation.image = Some(image);
+        operation.image_kind = ImageKind::Row;
+        operation.state = OpState::Prepared;
+        Outcome::Done {
+            data: None,
+            released: false,
+        }
+    }
+}
+
+fn build_image(
+    layout: &RowLayout,
+    base: Option<RowView<'_>>,
+    key: &[u8],
+    changes: &[u8],
+    pool: &'static SectionPool,
+) -> Result<Section, ErrorCode> {
+    let mut image = pool
+        .alloc(layout.image_max_bytes())
+        .ok_or(ErrorCode::OutOfSignalMemory)?;
+    let used = layout.build_image(image.as_mut_slice(), base, key, changes)?;
+    image.set_len(used);
+    Ok(image)
+}

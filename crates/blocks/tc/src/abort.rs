@@ -1,0 +1,196 @@
+//! Abort: ABORT to every operation that may hold a lock or an after-image,
+//! then the client hears why (DESIGN.md §4). Also the two timeouts that end
+//! in an abort (lock wait: deadlock detection; inactivity) and the abort of
+//! a disconnected client's transactions.
+
+use crate::records::{AbortReply, OpPhase, TransactionState, NIL};
+use crate::Tc;
+use kernel::{send, Context};
+use signal::signals::*;
+use signal::{BlockRef, ErrorCode};
+
+impl Tc {
+    /// Aborts `transaction` and answers per `reply` when every ldm confirmed.
+    pub(crate) fn start_abort(
+        &mut self,
+        transaction: u32,
+        reply: AbortReply,
+        ctx: &mut dyn Context,
+    ) {
+        let address = self.config.address;
+        let record = &self.records.transactions[transaction as usize];
+        assert!(
+            matches!(
+                record.state,
+                TransactionState::Idle | TransactionState::Executing
+            ),
+            "abort of a transaction in state {:?}",
+            record.state
+        );
+        let transaction_id = record.transaction_id;
+        let mut sent = 0;
+        let mut op = record.first_op;
+        while op != NIL {
+            let operation = &mut self.records.operations[op as usize];
+            if matches!(operation.phase, OpPhase::Sent | OpPhase::Prepared) {
+                operation.phase = OpPhase::Aborting;
+                send(
+                    ctx,
+                    address,
+                    operation.ldm,
+                    AbortReq {
+                        tc_op: op,
+                        transaction_id,
+                    },
+                );
+                sent += 1;
+            }
+            op = operation.next;
+        }
+        let record = &mut self.records.transactions[transaction as usize];
+        record.state = TransactionState::Aborting;
+        record.abort_reply = reply;
+        record.outstanding = sent;
+        if sent == 0 {
+            self.finish_abort(transaction, ctx);
+        }
+    }
+
+    pub(crate) fn abort_conf(&mut self, conf: AbortConf, ctx: &mut dyn Context) {
+        let operation = &mut self.records.operations[conf.tc_op as usize];
+        assert_eq!(
+            operation.phase,
+            OpPhase::Aborting,
+            "ABORTCONF for an operation not aborting"
+        );
+        operation.phase = OpPhase::Released;
+        let transaction = operation.transaction;
+        let record = &mut self.records.transactions[transaction as usize];
+        record.outstanding -= 1;
+        if record.outstanding == 0 {
+            self.finish_abort(transaction, ctx);
+        }
+    }
+
+    fn finish_abort(&mut self, transaction: u32, ctx: &mut dyn Context) {
+        let record = &self.records.transactions[transaction as usize];
+        let (api, transaction_id) = (record.api, record.transaction_id);
+        if !record.api_failed {
+            match record.abort_reply {
+                AbortReply::Error { error, client_op } => send(
+                    ctx,
+                    self.config.address,
+                    api,
+                    TcKeyRef {
+                        transaction_id,
+                        client_op,
+                        error,
+                    },
+                ),
+                AbortReply::RollbackConf => send(
+                    ctx,
+                    self.config.address,
+                    api,
+                    TcRollbackConf { transaction_id },
+                ),
+                AbortReply::Silent => {}
+            }
+        }
+        self.counters.aborts += 1;
+        self.records.release_transaction(transaction);
+    }
+
+    pub(crate) fn tc_rollback_req(
+        &mut self,
+        from: BlockRef,
+        request: TcRollbackReq,
+        ctx: &mut dyn Context,
+    ) {
+        let transaction_id = request.transaction_id;
+        match self.records.find(transaction_id) {
+            Some(index) if self.records.transactions[index as usize].api == from => {
+                match self.records.transactions[index as usize].state {
+                    TransactionState::Idle | TransactionState::Executing => {
+                        self.start_abort(index, AbortReply::RollbackConf, ctx)
+                    }
+                    TransactionState::Aborting => {
+                        self.records.transactions[index as usize].abort_reply =
+                            AbortReply::RollbackConf;
+                    }
+                    _ => send(
+                        ctx,
+                        self.config.address,
+                        from,
+                        TcKeyRef {
+                            transaction_id,
+                            client_op: u32::MAX,
+                            error: ErrorCode::BadRequest,
+                        },
+                    ),
+                }
+            }
+            // Unknown (already finished): rolling back nothing succeeds.
+            _ => send(
+                ctx,
+                self.config.address,
+                from,
+                TcRollbackConf { transaction_id },
+            ),
+        }
+    }
+
+    /// Periodic: abort transactions stuck on locks or idle too long.
+    pub(crate) fn timeout_scan(&mut self, ctx: &mut dyn Context) {
+        let now = ctx.now_ms();
+        let mut transaction = self.records.active_head;
+        while transaction != NIL {
+            let record = &self.records.transactions[transaction as usize];
+            let next = record.next_active;
+            match record.state {
+                TransactionState::Executing
+                    if record.outstanding > 0
+                        && now.saturating_sub(record.batch_started_ms)
+                            >= self.config.lock_wait_timeout_ms =>
+                {
+                    self.counters.lock_wait_timeouts += 1;
+                    let reply = AbortReply::Error {
+                        error: ErrorCode::LockWaitTimeout,
+                        client_op: u32::MAX,
+                    };
+                    self.start_abort(transaction, reply, ctx);
+                }
+                TransactionState::Idle
+                    if now.saturating_sub(record.last_activity_ms)
+                        >= self.config.inactive_transaction_timeout_ms =>
+                {
+                    self.counters.inactivity_timeouts += 1;
+                    let reply = AbortReply::Error {
+                        error: ErrorCode::TransactionInactive,
+                        client_op: u32::MAX,
+                    };
+                    self.start_abort(transaction, reply, ctx);
+                }
+                _ => {}
+            }
+            transaction = next;
+        }
+    }
+
+    pub(crate) fn api_failed(&mut self, report: ApiFailRep, ctx: &mut dyn Context) {
+        let mut transaction = self.records.active_head;
+        while transaction != NIL {
+            let record = &mut self.records.transactions[transaction as usize];
+            let next = record.next_active;
+            if record.api.node == report.node {
+                record.api_failed = true;
+                if matches!(
+                    record.state,
+                    TransactionState::Idle | TransactionState::Executing
+                ) {
+                    self.start_abort(transaction, AbortReply::Silent, ctx);
+                }
+            }
+            transaction = next;
+        }
+    }
+}

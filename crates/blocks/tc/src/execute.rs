@@ -1,0 +1,299 @@
+//! Executing a batch: TCKEYREQ in, LQHKEYREQ out to the partition's ldm,
+//! LQHKEYCONF/REF back, TCKEYCONF (or commit) when the batch is done.
+
+use crate::records::{AbortReply, OpPhase, TransactionState, NIL};
+use crate::Tc;
+use kernel::{send, Context};
+use signal::attr::key_hash;
+use signal::partition::bucket;
+use signal::signals::*;
+use signal::{BlockKind, BlockRef, ErrorCode, Gci};
+
+impl Tc {
+    pub(crate) fn tc_key_req(&mut self, from: BlockRef, request: TcKeyReq, ctx: &mut dyn Context) {
+        let address = self.config.address;
+        let transaction_id = request.transaction_id;
+        let refuse = |ctx: &mut dyn Context, error| {
+            send(
+                ctx,
+                address,
+                from,
+                TcKeyRef {
+                    transaction_id,
+                    client_op: request.client_op,
+                    error,
+                },
+            );
+        };
+        if !self.started {
+            return refuse(ctx, ErrorCode::NodeNotStarted);
+        }
+        if from.kind != BlockKind::Api || transaction_id.api_node() != from.node {
+            return refuse(ctx, ErrorCode::BadRequest);
+        }
+        let now = ctx.now_ms();
+        let transaction = match self.records.find(transaction_id) {
+            Some(index) => {
+                if request.flags & tc_key_flags::START != 0
+                    || self.records.transactions[index as usize].api != from
+                {
+                    return refuse(ctx, ErrorCode::BadRequest);
+                }
+                index
+            }
+            None if request.flags & tc_key_flags::START != 0 => {
+                match self.records.seize_transaction(transaction_id, from, now) {
+                    Some(index) => index,
+                    None => return refuse(ctx, ErrorCode::OutOfTransactionRecords),
+                }
+            }
+            None => return refuse(ctx, ErrorCode::UnknownTransaction),
+        };
+        let record = &mut self.records.transactions[transaction as usize];
+        match record.state {
+            TransactionState::Idle => {
+                record.state = TransactionState::Executing;
+                record.batch_ops = 0;
+                record.batch_closed = false;
+                record.batch_started_ms = now;
+            }
+            TransactionState::Executing if !record.batch_closed => {}
+            // Operations that arrive after the transaction began to abort
+            // are dropped: the abort's TCKEYREF answers the batch.
+            TransactionState::Aborting => return,
+            _ => return refuse(ctx, ErrorCode::BadRequest),
+        }
+        record.last_activity_ms = now;
+        if request.flags & (tc_key_flags::EXECUTE | tc_key_flags::COMMIT) != 0 {
+            record.batch_closed = true;
+            record.commit_requested = request.flags & tc_key_flags::COMMIT != 0;
+        }
+        if record.op_count >= self.config.max_operations_per_transaction {
+            return self.start_abort(
+                transaction,
+                AbortReply::Error {
+                    error: ErrorCode::TooManyOperations,
+                    client_op: request.client_op,
+                },
+                ctx,
+            );
+        }
+        let route = match self.route(&request) {
+            Ok(route) => route,
+            Err(error) => {
+                return self.start_abort(
+                    transaction,
+                    AbortReply::Error {
+                        error,
+                        client_op: request.client_op,
+                    },
+                    ctx,
+                );
+            }
+        };
+        let Some(op) = self.records.seize_operation(transaction) else {
+            return self.start_abort(
+                transaction,
+                AbortReply::Error {
+                    error: ErrorCode::OutOfOperationRecords,
+                    client_op: request.client_op,
+                },
+                ctx,
+            );
+        };
+        let (ldm, partition, hash) = route;
+        let operation = &mut self.records.operations[op as usize];
+        operation.phase = OpPhase::Sent;
+        operation.client_op = request.client_op;
+        operation.kind = request.kind;
+        operation.lock = if request.kind == OperationKind::Read {
+            request.lock
+        } else {
+            LockMode::Exclusive
+        };
+        operation.ldm = ldm;
+        let record = &mut self.records.transactions[transaction as usize];
+        record.outstanding += 1;
+        record.batch_ops += 1;
+        self.counters.operations += 1;
+        send(
+            ctx,
+            address,
+            ldm,
+            LqhKeyReq {
+                tc_op: op,
+                transaction_id,
+                kind: request.kind,
+                lock: request.lock,
+                table_id: request.table_id,
+                partition,
+                hash,
+                key: request.key,
+                attr: request.attr,
+            },
+        );
+    }
+
+    /// The ldm, partition and hash of an operation's key.
+    fn route(
+        &self,
+        request: &TcKeyReq,
+    ) -> Result<(BlockRef, u32, signal::attr::KeyHash), ErrorCode> {
+        let table = self
+            .tables
+            .get(request.table_id as usize)
+            .and_then(Option::as_ref)
+            .ok_or(ErrorCode::UnknownTable)?;
+        if table.definition.version != request.table_version {
+            return Err(ErrorCode::SchemaVersionMismatch);
+        }
+        let hash = key_hash(&table.definition, request.key.as_slice())?;
+        let partition = table.map.bucket_partitions[bucket(hash) as usize];
+        let placement = &table.map.partitions[partition as usize];
+        let primary = *placement
+            .replicas
+            .first()
+            .expect("every partition has a primary replica");
+        Ok((
+            BlockRef::new(primary, BlockKind::Ldm, placement.ldm_instance),
+            partition,
+            hash,
+        ))
+    }
+
+    fn operation_of(&self, tc_op: u32) -> u32 {
+        let operation = self
+            .records
+            .operations
+            .get(tc_op as usize)
+            .filter(|operation| operation.transaction != NIL);
+        let operation = operation
+            .unwrap_or_else(|| panic!("ldm answered tc operation {tc_op}, which is not in use"));
+        operation.transaction
+    }
+
+    pub(crate) fn lqh_key_conf(&mut self, conf: LqhKeyConf, ctx: &mut dyn Context) {
+        let transaction = self.operation_of(conf.tc_op);
+        let record = &mut self.records.transactions[transaction as usize];
+        if record.state == TransactionState::Aborting {
+            // The ABORT we sent will be answered after this; the data is dropped.
+            return;
+        }
+        assert_eq!(
+            record.state,
+            TransactionState::Executing,
+            "LQHKEYCONF for a transaction not executing"
+        );
+        let operation = &mut self.records.operations[conf.tc_op as usize];
+        assert_eq!(
+            operation.phase,
+            OpPhase::Sent,
+            "second LQHKEYCONF for one operation"
+        );
+        operation.ldm_op = conf.ldm_op;
+        operation.phase = if conf.released {
+            OpPhase::Released
+        } else {
+            OpPhase::Prepared
+        };
+        let client_op = operation.client_op;
+        let (api, transaction_id) = (record.api, record.transaction_id);
+        record.outstanding -= 1;
+        if let Some(data) = conf.data {
+            send(
+                ctx,
+                self.config.address,
+                api,
+                TransIdAi {
+                    transaction_id,
+                    client_op,
+                    data,
+                },
+            );
+        }
+        self.maybe_batch_done(transaction, ctx);
+    }
+
+    pub(crate) fn lqh_key_ref(&mut self, refusal: LqhKeyRef, ctx: &mut dyn Context) {
+        let transaction = self.operation_of(refusal.tc_op);
+        let operation = &mut self.records.operations[refusal.tc_op as usize];
+        let client_op = operation.client_op;
+        let record = &mut self.records.transactions[transaction as usize];
+        if record.state == TransactionState::Aborting {
+            return;
+        }
+        assert_eq!(
+            operation.phase,
+            OpPhase::Sent,
+            "LQHKEYREF for an operation not in flight"
+        );
+        operation.phase = OpPhase::Released;
+        record.outstanding -= 1;
+        self.start_abort(
+            transaction,
+            AbortReply::Error {
+                error: refusal.error,
+                client_op,
+            },
+            ctx,
+        );
+    }
+
+    /// Answers or commits once every operation of a closed batch answered.
+    pub(crate) fn maybe_batch_done(&mut self, transaction: u32, ctx: &mut dyn Context) {
+        let record = &mut self.records.transactions[transaction as usize];
+        if record.outstanding > 0 || !record.batch_closed {
+            return;
+        }
+        if record.commit_requested {
+            return self.decide_commit(transaction, ctx);
+        }
+        record.state = TransactionState::Idle;
+        record.last_activity_ms = ctx.now_ms();
+        let (api, transaction_id, operations) =
+            (record.api, record.transaction_id, record.batch_ops);
+        send(
+            ctx,
+            self.config.address,
+            api,
+            TcKeyConf {
+                transaction_id,
+                operations,
+                committed: false,
+                gci: Gci(0),
+            },
+        );
+    }
+
+    pub(crate) fn tc_commit_req(
+        &mut self,
+        from: BlockRef,
+        request: TcCommitReq,
+        ctx: &mut dyn Context,
+    ) {
+        let transaction_id = request.transaction_id;
+        match self.records.find(transaction_id) {
+            Some(index)
+                if self.records.transactions[index as usize].api == from
+                    && self.records.transactions[index as usize].state
+                        == TransactionState::Idle =>
+            {
+                let record = &mut self.records.transactions[index as usize];
+                record.batch_ops = 0;
+                record.batch_closed = true;
+                record.commit_requested = true;
+                self.decide_commit(index, ctx);
+            }
+            _ => send(
+                ctx,
+                self.config.address,
+                from,
+                TcKeyRef {
+                    transaction_id,
+                    client_op: u32::MAX,
+                    error: ErrorCode::UnknownTransaction,
+                },
+            ),
+        }
+    }
+}

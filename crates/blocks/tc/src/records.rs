@@ -1,0 +1,281 @@
+//! Transaction and operation records of a tc, preallocated from config
+//! (max_concurrent_transactions, max_concurrent_operations) so that the hot
+//! path never allocates and running out is an ordinary, retryable error.
+
+use signal::signals::{LockMode, OperationKind};
+use signal::{BlockKind, BlockRef, ErrorCode, Gci, NodeId, TransactionId};
+use stdx::FixedMap;
+
+/// No record.
+pub const NIL: u32 = u32::MAX;
+
+/// Where a transaction is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum TransactionState {
+    /// Not in use.
+    Free,
+    /// Waiting for the client's next batch, commit or rollback.
+    Idle,
+    /// A batch is executing at the ldms.
+    Executing,
+    /// Commit decided; waiting for the GCP switch to hand out a GCI.
+    WaitingForGci,
+    /// COMMIT sent to every operation.
+    Committing,
+    /// Client acknowledged; COMPLETE sent to every operation.
+    Completing,
+    /// ABORT sent to every operation that may hold something.
+    Aborting,
+}
+
+/// What to tell the client once an abort finishes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum AbortReply {
+    /// TCKEYREF with the error and the failing operation.
+    Error {
+        /// Why.
+        error: ErrorCode,
+        /// Client's operation number (u32::MAX: none).
+        client_op: u32,
+    },
+    /// TC_ROLLBACKCONF.
+    RollbackConf,
+    /// Nothing (the client is gone).
+    Silent,
+}
+
+/// One transaction.
+pub struct Transaction {
+    pub state: TransactionState,
+    pub transaction_id: TransactionId,
+    pub api: BlockRef,
+    pub first_op: u32,
+    pub last_op: u32,
+    pub op_count: u32,
+    /// Replies still awaited in the current phase.
+    pub outstanding: u32,
+    /// Operations of the batch being executed.
+    pub batch_ops: u32,
+    /// The batch's last operation has arrived (EXECUTE seen).
+    pub batch_closed: bool,
+    /// Commit once the batch is done.
+    pub commit_requested: bool,
+    pub abort_reply: AbortReply,
+    pub gci: Gci,
+    /// When the current batch started (lock wait timeout).
+    pub batch_started_ms: u64,
+    /// Last time the client did something (inactivity timeout).
+    pub last_activity_ms: u64,
+    /// The client disconnected: finish without replies.
+    pub api_failed: bool,
+    pub previous_active: u32,
+    pub next_active: u32,
+    pub next_waiting_for_gci: u32,
+    next_free: u32,
+}
+
+impl Transaction {
+    fn empty(next_free: u32) -> Transaction {
+        Transaction {
+            state: TransactionState::Free,
+            transaction_id: TransactionId(0),
+            api: BlockRef::new(NodeId(0), BlockKind::Api, 0),
+            first_op: NIL,
+            last_op: NIL,
+            op_count: 0,
+            outstanding: 0,
+            batch_ops: 0,
+            batch_closed: false,
+            commit_requested: false,
+            abort_reply: AbortReply::Silent,
+            gci: Gci(0),
+            batch_started_ms: 0,
+            last_activity_ms: 0,
+            api_failed: false,
+            previous_active: NIL,
+            next_active: NIL,
+            next_waiting_for_gci: NIL,
+            next_free,
+        }
+    }
+}
+
+/// Where an operation is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum OpPhase {
+    /// LQHKEYREQ sent, no answer yet.
+    Sent,
+    /// Prepared at the ldm (holds a lock and maybe an after-image).
+    Prepared,
+    /// Finished at the ldm, which kept nothing (committed read, or failed).
+    Released,
+    /// COMMIT sent.
+    Committing,
+    /// Committed at the ldm.
+    Committed,
+    /// COMPLETE sent.
+    Completing,
+    /// ABORT sent.
+    Aborting,
+}
+
+/// One operation.
+pub struct TcOperation {
+    pub phase: OpPhase,
+    pub transaction: u32,
+    pub next: u32,
+    pub client_op: u32,
+    pub kind: OperationKind,
+    pub lock: LockMode,
+    pub ldm: BlockRef,
+    pub ldm_op: u32,
+    next_free: u32,
+}
+
+impl TcOperation {
+    fn empty(next_free: u32) -> TcOperation {
+        TcOperation {
+            phase: OpPhase::Released,
+            transaction: NIL,
+            next: NIL,
+            client_op: 0,
+            kind: OperationKind::Read,
+            lock: LockMode::CommittedRead,
+            ldm: BlockRef::new(NodeId(0), BlockKind::Ldm, 0),
+            ldm_op: NIL,
+            next_free,
+        }
+    }
+}
+
+/// Both pools and the transaction-id map.
+pub struct Records {
+    pub transactions: Vec<Transaction>,
+    pub operations: Vec<TcOperation>,
+    free_transaction: u32,
+    free_operation: u32,
+    pub transactions_in_use: u32,
+    pub operations_in_use: u32,
+    by_id: FixedMap,
+    /// Head of the list of transactions in use (timeout scan).
+    pub active_head: u32,
+}
+
+impl Records {
+    /// Pools of the given sizes.
+    pub fn new(transactions: u32, operations: u32) -> Records {
+        let transactions = transactions.max(1);
+        let operations = operations.max(1);
+        Records {
+            transactions: (0..transactions)
+                .map(|i| Transaction::empty(if i + 1 < transactions { i + 1 } else { NIL }))
+                .collect(),
+            operations: (0..operations)
+                .map(|i| TcOperation::empty(if i + 1 < operations { i + 1 } else { NIL }))
+                .collect(),
+            free_transaction: 0,
+            free_operation: 0,
+            transactions_in_use: 0,
+            operations_in_use: 0,
+            by_id: FixedMap::with_capacity(transactions as usize),
+            active_head: NIL,
+        }
+    }
+
+    /// The transaction with this id.
+    pub fn find(&self, transaction_id: TransactionId) -> Option<u32> {
+        self.by_id.get(transaction_id.0)
+    }
+
+    /// Seizes a transaction record.
+    pub fn seize_transaction(
+        &mut self,
+        transaction_id: TransactionId,
+        api: BlockRef,
+        now_ms: u64,
+    ) -> Option<u32> {
+        let index = self.free_transaction;
+        if index == NIL || transaction_id.0 == u64::MAX {
+            return None;
+        }
+        let inserted = self.by_id.insert(transaction_id.0, index);
+        assert!(inserted.is_ok(), "transaction map is sized to the pool");
+        let head = self.active_head;
+        let record = &mut self.transactions[index as usize];
+        self.free_transaction = record.next_free;
+        *record = Transaction::empty(NIL);
+        record.state = TransactionState::Idle;
+        record.transaction_id = transaction_id;
+        record.api = api;
+        record.last_activity_ms = now_ms;
+        record.next_active = head;
+        if head != NIL {
+            self.transactions[head as usize].previous_active = index;
+        }
+        self.active_head = index;
+        self.transactions_in_use += 1;
+        Some(index)
+    }
+
+    /// Frees a transaction and all its operations.
+    pub fn release_transaction(&mut self, index: u32) {
+        let mut op = self.transactions[index as usize].first_op;
+        while op != NIL {
+            let next = self.operations[op as usize].next;
+            self.operations[op as usize] = TcOperation::empty(self.free_operation);
+            self.free_operation = op;
+            self.operations_in_use -= 1;
+            op = next;
+        }
+        let record = &self.transactions[index as usize];
+        assert!(
+            record.state != TransactionState::Free,
+            "transaction record {index} released twice"
+        );
+        let (previous, next, id) = (
+            record.previous_active,
+            record.next_active,
+            record.transaction_id,
+        );
+        if previous != NIL {
+            self.transactions[previous as usize].next_active = next;
+        } else {
+            self.active_head = next;
+        }
+        if next != NIL {
+            self.transactions[next as usize].previous_active = previous;
+        }
+        let removed = self.by_id.remove(id.0);
+        assert_eq!(
+            removed,
+            Some(index),
+            "transaction {index} missing from the id map"
+        );
+        self.transactions[index as usize] = Transaction::empty(self.free_transaction);
+        self.free_transaction = index;
+        self.transactions_in_use -= 1;
+    }
+
+    /// Seizes an operation record and appends it to `transaction`.
+    pub fn seize_operation(&mut self, transaction: u32) -> Option<u32> {
+        let index = self.free_operation;
+        if index == NIL {
+            return None;
+        }
+        self.free_operation = self.operations[index as usize].next_free;
+        self.operations[index as usize] = TcOperation::empty(NIL);
+        self.operations[index as usize].transaction = transaction;
+        let record = &mut self.transactions[transaction as usize];
+        if record.last_op == NIL {
+            record.first_op = index;
+        } else {
+            let last = record.last_op;
+            self.operations[last as usize].next = index;
+        }
+        let record = &mut self.transactions[transaction as usize];
+        record.last_op = index;
+        record.op_count += 1;
+        self.operations_in_use += 1;
+        Some(index)
+    }
+}
