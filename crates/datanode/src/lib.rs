@@ -1,1 +1,13 @@
-//! datanode
+//! datanode: a data node process (NDB's ndbmtd). Wires config to blocks,
+//! blocks to threads, threads to job queues, and the node to its sockets
+//! and to mgmd (DESIGN.md §2).
+//!
+//! - `wiring`: config -> blocks (shared with the simulator);
+//! - `runtime`: blocks -> threads (ldm, tc, main, recv, send) and the mesh;
+//! - `status`: what the node reports to mgmd.
+
+pub mod runtime;
+pub mod status;
+pub mod wiring;
+
+pub use runtime::{run, NodeOptions};

@@ -1,8 +1,18 @@
 //! transport: moving frames of signals over TCP (DESIGN.md §2, "Between
 //! nodes"). Holds the frame assembler shared by the data node and the client,
-//! and the data node's receive and send threads.
+//! and the data node's receive and send threads (NDB's recv and send
+//! threads) with the registry of connections they share.
+//!
+//! Wire format, byte by byte: docs/wire-format.md.
 //!
 //! Architecture invariant: transport knows signals and the kernel's queues,
 //! never a block.
 
 pub mod assembler;
+pub mod recv;
+pub mod registry;
+pub mod send;
+
+pub use recv::{run_recv_thread, RecvSetup};
+pub use registry::ConnectionRegistry;
+pub use send::{run_send_thread, SendSetup};

@@ -1,0 +1,293 @@
+//! Starting and stopping a data node: register with mgmd, take the config,
+//! build the blocks, place them on threads by role (one OS thread per ldm
+//! and tc instance, one main thread for dih, dict and membership, one recv
+//! and one send thread), connect the threads with job queues, listen for
+//! API nodes, and run until SIGTERM or SIGINT.
+
+use crate::status::{NodeStatus, ThreadInfo};
+use crate::wiring::{build_blocks, default_partitions_of_ldm};
+use config::ClusterConfig;
+use kernel::block_thread::{self, BlockThreadSetup};
+use kernel::mesh::{self, Router};
+use kernel::stats::{ThreadRole, ThreadStats};
+use kernel::Block;
+use signal::signals::StartPhaseReq;
+use signal::{BlockKind, BlockRef, Envelope, NodeId, SectionPool};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use transport::{ConnectionRegistry, RecvSetup, SendSetup};
+
+/// How `tessera node` was started.
+#[derive(Clone, Debug)]
+pub struct NodeOptions {
+    /// mgmd address, HOST:PORT.
+    pub mgmd: String,
+    /// This node's id (a data node in the config).
+    pub node_id: u16,
+}
+
+static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn request_stop(_signal: libc::c_int) {
+    STOP_REQUESTED.store(true, Ordering::SeqCst);
+}
+
+fn install_stop_handlers() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(
+            libc::SIGTERM,
+            request_stop as *const () as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGINT,
+            request_stop as *const () as libc::sighandler_t,
+        );
+    }
+}
+
+/// Runs a data node until SIGTERM/SIGINT. Errors are for the operator.
+pub fn run(options: NodeOptions) -> Result<(), String> {
+    let pid = std::process::id();
+    let (session, config_text) =
+        mgmd::client::DataNodeSession::register(&options.mgmd, options.node_id, pid).map_err(
+            |error| {
+                format!(
+                    "cannot register node {} with mgmd at {}: {error}",
+                    options.node_id, options.mgmd
+                )
+            },
+        )?;
+    let config = match session.config_dir() {
+        Some(dir) => {
+            ClusterConfig::from_toml_str_relative_to(&config_text, "config from mgmd", dir)
+        }
+        None => ClusterConfig::from_toml_str(&config_text, "config from mgmd"),
+    }
+    .map_err(|error| format!("config from mgmd is invalid: {error}"))?;
+    let node = NodeId(options.node_id);
+    let node_config = config
+        .data_node(options.node_id)
+        .ok_or_else(|| format!("node {} is not a data node in the config", options.node_id))?
+        .clone();
+    let listener =
+        TcpListener::bind((node_config.host.as_str(), node_config.port)).map_err(|error| {
+            format!(
+                "node {node}: cannot listen on {}:{}: {error}",
+                node_config.host, node_config.port
+            )
+        })?;
+    install_stop_handlers();
+    let node_runtime = start(&config, node, listener, pid)?;
+    let status = node_runtime.status.clone();
+    eprintln!(
+        "tessera node {node}: pid {pid}, listening on {}:{}, {} ldm, {} tc threads",
+        node_config.host, node_config.port, config.threads.ldm, config.threads.tc
+    );
+    let _pusher = session.spawn_status_pusher(Duration::from_millis(250), move || status.to_json());
+    while !STOP_REQUESTED.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("tessera node {node}: stopping");
+    node_runtime.stop();
+    Ok(())
+}
+
+/// A running node's threads.
+pub struct NodeRuntime {
+    /// Published state.
+    pub status: Arc<NodeStatus>,
+    shutdown: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl NodeRuntime {
+    /// Stops every thread and waits for them.
+    pub fn stop(self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        for info in &self.status.threads {
+            info.waker.wake();
+        }
+        for thread in self.threads {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Starts the threads of data node `node` serving on `listener`.
+pub fn start(
+    config: &ClusterConfig,
+    node: NodeId,
+    listener: TcpListener,
+    pid: u32,
+) -> Result<NodeRuntime, String> {
+    let ldm_count = config.threads.ldm as usize;
+    let tc_count = config.threads.tc as usize;
+    let node_group = config
+        .data_node(node.0)
+        .map_or(0, |data_node| data_node.node_group);
+    // Thread indices: ldm threads, tc threads, main, recv, send.
+    let main_thread = ldm_count + tc_count;
+    let recv_thread = main_thread + 1;
+    let send_thread = main_thread + 2;
+    let thread_count = send_thread + 1;
+    let router = Router {
+        own_node: node,
+        tc_threads: (ldm_count..ldm_count + tc_count).collect(),
+        ldm_threads: (0..ldm_count).collect(),
+        main_thread,
+        send_thread,
+    };
+    let mut ports: Vec<_> = mesh::build(thread_count, router)
+        .into_iter()
+        .map(Some)
+        .collect();
+    let pool = SectionPool::leak_for_operations(config.cluster.max_concurrent_operations);
+    let blocks = build_blocks(config, node)?;
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let epoch = Instant::now();
+
+    let mut placements: Vec<(String, ThreadRole, Vec<Box<dyn Block>>)> = Vec::new();
+    for (instance, ldm) in blocks.ldms.into_iter().enumerate() {
+        placements.push((
+            format!("ldm{instance}"),
+            ThreadRole::Ldm,
+            vec![Box::new(ldm)],
+        ));
+    }
+    for (instance, tc) in blocks.tcs.into_iter().enumerate() {
+        placements.push((format!("tc{instance}"), ThreadRole::Tc, vec![Box::new(tc)]));
+    }
+    placements.push((
+        "main".into(),
+        ThreadRole::Main,
+        vec![
+            Box::new(blocks.membership),
+            Box::new(blocks.dih),
+            Box::new(blocks.dict),
+        ],
+    ));
+
+    let mut infos = Vec::new();
+    let mut block_threads = Vec::new();
+    for (index, (name, role, node_blocks)) in placements.into_iter().enumerate() {
+        let (inbox, outbox) = ports[index].take().expect("each port is taken once");
+        let stats = Arc::new(ThreadStats::default());
+        let partitions = if role == ThreadRole::Ldm {
+            default_partitions_of_ldm(config, node_group, index as u32)
+        } else {
+            Vec::new()
+        };
+        infos.push(ThreadInfo {
+            name: name.clone(),
+            role,
+            stats: stats.clone(),
+            waker: inbox.waker.clone(),
+            partitions,
+        });
+        block_threads.push((name, role, inbox, outbox, stats, node_blocks));
+    }
+    let (recv_inbox, mut recv_outbox) = ports[recv_thread].take().expect("recv port");
+    let (send_inbox, _send_outbox) = ports[send_thread].take().expect("send port");
+    let recv_stats = Arc::new(ThreadStats::default());
+    let send_stats = Arc::new(ThreadStats::default());
+    infos.push(ThreadInfo {
+        name: "recv".into(),
+        role: ThreadRole::Recv,
+        stats: recv_stats.clone(),
+        waker: recv_inbox.waker.clone(),
+        partitions: Vec::new(),
+    });
+    infos.push(ThreadInfo {
+        name: "send".into(),
+        role: ThreadRole::Send,
+        stats: send_stats.clone(),
+        waker: send_inbox.waker.clone(),
+        partitions: Vec::new(),
+    });
+    let status = Arc::new(NodeStatus {
+        started: AtomicBool::new(false),
+        latest_gci: AtomicU64::new(0),
+        schema_version: AtomicU32::new(0),
+        threads: infos,
+        pid,
+    });
+
+    // Membership begins the start phases when it receives phase 0 from itself.
+    let membership = BlockRef::new(node, BlockKind::Membership, 0);
+    let begin = Envelope {
+        from: membership,
+        to: membership,
+        signal: StartPhaseReq { phase: 0 }.into(),
+    };
+    if recv_outbox.stage(begin).is_err() {
+        return Err("internal: membership has no route".into());
+    }
+    recv_outbox.flush();
+
+    let mut threads = Vec::new();
+    for (index, (name, role, inbox, outbox, stats, node_blocks)) in
+        block_threads.into_iter().enumerate()
+    {
+        let setup = BlockThreadSetup {
+            name: name.clone(),
+            role,
+            inbox,
+            outbox,
+            pool,
+            epoch,
+            stats,
+            reports: status.clone(),
+            shutdown: shutdown.clone(),
+            spin_us: config.threads.spin_us,
+            seed: u64::from(pid) << 32 | index as u64,
+        };
+        let handle = std::thread::Builder::new()
+            .name(name.clone())
+            .spawn(move || block_thread::run(setup, node_blocks))
+            .map_err(|error| format!("cannot start thread {name}: {error}"))?;
+        threads.push(handle);
+    }
+    let incarnation = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs()) as u32)
+        ^ pid;
+    let connections = Arc::new(ConnectionRegistry::new());
+    let recv_setup = RecvSetup {
+        own_node: node,
+        listener,
+        outbox: recv_outbox,
+        pool,
+        connections: connections.clone(),
+        stats: recv_stats,
+        shutdown: shutdown.clone(),
+        tc_instances: tc_count as u16,
+    };
+    threads.push(
+        std::thread::Builder::new()
+            .name("recv".into())
+            .spawn(move || transport::run_recv_thread(recv_setup))
+            .map_err(|error| format!("cannot start thread recv: {error}"))?,
+    );
+    let send_setup = SendSetup {
+        own_node: node,
+        incarnation,
+        inbox: send_inbox,
+        connections,
+        stats: send_stats,
+        shutdown: shutdown.clone(),
+    };
+    threads.push(
+        std::thread::Builder::new()
+            .name("send".into())
+            .spawn(move || transport::run_send_thread(send_setup))
+            .map_err(|error| format!("cannot start thread send: {error}"))?,
+    );
+    Ok(NodeRuntime {
+        status,
+        shutdown,
+        threads,
+    })
+}

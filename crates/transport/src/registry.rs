@@ -1,0 +1,192 @@
+//! The table of live connections a data node shares between its receive
+//! thread (which accepts, identifies and closes connections) and its send
+//! thread (which writes frames to them).
+//!
+//! The receive thread is the only writer: it registers a connection when
+//! the connection's first valid frame names its node, and removes it when
+//! the connection closes. The send thread reads the table only when the
+//! generation counter moved, so a steady state costs it one atomic load per
+//! signal and never takes the lock.
+//!
+//! Each connection gets a connection id unique for the process, so the send
+//! thread can tell "the same node, a new connection" (fresh sequence
+//! numbers, empty buffers) from "the same connection".
+
+use signal::NodeId;
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Node ids are 1..=255 (DESIGN.md §1); the table has one slot per id.
+pub const NODE_SLOTS: usize = 256;
+
+/// The write side of one registered connection.
+#[derive(Debug)]
+pub struct RegisteredConnection {
+    /// The peer node.
+    pub node: NodeId,
+    /// Unique for the process; changes when the node reconnects.
+    pub connection_id: u64,
+    /// A duplicate of the socket (non-blocking), for writing.
+    pub stream: TcpStream,
+}
+
+/// Why a connection could not be registered.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RegisterError {
+    /// The node already has a live connection.
+    AlreadyConnected,
+    /// The node id is 0 or above 255.
+    NodeIdOutOfRange,
+}
+
+/// Node id to the write side of that node's connection, plus a generation
+/// counter that rises on every change.
+#[derive(Debug)]
+pub struct ConnectionRegistry {
+    slots: Mutex<Vec<Option<Arc<RegisteredConnection>>>>,
+    generation: AtomicU64,
+    next_connection_id: AtomicU64,
+}
+
+impl Default for ConnectionRegistry {
+    fn default() -> Self {
+        ConnectionRegistry::new()
+    }
+}
+
+impl ConnectionRegistry {
+    /// An empty registry.
+    pub fn new() -> ConnectionRegistry {
+        ConnectionRegistry {
+            slots: Mutex::new(vec![None; NODE_SLOTS]),
+            generation: AtomicU64::new(0),
+            next_connection_id: AtomicU64::new(1),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<Option<Arc<RegisteredConnection>>>> {
+        // A panic while holding the lock cannot leave the table half-changed
+        // (every change is one slot assignment), so a poisoned lock is usable.
+        self.slots
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Rises on every register and remove. Read it with acquire ordering, so
+    /// a thread that saw a registration's effects elsewhere (a reply to the
+    /// peer's first signal, say) also sees the new generation.
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Registers `stream` as the connection of `node`; refuses a node that
+    /// is already connected. Returns the new connection id.
+    pub fn register(&self, node: NodeId, stream: TcpStream) -> Result<u64, RegisterError> {
+        let slot = node_slot(node).ok_or(RegisterError::NodeIdOutOfRange)?;
+        let mut slots = self.lock();
+        if slots[slot].is_some() {
+            return Err(RegisterError::AlreadyConnected);
+        }
+        let connection_id = self.next_connection_id.fetch_add(1, Ordering::Relaxed);
+        slots[slot] = Some(Arc::new(RegisteredConnection {
+            node,
+            connection_id,
+            stream,
+        }));
+        self.generation.fetch_add(1, Ordering::Release);
+        Ok(connection_id)
+    }
+
+    /// Removes the connection `connection_id` of `node`; does nothing when
+    /// the node's current connection is another one. Returns whether it removed.
+    pub fn remove(&self, node: NodeId, connection_id: u64) -> bool {
+        let Some(slot) = node_slot(node) else {
+            return false;
+        };
+        let mut slots = self.lock();
+        let matches = slots[slot]
+            .as_ref()
+            .is_some_and(|entry| entry.connection_id == connection_id);
+        if matches {
+            slots[slot] = None;
+            self.generation.fetch_add(1, Ordering::Release);
+        }
+        matches
+    }
+
+    /// Whether `node` has a live connection.
+    pub fn is_connected(&self, node: NodeId) -> bool {
+        node_slot(node).is_some_and(|slot| self.lock()[slot].is_some())
+    }
+
+    /// The nodes with a live connection, in id order (for reports).
+    pub fn connected_nodes(&self) -> Vec<NodeId> {
+        self.lock()
+            .iter()
+            .flatten()
+            .map(|entry| entry.node)
+            .collect()
+    }
+
+    /// Copies the table into `into` (one entry per node slot) and returns the
+    /// generation it reflects. `into` keeps its capacity between calls.
+    pub fn snapshot(&self, into: &mut Vec<Option<Arc<RegisteredConnection>>>) -> u64 {
+        let slots = self.lock();
+        into.clear();
+        into.extend(slots.iter().cloned());
+        // Under the lock the generation cannot move, so it matches the copy.
+        self.generation.load(Ordering::Acquire)
+    }
+}
+
+/// The table slot of `node`, `None` for ids outside 1..=255.
+pub fn node_slot(node: NodeId) -> Option<usize> {
+    let slot = node.0 as usize;
+    (1..NODE_SLOTS).contains(&slot).then_some(slot)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn stream() -> TcpStream {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        let address = listener.local_addr().expect("address");
+        TcpStream::connect(address).expect("connect loopback")
+    }
+
+    #[test]
+    fn a_node_registers_once_and_only_its_own_connection_removes_it() {
+        let registry = ConnectionRegistry::new();
+        let start = registry.generation();
+        let first = registry.register(NodeId(130), stream()).expect("first");
+        assert_eq!(
+            registry.register(NodeId(130), stream()),
+            Err(RegisterError::AlreadyConnected)
+        );
+        assert_eq!(
+            registry.register(NodeId(0), stream()),
+            Err(RegisterError::NodeIdOutOfRange)
+        );
+        assert_eq!(
+            registry.register(NodeId(256), stream()),
+            Err(RegisterError::NodeIdOutOfRange)
+        );
+        assert_eq!(registry.generation(), start + 1);
+        assert!(!registry.remove(NodeId(130), first + 1), "a stale id");
+        assert!(registry.is_connected(NodeId(130)));
+        assert_eq!(registry.connected_nodes(), vec![NodeId(130)]);
+        let mut copy = Vec::new();
+        assert_eq!(registry.snapshot(&mut copy), start + 1);
+        assert_eq!(copy.len(), NODE_SLOTS);
+        assert!(copy[130].is_some());
+        assert!(registry.remove(NodeId(130), first));
+        assert!(!registry.is_connected(NodeId(130)));
+        assert_eq!(registry.generation(), start + 2);
+        let second = registry.register(NodeId(130), stream()).expect("again");
+        assert_ne!(first, second, "a reconnect gets a new connection id");
+    }
+}
