@@ -95,6 +95,9 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
     Ok(())
 }
 
+/// A thread to be: its name, role and the blocks it runs.
+type Placement = (String, ThreadRole, Vec<Box<dyn Block>>);
+
 /// A running node's threads.
 pub struct NodeRuntime {
     /// Published state.
@@ -149,7 +152,7 @@ pub fn start(
     let shutdown = Arc::new(AtomicBool::new(false));
     let epoch = Instant::now();
 
-    let mut placements: Vec<(String, ThreadRole, Vec<Box<dyn Block>>)> = Vec::new();
+    let mut placements: Vec<Placement> = Vec::new();
     for (instance, ldm) in blocks.ldms.into_iter().enumerate() {
         placements.push((
             format!("ldm{instance}"),
