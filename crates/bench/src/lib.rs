@@ -1,1 +1,64 @@
-//! bench
+//! bench: Tessera's load generators, programs that print figures (tests
+//! assert behaviour; a benchmark never does). `keylookup` is the
+//! flexAsynch analogue: threads drive batches of primary-key operations
+//! through the client and check every row they read. Later: `tpcc`, `ycsb`.
+//!
+//! The `tessera bench ...` subcommands (crate `cli`) parse their flags into
+//! the options types here, call `run`, and print the report.
+//!
+//! ```no_run
+//! use bench::keylookup::{self, KeylookupOptions, Phase};
+//! let options = KeylookupOptions {
+//!     phases: Phase::parse_list("insert,read").expect("valid phases"),
+//!     ..KeylookupOptions::default()
+//! };
+//! let report = keylookup::run(&options)?;
+//! println!("{}", report.to_text());
+//! # Ok::<(), bench::BenchError>(())
+//! ```
+
+pub mod keylookup;
+mod report;
+mod rows;
+
+pub use report::{KeylookupReport, PhaseReport};
+
+use std::fmt;
+
+/// Why a benchmark could not run (errors during a run are counted in the
+/// report instead).
+///
+/// ```
+/// let error = bench::BenchError::Options("threads must be at least 1".into());
+/// assert_eq!(error.to_string(), "invalid options: threads must be at least 1");
+/// ```
+#[derive(Debug)]
+pub enum BenchError {
+    /// The options are inconsistent.
+    Options(String),
+    /// Connecting or preparing the table failed.
+    Setup {
+        /// What was being done.
+        context: String,
+        /// The client's error.
+        source: client::ClientError,
+    },
+}
+
+impl fmt::Display for BenchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BenchError::Options(message) => write!(f, "invalid options: {message}"),
+            BenchError::Setup { context, source } => write!(f, "{context}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for BenchError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BenchError::Setup { source, .. } => Some(source),
+            BenchError::Options(_) => None,
+        }
+    }
+}

@@ -1,1 +1,170 @@
-fn main() {}
+//! The `tessera` binary: one program, a subcommand per process role
+//! (DESIGN.md §1): `mgmd`, `node`, `mgm`, `bench`, `demo`.
+
+mod demo;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+// Counts heap allocations per thread, so `all report threads` can show that
+// the ldm and tc threads do not allocate once warm.
+#[global_allocator]
+static ALLOCATOR: stdx::alloc_counter::CountingAllocator = stdx::alloc_counter::CountingAllocator;
+
+/// Tessera: a distributed, in-memory, synchronously replicated
+/// transactional database in the architecture of MySQL Cluster (NDB).
+#[derive(Parser, Debug)]
+#[command(name = "tessera", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the management server: serves the cluster config, hands out node
+    /// ids, knows which nodes are up (NDB's ndb_mgmd).
+    Mgmd {
+        /// Cluster config file (TOML; see examples/cluster.toml).
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Run a data node (NDB's ndbmtd).
+    Node {
+        /// Address of the mgmd, HOST:PORT.
+        #[arg(long)]
+        mgmd: String,
+        /// This node's id, as in the config's [[data_node]] sections.
+        #[arg(long)]
+        node_id: u16,
+    },
+    /// Management client (NDB's ndb_mgm): `-e show`, `-e "all report threads"`.
+    Mgm {
+        /// Address of the mgmd, HOST:PORT.
+        #[arg(long)]
+        mgmd: String,
+        /// Command to execute.
+        #[arg(short = 'e', long = "execute")]
+        execute: String,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Load generators.
+    Bench {
+        #[command(subcommand)]
+        bench: BenchCommand,
+    },
+    /// Start a local cluster on loopback (mgmd and data nodes as child
+    /// processes) and keep it up until Ctrl-C or SIGTERM.
+    Demo(demo::DemoOptions),
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCommand {
+    /// Primary-key inserts, reads, updates and deletes, every read verified
+    /// (the flexAsynch analogue).
+    Keylookup(KeylookupArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct KeylookupArgs {
+    /// Address of the mgmd, HOST:PORT.
+    #[arg(long)]
+    mgmd: String,
+    /// Rows in the table.
+    #[arg(long, default_value_t = 100_000)]
+    records: u64,
+    /// Comma-separated phases: insert, read, update, delete (may repeat).
+    #[arg(long, default_value = "insert,read,update,read,delete")]
+    phases: String,
+    /// Client threads.
+    #[arg(long, default_value_t = 4)]
+    threads: u32,
+    /// Seconds per read or update phase (without it: one pass).
+    #[arg(long)]
+    duration: Option<u64>,
+    /// Table name.
+    #[arg(long, default_value = "keylookup")]
+    table: String,
+    /// Operations per transaction batch.
+    #[arg(long, default_value_t = 8)]
+    batch: u32,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Mgmd { config } => mgmd::run_server(&config).map_err(|error| error.to_string()),
+        Command::Node { mgmd, node_id } => datanode::run(datanode::NodeOptions { mgmd, node_id }),
+        Command::Mgm {
+            mgmd,
+            execute,
+            json,
+        } => match mgmd::mgm::run_command(&mgmd, &execute, json) {
+            Ok(output) => {
+                println!("{output}");
+                Ok(())
+            }
+            Err(error) => Err(error.to_string()),
+        },
+        Command::Bench {
+            bench: BenchCommand::Keylookup(args),
+        } => return run_keylookup(args),
+        Command::Demo(options) => demo::run(options),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("tessera: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_keylookup(args: KeylookupArgs) -> ExitCode {
+    let phases = match bench::keylookup::Phase::parse_list(&args.phases) {
+        Ok(phases) => phases,
+        Err(error) => {
+            eprintln!("tessera bench keylookup: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let options = bench::keylookup::KeylookupOptions {
+        mgmd: args.mgmd,
+        records: args.records,
+        phases,
+        threads: args.threads,
+        duration_s: args.duration,
+        table: args.table,
+        batch: args.batch,
+        json: args.json,
+        ..bench::keylookup::KeylookupOptions::default()
+    };
+    match bench::keylookup::run(&options) {
+        Ok(report) => {
+            if options.json {
+                println!("{}", report.to_json());
+            } else {
+                print!("{}", report.to_text());
+            }
+            if report.mismatches() > 0 {
+                eprintln!(
+                    "tessera bench keylookup: {} mismatches",
+                    report.mismatches()
+                );
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(error) => {
+            eprintln!("tessera bench keylookup: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,1 +1,54 @@
-//! client
+//! client: the native API of Tessera (NDB API analogue). A process that
+//! links it becomes an API node: it gets its config and node id from mgmd,
+//! connects to the data nodes, and runs transactions of batched key
+//! operations and schema requests over the signal wire format.
+//!
+//! Codemap:
+//! - `cluster`: [`Cluster`], connecting, schema requests, the table cache.
+//! - `transaction`: [`Transaction`], the sync API (queue, execute, rollback).
+//! - `table`, `value`: [`Table`], [`Row`], [`Value`]: values to and from
+//!   key and attribute sections, checked against column types.
+//! - `connection`: one data-node connection, its frames and receive thread.
+//! - `dispatch`: the in-flight table the receive thread answers into.
+//! - `testing`: an in-process stand-in for a data node, for tests.
+//!
+//! Architecture invariant: the client depends on `signal`, `transport`
+//! (frame assembly), `config` and `mgmd`'s client, never on a block.
+//!
+//! ```no_run
+//! use client::{Cluster, Commit, Value};
+//! use signal::signals::LockMode;
+//! let cluster = Cluster::connect("127.0.0.1:11860")?;
+//! let table = cluster.table("kv")?;
+//! let mut transaction = cluster.transaction();
+//! transaction.write(&table, &[("k", Value::UInt(1)), ("v", Value::from("one"))])?;
+//! transaction.execute(Commit::Yes)?;
+//! let mut transaction = cluster.transaction();
+//! let op = transaction.read(&table, &[Value::UInt(1)], LockMode::CommittedRead)?;
+//! transaction.execute(Commit::Yes)?;
+//! assert_eq!(transaction.get(op).and_then(|row| row.get("v")?.as_str()), Some("one"));
+//! # Ok::<(), client::ClientError>(())
+//! ```
+
+mod cluster;
+mod connection;
+mod dispatch;
+mod error;
+mod table;
+pub mod testing;
+mod transaction;
+pub mod value;
+
+pub use cluster::{Cluster, ConnectOptions};
+pub use connection::PROTOCOL_VERSION;
+pub use error::ClientError;
+pub use table::{ColumnSelector, Row, Table};
+pub use transaction::{Commit, OpId, Outcome, Transaction, TransactionState};
+pub use value::Value;
+
+// The signal types an application needs with this API, so that it can
+// depend on `client` alone.
+pub use signal::error::ErrorClass;
+pub use signal::schema::{ColumnDef, ColumnType, TableDef, MAX_COLUMNS};
+pub use signal::signals::LockMode;
+pub use signal::{ErrorCode, Gci, TransactionId};

@@ -1,0 +1,182 @@
+//! The keylookup table's rows: what a writer stores and how a reader checks
+//! it, whatever mix of writes produced the row.
+//!
+//! ```text
+//! k INT UNSIGNED (key) | round INT UNSIGNED | c0 .. c(N-1) INT UNSIGNED
+//! c_i = fmix64(k << 32 | round, i) as u32
+//! ```
+//! Every write takes a fresh round, so a row names the write that produced
+//! it; every other value is a function of key and round, so a reader checks
+//! a row without knowing which write it should see. A torn row (columns
+//! from two writes), a row under the wrong key or a lost column all fail.
+
+use client::{ColumnDef, ColumnType, Row, TableDef, Value};
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU32, Ordering};
+use stdx::mix::fmix64;
+
+/// Column id of the key.
+pub(crate) const KEY_COLUMN: u16 = 0;
+/// Column id of the round.
+pub(crate) const ROUND_COLUMN: u16 = 1;
+/// Column id of c0.
+pub(crate) const FIRST_VALUE_COLUMN: u16 = 2;
+
+/// The table definition for `columns` value columns.
+pub(crate) fn table_definition(name: &str, columns: u32) -> TableDef {
+    let unsigned = |name: String| ColumnDef {
+        name,
+        column_type: ColumnType::Int { unsigned: true },
+        nullable: false,
+    };
+    let mut definition = TableDef {
+        id: 0,
+        version: 0,
+        name: name.to_string(),
+        partitions: 0,
+        primary_key: vec![KEY_COLUMN],
+        columns: vec![unsigned("k".into()), unsigned("round".into())],
+    };
+    definition
+        .columns
+        .extend((0..columns).map(|index| unsigned(format!("c{index}"))));
+    definition
+}
+
+/// Whether an existing table has the shape keylookup needs (ids, versions
+/// and partitions may differ).
+pub(crate) fn same_shape(existing: &TableDef, wanted: &TableDef) -> bool {
+    existing.columns == wanted.columns && existing.primary_key == wanted.primary_key
+}
+
+/// The value of column c`index` in the row of `key` written in `round`.
+pub(crate) fn column_value(key: u32, round: u32, index: u32) -> u32 {
+    let seed = ((key as u64) << 32) | round as u64;
+    fmix64(seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)) as u32
+}
+
+/// The whole row of `key` written in `round`, by column id.
+pub(crate) fn row_values(key: u32, round: u32, columns: u32) -> Vec<(u16, Value)> {
+    let mut values = Vec::with_capacity(columns as usize + 2);
+    values.push((KEY_COLUMN, Value::UInt(key as u64)));
+    values.push((ROUND_COLUMN, Value::UInt(round as u64)));
+    values.extend((0..columns).map(|index| {
+        (
+            FIRST_VALUE_COLUMN + index as u16,
+            Value::UInt(column_value(key, round, index) as u64),
+        )
+    }));
+    values
+}
+
+/// Checks a row read for `key`; the error says what is wrong.
+pub(crate) fn verify(row: &Row, key: u32, columns: u32) -> Result<(), String> {
+    let read_key = row.get(KEY_COLUMN).and_then(Value::as_u64);
+    if read_key != Some(key as u64) {
+        return Err(format!("key {key}: row holds k = {read_key:?}"));
+    }
+    let Some(round) = row
+        .get(ROUND_COLUMN)
+        .and_then(Value::as_u64)
+        .and_then(|round| u32::try_from(round).ok())
+    else {
+        return Err(format!("key {key}: round is {:?}", row.get(ROUND_COLUMN)));
+    };
+    for index in 0..columns {
+        let expected = column_value(key, round, index) as u64;
+        let found = row
+            .get(FIRST_VALUE_COLUMN + index as u16)
+            .and_then(Value::as_u64);
+        if found != Some(expected) {
+            return Err(format!(
+                "key {key} round {round:#x}: c{index} = {found:?}, expected {expected}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Hands out round numbers: a random high byte per process, so that two
+/// benchmark processes writing one table produce different rounds, and a
+/// counter below it (wrapping after 2^24 writes, which only weakens the
+/// "names the write" property, never the check).
+pub(crate) struct Rounds {
+    high: u32,
+    counter: AtomicU32,
+}
+
+impl Rounds {
+    pub(crate) fn new() -> Rounds {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u32(std::process::id());
+        Rounds {
+            high: (hasher.finish() as u32) & 0xFF00_0000,
+            counter: AtomicU32::new(0),
+        }
+    }
+
+    pub(crate) fn next(&self) -> u32 {
+        self.high | (self.counter.fetch_add(1, Ordering::Relaxed) & 0x00FF_FFFF)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use client::Table;
+    use std::sync::Arc;
+
+    fn table(columns: u32) -> Arc<Table> {
+        let mut definition = table_definition("keylookup", columns);
+        definition.id = 1;
+        definition.version = 1;
+        Arc::new(Table::new(definition))
+    }
+
+    fn encoded_row(table: &Arc<Table>, values: &[(u16, Value)]) -> Row {
+        let mut attr = Vec::new();
+        let mut key = Vec::new();
+        table
+            .encode_row(values, &mut attr, Some(&mut key))
+            .expect("row fits the table");
+        Table::decode_row(table, &attr).expect("decodes")
+    }
+
+    #[test]
+    fn a_written_row_verifies_and_any_change_is_caught() {
+        let table = table(25);
+        assert!(table.def().validate().is_ok());
+        let values = row_values(42, 0x0300_0007, 25);
+        assert_eq!(values.len(), 27);
+        let row = encoded_row(&table, &values);
+        assert_eq!(verify(&row, 42, 25), Ok(()));
+        assert!(verify(&row, 43, 25).is_err(), "wrong key");
+
+        let mut torn = values.clone();
+        torn[10].1 = row_values(42, 0x0300_0008, 25)[10].1.clone();
+        let error = verify(&encoded_row(&table, &torn), 42, 25).unwrap_err();
+        assert!(error.contains("c8"), "{error}");
+
+        let mut other_round = values;
+        other_round[1].1 = Value::UInt(0x0300_0008);
+        assert!(verify(&encoded_row(&table, &other_round), 42, 25).is_err());
+    }
+
+    #[test]
+    fn rounds_are_distinct_and_shapes_compare_without_ids() {
+        let rounds = Rounds::new();
+        let first = rounds.next();
+        let second = rounds.next();
+        assert_ne!(first, second);
+        assert_eq!(first & 0xFF00_0000, second & 0xFF00_0000);
+        let wanted = table_definition("keylookup", 25);
+        let mut stored = wanted.clone();
+        stored.id = 9;
+        stored.version = 4;
+        stored.partitions = 8;
+        assert!(same_shape(&stored, &wanted));
+        assert!(!same_shape(&table_definition("keylookup", 24), &wanted));
+        assert_ne!(column_value(1, 2, 0), column_value(1, 2, 1));
+        assert_ne!(column_value(1, 2, 0), column_value(2, 1, 0));
+    }
+}

@@ -1,0 +1,284 @@
+//! `tessera demo`: a whole local cluster on loopback in one command. It
+//! writes a config into its data directory, starts an mgmd and the data
+//! nodes as child processes in its own process group, waits until every
+//! node is started, prints one `ready mgmd=...` line, and stops everything
+//! it started on Ctrl-C or SIGTERM (or when a child dies).
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Options of `tessera demo`.
+#[derive(clap::Args, Debug)]
+pub struct DemoOptions {
+    /// First port; the demo uses only ports P to P+19.
+    #[arg(long, default_value_t = 11860)]
+    base_port: u16,
+    /// Directory for the generated config, logs and (later) data files;
+    /// kept after exit, never deleted. Default: a new directory under /tmp.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Wipe a non-empty data directory and start from nothing.
+    #[arg(long)]
+    initial: bool,
+    /// Data nodes (this version supports 1).
+    #[arg(long, default_value_t = 1)]
+    data_nodes: u16,
+    /// Replicas per partition (this version supports 1).
+    #[arg(long, default_value_t = 1)]
+    replicas: u8,
+    /// DataMemory per data node.
+    #[arg(long, default_value = "256M")]
+    data_memory: String,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn request_stop(_signal: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Runs the demo until Ctrl-C / SIGTERM.
+pub fn run(options: DemoOptions) -> Result<(), String> {
+    if options.data_nodes != 1 || options.replicas != 1 {
+        return Err(
+            "this version runs one data node with replicas = 1 (--data-nodes 1 --replicas 1); \
+             multi-node clusters arrive with replication"
+                .into(),
+        );
+    }
+    if options.base_port > u16::MAX - 19 {
+        return Err(format!(
+            "--base-port {} leaves no room for 20 ports",
+            options.base_port
+        ));
+    }
+    let data_dir = prepare_data_dir(&options)?;
+    let mgmd_port = options.base_port;
+    let config_path = data_dir.join("config.toml");
+    write_config(&config_path, &options, &data_dir)?;
+
+    // Our own process group: Ctrl-C in a terminal reaches every child too.
+    // SAFETY: setpgid on ourselves has no memory-safety preconditions.
+    unsafe {
+        libc::setpgid(0, 0);
+        libc::signal(
+            libc::SIGINT,
+            request_stop as *const () as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGTERM,
+            request_stop as *const () as libc::sighandler_t,
+        );
+    }
+    let executable =
+        std::env::current_exe().map_err(|error| format!("cannot find own executable: {error}"))?;
+    let mgmd_address = format!("127.0.0.1:{mgmd_port}");
+    let mut children: Vec<(String, Child)> = Vec::new();
+    let result = (|| {
+        children.push((
+            "mgmd".into(),
+            spawn(
+                &executable,
+                &["mgmd", "--config", &config_path.to_string_lossy()],
+                &data_dir.join("mgmd.log"),
+            )?,
+        ));
+        wait_for_mgmd(&mgmd_address, &mut children)?;
+        for node in 0..options.data_nodes {
+            let node_id = (2 + node).to_string();
+            children.push((
+                format!("node {node_id}"),
+                spawn(
+                    &executable,
+                    &["node", "--mgmd", &mgmd_address, "--node-id", &node_id],
+                    &data_dir.join(format!("node{node_id}.log")),
+                )?,
+            ));
+        }
+        wait_for_started(
+            &mgmd_address,
+            options.data_nodes as usize,
+            &mut children,
+            &data_dir,
+        )?;
+        println!(
+            "ready mgmd={mgmd_address} data_dir={} (try: tessera mgm --mgmd {mgmd_address} -e show; \
+             tessera bench keylookup --mgmd {mgmd_address} --records 100000)",
+            data_dir.display()
+        );
+        let _ = std::io::stdout().flush();
+        while !STOP.load(Ordering::SeqCst) {
+            if let Some(name) = exited_child(&mut children) {
+                return Err(format!(
+                    "{name} exited; see the logs in {}",
+                    data_dir.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    })();
+    stop_children(&mut children);
+    eprintln!("tessera demo: stopped");
+    result
+}
+
+fn prepare_data_dir(options: &DemoOptions) -> Result<PathBuf, String> {
+    let data_dir = match &options.data_dir {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!("tessera-demo-{}", std::process::id())),
+    };
+    if data_dir.exists() {
+        let non_empty = fs::read_dir(&data_dir)
+            .map_err(|error| format!("cannot read {}: {error}", data_dir.display()))?
+            .next()
+            .is_some();
+        if non_empty {
+            if !options.initial {
+                return Err(format!(
+                    "data directory {} is not empty; restarting from disk arrives with durability: \
+                     use --initial to wipe it, or another --data-dir",
+                    data_dir.display()
+                ));
+            }
+            for entry in fs::read_dir(&data_dir).map_err(|error| error.to_string())? {
+                let path = entry.map_err(|error| error.to_string())?.path();
+                let removed = if path.is_dir() {
+                    fs::remove_dir_all(&path)
+                } else {
+                    fs::remove_file(&path)
+                };
+                removed.map_err(|error| format!("cannot wipe {}: {error}", path.display()))?;
+            }
+        }
+    }
+    fs::create_dir_all(&data_dir)
+        .map_err(|error| format!("cannot create {}: {error}", data_dir.display()))?;
+    data_dir
+        .canonicalize()
+        .map_err(|error| format!("cannot resolve {}: {error}", data_dir.display()))
+}
+
+fn write_config(path: &Path, options: &DemoOptions, data_dir: &Path) -> Result<(), String> {
+    let mut text = format!(
+        "# Generated by `tessera demo`.\n[mgmd]\nnode_id = 1\nhost = \"127.0.0.1\"\nport = {}\n\n\
+         [cluster]\nreplicas = {}\ndata_memory = \"{}\"\n\n\
+         [threads]\nldm = 2\ntc = 1\nrecv = 1\nsend = 1\nmain = 1\nspin_us = 0\n",
+        options.base_port, options.replicas, options.data_memory
+    );
+    for node in 0..options.data_nodes {
+        let id = 2 + node;
+        text.push_str(&format!(
+            "\n[[data_node]]\nid = {id}\nhost = \"127.0.0.1\"\nport = {}\ndata_dir = \"{}\"\n",
+            options.base_port + 1 + node,
+            data_dir.join(format!("node{id}")).display()
+        ));
+    }
+    // Validate before starting anything, so a bad flag fails here.
+    config::ClusterConfig::from_toml_str(&text, "demo config")
+        .map_err(|error| error.to_string())?;
+    fs::write(path, text).map_err(|error| format!("cannot write {}: {error}", path.display()))
+}
+
+fn spawn(executable: &Path, args: &[&str], log: &Path) -> Result<Child, String> {
+    let log_file = fs::File::create(log)
+        .map_err(|error| format!("cannot create {}: {error}", log.display()))?;
+    let log_clone = log_file.try_clone().map_err(|error| error.to_string())?;
+    Command::new(executable)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(log_file)
+        .stderr(log_clone)
+        .spawn()
+        .map_err(|error| format!("cannot start tessera {}: {error}", args.join(" ")))
+}
+
+fn exited_child(children: &mut [(String, Child)]) -> Option<String> {
+    for (name, child) in children.iter_mut() {
+        if let Ok(Some(_)) = child.try_wait() {
+            return Some(name.clone());
+        }
+    }
+    None
+}
+
+fn wait_for_mgmd(address: &str, children: &mut [(String, Child)]) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if mgmd::client::MgmClient::connect(address).is_ok() {
+            return Ok(());
+        }
+        if let Some(name) = exited_child(children) {
+            return Err(format!("{name} exited during start"));
+        }
+        if Instant::now() > deadline || STOP.load(Ordering::SeqCst) {
+            return Err(format!("mgmd did not come up at {address}"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn wait_for_started(
+    address: &str,
+    data_nodes: usize,
+    children: &mut [(String, Child)],
+    data_dir: &Path,
+) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let started = mgmd::client::MgmClient::connect(address)
+            .and_then(|mut client| client.show())
+            .map(|show| {
+                show["nodes"]
+                    .as_array()
+                    .map(|nodes| {
+                        nodes
+                            .iter()
+                            .filter(|node| node["type"] == "data" && node["state"] == "started")
+                            .count()
+                    })
+                    .unwrap_or(0)
+            })
+            .unwrap_or(0);
+        if started >= data_nodes {
+            return Ok(());
+        }
+        if let Some(name) = exited_child(children) {
+            return Err(format!(
+                "{name} exited during start; see {}",
+                data_dir.display()
+            ));
+        }
+        if Instant::now() > deadline || STOP.load(Ordering::SeqCst) {
+            return Err("data nodes did not start in time".into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn stop_children(children: &mut [(String, Child)]) {
+    for (_, child) in children.iter_mut().rev() {
+        // SAFETY: kill(2) with a pid we spawned; no memory is touched.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for (_, child) in children.iter_mut() {
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => break,
+                _ if Instant::now() > deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break;
+                }
+                _ => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+}

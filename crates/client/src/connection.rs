@@ -1,0 +1,467 @@
+//! One TCP connection from this API node to one data node: the send side
+//! (frames with this node's id, incarnation and a per-connection sequence,
+//! many signals per frame, one write per batch), the receive thread, and the
+//! registration handshake (API_REGREQ until API_REGCONF says `started`).
+//!
+//! ```text
+//!  app threads ──FrameBuilder──> send lock: sequence, CRC, write ──> TCP
+//!  TCP ──> receive thread: FrameAssembler -> SignalDecoder -> Dispatch slots
+//! ```
+
+use crate::dispatch::Dispatch;
+use crate::error::ClientError;
+use signal::codec::{self, WireError};
+use signal::signals::ApiRegReq;
+use signal::{BlockKind, BlockRef, Envelope, NodeId, SectionPool, Signal};
+use std::io::Write;
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use transport::assembler::FrameAssembler;
+
+/// The protocol version this client speaks in API_REGREQ.
+///
+/// ```
+/// assert_eq!(client::PROTOCOL_VERSION, 1);
+/// ```
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// A frame is closed once it holds this many bytes, far below
+/// `codec::MAX_FRAME_BYTES` even after one more signal with two full sections.
+const FRAME_SPLIT_BYTES: usize = 1 << 20;
+
+/// Signal records collected into frames, ready for [`NodeConnection::send`].
+/// Owned by the caller so its buffer is reused batch after batch.
+#[derive(Default)]
+pub(crate) struct FrameBuilder {
+    bytes: Vec<u8>,
+    /// Start offset and signal count of each frame in `bytes`.
+    frames: Vec<(usize, u16)>,
+}
+
+impl FrameBuilder {
+    /// Empties the builder, keeping its memory.
+    pub(crate) fn clear(&mut self) {
+        self.bytes.clear();
+        self.frames.clear();
+    }
+
+    /// Number of signals collected.
+    #[cfg(test)]
+    pub(crate) fn signal_count(&self) -> usize {
+        self.frames.iter().map(|&(_, count)| count as usize).sum()
+    }
+
+    /// Appends a signal, opening a new frame when the current one is full.
+    pub(crate) fn push(&mut self, envelope: &Envelope) -> Result<(), ClientError> {
+        let needs_frame = match self.frames.last() {
+            None => true,
+            Some(&(start, count)) => {
+                count == u16::MAX || self.bytes.len() - start >= FRAME_SPLIT_BYTES
+            }
+        };
+        if needs_frame {
+            let start = codec::begin_frame(&mut self.bytes);
+            self.frames.push((start, 0));
+        }
+        codec::encode_signal(&mut self.bytes, envelope).map_err(|error| {
+            ClientError::Usage(format!("cannot encode {}: {error}", envelope.signal.name()))
+        })?;
+        if let Some(last) = self.frames.last_mut() {
+            last.1 += 1;
+        }
+        Ok(())
+    }
+
+    /// Fills in every frame header, numbering the frames from `sequence`;
+    /// returns the next sequence number.
+    pub(crate) fn seal(&mut self, sender: NodeId, incarnation: u32, mut sequence: u64) -> u64 {
+        for (index, &(start, count)) in self.frames.iter().enumerate() {
+            // `finish_frame` takes the frame to run to the end of the slice.
+            let end = self
+                .frames
+                .get(index + 1)
+                .map_or(self.bytes.len(), |&(next, _)| next);
+            codec::finish_frame(
+                &mut self.bytes[..end],
+                start,
+                sender,
+                incarnation,
+                sequence,
+                count,
+            );
+            sequence += 1;
+        }
+        sequence
+    }
+
+    /// The finished bytes (for tests of the frame layout).
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+struct SendSide {
+    stream: TcpStream,
+    sequence: u64,
+}
+
+/// The connection to one data node.
+pub(crate) struct NodeConnection {
+    /// Address connected to (for messages).
+    pub addr: String,
+    /// tc instances on the node, from API_REGCONF (at least 1).
+    pub tc_instances: u16,
+    /// The data node's id: from the config, or from the frames it sends.
+    node: Arc<AtomicU16>,
+    api_node: NodeId,
+    incarnation: u32,
+    send_side: Mutex<SendSide>,
+    /// Waiters of this connection.
+    pub dispatch: Arc<Dispatch>,
+    receive_thread: Option<JoinHandle<()>>,
+}
+
+impl NodeConnection {
+    /// Connects to `addr` (retrying refused connections until the timeout,
+    /// since data nodes may still be starting), starts the receive thread
+    /// and registers: API_REGREQ every `retry_interval` until an
+    /// API_REGCONF says the node is started.
+    pub(crate) fn open(
+        addr: &str,
+        expected_node: Option<NodeId>,
+        api_node: NodeId,
+        incarnation: u32,
+        connect_timeout: Duration,
+        retry_interval: Duration,
+        write_timeout: Duration,
+    ) -> Result<NodeConnection, ClientError> {
+        let started_at = Instant::now();
+        let deadline = started_at + connect_timeout;
+        let stream = connect_with_retry(addr, deadline, retry_interval)?;
+        let connect_error = |source| ClientError::Connect {
+            addr: addr.to_string(),
+            source,
+        };
+        // Latency of small batches matters more than packet count.
+        stream.set_nodelay(true).map_err(connect_error)?;
+        // A node that stops reading must not block senders forever: a
+        // write that cannot finish in time ends the connection.
+        stream
+            .set_write_timeout(Some(write_timeout))
+            .map_err(connect_error)?;
+        let receive_stream = stream.try_clone().map_err(connect_error)?;
+        let node = Arc::new(AtomicU16::new(expected_node.map_or(0, |node| node.0)));
+        let dispatch = Arc::new(Dispatch::new());
+        let receive_thread = {
+            let dispatch = Arc::clone(&dispatch);
+            let node = Arc::clone(&node);
+            std::thread::Builder::new()
+                .name(format!("tessera-recv-{addr}"))
+                .spawn(move || receive_loop(receive_stream, dispatch, api_node, node))
+                .map_err(connect_error)?
+        };
+        let mut connection = NodeConnection {
+            addr: addr.to_string(),
+            tc_instances: 1,
+            node,
+            api_node,
+            incarnation,
+            send_side: Mutex::new(SendSide {
+                stream,
+                sequence: 0,
+            }),
+            dispatch,
+            receive_thread: Some(receive_thread),
+        };
+        connection.tc_instances = connection.register(deadline, retry_interval, started_at)?;
+        Ok(connection)
+    }
+
+    fn register(
+        &self,
+        deadline: Instant,
+        retry_interval: Duration,
+        started_at: Instant,
+    ) -> Result<u16, ClientError> {
+        let mut frames = FrameBuilder::default();
+        loop {
+            frames.clear();
+            frames.push(
+                &self.envelope(
+                    BlockKind::Membership,
+                    0,
+                    ApiRegReq {
+                        protocol_version: PROTOCOL_VERSION,
+                    }
+                    .into(),
+                ),
+            )?;
+            self.send(&mut frames)?;
+            let attempt_deadline = (Instant::now() + retry_interval).min(deadline);
+            let (mut registration, _) =
+                self.dispatch
+                    .registration
+                    .wait_until(attempt_deadline, |registration| {
+                        registration.lost.is_some()
+                            || registration
+                                .conf
+                                .as_ref()
+                                .is_some_and(|(_, conf)| conf.started)
+                    });
+            if let Some(reason) = registration.lost.clone() {
+                return Err(self.lost(reason));
+            }
+            if let Some((sender, conf)) = registration.conf.take() {
+                if conf.started {
+                    let expected = self.node.load(Ordering::Relaxed);
+                    if expected != 0 && expected != sender.0 {
+                        return Err(ClientError::Config(format!(
+                            "the data node at {} says it is node {sender}, the config says {expected}",
+                            self.addr
+                        )));
+                    }
+                    return Ok(conf.tc_instances.max(1));
+                }
+            }
+            drop(registration);
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(ClientError::NotStarted {
+                    addr: self.addr.clone(),
+                    waited: now - started_at,
+                });
+            }
+            // A not-started answer came early: keep the retry pace.
+            if now < attempt_deadline {
+                std::thread::sleep(attempt_deadline - now);
+            }
+        }
+    }
+
+    /// The data node's id (0 until it has sent a frame, when not configured).
+    pub(crate) fn node(&self) -> NodeId {
+        NodeId(self.node.load(Ordering::Relaxed))
+    }
+
+    /// An envelope from this API node to block `kind`/`instance` of the data node.
+    pub(crate) fn envelope(&self, kind: BlockKind, instance: u16, signal: Signal) -> Envelope {
+        Envelope {
+            from: BlockRef::new(self.api_node, BlockKind::Api, 0),
+            to: BlockRef::new(self.node(), kind, instance),
+            signal,
+        }
+    }
+
+    /// The error for a lost connection.
+    pub(crate) fn lost(&self, reason: String) -> ClientError {
+        ClientError::ConnectionLost {
+            node: self.node(),
+            reason,
+        }
+    }
+
+    /// Whether the connection is still up.
+    pub(crate) fn is_connected(&self) -> bool {
+        self.dispatch.closed_reason().is_none()
+    }
+
+    /// Numbers the frames in `frames`, seals them and writes them all with
+    /// one `write_all`. A failed write shuts the socket down, so the
+    /// receive thread ends and fails every waiter.
+    pub(crate) fn send(&self, frames: &mut FrameBuilder) -> Result<(), ClientError> {
+        if frames.frames.is_empty() {
+            return Ok(());
+        }
+        let mut side = self
+            .send_side
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(reason) = self.dispatch.closed_reason() {
+            return Err(self.lost(reason));
+        }
+        // Sequence numbers must reach the wire in order, so they are
+        // assigned under the same lock as the write.
+        side.sequence = frames.seal(self.api_node, self.incarnation, side.sequence);
+        if let Err(error) = side.stream.write_all(&frames.bytes) {
+            let _ = side.stream.shutdown(Shutdown::Both);
+            return Err(self.lost(format!("write failed: {error}")));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for NodeConnection {
+    fn drop(&mut self) {
+        let side = self
+            .send_side
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Wakes the receive thread out of its blocking read.
+        let _ = side.stream.shutdown(Shutdown::Both);
+        drop(side);
+        if let Some(thread) = self.receive_thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn connect_with_retry(
+    addr: &str,
+    deadline: Instant,
+    retry_interval: Duration,
+) -> Result<TcpStream, ClientError> {
+    loop {
+        match TcpStream::connect(addr) {
+            Ok(stream) => return Ok(stream),
+            Err(error) => {
+                let retryable = matches!(
+                    error.kind(),
+                    std::io::ErrorKind::ConnectionRefused
+                        | std::io::ErrorKind::ConnectionReset
+                        | std::io::ErrorKind::TimedOut
+                );
+                if !retryable || Instant::now() + retry_interval > deadline {
+                    return Err(ClientError::Connect {
+                        addr: addr.to_string(),
+                        source: error,
+                    });
+                }
+                std::thread::sleep(retry_interval);
+            }
+        }
+    }
+}
+
+/// The process-wide section pool of the client. Sections live only while
+/// one signal is encoded or decoded (the dispatch copies row data out), so
+/// the pool needs about one section per thread using the client per class;
+/// the OS maps its pages only when used.
+pub(crate) fn section_pool() -> &'static SectionPool {
+    static POOL: std::sync::OnceLock<&'static SectionPool> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| SectionPool::leak([4_096, 2_048, 512, 128, 64, 32]))
+}
+
+/// The receive thread: frames in, signals to their waiters, until the
+/// stream ends or carries something invalid; then every waiter fails.
+fn receive_loop(
+    mut stream: TcpStream,
+    dispatch: Arc<Dispatch>,
+    api_node: NodeId,
+    node: Arc<AtomicU16>,
+) {
+    let mut assembler = FrameAssembler::new();
+    let reason = loop {
+        match assembler.read_from(&mut stream) {
+            Ok(0) => break "connection closed by the data node".to_string(),
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => break format!("read failed: {error}"),
+        }
+        if let Err(reason) = drain_frames(&mut assembler, &dispatch, api_node, &node) {
+            break reason;
+        }
+    };
+    let _ = stream.shutdown(Shutdown::Both);
+    dispatch.close(reason);
+}
+
+fn drain_frames(
+    assembler: &mut FrameAssembler,
+    dispatch: &Dispatch,
+    api_node: NodeId,
+    node: &AtomicU16,
+) -> Result<(), String> {
+    loop {
+        let (header, body) = match assembler.next_frame() {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return Ok(()),
+            Err(error) => return Err(format!("invalid frame: {error}")),
+        };
+        // The first frame names the peer when the config did not.
+        let known = node.load(Ordering::Relaxed);
+        if known == 0 {
+            node.store(header.sender.0, Ordering::Relaxed);
+        } else if known != header.sender.0 {
+            return Err(format!(
+                "frame from node {}, expected node {known}",
+                header.sender
+            ));
+        }
+        let mut decoder =
+            codec::SignalDecoder::new(body, header.signal_count, header.sender, api_node);
+        loop {
+            match decoder.next(section_pool()) {
+                Ok(Some(envelope)) => {
+                    if envelope.to.kind != BlockKind::Api {
+                        return Err(format!(
+                            "{} addressed to block {}, not to the API node",
+                            envelope.signal.name(),
+                            envelope.to.kind.name()
+                        ));
+                    }
+                    dispatch.deliver(header.sender, envelope.signal)?;
+                }
+                Ok(None) => break,
+                // Sending threads hold sections only while encoding; the
+                // decoder has not advanced, so the same signal is retried.
+                Err(WireError::OutOfSections) => std::thread::sleep(Duration::from_millis(1)),
+                Err(error) => return Err(format!("undecodable signal: {error}")),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use signal::signals::TcCommitReq;
+    use signal::TransactionId;
+
+    #[test]
+    fn frames_split_by_size_and_decode_back() {
+        let mut builder = FrameBuilder::default();
+        let pool = SectionPool::leak([1, 1, 1, 1, 1, 64]);
+        let envelope = |index: u64| Envelope {
+            from: BlockRef::new(NodeId(200), BlockKind::Api, 0),
+            to: BlockRef::new(NodeId(2), BlockKind::Dict, 0),
+            signal: signal::signals::DropTabReq {
+                request_id: index as u32,
+                name: pool.copy_from(&vec![b'x'; 100_000]).unwrap(),
+            }
+            .into(),
+        };
+        for index in 0..25 {
+            builder.push(&envelope(index)).unwrap();
+        }
+        builder
+            .push(&Envelope {
+                from: BlockRef::new(NodeId(200), BlockKind::Api, 0),
+                to: BlockRef::new(NodeId(2), BlockKind::Tc, 0),
+                signal: TcCommitReq {
+                    transaction_id: TransactionId(1),
+                }
+                .into(),
+            })
+            .unwrap();
+        assert_eq!(builder.signal_count(), 26);
+        assert!(builder.frames.len() >= 3, "2.5 MB must span several frames");
+        let frame_count = builder.frames.len() as u64;
+        assert_eq!(builder.seal(NodeId(200), 5, 0), frame_count);
+        let mut assembler = FrameAssembler::new();
+        assembler.push_bytes(builder.bytes());
+        let mut seen = 0;
+        while let Some((header, body)) = assembler.next_frame().unwrap() {
+            assert_eq!(header.sender, NodeId(200));
+            let mut decoder =
+                codec::SignalDecoder::new(body, header.signal_count, header.sender, NodeId(2));
+            while decoder.next(pool).unwrap().is_some() {
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, 26);
+    }
+}

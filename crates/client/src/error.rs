@@ -1,0 +1,220 @@
+//! `ClientError`: the one error type of the client API. Every failure a
+//! caller can see is one of its variants, so an application matches on one
+//! type and asks the same two questions of every error: which registry code
+//! (`code()`, stable numbers from `signal::error`) and whether retrying the
+//! transaction may help (`is_temporary()`).
+
+use crate::transaction::OpId;
+use signal::error::ErrorClass;
+use signal::{ErrorCode, NodeId};
+use std::fmt;
+use std::time::Duration;
+
+/// Why a client call failed.
+///
+/// ```
+/// use client::ClientError;
+/// use signal::ErrorCode;
+/// let error = ClientError::Operation { code: ErrorCode::LockWaitTimeout, op: None };
+/// assert_eq!(error.code(), Some(ErrorCode::LockWaitTimeout));
+/// assert!(error.is_temporary());
+/// ```
+#[derive(Debug)]
+pub enum ClientError {
+    /// mgmd could not be reached or refused a request.
+    Mgmd(mgmd::MgmdError),
+    /// The cluster config served by mgmd is unusable for a client.
+    Config(String),
+    /// The TCP connection to a data node could not be made.
+    Connect {
+        /// Address tried.
+        addr: String,
+        /// The last OS error.
+        source: std::io::Error,
+    },
+    /// The data node did not finish starting within the connect timeout.
+    NotStarted {
+        /// Address of the data node.
+        addr: String,
+        /// How long the client waited.
+        waited: Duration,
+    },
+    /// The data node refused a transaction; the transaction is aborted on
+    /// the data node and every lock it held is released.
+    Operation {
+        /// Why.
+        code: ErrorCode,
+        /// The operation that failed, when the data node named one.
+        op: Option<OpId>,
+    },
+    /// The data node refused a schema request (create, drop, get).
+    Schema {
+        /// Why.
+        code: ErrorCode,
+        /// The table the request was about.
+        table: String,
+    },
+    /// The client rejected a request before sending anything: a value that
+    /// does not fit its column, an unknown column, an invalid table definition.
+    Invalid {
+        /// Why (ValueTooLong, BadValue, NullNotAllowed, UnknownColumn,
+        /// BadTableDefinition, ...).
+        code: ErrorCode,
+        /// What it concerns (table, column, value), for the message.
+        detail: String,
+    },
+    /// The connection to a data node was lost: the outcome of a request in
+    /// flight is unknown.
+    ConnectionLost {
+        /// The data node (0 when it never identified itself).
+        node: NodeId,
+        /// What happened, for the message.
+        reason: String,
+    },
+    /// No reply within the reply timeout: the outcome is unknown.
+    Timeout {
+        /// What was waited for.
+        what: &'static str,
+        /// How long.
+        waited: Duration,
+    },
+    /// The data node sent something this client does not understand.
+    Protocol(String),
+    /// The API was used wrongly (for example executing a committed transaction).
+    Usage(String),
+}
+
+impl ClientError {
+    /// The registry code of this error, when it has one.
+    ///
+    /// ```
+    /// use client::ClientError;
+    /// let error = ClientError::Usage("transaction already committed".into());
+    /// assert_eq!(error.code(), None);
+    /// ```
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            ClientError::Operation { code, .. }
+            | ClientError::Schema { code, .. }
+            | ClientError::Invalid { code, .. } => Some(*code),
+            ClientError::ConnectionLost { .. } => Some(ErrorCode::ConnectionLost),
+            ClientError::NotStarted { .. } => Some(ErrorCode::NodeNotStarted),
+            _ => None,
+        }
+    }
+
+    /// The class of the error code, when there is one.
+    ///
+    /// ```
+    /// use client::ClientError;
+    /// use signal::{error::ErrorClass, ErrorCode};
+    /// let error = ClientError::Operation { code: ErrorCode::DuplicateKey, op: None };
+    /// assert_eq!(error.class(), Some(ErrorClass::Constraint));
+    /// ```
+    pub fn class(&self) -> Option<ErrorClass> {
+        self.code().map(ErrorCode::class)
+    }
+
+    /// Whether retrying the whole transaction may succeed. A timeout counts
+    /// as temporary: the data node may only have been slow.
+    ///
+    /// ```
+    /// use client::ClientError;
+    /// use signal::ErrorCode;
+    /// let error = ClientError::Operation { code: ErrorCode::NoSuchRow, op: None };
+    /// assert!(!error.is_temporary());
+    /// ```
+    pub fn is_temporary(&self) -> bool {
+        matches!(self, ClientError::Timeout { .. }) || self.class() == Some(ErrorClass::Temporary)
+    }
+
+    /// The failing operation of an `Operation` error, when the data node named one.
+    ///
+    /// ```
+    /// use client::ClientError;
+    /// let error = ClientError::Usage("x".into());
+    /// assert_eq!(error.failed_op(), None);
+    /// ```
+    pub fn failed_op(&self) -> Option<OpId> {
+        match self {
+            ClientError::Operation { op, .. } => *op,
+            _ => None,
+        }
+    }
+
+    /// A short stable label for counting errors: the code's number, or the
+    /// variant's name when there is no code (`"timeout"`, `"protocol"`, ...).
+    ///
+    /// ```
+    /// use client::ClientError;
+    /// use signal::ErrorCode;
+    /// let error = ClientError::Operation { code: ErrorCode::DuplicateKey, op: None };
+    /// assert_eq!(error.label(), "630");
+    /// ```
+    pub fn label(&self) -> String {
+        if let Some(code) = self.code() {
+            return (code as u16).to_string();
+        }
+        match self {
+            ClientError::Mgmd(_) => "mgmd",
+            ClientError::Config(_) => "config",
+            ClientError::Connect { .. } => "connect",
+            ClientError::Timeout { .. } => "timeout",
+            ClientError::Protocol(_) => "protocol",
+            _ => "usage",
+        }
+        .to_string()
+    }
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::Mgmd(error) => write!(f, "{error}"),
+            ClientError::Config(message) => write!(f, "unusable cluster config: {message}"),
+            ClientError::Connect { addr, source } => {
+                write!(f, "cannot connect to data node at {addr}: {source}")
+            }
+            ClientError::NotStarted { addr, waited } => write!(
+                f,
+                "data node at {addr} did not finish starting within {} ms",
+                waited.as_millis()
+            ),
+            ClientError::Operation { code, op: Some(op) } => {
+                write!(f, "operation {} failed: {code}", op.index())
+            }
+            ClientError::Operation { code, op: None } => write!(f, "transaction failed: {code}"),
+            ClientError::Schema { code, table } => write!(f, "table {table:?}: {code}"),
+            ClientError::Invalid { code, detail } => write!(f, "{detail}: {code}"),
+            ClientError::ConnectionLost { node, reason } => write!(
+                f,
+                "connection to data node {node} lost ({reason}); the outcome of requests in \
+                 flight is unknown ({})",
+                ErrorCode::ConnectionLost
+            ),
+            ClientError::Timeout { what, waited } => write!(
+                f,
+                "no reply to {what} within {} ms; the outcome is unknown",
+                waited.as_millis()
+            ),
+            ClientError::Protocol(message) => write!(f, "protocol error from data node: {message}"),
+            ClientError::Usage(message) => write!(f, "{message}"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ClientError::Mgmd(error) => Some(error),
+            ClientError::Connect { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<mgmd::MgmdError> for ClientError {
+    fn from(error: mgmd::MgmdError) -> ClientError {
+        ClientError::Mgmd(error)
+    }
+}

@@ -1,0 +1,767 @@
+//! A stand-in for a data node, in-process, for tests of the client and of
+//! programs built on it (the benchmarks) before or beside a real cluster.
+//!
+//! It speaks the real wire format over real loopback TCP and keeps rows in
+//! a map: enough transaction semantics to check a client end to end
+//! (batches, START/EXECUTE/COMMIT flags, constraint errors, rollback,
+//! schema requests), nothing of a real data node's concurrency control.
+//! It also records what it received and can be told to misbehave (refuse
+//! registration for a while, fail batches, stay silent, drop connections).
+//!
+//! Not for production: it holds every row in one mutex.
+
+use signal::attr::AttrIter;
+use signal::codec;
+use signal::schema::TableDef;
+use signal::signals::*;
+use signal::{
+    BlockKind, BlockRef, Envelope, ErrorCode, Gci, NodeId, SectionPool, Signal, TransactionId,
+};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::Write;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use transport::assembler::FrameAssembler;
+
+/// How the fake data node presents itself.
+///
+/// ```
+/// let options = client::testing::FakeDataNodeOptions { tc_instances: 4, ..Default::default() };
+/// assert_eq!(options.node_id, 2);
+/// ```
+#[derive(Clone, Debug)]
+pub struct FakeDataNodeOptions {
+    /// Node id in its frames.
+    pub node_id: u16,
+    /// tc instances reported in API_REGCONF.
+    pub tc_instances: u16,
+    /// API_REGREQs answered with `started: false` before `true`.
+    pub not_started_replies: u32,
+    /// Partitions given to a table created with 0.
+    pub default_partitions: u32,
+}
+
+impl Default for FakeDataNodeOptions {
+    fn default() -> Self {
+        FakeDataNodeOptions {
+            node_id: 2,
+            tc_instances: 2,
+            not_started_replies: 0,
+            default_partitions: 2,
+        }
+    }
+}
+
+/// One signal the fake received, for assertions.
+///
+/// ```
+/// # let signal = client::testing::ReceivedSignal { name: "TcCommitReq", to_kind: signal::BlockKind::Tc,
+/// #   to_instance: 0, from_node: 200, frame_sequence: 0, frame_signals: 1, flags: 0, transaction_id: None };
+/// assert_eq!(signal.name, "TcCommitReq");
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReceivedSignal {
+    /// Signal name.
+    pub name: &'static str,
+    /// Receiving block.
+    pub to_kind: BlockKind,
+    /// Receiving block instance.
+    pub to_instance: u16,
+    /// Sending API node.
+    pub from_node: u16,
+    /// Sequence number of the frame it came in.
+    pub frame_sequence: u64,
+    /// Signals in that frame.
+    pub frame_signals: u16,
+    /// TCKEYREQ flags (0 for other signals).
+    pub flags: u8,
+    /// Transaction, for transaction signals.
+    pub transaction_id: Option<TransactionId>,
+}
+
+type RowImage = BTreeMap<u16, Option<Vec<u8>>>;
+type RowKey = (u32, Vec<u8>);
+
+#[derive(Default)]
+struct FakeTransaction {
+    /// Operations of the batch being collected (until EXECUTE).
+    batch: Vec<TcKeyReq>,
+    /// Uncommitted changes: `None` deletes.
+    pending: HashMap<RowKey, Option<RowImage>>,
+}
+
+struct FakeState {
+    options: FakeDataNodeOptions,
+    registrations: u32,
+    tables: HashMap<String, TableDef>,
+    next_table_id: u32,
+    next_table_version: u32,
+    rows: HashMap<RowKey, RowImage>,
+    transactions: HashMap<TransactionId, FakeTransaction>,
+    next_gci: u32,
+    injected: VecDeque<(Option<OperationKind>, ErrorCode)>,
+    silent: bool,
+    received: Vec<ReceivedSignal>,
+}
+
+struct Shared {
+    state: Mutex<FakeState>,
+    stopping: AtomicBool,
+    streams: Mutex<Vec<TcpStream>>,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, FakeState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A fake data node listening on a loopback port.
+///
+/// ```
+/// use client::testing::FakeDataNode;
+/// let node = FakeDataNode::start(Default::default()).expect("loopback port");
+/// let cluster = client::Cluster::connect_direct(&node.addr().to_string(), 200).expect("registers");
+/// assert_eq!(cluster.tc_instances(), 2);
+/// ```
+pub struct FakeDataNode {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept_thread: Option<JoinHandle<()>>,
+}
+
+fn fake_pool() -> &'static SectionPool {
+    static POOL: std::sync::OnceLock<&'static SectionPool> = std::sync::OnceLock::new();
+    // Batches hold their sections until EXECUTE, so every class is deep;
+    // pages are only touched when used.
+    POOL.get_or_init(|| SectionPool::leak([65_536, 16_384, 4_096, 1_024, 1_024, 64]))
+}
+
+impl FakeDataNode {
+    /// Listens on 127.0.0.1 with a port the OS picks, and serves every
+    /// connection on its own thread.
+    ///
+    /// ```
+    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// assert!(node.addr().ip().is_loopback());
+    /// ```
+    pub fn start(options: FakeDataNodeOptions) -> std::io::Result<FakeDataNode> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(FakeState {
+                options,
+                registrations: 0,
+                tables: HashMap::new(),
+                next_table_id: 1,
+                next_table_version: 1,
+                rows: HashMap::new(),
+                transactions: HashMap::new(),
+                next_gci: 1,
+                injected: VecDeque::new(),
+                silent: false,
+                received: Vec::new(),
+            }),
+            stopping: AtomicBool::new(false),
+            streams: Mutex::new(Vec::new()),
+        });
+        let accept_shared = Arc::clone(&shared);
+        let accept_thread = std::thread::Builder::new()
+            .name("fake-data-node".into())
+            .spawn(move || accept_loop(listener, accept_shared))?;
+        Ok(FakeDataNode {
+            addr,
+            shared,
+            accept_thread: Some(accept_thread),
+        })
+    }
+
+    /// The address to connect to.
+    ///
+    /// ```
+    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// assert_ne!(node.addr().port(), 0);
+    /// ```
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Every signal received so far, in order.
+    ///
+    /// ```
+    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// assert!(node.received().is_empty());
+    /// ```
+    pub fn received(&self) -> Vec<ReceivedSignal> {
+        self.shared.state().received.clone()
+    }
+
+    /// Forgets the received signals.
+    ///
+    /// ```
+    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// node.clear_received();
+    /// ```
+    pub fn clear_received(&self) {
+        self.shared.state().received.clear();
+    }
+
+    /// Rows committed in table `name` (0 if there is no such table).
+    ///
+    /// ```
+    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// assert_eq!(node.row_count("t"), 0);
+    /// ```
+    pub fn row_count(&self, name: &str) -> usize {
+        let state = self.shared.state();
+        let Some(table) = state.tables.get(name) else {
+            return 0;
+        };
+        let id = table.id;
+        state.rows.keys().filter(|(table, _)| *table == id).count()
+    }
+
+    /// Transactions the fake holds open (started, not committed or aborted).
+    ///
+    /// ```
+    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// assert_eq!(node.open_transactions(), 0);
+    /// ```
+    pub fn open_transactions(&self) -> usize {
+        self.shared.state().transactions.len()
+    }
+
+    /// The next batches to execute whose first operation is of `kind`
+    /// (any kind for `None`) fail with these codes, one batch each, the
+    /// first operation named as the failing one.
+    ///
+    /// ```
+    /// use signal::{signals::OperationKind, ErrorCode};
+    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// node.fail_next_batches(None, &[ErrorCode::LockWaitTimeout]);
+    /// node.fail_next_batches(Some(OperationKind::Read), &[ErrorCode::NoSuchRow]);
+    /// ```
+    pub fn fail_next_batches(&self, kind: Option<OperationKind>, codes: &[ErrorCode]) {
+        self.shared
+            .state()
+            .injected
+            .extend(codes.iter().map(|&code| (kind, code)));
+    }
+
+    /// While silent, the fake processes requests but sends no reply.
+    ///
+    /// ```
+    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// node.set_silent(true);
+    /// ```
+    pub fn set_silent(&self, silent: bool) {
+        self.shared.state().silent = silent;
+    }
+
+    /// Changes the version of table `name` in place, as a drop and
+    /// re-create by another client would; clients holding the old version
+    /// get SchemaVersionMismatch.
+    ///
+    /// ```
+    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// assert!(!node.bump_table_version("missing"));
+    /// ```
+    pub fn bump_table_version(&self, name: &str) -> bool {
+        let mut state = self.shared.state();
+        let version = state.next_table_version;
+        let Some(table) = state.tables.get_mut(name) else {
+            return false;
+        };
+        table.version = version;
+        state.next_table_version += 1;
+        true
+    }
+
+    /// Closes every client connection (they see the connection lost).
+    ///
+    /// ```
+    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// node.disconnect_all();
+    /// ```
+    pub fn disconnect_all(&self) {
+        let streams = std::mem::take(
+            &mut *self
+                .shared
+                .streams
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for stream in streams {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for FakeDataNode {
+    fn drop(&mut self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        self.disconnect_all();
+        // Wakes the accept loop, which then sees `stopping`.
+        let _ = TcpStream::connect(self.addr);
+        if let Some(thread) = self.accept_thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    for stream in listener.incoming() {
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(stream) = stream else { continue };
+        let Ok(registered) = stream.try_clone() else {
+            continue;
+        };
+        shared
+            .streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(registered);
+        let connection_shared = Arc::clone(&shared);
+        // Connection threads end when their stream closes; not joined.
+        let _ = std::thread::Builder::new()
+            .name("fake-data-node-conn".into())
+            .spawn(move || serve_connection(stream, connection_shared));
+    }
+}
+
+fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
+    let _ = stream.set_nodelay(true);
+    let Ok(closer) = stream.try_clone() else {
+        return;
+    };
+    serve_frames(stream, shared);
+    // Whatever ended the loop, the client must see the connection end.
+    let _ = closer.shutdown(Shutdown::Both);
+}
+
+fn serve_frames(mut stream: TcpStream, shared: Arc<Shared>) {
+    let mut assembler = FrameAssembler::new();
+    let mut sequence = 0u64;
+    let node = NodeId(shared.state().options.node_id);
+    loop {
+        match assembler.read_from(&mut stream) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        loop {
+            let (header, body) = match assembler.next_frame() {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(_) => return,
+            };
+            let mut replies = Vec::new();
+            let mut decoder =
+                codec::SignalDecoder::new(body, header.signal_count, header.sender, node);
+            {
+                let mut state = shared.state();
+                loop {
+                    match decoder.next(fake_pool()) {
+                        Ok(Some(envelope)) => {
+                            state.record(&envelope, header.sequence, header.signal_count);
+                            state.handle(envelope, &mut replies);
+                        }
+                        Ok(None) => break,
+                        Err(_) => return,
+                    }
+                }
+                if state.silent {
+                    replies.clear();
+                }
+            }
+            if replies.is_empty() {
+                continue;
+            }
+            let mut out = Vec::new();
+            let start = codec::begin_frame(&mut out);
+            for reply in &replies {
+                if codec::encode_signal(&mut out, reply).is_err() {
+                    return;
+                }
+            }
+            codec::finish_frame(&mut out, start, node, 1, sequence, replies.len() as u16);
+            sequence += 1;
+            if stream.write_all(&out).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+fn image_from_entries(entries: &[u8], into: &mut RowImage) -> Result<(), ErrorCode> {
+    for entry in AttrIter::new(entries) {
+        let entry = entry?;
+        into.insert(entry.column, entry.value.map(<[u8]>::to_vec));
+    }
+    Ok(())
+}
+
+fn entries_from_image(table: &TableDef, image: &RowImage) -> Vec<u8> {
+    let mut out = Vec::new();
+    for column in 0..table.columns.len() as u16 {
+        let value = image.get(&column).and_then(Option::as_deref);
+        out.extend_from_slice(&column.to_le_bytes());
+        match value {
+            Some(bytes) => {
+                out.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
+                out.extend_from_slice(bytes);
+            }
+            None => out.extend_from_slice(&signal::attr::NULL_LENGTH.to_le_bytes()),
+        }
+    }
+    out
+}
+
+impl FakeState {
+    fn record(&mut self, envelope: &Envelope, sequence: u64, frame_signals: u16) {
+        let (flags, transaction_id) = match &envelope.signal {
+            Signal::TcKeyReq(request) => (request.flags, Some(request.transaction_id)),
+            Signal::TcCommitReq(request) => (0, Some(request.transaction_id)),
+            Signal::TcRollbackReq(request) => (0, Some(request.transaction_id)),
+            _ => (0, None),
+        };
+        self.received.push(ReceivedSignal {
+            name: envelope.signal.name(),
+            to_kind: envelope.to.kind,
+            to_instance: envelope.to.instance,
+            from_node: envelope.from.node.0,
+            frame_sequence: sequence,
+            frame_signals,
+            flags,
+            transaction_id,
+        });
+    }
+
+    fn handle(&mut self, envelope: Envelope, replies: &mut Vec<Envelope>) {
+        let api = BlockRef::new(envelope.from.node, BlockKind::Api, 0);
+        let me = envelope.to;
+        let mut reply = |signal: Signal| {
+            replies.push(Envelope {
+                from: me,
+                to: api,
+                signal,
+            })
+        };
+        match envelope.signal {
+            Signal::ApiRegReq(_) => {
+                self.registrations += 1;
+                reply(
+                    ApiRegConf {
+                        started: self.registrations > self.options.not_started_replies,
+                        tc_instances: self.options.tc_instances,
+                    }
+                    .into(),
+                );
+            }
+            Signal::TcKeyReq(request) => {
+                let transaction_id = request.transaction_id;
+                let client_op = request.client_op;
+                let flags = request.flags;
+                if flags & tc_key_flags::START != 0 {
+                    self.transactions.entry(transaction_id).or_default();
+                }
+                let Some(transaction) = self.transactions.get_mut(&transaction_id) else {
+                    reply(
+                        TcKeyRef {
+                            transaction_id,
+                            client_op,
+                            error: ErrorCode::UnknownTransaction,
+                        }
+                        .into(),
+                    );
+                    return;
+                };
+                transaction.batch.push(request);
+                if flags & (tc_key_flags::EXECUTE | tc_key_flags::COMMIT) != 0 {
+                    self.execute(
+                        transaction_id,
+                        flags & tc_key_flags::COMMIT != 0,
+                        &mut reply,
+                    );
+                }
+            }
+            Signal::TcCommitReq(request) => {
+                let transaction_id = request.transaction_id;
+                match self.transactions.remove(&transaction_id) {
+                    Some(transaction) => {
+                        let gci = self.commit(transaction);
+                        reply(
+                            TcKeyConf {
+                                transaction_id,
+                                operations: 0,
+                                committed: true,
+                                gci,
+                            }
+                            .into(),
+                        );
+                    }
+                    None => reply(
+                        TcKeyRef {
+                            transaction_id,
+                            client_op: u32::MAX,
+                            error: ErrorCode::UnknownTransaction,
+                        }
+                        .into(),
+                    ),
+                }
+            }
+            Signal::TcRollbackReq(request) => {
+                self.transactions.remove(&request.transaction_id);
+                reply(
+                    TcRollbackConf {
+                        transaction_id: request.transaction_id,
+                    }
+                    .into(),
+                );
+            }
+            Signal::CreateTabReq(request) => {
+                let request_id = request.request_id;
+                match self.create_table(request.definition.as_slice()) {
+                    Ok(table) => reply(
+                        CreateTabConf {
+                            request_id,
+                            table_id: table.id,
+                            table_version: table.version,
+                        }
+                        .into(),
+                    ),
+                    Err(error) => reply(SchemaRef { request_id, error }.into()),
+                }
+            }
+            Signal::DropTabReq(request) => {
+                let name = String::from_utf8_lossy(request.name.as_slice()).into_owned();
+                match self.tables.remove(&name) {
+                    Some(table) => {
+                        self.rows.retain(|(id, _), _| *id != table.id);
+                        reply(
+                            DropTabConf {
+                                request_id: request.request_id,
+                            }
+                            .into(),
+                        );
+                    }
+                    None => reply(
+                        SchemaRef {
+                            request_id: request.request_id,
+                            error: ErrorCode::UnknownTable,
+                        }
+                        .into(),
+                    ),
+                }
+            }
+            Signal::GetTabInfoReq(request) => {
+                let name = String::from_utf8_lossy(request.name.as_slice()).into_owned();
+                let encoded = self.tables.get(&name).map(TableDef::encode_to_vec);
+                let signal: Signal =
+                    match encoded.as_deref().map(|bytes| fake_pool().copy_from(bytes)) {
+                        Some(Some(definition)) => GetTabInfoConf {
+                            request_id: request.request_id,
+                            schema_version: self.next_table_version,
+                            definition,
+                        }
+                        .into(),
+                        Some(None) => SchemaRef {
+                            request_id: request.request_id,
+                            error: ErrorCode::OutOfSignalMemory,
+                        }
+                        .into(),
+                        None => SchemaRef {
+                            request_id: request.request_id,
+                            error: ErrorCode::UnknownTable,
+                        }
+                        .into(),
+                    };
+                reply(signal);
+            }
+            // Anything else is not for a data node from an API node; a real
+            // node would close the connection, the fake ignores it.
+            _ => {}
+        }
+    }
+
+    fn create_table(&mut self, bytes: &[u8]) -> Result<TableDef, ErrorCode> {
+        let mut table = TableDef::decode(bytes).map_err(|_| ErrorCode::BadTableDefinition)?;
+        if self.tables.contains_key(&table.name) {
+            return Err(ErrorCode::TableExists);
+        }
+        table.id = self.next_table_id;
+        table.version = self.next_table_version;
+        if table.partitions == 0 {
+            table.partitions = self.options.default_partitions;
+        }
+        self.next_table_id += 1;
+        self.next_table_version += 1;
+        self.tables.insert(table.name.clone(), table.clone());
+        Ok(table)
+    }
+
+    fn table_by_id(&self, id: u32) -> Option<&TableDef> {
+        self.tables.values().find(|table| table.id == id)
+    }
+
+    fn commit(&mut self, transaction: FakeTransaction) -> Gci {
+        let written = !transaction.pending.is_empty();
+        for (key, image) in transaction.pending {
+            match image {
+                Some(image) => self.rows.insert(key, image),
+                None => self.rows.remove(&key),
+            };
+        }
+        if !written {
+            return Gci(0);
+        }
+        let gci = Gci::from_parts(self.next_gci, 0);
+        self.next_gci += 1;
+        gci
+    }
+
+    fn execute(
+        &mut self,
+        transaction_id: TransactionId,
+        commit: bool,
+        reply: &mut impl FnMut(Signal),
+    ) {
+        let Some(mut transaction) = self.transactions.remove(&transaction_id) else {
+            return;
+        };
+        let batch = std::mem::take(&mut transaction.batch);
+        let operations = batch.len() as u32;
+        let first_kind = batch.first().map(|op| op.kind);
+        let injected = self
+            .injected
+            .front()
+            .is_some_and(|(kind, _)| kind.is_none() || *kind == first_kind);
+        if let Some((_, error)) = injected.then(|| self.injected.pop_front()).flatten() {
+            let client_op = batch.first().map_or(u32::MAX, |op| op.client_op);
+            reply(
+                TcKeyRef {
+                    transaction_id,
+                    client_op,
+                    error,
+                }
+                .into(),
+            );
+            return;
+        }
+        let mut rows = Vec::new();
+        for op in &batch {
+            match self.apply(&mut transaction, op) {
+                Ok(Some(data)) => rows.push((op.client_op, data)),
+                Ok(None) => {}
+                Err(error) => {
+                    // The whole transaction aborts: its pending changes go.
+                    reply(
+                        TcKeyRef {
+                            transaction_id,
+                            client_op: op.client_op,
+                            error,
+                        }
+                        .into(),
+                    );
+                    return;
+                }
+            }
+        }
+        for (client_op, data) in rows {
+            let Some(data) = fake_pool().copy_from(&data) else {
+                reply(
+                    TcKeyRef {
+                        transaction_id,
+                        client_op,
+                        error: ErrorCode::OutOfSignalMemory,
+                    }
+                    .into(),
+                );
+                return;
+            };
+            reply(
+                TransIdAi {
+                    transaction_id,
+                    client_op,
+                    data,
+                }
+                .into(),
+            );
+        }
+        let gci = if commit {
+            self.commit(transaction)
+        } else {
+            self.transactions.insert(transaction_id, transaction);
+            Gci(0)
+        };
+        reply(
+            TcKeyConf {
+                transaction_id,
+                operations,
+                committed: commit,
+                gci,
+            }
+            .into(),
+        );
+    }
+
+    /// Applies one operation to the transaction's view; returns row data for a read.
+    fn apply(
+        &self,
+        transaction: &mut FakeTransaction,
+        op: &TcKeyReq,
+    ) -> Result<Option<Vec<u8>>, ErrorCode> {
+        let table = self
+            .table_by_id(op.table_id)
+            .ok_or(ErrorCode::UnknownTable)?;
+        if table.version != op.table_version {
+            return Err(ErrorCode::SchemaVersionMismatch);
+        }
+        signal::attr::key_hash(table, op.key.as_slice())?;
+        let key: RowKey = (table.id, op.key.as_slice().to_vec());
+        let current: Option<RowImage> = match transaction.pending.get(&key) {
+            Some(pending) => pending.clone(),
+            None => self.rows.get(&key).cloned(),
+        };
+        let attr = op
+            .attr
+            .as_ref()
+            .map_or(&[][..], |section| section.as_slice());
+        match op.kind {
+            OperationKind::Read => {
+                // A committed read sees the last committed image only.
+                let image = if op.lock == LockMode::CommittedRead {
+                    self.rows.get(&key).cloned()
+                } else {
+                    current
+                };
+                let image = image.ok_or(ErrorCode::NoSuchRow)?;
+                Ok(Some(entries_from_image(table, &image)))
+            }
+            OperationKind::Insert | OperationKind::Write => {
+                if op.kind == OperationKind::Insert && current.is_some() {
+                    return Err(ErrorCode::DuplicateKey);
+                }
+                let mut image = RowImage::new();
+                image_from_entries(op.key.as_slice(), &mut image)?;
+                image_from_entries(attr, &mut image)?;
+                transaction.pending.insert(key, Some(image));
+                Ok(None)
+            }
+            OperationKind::Update => {
+                let mut image = current.ok_or(ErrorCode::NoSuchRow)?;
+                image_from_entries(attr, &mut image)?;
+                transaction.pending.insert(key, Some(image));
+                Ok(None)
+            }
+            OperationKind::Delete => {
+                current.ok_or(ErrorCode::NoSuchRow)?;
+                transaction.pending.insert(key, None);
+                Ok(None)
+            }
+        }
+    }
+}
