@@ -184,7 +184,13 @@ impl Cluster {
             api_node,
             connections: vec![connection],
             options,
-            transaction_counter: AtomicU64::new(0),
+            // Start the counter somewhere unpredictable: an API node id is
+            // reused by the next process that asks mgmd for one, and its
+            // transaction ids must not collide with the previous owner's
+            // transactions that a tc may still be aborting.
+            transaction_counter: AtomicU64::new(
+                (u64::from(incarnation()) << 16) & (TRANSACTION_COUNTER_MASK >> 1),
+            ),
             request_counter: AtomicU32::new(0),
             tables: Mutex::new(HashMap::new()),
             _mgm: mgm.map(Mutex::new),

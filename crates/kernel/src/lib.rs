@@ -14,6 +14,7 @@ pub mod block_thread;
 pub mod mesh;
 pub mod spsc;
 pub mod stats;
+pub mod testing;
 pub mod timers;
 pub mod waker;
 

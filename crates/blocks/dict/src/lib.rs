@@ -24,8 +24,6 @@ mod requests;
 mod tables;
 
 #[cfg(test)]
-mod test_context;
-#[cfg(test)]
 mod tests;
 
 pub use drop::DROP_RETRY_DELAY_MS;

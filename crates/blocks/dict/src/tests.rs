@@ -4,7 +4,7 @@
 //! concurrent requests, the busy ldm asked again after 10 ms, and id reuse
 //! with the next version.
 
-use crate::test_context::{delayed_line, deliver, line, RecordingContext};
+use kernel::testing::{delayed_line, deliver, line, RecordingContext};
 use crate::{Dict, DictConfig, DROP_RETRY_DELAY_MS, QUEUE_CAPACITY};
 use kernel::{Context, Report};
 use signal::schema::{ColumnDef, ColumnType, TableDef};

@@ -21,8 +21,6 @@ mod gcp;
 mod misaddressed;
 
 #[cfg(test)]
-mod test_context;
-#[cfg(test)]
 mod tests;
 
 pub use gcp::{job, GCP_START_PHASE, INITIAL_GCI};

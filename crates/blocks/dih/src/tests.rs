@@ -2,7 +2,7 @@
 //! signals, in order), the high part advancing with simulated time, and the
 //! shape of partition maps for one and two node groups.
 
-use crate::test_context::{delayed_line, deliver, line, RecordingContext};
+use kernel::testing::{delayed_line, deliver, line, RecordingContext};
 use crate::{job, Dih, DihConfig};
 use kernel::{Context, Report};
 use signal::partition::BUCKETS;

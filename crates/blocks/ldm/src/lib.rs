@@ -24,6 +24,8 @@ pub mod page_memory;
 pub mod partition;
 mod prepare;
 pub mod slots;
+#[cfg(test)]
+mod tests;
 
 use kernel::{send, Block, Context};
 use layout::RowLayout;

@@ -86,7 +86,7 @@ impl Partition {
         Partition {
             id,
             redo_part,
-            fixed: SlotPages::new(slot_bytes.max(32), 16, page_capacity),
+            fixed: SlotPages::new(slot_bytes.max(32), 16, Some(0), page_capacity),
             var: (0..VAR_CLASSES).map(|_| None).collect(),
             index: HashIndex::new(memory),
             page_capacity,
@@ -101,6 +101,9 @@ impl Partition {
     /// Header fields of row `row`.
     #[inline]
     pub fn state(&self, memory: &PageMemory, row: u32) -> RowState {
+        if self.fixed.freed_page_gci(row).is_some() {
+            return RowState::Free;
+        }
         match self.fixed.slot(memory, row)[20] {
             0 => RowState::Free,
             1 => RowState::Reserved,
@@ -115,6 +118,9 @@ impl Partition {
     /// GCI in the row header.
     #[inline]
     pub fn gci(&self, memory: &PageMemory, row: u32) -> u64 {
+        if let Some(gci) = self.fixed.freed_page_gci(row) {
+            return gci;
+        }
         let slot = self.fixed.slot(memory, row);
         let mut bytes = [0u8; 8];
         bytes.copy_from_slice(&slot[0..8]);
@@ -189,8 +195,8 @@ impl Partition {
     /// Takes a var slot of `class`. `None` when DataMemory is full.
     pub fn alloc_var(&mut self, memory: &mut PageMemory, class: usize) -> Option<u32> {
         let page_capacity = self.page_capacity;
-        let pages =
-            self.var[class].get_or_insert_with(|| SlotPages::new(32 << class, 0, page_capacity));
+        let pages = self.var[class]
+            .get_or_insert_with(|| SlotPages::new(32 << class, 0, None, page_capacity));
         let reference = pages.alloc(memory)?;
         Some((class as u32) << 28 | reference)
     }

@@ -13,8 +13,6 @@ mod misaddressed;
 pub mod start;
 
 #[cfg(test)]
-mod test_context;
-#[cfg(test)]
 mod tests;
 
 use answers::Answers;

@@ -3,7 +3,7 @@
 //! registration before and after the node started.
 
 use crate::start::{StartState, BEGIN};
-use crate::test_context::{deliver, line, RecordingContext};
+use kernel::testing::{deliver, line, RecordingContext};
 use crate::{Membership, MembershipConfig};
 use kernel::{Context, Report};
 use signal::signals::{

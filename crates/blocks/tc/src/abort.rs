@@ -149,7 +149,7 @@ impl Tc {
             match record.state {
                 TransactionState::Executing
                     if record.outstanding > 0
-                        && now.saturating_sub(record.batch_started_ms)
+                        && now.saturating_sub(record.last_progress_ms)
                             >= self.config.lock_wait_timeout_ms =>
                 {
                     self.counters.lock_wait_timeouts += 1;
@@ -159,9 +159,13 @@ impl Tc {
                     };
                     self.start_abort(transaction, reply, ctx);
                 }
-                TransactionState::Idle
-                    if now.saturating_sub(record.last_activity_ms)
-                        >= self.config.inactive_transaction_timeout_ms =>
+                // Idle, or in a batch the client has not closed with nothing
+                // outstanding: either way the client owes the next step.
+                TransactionState::Idle | TransactionState::Executing
+                    if (record.state == TransactionState::Idle
+                        || (record.outstanding == 0 && !record.batch_closed))
+                        && now.saturating_sub(record.last_activity_ms)
+                            >= self.config.inactive_transaction_timeout_ms =>
                 {
                     self.counters.inactivity_timeouts += 1;
                     let reply = AbortReply::Error {

@@ -55,7 +55,6 @@ impl Tc {
                 record.state = TransactionState::Executing;
                 record.batch_ops = 0;
                 record.batch_closed = false;
-                record.batch_started_ms = now;
             }
             TransactionState::Executing if !record.batch_closed => {}
             // Operations that arrive after the transaction began to abort
@@ -115,6 +114,7 @@ impl Tc {
         let record = &mut self.records.transactions[transaction as usize];
         record.outstanding += 1;
         record.batch_ops += 1;
+        record.last_progress_ms = now;
         self.counters.operations += 1;
         send(
             ctx,
@@ -199,6 +199,7 @@ impl Tc {
         let client_op = operation.client_op;
         let (api, transaction_id) = (record.api, record.transaction_id);
         record.outstanding -= 1;
+        record.last_progress_ms = ctx.now_ms();
         if let Some(data) = conf.data {
             send(
                 ctx,

@@ -17,6 +17,8 @@ mod abort;
 mod commit;
 mod execute;
 pub mod records;
+#[cfg(test)]
+mod tests;
 
 use kernel::{send, Block, Context};
 use records::Records;

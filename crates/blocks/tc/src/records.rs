@@ -62,8 +62,10 @@ pub struct Transaction {
     pub commit_requested: bool,
     pub abort_reply: AbortReply,
     pub gci: Gci,
-    /// When the current batch started (lock wait timeout).
-    pub batch_started_ms: u64,
+    /// Last time an operation was sent to or answered by an ldm: the
+    /// lock-wait timeout counts from here, so a batch that keeps making
+    /// progress is not taken for a deadlock.
+    pub last_progress_ms: u64,
     /// Last time the client did something (inactivity timeout).
     pub last_activity_ms: u64,
     /// The client disconnected: finish without replies.
@@ -89,7 +91,7 @@ impl Transaction {
             commit_requested: false,
             abort_reply: AbortReply::Silent,
             gci: Gci(0),
-            batch_started_ms: 0,
+            last_progress_ms: 0,
             last_activity_ms: 0,
             api_failed: false,
             previous_active: NIL,

@@ -1,0 +1,1876 @@
+//! tc block tests (DESIGN.md §8, layer 2): one tc alone, fed the signals that
+//! membership, dih, dict, the ldms and the API would send; the test plays
+//! all of them. Golden traces check the exact signals the tc sends, in
+//! order; behaviour tests check refusals, timeouts, aborts and that every
+//! transaction and operation record returns to its pool. Partition maps are
+//! built as dih builds them (node 2, one node group, partitions spread over
+//! two ldm instances), keys and hashes with `signal::attr`.
+
+use crate::records::NIL;
+use crate::{Tc, TcConfig, TIMEOUT_SCAN_JOB};
+use kernel::testing::{delayed_line, deliver, line, RecordingContext};
+use kernel::Context;
+use signal::attr::{key_hash, AttrWriter, KeyHash};
+use signal::partition::{bucket, default_partition_of_bucket, BUCKETS};
+use signal::schema::{ColumnDef, ColumnType, TableDef};
+use signal::signals::*;
+use signal::{BlockKind, BlockRef, ErrorCode, Gci, NodeId, Section, Signal, TransactionId};
+use std::sync::Arc;
+
+const NODE: NodeId = NodeId(2);
+const TC: BlockRef = BlockRef::new(NODE, BlockKind::Tc, 0);
+const DIH: BlockRef = BlockRef::new(NODE, BlockKind::Dih, 0);
+const DICT: BlockRef = BlockRef::new(NODE, BlockKind::Dict, 0);
+const MEMBERSHIP: BlockRef = BlockRef::new(NODE, BlockKind::Membership, 0);
+const API: BlockRef = BlockRef::new(NodeId(10), BlockKind::Api, 0);
+const OTHER_API: BlockRef = BlockRef::new(NodeId(11), BlockKind::Api, 0);
+
+const TABLE_ID: u32 = 3;
+const TABLE_VERSION: u32 = 7;
+const PARTITIONS: u32 = 2;
+const LDM_INSTANCES: u16 = 2;
+/// Column ids of the test table.
+const V: u16 = 1;
+const S: u16 = 2;
+
+const G1: Gci = Gci::from_parts(5, 1);
+const G2: Gci = Gci::from_parts(5, 2);
+const LOCK_WAIT_MS: u64 = 1200;
+const INACTIVE_MS: u64 = 5000;
+/// (LOCK_WAIT_MS / 10).clamp(10, 100).
+const SCAN_MS: u64 = 100;
+const NO_OP: u32 = u32::MAX;
+
+const START: u8 = tc_key_flags::START;
+const EXECUTE: u8 = tc_key_flags::EXECUTE;
+const COMMIT: u8 = tc_key_flags::COMMIT;
+
+type Entries<'a> = &'a [(u16, Option<&'a [u8]>)];
+
+fn table() -> TableDef {
+    let column = |name: &str, column_type, nullable| ColumnDef {
+        name: name.into(),
+        column_type,
+        nullable,
+    };
+    let table = TableDef {
+        id: TABLE_ID,
+        version: TABLE_VERSION,
+        name: "accounts".into(),
+        columns: vec![
+            column("k", ColumnType::Int { unsigned: false }, false),
+            column("v", ColumnType::BigInt { unsigned: false }, true),
+            column("s", ColumnType::VarChar(20), true),
+        ],
+        primary_key: vec![0],
+        partitions: PARTITIONS,
+    };
+    table.validate().expect("test table is valid");
+    table
+}
+
+/// The map dih makes for one node group of one node (node 2) with
+/// `LDM_INSTANCES` ldm threads and four redo log parts.
+fn partition_map(table: &TableDef) -> PartitionMap {
+    PartitionMap {
+        table_id: table.id,
+        version: 1,
+        bucket_partitions: (0..BUCKETS)
+            .map(|b| default_partition_of_bucket(b, table.partitions))
+            .collect(),
+        partitions: (0..table.partitions)
+            .map(|p| PartitionPlacement {
+                node_group: 0,
+                replicas: vec![NODE],
+                ldm_instance: (p % u32::from(LDM_INSTANCES)) as u16,
+                redo_part: p % 4,
+            })
+            .collect(),
+    }
+}
+
+fn txn(api: BlockRef, n: u64) -> TransactionId {
+    TransactionId(u64::from(api.node.0) << 48 | n)
+}
+
+fn config() -> TcConfig {
+    TcConfig {
+        address: TC,
+        max_transactions: 4,
+        max_operations: 16,
+        max_operations_per_transaction: 8,
+        lock_wait_timeout_ms: LOCK_WAIT_MS,
+        inactive_transaction_timeout_ms: INACTIVE_MS,
+    }
+}
+
+fn scan() -> ContinueB {
+    ContinueB {
+        job: TIMEOUT_SCAN_JOB,
+    }
+}
+
+fn rearm() -> String {
+    delayed_line(TC, TC, scan(), SCAN_MS)
+}
+
+struct Bench {
+    tc: Tc,
+    ctx: RecordingContext,
+    table: Arc<TableDef>,
+    map: Arc<PartitionMap>,
+}
+
+impl Bench {
+    /// A tc that has not run its start phases.
+    fn unstarted(config: TcConfig) -> Bench {
+        let table = table();
+        let map = partition_map(&table);
+        Bench {
+            tc: Tc::new(config),
+            ctx: RecordingContext::new(),
+            table: Arc::new(table),
+            map: Arc::new(map),
+        }
+    }
+
+    /// A started tc at GCI `G1` that knows the table.
+    fn started(config: TcConfig) -> Bench {
+        let mut bench = Bench::unstarted(config);
+        bench.start();
+        bench.ctx.sent.clear();
+        bench
+    }
+
+    fn start(&mut self) {
+        for phase in 1..=3 {
+            self.deliver(MEMBERSHIP, StartPhaseReq { phase });
+        }
+        self.deliver(DIH, GcpCommit { gci: G1 });
+        let (table, map) = (self.table.clone(), self.map.clone());
+        self.deliver(DICT, TcAddTabReq { table, map });
+    }
+
+    fn deliver(&mut self, from: BlockRef, signal: impl Into<Signal>) {
+        deliver(&mut self.tc, &mut self.ctx, from, signal);
+    }
+
+    fn trace(&mut self) -> Vec<String> {
+        self.ctx.take_trace()
+    }
+
+    fn section(&self, entries: Entries<'_>) -> Section {
+        let mut section = self.ctx.pool().alloc(128).expect("pool has room");
+        let mut writer = AttrWriter::new(section.as_mut_slice());
+        for &(column, value) in entries {
+            writer.push(column, value).expect("fits");
+        }
+        let used = writer.len();
+        section.set_len(used);
+        section
+    }
+
+    fn key(&self, k: i32) -> Section {
+        self.section(&[(0, Some(&k.to_le_bytes()))])
+    }
+
+    /// Where dih's map sends key `k`: (primary ldm, partition, hash).
+    fn route(&self, k: i32) -> (BlockRef, u32, KeyHash) {
+        let hash = key_hash(&self.table, self.key(k).as_slice()).expect("valid key");
+        let partition = self.map.bucket_partitions[bucket(hash) as usize];
+        let placement = &self.map.partitions[partition as usize];
+        let ldm = BlockRef::new(
+            placement.replicas[0],
+            BlockKind::Ldm,
+            placement.ldm_instance,
+        );
+        (ldm, partition, hash)
+    }
+
+    fn ldm_of(&self, k: i32) -> BlockRef {
+        self.route(k).0
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn key_req(
+        &self,
+        transaction_id: TransactionId,
+        client_op: u32,
+        flags: u8,
+        kind: OperationKind,
+        lock: LockMode,
+        k: i32,
+        attr: Option<Entries<'_>>,
+    ) -> TcKeyReq {
+        TcKeyReq {
+            transaction_id,
+            client_op,
+            flags,
+            kind,
+            lock,
+            table_id: TABLE_ID,
+            table_version: TABLE_VERSION,
+            key: self.key(k),
+            attr: attr.map(|entries| self.section(entries)),
+        }
+    }
+
+    /// An insert of (k, v) as the API sends it.
+    fn insert(&self, transaction_id: TransactionId, client_op: u32, flags: u8, k: i32) -> TcKeyReq {
+        let v = i64::from(k) * 100;
+        self.key_req(
+            transaction_id,
+            client_op,
+            flags,
+            OperationKind::Insert,
+            LockMode::Exclusive,
+            k,
+            Some(&[(V, Some(&v.to_le_bytes())), (S, Some(b"x"))]),
+        )
+    }
+
+    /// A committed read of k.
+    fn read(&self, transaction_id: TransactionId, client_op: u32, flags: u8, k: i32) -> TcKeyReq {
+        self.key_req(
+            transaction_id,
+            client_op,
+            flags,
+            OperationKind::Read,
+            LockMode::CommittedRead,
+            k,
+            None,
+        )
+    }
+
+    /// The trace line of the LQHKEYREQ the tc must send for an insert of k.
+    fn insert_line(&self, tc_op: u32, transaction_id: TransactionId, k: i32) -> String {
+        let request = self.insert(transaction_id, 0, 0, k);
+        self.lqh_line(tc_op, request)
+    }
+
+    fn lqh_line(&self, tc_op: u32, request: TcKeyReq) -> String {
+        let k = i32::from_le_bytes(request.key.as_slice()[4..8].try_into().expect("INT key"));
+        let (ldm, partition, hash) = self.route(k);
+        line(
+            TC,
+            ldm,
+            LqhKeyReq {
+                tc_op,
+                transaction_id: request.transaction_id,
+                kind: request.kind,
+                lock: request.lock,
+                table_id: request.table_id,
+                partition,
+                hash,
+                key: request.key,
+                attr: request.attr,
+            },
+        )
+    }
+
+    /// Drains the sent signals, which must all be LQHKEYREQs; returns
+    /// (ldm, tc_op) of each.
+    fn take_lqh_key_reqs(&mut self) -> Vec<(BlockRef, u32)> {
+        self.ctx
+            .sent
+            .drain(..)
+            .map(|sent| match sent.envelope.signal {
+                Signal::LqhKeyReq(request) => (sent.envelope.to, request.tc_op),
+                other => panic!("expected LqhKeyReq, got {other:?}"),
+            })
+            .collect()
+    }
+
+    /// Plays the ldm: LQHKEYCONF for a prepared operation.
+    fn prepared(&mut self, ldm: BlockRef, tc_op: u32, ldm_op: u32) {
+        self.deliver(
+            ldm,
+            LqhKeyConf {
+                tc_op,
+                ldm_op,
+                data: None,
+                released: false,
+            },
+        );
+    }
+
+    fn transaction_state(
+        &self,
+        transaction_id: TransactionId,
+    ) -> Option<crate::records::TransactionState> {
+        self.tc
+            .records
+            .find(transaction_id)
+            .map(|index| self.tc.records.transactions[index as usize].state)
+    }
+
+    /// Every record is back in its pool and nothing is queued.
+    fn assert_quiet(&self) {
+        assert_eq!(
+            self.tc.transactions_in_use(),
+            0,
+            "transaction records leaked"
+        );
+        assert_eq!(
+            self.tc.records.operations_in_use, 0,
+            "operation records leaked"
+        );
+        assert_eq!(self.tc.records.active_head, NIL, "active list not empty");
+        assert_eq!(self.tc.waiting_for_gci_head, NIL, "commits still held");
+        assert_eq!(self.tc.waiting_for_gci_tail, NIL, "commits still held");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Golden traces
+// ---------------------------------------------------------------------------
+
+#[test]
+fn golden_trace_of_start_and_a_committed_two_operation_write_batch() {
+    let mut b = Bench::unstarted(config());
+    b.deliver(MEMBERSHIP, StartPhaseReq { phase: 1 });
+    assert_eq!(
+        b.trace(),
+        vec![rearm(), line(TC, MEMBERSHIP, StartPhaseConf { phase: 1 })]
+    );
+    b.deliver(MEMBERSHIP, StartPhaseReq { phase: 2 });
+    assert_eq!(
+        b.trace(),
+        vec![line(TC, MEMBERSHIP, StartPhaseConf { phase: 2 })]
+    );
+    b.deliver(MEMBERSHIP, StartPhaseReq { phase: 3 });
+    assert_eq!(
+        b.trace(),
+        vec![line(TC, MEMBERSHIP, StartPhaseConf { phase: 3 })]
+    );
+    b.deliver(DIH, GcpCommit { gci: G1 });
+    assert_eq!(b.trace(), vec![line(TC, DIH, GcpCommitConf { gci: G1 })]);
+    let (table, map) = (b.table.clone(), b.map.clone());
+    b.deliver(DICT, TcAddTabReq { table, map });
+    assert_eq!(
+        b.trace(),
+        vec![line(TC, DICT, AddTabConf { table_id: TABLE_ID })]
+    );
+
+    // Two keys on different ldms, so the trace shows the routing too.
+    let (k1, k2) = (
+        1,
+        (2..100)
+            .find(|&k| b.ldm_of(k) != b.ldm_of(1))
+            .expect("both ldms used"),
+    );
+    let (ldm1, ldm2) = (b.ldm_of(k1), b.ldm_of(k2));
+    let t = txn(API, 1);
+    let request = b.insert(t, 11, START, k1);
+    b.deliver(API, request);
+    assert_eq!(b.trace(), vec![b.insert_line(0, t, k1)]);
+    let request = b.insert(t, 12, COMMIT, k2);
+    b.deliver(API, request);
+    assert_eq!(b.trace(), vec![b.insert_line(1, t, k2)]);
+
+    b.prepared(ldm1, 0, 40);
+    assert!(
+        b.trace().is_empty(),
+        "the batch waits for its second operation"
+    );
+    b.prepared(ldm2, 1, 41);
+    assert_eq!(
+        b.trace(),
+        vec![
+            line(
+                TC,
+                ldm1,
+                CommitReq {
+                    ldm_op: 40,
+                    tc_op: 0,
+                    transaction_id: t,
+                    gci: G1
+                }
+            ),
+            line(
+                TC,
+                ldm2,
+                CommitReq {
+                    ldm_op: 41,
+                    tc_op: 1,
+                    transaction_id: t,
+                    gci: G1
+                }
+            ),
+        ]
+    );
+    b.deliver(ldm1, CommitConf { tc_op: 0 });
+    assert!(
+        b.trace().is_empty(),
+        "the client hears once every operation committed"
+    );
+    b.deliver(ldm2, CommitConf { tc_op: 1 });
+    assert_eq!(
+        b.trace(),
+        vec![
+            line(
+                TC,
+                API,
+                TcKeyConf {
+                    transaction_id: t,
+                    operations: 2,
+                    committed: true,
+                    gci: G1
+                }
+            ),
+            line(
+                TC,
+                ldm1,
+                CompleteReq {
+                    ldm_op: 40,
+                    tc_op: 0,
+                    transaction_id: t
+                }
+            ),
+            line(
+                TC,
+                ldm2,
+                CompleteReq {
+                    ldm_op: 41,
+                    tc_op: 1,
+                    transaction_id: t
+                }
+            ),
+        ]
+    );
+    b.deliver(ldm1, CompleteConf { tc_op: 0 });
+    assert_eq!(
+        b.tc.transactions_in_use(),
+        1,
+        "released only after the last COMPLETECONF"
+    );
+    b.deliver(ldm2, CompleteConf { tc_op: 1 });
+    assert!(b.trace().is_empty());
+    b.assert_quiet();
+    let counters = b.tc.counters();
+    assert_eq!(
+        (counters.commits, counters.aborts, counters.operations),
+        (1, 0, 2)
+    );
+}
+
+#[test]
+fn committed_reads_with_commit_answer_data_before_the_conf_and_send_no_commit() {
+    let mut b = Bench::started(config());
+    let t = txn(API, 1);
+    let request = b.read(t, 1, START, 5);
+    let expected = b.lqh_line(0, b.read(t, 1, 0, 5));
+    b.deliver(API, request);
+    let request = b.read(t, 2, COMMIT, 6);
+    let expected2 = b.lqh_line(1, b.read(t, 2, 0, 6));
+    b.deliver(API, request);
+    assert_eq!(b.trace(), vec![expected, expected2]);
+
+    let row = |k: i32| b.section(&[(0, Some(&k.to_le_bytes())), (V, None)]);
+    let (data5, data6) = (row(5), row(6));
+    let (ldm5, ldm6) = (b.ldm_of(5), b.ldm_of(6));
+    let expected_data5 = line(
+        TC,
+        API,
+        TransIdAi {
+            transaction_id: t,
+            client_op: 1,
+            data: row(5),
+        },
+    );
+    let expected_data6 = line(
+        TC,
+        API,
+        TransIdAi {
+            transaction_id: t,
+            client_op: 2,
+            data: row(6),
+        },
+    );
+    b.deliver(
+        ldm5,
+        LqhKeyConf {
+            tc_op: 0,
+            ldm_op: 7,
+            data: Some(data5),
+            released: true,
+        },
+    );
+    assert_eq!(b.trace(), vec![expected_data5]);
+    b.deliver(
+        ldm6,
+        LqhKeyConf {
+            tc_op: 1,
+            ldm_op: 8,
+            data: Some(data6),
+            released: true,
+        },
+    );
+    assert_eq!(
+        b.trace(),
+        vec![
+            expected_data6,
+            line(
+                TC,
+                API,
+                TcKeyConf {
+                    transaction_id: t,
+                    operations: 2,
+                    committed: true,
+                    gci: Gci(0)
+                }
+            ),
+        ],
+        "nothing was written: no COMMIT, no COMPLETE, GCI 0"
+    );
+    b.assert_quiet();
+}
+
+#[test]
+fn commit_decisions_are_held_between_gcp_prepare_and_gcp_commit() {
+    let mut b = Bench::started(config());
+    b.deliver(DIH, GcpPrepare { new_gci: G2 });
+    assert_eq!(
+        b.trace(),
+        vec![line(TC, DIH, GcpPrepareConf { new_gci: G2 })]
+    );
+    let t = txn(API, 1);
+    let request = b.insert(t, 1, START | COMMIT, 9);
+    b.deliver(API, request);
+    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    b.prepared(ldm, tc_op, 3);
+    assert!(
+        b.trace().is_empty(),
+        "no COMMIT between GCP_PREPARE and GCP_COMMIT"
+    );
+    assert_eq!(
+        b.transaction_state(t),
+        Some(crate::records::TransactionState::WaitingForGci)
+    );
+    // A scan meanwhile changes nothing (a held commit is not idle).
+    b.ctx.now_ms = INACTIVE_MS * 2;
+    b.deliver(TC, scan());
+    assert_eq!(b.trace(), vec![rearm()]);
+
+    b.deliver(DIH, GcpCommit { gci: G2 });
+    assert_eq!(
+        b.trace(),
+        vec![
+            line(TC, DIH, GcpCommitConf { gci: G2 }),
+            line(
+                TC,
+                ldm,
+                CommitReq {
+                    ldm_op: 3,
+                    tc_op,
+                    transaction_id: t,
+                    gci: G2
+                }
+            ),
+        ]
+    );
+    b.deliver(ldm, CommitConf { tc_op });
+    assert_eq!(
+        b.trace(),
+        vec![
+            line(
+                TC,
+                API,
+                TcKeyConf {
+                    transaction_id: t,
+                    operations: 1,
+                    committed: true,
+                    gci: G2
+                }
+            ),
+            line(
+                TC,
+                ldm,
+                CompleteReq {
+                    ldm_op: 3,
+                    tc_op,
+                    transaction_id: t
+                }
+            ),
+        ]
+    );
+    b.deliver(ldm, CompleteConf { tc_op });
+    b.assert_quiet();
+}
+
+#[test]
+fn commits_before_the_first_gcp_commit_wait_for_it_in_arrival_order() {
+    let mut b = Bench::unstarted(config());
+    for phase in 1..=3 {
+        b.deliver(MEMBERSHIP, StartPhaseReq { phase });
+    }
+    let (table, map) = (b.table.clone(), b.map.clone());
+    b.deliver(DICT, TcAddTabReq { table, map });
+    b.ctx.sent.clear();
+    let (t1, t2) = (txn(API, 1), txn(API, 2));
+    let mut prepared = Vec::new();
+    for (t, k) in [(t1, 1), (t2, 2)] {
+        let request = b.insert(t, 1, START | COMMIT, k);
+        b.deliver(API, request);
+        let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
+            panic!("one LQHKEYREQ")
+        };
+        b.prepared(ldm, tc_op, tc_op + 100);
+        prepared.push((t, ldm, tc_op));
+    }
+    assert!(b.trace().is_empty(), "no GCI yet: commits wait");
+    b.deliver(DIH, GcpCommit { gci: G1 });
+    let mut expected = vec![line(TC, DIH, GcpCommitConf { gci: G1 })];
+    for &(t, ldm, tc_op) in &prepared {
+        expected.push(line(
+            TC,
+            ldm,
+            CommitReq {
+                ldm_op: tc_op + 100,
+                tc_op,
+                transaction_id: t,
+                gci: G1,
+            },
+        ));
+    }
+    assert_eq!(b.trace(), expected);
+    for &(_, ldm, tc_op) in &prepared {
+        b.deliver(ldm, CommitConf { tc_op });
+        b.deliver(ldm, CompleteConf { tc_op });
+    }
+    b.assert_quiet();
+}
+
+#[test]
+fn two_batches_then_tc_commit_req() {
+    let mut b = Bench::started(config());
+    let t = txn(API, 1);
+    let request = b.insert(t, 1, START | EXECUTE, 1);
+    b.deliver(API, request);
+    let [(ldm1, op1)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    b.prepared(ldm1, op1, 1);
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            API,
+            TcKeyConf {
+                transaction_id: t,
+                operations: 1,
+                committed: false,
+                gci: Gci(0)
+            }
+        )]
+    );
+    let request = b.insert(t, 2, EXECUTE, 2);
+    b.deliver(API, request);
+    let [(ldm2, op2)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    b.prepared(ldm2, op2, 2);
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            API,
+            TcKeyConf {
+                transaction_id: t,
+                operations: 1,
+                committed: false,
+                gci: Gci(0)
+            }
+        )]
+    );
+    b.deliver(API, TcCommitReq { transaction_id: t });
+    assert_eq!(
+        b.trace(),
+        vec![
+            line(
+                TC,
+                ldm1,
+                CommitReq {
+                    ldm_op: 1,
+                    tc_op: op1,
+                    transaction_id: t,
+                    gci: G1
+                }
+            ),
+            line(
+                TC,
+                ldm2,
+                CommitReq {
+                    ldm_op: 2,
+                    tc_op: op2,
+                    transaction_id: t,
+                    gci: G1
+                }
+            ),
+        ]
+    );
+    b.deliver(ldm1, CommitConf { tc_op: op1 });
+    b.deliver(ldm2, CommitConf { tc_op: op2 });
+    assert_eq!(
+        b.trace(),
+        vec![
+            line(
+                TC,
+                API,
+                TcKeyConf {
+                    transaction_id: t,
+                    operations: 0,
+                    committed: true,
+                    gci: G1
+                }
+            ),
+            line(
+                TC,
+                ldm1,
+                CompleteReq {
+                    ldm_op: 1,
+                    tc_op: op1,
+                    transaction_id: t
+                }
+            ),
+            line(
+                TC,
+                ldm2,
+                CompleteReq {
+                    ldm_op: 2,
+                    tc_op: op2,
+                    transaction_id: t
+                }
+            ),
+        ]
+    );
+    b.deliver(ldm1, CompleteConf { tc_op: op1 });
+    b.deliver(ldm2, CompleteConf { tc_op: op2 });
+    b.assert_quiet();
+}
+
+#[test]
+fn locking_reads_are_committed_to_release_their_locks() {
+    let mut b = Bench::started(config());
+    let t = txn(API, 1);
+    let request = b.key_req(
+        t,
+        1,
+        START | COMMIT,
+        OperationKind::Read,
+        LockMode::Shared,
+        4,
+        None,
+    );
+    b.deliver(API, request);
+    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    let data = b.section(&[(V, None)]);
+    let expected_data = line(
+        TC,
+        API,
+        TransIdAi {
+            transaction_id: t,
+            client_op: 1,
+            data: b.section(&[(V, None)]),
+        },
+    );
+    b.deliver(
+        ldm,
+        LqhKeyConf {
+            tc_op,
+            ldm_op: 6,
+            data: Some(data),
+            released: false,
+        },
+    );
+    assert_eq!(
+        b.trace(),
+        vec![
+            expected_data,
+            line(
+                TC,
+                ldm,
+                CommitReq {
+                    ldm_op: 6,
+                    tc_op,
+                    transaction_id: t,
+                    gci: G1
+                }
+            ),
+        ]
+    );
+    b.deliver(ldm, CommitConf { tc_op });
+    b.trace();
+    b.deliver(ldm, CompleteConf { tc_op });
+    b.assert_quiet();
+}
+
+// ---------------------------------------------------------------------------
+// Aborts
+// ---------------------------------------------------------------------------
+
+#[test]
+fn lqh_key_ref_aborts_the_other_prepared_operation_then_refuses() {
+    let mut b = Bench::started(config());
+    let t = txn(API, 1);
+    let request = b.insert(t, 21, START, 1);
+    b.deliver(API, request);
+    let request = b.insert(t, 22, COMMIT, 2);
+    b.deliver(API, request);
+    let ops = b.take_lqh_key_reqs();
+    let [(ldm1, op1), (ldm2, op2)] = ops[..] else {
+        panic!("two LQHKEYREQs")
+    };
+    b.prepared(ldm1, op1, 50);
+    b.deliver(
+        ldm2,
+        LqhKeyRef {
+            tc_op: op2,
+            error: ErrorCode::DuplicateKey,
+        },
+    );
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            ldm1,
+            AbortReq {
+                tc_op: op1,
+                transaction_id: t
+            }
+        )],
+        "only the prepared operation holds something"
+    );
+    b.deliver(ldm1, AbortConf { tc_op: op1 });
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            API,
+            TcKeyRef {
+                transaction_id: t,
+                client_op: 22,
+                error: ErrorCode::DuplicateKey
+            }
+        )]
+    );
+    b.assert_quiet();
+    assert_eq!(b.tc.counters().aborts, 1);
+}
+
+#[test]
+fn lqh_key_ref_while_another_operation_is_in_flight_ignores_its_late_answer() {
+    let mut b = Bench::started(config());
+    let t = txn(API, 1);
+    let request = b.insert(t, 1, START, 1);
+    b.deliver(API, request);
+    let request = b.insert(t, 2, COMMIT, 2);
+    b.deliver(API, request);
+    let ops = b.take_lqh_key_reqs();
+    let [(ldm1, op1), (ldm2, op2)] = ops[..] else {
+        panic!("two LQHKEYREQs")
+    };
+    b.deliver(
+        ldm1,
+        LqhKeyRef {
+            tc_op: op1,
+            error: ErrorCode::TableFull,
+        },
+    );
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            ldm2,
+            AbortReq {
+                tc_op: op2,
+                transaction_id: t
+            }
+        )],
+        "the operation still in flight may hold a lock when it arrives"
+    );
+    // The ldm answered op2 before it saw the ABORT.
+    b.prepared(ldm2, op2, 9);
+    assert!(b.trace().is_empty(), "a late LQHKEYCONF is dropped");
+    b.deliver(ldm2, AbortConf { tc_op: op2 });
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            API,
+            TcKeyRef {
+                transaction_id: t,
+                client_op: 1,
+                error: ErrorCode::TableFull
+            }
+        )]
+    );
+    b.assert_quiet();
+}
+
+#[test]
+fn lock_wait_timeout_aborts_the_waiting_operation() {
+    let mut b = Bench::started(config());
+    b.ctx.now_ms = 1000;
+    let t = txn(API, 1);
+    let request = b.insert(t, 1, START | COMMIT, 1);
+    b.deliver(API, request);
+    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    // The ldm queues the operation on a lock and says nothing.
+    b.ctx.now_ms = 1000 + LOCK_WAIT_MS - 1;
+    b.deliver(TC, scan());
+    assert_eq!(b.trace(), vec![rearm()], "not yet");
+    b.ctx.now_ms = 1000 + LOCK_WAIT_MS;
+    b.deliver(TC, scan());
+    assert_eq!(
+        b.trace(),
+        vec![
+            line(
+                TC,
+                ldm,
+                AbortReq {
+                    tc_op,
+                    transaction_id: t
+                }
+            ),
+            rearm()
+        ]
+    );
+    b.deliver(ldm, AbortConf { tc_op });
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            API,
+            TcKeyRef {
+                transaction_id: t,
+                client_op: NO_OP,
+                error: ErrorCode::LockWaitTimeout
+            }
+        )]
+    );
+    b.assert_quiet();
+    assert_eq!(b.tc.counters().lock_wait_timeouts, 1);
+}
+
+#[test]
+fn idle_transaction_is_aborted_after_the_inactivity_timeout() {
+    let mut b = Bench::started(config());
+    b.ctx.now_ms = 1000;
+    let t = txn(API, 1);
+    let request = b.insert(t, 1, START | EXECUTE, 1);
+    b.deliver(API, request);
+    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    b.prepared(ldm, tc_op, 5);
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            API,
+            TcKeyConf {
+                transaction_id: t,
+                operations: 1,
+                committed: false,
+                gci: Gci(0)
+            }
+        )]
+    );
+    b.ctx.now_ms = 1000 + INACTIVE_MS - 1;
+    b.deliver(TC, scan());
+    assert_eq!(b.trace(), vec![rearm()], "not yet");
+    b.ctx.now_ms = 1000 + INACTIVE_MS;
+    b.deliver(TC, scan());
+    assert_eq!(
+        b.trace(),
+        vec![
+            line(
+                TC,
+                ldm,
+                AbortReq {
+                    tc_op,
+                    transaction_id: t
+                }
+            ),
+            rearm()
+        ]
+    );
+    b.deliver(ldm, AbortConf { tc_op });
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            API,
+            TcKeyRef {
+                transaction_id: t,
+                client_op: NO_OP,
+                error: ErrorCode::TransactionInactive
+            }
+        )]
+    );
+    b.assert_quiet();
+    assert_eq!(b.tc.counters().inactivity_timeouts, 1);
+    // The client comes back: its transaction is gone.
+    let request = b.insert(t, 2, COMMIT, 2);
+    b.deliver(API, request);
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            API,
+            TcKeyRef {
+                transaction_id: t,
+                client_op: 2,
+                error: ErrorCode::UnknownTransaction
+            }
+        )]
+    );
+}
+
+/// A client that sends part of a batch (no EXECUTE yet) and then falls
+/// silent while staying connected: its operations are prepared at the ldm
+/// and hold their row locks. Neither timeout ever fires, because the lock
+/// wait timeout needs an unanswered operation and the inactivity timeout
+/// only looks at Idle transactions, while this one stays Executing with
+/// nothing outstanding. The transaction record and the ldm's row lock leak
+/// until the API node disconnects.
+#[test]
+fn an_open_batch_of_a_silent_client_is_aborted_by_the_inactivity_timeout() {
+    let mut b = Bench::started(config());
+    b.ctx.now_ms = 1000;
+    let t = txn(API, 1);
+    let request = b.insert(t, 1, START, 1);
+    b.deliver(API, request);
+    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    b.prepared(ldm, tc_op, 5);
+    assert!(b.trace().is_empty(), "the batch is not closed yet");
+    b.ctx.now_ms = 1000 + LOCK_WAIT_MS + INACTIVE_MS;
+    b.deliver(TC, scan());
+    assert_eq!(
+        b.trace(),
+        vec![
+            line(
+                TC,
+                ldm,
+                AbortReq {
+                    tc_op,
+                    transaction_id: t
+                }
+            ),
+            rearm()
+        ],
+        "the silent client's locks must be released"
+    );
+    b.deliver(ldm, AbortConf { tc_op });
+    b.assert_quiet();
+}
+
+#[test]
+fn rollback_aborts_then_confirms() {
+    let mut b = Bench::started(config());
+    let t = txn(API, 1);
+    let request = b.insert(t, 1, START | EXECUTE, 1);
+    b.deliver(API, request);
+    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    b.prepared(ldm, tc_op, 5);
+    b.trace();
+    b.deliver(API, TcRollbackReq { transaction_id: t });
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            ldm,
+            AbortReq {
+                tc_op,
+                transaction_id: t
+            }
+        )]
+    );
+    b.deliver(ldm, AbortConf { tc_op });
+    assert_eq!(
+        b.trace(),
+        vec![line(TC, API, TcRollbackConf { transaction_id: t })]
+    );
+    b.assert_quiet();
+    // Rolling back what no longer exists succeeds at once.
+    b.deliver(API, TcRollbackReq { transaction_id: t });
+    assert_eq!(
+        b.trace(),
+        vec![line(TC, API, TcRollbackConf { transaction_id: t })]
+    );
+}
+
+#[test]
+fn rollback_during_a_batch_drops_the_late_answers() {
+    let mut b = Bench::started(config());
+    let t = txn(API, 1);
+    let request = b.read(t, 1, START, 1);
+    b.deliver(API, request);
+    let request = b.insert(t, 2, EXECUTE, 2);
+    b.deliver(API, request);
+    let ops = b.take_lqh_key_reqs();
+    let [(ldm1, op1), (ldm2, op2)] = ops[..] else {
+        panic!("two LQHKEYREQs")
+    };
+    b.deliver(API, TcRollbackReq { transaction_id: t });
+    assert_eq!(
+        b.trace(),
+        vec![
+            line(
+                TC,
+                ldm1,
+                AbortReq {
+                    tc_op: op1,
+                    transaction_id: t
+                }
+            ),
+            line(
+                TC,
+                ldm2,
+                AbortReq {
+                    tc_op: op2,
+                    transaction_id: t
+                }
+            ),
+        ]
+    );
+    let data = b.section(&[(V, None)]);
+    b.deliver(
+        ldm1,
+        LqhKeyConf {
+            tc_op: op1,
+            ldm_op: 1,
+            data: Some(data),
+            released: true,
+        },
+    );
+    b.deliver(
+        ldm2,
+        LqhKeyRef {
+            tc_op: op2,
+            error: ErrorCode::DuplicateKey,
+        },
+    );
+    assert!(
+        b.trace().is_empty(),
+        "no TRANSIDAI, no TCKEYREF after a rollback"
+    );
+    b.deliver(ldm1, AbortConf { tc_op: op1 });
+    b.deliver(ldm2, AbortConf { tc_op: op2 });
+    assert_eq!(
+        b.trace(),
+        vec![line(TC, API, TcRollbackConf { transaction_id: t })]
+    );
+    b.assert_quiet();
+}
+
+#[test]
+fn api_failure_aborts_that_clients_transactions_silently() {
+    let mut b = Bench::started(config());
+    // t1 idle with a prepared operation, t2 executing, t3 of another client.
+    let (t1, t2, t3) = (txn(API, 1), txn(API, 2), txn(OTHER_API, 1));
+    let request = b.insert(t1, 1, START | EXECUTE, 1);
+    b.deliver(API, request);
+    let [(ldm1, op1)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    b.prepared(ldm1, op1, 1);
+    b.trace();
+    let request = b.insert(t2, 1, START | COMMIT, 2);
+    b.deliver(API, request);
+    let [(ldm2, op2)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    let request = b.insert(t3, 1, START | EXECUTE, 3);
+    b.deliver(OTHER_API, request);
+    let [(ldm3, op3)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+
+    b.deliver(MEMBERSHIP, ApiFailRep { node: API.node });
+    let mut trace = b.trace();
+    trace.sort();
+    let mut expected = vec![
+        line(
+            TC,
+            ldm1,
+            AbortReq {
+                tc_op: op1,
+                transaction_id: t1,
+            },
+        ),
+        line(
+            TC,
+            ldm2,
+            AbortReq {
+                tc_op: op2,
+                transaction_id: t2,
+            },
+        ),
+    ];
+    expected.sort();
+    assert_eq!(trace, expected);
+    b.prepared(ldm2, op2, 2);
+    b.deliver(ldm1, AbortConf { tc_op: op1 });
+    b.deliver(ldm2, AbortConf { tc_op: op2 });
+    assert!(b.trace().is_empty(), "nobody to answer");
+    assert_eq!(
+        b.tc.transactions_in_use(),
+        1,
+        "the other client's transaction lives on"
+    );
+    b.prepared(ldm3, op3, 3);
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            OTHER_API,
+            TcKeyConf {
+                transaction_id: t3,
+                operations: 1,
+                committed: false,
+                gci: Gci(0)
+            }
+        )]
+    );
+    b.deliver(OTHER_API, TcRollbackReq { transaction_id: t3 });
+    b.deliver(ldm3, AbortConf { tc_op: op3 });
+    assert_eq!(b.trace().len(), 2);
+    b.assert_quiet();
+}
+
+#[test]
+fn api_failure_during_commit_finishes_the_commit_without_replies() {
+    let mut b = Bench::started(config());
+    let t = txn(API, 1);
+    let request = b.insert(t, 1, START | COMMIT, 1);
+    b.deliver(API, request);
+    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    b.prepared(ldm, tc_op, 1);
+    b.trace();
+    b.deliver(MEMBERSHIP, ApiFailRep { node: API.node });
+    assert!(b.trace().is_empty(), "a decided commit is not aborted");
+    b.deliver(ldm, CommitConf { tc_op });
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            ldm,
+            CompleteReq {
+                ldm_op: 1,
+                tc_op,
+                transaction_id: t
+            }
+        )],
+        "COMPLETE still runs, the TCKEYCONF is dropped"
+    );
+    b.deliver(ldm, CompleteConf { tc_op });
+    b.assert_quiet();
+}
+
+// ---------------------------------------------------------------------------
+// Refusals: none may panic, none may keep a record
+// ---------------------------------------------------------------------------
+
+#[test]
+fn requests_before_start_are_refused_with_node_not_started() {
+    let mut b = Bench::unstarted(config());
+    let t = txn(API, 1);
+    let request = b.insert(t, 4, START | COMMIT, 1);
+    b.deliver(API, request);
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            API,
+            TcKeyRef {
+                transaction_id: t,
+                client_op: 4,
+                error: ErrorCode::NodeNotStarted
+            }
+        )]
+    );
+    // Phases 1 and 2 are not enough.
+    for phase in 1..=2 {
+        b.deliver(MEMBERSHIP, StartPhaseReq { phase });
+    }
+    b.trace();
+    let request = b.insert(t, 4, START | COMMIT, 1);
+    b.deliver(API, request);
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            API,
+            TcKeyRef {
+                transaction_id: t,
+                client_op: 4,
+                error: ErrorCode::NodeNotStarted
+            }
+        )]
+    );
+    b.assert_quiet();
+}
+
+fn assert_refused(b: &mut Bench, from: BlockRef, request: TcKeyReq, error: ErrorCode) {
+    let (transaction_id, client_op) = (request.transaction_id, request.client_op);
+    b.deliver(from, request);
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            from,
+            TcKeyRef {
+                transaction_id,
+                client_op,
+                error
+            }
+        )]
+    );
+    b.assert_quiet();
+}
+
+#[test]
+fn unknown_table_and_stale_table_version_are_refused() {
+    let mut b = Bench::started(config());
+    let t = txn(API, 1);
+    let mut request = b.insert(t, 1, START | COMMIT, 1);
+    request.table_id = 99;
+    assert_refused(&mut b, API, request, ErrorCode::UnknownTable);
+    let mut request = b.insert(t, 2, START | COMMIT, 1);
+    request.table_id = 0;
+    assert_refused(&mut b, API, request, ErrorCode::UnknownTable);
+    let mut request = b.insert(t, 3, START | COMMIT, 1);
+    request.table_version = TABLE_VERSION - 1;
+    assert_refused(&mut b, API, request, ErrorCode::SchemaVersionMismatch);
+}
+
+#[test]
+fn bad_keys_are_refused() {
+    let mut b = Bench::started(config());
+    let t = txn(API, 1);
+    let mut request = b.insert(t, 1, START | COMMIT, 1);
+    request.key = b.section(&[(0, None)]);
+    assert_refused(&mut b, API, request, ErrorCode::NullNotAllowed);
+    let mut request = b.insert(t, 2, START | COMMIT, 1);
+    request.key = b.section(&[(0, Some(b"abc"))]);
+    assert_refused(&mut b, API, request, ErrorCode::BadValue);
+    let mut request = b.insert(t, 3, START | COMMIT, 1);
+    request.key = b.section(&[(1, Some(&1i32.to_le_bytes()))]);
+    assert_refused(&mut b, API, request, ErrorCode::BadRequest);
+    let mut request = b.insert(t, 4, START | COMMIT, 1);
+    request.key = b.section(&[]);
+    assert_refused(&mut b, API, request, ErrorCode::NullNotAllowed);
+}
+
+#[test]
+fn a_dropped_table_is_unknown() {
+    let mut b = Bench::started(config());
+    b.deliver(DICT, DropTabOrd { table_id: TABLE_ID });
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            DICT,
+            DropTabRep {
+                table_id: TABLE_ID,
+                busy: false
+            }
+        )]
+    );
+    let request = b.insert(txn(API, 1), 1, START | COMMIT, 1);
+    assert_refused(&mut b, API, request, ErrorCode::UnknownTable);
+    // Dropping an unknown table is answered too.
+    b.deliver(DICT, DropTabOrd { table_id: 1234 });
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            DICT,
+            DropTabRep {
+                table_id: 1234,
+                busy: false
+            }
+        )]
+    );
+}
+
+#[test]
+fn a_failing_operation_in_an_open_transaction_aborts_what_it_holds() {
+    let mut b = Bench::started(config());
+    let t = txn(API, 1);
+    let request = b.insert(t, 1, START | EXECUTE, 1);
+    b.deliver(API, request);
+    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    b.prepared(ldm, tc_op, 1);
+    b.trace();
+    let mut request = b.insert(t, 2, COMMIT, 2);
+    request.table_version += 1;
+    b.deliver(API, request);
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            ldm,
+            AbortReq {
+                tc_op,
+                transaction_id: t
+            }
+        )]
+    );
+    b.deliver(ldm, AbortConf { tc_op });
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            API,
+            TcKeyRef {
+                transaction_id: t,
+                client_op: 2,
+                error: ErrorCode::SchemaVersionMismatch
+            }
+        )]
+    );
+    b.assert_quiet();
+}
+
+#[test]
+fn too_many_operations_in_one_transaction_aborts_it() {
+    let mut b = Bench::started(TcConfig {
+        max_operations_per_transaction: 3,
+        ..config()
+    });
+    let t = txn(API, 1);
+    for (client_op, k) in [(1, 1), (2, 2), (3, 3)] {
+        let flags = if client_op == 1 { START } else { 0 };
+        let request = b.insert(t, client_op, flags, k);
+        b.deliver(API, request);
+    }
+    let ops = b.take_lqh_key_reqs();
+    assert_eq!(ops.len(), 3);
+    b.prepared(ops[0].0, ops[0].1, 100);
+    let request = b.insert(t, 4, COMMIT, 4);
+    b.deliver(API, request);
+    assert_eq!(
+        b.trace(),
+        ops.iter()
+            .map(|&(ldm, tc_op)| line(
+                TC,
+                ldm,
+                AbortReq {
+                    tc_op,
+                    transaction_id: t
+                }
+            ))
+            .collect::<Vec<_>>()
+    );
+    for &(ldm, tc_op) in &ops {
+        b.deliver(ldm, AbortConf { tc_op });
+    }
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            API,
+            TcKeyRef {
+                transaction_id: t,
+                client_op: 4,
+                error: ErrorCode::TooManyOperations
+            }
+        )]
+    );
+    b.assert_quiet();
+}
+
+#[test]
+fn out_of_transaction_records_is_refused_and_recovers() {
+    let mut b = Bench::started(config());
+    let mut open = Vec::new();
+    for n in 1..=4 {
+        let t = txn(API, n);
+        let request = b.insert(t, 1, START | EXECUTE, n as i32);
+        b.deliver(API, request);
+        let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
+            panic!("one LQHKEYREQ")
+        };
+        open.push((t, ldm, tc_op));
+    }
+    let request = b.insert(txn(API, 5), 7, START | COMMIT, 5);
+    b.deliver(API, request);
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            API,
+            TcKeyRef {
+                transaction_id: txn(API, 5),
+                client_op: 7,
+                error: ErrorCode::OutOfTransactionRecords
+            }
+        )]
+    );
+    // Free one; the next transaction gets its record.
+    let (t, ldm, tc_op) = open.remove(0);
+    b.deliver(
+        ldm,
+        LqhKeyRef {
+            tc_op,
+            error: ErrorCode::DuplicateKey,
+        },
+    );
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            API,
+            TcKeyRef {
+                transaction_id: t,
+                client_op: 1,
+                error: ErrorCode::DuplicateKey
+            }
+        )]
+    );
+    let request = b.insert(txn(API, 5), 7, START | EXECUTE, 5);
+    b.deliver(API, request);
+    let [(ldm5, op5)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    open.push((txn(API, 5), ldm5, op5));
+    for (t, ldm, tc_op) in open {
+        b.deliver(API, TcRollbackReq { transaction_id: t });
+        b.deliver(ldm, AbortConf { tc_op });
+    }
+    b.assert_quiet();
+}
+
+#[test]
+fn out_of_operation_records_aborts_the_transaction() {
+    let mut b = Bench::started(TcConfig {
+        max_operations: 2,
+        ..config()
+    });
+    let (t1, t2) = (txn(API, 1), txn(API, 2));
+    let request = b.insert(t1, 1, START, 1);
+    b.deliver(API, request);
+    let request = b.insert(t1, 2, 0, 2);
+    b.deliver(API, request);
+    let ops = b.take_lqh_key_reqs();
+    let request = b.insert(t2, 1, START | COMMIT, 3);
+    assert_refused_keeping(&mut b, request, ErrorCode::OutOfOperationRecords);
+    // t1 is untouched and finishes.
+    let request = b.insert(t1, 3, COMMIT, 4);
+    b.deliver(API, request);
+    assert_eq!(
+        b.trace(),
+        ops.iter()
+            .map(|&(ldm, tc_op)| line(
+                TC,
+                ldm,
+                AbortReq {
+                    tc_op,
+                    transaction_id: t1
+                }
+            ))
+            .collect::<Vec<_>>(),
+        "t1's third operation finds no record either"
+    );
+    for &(ldm, tc_op) in &ops {
+        b.deliver(ldm, AbortConf { tc_op });
+    }
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            API,
+            TcKeyRef {
+                transaction_id: t1,
+                client_op: 3,
+                error: ErrorCode::OutOfOperationRecords
+            }
+        )]
+    );
+    b.assert_quiet();
+}
+
+/// Like `assert_refused`, for a tc that still holds other transactions.
+fn assert_refused_keeping(b: &mut Bench, request: TcKeyReq, error: ErrorCode) {
+    let (transaction_id, client_op) = (request.transaction_id, request.client_op);
+    let before = b.tc.transactions_in_use();
+    b.deliver(API, request);
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            API,
+            TcKeyRef {
+                transaction_id,
+                client_op,
+                error
+            }
+        )]
+    );
+    assert_eq!(b.tc.transactions_in_use(), before);
+}
+
+#[test]
+fn forged_and_misdirected_requests_are_bad_requests() {
+    let mut b = Bench::started(config());
+    // The transaction id names API node 11, but node 10 sends it.
+    let request = b.insert(txn(OTHER_API, 1), 1, START | COMMIT, 1);
+    assert_refused(&mut b, API, request, ErrorCode::BadRequest);
+    // A block that is not an API node.
+    let request = b.insert(
+        TransactionId(u64::from(NODE.0) << 48 | 1),
+        1,
+        START | COMMIT,
+        1,
+    );
+    assert_refused(&mut b, DICT, request, ErrorCode::BadRequest);
+    // An operation for a transaction that was never started.
+    let request = b.insert(txn(API, 2), 1, COMMIT, 1);
+    assert_refused(&mut b, API, request, ErrorCode::UnknownTransaction);
+
+    // START for a transaction that exists, and another API instance of the
+    // same node using it: refused without harming it.
+    let t = txn(API, 3);
+    let request = b.insert(t, 1, START | EXECUTE, 1);
+    b.deliver(API, request);
+    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    let request = b.insert(t, 2, START | EXECUTE, 2);
+    assert_refused_keeping(&mut b, request, ErrorCode::BadRequest);
+    let twin = BlockRef::new(API.node, BlockKind::Api, 1);
+    let request = b.insert(t, 3, EXECUTE, 3);
+    b.deliver(twin, request);
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            twin,
+            TcKeyRef {
+                transaction_id: t,
+                client_op: 3,
+                error: ErrorCode::BadRequest
+            }
+        )]
+    );
+    b.deliver(twin, TcCommitReq { transaction_id: t });
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            twin,
+            TcKeyRef {
+                transaction_id: t,
+                client_op: NO_OP,
+                error: ErrorCode::UnknownTransaction
+            }
+        )]
+    );
+    // An operation after the batch closed is refused; the batch goes on.
+    let request = b.insert(t, 4, EXECUTE, 4);
+    assert_refused_keeping(&mut b, request, ErrorCode::BadRequest);
+    b.prepared(ldm, tc_op, 1);
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            API,
+            TcKeyConf {
+                transaction_id: t,
+                operations: 1,
+                committed: false,
+                gci: Gci(0)
+            }
+        )]
+    );
+    b.deliver(API, TcCommitReq { transaction_id: t });
+    b.deliver(ldm, CommitConf { tc_op });
+    b.deliver(ldm, CompleteConf { tc_op });
+    b.trace();
+    b.assert_quiet();
+}
+
+#[test]
+fn rollback_of_a_committing_transaction_is_refused() {
+    let mut b = Bench::started(config());
+    b.deliver(DIH, GcpPrepare { new_gci: G2 });
+    b.trace();
+    let t = txn(API, 1);
+    let request = b.insert(t, 1, START | COMMIT, 1);
+    b.deliver(API, request);
+    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    b.prepared(ldm, tc_op, 1);
+    b.deliver(API, TcRollbackReq { transaction_id: t });
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            API,
+            TcKeyRef {
+                transaction_id: t,
+                client_op: NO_OP,
+                error: ErrorCode::BadRequest
+            }
+        )],
+        "the commit was decided (waiting for its GCI)"
+    );
+    b.deliver(DIH, GcpCommit { gci: G2 });
+    b.deliver(ldm, CommitConf { tc_op });
+    b.deliver(ldm, CompleteConf { tc_op });
+    let trace = b.trace();
+    assert!(trace.contains(&line(
+        TC,
+        API,
+        TcKeyConf {
+            transaction_id: t,
+            operations: 1,
+            committed: true,
+            gci: G2
+        }
+    )));
+    b.assert_quiet();
+}
+
+#[test]
+fn many_transactions_reuse_records() {
+    let mut b = Bench::started(TcConfig {
+        max_transactions: 1,
+        max_operations: 2,
+        ..config()
+    });
+    for n in 1..=50u64 {
+        let t = txn(API, n);
+        let request = b.insert(t, 1, START, n as i32);
+        b.deliver(API, request);
+        let request = b.insert(t, 2, COMMIT, n as i32 + 1000);
+        b.deliver(API, request);
+        let ops = b.take_lqh_key_reqs();
+        for (i, &(ldm, tc_op)) in ops.iter().enumerate() {
+            b.prepared(ldm, tc_op, i as u32);
+        }
+        for &(ldm, tc_op) in &ops {
+            b.deliver(ldm, CommitConf { tc_op });
+        }
+        for &(ldm, tc_op) in &ops {
+            b.deliver(ldm, CompleteConf { tc_op });
+        }
+        let trace = b.trace();
+        assert_eq!(trace.len(), 2 + 1 + 2, "COMMIT x2, TCKEYCONF, COMPLETE x2");
+        b.assert_quiet();
+    }
+    assert_eq!(b.tc.counters().commits, 50);
+}
+
+/// The lock wait timeout is measured from the start of the batch, not from
+/// when the unanswered operation was sent: a client that sends a batch's
+/// operations over more than `lock_wait_timeout_ms` has its last operation
+/// aborted as a deadlock although it waited only briefly.
+#[test]
+fn lock_wait_timeout_counts_from_the_unanswered_operation() {
+    let mut b = Bench::started(config());
+    let t = txn(API, 1);
+    let request = b.insert(t, 1, START, 1);
+    b.deliver(API, request);
+    let [(ldm1, op1)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    b.prepared(ldm1, op1, 1);
+    b.ctx.now_ms = LOCK_WAIT_MS - 50;
+    let request = b.insert(t, 2, EXECUTE, 2);
+    b.deliver(API, request);
+    let [(ldm2, op2)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    // op2 has waited 100 ms.
+    b.ctx.now_ms = LOCK_WAIT_MS + 50;
+    b.deliver(TC, scan());
+    assert_eq!(
+        b.trace(),
+        vec![rearm()],
+        "no operation waited a whole lock wait timeout"
+    );
+    b.prepared(ldm2, op2, 2);
+    b.deliver(API, TcRollbackReq { transaction_id: t });
+    b.deliver(ldm1, AbortConf { tc_op: op1 });
+    b.deliver(ldm2, AbortConf { tc_op: op2 });
+    b.assert_quiet();
+}
+
+/// The client streams a batch; an early operation fails. Operations that
+/// arrive while the abort runs are dropped, those that arrive after it are
+/// refused; none is executed and nothing leaks.
+#[test]
+fn operations_arriving_after_the_batch_failed_are_not_executed() {
+    let mut b = Bench::started(config());
+    let t = txn(API, 1);
+    let request = b.insert(t, 1, START, 1);
+    b.deliver(API, request);
+    let request = b.insert(t, 2, 0, 2);
+    b.deliver(API, request);
+    let ops = b.take_lqh_key_reqs();
+    let [(ldm1, op1), (ldm2, op2)] = ops[..] else {
+        panic!("two LQHKEYREQs")
+    };
+    b.prepared(ldm1, op1, 1);
+    b.deliver(
+        ldm2,
+        LqhKeyRef {
+            tc_op: op2,
+            error: ErrorCode::DuplicateKey,
+        },
+    );
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            ldm1,
+            AbortReq {
+                tc_op: op1,
+                transaction_id: t
+            }
+        )]
+    );
+    // Aborting: the rest of the batch is dropped.
+    let request = b.insert(t, 3, 0, 3);
+    b.deliver(API, request);
+    assert!(b.trace().is_empty());
+    b.deliver(ldm1, AbortConf { tc_op: op1 });
+    assert_eq!(
+        b.trace(),
+        vec![line(
+            TC,
+            API,
+            TcKeyRef {
+                transaction_id: t,
+                client_op: 2,
+                error: ErrorCode::DuplicateKey
+            }
+        )]
+    );
+    // Finished: the batch's last operation is refused, not executed.
+    let request = b.insert(t, 4, COMMIT, 4);
+    b.deliver(API, request);
+    let trace = b.trace();
+    assert_eq!(trace.len(), 1);
+    assert!(trace[0].contains("TcKeyRef"), "{trace:?}");
+    b.assert_quiet();
+}
