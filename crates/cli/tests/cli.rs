@@ -1,0 +1,449 @@
+//! The `tessera` command line against real processes: `bench keylookup`
+//! over every phase with every read verified; the JSON of `mgm -e show`
+//! and `mgm -e "all report threads"`; `demo` printing its ready line and
+//! stopping every process it started on SIGTERM, and refusing a non-empty
+//! data directory; `--help` of every subcommand.
+
+mod common;
+
+use common::{
+    data_node, free_port, fresh_dir, process_alive, run_tessera, send_signal, threads_of_node2,
+    wait_timeout, ClusterOptions, TestCluster, TESSERA,
+};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Upper bound for a whole benchmark run or a quick command.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
+
+const RECORDS: u64 = 20_000;
+
+fn parse_json(text: &str, what: &str) -> Value {
+    serde_json::from_str(text.trim()).unwrap_or_else(|error| panic!("{what}: {error}: {text:?}"))
+}
+
+#[test]
+fn bench_keylookup_and_mgm_json() {
+    let processes = TestCluster::start(ClusterOptions {
+        name: "cli-bench",
+        data_memory: "64M",
+        ..Default::default()
+    });
+    let mgmd = processes.mgmd_addr();
+    let records = RECORDS.to_string();
+    let finished = run_tessera(
+        &[
+            "bench",
+            "keylookup",
+            "--mgmd",
+            &mgmd,
+            "--records",
+            &records,
+            "--phases",
+            "insert,read,update,read,delete",
+            "--json",
+        ],
+        COMMAND_TIMEOUT,
+    );
+    assert!(finished.status.success(), "bench failed: {finished:?}");
+    let report = parse_json(&finished.stdout, "bench --json");
+    let phases = report["phases"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no phases: {report}"));
+    let names: Vec<&str> = phases.keys().map(String::as_str).collect();
+    let mut expected_names = vec!["insert", "read", "update", "read#2", "delete"];
+    let mut sorted_names = names.clone();
+    sorted_names.sort_unstable();
+    expected_names.sort_unstable();
+    assert_eq!(sorted_names, expected_names, "{report}");
+    for (name, phase) in phases {
+        assert_eq!(phase["errors"], 0, "{name}: {phase}");
+        assert_eq!(phase["mismatches"], 0, "{name}: {phase}");
+        assert_eq!(phase["operations"], RECORDS, "{name}: {phase}");
+        if phase["kind"] == "read" {
+            assert_eq!(
+                phase["verified"], RECORDS,
+                "{name}: every read verified: {phase}"
+            );
+        }
+    }
+
+    // `mgm -e show --json`: the documented shape, the real pid.
+    let finished = run_tessera(
+        &["mgm", "--mgmd", &mgmd, "-e", "show", "--json"],
+        COMMAND_TIMEOUT,
+    );
+    assert!(finished.status.success(), "{finished:?}");
+    let show = parse_json(&finished.stdout, "show --json");
+    let top: BTreeSet<&str> = show
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(top, BTreeSet::from(["latest_gci", "nodes"]), "{show}");
+    assert!(show["latest_gci"].is_u64(), "{show}");
+    let node = data_node(&show, 2).unwrap_or_else(|| panic!("no data node 2: {show}"));
+    for (field, want) in [
+        ("id", Value::from(2)),
+        ("type", Value::from("data")),
+        ("group", Value::from(0)),
+        ("state", Value::from("started")),
+        ("pid", Value::from(processes.node_pid())),
+        ("start_count", Value::from(1)),
+    ] {
+        assert_eq!(node[field], want, "{field} in {node}");
+    }
+    assert!(
+        show["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .all(|node| node["id"].is_u64() && node["type"].is_string()),
+        "{show}"
+    );
+    assert!(
+        show["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .any(|node| node["type"] == "mgmd"),
+        "{show}"
+    );
+    let text = run_tessera(&["mgm", "--mgmd", &mgmd, "-e", "show"], COMMAND_TIMEOUT);
+    assert!(text.status.success(), "{text:?}");
+    assert!(
+        text.stdout
+            .contains(&format!("started, pid {}", processes.node_pid())),
+        "{}",
+        text.stdout
+    );
+
+    // `mgm -e "all report threads" --json`: every thread with its role and
+    // signals; ldm threads with the partitions they own.
+    let finished = run_tessera(
+        &["mgm", "--mgmd", &mgmd, "-e", "all report threads", "--json"],
+        COMMAND_TIMEOUT,
+    );
+    assert!(finished.status.success(), "{finished:?}");
+    let report = parse_json(&finished.stdout, "all report threads --json");
+    assert_eq!(
+        report["nodes"].as_array().map(Vec::len),
+        Some(1),
+        "one data node: {report}"
+    );
+    let threads = threads_of_node2(&report);
+    let roles: BTreeSet<&str> = threads
+        .iter()
+        .map(|thread| thread["role"].as_str().expect("role"))
+        .collect();
+    assert_eq!(
+        roles,
+        BTreeSet::from(["ldm", "tc", "main", "recv", "send"]),
+        "{report}"
+    );
+    let mut owned = Vec::new();
+    for thread in &threads {
+        assert!(thread["name"].is_string(), "{thread}");
+        assert!(thread["signals"].is_u64(), "{thread}");
+        match thread["role"].as_str() {
+            Some("ldm") => {
+                let partitions = thread["partitions"]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("ldm without partitions: {thread}"));
+                assert!(!partitions.is_empty(), "{thread}");
+                owned.extend(partitions.iter().map(|p| p.as_u64().expect("partition")));
+                assert!(
+                    thread["signals"].as_u64() > Some(0),
+                    "an ldm served the benchmark: {thread}"
+                );
+            }
+            Some("tc") => assert!(thread["signals"].as_u64() > Some(0), "{thread}"),
+            _ => {}
+        }
+    }
+    assert_eq!(
+        threads
+            .iter()
+            .filter(|thread| thread["role"] == "ldm")
+            .count(),
+        2,
+        "{report}"
+    );
+    let distinct: BTreeSet<u64> = owned.iter().copied().collect();
+    assert_eq!(
+        distinct.len(),
+        owned.len(),
+        "no partition owned twice: {report}"
+    );
+    let text = run_tessera(
+        &["mgm", "--mgmd", &mgmd, "-e", "all report threads"],
+        COMMAND_TIMEOUT,
+    );
+    assert!(text.status.success(), "{text:?}");
+    assert_eq!(
+        text.stdout.lines().count(),
+        threads.len(),
+        "{}",
+        text.stdout
+    );
+
+    let unknown = run_tessera(
+        &["mgm", "--mgmd", &mgmd, "-e", "reboot all"],
+        COMMAND_TIMEOUT,
+    );
+    assert!(!unknown.status.success(), "{unknown:?}");
+}
+
+/// Kills a demo's process group if the test fails before stopping it.
+struct DemoGuard(u32);
+
+impl Drop for DemoGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // The demo leads its own process group (setpgid in demo.rs):
+            // this reaches the demo and every child it started, nothing else.
+            send_signal(self.0, libc::SIGTERM);
+            std::thread::sleep(Duration::from_secs(2));
+            // SAFETY: kill(2) on the process group the demo created.
+            unsafe {
+                libc::kill(-(self.0 as libc::pid_t), libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// A base port P with P and P+1 free (the demo uses P for mgmd and P+1 for
+/// its data node).
+fn free_port_pair() -> u16 {
+    for _ in 0..100 {
+        let port = free_port();
+        if port < u16::MAX - 20 && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no two consecutive free ports");
+}
+
+/// A running `tessera demo` whose ready line was read.
+struct StartedDemo {
+    demo: Child,
+    guard: DemoGuard,
+    ready: String,
+    base_port: u16,
+    data_dir: PathBuf,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+/// Starts a demo on free ports and reads its ready line; retries with new
+/// ports when one was taken between picking and binding it.
+fn start_demo(dir: &Path) -> StartedDemo {
+    for attempt in 0..5 {
+        let data_dir = dir.join(format!("data{attempt}"));
+        let base_port = free_port_pair();
+        let mut demo = Command::new(TESSERA)
+            .args([
+                "demo",
+                "--base-port",
+                &base_port.to_string(),
+                "--data-dir",
+                &data_dir.to_string_lossy(),
+                "--data-memory",
+                "16M",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start demo");
+        let guard = DemoGuard(demo.id());
+        let (lines, receiver) = mpsc::channel();
+        let stdout = demo.stdout.take().expect("piped");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if lines.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = demo.stderr.take().expect("piped");
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                text.push_str(&line);
+                text.push('\n');
+            }
+            text
+        });
+        match receiver.recv_timeout(Duration::from_secs(180)) {
+            Ok(ready) => {
+                return StartedDemo {
+                    demo,
+                    guard,
+                    ready,
+                    base_port,
+                    data_dir,
+                    stderr,
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                // The demo exited without a ready line.
+                let _ = wait_timeout(&mut demo, Duration::from_secs(30));
+                let mut text = stderr.join().unwrap_or_default();
+                for log in ["mgmd.log", "node2.log"] {
+                    text.push_str(&std::fs::read_to_string(data_dir.join(log)).unwrap_or_default());
+                }
+                if text.to_lowercase().contains("address already in use") {
+                    continue;
+                }
+                panic!("the demo exited before its ready line: {text}");
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => panic!("no ready line from the demo"),
+        }
+    }
+    panic!("the demo never found its ports free");
+}
+
+#[test]
+fn demo_prints_ready_and_stops_everything_on_sigterm() {
+    let dir = fresh_dir("demo");
+    let StartedDemo {
+        mut demo,
+        guard,
+        ready,
+        base_port,
+        data_dir,
+        stderr,
+    } = start_demo(&dir);
+    let prefix = format!("ready mgmd=127.0.0.1:{base_port}");
+    assert!(
+        ready.starts_with(&prefix),
+        "{ready:?} should start with {prefix:?}"
+    );
+    assert!(ready.starts_with("ready mgmd=127.0.0.1:"));
+
+    // The cluster it announced works, and names its processes.
+    let mgmd = format!("127.0.0.1:{base_port}");
+    let finished = run_tessera(
+        &["mgm", "--mgmd", &mgmd, "-e", "show", "--json"],
+        COMMAND_TIMEOUT,
+    );
+    assert!(finished.status.success(), "{finished:?}");
+    let show = parse_json(&finished.stdout, "show --json");
+    let node = data_node(&show, 2).unwrap_or_else(|| panic!("no node 2: {show}"));
+    assert_eq!(node["state"], "started", "{show}");
+    let pids: Vec<u32> = show["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter_map(|node| node["pid"].as_u64())
+        .map(|pid| pid as u32)
+        .collect();
+    assert_eq!(pids.len(), 2, "mgmd and the data node report pids: {show}");
+    for &pid in &pids {
+        assert!(process_alive(pid), "pid {pid} runs: {show}");
+        assert_ne!(pid, demo.id(), "the demo starts separate processes");
+    }
+    let finished = run_tessera(
+        &[
+            "bench",
+            "keylookup",
+            "--mgmd",
+            &mgmd,
+            "--records",
+            "500",
+            "--threads",
+            "2",
+        ],
+        COMMAND_TIMEOUT,
+    );
+    assert!(finished.status.success(), "{finished:?}");
+
+    send_signal(demo.id(), libc::SIGTERM);
+    let status = wait_timeout(&mut demo, Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("the demo did not exit on SIGTERM"));
+    let stderr = stderr.join().unwrap_or_default();
+    assert!(status.success(), "demo exit {status}: {stderr}");
+    for pid in pids {
+        assert!(
+            !process_alive(pid),
+            "pid {pid} still runs after the demo stopped: {stderr}"
+        );
+    }
+    drop(guard);
+    assert!(
+        data_dir.join("config.toml").exists(),
+        "the data directory is kept"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn demo_refuses_a_non_empty_data_dir() {
+    let dir = fresh_dir("demo-non-empty");
+    std::fs::write(dir.join("precious.txt"), "keep me").expect("write");
+    let port = free_port_pair().to_string();
+    let finished = run_tessera(
+        &[
+            "demo",
+            "--base-port",
+            &port,
+            "--data-dir",
+            &dir.to_string_lossy(),
+        ],
+        COMMAND_TIMEOUT,
+    );
+    assert!(!finished.status.success(), "{finished:?}");
+    assert!(
+        finished.stderr.contains("not empty"),
+        "{:?}",
+        finished.stderr
+    );
+    assert!(!finished.stdout.contains("ready"), "{:?}", finished.stdout);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("precious.txt"))
+            .ok()
+            .as_deref(),
+        Some("keep me"),
+        "nothing in the directory is touched"
+    );
+    assert_eq!(
+        std::fs::read_dir(&dir).expect("dir").count(),
+        1,
+        "nothing is added either"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for args in [
+        &["--help"][..],
+        &["mgmd", "--help"][..],
+        &["node", "--help"][..],
+        &["mgm", "--help"][..],
+        &["bench", "--help"][..],
+        &["bench", "keylookup", "--help"][..],
+        &["demo", "--help"][..],
+        &["help"][..],
+    ] {
+        let finished = run_tessera(args, COMMAND_TIMEOUT);
+        assert!(finished.status.success(), "{args:?}: {finished:?}");
+        assert!(
+            finished.stdout.contains("Usage:"),
+            "{args:?}: {}",
+            finished.stdout
+        );
+    }
+    let version = run_tessera(&["--version"], COMMAND_TIMEOUT);
+    assert!(version.status.success() && version.stdout.starts_with("tessera "));
+    let nothing = run_tessera(&[], COMMAND_TIMEOUT);
+    assert!(!nothing.status.success(), "no subcommand is an error");
+}

@@ -1,0 +1,494 @@
+//! Harness for the cluster tests: a real `tessera mgmd` and `tessera node`
+//! (one data node, two ldm threads, one tc thread) as child processes on
+//! loopback, in a fresh directory, stopped when the `TestCluster` drops.
+//!
+//! Every test starts its own cluster, so tests running in parallel threads
+//! never share state. Ports come from the kernel (bind port 0, read it,
+//! drop); another process may take one in between, so a start that fails
+//! with "address already in use" is retried with new ports.
+//!
+//! Timeouts here are generous upper bounds for a shared 2-core machine,
+//! never assertions about speed.
+
+// Each test binary includes this module and uses a different part of it.
+#![allow(dead_code)]
+
+use client::{ClientError, Cluster, ErrorCode};
+use mgmd::client::MgmClient;
+use serde_json::Value;
+use std::fs;
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// The binary under test, built by cargo for integration tests.
+pub const TESSERA: &str = env!("CARGO_BIN_EXE_tessera");
+
+/// Longest wait for a cluster to come up (mgmd listening, node started).
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Longest wait for a process to exit after SIGTERM before SIGKILL.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Attempts at starting a cluster when a port was taken meanwhile.
+const START_ATTEMPTS: u32 = 5;
+
+/// What to put in the generated config.
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    /// Names the directory, so the logs of a failed test are easy to find.
+    pub name: &'static str,
+    /// `cluster.data_memory` (split evenly over the two ldm threads).
+    pub data_memory: &'static str,
+    /// `cluster.lock_wait_timeout_ms`.
+    pub lock_wait_timeout_ms: u64,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions {
+            name: "cluster",
+            data_memory: "32M",
+            lock_wait_timeout_ms: 1200,
+        }
+    }
+}
+
+/// A running mgmd and data node 2. Dropping it stops both (SIGTERM, then
+/// SIGKILL) and, when the thread is panicking, prints their logs.
+pub struct TestCluster {
+    dir: PathBuf,
+    mgmd_port: u16,
+    node_port: u16,
+    mgmd: Option<Child>,
+    node: Option<Child>,
+    /// Set once the logs were printed, so they are not printed twice.
+    logs_printed: bool,
+    /// Set once started: a passing test's directory is removed on drop
+    /// (a failed start attempt's is reused by the next attempt).
+    remove_dir_on_drop: bool,
+}
+
+enum StartError {
+    /// A port was taken by someone else between picking and binding it.
+    PortTaken(String),
+    Failed(String),
+}
+
+impl TestCluster {
+    /// Writes a config into a fresh directory, starts mgmd and data node 2
+    /// and waits until mgmd reports the node started.
+    pub fn start(options: ClusterOptions) -> TestCluster {
+        let dir = fresh_dir(options.name);
+        let mut reasons = Vec::new();
+        for _ in 0..START_ATTEMPTS {
+            let (mgmd_port, node_port) = two_free_ports();
+            let mut cluster = TestCluster {
+                dir: dir.clone(),
+                mgmd_port,
+                node_port,
+                mgmd: None,
+                node: None,
+                logs_printed: false,
+                remove_dir_on_drop: false,
+            };
+            match cluster.try_start(&options) {
+                Ok(()) => {
+                    cluster.remove_dir_on_drop = true;
+                    return cluster;
+                }
+                Err(StartError::PortTaken(reason)) => {
+                    cluster.stop_processes();
+                    reasons.push(reason);
+                }
+                Err(StartError::Failed(reason)) => {
+                    cluster.stop_processes();
+                    cluster.print_logs();
+                    panic!("cluster {:?} did not start: {reason}", options.name);
+                }
+            }
+        }
+        panic!(
+            "cluster {:?} did not start in {START_ATTEMPTS} attempts, ports always taken: {reasons:?}",
+            options.name
+        );
+    }
+
+    fn try_start(&mut self, options: &ClusterOptions) -> Result<(), StartError> {
+        let config = self.dir.join("config.toml");
+        fs::write(&config, self.config_text(options))
+            .map_err(|error| StartError::Failed(format!("cannot write the config: {error}")))?;
+        let config_arg = config.to_string_lossy().into_owned();
+        self.mgmd = Some(spawn_logged(
+            &["mgmd", "--config", &config_arg],
+            &self.dir.join("mgmd.log"),
+        ));
+        let deadline = Instant::now() + START_TIMEOUT;
+        let mgmd_addr = self.mgmd_addr();
+        loop {
+            if let Some(status) = try_wait(self.mgmd.as_mut()) {
+                return Err(self.start_failure("mgmd", status, "mgmd.log"));
+            }
+            // The log line proves that this mgmd, not some other process
+            // that took the port, is the one listening.
+            if read_log(&self.dir.join("mgmd.log")).contains("listening on")
+                && MgmClient::connect(&mgmd_addr).is_ok()
+            {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(StartError::Failed(format!(
+                    "mgmd did not listen on {mgmd_addr} within {START_TIMEOUT:?}"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.node = Some(spawn_logged(
+            &["node", "--mgmd", &mgmd_addr, "--node-id", "2"],
+            &self.dir.join("node2.log"),
+        ));
+        let node_pid = self.node_pid();
+        loop {
+            if let Some(status) = try_wait(self.node.as_mut()) {
+                return Err(self.start_failure("node 2", status, "node2.log"));
+            }
+            if let Some(status) = try_wait(self.mgmd.as_mut()) {
+                return Err(StartError::Failed(format!(
+                    "mgmd exited with {status} while node 2 was starting"
+                )));
+            }
+            if let Ok(show) = MgmClient::connect(&mgmd_addr).and_then(|mut mgm| mgm.show()) {
+                if let Some(node) = data_node(&show, 2) {
+                    if node["state"] == "started" && node["pid"] == node_pid {
+                        return Ok(());
+                    }
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(StartError::Failed(format!(
+                    "node 2 was not started within {START_TIMEOUT:?}"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn start_failure(&self, who: &str, status: ExitStatus, log: &str) -> StartError {
+        let text = read_log(&self.dir.join(log));
+        if text.to_lowercase().contains("address already in use") {
+            StartError::PortTaken(format!("{who}: {}", text.trim()))
+        } else {
+            StartError::Failed(format!("{who} exited with {status} during start"))
+        }
+    }
+
+    fn config_text(&self, options: &ClusterOptions) -> String {
+        format!(
+            "# Generated by the cli cluster tests.\n\
+             [mgmd]\nnode_id = 1\nhost = \"127.0.0.1\"\nport = {mgmd_port}\n\n\
+             [cluster]\nreplicas = 1\ndata_memory = \"{data_memory}\"\n\
+             lock_wait_timeout_ms = {lock_wait}\n\n\
+             [threads]\nldm = 2\ntc = 1\nrecv = 1\nsend = 1\nmain = 1\nspin_us = 0\n\n\
+             [[data_node]]\nid = 2\nhost = \"127.0.0.1\"\nport = {node_port}\ndata_dir = \"node2\"\n",
+            mgmd_port = self.mgmd_port,
+            node_port = self.node_port,
+            data_memory = options.data_memory,
+            lock_wait = options.lock_wait_timeout_ms,
+        )
+    }
+
+    /// mgmd's address, `127.0.0.1:PORT`.
+    pub fn mgmd_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.mgmd_port)
+    }
+
+    /// Data node 2's address, `127.0.0.1:PORT`.
+    pub fn node_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.node_port)
+    }
+
+    /// The pid of the `tessera node` process this harness started.
+    pub fn node_pid(&self) -> u32 {
+        self.node.as_ref().expect("node started").id()
+    }
+
+    /// The cluster's directory (config and logs).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Both logs, with headers.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        for name in ["mgmd.log", "node2.log"] {
+            out.push_str(&format!("----- {} -----\n", self.dir.join(name).display()));
+            out.push_str(&read_log(&self.dir.join(name)));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The data node's log so far.
+    pub fn node_log(&self) -> String {
+        read_log(&self.dir.join("node2.log"))
+    }
+
+    fn print_logs(&mut self) {
+        if !self.logs_printed {
+            self.logs_printed = true;
+            eprintln!("{}", self.logs());
+        }
+    }
+
+    /// Whether the data node process is still running.
+    pub fn node_is_running(&mut self) -> bool {
+        try_wait(self.node.as_mut()).is_none()
+    }
+
+    /// A client (API node) connected through mgmd.
+    pub fn connect(&self) -> Cluster {
+        Cluster::connect(&self.mgmd_addr())
+            .unwrap_or_else(|error| panic!("client cannot connect: {error}"))
+    }
+
+    /// `show`, as mgmd answers it.
+    pub fn show(&self) -> Value {
+        MgmClient::connect(&self.mgmd_addr())
+            .and_then(|mut mgm| mgm.show())
+            .unwrap_or_else(|error| panic!("mgm show: {error}"))
+    }
+
+    /// `all report threads`, as mgmd answers it.
+    pub fn report_threads(&self) -> Value {
+        MgmClient::connect(&self.mgmd_addr())
+            .and_then(|mut mgm| mgm.report_threads())
+            .unwrap_or_else(|error| panic!("mgm all report threads: {error}"))
+    }
+
+    /// Asserts that the node process runs and mgmd still shows it started
+    /// with the same pid and start count 1 (it never restarted).
+    pub fn assert_node_serving(&mut self) {
+        assert!(self.node_is_running(), "the data node process exited");
+        let show = self.show();
+        let node = data_node(&show, 2).unwrap_or_else(|| panic!("no node 2 in {show}"));
+        assert_eq!(node["state"], "started", "{show}");
+        assert_eq!(node["pid"], self.node_pid(), "{show}");
+        assert_eq!(node["start_count"], 1, "{show}");
+    }
+
+    /// Stops the node, then mgmd, with SIGTERM; returns the node's exit
+    /// status (or `None` if it needed SIGKILL).
+    pub fn shutdown(mut self) -> Option<ExitStatus> {
+        let node = terminate(self.node.take());
+        terminate(self.mgmd.take());
+        node
+    }
+
+    fn stop_processes(&mut self) {
+        if let Some(node) = self.node.take() {
+            if terminate(Some(node)).is_none() {
+                // Only reported: the test's own assertions decide its outcome.
+                eprintln!("note: data node in {} needed SIGKILL", self.dir.display());
+            }
+        }
+        terminate(self.mgmd.take());
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        self.stop_processes();
+        if std::thread::panicking() {
+            self.print_logs();
+        } else if self.remove_dir_on_drop {
+            // Keep nothing of a passing test; a failing one keeps its logs.
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Node `id` of type data in a `show` answer.
+pub fn data_node(show: &Value, id: u64) -> Option<&Value> {
+    show["nodes"]
+        .as_array()?
+        .iter()
+        .find(|node| node["type"] == "data" && node["id"] == id)
+}
+
+/// A new empty directory under cargo's temporary directory for tests.
+pub fn fresh_dir(name: &str) -> PathBuf {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("cli-cluster-tests")
+        .join(format!(
+            "{name}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir)
+        .unwrap_or_else(|error| panic!("cannot create {}: {error}", dir.display()));
+    dir
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("can bind a loopback port")
+        .port()
+}
+
+/// Two different free ports (both held while the second is picked).
+fn two_free_ports() -> (u16, u16) {
+    let first = TcpListener::bind("127.0.0.1:0").expect("can bind a loopback port");
+    let second = TcpListener::bind("127.0.0.1:0").expect("can bind a loopback port");
+    (
+        first.local_addr().expect("bound").port(),
+        second.local_addr().expect("bound").port(),
+    )
+}
+
+fn spawn_logged(args: &[&str], log: &Path) -> Child {
+    let file = fs::File::create(log)
+        .unwrap_or_else(|error| panic!("cannot create {}: {error}", log.display()));
+    let file_for_stderr = file.try_clone().expect("log file handle");
+    Command::new(TESSERA)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(file)
+        .stderr(file_for_stderr)
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot start tessera {args:?}: {error}"))
+}
+
+fn read_log(path: &Path) -> String {
+    fs::read(path)
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default()
+}
+
+fn try_wait(child: Option<&mut Child>) -> Option<ExitStatus> {
+    child.and_then(|child| child.try_wait().ok().flatten())
+}
+
+/// SIGTERM, wait up to `STOP_TIMEOUT`, then SIGKILL. Returns the exit
+/// status when the process exited on its own (or had already exited).
+pub fn terminate(child: Option<Child>) -> Option<ExitStatus> {
+    let mut child = child?;
+    if let Ok(Some(status)) = child.try_wait() {
+        return Some(status);
+    }
+    send_signal(child.id(), libc::SIGTERM);
+    if let Some(status) = wait_timeout(&mut child, STOP_TIMEOUT) {
+        return Some(status);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// Sends `signal` to process `pid` (one this test started).
+pub fn send_signal(pid: u32, signal: libc::c_int) {
+    // SAFETY: kill(2) touches no memory of ours.
+    unsafe {
+        libc::kill(pid as libc::pid_t, signal);
+    }
+}
+
+/// Waits for `child` to exit, at most `timeout`.
+pub fn wait_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether process `pid` exists and is not a zombie.
+pub fn process_alive(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state is the first field after the parenthesised name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+/// What a finished `tessera` command printed.
+#[derive(Debug)]
+pub struct Finished {
+    /// Exit status.
+    pub status: ExitStatus,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+/// Runs `tessera args` to completion (killed and failed after `timeout`).
+pub fn run_tessera(args: &[&str], timeout: Duration) -> Finished {
+    let mut child = Command::new(TESSERA)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot start tessera {args:?}: {error}"));
+    let stdout = read_in_background(child.stdout.take().expect("piped"));
+    let stderr = read_in_background(child.stderr.take().expect("piped"));
+    let status = match wait_timeout(&mut child, timeout) {
+        Some(status) => status,
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "tessera {args:?} did not finish within {timeout:?}; stderr: {}",
+                stderr.join().unwrap_or_default()
+            );
+        }
+    };
+    Finished {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
+}
+
+fn read_in_background(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
+
+/// The error code of a failed client call, failing the test on success.
+pub fn code_of<T: std::fmt::Debug>(result: Result<T, ClientError>) -> ErrorCode {
+    match result {
+        Ok(value) => panic!("expected an error, got {value:?}"),
+        Err(error) => error
+            .code()
+            .unwrap_or_else(|| panic!("error without a code: {error}")),
+    }
+}
+
+/// The threads of node 2 in an `all report threads` answer.
+pub fn threads_of_node2(report: &Value) -> Vec<Value> {
+    report["nodes"]
+        .as_array()
+        .and_then(|nodes| nodes.iter().find(|node| node["id"] == 2))
+        .and_then(|node| node["threads"].as_array())
+        .cloned()
+        .unwrap_or_else(|| panic!("no threads of node 2 in {report}"))
+}

@@ -1,0 +1,328 @@
+//! The data node's promise that its ldm and tc threads do not touch the
+//! heap once warm (DESIGN.md §2), checked on a real process: the `tessera`
+//! binary counts allocations per thread and `all report threads` publishes
+//! the counts. After a warm-up that runs every kind of operation used
+//! later, 100,000 key operations (committed, shared and exclusive reads,
+//! updates that move values between size classes, writes, deletes and
+//! re-inserts) must leave the ldm and tc counts unchanged.
+//!
+//! Every read is also checked against what the test wrote, so the run
+//! doubles as a correctness check under steady load.
+
+mod common;
+
+use client::{Cluster, ColumnDef, ColumnType, Commit, LockMode, OpId, Table, TableDef, Value};
+use common::{threads_of_node2, ClusterOptions, TestCluster};
+use serde_json::Value as Json;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+const ROWS: u32 = 10_000;
+const MEASURED_OPERATIONS: u64 = 100_000;
+const WARMUP_OPERATIONS: u64 = 20_000;
+/// Two API nodes, each owning the keys of its parity, so they never wait
+/// on each other's locks.
+const CLIENTS: u32 = 2;
+const BATCH: usize = 10;
+
+fn table_definition() -> TableDef {
+    TableDef {
+        id: 0,
+        version: 0,
+        name: "steady".into(),
+        columns: vec![
+            ColumnDef {
+                name: "k".into(),
+                column_type: ColumnType::Int { unsigned: true },
+                nullable: false,
+            },
+            ColumnDef {
+                name: "v".into(),
+                column_type: ColumnType::VarChar(200),
+                nullable: false,
+            },
+            ColumnDef {
+                name: "n".into(),
+                column_type: ColumnType::BigInt { unsigned: false },
+                nullable: true,
+            },
+        ],
+        primary_key: vec![0],
+        partitions: 0,
+    }
+}
+
+/// A value whose length varies with `round`, so updates move the row's
+/// variable part between size classes.
+fn text(k: u32, round: u64) -> String {
+    let length = 1 + ((k as u64 * 31 + round * 17) % 180) as usize;
+    let mut text = format!("{k}:{round}:");
+    while text.len() < length {
+        text.push((b'a' + ((k as u64 + round + text.len() as u64) % 26) as u8) as char);
+    }
+    text.truncate(length);
+    text
+}
+
+/// What one client believes its rows hold.
+struct Model {
+    rows: BTreeMap<u32, (String, i64)>,
+    rng: u64,
+    round: u64,
+}
+
+impl Model {
+    fn next(&mut self) -> u64 {
+        // xorshift64*: deterministic, no dependency.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// Runs `operations` key operations on the model's keys, in transactions
+/// of `BATCH` distinct keys.
+fn run_operations(cluster: &Cluster, table: &Arc<Table>, model: &mut Model, operations: u64) {
+    let keys: Vec<u32> = model.rows.keys().copied().collect();
+    let mut done = 0u64;
+    let mut transaction_number = 0u64;
+    while done < operations {
+        transaction_number += 1;
+        model.round += 1;
+        let round = model.round;
+        let mut transaction = cluster.transaction();
+        let mut checks = Vec::new();
+        let mut used = std::collections::BTreeSet::new();
+        let mut in_batch = 0;
+        while in_batch < BATCH && done < operations {
+            let k = keys[(model.next() % keys.len() as u64) as usize];
+            if !used.insert(k) {
+                continue;
+            }
+            let choice = model.next() % 10;
+            match choice {
+                0..=2 => {
+                    let op = transaction
+                        .read(table, &[Value::UInt(k.into())], LockMode::CommittedRead)
+                        .expect("read");
+                    checks.push((op, k));
+                }
+                3 => {
+                    let op = transaction
+                        .read(table, &[Value::UInt(k.into())], LockMode::Shared)
+                        .expect("read");
+                    checks.push((op, k));
+                }
+                4 => {
+                    let op = transaction
+                        .read(table, &[Value::UInt(k.into())], LockMode::Exclusive)
+                        .expect("read");
+                    checks.push((op, k));
+                }
+                5..=7 => {
+                    let value = text(k, round);
+                    let n = round as i64 * 3;
+                    transaction
+                        .update(
+                            table,
+                            &[Value::UInt(k.into())],
+                            &[("v", Value::from(value.as_str())), ("n", Value::Int(n))],
+                        )
+                        .expect("update");
+                    model.rows.insert(k, (value, n));
+                }
+                8 => {
+                    let value = text(k, round + 1);
+                    transaction
+                        .write(
+                            table,
+                            &[
+                                ("k", Value::UInt(k.into())),
+                                ("v", Value::from(value.as_str())),
+                                ("n", Value::Int(-(round as i64))),
+                            ],
+                        )
+                        .expect("write");
+                    model.rows.insert(k, (value, -(round as i64)));
+                }
+                _ => {
+                    // Delete and insert again in the same transaction: the
+                    // row count stays put, so the index neither grows nor
+                    // shrinks between the snapshots.
+                    let value = text(k, round + 2);
+                    transaction
+                        .delete(table, &[Value::UInt(k.into())])
+                        .expect("delete");
+                    transaction
+                        .insert(
+                            table,
+                            &[
+                                ("k", Value::UInt(k.into())),
+                                ("v", Value::from(value.as_str())),
+                            ],
+                        )
+                        .expect("insert");
+                    model.rows.insert(k, (value, 0));
+                    done += 1;
+                }
+            }
+            in_batch += 1;
+            done += 1;
+        }
+        // A key appears once per transaction, so a read key was not written
+        // in it: the model holds what the read must return.
+        let expected: Vec<(OpId, u32, (String, i64))> = checks
+            .iter()
+            .map(|&(op, k)| (op, k, model.rows[&k].clone()))
+            .collect();
+        transaction
+            .execute(Commit::Yes)
+            .unwrap_or_else(|error| panic!("transaction {transaction_number}: {error}"));
+        for (op, k, (v, n)) in expected {
+            let row = transaction.get(op).expect("a read has a row");
+            assert_eq!(row.get("v"), Some(&Value::from(v.as_str())), "key {k}");
+            // Inserts leave n NULL (model: 0); updates and writes never set 0.
+            let want_n = if n == 0 { Value::Null } else { Value::Int(n) };
+            assert_eq!(row.get("n"), Some(&want_n), "key {k}");
+        }
+    }
+}
+
+/// Allocation and signal counts of the ldm and tc threads, by name.
+fn hot_thread_counts(processes: &TestCluster) -> BTreeMap<String, (u64, u64)> {
+    // The counters are published by each thread after every round of
+    // signals; a thread that just answered may publish a moment later, and
+    // the tc's periodic timeout scan makes sure it does. Asking twice with
+    // a pause gives the counts time to settle (this is no timing assertion:
+    // a late count could only hide an allocation, never invent one).
+    let _ = processes.report_threads();
+    std::thread::sleep(Duration::from_millis(500));
+    let report = processes.report_threads();
+    let mut counts = BTreeMap::new();
+    for thread in threads_of_node2(&report) {
+        let role = thread["role"].as_str().unwrap_or_default();
+        if role == "ldm" || role == "tc" {
+            let name = thread["name"].as_str().expect("name").to_string();
+            let allocations = thread["allocations"].as_u64().expect("allocations");
+            let signals = thread["signals"].as_u64().expect("signals");
+            counts.insert(name, (allocations, signals));
+        }
+    }
+    assert_eq!(
+        counts.keys().filter(|name| name.starts_with("ldm")).count(),
+        2,
+        "two ldm threads: {report}"
+    );
+    assert_eq!(
+        counts.keys().filter(|name| name.starts_with("tc")).count(),
+        1,
+        "one tc thread: {report}"
+    );
+    counts
+}
+
+fn report_json(counts: &BTreeMap<String, (u64, u64)>) -> Json {
+    counts
+        .iter()
+        .map(|(name, (allocations, signals))| {
+            (
+                name.clone(),
+                serde_json::json!({"allocations": allocations, "signals": signals}),
+            )
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+#[test]
+fn ldm_and_tc_threads_do_not_allocate_once_warm() {
+    let processes = TestCluster::start(ClusterOptions {
+        name: "no-alloc",
+        data_memory: "64M",
+        ..Default::default()
+    });
+    let clients: Vec<Cluster> = (0..CLIENTS).map(|_| processes.connect()).collect();
+    clients[0]
+        .create_table(&table_definition())
+        .expect("create table");
+
+    // Load: every client inserts the keys of its parity.
+    let mut models: Vec<Model> = (0..CLIENTS)
+        .map(|client| Model {
+            rows: BTreeMap::new(),
+            rng: 0x9e37_79b9_7f4a_7c15 ^ u64::from(client + 1),
+            round: 0,
+        })
+        .collect();
+    std::thread::scope(|scope| {
+        for (client, (cluster, model)) in clients.iter().zip(models.iter_mut()).enumerate() {
+            scope.spawn(move || {
+                let table = cluster.table("steady").expect("table");
+                let keys: Vec<u32> = (0..ROWS).filter(|k| k % CLIENTS == client as u32).collect();
+                for chunk in keys.chunks(BATCH) {
+                    let mut transaction = cluster.transaction();
+                    for &k in chunk {
+                        let value = text(k, 0);
+                        transaction
+                            .insert(
+                                &table,
+                                &[
+                                    ("k", Value::UInt(k.into())),
+                                    ("v", Value::from(value.as_str())),
+                                ],
+                            )
+                            .expect("insert");
+                        model.rows.insert(k, (value, 0));
+                    }
+                    transaction.execute(Commit::Yes).expect("load");
+                }
+                // Warm-up: the same mix as measured.
+                run_operations(
+                    cluster,
+                    &table,
+                    model,
+                    WARMUP_OPERATIONS / u64::from(CLIENTS),
+                );
+            });
+        }
+    });
+
+    let before = hot_thread_counts(&processes);
+    std::thread::scope(|scope| {
+        for (cluster, model) in clients.iter().zip(models.iter_mut()) {
+            scope.spawn(move || {
+                let table = cluster.table("steady").expect("table");
+                run_operations(
+                    cluster,
+                    &table,
+                    model,
+                    MEASURED_OPERATIONS / u64::from(CLIENTS),
+                );
+            });
+        }
+    });
+    let after = hot_thread_counts(&processes);
+
+    let mut processes = processes;
+    processes.assert_node_serving();
+    for (name, (allocations_before, signals_before)) in &before {
+        let (allocations_after, signals_after) = after[name];
+        assert!(
+            signals_after > *signals_before,
+            "{name} executed no signals during the run: before {}, after {}",
+            report_json(&before),
+            report_json(&after)
+        );
+        assert_eq!(
+            allocations_after,
+            *allocations_before,
+            "{name} allocated {} times during {MEASURED_OPERATIONS} warm operations: \
+             before {}, after {}",
+            allocations_after.wrapping_sub(*allocations_before),
+            report_json(&before),
+            report_json(&after)
+        );
+    }
+}
