@@ -1,0 +1,191 @@
+//! One whole run from a seed: start the node, run the bank until it has
+//! verified everything, let the node settle, check that nothing is left
+//! behind in the blocks, and report.
+
+use crate::bank::{Bank, BankOptions};
+use crate::config::{NodeLimits, INACTIVE_TRANSACTION_TIMEOUT_MS, LOCK_WAIT_TIMEOUT_MS};
+use crate::simulation::Simulation;
+use crate::world::ClientIo;
+use signal::{ErrorCode, Gci};
+use std::collections::BTreeMap;
+
+/// Simulated time the node gets after the last answer to finish what
+/// follows an acknowledgement (COMPLETE) before the leftovers check.
+const SETTLE_US: u64 = 100_000;
+
+/// What a run does besides its seed.
+#[derive(Clone, Debug, Default)]
+pub struct SimOptions {
+    /// The workload.
+    pub bank: BankOptions,
+    /// The node's record pools.
+    pub limits: NodeLimits,
+    /// Print every delivered signal to stderr.
+    pub trace_to_stderr: bool,
+}
+
+/// What one run did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimReport {
+    /// The seed.
+    pub seed: u64,
+    /// Hash of (time, sender, receiver, signal number) of every delivery.
+    pub trace_hash: u64,
+    /// Signals delivered (to blocks and to API nodes).
+    pub signals_delivered: u64,
+    /// Simulated time at the end, microseconds.
+    pub simulated_us: u64,
+    /// Workload transactions that committed.
+    pub transactions_committed: u64,
+    /// Workload transactions that aborted or rolled back.
+    pub transactions_aborted: u64,
+    /// Of the aborted, those rolled back by the client.
+    pub rolled_back: u64,
+    /// Of the aborted, by error code number (see [`SimReport::abort_summary`]).
+    pub aborts_by_code: BTreeMap<u16, u64>,
+    /// Transfers that committed.
+    pub transfers_committed: u64,
+    /// Lock-wait timeouts the tcs counted.
+    pub lock_wait_timeouts: u64,
+    /// Inactivity timeouts the tcs counted.
+    pub inactivity_timeouts: u64,
+    /// The GCI every tc had switched to at the end.
+    pub final_gci: Gci,
+    /// Sum of all balances read at the end.
+    pub final_total_balance: i64,
+    /// Scratch rows at the end.
+    pub scratch_rows: u64,
+    /// Second refusals of one transaction (a known tc behaviour, counted).
+    pub stray_refusals: u64,
+}
+
+impl SimReport {
+    /// Aborts by error name, for humans.
+    pub fn abort_summary(&self) -> String {
+        let mut parts: Vec<String> = self
+            .aborts_by_code
+            .iter()
+            .map(|(&code, count)| match ErrorCode::from_u16(code) {
+                Some(error) => format!("{error:?} {count}"),
+                None => format!("code {code} {count}"),
+            })
+            .collect();
+        parts.push(format!("rolled back {}", self.rolled_back));
+        parts.join(", ")
+    }
+}
+
+impl Simulation {
+    /// Runs the default bank workload (at least 10,000 transactions) on a
+    /// fresh node from `seed`. Panics, naming the seed and how to rerun it,
+    /// when a block or a check fails.
+    pub fn run(seed: u64) -> SimReport {
+        Simulation::run_with(seed, &SimOptions::default())
+    }
+
+    /// Runs `options` from `seed`.
+    pub fn run_with(seed: u64, options: &SimOptions) -> SimReport {
+        let mut simulation = Simulation::with_limits(seed, options.limits, options.trace_to_stderr);
+        simulation.start_node();
+        let mut bank = Bank::new(options.bank.clone());
+        bank.begin(&mut simulation.client_io());
+        while !bank.done() {
+            assert!(
+                simulation.step(&mut bank),
+                "the simulation ran out of events before the bank finished"
+            );
+        }
+        let settle_until = simulation.world().now_us() + SETTLE_US;
+        simulation.run_until_us(&mut bank, settle_until);
+        simulation.check_settled(&bank);
+
+        let counters = bank.counters();
+        let (lock_wait_timeouts, inactivity_timeouts) =
+            simulation.tcs().fold((0, 0), |(lock, inactive), tc| {
+                let counters = tc.counters();
+                (
+                    lock + counters.lock_wait_timeouts,
+                    inactive + counters.inactivity_timeouts,
+                )
+            });
+        SimReport {
+            seed,
+            trace_hash: simulation.world().trace_hash(),
+            signals_delivered: simulation.world().delivered(),
+            simulated_us: simulation.world().now_us(),
+            transactions_committed: counters.committed,
+            transactions_aborted: counters.aborted,
+            rolled_back: counters.rolled_back,
+            aborts_by_code: counters.aborts_by_code.clone(),
+            transfers_committed: counters.transfers_committed,
+            lock_wait_timeouts,
+            inactivity_timeouts,
+            final_gci: simulation.world().latest_gci(),
+            final_total_balance: counters.final_total_balance,
+            scratch_rows: counters.scratch_rows,
+            stray_refusals: counters.stray_refusals,
+        }
+    }
+
+    /// A client's view of this simulation's world, to start a client.
+    pub fn client_io(&mut self) -> ClientIo<'_> {
+        self.world_io()
+    }
+
+    /// Nothing may be left in the blocks once every transaction ended and
+    /// the node settled: no transaction or operation record in use, rows
+    /// exactly as the clients' model says, every section back in the pool,
+    /// and the tcs finished exactly the transactions the clients heard end.
+    fn check_settled(&self, bank: &Bank) {
+        let fail = |message: String| -> ! {
+            panic!(
+                "end-of-run check failed at {} us: {message} (timeouts: lock wait \
+                 {LOCK_WAIT_TIMEOUT_MS} ms, inactivity {INACTIVE_TRANSACTION_TIMEOUT_MS} ms)",
+                self.world().now_us()
+            )
+        };
+        for tc in self.tcs() {
+            if tc.transactions_in_use() != 0 {
+                fail(format!(
+                    "tc {} still has {} transaction records in use",
+                    kernel::Block::address(tc),
+                    tc.transactions_in_use()
+                ));
+            }
+        }
+        for ldm in self.ldms() {
+            if ldm.operations_in_use() != 0 {
+                fail(format!(
+                    "ldm {} still has {} operation records in use",
+                    kernel::Block::address(ldm),
+                    ldm.operations_in_use()
+                ));
+            }
+        }
+        let table = bank.table_id().expect("the bank created its table");
+        let rows: u64 = self.ldms().map(|ldm| ldm.rows(table)).sum();
+        let expected = bank.rows_expected();
+        if rows != expected {
+            fail(format!(
+                "the ldms hold {rows} rows, the clients expect {expected}"
+            ));
+        }
+        let (commits, aborts) = self.tcs().fold((0, 0), |(commits, aborts), tc| {
+            (
+                commits + tc.counters().commits,
+                aborts + tc.counters().aborts,
+            )
+        });
+        let counters = bank.counters();
+        if (commits, aborts) != (counters.all_committed, counters.all_aborted) {
+            fail(format!(
+                "the tcs finished {commits} commits and {aborts} aborts, the clients heard of \
+                 {} and {}",
+                counters.all_committed, counters.all_aborted
+            ));
+        }
+        if !self.sections_all_returned() {
+            fail("sections were not returned to the pool".into());
+        }
+    }
+}
