@@ -101,10 +101,15 @@ const ABSENT: u16 = u16::MAX;
 #[derive(Debug)]
 pub struct Table {
     def: TableDef,
+    /// The rule the definition breaks, if any (a definition built by hand
+    /// rather than fetched from dict): such a table encodes nothing.
+    invalid: Option<String>,
 }
 
 impl Table {
     /// Wraps a definition (as fetched from `dict`, with id and version).
+    /// A definition that breaks a rule of [`TableDef::validate`] makes a
+    /// table whose encoders refuse with `BadTableDefinition`.
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
@@ -114,7 +119,20 @@ impl Table {
     /// assert_eq!(table.name(), "t");
     /// ```
     pub fn new(def: TableDef) -> Table {
-        Table { def }
+        let invalid = def.validate().err();
+        Table { def, invalid }
+    }
+
+    /// `Err` when the definition breaks a rule: encoding against it could
+    /// name columns that do not exist.
+    fn check_definition(&self) -> Result<(), ClientError> {
+        match &self.invalid {
+            None => Ok(()),
+            Some(rule) => Err(ClientError::Invalid {
+                code: ErrorCode::BadTableDefinition,
+                detail: format!("table {:?}: {rule}", self.def.name),
+            }),
+        }
     }
 
     /// The definition.
@@ -195,6 +213,7 @@ impl Table {
     /// assert!(table.encode_key(&[], &mut key).is_err(), "one value per key column");
     /// ```
     pub fn encode_key(&self, key: &[Value], out: &mut Vec<u8>) -> Result<(), ClientError> {
+        self.check_definition()?;
         if key.len() != self.def.primary_key.len() {
             return Err(ClientError::Invalid {
                 code: ErrorCode::BadRequest,
@@ -238,6 +257,7 @@ impl Table {
         attr: &mut Vec<u8>,
         key_out: Option<&mut Vec<u8>>,
     ) -> Result<(), ClientError> {
+        self.check_definition()?;
         let attr_start = attr.len();
         let result = self.encode_row_inner(values, attr, key_out);
         if result.is_err() {
@@ -529,6 +549,100 @@ mod tests {
         ] {
             let error = Table::decode_row(&table, bad).unwrap_err();
             assert!(matches!(error, ClientError::Protocol(_)), "{error}");
+        }
+    }
+
+    #[test]
+    fn random_row_data_decodes_to_a_row_or_a_protocol_error() {
+        let table = table();
+        let mut rng = stdx::mix::XorShift::new(21);
+        let mut decoded = 0;
+        for _ in 0..20_000 {
+            let mut data = Vec::new();
+            if rng.below(4) == 0 {
+                data = (0..rng.below(24)).map(|_| rng.next_u64() as u8).collect();
+            } else {
+                // Entries with plausible and implausible column ids and lengths.
+                for _ in 0..rng.below(6) {
+                    let column = match rng.below(6) {
+                        0 => rng.next_u64() as u16,
+                        _ => rng.below(5) as u16,
+                    };
+                    let length = match rng.below(5) {
+                        0 => signal::attr::NULL_LENGTH,
+                        1 => rng.next_u64() as u16,
+                        _ => rng.below(10) as u16,
+                    };
+                    data.extend_from_slice(&column.to_le_bytes());
+                    data.extend_from_slice(&length.to_le_bytes());
+                    let present = if length == signal::attr::NULL_LENGTH {
+                        0
+                    } else {
+                        (length as u64).min(rng.below(12))
+                    };
+                    data.extend((0..present).map(|_| rng.next_u64() as u8));
+                }
+            }
+            match Table::decode_row(&table, &data) {
+                Ok(row) => {
+                    decoded += 1;
+                    assert_eq!(row.values().len(), table.def().columns.len());
+                    for (value, column) in row.values().iter().zip(&table.def().columns) {
+                        if let Value::Bytes(bytes) = value {
+                            assert!(bytes.len() <= column.column_type.max_value_bytes());
+                        }
+                    }
+                }
+                Err(error) => assert!(matches!(error, ClientError::Protocol(_)), "{error}"),
+            }
+        }
+        assert!(decoded > 1000, "too few rows decoded: {decoded}");
+    }
+
+    #[test]
+    fn a_table_built_from_an_invalid_definition_refuses_to_encode() {
+        let valid = table().def().clone();
+        let column = |name: String, nullable| ColumnDef {
+            name,
+            column_type: ColumnType::Int { unsigned: false },
+            nullable,
+        };
+        let broken = [
+            TableDef {
+                primary_key: vec![9],
+                ..valid.clone()
+            },
+            TableDef {
+                primary_key: vec![3],
+                ..valid.clone()
+            },
+            TableDef {
+                primary_key: Vec::new(),
+                ..valid.clone()
+            },
+            TableDef {
+                columns: (0..300).map(|i| column(format!("c{i}"), i > 0)).collect(),
+                primary_key: vec![0],
+                ..valid.clone()
+            },
+        ];
+        for def in broken {
+            let table = Arc::new(Table::new(def));
+            let key = [Value::UInt(1)];
+            let row = [(299usize, Value::Int(1)), (0, Value::Int(2))];
+            let (mut attr, mut key_out) = (Vec::new(), Vec::new());
+            let results = [
+                table.encode_key(&key, &mut key_out),
+                table.encode_row(&row, &mut attr, Some(&mut key_out)),
+                table.encode_row(&row, &mut attr, None),
+            ];
+            for result in results {
+                let error = result.expect_err("an invalid definition encodes nothing");
+                assert_eq!(error.code(), Some(ErrorCode::BadTableDefinition), "{error}");
+            }
+            assert!(attr.is_empty() && key_out.is_empty());
+            // Decoding needs no valid definition: ids are checked one by one.
+            assert!(Table::decode_row(&table, &[0, 0, 0xFF, 0xFF]).is_ok());
         }
     }
 }

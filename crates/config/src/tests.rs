@@ -624,3 +624,171 @@ fn error_display_format() {
     let e = ConfigError { line: None, ..e };
     assert_eq!(e.to_string(), "c.toml: cluster.replicas: bad");
 }
+
+/// One random line of TOML-ish text: headers (known, unknown, dotted,
+/// arrays of tables), known and unknown keys with values of every type and
+/// at every edge, and broken syntax.
+fn random_line(rng: &mut stdx::mix::XorShift) -> String {
+    const HEADERS: &[&str] = &[
+        "[mgmd]",
+        "[cluster]",
+        "[threads]",
+        "[[data_node]]",
+        "[[mgmd]]",
+        "[data_node]",
+        "[cluster.sub]",
+        "[x]",
+        "[",
+        "[[]]",
+    ];
+    const KEYS: &[&str] = &[
+        "node_id",
+        "host",
+        "port",
+        "replicas",
+        "data_memory",
+        "redo_log_parts",
+        "heartbeat_interval_ms",
+        "epoch_interval_ms",
+        "gcp_interval_ms",
+        "lock_wait_timeout_ms",
+        "inactive_transaction_timeout_ms",
+        "max_operations_per_transaction",
+        "max_concurrent_operations",
+        "max_concurrent_transactions",
+        "diskless",
+        "ldm",
+        "tc",
+        "recv",
+        "send",
+        "main",
+        "spin_us",
+        "id",
+        "data_dir",
+        "a.b",
+        "\"quoted key\"",
+        "mgmd",
+        "data_node",
+    ];
+    const VALUES: &[&str] = &[
+        "0",
+        "1",
+        "2",
+        "3",
+        "-1",
+        "127",
+        "128",
+        "255",
+        "65535",
+        "65536",
+        "4294967295",
+        "4294967296",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "99999999999999999999",
+        "0x10",
+        "1_000",
+        "1.5",
+        "inf",
+        "nan",
+        "true",
+        "false",
+        "\"\"",
+        "\"127.0.0.1\"",
+        "\"::1\"",
+        "\"64M\"",
+        "\"1T\"",
+        "\"16383T\"",
+        "\"16384T\"",
+        "\"99999999999999999999\"",
+        "\"18446744073709551615\"",
+        "\"K\"",
+        "\" 8 g \"",
+        "\"\\u0000\"",
+        "[]",
+        "[1, \"a\"]",
+        "{}",
+        "{ id = 2 }",
+        "1979-05-27",
+        "'literal'",
+        "\"unterminated",
+        "",
+    ];
+    match rng.below(12) {
+        0..=2 => HEADERS[rng.below(HEADERS.len() as u64) as usize].to_owned(),
+        3 => {
+            let depth = rng.below(3000) as usize;
+            format!("deep = {}{}", "[".repeat(depth), "]".repeat(depth))
+        }
+        4 => (0..rng.below(20))
+            .map(|_| char::from_u32(rng.below(0x80) as u32).unwrap_or('?'))
+            .collect(),
+        _ => format!(
+            "{} = {}",
+            KEYS[rng.below(KEYS.len() as u64) as usize],
+            VALUES[rng.below(VALUES.len() as u64) as usize]
+        ),
+    }
+}
+
+#[test]
+fn random_toml_ish_text_is_refused_with_a_located_error_or_accepted_valid() {
+    let mut rng = stdx::mix::XorShift::new(0xC0F1);
+    let base = format!("{MGMD}{NODE2}{NODE3}").replace("[mgmd]", "[mgmd]\nnode_id = 1");
+    let mut accepted = 0;
+    for _ in 0..20_000 {
+        let mut lines: Vec<String> = base.lines().map(str::to_owned).collect();
+        for _ in 0..1 + rng.below(3) {
+            let position = rng.below(lines.len() as u64 + 1) as usize;
+            match rng.below(3) {
+                0 if position < lines.len() => {
+                    lines.remove(position);
+                }
+                1 if position < lines.len() => lines[position] = random_line(&mut rng),
+                _ => lines.insert(position, random_line(&mut rng)),
+            }
+        }
+        let text = lines.join(if rng.below(8) == 0 { "\r\n" } else { "\n" });
+        match parse(&text) {
+            Ok(config) => {
+                accepted += 1;
+                assert!(!config.data_nodes.is_empty());
+                assert!((1..=4).contains(&config.cluster.replicas));
+                assert_eq!(
+                    config.data_nodes.len() % usize::from(config.cluster.replicas),
+                    0
+                );
+                assert!(config.cluster.data_memory_bytes >= MIN_DATA_MEMORY);
+                assert!(config.cluster.epoch_interval_ms <= config.cluster.gcp_interval_ms);
+                assert!((1..=32).contains(&config.threads.ldm));
+                for node in &config.data_nodes {
+                    assert!((1..=MAX_DATA_NODE_ID).contains(&node.id));
+                    assert_ne!(node.port, 0);
+                }
+            }
+            Err(error) => {
+                assert!(!error.message.is_empty(), "{error:?} for {text:?}");
+                if let Some(line) = error.line {
+                    assert!(
+                        line >= 1 && line <= lines.len() + 1,
+                        "line {line} of {} in {error}",
+                        lines.len()
+                    );
+                }
+                assert!(error.to_string().starts_with("test.toml"));
+            }
+        }
+    }
+    assert!(accepted > 100, "too few texts survived: {accepted}");
+}
+
+#[test]
+fn a_key_without_a_value_at_the_very_end_is_named() {
+    // toml reports this one with an empty message.
+    expect_err(
+        &format!("{MGMD}{NODE2}port ="),
+        "",
+        Some(9),
+        "a key without a value",
+    );
+}

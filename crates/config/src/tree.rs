@@ -100,7 +100,15 @@ pub(crate) fn parse_document(text: &str) -> Result<Entries, ParseError> {
     // First as a plain table: this reports TOML syntax errors (and duplicate
     // keys) with toml's own, precise messages.
     if let Err(e) = toml::from_str::<toml::Table>(text) {
-        return Err((e.span(), e.message().trim().replace('\n', "; ")));
+        let message = e.message().trim().replace('\n', "; ");
+        // toml gives no message for some errors, such as a key with no
+        // value at the very end of the text.
+        let message = if message.is_empty() {
+            "malformed TOML here (a key without a value?)".to_owned()
+        } else {
+            message
+        };
+        return Err((e.span(), message));
     }
     // toml only knows spans for values written out explicitly; a table made
     // implicitly by a dotted key (`a.b = 1`, `[a.b]`) or a date has none, and

@@ -374,3 +374,150 @@ fn bind_errors_are_clear() {
         format!("cannot listen on {addr}: address already in use")
     );
 }
+
+/// A random JSON value, nested at most `depth` deep.
+fn random_json(rng: &mut stdx::mix::XorShift, depth: u32) -> Value {
+    match rng.below(if depth == 0 { 6 } else { 8 }) {
+        0 => Value::Null,
+        1 => json!(rng.below(2) == 1),
+        2 => json!(rng.below(8)),
+        3 => json!(rng.next_u64()),
+        4 => json!(-(rng.below(1000) as i64)),
+        5 => json!(["state", "started", "", "threads", "é\u{0}"][rng.below(5) as usize]),
+        6 => Value::Array(
+            (0..rng.below(4))
+                .map(|_| random_json(rng, depth - 1))
+                .collect(),
+        ),
+        _ => {
+            let keys = ["state", "threads", "latest_gci", "req", "x"];
+            Value::Object(
+                (0..rng.below(4))
+                    .map(|_| {
+                        let key = keys[rng.below(keys.len() as u64) as usize].to_owned();
+                        (key, random_json(rng, depth - 1))
+                    })
+                    .collect(),
+            )
+        }
+    }
+}
+
+/// A request line: a well-formed request with random fields, such a
+/// request mangled, JSON of another shape, deep nesting or random bytes.
+/// Never `report_threads` (it waits for data nodes) nor a newline.
+fn random_line(rng: &mut stdx::mix::XorShift) -> Vec<u8> {
+    let requests = [
+        "get_config",
+        "register_data_node",
+        "status",
+        "alloc_api_node",
+        "show",
+        "frobnicate",
+        "",
+    ];
+    let mut request = serde_json::Map::new();
+    let req = match rng.below(10) {
+        0 => random_json(rng, 2),
+        _ => json!(requests[rng.below(requests.len() as u64) as usize]),
+    };
+    request.insert("req".into(), req);
+    for field in ["node_id", "pid", "status"] {
+        if rng.below(2) == 0 {
+            let value = match (field, rng.below(3)) {
+                ("node_id", 0) => json!(2 + rng.below(3)),
+                ("status", 0) => json!({ "state": "started", "latest_gci": rng.next_u64() }),
+                _ => random_json(rng, 3),
+            };
+            request.insert(field.into(), value);
+        }
+    }
+    let mut line = serde_json::to_vec(&Value::Object(request)).expect("serializes");
+    match rng.below(8) {
+        0 => {
+            let position = rng.below(line.len() as u64) as usize;
+            line[position] = rng.next_u64() as u8;
+        }
+        1 => line.truncate(rng.below(line.len() as u64) as usize),
+        2 => line = (0..rng.below(40)).map(|_| rng.next_u64() as u8).collect(),
+        3 => {
+            let depth = rng.below(5000) as usize;
+            line = [vec![b'['; depth], vec![b']'; depth]].concat();
+        }
+        4 => line = serde_json::to_vec(&random_json(rng, 3)).expect("serializes"),
+        _ => {}
+    }
+    for byte in &mut line {
+        if *byte == b'\n' {
+            *byte = b' ';
+        }
+    }
+    line.push(b'\n');
+    line
+}
+
+#[test]
+fn random_lines_get_one_answer_or_none_and_never_stop_the_server() {
+    let (_server, addr) = start();
+    let stream = TcpStream::connect(&addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut stream = BufReader::new(stream);
+    let mut rng = stdx::mix::XorShift::new(0x3a9d);
+    let mut answered = [0u32; 2];
+    for round in 0..3000 {
+        let line = random_line(&mut rng);
+        // An unknown request as a marker: its error names it, and every
+        // line before that answer answers the random line (a status push
+        // of a registered data node gets none).
+        let marker = format!("marker-{round}");
+        let sentinel = format!("{{\"req\": \"{marker}\"}}\n");
+        let writer = stream.get_mut();
+        writer.write_all(&line).expect("write");
+        writer.write_all(sentinel.as_bytes()).expect("write");
+        let mut answers = Vec::new();
+        loop {
+            let mut response = String::new();
+            stream.read_line(&mut response).expect("the server answers");
+            let response: Value = serde_json::from_str(&response).unwrap_or_else(|e| {
+                panic!(
+                    "bad response {response:?} to {}: {e}",
+                    String::from_utf8_lossy(&line)
+                )
+            });
+            if response["error"]
+                .as_str()
+                .is_some_and(|error| error.contains(&format!("\"{marker}\"")))
+            {
+                break;
+            }
+            answers.push(response);
+        }
+        assert!(
+            answers.len() <= 1,
+            "{} answers to {}: {answers:?}",
+            answers.len(),
+            String::from_utf8_lossy(&line)
+        );
+        if let Some(answer) = answers.first() {
+            let ok = answer["ok"].as_bool().unwrap_or_else(|| {
+                panic!(
+                    "answer without \"ok\" to {}: {answer}",
+                    String::from_utf8_lossy(&line)
+                )
+            });
+            if !ok {
+                assert!(
+                    answer["error"].as_str().is_some_and(|e| !e.is_empty()),
+                    "{answer}"
+                );
+            }
+            answered[ok as usize] += 1;
+        }
+    }
+    assert!(answered[0] > 1000 && answered[1] > 100, "{answered:?}");
+    let mut client = MgmClient::connect(&addr).expect("the server still serves");
+    assert_eq!(client.get_config().expect("get_config"), CONFIG);
+    client.show().expect("show");
+}

@@ -186,4 +186,44 @@ mod tests {
         assembler.push_bytes(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n..........");
         assert!(matches!(assembler.next_frame(), Err(StreamError::Wire(_))));
     }
+
+    #[test]
+    fn random_and_mangled_streams_end_in_an_error_never_a_panic() {
+        let mut rng = stdx::mix::XorShift::new(17);
+        for _ in 0..2000 {
+            let mut stream = Vec::new();
+            for sequence in 0..rng.below(4) {
+                stream.extend(frame(sequence));
+            }
+            match rng.below(4) {
+                0 => stream = (0..rng.below(200)).map(|_| rng.next_u64() as u8).collect(),
+                1 if !stream.is_empty() => {
+                    let position = rng.below(stream.len() as u64) as usize;
+                    stream[position] ^= 1 << rng.below(8);
+                }
+                2 if stream.len() > 12 => {
+                    // A frame length field set to anything.
+                    let length = rng.next_u64() as u32;
+                    stream[8..12].copy_from_slice(&length.to_le_bytes());
+                }
+                _ => {}
+            }
+            let mut assembler = FrameAssembler::new();
+            let mut rest = &stream[..];
+            'feed: while !rest.is_empty() {
+                let take = (1 + rng.below(64) as usize).min(rest.len());
+                assembler.push_bytes(&rest[..take]);
+                rest = &rest[take..];
+                loop {
+                    match assembler.next_frame() {
+                        Ok(Some((header, body))) => {
+                            assert_eq!(header.frame_bytes as usize, body.len() + 32);
+                        }
+                        Ok(None) => break,
+                        Err(_) => break 'feed,
+                    }
+                }
+            }
+        }
+    }
 }

@@ -24,6 +24,8 @@ mod requests;
 mod tables;
 
 #[cfg(test)]
+mod robustness_tests;
+#[cfg(test)]
 mod tests;
 
 pub use drop::DROP_RETRY_DELAY_MS;

@@ -2,8 +2,8 @@
 //! signals, in order), the high part advancing with simulated time, and the
 //! shape of partition maps for one and two node groups.
 
-use kernel::testing::{delayed_line, deliver, line, RecordingContext};
 use crate::{job, Dih, DihConfig};
+use kernel::testing::{delayed_line, deliver, line, RecordingContext};
 use kernel::{Context, Report};
 use signal::partition::BUCKETS;
 use signal::schema::{ColumnDef, ColumnType, TableDef};

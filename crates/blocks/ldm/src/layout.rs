@@ -13,7 +13,7 @@
 //! so commit installs it with two copies.
 
 use signal::attr::{self, AttrIter, AttrWriter};
-use signal::schema::{ColumnType, TableDef};
+use signal::schema::{ColumnType, TableDef, MAX_COLUMNS};
 use signal::ErrorCode;
 
 /// Bytes of the row header at the start of every fixed slot.
@@ -62,6 +62,12 @@ pub struct RowView<'a> {
 impl RowLayout {
     /// The layout of `table`.
     pub fn new(table: &TableDef) -> RowLayout {
+        assert!(
+            table.columns.len() <= MAX_COLUMNS,
+            "table {:?} has {} columns: dict validates tables to at most {MAX_COLUMNS}",
+            table.name,
+            table.columns.len()
+        );
         let null_bytes = table.columns.len().div_ceil(8);
         let mut fixed_offset = null_bytes;
         let mut var_columns = 0;
@@ -195,7 +201,9 @@ impl RowLayout {
                 }
             }
         }
-        let mut assigned_var = 0u64;
+        // Var columns assigned in `changes`, one bit each (a table has at
+        // most MAX_COLUMNS columns, so at most that many var columns).
+        let mut assigned_var = [0u64; MAX_COLUMNS.div_ceil(64)];
         // Key columns first (they are validated by the tc's key hash).
         for (entry, &column) in AttrIter::new(key).zip(&self.primary_key) {
             let entry = entry.map_err(|_| ErrorCode::BadRequest)?;
@@ -227,7 +235,7 @@ impl RowLayout {
             }
             self.set_fixed(fixed, column, entry.value)?;
             if let Place::Var(index) = place.place {
-                assigned_var |= 1 << index.min(63);
+                assigned_var[index / 64] |= 1 << (index % 64);
             }
         }
         // NOT NULL columns must hold a value.
@@ -246,7 +254,7 @@ impl RowLayout {
             let Place::Var(index) = place.place else {
                 continue;
             };
-            let value: &[u8] = if index < 64 && assigned_var & (1 << index) != 0 {
+            let value: &[u8] = if assigned_var[index / 64] & (1 << (index % 64)) != 0 {
                 AttrIter::new(changes)
                     .filter_map(Result::ok)
                     .filter(|e| e.column as usize == column)

@@ -19,10 +19,13 @@
 pub mod hash_index;
 pub mod layout;
 mod locks;
+mod misaddressed;
 pub mod operation;
 pub mod page_memory;
 pub mod partition;
 mod prepare;
+#[cfg(test)]
+mod robustness_tests;
 pub mod slots;
 #[cfg(test)]
 mod tests;
@@ -33,7 +36,7 @@ use operation::OperationPool;
 use page_memory::PageMemory;
 use partition::Partition;
 use signal::signals::*;
-use signal::{BlockRef, Envelope, ErrorCode, Signal};
+use signal::{codec, BlockRef, Envelope, ErrorCode, Signal};
 use std::collections::VecDeque;
 
 /// How to build an ldm instance.
@@ -243,6 +246,10 @@ impl Block for Ldm {
                     phase: request.phase,
                 },
             ),
+            // From API nodes addressed to this block: never panic.
+            other if codec::is_api_request(other.number()) => {
+                misaddressed::refuse_misaddressed(self.address, from, other, ctx)
+            }
             other => panic!(
                 "ldm {} got unexpected signal {} from {from}",
                 self.address,

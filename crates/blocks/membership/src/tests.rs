@@ -3,12 +3,12 @@
 //! registration before and after the node started.
 
 use crate::start::{StartState, BEGIN};
-use kernel::testing::{deliver, line, RecordingContext};
 use crate::{Membership, MembershipConfig};
+use kernel::testing::{deliver, line, RecordingContext};
 use kernel::{Context, Report};
 use signal::signals::{
-    ApiRegConf, ApiRegReq, LockMode, OperationKind, StartPhaseConf, StartPhaseReq, TcKeyRef,
-    TcKeyReq,
+    ApiRegConf, ApiRegReq, CreateTabReq, DropTabReq, GetTabInfoReq, LockMode, OperationKind,
+    StartPhaseConf, StartPhaseReq, TcCommitReq, TcKeyRef, TcKeyReq, TcRollbackReq,
 };
 use signal::{BlockKind, BlockRef, ErrorCode, NodeId, TransactionId};
 
@@ -219,4 +219,106 @@ fn start_from_another_block_stops_the_node() {
         DIH,
         StartPhaseReq { phase: BEGIN },
     );
+}
+
+#[test]
+fn random_api_requests_in_every_start_state_are_answered_never_panicked_on() {
+    let mut rng = stdx::mix::XorShift::new(5);
+    let mut membership = membership();
+    let mut ctx = RecordingContext::new();
+    let senders = [
+        API,
+        BlockRef::new(NodeId(200), BlockKind::Api, 3),
+        BlockRef::new(NodeId(100), BlockKind::Tc, 0),
+    ];
+    let mut phase_index = None;
+    for round in 0..3000 {
+        // Move the start along now and then: before, during and after it.
+        if round % 500 == 499 {
+            match phase_index {
+                None => {
+                    deliver(
+                        &mut membership,
+                        &mut ctx,
+                        MEMBERSHIP,
+                        StartPhaseReq { phase: BEGIN },
+                    );
+                    phase_index = Some(0);
+                }
+                Some(index) if index < 3 => {
+                    let phase = index as u8 + 1;
+                    for block in [DICT, DIH, TC0, LDM0, LDM1] {
+                        deliver(&mut membership, &mut ctx, block, StartPhaseConf { phase });
+                    }
+                    phase_index = Some(index + 1);
+                }
+                Some(_) => {}
+            }
+            ctx.sent.clear();
+            ctx.reports.clear();
+        }
+        let from = senders[rng.below(senders.len() as u64) as usize];
+        let transaction_id = TransactionId(rng.next_u64());
+        let bytes: Vec<u8> = (0..rng.below(20)).map(|_| rng.next_u64() as u8).collect();
+        let section = ctx.pool().copy_from(&bytes).expect("pool has room");
+        let request_id = rng.next_u64() as u32;
+        let signal: signal::Signal = match rng.below(7) {
+            0 => ApiRegReq {
+                protocol_version: rng.next_u64() as u16,
+            }
+            .into(),
+            1 => TcKeyReq {
+                transaction_id,
+                client_op: rng.next_u64() as u32,
+                flags: rng.below(8) as u8,
+                kind: OperationKind::Insert,
+                lock: LockMode::Exclusive,
+                table_id: rng.next_u64() as u32,
+                table_version: 1,
+                key: section,
+                attr: None,
+            }
+            .into(),
+            2 => TcCommitReq { transaction_id }.into(),
+            3 => TcRollbackReq { transaction_id }.into(),
+            4 => CreateTabReq {
+                request_id,
+                definition: section,
+            }
+            .into(),
+            5 => DropTabReq {
+                request_id,
+                name: section,
+            }
+            .into(),
+            _ => GetTabInfoReq {
+                request_id,
+                name: section,
+            }
+            .into(),
+        };
+        let registration = matches!(signal, signal::Signal::ApiRegReq(_));
+        deliver(&mut membership, &mut ctx, from, signal);
+        let sent: Vec<_> = ctx.sent.drain(..).collect();
+        if registration && from.kind != BlockKind::Api {
+            assert!(sent.is_empty(), "only API nodes register");
+            continue;
+        }
+        let [answer] = &sent[..] else {
+            panic!("one answer expected, got {sent:?}");
+        };
+        assert_eq!(answer.envelope.to, from);
+        match &answer.envelope.signal {
+            signal::Signal::ApiRegConf(conf) => {
+                assert!(registration);
+                assert_eq!(conf.started, membership.state() == StartState::Started);
+            }
+            signal::Signal::TcKeyRef(refusal) => assert_eq!(refusal.error, ErrorCode::BadRequest),
+            signal::Signal::SchemaRef(refusal) => {
+                assert_eq!(refusal.error, ErrorCode::BadRequest)
+            }
+            other => panic!("unexpected answer {other:?}"),
+        }
+    }
+    assert_eq!(membership.state(), StartState::Started);
 }

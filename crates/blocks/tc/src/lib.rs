@@ -16,7 +16,10 @@
 mod abort;
 mod commit;
 mod execute;
+mod misaddressed;
 pub mod records;
+#[cfg(test)]
+mod robustness_tests;
 #[cfg(test)]
 mod tests;
 
@@ -24,7 +27,7 @@ use kernel::{send, Block, Context};
 use records::Records;
 use signal::schema::TableDef;
 use signal::signals::*;
-use signal::{BlockRef, Envelope, Gci, Signal};
+use signal::{codec, BlockRef, Envelope, Gci, Signal};
 use std::sync::Arc;
 
 /// Periodic job: the timeout scan.
@@ -215,6 +218,10 @@ impl Block for Tc {
                     },
                     period,
                 );
+            }
+            // From API nodes addressed to this block: never panic.
+            other if codec::is_api_request(other.number()) => {
+                misaddressed::refuse_misaddressed(self.config.address, from, other, ctx)
             }
             other => panic!(
                 "tc {} got unexpected signal {} from {from}",

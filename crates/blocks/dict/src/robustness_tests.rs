@@ -1,0 +1,327 @@
+//! Robustness of dict against what API nodes send: create requests whose
+//! definitions are random bytes, mangled encodings or tables that break a
+//! rule (no columns, bad names, huge partition counts), drops and lookups
+//! of random names (invalid UTF-8 included), transaction requests sent to
+//! dict, and API nodes failing, while the other blocks (played by the test,
+//! correctly and in random order) answer the schema operations in flight.
+//! dict must not panic, must answer every request of a live API node
+//! exactly once, and may only ever create valid tables.
+
+use crate::{Dict, DictConfig, MAX_PARTITIONS};
+use kernel::testing::{deliver, RecordingContext};
+use kernel::Context;
+use signal::schema::{ColumnDef, ColumnType, TableDef};
+use signal::signals::*;
+use signal::{BlockKind, BlockRef, NodeId, Signal, TransactionId};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use stdx::mix::XorShift;
+
+const NODE: NodeId = NodeId(1);
+const DICT: BlockRef = BlockRef::new(NODE, BlockKind::Dict, 0);
+const MEMBERSHIP: BlockRef = BlockRef::new(NODE, BlockKind::Membership, 0);
+const APIS: [BlockRef; 3] = [
+    BlockRef::new(NodeId(100), BlockKind::Api, 0),
+    BlockRef::new(NodeId(101), BlockKind::Api, 0),
+    BlockRef::new(NodeId(101), BlockKind::Api, 1),
+];
+const NAMES: [&str; 3] = ["t1", "t2", "T1"];
+
+fn valid_table(rng: &mut XorShift) -> TableDef {
+    let columns = (0..1 + rng.below(4))
+        .map(|index| ColumnDef {
+            name: format!("c{index}"),
+            column_type: match rng.below(3) {
+                0 => ColumnType::Int { unsigned: false },
+                1 => ColumnType::Char(1 + rng.below(255) as u16),
+                _ => ColumnType::VarBinary(1 + rng.below(16_000) as u16),
+            },
+            nullable: index > 0,
+        })
+        .collect();
+    TableDef {
+        id: rng.next_u64() as u32,
+        version: rng.next_u64() as u32,
+        name: NAMES[rng.below(NAMES.len() as u64) as usize].into(),
+        columns,
+        primary_key: vec![0],
+        partitions: match rng.below(6) {
+            0 => MAX_PARTITIONS,
+            1 => MAX_PARTITIONS + 1,
+            2 => u32::MAX,
+            3 => 1 + rng.below(8) as u32,
+            _ => 0,
+        },
+    }
+}
+
+struct Fuzz {
+    dict: Dict,
+    ctx: RecordingContext,
+    rng: XorShift,
+    /// Signals dict sent to dih, the tcs and the ldms, not yet answered.
+    to_blocks: Vec<(BlockRef, Signal)>,
+    /// Requests of live API nodes that must be answered once.
+    outstanding: HashSet<(BlockRef, u32)>,
+    /// Requests of API nodes that failed since: may be answered, or not.
+    orphaned: HashSet<(BlockRef, u32)>,
+    next_request: u32,
+    /// Answers by signal name.
+    answers: HashMap<&'static str, u32>,
+}
+
+impl Fuzz {
+    fn new(seed: u64) -> Fuzz {
+        let mut fuzz = Fuzz {
+            dict: Dict::new(DictConfig {
+                address: DICT,
+                tc_instances: 2,
+                ldm_instances: 2,
+                data_nodes: vec![(NODE, 0)],
+                replicas: 1,
+                redo_log_parts: 2,
+            }),
+            ctx: RecordingContext::new(),
+            rng: XorShift::new(seed),
+            to_blocks: Vec::new(),
+            outstanding: HashSet::new(),
+            orphaned: HashSet::new(),
+            next_request: 0,
+            answers: HashMap::new(),
+        };
+        for phase in 1..=3 {
+            fuzz.deliver(MEMBERSHIP, StartPhaseReq { phase });
+        }
+        fuzz
+    }
+
+    fn below(&mut self, bound: u64) -> u64 {
+        self.rng.below(bound)
+    }
+
+    fn deliver(&mut self, from: BlockRef, signal: impl Into<Signal>) {
+        deliver(&mut self.dict, &mut self.ctx, from, signal);
+        for sent in std::mem::take(&mut self.ctx.sent) {
+            let to = sent.envelope.to;
+            let request_id = match &sent.envelope.signal {
+                Signal::CreateTabConf(conf) => Some(conf.request_id),
+                Signal::DropTabConf(conf) => Some(conf.request_id),
+                Signal::SchemaRef(refusal) => Some(refusal.request_id),
+                Signal::GetTabInfoConf(conf) => {
+                    let table = TableDef::decode(conf.definition.as_slice())
+                        .expect("dict hands out valid definitions");
+                    assert!(table.partitions >= 1 && table.partitions <= MAX_PARTITIONS);
+                    Some(conf.request_id)
+                }
+                Signal::TcKeyRef(_) | Signal::StartPhaseConf(_) => None,
+                Signal::DiAddTabReq(request) => {
+                    assert_eq!(request.table.validate(), Ok(()));
+                    assert!(request.table.partitions >= 1);
+                    assert!(request.table.partitions <= MAX_PARTITIONS);
+                    None
+                }
+                _ => None,
+            };
+            *self.answers.entry(sent.envelope.signal.name()).or_default() += 1;
+            match (to.kind, request_id) {
+                (BlockKind::Api, Some(request_id)) => {
+                    let answered = self.outstanding.remove(&(to, request_id))
+                        || self.orphaned.remove(&(to, request_id));
+                    assert!(answered, "{to} got a second or unasked answer: {sent:?}");
+                }
+                (BlockKind::Api, None) => {}
+                (BlockKind::Membership, None) => {}
+                _ => self.to_blocks.push((to, sent.envelope.signal)),
+            }
+        }
+    }
+
+    fn random_bytes(&mut self, max: u64) -> Vec<u8> {
+        let len = self.below(max + 1) as usize;
+        (0..len).map(|_| self.rng.next_u64() as u8).collect()
+    }
+
+    fn definition(&mut self) -> Vec<u8> {
+        match self.below(6) {
+            0 => self.random_bytes(60),
+            1 => {
+                let mut bytes = valid_table(&mut self.rng).encode_to_vec();
+                let position = self.below(bytes.len() as u64) as usize;
+                bytes[position] = self.rng.next_u64() as u8;
+                bytes
+            }
+            2 => {
+                let mut table = valid_table(&mut self.rng);
+                match self.below(5) {
+                    0 => table.columns.clear(),
+                    1 => table.name = "bad name".into(),
+                    2 => table.primary_key = vec![u16::MAX],
+                    3 => table.columns[0].nullable = true,
+                    _ => table.name = "x".repeat(65),
+                }
+                table.encode_to_vec()
+            }
+            _ => valid_table(&mut self.rng).encode_to_vec(),
+        }
+    }
+
+    fn name(&mut self) -> Vec<u8> {
+        match self.below(4) {
+            0 => self.random_bytes(10),
+            1 => vec![0xff, 0xfe],
+            _ => NAMES[self.below(NAMES.len() as u64) as usize]
+                .as_bytes()
+                .to_vec(),
+        }
+    }
+
+    fn api_request(&mut self) {
+        let api = APIS[self.below(APIS.len() as u64) as usize];
+        self.next_request += 1;
+        let request_id = self.next_request;
+        let pool = self.ctx.pool();
+        let signal: Signal = match self.below(8) {
+            0..=2 => {
+                let definition = self.definition();
+                CreateTabReq {
+                    request_id,
+                    definition: pool.copy_from(&definition).expect("pool has room"),
+                }
+                .into()
+            }
+            3 | 4 => {
+                let name = self.name();
+                DropTabReq {
+                    request_id,
+                    name: pool.copy_from(&name).expect("pool has room"),
+                }
+                .into()
+            }
+            5 => {
+                let name = self.name();
+                GetTabInfoReq {
+                    request_id,
+                    name: pool.copy_from(&name).expect("pool has room"),
+                }
+                .into()
+            }
+            6 => {
+                // Transaction requests addressed to dict.
+                let transaction_id = TransactionId(u64::from(api.node.0) << 48);
+                match self.below(3) {
+                    0 => TcCommitReq { transaction_id }.into(),
+                    1 => TcRollbackReq { transaction_id }.into(),
+                    _ => TcKeyReq {
+                        transaction_id,
+                        client_op: 1,
+                        flags: tc_key_flags::START,
+                        kind: OperationKind::Read,
+                        lock: LockMode::Shared,
+                        table_id: 0,
+                        table_version: 1,
+                        key: pool.copy_from(b"key").expect("pool has room"),
+                        attr: None,
+                    }
+                    .into(),
+                }
+            }
+            _ => ApiRegReq {
+                protocol_version: 1,
+            }
+            .into(),
+        };
+        if matches!(
+            signal,
+            Signal::CreateTabReq(_) | Signal::DropTabReq(_) | Signal::GetTabInfoReq(_)
+        ) {
+            self.outstanding.insert((api, request_id));
+        }
+        self.deliver(api, signal);
+    }
+
+    /// One block answers one of dict's signals, as a correct block does.
+    fn block_answer(&mut self) {
+        if self.to_blocks.is_empty() {
+            return;
+        }
+        let index = self.below(self.to_blocks.len() as u64) as usize;
+        let (block, signal) = self.to_blocks.swap_remove(index);
+        match signal {
+            Signal::DiAddTabReq(request) => {
+                let map = Arc::new(PartitionMap {
+                    table_id: request.table.id,
+                    version: 1,
+                    bucket_partitions: Vec::new(),
+                    partitions: Vec::new(),
+                });
+                self.deliver(block, DiAddTabConf { map });
+            }
+            Signal::TcAddTabReq(request) => {
+                let table_id = request.table.id;
+                self.deliver(block, AddTabConf { table_id });
+            }
+            Signal::LqhAddTabReq(request) => {
+                let table_id = request.table.id;
+                self.deliver(block, AddTabConf { table_id });
+            }
+            Signal::DropTabOrd(order) => {
+                let busy = block.kind == BlockKind::Ldm && self.below(4) == 0;
+                let report = DropTabRep {
+                    table_id: order.table_id,
+                    busy,
+                };
+                self.deliver(block, report);
+            }
+            other => panic!("dict sent {} to {block}", other.name()),
+        }
+    }
+
+    fn step(&mut self) {
+        match self.below(20) {
+            0..=8 => self.api_request(),
+            9..=18 => self.block_answer(),
+            _ => {
+                let api = APIS[self.below(APIS.len() as u64) as usize];
+                let failed: Vec<_> = self
+                    .outstanding
+                    .iter()
+                    .filter(|(to, _)| to.node == api.node)
+                    .copied()
+                    .collect();
+                for request in failed {
+                    self.outstanding.remove(&request);
+                    self.orphaned.insert(request);
+                }
+                self.deliver(MEMBERSHIP, ApiFailRep { node: api.node });
+            }
+        }
+    }
+}
+
+#[test]
+fn random_schema_requests_never_crash_dict_and_are_each_answered_once() {
+    for seed in 0..6 {
+        let mut fuzz = Fuzz::new(seed);
+        for _ in 0..4000 {
+            fuzz.step();
+        }
+        while !fuzz.to_blocks.is_empty() {
+            fuzz.block_answer();
+        }
+        assert!(
+            fuzz.outstanding.is_empty(),
+            "seed {seed}: unanswered requests {:?}",
+            fuzz.outstanding
+        );
+        let count = |name| fuzz.answers.get(name).copied().unwrap_or(0);
+        assert!(
+            count("CreateTabConf") > 50
+                && count("DropTabConf") > 50
+                && count("GetTabInfoConf") > 25
+                && count("SchemaRef") > 500
+                && count("TcKeyRef") > 100,
+            "seed {seed}: too few of some answer: {:?}",
+            fuzz.answers
+        );
+    }
+}
