@@ -19,21 +19,7 @@ fn setup() -> Setup {
         ..Default::default()
     })
     .expect("fake data node listens");
-    let text = format!(
-        "[mgmd]\nhost = \"127.0.0.1\"\nport = 11860\n\n[cluster]\nreplicas = 1\n\n\
-         [[data_node]]\nid = 2\nhost = \"127.0.0.1\"\nport = {}\ndata_dir = \"d2\"\n",
-        node.addr().port()
-    );
-    let config = config::ClusterConfig::from_toml_str(&text, "test.toml").expect("valid config");
-    let mgmd = mgmd::start_server_with(
-        config,
-        text,
-        mgmd::ServerOptions {
-            bind_addr: Some("127.0.0.1:0".into()),
-            config_dir: None,
-        },
-    )
-    .expect("mgmd starts");
+    let mgmd = node.start_mgmd().expect("mgmd starts");
     let mgmd_addr = mgmd.local_addr().to_string();
     Setup {
         node,

@@ -7,8 +7,11 @@
 
 mod common;
 
-use client::{Cluster, ColumnDef, ColumnType, Commit, LockMode, Table, TableDef, Value};
-use common::{fresh_dir, run_tessera, ClusterOptions, TestCluster};
+use client::{Cluster, ColumnType, Commit, Table, TableDef, Value};
+use common::{
+    column, create_table, fresh_dir, key, keyed_definition, read_row, run_tessera, ClusterOptions,
+    TestCluster,
+};
 use signal::codec;
 use signal::NodeId;
 use std::io::{ErrorKind, Read, Write};
@@ -171,25 +174,7 @@ fn malformed_config_stops_mgmd_with_file_line_and_key() {
 }
 
 fn table_definition() -> TableDef {
-    TableDef {
-        id: 0,
-        version: 0,
-        name: "t".into(),
-        columns: vec![
-            ColumnDef {
-                name: "k".into(),
-                column_type: ColumnType::Int { unsigned: true },
-                nullable: false,
-            },
-            ColumnDef {
-                name: "v".into(),
-                column_type: ColumnType::VarChar(64),
-                nullable: false,
-            },
-        ],
-        primary_key: vec![0],
-        partitions: 0,
-    }
+    keyed_definition("t", vec![column("v", ColumnType::VarChar(64), false)])
 }
 
 /// Writes `k` and reads it back through `cluster`.
@@ -204,17 +189,9 @@ fn round_trip(cluster: &Cluster, table: &Arc<Table>, k: u32, what: &str) {
     transaction
         .execute(Commit::Yes)
         .unwrap_or_else(|error| panic!("{what}: write: {error}"));
-    let mut transaction = cluster.transaction();
-    let op = transaction
-        .read(table, &[Value::UInt(k.into())], LockMode::CommittedRead)
-        .expect("valid read");
-    transaction
-        .execute(Commit::Yes)
-        .unwrap_or_else(|error| panic!("{what}: read: {error}"));
-    assert_eq!(
-        transaction.get(op).and_then(|row| row.get("v")),
-        Some(&Value::from(what))
-    );
+    let row =
+        read_row(cluster, table, &key(k)).unwrap_or_else(|error| panic!("{what}: read: {error}"));
+    assert_eq!(row.get("v"), Some(&Value::from(what)));
 }
 
 /// A frame with a correct header and checksum around `body`.
@@ -305,8 +282,7 @@ fn taken_node_id_and_garbage_leave_the_node_serving() {
         ..Default::default()
     });
     let before = processes.connect();
-    before.create_table(&table_definition()).expect("create t");
-    let table_before = before.table("t").expect("t");
+    let table_before = create_table(&before, &table_definition());
     round_trip(&before, &table_before, 1, "first");
 
     // A second node claiming id 2.

@@ -13,10 +13,10 @@
 mod common;
 
 use client::{
-    ClientError, Cluster, ColumnDef, ColumnType, Commit, ErrorClass, ErrorCode, LockMode, Table,
-    TableDef, Transaction, TransactionState, Value,
+    ClientError, Cluster, ColumnType, Commit, ErrorClass, ErrorCode, LockMode, Table, TableDef,
+    Transaction, TransactionState, Value,
 };
-use common::{ClusterOptions, TestCluster};
+use common::{column, create_table, key, keyed_definition, read_row, ClusterOptions, TestCluster};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,29 +35,10 @@ const OBSERVE: Duration = Duration::from_millis(500);
 const ANSWER: Duration = Duration::from_secs(60);
 
 fn table_definition() -> TableDef {
-    TableDef {
-        id: 0,
-        version: 0,
-        name: "acct".into(),
-        columns: vec![
-            ColumnDef {
-                name: "k".into(),
-                column_type: ColumnType::Int { unsigned: true },
-                nullable: false,
-            },
-            ColumnDef {
-                name: "v".into(),
-                column_type: ColumnType::BigInt { unsigned: false },
-                nullable: false,
-            },
-        ],
-        primary_key: vec![0],
-        partitions: 0,
-    }
-}
-
-fn key(k: u32) -> [Value; 1] {
-    [Value::UInt(k.into())]
+    keyed_definition(
+        "acct",
+        vec![column("v", ColumnType::BigInt { unsigned: false }, false)],
+    )
 }
 
 /// Executes a locking read of `k` (batch only, no commit) and returns v.
@@ -77,14 +58,9 @@ fn locked_read(
 }
 
 fn committed_value(cluster: &Cluster, table: &Arc<Table>, k: u32) -> i64 {
-    let mut transaction = cluster.transaction();
-    let op = transaction
-        .read(table, &key(k), LockMode::CommittedRead)
-        .expect("valid read");
-    transaction.execute(Commit::Yes).expect("committed read");
-    transaction
-        .get(op)
-        .and_then(|row| row.get("v"))
+    read_row(cluster, table, &key(k))
+        .expect("committed read")
+        .get("v")
         .and_then(Value::as_i64)
         .expect("v")
 }
@@ -105,8 +81,7 @@ fn conflicting_transactions_wait_or_time_out_and_release_locks() {
     // Two API nodes, as two applications would be.
     let a = processes.connect();
     let b = processes.connect();
-    a.create_table(&table_definition()).expect("create acct");
-    let table_a = a.table("acct").expect("acct");
+    let table_a = create_table(&a, &table_definition());
     let table_b = b.table("acct").expect("acct");
     let mut transaction = a.transaction();
     for k in 1..=6 {

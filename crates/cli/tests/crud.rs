@@ -13,57 +13,28 @@
 mod common;
 
 use client::{
-    ClientError, Cluster, ColumnDef, ColumnType, Commit, ErrorClass, ErrorCode, LockMode, Row,
-    Table, TableDef, TransactionState, Value,
+    ClientError, Cluster, ColumnType, Commit, ErrorClass, ErrorCode, LockMode, Row, Table,
+    TableDef, TransactionState, Value,
 };
-use common::{code_of, ClusterOptions, TestCluster};
+use common::{
+    code_of, column, create_table, definition, keyed_definition, read_row, ClusterOptions,
+    TestCluster,
+};
 use std::sync::Arc;
-
-fn column(name: &str, column_type: ColumnType, nullable: bool) -> ColumnDef {
-    ColumnDef {
-        name: name.into(),
-        column_type,
-        nullable,
-    }
-}
-
-fn definition(name: &str, columns: Vec<ColumnDef>, primary_key: Vec<u16>) -> TableDef {
-    TableDef {
-        id: 0,
-        version: 0,
-        name: name.into(),
-        columns,
-        primary_key,
-        partitions: 0,
-    }
-}
 
 /// `kv`: k INT UNSIGNED key, v VARCHAR(32) NOT NULL, n BIGINT NULL.
 fn kv_definition() -> TableDef {
-    definition(
+    keyed_definition(
         "kv",
         vec![
-            column("k", ColumnType::Int { unsigned: true }, false),
             column("v", ColumnType::VarChar(32), false),
             column("n", ColumnType::BigInt { unsigned: false }, true),
         ],
-        vec![0],
     )
 }
 
-/// A committed read of `key`, in a transaction of its own.
-fn read(cluster: &Cluster, table: &Arc<Table>, key: &[Value]) -> Result<Row, ClientError> {
-    let mut transaction = cluster.transaction();
-    let op = transaction.read(table, key, LockMode::CommittedRead)?;
-    transaction.execute(Commit::Yes)?;
-    Ok(transaction
-        .get(op)
-        .cloned()
-        .expect("a read that succeeded has a row"))
-}
-
 fn kv_values(cluster: &Cluster, table: &Arc<Table>, k: u64) -> (Value, Value) {
-    let row = read(cluster, table, &[Value::UInt(k)])
+    let row = read_row(cluster, table, &[Value::UInt(k)])
         .unwrap_or_else(|error| panic!("read of kv {k}: {error}"));
     (
         row.get("v").cloned().expect("v"),
@@ -91,8 +62,7 @@ fn crud_transactions_types_and_schema_changes() {
         ..Default::default()
     });
     let cluster = cluster_processes.connect();
-    cluster.create_table(&kv_definition()).expect("create kv");
-    let kv = cluster.table("kv").expect("kv exists");
+    let kv = create_table(&cluster, &kv_definition());
 
     single_operations(&cluster, &kv);
     multi_operation_transactions(&cluster, &kv);
@@ -180,7 +150,7 @@ fn single_operations(cluster: &Cluster, kv: &Arc<Table>) {
         .expect("valid delete");
     transaction.execute(Commit::Yes).expect("delete");
     assert_eq!(
-        code_of(read(cluster, kv, &[Value::UInt(2)])),
+        code_of(read_row(cluster, kv, &[Value::UInt(2)])),
         ErrorCode::NoSuchRow
     );
 
@@ -228,7 +198,7 @@ fn single_operations(cluster: &Cluster, kv: &Arc<Table>) {
     assert_eq!(error.code(), Some(ErrorCode::DuplicateKey), "{error}");
     assert_eq!(error.failed_op(), Some(duplicate));
     assert_eq!(
-        code_of(read(cluster, kv, &[Value::UInt(3)])),
+        code_of(read_row(cluster, kv, &[Value::UInt(3)])),
         ErrorCode::NoSuchRow,
         "the aborted transaction's insert must not survive"
     );
@@ -260,7 +230,7 @@ fn multi_operation_transactions(cluster: &Cluster, kv: &Arc<Table>) {
 
     // Others do not see the uncommitted insert.
     assert_eq!(
-        code_of(read(cluster, kv, &[Value::UInt(10)])),
+        code_of(read_row(cluster, kv, &[Value::UInt(10)])),
         ErrorCode::NoSuchRow,
         "an uncommitted insert is invisible to other transactions"
     );
@@ -335,7 +305,7 @@ fn rollback_leaves_nothing(cluster: &Cluster, kv: &Arc<Table>) {
     transaction.rollback().expect("rollback");
     assert_eq!(transaction.state(), TransactionState::Aborted);
     assert_eq!(
-        code_of(read(cluster, kv, &[Value::UInt(20)])),
+        code_of(read_row(cluster, kv, &[Value::UInt(20)])),
         ErrorCode::NoSuchRow
     );
     assert_eq!(
@@ -356,7 +326,7 @@ fn rollback_leaves_nothing(cluster: &Cluster, kv: &Arc<Table>) {
         .rollback()
         .expect("rollback of an unsent transaction");
     assert_eq!(
-        code_of(read(cluster, kv, &[Value::UInt(21)])),
+        code_of(read_row(cluster, kv, &[Value::UInt(21)])),
         ErrorCode::NoSuchRow
     );
 
@@ -423,7 +393,7 @@ fn large_transactions(cluster: &Cluster, kv: &Arc<Table>) {
     assert!(!error.is_temporary());
     for k in [200_000, 205_000, 210_000] {
         assert_eq!(
-            code_of(read(cluster, kv, &[Value::UInt(k)])),
+            code_of(read_row(cluster, kv, &[Value::UInt(k)])),
             ErrorCode::NoSuchRow,
             "key {k} of the refused transaction"
         );
@@ -439,7 +409,7 @@ fn large_transactions(cluster: &Cluster, kv: &Arc<Table>) {
         .execute(Commit::Yes)
         .expect("2000 deletes in one batch");
     assert_eq!(
-        code_of(read(cluster, kv, &[Value::UInt(100_000)])),
+        code_of(read_row(cluster, kv, &[Value::UInt(100_000)])),
         ErrorCode::NoSuchRow
     );
 }
@@ -537,12 +507,12 @@ fn nulls_and_column_types(cluster: &Cluster) {
     transaction.execute(Commit::Yes).expect("insert typed rows");
     for row in &rows {
         let key = row[0].1.clone();
-        let got = read(cluster, &types, std::slice::from_ref(&key))
+        let got = read_row(cluster, &types, std::slice::from_ref(&key))
             .unwrap_or_else(|error| panic!("read types {key}: {error}"));
         assert_same_values(&got, row, &format!("types row {key}"));
     }
     // Columns left out of an insert are NULL, not empty.
-    let sparse = read(cluster, &types, &[Value::UInt(3)]).expect("read");
+    let sparse = read_row(cluster, &types, &[Value::UInt(3)]).expect("read");
     for name in ["ch", "vc", "vb", "bu", "bi", "i", "iu"] {
         assert_eq!(sparse.get(name), Some(&Value::Null), "column {name}");
     }
@@ -561,7 +531,7 @@ fn nulls_and_column_types(cluster: &Cluster) {
         )
         .expect("valid update");
     transaction.execute(Commit::Yes).expect("update");
-    let padded = read(cluster, &types, &[Value::UInt(2)]).expect("read");
+    let padded = read_row(cluster, &types, &[Value::UInt(2)]).expect("read");
     assert_eq!(padded.get("ch"), Some(&Value::from("ab")), "CHAR");
     assert_eq!(padded.get("vc"), Some(&Value::from("pad  ")), "VARCHAR");
     assert_eq!(padded.get("vb"), Some(&Value::from("pad  ")), "VARBINARY");
@@ -573,7 +543,7 @@ fn nulls_and_column_types(cluster: &Cluster) {
             .update(&types, &[Value::UInt(0)], &[("d", value.clone())])
             .expect("valid update");
         transaction.execute(Commit::Yes).expect("update");
-        let got = read(cluster, &types, &[Value::UInt(0)]).expect("read");
+        let got = read_row(cluster, &types, &[Value::UInt(0)]).expect("read");
         assert_eq!(got.get("d"), Some(&value));
         assert_eq!(got.get("vc"), Some(&Value::Null), "other columns untouched");
     }
@@ -581,8 +551,9 @@ fn nulls_and_column_types(cluster: &Cluster) {
 
 fn composite_primary_key(cluster: &Cluster) {
     // Key order (b, a) differs from column order (a, b).
-    cluster
-        .create_table(&definition(
+    let pairs = create_table(
+        cluster,
+        &definition(
             "pairs",
             vec![
                 column("a", ColumnType::VarChar(20), false),
@@ -590,9 +561,8 @@ fn composite_primary_key(cluster: &Cluster) {
                 column("c", ColumnType::Double, true),
             ],
             vec![1, 0],
-        ))
-        .expect("create pairs");
-    let pairs = cluster.table("pairs").expect("pairs exists");
+        ),
+    );
     let entries = [(1, "x", 1.0), (1, "y", 2.0), (2, "x", 3.0), (-7, "", 4.0)];
     let mut transaction = cluster.transaction();
     for (b, a, c) in entries {
@@ -609,18 +579,22 @@ fn composite_primary_key(cluster: &Cluster) {
     }
     transaction.execute(Commit::Yes).expect("insert pairs");
     for (b, a, c) in entries {
-        let row = read(cluster, &pairs, &[Value::Int(b), Value::from(a)])
+        let row = read_row(cluster, &pairs, &[Value::Int(b), Value::from(a)])
             .unwrap_or_else(|error| panic!("read ({b}, {a:?}): {error}"));
         assert_eq!(row.get("a"), Some(&Value::from(a)));
         assert_eq!(row.get("b"), Some(&Value::Int(b)));
         assert_eq!(row.get("c"), Some(&Value::Double(c)));
     }
     assert_eq!(
-        code_of(read(cluster, &pairs, &[Value::Int(2), Value::from("y")])),
+        code_of(read_row(
+            cluster,
+            &pairs,
+            &[Value::Int(2), Value::from("y")]
+        )),
         ErrorCode::NoSuchRow
     );
     // VARCHAR keys compare without trailing spaces (PAD SPACE).
-    let padded = read(cluster, &pairs, &[Value::Int(1), Value::from("x   ")])
+    let padded = read_row(cluster, &pairs, &[Value::Int(1), Value::from("x   ")])
         .expect("a key with trailing spaces finds the row");
     assert_eq!(padded.get("c"), Some(&Value::Double(1.0)));
     let mut transaction = cluster.transaction();
@@ -644,11 +618,15 @@ fn composite_primary_key(cluster: &Cluster) {
         .expect("valid delete");
     transaction.execute(Commit::Yes).expect("delete");
     assert_eq!(
-        code_of(read(cluster, &pairs, &[Value::Int(1), Value::from("x")])),
+        code_of(read_row(
+            cluster,
+            &pairs,
+            &[Value::Int(1), Value::from("x")]
+        )),
         ErrorCode::NoSuchRow
     );
     for (b, a) in [(1, "y"), (2, "x"), (-7, "")] {
-        read(cluster, &pairs, &[Value::Int(b), Value::from(a)])
+        read_row(cluster, &pairs, &[Value::Int(b), Value::from(a)])
             .unwrap_or_else(|error| panic!("({b}, {a:?}) must survive: {error}"));
     }
 }
@@ -793,7 +771,7 @@ fn values_refused(cluster: &Cluster, kv: &Arc<Table>) {
         assert_eq!(error.code(), Some(code), "{what}: {error}");
         assert_eq!(error.class(), Some(ErrorClass::Permanent), "{what}");
         assert_eq!(
-            code_of(read(cluster, kv, &[Value::UInt(33)])),
+            code_of(read_row(cluster, kv, &[Value::UInt(33)])),
             ErrorCode::NoSuchRow,
             "{what}: nothing inserted"
         );
@@ -837,9 +815,9 @@ fn schema_changes(processes: &TestCluster, cluster: &Cluster) {
     // A second client caches kv, which the first drops.
     let other = processes.connect();
     let stale_kv = other.table("kv").expect("kv");
-    read(&other, &stale_kv, &[Value::UInt(1)]).expect("kv row 1 readable");
+    read_row(&other, &stale_kv, &[Value::UInt(1)]).expect("kv row 1 readable");
     cluster.drop_table("kv").expect("drop kv");
-    let error = read(&other, &stale_kv, &[Value::UInt(1)]).expect_err("kv is gone");
+    let error = read_row(&other, &stale_kv, &[Value::UInt(1)]).expect_err("kv is gone");
     assert_eq!(error.code(), Some(ErrorCode::UnknownTable), "{error}");
     assert_eq!(
         code_of(other.table("kv")),
@@ -853,7 +831,7 @@ fn schema_changes(processes: &TestCluster, cluster: &Cluster) {
     cluster.create_table(&kv_definition()).expect("recreate kv");
     let new_kv = other.table("kv").expect("the new kv");
     assert_eq!(
-        code_of(read(&other, &new_kv, &[Value::UInt(1)])),
+        code_of(read_row(&other, &new_kv, &[Value::UInt(1)])),
         ErrorCode::NoSuchRow,
         "a recreated table starts empty"
     );
@@ -880,7 +858,7 @@ fn schema_changes(processes: &TestCluster, cluster: &Cluster) {
             vec![0],
         ))
         .expect("recreate types");
-    let error = read(&other, &stale_types, &[Value::UInt(1)]).expect_err("stale definition");
+    let error = read_row(&other, &stale_types, &[Value::UInt(1)]).expect_err("stale definition");
     assert!(
         matches!(
             error.code(),
@@ -911,7 +889,7 @@ fn schema_changes(processes: &TestCluster, cluster: &Cluster) {
     transaction
         .execute(Commit::Yes)
         .expect("the new definition works");
-    let row = read(
+    let row = read_row(
         cluster,
         &cluster.table("types").expect("types"),
         &[Value::UInt(1)],

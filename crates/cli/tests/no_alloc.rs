@@ -11,8 +11,10 @@
 
 mod common;
 
-use client::{Cluster, ColumnDef, ColumnType, Commit, LockMode, OpId, Table, TableDef, Value};
-use common::{threads_of_node2, ClusterOptions, TestCluster};
+use client::{Cluster, ColumnType, Commit, LockMode, OpId, Table, TableDef, Value};
+use common::{
+    column, create_table, key, keyed_definition, threads_of_node2, ClusterOptions, TestCluster,
+};
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,30 +29,13 @@ const CLIENTS: u32 = 2;
 const BATCH: usize = 10;
 
 fn table_definition() -> TableDef {
-    TableDef {
-        id: 0,
-        version: 0,
-        name: "steady".into(),
-        columns: vec![
-            ColumnDef {
-                name: "k".into(),
-                column_type: ColumnType::Int { unsigned: true },
-                nullable: false,
-            },
-            ColumnDef {
-                name: "v".into(),
-                column_type: ColumnType::VarChar(200),
-                nullable: false,
-            },
-            ColumnDef {
-                name: "n".into(),
-                column_type: ColumnType::BigInt { unsigned: false },
-                nullable: true,
-            },
+    keyed_definition(
+        "steady",
+        vec![
+            column("v", ColumnType::VarChar(200), false),
+            column("n", ColumnType::BigInt { unsigned: false }, true),
         ],
-        primary_key: vec![0],
-        partitions: 0,
-    }
+    )
 }
 
 /// A value whose length varies with `round`, so updates move the row's
@@ -105,19 +90,19 @@ fn run_operations(cluster: &Cluster, table: &Arc<Table>, model: &mut Model, oper
             match choice {
                 0..=2 => {
                     let op = transaction
-                        .read(table, &[Value::UInt(k.into())], LockMode::CommittedRead)
+                        .read(table, &key(k), LockMode::CommittedRead)
                         .expect("read");
                     checks.push((op, k));
                 }
                 3 => {
                     let op = transaction
-                        .read(table, &[Value::UInt(k.into())], LockMode::Shared)
+                        .read(table, &key(k), LockMode::Shared)
                         .expect("read");
                     checks.push((op, k));
                 }
                 4 => {
                     let op = transaction
-                        .read(table, &[Value::UInt(k.into())], LockMode::Exclusive)
+                        .read(table, &key(k), LockMode::Exclusive)
                         .expect("read");
                     checks.push((op, k));
                 }
@@ -127,7 +112,7 @@ fn run_operations(cluster: &Cluster, table: &Arc<Table>, model: &mut Model, oper
                     transaction
                         .update(
                             table,
-                            &[Value::UInt(k.into())],
+                            &key(k),
                             &[("v", Value::from(value.as_str())), ("n", Value::Int(n))],
                         )
                         .expect("update");
@@ -152,9 +137,7 @@ fn run_operations(cluster: &Cluster, table: &Arc<Table>, model: &mut Model, oper
                     // row count stays put, so the index neither grows nor
                     // shrinks between the snapshots.
                     let value = text(k, round + 2);
-                    transaction
-                        .delete(table, &[Value::UInt(k.into())])
-                        .expect("delete");
+                    transaction.delete(table, &key(k)).expect("delete");
                     transaction
                         .insert(
                             table,
@@ -244,9 +227,7 @@ fn ldm_and_tc_threads_do_not_allocate_once_warm() {
         ..Default::default()
     });
     let clients: Vec<Cluster> = (0..CLIENTS).map(|_| processes.connect()).collect();
-    clients[0]
-        .create_table(&table_definition())
-        .expect("create table");
+    create_table(&clients[0], &table_definition());
 
     // Load: every client inserts the keys of its parity.
     let mut models: Vec<Model> = (0..CLIENTS)

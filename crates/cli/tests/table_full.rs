@@ -8,10 +8,10 @@
 mod common;
 
 use client::{
-    ClientError, Cluster, ColumnDef, ColumnType, Commit, ErrorClass, ErrorCode, LockMode, Table,
-    TableDef, Value,
+    ClientError, Cluster, ColumnType, Commit, ErrorClass, ErrorCode, LockMode, Table, TableDef,
+    Value,
 };
-use common::{ClusterOptions, TestCluster};
+use common::{column, create_table, key, keyed_definition, read_row, ClusterOptions, TestCluster};
 use std::sync::Arc;
 
 const WIDTH: usize = 8000;
@@ -20,25 +20,14 @@ const WIDTH: usize = 8000;
 const INSERT_LIMIT: u32 = 20_000;
 
 fn table_definition() -> TableDef {
-    TableDef {
-        id: 0,
-        version: 0,
-        name: "wide".into(),
-        columns: vec![
-            ColumnDef {
-                name: "k".into(),
-                column_type: ColumnType::Int { unsigned: true },
-                nullable: false,
-            },
-            ColumnDef {
-                name: "payload".into(),
-                column_type: ColumnType::VarBinary(WIDTH as u16),
-                nullable: false,
-            },
-        ],
-        primary_key: vec![0],
-        partitions: 0,
-    }
+    keyed_definition(
+        "wide",
+        vec![column(
+            "payload",
+            ColumnType::VarBinary(WIDTH as u16),
+            false,
+        )],
+    )
 }
 
 /// The payload of key `k` in version `version`: every byte depends on both,
@@ -69,7 +58,7 @@ fn verify(cluster: &Cluster, table: &Arc<Table>, keys: &[(u32, u32)]) {
             .iter()
             .map(|&(k, _)| {
                 transaction
-                    .read(table, &[Value::UInt(k.into())], LockMode::CommittedRead)
+                    .read(table, &key(k), LockMode::CommittedRead)
                     .expect("valid read")
             })
             .collect();
@@ -98,10 +87,7 @@ fn full_data_memory_is_a_temporary_error_and_the_node_recovers() {
         ..Default::default()
     });
     let cluster = processes.connect();
-    cluster
-        .create_table(&table_definition())
-        .expect("create wide");
-    let table = cluster.table("wide").expect("wide");
+    let table = create_table(&cluster, &table_definition());
 
     let mut stored: Vec<(u32, u32)> = Vec::new();
     let (full_key, error) = loop {
@@ -133,17 +119,8 @@ fn full_data_memory_is_a_temporary_error_and_the_node_recovers() {
     processes.assert_node_serving();
 
     // The refused row is not there; the stored ones are intact.
-    let mut transaction = cluster.transaction();
-    transaction
-        .read(
-            &table,
-            &[Value::UInt(full_key.into())],
-            LockMode::CommittedRead,
-        )
-        .expect("valid read");
     assert_eq!(
-        transaction
-            .execute(Commit::Yes)
+        read_row(&cluster, &table, &key(full_key))
             .err()
             .and_then(|e| e.code()),
         Some(ErrorCode::NoSuchRow)
@@ -155,11 +132,7 @@ fn full_data_memory_is_a_temporary_error_and_the_node_recovers() {
         let (k, _) = *entry;
         let mut transaction = cluster.transaction();
         transaction
-            .update(
-                &table,
-                &[Value::UInt(k.into())],
-                &[("payload", Value::from(payload(k, 1)))],
-            )
+            .update(&table, &key(k), &[("payload", Value::from(payload(k, 1)))])
             .expect("valid update");
         transaction
             .execute(Commit::Yes)
@@ -173,11 +146,7 @@ fn full_data_memory_is_a_temporary_error_and_the_node_recovers() {
     let (k, version) = stored[1];
     let mut transaction = cluster.transaction();
     transaction
-        .update(
-            &table,
-            &[Value::UInt(k.into())],
-            &[("payload", Value::from(vec![1u8; 100]))],
-        )
+        .update(&table, &key(k), &[("payload", Value::from(vec![1u8; 100]))])
         .expect("valid update");
     match transaction.execute(Commit::Yes) {
         Ok(_) => {
@@ -185,7 +154,7 @@ fn full_data_memory_is_a_temporary_error_and_the_node_recovers() {
             transaction
                 .update(
                     &table,
-                    &[Value::UInt(k.into())],
+                    &key(k),
                     &[("payload", Value::from(payload(k, version)))],
                 )
                 .expect("valid update");
@@ -195,9 +164,7 @@ fn full_data_memory_is_a_temporary_error_and_the_node_recovers() {
                 Err(error) if error.code() == Some(ErrorCode::TableFull) => {
                     stored.remove(1);
                     let mut transaction = cluster.transaction();
-                    transaction
-                        .delete(&table, &[Value::UInt(k.into())])
-                        .expect("valid delete");
+                    transaction.delete(&table, &key(k)).expect("valid delete");
                     transaction.execute(Commit::Yes).expect("delete");
                 }
                 other => {
@@ -219,22 +186,15 @@ fn full_data_memory_is_a_temporary_error_and_the_node_recovers() {
     for chunk in deleted.chunks(16) {
         let mut transaction = cluster.transaction();
         for &(k, _) in chunk {
-            transaction
-                .delete(&table, &[Value::UInt(k.into())])
-                .expect("valid delete");
+            transaction.delete(&table, &key(k)).expect("valid delete");
         }
         transaction
             .execute(Commit::Yes)
             .unwrap_or_else(|error| panic!("delete while full: {error}"));
     }
     for &(k, _) in deleted.iter().take(20) {
-        let mut transaction = cluster.transaction();
-        transaction
-            .read(&table, &[Value::UInt(k.into())], LockMode::CommittedRead)
-            .expect("valid read");
         assert_eq!(
-            transaction
-                .execute(Commit::Yes)
+            read_row(&cluster, &table, &key(k))
                 .err()
                 .and_then(|e| e.code()),
             Some(ErrorCode::NoSuchRow),

@@ -279,6 +279,35 @@ impl FakeDataNode {
         true
     }
 
+    /// Starts an in-process mgmd on a free loopback port whose config names
+    /// data node 2 at this fake's address, so that `Cluster::connect`
+    /// through it reaches the fake. The config says id 2 whatever id the
+    /// fake was given, so a fake with another id shows a mismatch.
+    ///
+    /// ```
+    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// let mgmd = node.start_mgmd().expect("mgmd listens");
+    /// let cluster = client::Cluster::connect(&mgmd.local_addr().to_string()).expect("connects");
+    /// assert!(cluster.api_node() >= 128);
+    /// ```
+    pub fn start_mgmd(&self) -> Result<mgmd::MgmdHandle, mgmd::MgmdError> {
+        let text = format!(
+            "[mgmd]\nhost = \"127.0.0.1\"\nport = 11860\n\n[cluster]\nreplicas = 1\n\n\
+             [[data_node]]\nid = 2\nhost = \"127.0.0.1\"\nport = {}\ndata_dir = \"d2\"\n",
+            self.addr.port()
+        );
+        let config = config::ClusterConfig::from_toml_str(&text, "fake-data-node.toml")
+            .map_err(mgmd::MgmdError::Config)?;
+        mgmd::start_server_with(
+            config,
+            text,
+            mgmd::ServerOptions {
+                bind_addr: Some("127.0.0.1:0".into()),
+                config_dir: None,
+            },
+        )
+    }
+
     /// Closes every client connection (they see the connection lost).
     ///
     /// ```

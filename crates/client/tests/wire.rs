@@ -564,21 +564,7 @@ fn a_silent_node_times_out() {
 #[test]
 fn connect_through_mgmd_allocates_an_api_node_id() {
     let node = FakeDataNode::start(Default::default()).expect("listens");
-    let text = format!(
-        "[mgmd]\nhost = \"127.0.0.1\"\nport = 11860\n\n[cluster]\nreplicas = 1\n\n\
-         [[data_node]]\nid = 2\nhost = \"127.0.0.1\"\nport = {}\ndata_dir = \"d2\"\n",
-        node.addr().port()
-    );
-    let config = config::ClusterConfig::from_toml_str(&text, "test.toml").expect("valid config");
-    let mgmd = mgmd::start_server_with(
-        config,
-        text,
-        mgmd::ServerOptions {
-            bind_addr: Some("127.0.0.1:0".into()),
-            config_dir: None,
-        },
-    )
-    .expect("mgmd starts");
+    let mgmd = node.start_mgmd().expect("mgmd starts");
     let addr = mgmd.local_addr().to_string();
     let first = Cluster::connect(&addr).expect("connects through mgmd");
     let second = Cluster::connect(&addr).expect("connects through mgmd");
@@ -594,21 +580,7 @@ fn connect_through_mgmd_allocates_an_api_node_id() {
         ..Default::default()
     })
     .expect("listens");
-    let text = format!(
-        "[mgmd]\nhost = \"127.0.0.1\"\nport = 11860\n\n[cluster]\nreplicas = 1\n\n\
-         [[data_node]]\nid = 2\nhost = \"127.0.0.1\"\nport = {}\ndata_dir = \"d2\"\n",
-        wrong.addr().port()
-    );
-    let config = config::ClusterConfig::from_toml_str(&text, "test.toml").expect("valid config");
-    let mgmd = mgmd::start_server_with(
-        config,
-        text,
-        mgmd::ServerOptions {
-            bind_addr: Some("127.0.0.1:0".into()),
-            config_dir: None,
-        },
-    )
-    .expect("mgmd starts");
+    let mgmd = wrong.start_mgmd().expect("mgmd starts");
     let error = Cluster::connect(&mgmd.local_addr().to_string())
         .err()
         .expect("node id differs from the config");

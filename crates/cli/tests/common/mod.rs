@@ -13,7 +13,10 @@
 // Each test binary includes this module and uses a different part of it.
 #![allow(dead_code)]
 
-use client::{ClientError, Cluster, ErrorCode};
+use client::{
+    ClientError, Cluster, ColumnDef, ColumnType, Commit, ErrorCode, LockMode, Row, Table, TableDef,
+    Value as ClientValue,
+};
 use mgmd::client::MgmClient;
 use serde_json::Value;
 use std::fs;
@@ -22,6 +25,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The binary under test, built by cargo for integration tests.
@@ -491,4 +495,64 @@ pub fn threads_of_node2(report: &Value) -> Vec<Value> {
         .and_then(|node| node["threads"].as_array())
         .cloned()
         .unwrap_or_else(|| panic!("no threads of node 2 in {report}"))
+}
+
+/// A column of a table definition.
+pub fn column(name: &str, column_type: ColumnType, nullable: bool) -> ColumnDef {
+    ColumnDef {
+        name: name.into(),
+        column_type,
+        nullable,
+    }
+}
+
+/// A definition for `create_table`: id, version and partitions are left
+/// for the data node to choose.
+pub fn definition(name: &str, columns: Vec<ColumnDef>, primary_key: Vec<u16>) -> TableDef {
+    TableDef {
+        id: 0,
+        version: 0,
+        name: name.into(),
+        columns,
+        primary_key,
+        partitions: 0,
+    }
+}
+
+/// Table `name` keyed by `k INT UNSIGNED NOT NULL`, followed by `columns`.
+pub fn keyed_definition(name: &str, columns: Vec<ColumnDef>) -> TableDef {
+    let mut all = vec![column("k", ColumnType::Int { unsigned: true }, false)];
+    all.extend(columns);
+    definition(name, all, vec![0])
+}
+
+/// The primary key `k` of a table made by `keyed_definition`.
+pub fn key(k: u32) -> [ClientValue; 1] {
+    [ClientValue::UInt(k.into())]
+}
+
+/// Creates the table through `cluster` and returns it as `cluster` sees it.
+pub fn create_table(cluster: &Cluster, definition: &TableDef) -> Arc<Table> {
+    let name = &definition.name;
+    cluster
+        .create_table(definition)
+        .unwrap_or_else(|error| panic!("create {name}: {error}"));
+    cluster
+        .table(name)
+        .unwrap_or_else(|error| panic!("table {name} after creating it: {error}"))
+}
+
+/// A committed read of `key`, in a transaction of its own.
+pub fn read_row(
+    cluster: &Cluster,
+    table: &Arc<Table>,
+    key: &[ClientValue],
+) -> Result<Row, ClientError> {
+    let mut transaction = cluster.transaction();
+    let op = transaction.read(table, key, LockMode::CommittedRead)?;
+    transaction.execute(Commit::Yes)?;
+    Ok(transaction
+        .get(op)
+        .cloned()
+        .expect("a read that succeeded has a row"))
 }
