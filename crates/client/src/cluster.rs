@@ -191,7 +191,9 @@ impl Cluster {
             transaction_counter: AtomicU64::new(
                 (u64::from(incarnation()) << 16) & (TRANSACTION_COUNTER_MASK >> 1),
             ),
-            request_counter: AtomicU32::new(0),
+            // Same reason as the transaction counter: a reused API node id
+            // must not meet late schema replies meant for its previous owner.
+            request_counter: AtomicU32::new(incarnation()),
             tables: Mutex::new(HashMap::new()),
             _mgm: mgm.map(Mutex::new),
         }

@@ -170,6 +170,7 @@ pub fn start_server_with(
         state: Mutex::new(State {
             data_nodes,
             api_nodes: BTreeMap::new(),
+            next_api_id: *API_IDS.start(),
             connections: HashMap::new(),
             next_connection: 0,
         }),
@@ -219,6 +220,8 @@ struct State {
     data_nodes: Vec<DataNodeState>,
     /// API node id -> the connection holding it, with the peer's IP.
     api_nodes: BTreeMap<u16, (ConnId, String)>,
+    /// Where the round-robin search for a free API node id starts.
+    next_api_id: u16,
     /// Clones of every open connection, to close them on shutdown.
     connections: HashMap<ConnId, TcpStream>,
     next_connection: ConnId,
@@ -491,8 +494,21 @@ fn status(shared: &Shared, conn: &Connection, request: &Map<String, Value>) -> R
 
 fn alloc_api_node(shared: &Shared, conn: &Connection) -> Value {
     let mut state = shared.lock();
-    let Some(id) = API_IDS.clone().find(|id| !state.api_nodes.contains_key(id)) else {
+    // Hand ids out round-robin rather than lowest-free: a data node may
+    // still be finishing the failure handling of an id's previous owner
+    // (late replies in flight), so an id just released is the worst choice.
+    let start = state.next_api_id;
+    let span = API_IDS.end() - API_IDS.start() + 1;
+    let Some(id) = (0..span)
+        .map(|step| API_IDS.start() + (start - API_IDS.start() + step) % span)
+        .find(|id| !state.api_nodes.contains_key(id))
+    else {
         return error("no free API node id: 128-255 are all in use");
+    };
+    state.next_api_id = if id == *API_IDS.end() {
+        *API_IDS.start()
+    } else {
+        id + 1
     };
     state.api_nodes.insert(id, (conn.id, conn.peer.clone()));
     json!({ "ok": true, "node_id": id })
