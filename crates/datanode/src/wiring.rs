@@ -3,7 +3,7 @@
 //! both build a node's blocks here, so the simulator runs exactly the
 //! production blocks with production sizing.
 
-use config::ClusterConfig;
+use config::{ClusterConfig, ClusterSettings};
 use dict::{Dict, DictConfig};
 use dih::{Dih, DihConfig};
 use ldm::{Ldm, LdmConfig};
@@ -49,15 +49,8 @@ pub fn build_blocks(config: &ClusterConfig, node: NodeId) -> Result<NodeBlocks, 
         .collect();
     let tcs = (0..tc_instances)
         .map(|instance| {
-            Tc::new(TcConfig {
-                address: BlockRef::new(node, BlockKind::Tc, instance),
-                max_transactions: (settings.max_concurrent_transactions / tc_instances as u32)
-                    .max(1),
-                max_operations: (settings.max_concurrent_operations / tc_instances as u32).max(1),
-                max_operations_per_transaction: settings.max_operations_per_transaction,
-                lock_wait_timeout_ms: settings.lock_wait_timeout_ms,
-                inactive_transaction_timeout_ms: settings.inactive_transaction_timeout_ms,
-            })
+            let address = BlockRef::new(node, BlockKind::Tc, instance);
+            Tc::new(tc_config(settings, address, tc_instances))
         })
         .collect();
     let dih = Dih::new(DihConfig {
@@ -92,6 +85,25 @@ pub fn build_blocks(config: &ClusterConfig, node: NodeId) -> Result<NodeBlocks, 
     })
 }
 
+/// How each of a node's `tc_instances` tcs is sized: an equal share of the
+/// node's transaction and operation records.
+fn tc_config(settings: &ClusterSettings, address: BlockRef, tc_instances: u16) -> TcConfig {
+    let max_operations = (settings.max_concurrent_operations / tc_instances as u32).max(1);
+    TcConfig {
+        address,
+        max_transactions: (settings.max_concurrent_transactions / tc_instances as u32).max(1),
+        max_operations,
+        // A transaction takes all its operation records from its tc's
+        // share. One larger than the share could never run: it would get
+        // the temporary OutOfOperationRecords, and a client that retries
+        // temporary errors would retry it forever. Capped at the share, it
+        // gets the permanent TooManyOperations instead.
+        max_operations_per_transaction: settings.max_operations_per_transaction.min(max_operations),
+        lock_wait_timeout_ms: settings.lock_wait_timeout_ms,
+        inactive_transaction_timeout_ms: settings.inactive_transaction_timeout_ms,
+    }
+}
+
 /// The partitions (of a table with the default partition count) that ldm
 /// instance `ldm` of a node in `node_group` owns: partition p lives in group
 /// p % groups, on ldm (p / groups) % ldm_instances (dih's default map).
@@ -101,4 +113,31 @@ pub fn default_partitions_of_ldm(config: &ClusterConfig, node_group: u32, ldm: u
     (0..groups * ldm_instances)
         .filter(|p| p % groups == node_group && (p / groups) % ldm_instances == ldm)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transaction_may_not_have_more_operations_than_its_tcs_share_of_records() {
+        let settings = ClusterSettings {
+            max_concurrent_operations: 100,
+            max_operations_per_transaction: 10_000,
+            ..ClusterSettings::default()
+        };
+        let address = BlockRef::new(NodeId(2), BlockKind::Tc, 0);
+        let config = tc_config(&settings, address, 4);
+        assert_eq!(config.max_operations, 25);
+        assert_eq!(config.max_operations_per_transaction, 25);
+        let settings = ClusterSettings {
+            max_operations_per_transaction: 10,
+            ..settings
+        };
+        let config = tc_config(&settings, address, 4);
+        assert_eq!(
+            config.max_operations_per_transaction, 10,
+            "a smaller limit stays"
+        );
+    }
 }

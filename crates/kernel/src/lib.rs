@@ -10,6 +10,7 @@
 //! Architecture invariant: `kernel` knows signals but no block; blocks know
 //! the kernel and signals but never each other.
 
+pub mod answers;
 pub mod block_thread;
 pub mod mesh;
 pub mod spsc;

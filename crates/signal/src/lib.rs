@@ -5,7 +5,8 @@
 //! codec that frames signals on TCP (docs/wire-format.md), the pool of
 //! sections that carry keys and row data without heap allocation, the table
 //! schema, the attribute encoding, the partition hash shared by kernel and
-//! client, and the registry of error codes.
+//! client, the registry of error codes, and the refusal every block gives an
+//! API request it does not serve.
 //!
 //! Architecture invariant: `signal` depends on no other Tessera crate but
 //! `stdx`. Blocks, transport and client all depend on it; it depends on none
@@ -16,6 +17,7 @@ pub mod codec;
 pub mod error;
 pub mod ids;
 pub mod partition;
+pub mod refusal;
 pub mod schema;
 pub mod section;
 pub mod signals;

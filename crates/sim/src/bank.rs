@@ -22,10 +22,14 @@
 //! Every answer is checked as it arrives (see `ledger` for what reads
 //! imply) and at the end: the balances add up, every account's writers form
 //! one chain, scratch rows match the model, token inserts and deletes
-//! balance, and every transaction got its answer. One known tc behaviour
-//! is tolerated and counted instead (`stray_refusals`): operations of a
-//! batch that reach the tc after it aborted the transaction are refused
-//! once more each (tests/scenarios.rs has the reproduction).
+//! balance, and every transaction got its answer. A second refusal of one
+//! transaction is counted, not failed: `stray_refusals` when the tc had a
+//! record for it (the tc answers each aborted batch once, so the tests
+//! assert none; tests/scenarios.rs has the case that once did), and
+//! `refusals_after_no_record` for the late operations of a batch whose
+//! START was refused for lack of a transaction record (expected: there was
+//! no record to remember that refusal in, so each later operation is
+//! refused as UnknownTransaction).
 
 use crate::ledger::{Ledger, Tokens, Written};
 use crate::plans::{self, Ending, Plan};
@@ -121,6 +125,9 @@ pub struct BankCounters {
     /// the tc after it had aborted the transaction and answered already
     /// (see tests/scenarios.rs: a second answer the tc should not send).
     pub stray_refusals: u64,
+    /// TCKEYREF UnknownTransaction for the later operations of a batch
+    /// whose START the tc refused with OutOfTransactionRecords (expected).
+    pub refusals_after_no_record: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -194,9 +201,10 @@ pub struct Bank {
     table: Option<(u32, u32)>,
     slots: Vec<Slot>,
     by_transaction: HashMap<u64, usize>,
-    /// Transactions that ended by TCKEYREF -> operations the client sent:
-    /// the tc may refuse the late ones once more.
-    refused: HashMap<u64, u32>,
+    /// Transactions that ended by TCKEYREF -> (operations the client sent,
+    /// refused before the tc took a record): the tc may refuse the late
+    /// ones once more.
+    refused: HashMap<u64, (u32, bool)>,
     counters_per_api: Vec<u64>,
     next_load: u32,
     started: u64,
@@ -989,24 +997,27 @@ impl Bank {
     }
 
     fn tc_key_ref(&mut self, refusal: TcKeyRef, io: &mut ClientIo<'_>) {
-        if refusal.error == ErrorCode::UnknownTransaction
-            && self
-                .refused
-                .get(&refusal.transaction_id.0)
-                .is_some_and(|&sent| refusal.client_op < sent)
-        {
-            // A late operation of a batch whose transaction the tc had
-            // already aborted and answered for: a known tc behaviour (see
-            // `stray_refusals`), counted rather than failed. (An impatient
-            // rollback keeps its transaction open past the first refusal.)
-            self.counters.stray_refusals += 1;
-            return;
+        let earlier = self.refused.get(&refusal.transaction_id.0).copied();
+        if let Some((sent, without_record)) = earlier {
+            if refusal.error == ErrorCode::UnknownTransaction && refusal.client_op < sent {
+                // A late operation of a batch the tc had already refused
+                // (see `stray_refusals`), counted rather than failed. (An
+                // impatient rollback keeps its transaction open past the
+                // first refusal.)
+                if without_record {
+                    self.counters.refusals_after_no_record += 1;
+                } else {
+                    self.counters.stray_refusals += 1;
+                }
+                return;
+            }
         }
         let slot = self.slot_of(refusal.transaction_id, "TCKEYREF", io);
         let mut active = self.take_active(slot);
-        self.refused.insert(active.id.0, active.next_client_op);
         // Refused before the tc took a record: the tc aborted nothing.
         let without_record = refusal.error == ErrorCode::OutOfTransactionRecords;
+        self.refused
+            .insert(active.id.0, (active.next_client_op, without_record));
         if active.step == Step::RollingBackImpatiently {
             // An abort (a lock-wait timeout, out of records) beat the
             // rollback; the tc will still answer the rollback, for a

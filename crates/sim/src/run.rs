@@ -55,8 +55,12 @@ pub struct SimReport {
     pub final_total_balance: i64,
     /// Scratch rows at the end.
     pub scratch_rows: u64,
-    /// Second refusals of one transaction (a known tc behaviour, counted).
+    /// Second refusals of one transaction the tc had a record for (the tc
+    /// answers an aborted batch once: none expected).
     pub stray_refusals: u64,
+    /// Refusals of the later operations of a batch whose START was refused
+    /// with OutOfTransactionRecords (expected: no record remembered it).
+    pub refusals_after_no_record: u64,
 }
 
 impl SimReport {
@@ -124,6 +128,7 @@ impl Simulation {
             final_total_balance: counters.final_total_balance,
             scratch_rows: counters.scratch_rows,
             stray_refusals: counters.stray_refusals,
+            refusals_after_no_record: counters.refusals_after_no_record,
         }
     }
 

@@ -6,7 +6,7 @@
 
 use signal::signals::*;
 use signal::{BlockKind, BlockRef, Envelope, NodeId, Signal, TransactionId};
-use sim::config::{DATA_NODE, INACTIVE_TRANSACTION_TIMEOUT_MS};
+use sim::config::{NodeLimits, DATA_NODE, INACTIVE_TRANSACTION_TIMEOUT_MS, TC_INSTANCES};
 use sim::rows;
 use sim::{Client, ClientIo, Simulation};
 
@@ -37,7 +37,12 @@ struct Scenario {
 
 impl Scenario {
     fn new(seed: u64) -> Scenario {
-        let mut simulation = Simulation::new(seed, std::env::var_os("SIM_TRACE").is_some());
+        Scenario::with_limits(seed, NodeLimits::default())
+    }
+
+    fn with_limits(seed: u64, limits: NodeLimits) -> Scenario {
+        let trace = std::env::var_os("SIM_TRACE").is_some();
+        let mut simulation = Simulation::with_limits(seed, limits, trace);
         simulation.start_node();
         let mut scenario = Scenario {
             simulation,
@@ -181,14 +186,14 @@ fn a_committed_insert_and_a_failed_one_answer_once_each() {
 /// LQHKEYREF reached the tc before the batch's second TCKEYREQ; the tc
 /// aborted, answered TCKEYREF NoSuchRow for op 0 and released the
 /// transaction; then the second TCKEYREQ arrived and got its own TCKEYREF
-/// UnknownTransaction for op 1. While the abort is still running, the tc
-/// drops such late operations silently; once it is done it refuses each. So
-/// the client hears of one aborted transaction once or several times,
-/// depending on timing. NDB keeps answering one batch with one reply (the
-/// API ignores late operations of an aborted transaction by id, and DBTC
-/// answers a late EXECUTE with TCROLLBACKREP).
+/// UnknownTransaction for op 1: while the abort ran, the tc dropped such
+/// late operations silently, once it was done it refused each, so the
+/// client heard of one aborted transaction once or several times, depending
+/// on timing. NDB answers one batch with one reply (the API ignores late
+/// operations of an aborted transaction by id, and DBTC answers a late
+/// EXECUTE with TCROLLBACKREP). Now the tc keeps the aborted transaction's
+/// record until the batch's last operation arrives and drops the rest.
 #[test]
-#[ignore = "tc: operations of a batch that arrive after the transaction aborted each get TCKEYREF UnknownTransaction"]
 fn operations_arriving_after_an_abort_get_no_second_refusal() {
     let mut scenario = Scenario::new(12);
     let transaction = scenario.new_transaction();
@@ -225,6 +230,42 @@ fn a_client_silent_in_the_middle_of_a_batch_is_aborted_by_the_inactivity_timeout
             "TransIdAi",
             "TcKeyRef op 4294967295 TransactionInactive"
         ]
+    );
+    assert_eq!(scenario.records_in_use(), (0, 0));
+}
+
+/// A batch with more operations than its tc has operation records can
+/// never run. (Found by the tight-limits workload: such a transaction got
+/// the temporary OutOfOperationRecords, so a client that retries temporary
+/// errors retried it forever; the node now caps each tc's operations per
+/// transaction at its share of the records, a permanent error.)
+#[test]
+fn a_batch_larger_than_the_tcs_operation_records_is_refused_as_too_many_operations() {
+    let limits = NodeLimits {
+        max_concurrent_operations: 64,
+        max_concurrent_transactions: 16,
+    };
+    let share = limits.max_concurrent_operations / u32::from(TC_INSTANCES);
+    let mut scenario = Scenario::with_limits(14, limits);
+    let transaction = scenario.new_transaction();
+    for client_op in 0..=share {
+        let flags = match client_op {
+            0 => tc_key_flags::START,
+            op if op == share => tc_key_flags::EXECUTE | tc_key_flags::COMMIT,
+            _ => 0,
+        };
+        scenario.operation(
+            transaction,
+            client_op,
+            flags,
+            OperationKind::Insert,
+            500 + client_op,
+        );
+    }
+    scenario.run_ms(10);
+    assert_eq!(
+        scenario.answers(),
+        vec![format!("TcKeyRef op {share} TooManyOperations")]
     );
     assert_eq!(scenario.records_in_use(), (0, 0));
 }

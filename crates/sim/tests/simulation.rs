@@ -42,7 +42,7 @@ fn run_with(seed: u64, options: &SimOptions) -> SimReport {
     println!(
         "seed {seed}: {ended} transactions ({} committed; aborted: {}) in {:.1} s simulated, \
          {:.2} s wall ({:.0} transactions/s wall, {:.0}/s simulated); {} signals; final GCI {}; \
-         {} stray refusals; trace {:#018x}",
+         {} stray refusals ({} after a refusal for lack of records); trace {:#018x}",
         report.transactions_committed,
         report.abort_summary(),
         report.simulated_us as f64 / 1e6,
@@ -52,6 +52,7 @@ fn run_with(seed: u64, options: &SimOptions) -> SimReport {
         report.signals_delivered,
         report.final_gci,
         report.stray_refusals,
+        report.refusals_after_no_record,
         report.trace_hash
     );
     assert!(
@@ -59,6 +60,10 @@ fn run_with(seed: u64, options: &SimOptions) -> SimReport {
         "seed {seed}: only {ended} transactions ended"
     );
     assert_eq!(report.final_total_balance, 200 * sim::bank::INITIAL_BALANCE);
+    assert_eq!(
+        report.stray_refusals, 0,
+        "seed {seed}: the tc refused an aborted batch more than once"
+    );
     report
 }
 

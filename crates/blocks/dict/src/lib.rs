@@ -16,10 +16,8 @@
 //! several data nodes needs a master dict running each operation on every
 //! node's blocks, as NDB's schema transactions do.
 
-mod answers;
 mod create;
 mod drop;
-mod misaddressed;
 mod requests;
 mod tables;
 
@@ -31,11 +29,11 @@ mod tests;
 pub use drop::DROP_RETRY_DELAY_MS;
 pub use requests::QUEUE_CAPACITY;
 
-use answers::Answers;
+use kernel::answers::Answers;
 use kernel::{Context, Report};
 use requests::{Operation, QueuedRequest};
 use signal::signals::StartPhaseConf;
-use signal::{codec, BlockKind, BlockRef, Envelope, NodeId, Signal};
+use signal::{codec, refusal, BlockKind, BlockRef, Envelope, NodeId, Signal};
 use std::collections::{HashSet, VecDeque};
 use tables::Tables;
 
@@ -177,7 +175,9 @@ impl kernel::Block for Dict {
             Signal::StartPhaseReq(request) => self.start_phase(from, request.phase, ctx),
             Signal::ApiFailRep(report) => self.api_failed(report.node),
             other if codec::is_api_request(other.number()) => {
-                misaddressed::refuse_misaddressed(self.address, from, other, ctx)
+                if let Some(reply) = refusal::refuse_api_request(&other) {
+                    kernel::send(ctx, self.address, from, reply);
+                }
             }
             other => panic!(
                 "dict {}: unexpected signal {} from {from}",

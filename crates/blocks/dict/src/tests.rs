@@ -4,8 +4,8 @@
 //! concurrent requests, the busy ldm asked again after 10 ms, and id reuse
 //! with the next version.
 
-use kernel::testing::{delayed_line, deliver, line, RecordingContext};
 use crate::{Dict, DictConfig, DROP_RETRY_DELAY_MS, QUEUE_CAPACITY};
+use kernel::testing::{delayed_line, deliver, line, RecordingContext};
 use kernel::{Context, Report};
 use signal::schema::{ColumnDef, ColumnType, TableDef};
 use signal::signals::{

@@ -22,8 +22,8 @@
 //! advanced. Start phase 3 commits the initial GCI 1/0 to every tc (tcs hold
 //! commit decisions until they have one) before the first timed switch.
 
-use crate::answers::Answers;
 use crate::Dih;
+use kernel::answers::Answers;
 use kernel::{Context, Report};
 use signal::signals::{ContinueB, GcpCommit, GcpPrepare, StartPhaseConf};
 use signal::{BlockRef, Envelope, Gci};

@@ -15,23 +15,21 @@
 //! of several data nodes needs one master dih (the president's) driving the
 //! tcs of every node; that arrives with membership's president election.
 
-mod answers;
 mod distribution;
 mod gcp;
-mod misaddressed;
 
 #[cfg(test)]
 mod tests;
 
 pub use gcp::{job, GCP_START_PHASE, INITIAL_GCI};
 
-use answers::Answers;
 use distribution::Distribution;
 use gcp::GlobalCheckpoint;
+use kernel::answers::Answers;
 use kernel::Context;
 use signal::schema::TableDef;
 use signal::signals::{DiAddTabConf, StartPhaseConf};
-use signal::{codec, BlockKind, BlockRef, Envelope, Gci, NodeId, Signal};
+use signal::{codec, refusal, BlockKind, BlockRef, Envelope, Gci, NodeId, Signal};
 use std::sync::Arc;
 
 /// What dih needs to know of the node and the cluster.
@@ -148,7 +146,9 @@ impl kernel::Block for Dih {
             Signal::GcpCommitConf(conf) => self.gcp_commit_conf(from, conf.gci, ctx),
             Signal::DiAddTabReq(request) => self.add_table(from, &request.table, ctx),
             other if codec::is_api_request(other.number()) => {
-                misaddressed::refuse_misaddressed(self.address, from, other, ctx)
+                if let Some(reply) = refusal::refuse_api_request(&other) {
+                    kernel::send(ctx, self.address, from, reply);
+                }
             }
             other => panic!(
                 "dih {}: unexpected signal {} from {from}",

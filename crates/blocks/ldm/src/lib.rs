@@ -19,7 +19,6 @@
 pub mod hash_index;
 pub mod layout;
 mod locks;
-mod misaddressed;
 pub mod operation;
 pub mod page_memory;
 pub mod partition;
@@ -32,11 +31,11 @@ mod tests;
 
 use kernel::{send, Block, Context};
 use layout::RowLayout;
-use operation::OperationPool;
+use operation::{Operation, OperationPool};
 use page_memory::PageMemory;
 use partition::Partition;
 use signal::signals::*;
-use signal::{codec, BlockRef, Envelope, ErrorCode, Signal};
+use signal::{codec, refusal, BlockRef, Envelope, ErrorCode, Signal};
 use std::collections::VecDeque;
 
 /// How to build an ldm instance.
@@ -56,6 +55,24 @@ pub(crate) struct TableState {
     /// Indexed by partition number; `None` for partitions other ldms own.
     pub(crate) partitions: Vec<Option<Partition>>,
     pub(crate) active_operations: u32,
+}
+
+/// The layout of `operation`'s table and the partition it runs in. Both
+/// exist for every operation in flight: a table with operations is never
+/// dropped, and an LQHKEYREQ for a partition this ldm does not own is
+/// refused. Takes the tables alone, so that callers can hold `memory` and
+/// `operations` beside what it returns.
+pub(crate) fn layout_and_partition<'a>(
+    tables: &'a mut [Option<TableState>],
+    operation: &Operation,
+) -> (&'a RowLayout, &'a mut Partition) {
+    let table = tables[operation.table_id as usize]
+        .as_mut()
+        .expect("a table with operations in flight is never dropped");
+    let partition = table.partitions[operation.partition as usize]
+        .as_mut()
+        .expect("operations run only in partitions this ldm owns");
+    (&table.layout, partition)
 }
 
 /// The ldm block.
@@ -248,7 +265,9 @@ impl Block for Ldm {
             ),
             // From API nodes addressed to this block: never panic.
             other if codec::is_api_request(other.number()) => {
-                misaddressed::refuse_misaddressed(self.address, from, other, ctx)
+                if let Some(reply) = refusal::refuse_api_request(&other) {
+                    send(ctx, self.address, from, reply);
+                }
             }
             other => panic!(
                 "ldm {} got unexpected signal {} from {from}",

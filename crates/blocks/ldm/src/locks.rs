@@ -12,7 +12,7 @@
 use crate::operation::{ImageKind, OpState, OperationPool, NIL};
 use crate::page_memory::PageMemory;
 use crate::partition::{Partition, RowState};
-use crate::Ldm;
+use crate::{layout_and_partition, Ldm};
 use kernel::{send, Context};
 use signal::signals::{
     AbortConf, AbortReq, CommitConf, CommitReq, CompleteConf, CompleteReq, LockMode,
@@ -116,12 +116,7 @@ impl Ldm {
             return;
         }
         let hash = operation.hash;
-        let table = tables[operation.table_id as usize]
-            .as_mut()
-            .expect("table of a live operation");
-        let partition = table.partitions[operation.partition as usize]
-            .as_mut()
-            .expect("owned partition");
+        let (_, partition) = layout_and_partition(tables, operation);
         // Unlink `index` and every waiter; keep the other granted ones.
         let mut current = partition.op_link(memory, row);
         let mut kept_head = NIL;
@@ -176,13 +171,7 @@ impl Ldm {
                 ..
             } = self;
             let operation = &operations[index];
-            let table = tables[operation.table_id as usize]
-                .as_mut()
-                .expect("table of a live operation");
-            let layout = &table.layout;
-            let partition = table.partitions[operation.partition as usize]
-                .as_mut()
-                .expect("owned partition");
+            let (layout, partition) = layout_and_partition(tables, operation);
             let row = operation.row;
             // Only the transaction's last writer on the row installs: its
             // image already includes the earlier ones.
@@ -278,12 +267,7 @@ impl Ldm {
                         } = self;
                         let operation = &mut operations[index];
                         operation.new_var = NIL;
-                        let table = tables[operation.table_id as usize]
-                            .as_mut()
-                            .expect("table of a live operation");
-                        let partition = table.partitions[operation.partition as usize]
-                            .as_mut()
-                            .expect("owned partition");
+                        let (_, partition) = layout_and_partition(tables, operation);
                         partition.free_var(memory, new_var);
                     }
                     self.release_from_row(index);

@@ -6,7 +6,7 @@ use crate::layout::{RowLayout, RowView};
 use crate::locks::{append_to_row, can_grant, latest_image_of_transaction};
 use crate::operation::{ImageKind, OpState, NIL};
 use crate::partition::{var_class, RowState};
-use crate::Ldm;
+use crate::{layout_and_partition, Ldm};
 use kernel::{send, Context};
 use signal::signals::{LockMode, LqhKeyConf, LqhKeyRef, OperationKind};
 use signal::{ErrorCode, Section, SectionPool};
@@ -109,13 +109,7 @@ impl Ldm {
             operation.transaction_id,
             operation.hash,
         );
-        let table = tables[operation.table_id as usize]
-            .as_mut()
-            .expect("a table with operations in flight is never dropped");
-        let layout = &table.layout;
-        let partition = table.partitions[operation.partition as usize]
-            .as_mut()
-            .expect("operation routed to a partition this ldm owns");
+        let (layout, partition) = layout_and_partition(tables, operation);
         let found = partition.index.lookup(memory, hash.index_hash(), |row| {
             partition.state(memory, row) != RowState::Free
                 && layout.key_matches(partition.view(memory, layout, row), key)
@@ -219,13 +213,7 @@ impl Ldm {
             ..
         } = self;
         let operation = &operations[index];
-        let table = tables[operation.table_id as usize]
-            .as_mut()
-            .expect("table of a live operation");
-        let layout = &table.layout;
-        let partition = table.partitions[operation.partition as usize]
-            .as_mut()
-            .expect("owned partition");
+        let (layout, partition) = layout_and_partition(tables, operation);
         let mut new_var = NIL;
         if let (Some(image), true) = (&image, layout.var_columns > 0) {
             let needed = var_class(image.len() - layout.fixed_body_bytes);
@@ -271,13 +259,7 @@ impl Ldm {
             return Outcome::Failed(ErrorCode::NoSuchRow);
         }
         let hash = operation.hash;
-        let table = tables[operation.table_id as usize]
-            .as_mut()
-            .expect("table of a live operation");
-        let layout = &table.layout;
-        let partition = table.partitions[operation.partition as usize]
-            .as_mut()
-            .expect("owned partition");
+        let (layout, partition) = layout_and_partition(tables, operation);
         let image = match build_image(layout, None, key, changes, pool) {
             Ok(image) => image,
             Err(error) => return Outcome::Failed(error),

@@ -1709,68 +1709,38 @@ fn partitions_of_another_ldm_and_unknown_tables_are_refused() {
     let own = (0..100)
         .find(|&k| b.route(k).0 == 1)
         .expect("a key of partition 1");
-    let request = b.request(
-        txn(1),
-        OperationKind::Insert,
-        LockMode::Exclusive,
-        foreign,
-        Some(&[(V, Some(&int(1)))]),
-    );
-    let tc_op = request.tc_op;
-    b.deliver(TC, request);
-    assert_eq!(
-        b.trace(),
-        vec![line(
-            ldm1,
-            TC,
-            LqhKeyRef {
-                tc_op,
-                error: ErrorCode::UnknownTable
-            }
-        )]
-    );
-    let mut request = b.request(
-        txn(1),
-        OperationKind::Insert,
-        LockMode::Exclusive,
-        own,
-        Some(&[(V, Some(&int(1)))]),
-    );
+    let insert = |b: &mut Bench, k: i32| {
+        b.request(
+            txn(1),
+            OperationKind::Insert,
+            LockMode::Exclusive,
+            k,
+            Some(&[(V, Some(&int(1)))]),
+        )
+    };
+    let assert_unknown_table = |b: &mut Bench, request: LqhKeyReq| {
+        let tc_op = request.tc_op;
+        b.deliver(TC, request);
+        assert_eq!(
+            b.trace(),
+            vec![line(
+                ldm1,
+                TC,
+                LqhKeyRef {
+                    tc_op,
+                    error: ErrorCode::UnknownTable
+                }
+            )]
+        );
+    };
+    let request = insert(&mut b, foreign);
+    assert_unknown_table(&mut b, request);
+    let mut request = insert(&mut b, own);
     request.table_id = 99;
-    let tc_op = request.tc_op;
-    b.deliver(TC, request);
-    assert_eq!(
-        b.trace(),
-        vec![line(
-            ldm1,
-            TC,
-            LqhKeyRef {
-                tc_op,
-                error: ErrorCode::UnknownTable
-            }
-        )]
-    );
-    let mut request = b.request(
-        txn(1),
-        OperationKind::Insert,
-        LockMode::Exclusive,
-        own,
-        Some(&[(V, Some(&int(1)))]),
-    );
+    assert_unknown_table(&mut b, request);
+    let mut request = insert(&mut b, own);
     request.partition = 7;
-    let tc_op = request.tc_op;
-    b.deliver(TC, request);
-    assert_eq!(
-        b.trace(),
-        vec![line(
-            ldm1,
-            TC,
-            LqhKeyRef {
-                tc_op,
-                error: ErrorCode::UnknownTable
-            }
-        )]
-    );
+    assert_unknown_table(&mut b, request);
     // Start phases are confirmed.
     b.deliver(DICT, StartPhaseReq { phase: 1 });
     assert_eq!(

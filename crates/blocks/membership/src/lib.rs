@@ -8,17 +8,15 @@
 //! This file holds the configuration, the block struct and its inbox (one
 //! `match` naming every signal membership takes).
 
-mod answers;
-mod misaddressed;
 pub mod start;
 
 #[cfg(test)]
 mod tests;
 
-use answers::Answers;
+use kernel::answers::Answers;
 use kernel::{Context, Report};
 use signal::signals::{ApiRegConf, StartPhaseReq};
-use signal::{codec, BlockKind, BlockRef, Envelope, Signal};
+use signal::{codec, refusal, BlockKind, BlockRef, Envelope, Signal};
 use start::{StartState, PHASES};
 
 /// What membership needs to know of the node.
@@ -147,7 +145,9 @@ impl kernel::Block for Membership {
             Signal::StartPhaseReq(request) => self.begin(from, request.phase, ctx),
             Signal::StartPhaseConf(conf) => self.phase_conf(from, conf.phase, ctx),
             other if codec::is_api_request(other.number()) => {
-                misaddressed::refuse_misaddressed(self.address, from, other, ctx)
+                if let Some(reply) = refusal::refuse_api_request(&other) {
+                    kernel::send(ctx, self.address, from, reply);
+                }
             }
             other => panic!(
                 "membership {}: unexpected signal {} from {from}",

@@ -17,7 +17,6 @@ impl Tc {
         reply: AbortReply,
         ctx: &mut dyn Context,
     ) {
-        let address = self.config.address;
         let record = &self.records.transactions[transaction as usize];
         assert!(
             matches!(
@@ -28,25 +27,19 @@ impl Tc {
             record.state
         );
         let transaction_id = record.transaction_id;
-        let mut sent = 0;
-        let mut op = record.first_op;
-        while op != NIL {
-            let operation = &mut self.records.operations[op as usize];
-            if matches!(operation.phase, OpPhase::Sent | OpPhase::Prepared) {
-                operation.phase = OpPhase::Aborting;
-                send(
-                    ctx,
-                    address,
-                    operation.ldm,
-                    AbortReq {
-                        tc_op: op,
-                        transaction_id,
-                    },
-                );
-                sent += 1;
-            }
-            op = operation.next;
-        }
+        let sent = self.advance_operations(
+            transaction,
+            &[OpPhase::Sent, OpPhase::Prepared],
+            OpPhase::Aborting,
+            |tc_op, _| {
+                AbortReq {
+                    tc_op,
+                    transaction_id,
+                }
+                .into()
+            },
+            ctx,
+        );
         let record = &mut self.records.transactions[transaction as usize];
         record.state = TransactionState::Aborting;
         record.abort_reply = reply;
@@ -57,17 +50,13 @@ impl Tc {
     }
 
     pub(crate) fn abort_conf(&mut self, conf: AbortConf, ctx: &mut dyn Context) {
-        let operation = &mut self.records.operations[conf.tc_op as usize];
-        assert_eq!(
-            operation.phase,
+        let confirmed = self.operation_confirmed(
+            conf.tc_op,
             OpPhase::Aborting,
-            "ABORTCONF for an operation not aborting"
+            OpPhase::Released,
+            "ABORTCONF",
         );
-        operation.phase = OpPhase::Released;
-        let transaction = operation.transaction;
-        let record = &mut self.records.transactions[transaction as usize];
-        record.outstanding -= 1;
-        if record.outstanding == 0 {
+        if let Some(transaction) = confirmed {
             self.finish_abort(transaction, ctx);
         }
     }
@@ -75,6 +64,18 @@ impl Tc {
     fn finish_abort(&mut self, transaction: u32, ctx: &mut dyn Context) {
         let record = &self.records.transactions[transaction as usize];
         let (api, transaction_id) = (record.api, record.transaction_id);
+        // An error ended the transaction while the client is still sending
+        // its batch: keep the record until the batch ends, so that the rest
+        // of the batch is dropped instead of refused once per operation (the
+        // client hears of the abort once). Not after the inactivity timeout:
+        // that client has already been silent as long as the record would
+        // wait for it.
+        let await_batch_end = !record.batch_closed
+            && !record.api_failed
+            && matches!(
+                record.abort_reply,
+                AbortReply::Error { error, .. } if error != ErrorCode::TransactionInactive
+            );
         if !record.api_failed {
             match record.abort_reply {
                 AbortReply::Error { error, client_op } => send(
@@ -97,7 +98,13 @@ impl Tc {
             }
         }
         self.counters.aborts += 1;
-        self.records.release_transaction(transaction);
+        if await_batch_end {
+            self.records.release_operations(transaction);
+            let record = &mut self.records.transactions[transaction as usize];
+            record.state = TransactionState::AbortedAwaitingBatchEnd;
+        } else {
+            self.records.release_transaction(transaction);
+        }
     }
 
     pub(crate) fn tc_rollback_req(
@@ -117,15 +124,22 @@ impl Tc {
                         self.records.transactions[index as usize].abort_reply =
                             AbortReply::RollbackConf;
                     }
-                    _ => send(
+                    // Aborted already, and the client told; it gives up the
+                    // rest of its batch.
+                    TransactionState::AbortedAwaitingBatchEnd => {
+                        self.records.release_transaction(index);
+                        send(
+                            ctx,
+                            self.config.address,
+                            from,
+                            TcRollbackConf { transaction_id },
+                        );
+                    }
+                    _ => self.refuse_whole_transaction(
                         ctx,
-                        self.config.address,
                         from,
-                        TcKeyRef {
-                            transaction_id,
-                            client_op: u32::MAX,
-                            error: ErrorCode::BadRequest,
-                        },
+                        transaction_id,
+                        ErrorCode::BadRequest,
                     ),
                 }
             }
@@ -174,6 +188,14 @@ impl Tc {
                     };
                     self.start_abort(transaction, reply, ctx);
                 }
+                // The rest of the aborted batch is not coming (the client
+                // heard of the abort already).
+                TransactionState::AbortedAwaitingBatchEnd
+                    if now.saturating_sub(record.last_activity_ms)
+                        >= self.config.inactive_transaction_timeout_ms =>
+                {
+                    self.records.release_transaction(transaction);
+                }
                 _ => {}
             }
             transaction = next;
@@ -187,11 +209,14 @@ impl Tc {
             let next = record.next_active;
             if record.api.node == report.node {
                 record.api_failed = true;
-                if matches!(
-                    record.state,
-                    TransactionState::Idle | TransactionState::Executing
-                ) {
-                    self.start_abort(transaction, AbortReply::Silent, ctx);
+                match record.state {
+                    TransactionState::Idle | TransactionState::Executing => {
+                        self.start_abort(transaction, AbortReply::Silent, ctx)
+                    }
+                    TransactionState::AbortedAwaitingBatchEnd => {
+                        self.records.release_transaction(transaction)
+                    }
+                    _ => {}
                 }
             }
             transaction = next;

@@ -31,30 +31,22 @@ impl Tc {
     }
 
     fn commit_with(&mut self, transaction: u32, gci: Gci, ctx: &mut dyn Context) {
-        let address = self.config.address;
-        let record = &self.records.transactions[transaction as usize];
-        let transaction_id = record.transaction_id;
-        let mut sent = 0;
-        let mut op = record.first_op;
-        while op != NIL {
-            let operation = &mut self.records.operations[op as usize];
-            if operation.phase == OpPhase::Prepared {
-                operation.phase = OpPhase::Committing;
-                send(
-                    ctx,
-                    address,
-                    operation.ldm,
-                    CommitReq {
-                        ldm_op: operation.ldm_op,
-                        tc_op: op,
-                        transaction_id,
-                        gci,
-                    },
-                );
-                sent += 1;
-            }
-            op = operation.next;
-        }
+        let transaction_id = self.records.transactions[transaction as usize].transaction_id;
+        let sent = self.advance_operations(
+            transaction,
+            &[OpPhase::Prepared],
+            OpPhase::Committing,
+            |tc_op, operation| {
+                CommitReq {
+                    ldm_op: operation.ldm_op,
+                    tc_op,
+                    transaction_id,
+                    gci,
+                }
+                .into()
+            },
+            ctx,
+        );
         let record = &mut self.records.transactions[transaction as usize];
         record.gci = gci;
         record.state = TransactionState::Committing;
@@ -67,24 +59,19 @@ impl Tc {
     }
 
     pub(crate) fn commit_conf(&mut self, conf: CommitConf, ctx: &mut dyn Context) {
-        let operation = &mut self.records.operations[conf.tc_op as usize];
-        assert_eq!(
-            operation.phase,
+        let confirmed = self.operation_confirmed(
+            conf.tc_op,
             OpPhase::Committing,
-            "COMMITCONF for an operation not committing"
+            OpPhase::Committed,
+            "COMMITCONF",
         );
-        operation.phase = OpPhase::Committed;
-        let transaction = operation.transaction;
-        let record = &mut self.records.transactions[transaction as usize];
-        record.outstanding -= 1;
-        if record.outstanding == 0 {
+        if let Some(transaction) = confirmed {
             self.acknowledge_commit(transaction, ctx);
         }
     }
 
     /// Every operation is committed: tell the client, then COMPLETE.
     fn acknowledge_commit(&mut self, transaction: u32, ctx: &mut dyn Context) {
-        let address = self.config.address;
         self.counters.commits += 1;
         let record = &self.records.transactions[transaction as usize];
         let (api, transaction_id, operations, gci) = (
@@ -96,7 +83,7 @@ impl Tc {
         if !record.api_failed {
             send(
                 ctx,
-                address,
+                self.config.address,
                 api,
                 TcKeyConf {
                     transaction_id,
@@ -106,26 +93,20 @@ impl Tc {
                 },
             );
         }
-        let mut sent = 0;
-        let mut op = record.first_op;
-        while op != NIL {
-            let operation = &mut self.records.operations[op as usize];
-            if operation.phase == OpPhase::Committed {
-                operation.phase = OpPhase::Completing;
-                send(
-                    ctx,
-                    address,
-                    operation.ldm,
-                    CompleteReq {
-                        ldm_op: operation.ldm_op,
-                        tc_op: op,
-                        transaction_id,
-                    },
-                );
-                sent += 1;
-            }
-            op = operation.next;
-        }
+        let sent = self.advance_operations(
+            transaction,
+            &[OpPhase::Committed],
+            OpPhase::Completing,
+            |tc_op, operation| {
+                CompleteReq {
+                    ldm_op: operation.ldm_op,
+                    tc_op,
+                    transaction_id,
+                }
+                .into()
+            },
+            ctx,
+        );
         let record = &mut self.records.transactions[transaction as usize];
         record.state = TransactionState::Completing;
         record.outstanding = sent;
@@ -135,17 +116,13 @@ impl Tc {
     }
 
     pub(crate) fn complete_conf(&mut self, conf: CompleteConf, _ctx: &mut dyn Context) {
-        let operation = &mut self.records.operations[conf.tc_op as usize];
-        assert_eq!(
-            operation.phase,
+        let confirmed = self.operation_confirmed(
+            conf.tc_op,
             OpPhase::Completing,
-            "COMPLETECONF for an operation not completing"
+            OpPhase::Released,
+            "COMPLETECONF",
         );
-        operation.phase = OpPhase::Released;
-        let transaction = operation.transaction;
-        let record = &mut self.records.transactions[transaction as usize];
-        record.outstanding -= 1;
-        if record.outstanding == 0 {
+        if let Some(transaction) = confirmed {
             self.records.release_transaction(transaction);
         }
     }

@@ -44,11 +44,16 @@ impl Tc {
             None if request.flags & tc_key_flags::START != 0 => {
                 match self.records.seize_transaction(transaction_id, from, now) {
                     Some(index) => index,
+                    // No record to remember this refusal in: the rest of
+                    // the batch, if any, is refused as UnknownTransaction,
+                    // one TCKEYREF per operation; a client drops refusals
+                    // of a transaction it has finished.
                     None => return refuse(ctx, ErrorCode::OutOfTransactionRecords),
                 }
             }
             None => return refuse(ctx, ErrorCode::UnknownTransaction),
         };
+        let closes_batch = request.flags & (tc_key_flags::EXECUTE | tc_key_flags::COMMIT) != 0;
         let record = &mut self.records.transactions[transaction as usize];
         match record.state {
             TransactionState::Idle => {
@@ -57,13 +62,23 @@ impl Tc {
                 record.batch_closed = false;
             }
             TransactionState::Executing if !record.batch_closed => {}
-            // Operations that arrive after the transaction began to abort
-            // are dropped: the abort's TCKEYREF answers the batch.
-            TransactionState::Aborting => return,
+            // The rest of a batch that an abort ended (or is ending) is
+            // dropped: the abort's one TCKEYREF answers the whole batch.
+            // The operation closing the batch ends the wait for it.
+            TransactionState::Aborting | TransactionState::AbortedAwaitingBatchEnd => {
+                record.last_activity_ms = now;
+                if closes_batch {
+                    record.batch_closed = true;
+                    if record.state == TransactionState::AbortedAwaitingBatchEnd {
+                        self.records.release_transaction(transaction);
+                    }
+                }
+                return;
+            }
             _ => return refuse(ctx, ErrorCode::BadRequest),
         }
         record.last_activity_ms = now;
-        if request.flags & (tc_key_flags::EXECUTE | tc_key_flags::COMMIT) != 0 {
+        if closes_batch {
             record.batch_closed = true;
             record.commit_requested = request.flags & tc_key_flags::COMMIT != 0;
         }
@@ -285,15 +300,11 @@ impl Tc {
                 record.commit_requested = true;
                 self.decide_commit(index, ctx);
             }
-            _ => send(
+            _ => self.refuse_whole_transaction(
                 ctx,
-                self.config.address,
                 from,
-                TcKeyRef {
-                    transaction_id,
-                    client_op: u32::MAX,
-                    error: ErrorCode::UnknownTransaction,
-                },
+                transaction_id,
+                ErrorCode::UnknownTransaction,
             ),
         }
     }

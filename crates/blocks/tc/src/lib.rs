@@ -6,7 +6,10 @@
 //! prepared, the tc either answers (TCKEYCONF) or, asked to commit, takes
 //! the current GCI at the commit decision, sends COMMIT to every operation,
 //! acknowledges the client with the GCI, then sends COMPLETE. Any failure
-//! aborts the whole transaction and releases every lock. GCP_PREPARE makes
+//! aborts the whole transaction and releases every lock; the client hears
+//! of it once, by one TCKEYREF for the batch (the rest of a batch still
+//! arriving is dropped: `TransactionState::AbortedAwaitingBatchEnd`).
+//! GCP_PREPARE makes
 //! the tc hold new commit decisions until GCP_COMMIT hands out the next GCI,
 //! which is what keeps dependent transactions' GCIs ordered (DESIGN.md §5).
 //!
@@ -16,7 +19,6 @@
 mod abort;
 mod commit;
 mod execute;
-mod misaddressed;
 pub mod records;
 #[cfg(test)]
 mod robustness_tests;
@@ -24,10 +26,10 @@ mod robustness_tests;
 mod tests;
 
 use kernel::{send, Block, Context};
-use records::Records;
+use records::{OpPhase, Records, TcOperation, NIL};
 use signal::schema::TableDef;
 use signal::signals::*;
-use signal::{codec, BlockRef, Envelope, Gci, Signal};
+use signal::{codec, refusal, BlockRef, Envelope, ErrorCode, Gci, Signal, TransactionId};
 use std::sync::Arc;
 
 /// Periodic job: the timeout scan.
@@ -95,8 +97,8 @@ impl Tc {
             started: false,
             current_gci: Gci(0),
             gcp_prepared: false,
-            waiting_for_gci_head: records::NIL,
-            waiting_for_gci_tail: records::NIL,
+            waiting_for_gci_head: NIL,
+            waiting_for_gci_tail: NIL,
             counters: TcCounters::default(),
         }
     }
@@ -111,8 +113,91 @@ impl Tc {
         self.records.transactions_in_use
     }
 
-    fn timeout_scan_period_ms(&self) -> u64 {
-        (self.config.lock_wait_timeout_ms / 10).clamp(10, 100)
+    /// Runs the timeout scan again after its period.
+    fn schedule_timeout_scan(&self, ctx: &mut dyn Context) {
+        let address = self.config.address;
+        let period = (self.config.lock_wait_timeout_ms / 10).clamp(10, 100);
+        ctx.send_delayed(
+            Envelope {
+                from: address,
+                to: address,
+                signal: ContinueB {
+                    job: TIMEOUT_SCAN_JOB,
+                }
+                .into(),
+            },
+            period,
+        );
+    }
+
+    /// Answers `to`'s request about a whole transaction (TC_COMMITREQ,
+    /// TC_ROLLBACKREQ) with a TCKEYREF that names no operation.
+    pub(crate) fn refuse_whole_transaction(
+        &self,
+        ctx: &mut dyn Context,
+        to: BlockRef,
+        transaction_id: TransactionId,
+        error: ErrorCode,
+    ) {
+        let refusal = TcKeyRef {
+            transaction_id,
+            client_op: u32::MAX,
+            error,
+        };
+        send(ctx, self.config.address, to, refusal);
+    }
+
+    /// Moves every operation of `transaction` that is in one of the phases
+    /// `from` on to `to`, sending its ldm the signal `signal` builds from
+    /// the operation's index and record. Returns how many were sent: the
+    /// answers the new phase waits for.
+    pub(crate) fn advance_operations(
+        &mut self,
+        transaction: u32,
+        from: &[OpPhase],
+        to: OpPhase,
+        signal: impl Fn(u32, &TcOperation) -> Signal,
+        ctx: &mut dyn Context,
+    ) -> u32 {
+        let mut sent = 0;
+        let mut op = self.records.transactions[transaction as usize].first_op;
+        while op != NIL {
+            let operation = &mut self.records.operations[op as usize];
+            if from.contains(&operation.phase) {
+                operation.phase = to;
+                send(
+                    ctx,
+                    self.config.address,
+                    operation.ldm,
+                    signal(op, operation),
+                );
+                sent += 1;
+            }
+            op = operation.next;
+        }
+        sent
+    }
+
+    /// An ldm confirmed operation `tc_op` (`what`, e.g. "COMMITCONF"), which
+    /// must be in phase `expected`; it moves to `to`. Returns its
+    /// transaction when that was the last answer its phase waited for.
+    pub(crate) fn operation_confirmed(
+        &mut self,
+        tc_op: u32,
+        expected: OpPhase,
+        to: OpPhase,
+        what: &str,
+    ) -> Option<u32> {
+        let operation = &mut self.records.operations[tc_op as usize];
+        assert_eq!(
+            operation.phase, expected,
+            "{what} for an operation not {expected:?}"
+        );
+        operation.phase = to;
+        let transaction = operation.transaction;
+        let record = &mut self.records.transactions[transaction as usize];
+        record.outstanding -= 1;
+        (record.outstanding == 0).then_some(transaction)
     }
 
     fn add_table(&mut self, from: BlockRef, request: TcAddTabReq, ctx: &mut dyn Context) {
@@ -151,19 +236,7 @@ impl Tc {
 
     fn start_phase(&mut self, from: BlockRef, request: StartPhaseReq, ctx: &mut dyn Context) {
         if request.phase == 1 {
-            let address = self.config.address;
-            let period = self.timeout_scan_period_ms();
-            ctx.send_delayed(
-                Envelope {
-                    from: address,
-                    to: address,
-                    signal: ContinueB {
-                        job: TIMEOUT_SCAN_JOB,
-                    }
-                    .into(),
-                },
-                period,
-            );
+            self.schedule_timeout_scan(ctx);
         }
         if request.phase == 3 {
             self.started = true;
@@ -205,23 +278,13 @@ impl Block for Tc {
                 job: TIMEOUT_SCAN_JOB,
             }) => {
                 self.timeout_scan(ctx);
-                let address = self.config.address;
-                let period = self.timeout_scan_period_ms();
-                ctx.send_delayed(
-                    Envelope {
-                        from: address,
-                        to: address,
-                        signal: ContinueB {
-                            job: TIMEOUT_SCAN_JOB,
-                        }
-                        .into(),
-                    },
-                    period,
-                );
+                self.schedule_timeout_scan(ctx);
             }
             // From API nodes addressed to this block: never panic.
             other if codec::is_api_request(other.number()) => {
-                misaddressed::refuse_misaddressed(self.config.address, from, other, ctx)
+                if let Some(reply) = refusal::refuse_api_request(&other) {
+                    send(ctx, self.config.address, from, reply);
+                }
             }
             other => panic!(
                 "tc {} got unexpected signal {} from {from}",

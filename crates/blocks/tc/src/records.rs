@@ -26,6 +26,13 @@ pub enum TransactionState {
     Completing,
     /// ABORT sent to every operation that may hold something.
     Aborting,
+    /// Aborted by an error while the client was still sending the batch,
+    /// and the client told (TCKEYREF). The record, with no operations left,
+    /// only waits for the rest of the batch, so that the client hears of
+    /// the abort once: operations that arrive are dropped, the one closing
+    /// the batch (EXECUTE/COMMIT) releases the record, as do a rollback, the
+    /// inactivity timeout and the client's disconnection.
+    AbortedAwaitingBatchEnd,
 }
 
 /// What to tell the client once an abort finishes.
@@ -219,9 +226,13 @@ impl Records {
         Some(index)
     }
 
-    /// Frees a transaction and all its operations.
-    pub fn release_transaction(&mut self, index: u32) {
-        let mut op = self.transactions[index as usize].first_op;
+    /// Frees all operations of a transaction (it keeps its record).
+    pub fn release_operations(&mut self, index: u32) {
+        let record = &mut self.transactions[index as usize];
+        let mut op = record.first_op;
+        record.first_op = NIL;
+        record.last_op = NIL;
+        record.op_count = 0;
         while op != NIL {
             let next = self.operations[op as usize].next;
             self.operations[op as usize] = TcOperation::empty(self.free_operation);
@@ -229,6 +240,11 @@ impl Records {
             self.operations_in_use -= 1;
             op = next;
         }
+    }
+
+    /// Frees a transaction and all its operations.
+    pub fn release_transaction(&mut self, index: u32) {
+        self.release_operations(index);
         let record = &self.transactions[index as usize];
         assert!(
             record.state != TransactionState::Free,

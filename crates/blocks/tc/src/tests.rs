@@ -6,7 +6,7 @@
 //! built as dih builds them (node 2, one node group, partitions spread over
 //! two ldm instances), keys and hashes with `signal::attr`.
 
-use crate::records::NIL;
+use crate::records::{TransactionState, NIL};
 use crate::{Tc, TcConfig, TIMEOUT_SCAN_JOB};
 use kernel::testing::{delayed_line, deliver, line, RecordingContext};
 use kernel::Context;
@@ -112,6 +112,59 @@ fn scan() -> ContinueB {
 
 fn rearm() -> String {
     delayed_line(TC, TC, scan(), SCAN_MS)
+}
+
+/// The trace line of the TCKEYREF the tc sends the API.
+fn refusal_line(transaction_id: TransactionId, client_op: u32, error: ErrorCode) -> String {
+    line(
+        TC,
+        API,
+        TcKeyRef {
+            transaction_id,
+            client_op,
+            error,
+        },
+    )
+}
+
+/// The trace line of the TCKEYCONF that answers a batch without committing.
+fn batch_conf_line(transaction_id: TransactionId, operations: u32) -> String {
+    line(
+        TC,
+        API,
+        TcKeyConf {
+            transaction_id,
+            operations,
+            committed: false,
+            gci: Gci(0),
+        },
+    )
+}
+
+/// The trace line of the TCKEYCONF that acknowledges a commit.
+fn commit_conf_line(transaction_id: TransactionId, operations: u32, gci: Gci) -> String {
+    line(
+        TC,
+        API,
+        TcKeyConf {
+            transaction_id,
+            operations,
+            committed: true,
+            gci,
+        },
+    )
+}
+
+/// The trace line of the ABORT the tc sends `ldm` for its operation `tc_op`.
+fn abort_line(ldm: BlockRef, tc_op: u32, transaction_id: TransactionId) -> String {
+    line(
+        TC,
+        ldm,
+        AbortReq {
+            tc_op,
+            transaction_id,
+        },
+    )
 }
 
 struct Bench {
@@ -294,10 +347,12 @@ impl Bench {
         );
     }
 
-    fn transaction_state(
-        &self,
-        transaction_id: TransactionId,
-    ) -> Option<crate::records::TransactionState> {
+    /// Plays the ldm: LQHKEYREF for an operation.
+    fn refused_by_ldm(&mut self, ldm: BlockRef, tc_op: u32, error: ErrorCode) {
+        self.deliver(ldm, LqhKeyRef { tc_op, error });
+    }
+
+    fn transaction_state(&self, transaction_id: TransactionId) -> Option<TransactionState> {
         self.tc
             .records
             .find(transaction_id)
@@ -408,16 +463,7 @@ fn golden_trace_of_start_and_a_committed_two_operation_write_batch() {
     assert_eq!(
         b.trace(),
         vec![
-            line(
-                TC,
-                API,
-                TcKeyConf {
-                    transaction_id: t,
-                    operations: 2,
-                    committed: true,
-                    gci: G1
-                }
-            ),
+            commit_conf_line(t, 2, G1),
             line(
                 TC,
                 ldm1,
@@ -508,19 +554,7 @@ fn committed_reads_with_commit_answer_data_before_the_conf_and_send_no_commit() 
     );
     assert_eq!(
         b.trace(),
-        vec![
-            expected_data6,
-            line(
-                TC,
-                API,
-                TcKeyConf {
-                    transaction_id: t,
-                    operations: 2,
-                    committed: true,
-                    gci: Gci(0)
-                }
-            ),
-        ],
+        vec![expected_data6, commit_conf_line(t, 2, Gci(0)),],
         "nothing was written: no COMMIT, no COMPLETE, GCI 0"
     );
     b.assert_quiet();
@@ -547,7 +581,7 @@ fn commit_decisions_are_held_between_gcp_prepare_and_gcp_commit() {
     );
     assert_eq!(
         b.transaction_state(t),
-        Some(crate::records::TransactionState::WaitingForGci)
+        Some(TransactionState::WaitingForGci)
     );
     // A scan meanwhile changes nothing (a held commit is not idle).
     b.ctx.now_ms = INACTIVE_MS * 2;
@@ -575,16 +609,7 @@ fn commit_decisions_are_held_between_gcp_prepare_and_gcp_commit() {
     assert_eq!(
         b.trace(),
         vec![
-            line(
-                TC,
-                API,
-                TcKeyConf {
-                    transaction_id: t,
-                    operations: 1,
-                    committed: true,
-                    gci: G2
-                }
-            ),
+            commit_conf_line(t, 1, G2),
             line(
                 TC,
                 ldm,
@@ -653,38 +678,14 @@ fn two_batches_then_tc_commit_req() {
         panic!("one LQHKEYREQ")
     };
     b.prepared(ldm1, op1, 1);
-    assert_eq!(
-        b.trace(),
-        vec![line(
-            TC,
-            API,
-            TcKeyConf {
-                transaction_id: t,
-                operations: 1,
-                committed: false,
-                gci: Gci(0)
-            }
-        )]
-    );
+    assert_eq!(b.trace(), vec![batch_conf_line(t, 1)]);
     let request = b.insert(t, 2, EXECUTE, 2);
     b.deliver(API, request);
     let [(ldm2, op2)] = b.take_lqh_key_reqs()[..] else {
         panic!("one LQHKEYREQ")
     };
     b.prepared(ldm2, op2, 2);
-    assert_eq!(
-        b.trace(),
-        vec![line(
-            TC,
-            API,
-            TcKeyConf {
-                transaction_id: t,
-                operations: 1,
-                committed: false,
-                gci: Gci(0)
-            }
-        )]
-    );
+    assert_eq!(b.trace(), vec![batch_conf_line(t, 1)]);
     b.deliver(API, TcCommitReq { transaction_id: t });
     assert_eq!(
         b.trace(),
@@ -716,16 +717,7 @@ fn two_batches_then_tc_commit_req() {
     assert_eq!(
         b.trace(),
         vec![
-            line(
-                TC,
-                API,
-                TcKeyConf {
-                    transaction_id: t,
-                    operations: 0,
-                    committed: true,
-                    gci: G1
-                }
-            ),
+            commit_conf_line(t, 0, G1),
             line(
                 TC,
                 ldm1,
@@ -826,37 +818,16 @@ fn lqh_key_ref_aborts_the_other_prepared_operation_then_refuses() {
         panic!("two LQHKEYREQs")
     };
     b.prepared(ldm1, op1, 50);
-    b.deliver(
-        ldm2,
-        LqhKeyRef {
-            tc_op: op2,
-            error: ErrorCode::DuplicateKey,
-        },
-    );
+    b.refused_by_ldm(ldm2, op2, ErrorCode::DuplicateKey);
     assert_eq!(
         b.trace(),
-        vec![line(
-            TC,
-            ldm1,
-            AbortReq {
-                tc_op: op1,
-                transaction_id: t
-            }
-        )],
+        vec![abort_line(ldm1, op1, t)],
         "only the prepared operation holds something"
     );
     b.deliver(ldm1, AbortConf { tc_op: op1 });
     assert_eq!(
         b.trace(),
-        vec![line(
-            TC,
-            API,
-            TcKeyRef {
-                transaction_id: t,
-                client_op: 22,
-                error: ErrorCode::DuplicateKey
-            }
-        )]
+        vec![refusal_line(t, 22, ErrorCode::DuplicateKey)]
     );
     b.assert_quiet();
     assert_eq!(b.tc.counters().aborts, 1);
@@ -874,41 +845,17 @@ fn lqh_key_ref_while_another_operation_is_in_flight_ignores_its_late_answer() {
     let [(ldm1, op1), (ldm2, op2)] = ops[..] else {
         panic!("two LQHKEYREQs")
     };
-    b.deliver(
-        ldm1,
-        LqhKeyRef {
-            tc_op: op1,
-            error: ErrorCode::TableFull,
-        },
-    );
+    b.refused_by_ldm(ldm1, op1, ErrorCode::TableFull);
     assert_eq!(
         b.trace(),
-        vec![line(
-            TC,
-            ldm2,
-            AbortReq {
-                tc_op: op2,
-                transaction_id: t
-            }
-        )],
+        vec![abort_line(ldm2, op2, t)],
         "the operation still in flight may hold a lock when it arrives"
     );
     // The ldm answered op2 before it saw the ABORT.
     b.prepared(ldm2, op2, 9);
     assert!(b.trace().is_empty(), "a late LQHKEYCONF is dropped");
     b.deliver(ldm2, AbortConf { tc_op: op2 });
-    assert_eq!(
-        b.trace(),
-        vec![line(
-            TC,
-            API,
-            TcKeyRef {
-                transaction_id: t,
-                client_op: 1,
-                error: ErrorCode::TableFull
-            }
-        )]
-    );
+    assert_eq!(b.trace(), vec![refusal_line(t, 1, ErrorCode::TableFull)]);
     b.assert_quiet();
 }
 
@@ -928,32 +875,11 @@ fn lock_wait_timeout_aborts_the_waiting_operation() {
     assert_eq!(b.trace(), vec![rearm()], "not yet");
     b.ctx.now_ms = 1000 + LOCK_WAIT_MS;
     b.deliver(TC, scan());
-    assert_eq!(
-        b.trace(),
-        vec![
-            line(
-                TC,
-                ldm,
-                AbortReq {
-                    tc_op,
-                    transaction_id: t
-                }
-            ),
-            rearm()
-        ]
-    );
+    assert_eq!(b.trace(), vec![abort_line(ldm, tc_op, t), rearm()]);
     b.deliver(ldm, AbortConf { tc_op });
     assert_eq!(
         b.trace(),
-        vec![line(
-            TC,
-            API,
-            TcKeyRef {
-                transaction_id: t,
-                client_op: NO_OP,
-                error: ErrorCode::LockWaitTimeout
-            }
-        )]
+        vec![refusal_line(t, NO_OP, ErrorCode::LockWaitTimeout)]
     );
     b.assert_quiet();
     assert_eq!(b.tc.counters().lock_wait_timeouts, 1);
@@ -970,50 +896,17 @@ fn idle_transaction_is_aborted_after_the_inactivity_timeout() {
         panic!("one LQHKEYREQ")
     };
     b.prepared(ldm, tc_op, 5);
-    assert_eq!(
-        b.trace(),
-        vec![line(
-            TC,
-            API,
-            TcKeyConf {
-                transaction_id: t,
-                operations: 1,
-                committed: false,
-                gci: Gci(0)
-            }
-        )]
-    );
+    assert_eq!(b.trace(), vec![batch_conf_line(t, 1)]);
     b.ctx.now_ms = 1000 + INACTIVE_MS - 1;
     b.deliver(TC, scan());
     assert_eq!(b.trace(), vec![rearm()], "not yet");
     b.ctx.now_ms = 1000 + INACTIVE_MS;
     b.deliver(TC, scan());
-    assert_eq!(
-        b.trace(),
-        vec![
-            line(
-                TC,
-                ldm,
-                AbortReq {
-                    tc_op,
-                    transaction_id: t
-                }
-            ),
-            rearm()
-        ]
-    );
+    assert_eq!(b.trace(), vec![abort_line(ldm, tc_op, t), rearm()]);
     b.deliver(ldm, AbortConf { tc_op });
     assert_eq!(
         b.trace(),
-        vec![line(
-            TC,
-            API,
-            TcKeyRef {
-                transaction_id: t,
-                client_op: NO_OP,
-                error: ErrorCode::TransactionInactive
-            }
-        )]
+        vec![refusal_line(t, NO_OP, ErrorCode::TransactionInactive)]
     );
     b.assert_quiet();
     assert_eq!(b.tc.counters().inactivity_timeouts, 1);
@@ -1022,15 +915,7 @@ fn idle_transaction_is_aborted_after_the_inactivity_timeout() {
     b.deliver(API, request);
     assert_eq!(
         b.trace(),
-        vec![line(
-            TC,
-            API,
-            TcKeyRef {
-                transaction_id: t,
-                client_op: 2,
-                error: ErrorCode::UnknownTransaction
-            }
-        )]
+        vec![refusal_line(t, 2, ErrorCode::UnknownTransaction)]
     );
 }
 
@@ -1057,17 +942,7 @@ fn an_open_batch_of_a_silent_client_is_aborted_by_the_inactivity_timeout() {
     b.deliver(TC, scan());
     assert_eq!(
         b.trace(),
-        vec![
-            line(
-                TC,
-                ldm,
-                AbortReq {
-                    tc_op,
-                    transaction_id: t
-                }
-            ),
-            rearm()
-        ],
+        vec![abort_line(ldm, tc_op, t), rearm()],
         "the silent client's locks must be released"
     );
     b.deliver(ldm, AbortConf { tc_op });
@@ -1086,17 +961,7 @@ fn rollback_aborts_then_confirms() {
     b.prepared(ldm, tc_op, 5);
     b.trace();
     b.deliver(API, TcRollbackReq { transaction_id: t });
-    assert_eq!(
-        b.trace(),
-        vec![line(
-            TC,
-            ldm,
-            AbortReq {
-                tc_op,
-                transaction_id: t
-            }
-        )]
-    );
+    assert_eq!(b.trace(), vec![abort_line(ldm, tc_op, t)]);
     b.deliver(ldm, AbortConf { tc_op });
     assert_eq!(
         b.trace(),
@@ -1126,24 +991,7 @@ fn rollback_during_a_batch_drops_the_late_answers() {
     b.deliver(API, TcRollbackReq { transaction_id: t });
     assert_eq!(
         b.trace(),
-        vec![
-            line(
-                TC,
-                ldm1,
-                AbortReq {
-                    tc_op: op1,
-                    transaction_id: t
-                }
-            ),
-            line(
-                TC,
-                ldm2,
-                AbortReq {
-                    tc_op: op2,
-                    transaction_id: t
-                }
-            ),
-        ]
+        vec![abort_line(ldm1, op1, t), abort_line(ldm2, op2, t),]
     );
     let data = b.section(&[(V, None)]);
     b.deliver(
@@ -1155,13 +1003,7 @@ fn rollback_during_a_batch_drops_the_late_answers() {
             released: true,
         },
     );
-    b.deliver(
-        ldm2,
-        LqhKeyRef {
-            tc_op: op2,
-            error: ErrorCode::DuplicateKey,
-        },
-    );
+    b.refused_by_ldm(ldm2, op2, ErrorCode::DuplicateKey);
     assert!(
         b.trace().is_empty(),
         "no TRANSIDAI, no TCKEYREF after a rollback"
@@ -1201,24 +1043,7 @@ fn api_failure_aborts_that_clients_transactions_silently() {
     b.deliver(MEMBERSHIP, ApiFailRep { node: API.node });
     let mut trace = b.trace();
     trace.sort();
-    let mut expected = vec![
-        line(
-            TC,
-            ldm1,
-            AbortReq {
-                tc_op: op1,
-                transaction_id: t1,
-            },
-        ),
-        line(
-            TC,
-            ldm2,
-            AbortReq {
-                tc_op: op2,
-                transaction_id: t2,
-            },
-        ),
-    ];
+    let mut expected = vec![abort_line(ldm1, op1, t1), abort_line(ldm2, op2, t2)];
     expected.sort();
     assert_eq!(trace, expected);
     b.prepared(ldm2, op2, 2);
@@ -1293,15 +1118,7 @@ fn requests_before_start_are_refused_with_node_not_started() {
     b.deliver(API, request);
     assert_eq!(
         b.trace(),
-        vec![line(
-            TC,
-            API,
-            TcKeyRef {
-                transaction_id: t,
-                client_op: 4,
-                error: ErrorCode::NodeNotStarted
-            }
-        )]
+        vec![refusal_line(t, 4, ErrorCode::NodeNotStarted)]
     );
     // Phases 1 and 2 are not enough.
     for phase in 1..=2 {
@@ -1312,15 +1129,7 @@ fn requests_before_start_are_refused_with_node_not_started() {
     b.deliver(API, request);
     assert_eq!(
         b.trace(),
-        vec![line(
-            TC,
-            API,
-            TcKeyRef {
-                transaction_id: t,
-                client_op: 4,
-                error: ErrorCode::NodeNotStarted
-            }
-        )]
+        vec![refusal_line(t, 4, ErrorCode::NodeNotStarted)]
     );
     b.assert_quiet();
 }
@@ -1422,29 +1231,11 @@ fn a_failing_operation_in_an_open_transaction_aborts_what_it_holds() {
     let mut request = b.insert(t, 2, COMMIT, 2);
     request.table_version += 1;
     b.deliver(API, request);
-    assert_eq!(
-        b.trace(),
-        vec![line(
-            TC,
-            ldm,
-            AbortReq {
-                tc_op,
-                transaction_id: t
-            }
-        )]
-    );
+    assert_eq!(b.trace(), vec![abort_line(ldm, tc_op, t)]);
     b.deliver(ldm, AbortConf { tc_op });
     assert_eq!(
         b.trace(),
-        vec![line(
-            TC,
-            API,
-            TcKeyRef {
-                transaction_id: t,
-                client_op: 2,
-                error: ErrorCode::SchemaVersionMismatch
-            }
-        )]
+        vec![refusal_line(t, 2, ErrorCode::SchemaVersionMismatch)]
     );
     b.assert_quiet();
 }
@@ -1469,14 +1260,7 @@ fn too_many_operations_in_one_transaction_aborts_it() {
     assert_eq!(
         b.trace(),
         ops.iter()
-            .map(|&(ldm, tc_op)| line(
-                TC,
-                ldm,
-                AbortReq {
-                    tc_op,
-                    transaction_id: t
-                }
-            ))
+            .map(|&(ldm, tc_op)| abort_line(ldm, tc_op, t))
             .collect::<Vec<_>>()
     );
     for &(ldm, tc_op) in &ops {
@@ -1484,15 +1268,7 @@ fn too_many_operations_in_one_transaction_aborts_it() {
     }
     assert_eq!(
         b.trace(),
-        vec![line(
-            TC,
-            API,
-            TcKeyRef {
-                transaction_id: t,
-                client_op: 4,
-                error: ErrorCode::TooManyOperations
-            }
-        )]
+        vec![refusal_line(t, 4, ErrorCode::TooManyOperations)]
     );
     b.assert_quiet();
 }
@@ -1514,37 +1290,16 @@ fn out_of_transaction_records_is_refused_and_recovers() {
     b.deliver(API, request);
     assert_eq!(
         b.trace(),
-        vec![line(
-            TC,
-            API,
-            TcKeyRef {
-                transaction_id: txn(API, 5),
-                client_op: 7,
-                error: ErrorCode::OutOfTransactionRecords
-            }
+        vec![refusal_line(
+            txn(API, 5),
+            7,
+            ErrorCode::OutOfTransactionRecords
         )]
     );
     // Free one; the next transaction gets its record.
     let (t, ldm, tc_op) = open.remove(0);
-    b.deliver(
-        ldm,
-        LqhKeyRef {
-            tc_op,
-            error: ErrorCode::DuplicateKey,
-        },
-    );
-    assert_eq!(
-        b.trace(),
-        vec![line(
-            TC,
-            API,
-            TcKeyRef {
-                transaction_id: t,
-                client_op: 1,
-                error: ErrorCode::DuplicateKey
-            }
-        )]
-    );
+    b.refused_by_ldm(ldm, tc_op, ErrorCode::DuplicateKey);
+    assert_eq!(b.trace(), vec![refusal_line(t, 1, ErrorCode::DuplicateKey)]);
     let request = b.insert(txn(API, 5), 7, START | EXECUTE, 5);
     b.deliver(API, request);
     let [(ldm5, op5)] = b.take_lqh_key_reqs()[..] else {
@@ -1578,14 +1333,7 @@ fn out_of_operation_records_aborts_the_transaction() {
     assert_eq!(
         b.trace(),
         ops.iter()
-            .map(|&(ldm, tc_op)| line(
-                TC,
-                ldm,
-                AbortReq {
-                    tc_op,
-                    transaction_id: t1
-                }
-            ))
+            .map(|&(ldm, tc_op)| abort_line(ldm, tc_op, t1))
             .collect::<Vec<_>>(),
         "t1's third operation finds no record either"
     );
@@ -1594,15 +1342,7 @@ fn out_of_operation_records_aborts_the_transaction() {
     }
     assert_eq!(
         b.trace(),
-        vec![line(
-            TC,
-            API,
-            TcKeyRef {
-                transaction_id: t1,
-                client_op: 3,
-                error: ErrorCode::OutOfOperationRecords
-            }
-        )]
+        vec![refusal_line(t1, 3, ErrorCode::OutOfOperationRecords)]
     );
     b.assert_quiet();
 }
@@ -1614,15 +1354,7 @@ fn assert_refused_keeping(b: &mut Bench, request: TcKeyReq, error: ErrorCode) {
     b.deliver(API, request);
     assert_eq!(
         b.trace(),
-        vec![line(
-            TC,
-            API,
-            TcKeyRef {
-                transaction_id,
-                client_op,
-                error
-            }
-        )]
+        vec![refusal_line(transaction_id, client_op, error)]
     );
     assert_eq!(b.tc.transactions_in_use(), before);
 }
@@ -1687,19 +1419,7 @@ fn forged_and_misdirected_requests_are_bad_requests() {
     let request = b.insert(t, 4, EXECUTE, 4);
     assert_refused_keeping(&mut b, request, ErrorCode::BadRequest);
     b.prepared(ldm, tc_op, 1);
-    assert_eq!(
-        b.trace(),
-        vec![line(
-            TC,
-            API,
-            TcKeyConf {
-                transaction_id: t,
-                operations: 1,
-                committed: false,
-                gci: Gci(0)
-            }
-        )]
-    );
+    assert_eq!(b.trace(), vec![batch_conf_line(t, 1)]);
     b.deliver(API, TcCommitReq { transaction_id: t });
     b.deliver(ldm, CommitConf { tc_op });
     b.deliver(ldm, CompleteConf { tc_op });
@@ -1722,31 +1442,14 @@ fn rollback_of_a_committing_transaction_is_refused() {
     b.deliver(API, TcRollbackReq { transaction_id: t });
     assert_eq!(
         b.trace(),
-        vec![line(
-            TC,
-            API,
-            TcKeyRef {
-                transaction_id: t,
-                client_op: NO_OP,
-                error: ErrorCode::BadRequest
-            }
-        )],
+        vec![refusal_line(t, NO_OP, ErrorCode::BadRequest)],
         "the commit was decided (waiting for its GCI)"
     );
     b.deliver(DIH, GcpCommit { gci: G2 });
     b.deliver(ldm, CommitConf { tc_op });
     b.deliver(ldm, CompleteConf { tc_op });
     let trace = b.trace();
-    assert!(trace.contains(&line(
-        TC,
-        API,
-        TcKeyConf {
-            transaction_id: t,
-            operations: 1,
-            committed: true,
-            gci: G2
-        }
-    )));
+    assert!(trace.contains(&commit_conf_line(t, 1, G2)));
     b.assert_quiet();
 }
 
@@ -1815,62 +1518,135 @@ fn lock_wait_timeout_counts_from_the_unanswered_operation() {
     b.assert_quiet();
 }
 
-/// The client streams a batch; an early operation fails. Operations that
-/// arrive while the abort runs are dropped, those that arrive after it are
-/// refused; none is executed and nothing leaks.
+/// The client streams a batch; an early operation fails. The client hears
+/// of the abort once (one TCKEYREF): the rest of the batch, whether it
+/// arrives while the abort runs or after, is dropped, not executed and not
+/// refused once more; the operation closing the batch releases the record.
 #[test]
-fn operations_arriving_after_the_batch_failed_are_not_executed() {
+fn operations_arriving_after_the_batch_failed_are_dropped_until_the_batch_ends() {
+    let (mut b, t, ldm1, op1) = aborting_in_an_open_batch();
+    // Aborting: the rest of the batch is dropped.
+    let request = b.insert(t, 3, 0, 3);
+    b.deliver(API, request);
+    assert!(b.trace().is_empty());
+    b.deliver(ldm1, AbortConf { tc_op: op1 });
+    assert_eq!(b.trace(), vec![refusal_line(t, 2, ErrorCode::DuplicateKey)]);
+    assert_awaiting_batch_end(&b, t);
+    // Aborted: still dropped, sections and all.
+    let free = b.ctx.pool().free_in_class(0);
+    let request = b.insert(t, 4, 0, 4);
+    b.deliver(API, request);
+    assert!(b.trace().is_empty());
+    assert_eq!(b.ctx.pool().free_in_class(0), free, "sections freed");
+    assert_awaiting_batch_end(&b, t);
+    // The batch's last operation ends the wait, silently.
+    let request = b.insert(t, 5, COMMIT, 5);
+    b.deliver(API, request);
+    assert!(b.trace().is_empty());
+    b.assert_quiet();
+    assert_eq!(b.tc.counters().aborts, 1);
+}
+
+fn assert_awaiting_batch_end(b: &Bench, t: TransactionId) {
+    assert_eq!(
+        b.transaction_state(t),
+        Some(TransactionState::AbortedAwaitingBatchEnd)
+    );
+    assert_eq!(b.tc.transactions_in_use(), 1);
+    assert_eq!(b.tc.records.operations_in_use, 0, "operations released");
+}
+
+/// A transaction whose open batch failed at its second operation (a
+/// duplicate key) while its first was prepared: the ABORT of the first,
+/// `op1` at `ldm1`, is on its way.
+fn aborting_in_an_open_batch() -> (Bench, TransactionId, BlockRef, u32) {
     let mut b = Bench::started(config());
     let t = txn(API, 1);
     let request = b.insert(t, 1, START, 1);
     b.deliver(API, request);
     let request = b.insert(t, 2, 0, 2);
     b.deliver(API, request);
-    let ops = b.take_lqh_key_reqs();
-    let [(ldm1, op1), (ldm2, op2)] = ops[..] else {
+    let [(ldm1, op1), (ldm2, op2)] = b.take_lqh_key_reqs()[..] else {
         panic!("two LQHKEYREQs")
     };
     b.prepared(ldm1, op1, 1);
+    b.refused_by_ldm(ldm2, op2, ErrorCode::DuplicateKey);
+    assert_eq!(b.trace(), vec![abort_line(ldm1, op1, t)]);
+    (b, t, ldm1, op1)
+}
+
+/// A transaction whose open batch failed at its first operation (a
+/// duplicate key): the client was refused and the record awaits the rest
+/// of the batch. At `now_ms` 1000.
+fn aborted_in_an_open_batch() -> (Bench, TransactionId) {
+    let mut b = Bench::started(config());
+    b.ctx.now_ms = 1000;
+    let t = txn(API, 1);
+    let request = b.insert(t, 1, START, 1);
+    b.deliver(API, request);
+    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    b.refused_by_ldm(ldm, tc_op, ErrorCode::DuplicateKey);
+    assert_eq!(b.trace(), vec![refusal_line(t, 1, ErrorCode::DuplicateKey)]);
+    assert_awaiting_batch_end(&b, t);
+    (b, t)
+}
+
+#[test]
+fn a_batch_that_never_ends_after_its_abort_is_released_by_the_inactivity_timeout() {
+    let (mut b, t) = aborted_in_an_open_batch();
+    // One more operation of the batch, at 2000: the client is not silent.
+    b.ctx.now_ms = 2000;
+    let request = b.insert(t, 2, 0, 2);
+    b.deliver(API, request);
+    b.ctx.now_ms = 2000 + INACTIVE_MS - 1;
+    b.deliver(TC, scan());
+    assert_eq!(b.trace(), vec![rearm()], "not yet");
+    assert_awaiting_batch_end(&b, t);
+    b.ctx.now_ms = 2000 + INACTIVE_MS;
+    b.deliver(TC, scan());
+    assert_eq!(b.trace(), vec![rearm()], "released silently");
+    b.assert_quiet();
+    assert_eq!(b.tc.counters().inactivity_timeouts, 0, "nothing aborted");
+    assert_eq!(b.tc.counters().aborts, 1);
+}
+
+#[test]
+fn api_failure_releases_a_transaction_awaiting_its_batch_end() {
+    let (mut b, _) = aborted_in_an_open_batch();
     b.deliver(
-        ldm2,
-        LqhKeyRef {
-            tc_op: op2,
-            error: ErrorCode::DuplicateKey,
+        MEMBERSHIP,
+        ApiFailRep {
+            node: OTHER_API.node,
         },
     );
+    assert_eq!(b.tc.transactions_in_use(), 1, "another client's failure");
+    b.deliver(MEMBERSHIP, ApiFailRep { node: API.node });
+    assert!(b.trace().is_empty());
+    b.assert_quiet();
+}
+
+#[test]
+fn rollback_of_a_transaction_awaiting_its_batch_end_confirms_and_releases() {
+    let (mut b, t) = aborted_in_an_open_batch();
+    b.deliver(API, TcRollbackReq { transaction_id: t });
     assert_eq!(
         b.trace(),
-        vec![line(
-            TC,
-            ldm1,
-            AbortReq {
-                tc_op: op1,
-                transaction_id: t
-            }
-        )]
+        vec![line(TC, API, TcRollbackConf { transaction_id: t })]
     );
-    // Aborting: the rest of the batch is dropped.
-    let request = b.insert(t, 3, 0, 3);
+    b.assert_quiet();
+}
+
+/// The batch's last operation arrives while the abort still runs: nothing
+/// is left to wait for, so the abort releases the record with its refusal.
+#[test]
+fn a_batch_that_ends_while_its_abort_runs_is_released_with_the_refusal() {
+    let (mut b, t, ldm1, op1) = aborting_in_an_open_batch();
+    let request = b.insert(t, 3, EXECUTE | COMMIT, 3);
     b.deliver(API, request);
     assert!(b.trace().is_empty());
     b.deliver(ldm1, AbortConf { tc_op: op1 });
-    assert_eq!(
-        b.trace(),
-        vec![line(
-            TC,
-            API,
-            TcKeyRef {
-                transaction_id: t,
-                client_op: 2,
-                error: ErrorCode::DuplicateKey
-            }
-        )]
-    );
-    // Finished: the batch's last operation is refused, not executed.
-    let request = b.insert(t, 4, COMMIT, 4);
-    b.deliver(API, request);
-    let trace = b.trace();
-    assert_eq!(trace.len(), 1);
-    assert!(trace[0].contains("TcKeyRef"), "{trace:?}");
+    assert_eq!(b.trace(), vec![refusal_line(t, 2, ErrorCode::DuplicateKey)]);
     b.assert_quiet();
 }

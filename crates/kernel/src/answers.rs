@@ -10,7 +10,7 @@
 use signal::BlockRef;
 
 /// The members of a protocol round and which of them have answered.
-pub(crate) struct Answers {
+pub struct Answers {
     members: Vec<BlockRef>,
     answered: Vec<bool>,
     outstanding: usize,
@@ -18,7 +18,7 @@ pub(crate) struct Answers {
 
 impl Answers {
     /// A set of `members`, with no round running.
-    pub(crate) fn new(members: Vec<BlockRef>) -> Answers {
+    pub fn new(members: Vec<BlockRef>) -> Answers {
         let answered = vec![true; members.len()];
         Answers {
             members,
@@ -28,12 +28,12 @@ impl Answers {
     }
 
     /// Every member, in the order rounds address them.
-    pub(crate) fn members(&self) -> &[BlockRef] {
+    pub fn members(&self) -> &[BlockRef] {
         &self.members
     }
 
     /// Starts a round: no member has answered yet.
-    pub(crate) fn start_round(&mut self) {
+    pub fn start_round(&mut self) {
         assert_eq!(
             self.outstanding, 0,
             "a round started while {} answers of the previous one were missing",
@@ -44,13 +44,13 @@ impl Answers {
     }
 
     /// True when every member answered the current round.
-    pub(crate) fn is_complete(&self) -> bool {
+    pub fn is_complete(&self) -> bool {
         self.outstanding == 0
     }
 
     /// Records `from`'s answer (`what` names the signal, for the panic
     /// message). Returns true when it was the last one missing.
-    pub(crate) fn record(&mut self, from: BlockRef, what: &str) -> bool {
+    pub fn record(&mut self, from: BlockRef, what: &str) -> bool {
         let Some(position) = self.members.iter().position(|&member| member == from) else {
             panic!("{what} from {from}, which is not part of this round");
         };
@@ -61,5 +61,49 @@ impl Answers {
         self.answered[position] = true;
         self.outstanding -= 1;
         self.outstanding == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use signal::{BlockKind, NodeId};
+
+    fn tcs() -> Vec<BlockRef> {
+        (0..2)
+            .map(|i| BlockRef::new(NodeId(1), BlockKind::Tc, i))
+            .collect()
+    }
+
+    #[test]
+    fn a_round_completes_with_the_last_missing_answer_in_any_order() {
+        let members = tcs();
+        let mut answers = Answers::new(members.clone());
+        assert!(answers.is_complete());
+        answers.start_round();
+        assert!(!answers.is_complete());
+        assert!(!answers.record(members[1], "Conf"));
+        assert!(answers.record(members[0], "Conf"));
+        assert!(answers.is_complete());
+        answers.start_round();
+        assert!(!answers.record(members[0], "Conf"));
+    }
+
+    #[test]
+    #[should_panic(expected = "twice in one round")]
+    fn a_second_answer_stops_the_node() {
+        let members = tcs();
+        let mut answers = Answers::new(members.clone());
+        answers.start_round();
+        answers.record(members[0], "Conf");
+        answers.record(members[0], "Conf");
+    }
+
+    #[test]
+    #[should_panic(expected = "not part of this round")]
+    fn a_strangers_answer_stops_the_node() {
+        let mut answers = Answers::new(tcs());
+        answers.start_round();
+        answers.record(BlockRef::new(NodeId(2), BlockKind::Tc, 0), "Conf");
     }
 }
