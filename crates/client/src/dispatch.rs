@@ -373,6 +373,7 @@ mod tests {
                     operations: 2,
                     committed: true,
                     gci: Gci(9),
+                    map_version: 0,
                 }
                 .into(),
             )

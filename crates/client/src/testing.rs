@@ -528,6 +528,7 @@ impl FakeState {
                                 operations: 0,
                                 committed: true,
                                 gci,
+                                map_version: 1,
                             }
                             .into(),
                         );
@@ -589,25 +590,53 @@ impl FakeState {
             Signal::GetTabInfoReq(request) => {
                 let name = String::from_utf8_lossy(request.name.as_slice()).into_owned();
                 let encoded = self.tables.get(&name).map(TableDef::encode_to_vec);
-                let signal: Signal =
-                    match encoded.as_deref().map(|bytes| fake_pool().copy_from(bytes)) {
-                        Some(Some(definition)) => GetTabInfoConf {
-                            request_id: request.request_id,
-                            schema_version: self.next_table_version,
-                            definition,
-                        }
-                        .into(),
-                        Some(None) => SchemaRef {
-                            request_id: request.request_id,
-                            error: ErrorCode::OutOfSignalMemory,
-                        }
-                        .into(),
-                        None => SchemaRef {
-                            request_id: request.request_id,
-                            error: ErrorCode::UnknownTable,
-                        }
-                        .into(),
+                let map = self.tables.get(&name).map(|table| {
+                    // The fake holds every partition itself, one replica.
+                    let placements = (0..table.partitions.max(1))
+                        .map(|partition| signal::signals::PartitionPlacement {
+                            node_group: 0,
+                            replicas: vec![NodeId(self.options.node_id)],
+                            ldm_instance: 0,
+                            redo_part: partition,
+                        })
+                        .collect();
+                    let map = signal::signals::PartitionMap {
+                        table_id: table.id,
+                        version: 1,
+                        bucket_partitions: (0..signal::partition::BUCKETS)
+                            .map(|bucket| bucket % table.partitions.max(1))
+                            .collect(),
+                        partitions: placements,
                     };
+                    let mut bytes = Vec::new();
+                    signal::codec::encode_partition_map(&mut bytes, &map);
+                    bytes
+                });
+                let sections = encoded.as_deref().map(|bytes| {
+                    fake_pool()
+                        .copy_from(bytes)
+                        .zip(map.as_deref().and_then(|map| fake_pool().copy_from(map)))
+                });
+                let signal: Signal = match sections {
+                    Some(Some((definition, map))) => GetTabInfoConf {
+                        request_id: request.request_id,
+                        schema_version: self.next_table_version,
+                        definition,
+                        map_version: 1,
+                        map,
+                    }
+                    .into(),
+                    Some(None) => SchemaRef {
+                        request_id: request.request_id,
+                        error: ErrorCode::OutOfSignalMemory,
+                    }
+                    .into(),
+                    None => SchemaRef {
+                        request_id: request.request_id,
+                        error: ErrorCode::UnknownTable,
+                    }
+                    .into(),
+                };
                 reply(signal);
             }
             // Anything else is not for a data node from an API node; a real
@@ -732,6 +761,7 @@ impl FakeState {
                 operations,
                 committed: commit,
                 gci,
+                map_version: 1,
             }
             .into(),
         );

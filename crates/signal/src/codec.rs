@@ -280,6 +280,87 @@ pub fn finish_frame(
     frame[12..16].copy_from_slice(&checksum.to_le_bytes());
 }
 
+/// Encodes a partition map (GET_TABINFO_CONF, and between data nodes):
+/// table id u32, version u32, bucket count u32 and each bucket's partition
+/// (u32), partition count u32 and per partition: node group u32, ldm
+/// instance u16, redo part u32, replica count u8 and each replica's node u16.
+pub fn encode_partition_map(out: &mut Vec<u8>, map: &PartitionMap) {
+    let mut w = Writer::new(out);
+    w.u32(map.table_id);
+    w.u32(map.version);
+    w.u32(map.bucket_partitions.len() as u32);
+    for &partition in &map.bucket_partitions {
+        w.u32(partition);
+    }
+    w.u32(map.partitions.len() as u32);
+    for placement in &map.partitions {
+        w.u32(placement.node_group);
+        w.u16(placement.ldm_instance);
+        w.u32(placement.redo_part);
+        w.u8(placement.replicas.len() as u8);
+        for node in &placement.replicas {
+            w.u16(node.0);
+        }
+    }
+}
+
+/// Decodes and checks a partition map: every bucket names an existing
+/// partition, every partition has 1 to 4 replicas.
+pub fn decode_partition_map(bytes: &[u8]) -> Result<PartitionMap, WireError> {
+    let mut r = Reader::new(bytes);
+    let table_id = r.u32()?;
+    let version = r.u32()?;
+    let buckets = r.u32()? as usize;
+    if buckets != crate::partition::BUCKETS as usize {
+        return Err(WireError::BadField("partition map bucket count"));
+    }
+    let mut bucket_partitions = Vec::with_capacity(buckets);
+    for _ in 0..buckets {
+        bucket_partitions.push(r.u32()?);
+    }
+    let partition_count = r.u32()? as usize;
+    if partition_count == 0 || partition_count > 4096 {
+        return Err(WireError::BadField("partition map partition count"));
+    }
+    let mut partitions = Vec::with_capacity(partition_count);
+    for _ in 0..partition_count {
+        let node_group = r.u32()?;
+        let ldm_instance = r.u16()?;
+        let redo_part = r.u32()?;
+        let replica_count = r.u8()? as usize;
+        if !(1..=MAX_REPLICAS).contains(&replica_count) {
+            return Err(WireError::BadField("partition map replica count"));
+        }
+        let mut replicas = Vec::with_capacity(replica_count);
+        for _ in 0..replica_count {
+            replicas.push(NodeId(r.u16()?));
+        }
+        partitions.push(PartitionPlacement {
+            node_group,
+            replicas,
+            ldm_instance,
+            redo_part,
+        });
+    }
+    if bucket_partitions
+        .iter()
+        .any(|&p| p as usize >= partition_count)
+    {
+        return Err(WireError::BadField(
+            "partition map bucket names no partition",
+        ));
+    }
+    if !r.is_empty() {
+        return Err(WireError::BadField("bytes after partition map"));
+    }
+    Ok(PartitionMap {
+        table_id,
+        version,
+        bucket_partitions,
+        partitions,
+    })
+}
+
 /// Whether an API node may send signal `number` (to a data node).
 pub fn is_api_request(number: u16) -> bool {
     matches!(number, 1 | 10 | 14 | 15 | 20 | 23 | 25)
@@ -321,6 +402,7 @@ pub fn encode_signal(out: &mut Vec<u8>, envelope: &Envelope) -> Result<(), WireE
             w.u32(s.operations);
             w.u8(s.committed as u8);
             w.u64(s.gci.0);
+            w.u32(s.map_version);
         }
         Signal::TcKeyRef(s) => {
             w.u64(s.transaction_id.0);
@@ -361,6 +443,8 @@ pub fn encode_signal(out: &mut Vec<u8>, envelope: &Envelope) -> Result<(), WireE
             w.u32(s.request_id);
             w.u32(s.schema_version);
             w.bytes32(s.definition.as_slice());
+            w.u32(s.map_version);
+            w.bytes32(s.map.as_slice());
         }
         other => {
             out.truncate(head);
@@ -493,6 +577,7 @@ fn decode_body(
             operations: r.u32()?,
             committed: r.u8()? != 0,
             gci: Gci(r.u64()?),
+            map_version: r.u32()?,
         }
         .into(),
         12 => TcKeyRef {
@@ -553,6 +638,8 @@ fn decode_body(
             request_id: r.u32()?,
             schema_version: r.u32()?,
             definition: section(r, pool)?,
+            map_version: r.u32()?,
+            map: section(r, pool)?,
         }
         .into(),
         other => return Err(WireError::UnknownSignal(other)),
@@ -624,6 +711,7 @@ mod tests {
                 operations: 8,
                 committed: true,
                 gci: Gci::from_parts(5, 6),
+                map_version: 3,
             }
             .into(),
         );

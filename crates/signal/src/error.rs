@@ -104,6 +104,8 @@ error_codes! {
     RowTooLarge = 4018, Permanent, "row too large";
     /// The transaction was aborted (by the client or after an earlier error).
     TransactionAborted = 4019, Temporary, "transaction aborted";
+    /// Schema changes run on the president's dict; ask another node.
+    NotMaster = 4020, Temporary, "this data node is not the schema master: send schema requests to the president";
     /// The connection to the data node was lost; the outcome is unknown.
     ConnectionLost = 4008, Temporary, "connection to the data node lost";
 }

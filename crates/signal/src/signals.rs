@@ -141,6 +141,9 @@ pub struct TcKeyConf {
     pub committed: bool,
     /// GCI of the commit (0 when not committed or nothing was written).
     pub gci: Gci,
+    /// The cluster's distribution (partition map) version: a client whose
+    /// cached maps are older refreshes them.
+    pub map_version: u32,
 }
 
 /// tc -> API. The transaction failed and has been aborted, every lock released.
@@ -250,13 +253,80 @@ pub struct GetTabInfoConf {
     pub schema_version: u32,
     /// Encoded [`TableDef`] with id, version and partitions.
     pub definition: Section,
+    /// The cluster's distribution version when the map was taken.
+    pub map_version: u32,
+    /// Encoded [`PartitionMap`] of the table (see `codec::encode_partition_map`).
+    pub map: Section,
 }
 
-/// tc -> ldm. Execute one operation on the partition's replica (prepare).
+/// Most replicas a partition may have.
+pub const MAX_REPLICAS: usize = 4;
+
+/// The replicas of a partition in chain order, primary first (DESIGN.md §4).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ReplicaChain {
+    /// Nodes; only the first `length` are meaningful.
+    pub nodes: [NodeId; MAX_REPLICAS],
+    /// Number of replicas (1..=4).
+    pub length: u8,
+}
+
+impl ReplicaChain {
+    /// A chain of the given nodes (1..=4 of them).
+    pub fn new(nodes: &[NodeId]) -> ReplicaChain {
+        assert!(
+            (1..=MAX_REPLICAS).contains(&nodes.len()),
+            "a replica chain has 1 to {MAX_REPLICAS} nodes"
+        );
+        let mut chain = [NodeId(0); MAX_REPLICAS];
+        chain[..nodes.len()].copy_from_slice(nodes);
+        ReplicaChain {
+            nodes: chain,
+            length: nodes.len() as u8,
+        }
+    }
+
+    /// The primary replica.
+    pub fn primary(&self) -> NodeId {
+        self.nodes[0]
+    }
+
+    /// The replicas in chain order.
+    pub fn as_slice(&self) -> &[NodeId] {
+        &self.nodes[..self.length as usize]
+    }
+
+    /// Only the primary (reads, and writes with one replica).
+    pub fn primary_only(&self) -> ReplicaChain {
+        ReplicaChain::new(&self.nodes[..1])
+    }
+}
+
+/// tc -> ldm (the primary), and ldm -> ldm along the replica chain. Prepare
+/// one operation on one replica of its partition.
+///
+/// From the tc, `position` is 0, `row_id` and `previous_op` are NIL
+/// (u32::MAX) and `attr` holds the client's values (or read projection).
+/// A replica that prepared forwards the request to the next one in the
+/// chain with `position + 1`, the row id it chose or used, its own
+/// operation record in `previous_op`, and the full after-image in `attr`
+/// (no `attr` for a delete); `kind` is then Insert (place a new row at
+/// `row_id`), Update (replace the row at `row_id`) or Delete. The last
+/// replica answers the tc with LQHKEYCONF.
 #[derive(Debug)]
 pub struct LqhKeyReq {
+    /// The tc coordinating the transaction (answers and aborts go there).
+    pub tc: BlockRef,
     /// The tc's operation record, echoed.
     pub tc_op: u32,
+    /// The replicas, primary first.
+    pub chain: ReplicaChain,
+    /// The receiving replica's position in `chain`.
+    pub position: u8,
+    /// Row id chosen by the primary (NIL from the tc).
+    pub row_id: u32,
+    /// The previous replica's operation record (NIL at the primary).
+    pub previous_op: u32,
     /// Transaction.
     pub transaction_id: TransactionId,
     /// What to do.
@@ -338,10 +408,16 @@ pub struct CompleteConf {
     pub tc_op: u32,
 }
 
-/// tc -> ldm. Abort the operation `tc_op` of this tc, prepared or still
-/// waiting for a lock; drop its after-image and release its lock.
+/// tc -> ldm (the primary), then ldm -> ldm along the chain. Abort the
+/// operation `tc_op` of `tc`, prepared or still waiting for a lock; drop its
+/// after-image and release its lock. A replica that had forwarded the
+/// operation forwards the abort (after the forwarded request on the same
+/// link, so it never overtakes it); the last one that holds or held
+/// nothing to forward answers the tc with ABORTCONF.
 #[derive(Debug)]
 pub struct AbortReq {
+    /// The coordinating tc.
+    pub tc: BlockRef,
     /// The tc's operation record (the ldm finds its own by it).
     pub tc_op: u32,
     /// Transaction (checked).
@@ -353,6 +429,91 @@ pub struct AbortReq {
 pub struct AbortConf {
     /// Echoed.
     pub tc_op: u32,
+}
+
+/// API -> ldm. Read a batch of rows of one partition replica in row-id
+/// order, for the replica checker.
+#[derive(Debug, PartialEq)]
+pub struct ScanPartitionReq {
+    /// Client's number for the request, echoed.
+    pub request_id: u32,
+    /// Table.
+    pub table_id: u32,
+    /// Partition.
+    pub partition: u32,
+    /// First row id to look at.
+    pub start_row: u32,
+    /// Most rows to return.
+    pub max_rows: u32,
+}
+
+/// ldm -> API. Rows of a partition scan: each row is row id (u32), GCI
+/// (u64), length (u32) and that many bytes of attribute entries of every
+/// column.
+#[derive(Debug, PartialEq)]
+pub struct ScanPartitionConf {
+    /// Echoed.
+    pub request_id: u32,
+    /// The rows.
+    pub rows: Section,
+    /// Where the next batch starts.
+    pub next_row: u32,
+    /// True when no rows remain after this batch.
+    pub done: bool,
+}
+
+/// ldm -> API. The scan failed.
+#[derive(Debug, PartialEq)]
+pub struct ScanPartitionRef {
+    /// Echoed.
+    pub request_id: u32,
+    /// Why.
+    pub error: ErrorCode,
+}
+
+/// transport -> membership (local). A data node connected, with the
+/// incarnation its frames carry.
+#[derive(Debug, PartialEq)]
+pub struct NodeConnectedRep {
+    /// The peer.
+    pub node: NodeId,
+    /// Its incarnation.
+    pub incarnation: u32,
+}
+
+/// membership -> the president's membership. This node is connected to
+/// every data node and asks to join the cluster.
+#[derive(Debug, PartialEq)]
+pub struct CmRegReq {
+    /// The joining node.
+    pub node: NodeId,
+}
+
+/// president's membership -> every membership. Every configured data node
+/// has registered: the cluster is formed and start phases may go on.
+#[derive(Debug, PartialEq)]
+pub struct CmRegConf {
+    /// The president (master of dih and dict).
+    pub president: NodeId,
+}
+
+/// master dih -> the other dihs. Every tc has switched to `gci`.
+#[derive(Debug, PartialEq)]
+pub struct GcpCompleteRep {
+    /// The GCI now current on every tc.
+    pub gci: Gci,
+}
+
+/// master dict -> the other dicts. A table exists on every tc and ldm; keep
+/// its definition to answer GET_TABINFO. Answered with ADD_TAB_CONF.
+#[derive(Debug)]
+pub struct DictAddTabReq {
+    /// Definition.
+    pub table: Arc<TableDef>,
+    /// Distribution.
+    pub map: Arc<PartitionMap>,
+    /// Schema version after the create.
+    pub schema_version: u32,
 }
 
 /// dih -> tc. Phase one of the GCI switch: stop taking commit decisions.
@@ -570,10 +731,18 @@ signals! {
     StartPhaseConf = 81,
     ApiFailRep = 82,
     ContinueB = 90,
+    ScanPartitionReq = 30,
+    ScanPartitionConf = 31,
+    ScanPartitionRef = 32,
+    NodeConnectedRep = 83,
+    CmRegReq = 84,
+    CmRegConf = 85,
+    GcpCompleteRep = 64,
+    DictAddTabReq = 77,
 }
 
 // Signals move through job queues by value; keep them small.
 const _: () = assert!(
-    std::mem::size_of::<Signal>() <= 112,
+    std::mem::size_of::<Signal>() <= 128,
     "Signal grew too large for job queues"
 );

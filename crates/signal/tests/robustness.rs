@@ -72,6 +72,7 @@ fn random_wire_signal(rng: &mut XorShift, pool: &'static SectionPool) -> Signal 
             operations: edgy_u32(rng),
             committed: rng.below(2) == 1,
             gci: Gci(rng.next_u64()),
+            map_version: edgy_u32(rng),
         }
         .into(),
         4 => TcKeyRef {
@@ -132,6 +133,8 @@ fn random_wire_signal(rng: &mut XorShift, pool: &'static SectionPool) -> Signal 
             request_id: edgy_u32(rng),
             schema_version: edgy_u32(rng),
             definition: section(rng),
+            map_version: edgy_u32(rng),
+            map: section(rng),
         }
         .into(),
     }

@@ -158,6 +158,7 @@ fn api_requests_reach_their_blocks_and_replies_reach_the_client() {
                 operations: 1,
                 committed: true,
                 gci: Gci::from_parts(4, 1),
+                map_version: 0,
             },
         ),
     ]);
@@ -297,6 +298,7 @@ fn signals_an_api_node_may_not_send_close_the_connection() {
                         operations: 1,
                         committed: false,
                         gci: Gci(0),
+                        map_version: 0,
                     },
                 )])
             }),

@@ -86,6 +86,7 @@ impl Dict {
         );
         *step = CreateStep::Adding;
         let table = Arc::clone(table);
+        self.tables.set_map(table.id, Arc::clone(&conf.map));
         self.tcs.start_round();
         self.ldms.start_round();
         for &tc in self.tcs.members() {

@@ -148,17 +148,31 @@ impl Dict {
             .ok()
             .and_then(|name| self.tables.by_name(name))
             .filter(|entry| entry.state == TableState::Online)
-            .map(|entry: &TableEntry| Arc::clone(&entry.definition));
-        let Some(table) = online else {
+            .map(|entry: &TableEntry| {
+                let map = entry
+                    .map
+                    .clone()
+                    .expect("an online table has its distribution");
+                (Arc::clone(&entry.definition), map)
+            });
+        let Some((table, map)) = online else {
             return self.refuse(from, request_id, ErrorCode::UnknownTable, ctx);
         };
-        let Some(definition) = ctx.pool().copy_from(&table.encode_to_vec()) else {
+        let mut map_bytes = Vec::new();
+        signal::codec::encode_partition_map(&mut map_bytes, &map);
+        let sections = ctx
+            .pool()
+            .copy_from(&table.encode_to_vec())
+            .zip(ctx.pool().copy_from(&map_bytes));
+        let Some((definition, map_section)) = sections else {
             return self.refuse(from, request_id, ErrorCode::OutOfSignalMemory, ctx);
         };
         let conf = GetTabInfoConf {
             request_id,
             schema_version: self.schema_version,
             definition,
+            map_version: map.version,
+            map: map_section,
         };
         kernel::send(ctx, self.address, from, conf);
     }

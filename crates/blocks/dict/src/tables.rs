@@ -7,6 +7,7 @@
 //! and a client holding the old definition is told it is stale.
 
 use signal::schema::TableDef;
+use signal::signals::PartitionMap;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -25,6 +26,8 @@ pub(crate) enum TableState {
 pub(crate) struct TableEntry {
     pub(crate) definition: Arc<TableDef>,
     pub(crate) state: TableState,
+    /// The distribution, once dih has placed the table.
+    pub(crate) map: Option<Arc<PartitionMap>>,
 }
 
 /// Tables by id and name, and the last version of each id.
@@ -97,7 +100,16 @@ impl Tables {
         self.entries[id] = Some(TableEntry {
             definition,
             state: TableState::Creating,
+            map: None,
         });
+    }
+
+    /// Records the distribution dih chose for table `table_id`.
+    pub(crate) fn set_map(&mut self, table_id: u32, map: Arc<PartitionMap>) {
+        let entry = self.entries[table_id as usize]
+            .as_mut()
+            .unwrap_or_else(|| panic!("map for table {table_id}, which does not exist"));
+        entry.map = Some(map);
     }
 
     /// Moves table `table_id` from state `from` to `to`.

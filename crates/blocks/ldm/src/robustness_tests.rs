@@ -461,7 +461,12 @@ impl Fuzz {
         let tc_op = self.next_tc_op;
         self.next_tc_op += 1;
         let request = LqhKeyReq {
+            tc: TC,
             tc_op,
+            chain: ReplicaChain::new(&[NODE]),
+            position: 0,
+            row_id: u32::MAX,
+            previous_op: u32::MAX,
             transaction_id,
             kind,
             lock,
@@ -517,6 +522,7 @@ impl Fuzz {
 
     fn abort(&mut self, transaction_id: TransactionId, tc_op: u32) {
         let abort = AbortReq {
+            tc: TC,
             tc_op,
             transaction_id,
         };

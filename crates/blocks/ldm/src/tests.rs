@@ -221,7 +221,12 @@ impl Bench {
         let tc_op = self.next_tc_op;
         self.next_tc_op += 1;
         LqhKeyReq {
+            tc: TC,
             tc_op,
+            chain: ReplicaChain::new(&[NODE]),
+            position: 0,
+            row_id: u32::MAX,
+            previous_op: u32::MAX,
             transaction_id,
             kind,
             lock,
@@ -382,6 +387,7 @@ impl Bench {
         self.deliver(
             TC,
             AbortReq {
+                tc: TC,
                 tc_op,
                 transaction_id,
             },

@@ -27,12 +27,14 @@ impl Tc {
             record.state
         );
         let transaction_id = record.transaction_id;
+        let address = self.config.address;
         let sent = self.advance_operations(
             transaction,
             &[OpPhase::Sent, OpPhase::Prepared],
             OpPhase::Aborting,
             |tc_op, _| {
                 AbortReq {
+                    tc: address,
                     tc_op,
                     transaction_id,
                 }

@@ -90,6 +90,7 @@ impl Tc {
                     operations,
                     committed: true,
                     gci,
+                    map_version: self.map_version,
                 },
             );
         }

@@ -6,6 +6,7 @@ use crate::Tc;
 use kernel::{send, Context};
 use signal::attr::key_hash;
 use signal::partition::bucket;
+use signal::signals::ReplicaChain;
 use signal::signals::*;
 use signal::{BlockKind, BlockRef, ErrorCode, Gci};
 
@@ -115,7 +116,7 @@ impl Tc {
                 ctx,
             );
         };
-        let (ldm, partition, hash) = route;
+        let (ldm, chain, partition, hash) = route;
         let operation = &mut self.records.operations[op as usize];
         operation.phase = OpPhase::Sent;
         operation.client_op = request.client_op;
@@ -125,6 +126,7 @@ impl Tc {
         } else {
             LockMode::Exclusive
         };
+        operation.primary = ldm;
         operation.ldm = ldm;
         let record = &mut self.records.transactions[transaction as usize];
         record.outstanding += 1;
@@ -136,7 +138,12 @@ impl Tc {
             address,
             ldm,
             LqhKeyReq {
+                tc: address,
                 tc_op: op,
+                chain,
+                position: 0,
+                row_id: NIL,
+                previous_op: NIL,
                 transaction_id,
                 kind: request.kind,
                 lock: request.lock,
@@ -153,7 +160,7 @@ impl Tc {
     fn route(
         &self,
         request: &TcKeyReq,
-    ) -> Result<(BlockRef, u32, signal::attr::KeyHash), ErrorCode> {
+    ) -> Result<(BlockRef, ReplicaChain, u32, signal::attr::KeyHash), ErrorCode> {
         let table = self
             .tables
             .get(request.table_id as usize)
@@ -165,12 +172,16 @@ impl Tc {
         let hash = key_hash(&table.definition, request.key.as_slice())?;
         let partition = table.map.bucket_partitions[bucket(hash) as usize];
         let placement = &table.map.partitions[partition as usize];
-        let primary = *placement
-            .replicas
-            .first()
-            .expect("every partition has a primary replica");
+        let chain = ReplicaChain::new(&placement.replicas);
+        // Reads (locking or not) use the primary only; writes run the chain.
+        let chain = if request.kind == OperationKind::Read {
+            chain.primary_only()
+        } else {
+            chain
+        };
         Ok((
-            BlockRef::new(primary, BlockKind::Ldm, placement.ldm_instance),
+            BlockRef::new(chain.primary(), BlockKind::Ldm, placement.ldm_instance),
+            chain,
             partition,
             hash,
         ))
@@ -187,7 +198,7 @@ impl Tc {
         operation.transaction
     }
 
-    pub(crate) fn lqh_key_conf(&mut self, conf: LqhKeyConf, ctx: &mut dyn Context) {
+    pub(crate) fn lqh_key_conf(&mut self, from: BlockRef, conf: LqhKeyConf, ctx: &mut dyn Context) {
         let transaction = self.operation_of(conf.tc_op);
         let record = &mut self.records.transactions[transaction as usize];
         if record.state == TransactionState::Aborting {
@@ -205,6 +216,8 @@ impl Tc {
             OpPhase::Sent,
             "second LQHKEYCONF for one operation"
         );
+        // The last replica of the chain answers; commit starts there.
+        operation.ldm = from;
         operation.ldm_op = conf.ldm_op;
         operation.phase = if conf.released {
             OpPhase::Released
@@ -277,6 +290,7 @@ impl Tc {
                 operations,
                 committed: false,
                 gci: Gci(0),
+                map_version: self.map_version,
             },
         );
     }

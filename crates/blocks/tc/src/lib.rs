@@ -85,6 +85,9 @@ pub struct Tc {
     pub(crate) waiting_for_gci_head: u32,
     pub(crate) waiting_for_gci_tail: u32,
     pub(crate) counters: TcCounters,
+    /// The newest partition map version this tc routes with; every reply to
+    /// a client carries it so a client with older maps refreshes them.
+    pub(crate) map_version: u32,
 }
 
 impl Tc {
@@ -100,6 +103,7 @@ impl Tc {
             waiting_for_gci_head: NIL,
             waiting_for_gci_tail: NIL,
             counters: TcCounters::default(),
+            map_version: 0,
         }
     }
 
@@ -165,12 +169,15 @@ impl Tc {
             let operation = &mut self.records.operations[op as usize];
             if from.contains(&operation.phase) {
                 operation.phase = to;
-                send(
-                    ctx,
-                    self.config.address,
-                    operation.ldm,
-                    signal(op, operation),
-                );
+                // ABORT enters the replica chain at the primary (it follows
+                // the prepare down the chain, never overtaking it); COMMIT
+                // and COMPLETE enter at the last replica and run back up.
+                let target = if to == OpPhase::Aborting {
+                    operation.primary
+                } else {
+                    operation.ldm
+                };
+                send(ctx, self.config.address, target, signal(op, operation));
                 sent += 1;
             }
             op = operation.next;
@@ -205,6 +212,7 @@ impl Tc {
         if self.tables.len() <= id {
             self.tables.resize_with(id + 1, || None);
         }
+        self.map_version = self.map_version.max(request.map.version);
         self.tables[id] = Some(TableRoute {
             definition: request.table,
             map: request.map,
@@ -261,7 +269,7 @@ impl Block for Tc {
         let from = envelope.from;
         match envelope.signal {
             Signal::TcKeyReq(request) => self.tc_key_req(from, request, ctx),
-            Signal::LqhKeyConf(conf) => self.lqh_key_conf(conf, ctx),
+            Signal::LqhKeyConf(conf) => self.lqh_key_conf(from, conf, ctx),
             Signal::LqhKeyRef(refusal) => self.lqh_key_ref(refusal, ctx),
             Signal::TcCommitReq(request) => self.tc_commit_req(from, request, ctx),
             Signal::TcRollbackReq(request) => self.tc_rollback_req(from, request, ctx),

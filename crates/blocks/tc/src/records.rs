@@ -136,7 +136,12 @@ pub struct TcOperation {
     pub client_op: u32,
     pub kind: OperationKind,
     pub lock: LockMode,
+    /// The primary replica's ldm (where ABORT goes).
+    pub primary: BlockRef,
+    /// The last replica's ldm (where COMMIT and COMPLETE go), known from
+    /// the LQHKEYCONF's sender.
     pub ldm: BlockRef,
+    /// The last replica's operation record.
     pub ldm_op: u32,
     next_free: u32,
 }
@@ -150,6 +155,7 @@ impl TcOperation {
             client_op: 0,
             kind: OperationKind::Read,
             lock: LockMode::CommittedRead,
+            primary: BlockRef::new(NodeId(0), BlockKind::Ldm, 0),
             ldm: BlockRef::new(NodeId(0), BlockKind::Ldm, 0),
             ldm_op: NIL,
             next_free,

@@ -137,6 +137,7 @@ fn batch_conf_line(transaction_id: TransactionId, operations: u32) -> String {
             operations,
             committed: false,
             gci: Gci(0),
+            map_version: 1,
         },
     )
 }
@@ -151,6 +152,7 @@ fn commit_conf_line(transaction_id: TransactionId, operations: u32, gci: Gci) ->
             operations,
             committed: true,
             gci,
+            map_version: 1,
         },
     )
 }
@@ -161,6 +163,7 @@ fn abort_line(ldm: BlockRef, tc_op: u32, transaction_id: TransactionId) -> Strin
         TC,
         ldm,
         AbortReq {
+            tc: TC,
             tc_op,
             transaction_id,
         },
@@ -308,7 +311,12 @@ impl Bench {
             TC,
             ldm,
             LqhKeyReq {
+                tc: TC,
                 tc_op,
+                chain: ReplicaChain::new(&[NODE]),
+                position: 0,
+                row_id: u32::MAX,
+                previous_op: u32::MAX,
                 transaction_id: request.transaction_id,
                 kind: request.kind,
                 lock: request.lock,
@@ -1065,7 +1073,8 @@ fn api_failure_aborts_that_clients_transactions_silently() {
                 transaction_id: t3,
                 operations: 1,
                 committed: false,
-                gci: Gci(0)
+                gci: Gci(0),
+                map_version: 1,
             }
         )]
     );
