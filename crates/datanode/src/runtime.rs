@@ -225,7 +225,7 @@ pub fn start(
         to: membership,
         signal: StartPhaseReq { phase: 0 }.into(),
     };
-    if recv_outbox.stage(begin).is_err() {
+    if recv_outbox.stage(begin).not_staged().is_some() {
         return Err("internal: membership has no route".into());
     }
     recv_outbox.flush();

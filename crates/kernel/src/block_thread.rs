@@ -3,7 +3,7 @@
 //! fire due timers, and sleep when there is nothing to do (optionally
 //! spinning first, as NDB's spintime).
 
-use crate::mesh::{Inbox, Outbox};
+use crate::mesh::{Inbox, Outbox, Staging};
 use crate::stats::{ThreadRole, ThreadStats};
 use crate::timers::TimerQueue;
 use crate::{Block, Context, Report};
@@ -69,19 +69,16 @@ impl Context for ThreadContext {
     }
 
     fn send(&mut self, envelope: Envelope) {
-        if let Err((envelope, route)) = self.outbox.stage(envelope) {
-            match route {
-                Some(_) => self.local.push_back(envelope),
-                None => {
-                    // A block addressed a block that does not exist here: a bug.
-                    panic!(
-                        "signal {} from {} to {}: no such block on this node",
-                        envelope.signal.name(),
-                        envelope.from,
-                        envelope.to
-                    );
-                }
-            }
+        match self.outbox.stage(envelope) {
+            Staging::Staged => {}
+            Staging::Local(envelope) => self.local.push_back(envelope),
+            // A block addressed a block that does not exist here: a bug.
+            Staging::NoRoute(envelope) => panic!(
+                "signal {} from {} to {}: no such block on this node",
+                envelope.signal.name(),
+                envelope.from,
+                envelope.to
+            ),
         }
     }
 

@@ -81,6 +81,27 @@ struct Lane {
     pending: VecDeque<Envelope>,
 }
 
+/// What [`Outbox::stage`] did with an envelope.
+#[derive(Debug)]
+pub enum Staging {
+    /// Staged for another thread.
+    Staged,
+    /// For a block on this very thread: run it locally.
+    Local(Envelope),
+    /// No block on this node has that address.
+    NoRoute(Envelope),
+}
+
+impl Staging {
+    /// The envelope when it was not staged.
+    pub fn not_staged(self) -> Option<Envelope> {
+        match self {
+            Staging::Staged => None,
+            Staging::Local(envelope) | Staging::NoRoute(envelope) => Some(envelope),
+        }
+    }
+}
+
 /// The sending side of one thread.
 pub struct Outbox {
     own_index: usize,
@@ -96,16 +117,17 @@ impl Outbox {
         &self.router
     }
 
-    /// Stages `envelope` for its thread. Returns it back when it is for this
-    /// very thread (the caller runs it locally) or has no route.
+    /// Stages `envelope` for its thread, or hands it back when it is for
+    /// this very thread (the caller runs it locally) or has no route.
     #[inline]
-    pub fn stage(&mut self, envelope: Envelope) -> Result<(), (Envelope, Option<usize>)> {
+    pub fn stage(&mut self, envelope: Envelope) -> Staging {
         match self.router.route(envelope.to) {
             Some(thread) if thread != self.own_index => {
                 self.stage_to(thread, envelope);
-                Ok(())
+                Staging::Staged
             }
-            other => Err((envelope, other)),
+            Some(_) => Staging::Local(envelope),
+            None => Staging::NoRoute(envelope),
         }
     }
 

@@ -221,12 +221,13 @@ impl Dispatch {
         }
         // `Err` with a route means the block would run on this very thread,
         // which never runs blocks: treat it as absent, like a bad instance.
-        self.outbox
-            .stage(envelope)
-            .map_err(|(envelope, _)| CloseReason::NoSuchBlock {
+        match self.outbox.stage(envelope).not_staged() {
+            None => Ok(()),
+            Some(envelope) => Err(CloseReason::NoSuchBlock {
                 signal: name,
                 to: envelope.to,
-            })
+            }),
+        }
     }
 
     /// Publishes what is staged and waits for block threads to free sections.
@@ -255,7 +256,7 @@ impl Dispatch {
                 to,
                 signal: ApiFailRep { node }.into(),
             };
-            if let Err((envelope, _)) = self.outbox.stage(envelope) {
+            if let Some(envelope) = self.outbox.stage(envelope).not_staged() {
                 eprintln!(
                     "recv thread of node {}: no route for ApiFailRep to {} (tc_instances does not match the router)",
                     self.own_node, envelope.to

@@ -143,7 +143,7 @@ impl TestNode {
     /// Sends signals from a block of this node, as a block thread would.
     pub fn reply(&mut self, envelopes: impl IntoIterator<Item = Envelope>) {
         for envelope in envelopes {
-            if self.block_outbox.stage(envelope).is_err() {
+            if self.block_outbox.stage(envelope).not_staged().is_some() {
                 panic!("reply has no route");
             }
         }
