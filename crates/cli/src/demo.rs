@@ -24,11 +24,11 @@ pub struct DemoOptions {
     /// Wipe a non-empty data directory and start from nothing.
     #[arg(long)]
     initial: bool,
-    /// Data nodes (this version supports 1).
-    #[arg(long, default_value_t = 1)]
+    /// Data nodes (a multiple of --replicas; node groups = data nodes / replicas).
+    #[arg(long, default_value_t = 2)]
     data_nodes: u16,
-    /// Replicas per partition (this version supports 1).
-    #[arg(long, default_value_t = 1)]
+    /// Replicas per partition (1 to 4).
+    #[arg(long, default_value_t = 2)]
     replicas: u8,
     /// DataMemory per data node.
     #[arg(long, default_value = "256M")]
@@ -43,12 +43,11 @@ extern "C" fn request_stop(_signal: libc::c_int) {
 
 /// Runs the demo until Ctrl-C / SIGTERM.
 pub fn run(options: DemoOptions) -> Result<(), String> {
-    if options.data_nodes != 1 || options.replicas != 1 {
-        return Err(
-            "this version runs one data node with replicas = 1 (--data-nodes 1 --replicas 1); \
-             multi-node clusters arrive with replication"
-                .into(),
-        );
+    if options.data_nodes == 0 || options.data_nodes > 18 {
+        return Err(format!(
+            "--data-nodes {} is out of range: the demo runs 1 to 18 data nodes in its 20 ports",
+            options.data_nodes
+        ));
     }
     if options.base_port > u16::MAX - 19 {
         return Err(format!(

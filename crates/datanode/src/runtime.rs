@@ -1,8 +1,10 @@
-//! Starting and stopping a data node: register with mgmd, take the config,
-//! build the blocks, place them on threads by role (one OS thread per ldm
-//! and tc instance, one main thread for dih, dict and membership, one recv
-//! and one send thread), connect the threads with job queues, listen for
-//! API nodes, and run until SIGTERM or SIGINT.
+//! Starting and stopping a data node: register with mgmd (which gives the
+//! node's incarnation: its start count), take the config, build the blocks,
+//! place them on threads by role (one OS thread per ldm and tc instance, one
+//! main thread for dih, dict and membership, one recv and one send thread),
+//! connect the threads with job queues, listen for API nodes and the data
+//! nodes with lower ids, dial those with higher ids, and run until SIGTERM
+//! or SIGINT.
 
 use crate::status::{NodeStatus, ThreadInfo};
 use crate::wiring::{build_blocks, default_partitions_of_ldm};
@@ -13,10 +15,11 @@ use kernel::stats::{ThreadRole, ThreadStats};
 use kernel::Block;
 use signal::signals::StartPhaseReq;
 use signal::{BlockKind, BlockRef, Envelope, NodeId, SectionPool};
-use std::net::TcpListener;
+use std::net::{TcpListener, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use transport::recv::DataNodePeer;
 use transport::{ConnectionRegistry, RecvSetup, SendSetup};
 
 /// How `tessera node` was started.
@@ -79,11 +82,19 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
                 node_config.host, node_config.port
             )
         })?;
+    // The start count rises on every registration, so it orders this
+    // node's starts: peers refuse connections from an older one.
+    let incarnation = u32::try_from(session.start_count()).map_err(|_| {
+        format!(
+            "node {node}: start count {} from mgmd does not fit an incarnation",
+            session.start_count()
+        )
+    })?;
     install_stop_handlers();
-    let node_runtime = start(&config, node, listener, pid)?;
+    let node_runtime = start(&config, node, listener, pid, incarnation)?;
     let status = node_runtime.status.clone();
     eprintln!(
-        "tessera node {node}: pid {pid}, listening on {}:{}, {} ldm, {} tc threads",
+        "tessera node {node}: pid {pid}, incarnation {incarnation}, listening on {}:{}, {} ldm, {} tc threads",
         node_config.host, node_config.port, config.threads.ldm, config.threads.tc
     );
     let _pusher = session.spawn_status_pusher(Duration::from_millis(250), move || status.to_json());
@@ -119,13 +130,47 @@ impl NodeRuntime {
     }
 }
 
-/// Starts the threads of data node `node` serving on `listener`.
+/// Every data node of the config with its address (the first `host:port`
+/// resolves to).
+fn data_node_peers(config: &ClusterConfig) -> Result<Vec<DataNodePeer>, String> {
+    config
+        .data_nodes
+        .iter()
+        .map(|data_node| {
+            let (host, port) = (data_node.host.as_str(), data_node.port);
+            let address = (host, port)
+                .to_socket_addrs()
+                .map_err(|error| {
+                    format!(
+                        "data node {}: cannot resolve {host}:{port}: {error}",
+                        data_node.id
+                    )
+                })?
+                .next()
+                .ok_or_else(|| {
+                    format!(
+                        "data node {}: {host}:{port} resolves to no address",
+                        data_node.id
+                    )
+                })?;
+            Ok(DataNodePeer {
+                node: NodeId(data_node.id),
+                address,
+            })
+        })
+        .collect()
+}
+
+/// Starts the threads of data node `node`, in its start `incarnation`,
+/// serving on `listener`.
 pub fn start(
     config: &ClusterConfig,
     node: NodeId,
     listener: TcpListener,
     pid: u32,
+    incarnation: u32,
 ) -> Result<NodeRuntime, String> {
+    let data_nodes = data_node_peers(config)?;
     let ldm_count = config.threads.ldm as usize;
     let tc_count = config.threads.tc as usize;
     let node_group = config
@@ -253,10 +298,6 @@ pub fn start(
             .map_err(|error| format!("cannot start thread {name}: {error}"))?;
         threads.push(handle);
     }
-    let incarnation = (std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs()) as u32)
-        ^ pid;
     let connections = Arc::new(ConnectionRegistry::new());
     let recv_setup = RecvSetup {
         own_node: node,
@@ -267,6 +308,8 @@ pub fn start(
         stats: recv_stats,
         shutdown: shutdown.clone(),
         tc_instances: tc_count as u16,
+        incarnation,
+        data_nodes,
     };
     threads.push(
         std::thread::Builder::new()

@@ -67,7 +67,7 @@ pub fn build_blocks(config: &ClusterConfig, node: NodeId) -> Result<NodeBlocks, 
         address: BlockRef::new(node, BlockKind::Dict, 0),
         tc_instances,
         ldm_instances,
-        data_nodes,
+        data_nodes: data_nodes.clone(),
         replicas: settings.replicas,
         redo_log_parts: settings.redo_log_parts,
     });
@@ -75,6 +75,7 @@ pub fn build_blocks(config: &ClusterConfig, node: NodeId) -> Result<NodeBlocks, 
         address: BlockRef::new(node, BlockKind::Membership, 0),
         tc_instances,
         ldm_instances,
+        data_nodes: data_nodes.iter().map(|&(node, _)| node).collect(),
     });
     Ok(NodeBlocks {
         ldms,
@@ -118,6 +119,240 @@ pub fn default_partitions_of_ldm(config: &ClusterConfig, node_group: u32, ldm: u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kernel::testing::RecordingContext;
+    use kernel::{Block, Context, Report};
+    use signal::schema::{ColumnDef, ColumnType, TableDef};
+    use signal::signals::{CreateTabReq, GetTabInfoReq, NodeConnectedRep, StartPhaseReq};
+    use signal::{Envelope, ErrorCode, Gci, Signal};
+
+    /// The blocks of every node of a cluster, delivering each other's
+    /// signals in send order (timers once nothing else is left), so that the
+    /// cluster protocols of membership, dih and dict run against each other
+    /// and the real tcs and ldms.
+    struct Cluster {
+        nodes: Vec<(NodeBlocks, RecordingContext)>,
+        queue: std::collections::VecDeque<Envelope>,
+        timers: Vec<(u64, Envelope)>,
+        now_ms: u64,
+        /// Reports by node index.
+        reports: Vec<Vec<Report>>,
+        /// Signals to API nodes.
+        to_api: Vec<Signal>,
+    }
+
+    impl Cluster {
+        fn new(config: &ClusterConfig) -> Cluster {
+            let nodes: Vec<_> = config
+                .data_nodes
+                .iter()
+                .map(|node| {
+                    let blocks = build_blocks(config, NodeId(node.id)).expect("a data node");
+                    (blocks, RecordingContext::new())
+                })
+                .collect();
+            let reports = vec![Vec::new(); nodes.len()];
+            Cluster {
+                nodes,
+                queue: Default::default(),
+                timers: Vec::new(),
+                now_ms: 0,
+                reports,
+                to_api: Vec::new(),
+            }
+        }
+
+        fn send(&mut self, from: BlockRef, to: BlockRef, signal: impl Into<Signal>) {
+            let signal = signal.into();
+            self.queue.push_back(Envelope { from, to, signal });
+        }
+
+        fn deliver(&mut self, envelope: Envelope) {
+            let to = envelope.to;
+            if to.kind == BlockKind::Api {
+                self.to_api.push(envelope.signal);
+                return;
+            }
+            let index = self
+                .nodes
+                .iter()
+                .position(|(blocks, _)| blocks.membership.address().node == to.node)
+                .unwrap_or_else(|| panic!("a signal to {to}, on no node"));
+            let (blocks, ctx) = &mut self.nodes[index];
+            ctx.now_ms = self.now_ms;
+            let block: &mut dyn Block = match to.kind {
+                BlockKind::Membership => &mut blocks.membership,
+                BlockKind::Dih => &mut blocks.dih,
+                BlockKind::Dict => &mut blocks.dict,
+                BlockKind::Tc => &mut blocks.tcs[to.instance as usize],
+                BlockKind::Ldm => &mut blocks.ldms[to.instance as usize],
+                BlockKind::Api => unreachable!(),
+            };
+            block.handle(envelope, ctx);
+            for sent in ctx.sent.drain(..) {
+                match sent.delay_ms {
+                    None => self.queue.push_back(sent.envelope),
+                    Some(delay) => self.timers.push((self.now_ms + delay, sent.envelope)),
+                }
+            }
+            self.reports[index].append(&mut ctx.reports);
+        }
+
+        /// Runs until nothing is left before `until_ms`.
+        fn run(&mut self, until_ms: u64) {
+            loop {
+                if let Some(envelope) = self.queue.pop_front() {
+                    self.deliver(envelope);
+                    continue;
+                }
+                let Some(next) = (0..self.timers.len()).min_by_key(|&i| self.timers[i].0) else {
+                    return;
+                };
+                if self.timers[next].0 > until_ms {
+                    return;
+                }
+                let (due_ms, envelope) = self.timers.remove(next);
+                self.now_ms = self.now_ms.max(due_ms);
+                self.deliver(envelope);
+            }
+        }
+    }
+
+    fn two_node_config() -> ClusterConfig {
+        let text = r#"
+[mgmd]
+host = "127.0.0.1"
+port = 1186
+
+[cluster]
+replicas = 2
+data_memory = "16M"
+
+[threads]
+ldm = 2
+tc = 2
+
+[[data_node]]
+id = 3
+host = "127.0.0.1"
+port = 11863
+data_dir = "n3"
+
+[[data_node]]
+id = 2
+host = "127.0.0.1"
+port = 11862
+data_dir = "n2"
+"#;
+        ClusterConfig::from_toml_str(text, "test").expect("valid config")
+    }
+
+    #[test]
+    fn a_two_node_cluster_forms_switches_gcis_together_and_creates_tables_at_the_president() {
+        let config = two_node_config();
+        let mut cluster = Cluster::new(&config);
+        let membership = |node| BlockRef::new(NodeId(node), BlockKind::Membership, 0);
+        for (node, peer) in [(3, 2), (2, 3)] {
+            let connected = NodeConnectedRep {
+                node: NodeId(peer),
+                incarnation: 1,
+            };
+            cluster.send(membership(node), membership(node), connected);
+            cluster.send(
+                membership(node),
+                membership(node),
+                StartPhaseReq { phase: 0 },
+            );
+        }
+        cluster.run(0);
+        let initial = Gci::from_parts(1, 0);
+        for reports in &cluster.reports {
+            assert_eq!(
+                reports[..],
+                [Report::LatestGci(initial), Report::NodeStarted]
+            );
+        }
+        assert!(cluster.nodes[1].0.dih.is_master(), "node 2, the lowest id");
+        assert!(cluster.nodes[1].0.dict.is_master());
+
+        // Every switch reaches both nodes.
+        cluster.run(1000);
+        let last = |reports: &Vec<Report>| {
+            reports.iter().rev().find_map(|report| match report {
+                Report::LatestGci(gci) => Some(*gci),
+                _ => None,
+            })
+        };
+        assert_eq!(last(&cluster.reports[0]), Some(Gci::from_parts(1, 10)));
+        assert_eq!(last(&cluster.reports[1]), Some(Gci::from_parts(1, 10)));
+
+        // A create at the other node is refused; at the president it runs on
+        // both, and both dicts then hand out the table.
+        let table = TableDef {
+            id: 0,
+            version: 0,
+            name: "t1".into(),
+            columns: vec![ColumnDef {
+                name: "k".into(),
+                column_type: ColumnType::Int { unsigned: false },
+                nullable: false,
+            }],
+            primary_key: vec![0],
+            partitions: 0,
+        };
+        let api = BlockRef::new(NodeId(200), BlockKind::Api, 0);
+        let pool = cluster.nodes[0].1.pool();
+        for node in [3, 2] {
+            let definition = pool.copy_from(&table.encode_to_vec()).expect("room");
+            let dict = BlockRef::new(NodeId(node), BlockKind::Dict, 0);
+            let request_id = node.into();
+            cluster.send(
+                api,
+                dict,
+                CreateTabReq {
+                    request_id,
+                    definition,
+                },
+            );
+            cluster.run(1000);
+        }
+        match &cluster.to_api[..] {
+            [Signal::SchemaRef(refused), Signal::CreateTabConf(created)] => {
+                assert_eq!(
+                    (refused.request_id, refused.error),
+                    (3, ErrorCode::NotMaster)
+                );
+                assert_eq!(created.request_id, 2);
+            }
+            other => panic!("unexpected answers {other:?}"),
+        }
+        cluster.to_api.clear();
+        for node in [3, 2] {
+            let name = pool.copy_from(b"t1").expect("room");
+            let dict = BlockRef::new(NodeId(node), BlockKind::Dict, 0);
+            cluster.send(
+                api,
+                dict,
+                GetTabInfoReq {
+                    request_id: 5,
+                    name,
+                },
+            );
+            cluster.run(1000);
+        }
+        for answer in cluster.to_api.drain(..) {
+            let Signal::GetTabInfoConf(conf) = answer else {
+                panic!("expected the definition, got {answer:?}");
+            };
+            assert_eq!(conf.schema_version, 2);
+            let map = signal::codec::decode_partition_map(conf.map.as_slice()).expect("a map");
+            // Default partitions: 1 group x 2 ldm threads, primaries spread.
+            let primaries: Vec<NodeId> = map.partitions.iter().map(|p| p.replicas[0]).collect();
+            assert_eq!(primaries, [NodeId(3), NodeId(2)]);
+        }
+        for node in &cluster.nodes {
+            assert_eq!(node.0.dict.schema_version(), 2);
+        }
+    }
 
     #[test]
     fn a_transaction_may_not_have_more_operations_than_its_tcs_share_of_records() {

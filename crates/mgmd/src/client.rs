@@ -178,6 +178,7 @@ impl MgmClient {
 pub struct DataNodeSession {
     conn: Conn,
     node_id: u16,
+    start_count: u64,
     config_dir: Option<PathBuf>,
 }
 
@@ -189,7 +190,17 @@ impl DataNodeSession {
         pid: u32,
     ) -> Result<(DataNodeSession, String), MgmdError> {
         let mut conn = Conn::connect(addr)?;
-        conn.request(&json!({ "req": "register_data_node", "node_id": node_id, "pid": pid }))?;
+        let registered =
+            conn.request(&json!({ "req": "register_data_node", "node_id": node_id, "pid": pid }))?;
+        let start_count = registered
+            .get("start_count")
+            .and_then(Value::as_u64)
+            .filter(|&count| count > 0)
+            .ok_or_else(|| {
+                MgmdError::Protocol(
+                    "register_data_node response lacks \"start_count\", a positive integer".into(),
+                )
+            })?;
         let response = conn.request(&json!({ "req": "get_config" }))?;
         let config = string_field(&response, "config")?;
         let config_dir = response
@@ -200,6 +211,7 @@ impl DataNodeSession {
             DataNodeSession {
                 conn,
                 node_id,
+                start_count,
                 config_dir,
             },
             config,
@@ -208,6 +220,13 @@ impl DataNodeSession {
 
     pub fn node_id(&self) -> u16 {
         self.node_id
+    }
+
+    /// How many times this node id has registered since mgmd started, this
+    /// registration included (1 on the first start). It rises on every
+    /// start of the node, so the data node uses it as its incarnation.
+    pub fn start_count(&self) -> u64 {
+        self.start_count
     }
 
     /// The config file's directory on mgmd's host, if mgmd knows it: parse
@@ -285,6 +304,50 @@ impl DataNodeSession {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Ok(LineRead::Eof) | Ok(LineRead::TooLong) | Err(_) => return,
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{start_server_with, ServerOptions};
+
+    const CONFIG: &str = r#"
+[mgmd]
+host = "127.0.0.1"
+port = 11860
+
+[[data_node]]
+id = 2
+host = "127.0.0.1"
+port = 11861
+data_dir = "d2"
+"#;
+
+    #[test]
+    fn the_start_count_rises_on_every_registration() {
+        let config =
+            config::ClusterConfig::from_toml_str(CONFIG, "test.toml").expect("test config");
+        let options = ServerOptions {
+            bind_addr: Some("127.0.0.1:0".into()),
+            config_dir: None,
+        };
+        let handle = start_server_with(config, CONFIG.to_owned(), options).expect("mgmd starts");
+        let addr = handle.local_addr().to_string();
+        for expected in 1..=3 {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            // mgmd frees the id once it sees the previous session close.
+            let session = loop {
+                match DataNodeSession::register(&addr, 2, 1) {
+                    Ok((session, _)) => break session,
+                    Err(MgmdError::Refused(_)) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(5))
+                    }
+                    Err(error) => panic!("registration failed: {error}"),
+                }
+            };
+            assert_eq!(session.start_count(), expected);
         }
     }
 }

@@ -12,14 +12,22 @@
 //!  4 u16 receiver instance   6 u16 sender instance  8 u32 body bytes
 //! body: the signal's fixed fields, then each section as u32 length + bytes
 //! ```
+//! Connections between data nodes use the same frames as API connections.
+//! Every signal that crosses nodes has a wire form; the node-local ones
+//! (start phases, ApiFailRep, NodeConnectedRep, ContinueB, DiAddTab*) are
+//! refused by the encoder with [`WireError::NotWireSignal`].
+//!
 //! Decoding checks every length, count and enum value and returns an error,
 //! never panics: the bytes come from the network.
 
+use crate::attr::KeyHash;
 use crate::error::ErrorCode;
 use crate::ids::{BlockKind, BlockRef, Gci, NodeId, TransactionId};
+use crate::schema::TableDef;
 use crate::section::{Section, SectionPool, MAX_SECTION_BYTES};
 use crate::signals::*;
 use std::fmt;
+use std::sync::Arc;
 
 /// "TSRA" as a little-endian u32.
 pub const FRAME_MAGIC: u32 = u32::from_le_bytes(*b"TSRA");
@@ -119,6 +127,19 @@ impl<'a> Writer<'a> {
     pub fn bytes32(&mut self, bytes: &[u8]) {
         self.u32(bytes.len() as u32);
         self.out.extend_from_slice(bytes);
+    }
+    /// u32 length then whatever `fill` writes (a section built in place:
+    /// a table definition or a partition map, without a copy).
+    pub fn section_with(&mut self, fill: impl FnOnce(&mut Writer<'_>)) {
+        let at = self.out.len();
+        self.u32(0);
+        fill(&mut Writer::new(self.out));
+        let length = self.out.len() - at - 4;
+        assert!(
+            length <= MAX_SECTION_BYTES,
+            "a section of {length} bytes exceeds MAX_SECTION_BYTES: no receiver would take it"
+        );
+        self.out[at..at + 4].copy_from_slice(&(length as u32).to_le_bytes());
     }
 }
 
@@ -285,7 +306,10 @@ pub fn finish_frame(
 /// (u32), partition count u32 and per partition: node group u32, ldm
 /// instance u16, redo part u32, replica count u8 and each replica's node u16.
 pub fn encode_partition_map(out: &mut Vec<u8>, map: &PartitionMap) {
-    let mut w = Writer::new(out);
+    write_partition_map(&mut Writer::new(out), map);
+}
+
+fn write_partition_map(w: &mut Writer<'_>, map: &PartitionMap) {
     w.u32(map.table_id);
     w.u32(map.version);
     w.u32(map.bucket_partitions.len() as u32);
@@ -305,7 +329,8 @@ pub fn encode_partition_map(out: &mut Vec<u8>, map: &PartitionMap) {
 }
 
 /// Decodes and checks a partition map: every bucket names an existing
-/// partition, every partition has 1 to 4 replicas.
+/// partition, every partition has 1 to 4 distinct replicas, each a node id
+/// in 1..=255.
 pub fn decode_partition_map(bytes: &[u8]) -> Result<PartitionMap, WireError> {
     let mut r = Reader::new(bytes);
     let table_id = r.u32()?;
@@ -333,7 +358,11 @@ pub fn decode_partition_map(bytes: &[u8]) -> Result<PartitionMap, WireError> {
         }
         let mut replicas = Vec::with_capacity(replica_count);
         for _ in 0..replica_count {
-            replicas.push(NodeId(r.u16()?));
+            let node = node_id(&mut r, "partition map replica node")?;
+            if replicas.contains(&node) {
+                return Err(WireError::BadField("partition map replica twice"));
+            }
+            replicas.push(node);
         }
         partitions.push(PartitionPlacement {
             node_group,
@@ -363,7 +392,25 @@ pub fn decode_partition_map(bytes: &[u8]) -> Result<PartitionMap, WireError> {
 
 /// Whether an API node may send signal `number` (to a data node).
 pub fn is_api_request(number: u16) -> bool {
-    matches!(number, 1 | 10 | 14 | 15 | 20 | 23 | 25)
+    matches!(number, 1 | 10 | 14 | 15 | 20 | 23 | 25 | 30)
+}
+
+/// Writes a block address (node u16, kind u8, instance u16: 5 bytes), for
+/// signals that name a block other than their sender (the coordinating tc).
+fn write_block_ref(w: &mut Writer<'_>, block: BlockRef) {
+    w.u16(block.node.0);
+    w.u8(block.kind as u8);
+    w.u16(block.instance);
+}
+
+/// Writes a replica chain: length u8, then four u16 node slots (the unused
+/// ones 0), 9 bytes.
+fn write_chain(w: &mut Writer<'_>, chain: &ReplicaChain) {
+    let nodes = chain.as_slice();
+    w.u8(nodes.len() as u8);
+    for slot in 0..MAX_REPLICAS {
+        w.u16(nodes.get(slot).map_or(0, |node| node.0));
+    }
 }
 
 /// Appends one signal record to `out` (inside a frame).
@@ -446,9 +493,111 @@ pub fn encode_signal(out: &mut Vec<u8>, envelope: &Envelope) -> Result<(), WireE
             w.u32(s.map_version);
             w.bytes32(s.map.as_slice());
         }
-        other => {
+        Signal::ScanPartitionReq(s) => {
+            w.u32(s.request_id);
+            w.u32(s.table_id);
+            w.u32(s.partition);
+            w.u32(s.start_row);
+            w.u32(s.max_rows);
+        }
+        Signal::ScanPartitionConf(s) => {
+            w.u32(s.request_id);
+            w.u32(s.next_row);
+            w.u8(s.done as u8);
+            w.bytes32(s.rows.as_slice());
+        }
+        Signal::ScanPartitionRef(s) => {
+            w.u32(s.request_id);
+            w.u16(s.error as u16);
+        }
+        Signal::LqhKeyReq(s) => {
+            write_block_ref(&mut w, s.tc);
+            w.u32(s.tc_op);
+            write_chain(&mut w, &s.chain);
+            w.u8(s.position);
+            w.u32(s.row_id);
+            w.u32(s.previous_op);
+            w.u64(s.transaction_id.0);
+            w.u8(s.kind as u8);
+            w.u8(s.lock as u8);
+            w.u8(s.attr.is_some() as u8);
+            w.u32(s.table_id);
+            w.u32(s.partition);
+            w.u64(s.hash.0);
+            w.bytes32(s.key.as_slice());
+            if let Some(attr) = &s.attr {
+                w.bytes32(attr.as_slice());
+            }
+        }
+        Signal::LqhKeyConf(s) => {
+            w.u32(s.tc_op);
+            w.u32(s.ldm_op);
+            w.u8(s.released as u8);
+            w.u8(s.data.is_some() as u8);
+            if let Some(data) = &s.data {
+                w.bytes32(data.as_slice());
+            }
+        }
+        Signal::LqhKeyRef(s) => {
+            w.u32(s.tc_op);
+            w.u16(s.error as u16);
+        }
+        Signal::CommitReq(s) => {
+            w.u32(s.ldm_op);
+            w.u32(s.tc_op);
+            w.u64(s.transaction_id.0);
+            w.u64(s.gci.0);
+        }
+        Signal::CommitConf(s) => w.u32(s.tc_op),
+        Signal::CompleteReq(s) => {
+            w.u32(s.ldm_op);
+            w.u32(s.tc_op);
+            w.u64(s.transaction_id.0);
+        }
+        Signal::CompleteConf(s) => w.u32(s.tc_op),
+        Signal::AbortReq(s) => {
+            write_block_ref(&mut w, s.tc);
+            w.u32(s.tc_op);
+            w.u64(s.transaction_id.0);
+        }
+        Signal::AbortConf(s) => w.u32(s.tc_op),
+        Signal::GcpPrepare(s) => w.u64(s.new_gci.0),
+        Signal::GcpPrepareConf(s) => w.u64(s.new_gci.0),
+        Signal::GcpCommit(s) => w.u64(s.gci.0),
+        Signal::GcpCommitConf(s) => w.u64(s.gci.0),
+        Signal::GcpCompleteRep(s) => w.u64(s.gci.0),
+        Signal::TcAddTabReq(s) => {
+            w.section_with(|w| s.table.encode(w));
+            w.section_with(|w| write_partition_map(w, &s.map));
+        }
+        Signal::LqhAddTabReq(s) => {
+            w.section_with(|w| s.table.encode(w));
+            w.section_with(|w| write_partition_map(w, &s.map));
+        }
+        Signal::DictAddTabReq(s) => {
+            w.u32(s.schema_version);
+            w.section_with(|w| s.table.encode(w));
+            w.section_with(|w| write_partition_map(w, &s.map));
+        }
+        Signal::AddTabConf(s) => w.u32(s.table_id),
+        Signal::DropTabOrd(s) => w.u32(s.table_id),
+        Signal::DropTabRep(s) => {
+            w.u32(s.table_id);
+            w.u8(s.busy as u8);
+        }
+        Signal::CmRegReq(s) => w.u16(s.node.0),
+        Signal::CmRegConf(s) => w.u16(s.president.0),
+        // Node-local: listed so a new signal must be placed on one side.
+        Signal::StartPhaseReq(_)
+        | Signal::StartPhaseConf(_)
+        | Signal::ApiFailRep(_)
+        | Signal::NodeConnectedRep(_)
+        | Signal::ContinueB(_)
+        | Signal::DiAddTabReq(_)
+        | Signal::DiAddTabConf(_) => {
+            let name = envelope.signal.name();
             out.truncate(head);
-            return Err(WireError::NotWireSignal(other.name()));
+            return Err(WireError::NotWireSignal(name));
         }
     }
     let body_bytes = (out.len() - body) as u32;
@@ -523,6 +672,72 @@ fn section(r: &mut Reader<'_>, pool: &'static SectionPool) -> Result<Section, Wi
 
 fn error_code(r: &mut Reader<'_>) -> Result<ErrorCode, WireError> {
     ErrorCode::from_u16(r.u16()?).ok_or(WireError::BadField("error code"))
+}
+
+/// A u8 that must be 0 or 1.
+fn flag(r: &mut Reader<'_>, what: &'static str) -> Result<bool, WireError> {
+    match r.u8()? {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(WireError::BadField(what)),
+    }
+}
+
+/// A node id that must be in 1..=255.
+fn node_id(r: &mut Reader<'_>, what: &'static str) -> Result<NodeId, WireError> {
+    let node = r.u16()?;
+    if (1..=255).contains(&node) {
+        Ok(NodeId(node))
+    } else {
+        Err(WireError::BadField(what))
+    }
+}
+
+/// The address of a tc (node 1..=255, kind tc, any instance: the receiver
+/// answers it, and the answer finds no route if the instance is wrong).
+fn tc_block_ref(r: &mut Reader<'_>) -> Result<BlockRef, WireError> {
+    let node = node_id(r, "tc node")?;
+    if BlockKind::from_u8(r.u8()?) != Some(BlockKind::Tc) {
+        return Err(WireError::BadField("tc block kind"));
+    }
+    Ok(BlockRef::new(node, BlockKind::Tc, r.u16()?))
+}
+
+/// A replica chain: length 1..=4, that many distinct node ids in 1..=255,
+/// the unused slots 0.
+fn replica_chain(r: &mut Reader<'_>) -> Result<ReplicaChain, WireError> {
+    let length = r.u8()? as usize;
+    if !(1..=MAX_REPLICAS).contains(&length) {
+        return Err(WireError::BadField("replica chain length"));
+    }
+    let mut nodes = [NodeId(0); MAX_REPLICAS];
+    for slot in 0..MAX_REPLICAS {
+        if slot < length {
+            let node = node_id(r, "replica chain node")?;
+            if nodes[..slot].contains(&node) {
+                return Err(WireError::BadField("replica chain node twice"));
+            }
+            nodes[slot] = node;
+        } else if r.u16()? != 0 {
+            return Err(WireError::BadField("unused replica chain slot"));
+        }
+    }
+    Ok(ReplicaChain::new(&nodes[..length]))
+}
+
+/// A table definition section followed by the table's partition map
+/// section, each checked, and checked against each other.
+fn table_and_map(r: &mut Reader<'_>) -> Result<(Arc<TableDef>, Arc<PartitionMap>), WireError> {
+    let table =
+        TableDef::decode(r.bytes32()?).map_err(|_| WireError::BadField("table definition"))?;
+    let map = decode_partition_map(r.bytes32()?)?;
+    if map.table_id != table.id {
+        return Err(WireError::BadField("partition map of another table"));
+    }
+    if map.partitions.len() != table.partitions as usize {
+        return Err(WireError::BadField("partition map partition count"));
+    }
+    Ok((Arc::new(table), Arc::new(map)))
 }
 
 fn decode_body(
@@ -642,6 +857,158 @@ fn decode_body(
             map: section(r, pool)?,
         }
         .into(),
+        30 => ScanPartitionReq {
+            request_id: r.u32()?,
+            table_id: r.u32()?,
+            partition: r.u32()?,
+            start_row: r.u32()?,
+            max_rows: r.u32()?,
+        }
+        .into(),
+        31 => ScanPartitionConf {
+            request_id: r.u32()?,
+            next_row: r.u32()?,
+            done: flag(r, "ScanPartitionConf done")?,
+            rows: section(r, pool)?,
+        }
+        .into(),
+        32 => ScanPartitionRef {
+            request_id: r.u32()?,
+            error: error_code(r)?,
+        }
+        .into(),
+        40 => {
+            let tc = tc_block_ref(r)?;
+            let tc_op = r.u32()?;
+            let chain = replica_chain(r)?;
+            let position = r.u8()?;
+            if position >= chain.length {
+                return Err(WireError::BadField("chain position"));
+            }
+            let row_id = r.u32()?;
+            let previous_op = r.u32()?;
+            let transaction_id = TransactionId(r.u64()?);
+            let kind =
+                OperationKind::from_u8(r.u8()?).ok_or(WireError::BadField("operation kind"))?;
+            let lock = LockMode::from_u8(r.u8()?).ok_or(WireError::BadField("lock mode"))?;
+            let has_attr = flag(r, "attr flag")?;
+            let table_id = r.u32()?;
+            let partition = r.u32()?;
+            let hash = KeyHash(r.u64()?);
+            let key = section(r, pool)?;
+            // On OutOfSections here `key` returns to the pool and the
+            // decoder has not advanced: the retry decodes both again.
+            let attr = if has_attr {
+                Some(section(r, pool)?)
+            } else {
+                None
+            };
+            LqhKeyReq {
+                tc,
+                tc_op,
+                chain,
+                position,
+                row_id,
+                previous_op,
+                transaction_id,
+                kind,
+                lock,
+                table_id,
+                partition,
+                hash,
+                key,
+                attr,
+            }
+            .into()
+        }
+        41 => {
+            let tc_op = r.u32()?;
+            let ldm_op = r.u32()?;
+            let released = flag(r, "LqhKeyConf released")?;
+            let data = if flag(r, "data flag")? {
+                Some(section(r, pool)?)
+            } else {
+                None
+            };
+            LqhKeyConf {
+                tc_op,
+                ldm_op,
+                data,
+                released,
+            }
+            .into()
+        }
+        42 => LqhKeyRef {
+            tc_op: r.u32()?,
+            error: error_code(r)?,
+        }
+        .into(),
+        43 => CommitReq {
+            ldm_op: r.u32()?,
+            tc_op: r.u32()?,
+            transaction_id: TransactionId(r.u64()?),
+            gci: Gci(r.u64()?),
+        }
+        .into(),
+        44 => CommitConf { tc_op: r.u32()? }.into(),
+        45 => CompleteReq {
+            ldm_op: r.u32()?,
+            tc_op: r.u32()?,
+            transaction_id: TransactionId(r.u64()?),
+        }
+        .into(),
+        46 => CompleteConf { tc_op: r.u32()? }.into(),
+        47 => AbortReq {
+            tc: tc_block_ref(r)?,
+            tc_op: r.u32()?,
+            transaction_id: TransactionId(r.u64()?),
+        }
+        .into(),
+        48 => AbortConf { tc_op: r.u32()? }.into(),
+        60 => GcpPrepare {
+            new_gci: Gci(r.u64()?),
+        }
+        .into(),
+        61 => GcpPrepareConf {
+            new_gci: Gci(r.u64()?),
+        }
+        .into(),
+        62 => GcpCommit { gci: Gci(r.u64()?) }.into(),
+        63 => GcpCommitConf { gci: Gci(r.u64()?) }.into(),
+        64 => GcpCompleteRep { gci: Gci(r.u64()?) }.into(),
+        72 => {
+            let (table, map) = table_and_map(r)?;
+            TcAddTabReq { table, map }.into()
+        }
+        73 => {
+            let (table, map) = table_and_map(r)?;
+            LqhAddTabReq { table, map }.into()
+        }
+        74 => AddTabConf { table_id: r.u32()? }.into(),
+        75 => DropTabOrd { table_id: r.u32()? }.into(),
+        76 => DropTabRep {
+            table_id: r.u32()?,
+            busy: flag(r, "DropTabRep busy")?,
+        }
+        .into(),
+        77 => {
+            let schema_version = r.u32()?;
+            let (table, map) = table_and_map(r)?;
+            DictAddTabReq {
+                table,
+                map,
+                schema_version,
+            }
+            .into()
+        }
+        84 => CmRegReq {
+            node: node_id(r, "CmRegReq node")?,
+        }
+        .into(),
+        85 => CmRegConf {
+            president: node_id(r, "CmRegConf president")?,
+        }
+        .into(),
         other => return Err(WireError::UnknownSignal(other)),
     })
 }
@@ -757,17 +1124,429 @@ mod tests {
     }
 
     #[test]
-    fn internal_signals_are_refused_by_the_encoder() {
-        let mut out = Vec::new();
+    fn node_local_signals_are_refused_by_the_encoder() {
+        let table = Arc::new(test_table());
+        let local: Vec<Signal> = vec![
+            StartPhaseReq { phase: 1 }.into(),
+            StartPhaseConf { phase: 1 }.into(),
+            ApiFailRep { node: NodeId(130) }.into(),
+            NodeConnectedRep {
+                node: NodeId(3),
+                incarnation: 2,
+            }
+            .into(),
+            ContinueB { job: 1 }.into(),
+            DiAddTabReq {
+                table: table.clone(),
+            }
+            .into(),
+            DiAddTabConf {
+                map: Arc::new(test_map(&table)),
+            }
+            .into(),
+        ];
+        for signal in local {
+            let name = signal.name();
+            let mut out = vec![9u8];
+            let envelope = Envelope {
+                from: BlockRef::new(NodeId(2), BlockKind::Dih, 0),
+                to: BlockRef::new(NodeId(3), BlockKind::Membership, 0),
+                signal,
+            };
+            assert_eq!(
+                encode_signal(&mut out, &envelope),
+                Err(WireError::NotWireSignal(name))
+            );
+            assert_eq!(out, vec![9u8], "{name}: nothing appended");
+        }
+    }
+
+    fn test_table() -> crate::schema::TableDef {
+        use crate::schema::{ColumnDef, ColumnType, TableDef};
+        TableDef {
+            id: 5,
+            version: 2,
+            name: "accounts".into(),
+            columns: vec![
+                ColumnDef {
+                    name: "id".into(),
+                    column_type: ColumnType::BigInt { unsigned: true },
+                    nullable: false,
+                },
+                ColumnDef {
+                    name: "owner".into(),
+                    column_type: ColumnType::VarChar(40),
+                    nullable: true,
+                },
+            ],
+            primary_key: vec![0],
+            partitions: 3,
+        }
+    }
+
+    fn test_map(table: &crate::schema::TableDef) -> PartitionMap {
+        PartitionMap {
+            table_id: table.id,
+            version: 4,
+            bucket_partitions: (0..crate::partition::BUCKETS)
+                .map(|bucket| bucket % table.partitions)
+                .collect(),
+            partitions: (0..table.partitions)
+                .map(|partition| PartitionPlacement {
+                    node_group: partition % 2,
+                    replicas: if partition == 0 {
+                        vec![NodeId(2)]
+                    } else {
+                        vec![NodeId(3), NodeId(2), NodeId(4), NodeId(5)]
+                    },
+                    ldm_instance: partition as u16,
+                    redo_part: partition * 7,
+                })
+                .collect(),
+        }
+    }
+
+    /// Encodes and decodes one signal between data nodes 2 and 3.
+    fn round_trip_between_nodes(signal: Signal) {
+        let pool = pool();
         let envelope = Envelope {
-            from: BlockRef::new(NodeId(2), BlockKind::Dih, 0),
-            to: BlockRef::new(NodeId(2), BlockKind::Tc, 0),
-            signal: GcpCommit { gci: Gci(1) }.into(),
+            from: BlockRef::new(NodeId(2), BlockKind::Ldm, 1),
+            to: BlockRef::new(NodeId(3), BlockKind::Ldm, 0),
+            signal,
         };
+        let mut out = Vec::new();
+        encode_signal(&mut out, &envelope).expect("wire signal");
+        let mut decoder = SignalDecoder::new(&out, 1, NodeId(2), NodeId(3));
+        let decoded = decoder.next(pool).expect("decodes").expect("one signal");
+        assert_eq!(decoded.from, envelope.from);
+        assert_eq!(decoded.to, envelope.to);
         assert_eq!(
-            encode_signal(&mut out, &envelope),
-            Err(WireError::NotWireSignal("GcpCommit"))
+            format!("{:?}", decoded.signal),
+            format!("{:?}", envelope.signal)
         );
-        assert!(out.is_empty());
+        assert!(decoder.next(pool).expect("end").is_none());
+    }
+
+    fn lqh_key_req(pool: &'static SectionPool, attr: bool) -> LqhKeyReq {
+        LqhKeyReq {
+            tc: BlockRef::new(NodeId(2), BlockKind::Tc, 1),
+            tc_op: 17,
+            chain: ReplicaChain::new(&[NodeId(2), NodeId(3), NodeId(9)]),
+            position: 1,
+            row_id: 0x0001_0002,
+            previous_op: 44,
+            transaction_id: TransactionId(130 << 48 | 5),
+            kind: OperationKind::Insert,
+            lock: LockMode::Exclusive,
+            table_id: 5,
+            partition: 2,
+            hash: KeyHash(0xdead_beef_0bad_f00d),
+            key: pool.copy_from(b"key bytes").expect("room"),
+            attr: attr.then(|| pool.copy_from(b"after image").expect("room")),
+        }
+    }
+
+    #[test]
+    fn data_node_signals_round_trip() {
+        let pool = pool();
+        let table = Arc::new(test_table());
+        let map = Arc::new(test_map(&table));
+        let signals: Vec<Signal> = vec![
+            lqh_key_req(pool, true).into(),
+            lqh_key_req(pool, false).into(),
+            LqhKeyReq {
+                tc: BlockRef::new(NodeId(255), BlockKind::Tc, u16::MAX),
+                chain: ReplicaChain::new(&[NodeId(255)]),
+                position: 0,
+                row_id: u32::MAX,
+                previous_op: u32::MAX,
+                kind: OperationKind::Read,
+                lock: LockMode::CommittedRead,
+                ..lqh_key_req(pool, false)
+            }
+            .into(),
+            LqhKeyConf {
+                tc_op: 1,
+                ldm_op: 2,
+                data: Some(pool.copy_from(b"row").expect("room")),
+                released: true,
+            }
+            .into(),
+            LqhKeyConf {
+                tc_op: u32::MAX,
+                ldm_op: 0,
+                data: None,
+                released: false,
+            }
+            .into(),
+            LqhKeyRef {
+                tc_op: 3,
+                error: ErrorCode::NoSuchRow,
+            }
+            .into(),
+            CommitReq {
+                ldm_op: 4,
+                tc_op: 5,
+                transaction_id: TransactionId(6),
+                gci: Gci::from_parts(7, 8),
+            }
+            .into(),
+            CommitConf { tc_op: 9 }.into(),
+            CompleteReq {
+                ldm_op: 10,
+                tc_op: 11,
+                transaction_id: TransactionId(12),
+            }
+            .into(),
+            CompleteConf { tc_op: 13 }.into(),
+            AbortReq {
+                tc: BlockRef::new(NodeId(3), BlockKind::Tc, 0),
+                tc_op: 14,
+                transaction_id: TransactionId(15),
+            }
+            .into(),
+            AbortConf { tc_op: 16 }.into(),
+            GcpPrepare {
+                new_gci: Gci::from_parts(1, 2),
+            }
+            .into(),
+            GcpPrepareConf {
+                new_gci: Gci::from_parts(1, 2),
+            }
+            .into(),
+            GcpCommit {
+                gci: Gci::from_parts(3, 0),
+            }
+            .into(),
+            GcpCommitConf { gci: Gci(u64::MAX) }.into(),
+            GcpCompleteRep { gci: Gci(0) }.into(),
+            TcAddTabReq {
+                table: table.clone(),
+                map: map.clone(),
+            }
+            .into(),
+            LqhAddTabReq {
+                table: table.clone(),
+                map: map.clone(),
+            }
+            .into(),
+            DictAddTabReq {
+                table: table.clone(),
+                map: map.clone(),
+                schema_version: 77,
+            }
+            .into(),
+            AddTabConf { table_id: 5 }.into(),
+            DropTabOrd { table_id: 5 }.into(),
+            DropTabRep {
+                table_id: 5,
+                busy: true,
+            }
+            .into(),
+            DropTabRep {
+                table_id: 6,
+                busy: false,
+            }
+            .into(),
+            CmRegReq { node: NodeId(4) }.into(),
+            CmRegConf {
+                president: NodeId(2),
+            }
+            .into(),
+            ScanPartitionReq {
+                request_id: 1,
+                table_id: 5,
+                partition: 2,
+                start_row: 100,
+                max_rows: 64,
+            }
+            .into(),
+            ScanPartitionConf {
+                request_id: 1,
+                rows: pool.copy_from(b"rows").expect("room"),
+                next_row: 164,
+                done: true,
+            }
+            .into(),
+            ScanPartitionRef {
+                request_id: 1,
+                error: ErrorCode::UnknownTable,
+            }
+            .into(),
+        ];
+        for signal in signals {
+            round_trip_between_nodes(signal);
+        }
+    }
+
+    /// Encodes `signal`, lets `mangle` change its body, and decodes.
+    fn decode_mangled(signal: Signal, mangle: impl FnOnce(&mut Vec<u8>)) -> WireError {
+        let envelope = Envelope {
+            from: BlockRef::new(NodeId(2), BlockKind::Tc, 0),
+            to: BlockRef::new(NodeId(3), BlockKind::Ldm, 0),
+            signal,
+        };
+        let mut out = Vec::new();
+        encode_signal(&mut out, &envelope).expect("wire signal");
+        let mut body = out.split_off(SIGNAL_HEAD_BYTES);
+        mangle(&mut body);
+        out[8..12].copy_from_slice(&(body.len() as u32).to_le_bytes());
+        out.extend_from_slice(&body);
+        let mut decoder = SignalDecoder::new(&out, 1, NodeId(2), NodeId(3));
+        match decoder.next(pool()) {
+            Err(error) => error,
+            Ok(decoded) => panic!("mangled body decoded: {decoded:?}"),
+        }
+    }
+
+    #[test]
+    fn invalid_data_node_fields_are_refused() {
+        let pool = pool();
+        // LqhKeyReq body: tc 0..5, tc op 5..9, chain length 9, slots 10..18,
+        // position 18, ..., attr flag 37.
+        let request = || Signal::from(lqh_key_req(pool, true));
+        type Mangle = Box<dyn FnOnce(&mut Vec<u8>)>;
+        let cases: Vec<(&str, Mangle, WireError)> = vec![
+            (
+                "tc node 0",
+                Box::new(|b| b[0..2].copy_from_slice(&0u16.to_le_bytes())),
+                WireError::BadField("tc node"),
+            ),
+            (
+                "tc kind ldm",
+                Box::new(|b| b[2] = BlockKind::Ldm as u8),
+                WireError::BadField("tc block kind"),
+            ),
+            (
+                "chain length 0",
+                Box::new(|b| b[9] = 0),
+                WireError::BadField("replica chain length"),
+            ),
+            (
+                "chain length 5",
+                Box::new(|b| b[9] = 5),
+                WireError::BadField("replica chain length"),
+            ),
+            (
+                "chain length 4 with an empty slot",
+                Box::new(|b| b[9] = 4),
+                WireError::BadField("replica chain node"),
+            ),
+            (
+                "chain length 2 with a used third slot",
+                Box::new(|b| b[9] = 2),
+                WireError::BadField("unused replica chain slot"),
+            ),
+            (
+                "a node twice",
+                Box::new(|b| b[12..14].copy_from_slice(&2u16.to_le_bytes())),
+                WireError::BadField("replica chain node twice"),
+            ),
+            (
+                "a node above 255",
+                Box::new(|b| b[12..14].copy_from_slice(&256u16.to_le_bytes())),
+                WireError::BadField("replica chain node"),
+            ),
+            (
+                "position past the chain",
+                Box::new(|b| b[18] = 3),
+                WireError::BadField("chain position"),
+            ),
+            (
+                "attr flag 2",
+                Box::new(|b| b[37] = 2),
+                WireError::BadField("attr flag"),
+            ),
+            (
+                "operation kind 0",
+                Box::new(|b| b[35] = 0),
+                WireError::BadField("operation kind"),
+            ),
+            (
+                "lock mode 3",
+                Box::new(|b| b[36] = 3),
+                WireError::BadField("lock mode"),
+            ),
+            (
+                "truncated",
+                Box::new(|b| b.truncate(50)),
+                WireError::Truncated,
+            ),
+        ];
+        for (case, mangle, expected) in cases {
+            assert_eq!(decode_mangled(request(), mangle), expected, "{case}");
+        }
+        assert_eq!(
+            decode_mangled(CmRegReq { node: NodeId(2) }.into(), |b| b.fill(0)),
+            WireError::BadField("CmRegReq node")
+        );
+        assert_eq!(
+            decode_mangled(
+                DropTabRep {
+                    table_id: 1,
+                    busy: true
+                }
+                .into(),
+                |b| b[4] = 7
+            ),
+            WireError::BadField("DropTabRep busy")
+        );
+        let table = Arc::new(test_table());
+        let other_table = Arc::new(crate::schema::TableDef {
+            id: 6,
+            ..test_table()
+        });
+        let fewer_partitions = Arc::new(crate::schema::TableDef {
+            partitions: 2,
+            ..test_table()
+        });
+        let map = Arc::new(test_map(&table));
+        let mismatched = [
+            (other_table, "partition map of another table"),
+            (fewer_partitions, "partition map partition count"),
+        ];
+        for (table, why) in mismatched {
+            let request = TcAddTabReq {
+                table,
+                map: map.clone(),
+            };
+            assert_eq!(
+                decode_mangled(request.into(), |_| {}),
+                WireError::BadField(why)
+            );
+        }
+        let request = LqhAddTabReq {
+            table: table.clone(),
+            map: map.clone(),
+        };
+        // The table name's first byte (table section: length 0..4, id,
+        // version, partitions, name length 16..18, name 18..).
+        assert_eq!(
+            decode_mangled(request.into(), |b| b[18] = b'-'),
+            WireError::BadField("table definition")
+        );
+        // Replica 2 of partition 1 made equal to replica 1.
+        let mut broken = test_map(&table);
+        broken.partitions[1].replicas[1] = NodeId(3);
+        let mut bytes = Vec::new();
+        encode_partition_map(&mut bytes, &broken);
+        assert_eq!(
+            decode_partition_map(&bytes),
+            Err(WireError::BadField("partition map replica twice"))
+        );
+        broken.partitions[1].replicas[1] = NodeId(0);
+        bytes.clear();
+        encode_partition_map(&mut bytes, &broken);
+        assert_eq!(
+            decode_partition_map(&bytes),
+            Err(WireError::BadField("partition map replica node"))
+        );
+    }
+
+    #[test]
+    fn scan_partition_req_is_an_api_request() {
+        assert!(is_api_request(30));
+        assert!(!is_api_request(31));
+        assert!(!is_api_request(40));
     }
 }

@@ -4,7 +4,7 @@
 //! and adversarial inputs must give an error, never a panic, and whatever
 //! is accepted must be well formed.
 
-use signal::attr::{self, key_hash, AttrIter, AttrWriter, NULL_LENGTH};
+use signal::attr::{self, key_hash, AttrIter, AttrWriter, KeyHash, NULL_LENGTH};
 use signal::codec::{
     begin_frame, encode_signal, finish_frame, parse_frame_header, verify_frame, SignalDecoder,
     WireError, FRAME_HEADER_BYTES, SIGNAL_HEAD_BYTES,
@@ -12,10 +12,15 @@ use signal::codec::{
 use signal::schema::{ColumnDef, ColumnType, TableDef, MAX_COLUMNS};
 use signal::signals::*;
 use signal::{BlockKind, BlockRef, Envelope, ErrorCode, Gci, NodeId, SectionPool, TransactionId};
+use std::sync::Arc;
 use stdx::mix::XorShift;
 
-/// Signal numbers with a wire form.
-const WIRE_NUMBERS: [u16; 16] = [1, 2, 10, 11, 12, 13, 14, 15, 16, 20, 21, 22, 23, 24, 25, 26];
+/// Signal numbers with a wire form: API <-> data node, then between data
+/// nodes.
+const WIRE_NUMBERS: [u16; 41] = [
+    1, 2, 10, 11, 12, 13, 14, 15, 16, 20, 21, 22, 23, 24, 25, 26, 30, 31, 32, 40, 41, 42, 43, 44,
+    45, 46, 47, 48, 60, 61, 62, 63, 64, 72, 73, 74, 75, 76, 77, 84, 85,
+];
 
 fn pool() -> &'static SectionPool {
     SectionPool::leak([64, 16, 8, 4, 2, 2])
@@ -45,7 +50,7 @@ fn random_wire_signal(rng: &mut XorShift, pool: &'static SectionPool) -> Signal 
         pool.copy_from(&bytes).expect("test pool has room")
     };
     let error = ErrorCode::ALL[rng.below(ErrorCode::ALL.len() as u64) as usize];
-    match rng.below(16) {
+    match rng.below(32) {
         0 => ApiRegReq {
             protocol_version: rng.next_u64() as u16,
         }
@@ -129,12 +134,195 @@ fn random_wire_signal(rng: &mut XorShift, pool: &'static SectionPool) -> Signal 
             name: section(rng),
         }
         .into(),
-        _ => GetTabInfoConf {
+        15 => GetTabInfoConf {
             request_id: edgy_u32(rng),
             schema_version: edgy_u32(rng),
             definition: section(rng),
             map_version: edgy_u32(rng),
             map: section(rng),
+        }
+        .into(),
+        _ => random_data_node_signal(rng, pool),
+    }
+}
+
+/// 1 to 4 distinct node ids in 1..=255.
+fn random_nodes(rng: &mut XorShift) -> Vec<NodeId> {
+    let count = 1 + rng.below(4) as usize;
+    let mut nodes = Vec::with_capacity(count);
+    while nodes.len() < count {
+        let node = NodeId(1 + rng.below(255) as u16);
+        if !nodes.contains(&node) {
+            nodes.push(node);
+        }
+    }
+    nodes
+}
+
+/// A valid table (1 to 6 partitions) and a valid map for it.
+fn random_table_and_map(rng: &mut XorShift) -> (Arc<TableDef>, Arc<PartitionMap>) {
+    let mut table = random_table(rng);
+    table.partitions = 1 + rng.below(6) as u32;
+    table.validate().expect("random_table makes valid tables");
+    let map = PartitionMap {
+        table_id: table.id,
+        version: edgy_u32(rng),
+        bucket_partitions: (0..signal::partition::BUCKETS)
+            .map(|_| rng.below(table.partitions as u64) as u32)
+            .collect(),
+        partitions: (0..table.partitions)
+            .map(|_| PartitionPlacement {
+                node_group: edgy_u32(rng),
+                replicas: random_nodes(rng),
+                ldm_instance: rng.next_u64() as u16,
+                redo_part: edgy_u32(rng),
+            })
+            .collect(),
+    };
+    (Arc::new(table), Arc::new(map))
+}
+
+/// A valid signal of those data nodes exchange (and the partition scan).
+fn random_data_node_signal(rng: &mut XorShift, pool: &'static SectionPool) -> Signal {
+    let section = |rng: &mut XorShift| {
+        let bytes = random_bytes(rng, 300);
+        pool.copy_from(&bytes).expect("test pool has room")
+    };
+    let error = ErrorCode::ALL[rng.below(ErrorCode::ALL.len() as u64) as usize];
+    let tc = |rng: &mut XorShift| {
+        BlockRef::new(
+            NodeId(1 + rng.below(255) as u16),
+            BlockKind::Tc,
+            rng.next_u64() as u16,
+        )
+    };
+    let gci = |rng: &mut XorShift| Gci(rng.next_u64());
+    let flag = |rng: &mut XorShift| rng.below(2) == 1;
+    match rng.below(28) {
+        0 => ScanPartitionReq {
+            request_id: edgy_u32(rng),
+            table_id: edgy_u32(rng),
+            partition: edgy_u32(rng),
+            start_row: edgy_u32(rng),
+            max_rows: edgy_u32(rng),
+        }
+        .into(),
+        1 => ScanPartitionConf {
+            request_id: edgy_u32(rng),
+            rows: section(rng),
+            next_row: edgy_u32(rng),
+            done: flag(rng),
+        }
+        .into(),
+        2 => ScanPartitionRef {
+            request_id: edgy_u32(rng),
+            error,
+        }
+        .into(),
+        3..=5 => {
+            let chain = ReplicaChain::new(&random_nodes(rng));
+            LqhKeyReq {
+                tc: tc(rng),
+                tc_op: edgy_u32(rng),
+                chain,
+                position: rng.below(chain.length as u64) as u8,
+                row_id: edgy_u32(rng),
+                previous_op: edgy_u32(rng),
+                transaction_id: TransactionId(rng.next_u64()),
+                kind: OperationKind::from_u8(1 + rng.below(5) as u8).expect("valid kind"),
+                lock: LockMode::from_u8(rng.below(3) as u8).expect("valid lock"),
+                table_id: edgy_u32(rng),
+                partition: edgy_u32(rng),
+                hash: KeyHash(rng.next_u64()),
+                key: section(rng),
+                attr: flag(rng).then(|| section(rng)),
+            }
+            .into()
+        }
+        6 => LqhKeyConf {
+            tc_op: edgy_u32(rng),
+            ldm_op: edgy_u32(rng),
+            data: flag(rng).then(|| section(rng)),
+            released: flag(rng),
+        }
+        .into(),
+        7 => LqhKeyRef {
+            tc_op: edgy_u32(rng),
+            error,
+        }
+        .into(),
+        8 => CommitReq {
+            ldm_op: edgy_u32(rng),
+            tc_op: edgy_u32(rng),
+            transaction_id: TransactionId(rng.next_u64()),
+            gci: gci(rng),
+        }
+        .into(),
+        9 => CommitConf {
+            tc_op: edgy_u32(rng),
+        }
+        .into(),
+        10 => CompleteReq {
+            ldm_op: edgy_u32(rng),
+            tc_op: edgy_u32(rng),
+            transaction_id: TransactionId(rng.next_u64()),
+        }
+        .into(),
+        11 => CompleteConf {
+            tc_op: edgy_u32(rng),
+        }
+        .into(),
+        12 => AbortReq {
+            tc: tc(rng),
+            tc_op: edgy_u32(rng),
+            transaction_id: TransactionId(rng.next_u64()),
+        }
+        .into(),
+        13 => AbortConf {
+            tc_op: edgy_u32(rng),
+        }
+        .into(),
+        14 => GcpPrepare { new_gci: gci(rng) }.into(),
+        15 => GcpPrepareConf { new_gci: gci(rng) }.into(),
+        16 => GcpCommit { gci: gci(rng) }.into(),
+        17 => GcpCommitConf { gci: gci(rng) }.into(),
+        18 => GcpCompleteRep { gci: gci(rng) }.into(),
+        19 => {
+            let (table, map) = random_table_and_map(rng);
+            TcAddTabReq { table, map }.into()
+        }
+        20 => {
+            let (table, map) = random_table_and_map(rng);
+            LqhAddTabReq { table, map }.into()
+        }
+        21 => {
+            let (table, map) = random_table_and_map(rng);
+            DictAddTabReq {
+                table,
+                map,
+                schema_version: edgy_u32(rng),
+            }
+            .into()
+        }
+        22 => AddTabConf {
+            table_id: edgy_u32(rng),
+        }
+        .into(),
+        23 => DropTabOrd {
+            table_id: edgy_u32(rng),
+        }
+        .into(),
+        24 => DropTabRep {
+            table_id: edgy_u32(rng),
+            busy: flag(rng),
+        }
+        .into(),
+        25 => CmRegReq {
+            node: NodeId(1 + rng.below(255) as u16),
+        }
+        .into(),
+        _ => CmRegConf {
+            president: NodeId(1 + rng.below(255) as u16),
         }
         .into(),
     }
@@ -205,8 +393,29 @@ fn decode_all(body: &[u8], count: u16, pool: &'static SectionPool) -> Result<usi
             "decoded {} which has no wire form",
             envelope.signal.name()
         );
-        if let Signal::TcKeyReq(request) = &envelope.signal {
-            assert_eq!(request.flags & !tc_key_flags::ALL, 0, "undefined flags");
+        match &envelope.signal {
+            Signal::TcKeyReq(request) => {
+                assert_eq!(request.flags & !tc_key_flags::ALL, 0, "undefined flags");
+            }
+            Signal::LqhKeyReq(request) => {
+                let nodes = request.chain.as_slice();
+                assert!((1..=4).contains(&nodes.len()), "chain length");
+                assert!(request.position < request.chain.length, "chain position");
+                assert!(nodes.iter().all(|node| (1..=255).contains(&node.0)));
+                assert_eq!(request.tc.kind, BlockKind::Tc);
+            }
+            Signal::TcAddTabReq(TcAddTabReq { table, map })
+            | Signal::LqhAddTabReq(LqhAddTabReq { table, map })
+            | Signal::DictAddTabReq(DictAddTabReq { table, map, .. }) => {
+                table.validate().expect("decoded tables are valid");
+                assert_eq!(map.table_id, table.id);
+                assert_eq!(map.partitions.len(), table.partitions as usize);
+                assert!(map
+                    .bucket_partitions
+                    .iter()
+                    .all(|&partition| partition < table.partitions));
+            }
+            _ => {}
         }
         decoded += 1;
     }

@@ -1,7 +1,9 @@
 //! transport: moving frames of signals over TCP (DESIGN.md §2, "Between
 //! nodes"). Holds the frame assembler shared by the data node and the client,
 //! and the data node's receive and send threads (NDB's recv and send
-//! threads) with the registry of connections they share.
+//! threads) with the registry of connections they share: connections from
+//! API nodes, and one connection to each other data node (dialed by the
+//! lower id, opened by a hello frame carrying the node's incarnation).
 //!
 //! Wire format, byte by byte: docs/wire-format.md.
 //!
@@ -13,6 +15,6 @@ pub mod recv;
 pub mod registry;
 pub mod send;
 
-pub use recv::{run_recv_thread, RecvSetup};
+pub use recv::{run_recv_thread, DataNodePeer, RecvSetup};
 pub use registry::ConnectionRegistry;
 pub use send::{run_send_thread, SendSetup};

@@ -1,6 +1,7 @@
 //! The data node's receive thread (NDB's recv thread): accepts connections,
-//! reassembles frames from every socket, decodes their signals into
-//! sections, and hands them to the block threads through the job-queue mesh.
+//! dials the other data nodes, reassembles frames from every socket, decodes
+//! their signals into sections, and hands them to the block threads through
+//! the job-queue mesh.
 //!
 //! One `mio::Poll` watches the listener and every connection. The first
 //! valid frame of a connection names its peer; from then on the connection
@@ -10,10 +11,24 @@
 //! node id already connected) loses its connection and nothing else: every
 //! byte from the network is checked and no check panics.
 //!
-//! When a registered peer's connection closes for any reason, tc and dict
-//! get `ApiFailRep` so they abort its transactions and forget its requests.
-//! Signals decoded before the close were staged first, and job queues keep
-//! order per sender-receiver pair, so the report arrives after them.
+//! **API nodes.** When a registered API node's connection closes for any
+//! reason, tc and dict get `ApiFailRep` so they abort its transactions and
+//! forget its requests. Signals decoded before the close were staged first,
+//! and job queues keep order per sender-receiver pair, so the report
+//! arrives after them.
+//!
+//! **Data nodes** (DESIGN.md §2, "Between nodes"): one connection per pair,
+//! dialed by the node with the lower id (retried every [`DIAL_RETRY`] until
+//! it succeeds, and again after it drops) and accepted by the higher. Each
+//! side's first frame is a hello: a frame of no signals carrying its node id
+//! and incarnation, written here before the connection is registered (so
+//! the send thread's frames on it begin at sequence 1). The peer's hello
+//! establishes the connection: it is registered and membership gets
+//! `NodeConnectedRep`. A data node may send any wire signal from a data-node
+//! block to a block that exists. The highest incarnation seen from each data
+//! node is remembered, and a connection from a lower one (a node that has
+//! since restarted) is refused. A dropped data-node connection is logged and
+//! unregistered; node failure handling is not done here.
 
 use crate::assembler::{FrameAssembler, StreamError};
 use crate::registry::{ConnectionRegistry, RegisterError};
@@ -22,13 +37,13 @@ use kernel::stats::ThreadStats;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use signal::codec::{self, SignalDecoder, WireError};
-use signal::signals::ApiFailRep;
+use signal::signals::{ApiFailRep, NodeConnectedRep};
 use signal::{BlockKind, BlockRef, Envelope, NodeId, SectionPool, Signal};
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Connections served at once; further ones are accepted and closed at once,
 /// so a misbehaving client cannot exhaust the node's file descriptors.
@@ -53,7 +68,22 @@ const QUEUES_FULL_PAUSE: Duration = Duration::from_micros(100);
 /// Pause before retrying `accept` after it failed (out of descriptors, say).
 const ACCEPT_RETRY_PAUSE: Duration = Duration::from_millis(10);
 
+/// Pause between attempts to connect to a data node this node dials.
+pub const DIAL_RETRY: Duration = Duration::from_millis(100);
+
+/// A dial not connected after this long is abandoned (and retried).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
 const LISTENER_TOKEN: Token = Token(0);
+
+/// Another data node of the cluster (from the config).
+#[derive(Clone, Debug)]
+pub struct DataNodePeer {
+    /// Its node id.
+    pub node: NodeId,
+    /// Where it listens.
+    pub address: SocketAddr,
+}
 
 /// Everything the receive thread needs, built by the data node.
 pub struct RecvSetup {
@@ -73,6 +103,13 @@ pub struct RecvSetup {
     pub shutdown: Arc<AtomicBool>,
     /// tc instances on this node, each told of a failed API node.
     pub tc_instances: u16,
+    /// This start of the node: the hello frames carry it (the send thread
+    /// must be given the same one).
+    pub incarnation: u32,
+    /// Every data node of the cluster (this one may be listed; it is
+    /// skipped): this thread dials those with a higher id and accepts the
+    /// others.
+    pub data_nodes: Vec<DataNodePeer>,
 }
 
 /// The peer a connection has identified itself as.
@@ -80,6 +117,26 @@ pub struct RecvSetup {
 struct Peer {
     node: NodeId,
     connection_id: u64,
+    /// A data node (else an API node).
+    data_node: bool,
+}
+
+/// What this thread knows of another data node.
+struct DataNodeLink {
+    node: NodeId,
+    address: SocketAddr,
+    /// This node has the lower id, so it dials.
+    dials: bool,
+    /// The slot of this thread's dialed connection (connecting or live).
+    slot: Option<usize>,
+    /// When to dial next (when `dials` and there is no `slot`).
+    next_dial: Instant,
+    /// The highest incarnation seen in the node's frames; lower ones are
+    /// refused.
+    highest_incarnation: Option<u32>,
+    /// A failure to reach the node was logged; further ones are not, until
+    /// it connects.
+    quiet: bool,
 }
 
 struct Connection {
@@ -92,6 +149,10 @@ struct Connection {
     peer: Option<Peer>,
     /// Whether the connection is in the list of connections to serve.
     queued: bool,
+    /// The data node this thread dialed (`None`: accepted).
+    dialed: Option<NodeId>,
+    /// When the dial began, while the connect is still in progress.
+    connecting: Option<Instant>,
 }
 
 /// Why the receive thread closed a connection (logged, one line).
@@ -119,6 +180,23 @@ enum CloseReason {
     NodeIdOutOfRange(NodeId),
     NoWriteHalf,
     Shutdown,
+    FromApiBlock {
+        signal: &'static str,
+        from: BlockRef,
+    },
+    OldIncarnation {
+        node: NodeId,
+        incarnation: u32,
+        highest: u32,
+    },
+    WrongPeer {
+        expected: NodeId,
+        found: NodeId,
+    },
+    MustBeDialed(NodeId),
+    ConnectFailed(std::io::Error),
+    ConnectTimeout,
+    HelloNotWritten(String),
 }
 
 impl std::fmt::Display for CloseReason {
@@ -147,6 +225,29 @@ impl std::fmt::Display for CloseReason {
             CloseReason::NodeIdOutOfRange(node) => write!(f, "node id {node} is out of range"),
             CloseReason::NoWriteHalf => write!(f, "socket could not be duplicated"),
             CloseReason::Shutdown => write!(f, "data node shutting down"),
+            CloseReason::FromApiBlock { signal, from } => {
+                write!(f, "{signal} from a data node claims to come from {from}, an API block")
+            }
+            CloseReason::OldIncarnation {
+                node,
+                incarnation,
+                highest,
+            } => write!(
+                f,
+                "data node {node} connects with incarnation {incarnation}, older than {highest} seen before"
+            ),
+            CloseReason::WrongPeer { expected, found } => {
+                write!(f, "dialed data node {expected}, but node {found} answered")
+            }
+            CloseReason::MustBeDialed(node) => write!(
+                f,
+                "data node {node} has the higher id: this node dials it, not the other way round"
+            ),
+            CloseReason::ConnectFailed(error) => write!(f, "cannot connect: {error}"),
+            CloseReason::ConnectTimeout => {
+                write!(f, "cannot connect: no answer in {CONNECT_TIMEOUT:?}")
+            }
+            CloseReason::HelloNotWritten(why) => write!(f, "cannot write the hello frame: {why}"),
         }
     }
 }
@@ -163,7 +264,32 @@ fn api_receiver(signal: &Signal) -> Option<BlockKind> {
         Signal::CreateTabReq(_) | Signal::DropTabReq(_) | Signal::GetTabInfoReq(_) => {
             Some(BlockKind::Dict)
         }
+        Signal::ScanPartitionReq(_) => Some(BlockKind::Ldm),
         _ => None,
+    }
+}
+
+/// Writes the hello frame (no signals, sequence 0) that opens this node's
+/// side of a data-node connection. The socket is fresh, so its send buffer
+/// takes the 32 bytes at once; anything else closes the connection.
+fn write_hello(
+    stream: &mut TcpStream,
+    own_node: NodeId,
+    incarnation: u32,
+) -> Result<(), CloseReason> {
+    let mut frame = Vec::with_capacity(codec::FRAME_HEADER_BYTES);
+    let start = codec::begin_frame(&mut frame);
+    codec::finish_frame(&mut frame, start, own_node, incarnation, 0, 0);
+    loop {
+        return match stream.write(&frame) {
+            Ok(written) if written == frame.len() => Ok(()),
+            Ok(written) => Err(CloseReason::HelloNotWritten(format!(
+                "only {written} of {} bytes taken",
+                frame.len()
+            ))),
+            Err(error) if error.kind() == ErrorKind::Interrupted => continue,
+            Err(error) => Err(CloseReason::HelloNotWritten(error.to_string())),
+        };
     }
 }
 
@@ -177,32 +303,122 @@ struct Dispatch {
     stats: Arc<ThreadStats>,
     shutdown: Arc<AtomicBool>,
     tc_instances: u16,
+    incarnation: u32,
+    links: Vec<DataNodeLink>,
 }
 
 impl Dispatch {
-    /// Names the connection's peer from its first valid frame and registers
-    /// the connection for the send thread.
+    fn link_mut(&mut self, node: NodeId) -> Option<&mut DataNodeLink> {
+        self.links.iter_mut().find(|link| link.node == node)
+    }
+
+    /// Names the connection's peer from its first valid frame `header`
+    /// and registers the connection for the send thread. A data node's
+    /// connection is checked (who dials whom, its incarnation), answered
+    /// with this node's hello if it was accepted, and reported to
+    /// membership.
     fn identify(
         &mut self,
-        sender: NodeId,
+        header: &codec::FrameHeader,
+        stream: &mut TcpStream,
         write_half: &mut Option<std::net::TcpStream>,
+        dialed: Option<NodeId>,
     ) -> Result<Peer, CloseReason> {
+        let sender = header.sender;
         if sender == self.own_node {
             return Err(CloseReason::OwnNodeId);
         }
-        let stream = write_half.take().ok_or(CloseReason::NoWriteHalf)?;
-        match self.registry.register(sender, stream) {
-            Ok(connection_id) => Ok(Peer {
-                node: sender,
-                connection_id,
-            }),
-            Err(RegisterError::AlreadyConnected) => Err(CloseReason::AlreadyConnected(sender)),
-            Err(RegisterError::NodeIdOutOfRange) => Err(CloseReason::NodeIdOutOfRange(sender)),
+        if let Some(expected) = dialed {
+            if sender != expected {
+                return Err(CloseReason::WrongPeer {
+                    expected,
+                    found: sender,
+                });
+            }
+        }
+        let own_node = self.own_node;
+        let data_node = match self.link_mut(sender) {
+            None => false,
+            Some(link) => {
+                if link.dials && dialed.is_none() {
+                    return Err(CloseReason::MustBeDialed(sender));
+                }
+                if let Some(highest) = link.highest_incarnation {
+                    if header.incarnation < highest {
+                        return Err(CloseReason::OldIncarnation {
+                            node: sender,
+                            incarnation: header.incarnation,
+                            highest,
+                        });
+                    }
+                }
+                true
+            }
+        };
+        // Refuse a second connection before answering it with a hello.
+        if self.registry.is_connected(sender) {
+            return Err(CloseReason::AlreadyConnected(sender));
+        }
+        let write_stream = write_half.take().ok_or(CloseReason::NoWriteHalf)?;
+        let first_sequence = if data_node {
+            if dialed.is_none() {
+                write_hello(stream, own_node, self.incarnation)?;
+            }
+            1
+        } else {
+            0
+        };
+        let connection_id = match self.registry.register(sender, write_stream, first_sequence) {
+            Ok(connection_id) => connection_id,
+            Err(RegisterError::AlreadyConnected) => {
+                return Err(CloseReason::AlreadyConnected(sender))
+            }
+            Err(RegisterError::NodeIdOutOfRange) => {
+                return Err(CloseReason::NodeIdOutOfRange(sender))
+            }
+        };
+        if data_node {
+            self.data_node_connected(sender, header.incarnation);
+        }
+        Ok(Peer {
+            node: sender,
+            connection_id,
+            data_node,
+        })
+    }
+
+    /// Remembers the data node's incarnation and tells membership.
+    fn data_node_connected(&mut self, node: NodeId, incarnation: u32) {
+        let own_node = self.own_node;
+        if let Some(link) = self.link_mut(node) {
+            link.highest_incarnation = Some(
+                link.highest_incarnation
+                    .map_or(incarnation, |highest| highest.max(incarnation)),
+            );
+            link.quiet = false;
+        }
+        eprintln!(
+            "recv thread of node {own_node}: data node {node} connected (incarnation {incarnation})"
+        );
+        let membership = BlockRef::new(own_node, BlockKind::Membership, 0);
+        let envelope = Envelope {
+            from: membership,
+            to: membership,
+            signal: NodeConnectedRep { node, incarnation }.into(),
+        };
+        if self.outbox.stage(envelope).not_staged().is_some() {
+            eprintln!(
+                "recv thread of node {own_node}: no route for NodeConnectedRep to membership"
+            );
         }
     }
 
-    /// Checks one decoded signal and stages it for its block's thread.
-    fn route(&mut self, envelope: Envelope) -> Result<(), CloseReason> {
+    /// Checks one decoded signal from `peer` and stages it for its block's
+    /// thread.
+    fn route(&mut self, envelope: Envelope, peer: Peer) -> Result<(), CloseReason> {
+        if peer.data_node {
+            return self.route_from_data_node(envelope);
+        }
         let name = envelope.signal.name();
         if !codec::is_api_request(envelope.signal.number()) {
             return Err(CloseReason::NotApiRequest(name));
@@ -228,6 +444,34 @@ impl Dispatch {
                 to: envelope.to,
             }),
         }
+    }
+
+    /// Checks one signal from a data node: any wire signal (decoding took
+    /// only those) from a data-node block to a block of this node that exists.
+    fn route_from_data_node(&mut self, envelope: Envelope) -> Result<(), CloseReason> {
+        let name = envelope.signal.name();
+        if envelope.from.kind == BlockKind::Api {
+            return Err(CloseReason::FromApiBlock {
+                signal: name,
+                from: envelope.from,
+            });
+        }
+        match self.outbox.stage(envelope).not_staged() {
+            None => Ok(()),
+            Some(envelope) => Err(CloseReason::NoSuchBlock {
+                signal: name,
+                to: envelope.to,
+            }),
+        }
+    }
+
+    /// How long until the next dial is due (`None`: no dial waits).
+    fn next_dial_in(&self, now: Instant) -> Option<Duration> {
+        self.links
+            .iter()
+            .filter(|link| link.dials && link.slot.is_none())
+            .map(|link| link.next_dial.saturating_duration_since(now))
+            .min()
     }
 
     /// Publishes what is staged and waits for block threads to free sections.
@@ -266,6 +510,36 @@ impl Dispatch {
     }
 }
 
+/// Completes a dial once the socket reports: `Ok(true)` when connected
+/// (the hello is written and the socket polled for reading only),
+/// `Ok(false)` while still connecting.
+fn finish_connect(
+    connection: &mut Connection,
+    slot: usize,
+    registry: &mio::Registry,
+    dispatch: &Dispatch,
+) -> Result<bool, CloseReason> {
+    match connection.stream.take_error() {
+        Ok(None) => {}
+        Ok(Some(error)) | Err(error) => return Err(CloseReason::ConnectFailed(error)),
+    }
+    match connection.stream.peer_addr() {
+        Ok(_) => {}
+        Err(error) if error.kind() == ErrorKind::NotConnected => return Ok(false),
+        Err(error) => return Err(CloseReason::ConnectFailed(error)),
+    }
+    connection.connecting = None;
+    registry
+        .reregister(&mut connection.stream, token_of(slot), Interest::READABLE)
+        .map_err(CloseReason::ConnectFailed)?;
+    write_hello(
+        &mut connection.stream,
+        dispatch.own_node,
+        dispatch.incarnation,
+    )?;
+    Ok(true)
+}
+
 /// Reads what the socket holds (up to [`READS_PER_ROUND`] reads) and routes
 /// every complete frame. `Ok(true)` when the socket may hold more.
 fn serve(connection: &mut Connection, dispatch: &mut Dispatch) -> Result<bool, CloseReason> {
@@ -296,18 +570,28 @@ fn route_frames(connection: &mut Connection, dispatch: &mut Dispatch) -> Result<
             Ok(None) => return Ok(()),
             Err(error) => return Err(CloseReason::Stream(error)),
         };
-        if connection.peer.is_none() {
-            // The assembler keeps every later frame to this sender and
-            // incarnation, so identifying on the first frame is enough.
-            connection.peer = Some(dispatch.identify(header.sender, &mut connection.write_half)?);
-        }
+        let peer = match connection.peer {
+            Some(peer) => peer,
+            None => {
+                // The assembler keeps every later frame to this sender and
+                // incarnation, so identifying on the first frame is enough.
+                let peer = dispatch.identify(
+                    &header,
+                    &mut connection.stream,
+                    &mut connection.write_half,
+                    connection.dialed,
+                )?;
+                connection.peer = Some(peer);
+                peer
+            }
+        };
         ThreadStats::add(&dispatch.stats.frames, 1);
         let mut decoder =
             SignalDecoder::new(body, header.signal_count, header.sender, dispatch.own_node);
         loop {
             match decoder.next(dispatch.pool) {
                 Ok(Some(envelope)) => {
-                    dispatch.route(envelope)?;
+                    dispatch.route(envelope, peer)?;
                     ThreadStats::add(&dispatch.stats.signals, 1);
                 }
                 Ok(None) => break,
@@ -399,8 +683,91 @@ impl Connections {
                 write_half: Some(write_half),
                 peer: None,
                 queued: false,
+                dialed: None,
+                connecting: None,
             });
         }
+    }
+
+    /// Dials every data node this node dials that has no connection and is
+    /// due, and gives up on connects that take too long.
+    fn dial_due(&mut self, dispatch: &mut Dispatch) {
+        let now = Instant::now();
+        for index in 0..dispatch.links.len() {
+            let link = &dispatch.links[index];
+            if !link.dials {
+                continue;
+            }
+            if let Some(slot) = link.slot {
+                let started = self.slots[slot].as_ref().and_then(|c| c.connecting);
+                if started.is_some_and(|started| now.duration_since(started) >= CONNECT_TIMEOUT) {
+                    self.close(slot, CloseReason::ConnectTimeout, dispatch);
+                }
+                continue;
+            }
+            if now < link.next_dial {
+                continue;
+            }
+            dispatch.links[index].next_dial = now + DIAL_RETRY;
+            if let Err(reason) = self.dial(index, now, dispatch) {
+                let link = &mut dispatch.links[index];
+                if !link.quiet {
+                    link.quiet = true;
+                    eprintln!(
+                        "recv thread of node {}: cannot dial data node {} at {}: {reason} (retrying every {DIAL_RETRY:?}, quietly)",
+                        dispatch.own_node, link.node, link.address
+                    );
+                }
+            }
+        }
+    }
+
+    /// Starts a non-blocking connect to the data node of link `index`.
+    fn dial(
+        &mut self,
+        index: usize,
+        now: Instant,
+        dispatch: &mut Dispatch,
+    ) -> Result<(), CloseReason> {
+        let link = &mut dispatch.links[index];
+        let Some(&slot) = self.free_slots.last() else {
+            return Err(CloseReason::ConnectFailed(std::io::Error::other(format!(
+                "{MAX_CONNECTIONS} connections already open"
+            ))));
+        };
+        let stream = TcpStream::connect(link.address).map_err(CloseReason::ConnectFailed)?;
+        if let Err(error) = stream.set_nodelay(true) {
+            eprintln!(
+                "recv thread of node {}: TCP_NODELAY on the connection to data node {}: {error}",
+                dispatch.own_node, link.node
+            );
+        }
+        // mio streams are not `try_clone`; borrow the descriptor as a std
+        // stream to duplicate it.
+        let std_stream: std::net::TcpStream = stream.into();
+        let write_half = std_stream.try_clone().map_err(CloseReason::ConnectFailed)?;
+        let mut stream = TcpStream::from_std(std_stream);
+        self.poll
+            .registry()
+            .register(
+                &mut stream,
+                token_of(slot),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .map_err(CloseReason::ConnectFailed)?;
+        self.free_slots.pop();
+        link.slot = Some(slot);
+        self.slots[slot] = Some(Connection {
+            stream,
+            address: link.address,
+            assembler: FrameAssembler::new(),
+            write_half: Some(write_half),
+            peer: None,
+            queued: false,
+            dialed: Some(link.node),
+            connecting: Some(now),
+        });
+        Ok(())
     }
 
     /// Closes the connection in `slot`: the socket is shut down (not just
@@ -414,23 +781,72 @@ impl Connections {
         let _ = connection.stream.shutdown(Shutdown::Both);
         self.free_slots.push(slot);
         let own_node = dispatch.own_node;
-        let peer_name = match connection.peer {
-            Some(peer) => format!(" (node {})", peer.node),
-            None => String::new(),
-        };
-        if !matches!(reason, CloseReason::Shutdown) {
+        let shutdown = matches!(reason, CloseReason::Shutdown);
+        let mut log = !shutdown;
+        if let Some(node) = connection.dialed {
+            if let Some(link) = dispatch.link_mut(node) {
+                if link.slot == Some(slot) {
+                    link.slot = None;
+                    link.next_dial = Instant::now() + DIAL_RETRY;
+                }
+                // A peer that is down fails every dial: say so once.
+                if connection.peer.is_none() && log {
+                    log = !link.quiet;
+                    link.quiet = true;
+                }
+            }
+        }
+        if log {
+            let peer_name = match (connection.peer, connection.dialed) {
+                (Some(peer), _) if peer.data_node => format!(" (data node {})", peer.node),
+                (Some(peer), _) => format!(" (node {})", peer.node),
+                (None, Some(node)) => format!(" (dialing data node {node})"),
+                (None, None) => String::new(),
+            };
+            let retry = match (connection.dialed, connection.peer) {
+                (Some(_), Some(_)) => format!("; dialing again every {DIAL_RETRY:?}"),
+                (Some(_), None) => format!(
+                    "; dialing again every {DIAL_RETRY:?}, logging no further failure until it connects"
+                ),
+                (None, _) => String::new(),
+            };
             eprintln!(
-                "recv thread of node {own_node}: closed connection from {}{peer_name}: {reason}",
+                "recv thread of node {own_node}: closed connection {} {}{peer_name}: {reason}{retry}",
+                if connection.dialed.is_some() { "to" } else { "from" },
                 connection.address
             );
         }
         if let Some(peer) = connection.peer {
             dispatch.registry.remove(peer.node, peer.connection_id);
-            if !matches!(reason, CloseReason::Shutdown) {
+            // A data node's failure is handled by membership later (its
+            // heartbeats stop); only API nodes are reported here.
+            if !shutdown && !peer.data_node {
                 dispatch.report_api_failure(peer.node);
             }
         }
     }
+}
+
+/// The links to the configured data nodes other than `own_node`, each due
+/// to be dialed now (if this node dials it).
+fn data_links(own_node: NodeId, data_nodes: Vec<DataNodePeer>) -> Vec<DataNodeLink> {
+    let now = Instant::now();
+    let mut links: Vec<DataNodeLink> = Vec::with_capacity(data_nodes.len());
+    for peer in data_nodes {
+        if peer.node == own_node || links.iter().any(|link| link.node == peer.node) {
+            continue;
+        }
+        links.push(DataNodeLink {
+            node: peer.node,
+            address: peer.address,
+            dials: own_node < peer.node,
+            slot: None,
+            next_dial: now,
+            highest_incarnation: None,
+            quiet: false,
+        });
+    }
+    links
 }
 
 /// Runs the receive thread until `shutdown` is set. Call on its own thread.
@@ -447,6 +863,8 @@ pub fn run_recv_thread(setup: RecvSetup) {
         stats,
         shutdown,
         tc_instances,
+        incarnation,
+        data_nodes,
     } = setup;
     if let Err(error) = listener.set_nonblocking(true) {
         panic!("recv thread of node {own_node}: cannot make the listener non-blocking: {error}");
@@ -468,6 +886,8 @@ pub fn run_recv_thread(setup: RecvSetup) {
         stats,
         shutdown,
         tc_instances,
+        incarnation,
+        links: data_links(own_node, data_nodes),
     };
     let mut connections = Connections {
         poll,
@@ -497,7 +917,9 @@ pub fn run_recv_thread(setup: RecvSetup) {
             ACCEPT_RETRY_PAUSE
         } else {
             ThreadStats::add(&dispatch.stats.sleeps, 1);
-            POLL_TIMEOUT
+            dispatch
+                .next_dial_in(Instant::now())
+                .map_or(POLL_TIMEOUT, |wait| wait.min(POLL_TIMEOUT))
         };
         if let Err(error) = connections.poll.poll(&mut events, Some(timeout)) {
             if error.kind() == ErrorKind::Interrupted {
@@ -514,12 +936,27 @@ pub fn run_recv_thread(setup: RecvSetup) {
                 Token(token) => connections.queue(token - 1),
             }
         }
+        connections.dial_due(&mut dispatch);
         std::mem::swap(&mut serving, &mut connections.ready);
         for slot in serving.drain(..) {
             let Some(connection) = connections.slots[slot].as_mut() else {
                 continue;
             };
             connection.queued = false;
+            if connection.connecting.is_some() {
+                let registry = connections.poll.registry();
+                match finish_connect(connection, slot, registry, &dispatch) {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(reason) => {
+                        connections.close(slot, reason, &mut dispatch);
+                        continue;
+                    }
+                }
+            }
+            let Some(connection) = connections.slots[slot].as_mut() else {
+                continue;
+            };
             match serve(connection, &mut dispatch) {
                 Ok(true) => connections.queue(slot),
                 Ok(false) => {}

@@ -3,8 +3,9 @@
 //! thread (which writes frames to them).
 //!
 //! The receive thread is the only writer: it registers a connection when
-//! the connection's first valid frame names its node, and removes it when
-//! the connection closes. The send thread reads the table only when the
+//! the connection's first valid frame names its node (an API node, or a
+//! data node whose hello frame arrived), and removes it when the connection
+//! closes. The send thread reads the table only when the
 //! generation counter moved, so a steady state costs it one atomic load per
 //! signal and never takes the lock.
 //!
@@ -29,6 +30,10 @@ pub struct RegisteredConnection {
     pub connection_id: u64,
     /// A duplicate of the socket (non-blocking), for writing.
     pub stream: TcpStream,
+    /// The sequence number of the send thread's first frame: 0, or 1 on a
+    /// data-node connection, where the receive thread wrote the hello frame
+    /// (sequence 0) before registering.
+    pub first_sequence: u64,
 }
 
 /// Why a connection could not be registered.
@@ -81,9 +86,15 @@ impl ConnectionRegistry {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// Registers `stream` as the connection of `node`; refuses a node that
-    /// is already connected. Returns the new connection id.
-    pub fn register(&self, node: NodeId, stream: TcpStream) -> Result<u64, RegisterError> {
+    /// Registers `stream` as the connection of `node`, whose frames from
+    /// this node continue at `first_sequence`; refuses a node that is
+    /// already connected. Returns the new connection id.
+    pub fn register(
+        &self,
+        node: NodeId,
+        stream: TcpStream,
+        first_sequence: u64,
+    ) -> Result<u64, RegisterError> {
         let slot = node_slot(node).ok_or(RegisterError::NodeIdOutOfRange)?;
         let mut slots = self.lock();
         if slots[slot].is_some() {
@@ -94,6 +105,7 @@ impl ConnectionRegistry {
             node,
             connection_id,
             stream,
+            first_sequence,
         }));
         self.generation.fetch_add(1, Ordering::Release);
         Ok(connection_id)
@@ -162,17 +174,17 @@ mod tests {
     fn a_node_registers_once_and_only_its_own_connection_removes_it() {
         let registry = ConnectionRegistry::new();
         let start = registry.generation();
-        let first = registry.register(NodeId(130), stream()).expect("first");
+        let first = registry.register(NodeId(130), stream(), 0).expect("first");
         assert_eq!(
-            registry.register(NodeId(130), stream()),
+            registry.register(NodeId(130), stream(), 0),
             Err(RegisterError::AlreadyConnected)
         );
         assert_eq!(
-            registry.register(NodeId(0), stream()),
+            registry.register(NodeId(0), stream(), 0),
             Err(RegisterError::NodeIdOutOfRange)
         );
         assert_eq!(
-            registry.register(NodeId(256), stream()),
+            registry.register(NodeId(256), stream(), 0),
             Err(RegisterError::NodeIdOutOfRange)
         );
         assert_eq!(registry.generation(), start + 1);
@@ -186,7 +198,7 @@ mod tests {
         assert!(registry.remove(NodeId(130), first));
         assert!(!registry.is_connected(NodeId(130)));
         assert_eq!(registry.generation(), start + 2);
-        let second = registry.register(NodeId(130), stream()).expect("again");
+        let second = registry.register(NodeId(130), stream(), 0).expect("again");
         assert_ne!(first, second, "a reconnect gets a new connection id");
     }
 }

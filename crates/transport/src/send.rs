@@ -14,10 +14,13 @@
 //! wakes it too. The usual protocol (announce sleep, look at the queues once
 //! more, then block) means no wake-up is lost.
 //!
+//! Connections to API nodes and to other data nodes are the same to this
+//! thread: a signal goes to the connection registered for its receiver's
+//! node, or is dropped when there is none.
+//!
 //! A connection whose write fails, or whose peer stops reading for so long
 //! that [`MAX_PENDING_BYTES`] pile up, is shut down: the receive thread sees
-//! the close and reports the API node's failure, exactly as for a
-//! disconnect.
+//! the close and handles it exactly as a disconnect.
 
 use crate::registry::{node_slot, ConnectionRegistry, RegisteredConnection, NODE_SLOTS};
 use kernel::mesh::Inbox;
@@ -90,7 +93,8 @@ struct PeerOutput {
     /// Start of the frame being filled, if one is open.
     frame_start: Option<usize>,
     frame_signals: u16,
-    /// Sequence number of the next frame (from 0 per connection).
+    /// Sequence number of the next frame (from the registry's
+    /// `first_sequence`: 0, or 1 after a data-node hello).
     next_sequence: u64,
     /// In the list of connections to close frames of and write.
     dirty: bool,
@@ -160,8 +164,8 @@ struct Sender {
 
 impl Sender {
     /// Re-reads the registry: keeps the output of connections that are
-    /// still there, drops those that are gone, and starts fresh (sequence 0,
-    /// empty buffer) for new ones.
+    /// still there, drops those that are gone, and starts fresh (the
+    /// connection's first sequence, empty buffer) for new ones.
     fn refresh(&mut self) {
         self.generation = self.registry.snapshot(&mut self.snapshot);
         for slot in 1..NODE_SLOTS {
@@ -193,7 +197,7 @@ impl Sender {
                         written: 0,
                         frame_start: None,
                         frame_signals: 0,
-                        next_sequence: 0,
+                        next_sequence: entry.first_sequence,
                         dirty: false,
                         waiting_writable: false,
                         failed: false,

@@ -587,3 +587,56 @@ fn many_small_replies_are_batched_into_frames() {
         "{frames} frames for {replies} signals: not batched"
     );
 }
+
+#[test]
+fn a_partition_scan_request_goes_to_an_ldm_and_nowhere_else() {
+    let mut node = TestNode::start(SECTIONS);
+    let mut client = Client::connect(node.address, 220);
+    register(&mut node, &mut client);
+    let scan = |to| {
+        envelope(
+            api(220),
+            to,
+            ScanPartitionReq {
+                request_id: 4,
+                table_id: 1,
+                partition: 0,
+                start_row: 0,
+                max_rows: 10,
+            },
+        )
+    };
+    client.send(&[scan(block(BlockKind::Ldm, 0))]);
+    let seen = node.next_signal();
+    assert_eq!(seen.to, block(BlockKind::Ldm, 0));
+    assert!(
+        matches!(
+            seen.signal,
+            Signal::ScanPartitionReq(ScanPartitionReq { request_id: 4, .. })
+        ),
+        "{seen:?}"
+    );
+    let rows = node.pool.copy_from(b"rows").expect("room");
+    node.reply([envelope(
+        block(BlockKind::Ldm, 0),
+        api(220),
+        ScanPartitionConf {
+            request_id: 4,
+            rows,
+            next_row: 10,
+            done: true,
+        },
+    )]);
+    let (_, reply) = client.receive();
+    match reply.signal {
+        Signal::ScanPartitionConf(conf) => {
+            assert_eq!((conf.request_id, conf.next_row, conf.done), (4, 10, true));
+            assert_eq!(conf.rows.as_slice(), b"rows");
+        }
+        other => panic!("expected ScanPartitionConf, got {other:?}"),
+    }
+    // To a tc it is misaddressed.
+    client.send(&[scan(block(BlockKind::Tc, 0))]);
+    client.expect_closed();
+    expect_api_failure(&mut node, 220);
+}

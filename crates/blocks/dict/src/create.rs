@@ -1,27 +1,38 @@
-//! CREATE TABLE (NDB's CREATE_TAB): put a new table on every block.
+//! CREATE TABLE (NDB's CREATE_TAB): put a new table on every block of every
+//! data node. Runs on the master dict only.
 //!
 //! ```text
-//!  API          dict                  dih        each tc    each ldm
-//!   |-CreateTabReq->|                    |           |          |
-//!   |               |-- DiAddTabReq ---->|           |          |
-//!   |               |<-- DiAddTabConf ---|           |          |
-//!   |               |-- TcAddTabReq ---------------->|          |
-//!   |               |-- LqhAddTabReq ---------------------------->|
-//!   |               |<-- AddTabConf -----------------|          |
-//!   |               |<-- AddTabConf ------------------------------|
-//!   |<-CreateTabConf-|  (schema version + 1)
+//!  API       master dict        dih    every tc   every ldm   other dicts
+//!   |-CreateTabReq->|            |    (of every node)            |
+//!   |               |-DiAddTabReq->|         |          |          |
+//!   |               |<-DiAddTabConf|         |          |          |
+//!   |               |-- TcAddTabReq -------->|          |          |
+//!   |               |-- LqhAddTabReq ------------------->|          |
+//!   |               |<-- AddTabConf ---------|          |          |
+//!   |               |<-- AddTabConf ---------------------|          |
+//!   |               |   (every tc and ldm has it)                   |
+//!   |               |-- DictAddTabReq{schema version + 1} ---------->|  online there
+//!   |               |<-- AddTabConf ---------------------------------|
+//!   |<-CreateTabConf-|  online here (schema version + 1)
 //! ```
 //!
-//! The table is invisible (GET_TABINFO does not find it) until every tc and
-//! ldm has it, so no client can route an operation to a block that would
-//! not know the table.
+//! The table is invisible (GET_TABINFO does not find it) on any dict until
+//! every tc and ldm of the cluster has it, so no client can route an
+//! operation to a block that would not know the table: the other dicts
+//! learn it only in a second round, and the client's conf waits for them,
+//! so the client that created a table finds it at every node. (Sending
+//! DictAddTabReq with the first round would save a round trip but let a
+//! client read the table's definition at one node and send an operation
+//! to a tc or ldm that has not added it yet.)
 
 use crate::requests::{CreateStep, Operation};
 use crate::tables::TableState;
 use crate::Dict;
 use kernel::Context;
 use signal::schema::TableDef;
-use signal::signals::{CreateTabConf, DiAddTabConf, DiAddTabReq, LqhAddTabReq, TcAddTabReq};
+use signal::signals::{
+    CreateTabConf, DiAddTabConf, DiAddTabReq, DictAddTabReq, LqhAddTabReq, TcAddTabReq,
+};
 use signal::{BlockKind, BlockRef, ErrorCode};
 use std::sync::Arc;
 
@@ -58,7 +69,8 @@ impl Dict {
         kernel::send(ctx, self.address, self.dih, DiAddTabReq { table });
     }
 
-    /// dih placed the partitions: add the table to every tc and ldm.
+    /// dih placed the partitions: add the table to every tc and ldm of
+    /// every node.
     pub(crate) fn distribution_conf(
         &mut self,
         from: BlockRef,
@@ -105,41 +117,75 @@ impl Dict {
         }
     }
 
-    /// A tc or ldm added the table; the last one makes it online.
+    /// A tc, ldm or (in the second round) dict added the table; the last
+    /// tc or ldm starts the second round, the last dict makes it online.
     pub(crate) fn add_table_conf(&mut self, from: BlockRef, table_id: u32, ctx: &mut dyn Context) {
-        let Some(Operation::Create {
-            requester,
-            request_id,
-            table,
-            step,
-        }) = &self.running
-        else {
+        let Some(Operation::Create { table, step, .. }) = &mut self.running else {
             panic!(
                 "dict {}: AddTabConf from {from} while no create runs",
                 self.address
             );
         };
         assert_eq!(
-            *step,
-            CreateStep::Adding,
-            "AddTabConf from {from} before the table was sent"
-        );
-        assert_eq!(
             table_id, table.id,
             "AddTabConf from {from} for another table than the one being created"
         );
-        let (requester, request_id, table) = (*requester, *request_id, Arc::clone(table));
-        match from.kind {
-            BlockKind::Tc => self.tcs.record(from, "AddTabConf"),
-            BlockKind::Ldm => self.ldms.record(from, "AddTabConf"),
-            _ => panic!(
-                "dict {}: AddTabConf from {from}, which is neither tc nor ldm",
+        let table = Arc::clone(table);
+        match (*step, from.kind) {
+            (CreateStep::Adding, BlockKind::Tc) => self.tcs.record(from, "AddTabConf"),
+            (CreateStep::Adding, BlockKind::Ldm) => self.ldms.record(from, "AddTabConf"),
+            (CreateStep::Announcing, BlockKind::Dict) => self.dicts.record(from, "AddTabConf"),
+            (step, _) => panic!(
+                "dict {}: AddTabConf from {from} while the create is at {step:?}",
                 self.address
             ),
         };
-        if !(self.tcs.is_complete() && self.ldms.is_complete()) {
+        if *step == CreateStep::Adding {
+            if !(self.tcs.is_complete() && self.ldms.is_complete()) {
+                return;
+            }
+            if !self.dicts.members().is_empty() {
+                *step = CreateStep::Announcing;
+                return self.announce(table, ctx);
+            }
+        } else if !self.dicts.is_complete() {
             return;
         }
+        self.create_done(ctx);
+    }
+
+    /// Every tc and ldm has the table: tell the other dicts.
+    fn announce(&mut self, table: Arc<TableDef>, ctx: &mut dyn Context) {
+        let map = self
+            .tables
+            .by_id(table.id)
+            .and_then(|entry| entry.map.clone())
+            .expect("a table being added has its distribution");
+        let schema_version = self.next_schema_version();
+        self.dicts.start_round();
+        for &dict in self.dicts.members() {
+            let request = DictAddTabReq {
+                table: Arc::clone(&table),
+                map: Arc::clone(&map),
+                schema_version,
+            };
+            kernel::send(ctx, self.address, dict, request);
+        }
+    }
+
+    /// The table is on every block of the cluster: online, and the client
+    /// told.
+    fn create_done(&mut self, ctx: &mut dyn Context) {
+        let Some(Operation::Create {
+            requester,
+            request_id,
+            table,
+            ..
+        }) = &self.running
+        else {
+            unreachable!("create_done runs within a create");
+        };
+        let (requester, request_id, table) = (*requester, *request_id, Arc::clone(table));
         self.tables
             .change_state(table.id, TableState::Creating, TableState::Online);
         self.bump_schema_version(ctx);

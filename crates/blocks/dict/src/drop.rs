@@ -1,23 +1,27 @@
-//! DROP TABLE (NDB's DROP_TAB): take a table off every block.
+//! DROP TABLE (NDB's DROP_TAB): take a table off every block of every data
+//! node. Runs on the master dict only.
 //!
 //! ```text
-//!  API          dict                each tc            each ldm
-//!   |-DropTabReq-->|  (table invisible)  |                  |
-//!   |              |-- DropTabOrd ------>|  refuse new operations
-//!   |              |<-- DropTabRep ------|                  |
-//!   |              |  (every tc answered)                   |
-//!   |              |-- DropTabOrd ------------------------->|
-//!   |              |<-- DropTabRep{busy: true} -------------|  operations in flight
-//!   |              |   ... 10 ms later ...                  |
-//!   |              |-- DropTabOrd ------------------------->|
-//!   |              |<-- DropTabRep{busy: false} ------------|  partitions freed
+//!  API       master dict       every tc          every ldm        other dicts
+//!   |-DropTabReq-->|  (table invisible here)           |                 |
+//!   |              |-- DropTabOrd ---->|  refuse new operations          |
+//!   |              |<-- DropTabRep ----|               |                 |
+//!   |              |  (every tc answered)              |                 |
+//!   |              |-- DropTabOrd ------------------->|                 |
+//!   |              |<-- DropTabRep{busy: true} -------|  operations in flight
+//!   |              |   ... 10 ms later ...             |                 |
+//!   |              |-- DropTabOrd ------------------->|                 |
+//!   |              |<-- DropTabRep{busy: false} ------|  partitions freed
+//!   |              |-- DropTabOrd ------------------------------------->|  forget it,
+//!   |              |<-- DropTabRep{busy: false} ------------------------|  version + 1
 //!   |<-DropTabConf-|  (table removed, schema version + 1)
 //! ```
 //!
 //! The tcs go first so that no new operation reaches an ldm once the ldms
 //! are asked; an ldm still finishing operations on the table says busy and
 //! is asked again until it is done. A tc saying busy is asked again the
-//! same way.
+//! same way. The other dicts go last: until then they still hand out the
+//! definition, and an operation routed with it is refused by the tc.
 
 use crate::requests::{DropStep, Operation};
 use crate::tables::TableState;
@@ -58,7 +62,7 @@ impl Dict {
         }
     }
 
-    /// A tc or ldm answered a `DropTabOrd`.
+    /// A tc, ldm or dict answered a `DropTabOrd`.
     pub(crate) fn drop_table_report(
         &mut self,
         from: BlockRef,
@@ -85,6 +89,7 @@ impl Dict {
         let answers = match (*step, from.kind) {
             (DropStep::Coordinators, BlockKind::Tc) => &mut self.tcs,
             (DropStep::DataManagers, BlockKind::Ldm) => &mut self.ldms,
+            (DropStep::Dictionaries, BlockKind::Dict) => &mut self.dicts,
             (step, _) => panic!(
                 "dict {}: DropTabRep from {from} while the drop waits on {step:?}",
                 self.address
@@ -102,11 +107,18 @@ impl Dict {
         if !answers.record(from, "DropTabRep") {
             return;
         }
-        if *step == DropStep::Coordinators {
-            *step = DropStep::DataManagers;
-            self.ldms.start_round();
-            for &ldm in self.ldms.members() {
-                kernel::send(ctx, self.address, ldm, DropTabOrd { table_id });
+        let next = match *step {
+            DropStep::Coordinators => Some((DropStep::DataManagers, &mut self.ldms)),
+            DropStep::DataManagers if !self.dicts.members().is_empty() => {
+                Some((DropStep::Dictionaries, &mut self.dicts))
+            }
+            DropStep::DataManagers | DropStep::Dictionaries => None,
+        };
+        if let Some((next_step, blocks)) = next {
+            *step = next_step;
+            blocks.start_round();
+            for &block in blocks.members() {
+                kernel::send(ctx, self.address, block, DropTabOrd { table_id });
             }
             return;
         }

@@ -10,17 +10,24 @@
 //! - `requests.rs`: API requests: checks, the FIFO of schema operations
 //!   (one runs at a time), GET_TABINFO;
 //! - `create.rs`, `drop.rs`: the create and drop protocols;
+//! - `follower.rs`: a non-master dict learning tables from the master;
 //! - `tables.rs`: the table registry.
 //!
-//! Today dict adds tables to the blocks of its own node; a cluster of
-//! several data nodes needs a master dict running each operation on every
-//! node's blocks, as NDB's schema transactions do.
+//! The president's dict (the lowest configured data node id) is the
+//! master: it alone runs creates and drops, on the tcs and ldms of every
+//! data node, then tells every other dict, so that each answers
+//! GET_TABINFO for every online table. The other dicts refuse creates and
+//! drops with `NotMaster` (temporary: the client retries at the
+//! president).
 
 mod create;
 mod drop;
+mod follower;
 mod requests;
 mod tables;
 
+#[cfg(test)]
+mod cluster_tests;
 #[cfg(test)]
 mod robustness_tests;
 #[cfg(test)]
@@ -49,11 +56,12 @@ pub const MAX_PARTITIONS: u32 = 1024;
 pub struct DictConfig {
     /// This block's address (node id, `BlockKind::Dict`, instance 0).
     pub address: BlockRef,
-    /// tc instances on this node.
+    /// tc instances on each data node.
     pub tc_instances: u16,
     /// ldm instances on each data node.
     pub ldm_instances: u16,
-    /// The cluster's data nodes with their node group.
+    /// The cluster's data nodes with their node group. The lowest id is the
+    /// president, whose dict is the master.
     pub data_nodes: Vec<(NodeId, u32)>,
     /// Replicas of each partition (dih places them; kept so dict and dih
     /// share one shape of cluster config).
@@ -65,6 +73,8 @@ pub struct DictConfig {
 /// The dict block.
 pub struct Dict {
     address: BlockRef,
+    /// The master dict (the president's).
+    master: BlockRef,
     dih: BlockRef,
     /// Partitions of a table that does not ask for a count: one per ldm
     /// thread of every node group, so every thread of the cluster has work.
@@ -78,10 +88,12 @@ pub struct Dict {
     running: Option<Operation>,
     /// Schema operations waiting for the running one to finish, oldest first.
     queue: VecDeque<QueuedRequest>,
-    /// This node's tcs and who answered the current round.
+    /// Every tc of every data node and who answered the current round.
     tcs: Answers,
-    /// This node's ldms and who answered the current round.
+    /// Every ldm of every data node and who answered the current round.
     ldms: Answers,
+    /// Every other data node's dict and who answered the current round.
+    dicts: Answers,
 }
 
 impl Dict {
@@ -114,8 +126,31 @@ impl Dict {
             "the default partition count {default_partitions} exceeds {MAX_PARTITIONS}"
         );
         let node = config.address.node;
+        let mut nodes: Vec<NodeId> = config.data_nodes.iter().map(|&(node, _)| node).collect();
+        nodes.sort_unstable();
+        assert!(
+            nodes.contains(&node),
+            "dict {}: node {node} is not among the configured data nodes",
+            config.address
+        );
+        let every = |kind: BlockKind, instances: u16| -> Vec<BlockRef> {
+            nodes
+                .iter()
+                .flat_map(|&node| (0..instances).map(move |i| BlockRef::new(node, kind, i)))
+                .collect()
+        };
+        let (tcs, ldms) = (
+            every(BlockKind::Tc, config.tc_instances),
+            every(BlockKind::Ldm, config.ldm_instances),
+        );
+        let dicts = nodes
+            .iter()
+            .filter(|&&other| other != node)
+            .map(|&other| BlockRef::new(other, BlockKind::Dict, 0))
+            .collect();
         Dict {
             address: config.address,
+            master: BlockRef::new(nodes[0], BlockKind::Dict, 0),
             dih: BlockRef::new(node, BlockKind::Dih, 0),
             default_partitions,
             phase: 0,
@@ -123,20 +158,20 @@ impl Dict {
             schema_version: 1,
             running: None,
             queue: VecDeque::with_capacity(QUEUE_CAPACITY),
-            tcs: Answers::new(
-                (0..config.tc_instances)
-                    .map(|i| BlockRef::new(node, BlockKind::Tc, i))
-                    .collect(),
-            ),
-            ldms: Answers::new(
-                (0..config.ldm_instances)
-                    .map(|i| BlockRef::new(node, BlockKind::Ldm, i))
-                    .collect(),
-            ),
+            tcs: Answers::new(tcs),
+            ldms: Answers::new(ldms),
+            dicts: Answers::new(dicts),
         }
     }
 
-    /// The schema version: 1 at start, +1 on every create and drop.
+    /// True for the master dict (the president's), which runs creates and
+    /// drops.
+    pub fn is_master(&self) -> bool {
+        self.master == self.address
+    }
+
+    /// The schema version: 1 at start, +1 on every create and drop (the
+    /// same on every dict once the change is done).
     pub fn schema_version(&self) -> u32 {
         self.schema_version
     }
@@ -146,13 +181,27 @@ impl Dict {
         kernel::send(ctx, self.address, from, StartPhaseConf { phase });
     }
 
+    /// The schema version after the next create or drop.
+    fn next_schema_version(&self) -> u32 {
+        self.schema_version
+            .checked_add(1)
+            .expect("schema version exhausted (2^32 schema changes)")
+    }
+
     /// A create or drop finished.
     fn bump_schema_version(&mut self, ctx: &mut dyn Context) {
-        self.schema_version = self
-            .schema_version
-            .checked_add(1)
-            .expect("schema version exhausted (2^32 schema changes)");
-        ctx.report(Report::SchemaVersion(self.schema_version));
+        self.set_schema_version(self.next_schema_version(), ctx);
+    }
+
+    fn set_schema_version(&mut self, version: u32, ctx: &mut dyn Context) {
+        assert!(
+            version > self.schema_version,
+            "dict {}: schema version {version} after {}",
+            self.address,
+            self.schema_version
+        );
+        self.schema_version = version;
+        ctx.report(Report::SchemaVersion(version));
     }
 }
 
@@ -168,10 +217,13 @@ impl kernel::Block for Dict {
             Signal::CreateTabReq(request) => self.create_table_request(from, request, ctx),
             Signal::DropTabReq(request) => self.drop_table_request(from, request, ctx),
             Signal::GetTabInfoReq(request) => self.get_table_info(from, request, ctx),
-            // From blocks of this node.
+            // From dih, and from the tcs, ldms and dicts of every node.
             Signal::DiAddTabConf(conf) => self.distribution_conf(from, conf, ctx),
             Signal::AddTabConf(conf) => self.add_table_conf(from, conf.table_id, ctx),
             Signal::DropTabRep(report) => self.drop_table_report(from, report, ctx),
+            // From the master dict (at the others).
+            Signal::DictAddTabReq(request) => self.table_added(from, request, ctx),
+            Signal::DropTabOrd(order) => self.table_dropped(from, order.table_id, ctx),
             Signal::StartPhaseReq(request) => self.start_phase(from, request.phase, ctx),
             Signal::ApiFailRep(report) => self.api_failed(report.node),
             other if codec::is_api_request(other.number()) => {

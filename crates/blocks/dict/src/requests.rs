@@ -3,6 +3,8 @@
 //!
 //! Everything here comes from the network, so nothing here panics on what a
 //! request holds: a bad request gets a `SchemaRef` with an error code.
+//! Creates and drops run on the master dict only; the others answer them
+//! `NotMaster` before looking at them. Every dict answers GET_TABINFO.
 //!
 //! Creates and drops run one at a time. Each changes several blocks in
 //! several round trips, and running them in sequence means no operation
@@ -65,8 +67,10 @@ pub(crate) enum Operation {
 pub(crate) enum CreateStep {
     /// Waiting for dih's partition map.
     Distributing,
-    /// Waiting for every tc and ldm to add the table.
+    /// Waiting for every tc and ldm of every node to add the table.
     Adding,
+    /// Waiting for every other dict to take the table.
+    Announcing,
 }
 
 /// Where a drop stands.
@@ -76,6 +80,8 @@ pub(crate) enum DropStep {
     Coordinators,
     /// Waiting for every ldm to free the table's partitions.
     DataManagers,
+    /// Waiting for every other dict to forget the table.
+    Dictionaries,
 }
 
 impl Dict {
@@ -88,6 +94,16 @@ impl Dict {
         ctx: &mut dyn Context,
     ) {
         kernel::send(ctx, self.address, to, SchemaRef { request_id, error });
+    }
+
+    /// Refuses a create or drop at a dict that is not the master; true if
+    /// so.
+    fn refused_not_master(&self, from: BlockRef, request_id: u32, ctx: &mut dyn Context) -> bool {
+        let master = self.is_master();
+        if !master {
+            self.refuse(from, request_id, ErrorCode::NotMaster, ctx);
+        }
+        !master
     }
 
     /// Refuses a request that arrived before start phase 2; true if so.
@@ -106,6 +122,9 @@ impl Dict {
         ctx: &mut dyn Context,
     ) {
         let request_id = request.request_id;
+        if self.refused_not_master(from, request_id, ctx) {
+            return;
+        }
         if self.refused_before_start(from, request_id, ctx) {
             return;
         }
@@ -123,6 +142,9 @@ impl Dict {
         ctx: &mut dyn Context,
     ) {
         let request_id = request.request_id;
+        if self.refused_not_master(from, request_id, ctx) {
+            return;
+        }
         if self.refused_before_start(from, request_id, ctx) {
             return;
         }

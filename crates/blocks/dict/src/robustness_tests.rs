@@ -5,7 +5,9 @@
 //! dict, and API nodes failing, while the other blocks (played by the test,
 //! correctly and in random order) answer the schema operations in flight.
 //! dict must not panic, must answer every request of a live API node
-//! exactly once, and may only ever create valid tables.
+//! exactly once, and may only ever create valid tables. The dict is the
+//! master of two data nodes; the other node's dict (a real one) follows,
+//! and must end with the same tables and schema version.
 
 use crate::{Dict, DictConfig, MAX_PARTITIONS};
 use kernel::testing::{deliver, RecordingContext};
@@ -20,6 +22,7 @@ use stdx::mix::XorShift;
 const NODE: NodeId = NodeId(1);
 const DICT: BlockRef = BlockRef::new(NODE, BlockKind::Dict, 0);
 const MEMBERSHIP: BlockRef = BlockRef::new(NODE, BlockKind::Membership, 0);
+const FOLLOWER: BlockRef = BlockRef::new(NodeId(2), BlockKind::Dict, 0);
 const APIS: [BlockRef; 3] = [
     BlockRef::new(NodeId(100), BlockKind::Api, 0),
     BlockRef::new(NodeId(101), BlockKind::Api, 0),
@@ -58,6 +61,9 @@ fn valid_table(rng: &mut XorShift) -> TableDef {
 struct Fuzz {
     dict: Dict,
     ctx: RecordingContext,
+    /// Node 2's dict, which learns tables from `dict`.
+    follower: Dict,
+    follower_ctx: RecordingContext,
     rng: XorShift,
     /// Signals dict sent to dih, the tcs and the ldms, not yet answered.
     to_blocks: Vec<(BlockRef, Signal)>,
@@ -72,16 +78,34 @@ struct Fuzz {
 
 impl Fuzz {
     fn new(seed: u64) -> Fuzz {
+        let config = DictConfig {
+            address: DICT,
+            tc_instances: 2,
+            ldm_instances: 2,
+            data_nodes: vec![(NODE, 0), (FOLLOWER.node, 0)],
+            replicas: 2,
+            redo_log_parts: 2,
+        };
+        let mut follower = Dict::new(DictConfig {
+            address: FOLLOWER,
+            ..config.clone()
+        });
+        let mut follower_ctx = RecordingContext::new();
+        for phase in 1..=3 {
+            let membership = BlockRef::new(FOLLOWER.node, BlockKind::Membership, 0);
+            deliver(
+                &mut follower,
+                &mut follower_ctx,
+                membership,
+                StartPhaseReq { phase },
+            );
+        }
+        follower_ctx.sent.clear();
         let mut fuzz = Fuzz {
-            dict: Dict::new(DictConfig {
-                address: DICT,
-                tc_instances: 2,
-                ldm_instances: 2,
-                data_nodes: vec![(NODE, 0)],
-                replicas: 1,
-                redo_log_parts: 2,
-            }),
+            dict: Dict::new(config),
             ctx: RecordingContext::new(),
+            follower,
+            follower_ctx,
             rng: XorShift::new(seed),
             to_blocks: Vec::new(),
             outstanding: HashSet::new(),
@@ -264,6 +288,16 @@ impl Fuzz {
                 let table_id = request.table.id;
                 self.deliver(block, AddTabConf { table_id });
             }
+            // The other dict answers for itself.
+            signal @ (Signal::DictAddTabReq(_) | Signal::DropTabOrd(_)) if block == FOLLOWER => {
+                deliver(&mut self.follower, &mut self.follower_ctx, DICT, signal);
+                let [reply] = &mut self.follower_ctx.sent[..] else {
+                    panic!("one reply from the follower");
+                };
+                assert_eq!(reply.envelope.to, DICT);
+                let reply = self.follower_ctx.sent.pop().expect("one reply");
+                self.deliver(FOLLOWER, reply.envelope.signal);
+            }
             Signal::DropTabOrd(order) => {
                 let busy = block.kind == BlockKind::Ldm && self.below(4) == 0;
                 let report = DropTabRep {
@@ -313,9 +347,34 @@ fn random_schema_requests_never_crash_dict_and_are_each_answered_once() {
             "seed {seed}: unanswered requests {:?}",
             fuzz.outstanding
         );
+        assert_eq!(
+            fuzz.follower.schema_version(),
+            fuzz.dict.schema_version(),
+            "seed {seed}: the follower missed a schema change"
+        );
+        for name in NAMES {
+            let lookup = |dict: &mut Dict, ctx: &mut RecordingContext| {
+                let request = GetTabInfoReq {
+                    request_id: 0,
+                    name: ctx.pool().copy_from(name.as_bytes()).expect("room"),
+                };
+                deliver(dict, ctx, APIS[0], request);
+                let reply = ctx.sent.pop().expect("an answer");
+                match reply.envelope.signal {
+                    Signal::GetTabInfoConf(conf) => Some(conf.definition.as_slice().to_vec()),
+                    _ => None,
+                }
+            };
+            assert_eq!(
+                lookup(&mut fuzz.follower, &mut fuzz.follower_ctx),
+                lookup(&mut fuzz.dict, &mut fuzz.ctx),
+                "seed {seed}: the dicts disagree on table {name}"
+            );
+        }
         let count = |name| fuzz.answers.get(name).copied().unwrap_or(0);
         assert!(
             count("CreateTabConf") > 50
+                && count("DictAddTabReq") == count("CreateTabConf")
                 && count("DropTabConf") > 50
                 && count("GetTabInfoConf") > 25
                 && count("SchemaRef") > 500

@@ -104,6 +104,16 @@ impl Tables {
         });
     }
 
+    /// Registers a table the master dict created, online at once. The
+    /// master hands out versions in order and this dict saw every earlier
+    /// create, so the version is the next one of its id here too.
+    pub(crate) fn insert_online(&mut self, definition: Arc<TableDef>, map: Arc<PartitionMap>) {
+        let id = definition.id;
+        self.insert_creating(definition);
+        self.set_map(id, map);
+        self.change_state(id, TableState::Creating, TableState::Online);
+    }
+
     /// Records the distribution dih chose for table `table_id`.
     pub(crate) fn set_map(&mut self, table_id: u32, map: Arc<PartitionMap>) {
         let entry = self.entries[table_id as usize]

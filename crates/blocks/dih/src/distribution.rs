@@ -8,9 +8,27 @@
 //! node_group   = p % groups               consecutive partitions spread over groups
 //! ldm_instance = round % ldm_instances    then over the ldm threads of each node
 //! redo_part    = p % redo_log_parts       and over the redo log parts
-//! replicas     = the group's nodes in config order, rotated by round % replicas,
-//!                so each node of a group is primary for an equal share
+//! replicas     = the group's nodes in config order, rotated by
+//!                (ldm_instance + round / ldm_instances) % replicas
 //! ```
+//!
+//! The rotation makes each node of a group primary for an equal share of
+//! the group's partitions, and spreads those primaries over its ldm
+//! threads: the partitions one ldm instance holds in a group (rounds l,
+//! l + ldm_instances, ...) rotate through every replica order in turn.
+//! (Rotating by `round % replicas` alone would, with as many ldm threads as
+//! replicas, make each ldm thread primary for all its partitions on one
+//! node and backup for all of them on the other, however many partitions
+//! the table has; committed reads, which go to primaries, would then use
+//! half the cluster's ldm threads.) With the default partition count
+//! (groups x ldm threads) each ldm instance holds one partition per group,
+//! round / ldm_instances is 0 and the rotation is ldm_instance % replicas:
+//! every ldm thread is primary on one node only. A table with groups x ldm
+//! threads x replicas partitions (NDB's default, one primary per ldm thread
+//! of every node) has every ldm thread of every node primary for one.
+//!
+//! Every node computes the same maps from the same config; a map version
+//! of 1 means "as created".
 //!
 //! The placement is fixed at creation (a partition's redo part never follows
 //! later thread-count changes); the map's version rises when it changes.
@@ -109,13 +127,16 @@ impl Distribution {
                 let node_group = partition % groups;
                 let round = partition / groups;
                 let nodes = &self.group_nodes[node_group as usize];
-                let rotation = (round % self.replicas as u32) as usize;
+                let ldm_instances = self.ldm_instances as u32;
+                let ldm_instance = round % ldm_instances;
+                let rotation =
+                    ((ldm_instance + round / ldm_instances) % self.replicas as u32) as usize;
                 PartitionPlacement {
                     node_group,
                     replicas: (0..nodes.len())
                         .map(|position| nodes[(position + rotation) % nodes.len()])
                         .collect(),
-                    ldm_instance: (round % self.ldm_instances as u32) as u16,
+                    ldm_instance: ldm_instance as u16,
                     redo_part: partition % self.redo_log_parts,
                 }
             })

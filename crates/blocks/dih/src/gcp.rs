@@ -1,14 +1,22 @@
 //! The GCI switch (NDB's GCP_PREPARE / GCP_COMMIT, DESIGN.md §5).
 //!
 //! ```text
-//!  dih                                   every tc
-//!   |-- GcpPrepare{new} ---------------->|  hold new commit decisions
-//!   |<------------------ GcpPrepareConf -|
-//!   |   (all tcs prepared)               |
+//!  master dih                      every tc of every node     other dihs
+//!   |-- GcpPrepare{new} ---------------->|                          |
+//!   |                                    |  hold new commit decisions
+//!   |<------------------ GcpPrepareConf -|                          |
+//!   |   (all tcs prepared)               |                          |
 //!   |-- GcpCommit{new} ----------------->|  commits now get `new`; release
-//!   |<------------------- GcpCommitConf -|
-//!   |   (all tcs switched: report LatestGci, arm the timer)
+//!   |<------------------- GcpCommitConf -|                          |
+//!   |   (all tcs switched: report LatestGci, arm the timer)         |
+//!   |-- GcpCompleteRep{new} ------------------------------------------>|
+//!   |                                    |        report LatestGci  |
 //! ```
+//!
+//! Only the master (the president's dih) switches; the round covers every
+//! tc of every data node, so one GCI holds cluster-wide. The master starts
+//! in phase 3, which runs only after the cluster is formed, so every node
+//! is connected and every tc initialised before the first GcpCommit.
 //!
 //! Because no tc takes a commit decision between its prepare and its commit,
 //! and the commit goes out only when every tc is prepared, a transaction
@@ -20,12 +28,15 @@
 //! an epoch within it. A switch advances the epoch every `epoch_interval_ms`
 //! and the high part once `gcp_interval_ms` have passed since it last
 //! advanced. Start phase 3 commits the initial GCI 1/0 to every tc (tcs hold
-//! commit decisions until they have one) before the first timed switch.
+//! commit decisions until they have one) before the first timed switch;
+//! the other dihs end their phase 3 when they hear of that GCI (or at once
+//! if they already have), so a node reports started only once its tcs can
+//! commit.
 
 use crate::Dih;
 use kernel::answers::Answers;
 use kernel::{Context, Report};
-use signal::signals::{ContinueB, GcpCommit, GcpPrepare, StartPhaseConf};
+use signal::signals::{ContinueB, GcpCommit, GcpCompleteRep, GcpPrepare, StartPhaseConf};
 use signal::{BlockRef, Envelope, Gci};
 
 /// The start phase in which dih hands tcs their first GCI and starts
@@ -49,7 +60,12 @@ pub(crate) enum SwitchState {
     /// Start phase 3: `gci` is being committed to every tc; `start_requester`
     /// gets the phase's conf once all have it.
     InitialCommit { gci: Gci, start_requester: BlockRef },
-    /// Between switches; the timer is armed.
+    /// Start phase 3 at a non-master dih: waiting to hear from the master
+    /// that every tc has the initial GCI; `start_requester` then gets the
+    /// phase's conf.
+    AwaitingMaster { start_requester: BlockRef },
+    /// Between switches; at the master the timer is armed. A non-master
+    /// dih stays here once started.
     Idle,
     /// Phase one: waiting for every tc to confirm it holds commit decisions.
     Preparing { new_gci: Gci },
@@ -60,9 +76,11 @@ pub(crate) enum SwitchState {
 /// The switch protocol's state.
 pub(crate) struct GlobalCheckpoint {
     pub(crate) state: SwitchState,
-    /// The tcs that take part, and who answered the current phase.
+    /// The tcs that take part (every tc of every node at the master, none
+    /// elsewhere), and who answered the current phase.
     pub(crate) tcs: Answers,
-    /// The GCI every tc has switched to.
+    /// The GCI every tc has switched to (at a non-master dih: the last one
+    /// the master reported).
     pub(crate) latest: Gci,
     /// When the high part last advanced (ctx time).
     pub(crate) last_high_advance_ms: u64,
@@ -95,7 +113,8 @@ impl GlobalCheckpoint {
 }
 
 impl Dih {
-    /// Start phase 3: commit the initial GCI to every tc.
+    /// Start phase 3: the master commits the initial GCI to every tc; the
+    /// others wait until the master says it has.
     pub(crate) fn start_global_checkpoints(&mut self, requester: BlockRef, ctx: &mut dyn Context) {
         assert!(
             matches!(self.gcp.state, SwitchState::NotStarted),
@@ -103,6 +122,21 @@ impl Dih {
             self.address,
             self.gcp.state
         );
+        if !self.is_master() {
+            if self.gcp.latest == Gci(0) {
+                self.gcp.state = SwitchState::AwaitingMaster {
+                    start_requester: requester,
+                };
+            } else {
+                // The master finished its phase 3 before this node began.
+                self.gcp.state = SwitchState::Idle;
+                let conf = StartPhaseConf {
+                    phase: GCP_START_PHASE,
+                };
+                kernel::send(ctx, self.address, requester, conf);
+            }
+            return;
+        }
         self.gcp.last_high_advance_ms = ctx.now_ms();
         self.gcp.state = SwitchState::InitialCommit {
             gci: INITIAL_GCI,
@@ -113,6 +147,11 @@ impl Dih {
 
     /// The timer fired: start a switch unless one is running.
     pub(crate) fn gcp_timer(&mut self, ctx: &mut dyn Context) {
+        assert!(
+            self.is_master(),
+            "dih {}: GCP timer at a dih that is not the master",
+            self.address
+        );
         if !matches!(self.gcp.state, SwitchState::Idle) {
             // A switch is running (or dih has not started): it arms the
             // next timer when it completes, so this one is not needed.
@@ -173,6 +212,7 @@ impl Dih {
                 );
                 if self.gcp.tcs.record(from, "GcpCommitConf") {
                     self.switched(gci, ctx);
+                    self.tell_other_dihs(gci, ctx);
                     kernel::send(
                         ctx,
                         self.address,
@@ -192,6 +232,7 @@ impl Dih {
                 if self.gcp.tcs.record(from, "GcpCommitConf") {
                     self.gcp.switches += 1;
                     self.switched(gci, ctx);
+                    self.tell_other_dihs(gci, ctx);
                     self.arm_gcp_timer(ctx);
                 }
             }
@@ -199,6 +240,49 @@ impl Dih {
                 "dih {}: GcpCommitConf {gci} from {from} while no commit runs ({state:?})",
                 self.address
             ),
+        }
+    }
+
+    /// At a non-master dih: the master switched every tc to `gci`.
+    pub(crate) fn gcp_complete_rep(&mut self, from: BlockRef, gci: Gci, ctx: &mut dyn Context) {
+        assert!(
+            from == self.master && !self.is_master(),
+            "dih {}: GcpCompleteRep {gci} from {from}, but {} is the master",
+            self.address,
+            self.master
+        );
+        assert!(
+            gci > self.gcp.latest,
+            "GCIs strictly increase: {gci} after {}",
+            self.gcp.latest
+        );
+        if self.gcp.latest != Gci(0) {
+            self.gcp.switches += 1;
+        }
+        self.gcp.latest = gci;
+        ctx.report(Report::LatestGci(gci));
+        match self.gcp.state {
+            // Heard before this node's phase 3 (the master's start may run
+            // ahead): phase 3 will find the GCI and confirm at once.
+            SwitchState::NotStarted | SwitchState::Idle => {}
+            SwitchState::AwaitingMaster { start_requester } => {
+                self.gcp.state = SwitchState::Idle;
+                let conf = StartPhaseConf {
+                    phase: GCP_START_PHASE,
+                };
+                kernel::send(ctx, self.address, start_requester, conf);
+            }
+            state => panic!(
+                "dih {}: a non-master dih in switch state {state:?}",
+                self.address
+            ),
+        }
+    }
+
+    /// The master tells every other dih that every tc is on `gci`.
+    fn tell_other_dihs(&mut self, gci: Gci, ctx: &mut dyn Context) {
+        for &dih in &self.other_dihs {
+            kernel::send(ctx, self.address, dih, GcpCompleteRep { gci });
         }
     }
 

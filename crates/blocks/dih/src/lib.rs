@@ -11,9 +11,11 @@
 //! This file holds the configuration, the block struct and its inbox: one
 //! `match` naming every signal dih takes, as NDB's `addRecSignal` list does.
 //!
-//! Today every node's dih switches the GCI of its own node's tcs. A cluster
-//! of several data nodes needs one master dih (the president's) driving the
-//! tcs of every node; that arrives with membership's president election.
+//! The president's dih (the lowest configured data node id) is the master:
+//! it alone switches GCIs, over every tc of every data node, and tells the
+//! other dihs of each completed switch (`GcpCompleteRep`), which report the
+//! GCI. Every dih computes the same partition maps from the same config;
+//! only the master dict asks, so one dih decides each table's map.
 
 mod distribution;
 mod gcp;
@@ -37,12 +39,14 @@ use std::sync::Arc;
 pub struct DihConfig {
     /// This block's address (node id, `BlockKind::Dih`, instance 0).
     pub address: BlockRef,
-    /// tc instances on this node (`BlockRef::new(node, Tc, 0..tc_instances)`).
+    /// tc instances on each data node (`BlockRef::new(node, Tc,
+    /// 0..tc_instances)`); the master switches the GCI of all of them.
     pub tc_instances: u16,
     /// ldm instances on each data node.
     pub ldm_instances: u16,
     /// The cluster's data nodes with their node group, in config order
-    /// (that order decides each group's replica order).
+    /// (that order decides each group's replica order). The lowest id is
+    /// the president, whose dih is the master.
     pub data_nodes: Vec<(NodeId, u32)>,
     /// Replicas of each partition: the number of nodes in every node group.
     pub replicas: u8,
@@ -58,6 +62,11 @@ pub struct DihConfig {
 /// The dih block.
 pub struct Dih {
     address: BlockRef,
+    /// The master dih (the president's).
+    master: BlockRef,
+    /// Every other data node's dih, ascending (the master tells them of
+    /// each switch).
+    other_dihs: Vec<BlockRef>,
     distribution: Distribution,
     gcp: GlobalCheckpoint,
 }
@@ -76,11 +85,36 @@ impl Dih {
             config.tc_instances > 0,
             "the GCI switch needs at least one tc to move"
         );
-        let tcs = (0..config.tc_instances)
-            .map(|instance| BlockRef::new(config.address.node, BlockKind::Tc, instance))
+        let mut nodes: Vec<NodeId> = config.data_nodes.iter().map(|&(node, _)| node).collect();
+        nodes.sort_unstable();
+        let me = config.address.node;
+        assert!(
+            nodes.contains(&me),
+            "dih {}: node {me} is not among the configured data nodes",
+            config.address
+        );
+        let master = BlockRef::new(nodes[0], BlockKind::Dih, 0);
+        // Only the master switches GCIs; the others take part in no round.
+        let tcs = if master == config.address {
+            nodes
+                .iter()
+                .flat_map(|&node| {
+                    (0..config.tc_instances)
+                        .map(move |instance| BlockRef::new(node, BlockKind::Tc, instance))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let other_dihs = nodes
+            .iter()
+            .filter(|&&node| node != me)
+            .map(|&node| BlockRef::new(node, BlockKind::Dih, 0))
             .collect();
         Dih {
             address: config.address,
+            master,
+            other_dihs,
             distribution: Distribution::new(
                 &config.data_nodes,
                 config.replicas,
@@ -95,20 +129,28 @@ impl Dih {
         }
     }
 
-    /// The GCI all tcs have switched to (0 before start phase 3 completes).
+    /// True for the master dih (the president's), which switches GCIs.
+    pub fn is_master(&self) -> bool {
+        self.master == self.address
+    }
+
+    /// The GCI every tc of the cluster has switched to, as far as this dih
+    /// knows (0 until the initial GCI is on every tc).
     pub fn latest_gci(&self) -> Gci {
         self.gcp.latest
     }
 
-    /// GCI switches completed since start (the initial GCI is not one).
+    /// GCI switches completed since start (the initial GCI is not one); at
+    /// a non-master dih, those it heard of.
     pub fn switches(&self) -> u64 {
         self.gcp.switches
     }
 
     fn start_phase(&mut self, from: BlockRef, phase: u8, ctx: &mut dyn Context) {
         if phase == GCP_START_PHASE {
-            // The conf waits until every tc holds its first GCI: after the
-            // last phase the node serves, and tcs cannot commit without one.
+            // The conf waits until every tc of the cluster holds its first
+            // GCI: after the last phase the node serves, and tcs cannot
+            // commit without one.
             self.start_global_checkpoints(from, ctx);
         } else {
             kernel::send(ctx, self.address, from, StartPhaseConf { phase });
@@ -144,6 +186,7 @@ impl kernel::Block for Dih {
             },
             Signal::GcpPrepareConf(conf) => self.gcp_prepare_conf(from, conf.new_gci, ctx),
             Signal::GcpCommitConf(conf) => self.gcp_commit_conf(from, conf.gci, ctx),
+            Signal::GcpCompleteRep(report) => self.gcp_complete_rep(from, report.gci, ctx),
             Signal::DiAddTabReq(request) => self.add_table(from, &request.table, ctx),
             other if codec::is_api_request(other.number()) => {
                 if let Some(reply) = refusal::refuse_api_request(&other) {

@@ -1,6 +1,8 @@
 //! dih's tests: golden traces of the start and the GCI switch (the exact
-//! signals, in order), the high part advancing with simulated time, and the
-//! shape of partition maps for one and two node groups.
+//! signals, in order) on one node, the master's switch over 2 nodes x 2 tcs
+//! and over 4 nodes, a non-master dih following the master's reports, the
+//! high part advancing with simulated time, and the shape of partition
+//! maps for one and two node groups.
 
 use crate::{job, Dih, DihConfig};
 use kernel::testing::{delayed_line, deliver, line, RecordingContext};
@@ -8,8 +10,9 @@ use kernel::{Context, Report};
 use signal::partition::BUCKETS;
 use signal::schema::{ColumnDef, ColumnType, TableDef};
 use signal::signals::{
-    ContinueB, CreateTabReq, DiAddTabConf, DiAddTabReq, GcpCommit, GcpCommitConf, GcpPrepare,
-    GcpPrepareConf, PartitionMap, PartitionPlacement, SchemaRef, StartPhaseConf, StartPhaseReq,
+    ContinueB, CreateTabReq, DiAddTabConf, DiAddTabReq, GcpCommit, GcpCommitConf, GcpCompleteRep,
+    GcpPrepare, GcpPrepareConf, PartitionMap, PartitionPlacement, SchemaRef, StartPhaseConf,
+    StartPhaseReq,
 };
 use signal::{BlockKind, BlockRef, ErrorCode, Gci, NodeId, Signal};
 use std::sync::Arc;
@@ -281,8 +284,10 @@ fn map_for_one_node_group_rotates_primaries_and_spreads_ldms() {
         vec![
             placement(0, &[1, 2], 0, 0),
             placement(0, &[2, 1], 1, 1),
-            placement(0, &[1, 2], 0, 2),
-            placement(0, &[2, 1], 1, 3),
+            // Second round: each ldm instance takes the other replica
+            // order, so every ldm thread of every node is primary once.
+            placement(0, &[2, 1], 0, 2),
+            placement(0, &[1, 2], 1, 3),
         ]
     );
     assert_eq!(map.bucket_partitions.len(), BUCKETS as usize);
@@ -308,10 +313,10 @@ fn map_for_two_node_groups_alternates_groups() {
             placement(1, &[3, 4], 0, 1),
             placement(0, &[2, 1], 1, 0),
             placement(1, &[4, 3], 1, 1),
-            placement(0, &[1, 2], 0, 0),
-            placement(1, &[3, 4], 0, 1),
-            placement(0, &[2, 1], 1, 0),
-            placement(1, &[4, 3], 1, 1),
+            placement(0, &[2, 1], 0, 0),
+            placement(1, &[4, 3], 0, 1),
+            placement(0, &[1, 2], 1, 0),
+            placement(1, &[3, 4], 1, 1),
         ]
     );
     assert_eq!(map.bucket_partitions[..10], [0, 1, 2, 3, 4, 5, 6, 7, 0, 1]);
@@ -349,4 +354,246 @@ fn misaddressed_api_request_gets_a_ref_not_a_panic() {
 #[should_panic(expected = "configured twice")]
 fn configuration_naming_a_node_twice_stops_the_node() {
     Dih::new(config(vec![(NodeId(1), 0), (NodeId(1), 0)], 2, 1));
+}
+
+fn dih_of(node: u16) -> BlockRef {
+    BlockRef::new(NodeId(node), BlockKind::Dih, 0)
+}
+
+fn tc_of(node: u16, instance: u16) -> BlockRef {
+    BlockRef::new(NodeId(node), BlockKind::Tc, instance)
+}
+
+fn membership_of(node: u16) -> BlockRef {
+    BlockRef::new(NodeId(node), BlockKind::Membership, 0)
+}
+
+/// The dih of `node` in a cluster of `nodes` (id, node group), 2 tcs each.
+fn cluster_dih(node: u16, nodes: &[(u16, u32)], replicas: u8) -> Dih {
+    Dih::new(DihConfig {
+        address: dih_of(node),
+        data_nodes: nodes
+            .iter()
+            .map(|&(id, group)| (NodeId(id), group))
+            .collect(),
+        ..config(Vec::new(), replicas, 2)
+    })
+}
+
+const TWO_NODES: [(u16, u32); 2] = [(2, 0), (1, 0)];
+const FOUR_NODES: [(u16, u32); 4] = [(1, 0), (2, 0), (3, 1), (4, 1)];
+
+#[test]
+fn golden_trace_of_the_masters_start_and_switch_over_two_nodes() {
+    let mut dih = cluster_dih(1, &TWO_NODES, 2);
+    assert!(dih.is_master(), "node 1 is the lowest id");
+    let mut ctx = RecordingContext::new();
+    let (me, membership) = (dih_of(1), membership_of(1));
+    let tcs = [tc_of(1, 0), tc_of(1, 1), tc_of(2, 0), tc_of(2, 1)];
+    for phase in 1..=2 {
+        deliver(&mut dih, &mut ctx, membership, StartPhaseReq { phase });
+    }
+    ctx.sent.clear();
+
+    // Phase 3: the initial GCI goes to every tc of both nodes.
+    let initial = Gci::from_parts(1, 0);
+    deliver(&mut dih, &mut ctx, membership, StartPhaseReq { phase: 3 });
+    assert_eq!(
+        ctx.take_trace(),
+        tcs.iter()
+            .map(|&tc| line(me, tc, GcpCommit { gci: initial }))
+            .collect::<Vec<_>>()
+    );
+    for &tc in &tcs[..3] {
+        deliver(&mut dih, &mut ctx, tc, GcpCommitConf { gci: initial });
+    }
+    assert!(
+        ctx.take_trace().is_empty(),
+        "phase 3 waits for the other node's last tc"
+    );
+    deliver(&mut dih, &mut ctx, tcs[3], GcpCommitConf { gci: initial });
+    assert_eq!(
+        ctx.take_trace(),
+        vec![
+            line(me, dih_of(2), GcpCompleteRep { gci: initial }),
+            line(me, membership, StartPhaseConf { phase: 3 }),
+            delayed_line(me, me, timer(), EPOCH_MS),
+        ]
+    );
+    assert_eq!(ctx.take_reports(), vec![Report::LatestGci(initial)]);
+
+    // A switch: prepare everywhere, then commit everywhere, then tell dih 2.
+    ctx.now_ms = EPOCH_MS;
+    let new_gci = Gci::from_parts(1, 1);
+    deliver(&mut dih, &mut ctx, me, timer());
+    assert_eq!(
+        ctx.take_trace(),
+        tcs.iter()
+            .map(|&tc| line(me, tc, GcpPrepare { new_gci }))
+            .collect::<Vec<_>>()
+    );
+    for &tc in tcs.iter().rev() {
+        assert!(
+            ctx.take_trace().is_empty(),
+            "commit waits for every prepare"
+        );
+        deliver(&mut dih, &mut ctx, tc, GcpPrepareConf { new_gci });
+    }
+    assert_eq!(
+        ctx.take_trace(),
+        tcs.iter()
+            .map(|&tc| line(me, tc, GcpCommit { gci: new_gci }))
+            .collect::<Vec<_>>()
+    );
+    for &tc in &[tcs[2], tcs[0], tcs[3], tcs[1]] {
+        assert!(ctx.take_trace().is_empty(), "waits for every commit");
+        deliver(&mut dih, &mut ctx, tc, GcpCommitConf { gci: new_gci });
+    }
+    assert_eq!(
+        ctx.take_trace(),
+        vec![
+            line(me, dih_of(2), GcpCompleteRep { gci: new_gci }),
+            delayed_line(me, me, timer(), EPOCH_MS),
+        ]
+    );
+    assert_eq!(ctx.take_reports(), vec![Report::LatestGci(new_gci)]);
+    assert_eq!((dih.latest_gci(), dih.switches()), (new_gci, 1));
+}
+
+#[test]
+fn the_master_of_four_nodes_switches_all_eight_tcs_and_tells_three_dihs() {
+    let mut dih = cluster_dih(1, &FOUR_NODES, 2);
+    let mut ctx = RecordingContext::new();
+    let me = dih_of(1);
+    let tcs: Vec<BlockRef> = (1..=4)
+        .flat_map(|node| [tc_of(node, 0), tc_of(node, 1)])
+        .collect();
+    deliver(
+        &mut dih,
+        &mut ctx,
+        membership_of(1),
+        StartPhaseReq { phase: 3 },
+    );
+    let gci = crate::INITIAL_GCI;
+    assert_eq!(
+        ctx.take_trace(),
+        tcs.iter()
+            .map(|&tc| line(me, tc, GcpCommit { gci }))
+            .collect::<Vec<_>>()
+    );
+    for &tc in &tcs {
+        deliver(&mut dih, &mut ctx, tc, GcpCommitConf { gci });
+    }
+    let trace = ctx.take_trace();
+    assert_eq!(
+        trace[..3],
+        [2, 3, 4].map(|node| line(me, dih_of(node), GcpCompleteRep { gci }))
+    );
+    assert_eq!(trace.len(), 5, "then the phase's conf and the timer");
+}
+
+#[test]
+fn golden_trace_of_a_non_master_dih_following_the_master() {
+    let mut dih = cluster_dih(2, &TWO_NODES, 2);
+    assert!(!dih.is_master());
+    let mut ctx = RecordingContext::new();
+    let (me, membership, master) = (dih_of(2), membership_of(2), dih_of(1));
+    for phase in 1..=3 {
+        deliver(&mut dih, &mut ctx, membership, StartPhaseReq { phase });
+    }
+    assert_eq!(
+        ctx.take_trace(),
+        vec![
+            line(me, membership, StartPhaseConf { phase: 1 }),
+            line(me, membership, StartPhaseConf { phase: 2 }),
+        ],
+        "no GCP of its own: phase 3 waits for the master"
+    );
+    let initial = crate::INITIAL_GCI;
+    deliver(&mut dih, &mut ctx, master, GcpCompleteRep { gci: initial });
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(me, membership, StartPhaseConf { phase: 3 })]
+    );
+    assert_eq!(ctx.take_reports(), vec![Report::LatestGci(initial)]);
+    for low in 1..=3 {
+        let gci = Gci::from_parts(1, low);
+        deliver(&mut dih, &mut ctx, master, GcpCompleteRep { gci });
+        assert!(ctx.take_trace().is_empty(), "a follower sends nothing");
+        assert_eq!(ctx.take_reports(), vec![Report::LatestGci(gci)]);
+    }
+    assert_eq!(
+        (dih.latest_gci(), dih.switches()),
+        (Gci::from_parts(1, 3), 3)
+    );
+}
+
+#[test]
+fn a_non_master_dih_that_heard_of_the_initial_gci_before_phase_3_confirms_at_once() {
+    let mut dih = cluster_dih(3, &FOUR_NODES, 2);
+    let mut ctx = RecordingContext::new();
+    let gci = crate::INITIAL_GCI;
+    deliver(&mut dih, &mut ctx, dih_of(1), GcpCompleteRep { gci });
+    assert_eq!(ctx.take_reports(), vec![Report::LatestGci(gci)]);
+    assert!(ctx.take_trace().is_empty());
+    deliver(
+        &mut dih,
+        &mut ctx,
+        membership_of(3),
+        StartPhaseReq { phase: 3 },
+    );
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(
+            dih_of(3),
+            membership_of(3),
+            StartPhaseConf { phase: 3 }
+        )]
+    );
+}
+
+#[test]
+#[should_panic(expected = "is the master")]
+fn gcp_complete_rep_from_a_dih_that_is_not_master_stops_the_node() {
+    let mut dih = cluster_dih(3, &FOUR_NODES, 2);
+    let mut ctx = RecordingContext::new();
+    let gci = crate::INITIAL_GCI;
+    deliver(&mut dih, &mut ctx, dih_of(2), GcpCompleteRep { gci });
+}
+
+#[test]
+#[should_panic(expected = "is the master")]
+fn gcp_complete_rep_at_the_master_stops_the_node() {
+    let mut dih = cluster_dih(1, &TWO_NODES, 2);
+    let mut ctx = RecordingContext::new();
+    let gci = crate::INITIAL_GCI;
+    deliver(&mut dih, &mut ctx, dih_of(1), GcpCompleteRep { gci });
+}
+
+#[test]
+#[should_panic(expected = "not the master")]
+fn gcp_timer_at_a_non_master_dih_stops_the_node() {
+    let mut dih = cluster_dih(2, &TWO_NODES, 2);
+    let mut ctx = RecordingContext::new();
+    deliver(&mut dih, &mut ctx, dih_of(2), timer());
+}
+
+#[test]
+fn a_table_with_a_partition_per_ldm_thread_of_every_node_spreads_primaries_over_every_thread() {
+    // As many ldm threads as replicas: the case rotating by round alone
+    // gets wrong (an ldm thread primary on one node only).
+    let nodes = FOUR_NODES.iter().map(|&(id, g)| (NodeId(id), g)).collect();
+    let mut dih = Dih::new(config(nodes, 2, 4));
+    // 2 groups x 2 ldm threads x 2 replicas.
+    let map = add_table(&mut dih, table(1, 8));
+    let mut primaries: Vec<(NodeId, u16)> = map
+        .partitions
+        .iter()
+        .map(|placement| (placement.replicas[0], placement.ldm_instance))
+        .collect();
+    primaries.sort_unstable();
+    let every_thread: Vec<(NodeId, u16)> = (1..=4)
+        .flat_map(|node| (0..2).map(move |ldm| (NodeId(node), ldm)))
+        .collect();
+    assert_eq!(primaries, every_thread);
 }

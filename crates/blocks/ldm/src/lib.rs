@@ -16,6 +16,7 @@
 //! until commit; the row is untouched before commit, except the slot of a
 //! prepared insert, which stays invisible (state Reserved) until then.
 
+mod backup;
 pub mod hash_index;
 pub mod layout;
 mod locks;
@@ -25,6 +26,7 @@ pub mod partition;
 mod prepare;
 #[cfg(test)]
 mod robustness_tests;
+mod scan;
 pub mod slots;
 #[cfg(test)]
 mod tests;
@@ -174,11 +176,13 @@ impl Ldm {
     }
 
     fn lqh_key_req(&mut self, from: BlockRef, request: LqhKeyReq, ctx: &mut dyn Context) {
+        // Refusals answer the tc, also when the request came from the
+        // previous replica.
         let refuse = |ctx: &mut dyn Context, error| {
             send(
                 ctx,
                 self.address,
-                from,
+                request.tc,
                 LqhKeyRef {
                     tc_op: request.tc_op,
                     error,
@@ -198,7 +202,15 @@ impl Ldm {
         ) {
             return refuse(ctx, ErrorCode::UnknownTable);
         }
-        let Some(index) = self.operations.seize(from, request.tc_op) else {
+        let chain_is_valid = request.position < request.chain.length
+            && request.chain.nodes[request.position as usize] == self.address.node
+            && (request.position == 0) == (request.previous_op == operation::NIL);
+        assert!(
+            chain_is_valid,
+            "ldm {} got LQHKEYREQ from {from} for position {} of chain {:?}",
+            self.address, request.position, request.chain
+        );
+        let Some(index) = self.operations.seize(request.tc, request.tc_op) else {
             return refuse(ctx, ErrorCode::OutOfOperationRecords);
         };
         table.active_operations += 1;
@@ -214,6 +226,10 @@ impl Ldm {
         operation.hash = request.hash;
         operation.key = Some(request.key);
         operation.attr = request.attr;
+        operation.chain = request.chain;
+        operation.position = request.position;
+        operation.previous_op = request.previous_op;
+        operation.target_row = request.row_id;
         self.execute(index, ctx);
     }
 
@@ -253,6 +269,7 @@ impl Block for Ldm {
             Signal::CommitReq(request) => self.commit(from, request, ctx),
             Signal::CompleteReq(request) => self.complete(from, request, ctx),
             Signal::AbortReq(request) => self.abort(from, request, ctx),
+            Signal::ScanPartitionReq(request) => self.scan_partition(from, request, ctx),
             Signal::LqhAddTabReq(request) => self.add_table(from, request, ctx),
             Signal::DropTabOrd(order) => self.drop_table(from, order, ctx),
             Signal::StartPhaseReq(request) => send(

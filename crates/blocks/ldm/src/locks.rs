@@ -152,6 +152,11 @@ impl Ldm {
         }
     }
 
+    /// COMMIT, from the tc at the last replica or from the next replica:
+    /// install the after-image and stamp the GCI, then pass the commit to
+    /// the previous replica; the primary, last to commit, releases its lock
+    /// and tells the tc (DESIGN.md §4). Backups keep their locks until
+    /// COMPLETE.
     pub(crate) fn commit(&mut self, from: BlockRef, request: CommitReq, ctx: &mut dyn Context) {
         let index = request.ldm_op;
         assert!(
@@ -159,7 +164,7 @@ impl Ldm {
                 && self.operations[index].transaction_id == request.transaction_id
                 && self.operations[index].tc_op == request.tc_op
                 && self.operations[index].state == OpState::Prepared,
-            "tc {from} committed operation {index} that ldm {} does not hold prepared for it",
+            "{from} committed operation {index} that ldm {} does not hold prepared for it",
             self.address
         );
         let gci = request.gci.0;
@@ -214,18 +219,34 @@ impl Ldm {
             operation.new_var = NIL;
             operation.image = None;
         }
-        self.release_from_row(index);
+        let operation = &self.operations[index];
+        let (position, previous_op, tc) = (operation.position, operation.previous_op, operation.tc);
+        if position == 0 {
+            self.release_from_row(index);
+        }
         self.operations[index].state = OpState::Committed { gci };
-        send(
-            ctx,
-            self.address,
-            from,
-            CommitConf {
-                tc_op: request.tc_op,
-            },
-        );
+        if position > 0 {
+            let previous = self.operations[index].replica_ldm(position - 1, self.address.instance);
+            let forward = CommitReq {
+                ldm_op: previous_op,
+                ..request
+            };
+            send(ctx, self.address, previous, forward);
+        } else {
+            send(
+                ctx,
+                self.address,
+                tc,
+                CommitConf {
+                    tc_op: request.tc_op,
+                },
+            );
+        }
     }
 
+    /// COMPLETE, from the tc at the last replica or from the next replica:
+    /// a backup releases its lock; every replica frees its record and
+    /// passes the complete up the chain; the primary tells the tc.
     pub(crate) fn complete(&mut self, from: BlockRef, request: CompleteReq, ctx: &mut dyn Context) {
         let index = request.ldm_op;
         assert!(
@@ -233,62 +254,97 @@ impl Ldm {
                 && self.operations[index].transaction_id == request.transaction_id
                 && self.operations[index].tc_op == request.tc_op
                 && matches!(self.operations[index].state, OpState::Committed { .. }),
-            "tc {from} completed operation {index} that ldm {} does not hold committed for it",
+            "{from} completed operation {index} that ldm {} does not hold committed for it",
             self.address
         );
+        let operation = &self.operations[index];
+        let (position, previous_op, tc) = (operation.position, operation.previous_op, operation.tc);
+        let previous =
+            (position > 0).then(|| operation.replica_ldm(position - 1, self.address.instance));
+        if position > 0 {
+            self.release_from_row(index);
+        }
         self.release_operation(index);
-        send(
-            ctx,
-            self.address,
-            from,
-            CompleteConf {
-                tc_op: request.tc_op,
-            },
-        );
+        match previous {
+            Some(previous) => {
+                let forward = CompleteReq {
+                    ldm_op: previous_op,
+                    ..request
+                };
+                send(ctx, self.address, previous, forward);
+            }
+            None => send(
+                ctx,
+                self.address,
+                tc,
+                CompleteConf {
+                    tc_op: request.tc_op,
+                },
+            ),
+        }
     }
 
+    /// Drops a prepared or waiting operation: its reserved var slot, its
+    /// place in the lock queue (an inserted row it alone held is freed).
+    pub(crate) fn undo_prepare(&mut self, index: u32) {
+        let new_var = self.operations[index].new_var;
+        if new_var != NIL {
+            let Ldm {
+                memory,
+                operations,
+                tables,
+                ..
+            } = self;
+            let operation = &mut operations[index];
+            operation.new_var = NIL;
+            let (_, partition) = layout_and_partition(tables, operation);
+            partition.free_var(memory, new_var);
+        }
+        self.release_from_row(index);
+    }
+
+    /// ABORT, from the tc at the primary or from the previous replica: undo
+    /// the operation here; if it had been passed on, pass the abort on too
+    /// (it follows the prepare on the same link, so it never overtakes it);
+    /// otherwise this is the end of the chain and the tc hears ABORTCONF.
     pub(crate) fn abort(&mut self, from: BlockRef, request: AbortReq, ctx: &mut dyn Context) {
-        if let Some(index) = self.operations.find_by_tc(from, request.tc_op) {
+        let mut next = None;
+        if let Some(index) = self.operations.find_by_tc(request.tc, request.tc_op) {
             let operation = &self.operations[index];
             assert_eq!(
                 operation.transaction_id, request.transaction_id,
-                "tc {from} aborted its operation {} with another transaction id",
-                request.tc_op
+                "{from} aborted operation {} of {} with another transaction id",
+                request.tc_op, request.tc
             );
             match operation.state {
                 OpState::Waiting | OpState::Prepared => {
-                    let new_var = operation.new_var;
-                    if new_var != NIL {
-                        let Ldm {
-                            memory,
-                            operations,
-                            tables,
-                            ..
-                        } = self;
-                        let operation = &mut operations[index];
-                        operation.new_var = NIL;
-                        let (_, partition) = layout_and_partition(tables, operation);
-                        partition.free_var(memory, new_var);
+                    if operation.forwarded {
+                        next = Some(
+                            operation.replica_ldm(operation.position + 1, self.address.instance),
+                        );
                     }
-                    self.release_from_row(index);
+                    self.undo_prepare(index);
                     self.release_operation(index);
                 }
                 OpState::Committed { .. } => {
                     panic!(
-                        "tc {from} aborted operation {} after committing it",
-                        request.tc_op
+                        "{from} aborted operation {} of {} after committing it",
+                        request.tc_op, request.tc
                     )
                 }
                 OpState::Free => unreachable!("find_by_tc returns only live records"),
             }
         }
-        send(
-            ctx,
-            self.address,
-            from,
-            AbortConf {
-                tc_op: request.tc_op,
-            },
-        );
+        match next {
+            Some(next) => send(ctx, self.address, next, request),
+            None => send(
+                ctx,
+                self.address,
+                request.tc,
+                AbortConf {
+                    tc_op: request.tc_op,
+                },
+            ),
+        }
     }
 }

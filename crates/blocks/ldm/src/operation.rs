@@ -4,7 +4,7 @@
 //! allocates. Each record's state is explicit (DESIGN.md §2, §4).
 
 use signal::attr::KeyHash;
-use signal::signals::{LockMode, OperationKind};
+use signal::signals::{LockMode, OperationKind, ReplicaChain};
 use signal::{BlockKind, BlockRef, NodeId, Section, TransactionId};
 use stdx::FixedMap;
 
@@ -72,12 +72,39 @@ pub struct Operation {
     pub new_var: u32,
     /// Whether its lock is granted (else it waits).
     pub granted: bool,
+    /// The partition's replicas, primary first.
+    pub chain: ReplicaChain,
+    /// This replica's position in `chain` (0: primary).
+    pub position: u8,
+    /// The previous replica's operation record (NIL at the primary).
+    pub previous_op: u32,
+    /// At a backup: the row id the primary chose (NIL at the primary).
+    pub target_row: u32,
+    /// The prepare was passed on to the next replica (so is an abort).
+    pub forwarded: bool,
+    /// At the primary: this operation took a new row slot (an insert of an
+    /// absent key); backups place the row with an Insert at the same id.
+    pub new_row: bool,
     /// Next operation in the row's lock queue.
     pub next_in_row: u32,
     next_free: u32,
 }
 
 impl Operation {
+    /// Whether this replica is the last of its chain (it answers the tc).
+    pub fn is_last_replica(&self) -> bool {
+        self.position + 1 >= self.chain.length
+    }
+
+    /// The ldm holding this operation's partition on replica `position`.
+    pub fn replica_ldm(&self, position: u8, instance: u16) -> BlockRef {
+        BlockRef::new(
+            self.chain.nodes[position as usize],
+            BlockKind::Ldm,
+            instance,
+        )
+    }
+
     fn empty(next_free: u32) -> Operation {
         Operation {
             state: OpState::Free,
@@ -96,6 +123,12 @@ impl Operation {
             image_kind: ImageKind::None,
             new_var: NIL,
             granted: false,
+            chain: ReplicaChain::new(&[NodeId(0)]),
+            position: 0,
+            previous_op: NIL,
+            target_row: NIL,
+            forwarded: false,
+            new_row: false,
             next_in_row: NIL,
             next_free,
         }

@@ -15,7 +15,7 @@
 use crate::hash_index::HashIndex;
 use crate::layout::{RowLayout, RowView, HEADER_BYTES};
 use crate::page_memory::{PageMemory, PAGE_SIZE};
-use crate::slots::{SlotPages, NIL};
+use crate::slots::{AllocAtError, SlotPages, NIL};
 
 /// State byte of a row header.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -190,6 +190,27 @@ impl Partition {
         slot[16..20].copy_from_slice(&NIL.to_le_bytes());
         slot[20] = RowState::Reserved as u8;
         Some(row)
+    }
+
+    /// Takes the free fixed slot `row` for a row a backup places at the id
+    /// its primary chose (state Reserved, as `reserve_row`).
+    pub fn reserve_row_at(
+        &mut self,
+        memory: &mut PageMemory,
+        row: u32,
+    ) -> Result<(), AllocAtError> {
+        self.fixed.alloc_at(memory, row)?;
+        let slot = self.fixed.slot_mut(memory, row);
+        slot[8..12].fill(0);
+        slot[12..16].copy_from_slice(&NIL.to_le_bytes());
+        slot[16..20].copy_from_slice(&NIL.to_le_bytes());
+        slot[20] = RowState::Reserved as u8;
+        Ok(())
+    }
+
+    /// Whether `row` names a slot that holds a row (live or reserved).
+    pub fn is_occupied(&self, memory: &PageMemory, row: u32) -> bool {
+        self.fixed.is_held(row) && self.state(memory, row) != RowState::Free
     }
 
     /// Takes a var slot of `class`. `None` when DataMemory is full.

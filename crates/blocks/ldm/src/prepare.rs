@@ -8,7 +8,7 @@ use crate::operation::{ImageKind, OpState, NIL};
 use crate::partition::{var_class, RowState};
 use crate::{layout_and_partition, Ldm};
 use kernel::{send, Context};
-use signal::signals::{LockMode, LqhKeyConf, LqhKeyRef, OperationKind};
+use signal::signals::{LockMode, LqhKeyConf, LqhKeyRef, LqhKeyReq, OperationKind};
 use signal::{ErrorCode, Section, SectionPool};
 
 /// The result of one attempt to prepare an operation.
@@ -39,7 +39,9 @@ fn encode_read(
 }
 
 impl Ldm {
-    /// Runs (or re-runs, after a lock wait) operation `index` and answers the tc.
+    /// Runs (or re-runs, after a lock wait) operation `index`; once it is
+    /// prepared, passes it to the next replica or, on the last replica,
+    /// answers the tc.
     pub(crate) fn execute(&mut self, index: u32, ctx: &mut dyn Context) {
         let outcome = self.try_prepare(index, ctx.pool());
         let operation = &self.operations[index];
@@ -47,6 +49,9 @@ impl Ldm {
         match outcome {
             Outcome::Waiting => {}
             Outcome::Done { data, released } => {
+                if !self.operations[index].is_last_replica() {
+                    return self.forward_prepare(index, ctx);
+                }
                 send(
                     ctx,
                     self.address,
@@ -69,22 +74,80 @@ impl Ldm {
         }
     }
 
+    /// Passes a prepared write to the next replica: the row id this replica
+    /// used and the full after-image, so the backup places exactly this row.
+    fn forward_prepare(&mut self, index: u32, ctx: &mut dyn Context) {
+        let operation = &self.operations[index];
+        let kind = match operation.image_kind {
+            ImageKind::Deleted => OperationKind::Delete,
+            ImageKind::Row if operation.new_row => OperationKind::Insert,
+            ImageKind::Row => OperationKind::Update,
+            ImageKind::None => unreachable!("reads run on the primary only"),
+        };
+        let image = match (&operation.image, kind) {
+            (_, OperationKind::Delete) => None,
+            (Some(image), _) => match ctx.pool().copy_from(image.as_slice()) {
+                Some(copy) => Some(copy),
+                None => {
+                    // No section for the copy: undo here and refuse; the
+                    // tc aborts the transaction.
+                    let (tc, tc_op) = (operation.tc, operation.tc_op);
+                    self.undo_prepare(index);
+                    self.release_operation(index);
+                    let error = ErrorCode::OutOfSignalMemory;
+                    return send(ctx, self.address, tc, LqhKeyRef { tc_op, error });
+                }
+            },
+            (None, _) => unreachable!("a row write keeps its after-image until commit"),
+        };
+        let operation = &mut self.operations[index];
+        let key = operation
+            .key
+            .take()
+            .expect("a write keeps its key until it is forwarded");
+        operation.forwarded = true;
+        let next = operation.replica_ldm(operation.position + 1, self.address.instance);
+        let request = LqhKeyReq {
+            tc: operation.tc,
+            tc_op: operation.tc_op,
+            chain: operation.chain,
+            position: operation.position + 1,
+            row_id: operation.row,
+            previous_op: index,
+            transaction_id: operation.transaction_id,
+            kind,
+            lock: LockMode::Exclusive,
+            table_id: operation.table_id,
+            partition: operation.partition,
+            hash: operation.hash,
+            key,
+            attr: image,
+        };
+        send(ctx, self.address, next, request);
+    }
+
     fn try_prepare(&mut self, index: u32, pool: &'static SectionPool) -> Outcome {
         let key = self.operations[index]
             .key
             .take()
             .expect("key section kept until prepared");
-        let attr = self.operations[index].attr.take();
-        let outcome = self.prepare_with(
-            index,
-            key.as_slice(),
-            attr.as_ref().map_or(&[][..], Section::as_slice),
-            pool,
-        );
-        if let Outcome::Waiting = outcome {
+        let mut attr = self.operations[index].attr.take();
+        let outcome = if self.operations[index].position == 0 {
+            let changes = attr.as_ref().map_or(&[][..], Section::as_slice);
+            self.prepare_with(index, key.as_slice(), changes, pool)
+        } else {
+            self.prepare_backup(index, key.as_slice(), &mut attr)
+        };
+        let operation = &mut self.operations[index];
+        match outcome {
             // Needed again when the lock is granted.
-            self.operations[index].key = Some(key);
-            self.operations[index].attr = attr;
+            Outcome::Waiting => {
+                operation.key = Some(key);
+                operation.attr = attr;
+            }
+            // A write passed on down the chain takes its key along.
+            Outcome::Done { .. } if !operation.is_last_replica() => operation.key = Some(key),
+            _ => {}
         }
         outcome
     }
@@ -293,6 +356,7 @@ impl Ldm {
         operation.next_in_row = NIL;
         operation.image = Some(image);
         operation.image_kind = ImageKind::Row;
+        operation.new_row = true;
         operation.state = OpState::Prepared;
         Outcome::Done {
             data: None,

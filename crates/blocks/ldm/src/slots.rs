@@ -38,6 +38,17 @@ struct PageEntry {
     next_hole: u32,
 }
 
+/// Why [`SlotPages::alloc_at`] could not take a slot.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum AllocAtError {
+    /// The slot is in use.
+    Occupied,
+    /// DataMemory is exhausted.
+    OutOfMemory,
+    /// No slot can have that reference.
+    OutOfRange,
+}
+
 /// Equal-size slots over pages of one owner (a partition).
 pub struct SlotPages {
     slot_bytes: usize,
@@ -120,6 +131,16 @@ impl SlotPages {
             Some(_) => None,
             None => Some(entry.max_freed_gci),
         }
+    }
+
+    /// Whether `reference` lies on a page this owner holds.
+    pub fn is_held(&self, reference: u32) -> bool {
+        let slot = reference & SLOT_MASK;
+        slot < self.slots_per_page
+            && self
+                .entries
+                .get((reference >> SLOT_BITS) as usize)
+                .is_some_and(|entry| entry.page.is_some())
     }
 
     /// The bytes of a slot.
@@ -256,6 +277,81 @@ impl SlotPages {
         Some(index << SLOT_BITS | slot)
     }
 
+    /// Takes the specific free slot `reference` (a backup placing a row at
+    /// the row id its primary chose), adding pages up to it as needed.
+    pub fn alloc_at(
+        &mut self,
+        memory: &mut PageMemory,
+        reference: u32,
+    ) -> Result<(), AllocAtError> {
+        let index = reference >> SLOT_BITS;
+        let slot = reference & SLOT_MASK;
+        if index >= MAX_PAGES || slot >= self.slots_per_page {
+            return Err(AllocAtError::OutOfRange);
+        }
+        // Pages up to `index` exist (as holes) so the page can be added.
+        while self.entries.len() as u32 <= index {
+            let hole = self.entries.len() as u32;
+            self.entries.push(PageEntry {
+                page: None,
+                free_count: 0,
+                free_head: NIL,
+                previous_with_free: NIL,
+                next_with_free: NIL,
+                max_freed_gci: 0,
+                next_hole: self.hole_head,
+            });
+            self.hole_head = hole;
+        }
+        if self.entries[index as usize].page.is_none() {
+            // Fill this very hole: unlink it from the hole list first.
+            let mut previous = NIL;
+            let mut current = self.hole_head;
+            while current != index {
+                assert!(current != NIL, "a page without memory is on the hole list");
+                previous = current;
+                current = self.entries[current as usize].next_hole;
+            }
+            let next = self.entries[index as usize].next_hole;
+            if previous == NIL {
+                self.hole_head = next;
+            } else {
+                self.entries[previous as usize].next_hole = next;
+            }
+            // Put it at the head so `add_page` fills it.
+            self.entries[index as usize].next_hole = self.hole_head;
+            self.hole_head = index;
+            if self.add_page(memory).is_none() {
+                return Err(AllocAtError::OutOfMemory);
+            }
+        }
+        // Unlink `slot` from the page's free list.
+        let entry = self.entries[index as usize];
+        let page = entry.page.expect("the page was just made present");
+        let mut previous = NIL;
+        let mut current = entry.free_head;
+        while current != NIL && current != slot {
+            previous = current;
+            current = self.read_link(memory, page, current);
+        }
+        if current == NIL {
+            return Err(AllocAtError::Occupied);
+        }
+        let next = self.read_link(memory, page, slot);
+        if previous == NIL {
+            self.entries[index as usize].free_head = next;
+        } else {
+            self.write_link(memory, page, previous, next);
+        }
+        let entry = &mut self.entries[index as usize];
+        entry.free_count -= 1;
+        if entry.free_count == 0 {
+            self.unlink_with_free(index);
+        }
+        self.used += 1;
+        Ok(())
+    }
+
     /// Returns a slot to its page's free list; a page left with no slot in
     /// use goes back to DataMemory at once, so that space freed by deletes
     /// serves rows of any table, partition or size class.
@@ -304,6 +400,20 @@ impl SlotPages {
         self.hole_head = NIL;
         self.used = 0;
         self.pages_held = 0;
+    }
+
+    /// The first slot at or after `reference` on a held page, in row-id order.
+    pub fn next_held_slot(&self, reference: u32) -> Option<u32> {
+        let mut index = (reference >> SLOT_BITS) as usize;
+        let mut slot = reference & SLOT_MASK;
+        while index < self.entries.len() {
+            if self.entries[index].page.is_some() && slot < self.slots_per_page {
+                return Some((index as u32) << SLOT_BITS | slot);
+            }
+            index += 1;
+            slot = 0;
+        }
+        None
     }
 
     /// Visits every slot reference of every held page, in row-id order.

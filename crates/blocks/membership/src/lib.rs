@@ -1,22 +1,27 @@
-//! membership: start phases and API registration (NDB QMGR+NDBCNTR).
+//! membership: start phases, cluster formation and API registration (NDB
+//! QMGR+NDBCNTR).
 //!
 //! Membership brings the node's blocks up in order (`start.rs` documents the
-//! phases) and answers API nodes registering, telling them whether the node
-//! serves yet and how many tcs it has. Heartbeats, failure detection, the
-//! president and arbitration (DESIGN.md §6) will live here too.
+//! phases), forms the cluster with the other data nodes between the first
+//! and the second phase (`formation.rs`), and answers API nodes
+//! registering, telling them whether the node serves yet and how many tcs
+//! it has. Heartbeats, failure detection and arbitration (DESIGN.md §6) will
+//! live here too.
 //!
 //! This file holds the configuration, the block struct and its inbox (one
 //! `match` naming every signal membership takes).
 
+mod formation;
 pub mod start;
 
 #[cfg(test)]
 mod tests;
 
+use formation::Formation;
 use kernel::answers::Answers;
 use kernel::{Context, Report};
 use signal::signals::{ApiRegConf, StartPhaseReq};
-use signal::{codec, refusal, BlockKind, BlockRef, Envelope, Signal};
+use signal::{codec, refusal, BlockKind, BlockRef, Envelope, NodeId, Signal};
 use start::{StartState, PHASES};
 
 /// What membership needs to know of the node.
@@ -28,6 +33,9 @@ pub struct MembershipConfig {
     pub tc_instances: u16,
     /// ldm instances on this node.
     pub ldm_instances: u16,
+    /// Every data node of the cluster, this one included. The lowest id is
+    /// the president (all nodes start together; failures come later).
+    pub data_nodes: Vec<NodeId>,
 }
 
 /// The membership block.
@@ -35,6 +43,7 @@ pub struct Membership {
     address: BlockRef,
     tc_instances: u16,
     state: StartState,
+    formation: Formation,
     /// Every block of the node that runs start phases, and who answered the
     /// current one.
     blocks: Answers,
@@ -60,6 +69,7 @@ impl Membership {
             address: config.address,
             tc_instances: config.tc_instances,
             state: StartState::NotStarted,
+            formation: Formation::new(config.address.node, &config.data_nodes),
             blocks: Answers::new(blocks),
         }
     }
@@ -67,6 +77,11 @@ impl Membership {
     /// Where the start stands.
     pub fn state(&self) -> StartState {
         self.state
+    }
+
+    /// The president: the data node whose dih and dict are the masters.
+    pub fn president(&self) -> NodeId {
+        self.formation.president()
     }
 
     /// Phase 0 from the runtime: run the first phase.
@@ -110,7 +125,11 @@ impl Membership {
         if !self.blocks.record(from, "StartPhaseConf") {
             return;
         }
-        if index + 1 < PHASES.len() {
+        if PHASES[index] == start::INITIALISE {
+            // The later phases talk to other nodes: form the cluster first.
+            self.state = StartState::Forming;
+            self.register_when_connected(ctx);
+        } else if index + 1 < PHASES.len() {
             self.run_phase(index + 1, ctx);
         } else {
             self.state = StartState::Started;
@@ -144,6 +163,9 @@ impl kernel::Block for Membership {
             Signal::ApiRegReq(_) => self.api_registration(from, ctx),
             Signal::StartPhaseReq(request) => self.begin(from, request.phase, ctx),
             Signal::StartPhaseConf(conf) => self.phase_conf(from, conf.phase, ctx),
+            Signal::NodeConnectedRep(report) => self.node_connected(report, ctx),
+            Signal::CmRegReq(request) => self.registration_request(from, request.node, ctx),
+            Signal::CmRegConf(conf) => self.cluster_formed(from, conf.president, ctx),
             other if codec::is_api_request(other.number()) => {
                 if let Some(reply) = refusal::refuse_api_request(&other) {
                     kernel::send(ctx, self.address, from, reply);

@@ -9,8 +9,13 @@
 //! |-------|---------------------|--------------------|
 //! | 0     | [`BEGIN`]           | the runtime hands membership this phase (from itself) to begin; no block sees it |
 //! | 1     | [`INITIALISE`]      | every block initialises its own state; none talks to another yet |
+//! | -     | cluster formation   | membership alone: every data node connected, registered with the president (`formation.rs`) |
 //! | 2     | [`SCHEMA`]          | dict and dih are ready to take schema requests (create and drop table) |
-//! | 3     | [`GLOBAL_CHECKPOINT`] | dih starts the global checkpoint protocol; every tc receives its first GCI |
+//! | 3     | [`GLOBAL_CHECKPOINT`] | the master dih starts the global checkpoint protocol; every tc of every node receives its first GCI (other dihs wait to hear of it) |
+//!
+//! Phases 2 and 3 run only once the cluster is formed: from phase 2 on,
+//! blocks talk to other nodes (the master dict adds tables on every node,
+//! the master dih switches the GCI of every tc).
 //!
 //! After the last phase the node is started: it serves transactions and API
 //! nodes registering are told so. Node restart will add phases (restore from
@@ -53,6 +58,9 @@ pub enum StartState {
         /// Index into [`PHASES`].
         index: usize,
     },
+    /// Phase 1 ran; waiting until every data node is connected and the
+    /// president confirms the cluster is formed.
+    Forming,
     /// Every phase ran; the node serves.
     Started,
 }

@@ -1,14 +1,17 @@
 //! membership's tests: the golden trace of a node start (the exact phase
-//! requests, in order, and when each next phase begins) and API
-//! registration before and after the node started.
+//! requests, in order, and when each next phase begins), cluster formation
+//! with 2 and 4 data nodes (at the president and elsewhere, connections
+//! reported before and after phase 1), and API registration before and
+//! after the node started.
 
 use crate::start::{StartState, BEGIN};
 use crate::{Membership, MembershipConfig};
 use kernel::testing::{deliver, line, RecordingContext};
 use kernel::{Context, Report};
 use signal::signals::{
-    ApiRegConf, ApiRegReq, CreateTabReq, DropTabReq, GetTabInfoReq, LockMode, OperationKind,
-    StartPhaseConf, StartPhaseReq, TcCommitReq, TcKeyRef, TcKeyReq, TcRollbackReq,
+    ApiRegConf, ApiRegReq, CmRegConf, CmRegReq, CreateTabReq, DropTabReq, GetTabInfoReq, LockMode,
+    NodeConnectedRep, OperationKind, StartPhaseConf, StartPhaseReq, TcCommitReq, TcKeyRef,
+    TcKeyReq, TcRollbackReq,
 };
 use signal::{BlockKind, BlockRef, ErrorCode, NodeId, TransactionId};
 
@@ -21,12 +24,28 @@ const LDM0: BlockRef = BlockRef::new(NODE, BlockKind::Ldm, 0);
 const LDM1: BlockRef = BlockRef::new(NODE, BlockKind::Ldm, 1);
 const API: BlockRef = BlockRef::new(NodeId(100), BlockKind::Api, 0);
 
+/// The membership of a one-node cluster (node 2, so its own president).
 fn membership() -> Membership {
     Membership::new(MembershipConfig {
         address: MEMBERSHIP,
         tc_instances: 1,
         ldm_instances: 2,
+        data_nodes: vec![NODE],
     })
+}
+
+/// One-node cluster formation: the node registers with itself.
+fn form_alone(membership: &mut Membership, ctx: &mut RecordingContext) {
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(MEMBERSHIP, MEMBERSHIP, CmRegReq { node: NODE })]
+    );
+    deliver(membership, ctx, MEMBERSHIP, CmRegReq { node: NODE });
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(MEMBERSHIP, MEMBERSHIP, CmRegConf { president: NODE })]
+    );
+    deliver(membership, ctx, MEMBERSHIP, CmRegConf { president: NODE });
 }
 
 fn phase_requests(phase: u8) -> Vec<String> {
@@ -77,6 +96,10 @@ fn golden_trace_of_a_node_start() {
             }
         );
         deliver(&mut membership, &mut ctx, LDM0, StartPhaseConf { phase });
+        if phase == 1 {
+            assert_eq!(membership.state(), StartState::Forming);
+            form_alone(&mut membership, &mut ctx);
+        }
         if phase < 3 {
             assert_eq!(ctx.take_trace(), phase_requests(phase + 1));
             assert!(ctx.take_reports().is_empty());
@@ -113,6 +136,11 @@ fn api_registration_says_whether_the_node_serves() {
     for phase in 1..=2 {
         for block in [DICT, DIH, TC0, LDM0, LDM1] {
             deliver(&mut membership, &mut ctx, block, StartPhaseConf { phase });
+        }
+        if phase == 1 {
+            ctx.sent
+                .retain(|sent| !sent.envelope.signal.name().starts_with("StartPhase"));
+            form_alone(&mut membership, &mut ctx);
         }
     }
     ctx.take_trace();
@@ -250,6 +278,22 @@ fn random_api_requests_in_every_start_state_are_answered_never_panicked_on() {
                     for block in [DICT, DIH, TC0, LDM0, LDM1] {
                         deliver(&mut membership, &mut ctx, block, StartPhaseConf { phase });
                     }
+                    if phase == 1 {
+                        ctx.sent.clear();
+                        deliver(
+                            &mut membership,
+                            &mut ctx,
+                            MEMBERSHIP,
+                            CmRegReq { node: NODE },
+                        );
+                        let president = NODE;
+                        deliver(
+                            &mut membership,
+                            &mut ctx,
+                            MEMBERSHIP,
+                            CmRegConf { president },
+                        );
+                    }
                     phase_index = Some(index + 1);
                 }
                 Some(_) => {}
@@ -321,4 +365,239 @@ fn random_api_requests_in_every_start_state_are_answered_never_panicked_on() {
         }
     }
     assert_eq!(membership.state(), StartState::Started);
+}
+
+/// Membership of a node of a cluster of `nodes` (ids), one tc and one ldm.
+fn member_of(node: u16, nodes: &[u16]) -> Membership {
+    Membership::new(MembershipConfig {
+        address: membership_of(node),
+        tc_instances: 1,
+        ldm_instances: 1,
+        data_nodes: nodes.iter().map(|&id| NodeId(id)).collect(),
+    })
+}
+
+fn membership_of(node: u16) -> BlockRef {
+    BlockRef::new(NodeId(node), BlockKind::Membership, 0)
+}
+
+fn local_blocks(node: u16) -> [BlockRef; 4] {
+    let node = NodeId(node);
+    [
+        BlockRef::new(node, BlockKind::Dict, 0),
+        BlockRef::new(node, BlockKind::Dih, 0),
+        BlockRef::new(node, BlockKind::Tc, 0),
+        BlockRef::new(node, BlockKind::Ldm, 0),
+    ]
+}
+
+fn phase_requests_of(node: u16, phase: u8) -> Vec<String> {
+    local_blocks(node)
+        .into_iter()
+        .map(|block| line(membership_of(node), block, StartPhaseReq { phase }))
+        .collect()
+}
+
+/// Begins the start and answers phase 1 from every local block.
+fn run_phase_one(membership: &mut Membership, ctx: &mut RecordingContext, node: u16) {
+    let me = membership_of(node);
+    deliver(membership, ctx, me, StartPhaseReq { phase: BEGIN });
+    assert_eq!(ctx.take_trace(), phase_requests_of(node, 1));
+    for block in local_blocks(node) {
+        deliver(membership, ctx, block, StartPhaseConf { phase: 1 });
+    }
+}
+
+fn connected(node: u16) -> NodeConnectedRep {
+    NodeConnectedRep {
+        node: NodeId(node),
+        incarnation: 7,
+    }
+}
+
+#[test]
+fn golden_trace_of_two_node_formation_at_the_president() {
+    let mut president = member_of(1, &[2, 1]);
+    assert_eq!(
+        president.president(),
+        NodeId(1),
+        "the lowest id, in any order"
+    );
+    let mut ctx = RecordingContext::new();
+    let me = membership_of(1);
+
+    // The peer's connection is reported before the start begins: kept.
+    deliver(&mut president, &mut ctx, me, connected(2));
+    assert!(ctx.take_trace().is_empty());
+    run_phase_one(&mut president, &mut ctx, 1);
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(me, me, CmRegReq { node: NodeId(1) })],
+        "connected to every peer: registers at once"
+    );
+    assert_eq!(president.state(), StartState::Forming);
+
+    deliver(&mut president, &mut ctx, me, CmRegReq { node: NodeId(1) });
+    assert!(ctx.take_trace().is_empty(), "node 2 has not registered");
+    deliver(
+        &mut president,
+        &mut ctx,
+        membership_of(2),
+        CmRegReq { node: NodeId(2) },
+    );
+    let formed = CmRegConf {
+        president: NodeId(1),
+    };
+    assert_eq!(
+        ctx.take_trace(),
+        vec![
+            line(me, me, CmRegConf { ..formed }),
+            line(me, membership_of(2), CmRegConf { ..formed }),
+        ]
+    );
+    assert_eq!(president.state(), StartState::Forming);
+    deliver(&mut president, &mut ctx, me, formed);
+    assert_eq!(ctx.take_trace(), phase_requests_of(1, 2));
+    assert_eq!(president.state(), StartState::Running { index: 1 });
+}
+
+#[test]
+fn golden_trace_of_two_node_formation_at_the_other_node() {
+    let mut node = member_of(2, &[1, 2]);
+    let mut ctx = RecordingContext::new();
+    let me = membership_of(2);
+    run_phase_one(&mut node, &mut ctx, 2);
+    assert!(
+        ctx.take_trace().is_empty(),
+        "not connected to node 1 yet: waits"
+    );
+    assert_eq!(node.state(), StartState::Forming);
+    deliver(&mut node, &mut ctx, me, connected(1));
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(me, membership_of(1), CmRegReq { node: NodeId(2) })]
+    );
+    deliver(&mut node, &mut ctx, me, connected(1));
+    assert!(ctx.take_trace().is_empty(), "registers once");
+    deliver(
+        &mut node,
+        &mut ctx,
+        membership_of(1),
+        CmRegConf {
+            president: NodeId(1),
+        },
+    );
+    assert_eq!(ctx.take_trace(), phase_requests_of(2, 2));
+}
+
+#[test]
+fn four_node_formation_waits_for_every_connection_and_every_registration() {
+    let nodes = [1, 2, 3, 4];
+    let formed = CmRegConf {
+        president: NodeId(1),
+    };
+
+    // Node 3: connections before and after phase 1, in any order.
+    let mut node = member_of(3, &nodes);
+    let mut ctx = RecordingContext::new();
+    let me = membership_of(3);
+    deliver(&mut node, &mut ctx, me, connected(4));
+    run_phase_one(&mut node, &mut ctx, 3);
+    deliver(&mut node, &mut ctx, me, connected(1));
+    assert!(ctx.take_trace().is_empty(), "node 2 is not connected");
+    deliver(&mut node, &mut ctx, me, connected(2));
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(me, membership_of(1), CmRegReq { node: NodeId(3) })]
+    );
+    deliver(
+        &mut node,
+        &mut ctx,
+        membership_of(1),
+        CmRegConf { ..formed },
+    );
+    assert_eq!(ctx.take_trace(), phase_requests_of(3, 2));
+
+    // The president: registrations in any order, the conf after the last.
+    let mut president = member_of(1, &nodes);
+    let mut ctx = RecordingContext::new();
+    let me = membership_of(1);
+    for id in [4, 2, 3] {
+        deliver(&mut president, &mut ctx, me, connected(id));
+    }
+    for id in [3, 4] {
+        let from = membership_of(id);
+        deliver(
+            &mut president,
+            &mut ctx,
+            from,
+            CmRegReq { node: NodeId(id) },
+        );
+    }
+    run_phase_one(&mut president, &mut ctx, 1);
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(me, me, CmRegReq { node: NodeId(1) })]
+    );
+    deliver(&mut president, &mut ctx, me, CmRegReq { node: NodeId(1) });
+    assert!(ctx.take_trace().is_empty(), "node 2 has not registered");
+    let from = membership_of(2);
+    deliver(&mut president, &mut ctx, from, CmRegReq { node: NodeId(2) });
+    assert_eq!(
+        ctx.take_trace(),
+        nodes
+            .iter()
+            .map(|&id| line(me, membership_of(id), CmRegConf { ..formed }))
+            .collect::<Vec<_>>()
+    );
+    deliver(&mut president, &mut ctx, me, formed);
+    assert_eq!(ctx.take_trace(), phase_requests_of(1, 2));
+}
+
+#[test]
+#[should_panic(expected = "is the president")]
+fn registration_at_a_node_that_is_not_president_stops_the_node() {
+    let mut node = member_of(2, &[1, 2]);
+    let mut ctx = RecordingContext::new();
+    deliver(
+        &mut node,
+        &mut ctx,
+        membership_of(1),
+        CmRegReq { node: NodeId(1) },
+    );
+}
+
+#[test]
+#[should_panic(expected = "registered twice")]
+fn double_registration_stops_the_node() {
+    let mut president = member_of(1, &[1, 2, 3]);
+    let mut ctx = RecordingContext::new();
+    for _ in 0..2 {
+        let from = membership_of(2);
+        deliver(&mut president, &mut ctx, from, CmRegReq { node: NodeId(2) });
+    }
+}
+
+#[test]
+#[should_panic(expected = "before this node registered")]
+fn cluster_formed_before_registration_stops_the_node() {
+    let mut node = member_of(2, &[1, 2]);
+    let mut ctx = RecordingContext::new();
+    run_phase_one(&mut node, &mut ctx, 2);
+    deliver(
+        &mut node,
+        &mut ctx,
+        membership_of(1),
+        CmRegConf {
+            president: NodeId(1),
+        },
+    );
+}
+
+#[test]
+#[should_panic(expected = "not a configured data node")]
+fn connection_of_an_unknown_node_stops_the_node() {
+    let mut node = member_of(2, &[1, 2]);
+    let mut ctx = RecordingContext::new();
+    deliver(&mut node, &mut ctx, membership_of(2), connected(9));
 }

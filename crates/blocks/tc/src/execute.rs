@@ -243,7 +243,12 @@ impl Tc {
         self.maybe_batch_done(transaction, ctx);
     }
 
-    pub(crate) fn lqh_key_ref(&mut self, refusal: LqhKeyRef, ctx: &mut dyn Context) {
+    pub(crate) fn lqh_key_ref(
+        &mut self,
+        from: BlockRef,
+        refusal: LqhKeyRef,
+        ctx: &mut dyn Context,
+    ) {
         let transaction = self.operation_of(refusal.tc_op);
         let operation = &mut self.records.operations[refusal.tc_op as usize];
         let client_op = operation.client_op;
@@ -256,7 +261,14 @@ impl Tc {
             OpPhase::Sent,
             "LQHKEYREF for an operation not in flight"
         );
-        operation.phase = OpPhase::Released;
+        // A refusal from the primary means nothing is held anywhere. A
+        // refusal from a backup means the replicas before it hold the
+        // prepared operation: the abort must run the chain from the primary.
+        operation.phase = if from == operation.primary {
+            OpPhase::Released
+        } else {
+            OpPhase::Prepared
+        };
         record.outstanding -= 1;
         self.start_abort(
             transaction,

@@ -270,7 +270,7 @@ impl Block for Tc {
         match envelope.signal {
             Signal::TcKeyReq(request) => self.tc_key_req(from, request, ctx),
             Signal::LqhKeyConf(conf) => self.lqh_key_conf(from, conf, ctx),
-            Signal::LqhKeyRef(refusal) => self.lqh_key_ref(refusal, ctx),
+            Signal::LqhKeyRef(refusal) => self.lqh_key_ref(from, refusal, ctx),
             Signal::TcCommitReq(request) => self.tc_commit_req(from, request, ctx),
             Signal::TcRollbackReq(request) => self.tc_rollback_req(from, request, ctx),
             Signal::CommitConf(conf) => self.commit_conf(conf, ctx),

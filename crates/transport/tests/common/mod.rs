@@ -3,9 +3,11 @@
 //! every block on thread 0; plus a blocking TCP client that speaks the wire
 //! format as an API node does.
 //!
-//! Mesh of 3 threads: thread 0 runs tc instance 0 and the main blocks (the
-//! test drains its inbox and stages replies through its outbox), thread 1
-//! is the receive thread, thread 2 the send thread.
+//! Mesh of 3 threads: thread 0 runs tc instance 0, ldm instance 0 and the
+//! main blocks (the test drains its inbox and stages replies through its
+//! outbox), thread 1 is the receive thread, thread 2 the send thread.
+//! Several such nodes in one process, each told of the others' addresses,
+//! form a cluster of data nodes on loopback.
 
 // Each test file uses a different part of the harness.
 #![allow(dead_code)]
@@ -22,6 +24,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use transport::assembler::FrameAssembler;
+use transport::recv::DataNodePeer;
 use transport::{ConnectionRegistry, RecvSetup, SendSetup};
 
 /// The data node's id in every test.
@@ -34,6 +37,8 @@ pub const PATIENCE: Duration = Duration::from_secs(20);
 
 /// A data node with only its transport threads running.
 pub struct TestNode {
+    pub node: NodeId,
+    pub incarnation: u32,
     pub address: SocketAddr,
     pub registry: Arc<ConnectionRegistry>,
     pub recv_stats: Arc<ThreadStats>,
@@ -49,14 +54,31 @@ pub struct TestNode {
     _send_outbox: Outbox,
 }
 
+/// A listener on a free loopback port.
+pub fn listen() -> TcpListener {
+    TcpListener::bind("127.0.0.1:0").expect("bind loopback")
+}
+
 impl TestNode {
     /// Starts the receive and send threads with a section pool of these counts.
     pub fn start(section_counts: [u32; 6]) -> TestNode {
+        TestNode::start_data_node(OWN_NODE, INCARNATION, listen(), Vec::new(), section_counts)
+    }
+
+    /// Starts data node `node` of incarnation `incarnation` on `listener`,
+    /// with the other data nodes `data_nodes`.
+    pub fn start_data_node(
+        node: NodeId,
+        incarnation: u32,
+        listener: TcpListener,
+        data_nodes: Vec<DataNodePeer>,
+        section_counts: [u32; 6],
+    ) -> TestNode {
         let pool = SectionPool::leak(section_counts);
         let router = Router {
-            own_node: OWN_NODE,
+            own_node: node,
             tc_threads: vec![0],
-            ldm_threads: vec![],
+            ldm_threads: vec![0],
             main_thread: 0,
             send_thread: 2,
         };
@@ -64,14 +86,13 @@ impl TestNode {
         let (block_inbox, block_outbox) = ends.next().expect("thread 0");
         let (recv_inbox, recv_outbox) = ends.next().expect("thread 1");
         let (send_inbox, send_outbox) = ends.next().expect("thread 2");
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let address = listener.local_addr().expect("listener address");
         let registry = Arc::new(ConnectionRegistry::new());
         let recv_stats = Arc::new(ThreadStats::default());
         let send_stats = Arc::new(ThreadStats::default());
         let shutdown = Arc::new(AtomicBool::new(false));
         let recv = RecvSetup {
-            own_node: OWN_NODE,
+            own_node: node,
             listener,
             outbox: recv_outbox,
             pool,
@@ -79,10 +100,12 @@ impl TestNode {
             stats: recv_stats.clone(),
             shutdown: shutdown.clone(),
             tc_instances: 1,
+            incarnation,
+            data_nodes,
         };
         let send = SendSetup {
-            own_node: OWN_NODE,
-            incarnation: INCARNATION,
+            own_node: node,
+            incarnation,
             inbox: send_inbox,
             connections: registry.clone(),
             stats: send_stats.clone(),
@@ -99,6 +122,8 @@ impl TestNode {
                 .expect("spawn send"),
         ];
         TestNode {
+            node,
+            incarnation,
             address,
             registry,
             recv_stats,
@@ -121,7 +146,7 @@ impl TestNode {
             .drain(1024, |envelope| received.push_back(envelope));
     }
 
-    /// The next signal that reached a block (tc, dict or membership).
+    /// The next signal that reached a block (tc, ldm, dict or membership).
     pub fn next_signal(&mut self) -> Envelope {
         let deadline = Instant::now() + PATIENCE;
         loop {
@@ -207,6 +232,11 @@ pub struct Client {
 impl Client {
     /// Connects to the test node as API node `node`.
     pub fn connect(address: SocketAddr, node: u16) -> Client {
+        Client::connect_as(address, node, 1)
+    }
+
+    /// Connects to the test node as node `node` of incarnation `incarnation`.
+    pub fn connect_as(address: SocketAddr, node: u16, incarnation: u32) -> Client {
         let stream = TcpStream::connect(address).expect("connect to the data node");
         stream
             .set_read_timeout(Some(PATIENCE))
@@ -216,7 +246,7 @@ impl Client {
             node: NodeId(node),
             stream,
             next_sequence: 0,
-            incarnation: 1,
+            incarnation,
             assembler: FrameAssembler::new(),
             pool: SectionPool::leak([1024, 64, 16, 16, 64, 4]),
             received: VecDeque::new(),
@@ -287,6 +317,21 @@ impl Client {
             }
             if !self.received.is_empty() {
                 continue;
+            }
+            let read = self
+                .assembler
+                .read_from(&mut self.stream)
+                .expect("the data node answers in time");
+            assert!(read > 0, "the data node closed the connection");
+        }
+    }
+
+    /// The next frame, which must hold no signals (a data node's hello).
+    pub fn receive_hello(&mut self) -> FrameHeader {
+        loop {
+            if let Some((header, _)) = self.assembler.next_frame().expect("valid frames") {
+                assert_eq!(header.signal_count, 0, "a hello frame holds no signals");
+                return header;
             }
             let read = self
                 .assembler

@@ -1,0 +1,151 @@
+//! LQHKEYREQ on a backup replica: the primary has prepared the operation
+//! and chosen its row id; the backup places exactly that row (Insert at the
+//! row id, Update or Delete of the row at the row id) with the primary's
+//! full after-image, under its own row lock (DESIGN.md §3, "Row identity",
+//! and §4). Backups never look a key up to find a row: row identity is the
+//! primary's choice, so every replica holds the same row at the same id.
+
+use crate::locks::{append_to_row, can_grant};
+use crate::operation::{ImageKind, OpState, NIL};
+use crate::partition::{var_class, RowState};
+use crate::prepare::Outcome;
+use crate::slots::AllocAtError;
+use crate::{layout_and_partition, Ldm};
+use signal::signals::OperationKind;
+use signal::{ErrorCode, Section};
+
+impl Ldm {
+    /// Prepares operation `index` on this backup. `image` is the primary's
+    /// after-image (absent for a delete); it moves into the operation record
+    /// once prepared.
+    pub(crate) fn prepare_backup(
+        &mut self,
+        index: u32,
+        key: &[u8],
+        image: &mut Option<Section>,
+    ) -> Outcome {
+        let Ldm {
+            memory,
+            operations,
+            tables,
+            ..
+        } = self;
+        let operation = &operations[index];
+        let (kind, row, hash) = (operation.kind, operation.target_row, operation.hash);
+        let (layout, partition) = layout_and_partition(tables, operation);
+        let image_bytes = image.as_ref().map_or(0, Section::len);
+        let has_image = image.is_some();
+        assert!(
+            has_image == (kind != OperationKind::Delete)
+                && (!has_image || image_bytes >= layout.fixed_body_bytes),
+            "backup {}: {kind:?} at row {row} came with a malformed after-image",
+            index
+        );
+
+        if partition.is_occupied(memory, row) {
+            // Queue behind whatever holds the row: for an insert, the
+            // previous row at this id (a delete not yet completed here); for
+            // an update or delete, the transactions before us.
+            let held_by_others = partition.op_link(memory, row) != NIL;
+            if kind == OperationKind::Insert {
+                assert!(
+                    held_by_others,
+                    "backup: the primary placed a new row at {row}, which holds an unlocked row here (replicas diverged)"
+                );
+                append_to_row(operations, memory, partition, row, index);
+                let operation = &mut operations[index];
+                operation.granted = false;
+                operation.state = OpState::Waiting;
+                return Outcome::Waiting;
+            }
+            if !can_grant(operations, memory, partition, row, index) {
+                append_to_row(operations, memory, partition, row, index);
+                let operation = &mut operations[index];
+                operation.granted = false;
+                operation.state = OpState::Waiting;
+                return Outcome::Waiting;
+            }
+            append_to_row(operations, memory, partition, row, index);
+            operations[index].granted = true;
+            let mut new_var = NIL;
+            if let (Some(image), true) = (image.as_ref(), layout.var_columns > 0) {
+                let needed = var_class(image.len() - layout.fixed_body_bytes);
+                if partition.var_class_of_row(memory, row) != Some(needed) {
+                    match partition.alloc_var(memory, needed) {
+                        Some(var) => new_var = var,
+                        None => {
+                            self.release_from_row(index);
+                            return Outcome::Failed(ErrorCode::TableFull);
+                        }
+                    }
+                }
+            }
+            let operation = &mut operations[index];
+            operation.row = row;
+            operation.new_var = new_var;
+            operation.image = image.take();
+            operation.image_kind = if kind == OperationKind::Delete {
+                ImageKind::Deleted
+            } else {
+                ImageKind::Row
+            };
+            operation.state = OpState::Prepared;
+            return Outcome::Done {
+                data: None,
+                released: false,
+            };
+        }
+
+        // The row id is free here.
+        assert!(
+            kind == OperationKind::Insert,
+            "backup: {kind:?} of row {row}, which does not exist here (replicas diverged)"
+        );
+        let image_section = image.take().expect("an insert carries its after-image");
+        match partition.reserve_row_at(memory, row) {
+            Ok(()) => {}
+            Err(AllocAtError::OutOfMemory) => return Outcome::Failed(ErrorCode::TableFull),
+            Err(other) => panic!("backup: cannot place row {row}: {other:?} (replicas diverged)"),
+        }
+        let mut var = NIL;
+        if layout.var_columns > 0 {
+            match partition.alloc_var(
+                memory,
+                var_class(image_section.len() - layout.fixed_body_bytes),
+            ) {
+                Some(reference) => var = reference,
+                None => {
+                    partition.free_row(memory, row, None);
+                    return Outcome::Failed(ErrorCode::TableFull);
+                }
+            }
+        }
+        partition.write_image(memory, layout, row, image_section.as_slice(), var);
+        debug_assert!(
+            layout.key_matches(partition.view(memory, layout, row), key),
+            "backup: the after-image does not hold the operation's key"
+        );
+        if partition
+            .index
+            .insert(memory, hash.index_hash(), row)
+            .is_err()
+        {
+            partition.free_row(memory, row, None);
+            return Outcome::Failed(ErrorCode::TableFull);
+        }
+        debug_assert_eq!(partition.state(memory, row), RowState::Reserved);
+        partition.set_op_link(memory, row, index);
+        let operation = &mut operations[index];
+        operation.row = row;
+        operation.granted = true;
+        operation.next_in_row = NIL;
+        operation.image = Some(image_section);
+        operation.image_kind = ImageKind::Row;
+        operation.new_row = true;
+        operation.state = OpState::Prepared;
+        Outcome::Done {
+            data: None,
+            released: false,
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! Connections between data nodes: two transport "nodes" in one process on
+//! loopback connect (the lower id dials), tell their membership, and carry
+//! internal signals both ways over the one connection of the pair; a data
+//! node's old incarnation, a misbehaving data-node peer and a dial to a node
+//! that is not up yet are handled without harm.
+
+mod common;
+
+use common::{envelope, listen, Client, TestNode};
+use kernel::stats::ThreadStats;
+use signal::attr::KeyHash;
+use signal::signals::*;
+use signal::{BlockKind, BlockRef, Envelope, Gci, NodeId, Signal, TransactionId};
+use std::time::Duration;
+use transport::recv::DataNodePeer;
+
+const SECTIONS: [u32; 6] = [256, 64, 16, 16, 16, 4];
+
+/// A data node that is configured but never reached (nothing listens on
+/// port 1 of loopback).
+fn unreachable(node: u16) -> DataNodePeer {
+    DataNodePeer {
+        node: NodeId(node),
+        address: "127.0.0.1:1".parse().expect("address"),
+    }
+}
+
+fn at(node: u16, kind: BlockKind, instance: u16) -> BlockRef {
+    BlockRef::new(NodeId(node), kind, instance)
+}
+
+/// The next signal on `node` must be `NodeConnectedRep` for `peer` of
+/// `incarnation`, from and to its own membership.
+fn expect_connected(node: &mut TestNode, peer: u16, incarnation: u32) {
+    let membership = at(node.node.0, BlockKind::Membership, 0);
+    let seen = node.next_signal();
+    assert_eq!(seen.to, membership, "{seen:?}");
+    assert_eq!(seen.from, membership, "{seen:?}");
+    match seen.signal {
+        Signal::NodeConnectedRep(report) => assert_eq!(
+            report,
+            NodeConnectedRep {
+                node: NodeId(peer),
+                incarnation
+            }
+        ),
+        other => panic!("expected NodeConnectedRep, got {other:?}"),
+    }
+}
+
+/// Waits a little and checks that no signal reached `node`'s blocks.
+fn expect_quiet(node: &mut TestNode) {
+    std::thread::sleep(Duration::from_millis(50));
+    if let Some(seen) = node.try_next_signal() {
+        panic!("unexpected signal {seen:?}");
+    }
+}
+
+fn lqh_key_req(node: &TestNode) -> LqhKeyReq {
+    LqhKeyReq {
+        tc: at(1, BlockKind::Tc, 0),
+        tc_op: 7,
+        chain: ReplicaChain::new(&[NodeId(2), NodeId(1)]),
+        position: 0,
+        row_id: u32::MAX,
+        previous_op: u32::MAX,
+        transaction_id: TransactionId(130 << 48 | 9),
+        kind: OperationKind::Insert,
+        lock: LockMode::Exclusive,
+        table_id: 3,
+        partition: 1,
+        hash: KeyHash(0x1234_5678_9abc_def0),
+        key: node.pool.copy_from(b"key").expect("room"),
+        attr: Some(node.pool.copy_from(b"row image").expect("room")),
+    }
+}
+
+#[test]
+fn two_data_nodes_connect_and_exchange_internal_signals() {
+    let (listener_1, listener_2) = (listen(), listen());
+    let address_1 = listener_1.local_addr().expect("address");
+    let address_2 = listener_2.local_addr().expect("address");
+    let peers = vec![
+        DataNodePeer {
+            node: NodeId(1),
+            address: address_1,
+        },
+        DataNodePeer {
+            node: NodeId(2),
+            address: address_2,
+        },
+    ];
+    let mut node_1 = TestNode::start_data_node(NodeId(1), 11, listener_1, peers.clone(), SECTIONS);
+    let mut node_2 = TestNode::start_data_node(NodeId(2), 22, listener_2, peers, SECTIONS);
+    expect_connected(&mut node_1, 2, 22);
+    expect_connected(&mut node_2, 1, 11);
+    node_1.wait_until("node 2 registered on node 1", |node| {
+        node.registry.connected_nodes() == vec![NodeId(2)]
+    });
+    node_2.wait_until("node 1 registered on node 2", |node| {
+        node.registry.connected_nodes() == vec![NodeId(1)]
+    });
+
+    // tc on node 1 -> ldm on node 2 (the dialer's first signal frame
+    // follows its hello).
+    let request = lqh_key_req(&node_1);
+    node_1.reply([envelope(
+        at(1, BlockKind::Tc, 0),
+        at(2, BlockKind::Ldm, 0),
+        request,
+    )]);
+    let seen = node_2.next_signal();
+    assert_eq!(seen.from, at(1, BlockKind::Tc, 0));
+    assert_eq!(seen.to, at(2, BlockKind::Ldm, 0));
+    let Signal::LqhKeyReq(received) = seen.signal else {
+        panic!("expected LqhKeyReq, got {seen:?}");
+    };
+    let expected = lqh_key_req(&node_1);
+    assert_eq!(
+        format!("{received:?}"),
+        format!("{expected:?}"),
+        "every field arrives"
+    );
+
+    // ldm on node 2 -> tc on node 1, on the same connection (the acceptor's
+    // first signal frame follows its hello too).
+    node_2.reply([envelope(
+        at(2, BlockKind::Ldm, 0),
+        at(1, BlockKind::Tc, 0),
+        LqhKeyConf {
+            tc_op: 7,
+            ldm_op: 40,
+            data: None,
+            released: false,
+        },
+    )]);
+    let seen = node_1.next_signal();
+    assert_eq!(seen.from, at(2, BlockKind::Ldm, 0));
+    assert_eq!(seen.to, at(1, BlockKind::Tc, 0));
+    let Signal::LqhKeyConf(conf) = seen.signal else {
+        panic!("expected LqhKeyConf, got {seen:?}");
+    };
+    assert_eq!((conf.tc_op, conf.ldm_op, conf.released), (7, 40, false));
+
+    // Many signals per write: a burst goes out in few frames, in order.
+    let burst = 3000u32;
+    let frames_before = ThreadStats::get(&node_2.recv_stats.frames);
+    node_1.reply((0..burst).map(|tc_op| {
+        envelope(
+            at(1, BlockKind::Tc, 0),
+            at(2, BlockKind::Ldm, 0),
+            CommitReq {
+                ldm_op: tc_op,
+                tc_op,
+                transaction_id: TransactionId(1),
+                gci: Gci::from_parts(1, 0),
+            },
+        )
+    }));
+    for expected in 0..burst {
+        let seen = node_2.next_signal();
+        let Signal::CommitReq(commit) = seen.signal else {
+            panic!("expected CommitReq, got {seen:?}");
+        };
+        assert_eq!(commit.tc_op, expected, "signals keep their order");
+    }
+    let frames = ThreadStats::get(&node_2.recv_stats.frames) - frames_before;
+    assert!(
+        u64::from(burst) / frames >= 10,
+        "{frames} frames for {burst} signals: not batched"
+    );
+    assert_eq!(node_1.registry.connected_nodes(), vec![NodeId(2)]);
+    assert_eq!(node_2.registry.connected_nodes(), vec![NodeId(1)]);
+
+    // Node 2 stops: node 1 unregisters it and reports nothing to its
+    // blocks (node failure handling is membership's, later).
+    drop(node_2);
+    node_1.wait_until("node 2 unregistered", |node| {
+        !node.registry.is_connected(NodeId(2))
+    });
+    expect_quiet(&mut node_1);
+}
+
+#[test]
+fn the_dialer_retries_until_the_other_node_is_up() {
+    // Reserve a port, then free it: node 1 finds nobody there at first.
+    let reserved = listen();
+    let address_2 = reserved.local_addr().expect("address");
+    drop(reserved);
+    let listener_1 = listen();
+    let address_1 = listener_1.local_addr().expect("address");
+    let peers = vec![
+        DataNodePeer {
+            node: NodeId(1),
+            address: address_1,
+        },
+        DataNodePeer {
+            node: NodeId(2),
+            address: address_2,
+        },
+    ];
+    let mut node_1 = TestNode::start_data_node(NodeId(1), 3, listener_1, peers.clone(), SECTIONS);
+    // Several refused dials.
+    std::thread::sleep(Duration::from_millis(350));
+    expect_quiet(&mut node_1);
+    let listener_2 = std::net::TcpListener::bind(address_2).expect("the port is free again");
+    let mut node_2 = TestNode::start_data_node(NodeId(2), 4, listener_2, peers, SECTIONS);
+    expect_connected(&mut node_1, 2, 4);
+    expect_connected(&mut node_2, 1, 3);
+}
+
+#[test]
+fn a_data_node_connection_from_an_old_incarnation_is_refused() {
+    // Node 2 accepts node 1 (lower id) and dials node 3 (never up).
+    let mut node_2 = TestNode::start_data_node(
+        NodeId(2),
+        22,
+        listen(),
+        vec![unreachable(1), unreachable(3)],
+        SECTIONS,
+    );
+
+    // Node 1, incarnation 5: hello both ways, membership told.
+    let mut client = Client::connect_as(node_2.address, 1, 5);
+    client.send(&[]);
+    let hello = client.receive_hello();
+    assert_eq!(
+        (hello.sender, hello.incarnation, hello.sequence),
+        (NodeId(2), 22, 0)
+    );
+    expect_connected(&mut node_2, 1, 5);
+    node_2.wait_until("node 1 registered", |node| {
+        node.registry.is_connected(NodeId(1))
+    });
+    // Signals both ways; node 2's frames continue after its hello.
+    client.send(&[envelope(
+        at(1, BlockKind::Ldm, 0),
+        at(2, BlockKind::Tc, 0),
+        CommitConf { tc_op: 3 },
+    )]);
+    let seen = node_2.next_signal();
+    assert_eq!(seen.from, at(1, BlockKind::Ldm, 0));
+    assert!(matches!(
+        seen.signal,
+        Signal::CommitConf(CommitConf { tc_op: 3 })
+    ));
+    node_2.reply([envelope(
+        at(2, BlockKind::Dih, 0),
+        at(1, BlockKind::Tc, 0),
+        GcpPrepare {
+            new_gci: Gci::from_parts(2, 0),
+        },
+    )]);
+    let (header, reply) = client.receive();
+    assert_eq!(header.sequence, 1, "the first frame after the hello");
+    assert!(matches!(reply.signal, Signal::GcpPrepare(_)), "{reply:?}");
+
+    // The connection drops: unregistered, nothing reported to the blocks.
+    drop(client);
+    node_2.wait_until("node 1 unregistered", |node| {
+        !node.registry.is_connected(NodeId(1))
+    });
+    expect_quiet(&mut node_2);
+
+    // Incarnation 4 is older than 5: refused, no hello, no report.
+    let mut old = Client::connect_as(node_2.address, 1, 4);
+    old.send(&[]);
+    old.expect_closed();
+    expect_quiet(&mut node_2);
+    assert!(!node_2.registry.is_connected(NodeId(1)));
+
+    // The same incarnation may reconnect (a connection dropped, the node
+    // did not restart); a data-node signal from an API block closes it.
+    let mut again = Client::connect_as(node_2.address, 1, 5);
+    again.send(&[]);
+    again.receive_hello();
+    expect_connected(&mut node_2, 1, 5);
+    again.send(&[envelope(
+        at(1, BlockKind::Api, 0),
+        at(2, BlockKind::Tc, 0),
+        CommitConf { tc_op: 1 },
+    )]);
+    again.expect_closed();
+    node_2.wait_until("node 1 unregistered", |node| {
+        !node.registry.is_connected(NodeId(1))
+    });
+
+    // A newer incarnation is welcome; a signal to a block that does not
+    // exist closes it.
+    let mut newer = Client::connect_as(node_2.address, 1, 6);
+    newer.send(&[envelope(
+        at(1, BlockKind::Ldm, 0),
+        at(2, BlockKind::Tc, 4),
+        CommitConf { tc_op: 1 },
+    )]);
+    newer.receive_hello();
+    expect_connected(&mut node_2, 1, 6);
+    newer.expect_closed();
+    node_2.wait_until("node 1 unregistered", |node| {
+        !node.registry.is_connected(NodeId(1))
+    });
+
+    // Node 3 has the higher id: node 2 dials it, so a connection from it
+    // is refused.
+    let mut wrong_way = Client::connect_as(node_2.address, 3, 1);
+    wrong_way.send(&[]);
+    wrong_way.expect_closed();
+    expect_quiet(&mut node_2);
+
+    // API nodes are served as before, and still may not send internal
+    // signals.
+    let mut api_client = Client::connect(node_2.address, 130);
+    api_client.send(&[envelope(
+        at(130, BlockKind::Api, 0),
+        at(2, BlockKind::Membership, 0),
+        ApiRegReq {
+            protocol_version: 1,
+        },
+    )]);
+    let seen = node_2.next_signal();
+    assert!(matches!(seen.signal, Signal::ApiRegReq(_)), "{seen:?}");
+    api_client.send(&[envelope(
+        at(130, BlockKind::Api, 0),
+        at(2, BlockKind::Tc, 0),
+        CommitConf { tc_op: 1 },
+    )]);
+    api_client.expect_closed();
+    let failures: Vec<Envelope> = (0..2).map(|_| node_2.next_signal()).collect();
+    assert!(
+        failures.iter().all(|seen| matches!(
+            seen.signal,
+            Signal::ApiFailRep(ApiFailRep { node: NodeId(130) })
+        )),
+        "{failures:?}"
+    );
+}
