@@ -18,6 +18,7 @@ pub mod error;
 pub mod ids;
 pub mod partition;
 pub mod refusal;
+pub mod replica_check;
 pub mod schema;
 pub mod section;
 pub mod signals;
