@@ -390,9 +390,81 @@ pub fn decode_partition_map(bytes: &[u8]) -> Result<PartitionMap, WireError> {
     })
 }
 
+/// Encodes the names of a ListTablesConf: u16 count, then per name a u16
+/// byte length and the name's UTF-8 bytes. Refused, with nothing appended,
+/// when the names do not fit the encoding: more than 65 535 of them
+/// (`BadField("table name count")`), a name over 65 535 bytes
+/// (`BadField("table name length")`), or more than
+/// [`MAX_SECTION_BYTES`] in all (`BadField("table names section")`).
+pub fn encode_table_names<'a>(
+    out: &mut Vec<u8>,
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<(), WireError> {
+    let start = out.len();
+    let result = write_table_names(out, names);
+    if result.is_err() {
+        out.truncate(start);
+    }
+    result
+}
+
+fn write_table_names<'a>(
+    out: &mut Vec<u8>,
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<(), WireError> {
+    let start = out.len();
+    let mut w = Writer::new(out);
+    w.u16(0); // count, patched below
+    let mut count: usize = 0;
+    for name in names {
+        if name.len() > u16::MAX as usize {
+            return Err(WireError::BadField("table name length"));
+        }
+        count += 1;
+        if count > u16::MAX as usize {
+            return Err(WireError::BadField("table name count"));
+        }
+        w.bytes16(name.as_bytes());
+        if w.position() - start > MAX_SECTION_BYTES {
+            return Err(WireError::BadField("table names section"));
+        }
+    }
+    out[start..start + 2].copy_from_slice(&(count as u16).to_le_bytes());
+    Ok(())
+}
+
+/// Decodes the names of a ListTablesConf (see [`encode_table_names`]):
+/// every length within the bytes (`Truncated`), every name UTF-8
+/// (`BadField("table name utf-8")`), and exactly `count` names with no
+/// bytes after them (`BadField("bytes after table names")`). The names
+/// borrow from `bytes`, in the order sent.
+pub fn decode_table_names(bytes: &[u8]) -> Result<Vec<&str>, WireError> {
+    let mut names = Vec::new();
+    for_each_table_name(bytes, |name| names.push(name))?;
+    Ok(names)
+}
+
+/// Checks the encoded table names in `bytes`, handing each to `each`.
+fn for_each_table_name<'a>(
+    bytes: &'a [u8],
+    mut each: impl FnMut(&'a str),
+) -> Result<(), WireError> {
+    let mut r = Reader::new(bytes);
+    let count = r.u16()?;
+    for _ in 0..count {
+        let name = std::str::from_utf8(r.bytes16()?)
+            .map_err(|_| WireError::BadField("table name utf-8"))?;
+        each(name);
+    }
+    if !r.is_empty() {
+        return Err(WireError::BadField("bytes after table names"));
+    }
+    Ok(())
+}
+
 /// Whether an API node may send signal `number` (to a data node).
 pub fn is_api_request(number: u16) -> bool {
-    matches!(number, 1 | 10 | 14 | 15 | 20 | 23 | 25 | 30)
+    matches!(number, 1 | 10 | 14 | 15 | 20 | 23 | 25 | 27 | 30)
 }
 
 /// Writes a block address (node u16, kind u8, instance u16: 5 bytes), for
@@ -492,6 +564,12 @@ pub fn encode_signal(out: &mut Vec<u8>, envelope: &Envelope) -> Result<(), WireE
             w.bytes32(s.definition.as_slice());
             w.u32(s.map_version);
             w.bytes32(s.map.as_slice());
+        }
+        Signal::ListTablesReq(s) => w.u32(s.request_id),
+        Signal::ListTablesConf(s) => {
+            w.u32(s.request_id);
+            w.u32(s.schema_version);
+            w.bytes32(s.names.as_slice());
         }
         Signal::ScanPartitionReq(s) => {
             w.u32(s.request_id);
@@ -857,6 +935,23 @@ fn decode_body(
             map: section(r, pool)?,
         }
         .into(),
+        27 => ListTablesReq {
+            request_id: r.u32()?,
+        }
+        .into(),
+        28 => {
+            let request_id = r.u32()?;
+            let schema_version = r.u32()?;
+            // Checked before a section is taken, so a refusal costs none.
+            let names = r.bytes32()?;
+            for_each_table_name(names, |_| {})?;
+            ListTablesConf {
+                request_id,
+                schema_version,
+                names: pool.copy_from(names).ok_or(WireError::OutOfSections)?,
+            }
+            .into()
+        }
         30 => ScanPartitionReq {
             request_id: r.u32()?,
             table_id: r.u32()?,
@@ -1548,5 +1643,297 @@ mod tests {
         assert!(is_api_request(30));
         assert!(!is_api_request(31));
         assert!(!is_api_request(40));
+    }
+
+    #[test]
+    fn list_tables_req_is_an_api_request_and_its_conf_is_not() {
+        assert!(is_api_request(27));
+        assert!(!is_api_request(28));
+        let request: Signal = ListTablesReq { request_id: 1 }.into();
+        assert_eq!((request.number(), request.name()), (27, "ListTablesReq"));
+    }
+
+    fn table_names(names: &[&str]) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        encode_table_names(&mut bytes, names.iter().copied()).expect("the names fit");
+        bytes
+    }
+
+    #[test]
+    fn list_tables_signals_round_trip() {
+        let pool = pool();
+        let long = "x".repeat(64);
+        let names = ["accounts", "orders", "\u{e9}t\u{e9}", long.as_str()];
+        let cases: Vec<Signal> = vec![
+            ListTablesReq { request_id: 0 }.into(),
+            ListTablesReq {
+                request_id: u32::MAX,
+            }
+            .into(),
+            ListTablesConf {
+                request_id: 7,
+                schema_version: 12,
+                names: pool.copy_from(&table_names(&names)).expect("room"),
+            }
+            .into(),
+            ListTablesConf {
+                request_id: 8,
+                schema_version: 1,
+                names: pool.copy_from(&table_names(&[])).expect("room"),
+            }
+            .into(),
+        ];
+        for signal in cases {
+            round_trip(signal);
+        }
+        // The body byte by byte (docs/wire-format.md).
+        let envelope = Envelope {
+            from: BlockRef::new(NodeId(2), BlockKind::Dict, 0),
+            to: BlockRef::new(NodeId(130), BlockKind::Api, 3),
+            signal: ListTablesConf {
+                request_id: 7,
+                schema_version: 12,
+                names: pool.copy_from(&table_names(&["ab", "c"])).expect("room"),
+            }
+            .into(),
+        };
+        let mut out = Vec::new();
+        encode_signal(&mut out, &envelope).expect("wire signal");
+        let mut expected = vec![
+            28,
+            0,
+            BlockKind::Api as u8,
+            BlockKind::Dict as u8,
+            3,
+            0,
+            0,
+            0,
+        ];
+        expected.extend_from_slice(&(4u32 + 4 + 4 + 9).to_le_bytes());
+        expected.extend_from_slice(&7u32.to_le_bytes());
+        expected.extend_from_slice(&12u32.to_le_bytes());
+        expected.extend_from_slice(&9u32.to_le_bytes());
+        expected.extend_from_slice(&[2, 0, 2, 0, b'a', b'b', 1, 0, b'c']);
+        assert_eq!(out, expected);
+        let mut out = Vec::new();
+        let request = Envelope {
+            from: BlockRef::new(NodeId(130), BlockKind::Api, 3),
+            to: BlockRef::new(NodeId(2), BlockKind::Dict, 0),
+            signal: ListTablesReq { request_id: 5 }.into(),
+        };
+        encode_signal(&mut out, &request).expect("wire signal");
+        assert_eq!(out[8..], [4, 0, 0, 0, 5, 0, 0, 0]);
+    }
+
+    #[test]
+    fn table_names_round_trip() {
+        let long = "n".repeat(u16::MAX as usize);
+        let cases: Vec<Vec<&str>> = vec![
+            vec![],
+            vec!["t"],
+            vec!["a", "b", "a"],
+            vec!["", "\u{1f980}", "T1", "t1"],
+            vec![&long],
+        ];
+        for names in cases {
+            let bytes = table_names(&names);
+            assert_eq!(
+                bytes.len(),
+                2 + names.iter().map(|name| 2 + name.len()).sum::<usize>()
+            );
+            assert_eq!(decode_table_names(&bytes), Ok(names));
+        }
+        // Appends to what `out` holds.
+        let mut out = vec![9];
+        encode_table_names(&mut out, ["t"]).expect("fits");
+        assert_eq!(out, [9, 1, 0, 1, 0, b't']);
+    }
+
+    #[test]
+    fn table_names_that_do_not_fit_are_refused_with_nothing_appended() {
+        let long = "n".repeat(u16::MAX as usize + 1);
+        let many = vec![""; u16::MAX as usize + 1];
+        // Two names of 65 535 bytes are over 131 072 bytes with their
+        // lengths and count.
+        let huge = "h".repeat(u16::MAX as usize);
+        let cases: Vec<(Vec<&str>, WireError)> = vec![
+            (vec!["t", &long], WireError::BadField("table name length")),
+            (many, WireError::BadField("table name count")),
+            (
+                vec![&huge, &huge, "t"],
+                WireError::BadField("table names section"),
+            ),
+        ];
+        for (names, expected) in cases {
+            let mut out = vec![9];
+            assert_eq!(encode_table_names(&mut out, names), Err(expected));
+            assert_eq!(out, [9], "{expected:?}: nothing appended");
+        }
+        // The most empty names the count allows fit.
+        let mut out = Vec::new();
+        encode_table_names(&mut out, vec![""; u16::MAX as usize]).expect("fits");
+        assert_eq!(
+            decode_table_names(&out).map(|names| names.len()),
+            Ok(65_535)
+        );
+    }
+
+    #[test]
+    fn malformed_table_names_are_refused() {
+        let good = table_names(&["ab", "c"]);
+        let with = |edit: &dyn Fn(&mut Vec<u8>)| {
+            let mut bytes = good.clone();
+            edit(&mut bytes);
+            bytes
+        };
+        let cases: Vec<(&str, Vec<u8>, WireError)> = vec![
+            ("empty", Vec::new(), WireError::Truncated),
+            ("half a count", vec![1], WireError::Truncated),
+            (
+                "count above the names",
+                with(&|b| b[0] = 3),
+                WireError::Truncated,
+            ),
+            (
+                "count below the names",
+                with(&|b| b[0] = 1),
+                WireError::BadField("bytes after table names"),
+            ),
+            (
+                "a byte after the names",
+                with(&|b| b.push(0)),
+                WireError::BadField("bytes after table names"),
+            ),
+            (
+                "a length past the end",
+                with(&|b| b[6] = 2),
+                WireError::Truncated,
+            ),
+            (
+                "half a length",
+                with(&|b| b.truncate(7)),
+                WireError::Truncated,
+            ),
+            (
+                "a name cut short",
+                with(&|b| b.truncate(8)),
+                WireError::Truncated,
+            ),
+            (
+                "invalid UTF-8",
+                with(&|b| b[4] = 0xff),
+                WireError::BadField("table name utf-8"),
+            ),
+            (
+                "a lone continuation byte",
+                with(&|b| b[8] = 0x80),
+                WireError::BadField("table name utf-8"),
+            ),
+            (
+                "half a two-byte character",
+                with(&|b| b[5] = 0xc3),
+                WireError::BadField("table name utf-8"),
+            ),
+        ];
+        for (case, bytes, expected) in cases {
+            assert_eq!(decode_table_names(&bytes), Err(expected), "{case}");
+            // The same names inside a ListTablesConf refuse the signal.
+            let pool = pool();
+            let conf = ListTablesConf {
+                request_id: 1,
+                schema_version: 2,
+                names: pool.copy_from(&bytes).expect("room"),
+            };
+            assert_eq!(decode_mangled(conf.into(), |_| {}), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn truncated_list_tables_bodies_are_refused() {
+        let pool = pool();
+        let conf = || ListTablesConf {
+            request_id: 1,
+            schema_version: 2,
+            names: pool.copy_from(&table_names(&["t1", "t2"])).expect("room"),
+        };
+        // request id 0..4, schema version 4..8, section length 8..12, names.
+        for keep in 0..22 {
+            assert_eq!(
+                decode_mangled(conf().into(), |b| b.truncate(keep)),
+                WireError::Truncated,
+                "ListTablesConf cut to {keep} bytes"
+            );
+        }
+        assert_eq!(
+            decode_mangled(conf().into(), |b| b[8..12]
+                .copy_from_slice(&(MAX_SECTION_BYTES as u32 + 1).to_le_bytes())),
+            WireError::BadField("section length")
+        );
+        assert_eq!(
+            decode_mangled(conf().into(), |b| b.push(0)),
+            WireError::BadField("bytes after signal fields")
+        );
+        for keep in 0..4 {
+            assert_eq!(
+                decode_mangled(ListTablesReq { request_id: 3 }.into(), |b| b.truncate(keep)),
+                WireError::Truncated
+            );
+        }
+        assert_eq!(
+            decode_mangled(ListTablesReq { request_id: 3 }.into(), |b| b.push(0)),
+            WireError::BadField("bytes after signal fields")
+        );
+    }
+
+    #[test]
+    fn a_list_tables_conf_waiting_for_a_section_can_be_decoded_again() {
+        let pool = SectionPool::leak([1, 1, 1, 1, 1, 1]);
+        let envelope = Envelope {
+            from: BlockRef::new(NodeId(2), BlockKind::Dict, 0),
+            to: BlockRef::new(NodeId(3), BlockKind::Dict, 0),
+            signal: ListTablesConf {
+                request_id: 1,
+                schema_version: 2,
+                names: pool.copy_from(&table_names(&["t"])).expect("room"),
+            }
+            .into(),
+        };
+        let mut out = Vec::new();
+        encode_signal(&mut out, &envelope).expect("wire signal");
+        let mut decoder = SignalDecoder::new(&out, 1, NodeId(2), NodeId(3));
+        // The only small section is the one the envelope still holds.
+        assert_eq!(decoder.next(pool).err(), Some(WireError::OutOfSections));
+        drop(envelope);
+        let decoded = decoder.next(pool).expect("decodes").expect("one signal");
+        let Signal::ListTablesConf(conf) = decoded.signal else {
+            panic!("decoded {:?}", decoded.signal);
+        };
+        assert_eq!(decode_table_names(conf.names.as_slice()), Ok(vec!["t"]));
+    }
+
+    #[test]
+    fn mangled_table_names_never_panic() {
+        let mut rng = stdx::mix::XorShift::new(7);
+        let alphabet = ["t", "T1", "", "\u{e9}", "\u{1f980}x"];
+        let mut decoded = 0;
+        for _ in 0..20_000 {
+            let names: Vec<&str> = (0..rng.below(4))
+                .map(|_| alphabet[rng.below(alphabet.len() as u64) as usize])
+                .collect();
+            let mut bytes = table_names(&names);
+            for _ in 0..rng.below(3) {
+                let position = rng.below(bytes.len() as u64 + 1) as usize;
+                match rng.below(3) {
+                    0 if position < bytes.len() => bytes[position] = rng.next_u64() as u8,
+                    1 => bytes.truncate(position),
+                    _ => bytes.insert(position, rng.below(4) as u8),
+                }
+            }
+            if let Ok(names) = decode_table_names(&bytes) {
+                decoded += 1;
+                assert_eq!(table_names(&names), bytes, "decoding is exact");
+            }
+        }
+        assert!(decoded > 1000, "only {decoded} inputs decoded");
     }
 }

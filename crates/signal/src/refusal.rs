@@ -41,6 +41,7 @@ pub fn refuse_api_request(request: &Signal) -> Option<Signal> {
         Signal::CreateTabReq(request) => schema_ref(request.request_id),
         Signal::DropTabReq(request) => schema_ref(request.request_id),
         Signal::GetTabInfoReq(request) => schema_ref(request.request_id),
+        Signal::ListTablesReq(request) => schema_ref(request.request_id),
         Signal::TcKeyReq(request) => tc_key_ref(request.transaction_id, request.client_op),
         Signal::TcCommitReq(request) => tc_key_ref(request.transaction_id, u32::MAX),
         Signal::TcRollbackReq(request) => tc_key_ref(request.transaction_id, u32::MAX),
@@ -58,7 +59,7 @@ pub fn refuse_api_request(request: &Signal) -> Option<Signal> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signals::{ApiRegReq, DropTabReq, TcCommitReq};
+    use crate::signals::{ApiRegReq, DropTabReq, ListTablesConf, ListTablesReq, TcCommitReq};
     use crate::{SectionPool, TransactionId};
 
     #[test]
@@ -79,6 +80,30 @@ mod tests {
                 error: ErrorCode::BadRequest
             }
         );
+    }
+
+    #[test]
+    fn a_misaddressed_list_tables_req_gets_a_schema_ref_with_its_id() {
+        let request: Signal = ListTablesReq { request_id: 11 }.into();
+        let Some(Signal::SchemaRef(refusal)) = refuse_api_request(&request) else {
+            panic!("no SchemaRef");
+        };
+        assert_eq!(
+            refusal,
+            SchemaRef {
+                request_id: 11,
+                error: ErrorCode::BadRequest
+            }
+        );
+        // Its answer is not a request: nothing to refuse.
+        let pool = SectionPool::leak([1; 6]);
+        let answer: Signal = ListTablesConf {
+            request_id: 11,
+            schema_version: 1,
+            names: pool.copy_from(&[0, 0]).expect("room"),
+        }
+        .into();
+        assert!(refuse_api_request(&answer).is_none());
     }
 
     #[test]

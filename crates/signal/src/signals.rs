@@ -210,7 +210,7 @@ pub struct CreateTabConf {
     pub table_version: u32,
 }
 
-/// dict -> API. A schema request failed (create, drop or get).
+/// dict -> API. A schema request failed (create, drop, get or list).
 #[derive(Debug, PartialEq)]
 pub struct SchemaRef {
     /// Echoed.
@@ -257,6 +257,30 @@ pub struct GetTabInfoConf {
     pub map_version: u32,
     /// Encoded [`PartitionMap`] of the table (see `codec::encode_partition_map`).
     pub map: Section,
+}
+
+/// API -> dict (any data node's). List the online tables: how the replica
+/// checker finds every table without knowing their names. Refused with
+/// [`SchemaRef`] (NodeNotStarted before the dict's schema phase).
+#[derive(Debug, PartialEq)]
+pub struct ListTablesReq {
+    /// Client's number for the request, echoed.
+    pub request_id: u32,
+}
+
+/// dict -> API. The names of the online tables (those GET_TABINFO finds;
+/// tables being created or dropped are left out), sorted by byte value.
+#[derive(Debug, PartialEq)]
+pub struct ListTablesConf {
+    /// Echoed.
+    pub request_id: u32,
+    /// Schema version at the time of the answer: the list is that
+    /// version's tables.
+    pub schema_version: u32,
+    /// The names: u16 count, then per name a u16 byte length and that many
+    /// bytes of UTF-8 (see `codec::encode_table_names` and
+    /// `codec::decode_table_names`).
+    pub names: Section,
 }
 
 /// Most replicas a partition may have.
@@ -707,6 +731,8 @@ signals! {
     DropTabConf = 24,
     GetTabInfoReq = 25,
     GetTabInfoConf = 26,
+    ListTablesReq = 27,
+    ListTablesConf = 28,
     LqhKeyReq = 40,
     LqhKeyConf = 41,
     LqhKeyRef = 42,

@@ -6,8 +6,9 @@
 
 use signal::attr::{self, key_hash, AttrIter, AttrWriter, KeyHash, NULL_LENGTH};
 use signal::codec::{
-    begin_frame, encode_signal, finish_frame, parse_frame_header, verify_frame, SignalDecoder,
-    WireError, FRAME_HEADER_BYTES, SIGNAL_HEAD_BYTES,
+    begin_frame, decode_table_names, encode_signal, encode_table_names, finish_frame,
+    parse_frame_header, verify_frame, SignalDecoder, WireError, FRAME_HEADER_BYTES,
+    SIGNAL_HEAD_BYTES,
 };
 use signal::schema::{ColumnDef, ColumnType, TableDef, MAX_COLUMNS};
 use signal::signals::*;
@@ -17,9 +18,9 @@ use stdx::mix::XorShift;
 
 /// Signal numbers with a wire form: API <-> data node, then between data
 /// nodes.
-const WIRE_NUMBERS: [u16; 41] = [
-    1, 2, 10, 11, 12, 13, 14, 15, 16, 20, 21, 22, 23, 24, 25, 26, 30, 31, 32, 40, 41, 42, 43, 44,
-    45, 46, 47, 48, 60, 61, 62, 63, 64, 72, 73, 74, 75, 76, 77, 84, 85,
+const WIRE_NUMBERS: [u16; 43] = [
+    1, 2, 10, 11, 12, 13, 14, 15, 16, 20, 21, 22, 23, 24, 25, 26, 27, 28, 30, 31, 32, 40, 41, 42,
+    43, 44, 45, 46, 47, 48, 60, 61, 62, 63, 64, 72, 73, 74, 75, 76, 77, 84, 85,
 ];
 
 fn pool() -> &'static SectionPool {
@@ -43,6 +44,22 @@ fn edgy_u32(rng: &mut XorShift) -> u32 {
     }
 }
 
+/// 0 to 5 random names (UTF-8 of 0 to 12 characters, some beyond ASCII),
+/// encoded as ListTablesConf carries them.
+fn random_table_names(rng: &mut XorShift) -> Vec<u8> {
+    const CHARACTERS: [char; 6] = ['t', 'Z', '_', '\u{e9}', '\u{2603}', '\u{1f980}'];
+    let names: Vec<String> = (0..rng.below(6))
+        .map(|_| {
+            (0..rng.below(13))
+                .map(|_| CHARACTERS[rng.below(CHARACTERS.len() as u64) as usize])
+                .collect()
+        })
+        .collect();
+    let mut bytes = Vec::new();
+    encode_table_names(&mut bytes, names.iter().map(String::as_str)).expect("few short names");
+    bytes
+}
+
 /// A valid wire signal with random fields.
 fn random_wire_signal(rng: &mut XorShift, pool: &'static SectionPool) -> Signal {
     let section = |rng: &mut XorShift| {
@@ -50,7 +67,7 @@ fn random_wire_signal(rng: &mut XorShift, pool: &'static SectionPool) -> Signal 
         pool.copy_from(&bytes).expect("test pool has room")
     };
     let error = ErrorCode::ALL[rng.below(ErrorCode::ALL.len() as u64) as usize];
-    match rng.below(32) {
+    match rng.below(34) {
         0 => ApiRegReq {
             protocol_version: rng.next_u64() as u16,
         }
@@ -140,6 +157,18 @@ fn random_wire_signal(rng: &mut XorShift, pool: &'static SectionPool) -> Signal 
             definition: section(rng),
             map_version: edgy_u32(rng),
             map: section(rng),
+        }
+        .into(),
+        16 => ListTablesReq {
+            request_id: edgy_u32(rng),
+        }
+        .into(),
+        17 => ListTablesConf {
+            request_id: edgy_u32(rng),
+            schema_version: edgy_u32(rng),
+            names: pool
+                .copy_from(&random_table_names(rng))
+                .expect("test pool has room"),
         }
         .into(),
         _ => random_data_node_signal(rng, pool),
@@ -404,6 +433,9 @@ fn decode_all(body: &[u8], count: u16, pool: &'static SectionPool) -> Result<usi
                 assert!(nodes.iter().all(|node| (1..=255).contains(&node.0)));
                 assert_eq!(request.tc.kind, BlockKind::Tc);
             }
+            Signal::ListTablesConf(conf) => {
+                decode_table_names(conf.names.as_slice()).expect("decoded names are checked");
+            }
             Signal::TcAddTabReq(TcAddTabReq { table, map })
             | Signal::LqhAddTabReq(LqhAddTabReq { table, map })
             | Signal::DictAddTabReq(DictAddTabReq { table, map, .. }) => {
@@ -513,6 +545,12 @@ fn valid_signals_round_trip_exactly() {
             format!("{:?}", decoded.signal),
             format!("{:?}", envelope.signal)
         );
+        // Debug shows a section's length only: compare the names' bytes.
+        if let (Signal::ListTablesConf(decoded), Signal::ListTablesConf(sent)) =
+            (&decoded.signal, &envelope.signal)
+        {
+            assert_eq!(decoded, sent);
+        }
         assert!(decoder.next(pool).expect("end").is_none());
     }
 }

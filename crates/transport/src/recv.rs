@@ -261,9 +261,10 @@ fn api_receiver(signal: &Signal) -> Option<BlockKind> {
         Signal::TcKeyReq(_) | Signal::TcCommitReq(_) | Signal::TcRollbackReq(_) => {
             Some(BlockKind::Tc)
         }
-        Signal::CreateTabReq(_) | Signal::DropTabReq(_) | Signal::GetTabInfoReq(_) => {
-            Some(BlockKind::Dict)
-        }
+        Signal::CreateTabReq(_)
+        | Signal::DropTabReq(_)
+        | Signal::GetTabInfoReq(_)
+        | Signal::ListTablesReq(_) => Some(BlockKind::Dict),
         Signal::ScanPartitionReq(_) => Some(BlockKind::Ldm),
         _ => None,
     }
@@ -973,4 +974,34 @@ pub fn run_recv_thread(setup: RecvSetup) {
         connections.close(slot, CloseReason::Shutdown, &mut dispatch);
     }
     dispatch.outbox.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use signal::signals::{GetTabInfoReq, ListTablesConf, ListTablesReq};
+
+    #[test]
+    fn list_tables_req_goes_to_dict_only() {
+        let request: Signal = ListTablesReq { request_id: 1 }.into();
+        assert!(codec::is_api_request(request.number()));
+        assert_eq!(api_receiver(&request), Some(BlockKind::Dict));
+        // As GET_TABINFO, its neighbour.
+        let pool = SectionPool::leak([2; 6]);
+        let get: Signal = GetTabInfoReq {
+            request_id: 1,
+            name: pool.copy_from(b"t").expect("room"),
+        }
+        .into();
+        assert_eq!(api_receiver(&get), api_receiver(&request));
+        // The answer is not an API node's to send.
+        let answer: Signal = ListTablesConf {
+            request_id: 1,
+            schema_version: 1,
+            names: pool.copy_from(&[0, 0]).expect("room"),
+        }
+        .into();
+        assert!(!codec::is_api_request(answer.number()));
+        assert_eq!(api_receiver(&answer), None);
+    }
 }

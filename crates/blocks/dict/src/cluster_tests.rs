@@ -1,8 +1,8 @@
 //! dict across data nodes: golden traces of a create and a drop run by the
 //! master of 2 nodes (every tc and ldm of both, then the other dict) and of
 //! 4 nodes, the other dicts refusing creates and drops with NotMaster,
-//! learning tables from the master and answering GET_TABINFO with the
-//! master's schema version.
+//! learning tables from the master and answering GET_TABINFO and
+//! LIST_TABLES with the master's schema version.
 
 use crate::{Dict, DictConfig, DROP_RETRY_DELAY_MS};
 use kernel::testing::{delayed_line, deliver, line, RecordingContext};
@@ -11,7 +11,7 @@ use signal::partition::BUCKETS;
 use signal::schema::{ColumnDef, ColumnType, TableDef};
 use signal::signals::{
     AddTabConf, CreateTabConf, CreateTabReq, DiAddTabConf, DiAddTabReq, DictAddTabReq, DropTabConf,
-    DropTabOrd, DropTabRep, DropTabReq, GetTabInfoReq, LqhAddTabReq, PartitionMap,
+    DropTabOrd, DropTabRep, DropTabReq, GetTabInfoReq, ListTablesReq, LqhAddTabReq, PartitionMap,
     PartitionPlacement, SchemaRef, StartPhaseReq, TcAddTabReq,
 };
 use signal::{codec, BlockKind, BlockRef, ErrorCode, NodeId, Signal};
@@ -125,6 +125,29 @@ fn get(
             Ok((table, map, conf.schema_version))
         }
         Signal::SchemaRef(refusal) => Err(refusal.error),
+        other => panic!("unexpected answer {other:?}"),
+    }
+}
+
+/// LIST_TABLES: the names and the schema version, or the refusal.
+fn list(dict: &mut Dict, ctx: &mut RecordingContext) -> Result<(Vec<String>, u32), ErrorCode> {
+    deliver(dict, ctx, API, ListTablesReq { request_id: 4 });
+    let sent = ctx.sent.pop().expect("an answer");
+    assert!(ctx.sent.is_empty());
+    assert_eq!(sent.envelope.to, API);
+    match sent.envelope.signal {
+        Signal::ListTablesConf(conf) => {
+            assert_eq!(conf.request_id, 4);
+            let names = codec::decode_table_names(conf.names.as_slice()).expect("valid names");
+            Ok((
+                names.into_iter().map(String::from).collect(),
+                conf.schema_version,
+            ))
+        }
+        Signal::SchemaRef(refusal) => {
+            assert_eq!(refusal.request_id, 4);
+            Err(refusal.error)
+        }
         other => panic!("unexpected answer {other:?}"),
     }
 }
@@ -431,6 +454,11 @@ fn a_dict_that_is_not_master_refuses_creates_and_drops_even_before_start() {
         Err(ErrorCode::NodeNotStarted),
         "GET_TABINFO is answered by every dict, once started"
     );
+    assert_eq!(
+        list(&mut dict, &mut ctx),
+        Err(ErrorCode::NodeNotStarted),
+        "LIST_TABLES too"
+    );
 }
 
 #[test]
@@ -441,6 +469,7 @@ fn a_dict_that_is_not_master_learns_and_forgets_tables_from_the_master() {
         get(&mut other, &mut ctx, "t1"),
         Err(ErrorCode::UnknownTable)
     );
+    assert_eq!(list(&mut other, &mut ctx), Ok((Vec::new(), 1)));
     let me = dict_of(2);
     let master_dict = dict_of(1);
 
@@ -461,6 +490,15 @@ fn a_dict_that_is_not_master_learns_and_forgets_tables_from_the_master() {
         "the definition, the map and the master's schema version"
     );
     assert_eq!(other.schema_version(), master.schema_version());
+    assert_eq!(
+        list(&mut other, &mut ctx),
+        Ok((vec!["t1".to_string()], 2)),
+        "the master's tables and schema version"
+    );
+    assert_eq!(
+        list(&mut other, &mut ctx),
+        list(&mut master, &mut master_ctx)
+    );
 
     deliver(
         &mut other,
@@ -484,6 +522,7 @@ fn a_dict_that_is_not_master_learns_and_forgets_tables_from_the_master() {
         get(&mut other, &mut ctx, "t1"),
         Err(ErrorCode::UnknownTable)
     );
+    assert_eq!(list(&mut other, &mut ctx), Ok((Vec::new(), 3)));
 
     // The id comes back with its next version, as at the master.
     let recreated = DictAddTabReq {
@@ -501,6 +540,7 @@ fn a_dict_that_is_not_master_learns_and_forgets_tables_from_the_master() {
         get(&mut other, &mut ctx, "t2").map(|(table, _, version)| (table.version, version)),
         Ok((2, 4))
     );
+    assert_eq!(list(&mut other, &mut ctx), Ok((vec!["t2".to_string()], 4)));
 }
 
 #[test]

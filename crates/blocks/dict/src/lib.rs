@@ -8,7 +8,7 @@
 //! Files by concern, as NDB's dbtux/:
 //! - `lib.rs`: configuration, the block struct and its inbox (one `match`);
 //! - `requests.rs`: API requests: checks, the FIFO of schema operations
-//!   (one runs at a time), GET_TABINFO;
+//!   (one runs at a time), GET_TABINFO and LIST_TABLES;
 //! - `create.rs`, `drop.rs`: the create and drop protocols;
 //! - `follower.rs`: a non-master dict learning tables from the master;
 //! - `tables.rs`: the table registry.
@@ -16,7 +16,7 @@
 //! The president's dict (the lowest configured data node id) is the
 //! master: it alone runs creates and drops, on the tcs and ldms of every
 //! data node, then tells every other dict, so that each answers
-//! GET_TABINFO for every online table. The other dicts refuse creates and
+//! GET_TABINFO and LIST_TABLES for every online table. The other dicts refuse creates and
 //! drops with `NotMaster` (temporary: the client retries at the
 //! president).
 
@@ -217,6 +217,7 @@ impl kernel::Block for Dict {
             Signal::CreateTabReq(request) => self.create_table_request(from, request, ctx),
             Signal::DropTabReq(request) => self.drop_table_request(from, request, ctx),
             Signal::GetTabInfoReq(request) => self.get_table_info(from, request, ctx),
+            Signal::ListTablesReq(request) => self.list_tables(from, request, ctx),
             // From dih, and from the tcs, ldms and dicts of every node.
             Signal::DiAddTabConf(conf) => self.distribution_conf(from, conf, ctx),
             Signal::AddTabConf(conf) => self.add_table_conf(from, conf.table_id, ctx),

@@ -1,10 +1,11 @@
 //! Schema requests from API nodes: their checks, the FIFO in which create
-//! and drop wait their turn, and GET_TABINFO.
+//! and drop wait their turn, GET_TABINFO and LIST_TABLES.
 //!
 //! Everything here comes from the network, so nothing here panics on what a
 //! request holds: a bad request gets a `SchemaRef` with an error code.
 //! Creates and drops run on the master dict only; the others answer them
-//! `NotMaster` before looking at them. Every dict answers GET_TABINFO.
+//! `NotMaster` before looking at them. Every dict answers GET_TABINFO and
+//! LIST_TABLES.
 //!
 //! Creates and drops run one at a time. Each changes several blocks in
 //! several round trips, and running them in sequence means no operation
@@ -12,14 +13,17 @@
 //! never interleave) and each schema version names exactly one change.
 //! Checks that need no table state (decoding the definition, the name's
 //! encoding) run on arrival, so a queued request holds no section.
-//! GET_TABINFO only reads online tables and is answered at once: tables
-//! being created or dropped are invisible to it.
+//! GET_TABINFO and LIST_TABLES only read online tables and are answered at
+//! once: tables being created or dropped are invisible to them.
 
 use crate::tables::{TableEntry, TableState};
 use crate::{Dict, MAX_PARTITIONS, SCHEMA_PHASE};
 use kernel::Context;
 use signal::schema::TableDef;
-use signal::signals::{CreateTabReq, DropTabReq, GetTabInfoConf, GetTabInfoReq, SchemaRef};
+use signal::signals::{
+    CreateTabReq, DropTabReq, GetTabInfoConf, GetTabInfoReq, ListTablesConf, ListTablesReq,
+    SchemaRef,
+};
 use signal::{BlockRef, ErrorCode, NodeId};
 use std::sync::Arc;
 
@@ -195,6 +199,36 @@ impl Dict {
             definition,
             map_version: map.version,
             map: map_section,
+        };
+        kernel::send(ctx, self.address, from, conf);
+    }
+
+    /// LIST_TABLES: the names of the online tables, sorted, with the schema
+    /// version they belong to. Names that do not fit one section (past
+    /// 1 985 tables of 64-byte names) and an exhausted section pool are both
+    /// refused with `OutOfSignalMemory`: a list with tables left out would
+    /// let the replica checker skip them unnoticed.
+    pub(crate) fn list_tables(
+        &mut self,
+        from: BlockRef,
+        request: ListTablesReq,
+        ctx: &mut dyn Context,
+    ) {
+        let request_id = request.request_id;
+        if self.refused_before_start(from, request_id, ctx) {
+            return;
+        }
+        let mut bytes = Vec::new();
+        let names = signal::codec::encode_table_names(&mut bytes, self.tables.online_names())
+            .ok()
+            .and_then(|()| ctx.pool().copy_from(&bytes));
+        let Some(names) = names else {
+            return self.refuse(from, request_id, ErrorCode::OutOfSignalMemory, ctx);
+        };
+        let conf = ListTablesConf {
+            request_id,
+            schema_version: self.schema_version,
+            names,
         };
         kernel::send(ctx, self.address, from, conf);
     }

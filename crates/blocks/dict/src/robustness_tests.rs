@@ -1,20 +1,22 @@
 //! Robustness of dict against what API nodes send: create requests whose
 //! definitions are random bytes, mangled encodings or tables that break a
 //! rule (no columns, bad names, huge partition counts), drops and lookups
-//! of random names (invalid UTF-8 included), transaction requests sent to
+//! of random names (invalid UTF-8 included), table listings (each sorted,
+//! of valid names, none twice), transaction requests sent to
 //! dict, and API nodes failing, while the other blocks (played by the test,
 //! correctly and in random order) answer the schema operations in flight.
 //! dict must not panic, must answer every request of a live API node
 //! exactly once, and may only ever create valid tables. The dict is the
 //! master of two data nodes; the other node's dict (a real one) follows,
-//! and must end with the same tables and schema version.
+//! and must end with the same tables (and list them alike) and schema
+//! version.
 
 use crate::{Dict, DictConfig, MAX_PARTITIONS};
 use kernel::testing::{deliver, RecordingContext};
 use kernel::Context;
 use signal::schema::{ColumnDef, ColumnType, TableDef};
 use signal::signals::*;
-use signal::{BlockKind, BlockRef, NodeId, Signal, TransactionId};
+use signal::{codec, BlockKind, BlockRef, NodeId, Signal, TransactionId};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use stdx::mix::XorShift;
@@ -74,6 +76,8 @@ struct Fuzz {
     next_request: u32,
     /// Answers by signal name.
     answers: HashMap<&'static str, u32>,
+    /// Names of the tables dict started to create.
+    creating: HashSet<String>,
 }
 
 impl Fuzz {
@@ -112,6 +116,7 @@ impl Fuzz {
             orphaned: HashSet::new(),
             next_request: 0,
             answers: HashMap::new(),
+            creating: HashSet::new(),
         };
         for phase in 1..=3 {
             fuzz.deliver(MEMBERSHIP, StartPhaseReq { phase });
@@ -137,11 +142,26 @@ impl Fuzz {
                     assert!(table.partitions >= 1 && table.partitions <= MAX_PARTITIONS);
                     Some(conf.request_id)
                 }
+                Signal::ListTablesConf(conf) => {
+                    let names = codec::decode_table_names(conf.names.as_slice())
+                        .expect("dict encodes valid names");
+                    assert!(
+                        names.windows(2).all(|pair| pair[0] < pair[1]),
+                        "names sorted, none twice: {names:?}"
+                    );
+                    assert!(
+                        names.iter().all(|&name| self.creating.contains(name)),
+                        "only created tables: {names:?}"
+                    );
+                    assert_eq!(conf.schema_version, self.dict.schema_version());
+                    Some(conf.request_id)
+                }
                 Signal::TcKeyRef(_) | Signal::StartPhaseConf(_) => None,
                 Signal::DiAddTabReq(request) => {
                     assert_eq!(request.table.validate(), Ok(()));
                     assert!(request.table.partitions >= 1);
                     assert!(request.table.partitions <= MAX_PARTITIONS);
+                    self.creating.insert(request.table.name.clone());
                     None
                 }
                 _ => None,
@@ -204,7 +224,7 @@ impl Fuzz {
         self.next_request += 1;
         let request_id = self.next_request;
         let pool = self.ctx.pool();
-        let signal: Signal = match self.below(8) {
+        let signal: Signal = match self.below(9) {
             0..=2 => {
                 let definition = self.definition();
                 CreateTabReq {
@@ -229,7 +249,8 @@ impl Fuzz {
                 }
                 .into()
             }
-            6 => {
+            6 => ListTablesReq { request_id }.into(),
+            7 => {
                 // Transaction requests addressed to dict.
                 let transaction_id = TransactionId(u64::from(api.node.0) << 48);
                 match self.below(3) {
@@ -256,7 +277,10 @@ impl Fuzz {
         };
         if matches!(
             signal,
-            Signal::CreateTabReq(_) | Signal::DropTabReq(_) | Signal::GetTabInfoReq(_)
+            Signal::CreateTabReq(_)
+                | Signal::DropTabReq(_)
+                | Signal::GetTabInfoReq(_)
+                | Signal::ListTablesReq(_)
         ) {
             self.outstanding.insert((api, request_id));
         }
@@ -371,12 +395,26 @@ fn random_schema_requests_never_crash_dict_and_are_each_answered_once() {
                 "seed {seed}: the dicts disagree on table {name}"
             );
         }
+        let list = |dict: &mut Dict, ctx: &mut RecordingContext| {
+            deliver(dict, ctx, APIS[0], ListTablesReq { request_id: 0 });
+            let reply = ctx.sent.pop().expect("an answer");
+            let Signal::ListTablesConf(conf) = reply.envelope.signal else {
+                panic!("a started dict lists its tables: {reply:?}");
+            };
+            (conf.schema_version, conf.names.as_slice().to_vec())
+        };
+        assert_eq!(
+            list(&mut fuzz.follower, &mut fuzz.follower_ctx),
+            list(&mut fuzz.dict, &mut fuzz.ctx),
+            "seed {seed}: the dicts list different tables"
+        );
         let count = |name| fuzz.answers.get(name).copied().unwrap_or(0);
         assert!(
             count("CreateTabConf") > 50
                 && count("DictAddTabReq") == count("CreateTabConf")
                 && count("DropTabConf") > 50
                 && count("GetTabInfoConf") > 25
+                && count("ListTablesConf") > 100
                 && count("SchemaRef") > 500
                 && count("TcKeyRef") > 100,
             "seed {seed}: too few of some answer: {:?}",

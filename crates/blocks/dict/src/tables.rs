@@ -52,6 +52,20 @@ impl Tables {
         entry
     }
 
+    /// The names of the online tables (those clients see), sorted by byte
+    /// value.
+    pub(crate) fn online_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .entries
+            .iter()
+            .flatten()
+            .filter(|entry| entry.state == TableState::Online)
+            .map(|entry| entry.definition.name.as_str())
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
     /// The table with id `table_id`.
     pub(crate) fn by_id(&self, table_id: u32) -> Option<&TableEntry> {
         self.entries.get(table_id as usize)?.as_ref()

@@ -1,6 +1,7 @@
 //! dict's tests: golden traces of create and drop (the exact signals, with
-//! the blocks' replies fed back), the refusals (duplicate name, bad
-//! definition, unknown table, not started, queue full), the FIFO of
+//! the blocks' replies fed back) and of LIST_TABLES, the refusals
+//! (duplicate name, bad definition, unknown table, not started, queue
+//! full), the FIFO of
 //! concurrent requests, the busy ldm asked again after 10 ms, and id reuse
 //! with the next version.
 
@@ -10,10 +11,10 @@ use kernel::{Context, Report};
 use signal::schema::{ColumnDef, ColumnType, TableDef};
 use signal::signals::{
     AddTabConf, ApiFailRep, CreateTabConf, CreateTabReq, DiAddTabConf, DiAddTabReq, DropTabConf,
-    DropTabOrd, DropTabRep, DropTabReq, GetTabInfoReq, LqhAddTabReq, PartitionMap, SchemaRef,
-    StartPhaseConf, StartPhaseReq, TcAddTabReq,
+    DropTabOrd, DropTabRep, DropTabReq, GetTabInfoReq, ListTablesConf, ListTablesReq, LqhAddTabReq,
+    PartitionMap, SchemaRef, StartPhaseConf, StartPhaseReq, TcAddTabReq,
 };
-use signal::{BlockKind, BlockRef, ErrorCode, NodeId, Signal};
+use signal::{codec, BlockKind, BlockRef, ErrorCode, NodeId, Signal};
 use std::sync::Arc;
 
 const NODE: NodeId = NodeId(1);
@@ -195,6 +196,142 @@ fn get(dict: &mut Dict, ctx: &mut RecordingContext, name: &str) -> Result<TableD
         }
     }
     Err(ctx.take_trace())
+}
+
+/// LIST_TABLES: the names and the schema version, or the refusal's trace.
+fn list(dict: &mut Dict, ctx: &mut RecordingContext) -> Result<(Vec<String>, u32), Vec<String>> {
+    deliver(dict, ctx, API, ListTablesReq { request_id: 6 });
+    if let [sent] = &ctx.sent[..] {
+        if let Signal::ListTablesConf(conf) = &sent.envelope.signal {
+            assert_eq!(sent.envelope.to, API);
+            assert_eq!(conf.request_id, 6);
+            let names = codec::decode_table_names(conf.names.as_slice())
+                .expect("dict encodes valid names")
+                .into_iter()
+                .map(String::from)
+                .collect();
+            let version = conf.schema_version;
+            ctx.sent.clear();
+            return Ok((names, version));
+        }
+    }
+    Err(ctx.take_trace())
+}
+
+#[test]
+fn golden_trace_of_list_tables() {
+    let (mut dict, mut ctx) = started();
+    deliver(&mut dict, &mut ctx, API, ListTablesReq { request_id: 1 });
+    let Some(Signal::ListTablesConf(conf)) = ctx.sent.pop().map(|sent| sent.envelope.signal) else {
+        panic!("no ListTablesConf");
+    };
+    let pool = ctx.pool();
+    let expected = |request_id, schema_version, names: &[u8]| ListTablesConf {
+        request_id,
+        schema_version,
+        names: pool.copy_from(names).expect("room"),
+    };
+    assert_eq!(conf, expected(1, 1, &[0, 0]), "no table yet");
+
+    create(&mut dict, &mut ctx, "t2");
+    create(&mut dict, &mut ctx, "T9");
+    create(&mut dict, &mut ctx, "t10");
+    deliver(
+        &mut dict,
+        &mut ctx,
+        OTHER_API,
+        ListTablesReq { request_id: 2 },
+    );
+    let names = [
+        &[3, 0][..],
+        &[2, 0, b'T', b'9'],
+        &[3, 0, b't', b'1', b'0'],
+        &[2, 0, b't', b'2'],
+    ]
+    .concat();
+    let trace = ctx.take_trace();
+    assert_eq!(
+        trace,
+        vec![line(DICT, OTHER_API, expected(2, 4, &names))],
+        "sorted by byte value, to the asker"
+    );
+    assert!(trace[0].contains("Section(15 bytes)"), "{trace:?}");
+    deliver(&mut dict, &mut ctx, API, ListTablesReq { request_id: 3 });
+    let Some(Signal::ListTablesConf(conf)) = ctx.sent.pop().map(|sent| sent.envelope.signal) else {
+        panic!("no ListTablesConf");
+    };
+    assert_eq!(conf, expected(3, 4, &names));
+    assert!(ctx.take_reports().is_empty(), "listing changes nothing");
+}
+
+#[test]
+fn tables_being_created_or_dropped_are_not_listed() {
+    let (mut dict, mut ctx) = started();
+    assert_eq!(create(&mut dict, &mut ctx, "t1"), (0, 1));
+    assert_eq!(create(&mut dict, &mut ctx, "t2"), (1, 1));
+    let request = drop_request(&ctx, 2, b"t1");
+    deliver(&mut dict, &mut ctx, API, request);
+    let request = create_request(&ctx, 3, &definition("t3"));
+    deliver(&mut dict, &mut ctx, API, request);
+    ctx.sent.clear();
+    assert_eq!(
+        list(&mut dict, &mut ctx),
+        Ok((vec!["t2".to_string()], 3)),
+        "t1 is being dropped, t3 waits to be created"
+    );
+    for block in [TC0, LDM0, LDM1] {
+        let idle = DropTabRep {
+            table_id: 0,
+            busy: false,
+        };
+        deliver(&mut dict, &mut ctx, block, idle);
+    }
+    answer_create(&mut dict, &mut ctx, 0);
+    ctx.sent.clear();
+    assert_eq!(
+        list(&mut dict, &mut ctx),
+        Ok((vec!["t2".to_string(), "t3".to_string()], 5))
+    );
+}
+
+#[test]
+fn a_list_that_does_not_fit_one_section_is_refused_not_cut_short() {
+    let (mut dict, mut ctx) = started();
+    // 2 + 1 985 * (2 + 64) bytes fit in 131 072; one name more does not.
+    let name = |index: usize| format!("{index:0>64}");
+    for index in 0..1985 {
+        create(&mut dict, &mut ctx, &name(index));
+    }
+    let (names, version) = list(&mut dict, &mut ctx).expect("the longest list that fits");
+    assert_eq!(names.len(), 1985);
+    assert_eq!(names[0], name(0));
+    assert_eq!(version, 1986);
+    create(&mut dict, &mut ctx, &name(1985));
+    assert_eq!(
+        list(&mut dict, &mut ctx),
+        Err(vec![line(
+            DICT,
+            API,
+            schema_ref(6, ErrorCode::OutOfSignalMemory)
+        )])
+    );
+    // Every large section held: the pool is exhausted, refused alike.
+    drop_table(&mut dict, &mut ctx, &name(1985), 1985);
+    let held: Vec<_> = std::iter::from_fn(|| ctx.pool().alloc(100_000)).collect();
+    assert!(!held.is_empty());
+    assert_eq!(
+        list(&mut dict, &mut ctx),
+        Err(vec![line(
+            DICT,
+            API,
+            schema_ref(6, ErrorCode::OutOfSignalMemory)
+        )])
+    );
+    drop(held);
+    assert_eq!(
+        list(&mut dict, &mut ctx).map(|(names, _)| names.len()),
+        Ok(1985)
+    );
 }
 
 #[test]
@@ -459,6 +596,7 @@ fn requests_before_phase_two_are_refused() {
     deliver(&mut dict, &mut ctx, API, request);
     let request = get_request(&ctx, 3, b"t1");
     deliver(&mut dict, &mut ctx, API, request);
+    deliver(&mut dict, &mut ctx, API, ListTablesReq { request_id: 4 });
     assert_eq!(
         ctx.take_trace(),
         vec![
@@ -466,8 +604,12 @@ fn requests_before_phase_two_are_refused() {
             line(DICT, API, schema_ref(1, ErrorCode::NodeNotStarted)),
             line(DICT, API, schema_ref(2, ErrorCode::NodeNotStarted)),
             line(DICT, API, schema_ref(3, ErrorCode::NodeNotStarted)),
+            line(DICT, API, schema_ref(4, ErrorCode::NodeNotStarted)),
         ]
     );
+    deliver(&mut dict, &mut ctx, MEMBERSHIP, StartPhaseReq { phase: 2 });
+    ctx.sent.clear();
+    assert_eq!(list(&mut dict, &mut ctx), Ok((Vec::new(), 1)));
 }
 
 #[test]
