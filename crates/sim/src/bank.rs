@@ -1,9 +1,14 @@
 //! The simulated API nodes and their workload: a bank.
 //!
-//! The clients speak the real protocol with the real signal types: they
-//! register (API_REGREQ), create the table (CREATE_TAB_REQ), insert the
+//! The clients speak the real protocol with the real signal types: every
+//! API node registers with every data node (API_REGREQ), one creates the
+//! table at the president (CREATE_TAB_REQ), one asks a random data node for
+//! its definition and partition map (GET_TABINFO_REQ); they insert the
 //! accounts, then run `slots` concurrent transactions at a time until
-//! `transactions` have ended, and finally read everything back.
+//! `transactions` have ended, and finally read everything back. Each
+//! transaction goes to a random tc, half the time on the node of the
+//! primary replica of its first key (found through the map, as a
+//! distribution-aware client does), otherwise on any data node.
 //!
 //! A transfer reads 2-4 random accounts under exclusive (sometimes shared)
 //! locks in one batch, then writes new balances that sum to the old ones
@@ -22,7 +27,12 @@
 //! Every answer is checked as it arrives (see `ledger` for what reads
 //! imply) and at the end: the balances add up, every account's writers form
 //! one chain, scratch rows match the model, token inserts and deletes
-//! balance, and every transaction got its answer. A second refusal of one
+//! balance, and every transaction got its answer. GCIs never go down along
+//! a chain of transactions that read or overwrote each other's writes: an
+//! account's writers (the ledger), a token's delete after its insert (the
+//! tokens' checker), and each scratch key's locking transactions after its
+//! last write (the slot's model), whichever tcs of whichever nodes
+//! coordinated them. A second refusal of one
 //! transaction is counted, not failed: `stray_refusals` when the tc had a
 //! record for it (the tc answers each aborted batch once, so the tests
 //! assert none; tests/scenarios.rs has the case that once did), and
@@ -36,7 +46,10 @@ use crate::plans::{self, Ending, Plan};
 use crate::rows::{self, Row};
 use crate::simulation::Client;
 use crate::world::ClientIo;
+use signal::attr::key_hash;
 use signal::error::ErrorClass;
+use signal::partition::bucket;
+use signal::schema::TableDef;
 use signal::signals::*;
 use signal::{
     BlockKind, BlockRef, Envelope, ErrorCode, Gci, NodeId, Section, Signal, TransactionId,
@@ -115,6 +128,11 @@ pub struct BankCounters {
     pub all_aborted: u64,
     /// Transactions the tc refused before taking a record (out of records).
     pub refused_without_record: u64,
+    /// Transactions started at a tc on the node of the primary replica of
+    /// their first key.
+    pub started_at_primary: u64,
+    /// Transactions started at a tc on another node.
+    pub started_elsewhere: u64,
     /// Transfers that committed.
     pub transfers_committed: u64,
     /// The sum of balances read at the end.
@@ -134,6 +152,7 @@ pub struct BankCounters {
 enum Phase {
     Registering,
     Creating,
+    Describing,
     Loading,
     Running,
     Verifying,
@@ -181,6 +200,9 @@ struct Slot {
     api: BlockRef,
     /// Scratch keys' notes (`None` inside: NULL note); `None`: absent.
     scratch: Vec<Option<Option<Vec<u8>>>>,
+    /// GCI of each scratch key's last committed write (a locking
+    /// transaction on the key that follows commits in no earlier GCI).
+    scratch_gci: Vec<Gci>,
     active: Option<Active>,
     retry: Option<Plan>,
     /// Times in a row the slot's plan failed with a temporary error.
@@ -197,8 +219,11 @@ pub struct Bank {
     phase: Phase,
     apis: Vec<BlockRef>,
     registered: usize,
-    tc_instances: u16,
+    /// tc instances of each data node, as its membership said.
+    tc_instances: BTreeMap<NodeId, u16>,
     table: Option<(u32, u32)>,
+    /// The table's definition and partition map, from GET_TABINFO_CONF.
+    described: Option<(TableDef, PartitionMap)>,
     slots: Vec<Slot>,
     by_transaction: HashMap<u64, usize>,
     /// Transactions that ended by TCKEYREF -> (operations the client sent,
@@ -219,9 +244,8 @@ pub struct Bank {
     counters: BankCounters,
 }
 
-fn data_block(io: &ClientIo<'_>, kind: BlockKind, instance: u16) -> BlockRef {
-    BlockRef::new(io.data_node(), kind, instance)
-}
+/// Name of the bank table, as GET_TABINFO_REQ asks for it.
+const TABLE_NAME: &[u8] = b"bank";
 
 impl Bank {
     /// A bank that has not sent anything yet; [`Bank::begin`] starts it.
@@ -237,6 +261,7 @@ impl Bank {
             .map(|index| Slot {
                 api: apis[index as usize % apis.len()],
                 scratch: vec![None; SCRATCH_KEYS_PER_SLOT as usize],
+                scratch_gci: vec![Gci(0); SCRATCH_KEYS_PER_SLOT as usize],
                 active: None,
                 retry: None,
                 retries: 0,
@@ -249,8 +274,9 @@ impl Bank {
             apis,
             phase: Phase::Registering,
             registered: 0,
-            tc_instances: 0,
+            tc_instances: BTreeMap::new(),
             table: None,
+            described: None,
             slots,
             by_transaction: HashMap::new(),
             refused: HashMap::new(),
@@ -268,18 +294,20 @@ impl Bank {
         }
     }
 
-    /// Registers every API node and arms the watchdog.
+    /// Registers every API node with every data node and arms the watchdog.
     pub fn begin(&mut self, io: &mut ClientIo<'_>) {
-        let membership = data_block(io, BlockKind::Membership, 0);
+        let nodes = io.data_nodes().to_vec();
         for &api in &self.apis {
-            io.send(Envelope {
-                from: api,
-                to: membership,
-                signal: ApiRegReq {
-                    protocol_version: 1,
-                }
-                .into(),
-            });
+            for &node in &nodes {
+                io.send(Envelope {
+                    from: api,
+                    to: BlockRef::new(node, BlockKind::Membership, 0),
+                    signal: ApiRegReq {
+                        protocol_version: 1,
+                    }
+                    .into(),
+                });
+            }
         }
         self.last_progress_us = io.now_us();
         io.wake_after_us(WATCHDOG_PERIOD_US, WATCHDOG);
@@ -320,6 +348,27 @@ impl Bank {
         self.table.map(|(id, _)| id)
     }
 
+    /// The table's definition and partition map, once described.
+    pub fn described_table(&self) -> Option<(&TableDef, &PartitionMap)> {
+        self.described.as_ref().map(|(table, map)| (table, map))
+    }
+
+    /// The accounts as read back at the end (account -> row).
+    pub fn final_rows(&self) -> &BTreeMap<u32, Row> {
+        &self.final_rows
+    }
+
+    /// The node of the primary replica of `key`'s partition.
+    fn primary_of(&self, key: u32) -> NodeId {
+        let (table, map) = self
+            .described
+            .as_ref()
+            .expect("transactions start once the table is described");
+        let hash = key_hash(table, &rows::key_bytes(key)).expect("a bank key is a valid key");
+        let partition = map.bucket_partitions[bucket(hash) as usize];
+        map.partitions[partition as usize].replicas[0]
+    }
+
     fn fail(&self, io: &ClientIo<'_>, message: String) -> ! {
         panic!(
             "bank invariant violated at {} us (phase {:?}, {} transactions ended): {message}",
@@ -344,9 +393,15 @@ impl Bank {
                 format!("unexpected {conf:?} from {from} in phase {:?}", self.phase),
             );
         }
-        self.tc_instances = conf.tc_instances;
+        let previous = self.tc_instances.insert(from.node, conf.tc_instances);
+        if previous.is_some_and(|count| count != conf.tc_instances) {
+            self.fail(
+                io,
+                format!("node {} told API nodes different tc counts", from.node),
+            );
+        }
         self.registered += 1;
-        if self.registered < self.apis.len() {
+        if self.registered < self.apis.len() * io.data_nodes().len() {
             return;
         }
         self.phase = Phase::Creating;
@@ -355,9 +410,10 @@ impl Bank {
             .pool()
             .copy_from(&definition)
             .expect("the section pool holds a table definition");
+        // Schema changes run at the president's dict.
         io.send(Envelope {
             from: self.apis[0],
-            to: data_block(io, BlockKind::Dict, 0),
+            to: BlockRef::new(io.data_node(), BlockKind::Dict, 0),
             signal: CreateTabReq {
                 request_id: 1,
                 definition,
@@ -371,6 +427,68 @@ impl Bank {
             self.fail(io, format!("unexpected {conf:?} in phase {:?}", self.phase));
         }
         self.table = Some((conf.table_id, conf.table_version));
+        self.phase = Phase::Describing;
+        // Every dict holds the table once the create is confirmed: ask any.
+        let node = io.random_data_node();
+        let api = self.apis[io.below(self.apis.len() as u64) as usize];
+        let name = io
+            .pool()
+            .copy_from(TABLE_NAME)
+            .expect("the section pool holds a table name");
+        io.send(Envelope {
+            from: api,
+            to: BlockRef::new(node, BlockKind::Dict, 0),
+            signal: GetTabInfoReq {
+                request_id: 2,
+                name,
+            }
+            .into(),
+        });
+    }
+
+    fn table_described(&mut self, from: BlockRef, conf: GetTabInfoConf, io: &mut ClientIo<'_>) {
+        if self.phase != Phase::Describing || conf.request_id != 2 {
+            self.fail(
+                io,
+                format!(
+                    "unexpected GetTabInfoConf from {from} in phase {:?}",
+                    self.phase
+                ),
+            );
+        }
+        let table = match TableDef::decode(conf.definition.as_slice()) {
+            Ok(table) => table,
+            Err(error) => self.fail(io, format!("GetTabInfoConf from {from}: {error}")),
+        };
+        let map = match signal::codec::decode_partition_map(conf.map.as_slice()) {
+            Ok(map) => map,
+            Err(error) => self.fail(io, format!("GetTabInfoConf from {from}: map {error:?}")),
+        };
+        let nodes = io.data_nodes();
+        let consistent = Some((table.id, table.version)) == self.table
+            && map.table_id == table.id
+            && !map.partitions.is_empty()
+            && map.partitions.len() == table.partitions as usize
+            && map.bucket_partitions.len() == signal::partition::BUCKETS as usize
+            && map
+                .bucket_partitions
+                .iter()
+                .all(|&partition| (partition as usize) < map.partitions.len())
+            && map.partitions.iter().all(|placement| {
+                !placement.replicas.is_empty()
+                    && placement.replicas.iter().all(|node| nodes.contains(node))
+            });
+        if !consistent {
+            self.fail(
+                io,
+                format!(
+                    "GetTabInfoConf from {from}: table {} version {} with map {map:?}, created as \
+                     {:?}",
+                    table.id, table.version, self.table
+                ),
+            );
+        }
+        self.described = Some((table, map));
         self.phase = Phase::Loading;
         self.wake_parked(io);
     }
@@ -511,10 +629,36 @@ impl Bank {
         TransactionId(u64::from(api.node.0) << 48 | self.counters_per_api[index])
     }
 
+    /// A tc for a transaction whose first key is `key`: half the time on
+    /// the node of the key's primary replica, otherwise on any data node.
+    fn choose_tc(&mut self, key: u32, io: &mut ClientIo<'_>) -> BlockRef {
+        let primary = self.primary_of(key);
+        let node = if io.below(2) == 0 {
+            primary
+        } else {
+            io.random_data_node()
+        };
+        if node == primary {
+            self.counters.started_at_primary += 1;
+        } else {
+            self.counters.started_elsewhere += 1;
+        }
+        let instances = self.tc_instances.get(&node).copied().unwrap_or(0);
+        if instances == 0 {
+            self.fail(io, format!("node {node} registered no tc"));
+        }
+        let instance = io.below(u64::from(instances)) as u16;
+        BlockRef::new(node, BlockKind::Tc, instance)
+    }
+
     fn start(&mut self, slot: usize, plan: Plan, io: &mut ClientIo<'_>) {
         let id = self.new_transaction_id(slot);
-        let tc_instance = io.below(u64::from(self.tc_instances)) as u16;
-        let tc = data_block(io, BlockKind::Tc, tc_instance);
+        let first_key = match &plan {
+            Plan::Load { first, .. } | Plan::VerifyAccounts { first, .. } => *first,
+            Plan::Transfer { accounts, .. } => accounts[0],
+            Plan::Scratch { key, .. } | Plan::Token { key, .. } | Plan::VerifyToken { key } => *key,
+        };
+        let tc = self.choose_tc(first_key, io);
         self.by_transaction.insert(id.0, slot);
         let mut active = Active {
             id,
@@ -943,6 +1087,21 @@ impl Bank {
                 if self.phase != Phase::Verifying {
                     let index = (key - plans::scratch_key(slot, 0)) as usize;
                     self.slots[slot].scratch[index] = after;
+                    // A locking transaction on the key read or overwrote the
+                    // last write to it: its GCI is no smaller.
+                    let last = self.slots[slot].scratch_gci[index];
+                    if gci != Gci(0) && gci < last {
+                        self.fail(
+                            io,
+                            format!(
+                                "GCI order: scratch key {key}: {ops:?} committed in GCI {gci}, \
+                                 before the key's last write in {last}"
+                            ),
+                        );
+                    }
+                    if ops.iter().any(|op| op.kind != OperationKind::Read) {
+                        self.slots[slot].scratch_gci[index] = gci;
+                    }
                 }
             }
             Plan::Token { key, insert } => {
@@ -1209,6 +1368,7 @@ impl Client for Bank {
         match envelope.signal {
             Signal::ApiRegConf(conf) => self.api_registered(from, conf, io),
             Signal::CreateTabConf(conf) => self.table_created(conf, io),
+            Signal::GetTabInfoConf(conf) => self.table_described(from, conf, io),
             Signal::TcKeyConf(conf) => self.tc_key_conf(conf, io),
             Signal::TcKeyRef(refusal) => self.tc_key_ref(refusal, io),
             Signal::TransIdAi(ai) => self.trans_id_ai(ai, io),

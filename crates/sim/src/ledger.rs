@@ -241,6 +241,9 @@ impl Ledger {
 /// insert it removes; then, whatever order replies arrive in:
 /// - each insert is deleted at most once (no two deletes of one row);
 /// - a deleted insert did not abort (no dirty reads);
+/// - a delete commits in no earlier GCI than the insert it removed (it read
+///   and overwrote that write); a delete heard of before its insert's
+///   commit waits for it, as in the ledger;
 /// - at the end, per key, committed inserts minus committed deletes is 1
 ///   if the row exists (and its writer is the one undeleted insert), else 0.
 #[derive(Default)]
@@ -251,6 +254,9 @@ pub struct Tokens {
     deleter: HashMap<u64, u64>,
     committed_inserts: BTreeMap<u32, u64>,
     committed_deletes: BTreeMap<u32, u64>,
+    /// insert transaction -> (the committed delete, its GCI) whose GCI
+    /// check waits for the insert's commit to be confirmed.
+    waiting_on: HashMap<u64, (u64, Gci)>,
 }
 
 impl Tokens {
@@ -284,7 +290,11 @@ impl Tokens {
             ));
         }
         entry.1 = Outcome::Committed(gci);
-        *self.committed_inserts.entry(entry.0).or_default() += 1;
+        let key = entry.0;
+        *self.committed_inserts.entry(key).or_default() += 1;
+        if let Some((delete, delete_gci)) = self.waiting_on.remove(&transaction) {
+            check_order(transaction, gci, delete, delete_gci, key)?;
+        }
         Ok(())
     }
 
@@ -315,6 +325,14 @@ impl Tokens {
             ));
         }
         self.check_read(key, insert)?;
+        match self.inserts.get(&insert) {
+            Some(&(_, Outcome::Committed(insert_gci))) => {
+                check_order(insert, insert_gci, transaction, gci, key)?
+            }
+            _ => {
+                self.waiting_on.insert(insert, (transaction, gci));
+            }
+        }
         if let Some(other) = self.deleter.insert(insert, transaction) {
             return Err(format!(
                 "token {key}: deletes {other:#x} and {transaction:#x} both removed the row of \
@@ -328,6 +346,12 @@ impl Tokens {
     /// End of run: `rows` holds, per token key, the writer of the row read
     /// back, or `None` for no row.
     pub fn check_end(&self, rows: &BTreeMap<u32, Option<u64>>) -> Result<(), String> {
+        if let Some((insert, (delete, _))) = self.waiting_on.iter().next() {
+            return Err(format!(
+                "delete {delete:#x} removed the row of insert {insert:#x}, whose commit was \
+                 never confirmed"
+            ));
+        }
         for (&insert, &delete) in &self.deleter {
             match self.inserts.get(&insert) {
                 Some((_, Outcome::Committed(_))) => {}
@@ -371,7 +395,7 @@ fn check_order(
 ) -> Result<(), String> {
     if reader_gci < writer_gci {
         return Err(format!(
-            "GCI order: {reader:#x} read the write of {writer:#x} to account {account} but \
+            "GCI order: {reader:#x} read the write of {writer:#x} to key {account} but \
              committed in GCI {reader_gci}, before the writer's {writer_gci}"
         ));
     }
@@ -402,6 +426,22 @@ mod tests {
         tokens.will_insert(1, 9);
         tokens.delete_committed(2, 9, 1, Gci(3)).unwrap();
         assert!(tokens.insert_aborted(1).is_err());
+
+        // A delete in an earlier GCI than the insert it removed, whichever
+        // commit the clients heard of first.
+        let mut tokens = Tokens::default();
+        tokens.will_insert(1, 9);
+        tokens.insert_committed(1, Gci(5)).unwrap();
+        assert!(tokens.delete_committed(2, 9, 1, Gci(4)).is_err());
+        let mut tokens = Tokens::default();
+        tokens.will_insert(1, 9);
+        tokens.delete_committed(2, 9, 1, Gci(4)).unwrap();
+        assert!(tokens.insert_committed(1, Gci(5)).is_err());
+        let mut tokens = Tokens::default();
+        tokens.will_insert(1, 9);
+        tokens.delete_committed(2, 9, 1, Gci(5)).unwrap();
+        tokens.insert_committed(1, Gci(5)).unwrap();
+        tokens.check_end(&BTreeMap::from([(9, None)])).unwrap();
     }
 
     fn write(account: u32, balance: i64) -> Vec<Written> {

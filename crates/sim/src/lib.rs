@@ -1,18 +1,24 @@
-//! sim: deterministic simulation of a data node (DESIGN.md §8, layer 3).
+//! sim: deterministic simulation of a cluster of data nodes (DESIGN.md §8,
+//! layer 3).
 //!
-//! The production blocks of one data node (built by `datanode::wiring`,
-//! never copied) run in one thread, driven from a seed: a simulated clock,
-//! a simulated network that delays every signal at random but keeps each
-//! sender-receiver pair in order (as the production job queues and TCP
-//! connections do), and simulated API nodes that play a bank workload with
-//! the real client signals. The same seed gives the same run, signal for
-//! signal; the trace hash folds every delivery so tests can tell.
+//! The production blocks of one to four data nodes (each node's built by
+//! `datanode::wiring` from one config listing them all, never copied) run
+//! in one thread, driven from a seed: a simulated clock, a simulated
+//! network that delays every signal at random (within a node, between two
+//! nodes, between an API node and a node) but keeps each sender-receiver
+//! pair in order (as the production job queues and TCP connections do), a
+//! simulated transport that tells each node's membership when its peers
+//! connect, and simulated API nodes that play a bank workload with the
+//! real client signals, then check every replica of every partition. The
+//! same seed gives the same run, signal for signal; the trace hash folds
+//! every delivery so tests can tell.
 //!
 //! - `world`: clock, event queue, network, random streams, the blocks' context;
-//! - `simulation`: the node's blocks and the event loop;
+//! - `simulation`: the nodes' blocks, their start and the event loop;
 //! - `config`: the generated cluster config;
 //! - `bank`, `plans`, `rows`, `ledger`: the simulated clients, what they do,
 //!   their table, their checker;
+//! - `replicas`: the replica checker (partition scans of every replica);
 //! - `run`: one whole run from a seed, its end-of-run checks and its report.
 //!
 //! Architecture invariant: `sim` depends on blocks only through
@@ -23,13 +29,14 @@ pub mod bank;
 pub mod config;
 pub mod ledger;
 mod plans;
+pub mod replicas;
 pub mod rows;
 mod run;
 pub mod simulation;
 pub mod world;
 
 pub use bank::{Bank, BankOptions};
-pub use config::NodeLimits;
+pub use config::{ClusterShape, NodeLimits};
 pub use run::{SimOptions, SimReport};
 pub use simulation::{Client, NoClient, Simulation};
 pub use world::{ClientIo, World};

@@ -67,15 +67,23 @@ fn section(pool: &'static SectionPool, bytes: &[u8]) -> Section {
         .expect("the simulated node's section pool is sized for the workload")
 }
 
-/// The key section of row `id`.
-pub fn key_section(pool: &'static SectionPool, id: u32) -> Section {
-    let mut buffer = [0u8; 8];
+/// Bytes of a key in the attribute encoding.
+const KEY_BYTES: usize = 8;
+
+/// The key of row `id` in the attribute encoding (what a key section holds).
+pub fn key_bytes(id: u32) -> [u8; KEY_BYTES] {
+    let mut buffer = [0u8; KEY_BYTES];
     let mut writer = AttrWriter::new(&mut buffer);
     writer
         .push(ID, Some(&id.to_le_bytes()))
         .expect("an INT key fits 8 bytes");
-    let used = writer.len();
-    section(pool, &buffer[..used])
+    assert_eq!(writer.len(), KEY_BYTES, "an INT key takes 8 bytes");
+    buffer
+}
+
+/// The key section of row `id`.
+pub fn key_section(pool: &'static SectionPool, id: u32) -> Section {
+    section(pool, &key_bytes(id))
 }
 
 /// The attribute section that sets every non-key column.

@@ -1,24 +1,33 @@
-//! One whole run from a seed: start the node, run the bank until it has
-//! verified everything, let the node settle, check that nothing is left
-//! behind in the blocks, and report.
+//! One whole run from a seed: start the nodes, run the bank until it has
+//! verified everything, let the nodes settle, check that nothing is left
+//! behind in the blocks, run the replica checker, and report.
 
 use crate::bank::{Bank, BankOptions};
-use crate::config::{NodeLimits, INACTIVE_TRANSACTION_TIMEOUT_MS, LOCK_WAIT_TIMEOUT_MS};
+use crate::config::{
+    ClusterShape, NodeLimits, INACTIVE_TRANSACTION_TIMEOUT_MS, LOCK_WAIT_TIMEOUT_MS,
+};
+use crate::replicas::ReplicaChecker;
 use crate::simulation::Simulation;
 use crate::world::ClientIo;
+use signal::replica_check::ReplicaCheckReport;
 use signal::{ErrorCode, Gci};
 use std::collections::BTreeMap;
 
-/// Simulated time the node gets after the last answer to finish what
+/// Simulated time the nodes get after the last answer to finish what
 /// follows an acknowledgement (COMPLETE) before the leftovers check.
 const SETTLE_US: u64 = 100_000;
+
+/// Simulated time the replica checker may take.
+const CHECK_LIMIT_US: u64 = 10_000_000;
 
 /// What a run does besides its seed.
 #[derive(Clone, Debug, Default)]
 pub struct SimOptions {
     /// The workload.
     pub bank: BankOptions,
-    /// The node's record pools.
+    /// Data nodes and replicas.
+    pub cluster: ClusterShape,
+    /// Each node's record pools.
     pub limits: NodeLimits,
     /// Print every delivered signal to stderr.
     pub trace_to_stderr: bool,
@@ -29,6 +38,8 @@ pub struct SimOptions {
 pub struct SimReport {
     /// The seed.
     pub seed: u64,
+    /// Data nodes and replicas.
+    pub cluster: ClusterShape,
     /// Hash of (time, sender, receiver, signal number) of every delivery.
     pub trace_hash: u64,
     /// Signals delivered (to blocks and to API nodes).
@@ -61,6 +72,13 @@ pub struct SimReport {
     /// Refusals of the later operations of a batch whose START was refused
     /// with OutOfTransactionRecords (expected: no record remembered it).
     pub refusals_after_no_record: u64,
+    /// Transactions started at a tc on the node of their first key's
+    /// primary replica.
+    pub started_at_primary: u64,
+    /// Transactions started at a tc on another node.
+    pub started_elsewhere: u64,
+    /// The replica checker's outcome (no mismatch, or the run fails).
+    pub replica_check: ReplicaCheckReport,
 }
 
 impl SimReport {
@@ -81,16 +99,21 @@ impl SimReport {
 
 impl Simulation {
     /// Runs the default bank workload (at least 10,000 transactions) on a
-    /// fresh node from `seed`. Panics, naming the seed and how to rerun it,
-    /// when a block or a check fails.
+    /// fresh one-node cluster from `seed`. Panics, naming the seed and how
+    /// to rerun it, when a block or a check fails.
     pub fn run(seed: u64) -> SimReport {
         Simulation::run_with(seed, &SimOptions::default())
     }
 
     /// Runs `options` from `seed`.
     pub fn run_with(seed: u64, options: &SimOptions) -> SimReport {
-        let mut simulation = Simulation::with_limits(seed, options.limits, options.trace_to_stderr);
-        simulation.start_node();
+        let mut simulation = Simulation::with_cluster(
+            seed,
+            options.cluster,
+            options.limits,
+            options.trace_to_stderr,
+        );
+        simulation.start_nodes();
         let mut bank = Bank::new(options.bank.clone());
         bank.begin(&mut simulation.client_io());
         while !bank.done() {
@@ -102,6 +125,7 @@ impl Simulation {
         let settle_until = simulation.world().now_us() + SETTLE_US;
         simulation.run_until_us(&mut bank, settle_until);
         simulation.check_settled(&bank);
+        let replica_check = simulation.check_replicas(&bank);
 
         let counters = bank.counters();
         let (lock_wait_timeouts, inactivity_timeouts) =
@@ -114,6 +138,7 @@ impl Simulation {
             });
         SimReport {
             seed,
+            cluster: options.cluster,
             trace_hash: simulation.world().trace_hash(),
             signals_delivered: simulation.world().delivered(),
             simulated_us: simulation.world().now_us(),
@@ -129,7 +154,33 @@ impl Simulation {
             scratch_rows: counters.scratch_rows,
             stray_refusals: counters.stray_refusals,
             refusals_after_no_record: counters.refusals_after_no_record,
+            started_at_primary: counters.started_at_primary,
+            started_elsewhere: counters.started_elsewhere,
+            replica_check,
         }
+    }
+
+    /// Runs the replica checker as a simulated API node until every replica
+    /// of every partition of the bank table is scanned, and compares them.
+    fn check_replicas(&mut self, bank: &Bank) -> ReplicaCheckReport {
+        let (table, map) = bank
+            .described_table()
+            .expect("the bank described its table");
+        let mut checker = ReplicaChecker::new(table, map);
+        checker.begin(&mut self.client_io());
+        let limit = self.world().now_us() + CHECK_LIMIT_US;
+        while !checker.done() {
+            assert!(
+                self.step(&mut checker),
+                "the simulation ran out of events before the replica checker finished"
+            );
+            assert!(
+                self.world().now_us() < limit,
+                "the replica checker did not finish within {} simulated seconds",
+                CHECK_LIMIT_US / 1_000_000
+            );
+        }
+        checker.finish(bank)
     }
 
     /// A client's view of this simulation's world, to start a client.
@@ -138,9 +189,10 @@ impl Simulation {
     }
 
     /// Nothing may be left in the blocks once every transaction ended and
-    /// the node settled: no transaction or operation record in use, rows
-    /// exactly as the clients' model says, every section back in the pool,
-    /// and the tcs finished exactly the transactions the clients heard end.
+    /// the nodes settled: no transaction or operation record in use, rows
+    /// exactly as the clients' model says on every replica, every section
+    /// back in the pool, and the tcs finished exactly the transactions the
+    /// clients heard end.
     fn check_settled(&self, bank: &Bank) {
         let fail = |message: String| -> ! {
             panic!(
@@ -169,10 +221,12 @@ impl Simulation {
         }
         let table = bank.table_id().expect("the bank created its table");
         let rows: u64 = self.ldms().map(|ldm| ldm.rows(table)).sum();
-        let expected = bank.rows_expected();
+        let replicas = u64::from(self.shape().replicas);
+        let expected = bank.rows_expected() * replicas;
         if rows != expected {
             fail(format!(
-                "the ldms hold {rows} rows, the clients expect {expected}"
+                "the ldms hold {rows} rows, the clients expect {} on each of {replicas} replicas",
+                bank.rows_expected()
             ));
         }
         let (commits, aborts) = self.tcs().fold((0, 0), |(commits, aborts), tc| {
@@ -188,6 +242,24 @@ impl Simulation {
                  {} and {}",
                 counters.all_committed, counters.all_aborted
             ));
+        }
+        let world = self.world();
+        let president = world.president();
+        for &node in world.data_nodes() {
+            if world.schema_version_of(node) != world.schema_version() {
+                fail(format!(
+                    "node {node}'s dict reported schema version {}, the president's {}",
+                    world.schema_version_of(node),
+                    world.schema_version()
+                ));
+            }
+            let gci = world.latest_gci_of(node);
+            if gci == Gci(0) || gci > world.latest_gci_of(president) {
+                fail(format!(
+                    "node {node}'s dih reported GCI {gci}, the master's {}",
+                    world.latest_gci_of(president)
+                ));
+            }
         }
         if !self.sections_all_returned() {
             fail("sections were not returned to the pool".into());

@@ -1,18 +1,22 @@
-//! The simulated data node: the production blocks, built by
-//! `datanode::wiring::build_blocks` from a generated config, driven in one
-//! thread by the [`World`]'s event queue.
+//! The simulated data nodes: the production blocks of every node, each
+//! node's built by `datanode::wiring::build_blocks` from one generated
+//! config that lists them all, driven in one thread by the [`World`]'s
+//! event queue.
 //!
 //! Nothing here copies block logic. The simulator only decides what the
-//! production runtime decides (when a signal is handled, what time it is,
-//! what a random draw gives) and plays the API nodes through a [`Client`].
+//! production runtime and transport decide (when a signal is handled, what
+//! time it is, what a random draw gives, when a peer connects) and plays
+//! the API nodes through a [`Client`].
 
-use crate::config::{cluster_config, NodeLimits, DATA_NODE};
+use crate::config::{cluster_config, ClusterShape, NodeLimits};
 use crate::world::{render_delivery, ClientIo, Event, World};
+use dict::Dict;
+use dih::Dih;
 use kernel::Block;
 use ldm::Ldm;
 use signal::section::CLASS_SIZES;
-use signal::signals::StartPhaseReq;
-use signal::{BlockKind, BlockRef, Envelope, SectionPool};
+use signal::signals::{NodeConnectedRep, StartPhaseReq};
+use signal::{BlockKind, BlockRef, Envelope, NodeId, SectionPool};
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -59,81 +63,109 @@ impl<T: Block + Any> SimBlock for T {
     }
 }
 
-/// Simulated time the node may take to start before the run is declared stuck.
+/// Simulated time the nodes may take to start before the run is declared stuck.
 const START_LIMIT_US: u64 = 60_000_000;
 
-/// The pool counts every simulated node uses (sized for the config's
-/// 1024 operation records; see `SectionPool::leak_for_operations`).
-fn pool_counts() -> [u32; CLASS_SIZES.len()] {
-    [3072, 2048, 256, 64, 32, 16]
+/// Latest simulated time at which a node begins its start, and at which
+/// the transport reports a peer connected: the nodes start in any order,
+/// and a peer may connect before or after a node's start began.
+const START_SPREAD_US: u64 = 2_000;
+
+/// The pool counts a cluster of `nodes` data nodes uses: per node, sized
+/// for the config's 1024 operation records (see
+/// `SectionPool::leak_for_operations`).
+fn pool_counts(nodes: u16) -> [u32; CLASS_SIZES.len()] {
+    [3072, 2048, 256, 64, 32, 16].map(|count| count * u32::from(nodes.max(1)))
 }
 
-/// Pools of finished simulations, all buffers returned: a pool is leaked
-/// (sections need a `'static` one), so reusing them keeps a run of many
-/// seeds from leaking one per seed. Reuse cannot change a run: a fully
-/// returned pool hands out buffers whose contents no one reads before
-/// writing them.
-static SPARE_POOLS: Mutex<Vec<&'static SectionPool>> = Mutex::new(Vec::new());
+/// Pools of finished simulations, all buffers returned, with the node
+/// count they are sized for: a pool is leaked (sections need a `'static`
+/// one), so reusing them keeps a run of many seeds from leaking one per
+/// seed. Reuse cannot change a run: a fully returned pool hands out buffers
+/// whose contents no one reads before writing them.
+static SPARE_POOLS: Mutex<Vec<(u16, &'static SectionPool)>> = Mutex::new(Vec::new());
 
-fn take_pool() -> &'static SectionPool {
-    let spare = SPARE_POOLS
+fn take_pool(nodes: u16) -> &'static SectionPool {
+    let mut spares = SPARE_POOLS
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .pop();
-    spare.unwrap_or_else(|| SectionPool::leak(pool_counts()))
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match spares.iter().position(|&(count, _)| count == nodes) {
+        Some(index) => spares.swap_remove(index).1,
+        None => SectionPool::leak(pool_counts(nodes)),
+    }
 }
 
-/// Whether every buffer of `pool` is back in it.
-pub(crate) fn pool_is_full(pool: &SectionPool) -> bool {
-    pool_counts()
+/// Whether every buffer of `pool` (made for `nodes` nodes) is back in it.
+pub(crate) fn pool_is_full(pool: &SectionPool, nodes: u16) -> bool {
+    pool_counts(nodes)
         .iter()
         .enumerate()
         .all(|(class, &count)| pool.free_in_class(class) == count as usize)
 }
 
-/// One simulated data node and its world.
+/// The simulated data nodes and their world.
 pub struct Simulation {
     seed: u64,
+    shape: ClusterShape,
     world: World,
-    blocks: BTreeMap<(BlockKind, u16), Box<dyn SimBlock>>,
+    /// Every block of every node by (node, kind, instance).
+    blocks: BTreeMap<(NodeId, BlockKind, u16), Box<dyn SimBlock>>,
 }
 
 impl Simulation {
-    /// Builds the node's blocks from the generated config with the default
-    /// limits; nothing runs yet. `trace_to_stderr` prints every signal.
+    /// Builds one data node's blocks from the generated config with the
+    /// default limits; nothing runs yet. `trace_to_stderr` prints every signal.
     pub fn new(seed: u64, trace_to_stderr: bool) -> Simulation {
         Simulation::with_limits(seed, NodeLimits::default(), trace_to_stderr)
     }
 
     /// Like [`Simulation::new`], with the node's record pools from `limits`.
     pub fn with_limits(seed: u64, limits: NodeLimits, trace_to_stderr: bool) -> Simulation {
-        let config = cluster_config(limits);
-        let node = datanode::wiring::build_blocks(&config, DATA_NODE)
-            .unwrap_or_else(|error| panic!("cannot build the simulated node: {error}"));
-        let mut blocks: BTreeMap<(BlockKind, u16), Box<dyn SimBlock>> = BTreeMap::new();
-        let mut add = |block: Box<dyn SimBlock>| {
-            let address = block.address();
-            assert_eq!(
-                address.node, DATA_NODE,
-                "wiring built a block of another node"
-            );
-            let previous = blocks.insert((address.kind, address.instance), block);
-            assert!(previous.is_none(), "wiring built {address} twice");
-        };
-        for ldm in node.ldms {
-            add(Box::new(ldm));
+        Simulation::with_cluster(seed, ClusterShape::default(), limits, trace_to_stderr)
+    }
+
+    /// Builds the blocks of every data node of `shape` (each node's
+    /// record pools from `limits`); nothing runs yet.
+    pub fn with_cluster(
+        seed: u64,
+        shape: ClusterShape,
+        limits: NodeLimits,
+        trace_to_stderr: bool,
+    ) -> Simulation {
+        let config = cluster_config(shape, limits);
+        let nodes = shape.node_ids();
+        let mut blocks: BTreeMap<(NodeId, BlockKind, u16), Box<dyn SimBlock>> = BTreeMap::new();
+        for &node in &nodes {
+            let built = datanode::wiring::build_blocks(&config, node)
+                .unwrap_or_else(|error| panic!("cannot build simulated node {node}: {error}"));
+            let mut add = |block: Box<dyn SimBlock>| {
+                let address = block.address();
+                assert_eq!(address.node, node, "wiring built a block of another node");
+                let key = (address.node, address.kind, address.instance);
+                let previous = blocks.insert(key, block);
+                assert!(previous.is_none(), "wiring built {address} twice");
+            };
+            for ldm in built.ldms {
+                add(Box::new(ldm));
+            }
+            for tc in built.tcs {
+                add(Box::new(tc));
+            }
+            add(Box::new(built.dih));
+            add(Box::new(built.dict));
+            add(Box::new(built.membership));
         }
-        for tc in node.tcs {
-            add(Box::new(tc));
-        }
-        add(Box::new(node.dih));
-        add(Box::new(node.dict));
-        add(Box::new(node.membership));
         Simulation {
             seed,
-            world: World::new(seed, DATA_NODE, take_pool(), trace_to_stderr),
+            shape,
+            world: World::new(seed, nodes, take_pool(shape.data_nodes), trace_to_stderr),
             blocks,
         }
+    }
+
+    /// The cluster's shape.
+    pub fn shape(&self) -> ClusterShape {
+        self.shape
     }
 
     /// The seed of this run.
@@ -146,26 +178,46 @@ impl Simulation {
         &self.world
     }
 
-    /// Starts the node as the production runtime does (phase 0 from
-    /// membership to itself) and runs until membership reports it started.
-    pub fn start_node(&mut self) {
-        let membership = BlockRef::new(DATA_NODE, BlockKind::Membership, 0);
-        self.world.send_over_network(Envelope {
-            from: membership,
-            to: membership,
-            signal: StartPhaseReq {
+    /// Starts every node as the production runtime and transport do: each
+    /// node's membership gets phase 0 from itself, and a NodeConnectedRep
+    /// from its transport for every peer, each at a random time (a peer
+    /// may connect before the node's start began). Runs until every node's
+    /// membership reported it started.
+    pub fn start_nodes(&mut self) {
+        let nodes = self.world.data_nodes().to_vec();
+        for &node in &nodes {
+            let membership = BlockRef::new(node, BlockKind::Membership, 0);
+            let post = |world: &mut World, signal: signal::Signal| {
+                let delay_us = world.network_random_below(START_SPREAD_US);
+                world.deliver_after_us(
+                    delay_us,
+                    Envelope {
+                        from: membership,
+                        to: membership,
+                        signal,
+                    },
+                );
+            };
+            let begin = StartPhaseReq {
                 phase: membership::start::BEGIN,
+            };
+            post(&mut self.world, begin.into());
+            for &peer in nodes.iter().filter(|&&peer| peer != node) {
+                let connected = NodeConnectedRep {
+                    node: peer,
+                    incarnation: 1,
+                };
+                post(&mut self.world, connected.into());
             }
-            .into(),
-        });
-        while !self.world.node_started() {
+        }
+        while !self.world.all_started() {
             assert!(
                 self.step(&mut NoClient),
-                "the node ran out of work before it started"
+                "the nodes ran out of work before they all started"
             );
             assert!(
                 self.world.now_us() < START_LIMIT_US,
-                "the node did not start within {} simulated seconds",
+                "the nodes did not all start within {} simulated seconds",
                 START_LIMIT_US / 1_000_000
             );
         }
@@ -187,15 +239,17 @@ impl Simulation {
                         },
                     );
                 } else {
-                    let key = (envelope.to.kind, envelope.to.instance);
+                    let to = envelope.to;
+                    let key = (to.node, to.kind, to.instance);
                     let Some(block) = self.blocks.get_mut(&key) else {
                         panic!(
-                            "signal {} from {} to {}: no such block on the node",
+                            "signal {} from {} to {}: no such block",
                             envelope.signal.name(),
                             envelope.from,
                             envelope.to
                         );
                     };
+                    self.world.set_current_node(to.node);
                     block.handle(envelope, &mut self.world);
                 }
             }
@@ -229,7 +283,7 @@ impl Simulation {
     fn typed<T: Any>(&self, kind: BlockKind) -> impl Iterator<Item = &T> {
         self.blocks
             .iter()
-            .filter(move |((block_kind, _), _)| *block_kind == kind)
+            .filter(move |((_, block_kind, _), _)| *block_kind == kind)
             .map(|(_, block)| {
                 block
                     .as_any()
@@ -238,19 +292,29 @@ impl Simulation {
             })
     }
 
-    /// The node's tc instances.
+    /// Every node's tc instances.
     pub fn tcs(&self) -> impl Iterator<Item = &Tc> {
         self.typed::<Tc>(BlockKind::Tc)
     }
 
-    /// The node's ldm instances.
+    /// Every node's ldm instances.
     pub fn ldms(&self) -> impl Iterator<Item = &Ldm> {
         self.typed::<Ldm>(BlockKind::Ldm)
     }
 
+    /// Every node's dih.
+    pub fn dihs(&self) -> impl Iterator<Item = &Dih> {
+        self.typed::<Dih>(BlockKind::Dih)
+    }
+
+    /// Every node's dict.
+    pub fn dicts(&self) -> impl Iterator<Item = &Dict> {
+        self.typed::<Dict>(BlockKind::Dict)
+    }
+
     /// Whether every section buffer is back in the pool.
     pub fn sections_all_returned(&self) -> bool {
-        pool_is_full(self.world.pool_ref())
+        pool_is_full(self.world.pool_ref(), self.shape.data_nodes)
     }
 
     /// Events still scheduled (timers of the blocks and the client).
@@ -263,12 +327,18 @@ impl Drop for Simulation {
     fn drop(&mut self) {
         if std::thread::panicking() {
             // A block or a check failed: say how to get here again, and
-            // what the node did just before.
+            // what the nodes did just before.
             let seed = self.seed;
+            let ClusterShape {
+                data_nodes,
+                replicas,
+            } = self.shape;
             let mut text = format!(
-                "\nsim: seed {seed} FAILED at {} us simulated after {} signals.\n\
-                 sim: rerun it with\n    SIM_SEED={seed} cargo test -p sim --release \
-                 --test simulation -- --ignored replay_seed --nocapture\n\
+                "\nsim: seed {seed} ({data_nodes} data nodes, replicas {replicas}) FAILED at {} us \
+                 simulated after {} signals.\n\
+                 sim: rerun it with\n    SIM_SEED={seed} SIM_NODES={data_nodes} \
+                 SIM_REPLICAS={replicas} cargo test -p sim --release --test simulation -- \
+                 --ignored replay_seed --nocapture\n\
                  sim: (add SIM_TRACE=1 to print every signal). Blocks:\n",
                 self.world.now_us(),
                 self.world.delivered()
@@ -306,11 +376,12 @@ impl Drop for Simulation {
         while self.world.next_event().is_some() {}
         let pool = self.world.pool_ref();
         self.blocks.clear();
-        if pool_is_full(pool) {
+        let nodes = self.shape.data_nodes;
+        if pool_is_full(pool, nodes) {
             SPARE_POOLS
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(pool);
+                .push((nodes, pool));
         }
     }
 }

@@ -2,25 +2,44 @@
 //! queue of future events ordered by (time, sequence), seeded random
 //! sources, a network with per-pair FIFO delivery, and the trace hash.
 //!
-//! [`World`] is the [`kernel::Context`] every block of the simulated node
-//! gets. [`ClientIo`] is the narrower view the simulated API nodes get: they
-//! may only send what an API node may send over its connection.
+//! [`World`] is the [`kernel::Context`] every block of every simulated data
+//! node gets (the simulation tells it whose block runs, so reports land on
+//! the right node). [`ClientIo`] is the narrower view the simulated API
+//! nodes get: they may only send what an API node may send over its
+//! connection.
 //!
-//! Three random streams are split from the seed (network delays, blocks'
-//! `random()`, client decisions) so that, for example, a block starting to
-//! use randomness does not shift every network delay of the run.
+//! The network has three kinds of links, each with its own delays: between
+//! two blocks of one node (a job queue hop), between two data nodes (each
+//! pair of nodes gets its own base latency from the seed, plus a random
+//! jitter per signal) and between an API node and a data node. Every
+//! (sender block, receiver block) pair is FIFO whatever the link, as the
+//! production job queues and TCP connections are.
+//!
+//! Four random streams are split from the seed (network delays, blocks'
+//! `random()`, client decisions, the links' base latencies) so that, for
+//! example, a block starting to use randomness does not shift every network
+//! delay of the run.
 
 use kernel::{Context, Report};
 use signal::{codec, BlockKind, BlockRef, Envelope, NodeId, SectionPool};
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use stdx::mix::{fmix64, XorShift};
 
 /// Delay of a signal between two blocks of the node (a job queue hop):
 /// 1 to this many microseconds.
 pub const NODE_DELAY_MAX_US: u64 = 50;
 
-/// Delay of a signal between an API node and the data node (a network hop):
+/// Base latency of a link between two data nodes: [`NODE_LINK_MIN_US`] to
+/// [`NODE_LINK_MAX_US`] microseconds, drawn per pair of nodes from the seed.
+pub const NODE_LINK_MIN_US: u64 = 20;
+/// See [`NODE_LINK_MIN_US`].
+pub const NODE_LINK_MAX_US: u64 = 150;
+/// Jitter added to a signal between two data nodes: 0 to this many
+/// microseconds.
+pub const NODE_LINK_JITTER_US: u64 = 100;
+
+/// Delay of a signal between an API node and a data node (a network hop):
 /// [`CLIENT_DELAY_MIN_US`] to [`CLIENT_DELAY_MAX_US`] microseconds.
 pub const CLIENT_DELAY_MIN_US: u64 = 30;
 /// See [`CLIENT_DELAY_MIN_US`].
@@ -76,6 +95,14 @@ pub struct Delivery {
     pub signal: &'static str,
 }
 
+/// What one data node reported.
+#[derive(Clone, Copy, Debug, Default)]
+struct NodeReports {
+    started: bool,
+    latest_gci: signal::Gci,
+    schema_version: u32,
+}
+
 /// The simulated world: clock, events, network, randomness, reports.
 pub struct World {
     now_us: u64,
@@ -88,41 +115,64 @@ pub struct World {
     /// signal on the pair is never delivered before it, as with the
     /// production SPSC queues and TCP connections.
     last_delivery_us: HashMap<(BlockRef, BlockRef), u64>,
-    node: NodeId,
+    /// The data nodes, ascending (the first is the president).
+    nodes: Vec<NodeId>,
+    /// Base latency of each link between two data nodes, by (lower, higher).
+    link_base_us: HashMap<(NodeId, NodeId), u64>,
+    /// The node whose block is handling a signal (reports are its).
+    current_node: NodeId,
+    reports: BTreeMap<NodeId, NodeReports>,
     trace_hash: u64,
     delivered: u64,
     recent: VecDeque<Delivery>,
     trace_to_stderr: bool,
-    node_started: bool,
-    latest_gci: signal::Gci,
-    schema_version: u32,
     pool: &'static SectionPool,
 }
 
 impl World {
+    /// A world for the data nodes `nodes` (ascending, at least one).
     pub(crate) fn new(
         seed: u64,
-        node: NodeId,
+        nodes: Vec<NodeId>,
         pool: &'static SectionPool,
         trace_to_stderr: bool,
     ) -> World {
+        assert!(
+            !nodes.is_empty() && nodes.windows(2).all(|pair| pair[0] < pair[1]),
+            "a world needs data nodes in ascending order, not {nodes:?}"
+        );
         let mut seeds = XorShift::new(seed);
+        let network_rng = XorShift::new(seeds.next_u64());
+        let block_rng = XorShift::new(seeds.next_u64());
+        let client_rng = XorShift::new(seeds.next_u64());
+        let mut link_rng = XorShift::new(seeds.next_u64());
+        let mut link_base_us = HashMap::new();
+        for (index, &low) in nodes.iter().enumerate() {
+            for &high in &nodes[index + 1..] {
+                let base =
+                    NODE_LINK_MIN_US + link_rng.below(NODE_LINK_MAX_US - NODE_LINK_MIN_US + 1);
+                link_base_us.insert((low, high), base);
+            }
+        }
         World {
             now_us: 0,
             events: BinaryHeap::with_capacity(4096),
             sequence: 0,
-            network_rng: XorShift::new(seeds.next_u64()),
-            block_rng: XorShift::new(seeds.next_u64()),
-            client_rng: XorShift::new(seeds.next_u64()),
+            network_rng,
+            block_rng,
+            client_rng,
             last_delivery_us: HashMap::new(),
-            node,
+            current_node: nodes[0],
+            reports: nodes
+                .iter()
+                .map(|&node| (node, NodeReports::default()))
+                .collect(),
+            nodes,
+            link_base_us,
             trace_hash: fmix64(seed ^ 0x7e55_e4a0_5170_0001),
             delivered: 0,
             recent: VecDeque::with_capacity(RECENT_DELIVERIES),
             trace_to_stderr,
-            node_started: false,
-            latest_gci: signal::Gci(0),
-            schema_version: 0,
             pool,
         }
     }
@@ -142,19 +192,65 @@ impl World {
         self.delivered
     }
 
-    /// Whether membership reported the node started.
-    pub fn node_started(&self) -> bool {
-        self.node_started
+    /// The data nodes, ascending.
+    pub fn data_nodes(&self) -> &[NodeId] {
+        &self.nodes
     }
 
-    /// The GCI dih last reported every tc switched to.
+    /// The president: the lowest data node id.
+    pub fn president(&self) -> NodeId {
+        self.nodes[0]
+    }
+
+    fn reports_of(&self, node: NodeId) -> &NodeReports {
+        self.reports
+            .get(&node)
+            .unwrap_or_else(|| panic!("node {node} is not a simulated data node"))
+    }
+
+    /// Whether membership of `node` reported it started.
+    pub fn node_started(&self, node: NodeId) -> bool {
+        self.reports_of(node).started
+    }
+
+    /// Whether every data node reported it started.
+    pub fn all_started(&self) -> bool {
+        self.reports.values().all(|reports| reports.started)
+    }
+
+    /// The highest GCI any dih reported every tc switched to (the master's:
+    /// the others hear of each switch after it).
     pub fn latest_gci(&self) -> signal::Gci {
-        self.latest_gci
+        self.reports
+            .values()
+            .map(|reports| reports.latest_gci)
+            .max()
+            .unwrap_or(signal::Gci(0))
     }
 
-    /// The last schema version dict reported.
+    /// The GCI the dih of `node` last reported.
+    pub fn latest_gci_of(&self, node: NodeId) -> signal::Gci {
+        self.reports_of(node).latest_gci
+    }
+
+    /// The last schema version the president's dict reported.
     pub fn schema_version(&self) -> u32 {
-        self.schema_version
+        self.reports_of(self.president()).schema_version
+    }
+
+    /// The last schema version the dict of `node` reported.
+    pub fn schema_version_of(&self, node: NodeId) -> u32 {
+        self.reports_of(node).schema_version
+    }
+
+    /// Whether `node` is a simulated data node.
+    pub fn is_data_node(&self, node: NodeId) -> bool {
+        self.nodes.binary_search(&node).is_ok()
+    }
+
+    /// The next signals go from a block of `node` (its reports are its own).
+    pub(crate) fn set_current_node(&mut self, node: NodeId) {
+        self.current_node = node;
     }
 
     /// The most recent deliveries, oldest first.
@@ -180,23 +276,46 @@ impl World {
         }));
     }
 
-    /// Schedules `envelope` over the simulated network: a random delay,
-    /// but never before an earlier signal of the same pair.
+    /// Schedules `envelope` over the simulated network: a random delay
+    /// for its kind of link, but never before an earlier signal of the same
+    /// (sender, receiver) pair.
     pub(crate) fn send_over_network(&mut self, envelope: Envelope) {
-        let api_link = envelope.from.kind == BlockKind::Api || envelope.to.kind == BlockKind::Api;
+        let (from, to) = (envelope.from, envelope.to);
+        let api_link = from.kind == BlockKind::Api || to.kind == BlockKind::Api;
         let delay_us = if api_link {
             CLIENT_DELAY_MIN_US
                 + self
                     .network_rng
                     .below(CLIENT_DELAY_MAX_US - CLIENT_DELAY_MIN_US + 1)
-        } else {
+        } else if from.node == to.node {
             1 + self.network_rng.below(NODE_DELAY_MAX_US)
+        } else {
+            let link = (from.node.min(to.node), from.node.max(to.node));
+            let base = self.link_base_us.get(&link).copied().unwrap_or_else(|| {
+                panic!(
+                    "signal {} from {from} to {to}: no link between these nodes",
+                    envelope.signal.name()
+                )
+            });
+            base + self.network_rng.below(NODE_LINK_JITTER_US + 1)
         };
         let pair = (envelope.from, envelope.to);
         let earliest = self.last_delivery_us.get(&pair).copied().unwrap_or(0);
         let time_us = (self.now_us + delay_us).max(earliest);
         self.last_delivery_us.insert(pair, time_us);
         self.schedule(time_us, Event::Deliver(envelope));
+    }
+
+    /// A random value in `0..bound` from the network stream (for when
+    /// the transport connects peers and the runtime starts nodes).
+    pub(crate) fn network_random_below(&mut self, bound: u64) -> u64 {
+        self.network_rng.below(bound)
+    }
+
+    /// Delivers `envelope` after `delay_us`, unordered against every other
+    /// signal (as a timer, or a report from the transport threads).
+    pub(crate) fn deliver_after_us(&mut self, delay_us: u64, envelope: Envelope) {
+        self.schedule(self.now_us + delay_us, Event::Deliver(envelope));
     }
 
     /// Schedules a client timer.
@@ -284,7 +403,7 @@ impl Context for World {
 
     fn send(&mut self, envelope: Envelope) {
         assert!(
-            envelope.to.node == self.node || envelope.to.kind == BlockKind::Api,
+            self.is_data_node(envelope.to.node) || envelope.to.kind == BlockKind::Api,
             "signal {} from {} to {}: the simulated cluster has no such node",
             envelope.signal.name(),
             envelope.from,
@@ -303,17 +422,25 @@ impl Context for World {
     }
 
     fn report(&mut self, report: Report) {
+        let node = self.current_node;
+        let reports = self
+            .reports
+            .get_mut(&node)
+            .expect("the current node is a data node");
         match report {
-            Report::NodeStarted => self.node_started = true,
+            Report::NodeStarted => {
+                assert!(!reports.started, "node {node} reported started twice");
+                reports.started = true;
+            }
             Report::LatestGci(gci) => {
                 assert!(
-                    gci > self.latest_gci,
-                    "dih reported GCI {gci} after {}",
-                    self.latest_gci
+                    gci > reports.latest_gci,
+                    "dih of node {node} reported GCI {gci} after {}",
+                    reports.latest_gci
                 );
-                self.latest_gci = gci;
+                reports.latest_gci = gci;
             }
-            Report::SchemaVersion(version) => self.schema_version = version,
+            Report::SchemaVersion(version) => reports.schema_version = version,
         }
     }
 
@@ -322,7 +449,7 @@ impl Context for World {
     }
 }
 
-/// What a simulated API node may do: send API requests to the data node,
+/// What a simulated API node may do: send API requests to the data nodes,
 /// set timers, draw random numbers from the client stream, take sections.
 pub struct ClientIo<'a> {
     pub(crate) world: &'a mut World,
@@ -349,12 +476,24 @@ impl ClientIo<'_> {
         self.world.pool
     }
 
-    /// The data node the client talks to.
+    /// The president (lowest data node id): schema requests go there. In a
+    /// one-node cluster, the data node.
     pub fn data_node(&self) -> NodeId {
-        self.world.node
+        self.world.president()
     }
 
-    /// Sends an API request to a block of the data node.
+    /// Every data node, ascending.
+    pub fn data_nodes(&self) -> &[NodeId] {
+        self.world.data_nodes()
+    }
+
+    /// A data node chosen at random from the client stream.
+    pub fn random_data_node(&mut self) -> NodeId {
+        let count = self.world.nodes.len() as u64;
+        self.world.nodes[self.world.client_rng.below(count) as usize]
+    }
+
+    /// Sends an API request to a block of a data node.
     pub fn send(&mut self, envelope: Envelope) {
         assert!(
             envelope.from.kind == BlockKind::Api,
@@ -368,8 +507,8 @@ impl ClientIo<'_> {
             envelope.signal.name()
         );
         assert!(
-            envelope.to.node == self.world.node && envelope.to.kind != BlockKind::Api,
-            "a simulated client sent {} to {}, which is not a block of the data node",
+            self.world.is_data_node(envelope.to.node) && envelope.to.kind != BlockKind::Api,
+            "a simulated client sent {} to {}, which is not a block of a data node",
             envelope.signal.name(),
             envelope.to
         );

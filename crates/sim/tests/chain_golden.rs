@@ -164,6 +164,10 @@ impl Cluster {
     }
 
     fn insert_and_commit(&mut self, k: i32) {
+        self.insert(k, tc_key_flags::START | tc_key_flags::COMMIT);
+    }
+
+    fn insert(&mut self, k: i32, flags: u8) {
         let pool = self.ctx.pool();
         let mut key = pool.alloc(8).expect("section");
         let used = {
@@ -185,7 +189,7 @@ impl Cluster {
             TcKeyReq {
                 transaction_id: TransactionId(200 << 48 | 1),
                 client_op: 0,
-                flags: tc_key_flags::START | tc_key_flags::COMMIT,
+                flags,
                 kind: OperationKind::Insert,
                 lock: LockMode::Exclusive,
                 table_id: 0,
@@ -241,6 +245,42 @@ fn insert_and_commit_run_the_chain_in_the_exact_order_for_one_to_four_replicas()
                 0,
                 "replica {position} released its record"
             );
+        }
+        assert_eq!(cluster.tc.transactions_in_use(), 0);
+    }
+}
+
+#[test]
+fn rollback_of_a_prepared_insert_runs_the_abort_down_the_chain() {
+    for replicas in 1..=4u16 {
+        let mut cluster = Cluster::new(replicas);
+        cluster.insert(42, tc_key_flags::START | tc_key_flags::EXECUTE);
+        for ldm in &cluster.ldms {
+            assert_eq!(ldm.rows(0), 1, "the prepared insert holds a reserved slot");
+        }
+        cluster.trace.clear();
+        cluster.post(
+            API,
+            TC,
+            TcRollbackReq {
+                transaction_id: TransactionId(200 << 48 | 1),
+            },
+        );
+        cluster.run();
+        let ldm = |i: u16| format!("{}:ldm#0", 2 + i);
+        let mut expected = vec![
+            "200:api#0 -> 2:tc#0: TcRollbackReq".to_string(),
+            format!("2:tc#0 -> {}: AbortReq", ldm(0)),
+        ];
+        for i in 1..replicas {
+            expected.push(format!("{} -> {}: AbortReq", ldm(i - 1), ldm(i)));
+        }
+        expected.push(format!("{} -> 2:tc#0: AbortConf", ldm(replicas - 1)));
+        expected.push("2:tc#0 -> 200:api#0: TcRollbackConf".to_string());
+        assert_eq!(cluster.trace, expected, "replicas = {replicas}");
+        for (position, ldm) in cluster.ldms.iter().enumerate() {
+            assert_eq!(ldm.rows(0), 0, "replica {position} of {replicas} freed the slot");
+            assert_eq!(ldm.operations_in_use(), 0, "replica {position} released its record");
         }
         assert_eq!(cluster.tc.transactions_in_use(), 0);
     }

@@ -43,7 +43,7 @@ impl Scenario {
     fn with_limits(seed: u64, limits: NodeLimits) -> Scenario {
         let trace = std::env::var_os("SIM_TRACE").is_some();
         let mut simulation = Simulation::with_limits(seed, limits, trace);
-        simulation.start_node();
+        simulation.start_nodes();
         let mut scenario = Scenario {
             simulation,
             client: Recorder::default(),

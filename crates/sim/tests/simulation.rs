@@ -1,18 +1,32 @@
 //! The simulator's acceptance tests: a run is a function of its seed (same
 //! seed, same trace hash and report; other seeds, other traces), every run
-//! ends at least 10,000 transactions, and every invariant the bank and the
-//! end-of-run checks assert holds.
+//! ends at least 10,000 transactions, every invariant the bank and the
+//! end-of-run checks assert holds, and the replica checker finds every
+//! replica of every partition equal. One data node, then clusters of 2 and
+//! 4 data nodes with 2 replicas.
 //!
 //! More seeds on demand: `SIM_SEEDS=100 cargo test -p sim --release --
 //! --ignored many_seeds`; one seed again: `SIM_SEED=7 cargo test -p sim
 //! --release -- --ignored replay_seed --nocapture` (add `SIM_TRACE=1` to
-//! print every signal, `SIM_LIMITS=tight` for the tight-limits workload).
+//! print every signal, `SIM_LIMITS=tight` for the tight-limits workload,
+//! `SIM_NODES=4 SIM_REPLICAS=2` for a cluster).
 
 use signal::ErrorCode;
-use sim::{BankOptions, NodeLimits, SimOptions, SimReport, Simulation};
+use sim::{BankOptions, ClusterShape, NodeLimits, SimOptions, SimReport, Simulation};
 use std::time::Instant;
 
 const TRANSACTIONS: u64 = 10_000;
+
+/// The clusters the issue asks for: 2 and 4 data nodes, 2 replicas.
+const TWO_NODES: ClusterShape = ClusterShape::new(2, 2);
+const FOUR_NODES: ClusterShape = ClusterShape::new(4, 2);
+
+fn on(cluster: ClusterShape) -> SimOptions {
+    SimOptions {
+        cluster,
+        ..SimOptions::default()
+    }
+}
 
 /// Many clients on small record pools: transactions run out of tc
 /// transaction records and tc and ldm operation records.
@@ -26,7 +40,7 @@ fn tight_limits() -> SimOptions {
             max_concurrent_operations: 64,
             max_concurrent_transactions: 16,
         },
-        trace_to_stderr: false,
+        ..SimOptions::default()
     }
 }
 
@@ -39,10 +53,15 @@ fn run_with(seed: u64, options: &SimOptions) -> SimReport {
     let report = Simulation::run_with(seed, options);
     let wall = started.elapsed().as_secs_f64();
     let ended = report.transactions_committed + report.transactions_aborted;
+    let ClusterShape {
+        data_nodes,
+        replicas,
+    } = report.cluster;
     println!(
-        "seed {seed}: {ended} transactions ({} committed; aborted: {}) in {:.1} s simulated, \
+        "seed {seed} ({data_nodes} nodes, replicas {replicas}): {ended} transactions ({} committed; aborted: {}) in {:.1} s simulated, \
          {:.2} s wall ({:.0} transactions/s wall, {:.0}/s simulated); {} signals; final GCI {}; \
-         {} stray refusals ({} after a refusal for lack of records); trace {:#018x}",
+         {} stray refusals ({} after a refusal for lack of records); {} started at the \
+         primary's node, {} elsewhere; replicas: {}; trace {:#018x}",
         report.transactions_committed,
         report.abort_summary(),
         report.simulated_us as f64 / 1e6,
@@ -53,6 +72,9 @@ fn run_with(seed: u64, options: &SimOptions) -> SimReport {
         report.final_gci,
         report.stray_refusals,
         report.refusals_after_no_record,
+        report.started_at_primary,
+        report.started_elsewhere,
+        report.replica_check,
         report.trace_hash
     );
     assert!(
@@ -64,6 +86,18 @@ fn run_with(seed: u64, options: &SimOptions) -> SimReport {
         report.stray_refusals, 0,
         "seed {seed}: the tc refused an aborted batch more than once"
     );
+    let check = &report.replica_check;
+    assert!(check.is_consistent(), "seed {seed}: {check}");
+    let partitions = u64::from(options.cluster.data_nodes / options.cluster.replicas)
+        * u64::from(sim::config::LDM_INSTANCES);
+    assert_eq!(check.partitions_checked, partitions, "seed {seed}: {check}");
+    assert!(check.rows_checked >= 200, "seed {seed}: {check}");
+    if options.cluster.data_nodes > 1 {
+        assert!(
+            report.started_at_primary > 0 && report.started_elsewhere > 0,
+            "seed {seed}: transactions should start both at the primary's node and elsewhere"
+        );
+    }
     report
 }
 
@@ -123,10 +157,75 @@ fn tight_record_pools_give_temporary_errors_and_nothing_worse() {
     }
 }
 
-/// `SIM_SEEDS=N`: seeds 1000..1000+N (default 20), each with the default
-/// and with the tight-limits workload.
 #[test]
-#[ignore = "long: runs SIM_SEEDS seeds (default 20) twice; use --release"]
+fn two_nodes_with_two_replicas_give_the_same_trace_for_the_same_seed_and_equal_replicas() {
+    let first = run_with(21, &on(TWO_NODES));
+    let second = run_with(21, &on(TWO_NODES));
+    assert_eq!(first.trace_hash, second.trace_hash);
+    assert_eq!(first, second);
+    let other = run_with(22, &on(TWO_NODES));
+    assert_ne!(first.trace_hash, other.trace_hash);
+}
+
+#[test]
+fn four_nodes_with_two_replicas_give_the_same_trace_for_the_same_seed_and_equal_replicas() {
+    let first = run_with(41, &on(FOUR_NODES));
+    let second = run_with(41, &on(FOUR_NODES));
+    assert_eq!(first.trace_hash, second.trace_hash);
+    assert_eq!(first, second);
+    let other = run_with(42, &on(FOUR_NODES));
+    assert_ne!(first.trace_hash, other.trace_hash);
+    // The cluster shape is part of the run: one seed, other shapes, other traces.
+    let two = run_with(41, &on(TWO_NODES));
+    assert_ne!(first.trace_hash, two.trace_hash);
+}
+
+#[test]
+fn a_cluster_reaches_every_ending() {
+    let report = run_with(43, &on(FOUR_NODES));
+    let inactive = ErrorCode::TransactionInactive as u16;
+    let lock_wait = ErrorCode::LockWaitTimeout as u16;
+    assert!(report.rolled_back > 0, "no rollback in {report:?}");
+    assert!(
+        report.aborts_by_code.get(&inactive).copied().unwrap_or(0) > 0,
+        "no inactivity abort in {report:?}"
+    );
+    assert!(
+        report.aborts_by_code.get(&lock_wait).copied().unwrap_or(0) > 0,
+        "no lock-wait timeout in {report:?}"
+    );
+    assert!(report.transfers_committed > TRANSACTIONS / 2);
+    assert!(report.final_gci > signal::Gci::from_parts(1, 0));
+}
+
+#[test]
+fn tight_record_pools_on_a_cluster_give_temporary_errors_and_nothing_worse() {
+    let options = SimOptions {
+        cluster: TWO_NODES,
+        ..tight_limits()
+    };
+    let report = run_with(23, &options);
+    for error in [
+        ErrorCode::OutOfTransactionRecords,
+        ErrorCode::OutOfOperationRecords,
+    ] {
+        assert!(
+            report
+                .aborts_by_code
+                .get(&(error as u16))
+                .copied()
+                .unwrap_or(0)
+                > 0,
+            "no {error:?} in {report:?}"
+        );
+    }
+}
+
+/// `SIM_SEEDS=N`: seeds 1000..1000+N (default 20), each with the default
+/// and with the tight-limits workload, on one node and on clusters of 2
+/// and 4 nodes with 2 replicas.
+#[test]
+#[ignore = "long: runs SIM_SEEDS seeds (default 20) six times; use --release"]
 fn many_seeds() {
     let count: u64 = std::env::var("SIM_SEEDS")
         .ok()
@@ -134,15 +233,22 @@ fn many_seeds() {
         .unwrap_or(20);
     let mut hashes = std::collections::HashSet::new();
     for seed in 1000..1000 + count {
-        assert!(
-            hashes.insert(run(seed).trace_hash),
-            "seed {seed}: trace hash seen before"
-        );
-        let tight = run_with(seed, &tight_limits());
-        assert!(
-            hashes.insert(tight.trace_hash),
-            "seed {seed} (tight): trace hash seen before"
-        );
+        for cluster in [ClusterShape::default(), TWO_NODES, FOUR_NODES] {
+            let report = run_with(seed, &on(cluster));
+            assert!(
+                hashes.insert(report.trace_hash),
+                "seed {seed} ({cluster:?}): trace hash seen before"
+            );
+            let tight = SimOptions {
+                cluster,
+                ..tight_limits()
+            };
+            let tight = run_with(seed, &tight);
+            assert!(
+                hashes.insert(tight.trace_hash),
+                "seed {seed} ({cluster:?}, tight): trace hash seen before"
+            );
+        }
     }
 }
 
@@ -158,6 +264,13 @@ fn replay_seed() {
         Ok("tight") => tight_limits(),
         _ => SimOptions::default(),
     };
+    let number = |name: &str, default: u16| -> u16 {
+        std::env::var(name)
+            .ok()
+            .and_then(|text| text.parse().ok())
+            .unwrap_or(default)
+    };
+    options.cluster = ClusterShape::new(number("SIM_NODES", 1), number("SIM_REPLICAS", 1));
     options.trace_to_stderr = std::env::var_os("SIM_TRACE").is_some();
     let report = Simulation::run_with(seed, &options);
     println!("{report:#?}");
