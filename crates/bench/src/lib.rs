@@ -1,7 +1,9 @@
 //! bench: Tessera's load generators, programs that print figures (tests
 //! assert behaviour; a benchmark never does). `keylookup` is the
-//! flexAsynch analogue: threads drive batches of primary-key operations
-//! through the client and check every row they read. Later: `tpcc`, `ycsb`.
+//! flexAsynch analogue: threads keep transactions of primary-key
+//! operations in flight through the client's async API and check every
+//! row they read; with a ledger (`ledger`) it also proves that no
+//! acknowledged write was lost. Later: `tpcc`, `ycsb`.
 //!
 //! The `tessera bench ...` subcommands (crate `cli`) parse their flags into
 //! the options types here, call `run`, and print the report.
@@ -18,6 +20,7 @@
 //! ```
 
 pub mod keylookup;
+mod ledger;
 mod report;
 mod rows;
 
@@ -36,6 +39,8 @@ use std::fmt;
 pub enum BenchError {
     /// The options are inconsistent.
     Options(String),
+    /// The ledger could not be read, parsed or written.
+    Ledger(String),
     /// Connecting or preparing the table failed.
     Setup {
         /// What was being done.
@@ -49,6 +54,7 @@ impl fmt::Display for BenchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BenchError::Options(message) => write!(f, "invalid options: {message}"),
+            BenchError::Ledger(message) => write!(f, "ledger: {message}"),
             BenchError::Setup { context, source } => write!(f, "{context}: {source}"),
         }
     }
@@ -58,7 +64,7 @@ impl std::error::Error for BenchError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BenchError::Setup { source, .. } => Some(source),
-            BenchError::Options(_) => None,
+            BenchError::Options(_) | BenchError::Ledger(_) => None,
         }
     }
 }

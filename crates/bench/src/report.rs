@@ -21,7 +21,7 @@ pub struct PhaseReport {
     pub kind: String,
     /// Operations completed (a read that found the row absent counts).
     pub operations: u64,
-    /// Transactions (batches) committed.
+    /// Transactions committed.
     pub transactions: u64,
     /// Wall-clock seconds of the phase.
     pub elapsed_s: f64,
@@ -37,8 +37,8 @@ pub struct PhaseReport {
     pub mismatches: u64,
     /// The first few mismatches, described.
     pub mismatch_examples: Vec<String>,
-    /// Batch latency percentiles and maximum, microseconds, from the first
-    /// attempt to success (retries included).
+    /// Transaction latency percentiles and maximum, microseconds, from the
+    /// first attempt to success (retries included).
     pub p50_us: u64,
     /// 95th percentile.
     pub p95_us: u64,

@@ -88,9 +88,28 @@ struct KeylookupArgs {
     /// Table name.
     #[arg(long, default_value = "keylookup")]
     table: String,
-    /// Operations per transaction batch.
-    #[arg(long, default_value_t = 8)]
-    batch: u32,
+    /// Operations per transaction.
+    #[arg(long = "ops-per-txn", visible_alias = "batch", default_value_t = 8)]
+    ops_per_txn: u32,
+    /// Transactions in flight per thread (through the async API).
+    #[arg(long, default_value_t = 1)]
+    inflight: u32,
+    /// Most operations per second over all threads.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Read and check every record of the existing table, writing nothing
+    /// (instead of the phases).
+    #[arg(long, conflicts_with = "phases")]
+    verify_only: bool,
+    /// Record every write sent and acknowledged (key, round, GCI) in FILE;
+    /// with --verify-only, check every row against it.
+    #[arg(long, value_name = "FILE")]
+    ledger: Option<PathBuf>,
+    /// With --verify-only --ledger: only writes acknowledged with a GCI up
+    /// to G (H/L, or H for a whole global checkpoint) must be visible.
+    #[arg(long, value_name = "G", requires_all = ["ledger", "verify_only"],
+          value_parser = bench::keylookup::parse_gci)]
+    restored_gci: Option<client::Gci>,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -141,7 +160,12 @@ fn run_keylookup(args: KeylookupArgs) -> ExitCode {
         threads: args.threads,
         duration_s: args.duration,
         table: args.table,
-        batch: args.batch,
+        ops_per_txn: args.ops_per_txn,
+        inflight: args.inflight,
+        rate: args.rate,
+        verify_only: args.verify_only,
+        ledger: args.ledger,
+        restored_gci: args.restored_gci,
         json: args.json,
         ..bench::keylookup::KeylookupOptions::default()
     };

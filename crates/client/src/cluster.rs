@@ -1,7 +1,16 @@
 //! `Cluster`: this process as an API node. Connecting asks mgmd for the
-//! config and an API node id, connects to the data node(s) and registers;
-//! the `Cluster` then hands out transactions and runs schema requests
-//! (create, drop, get) against `dict`, caching table definitions.
+//! config and an API node id, connects to every data node (one connection
+//! and one receive thread each) and registers with each; the `Cluster` then
+//! hands out transactions, routed to a tc of the node that holds the
+//! primary of a key hint (or round robin over nodes and tc instances), and
+//! runs schema requests against the president's `dict`, caching table
+//! definitions with their partition maps.
+//!
+//! Map versions: every TCKEYCONF carries the cluster's distribution
+//! version. One newer than any this client has seen makes every cached
+//! table stale: the next `table()` or hinted transaction on it fetches the
+//! table again (routing by a stale map only costs a hop: the tc routes to
+//! the replicas itself).
 //!
 //! The mgmd connection stays open inside the `Cluster` for its whole life:
 //! mgmd keeps the API node id allocated exactly as long as that connection
@@ -10,14 +19,16 @@
 use crate::connection::{section_pool, FrameBuilder, NodeConnection};
 use crate::dispatch::SchemaReply;
 use crate::error::ClientError;
+use crate::session::AsyncSession;
 use crate::table::Table;
 use crate::transaction::Transaction;
+use crate::value::Value;
 use signal::schema::TableDef;
-use signal::signals::{CreateTabReq, DropTabReq, GetTabInfoReq};
+use signal::signals::{CreateTabReq, DropTabReq, GetTabInfoReq, PartitionMap};
 use signal::{BlockKind, ErrorCode, NodeId, Section, Signal};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -32,10 +43,10 @@ use std::time::{Duration, Instant};
 /// ```
 #[derive(Clone, Debug)]
 pub struct ConnectOptions {
-    /// Longest wait for the data node to accept the connection and report
-    /// itself started.
+    /// Longest wait for every data node to accept the connection and report
+    /// itself started (the nodes are connected in parallel).
     pub connect_timeout: Duration,
-    /// Pause between connection attempts and between API_REGREQs while the
+    /// Pause between connection attempts and between API_REGREQs while a
     /// data node is still starting.
     pub register_retry_interval: Duration,
     /// Longest wait for the reply to a transaction or schema request; the
@@ -61,7 +72,8 @@ impl Default for ConnectOptions {
 /// use client::{Cluster, Commit, Value};
 /// let cluster = Cluster::connect("127.0.0.1:11860")?;
 /// let table = cluster.table("accounts")?;
-/// let mut transaction = cluster.transaction();
+/// // Runs on a tc of the node holding the primary replica of key 1.
+/// let mut transaction = cluster.transaction_with_hint(&table, &[Value::UInt(1)])?;
 /// transaction.insert(&table, &[("id", Value::UInt(1)), ("balance", Value::Double(10.0))])?;
 /// let outcome = transaction.execute(Commit::Yes)?;
 /// println!("committed in GCI {:?}", outcome.gci);
@@ -69,13 +81,21 @@ impl Default for ConnectOptions {
 /// ```
 pub struct Cluster {
     api_node: NodeId,
-    /// One per data node. This version connects to one data node; routing
-    /// to several comes with partition-aware transactions.
+    /// One per data node, in node id order.
     connections: Vec<NodeConnection>,
+    /// Every (connection, tc instance) pair, for round robin.
+    tc_slots: Vec<(usize, u16)>,
     options: ConnectOptions,
     transaction_counter: AtomicU64,
     request_counter: AtomicU32,
+    /// The highest distribution version seen in any reply.
+    map_version: AtomicU32,
+    /// The connection whose dict last accepted a schema change.
+    president_hint: AtomicUsize,
     tables: Mutex<HashMap<String, Arc<Table>>>,
+    /// When fetching a fresher map for routing last failed: routing then
+    /// keeps the stale map (a hint) rather than retrying every transaction.
+    refresh_failed_at: Mutex<Option<Instant>>,
     /// Holds the API node id allocation; never used after connecting.
     /// Declared last so it drops last: the id is freed only once every
     /// data-node connection using it is closed.
@@ -84,6 +104,9 @@ pub struct Cluster {
 
 /// Transaction ids carry the API node id in the top 16 bits.
 const TRANSACTION_COUNTER_MASK: u64 = (1 << 48) - 1;
+
+/// How long routing keeps a stale map after fetching a fresh one failed.
+const REFRESH_RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
 impl Cluster {
     /// Connects through mgmd at `mgmd_addr` ("host:port") with default
@@ -99,7 +122,9 @@ impl Cluster {
     }
 
     /// Connects through mgmd: fetches the config, allocates an API node id,
-    /// connects to the data node and registers with it.
+    /// connects to every data node of the config and registers with each.
+    /// A data node that is not up yet is retried until the connect timeout;
+    /// connecting fails if any data node cannot be reached by then.
     ///
     /// ```no_run
     /// let options = client::ConnectOptions::default();
@@ -111,26 +136,24 @@ impl Cluster {
         let text = mgm.get_config()?;
         let config = config::ClusterConfig::from_toml_str(&text, "mgmd")
             .map_err(|error| ClientError::Config(error.to_string()))?;
-        let data_node = config.data_nodes.first().ok_or_else(|| {
-            ClientError::Config("the cluster config lists no data node".to_string())
-        })?;
-        let api_node = mgm.alloc_api_node()?;
-        let addr = format!("{}:{}", data_node.host, data_node.port);
-        let connection = NodeConnection::open(
-            &addr,
-            Some(NodeId(data_node.id)),
-            NodeId(api_node),
-            incarnation(),
-            options.connect_timeout,
-            options.register_retry_interval,
-            options.reply_timeout,
-        )?;
-        Ok(Cluster::assemble(
-            NodeId(api_node),
-            Some(mgm),
-            connection,
-            options,
-        ))
+        if config.data_nodes.is_empty() {
+            return Err(ClientError::Config(
+                "the cluster config lists no data node".to_string(),
+            ));
+        }
+        let api_node = NodeId(mgm.alloc_api_node()?);
+        let targets: Vec<(String, Option<NodeId>)> = config
+            .data_nodes
+            .iter()
+            .map(|node| {
+                (
+                    format!("{}:{}", node.host, node.port),
+                    Some(NodeId(node.id)),
+                )
+            })
+            .collect();
+        let connections = open_all(&targets, api_node, &options)?;
+        Cluster::assemble(api_node, Some(mgm), connections, options)
     }
 
     /// Connects straight to a data node at `data_node_addr` as API node
@@ -157,32 +180,63 @@ impl Cluster {
         api_node_id: u16,
         options: ConnectOptions,
     ) -> Result<Cluster, ClientError> {
-        let connection = NodeConnection::open(
-            data_node_addr,
-            None,
-            NodeId(api_node_id),
-            incarnation(),
-            options.connect_timeout,
-            options.register_retry_interval,
-            options.reply_timeout,
-        )?;
-        Ok(Cluster::assemble(
-            NodeId(api_node_id),
-            None,
-            connection,
-            options,
-        ))
+        Cluster::connect_direct_many(&[data_node_addr], api_node_id, options)
+    }
+
+    /// [`Cluster::connect_direct`] to several data nodes at once (their ids
+    /// come from their registration answers).
+    ///
+    /// ```no_run
+    /// let options = client::ConnectOptions::default();
+    /// let cluster = client::Cluster::connect_direct_many(
+    ///     &["127.0.0.1:11861", "127.0.0.1:11862"], 200, options)?;
+    /// assert_eq!(cluster.data_nodes().len(), 2);
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn connect_direct_many(
+        data_node_addrs: &[&str],
+        api_node_id: u16,
+        options: ConnectOptions,
+    ) -> Result<Cluster, ClientError> {
+        if data_node_addrs.is_empty() {
+            return Err(ClientError::Usage("no data node address given".into()));
+        }
+        let targets: Vec<(String, Option<NodeId>)> = data_node_addrs
+            .iter()
+            .map(|addr| (addr.to_string(), None))
+            .collect();
+        let connections = open_all(&targets, NodeId(api_node_id), &options)?;
+        Cluster::assemble(NodeId(api_node_id), None, connections, options)
     }
 
     fn assemble(
         api_node: NodeId,
         mgm: Option<mgmd::client::MgmClient>,
-        connection: NodeConnection,
+        mut connections: Vec<NodeConnection>,
         options: ConnectOptions,
-    ) -> Cluster {
-        Cluster {
+    ) -> Result<Cluster, ClientError> {
+        connections.sort_by_key(|connection| connection.node().0);
+        for pair in connections.windows(2) {
+            if pair[0].node() == pair[1].node() {
+                return Err(ClientError::Config(format!(
+                    "{} and {} are both data node {}",
+                    pair[0].addr,
+                    pair[1].addr,
+                    pair[0].node()
+                )));
+            }
+        }
+        let tc_slots = connections
+            .iter()
+            .enumerate()
+            .flat_map(|(index, connection)| {
+                (0..connection.tc_instances).map(move |instance| (index, instance))
+            })
+            .collect();
+        Ok(Cluster {
             api_node,
-            connections: vec![connection],
+            connections,
+            tc_slots,
             options,
             // Start the counter somewhere unpredictable: an API node id is
             // reused by the next process that asks mgmd for one, and its
@@ -194,9 +248,12 @@ impl Cluster {
             // Same reason as the transaction counter: a reused API node id
             // must not meet late schema replies meant for its previous owner.
             request_counter: AtomicU32::new(incarnation()),
+            map_version: AtomicU32::new(0),
+            president_hint: AtomicUsize::new(0),
             tables: Mutex::new(HashMap::new()),
+            refresh_failed_at: Mutex::new(None),
             _mgm: mgm.map(Mutex::new),
-        }
+        })
     }
 
     /// This process's API node id.
@@ -211,7 +268,8 @@ impl Cluster {
     }
 
     /// Whether every data-node connection is still up. A lost connection
-    /// is not re-established by this version: connect a new `Cluster`.
+    /// is not re-established by this version (transactions are routed to
+    /// the nodes still connected): connect a new `Cluster`.
     ///
     /// ```no_run
     /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
@@ -220,6 +278,29 @@ impl Cluster {
     /// ```
     pub fn is_connected(&self) -> bool {
         self.connections.iter().all(NodeConnection::is_connected)
+    }
+
+    /// Whether the connection to data node `node` is up.
+    ///
+    /// ```no_run
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// assert!(cluster.is_node_connected(signal::NodeId(2)));
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn is_node_connected(&self, node: NodeId) -> bool {
+        self.connection_index(node)
+            .is_some_and(|index| self.connections[index].is_connected())
+    }
+
+    /// The data nodes this cluster is connected to (or was), in id order.
+    ///
+    /// ```no_run
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// println!("{:?}", cluster.data_nodes());
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn data_nodes(&self) -> Vec<NodeId> {
+        self.connections.iter().map(NodeConnection::node).collect()
     }
 
     /// The options the cluster was connected with.
@@ -233,7 +314,7 @@ impl Cluster {
         &self.options
     }
 
-    /// tc instances of the (first) data node, as it reported on registration.
+    /// tc instances of the first data node, as it reported on registration.
     ///
     /// ```no_run
     /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
@@ -242,6 +323,29 @@ impl Cluster {
     /// ```
     pub fn tc_instances(&self) -> u16 {
         self.connections[0].tc_instances
+    }
+
+    /// tc instances of data node `node` (`None`: not a data node of this cluster).
+    ///
+    /// ```no_run
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// assert!(cluster.tc_instances_on(signal::NodeId(2)).is_some());
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn tc_instances_on(&self, node: NodeId) -> Option<u16> {
+        self.connection_index(node)
+            .map(|index| self.connections[index].tc_instances)
+    }
+
+    /// The highest distribution (partition map) version any reply carried.
+    ///
+    /// ```no_run
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// println!("map version {}", cluster.map_version());
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn map_version(&self) -> u32 {
+        self.map_version.load(Ordering::Acquire)
     }
 
     /// Requests and transactions waiting for replies (diagnostics, tests).
@@ -258,22 +362,218 @@ impl Cluster {
             .sum()
     }
 
-    /// Starts a transaction. Nothing is sent until it executes.
+    /// An async session: many transactions in flight from the calling
+    /// thread, see [`AsyncSession`].
+    ///
+    /// ```no_run
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// let session = cluster.session::<u64>();
+    /// assert_eq!(session.in_flight(), 0);
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn session<T>(&self) -> AsyncSession<'_, T> {
+        AsyncSession::new(self)
+    }
+
+    fn next_transaction(&self) -> (signal::TransactionId, u64) {
+        let counter = (self.transaction_counter.fetch_add(1, Ordering::Relaxed) + 1)
+            & TRANSACTION_COUNTER_MASK;
+        let id = signal::TransactionId(((self.api_node.0 as u64) << 48) | counter);
+        (id, counter)
+    }
+
+    /// Starts a transaction on the next tc in round robin over every data
+    /// node and its tc instances (skipping lost connections). Nothing is
+    /// sent until it executes.
     ///
     /// ```no_run
     /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
     /// let transaction = cluster.transaction();
-    /// println!("{:?}", transaction.id());
+    /// println!("{:?} on node {}", transaction.id(), transaction.node());
     /// # Ok::<(), client::ClientError>(())
     /// ```
     pub fn transaction(&self) -> Transaction<'_> {
-        let counter = (self.transaction_counter.fetch_add(1, Ordering::Relaxed) + 1)
-            & TRANSACTION_COUNTER_MASK;
-        let connection = 0;
-        let tc_instances = self.connections[connection].tc_instances.max(1) as u64;
-        let tc_instance = (counter % tc_instances) as u16;
-        let id = signal::TransactionId(((self.api_node.0 as u64) << 48) | counter);
+        let (id, counter) = self.next_transaction();
+        let (connection, tc_instance) = self.round_robin(counter);
         Transaction::new(self, id, connection, tc_instance)
+    }
+
+    /// Starts a transaction on a tc of the data node holding the primary
+    /// replica of `key` in `table` (the first connected replica if the
+    /// primary's connection is lost; round robin without a map). Every
+    /// operation of the transaction goes to that tc, whatever its key:
+    /// the tc routes each to its replicas.
+    ///
+    /// ```no_run
+    /// use client::Value;
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// let table = cluster.table("t")?;
+    /// let transaction = cluster.transaction_with_hint(&table, &[Value::UInt(42)])?;
+    /// println!("key 42 runs on node {}", transaction.node());
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn transaction_with_hint(
+        &self,
+        table: &Arc<Table>,
+        key: &[Value],
+    ) -> Result<Transaction<'_>, ClientError> {
+        let mut bytes = Vec::new();
+        table.encode_key(key, &mut bytes)?;
+        let placement = self.placement_of_key_section(table, &bytes)?;
+        let (id, counter) = self.next_transaction();
+        let connection = placement.and_then(|(map, partition)| {
+            map.partitions[partition as usize]
+                .replicas
+                .iter()
+                .filter_map(|&node| self.connection_index(node))
+                .find(|&index| self.connections[index].is_connected())
+        });
+        let (connection, tc_instance) = match connection {
+            Some(index) => {
+                let instances = u64::from(self.connections[index].tc_instances.max(1));
+                (index, (counter % instances) as u16)
+            }
+            None => self.round_robin(counter),
+        };
+        Ok(Transaction::new(self, id, connection, tc_instance))
+    }
+
+    /// Starts a transaction on a tc of data node `node` (round robin over
+    /// its tc instances): for programs that group work by node themselves.
+    ///
+    /// ```no_run
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// let transaction = cluster.transaction_on_node(signal::NodeId(2))?;
+    /// assert_eq!(transaction.node(), signal::NodeId(2));
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn transaction_on_node(&self, node: NodeId) -> Result<Transaction<'_>, ClientError> {
+        let index = self.connection_index(node).ok_or_else(|| {
+            ClientError::Usage(format!("{node} is not a data node of this cluster"))
+        })?;
+        let (id, counter) = self.next_transaction();
+        let instances = u64::from(self.connections[index].tc_instances.max(1));
+        Ok(Transaction::new(
+            self,
+            id,
+            index,
+            (counter % instances) as u16,
+        ))
+    }
+
+    /// The data node holding the primary replica of `key` in `table`, by
+    /// the freshest map this client has (fetching one if the cached map is
+    /// stale); `None` when the table has no map.
+    ///
+    /// ```no_run
+    /// use client::Value;
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// let table = cluster.table("t")?;
+    /// println!("{:?}", cluster.primary_node(&table, &[Value::UInt(42)])?);
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn primary_node(
+        &self,
+        table: &Table,
+        key: &[Value],
+    ) -> Result<Option<NodeId>, ClientError> {
+        let mut bytes = Vec::new();
+        table.encode_key(key, &mut bytes)?;
+        Ok(self
+            .placement_of_key_section(table, &bytes)?
+            .map(|(map, partition)| map.partitions[partition as usize].replicas[0]))
+    }
+
+    /// The routing map of `table` and the partition of the encoded key.
+    fn placement_of_key_section(
+        &self,
+        table: &Table,
+        key: &[u8],
+    ) -> Result<Option<(Arc<PartitionMap>, u32)>, ClientError> {
+        let hash =
+            signal::attr::key_hash(table.def(), key).map_err(|code| ClientError::Invalid {
+                code,
+                detail: format!("a key of table {:?}", table.name()),
+            })?;
+        let Some(map) = self.routing_map(table) else {
+            return Ok(None);
+        };
+        let bucket = signal::partition::bucket(hash) as usize;
+        let partition = map.bucket_partitions[bucket];
+        debug_assert!(
+            (partition as usize) < map.partitions.len(),
+            "decode_partition_map checks every bucket names a partition"
+        );
+        Ok(Some((map, partition)))
+    }
+
+    /// The freshest map of `table` at hand: its own if it is current, else
+    /// the cache's or a newly fetched one of the same table (same id and
+    /// version); a stale map when nothing fresher can be had.
+    pub(crate) fn routing_map(&self, table: &Table) -> Option<Arc<PartitionMap>> {
+        let known = self.map_version();
+        if table.map().is_some() && table.map_version() >= known {
+            return table.map().cloned();
+        }
+        let same_table = |other: &Table| {
+            other.def().id == table.def().id && other.def().version == table.def().version
+        };
+        let cached = self.cached_tables().get(table.name()).cloned();
+        let fresher = match cached {
+            Some(cached) if cached.map_version() >= known => Some(cached),
+            _ if self.may_refresh() => match self.table(table.name()) {
+                Ok(fetched) => Some(fetched),
+                Err(_) => {
+                    *self
+                        .refresh_failed_at
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+                    None
+                }
+            },
+            _ => None,
+        };
+        match fresher {
+            Some(fresher) if same_table(&fresher) && fresher.map().is_some() => {
+                fresher.map().cloned()
+            }
+            _ => table.map().cloned(),
+        }
+    }
+
+    fn may_refresh(&self) -> bool {
+        match *self
+            .refresh_failed_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            None => true,
+            Some(failed) => failed.elapsed() >= REFRESH_RETRY_INTERVAL,
+        }
+    }
+
+    /// A reply carried distribution version `version`: a newer one than
+    /// seen before makes every cached table stale.
+    pub(crate) fn observe_map_version(&self, version: u32) {
+        if version > self.map_version.load(Ordering::Relaxed) {
+            self.map_version.fetch_max(version, Ordering::AcqRel);
+        }
+    }
+
+    fn round_robin(&self, counter: u64) -> (usize, u16) {
+        let slots = self.tc_slots.len();
+        let start = (counter % slots as u64) as usize;
+        (0..slots)
+            .map(|step| self.tc_slots[(start + step) % slots])
+            .find(|&(connection, _)| self.connections[connection].is_connected())
+            // Every connection is lost: sending will say so.
+            .unwrap_or(self.tc_slots[start])
+    }
+
+    pub(crate) fn connection_index(&self, node: NodeId) -> Option<usize> {
+        self.connections
+            .iter()
+            .position(|connection| connection.node() == node)
     }
 
     pub(crate) fn connection(&self, index: usize) -> &NodeConnection {
@@ -302,7 +602,7 @@ impl Cluster {
                 detail: format!("table {:?}: {message}", definition.name),
             })?;
         let bytes = definition.encode_to_vec();
-        let reply = self.schema_request(&definition.name, |request_id| {
+        let reply = self.schema_request(&definition.name, false, |request_id| {
             Ok(CreateTabReq {
                 request_id,
                 definition: section_from(&bytes)?,
@@ -328,7 +628,7 @@ impl Cluster {
     /// ```
     pub fn drop_table(&self, name: &str) -> Result<(), ClientError> {
         self.invalidate_table(name);
-        let reply = self.schema_request(name, |request_id| {
+        let reply = self.schema_request(name, false, |request_id| {
             Ok(DropTabReq {
                 request_id,
                 name: section_from(name.as_bytes())?,
@@ -341,7 +641,8 @@ impl Cluster {
         }
     }
 
-    /// The table `name`: from the cache, or fetched from `dict` (then cached).
+    /// The table `name` with its partition map: from the cache while its
+    /// map is current, else fetched from `dict` (then cached).
     ///
     /// ```no_run
     /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
@@ -350,17 +651,25 @@ impl Cluster {
     /// # Ok::<(), client::ClientError>(())
     /// ```
     pub fn table(&self, name: &str) -> Result<Arc<Table>, ClientError> {
+        let known = self.map_version();
         if let Some(table) = self.cached_tables().get(name) {
-            return Ok(Arc::clone(table));
+            if table.map_version() >= known {
+                return Ok(Arc::clone(table));
+            }
         }
-        let reply = self.schema_request(name, |request_id| {
+        let reply = self.schema_request(name, true, |request_id| {
             Ok(GetTabInfoReq {
                 request_id,
                 name: section_from(name.as_bytes())?,
             }
             .into())
         })?;
-        let SchemaReply::Info { definition } = reply else {
+        let SchemaReply::Info {
+            definition,
+            map_version,
+            map,
+        } = reply
+        else {
             return Err(unexpected_reply(name, reply));
         };
         let def = TableDef::decode(&definition).map_err(|message| {
@@ -372,7 +681,20 @@ impl Cluster {
                 def.name
             )));
         }
-        let table = Arc::new(Table::new(def));
+        let map = signal::codec::decode_partition_map(&map).map_err(|error| {
+            ClientError::Protocol(format!("partition map of table {name:?}: {error}"))
+        })?;
+        if map.table_id != def.id {
+            return Err(ClientError::Protocol(format!(
+                "the partition map of table {name:?} (id {}) is for table id {}",
+                def.id, map.table_id
+            )));
+        }
+        self.observe_map_version(map_version);
+        // Current as of the version known when asking, even if the answer
+        // carries an older one (a node a step behind): otherwise every
+        // later lookup would ask again. A stale map only costs a hop.
+        let table = Arc::new(Table::with_map(def, map, map_version.max(known)));
         self.cached_tables()
             .insert(name.to_string(), Arc::clone(&table));
         Ok(table)
@@ -406,14 +728,55 @@ impl Cluster {
         self.tables.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Sends one schema request to dict on the first data node and waits
-    /// for its answer. A refusal becomes `ClientError::Schema`.
-    fn schema_request(
+    /// Sends one schema request to dict, on the president first (the node
+    /// that last took a schema change, at first the lowest node id), and
+    /// on the next node in id order after NotMaster. An `idempotent`
+    /// request (a fetch) also moves on from a lost connection. A refusal
+    /// becomes `ClientError::Schema`.
+    pub(crate) fn schema_request(
         &self,
         table: &str,
-        build: impl FnOnce(u32) -> Result<Signal, ClientError>,
+        idempotent: bool,
+        build: impl Fn(u32) -> Result<Signal, ClientError>,
     ) -> Result<SchemaReply, ClientError> {
-        let connection = &self.connections[0];
+        let nodes = self.connections.len();
+        let start = self.president_hint.load(Ordering::Relaxed) % nodes;
+        let mut last_error = None;
+        for step in 0..nodes {
+            let index = (start + step) % nodes;
+            let connection = &self.connections[index];
+            if !connection.is_connected() {
+                let reason = connection.dispatch.closed_reason().unwrap_or_default();
+                last_error = Some(connection.lost(reason));
+                continue;
+            }
+            match self.request_on(connection, (BlockKind::Dict, 0), table, &build) {
+                Err(error) if error.code() == Some(ErrorCode::NotMaster) => {
+                    last_error = Some(error);
+                }
+                Err(error @ ClientError::ConnectionLost { .. }) if idempotent => {
+                    last_error = Some(error);
+                }
+                result => {
+                    if !idempotent && result.is_ok() {
+                        self.president_hint.store(index, Ordering::Relaxed);
+                    }
+                    return result;
+                }
+            }
+        }
+        Err(last_error.expect("a cluster has at least one data node"))
+    }
+
+    /// Sends one request to block `to` of `connection`'s node and waits
+    /// for its answer; a refusal becomes `ClientError::Schema` about `table`.
+    pub(crate) fn request_on(
+        &self,
+        connection: &NodeConnection,
+        to: (BlockKind, u16),
+        table: &str,
+        build: &impl Fn(u32) -> Result<Signal, ClientError>,
+    ) -> Result<SchemaReply, ClientError> {
         let request_id = self.request_counter.fetch_add(1, Ordering::Relaxed);
         let slot = connection
             .dispatch
@@ -421,7 +784,7 @@ impl Cluster {
             .map_err(|reason| connection.lost(reason))?;
         let result = (|| {
             let mut frames = FrameBuilder::default();
-            frames.push(&connection.envelope(BlockKind::Dict, 0, build(request_id)?))?;
+            frames.push(&connection.envelope(to.0, to.1, build(request_id)?))?;
             connection.send(&mut frames)?;
             let deadline = Instant::now() + self.options.reply_timeout;
             let (mut reply, done) = slot.wait_until(deadline, Option::is_some);
@@ -446,6 +809,47 @@ impl Cluster {
     }
 }
 
+/// Opens a connection to every target in parallel (each retried until the
+/// connect timeout); the first failure in target order is the error.
+fn open_all(
+    targets: &[(String, Option<NodeId>)],
+    api_node: NodeId,
+    options: &ConnectOptions,
+) -> Result<Vec<NodeConnection>, ClientError> {
+    // One incarnation for every connection of this process's life.
+    let incarnation = incarnation();
+    let open = |(addr, node): &(String, Option<NodeId>)| {
+        NodeConnection::open(
+            addr,
+            *node,
+            api_node,
+            incarnation,
+            options.connect_timeout,
+            options.register_retry_interval,
+            options.reply_timeout,
+        )
+    };
+    let results: Vec<Result<NodeConnection, ClientError>> = if targets.len() == 1 {
+        vec![open(&targets[0])]
+    } else {
+        std::thread::scope(|scope| {
+            let threads: Vec<_> = targets
+                .iter()
+                .map(|target| scope.spawn(move || open(target)))
+                .collect();
+            threads
+                .into_iter()
+                .map(|thread| match thread.join() {
+                    Ok(result) => result,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                })
+                .collect()
+        })
+    };
+    // Connections opened before a failure close as the vector drops.
+    results.into_iter().collect()
+}
+
 /// Copies bytes into a section of the client's pool.
 pub(crate) fn section_from(bytes: &[u8]) -> Result<Section, ClientError> {
     section_pool().copy_from(bytes).ok_or_else(|| {
@@ -464,7 +868,7 @@ pub(crate) fn section_from(bytes: &[u8]) -> Result<Section, ClientError> {
     })
 }
 
-fn unexpected_reply(table: &str, reply: SchemaReply) -> ClientError {
+pub(crate) fn unexpected_reply(table: &str, reply: SchemaReply) -> ClientError {
     ClientError::Protocol(format!(
         "unexpected answer to a schema request about table {table:?}: {reply:?}"
     ))

@@ -48,6 +48,30 @@ impl FrameBuilder {
         self.frames.clear();
     }
 
+    /// Whether nothing is collected.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// Marks the current end, so that a batch that fails half-way through
+    /// can be taken out again with [`FrameBuilder::restore`].
+    pub(crate) fn checkpoint(&self) -> FrameCheckpoint {
+        FrameCheckpoint {
+            bytes: self.bytes.len(),
+            frames: self.frames.len(),
+            last_count: self.frames.last().map_or(0, |&(_, count)| count),
+        }
+    }
+
+    /// Drops everything pushed after `checkpoint`.
+    pub(crate) fn restore(&mut self, checkpoint: FrameCheckpoint) {
+        self.bytes.truncate(checkpoint.bytes);
+        self.frames.truncate(checkpoint.frames);
+        if let Some(last) = self.frames.last_mut() {
+            last.1 = checkpoint.last_count;
+        }
+    }
+
     /// Number of signals collected.
     #[cfg(test)]
     pub(crate) fn signal_count(&self) -> usize {
@@ -102,6 +126,14 @@ impl FrameBuilder {
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.bytes
     }
+}
+
+/// A position in a [`FrameBuilder`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FrameCheckpoint {
+    bytes: usize,
+    frames: usize,
+    last_count: u16,
 }
 
 struct SendSide {
@@ -266,7 +298,7 @@ impl NodeConnection {
 
     /// Whether the connection is still up.
     pub(crate) fn is_connected(&self) -> bool {
-        self.dispatch.closed_reason().is_none()
+        !self.dispatch.is_closed()
     }
 
     /// Numbers the frames in `frames`, seals them and writes them all with
@@ -420,6 +452,46 @@ mod tests {
     use super::*;
     use signal::signals::TcCommitReq;
     use signal::TransactionId;
+
+    #[test]
+    fn a_checkpoint_takes_out_a_half_built_batch() {
+        let commit = |id: u64| Envelope {
+            from: BlockRef::new(NodeId(200), BlockKind::Api, 0),
+            to: BlockRef::new(NodeId(2), BlockKind::Tc, 0),
+            signal: TcCommitReq {
+                transaction_id: TransactionId(id),
+            }
+            .into(),
+        };
+        let mut builder = FrameBuilder::default();
+        let empty = builder.checkpoint();
+        builder.push(&commit(1)).unwrap();
+        builder.restore(empty);
+        assert!(builder.is_empty());
+        builder.push(&commit(1)).unwrap();
+        let bytes_before = builder.bytes().to_vec();
+        let checkpoint = builder.checkpoint();
+        builder.push(&commit(2)).unwrap();
+        builder.push(&commit(3)).unwrap();
+        builder.restore(checkpoint);
+        assert_eq!(builder.signal_count(), 1);
+        assert_eq!(builder.bytes(), &bytes_before[..]);
+        builder.push(&commit(4)).unwrap();
+        builder.seal(NodeId(200), 5, 0);
+        let mut assembler = FrameAssembler::new();
+        assembler.push_bytes(builder.bytes());
+        let (header, body) = assembler.next_frame().unwrap().expect("one frame");
+        assert_eq!(header.signal_count, 2);
+        let pool = SectionPool::leak([1, 1, 1, 1, 1, 1]);
+        let mut decoder = codec::SignalDecoder::new(body, 2, header.sender, NodeId(2));
+        let mut ids = Vec::new();
+        while let Some(envelope) = decoder.next(pool).unwrap() {
+            if let Signal::TcCommitReq(request) = envelope.signal {
+                ids.push(request.transaction_id.0);
+            }
+        }
+        assert_eq!(ids, [1, 4]);
+    }
 
     #[test]
     fn frames_split_by_size_and_decode_back() {

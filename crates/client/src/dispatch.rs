@@ -1,22 +1,27 @@
-//! The table of requests in flight on one data-node connection, and the
-//! receive side that fills it.
+//! The table of requests in flight on one data-node connection, the
+//! receive side that fills it, and the inboxes replies are posted to.
 //!
-//! Every transaction with a batch outstanding, and every schema request,
-//! has a slot here: its own small state behind its own mutex and condvar.
-//! The receive thread looks the slot up by transaction id or request id,
-//! records the reply and wakes the one waiter. Nothing in a slot assumes
-//! that its waiter is a blocked thread: the sync API waits on the slot's
-//! condvar, and an async API can keep many slots registered from one thread
-//! and collect the finished ones (the slot is where a ready-queue hook goes).
+//! Transactions: a transaction with a batch outstanding is registered here
+//! under its id with an [`Inbox`]. The receive thread looks the inbox up and
+//! posts the reply ([`Reply`]) to it; whoever owns the inbox (an
+//! `AsyncSession` with many transactions in flight from one thread, or one
+//! sync `Transaction`) takes the replies and applies them. A reply that
+//! ends the transaction at the tc (a committing TCKEYCONF, TCKEYREF,
+//! TCROLLBACKCONF) also removes the registration, under the same lock as
+//! the lookup.
 //!
-//! When the connection ends, `close` fails every slot with the reason, and
-//! registering new slots fails at once, so no caller waits for a reply that
-//! cannot come.
+//! Requests (schema requests, table lists, partition scans): a slot per
+//! request (its state behind its own mutex and condvar), since only the
+//! sync API sends them.
+//!
+//! When the connection ends, `close` posts `Reply::Lost` for every
+//! registered transaction and fails every schema slot, and registering new
+//! ones fails at once, so no caller waits for a reply that cannot come.
 
 use signal::signals::{ApiRegConf, TcKeyConf};
 use signal::{ErrorCode, Gci, NodeId, Signal, TransactionId};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
@@ -73,10 +78,20 @@ impl<T> Slot<T> {
     }
 }
 
-/// How a transaction's outstanding request ended other than by a
-/// confirmation.
+/// A reply for a transaction, as posted to its inbox.
 #[derive(Debug)]
-pub(crate) enum BatchEnd {
+pub(crate) enum Reply {
+    /// TCKEYCONF.
+    Conf {
+        /// Operations confirmed.
+        operations: u32,
+        /// The transaction is committed.
+        committed: bool,
+        /// Commit GCI.
+        gci: Gci,
+        /// The sender's distribution version.
+        map_version: u32,
+    },
     /// TCKEYREF: the transaction is aborted on the data node.
     Refused {
         /// The failing operation (u32::MAX: none named).
@@ -84,42 +99,84 @@ pub(crate) enum BatchEnd {
         /// Why.
         error: ErrorCode,
     },
+    /// TRANSID_AI: row data of a read, copied out of its section at once
+    /// (a batch may read more rows than the pool has sections).
+    Row {
+        /// The read operation.
+        client_op: u32,
+        /// Attribute entries.
+        data: Vec<u8>,
+    },
     /// TCROLLBACKCONF.
     RolledBack,
     /// The connection ended.
     Lost(String),
 }
 
-/// What has arrived for a transaction's outstanding batch.
-#[derive(Default, Debug)]
-pub(crate) struct TransactionProgress {
-    /// Row data of reads, by client operation number, in arrival order.
-    /// Copied out of the section at once: a batch may read more rows than
-    /// the pool has sections, and they wait here for the batch's TCKEYCONF,
-    /// which the receive thread could not decode with the pool drained.
-    pub rows: Vec<(u32, Vec<u8>)>,
-    /// Operations confirmed by TCKEYCONFs so far.
-    pub confirmed_operations: u32,
-    /// A TCKEYCONF said the transaction is committed.
-    pub committed: bool,
-    /// Commit GCI from that TCKEYCONF.
-    pub gci: Gci,
-    /// Set when the request ended otherwise.
-    pub end: Option<BatchEnd>,
+#[derive(Default)]
+struct InboxState {
+    replies: Vec<(TransactionId, Reply)>,
+    /// The owner sleeps on the condvar (so a post must wake it).
+    sleeping: bool,
 }
 
-impl TransactionProgress {
-    /// Forgets a previous batch before a new one is sent.
-    pub(crate) fn reset(&mut self) {
-        *self = TransactionProgress::default();
+/// Where the receive threads post the replies of the transactions of one
+/// owner (a session or a sync transaction), across connections.
+#[derive(Default)]
+pub(crate) struct Inbox {
+    state: Mutex<InboxState>,
+    ready: Condvar,
+}
+
+impl Inbox {
+    fn lock(&self) -> MutexGuard<'_, InboxState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn confirm(&mut self, conf: &TcKeyConf) {
-        self.confirmed_operations = self.confirmed_operations.saturating_add(conf.operations);
-        if conf.committed {
-            self.committed = true;
-            self.gci = conf.gci;
+    /// Posts a reply; wakes the owner only if it sleeps (a condvar notify
+    /// costs a system call even with nobody waiting).
+    pub(crate) fn post(&self, transaction: TransactionId, reply: Reply) {
+        let mut state = self.lock();
+        state.replies.push((transaction, reply));
+        let wake = state.sleeping;
+        drop(state);
+        if wake {
+            self.ready.notify_one();
         }
+    }
+
+    /// Moves every posted reply to `out` (which must be empty), waiting
+    /// until there is one or `deadline` passes (`None`: do not wait).
+    /// Returns whether `out` received anything.
+    pub(crate) fn take(
+        &self,
+        out: &mut Vec<(TransactionId, Reply)>,
+        deadline: Option<Instant>,
+    ) -> bool {
+        debug_assert!(out.is_empty(), "replies taken earlier are handled first");
+        let mut state = self.lock();
+        while state.replies.is_empty() {
+            let Some(deadline) = deadline else { break };
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            state.sleeping = true;
+            state = self
+                .ready
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+            state.sleeping = false;
+        }
+        // Swapping hands the buffers back and forth, keeping their memory.
+        std::mem::swap(out, &mut state.replies);
+        !out.is_empty()
+    }
+
+    /// Drops every posted reply (late replies of an earlier batch).
+    pub(crate) fn clear(&self) {
+        self.lock().replies.clear();
     }
 }
 
@@ -135,8 +192,23 @@ pub(crate) enum SchemaReply {
     Info {
         /// Encoded table definition.
         definition: Vec<u8>,
+        /// Distribution version when the map was taken.
+        map_version: u32,
+        /// Encoded partition map.
+        map: Vec<u8>,
     },
-    /// SCHEMA_REF.
+    /// LIST_TABLES_CONF: the names, or why they could not be decoded.
+    Tables(Result<Vec<String>, String>),
+    /// SCAN_PARTITION_CONF.
+    Scan {
+        /// Encoded rows (row id, GCI, length, attribute entries).
+        rows: Vec<u8>,
+        /// Where the next batch starts.
+        next_row: u32,
+        /// No rows remain.
+        done: bool,
+    },
+    /// SCHEMA_REF, SCAN_PARTITION_REF.
     Refused(ErrorCode),
     /// The connection ended.
     Lost(String),
@@ -151,19 +223,20 @@ pub(crate) struct Registration {
     pub lost: Option<String>,
 }
 
-pub(crate) type TransactionSlot = Slot<TransactionProgress>;
 pub(crate) type RequestSlot = Slot<Option<SchemaReply>>;
 
 #[derive(Default)]
 struct Waiting {
     closed: Option<String>,
-    transactions: HashMap<TransactionId, Arc<TransactionSlot>>,
+    transactions: HashMap<TransactionId, Arc<Inbox>>,
     requests: HashMap<u32, Arc<RequestSlot>>,
 }
 
 /// The in-flight table of one connection.
 pub(crate) struct Dispatch {
     waiting: Mutex<Waiting>,
+    /// Set once by `close` (a lock-free `closed_reason().is_some()` for routing).
+    closed: AtomicBool,
     /// The registration handshake (one per connection).
     pub registration: Slot<Registration>,
     /// Replies for nothing registered (late answers after a timeout, the
@@ -175,6 +248,7 @@ impl Dispatch {
     pub(crate) fn new() -> Dispatch {
         Dispatch {
             waiting: Mutex::new(Waiting::default()),
+            closed: AtomicBool::new(false),
             registration: Slot::new(Registration::default()),
             stray_replies: AtomicU64::new(0),
         }
@@ -189,25 +263,27 @@ impl Dispatch {
         self.waiting().closed.clone()
     }
 
-    /// The slot of `transaction`, created if needed; `Err(reason)` once the
-    /// connection has ended.
+    /// Whether the connection has ended (without taking the lock).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Replies for `transaction` go to `inbox` from now on (replacing an
+    /// earlier registration); `Err(reason)` once the connection has ended.
     pub(crate) fn register_transaction(
         &self,
         transaction: TransactionId,
-    ) -> Result<Arc<TransactionSlot>, String> {
+        inbox: &Arc<Inbox>,
+    ) -> Result<(), String> {
         let mut waiting = self.waiting();
         if let Some(reason) = &waiting.closed {
             return Err(reason.clone());
         }
-        Ok(Arc::clone(
-            waiting
-                .transactions
-                .entry(transaction)
-                .or_insert_with(|| Arc::new(Slot::new(TransactionProgress::default()))),
-        ))
+        waiting.transactions.insert(transaction, Arc::clone(inbox));
+        Ok(())
     }
 
-    /// Forgets a transaction's slot; later replies for it are strays.
+    /// Forgets a transaction's registration; later replies for it are strays.
     pub(crate) fn unregister_transaction(&self, transaction: TransactionId) {
         self.waiting().transactions.remove(&transaction);
     }
@@ -242,13 +318,14 @@ impl Dispatch {
             if waiting.closed.is_none() {
                 waiting.closed = Some(reason.clone());
             }
+            self.closed.store(true, Ordering::Release);
             (
                 std::mem::take(&mut waiting.transactions),
                 std::mem::take(&mut waiting.requests),
             )
         };
-        for slot in transactions.values() {
-            slot.update(|progress| progress.end = Some(BatchEnd::Lost(reason.clone())));
+        for (transaction, inbox) in transactions {
+            inbox.post(transaction, Reply::Lost(reason.clone()));
         }
         for slot in requests.values() {
             slot.update(|reply| *reply = Some(SchemaReply::Lost(reason.clone())));
@@ -257,12 +334,23 @@ impl Dispatch {
             .update(|registration| registration.lost = Some(reason.clone()));
     }
 
-    fn transaction(&self, transaction: TransactionId) -> Option<Arc<TransactionSlot>> {
-        let slot = self.waiting().transactions.get(&transaction).cloned();
-        if slot.is_none() {
-            self.stray_replies.fetch_add(1, Ordering::Relaxed);
+    /// Posts `reply` to the inbox of `transaction`; `last` (the reply ends
+    /// the transaction at the tc) also forgets the registration.
+    fn post(&self, transaction: TransactionId, reply: Reply, last: bool) {
+        let inbox = {
+            let mut waiting = self.waiting();
+            if last {
+                waiting.transactions.remove(&transaction)
+            } else {
+                waiting.transactions.get(&transaction).cloned()
+            }
+        };
+        match inbox {
+            Some(inbox) => inbox.post(transaction, reply),
+            None => {
+                self.stray_replies.fetch_add(1, Ordering::Relaxed);
+            }
         }
-        slot
     }
 
     fn request(&self, request_id: u32) -> Option<Arc<RequestSlot>> {
@@ -287,34 +375,39 @@ impl Dispatch {
             Signal::ApiRegConf(conf) => self
                 .registration
                 .update(|registration| registration.conf = Some((sender, conf))),
-            Signal::TcKeyConf(conf) => {
-                if let Some(slot) = self.transaction(conf.transaction_id) {
-                    slot.update(|progress| progress.confirm(&conf));
-                }
-            }
-            Signal::TcKeyRef(refusal) => {
-                if let Some(slot) = self.transaction(refusal.transaction_id) {
-                    slot.update(|progress| {
-                        progress.end = Some(BatchEnd::Refused {
-                            client_op: refusal.client_op,
-                            error: refusal.error,
-                        })
-                    });
-                }
-            }
-            Signal::TransIdAi(data) => {
-                if let Some(slot) = self.transaction(data.transaction_id) {
-                    // No wake-up: rows always precede the batch's TCKEYCONF.
-                    slot.lock()
-                        .rows
-                        .push((data.client_op, data.data.as_slice().to_vec()));
-                }
-            }
-            Signal::TcRollbackConf(conf) => {
-                if let Some(slot) = self.transaction(conf.transaction_id) {
-                    slot.update(|progress| progress.end = Some(BatchEnd::RolledBack));
-                }
-            }
+            Signal::TcKeyConf(TcKeyConf {
+                transaction_id,
+                operations,
+                committed,
+                gci,
+                map_version,
+            }) => self.post(
+                transaction_id,
+                Reply::Conf {
+                    operations,
+                    committed,
+                    gci,
+                    map_version,
+                },
+                committed,
+            ),
+            Signal::TcKeyRef(refusal) => self.post(
+                refusal.transaction_id,
+                Reply::Refused {
+                    client_op: refusal.client_op,
+                    error: refusal.error,
+                },
+                true,
+            ),
+            Signal::TransIdAi(data) => self.post(
+                data.transaction_id,
+                Reply::Row {
+                    client_op: data.client_op,
+                    data: data.data.as_slice().to_vec(),
+                },
+                false,
+            ),
+            Signal::TcRollbackConf(conf) => self.post(conf.transaction_id, Reply::RolledBack, true),
             Signal::CreateTabConf(conf) => {
                 self.answer_request(conf.request_id, SchemaReply::Created)
             }
@@ -323,9 +416,28 @@ impl Dispatch {
                 conf.request_id,
                 SchemaReply::Info {
                     definition: conf.definition.as_slice().to_vec(),
+                    map_version: conf.map_version,
+                    map: conf.map.as_slice().to_vec(),
                 },
             ),
             Signal::SchemaRef(refusal) => {
+                self.answer_request(refusal.request_id, SchemaReply::Refused(refusal.error))
+            }
+            Signal::ListTablesConf(conf) => {
+                let names = signal::codec::decode_table_names(conf.names.as_slice())
+                    .map(|names| names.into_iter().map(str::to_string).collect())
+                    .map_err(|error| error.to_string());
+                self.answer_request(conf.request_id, SchemaReply::Tables(names))
+            }
+            Signal::ScanPartitionConf(conf) => self.answer_request(
+                conf.request_id,
+                SchemaReply::Scan {
+                    rows: conf.rows.as_slice().to_vec(),
+                    next_row: conf.next_row,
+                    done: conf.done,
+                },
+            ),
+            Signal::ScanPartitionRef(refusal) => {
                 self.answer_request(refusal.request_id, SchemaReply::Refused(refusal.error))
             }
             other => {
@@ -347,12 +459,19 @@ mod tests {
     use signal::SectionPool;
     use std::time::Duration;
 
+    fn take_all(inbox: &Inbox) -> Vec<(TransactionId, Reply)> {
+        let mut out = Vec::new();
+        inbox.take(&mut out, Some(Instant::now() + Duration::from_secs(5)));
+        out
+    }
+
     #[test]
-    fn replies_reach_their_slot_and_strays_are_counted() {
+    fn replies_reach_their_inbox_and_strays_are_counted() {
         let pool = SectionPool::leak([8, 1, 1, 1, 1, 1]);
         let dispatch = Dispatch::new();
+        let inbox = Arc::new(Inbox::default());
         let id = TransactionId(7);
-        let slot = dispatch.register_transaction(id).unwrap();
+        dispatch.register_transaction(id, &inbox).unwrap();
         let row = pool.copy_from(b"row").unwrap();
         dispatch
             .deliver(
@@ -373,19 +492,30 @@ mod tests {
                     operations: 2,
                     committed: true,
                     gci: Gci(9),
-                    map_version: 0,
+                    map_version: 4,
                 }
                 .into(),
             )
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let (progress, done) = slot.wait_until(deadline, |progress| progress.committed);
-        assert!(done);
-        assert_eq!(progress.rows.len(), 1);
-        assert_eq!(progress.confirmed_operations, 2);
-        assert_eq!(progress.gci, Gci(9));
-        drop(progress);
-        dispatch.unregister_transaction(id);
+        let replies = take_all(&inbox);
+        assert_eq!(replies.len(), 2);
+        assert!(
+            matches!(&replies[0], (t, Reply::Row { client_op: 1, data }) if *t == id && data == b"row")
+        );
+        assert!(matches!(
+            replies[1].1,
+            Reply::Conf {
+                operations: 2,
+                committed: true,
+                gci: Gci(9),
+                map_version: 4
+            }
+        ));
+        assert_eq!(
+            dispatch.in_flight(),
+            0,
+            "a committing TCKEYCONF ends the registration"
+        );
         dispatch
             .deliver(
                 NodeId(2),
@@ -398,28 +528,46 @@ mod tests {
             )
             .unwrap();
         assert_eq!(dispatch.stray_replies.load(Ordering::Relaxed), 1);
+        let mut out = Vec::new();
+        assert!(!inbox.take(&mut out, None), "nothing posted for a stray");
+    }
+
+    #[test]
+    fn a_sleeping_owner_is_woken_by_a_post() {
+        let inbox = Arc::new(Inbox::default());
+        let poster = Arc::clone(&inbox);
+        let thread = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            poster.post(TransactionId(1), Reply::RolledBack);
+        });
+        let replies = take_all(&inbox);
+        assert_eq!(replies.len(), 1);
+        thread.join().unwrap();
     }
 
     #[test]
     fn closing_fails_every_waiter_and_refuses_new_ones() {
         let dispatch = Arc::new(Dispatch::new());
-        let slot = dispatch.register_transaction(TransactionId(1)).unwrap();
+        let inbox = Arc::new(Inbox::default());
+        dispatch
+            .register_transaction(TransactionId(1), &inbox)
+            .unwrap();
         let request = dispatch.register_request(3).unwrap();
         let closer = Arc::clone(&dispatch);
         let thread = std::thread::spawn(move || closer.close("peer went away".into()));
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let (progress, done) = slot.wait_until(deadline, |progress| progress.end.is_some());
-        assert!(done);
+        let replies = take_all(&inbox);
         assert!(
-            matches!(&progress.end, Some(BatchEnd::Lost(reason)) if reason == "peer went away")
+            matches!(&replies[..], [(TransactionId(1), Reply::Lost(reason))] if reason == "peer went away")
         );
-        drop(progress);
+        let deadline = Instant::now() + Duration::from_secs(20);
         let (reply, done) = request.wait_until(deadline, Option::is_some);
         assert!(done);
         assert!(matches!(&*reply, Some(SchemaReply::Lost(_))));
         drop(reply);
         thread.join().unwrap();
-        assert!(dispatch.register_transaction(TransactionId(2)).is_err());
+        assert!(dispatch
+            .register_transaction(TransactionId(2), &inbox)
+            .is_err());
         assert!(dispatch.register_request(4).is_err());
         assert_eq!(dispatch.in_flight(), 0);
         assert_eq!(dispatch.closed_reason().as_deref(), Some("peer went away"));

@@ -167,6 +167,47 @@ impl ClientError {
     }
 }
 
+impl ClientError {
+    /// A copy, for reporting one failure to several transactions (an I/O
+    /// error is copied as its kind and message).
+    pub(crate) fn duplicate(&self) -> ClientError {
+        match self {
+            ClientError::Mgmd(error) => ClientError::Protocol(error.to_string()),
+            ClientError::Config(message) => ClientError::Config(message.clone()),
+            ClientError::Connect { addr, source } => ClientError::Connect {
+                addr: addr.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            ClientError::NotStarted { addr, waited } => ClientError::NotStarted {
+                addr: addr.clone(),
+                waited: *waited,
+            },
+            ClientError::Operation { code, op } => ClientError::Operation {
+                code: *code,
+                op: *op,
+            },
+            ClientError::Schema { code, table } => ClientError::Schema {
+                code: *code,
+                table: table.clone(),
+            },
+            ClientError::Invalid { code, detail } => ClientError::Invalid {
+                code: *code,
+                detail: detail.clone(),
+            },
+            ClientError::ConnectionLost { node, reason } => ClientError::ConnectionLost {
+                node: *node,
+                reason: reason.clone(),
+            },
+            ClientError::Timeout { what, waited } => ClientError::Timeout {
+                what,
+                waited: *waited,
+            },
+            ClientError::Protocol(message) => ClientError::Protocol(message.clone()),
+            ClientError::Usage(message) => ClientError::Usage(message.clone()),
+        }
+    }
+}
+
 impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -1,15 +1,24 @@
 //! client: the native API of Tessera (NDB API analogue). A process that
 //! links it becomes an API node: it gets its config and node id from mgmd,
-//! connects to the data nodes, and runs transactions of batched key
-//! operations and schema requests over the signal wire format.
+//! connects to every data node, and runs transactions of batched key
+//! operations (sync, or many in flight per thread) and schema requests
+//! over the signal wire format, routing each transaction to the node that
+//! holds its key hint's primary replica.
 //!
 //! Codemap:
-//! - `cluster`: [`Cluster`], connecting, schema requests, the table cache.
-//! - `transaction`: [`Transaction`], the sync API (queue, execute, rollback).
+//! - `cluster`: [`Cluster`], connecting to every data node, routing
+//!   (key hint -> primary's node), schema requests to the president, the
+//!   table and partition-map cache, map versions.
+//! - `transaction`: [`Transaction`]: queue operations, execute batches
+//!   (the sync API), rollback; the batch and reply handling both APIs share.
+//! - `session`: [`AsyncSession`], the async API: many transactions in
+//!   flight from one thread, one write per data node for all their batches.
 //! - `table`, `value`: [`Table`], [`Row`], [`Value`]: values to and from
 //!   key and attribute sections, checked against column types.
+//! - `replicas`: table lists and partition replica scans (replica checker).
 //! - `connection`: one data-node connection, its frames and receive thread.
-//! - `dispatch`: the in-flight table the receive thread answers into.
+//! - `dispatch`: the in-flight table the receive threads answer into, and
+//!   the inboxes replies are posted to.
 //! - `testing`: an in-process stand-in for a data node, for tests.
 //!
 //! Architecture invariant: the client depends on `signal`, `transport`
@@ -34,6 +43,8 @@ mod cluster;
 mod connection;
 mod dispatch;
 mod error;
+mod replicas;
+mod session;
 mod table;
 pub mod testing;
 mod transaction;
@@ -42,6 +53,8 @@ pub mod value;
 pub use cluster::{Cluster, ConnectOptions};
 pub use connection::PROTOCOL_VERSION;
 pub use error::ClientError;
+pub use replicas::{PartitionScan, ScannedRow};
+pub use session::{AsyncSession, Completion};
 pub use table::{ColumnSelector, Row, Table};
 pub use transaction::{Commit, OpId, Outcome, Transaction, TransactionState};
 pub use value::Value;

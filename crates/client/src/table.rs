@@ -9,6 +9,7 @@ use crate::error::ClientError;
 use crate::value::{decode_value, push_entry, Value};
 use signal::attr::AttrIter;
 use signal::schema::{TableDef, MAX_COLUMNS};
+use signal::signals::{PartitionMap, PartitionPlacement};
 use signal::ErrorCode;
 use std::sync::Arc;
 
@@ -104,6 +105,11 @@ pub struct Table {
     /// The rule the definition breaks, if any (a definition built by hand
     /// rather than fetched from dict): such a table encodes nothing.
     invalid: Option<String>,
+    /// The distribution, when fetched from dict (a hint for routing: the
+    /// data nodes' dih is authoritative).
+    map: Option<Arc<PartitionMap>>,
+    /// The cluster's distribution version the map is known to be current for.
+    map_version: u32,
 }
 
 impl Table {
@@ -120,7 +126,114 @@ impl Table {
     /// ```
     pub fn new(def: TableDef) -> Table {
         let invalid = def.validate().err();
-        Table { def, invalid }
+        Table {
+            def,
+            invalid,
+            map: None,
+            map_version: 0,
+        }
+    }
+
+    /// A table with its partition map, current as of the cluster's
+    /// distribution version `map_version` (as `Cluster::table` builds it
+    /// from GET_TABINFO_CONF).
+    ///
+    /// ```
+    /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
+    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
+    /// use signal::signals::{PartitionMap, PartitionPlacement};
+    /// use signal::NodeId;
+    /// let map = PartitionMap {
+    ///     table_id: 1, version: 1,
+    ///     bucket_partitions: vec![0; signal::partition::BUCKETS as usize],
+    ///     partitions: vec![PartitionPlacement { node_group: 0, replicas: vec![NodeId(3), NodeId(2)], ldm_instance: 0, redo_part: 0 }],
+    /// };
+    /// let table = client::Table::with_map(def, map, 7);
+    /// assert_eq!(table.map_version(), 7);
+    /// let placement = table.placement(&[client::Value::Int(5)]).unwrap().expect("a map");
+    /// assert_eq!(placement.replicas[0], NodeId(3), "the primary");
+    /// ```
+    pub fn with_map(def: TableDef, map: PartitionMap, map_version: u32) -> Table {
+        Table {
+            map: Some(Arc::new(map)),
+            map_version,
+            ..Table::new(def)
+        }
+    }
+
+    /// The partition map, when the table came from dict.
+    ///
+    /// ```
+    /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
+    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
+    /// assert!(client::Table::new(def).map().is_none());
+    /// ```
+    pub fn map(&self) -> Option<&Arc<PartitionMap>> {
+        self.map.as_ref()
+    }
+
+    /// The cluster distribution version the map is current for (0 without one).
+    ///
+    /// ```
+    /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
+    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
+    /// assert_eq!(client::Table::new(def).map_version(), 0);
+    /// ```
+    pub fn map_version(&self) -> u32 {
+        self.map_version
+    }
+
+    /// The partition holding `key` (one value per primary-key column):
+    /// the key's distribution hash picks a bucket, the map the partition
+    /// (without a map: the default round-robin map over the partitions).
+    ///
+    /// ```
+    /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
+    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 4, primary_key: vec![0],
+    /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
+    /// let table = client::Table::new(def);
+    /// assert!(table.partition(&[client::Value::Int(9)]).unwrap() < 4);
+    /// ```
+    pub fn partition(&self, key: &[Value]) -> Result<u32, ClientError> {
+        let mut bytes = Vec::new();
+        self.encode_key(key, &mut bytes)?;
+        self.partition_of_key_section(&bytes)
+    }
+
+    /// [`Table::partition`] for an encoded key section.
+    pub(crate) fn partition_of_key_section(&self, key: &[u8]) -> Result<u32, ClientError> {
+        let hash = signal::attr::key_hash(&self.def, key).map_err(|code| ClientError::Invalid {
+            code,
+            detail: format!("a key of table {:?}", self.def.name),
+        })?;
+        let bucket = signal::partition::bucket(hash);
+        Ok(match &self.map {
+            Some(map) => map.bucket_partitions[bucket as usize],
+            None => {
+                signal::partition::default_partition_of_bucket(bucket, self.def.partitions.max(1))
+            }
+        })
+    }
+
+    /// Where the partition holding `key` lives (replicas in chain order,
+    /// primary first); `None` without a map.
+    ///
+    /// ```
+    /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
+    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 4, primary_key: vec![0],
+    /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
+    /// let table = client::Table::new(def);
+    /// assert!(table.placement(&[client::Value::Int(9)]).unwrap().is_none());
+    /// ```
+    pub fn placement(&self, key: &[Value]) -> Result<Option<&PartitionPlacement>, ClientError> {
+        let partition = self.partition(key)?;
+        Ok(self
+            .map
+            .as_ref()
+            .and_then(|map| map.partitions.get(partition as usize)))
     }
 
     /// `Err` when the definition breaks a rule: encoding against it could

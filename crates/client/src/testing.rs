@@ -1,12 +1,17 @@
-//! A stand-in for a data node, in-process, for tests of the client and of
+//! A stand-in for data nodes, in-process, for tests of the client and of
 //! programs built on it (the benchmarks) before or beside a real cluster.
 //!
 //! It speaks the real wire format over real loopback TCP and keeps rows in
 //! a map: enough transaction semantics to check a client end to end
 //! (batches, START/EXECUTE/COMMIT flags, constraint errors, rollback,
 //! schema requests), nothing of a real data node's concurrency control.
-//! It also records what it received and can be told to misbehave (refuse
-//! registration for a while, fail batches, stay silent, drop connections).
+//! A [`FakeCluster`] is several fake data nodes over one shared state: each
+//! listens on its own port with its own node id, the partition maps spread
+//! primaries over them, only the president (lowest id) takes schema
+//! changes (the others answer NotMaster), and the map can be moved (a new
+//! map version) to test routing. Each node records what it received and
+//! can be told to misbehave (refuse registration for a while, stay silent,
+//! drop connections); batches can be made to fail.
 //!
 //! Not for production: it holds every row in one mutex.
 
@@ -20,7 +25,7 @@ use signal::{
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use transport::assembler::FrameAssembler;
@@ -41,6 +46,8 @@ pub struct FakeDataNodeOptions {
     pub not_started_replies: u32,
     /// Partitions given to a table created with 0.
     pub default_partitions: u32,
+    /// Loopback port to listen on (0: the OS picks one).
+    pub port: u16,
 }
 
 impl Default for FakeDataNodeOptions {
@@ -50,6 +57,7 @@ impl Default for FakeDataNodeOptions {
             tc_instances: 2,
             not_started_replies: 0,
             default_partitions: 2,
+            port: 0,
         }
     }
 }
@@ -92,29 +100,52 @@ struct FakeTransaction {
     pending: HashMap<RowKey, Option<RowImage>>,
 }
 
+/// What the fake data nodes of one fake cluster share.
 struct FakeState {
-    options: FakeDataNodeOptions,
-    registrations: u32,
+    /// Node ids of the cluster, ascending.
+    nodes: Vec<u16>,
+    /// The node whose dict takes schema changes.
+    president: u16,
+    default_partitions: u32,
     tables: HashMap<String, TableDef>,
     next_table_id: u32,
     next_table_version: u32,
     rows: HashMap<RowKey, RowImage>,
+    /// GCI of each row's last committed change.
+    row_gcis: HashMap<RowKey, Gci>,
     transactions: HashMap<TransactionId, FakeTransaction>,
     next_gci: u32,
     injected: VecDeque<(Option<OperationKind>, ErrorCode)>,
-    silent: bool,
-    received: Vec<ReceivedSignal>,
+    /// The distribution version every TCKEYCONF and GET_TABINFO_CONF carries.
+    map_version: u32,
+    /// How far primaries are moved from their first placement.
+    rotation: u32,
 }
 
+type SharedState = Arc<Mutex<FakeState>>;
+
+fn lock_state(state: &Mutex<FakeState>) -> MutexGuard<'_, FakeState> {
+    state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One fake data node's own part.
 struct Shared {
-    state: Mutex<FakeState>,
+    state: SharedState,
+    options: FakeDataNodeOptions,
+    registrations: AtomicU32,
+    silent: AtomicBool,
+    received: Mutex<Vec<ReceivedSignal>>,
     stopping: AtomicBool,
     streams: Mutex<Vec<TcpStream>>,
 }
 
 impl Shared {
     fn state(&self) -> MutexGuard<'_, FakeState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        lock_state(&self.state)
+    }
+
+    fn received(&self) -> MutexGuard<'_, Vec<ReceivedSignal>> {
+        self.received.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -141,29 +172,26 @@ fn fake_pool() -> &'static SectionPool {
 
 impl FakeDataNode {
     /// Listens on 127.0.0.1 with a port the OS picks, and serves every
-    /// connection on its own thread.
+    /// connection on its own thread: a cluster of this one node.
     ///
     /// ```
     /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
     /// assert!(node.addr().ip().is_loopback());
     /// ```
     pub fn start(options: FakeDataNodeOptions) -> std::io::Result<FakeDataNode> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let state = new_state(&[options.node_id], options.default_partitions);
+        FakeDataNode::start_in(options, state)
+    }
+
+    fn start_in(options: FakeDataNodeOptions, state: SharedState) -> std::io::Result<FakeDataNode> {
+        let listener = TcpListener::bind(("127.0.0.1", options.port))?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
-            state: Mutex::new(FakeState {
-                options,
-                registrations: 0,
-                tables: HashMap::new(),
-                next_table_id: 1,
-                next_table_version: 1,
-                rows: HashMap::new(),
-                transactions: HashMap::new(),
-                next_gci: 1,
-                injected: VecDeque::new(),
-                silent: false,
-                received: Vec::new(),
-            }),
+            state,
+            options,
+            registrations: AtomicU32::new(0),
+            silent: AtomicBool::new(false),
+            received: Mutex::new(Vec::new()),
             stopping: AtomicBool::new(false),
             streams: Mutex::new(Vec::new()),
         });
@@ -178,6 +206,16 @@ impl FakeDataNode {
         })
     }
 
+    /// This node's id.
+    ///
+    /// ```
+    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// assert_eq!(node.node_id(), 2);
+    /// ```
+    pub fn node_id(&self) -> u16 {
+        self.shared.options.node_id
+    }
+
     /// The address to connect to.
     ///
     /// ```
@@ -188,14 +226,14 @@ impl FakeDataNode {
         self.addr
     }
 
-    /// Every signal received so far, in order.
+    /// Every signal received so far, in order (the first 262,144).
     ///
     /// ```
     /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
     /// assert!(node.received().is_empty());
     /// ```
     pub fn received(&self) -> Vec<ReceivedSignal> {
-        self.shared.state().received.clone()
+        self.shared.received().clone()
     }
 
     /// Forgets the received signals.
@@ -205,10 +243,11 @@ impl FakeDataNode {
     /// node.clear_received();
     /// ```
     pub fn clear_received(&self) {
-        self.shared.state().received.clear();
+        self.shared.received().clear();
     }
 
-    /// Rows committed in table `name` (0 if there is no such table).
+    /// Rows committed in table `name` (0 if there is no such table), in
+    /// the whole fake cluster.
     ///
     /// ```
     /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
@@ -250,14 +289,14 @@ impl FakeDataNode {
             .extend(codes.iter().map(|&code| (kind, code)));
     }
 
-    /// While silent, the fake processes requests but sends no reply.
+    /// While silent, this fake node processes requests but sends no reply.
     ///
     /// ```
     /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
     /// node.set_silent(true);
     /// ```
     pub fn set_silent(&self, silent: bool) {
-        self.shared.state().silent = silent;
+        self.shared.silent.store(silent, Ordering::SeqCst);
     }
 
     /// Changes the version of table `name` in place, as a drop and
@@ -291,24 +330,11 @@ impl FakeDataNode {
     /// assert!(cluster.api_node() >= 128);
     /// ```
     pub fn start_mgmd(&self) -> Result<mgmd::MgmdHandle, mgmd::MgmdError> {
-        let text = format!(
-            "[mgmd]\nhost = \"127.0.0.1\"\nport = 11860\n\n[cluster]\nreplicas = 1\n\n\
-             [[data_node]]\nid = 2\nhost = \"127.0.0.1\"\nport = {}\ndata_dir = \"d2\"\n",
-            self.addr.port()
-        );
-        let config = config::ClusterConfig::from_toml_str(&text, "fake-data-node.toml")
-            .map_err(mgmd::MgmdError::Config)?;
-        mgmd::start_server_with(
-            config,
-            text,
-            mgmd::ServerOptions {
-                bind_addr: Some("127.0.0.1:0".into()),
-                config_dir: None,
-            },
-        )
+        start_mgmd_for(&[(2, self.addr)])
     }
 
-    /// Closes every client connection (they see the connection lost).
+    /// Closes every client connection to this node (they see the
+    /// connection lost).
     ///
     /// ```
     /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
@@ -375,7 +401,7 @@ fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
 fn serve_frames(mut stream: TcpStream, shared: Arc<Shared>) {
     let mut assembler = FrameAssembler::new();
     let mut sequence = 0u64;
-    let node = NodeId(shared.state().options.node_id);
+    let node = NodeId(shared.options.node_id);
     loop {
         match assembler.read_from(&mut stream) {
             Ok(0) | Err(_) => return,
@@ -390,21 +416,32 @@ fn serve_frames(mut stream: TcpStream, shared: Arc<Shared>) {
             let mut replies = Vec::new();
             let mut decoder =
                 codec::SignalDecoder::new(body, header.signal_count, header.sender, node);
-            {
-                let mut state = shared.state();
-                loop {
-                    match decoder.next(fake_pool()) {
-                        Ok(Some(envelope)) => {
-                            state.record(&envelope, header.sequence, header.signal_count);
-                            state.handle(envelope, &mut replies);
+            loop {
+                match decoder.next(fake_pool()) {
+                    Ok(Some(envelope)) => {
+                        record(&shared, &envelope, header.sequence, header.signal_count);
+                        if let Signal::ApiRegReq(_) = envelope.signal {
+                            let registrations =
+                                shared.registrations.fetch_add(1, Ordering::SeqCst) + 1;
+                            replies.push(Envelope {
+                                from: envelope.to,
+                                to: BlockRef::new(envelope.from.node, BlockKind::Api, 0),
+                                signal: ApiRegConf {
+                                    started: registrations > shared.options.not_started_replies,
+                                    tc_instances: shared.options.tc_instances,
+                                }
+                                .into(),
+                            });
+                            continue;
                         }
-                        Ok(None) => break,
-                        Err(_) => return,
+                        shared.state().handle(envelope, &mut replies);
                     }
+                    Ok(None) => break,
+                    Err(_) => return,
                 }
-                if state.silent {
-                    replies.clear();
-                }
+            }
+            if shared.silent.load(Ordering::SeqCst) {
+                replies.clear();
             }
             if replies.is_empty() {
                 continue;
@@ -422,6 +459,215 @@ fn serve_frames(mut stream: TcpStream, shared: Arc<Shared>) {
                 return;
             }
         }
+    }
+}
+
+fn record(shared: &Shared, envelope: &Envelope, sequence: u64, frame_signals: u16) {
+    let (flags, transaction_id) = match &envelope.signal {
+        Signal::TcKeyReq(request) => (request.flags, Some(request.transaction_id)),
+        Signal::TcCommitReq(request) => (0, Some(request.transaction_id)),
+        Signal::TcRollbackReq(request) => (0, Some(request.transaction_id)),
+        _ => (0, None),
+    };
+    let mut received = shared.received();
+    if received.len() >= RECORDED_MAX {
+        return;
+    }
+    received.push(ReceivedSignal {
+        name: envelope.signal.name(),
+        to_kind: envelope.to.kind,
+        to_instance: envelope.to.instance,
+        from_node: envelope.from.node.0,
+        frame_sequence: sequence,
+        frame_signals,
+        flags,
+        transaction_id,
+    });
+}
+
+/// Signals a fake node records at most (a benchmark run sends millions).
+const RECORDED_MAX: usize = 1 << 18;
+
+fn new_state(nodes: &[u16], default_partitions: u32) -> SharedState {
+    let mut nodes = nodes.to_vec();
+    nodes.sort_unstable();
+    nodes.dedup();
+    Arc::new(Mutex::new(FakeState {
+        president: nodes[0],
+        nodes,
+        default_partitions,
+        tables: HashMap::new(),
+        next_table_id: 1,
+        next_table_version: 1,
+        rows: HashMap::new(),
+        row_gcis: HashMap::new(),
+        transactions: HashMap::new(),
+        next_gci: 1,
+        injected: VecDeque::new(),
+        map_version: 1,
+        rotation: 0,
+    }))
+}
+
+/// Starts an in-process mgmd on a free loopback port whose config lists
+/// these data nodes (id, address).
+fn start_mgmd_for(nodes: &[(u16, SocketAddr)]) -> Result<mgmd::MgmdHandle, mgmd::MgmdError> {
+    let mut text =
+        "[mgmd]\nhost = \"127.0.0.1\"\nport = 11860\n\n[cluster]\nreplicas = 1\n".to_string();
+    for (id, addr) in nodes {
+        text.push_str(&format!(
+            "\n[[data_node]]\nid = {id}\nhost = \"127.0.0.1\"\nport = {}\ndata_dir = \"d{id}\"\n",
+            addr.port()
+        ));
+    }
+    let config = config::ClusterConfig::from_toml_str(&text, "fake-data-node.toml")
+        .map_err(mgmd::MgmdError::Config)?;
+    mgmd::start_server_with(
+        config,
+        text,
+        mgmd::ServerOptions {
+            bind_addr: Some("127.0.0.1:0".into()),
+            config_dir: None,
+        },
+    )
+}
+
+/// Several fake data nodes over one shared state (tables, rows,
+/// transactions): a transaction may run on any of them, as on the tcs of
+/// a real cluster.
+///
+/// ```
+/// use client::testing::FakeCluster;
+/// let fake = FakeCluster::start(Default::default(), &[2, 3]).expect("loopback ports");
+/// let mgmd = fake.start_mgmd().expect("mgmd listens");
+/// let cluster = client::Cluster::connect(&mgmd.local_addr().to_string()).expect("connects");
+/// assert_eq!(cluster.data_nodes(), [signal::NodeId(2), signal::NodeId(3)]);
+/// ```
+pub struct FakeCluster {
+    nodes: Vec<FakeDataNode>,
+    state: SharedState,
+}
+
+impl FakeCluster {
+    /// Starts one fake data node per id in `node_ids`, each with `options`
+    /// but its own id.
+    ///
+    /// ```
+    /// let fake = client::testing::FakeCluster::start(Default::default(), &[3, 2]).unwrap();
+    /// assert_eq!(fake.nodes()[0].node_id(), 2, "in id order");
+    /// ```
+    pub fn start(options: FakeDataNodeOptions, node_ids: &[u16]) -> std::io::Result<FakeCluster> {
+        if node_ids.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a fake cluster needs at least one node",
+            ));
+        }
+        let state = new_state(node_ids, options.default_partitions);
+        let ids = lock_state(&state).nodes.clone();
+        let nodes = ids
+            .into_iter()
+            .map(|node_id| {
+                FakeDataNode::start_in(
+                    FakeDataNodeOptions {
+                        node_id,
+                        port: 0,
+                        ..options.clone()
+                    },
+                    Arc::clone(&state),
+                )
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(FakeCluster { nodes, state })
+    }
+
+    /// The nodes, in id order.
+    ///
+    /// ```
+    /// let fake = client::testing::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
+    /// assert_eq!(fake.nodes().len(), 2);
+    /// ```
+    pub fn nodes(&self) -> &[FakeDataNode] {
+        &self.nodes
+    }
+
+    /// The node with id `node_id`.
+    ///
+    /// ```
+    /// let fake = client::testing::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
+    /// assert_eq!(fake.node(3).map(|node| node.node_id()), Some(3));
+    /// assert!(fake.node(4).is_none());
+    /// ```
+    pub fn node(&self, node_id: u16) -> Option<&FakeDataNode> {
+        self.nodes.iter().find(|node| node.node_id() == node_id)
+    }
+
+    /// An in-process mgmd whose config lists every node of the fake cluster.
+    ///
+    /// ```
+    /// let fake = client::testing::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
+    /// assert!(fake.start_mgmd().is_ok());
+    /// ```
+    pub fn start_mgmd(&self) -> Result<mgmd::MgmdHandle, mgmd::MgmdError> {
+        let nodes: Vec<(u16, SocketAddr)> = self
+            .nodes
+            .iter()
+            .map(|node| (node.node_id(), node.addr()))
+            .collect();
+        start_mgmd_for(&nodes)
+    }
+
+    /// Moves every partition's primary to the next node and raises the
+    /// distribution version, as a real cluster's dih does after a node
+    /// failure: replies carry the new version from now on.
+    ///
+    /// ```
+    /// let fake = client::testing::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
+    /// assert_eq!(fake.map_version(), 1);
+    /// fake.move_primaries();
+    /// assert_eq!(fake.map_version(), 2);
+    /// ```
+    pub fn move_primaries(&self) {
+        let mut state = lock_state(&self.state);
+        state.rotation += 1;
+        state.map_version += 1;
+    }
+
+    /// The distribution version replies carry.
+    ///
+    /// ```
+    /// let fake = client::testing::FakeCluster::start(Default::default(), &[2]).unwrap();
+    /// assert_eq!(fake.map_version(), 1);
+    /// ```
+    pub fn map_version(&self) -> u32 {
+        lock_state(&self.state).map_version
+    }
+
+    /// Makes `node_id` the node that takes schema changes (the others
+    /// answer NotMaster), as after the president failed.
+    ///
+    /// ```
+    /// let fake = client::testing::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
+    /// fake.set_president(3);
+    /// ```
+    pub fn set_president(&self, node_id: u16) {
+        lock_state(&self.state).president = node_id;
+    }
+
+    /// The node holding the primary of the row with this key section in
+    /// table `name`, by the fake's own current map.
+    ///
+    /// ```
+    /// let fake = client::testing::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
+    /// assert_eq!(fake.primary_of("missing", &[]), None);
+    /// ```
+    pub fn primary_of(&self, name: &str, key: &[u8]) -> Option<u16> {
+        let state = lock_state(&self.state);
+        let table = state.tables.get(name)?;
+        let hash = signal::attr::key_hash(table, key).ok()?;
+        let map = state.map_of(table);
+        let partition = map.bucket_partitions[signal::partition::bucket(hash) as usize];
+        Some(map.partitions[partition as usize].replicas[0].0)
     }
 }
 
@@ -450,23 +696,32 @@ fn entries_from_image(table: &TableDef, image: &RowImage) -> Vec<u8> {
 }
 
 impl FakeState {
-    fn record(&mut self, envelope: &Envelope, sequence: u64, frame_signals: u16) {
-        let (flags, transaction_id) = match &envelope.signal {
-            Signal::TcKeyReq(request) => (request.flags, Some(request.transaction_id)),
-            Signal::TcCommitReq(request) => (0, Some(request.transaction_id)),
-            Signal::TcRollbackReq(request) => (0, Some(request.transaction_id)),
-            _ => (0, None),
-        };
-        self.received.push(ReceivedSignal {
-            name: envelope.signal.name(),
-            to_kind: envelope.to.kind,
-            to_instance: envelope.to.instance,
-            from_node: envelope.from.node.0,
-            frame_sequence: sequence,
-            frame_signals,
-            flags,
-            transaction_id,
-        });
+    /// The table's distribution: partition p's replicas are every node
+    /// (at most 4), starting at node (p + rotation) mod nodes.
+    fn map_of(&self, table: &TableDef) -> signal::signals::PartitionMap {
+        let partitions = table.partitions.max(1);
+        let nodes = self.nodes.len() as u32;
+        let placements = (0..partitions)
+            .map(|partition| signal::signals::PartitionPlacement {
+                node_group: 0,
+                replicas: (0..nodes.min(signal::signals::MAX_REPLICAS as u32))
+                    .map(|step| {
+                        let index = (partition + self.rotation + step) % nodes;
+                        NodeId(self.nodes[index as usize])
+                    })
+                    .collect(),
+                ldm_instance: 0,
+                redo_part: partition,
+            })
+            .collect();
+        signal::signals::PartitionMap {
+            table_id: table.id,
+            version: self.map_version,
+            bucket_partitions: (0..signal::partition::BUCKETS)
+                .map(|bucket| signal::partition::default_partition_of_bucket(bucket, partitions))
+                .collect(),
+            partitions: placements,
+        }
     }
 
     fn handle(&mut self, envelope: Envelope, replies: &mut Vec<Envelope>) {
@@ -480,16 +735,6 @@ impl FakeState {
             })
         };
         match envelope.signal {
-            Signal::ApiRegReq(_) => {
-                self.registrations += 1;
-                reply(
-                    ApiRegConf {
-                        started: self.registrations > self.options.not_started_replies,
-                        tc_instances: self.options.tc_instances,
-                    }
-                    .into(),
-                );
-            }
             Signal::TcKeyReq(request) => {
                 let transaction_id = request.transaction_id;
                 let client_op = request.client_op;
@@ -528,7 +773,7 @@ impl FakeState {
                                 operations: 0,
                                 committed: true,
                                 gci,
-                                map_version: 1,
+                                map_version: self.map_version,
                             }
                             .into(),
                         );
@@ -552,6 +797,20 @@ impl FakeState {
                     .into(),
                 );
             }
+            Signal::CreateTabReq(request) if me.node.0 != self.president => reply(
+                SchemaRef {
+                    request_id: request.request_id,
+                    error: ErrorCode::NotMaster,
+                }
+                .into(),
+            ),
+            Signal::DropTabReq(request) if me.node.0 != self.president => reply(
+                SchemaRef {
+                    request_id: request.request_id,
+                    error: ErrorCode::NotMaster,
+                }
+                .into(),
+            ),
             Signal::CreateTabReq(request) => {
                 let request_id = request.request_id;
                 match self.create_table(request.definition.as_slice()) {
@@ -571,6 +830,7 @@ impl FakeState {
                 match self.tables.remove(&name) {
                     Some(table) => {
                         self.rows.retain(|(id, _), _| *id != table.id);
+                        self.row_gcis.retain(|(id, _), _| *id != table.id);
                         reply(
                             DropTabConf {
                                 request_id: request.request_id,
@@ -591,25 +851,8 @@ impl FakeState {
                 let name = String::from_utf8_lossy(request.name.as_slice()).into_owned();
                 let encoded = self.tables.get(&name).map(TableDef::encode_to_vec);
                 let map = self.tables.get(&name).map(|table| {
-                    // The fake holds every partition itself, one replica.
-                    let placements = (0..table.partitions.max(1))
-                        .map(|partition| signal::signals::PartitionPlacement {
-                            node_group: 0,
-                            replicas: vec![NodeId(self.options.node_id)],
-                            ldm_instance: 0,
-                            redo_part: partition,
-                        })
-                        .collect();
-                    let map = signal::signals::PartitionMap {
-                        table_id: table.id,
-                        version: 1,
-                        bucket_partitions: (0..signal::partition::BUCKETS)
-                            .map(|bucket| bucket % table.partitions.max(1))
-                            .collect(),
-                        partitions: placements,
-                    };
                     let mut bytes = Vec::new();
-                    signal::codec::encode_partition_map(&mut bytes, &map);
+                    signal::codec::encode_partition_map(&mut bytes, &self.map_of(table));
                     bytes
                 });
                 let sections = encoded.as_deref().map(|bytes| {
@@ -622,7 +865,7 @@ impl FakeState {
                         request_id: request.request_id,
                         schema_version: self.next_table_version,
                         definition,
-                        map_version: 1,
+                        map_version: self.map_version,
                         map,
                     }
                     .into(),
@@ -639,6 +882,38 @@ impl FakeState {
                 };
                 reply(signal);
             }
+            Signal::ListTablesReq(request) => {
+                let mut names: Vec<&str> = self.tables.keys().map(String::as_str).collect();
+                names.sort_unstable();
+                let mut bytes = Vec::new();
+                let signal: Signal = match signal::codec::encode_table_names(&mut bytes, names)
+                    .ok()
+                    .and_then(|()| fake_pool().copy_from(&bytes))
+                {
+                    Some(names) => ListTablesConf {
+                        request_id: request.request_id,
+                        schema_version: self.next_table_version,
+                        names,
+                    }
+                    .into(),
+                    None => SchemaRef {
+                        request_id: request.request_id,
+                        error: ErrorCode::OutOfSignalMemory,
+                    }
+                    .into(),
+                };
+                reply(signal);
+            }
+            Signal::ScanPartitionReq(request) => match self.scan(&request) {
+                Ok(conf) => reply(conf.into()),
+                Err(error) => reply(
+                    ScanPartitionRef {
+                        request_id: request.request_id,
+                        error,
+                    }
+                    .into(),
+                ),
+            },
             // Anything else is not for a data node from an API node; a real
             // node would close the connection, the fake ignores it.
             _ => {}
@@ -653,7 +928,7 @@ impl FakeState {
         table.id = self.next_table_id;
         table.version = self.next_table_version;
         if table.partitions == 0 {
-            table.partitions = self.options.default_partitions;
+            table.partitions = self.default_partitions;
         }
         self.next_table_id += 1;
         self.next_table_version += 1;
@@ -666,19 +941,73 @@ impl FakeState {
     }
 
     fn commit(&mut self, transaction: FakeTransaction) -> Gci {
-        let written = !transaction.pending.is_empty();
-        for (key, image) in transaction.pending {
-            match image {
-                Some(image) => self.rows.insert(key, image),
-                None => self.rows.remove(&key),
-            };
-        }
-        if !written {
+        if transaction.pending.is_empty() {
             return Gci(0);
         }
         let gci = Gci::from_parts(self.next_gci, 0);
         self.next_gci += 1;
+        for (key, image) in transaction.pending {
+            match image {
+                Some(image) => {
+                    self.row_gcis.insert(key.clone(), gci);
+                    self.rows.insert(key, image);
+                }
+                None => {
+                    self.row_gcis.remove(&key);
+                    self.rows.remove(&key);
+                }
+            }
+        }
         gci
+    }
+
+    /// The rows of one partition in key order (a row's id is its place).
+    fn scan(&self, request: &ScanPartitionReq) -> Result<ScanPartitionConf, ErrorCode> {
+        let table = self
+            .table_by_id(request.table_id)
+            .ok_or(ErrorCode::UnknownTable)?;
+        let map = self.map_of(table);
+        if request.partition as usize >= map.partitions.len() {
+            return Err(ErrorCode::UnknownTable);
+        }
+        let mut keys: Vec<&RowKey> = self
+            .rows
+            .keys()
+            .filter(|(id, key)| {
+                *id == table.id
+                    && signal::attr::key_hash(table, key).is_ok_and(|hash| {
+                        map.bucket_partitions[signal::partition::bucket(hash) as usize]
+                            == request.partition
+                    })
+            })
+            .collect();
+        keys.sort_unstable();
+        let mut out = Vec::new();
+        let start = (request.start_row as usize).min(keys.len());
+        let end = start
+            .saturating_add(request.max_rows.max(1) as usize)
+            .min(keys.len());
+        for (row_id, key) in keys.iter().enumerate().take(end).skip(start) {
+            let entries = entries_from_image(table, &self.rows[*key]);
+            out.extend_from_slice(&(row_id as u32).to_le_bytes());
+            let gci = self.row_gcis.get(*key).copied().unwrap_or(Gci(0));
+            out.extend_from_slice(&gci.0.to_le_bytes());
+            out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+            out.extend_from_slice(&entries);
+        }
+        let next_row = if end < keys.len() {
+            end as u32
+        } else {
+            u32::MAX
+        };
+        Ok(ScanPartitionConf {
+            request_id: request.request_id,
+            rows: fake_pool()
+                .copy_from(&out)
+                .ok_or(ErrorCode::OutOfSignalMemory)?,
+            next_row,
+            done: next_row == u32::MAX,
+        })
     }
 
     fn execute(
@@ -761,7 +1090,7 @@ impl FakeState {
                 operations,
                 committed: commit,
                 gci,
-                map_version: 1,
+                map_version: self.map_version,
             }
             .into(),
         );

@@ -1,6 +1,9 @@
-//! Transactions, the sync API: operations are queued (`insert`, `read`,
-//! ...) and sent together by `execute`, one frame of TCKEYREQs for the whole
-//! batch, then the caller waits for the batch's replies.
+//! Transactions: operations are queued (`insert`, `read`, ...) and sent
+//! together as one batch of TCKEYREQs to the transaction's tc; the batch's
+//! replies are posted to an inbox and applied here. Two ways to run a
+//! batch share that machinery: `execute` (the sync API: send, then wait on
+//! the transaction's own inbox) and `AsyncSession::execute` (many
+//! transactions in flight from one thread, see `session`).
 //!
 //! ```text
 //!            execute(No)            execute(Yes) / TCKEYCONF committed
@@ -16,14 +19,14 @@
 
 use crate::cluster::{section_from, Cluster};
 use crate::connection::FrameBuilder;
-use crate::dispatch::{BatchEnd, TransactionSlot};
+use crate::dispatch::{Inbox, Reply};
 use crate::error::ClientError;
 use crate::table::{ColumnSelector, Row, Table};
 use crate::value::Value;
 use signal::signals::{
     tc_key_flags, LockMode, OperationKind, TcCommitReq, TcKeyReq, TcRollbackReq,
 };
-use signal::{BlockKind, ErrorCode, Gci, Signal, TransactionId};
+use signal::{BlockKind, ErrorCode, Gci, NodeId, Signal, TransactionId};
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
@@ -140,8 +143,53 @@ pub struct Transaction<'a> {
     bytes: Vec<u8>,
     /// Rows read, indexed by operation number.
     rows: Vec<Option<Row>>,
-    slot: Option<Arc<TransactionSlot>>,
+    /// The request sent and not yet answered.
+    batch: Option<Batch>,
+    /// The inbox the connection's dispatch posts replies to, while registered.
+    registered: Option<Arc<Inbox>>,
+    /// The sync API's inbox (made on first use).
+    own_inbox: Option<Arc<Inbox>>,
+    /// The sync API's frames (kept for their memory).
     frames: FrameBuilder,
+}
+
+/// What was sent.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum BatchKind {
+    /// Operations (or a TCCOMMITREQ when none were queued).
+    Operations {
+        /// COMMIT was asked for.
+        committing: bool,
+        /// Operations sent.
+        expected: u32,
+    },
+    /// TCROLLBACKREQ.
+    Rollback,
+}
+
+/// What has arrived for the request in flight.
+#[derive(Debug)]
+struct Batch {
+    kind: BatchKind,
+    /// Operations confirmed by TCKEYCONFs so far.
+    confirmed: u32,
+    /// A TCKEYCONF said the transaction is committed, with this GCI.
+    committed: bool,
+    gci: Gci,
+    /// Row data of reads, by client operation number, in arrival order.
+    rows: Vec<(u32, Vec<u8>)>,
+}
+
+impl Batch {
+    fn new(kind: BatchKind) -> Batch {
+        Batch {
+            kind,
+            confirmed: 0,
+            committed: false,
+            gci: Gci(0),
+            rows: Vec::new(),
+        }
+    }
 }
 
 impl<'a> Transaction<'a> {
@@ -161,11 +209,23 @@ impl<'a> Transaction<'a> {
             queued: Vec::new(),
             bytes: Vec::new(),
             rows: Vec::new(),
-            slot: None,
+            batch: None,
+            registered: None,
+            own_inbox: None,
             frames: FrameBuilder::default(),
         }
     }
 
+    pub(crate) fn cluster(&self) -> &'a Cluster {
+        self.cluster
+    }
+
+    pub(crate) fn connection_index(&self) -> usize {
+        self.connection
+    }
+}
+
+impl Transaction<'_> {
     /// The transaction's id.
     ///
     /// ```no_run
@@ -395,6 +455,17 @@ impl<'a> Transaction<'a> {
         self.rows.get(op.0 as usize)?.as_ref()
     }
 
+    /// The data node whose tc runs this transaction.
+    ///
+    /// ```no_run
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// assert!(cluster.data_nodes().contains(&cluster.transaction().node()));
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn node(&self) -> NodeId {
+        self.cluster.connection(self.connection).node()
+    }
+
     /// Sends the queued operations as one batch (committing with
     /// `Commit::Yes`) and waits for the outcome. On a refusal the
     /// transaction is aborted on the data node; the error names the code,
@@ -413,48 +484,71 @@ impl<'a> Transaction<'a> {
     /// # Ok::<(), client::ClientError>(())
     /// ```
     pub fn execute(&mut self, commit: Commit) -> Result<Outcome, ClientError> {
-        self.check_open()?;
-        let committing = commit == Commit::Yes;
-        if self.queued.is_empty() {
-            match (commit, self.state) {
-                (Commit::No, _) => {
-                    return Ok(Outcome {
-                        committed: false,
-                        gci: None,
-                    })
+        let inbox = self.own_inbox();
+        let mut frames = std::mem::take(&mut self.frames);
+        frames.clear();
+        let result = match self.prepare(commit, &inbox, &mut frames) {
+            Err(error) => Err(error),
+            Ok(Some(outcome)) => Ok(outcome),
+            Ok(None) => match self.cluster.connection(self.connection).send(&mut frames) {
+                Err(error) => Err(self.send_failed(error)),
+                Ok(()) => {
+                    self.sent();
+                    self.wait(&inbox)
                 }
-                (Commit::Yes, TransactionState::Idle) => {
-                    // Nothing was ever sent: there is nothing to commit.
-                    self.state = TransactionState::Committed;
-                    return Ok(Outcome {
-                        committed: true,
-                        gci: None,
-                    });
-                }
-                _ => {}
-            }
-        }
-        let result = self.send_batch(committing);
-        self.queued.clear();
-        self.bytes.clear();
+            },
+        };
+        self.frames = frames;
         result
     }
 
-    fn slot(&mut self) -> Result<Arc<TransactionSlot>, ClientError> {
-        if let Some(slot) = &self.slot {
-            return Ok(Arc::clone(slot));
-        }
-        let connection = self.cluster.connection(self.connection);
-        let slot = connection
-            .dispatch
-            .register_transaction(self.id)
-            .map_err(|reason| connection.lost(reason))?;
-        self.slot = Some(Arc::clone(&slot));
-        Ok(slot)
+    fn own_inbox(&mut self) -> Arc<Inbox> {
+        let inbox = self.own_inbox.get_or_insert_with(Arc::default);
+        // Late replies of an earlier batch must not be taken for this one's.
+        inbox.clear();
+        Arc::clone(inbox)
     }
 
-    fn release_slot(&mut self) {
-        if self.slot.take().is_some() {
+    /// Waits on `inbox` (the transaction's own) until the request in
+    /// flight is answered or the reply timeout passes.
+    fn wait(&mut self, inbox: &Inbox) -> Result<Outcome, ClientError> {
+        let deadline = Instant::now() + self.cluster.options().reply_timeout;
+        let mut replies = Vec::new();
+        loop {
+            if !inbox.take(&mut replies, Some(deadline)) {
+                return Err(self.timed_out());
+            }
+            for (id, reply) in replies.drain(..) {
+                if id != self.id {
+                    continue;
+                }
+                if let Some(result) = self.on_reply(reply) {
+                    return result;
+                }
+            }
+        }
+    }
+
+    /// Registers the transaction's replies to go to `inbox`.
+    fn register(&mut self, inbox: &Arc<Inbox>) -> Result<(), ClientError> {
+        if self
+            .registered
+            .as_ref()
+            .is_some_and(|registered| Arc::ptr_eq(registered, inbox))
+        {
+            return Ok(());
+        }
+        let connection = self.cluster.connection(self.connection);
+        connection
+            .dispatch
+            .register_transaction(self.id, inbox)
+            .map_err(|reason| connection.lost(reason))?;
+        self.registered = Some(Arc::clone(inbox));
+        Ok(())
+    }
+
+    fn unregister(&mut self) {
+        if self.registered.take().is_some() {
             self.cluster
                 .connection(self.connection)
                 .dispatch
@@ -462,17 +556,108 @@ impl<'a> Transaction<'a> {
         }
     }
 
-    fn build_batch(&mut self, committing: bool) -> Result<(), ClientError> {
+    /// Forgets the queued operations (sent, or given up).
+    fn clear_queue(&mut self) {
+        self.queued.clear();
+        self.bytes.clear();
+    }
+
+    /// Readies an execute: registers the replies to go to `inbox` and
+    /// appends the batch's signals to `frames` (all of them or, on an
+    /// error, none). `Ok(Some(..))`: nothing needs sending, this is the
+    /// outcome. The queued operations are dropped on an error.
+    pub(crate) fn prepare(
+        &mut self,
+        commit: Commit,
+        inbox: &Arc<Inbox>,
+        frames: &mut FrameBuilder,
+    ) -> Result<Option<Outcome>, ClientError> {
+        self.check_open()?;
+        if self.batch.is_some() {
+            return Err(ClientError::Usage(
+                "the transaction is already executing".into(),
+            ));
+        }
+        let committing = commit == Commit::Yes;
+        if self.queued.is_empty() {
+            match (commit, self.state) {
+                (Commit::No, _) => {
+                    return Ok(Some(Outcome {
+                        committed: false,
+                        gci: None,
+                    }))
+                }
+                (Commit::Yes, TransactionState::Idle) => {
+                    // Nothing was ever sent: there is nothing to commit.
+                    self.state = TransactionState::Committed;
+                    return Ok(Some(Outcome {
+                        committed: true,
+                        gci: None,
+                    }));
+                }
+                _ => {}
+            }
+        }
+        let checkpoint = frames.checkpoint();
+        let prepared = self
+            .register(inbox)
+            .and_then(|()| self.build_batch(committing, frames));
+        if let Err(error) = prepared {
+            // Nothing of the batch is sent: the state is unchanged.
+            frames.restore(checkpoint);
+            self.clear_queue();
+            return Err(error);
+        }
+        self.batch = Some(Batch::new(BatchKind::Operations {
+            committing,
+            expected: self.queued.len() as u32,
+        }));
+        Ok(None)
+    }
+
+    /// The prepared request was written to the data node.
+    pub(crate) fn sent(&mut self) {
+        if let Some(Batch {
+            kind: BatchKind::Operations { .. },
+            ..
+        }) = self.batch
+        {
+            self.state = TransactionState::Active;
+        }
+    }
+
+    /// Writing the prepared request failed: the outcome is unknown.
+    pub(crate) fn send_failed(&mut self, error: ClientError) -> ClientError {
+        self.state = TransactionState::Unknown;
+        self.batch = None;
+        self.unregister();
+        self.clear_queue();
+        error
+    }
+
+    /// No reply within the reply timeout: the outcome is unknown.
+    pub(crate) fn timed_out(&mut self) -> ClientError {
+        let what = match self.batch.take().map(|batch| batch.kind) {
+            Some(BatchKind::Rollback) => "a rollback",
+            _ => "a transaction batch",
+        };
+        self.state = TransactionState::Unknown;
+        self.unregister();
+        self.clear_queue();
+        ClientError::Timeout {
+            what,
+            waited: self.cluster.options().reply_timeout,
+        }
+    }
+
+    fn build_batch(&self, committing: bool, frames: &mut FrameBuilder) -> Result<(), ClientError> {
         let connection = self.cluster.connection(self.connection);
-        self.frames.clear();
         if self.queued.is_empty() {
             let signal: Signal = TcCommitReq {
                 transaction_id: self.id,
             }
             .into();
-            return self
-                .frames
-                .push(&connection.envelope(BlockKind::Tc, self.tc_instance, signal));
+            return frames.push(&connection.envelope(BlockKind::Tc, self.tc_instance, signal));
         }
         let last = self.queued.len() - 1;
         for (index, op) in self.queued.iter().enumerate() {
@@ -504,80 +689,110 @@ impl<'a> Transaction<'a> {
             .into();
             // Encoded (copied into the frame) at once, so the sections go
             // back to the pool before the next operation takes its own.
-            self.frames
-                .push(&connection.envelope(BlockKind::Tc, self.tc_instance, signal))?;
+            frames.push(&connection.envelope(BlockKind::Tc, self.tc_instance, signal))?;
         }
         Ok(())
     }
 
-    fn send_batch(&mut self, committing: bool) -> Result<Outcome, ClientError> {
-        let slot = self.slot()?;
-        // Nothing is sent if a section cannot be had: the state is unchanged.
-        self.build_batch(committing)?;
-        slot.lock().reset();
-        let connection = self.cluster.connection(self.connection);
-        if let Err(error) = connection.send(&mut self.frames) {
-            self.state = TransactionState::Unknown;
-            return Err(error);
-        }
-        self.state = TransactionState::Active;
-        let expected = self.queued.len() as u32;
-        let timeout = self.cluster.options().reply_timeout;
-        let (mut progress, done) = slot.wait_until(Instant::now() + timeout, |progress| {
-            progress.end.is_some()
-                || progress.committed
-                || (!committing && progress.confirmed_operations >= expected)
-        });
-        if !done {
-            drop(progress);
-            self.state = TransactionState::Unknown;
-            return Err(ClientError::Timeout {
-                what: "a transaction batch",
-                waited: timeout,
-            });
-        }
-        let rows = std::mem::take(&mut progress.rows);
-        let end = progress.end.take();
-        let committed = progress.committed;
-        let gci = progress.gci;
-        drop(progress);
-        match end {
-            Some(BatchEnd::Refused { client_op, error }) => {
-                self.state = TransactionState::Aborted;
-                self.release_slot();
-                Err(self.refusal(client_op, error))
+    /// Applies one reply to the request in flight; `Some` once it is answered.
+    pub(crate) fn on_reply(&mut self, reply: Reply) -> Option<Result<Outcome, ClientError>> {
+        let batch = self.batch.as_mut()?;
+        let rollback = batch.kind == BatchKind::Rollback;
+        match reply {
+            Reply::Row { client_op, data } => {
+                batch.rows.push((client_op, data));
+                None
             }
-            Some(BatchEnd::RolledBack) => {
-                self.state = TransactionState::Aborted;
-                self.release_slot();
-                Err(ClientError::Operation {
-                    code: ErrorCode::TransactionAborted,
-                    op: None,
-                })
-            }
-            Some(BatchEnd::Lost(reason)) => {
-                self.state = TransactionState::Unknown;
-                self.release_slot();
-                Err(connection.lost(reason))
-            }
-            None => {
-                self.state = if committed {
-                    self.release_slot();
-                    TransactionState::Committed
-                } else {
-                    TransactionState::Active
-                };
-                let decoded = self.store_rows(rows);
-                if decoded.is_err() && !committed {
-                    self.state = TransactionState::Unknown;
+            Reply::Conf {
+                operations,
+                committed,
+                gci,
+                map_version,
+            } => {
+                self.cluster.observe_map_version(map_version);
+                batch.confirmed = batch.confirmed.saturating_add(operations);
+                if committed {
+                    batch.committed = true;
+                    batch.gci = gci;
                 }
-                decoded?;
-                Ok(Outcome {
-                    committed,
-                    gci: (committed && gci.0 != 0).then_some(gci),
+                let done = match batch.kind {
+                    BatchKind::Operations {
+                        committing,
+                        expected,
+                    } => batch.committed || (!committing && batch.confirmed >= expected),
+                    BatchKind::Rollback => false,
+                };
+                done.then(|| self.finish())
+            }
+            // Both end the transaction at the tc: the dispatch has already
+            // dropped the registration.
+            Reply::Refused { client_op, error } => {
+                self.registered = None;
+                self.batch = None;
+                self.state = TransactionState::Aborted;
+                let result = if rollback {
+                    // The tc holds nothing of the transaction (it already
+                    // aborted it): rolled back all the same.
+                    Ok(not_committed())
+                } else {
+                    Err(self.refusal(client_op, error))
+                };
+                self.clear_queue();
+                Some(result)
+            }
+            Reply::RolledBack => {
+                self.registered = None;
+                self.batch = None;
+                self.state = TransactionState::Aborted;
+                self.clear_queue();
+                Some(if rollback {
+                    Ok(not_committed())
+                } else {
+                    Err(ClientError::Operation {
+                        code: ErrorCode::TransactionAborted,
+                        op: None,
+                    })
                 })
             }
+            Reply::Lost(reason) => {
+                self.registered = None;
+                self.batch = None;
+                // A data node aborts the transactions of an API node whose
+                // connection ended: a rollback's outcome is known.
+                self.state = if rollback {
+                    TransactionState::Aborted
+                } else {
+                    TransactionState::Unknown
+                };
+                self.clear_queue();
+                Some(Err(self.cluster.connection(self.connection).lost(reason)))
+            }
         }
+    }
+
+    /// The batch is confirmed (and committed, if so).
+    fn finish(&mut self) -> Result<Outcome, ClientError> {
+        let Some(batch) = self.batch.take() else {
+            return Err(ClientError::Usage("no batch in flight".into()));
+        };
+        let committed = batch.committed;
+        self.state = if committed {
+            // A committing TCKEYCONF ends the registration in the dispatch.
+            self.registered = None;
+            TransactionState::Committed
+        } else {
+            TransactionState::Active
+        };
+        let decoded = self.store_rows(batch.rows);
+        if decoded.is_err() && !committed {
+            self.state = TransactionState::Unknown;
+        }
+        self.clear_queue();
+        decoded?;
+        Ok(Outcome {
+            committed,
+            gci: (committed && batch.gci.0 != 0).then_some(batch.gci),
+        })
     }
 
     /// Decodes the batch's row data into `rows` by operation number.
@@ -648,8 +863,7 @@ impl<'a> Transaction<'a> {
     /// # Ok::<(), client::ClientError>(())
     /// ```
     pub fn rollback(&mut self) -> Result<(), ClientError> {
-        self.queued.clear();
-        self.bytes.clear();
+        self.clear_queue();
         match self.state {
             TransactionState::Idle | TransactionState::Aborted => {
                 self.state = TransactionState::Aborted;
@@ -662,49 +876,43 @@ impl<'a> Transaction<'a> {
             }
             TransactionState::Active | TransactionState::Unknown => {}
         }
-        let slot = self.slot()?;
-        slot.lock().reset();
-        self.frames.clear();
+        if self.batch.is_some() {
+            return Err(ClientError::Usage(
+                "the transaction is executing in a session; wait for its completion".into(),
+            ));
+        }
+        let inbox = self.own_inbox();
+        self.register(&inbox)?;
+        let mut frames = std::mem::take(&mut self.frames);
+        frames.clear();
         let envelope = self.rollback_envelope();
-        self.frames.push(&envelope)?;
-        let connection = self.cluster.connection(self.connection);
-        if let Err(error) = connection.send(&mut self.frames) {
-            self.state = TransactionState::Unknown;
-            return Err(error);
+        let result = frames
+            .push(&envelope)
+            .and_then(|()| self.cluster.connection(self.connection).send(&mut frames));
+        self.frames = frames;
+        if let Err(error) = result {
+            return Err(self.send_failed(error));
         }
-        let timeout = self.cluster.options().reply_timeout;
-        let (mut progress, done) =
-            slot.wait_until(Instant::now() + timeout, |progress| progress.end.is_some());
-        let end = progress.end.take();
-        drop(progress);
-        if !done {
-            self.state = TransactionState::Unknown;
-            return Err(ClientError::Timeout {
-                what: "a rollback",
-                waited: timeout,
-            });
-        }
-        self.release_slot();
-        self.state = TransactionState::Aborted;
-        match end {
-            // A refusal means the tc holds nothing of the transaction (it
-            // already aborted it): rolled back all the same.
-            Some(BatchEnd::RolledBack) | Some(BatchEnd::Refused { .. }) | None => Ok(()),
-            // A data node aborts the transactions of an API node whose
-            // connection ended.
-            Some(BatchEnd::Lost(reason)) => Err(connection.lost(reason)),
-        }
+        self.batch = Some(Batch::new(BatchKind::Rollback));
+        self.wait(&inbox).map(|_| ())
+    }
+}
+
+fn not_committed() -> Outcome {
+    Outcome {
+        committed: false,
+        gci: None,
     }
 }
 
 impl Drop for Transaction<'_> {
     fn drop(&mut self) {
+        self.unregister();
         if matches!(
             self.state,
             TransactionState::Active | TransactionState::Unknown
         ) {
             // Best effort, no wait: the answer arrives as a stray reply.
-            self.release_slot();
             self.frames.clear();
             let envelope = self.rollback_envelope();
             if self.frames.push(&envelope).is_ok() {
@@ -714,6 +922,5 @@ impl Drop for Transaction<'_> {
                     .send(&mut self.frames);
             }
         }
-        self.release_slot();
     }
 }

@@ -1,0 +1,207 @@
+//! Requests for tools that look at the replicas themselves (the replica
+//! checker): the list of online tables, and the committed rows of one
+//! partition replica on one data node, in row-id order, with each row's
+//! GCI. Both are plain request/answer exchanges like schema requests.
+
+use crate::cluster::{unexpected_reply, Cluster};
+use crate::dispatch::SchemaReply;
+use crate::error::ClientError;
+use crate::table::{Row, Table};
+use signal::signals::{ListTablesReq, ScanPartitionReq};
+use signal::{BlockKind, Gci, NodeId};
+use std::sync::Arc;
+
+/// One row of a partition replica, as its ldm holds it.
+#[derive(Clone, Debug)]
+pub struct ScannedRow {
+    /// Row id (page and slot) within the partition.
+    pub row_id: u32,
+    /// GCI of the row's last committed change.
+    pub gci: Gci,
+    /// The values.
+    pub row: Row,
+}
+
+/// One batch of a partition replica scan.
+#[derive(Clone, Debug)]
+pub struct PartitionScan {
+    /// Rows in row-id order.
+    pub rows: Vec<ScannedRow>,
+    /// Where the next batch starts (`start_row` of the next call).
+    pub next_row: u32,
+    /// No rows remain after this batch.
+    pub done: bool,
+}
+
+/// Bytes before each row's attribute entries: row id, GCI, length.
+const ROW_PREFIX_BYTES: usize = 4 + 8 + 4;
+
+impl Cluster {
+    /// The names of the online tables, sorted by byte value (any dict answers).
+    ///
+    /// ```no_run
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// for name in cluster.list_tables()? {
+    ///     println!("{name}");
+    /// }
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn list_tables(&self) -> Result<Vec<String>, ClientError> {
+        let reply = self.schema_request("(every table)", true, |request_id| {
+            Ok(ListTablesReq { request_id }.into())
+        })?;
+        match reply {
+            SchemaReply::Tables(Ok(names)) => Ok(names),
+            SchemaReply::Tables(Err(error)) => {
+                Err(ClientError::Protocol(format!("table names: {error}")))
+            }
+            other => Err(unexpected_reply("(every table)", other)),
+        }
+    }
+
+    /// Up to `max_rows` committed rows of partition `partition` of `table`
+    /// as the replica on data node `node` holds them, from row id
+    /// `start_row` on. Rows of operations not yet committed are not shown.
+    ///
+    /// ```no_run
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// let table = cluster.table("t")?;
+    /// let mut start = 0;
+    /// loop {
+    ///     let batch = cluster.scan_partition(signal::NodeId(2), &table, 0, start, 100)?;
+    ///     for scanned in &batch.rows {
+    ///         println!("row {} GCI {}: {:?}", scanned.row_id, scanned.gci, scanned.row.values());
+    ///     }
+    ///     if batch.done { break; }
+    ///     start = batch.next_row;
+    /// }
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn scan_partition(
+        &self,
+        node: NodeId,
+        table: &Arc<Table>,
+        partition: u32,
+        start_row: u32,
+        max_rows: u32,
+    ) -> Result<PartitionScan, ClientError> {
+        let index = self.connection_index(node).ok_or_else(|| {
+            ClientError::Usage(format!("{node} is not a data node of this cluster"))
+        })?;
+        let map = self.routing_map(table).ok_or_else(|| {
+            ClientError::Usage(format!("table {:?} has no partition map", table.name()))
+        })?;
+        let placement = map.partitions.get(partition as usize).ok_or_else(|| {
+            ClientError::Usage(format!(
+                "table {:?} has {} partitions, not {}",
+                table.name(),
+                map.partitions.len(),
+                partition + 1
+            ))
+        })?;
+        let table_id = table.def().id;
+        let reply = self.request_on(
+            self.connection(index),
+            (BlockKind::Ldm, placement.ldm_instance),
+            table.name(),
+            &|request_id| {
+                Ok(ScanPartitionReq {
+                    request_id,
+                    table_id,
+                    partition,
+                    start_row,
+                    max_rows,
+                }
+                .into())
+            },
+        )?;
+        let SchemaReply::Scan {
+            rows,
+            next_row,
+            done,
+        } = reply
+        else {
+            return Err(unexpected_reply(table.name(), reply));
+        };
+        Ok(PartitionScan {
+            rows: decode_scanned_rows(table, &rows)?,
+            next_row,
+            done,
+        })
+    }
+}
+
+fn decode_scanned_rows(
+    table: &Arc<Table>,
+    mut bytes: &[u8],
+) -> Result<Vec<ScannedRow>, ClientError> {
+    let malformed = || {
+        ClientError::Protocol(format!(
+            "malformed partition scan rows of table {:?}",
+            table.name()
+        ))
+    };
+    let mut rows = Vec::new();
+    while !bytes.is_empty() {
+        let prefix = bytes.get(..ROW_PREFIX_BYTES).ok_or_else(malformed)?;
+        let row_id = u32::from_le_bytes(prefix[0..4].try_into().map_err(|_| malformed())?);
+        let gci = u64::from_le_bytes(prefix[4..12].try_into().map_err(|_| malformed())?);
+        let length = u32::from_le_bytes(prefix[12..16].try_into().map_err(|_| malformed())?);
+        let end = ROW_PREFIX_BYTES
+            .checked_add(length as usize)
+            .filter(|&end| end <= bytes.len())
+            .ok_or_else(malformed)?;
+        rows.push(ScannedRow {
+            row_id,
+            gci: Gci(gci),
+            row: Table::decode_row(table, &bytes[ROW_PREFIX_BYTES..end])?,
+        });
+        bytes = &bytes[end..];
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use signal::schema::{ColumnDef, ColumnType, TableDef};
+
+    #[test]
+    fn scanned_rows_decode_and_malformed_ones_are_protocol_errors() {
+        let table = Arc::new(Table::new(TableDef {
+            id: 1,
+            version: 1,
+            name: "t".into(),
+            partitions: 1,
+            primary_key: vec![0],
+            columns: vec![ColumnDef {
+                name: "k".into(),
+                column_type: ColumnType::Int { unsigned: true },
+                nullable: false,
+            }],
+        }));
+        let mut entry = Vec::new();
+        table
+            .encode_key(&[crate::Value::UInt(9)], &mut entry)
+            .unwrap();
+        let mut bytes = Vec::new();
+        for row_id in [3u32, 8] {
+            bytes.extend_from_slice(&row_id.to_le_bytes());
+            bytes.extend_from_slice(&Gci::from_parts(4, 1).0.to_le_bytes());
+            bytes.extend_from_slice(&(entry.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(&entry);
+        }
+        let rows = decode_scanned_rows(&table, &bytes).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[1].row_id, 8);
+        assert_eq!(rows[1].gci, Gci::from_parts(4, 1));
+        assert_eq!(rows[0].row.get("k"), Some(&crate::Value::UInt(9)));
+        for cut in 1..bytes.len() {
+            if cut == bytes.len() / 2 {
+                continue; // a whole first row
+            }
+            let error = decode_scanned_rows(&table, &bytes[..cut]).unwrap_err();
+            assert!(matches!(error, ClientError::Protocol(_)), "{cut}: {error}");
+        }
+    }
+}

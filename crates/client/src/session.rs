@@ -1,0 +1,348 @@
+//! `AsyncSession`: many transactions in flight from one thread (the
+//! flexAsynch pattern, seed 001).
+//!
+//! The owning thread hands executing transactions to the session; the
+//! session appends each batch to the outgoing frames of the transaction's
+//! data node, and `send` writes each node's frames with one write, so all
+//! the batches bound for one node travel together. Replies from every
+//! connection's receive thread are posted to the session's one inbox;
+//! `poll` applies them and hands back each transaction whose batch is
+//! answered, together with the caller's value that travelled with it.
+//!
+//! ```text
+//!  execute(tx, commit, user) ──> per-node frames ──send()──> node 2, node 3, ...
+//!  receive threads ──> inbox ──poll()──> Completion { transaction, user, result }
+//! ```
+//!
+//! The sync API (`Transaction::execute`) is the same machinery with one
+//! transaction and the transaction's own inbox.
+
+use crate::cluster::Cluster;
+use crate::connection::FrameBuilder;
+use crate::dispatch::{Inbox, Reply};
+use crate::error::ClientError;
+use crate::transaction::{Commit, Outcome, Transaction};
+use signal::TransactionId;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A transaction whose batch is answered (or failed), handed back by
+/// [`AsyncSession::poll`].
+pub struct Completion<'a, T> {
+    /// The transaction, to read rows from (`get`), to execute again (after
+    /// `Commit::No`) or to drop.
+    pub transaction: Transaction<'a>,
+    /// The value given to [`AsyncSession::execute`].
+    pub user: T,
+    /// The outcome, as `Transaction::execute` would have returned it.
+    pub result: Result<Outcome, ClientError>,
+}
+
+struct InFlight<'a, T> {
+    transaction: Transaction<'a>,
+    user: T,
+    /// When the reply timeout passes (set when sent).
+    deadline: Option<Instant>,
+}
+
+/// Signals waiting to be written to one data node.
+#[derive(Default)]
+struct Outgoing {
+    frames: FrameBuilder,
+    /// The transactions whose batches are in `frames`.
+    transactions: Vec<TransactionId>,
+}
+
+/// Many transactions in flight from one thread. Owned by that thread
+/// (it is `Send`, not shared); get one from [`Cluster::session`].
+///
+/// `T` is any value the caller wants back with each completion (the keys
+/// of the batch, a start time, an index into its own table).
+///
+/// ```no_run
+/// use client::{Cluster, Commit, LockMode, Value};
+/// use std::time::Duration;
+/// let cluster = Cluster::connect("127.0.0.1:11860")?;
+/// let table = cluster.table("kv")?;
+/// let mut session = cluster.session::<u64>();
+/// // 100 reads in flight at once, each on the tc of its key's primary.
+/// for key in 0..100u64 {
+///     let mut transaction = cluster.transaction_with_hint(&table, &[Value::UInt(key)])?;
+///     transaction.read(&table, &[Value::UInt(key)], LockMode::CommittedRead)?;
+///     session.execute(transaction, Commit::Yes, key);
+/// }
+/// session.send(); // one write per data node
+/// let mut done = Vec::new();
+/// while session.in_flight() > 0 {
+///     session.poll(Duration::from_secs(1), &mut done);
+///     for completion in done.drain(..) {
+///         match completion.result {
+///             Ok(_) => {
+///                 let row = completion.transaction.get(client::OpId::new(0));
+///                 println!("key {}: {:?}", completion.user, row.and_then(|row| row.get("v")));
+///             }
+///             Err(error) => println!("key {}: {error}", completion.user),
+///         }
+///     }
+/// }
+/// # Ok::<(), client::ClientError>(())
+/// ```
+pub struct AsyncSession<'a, T = ()> {
+    cluster: &'a Cluster,
+    inbox: Arc<Inbox>,
+    /// Indexed like the cluster's connections.
+    outgoing: Vec<Outgoing>,
+    in_flight: HashMap<TransactionId, InFlight<'a, T>>,
+    /// Finished without a reply (nothing to send, or failed before sending).
+    ready: Vec<Completion<'a, T>>,
+    replies: Vec<(TransactionId, Reply)>,
+    /// The earliest deadline of a sent transaction may be at or after this.
+    next_deadline: Option<Instant>,
+}
+
+impl<'a, T> AsyncSession<'a, T> {
+    /// A session on `cluster` (same as [`Cluster::session`]).
+    ///
+    /// ```no_run
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// let session: client::AsyncSession<'_, ()> = client::AsyncSession::new(&cluster);
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn new(cluster: &'a Cluster) -> AsyncSession<'a, T> {
+        AsyncSession {
+            cluster,
+            inbox: Arc::default(),
+            outgoing: cluster
+                .data_nodes()
+                .iter()
+                .map(|_| Outgoing::default())
+                .collect(),
+            in_flight: HashMap::new(),
+            ready: Vec::new(),
+            replies: Vec::new(),
+            next_deadline: None,
+        }
+    }
+
+    /// Transactions handed to [`AsyncSession::execute`] and not yet
+    /// returned by [`AsyncSession::poll`].
+    ///
+    /// ```no_run
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// assert_eq!(cluster.session::<()>().in_flight(), 0);
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len() + self.ready.len()
+    }
+
+    /// Queues the transaction's operations as one batch (committing with
+    /// `Commit::Yes`) for its data node; [`AsyncSession::send`] (or the
+    /// next `poll`) writes it. The transaction comes back from `poll` with
+    /// `user` and the outcome, errors included (nothing fails here).
+    ///
+    /// ```no_run
+    /// use client::{Commit, Value};
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// let table = cluster.table("kv")?;
+    /// let mut session = cluster.session();
+    /// let mut transaction = cluster.transaction_with_hint(&table, &[Value::UInt(1)])?;
+    /// transaction.write(&table, &[("k", Value::UInt(1)), ("v", Value::from("one"))])?;
+    /// session.execute(transaction, Commit::Yes, "first write");
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn execute(&mut self, mut transaction: Transaction<'a>, commit: Commit, user: T) {
+        if !std::ptr::eq(transaction.cluster(), self.cluster) {
+            self.ready.push(Completion {
+                transaction,
+                user,
+                result: Err(ClientError::Usage(
+                    "the transaction belongs to another Cluster than the session".into(),
+                )),
+            });
+            return;
+        }
+        let connection = transaction.connection_index();
+        let outgoing = &mut self.outgoing[connection];
+        match transaction.prepare(commit, &self.inbox, &mut outgoing.frames) {
+            Ok(None) => {
+                outgoing.transactions.push(transaction.id());
+                self.in_flight.insert(
+                    transaction.id(),
+                    InFlight {
+                        transaction,
+                        user,
+                        deadline: None,
+                    },
+                );
+            }
+            Ok(Some(outcome)) => self.ready.push(Completion {
+                transaction,
+                user,
+                result: Ok(outcome),
+            }),
+            Err(error) => self.ready.push(Completion {
+                transaction,
+                user,
+                result: Err(error),
+            }),
+        }
+    }
+
+    /// Writes the queued batches: one write per data node, whatever the
+    /// number of transactions bound for it. Returns the number of
+    /// transactions sent; a failed write fails its transactions (they come
+    /// back from `poll` with the error).
+    ///
+    /// ```no_run
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// let mut session = cluster.session::<()>();
+    /// assert_eq!(session.send(), 0);
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn send(&mut self) -> usize {
+        let mut sent = 0;
+        let deadline = Instant::now() + self.cluster.options().reply_timeout;
+        for (index, outgoing) in self.outgoing.iter_mut().enumerate() {
+            if outgoing.frames.is_empty() {
+                continue;
+            }
+            let result = self.cluster.connection(index).send(&mut outgoing.frames);
+            outgoing.frames.clear();
+            for id in outgoing.transactions.drain(..) {
+                let Some(in_flight) = self.in_flight.get_mut(&id) else {
+                    continue;
+                };
+                match &result {
+                    Ok(()) => {
+                        in_flight.transaction.sent();
+                        in_flight.deadline = Some(deadline);
+                        sent += 1;
+                    }
+                    Err(error) => {
+                        let Some(mut failed) = self.in_flight.remove(&id) else {
+                            continue;
+                        };
+                        let error = failed.transaction.send_failed(error.duplicate());
+                        self.ready.push(Completion {
+                            transaction: failed.transaction,
+                            user: failed.user,
+                            result: Err(error),
+                        });
+                    }
+                }
+            }
+        }
+        if sent > 0 && self.next_deadline.is_none() {
+            self.next_deadline = Some(deadline);
+        }
+        sent
+    }
+
+    /// Sends what is queued, then waits up to `timeout` until at least one
+    /// transaction is answered (or fails, or passes the reply timeout) and
+    /// appends every answered one to `out`; returns how many it appended
+    /// (0 after the timeout, or at once with nothing in flight).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// let mut session = cluster.session::<()>();
+    /// let mut done = Vec::new();
+    /// assert_eq!(session.poll(Duration::from_millis(10), &mut done), 0);
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn poll(&mut self, timeout: Duration, out: &mut Vec<Completion<'a, T>>) -> usize {
+        self.send();
+        let before = out.len();
+        out.append(&mut self.ready);
+        let wait_until = Instant::now() + timeout;
+        loop {
+            let waiting = out.len() == before && !self.in_flight.is_empty();
+            // Wake for the earliest reply timeout too, so it is noticed.
+            let deadline = match (waiting, self.next_deadline) {
+                (false, _) => None,
+                (true, Some(expiry)) => Some(expiry.min(wait_until)),
+                (true, None) => Some(wait_until),
+            };
+            let mut replies = std::mem::take(&mut self.replies);
+            if self.inbox.take(&mut replies, deadline) {
+                for (id, reply) in replies.drain(..) {
+                    self.apply(id, reply, out);
+                }
+            }
+            self.replies = replies;
+            self.expire(out);
+            if out.len() > before || self.in_flight.is_empty() || Instant::now() >= wait_until {
+                return out.len() - before;
+            }
+        }
+    }
+
+    fn apply(&mut self, id: TransactionId, reply: Reply, out: &mut Vec<Completion<'a, T>>) {
+        // Replies for a transaction already handed back are late strays.
+        let Some(in_flight) = self.in_flight.get_mut(&id) else {
+            return;
+        };
+        if let Some(result) = in_flight.transaction.on_reply(reply) {
+            if let Some(done) = self.in_flight.remove(&id) {
+                out.push(Completion {
+                    transaction: done.transaction,
+                    user: done.user,
+                    result,
+                });
+            }
+        }
+    }
+
+    /// Fails every sent transaction whose reply timeout has passed.
+    fn expire(&mut self, out: &mut Vec<Completion<'a, T>>) {
+        let now = Instant::now();
+        if self.next_deadline.is_none_or_later(now) {
+            return;
+        }
+        let expired: Vec<TransactionId> = self
+            .in_flight
+            .iter()
+            .filter(|(_, in_flight)| in_flight.deadline.is_some_and(|deadline| deadline <= now))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in expired {
+            if let Some(mut timed_out) = self.in_flight.remove(&id) {
+                let error = timed_out.transaction.timed_out();
+                out.push(Completion {
+                    transaction: timed_out.transaction,
+                    user: timed_out.user,
+                    result: Err(error),
+                });
+            }
+        }
+        self.next_deadline = self
+            .in_flight
+            .values()
+            .filter_map(|in_flight| in_flight.deadline)
+            .min();
+    }
+}
+
+/// `Option<Instant>` as a deadline: nothing to do yet.
+trait DeadlineExt {
+    fn is_none_or_later(&self, now: Instant) -> bool;
+}
+
+impl DeadlineExt for Option<Instant> {
+    fn is_none_or_later(&self, now: Instant) -> bool {
+        match self {
+            None => true,
+            Some(deadline) => *deadline > now,
+        }
+    }
+}
+
+/// A session moves to the thread that owns it.
+const _: () = {
+    const fn assert_send<T: Send>() {}
+    assert_send::<AsyncSession<'static, u64>>();
+    assert_send::<Transaction<'static>>();
+};
