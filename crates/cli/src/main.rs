@@ -39,7 +39,8 @@ enum Command {
         #[arg(long)]
         node_id: u16,
     },
-    /// Management client (NDB's ndb_mgm): `-e show`, `-e "all report threads"`.
+    /// Management client (NDB's ndb_mgm): `-e show`, `-e "all report threads"`,
+    /// `-e "check replicas"` (compares every replica of every partition).
     Mgm {
         /// Address of the mgmd, HOST:PORT.
         #[arg(long)]
@@ -124,6 +125,11 @@ fn main() -> ExitCode {
             mgmd,
             execute,
             json,
+        } if is_check_replicas(&execute) => return check_replicas(&mgmd, json),
+        Command::Mgm {
+            mgmd,
+            execute,
+            json,
         } => match mgmd::mgm::run_command(&mgmd, &execute, json) {
             Ok(output) => {
                 println!("{output}");
@@ -140,6 +146,36 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("tessera: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `check replicas` (any case and spacing): the one mgm command that runs
+/// as an API node, because it reads every replica through the data nodes.
+fn is_check_replicas(command: &str) -> bool {
+    let words: Vec<String> = command.split_whitespace().map(str::to_lowercase).collect();
+    words == ["check", "replicas"]
+}
+
+/// Compares every replica of every partition; exits non-zero on a mismatch.
+fn check_replicas(mgmd: &str, json: bool) -> ExitCode {
+    let report = client::Cluster::connect(mgmd).and_then(|cluster| cluster.check_replicas());
+    match report {
+        Ok(report) => {
+            if json {
+                println!("{}", report.to_json());
+            } else {
+                println!("{report}");
+            }
+            if report.mismatches == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(error) => {
+            eprintln!("tessera mgm: check replicas: {error}");
             ExitCode::FAILURE
         }
     }
