@@ -279,8 +279,16 @@ fn rollback_of_a_prepared_insert_runs_the_abort_down_the_chain() {
         expected.push("2:tc#0 -> 200:api#0: TcRollbackConf".to_string());
         assert_eq!(cluster.trace, expected, "replicas = {replicas}");
         for (position, ldm) in cluster.ldms.iter().enumerate() {
-            assert_eq!(ldm.rows(0), 0, "replica {position} of {replicas} freed the slot");
-            assert_eq!(ldm.operations_in_use(), 0, "replica {position} released its record");
+            assert_eq!(
+                ldm.rows(0),
+                0,
+                "replica {position} of {replicas} freed the slot"
+            );
+            assert_eq!(
+                ldm.operations_in_use(),
+                0,
+                "replica {position} released its record"
+            );
         }
         assert_eq!(cluster.tc.transactions_in_use(), 0);
     }
