@@ -5,7 +5,7 @@
 //! and §4). Backups never look a key up to find a row: row identity is the
 //! primary's choice, so every replica holds the same row at the same id.
 
-use crate::locks::{append_to_row, can_grant};
+use crate::locks::{append_to_row, can_grant, wait_on_row};
 use crate::operation::{ImageKind, OpState, NIL};
 use crate::partition::{var_class, RowState};
 use crate::prepare::Outcome;
@@ -52,34 +52,21 @@ impl Ldm {
                     held_by_others,
                     "backup: the primary placed a new row at {row}, which holds an unlocked row here (replicas diverged)"
                 );
-                append_to_row(operations, memory, partition, row, index);
-                let operation = &mut operations[index];
-                operation.granted = false;
-                operation.state = OpState::Waiting;
-                return Outcome::Waiting;
+                return wait_on_row(operations, memory, partition, row, index);
             }
             if !can_grant(operations, memory, partition, row, index) {
-                append_to_row(operations, memory, partition, row, index);
-                let operation = &mut operations[index];
-                operation.granted = false;
-                operation.state = OpState::Waiting;
-                return Outcome::Waiting;
+                return wait_on_row(operations, memory, partition, row, index);
             }
             append_to_row(operations, memory, partition, row, index);
             operations[index].granted = true;
-            let mut new_var = NIL;
-            if let (Some(image), true) = (image.as_ref(), layout.var_columns > 0) {
-                let needed = var_class(image.len() - layout.fixed_body_bytes);
-                if partition.var_class_of_row(memory, row) != Some(needed) {
-                    match partition.alloc_var(memory, needed) {
-                        Some(var) => new_var = var,
-                        None => {
-                            self.release_from_row(index);
-                            return Outcome::Failed(ErrorCode::TableFull);
-                        }
-                    }
-                }
-            }
+            let new_var = match image.as_ref() {
+                Some(image) => partition.var_slot_for_image(memory, layout, row, image.len()),
+                None => Some(NIL),
+            };
+            let Some(new_var) = new_var else {
+                self.release_from_row(index);
+                return Outcome::Failed(ErrorCode::TableFull);
+            };
             let operation = &mut operations[index];
             operation.row = row;
             operation.new_var = new_var;

@@ -41,6 +41,22 @@ pub(crate) fn append_to_row(
     operations[last].next_in_row = index;
 }
 
+/// Queues operation `index` on `row`'s lock: it runs again when the lock
+/// queue moves.
+pub(crate) fn wait_on_row(
+    operations: &mut OperationPool,
+    memory: &mut PageMemory,
+    partition: &Partition,
+    row: u32,
+    index: u32,
+) -> crate::prepare::Outcome {
+    append_to_row(operations, memory, partition, row, index);
+    let operation = &mut operations[index];
+    operation.granted = false;
+    operation.state = OpState::Waiting;
+    crate::prepare::Outcome::Waiting
+}
+
 /// Whether operation `index` may be granted on `row` now.
 pub(crate) fn can_grant(
     operations: &OperationPool,

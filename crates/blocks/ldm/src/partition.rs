@@ -222,6 +222,27 @@ impl Partition {
         Some((class as u32) << 28 | reference)
     }
 
+    /// The var slot an after-image of `image_bytes` needs at commit on row
+    /// `row`, taken now so that commit cannot fail: NIL when the row's
+    /// current var slot has the right size class (or the table has no var
+    /// columns), a new slot otherwise. `None` when DataMemory is full.
+    pub fn var_slot_for_image(
+        &mut self,
+        memory: &mut PageMemory,
+        layout: &RowLayout,
+        row: u32,
+        image_bytes: usize,
+    ) -> Option<u32> {
+        if layout.var_columns == 0 {
+            return Some(NIL);
+        }
+        let needed = var_class(image_bytes - layout.fixed_body_bytes);
+        if self.var_class_of_row(memory, row) == Some(needed) {
+            return Some(NIL);
+        }
+        self.alloc_var(memory, needed)
+    }
+
     /// Returns a var slot.
     pub fn free_var(&mut self, memory: &mut PageMemory, var_ref: u32) {
         let (class, reference) = split_var_ref(var_ref);

@@ -3,7 +3,7 @@
 //! changed; a prepared insert takes an invisible (Reserved) slot.
 
 use crate::layout::{RowLayout, RowView};
-use crate::locks::{append_to_row, can_grant, latest_image_of_transaction};
+use crate::locks::{append_to_row, can_grant, latest_image_of_transaction, wait_on_row};
 use crate::operation::{ImageKind, OpState, NIL};
 use crate::partition::{var_class, RowState};
 use crate::{layout_and_partition, Ldm};
@@ -220,11 +220,7 @@ impl Ldm {
 
         // The row exists (live, or reserved by some insert): queue for its lock.
         if !can_grant(operations, memory, partition, row, index) {
-            append_to_row(operations, memory, partition, row, index);
-            let operation = &mut operations[index];
-            operation.granted = false;
-            operation.state = OpState::Waiting;
-            return Outcome::Waiting;
+            return wait_on_row(operations, memory, partition, row, index);
         }
         append_to_row(operations, memory, partition, row, index);
         operations[index].granted = true;
@@ -277,19 +273,14 @@ impl Ldm {
         } = self;
         let operation = &operations[index];
         let (layout, partition) = layout_and_partition(tables, operation);
-        let mut new_var = NIL;
-        if let (Some(image), true) = (&image, layout.var_columns > 0) {
-            let needed = var_class(image.len() - layout.fixed_body_bytes);
-            if partition.var_class_of_row(memory, row) != Some(needed) {
-                match partition.alloc_var(memory, needed) {
-                    Some(var) => new_var = var,
-                    None => {
-                        self.release_from_row(index);
-                        return Outcome::Failed(ErrorCode::TableFull);
-                    }
-                }
-            }
-        }
+        let new_var = match &image {
+            Some(image) => partition.var_slot_for_image(memory, layout, row, image.len()),
+            None => Some(NIL),
+        };
+        let Some(new_var) = new_var else {
+            self.release_from_row(index);
+            return Outcome::Failed(ErrorCode::TableFull);
+        };
         let operation = &mut operations[index];
         operation.row = row;
         operation.image = image;
