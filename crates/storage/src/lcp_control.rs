@@ -1,0 +1,1 @@
+//! lcp_control (being written)

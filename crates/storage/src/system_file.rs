@@ -1,0 +1,1 @@
+//! system_file (being written)
