@@ -352,8 +352,15 @@ fn demo_prints_ready_and_stops_everything_on_sigterm() {
         .iter()
         .filter(|node| node["type"] == "data")
         .count();
-    assert_eq!(data_nodes, 2, "the demo runs 2 data nodes by default: {show}");
-    assert_eq!(pids.len(), 1 + data_nodes, "mgmd and every data node report pids: {show}");
+    assert_eq!(
+        data_nodes, 2,
+        "the demo runs 2 data nodes by default: {show}"
+    );
+    assert_eq!(
+        pids.len(),
+        1 + data_nodes,
+        "mgmd and every data node report pids: {show}"
+    );
     for &pid in &pids {
         assert!(process_alive(pid), "pid {pid} runs: {show}");
         assert_ne!(pid, demo.id(), "the demo starts separate processes");

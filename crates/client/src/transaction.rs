@@ -354,7 +354,10 @@ impl Transaction<'_> {
         self.queue_row(OperationKind::Insert, table, values)
     }
 
-    /// Queues an upsert of a whole row: insert, or overwrite every column.
+    /// Queues an upsert (NDB's writeTuple): inserts the row when the key is
+    /// absent (columns not given are NULL, and a NOT NULL column not given
+    /// is an error), or sets the given columns of the existing row, leaving
+    /// the others as they are. Give every column to overwrite a whole row.
     ///
     /// ```no_run
     /// # let cluster = client::Cluster::connect("127.0.0.1:11860")?;

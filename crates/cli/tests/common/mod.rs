@@ -1,6 +1,8 @@
 //! Harness for the cluster tests: a real `tessera mgmd` and `tessera node`
-//! (one data node, two ldm threads, one tc thread) as child processes on
+//! processes (one data node by default, or N data nodes with R replicas,
+//! each with two ldm threads and one tc thread) as child processes on
 //! loopback, in a fresh directory, stopped when the `TestCluster` drops.
+//! Data nodes have ids 2, 3, ... in config order; node group = index / R.
 //!
 //! Every test starts its own cluster, so tests running in parallel threads
 //! never share state. Ports come from the kernel (bind port 0, read it,
@@ -40,6 +42,12 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(20);
 /// Attempts at starting a cluster when a port was taken meanwhile.
 const START_ATTEMPTS: u32 = 5;
 
+/// ldm threads per data node in the generated config.
+pub const LDM_THREADS: u32 = 2;
+
+/// The first data node's id; the others follow.
+pub const FIRST_DATA_NODE: u16 = 2;
+
 /// What to put in the generated config.
 #[derive(Clone, Debug)]
 pub struct ClusterOptions {
@@ -49,6 +57,10 @@ pub struct ClusterOptions {
     pub data_memory: &'static str,
     /// `cluster.lock_wait_timeout_ms`.
     pub lock_wait_timeout_ms: u64,
+    /// Data nodes (ids 2, 3, ...); a multiple of `replicas`.
+    pub data_nodes: u16,
+    /// `cluster.replicas`.
+    pub replicas: u8,
 }
 
 impl Default for ClusterOptions {
@@ -57,18 +69,28 @@ impl Default for ClusterOptions {
             name: "cluster",
             data_memory: "32M",
             lock_wait_timeout_ms: 1200,
+            data_nodes: 1,
+            replicas: 1,
         }
     }
 }
 
-/// A running mgmd and data node 2. Dropping it stops both (SIGTERM, then
-/// SIGKILL) and, when the thread is panicking, prints their logs.
+/// One `tessera node` of the cluster.
+struct NodeProcess {
+    id: u16,
+    port: u16,
+    child: Option<Child>,
+}
+
+/// A running mgmd and data nodes 2, 3, .... Dropping it stops them all
+/// (SIGTERM, then SIGKILL) and, when the thread is panicking, prints every
+/// process's log.
 pub struct TestCluster {
     dir: PathBuf,
     mgmd_port: u16,
-    node_port: u16,
+    replicas: u8,
+    nodes: Vec<NodeProcess>,
     mgmd: Option<Child>,
-    node: Option<Child>,
     /// Set once the logs were printed, so they are not printed twice.
     logs_printed: bool,
     /// Set once started: a passing test's directory is removed on drop
@@ -83,19 +105,37 @@ enum StartError {
 }
 
 impl TestCluster {
-    /// Writes a config into a fresh directory, starts mgmd and data node 2
-    /// and waits until mgmd reports the node started.
+    /// Writes a config into a fresh directory, starts mgmd and every data
+    /// node and waits until mgmd reports each of them started.
     pub fn start(options: ClusterOptions) -> TestCluster {
+        assert!(
+            options.data_nodes >= 1
+                && options.replicas >= 1
+                && options
+                    .data_nodes
+                    .is_multiple_of(u16::from(options.replicas)),
+            "{} data nodes cannot hold {} replicas",
+            options.data_nodes,
+            options.replicas
+        );
         let dir = fresh_dir(options.name);
         let mut reasons = Vec::new();
         for _ in 0..START_ATTEMPTS {
-            let (mgmd_port, node_port) = two_free_ports();
+            let ports = free_ports(1 + usize::from(options.data_nodes));
             let mut cluster = TestCluster {
                 dir: dir.clone(),
-                mgmd_port,
-                node_port,
+                mgmd_port: ports[0],
+                replicas: options.replicas,
+                nodes: ports[1..]
+                    .iter()
+                    .zip(FIRST_DATA_NODE..)
+                    .map(|(&port, id)| NodeProcess {
+                        id,
+                        port,
+                        child: None,
+                    })
+                    .collect(),
                 mgmd: None,
-                node: None,
                 logs_printed: false,
                 remove_dir_on_drop: false,
             };
@@ -150,30 +190,51 @@ impl TestCluster {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        self.node = Some(spawn_logged(
-            &["node", "--mgmd", &mgmd_addr, "--node-id", "2"],
-            &self.dir.join("node2.log"),
-        ));
-        let node_pid = self.node_pid();
+        for index in 0..self.nodes.len() {
+            let id = self.nodes[index].id.to_string();
+            let log = self.dir.join(format!("node{id}.log"));
+            self.nodes[index].child = Some(spawn_logged(
+                &["node", "--mgmd", &mgmd_addr, "--node-id", &id],
+                &log,
+            ));
+        }
         loop {
-            if let Some(status) = try_wait(self.node.as_mut()) {
-                return Err(self.start_failure("node 2", status, "node2.log"));
+            for index in 0..self.nodes.len() {
+                let id = self.nodes[index].id;
+                if let Some(status) = try_wait(self.nodes[index].child.as_mut()) {
+                    return Err(self.start_failure(
+                        &format!("node {id}"),
+                        status,
+                        &format!("node{id}.log"),
+                    ));
+                }
             }
             if let Some(status) = try_wait(self.mgmd.as_mut()) {
                 return Err(StartError::Failed(format!(
-                    "mgmd exited with {status} while node 2 was starting"
+                    "mgmd exited with {status} while the data nodes were starting"
                 )));
             }
-            if let Ok(show) = MgmClient::connect(&mgmd_addr).and_then(|mut mgm| mgm.show()) {
-                if let Some(node) = data_node(&show, 2) {
-                    if node["state"] == "started" && node["pid"] == node_pid {
+            let mut waiting_for = Vec::new();
+            match MgmClient::connect(&mgmd_addr).and_then(|mut mgm| mgm.show()) {
+                Ok(show) => {
+                    for node in &self.nodes {
+                        let started = data_node(&show, node.id.into()).is_some_and(|shown| {
+                            shown["state"] == "started"
+                                && shown["pid"].as_u64() == node_pid_of(node).map(u64::from)
+                        });
+                        if !started {
+                            waiting_for.push(node.id);
+                        }
+                    }
+                    if waiting_for.is_empty() {
                         return Ok(());
                     }
                 }
+                Err(_) => waiting_for.extend(self.nodes.iter().map(|node| node.id)),
             }
             if Instant::now() > deadline {
                 return Err(StartError::Failed(format!(
-                    "node 2 was not started within {START_TIMEOUT:?}"
+                    "data nodes {waiting_for:?} were not started within {START_TIMEOUT:?}"
                 )));
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -190,18 +251,25 @@ impl TestCluster {
     }
 
     fn config_text(&self, options: &ClusterOptions) -> String {
-        format!(
+        let mut text = format!(
             "# Generated by the cli cluster tests.\n\
              [mgmd]\nnode_id = 1\nhost = \"127.0.0.1\"\nport = {mgmd_port}\n\n\
-             [cluster]\nreplicas = 1\ndata_memory = \"{data_memory}\"\n\
+             [cluster]\nreplicas = {replicas}\ndata_memory = \"{data_memory}\"\n\
              lock_wait_timeout_ms = {lock_wait}\n\n\
-             [threads]\nldm = 2\ntc = 1\nrecv = 1\nsend = 1\nmain = 1\nspin_us = 0\n\n\
-             [[data_node]]\nid = 2\nhost = \"127.0.0.1\"\nport = {node_port}\ndata_dir = \"node2\"\n",
+             [threads]\nldm = {LDM_THREADS}\ntc = 1\nrecv = 1\nsend = 1\nmain = 1\nspin_us = 0\n",
             mgmd_port = self.mgmd_port,
-            node_port = self.node_port,
+            replicas = options.replicas,
             data_memory = options.data_memory,
             lock_wait = options.lock_wait_timeout_ms,
-        )
+        );
+        for node in &self.nodes {
+            text.push_str(&format!(
+                "\n[[data_node]]\nid = {id}\nhost = \"127.0.0.1\"\nport = {port}\ndata_dir = \"node{id}\"\n",
+                id = node.id,
+                port = node.port,
+            ));
+        }
+        text
     }
 
     /// mgmd's address, `127.0.0.1:PORT`.
@@ -211,12 +279,57 @@ impl TestCluster {
 
     /// Data node 2's address, `127.0.0.1:PORT`.
     pub fn node_addr(&self) -> String {
-        format!("127.0.0.1:{}", self.node_port)
+        self.node_addr_of(FIRST_DATA_NODE)
     }
 
-    /// The pid of the `tessera node` process this harness started.
+    /// Data node `id`'s address, `127.0.0.1:PORT`.
+    pub fn node_addr_of(&self, id: u16) -> String {
+        format!("127.0.0.1:{}", self.node(id).port)
+    }
+
+    /// The pid of the `tessera node` process with id 2.
     pub fn node_pid(&self) -> u32 {
-        self.node.as_ref().expect("node started").id()
+        self.node_pid_of(FIRST_DATA_NODE)
+    }
+
+    /// The pid of the `tessera node` process with id `id`.
+    pub fn node_pid_of(&self, id: u16) -> u32 {
+        node_pid_of(self.node(id)).expect("node started")
+    }
+
+    /// The data node ids, in config order.
+    pub fn node_ids(&self) -> Vec<u16> {
+        self.nodes.iter().map(|node| node.id).collect()
+    }
+
+    /// `cluster.replicas`.
+    pub fn replicas(&self) -> u8 {
+        self.replicas
+    }
+
+    /// Node group of data node `id` (config index / replicas).
+    pub fn group_of(&self, id: u16) -> u32 {
+        let index = self
+            .nodes
+            .iter()
+            .position(|node| node.id == id)
+            .unwrap_or_else(|| panic!("no data node {id}"));
+        (index / usize::from(self.replicas)) as u32
+    }
+
+    /// The data nodes of each node group, in config order.
+    pub fn groups(&self) -> Vec<Vec<u16>> {
+        self.node_ids()
+            .chunks(usize::from(self.replicas))
+            .map(<[u16]>::to_vec)
+            .collect()
+    }
+
+    fn node(&self, id: u16) -> &NodeProcess {
+        self.nodes
+            .iter()
+            .find(|node| node.id == id)
+            .unwrap_or_else(|| panic!("no data node {id}"))
     }
 
     /// The cluster's directory (config and logs).
@@ -224,20 +337,27 @@ impl TestCluster {
         &self.dir
     }
 
-    /// Both logs, with headers.
+    /// Every log (mgmd's, then each data node's), with headers.
     pub fn logs(&self) -> String {
         let mut out = String::new();
-        for name in ["mgmd.log", "node2.log"] {
-            out.push_str(&format!("----- {} -----\n", self.dir.join(name).display()));
-            out.push_str(&read_log(&self.dir.join(name)));
+        let names = std::iter::once("mgmd.log".to_string())
+            .chain(self.nodes.iter().map(|node| format!("node{}.log", node.id)));
+        for name in names {
+            out.push_str(&format!("----- {} -----\n", self.dir.join(&name).display()));
+            out.push_str(&read_log(&self.dir.join(&name)));
             out.push('\n');
         }
         out
     }
 
-    /// The data node's log so far.
+    /// Data node 2's log so far.
     pub fn node_log(&self) -> String {
-        read_log(&self.dir.join("node2.log"))
+        self.node_log_of(FIRST_DATA_NODE)
+    }
+
+    /// Data node `id`'s log so far.
+    pub fn node_log_of(&self, id: u16) -> String {
+        read_log(&self.dir.join(format!("node{id}.log")))
     }
 
     fn print_logs(&mut self) {
@@ -247,9 +367,44 @@ impl TestCluster {
         }
     }
 
-    /// Whether the data node process is still running.
+    /// Whether data node 2's process is still running.
     pub fn node_is_running(&mut self) -> bool {
-        try_wait(self.node.as_mut()).is_none()
+        self.node_is_running_of(FIRST_DATA_NODE)
+    }
+
+    /// Whether data node `id`'s process is still running.
+    pub fn node_is_running_of(&mut self, id: u16) -> bool {
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|node| node.id == id)
+            .unwrap_or_else(|| panic!("no data node {id}"));
+        try_wait(node.child.as_mut()).is_none()
+    }
+
+    /// The data nodes holding `partition` of a table, primary first, as
+    /// dih's default map places it (mirrors `blocks/dih/src/distribution.rs`:
+    /// group = p % groups, round = p / groups, ldm = round % ldm threads,
+    /// the group's nodes rotated by (ldm + round / ldm threads) % replicas).
+    /// Tests use it to pick keys on every node and group; the data nodes
+    /// route by their own map, so a drift here only costs coverage.
+    pub fn replicas_of_partition(&self, partition: u32) -> Vec<u16> {
+        let groups = self.groups();
+        let group = &groups[(partition % groups.len() as u32) as usize];
+        let round = partition / groups.len() as u32;
+        let ldm = round % LDM_THREADS;
+        let rotation = ((ldm + round / LDM_THREADS) % u32::from(self.replicas)) as usize;
+        (0..group.len())
+            .map(|position| group[(position + rotation) % group.len()])
+            .collect()
+    }
+
+    /// `tessera mgm --mgmd ADDR -e COMMAND --json`, run to completion.
+    pub fn mgm_json(&self, command: &str) -> Finished {
+        run_tessera(
+            &["mgm", "--mgmd", &self.mgmd_addr(), "-e", command, "--json"],
+            Duration::from_secs(300),
+        )
     }
 
     /// A client (API node) connected through mgmd.
@@ -272,34 +427,74 @@ impl TestCluster {
             .unwrap_or_else(|error| panic!("mgm all report threads: {error}"))
     }
 
-    /// Asserts that the node process runs and mgmd still shows it started
-    /// with the same pid and start count 1 (it never restarted).
+    /// Asserts that every data node process runs and mgmd still shows each
+    /// started with the same pid and start count 1 (none restarted).
     pub fn assert_node_serving(&mut self) {
-        assert!(self.node_is_running(), "the data node process exited");
+        for id in self.node_ids() {
+            assert!(
+                self.node_is_running_of(id),
+                "the process of data node {id} exited"
+            );
+        }
         let show = self.show();
-        let node = data_node(&show, 2).unwrap_or_else(|| panic!("no node 2 in {show}"));
-        assert_eq!(node["state"], "started", "{show}");
-        assert_eq!(node["pid"], self.node_pid(), "{show}");
-        assert_eq!(node["start_count"], 1, "{show}");
+        for id in self.node_ids() {
+            let node =
+                data_node(&show, id.into()).unwrap_or_else(|| panic!("no node {id} in {show}"));
+            assert_eq!(node["state"], "started", "node {id}: {show}");
+            assert_eq!(node["pid"], self.node_pid_of(id), "node {id}: {show}");
+            assert_eq!(node["start_count"], 1, "node {id}: {show}");
+        }
     }
 
-    /// Stops the node, then mgmd, with SIGTERM; returns the node's exit
-    /// status (or `None` if it needed SIGKILL).
-    pub fn shutdown(mut self) -> Option<ExitStatus> {
-        let node = terminate(self.node.take());
+    /// Stops every data node, then mgmd, with SIGTERM; returns data node
+    /// 2's exit status (or `None` if it needed SIGKILL).
+    pub fn shutdown(self) -> Option<ExitStatus> {
+        self.shutdown_all()
+            .into_iter()
+            .find(|(id, _)| *id == FIRST_DATA_NODE)
+            .and_then(|(_, status)| status)
+    }
+
+    /// Stops every data node (SIGTERM to all, then waiting for each), then
+    /// mgmd; returns each data node's exit status (`None`: needed SIGKILL).
+    pub fn shutdown_all(mut self) -> Vec<(u16, Option<ExitStatus>)> {
+        let statuses = self.stop_nodes();
         terminate(self.mgmd.take());
-        node
+        statuses
+    }
+
+    fn stop_nodes(&mut self) -> Vec<(u16, Option<ExitStatus>)> {
+        // Signal all first, so that no node waits out its peers' stops.
+        for node in &mut self.nodes {
+            if let Some(child) = node.child.as_mut() {
+                if let Ok(None) = child.try_wait() {
+                    send_signal(child.id(), libc::SIGTERM);
+                }
+            }
+        }
+        self.nodes
+            .iter_mut()
+            .filter_map(|node| Some((node.id, node.child.take()?)))
+            .map(|(id, child)| (id, terminate(Some(child))))
+            .collect()
     }
 
     fn stop_processes(&mut self) {
-        if let Some(node) = self.node.take() {
-            if terminate(Some(node)).is_none() {
+        for (id, status) in self.stop_nodes() {
+            if status.is_none() {
                 // Only reported: the test's own assertions decide its outcome.
-                eprintln!("note: data node in {} needed SIGKILL", self.dir.display());
+                eprintln!(
+                    "note: data node {id} in {} needed SIGKILL",
+                    self.dir.display()
+                );
             }
         }
         terminate(self.mgmd.take());
     }
+}
+
+fn node_pid_of(node: &NodeProcess) -> Option<u32> {
+    node.child.as_ref().map(Child::id)
 }
 
 impl Drop for TestCluster {
@@ -346,14 +541,15 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// Two different free ports (both held while the second is picked).
-fn two_free_ports() -> (u16, u16) {
-    let first = TcpListener::bind("127.0.0.1:0").expect("can bind a loopback port");
-    let second = TcpListener::bind("127.0.0.1:0").expect("can bind a loopback port");
-    (
-        first.local_addr().expect("bound").port(),
-        second.local_addr().expect("bound").port(),
-    )
+/// `count` different free ports (all held while the next is picked).
+fn free_ports(count: usize) -> Vec<u16> {
+    let listeners: Vec<TcpListener> = (0..count)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("can bind a loopback port"))
+        .collect();
+    listeners
+        .iter()
+        .map(|listener| listener.local_addr().expect("bound").port())
+        .collect()
 }
 
 fn spawn_logged(args: &[&str], log: &Path) -> Child {
@@ -489,12 +685,32 @@ pub fn code_of<T: std::fmt::Debug>(result: Result<T, ClientError>) -> ErrorCode 
 
 /// The threads of node 2 in an `all report threads` answer.
 pub fn threads_of_node2(report: &Value) -> Vec<Value> {
+    threads_of_node(report, FIRST_DATA_NODE)
+}
+
+/// The threads of data node `id` in an `all report threads` answer.
+pub fn threads_of_node(report: &Value, id: u16) -> Vec<Value> {
     report["nodes"]
         .as_array()
-        .and_then(|nodes| nodes.iter().find(|node| node["id"] == 2))
+        .and_then(|nodes| nodes.iter().find(|node| node["id"] == id))
         .and_then(|node| node["threads"].as_array())
         .cloned()
-        .unwrap_or_else(|| panic!("no threads of node 2 in {report}"))
+        .unwrap_or_else(|| panic!("no threads of node {id} in {report}"))
+}
+
+/// The partition of `key` in `table`: its distribution hash's bucket,
+/// through the default (round-robin) bucket map.
+pub fn partition_of(table: &Table, key: &[ClientValue]) -> u32 {
+    let mut bytes = Vec::new();
+    table
+        .encode_key(key, &mut bytes)
+        .unwrap_or_else(|error| panic!("key {key:?} of {}: {error}", table.name()));
+    let hash = signal::attr::key_hash(table.def(), &bytes)
+        .unwrap_or_else(|code| panic!("hash of key {key:?} of {}: {code}", table.name()));
+    signal::partition::default_partition_of_bucket(
+        signal::partition::bucket(hash),
+        table.def().partitions,
+    )
 }
 
 /// A column of a table definition.
