@@ -1,1 +1,0 @@
-//! lcp_control (being written)
