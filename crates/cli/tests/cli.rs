@@ -144,7 +144,7 @@ fn bench_keylookup_and_mgm_json() {
         .collect();
     assert_eq!(
         roles,
-        BTreeSet::from(["ldm", "tc", "main", "recv", "send"]),
+        BTreeSet::from(["ldm", "tc", "main", "recv", "send", "io"]),
         "{report}"
     );
     let mut owned = Vec::new();

@@ -1885,7 +1885,7 @@ fn cluster_status(processes: &TestCluster) {
             .collect();
         assert_eq!(
             roles,
-            BTreeSet::from(["ldm", "tc", "main", "recv", "send"]),
+            BTreeSet::from(["ldm", "tc", "main", "recv", "send", "io"]),
             "node {id}: {report}"
         );
         let mut owned = Vec::new();

@@ -3,9 +3,11 @@
 //! and to mgmd (DESIGN.md §2).
 //!
 //! - `wiring`: config -> blocks (shared with the simulator);
-//! - `runtime`: blocks -> threads (ldm, tc, main, recv, send) and the mesh;
+//! - `runtime`: blocks -> threads (ldm, tc, main, recv, send, io) and the mesh;
+//! - `io`: the io thread, the node's file service (`Context::fs_request`);
 //! - `status`: what the node reports to mgmd.
 
+pub mod io;
 pub mod runtime;
 pub mod status;
 pub mod wiring;

@@ -1,11 +1,13 @@
 //! Starting and stopping a data node: register with mgmd (which gives the
 //! node's incarnation: its start count), take the config, build the blocks,
 //! place them on threads by role (one OS thread per ldm and tc instance, one
-//! main thread for dih, dict and membership, one recv and one send thread),
+//! main thread for dih, dict and membership, one recv and one send thread,
+//! one io thread owning the data directory),
 //! connect the threads with job queues, listen for API nodes and the data
 //! nodes with lower ids, dial those with higher ids, and run until SIGTERM
 //! or SIGINT.
 
+use crate::io::{FileService, IoThreadSetup};
 use crate::status::{NodeStatus, ThreadInfo};
 use crate::wiring::{build_blocks, default_partitions_of_ldm};
 use config::ClusterConfig;
@@ -176,17 +178,23 @@ pub fn start(
     let node_group = config
         .data_node(node.0)
         .map_or(0, |data_node| data_node.node_group);
-    // Thread indices: ldm threads, tc threads, main, recv, send.
+    let data_dir = config
+        .data_node(node.0)
+        .map(|data_node| data_node.data_dir.clone())
+        .ok_or_else(|| format!("node {node} is not a data node in the config"))?;
+    // Thread indices: ldm threads, tc threads, main, recv, send, io.
     let main_thread = ldm_count + tc_count;
     let recv_thread = main_thread + 1;
     let send_thread = main_thread + 2;
-    let thread_count = send_thread + 1;
+    let io_thread = main_thread + 3;
+    let thread_count = io_thread + 1;
     let router = Router {
         own_node: node,
         tc_threads: (ldm_count..ldm_count + tc_count).collect(),
         ldm_threads: (0..ldm_count).collect(),
         main_thread,
         send_thread,
+        io_thread: Some(io_thread),
     };
     let mut ports: Vec<_> = mesh::build(thread_count, router)
         .into_iter()
@@ -239,8 +247,12 @@ pub fn start(
     }
     let (recv_inbox, mut recv_outbox) = ports[recv_thread].take().expect("recv port");
     let (send_inbox, _send_outbox) = ports[send_thread].take().expect("send port");
+    let (io_inbox, io_outbox) = ports[io_thread].take().expect("io port");
     let recv_stats = Arc::new(ThreadStats::default());
     let send_stats = Arc::new(ThreadStats::default());
+    let io_stats = Arc::new(ThreadStats::default());
+    let file_service = FileService::new(&data_dir, pool, io_stats.clone())
+        .map_err(|error| format!("node {node}: {error}"))?;
     infos.push(ThreadInfo {
         name: "recv".into(),
         role: ThreadRole::Recv,
@@ -253,6 +265,13 @@ pub fn start(
         role: ThreadRole::Send,
         stats: send_stats.clone(),
         waker: send_inbox.waker.clone(),
+        partitions: Vec::new(),
+    });
+    infos.push(ThreadInfo {
+        name: "io".into(),
+        role: ThreadRole::Io,
+        stats: io_stats.clone(),
+        waker: io_inbox.waker.clone(),
         partitions: Vec::new(),
     });
     let status = Arc::new(NodeStatus {
@@ -330,6 +349,19 @@ pub fn start(
             .name("send".into())
             .spawn(move || transport::run_send_thread(send_setup))
             .map_err(|error| format!("cannot start thread send: {error}"))?,
+    );
+    let io_setup = IoThreadSetup {
+        node,
+        inbox: io_inbox,
+        outbox: io_outbox,
+        shutdown: shutdown.clone(),
+        stats: io_stats,
+    };
+    threads.push(
+        std::thread::Builder::new()
+            .name("io".into())
+            .spawn(move || crate::io::run_io_thread(io_setup, file_service))
+            .map_err(|error| format!("cannot start thread io: {error}"))?,
     );
     Ok(NodeRuntime {
         status,

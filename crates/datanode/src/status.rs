@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 /// One thread, as reports show it.
 pub struct ThreadInfo {
-    /// Name ("ldm0", "tc0", "main", "recv", "send").
+    /// Name ("ldm0", "tc0", "main", "recv", "send", "io").
     pub name: String,
     /// Role.
     pub role: ThreadRole,

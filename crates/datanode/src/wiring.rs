@@ -185,7 +185,7 @@ mod tests {
                 BlockKind::Dict => &mut blocks.dict,
                 BlockKind::Tc => &mut blocks.tcs[to.instance as usize],
                 BlockKind::Ldm => &mut blocks.ldms[to.instance as usize],
-                BlockKind::Api => unreachable!(),
+                BlockKind::Api | BlockKind::Io => unreachable!(),
             };
             block.handle(envelope, ctx);
             for sent in ctx.sent.drain(..) {

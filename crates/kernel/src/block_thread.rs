@@ -7,7 +7,9 @@ use crate::mesh::{Inbox, Outbox, Staging};
 use crate::stats::{ThreadRole, ThreadStats};
 use crate::timers::TimerQueue;
 use crate::{Block, Context, Report};
-use signal::{BlockRef, Envelope, SectionPool};
+use signal::fs::FsOperation;
+use signal::signals::FsReq;
+use signal::{BlockKind, BlockRef, Envelope, SectionPool};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -92,6 +94,23 @@ impl Context for ThreadContext {
 
     fn pool(&self) -> &'static SectionPool {
         self.pool
+    }
+
+    fn fs_request(&mut self, from: BlockRef, token: u64, operation: FsOperation) {
+        // The io thread is an address like any block's: the request takes
+        // the job queue from this thread to it, in order with the others.
+        let io = BlockRef::new(self.outbox.router().own_node, BlockKind::Io, 0);
+        let envelope = Envelope {
+            from,
+            to: io,
+            signal: FsReq { token, operation }.into(),
+        };
+        match self.outbox.stage(envelope) {
+            Staging::Staged => {}
+            Staging::Local(_) | Staging::NoRoute(_) => {
+                panic!("{from} asked for a file operation, but this node runs no io thread")
+            }
+        }
     }
 }
 

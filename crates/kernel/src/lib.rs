@@ -19,6 +19,7 @@ pub mod testing;
 pub mod timers;
 pub mod waker;
 
+use signal::fs::FsOperation;
 use signal::{BlockRef, Envelope, Gci, SectionPool, Signal};
 
 /// A block: one state machine of a data node.
@@ -62,6 +63,21 @@ pub trait Context {
 
     /// The node's section pool, to build sections for replies.
     fn pool(&self) -> &'static SectionPool;
+
+    /// Asks the node's file service (the io thread in production, the disk
+    /// model in `sim`) to perform `operation` in the node's data directory.
+    /// The answer arrives later as an [`signal::signals::FsConf`] signal to
+    /// `from` carrying `token`; operations run in the order requested.
+    ///
+    /// The default panics: a context that serves no files (most tests)
+    /// must not be asked for one.
+    fn fs_request(&mut self, from: BlockRef, token: u64, operation: FsOperation) {
+        panic!(
+            "{from} asked for file operation {} (token {token}), but this context has no \
+             file service",
+            operation.name()
+        );
+    }
 }
 
 /// Shorthand used by blocks: build the envelope and send it.

@@ -31,6 +31,8 @@ pub struct Router {
     pub main_thread: usize,
     /// Thread that sends to other nodes.
     pub send_thread: usize,
+    /// Thread of the file service ([`BlockKind::Io`]), if the node has one.
+    pub io_thread: Option<usize>,
 }
 
 impl Router {
@@ -47,6 +49,7 @@ impl Router {
             BlockKind::Dih | BlockKind::Dict | BlockKind::Membership if to.instance == 0 => {
                 Some(self.main_thread)
             }
+            BlockKind::Io if to.instance == 0 => self.io_thread,
             _ => None,
         }
     }

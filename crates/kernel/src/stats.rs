@@ -17,6 +17,8 @@ pub enum ThreadRole {
     Send,
     /// Runs dih, dict and membership.
     Main,
+    /// Performs file operations for the blocks (the node's file service).
+    Io,
 }
 
 impl ThreadRole {
@@ -28,6 +30,7 @@ impl ThreadRole {
             ThreadRole::Recv => "recv",
             ThreadRole::Send => "send",
             ThreadRole::Main => "main",
+            ThreadRole::Io => "io",
         }
     }
 }
@@ -35,7 +38,8 @@ impl ThreadRole {
 /// Counters of one thread.
 #[derive(Default)]
 pub struct ThreadStats {
-    /// Signals executed (block threads) or decoded/encoded (recv/send).
+    /// Signals executed (block threads), decoded/encoded (recv/send), or
+    /// file operations performed (io).
     pub signals: AtomicU64,
     /// Times the thread went to sleep.
     pub sleeps: AtomicU64,
@@ -43,9 +47,9 @@ pub struct ThreadStats {
     pub allocations: AtomicU64,
     /// Frames received or sent.
     pub frames: AtomicU64,
-    /// Bytes received or sent.
+    /// Bytes received or sent (io: bytes written and read).
     pub bytes: AtomicU64,
-    /// Socket reads or writes (syscalls).
+    /// Socket reads or writes (syscalls); io: fsyncs of files and directories.
     pub syscalls: AtomicU64,
 }
 

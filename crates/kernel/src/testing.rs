@@ -32,6 +32,7 @@
 //! ```
 
 use crate::{Block, Context, Report};
+use signal::fs::FsOperation;
 use signal::{BlockRef, Envelope, SectionPool, Signal};
 use stdx::mix::XorShift;
 
@@ -44,10 +45,23 @@ pub struct Sent {
     pub delay_ms: Option<u64>,
 }
 
+/// One file operation a block asked for.
+#[derive(Debug)]
+pub struct FsRequest {
+    /// The requesting block (the answer would go to it).
+    pub from: BlockRef,
+    /// The block's token.
+    pub token: u64,
+    /// The operation.
+    pub operation: FsOperation,
+}
+
 /// A [`Context`] that records what a block does to the world instead of
 /// doing it: sent signals stay in [`RecordingContext::sent`] in send order
 /// (delayed ones with their delay, never delivered), reports in
-/// [`RecordingContext::reports`]. The test sets the time by assigning
+/// [`RecordingContext::reports`], file operations in
+/// [`RecordingContext::fs_requests`] (never performed: the test answers
+/// with an `FsConf` of its choosing). The test sets the time by assigning
 /// [`RecordingContext::now_ms`].
 pub struct RecordingContext {
     /// What `now_ms()` answers; tests move it forward by hand.
@@ -56,6 +70,9 @@ pub struct RecordingContext {
     pub sent: Vec<Sent>,
     /// Every report since the last [`RecordingContext::take_reports`].
     pub reports: Vec<Report>,
+    /// Every file operation since the last
+    /// [`RecordingContext::take_fs_requests`], in request order.
+    pub fs_requests: Vec<FsRequest>,
     /// `None`: `random()` panics, because most blocks must not need
     /// randomness and a test should notice if one starts to.
     rng: Option<XorShift>,
@@ -77,6 +94,7 @@ impl RecordingContext {
             now_ms: 0,
             sent: Vec::new(),
             reports: Vec::new(),
+            fs_requests: Vec::new(),
             rng: None,
             pool: SectionPool::leak([64, 16, 8, 4, 2, 2]),
         }
@@ -103,6 +121,11 @@ impl RecordingContext {
     /// The reports made since the last call, and forgotten.
     pub fn take_reports(&mut self) -> Vec<Report> {
         std::mem::take(&mut self.reports)
+    }
+
+    /// The file operations asked for since the last call, and forgotten.
+    pub fn take_fs_requests(&mut self) -> Vec<FsRequest> {
+        std::mem::take(&mut self.fs_requests)
     }
 }
 
@@ -141,6 +164,14 @@ impl Context for RecordingContext {
 
     fn pool(&self) -> &'static SectionPool {
         self.pool
+    }
+
+    fn fs_request(&mut self, from: BlockRef, token: u64, operation: FsOperation) {
+        self.fs_requests.push(FsRequest {
+            from,
+            token,
+            operation,
+        });
     }
 }
 
@@ -228,6 +259,79 @@ mod tests {
         assert!(ctx.take_trace().is_empty());
         assert_eq!(ctx.take_reports(), vec![Report::NodeStarted]);
         assert!(ctx.take_reports().is_empty());
+    }
+
+    #[test]
+    fn file_operations_are_recorded_in_order_and_taken_once() {
+        use signal::fs::{FileName, OpenMode};
+        let mut ctx = RecordingContext::new();
+        let file = FileName::Redo { part: 0, file: 1 };
+        let data = ctx.pool().copy_from(b"redo").expect("room");
+        ctx.fs_request(
+            DIH,
+            7,
+            FsOperation::Open {
+                file,
+                mode: OpenMode::Create,
+            },
+        );
+        ctx.fs_request(
+            DIH,
+            8,
+            FsOperation::Write {
+                file,
+                offset: 512,
+                data,
+            },
+        );
+        let requests = ctx.take_fs_requests();
+        assert_eq!(requests.len(), 2);
+        assert_eq!((requests[0].from, requests[0].token), (DIH, 7));
+        match &requests[1].operation {
+            FsOperation::Write {
+                file: written,
+                offset: 512,
+                data,
+            } => {
+                assert_eq!(*written, file);
+                assert_eq!(data.as_slice(), b"redo");
+            }
+            other => panic!("recorded {other:?}"),
+        }
+        assert!(ctx.take_fs_requests().is_empty());
+        assert!(
+            ctx.take_trace().is_empty(),
+            "file requests are not signals sent"
+        );
+    }
+
+    /// A context that does not override `fs_request` refuses clearly.
+    #[test]
+    #[should_panic(expected = "has no file service")]
+    fn the_default_fs_request_panics() {
+        struct Bare(RecordingContext);
+        impl Context for Bare {
+            fn now_ms(&self) -> u64 {
+                0
+            }
+            fn random(&mut self) -> u64 {
+                0
+            }
+            fn send(&mut self, _: Envelope) {}
+            fn send_delayed(&mut self, _: Envelope, _: u64) {}
+            fn report(&mut self, _: Report) {}
+            fn pool(&self) -> &'static SectionPool {
+                self.0.pool()
+            }
+        }
+        let mut bare = Bare(RecordingContext::new());
+        bare.fs_request(
+            DIH,
+            1,
+            FsOperation::Sync {
+                file: signal::fs::FileName::System { copy: 0 },
+            },
+        );
     }
 
     #[test]

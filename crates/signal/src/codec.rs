@@ -14,7 +14,8 @@
 //! ```
 //! Connections between data nodes use the same frames as API connections.
 //! Every signal that crosses nodes has a wire form; the node-local ones
-//! (start phases, ApiFailRep, NodeConnectedRep, ContinueB, DiAddTab*) are
+//! (start phases, ApiFailRep, NodeConnectedRep, ContinueB, DiAddTab*,
+//! FsReq/FsConf) are
 //! refused by the encoder with [`WireError::NotWireSignal`].
 //!
 //! Decoding checks every length, count and enum value and returns an error,
@@ -672,7 +673,9 @@ pub fn encode_signal(out: &mut Vec<u8>, envelope: &Envelope) -> Result<(), WireE
         | Signal::NodeConnectedRep(_)
         | Signal::ContinueB(_)
         | Signal::DiAddTabReq(_)
-        | Signal::DiAddTabConf(_) => {
+        | Signal::DiAddTabConf(_)
+        | Signal::FsReq(_)
+        | Signal::FsConf(_) => {
             let name = envelope.signal.name();
             out.truncate(head);
             return Err(WireError::NotWireSignal(name));
@@ -1237,6 +1240,18 @@ mod tests {
             .into(),
             DiAddTabConf {
                 map: Arc::new(test_map(&table)),
+            }
+            .into(),
+            FsReq {
+                token: 1,
+                operation: crate::fs::FsOperation::Sync {
+                    file: crate::fs::FileName::System { copy: 0 },
+                },
+            }
+            .into(),
+            FsConf {
+                token: 1,
+                result: Ok(crate::fs::FsDone::Synced),
             }
             .into(),
         ];

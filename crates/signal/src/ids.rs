@@ -29,10 +29,15 @@ pub enum BlockKind {
     Membership = 5,
     /// An API node (client).
     Api = 6,
+    /// The node's file service (NDB NDBFS): the io thread in production,
+    /// the disk model in `sim`. Node-local: blocks reach it through
+    /// `Context::fs_request`, and it is no wire value (`from_u8` never
+    /// decodes it), so no other node can address it.
+    Io = 7,
 }
 
 impl BlockKind {
-    /// Decodes a wire byte.
+    /// Decodes a wire byte (never [`BlockKind::Io`], which is node-local).
     pub fn from_u8(value: u8) -> Option<BlockKind> {
         Some(match value {
             1 => BlockKind::Tc,
@@ -54,6 +59,7 @@ impl BlockKind {
             BlockKind::Dict => "dict",
             BlockKind::Membership => "membership",
             BlockKind::Api => "api",
+            BlockKind::Io => "io",
         }
     }
 }

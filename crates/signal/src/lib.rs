@@ -15,6 +15,7 @@
 pub mod attr;
 pub mod codec;
 pub mod error;
+pub mod fs;
 pub mod ids;
 pub mod partition;
 pub mod refusal;

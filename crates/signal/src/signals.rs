@@ -8,6 +8,7 @@
 
 use crate::attr::KeyHash;
 use crate::error::ErrorCode;
+use crate::fs::{FsDone, FsError, FsOperation};
 use crate::ids::{BlockRef, Gci, NodeId, TransactionId};
 use crate::schema::TableDef;
 use crate::section::Section;
@@ -680,6 +681,31 @@ pub struct ContinueB {
     pub job: u32,
 }
 
+/// a block -> the node's io service (`BlockKind::Io`: the io thread in
+/// production, the disk model in `sim`), sent by `Context::fs_request`,
+/// never by `send`. Perform one file operation in the node's data
+/// directory; answered with one [`FsConf`] carrying `token`. Requests run
+/// in the order they arrive. Node-local: never encoded.
+#[derive(Debug)]
+pub struct FsReq {
+    /// The requester's number for the request, echoed.
+    pub token: u64,
+    /// What to do.
+    pub operation: FsOperation,
+}
+
+/// io service -> the block that sent [`FsReq`]. The operation is done, or
+/// failed with the file, offset and OS error text. The service never
+/// panics on an OS error; the block decides (an fsync error or a bad
+/// checksum stops the node, DESIGN.md §5). Node-local: never encoded.
+#[derive(Debug)]
+pub struct FsConf {
+    /// Echoed.
+    pub token: u64,
+    /// The outcome.
+    pub result: Result<FsDone, FsError>,
+}
+
 macro_rules! signals {
     ($( $name:ident = $number:literal, )*) => {
         /// Every signal. One variant per signal struct, with the same name.
@@ -765,6 +791,8 @@ signals! {
     CmRegConf = 85,
     GcpCompleteRep = 64,
     DictAddTabReq = 77,
+    FsReq = 100,
+    FsConf = 101,
 }
 
 // Signals move through job queues by value; keep them small.

@@ -14,6 +14,8 @@
 //! every delivery so tests can tell.
 //!
 //! - `world`: clock, event queue, network, random streams, the blocks' context;
+//! - `disk`: each node's simulated disk (volatile until synced, torn on a
+//!   crash, injected faults), serving the blocks' file requests;
 //! - `simulation`: the nodes' blocks, their start and the event loop;
 //! - `config`: the generated cluster config;
 //! - `bank`, `plans`, `rows`, `ledger`: the simulated clients, what they do,
@@ -27,6 +29,7 @@
 
 pub mod bank;
 pub mod config;
+pub mod disk;
 pub mod ledger;
 mod plans;
 pub mod replicas;
@@ -37,6 +40,7 @@ pub mod world;
 
 pub use bank::{Bank, BankOptions};
 pub use config::{ClusterShape, NodeLimits};
+pub use disk::{Disk, DiskFaults};
 pub use run::{SimOptions, SimReport};
 pub use simulation::{Client, NoClient, Simulation};
 pub use world::{ClientIo, World};

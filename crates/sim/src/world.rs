@@ -15,12 +15,19 @@
 //! (sender block, receiver block) pair is FIFO whatever the link, as the
 //! production job queues and TCP connections are.
 //!
-//! Four random streams are split from the seed (network delays, blocks'
-//! `random()`, client decisions, the links' base latencies) so that, for
+//! File requests (`Context::fs_request`) go to the requesting node's
+//! simulated [`Disk`]; its answer is an `FsConf` from the node's `io`
+//! address after the disk's latency.
+//!
+//! Five random streams are split from the seed (network delays, blocks'
+//! `random()`, client decisions, the links' base latencies, the disks) so that, for
 //! example, a block starting to use randomness does not shift every network
 //! delay of the run.
 
+use crate::disk::Disk;
 use kernel::{Context, Report};
+use signal::fs::FsOperation;
+use signal::signals::FsConf;
 use signal::{codec, BlockKind, BlockRef, Envelope, NodeId, SectionPool};
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
@@ -127,6 +134,8 @@ pub struct World {
     recent: VecDeque<Delivery>,
     trace_to_stderr: bool,
     pool: &'static SectionPool,
+    /// Each data node's disk.
+    disks: BTreeMap<NodeId, Disk>,
 }
 
 impl World {
@@ -154,6 +163,13 @@ impl World {
                 link_base_us.insert((low, high), base);
             }
         }
+        // Drawn after the other streams, so that adding disks moved no
+        // earlier run's network delays.
+        let disk_seed = seeds.next_u64();
+        let disks = nodes
+            .iter()
+            .map(|&node| (node, Disk::new(fmix64(disk_seed ^ u64::from(node.0)), pool)))
+            .collect();
         World {
             now_us: 0,
             events: BinaryHeap::with_capacity(4096),
@@ -174,7 +190,22 @@ impl World {
             recent: VecDeque::with_capacity(RECENT_DELIVERIES),
             trace_to_stderr,
             pool,
+            disks,
         }
+    }
+
+    /// The disk of data node `node`.
+    pub fn disk(&self, node: NodeId) -> &Disk {
+        self.disks
+            .get(&node)
+            .unwrap_or_else(|| panic!("node {node} is not a simulated data node"))
+    }
+
+    /// The disk of data node `node`, to inject faults or crash it.
+    pub fn disk_mut(&mut self, node: NodeId) -> &mut Disk {
+        self.disks
+            .get_mut(&node)
+            .unwrap_or_else(|| panic!("node {node} is not a simulated data node"))
     }
 
     /// Simulated time in microseconds.
@@ -447,6 +478,24 @@ impl Context for World {
     fn pool(&self) -> &'static SectionPool {
         self.pool
     }
+
+    fn fs_request(&mut self, from: BlockRef, token: u64, operation: FsOperation) {
+        let now_us = self.now_us;
+        let disk = self.disks.get_mut(&from.node).unwrap_or_else(|| {
+            panic!(
+                "{from} asked for file operation {}: not a simulated data node",
+                operation.name()
+            )
+        });
+        let done_us = disk.completion_us(now_us, &operation);
+        let result = disk.perform(operation);
+        let answer = Envelope {
+            from: BlockRef::new(from.node, BlockKind::Io, 0),
+            to: from,
+            signal: FsConf { token, result }.into(),
+        };
+        self.schedule(done_us, Event::Deliver(answer));
+    }
 }
 
 /// What a simulated API node may do: send API requests to the data nodes,
@@ -518,5 +567,41 @@ impl ClientIo<'_> {
     /// Calls the client's `on_wake(token)` after `delay_us`.
     pub fn wake_after_us(&mut self, delay_us: u64, token: u64) {
         self.world.schedule_client_wake(delay_us, token);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use signal::fs::{FileName, FsDone, OpenMode};
+    use signal::Signal;
+
+    #[test]
+    fn file_requests_are_answered_by_the_nodes_disk_in_order() {
+        let pool = SectionPool::leak([8, 2, 2, 2, 2, 2]);
+        let mut world = World::new(9, vec![NodeId(2), NodeId(3)], pool, false);
+        let ldm = BlockRef::new(NodeId(3), BlockKind::Ldm, 0);
+        let file = FileName::System { copy: 0 };
+        let mode = OpenMode::Create;
+        world.fs_request(ldm, 1, FsOperation::Open { file, mode });
+        world.fs_request(ldm, 2, FsOperation::Sync { file });
+        let mut answers = Vec::new();
+        while let Some(Event::Deliver(envelope)) = world.next_event() {
+            assert_eq!(envelope.from, BlockRef::new(NodeId(3), BlockKind::Io, 0));
+            assert_eq!(envelope.to, ldm);
+            let Signal::FsConf(conf) = envelope.signal else {
+                panic!("not an FsConf");
+            };
+            answers.push((conf.token, conf.result));
+        }
+        assert_eq!(
+            answers,
+            vec![(1, Ok(FsDone::Opened { size: 0 })), (2, Ok(FsDone::Synced))]
+        );
+        assert!(world.disk(NodeId(3)).contents(&file).is_some());
+        assert!(
+            world.disk(NodeId(2)).contents(&file).is_none(),
+            "one disk per node"
+        );
     }
 }

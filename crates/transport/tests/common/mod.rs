@@ -81,6 +81,7 @@ impl TestNode {
             ldm_threads: vec![0],
             main_thread: 0,
             send_thread: 2,
+            io_thread: None,
         };
         let mut ends = mesh::build(3, router).into_iter();
         let (block_inbox, block_outbox) = ends.next().expect("thread 0");
