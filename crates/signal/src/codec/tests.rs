@@ -1,0 +1,832 @@
+//! Unit tests of the codec: round trips of API and data-node signals,
+//! corruption and garbage detected without panics, node-local signals
+//! refused, every invalid data-node field refused, and the table-name
+//! encoding (limits, malformed bytes, retry after OutOfSections).
+
+use super::*;
+use crate::attr::KeyHash;
+use crate::error::ErrorCode;
+use crate::ids::{BlockKind, BlockRef, Gci, NodeId, TransactionId};
+use crate::section::{SectionPool, MAX_SECTION_BYTES};
+use crate::signals::*;
+use std::sync::Arc;
+
+fn pool() -> &'static SectionPool {
+    SectionPool::leak([64, 8, 2, 2, 1, 1])
+}
+
+/// Asserts that `decoder` gives back `envelope` and then nothing more.
+fn assert_decodes_to(
+    decoder: &mut SignalDecoder<'_>,
+    envelope: &Envelope,
+    pool: &'static SectionPool,
+) {
+    let decoded = decoder.next(pool).expect("decodes").expect("one signal");
+    assert_eq!(decoded.from, envelope.from);
+    assert_eq!(decoded.to, envelope.to);
+    assert_eq!(
+        format!("{:?}", decoded.signal),
+        format!("{:?}", envelope.signal)
+    );
+    assert!(decoder.next(pool).expect("end").is_none());
+}
+
+fn round_trip(signal: Signal) {
+    let pool = pool();
+    let envelope = Envelope {
+        from: BlockRef::new(NodeId(130), BlockKind::Api, 0),
+        to: BlockRef::new(NodeId(2), BlockKind::Tc, 1),
+        signal,
+    };
+    let mut out = Vec::new();
+    let start = begin_frame(&mut out);
+    encode_signal(&mut out, &envelope).expect("wire signal");
+    finish_frame(&mut out, start, NodeId(130), 7, 3, 1);
+    let header = parse_frame_header(&out).expect("valid").expect("complete");
+    assert_eq!(header.sequence, 3);
+    assert_eq!(header.incarnation, 7);
+    let body = verify_frame(&out, &header).expect("crc");
+    let mut decoder = SignalDecoder::new(body, header.signal_count, header.sender, NodeId(2));
+    assert_decodes_to(&mut decoder, &envelope, pool);
+}
+
+#[test]
+fn api_signals_round_trip() {
+    let pool = pool();
+    round_trip(
+        TcKeyReq {
+            transaction_id: TransactionId(99),
+            client_op: 4,
+            flags: tc_key_flags::START | tc_key_flags::COMMIT,
+            kind: OperationKind::Update,
+            lock: LockMode::Exclusive,
+            table_id: 3,
+            table_version: 1,
+            key: pool.copy_from(b"key").expect("room"),
+            attr: Some(pool.copy_from(b"attr").expect("room")),
+        }
+        .into(),
+    );
+    round_trip(
+        TcKeyRef {
+            transaction_id: TransactionId(1),
+            client_op: 2,
+            error: ErrorCode::DuplicateKey,
+        }
+        .into(),
+    );
+    round_trip(
+        TcKeyConf {
+            transaction_id: TransactionId(1),
+            operations: 8,
+            committed: true,
+            gci: Gci::from_parts(5, 6),
+            map_version: 3,
+        }
+        .into(),
+    );
+}
+
+#[test]
+fn corruption_is_detected_not_panicked_on() {
+    let pool = pool();
+    let envelope = Envelope {
+        from: BlockRef::new(NodeId(130), BlockKind::Api, 0),
+        to: BlockRef::new(NodeId(2), BlockKind::Tc, 0),
+        signal: TcCommitReq {
+            transaction_id: TransactionId(5),
+        }
+        .into(),
+    };
+    let mut out = Vec::new();
+    let start = begin_frame(&mut out);
+    encode_signal(&mut out, &envelope).expect("wire signal");
+    finish_frame(&mut out, start, NodeId(130), 1, 0, 1);
+    for position in 0..out.len() {
+        let mut bad = out.clone();
+        bad[position] ^= 0x40;
+        let Ok(Some(header)) = parse_frame_header(&bad) else {
+            continue;
+        };
+        if header.frame_bytes as usize != bad.len() {
+            continue;
+        }
+        assert!(
+            verify_frame(&bad, &header).is_err(),
+            "flip at {position} undetected"
+        );
+    }
+    // Garbage bodies decode to errors, never panics.
+    let mut rng = stdx::mix::XorShift::new(1);
+    for _ in 0..2000 {
+        let len = rng.below(64) as usize;
+        let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+        let mut decoder = SignalDecoder::new(&bytes, 3, NodeId(1), NodeId(2));
+        while let Ok(Some(_)) = decoder.next(pool) {}
+    }
+}
+
+#[test]
+fn node_local_signals_are_refused_by_the_encoder() {
+    let table = Arc::new(test_table());
+    let local: Vec<Signal> = vec![
+        StartPhaseReq { phase: 1 }.into(),
+        StartPhaseConf { phase: 1 }.into(),
+        ApiFailRep { node: NodeId(130) }.into(),
+        NodeConnectedRep {
+            node: NodeId(3),
+            incarnation: 2,
+        }
+        .into(),
+        ContinueB { job: 1 }.into(),
+        DiAddTabReq {
+            table: table.clone(),
+        }
+        .into(),
+        DiAddTabConf {
+            map: Arc::new(test_map(&table)),
+        }
+        .into(),
+        FsReq {
+            token: 1,
+            operation: crate::fs::FsOperation::Sync {
+                file: crate::fs::FileName::System { copy: 0 },
+            },
+        }
+        .into(),
+        FsConf {
+            token: 1,
+            result: Ok(crate::fs::FsDone::Synced),
+        }
+        .into(),
+    ];
+    for signal in local {
+        let name = signal.name();
+        let mut out = vec![9u8];
+        let envelope = Envelope {
+            from: BlockRef::new(NodeId(2), BlockKind::Dih, 0),
+            to: BlockRef::new(NodeId(3), BlockKind::Membership, 0),
+            signal,
+        };
+        assert_eq!(
+            encode_signal(&mut out, &envelope),
+            Err(WireError::NotWireSignal(name))
+        );
+        assert_eq!(out, vec![9u8], "{name}: nothing appended");
+    }
+}
+
+fn test_table() -> crate::schema::TableDef {
+    use crate::schema::{ColumnDef, ColumnType, TableDef};
+    TableDef {
+        id: 5,
+        version: 2,
+        name: "accounts".into(),
+        columns: vec![
+            ColumnDef {
+                name: "id".into(),
+                column_type: ColumnType::BigInt { unsigned: true },
+                nullable: false,
+            },
+            ColumnDef {
+                name: "owner".into(),
+                column_type: ColumnType::VarChar(40),
+                nullable: true,
+            },
+        ],
+        primary_key: vec![0],
+        partitions: 3,
+    }
+}
+
+fn test_map(table: &crate::schema::TableDef) -> PartitionMap {
+    PartitionMap {
+        table_id: table.id,
+        version: 4,
+        bucket_partitions: (0..crate::partition::BUCKETS)
+            .map(|bucket| bucket % table.partitions)
+            .collect(),
+        partitions: (0..table.partitions)
+            .map(|partition| PartitionPlacement {
+                node_group: partition % 2,
+                replicas: if partition == 0 {
+                    vec![NodeId(2)]
+                } else {
+                    vec![NodeId(3), NodeId(2), NodeId(4), NodeId(5)]
+                },
+                ldm_instance: partition as u16,
+                redo_part: partition * 7,
+            })
+            .collect(),
+    }
+}
+
+/// Encodes and decodes one signal between data nodes 2 and 3.
+fn round_trip_between_nodes(signal: Signal) {
+    let pool = pool();
+    let envelope = Envelope {
+        from: BlockRef::new(NodeId(2), BlockKind::Ldm, 1),
+        to: BlockRef::new(NodeId(3), BlockKind::Ldm, 0),
+        signal,
+    };
+    let mut out = Vec::new();
+    encode_signal(&mut out, &envelope).expect("wire signal");
+    let mut decoder = SignalDecoder::new(&out, 1, NodeId(2), NodeId(3));
+    assert_decodes_to(&mut decoder, &envelope, pool);
+}
+
+fn lqh_key_req(pool: &'static SectionPool, attr: bool) -> LqhKeyReq {
+    LqhKeyReq {
+        tc: BlockRef::new(NodeId(2), BlockKind::Tc, 1),
+        tc_op: 17,
+        chain: ReplicaChain::new(&[NodeId(2), NodeId(3), NodeId(9)]),
+        position: 1,
+        row_id: 0x0001_0002,
+        previous_op: 44,
+        transaction_id: TransactionId(130 << 48 | 5),
+        kind: OperationKind::Insert,
+        lock: LockMode::Exclusive,
+        table_id: 5,
+        partition: 2,
+        hash: KeyHash(0xdead_beef_0bad_f00d),
+        key: pool.copy_from(b"key bytes").expect("room"),
+        attr: attr.then(|| pool.copy_from(b"after image").expect("room")),
+    }
+}
+
+#[test]
+fn data_node_signals_round_trip() {
+    let pool = pool();
+    let table = Arc::new(test_table());
+    let map = Arc::new(test_map(&table));
+    let signals: Vec<Signal> = vec![
+        lqh_key_req(pool, true).into(),
+        lqh_key_req(pool, false).into(),
+        LqhKeyReq {
+            tc: BlockRef::new(NodeId(255), BlockKind::Tc, u16::MAX),
+            chain: ReplicaChain::new(&[NodeId(255)]),
+            position: 0,
+            row_id: u32::MAX,
+            previous_op: u32::MAX,
+            kind: OperationKind::Read,
+            lock: LockMode::CommittedRead,
+            ..lqh_key_req(pool, false)
+        }
+        .into(),
+        LqhKeyConf {
+            tc_op: 1,
+            ldm_op: 2,
+            data: Some(pool.copy_from(b"row").expect("room")),
+            released: true,
+        }
+        .into(),
+        LqhKeyConf {
+            tc_op: u32::MAX,
+            ldm_op: 0,
+            data: None,
+            released: false,
+        }
+        .into(),
+        LqhKeyRef {
+            tc_op: 3,
+            error: ErrorCode::NoSuchRow,
+        }
+        .into(),
+        CommitReq {
+            ldm_op: 4,
+            tc_op: 5,
+            transaction_id: TransactionId(6),
+            gci: Gci::from_parts(7, 8),
+        }
+        .into(),
+        CommitConf { tc_op: 9 }.into(),
+        CompleteReq {
+            ldm_op: 10,
+            tc_op: 11,
+            transaction_id: TransactionId(12),
+        }
+        .into(),
+        CompleteConf { tc_op: 13 }.into(),
+        AbortReq {
+            tc: BlockRef::new(NodeId(3), BlockKind::Tc, 0),
+            tc_op: 14,
+            transaction_id: TransactionId(15),
+        }
+        .into(),
+        AbortConf { tc_op: 16 }.into(),
+        GcpPrepare {
+            new_gci: Gci::from_parts(1, 2),
+        }
+        .into(),
+        GcpPrepareConf {
+            new_gci: Gci::from_parts(1, 2),
+        }
+        .into(),
+        GcpCommit {
+            gci: Gci::from_parts(3, 0),
+        }
+        .into(),
+        GcpCommitConf { gci: Gci(u64::MAX) }.into(),
+        GcpCompleteRep { gci: Gci(0) }.into(),
+        TcAddTabReq {
+            table: table.clone(),
+            map: map.clone(),
+        }
+        .into(),
+        LqhAddTabReq {
+            table: table.clone(),
+            map: map.clone(),
+        }
+        .into(),
+        DictAddTabReq {
+            table: table.clone(),
+            map: map.clone(),
+            schema_version: 77,
+        }
+        .into(),
+        AddTabConf { table_id: 5 }.into(),
+        DropTabOrd { table_id: 5 }.into(),
+        DropTabRep {
+            table_id: 5,
+            busy: true,
+        }
+        .into(),
+        DropTabRep {
+            table_id: 6,
+            busy: false,
+        }
+        .into(),
+        CmRegReq { node: NodeId(4) }.into(),
+        CmRegConf {
+            president: NodeId(2),
+        }
+        .into(),
+        ScanPartitionReq {
+            request_id: 1,
+            table_id: 5,
+            partition: 2,
+            start_row: 100,
+            max_rows: 64,
+        }
+        .into(),
+        ScanPartitionConf {
+            request_id: 1,
+            rows: pool.copy_from(b"rows").expect("room"),
+            next_row: 164,
+            done: true,
+        }
+        .into(),
+        ScanPartitionRef {
+            request_id: 1,
+            error: ErrorCode::UnknownTable,
+        }
+        .into(),
+    ];
+    for signal in signals {
+        round_trip_between_nodes(signal);
+    }
+}
+
+/// Encodes `signal`, lets `mangle` change its body, and decodes.
+fn decode_mangled(signal: Signal, mangle: impl FnOnce(&mut Vec<u8>)) -> WireError {
+    let envelope = Envelope {
+        from: BlockRef::new(NodeId(2), BlockKind::Tc, 0),
+        to: BlockRef::new(NodeId(3), BlockKind::Ldm, 0),
+        signal,
+    };
+    let mut out = Vec::new();
+    encode_signal(&mut out, &envelope).expect("wire signal");
+    let mut body = out.split_off(SIGNAL_HEAD_BYTES);
+    mangle(&mut body);
+    out[8..12].copy_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&body);
+    let mut decoder = SignalDecoder::new(&out, 1, NodeId(2), NodeId(3));
+    match decoder.next(pool()) {
+        Err(error) => error,
+        Ok(decoded) => panic!("mangled body decoded: {decoded:?}"),
+    }
+}
+
+#[test]
+fn invalid_data_node_fields_are_refused() {
+    let pool = pool();
+    // LqhKeyReq body: tc 0..5, tc op 5..9, chain length 9, slots 10..18,
+    // position 18, ..., attr flag 37.
+    let request = || Signal::from(lqh_key_req(pool, true));
+    type Mangle = Box<dyn FnOnce(&mut Vec<u8>)>;
+    let byte = |at: usize, value: u8| -> Mangle { Box::new(move |b| b[at] = value) };
+    let u16_at = |at: usize, value: u16| -> Mangle {
+        Box::new(move |b| b[at..at + 2].copy_from_slice(&value.to_le_bytes()))
+    };
+    let bad = WireError::BadField;
+    let cases: Vec<(&str, Mangle, WireError)> = vec![
+        ("tc node 0", u16_at(0, 0), bad("tc node")),
+        (
+            "tc kind ldm",
+            byte(2, BlockKind::Ldm as u8),
+            bad("tc block kind"),
+        ),
+        ("chain length 0", byte(9, 0), bad("replica chain length")),
+        ("chain length 5", byte(9, 5), bad("replica chain length")),
+        (
+            "chain length 4 with an empty slot",
+            byte(9, 4),
+            bad("replica chain node"),
+        ),
+        (
+            "chain length 2 with a used third slot",
+            byte(9, 2),
+            bad("unused replica chain slot"),
+        ),
+        (
+            "a node twice",
+            u16_at(12, 2),
+            bad("replica chain node twice"),
+        ),
+        (
+            "a node above 255",
+            u16_at(12, 256),
+            bad("replica chain node"),
+        ),
+        (
+            "position past the chain",
+            byte(18, 3),
+            bad("chain position"),
+        ),
+        ("attr flag 2", byte(37, 2), bad("attr flag")),
+        ("operation kind 0", byte(35, 0), bad("operation kind")),
+        ("lock mode 3", byte(36, 3), bad("lock mode")),
+        (
+            "truncated",
+            Box::new(|b| b.truncate(50)),
+            WireError::Truncated,
+        ),
+    ];
+    for (case, mangle, expected) in cases {
+        assert_eq!(decode_mangled(request(), mangle), expected, "{case}");
+    }
+    assert_eq!(
+        decode_mangled(CmRegReq { node: NodeId(2) }.into(), |b| b.fill(0)),
+        WireError::BadField("CmRegReq node")
+    );
+    assert_eq!(
+        decode_mangled(
+            DropTabRep {
+                table_id: 1,
+                busy: true
+            }
+            .into(),
+            |b| b[4] = 7
+        ),
+        WireError::BadField("DropTabRep busy")
+    );
+    let table = Arc::new(test_table());
+    let other_table = Arc::new(crate::schema::TableDef {
+        id: 6,
+        ..test_table()
+    });
+    let fewer_partitions = Arc::new(crate::schema::TableDef {
+        partitions: 2,
+        ..test_table()
+    });
+    let map = Arc::new(test_map(&table));
+    let mismatched = [
+        (other_table, "partition map of another table"),
+        (fewer_partitions, "partition map partition count"),
+    ];
+    for (table, why) in mismatched {
+        let request = TcAddTabReq {
+            table,
+            map: map.clone(),
+        };
+        assert_eq!(
+            decode_mangled(request.into(), |_| {}),
+            WireError::BadField(why)
+        );
+    }
+    let request = LqhAddTabReq {
+        table: table.clone(),
+        map: map.clone(),
+    };
+    // The table name's first byte (table section: length 0..4, id,
+    // version, partitions, name length 16..18, name 18..).
+    assert_eq!(
+        decode_mangled(request.into(), |b| b[18] = b'-'),
+        WireError::BadField("table definition")
+    );
+    // Replica 2 of partition 1 made equal to replica 1.
+    let mut broken = test_map(&table);
+    broken.partitions[1].replicas[1] = NodeId(3);
+    let mut bytes = Vec::new();
+    encode_partition_map(&mut bytes, &broken);
+    assert_eq!(
+        decode_partition_map(&bytes),
+        Err(WireError::BadField("partition map replica twice"))
+    );
+    broken.partitions[1].replicas[1] = NodeId(0);
+    bytes.clear();
+    encode_partition_map(&mut bytes, &broken);
+    assert_eq!(
+        decode_partition_map(&bytes),
+        Err(WireError::BadField("partition map replica node"))
+    );
+}
+
+#[test]
+fn scan_partition_req_is_an_api_request() {
+    assert!(is_api_request(30));
+    assert!(!is_api_request(31));
+    assert!(!is_api_request(40));
+}
+
+#[test]
+fn list_tables_req_is_an_api_request_and_its_conf_is_not() {
+    assert!(is_api_request(27));
+    assert!(!is_api_request(28));
+    let request: Signal = ListTablesReq { request_id: 1 }.into();
+    assert_eq!((request.number(), request.name()), (27, "ListTablesReq"));
+}
+
+fn table_names(names: &[&str]) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    encode_table_names(&mut bytes, names.iter().copied()).expect("the names fit");
+    bytes
+}
+
+#[test]
+fn list_tables_signals_round_trip() {
+    let pool = pool();
+    let long = "x".repeat(64);
+    let names = ["accounts", "orders", "\u{e9}t\u{e9}", long.as_str()];
+    let cases: Vec<Signal> = vec![
+        ListTablesReq { request_id: 0 }.into(),
+        ListTablesReq {
+            request_id: u32::MAX,
+        }
+        .into(),
+        ListTablesConf {
+            request_id: 7,
+            schema_version: 12,
+            names: pool.copy_from(&table_names(&names)).expect("room"),
+        }
+        .into(),
+        ListTablesConf {
+            request_id: 8,
+            schema_version: 1,
+            names: pool.copy_from(&table_names(&[])).expect("room"),
+        }
+        .into(),
+    ];
+    for signal in cases {
+        round_trip(signal);
+    }
+    // The body byte by byte (docs/wire-format.md).
+    let envelope = Envelope {
+        from: BlockRef::new(NodeId(2), BlockKind::Dict, 0),
+        to: BlockRef::new(NodeId(130), BlockKind::Api, 3),
+        signal: ListTablesConf {
+            request_id: 7,
+            schema_version: 12,
+            names: pool.copy_from(&table_names(&["ab", "c"])).expect("room"),
+        }
+        .into(),
+    };
+    let mut out = Vec::new();
+    encode_signal(&mut out, &envelope).expect("wire signal");
+    let mut expected = vec![
+        28,
+        0,
+        BlockKind::Api as u8,
+        BlockKind::Dict as u8,
+        3,
+        0,
+        0,
+        0,
+    ];
+    expected.extend_from_slice(&(4u32 + 4 + 4 + 9).to_le_bytes());
+    expected.extend_from_slice(&7u32.to_le_bytes());
+    expected.extend_from_slice(&12u32.to_le_bytes());
+    expected.extend_from_slice(&9u32.to_le_bytes());
+    expected.extend_from_slice(&[2, 0, 2, 0, b'a', b'b', 1, 0, b'c']);
+    assert_eq!(out, expected);
+    let mut out = Vec::new();
+    let request = Envelope {
+        from: BlockRef::new(NodeId(130), BlockKind::Api, 3),
+        to: BlockRef::new(NodeId(2), BlockKind::Dict, 0),
+        signal: ListTablesReq { request_id: 5 }.into(),
+    };
+    encode_signal(&mut out, &request).expect("wire signal");
+    assert_eq!(out[8..], [4, 0, 0, 0, 5, 0, 0, 0]);
+}
+
+#[test]
+fn table_names_round_trip() {
+    let long = "n".repeat(u16::MAX as usize);
+    let cases: Vec<Vec<&str>> = vec![
+        vec![],
+        vec!["t"],
+        vec!["a", "b", "a"],
+        vec!["", "\u{1f980}", "T1", "t1"],
+        vec![&long],
+    ];
+    for names in cases {
+        let bytes = table_names(&names);
+        assert_eq!(
+            bytes.len(),
+            2 + names.iter().map(|name| 2 + name.len()).sum::<usize>()
+        );
+        assert_eq!(decode_table_names(&bytes), Ok(names));
+    }
+    // Appends to what `out` holds.
+    let mut out = vec![9];
+    encode_table_names(&mut out, ["t"]).expect("fits");
+    assert_eq!(out, [9, 1, 0, 1, 0, b't']);
+}
+
+#[test]
+fn table_names_that_do_not_fit_are_refused_with_nothing_appended() {
+    let long = "n".repeat(u16::MAX as usize + 1);
+    let many = vec![""; u16::MAX as usize + 1];
+    // Two names of 65 535 bytes are over 131 072 bytes with their
+    // lengths and count.
+    let huge = "h".repeat(u16::MAX as usize);
+    let cases: Vec<(Vec<&str>, WireError)> = vec![
+        (vec!["t", &long], WireError::BadField("table name length")),
+        (many, WireError::BadField("table name count")),
+        (
+            vec![&huge, &huge, "t"],
+            WireError::BadField("table names section"),
+        ),
+    ];
+    for (names, expected) in cases {
+        let mut out = vec![9];
+        assert_eq!(encode_table_names(&mut out, names), Err(expected));
+        assert_eq!(out, [9], "{expected:?}: nothing appended");
+    }
+    // The most empty names the count allows fit.
+    let mut out = Vec::new();
+    encode_table_names(&mut out, vec![""; u16::MAX as usize]).expect("fits");
+    assert_eq!(
+        decode_table_names(&out).map(|names| names.len()),
+        Ok(65_535)
+    );
+}
+
+#[test]
+fn malformed_table_names_are_refused() {
+    let good = table_names(&["ab", "c"]);
+    let with = |edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut bytes = good.clone();
+        edit(&mut bytes);
+        bytes
+    };
+    let cases: Vec<(&str, Vec<u8>, WireError)> = vec![
+        ("empty", Vec::new(), WireError::Truncated),
+        ("half a count", vec![1], WireError::Truncated),
+        (
+            "count above the names",
+            with(&|b| b[0] = 3),
+            WireError::Truncated,
+        ),
+        (
+            "count below the names",
+            with(&|b| b[0] = 1),
+            WireError::BadField("bytes after table names"),
+        ),
+        (
+            "a byte after the names",
+            with(&|b| b.push(0)),
+            WireError::BadField("bytes after table names"),
+        ),
+        (
+            "a length past the end",
+            with(&|b| b[6] = 2),
+            WireError::Truncated,
+        ),
+        (
+            "half a length",
+            with(&|b| b.truncate(7)),
+            WireError::Truncated,
+        ),
+        (
+            "a name cut short",
+            with(&|b| b.truncate(8)),
+            WireError::Truncated,
+        ),
+        (
+            "invalid UTF-8",
+            with(&|b| b[4] = 0xff),
+            WireError::BadField("table name utf-8"),
+        ),
+        (
+            "a lone continuation byte",
+            with(&|b| b[8] = 0x80),
+            WireError::BadField("table name utf-8"),
+        ),
+        (
+            "half a two-byte character",
+            with(&|b| b[5] = 0xc3),
+            WireError::BadField("table name utf-8"),
+        ),
+    ];
+    for (case, bytes, expected) in cases {
+        assert_eq!(decode_table_names(&bytes), Err(expected), "{case}");
+        // The same names inside a ListTablesConf refuse the signal.
+        let pool = pool();
+        let conf = ListTablesConf {
+            request_id: 1,
+            schema_version: 2,
+            names: pool.copy_from(&bytes).expect("room"),
+        };
+        assert_eq!(decode_mangled(conf.into(), |_| {}), expected, "{case}");
+    }
+}
+
+#[test]
+fn truncated_list_tables_bodies_are_refused() {
+    let pool = pool();
+    let conf = || ListTablesConf {
+        request_id: 1,
+        schema_version: 2,
+        names: pool.copy_from(&table_names(&["t1", "t2"])).expect("room"),
+    };
+    // request id 0..4, schema version 4..8, section length 8..12, names.
+    for keep in 0..22 {
+        assert_eq!(
+            decode_mangled(conf().into(), |b| b.truncate(keep)),
+            WireError::Truncated,
+            "ListTablesConf cut to {keep} bytes"
+        );
+    }
+    assert_eq!(
+        decode_mangled(conf().into(), |b| b[8..12]
+            .copy_from_slice(&(MAX_SECTION_BYTES as u32 + 1).to_le_bytes())),
+        WireError::BadField("section length")
+    );
+    assert_eq!(
+        decode_mangled(conf().into(), |b| b.push(0)),
+        WireError::BadField("bytes after signal fields")
+    );
+    for keep in 0..4 {
+        assert_eq!(
+            decode_mangled(ListTablesReq { request_id: 3 }.into(), |b| b.truncate(keep)),
+            WireError::Truncated
+        );
+    }
+    assert_eq!(
+        decode_mangled(ListTablesReq { request_id: 3 }.into(), |b| b.push(0)),
+        WireError::BadField("bytes after signal fields")
+    );
+}
+
+#[test]
+fn a_list_tables_conf_waiting_for_a_section_can_be_decoded_again() {
+    let pool = SectionPool::leak([1, 1, 1, 1, 1, 1]);
+    let envelope = Envelope {
+        from: BlockRef::new(NodeId(2), BlockKind::Dict, 0),
+        to: BlockRef::new(NodeId(3), BlockKind::Dict, 0),
+        signal: ListTablesConf {
+            request_id: 1,
+            schema_version: 2,
+            names: pool.copy_from(&table_names(&["t"])).expect("room"),
+        }
+        .into(),
+    };
+    let mut out = Vec::new();
+    encode_signal(&mut out, &envelope).expect("wire signal");
+    let mut decoder = SignalDecoder::new(&out, 1, NodeId(2), NodeId(3));
+    // The only small section is the one the envelope still holds.
+    assert_eq!(decoder.next(pool).err(), Some(WireError::OutOfSections));
+    drop(envelope);
+    let decoded = decoder.next(pool).expect("decodes").expect("one signal");
+    let Signal::ListTablesConf(conf) = decoded.signal else {
+        panic!("decoded {:?}", decoded.signal);
+    };
+    assert_eq!(decode_table_names(conf.names.as_slice()), Ok(vec!["t"]));
+}
+
+#[test]
+fn mangled_table_names_never_panic() {
+    let mut rng = stdx::mix::XorShift::new(7);
+    let alphabet = ["t", "T1", "", "\u{e9}", "\u{1f980}x"];
+    let mut decoded = 0;
+    for _ in 0..20_000 {
+        let names: Vec<&str> = (0..rng.below(4))
+            .map(|_| alphabet[rng.below(alphabet.len() as u64) as usize])
+            .collect();
+        let mut bytes = table_names(&names);
+        for _ in 0..rng.below(3) {
+            let position = rng.below(bytes.len() as u64 + 1) as usize;
+            match rng.below(3) {
+                0 if position < bytes.len() => bytes[position] = rng.next_u64() as u8,
+                1 => bytes.truncate(position),
+                _ => bytes.insert(position, rng.below(4) as u8),
+            }
+        }
+        if let Ok(names) = decode_table_names(&bytes) {
+            decoded += 1;
+            assert_eq!(table_names(&names), bytes, "decoding is exact");
+        }
+    }
+    assert!(decoded > 1000, "only {decoded} inputs decoded");
+}
