@@ -7,8 +7,8 @@
 mod common;
 
 use common::{
-    data_node, free_port, fresh_dir, process_alive, run_tessera, send_signal, threads_of_node2,
-    wait_timeout, ClusterOptions, TestCluster, TESSERA,
+    assert_thread_roles, data_node, data_nodes_in, free_port, fresh_dir, parse_json, process_alive,
+    run_tessera, send_signal, threads_of_node2, wait_timeout, ClusterOptions, TestCluster, TESSERA,
 };
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -22,10 +22,6 @@ use std::time::Duration;
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
 
 const RECORDS: u64 = 20_000;
-
-fn parse_json(text: &str, what: &str) -> Value {
-    serde_json::from_str(text.trim()).unwrap_or_else(|error| panic!("{what}: {error}: {text:?}"))
-}
 
 #[test]
 fn bench_keylookup_and_mgm_json() {
@@ -138,15 +134,7 @@ fn bench_keylookup_and_mgm_json() {
         "one data node: {report}"
     );
     let threads = threads_of_node2(&report);
-    let roles: BTreeSet<&str> = threads
-        .iter()
-        .map(|thread| thread["role"].as_str().expect("role"))
-        .collect();
-    assert_eq!(
-        roles,
-        BTreeSet::from(["ldm", "tc", "main", "recv", "send", "io"]),
-        "{report}"
-    );
+    assert_thread_roles(&threads, &report);
     let mut owned = Vec::new();
     for thread in &threads {
         assert!(thread["name"].is_string(), "{thread}");
@@ -346,12 +334,7 @@ fn demo_prints_ready_and_stops_everything_on_sigterm() {
         .filter_map(|node| node["pid"].as_u64())
         .map(|pid| pid as u32)
         .collect();
-    let data_nodes = show["nodes"]
-        .as_array()
-        .expect("nodes")
-        .iter()
-        .filter(|node| node["type"] == "data")
-        .count();
+    let data_nodes = data_nodes_in(&show);
     assert_eq!(
         data_nodes, 2,
         "the demo runs 2 data nodes by default: {show}"

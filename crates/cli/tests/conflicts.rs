@@ -13,49 +13,20 @@
 mod common;
 
 use client::{
-    ClientError, Cluster, ColumnType, Commit, ErrorClass, ErrorCode, LockMode, Table, TableDef,
-    Transaction, TransactionState, Value,
+    ClientError, Cluster, Commit, ErrorClass, ErrorCode, LockMode, Table, Transaction,
+    TransactionState, Value,
 };
-use common::{column, create_table, key, keyed_definition, read_row, ClusterOptions, TestCluster};
+use common::{
+    acct_definition, create_table, key, locked_read, read_row, set, wait_behind, ClusterOptions,
+    TestCluster, ANSWER, OBSERVE,
+};
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Long enough that a waiter in the "waits, then proceeds" checks cannot
 /// time out on a slow machine before its blocker commits; the timeout
 /// checks then take this long each.
 const LOCK_WAIT_TIMEOUT_MS: u64 = 5000;
-
-/// How long to give a blocked request to (wrongly) come back before the
-/// blocker commits. Not an assertion about speed: B may only answer after
-/// A commits, so waiting longer can only catch more bugs.
-const OBSERVE: Duration = Duration::from_millis(500);
-
-/// Upper bound for any answer.
-const ANSWER: Duration = Duration::from_secs(60);
-
-fn table_definition() -> TableDef {
-    keyed_definition(
-        "acct",
-        vec![column("v", ColumnType::BigInt { unsigned: false }, false)],
-    )
-}
-
-/// Executes a locking read of `k` (batch only, no commit) and returns v.
-fn locked_read(
-    transaction: &mut Transaction<'_>,
-    table: &Arc<Table>,
-    k: u32,
-    lock: LockMode,
-) -> Result<i64, ClientError> {
-    let op = transaction.read(table, &key(k), lock)?;
-    transaction.execute(Commit::No)?;
-    Ok(transaction
-        .get(op)
-        .and_then(|row| row.get("v"))
-        .and_then(Value::as_i64)
-        .expect("a read row has v"))
-}
 
 fn committed_value(cluster: &Cluster, table: &Arc<Table>, k: u32) -> i64 {
     read_row(cluster, table, &key(k))
@@ -63,12 +34,6 @@ fn committed_value(cluster: &Cluster, table: &Arc<Table>, k: u32) -> i64 {
         .get("v")
         .and_then(Value::as_i64)
         .expect("v")
-}
-
-fn set(transaction: &mut Transaction<'_>, table: &Arc<Table>, k: u32, v: i64) {
-    transaction
-        .update(table, &key(k), &[("v", Value::Int(v))])
-        .expect("valid update");
 }
 
 #[test]
@@ -81,7 +46,7 @@ fn conflicting_transactions_wait_or_time_out_and_release_locks() {
     // Two API nodes, as two applications would be.
     let a = processes.connect();
     let b = processes.connect();
-    let table_a = create_table(&a, &table_definition());
+    let table_a = create_table(&a, &acct_definition());
     let table_b = b.table("acct").expect("acct");
     let mut transaction = a.transaction();
     for k in 1..=6 {
@@ -389,30 +354,6 @@ fn concurrent_increments_are_not_lost(processes: &TestCluster, a: &Cluster, tabl
         start_4 + total,
         "lost increments on k=4 ({retries} retries)"
     );
-}
-
-/// Runs `waiter` on another thread, checks that it has not answered
-/// after `OBSERVE` (it is queued behind a lock), runs `release` and
-/// returns what the waiter got.
-fn wait_behind<T: Send + std::fmt::Debug>(
-    what: &str,
-    waiter: impl FnOnce() -> T + Send,
-    release: impl FnOnce(),
-) -> T {
-    std::thread::scope(|scope| {
-        let (sender, receiver) = mpsc::channel();
-        scope.spawn(move || {
-            let _ = sender.send(waiter());
-        });
-        match receiver.recv_timeout(OBSERVE) {
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            other => panic!("{what}: answered while the row was locked: {other:?}"),
-        }
-        release();
-        receiver
-            .recv_timeout(ANSWER)
-            .unwrap_or_else(|error| panic!("{what}: no answer after the release: {error}"))
-    })
 }
 
 fn insert_row(transaction: &mut Transaction<'_>, table: &Arc<Table>, k: u32, v: i64) {

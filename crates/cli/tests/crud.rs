@@ -17,21 +17,10 @@ use client::{
     TableDef, TransactionState, Value,
 };
 use common::{
-    code_of, column, create_table, definition, keyed_definition, read_row, ClusterOptions,
-    TestCluster,
+    assert_no_row_in_any_lock_mode, code_of, column, create_table, definition, kv_definition,
+    read_row, ClusterOptions, TestCluster,
 };
 use std::sync::Arc;
-
-/// `kv`: k INT UNSIGNED key, v VARCHAR(32) NOT NULL, n BIGINT NULL.
-fn kv_definition() -> TableDef {
-    keyed_definition(
-        "kv",
-        vec![
-            column("v", ColumnType::VarChar(32), false),
-            column("n", ColumnType::BigInt { unsigned: false }, true),
-        ],
-    )
-}
 
 fn kv_values(cluster: &Cluster, table: &Arc<Table>, k: u64) -> (Value, Value) {
     let row = read_row(cluster, table, &[Value::UInt(k)])
@@ -170,21 +159,7 @@ fn single_operations(cluster: &Cluster, kv: &Arc<Table>) {
         code_of(transaction.execute(Commit::Yes)),
         ErrorCode::NoSuchRow
     );
-    for lock in [
-        LockMode::CommittedRead,
-        LockMode::Shared,
-        LockMode::Exclusive,
-    ] {
-        let mut transaction = cluster.transaction();
-        transaction
-            .read(kv, &[Value::UInt(999)], lock)
-            .expect("valid read");
-        assert_eq!(
-            code_of(transaction.execute(Commit::Yes)),
-            ErrorCode::NoSuchRow,
-            "{lock:?} read of a missing row"
-        );
-    }
+    assert_no_row_in_any_lock_mode(cluster, kv, &[Value::UInt(999)], "key 999");
 
     // A failing operation aborts the whole batch: the insert before it is gone.
     let mut transaction = cluster.transaction();

@@ -17,17 +17,18 @@
 
 use client::{
     ClientError, Cluster, ColumnDef, ColumnType, Commit, ErrorCode, LockMode, Row, Table, TableDef,
-    Value as ClientValue,
+    Transaction, Value as ClientValue,
 };
 use mgmd::client::MgmClient;
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::fs;
 use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// The binary under test, built by cargo for integration tests.
@@ -747,6 +748,17 @@ pub fn key(k: u32) -> [ClientValue; 1] {
     [ClientValue::UInt(k.into())]
 }
 
+/// `kv`: k INT UNSIGNED key, v VARCHAR(32) NOT NULL, n BIGINT NULL.
+pub fn kv_definition() -> TableDef {
+    keyed_definition(
+        "kv",
+        vec![
+            column("v", ColumnType::VarChar(32), false),
+            column("n", ColumnType::BigInt { unsigned: false }, true),
+        ],
+    )
+}
+
 /// Creates the table through `cluster` and returns it as `cluster` sees it.
 pub fn create_table(cluster: &Cluster, definition: &TableDef) -> Arc<Table> {
     let name = &definition.name;
@@ -771,4 +783,124 @@ pub fn read_row(
         .get(op)
         .cloned()
         .expect("a read that succeeded has a row"))
+}
+
+/// How many data nodes an `mgm -e show --json` answer lists.
+pub fn data_nodes_in(show: &Value) -> usize {
+    show["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter(|node| node["type"] == "data")
+        .count()
+}
+
+/// JSON printed by a command (`--json`); `what` names it in a failure.
+pub fn parse_json(text: &str, what: &str) -> Value {
+    serde_json::from_str(text.trim()).unwrap_or_else(|error| panic!("{what}: {error}: {text:?}"))
+}
+
+/// The roles of a data node's threads in an `all report threads` answer.
+pub fn assert_thread_roles(threads: &[Value], what: impl std::fmt::Display) {
+    let roles: BTreeSet<&str> = threads
+        .iter()
+        .map(|thread| thread["role"].as_str().expect("role"))
+        .collect();
+    assert_eq!(
+        roles,
+        BTreeSet::from(["ldm", "tc", "main", "recv", "send", "io"]),
+        "{what}"
+    );
+}
+
+/// Every lock mode a read can take.
+pub const LOCK_MODES: [LockMode; 3] = [
+    LockMode::CommittedRead,
+    LockMode::Shared,
+    LockMode::Exclusive,
+];
+
+/// A read of `key` fails with NoSuchRow in every lock mode.
+pub fn assert_no_row_in_any_lock_mode(
+    cluster: &Cluster,
+    table: &Arc<Table>,
+    key: &[ClientValue],
+    what: &str,
+) {
+    for lock in LOCK_MODES {
+        let mut transaction = cluster.transaction();
+        transaction.read(table, key, lock).expect("valid read");
+        assert_eq!(
+            code_of(transaction.execute(Commit::Yes)),
+            ErrorCode::NoSuchRow,
+            "{what}: {lock:?} read of a missing row"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------
+// Lock conflicts on `acct` rows (conflicts.rs, replication.rs)
+
+/// How long to give a blocked request to (wrongly) come back before the
+/// blocker commits. Not an assertion about speed: B may only answer after
+/// A commits, so waiting longer can only catch more bugs.
+pub const OBSERVE: Duration = Duration::from_millis(500);
+
+/// Upper bound for any answer.
+pub const ANSWER: Duration = Duration::from_secs(60);
+
+/// `acct`: k INT UNSIGNED key, v BIGINT NOT NULL.
+pub fn acct_definition() -> TableDef {
+    keyed_definition(
+        "acct",
+        vec![column("v", ColumnType::BigInt { unsigned: false }, false)],
+    )
+}
+
+/// Queues an update of `acct` row `k` to `v`.
+pub fn set(transaction: &mut Transaction<'_>, table: &Arc<Table>, k: u32, v: i64) {
+    transaction
+        .update(table, &key(k), &[("v", ClientValue::Int(v))])
+        .expect("valid update");
+}
+
+/// Executes a locking read of `acct` row `k` (batch only, no commit) and
+/// returns v.
+pub fn locked_read(
+    transaction: &mut Transaction<'_>,
+    table: &Arc<Table>,
+    k: u32,
+    lock: LockMode,
+) -> Result<i64, ClientError> {
+    let op = transaction.read(table, &key(k), lock)?;
+    transaction.execute(Commit::No)?;
+    Ok(transaction
+        .get(op)
+        .and_then(|row| row.get("v"))
+        .and_then(ClientValue::as_i64)
+        .expect("a read row has v"))
+}
+
+/// Runs `waiter` on another thread, checks that it has not answered
+/// after `OBSERVE` (it is queued behind a lock), runs `release` and
+/// returns what the waiter got.
+pub fn wait_behind<T: Send + std::fmt::Debug>(
+    what: &str,
+    waiter: impl FnOnce() -> T + Send,
+    release: impl FnOnce(),
+) -> T {
+    std::thread::scope(|scope| {
+        let (sender, receiver) = mpsc::channel();
+        scope.spawn(move || {
+            let _ = sender.send(waiter());
+        });
+        match receiver.recv_timeout(OBSERVE) {
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            other => panic!("{what}: answered while the row was locked: {other:?}"),
+        }
+        release();
+        receiver
+            .recv_timeout(ANSWER)
+            .unwrap_or_else(|error| panic!("{what}: no answer after the release: {error}"))
+    })
 }
