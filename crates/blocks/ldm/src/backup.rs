@@ -7,7 +7,7 @@
 
 use crate::locks::{append_to_row, can_grant, wait_on_row};
 use crate::operation::{ImageKind, OpState, NIL};
-use crate::partition::{var_class, RowState};
+use crate::partition::RowState;
 use crate::prepare::Outcome;
 use crate::slots::AllocAtError;
 use crate::{layout_and_partition, Ldm};
@@ -94,42 +94,25 @@ impl Ldm {
             Err(AllocAtError::OutOfMemory) => return Outcome::Failed(ErrorCode::TableFull),
             Err(other) => panic!("backup: cannot place row {row}: {other:?} (replicas diverged)"),
         }
-        let mut var = NIL;
-        if layout.var_columns > 0 {
-            match partition.alloc_var(
+        if partition
+            .fill_reserved_row(
                 memory,
-                var_class(image_section.len() - layout.fixed_body_bytes),
-            ) {
-                Some(reference) => var = reference,
-                None => {
-                    partition.free_row(memory, row, None);
-                    return Outcome::Failed(ErrorCode::TableFull);
-                }
-            }
+                layout,
+                row,
+                image_section.as_slice(),
+                hash.index_hash(),
+            )
+            .is_err()
+        {
+            return Outcome::Failed(ErrorCode::TableFull);
         }
-        partition.write_image(memory, layout, row, image_section.as_slice(), var);
         debug_assert!(
             layout.key_matches(partition.view(memory, layout, row), key),
             "backup: the after-image does not hold the operation's key"
         );
-        if partition
-            .index
-            .insert(memory, hash.index_hash(), row)
-            .is_err()
-        {
-            partition.free_row(memory, row, None);
-            return Outcome::Failed(ErrorCode::TableFull);
-        }
         debug_assert_eq!(partition.state(memory, row), RowState::Reserved);
         partition.set_op_link(memory, row, index);
-        let operation = &mut operations[index];
-        operation.row = row;
-        operation.granted = true;
-        operation.next_in_row = NIL;
-        operation.image = Some(image_section);
-        operation.image_kind = ImageKind::Row;
-        operation.new_row = true;
-        operation.state = OpState::Prepared;
+        operations[index].prepared_new_row(row, image_section);
         Outcome::Done {
             data: None,
             released: false,

@@ -96,6 +96,18 @@ impl Operation {
         self.position + 1 >= self.chain.length
     }
 
+    /// Records that this operation prepared the insert of a new row at
+    /// `row` (it alone holds the row's lock) with after-image `image`.
+    pub fn prepared_new_row(&mut self, row: u32, image: Section) {
+        self.row = row;
+        self.granted = true;
+        self.next_in_row = NIL;
+        self.image = Some(image);
+        self.image_kind = ImageKind::Row;
+        self.new_row = true;
+        self.state = OpState::Prepared;
+    }
+
     /// The ldm holding this operation's partition on replica `position`.
     pub fn replica_ldm(&self, position: u8, instance: u16) -> BlockRef {
         BlockRef::new(

@@ -29,6 +29,10 @@ pub enum RowState {
     Live = 2,
 }
 
+/// DataMemory is exhausted (the caller answers "table is full").
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct OutOfDataMemory;
+
 /// Var part size classes: 32 bytes doubling to a whole page.
 pub const VAR_CLASSES: usize = 11;
 
@@ -211,6 +215,35 @@ impl Partition {
     /// Whether `row` names a slot that holds a row (live or reserved).
     pub fn is_occupied(&self, memory: &PageMemory, row: u32) -> bool {
         self.fixed.is_held(row) && self.state(memory, row) != RowState::Free
+    }
+
+    /// Fills the freshly reserved slot `row` with after-image `image` (var
+    /// part in a new slot of its class) and indexes it under `hash`. When
+    /// DataMemory runs out the slot is freed again and `Err` returned.
+    pub fn fill_reserved_row(
+        &mut self,
+        memory: &mut PageMemory,
+        layout: &RowLayout,
+        row: u32,
+        image: &[u8],
+        hash: u32,
+    ) -> Result<(), OutOfDataMemory> {
+        let mut var = NIL;
+        if layout.var_columns > 0 {
+            match self.alloc_var(memory, var_class(image.len() - layout.fixed_body_bytes)) {
+                Some(reference) => var = reference,
+                None => {
+                    self.free_row(memory, row, None);
+                    return Err(OutOfDataMemory);
+                }
+            }
+        }
+        self.write_image(memory, layout, row, image, var);
+        if self.index.insert(memory, hash, row).is_err() {
+            self.free_row(memory, row, None);
+            return Err(OutOfDataMemory);
+        }
+        Ok(())
     }
 
     /// Takes a var slot of `class`. `None` when DataMemory is full.

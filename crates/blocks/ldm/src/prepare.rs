@@ -5,7 +5,7 @@
 use crate::layout::{RowLayout, RowView};
 use crate::locks::{append_to_row, can_grant, latest_image_of_transaction, wait_on_row};
 use crate::operation::{ImageKind, OpState, NIL};
-use crate::partition::{var_class, RowState};
+use crate::partition::RowState;
 use crate::{layout_and_partition, Ldm};
 use kernel::{send, Context};
 use signal::signals::{LockMode, LqhKeyConf, LqhKeyRef, LqhKeyReq, OperationKind};
@@ -321,34 +321,14 @@ impl Ldm {
         let Some(row) = partition.reserve_row(memory) else {
             return Outcome::Failed(ErrorCode::TableFull);
         };
-        let mut var = NIL;
-        if layout.var_columns > 0 {
-            match partition.alloc_var(memory, var_class(image.len() - layout.fixed_body_bytes)) {
-                Some(reference) => var = reference,
-                None => {
-                    partition.free_row(memory, row, None);
-                    return Outcome::Failed(ErrorCode::TableFull);
-                }
-            }
-        }
-        partition.write_image(memory, layout, row, image.as_slice(), var);
         if partition
-            .index
-            .insert(memory, hash.index_hash(), row)
+            .fill_reserved_row(memory, layout, row, image.as_slice(), hash.index_hash())
             .is_err()
         {
-            partition.free_row(memory, row, None);
             return Outcome::Failed(ErrorCode::TableFull);
         }
         partition.set_op_link(memory, row, index);
-        let operation = &mut operations[index];
-        operation.row = row;
-        operation.granted = true;
-        operation.next_in_row = NIL;
-        operation.image = Some(image);
-        operation.image_kind = ImageKind::Row;
-        operation.new_row = true;
-        operation.state = OpState::Prepared;
+        operations[index].prepared_new_row(row, image);
         Outcome::Done {
             data: None,
             released: false,
