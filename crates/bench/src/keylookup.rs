@@ -21,8 +21,13 @@
 //!   checked against the last acknowledged write (see `ledger`).
 //!
 //! With `rate`, transactions start no faster than the given operations per
-//! second (over all threads). With a ledger, writers record every write
-//! they send and every acknowledged one with its GCI.
+//! second (over all threads). With `durable`, every write transaction
+//! commits with `Commit::Durable`: it is acknowledged (and its latency
+//! measured) only once its GCI is durable. With a ledger, writers record
+//! every write they send and every acknowledged one with its GCI, marked
+//! durable when it was acknowledged durable. A durable commit whose wait
+//! for durability fails is committed all the same: it is recorded as
+//! acknowledged (not durable), counted as an error, and never retried.
 //!
 //! A temporary error (lock wait timeout, overload, ...) is counted by code
 //! and the transaction retried after a short backoff; a stale table
@@ -39,7 +44,7 @@ use crate::rows::{self, Rounds};
 use crate::BenchError;
 use client::{
     AsyncSession, ClientError, Cluster, Commit, Completion, ErrorClass, ErrorCode, Gci, LockMode,
-    OpId, Table, Transaction, Value,
+    OpId, Table, Transaction, TransactionState, Value,
 };
 use hdrhistogram::Histogram;
 use std::collections::{BTreeMap, VecDeque};
@@ -196,6 +201,9 @@ pub struct KeylookupOptions {
     pub inflight: u32,
     /// Most operations per second over all threads (`None`: as fast as possible).
     pub rate: Option<f64>,
+    /// Write transactions commit durably (`Commit::Durable`): acknowledged
+    /// only once their GCI is durable, and marked so in the ledger.
+    pub durable: bool,
     /// Read and check every record of the existing table, writing nothing.
     pub verify_only: bool,
     /// Writers append every write sent and acknowledged here; with
@@ -227,6 +235,7 @@ impl Default for KeylookupOptions {
             ops_per_txn: 8,
             inflight: 1,
             rate: None,
+            durable: false,
             verify_only: false,
             ledger: None,
             restored_gci: None,
@@ -279,6 +288,9 @@ impl KeylookupOptions {
         }
         if self.restored_gci.is_some() && !(self.verify_only && self.ledger.is_some()) {
             return invalid("restored-gci needs verify-only and a ledger");
+        }
+        if self.durable && self.verify_only {
+            return invalid("durable applies to writes; verify-only writes nothing");
         }
         Ok(())
     }
@@ -837,8 +849,13 @@ impl<'c, 'a> Worker<'c, 'a> {
             work.intended = true;
         }
         work.started.get_or_insert(now);
+        let commit = if self.context.options.durable && phase.writes() {
+            Commit::Durable
+        } else {
+            Commit::Yes
+        };
         match self.define(&work) {
-            Ok(transaction) => self.session.execute(transaction, Commit::Yes, work),
+            Ok(transaction) => self.session.execute(transaction, commit, work),
             Err(error) => {
                 // The keys cannot be encoded: a bug, not the cluster's doing.
                 self.stats.count_error(&error);
@@ -899,22 +916,52 @@ impl<'c, 'a> Worker<'c, 'a> {
                         self.stats.verdict(verdict);
                     }
                 }
-                if let (Some(ledger), Some(gci)) = (&mut self.ledger, outcome.gci) {
-                    for (index, &key) in work.keys.iter().enumerate() {
-                        match work.rounds.get(index) {
-                            Some(&round) => ledger.acknowledged_write(key, round, gci),
-                            None => ledger.acknowledged_delete(key, gci),
-                        }
-                    }
+                if let Some(gci) = outcome.gci {
+                    self.acknowledged(&work, gci, outcome.durable);
                 }
                 drop(transaction);
                 self.recycle(work);
             }
             Err(error) => {
+                // A durable commit whose wait for durability failed: the
+                // commit stands (its GCI is known), only not known durable.
+                let committed = transaction.state() == TransactionState::Committed;
+                if let (true, Some(gci)) = (committed, transaction.commit_gci()) {
+                    self.acknowledged(&work, gci, false);
+                }
                 drop(transaction);
-                self.failed(work, error);
+                if committed {
+                    self.failed_after_commit(work, error);
+                } else {
+                    self.failed(work, error);
+                }
             }
         }
+    }
+
+    /// Records the writes of `work` as acknowledged in `gci` (and durable).
+    fn acknowledged(&mut self, work: &Work, gci: Gci, durable: bool) {
+        let Some(ledger) = &mut self.ledger else {
+            return;
+        };
+        for (index, &key) in work.keys.iter().enumerate() {
+            match work.rounds.get(index) {
+                Some(&round) => ledger.acknowledged_write(key, round, gci, durable),
+                None => ledger.acknowledged_delete(key, gci, durable),
+            }
+        }
+    }
+
+    /// The transaction committed but its request failed afterwards (a
+    /// durable commit's wait for its GCI): counted, never retried (the
+    /// writes are in).
+    fn failed_after_commit(&mut self, work: Work, error: ClientError) {
+        if error.code() == Some(ErrorCode::ConnectionLost) {
+            // Counted there, and the thread stops if no node is left.
+            return self.failed(work, error);
+        }
+        self.stats.count_error(&error);
+        self.recycle(work);
     }
 
     /// The verdict on one row read (`None`: the read found no row data).
@@ -1075,6 +1122,13 @@ mod tests {
         }
         .validate()
         .is_ok());
+        assert!(KeylookupOptions {
+            durable: true,
+            ledger: Some("ledger.txt".into()),
+            ..Default::default()
+        }
+        .validate()
+        .is_ok());
         for options in [
             KeylookupOptions {
                 threads: 0,
@@ -1119,6 +1173,11 @@ mod tests {
             },
             KeylookupOptions {
                 phases: vec![Phase::Verify],
+                ..Default::default()
+            },
+            KeylookupOptions {
+                durable: true,
+                verify_only: true,
                 ..Default::default()
             },
         ] {

@@ -9,12 +9,24 @@
 //! appending, and holds whole lines only, so lines never interleave):
 //!
 //! ```text
-//! i <key> <round>          a write of <round> to <key> is about to be sent
-//! x <key>                  a delete of <key> is about to be sent
-//! w <key> <round> <H>/<L>  the write of <round> to <key> committed in GCI H/L
-//! d <key> <H>/<L>          a delete of <key> committed in GCI H/L
-//! # ...                    a comment
+//! i <key> <round>                  a write of <round> to <key> is about to be sent
+//! x <key>                          a delete of <key> is about to be sent
+//! w <key> <round> <H>/<L>          the write of <round> to <key> committed in GCI H/L
+//! w <key> <round> <H>/<L> durable  ... and was acknowledged once H/L was durable
+//! d <key> <H>/<L>                  a delete of <key> committed in GCI H/L
+//! d <key> <H>/<L> durable          ... and was acknowledged once H/L was durable
+//! r <H>/<L>                        the cluster restarted from disk, restoring GCI H/L
+//! # ...                            a comment
 //! ```
+//!
+//! A restart line (written by whoever restarted the cluster, after every
+//! writer of the previous run stopped) voids every earlier acknowledgement
+//! of a GCI above the GCI it restored: that commit was lost, legitimately,
+//! and the row must not hold it. Without the line a later, higher restored
+//! GCI would wrongly require it.
+//!
+//! The `durable` marker (from `keylookup --durable`) is optional, so
+//! ledgers written before it existed read the same.
 //!
 //! An intent is flushed before its transaction is sent, so every round a
 //! row can hold is in the ledger even if the writer dies; a write with an
@@ -26,8 +38,17 @@
 //! otherwise the row must be the image of an acknowledged write of GCI >=
 //! g* or of a write of unknown outcome, and an absent row needs an
 //! acknowledged delete of GCI >= g* or a delete of unknown outcome. A row
-//! holding an older acknowledged write, a round the ledger never saw, or
-//! missing where a write must be, fails.
+//! holding an older acknowledged write, a round the ledger never saw, a
+//! write acknowledged with a GCI above G (a restart must not bring back
+//! anything of an incomplete GCI; all rows of a transaction share its GCI,
+//! so no acknowledged transaction can be partly present), or missing where
+//! a write must be, fails.
+//!
+//! G is the restored GCI given to the verify run, raised to the highest
+//! GCI any acknowledgement was marked durable in: the cluster promised
+//! that every commit up to that GCI (of any key) survives any crash, so a
+//! restore below it must not lose them, and a row that did is named as
+//! lost beyond the restored GCI.
 
 use client::Gci;
 use std::collections::HashMap;
@@ -92,15 +113,17 @@ impl<'a> LedgerBuffer<'a> {
         let _ = writeln!(self.text, "x {key}");
     }
 
-    /// The write of `round` to `key` committed in `gci`.
-    pub(crate) fn acknowledged_write(&mut self, key: u32, round: u64, gci: Gci) {
-        let _ = writeln!(self.text, "w {key} {round} {gci}");
+    /// The write of `round` to `key` committed in `gci` (acknowledged once
+    /// `gci` was durable, if `durable`).
+    pub(crate) fn acknowledged_write(&mut self, key: u32, round: u64, gci: Gci, durable: bool) {
+        let _ = writeln!(self.text, "w {key} {round} {gci}{}", marker(durable));
         self.flush_if_full();
     }
 
-    /// A delete of `key` committed in `gci`.
-    pub(crate) fn acknowledged_delete(&mut self, key: u32, gci: Gci) {
-        let _ = writeln!(self.text, "d {key} {gci}");
+    /// A delete of `key` committed in `gci` (acknowledged once `gci` was
+    /// durable, if `durable`).
+    pub(crate) fn acknowledged_delete(&mut self, key: u32, gci: Gci, durable: bool) {
+        let _ = writeln!(self.text, "d {key} {gci}{}", marker(durable));
         self.flush_if_full();
     }
 
@@ -121,6 +144,15 @@ impl<'a> LedgerBuffer<'a> {
                 .get_or_insert_with(|| format!("{}: {error}", self.file.path.display()));
         }
         self.text.clear();
+    }
+}
+
+/// The suffix of an acknowledgement line that was acknowledged durable.
+fn marker(durable: bool) -> &'static str {
+    if durable {
+        " durable"
+    } else {
+        ""
     }
 }
 
@@ -150,15 +182,31 @@ struct KeyHistory {
     /// Rounds with an intent.
     intended: Vec<u64>,
     /// Acknowledged writes (`Some(round)`) and deletes (`None`).
-    acknowledged: Vec<(Option<u64>, Gci)>,
+    acknowledged: Vec<Acknowledgement>,
     /// Delete intents.
     delete_intents: u32,
+}
+
+/// One acknowledged write or delete.
+#[derive(Clone, Copy, Debug)]
+struct Acknowledgement {
+    /// The round written (`None`: a delete).
+    round: Option<u64>,
+    gci: Gci,
+    /// Acknowledged once durable.
+    durable: bool,
+    /// Restart lines before it in the file.
+    restarts_before: usize,
 }
 
 /// A loaded ledger, for checking rows.
 #[derive(Default, Debug)]
 pub(crate) struct Ledger {
     keys: HashMap<u32, KeyHistory>,
+    /// The highest GCI an acknowledgement was marked durable in (0: none).
+    durable_gci: Gci,
+    /// The restored GCI of each restart line, in file order.
+    restarts: Vec<Gci>,
 }
 
 impl Ledger {
@@ -189,7 +237,14 @@ impl Ledger {
             text.parse::<u64>()
                 .map_err(|_| "the round is not a number".to_string())
         };
-        match fields[..] {
+        // An acknowledgement may end with the durable marker.
+        let (fields, durable) = match fields[..] {
+            [ref rest @ .., "durable"] if matches!(rest.first(), Some(&"w") | Some(&"d")) => {
+                (rest, true)
+            }
+            ref all => (all, false),
+        };
+        match *fields {
             ["i", k, r] => {
                 let (k, r) = (key(k)?, round(r)?);
                 self.keys.entry(k).or_default().intended.push(r);
@@ -197,19 +252,33 @@ impl Ledger {
             ["x", k] => self.keys.entry(key(k)?).or_default().delete_intents += 1,
             ["w", k, r, g] => {
                 let (k, r, g) = (key(k)?, round(r)?, parse_gci(g)?);
-                self.keys
-                    .entry(k)
-                    .or_default()
-                    .acknowledged
-                    .push((Some(r), g));
+                self.acknowledge(k, Some(r), g, durable);
             }
             ["d", k, g] => {
                 let (k, g) = (key(k)?, parse_gci(g)?);
-                self.keys.entry(k).or_default().acknowledged.push((None, g));
+                self.acknowledge(k, None, g, durable);
             }
+            ["r", g] => self.restarts.push(parse_gci(g)?),
             _ => return Err("not a ledger record".into()),
         }
         Ok(())
+    }
+
+    fn acknowledge(&mut self, key: u32, round: Option<u64>, gci: Gci, durable: bool) {
+        let restarts_before = self.restarts.len();
+        self.keys
+            .entry(key)
+            .or_default()
+            .acknowledged
+            .push(Acknowledgement {
+                round,
+                gci,
+                durable,
+                restarts_before,
+            });
+        if durable {
+            self.durable_gci = self.durable_gci.max(gci);
+        }
     }
 
     /// One past the highest key in the ledger (0 when empty).
@@ -222,36 +291,78 @@ impl Ledger {
     }
 
     /// Checks the state of `key` (`Some(round)`: the row's round, `None`:
-    /// no row) against the acknowledged writes of GCI <= `restored`.
+    /// no row) against the acknowledged writes of GCI <= `restored`, or <=
+    /// the highest durable acknowledgement if that is higher.
     pub(crate) fn check(&self, key: u32, state: Option<u64>, restored: Gci) -> Result<(), String> {
         let Some(history) = self.keys.get(&key) else {
             return Ok(());
         };
-        let last = history
+        let required = restored.max(self.durable_gci);
+        // Commits a later restart rolled back never happened (a durable
+        // one must survive every restart, so it is never void).
+        let void = |acknowledgement: &Acknowledgement| {
+            !acknowledgement.durable
+                && self.restarts[acknowledgement.restarts_before..]
+                    .iter()
+                    .any(|&restart| acknowledgement.gci > restart)
+        };
+        let valid: Vec<(Option<u64>, Gci)> = history
             .acknowledged
             .iter()
-            .filter(|(_, gci)| *gci <= restored)
+            .filter(|acknowledgement| !void(acknowledgement))
+            .map(|acknowledgement| (acknowledgement.round, acknowledgement.gci))
+            .collect();
+        if let Some(round) = state {
+            if let Some(lost) = history.acknowledged.iter().find(|acknowledgement| {
+                acknowledgement.round == Some(round) && void(acknowledgement)
+            }) {
+                return Err(format!(
+                    "key {key}: row holds the write of round {round:#x} acknowledged in GCI {}, \
+                     which a restart rolled back: a change of an incomplete GCI came back",
+                    lost.gci
+                ));
+            }
+        }
+        let last = valid
+            .iter()
+            .filter(|(_, gci)| *gci <= required)
             .max_by_key(|(_, gci)| *gci);
         let Some(&(last_round, last_gci)) = last else {
             return Ok(());
         };
-        let last_write = match last_round {
+        let mut last_write = match last_round {
             Some(round) => format!("the write of round {round:#x} acknowledged in GCI {last_gci}"),
             None => format!("the delete acknowledged in GCI {last_gci}"),
         };
+        if last_gci > restored {
+            last_write.push_str(&format!(
+                " (GCI {} was acknowledged durable, the cluster restored only {restored})",
+                self.durable_gci
+            ));
+        }
         let acknowledged_since = |wanted: Option<u64>| {
-            history
-                .acknowledged
+            valid
                 .iter()
                 .any(|&(round, gci)| round == wanted && gci >= last_gci)
         };
         match state {
             Some(round) => {
+                // Nothing of a GCI above the restored one may come back: a
+                // restart replays redo only up to the restored GCI.
+                if let Some(&(_, beyond)) = valid
+                    .iter()
+                    .find(|&&(acknowledged, gci)| acknowledged == Some(round) && gci > required)
+                {
+                    return Err(format!(
+                        "key {key}: row holds the write of round {round:#x} acknowledged in GCI \
+                         {beyond}, beyond the restored GCI {restored}: a change of an \
+                         incomplete GCI came back"
+                    ));
+                }
                 if acknowledged_since(Some(round)) {
                     return Ok(());
                 }
-                if let Some(&(_, older)) = history
-                    .acknowledged
+                if let Some(&(_, older)) = valid
                     .iter()
                     .find(|(acknowledged, _)| *acknowledged == Some(round))
                 {
@@ -273,7 +384,7 @@ impl Ledger {
                 let deletes = history
                     .acknowledged
                     .iter()
-                    .filter(|(round, _)| round.is_none())
+                    .filter(|acknowledgement| acknowledgement.round.is_none())
                     .count();
                 if acknowledged_since(None) || history.delete_intents as usize > deletes {
                     return Ok(());
@@ -322,7 +433,11 @@ mod tests {
         // Restored to 4/9: the write of round 10 (3/0) is the last required.
         let g4 = Gci::from_parts(4, 9);
         assert_eq!(ledger.check(1, Some(10), g4), Ok(()));
-        assert_eq!(ledger.check(1, Some(11), g4), Ok(()), "a later write");
+        let beyond = ledger.check(1, Some(11), g4).unwrap_err();
+        assert!(
+            beyond.contains("beyond the restored GCI"),
+            "a write of GCI 5/0 came back after a restore to 4/9: {beyond}"
+        );
         assert_eq!(ledger.check(1, Some(12), g4), Ok(()), "unknown outcome");
         let missing = ledger.check(1, None, g4).unwrap_err();
         assert!(
@@ -352,6 +467,69 @@ mod tests {
     }
 
     #[test]
+    fn durable_acknowledgements_require_their_writes_beyond_the_restored_gci() {
+        let ledger = ledger(
+            "i 1 10\nw 1 10 3/0\ni 1 11\nw 1 11 5/0 durable\n\
+             i 2 20\nw 2 20 4/0\ni 3 30\nw 3 30 6/0\nx 4\nd 4 2/0 durable\n",
+        );
+        let g3 = Gci::from_parts(3, 9);
+        // Restored to 3/9, but 5/0 was acknowledged durable: key 1 must
+        // hold round 11, and key 2 (4/0, not marked, yet below 5/0) too.
+        let lost = ledger.check(1, Some(10), g3).unwrap_err();
+        assert!(
+            lost.contains("round 0xb") && lost.contains("acknowledged durable"),
+            "{lost}"
+        );
+        assert_eq!(ledger.check(1, Some(11), g3), Ok(()));
+        assert!(ledger.check(2, None, g3).is_err(), "4/0 is below 5/0");
+        // Key 3 (6/0) is beyond every durable acknowledgement.
+        assert_eq!(ledger.check(3, None, g3), Ok(()));
+        assert_eq!(ledger.check(4, None, g3), Ok(()));
+        // Restored beyond: nothing changes for a correct cluster.
+        assert_eq!(ledger.check(1, Some(11), ALL), Ok(()));
+        assert_eq!(ledger.check(3, Some(30), ALL), Ok(()));
+    }
+
+    #[test]
+    fn buffers_mark_durable_acknowledgements() {
+        let path = std::env::temp_dir().join(format!("ledger-durable-{}.txt", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let file = LedgerFile::open(&path).expect("open");
+        let mut buffer = LedgerBuffer::new(&file);
+        buffer.acknowledged_write(1, 7, Gci::from_parts(2, 0), true);
+        buffer.acknowledged_write(2, 8, Gci::from_parts(3, 0), false);
+        buffer.acknowledged_delete(3, Gci::from_parts(4, 1), true);
+        drop(buffer);
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(text, "w 1 7 2/0 durable\nw 2 8 3/0\nd 3 4/1 durable\n");
+        let ledger = Ledger::load(&path).expect("loads");
+        assert_eq!(ledger.durable_gci, Gci::from_parts(4, 1));
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_restart_line_voids_the_commits_it_rolled_back() {
+        // Run 1 acknowledged 2/10 and 3/4; the restart restored 2/19, so
+        // 3/4 is void; run 2 (GCIs from 5/0 on) acknowledged 5/3.
+        let ledger = ledger(
+            "i 1 10\nw 1 10 2/10\ni 1 11\nw 1 11 3/4\nr 2/19\n\
+             i 2 20\nw 2 20 3/1\nr 2/19\ni 2 21\nw 2 21 5/3\n",
+        );
+        let later = Gci::from_parts(6, 19);
+        assert_eq!(ledger.check(1, Some(10), later), Ok(()));
+        let back = ledger.check(1, Some(11), later).unwrap_err();
+        assert!(back.contains("a restart rolled back"), "{back}");
+        // Key 2: 3/1 was rolled back by the second restart, 5/3 stands.
+        assert_eq!(ledger.check(2, Some(21), later), Ok(()));
+        assert!(ledger.check(2, Some(20), later).is_err());
+        let missing = ledger.check(2, None, later).unwrap_err();
+        assert!(missing.contains("5/3"), "{missing}");
+        // Without the restart lines, 3/4 would be required.
+        let plain = super::tests::ledger("i 1 10\nw 1 10 2/10\ni 1 11\nw 1 11 3/4\n");
+        assert!(plain.check(1, Some(10), later).is_err());
+    }
+
+    #[test]
     fn a_delete_of_unknown_outcome_excuses_a_missing_row() {
         let ledger = ledger("i 1 10\nw 1 10 3/0\nx 1\n");
         assert_eq!(ledger.check(1, None, ALL), Ok(()));
@@ -361,7 +539,17 @@ mod tests {
     #[test]
     fn bad_lines_are_named() {
         let mut ledger = Ledger::default();
-        for bad in ["w 1 2", "i x 2", "w 1 2 3/y", "z 1", "d 1 2/"] {
+        for bad in [
+            "w 1 2",
+            "i x 2",
+            "w 1 2 3/y",
+            "z 1",
+            "d 1 2/",
+            "i 1 2 durable",
+            "w 1 2 durable",
+            "w 1 2 3/0 durable durable",
+            "durable",
+        ] {
             assert!(ledger.add_line(bad).is_err(), "{bad}");
         }
         let path = std::env::temp_dir().join(format!("ledger-bad-{}.txt", std::process::id()));
@@ -384,7 +572,12 @@ mod tests {
                     for key in thread * 1000..thread * 1000 + 1000 {
                         buffer.intend_write(key, u64::from(key) + 1);
                         buffer.flush();
-                        buffer.acknowledged_write(key, u64::from(key) + 1, Gci::from_parts(7, key));
+                        buffer.acknowledged_write(
+                            key,
+                            u64::from(key) + 1,
+                            Gci::from_parts(7, key),
+                            false,
+                        );
                     }
                 });
             }

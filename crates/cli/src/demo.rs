@@ -3,6 +3,11 @@
 //! nodes as child processes in its own process group, waits until every
 //! node is started, prints one `ready mgmd=...` line, and stops everything
 //! it started on Ctrl-C or SIGTERM (or when a child dies).
+//!
+//! A data directory left by an earlier run is a cluster on disk: the demo
+//! restarts it from there (its `config.toml`, its nodes' redo logs and
+//! system files), recovering every transaction of a complete GCI.
+//! `--initial` wipes it and starts from nothing.
 
 use std::fs;
 use std::io::Write;
@@ -17,8 +22,9 @@ pub struct DemoOptions {
     /// First port; the demo uses only ports P to P+19.
     #[arg(long, default_value_t = 11860)]
     base_port: u16,
-    /// Directory for the generated config, logs and (later) data files;
-    /// kept after exit, never deleted. Default: a new directory under /tmp.
+    /// Directory for the generated config, logs and data files; kept after
+    /// exit, never deleted. A directory left by an earlier demo is
+    /// restarted from disk. Default: a new directory under /tmp.
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// Wipe a non-empty data directory and start from nothing.
@@ -55,10 +61,32 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
             options.base_port
         ));
     }
-    let data_dir = prepare_data_dir(&options)?;
-    let mgmd_port = options.base_port;
+    let (data_dir, restart) = prepare_data_dir(&options)?;
     let config_path = data_dir.join("config.toml");
-    write_config(&config_path, &options, &data_dir)?;
+    let mgmd_port = if restart {
+        let config = config::ClusterConfig::from_file(&config_path).map_err(|error| {
+            format!(
+                "cannot restart the cluster in {}: {error}",
+                data_dir.display()
+            )
+        })?;
+        eprintln!(
+            "tessera demo: restarting the cluster in {} from disk ({} data nodes; \
+             --data-nodes, --replicas, --data-memory and --base-port come from its config.toml)",
+            data_dir.display(),
+            config.data_nodes.len()
+        );
+        config.mgmd.port
+    } else {
+        write_config(&config_path, &options, &data_dir)?;
+        options.base_port
+    };
+    let node_ids: Vec<u16> = config::ClusterConfig::from_file(&config_path)
+        .map_err(|error| error.to_string())?
+        .data_nodes
+        .iter()
+        .map(|node| node.id)
+        .collect();
 
     // Our own process group: Ctrl-C in a terminal reaches every child too.
     // SAFETY: setpgid on ourselves has no memory-safety preconditions.
@@ -87,23 +115,22 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
             )?,
         ));
         wait_for_mgmd(&mgmd_address, &mut children)?;
-        for node in 0..options.data_nodes {
-            let node_id = (2 + node).to_string();
+        for &node in &node_ids {
+            let node_id = node.to_string();
+            let mut args = vec!["node", "--mgmd", &mgmd_address, "--node-id", &node_id];
+            if !restart {
+                args.push("--initial");
+            }
             children.push((
                 format!("node {node_id}"),
                 spawn(
                     &executable,
-                    &["node", "--mgmd", &mgmd_address, "--node-id", &node_id],
+                    &args,
                     &data_dir.join(format!("node{node_id}.log")),
                 )?,
             ));
         }
-        wait_for_started(
-            &mgmd_address,
-            options.data_nodes as usize,
-            &mut children,
-            &data_dir,
-        )?;
+        wait_for_started(&mgmd_address, node_ids.len(), &mut children, &data_dir)?;
         println!(
             "ready mgmd={mgmd_address} data_dir={} (try: tessera mgm --mgmd {mgmd_address} -e show; \
              tessera bench keylookup --mgmd {mgmd_address} --records 100000)",
@@ -126,7 +153,8 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
     result
 }
 
-fn prepare_data_dir(options: &DemoOptions) -> Result<PathBuf, String> {
+/// The data directory, and whether it holds a cluster to restart.
+fn prepare_data_dir(options: &DemoOptions) -> Result<(PathBuf, bool), String> {
     let data_dir = match &options.data_dir {
         Some(dir) => dir.clone(),
         None => std::env::temp_dir().join(format!("tessera-demo-{}", std::process::id())),
@@ -138,11 +166,17 @@ fn prepare_data_dir(options: &DemoOptions) -> Result<PathBuf, String> {
             .is_some();
         if non_empty {
             if !options.initial {
-                return Err(format!(
-                    "data directory {} is not empty; restarting from disk arrives with durability: \
-                     use --initial to wipe it, or another --data-dir",
-                    data_dir.display()
-                ));
+                if !data_dir.join("config.toml").exists() {
+                    return Err(format!(
+                        "data directory {} is not empty and holds no demo cluster \
+                         (config.toml): use --initial to wipe it, or another --data-dir",
+                        data_dir.display()
+                    ));
+                }
+                let resolved = data_dir
+                    .canonicalize()
+                    .map_err(|error| format!("cannot resolve {}: {error}", data_dir.display()))?;
+                return Ok((resolved, true));
             }
             for entry in fs::read_dir(&data_dir).map_err(|error| error.to_string())? {
                 let path = entry.map_err(|error| error.to_string())?.path();
@@ -159,6 +193,7 @@ fn prepare_data_dir(options: &DemoOptions) -> Result<PathBuf, String> {
         .map_err(|error| format!("cannot create {}: {error}", data_dir.display()))?;
     data_dir
         .canonicalize()
+        .map(|resolved| (resolved, false))
         .map_err(|error| format!("cannot resolve {}: {error}", data_dir.display()))
 }
 
@@ -184,8 +219,12 @@ fn write_config(path: &Path, options: &DemoOptions, data_dir: &Path) -> Result<(
 }
 
 fn spawn(executable: &Path, args: &[&str], log: &Path) -> Result<Child, String> {
-    let log_file = fs::File::create(log)
-        .map_err(|error| format!("cannot create {}: {error}", log.display()))?;
+    // Appended: a restarted cluster keeps the logs of its earlier runs.
+    let log_file = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|error| format!("cannot open {}: {error}", log.display()))?;
     let log_clone = log_file.try_clone().map_err(|error| error.to_string())?;
     Command::new(executable)
         .args(args)

@@ -38,6 +38,12 @@ enum Command {
         /// This node's id, as in the config's [[data_node]] sections.
         #[arg(long)]
         node_id: u16,
+        /// Start from nothing: delete this node's redo log, checkpoints,
+        /// system file and schema in its data_dir first. Without it the node
+        /// restarts from them (a whole-cluster restart recovers every
+        /// transaction of a complete GCI).
+        #[arg(long)]
+        initial: bool,
     },
     /// Management client (NDB's ndb_mgm): `-e show`, `-e "all report threads"`,
     /// `-e "check replicas"` (compares every replica of every partition).
@@ -111,6 +117,11 @@ struct KeylookupArgs {
     #[arg(long, value_name = "G", requires_all = ["ledger", "verify_only"],
           value_parser = bench::keylookup::parse_gci)]
     restored_gci: Option<client::Gci>,
+    /// Commit every write transaction durably: acknowledged only once its GCI
+    /// is durable (latencies include the wait); with --ledger, such
+    /// acknowledgements are marked durable.
+    #[arg(long, conflicts_with = "verify_only")]
+    durable: bool,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -120,7 +131,15 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Mgmd { config } => mgmd::run_server(&config).map_err(|error| error.to_string()),
-        Command::Node { mgmd, node_id } => datanode::run(datanode::NodeOptions { mgmd, node_id }),
+        Command::Node {
+            mgmd,
+            node_id,
+            initial,
+        } => datanode::run(datanode::NodeOptions {
+            mgmd,
+            node_id,
+            initial,
+        }),
         Command::Mgm {
             mgmd,
             execute,
@@ -200,6 +219,7 @@ fn run_keylookup(args: KeylookupArgs) -> ExitCode {
         inflight: args.inflight,
         rate: args.rate,
         verify_only: args.verify_only,
+        durable: args.durable,
         ledger: args.ledger,
         restored_gci: args.restored_gci,
         json: args.json,

@@ -82,8 +82,17 @@ fn bench_keylookup_and_mgm_json() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(top, BTreeSet::from(["latest_gci", "nodes"]), "{show}");
+    assert_eq!(
+        top,
+        BTreeSet::from(["latest_gci", "latest_complete_gci", "restored_gci", "nodes"]),
+        "{show}"
+    );
     assert!(show["latest_gci"].is_u64(), "{show}");
+    assert!(show["latest_complete_gci"].is_u64(), "{show}");
+    assert_eq!(
+        show["restored_gci"], 0,
+        "an initial start restores nothing: {show}"
+    );
     let node = data_node(&show, 2).unwrap_or_else(|| panic!("no data node 2: {show}"));
     for (field, want) in [
         ("id", Value::from(2)),

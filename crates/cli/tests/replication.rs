@@ -73,6 +73,7 @@ fn start(name: &'static str, data_nodes: u16, replicas: u8) -> TestCluster {
         lock_wait_timeout_ms: LOCK_WAIT_TIMEOUT_MS,
         data_nodes,
         replicas,
+        ..ClusterOptions::default()
     })
 }
 

@@ -580,6 +580,40 @@ impl Cluster {
         &self.connections[index]
     }
 
+    /// A new request id (schema requests, scans, GCI waits).
+    pub(crate) fn next_request_id(&self) -> u32 {
+        self.request_counter.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Some tc (connection index, instance), round robin, preferring
+    /// connected nodes: where a request any tc can answer goes.
+    pub(crate) fn any_tc(&self) -> (usize, u16) {
+        self.round_robin(self.transaction_counter.load(Ordering::Relaxed))
+    }
+
+    /// The tc to ask whether a GCI is durable: `preferred` (connection
+    /// index, tc instance) while its connection is up, else a tc of the
+    /// next connected node in id order (every tc learns the complete GCI).
+    /// `ConnectionLost` (naming the preferred node) when none is up.
+    pub(crate) fn durable_wait_tc(
+        &self,
+        preferred: (usize, u16),
+    ) -> Result<(usize, u16), ClientError> {
+        let (start, instance) = preferred;
+        let nodes = self.connections.len();
+        (0..nodes)
+            .map(|step| (start + step) % nodes)
+            .find(|&index| self.connections[index].is_connected())
+            .map(|index| {
+                let instances = self.connections[index].tc_instances.max(1);
+                (index, instance % instances)
+            })
+            .ok_or_else(|| {
+                let connection = &self.connections[start % nodes];
+                connection.lost(connection.dispatch.closed_reason().unwrap_or_default())
+            })
+    }
+
     /// Creates a table and returns its definition as `dict` stored it (with
     /// id, version and partitions). The definition is cached for
     /// [`Cluster::table`].
@@ -777,7 +811,7 @@ impl Cluster {
         table: &str,
         build: &impl Fn(u32) -> Result<Signal, ClientError>,
     ) -> Result<SchemaReply, ClientError> {
-        let request_id = self.request_counter.fetch_add(1, Ordering::Relaxed);
+        let request_id = self.next_request_id();
         let slot = connection
             .dispatch
             .register_request(request_id)

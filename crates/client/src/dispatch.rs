@@ -14,11 +14,18 @@
 //! request (its state behind its own mutex and condvar), since only the
 //! sync API sends them.
 //!
+//! Waits for a durable GCI (GCI_WAIT_REQ): registered under their request
+//! id with an inbox and the transaction they belong to (a wait of its own
+//! uses a private inbox); GCI_WAIT_CONF/REF are posted to that inbox as
+//! `Reply::Durable`/`Reply::DurableRefused` for that transaction, and end
+//! the registration. Both the sync and the async API wait this way.
+//!
 //! When the connection ends, `close` posts `Reply::Lost` for every
-//! registered transaction and fails every schema slot, and registering new
-//! ones fails at once, so no caller waits for a reply that cannot come.
+//! registered transaction and GCI wait and fails every schema slot, and
+//! registering new ones fails at once, so no caller waits for a reply that
+//! cannot come.
 
-use signal::signals::{ApiRegConf, TcKeyConf};
+use signal::signals::{ApiRegConf, GciWaitConf, GciWaitRef, TcKeyConf};
 use signal::{ErrorCode, Gci, NodeId, Signal, TransactionId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -109,6 +116,16 @@ pub(crate) enum Reply {
     },
     /// TCROLLBACKCONF.
     RolledBack,
+    /// GCI_WAIT_CONF: the GCI waited for is complete (durable).
+    Durable {
+        /// The cluster's latest complete GCI (at least the one waited for).
+        complete_gci: Gci,
+    },
+    /// GCI_WAIT_REF: the tc did not take the wait.
+    DurableRefused {
+        /// Why.
+        error: ErrorCode,
+    },
     /// The connection ended.
     Lost(String),
 }
@@ -230,6 +247,8 @@ struct Waiting {
     closed: Option<String>,
     transactions: HashMap<TransactionId, Arc<Inbox>>,
     requests: HashMap<u32, Arc<RequestSlot>>,
+    /// GCI waits by request id: where the answer goes, for which transaction.
+    gci_waits: HashMap<u32, (TransactionId, Arc<Inbox>)>,
 }
 
 /// The in-flight table of one connection.
@@ -304,16 +323,40 @@ impl Dispatch {
         self.waiting().requests.remove(&request_id);
     }
 
-    /// Number of transactions and requests waiting (for tests and reports).
+    /// The answer to GCI wait `request_id` goes to `inbox`, as a reply for
+    /// `transaction`; `Err(reason)` once the connection has ended.
+    pub(crate) fn register_gci_wait(
+        &self,
+        request_id: u32,
+        transaction: TransactionId,
+        inbox: &Arc<Inbox>,
+    ) -> Result<(), String> {
+        let mut waiting = self.waiting();
+        if let Some(reason) = &waiting.closed {
+            return Err(reason.clone());
+        }
+        waiting
+            .gci_waits
+            .insert(request_id, (transaction, Arc::clone(inbox)));
+        Ok(())
+    }
+
+    /// Forgets a GCI wait; a later answer to it is a stray.
+    pub(crate) fn unregister_gci_wait(&self, request_id: u32) {
+        self.waiting().gci_waits.remove(&request_id);
+    }
+
+    /// Number of transactions, requests and GCI waits waiting (for tests
+    /// and reports).
     pub(crate) fn in_flight(&self) -> usize {
         let waiting = self.waiting();
-        waiting.transactions.len() + waiting.requests.len()
+        waiting.transactions.len() + waiting.requests.len() + waiting.gci_waits.len()
     }
 
     /// Ends the connection's life: every waiter fails with `reason`, and
     /// nothing can register any more. Called once by the receive thread.
     pub(crate) fn close(&self, reason: String) {
-        let (transactions, requests) = {
+        let (transactions, requests, gci_waits) = {
             let mut waiting = self.waiting();
             if waiting.closed.is_none() {
                 waiting.closed = Some(reason.clone());
@@ -322,9 +365,13 @@ impl Dispatch {
             (
                 std::mem::take(&mut waiting.transactions),
                 std::mem::take(&mut waiting.requests),
+                std::mem::take(&mut waiting.gci_waits),
             )
         };
         for (transaction, inbox) in transactions {
+            inbox.post(transaction, Reply::Lost(reason.clone()));
+        }
+        for (transaction, inbox) in gci_waits.into_values() {
             inbox.post(transaction, Reply::Lost(reason.clone()));
         }
         for slot in requests.values() {
@@ -359,6 +406,17 @@ impl Dispatch {
             self.stray_replies.fetch_add(1, Ordering::Relaxed);
         }
         slot
+    }
+
+    /// Posts the answer to GCI wait `request_id` (which ends it).
+    fn answer_gci_wait(&self, request_id: u32, reply: Reply) {
+        let registered = self.waiting().gci_waits.remove(&request_id);
+        match registered {
+            Some((transaction, inbox)) => inbox.post(transaction, reply),
+            None => {
+                self.stray_replies.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     fn answer_request(&self, request_id: u32, reply: SchemaReply) {
@@ -408,6 +466,13 @@ impl Dispatch {
                 false,
             ),
             Signal::TcRollbackConf(conf) => self.post(conf.transaction_id, Reply::RolledBack, true),
+            Signal::GciWaitConf(GciWaitConf {
+                request_id,
+                complete_gci,
+            }) => self.answer_gci_wait(request_id, Reply::Durable { complete_gci }),
+            Signal::GciWaitRef(GciWaitRef { request_id, error }) => {
+                self.answer_gci_wait(request_id, Reply::DurableRefused { error })
+            }
             Signal::CreateTabConf(conf) => {
                 self.answer_request(conf.request_id, SchemaReply::Created)
             }
@@ -571,6 +636,74 @@ mod tests {
         assert!(dispatch.register_request(4).is_err());
         assert_eq!(dispatch.in_flight(), 0);
         assert_eq!(dispatch.closed_reason().as_deref(), Some("peer went away"));
+    }
+
+    #[test]
+    fn gci_wait_answers_reach_their_inbox_once_and_close_fails_the_rest() {
+        let dispatch = Dispatch::new();
+        let inbox = Arc::new(Inbox::default());
+        let (first, second) = (TransactionId(7), TransactionId(8));
+        dispatch.register_gci_wait(1, first, &inbox).unwrap();
+        dispatch.register_gci_wait(2, second, &inbox).unwrap();
+        dispatch.register_gci_wait(3, second, &inbox).unwrap();
+        assert_eq!(dispatch.in_flight(), 3);
+        dispatch
+            .deliver(
+                NodeId(2),
+                GciWaitConf {
+                    request_id: 1,
+                    complete_gci: Gci(40),
+                }
+                .into(),
+            )
+            .unwrap();
+        dispatch
+            .deliver(
+                NodeId(2),
+                GciWaitRef {
+                    request_id: 2,
+                    error: ErrorCode::TooManyGciWaits,
+                }
+                .into(),
+            )
+            .unwrap();
+        let replies = take_all(&inbox);
+        assert!(matches!(
+            replies[..],
+            [
+                (
+                    TransactionId(7),
+                    Reply::Durable {
+                        complete_gci: Gci(40)
+                    }
+                ),
+                (
+                    TransactionId(8),
+                    Reply::DurableRefused {
+                        error: ErrorCode::TooManyGciWaits
+                    }
+                )
+            ]
+        ));
+        // An answer ends the wait: a repeat is a stray.
+        dispatch
+            .deliver(
+                NodeId(2),
+                GciWaitConf {
+                    request_id: 1,
+                    complete_gci: Gci(41),
+                }
+                .into(),
+            )
+            .unwrap();
+        assert_eq!(dispatch.stray_replies.load(Ordering::Relaxed), 1);
+        dispatch.close("gone".into());
+        let replies = take_all(&inbox);
+        assert!(
+            matches!(&replies[..], [(TransactionId(8), Reply::Lost(reason))] if reason == "gone")
+        );
+        assert_eq!(dispatch.in_flight(), 0);
+        assert!(dispatch.register_gci_wait(4, first, &inbox).is_err());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use crate::transaction::OpId;
 use signal::error::ErrorClass;
-use signal::{ErrorCode, NodeId};
+use signal::{ErrorCode, Gci, NodeId};
 use std::fmt;
 use std::time::Duration;
 
@@ -71,6 +71,16 @@ pub enum ClientError {
         /// What happened, for the message.
         reason: String,
     },
+    /// A data node refused to wait for a GCI to become durable
+    /// (GCI_WAIT_REF, e.g. TooManyGciWaits). What committed in that GCI
+    /// stays committed; only its durability is not confirmed yet, and
+    /// waiting again later (`Cluster::wait_durable`) may confirm it.
+    DurableWaitRefused {
+        /// Why.
+        code: ErrorCode,
+        /// The GCI waited for.
+        gci: Gci,
+    },
     /// No reply within the reply timeout: the outcome is unknown.
     Timeout {
         /// What was waited for.
@@ -96,7 +106,8 @@ impl ClientError {
         match self {
             ClientError::Operation { code, .. }
             | ClientError::Schema { code, .. }
-            | ClientError::Invalid { code, .. } => Some(*code),
+            | ClientError::Invalid { code, .. }
+            | ClientError::DurableWaitRefused { code, .. } => Some(*code),
             ClientError::ConnectionLost { .. } => Some(ErrorCode::ConnectionLost),
             ClientError::NotStarted { .. } => Some(ErrorCode::NodeNotStarted),
             _ => None,
@@ -198,6 +209,10 @@ impl ClientError {
                 node: *node,
                 reason: reason.clone(),
             },
+            ClientError::DurableWaitRefused { code, gci } => ClientError::DurableWaitRefused {
+                code: *code,
+                gci: *gci,
+            },
             ClientError::Timeout { what, waited } => ClientError::Timeout {
                 what,
                 waited: *waited,
@@ -232,6 +247,11 @@ impl fmt::Display for ClientError {
                 "connection to data node {node} lost ({reason}); the outcome of requests in \
                  flight is unknown ({})",
                 ErrorCode::ConnectionLost
+            ),
+            ClientError::DurableWaitRefused { code, gci } => write!(
+                f,
+                "the data node would not wait for GCI {gci} to become durable: {code}; what \
+                 committed in it stays committed, its durability is not confirmed yet"
             ),
             ClientError::Timeout { what, waited } => write!(
                 f,

@@ -13,6 +13,8 @@
 //!   (the sync API), rollback; the batch and reply handling both APIs share.
 //! - `session`: [`AsyncSession`], the async API: many transactions in
 //!   flight from one thread, one write per data node for all their batches.
+//! - `durable`: waiting until a GCI is durable ([`Cluster::wait_durable`]),
+//!   which `Commit::Durable` does after the commit.
 //! - `table`, `value`: [`Table`], [`Row`], [`Value`]: values to and from
 //!   key and attribute sections, checked against column types.
 //! - `replicas`: table lists and partition replica scans (replica checker).
@@ -42,6 +44,7 @@
 mod cluster;
 mod connection;
 mod dispatch;
+mod durable;
 mod error;
 mod replicas;
 mod session;

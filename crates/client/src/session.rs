@@ -16,12 +16,18 @@
 //!
 //! The sync API (`Transaction::execute`) is the same machinery with one
 //! transaction and the transaction's own inbox.
+//!
+//! A durable commit (`Commit::Durable`) is handed back only once its GCI is
+//! durable: when its committing TCKEYCONF arrives, the session queues its
+//! GCI_WAIT_REQ with the other outgoing signals of that node, sends it in
+//! the same poll, and keeps the transaction in flight (with a fresh reply
+//! timeout) until the answer.
 
 use crate::cluster::Cluster;
 use crate::connection::FrameBuilder;
 use crate::dispatch::{Inbox, Reply};
 use crate::error::ClientError;
-use crate::transaction::{Commit, Outcome, Transaction};
+use crate::transaction::{Commit, Outcome, Progress, Transaction};
 use signal::TransactionId;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -138,9 +144,11 @@ impl<'a, T> AsyncSession<'a, T> {
     }
 
     /// Queues the transaction's operations as one batch (committing with
-    /// `Commit::Yes`) for its data node; [`AsyncSession::send`] (or the
-    /// next `poll`) writes it. The transaction comes back from `poll` with
-    /// `user` and the outcome, errors included (nothing fails here).
+    /// `Commit::Yes` or `Commit::Durable`) for its data node;
+    /// [`AsyncSession::send`] (or the next `poll`) writes it. The
+    /// transaction comes back from `poll` with `user` and the outcome,
+    /// errors included (nothing fails here); with `Commit::Durable` once
+    /// its GCI is durable.
     ///
     /// ```no_run
     /// use client::{Commit, Value};
@@ -202,6 +210,13 @@ impl<'a, T> AsyncSession<'a, T> {
     /// # Ok::<(), client::ClientError>(())
     /// ```
     pub fn send(&mut self) -> usize {
+        if self
+            .outgoing
+            .iter()
+            .all(|outgoing| outgoing.frames.is_empty())
+        {
+            return 0;
+        }
         let mut sent = 0;
         let deadline = Instant::now() + self.cluster.options().reply_timeout;
         for (index, outgoing) in self.outgoing.iter_mut().enumerate() {
@@ -273,6 +288,11 @@ impl<'a, T> AsyncSession<'a, T> {
                 }
             }
             self.replies = replies;
+            // Durable commits' GCI waits queued by the replies go out now
+            // (and get their reply timeout before `expire` looks); a failed
+            // write hands them back at once.
+            self.send();
+            out.append(&mut self.ready);
             self.expire(out);
             if out.len() > before || self.in_flight.is_empty() || Instant::now() >= wait_until {
                 return out.len() - before;
@@ -285,14 +305,29 @@ impl<'a, T> AsyncSession<'a, T> {
         let Some(in_flight) = self.in_flight.get_mut(&id) else {
             return;
         };
-        if let Some(result) = in_flight.transaction.on_reply(reply) {
-            if let Some(done) = self.in_flight.remove(&id) {
-                out.push(Completion {
-                    transaction: done.transaction,
-                    user: done.user,
-                    result,
-                });
+        let result = match in_flight.transaction.on_reply(reply) {
+            Progress::Waiting => return,
+            Progress::Done(result) => result,
+            Progress::SendDurableWait => {
+                let outgoing = &mut self.outgoing;
+                let queued = in_flight
+                    .transaction
+                    .push_durable_wait(&self.inbox, |connection| &mut outgoing[connection].frames);
+                match queued {
+                    Ok(connection) => {
+                        outgoing[connection].transactions.push(id);
+                        return;
+                    }
+                    Err(error) => Err(error),
+                }
             }
+        };
+        if let Some(done) = self.in_flight.remove(&id) {
+            out.push(Completion {
+                transaction: done.transaction,
+                user: done.user,
+                result,
+            });
         }
     }
 

@@ -13,6 +13,14 @@
 //! can be told to misbehave (refuse registration for a while, stay silent,
 //! drop connections); batches can be made to fail.
 //!
+//! Durability: every commit that writes gets the next GCI. Waits for a
+//! durable GCI (GCI_WAIT_REQ) are answered as a tc answers them, against
+//! the fake's complete GCI: by default every GCI handed out is complete at
+//! once; after `set_complete_gci` the test moves the complete GCI itself,
+//! and waits beyond it are held (bounded by `set_max_gci_waits`, then
+//! refused with TooManyGciWaits) until it passes them or their connection
+//! ends.
+//!
 //! Not for production: it holds every row in one mutex.
 
 use signal::attr::AttrIter;
@@ -115,6 +123,15 @@ struct FakeState {
     row_gcis: HashMap<RowKey, Gci>,
     transactions: HashMap<TransactionId, FakeTransaction>,
     next_gci: u32,
+    /// The last GCI a commit got (0: none yet).
+    last_gci: Gci,
+    /// Set by the test: the complete GCI. `None`: every GCI handed out is
+    /// complete at once.
+    complete_gci: Option<Gci>,
+    /// GCI waits beyond the complete GCI, in arrival order.
+    gci_waits: Vec<HeldGciWait>,
+    /// Most GCI waits held; more are refused.
+    max_gci_waits: usize,
     injected: VecDeque<(Option<OperationKind>, ErrorCode)>,
     /// The distribution version every TCKEYCONF and GET_TABINFO_CONF carries.
     map_version: u32,
@@ -128,12 +145,76 @@ fn lock_state(state: &Mutex<FakeState>) -> MutexGuard<'_, FakeState> {
     state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// A GCI wait the fake holds until its GCI is complete.
+struct HeldGciWait {
+    /// The connection to answer on.
+    writer: Arc<ReplyWriter>,
+    /// The tc that got it (answers come from it).
+    tc: BlockRef,
+    api: BlockRef,
+    request_id: u32,
+    gci: Gci,
+}
+
+impl HeldGciWait {
+    fn answer(&self, complete_gci: Gci) {
+        self.writer.send(&[Envelope {
+            from: self.tc,
+            to: self.api,
+            signal: GciWaitConf {
+                request_id: self.request_id,
+                complete_gci,
+            }
+            .into(),
+        }]);
+    }
+}
+
+/// The sending half of one client connection, shared by the thread that
+/// serves it and whoever answers a held GCI wait later.
+struct ReplyWriter {
+    /// The stream and the next frame sequence number.
+    stream: Mutex<(TcpStream, u64)>,
+    node: NodeId,
+    /// The node's silence switch.
+    silent: Arc<AtomicBool>,
+}
+
+impl ReplyWriter {
+    /// Writes `replies` in one frame (nothing while the node is silent);
+    /// false if the connection is broken.
+    fn send(&self, replies: &[Envelope]) -> bool {
+        if replies.is_empty() || self.silent.load(Ordering::SeqCst) {
+            return true;
+        }
+        let mut out = Vec::new();
+        let start = codec::begin_frame(&mut out);
+        for reply in replies {
+            if codec::encode_signal(&mut out, reply).is_err() {
+                return false;
+            }
+        }
+        let mut stream = self.stream.lock().unwrap_or_else(PoisonError::into_inner);
+        let sequence = stream.1;
+        codec::finish_frame(
+            &mut out,
+            start,
+            self.node,
+            1,
+            sequence,
+            replies.len() as u16,
+        );
+        stream.1 += 1;
+        stream.0.write_all(&out).is_ok()
+    }
+}
+
 /// One fake data node's own part.
 struct Shared {
     state: SharedState,
     options: FakeDataNodeOptions,
     registrations: AtomicU32,
-    silent: AtomicBool,
+    silent: Arc<AtomicBool>,
     received: Mutex<Vec<ReceivedSignal>>,
     stopping: AtomicBool,
     streams: Mutex<Vec<TcpStream>>,
@@ -190,7 +271,7 @@ impl FakeDataNode {
             state,
             options,
             registrations: AtomicU32::new(0),
-            silent: AtomicBool::new(false),
+            silent: Arc::new(AtomicBool::new(false)),
             received: Mutex::new(Vec::new()),
             stopping: AtomicBool::new(false),
             streams: Mutex::new(Vec::new()),
@@ -354,6 +435,46 @@ impl FakeDataNode {
     }
 }
 
+impl FakeDataNode {
+    /// Makes `gci` the complete (durable) GCI of the fake cluster, or
+    /// keeps a higher one set before: GCI waits up to it are answered now,
+    /// later ones are held until it passes them. Before the first call,
+    /// every GCI a commit got counts as complete at once.
+    ///
+    /// ```
+    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// node.set_complete_gci(client::Gci(0));
+    /// assert_eq!(node.held_gci_waits(), 0);
+    /// ```
+    pub fn set_complete_gci(&self, gci: Gci) {
+        let released = self.shared.state().set_complete_gci(gci);
+        for (wait, complete_gci) in released {
+            wait.answer(complete_gci);
+        }
+    }
+
+    /// GCI waits the fake cluster holds (beyond its complete GCI).
+    ///
+    /// ```
+    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// assert_eq!(node.held_gci_waits(), 0);
+    /// ```
+    pub fn held_gci_waits(&self) -> usize {
+        self.shared.state().gci_waits.len()
+    }
+
+    /// At most `limit` GCI waits are held; more are refused with
+    /// TooManyGciWaits, as a tc refuses them (the default is 1024).
+    ///
+    /// ```
+    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// node.set_max_gci_waits(0);
+    /// ```
+    pub fn set_max_gci_waits(&self, limit: usize) {
+        self.shared.state().max_gci_waits = limit;
+    }
+}
+
 impl Drop for FakeDataNode {
     fn drop(&mut self) {
         self.shared.stopping.store(true, Ordering::SeqCst);
@@ -393,14 +514,26 @@ fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
     let Ok(closer) = stream.try_clone() else {
         return;
     };
-    serve_frames(stream, shared);
+    let Ok(sending) = stream.try_clone() else {
+        return;
+    };
+    let writer = Arc::new(ReplyWriter {
+        stream: Mutex::new((sending, 0)),
+        node: NodeId(shared.options.node_id),
+        silent: Arc::clone(&shared.silent),
+    });
+    serve_frames(stream, &shared, &writer);
+    // Nobody is left to answer, as a tc drops a failed API node's waits.
+    shared
+        .state()
+        .gci_waits
+        .retain(|wait| !Arc::ptr_eq(&wait.writer, &writer));
     // Whatever ended the loop, the client must see the connection end.
     let _ = closer.shutdown(Shutdown::Both);
 }
 
-fn serve_frames(mut stream: TcpStream, shared: Arc<Shared>) {
+fn serve_frames(mut stream: TcpStream, shared: &Shared, writer: &Arc<ReplyWriter>) {
     let mut assembler = FrameAssembler::new();
-    let mut sequence = 0u64;
     let node = NodeId(shared.options.node_id);
     loop {
         match assembler.read_from(&mut stream) {
@@ -414,12 +547,14 @@ fn serve_frames(mut stream: TcpStream, shared: Arc<Shared>) {
                 Err(_) => return,
             };
             let mut replies = Vec::new();
+            // GCI waits (of any connection) that commits made complete.
+            let mut released = Vec::new();
             let mut decoder =
                 codec::SignalDecoder::new(body, header.signal_count, header.sender, node);
             loop {
                 match decoder.next(fake_pool()) {
                     Ok(Some(envelope)) => {
-                        record(&shared, &envelope, header.sequence, header.signal_count);
+                        record(shared, &envelope, header.sequence, header.signal_count);
                         if let Signal::ApiRegReq(_) = envelope.signal {
                             let registrations =
                                 shared.registrations.fetch_add(1, Ordering::SeqCst) + 1;
@@ -434,29 +569,19 @@ fn serve_frames(mut stream: TcpStream, shared: Arc<Shared>) {
                             });
                             continue;
                         }
-                        shared.state().handle(envelope, &mut replies);
+                        let mut state = shared.state();
+                        state.handle(envelope, &mut replies, writer);
+                        released.extend(state.release_gci_waits());
                     }
                     Ok(None) => break,
                     Err(_) => return,
                 }
             }
-            if shared.silent.load(Ordering::SeqCst) {
-                replies.clear();
-            }
-            if replies.is_empty() {
-                continue;
-            }
-            let mut out = Vec::new();
-            let start = codec::begin_frame(&mut out);
-            for reply in &replies {
-                if codec::encode_signal(&mut out, reply).is_err() {
-                    return;
-                }
-            }
-            codec::finish_frame(&mut out, start, node, 1, sequence, replies.len() as u16);
-            sequence += 1;
-            if stream.write_all(&out).is_err() {
+            if !writer.send(&replies) {
                 return;
+            }
+            for (wait, complete_gci) in released {
+                wait.answer(complete_gci);
             }
         }
     }
@@ -488,6 +613,9 @@ fn record(shared: &Shared, envelope: &Envelope, sequence: u64, frame_signals: u1
 /// Signals a fake node records at most (a benchmark run sends millions).
 const RECORDED_MAX: usize = 1 << 18;
 
+/// GCI waits a fake cluster holds before refusing more, unless set.
+const DEFAULT_MAX_GCI_WAITS: usize = 1024;
+
 fn new_state(nodes: &[u16], default_partitions: u32) -> SharedState {
     let mut nodes = nodes.to_vec();
     nodes.sort_unstable();
@@ -503,6 +631,10 @@ fn new_state(nodes: &[u16], default_partitions: u32) -> SharedState {
         row_gcis: HashMap::new(),
         transactions: HashMap::new(),
         next_gci: 1,
+        last_gci: Gci(0),
+        complete_gci: None,
+        gci_waits: Vec::new(),
+        max_gci_waits: DEFAULT_MAX_GCI_WAITS,
         injected: VecDeque::new(),
         map_version: 1,
         rotation: 0,
@@ -633,6 +765,28 @@ impl FakeCluster {
         state.map_version += 1;
     }
 
+    /// Makes `gci` the complete (durable) GCI of the fake cluster (see
+    /// [`FakeDataNode::set_complete_gci`]; the nodes share it).
+    ///
+    /// ```
+    /// let fake = client::testing::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
+    /// fake.set_complete_gci(client::Gci(0));
+    /// assert_eq!(fake.held_gci_waits(), 0);
+    /// ```
+    pub fn set_complete_gci(&self, gci: Gci) {
+        self.nodes[0].set_complete_gci(gci);
+    }
+
+    /// GCI waits held by any node of the fake cluster.
+    ///
+    /// ```
+    /// let fake = client::testing::FakeCluster::start(Default::default(), &[2]).unwrap();
+    /// assert_eq!(fake.held_gci_waits(), 0);
+    /// ```
+    pub fn held_gci_waits(&self) -> usize {
+        lock_state(&self.state).gci_waits.len()
+    }
+
     /// The distribution version replies carry.
     ///
     /// ```
@@ -724,7 +878,41 @@ impl FakeState {
         }
     }
 
-    fn handle(&mut self, envelope: Envelope, replies: &mut Vec<Envelope>) {
+    /// The complete GCI: set by the test, else the last one handed out.
+    fn current_complete_gci(&self) -> Gci {
+        self.complete_gci.unwrap_or(self.last_gci)
+    }
+
+    /// Takes the held GCI waits that are complete now, each with the
+    /// complete GCI to answer (sent by the caller, outside the state lock).
+    fn release_gci_waits(&mut self) -> Vec<(HeldGciWait, Gci)> {
+        let complete_gci = self.current_complete_gci();
+        if !self.gci_waits.iter().any(|wait| wait.gci <= complete_gci) {
+            return Vec::new();
+        }
+        let (released, held) = std::mem::take(&mut self.gci_waits)
+            .into_iter()
+            .partition(|wait| wait.gci <= complete_gci);
+        self.gci_waits = held;
+        released
+            .into_iter()
+            .map(|wait| (wait, complete_gci))
+            .collect()
+    }
+
+    /// Sets the complete GCI (never lowers it); returns the waits it released.
+    fn set_complete_gci(&mut self, gci: Gci) -> Vec<(HeldGciWait, Gci)> {
+        let complete_gci = self.complete_gci.map_or(gci, |complete| complete.max(gci));
+        self.complete_gci = Some(complete_gci);
+        self.release_gci_waits()
+    }
+
+    fn handle(
+        &mut self,
+        envelope: Envelope,
+        replies: &mut Vec<Envelope>,
+        writer: &Arc<ReplyWriter>,
+    ) {
         let api = BlockRef::new(envelope.from.node, BlockKind::Api, 0);
         let me = envelope.to;
         let mut reply = |signal: Signal| {
@@ -904,6 +1092,35 @@ impl FakeState {
                 };
                 reply(signal);
             }
+            Signal::GciWaitReq(request) => {
+                let complete_gci = self.current_complete_gci();
+                let request_id = request.request_id;
+                if request.gci <= complete_gci {
+                    reply(
+                        GciWaitConf {
+                            request_id,
+                            complete_gci,
+                        }
+                        .into(),
+                    );
+                } else if self.gci_waits.len() >= self.max_gci_waits {
+                    reply(
+                        GciWaitRef {
+                            request_id,
+                            error: ErrorCode::TooManyGciWaits,
+                        }
+                        .into(),
+                    );
+                } else {
+                    self.gci_waits.push(HeldGciWait {
+                        writer: Arc::clone(writer),
+                        tc: me,
+                        api,
+                        request_id,
+                        gci: request.gci,
+                    });
+                }
+            }
             Signal::ScanPartitionReq(request) => match self.scan(&request) {
                 Ok(conf) => reply(conf.into()),
                 Err(error) => reply(
@@ -946,6 +1163,7 @@ impl FakeState {
         }
         let gci = Gci::from_parts(self.next_gci, 0);
         self.next_gci += 1;
+        self.last_gci = gci;
         for (key, image) in transaction.pending {
             match image {
                 Some(image) => {

@@ -13,6 +13,13 @@
 //!    └───────────────────────────────────────────────────────> Aborted
 //!  any send or wait failure (connection lost, timeout) ──────> Unknown
 //! ```
+//!
+//! A durable commit (`Commit::Durable`) is committed at the committing
+//! TCKEYCONF like any other; then, if it wrote something, the same request
+//! slot waits for its GCI to become durable (a GCI_WAIT_REQ, see `durable`)
+//! before the outcome is handed back. A failure of that wait leaves the
+//! transaction Committed: the commit stands, only its durability is not
+//! confirmed.
 //! Dropping an Active or Unknown transaction sends TCROLLBACKREQ without
 //! waiting, so a forgotten transaction does not hold locks until the data
 //! node's inactivity timeout.
@@ -20,6 +27,7 @@
 use crate::cluster::{section_from, Cluster};
 use crate::connection::FrameBuilder;
 use crate::dispatch::{Inbox, Reply};
+use crate::durable::{DurableWait, WaitAnswer};
 use crate::error::ClientError;
 use crate::table::{ColumnSelector, Row, Table};
 use crate::value::Value;
@@ -65,19 +73,28 @@ impl OpId {
 ///
 /// ```
 /// assert_ne!(client::Commit::Yes, client::Commit::No);
+/// assert_ne!(client::Commit::Yes, client::Commit::Durable);
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Commit {
     /// Execute the batch; the transaction stays open, locks stay held.
     No,
-    /// Execute the batch and commit the transaction.
+    /// Execute the batch and commit the transaction. The commit is
+    /// acknowledged once every replica committed it (in memory): a
+    /// whole-cluster crash before its GCI is durable can lose it.
     Yes,
+    /// Execute the batch, commit, and return only once the commit's GCI is
+    /// durable (complete on disk), so no crash can lose it. A commit that
+    /// wrote nothing returns at once. If the wait for durability fails
+    /// after the commit, the error says why and the transaction is
+    /// `Committed` (see [`Transaction::commit_gci`]).
+    Durable,
 }
 
 /// What an `execute` achieved.
 ///
 /// ```
-/// let outcome = client::Outcome { committed: false, gci: None };
+/// let outcome = client::Outcome { committed: false, gci: None, durable: false };
 /// assert!(!outcome.committed);
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -86,6 +103,9 @@ pub struct Outcome {
     pub committed: bool,
     /// The commit's GCI, when committed and something was written.
     pub gci: Option<Gci>,
+    /// Committed with `Commit::Durable`: the commit's GCI is durable (or
+    /// the commit wrote nothing). Always false otherwise.
+    pub durable: bool,
 }
 
 /// Where a transaction is in its life.
@@ -145,6 +165,8 @@ pub struct Transaction<'a> {
     rows: Vec<Option<Row>>,
     /// The request sent and not yet answered.
     batch: Option<Batch>,
+    /// The GCI of the commit, once committed with a write.
+    commit_gci: Option<Gci>,
     /// The inbox the connection's dispatch posts replies to, while registered.
     registered: Option<Arc<Inbox>>,
     /// The sync API's inbox (made on first use).
@@ -160,11 +182,31 @@ enum BatchKind {
     Operations {
         /// COMMIT was asked for.
         committing: bool,
+        /// The commit is to be durable before it is answered.
+        durable: bool,
         /// Operations sent.
         expected: u32,
     },
     /// TCROLLBACKREQ.
     Rollback,
+    /// The durable commit is committed with `outcome`; waiting for its GCI
+    /// to be durable. `wait`: the GCI_WAIT_REQ, `None` until it is queued.
+    DurableWait {
+        outcome: Outcome,
+        wait: Option<DurableWait>,
+    },
+}
+
+/// What a reply did to the request in flight.
+#[derive(Debug)]
+pub(crate) enum Progress {
+    /// More replies are awaited.
+    Waiting,
+    /// The request is answered (or failed).
+    Done(Result<Outcome, ClientError>),
+    /// A durable commit is committed: its GCI wait must be queued
+    /// ([`Transaction::push_durable_wait`]) and sent.
+    SendDurableWait,
 }
 
 /// What has arrived for the request in flight.
@@ -210,6 +252,7 @@ impl<'a> Transaction<'a> {
             bytes: Vec::new(),
             rows: Vec::new(),
             batch: None,
+            commit_gci: None,
             registered: None,
             own_inbox: None,
             frames: FrameBuilder::default(),
@@ -257,6 +300,20 @@ impl Transaction<'_> {
     /// ```
     pub fn state(&self) -> TransactionState {
         self.state
+    }
+
+    /// The GCI the transaction committed in, once it committed a write
+    /// (`None` before, and for a commit that wrote nothing). After a
+    /// durable commit whose wait for durability failed, this is the GCI to
+    /// pass to [`Cluster::wait_durable`].
+    ///
+    /// ```no_run
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// assert_eq!(cluster.transaction().commit_gci(), None);
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn commit_gci(&self) -> Option<Gci> {
+        self.commit_gci
     }
 
     /// Operations queued and not yet executed.
@@ -490,19 +547,44 @@ impl Transaction<'_> {
         let inbox = self.own_inbox();
         let mut frames = std::mem::take(&mut self.frames);
         frames.clear();
-        let result = match self.prepare(commit, &inbox, &mut frames) {
+        let cluster = self.cluster;
+        let sent = match self.prepare(commit, &inbox, &mut frames) {
             Err(error) => Err(error),
-            Ok(Some(outcome)) => Ok(outcome),
-            Ok(None) => match self.cluster.connection(self.connection).send(&mut frames) {
+            Ok(Some(outcome)) => Ok(Some(outcome)),
+            Ok(None) => match cluster.connection(self.connection).send(&mut frames) {
                 Err(error) => Err(self.send_failed(error)),
-                Ok(()) => {
-                    self.sent();
-                    self.wait(&inbox)
-                }
+                Ok(()) => Ok(None),
             },
         };
         self.frames = frames;
-        result
+        match sent? {
+            Some(outcome) => Ok(outcome),
+            None => {
+                self.sent();
+                self.wait(&inbox)
+            }
+        }
+    }
+
+    /// Executes the queued operations, commits, and returns once the
+    /// commit's GCI is durable: `execute(Commit::Durable)`. On an error
+    /// after the commit (the wait for durability failed: ConnectionLost,
+    /// Timeout, DurableWaitRefused) the transaction is `Committed` and
+    /// [`Transaction::commit_gci`] names its GCI; only its durability is
+    /// unconfirmed.
+    ///
+    /// ```no_run
+    /// # let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// # let table = cluster.table("t")?;
+    /// use client::Value;
+    /// let mut transaction = cluster.transaction();
+    /// transaction.write(&table, &[("k", Value::UInt(1)), ("v", Value::from("one"))])?;
+    /// let outcome = transaction.commit_durable()?;
+    /// assert!(outcome.durable);
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn commit_durable(&mut self) -> Result<Outcome, ClientError> {
+        self.execute(Commit::Durable)
     }
 
     fn own_inbox(&mut self) -> Arc<Inbox> {
@@ -513,9 +595,11 @@ impl Transaction<'_> {
     }
 
     /// Waits on `inbox` (the transaction's own) until the request in
-    /// flight is answered or the reply timeout passes.
-    fn wait(&mut self, inbox: &Inbox) -> Result<Outcome, ClientError> {
-        let deadline = Instant::now() + self.cluster.options().reply_timeout;
+    /// flight is answered or the reply timeout passes (counted afresh for
+    /// a durable commit's GCI wait).
+    fn wait(&mut self, inbox: &Arc<Inbox>) -> Result<Outcome, ClientError> {
+        let timeout = self.cluster.options().reply_timeout;
+        let mut deadline = Instant::now() + timeout;
         let mut replies = Vec::new();
         loop {
             if !inbox.take(&mut replies, Some(deadline)) {
@@ -525,11 +609,33 @@ impl Transaction<'_> {
                 if id != self.id {
                     continue;
                 }
-                if let Some(result) = self.on_reply(reply) {
-                    return result;
+                match self.on_reply(reply) {
+                    Progress::Waiting => {}
+                    Progress::Done(result) => return result,
+                    Progress::SendDurableWait => {
+                        self.send_durable_wait(inbox)?;
+                        deadline = Instant::now() + timeout;
+                    }
                 }
             }
         }
+    }
+
+    /// The sync API's way to send a durable commit's GCI wait.
+    fn send_durable_wait(&mut self, inbox: &Arc<Inbox>) -> Result<(), ClientError> {
+        let mut frames = std::mem::take(&mut self.frames);
+        frames.clear();
+        let connection = self.push_durable_wait(inbox, |_| &mut frames);
+        let sent = match connection {
+            Ok(connection) => self
+                .cluster
+                .connection(connection)
+                .send(&mut frames)
+                .map_err(|error| self.send_failed(error)),
+            Err(error) => Err(error),
+        };
+        self.frames = frames;
+        sent
     }
 
     /// Registers the transaction's replies to go to `inbox`.
@@ -581,21 +687,19 @@ impl Transaction<'_> {
                 "the transaction is already executing".into(),
             ));
         }
-        let committing = commit == Commit::Yes;
+        let committing = commit != Commit::No;
+        let durable = commit == Commit::Durable;
         if self.queued.is_empty() {
             match (commit, self.state) {
-                (Commit::No, _) => {
-                    return Ok(Some(Outcome {
-                        committed: false,
-                        gci: None,
-                    }))
-                }
-                (Commit::Yes, TransactionState::Idle) => {
-                    // Nothing was ever sent: there is nothing to commit.
+                (Commit::No, _) => return Ok(Some(not_committed())),
+                (_, TransactionState::Idle) => {
+                    // Nothing was ever sent: there is nothing to commit,
+                    // and nothing to make durable.
                     self.state = TransactionState::Committed;
                     return Ok(Some(Outcome {
                         committed: true,
                         gci: None,
+                        durable,
                     }));
                 }
                 _ => {}
@@ -613,9 +717,79 @@ impl Transaction<'_> {
         }
         self.batch = Some(Batch::new(BatchKind::Operations {
             committing,
+            durable,
             expected: self.queued.len() as u32,
         }));
         Ok(None)
+    }
+
+    /// Queues the GCI wait of a durable commit (after
+    /// [`Progress::SendDurableWait`]) on the frames `frames_of` gives for
+    /// the chosen connection: the transaction's own tc while its
+    /// connection is up, else another connected node's. Returns the
+    /// connection; on an error the request is over (the transaction stays
+    /// Committed) and the error is its result.
+    pub(crate) fn push_durable_wait<'f>(
+        &mut self,
+        inbox: &Arc<Inbox>,
+        frames_of: impl FnOnce(usize) -> &'f mut FrameBuilder,
+    ) -> Result<usize, ClientError> {
+        let gci = match &self.batch {
+            Some(Batch {
+                kind:
+                    BatchKind::DurableWait {
+                        outcome: Outcome { gci: Some(gci), .. },
+                        wait: None,
+                    },
+                ..
+            }) => *gci,
+            _ => {
+                return Err(ClientError::Usage(
+                    "no durable commit waiting to ask for its GCI".into(),
+                ))
+            }
+        };
+        let queued = self
+            .cluster
+            .durable_wait_tc((self.connection, self.tc_instance))
+            .and_then(|tc| {
+                DurableWait::prepare(self.cluster, gci, tc, self.id, inbox, frames_of(tc.0))
+            });
+        match queued {
+            Ok(queued) => {
+                // The batch checked above: nothing since has changed it.
+                if let Some(Batch {
+                    kind: BatchKind::DurableWait { wait, .. },
+                    ..
+                }) = &mut self.batch
+                {
+                    *wait = Some(queued);
+                }
+                Ok(queued.connection)
+            }
+            Err(error) => {
+                self.batch = None;
+                Err(error)
+            }
+        }
+    }
+
+    /// Gives up a durable commit's GCI wait in flight, if any (its answer
+    /// becomes a stray). Returns whether the request in flight was one.
+    fn cancel_durable_wait(&mut self) -> bool {
+        match self.batch {
+            Some(Batch {
+                kind: BatchKind::DurableWait { wait, .. },
+                ..
+            }) => {
+                if let Some(wait) = wait {
+                    wait.cancel(self.cluster);
+                }
+                self.batch = None;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The prepared request was written to the data node.
@@ -629,8 +803,12 @@ impl Transaction<'_> {
         }
     }
 
-    /// Writing the prepared request failed: the outcome is unknown.
+    /// Writing the prepared request failed: the outcome is unknown (for a
+    /// durable commit's GCI wait: only its durability is).
     pub(crate) fn send_failed(&mut self, error: ClientError) -> ClientError {
+        if self.cancel_durable_wait() {
+            return error;
+        }
         self.state = TransactionState::Unknown;
         self.batch = None;
         self.unregister();
@@ -638,8 +816,15 @@ impl Transaction<'_> {
         error
     }
 
-    /// No reply within the reply timeout: the outcome is unknown.
+    /// No reply within the reply timeout: the outcome is unknown (for a
+    /// durable commit's GCI wait: only its durability is).
     pub(crate) fn timed_out(&mut self) -> ClientError {
+        if self.cancel_durable_wait() {
+            return ClientError::Timeout {
+                what: "a wait for a durable GCI",
+                waited: self.cluster.options().reply_timeout,
+            };
+        }
         let what = match self.batch.take().map(|batch| batch.kind) {
             Some(BatchKind::Rollback) => "a rollback",
             _ => "a transaction batch",
@@ -697,14 +882,19 @@ impl Transaction<'_> {
         Ok(())
     }
 
-    /// Applies one reply to the request in flight; `Some` once it is answered.
-    pub(crate) fn on_reply(&mut self, reply: Reply) -> Option<Result<Outcome, ClientError>> {
-        let batch = self.batch.as_mut()?;
+    /// Applies one reply to the request in flight.
+    pub(crate) fn on_reply(&mut self, reply: Reply) -> Progress {
+        let Some(batch) = self.batch.as_mut() else {
+            return Progress::Waiting;
+        };
+        if let BatchKind::DurableWait { outcome, wait } = batch.kind {
+            return self.on_durable_reply(outcome, wait, reply);
+        }
         let rollback = batch.kind == BatchKind::Rollback;
         match reply {
             Reply::Row { client_op, data } => {
                 batch.rows.push((client_op, data));
-                None
+                Progress::Waiting
             }
             Reply::Conf {
                 operations,
@@ -718,15 +908,27 @@ impl Transaction<'_> {
                     batch.committed = true;
                     batch.gci = gci;
                 }
-                let done = match batch.kind {
+                let (done, durable) = match batch.kind {
                     BatchKind::Operations {
                         committing,
+                        durable,
                         expected,
-                    } => batch.committed || (!committing && batch.confirmed >= expected),
-                    BatchKind::Rollback => false,
+                    } => (
+                        batch.committed || (!committing && batch.confirmed >= expected),
+                        durable && batch.committed,
+                    ),
+                    BatchKind::Rollback | BatchKind::DurableWait { .. } => (false, false),
                 };
-                done.then(|| self.finish())
+                if !done {
+                    return Progress::Waiting;
+                }
+                match self.finish() {
+                    Ok(outcome) if durable => self.await_durable(outcome),
+                    result => Progress::Done(result),
+                }
             }
+            // Only a durable commit's GCI wait is answered this way.
+            Reply::Durable { .. } | Reply::DurableRefused { .. } => Progress::Waiting,
             // Both end the transaction at the tc: the dispatch has already
             // dropped the registration.
             Reply::Refused { client_op, error } => {
@@ -741,14 +943,14 @@ impl Transaction<'_> {
                     Err(self.refusal(client_op, error))
                 };
                 self.clear_queue();
-                Some(result)
+                Progress::Done(result)
             }
             Reply::RolledBack => {
                 self.registered = None;
                 self.batch = None;
                 self.state = TransactionState::Aborted;
                 self.clear_queue();
-                Some(if rollback {
+                Progress::Done(if rollback {
                     Ok(not_committed())
                 } else {
                     Err(ClientError::Operation {
@@ -768,8 +970,59 @@ impl Transaction<'_> {
                     TransactionState::Unknown
                 };
                 self.clear_queue();
-                Some(Err(self.cluster.connection(self.connection).lost(reason)))
+                Progress::Done(Err(self.cluster.connection(self.connection).lost(reason)))
             }
+        }
+    }
+
+    /// A durable commit is confirmed with `outcome`: answer at once if it
+    /// wrote nothing, else wait for its GCI.
+    fn await_durable(&mut self, outcome: Outcome) -> Progress {
+        if outcome.gci.is_none() {
+            return Progress::Done(Ok(Outcome {
+                durable: true,
+                ..outcome
+            }));
+        }
+        self.batch = Some(Batch::new(BatchKind::DurableWait {
+            outcome,
+            wait: None,
+        }));
+        Progress::SendDurableWait
+    }
+
+    /// A reply while a durable commit waits for its GCI.
+    fn on_durable_reply(
+        &mut self,
+        outcome: Outcome,
+        wait: Option<DurableWait>,
+        reply: Reply,
+    ) -> Progress {
+        let Some(wait) = wait else {
+            // Not sent yet: nothing can answer it.
+            return Progress::Waiting;
+        };
+        match wait.answer(reply) {
+            WaitAnswer::Durable(_) => {
+                self.batch = None;
+                Progress::Done(Ok(Outcome {
+                    durable: true,
+                    ..outcome
+                }))
+            }
+            WaitAnswer::Failed(error) => {
+                self.batch = None;
+                Progress::Done(Err(error))
+            }
+            WaitAnswer::Lost => {
+                // Any tc can answer: ask again where a connection is up.
+                self.batch = Some(Batch::new(BatchKind::DurableWait {
+                    outcome,
+                    wait: None,
+                }));
+                Progress::SendDurableWait
+            }
+            WaitAnswer::Other => Progress::Waiting,
         }
     }
 
@@ -779,6 +1032,9 @@ impl Transaction<'_> {
             return Err(ClientError::Usage("no batch in flight".into()));
         };
         let committed = batch.committed;
+        if committed && batch.gci.0 != 0 {
+            self.commit_gci = Some(batch.gci);
+        }
         self.state = if committed {
             // A committing TCKEYCONF ends the registration in the dispatch.
             self.registered = None;
@@ -795,6 +1051,7 @@ impl Transaction<'_> {
         Ok(Outcome {
             committed,
             gci: (committed && batch.gci.0 != 0).then_some(batch.gci),
+            durable: false,
         })
     }
 
@@ -905,11 +1162,13 @@ fn not_committed() -> Outcome {
     Outcome {
         committed: false,
         gci: None,
+        durable: false,
     }
 }
 
 impl Drop for Transaction<'_> {
     fn drop(&mut self) {
+        self.cancel_durable_wait();
         self.unregister();
         if matches!(
             self.state,

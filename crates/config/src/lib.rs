@@ -49,8 +49,17 @@ pub struct ClusterSettings {
     pub replicas: u8,
     /// Key `data_memory`: integer bytes or "64M"/"1G"/"512K"/"1T"; default 256M.
     pub data_memory_bytes: u64,
-    /// Default 4, 1..=64.
+    /// Redo log parts per data node, 1..=64; at least the ldm thread count
+    /// (each ldm thread writes parts of its own). Default: 4, or the ldm
+    /// thread count if larger.
     pub redo_log_parts: u32,
+    /// Files in each part's ring, 2..=1024; default 4.
+    pub redo_log_files: u32,
+    /// Bytes of each redo file, a multiple of 4K, 64K..=64G; default 16M.
+    pub redo_log_file_size: u64,
+    /// Bytes of memory buffering each part's redo until written, 1M..=1G;
+    /// default 4M.
+    pub redo_buffer: u64,
     /// Default 1500.
     pub heartbeat_interval_ms: u64,
     /// Default 100: how often the GCI epoch (low half) switches.
@@ -69,6 +78,10 @@ pub struct ClusterSettings {
     pub max_concurrent_transactions: u32,
     /// Default false.
     pub diskless: bool,
+    /// Default true. False runs no local checkpoints: a restart replays the
+    /// whole redo log, which is never trimmed (it fills). For tests of
+    /// restore from redo alone and for comparison.
+    pub local_checkpoints: bool,
 }
 
 impl Default for ClusterSettings {
@@ -77,6 +90,9 @@ impl Default for ClusterSettings {
             replicas: 1,
             data_memory_bytes: 256 << 20,
             redo_log_parts: 4,
+            redo_log_files: 4,
+            redo_log_file_size: 16 << 20,
+            redo_buffer: 4 << 20,
             heartbeat_interval_ms: 1500,
             epoch_interval_ms: 100,
             gcp_interval_ms: 2000,
@@ -86,6 +102,7 @@ impl Default for ClusterSettings {
             max_concurrent_operations: 65_536,
             max_concurrent_transactions: 4096,
             diskless: false,
+            local_checkpoints: true,
         }
     }
 }
@@ -186,6 +203,9 @@ const CLUSTER_KEYS: &[&str] = &[
     "replicas",
     "data_memory",
     "redo_log_parts",
+    "redo_log_files",
+    "redo_log_file_size",
+    "redo_buffer",
     "heartbeat_interval_ms",
     "epoch_interval_ms",
     "gcp_interval_ms",
@@ -195,6 +215,7 @@ const CLUSTER_KEYS: &[&str] = &[
     "max_concurrent_operations",
     "max_concurrent_transactions",
     "diskless",
+    "local_checkpoints",
 ];
 const THREAD_KEYS: &[&str] = &["ldm", "tc", "recv", "send", "main", "spin_us"];
 const DATA_NODE_KEYS: &[&str] = &["id", "host", "port", "data_dir"];
@@ -247,6 +268,8 @@ fn parse(
             ),
         ));
     }
+    let mut cluster = cluster;
+    check_redo(&ctx, &mut cluster, &cluster_lines, threads.ldm, ldm_line)?;
     if cluster.epoch_interval_ms > cluster.gcp_interval_ms {
         return Err(ctx.error(
             "cluster.epoch_interval_ms",
@@ -274,6 +297,59 @@ fn parse(
         threads,
         data_nodes,
     })
+}
+
+/// Checks the redo log's shape against the ldm thread count, and gives
+/// `redo_log_parts` its default (4, or one per ldm thread if more).
+fn check_redo(
+    ctx: &Ctx<'_>,
+    cluster: &mut ClusterSettings,
+    lines: &ClusterLines,
+    ldm_threads: u32,
+    ldm_line: Option<usize>,
+) -> Result<(), ConfigError> {
+    match lines.redo_log_parts {
+        None => cluster.redo_log_parts = cluster.redo_log_parts.max(ldm_threads),
+        Some(line) if cluster.redo_log_parts < ldm_threads => {
+            return Err(ctx.error(
+                "cluster.redo_log_parts",
+                Some(line).or(ldm_line),
+                format!(
+                    "redo_log_parts ({}) is below the ldm thread count ({ldm_threads}): each \
+                     ldm thread writes redo parts of its own",
+                    cluster.redo_log_parts
+                ),
+            ));
+        }
+        Some(_) => {}
+    }
+    let size = cluster.redo_log_file_size;
+    let size_line = lines.redo_log_file_size;
+    if !size.is_multiple_of(4096) || !(64 << 10..=64 << 30).contains(&size) {
+        return Err(ctx.error(
+            "cluster.redo_log_file_size",
+            size_line,
+            format!(
+                "redo_log_file_size of {} must be a multiple of 4K between 64K and 64G",
+                show_bytes(size)
+            ),
+        ));
+    }
+    // Each file's first page is its header; the ring needs 128 redo pages.
+    let ring_pages = (size / 4096 - 1) * u64::from(cluster.redo_log_files);
+    if ring_pages < 128 {
+        return Err(ctx.error(
+            "cluster.redo_log_file_size",
+            size_line.or(lines.redo_log_files),
+            format!(
+                "a redo part of {} files of {} holds {ring_pages} redo pages; it needs at least \
+                 128 (512K)",
+                cluster.redo_log_files,
+                show_bytes(size)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Lines of mgmd keys that later cross-checks point at.
@@ -319,6 +395,10 @@ struct ClusterLines {
     data_memory: Option<usize>,
     epoch: Option<usize>,
     gcp: Option<usize>,
+    /// Set when `redo_log_parts` was given (else it follows the ldm count).
+    redo_log_parts: Option<usize>,
+    redo_log_file_size: Option<usize>,
+    redo_log_files: Option<usize>,
 }
 
 fn parse_cluster(t: &Table<'_>) -> Result<(ClusterSettings, ClusterLines), ConfigError> {
@@ -335,10 +415,33 @@ fn parse_cluster(t: &Table<'_>) -> Result<(ClusterSettings, ClusterLines), Confi
     fn or<T>(v: Option<Located<T>>, default: T) -> T {
         v.map_or(default, |l| l.value)
     }
+    let redo_log_parts = t.integer("redo_log_parts", 1, 64)?;
+    lines.redo_log_parts = redo_log_parts.map(|p| p.line);
+    let redo_log_files = t.integer("redo_log_files", 2, 1024)?;
+    lines.redo_log_files = redo_log_files.map(|f| f.line);
+    let redo_log_file_size = t.memory("redo_log_file_size")?;
+    lines.redo_log_file_size = redo_log_file_size.map(|s| s.line);
+    let redo_buffer = t.memory("redo_buffer")?;
+    if let Some(buffer) = redo_buffer {
+        if !(1 << 20..=1 << 30).contains(&buffer.value) {
+            return Err(t.ctx().error(
+                "cluster.redo_buffer",
+                Some(buffer.line),
+                format!(
+                    "redo_buffer of {} is outside 1M..=1G (it must hold the largest redo \
+                     record, and is allocated per redo part)",
+                    show_bytes(buffer.value)
+                ),
+            ));
+        }
+    }
     let settings = ClusterSettings {
         replicas: or(replicas, d.replicas),
         data_memory_bytes: or(data_memory, d.data_memory_bytes),
-        redo_log_parts: or(t.integer("redo_log_parts", 1, 64)?, d.redo_log_parts),
+        redo_log_parts: or(redo_log_parts, d.redo_log_parts),
+        redo_log_files: or(redo_log_files, d.redo_log_files),
+        redo_log_file_size: or(redo_log_file_size, d.redo_log_file_size),
+        redo_buffer: or(redo_buffer, d.redo_buffer),
         heartbeat_interval_ms: or(
             t.integer("heartbeat_interval_ms", 1, i64::MAX)?,
             d.heartbeat_interval_ms,
@@ -366,6 +469,7 @@ fn parse_cluster(t: &Table<'_>) -> Result<(ClusterSettings, ClusterLines), Confi
             d.max_concurrent_transactions,
         ),
         diskless: or(t.boolean("diskless")?, d.diskless),
+        local_checkpoints: or(t.boolean("local_checkpoints")?, d.local_checkpoints),
     };
     Ok((settings, lines))
 }

@@ -61,6 +61,7 @@ fn minimal_file_gets_defaults() {
 fn full_file_with_two_node_groups() {
     let text = format!(
         "{MGMD}[cluster]\nreplicas = 2\ndata_memory = \"1G\"\nredo_log_parts = 8\n\
+         redo_log_files = 3\nredo_log_file_size = \"1M\"\nredo_buffer = \"2M\"\n\
          heartbeat_interval_ms = 500\nepoch_interval_ms = 50\ngcp_interval_ms = 1000\n\
          lock_wait_timeout_ms = 300\ninactive_transaction_timeout_ms = 5000\n\
          max_operations_per_transaction = 7\nmax_concurrent_operations = 8\n\
@@ -77,6 +78,9 @@ fn full_file_with_two_node_groups() {
             replicas: 2,
             data_memory_bytes: 1 << 30,
             redo_log_parts: 8,
+            redo_log_files: 3,
+            redo_log_file_size: 1 << 20,
+            redo_buffer: 2 << 20,
             heartbeat_interval_ms: 500,
             epoch_interval_ms: 50,
             gcp_interval_ms: 1000,
@@ -86,6 +90,7 @@ fn full_file_with_two_node_groups() {
             max_concurrent_operations: 8,
             max_concurrent_transactions: 9,
             diskless: true,
+            local_checkpoints: true,
         }
     );
     assert_eq!(
@@ -790,5 +795,52 @@ fn a_key_without_a_value_at_the_very_end_is_named() {
         "",
         Some(9),
         "a key without a value",
+    );
+}
+
+#[test]
+fn redo_log_parts_follow_the_ldm_threads() {
+    // Unset: 4, or one per ldm thread if more.
+    let c = parse(&format!(
+        "{MGMD}[threads]\nldm = 6\n[cluster]\ndata_memory = \"64M\"\n{NODE2}"
+    ))
+    .expect("valid");
+    assert_eq!(c.cluster.redo_log_parts, 6);
+    let c = parse(&format!("{MGMD}[threads]\nldm = 2\n{NODE2}")).expect("valid");
+    assert_eq!(c.cluster.redo_log_parts, 4);
+    // Set below the ldm threads: each ldm thread needs parts of its own.
+    expect_err(
+        &format!("{MGMD}[cluster]\nredo_log_parts = 2\n[threads]\nldm = 3\n{NODE2}"),
+        "cluster.redo_log_parts",
+        Some(5),
+        "below the ldm thread count (3)",
+    );
+}
+
+#[test]
+fn redo_log_shape_is_checked() {
+    expect_err(
+        &format!("{MGMD}[cluster]\nredo_log_file_size = \"100000\"\n{NODE2}"),
+        "cluster.redo_log_file_size",
+        Some(5),
+        "multiple of 4K",
+    );
+    expect_err(
+        &format!("{MGMD}[cluster]\nredo_log_file_size = \"64K\"\nredo_log_files = 2\n{NODE2}"),
+        "cluster.redo_log_file_size",
+        Some(5),
+        "at least 128",
+    );
+    expect_err(
+        &format!("{MGMD}[cluster]\nredo_buffer = \"64K\"\n{NODE2}"),
+        "cluster.redo_buffer",
+        Some(5),
+        "outside 1M..=1G",
+    );
+    expect_err(
+        &format!("{MGMD}[cluster]\nredo_log_files = 1\n{NODE2}"),
+        "cluster.redo_log_files",
+        Some(5),
+        "between",
     );
 }

@@ -44,6 +44,24 @@ pub struct FileService {
     stats: Arc<ThreadStats>,
 }
 
+/// The top-level directories the file service keeps a node's files in
+/// (`signal::fs::DirName`'s roots). `--initial` deletes exactly these, so
+/// anything else a user keeps in the data directory survives.
+pub const NODE_DIRECTORIES: &[&str] = &["redo", "lcp", "system", "schema", "named"];
+
+/// Deletes every file the node wrote in `root` (an initial start).
+pub fn wipe_node_files(root: &Path) -> Result<(), String> {
+    for directory in NODE_DIRECTORIES {
+        let path = root.join(directory);
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(format!("cannot delete {}: {error}", path.display())),
+        }
+    }
+    Ok(())
+}
+
 impl FileService {
     /// A service for `root`, which is created (with its parents) if missing.
     pub fn new(

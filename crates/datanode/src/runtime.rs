@@ -31,6 +31,9 @@ pub struct NodeOptions {
     pub mgmd: String,
     /// This node's id (a data node in the config).
     pub node_id: u16,
+    /// Start from nothing: delete the node's files in its data directory
+    /// first (NDB's `--initial`). Without it the node restarts from them.
+    pub initial: bool,
 }
 
 static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
@@ -53,18 +56,52 @@ fn install_stop_handlers() {
     }
 }
 
+/// How long a node waits for mgmd to notice that the previous process of
+/// its id is gone (a node restarted right after a crash or a kill): mgmd
+/// sees the old connection close within moments.
+const PREVIOUS_SESSION_WAIT: Duration = Duration::from_secs(5);
+
+/// Registers with mgmd. mgmd learns that a killed node's session ended
+/// only when it sees the connection close, which may come a moment after
+/// the node restarts; until then it refuses the id as in use, so that
+/// refusal is retried for a while (other errors are final).
+fn register_with_mgmd(
+    options: &NodeOptions,
+    pid: u32,
+) -> Result<(mgmd::client::DataNodeSession, String), String> {
+    let deadline = std::time::Instant::now() + PREVIOUS_SESSION_WAIT;
+    let mut logged = false;
+    loop {
+        match mgmd::client::DataNodeSession::register(&options.mgmd, options.node_id, pid) {
+            Ok(registered) => return Ok(registered),
+            Err(error)
+                if error.to_string().contains("already in use")
+                    && std::time::Instant::now() < deadline =>
+            {
+                if !logged {
+                    eprintln!(
+                        "tessera node {}: mgmd says the id is in use ({error}); waiting for it \
+                         to notice the previous process is gone",
+                        options.node_id
+                    );
+                    logged = true;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(error) => {
+                return Err(format!(
+                    "cannot register node {} with mgmd at {}: {error}",
+                    options.node_id, options.mgmd
+                ))
+            }
+        }
+    }
+}
+
 /// Runs a data node until SIGTERM/SIGINT. Errors are for the operator.
 pub fn run(options: NodeOptions) -> Result<(), String> {
     let pid = std::process::id();
-    let (session, config_text) =
-        mgmd::client::DataNodeSession::register(&options.mgmd, options.node_id, pid).map_err(
-            |error| {
-                format!(
-                    "cannot register node {} with mgmd at {}: {error}",
-                    options.node_id, options.mgmd
-                )
-            },
-        )?;
+    let (session, config_text) = register_with_mgmd(&options, pid)?;
     let config = match session.config_dir() {
         Some(dir) => {
             ClusterConfig::from_toml_str_relative_to(&config_text, "config from mgmd", dir)
@@ -93,6 +130,14 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
         )
     })?;
     install_stop_handlers();
+    if options.initial {
+        crate::io::wipe_node_files(&node_config.data_dir)
+            .map_err(|error| format!("node {node}: --initial: {error}"))?;
+        eprintln!(
+            "tessera node {node}: --initial: deleted the node's files in {}",
+            node_config.data_dir.display()
+        );
+    }
     let node_runtime = start(&config, node, listener, pid, incarnation)?;
     let status = node_runtime.status.clone();
     eprintln!(
@@ -277,6 +322,8 @@ pub fn start(
     let status = Arc::new(NodeStatus {
         started: AtomicBool::new(false),
         latest_gci: AtomicU64::new(0),
+        complete_gci: AtomicU64::new(0),
+        restored_gci: AtomicU64::new(0),
         schema_version: AtomicU32::new(0),
         threads: infos,
         pid,

@@ -31,6 +31,10 @@ pub struct NodeStatus {
     pub started: AtomicBool,
     /// Latest GCI reported by dih.
     pub latest_gci: AtomicU64,
+    /// Latest GCI recorded complete (durable) in the system files.
+    pub complete_gci: AtomicU64,
+    /// The GCI this node restored at its start (0: initial start).
+    pub restored_gci: AtomicU64,
     /// Schema version reported by dict.
     pub schema_version: AtomicU32,
     /// Every thread.
@@ -49,6 +53,14 @@ impl ReportSink for NodeStatus {
             }
             Report::LatestGci(gci) => self.latest_gci.store(gci.0, Ordering::Relaxed),
             Report::SchemaVersion(version) => self.schema_version.store(version, Ordering::Relaxed),
+            Report::CompleteGci(gci) => self.complete_gci.store(gci.0, Ordering::Relaxed),
+            Report::RestoredGci(gci) => self.restored_gci.store(gci.0, Ordering::Relaxed),
+            Report::Phase {
+                name,
+                elapsed_ms,
+                count,
+                unit,
+            } => eprintln!("tessera node: {name}: {elapsed_ms} ms, {count} {unit}"),
         }
     }
 }
@@ -81,6 +93,8 @@ impl NodeStatus {
         json!({
             "state": if self.started.load(Ordering::Relaxed) { "started" } else { "starting" },
             "latest_gci": self.latest_gci.load(Ordering::Relaxed),
+            "latest_complete_gci": self.complete_gci.load(Ordering::Relaxed),
+            "restored_gci": self.restored_gci.load(Ordering::Relaxed),
             "schema_version": self.schema_version.load(Ordering::Relaxed),
             "pid": self.pid,
             "threads": threads,

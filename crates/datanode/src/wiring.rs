@@ -6,9 +6,10 @@
 use config::{ClusterConfig, ClusterSettings};
 use dict::{Dict, DictConfig};
 use dih::{Dih, DihConfig};
-use ldm::{Ldm, LdmConfig};
+use ldm::{LcpSettings, Ldm, LdmConfig, RedoSettings};
 use membership::{Membership, MembershipConfig};
 use signal::{BlockKind, BlockRef, NodeId};
+use storage::redo::{RedoGeometry, MAX_RECORD_PAGES, PAGE_BYTES};
 use tc::{Tc, TcConfig};
 
 /// The blocks of one data node, not yet placed on threads.
@@ -25,6 +26,27 @@ pub struct NodeBlocks {
     pub membership: Membership,
 }
 
+/// The redo log of ldm `instance`: its parts, and buffers of `redo_buffer`
+/// bytes each (at least the largest record).
+fn redo_settings(
+    settings: &ClusterSettings,
+    geometry: RedoGeometry,
+    instance: u16,
+    ldm_instances: u16,
+) -> RedoSettings {
+    let buffer_pages = (settings.redo_buffer / PAGE_BYTES as u64)
+        .max(MAX_RECORD_PAGES as u64 * 2)
+        .min(geometry.ring_pages()) as u32;
+    RedoSettings {
+        geometry,
+        buffer_pages,
+        // A marker and its page per GCP, for a good number of GCPs while
+        // the log is full (bounded to a quarter of the ring).
+        marker_reserve_pages: (geometry.ring_pages() / 4).clamp(1, 256) as u32,
+        parts: dih::redo_parts_of_ldm(instance, ldm_instances, settings.redo_log_parts),
+    }
+}
+
 /// Builds the blocks of data node `node` as `config` describes it.
 pub fn build_blocks(config: &ClusterConfig, node: NodeId) -> Result<NodeBlocks, String> {
     if config.data_node(node.0).is_none() {
@@ -38,12 +60,20 @@ pub fn build_blocks(config: &ClusterConfig, node: NodeId) -> Result<NodeBlocks, 
         .iter()
         .map(|data_node| (NodeId(data_node.id), data_node.node_group))
         .collect();
+    let geometry = RedoGeometry::new(settings.redo_log_files, settings.redo_log_file_size)
+        .map_err(|error| format!("config: {error}"))?;
     let ldms = (0..ldm_instances)
         .map(|instance| {
             Ldm::new(LdmConfig {
                 address: BlockRef::new(node, BlockKind::Ldm, instance),
                 data_memory_bytes: settings.data_memory_bytes / ldm_instances as u64,
                 max_operations: settings.max_concurrent_operations,
+                redo: (!settings.diskless)
+                    .then(|| redo_settings(settings, geometry, instance, ldm_instances)),
+            })
+            .with_lcp_settings(LcpSettings {
+                enabled: settings.local_checkpoints,
+                ..LcpSettings::default()
             })
         })
         .collect();
@@ -62,6 +92,7 @@ pub fn build_blocks(config: &ClusterConfig, node: NodeId) -> Result<NodeBlocks, 
         redo_log_parts: settings.redo_log_parts,
         epoch_interval_ms: settings.epoch_interval_ms,
         gcp_interval_ms: settings.gcp_interval_ms,
+        diskless: settings.diskless,
     });
     let dict = Dict::new(DictConfig {
         address: BlockRef::new(node, BlockKind::Dict, 0),
@@ -70,6 +101,7 @@ pub fn build_blocks(config: &ClusterConfig, node: NodeId) -> Result<NodeBlocks, 
         data_nodes: data_nodes.clone(),
         replicas: settings.replicas,
         redo_log_parts: settings.redo_log_parts,
+        diskless: settings.diskless,
     });
     let membership = Membership::new(MembershipConfig {
         address: BlockRef::new(node, BlockKind::Membership, 0),
@@ -226,6 +258,7 @@ port = 1186
 [cluster]
 replicas = 2
 data_memory = "16M"
+diskless = true
 
 [threads]
 ldm = 2
@@ -266,9 +299,19 @@ data_dir = "n2"
         cluster.run(0);
         let initial = Gci::from_parts(1, 0);
         for reports in &cluster.reports {
+            // Phase timings are log lines; the state reports are checked.
+            let state: Vec<Report> = reports
+                .iter()
+                .copied()
+                .filter(|report| !matches!(report, Report::Phase { .. }))
+                .collect();
             assert_eq!(
-                reports[..],
-                [Report::LatestGci(initial), Report::NodeStarted]
+                state[..],
+                [
+                    Report::RestoredGci(Gci(0)),
+                    Report::LatestGci(initial),
+                    Report::NodeStarted
+                ]
             );
         }
         assert!(cluster.nodes[1].0.dih.is_master(), "node 2, the lowest id");

@@ -112,6 +112,16 @@ impl Context for ThreadContext {
             }
         }
     }
+
+    fn fatal(&mut self, message: String) -> ! {
+        // Fail fast (DESIGN.md §5): stop the whole process now, before any
+        // thread can serve what the fault touched.
+        eprintln!(
+            "tessera node {}: fatal: {message}",
+            self.outbox.router().own_node
+        );
+        std::process::exit(1);
+    }
 }
 
 fn dispatch(

@@ -41,6 +41,22 @@ pub enum Report {
     LatestGci(Gci),
     /// The schema version after a create or drop.
     SchemaVersion(u32),
+    /// The latest GCI recorded complete (durable) in the system files.
+    CompleteGci(Gci),
+    /// The GCI this node restored at its start (0: initial start).
+    RestoredGci(Gci),
+    /// A start or restart phase finished: its name, how long it took and
+    /// what it did, for the node's log (seed 003's phase-by-phase report).
+    Phase {
+        /// What ran ("restore redo", ...).
+        name: &'static str,
+        /// How long it took, in ms of ctx time.
+        elapsed_ms: u64,
+        /// How much it did, counted in `unit`s.
+        count: u64,
+        /// What `count` counts ("row changes replayed").
+        unit: &'static str,
+    },
 }
 
 /// Everything a block may use of the world.
@@ -77,6 +93,15 @@ pub trait Context {
              file service",
             operation.name()
         );
+    }
+
+    /// Stops the node at once: a storage fault (an fsync error, damaged
+    /// bytes that were durable) after which it must not serve (DESIGN.md §5,
+    /// "Disk checks"). `message` names the file and offset. Production
+    /// prints it and exits the process; the default panics with it, which
+    /// is what tests and the simulator observe.
+    fn fatal(&mut self, message: String) -> ! {
+        panic!("fatal: {message}");
     }
 }
 

@@ -529,16 +529,22 @@ fn node_state(node: &DataNodeState) -> &str {
 fn show(shared: &Shared) -> Value {
     let state = shared.lock();
     let mut nodes = Vec::new();
+    // The cluster's figures are the highest any node reports: each node
+    // hears of a GCI a little after the master.
     let mut latest_gci = 0u64;
+    let mut latest_complete_gci = 0u64;
+    let mut restored_gci = 0u64;
     for node in &state.data_nodes {
-        if let Some(gci) = node
-            .status
-            .as_ref()
-            .and_then(|s| s.get("latest_gci"))
-            .and_then(Value::as_u64)
-        {
-            latest_gci = latest_gci.max(gci);
-        }
+        let status_u64 = |key: &str| {
+            node.status
+                .as_ref()
+                .and_then(|s| s.get(key))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        };
+        latest_gci = latest_gci.max(status_u64("latest_gci"));
+        latest_complete_gci = latest_complete_gci.max(status_u64("latest_complete_gci"));
+        restored_gci = restored_gci.max(status_u64("restored_gci"));
         nodes.push(json!({
             "id": node.id,
             "type": "data",
@@ -560,7 +566,13 @@ fn show(shared: &Shared) -> Value {
     for (id, (_, host)) in &state.api_nodes {
         nodes.push(json!({ "id": id, "type": "api", "host": host, "state": "connected" }));
     }
-    json!({ "ok": true, "nodes": nodes, "latest_gci": latest_gci })
+    json!({
+        "ok": true,
+        "nodes": nodes,
+        "latest_gci": latest_gci,
+        "latest_complete_gci": latest_complete_gci,
+        "restored_gci": restored_gci,
+    })
 }
 
 fn report_threads(shared: &Shared) -> Value {

@@ -106,6 +106,13 @@ error_codes! {
     TransactionAborted = 4019, Temporary, "transaction aborted";
     /// Schema changes run on the president's dict; ask another node.
     NotMaster = 4020, Temporary, "this data node is not the schema master: send schema requests to the president";
+    /// A redo log part has no room before its tail until a local checkpoint
+    /// completes and moves it.
+    RedoLogFull = 410, Temporary, "redo log full: retry once a local checkpoint has freed log space";
+    /// Redo writes do not keep up with commits (the redo buffer is full).
+    RedoOverloaded = 1234, Temporary, "redo log overloaded: writes to disk fall behind, retry";
+    /// Too many clients wait for a GCI to become durable at this tc.
+    TooManyGciWaits = 4021, Temporary, "too many waits for a durable GCI at this data node";
     /// The connection to the data node was lost; the outcome is unknown.
     ConnectionLost = 4008, Temporary, "connection to the data node lost";
 }

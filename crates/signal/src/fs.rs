@@ -4,17 +4,19 @@
 //!
 //! A block never names a path. It names a file *logically* ([`FileName`]:
 //! a redo file of a log part, an LCP control or data file of a partition,
-//! a copy of the system file) or, for anything else, by a short relative
-//! [`RelPath`] that the service places under `named/`. The service (the io
-//! thread in production, the disk model in `sim`) maps the name to a path
-//! inside the node's data directory with [`FileName::relative_path`], so
-//! both agree on the layout:
+//! a copy of the system file, the schema file) or, for anything else, by a
+//! short relative [`RelPath`] that the service places under `named/`. The
+//! service (the io thread in production, the disk model in `sim`) maps the
+//! name to a path inside the node's data directory with
+//! [`FileName::relative_path`], so both agree on the layout:
 //!
 //! ```text
 //! redo/<part>/<file>.redo         FileName::Redo { part, file }
 //! lcp/<table>/<partition>/<copy>.ctl   FileName::LcpControl { .. }
 //! lcp/<table>/<partition>/<file>.data  FileName::LcpData { .. }
 //! system/<copy>.sys               FileName::System { copy }
+//! schema/tables.schema            FileName::Schema { temporary: false }
+//! schema/tables.schema.tmp        FileName::Schema { temporary: true }
 //! named/<relpath>                 FileName::Named(relpath)
 //! ```
 //!
@@ -28,6 +30,11 @@ use std::fmt;
 
 /// Longest [`RelPath`], in bytes (it lives inline in signals).
 pub const REL_PATH_MAX: usize = 30;
+
+/// Leaf name of the schema file in force ([`FileName::Schema`]).
+const SCHEMA_LEAF: &str = "tables.schema";
+/// Leaf name of the schema file being written, renamed over [`SCHEMA_LEAF`].
+const SCHEMA_TEMPORARY_LEAF: &str = "tables.schema.tmp";
 
 /// A short relative path, inline (no heap), for files that are not redo,
 /// LCP or system files. Only its length is checked when built; its shape
@@ -119,6 +126,13 @@ pub enum FileName {
         /// Which copy.
         copy: u32,
     },
+    /// dict's schema file (every table; docs/schema-file-format.md), or
+    /// the replacement written beside it and then renamed over it.
+    Schema {
+        /// `false`: `schema/tables.schema`, the file in force; `true`:
+        /// `schema/tables.schema.tmp`, a new version being written.
+        temporary: bool,
+    },
     /// Any other file: `named/<path>`.
     Named(RelPath),
 }
@@ -140,6 +154,8 @@ pub enum DirName {
     },
     /// The system file copies.
     System,
+    /// The schema file and its replacement.
+    Schema,
     /// `named/<path>`; `None` is `named/` itself.
     Named(Option<RelPath>),
 }
@@ -151,6 +167,7 @@ impl DirName {
             DirName::Redo { part } => format!("redo/{part}"),
             DirName::Lcp { table, partition } => format!("lcp/{table}/{partition}"),
             DirName::System => "system".into(),
+            DirName::Schema => "schema".into(),
             DirName::Named(None) => "named".into(),
             DirName::Named(Some(path)) => format!("named/{}", path.as_str()),
         }
@@ -198,6 +215,11 @@ impl DirName {
             DirName::System => Some(FileName::System {
                 copy: number(".sys")?,
             }),
+            DirName::Schema => match leaf {
+                SCHEMA_LEAF => Some(FileName::Schema { temporary: false }),
+                SCHEMA_TEMPORARY_LEAF => Some(FileName::Schema { temporary: true }),
+                _ => None,
+            },
             DirName::Named(dir) => {
                 let path = match dir {
                     None => RelPath::new(leaf)?,
@@ -221,6 +243,7 @@ impl FileName {
                 table, partition, ..
             } => DirName::Lcp { table, partition },
             FileName::System { .. } => DirName::System,
+            FileName::Schema { .. } => DirName::Schema,
             FileName::Named(path) => {
                 let text = path.as_str();
                 DirName::Named(
@@ -246,6 +269,8 @@ impl FileName {
                 file,
             } => format!("lcp/{table}/{partition}/{file}.data"),
             FileName::System { copy } => format!("system/{copy}.sys"),
+            FileName::Schema { temporary: false } => format!("schema/{SCHEMA_LEAF}"),
+            FileName::Schema { temporary: true } => format!("schema/{SCHEMA_TEMPORARY_LEAF}"),
             FileName::Named(path) => format!("named/{}", path.as_str()),
         }
     }
@@ -576,6 +601,8 @@ mod tests {
                 file: 40,
             },
             FileName::System { copy: 0 },
+            FileName::Schema { temporary: false },
+            FileName::Schema { temporary: true },
             named("top"),
             named("deep/er/file.bin"),
         ];
@@ -588,6 +615,11 @@ mod tests {
         }
         assert_eq!(DirName::Redo { part: 0 }.file("x.redo"), None);
         assert_eq!(DirName::System.file("+1.sys"), None);
+        assert_eq!(DirName::Schema.file("tables.schema.old"), None);
+        assert_eq!(
+            FileName::Schema { temporary: true }.relative_path(),
+            "schema/tables.schema.tmp"
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod error;
 pub mod fs;
 pub mod ids;
 pub mod partition;
+pub mod phases;
 pub mod refusal;
 pub mod replica_check;
 pub mod schema;

@@ -14,7 +14,7 @@
 //! }
 //! ```
 
-use crate::signals::{ScanPartitionRef, SchemaRef, TcKeyRef};
+use crate::signals::{GciWaitRef, ScanPartitionRef, SchemaRef, TcKeyRef};
 use crate::{ErrorCode, Signal};
 
 /// The refusal owed to the API `request` by a block that does not serve it:
@@ -45,6 +45,13 @@ pub fn refuse_api_request(request: &Signal) -> Option<Signal> {
         Signal::TcKeyReq(request) => tc_key_ref(request.transaction_id, request.client_op),
         Signal::TcCommitReq(request) => tc_key_ref(request.transaction_id, u32::MAX),
         Signal::TcRollbackReq(request) => tc_key_ref(request.transaction_id, u32::MAX),
+        Signal::GciWaitReq(request) => Some(
+            GciWaitRef {
+                request_id: request.request_id,
+                error,
+            }
+            .into(),
+        ),
         Signal::ScanPartitionReq(request) => Some(
             ScanPartitionRef {
                 request_id: request.request_id,

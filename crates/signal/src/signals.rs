@@ -191,6 +191,35 @@ pub struct TcRollbackConf {
     pub transaction_id: TransactionId,
 }
 
+/// API -> tc. Answer once GCI `gci` is complete (durable: recorded in the
+/// system files, DESIGN.md §5). Answered with [`GciWaitConf`], or
+/// [`GciWaitRef`] when the tc cannot take one more waiter.
+#[derive(Debug, PartialEq)]
+pub struct GciWaitReq {
+    /// Client's number for the request, echoed.
+    pub request_id: u32,
+    /// The GCI to wait for (a commit's GCI from its TCKEYCONF).
+    pub gci: Gci,
+}
+
+/// tc -> API. `complete_gci` (at least the GCI waited for) is complete.
+#[derive(Debug, PartialEq)]
+pub struct GciWaitConf {
+    /// Echoed.
+    pub request_id: u32,
+    /// The cluster's latest complete GCI.
+    pub complete_gci: Gci,
+}
+
+/// tc -> API. The wait was not taken.
+#[derive(Debug, PartialEq)]
+pub struct GciWaitRef {
+    /// Echoed.
+    pub request_id: u32,
+    /// Why.
+    pub error: ErrorCode,
+}
+
 /// API -> dict. Create a table from an encoded [`TableDef`] (id and version ignored).
 #[derive(Debug, PartialEq)]
 pub struct CreateTabReq {
@@ -541,6 +570,36 @@ pub struct DictAddTabReq {
     pub schema_version: u32,
 }
 
+/// master dict -> every other dict, system restart (start phase
+/// RESTORE_SCHEMA; NDB's SCHEMA_INFO): one chunk of the master's schema,
+/// the bytes of its schema file (docs/schema-file-format.md). The master's
+/// schema wins: the other dict replaces its own with it (rewriting its
+/// schema file when they differ) before it gives its tcs and ldms the
+/// tables. Chunks go in order, one at a time, each answered with
+/// [`SchemaSyncConf`].
+#[derive(Debug, PartialEq)]
+pub struct SchemaSyncReq {
+    /// Bytes of the whole schema; 0: the master has no schema (no schema
+    /// file, or diskless), sent as one empty chunk.
+    pub total_bytes: u32,
+    /// Where `data` starts within them.
+    pub offset: u32,
+    /// The chunk: at most `section::MAX_SECTION_BYTES`, ending within
+    /// `total_bytes`, empty only when `total_bytes` is 0.
+    pub data: Section,
+}
+
+/// dict -> master dict. Answer to [`SchemaSyncReq`]: `received` bytes of
+/// the schema have arrived. Below the total: send the chunk from there.
+/// Equal to the total (the answer to the last chunk): this dict has taken
+/// the master's schema, its schema file holds it and its tcs and ldms have
+/// every table of it.
+#[derive(Debug, PartialEq)]
+pub struct SchemaSyncConf {
+    /// Bytes of the schema received so far.
+    pub received: u32,
+}
+
 /// dih -> tc. Phase one of the GCI switch: stop taking commit decisions.
 #[derive(Debug, PartialEq)]
 pub struct GcpPrepare {
@@ -567,6 +626,109 @@ pub struct GcpCommit {
 pub struct GcpCommitConf {
     /// Echoed.
     pub gci: Gci,
+}
+
+/// master dih -> every tc of every node. Answer with [`GcpFlushConf`] once
+/// every transaction this tc committed with a GCI up to `gci` has finished
+/// its commit phase (COMMITTED on every replica, so each replica's ldm has
+/// logged it). Sent after every tc has switched past `gci`.
+#[derive(Debug, PartialEq)]
+pub struct GcpFlushReq {
+    /// The last GCI of the global checkpoint being made durable.
+    pub gci: Gci,
+}
+
+/// tc -> master dih. Every commit with a GCI up to `gci` is logged.
+#[derive(Debug, PartialEq)]
+pub struct GcpFlushConf {
+    /// Echoed.
+    pub gci: Gci,
+}
+
+/// master dih -> every ldm of every node. Append the "`gci` complete"
+/// marker to every redo part, write and fsync them; then answer
+/// [`GcpSaveConf`]. An fsync failure stops the node (DESIGN.md §5).
+#[derive(Debug, PartialEq)]
+pub struct GcpSaveReq {
+    /// The GCI made complete.
+    pub gci: Gci,
+}
+
+/// ldm -> master dih. Every redo part of this ldm holds the marker, durably.
+#[derive(Debug, PartialEq)]
+pub struct GcpSaveConf {
+    /// Echoed.
+    pub gci: Gci,
+}
+
+/// master dih -> every dih (itself included). Record `complete_gci` as
+/// complete in this node's system file (both copies, fsynced), then answer
+/// [`CopyGciConf`].
+#[derive(Debug, PartialEq)]
+pub struct CopyGciReq {
+    /// The latest complete GCI.
+    pub complete_gci: Gci,
+    /// The master's current GCI: recorded as the highest started, so that
+    /// after a restart new GCIs start above every GCI ever handed out.
+    pub started_gci: Gci,
+}
+
+/// dih -> master dih. The system file records the GCI.
+#[derive(Debug, PartialEq)]
+pub struct CopyGciConf {
+    /// Echoed.
+    pub complete_gci: Gci,
+}
+
+/// master dih -> every tc of every node. `gci` is complete: answer the
+/// GCI waits up to it.
+#[derive(Debug, PartialEq)]
+pub struct GcpDurableRep {
+    /// The latest complete GCI.
+    pub gci: Gci,
+}
+
+/// dih -> master dih, system restart (start phase RESTART_GCI): what this
+/// node's system file says.
+#[derive(Debug, PartialEq)]
+pub struct RestartGciRep {
+    /// The latest GCI the system file records complete (0: no system file,
+    /// the node has never made a GCI durable).
+    pub complete_gci: Gci,
+}
+
+/// master dih -> every dih, system restart: the GCI the cluster restores.
+#[derive(Debug, PartialEq)]
+pub struct RestartGciOrd {
+    /// The restored GCI (0: initial start, nothing to restore).
+    pub restored_gci: Gci,
+}
+
+/// dih -> master dih, system restart (start phase RESTORE_DATA): this node
+/// restored its data; new GCIs must start above `highest_gci`.
+#[derive(Debug, PartialEq)]
+pub struct RestoredRep {
+    /// The highest GCI found anywhere on this node's disk.
+    pub highest_gci: Gci,
+}
+
+/// dih -> each ldm of its node. Restore from disk up to `restored_gci`
+/// (newest usable local checkpoint, then redo), rebuild the indexes,
+/// invalidate redo beyond it durably, then answer [`RestoreConf`].
+/// Node-local.
+#[derive(Debug, PartialEq)]
+pub struct RestoreReq {
+    /// The GCI the cluster restores (0: initial start, format the redo log).
+    pub restored_gci: Gci,
+}
+
+/// ldm -> dih. Restored and ready to log. Node-local.
+#[derive(Debug, PartialEq)]
+pub struct RestoreConf {
+    /// The highest GCI found in this ldm's redo parts.
+    pub highest_gci: Gci,
+    /// Row changes replayed.
+    pub replayed: u64,
 }
 
 /// Where one partition lives (DESIGN.md §3).
@@ -793,6 +955,23 @@ signals! {
     DictAddTabReq = 77,
     FsReq = 100,
     FsConf = 101,
+    GciWaitReq = 17,
+    GciWaitConf = 18,
+    GciWaitRef = 19,
+    GcpFlushReq = 65,
+    GcpFlushConf = 66,
+    GcpSaveReq = 67,
+    GcpSaveConf = 68,
+    CopyGciReq = 69,
+    CopyGciConf = 78,
+    GcpDurableRep = 79,
+    RestartGciRep = 86,
+    RestartGciOrd = 87,
+    RestoredRep = 88,
+    RestoreReq = 91,
+    RestoreConf = 92,
+    SchemaSyncReq = 93,
+    SchemaSyncConf = 94,
 }
 
 // Signals move through job queues by value; keep them small.

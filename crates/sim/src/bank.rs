@@ -40,6 +40,11 @@
 //! START was refused for lack of a transaction record (expected: there was
 //! no record to remember that refusal in, so each later operation is
 //! refused as UnknownTransaction).
+//!
+//! Across a whole-cluster crash (`restart`): what the clients knew at the
+//! crash, the check of the restored table against it, and a bank that
+//! continues from the restored table (it describes the table instead of
+//! creating it and inserts only the accounts the restart did not restore).
 
 use crate::ledger::{Ledger, Tokens, Written};
 use crate::plans::{self, Ending, Plan};
@@ -55,6 +60,9 @@ use signal::{
     BlockKind, BlockRef, Envelope, ErrorCode, Gci, NodeId, Section, Signal, TransactionId,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
+
+mod restart;
+pub use restart::CrashedBank;
 
 /// Balance every account starts with.
 pub const INITIAL_BALANCE: i64 = 1000;
@@ -203,6 +211,12 @@ struct Slot {
     /// GCI of each scratch key's last committed write (a locking
     /// transaction on the key that follows commits in no earlier GCI).
     scratch_gci: Vec<Gci>,
+    /// Each scratch key at the start of this bank's run (and the GCI of its
+    /// row), then every committed write since: (key index, GCI, what the key
+    /// holds after it). After a crash, the key must hold what the last
+    /// write up to the restored GCI left (see `restart`).
+    scratch_start: Vec<(ScratchState, Gci)>,
+    scratch_log: Vec<(u32, Gci, ScratchState)>,
     active: Option<Active>,
     retry: Option<Plan>,
     /// Times in a row the slot's plan failed with a temporary error.
@@ -231,7 +245,11 @@ pub struct Bank {
     /// ones once more.
     refused: HashMap<u64, (u32, bool)>,
     counters_per_api: Vec<u64>,
-    next_load: u32,
+    /// Accounts still to insert, as (first, count) chunks.
+    load_queue: VecDeque<(u32, u32)>,
+    /// The bank continues after a crash and restart: the table exists
+    /// (it is described, not created) and holds what `restart` restored.
+    resumed: bool,
     started: u64,
     ended: u64,
     last_progress_us: u64,
@@ -242,10 +260,31 @@ pub struct Bank {
     ledger: Ledger,
     tokens: Tokens,
     counters: BankCounters,
+    /// The GCI of every writing transaction the clients heard commit.
+    committed_gcis: Vec<Gci>,
 }
+
+/// What a scratch key holds: `None` no row, `Some(note)` a row with this
+/// note (`Some(None)`: a NULL note).
+type ScratchState = Option<Option<Vec<u8>>>;
 
 /// Name of the bank table, as GET_TABINFO_REQ asks for it.
 const TABLE_NAME: &[u8] = b"bank";
+
+/// The accounts of `accounts` as loading transactions insert them: runs
+/// of consecutive accounts, at most [`LOAD_CHUNK`] per transaction.
+fn load_chunks(accounts: impl IntoIterator<Item = u32>) -> VecDeque<(u32, u32)> {
+    let mut chunks: VecDeque<(u32, u32)> = VecDeque::new();
+    for account in accounts {
+        match chunks.back_mut() {
+            Some((first, count)) if *first + *count == account && *count < LOAD_CHUNK => {
+                *count += 1
+            }
+            _ => chunks.push_back((account, 1)),
+        }
+    }
+    chunks
+}
 
 impl Bank {
     /// A bank that has not sent anything yet; [`Bank::begin`] starts it.
@@ -262,6 +301,8 @@ impl Bank {
                 api: apis[index as usize % apis.len()],
                 scratch: vec![None; SCRATCH_KEYS_PER_SLOT as usize],
                 scratch_gci: vec![Gci(0); SCRATCH_KEYS_PER_SLOT as usize],
+                scratch_start: vec![(None, Gci(0)); SCRATCH_KEYS_PER_SLOT as usize],
+                scratch_log: Vec::new(),
                 active: None,
                 retry: None,
                 retries: 0,
@@ -280,7 +321,8 @@ impl Bank {
             slots,
             by_transaction: HashMap::new(),
             refused: HashMap::new(),
-            next_load: 0,
+            load_queue: load_chunks(0..options.accounts),
+            resumed: false,
             started: 0,
             ended: 0,
             last_progress_us: 0,
@@ -290,6 +332,7 @@ impl Bank {
             ledger: Ledger::default(),
             tokens: Tokens::default(),
             counters: BankCounters::default(),
+            committed_gcis: Vec::new(),
             options,
         }
     }
@@ -404,6 +447,10 @@ impl Bank {
         if self.registered < self.apis.len() * io.data_nodes().len() {
             return;
         }
+        if self.resumed && self.table.is_some() {
+            // The restarted cluster restored the table: describe it.
+            return self.describe(io);
+        }
         self.phase = Phase::Creating;
         let definition = rows::bank_table().encode_to_vec();
         let definition = io
@@ -427,8 +474,31 @@ impl Bank {
             self.fail(io, format!("unexpected {conf:?} in phase {:?}", self.phase));
         }
         self.table = Some((conf.table_id, conf.table_version));
+        self.describe(io);
+    }
+
+    /// A schema request was refused. Only a resumed bank whose clients
+    /// crashed before they heard their create confirmed may hear that the
+    /// table exists (the create was durable): it describes the table.
+    fn schema_refused(&mut self, from: BlockRef, refusal: SchemaRef, io: &mut ClientIo<'_>) {
+        let table_was_created = self.resumed
+            && self.phase == Phase::Creating
+            && refusal.request_id == 1
+            && refusal.error == ErrorCode::TableExists;
+        if !table_was_created {
+            self.fail(
+                io,
+                format!("{refusal:?} from {from} in phase {:?}", self.phase),
+            );
+        }
+        self.describe(io);
+    }
+
+    /// Asks a random data node's dict for the table's definition and map.
+    fn describe(&mut self, io: &mut ClientIo<'_>) {
         self.phase = Phase::Describing;
-        // Every dict holds the table once the create is confirmed: ask any.
+        // Every dict holds the table once the create is confirmed (or the
+        // restart restored it): ask any.
         let node = io.random_data_node();
         let api = self.apis[io.below(self.apis.len() as u64) as usize];
         let name = io
@@ -464,6 +534,11 @@ impl Bank {
             Ok(map) => map,
             Err(error) => self.fail(io, format!("GetTabInfoConf from {from}: map {error:?}")),
         };
+        if self.table.is_none() && self.resumed {
+            // Created before a crash whose clients never heard (see
+            // `schema_refused`): the table is what the restart restored.
+            self.table = Some((table.id, table.version));
+        }
         let nodes = io.data_nodes();
         let consistent = Some((table.id, table.version)) == self.table
             && map.table_id == table.id
@@ -600,12 +675,10 @@ impl Bank {
 
     fn next_plan(&mut self, slot: usize, io: &mut ClientIo<'_>) -> Option<Plan> {
         match self.phase {
-            Phase::Loading if self.next_load < self.options.accounts => {
-                let first = self.next_load;
-                let count = LOAD_CHUNK.min(self.options.accounts - first);
-                self.next_load += count;
-                Some(Plan::Load { first, count })
-            }
+            Phase::Loading => self
+                .load_queue
+                .pop_front()
+                .map(|(first, count)| Plan::Load { first, count }),
             Phase::Running if self.started < self.options.transactions => {
                 self.started += 1;
                 Some(match io.below(100) {
@@ -692,7 +765,7 @@ impl Bank {
                         note,
                     });
                 }
-                let result = self.ledger.will_write(id.0, writes);
+                let result = self.ledger.will_write(id.0, Vec::new(), writes);
                 self.check(io, result);
             }
             Plan::Transfer { accounts, lock, .. } => {
@@ -1009,7 +1082,12 @@ impl Bank {
                         note,
                     });
                 }
-                let result = self.ledger.will_write(active.id.0, writes);
+                let reads = active
+                    .reads
+                    .iter()
+                    .map(|&(account, writer, _)| (account, writer))
+                    .collect();
+                let result = self.ledger.will_write(active.id.0, reads, writes);
                 self.check(io, result);
                 active.step = Step::Writing;
                 self.send_batch(
@@ -1027,6 +1105,9 @@ impl Bank {
 
     fn committed(&mut self, slot: usize, active: Active, gci: Gci, io: &mut ClientIo<'_>) {
         self.counters.all_committed += 1;
+        if gci != Gci(0) {
+            self.committed_gcis.push(gci);
+        }
         match &active.plan {
             Plan::Load { .. } => {
                 let result = self.ledger.committed(active.id.0, gci, &[]);
@@ -1101,6 +1182,10 @@ impl Bank {
                     }
                     if ops.iter().any(|op| op.kind != OperationKind::Read) {
                         self.slots[slot].scratch_gci[index] = gci;
+                        let after = self.slots[slot].scratch[index].clone();
+                        self.slots[slot]
+                            .scratch_log
+                            .push((index as u32, gci, after));
                     }
                 }
             }
@@ -1368,6 +1453,7 @@ impl Client for Bank {
         match envelope.signal {
             Signal::ApiRegConf(conf) => self.api_registered(from, conf, io),
             Signal::CreateTabConf(conf) => self.table_created(conf, io),
+            Signal::SchemaRef(refusal) => self.schema_refused(from, refusal, io),
             Signal::GetTabInfoConf(conf) => self.table_described(from, conf, io),
             Signal::TcKeyConf(conf) => self.tc_key_conf(conf, io),
             Signal::TcKeyRef(refusal) => self.tc_key_ref(refusal, io),

@@ -26,6 +26,9 @@ pub const LDM_INSTANCES: u16 = 2;
 /// tc instances (threads) of each node.
 pub const TC_INSTANCES: u16 = 2;
 
+/// The production default of `redo_log_file_size`.
+pub const DEFAULT_REDO_LOG_FILE_SIZE: u64 = 16 << 20;
+
 /// The record pools of each node, the limits a busy workload runs into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NodeLimits {
@@ -35,6 +38,10 @@ pub struct NodeLimits {
     pub max_concurrent_operations: u32,
     /// `max_concurrent_transactions`: the tcs' transaction records together.
     pub max_concurrent_transactions: u32,
+    /// `redo_log_file_size`: bytes of each of a redo part's 4 files (the
+    /// production default, 16M, unless a test wants the ring to wrap; at
+    /// least 132K, for the ring's 128 pages).
+    pub redo_log_file_size: u64,
 }
 
 impl Default for NodeLimits {
@@ -42,6 +49,7 @@ impl Default for NodeLimits {
         NodeLimits {
             max_concurrent_operations: 1024,
             max_concurrent_transactions: 256,
+            redo_log_file_size: DEFAULT_REDO_LOG_FILE_SIZE,
         }
     }
 }
@@ -112,7 +120,7 @@ inactive_transaction_timeout_ms = {INACTIVE_TRANSACTION_TIMEOUT_MS}
 max_concurrent_operations = {operations}
 max_concurrent_transactions = {transactions}
 max_operations_per_transaction = 256
-
+{redo}
 [threads]
 ldm = {LDM_INSTANCES}
 tc = {TC_INSTANCES}
@@ -122,6 +130,12 @@ send = 1
         replicas = shape.replicas,
         operations = limits.max_concurrent_operations,
         transactions = limits.max_concurrent_transactions,
+        // The default is left out, so the text (and every run) stays as it was.
+        redo = if limits.redo_log_file_size == DEFAULT_REDO_LOG_FILE_SIZE {
+            String::new()
+        } else {
+            format!("redo_log_file_size = {}\n", limits.redo_log_file_size)
+        },
     );
     for (index, node) in shape.node_ids().into_iter().enumerate() {
         text.push_str(&format!(

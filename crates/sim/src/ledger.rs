@@ -13,9 +13,15 @@
 //!   write commits in the same or a later GCI (DESIGN.md §5). A reader may
 //!   hear of its commit before the writer does, so a check whose writer is
 //!   still unconfirmed waits in `waiting_on` until it is.
+//!
+//! After a whole-cluster crash, `restart` checks the restored rows against
+//! the ledger (the committed prefix up to the restored GCI) and seeds the
+//! ledger the clients continue with.
 
 use signal::Gci;
 use std::collections::{BTreeMap, HashMap};
+
+mod restart;
 
 /// What became of a transaction that wrote.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -42,6 +48,10 @@ pub struct Written {
 struct Record {
     outcome: Outcome,
     writes: Vec<Written>,
+    /// (account, writer) of each account read before writing (none: an
+    /// insert). After a crash, a row's writer leads back through these to
+    /// the insert: the writes the row's value builds on.
+    reads: Vec<(u32, u64)>,
 }
 
 /// The ledger of one run.
@@ -60,13 +70,20 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// Records that `transaction` is about to write `writes`.
-    pub fn will_write(&mut self, transaction: u64, writes: Vec<Written>) -> Result<(), String> {
+    /// Records that `transaction`, having read `reads` (account, writer),
+    /// is about to write `writes` (an insert reads nothing).
+    pub fn will_write(
+        &mut self,
+        transaction: u64,
+        reads: Vec<(u32, u64)>,
+        writes: Vec<Written>,
+    ) -> Result<(), String> {
         let previous = self.records.insert(
             transaction,
             Record {
                 outcome: Outcome::Pending,
                 writes,
+                reads,
             },
         );
         match previous {
@@ -250,8 +267,9 @@ impl Ledger {
 pub struct Tokens {
     /// insert transaction -> (key, outcome).
     inserts: HashMap<u64, (u32, Outcome)>,
-    /// insert transaction -> the committed delete that removed its row.
-    deleter: HashMap<u64, u64>,
+    /// insert transaction -> the committed delete that removed its row,
+    /// and the delete's GCI.
+    deleter: HashMap<u64, (u64, Gci)>,
     committed_inserts: BTreeMap<u32, u64>,
     committed_deletes: BTreeMap<u32, u64>,
     /// insert transaction -> (the committed delete, its GCI) whose GCI
@@ -304,7 +322,7 @@ impl Tokens {
             entry.1 = Outcome::Aborted;
         }
         match self.deleter.get(&transaction) {
-            Some(delete) => Err(format!(
+            Some((delete, _)) => Err(format!(
                 "dirty read: {delete:#x} deleted the row of token insert {transaction:#x}, which aborted"
             )),
             None => Ok(()),
@@ -333,7 +351,7 @@ impl Tokens {
                 self.waiting_on.insert(insert, (transaction, gci));
             }
         }
-        if let Some(other) = self.deleter.insert(insert, transaction) {
+        if let Some((other, _)) = self.deleter.insert(insert, (transaction, gci)) {
             return Err(format!(
                 "token {key}: deletes {other:#x} and {transaction:#x} both removed the row of \
                  insert {insert:#x}"
@@ -352,7 +370,7 @@ impl Tokens {
                  never confirmed"
             ));
         }
-        for (&insert, &delete) in &self.deleter {
+        for (&insert, &(delete, _)) in &self.deleter {
             match self.inserts.get(&insert) {
                 Some((_, Outcome::Committed(_))) => {}
                 other => {
@@ -375,7 +393,7 @@ impl Tokens {
             }
             if let Some(writer) = row {
                 self.check_read(key, writer)?;
-                if let Some(delete) = self.deleter.get(&writer) {
+                if let Some((delete, _)) = self.deleter.get(&writer) {
                     return Err(format!(
                         "token {key}: the row of insert {writer:#x} is there, but {delete:#x} deleted it"
                     ));
@@ -455,11 +473,11 @@ mod tests {
     #[test]
     fn a_chain_with_a_late_writer_confirmation_checks_out() {
         let mut ledger = Ledger::default();
-        ledger.will_write(1, write(5, 10)).unwrap();
+        ledger.will_write(1, vec![], write(5, 10)).unwrap();
         ledger.committed(1, Gci(4), &[]).unwrap();
-        ledger.will_write(2, write(5, 11)).unwrap();
+        ledger.will_write(2, vec![(5, 1)], write(5, 11)).unwrap();
         ledger.check_read(5, 1, 10, &None).unwrap();
-        ledger.will_write(3, write(5, 12)).unwrap();
+        ledger.will_write(3, vec![(5, 2)], write(5, 12)).unwrap();
         // 3 read 2's write and heard of its commit first.
         ledger.committed(3, Gci(6), &[(5, 2)]).unwrap();
         ledger.committed(2, Gci(5), &[(5, 1)]).unwrap();
@@ -471,22 +489,22 @@ mod tests {
     #[test]
     fn lost_updates_dirty_reads_and_gci_inversions_are_caught() {
         let mut ledger = Ledger::default();
-        ledger.will_write(1, write(5, 10)).unwrap();
+        ledger.will_write(1, vec![], write(5, 10)).unwrap();
         ledger.committed(1, Gci(4), &[]).unwrap();
-        ledger.will_write(2, write(5, 11)).unwrap();
-        ledger.will_write(3, write(5, 12)).unwrap();
+        ledger.will_write(2, vec![(5, 1)], write(5, 11)).unwrap();
+        ledger.will_write(3, vec![(5, 1)], write(5, 12)).unwrap();
         ledger.committed(2, Gci(5), &[(5, 1)]).unwrap();
         assert!(ledger.committed(3, Gci(5), &[(5, 1)]).is_err());
 
         let mut ledger = Ledger::default();
-        ledger.will_write(1, write(5, 10)).unwrap();
+        ledger.will_write(1, vec![], write(5, 10)).unwrap();
         ledger.aborted(1).unwrap();
         assert!(ledger.check_read(5, 1, 10, &None).is_err());
 
         let mut ledger = Ledger::default();
-        ledger.will_write(1, write(5, 10)).unwrap();
+        ledger.will_write(1, vec![], write(5, 10)).unwrap();
         ledger.committed(1, Gci(7), &[]).unwrap();
-        ledger.will_write(2, write(5, 11)).unwrap();
+        ledger.will_write(2, vec![(5, 1)], write(5, 11)).unwrap();
         assert!(ledger.committed(2, Gci(6), &[(5, 1)]).is_err());
     }
 }

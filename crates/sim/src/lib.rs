@@ -21,7 +21,10 @@
 //! - `bank`, `plans`, `rows`, `ledger`: the simulated clients, what they do,
 //!   their table, their checker;
 //! - `replicas`: the replica checker (partition scans of every replica);
-//! - `run`: one whole run from a seed, its end-of-run checks and its report.
+//! - `run`: one whole run from a seed, its end-of-run checks and its report;
+//! - `crashes`, `restored`: runs with whole-cluster crashes and restarts,
+//!   the table read back after each, checked against the committed prefix
+//!   up to the restored GCI.
 //!
 //! Architecture invariant: `sim` depends on blocks only through
 //! `datanode::wiring` and the blocks' public accessors; block logic lives
@@ -29,10 +32,12 @@
 
 pub mod bank;
 pub mod config;
+pub mod crashes;
 pub mod disk;
 pub mod ledger;
 mod plans;
 pub mod replicas;
+pub mod restored;
 pub mod rows;
 mod run;
 pub mod simulation;
@@ -40,6 +45,7 @@ pub mod world;
 
 pub use bank::{Bank, BankOptions};
 pub use config::{ClusterShape, NodeLimits};
+pub use crashes::{CrashAt, CrashOptions, CrashRun, CrashRunReport, RestartReport};
 pub use disk::{Disk, DiskFaults};
 pub use run::{SimOptions, SimReport};
 pub use simulation::{Client, NoClient, Simulation};

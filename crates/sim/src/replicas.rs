@@ -14,7 +14,7 @@ use crate::simulation::Client;
 use crate::world::ClientIo;
 use signal::attr::key_hash;
 use signal::partition::bucket;
-use signal::replica_check::{ReplicaCheckReport, ReplicaRows};
+use signal::replica_check::{ReplicaCheckReport, ReplicaRows, ScanRow};
 use signal::schema::TableDef;
 use signal::signals::{PartitionMap, ScanPartitionConf, ScanPartitionReq};
 use signal::{BlockKind, BlockRef, Envelope, NodeId, Signal};
@@ -130,12 +130,13 @@ impl ReplicaChecker {
         }
     }
 
-    /// Compares the replicas of every partition, then checks the primaries
-    /// against what the bank's clients know. Panics on any difference.
-    pub fn finish(&self, bank: &Bank) -> ReplicaCheckReport {
+    /// Compares the replicas of every partition and checks that each row
+    /// lives in the partition its key hashes to. Panics on any difference;
+    /// returns the report and the primaries' rows, partition by partition.
+    pub fn compare(&self) -> (ReplicaCheckReport, Vec<ScanRow>) {
         assert!(self.done(), "replica checker: scans still open");
         let mut report = ReplicaCheckReport::new();
-        let mut rows_held = 0u64;
+        let mut rows = Vec::new();
         for (partition, _) in self.map.partitions.iter().enumerate() {
             let replicas: Vec<ReplicaRows> = self
                 .scans
@@ -162,24 +163,37 @@ impl ReplicaChecker {
                     "replica checker: key {} is in partition {partition}, but hashes to {home}",
                     decoded.id
                 );
-                if let Some(read) = bank.final_rows().get(&decoded.id) {
-                    assert_eq!(
-                        &decoded, read,
-                        "replica checker: account {} on node {} differs from its final read",
-                        decoded.id, primary.node
-                    );
-                }
             }
-            rows_held += primary.rows.len() as u64;
+            rows.extend(primary.rows.iter().cloned());
         }
         assert!(
             report.is_consistent(),
             "replica checker: replicas differ: {report}"
         );
+        (report, rows)
+    }
+
+    /// Compares the replicas of every partition ([`ReplicaChecker::compare`]),
+    /// then checks the primaries against what the bank's clients know: the
+    /// accounts hold what they read last, and the table has exactly the
+    /// rows they expect. Panics on any difference.
+    pub fn finish(&self, bank: &Bank) -> ReplicaCheckReport {
+        let (report, primary_rows) = self.compare();
+        for row in &primary_rows {
+            let decoded = rows::decode_row(&row.values).expect("compare decoded every row");
+            if let Some(read) = bank.final_rows().get(&decoded.id) {
+                assert_eq!(
+                    &decoded, read,
+                    "replica checker: account {} (row {}) differs from its final read",
+                    decoded.id, row.row_id
+                );
+            }
+        }
         assert_eq!(
-            rows_held,
+            primary_rows.len() as u64,
             bank.rows_expected(),
-            "replica checker: the primaries hold {rows_held} rows, the clients expect {}",
+            "replica checker: the primaries hold {} rows, the clients expect {}",
+            primary_rows.len(),
             bank.rows_expected()
         );
         report

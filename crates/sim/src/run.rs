@@ -9,7 +9,9 @@ use crate::config::{
 use crate::replicas::ReplicaChecker;
 use crate::simulation::Simulation;
 use crate::world::ClientIo;
-use signal::replica_check::ReplicaCheckReport;
+use signal::replica_check::{ReplicaCheckReport, ScanRow};
+use signal::schema::TableDef;
+use signal::signals::PartitionMap;
 use signal::{ErrorCode, Gci};
 use std::collections::BTreeMap;
 
@@ -62,6 +64,8 @@ pub struct SimReport {
     pub inactivity_timeouts: u64,
     /// The GCI every tc had switched to at the end.
     pub final_gci: Gci,
+    /// The latest GCI recorded complete (durable) at the end.
+    pub complete_gci: Gci,
     /// Sum of all balances read at the end.
     pub final_total_balance: i64,
     /// Scratch rows at the end.
@@ -116,20 +120,27 @@ impl Simulation {
         simulation.start_nodes();
         let mut bank = Bank::new(options.bank.clone());
         bank.begin(&mut simulation.client_io());
+        simulation.finish_run(&mut bank)
+    }
+
+    /// Runs `bank` (begun) until it has verified everything, lets the nodes
+    /// settle, checks that nothing is left behind, runs the replica checker
+    /// and reports.
+    pub(crate) fn finish_run(&mut self, bank: &mut Bank) -> SimReport {
         while !bank.done() {
             assert!(
-                simulation.step(&mut bank),
+                self.step(bank),
                 "the simulation ran out of events before the bank finished"
             );
         }
-        let settle_until = simulation.world().now_us() + SETTLE_US;
-        simulation.run_until_us(&mut bank, settle_until);
-        simulation.check_settled(&bank);
-        let replica_check = simulation.check_replicas(&bank);
+        let settle_until = self.world().now_us() + SETTLE_US;
+        self.run_until_us(bank, settle_until);
+        self.check_settled(bank);
+        let replica_check = self.check_replicas(bank);
 
         let counters = bank.counters();
         let (lock_wait_timeouts, inactivity_timeouts) =
-            simulation.tcs().fold((0, 0), |(lock, inactive), tc| {
+            self.tcs().fold((0, 0), |(lock, inactive), tc| {
                 let counters = tc.counters();
                 (
                     lock + counters.lock_wait_timeouts,
@@ -137,11 +148,11 @@ impl Simulation {
                 )
             });
         SimReport {
-            seed,
-            cluster: options.cluster,
-            trace_hash: simulation.world().trace_hash(),
-            signals_delivered: simulation.world().delivered(),
-            simulated_us: simulation.world().now_us(),
+            seed: self.seed(),
+            cluster: self.shape(),
+            trace_hash: self.world().trace_hash(),
+            signals_delivered: self.world().delivered(),
+            simulated_us: self.world().now_us(),
             transactions_committed: counters.committed,
             transactions_aborted: counters.aborted,
             rolled_back: counters.rolled_back,
@@ -149,7 +160,8 @@ impl Simulation {
             transfers_committed: counters.transfers_committed,
             lock_wait_timeouts,
             inactivity_timeouts,
-            final_gci: simulation.world().latest_gci(),
+            final_gci: self.world().latest_gci(),
+            complete_gci: self.world().complete_gci(),
             final_total_balance: counters.final_total_balance,
             scratch_rows: counters.scratch_rows,
             stray_refusals: counters.stray_refusals,
@@ -162,10 +174,25 @@ impl Simulation {
 
     /// Runs the replica checker as a simulated API node until every replica
     /// of every partition of the bank table is scanned, and compares them.
-    fn check_replicas(&mut self, bank: &Bank) -> ReplicaCheckReport {
+    pub(crate) fn check_replicas(&mut self, bank: &Bank) -> ReplicaCheckReport {
         let (table, map) = bank
             .described_table()
             .expect("the bank described its table");
+        self.scan_replicas(table, map).finish(bank)
+    }
+
+    /// Reads every row of `table` (placed by `map`) back through the
+    /// production partition scan of every replica, compares the replicas
+    /// (panicking on a difference) and returns the primaries' rows.
+    pub fn read_table(
+        &mut self,
+        table: &TableDef,
+        map: &PartitionMap,
+    ) -> (ReplicaCheckReport, Vec<ScanRow>) {
+        self.scan_replicas(table, map).compare()
+    }
+
+    fn scan_replicas(&mut self, table: &TableDef, map: &PartitionMap) -> ReplicaChecker {
         let mut checker = ReplicaChecker::new(table, map);
         checker.begin(&mut self.client_io());
         let limit = self.world().now_us() + CHECK_LIMIT_US;
@@ -180,7 +207,7 @@ impl Simulation {
                 CHECK_LIMIT_US / 1_000_000
             );
         }
-        checker.finish(bank)
+        checker
     }
 
     /// A client's view of this simulation's world, to start a client.
@@ -193,7 +220,7 @@ impl Simulation {
     /// exactly as the clients' model says on every replica, every section
     /// back in the pool, and the tcs finished exactly the transactions the
     /// clients heard end.
-    fn check_settled(&self, bank: &Bank) {
+    pub(crate) fn check_settled(&self, bank: &Bank) {
         let fail = |message: String| -> ! {
             panic!(
                 "end-of-run check failed at {} us: {message} (timeouts: lock wait \

@@ -9,7 +9,9 @@
 //! the API nodes through a [`Client`].
 
 use crate::config::{cluster_config, ClusterShape, NodeLimits};
+use crate::disk::CrashOutcome;
 use crate::world::{render_delivery, ClientIo, Event, World};
+use config::ClusterConfig;
 use dict::Dict;
 use dih::Dih;
 use kernel::Block;
@@ -110,6 +112,42 @@ pub struct Simulation {
     world: World,
     /// Every block of every node by (node, kind, instance).
     blocks: BTreeMap<(NodeId, BlockKind, u16), Box<dyn SimBlock>>,
+    /// The config every node's blocks are built from (again at a restart).
+    config: ClusterConfig,
+    /// Whole-cluster restarts so far.
+    restarts: u32,
+    /// The test and the test function that rerun a failed seed.
+    replay: (&'static str, &'static str),
+}
+
+/// Every block of every node of `nodes`, built by `datanode::wiring`
+/// from `config`, by (node, kind, instance).
+fn build_blocks(
+    config: &ClusterConfig,
+    nodes: &[NodeId],
+) -> BTreeMap<(NodeId, BlockKind, u16), Box<dyn SimBlock>> {
+    let mut blocks: BTreeMap<(NodeId, BlockKind, u16), Box<dyn SimBlock>> = BTreeMap::new();
+    for &node in nodes {
+        let built = datanode::wiring::build_blocks(config, node)
+            .unwrap_or_else(|error| panic!("cannot build simulated node {node}: {error}"));
+        let mut add = |block: Box<dyn SimBlock>| {
+            let address = block.address();
+            assert_eq!(address.node, node, "wiring built a block of another node");
+            let key = (address.node, address.kind, address.instance);
+            let previous = blocks.insert(key, block);
+            assert!(previous.is_none(), "wiring built {address} twice");
+        };
+        for ldm in built.ldms {
+            add(Box::new(ldm));
+        }
+        for tc in built.tcs {
+            add(Box::new(tc));
+        }
+        add(Box::new(built.dih));
+        add(Box::new(built.dict));
+        add(Box::new(built.membership));
+    }
+    blocks
 }
 
 impl Simulation {
@@ -134,32 +172,15 @@ impl Simulation {
     ) -> Simulation {
         let config = cluster_config(shape, limits);
         let nodes = shape.node_ids();
-        let mut blocks: BTreeMap<(NodeId, BlockKind, u16), Box<dyn SimBlock>> = BTreeMap::new();
-        for &node in &nodes {
-            let built = datanode::wiring::build_blocks(&config, node)
-                .unwrap_or_else(|error| panic!("cannot build simulated node {node}: {error}"));
-            let mut add = |block: Box<dyn SimBlock>| {
-                let address = block.address();
-                assert_eq!(address.node, node, "wiring built a block of another node");
-                let key = (address.node, address.kind, address.instance);
-                let previous = blocks.insert(key, block);
-                assert!(previous.is_none(), "wiring built {address} twice");
-            };
-            for ldm in built.ldms {
-                add(Box::new(ldm));
-            }
-            for tc in built.tcs {
-                add(Box::new(tc));
-            }
-            add(Box::new(built.dih));
-            add(Box::new(built.dict));
-            add(Box::new(built.membership));
-        }
+        let blocks = build_blocks(&config, &nodes);
         Simulation {
             seed,
             shape,
             world: World::new(seed, nodes, take_pool(shape.data_nodes), trace_to_stderr),
             blocks,
+            config,
+            restarts: 0,
+            replay: ("simulation", "replay_seed"),
         }
     }
 
@@ -182,9 +203,21 @@ impl Simulation {
     /// node's membership gets phase 0 from itself, and a NodeConnectedRep
     /// from its transport for every peer, each at a random time (a peer
     /// may connect before the node's start began). Runs until every node's
-    /// membership reported it started.
+    /// membership reported it started. After a [`Simulation::crash`], this
+    /// is the system restart: the same phases, from what the disks hold.
     pub fn start_nodes(&mut self) {
+        let started = self.start_nodes_for(u64::MAX);
+        assert!(started, "an unlimited start ended unstarted");
+    }
+
+    /// Like [`Simulation::start_nodes`], but stops after `max_signals`
+    /// delivered signals if the nodes have not all started by then (so
+    /// that a test can crash the cluster in the middle of its restart).
+    /// Returns whether every node started.
+    pub fn start_nodes_for(&mut self, max_signals: u64) -> bool {
         let nodes = self.world.data_nodes().to_vec();
+        let limit_us = self.world.now_us() + START_LIMIT_US;
+        let until = self.world.delivered().saturating_add(max_signals);
         for &node in &nodes {
             let membership = BlockRef::new(node, BlockKind::Membership, 0);
             let post = |world: &mut World, signal: signal::Signal| {
@@ -205,22 +238,58 @@ impl Simulation {
             for &peer in nodes.iter().filter(|&&peer| peer != node) {
                 let connected = NodeConnectedRep {
                     node: peer,
-                    incarnation: 1,
+                    incarnation: self.restarts + 1,
                 };
                 post(&mut self.world, connected.into());
             }
         }
         while !self.world.all_started() {
+            if self.world.delivered() >= until {
+                return false;
+            }
             assert!(
                 self.step(&mut NoClient),
                 "the nodes ran out of work before they all started"
             );
             assert!(
-                self.world.now_us() < START_LIMIT_US,
+                self.world.now_us() < limit_us,
                 "the nodes did not all start within {} simulated seconds",
                 START_LIMIT_US / 1_000_000
             );
         }
+        true
+    }
+
+    /// The whole cluster crashes now, at whatever point its work had
+    /// reached: every signal in flight, timer and disk answer is dropped,
+    /// every disk loses what was not synced (or keeps it torn, see
+    /// [`crate::Disk::crash`]), and every block is thrown away. Fresh blocks
+    /// are built from the same config over the same disks; nothing runs
+    /// until [`Simulation::start_nodes`] restarts them. The API nodes'
+    /// connections are gone with the events: a client must register again.
+    /// Returns what each node's disk lost.
+    pub fn crash(&mut self) -> Vec<(NodeId, CrashOutcome)> {
+        let outcome = self.world.crash();
+        // The old blocks go first, returning their sections to the pool.
+        self.blocks.clear();
+        self.blocks = build_blocks(&self.config, self.world.data_nodes());
+        self.restarts += 1;
+        outcome
+    }
+
+    /// A failure report names `test`'s `function` to rerun the seed.
+    pub(crate) fn set_replay(&mut self, test: &'static str, function: &'static str) {
+        self.replay = (test, function);
+    }
+
+    /// Whole-cluster crashes so far.
+    pub fn restarts(&self) -> u32 {
+        self.restarts
+    }
+
+    /// The world, to inject disk faults or corrupt a file at rest.
+    pub fn world_mut(&mut self) -> &mut World {
+        &mut self.world
     }
 
     /// Runs the next event. Returns false when none is left.
@@ -333,15 +402,17 @@ impl Drop for Simulation {
                 data_nodes,
                 replicas,
             } = self.shape;
+            let (test, replay) = self.replay;
             let mut text = format!(
                 "\nsim: seed {seed} ({data_nodes} data nodes, replicas {replicas}) FAILED at {} us \
-                 simulated after {} signals.\n\
+                 simulated after {} signals and {} whole-cluster restarts.\n\
                  sim: rerun it with\n    SIM_SEED={seed} SIM_NODES={data_nodes} \
-                 SIM_REPLICAS={replicas} cargo test -p sim --release --test simulation -- \
-                 --ignored replay_seed --nocapture\n\
+                 SIM_REPLICAS={replicas} cargo test -p sim --release --test {test} -- \
+                 --ignored {replay} --nocapture\n\
                  sim: (add SIM_TRACE=1 to print every signal). Blocks:\n",
                 self.world.now_us(),
-                self.world.delivered()
+                self.world.delivered(),
+                self.restarts
             );
             for tc in self.tcs() {
                 let counters = tc.counters();

@@ -24,7 +24,7 @@
 //! example, a block starting to use randomness does not shift every network
 //! delay of the run.
 
-use crate::disk::Disk;
+use crate::disk::{CrashOutcome, Disk};
 use kernel::{Context, Report};
 use signal::fs::FsOperation;
 use signal::signals::FsConf;
@@ -107,6 +107,8 @@ pub struct Delivery {
 struct NodeReports {
     started: bool,
     latest_gci: signal::Gci,
+    complete_gci: signal::Gci,
+    restored_gci: signal::Gci,
     schema_version: u32,
 }
 
@@ -259,6 +261,20 @@ impl World {
             .unwrap_or(signal::Gci(0))
     }
 
+    /// The highest GCI any node's dih recorded complete in its system file.
+    pub fn complete_gci(&self) -> signal::Gci {
+        self.reports
+            .values()
+            .map(|reports| reports.complete_gci)
+            .max()
+            .unwrap_or(signal::Gci(0))
+    }
+
+    /// The GCI `node` restored at its last start.
+    pub fn restored_gci_of(&self, node: NodeId) -> signal::Gci {
+        self.reports_of(node).restored_gci
+    }
+
     /// The GCI the dih of `node` last reported.
     pub fn latest_gci_of(&self, node: NodeId) -> signal::Gci {
         self.reports_of(node).latest_gci
@@ -277,6 +293,25 @@ impl World {
     /// Whether `node` is a simulated data node.
     pub fn is_data_node(&self, node: NodeId) -> bool {
         self.nodes.binary_search(&node).is_ok()
+    }
+
+    /// The whole cluster crashed: every event still scheduled (signals in
+    /// flight between blocks, nodes and API nodes, timers of blocks and
+    /// clients, answers of the disks) is dropped, every disk loses its page
+    /// cache ([`Disk::crash`]), and each node's start is forgotten (it
+    /// reports started again after its restart). What the nodes reported of
+    /// GCIs stays: the restarted nodes must continue above it (new GCIs,
+    /// complete GCIs never go down). Returns what each disk's crash did.
+    pub(crate) fn crash(&mut self) -> Vec<(NodeId, CrashOutcome)> {
+        self.events.clear();
+        self.last_delivery_us.clear();
+        for reports in self.reports.values_mut() {
+            reports.started = false;
+        }
+        self.disks
+            .iter_mut()
+            .map(|(&node, disk)| (node, disk.crash()))
+            .collect()
     }
 
     /// The next signals go from a block of `node` (its reports are its own).
@@ -472,6 +507,16 @@ impl Context for World {
                 reports.latest_gci = gci;
             }
             Report::SchemaVersion(version) => reports.schema_version = version,
+            Report::CompleteGci(gci) => {
+                assert!(
+                    gci >= reports.complete_gci,
+                    "node {node} reported complete GCI {gci} after {}",
+                    reports.complete_gci
+                );
+                reports.complete_gci = gci;
+            }
+            Report::RestoredGci(gci) => reports.restored_gci = gci,
+            Report::Phase { .. } => {}
         }
     }
 

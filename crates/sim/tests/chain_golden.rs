@@ -74,6 +74,7 @@ impl Cluster {
                         address: BlockRef::new(node, BlockKind::Ldm, 0),
                         data_memory_bytes: 4 << 20,
                         max_operations: 64,
+                        redo: None,
                     })
                 })
                 .collect(),
@@ -96,7 +97,7 @@ impl Cluster {
         let dict = BlockRef::new(NodeId(2), BlockKind::Dict, 0);
         let dih = BlockRef::new(NodeId(2), BlockKind::Dih, 0);
         let membership = BlockRef::new(NodeId(2), BlockKind::Membership, 0);
-        for phase in 1..=3 {
+        for phase in signal::phases::PHASES.iter().copied() {
             cluster.post(membership, TC, StartPhaseReq { phase });
         }
         cluster.post(

@@ -244,6 +244,7 @@ fn a_batch_larger_than_the_tcs_operation_records_is_refused_as_too_many_operatio
     let limits = NodeLimits {
         max_concurrent_operations: 64,
         max_concurrent_transactions: 16,
+        ..NodeLimits::default()
     };
     let share = limits.max_concurrent_operations / u32::from(TC_INSTANCES);
     let mut scenario = Scenario::with_limits(14, limits);

@@ -39,6 +39,7 @@ fn tight_limits() -> SimOptions {
         limits: NodeLimits {
             max_concurrent_operations: 64,
             max_concurrent_transactions: 16,
+            ..NodeLimits::default()
         },
         ..SimOptions::default()
     }
@@ -136,6 +137,12 @@ fn the_workload_reaches_every_ending() {
     );
     assert!(report.transfers_committed > TRANSACTIONS / 2);
     assert!(report.final_gci > signal::Gci::from_parts(1, 0));
+    // Global checkpoints became durable: redo markers fsynced on every
+    // ldm, system files written on every node.
+    assert!(
+        report.complete_gci >= signal::Gci::from_parts(1, 0),
+        "no GCI became complete in {report:?}"
+    );
 }
 
 #[test]
@@ -196,6 +203,12 @@ fn a_cluster_reaches_every_ending() {
     );
     assert!(report.transfers_committed > TRANSACTIONS / 2);
     assert!(report.final_gci > signal::Gci::from_parts(1, 0));
+    // Global checkpoints became durable: redo markers fsynced on every
+    // ldm, system files written on every node.
+    assert!(
+        report.complete_gci >= signal::Gci::from_parts(1, 0),
+        "no GCI became complete in {report:?}"
+    );
 }
 
 #[test]

@@ -10,4 +10,5 @@
 
 pub mod lcp_control;
 pub mod redo;
+pub mod schema_file;
 pub mod system_file;

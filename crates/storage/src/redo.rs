@@ -35,10 +35,10 @@ mod tests;
 
 use std::fmt;
 
-pub use appender::{AppendError, AppenderConfig, PageWrite, RedoAppender};
+pub use appender::{record_bytes, AppendError, AppenderConfig, PageWrite, RedoAppender};
 pub use format::encode_file_header;
 pub use replay::ReplayFilter;
-pub use scan::{scan_part, EndKind, LogEnd, PartScan, RecordCursor};
+pub use scan::{oldest_start_lsn, scan_part, EndKind, LogEnd, PartScan, RecordCursor};
 
 /// Bytes of a page: the unit of writing and of torn-write detection (the
 /// memory page size, and the physical sector of current drives).

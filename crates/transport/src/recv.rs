@@ -258,9 +258,10 @@ impl std::fmt::Display for CloseReason {
 fn api_receiver(signal: &Signal) -> Option<BlockKind> {
     match signal {
         Signal::ApiRegReq(_) => Some(BlockKind::Membership),
-        Signal::TcKeyReq(_) | Signal::TcCommitReq(_) | Signal::TcRollbackReq(_) => {
-            Some(BlockKind::Tc)
-        }
+        Signal::TcKeyReq(_)
+        | Signal::TcCommitReq(_)
+        | Signal::TcRollbackReq(_)
+        | Signal::GciWaitReq(_) => Some(BlockKind::Tc),
         Signal::CreateTabReq(_)
         | Signal::DropTabReq(_)
         | Signal::GetTabInfoReq(_)

@@ -4,10 +4,11 @@
 //! learning tables from the master and answering GET_TABINFO and
 //! LIST_TABLES with the master's schema version.
 
-use crate::{Dict, DictConfig, DROP_RETRY_DELAY_MS};
+use crate::{schema_sync_tests, Dict, DictConfig, DROP_RETRY_DELAY_MS};
 use kernel::testing::{delayed_line, deliver, line, RecordingContext};
 use kernel::{Context, Report};
 use signal::partition::BUCKETS;
+use signal::phases::{self, PHASES};
 use signal::schema::{ColumnDef, ColumnType, TableDef};
 use signal::signals::{
     AddTabConf, CreateTabConf, CreateTabReq, DiAddTabConf, DiAddTabReq, DictAddTabReq, DropTabConf,
@@ -41,11 +42,15 @@ fn started_dict(node: u16, nodes: &[u16]) -> (Dict, RecordingContext) {
             .collect(),
         replicas: 2,
         redo_log_parts: 2,
+        diskless: true,
     });
     let mut ctx = RecordingContext::new();
-    for phase in 1..=3 {
+    for &phase in PHASES {
         let membership = block(node, BlockKind::Membership, 0);
         deliver(&mut dict, &mut ctx, membership, StartPhaseReq { phase });
+        if phase == phases::RESTORE_SCHEMA {
+            schema_sync_tests::agree_on_no_schema(&mut dict, &mut ctx);
+        }
     }
     ctx.sent.clear();
     (dict, ctx)
@@ -424,6 +429,7 @@ fn a_dict_that_is_not_master_refuses_creates_and_drops_even_before_start() {
         data_nodes: vec![(NodeId(2), 0), (NodeId(1), 0)],
         replicas: 2,
         redo_log_parts: 1,
+        diskless: true,
     });
     assert!(!dict.is_master(), "node 1 is the lowest id, in any order");
     let mut ctx = RecordingContext::new();

@@ -11,9 +11,12 @@
 //!   |               |<-- AddTabConf ---------|          |          |
 //!   |               |<-- AddTabConf ---------------------|          |
 //!   |               |   (every tc and ldm has it)                   |
-//!   |               |-- DictAddTabReq{schema version + 1} ---------->|  online there
+//!   |               |-- DictAddTabReq{schema version + 1} ---------->|  online there,
+//!   |               |                                                |  schema file written
 //!   |               |<-- AddTabConf ---------------------------------|
-//!   |<-CreateTabConf-|  online here (schema version + 1)
+//!   |               |  online here (schema version + 1),
+//!   |               |  schema file written
+//!   |<-CreateTabConf-|
 //! ```
 //!
 //! The table is invisible (GET_TABINFO does not find it) on any dict until
@@ -24,15 +27,19 @@
 //! DictAddTabReq with the first round would save a round trip but let a
 //! client read the table's definition at one node and send an operation
 //! to a tc or ldm that has not added it yet.)
+//!
+//! Every dict writes its schema file (`persistence.rs`) before it confirms,
+//! the master last: a table confirmed to the client survives a restart of
+//! the whole cluster, and the master's file, written last, never holds a
+//! table that another dict's file lacks.
 
+use crate::persistence::AfterSave;
 use crate::requests::{CreateStep, Operation};
 use crate::tables::TableState;
 use crate::Dict;
 use kernel::Context;
 use signal::schema::TableDef;
-use signal::signals::{
-    CreateTabConf, DiAddTabConf, DiAddTabReq, DictAddTabReq, LqhAddTabReq, TcAddTabReq,
-};
+use signal::signals::{DiAddTabConf, DiAddTabReq, DictAddTabReq, LqhAddTabReq, TcAddTabReq};
 use signal::{BlockKind, BlockRef, ErrorCode};
 use std::sync::Arc;
 
@@ -173,28 +180,20 @@ impl Dict {
         }
     }
 
-    /// The table is on every block of the cluster: online, and the client
-    /// told.
+    /// The table is on every block of the cluster (and in every other
+    /// dict's schema file): online here, then into this dict's schema file.
+    /// The client is told once that file is durable
+    /// (`Dict::operation_saved`), so a table confirmed to a client is in
+    /// every node's schema file.
     fn create_done(&mut self, ctx: &mut dyn Context) {
-        let Some(Operation::Create {
-            requester,
-            request_id,
-            table,
-            ..
-        }) = &self.running
-        else {
+        let Some(Operation::Create { table, step, .. }) = &mut self.running else {
             unreachable!("create_done runs within a create");
         };
-        let (requester, request_id, table) = (*requester, *request_id, Arc::clone(table));
+        *step = CreateStep::Saving;
+        let table_id = table.id;
         self.tables
-            .change_state(table.id, TableState::Creating, TableState::Online);
+            .change_state(table_id, TableState::Creating, TableState::Online);
         self.bump_schema_version(ctx);
-        let conf = CreateTabConf {
-            request_id,
-            table_id: table.id,
-            table_version: table.version,
-        };
-        kernel::send(ctx, self.address, requester, conf);
-        self.finish_operation(ctx);
+        self.save_schema(AfterSave::AnswerClient, ctx);
     }
 }

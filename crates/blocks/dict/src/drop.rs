@@ -13,8 +13,12 @@
 //!   |              |-- DropTabOrd ------------------->|                 |
 //!   |              |<-- DropTabRep{busy: false} ------|  partitions freed
 //!   |              |-- DropTabOrd ------------------------------------->|  forget it,
-//!   |              |<-- DropTabRep{busy: false} ------------------------|  version + 1
-//!   |<-DropTabConf-|  (table removed, schema version + 1)
+//!   |              |                                                    |  version + 1,
+//!   |              |                                                    |  schema file written
+//!   |              |<-- DropTabRep{busy: false} ------------------------|
+//!   |              |  (table removed, schema version + 1,
+//!   |              |   schema file written)
+//!   |<-DropTabConf-|
 //! ```
 //!
 //! The tcs go first so that no new operation reaches an ldm once the ldms
@@ -22,12 +26,15 @@
 //! is asked again until it is done. A tc saying busy is asked again the
 //! same way. The other dicts go last: until then they still hand out the
 //! definition, and an operation routed with it is refused by the tc.
+//! As for a create, every dict writes its schema file before it confirms,
+//! the master last, so a drop confirmed to the client survives a restart.
 
+use crate::persistence::AfterSave;
 use crate::requests::{DropStep, Operation};
 use crate::tables::TableState;
 use crate::Dict;
 use kernel::Context;
-use signal::signals::{DropTabConf, DropTabOrd, DropTabRep};
+use signal::signals::{DropTabOrd, DropTabRep};
 use signal::{BlockKind, BlockRef, Envelope, ErrorCode};
 
 /// How long a block that is busy with the table gets before it is asked
@@ -69,13 +76,7 @@ impl Dict {
         report: DropTabRep,
         ctx: &mut dyn Context,
     ) {
-        let Some(Operation::Drop {
-            requester,
-            request_id,
-            table_id,
-            step,
-        }) = &mut self.running
-        else {
+        let Some(Operation::Drop { table_id, step, .. }) = &mut self.running else {
             panic!(
                 "dict {}: DropTabRep from {from} while no drop runs",
                 self.address
@@ -85,7 +86,7 @@ impl Dict {
             report.table_id, *table_id,
             "DropTabRep from {from} for another table than the one being dropped"
         );
-        let (requester, request_id, table_id) = (*requester, *request_id, *table_id);
+        let table_id = *table_id;
         let answers = match (*step, from.kind) {
             (DropStep::Coordinators, BlockKind::Tc) => &mut self.tcs,
             (DropStep::DataManagers, BlockKind::Ldm) => &mut self.ldms,
@@ -113,6 +114,7 @@ impl Dict {
                 Some((DropStep::Dictionaries, &mut self.dicts))
             }
             DropStep::DataManagers | DropStep::Dictionaries => None,
+            DropStep::Saving => unreachable!("no DropTabRep is accepted while saving"),
         };
         if let Some((next_step, blocks)) = next {
             *step = next_step;
@@ -122,9 +124,11 @@ impl Dict {
             }
             return;
         }
+        *step = DropStep::Saving;
         self.tables.remove(table_id);
         self.bump_schema_version(ctx);
-        kernel::send(ctx, self.address, requester, DropTabConf { request_id });
-        self.finish_operation(ctx);
+        // The client hears once the schema file no longer holds the table
+        // (`Dict::operation_saved`).
+        self.save_schema(AfterSave::AnswerClient, ctx);
     }
 }

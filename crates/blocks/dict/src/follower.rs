@@ -5,21 +5,28 @@
 //!
 //! ```text
 //!  master dict                        this dict
-//!   |-- DictAddTabReq{table, map, v} ->|  online, schema version v
+//!   |-- DictAddTabReq{table, map, v} ->|  online, schema version v,
+//!   |                                  |  schema file written
 //!   |<-------------------- AddTabConf -|
-//!   |-- DropTabOrd{table} ------------>|  removed, schema version + 1
+//!   |-- DropTabOrd{table} ------------>|  removed, schema version + 1,
+//!   |                                  |  schema file written
 //!   |<-------- DropTabRep{busy: false} -|
 //! ```
+//!
+//! Each confirmation waits until this dict's own schema file holds the
+//! change (`persistence.rs`), so the master confirms its client only once
+//! every node's file does.
 
+use crate::persistence::AfterSave;
 use crate::tables::TableState;
 use crate::Dict;
 use kernel::Context;
-use signal::signals::{AddTabConf, DictAddTabReq, DropTabRep};
+use signal::signals::DictAddTabReq;
 use signal::BlockRef;
 
 impl Dict {
     /// Checks that `from` is the master and this dict is not.
-    fn check_from_master(&self, from: BlockRef, what: &str) {
+    pub(crate) fn check_from_master(&self, from: BlockRef, what: &str) {
         assert!(
             from == self.master && !self.is_master(),
             "dict {}: {what} from {from}, but {} is the master",
@@ -43,7 +50,11 @@ impl Dict {
         let table_id = request.table.id;
         self.tables.insert_online(request.table, request.map);
         self.set_schema_version(request.schema_version, ctx);
-        kernel::send(ctx, self.address, from, AddTabConf { table_id });
+        let confirm = AfterSave::ConfirmAdd {
+            master: from,
+            table_id,
+        };
+        self.save_schema(confirm, ctx);
     }
 
     /// The master dropped a table from every tc and ldm: forget it.
@@ -53,10 +64,10 @@ impl Dict {
             .change_state(table_id, TableState::Online, TableState::Dropping);
         self.tables.remove(table_id);
         self.bump_schema_version(ctx);
-        let report = DropTabRep {
+        let confirm = AfterSave::ConfirmDrop {
+            master: from,
             table_id,
-            busy: false,
         };
-        kernel::send(ctx, self.address, from, report);
+        self.save_schema(confirm, ctx);
     }
 }

@@ -11,42 +11,64 @@
 //!   (one runs at a time), GET_TABINFO and LIST_TABLES;
 //! - `create.rs`, `drop.rs`: the create and drop protocols;
 //! - `follower.rs`: a non-master dict learning tables from the master;
-//! - `tables.rs`: the table registry.
+//! - `tables.rs`: the table registry;
+//! - `persistence.rs`: the schema file, written after every create and
+//!   drop before it is confirmed, and read at start;
+//! - `restore.rs`: start phase RESTORE_SCHEMA, the agreed schema put back
+//!   on this node's tcs and ldms;
+//! - `schema_sync.rs`: the agreement of that phase, the master's schema
+//!   sent to every other dict, which takes it in place of its own.
 //!
 //! The president's dict (the lowest configured data node id) is the
 //! master: it alone runs creates and drops, on the tcs and ldms of every
 //! data node, then tells every other dict, so that each answers
-//! GET_TABINFO and LIST_TABLES for every online table. The other dicts refuse creates and
-//! drops with `NotMaster` (temporary: the client retries at the
-//! president).
+//! GET_TABINFO and LIST_TABLES for every online table. The other dicts
+//! refuse creates and drops with `NotMaster` (temporary: the client retries
+//! at the president).
+//!
+//! Every dict keeps the schema in its own schema file, so a restart of the
+//! whole cluster finds the tables again (docs/schema-file-format.md); at
+//! that restart the master's file wins, as in NDB.
 
 mod create;
 mod drop;
 mod follower;
+mod persistence;
 mod requests;
+mod restore;
+mod schema_sync;
 mod tables;
 
 #[cfg(test)]
 mod cluster_tests;
 #[cfg(test)]
+mod persistence_tests;
+#[cfg(test)]
 mod robustness_tests;
+#[cfg(test)]
+mod schema_sync_tests;
 #[cfg(test)]
 mod tests;
 
 pub use drop::DROP_RETRY_DELAY_MS;
+pub use persistence::{FILE_RETRY_DELAY_MS, SCHEMA_FILE, SCHEMA_FILE_TEMPORARY};
 pub use requests::QUEUE_CAPACITY;
+pub use schema_sync::SYNC_RETRY_DELAY_MS;
 
 use kernel::answers::Answers;
 use kernel::{Context, Report};
+use persistence::{SchemaFile, StoredSchema, FILE_RETRY_JOB};
 use requests::{Operation, QueuedRequest};
-use signal::signals::StartPhaseConf;
-use signal::{codec, refusal, BlockKind, BlockRef, Envelope, NodeId, Signal};
+use restore::Restore;
+use schema_sync::{Incoming, Outgoing, SYNC_RETRY_JOB};
+use signal::signals::{ContinueB, StartPhaseConf};
+use signal::{codec, phases, refusal, BlockKind, BlockRef, Envelope, NodeId, Signal};
 use std::collections::{HashSet, VecDeque};
 use tables::Tables;
 
 /// The start phase from which dict takes schema requests (membership's
 /// start module documents every phase).
-pub const SCHEMA_PHASE: u8 = 2;
+pub const SCHEMA_PHASE: u8 = signal::phases::SCHEMA;
 
 /// Most partitions a table may ask for.
 pub const MAX_PARTITIONS: u32 = 1024;
@@ -68,6 +90,11 @@ pub struct DictConfig {
     pub replicas: u8,
     /// Redo log parts per node (dih assigns them; kept for the same reason).
     pub redo_log_parts: u32,
+    /// True: keep the schema in memory only, never reading or writing the
+    /// schema file (the cluster's `diskless` setting); every start is then
+    /// an initial one. False (the default): write the schema file after
+    /// every create and drop before confirming it, and read it at start.
+    pub diskless: bool,
 }
 
 /// The dict block.
@@ -94,6 +121,21 @@ pub struct Dict {
     ldms: Answers,
     /// Every other data node's dict and who answered the current round.
     dicts: Answers,
+    /// The schema file: the read or write under way, the changes waiting.
+    schema_file: SchemaFile,
+    /// What the schema file held at start, until RESTORE_SCHEMA uses it.
+    stored_schema: Option<StoredSchema>,
+    /// The schema file's bytes as read at start, until RESTORE_SCHEMA: the
+    /// master sends them to the other dicts, which compare them with
+    /// their own.
+    stored_file: Option<Vec<u8>>,
+    /// Phase RESTORE_SCHEMA, while it runs.
+    restoring: Option<Restore>,
+    /// The master, in RESTORE_SCHEMA: its schema on its way to the other
+    /// dicts.
+    outgoing: Option<Outgoing>,
+    /// Another dict: the master's schema as it arrives.
+    incoming: Incoming,
 }
 
 impl Dict {
@@ -161,6 +203,12 @@ impl Dict {
             tcs: Answers::new(tcs),
             ldms: Answers::new(ldms),
             dicts: Answers::new(dicts),
+            schema_file: SchemaFile::new(config.diskless),
+            stored_schema: None,
+            stored_file: None,
+            restoring: None,
+            outgoing: None,
+            incoming: Incoming::default(),
         }
     }
 
@@ -176,9 +224,17 @@ impl Dict {
         self.schema_version
     }
 
+    /// A start phase: dict reads its schema file in INITIALISE and, in
+    /// RESTORE_SCHEMA, agrees with the other dicts on the master's schema
+    /// and puts its tables back; each confirms when done. Other phases are
+    /// confirmed at once.
     fn start_phase(&mut self, from: BlockRef, phase: u8, ctx: &mut dyn Context) {
         self.phase = self.phase.max(phase);
-        kernel::send(ctx, self.address, from, StartPhaseConf { phase });
+        match phase {
+            phases::INITIALISE => self.read_schema_file(from, ctx),
+            phases::RESTORE_SCHEMA => self.restore_schema(from, ctx),
+            _ => kernel::send(ctx, self.address, from, StartPhaseConf { phase }),
+        }
     }
 
     /// The schema version after the next create or drop.
@@ -220,13 +276,27 @@ impl kernel::Block for Dict {
             Signal::ListTablesReq(request) => self.list_tables(from, request, ctx),
             // From dih, and from the tcs, ldms and dicts of every node.
             Signal::DiAddTabConf(conf) => self.distribution_conf(from, conf, ctx),
+            Signal::AddTabConf(conf) if self.restoring.is_some() => {
+                self.restored_table_added(from, conf.table_id, ctx)
+            }
             Signal::AddTabConf(conf) => self.add_table_conf(from, conf.table_id, ctx),
             Signal::DropTabRep(report) => self.drop_table_report(from, report, ctx),
             // From the master dict (at the others).
             Signal::DictAddTabReq(request) => self.table_added(from, request, ctx),
             Signal::DropTabOrd(order) => self.table_dropped(from, order.table_id, ctx),
+            Signal::SchemaSyncReq(request) => self.schema_sync_req(from, request, ctx),
+            // From the other dicts (at the master).
+            Signal::SchemaSyncConf(conf) => self.schema_sync_conf(from, conf, ctx),
             Signal::StartPhaseReq(request) => self.start_phase(from, request.phase, ctx),
             Signal::ApiFailRep(report) => self.api_failed(report.node),
+            // From this node's file service, and from dict itself.
+            Signal::FsConf(conf) => self.file_answer(from, conf, ctx),
+            Signal::ContinueB(ContinueB {
+                job: FILE_RETRY_JOB,
+            }) if from == self.address => self.retry_file_request(ctx),
+            Signal::ContinueB(ContinueB {
+                job: SYNC_RETRY_JOB,
+            }) if from == self.address => self.retry_schema_chunks(ctx),
             other if codec::is_api_request(other.number()) => {
                 if let Some(reply) = refusal::refuse_api_request(&other) {
                     kernel::send(ctx, self.address, from, reply);

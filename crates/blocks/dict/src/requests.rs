@@ -21,10 +21,10 @@ use crate::{Dict, MAX_PARTITIONS, SCHEMA_PHASE};
 use kernel::Context;
 use signal::schema::TableDef;
 use signal::signals::{
-    CreateTabReq, DropTabReq, GetTabInfoConf, GetTabInfoReq, ListTablesConf, ListTablesReq,
-    SchemaRef,
+    CreateTabConf, CreateTabReq, DropTabConf, DropTabReq, GetTabInfoConf, GetTabInfoReq,
+    ListTablesConf, ListTablesReq, SchemaRef,
 };
-use signal::{BlockRef, ErrorCode, NodeId};
+use signal::{BlockRef, ErrorCode, NodeId, Signal};
 use std::sync::Arc;
 
 /// Most schema requests waiting behind the running one; more get
@@ -75,6 +75,8 @@ pub(crate) enum CreateStep {
     Adding,
     /// Waiting for every other dict to take the table.
     Announcing,
+    /// Online here; waiting for this dict's schema file to hold it.
+    Saving,
 }
 
 /// Where a drop stands.
@@ -86,6 +88,8 @@ pub(crate) enum DropStep {
     DataManagers,
     /// Waiting for every other dict to forget the table.
     Dictionaries,
+    /// Removed here; waiting for this dict's schema file to lose it.
+    Saving,
 }
 
 impl Dict {
@@ -110,7 +114,7 @@ impl Dict {
         !master
     }
 
-    /// Refuses a request that arrived before start phase 2; true if so.
+    /// Refuses a request that arrived before the schema phase; true if so.
     fn refused_before_start(&self, from: BlockRef, request_id: u32, ctx: &mut dyn Context) -> bool {
         let started = self.phase >= SCHEMA_PHASE;
         if !started {
@@ -274,6 +278,43 @@ impl Dict {
                 }
             }
         }
+    }
+
+    /// This dict's schema file holds the running create or drop, the last
+    /// step of either: answer its client, then start the next.
+    pub(crate) fn operation_saved(&mut self, ctx: &mut dyn Context) {
+        let (requester, conf): (BlockRef, Signal) = match &self.running {
+            Some(Operation::Create {
+                requester,
+                request_id,
+                table,
+                step: CreateStep::Saving,
+            }) => {
+                let conf = CreateTabConf {
+                    request_id: *request_id,
+                    table_id: table.id,
+                    table_version: table.version,
+                };
+                (*requester, conf.into())
+            }
+            Some(Operation::Drop {
+                requester,
+                request_id,
+                step: DropStep::Saving,
+                ..
+            }) => {
+                let conf = DropTabConf {
+                    request_id: *request_id,
+                };
+                (*requester, conf.into())
+            }
+            _ => panic!(
+                "dict {}: the schema file was saved for a create or drop, but none waits for it",
+                self.address
+            ),
+        };
+        kernel::send(ctx, self.address, requester, conf);
+        self.finish_operation(ctx);
     }
 
     /// The running operation finished: start the next.

@@ -14,6 +14,7 @@
 use crate::{Dict, DictConfig, MAX_PARTITIONS};
 use kernel::testing::{deliver, RecordingContext};
 use kernel::Context;
+use signal::phases::{self, PHASES};
 use signal::schema::{ColumnDef, ColumnType, TableDef};
 use signal::signals::*;
 use signal::{codec, BlockKind, BlockRef, NodeId, Signal, TransactionId};
@@ -89,13 +90,14 @@ impl Fuzz {
             data_nodes: vec![(NODE, 0), (FOLLOWER.node, 0)],
             replicas: 2,
             redo_log_parts: 2,
+            diskless: true,
         };
         let mut follower = Dict::new(DictConfig {
             address: FOLLOWER,
             ..config.clone()
         });
         let mut follower_ctx = RecordingContext::new();
-        for phase in 1..=3 {
+        for &phase in PHASES {
             let membership = BlockRef::new(FOLLOWER.node, BlockKind::Membership, 0);
             deliver(
                 &mut follower,
@@ -118,8 +120,16 @@ impl Fuzz {
             answers: HashMap::new(),
             creating: HashSet::new(),
         };
-        for phase in 1..=3 {
+        for &phase in PHASES {
             fuzz.deliver(MEMBERSHIP, StartPhaseReq { phase });
+            if phase == phases::RESTORE_SCHEMA {
+                // The dicts agree on the schema before the next phase.
+                let (block, request) = fuzz.to_blocks.pop().expect("the master's schema");
+                assert!(fuzz.to_blocks.is_empty() && matches!(request, Signal::SchemaSyncReq(_)));
+                fuzz.to_blocks.push((block, request));
+                fuzz.block_answer();
+                assert!(fuzz.follower.restoring.is_none() && fuzz.dict.restoring.is_none());
+            }
         }
         fuzz
     }
@@ -321,6 +331,17 @@ impl Fuzz {
                 assert_eq!(reply.envelope.to, DICT);
                 let reply = self.follower_ctx.sent.pop().expect("one reply");
                 self.deliver(FOLLOWER, reply.envelope.signal);
+            }
+            // At start: the master's schema ("no schema", diskless), which
+            // ends the other dict's phase RESTORE_SCHEMA.
+            Signal::SchemaSyncReq(request) if block == FOLLOWER => {
+                deliver(&mut self.follower, &mut self.follower_ctx, DICT, request);
+                for reply in std::mem::take(&mut self.follower_ctx.sent) {
+                    match reply.envelope.to {
+                        DICT => self.deliver(FOLLOWER, reply.envelope.signal),
+                        to => assert_eq!(to.kind, BlockKind::Membership),
+                    }
+                }
             }
             Signal::DropTabOrd(order) => {
                 let busy = block.kind == BlockKind::Ldm && self.below(4) == 0;

@@ -148,6 +148,64 @@ impl Tables {
         entry.state = to;
     }
 
+    /// The tables the schema file holds, in id order: every table from the
+    /// moment it is online until it is removed (a table being created is
+    /// not in it yet; one being dropped still is).
+    pub(crate) fn stored(&self) -> impl Iterator<Item = &TableEntry> {
+        self.entries
+            .iter()
+            .flatten()
+            .filter(|entry| entry.state != TableState::Creating)
+    }
+
+    /// Index = table id: the version each id last had (0: never used).
+    pub(crate) fn id_versions(&self) -> &[u32] {
+        &self.versions
+    }
+
+    /// The registry as the schema file recorded it: every table online,
+    /// and the last version of every id (so a new table never reuses an
+    /// id's version). The file was checked when decoded (ids in order,
+    /// versions matching, names unique), so a violation here is a bug.
+    pub(crate) fn restored(
+        id_versions: Vec<u32>,
+        tables: Vec<(Arc<TableDef>, Arc<PartitionMap>)>,
+    ) -> Tables {
+        let mut restored = Tables {
+            entries: Vec::new(),
+            names: HashMap::with_capacity(tables.len()),
+            versions: Vec::new(),
+        };
+        restored.entries.resize_with(id_versions.len(), || None);
+        for (definition, map) in tables {
+            let id = definition.id as usize;
+            assert_eq!(
+                id_versions.get(id),
+                Some(&definition.version),
+                "restored table {id} must have its id's last version"
+            );
+            assert!(
+                restored.entries[id].is_none(),
+                "restored table id {id} twice"
+            );
+            let previous = restored
+                .names
+                .insert(definition.name.clone(), definition.id);
+            assert!(
+                previous.is_none(),
+                "restored table name {:?} twice",
+                definition.name
+            );
+            restored.entries[id] = Some(TableEntry {
+                definition,
+                state: TableState::Online,
+                map: Some(map),
+            });
+        }
+        restored.versions = id_versions;
+        restored
+    }
+
     /// Forgets a dropped table (its id's version counter stays).
     pub(crate) fn remove(&mut self, table_id: u32) {
         let entry = self.entries[table_id as usize]

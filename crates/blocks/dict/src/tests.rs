@@ -1,13 +1,14 @@
 //! dict's tests: golden traces of create and drop (the exact signals, with
 //! the blocks' replies fed back) and of LIST_TABLES, the refusals
 //! (duplicate name, bad definition, unknown table, not started, queue
-//! full), the FIFO of
-//! concurrent requests, the busy ldm asked again after 10 ms, and id reuse
-//! with the next version.
+//! full), the FIFO of concurrent requests, the busy ldm asked again after
+//! 10 ms, and id reuse with the next version. The dict here is diskless;
+//! `persistence_tests.rs` covers the schema file.
 
 use crate::{Dict, DictConfig, DROP_RETRY_DELAY_MS, QUEUE_CAPACITY};
 use kernel::testing::{delayed_line, deliver, line, RecordingContext};
 use kernel::{Context, Report};
+use signal::phases::{PHASES, SCHEMA};
 use signal::schema::{ColumnDef, ColumnType, TableDef};
 use signal::signals::{
     AddTabConf, ApiFailRep, CreateTabConf, CreateTabReq, DiAddTabConf, DiAddTabReq, DropTabConf,
@@ -35,6 +36,7 @@ fn new_dict() -> Dict {
         data_nodes: vec![(NODE, 0)],
         replicas: 1,
         redo_log_parts: 2,
+        diskless: true,
     })
 }
 
@@ -42,13 +44,14 @@ fn new_dict() -> Dict {
 fn started() -> (Dict, RecordingContext) {
     let mut dict = new_dict();
     let mut ctx = RecordingContext::new();
-    for phase in 1..=3 {
+    for &phase in PHASES {
         deliver(&mut dict, &mut ctx, MEMBERSHIP, StartPhaseReq { phase });
     }
     assert_eq!(
         ctx.take_trace(),
-        (1..=3)
-            .map(|phase| line(DICT, MEMBERSHIP, StartPhaseConf { phase }))
+        PHASES
+            .iter()
+            .map(|&phase| line(DICT, MEMBERSHIP, StartPhaseConf { phase }))
             .collect::<Vec<_>>()
     );
     (dict, ctx)
@@ -586,10 +589,13 @@ fn unknown_table_on_drop_and_get() {
 }
 
 #[test]
-fn requests_before_phase_two_are_refused() {
+fn requests_before_the_schema_phase_are_refused() {
     let mut dict = new_dict();
     let mut ctx = RecordingContext::new();
-    deliver(&mut dict, &mut ctx, MEMBERSHIP, StartPhaseReq { phase: 1 });
+    let before: Vec<u8> = PHASES.iter().copied().filter(|&p| p < SCHEMA).collect();
+    for &phase in &before {
+        deliver(&mut dict, &mut ctx, MEMBERSHIP, StartPhaseReq { phase });
+    }
     let request = create_request(&ctx, 1, &definition("t1"));
     deliver(&mut dict, &mut ctx, API, request);
     let request = drop_request(&ctx, 2, b"t1");
@@ -597,17 +603,24 @@ fn requests_before_phase_two_are_refused() {
     let request = get_request(&ctx, 3, b"t1");
     deliver(&mut dict, &mut ctx, API, request);
     deliver(&mut dict, &mut ctx, API, ListTablesReq { request_id: 4 });
-    assert_eq!(
-        ctx.take_trace(),
-        vec![
-            line(DICT, MEMBERSHIP, StartPhaseConf { phase: 1 }),
-            line(DICT, API, schema_ref(1, ErrorCode::NodeNotStarted)),
-            line(DICT, API, schema_ref(2, ErrorCode::NodeNotStarted)),
-            line(DICT, API, schema_ref(3, ErrorCode::NodeNotStarted)),
-            line(DICT, API, schema_ref(4, ErrorCode::NodeNotStarted)),
-        ]
+    let mut expected: Vec<String> = before
+        .iter()
+        .map(|&phase| line(DICT, MEMBERSHIP, StartPhaseConf { phase }))
+        .collect();
+    for request_id in 1..=4 {
+        expected.push(line(
+            DICT,
+            API,
+            schema_ref(request_id, ErrorCode::NodeNotStarted),
+        ));
+    }
+    assert_eq!(ctx.take_trace(), expected);
+    deliver(
+        &mut dict,
+        &mut ctx,
+        MEMBERSHIP,
+        StartPhaseReq { phase: SCHEMA },
     );
-    deliver(&mut dict, &mut ctx, MEMBERSHIP, StartPhaseReq { phase: 2 });
     ctx.sent.clear();
     assert_eq!(list(&mut dict, &mut ctx), Ok((Vec::new(), 1)));
 }

@@ -7,7 +7,8 @@
 //! groups = number of node groups, p = partition, round = p / groups
 //! node_group   = p % groups               consecutive partitions spread over groups
 //! ldm_instance = round % ldm_instances    then over the ldm threads of each node
-//! redo_part    = p % redo_log_parts       and over the redo log parts
+//! redo_part    = ldm_instance + ldm_instances x (round / ldm_instances
+//!                % parts of the instance) and over that ldm's redo parts
 //! replicas     = the group's nodes in config order, rotated by
 //!                (ldm_instance + round / ldm_instances) % replicas
 //! ```
@@ -30,6 +31,11 @@
 //! Every node computes the same maps from the same config; a map version
 //! of 1 means "as created".
 //!
+//! Redo part `r` belongs to ldm instance `r % ldm_instances` (config
+//! guarantees at least one part per instance), so every part has one
+//! writer: [`redo_parts_of_ldm`] lists an instance's parts, and a partition
+//! goes to one of its own ldm's parts, rotating as the instance gets more.
+//!
 //! The placement is fixed at creation (a partition's redo part never follows
 //! later thread-count changes); the map's version rises when it changes.
 
@@ -37,6 +43,20 @@ use signal::partition::{default_partition_of_bucket, BUCKETS};
 use signal::schema::TableDef;
 use signal::signals::{PartitionMap, PartitionPlacement};
 use signal::NodeId;
+
+/// The redo parts ldm instance `instance` of `ldm_instances` writes: `r`
+/// with `r % ldm_instances == instance`.
+pub fn redo_parts_of_ldm(instance: u16, ldm_instances: u16, redo_log_parts: u32) -> Vec<u32> {
+    (u32::from(instance)..redo_log_parts)
+        .step_by(usize::from(ldm_instances))
+        .collect()
+}
+
+/// The part of the `index`th partition (in one node group) of ldm `instance`.
+fn redo_part_of(instance: u32, index: u32, ldm_instances: u32, redo_log_parts: u32) -> u32 {
+    let parts_of_instance = (redo_log_parts - instance).div_ceil(ldm_instances);
+    instance + ldm_instances * (index % parts_of_instance)
+}
 
 /// The cluster's shape, as partition placement needs it.
 pub(crate) struct Distribution {
@@ -69,8 +89,9 @@ impl Distribution {
             "partitions need at least one ldm instance"
         );
         assert!(
-            redo_log_parts > 0,
-            "partitions need at least one redo log part"
+            redo_log_parts >= u32::from(ldm_instances),
+            "{redo_log_parts} redo log parts for {ldm_instances} ldm instances: config \
+             validation gives every ldm instance a part of its own"
         );
         let groups = data_nodes
             .iter()
@@ -137,7 +158,12 @@ impl Distribution {
                         .map(|position| nodes[(position + rotation) % nodes.len()])
                         .collect(),
                     ldm_instance: ldm_instance as u16,
-                    redo_part: partition % self.redo_log_parts,
+                    redo_part: redo_part_of(
+                        ldm_instance,
+                        round / ldm_instances,
+                        ldm_instances,
+                        self.redo_log_parts,
+                    ),
                 }
             })
             .collect();

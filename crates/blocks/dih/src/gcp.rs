@@ -15,7 +15,7 @@
 //!
 //! Only the master (the president's dih) switches; the round covers every
 //! tc of every data node, so one GCI holds cluster-wide. The master starts
-//! in phase 3, which runs only after the cluster is formed, so every node
+//! in phase GLOBAL_CHECKPOINT, which runs only after the cluster is formed, so every node
 //! is connected and every tc initialised before the first GcpCommit.
 //!
 //! Because no tc takes a commit decision between its prepare and its commit,
@@ -24,12 +24,14 @@
 //! as large: no tc can still be handing out the old GCI once any tc hands
 //! out the new one.
 //!
+//! Making a closed global checkpoint durable is `durability.rs`.
+//!
 //! A GCI's high part is the global checkpoint made durable; the low part is
 //! an epoch within it. A switch advances the epoch every `epoch_interval_ms`
 //! and the high part once `gcp_interval_ms` have passed since it last
-//! advanced. Start phase 3 commits the initial GCI 1/0 to every tc (tcs hold
+//! advanced. Phase GLOBAL_CHECKPOINT commits the start GCI to every tc (tcs hold
 //! commit decisions until they have one) before the first timed switch;
-//! the other dihs end their phase 3 when they hear of that GCI (or at once
+//! the other dihs end their phase GLOBAL_CHECKPOINT when they hear of that GCI (or at once
 //! if they already have), so a node reports started only once its tcs can
 //! commit.
 
@@ -41,9 +43,10 @@ use signal::{BlockRef, Envelope, Gci};
 
 /// The start phase in which dih hands tcs their first GCI and starts
 /// switching (membership's start module documents every phase).
-pub const GCP_START_PHASE: u8 = 3;
+pub const GCP_START_PHASE: u8 = signal::phases::GLOBAL_CHECKPOINT;
 
-/// The GCI every tc gets in start phase 3.
+/// The first GCI of a cluster started with nothing on disk (a restart
+/// starts above every GCI found, `restart.rs`).
 pub const INITIAL_GCI: Gci = Gci::from_parts(1, 0);
 
 /// dih's `ContinueB` jobs.
@@ -55,12 +58,12 @@ pub mod job {
 /// Where the switch protocol stands.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum SwitchState {
-    /// Before start phase 3: tcs have no GCI.
+    /// Before phase GLOBAL_CHECKPOINT: tcs have no GCI.
     NotStarted,
-    /// Start phase 3: `gci` is being committed to every tc; `start_requester`
+    /// Phase GLOBAL_CHECKPOINT: `gci` is being committed to every tc; `start_requester`
     /// gets the phase's conf once all have it.
     InitialCommit { gci: Gci, start_requester: BlockRef },
-    /// Start phase 3 at a non-master dih: waiting to hear from the master
+    /// Phase GLOBAL_CHECKPOINT at a non-master dih: waiting to hear from the master
     /// that every tc has the initial GCI; `start_requester` then gets the
     /// phase's conf.
     AwaitingMaster { start_requester: BlockRef },
@@ -113,7 +116,7 @@ impl GlobalCheckpoint {
 }
 
 impl Dih {
-    /// Start phase 3: the master commits the initial GCI to every tc; the
+    /// Phase GLOBAL_CHECKPOINT: the master commits the initial GCI to every tc; the
     /// others wait until the master says it has.
     pub(crate) fn start_global_checkpoints(&mut self, requester: BlockRef, ctx: &mut dyn Context) {
         assert!(
@@ -128,7 +131,7 @@ impl Dih {
                     start_requester: requester,
                 };
             } else {
-                // The master finished its phase 3 before this node began.
+                // The master finished its phase GLOBAL_CHECKPOINT before this node began.
                 self.gcp.state = SwitchState::Idle;
                 let conf = StartPhaseConf {
                     phase: GCP_START_PHASE,
@@ -137,12 +140,20 @@ impl Dih {
             }
             return;
         }
+        // The start GCI goes into every system file first (durability.rs),
+        // then to the tcs (`commit_initial_gci`).
+        self.record_start_gci(requester, ctx);
+    }
+
+    /// At the master: the start GCI is recorded; commit it to every tc.
+    pub(crate) fn commit_initial_gci(&mut self, requester: BlockRef, ctx: &mut dyn Context) {
+        let start = self.restart.start_gci;
         self.gcp.last_high_advance_ms = ctx.now_ms();
         self.gcp.state = SwitchState::InitialCommit {
-            gci: INITIAL_GCI,
+            gci: start,
             start_requester: requester,
         };
-        self.send_to_tcs(ctx, |gci| GcpCommit { gci }, INITIAL_GCI);
+        self.send_to_tcs(ctx, |gci| GcpCommit { gci }, start);
     }
 
     /// The timer fired: start a switch unless one is running.
@@ -159,20 +170,26 @@ impl Dih {
         }
         let now_ms = ctx.now_ms();
         let latest = self.gcp.latest;
-        let new_gci =
-            if now_ms.saturating_sub(self.gcp.last_high_advance_ms) >= self.gcp.gcp_interval_ms {
-                self.gcp.last_high_advance_ms = now_ms;
-                let high = latest
-                    .high()
-                    .checked_add(1)
-                    .expect("GCI high part exhausted (2^32 global checkpoints)");
-                Gci::from_parts(high, 0)
-            } else {
-                let low = latest.low().checked_add(1).expect(
-                    "GCI epoch exhausted: gcp_interval_ms / epoch_interval_ms exceeds 2^32",
-                );
-                Gci::from_parts(latest.high(), low)
-            };
+        // The high part may run at most one ahead of what every system
+        // file records as started (durability.rs): otherwise it waits for
+        // the save round, and epochs go on meanwhile.
+        let high_may_advance = latest.high() <= self.durability.recorded_started_high;
+        let new_gci = if high_may_advance
+            && now_ms.saturating_sub(self.gcp.last_high_advance_ms) >= self.gcp.gcp_interval_ms
+        {
+            self.gcp.last_high_advance_ms = now_ms;
+            let high = latest
+                .high()
+                .checked_add(1)
+                .expect("GCI high part exhausted (2^32 global checkpoints)");
+            Gci::from_parts(high, 0)
+        } else {
+            let low = latest
+                .low()
+                .checked_add(1)
+                .expect("GCI epoch exhausted: gcp_interval_ms / epoch_interval_ms exceeds 2^32");
+            Gci::from_parts(latest.high(), low)
+        };
         assert!(
             new_gci > latest,
             "GCIs strictly increase: {new_gci} after {latest}"
@@ -230,10 +247,15 @@ impl Dih {
                     "GcpCommitConf from {from} confirms another GCI than the one being committed"
                 );
                 if self.gcp.tcs.record(from, "GcpCommitConf") {
+                    let previous = self.gcp.latest;
                     self.gcp.switches += 1;
                     self.switched(gci, ctx);
                     self.tell_other_dihs(gci, ctx);
                     self.arm_gcp_timer(ctx);
+                    if gci.high() > previous.high() {
+                        // Every tc is past `previous`'s global checkpoint.
+                        self.request_durable(previous, ctx);
+                    }
                 }
             }
             state => panic!(
@@ -262,8 +284,8 @@ impl Dih {
         self.gcp.latest = gci;
         ctx.report(Report::LatestGci(gci));
         match self.gcp.state {
-            // Heard before this node's phase 3 (the master's start may run
-            // ahead): phase 3 will find the GCI and confirm at once.
+            // Heard before this node's phase GLOBAL_CHECKPOINT (the master's start may run
+            // ahead): phase GLOBAL_CHECKPOINT will find the GCI and confirm at once.
             SwitchState::NotStarted | SwitchState::Idle => {}
             SwitchState::AwaitingMaster { start_requester } => {
                 self.gcp.state = SwitchState::Idle;

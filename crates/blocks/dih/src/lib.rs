@@ -6,7 +6,12 @@
 //!   once when dict creates the table (DESIGN.md §3);
 //! - the GCI switch (`gcp.rs`): the two-phase protocol that moves every tc
 //!   to the next global checkpoint id, so that no transaction gets a smaller
-//!   GCI than one it depends on (DESIGN.md §5).
+//!   GCI than one it depends on (DESIGN.md §5);
+//! - durability (`durability.rs`): the master's rounds that make a closed
+//!   global checkpoint durable (tcs flushed, ldm markers fsynced, every
+//!   system file updated), and this node's system file (`system_file.rs`);
+//! - the start (`restart.rs`): reading the system file, agreeing on the
+//!   restored GCI, having the ldms restore, choosing the first GCI.
 //!
 //! This file holds the configuration, the block struct and its inbox: one
 //! `match` naming every signal dih takes, as NDB's `addRecSignal` list does.
@@ -18,19 +23,28 @@
 //! only the master dict asks, so one dih decides each table's map.
 
 mod distribution;
+mod durability;
 mod gcp;
+mod restart;
+mod system_file;
 
+#[cfg(test)]
+mod durability_tests;
+#[cfg(test)]
+mod restart_tests;
 #[cfg(test)]
 mod tests;
 
+pub use distribution::redo_parts_of_ldm;
 pub use gcp::{job, GCP_START_PHASE, INITIAL_GCI};
 
 use distribution::Distribution;
 use gcp::GlobalCheckpoint;
 use kernel::answers::Answers;
 use kernel::Context;
+use signal::phases;
 use signal::schema::TableDef;
-use signal::signals::{DiAddTabConf, StartPhaseConf};
+use signal::signals::{DiAddTabConf, FsConf, StartPhaseConf};
 use signal::{codec, refusal, BlockKind, BlockRef, Envelope, Gci, NodeId, Signal};
 use std::sync::Arc;
 
@@ -57,6 +71,9 @@ pub struct DihConfig {
     /// Time after which a switch advances the high part, the unit made
     /// durable (NDB TimeBetweenGlobalCheckpoints).
     pub gcp_interval_ms: u64,
+    /// No system file (config `diskless`): nothing is read or written, and
+    /// every start is an initial start.
+    pub diskless: bool,
 }
 
 /// The dih block.
@@ -69,6 +86,14 @@ pub struct Dih {
     other_dihs: Vec<BlockRef>,
     distribution: Distribution,
     gcp: GlobalCheckpoint,
+    durability: durability::Durability,
+    restart: restart::Restart,
+    system: system_file::SystemFileState,
+    diskless: bool,
+    /// The master whose CopyGciReq is being written, and its GCI.
+    copy_requester: Option<(BlockRef, Gci)>,
+    /// The system file update of phase RESTORE_DATA is in flight.
+    restart_write_pending: bool,
 }
 
 impl Dih {
@@ -95,7 +120,7 @@ impl Dih {
         );
         let master = BlockRef::new(nodes[0], BlockKind::Dih, 0);
         // Only the master switches GCIs; the others take part in no round.
-        let tcs = if master == config.address {
+        let tcs: Vec<BlockRef> = if master == config.address {
             nodes
                 .iter()
                 .flat_map(|&node| {
@@ -111,6 +136,27 @@ impl Dih {
             .filter(|&&node| node != me)
             .map(|&node| BlockRef::new(node, BlockKind::Dih, 0))
             .collect();
+        let all_dihs: Vec<BlockRef> = nodes
+            .iter()
+            .map(|&node| BlockRef::new(node, BlockKind::Dih, 0))
+            .collect();
+        let is_master = master == config.address;
+        // The master's durability rounds cover every tc and ldm.
+        let (round_tcs, round_ldms, round_dihs) = if is_master {
+            (
+                tcs.clone(),
+                nodes
+                    .iter()
+                    .flat_map(|&node| {
+                        (0..config.ldm_instances)
+                            .map(move |instance| BlockRef::new(node, BlockKind::Ldm, instance))
+                    })
+                    .collect(),
+                all_dihs.clone(),
+            )
+        } else {
+            (Vec::new(), Vec::new(), Vec::new())
+        };
         Dih {
             address: config.address,
             master,
@@ -126,6 +172,12 @@ impl Dih {
                 config.epoch_interval_ms,
                 config.gcp_interval_ms,
             ),
+            durability: durability::Durability::new(round_tcs, round_ldms, round_dihs),
+            restart: restart::Restart::new(me, config.ldm_instances, all_dihs, is_master),
+            system: system_file::SystemFileState::new(me.0),
+            diskless: config.diskless,
+            copy_requester: None,
+            restart_write_pending: false,
         }
     }
 
@@ -146,14 +198,42 @@ impl Dih {
         self.gcp.switches
     }
 
+    /// The latest GCI recorded complete in the system files (as far as
+    /// this dih knows).
+    pub fn complete_gci(&self) -> Gci {
+        self.durability.complete
+    }
+
     fn start_phase(&mut self, from: BlockRef, phase: u8, ctx: &mut dyn Context) {
-        if phase == GCP_START_PHASE {
+        match phase {
+            phases::INITIALISE => self.initialise(from, ctx),
+            phases::RESTART_GCI => self.report_restart_gci(from, ctx),
+            phases::RESTORE_DATA => self.restore_data(from, ctx),
             // The conf waits until every tc of the cluster holds its first
             // GCI: after the last phase the node serves, and tcs cannot
             // commit without one.
-            self.start_global_checkpoints(from, ctx);
+            GCP_START_PHASE => self.start_global_checkpoints(from, ctx),
+            _ => kernel::send(ctx, self.address, from, StartPhaseConf { phase }),
+        }
+    }
+
+    /// An io answer: the system file's read or a step of an update.
+    fn fs_answer(&mut self, conf: FsConf, ctx: &mut dyn Context) {
+        if conf.token == system_file::token::READ {
+            self.system.read_answered(conf.result, self.address, ctx);
+            return self.system_file_read(ctx);
+        }
+        if !self
+            .system
+            .update_answered(conf.token, conf.result, self.address, ctx)
+        {
+            return;
+        }
+        if self.restart_write_pending {
+            self.restart_write_pending = false;
+            self.node_restored(ctx);
         } else {
-            kernel::send(ctx, self.address, from, StartPhaseConf { phase });
+            self.copy_written(ctx);
         }
     }
 
@@ -187,6 +267,17 @@ impl kernel::Block for Dih {
             Signal::GcpPrepareConf(conf) => self.gcp_prepare_conf(from, conf.new_gci, ctx),
             Signal::GcpCommitConf(conf) => self.gcp_commit_conf(from, conf.gci, ctx),
             Signal::GcpCompleteRep(report) => self.gcp_complete_rep(from, report.gci, ctx),
+            Signal::GcpFlushConf(conf) => self.gcp_flush_conf(from, conf.gci, ctx),
+            Signal::GcpSaveConf(conf) => self.gcp_save_conf(from, conf.gci, ctx),
+            Signal::CopyGciReq(request) => self.copy_gci_req(from, request, ctx),
+            Signal::CopyGciConf(conf) => self.copy_gci_conf(from, conf.complete_gci, ctx),
+            Signal::RestartGciRep(report) => self.restart_gci_rep(from, report.complete_gci, ctx),
+            Signal::RestartGciOrd(order) => self.restart_gci_ord(from, order.restored_gci, ctx),
+            Signal::RestoreConf(conf) => {
+                self.restore_conf(from, conf.highest_gci, conf.replayed, ctx)
+            }
+            Signal::RestoredRep(report) => self.restored_rep(from, report.highest_gci, ctx),
+            Signal::FsConf(conf) => self.fs_answer(conf, ctx),
             Signal::DiAddTabReq(request) => self.add_table(from, &request.table, ctx),
             other if codec::is_api_request(other.number()) => {
                 if let Some(reply) = refusal::refuse_api_request(&other) {

@@ -48,6 +48,8 @@ pub struct RowLayout {
     pub var_max_bytes: usize,
     /// Largest read result (attribute entries of every column).
     pub read_max_bytes: usize,
+    /// Largest key section (attribute entries of the primary-key columns).
+    pub key_max_bytes: usize,
 }
 
 /// A row or after-image to read values from.
@@ -98,6 +100,13 @@ impl RowLayout {
                 }
             })
             .collect();
+        let key_max_bytes = table
+            .primary_key
+            .iter()
+            .map(|&column| {
+                attr::entry_bytes(table.columns[column as usize].column_type.max_value_bytes())
+            })
+            .sum();
         RowLayout {
             columns,
             primary_key: table.primary_key.clone(),
@@ -106,6 +115,7 @@ impl RowLayout {
             var_columns,
             var_max_bytes,
             read_max_bytes,
+            key_max_bytes,
         }
     }
 
@@ -177,6 +187,19 @@ impl RowLayout {
             }
         }
         true
+    }
+
+    /// Writes the key section of the row `view` (its primary-key columns as
+    /// attribute entries, in key order) into `out` (at least
+    /// `key_max_bytes` long). Returns the bytes written. Restore uses it to
+    /// index rows that come without their key (LCP data files), and to find
+    /// the index entry of a row a replayed change displaces.
+    pub fn write_key(&self, view: RowView<'_>, out: &mut [u8]) -> Result<usize, ErrorCode> {
+        let mut writer = AttrWriter::new(out);
+        for &column in &self.primary_key {
+            writer.push(column, self.value(view, column as usize))?;
+        }
+        Ok(writer.len())
     }
 
     /// Builds an after-image into `image` (at least `image_max_bytes` long):

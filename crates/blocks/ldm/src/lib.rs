@@ -10,7 +10,14 @@
 //! - `layout`: column placement, after-images, read encoding;
 //! - `operation`: operation records and their states;
 //! - `prepare`: LQHKEYREQ (lookup, lock, after-image);
-//! - `locks`: lock queues on rows, and commit, complete and abort.
+//! - `locks`: lock queues on rows, and commit, complete and abort;
+//! - `redo_log`: the redo parts this ldm writes (room reserved at prepare,
+//!   records appended at commit, GCI markers and fsyncs for GCP_SAVEREQ);
+//! - `lcp`: local checkpoints, one partition at a time in the background,
+//!   and the redo tail they let move;
+//! - `restore`, `lcp_restore`: RESTORE_REQ at start: format the redo log,
+//!   or load each partition's local checkpoint, replay redo up to the
+//!   restored GCI and resume the log.
 //!
 //! Architecture invariant: an after-image lives in the operation record
 //! until commit; the row is untouched before commit, except the slot of a
@@ -19,11 +26,19 @@
 mod backup;
 pub mod hash_index;
 pub mod layout;
+mod lcp;
+mod lcp_restore;
+#[cfg(test)]
+mod lcp_test_disk;
+#[cfg(test)]
+mod lcp_tests;
 mod locks;
 pub mod operation;
 pub mod page_memory;
 pub mod partition;
 mod prepare;
+mod redo_log;
+mod restore;
 #[cfg(test)]
 mod robustness_tests;
 mod scan;
@@ -39,6 +54,10 @@ use partition::Partition;
 use signal::signals::*;
 use signal::{codec, refusal, BlockRef, Envelope, ErrorCode, Signal};
 use std::collections::VecDeque;
+use std::sync::Arc;
+
+pub use lcp::LcpSettings;
+pub use redo_log::RedoSettings;
 
 /// How to build an ldm instance.
 #[derive(Clone, Debug)]
@@ -49,10 +68,13 @@ pub struct LdmConfig {
     pub data_memory_bytes: u64,
     /// Operation records.
     pub max_operations: u32,
+    /// The redo log this instance writes; `None` when diskless.
+    pub redo: Option<RedoSettings>,
 }
 
 /// A table as this ldm holds it.
 pub(crate) struct TableState {
+    pub(crate) definition: Arc<signal::schema::TableDef>,
     pub(crate) layout: RowLayout,
     /// Indexed by partition number; `None` for partitions other ldms own.
     pub(crate) partitions: Vec<Option<Partition>>,
@@ -85,6 +107,12 @@ pub struct Ldm {
     pub(crate) tables: Vec<Option<TableState>>,
     /// Operations whose lock wait ended, to run again in order.
     pub(crate) restart: VecDeque<u32>,
+    /// The redo log (`None`: diskless).
+    pub(crate) redo: Option<redo_log::RedoLog>,
+    /// A RESTORE_REQ in progress.
+    pub(crate) restore: Option<restore::Restore>,
+    /// Local checkpoints (idle when diskless).
+    pub(crate) lcp: lcp::LcpEngine,
 }
 
 impl Ldm {
@@ -96,7 +124,22 @@ impl Ldm {
             operations: OperationPool::new(config.max_operations),
             tables: Vec::new(),
             restart: VecDeque::with_capacity(config.max_operations as usize),
+            redo: config.redo.map(redo_log::RedoLog::new),
+            restore: None,
+            lcp: lcp::LcpEngine::new(LcpSettings::default()),
         }
+    }
+
+    /// Sets how local checkpoints are paced (before the node starts).
+    pub fn with_lcp_settings(mut self, settings: LcpSettings) -> Ldm {
+        self.lcp = lcp::LcpEngine::new(settings);
+        self
+    }
+
+    /// Local checkpoints that completed (their control file is durable)
+    /// since this instance started.
+    pub fn lcps_completed(&self) -> u64 {
+        self.lcp.completed
     }
 
     /// Pages of DataMemory in use and in all.
@@ -127,6 +170,10 @@ impl Ldm {
             let mine = placement.ldm_instance == self.address.instance
                 && placement.replicas.contains(&self.address.node);
             if mine {
+                if let Some(redo) = &self.redo {
+                    // Asserts the part is one this instance writes.
+                    redo.index_of(placement.redo_part);
+                }
                 partitions[number] = Some(Partition::new(
                     number as u32,
                     placement.redo_part,
@@ -144,10 +191,16 @@ impl Ldm {
             "dict added table {id} twice without a drop"
         );
         self.tables[id] = Some(TableState {
+            definition: Arc::clone(&table),
             layout,
             partitions,
             active_operations: 0,
         });
+        // A table created while the node runs: its partitions get an empty
+        // first LCP, and the conf waits for it.
+        if self.lcp_create_table(table.id, from, ctx) {
+            return;
+        }
         send(ctx, self.address, from, AddTabConf { table_id: table.id });
     }
 
@@ -210,7 +263,34 @@ impl Ldm {
             "ldm {} got LQHKEYREQ from {from} for position {} of chain {:?}",
             self.address, request.position, request.chain
         );
+        // A write's redo record must find room at commit, which cannot
+        // fail: reserve it now, or refuse with a temporary error.
+        let mut redo_reservation = None;
+        if request.kind != OperationKind::Read {
+            if let Some(redo) = self.redo.as_mut() {
+                let part = table.partitions[request.partition as usize]
+                    .as_ref()
+                    .expect("checked above")
+                    .redo_part;
+                let part_index = redo.index_of(part);
+                let bytes = redo_log::RedoLog::reservation_bytes(
+                    request.key.len(),
+                    table.layout.fixed_body_bytes + table.layout.var_max_bytes,
+                );
+                if let Err(error) = redo.reserve(part_index, bytes) {
+                    if error == ErrorCode::RedoLogFull {
+                        self.lcp.note_log_full(self.address, ctx);
+                    }
+                    return refuse(ctx, error);
+                }
+                redo_reservation = Some((part_index, bytes));
+            }
+        }
         let Some(index) = self.operations.seize(request.tc, request.tc_op) else {
+            if let (Some((part_index, bytes)), Some(redo)) = (redo_reservation, self.redo.as_mut())
+            {
+                redo.release(part_index, bytes);
+            }
             return refuse(ctx, ErrorCode::OutOfOperationRecords);
         };
         table.active_operations += 1;
@@ -230,11 +310,13 @@ impl Ldm {
         operation.position = request.position;
         operation.previous_op = request.previous_op;
         operation.target_row = request.row_id;
+        operation.redo_reservation = redo_reservation;
         self.execute(index, ctx);
     }
 
     /// Releases an operation record and its table's count.
     pub(crate) fn release_operation(&mut self, index: u32) {
+        self.release_redo_reservation(index);
         let table_id = self.operations[index].table_id;
         self.operations.release(index);
         if let Some(table) = self
@@ -247,6 +329,37 @@ impl Ldm {
                 "table operation count underflow"
             );
             table.active_operations -= 1;
+        }
+    }
+
+    /// Gives back operation `index`'s redo reservation, if it holds one.
+    pub(crate) fn release_redo_reservation(&mut self, index: u32) {
+        if let Some((part_index, bytes)) = self.operations[index].redo_reservation.take() {
+            self.redo
+                .as_mut()
+                .expect("only an ldm with a redo log reserves")
+                .release(part_index, bytes);
+        }
+    }
+
+    /// GCP_SAVEREQ: make `gci` complete in every redo part, durably.
+    fn gcp_save(&mut self, from: BlockRef, gci: signal::Gci, ctx: &mut dyn Context) {
+        self.lcp_saw_save(gci.0, ctx);
+        let Some(redo) = self.redo.as_mut() else {
+            // Diskless: nothing to make durable.
+            return send(ctx, self.address, from, GcpSaveConf { gci });
+        };
+        if let redo_log::Completed::Saved { gci, from } =
+            redo.start_save(gci.0, from, self.address, ctx)
+        {
+            send(
+                ctx,
+                self.address,
+                from,
+                GcpSaveConf {
+                    gci: signal::Gci(gci),
+                },
+            );
         }
     }
 
@@ -272,6 +385,11 @@ impl Block for Ldm {
             Signal::ScanPartitionReq(request) => self.scan_partition(from, request, ctx),
             Signal::LqhAddTabReq(request) => self.add_table(from, request, ctx),
             Signal::DropTabOrd(order) => self.drop_table(from, order, ctx),
+            Signal::GcpSaveReq(request) => self.gcp_save(from, request.gci, ctx),
+            Signal::RestoreReq(request) => self.restore(from, request.restored_gci.0, ctx),
+            Signal::FsConf(conf) => self.fs_answer(conf.token, conf.result, ctx),
+            Signal::ContinueB(job) => self.lcp_continue(job.job, ctx),
+            Signal::GcpDurableRep(report) => self.lcp_complete(report.gci.0, ctx),
             Signal::StartPhaseReq(request) => send(
                 ctx,
                 self.address,

@@ -15,9 +15,10 @@ use crate::partition::{Partition, RowState};
 use crate::{layout_and_partition, Ldm};
 use kernel::{send, Context};
 use signal::signals::{
-    AbortConf, AbortReq, CommitConf, CommitReq, CompleteConf, CompleteReq, LockMode,
+    AbortConf, AbortReq, CommitConf, CommitReq, CompleteConf, CompleteReq, LockMode, OperationKind,
 };
 use signal::{BlockRef, TransactionId};
+use storage::redo::{Change, Operation as RedoOperation};
 
 /// Appends operation `index` to row `row`'s lock queue.
 pub(crate) fn append_to_row(
@@ -184,11 +185,15 @@ impl Ldm {
             self.address
         );
         let gci = request.gci.0;
+        // An LCP scanning now may reflect this change (`lcp.rs`).
+        self.lcp.highest_committed_gci = self.lcp.highest_committed_gci.max(gci);
         {
             let Ldm {
                 memory,
                 operations,
                 tables,
+                redo,
+                address,
                 ..
             } = self;
             let operation = &operations[index];
@@ -209,12 +214,13 @@ impl Ldm {
                 current = other.next_in_row;
             }
             let new_var = operation.new_var;
-            match operation.image_kind {
-                ImageKind::None => {}
+            let logged = match operation.image_kind {
+                ImageKind::None => None,
                 _ if later_writer => {
                     if new_var != NIL {
                         partition.free_var(memory, new_var);
                     }
+                    None
                 }
                 ImageKind::Row => {
                     let image = operation
@@ -223,18 +229,59 @@ impl Ldm {
                         .expect("row image kept until commit");
                     partition.write_image(memory, layout, row, image.as_slice(), new_var);
                     partition.commit_row(memory, layout, row, gci);
+                    let kind = if operation.kind == OperationKind::Insert {
+                        RedoOperation::Insert
+                    } else {
+                        RedoOperation::Update
+                    };
+                    Some(kind)
                 }
                 ImageKind::Deleted => {
                     partition
                         .index
                         .remove(memory, operation.hash.index_hash(), row);
                     partition.mark_deleted(memory, row, gci);
+                    Some(RedoOperation::Delete)
                 }
+            };
+            if logged.is_some() {
+                // The partition's next LCP cannot reuse the newest one's files.
+                partition.lcp.changes += 1;
+            }
+            // The change goes to the redo log on every replica, in commit
+            // order; nothing waits for it to reach disk (DESIGN.md §5).
+            if let (Some(kind), Some(redo)) = (logged, redo.as_mut()) {
+                let (part_index, _) = operation
+                    .redo_reservation
+                    .expect("a write on an ldm with a redo log reserved room at prepare");
+                let key = operation
+                    .key
+                    .as_ref()
+                    .expect("a write keeps its key until commit for the redo log");
+                let image = match kind {
+                    RedoOperation::Delete => &[][..],
+                    _ => operation
+                        .image
+                        .as_ref()
+                        .map_or(&[][..], |image| image.as_slice()),
+                };
+                let change = Change {
+                    gci,
+                    table: operation.table_id,
+                    partition: operation.partition,
+                    row_id: row,
+                    operation: kind,
+                    key: key.as_slice(),
+                    image,
+                };
+                redo.append(part_index, &change, *address, ctx);
             }
             let operation = &mut operations[index];
             operation.new_var = NIL;
             operation.image = None;
+            operation.key = None;
         }
+        self.release_redo_reservation(index);
         let operation = &self.operations[index];
         let (position, previous_op, tc) = (operation.position, operation.previous_op, operation.tc);
         if position == 0 {

@@ -87,6 +87,9 @@ pub struct Operation {
     pub new_row: bool,
     /// Next operation in the row's lock queue.
     pub next_in_row: u32,
+    /// Room reserved in a redo part for this write's record: (the ldm's
+    /// local part index, record bytes). Given back at commit or release.
+    pub redo_reservation: Option<(usize, usize)>,
     next_free: u32,
 }
 
@@ -142,6 +145,7 @@ impl Operation {
             forwarded: false,
             new_row: false,
             next_in_row: NIL,
+            redo_reservation: None,
             next_free,
         }
     }

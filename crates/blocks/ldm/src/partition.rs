@@ -14,6 +14,7 @@
 
 use crate::hash_index::HashIndex;
 use crate::layout::{RowLayout, RowView, HEADER_BYTES};
+use crate::lcp::PartitionLcp;
 use crate::page_memory::{PageMemory, PAGE_SIZE};
 use crate::slots::{AllocAtError, SlotPages, NIL};
 
@@ -65,6 +66,8 @@ pub struct Partition {
     /// Primary-key hash index.
     pub index: HashIndex,
     page_capacity: usize,
+    /// Its local checkpoints (`lcp.rs`).
+    pub(crate) lcp: PartitionLcp,
 }
 
 /// Reads a u32 at `offset`.
@@ -94,6 +97,7 @@ impl Partition {
             var: (0..VAR_CLASSES).map(|_| None).collect(),
             index: HashIndex::new(memory),
             page_capacity,
+            lcp: PartitionLcp::default(),
         }
     }
 

@@ -100,11 +100,21 @@ impl Ldm {
             },
             (None, _) => unreachable!("a row write keeps its after-image until commit"),
         };
-        let operation = &mut self.operations[index];
+        let operation = &self.operations[index];
+        // The next replica gets a copy: this one keeps its key for the redo
+        // record it writes at commit.
         let key = operation
             .key
-            .take()
-            .expect("a write keeps its key until it is forwarded");
+            .as_ref()
+            .expect("a write keeps its key until commit");
+        let Some(key) = ctx.pool().copy_from(key.as_slice()) else {
+            let (tc, tc_op) = (operation.tc, operation.tc_op);
+            self.undo_prepare(index);
+            self.release_operation(index);
+            let error = ErrorCode::OutOfSignalMemory;
+            return send(ctx, self.address, tc, LqhKeyRef { tc_op, error });
+        };
+        let operation = &mut self.operations[index];
         operation.forwarded = true;
         let next = operation.replica_ldm(operation.position + 1, self.address.instance);
         let request = LqhKeyReq {
@@ -145,8 +155,11 @@ impl Ldm {
                 operation.key = Some(key);
                 operation.attr = attr;
             }
-            // A write passed on down the chain takes its key along.
-            Outcome::Done { .. } if !operation.is_last_replica() => operation.key = Some(key),
+            // A write keeps its key: the next replica gets a copy, and the
+            // redo record at commit needs it.
+            Outcome::Done { .. } if operation.image_kind != ImageKind::None => {
+                operation.key = Some(key)
+            }
             _ => {}
         }
         outcome

@@ -155,6 +155,7 @@ impl Fuzz {
                 address: LDM,
                 data_memory_bytes: 16 << 20,
                 max_operations: 8,
+                redo: None,
             }),
             ctx: RecordingContext::new(),
             table: Arc::clone(&table),

@@ -108,6 +108,12 @@ impl SlotPages {
         self.pages_held as usize
     }
 
+    /// Logical page indices in use, holes included: every slot reference
+    /// has a page index below this.
+    pub fn logical_pages(&self) -> u32 {
+        self.entries.len() as u32
+    }
+
     #[inline]
     fn locate(&self, reference: u32) -> (PageId, usize) {
         let entry = &self.entries[(reference >> SLOT_BITS) as usize];

@@ -161,6 +161,7 @@ impl Bench {
                 address,
                 data_memory_bytes,
                 max_operations: 32,
+                redo: None,
             }),
             ctx: RecordingContext::new(),
             table,

@@ -4,7 +4,7 @@
 //! reported before and after phase 1), and API registration before and
 //! after the node started.
 
-use crate::start::{StartState, BEGIN};
+use crate::start::{StartState, BEGIN, GLOBAL_CHECKPOINT as LAST};
 use crate::{Membership, MembershipConfig};
 use kernel::testing::{deliver, line, RecordingContext};
 use kernel::{Context, Report};
@@ -80,7 +80,7 @@ fn golden_trace_of_a_node_start() {
     );
     assert_eq!(ctx.take_trace(), phase_requests(1));
 
-    for phase in 1..=3 {
+    for phase in 1..=LAST {
         // Answers arrive in any order; the next phase waits for the last.
         for block in [LDM1, DIH, TC0, DICT] {
             deliver(&mut membership, &mut ctx, block, StartPhaseConf { phase });
@@ -100,7 +100,7 @@ fn golden_trace_of_a_node_start() {
             assert_eq!(membership.state(), StartState::Forming);
             form_alone(&mut membership, &mut ctx);
         }
-        if phase < 3 {
+        if phase < LAST {
             assert_eq!(ctx.take_trace(), phase_requests(phase + 1));
             assert!(ctx.take_reports().is_empty());
         }
@@ -133,7 +133,7 @@ fn api_registration_says_whether_the_node_serves() {
         MEMBERSHIP,
         StartPhaseReq { phase: BEGIN },
     );
-    for phase in 1..=2 {
+    for phase in 1..LAST {
         for block in [DICT, DIH, TC0, LDM0, LDM1] {
             deliver(&mut membership, &mut ctx, block, StartPhaseConf { phase });
         }
@@ -147,7 +147,7 @@ fn api_registration_says_whether_the_node_serves() {
     assert_eq!(
         register(&mut membership, &mut ctx),
         vec![not_started],
-        "phase 3 is still running"
+        "the last phase is still running"
     );
 
     for block in [DICT, DIH, TC0, LDM0, LDM1] {
@@ -155,7 +155,7 @@ fn api_registration_says_whether_the_node_serves() {
             &mut membership,
             &mut ctx,
             block,
-            StartPhaseConf { phase: 3 },
+            StartPhaseConf { phase: LAST },
         );
     }
     assert_eq!(
@@ -260,7 +260,7 @@ fn random_api_requests_in_every_start_state_are_answered_never_panicked_on() {
         BlockRef::new(NodeId(100), BlockKind::Tc, 0),
     ];
     let mut phase_index = None;
-    for round in 0..3000 {
+    for round in 0..4000 {
         // Move the start along now and then: before, during and after it.
         if round % 500 == 499 {
             match phase_index {
@@ -273,7 +273,7 @@ fn random_api_requests_in_every_start_state_are_answered_never_panicked_on() {
                     );
                     phase_index = Some(0);
                 }
-                Some(index) if index < 3 => {
+                Some(index) if index < usize::from(LAST) => {
                     let phase = index as u8 + 1;
                     for block in [DICT, DIH, TC0, LDM0, LDM1] {
                         deliver(&mut membership, &mut ctx, block, StartPhaseConf { phase });

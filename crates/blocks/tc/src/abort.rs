@@ -205,6 +205,7 @@ impl Tc {
     }
 
     pub(crate) fn api_failed(&mut self, report: ApiFailRep, ctx: &mut dyn Context) {
+        self.drop_gci_waiters_of(&report);
         let mut transaction = self.records.active_head;
         while transaction != NIL {
             let record = &mut self.records.transactions[transaction as usize];

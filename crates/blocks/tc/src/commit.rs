@@ -1,7 +1,9 @@
 //! Commit (DESIGN.md §4): the GCI is taken at the commit decision, COMMIT
 //! goes to every operation that holds something, the client is acknowledged
 //! with the GCI once all are committed, then COMPLETE releases the records.
-//! And the tc's half of the GCI switch (DESIGN.md §5).
+//! And the tc's half of the GCI switch (DESIGN.md §5). Each commit that sent
+//! COMMIT is counted in its GCI's commit phases (`durability`) until its
+//! last COMMITCONF.
 
 use crate::records::{OpPhase, TransactionState, NIL};
 use crate::Tc;
@@ -52,9 +54,12 @@ impl Tc {
         record.state = TransactionState::Committing;
         record.outstanding = sent;
         if sent == 0 {
-            // Nothing held anywhere (committed reads only): done already.
+            // Nothing held anywhere (committed reads only): done already,
+            // and nothing for a GCI to wait for.
             record.gci = Gci(0);
             self.acknowledge_commit(transaction, ctx);
+        } else {
+            self.commit_phase_started(gci);
         }
     }
 
@@ -66,7 +71,13 @@ impl Tc {
             "COMMITCONF",
         );
         if let Some(transaction) = confirmed {
+            // Every replica committed (the primary, last in the chain,
+            // confirmed): the commit phase that `commit_with` counted is
+            // over. Read the GCI before the acknowledgement may free the
+            // record.
+            let gci = self.records.transactions[transaction as usize].gci;
             self.acknowledge_commit(transaction, ctx);
+            self.commit_phase_finished(gci, ctx);
         }
     }
 

@@ -14,10 +14,15 @@
 //! which is what keeps dependent transactions' GCIs ordered (DESIGN.md §5).
 //!
 //! Split by concern: `records` (pools), `execute` (batches), `commit`
-//! (commit, complete, GCP), `abort` (abort, timeouts, API failure).
+//! (commit, complete, GCP), `abort` (abort, timeouts, API failure),
+//! `durability` (commit phases per GCI for the master dih's GCP_FLUSH_REQ,
+//! the complete GCI and API nodes' GCI_WAIT_REQs).
 
 mod abort;
 mod commit;
+mod durability;
+#[cfg(test)]
+mod durability_tests;
 mod execute;
 pub mod records;
 #[cfg(test)]
@@ -25,6 +30,7 @@ mod robustness_tests;
 #[cfg(test)]
 mod tests;
 
+use durability::Durability;
 use kernel::{send, Block, Context};
 use records::{OpPhase, Records, TcOperation, NIL};
 use signal::schema::TableDef;
@@ -88,6 +94,9 @@ pub struct Tc {
     /// The newest partition map version this tc routes with; every reply to
     /// a client carries it so a client with older maps refreshes them.
     pub(crate) map_version: u32,
+    /// Commit phases per GCI, the pending flush, the complete GCI and the
+    /// API nodes waiting for it.
+    pub(crate) durability: Durability,
 }
 
 impl Tc {
@@ -95,6 +104,9 @@ impl Tc {
     pub fn new(config: TcConfig) -> Tc {
         Tc {
             records: Records::new(config.max_transactions, config.max_operations),
+            // One wait per transaction record: an API node waits for the
+            // GCI of a commit it made.
+            durability: Durability::new(config.max_transactions as usize),
             config,
             tables: Vec::new(),
             started: false,
@@ -243,10 +255,10 @@ impl Tc {
     }
 
     fn start_phase(&mut self, from: BlockRef, request: StartPhaseReq, ctx: &mut dyn Context) {
-        if request.phase == 1 {
+        if request.phase == signal::phases::INITIALISE {
             self.schedule_timeout_scan(ctx);
         }
-        if request.phase == 3 {
+        if request.phase == signal::phases::GLOBAL_CHECKPOINT {
             self.started = true;
         }
         send(
@@ -281,6 +293,9 @@ impl Block for Tc {
             Signal::TcAddTabReq(request) => self.add_table(from, request, ctx),
             Signal::DropTabOrd(order) => self.drop_table(from, order, ctx),
             Signal::StartPhaseReq(request) => self.start_phase(from, request, ctx),
+            Signal::GcpFlushReq(request) => self.gcp_flush_req(from, request, ctx),
+            Signal::GcpDurableRep(report) => self.gcp_durable_rep(report, ctx),
+            Signal::GciWaitReq(request) => self.gci_wait_req(from, request, ctx),
             Signal::ApiFailRep(report) => self.api_failed(report, ctx),
             Signal::ContinueB(ContinueB {
                 job: TIMEOUT_SCAN_JOB,

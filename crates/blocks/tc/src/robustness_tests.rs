@@ -2,9 +2,10 @@
 //! 2): random and adversarial TCKEYREQs (any flags, kinds, lock modes,
 //! table ids and versions, keys of random bytes or with wrong columns,
 //! forged transaction ids, senders that are not API blocks), commits and
-//! rollbacks of transactions in any state, API requests meant for other
-//! blocks, and API nodes failing, all interleaved with the ldms' answers,
-//! GCI switches and timeout scans. The test plays every other block,
+//! rollbacks of transactions in any state, waits for durable GCIs (any
+//! GCI, from any sender), API requests meant for other blocks, and API
+//! nodes failing, all interleaved with the ldms' answers, GCI switches,
+//! flushes and durable reports of the master dih, and timeout scans. The test plays every other block,
 //! correctly; whatever the clients send, the tc must not panic, must route
 //! only keys `key_hash` accepts, and must end with every record free.
 
@@ -82,6 +83,12 @@ struct Fuzz {
     ldms: Vec<FakeLdm>,
     gci: Gci,
     gcp_prepared: bool,
+    /// The GCP_FLUSH_REQ sent and not yet answered.
+    flush_pending: Option<Gci>,
+    /// The last GCI whose flush was answered (reported durable next).
+    flushed: Option<Gci>,
+    /// GCP_FLUSH_CONFs received.
+    flushes: u32,
     /// Counts of what the clients got: (TcKeyConf, TcKeyRef, other).
     answers: (u32, u32, u32),
     next_ldm_op: u32,
@@ -121,10 +128,13 @@ impl Fuzz {
             ldms: (0..LDM_INSTANCES).map(|_| FakeLdm::default()).collect(),
             gci: Gci::from_parts(5, 1),
             gcp_prepared: false,
+            flush_pending: None,
+            flushed: None,
+            flushes: 0,
             answers: (0, 0, 0),
             next_ldm_op: 0,
         };
-        for phase in 1..=3 {
+        for &phase in signal::phases::PHASES {
             fuzz.deliver(MEMBERSHIP, StartPhaseReq { phase });
         }
         fuzz.deliver(DIH, GcpCommit { gci: fuzz.gci });
@@ -165,11 +175,22 @@ impl Fuzz {
                     assert_eq!(to.kind, BlockKind::Ldm);
                     self.ldms[to.instance as usize].inbox.push_back(signal);
                 }
+                Signal::GcpFlushConf(conf) => {
+                    assert_eq!(
+                        self.flush_pending.take(),
+                        Some(conf.gci),
+                        "GCP_FLUSH_CONF answers the pending flush, once"
+                    );
+                    self.flushed = Some(conf.gci);
+                    self.flushes += 1;
+                }
                 Signal::TcKeyConf(_) => self.answers.0 += 1,
                 Signal::TcKeyRef(_) => self.answers.1 += 1,
                 Signal::TransIdAi(_)
                 | Signal::TcRollbackConf(_)
                 | Signal::SchemaRef(_)
+                | Signal::GciWaitConf(_)
+                | Signal::GciWaitRef(_)
                 | Signal::GcpPrepareConf(_)
                 | Signal::GcpCommitConf(_) => self.answers.2 += 1,
                 Signal::ContinueB(ContinueB {
@@ -239,6 +260,18 @@ impl Fuzz {
         let signal: Signal = match self.below(12) {
             0 => TcCommitReq { transaction_id }.into(),
             1 => TcRollbackReq { transaction_id }.into(),
+            3 => {
+                // Mostly near the current GCI, sometimes anything.
+                let gci = match self.below(4) {
+                    0 => Gci(self.rng.next_u64()),
+                    _ => Gci((self.gci.0 + self.below(6)).saturating_sub(3)),
+                };
+                GciWaitReq {
+                    request_id: self.rng.next_u64() as u32,
+                    gci,
+                }
+                .into()
+            }
             2 => {
                 let name = self.random_bytes(8);
                 match self.below(4) {
@@ -390,6 +423,16 @@ impl Fuzz {
             self.gcp_prepared = false;
             let gci = self.gci;
             self.deliver(DIH, GcpCommit { gci });
+            // Every tc is past the previous GCI now: it may be flushed,
+            // and the last one flushed reported durable.
+            if let Some(flushed) = self.flushed.take() {
+                self.deliver(DIH, GcpDurableRep { gci: flushed });
+            }
+            if self.flush_pending.is_none() {
+                let previous = Gci(gci.0 - 1);
+                self.flush_pending = Some(previous);
+                self.deliver(DIH, GcpFlushReq { gci: previous });
+            }
         } else {
             self.gcp_prepared = true;
             self.gci = Gci(self.gci.0 + 1);
@@ -474,6 +517,9 @@ impl Fuzz {
         );
         assert_eq!(self.tc.records.active_head, NIL, "active list not empty");
         assert_eq!(self.tc.waiting_for_gci_head, NIL, "commits still held");
+        assert_eq!(self.tc.transactions_in_commit_phase(), 0);
+        assert_eq!(self.flush_pending, None, "a flush was never answered");
+        assert_eq!(self.tc.gci_waits_held(), 0, "waits of failed API nodes");
         for (class, &count) in POOL_COUNTS.iter().enumerate() {
             assert_eq!(
                 self.ctx.pool().free_in_class(class),
@@ -494,10 +540,15 @@ fn random_client_requests_never_crash_the_tc_or_leak_records() {
         fuzz.drain();
         let (confs, refs, others) = fuzz.answers;
         assert!(
-            confs > 100 && refs > 1000 && others > 400 && fuzz.tc.counters().commits > 40,
-            "seed {seed}: too few of each answer: {:?} (commits {})",
+            confs > 100
+                && refs > 1000
+                && others > 400
+                && fuzz.tc.counters().commits > 40
+                && fuzz.flushes > 20,
+            "seed {seed}: too few of each answer: {:?} (commits {}, flushes {})",
             fuzz.answers,
-            fuzz.tc.counters().commits
+            fuzz.tc.counters().commits,
+            fuzz.flushes
         );
     }
 }

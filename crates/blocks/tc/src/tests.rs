@@ -4,7 +4,8 @@
 //! order; behaviour tests check refusals, timeouts, aborts and that every
 //! transaction and operation record returns to its pool. Partition maps are
 //! built as dih builds them (node 2, one node group, partitions spread over
-//! two ldm instances), keys and hashes with `signal::attr`.
+//! two ldm instances), keys and hashes with `signal::attr`. The `Bench`
+//! and its helpers are shared with `durability_tests`.
 
 use crate::records::{TransactionState, NIL};
 use crate::{Tc, TcConfig, TIMEOUT_SCAN_JOB};
@@ -17,13 +18,13 @@ use signal::signals::*;
 use signal::{BlockKind, BlockRef, ErrorCode, Gci, NodeId, Section, Signal, TransactionId};
 use std::sync::Arc;
 
-const NODE: NodeId = NodeId(2);
-const TC: BlockRef = BlockRef::new(NODE, BlockKind::Tc, 0);
-const DIH: BlockRef = BlockRef::new(NODE, BlockKind::Dih, 0);
-const DICT: BlockRef = BlockRef::new(NODE, BlockKind::Dict, 0);
-const MEMBERSHIP: BlockRef = BlockRef::new(NODE, BlockKind::Membership, 0);
-const API: BlockRef = BlockRef::new(NodeId(10), BlockKind::Api, 0);
-const OTHER_API: BlockRef = BlockRef::new(NodeId(11), BlockKind::Api, 0);
+pub(crate) const NODE: NodeId = NodeId(2);
+pub(crate) const TC: BlockRef = BlockRef::new(NODE, BlockKind::Tc, 0);
+pub(crate) const DIH: BlockRef = BlockRef::new(NODE, BlockKind::Dih, 0);
+pub(crate) const DICT: BlockRef = BlockRef::new(NODE, BlockKind::Dict, 0);
+pub(crate) const MEMBERSHIP: BlockRef = BlockRef::new(NODE, BlockKind::Membership, 0);
+pub(crate) const API: BlockRef = BlockRef::new(NodeId(10), BlockKind::Api, 0);
+pub(crate) const OTHER_API: BlockRef = BlockRef::new(NodeId(11), BlockKind::Api, 0);
 
 const TABLE_ID: u32 = 3;
 const TABLE_VERSION: u32 = 7;
@@ -33,17 +34,17 @@ const LDM_INSTANCES: u16 = 2;
 const V: u16 = 1;
 const S: u16 = 2;
 
-const G1: Gci = Gci::from_parts(5, 1);
-const G2: Gci = Gci::from_parts(5, 2);
+pub(crate) const G1: Gci = Gci::from_parts(5, 1);
+pub(crate) const G2: Gci = Gci::from_parts(5, 2);
 const LOCK_WAIT_MS: u64 = 1200;
 const INACTIVE_MS: u64 = 5000;
 /// (LOCK_WAIT_MS / 10).clamp(10, 100).
 const SCAN_MS: u64 = 100;
 const NO_OP: u32 = u32::MAX;
 
-const START: u8 = tc_key_flags::START;
-const EXECUTE: u8 = tc_key_flags::EXECUTE;
-const COMMIT: u8 = tc_key_flags::COMMIT;
+pub(crate) const START: u8 = tc_key_flags::START;
+pub(crate) const EXECUTE: u8 = tc_key_flags::EXECUTE;
+pub(crate) const COMMIT: u8 = tc_key_flags::COMMIT;
 
 type Entries<'a> = &'a [(u16, Option<&'a [u8]>)];
 
@@ -89,11 +90,11 @@ fn partition_map(table: &TableDef) -> PartitionMap {
     }
 }
 
-fn txn(api: BlockRef, n: u64) -> TransactionId {
+pub(crate) fn txn(api: BlockRef, n: u64) -> TransactionId {
     TransactionId(u64::from(api.node.0) << 48 | n)
 }
 
-fn config() -> TcConfig {
+pub(crate) fn config() -> TcConfig {
     TcConfig {
         address: TC,
         max_transactions: 4,
@@ -143,7 +144,7 @@ fn batch_conf_line(transaction_id: TransactionId, operations: u32) -> String {
 }
 
 /// The trace line of the TCKEYCONF that acknowledges a commit.
-fn commit_conf_line(transaction_id: TransactionId, operations: u32, gci: Gci) -> String {
+pub(crate) fn commit_conf_line(transaction_id: TransactionId, operations: u32, gci: Gci) -> String {
     line(
         TC,
         API,
@@ -170,16 +171,16 @@ fn abort_line(ldm: BlockRef, tc_op: u32, transaction_id: TransactionId) -> Strin
     )
 }
 
-struct Bench {
-    tc: Tc,
-    ctx: RecordingContext,
+pub(crate) struct Bench {
+    pub(crate) tc: Tc,
+    pub(crate) ctx: RecordingContext,
     table: Arc<TableDef>,
     map: Arc<PartitionMap>,
 }
 
 impl Bench {
     /// A tc that has not run its start phases.
-    fn unstarted(config: TcConfig) -> Bench {
+    pub(crate) fn unstarted(config: TcConfig) -> Bench {
         let table = table();
         let map = partition_map(&table);
         Bench {
@@ -191,7 +192,7 @@ impl Bench {
     }
 
     /// A started tc at GCI `G1` that knows the table.
-    fn started(config: TcConfig) -> Bench {
+    pub(crate) fn started(config: TcConfig) -> Bench {
         let mut bench = Bench::unstarted(config);
         bench.start();
         bench.ctx.sent.clear();
@@ -199,7 +200,7 @@ impl Bench {
     }
 
     fn start(&mut self) {
-        for phase in 1..=3 {
+        for &phase in signal::phases::PHASES {
             self.deliver(MEMBERSHIP, StartPhaseReq { phase });
         }
         self.deliver(DIH, GcpCommit { gci: G1 });
@@ -207,11 +208,11 @@ impl Bench {
         self.deliver(DICT, TcAddTabReq { table, map });
     }
 
-    fn deliver(&mut self, from: BlockRef, signal: impl Into<Signal>) {
+    pub(crate) fn deliver(&mut self, from: BlockRef, signal: impl Into<Signal>) {
         deliver(&mut self.tc, &mut self.ctx, from, signal);
     }
 
-    fn trace(&mut self) -> Vec<String> {
+    pub(crate) fn trace(&mut self) -> Vec<String> {
         self.ctx.take_trace()
     }
 
@@ -243,7 +244,7 @@ impl Bench {
         (ldm, partition, hash)
     }
 
-    fn ldm_of(&self, k: i32) -> BlockRef {
+    pub(crate) fn ldm_of(&self, k: i32) -> BlockRef {
         self.route(k).0
     }
 
@@ -272,7 +273,13 @@ impl Bench {
     }
 
     /// An insert of (k, v) as the API sends it.
-    fn insert(&self, transaction_id: TransactionId, client_op: u32, flags: u8, k: i32) -> TcKeyReq {
+    pub(crate) fn insert(
+        &self,
+        transaction_id: TransactionId,
+        client_op: u32,
+        flags: u8,
+        k: i32,
+    ) -> TcKeyReq {
         let v = i64::from(k) * 100;
         self.key_req(
             transaction_id,
@@ -286,7 +293,13 @@ impl Bench {
     }
 
     /// A committed read of k.
-    fn read(&self, transaction_id: TransactionId, client_op: u32, flags: u8, k: i32) -> TcKeyReq {
+    pub(crate) fn read(
+        &self,
+        transaction_id: TransactionId,
+        client_op: u32,
+        flags: u8,
+        k: i32,
+    ) -> TcKeyReq {
         self.key_req(
             transaction_id,
             client_op,
@@ -331,7 +344,7 @@ impl Bench {
 
     /// Drains the sent signals, which must all be LQHKEYREQs; returns
     /// (ldm, tc_op) of each.
-    fn take_lqh_key_reqs(&mut self) -> Vec<(BlockRef, u32)> {
+    pub(crate) fn take_lqh_key_reqs(&mut self) -> Vec<(BlockRef, u32)> {
         self.ctx
             .sent
             .drain(..)
@@ -343,7 +356,7 @@ impl Bench {
     }
 
     /// Plays the ldm: LQHKEYCONF for a prepared operation.
-    fn prepared(&mut self, ldm: BlockRef, tc_op: u32, ldm_op: u32) {
+    pub(crate) fn prepared(&mut self, ldm: BlockRef, tc_op: u32, ldm_op: u32) {
         self.deliver(
             ldm,
             LqhKeyConf {
@@ -368,7 +381,7 @@ impl Bench {
     }
 
     /// Every record is back in its pool and nothing is queued.
-    fn assert_quiet(&self) {
+    pub(crate) fn assert_quiet(&self) {
         assert_eq!(
             self.tc.transactions_in_use(),
             0,
@@ -381,6 +394,16 @@ impl Bench {
         assert_eq!(self.tc.records.active_head, NIL, "active list not empty");
         assert_eq!(self.tc.waiting_for_gci_head, NIL, "commits still held");
         assert_eq!(self.tc.waiting_for_gci_tail, NIL, "commits still held");
+        assert_eq!(
+            self.tc.transactions_in_commit_phase(),
+            0,
+            "commit phases still counted"
+        );
+        assert_eq!(
+            self.tc.durability.pending_flush, None,
+            "a GCP_FLUSH_REQ unanswered"
+        );
+        assert_eq!(self.tc.gci_waits_held(), 0, "GCI waits still held");
     }
 }
 
@@ -391,21 +414,17 @@ impl Bench {
 #[test]
 fn golden_trace_of_start_and_a_committed_two_operation_write_batch() {
     let mut b = Bench::unstarted(config());
-    b.deliver(MEMBERSHIP, StartPhaseReq { phase: 1 });
-    assert_eq!(
-        b.trace(),
-        vec![rearm(), line(TC, MEMBERSHIP, StartPhaseConf { phase: 1 })]
-    );
-    b.deliver(MEMBERSHIP, StartPhaseReq { phase: 2 });
-    assert_eq!(
-        b.trace(),
-        vec![line(TC, MEMBERSHIP, StartPhaseConf { phase: 2 })]
-    );
-    b.deliver(MEMBERSHIP, StartPhaseReq { phase: 3 });
-    assert_eq!(
-        b.trace(),
-        vec![line(TC, MEMBERSHIP, StartPhaseConf { phase: 3 })]
-    );
+    for &phase in signal::phases::PHASES {
+        b.deliver(MEMBERSHIP, StartPhaseReq { phase });
+        let conf = line(TC, MEMBERSHIP, StartPhaseConf { phase });
+        // The first phase also arms the periodic timeout scan.
+        let expected = if phase == signal::phases::INITIALISE {
+            vec![rearm(), conf]
+        } else {
+            vec![conf]
+        };
+        assert_eq!(b.trace(), expected, "phase {phase}");
+    }
     b.deliver(DIH, GcpCommit { gci: G1 });
     assert_eq!(b.trace(), vec![line(TC, DIH, GcpCommitConf { gci: G1 })]);
     let (table, map) = (b.table.clone(), b.map.clone());
@@ -636,7 +655,7 @@ fn commit_decisions_are_held_between_gcp_prepare_and_gcp_commit() {
 #[test]
 fn commits_before_the_first_gcp_commit_wait_for_it_in_arrival_order() {
     let mut b = Bench::unstarted(config());
-    for phase in 1..=3 {
+    for &phase in signal::phases::PHASES {
         b.deliver(MEMBERSHIP, StartPhaseReq { phase });
     }
     let (table, map) = (b.table.clone(), b.map.clone());
@@ -1129,8 +1148,11 @@ fn requests_before_start_are_refused_with_node_not_started() {
         b.trace(),
         vec![refusal_line(t, 4, ErrorCode::NodeNotStarted)]
     );
-    // Phases 1 and 2 are not enough.
-    for phase in 1..=2 {
+    // Every phase before the global checkpoint phase is not enough.
+    for &phase in signal::phases::PHASES
+        .iter()
+        .filter(|&&phase| phase < signal::phases::GLOBAL_CHECKPOINT)
+    {
         b.deliver(MEMBERSHIP, StartPhaseReq { phase });
     }
     b.trace();

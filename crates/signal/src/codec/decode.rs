@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 /// Whether an API node may send signal `number` (to a data node).
 pub fn is_api_request(number: u16) -> bool {
-    matches!(number, 1 | 10 | 14 | 15 | 20 | 23 | 25 | 27 | 30)
+    matches!(number, 1 | 10 | 14 | 15 | 17 | 20 | 23 | 25 | 27 | 30)
 }
 
 /// Decodes the signals of one verified frame body, one at a time.
@@ -407,6 +407,47 @@ fn decode_body(
         62 => GcpCommit { gci: Gci(r.u64()?) }.into(),
         63 => GcpCommitConf { gci: Gci(r.u64()?) }.into(),
         64 => GcpCompleteRep { gci: Gci(r.u64()?) }.into(),
+        17 => GciWaitReq {
+            request_id: r.u32()?,
+            gci: Gci(r.u64()?),
+        }
+        .into(),
+        18 => GciWaitConf {
+            request_id: r.u32()?,
+            complete_gci: Gci(r.u64()?),
+        }
+        .into(),
+        19 => GciWaitRef {
+            request_id: r.u32()?,
+            error: error_code(r)?,
+        }
+        .into(),
+        65 => GcpFlushReq { gci: Gci(r.u64()?) }.into(),
+        66 => GcpFlushConf { gci: Gci(r.u64()?) }.into(),
+        67 => GcpSaveReq { gci: Gci(r.u64()?) }.into(),
+        68 => GcpSaveConf { gci: Gci(r.u64()?) }.into(),
+        69 => CopyGciReq {
+            complete_gci: Gci(r.u64()?),
+            started_gci: Gci(r.u64()?),
+        }
+        .into(),
+        78 => CopyGciConf {
+            complete_gci: Gci(r.u64()?),
+        }
+        .into(),
+        79 => GcpDurableRep { gci: Gci(r.u64()?) }.into(),
+        86 => RestartGciRep {
+            complete_gci: Gci(r.u64()?),
+        }
+        .into(),
+        87 => RestartGciOrd {
+            restored_gci: Gci(r.u64()?),
+        }
+        .into(),
+        88 => RestoredRep {
+            highest_gci: Gci(r.u64()?),
+        }
+        .into(),
         72 => {
             let (table, map) = table_and_map(r)?;
             TcAddTabReq { table, map }.into()
@@ -432,6 +473,26 @@ fn decode_body(
             }
             .into()
         }
+        93 => {
+            let total_bytes = r.u32()?;
+            let offset = r.u32()?;
+            // Checked before a section is taken, so a refusal costs none.
+            let data = r.bytes32()?;
+            let end = u64::from(offset) + data.len() as u64;
+            if end > u64::from(total_bytes) {
+                return Err(WireError::BadField("SchemaSyncReq chunk beyond the total"));
+            }
+            if data.is_empty() != (total_bytes == 0) {
+                return Err(WireError::BadField("SchemaSyncReq empty chunk"));
+            }
+            SchemaSyncReq {
+                total_bytes,
+                offset,
+                data: pool.copy_from(data).ok_or(WireError::OutOfSections)?,
+            }
+            .into()
+        }
+        94 => SchemaSyncConf { received: r.u32()? }.into(),
         84 => CmRegReq {
             node: node_id(r, "CmRegReq node")?,
         }

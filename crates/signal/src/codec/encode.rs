@@ -192,6 +192,31 @@ pub fn encode_signal(out: &mut Vec<u8>, envelope: &Envelope) -> Result<(), WireE
         Signal::GcpCommit(s) => w.u64(s.gci.0),
         Signal::GcpCommitConf(s) => w.u64(s.gci.0),
         Signal::GcpCompleteRep(s) => w.u64(s.gci.0),
+        Signal::GciWaitReq(s) => {
+            w.u32(s.request_id);
+            w.u64(s.gci.0);
+        }
+        Signal::GciWaitConf(s) => {
+            w.u32(s.request_id);
+            w.u64(s.complete_gci.0);
+        }
+        Signal::GciWaitRef(s) => {
+            w.u32(s.request_id);
+            w.u16(s.error as u16);
+        }
+        Signal::GcpFlushReq(s) => w.u64(s.gci.0),
+        Signal::GcpFlushConf(s) => w.u64(s.gci.0),
+        Signal::GcpSaveReq(s) => w.u64(s.gci.0),
+        Signal::GcpSaveConf(s) => w.u64(s.gci.0),
+        Signal::CopyGciReq(s) => {
+            w.u64(s.complete_gci.0);
+            w.u64(s.started_gci.0);
+        }
+        Signal::CopyGciConf(s) => w.u64(s.complete_gci.0),
+        Signal::GcpDurableRep(s) => w.u64(s.gci.0),
+        Signal::RestartGciRep(s) => w.u64(s.complete_gci.0),
+        Signal::RestartGciOrd(s) => w.u64(s.restored_gci.0),
+        Signal::RestoredRep(s) => w.u64(s.highest_gci.0),
         Signal::TcAddTabReq(s) => write_table_and_map(&mut w, &s.table, &s.map),
         Signal::LqhAddTabReq(s) => write_table_and_map(&mut w, &s.table, &s.map),
         Signal::DictAddTabReq(s) => {
@@ -199,6 +224,12 @@ pub fn encode_signal(out: &mut Vec<u8>, envelope: &Envelope) -> Result<(), WireE
             write_table_and_map(&mut w, &s.table, &s.map);
         }
         Signal::AddTabConf(s) => w.u32(s.table_id),
+        Signal::SchemaSyncReq(s) => {
+            w.u32(s.total_bytes);
+            w.u32(s.offset);
+            w.bytes32(s.data.as_slice());
+        }
+        Signal::SchemaSyncConf(s) => w.u32(s.received),
         Signal::DropTabOrd(s) => w.u32(s.table_id),
         Signal::DropTabRep(s) => {
             w.u32(s.table_id);
@@ -215,7 +246,9 @@ pub fn encode_signal(out: &mut Vec<u8>, envelope: &Envelope) -> Result<(), WireE
         | Signal::DiAddTabReq(_)
         | Signal::DiAddTabConf(_)
         | Signal::FsReq(_)
-        | Signal::FsConf(_) => {
+        | Signal::FsConf(_)
+        | Signal::RestoreReq(_)
+        | Signal::RestoreConf(_) => {
             let name = envelope.signal.name();
             out.truncate(head);
             return Err(WireError::NotWireSignal(name));

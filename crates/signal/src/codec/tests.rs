@@ -328,6 +328,50 @@ fn data_node_signals_round_trip() {
         .into(),
         GcpCommitConf { gci: Gci(u64::MAX) }.into(),
         GcpCompleteRep { gci: Gci(0) }.into(),
+        GciWaitReq {
+            request_id: 7,
+            gci: Gci::from_parts(9, 3),
+        }
+        .into(),
+        GciWaitConf {
+            request_id: u32::MAX,
+            complete_gci: Gci::from_parts(9, 4),
+        }
+        .into(),
+        GciWaitRef {
+            request_id: 1,
+            error: ErrorCode::OutOfTransactionRecords,
+        }
+        .into(),
+        GcpFlushReq {
+            gci: Gci::from_parts(4, 19),
+        }
+        .into(),
+        GcpFlushConf { gci: Gci(1) }.into(),
+        GcpSaveReq { gci: Gci(2) }.into(),
+        GcpSaveConf { gci: Gci(3) }.into(),
+        CopyGciReq {
+            complete_gci: Gci(4),
+            started_gci: Gci::from_parts(5, 1),
+        }
+        .into(),
+        CopyGciConf {
+            complete_gci: Gci(5),
+        }
+        .into(),
+        GcpDurableRep { gci: Gci(6) }.into(),
+        RestartGciRep {
+            complete_gci: Gci(7),
+        }
+        .into(),
+        RestartGciOrd {
+            restored_gci: Gci(8),
+        }
+        .into(),
+        RestoredRep {
+            highest_gci: Gci(u64::MAX),
+        }
+        .into(),
         TcAddTabReq {
             table: table.clone(),
             map: map.clone(),
@@ -829,4 +873,102 @@ fn mangled_table_names_never_panic() {
         }
     }
     assert!(decoded > 1000, "only {decoded} inputs decoded");
+}
+
+#[test]
+fn schema_sync_signals_round_trip() {
+    let pool = pool();
+    let chunk = |bytes: &[u8]| pool.copy_from(bytes).expect("room");
+    let whole: Vec<u8> = (0..MAX_SECTION_BYTES).map(|i| i as u8).collect();
+    let signals: Vec<Signal> = vec![
+        // No schema at the master.
+        SchemaSyncReq {
+            total_bytes: 0,
+            offset: 0,
+            data: chunk(b""),
+        }
+        .into(),
+        // The middle chunk of a larger schema.
+        SchemaSyncReq {
+            total_bytes: 300_000,
+            offset: 131_072,
+            data: chunk(b"schema bytes"),
+        }
+        .into(),
+        // A whole section that ends the schema exactly.
+        SchemaSyncReq {
+            total_bytes: u32::MAX,
+            offset: u32::MAX - MAX_SECTION_BYTES as u32,
+            data: chunk(&whole),
+        }
+        .into(),
+        SchemaSyncConf { received: 0 }.into(),
+        SchemaSyncConf { received: u32::MAX }.into(),
+    ];
+    for signal in signals {
+        let name = signal.name();
+        assert!(matches!(signal.number(), 93 | 94), "{name} has its number");
+        assert!(!is_api_request(signal.number()), "{name} is not from APIs");
+        round_trip_between_nodes(signal);
+    }
+}
+
+#[test]
+fn schema_sync_chunks_outside_the_schema_are_refused() {
+    let pool = pool();
+    // Body: total 0..4, offset 4..8, data length 8..12, data 12..
+    let request = |total_bytes: u32, offset: u32, data: &[u8]| -> Signal {
+        SchemaSyncReq {
+            total_bytes,
+            offset,
+            data: pool.copy_from(data).expect("room"),
+        }
+        .into()
+    };
+    let u32_at = |at: usize, value: u32| {
+        move |b: &mut Vec<u8>| b[at..at + 4].copy_from_slice(&value.to_le_bytes())
+    };
+    let beyond = WireError::BadField("SchemaSyncReq chunk beyond the total");
+    let empty = WireError::BadField("SchemaSyncReq empty chunk");
+    assert_eq!(
+        decode_mangled(request(10, 0, b"0123456789"), u32_at(0, 9)),
+        beyond,
+        "the chunk ends past the total"
+    );
+    assert_eq!(
+        decode_mangled(request(10, 0, b"0123456789"), u32_at(4, 1)),
+        beyond,
+        "the chunk starts too late"
+    );
+    assert_eq!(
+        decode_mangled(request(10, 0, b"0123456789"), u32_at(4, u32::MAX)),
+        beyond,
+        "offset + length overflows a u32"
+    );
+    assert_eq!(
+        decode_mangled(request(10, 0, b"0123456789"), u32_at(0, 0)),
+        beyond,
+        "data with a total of 0"
+    );
+    assert_eq!(
+        decode_mangled(request(0, 0, b""), u32_at(0, 5)),
+        empty,
+        "an empty chunk of a schema that has bytes"
+    );
+    assert_eq!(
+        decode_mangled(request(10, 0, b"0123456789"), u32_at(8, 11)),
+        WireError::Truncated,
+        "a data length beyond the body"
+    );
+    assert_eq!(
+        decode_mangled(
+            request(10, 0, b"0123456789"),
+            u32_at(8, MAX_SECTION_BYTES as u32 + 1)
+        ),
+        WireError::BadField("section length")
+    );
+    assert_eq!(
+        decode_mangled(SchemaSyncConf { received: 1 }.into(), |b| b.truncate(3)),
+        WireError::Truncated
+    );
 }

@@ -91,6 +91,12 @@ impl fmt::Display for AppendError {
 
 impl std::error::Error for AppendError {}
 
+/// Bytes a row change with a key of `key_bytes` and an image of
+/// `image_bytes` takes in the log (its header included).
+pub fn record_bytes(key_bytes: usize, image_bytes: usize) -> usize {
+    RECORD_HEADER_BYTES + key_bytes + image_bytes
+}
+
 /// Pages ready to be written with one write: `bytes` bytes from
 /// `buffer_offset` in the buffer to `file_offset` in file `file`. Never
 /// crosses the end of the buffer or of a file.
@@ -224,6 +230,39 @@ impl RedoAppender {
         self.append(buffer, header, change.key, change.image, Room::RowChange)
     }
 
+    /// Appends a committed row change whose room was checked with
+    /// [`RedoAppender::check_room`] when its operation prepared: it may use
+    /// the marker reserve, because GCI markers appended since then may have
+    /// eaten into the room that check saw. Returns its LSN.
+    pub fn append_reserved_change(
+        &mut self,
+        buffer: &mut [u8],
+        change: &Change<'_>,
+    ) -> Result<u64, AppendError> {
+        let header = RecordHeader::row_change(0, change);
+        self.append(buffer, header, change.key, change.image, Room::Marker)
+    }
+
+    /// Whether row changes of `record_bytes` in all (each record's
+    /// [`record_bytes`] summed, plus what earlier checks reserved and not
+    /// yet appended) fit now, both in the ring before the tail (keeping the
+    /// marker reserve) and in the buffer. Operations check at prepare, so
+    /// that their commit, which cannot fail, finds room.
+    pub fn check_room(&self, record_bytes: usize) -> Result<(), AppendError> {
+        let spill = record_bytes.saturating_sub(PAGE_BODY_BYTES - self.head_used);
+        // A page of slack for each record boundary a GCI marker might close
+        // early is not knowable here; callers add their own slack.
+        let last_page = self.head_page + spill.div_ceil(PAGE_BODY_BYTES) as u64;
+        if last_page >= self.written_page + u64::from(self.config.buffer_pages) {
+            return Err(AppendError::BufferFull);
+        }
+        let kept = u64::from(self.config.marker_reserve_pages);
+        if last_page + kept >= self.tail_page + self.config.geometry.ring_pages() {
+            return Err(AppendError::LogFull);
+        }
+        Ok(())
+    }
+
     /// Appends the "GCI `gci` is complete" marker; returns its LSN. Close
     /// the page, write it and fsync before reporting the GCI durable.
     pub fn append_gci_complete(&mut self, buffer: &mut [u8], gci: u64) -> Result<u64, AppendError> {
@@ -343,6 +382,11 @@ impl RedoAppender {
     /// redo start).
     pub fn next_lsn(&self) -> u64 {
         self.next_lsn
+    }
+
+    /// The highest GCI marked complete so far.
+    pub fn complete_gci(&self) -> u64 {
+        self.complete_gci
     }
 
     /// This run's incarnation.

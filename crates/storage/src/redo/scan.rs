@@ -240,6 +240,53 @@ pub fn scan_part<F: AsRef<[u8]>>(
     Ok(scan)
 }
 
+/// A start LSN for a restart that needs no record of the part in
+/// particular: none of the part's partitions has a restorable local
+/// checkpoint naming a redo start (a part with no partition, or whose
+/// partitions have no committed rows yet). In the ring's first lap that is
+/// [`FIRST_LSN`]. Once the ring has wrapped, the oldest page in it is not
+/// a possible start: a restart resuming after the end would find the ring
+/// full, with no page for its invalidation record. So it is the first
+/// record beginning in a page after the oldest one (valid pages only; the
+/// oldest is the lowest page number, orphans beyond a crash's cut all have
+/// higher ones). Row changes and markers never fill the last page before
+/// the tail, so that page is at or before where the tail was: everything
+/// from there to the end of the log is a chain [`scan_part`] can walk, and
+/// its records before the tail are replayed harmlessly (replay is
+/// idempotent). A part with records its partitions need starts at their
+/// checkpoints' redo start instead.
+pub fn oldest_start_lsn<F: AsRef<[u8]>>(
+    files: &[F],
+    geometry: RedoGeometry,
+    part: u32,
+) -> Result<u64, RedoError> {
+    check_files(files, geometry, part)?;
+    // (page number, LSN of the first record beginning in it) of valid pages.
+    let mut pages = Vec::new();
+    for position in 0..geometry.ring_pages() {
+        if let PageRead::Valid { header, .. } = read_page(
+            page_bytes(files, geometry, position),
+            part,
+            geometry,
+            position,
+        ) {
+            pages.push((header.page, header.first_record_lsn()));
+        }
+    }
+    let Some(oldest) = pages.iter().map(|&(page, _)| page).min() else {
+        return Ok(FIRST_LSN);
+    };
+    if pages.iter().all(|&(page, _)| page < geometry.ring_pages()) {
+        return Ok(FIRST_LSN);
+    }
+    Ok(pages
+        .iter()
+        .filter(|&&(page, _)| page > oldest)
+        .filter_map(|&(_, lsn)| lsn)
+        .min()
+        .unwrap_or(FIRST_LSN))
+}
+
 /// The scan of a part with no page to start from: fine only when the
 /// restart needs the log from its first record and the log has none (never
 /// written, or its first page lost before any fsync).

@@ -1162,3 +1162,42 @@ fn power_lost_during_a_restarts_first_fsync_is_a_torn_tail() {
     let scan = log.scan(FIRST_LSN).expect("scans");
     assert_eq!(read_all(&scan, &log.files), log.appended);
 }
+
+#[test]
+fn the_oldest_start_reads_everything_the_ring_still_holds() {
+    let geometry = small_geometry();
+    let mut rng = XorShift::new(23);
+    let mut log = Log::new(geometry);
+    // The first lap: the oldest start is the first LSN.
+    for _ in 0..50 {
+        log.append_random(&mut rng, 1, false).expect("room");
+    }
+    log.complete(1);
+    assert_eq!(oldest_start_lsn(&log.files, geometry, PART), Ok(FIRST_LSN));
+    // Wrap the ring a few times, moving the tail as checkpoints would.
+    let mut tail = FIRST_LSN;
+    let mut gci = 2;
+    while log.appender.written_through() < 3 * geometry.ring_pages() + 7 {
+        if log.append_random(&mut rng, gci, false) == Err(AppendError::LogFull) {
+            tail = log.appender.next_lsn() - 30;
+            log.appender.set_tail(tail);
+        }
+        log.flush();
+        if rng.below(8) == 0 {
+            log.complete(gci);
+            gci += 1;
+        }
+    }
+    log.complete(gci);
+    let oldest = oldest_start_lsn(&log.files, geometry, PART).expect("reads");
+    assert!(
+        oldest > FIRST_LSN && oldest <= tail,
+        "{oldest} vs tail {tail}"
+    );
+    let scan = log.scan(oldest).expect("the oldest start scans");
+    assert_eq!(read_all(&scan, &log.files), from_lsn(&log.appended, oldest));
+    assert_eq!(scan.last_complete_gci, Some(gci));
+    // A restart from there keeps working.
+    let restarted = Log::restart(geometry, log.files.clone(), oldest, gci);
+    assert_eq!(restarted.appender.next_lsn(), log.appender.next_lsn() + 1);
+}

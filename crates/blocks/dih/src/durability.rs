@@ -1,0 +1,257 @@
+//! Making a global checkpoint durable (DESIGN.md §5, NDB's GCP_NODEFINISH,
+//! GCP_SAVEREQ and COPY_GCIREQ).
+//!
+//! ```text
+//!  master dih            every tc        every ldm          every dih (itself too)
+//!   |-- GcpFlushReq{g} ---->|  (all commits of GCIs <= g finished on every replica)
+//!   |<---- GcpFlushConf ----|
+//!   |-- GcpSaveReq{g} ---------------------->| "g complete" marker, write, fsync
+//!   |<------------------------- GcpSaveConf -|
+//!   |-- CopyGciReq{g, started} ----------------------------------->| system file, fsync x2
+//!   |<------------------------------------------------ CopyGciConf -|
+//!   |-- GcpDurableRep{g} -->|  (answers clients waiting for g)
+//! ```
+//!
+//! A round starts when a switch advances the high part of the GCI: `g` is
+//! the last GCI of the global checkpoint just closed (every tc has moved
+//! past it, so no commit can still get it). One round runs at a time; a
+//! newer GCI waiting for its round replaces an older one (marking g
+//! complete marks every earlier GCI complete too).
+//!
+//! The system file also records `started`, the master's current GCI. The
+//! switch never advances the high part more than one past the highest high
+//! part every system file records as started (`gcp.rs`), so after a crash
+//! new GCIs can start above every GCI ever handed out: at most one above
+//! the recorded one (`restart.rs`).
+
+use crate::Dih;
+use kernel::{send, Context, Report};
+use signal::signals::{
+    CopyGciConf, CopyGciReq, GcpDurableRep, GcpFlushReq, GcpSaveReq, StartPhaseConf,
+};
+use signal::{BlockRef, Gci};
+use storage::system_file::SystemFile;
+
+/// Where the master's round stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Round {
+    /// No round runs.
+    Idle,
+    /// Waiting for every tc to finish the commits of GCIs up to `gci`.
+    Flushing { gci: Gci },
+    /// Waiting for every ldm to make its marker of `gci` durable.
+    Saving { gci: Gci },
+    /// Waiting for every dih to record `gci` complete in its system file.
+    Copying { gci: Gci, started: Gci },
+}
+
+/// What the master's rounds know.
+pub(crate) struct Durability {
+    pub(crate) round: Round,
+    /// The newest GCI waiting for a round.
+    pending: Option<Gci>,
+    /// The latest GCI recorded complete (at a non-master: the last one its
+    /// system file recorded).
+    pub(crate) complete: Gci,
+    /// The highest high part every system file records as started.
+    pub(crate) recorded_started_high: u32,
+    /// Every tc, every ldm and every dih of the cluster (master only).
+    pub(crate) tcs: kernel::answers::Answers,
+    pub(crate) ldms: kernel::answers::Answers,
+    pub(crate) dihs: kernel::answers::Answers,
+    /// At the master's start: the phase requester to confirm once the
+    /// first round (recording the start GCI) is done.
+    pub(crate) start_requester: Option<BlockRef>,
+}
+
+impl Durability {
+    pub(crate) fn new(tcs: Vec<BlockRef>, ldms: Vec<BlockRef>, dihs: Vec<BlockRef>) -> Durability {
+        Durability {
+            round: Round::Idle,
+            pending: None,
+            complete: Gci(0),
+            recorded_started_high: 0,
+            tcs: kernel::answers::Answers::new(tcs),
+            ldms: kernel::answers::Answers::new(ldms),
+            dihs: kernel::answers::Answers::new(dihs),
+            start_requester: None,
+        }
+    }
+}
+
+impl Dih {
+    /// At the master, after a switch closed global checkpoint `gci`'s high
+    /// part: make it durable when the running round (if any) is done.
+    pub(crate) fn request_durable(&mut self, gci: Gci, ctx: &mut dyn Context) {
+        if gci <= self.durability.complete {
+            return;
+        }
+        if self.durability.round == Round::Idle {
+            self.start_flush(gci, ctx);
+        } else {
+            self.durability.pending = Some(gci);
+        }
+    }
+
+    fn start_flush(&mut self, gci: Gci, ctx: &mut dyn Context) {
+        self.durability.round = Round::Flushing { gci };
+        self.durability.tcs.start_round();
+        for &tc in self.durability.tcs.members() {
+            send(ctx, self.address, tc, GcpFlushReq { gci });
+        }
+    }
+
+    /// A tc finished the commits of GCIs up to `gci`.
+    pub(crate) fn gcp_flush_conf(&mut self, from: BlockRef, gci: Gci, ctx: &mut dyn Context) {
+        assert_eq!(
+            self.durability.round,
+            Round::Flushing { gci },
+            "dih {}: GcpFlushConf {gci} from {from} outside its round",
+            self.address
+        );
+        if !self.durability.tcs.record(from, "GcpFlushConf") {
+            return;
+        }
+        self.durability.round = Round::Saving { gci };
+        self.durability.ldms.start_round();
+        for &ldm in self.durability.ldms.members() {
+            send(ctx, self.address, ldm, GcpSaveReq { gci });
+        }
+    }
+
+    /// An ldm made the marker of `gci` durable in all its parts.
+    pub(crate) fn gcp_save_conf(&mut self, from: BlockRef, gci: Gci, ctx: &mut dyn Context) {
+        assert_eq!(
+            self.durability.round,
+            Round::Saving { gci },
+            "dih {}: GcpSaveConf {gci} from {from} outside its round",
+            self.address
+        );
+        if !self.durability.ldms.record(from, "GcpSaveConf") {
+            return;
+        }
+        self.start_copy(gci, self.gcp.latest, ctx);
+    }
+
+    /// Asks every dih to record `gci` complete and `started` started.
+    pub(crate) fn start_copy(&mut self, gci: Gci, started: Gci, ctx: &mut dyn Context) {
+        self.durability.round = Round::Copying { gci, started };
+        self.durability.dihs.start_round();
+        for &dih in self.durability.dihs.members() {
+            send(
+                ctx,
+                self.address,
+                dih,
+                CopyGciReq {
+                    complete_gci: gci,
+                    started_gci: started,
+                },
+            );
+        }
+    }
+
+    /// Every dih: record the master's GCIs in this node's system file.
+    pub(crate) fn copy_gci_req(
+        &mut self,
+        from: BlockRef,
+        request: CopyGciReq,
+        ctx: &mut dyn Context,
+    ) {
+        assert_eq!(
+            from, self.master,
+            "dih {}: CopyGciReq from {from}, but {} is the master",
+            self.address, self.master
+        );
+        assert!(
+            self.copy_requester.is_none(),
+            "dih {}: CopyGciReq while the previous one is being written",
+            self.address
+        );
+        if self.diskless {
+            self.copied(from, request.complete_gci, ctx);
+            return;
+        }
+        let previous = self
+            .system
+            .record
+            .unwrap_or_else(|| SystemFile::initial(self.address.node.0));
+        let record = SystemFile {
+            latest_complete_gci: previous.latest_complete_gci.max(request.complete_gci.0),
+            highest_started_gci: previous.highest_started_gci.max(request.started_gci.0),
+            ..previous
+        };
+        self.copy_requester = Some((from, request.complete_gci));
+        self.system.update(record, self.address, ctx);
+    }
+
+    /// The system file update of a CopyGciReq is durable.
+    pub(crate) fn copy_written(&mut self, ctx: &mut dyn Context) {
+        let (master, gci) = self
+            .copy_requester
+            .take()
+            .expect("a system file update finished with no CopyGciReq waiting");
+        self.copied(master, gci, ctx);
+    }
+
+    fn copied(&mut self, master: BlockRef, gci: Gci, ctx: &mut dyn Context) {
+        if gci > self.durability.complete {
+            self.durability.complete = gci;
+            ctx.report(Report::CompleteGci(gci));
+        }
+        send(ctx, self.address, master, CopyGciConf { complete_gci: gci });
+    }
+
+    /// A dih recorded `gci` complete.
+    pub(crate) fn copy_gci_conf(&mut self, from: BlockRef, gci: Gci, ctx: &mut dyn Context) {
+        let Round::Copying {
+            gci: copying,
+            started,
+        } = self.durability.round
+        else {
+            panic!(
+                "dih {}: CopyGciConf {gci} from {from} while no copy runs ({:?})",
+                self.address, self.durability.round
+            );
+        };
+        assert_eq!(
+            gci, copying,
+            "CopyGciConf from {from} confirms another GCI than the one being copied"
+        );
+        if !self.durability.dihs.record(from, "CopyGciConf") {
+            return;
+        }
+        self.durability.round = Round::Idle;
+        self.durability.recorded_started_high =
+            self.durability.recorded_started_high.max(started.high());
+        if gci != Gci(0) {
+            // At a restart's first round too: clients may wait for GCIs of
+            // the previous run, which the restored GCI makes complete.
+            for &tc in self.durability.tcs.members() {
+                send(ctx, self.address, tc, GcpDurableRep { gci });
+            }
+        }
+        if let Some(requester) = self.durability.start_requester.take() {
+            // The start GCI is recorded: hand it to the tcs (gcp.rs).
+            self.commit_initial_gci(requester, ctx);
+        }
+        if let Some(next) = self.durability.pending.take() {
+            if next > self.durability.complete {
+                self.start_flush(next, ctx);
+            }
+        }
+    }
+
+    /// The master's phase GLOBAL_CHECKPOINT begins by recording the start
+    /// GCI in every system file (so that a crash right after cannot reuse
+    /// a GCI handed out from here on), then commits it to every tc.
+    pub(crate) fn record_start_gci(&mut self, requester: BlockRef, ctx: &mut dyn Context) {
+        self.durability.start_requester = Some(requester);
+        let complete = self.restart.restored_gci;
+        self.start_copy(complete, self.restart.start_gci, ctx);
+    }
+
+    /// Confirms a phase to membership.
+    pub(crate) fn confirm_phase(&self, requester: BlockRef, phase: u8, ctx: &mut dyn Context) {
+        send(ctx, self.address, requester, StartPhaseConf { phase });
+    }
+}

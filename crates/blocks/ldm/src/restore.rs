@@ -1,0 +1,588 @@
+//! RESTORE_REQ from dih (start phase RESTORE_DATA, DESIGN.md §5 "System
+//! restart"): bring this ldm's partitions back from disk up to the
+//! restored GCI, then make the redo log ready to take new records.
+//!
+//! ```text
+//! restored GCI 0 (initial start): format every part ------------------> conf
+//! otherwise: load each partition's newest restorable local checkpoint
+//!              (`lcp_restore.rs`), which says where its redo starts
+//!            read every file of every part (one read at a time)
+//!            scan each part from the oldest redo start of its partitions:
+//!              end of log, torn tail cut, corruption fatal
+//!            check the part marks the restored GCI complete
+//!            replay its changes with GCI <= restored, by row id, each
+//!              partition from its own redo start (index rebuilt as rows
+//!              are placed)
+//!            resume each part: invalidation record, written, every file
+//!              fsynced ---------------------------------------------------> conf
+//! ```
+//!
+//! Replay is idempotent (DESIGN.md §5): an insert or update places the full
+//! after-image at its row id whether or not the row is there; a delete of a
+//! missing row does nothing. A change older than the partition's state may
+//! find its row id holding another key (the checkpoint saw the id reused
+//! after a delete the change precedes): the row there is removed and the
+//! change placed, and the later records bring the final state. Records of
+//! tables the schema no longer has (dropped) are skipped. A part none of
+//! whose partitions has a checkpoint is scanned from the oldest record it
+//! still holds (`oldest_start_lsn`).
+//!
+//! Every phase is reported with its duration (`Report::Phase`).
+
+use crate::layout::RowLayout;
+use crate::page_memory::PageMemory;
+use crate::partition::Partition;
+use crate::redo_log::{token, Completed};
+use crate::{Ldm, TableState};
+use kernel::{send, Context, Report};
+use signal::attr::key_hash;
+use signal::fs::{FileName, FsDone, FsError, FsErrorKind, FsOperation, OpenMode};
+use signal::schema::TableDef;
+use signal::section::MAX_SECTION_BYTES;
+use signal::signals::RestoreConf;
+use signal::BlockRef;
+use storage::redo::{
+    oldest_start_lsn, scan_part, Change, Operation as RedoOperation, RedoAppender, ReplayFilter,
+};
+
+/// A restore in progress.
+pub(crate) struct Restore {
+    /// Who asked (dih).
+    requester: BlockRef,
+    restored_gci: u64,
+    started_ms: u64,
+    /// Per part, per file: the bytes read so far.
+    files: Vec<Vec<Vec<u8>>>,
+    /// The file being read: (part index, file), and the next offset.
+    reading: Option<(usize, u32)>,
+    next_offset: u64,
+    /// Size of the file being read (from its open).
+    file_size: u64,
+    highest_gci: u64,
+    replayed: u64,
+    /// The local checkpoints being loaded (the first step).
+    pub(crate) lcp: Option<crate::lcp_restore::LcpRestore>,
+}
+
+impl Ldm {
+    /// RESTORE_REQ: format (initial start) or restore from the redo log.
+    pub(crate) fn restore(&mut self, from: BlockRef, restored_gci: u64, ctx: &mut dyn Context) {
+        assert!(
+            self.restore.is_none(),
+            "ldm {}: RESTORE_REQ while a restore runs",
+            self.address
+        );
+        let Some(redo) = self.redo.as_ref() else {
+            // Diskless: nothing on disk, nothing to restore.
+            return send(
+                ctx,
+                self.address,
+                from,
+                RestoreConf {
+                    highest_gci: signal::Gci(0),
+                    replayed: 0,
+                },
+            );
+        };
+        let part_count = redo.parts.len();
+        let file_count = redo.settings.geometry.file_count() as usize;
+        self.restore = Some(Restore {
+            requester: from,
+            restored_gci,
+            started_ms: ctx.now_ms(),
+            files: vec![vec![Vec::new(); file_count]; part_count],
+            reading: None,
+            next_offset: 0,
+            file_size: 0,
+            highest_gci: 0,
+            replayed: 0,
+            lcp: None,
+        });
+        if restored_gci == 0 {
+            let address = self.address;
+            self.redo
+                .as_mut()
+                .expect("checked above")
+                .format(address, ctx);
+        } else {
+            self.lcp_restore_start(restored_gci, ctx);
+        }
+    }
+
+    /// The local checkpoints are loaded: read the redo log.
+    pub(crate) fn restore_read_redo(&mut self, ctx: &mut dyn Context) {
+        self.open_next_file(0, 0, ctx);
+    }
+
+    /// An io answer for the restore's reads.
+    pub(crate) fn restore_answered(
+        &mut self,
+        token: u64,
+        result: Result<FsDone, FsError>,
+        ctx: &mut dyn Context,
+    ) {
+        let (kind, index, file, _) = token::split(token);
+        let name = self.redo_file_name(index, file);
+        let done = match result {
+            Ok(done) => done,
+            Err(FsError {
+                kind: FsErrorKind::NotFound,
+                ..
+            }) => ctx.fatal(format!(
+                "ldm {}: redo file {name} is missing, but the node restores GCI {} from its \
+                 redo log: the data directory lost files",
+                self.address,
+                self.restore
+                    .as_ref()
+                    .map_or(0, |restore| restore.restored_gci)
+            )),
+            Err(error) => ctx.fatal(format!(
+                "ldm {}: reading the redo log failed, the node stops: {error}",
+                self.address
+            )),
+        };
+        let file_bytes = self
+            .redo
+            .as_ref()
+            .expect("restoring from redo")
+            .settings
+            .geometry
+            .file_bytes();
+        let restore = self.restore.as_mut().expect("a restore runs");
+        match (kind, done) {
+            (token::RESTORE_OPEN, FsDone::Opened { size }) => {
+                restore.file_size = size.min(file_bytes);
+                restore.next_offset = 0;
+                restore.files[index][file as usize] =
+                    Vec::with_capacity(restore.file_size as usize);
+            }
+            (token::RESTORE_READ, FsDone::Read { data }) => {
+                let bytes = data.as_slice();
+                restore.files[index][file as usize].extend_from_slice(bytes);
+                restore.next_offset += bytes.len() as u64;
+                if bytes.is_empty() {
+                    // The file ended early (shorter than its open said).
+                    restore.file_size = restore.next_offset;
+                }
+            }
+            (kind, done) => panic!(
+                "ldm {}: restore answer {done:?} to a request of kind {kind}",
+                self.address
+            ),
+        }
+        let restore = self.restore.as_ref().expect("a restore runs");
+        if restore.next_offset < restore.file_size {
+            let length = (restore.file_size - restore.next_offset).min(MAX_SECTION_BYTES as u64);
+            let offset = restore.next_offset;
+            ctx.fs_request(
+                self.address,
+                token::make(token::RESTORE_READ, index, file, 0),
+                FsOperation::Read {
+                    file: name,
+                    offset,
+                    len: length as u32,
+                },
+            );
+            return;
+        }
+        let redo = self.redo.as_ref().expect("restoring from redo");
+        let file_count = redo.settings.geometry.file_count();
+        if file + 1 < file_count {
+            self.open_next_file(index, file + 1, ctx);
+        } else if index + 1 < redo.parts.len() {
+            self.open_next_file(index + 1, 0, ctx);
+        } else {
+            self.replay_and_resume(ctx);
+        }
+    }
+
+    fn redo_file_name(&self, index: usize, file: u32) -> FileName {
+        let redo = self.redo.as_ref().expect("restoring from redo");
+        FileName::Redo {
+            part: redo.parts[index].part,
+            file,
+        }
+    }
+
+    fn open_next_file(&mut self, index: usize, file: u32, ctx: &mut dyn Context) {
+        let name = self.redo_file_name(index, file);
+        let restore = self.restore.as_mut().expect("a restore runs");
+        restore.reading = Some((index, file));
+        ctx.fs_request(
+            self.address,
+            token::make(token::RESTORE_OPEN, index, file, 0),
+            FsOperation::Open {
+                file: name,
+                mode: OpenMode::Existing,
+            },
+        );
+    }
+
+    /// Every file is read: scan, replay and resume each part.
+    fn replay_and_resume(&mut self, ctx: &mut dyn Context) {
+        let read_ms = ctx.now_ms();
+        let mut restore = self.restore.take().expect("a restore runs");
+        let total_bytes: u64 = restore
+            .files
+            .iter()
+            .flatten()
+            .map(|file| file.len() as u64)
+            .sum();
+        ctx.report(Report::Phase {
+            name: "read redo log",
+            elapsed_ms: read_ms.saturating_sub(restore.started_ms),
+            count: total_bytes,
+            unit: "bytes",
+        });
+        let mut redo = self.redo.take().expect("restoring from redo");
+        let geometry = redo.settings.geometry;
+        let restored_gci = restore.restored_gci;
+        for (index, files) in restore.files.iter().enumerate() {
+            let part = redo.parts[index].part;
+            let start_lsn = match self.redo_start_of_part(part) {
+                Some(lsn) => lsn,
+                None => oldest_start_lsn(files, geometry, part).unwrap_or_else(|error| {
+                    ctx.fatal(format!(
+                        "ldm {}: redo log damaged, the node stops: {error}",
+                        self.address
+                    ))
+                }),
+            };
+            let scan = scan_part(files, geometry, part, start_lsn).unwrap_or_else(|error| {
+                ctx.fatal(format!(
+                    "ldm {}: redo log damaged, the node stops: {error}",
+                    self.address
+                ))
+            });
+            if let Err(error) = scan.check_reaches(restored_gci) {
+                ctx.fatal(format!("ldm {}: {error}", self.address));
+            }
+            restore.highest_gci = restore.highest_gci.max(scan.highest_gci);
+            let mut filter =
+                ReplayFilter::new(&scan, files, restored_gci).unwrap_or_else(|error| {
+                    ctx.fatal(format!(
+                        "ldm {}: redo log damaged, the node stops: {error}",
+                        self.address
+                    ))
+                });
+            loop {
+                let change = match filter.next_change() {
+                    Ok(Some(change)) => change,
+                    Ok(None) => break,
+                    Err(error) => ctx.fatal(format!(
+                        "ldm {}: redo log damaged, the node stops: {error}",
+                        self.address
+                    )),
+                };
+                if change.lsn < self.redo_start_of_partition(&change.change) {
+                    // The partition's checkpoint already holds it.
+                    continue;
+                }
+                if let Err(message) = self.apply_change(&change.change) {
+                    ctx.fatal(format!(
+                        "ldm {}: cannot replay redo part {part} LSN {}: {message}",
+                        self.address, change.lsn
+                    ));
+                }
+                restore.replayed += 1;
+            }
+            let config = redo.settings.appender_config(part);
+            let log = &mut redo.parts[index];
+            match RedoAppender::resume(config, &scan, restored_gci, &mut log.buffer) {
+                Ok(appender) => log.appender = Some(appender),
+                Err(error) => ctx.fatal(format!(
+                    "ldm {}: redo part {part} has no room for the restart's invalidation \
+                     record: {error}",
+                    self.address
+                )),
+            }
+        }
+        let replay_ms = ctx.now_ms();
+        ctx.report(Report::Phase {
+            name: "replay redo log",
+            elapsed_ms: replay_ms.saturating_sub(read_ms),
+            count: restore.replayed,
+            unit: "row changes replayed",
+        });
+        restore.files = Vec::new();
+        restore.started_ms = replay_ms;
+        redo.sync_resumed(self.address, ctx);
+        self.redo = Some(redo);
+        self.restore = Some(restore);
+    }
+
+    /// The redo log is formatted, or resumed and fsynced: the restore is done.
+    pub(crate) fn restore_finished(&mut self, ctx: &mut dyn Context) {
+        let restore = self
+            .restore
+            .take()
+            .expect("the redo log became ready during a restore");
+        let name = if restore.restored_gci == 0 {
+            "format redo log"
+        } else {
+            "invalidate redo beyond the restored GCI"
+        };
+        let parts = self.redo.as_ref().map_or(0, |redo| redo.parts.len());
+        ctx.report(Report::Phase {
+            name,
+            elapsed_ms: ctx.now_ms().saturating_sub(restore.started_ms),
+            count: parts as u64,
+            unit: "redo parts",
+        });
+        send(
+            ctx,
+            self.address,
+            restore.requester,
+            RestoreConf {
+                highest_gci: signal::Gci(restore.highest_gci),
+                replayed: restore.replayed,
+            },
+        );
+        self.lcp_start(restore.restored_gci, ctx);
+    }
+
+    /// The LSN replay of `part` starts at: the oldest redo start of its
+    /// partitions' restored checkpoints. `None` when a partition of the part
+    /// has none (its first checkpoint was never written: it has no
+    /// committed rows) and no other partition does, or the part has no
+    /// partition: the caller starts from the oldest record there is.
+    fn redo_start_of_part(&self, part: u32) -> Option<u64> {
+        self.tables
+            .iter()
+            .flatten()
+            .flat_map(|table| table.partitions.iter().flatten())
+            .filter(|partition| partition.redo_part == part)
+            .filter_map(|partition| partition.lcp.restorable_start_lsn)
+            .min()
+    }
+
+    /// The first LSN of redo the partition of `change` needs (0: all).
+    fn redo_start_of_partition(&self, change: &Change<'_>) -> u64 {
+        self.tables
+            .get(change.table as usize)
+            .and_then(Option::as_ref)
+            .and_then(|table| table.partitions.get(change.partition as usize))
+            .and_then(Option::as_ref)
+            .and_then(|partition| partition.lcp.restorable_start_lsn)
+            .unwrap_or(0)
+    }
+
+    /// Applies one logged change by row id, idempotently.
+    fn apply_change(&mut self, change: &Change<'_>) -> Result<(), String> {
+        let known = self
+            .tables
+            .get(change.table as usize)
+            .and_then(Option::as_ref)
+            .map(|table| table.partitions.get(change.partition as usize));
+        match known {
+            // A table dropped after this change: its rows are gone.
+            None => return Ok(()),
+            Some(Some(Some(_))) => {}
+            Some(_) => {
+                return Err(format!(
+                    "table {} partition {} is not on this ldm",
+                    change.table, change.partition
+                ))
+            }
+        }
+        match change.operation {
+            RedoOperation::Delete => {
+                self.restore_remove_row(change.table, change.partition, change.row_id, change.gci)
+            }
+            RedoOperation::Insert | RedoOperation::Update => self.restore_put_row(
+                change.table,
+                change.partition,
+                change.row_id,
+                change.gci,
+                change.image,
+                Some(change.key),
+            ),
+        }
+    }
+
+    /// Places `image` (committed at `gci`) at row id `row`, whatever the
+    /// slot holds: an update in place when it holds the same key, else the
+    /// row there (if any) removed and this one inserted and indexed. `key`
+    /// is the row's key section, or `None` to take it from the image (LCP
+    /// rows carry none).
+    pub(crate) fn restore_put_row(
+        &mut self,
+        table: u32,
+        partition: u32,
+        row: u32,
+        gci: u64,
+        image: &[u8],
+        key: Option<&[u8]>,
+    ) -> Result<(), String> {
+        let Ldm {
+            memory,
+            tables,
+            lcp,
+            ..
+        } = self;
+        let TableState {
+            definition,
+            layout,
+            partitions,
+            ..
+        } = tables[table as usize]
+            .as_mut()
+            .expect("checked by the caller");
+        let partition = partitions[partition as usize]
+            .as_mut()
+            .expect("checked by the caller");
+        check_image(layout, image)?;
+        let key_scratch = &mut lcp.key_scratch;
+        let key = match key {
+            Some(key) => key,
+            None => {
+                key_scratch.resize(layout.key_max_bytes, 0);
+                let length = layout
+                    .write_key(layout.image_view(image), key_scratch)
+                    .map_err(|error| format!("row {row}: its key cannot be encoded: {error:?}"))?;
+                &key_scratch[..length]
+            }
+        };
+        let hash = key_hash(definition, key)
+            .map_err(|error| format!("row {row}: the key does not fit the table: {error:?}"))?
+            .index_hash();
+        if partition.is_occupied(memory, row) {
+            if layout.key_matches(partition.view(memory, layout, row), key) {
+                let new_var = partition
+                    .var_slot_for_image(memory, layout, row, image.len())
+                    .ok_or("DataMemory is too small for the restored rows")?;
+                partition.write_image(memory, layout, row, image, new_var);
+                partition.commit_row(memory, layout, row, gci);
+                return Ok(());
+            }
+            // The id was reused: an older change meets a newer row.
+            remove_row(memory, definition, layout, partition, row, gci)?;
+        }
+        partition
+            .reserve_row_at(memory, row)
+            .map_err(|error| format!("cannot place row {row}: {error:?}"))?;
+        partition
+            .fill_reserved_row(memory, layout, row, image, hash)
+            .map_err(|_| "DataMemory is too small for the restored rows")?;
+        partition.commit_row(memory, layout, row, gci);
+        Ok(())
+    }
+
+    /// Removes whatever row is at row id `row` (deleted at `gci`).
+    pub(crate) fn restore_remove_row(
+        &mut self,
+        table: u32,
+        partition: u32,
+        row: u32,
+        gci: u64,
+    ) -> Result<(), String> {
+        let Ldm { memory, tables, .. } = self;
+        let TableState {
+            definition,
+            layout,
+            partitions,
+            ..
+        } = tables[table as usize]
+            .as_mut()
+            .expect("checked by the caller");
+        let partition = partitions[partition as usize]
+            .as_mut()
+            .expect("checked by the caller");
+        remove_row(memory, definition, layout, partition, row, gci)
+    }
+
+    /// An io answer for the redo log (writes, syncs, format steps) or the
+    /// restore's reads.
+    pub(crate) fn fs_answer(
+        &mut self,
+        token: u64,
+        result: Result<FsDone, FsError>,
+        ctx: &mut dyn Context,
+    ) {
+        let (kind, ..) = token::split(token);
+        match kind {
+            token::RESTORE_OPEN | token::RESTORE_READ => {
+                return self.restore_answered(token, result, ctx)
+            }
+            token::LCP_RESTORE => return self.lcp_restore_answered(result, ctx),
+            token::LCP_WRITE | token::LCP_DELETE | token::LCP_CREATE => {
+                return self.lcp_answered(token, result, ctx)
+            }
+            _ => {}
+        }
+        let redo = self
+            .redo
+            .as_mut()
+            .expect("redo answers come only to an ldm with a redo log");
+        match redo.answered(token, result, self.address, ctx) {
+            Completed::Nothing => {}
+            Completed::Saved { gci, from } => send(
+                ctx,
+                self.address,
+                from,
+                signal::signals::GcpSaveConf {
+                    gci: signal::Gci(gci),
+                },
+            ),
+            Completed::Ready => self.restore_finished(ctx),
+        }
+    }
+}
+
+/// Checks that an image has the table's shape before it is stored (its
+/// bytes are checksummed on disk; this guards against a writer bug).
+fn check_image(layout: &RowLayout, image: &[u8]) -> Result<(), String> {
+    if image.len() < layout.fixed_body_bytes || image.len() > layout.image_max_bytes() {
+        return Err(format!(
+            "a row image of {} bytes does not fit the table (fixed part {} bytes, at most {})",
+            image.len(),
+            layout.fixed_body_bytes,
+            layout.image_max_bytes()
+        ));
+    }
+    let var = &image[layout.fixed_body_bytes..];
+    if layout.var_columns > 0
+        && (var.len() < 2 * layout.var_columns || layout.var_part_bytes(var) != var.len())
+    {
+        return Err(format!(
+            "a row image's var part of {} bytes does not match its lengths",
+            var.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Removes the row at `row`, if any: its index entry (found by the hash of
+/// the key it holds, which may not be the key of the change at hand) and
+/// its slot.
+fn remove_row(
+    memory: &mut PageMemory,
+    definition: &TableDef,
+    layout: &RowLayout,
+    partition: &mut Partition,
+    row: u32,
+    gci: u64,
+) -> Result<(), String> {
+    if !partition.is_occupied(memory, row) {
+        return Ok(());
+    }
+    let mut key = [0u8; 4096];
+    let mut heap;
+    let key: &mut [u8] = if layout.key_max_bytes <= key.len() {
+        &mut key
+    } else {
+        heap = vec![0u8; layout.key_max_bytes];
+        &mut heap
+    };
+    let length = layout
+        .write_key(partition.view(memory, layout, row), key)
+        .map_err(|error| format!("row {row}: its key cannot be encoded: {error:?}"))?;
+    let hash = key_hash(definition, &key[..length])
+        .map_err(|error| format!("row {row} holds a key that does not fit the table: {error:?}"))?
+        .index_hash();
+    if !partition.index.remove(memory, hash, row) {
+        return Err(format!("row {row} is missing from the index"));
+    }
+    partition.free_row(memory, row, Some(gci));
+    Ok(())
+}
