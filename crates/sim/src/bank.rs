@@ -238,6 +238,10 @@ pub struct Bank {
     table: Option<(u32, u32)>,
     /// The table's definition and partition map, from GET_TABINFO_CONF.
     described: Option<(TableDef, PartitionMap)>,
+    /// A resumed bank's table as an earlier run described it: the restart
+    /// restored it with rows the clients know of, before they describe it
+    /// again (a crash may come first; the table must still be read back).
+    described_before: Option<(TableDef, PartitionMap)>,
     slots: Vec<Slot>,
     by_transaction: HashMap<u64, usize>,
     /// Transactions that ended by TCKEYREF -> (operations the client sent,
@@ -318,6 +322,7 @@ impl Bank {
             tc_instances: BTreeMap::new(),
             table: None,
             described: None,
+            described_before: None,
             slots,
             by_transaction: HashMap::new(),
             refused: HashMap::new(),

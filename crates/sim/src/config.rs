@@ -29,6 +29,12 @@ pub const TC_INSTANCES: u16 = 2;
 /// The production default of `redo_log_file_size`.
 pub const DEFAULT_REDO_LOG_FILE_SIZE: u64 = 16 << 20;
 
+/// Files in each redo part's ring. Set here rather than left to the
+/// production default, so that a test's `redo_log_file_size` gives the ring
+/// it means (4 files of 160K wrap within a run) and seeds replay as before
+/// when the production default changes.
+pub const REDO_LOG_FILES: u32 = 4;
+
 /// The record pools of each node, the limits a busy workload runs into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NodeLimits {
@@ -38,9 +44,9 @@ pub struct NodeLimits {
     pub max_concurrent_operations: u32,
     /// `max_concurrent_transactions`: the tcs' transaction records together.
     pub max_concurrent_transactions: u32,
-    /// `redo_log_file_size`: bytes of each of a redo part's 4 files (the
-    /// production default, 16M, unless a test wants the ring to wrap; at
-    /// least 132K, for the ring's 128 pages).
+    /// `redo_log_file_size`: bytes of each of a redo part's
+    /// [`REDO_LOG_FILES`] files (the production default, 16M, unless a test
+    /// wants the ring to wrap; at least 132K, for the ring's 128 pages).
     pub redo_log_file_size: u64,
 }
 
@@ -120,6 +126,7 @@ inactive_transaction_timeout_ms = {INACTIVE_TRANSACTION_TIMEOUT_MS}
 max_concurrent_operations = {operations}
 max_concurrent_transactions = {transactions}
 max_operations_per_transaction = 256
+redo_log_files = {REDO_LOG_FILES}
 {redo}
 [threads]
 ldm = {LDM_INSTANCES}

@@ -367,7 +367,7 @@ impl CrashRun {
         );
         report.restored_gci = restored_gci;
         report.committed_lost = crashed.committed_after(restored_gci);
-        let rows = match crashed.described_table() {
+        let rows = match crashed.table_to_read() {
             Some((table, map)) => {
                 let (table, map) = (table.clone(), map.clone());
                 self.simulation.read_table(&table, &map).1

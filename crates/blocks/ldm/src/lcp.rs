@@ -49,7 +49,12 @@
 //! table) gets an empty first LCP (both control slots) before AddTabConf,
 //! with its redo start at the part's next LSN. So every partition with
 //! committed rows has a control file: a restart never needs redo from
-//! before the partition's first LCP, which the tail may have passed.
+//! before the partition's first LCP, which the tail may have passed. The
+//! exception is a restart that restores GCI 0: it deletes every LCP file
+//! (`lcp_restore.rs`) and formats the redo log, and its partitions have
+//! only redo until their first LCP of the new run is restorable; the tail
+//! of their part stays meanwhile, and a restart replays that part from its
+//! oldest record (`restore.rs`).
 //!
 //! **Pacing.** `LcpSettings::pause_ms` between two partitions' LCPs; none
 //! while a redo part is at least half full or a write was refused because

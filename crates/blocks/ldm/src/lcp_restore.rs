@@ -19,6 +19,15 @@
 //! A damaged control file beside a good one is survived and counted (a
 //! crash tears the slot being written); both damaged, or any problem in a
 //! data file the chosen LCP names, stops the node naming file and offset.
+//!
+//! A restart that restores GCI 0 (nothing was ever recorded complete, yet
+//! the schema file kept tables) formats the redo log anew, and first
+//! deletes every LCP file of its partitions (`discard`): they hold rows of
+//! GCIs that restart rolls back, and redo start LSNs of the log it formats
+//! away. Left in place until each partition's first LCP of the new run
+//! overwrote them, they would be taken at a later restart: their
+//! `max_gci_written` is below the new run's GCIs (which start above every
+//! GCI handed out before), so they count as restorable.
 
 use crate::redo_log::token;
 use crate::Ldm;
@@ -50,6 +59,9 @@ enum Step {
 /// Loading the local checkpoints of this ldm's partitions.
 pub(crate) struct LcpRestore {
     restored_gci: u64,
+    /// Restored GCI 0: every LCP file of every partition is deleted, none
+    /// is read (see the module doc); the redo log is formatted after.
+    discard: bool,
     /// The partitions to restore: (table, partition), in order.
     partitions: Vec<(u32, u32)>,
     /// The one being restored.
@@ -73,6 +85,8 @@ pub(crate) struct LcpRestore {
     reader: Option<DataFileReader>,
     /// Deletes sent and not yet answered.
     deletes: u32,
+    /// Files deleted (for the discard's report).
+    deleted: u64,
     started_ms: u64,
     rows: u64,
     files: u64,
@@ -109,6 +123,7 @@ impl Ldm {
         let restore = self.restore.as_mut().expect("a restore runs");
         restore.lcp = Some(LcpRestore {
             restored_gci,
+            discard: restored_gci == 0,
             partitions,
             index: 0,
             step: Step::Control { slot: 0 },
@@ -124,6 +139,7 @@ impl Ldm {
             pending_at: 0,
             reader: None,
             deletes: 0,
+            deleted: 0,
             started_ms: ctx.now_ms(),
             rows: 0,
             files: 0,
@@ -148,6 +164,20 @@ impl Ldm {
                 .as_mut()
                 .and_then(|restore| restore.lcp.take())
                 .expect("an LCP restore runs");
+            if state.discard {
+                ctx.report(Report::Phase {
+                    name: "delete local checkpoints of a run rolled back to GCI 0",
+                    elapsed_ms: ctx.now_ms().saturating_sub(state.started_ms),
+                    count: state.deleted,
+                    unit: "files",
+                });
+                let address = self.address;
+                return self
+                    .redo
+                    .as_mut()
+                    .expect("a restore runs with a redo log")
+                    .format(address, ctx);
+            }
             ctx.report(Report::Phase {
                 name: "restore local checkpoints",
                 elapsed_ms: ctx.now_ms().saturating_sub(state.started_ms),
@@ -168,6 +198,9 @@ impl Ldm {
         state.control = None;
         state.plan = None;
         state.deletes = 0;
+        if state.discard {
+            return self.lcp_restore_list(ctx);
+        }
         let (table, partition) = state.current();
         self.lcp_restore_open(
             control_name(table, partition, 0),
@@ -572,20 +605,28 @@ impl Ldm {
     }
 
     /// Deletes the data files the restored LCP does not name: those of
-    /// LCPs cut by a crash or never restorable.
-    fn lcp_restore_cleanup(&mut self, files: Vec<FileName>, ctx: &mut dyn Context) {
+    /// LCPs cut by a crash or never restorable. When discarding, deletes
+    /// every file: the control files first (the io thread keeps order), so
+    /// a crash in between leaves no control file naming a missing file.
+    fn lcp_restore_cleanup(&mut self, mut files: Vec<FileName>, ctx: &mut dyn Context) {
         let address = self.address;
         let state = self.lcp_restore_state();
+        files.sort_by_key(|file| !matches!(file, FileName::LcpControl { .. }));
         for file in files {
-            let FileName::LcpData { file: number, .. } = file else {
-                continue;
+            let delete = match file {
+                FileName::LcpData { file: number, .. } => {
+                    state.discard
+                        || !state
+                            .control
+                            .as_ref()
+                            .is_some_and(|control| control.references(number))
+                }
+                FileName::LcpControl { .. } => state.discard,
+                _ => false,
             };
-            let named = state
-                .control
-                .as_ref()
-                .is_some_and(|control| control.references(number));
-            if !named {
+            if delete {
                 state.deletes += 1;
+                state.deleted += 1;
                 ctx.fs_request(
                     address,
                     token::make(token::LCP_RESTORE, 0, 0, 0),

@@ -59,8 +59,18 @@ pub(crate) fn table(version: u32) -> TableDef {
     table
 }
 
-/// One node, one ldm: partition p is in redo part p.
-fn partition_map(table: &TableDef) -> PartitionMap {
+/// Where the partitions' redo goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Parts {
+    /// Partition p in redo part p.
+    Own,
+    /// Every partition in part 0 (as partitions of several tables share
+    /// their ldm's parts).
+    Shared,
+}
+
+/// One node, one ldm: partition p is in redo part p, or all in part 0.
+fn partition_map(table: &TableDef, parts: Parts) -> PartitionMap {
     PartitionMap {
         table_id: table.id,
         version: 1,
@@ -72,7 +82,10 @@ fn partition_map(table: &TableDef) -> PartitionMap {
                 node_group: 0,
                 replicas: vec![NODE],
                 ldm_instance: 0,
-                redo_part: p,
+                redo_part: match parts {
+                    Parts::Own => p,
+                    Parts::Shared => 0,
+                },
             })
             .collect(),
     }
@@ -267,7 +280,7 @@ pub(crate) fn settings() -> RedoSettings {
 }
 
 impl Node {
-    fn build(disk: Disk, version: u32) -> Node {
+    fn build(disk: Disk, version: u32, parts: Parts) -> Node {
         let ldm = Ldm::new(LdmConfig {
             address: LDM,
             data_memory_bytes: 16 << 20,
@@ -280,7 +293,7 @@ impl Node {
             enabled: true,
         });
         let table = Arc::new(table(version));
-        let map = Arc::new(partition_map(&table));
+        let map = Arc::new(partition_map(&table, parts));
         Node {
             ldm,
             ctx: DiskContext::new(disk),
@@ -293,7 +306,12 @@ impl Node {
 
     /// An initial start: format the redo log, then create the table.
     pub(crate) fn initial() -> Node {
-        let mut node = Node::build(Disk::new(), 1);
+        Node::initial_with(Parts::Own)
+    }
+
+    /// An initial start with the partitions' redo in `parts`.
+    pub(crate) fn initial_with(parts: Parts) -> Node {
+        let mut node = Node::build(Disk::new(), 1, parts);
         node.restore_req(0);
         node.add_table();
         node
@@ -301,7 +319,12 @@ impl Node {
 
     /// A system restart from `disk`, restoring `restored_gci`.
     pub(crate) fn restart(disk: Disk, restored_gci: Gci) -> Node {
-        let mut node = Node::build(disk, 1);
+        Node::restart_with(disk, restored_gci, Parts::Own)
+    }
+
+    /// A system restart of a node whose partitions' redo is in `parts`.
+    pub(crate) fn restart_with(disk: Disk, restored_gci: Gci, parts: Parts) -> Node {
+        let mut node = Node::build(disk, 1, parts);
         node.add_table();
         node.restore_req(restored_gci.0);
         node

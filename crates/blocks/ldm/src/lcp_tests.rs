@@ -5,7 +5,7 @@
 //! from the disk and compares its rows (row id, GCI, image; index
 //! consistent) with what the first ldm held at the restored GCI.
 
-use crate::lcp_test_disk::{fatal_message, gci, Node, Rows, TABLE_ID};
+use crate::lcp_test_disk::{fatal_message, gci, Node, Parts, Rows, TABLE_ID};
 use signal::fs::FileName;
 use signal::signals::OperationKind::{Delete, Insert, Update};
 use signal::ErrorCode;
@@ -436,4 +436,68 @@ fn an_unchanged_partition_gets_a_new_control_file_naming_the_same_data_file() {
     let restored = Node::restart(node.crash(), gci(4));
     assert_eq!(restored.rows(), expected);
     assert_eq!(restored.phase("replay redo log"), Some(0));
+}
+
+#[test]
+fn a_restart_that_restores_gci_0_discards_the_lcps_of_the_run_it_rolls_back() {
+    // A run whose LCPs hold rows of GCI 2, which never became complete.
+    let mut node = Node::initial();
+    insert_all(&mut node, 0..60, 2);
+    node.run_lcps(2);
+    let rolled_back = [next_lcp_id(&node, 0) - 1, next_lcp_id(&node, 1) - 1];
+    // The restart restores GCI 0: the redo log is formatted anew. Partition
+    // 0 takes its first LCP of the new run at once; partition 1's waits for
+    // the LCP timer, which the crash below comes before.
+    let mut node = Node::restart(node.crash(), gci(0));
+    let disk = &node.ctx.disk;
+    for partition in 0..2 {
+        let file = data_file(partition, rolled_back[partition as usize]);
+        assert!(!disk.contains_key(&file), "{file} of the rolled-back run");
+        for copy in 0..2 {
+            if let Some(file) = disk.get(&control_file(partition, copy)) {
+                let control = ControlFile::decode(&file.current).expect("valid");
+                assert_eq!(control.lcp_id, 1, "only the new run's first LCP");
+            }
+        }
+    }
+    // The new run commits and completes GCI 3 (above every GCI handed out
+    // before), and crashes.
+    insert_all(&mut node, 100..160, 3);
+    node.save(gci(3));
+    let expected = node.rows();
+    // Restoring GCI 3 must not take an LCP of the rolled-back run (its
+    // GCI 2 is below 3, so it would count as restorable, and its redo start
+    // is an LSN of the log the restart formatted away).
+    let restored = Node::restart(node.crash(), gci(3));
+    assert_eq!(restored.rows(), expected);
+}
+
+#[test]
+fn a_partition_without_a_restorable_lcp_replays_its_part_from_the_oldest_record() {
+    // Both partitions log to part 0. After a restart that restores GCI 0
+    // no partition has an LCP; partition 0's first LCP of the new run is
+    // taken at once and is restorable (nothing committed yet).
+    let node = Node::initial_with(Parts::Shared);
+    let mut node = Node::restart_with(node.crash(), gci(0), Parts::Shared);
+    let keys_of_1: Vec<i32> = (0..200).filter(|&k| node.route(k).0 == 1).collect();
+    for &k in &keys_of_1[..40] {
+        node.write(Insert, k, i64::from(k), gci(2));
+    }
+    // Partition 1's first LCP holds a row of GCI 3: restorable only once GCI
+    // 3 is complete. Partition 0, unchanged, then gets a control file with
+    // a later redo start, restorable at once.
+    node.write(Insert, keys_of_1[40], 1, gci(3));
+    node.run_lcps(2);
+    assert!(
+        redo_start(&node, 0) > 40,
+        "partition 0's redo starts after the inserts"
+    );
+    node.save(gci(2));
+    let mut expected = node.rows();
+    expected.retain(|_, (gci_of_row, _)| *gci_of_row <= gci(2).0);
+    // Restoring GCI 2: partition 1 has no restorable LCP, so its part is
+    // replayed from the oldest record (which the tail kept for it), not
+    // from partition 0's redo start.
+    let restored = Node::restart_with(node.crash(), gci(2), Parts::Shared);
+    assert_eq!(restored.rows(), expected);
 }

@@ -3,7 +3,8 @@
 //! restored GCI, then make the redo log ready to take new records.
 //!
 //! ```text
-//! restored GCI 0 (initial start): format every part ------------------> conf
+//! restored GCI 0 (initial start, or nothing ever complete): delete every
+//!   LCP file of the partitions (`lcp_restore.rs`), format every part ---> conf
 //! otherwise: load each partition's newest restorable local checkpoint
 //!              (`lcp_restore.rs`), which says where its redo starts
 //!            read every file of every part (one read at a time)
@@ -23,9 +24,9 @@
 //! find its row id holding another key (the checkpoint saw the id reused
 //! after a delete the change precedes): the row there is removed and the
 //! change placed, and the later records bring the final state. Records of
-//! tables the schema no longer has (dropped) are skipped. A part none of
-//! whose partitions has a checkpoint is scanned from the oldest record it
-//! still holds (`oldest_start_lsn`).
+//! tables the schema no longer has (dropped) are skipped. A part with a
+//! partition that has no checkpoint (or with none) is scanned from the
+//! oldest record it still holds (`oldest_start_lsn`).
 //!
 //! Every phase is reported with its duration (`Report::Phase`).
 
@@ -98,15 +99,9 @@ impl Ldm {
             replayed: 0,
             lcp: None,
         });
-        if restored_gci == 0 {
-            let address = self.address;
-            self.redo
-                .as_mut()
-                .expect("checked above")
-                .format(address, ctx);
-        } else {
-            self.lcp_restore_start(restored_gci, ctx);
-        }
+        // Restored GCI 0: the LCP step deletes what the rolled-back run
+        // left, then formats the redo log (`lcp_restore.rs`).
+        self.lcp_restore_start(restored_gci, ctx);
     }
 
     /// The local checkpoints are loaded: read the redo log.
@@ -342,18 +337,31 @@ impl Ldm {
     }
 
     /// The LSN replay of `part` starts at: the oldest redo start of its
-    /// partitions' restored checkpoints. `None` when a partition of the part
-    /// has none (its first checkpoint was never written: it has no
-    /// committed rows) and no other partition does, or the part has no
-    /// partition: the caller starts from the oldest record there is.
+    /// partitions' restored checkpoints. `None` when the part has no
+    /// partition, or when any of its partitions restored no checkpoint: the
+    /// caller starts from the oldest record there is. Such a partition may
+    /// have committed rows in redo: after a restart that restored GCI 0 no
+    /// partition has a checkpoint, and one whose first checkpoint of the
+    /// new run is not restorable yet has nothing but redo, from wherever
+    /// the part's tail stood (the tail does not move while a partition of
+    /// the part has no restorable checkpoint, `lcp_move_tails`). Another
+    /// partition's redo start may be past those rows (an unchanged
+    /// partition's checkpoint is restorable at once, with the redo start of
+    /// its time), so taking the oldest start among the partitions that do
+    /// have one would skip them.
     fn redo_start_of_part(&self, part: u32) -> Option<u64> {
-        self.tables
+        let mut start: Option<u64> = None;
+        for partition in self
+            .tables
             .iter()
             .flatten()
             .flat_map(|table| table.partitions.iter().flatten())
             .filter(|partition| partition.redo_part == part)
-            .filter_map(|partition| partition.lcp.restorable_start_lsn)
-            .min()
+        {
+            let lsn = partition.lcp.restorable_start_lsn?;
+            start = Some(start.map_or(lsn, |start| start.min(lsn)));
+        }
+        start
     }
 
     /// The first LSN of redo the partition of `change` needs (0: all).

@@ -44,9 +44,14 @@ struct ScratchHistory {
 pub struct CrashedBank {
     options: BankOptions,
     /// The table, if the clients heard it created, and its definition and
-    /// map, if they described it (before that, they wrote nothing).
+    /// map, if they described it in this run (before that, they wrote
+    /// nothing in this run).
     table: Option<(u32, u32)>,
     described: Option<(TableDef, PartitionMap)>,
+    /// The definition and map as this run or an earlier one described
+    /// them: an earlier run's committed rows are in the table even when
+    /// this run crashed before its clients described it again.
+    known: Option<(TableDef, PartitionMap)>,
     ledger: Ledger,
     tokens: Tokens,
     /// Token deletes in doubt, per key.
@@ -66,6 +71,7 @@ impl Bank {
     pub fn crashed(mut self) -> CrashedBank {
         let table = self.table;
         let described = self.described.take();
+        let known = described.clone().or(self.described_before.take());
         let mut token_deletes_in_doubt: BTreeMap<u32, u32> = BTreeMap::new();
         let mut scratch = Vec::with_capacity(self.slots.len());
         let mut in_doubt = 0;
@@ -119,6 +125,7 @@ impl Bank {
             options: self.options,
             table,
             described,
+            known,
             ledger: self.ledger,
             tokens: self.tokens,
             token_deletes_in_doubt,
@@ -147,6 +154,7 @@ impl Bank {
         let mut bank = Bank::new(options);
         bank.resumed = true;
         bank.table = crashed.table;
+        bank.described_before = crashed.known.clone();
         bank.counters_per_api = crashed.counters_per_api.clone();
         bank.ledger = Ledger::seeded(&restored.accounts)
             .unwrap_or_else(|error| panic!("resuming the bank: {error}"));
@@ -173,10 +181,20 @@ impl Bank {
 
 impl CrashedBank {
     /// The table's definition and partition map, if the clients had
-    /// described it (else they wrote nothing, and the restarted table, if
-    /// any, is empty: the resumed clients' inserts fail if it is not).
+    /// described it in the run that crashed (else they wrote nothing in
+    /// it).
     pub fn described_table(&self) -> Option<(&TableDef, &PartitionMap)> {
         self.described.as_ref().map(|(table, map)| (table, map))
+    }
+
+    /// The table to read back after the restart: as described in the run
+    /// that crashed or in an earlier one. A resumed run that crashed before
+    /// its clients described the table again still has the rows the
+    /// earlier runs committed, which the check expects. `None`: no run
+    /// described it, so nobody wrote, and the restarted table, if any, is
+    /// empty (the resumed clients' inserts fail if it is not).
+    pub fn table_to_read(&self) -> Option<(&TableDef, &PartitionMap)> {
+        self.known.as_ref().map(|(table, map)| (table, map))
     }
 
     /// Transactions in doubt at the crash.

@@ -240,21 +240,21 @@ pub fn scan_part<F: AsRef<[u8]>>(
     Ok(scan)
 }
 
-/// A start LSN for a restart that needs no record of the part in
-/// particular: none of the part's partitions has a restorable local
-/// checkpoint naming a redo start (a part with no partition, or whose
-/// partitions have no committed rows yet). In the ring's first lap that is
-/// [`FIRST_LSN`]. Once the ring has wrapped, the oldest page in it is not
-/// a possible start: a restart resuming after the end would find the ring
-/// full, with no page for its invalidation record. So it is the first
+/// A start LSN for a restart that needs every record the part still holds
+/// from its tail on: some partition of the part has no restorable local
+/// checkpoint naming a redo start (its rows are in redo alone, which the
+/// tail kept for it), or the part has no partition. In the ring's first
+/// lap that is [`FIRST_LSN`]. Once the ring has wrapped, the oldest page in
+/// it is not a possible start: a restart resuming after the end would find
+/// the ring full, with no page for its invalidation record. So it is the first
 /// record beginning in a page after the oldest one (valid pages only; the
 /// oldest is the lowest page number, orphans beyond a crash's cut all have
 /// higher ones). Row changes and markers never fill the last page before
 /// the tail, so that page is at or before where the tail was: everything
 /// from there to the end of the log is a chain [`scan_part`] can walk, and
 /// its records before the tail are replayed harmlessly (replay is
-/// idempotent). A part with records its partitions need starts at their
-/// checkpoints' redo start instead.
+/// idempotent). A part whose partitions all have restorable checkpoints
+/// starts at the oldest of their redo starts instead.
 pub fn oldest_start_lsn<F: AsRef<[u8]>>(
     files: &[F],
     geometry: RedoGeometry,
