@@ -9,7 +9,7 @@
 //! | 1     | [`INITIALISE`]       | every block initialises its own state; dih reads the system file, dict the schema file; none talks to another node yet |
 //! | -     | cluster formation    | membership alone: every data node connected, registered with the president |
 //! | 2     | [`RESTART_GCI`]      | the dihs agree on the restored GCI: the highest any system file records complete (0: an initial start) |
-//! | 3     | [`RESTORE_SCHEMA`]   | dict gives the local tcs and ldms the tables of its schema file |
+//! | 3     | [`RESTORE_SCHEMA`]   | the dicts agree on the master's schema (SCHEMA_SYNC; a differing follower rewrites its file); dict gives the local tcs and ldms its tables |
 //! | 4     | [`RESTORE_DATA`]     | dih has each local ldm restore up to the restored GCI (or format its redo log on an initial start); the master learns the highest GCI on any disk |
 //! | 5     | [`SCHEMA`]           | dict and dih take schema requests (create and drop table) |
 //! | 6     | [`GLOBAL_CHECKPOINT`] | the master dih starts the GCI protocol above every GCI on disk; every tc gets its first GCI |
