@@ -346,3 +346,34 @@ fn deleted_rows_stay_deleted_and_reinserted_rows_come_back_across_restarts() {
         }
     }
 }
+
+#[test]
+fn a_restart_with_a_node_missing_names_it_and_goes_on_once_it_comes() {
+    let mut cluster = TestCluster::start(ClusterOptions {
+        name: "restart-missing-node",
+        data_nodes: 2,
+        replicas: 2,
+        ..ClusterOptions::default()
+    });
+    cluster.kill_data_nodes();
+    // Only node 2: it waits for node 3 (every node's disk takes part in
+    // a system restart) and says so.
+    cluster.spawn_data_node(2);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cluster
+        .node_log_of(2)
+        .contains("waiting for data node(s) 3 to connect")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "node 2 never named the missing node:\n{}",
+            cluster.node_log_of(2)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        cluster.node_is_running_of(2),
+        "node 2 waits, it does not stop"
+    );
+    cluster.restart_data_nodes();
+}

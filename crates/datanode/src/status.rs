@@ -55,6 +55,17 @@ impl ReportSink for NodeStatus {
             Report::SchemaVersion(version) => self.schema_version.store(version, Ordering::Relaxed),
             Report::CompleteGci(gci) => self.complete_gci.store(gci.0, Ordering::Relaxed),
             Report::RestoredGci(gci) => self.restored_gci.store(gci.0, Ordering::Relaxed),
+            Report::WaitingForNodes(missing) => {
+                let nodes: Vec<String> = (0..128u32)
+                    .filter(|id| missing & (1u128 << id) != 0)
+                    .map(|id| id.to_string())
+                    .collect();
+                eprintln!(
+                    "tessera node: waiting for data node(s) {} to connect: every data node \
+                     takes part in a start (a restart needs each node's disk); start them",
+                    nodes.join(", ")
+                );
+            }
             Report::Phase {
                 name,
                 elapsed_ms,

@@ -45,6 +45,11 @@ pub enum Report {
     CompleteGci(Gci),
     /// The GCI this node restored at its start (0: initial start).
     RestoredGci(Gci),
+    /// The node waits to form the cluster: the data nodes (bit `id` set for
+    /// node `id`) not connected yet. Every data node takes part in a start
+    /// (a system restart needs each node's disk), so the operator must
+    /// start them; reported again while the wait lasts.
+    WaitingForNodes(u128),
     /// A start or restart phase finished: its name, how long it took and
     /// what it did, for the node's log (seed 003's phase-by-phase report).
     Phase {

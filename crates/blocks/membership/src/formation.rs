@@ -79,6 +79,29 @@ impl Formation {
     fn all_connected(&self) -> bool {
         self.nodes.iter().all(|state| state.incarnation.is_some())
     }
+
+    /// Every data node is connected.
+    pub(crate) fn is_connected_to_all(&self) -> bool {
+        self.all_connected()
+    }
+
+    /// The data nodes not connected yet, as a bit set by node id.
+    fn missing(&self) -> u128 {
+        self.nodes
+            .iter()
+            .filter(|state| state.incarnation.is_none())
+            .fold(0, |set, state| set | 1u128 << (state.node.0 % 128))
+    }
+}
+
+/// How often a node that waits to form the cluster says which nodes it
+/// waits for.
+pub(crate) const WAITING_REPORT_MS: u64 = 5000;
+
+/// membership's `ContinueB` jobs.
+pub(crate) mod job {
+    /// Time to say which data nodes the formation still waits for.
+    pub const WAITING_REPORT: u32 = 1;
 }
 
 impl Membership {
@@ -103,6 +126,29 @@ impl Membership {
         };
         state.incarnation = Some(report.incarnation);
         self.register_when_connected(ctx);
+    }
+
+    /// While forming: say which data nodes are not connected, and look
+    /// again later (an operator who started only some nodes learns which
+    /// are missing instead of watching a silent wait).
+    pub(crate) fn waiting_report(&mut self, ctx: &mut dyn Context) {
+        if self.state != StartState::Forming || self.formation.all_connected() {
+            return;
+        }
+        ctx.report(kernel::Report::WaitingForNodes(self.formation.missing()));
+        self.arm_waiting_report(ctx);
+    }
+
+    pub(crate) fn arm_waiting_report(&mut self, ctx: &mut dyn Context) {
+        let envelope = signal::Envelope {
+            from: self.address,
+            to: self.address,
+            signal: signal::signals::ContinueB {
+                job: job::WAITING_REPORT,
+            }
+            .into(),
+        };
+        ctx.send_delayed(envelope, WAITING_REPORT_MS);
     }
 
     /// After phase 1, once every peer is connected: ask the president to

@@ -74,6 +74,11 @@ impl Membership {
         }
     }
 
+    /// Whether every data node is connected already (no wait to report).
+    fn formation_complete_for_report(&self) -> bool {
+        self.formation.is_connected_to_all()
+    }
+
     /// Where the start stands.
     pub fn state(&self) -> StartState {
         self.state
@@ -128,6 +133,9 @@ impl Membership {
         if PHASES[index] == start::INITIALISE {
             // The later phases talk to other nodes: form the cluster first.
             self.state = StartState::Forming;
+            if !self.formation_complete_for_report() {
+                self.arm_waiting_report(ctx);
+            }
             self.register_when_connected(ctx);
         } else if index + 1 < PHASES.len() {
             self.run_phase(index + 1, ctx);
@@ -166,6 +174,10 @@ impl kernel::Block for Membership {
             Signal::NodeConnectedRep(report) => self.node_connected(report, ctx),
             Signal::CmRegReq(request) => self.registration_request(from, request.node, ctx),
             Signal::CmRegConf(conf) => self.cluster_formed(from, conf.president, ctx),
+            Signal::ContinueB(continue_b) if from == self.address => match continue_b.job {
+                formation::job::WAITING_REPORT => self.waiting_report(ctx),
+                other => panic!("membership {}: unknown ContinueB job {other}", self.address),
+            },
             other if codec::is_api_request(other.number()) => {
                 if let Some(reply) = refusal::refuse_api_request(&other) {
                     kernel::send(ctx, self.address, from, reply);

@@ -6,7 +6,7 @@
 
 use crate::start::{StartState, BEGIN, GLOBAL_CHECKPOINT as LAST};
 use crate::{Membership, MembershipConfig};
-use kernel::testing::{deliver, line, RecordingContext};
+use kernel::testing::{delayed_line, deliver, line, RecordingContext};
 use kernel::{Context, Report};
 use signal::signals::{
     ApiRegConf, ApiRegReq, CmRegConf, CmRegReq, CreateTabReq, DropTabReq, GetTabInfoReq, LockMode,
@@ -467,11 +467,17 @@ fn golden_trace_of_two_node_formation_at_the_other_node() {
     let mut ctx = RecordingContext::new();
     let me = membership_of(2);
     run_phase_one(&mut node, &mut ctx, 2);
-    assert!(
-        ctx.take_trace().is_empty(),
-        "not connected to node 1 yet: waits"
+    assert_eq!(
+        ctx.take_trace(),
+        vec![waiting_report_timer(me)],
+        "not connected to node 1 yet: waits, and will say so"
     );
     assert_eq!(node.state(), StartState::Forming);
+    // The timer fires while node 1 is missing: node 1 is named, and the
+    // report comes again later.
+    deliver(&mut node, &mut ctx, me, waiting_report());
+    assert_eq!(ctx.take_reports(), vec![Report::WaitingForNodes(1 << 1)]);
+    assert_eq!(ctx.take_trace(), vec![waiting_report_timer(me)]);
     deliver(&mut node, &mut ctx, me, connected(1));
     assert_eq!(
         ctx.take_trace(),
@@ -479,6 +485,9 @@ fn golden_trace_of_two_node_formation_at_the_other_node() {
     );
     deliver(&mut node, &mut ctx, me, connected(1));
     assert!(ctx.take_trace().is_empty(), "registers once");
+    // Connected: a late timer reports nothing and stops.
+    deliver(&mut node, &mut ctx, me, waiting_report());
+    assert!(ctx.take_reports().is_empty() && ctx.take_trace().is_empty());
     deliver(
         &mut node,
         &mut ctx,
@@ -503,8 +512,12 @@ fn four_node_formation_waits_for_every_connection_and_every_registration() {
     let me = membership_of(3);
     deliver(&mut node, &mut ctx, me, connected(4));
     run_phase_one(&mut node, &mut ctx, 3);
+    assert_eq!(ctx.take_trace(), vec![waiting_report_timer(me)]);
     deliver(&mut node, &mut ctx, me, connected(1));
     assert!(ctx.take_trace().is_empty(), "node 2 is not connected");
+    deliver(&mut node, &mut ctx, me, waiting_report());
+    assert_eq!(ctx.take_reports(), vec![Report::WaitingForNodes(1 << 2)]);
+    ctx.take_trace();
     deliver(&mut node, &mut ctx, me, connected(2));
     assert_eq!(
         ctx.take_trace(),
@@ -600,4 +613,20 @@ fn connection_of_an_unknown_node_stops_the_node() {
     let mut node = member_of(2, &[1, 2]);
     let mut ctx = RecordingContext::new();
     deliver(&mut node, &mut ctx, membership_of(2), connected(9));
+}
+
+fn waiting_report() -> signal::signals::ContinueB {
+    signal::signals::ContinueB {
+        job: crate::formation::job::WAITING_REPORT,
+    }
+}
+
+/// The timer a forming node arms to say which nodes it waits for.
+fn waiting_report_timer(me: BlockRef) -> String {
+    delayed_line(
+        me,
+        me,
+        waiting_report(),
+        crate::formation::WAITING_REPORT_MS,
+    )
 }

@@ -198,11 +198,14 @@ impl TestCluster {
         self.wait_data_nodes_started(deadline)
     }
 
-    /// Starts every data node process (a node restarts from its data
-    /// directory if it holds anything).
+    /// Starts every data node process not running (a node restarts from
+    /// its data directory if it holds anything).
     fn spawn_data_nodes(&mut self) {
         let mgmd_addr = self.mgmd_addr();
         for index in 0..self.nodes.len() {
+            if self.nodes[index].child.is_some() {
+                continue;
+            }
             let id = self.nodes[index].id.to_string();
             let log = self.dir.join(format!("node{id}.log"));
             self.nodes[index].child = Some(spawn_logged(
@@ -303,6 +306,23 @@ impl TestCluster {
             node.child = None;
         }
         (status, read_log(&self.dir.join(format!("node{id}.log"))))
+    }
+
+    /// Starts data node `id` alone again (the others stay down), without
+    /// waiting for anything.
+    pub fn spawn_data_node(&mut self, id: u16) {
+        let mgmd_addr = self.mgmd_addr();
+        let log = self.dir.join(format!("node{id}.log"));
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|node| node.id == id)
+            .unwrap_or_else(|| panic!("no data node {id}"));
+        assert!(node.child.is_none(), "data node {id} runs already");
+        node.child = Some(spawn_logged(
+            &["node", "--mgmd", &mgmd_addr, "--node-id", &id.to_string()],
+            &log,
+        ));
     }
 
     /// The data directory of data node `id` (the config names it
