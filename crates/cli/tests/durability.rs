@@ -18,7 +18,10 @@
 
 mod common;
 
-use common::{run_tessera, send_signal, wait_timeout, ClusterOptions, TestCluster, TESSERA};
+use common::{
+    record_restart, restored_gci, run_tessera, send_signal, wait_timeout, ClusterOptions,
+    TestCluster, TESSERA,
+};
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -45,15 +48,6 @@ fn rounds() -> u32 {
         .ok()
         .and_then(|value| value.parse().ok())
         .unwrap_or(15)
-}
-
-/// The restored GCI mgmd shows, as `H/L`, and as a number.
-fn restored_gci(cluster: &TestCluster) -> (String, u64) {
-    let show = cluster.show();
-    let gci = show["restored_gci"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("show has no restored_gci: {show}"));
-    (format!("{}/{}", gci >> 32, gci & 0xFFFF_FFFF), gci)
 }
 
 /// Checks every row against the ledger for `restored` and every replica.
@@ -200,16 +194,7 @@ fn whole_cluster_kills_under_load_lose_no_complete_gci() {
         }
         cluster.restart_data_nodes();
         let (restored, restored_number) = restored_gci(&cluster);
-        // Commits of the killed run above the restored GCI were rolled
-        // back: the ledger must not require them from now on.
-        {
-            use std::io::Write;
-            let mut file = std::fs::OpenOptions::new()
-                .append(true)
-                .open(&ledger)
-                .expect("open the ledger");
-            writeln!(file, "r {restored}").expect("append the restart to the ledger");
-        }
+        record_restart(&ledger, &restored);
         eprintln!("round {round}: restored GCI {restored} ({ops_per_txn} rows per transaction)");
         assert!(
             restored_number >= last_restored,

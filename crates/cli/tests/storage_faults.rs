@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{run_tessera, ClusterOptions, TestCluster};
+use common::{record_restart, restored_gci, run_tessera, ClusterOptions, TestCluster};
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -138,10 +138,11 @@ fn a_system_file_with_both_copies_damaged_stops_the_node_and_one_copy_is_survive
 
 /// Every row as the ledger says it must be at the restored GCI.
 fn verify_rows(cluster: &TestCluster) {
-    let show = cluster.show();
-    let restored = show["restored_gci"].as_u64().unwrap_or(0);
-    assert!(restored > 0, "the restart restored a complete GCI: {show}");
-    let restored = format!("{}/{}", restored >> 32, restored & 0xFFFF_FFFF);
+    let (restored, number) = restored_gci(cluster);
+    assert!(
+        number > 0,
+        "the restart restored a complete GCI ({restored})"
+    );
     let ledger = ledger_of(cluster);
     let verified = run_tessera(
         &[
@@ -308,17 +309,8 @@ fn deleted_rows_stay_deleted_and_reinserted_rows_come_back_across_restarts() {
         std::thread::sleep(Duration::from_millis(2500));
         cluster.kill_data_nodes();
         cluster.restart_data_nodes();
-        let show = cluster.show();
-        let restored = show["restored_gci"].as_u64().unwrap_or(0);
-        let restored = format!("{}/{}", restored >> 32, restored & 0xFFFF_FFFF);
-        {
-            use std::io::Write;
-            let mut file = std::fs::OpenOptions::new()
-                .append(true)
-                .open(&ledger)
-                .expect("open the ledger");
-            writeln!(file, "r {restored}").expect("append the restart");
-        }
+        let (restored, _) = restored_gci(&cluster);
+        record_restart(&ledger, &restored);
         let verified = run_tessera(
             &[
                 "bench",

@@ -998,3 +998,26 @@ pub fn wait_behind<T: Send + std::fmt::Debug>(
             .unwrap_or_else(|error| panic!("{what}: no answer after the release: {error}"))
     })
 }
+
+/// The GCI the cluster restored at its last start, as `mgm -e show` has
+/// it: as `H/L` text (what `bench keylookup --restored-gci` takes) and as
+/// a number.
+pub fn restored_gci(cluster: &TestCluster) -> (String, u64) {
+    let show = cluster.show();
+    let gci = show["restored_gci"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("show has no restored_gci: {show}"));
+    (format!("{}/{}", gci >> 32, gci & 0xFFFF_FFFF), gci)
+}
+
+/// Appends a restart line (`r H/L`, see crates/bench/src/ledger.rs) to the
+/// ledger: commits of the killed run above the restored GCI were rolled
+/// back, so the ledger must not require them from now on.
+pub fn record_restart(ledger: &str, restored: &str) {
+    use std::io::Write;
+    let mut file = fs::OpenOptions::new()
+        .append(true)
+        .open(ledger)
+        .unwrap_or_else(|error| panic!("cannot open the ledger {ledger}: {error}"));
+    writeln!(file, "r {restored}").expect("append the restart to the ledger");
+}
