@@ -76,13 +76,8 @@ impl Formation {
         self.nodes.iter_mut().find(|state| state.node == node)
     }
 
-    fn all_connected(&self) -> bool {
+    pub(crate) fn all_connected(&self) -> bool {
         self.nodes.iter().all(|state| state.incarnation.is_some())
-    }
-
-    /// Every data node is connected.
-    pub(crate) fn is_connected_to_all(&self) -> bool {
-        self.all_connected()
     }
 
     /// The data nodes not connected yet, as a bit set by node id.

@@ -74,11 +74,6 @@ impl Membership {
         }
     }
 
-    /// Whether every data node is connected already (no wait to report).
-    fn formation_complete_for_report(&self) -> bool {
-        self.formation.is_connected_to_all()
-    }
-
     /// Where the start stands.
     pub fn state(&self) -> StartState {
         self.state
@@ -133,7 +128,7 @@ impl Membership {
         if PHASES[index] == start::INITIALISE {
             // The later phases talk to other nodes: form the cluster first.
             self.state = StartState::Forming;
-            if !self.formation_complete_for_report() {
+            if !self.formation.all_connected() {
                 self.arm_waiting_report(ctx);
             }
             self.register_when_connected(ctx);
