@@ -46,7 +46,8 @@ enum Command {
         initial: bool,
     },
     /// Management client (NDB's ndb_mgm): `-e show`, `-e "all report threads"`,
-    /// `-e "check replicas"` (compares every replica of every partition).
+    /// `-e "all report checkpoints"`, `-e "check replicas"` (compares every
+    /// replica of every partition).
     Mgm {
         /// Address of the mgmd, HOST:PORT.
         #[arg(long)]

@@ -9,6 +9,7 @@
 mod error;
 mod tree;
 
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
 pub use error::ConfigError;
@@ -22,6 +23,10 @@ pub const MIN_DATA_MEMORY: u64 = 16 << 20;
 pub const MIN_DATA_MEMORY_PER_LDM: u64 = 4 << 20;
 /// Data and mgmd node ids are 1..=127; API nodes get 128..=255.
 pub const MAX_DATA_NODE_ID: u16 = 127;
+/// The values `recovery_work` accepts; the ldm's `RECOVERY_WORK_RANGE`
+/// (the config crate depends on no block, so the datanode's wiring tests
+/// check that the two agree).
+pub const RECOVERY_WORK_RANGE: RangeInclusive<u32> = 25..=100;
 
 /// The whole cluster configuration, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,6 +89,11 @@ pub struct ClusterSettings {
     /// whole redo log, which is never trimmed (it fills). For tests of
     /// restore from redo alone and for comparison.
     pub local_checkpoints: bool,
+    /// NDB's RecoveryWork, 25..=100, default 50: how much of each local
+    /// checkpoint is written in full against the rows changed since the
+    /// last one. Lower writes more per checkpoint and keeps fewer bytes on
+    /// disk (less to read at a restart); higher writes less and keeps more.
+    pub recovery_work: u32,
 }
 
 impl Default for ClusterSettings {
@@ -105,6 +115,7 @@ impl Default for ClusterSettings {
             max_concurrent_transactions: 4096,
             diskless: false,
             local_checkpoints: true,
+            recovery_work: 50,
         }
     }
 }
@@ -218,6 +229,7 @@ const CLUSTER_KEYS: &[&str] = &[
     "max_concurrent_transactions",
     "diskless",
     "local_checkpoints",
+    "recovery_work",
 ];
 const THREAD_KEYS: &[&str] = &["ldm", "tc", "recv", "send", "main", "spin_us"];
 const DATA_NODE_KEYS: &[&str] = &["id", "host", "port", "data_dir"];
@@ -472,6 +484,14 @@ fn parse_cluster(t: &Table<'_>) -> Result<(ClusterSettings, ClusterLines), Confi
         ),
         diskless: or(t.boolean("diskless")?, d.diskless),
         local_checkpoints: or(t.boolean("local_checkpoints")?, d.local_checkpoints),
+        recovery_work: or(
+            t.integer(
+                "recovery_work",
+                i64::from(*RECOVERY_WORK_RANGE.start()),
+                i64::from(*RECOVERY_WORK_RANGE.end()),
+            )?,
+            d.recovery_work,
+        ),
     };
     Ok((settings, lines))
 }

@@ -65,7 +65,7 @@ fn full_file_with_two_node_groups() {
          heartbeat_interval_ms = 500\nepoch_interval_ms = 50\ngcp_interval_ms = 1000\n\
          lock_wait_timeout_ms = 300\ninactive_transaction_timeout_ms = 5000\n\
          max_operations_per_transaction = 7\nmax_concurrent_operations = 8\n\
-         max_concurrent_transactions = 9\ndiskless = true\n\
+         max_concurrent_transactions = 9\ndiskless = true\nrecovery_work = 75\n\
          [threads]\nldm = 4\ntc = 2\nrecv = 1\nsend = 0\nmain = 1\nspin_us = 50\n\
          {NODE2}{NODE3}\
          [[data_node]]\nid = 4\nhost = \"h4\"\nport = 1\ndata_dir = \"/abs/d4\"\n\
@@ -91,6 +91,7 @@ fn full_file_with_two_node_groups() {
             max_concurrent_transactions: 9,
             diskless: true,
             local_checkpoints: true,
+            recovery_work: 75,
         }
     );
     assert_eq!(
@@ -662,6 +663,8 @@ fn random_line(rng: &mut stdx::mix::XorShift) -> String {
         "max_concurrent_operations",
         "max_concurrent_transactions",
         "diskless",
+        "local_checkpoints",
+        "recovery_work",
         "ldm",
         "tc",
         "recv",
@@ -765,6 +768,7 @@ fn random_toml_ish_text_is_refused_with_a_located_error_or_accepted_valid() {
                 );
                 assert!(config.cluster.data_memory_bytes >= MIN_DATA_MEMORY);
                 assert!(config.cluster.epoch_interval_ms <= config.cluster.gcp_interval_ms);
+                assert!(RECOVERY_WORK_RANGE.contains(&config.cluster.recovery_work));
                 assert!((1..=32).contains(&config.threads.ldm));
                 for node in &config.data_nodes {
                     assert!((1..=MAX_DATA_NODE_ID).contains(&node.id));
@@ -843,4 +847,47 @@ fn redo_log_shape_is_checked() {
         Some(5),
         "between",
     );
+}
+
+#[test]
+fn recovery_work_is_checked() {
+    // Default: NDB's RecoveryWork default.
+    let c = parse(&format!("{MGMD}{NODE2}")).expect("valid");
+    assert_eq!(c.cluster.recovery_work, 50);
+    // Valid values, the bounds included.
+    for value in [25, 60, 100] {
+        let c = parse(&format!(
+            "{MGMD}[cluster]\nrecovery_work = {value}\n{NODE2}"
+        ))
+        .expect("valid");
+        assert_eq!(c.cluster.recovery_work, value);
+    }
+    // Out of range, low and high: the message names the allowed range.
+    for (value, got) in [
+        ("24", "got 24"),
+        ("10", "got 10"),
+        ("101", "got 101"),
+        ("-1", "got -1"),
+    ] {
+        let e = expect_err(
+            &format!("{MGMD}[cluster]\nrecovery_work = {value}\n{NODE2}"),
+            "cluster.recovery_work",
+            Some(5),
+            "must be between 25 and 100",
+        );
+        assert!(e.message.contains(got), "{e}");
+    }
+    // Wrong types.
+    for (value, found) in [
+        ("\"50\"", "found a string"),
+        ("50.0", "found a float"),
+        ("true", "found a boolean"),
+    ] {
+        expect_err(
+            &format!("{MGMD}[cluster]\nrecovery_work = {value}\n{NODE2}"),
+            "cluster.recovery_work",
+            Some(5),
+            &format!("expected an integer, {found}"),
+        );
+    }
 }

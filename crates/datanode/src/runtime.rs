@@ -8,7 +8,7 @@
 //! or SIGINT.
 
 use crate::io::{FileService, IoThreadSetup};
-use crate::status::{NodeStatus, ThreadInfo};
+use crate::status::{CheckpointReports, NodeStatus, ThreadInfo};
 use crate::wiring::{build_blocks, default_partitions_of_ldm};
 use config::ClusterConfig;
 use kernel::block_thread::{self, BlockThreadSetup};
@@ -327,6 +327,7 @@ pub fn start(
         schema_version: AtomicU32::new(0),
         threads: infos,
         pid,
+        checkpoints: CheckpointReports::new(config.threads.ldm as usize),
     });
 
     // Membership begins the start phases when it receives phase 0 from itself.

@@ -1,15 +1,17 @@
 //! What the data node tells the outside: its state, latest GCI, schema
-//! version (reported by blocks through `Context::report`) and per-thread
-//! counters, as the JSON pushed to mgmd (`tessera mgm -e show`, `all report
-//! threads`).
+//! version and each ldm's local checkpoint counters and pacing (reported
+//! by blocks through `Context::report`) and per-thread counters, as the
+//! JSON pushed to mgmd (`tessera mgm -e show`, `all report threads`, `all
+//! report checkpoints`).
 
 use kernel::block_thread::ReportSink;
 use kernel::stats::{ThreadRole, ThreadStats};
 use kernel::waker::Waker;
-use kernel::Report;
+use kernel::{CheckpointReport, Report};
 use serde_json::{json, Value};
+use std::cmp::Reverse;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// One thread, as reports show it.
 pub struct ThreadInfo {
@@ -41,6 +43,8 @@ pub struct NodeStatus {
     pub threads: Vec<ThreadInfo>,
     /// Process id serving data.
     pub pid: u32,
+    /// The latest checkpoint report of each ldm instance.
+    pub checkpoints: CheckpointReports,
 }
 
 impl ReportSink for NodeStatus {
@@ -72,6 +76,7 @@ impl ReportSink for NodeStatus {
                 count,
                 unit,
             } => eprintln!("tessera node: {name}: {elapsed_ms} ms, {count} {unit}"),
+            Report::Checkpoints(report) => self.checkpoints.record(report),
         }
     }
 }
@@ -109,6 +114,215 @@ impl NodeStatus {
             "schema_version": self.schema_version.load(Ordering::Relaxed),
             "pid": self.pid,
             "threads": threads,
+            "checkpoints": self.checkpoints.to_json(),
         })
+    }
+}
+
+/// What the node says of an ldm's pacing before that ldm reported.
+const NOT_STARTED: &str = "not started";
+
+/// The latest `CheckpointReport` of each ldm instance, by instance. The ldm
+/// threads write it (after each local checkpoint and about once a second),
+/// the status pusher reads it: a mutex held for a copy is cheap at that
+/// rate.
+pub struct CheckpointReports {
+    latest: Mutex<Vec<Option<CheckpointReport>>>,
+}
+
+impl CheckpointReports {
+    /// Room for `ldm_instances` reports, made now so that recording one on
+    /// an ldm thread never allocates.
+    pub fn new(ldm_instances: usize) -> CheckpointReports {
+        CheckpointReports {
+            latest: Mutex::new(vec![None; ldm_instances]),
+        }
+    }
+
+    /// Keeps `report` as its instance's latest (growing the table if the
+    /// instance is beyond the count given to `new`).
+    pub fn record(&self, report: CheckpointReport) {
+        let mut latest = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
+        let index = report.instance as usize;
+        if index >= latest.len() {
+            latest.resize(index + 1, None);
+        }
+        latest[index] = Some(report);
+    }
+
+    /// The `"checkpoints"` object of the status: the counters summed over
+    /// the ldm instances, and `"pacing"`: the speeds summed, the fullest
+    /// redo and the busiest thread, the reason of the ldm with the fullest
+    /// redo (the one most likely to hold the node back), and each ldm's
+    /// own pacing under `"ldms"`.
+    pub fn to_json(&self) -> Value {
+        // Copied out so the ldm threads wait for a copy, not for the JSON.
+        let latest: Vec<Option<CheckpointReport>> = self
+            .latest
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let reported = || latest.iter().flatten();
+        let sum = |field: fn(&CheckpointReport) -> u64| {
+            reported().fold(0u64, |total, report| total.saturating_add(field(report)))
+        };
+        let max = |field: fn(&CheckpointReport) -> u32| reported().map(field).max().unwrap_or(0);
+        // The fullest redo; of equally full ones, the lowest instance.
+        let reason = reported()
+            .min_by_key(|report| (Reverse(report.pacing.redo_fill_percent), report.instance))
+            .map_or(NOT_STARTED, |report| report.pacing.reason);
+        let ldms: Vec<Value> = latest
+            .iter()
+            .enumerate()
+            .map(|(index, report)| {
+                let pacing = report.map(|report| report.pacing).unwrap_or_default();
+                json!({
+                    "instance": index,
+                    "speed_bytes_per_second": pacing.speed_bytes_per_second,
+                    "keep_up_bytes_per_second": pacing.keep_up_bytes_per_second,
+                    "change_bytes_per_second": pacing.change_bytes_per_second,
+                    "redo_fill_percent": pacing.redo_fill_percent,
+                    "busy_percent": pacing.busy_percent,
+                    "reason": if report.is_some() { pacing.reason } else { NOT_STARTED },
+                })
+            })
+            .collect();
+        json!({
+            "lcp_count": sum(|report| report.lcp_count),
+            "lcp_bytes_written": sum(|report| report.lcp_bytes_written),
+            "changed_row_bytes": sum(|report| report.changed_row_bytes),
+            "checkpoint_disk_bytes": sum(|report| report.checkpoint_disk_bytes),
+            "live_data_bytes": sum(|report| report.live_data_bytes),
+            "pacing": {
+                "speed_bytes_per_second": sum(|report| report.pacing.speed_bytes_per_second),
+                "keep_up_bytes_per_second": sum(|report| report.pacing.keep_up_bytes_per_second),
+                "change_bytes_per_second": sum(|report| report.pacing.change_bytes_per_second),
+                "redo_fill_percent": max(|report| report.pacing.redo_fill_percent),
+                "busy_percent": max(|report| report.pacing.busy_percent),
+                "reason": reason,
+                "ldms": ldms,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernel::PacingReport;
+
+    fn node_status(ldm_instances: usize) -> NodeStatus {
+        NodeStatus {
+            started: AtomicBool::new(false),
+            latest_gci: AtomicU64::new(0),
+            complete_gci: AtomicU64::new(0),
+            restored_gci: AtomicU64::new(0),
+            schema_version: AtomicU32::new(0),
+            threads: Vec::new(),
+            pid: 1,
+            checkpoints: CheckpointReports::new(ldm_instances),
+        }
+    }
+
+    fn not_started_ldm(instance: u32) -> Value {
+        json!({"instance": instance, "speed_bytes_per_second": 0, "keep_up_bytes_per_second": 0,
+               "change_bytes_per_second": 0, "redo_fill_percent": 0, "busy_percent": 0,
+               "reason": "not started"})
+    }
+
+    #[test]
+    fn before_any_report_the_counters_are_zero_and_pacing_not_started() {
+        let status = node_status(2);
+        assert_eq!(
+            status.to_json()["checkpoints"],
+            json!({
+                "lcp_count": 0, "lcp_bytes_written": 0, "changed_row_bytes": 0,
+                "checkpoint_disk_bytes": 0, "live_data_bytes": 0,
+                "pacing": {
+                    "speed_bytes_per_second": 0, "keep_up_bytes_per_second": 0,
+                    "change_bytes_per_second": 0, "redo_fill_percent": 0, "busy_percent": 0,
+                    "reason": "not started",
+                    "ldms": [not_started_ldm(0), not_started_ldm(1)],
+                },
+            })
+        );
+    }
+
+    #[test]
+    fn counters_and_speeds_are_summed_fill_and_busy_are_the_maxima() {
+        let status = node_status(3);
+        let report =
+            |instance: u32, base: u64, redo_fill_percent: u32, busy_percent: u32, reason| {
+                CheckpointReport {
+                    instance,
+                    lcp_count: base,
+                    lcp_bytes_written: base * 10,
+                    changed_row_bytes: base * 100,
+                    checkpoint_disk_bytes: base * 1000,
+                    live_data_bytes: base * 10_000,
+                    pacing: PacingReport {
+                        speed_bytes_per_second: base * 2,
+                        keep_up_bytes_per_second: base * 3,
+                        change_bytes_per_second: base * 4,
+                        redo_fill_percent,
+                        busy_percent,
+                        reason,
+                    },
+                }
+            };
+        status.report(Report::Checkpoints(report(0, 1, 5, 90, "busy")));
+        // A later report of an instance replaces its earlier one.
+        status.report(Report::Checkpoints(report(2, 7, 1, 1, "idle")));
+        status.report(Report::Checkpoints(report(2, 3, 20, 10, "redo filling")));
+        let checkpoints = status.to_json()["checkpoints"].clone();
+        assert_eq!(checkpoints["lcp_count"], 4);
+        assert_eq!(checkpoints["lcp_bytes_written"], 40);
+        assert_eq!(checkpoints["changed_row_bytes"], 400);
+        assert_eq!(checkpoints["checkpoint_disk_bytes"], 4000);
+        assert_eq!(checkpoints["live_data_bytes"], 40_000);
+        let pacing = &checkpoints["pacing"];
+        assert_eq!(pacing["speed_bytes_per_second"], 8);
+        assert_eq!(pacing["keep_up_bytes_per_second"], 12);
+        assert_eq!(pacing["change_bytes_per_second"], 16);
+        assert_eq!(pacing["redo_fill_percent"], 20);
+        assert_eq!(pacing["busy_percent"], 90);
+        assert_eq!(
+            pacing["reason"], "redo filling",
+            "the fullest redo's reason"
+        );
+        assert_eq!(
+            pacing["ldms"],
+            json!([
+                {"instance": 0, "speed_bytes_per_second": 2, "keep_up_bytes_per_second": 3,
+                 "change_bytes_per_second": 4, "redo_fill_percent": 5, "busy_percent": 90,
+                 "reason": "busy"},
+                not_started_ldm(1),
+                {"instance": 2, "speed_bytes_per_second": 6, "keep_up_bytes_per_second": 9,
+                 "change_bytes_per_second": 12, "redo_fill_percent": 20, "busy_percent": 10,
+                 "reason": "redo filling"},
+            ])
+        );
+    }
+
+    #[test]
+    fn equally_full_redo_takes_the_lowest_instances_reason_and_instances_beyond_the_count_grow_the_table(
+    ) {
+        let status = node_status(1);
+        let report = |instance, reason| CheckpointReport {
+            instance,
+            pacing: PacingReport {
+                reason,
+                ..PacingReport::default()
+            },
+            ..CheckpointReport::default()
+        };
+        status.report(Report::Checkpoints(report(3, "keep up")));
+        status.report(Report::Checkpoints(report(1, "idle")));
+        let pacing = status.to_json()["checkpoints"]["pacing"].clone();
+        assert_eq!(pacing["reason"], "idle");
+        let ldms = pacing["ldms"].as_array().expect("ldms").clone();
+        assert_eq!(ldms.len(), 4);
+        assert_eq!(ldms[0], not_started_ldm(0));
+        assert_eq!(ldms[3]["reason"], "keep up");
     }
 }

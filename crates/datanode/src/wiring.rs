@@ -73,6 +73,7 @@ pub fn build_blocks(config: &ClusterConfig, node: NodeId) -> Result<NodeBlocks, 
             })
             .with_lcp_settings(LcpSettings {
                 enabled: settings.local_checkpoints,
+                recovery_work: settings.recovery_work,
                 ..LcpSettings::default()
             })
         })
@@ -299,11 +300,12 @@ data_dir = "n2"
         cluster.run(0);
         let initial = Gci::from_parts(1, 0);
         for reports in &cluster.reports {
-            // Phase timings are log lines; the state reports are checked.
+            // Phase timings are log lines and checkpoint counters come
+            // on the ldm's own schedule; the state reports are checked.
             let state: Vec<Report> = reports
                 .iter()
                 .copied()
-                .filter(|report| !matches!(report, Report::Phase { .. }))
+                .filter(|report| !matches!(report, Report::Phase { .. } | Report::Checkpoints(_)))
                 .collect();
             assert_eq!(
                 state[..],
@@ -416,6 +418,18 @@ data_dir = "n2"
         assert_eq!(
             config.max_operations_per_transaction, 10,
             "a smaller limit stays"
+        );
+    }
+
+    #[test]
+    fn config_and_ldm_agree_on_recovery_work() {
+        // The config crate depends on no block, so it keeps its own copy
+        // of the bounds the ldm accepts; a value the config lets through
+        // must be one the ldm was built for.
+        assert_eq!(config::RECOVERY_WORK_RANGE, ldm::RECOVERY_WORK_RANGE);
+        assert_eq!(
+            ClusterSettings::default().recovery_work,
+            LcpSettings::default().recovery_work
         );
     }
 }

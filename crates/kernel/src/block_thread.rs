@@ -59,6 +59,30 @@ struct ThreadContext {
     timers: TimerQueue,
     pool: &'static SectionPool,
     reports: Arc<dyn ReportSink>,
+    load: LoadWindow,
+}
+
+/// The share of wall time the thread spent awake, measured over windows of
+/// `LOAD_WINDOW_MS` (what `Context::busy_percent` answers).
+struct LoadWindow {
+    start_ms: u64,
+    asleep: Duration,
+    busy_percent: Option<u32>,
+}
+
+const LOAD_WINDOW_MS: u64 = 1000;
+
+impl LoadWindow {
+    /// Closes the window once it is `LOAD_WINDOW_MS` old.
+    fn roll(&mut self, now_ms: u64) {
+        let elapsed_ms = now_ms.saturating_sub(self.start_ms);
+        if elapsed_ms >= LOAD_WINDOW_MS {
+            let asleep_ms = (self.asleep.as_millis() as u64).min(elapsed_ms);
+            self.busy_percent = Some((100 * (elapsed_ms - asleep_ms) / elapsed_ms) as u32);
+            self.start_ms = now_ms;
+            self.asleep = Duration::ZERO;
+        }
+    }
 }
 
 impl Context for ThreadContext {
@@ -111,6 +135,10 @@ impl Context for ThreadContext {
                 panic!("{from} asked for a file operation, but this node runs no io thread")
             }
         }
+    }
+
+    fn busy_percent(&self) -> Option<u32> {
+        self.load.busy_percent
     }
 
     fn fatal(&mut self, message: String) -> ! {
@@ -169,10 +197,16 @@ pub fn run(setup: BlockThreadSetup, mut blocks: Vec<Box<dyn Block>>) {
         timers: TimerQueue::with_capacity(4096),
         pool,
         reports,
+        load: LoadWindow {
+            start_ms: 0,
+            asleep: Duration::ZERO,
+            busy_percent: None,
+        },
     };
     let mut idle_since: Option<Instant> = None;
     while !shutdown.load(Ordering::Relaxed) {
         ctx.now_ms = epoch.elapsed().as_millis() as u64;
+        ctx.load.roll(ctx.now_ms);
         let mut executed = 0u64;
         while let Some(envelope) = ctx.timers.pop_due(ctx.now_ms) {
             dispatch(&mut blocks, &addresses, envelope, &mut ctx);
@@ -217,7 +251,9 @@ pub fn run(setup: BlockThreadSetup, mut blocks: Vec<Box<dyn Block>>) {
             None => 1000,
         };
         ThreadStats::add(&stats.sleeps, 1);
+        let asleep_at = Instant::now();
         inbox.waker.park(Duration::from_millis(timeout_ms));
+        ctx.load.asleep += asleep_at.elapsed();
         idle_since = None;
     }
 }

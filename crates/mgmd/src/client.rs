@@ -18,7 +18,8 @@ use crate::MgmdError;
 
 /// How long to try to reach mgmd.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-/// How long to wait for an answer; above mgmd's 2 s `report_threads` wait.
+/// How long to wait for an answer; above mgmd's 2 s wait for fresh statuses
+/// (`report_threads`, `report_checkpoints`).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Responses carry the config text, which may be large, but not unbounded.
 const MAX_RESPONSE_BYTES: usize = 64 << 20;
@@ -159,6 +160,15 @@ impl MgmClient {
     pub fn report_threads(&mut self) -> Result<Value, MgmdError> {
         self.conn
             .request(&json!({ "req": "report_threads" }))
+            .map(without_ok)
+    }
+
+    /// The `report_checkpoints` response without `ok`: `{"nodes": [{"id",
+    /// "lcp_count", ..., "pacing"}]}` (each node's `checkpoints` object
+    /// next to its id).
+    pub fn report_checkpoints(&mut self) -> Result<Value, MgmdError> {
+        self.conn
+            .request(&json!({ "req": "report_checkpoints" }))
             .map(without_ok)
     }
 

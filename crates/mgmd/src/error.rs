@@ -26,7 +26,7 @@ pub enum MgmdError {
 }
 
 /// Commands `mgm::run_command` understands, for error messages and help.
-pub const KNOWN_COMMANDS: &[&str] = &["show", "all report threads"];
+pub const KNOWN_COMMANDS: &[&str] = &["show", "all report threads", "all report checkpoints"];
 
 impl fmt::Display for MgmdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -1,6 +1,7 @@
 //! The management client's commands (NDB's ndb_mgm): turns a typed command
-//! such as `show` or `all report threads` into a request and formats the
-//! answer as ndb_mgm-like text or as JSON for scripts.
+//! such as `show`, `all report threads` or `all report checkpoints` into a
+//! request and formats the answer as ndb_mgm-like text or as JSON for
+//! scripts.
 
 use serde_json::Value;
 
@@ -22,6 +23,10 @@ pub fn run_command(addr: &str, command: &str, json: bool) -> Result<String, Mgmd
         ["all", "report", "threads"] => {
             (MgmClient::connect(addr)?.report_threads()?, format_threads)
         }
+        ["all", "report", "checkpoints"] => (
+            MgmClient::connect(addr)?.report_checkpoints()?,
+            format_checkpoints,
+        ),
         _ => return Err(MgmdError::UnknownCommand(command.trim().to_owned())),
     };
     if json {
@@ -128,6 +133,62 @@ pub fn format_threads(response: &Value) -> String {
     lines.join("\n")
 }
 
+/// The counters of a node's `checkpoints`, printed as they are named.
+const CHECKPOINT_COUNTERS: [&str; 5] = [
+    "lcp_count",
+    "lcp_bytes_written",
+    "changed_row_bytes",
+    "checkpoint_disk_bytes",
+    "live_data_bytes",
+];
+
+/// `all report checkpoints`: one line per data node, its id then its
+/// counters and pacing. The reason comes last and bare ("keep up"), so
+/// the line reads as the sentence it is; scripts use `--json`.
+pub fn format_checkpoints(response: &Value) -> String {
+    let nodes: &[Value] = field(response, "nodes")
+        .as_array()
+        .map_or(&[], Vec::as_slice);
+    if nodes.is_empty() {
+        return "no data nodes connected".to_owned();
+    }
+    let mut lines = Vec::new();
+    for node in nodes {
+        let id = plain(field(node, "id"));
+        if node.get("lcp_count").is_none() {
+            lines.push(format!("id={id}\t(no checkpoints reported)"));
+            continue;
+        }
+        let mut fields: Vec<String> = CHECKPOINT_COUNTERS
+            .iter()
+            .map(|name| format!("{name}={}", plain(field(node, name))))
+            .collect();
+        let pacing = field(node, "pacing");
+        let pacing_field = |name: &str| plain(field(pacing, name));
+        fields.push(format!(
+            "speed={}B/s",
+            pacing_field("speed_bytes_per_second")
+        ));
+        fields.push(format!(
+            "keep_up={}B/s",
+            pacing_field("keep_up_bytes_per_second")
+        ));
+        fields.push(format!(
+            "change={}B/s",
+            pacing_field("change_bytes_per_second")
+        ));
+        fields.push(format!("redo_fill={}%", pacing_field("redo_fill_percent")));
+        fields.push(format!("busy={}%", pacing_field("busy_percent")));
+        let reason = match field(pacing, "reason") {
+            Value::String(reason) => reason.clone(),
+            other => other.to_string(),
+        };
+        fields.push(format!("reason={reason}"));
+        lines.push(format!("id={id}\t{}", fields.join(" ")));
+    }
+    lines.join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,13 +236,51 @@ mod tests {
     }
 
     #[test]
+    fn checkpoints_text_has_a_line_per_node() {
+        let response = json!({"nodes": [
+            {"id": 2, "lcp_count": 12, "lcp_bytes_written": 4096, "changed_row_bytes": 1000,
+             "checkpoint_disk_bytes": 8192, "live_data_bytes": 2048,
+             "pacing": {"speed_bytes_per_second": 300, "keep_up_bytes_per_second": 200,
+                        "change_bytes_per_second": 100, "redo_fill_percent": 3,
+                        "busy_percent": 40, "reason": "keep up", "ldms": []}},
+            {"id": 3}
+        ]});
+        assert_eq!(
+            format_checkpoints(&response),
+            "id=2\tlcp_count=12 lcp_bytes_written=4096 changed_row_bytes=1000 \
+             checkpoint_disk_bytes=8192 live_data_bytes=2048 speed=300B/s keep_up=200B/s \
+             change=100B/s redo_fill=3% busy=40% reason=keep up\n\
+             id=3\t(no checkpoints reported)"
+        );
+        assert_eq!(
+            format_checkpoints(&json!({"nodes": []})),
+            "no data nodes connected"
+        );
+        // Odd answers print what there is rather than fail.
+        let odd = format_checkpoints(&json!({"nodes": [{"id": 4, "lcp_count": 1}, 7]}));
+        assert!(
+            odd.starts_with("id=4\tlcp_count=1 lcp_bytes_written=null"),
+            "{odd}"
+        );
+        assert!(
+            odd.ends_with("reason=null\nid=null\t(no checkpoints reported)"),
+            "{odd}"
+        );
+    }
+
+    #[test]
     fn unknown_command_lists_the_known_ones() {
         // No connection is made for an unknown command.
         let e = run_command("127.0.0.1:1", "  sho w ", false).expect_err("unknown");
         let text = e.to_string();
         assert!(
-            text.contains("\"sho w\"") && text.contains("show, all report threads"),
+            text.contains("\"sho w\"")
+                && text.contains("show, all report threads, all report checkpoints"),
             "{text}"
+        );
+        assert_eq!(
+            crate::KNOWN_COMMANDS,
+            ["show", "all report threads", "all report checkpoints"]
         );
     }
 }

@@ -1,8 +1,9 @@
 //! The management server (NDB's ndb_mgmd): serves the cluster config, hands
 //! out API node ids, tracks which data nodes are up (a node is up while its
 //! registration connection is open) and their latest self-reported status,
-//! and answers `show` / `report_threads`. One thread per connection: the
-//! number of connections is the number of nodes and tools, which is small.
+//! and answers `show`, `report_threads` and `report_checkpoints`. One
+//! thread per connection: the number of connections is the number of nodes
+//! and tools, which is small.
 //!
 //! The server must survive anything a peer sends: every malformed line gets
 //! an error response and the connection stays usable; only a line over
@@ -23,7 +24,8 @@ use serde_json::{json, Map, Value};
 use crate::wire::{self, LineRead, MAX_LINE_BYTES};
 use crate::MgmdError;
 
-/// How long `report_threads` waits for data nodes to push a fresh status.
+/// How long `report_threads` and `report_checkpoints` wait for data nodes
+/// to push a fresh status.
 const REPORT_WAIT: Duration = Duration::from_secs(2);
 /// A peer that stops reading must not block a server thread for long.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -393,9 +395,10 @@ fn handle_line(shared: &Shared, conn: &mut Connection, line: &[u8]) -> Option<Va
         "alloc_api_node" => alloc_api_node(shared, conn),
         "show" => show(shared),
         "report_threads" => report_threads(shared),
+        "report_checkpoints" => report_checkpoints(shared),
         other => error(format!(
             "unknown request \"{other}\"; known requests: get_config, register_data_node, \
-             status, alloc_api_node, show, report_threads"
+             status, alloc_api_node, show, report_threads, report_checkpoints"
         )),
     };
     Some(response)
@@ -575,7 +578,12 @@ fn show(shared: &Shared) -> Value {
     })
 }
 
-fn report_threads(shared: &Shared) -> Value {
+/// Asks every connected data node for a fresh status (`{"cmd":
+/// "refresh"}`) and waits up to `REPORT_WAIT` for each to push one newer
+/// than it had. Returns each node still connected on the session it was
+/// asked on, in config order, with its latest status (`None` if it never
+/// pushed one); a node that did not answer in time keeps its previous one.
+fn refreshed_statuses(shared: &Shared) -> Vec<(u16, Option<Value>)> {
     // Who to ask, and the status each had before asking.
     let targets: Vec<(u16, ConnId, u64, Writer)> = shared
         .lock()
@@ -617,7 +625,7 @@ fn report_threads(shared: &Shared) -> Value {
             .0;
     }
 
-    let nodes: Vec<Value> = targets
+    targets
         .iter()
         .filter_map(|(id, connection, _, _)| {
             let node = state.data_nodes.iter().find(|n| n.id == *id)?;
@@ -625,13 +633,46 @@ fn report_threads(shared: &Shared) -> Value {
             node.session
                 .as_ref()
                 .filter(|s| s.connection == *connection)?;
-            let threads = node
-                .status
+            Some((*id, node.status.clone()))
+        })
+        .collect()
+}
+
+/// Each connected node's `threads`, from a fresh status.
+fn report_threads(shared: &Shared) -> Value {
+    let nodes: Vec<Value> = refreshed_statuses(shared)
+        .into_iter()
+        .map(|(id, status)| {
+            let threads = status
                 .as_ref()
                 .and_then(|s| s.get("threads"))
                 .cloned()
                 .unwrap_or_else(|| json!([]));
-            Some(json!({ "id": id, "threads": threads }))
+            json!({ "id": id, "threads": threads })
+        })
+        .collect();
+    json!({ "ok": true, "nodes": nodes })
+}
+
+/// Each connected node's `checkpoints` object, from a fresh status, with
+/// its fields next to the node's `id` (only the id if it has none).
+fn report_checkpoints(shared: &Shared) -> Value {
+    let nodes: Vec<Value> = refreshed_statuses(shared)
+        .into_iter()
+        .map(|(id, status)| {
+            let mut node = Map::new();
+            node.insert("id".into(), json!(id));
+            if let Some(Value::Object(checkpoints)) =
+                status.as_ref().and_then(|s| s.get("checkpoints"))
+            {
+                for (key, value) in checkpoints {
+                    // A field called "id" in a status must not hide the node's.
+                    if key != "id" {
+                        node.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+            Value::Object(node)
         })
         .collect();
     json!({ "ok": true, "nodes": nodes })

@@ -271,6 +271,84 @@ fn report_threads_asks_for_a_fresh_status() {
 }
 
 #[test]
+fn report_checkpoints_flattens_each_nodes_fresh_checkpoints_next_to_its_id() {
+    let (_server, addr) = start();
+    let mut client = MgmClient::connect(&addr).expect("connect");
+    assert_eq!(
+        client.report_checkpoints().expect("report"),
+        json!({"nodes": []})
+    );
+    assert_eq!(
+        mgm::run_command(&addr, "all report checkpoints", false).expect("mgm report"),
+        "no data nodes connected"
+    );
+
+    let (session2, _) = DataNodeSession::register(&addr, 2, 1).expect("register 2");
+    let pushes = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&pushes);
+    // The period is far beyond the test, so every push after the first is
+    // a response to a refresh.
+    let _pusher2 = session2.spawn_status_pusher(Duration::from_secs(3600), move || {
+        let generation = counter.fetch_add(1, Ordering::SeqCst);
+        json!({"state": "started", "threads": [], "checkpoints": {
+            "lcp_count": generation, "live_data_bytes": 10,
+            "pacing": {"redo_fill_percent": 3, "busy_percent": 40, "reason": "keep up"}}})
+    });
+    // Node 3 pushes a status without checkpoints: only its id is shown.
+    let (session3, _) = DataNodeSession::register(&addr, 3, 1).expect("register 3");
+    let _pusher3 =
+        session3.spawn_status_pusher(Duration::from_secs(3600), || json!({"state": "started"}));
+    wait_until("both statuses", || {
+        node_state(&mut client, 2) == "started" && node_state(&mut client, 3) == "started"
+    });
+    assert_eq!(pushes.load(Ordering::SeqCst), 1);
+
+    let pacing = json!({"redo_fill_percent": 3, "busy_percent": 40, "reason": "keep up"});
+    assert_eq!(
+        client.report_checkpoints().expect("report"),
+        json!({"nodes": [
+            {"id": 2, "lcp_count": 1, "live_data_bytes": 10, "pacing": pacing},
+            {"id": 3}
+        ]})
+    );
+    let json_text =
+        mgm::run_command(&addr, "ALL report  Checkpoints", true).expect("mgm report --json");
+    let parsed: Value = serde_json::from_str(&json_text).expect("json");
+    assert_eq!(
+        parsed,
+        json!({"nodes": [
+            {"id": 2, "lcp_count": 2, "live_data_bytes": 10, "pacing": pacing},
+            {"id": 3}
+        ]})
+    );
+    let text = mgm::run_command(&addr, "all report checkpoints", false).expect("mgm report");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].starts_with("id=2\tlcp_count=3 ") && lines[0].ends_with("reason=keep up"),
+        "{text}"
+    );
+    assert_eq!(lines[1], "id=3\t(no checkpoints reported)");
+}
+
+#[test]
+fn an_unknown_request_lists_the_known_ones() {
+    let (_server, addr) = start();
+    let stream = TcpStream::connect(&addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut stream = BufReader::new(stream);
+    let response = raw_request(&mut stream, b"{\"req\": \"report_everything\"}\n");
+    assert_eq!(
+        response,
+        json!({"ok": false, "error": "unknown request \"report_everything\"; known requests: \
+            get_config, register_data_node, status, alloc_api_node, show, report_threads, \
+            report_checkpoints"})
+    );
+}
+
+#[test]
 fn status_pusher_ends_when_mgmd_goes_away() {
     let (server, addr) = start();
     let (session, _) = DataNodeSession::register(&addr, 2, 1).expect("register");
@@ -416,7 +494,8 @@ fn random_json(rng: &mut stdx::mix::XorShift, depth: u32) -> Value {
 
 /// A request line: a well-formed request with random fields, such a
 /// request mangled, JSON of another shape, deep nesting or random bytes.
-/// Never `report_threads` (it waits for data nodes) nor a newline.
+/// Never `report_threads` nor `report_checkpoints` (they wait for data
+/// nodes), nor a newline.
 fn random_line(rng: &mut stdx::mix::XorShift) -> Vec<u8> {
     let requests = [
         "get_config",

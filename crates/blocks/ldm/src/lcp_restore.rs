@@ -412,6 +412,14 @@ impl Ldm {
                 SlotProblem::Absent => {}
             }
         }
+        // What stays on disk, for the checkpoint report.
+        let mut control_bytes = [0u64; 2];
+        for (slot, bytes) in slots.iter().enumerate() {
+            control_bytes[slot] = bytes.as_ref().map_or(0, |bytes| bytes.len() as u64);
+        }
+        for slot in &obsolete {
+            control_bytes[*slot as usize] = 0;
+        }
         for slot in obsolete {
             state.deletes += 1;
             ctx.fs_request(
@@ -427,6 +435,8 @@ impl Ldm {
             .and_then(|table| table.partitions[partition_id as usize].as_mut())
             .expect("restoring an owned partition");
         let lcp = &mut partition.lcp;
+        lcp.control_bytes = control_bytes;
+        lcp.data_file_bytes.clear();
         lcp.write_next = choice.write_next;
         lcp.next_lcp_id = choice.newest_lcp_id + 1;
         lcp.newest = None;
@@ -550,6 +560,15 @@ impl Ldm {
             if let Err(error) = summary.check_against(&entry) {
                 damaged(ctx, &error);
             }
+            let file_bytes = state.file_size;
+            self.tables[table_id as usize]
+                .as_mut()
+                .and_then(|table| table.partitions[partition_id as usize].as_mut())
+                .expect("restoring an owned partition")
+                .lcp
+                .data_file_bytes
+                .push((entry.file_number, file_bytes));
+            let state = self.lcp_restore_state();
             state.files += 1;
             state.chain_index += 1;
             state.reader = None;

@@ -8,10 +8,10 @@
 //! written (unsynced writes that happened to reach the disk).
 
 use crate::lcp::LcpSettings;
-use crate::partition::RowState;
+use crate::partition::{Partition, RowState};
 use crate::redo_log::RedoSettings;
 use crate::{Ldm, LdmConfig};
-use kernel::{Block, Context, Report};
+use kernel::{Block, CheckpointReport, Context, Report};
 use signal::attr::{key_hash, AttrWriter, KeyHash};
 use signal::fs::{FileName, FsDone, FsError, FsErrorKind, FsOperation, OpenMode};
 use signal::partition::{bucket, default_partition_of_bucket, BUCKETS};
@@ -95,6 +95,10 @@ pub(crate) fn gci(n: u32) -> Gci {
     Gci::from_parts(n, 0)
 }
 
+/// Signals one `pump` may run: far more than any restore or LCP slice
+/// takes in these tests.
+const PUMP_LIMIT: u64 = 1_000_000;
+
 /// A file: what was written, and what the last fsync made durable.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct DiskFile {
@@ -105,12 +109,24 @@ pub(crate) struct DiskFile {
 /// The in-memory disk.
 pub(crate) type Disk = BTreeMap<FileName, DiskFile>;
 
+/// What the ldm's queue holds: a signal to it, or a file request whose
+/// answer is due (performed on the disk only when it is delivered, with
+/// `NodeOptions::deferred_io`).
+enum Queued {
+    Signal(Envelope),
+    Io { token: u64, operation: FsOperation },
+}
+
 /// The context: the disk, the ldm's own queue and timers, and what it sent
 /// to other blocks.
 pub(crate) struct DiskContext {
     pub(crate) now_ms: u64,
     pub(crate) disk: Disk,
-    queue: VecDeque<Envelope>,
+    queue: VecDeque<Queued>,
+    /// File requests reach the disk one per step, in order, when their
+    /// answer is delivered (a crash loses those not yet performed);
+    /// otherwise at once, when the ldm sends them.
+    deferred_io: bool,
     timers: Vec<(u64, Envelope)>,
     pub(crate) outbox: Vec<Envelope>,
     pub(crate) reports: Vec<Report>,
@@ -118,11 +134,12 @@ pub(crate) struct DiskContext {
 }
 
 impl DiskContext {
-    fn new(disk: Disk) -> DiskContext {
+    fn new(disk: Disk, deferred_io: bool) -> DiskContext {
         DiskContext {
             now_ms: 0,
             disk,
             queue: VecDeque::new(),
+            deferred_io,
             timers: Vec::new(),
             outbox: Vec::new(),
             reports: Vec::new(),
@@ -217,7 +234,7 @@ impl Context for DiskContext {
 
     fn send(&mut self, envelope: Envelope) {
         if envelope.to == LDM {
-            self.queue.push_back(envelope);
+            self.queue.push_back(Queued::Signal(envelope));
         } else {
             self.outbox.push(envelope);
         }
@@ -238,12 +255,21 @@ impl Context for DiskContext {
 
     fn fs_request(&mut self, from: BlockRef, token: u64, operation: FsOperation) {
         assert_eq!(from, LDM);
-        let result = self.perform(operation);
-        self.queue.push_back(Envelope {
-            from: IO,
-            to: LDM,
-            signal: FsConf { token, result }.into(),
-        });
+        if self.deferred_io {
+            self.queue.push_back(Queued::Io { token, operation });
+        } else {
+            let result = self.perform(operation);
+            self.queue
+                .push_back(Queued::Signal(io_answer(token, result)));
+        }
+    }
+}
+
+fn io_answer(token: u64, result: Result<FsDone, FsError>) -> Envelope {
+    Envelope {
+        from: IO,
+        to: LDM,
+        signal: FsConf { token, result }.into(),
     }
 }
 
@@ -259,6 +285,7 @@ pub(crate) struct Node {
     next_op: u32,
     /// While set, delivering a signal does not run what it queues.
     pub(crate) hold: bool,
+    blob: BlobSize,
 }
 
 /// An operation prepared and not yet committed.
@@ -269,38 +296,103 @@ pub(crate) struct Prepared {
     transaction_id: TransactionId,
 }
 
-pub(crate) fn settings() -> RedoSettings {
-    RedoSettings {
-        // 4 files of 32 redo pages: the smallest ring.
-        geometry: RedoGeometry::new(4, 33 * PAGE_BYTES as u64).expect("valid"),
-        buffer_pages: 40,
-        marker_reserve_pages: 4,
-        parts: (0..PARTITIONS).collect(),
+/// The length of column b of a row `write` writes with value v:
+/// `base + |v| mod spread` bytes (`spread` 0: always `base`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BlobSize {
+    pub(crate) base: usize,
+    pub(crate) spread: u64,
+}
+
+impl BlobSize {
+    fn of(self, v: i64) -> usize {
+        self.base
+            + match self.spread {
+                0 => 0,
+                spread => (v.unsigned_abs() % spread) as usize,
+            }
+    }
+}
+
+/// How to build the test's ldm. `Default` is what `Node::initial` and
+/// `Node::restart` use.
+#[derive(Clone, Debug)]
+pub(crate) struct NodeOptions {
+    /// The ldm's DataMemory, bytes.
+    pub(crate) data_memory_bytes: u64,
+    /// Operation records.
+    pub(crate) max_operations: u32,
+    /// Redo files per part.
+    pub(crate) redo_files: u32,
+    /// Bytes of each redo file (its header page included).
+    pub(crate) redo_file_bytes: u64,
+    /// Redo pages buffered per part.
+    pub(crate) redo_buffer_pages: u32,
+    /// How LCPs are paced and sized.
+    pub(crate) lcp: LcpSettings,
+    /// Where the partitions' redo goes.
+    pub(crate) parts: Parts,
+    /// The length of the rows' column b.
+    pub(crate) blob: BlobSize,
+    /// File requests reach the disk only when their answer is delivered
+    /// (so a test can stop the node between two requests of one signal).
+    pub(crate) deferred_io: bool,
+}
+
+impl Default for NodeOptions {
+    fn default() -> NodeOptions {
+        NodeOptions {
+            data_memory_bytes: 16 << 20,
+            max_operations: 64,
+            // 4 files of 32 redo pages: the smallest ring.
+            redo_files: 4,
+            redo_file_bytes: 33 * PAGE_BYTES as u64,
+            redo_buffer_pages: 40,
+            lcp: LcpSettings {
+                pause_ms: 10,
+                rows_per_slice: 16,
+                ..LcpSettings::default()
+            },
+            parts: Parts::Own,
+            blob: BlobSize {
+                base: 200,
+                spread: 300,
+            },
+            deferred_io: false,
+        }
+    }
+}
+
+impl NodeOptions {
+    fn redo_settings(&self) -> RedoSettings {
+        RedoSettings {
+            geometry: RedoGeometry::new(self.redo_files, self.redo_file_bytes).expect("valid"),
+            buffer_pages: self.redo_buffer_pages,
+            marker_reserve_pages: 4,
+            parts: (0..PARTITIONS).collect(),
+        }
     }
 }
 
 impl Node {
-    fn build(disk: Disk, version: u32, parts: Parts) -> Node {
+    fn build(disk: Disk, version: u32, options: &NodeOptions) -> Node {
         let ldm = Ldm::new(LdmConfig {
             address: LDM,
-            data_memory_bytes: 16 << 20,
-            max_operations: 64,
-            redo: Some(settings()),
+            data_memory_bytes: options.data_memory_bytes,
+            max_operations: options.max_operations,
+            redo: Some(options.redo_settings()),
         })
-        .with_lcp_settings(LcpSettings {
-            pause_ms: 10,
-            rows_per_slice: 16,
-            enabled: true,
-        });
+        .with_lcp_settings(options.lcp.clone());
         let table = Arc::new(table(version));
-        let map = Arc::new(partition_map(&table, parts));
+        let map = Arc::new(partition_map(&table, options.parts));
         Node {
             ldm,
-            ctx: DiskContext::new(disk),
+            ctx: DiskContext::new(disk, options.deferred_io),
             table,
             map,
             next_op: 0,
             hold: false,
+            blob: options.blob,
         }
     }
 
@@ -311,7 +403,15 @@ impl Node {
 
     /// An initial start with the partitions' redo in `parts`.
     pub(crate) fn initial_with(parts: Parts) -> Node {
-        let mut node = Node::build(Disk::new(), 1, parts);
+        Node::initial_with_options(&NodeOptions {
+            parts,
+            ..NodeOptions::default()
+        })
+    }
+
+    /// An initial start of an ldm built as `options` says.
+    pub(crate) fn initial_with_options(options: &NodeOptions) -> Node {
+        let mut node = Node::build(Disk::new(), 1, options);
         node.restore_req(0);
         node.add_table();
         node
@@ -324,7 +424,23 @@ impl Node {
 
     /// A system restart of a node whose partitions' redo is in `parts`.
     pub(crate) fn restart_with(disk: Disk, restored_gci: Gci, parts: Parts) -> Node {
-        let mut node = Node::build(disk, 1, parts);
+        Node::restart_with_options(
+            disk,
+            restored_gci,
+            &NodeOptions {
+                parts,
+                ..NodeOptions::default()
+            },
+        )
+    }
+
+    /// A system restart from `disk` of an ldm built as `options` says.
+    pub(crate) fn restart_with_options(
+        disk: Disk,
+        restored_gci: Gci,
+        options: &NodeOptions,
+    ) -> Node {
+        let mut node = Node::build(disk, 1, options);
         node.add_table();
         node.restore_req(restored_gci.0);
         node
@@ -371,15 +487,32 @@ impl Node {
         }
     }
 
-    /// Runs the ldm's queue (self-signals, io answers) until empty.
+    /// Runs the ldm's queue (self-signals, io answers) until empty. Stops
+    /// the test if the ldm never goes idle without time passing (a loop of
+    /// self-signals would otherwise run, and grow the disk, forever).
     pub(crate) fn pump(&mut self) {
-        while self.step() {}
+        let mut steps = 0u64;
+        while self.step() {
+            steps += 1;
+            assert!(
+                steps < PUMP_LIMIT,
+                "the ldm does not go idle: {steps} signals at {} ms, {} LCPs completed",
+                self.ctx.now_ms,
+                self.ldm.lcps_completed()
+            );
+        }
     }
 
-    /// Runs one queued signal; false when none is queued.
+    /// Runs one queued signal (performing its file request first, with
+    /// deferred io); false when none is queued.
     pub(crate) fn step(&mut self) -> bool {
-        let Some(envelope) = self.ctx.queue.pop_front() else {
-            return false;
+        let envelope = match self.ctx.queue.pop_front() {
+            None => return false,
+            Some(Queued::Signal(envelope)) => envelope,
+            Some(Queued::Io { token, operation }) => {
+                let result = self.ctx.perform(operation);
+                io_answer(token, result)
+            }
         };
         self.ldm.handle(envelope, &mut self.ctx);
         true
@@ -401,7 +534,7 @@ impl Node {
             .partition(|(due, _)| *due <= now);
         self.ctx.timers = kept;
         for (_, envelope) in fired {
-            self.ctx.queue.push_back(envelope);
+            self.ctx.queue.push_back(Queued::Signal(envelope));
         }
     }
 
@@ -466,7 +599,7 @@ impl Node {
         v: i64,
     ) -> Result<Prepared, ErrorCode> {
         let (partition, hash) = self.route(k);
-        let blob = vec![(k as u8).wrapping_add(v as u8); 200 + (v.unsigned_abs() % 300) as usize];
+        let blob = vec![(k as u8).wrapping_add(v as u8); self.blob.of(v)];
         let text = format!("row {k} value {v}");
         let attr = (kind != OperationKind::Delete).then(|| {
             self.section(&[
@@ -678,6 +811,51 @@ impl Node {
             _ => None,
         })
     }
+
+    /// Bytes of the LCP files (data and control) on the disk now.
+    pub(crate) fn lcp_disk_bytes(&self) -> u64 {
+        lcp_disk_bytes(&self.ctx.disk)
+    }
+
+    /// The last checkpoint report the ldm sent.
+    pub(crate) fn last_checkpoint_report(&self) -> Option<CheckpointReport> {
+        self.ctx
+            .reports
+            .iter()
+            .rev()
+            .find_map(|report| match report {
+                Report::Checkpoints(report) => Some(*report),
+                _ => None,
+            })
+    }
+
+    /// Partition `partition` of the table.
+    pub(crate) fn partition(&self, partition: u32) -> &Partition {
+        self.ldm.tables[TABLE_ID as usize]
+            .as_ref()
+            .and_then(|table| table.partitions[partition as usize].as_ref())
+            .expect("an owned partition")
+    }
+
+    /// The GCI and column v of key k's row, if the index finds it.
+    pub(crate) fn row_of(&self, k: i32) -> Option<(u64, i64)> {
+        let row = self.row_id(k)?;
+        let table = self.ldm.tables[TABLE_ID as usize].as_ref().expect("table");
+        let partition = self.partition(self.route(k).0);
+        let memory = &self.ldm.memory;
+        let view = partition.view(memory, &table.layout, row);
+        let value = table.layout.value(view, 1).expect("v is NOT NULL");
+        let v = i64::from_le_bytes(value.try_into().expect("a BIGINT"));
+        Some((partition.gci(memory, row), v))
+    }
+}
+
+/// Bytes of the LCP files (data and control) on `disk`, as written.
+pub(crate) fn lcp_disk_bytes(disk: &Disk) -> u64 {
+    disk.iter()
+        .filter(|(name, _)| matches!(name, FileName::LcpData { .. } | FileName::LcpControl { .. }))
+        .map(|(_, file)| file.current.len() as u64)
+        .sum()
 }
 
 /// Runs `body`, which must stop the node; returns its message.

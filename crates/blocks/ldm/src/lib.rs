@@ -27,6 +27,9 @@ mod backup;
 pub mod hash_index;
 pub mod layout;
 mod lcp;
+mod lcp_pacing;
+#[cfg(test)]
+mod lcp_partial_tests;
 mod lcp_restore;
 #[cfg(test)]
 mod lcp_test_disk;
@@ -56,7 +59,7 @@ use signal::{codec, refusal, BlockRef, Envelope, ErrorCode, Signal};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-pub use lcp::LcpSettings;
+pub use lcp::{LcpSettings, RECOVERY_WORK_RANGE};
 pub use redo_log::RedoSettings;
 
 /// How to build an ldm instance.

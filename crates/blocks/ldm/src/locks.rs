@@ -133,7 +133,7 @@ impl Ldm {
             return;
         }
         let hash = operation.hash;
-        let (_, partition) = layout_and_partition(tables, operation);
+        let (layout, partition) = layout_and_partition(tables, operation);
         // Unlink `index` and every waiter; keep the other granted ones.
         let mut current = partition.op_link(memory, row);
         let mut kept_head = NIL;
@@ -165,7 +165,7 @@ impl Ldm {
         partition.set_op_link(memory, row, kept_head);
         if kept_head == NIL && partition.state(memory, row) == RowState::Reserved {
             partition.index.remove(memory, hash.index_hash(), row);
-            partition.free_row(memory, row, None);
+            partition.free_row(memory, layout, row, None);
         }
     }
 
@@ -194,6 +194,7 @@ impl Ldm {
                 tables,
                 redo,
                 address,
+                lcp,
                 ..
             } = self;
             let operation = &operations[index];
@@ -229,6 +230,7 @@ impl Ldm {
                         .expect("row image kept until commit");
                     partition.write_image(memory, layout, row, image.as_slice(), new_var);
                     partition.commit_row(memory, layout, row, gci);
+                    lcp.changed_row_bytes += image.len() as u64;
                     let kind = if operation.kind == OperationKind::Insert {
                         RedoOperation::Insert
                     } else {
@@ -240,7 +242,8 @@ impl Ldm {
                     partition
                         .index
                         .remove(memory, operation.hash.index_hash(), row);
-                    partition.mark_deleted(memory, row, gci);
+                    lcp.changed_row_bytes += partition.image_bytes(memory, layout, row);
+                    partition.mark_deleted(memory, layout, row, gci);
                     Some(RedoOperation::Delete)
                 }
             };

@@ -68,6 +68,9 @@ pub struct Partition {
     page_capacity: usize,
     /// Its local checkpoints (`lcp.rs`).
     pub(crate) lcp: PartitionLcp,
+    /// Bytes of the live rows' images (fixed body and used var part), kept
+    /// as rows change (the checkpoint report's live data).
+    live_bytes: u64,
 }
 
 /// Reads a u32 at `offset`.
@@ -98,6 +101,30 @@ impl Partition {
             index: HashIndex::new(memory),
             page_capacity,
             lcp: PartitionLcp::default(),
+            live_bytes: 0,
+        }
+    }
+
+    /// Bytes of the live rows' images.
+    pub fn live_bytes(&self) -> u64 {
+        self.live_bytes
+    }
+
+    /// Bytes of row `row`'s image as stored: fixed body and used var part
+    /// (what an LCP row record holds after its head).
+    pub fn image_bytes(&self, memory: &PageMemory, layout: &RowLayout, row: u32) -> u64 {
+        let view = self.view(memory, layout, row);
+        (view.fixed.len() + layout.var_part_bytes(view.var)) as u64
+    }
+
+    /// A live row leaves the live data (replaced, deleted or freed).
+    fn forget_live_image(&mut self, memory: &PageMemory, layout: &RowLayout, row: u32) {
+        if self.state(memory, row) == RowState::Live {
+            let bytes = self.image_bytes(memory, layout, row);
+            self.live_bytes = self
+                .live_bytes
+                .checked_sub(bytes)
+                .expect("live bytes count every live row's image");
         }
     }
 
@@ -237,14 +264,14 @@ impl Partition {
             match self.alloc_var(memory, var_class(image.len() - layout.fixed_body_bytes)) {
                 Some(reference) => var = reference,
                 None => {
-                    self.free_row(memory, row, None);
+                    self.free_row(memory, layout, row, None);
                     return Err(OutOfDataMemory);
                 }
             }
         }
         self.write_image(memory, layout, row, image, var);
         if self.index.insert(memory, hash, row).is_err() {
-            self.free_row(memory, row, None);
+            self.free_row(memory, layout, row, None);
             return Err(OutOfDataMemory);
         }
         Ok(())
@@ -306,6 +333,7 @@ impl Partition {
         image: &[u8],
         new_var: u32,
     ) {
+        self.forget_live_image(memory, layout, row);
         let (fixed_body, var_part) = image.split_at(layout.fixed_body_bytes);
         {
             let slot = self.fixed.slot_mut(memory, row);
@@ -343,6 +371,8 @@ impl Partition {
     /// Marks a row live at `gci` and seals its checksum.
     pub fn commit_row(&mut self, memory: &mut PageMemory, layout: &RowLayout, row: u32, gci: u64) {
         let checksum = self.compute_checksum(memory, layout, row);
+        // `write_image`, always called first, took any live image out.
+        self.live_bytes += self.image_bytes(memory, layout, row);
         let slot = self.fixed.slot_mut(memory, row);
         slot[0..8].copy_from_slice(&gci.to_le_bytes());
         slot[8..12].copy_from_slice(&checksum.to_le_bytes());
@@ -351,7 +381,14 @@ impl Partition {
 
     /// A committed delete: the row leaves the index's view (state Reserved,
     /// invisible) with the delete's GCI; it is freed once no operation holds it.
-    pub fn mark_deleted(&mut self, memory: &mut PageMemory, row: u32, gci: u64) {
+    pub fn mark_deleted(
+        &mut self,
+        memory: &mut PageMemory,
+        layout: &RowLayout,
+        row: u32,
+        gci: u64,
+    ) {
+        self.forget_live_image(memory, layout, row);
         let slot = self.fixed.slot_mut(memory, row);
         slot[0..8].copy_from_slice(&gci.to_le_bytes());
         slot[20] = RowState::Reserved as u8;
@@ -360,7 +397,14 @@ impl Partition {
     /// Frees row `row`: var part returned, state Free, header GCI set to
     /// `delete_gci` (Some for a committed delete; None for an aborted
     /// insert, which keeps the slot's previous GCI).
-    pub fn free_row(&mut self, memory: &mut PageMemory, row: u32, delete_gci: Option<u64>) {
+    pub fn free_row(
+        &mut self,
+        memory: &mut PageMemory,
+        layout: &RowLayout,
+        row: u32,
+        delete_gci: Option<u64>,
+    ) {
+        self.forget_live_image(memory, layout, row);
         let var_ref = self.var_ref(memory, row);
         if var_ref != NIL {
             self.free_var(memory, var_ref);

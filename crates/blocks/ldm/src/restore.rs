@@ -591,6 +591,6 @@ fn remove_row(
     if !partition.index.remove(memory, hash, row) {
         return Err(format!("row {row} is missing from the index"));
     }
-    partition.free_row(memory, row, Some(gci));
+    partition.free_row(memory, layout, row, Some(gci));
     Ok(())
 }

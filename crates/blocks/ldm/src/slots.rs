@@ -98,6 +98,11 @@ impl SlotPages {
         self.slot_bytes
     }
 
+    /// Slots per page.
+    pub fn slots_per_page(&self) -> u32 {
+        self.slots_per_page
+    }
+
     /// Slots in use.
     pub fn used(&self) -> u64 {
         self.used
