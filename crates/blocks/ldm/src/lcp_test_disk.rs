@@ -5,7 +5,14 @@
 //!
 //! The disk keeps, per file, what was written and what an fsync made
 //! durable; a crash keeps either the durable bytes only, or everything
-//! written (unsynced writes that happened to reach the disk).
+//! written (unsynced writes that happened to reach the disk). A file
+//! request reaches the disk when the ldm sends it, or, with
+//! `NodeOptions::deferred_io`, when its answer is delivered (one per step,
+//! in order: a test can stop the node between any two).
+//!
+//! `NodeOptions` chooses the ldm's DataMemory, operation records, redo
+//! geometry, LCP settings and row size; its `Default` is what
+//! `Node::initial` and `Node::restart` use.
 
 use crate::lcp::LcpSettings;
 use crate::partition::{Partition, RowState};
