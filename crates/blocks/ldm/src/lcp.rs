@@ -440,6 +440,17 @@ impl LcpEngine {
         }
     }
 
+    /// A GCI every commit of which (and of every GCI below) has finished
+    /// in this ldm: the latest GCP_SAVEREQ's, which the master sends only
+    /// after GCP_FLUSH found those commits finished on every replica. An
+    /// LCP records it as `max_gci_completed` when it starts, and the next
+    /// LCP writes as changes only slots with a GCI above it. (The complete
+    /// GCI would do too, but lags one more round, so every change of that
+    /// round would be written by two LCPs in a row.)
+    pub(crate) fn flushed_gci(&self) -> u64 {
+        self.complete_gci.max(self.last_saved_gci)
+    }
+
     /// The restored GCI is complete (it is the highest any system file
     /// records complete).
     pub(crate) fn restored(&mut self, restored_gci: u64) {
@@ -748,7 +759,7 @@ impl Ldm {
             let control = ControlFile {
                 lcp_id,
                 previous_lcp_id: newest.lcp_id,
-                max_gci_completed: lcp.complete_gci,
+                max_gci_completed: lcp.flushed_gci(),
                 redo_start_lsn,
                 ..newest.clone()
             };
@@ -759,7 +770,7 @@ impl Ldm {
                 lcp_id,
                 file: data_name(table_id, partition_id, file_number(lcp_id)),
                 redo_start_lsn,
-                max_gci_completed: lcp.complete_gci,
+                max_gci_completed: lcp.flushed_gci(),
                 max_page_count: newest.max_page_count,
                 full_parts: PartRange::ALL,
                 changed_after: None,
@@ -821,7 +832,7 @@ impl Ldm {
             lcp_id,
             file,
             redo_start_lsn,
-            max_gci_completed: lcp.complete_gci,
+            max_gci_completed: lcp.flushed_gci(),
             max_page_count: partition.fixed.logical_pages(),
             full_parts,
             changed_after,
@@ -1298,7 +1309,7 @@ impl Ldm {
                 table_version: table.definition.version,
                 partition: partition.id,
                 row_id_page_shift: DEFAULT_ROW_ID_PAGE_SHIFT,
-                max_gci_completed: lcp.complete_gci,
+                max_gci_completed: lcp.flushed_gci(),
                 max_gci_written: 0,
                 redo_start_lsn,
                 row_count: 0,
