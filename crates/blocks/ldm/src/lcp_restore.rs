@@ -434,6 +434,10 @@ impl Ldm {
             .as_mut()
             .and_then(|table| table.partitions[partition_id as usize].as_mut())
             .expect("restoring an owned partition");
+        if let Some((_, control)) = &choice.restore {
+            // The index takes the LCP's rows without splitting a chain.
+            partition.index.reserve(&mut self.memory, control.row_count);
+        }
         let lcp = &mut partition.lcp;
         lcp.control_bytes = control_bytes;
         lcp.data_file_bytes.clear();
