@@ -242,8 +242,10 @@ impl Ldm {
                     partition
                         .index
                         .remove(memory, operation.hash.index_hash(), row);
-                    lcp.changed_row_bytes += partition.image_bytes(memory, layout, row);
+                    // The deleted image leaves the live data: that many bytes changed.
+                    let live_before = partition.live_bytes();
                     partition.mark_deleted(memory, layout, row, gci);
+                    lcp.changed_row_bytes += live_before - partition.live_bytes();
                     Some(RedoOperation::Delete)
                 }
             };

@@ -209,10 +209,21 @@ impl Partition {
     }
 
     fn compute_checksum(&self, memory: &PageMemory, layout: &RowLayout, row: u32) -> u32 {
+        self.checksum_and_image_bytes(memory, layout, row).0
+    }
+
+    /// The row's checksum and its image's bytes, from one view of it.
+    fn checksum_and_image_bytes(
+        &self,
+        memory: &PageMemory,
+        layout: &RowLayout,
+        row: u32,
+    ) -> (u32, u64) {
         let view = self.view(memory, layout, row);
         let var_bytes = layout.var_part_bytes(view.var);
         let crc = crc32c::crc32c(view.fixed);
-        crc32c::crc32c_append(crc, &view.var[..var_bytes])
+        let checksum = crc32c::crc32c_append(crc, &view.var[..var_bytes]);
+        (checksum, (view.fixed.len() + var_bytes) as u64)
     }
 
     /// Takes a free fixed slot for a new row (state Reserved, no var part,
@@ -370,9 +381,9 @@ impl Partition {
 
     /// Marks a row live at `gci` and seals its checksum.
     pub fn commit_row(&mut self, memory: &mut PageMemory, layout: &RowLayout, row: u32, gci: u64) {
-        let checksum = self.compute_checksum(memory, layout, row);
+        let (checksum, image_bytes) = self.checksum_and_image_bytes(memory, layout, row);
         // `write_image`, always called first, took any live image out.
-        self.live_bytes += self.image_bytes(memory, layout, row);
+        self.live_bytes += image_bytes;
         let slot = self.fixed.slot_mut(memory, row);
         slot[0..8].copy_from_slice(&gci.to_le_bytes());
         slot[8..12].copy_from_slice(&checksum.to_le_bytes());
