@@ -210,8 +210,8 @@ pub fn key_hash(table: &TableDef, key: &[u8]) -> Result<KeyHash, ErrorCode> {
         let column_type = table.columns[column as usize].column_type;
         check_value(column_type, value)?;
         let canonical_value = canonical(column_type, value);
-        crc = crc32c::crc32c_append(crc, &(canonical_value.len() as u16).to_le_bytes());
-        crc = crc32c::crc32c_append(crc, canonical_value);
+        crc = stdx::crc::crc32c_append(crc, &(canonical_value.len() as u16).to_le_bytes());
+        crc = stdx::crc::crc32c_append(crc, canonical_value);
     }
     if entries.next().is_some() {
         return Err(ErrorCode::BadRequest);

@@ -1,10 +1,12 @@
 //! stdx: small helpers every Tessera crate may use and that know nothing of
 //! databases: a counting allocator (to prove hot paths never allocate), a
-//! fixed-capacity hash map for pools sized at start, and integer mixing.
+//! fixed-capacity hash map for pools sized at start, integer mixing, and
+//! CRC-32C for short inputs.
 //!
 //! Architecture invariant: `stdx` depends on no other Tessera crate.
 
 pub mod alloc_counter;
+pub mod crc;
 pub mod fixed_map;
 pub mod mix;
 

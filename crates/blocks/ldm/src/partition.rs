@@ -221,8 +221,8 @@ impl Partition {
     ) -> (u32, u64) {
         let view = self.view(memory, layout, row);
         let var_bytes = layout.var_part_bytes(view.var);
-        let crc = crc32c::crc32c(view.fixed);
-        let checksum = crc32c::crc32c_append(crc, &view.var[..var_bytes]);
+        let crc = stdx::crc::crc32c(view.fixed);
+        let checksum = stdx::crc::crc32c_append(crc, &view.var[..var_bytes]);
         (checksum, (view.fixed.len() + var_bytes) as u64)
     }
 

@@ -69,7 +69,7 @@ pub fn verify_frame<'a>(frame: &'a [u8], header: &FrameHeader) -> Result<&'a [u8
     if frame.len() != header.frame_bytes as usize {
         return Err(WireError::BadFrameLength(frame.len() as u32));
     }
-    if crc32c::crc32c(&frame[16..]) != header.checksum {
+    if stdx::crc::crc32c(&frame[16..]) != header.checksum {
         return Err(WireError::BadChecksum);
     }
     Ok(&frame[FRAME_HEADER_BYTES..])
@@ -106,6 +106,6 @@ pub fn finish_frame(
     frame[18..20].copy_from_slice(&signal_count.to_le_bytes());
     frame[20..24].copy_from_slice(&incarnation.to_le_bytes());
     frame[24..32].copy_from_slice(&sequence.to_le_bytes());
-    let checksum = crc32c::crc32c(&frame[16..]);
+    let checksum = stdx::crc::crc32c(&frame[16..]);
     frame[12..16].copy_from_slice(&checksum.to_le_bytes());
 }
