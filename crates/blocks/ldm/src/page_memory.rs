@@ -7,6 +7,8 @@
 //! condition (a full pool) instead of an abort. Pages are handed out by a
 //! free stack sized at start; an allocated-bitmap catches double frees.
 
+use kernel::memory::ZeroedWords;
+
 /// Bytes in one page.
 pub const PAGE_SIZE: usize = 32 * 1024;
 
@@ -23,11 +25,9 @@ pub struct PageId(pub u32);
 
 /// The page pool of one ldm thread.
 pub struct PageMemory {
-    /// Page `p` is `storage[p * PAGE_U64S..][..PAGE_U64S]`. Flat u64s rather
-    /// than `Vec<[u64; PAGE_U64S]>`: `vec![0u64; n]` becomes a zeroed
-    /// allocation the OS maps lazily, while std only does that for arrays of
-    /// at most 16 elements, so `vec![[0; 4096]; n]` would touch every page.
-    storage: Vec<u64>,
+    /// Page `p` is `storage[p * PAGE_U64S..][..PAGE_U64S]`: flat zeroed u64s
+    /// the OS maps lazily (on huge pages where it can: `kernel::memory`).
+    storage: ZeroedWords,
     pages: u32,
     /// Free page ids; popped from the end. Capacity is the page count, so a
     /// free never reallocates.
@@ -51,7 +51,7 @@ impl PageMemory {
         let words = count
             .checked_mul(PAGE_U64S)
             .expect("PageMemory larger than the address space");
-        let storage = vec![0u64; words];
+        let storage = ZeroedWords::new(words);
         let mut free = Vec::with_capacity(count);
         // Reversed so that pops hand out the lowest ids first: a fresh pool
         // gives the same layout on every run and every replica.
