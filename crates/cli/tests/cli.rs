@@ -2,13 +2,15 @@
 //! over every phase with every read verified; the JSON of `mgm -e show`
 //! and `mgm -e "all report threads"`; `demo` printing its ready line and
 //! stopping every process it started on SIGTERM, and refusing a non-empty
-//! data directory; `--help` of every subcommand.
+//! data directory; `--help` of every subcommand; `tc_on_ldm` thread
+//! placement serving transactions.
 
 mod common;
 
 use common::{
     assert_thread_roles, data_node, data_nodes_in, free_port, fresh_dir, parse_json, process_alive,
-    run_tessera, send_signal, threads_of_node2, wait_timeout, ClusterOptions, TestCluster, TESSERA,
+    run_tessera, send_signal, threads_of_node, threads_of_node2, wait_timeout, ClusterOptions,
+    TestCluster, TESSERA,
 };
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -217,6 +219,80 @@ impl Drop for DemoGuard {
 
 /// A base port P with P and P+1 free (the demo uses P for mgmd and P+1 for
 /// its data node).
+/// `tc_on_ldm = true`: the tc instance runs on ldm thread 0 of each node
+/// (no tc thread), and transactions work as before on two replicas: every
+/// phase without errors, every read verified; `all report threads` names
+/// the shared thread and counts its signals.
+#[test]
+fn tc_on_ldm_threads_serve_transactions() {
+    let processes = TestCluster::start(ClusterOptions {
+        name: "cli-tc-on-ldm",
+        data_memory: "64M",
+        data_nodes: 2,
+        replicas: 2,
+        extra_thread_lines: "tc_on_ldm = true\n",
+        ..Default::default()
+    });
+    let mgmd = processes.mgmd_addr();
+    let records = 5_000u64;
+    let finished = run_tessera(
+        &[
+            "bench",
+            "keylookup",
+            "--mgmd",
+            &mgmd,
+            "--records",
+            &records.to_string(),
+            "--phases",
+            "insert,read,update,read,delete",
+            "--inflight",
+            "16",
+            "--json",
+        ],
+        COMMAND_TIMEOUT,
+    );
+    assert!(finished.status.success(), "bench failed: {finished:?}");
+    let report = parse_json(&finished.stdout, "bench --json");
+    let phases = report["phases"].as_object().expect("phases");
+    assert_eq!(phases.len(), 5, "{report}");
+    for (name, phase) in phases {
+        assert_eq!(phase["errors"], 0, "{name}: {phase}");
+        assert_eq!(phase["mismatches"], 0, "{name}: {phase}");
+        assert_eq!(phase["operations"], records, "{name}: {phase}");
+        if phase["kind"] == "read" {
+            assert_eq!(phase["verified"], records, "{name}: {phase}");
+        }
+    }
+    let finished = run_tessera(
+        &["mgm", "--mgmd", &mgmd, "-e", "all report threads", "--json"],
+        COMMAND_TIMEOUT,
+    );
+    assert!(finished.status.success(), "{finished:?}");
+    let threads = parse_json(&finished.stdout, "all report threads --json");
+    for id in [2, 3] {
+        let node_threads = threads_of_node(&threads, id);
+        let names: Vec<&str> = node_threads
+            .iter()
+            .map(|thread| thread["name"].as_str().expect("name"))
+            .collect();
+        assert!(names.contains(&"ldm0+tc0"), "node {id}: {names:?}");
+        assert!(names.contains(&"ldm1"), "node {id}: {names:?}");
+        assert!(
+            node_threads.iter().all(|thread| thread["role"] != "tc"),
+            "node {id}: no thread of its own for tc: {names:?}"
+        );
+        let shared = node_threads
+            .iter()
+            .find(|thread| thread["name"] == "ldm0+tc0")
+            .expect("shared thread");
+        assert_eq!(shared["role"], "ldm", "{shared}");
+        assert!(
+            shared["signals"].as_u64().expect("signals") > 4 * records,
+            "the shared thread ran the tc's and its ldm's signals: {shared}"
+        );
+    }
+}
+
 fn free_port_pair() -> u16 {
     for _ in 0..100 {
         let port = free_port();

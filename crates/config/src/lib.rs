@@ -135,6 +135,11 @@ pub struct ThreadCounts {
     pub main: u32,
     /// How long an idle thread spins before it sleeps, in microseconds.
     pub spin_us: u32,
+    /// tc instance i runs on ldm thread i instead of a thread of its own
+    /// (`tc` <= `ldm`): a key lookup then crosses no thread between the
+    /// coordinator and the partition's owner, so there are fewer hand-offs
+    /// and wake-ups, which is what costs most on a machine with few cores.
+    pub tc_on_ldm: bool,
 }
 
 impl ThreadCounts {
@@ -149,6 +154,7 @@ impl ThreadCounts {
             send: (ldm / 4).max(1),
             main: 1,
             spin_us: 0,
+            tc_on_ldm: false,
         }
     }
 }
@@ -231,7 +237,7 @@ const CLUSTER_KEYS: &[&str] = &[
     "local_checkpoints",
     "recovery_work",
 ];
-const THREAD_KEYS: &[&str] = &["ldm", "tc", "recv", "send", "main", "spin_us"];
+const THREAD_KEYS: &[&str] = &["ldm", "tc", "recv", "send", "main", "spin_us", "tc_on_ldm"];
 const DATA_NODE_KEYS: &[&str] = &["id", "host", "port", "data_dir"];
 
 const U32_MAX: i64 = u32::MAX as i64;
@@ -511,7 +517,23 @@ fn parse_threads(
         send: pick(t.integer("send", 0, 8)?, auto.send),
         main: pick(t.integer("main", 1, 1)?, auto.main),
         spin_us: pick(t.integer("spin_us", 0, U32_MAX)?, auto.spin_us),
+        tc_on_ldm: auto.tc_on_ldm,
     };
+    let mut counts = counts;
+    if let Some(tc_on_ldm) = t.boolean("tc_on_ldm")? {
+        if tc_on_ldm.value && counts.tc > counts.ldm {
+            return Err(t.ctx().error(
+                "threads.tc_on_ldm",
+                Some(tc_on_ldm.line),
+                format!(
+                    "tc_on_ldm = true runs each tc instance on an ldm thread, but tc ({}) is \
+                     above ldm ({}): lower tc or raise ldm",
+                    counts.tc, counts.ldm
+                ),
+            ));
+        }
+        counts.tc_on_ldm = tc_on_ldm.value;
+    }
     Ok((counts, ldm.map(|l| l.line)))
 }
 

@@ -102,7 +102,8 @@ fn full_file_with_two_node_groups() {
             recv: 1,
             send: 0,
             main: 1,
-            spin_us: 50
+            spin_us: 50,
+            tc_on_ldm: false,
         }
     );
     assert_eq!(c.node_groups(), 2);
@@ -124,6 +125,33 @@ fn partial_threads_table_fills_in_automatic_counts() {
             ..auto
         }
     );
+}
+
+#[test]
+fn tc_on_ldm_threads() {
+    let c = parse(&format!(
+        "{MGMD}[threads]\nldm = 2\ntc = 2\ntc_on_ldm = true\n{NODE2}"
+    ))
+    .expect("valid");
+    assert!(c.threads.tc_on_ldm);
+    assert_eq!((c.threads.ldm, c.threads.tc), (2, 2));
+    let text = format!("{MGMD}[threads]\nldm = 1\ntc = 2\ntc_on_ldm = true\n{NODE2}");
+    let line = 1 + text
+        .lines()
+        .position(|l| l.starts_with("tc_on_ldm"))
+        .expect("line");
+    expect_err(
+        &text,
+        "threads.tc_on_ldm",
+        Some(line),
+        "tc (2) is above ldm (1)",
+    );
+    let text = format!("{MGMD}[threads]\ntc_on_ldm = 1\n{NODE2}");
+    let line = 1 + text
+        .lines()
+        .position(|l| l.starts_with("tc_on_ldm"))
+        .expect("line");
+    expect_err(&text, "threads.tc_on_ldm", Some(line), "a boolean");
 }
 
 #[test]
@@ -183,7 +211,8 @@ fn example_file_parses() {
             recv: 1,
             send: 1,
             main: 1,
-            spin_us: 0
+            spin_us: 0,
+            tc_on_ldm: false,
         }
     );
     assert_eq!(c.data_nodes.len(), 1);

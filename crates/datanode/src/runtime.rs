@@ -2,7 +2,8 @@
 //! node's incarnation: its start count), take the config, build the blocks,
 //! place them on threads by role (one OS thread per ldm and tc instance, one
 //! main thread for dih, dict and membership, one recv and one send thread,
-//! one io thread owning the data directory),
+//! one io thread owning the data directory; with `tc_on_ldm`, tc instance i
+//! runs on ldm thread i instead),
 //! connect the threads with job queues, listen for API nodes and the data
 //! nodes with lower ids, dial those with higher ids, and run until SIGTERM
 //! or SIGINT.
@@ -140,9 +141,14 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
     }
     let node_runtime = start(&config, node, listener, pid, incarnation)?;
     let status = node_runtime.status.clone();
+    let tc_placement = if config.threads.tc_on_ldm {
+        format!("{} tc instances on the ldm threads", config.threads.tc)
+    } else {
+        format!("{} tc threads", config.threads.tc)
+    };
     eprintln!(
-        "tessera node {node}: pid {pid}, incarnation {incarnation}, listening on {}:{}, {} ldm, {} tc threads",
-        node_config.host, node_config.port, config.threads.ldm, config.threads.tc
+        "tessera node {node}: pid {pid}, incarnation {incarnation}, listening on {}:{}, {} ldm threads, {tc_placement}",
+        node_config.host, node_config.port, config.threads.ldm
     );
     let _pusher = session.spawn_status_pusher(Duration::from_millis(250), move || status.to_json());
     while !STOP_REQUESTED.load(Ordering::SeqCst) {
@@ -227,15 +233,28 @@ pub fn start(
         .data_node(node.0)
         .map(|data_node| data_node.data_dir.clone())
         .ok_or_else(|| format!("node {node} is not a data node in the config"))?;
-    // Thread indices: ldm threads, tc threads, main, recv, send, io.
-    let main_thread = ldm_count + tc_count;
+    // `tc_on_ldm`: tc instance i runs on ldm thread i (config checks
+    // tc <= ldm), so there are no tc threads.
+    let tc_on_ldm = config.threads.tc_on_ldm;
+    assert!(
+        !tc_on_ldm || tc_count <= ldm_count,
+        "config lets tc_on_ldm through only with tc <= ldm"
+    );
+    let tc_thread_count = if tc_on_ldm { 0 } else { tc_count };
+    // Thread indices: ldm threads, tc threads (unless on the ldm threads),
+    // main, recv, send, io.
+    let main_thread = ldm_count + tc_thread_count;
     let recv_thread = main_thread + 1;
     let send_thread = main_thread + 2;
     let io_thread = main_thread + 3;
     let thread_count = io_thread + 1;
     let router = Router {
         own_node: node,
-        tc_threads: (ldm_count..ldm_count + tc_count).collect(),
+        tc_threads: if tc_on_ldm {
+            (0..tc_count).collect()
+        } else {
+            (ldm_count..ldm_count + tc_count).collect()
+        },
         ldm_threads: (0..ldm_count).collect(),
         main_thread,
         send_thread,
@@ -259,7 +278,13 @@ pub fn start(
         ));
     }
     for (instance, tc) in blocks.tcs.into_iter().enumerate() {
-        placements.push((format!("tc{instance}"), ThreadRole::Tc, vec![Box::new(tc)]));
+        if tc_on_ldm {
+            let (name, _, thread_blocks) = &mut placements[instance];
+            name.push_str(&format!("+tc{instance}"));
+            thread_blocks.push(Box::new(tc));
+        } else {
+            placements.push((format!("tc{instance}"), ThreadRole::Tc, vec![Box::new(tc)]));
+        }
     }
     placements.push((
         "main".into(),

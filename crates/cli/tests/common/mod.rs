@@ -64,6 +64,8 @@ pub struct ClusterOptions {
     pub replicas: u8,
     /// More `[cluster]` lines, verbatim (e.g. `"local_checkpoints = false\n"`).
     pub extra_cluster_lines: &'static str,
+    /// More `[threads]` lines, verbatim (e.g. `"tc_on_ldm = true\n"`).
+    pub extra_thread_lines: &'static str,
 }
 
 impl Default for ClusterOptions {
@@ -75,6 +77,7 @@ impl Default for ClusterOptions {
             data_nodes: 1,
             replicas: 1,
             extra_cluster_lines: "",
+            extra_thread_lines: "",
         }
     }
 }
@@ -346,12 +349,14 @@ impl TestCluster {
              [mgmd]\nnode_id = 1\nhost = \"127.0.0.1\"\nport = {mgmd_port}\n\n\
              [cluster]\nreplicas = {replicas}\ndata_memory = \"{data_memory}\"\n\
              lock_wait_timeout_ms = {lock_wait}\n{extra}\n\
-             [threads]\nldm = {LDM_THREADS}\ntc = 1\nrecv = 1\nsend = 1\nmain = 1\nspin_us = 0\n",
+             [threads]\nldm = {LDM_THREADS}\ntc = 1\nrecv = 1\nsend = 1\nmain = 1\nspin_us = 0\n\
+             {thread_lines}",
             mgmd_port = self.mgmd_port,
             replicas = options.replicas,
             data_memory = options.data_memory,
             lock_wait = options.lock_wait_timeout_ms,
             extra = options.extra_cluster_lines,
+            thread_lines = options.extra_thread_lines,
         );
         for node in &self.nodes {
             text.push_str(&format!(
