@@ -5,12 +5,25 @@
 //! signal allocates. Tessera does the same with size classes: a [`Section`]
 //! is a unique handle to one buffer of a class, moved (never copied) from
 //! receive thread to tc to ldm and back, and returned to its class's free
-//! list when dropped. Free lists are lock-free queues, because a section is
-//! usually freed on another thread than the one that took it.
+//! list when dropped.
+//!
+//! A section is usually freed on another thread than the one that took it
+//! (the receive thread takes a key's section, the ldm thread frees it), so
+//! a shared free list would have its head move between cores on every
+//! operation. Each thread therefore keeps a few free buffers of each large
+//! class for itself (a magazine, as in Bonwick's slab allocator) and trades
+//! them with the class's shared depot in batches: one lock per batch
+//! instead of a contended atomic per buffer. Small classes (fewer buffers
+//! than a cache's worth per thread would strand) are not cached.
+//! ```text
+//!  alloc: own cache ──empty──> depot (take a batch)
+//!  free:  own cache ──full───> depot (give a batch back)
+//!  thread exit: own cache ───> depot
+//! ```
 
-use crossbeam_queue::ArrayQueue;
-use std::cell::UnsafeCell;
+use std::cell::{RefCell, UnsafeCell};
 use std::fmt;
+use std::sync::{Mutex, MutexGuard};
 
 /// Buffer sizes of the classes, smallest first.
 pub const CLASS_SIZES: [usize; 6] = [128, 512, 2048, 8192, 32768, 131072];
@@ -18,10 +31,94 @@ pub const CLASS_SIZES: [usize; 6] = [128, 512, 2048, 8192, 32768, 131072];
 /// The largest section a pool can hand out.
 pub const MAX_SECTION_BYTES: usize = CLASS_SIZES[CLASS_SIZES.len() - 1];
 
+/// Buffers moved between a thread's cache and the depot at once.
+const BATCH: usize = 32;
+
+/// A class is cached per thread only if it has this many buffers per
+/// batch a thread may hold (two), so caches can strand at most a small
+/// share of it.
+const CACHED_CLASS_MIN_BATCHES: usize = 64;
+
 struct Class {
     buffer_bytes: usize,
     storage: Box<[UnsafeCell<u8>]>,
-    free: ArrayQueue<u32>,
+    /// Buffers in the class.
+    count: usize,
+    /// Free buffers no thread's cache holds; capacity `count`, so a push
+    /// never reallocates.
+    depot: Mutex<Vec<u32>>,
+    /// Whether threads cache free buffers of this class.
+    cached: bool,
+}
+
+impl Class {
+    fn depot(&self) -> MutexGuard<'_, Vec<u32>> {
+        // A panic while holding the lock cannot leave the Vec half-updated
+        // (push and pop are whole), so a poisoned lock is still sound.
+        self.depot
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn return_to_depot(&self, indices: impl IntoIterator<Item = u32>) {
+        let mut depot = self.depot();
+        for index in indices {
+            assert!(
+                depot.len() < self.count,
+                "section free list overflowed: a section was returned twice"
+            );
+            depot.push(index);
+        }
+    }
+}
+
+/// One thread's free buffers of one pool, by class.
+struct ThreadCache {
+    pool: &'static SectionPool,
+    free: [Vec<u32>; CLASS_SIZES.len()],
+}
+
+impl Drop for ThreadCache {
+    fn drop(&mut self) {
+        for (class, free) in self.pool.classes.iter().zip(&mut self.free) {
+            class.return_to_depot(free.drain(..));
+        }
+    }
+}
+
+thread_local! {
+    /// The calling thread's caches, one per pool it used (a data node
+    /// thread uses one; the simulator runs several nodes' pools on one).
+    static CACHES: RefCell<Vec<ThreadCache>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `action` on this thread's cache for `pool`; `None` when the thread
+/// has no cache to offer (it is exiting, or the cache is busy further up
+/// the stack), and the caller uses the depot directly.
+fn with_cache<R>(
+    pool: &'static SectionPool,
+    action: impl FnOnce(&mut ThreadCache) -> R,
+) -> Option<R> {
+    CACHES
+        .try_with(|caches| {
+            let mut caches = caches.try_borrow_mut().ok()?;
+            let at = match caches
+                .iter()
+                .position(|cache| std::ptr::eq(cache.pool, pool))
+            {
+                Some(at) => at,
+                None => {
+                    caches.push(ThreadCache {
+                        pool,
+                        free: std::array::from_fn(|_| Vec::with_capacity(2 * BATCH)),
+                    });
+                    caches.len() - 1
+                }
+            };
+            Some(action(&mut caches[at]))
+        })
+        .ok()
+        .flatten()
 }
 
 /// A pool of section buffers in size classes.
@@ -39,8 +136,8 @@ pub struct SectionPool {
 }
 
 // SAFETY: a buffer is only ever reached through the one `Section` that owns
-// its index (indices move through the lock-free free lists), so no two
-// threads touch the same bytes at once.
+// its index (indices move through the depots and thread caches, each
+// owned or locked), so no two threads touch the same bytes at once.
 unsafe impl Sync for SectionPool {}
 // SAFETY: as above; the pool owns plain bytes.
 unsafe impl Send for SectionPool {}
@@ -55,14 +152,11 @@ impl SectionPool {
             .iter()
             .zip(counts)
             .map(|(&buffer_bytes, count)| {
-                let count = count.max(1);
-                let free = ArrayQueue::new(count as usize);
-                for index in 0..count {
-                    // Cannot fail: the queue was made with exactly `count` slots.
-                    let _ = free.push(index);
-                }
+                let count = count.max(1) as usize;
+                // Reversed so that pops hand out the lowest indices first.
+                let depot: Vec<u32> = (0..count as u32).rev().collect();
                 // `vec![0; n]` comes from calloc: the OS maps pages lazily.
-                let bytes = vec![0u8; buffer_bytes * count as usize].into_boxed_slice();
+                let bytes = vec![0u8; buffer_bytes * count].into_boxed_slice();
                 // SAFETY: `UnsafeCell<u8>` is `repr(transparent)` over `u8`,
                 // so the slice has the same layout and length.
                 let storage: Box<[UnsafeCell<u8>]> =
@@ -70,7 +164,9 @@ impl SectionPool {
                 Class {
                     buffer_bytes,
                     storage,
-                    free,
+                    count,
+                    depot: Mutex::new(depot),
+                    cached: count >= CACHED_CLASS_MIN_BATCHES * 2 * BATCH,
                 }
             })
             .collect();
@@ -92,13 +188,29 @@ impl SectionPool {
 
     /// Takes a buffer able to hold `len` bytes; its length is set to `len`
     /// and its contents are unspecified. `None` when the class is exhausted
-    /// or `len` exceeds [`MAX_SECTION_BYTES`].
+    /// (no free buffer in the depot or this thread's cache; other threads'
+    /// caches may hold a few) or `len` exceeds [`MAX_SECTION_BYTES`].
     pub fn alloc(&'static self, len: usize) -> Option<Section> {
-        let class = CLASS_SIZES.iter().position(|&size| size >= len)?;
-        let index = self.classes[class].free.pop()?;
+        let class_number = CLASS_SIZES.iter().position(|&size| size >= len)?;
+        let class = &self.classes[class_number];
+        let index = if class.cached {
+            with_cache(self, |cache| {
+                let free = &mut cache.free[class_number];
+                if free.is_empty() {
+                    let mut depot = class.depot();
+                    let take = depot.len().min(BATCH);
+                    let from = depot.len() - take;
+                    free.extend(depot.drain(from..).rev());
+                }
+                free.pop()
+            })
+            .unwrap_or_else(|| class.depot().pop())
+        } else {
+            class.depot().pop()
+        }?;
         Some(Section {
             pool: self,
-            class: class as u8,
+            class: class_number as u8,
             index,
             len: len as u32,
         })
@@ -111,9 +223,39 @@ impl SectionPool {
         Some(section)
     }
 
-    /// Free buffers left in class `class` (for reports and tests).
+    /// Free buffers in class `class`: those in the depot and in the calling
+    /// thread's cache (exact for a pool one thread uses, as in the
+    /// simulator and block tests; other threads' caches are not counted).
     pub fn free_in_class(&self, class: usize) -> usize {
-        self.classes[class].free.len()
+        let cached = CACHES
+            .try_with(|caches| {
+                let caches = caches.try_borrow().ok()?;
+                let cache = caches.iter().find(|cache| std::ptr::eq(cache.pool, self))?;
+                Some(cache.free[class].len())
+            })
+            .ok()
+            .flatten()
+            .unwrap_or(0);
+        self.classes[class].depot().len() + cached
+    }
+
+    /// Returns buffer `index` of class `class` (a dropped section).
+    fn free(&'static self, class_number: usize, index: u32) {
+        let class = &self.classes[class_number];
+        if class.cached {
+            let cached = with_cache(self, |cache| {
+                let free = &mut cache.free[class_number];
+                free.push(index);
+                if free.len() > 2 * BATCH {
+                    let from = free.len() - BATCH;
+                    class.return_to_depot(free.drain(from..));
+                }
+            });
+            if cached.is_some() {
+                return;
+            }
+        }
+        class.return_to_depot([index]);
     }
 
     fn buffer_ptr(&self, class: u8, index: u32) -> *mut u8 {
@@ -181,11 +323,7 @@ impl Section {
 
 impl Drop for Section {
     fn drop(&mut self) {
-        let pushed = self.pool.classes[self.class as usize].free.push(self.index);
-        assert!(
-            pushed.is_ok(),
-            "section free list overflowed: a section was returned twice"
-        );
+        self.pool.free(self.class as usize, self.index);
     }
 }
 
@@ -217,6 +355,50 @@ mod tests {
         drop(a);
         assert!(pool.alloc(5).is_some());
         drop((b, c));
+    }
+
+    /// A large class is cached per thread: buffers freed on one thread
+    /// are taken on another, every buffer is handed out once at a time,
+    /// and when the threads are gone every buffer is back.
+    #[test]
+    fn cached_classes_move_between_threads_and_come_back() {
+        let count = (CACHED_CLASS_MIN_BATCHES * 2 * BATCH) as u32;
+        let pool = SectionPool::leak([count, 1, 1, 1, 1, 1]);
+        assert!(pool.classes[0].cached && !pool.classes[1].cached);
+        let (to_freer, from_taker) = std::sync::mpsc::sync_channel::<Section>(256);
+        let taker = std::thread::spawn(move || {
+            for round in 0..20_000u32 {
+                let mut section = loop {
+                    match pool.alloc(64) {
+                        Some(section) => break section,
+                        None => std::thread::yield_now(),
+                    }
+                };
+                section.as_mut_slice().fill(round as u8);
+                to_freer.send(section).expect("freer runs");
+            }
+        });
+        let freer = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for (round, section) in from_taker.iter().enumerate() {
+                assert!(section.as_slice().iter().all(|&b| b == round as u8));
+                held.push(section);
+                if held.len() > 100 {
+                    held.drain(..50);
+                }
+            }
+        });
+        taker.join().expect("taker");
+        freer.join().expect("freer");
+        assert_eq!(pool.free_in_class(0), count as usize, "every buffer back");
+        let all: Vec<Section> = (0..count).map(|_| pool.alloc(1).expect("free")).collect();
+        let mut indices: Vec<u32> = all.iter().map(|section| section.index).collect();
+        indices.sort_unstable();
+        indices.dedup();
+        assert_eq!(indices.len(), count as usize, "no buffer handed out twice");
+        assert!(pool.alloc(1).is_none(), "exhausted");
+        drop(all);
+        assert_eq!(pool.free_in_class(0), count as usize);
     }
 
     #[test]
