@@ -110,7 +110,8 @@ fn with_cache<R>(
                 None => {
                     caches.push(ThreadCache {
                         pool,
-                        free: std::array::from_fn(|_| Vec::with_capacity(2 * BATCH)),
+                        // One over two batches: a free pushes before it spills.
+                        free: std::array::from_fn(|_| Vec::with_capacity(2 * BATCH + 1)),
                     });
                     caches.len() - 1
                 }
