@@ -240,6 +240,19 @@ impl SectionPool {
         self.classes[class].depot().len() + cached
     }
 
+    /// Gives the free buffers the calling thread keeps for itself back to
+    /// the pool's depots (they go back by themselves when the thread
+    /// exits): for a pool another thread uses next, such as a simulator's
+    /// pool reused by the next test.
+    pub fn return_thread_cache(&self) {
+        let _ = CACHES.try_with(|caches| {
+            if let Ok(mut caches) = caches.try_borrow_mut() {
+                // Dropping the cache returns its buffers.
+                caches.retain(|cache| !std::ptr::eq(cache.pool, self));
+            }
+        });
+    }
+
     /// Returns buffer `index` of class `class` (a dropped section).
     fn free(&'static self, class_number: usize, index: u32) {
         let class = &self.classes[class_number];
@@ -400,6 +413,11 @@ mod tests {
         assert!(pool.alloc(1).is_none(), "exhausted");
         drop(all);
         assert_eq!(pool.free_in_class(0), count as usize);
+        // Handed to another thread, the pool counts every buffer free once
+        // this thread gave back its cache.
+        pool.return_thread_cache();
+        let elsewhere = std::thread::spawn(move || pool.free_in_class(0));
+        assert_eq!(elsewhere.join().expect("thread"), count as usize);
     }
 
     #[test]

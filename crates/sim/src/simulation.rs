@@ -449,6 +449,9 @@ impl Drop for Simulation {
         self.blocks.clear();
         let nodes = self.shape.data_nodes;
         if pool_is_full(pool, nodes) {
+            // The next run may be on another test thread: the buffers this
+            // thread keeps free for itself go back to the pool first.
+            pool.return_thread_cache();
             SPARE_POOLS
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
