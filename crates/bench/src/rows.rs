@@ -64,8 +64,18 @@ pub(crate) fn value_columns_of(existing: &TableDef) -> Option<u32> {
 
 /// The value of column c`index` in the row of `key` written in `round`.
 pub(crate) fn column_value(key: u32, round: u64, index: u32) -> u32 {
-    let row = fmix64(round ^ (key as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F));
-    fmix64(row ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)) as u32
+    column_value_of(row_mix(key, round), index)
+}
+
+/// The part of every column value that depends on the row only (computed
+/// once per row when checking all of its columns).
+fn row_mix(key: u32, round: u64) -> u64 {
+    fmix64(round ^ (key as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F))
+}
+
+/// Column c`index`'s value given the row's [`row_mix`].
+fn column_value_of(row_mix: u64, index: u32) -> u32 {
+    fmix64(row_mix ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)) as u32
 }
 
 /// The whole row of `key` written in `round`, by column id.
@@ -85,18 +95,18 @@ pub(crate) fn row_values(key: u32, round: u64, columns: u32) -> Vec<(u16, Value)
 /// Checks a row read for `key` and returns its round; the error says what
 /// is wrong.
 pub(crate) fn verify(row: &Row, key: u32, columns: u32) -> Result<u64, String> {
-    let read_key = row.get(KEY_COLUMN).and_then(Value::as_u64);
+    // Numbers straight from the row data, by column id (no values built).
+    let read_key = row.get_u64(KEY_COLUMN);
     if read_key != Some(key as u64) {
         return Err(format!("key {key}: row holds k = {read_key:?}"));
     }
-    let Some(round) = row.get(ROUND_COLUMN).and_then(Value::as_u64) else {
+    let Some(round) = row.get_u64(ROUND_COLUMN) else {
         return Err(format!("key {key}: round is {:?}", row.get(ROUND_COLUMN)));
     };
+    let row_mix = row_mix(key, round);
     for index in 0..columns {
-        let expected = column_value(key, round, index) as u64;
-        let found = row
-            .get(FIRST_VALUE_COLUMN + index as u16)
-            .and_then(Value::as_u64);
+        let expected = column_value_of(row_mix, index) as u64;
+        let found = row.get_u64(FIRST_VALUE_COLUMN + index as u16);
         if found != Some(expected) {
             return Err(format!(
                 "key {key} round {round:#x}: c{index} = {found:?}, expected {expected}"

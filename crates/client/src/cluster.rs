@@ -21,7 +21,7 @@ use crate::dispatch::SchemaReply;
 use crate::error::ClientError;
 use crate::session::AsyncSession;
 use crate::table::Table;
-use crate::transaction::Transaction;
+use crate::transaction::{Body, Transaction};
 use crate::value::Value;
 use signal::schema::TableDef;
 use signal::signals::{CreateTabReq, DropTabReq, GetTabInfoReq, PartitionMap};
@@ -395,7 +395,7 @@ impl Cluster {
     pub fn transaction(&self) -> Transaction<'_> {
         let (id, counter) = self.next_transaction();
         let (connection, tc_instance) = self.round_robin(counter);
-        Transaction::new(self, id, connection, tc_instance)
+        Transaction::new(self, id, connection, tc_instance, Body::take())
     }
 
     /// Starts a transaction on a tc of the data node holding the primary
@@ -417,9 +417,11 @@ impl Cluster {
         table: &Arc<Table>,
         key: &[Value],
     ) -> Result<Transaction<'_>, ClientError> {
-        let mut bytes = Vec::new();
-        table.encode_key(key, &mut bytes)?;
-        let placement = self.placement_of_key_section(table, &bytes)?;
+        // Encoded into the transaction's bytes, where an operation on the
+        // same key finds it.
+        let mut body = Body::take();
+        let encoded = body.encode_hint(table, key)?;
+        let placement = self.placement_of_key_section(table, encoded)?;
         let (id, counter) = self.next_transaction();
         let connection = placement.and_then(|(map, partition)| {
             map.partitions[partition as usize]
@@ -435,7 +437,7 @@ impl Cluster {
             }
             None => self.round_robin(counter),
         };
-        Ok(Transaction::new(self, id, connection, tc_instance))
+        Ok(Transaction::new(self, id, connection, tc_instance, body))
     }
 
     /// Starts a transaction on a tc of data node `node` (round robin over
@@ -458,6 +460,7 @@ impl Cluster {
             id,
             index,
             (counter % instances) as u16,
+            Body::take(),
         ))
     }
 

@@ -48,6 +48,11 @@ impl FrameBuilder {
         self.frames.clear();
     }
 
+    /// Bytes of memory held for frames.
+    pub(crate) fn capacity(&self) -> usize {
+        self.bytes.capacity()
+    }
+
     /// Whether nothing is collected.
     pub(crate) fn is_empty(&self) -> bool {
         self.frames.is_empty()

@@ -25,9 +25,10 @@
 //! registering new ones fails at once, so no caller waits for a reply that
 //! cannot come.
 
+use crate::id_hash::IdMap;
 use signal::signals::{ApiRegConf, GciWaitConf, GciWaitRef, TcKeyConf};
 use signal::{ErrorCode, Gci, NodeId, Signal, TransactionId};
-use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
@@ -107,12 +108,13 @@ pub(crate) enum Reply {
         error: ErrorCode,
     },
     /// TRANSID_AI: row data of a read, copied out of its section at once
-    /// (a batch may read more rows than the pool has sections).
+    /// (a batch may read more rows than the pool has sections) into the
+    /// row bytes of the inbox, taken with the replies ([`Replies`]).
     Row {
         /// The read operation.
         client_op: u32,
-        /// Attribute entries.
-        data: Vec<u8>,
+        /// Where its attribute entries are in [`Replies::row_bytes`].
+        data: Range<usize>,
     },
     /// TCROLLBACKCONF.
     RolledBack,
@@ -130,9 +132,42 @@ pub(crate) enum Reply {
     Lost(String),
 }
 
+/// One reply posted to an inbox.
+#[derive(Debug)]
+pub(crate) struct Posted {
+    /// The transaction it answers.
+    pub(crate) transaction: TransactionId,
+    /// The tag the transaction was registered with (a session's slot for
+    /// it, so that the session finds it without a lookup by id).
+    pub(crate) tag: u32,
+    pub(crate) reply: Reply,
+}
+
+/// Replies posted to an inbox, as its owner takes them.
+#[derive(Default, Debug)]
+pub(crate) struct Replies {
+    /// In the order they arrived on each connection.
+    pub(crate) list: Vec<Posted>,
+    /// The row data of the `Reply::Row`s in `list`, one after the other:
+    /// one buffer for all of them, so a row costs a copy, not an allocation.
+    pub(crate) row_bytes: Vec<u8>,
+}
+
+impl Replies {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Empties both, keeping their memory.
+    pub(crate) fn clear(&mut self) {
+        self.list.clear();
+        self.row_bytes.clear();
+    }
+}
+
 #[derive(Default)]
 struct InboxState {
-    replies: Vec<(TransactionId, Reply)>,
+    replies: Replies,
     /// The owner sleeps on the condvar (so a post must wake it).
     sleeping: bool,
 }
@@ -152,9 +187,38 @@ impl Inbox {
 
     /// Posts a reply; wakes the owner only if it sleeps (a condvar notify
     /// costs a system call even with nobody waiting).
-    pub(crate) fn post(&self, transaction: TransactionId, reply: Reply) {
+    pub(crate) fn post(&self, transaction: TransactionId, tag: u32, reply: Reply) {
         let mut state = self.lock();
-        state.replies.push((transaction, reply));
+        state.replies.list.push(Posted {
+            transaction,
+            tag,
+            reply,
+        });
+        let wake = state.sleeping;
+        drop(state);
+        if wake {
+            self.ready.notify_one();
+        }
+    }
+
+    /// Posts a TRANSID_AI's row data (copied into the inbox's row bytes).
+    pub(crate) fn post_row(
+        &self,
+        transaction: TransactionId,
+        tag: u32,
+        client_op: u32,
+        data: &[u8],
+    ) {
+        let mut state = self.lock();
+        let replies = &mut state.replies;
+        let start = replies.row_bytes.len();
+        replies.row_bytes.extend_from_slice(data);
+        let data = start..replies.row_bytes.len();
+        replies.list.push(Posted {
+            transaction,
+            tag,
+            reply: Reply::Row { client_op, data },
+        });
         let wake = state.sleeping;
         drop(state);
         if wake {
@@ -165,12 +229,11 @@ impl Inbox {
     /// Moves every posted reply to `out` (which must be empty), waiting
     /// until there is one or `deadline` passes (`None`: do not wait).
     /// Returns whether `out` received anything.
-    pub(crate) fn take(
-        &self,
-        out: &mut Vec<(TransactionId, Reply)>,
-        deadline: Option<Instant>,
-    ) -> bool {
-        debug_assert!(out.is_empty(), "replies taken earlier are handled first");
+    pub(crate) fn take(&self, out: &mut Replies, deadline: Option<Instant>) -> bool {
+        debug_assert!(
+            out.is_empty() && out.row_bytes.is_empty(),
+            "replies taken earlier are handled first"
+        );
         let mut state = self.lock();
         while state.replies.is_empty() {
             let Some(deadline) = deadline else { break };
@@ -245,10 +308,11 @@ pub(crate) type RequestSlot = Slot<Option<SchemaReply>>;
 #[derive(Default)]
 struct Waiting {
     closed: Option<String>,
-    transactions: HashMap<TransactionId, Arc<Inbox>>,
-    requests: HashMap<u32, Arc<RequestSlot>>,
+    /// Where each transaction's replies go, with its tag.
+    transactions: IdMap<TransactionId, (Arc<Inbox>, u32)>,
+    requests: IdMap<u32, Arc<RequestSlot>>,
     /// GCI waits by request id: where the answer goes, for which transaction.
-    gci_waits: HashMap<u32, (TransactionId, Arc<Inbox>)>,
+    gci_waits: IdMap<u32, (TransactionId, Arc<Inbox>, u32)>,
 }
 
 /// The in-flight table of one connection.
@@ -287,18 +351,22 @@ impl Dispatch {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Replies for `transaction` go to `inbox` from now on (replacing an
-    /// earlier registration); `Err(reason)` once the connection has ended.
+    /// Replies for `transaction` go to `inbox`, posted with `tag`, from
+    /// now on (replacing an earlier registration); `Err(reason)` once the
+    /// connection has ended.
     pub(crate) fn register_transaction(
         &self,
         transaction: TransactionId,
         inbox: &Arc<Inbox>,
+        tag: u32,
     ) -> Result<(), String> {
         let mut waiting = self.waiting();
         if let Some(reason) = &waiting.closed {
             return Err(reason.clone());
         }
-        waiting.transactions.insert(transaction, Arc::clone(inbox));
+        waiting
+            .transactions
+            .insert(transaction, (Arc::clone(inbox), tag));
         Ok(())
     }
 
@@ -324,12 +392,14 @@ impl Dispatch {
     }
 
     /// The answer to GCI wait `request_id` goes to `inbox`, as a reply for
-    /// `transaction`; `Err(reason)` once the connection has ended.
+    /// `transaction` posted with `tag`; `Err(reason)` once the connection
+    /// has ended.
     pub(crate) fn register_gci_wait(
         &self,
         request_id: u32,
         transaction: TransactionId,
         inbox: &Arc<Inbox>,
+        tag: u32,
     ) -> Result<(), String> {
         let mut waiting = self.waiting();
         if let Some(reason) = &waiting.closed {
@@ -337,7 +407,7 @@ impl Dispatch {
         }
         waiting
             .gci_waits
-            .insert(request_id, (transaction, Arc::clone(inbox)));
+            .insert(request_id, (transaction, Arc::clone(inbox), tag));
         Ok(())
     }
 
@@ -368,11 +438,11 @@ impl Dispatch {
                 std::mem::take(&mut waiting.gci_waits),
             )
         };
-        for (transaction, inbox) in transactions {
-            inbox.post(transaction, Reply::Lost(reason.clone()));
+        for (transaction, (inbox, tag)) in transactions {
+            inbox.post(transaction, tag, Reply::Lost(reason.clone()));
         }
-        for (transaction, inbox) in gci_waits.into_values() {
-            inbox.post(transaction, Reply::Lost(reason.clone()));
+        for (transaction, inbox, tag) in gci_waits.into_values() {
+            inbox.post(transaction, tag, Reply::Lost(reason.clone()));
         }
         for slot in requests.values() {
             slot.update(|reply| *reply = Some(SchemaReply::Lost(reason.clone())));
@@ -384,20 +454,35 @@ impl Dispatch {
     /// Posts `reply` to the inbox of `transaction`; `last` (the reply ends
     /// the transaction at the tc) also forgets the registration.
     fn post(&self, transaction: TransactionId, reply: Reply, last: bool) {
-        let inbox = {
-            let mut waiting = self.waiting();
-            if last {
-                waiting.transactions.remove(&transaction)
-            } else {
-                waiting.transactions.get(&transaction).cloned()
+        let mut waiting = self.waiting();
+        if last {
+            let registered = waiting.transactions.remove(&transaction);
+            drop(waiting);
+            match registered {
+                Some((inbox, tag)) => inbox.post(transaction, tag, reply),
+                None => self.count_stray(),
             }
-        };
-        match inbox {
-            Some(inbox) => inbox.post(transaction, reply),
-            None => {
-                self.stray_replies.fetch_add(1, Ordering::Relaxed);
+        } else {
+            // Posted under the lock (an inbox's lock is always taken last),
+            // which saves counting a reference to the inbox up and down.
+            match waiting.transactions.get(&transaction) {
+                Some((inbox, tag)) => inbox.post(transaction, *tag, reply),
+                None => self.count_stray(),
             }
         }
+    }
+
+    /// Posts row data for `transaction` (not its last reply).
+    fn post_row(&self, transaction: TransactionId, client_op: u32, data: &[u8]) {
+        let waiting = self.waiting();
+        match waiting.transactions.get(&transaction) {
+            Some((inbox, tag)) => inbox.post_row(transaction, *tag, client_op, data),
+            None => self.count_stray(),
+        }
+    }
+
+    fn count_stray(&self) {
+        self.stray_replies.fetch_add(1, Ordering::Relaxed);
     }
 
     fn request(&self, request_id: u32) -> Option<Arc<RequestSlot>> {
@@ -412,7 +497,7 @@ impl Dispatch {
     fn answer_gci_wait(&self, request_id: u32, reply: Reply) {
         let registered = self.waiting().gci_waits.remove(&request_id);
         match registered {
-            Some((transaction, inbox)) => inbox.post(transaction, reply),
+            Some((transaction, inbox, tag)) => inbox.post(transaction, tag, reply),
             None => {
                 self.stray_replies.fetch_add(1, Ordering::Relaxed);
             }
@@ -457,14 +542,9 @@ impl Dispatch {
                 },
                 true,
             ),
-            Signal::TransIdAi(data) => self.post(
-                data.transaction_id,
-                Reply::Row {
-                    client_op: data.client_op,
-                    data: data.data.as_slice().to_vec(),
-                },
-                false,
-            ),
+            Signal::TransIdAi(data) => {
+                self.post_row(data.transaction_id, data.client_op, data.data.as_slice())
+            }
             Signal::TcRollbackConf(conf) => self.post(conf.transaction_id, Reply::RolledBack, true),
             Signal::GciWaitConf(GciWaitConf {
                 request_id,
@@ -525,7 +605,14 @@ mod tests {
     use std::time::Duration;
 
     fn take_all(inbox: &Inbox) -> Vec<(TransactionId, Reply)> {
-        let mut out = Vec::new();
+        let posted = take_with_rows(inbox).list.into_iter();
+        posted
+            .map(|posted| (posted.transaction, posted.reply))
+            .collect()
+    }
+
+    fn take_with_rows(inbox: &Inbox) -> Replies {
+        let mut out = Replies::default();
         inbox.take(&mut out, Some(Instant::now() + Duration::from_secs(5)));
         out
     }
@@ -536,7 +623,7 @@ mod tests {
         let dispatch = Dispatch::new();
         let inbox = Arc::new(Inbox::default());
         let id = TransactionId(7);
-        dispatch.register_transaction(id, &inbox).unwrap();
+        dispatch.register_transaction(id, &inbox, 5).unwrap();
         let row = pool.copy_from(b"row").unwrap();
         dispatch
             .deliver(
@@ -562,10 +649,15 @@ mod tests {
                 .into(),
             )
             .unwrap();
-        let replies = take_all(&inbox);
+        let Replies { list, row_bytes } = take_with_rows(&inbox);
+        assert!(list.iter().all(|posted| posted.tag == 5), "{list:?}");
+        let replies: Vec<_> = list
+            .into_iter()
+            .map(|posted| (posted.transaction, posted.reply))
+            .collect();
         assert_eq!(replies.len(), 2);
         assert!(
-            matches!(&replies[0], (t, Reply::Row { client_op: 1, data }) if *t == id && data == b"row")
+            matches!(&replies[0], (t, Reply::Row { client_op: 1, data }) if *t == id && row_bytes[data.clone()] == *b"row")
         );
         assert!(matches!(
             replies[1].1,
@@ -593,7 +685,7 @@ mod tests {
             )
             .unwrap();
         assert_eq!(dispatch.stray_replies.load(Ordering::Relaxed), 1);
-        let mut out = Vec::new();
+        let mut out = Replies::default();
         assert!(!inbox.take(&mut out, None), "nothing posted for a stray");
     }
 
@@ -603,7 +695,7 @@ mod tests {
         let poster = Arc::clone(&inbox);
         let thread = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
-            poster.post(TransactionId(1), Reply::RolledBack);
+            poster.post(TransactionId(1), 0, Reply::RolledBack);
         });
         let replies = take_all(&inbox);
         assert_eq!(replies.len(), 1);
@@ -615,7 +707,7 @@ mod tests {
         let dispatch = Arc::new(Dispatch::new());
         let inbox = Arc::new(Inbox::default());
         dispatch
-            .register_transaction(TransactionId(1), &inbox)
+            .register_transaction(TransactionId(1), &inbox, 0)
             .unwrap();
         let request = dispatch.register_request(3).unwrap();
         let closer = Arc::clone(&dispatch);
@@ -631,7 +723,7 @@ mod tests {
         drop(reply);
         thread.join().unwrap();
         assert!(dispatch
-            .register_transaction(TransactionId(2), &inbox)
+            .register_transaction(TransactionId(2), &inbox, 0)
             .is_err());
         assert!(dispatch.register_request(4).is_err());
         assert_eq!(dispatch.in_flight(), 0);
@@ -643,9 +735,9 @@ mod tests {
         let dispatch = Dispatch::new();
         let inbox = Arc::new(Inbox::default());
         let (first, second) = (TransactionId(7), TransactionId(8));
-        dispatch.register_gci_wait(1, first, &inbox).unwrap();
-        dispatch.register_gci_wait(2, second, &inbox).unwrap();
-        dispatch.register_gci_wait(3, second, &inbox).unwrap();
+        dispatch.register_gci_wait(1, first, &inbox, 0).unwrap();
+        dispatch.register_gci_wait(2, second, &inbox, 0).unwrap();
+        dispatch.register_gci_wait(3, second, &inbox, 0).unwrap();
         assert_eq!(dispatch.in_flight(), 3);
         dispatch
             .deliver(
@@ -703,7 +795,7 @@ mod tests {
             matches!(&replies[..], [(TransactionId(8), Reply::Lost(reason))] if reason == "gone")
         );
         assert_eq!(dispatch.in_flight(), 0);
-        assert!(dispatch.register_gci_wait(4, first, &inbox).is_err());
+        assert!(dispatch.register_gci_wait(4, first, &inbox, 0).is_err());
     }
 
     #[test]

@@ -20,7 +20,7 @@
 
 use crate::cluster::Cluster;
 use crate::connection::FrameBuilder;
-use crate::dispatch::{Inbox, Reply};
+use crate::dispatch::{Inbox, Replies, Reply};
 use crate::error::ClientError;
 use signal::signals::GciWaitReq;
 use signal::{BlockKind, Gci, TransactionId};
@@ -58,7 +58,8 @@ pub(crate) enum WaitAnswer {
 
 impl DurableWait {
     /// Registers a wait for `gci` on tc `tc` (connection index, instance)
-    /// whose answer goes to `inbox` for `transaction`, and appends the
+    /// whose answer goes to `inbox` for `transaction` (posted with `tag`,
+    /// see `dispatch::Posted`), and appends the
     /// GCI_WAIT_REQ to `frames` (bound for that connection). On an error
     /// nothing stays registered or appended.
     pub(crate) fn prepare(
@@ -67,6 +68,7 @@ impl DurableWait {
         tc: (usize, u16),
         transaction: TransactionId,
         inbox: &Arc<Inbox>,
+        tag: u32,
         frames: &mut FrameBuilder,
     ) -> Result<DurableWait, ClientError> {
         let (connection_index, tc_instance) = tc;
@@ -74,7 +76,7 @@ impl DurableWait {
         let request_id = cluster.next_request_id();
         connection
             .dispatch
-            .register_gci_wait(request_id, transaction, inbox)
+            .register_gci_wait(request_id, transaction, inbox, tag)
             .map_err(|reason| connection.lost(reason))?;
         let checkpoint = frames.checkpoint();
         let request = GciWaitReq { request_id, gci }.into();
@@ -149,13 +151,13 @@ impl Cluster {
     pub fn wait_durable(&self, gci: Gci) -> Result<Gci, ClientError> {
         let inbox = Arc::new(Inbox::default());
         let mut frames = FrameBuilder::default();
-        let mut replies = Vec::new();
+        let mut replies = Replies::default();
         let timeout = self.options().reply_timeout;
         let mut preferred = self.any_tc();
         loop {
             let tc = self.durable_wait_tc(preferred)?;
             frames.clear();
-            let wait = DurableWait::prepare(self, gci, tc, OWN_WAIT, &inbox, &mut frames)?;
+            let wait = DurableWait::prepare(self, gci, tc, OWN_WAIT, &inbox, 0, &mut frames)?;
             if let Err(error) = self.connection(tc.0).send(&mut frames) {
                 wait.cancel(self);
                 return Err(error);
@@ -170,8 +172,9 @@ impl Cluster {
                         waited: timeout,
                     });
                 }
-                for (_, reply) in replies.drain(..) {
-                    match wait.answer(reply) {
+                replies.row_bytes.clear();
+                for posted in replies.list.drain(..) {
+                    match wait.answer(posted.reply) {
                         WaitAnswer::Durable(complete_gci) => return Ok(complete_gci),
                         WaitAnswer::Failed(error) => return Err(error),
                         WaitAnswer::Lost => break 'answer,

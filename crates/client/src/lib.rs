@@ -21,6 +21,8 @@
 //! - `connection`: one data-node connection, its frames and receive thread.
 //! - `dispatch`: the in-flight table the receive threads answer into, and
 //!   the inboxes replies are posted to.
+//! - `id_hash`: the cheap hasher of the maps keyed by ids the client
+//!   hands out (transaction and request ids).
 //! - `testing`: an in-process stand-in for a data node, for tests.
 //!
 //! Architecture invariant: the client depends on `signal`, `transport`
@@ -46,6 +48,7 @@ mod connection;
 mod dispatch;
 mod durable;
 mod error;
+mod id_hash;
 mod replicas;
 mod session;
 mod table;

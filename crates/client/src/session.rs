@@ -25,11 +25,10 @@
 
 use crate::cluster::Cluster;
 use crate::connection::FrameBuilder;
-use crate::dispatch::{Inbox, Reply};
+use crate::dispatch::{Inbox, Posted, Replies};
 use crate::error::ClientError;
 use crate::transaction::{Commit, Outcome, Progress, Transaction};
 use signal::TransactionId;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -56,8 +55,76 @@ struct InFlight<'a, T> {
 #[derive(Default)]
 struct Outgoing {
     frames: FrameBuilder,
-    /// The transactions whose batches are in `frames`.
-    transactions: Vec<TransactionId>,
+    /// The transactions whose batches are in `frames` (slot, id).
+    transactions: Vec<(u32, TransactionId)>,
+}
+
+/// The transactions in flight, each in a numbered slot. The number is the
+/// tag of the transaction's registration, posted with each of its replies
+/// (`dispatch::Posted`), so that a reply finds its transaction by index
+/// rather than by a lookup of its id. A slot is reused once its
+/// transaction is handed back; the id is checked, so a late reply for an
+/// earlier occupant is a stray.
+struct Slots<V> {
+    slots: Vec<Option<V>>,
+    /// Numbers of empty slots.
+    free: Vec<u32>,
+    /// Slots in use.
+    used: usize,
+}
+
+impl<V> Slots<V> {
+    fn new() -> Slots<V> {
+        Slots {
+            slots: Vec::new(),
+            free: Vec::new(),
+            used: 0,
+        }
+    }
+
+    /// An empty slot's number, to fill or release.
+    fn reserve(&mut self) -> u32 {
+        self.free.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            (self.slots.len() - 1) as u32
+        })
+    }
+
+    /// Gives back a reserved slot left empty.
+    fn release(&mut self, slot: u32) {
+        self.free.push(slot);
+    }
+
+    fn fill(&mut self, slot: u32, value: V) {
+        self.slots[slot as usize] = Some(value);
+        self.used += 1;
+    }
+
+    fn get_mut(&mut self, slot: u32) -> Option<&mut V> {
+        self.slots.get_mut(slot as usize)?.as_mut()
+    }
+
+    /// Empties a slot, returning what it held.
+    fn take(&mut self, slot: u32) -> Option<V> {
+        let value = self.slots.get_mut(slot as usize)?.take()?;
+        self.used -= 1;
+        self.free.push(slot);
+        Some(value)
+    }
+
+    fn len(&self) -> usize {
+        self.used
+    }
+
+    fn is_empty(&self) -> bool {
+        self.used == 0
+    }
+
+    /// The filled slots: (number, value).
+    fn iter(&self) -> impl Iterator<Item = (u32, &V)> {
+        let filled = self.slots.iter().enumerate();
+        filled.filter_map(|(slot, value)| Some((slot as u32, value.as_ref()?)))
+    }
 }
 
 /// Many transactions in flight from one thread. Owned by that thread
@@ -99,10 +166,10 @@ pub struct AsyncSession<'a, T = ()> {
     inbox: Arc<Inbox>,
     /// Indexed like the cluster's connections.
     outgoing: Vec<Outgoing>,
-    in_flight: HashMap<TransactionId, InFlight<'a, T>>,
+    in_flight: Slots<InFlight<'a, T>>,
     /// Finished without a reply (nothing to send, or failed before sending).
     ready: Vec<Completion<'a, T>>,
-    replies: Vec<(TransactionId, Reply)>,
+    replies: Replies,
     /// The earliest deadline of a sent transaction may be at or after this.
     next_deadline: Option<Instant>,
 }
@@ -124,9 +191,9 @@ impl<'a, T> AsyncSession<'a, T> {
                 .iter()
                 .map(|_| Outgoing::default())
                 .collect(),
-            in_flight: HashMap::new(),
+            in_flight: Slots::new(),
             ready: Vec::new(),
-            replies: Vec::new(),
+            replies: Replies::default(),
             next_deadline: None,
         }
     }
@@ -173,29 +240,27 @@ impl<'a, T> AsyncSession<'a, T> {
         }
         let connection = transaction.connection_index();
         let outgoing = &mut self.outgoing[connection];
-        match transaction.prepare(commit, &self.inbox, &mut outgoing.frames) {
+        let slot = self.in_flight.reserve();
+        let result = match transaction.prepare(commit, &self.inbox, slot, &mut outgoing.frames) {
             Ok(None) => {
-                outgoing.transactions.push(transaction.id());
-                self.in_flight.insert(
-                    transaction.id(),
-                    InFlight {
-                        transaction,
-                        user,
-                        deadline: None,
-                    },
-                );
+                outgoing.transactions.push((slot, transaction.id()));
+                let in_flight = InFlight {
+                    transaction,
+                    user,
+                    deadline: None,
+                };
+                self.in_flight.fill(slot, in_flight);
+                return;
             }
-            Ok(Some(outcome)) => self.ready.push(Completion {
-                transaction,
-                user,
-                result: Ok(outcome),
-            }),
-            Err(error) => self.ready.push(Completion {
-                transaction,
-                user,
-                result: Err(error),
-            }),
-        }
+            Ok(Some(outcome)) => Ok(outcome),
+            Err(error) => Err(error),
+        };
+        self.in_flight.release(slot);
+        self.ready.push(Completion {
+            transaction,
+            user,
+            result,
+        });
     }
 
     /// Writes the queued batches: one write per data node, whatever the
@@ -225,8 +290,14 @@ impl<'a, T> AsyncSession<'a, T> {
             }
             let result = self.cluster.connection(index).send(&mut outgoing.frames);
             outgoing.frames.clear();
-            for id in outgoing.transactions.drain(..) {
-                let Some(in_flight) = self.in_flight.get_mut(&id) else {
+            for (slot, id) in outgoing.transactions.drain(..) {
+                // Failed and handed back before it was sent (its connection
+                // was lost), perhaps with its slot taken since.
+                let Some(in_flight) = self
+                    .in_flight
+                    .get_mut(slot)
+                    .filter(|in_flight| in_flight.transaction.id() == id)
+                else {
                     continue;
                 };
                 match &result {
@@ -236,7 +307,7 @@ impl<'a, T> AsyncSession<'a, T> {
                         sent += 1;
                     }
                     Err(error) => {
-                        let Some(mut failed) = self.in_flight.remove(&id) else {
+                        let Some(mut failed) = self.in_flight.take(slot) else {
                             continue;
                         };
                         let error = failed.transaction.send_failed(error.duplicate());
@@ -283,9 +354,11 @@ impl<'a, T> AsyncSession<'a, T> {
             };
             let mut replies = std::mem::take(&mut self.replies);
             if self.inbox.take(&mut replies, deadline) {
-                for (id, reply) in replies.drain(..) {
-                    self.apply(id, reply, out);
+                let Replies { list, row_bytes } = &mut replies;
+                for posted in list.drain(..) {
+                    self.apply(posted, row_bytes, out);
                 }
+                row_bytes.clear();
             }
             self.replies = replies;
             // Durable commits' GCI waits queued by the replies go out now
@@ -300,29 +373,41 @@ impl<'a, T> AsyncSession<'a, T> {
         }
     }
 
-    fn apply(&mut self, id: TransactionId, reply: Reply, out: &mut Vec<Completion<'a, T>>) {
+    fn apply(&mut self, posted: Posted, row_bytes: &[u8], out: &mut Vec<Completion<'a, T>>) {
+        let Posted {
+            transaction: id,
+            tag: slot,
+            reply,
+        } = posted;
         // Replies for a transaction already handed back are late strays.
-        let Some(in_flight) = self.in_flight.get_mut(&id) else {
+        let Some(in_flight) = self
+            .in_flight
+            .get_mut(slot)
+            .filter(|in_flight| in_flight.transaction.id() == id)
+        else {
             return;
         };
-        let result = match in_flight.transaction.on_reply(reply) {
+        let result = match in_flight.transaction.on_reply(reply, row_bytes) {
             Progress::Waiting => return,
             Progress::Done(result) => result,
             Progress::SendDurableWait => {
                 let outgoing = &mut self.outgoing;
-                let queued = in_flight
-                    .transaction
-                    .push_durable_wait(&self.inbox, |connection| &mut outgoing[connection].frames);
+                let queued =
+                    in_flight
+                        .transaction
+                        .push_durable_wait(&self.inbox, slot, |connection| {
+                            &mut outgoing[connection].frames
+                        });
                 match queued {
                     Ok(connection) => {
-                        outgoing[connection].transactions.push(id);
+                        outgoing[connection].transactions.push((slot, id));
                         return;
                     }
                     Err(error) => Err(error),
                 }
             }
         };
-        if let Some(done) = self.in_flight.remove(&id) {
+        if let Some(done) = self.in_flight.take(slot) {
             out.push(Completion {
                 transaction: done.transaction,
                 user: done.user,
@@ -337,14 +422,14 @@ impl<'a, T> AsyncSession<'a, T> {
         if self.next_deadline.is_none_or_later(now) {
             return;
         }
-        let expired: Vec<TransactionId> = self
+        let expired: Vec<u32> = self
             .in_flight
             .iter()
             .filter(|(_, in_flight)| in_flight.deadline.is_some_and(|deadline| deadline <= now))
-            .map(|(&id, _)| id)
+            .map(|(slot, _)| slot)
             .collect();
-        for id in expired {
-            if let Some(mut timed_out) = self.in_flight.remove(&id) {
+        for slot in expired {
+            if let Some(mut timed_out) = self.in_flight.take(slot) {
                 let error = timed_out.transaction.timed_out();
                 out.push(Completion {
                     transaction: timed_out.transaction,
@@ -355,8 +440,8 @@ impl<'a, T> AsyncSession<'a, T> {
         }
         self.next_deadline = self
             .in_flight
-            .values()
-            .filter_map(|in_flight| in_flight.deadline)
+            .iter()
+            .filter_map(|(_, in_flight)| in_flight.deadline)
             .min();
     }
 }
@@ -381,3 +466,30 @@ const _: () = {
     assert_send::<AsyncSession<'static, u64>>();
     assert_send::<Transaction<'static>>();
 };
+
+#[cfg(test)]
+mod tests {
+    use super::Slots;
+
+    #[test]
+    fn slots_are_reused_once_emptied_and_count_what_they_hold() {
+        let mut slots = Slots::new();
+        let first = slots.reserve();
+        slots.fill(first, "first");
+        let second = slots.reserve();
+        assert_ne!(first, second);
+        slots.release(second);
+        assert_eq!(slots.reserve(), second, "a released slot is reused");
+        slots.fill(second, "second");
+        assert_eq!(slots.len(), 2);
+        assert_eq!(slots.take(first), Some("first"));
+        assert_eq!(slots.take(first), None, "taken once");
+        assert_eq!(slots.get_mut(first), None);
+        assert_eq!(slots.reserve(), first, "an emptied slot is reused");
+        assert_eq!(slots.get_mut(second), Some(&mut "second"));
+        assert_eq!(slots.get_mut(99), None);
+        assert_eq!(slots.iter().collect::<Vec<_>>(), [(second, &"second")]);
+        assert_eq!(slots.len(), 1);
+        assert!(!slots.is_empty());
+    }
+}

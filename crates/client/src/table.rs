@@ -6,12 +6,12 @@
 //! column ids (`u16`) instead, which cost nothing to resolve.
 
 use crate::error::ClientError;
-use crate::value::{decode_value, push_entry, Value};
-use signal::attr::AttrIter;
-use signal::schema::{TableDef, MAX_COLUMNS};
+use crate::value::{checked_value, push_entry, Number, Value, WireRule};
+use signal::attr::{AttrEntry, AttrIter, NULL_LENGTH};
+use signal::schema::{ColumnType, TableDef, MAX_COLUMNS};
 use signal::signals::{PartitionMap, PartitionPlacement};
 use signal::ErrorCode;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Something that names a column: its name (`&str`, `String`) or its id
 /// (`u16`, `usize`: the index in the table's columns).
@@ -99,7 +99,6 @@ const ABSENT: u16 = u16::MAX;
 /// table.encode_key(&[Value::UInt(5)], &mut key).unwrap();
 /// assert_eq!(key, [0, 0, 4, 0, 5, 0, 0, 0]);
 /// ```
-#[derive(Debug)]
 pub struct Table {
     def: TableDef,
     /// The rule the definition breaks, if any (a definition built by hand
@@ -110,6 +109,10 @@ pub struct Table {
     map: Option<Arc<PartitionMap>>,
     /// The cluster's distribution version the map is known to be current for.
     map_version: u32,
+    /// How each column's values are checked and read, by column id.
+    wire_rules: Vec<WireRule>,
+    /// The shape of a whole row, when every column is fixed-width.
+    full_row: Option<FullRow>,
 }
 
 impl Table {
@@ -126,12 +129,21 @@ impl Table {
     /// ```
     pub fn new(def: TableDef) -> Table {
         let invalid = def.validate().err();
-        Table {
+        let wire_rules = def
+            .columns
+            .iter()
+            .map(|column| WireRule::of(column.column_type))
+            .collect();
+        let mut table = Table {
             def,
             invalid,
             map: None,
             map_version: 0,
-        }
+            wire_rules,
+            full_row: None,
+        };
+        table.full_row = FullRow::of(&table);
+        table
     }
 
     /// A table with its partition map, current as of the cluster's
@@ -423,7 +435,10 @@ impl Table {
     }
 
     /// Decodes row data (attribute entries, as in TRANSID_AI) into a [`Row`].
-    /// Columns the data does not mention are NULL.
+    /// Columns the data does not mention are NULL. The data is checked
+    /// against the table here (every error is found now); the values are
+    /// built when first asked for ([`Row::get`], [`Row::values`]), and
+    /// [`Row::get_u64`] reads a number without building them.
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
@@ -438,31 +453,287 @@ impl Table {
     /// assert_eq!(row.get("k"), Some(&Value::Int(3)));
     /// ```
     pub fn decode_row(table: &Arc<Table>, data: &[u8]) -> Result<Row, ClientError> {
-        let def = &table.def;
-        let mut values = vec![Value::Null; def.columns.len()];
-        for entry in AttrIter::new(data) {
-            let entry = entry.map_err(|_| {
-                ClientError::Protocol(format!("malformed row data for table {:?}", def.name))
-            })?;
-            let Some(column) = def.columns.get(entry.column as usize) else {
-                return Err(ClientError::Protocol(format!(
-                    "row data for table {:?} names column id {}, which it does not have",
-                    def.name, entry.column
-                )));
-            };
-            values[entry.column as usize] =
-                decode_value(column.column_type, entry.value).map_err(|code| {
-                    ClientError::Protocol(format!(
-                        "row data for table {:?} column {:?}: {code}",
-                        def.name, column.name
-                    ))
-                })?;
+        Table::decode_row_into(table, data, RowStorage::default())
+    }
+
+    /// [`Table::decode_row`] into `storage` (the memory of a row no longer
+    /// needed, see [`Row::into_storage`]).
+    pub(crate) fn decode_row_into(
+        table: &Arc<Table>,
+        data: &[u8],
+        storage: RowStorage,
+    ) -> Result<Row, ClientError> {
+        let RowStorage {
+            data: mut kept,
+            mut spans,
+        } = storage;
+        match &table.full_row {
+            Some(full_row) if full_row.matches(data) => full_row.spans(data, &mut spans),
+            _ => table.entry_spans(data, &mut spans)?,
         }
+        kept.clear();
+        kept.extend_from_slice(data);
         Ok(Row {
             table: Arc::clone(table),
-            values,
+            data: kept,
+            spans,
+            values: OnceLock::new(),
         })
     }
+
+    /// Checks the entries of row data against the table and sets `spans`
+    /// to where each column's value is (every column NULL until its entry
+    /// comes; a column given twice keeps its last value).
+    fn entry_spans(&self, data: &[u8], spans: &mut Vec<Span>) -> Result<(), ClientError> {
+        spans.clear();
+        spans.resize(self.wire_rules.len(), Span::NULL);
+        let spans_by_column = &mut spans[..];
+        let rules = &self.wire_rules[..spans_by_column.len()];
+        for entry in AttrIter::new(data) {
+            let Ok(AttrEntry { column, value }) = entry else {
+                return Err(self.malformed_row());
+            };
+            let id = column as usize;
+            if id >= spans_by_column.len() {
+                return Err(self.unknown_column_in_row(column));
+            }
+            spans_by_column[id] = match value {
+                None => Span::NULL,
+                Some(value) => {
+                    let rule = rules[id];
+                    if let Err(code) = rule.check(value.len()) {
+                        return Err(self.bad_value_in_row(id, code));
+                    }
+                    // Entries are u16 long and sections far below 4 GiB.
+                    let start = (value.as_ptr() as usize - data.as_ptr() as usize) as u32;
+                    Span::new(start, value, rule.number)
+                }
+            };
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn malformed_row(&self) -> ClientError {
+        ClientError::Protocol(format!("malformed row data for table {:?}", self.def.name))
+    }
+
+    #[cold]
+    fn unknown_column_in_row(&self, column: u16) -> ClientError {
+        ClientError::Protocol(format!(
+            "row data for table {:?} names column id {column}, which it does not have",
+            self.def.name
+        ))
+    }
+
+    #[cold]
+    fn bad_value_in_row(&self, id: usize, code: ErrorCode) -> ClientError {
+        ClientError::Protocol(format!(
+            "row data for table {:?} column {:?}: {code}",
+            self.def.name, self.def.columns[id].name
+        ))
+    }
+}
+
+impl std::fmt::Debug for Table {
+    /// The definition and map; the decoding aids derived from the
+    /// definition are left out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("def", &self.def)
+            .field("invalid", &self.invalid)
+            .field("map", &self.map)
+            .field("map_version", &self.map_version)
+            .finish()
+    }
+}
+
+/// Where one column's value is in a row's data, and the value as an
+/// unsigned integer if it is one (read while checking it, so that
+/// [`Row::get_u64`] is a lookup).
+#[derive(Clone, Copy, PartialEq, Debug)]
+struct Span {
+    /// Valid when `is_unsigned`.
+    unsigned: u64,
+    start: u32,
+    /// `NULL_LENGTH`: NULL (never a value's length, see `value`).
+    length: u16,
+    is_unsigned: bool,
+}
+
+impl Span {
+    const NULL: Span = Span {
+        unsigned: 0,
+        start: 0,
+        length: NULL_LENGTH,
+        is_unsigned: false,
+    };
+
+    /// The span of `value` (checked), found at `start`.
+    #[inline]
+    fn new(start: u32, value: &[u8], number: Number) -> Span {
+        let unsigned = number.as_u64(value);
+        Span {
+            unsigned: unsigned.unwrap_or(0),
+            start,
+            length: value.len() as u16,
+            is_unsigned: unsigned.is_some(),
+        }
+    }
+}
+
+/// The row a data node sends for a read of a table whose columns are all
+/// fixed-width: every column, in id order, so always the same entry
+/// headers at the same places. A row is recognized as one by comparing
+/// its bytes outside values with a template's, a word at a time, which
+/// saves walking its entries one by one; anything else (a NULL, another
+/// order) takes the entry walk.
+#[derive(Debug)]
+struct FullRow {
+    /// A whole row with zero values, as `push_entry` encodes it.
+    template: Vec<u8>,
+    /// 0xFF on the template's bytes outside values, 0 on value bytes.
+    header_mask: Vec<u8>,
+    /// Where each column's value is in such a row, by column id.
+    spans: Vec<Span>,
+    /// The integer columns, by how their values read, as (column id,
+    /// offset of the value): a loop per kind needs no per-column dispatch.
+    unsigned_32: Vec<(usize, usize)>,
+    unsigned_64: Vec<(usize, usize)>,
+    signed_32: Vec<(usize, usize)>,
+    signed_64: Vec<(usize, usize)>,
+}
+
+impl FullRow {
+    /// The shape of `table`'s whole rows; `None` if a column has no fixed
+    /// width (or the definition cannot be encoded).
+    fn of(table: &Table) -> Option<FullRow> {
+        let mut template = Vec::new();
+        for (id, column) in table.def.columns.iter().enumerate() {
+            let zero = match column.column_type {
+                ColumnType::Int { unsigned: true } | ColumnType::BigInt { unsigned: true } => {
+                    Value::UInt(0)
+                }
+                ColumnType::Int { .. } | ColumnType::BigInt { .. } => Value::Int(0),
+                ColumnType::Double => Value::Double(0.0),
+                ColumnType::Char(_) | ColumnType::VarChar(_) | ColumnType::VarBinary(_) => {
+                    return None
+                }
+            };
+            let id = u16::try_from(id).ok()?;
+            push_entry(
+                &mut template,
+                id,
+                column.column_type,
+                column.nullable,
+                &zero,
+            )
+            .ok()?;
+        }
+        // Where the values are, as the entry walk finds them: the layout
+        // stays signal::attr's business.
+        let mut spans = Vec::new();
+        table.entry_spans(&template, &mut spans).ok()?;
+        let mut header_mask = vec![0xFF; template.len()];
+        for span in &spans {
+            let start = span.start as usize;
+            header_mask[start..start + span.length as usize].fill(0);
+        }
+        let mut full_row = FullRow {
+            template,
+            header_mask,
+            spans: Vec::new(),
+            unsigned_32: Vec::new(),
+            unsigned_64: Vec::new(),
+            signed_32: Vec::new(),
+            signed_64: Vec::new(),
+        };
+        for (id, (span, rule)) in spans.iter().zip(&table.wire_rules).enumerate() {
+            let at = (id, span.start as usize);
+            match rule.number {
+                Number::UInt32 => full_row.unsigned_32.push(at),
+                Number::UInt64 => full_row.unsigned_64.push(at),
+                Number::Int32 => full_row.signed_32.push(at),
+                Number::Int64 => full_row.signed_64.push(at),
+                Number::NotInteger => {}
+            }
+        }
+        full_row.spans = spans;
+        Some(full_row)
+    }
+
+    /// Whether `data` is a whole row: as long as the template, with the
+    /// same bytes outside values. Parsing it would then find the
+    /// template's entries, each of a length its column's type allows.
+    fn matches(&self, data: &[u8]) -> bool {
+        if data.len() != self.template.len() {
+            return false;
+        }
+        let word = |bytes: &[u8]| u64::from_le_bytes(bytes.try_into().unwrap_or([0; 8]));
+        let mut difference = 0;
+        let words = data
+            .chunks_exact(8)
+            .zip(self.template.chunks_exact(8))
+            .zip(self.header_mask.chunks_exact(8));
+        for ((data, template), mask) in words {
+            difference |= (word(data) ^ word(template)) & word(mask);
+        }
+        let tail = data.len() - data.len() % 8;
+        let bytes = data[tail..]
+            .iter()
+            .zip(&self.template[tail..])
+            .zip(&self.header_mask[tail..]);
+        for ((data, template), mask) in bytes {
+            difference |= u64::from((data ^ template) & mask);
+        }
+        difference == 0
+    }
+
+    /// The spans of a row that [`FullRow::matches`]: the template's, with
+    /// the row's numbers.
+    fn spans(&self, data: &[u8], spans: &mut Vec<Span>) {
+        spans.clear();
+        spans.extend_from_slice(&self.spans);
+        // The template's integers are 0: unsigned, as every unsigned
+        // column's value is; a signed one is unsigned when not negative.
+        for &(column, offset) in &self.unsigned_32 {
+            if let (Some(span), Some(bytes)) = (spans.get_mut(column), bytes_at(data, offset)) {
+                span.unsigned = u64::from(u32::from_le_bytes(bytes));
+            }
+        }
+        for &(column, offset) in &self.unsigned_64 {
+            if let (Some(span), Some(bytes)) = (spans.get_mut(column), bytes_at(data, offset)) {
+                span.unsigned = u64::from_le_bytes(bytes);
+            }
+        }
+        for &(column, offset) in &self.signed_32 {
+            if let (Some(span), Some(bytes)) = (spans.get_mut(column), bytes_at(data, offset)) {
+                let unsigned = u64::try_from(i32::from_le_bytes(bytes)).ok();
+                span.unsigned = unsigned.unwrap_or(0);
+                span.is_unsigned = unsigned.is_some();
+            }
+        }
+        for &(column, offset) in &self.signed_64 {
+            if let (Some(span), Some(bytes)) = (spans.get_mut(column), bytes_at(data, offset)) {
+                let unsigned = u64::try_from(i64::from_le_bytes(bytes)).ok();
+                span.unsigned = unsigned.unwrap_or(0);
+                span.is_unsigned = unsigned.is_some();
+            }
+        }
+    }
+}
+
+/// The `N` bytes of `data` at `offset`, if it has them.
+#[inline]
+fn bytes_at<const N: usize>(data: &[u8], offset: usize) -> Option<[u8; N]> {
+    data.get(offset..offset.checked_add(N)?)?.try_into().ok()
+}
+
+/// The memory of a row, kept for the next row decoded.
+#[derive(Default, Debug)]
+pub(crate) struct RowStorage {
+    data: Vec<u8>,
+    spans: Vec<Span>,
 }
 
 /// One row read back, its values by column id and by name.
@@ -477,10 +748,16 @@ impl Table {
 /// let row = Table::decode_row(&table, &[]).unwrap();
 /// assert_eq!(row.get(0u16), Some(&Value::Null));
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Row {
     table: Arc<Table>,
-    values: Vec<Value>,
+    /// The row data as received (checked against the table).
+    data: Vec<u8>,
+    /// Each column's value in `data`, by column id (one per column).
+    spans: Vec<Span>,
+    /// The values by column id, built on first use: a reader that checks
+    /// numbers with [`Row::get_u64`] never pays for them.
+    values: OnceLock<Vec<Value>>,
 }
 
 impl Row {
@@ -496,7 +773,30 @@ impl Row {
     /// ```
     pub fn get<C: ColumnSelector>(&self, column: C) -> Option<&Value> {
         let id = column.column_id(&self.table.def)?;
-        self.values.get(id as usize)
+        self.values().get(id as usize)
+    }
+
+    /// The value of `column` as an unsigned integer, read straight from the
+    /// row data: `row.get(column).and_then(Value::as_u64)` without
+    /// building any [`Value`] (`None` for no such column, NULL, a negative
+    /// number or a column that is not an integer).
+    ///
+    /// ```
+    /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
+    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
+    /// use client::{Table, Value};
+    /// let table = std::sync::Arc::new(Table::new(def));
+    /// let mut data = Vec::new();
+    /// table.encode_key(&[Value::Int(3)], &mut data).unwrap();
+    /// let row = Table::decode_row(&table, &data).unwrap();
+    /// assert_eq!(row.get_u64("k"), Some(3));
+    /// assert_eq!(row.get_u64(7u16), None);
+    /// ```
+    pub fn get_u64<C: ColumnSelector>(&self, column: C) -> Option<u64> {
+        let id = column.column_id(&self.table.def)?;
+        let span = self.spans.get(id as usize)?;
+        span.is_unsigned.then_some(span.unsigned)
     }
 
     /// All values, indexed by column id.
@@ -510,7 +810,17 @@ impl Row {
     /// assert_eq!(row.values().len(), 1);
     /// ```
     pub fn values(&self) -> &[Value] {
-        &self.values
+        self.values.get_or_init(|| {
+            let columns = &self.table.def.columns;
+            self.spans
+                .iter()
+                .zip(columns)
+                .map(|(&span, column)| match self.bytes_of(span) {
+                    None => Value::Null,
+                    Some(bytes) => checked_value(column.column_type, bytes),
+                })
+                .collect()
+        })
     }
 
     /// The table the row belongs to.
@@ -526,7 +836,40 @@ impl Row {
     pub fn table(&self) -> &Arc<Table> {
         &self.table
     }
+
+    /// The bytes of a non-NULL value (`None`: NULL).
+    fn bytes_of(&self, span: Span) -> Option<&[u8]> {
+        if span.length == NULL_LENGTH {
+            return None;
+        }
+        let start = span.start as usize;
+        self.data.get(start..start + span.length as usize)
+    }
+
+    /// The row's memory, for the next row decoded.
+    pub(crate) fn into_storage(self) -> RowStorage {
+        RowStorage {
+            data: self.data,
+            spans: self.spans,
+        }
+    }
 }
+
+impl std::fmt::Debug for Row {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Row")
+            .field("table", &self.table)
+            .field("values", &self.values())
+            .finish()
+    }
+}
+
+/// Rows go to and are shared between threads: building their values on
+/// first use must not take that away.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Row>();
+};
 
 #[cfg(test)]
 mod tests {
@@ -650,6 +993,108 @@ mod tests {
             .encode_row(&[("note", Value::Null)], &mut attr, None)
             .unwrap();
         assert_eq!(attr, [3, 0, 0xFF, 0xFF]);
+    }
+
+    /// A table whose columns are all fixed-width: whole rows take the
+    /// template comparison.
+    fn numbers() -> Arc<Table> {
+        let column = |name: &str, column_type, nullable| ColumnDef {
+            name: name.into(),
+            column_type,
+            nullable,
+        };
+        Arc::new(Table::new(TableDef {
+            id: 5,
+            version: 1,
+            name: "numbers".into(),
+            partitions: 1,
+            primary_key: vec![0],
+            columns: vec![
+                column("k", ColumnType::Int { unsigned: true }, false),
+                column("small", ColumnType::Int { unsigned: false }, true),
+                column("big", ColumnType::BigInt { unsigned: false }, true),
+                column("huge", ColumnType::BigInt { unsigned: true }, true),
+                column("real", ColumnType::Double, true),
+            ],
+        }))
+    }
+
+    #[test]
+    fn whole_rows_decode_as_the_entry_walk_decodes_them() {
+        let table = numbers();
+        let full_row = table.full_row.as_ref().expect("fixed-width columns");
+        assert!(
+            self::table().full_row.is_none(),
+            "a VARCHAR has no one width"
+        );
+        let mut rng = stdx::mix::XorShift::new(33);
+        for round in 0..3_000 {
+            let mut values = vec![
+                (0u16, Value::UInt(rng.below(1 << 32))),
+                (1, Value::Int(rng.next_u64() as i32 as i64)),
+                (2, Value::Int(rng.next_u64() as i64)),
+                (3, Value::UInt(rng.next_u64())),
+                (4, Value::Double(rng.next_u64() as f64 / 7.0)),
+            ];
+            // Whole rows in id order; then other orders and NULLs, which
+            // take the entry walk.
+            let whole = round % 3 == 0;
+            if !whole {
+                values.swap(1, 1 + rng.below(4) as usize);
+                if round % 3 == 1 {
+                    values[1 + rng.below(4) as usize].1 = Value::Null;
+                }
+            }
+            let (mut data, mut key) = (Vec::new(), Vec::new());
+            table
+                .encode_row(&values, &mut data, Some(&mut key))
+                .unwrap();
+            let in_id_order = values.windows(2).all(|pair| pair[0].0 < pair[1].0);
+            let no_null = values.iter().all(|(_, value)| !value.is_null());
+            assert_eq!(full_row.matches(&data), in_id_order && no_null);
+            let row = Table::decode_row(&table, &data).unwrap();
+            let mut walked = Vec::new();
+            table.entry_spans(&data, &mut walked).unwrap();
+            assert_eq!(row.spans, walked);
+            for (column, value) in &values {
+                assert_eq!(row.get(*column), Some(value));
+                assert_eq!(row.get_u64(*column), value.as_u64(), "{value:?}");
+            }
+            // A changed entry header is no whole row: the walk judges it.
+            let mut damaged = data.clone();
+            damaged[rng.below(4) as usize] ^= 1 << rng.below(8);
+            assert!(!full_row.matches(&damaged));
+            if let Ok(row) = Table::decode_row(&table, &damaged) {
+                table.entry_spans(&damaged, &mut walked).unwrap();
+                assert_eq!(row.spans, walked);
+            }
+        }
+    }
+
+    #[test]
+    fn a_decoded_row_reuses_the_memory_of_an_earlier_one() {
+        let table = numbers();
+        let values = [
+            (0u16, Value::UInt(1)),
+            (1, Value::Int(-1)),
+            (2, Value::Int(2)),
+            (3, Value::UInt(3)),
+            (4, Value::Double(0.5)),
+        ];
+        let (mut data, mut key) = (Vec::new(), Vec::new());
+        table
+            .encode_row(&values, &mut data, Some(&mut key))
+            .unwrap();
+        let first = Table::decode_row(&table, &data).unwrap();
+        let storage = first.into_storage();
+        let (data_memory, spans_memory) = (storage.data.as_ptr(), storage.spans.as_ptr());
+        let second = Table::decode_row_into(&table, &data, storage).unwrap();
+        assert_eq!(second.data.as_ptr(), data_memory);
+        assert_eq!(second.spans.as_ptr(), spans_memory);
+        assert_eq!(second.get_u64("small"), None, "negative");
+        assert_eq!(second.get_u64("real"), None, "not an integer");
+        assert_eq!(second.get("real"), Some(&Value::Double(0.5)));
+        assert_eq!(second.values().len(), 5);
     }
 
     #[test]

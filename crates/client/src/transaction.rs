@@ -26,15 +26,16 @@
 
 use crate::cluster::{section_from, Cluster};
 use crate::connection::FrameBuilder;
-use crate::dispatch::{Inbox, Reply};
+use crate::dispatch::{Inbox, Posted, Replies, Reply};
 use crate::durable::{DurableWait, WaitAnswer};
 use crate::error::ClientError;
-use crate::table::{ColumnSelector, Row, Table};
+use crate::table::{ColumnSelector, Row, RowStorage, Table};
 use crate::value::Value;
 use signal::signals::{
     tc_key_flags, LockMode, OperationKind, TcCommitReq, TcKeyReq, TcRollbackReq,
 };
 use signal::{BlockKind, ErrorCode, Gci, NodeId, Signal, TransactionId};
+use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
@@ -158,21 +159,197 @@ pub struct Transaction<'a> {
     tc_instance: u16,
     state: TransactionState,
     next_op: u32,
-    queued: Vec<QueuedOp>,
-    /// Key and attribute bytes of the queued operations.
-    bytes: Vec<u8>,
-    /// Rows read, indexed by operation number.
-    rows: Vec<Option<Row>>,
+    /// The inbox the connection's dispatch posts replies to, and the tag
+    /// they carry, while registered.
+    registered: Option<(Arc<Inbox>, u32)>,
+    /// The rest: behind one pointer, so that a transaction is cheap to
+    /// move through a session, and recycled when the transaction drops.
+    /// `None` only inside `drop`.
+    body: Option<Box<Body>>,
+}
+
+/// The part of a transaction behind a pointer: the request in flight and
+/// everything that needs memory. Bodies are kept in a per-thread pool
+/// between transactions ([`Body::take`], [`Body::recycle`]), so that a
+/// short transaction allocates nothing once its thread is warm.
+///
+/// A per-thread pool rather than one per `Cluster`: taking and giving back
+/// cost no lock, and a pooled body holds nothing of a cluster (no rows, no
+/// tables: only emptied vectors and an idle inbox).
+#[derive(Default)]
+pub(crate) struct Body {
     /// The request sent and not yet answered.
     batch: Option<Batch>,
     /// The GCI of the commit, once committed with a write.
     commit_gci: Option<Gci>,
-    /// The inbox the connection's dispatch posts replies to, while registered.
-    registered: Option<Arc<Inbox>>,
+    queued: Vec<QueuedOp>,
+    /// Key and attribute bytes of the queued operations, after the key of
+    /// the hint (see `hint`).
+    bytes: Vec<u8>,
+    /// The key the transaction was started with (`transaction_with_hint`),
+    /// encoded at the start of `bytes`. It is usually the key of the first
+    /// operation, which then needs no encoding of its own.
+    hint: Option<HintKey>,
+    /// Rows read, indexed by operation number.
+    rows: Vec<Option<Row>>,
+    /// Rows of the batch in flight, decoded as they arrive: (operation
+    /// number, row). They become visible when the batch is confirmed.
+    arrived: Vec<(u32, Row)>,
+    /// Why row data of the batch in flight could not be stored (its rows
+    /// after that are ignored), reported when the batch is confirmed.
+    row_error: Option<ClientError>,
+    /// The memory of rows no longer needed, for the next rows decoded.
+    spare_rows: Vec<RowStorage>,
     /// The sync API's inbox (made on first use).
     own_inbox: Option<Arc<Inbox>>,
-    /// The sync API's frames (kept for their memory).
+    /// The sync API's frames.
     frames: FrameBuilder,
+}
+
+/// A one-column key encoded for a transaction's hint.
+struct HintKey {
+    table: Arc<Table>,
+    /// Never `Value::Bytes`, so that keeping it costs no allocation.
+    value: Value,
+    /// The length of its encoding at the start of [`Body::bytes`].
+    encoded: usize,
+}
+
+impl Body {
+    /// Encodes `key` of `table` (the hint of a transaction about to start)
+    /// at the start of the (empty) bytes and returns the encoding.
+    pub(crate) fn encode_hint(
+        &mut self,
+        table: &Arc<Table>,
+        key: &[Value],
+    ) -> Result<&[u8], ClientError> {
+        debug_assert!(self.bytes.is_empty() && self.hint.is_none());
+        table.encode_key(key, &mut self.bytes)?;
+        // Only a key of one number is kept: other keys cost more to keep
+        // and compare, and are encoded again when an operation uses them.
+        if let [value @ (Value::Int(_) | Value::UInt(_) | Value::Double(_))] = key {
+            self.hint = Some(HintKey {
+                table: Arc::clone(table),
+                value: value.clone(),
+                encoded: self.bytes.len(),
+            });
+        }
+        Ok(&self.bytes)
+    }
+
+    /// Where `key` of `table` is encoded already: at the start of the
+    /// bytes, if it is the hint's.
+    fn hinted(&self, table: &Arc<Table>, key: &[Value]) -> Option<Range<usize>> {
+        // The hint's key stays at the start of the bytes until they are
+        // emptied, which forgets the hint.
+        let hint = self.hint.as_ref()?;
+        let same =
+            Arc::ptr_eq(&hint.table, table) && matches!(key, [value] if *value == hint.value);
+        same.then_some(0..hint.encoded)
+    }
+
+    /// Empties the bytes (and so forgets the hint).
+    fn clear_bytes(&mut self) {
+        self.bytes.clear();
+        if self.hint.is_some() {
+            self.hint = None;
+        }
+    }
+}
+
+/// Bodies kept per thread; more are freed when given back. Enough for a
+/// session's whole window of transactions to be replaced at once; their
+/// kept vectors are bounded below, so a thread's pool holds a few MB at
+/// most and usually a few hundred KB.
+const SPARE_BODIES_PER_THREAD: usize = 256;
+/// Rows' memory kept per body.
+const SPARE_ROWS: usize = 16;
+/// Vectors grown beyond these capacities (a huge batch) are not kept.
+const KEPT_OPERATIONS: usize = 1024;
+const KEPT_BYTES: usize = 1 << 16;
+
+thread_local! {
+    // Boxed bodies, as transactions hold them: handed over without moving
+    // the body.
+    #[allow(clippy::vec_box)]
+    static SPARE_BODIES: RefCell<Vec<Box<Body>>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Body {
+    /// A body from this thread's pool, or a new one (empty, no batch).
+    pub(crate) fn take() -> Box<Body> {
+        SPARE_BODIES
+            .try_with(|spare| spare.borrow_mut().pop())
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    }
+
+    /// Empties the body (keeping its memory, up to a limit) and gives it
+    /// to this thread's pool.
+    fn recycle(mut self: Box<Body>) {
+        let body = &mut *self;
+        body.batch = None;
+        body.commit_gci = None;
+        keep_empty(&mut body.queued, KEPT_OPERATIONS);
+        body.clear_bytes();
+        keep_empty(&mut body.bytes, KEPT_BYTES);
+        while let Some(read) = body.rows.pop() {
+            if let Some(row) = read {
+                spare_row(&mut body.spare_rows, row);
+            }
+        }
+        keep_empty(&mut body.rows, KEPT_OPERATIONS);
+        body.clear_arrived();
+        keep_empty(&mut body.arrived, KEPT_OPERATIONS);
+        if let Some(inbox) = &body.own_inbox {
+            inbox.clear();
+        }
+        body.frames.clear();
+        if body.frames.capacity() > KEPT_BYTES {
+            body.frames = FrameBuilder::default();
+        }
+        let refused = SPARE_BODIES.try_with(|spare| {
+            let mut spare = spare.borrow_mut();
+            if spare.len() < SPARE_BODIES_PER_THREAD {
+                spare.push(self);
+                None
+            } else {
+                Some(self)
+            }
+        });
+        // Freed outside the borrow of the pool.
+        drop(refused);
+    }
+
+    /// Forgets the rows of the batch in flight and their error.
+    #[inline]
+    fn clear_arrived(&mut self) {
+        // Usually there is nothing to forget: skip the drain's setup.
+        if !self.arrived.is_empty() {
+            for (_, row) in self.arrived.drain(..) {
+                spare_row(&mut self.spare_rows, row);
+            }
+        }
+        if self.row_error.is_some() {
+            self.row_error = None;
+        }
+    }
+}
+
+/// Keeps the memory of `row` for a later row, up to a limit.
+fn spare_row(spare: &mut Vec<RowStorage>, row: Row) {
+    if spare.len() < SPARE_ROWS {
+        spare.push(row.into_storage());
+    }
+}
+
+/// Empties `vector`, keeping its memory unless it grew beyond `limit` items.
+fn keep_empty<T>(vector: &mut Vec<T>, limit: usize) {
+    vector.clear();
+    if vector.capacity() > limit {
+        *vector = Vec::new();
+    }
 }
 
 /// What was sent.
@@ -209,7 +386,8 @@ pub(crate) enum Progress {
     SendDurableWait,
 }
 
-/// What has arrived for the request in flight.
+/// What has arrived for the request in flight (its rows arrive in
+/// [`Body::arrived`]).
 #[derive(Debug)]
 struct Batch {
     kind: BatchKind,
@@ -218,8 +396,6 @@ struct Batch {
     /// A TCKEYCONF said the transaction is committed, with this GCI.
     committed: bool,
     gci: Gci,
-    /// Row data of reads, by client operation number, in arrival order.
-    rows: Vec<(u32, Vec<u8>)>,
 }
 
 impl Batch {
@@ -229,17 +405,18 @@ impl Batch {
             confirmed: 0,
             committed: false,
             gci: Gci(0),
-            rows: Vec::new(),
         }
     }
 }
 
 impl<'a> Transaction<'a> {
+    /// A new transaction with `body` (empty, from [`Body::take`]).
     pub(crate) fn new(
         cluster: &'a Cluster,
         id: TransactionId,
         connection: usize,
         tc_instance: u16,
+        body: Box<Body>,
     ) -> Transaction<'a> {
         Transaction {
             cluster,
@@ -248,14 +425,8 @@ impl<'a> Transaction<'a> {
             tc_instance,
             state: TransactionState::Idle,
             next_op: 0,
-            queued: Vec::new(),
-            bytes: Vec::new(),
-            rows: Vec::new(),
-            batch: None,
-            commit_gci: None,
             registered: None,
-            own_inbox: None,
-            frames: FrameBuilder::default(),
+            body: Some(body),
         }
     }
 
@@ -265,6 +436,19 @@ impl<'a> Transaction<'a> {
 
     pub(crate) fn connection_index(&self) -> usize {
         self.connection
+    }
+}
+
+/// The body is there from `new` until `drop` takes it.
+const BODY_PRESENT: &str = "a transaction has its body until it drops";
+
+impl Transaction<'_> {
+    fn body(&self) -> &Body {
+        self.body.as_deref().expect(BODY_PRESENT)
+    }
+
+    fn body_mut(&mut self) -> &mut Body {
+        self.body.as_deref_mut().expect(BODY_PRESENT)
     }
 }
 
@@ -313,7 +497,7 @@ impl Transaction<'_> {
     /// # Ok::<(), client::ClientError>(())
     /// ```
     pub fn commit_gci(&self) -> Option<Gci> {
-        self.commit_gci
+        self.body().commit_gci
     }
 
     /// Operations queued and not yet executed.
@@ -324,7 +508,7 @@ impl Transaction<'_> {
     /// # Ok::<(), client::ClientError>(())
     /// ```
     pub fn pending_operations(&self) -> usize {
-        self.queued.len()
+        self.body().queued.len()
     }
 
     fn check_open(&self) -> Result<(), ClientError> {
@@ -352,17 +536,18 @@ impl Transaction<'_> {
         encode: impl FnOnce(&mut Vec<u8>) -> Result<(Range<usize>, Option<Range<usize>>), ClientError>,
     ) -> Result<OpId, ClientError> {
         self.check_open()?;
-        let start = self.bytes.len();
-        let (key, attr) = match encode(&mut self.bytes) {
+        let body = self.body.as_deref_mut().expect(BODY_PRESENT);
+        let start = body.bytes.len();
+        let (key, attr) = match encode(&mut body.bytes) {
             Ok(ranges) => ranges,
             Err(error) => {
-                self.bytes.truncate(start);
+                body.bytes.truncate(start);
                 return Err(error);
             }
         };
         let op = OpId(self.next_op);
         self.next_op += 1;
-        self.queued.push(QueuedOp {
+        body.queued.push(QueuedOp {
             op,
             kind,
             lock,
@@ -469,6 +654,10 @@ impl Transaction<'_> {
     /// # Ok::<(), client::ClientError>(())
     /// ```
     pub fn delete(&mut self, table: &Arc<Table>, key: &[Value]) -> Result<OpId, ClientError> {
+        if let Some(encoded) = self.body().hinted(table, key) {
+            let kind = OperationKind::Delete;
+            return self.queue(kind, LockMode::Exclusive, table, |_| Ok((encoded, None)));
+        }
         self.queue(OperationKind::Delete, LockMode::Exclusive, table, |bytes| {
             let key_start = bytes.len();
             table.encode_key(key, bytes)?;
@@ -496,6 +685,9 @@ impl Transaction<'_> {
         key: &[Value],
         lock: LockMode,
     ) -> Result<OpId, ClientError> {
+        if let Some(encoded) = self.body().hinted(table, key) {
+            return self.queue(OperationKind::Read, lock, table, |_| Ok((encoded, None)));
+        }
         self.queue(OperationKind::Read, lock, table, |bytes| {
             let key_start = bytes.len();
             table.encode_key(key, bytes)?;
@@ -512,7 +704,7 @@ impl Transaction<'_> {
     /// # Ok::<(), client::ClientError>(())
     /// ```
     pub fn get(&self, op: OpId) -> Option<&Row> {
-        self.rows.get(op.0 as usize)?.as_ref()
+        self.body().rows.get(op.0 as usize)?.as_ref()
     }
 
     /// The data node whose tc runs this transaction.
@@ -545,10 +737,10 @@ impl Transaction<'_> {
     /// ```
     pub fn execute(&mut self, commit: Commit) -> Result<Outcome, ClientError> {
         let inbox = self.own_inbox();
-        let mut frames = std::mem::take(&mut self.frames);
+        let mut frames = std::mem::take(&mut self.body_mut().frames);
         frames.clear();
         let cluster = self.cluster;
-        let sent = match self.prepare(commit, &inbox, &mut frames) {
+        let sent = match self.prepare(commit, &inbox, 0, &mut frames) {
             Err(error) => Err(error),
             Ok(Some(outcome)) => Ok(Some(outcome)),
             Ok(None) => match cluster.connection(self.connection).send(&mut frames) {
@@ -556,7 +748,7 @@ impl Transaction<'_> {
                 Ok(()) => Ok(None),
             },
         };
-        self.frames = frames;
+        self.body_mut().frames = frames;
         match sent? {
             Some(outcome) => Ok(outcome),
             None => {
@@ -588,7 +780,7 @@ impl Transaction<'_> {
     }
 
     fn own_inbox(&mut self) -> Arc<Inbox> {
-        let inbox = self.own_inbox.get_or_insert_with(Arc::default);
+        let inbox = self.body_mut().own_inbox.get_or_insert_with(Arc::default);
         // Late replies of an earlier batch must not be taken for this one's.
         inbox.clear();
         Arc::clone(inbox)
@@ -600,16 +792,20 @@ impl Transaction<'_> {
     fn wait(&mut self, inbox: &Arc<Inbox>) -> Result<Outcome, ClientError> {
         let timeout = self.cluster.options().reply_timeout;
         let mut deadline = Instant::now() + timeout;
-        let mut replies = Vec::new();
+        let mut replies = Replies::default();
         loop {
             if !inbox.take(&mut replies, Some(deadline)) {
                 return Err(self.timed_out());
             }
-            for (id, reply) in replies.drain(..) {
-                if id != self.id {
+            let Replies { list, row_bytes } = &mut replies;
+            for Posted {
+                transaction, reply, ..
+            } in list.drain(..)
+            {
+                if transaction != self.id {
                     continue;
                 }
-                match self.on_reply(reply) {
+                match self.on_reply(reply, row_bytes) {
                     Progress::Waiting => {}
                     Progress::Done(result) => return result,
                     Progress::SendDurableWait => {
@@ -618,14 +814,15 @@ impl Transaction<'_> {
                     }
                 }
             }
+            row_bytes.clear();
         }
     }
 
     /// The sync API's way to send a durable commit's GCI wait.
     fn send_durable_wait(&mut self, inbox: &Arc<Inbox>) -> Result<(), ClientError> {
-        let mut frames = std::mem::take(&mut self.frames);
+        let mut frames = std::mem::take(&mut self.body_mut().frames);
         frames.clear();
-        let connection = self.push_durable_wait(inbox, |_| &mut frames);
+        let connection = self.push_durable_wait(inbox, 0, |_| &mut frames);
         let sent = match connection {
             Ok(connection) => self
                 .cluster
@@ -634,25 +831,28 @@ impl Transaction<'_> {
                 .map_err(|error| self.send_failed(error)),
             Err(error) => Err(error),
         };
-        self.frames = frames;
+        self.body_mut().frames = frames;
         sent
     }
 
-    /// Registers the transaction's replies to go to `inbox`.
-    fn register(&mut self, inbox: &Arc<Inbox>) -> Result<(), ClientError> {
+    /// Registers the transaction's replies to go to `inbox`, posted with
+    /// `tag` (see `dispatch::Posted`).
+    fn register(&mut self, inbox: &Arc<Inbox>, tag: u32) -> Result<(), ClientError> {
         if self
             .registered
             .as_ref()
-            .is_some_and(|registered| Arc::ptr_eq(registered, inbox))
+            .is_some_and(|(registered, registered_tag)| {
+                Arc::ptr_eq(registered, inbox) && *registered_tag == tag
+            })
         {
             return Ok(());
         }
         let connection = self.cluster.connection(self.connection);
         connection
             .dispatch
-            .register_transaction(self.id, inbox)
+            .register_transaction(self.id, inbox, tag)
             .map_err(|reason| connection.lost(reason))?;
-        self.registered = Some(Arc::clone(inbox));
+        self.registered = Some((Arc::clone(inbox), tag));
         Ok(())
     }
 
@@ -667,11 +867,14 @@ impl Transaction<'_> {
 
     /// Forgets the queued operations (sent, or given up).
     fn clear_queue(&mut self) {
-        self.queued.clear();
-        self.bytes.clear();
+        let body = self.body_mut();
+        body.queued.clear();
+        body.clear_bytes();
+        body.clear_arrived();
     }
 
-    /// Readies an execute: registers the replies to go to `inbox` and
+    /// Readies an execute: registers the replies to go to `inbox` (posted
+    /// with `tag`, see `dispatch::Posted`) and
     /// appends the batch's signals to `frames` (all of them or, on an
     /// error, none). `Ok(Some(..))`: nothing needs sending, this is the
     /// outcome. The queued operations are dropped on an error.
@@ -679,17 +882,18 @@ impl Transaction<'_> {
         &mut self,
         commit: Commit,
         inbox: &Arc<Inbox>,
+        tag: u32,
         frames: &mut FrameBuilder,
     ) -> Result<Option<Outcome>, ClientError> {
         self.check_open()?;
-        if self.batch.is_some() {
+        if self.body().batch.is_some() {
             return Err(ClientError::Usage(
                 "the transaction is already executing".into(),
             ));
         }
         let committing = commit != Commit::No;
         let durable = commit == Commit::Durable;
-        if self.queued.is_empty() {
+        if self.body().queued.is_empty() {
             match (commit, self.state) {
                 (Commit::No, _) => return Ok(Some(not_committed())),
                 (_, TransactionState::Idle) => {
@@ -707,7 +911,7 @@ impl Transaction<'_> {
         }
         let checkpoint = frames.checkpoint();
         let prepared = self
-            .register(inbox)
+            .register(inbox, tag)
             .and_then(|()| self.build_batch(committing, frames));
         if let Err(error) = prepared {
             // Nothing of the batch is sent: the state is unchanged.
@@ -715,10 +919,13 @@ impl Transaction<'_> {
             self.clear_queue();
             return Err(error);
         }
-        self.batch = Some(Batch::new(BatchKind::Operations {
+        let body = self.body_mut();
+        body.clear_arrived();
+        let expected = body.queued.len() as u32;
+        self.body_mut().batch = Some(Batch::new(BatchKind::Operations {
             committing,
             durable,
-            expected: self.queued.len() as u32,
+            expected,
         }));
         Ok(None)
     }
@@ -732,9 +939,10 @@ impl Transaction<'_> {
     pub(crate) fn push_durable_wait<'f>(
         &mut self,
         inbox: &Arc<Inbox>,
+        tag: u32,
         frames_of: impl FnOnce(usize) -> &'f mut FrameBuilder,
     ) -> Result<usize, ClientError> {
-        let gci = match &self.batch {
+        let gci = match &self.body().batch {
             Some(Batch {
                 kind:
                     BatchKind::DurableWait {
@@ -753,7 +961,8 @@ impl Transaction<'_> {
             .cluster
             .durable_wait_tc((self.connection, self.tc_instance))
             .and_then(|tc| {
-                DurableWait::prepare(self.cluster, gci, tc, self.id, inbox, frames_of(tc.0))
+                let frames = frames_of(tc.0);
+                DurableWait::prepare(self.cluster, gci, tc, self.id, inbox, tag, frames)
             });
         match queued {
             Ok(queued) => {
@@ -761,14 +970,14 @@ impl Transaction<'_> {
                 if let Some(Batch {
                     kind: BatchKind::DurableWait { wait, .. },
                     ..
-                }) = &mut self.batch
+                }) = &mut self.body_mut().batch
                 {
                     *wait = Some(queued);
                 }
                 Ok(queued.connection)
             }
             Err(error) => {
-                self.batch = None;
+                self.body_mut().batch = None;
                 Err(error)
             }
         }
@@ -777,7 +986,7 @@ impl Transaction<'_> {
     /// Gives up a durable commit's GCI wait in flight, if any (its answer
     /// becomes a stray). Returns whether the request in flight was one.
     fn cancel_durable_wait(&mut self) -> bool {
-        match self.batch {
+        match self.body().batch {
             Some(Batch {
                 kind: BatchKind::DurableWait { wait, .. },
                 ..
@@ -785,7 +994,7 @@ impl Transaction<'_> {
                 if let Some(wait) = wait {
                     wait.cancel(self.cluster);
                 }
-                self.batch = None;
+                self.body_mut().batch = None;
                 true
             }
             _ => false,
@@ -797,7 +1006,7 @@ impl Transaction<'_> {
         if let Some(Batch {
             kind: BatchKind::Operations { .. },
             ..
-        }) = self.batch
+        }) = self.body().batch
         {
             self.state = TransactionState::Active;
         }
@@ -810,7 +1019,7 @@ impl Transaction<'_> {
             return error;
         }
         self.state = TransactionState::Unknown;
-        self.batch = None;
+        self.body_mut().batch = None;
         self.unregister();
         self.clear_queue();
         error
@@ -825,7 +1034,7 @@ impl Transaction<'_> {
                 waited: self.cluster.options().reply_timeout,
             };
         }
-        let what = match self.batch.take().map(|batch| batch.kind) {
+        let what = match self.body_mut().batch.take().map(|batch| batch.kind) {
             Some(BatchKind::Rollback) => "a rollback",
             _ => "a transaction batch",
         };
@@ -840,15 +1049,16 @@ impl Transaction<'_> {
 
     fn build_batch(&self, committing: bool, frames: &mut FrameBuilder) -> Result<(), ClientError> {
         let connection = self.cluster.connection(self.connection);
-        if self.queued.is_empty() {
+        let Body { queued, bytes, .. } = self.body();
+        if queued.is_empty() {
             let signal: Signal = TcCommitReq {
                 transaction_id: self.id,
             }
             .into();
             return frames.push(&connection.envelope(BlockKind::Tc, self.tc_instance, signal));
         }
-        let last = self.queued.len() - 1;
-        for (index, op) in self.queued.iter().enumerate() {
+        let last = queued.len() - 1;
+        for (index, op) in queued.iter().enumerate() {
             let mut flags = 0;
             if index == 0 && self.state == TransactionState::Idle {
                 flags |= tc_key_flags::START;
@@ -860,7 +1070,7 @@ impl Transaction<'_> {
                 }
             }
             let attr = match &op.attr {
-                Some(range) => Some(section_from(&self.bytes[range.clone()])?),
+                Some(range) => Some(section_from(&bytes[range.clone()])?),
                 None => None,
             };
             let signal: Signal = TcKeyReq {
@@ -871,7 +1081,7 @@ impl Transaction<'_> {
                 lock: op.lock,
                 table_id: op.table.def().id,
                 table_version: op.table.def().version,
-                key: section_from(&self.bytes[op.key.clone()])?,
+                key: section_from(&bytes[op.key.clone()])?,
                 attr,
             }
             .into();
@@ -882,9 +1092,11 @@ impl Transaction<'_> {
         Ok(())
     }
 
-    /// Applies one reply to the request in flight.
-    pub(crate) fn on_reply(&mut self, reply: Reply) -> Progress {
-        let Some(batch) = self.batch.as_mut() else {
+    /// Applies one reply to the request in flight; `row_bytes` holds the
+    /// data of a `Reply::Row` (the [`Replies`] it was taken with).
+    pub(crate) fn on_reply(&mut self, reply: Reply, row_bytes: &[u8]) -> Progress {
+        let cluster = self.cluster;
+        let Some(batch) = self.body_mut().batch.as_mut() else {
             return Progress::Waiting;
         };
         if let BatchKind::DurableWait { outcome, wait } = batch.kind {
@@ -893,7 +1105,11 @@ impl Transaction<'_> {
         let rollback = batch.kind == BatchKind::Rollback;
         match reply {
             Reply::Row { client_op, data } => {
-                batch.rows.push((client_op, data));
+                // Only an operations batch stores rows (when it is
+                // confirmed); a rollback has none to read.
+                if !rollback {
+                    self.row_arrived(client_op, &row_bytes[data]);
+                }
                 Progress::Waiting
             }
             Reply::Conf {
@@ -902,7 +1118,7 @@ impl Transaction<'_> {
                 gci,
                 map_version,
             } => {
-                self.cluster.observe_map_version(map_version);
+                cluster.observe_map_version(map_version);
                 batch.confirmed = batch.confirmed.saturating_add(operations);
                 if committed {
                     batch.committed = true;
@@ -933,7 +1149,7 @@ impl Transaction<'_> {
             // dropped the registration.
             Reply::Refused { client_op, error } => {
                 self.registered = None;
-                self.batch = None;
+                self.body_mut().batch = None;
                 self.state = TransactionState::Aborted;
                 let result = if rollback {
                     // The tc holds nothing of the transaction (it already
@@ -947,7 +1163,7 @@ impl Transaction<'_> {
             }
             Reply::RolledBack => {
                 self.registered = None;
-                self.batch = None;
+                self.body_mut().batch = None;
                 self.state = TransactionState::Aborted;
                 self.clear_queue();
                 Progress::Done(if rollback {
@@ -961,7 +1177,7 @@ impl Transaction<'_> {
             }
             Reply::Lost(reason) => {
                 self.registered = None;
-                self.batch = None;
+                self.body_mut().batch = None;
                 // A data node aborts the transactions of an API node whose
                 // connection ended: a rollback's outcome is known.
                 self.state = if rollback {
@@ -984,7 +1200,7 @@ impl Transaction<'_> {
                 ..outcome
             }));
         }
-        self.batch = Some(Batch::new(BatchKind::DurableWait {
+        self.body_mut().batch = Some(Batch::new(BatchKind::DurableWait {
             outcome,
             wait: None,
         }));
@@ -1004,19 +1220,19 @@ impl Transaction<'_> {
         };
         match wait.answer(reply) {
             WaitAnswer::Durable(_) => {
-                self.batch = None;
+                self.body_mut().batch = None;
                 Progress::Done(Ok(Outcome {
                     durable: true,
                     ..outcome
                 }))
             }
             WaitAnswer::Failed(error) => {
-                self.batch = None;
+                self.body_mut().batch = None;
                 Progress::Done(Err(error))
             }
             WaitAnswer::Lost => {
                 // Any tc can answer: ask again where a connection is up.
-                self.batch = Some(Batch::new(BatchKind::DurableWait {
+                self.body_mut().batch = Some(Batch::new(BatchKind::DurableWait {
                     outcome,
                     wait: None,
                 }));
@@ -1028,12 +1244,12 @@ impl Transaction<'_> {
 
     /// The batch is confirmed (and committed, if so).
     fn finish(&mut self) -> Result<Outcome, ClientError> {
-        let Some(batch) = self.batch.take() else {
+        let Some(batch) = self.body_mut().batch.take() else {
             return Err(ClientError::Usage("no batch in flight".into()));
         };
         let committed = batch.committed;
         if committed && batch.gci.0 != 0 {
-            self.commit_gci = Some(batch.gci);
+            self.body_mut().commit_gci = Some(batch.gci);
         }
         self.state = if committed {
             // A committing TCKEYCONF ends the registration in the dispatch.
@@ -1042,7 +1258,7 @@ impl Transaction<'_> {
         } else {
             TransactionState::Active
         };
-        let decoded = self.store_rows(batch.rows);
+        let decoded = self.store_rows();
         if decoded.is_err() && !committed {
             self.state = TransactionState::Unknown;
         }
@@ -1055,32 +1271,56 @@ impl Transaction<'_> {
         })
     }
 
-    /// Decodes the batch's row data into `rows` by operation number.
-    fn store_rows(&mut self, rows: Vec<(u32, Vec<u8>)>) -> Result<(), ClientError> {
-        let first = self.queued.first().map_or(u32::MAX, |op| op.op.0);
-        for (client_op, data) in rows {
-            let op = client_op
-                .checked_sub(first)
-                .and_then(|index| self.queued.get(index as usize))
-                .filter(|op| op.kind == OperationKind::Read)
-                .ok_or_else(|| {
-                    ClientError::Protocol(format!(
-                        "row data for operation {client_op}, which is not a read of this batch"
-                    ))
-                })?;
-            let row = Table::decode_row(&op.table, &data)?;
-            let index = client_op as usize;
-            if self.rows.len() <= index {
-                self.rows.resize(index + 1, None);
-            }
-            self.rows[index] = Some(row);
+    /// Decodes the row data of a read of the batch in flight into
+    /// [`Body::arrived`]; after an error, later rows are ignored (the
+    /// batch fails with that error when it is confirmed).
+    fn row_arrived(&mut self, client_op: u32, data: &[u8]) {
+        let body = self.body_mut();
+        if body.row_error.is_some() {
+            return;
         }
-        Ok(())
+        let first = body.queued.first().map_or(u32::MAX, |op| op.op.0);
+        let read = client_op
+            .checked_sub(first)
+            .and_then(|index| body.queued.get(index as usize))
+            .filter(|op| op.kind == OperationKind::Read);
+        let Some(read) = read else {
+            body.row_error = Some(ClientError::Protocol(format!(
+                "row data for operation {client_op}, which is not a read of this batch"
+            )));
+            return;
+        };
+        let storage = body.spare_rows.pop().unwrap_or_default();
+        match Table::decode_row_into(&read.table, data, storage) {
+            Ok(row) => body.arrived.push((client_op, row)),
+            Err(error) => body.row_error = Some(error),
+        }
+    }
+
+    /// Stores the batch's rows by operation number (those that arrived
+    /// before an error, if one did: the error is the result).
+    fn store_rows(&mut self) -> Result<(), ClientError> {
+        let body = self.body_mut();
+        for (client_op, row) in body.arrived.drain(..) {
+            let index = client_op as usize;
+            // Operations are numbered from 0 in order: usually the next one.
+            if index >= body.rows.len() {
+                body.rows.resize_with(index, || None);
+                body.rows.push(Some(row));
+            } else if let Some(replaced) = body.rows[index].replace(row) {
+                spare_row(&mut body.spare_rows, replaced);
+            }
+        }
+        match body.row_error.take() {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
     }
 
     /// The error for a TCKEYREF; drops cached definitions it proves stale.
     fn refusal(&self, client_op: u32, error: ErrorCode) -> ClientError {
-        let failed = self.queued.iter().find(|op| op.op.0 == client_op);
+        let queued = &self.body().queued;
+        let failed = queued.iter().find(|op| op.op.0 == client_op);
         if matches!(
             error,
             ErrorCode::SchemaVersionMismatch | ErrorCode::UnknownTable
@@ -1088,7 +1328,7 @@ impl Transaction<'_> {
             match failed {
                 Some(op) => self.cluster.invalidate_stale_table(&op.table),
                 None => {
-                    for op in &self.queued {
+                    for op in queued {
                         self.cluster.invalidate_stale_table(&op.table);
                     }
                 }
@@ -1136,24 +1376,24 @@ impl Transaction<'_> {
             }
             TransactionState::Active | TransactionState::Unknown => {}
         }
-        if self.batch.is_some() {
+        if self.body().batch.is_some() {
             return Err(ClientError::Usage(
                 "the transaction is executing in a session; wait for its completion".into(),
             ));
         }
         let inbox = self.own_inbox();
-        self.register(&inbox)?;
-        let mut frames = std::mem::take(&mut self.frames);
+        self.register(&inbox, 0)?;
+        let mut frames = std::mem::take(&mut self.body_mut().frames);
         frames.clear();
         let envelope = self.rollback_envelope();
         let result = frames
             .push(&envelope)
             .and_then(|()| self.cluster.connection(self.connection).send(&mut frames));
-        self.frames = frames;
+        self.body_mut().frames = frames;
         if let Err(error) = result {
             return Err(self.send_failed(error));
         }
-        self.batch = Some(Batch::new(BatchKind::Rollback));
+        self.body_mut().batch = Some(Batch::new(BatchKind::Rollback));
         self.wait(&inbox).map(|_| ())
     }
 }
@@ -1170,19 +1410,21 @@ impl Drop for Transaction<'_> {
     fn drop(&mut self) {
         self.cancel_durable_wait();
         self.unregister();
+        let Some(mut body) = self.body.take() else {
+            return;
+        };
         if matches!(
             self.state,
             TransactionState::Active | TransactionState::Unknown
         ) {
             // Best effort, no wait: the answer arrives as a stray reply.
-            self.frames.clear();
+            let frames = &mut body.frames;
+            frames.clear();
             let envelope = self.rollback_envelope();
-            if self.frames.push(&envelope).is_ok() {
-                let _ = self
-                    .cluster
-                    .connection(self.connection)
-                    .send(&mut self.frames);
+            if frames.push(&envelope).is_ok() {
+                let _ = self.cluster.connection(self.connection).send(frames);
             }
         }
+        body.recycle();
     }
 }

@@ -661,3 +661,117 @@ fn garbage_from_the_peer_ends_the_connection() {
     let requests = peer.join().expect("peer");
     assert_eq!(requests, 2, "the registration and the one request");
 }
+
+/// A table of fixed-width columns (whole rows take the client's template
+/// comparison rather than the entry walk).
+fn counters() -> TableDef {
+    let column = |name: &str, column_type| ColumnDef {
+        name: name.into(),
+        column_type,
+        nullable: false,
+    };
+    TableDef {
+        id: 0,
+        version: 0,
+        name: "counters".into(),
+        partitions: 0,
+        primary_key: vec![0],
+        columns: vec![
+            column("id", ColumnType::Int { unsigned: true }),
+            column("total", ColumnType::BigInt { unsigned: false }),
+            column("count", ColumnType::Int { unsigned: true }),
+        ],
+    }
+}
+
+#[test]
+fn transactions_of_one_thread_reuse_memory_and_never_see_each_others_rows() {
+    let (_node, cluster) = start(Default::default());
+    cluster.create_table(&counters()).expect("create table");
+    let table = cluster.table("counters").expect("table");
+    let mut transaction = cluster.transaction();
+    for id in 0..20u32 {
+        let row = [
+            ("id", Value::from(id)),
+            ("total", Value::from(-(id as i64) * 1000)),
+            ("count", Value::from(id * 3)),
+        ];
+        transaction.insert(&table, &row).expect("row");
+    }
+    transaction.execute(Commit::Yes).expect("insert");
+    let check = |row: Option<&client::Row>, id: u32| {
+        let row = row.expect("row read");
+        assert_eq!(row.get_u64("id"), Some(id as u64));
+        assert_eq!(row.get("total"), Some(&Value::Int(-(id as i64) * 1000)));
+        assert_eq!(row.get_u64("total"), (id == 0).then_some(0), "negative");
+        assert_eq!(row.get_u64(2u16), Some(id as u64 * 3));
+    };
+    for round in 0..200u32 {
+        let (hinted, other) = (round % 20, (round + 7) % 20);
+        let mut transaction = cluster
+            .transaction_with_hint(&table, &[Value::from(hinted)])
+            .expect("hint");
+        if round % 5 == 4 {
+            // Dropped unused: its memory goes back for the next one.
+            continue;
+        }
+        let first = transaction
+            .read(&table, &[Value::from(hinted)], LockMode::CommittedRead)
+            .expect("the hint's key");
+        let second = transaction
+            .read(&table, &[Value::from(other)], LockMode::CommittedRead)
+            .expect("another key");
+        if round % 2 == 0 {
+            transaction.execute(Commit::No).expect("first batch");
+            let third = transaction
+                .read(&table, &[Value::from(hinted)], LockMode::CommittedRead)
+                .expect("the hint's key again");
+            transaction.execute(Commit::Yes).expect("second batch");
+            check(transaction.get(third), hinted);
+        } else {
+            transaction.execute(Commit::Yes).expect("one batch");
+        }
+        check(transaction.get(first), hinted);
+        check(transaction.get(second), other);
+        // A refused read: no row of this thread's earlier transactions shows.
+        let mut missing = cluster
+            .transaction_with_hint(&table, &[Value::from(hinted)])
+            .expect("hint");
+        let op = missing
+            .read(
+                &table,
+                &[Value::from(1000 + round)],
+                LockMode::CommittedRead,
+            )
+            .expect("key");
+        let error = missing.execute(Commit::Yes).unwrap_err();
+        assert_eq!(error.code(), Some(ErrorCode::NoSuchRow));
+        assert!(missing.get(op).is_none());
+        assert!(missing.get(client::OpId::new(0)).is_none());
+    }
+    // The async API, hints of other keys than the reads'.
+    let mut session = cluster.session::<u32>();
+    let mut done = Vec::new();
+    for round in 0..3 {
+        for id in 0..20u32 {
+            let mut transaction = cluster
+                .transaction_with_hint(&table, &[Value::from((id + round) % 20)])
+                .expect("hint");
+            transaction
+                .read(&table, &[Value::from(id)], LockMode::CommittedRead)
+                .expect("key");
+            session.execute(transaction, Commit::Yes, id);
+        }
+        while session.in_flight() > 0 {
+            session.poll(Duration::from_secs(5), &mut done);
+        }
+        assert_eq!(done.len(), 20);
+        for completion in done.drain(..) {
+            completion.result.expect("read");
+            check(
+                completion.transaction.get(client::OpId::new(0)),
+                completion.user,
+            );
+        }
+    }
+}
