@@ -172,6 +172,25 @@ fn dispatch(
     }
 }
 
+/// How many queued local signals ahead [`Block::prefetch`] looks: one per
+/// stage of a key lookup's chain of misses (bucket, element, row).
+const PREFETCH_DISTANCE: usize = 3;
+
+fn prefetch(
+    blocks: &[Box<dyn Block>],
+    addresses: &[BlockRef],
+    envelope: &Envelope,
+    distance: usize,
+) {
+    let target = envelope.to;
+    if let Some(index) = addresses
+        .iter()
+        .position(|&address| address.kind == target.kind && address.instance == target.instance)
+    {
+        blocks[index].prefetch(envelope, distance);
+    }
+}
+
 /// Runs blocks until `shutdown` is set. Call on the thread itself.
 pub fn run(setup: BlockThreadSetup, mut blocks: Vec<Box<dyn Block>>) {
     let BlockThreadSetup {
@@ -216,6 +235,14 @@ pub fn run(setup: BlockThreadSetup, mut blocks: Vec<Box<dyn Block>>) {
             dispatch(&mut blocks, &addresses, envelope, &mut ctx);
         }) as u64;
         while let Some(envelope) = ctx.local.pop_front() {
+            // Signals between blocks of this thread (a tc's LQHKEYREQs to
+            // the ldm beside it) queue here in batches: hint the ones
+            // coming up, the furthest first.
+            for distance in (1..=PREFETCH_DISTANCE).rev() {
+                if let Some(next) = ctx.local.get(distance - 1) {
+                    prefetch(&blocks, &addresses, next, distance);
+                }
+            }
             dispatch(&mut blocks, &addresses, envelope, &mut ctx);
             executed += 1;
         }

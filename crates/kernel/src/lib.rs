@@ -31,6 +31,14 @@ pub trait Block: Send {
     /// Handles one signal to completion: no blocking, no waiting, and no
     /// heap allocation on hot paths once started.
     fn handle(&mut self, envelope: Envelope, ctx: &mut dyn Context);
+
+    /// A hint that `envelope` will be handled after `distance` others
+    /// (1: next): a block may start loading what it will touch for it
+    /// (`stdx::prefetch`), further stages of a dependent chain as the
+    /// distance shrinks, so that the cache misses of queued signals
+    /// overlap the work on the current one. Must not change any state or
+    /// result; the simulator never calls it. Default: nothing.
+    fn prefetch(&self, _envelope: &Envelope, _distance: usize) {}
 }
 
 /// What the node reports to the outside (mgmd status, reports, tests).

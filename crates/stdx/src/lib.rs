@@ -1,7 +1,7 @@
 //! stdx: small helpers every Tessera crate may use and that know nothing of
 //! databases: a counting allocator (to prove hot paths never allocate), a
 //! fixed-capacity hash map for pools sized at start, integer mixing, and
-//! CRC-32C for short inputs.
+//! CRC-32C for short inputs, and a cache prefetch hint.
 //!
 //! Architecture invariant: `stdx` depends on no other Tessera crate.
 
@@ -9,5 +9,6 @@ pub mod alloc_counter;
 pub mod crc;
 pub mod fixed_map;
 pub mod mix;
+pub mod prefetch;
 
 pub use fixed_map::FixedMap;

@@ -149,6 +149,45 @@ impl HashIndex {
         None
     }
 
+    /// Starts loading what a lookup of `hash` will read, one stage per
+    /// call as the lookup draws near (see `Block::prefetch`): 3 and more,
+    /// the bucket's head; 2, the first element (reading the head, loaded
+    /// by then); 1, the first element's row if its hash matches (returned
+    /// for the caller to prefetch), else the second element. Never changes
+    /// anything, and any hash is fine.
+    #[inline]
+    pub fn prefetch(&self, memory: &PageMemory, hash: u32, distance: usize) -> Option<u32> {
+        if self.entries == 0 || memory.page_count() != self.memory_pages {
+            return None;
+        }
+        let bucket = self.bucket_of(hash);
+        let page = *self.dir_pages.get((bucket >> DIR_SHIFT) as usize)?;
+        let words = memory.words(page);
+        let head = &words[(bucket & DIR_MASK) as usize];
+        if distance >= 3 {
+            stdx::prefetch::prefetch_read(head);
+            return None;
+        }
+        if *head == NIL {
+            return None;
+        }
+        let (page, at) = self.elem_at(*head);
+        let element = &memory.words(page)[at..at + ELEM_WORDS];
+        if distance == 2 {
+            stdx::prefetch::prefetch_read(element);
+            return None;
+        }
+        if element[0] == hash {
+            return Some(element[1]);
+        }
+        // Not the chain's head: start loading the next element instead.
+        if element[2] != NIL {
+            let (page, at) = self.elem_at(element[2]);
+            stdx::prefetch::prefetch_read(&memory.words(page)[at]);
+        }
+        None
+    }
+
     /// Adds (hash, row). The caller guarantees no entry for the same key
     /// exists. On `Err` the index and the pool are as before the call.
     pub fn insert(
@@ -522,6 +561,45 @@ mod tests {
 
     /// Random inserts, removes and lookups against a std HashMap, with hashes
     /// drawn from a small set so that many keys collide.
+    /// The prefetch stages read the index without changing it: the last
+    /// stage names the row of a key that heads its bucket's chain, and
+    /// nothing is named for an empty index or an absent hash.
+    #[test]
+    fn prefetch_names_the_first_row_and_changes_nothing() {
+        let mut memory = memory(64);
+        let mut index = HashIndex::new(&memory);
+        assert_eq!(index.prefetch(&memory, 5, 1), None, "empty index");
+        let mut rng = XorShift::new(9);
+        let hashes: Vec<u32> = (0..5_000).map(|_| rng.next_u64() as u32).collect();
+        for (row, &hash) in hashes.iter().enumerate() {
+            index.insert(&mut memory, hash, row as u32).expect("room");
+        }
+        let mut named = 0;
+        for (row, &hash) in hashes.iter().enumerate() {
+            assert_eq!(index.prefetch(&memory, hash, 3), None);
+            assert_eq!(index.prefetch(&memory, hash, 2), None);
+            if let Some(first) = index.prefetch(&memory, hash, 1) {
+                assert_eq!(hashes[first as usize], hash, "a row of that hash");
+                named += usize::from(first == row as u32);
+            }
+            assert_eq!(
+                index.lookup(&memory, hash, |r| r == row as u32),
+                Some(row as u32)
+            );
+        }
+        // New entries go to the head of their chain: at the index's load
+        // the row stage reaches about two in five keys (the rest wait for
+        // containers holding a bucket's chain in one cache line).
+        assert!(
+            named > hashes.len() / 4,
+            "keys heading their chain: {named}"
+        );
+        let absent = (0..u32::MAX)
+            .find(|h| !hashes.contains(h))
+            .expect("a free hash");
+        assert_eq!(index.prefetch(&memory, absent, 1), None);
+    }
+
     #[test]
     fn model_with_collisions() {
         let mut mem = memory(64);

@@ -378,6 +378,24 @@ impl Block for Ldm {
         self.address
     }
 
+    /// A queued LQHKEYREQ's lookup, one stage per distance: the hash
+    /// bucket, then its first element, then the row it names.
+    fn prefetch(&self, envelope: &Envelope, distance: usize) {
+        let Signal::LqhKeyReq(request) = &envelope.signal else {
+            return;
+        };
+        let Some(Some(table)) = self.tables.get(request.table_id as usize) else {
+            return;
+        };
+        let Some(Some(partition)) = table.partitions.get(request.partition as usize) else {
+            return;
+        };
+        let hash = request.hash.index_hash();
+        if let Some(row) = partition.index.prefetch(&self.memory, hash, distance) {
+            partition.fixed.prefetch(&self.memory, row);
+        }
+    }
+
     fn handle(&mut self, envelope: Envelope, ctx: &mut dyn Context) {
         let from = envelope.from;
         match envelope.signal {

@@ -119,6 +119,22 @@ impl SlotPages {
         self.entries.len() as u32
     }
 
+    /// Starts loading slot `reference` (a lookup's row, see
+    /// `HashIndex::prefetch`); nothing for a reference that names no slot.
+    #[inline]
+    pub fn prefetch(&self, memory: &PageMemory, reference: u32) {
+        let Some(entry) = self.entries.get((reference >> SLOT_BITS) as usize) else {
+            return;
+        };
+        let Some(page) = entry.page else {
+            return;
+        };
+        let offset = (reference & SLOT_MASK) as usize * self.slot_bytes;
+        if let Some(slot) = memory.bytes(page).get(offset..offset + self.slot_bytes) {
+            stdx::prefetch::prefetch_read(slot);
+        }
+    }
+
     #[inline]
     fn locate(&self, reference: u32) -> (PageId, usize) {
         let entry = &self.entries[(reference >> SLOT_BITS) as usize];
