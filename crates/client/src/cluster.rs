@@ -402,7 +402,10 @@ impl Cluster {
     /// replica of `key` in `table` (the first connected replica if the
     /// primary's connection is lost; round robin without a map). Every
     /// operation of the transaction goes to that tc, whatever its key:
-    /// the tc routes each to its replicas.
+    /// the tc routes each to its replicas. Of the node's tc instances it
+    /// picks the one numbered like the ldm instance that holds the
+    /// partition: with `tc_on_ldm` that tc runs on the very thread of the
+    /// key's ldm, so the lookup never crosses threads in the data node.
     ///
     /// ```no_run
     /// use client::Value;
@@ -424,16 +427,18 @@ impl Cluster {
         let placement = self.placement_of_key_section(table, encoded)?;
         let (id, counter) = self.next_transaction();
         let connection = placement.and_then(|(map, partition)| {
-            map.partitions[partition as usize]
+            let placement = &map.partitions[partition as usize];
+            placement
                 .replicas
                 .iter()
                 .filter_map(|&node| self.connection_index(node))
                 .find(|&index| self.connections[index].is_connected())
+                .map(|index| (index, placement.ldm_instance))
         });
         let (connection, tc_instance) = match connection {
-            Some(index) => {
-                let instances = u64::from(self.connections[index].tc_instances.max(1));
-                (index, (counter % instances) as u16)
+            Some((index, ldm_instance)) => {
+                let instances = self.connections[index].tc_instances.max(1);
+                (index, ldm_instance % instances)
             }
             None => self.round_robin(counter),
         };

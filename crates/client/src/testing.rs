@@ -851,7 +851,9 @@ fn entries_from_image(table: &TableDef, image: &RowImage) -> Vec<u8> {
 
 impl FakeState {
     /// The table's distribution: partition p's replicas are every node
-    /// (at most 4), starting at node (p + rotation) mod nodes.
+    /// (at most 4), starting at node (p + rotation) mod nodes, on ldm
+    /// instance (p / nodes) mod 2 (as on nodes of two ldm threads, each
+    /// node's primaries spread over both).
     fn map_of(&self, table: &TableDef) -> signal::signals::PartitionMap {
         let partitions = table.partitions.max(1);
         let nodes = self.nodes.len() as u32;
@@ -864,7 +866,7 @@ impl FakeState {
                         NodeId(self.nodes[index as usize])
                     })
                     .collect(),
-                ldm_instance: 0,
+                ldm_instance: ((partition / nodes) % 2) as u16,
                 redo_part: partition,
             })
             .collect();

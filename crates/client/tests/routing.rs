@@ -157,7 +157,9 @@ fn the_client_connects_to_every_node_and_hints_route_to_the_primary() {
         2,
         "both nodes hold primaries: {primaries:?}"
     );
-    // Every tc instance of both nodes got work.
+    // Every tc instance of both nodes got work: the hint picks the tc
+    // numbered like the ldm instance of the key's partition, and each
+    // node's primaries are on both of its ldm instances.
     let mut tcs: Vec<(u16, u16)> = setup
         .received("TcKeyReq")
         .into_iter()
