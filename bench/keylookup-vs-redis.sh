@@ -15,7 +15,9 @@
 #
 # usage: bench/keylookup-vs-redis.sh [RECORDS] [SECONDS]
 # env:   TESSERA (binary; default target/release/tessera), WORK (scratch
-#        dir), PORT (first port), OUT (also write the table there)
+#        dir), PORT (first port), OUT (also write the table there), CHART
+#        (with OUT: draw the table as a PNG there, bench/chart-vs-redis.py,
+#        needs matplotlib), THREADS_ONE / THREADS_TWO ([threads] lines)
 set -euo pipefail
 records=${1:-1000000}
 seconds=${2:-10}
@@ -68,13 +70,24 @@ redis_bench set-aof-p64 set 64 50 "$ops_pipelined"
 redis_down
 
 # --- Tessera ---------------------------------------------------------------
-cluster_up() { # NAME DATA_NODES REPLICAS
-  local dir=$work/$1 nodes=$2 replicas=$3
+# Threads for this 2-core machine shared with the load generator (issue 6,
+# docs/benchmarks.md): one data node runs one ldm thread with its tc on it
+# (receive, block and send threads: the fewest hand-offs); two data nodes
+# run two each, so that both nodes hold primaries (a table has ldm x node
+# groups partitions), with the client's tc hint keeping each lookup on its
+# ldm's thread. Override with THREADS_ONE / THREADS_TWO ("ldm = 2\ntc = 1").
+threads_one=${THREADS_ONE:-'ldm = 1\ntc = 1\ntc_on_ldm = true'}
+threads_two=${THREADS_TWO:-'ldm = 2\ntc = 2\ntc_on_ldm = true'}
+cluster_up() { # NAME DATA_NODES REPLICAS THREADS
+  local dir=$work/$1 nodes=$2 replicas=$3 threads=$4
   mkdir -p "$dir"
   {
     printf '[mgmd]\nnode_id = 1\nhost = "127.0.0.1"\nport = %d\n\n' "$port"
-    printf '[cluster]\nreplicas = %d\ndata_memory = "2G"\n\n' "$replicas"
-    printf '[threads]\nldm = 2\ntc = 1\n'
+    # 1 GiB of redo per part: a table with one partition per ldm thread
+    # writes one part, and the default 256 MiB fills in ~10 s of updates
+    # at full speed before local checkpoints free it (error 410).
+    printf '[cluster]\nreplicas = %d\ndata_memory = "2G"\nredo_log_file_size = "64M"\n\n' "$replicas"
+    printf '[threads]\n%b\n' "$threads"
     for id in $(seq 2 $((nodes + 1))); do
       printf '\n[[data_node]]\nid = %d\nhost = "127.0.0.1"\nport = %d\ndata_dir = "node%d"\n' \
         "$id" $((port + id)) "$id"
@@ -114,7 +127,8 @@ batched=(--threads 4 --inflight "${INFLIGHT:-64}" --ops-per-txn 1 --duration "$s
 single=(--threads 1 --inflight 1 --ops-per-txn 1 --duration "$seconds")
 for shape in "one 1 1" "two 2 2"; do
   read -r name nodes replicas <<< "$shape"
-  cluster_up "$name" "$nodes" "$replicas"
+  if [ "$name" = one ]; then threads=$threads_one; else threads=$threads_two; fi
+  cluster_up "$name" "$nodes" "$replicas" "$threads"
   "$tessera" bench keylookup --mgmd 127.0.0.1:$port --records "$records" --phases insert \
     --threads 4 --inflight 32 > "$work/$name/insert.log"
   tessera_bench "$name" read-batched read "${batched[@]}"
@@ -147,3 +161,6 @@ for label, ours, theirs, redis_label, target in rows:
 print(f"| (Redis SET -P 64, no persistence) | | | SET -P 64 | {pair('redis-set-p64')[0]:,.0f} | {pair('redis-set-p64')[1]:,.0f} | | | |")
 print(f"| (Redis SET -P 1, 1 client) | | | SET -P 1 | {pair('redis-set-p1')[0]:,.0f} | {pair('redis-set-p1')[1]:,.0f} | | | |")
 EOP
+if [ -n "${CHART:-}" ] && [ -n "${OUT:-}" ]; then
+  python3 "$here/bench/chart-vs-redis.py" "$OUT" "$CHART"
+fi
