@@ -50,26 +50,7 @@ fn bench_keylookup_and_mgm_json() {
     );
     assert!(finished.status.success(), "bench failed: {finished:?}");
     let report = parse_json(&finished.stdout, "bench --json");
-    let phases = report["phases"]
-        .as_object()
-        .unwrap_or_else(|| panic!("no phases: {report}"));
-    let names: Vec<&str> = phases.keys().map(String::as_str).collect();
-    let mut expected_names = vec!["insert", "read", "update", "read#2", "delete"];
-    let mut sorted_names = names.clone();
-    sorted_names.sort_unstable();
-    expected_names.sort_unstable();
-    assert_eq!(sorted_names, expected_names, "{report}");
-    for (name, phase) in phases {
-        assert_eq!(phase["errors"], 0, "{name}: {phase}");
-        assert_eq!(phase["mismatches"], 0, "{name}: {phase}");
-        assert_eq!(phase["operations"], RECORDS, "{name}: {phase}");
-        if phase["kind"] == "read" {
-            assert_eq!(
-                phase["verified"], RECORDS,
-                "{name}: every read verified: {phase}"
-            );
-        }
-    }
+    assert_every_phase_clean(&report, RECORDS);
 
     // `mgm -e show --json`: the documented shape, the real pid.
     let finished = run_tessera(
@@ -253,16 +234,7 @@ fn tc_on_ldm_threads_serve_transactions() {
     );
     assert!(finished.status.success(), "bench failed: {finished:?}");
     let report = parse_json(&finished.stdout, "bench --json");
-    let phases = report["phases"].as_object().expect("phases");
-    assert_eq!(phases.len(), 5, "{report}");
-    for (name, phase) in phases {
-        assert_eq!(phase["errors"], 0, "{name}: {phase}");
-        assert_eq!(phase["mismatches"], 0, "{name}: {phase}");
-        assert_eq!(phase["operations"], records, "{name}: {phase}");
-        if phase["kind"] == "read" {
-            assert_eq!(phase["verified"], records, "{name}: {phase}");
-        }
-    }
+    assert_every_phase_clean(&report, records);
     let finished = run_tessera(
         &["mgm", "--mgmd", &mgmd, "-e", "all report threads", "--json"],
         COMMAND_TIMEOUT,
@@ -290,6 +262,33 @@ fn tc_on_ldm_threads_serve_transactions() {
             shared["signals"].as_u64().expect("signals") > 4 * records,
             "the shared thread ran the tc's and its ldm's signals: {shared}"
         );
+    }
+}
+
+/// The phases of `bench keylookup --phases insert,read,update,read,delete
+/// --json` over `records` rows: all there, each over every row without an
+/// error or mismatch, every read verified.
+fn assert_every_phase_clean(report: &Value, records: u64) {
+    let phases = report["phases"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no phases: {report}"));
+    let mut names: Vec<&str> = phases.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["delete", "insert", "read", "read#2", "update"],
+        "{report}"
+    );
+    for (name, phase) in phases {
+        assert_eq!(phase["errors"], 0, "{name}: {phase}");
+        assert_eq!(phase["mismatches"], 0, "{name}: {phase}");
+        assert_eq!(phase["operations"], records, "{name}: {phase}");
+        if phase["kind"] == "read" {
+            assert_eq!(
+                phase["verified"], records,
+                "{name}: every read verified: {phase}"
+            );
+        }
     }
 }
 

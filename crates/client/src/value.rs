@@ -301,30 +301,11 @@ pub fn decode_value(column_type: ColumnType, bytes: Option<&[u8]>) -> Result<Val
     let Some(bytes) = bytes else {
         return Ok(Value::Null);
     };
-    check_wire(column_type, bytes)?;
+    signal::attr::check_value(column_type, bytes)?;
     Ok(checked_value(column_type, bytes))
 }
 
-/// Whether `bytes` are a value of `column_type` as [`decode_value`] takes
-/// them (the rule of `signal::attr::check_value`, here so that it inlines
-/// into the per-column loops of row decoding).
-#[inline]
-pub(crate) fn check_wire(column_type: ColumnType, bytes: &[u8]) -> Result<(), ErrorCode> {
-    match column_type {
-        ColumnType::Int { .. } if bytes.len() != 4 => Err(ErrorCode::BadValue),
-        ColumnType::BigInt { .. } | ColumnType::Double if bytes.len() != 8 => {
-            Err(ErrorCode::BadValue)
-        }
-        ColumnType::Char(limit) | ColumnType::VarChar(limit) | ColumnType::VarBinary(limit)
-            if bytes.len() > limit as usize =>
-        {
-            Err(ErrorCode::ValueTooLong)
-        }
-        _ => Ok(()),
-    }
-}
-
-/// The value of `bytes` that passed [`check_wire`] for `column_type`.
+/// The value of `bytes` that passed [`signal::attr::check_value`] for `column_type`.
 #[inline]
 pub(crate) fn checked_value(column_type: ColumnType, bytes: &[u8]) -> Value {
     match column_type {
@@ -380,7 +361,7 @@ impl WireRule {
         }
     }
 
-    /// [`check_wire`] for a value of `length` bytes.
+    /// [`signal::attr::check_value`] for a value of `length` bytes.
     #[inline]
     pub(crate) fn check(self, length: usize) -> Result<(), ErrorCode> {
         if self.fixed {
@@ -413,7 +394,7 @@ impl Number {
 }
 
 /// The `N` bytes of a checked fixed-width value (zeros if `bytes` is not
-/// `N` long, which [`check_wire`] rules out).
+/// `N` long, which [`signal::attr::check_value`] rules out).
 #[inline]
 fn le<const N: usize>(bytes: &[u8]) -> [u8; N] {
     bytes.try_into().unwrap_or([0; N])

@@ -139,7 +139,9 @@ pub const fn entry_bytes(value_length: usize) -> usize {
     4 + value_length
 }
 
-/// Checks that `value` fits `column_type`.
+/// Checks that `value` fits `column_type` (inlined: the client runs it in
+/// its per-column row decoding loops).
+#[inline]
 pub fn check_value(column_type: ColumnType, value: &[u8]) -> Result<(), ErrorCode> {
     match column_type {
         ColumnType::Int { .. } if value.len() != 4 => Err(ErrorCode::BadValue),
