@@ -33,24 +33,7 @@ fn bench_keylookup_and_mgm_json() {
         ..Default::default()
     });
     let mgmd = processes.mgmd_addr();
-    let records = RECORDS.to_string();
-    let finished = run_tessera(
-        &[
-            "bench",
-            "keylookup",
-            "--mgmd",
-            &mgmd,
-            "--records",
-            &records,
-            "--phases",
-            "insert,read,update,read,delete",
-            "--json",
-        ],
-        COMMAND_TIMEOUT,
-    );
-    assert!(finished.status.success(), "bench failed: {finished:?}");
-    let report = parse_json(&finished.stdout, "bench --json");
-    assert_every_phase_clean(&report, RECORDS);
+    bench_every_phase(&mgmd, RECORDS, &[]);
 
     // `mgm -e show --json`: the documented shape, the real pid.
     let finished = run_tessera(
@@ -216,25 +199,7 @@ fn tc_on_ldm_threads_serve_transactions() {
     });
     let mgmd = processes.mgmd_addr();
     let records = 5_000u64;
-    let finished = run_tessera(
-        &[
-            "bench",
-            "keylookup",
-            "--mgmd",
-            &mgmd,
-            "--records",
-            &records.to_string(),
-            "--phases",
-            "insert,read,update,read,delete",
-            "--inflight",
-            "16",
-            "--json",
-        ],
-        COMMAND_TIMEOUT,
-    );
-    assert!(finished.status.success(), "bench failed: {finished:?}");
-    let report = parse_json(&finished.stdout, "bench --json");
-    assert_every_phase_clean(&report, records);
+    bench_every_phase(&mgmd, records, &["--inflight", "16"]);
     let finished = run_tessera(
         &["mgm", "--mgmd", &mgmd, "-e", "all report threads", "--json"],
         COMMAND_TIMEOUT,
@@ -265,10 +230,27 @@ fn tc_on_ldm_threads_serve_transactions() {
     }
 }
 
-/// The phases of `bench keylookup --phases insert,read,update,read,delete
-/// --json` over `records` rows: all there, each over every row without an
-/// error or mismatch, every read verified.
-fn assert_every_phase_clean(report: &Value, records: u64) {
+/// Runs `bench keylookup --phases insert,read,update,read,delete --json`
+/// over `records` rows (with `extra` arguments) and checks its report:
+/// every phase there, each over every row without an error or mismatch,
+/// every read verified.
+fn bench_every_phase(mgmd: &str, records: u64, extra: &[&str]) {
+    let records_text = records.to_string();
+    let mut arguments = vec![
+        "bench",
+        "keylookup",
+        "--mgmd",
+        mgmd,
+        "--records",
+        &records_text,
+        "--phases",
+        "insert,read,update,read,delete",
+        "--json",
+    ];
+    arguments.extend_from_slice(extra);
+    let finished = run_tessera(&arguments, COMMAND_TIMEOUT);
+    assert!(finished.status.success(), "bench failed: {finished:?}");
+    let report = parse_json(&finished.stdout, "bench --json");
     let phases = report["phases"]
         .as_object()
         .unwrap_or_else(|| panic!("no phases: {report}"));
