@@ -103,14 +103,22 @@ pub fn format_show(response: &Value) -> String {
     out
 }
 
+/// What a report says when no data node answered.
+const NO_DATA_NODES: &str = "no data nodes connected";
+
+/// The `nodes` of a report answer; `None` when there are none.
+fn reported_nodes(response: &Value) -> Option<&[Value]> {
+    field(response, "nodes")
+        .as_array()
+        .map(Vec::as_slice)
+        .filter(|nodes| !nodes.is_empty())
+}
+
 /// `all report threads`: one line per thread, node id then its fields.
 pub fn format_threads(response: &Value) -> String {
-    let nodes: &[Value] = field(response, "nodes")
-        .as_array()
-        .map_or(&[], Vec::as_slice);
-    if nodes.is_empty() {
-        return "no data nodes connected".to_owned();
-    }
+    let Some(nodes) = reported_nodes(response) else {
+        return NO_DATA_NODES.to_owned();
+    };
     let mut lines = Vec::new();
     for node in nodes {
         let id = plain(field(node, "id"));
@@ -146,12 +154,9 @@ const CHECKPOINT_COUNTERS: [&str; 5] = [
 /// counters and pacing. The reason comes last and bare ("keep up"), so
 /// the line reads as the sentence it is; scripts use `--json`.
 pub fn format_checkpoints(response: &Value) -> String {
-    let nodes: &[Value] = field(response, "nodes")
-        .as_array()
-        .map_or(&[], Vec::as_slice);
-    if nodes.is_empty() {
-        return "no data nodes connected".to_owned();
-    }
+    let Some(nodes) = reported_nodes(response) else {
+        return NO_DATA_NODES.to_owned();
+    };
     let mut lines = Vec::new();
     for node in nodes {
         let id = plain(field(node, "id"));
