@@ -207,6 +207,13 @@ pub fn run(setup: BlockThreadSetup, mut blocks: Vec<Box<dyn Block>>) {
         seed,
     } = setup;
     inbox.waker.bind_current_thread();
+    // A debugging aid for the no-allocation promise: past this many
+    // signals, every allocation on this thread prints its backtrace.
+    let mut trap_after_signals: Option<u64> =
+        std::env::var("TESSERA_TRAP_ALLOCATIONS_AFTER_SIGNALS")
+            .ok()
+            .and_then(|value| value.parse().ok());
+    let mut signals_so_far = 0u64;
     let addresses: Vec<BlockRef> = blocks.iter().map(|block| block.address()).collect();
     let mut ctx = ThreadContext {
         now_ms: 0,
@@ -248,6 +255,11 @@ pub fn run(setup: BlockThreadSetup, mut blocks: Vec<Box<dyn Block>>) {
         }
         let blocked = ctx.outbox.flush();
         ThreadStats::add(&stats.signals, executed);
+        signals_so_far += executed;
+        if trap_after_signals.is_some_and(|after| signals_so_far >= after) {
+            trap_after_signals = None;
+            stdx::alloc_counter::trap_thread_allocations();
+        }
         stats
             .allocations
             .store(stdx::alloc_counter::thread_allocations(), Ordering::Relaxed);

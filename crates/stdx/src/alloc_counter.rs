@@ -13,6 +13,8 @@ thread_local! {
     // `const` initialisation and no destructor: safe to touch from inside the
     // allocator without recursing into it.
     static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    // Whether an allocation by this thread prints where it came from.
+    static TRAP: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Wraps the system allocator and counts allocations made by each thread.
@@ -55,6 +57,25 @@ fn count_one() {
     // `try_with` because the thread-local may already be gone while a thread
     // is being torn down; such allocations are simply not counted.
     let _ = ALLOCATIONS.try_with(|count| count.set(count.get() + 1));
+    if TRAP.try_with(|trap| trap.replace(false)).unwrap_or(false) {
+        // The trap is off while the backtrace is taken and printed (both
+        // allocate), so this does not recurse.
+        let thread = std::thread::current();
+        eprintln!(
+            "allocation on trapped thread {}:\n{}",
+            thread.name().unwrap_or("?"),
+            std::backtrace::Backtrace::force_capture()
+        );
+        TRAP.with(|trap| trap.set(true));
+    }
+}
+
+/// From now on, every allocation by the calling thread prints a backtrace
+/// to standard error: for finding what breaks a no-allocation promise
+/// (the data node sets it on hot threads when asked, see
+/// `TESSERA_TRAP_ALLOCATIONS_AFTER_SIGNALS`). Slow; a debugging aid only.
+pub fn trap_thread_allocations() {
+    TRAP.with(|trap| trap.set(true));
 }
 
 /// Heap allocations (and reallocations) made so far by the calling thread.
