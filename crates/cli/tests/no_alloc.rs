@@ -4,7 +4,15 @@
 //! the counts. After a warm-up that runs every kind of operation used
 //! later, 100,000 key operations (committed, shared and exclusive reads,
 //! updates that move values between size classes, writes, deletes and
-//! re-inserts) must leave the ldm and tc counts unchanged.
+//! re-inserts) must leave the ldm and tc counts unchanged. Local
+//! checkpoints run on the ldm threads beside the operations, so both the
+//! warm-up and the measured run go on until a few more LCPs have
+//! completed: the promise covers them too.
+//!
+//! To find what allocates: run the test with
+//! `TESSERA_TRAP_ALLOCATIONS_AFTER_SIGNALS=<the "signals" before>` and the
+//! nodes print a backtrace of every allocation past that many signals of
+//! a block thread (into the node log the failing test prints).
 //!
 //! Every read is also checked against what the test wrote, so the run
 //! doubles as a correctness check under steady load.
@@ -14,11 +22,13 @@ mod common;
 use client::{Cluster, ColumnType, Commit, LockMode, OpId, Table, TableDef, Value};
 use common::{
     column, create_table, key, keyed_definition, threads_of_node2, ClusterOptions, TestCluster,
+    FIRST_DATA_NODE,
 };
+use mgmd::client::MgmClient;
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const ROWS: u32 = 10_000;
 const MEASURED_OPERATIONS: u64 = 100_000;
@@ -27,6 +37,16 @@ const WARMUP_OPERATIONS: u64 = 20_000;
 /// on each other's locks.
 const CLIENTS: u32 = 2;
 const BATCH: usize = 10;
+/// LCPs (summed over the node's ldms) that must complete in the warm-up
+/// and again in the measured run: with two ldms, about two each, so each
+/// ldm writes a partial LCP, its control file, and deletes what only the
+/// LCP before needed.
+const LCPS_PER_PHASE: u64 = 4;
+/// Operations run at a time while waiting for LCPs.
+const OPERATIONS_PER_ROUND: u64 = 10_000;
+/// Longest wait for `LCPS_PER_PHASE` LCPs: generous for a slow, shared
+/// machine (an LCP of a partition here takes well under a second).
+const LCP_TIMEOUT: Duration = Duration::from_secs(240);
 
 fn table_definition() -> TableDef {
     keyed_definition(
@@ -173,6 +193,57 @@ fn run_operations(cluster: &Cluster, table: &Arc<Table>, model: &mut Model, oper
     }
 }
 
+/// The data node's completed LCPs, all ldms together (`all report
+/// checkpoints`; each ldm publishes its count about once a second).
+fn lcp_count(processes: &TestCluster) -> u64 {
+    let report = MgmClient::connect(&processes.mgmd_addr())
+        .and_then(|mut mgm| mgm.report_checkpoints())
+        .unwrap_or_else(|error| panic!("mgm all report checkpoints: {error}"));
+    report["nodes"]
+        .as_array()
+        .and_then(|nodes| nodes.iter().find(|node| node["id"] == FIRST_DATA_NODE))
+        .and_then(|node| node["lcp_count"].as_u64())
+        .unwrap_or_else(|| panic!("no lcp_count of node {FIRST_DATA_NODE} in {report}"))
+}
+
+/// Runs `operations` operations split over the clients, in parallel.
+fn run_clients(clients: &[Cluster], models: &mut [Model], operations: u64) {
+    std::thread::scope(|scope| {
+        for (cluster, model) in clients.iter().zip(models.iter_mut()) {
+            scope.spawn(move || {
+                let table = cluster.table("steady").expect("table");
+                run_operations(cluster, &table, model, operations / u64::from(CLIENTS));
+            });
+        }
+    });
+}
+
+/// Runs `operations` operations, then more until the node has completed
+/// `LCPS_PER_PHASE` LCPs since `lcps_at_start`.
+fn run_through_lcps(
+    processes: &TestCluster,
+    clients: &[Cluster],
+    models: &mut [Model],
+    operations: u64,
+    lcps_at_start: u64,
+    phase: &str,
+) {
+    run_clients(clients, models, operations);
+    let started = Instant::now();
+    loop {
+        let lcps = lcp_count(processes);
+        if lcps >= lcps_at_start + LCPS_PER_PHASE {
+            return;
+        }
+        assert!(
+            started.elapsed() < LCP_TIMEOUT,
+            "{phase}: {} LCPs completed in {LCP_TIMEOUT:?} under load, {LCPS_PER_PHASE} wanted",
+            lcps - lcps_at_start
+        );
+        run_clients(clients, models, OPERATIONS_PER_ROUND);
+    }
+}
+
 /// Allocation and signal counts of the ldm and tc threads, by name.
 fn hot_thread_counts(processes: &TestCluster) -> BTreeMap<String, (u64, u64)> {
     // The counters are published by each thread after every round of
@@ -259,31 +330,31 @@ fn ldm_and_tc_threads_do_not_allocate_once_warm() {
                     }
                     transaction.execute(Commit::Yes).expect("load");
                 }
-                // Warm-up: the same mix as measured.
-                run_operations(
-                    cluster,
-                    &table,
-                    model,
-                    WARMUP_OPERATIONS / u64::from(CLIENTS),
-                );
             });
         }
     });
 
+    // Warm-up: the same mix as measured, and LCPs.
+    let loaded_lcps = lcp_count(&processes);
+    run_through_lcps(
+        &processes,
+        &clients,
+        &mut models,
+        WARMUP_OPERATIONS,
+        loaded_lcps,
+        "warm-up",
+    );
+
     let before = hot_thread_counts(&processes);
-    std::thread::scope(|scope| {
-        for (cluster, model) in clients.iter().zip(models.iter_mut()) {
-            scope.spawn(move || {
-                let table = cluster.table("steady").expect("table");
-                run_operations(
-                    cluster,
-                    &table,
-                    model,
-                    MEASURED_OPERATIONS / u64::from(CLIENTS),
-                );
-            });
-        }
-    });
+    let lcps_before = lcp_count(&processes);
+    run_through_lcps(
+        &processes,
+        &clients,
+        &mut models,
+        MEASURED_OPERATIONS,
+        lcps_before,
+        "measured run",
+    );
     let after = hot_thread_counts(&processes);
 
     let mut processes = processes;

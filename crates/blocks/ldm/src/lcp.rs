@@ -93,9 +93,10 @@ use signal::section::MAX_SECTION_BYTES;
 use signal::signals::{AddTabConf, ContinueB};
 use signal::{BlockRef, Section};
 use storage::lcp_control::{
-    append_and_trim, files_to_delete, page_of_row_id, part_of_row_id, ControlFile, ControlSlot,
-    DataFileHeader, DataFileWriter, PartRange, DATA_HEADER_BYTES, DEFAULT_ROW_ID_PAGE_SHIFT,
-    END_RECORD_BYTES, PART_COUNT,
+    append_and_trim_into, files_to_delete, page_of_row_id, part_of_row_id, ControlFile,
+    ControlSlot, DataFileEntry, DataFileHeader, DataFileWriter, PartRange, DATA_HEADER_BYTES,
+    DEFAULT_ROW_ID_PAGE_SHIFT, END_RECORD_BYTES, MAX_CONTROL_BYTES, PART_COUNT,
+    RECORD_HEADER_BYTES,
 };
 
 /// `ContinueB` jobs of the ldm.
@@ -122,6 +123,9 @@ const _: () = assert!(
 const WRITES_IN_FLIGHT: u32 = 2;
 /// A retry when the section pool had no buffer and nothing is outstanding.
 const POOL_RETRY_MS: u64 = 1;
+/// Data files a new chain has room for: longer chains grow theirs once,
+/// and the grown chain is reused from then on.
+const CHAIN_RESERVE: usize = 32;
 
 /// How local checkpoints are paced (config, `datanode::wiring`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -326,6 +330,12 @@ pub(crate) struct LcpEngine {
     buffer: Vec<u8>,
     /// One row's image, copied out of its slots.
     image: Vec<u8>,
+    /// The control file being written, encoded.
+    control_bytes: Vec<u8>,
+    /// Chains of control files no longer needed, emptied, for the next
+    /// LCPs' control files: an LCP then allocates nothing once warm (the
+    /// ldm thread's promise, checked by the cli test `no_alloc`).
+    spare_chains: Vec<Vec<DataFileEntry>>,
     creations: Vec<Creation>,
     /// A key built from a row, during a restore.
     pub(crate) key_scratch: Vec<u8>,
@@ -358,8 +368,14 @@ impl LcpEngine {
             advance_pending: false,
             cursor: (0, 0),
             running: None,
-            buffer: Vec::new(),
-            image: Vec::new(),
+            // A slice stops once two sections' worth is buffered, so one
+            // row record more is the most it holds.
+            buffer: Vec::with_capacity(
+                2 * MAX_SECTION_BYTES + RECORD_HEADER_BYTES + signal::schema::MAX_ROW_BYTES,
+            ),
+            image: Vec::with_capacity(signal::schema::MAX_ROW_BYTES),
+            control_bytes: Vec::with_capacity(MAX_CONTROL_BYTES),
+            spare_chains: Vec::with_capacity(CHAIN_RESERVE),
             creations: Vec::new(),
             key_scratch: Vec::new(),
             completed: 0,
@@ -487,6 +503,13 @@ fn send_whole_file(
         ctx.fs_request(address, token, step);
     }
     Some(count)
+}
+
+/// An empty chain for a new control file: a spare one if any.
+fn take_chain(spare_chains: &mut Vec<Vec<DataFileEntry>>) -> Vec<DataFileEntry> {
+    spare_chains
+        .pop()
+        .unwrap_or_else(|| Vec::with_capacity(CHAIN_RESERVE))
 }
 
 fn control_name(table: u32, partition: u32, slot: ControlSlot) -> FileName {
@@ -756,12 +779,15 @@ impl Ldm {
             // The newest LCP's files are the partition as it is: a new
             // control file names them with the redo start of now.
             let newest = partition.lcp.newest.as_ref().expect("unchanged");
+            let mut data_files = take_chain(&mut lcp.spare_chains);
+            data_files.extend_from_slice(&newest.data_files);
             let control = ControlFile {
                 lcp_id,
                 previous_lcp_id: newest.lcp_id,
                 max_gci_completed: lcp.flushed_gci(),
                 redo_start_lsn,
-                ..newest.clone()
+                data_files,
+                ..*newest
             };
             lcp.running = Some(Running {
                 table: table_id,
@@ -1006,10 +1032,15 @@ impl Ldm {
                     redo_start_lsn: running.redo_start_lsn,
                     row_count: running.rows,
                     max_page_count: running.max_page_count,
-                    data_files: append_and_trim(
-                        previous.map_or(&[][..], |control| &control.data_files),
-                        summary.entry(&header),
-                    ),
+                    data_files: {
+                        let mut chain = take_chain(&mut lcp.spare_chains);
+                        append_and_trim_into(
+                            previous.map_or(&[][..], |control| &control.data_files),
+                            summary.entry(&header),
+                            &mut chain,
+                        );
+                        chain
+                    },
                 });
                 running.stage = Stage::Draining;
             }
@@ -1061,19 +1092,21 @@ impl Ldm {
     /// Sends the writes of the control file to the current slot.
     fn lcp_send_control(&mut self, ctx: &mut dyn Context) {
         let address = self.address;
-        let running = self.lcp.running.as_mut().expect("an LCP runs");
+        let lcp = &mut self.lcp;
+        let running = lcp.running.as_mut().expect("an LCP runs");
         let Stage::Control { index, sent: false } = running.stage else {
             return;
         };
         let slot = running.slots[index].expect("a slot to write");
-        let bytes = running
+        running
             .control
             .as_ref()
             .expect("the control file is built at the end of the scan")
-            .encode();
+            .encode_into(&mut lcp.control_bytes);
+        let bytes = &lcp.control_bytes;
         let name = control_name(running.table, running.partition, slot);
         let token = token::make(token::LCP_WRITE, 0, 0, 0);
-        match send_whole_file(ctx, address, token, name, &bytes) {
+        match send_whole_file(ctx, address, token, name, bytes) {
             Some(count) => {
                 running.outstanding = count;
                 running.stage = Stage::Control { index, sent: true };
@@ -1205,6 +1238,7 @@ impl Ldm {
     /// deletes what only its predecessor needed and moves the redo tails.
     pub(crate) fn lcp_check_restorable(&mut self, ctx: &mut dyn Context) {
         let complete = self.lcp.complete_gci;
+        let spare_chains = &mut self.lcp.spare_chains;
         let mut changed = false;
         for table in self.tables.iter_mut().flatten() {
             for partition in table.partitions.iter_mut().flatten() {
@@ -1213,7 +1247,7 @@ impl Ldm {
                 if lcp.newest_restorable || !newest.is_restorable(complete) {
                     continue;
                 }
-                if let Some(previous) = lcp.previous.take() {
+                if let Some(mut previous) = lcp.previous.take() {
                     for file in files_to_delete(&previous, newest) {
                         lcp.data_file_bytes.retain(|(number, _)| *number != file);
                         ctx.fs_request(
@@ -1224,6 +1258,8 @@ impl Ldm {
                             },
                         );
                     }
+                    previous.data_files.clear();
+                    spare_chains.push(std::mem::take(&mut previous.data_files));
                 }
                 lcp.newest_restorable = true;
                 lcp.restorable_start_lsn = Some(newest.redo_start_lsn);

@@ -62,7 +62,8 @@ const _: () = assert!(
 );
 
 /// The largest control file: a full chain. (NDB's is 4 KB and grows to 8 KB.)
-const MAX_CONTROL_BYTES: usize = CONTROL_HEADER_BYTES + MAX_CHAIN_FILES * CONTROL_ENTRY_BYTES + 4;
+pub const MAX_CONTROL_BYTES: usize =
+    CONTROL_HEADER_BYTES + MAX_CHAIN_FILES * CONTROL_ENTRY_BYTES + 4;
 
 /// One data file of the chain, as the control file describes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,52 +133,60 @@ impl ControlFile {
     /// The encoded file. Asserts every rule the decoder checks, so a bad
     /// control file never reaches the disk.
     pub fn encode(&self) -> Vec<u8> {
-        if let Err(error) = self.check() {
-            panic!(
-                "control file for LCP {} breaks the format ({error})",
-                self.lcp_id
-            );
-        }
-        let mut bytes = vec![0u8; self.encoded_len()];
-        bytes[OFFSET_MAGIC..OFFSET_MAGIC + 8].copy_from_slice(&CONTROL_MAGIC);
-        put_u32(&mut bytes, OFFSET_VERSION, FORMAT_VERSION);
-        put_u32(&mut bytes, OFFSET_TOTAL_BYTES, self.encoded_len() as u32);
-        put_u64(&mut bytes, OFFSET_LCP_ID, self.lcp_id);
-        put_u64(&mut bytes, OFFSET_PREVIOUS_LCP_ID, self.previous_lcp_id);
-        put_u32(&mut bytes, OFFSET_TABLE_ID, self.table_id);
-        put_u32(&mut bytes, OFFSET_TABLE_VERSION, self.table_version);
-        put_u32(&mut bytes, OFFSET_PARTITION, self.partition);
-        put_u16(&mut bytes, OFFSET_PART_COUNT, PART_COUNT);
-        bytes[OFFSET_PAGE_SHIFT] = self.row_id_page_shift;
-        put_u64(&mut bytes, OFFSET_MAX_GCI_COMPLETED, self.max_gci_completed);
-        put_u64(&mut bytes, OFFSET_MAX_GCI_WRITTEN, self.max_gci_written);
-        put_u64(&mut bytes, OFFSET_REDO_START_LSN, self.redo_start_lsn);
-        put_u64(&mut bytes, OFFSET_ROW_COUNT, self.row_count);
-        put_u32(&mut bytes, OFFSET_MAX_PAGE_COUNT, self.max_page_count);
-        put_u32(&mut bytes, OFFSET_FILE_COUNT, self.data_files.len() as u32);
-        for (index, entry) in self.data_files.iter().enumerate() {
-            let at = CONTROL_HEADER_BYTES + index * CONTROL_ENTRY_BYTES;
-            put_u32(&mut bytes, at + ENTRY_FILE_NUMBER, entry.file_number);
-            put_u16(&mut bytes, at + ENTRY_FIRST_PART, entry.full_parts.first);
-            put_u16(&mut bytes, at + ENTRY_PART_COUNT, entry.full_parts.count);
-            put_u64(&mut bytes, at + ENTRY_LCP_ID, entry.lcp_id);
-            put_u64(
-                &mut bytes,
-                at + ENTRY_MAX_GCI_WRITTEN,
-                entry.max_gci_written,
-            );
-            put_u32(&mut bytes, at + ENTRY_ROW_RECORDS, entry.row_records);
-            put_u32(&mut bytes, at + ENTRY_DELETE_RECORDS, entry.delete_records);
-        }
-        let checksum_at = bytes.len() - 4;
-        let checksum = crc32c::crc32c(&bytes[..checksum_at]);
-        put_u32(&mut bytes, checksum_at, checksum);
+        let mut bytes = Vec::new();
+        self.encode_into(&mut bytes);
         debug_assert_eq!(
             ControlFile::decode(&bytes).as_ref(),
             Ok(self),
             "encode and decode agree"
         );
         bytes
+    }
+
+    /// Encodes the file into `bytes` (cleared first), as [`encode`] does:
+    /// with `bytes` reserved to [`MAX_CONTROL_BYTES`] it never allocates,
+    /// which the ldm relies on (its thread does not allocate once warm).
+    ///
+    /// [`encode`]: ControlFile::encode
+    pub fn encode_into(&self, bytes: &mut Vec<u8>) {
+        if let Err(error) = self.check() {
+            panic!(
+                "control file for LCP {} breaks the format ({error})",
+                self.lcp_id
+            );
+        }
+        bytes.clear();
+        bytes.resize(self.encoded_len(), 0);
+        let bytes = &mut bytes[..];
+        bytes[OFFSET_MAGIC..OFFSET_MAGIC + 8].copy_from_slice(&CONTROL_MAGIC);
+        put_u32(bytes, OFFSET_VERSION, FORMAT_VERSION);
+        put_u32(bytes, OFFSET_TOTAL_BYTES, self.encoded_len() as u32);
+        put_u64(bytes, OFFSET_LCP_ID, self.lcp_id);
+        put_u64(bytes, OFFSET_PREVIOUS_LCP_ID, self.previous_lcp_id);
+        put_u32(bytes, OFFSET_TABLE_ID, self.table_id);
+        put_u32(bytes, OFFSET_TABLE_VERSION, self.table_version);
+        put_u32(bytes, OFFSET_PARTITION, self.partition);
+        put_u16(bytes, OFFSET_PART_COUNT, PART_COUNT);
+        bytes[OFFSET_PAGE_SHIFT] = self.row_id_page_shift;
+        put_u64(bytes, OFFSET_MAX_GCI_COMPLETED, self.max_gci_completed);
+        put_u64(bytes, OFFSET_MAX_GCI_WRITTEN, self.max_gci_written);
+        put_u64(bytes, OFFSET_REDO_START_LSN, self.redo_start_lsn);
+        put_u64(bytes, OFFSET_ROW_COUNT, self.row_count);
+        put_u32(bytes, OFFSET_MAX_PAGE_COUNT, self.max_page_count);
+        put_u32(bytes, OFFSET_FILE_COUNT, self.data_files.len() as u32);
+        for (index, entry) in self.data_files.iter().enumerate() {
+            let at = CONTROL_HEADER_BYTES + index * CONTROL_ENTRY_BYTES;
+            put_u32(bytes, at + ENTRY_FILE_NUMBER, entry.file_number);
+            put_u16(bytes, at + ENTRY_FIRST_PART, entry.full_parts.first);
+            put_u16(bytes, at + ENTRY_PART_COUNT, entry.full_parts.count);
+            put_u64(bytes, at + ENTRY_LCP_ID, entry.lcp_id);
+            put_u64(bytes, at + ENTRY_MAX_GCI_WRITTEN, entry.max_gci_written);
+            put_u32(bytes, at + ENTRY_ROW_RECORDS, entry.row_records);
+            put_u32(bytes, at + ENTRY_DELETE_RECORDS, entry.delete_records);
+        }
+        let checksum_at = bytes.len() - 4;
+        let checksum = crc32c::crc32c(&bytes[..checksum_at]);
+        put_u32(bytes, checksum_at, checksum);
     }
 
     /// Decodes a control file (the whole file, nothing after it).
@@ -375,12 +384,7 @@ impl ControlFile {
             }
             previous = Some(entry);
         }
-        let plan = RestorePlan::for_chain(
-            &self.data_files,
-            self.max_page_count,
-            self.row_id_page_shift,
-        );
-        if let Some(part) = plan.first_uncovered_part() {
+        if let Some(part) = first_uncovered_part(&self.data_files) {
             return Err(LcpError::invalid(
                 CONTROL_HEADER_BYTES,
                 format!("part {part} is held in full by no data file: the chain restores nothing"),
@@ -455,13 +459,6 @@ impl RestorePlan {
         }
     }
 
-    fn first_uncovered_part(&self) -> Option<u16> {
-        self.newest_full
-            .iter()
-            .position(|&index| index == u16::MAX)
-            .map(|part| part as u16)
-    }
-
     /// The chain index of the oldest file restore needs: every file before
     /// it holds only parts a later file holds in full.
     pub fn first_needed(&self) -> usize {
@@ -489,11 +486,74 @@ impl RestorePlan {
     }
 }
 
+const _: () = assert!(
+    PART_COUNT.is_multiple_of(64),
+    "a PartSet word holds 64 parts"
+);
+
+/// A set of parts, one bit each: on the stack, so the checks and chain
+/// updates an ldm runs for every LCP do not allocate.
+struct PartSet {
+    words: [u64; PART_COUNT as usize / 64],
+    count: usize,
+}
+
+impl PartSet {
+    fn new() -> PartSet {
+        PartSet {
+            words: [0; PART_COUNT as usize / 64],
+            count: 0,
+        }
+    }
+
+    fn insert_range(&mut self, range: PartRange) {
+        for part in range.parts() {
+            let (word, bit) = (part as usize / 64, part % 64);
+            if self.words[word] & (1 << bit) == 0 {
+                self.words[word] |= 1 << bit;
+                self.count += 1;
+            }
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.count == PART_COUNT as usize
+    }
+
+    fn first_missing(&self) -> Option<u16> {
+        let word = self.words.iter().position(|&word| word != u64::MAX)?;
+        Some((word * 64) as u16 + self.words[word].trailing_ones() as u16)
+    }
+}
+
+/// The first part no file of `chain` holds in full, if any (a chain that
+/// leaves one uncovered restores nothing for it).
+fn first_uncovered_part(chain: &[DataFileEntry]) -> Option<u16> {
+    let mut covered = PartSet::new();
+    for entry in chain {
+        covered.insert_range(entry.full_parts);
+    }
+    covered.first_missing()
+}
+
 /// The chain of a new LCP: `chain` (the newest control file's) with `new`
 /// appended, then every leading file dropped whose parts all have a newer
 /// full copy. `chain` is empty for a partition's first LCP, whose file must
 /// hold all parts.
 pub fn append_and_trim(chain: &[DataFileEntry], new: DataFileEntry) -> Vec<DataFileEntry> {
+    let mut joined = Vec::with_capacity(chain.len() + 1);
+    append_and_trim_into(chain, new, &mut joined);
+    joined
+}
+
+/// [`append_and_trim`] into `out` (cleared first): no allocation when `out`
+/// has room for the result, so an ldm can reuse the chains of dropped
+/// control files.
+pub fn append_and_trim_into(
+    chain: &[DataFileEntry],
+    new: DataFileEntry,
+    out: &mut Vec<DataFileEntry>,
+) {
     if let Some(last) = chain.last() {
         assert!(
             new.file_number > last.file_number,
@@ -506,41 +566,41 @@ pub fn append_and_trim(chain: &[DataFileEntry], new: DataFileEntry) -> Vec<DataF
             "a data file's LCP id grows along the chain"
         );
     }
-    let mut joined = Vec::with_capacity(chain.len() + 1);
-    joined.extend_from_slice(chain);
-    joined.push(new);
-    // Walk from the newest file back until every part has a full copy.
-    let mut covered = vec![false; PART_COUNT as usize];
-    let mut remaining = PART_COUNT as usize;
-    let mut first_needed = None;
-    for (index, entry) in joined.iter().enumerate().rev() {
-        for part in entry.full_parts.parts() {
-            if !covered[part as usize] {
-                covered[part as usize] = true;
-                remaining -= 1;
-            }
-        }
-        if remaining == 0 {
-            first_needed = Some(index);
+    // Walk from the newest file back until every part has a full copy:
+    // `first_needed` is the index in `chain`, `chain.len()` for `new`.
+    let mut covered = PartSet::new();
+    covered.insert_range(new.full_parts);
+    let mut first_needed = chain.len();
+    for (index, entry) in chain.iter().enumerate().rev() {
+        if covered.is_full() {
             break;
         }
+        covered.insert_range(entry.full_parts);
+        first_needed = index;
     }
-    let first_needed = first_needed.expect("the chain must hold every part in full somewhere");
-    joined.split_off(first_needed)
+    assert!(
+        covered.is_full(),
+        "the chain must hold every part in full somewhere"
+    );
+    out.clear();
+    out.extend_from_slice(&chain[first_needed..]);
+    out.push(new);
 }
 
 /// The data files of `older`'s chain that `newer`'s chain no longer needs.
 /// Delete them only once `newer` is restorable and that is durable: the
 /// node's system file records a complete GCI of at least
 /// `newer.max_gci_written`.
-pub fn files_to_delete(older: &ControlFile, newer: &ControlFile) -> Vec<u32> {
+pub fn files_to_delete<'a>(
+    older: &'a ControlFile,
+    newer: &'a ControlFile,
+) -> impl Iterator<Item = u32> + 'a {
     assert!(older.lcp_id < newer.lcp_id, "files_to_delete(older, newer)");
     older
         .data_files
         .iter()
         .map(|entry| entry.file_number)
         .filter(|&number| !newer.references(number))
-        .collect()
 }
 
 /// One of the two control files of a partition.

@@ -30,9 +30,9 @@ mod data_file;
 mod tests;
 
 pub use control::{
-    append_and_trim, choose_control, files_to_delete, ChoiceError, ControlChoice, ControlFile,
-    ControlSlot, DataFileEntry, PartRole, RestorePlan, SlotProblem, CONTROL_ENTRY_BYTES,
-    CONTROL_HEADER_BYTES, CONTROL_MAGIC, MAX_CHAIN_FILES,
+    append_and_trim, append_and_trim_into, choose_control, files_to_delete, ChoiceError,
+    ControlChoice, ControlFile, ControlSlot, DataFileEntry, PartRole, RestorePlan, SlotProblem,
+    CONTROL_ENTRY_BYTES, CONTROL_HEADER_BYTES, CONTROL_MAGIC, MAX_CHAIN_FILES, MAX_CONTROL_BYTES,
 };
 pub use data_file::{
     DataFileHeader, DataFileReader, DataFileSummary, DataFileWriter, Record, Step,

@@ -223,7 +223,7 @@ fn append_and_trim_drops_files_whose_parts_are_all_newer() {
         max_gci_written: 3,
         ..control_sample()
     };
-    assert_eq!(files_to_delete(&older, &newer), vec![1]);
+    assert_eq!(files_to_delete(&older, &newer).collect::<Vec<_>>(), vec![1]);
 }
 
 #[test]
