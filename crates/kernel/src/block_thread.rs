@@ -173,8 +173,9 @@ fn dispatch(
 }
 
 /// How many queued local signals ahead [`Block::prefetch`] looks: one per
-/// stage of a key lookup's chain of misses (bucket, element, row).
-const PREFETCH_DISTANCE: usize = 3;
+/// stage of a key lookup's chain of misses (bucket, first element, second
+/// element or row, row).
+const PREFETCH_DISTANCE: usize = 4;
 
 fn prefetch(
     blocks: &[Box<dyn Block>],
