@@ -201,13 +201,16 @@ impl Inbox {
         }
     }
 
-    /// Posts a TRANSID_AI's row data (copied into the inbox's row bytes).
+    /// Posts a TRANSID_AI's row data (copied into the inbox's row bytes),
+    /// and then `then` when given (the TCKEYCONF that carried the row):
+    /// both under one lock, with one wake-up.
     pub(crate) fn post_row(
         &self,
         transaction: TransactionId,
         tag: u32,
         client_op: u32,
         data: &[u8],
+        then: Option<Reply>,
     ) {
         let mut state = self.lock();
         let replies = &mut state.replies;
@@ -219,6 +222,13 @@ impl Inbox {
             tag,
             reply: Reply::Row { client_op, data },
         });
+        if let Some(reply) = then {
+            replies.list.push(Posted {
+                transaction,
+                tag,
+                reply,
+            });
+        }
         let wake = state.sleeping;
         drop(state);
         if wake {
@@ -476,7 +486,30 @@ impl Dispatch {
     fn post_row(&self, transaction: TransactionId, client_op: u32, data: &[u8]) {
         let waiting = self.waiting();
         match waiting.transactions.get(&transaction) {
-            Some((inbox, tag)) => inbox.post_row(transaction, *tag, client_op, data),
+            Some((inbox, tag)) => inbox.post_row(transaction, *tag, client_op, data, None),
+            None => self.count_stray(),
+        }
+    }
+
+    /// Posts a TCKEYCONF that carries a read's row: the row, then `reply`,
+    /// as `post` would (`last`: it ends the registration).
+    fn post_conf_with_row(
+        &self,
+        transaction: TransactionId,
+        client_op: u32,
+        data: &[u8],
+        reply: Reply,
+        last: bool,
+    ) {
+        let mut waiting = self.waiting();
+        let registered = if last {
+            waiting.transactions.remove(&transaction)
+        } else {
+            waiting.transactions.get(&transaction).cloned()
+        };
+        drop(waiting);
+        match registered {
+            Some((inbox, tag)) => inbox.post_row(transaction, tag, client_op, data, Some(reply)),
             None => self.count_stray(),
         }
     }
@@ -524,16 +557,25 @@ impl Dispatch {
                 committed,
                 gci,
                 map_version,
-            }) => self.post(
-                transaction_id,
-                Reply::Conf {
+                row,
+            }) => {
+                let reply = Reply::Conf {
                     operations,
                     committed,
                     gci,
                     map_version,
-                },
-                committed,
-            ),
+                };
+                match row {
+                    None => self.post(transaction_id, reply, committed),
+                    Some(row) => self.post_conf_with_row(
+                        transaction_id,
+                        row.client_op,
+                        row.data.as_slice(),
+                        reply,
+                        committed,
+                    ),
+                }
+            }
             Signal::TcKeyRef(refusal) => self.post(
                 refusal.transaction_id,
                 Reply::Refused {
@@ -645,6 +687,7 @@ mod tests {
                     committed: true,
                     gci: Gci(9),
                     map_version: 4,
+                    row: None,
                 }
                 .into(),
             )
@@ -687,6 +730,53 @@ mod tests {
         assert_eq!(dispatch.stray_replies.load(Ordering::Relaxed), 1);
         let mut out = Replies::default();
         assert!(!inbox.take(&mut out, None), "nothing posted for a stray");
+    }
+
+    /// A committing TCKEYCONF that carries the last read's row posts the
+    /// row, then the confirmation, and ends the registration.
+    #[test]
+    fn a_conf_carrying_a_row_posts_the_row_then_the_conf() {
+        let pool = SectionPool::leak([8, 1, 1, 1, 1, 1]);
+        let dispatch = Dispatch::new();
+        let inbox = Arc::new(Inbox::default());
+        let id = TransactionId(8);
+        dispatch.register_transaction(id, &inbox, 3).unwrap();
+        dispatch
+            .deliver(
+                NodeId(2),
+                TcKeyConf {
+                    transaction_id: id,
+                    operations: 1,
+                    committed: true,
+                    gci: Gci(0),
+                    map_version: 4,
+                    row: Some(signal::signals::ReadRow {
+                        client_op: 0,
+                        data: pool.copy_from(b"the row").unwrap(),
+                    }),
+                }
+                .into(),
+            )
+            .unwrap();
+        let Replies { list, row_bytes } = take_with_rows(&inbox);
+        let replies: Vec<_> = list.into_iter().map(|posted| posted.reply).collect();
+        assert_eq!(replies.len(), 2, "{replies:?}");
+        assert!(
+            matches!(&replies[0], Reply::Row { client_op: 0, data } if row_bytes[data.clone()] == *b"the row"),
+            "{replies:?}"
+        );
+        assert!(
+            matches!(
+                replies[1],
+                Reply::Conf {
+                    operations: 1,
+                    committed: true,
+                    ..
+                }
+            ),
+            "{replies:?}"
+        );
+        assert_eq!(dispatch.in_flight(), 0, "the committing conf ends it");
     }
 
     #[test]

@@ -964,6 +964,7 @@ impl FakeState {
                                 committed: true,
                                 gci,
                                 map_version: self.map_version,
+                                row: None,
                             }
                             .into(),
                         );
@@ -1311,6 +1312,7 @@ impl FakeState {
                 committed: commit,
                 gci,
                 map_version: self.map_version,
+                row: None,
             }
             .into(),
         );

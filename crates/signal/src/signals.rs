@@ -145,6 +145,19 @@ pub struct TcKeyConf {
     /// The cluster's distribution (partition map) version: a client whose
     /// cached maps are older refreshes them.
     pub map_version: u32,
+    /// The row of the read that answered last, when the batch commits:
+    /// carried here instead of in a [`TransIdAi`] of its own, so a
+    /// single-read transaction costs one signal to the client, not two.
+    pub row: Option<ReadRow>,
+}
+
+/// The row of one read operation, inside a [`TcKeyConf`].
+#[derive(Debug, PartialEq)]
+pub struct ReadRow {
+    /// The read operation.
+    pub client_op: u32,
+    /// Attribute entries of the row.
+    pub data: Section,
 }
 
 /// tc -> API. The transaction failed and has been aborted, every lock released.
@@ -159,7 +172,8 @@ pub struct TcKeyRef {
 }
 
 /// tc -> API. Row data of one read operation; arrives before the batch's
-/// [`TcKeyConf`].
+/// [`TcKeyConf`] (which carries the last read's row itself when the batch
+/// commits).
 #[derive(Debug, PartialEq)]
 pub struct TransIdAi {
     /// Transaction.

@@ -96,6 +96,7 @@ fn random_wire_signal(rng: &mut XorShift, pool: &'static SectionPool) -> Signal 
             committed: rng.below(2) == 1,
             gci: Gci(rng.next_u64()),
             map_version: edgy_u32(rng),
+            row: None,
         }
         .into(),
         4 => TcKeyRef {

@@ -937,7 +937,16 @@ impl Bank {
         }
     }
 
-    fn tc_key_conf(&mut self, conf: TcKeyConf, io: &mut ClientIo<'_>) {
+    fn tc_key_conf(&mut self, mut conf: TcKeyConf, io: &mut ClientIo<'_>) {
+        if let Some(row) = conf.row.take() {
+            // The last read's row, carried by the committing TCKEYCONF.
+            let ai = TransIdAi {
+                transaction_id: conf.transaction_id,
+                client_op: row.client_op,
+                data: row.data,
+            };
+            self.trans_id_ai(ai, io);
+        }
         let slot = self.slot_of(conf.transaction_id, "TCKEYCONF", io);
         let mut active = self.take_active(slot);
         if active.step == Step::RollingBackImpatiently {

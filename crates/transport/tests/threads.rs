@@ -159,6 +159,7 @@ fn api_requests_reach_their_blocks_and_replies_reach_the_client() {
                 committed: true,
                 gci: Gci::from_parts(4, 1),
                 map_version: 0,
+                row: None,
             },
         ),
     ]);
@@ -299,6 +300,7 @@ fn signals_an_api_node_may_not_send_close_the_connection() {
                         committed: false,
                         gci: Gci(0),
                         map_version: 0,
+                        row: None,
                     },
                 )])
             }),

@@ -84,12 +84,13 @@ impl Tc {
     /// Every operation is committed: tell the client, then COMPLETE.
     fn acknowledge_commit(&mut self, transaction: u32, ctx: &mut dyn Context) {
         self.counters.commits += 1;
-        let record = &self.records.transactions[transaction as usize];
-        let (api, transaction_id, operations, gci) = (
+        let record = &mut self.records.transactions[transaction as usize];
+        let (api, transaction_id, operations, gci, row) = (
             record.api,
             record.transaction_id,
             record.batch_ops,
             record.gci,
+            record.last_row.take(),
         );
         if !record.api_failed {
             send(
@@ -102,6 +103,7 @@ impl Tc {
                     committed: true,
                     gci,
                     map_version: self.map_version,
+                    row,
                 },
             );
         }

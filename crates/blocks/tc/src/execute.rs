@@ -228,7 +228,14 @@ impl Tc {
         let (api, transaction_id) = (record.api, record.transaction_id);
         record.outstanding -= 1;
         record.last_progress_ms = ctx.now_ms();
+        let ends_committing_batch =
+            record.commit_requested && record.batch_closed && record.outstanding == 0;
         if let Some(data) = conf.data {
+            if ends_committing_batch && record.last_row.is_none() {
+                // The commit's TCKEYCONF comes next: the row rides in it.
+                record.last_row = Some(ReadRow { client_op, data });
+                return self.maybe_batch_done(transaction, ctx);
+            }
             send(
                 ctx,
                 self.config.address,
@@ -303,6 +310,7 @@ impl Tc {
                 committed: false,
                 gci: Gci(0),
                 map_version: self.map_version,
+                row: None,
             },
         );
     }

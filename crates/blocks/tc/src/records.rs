@@ -2,7 +2,7 @@
 //! (max_concurrent_transactions, max_concurrent_operations) so that the hot
 //! path never allocates and running out is an ordinary, retryable error.
 
-use signal::signals::{LockMode, OperationKind};
+use signal::signals::{LockMode, OperationKind, ReadRow};
 use signal::{BlockKind, BlockRef, ErrorCode, Gci, NodeId, TransactionId};
 use stdx::FixedMap;
 
@@ -77,6 +77,10 @@ pub struct Transaction {
     pub last_activity_ms: u64,
     /// The client disconnected: finish without replies.
     pub api_failed: bool,
+    /// The row of the read that answered last in a committing batch, held
+    /// for the TCKEYCONF that ends the transaction (one signal to the
+    /// client instead of two).
+    pub last_row: Option<ReadRow>,
     pub previous_active: u32,
     pub next_active: u32,
     pub next_waiting_for_gci: u32,
@@ -101,6 +105,7 @@ impl Transaction {
             last_progress_ms: 0,
             last_activity_ms: 0,
             api_failed: false,
+            last_row: None,
             previous_active: NIL,
             next_active: NIL,
             next_waiting_for_gci: NIL,

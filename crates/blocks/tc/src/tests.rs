@@ -139,6 +139,7 @@ fn batch_conf_line(transaction_id: TransactionId, operations: u32) -> String {
             committed: false,
             gci: Gci(0),
             map_version: 1,
+            row: None,
         },
     )
 }
@@ -154,6 +155,7 @@ pub(crate) fn commit_conf_line(transaction_id: TransactionId, operations: u32, g
             committed: true,
             gci,
             map_version: 1,
+            row: None,
         },
     )
 }
@@ -551,13 +553,19 @@ fn committed_reads_with_commit_answer_data_before_the_conf_and_send_no_commit() 
             data: row(5),
         },
     );
-    let expected_data6 = line(
+    let expected_conf = line(
         TC,
         API,
-        TransIdAi {
+        TcKeyConf {
             transaction_id: t,
-            client_op: 2,
-            data: row(6),
+            operations: 2,
+            committed: true,
+            gci: Gci(0),
+            map_version: 1,
+            row: Some(ReadRow {
+                client_op: 2,
+                data: row(6),
+            }),
         },
     );
     b.deliver(
@@ -581,9 +589,59 @@ fn committed_reads_with_commit_answer_data_before_the_conf_and_send_no_commit() 
     );
     assert_eq!(
         b.trace(),
-        vec![expected_data6, commit_conf_line(t, 2, Gci(0)),],
-        "nothing was written: no COMMIT, no COMPLETE, GCI 0"
+        vec![expected_conf],
+        "nothing was written: no COMMIT, no COMPLETE, GCI 0; the last \
+         read's row rides in the TCKEYCONF"
     );
+    b.assert_quiet();
+}
+
+/// A single committed read whose commit decision waits for GCP_COMMIT
+/// keeps its row until the TCKEYCONF that carries it.
+#[test]
+fn a_held_single_read_keeps_its_row_for_the_conf() {
+    let mut b = Bench::started(config());
+    b.deliver(DIH, GcpPrepare { new_gci: G2 });
+    assert_eq!(
+        b.trace(),
+        vec![line(TC, DIH, GcpPrepareConf { new_gci: G2 })]
+    );
+    let t = txn(API, 1);
+    let request = b.read(t, 1, START | COMMIT, 5);
+    let expected = b.lqh_line(0, b.read(t, 1, 0, 5));
+    b.deliver(API, request);
+    assert_eq!(b.trace(), vec![expected]);
+    let row = |k: i32| b.section(&[(0, Some(&k.to_le_bytes())), (V, None)]);
+    let data = row(5);
+    let conf = line(
+        TC,
+        API,
+        TcKeyConf {
+            transaction_id: t,
+            operations: 1,
+            committed: true,
+            gci: Gci(0),
+            map_version: 1,
+            row: Some(ReadRow {
+                client_op: 1,
+                data: row(5),
+            }),
+        },
+    );
+    let ldm = b.ldm_of(5);
+    b.deliver(
+        ldm,
+        LqhKeyConf {
+            tc_op: 0,
+            ldm_op: 7,
+            data: Some(data),
+            released: true,
+        },
+    );
+    assert!(b.trace().is_empty(), "held until GCP_COMMIT");
+    b.deliver(DIH, GcpCommit { gci: G2 });
+    let trace = b.trace();
+    assert!(trace.contains(&conf), "{trace:?}");
     b.assert_quiet();
 }
 
@@ -788,13 +846,19 @@ fn locking_reads_are_committed_to_release_their_locks() {
         panic!("one LQHKEYREQ")
     };
     let data = b.section(&[(V, None)]);
-    let expected_data = line(
+    let expected_conf = line(
         TC,
         API,
-        TransIdAi {
+        TcKeyConf {
             transaction_id: t,
-            client_op: 1,
-            data: b.section(&[(V, None)]),
+            operations: 1,
+            committed: true,
+            gci: G1,
+            map_version: 1,
+            row: Some(ReadRow {
+                client_op: 1,
+                data: b.section(&[(V, None)]),
+            }),
         },
     );
     b.deliver(
@@ -808,22 +872,21 @@ fn locking_reads_are_committed_to_release_their_locks() {
     );
     assert_eq!(
         b.trace(),
-        vec![
-            expected_data,
-            line(
-                TC,
-                ldm,
-                CommitReq {
-                    ldm_op: 6,
-                    tc_op,
-                    transaction_id: t,
-                    gci: G1
-                }
-            ),
-        ]
+        vec![line(
+            TC,
+            ldm,
+            CommitReq {
+                ldm_op: 6,
+                tc_op,
+                transaction_id: t,
+                gci: G1
+            }
+        )],
+        "the row waits for the commit's TCKEYCONF"
     );
     b.deliver(ldm, CommitConf { tc_op });
-    b.trace();
+    let trace = b.trace();
+    assert!(trace.contains(&expected_conf), "{trace:?}");
     b.deliver(ldm, CompleteConf { tc_op });
     b.assert_quiet();
 }
@@ -1094,6 +1157,7 @@ fn api_failure_aborts_that_clients_transactions_silently() {
                 committed: false,
                 gci: Gci(0),
                 map_version: 1,
+                row: None,
             }
         )]
     );

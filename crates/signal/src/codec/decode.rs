@@ -207,6 +207,14 @@ fn decode_body(
             committed: r.u8()? != 0,
             gci: Gci(r.u64()?),
             map_version: r.u32()?,
+            row: if flag(r, "TcKeyConf row flag")? {
+                Some(ReadRow {
+                    client_op: r.u32()?,
+                    data: section(r, pool)?,
+                })
+            } else {
+                None
+            },
         }
         .into(),
         12 => TcKeyRef {

@@ -70,6 +70,11 @@ pub fn encode_signal(out: &mut Vec<u8>, envelope: &Envelope) -> Result<(), WireE
             w.u8(s.committed as u8);
             w.u64(s.gci.0);
             w.u32(s.map_version);
+            w.u8(s.row.is_some() as u8);
+            if let Some(row) = &s.row {
+                w.u32(row.client_op);
+                w.bytes32(row.data.as_slice());
+            }
         }
         Signal::TcKeyRef(s) => {
             w.u64(s.transaction_id.0);

@@ -82,6 +82,21 @@ fn api_signals_round_trip() {
             committed: true,
             gci: Gci::from_parts(5, 6),
             map_version: 3,
+            row: None,
+        }
+        .into(),
+    );
+    round_trip(
+        TcKeyConf {
+            transaction_id: TransactionId(1),
+            operations: 1,
+            committed: true,
+            gci: Gci(0),
+            map_version: 3,
+            row: Some(ReadRow {
+                client_op: 4,
+                data: pool.copy_from(b"row bytes").expect("room"),
+            }),
         }
         .into(),
     );
