@@ -10,7 +10,7 @@
 
 use crate::dispatch::Dispatch;
 use crate::error::ClientError;
-use signal::codec::{self, WireError};
+use signal::codec::{self, ForApi, WireError};
 use signal::signals::ApiRegReq;
 use signal::{BlockKind, BlockRef, Envelope, NodeId, SectionPool, Signal};
 use std::io::Write;
@@ -431,8 +431,19 @@ fn drain_frames(
         let mut decoder =
             codec::SignalDecoder::new(body, header.signal_count, header.sender, api_node);
         loop {
-            match decoder.next(section_pool()) {
-                Ok(Some(envelope)) => {
+            match decoder.next_for_api(section_pool()) {
+                // A read's reply: its row goes from the frame to the inbox.
+                Ok(Some(ForApi::Reply { to, reply })) => {
+                    if to.kind != BlockKind::Api {
+                        return Err(format!(
+                            "{} addressed to block {}, not to the API node",
+                            reply.name(),
+                            to.kind.name()
+                        ));
+                    }
+                    dispatch.deliver_reply(reply);
+                }
+                Ok(Some(ForApi::Signal(envelope))) => {
                     if envelope.to.kind != BlockKind::Api {
                         return Err(format!(
                             "{} addressed to block {}, not to the API node",

@@ -26,6 +26,7 @@
 //! cannot come.
 
 use crate::id_hash::IdMap;
+use signal::codec::ApiReply;
 use signal::signals::{ApiRegConf, GciWaitConf, GciWaitRef, TcKeyConf};
 use signal::{ErrorCode, Gci, NodeId, Signal, TransactionId};
 use std::ops::Range;
@@ -546,6 +547,41 @@ impl Dispatch {
     /// Hands one received signal from node `sender` to its waiter.
     /// `Err` names a signal an API node must never receive: the caller
     /// closes the connection, because the peer is not speaking the protocol.
+    /// Posts a TCKEYCONF or TRANSID_AI decoded in place
+    /// ([`SignalDecoder::next_for_api`]) to its transaction's inbox.
+    ///
+    /// [`SignalDecoder::next_for_api`]: signal::codec::SignalDecoder::next_for_api
+    pub(crate) fn deliver_reply(&self, reply: ApiReply<'_>) {
+        match reply {
+            ApiReply::TcKeyConf {
+                transaction_id,
+                operations,
+                committed,
+                gci,
+                map_version,
+                row,
+            } => {
+                let reply = Reply::Conf {
+                    operations,
+                    committed,
+                    gci,
+                    map_version,
+                };
+                match row {
+                    None => self.post(transaction_id, reply, committed),
+                    Some((client_op, data)) => {
+                        self.post_conf_with_row(transaction_id, client_op, data, reply, committed)
+                    }
+                }
+            }
+            ApiReply::TransIdAi {
+                transaction_id,
+                client_op,
+                data,
+            } => self.post_row(transaction_id, client_op, data),
+        }
+    }
+
     pub(crate) fn deliver(&self, sender: NodeId, signal: Signal) -> Result<(), String> {
         match signal {
             Signal::ApiRegConf(conf) => self
@@ -558,24 +594,14 @@ impl Dispatch {
                 gci,
                 map_version,
                 row,
-            }) => {
-                let reply = Reply::Conf {
-                    operations,
-                    committed,
-                    gci,
-                    map_version,
-                };
-                match row {
-                    None => self.post(transaction_id, reply, committed),
-                    Some(row) => self.post_conf_with_row(
-                        transaction_id,
-                        row.client_op,
-                        row.data.as_slice(),
-                        reply,
-                        committed,
-                    ),
-                }
-            }
+            }) => self.deliver_reply(ApiReply::TcKeyConf {
+                transaction_id,
+                operations,
+                committed,
+                gci,
+                map_version,
+                row: row.as_ref().map(|row| (row.client_op, row.data.as_slice())),
+            }),
             Signal::TcKeyRef(refusal) => self.post(
                 refusal.transaction_id,
                 Reply::Refused {
@@ -584,9 +610,11 @@ impl Dispatch {
                 },
                 true,
             ),
-            Signal::TransIdAi(data) => {
-                self.post_row(data.transaction_id, data.client_op, data.data.as_slice())
-            }
+            Signal::TransIdAi(data) => self.deliver_reply(ApiReply::TransIdAi {
+                transaction_id: data.transaction_id,
+                client_op: data.client_op,
+                data: data.data.as_slice(),
+            }),
             Signal::TcRollbackConf(conf) => self.post(conf.transaction_id, Reply::RolledBack, true),
             Signal::GciWaitConf(GciWaitConf {
                 request_id,

@@ -42,6 +42,60 @@ impl<'a> SignalDecoder<'a> {
     /// The next signal, `Ok(None)` at the end. On [`WireError::OutOfSections`]
     /// the decoder has not advanced, so the caller may retry later.
     pub fn next(&mut self, pool: &'static SectionPool) -> Result<Option<Envelope>, WireError> {
+        let Some(head) = self.head()? else {
+            return Ok(None);
+        };
+        let mut r = Reader::new(&self.body[SIGNAL_HEAD_BYTES..head.record_end]);
+        let signal = decode_body(head.number, &mut r, pool)?;
+        let (from, to) = self.finish(r, &head)?;
+        Ok(Some(Envelope { from, to, signal }))
+    }
+
+    /// As [`next`], but the two signals an API node receives for every
+    /// read, TCKEYCONF and TRANSID_AI, come back as an [`ApiReply`] whose
+    /// row borrows from the frame: the client's receive thread hands it
+    /// to the waiting transaction without a section in between.
+    ///
+    /// [`next`]: SignalDecoder::next
+    pub fn next_for_api(
+        &mut self,
+        pool: &'static SectionPool,
+    ) -> Result<Option<ForApi<'a>>, WireError> {
+        let Some(head) = self.head()? else {
+            return Ok(None);
+        };
+        let body: &'a [u8] = &self.body[SIGNAL_HEAD_BYTES..head.record_end];
+        let mut r = Reader::new(body);
+        let reply = match head.number {
+            TC_KEY_CONF => ApiReply::TcKeyConf {
+                transaction_id: TransactionId(r.u64()?),
+                operations: r.u32()?,
+                committed: r.u8()? != 0,
+                gci: Gci(r.u64()?),
+                map_version: r.u32()?,
+                row: if flag(&mut r, "TcKeyConf row flag")? {
+                    Some((r.u32()?, r.bytes32()?))
+                } else {
+                    None
+                },
+            },
+            TRANS_ID_AI => ApiReply::TransIdAi {
+                transaction_id: TransactionId(r.u64()?),
+                client_op: r.u32()?,
+                data: r.bytes32()?,
+            },
+            number => {
+                let signal = decode_body(number, &mut r, pool)?;
+                let (from, to) = self.finish(r, &head)?;
+                return Ok(Some(ForApi::Signal(Envelope { from, to, signal })));
+            }
+        };
+        let (_, to) = self.finish(r, &head)?;
+        Ok(Some(ForApi::Reply { to, reply }))
+    }
+
+    /// The head of the next signal record, checked; `None` at the end.
+    fn head(&self) -> Result<Option<RecordHead>, WireError> {
         if self.remaining == 0 {
             return if self.body.is_empty() {
                 Ok(None)
@@ -64,18 +118,85 @@ impl<'a> SignalDecoder<'a> {
         if self.body.len() < record_end {
             return Err(WireError::Truncated);
         }
-        let mut r = Reader::new(&self.body[SIGNAL_HEAD_BYTES..record_end]);
-        let signal = decode_body(number, &mut r, pool)?;
-        if !r.is_empty() {
+        Ok(Some(RecordHead {
+            number,
+            to_kind,
+            from_kind,
+            to_instance,
+            from_instance,
+            record_end,
+        }))
+    }
+
+    /// Checks that the body was read to its end, moves past the record and
+    /// returns its (sender, receiver).
+    fn finish(
+        &mut self,
+        rest: Reader<'_>,
+        head: &RecordHead,
+    ) -> Result<(BlockRef, BlockRef), WireError> {
+        if !rest.is_empty() {
             return Err(WireError::BadField("bytes after signal fields"));
         }
-        self.body = &self.body[record_end..];
+        self.body = &self.body[head.record_end..];
         self.remaining -= 1;
-        Ok(Some(Envelope {
-            from: BlockRef::new(self.sender, from_kind, from_instance),
-            to: BlockRef::new(self.receiver, to_kind, to_instance),
-            signal,
-        }))
+        Ok((
+            BlockRef::new(self.sender, head.from_kind, head.from_instance),
+            BlockRef::new(self.receiver, head.to_kind, head.to_instance),
+        ))
+    }
+}
+
+/// A signal record's head.
+struct RecordHead {
+    number: u16,
+    to_kind: BlockKind,
+    from_kind: BlockKind,
+    to_instance: u16,
+    from_instance: u16,
+    record_end: usize,
+}
+
+/// Signal numbers [`SignalDecoder::next_for_api`] decodes in place.
+const TC_KEY_CONF: u16 = 11;
+const TRANS_ID_AI: u16 = 13;
+
+/// What [`SignalDecoder::next_for_api`] returns.
+#[derive(Debug)]
+pub enum ForApi<'a> {
+    /// A TCKEYCONF or TRANSID_AI, its row in the frame, addressed to `to`.
+    Reply { to: BlockRef, reply: ApiReply<'a> },
+    /// Any other signal, decoded as [`SignalDecoder::next`] does.
+    Signal(Envelope),
+}
+
+/// A TCKEYCONF or TRANSID_AI whose row bytes borrow from the frame; the
+/// fields and checks are those of [`TcKeyConf`] and [`TransIdAi`].
+#[derive(Debug, PartialEq)]
+pub enum ApiReply<'a> {
+    TcKeyConf {
+        transaction_id: TransactionId,
+        operations: u32,
+        committed: bool,
+        gci: Gci,
+        map_version: u32,
+        /// The client op and attribute entries of the row it carries.
+        row: Option<(u32, &'a [u8])>,
+    },
+    TransIdAi {
+        transaction_id: TransactionId,
+        client_op: u32,
+        data: &'a [u8],
+    },
+}
+
+impl ApiReply<'_> {
+    /// The signal's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ApiReply::TcKeyConf { .. } => "TcKeyConf",
+            ApiReply::TransIdAi { .. } => "TransIdAi",
+        }
     }
 }
 

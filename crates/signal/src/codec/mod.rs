@@ -43,7 +43,7 @@ mod maps;
 mod tests;
 mod wire;
 
-pub use decode::{is_api_request, SignalDecoder};
+pub use decode::{is_api_request, ApiReply, ForApi, SignalDecoder};
 pub use encode::encode_signal;
 pub use frame::{
     begin_frame, finish_frame, parse_frame_header, verify_frame, FrameHeader, FRAME_HEADER_BYTES,

@@ -987,3 +987,121 @@ fn schema_sync_chunks_outside_the_schema_are_refused() {
         WireError::Truncated
     );
 }
+
+/// `next_for_api` gives a read's replies with the row in the frame, field
+/// for field what `next` decodes, and every other signal as `next` does;
+/// a truncated reply is an error either way.
+#[test]
+fn api_replies_decode_in_place_as_they_decode_owned() {
+    let pool = pool();
+    let row = |bytes: &[u8]| pool.copy_from(bytes).expect("room");
+    let signals: Vec<Signal> = vec![
+        TcKeyConf {
+            transaction_id: TransactionId(9),
+            operations: 1,
+            committed: true,
+            gci: Gci::from_parts(3, 4),
+            map_version: 2,
+            row: Some(ReadRow {
+                client_op: 5,
+                data: row(b"row of op 5"),
+            }),
+        }
+        .into(),
+        TcKeyConf {
+            transaction_id: TransactionId(9),
+            operations: 2,
+            committed: false,
+            gci: Gci(0),
+            map_version: 2,
+            row: None,
+        }
+        .into(),
+        TransIdAi {
+            transaction_id: TransactionId(9),
+            client_op: 6,
+            data: row(b"row of op 6"),
+        }
+        .into(),
+        TcRollbackConf {
+            transaction_id: TransactionId(9),
+        }
+        .into(),
+    ];
+    let mut out = Vec::new();
+    let start = begin_frame(&mut out);
+    let from = BlockRef::new(NodeId(2), BlockKind::Tc, 0);
+    let to = BlockRef::new(NodeId(130), BlockKind::Api, 0);
+    let count = signals.len() as u16;
+    for signal in signals {
+        encode_signal(&mut out, &Envelope { from, to, signal }).expect("wire signal");
+    }
+    finish_frame(&mut out, start, NodeId(2), 1, 1, count);
+    let header = parse_frame_header(&out).expect("valid").expect("complete");
+    let body = verify_frame(&out, &header).expect("crc");
+    let mut owned = SignalDecoder::new(body, count, NodeId(2), NodeId(130));
+    let mut in_place = SignalDecoder::new(body, count, NodeId(2), NodeId(130));
+    let mut replies = 0;
+    while let Some(envelope) = owned.next(pool).expect("decodes") {
+        match in_place
+            .next_for_api(pool)
+            .expect("decodes")
+            .expect("as many")
+        {
+            ForApi::Reply { to, reply } => {
+                replies += 1;
+                assert_eq!(to, envelope.to);
+                let expected = match &envelope.signal {
+                    Signal::TcKeyConf(conf) => ApiReply::TcKeyConf {
+                        transaction_id: conf.transaction_id,
+                        operations: conf.operations,
+                        committed: conf.committed,
+                        gci: conf.gci,
+                        map_version: conf.map_version,
+                        row: conf
+                            .row
+                            .as_ref()
+                            .map(|row| (row.client_op, row.data.as_slice())),
+                    },
+                    Signal::TransIdAi(ai) => ApiReply::TransIdAi {
+                        transaction_id: ai.transaction_id,
+                        client_op: ai.client_op,
+                        data: ai.data.as_slice(),
+                    },
+                    other => panic!("{other:?} decoded in place"),
+                };
+                assert_eq!(reply, expected);
+            }
+            ForApi::Signal(signal) => assert_eq!(
+                format!("{:?}", signal.signal),
+                format!("{:?}", envelope.signal)
+            ),
+        }
+    }
+    assert_eq!(replies, 3);
+    assert!(in_place.next_for_api(pool).expect("end").is_none());
+
+    // A reply cut short: the row's length runs past the record.
+    let mut cut = Vec::new();
+    let start = begin_frame(&mut cut);
+    let signal: Signal = TransIdAi {
+        transaction_id: TransactionId(9),
+        client_op: 6,
+        data: row(b"row of op 6"),
+    }
+    .into();
+    encode_signal(&mut cut, &Envelope { from, to, signal }).expect("wire signal");
+    // Shrink the record's body length so the row no longer fits in it.
+    let body_length_at = start + FRAME_HEADER_BYTES + SIGNAL_HEAD_BYTES - 4;
+    let shorter =
+        u32::from_le_bytes(cut[body_length_at..body_length_at + 4].try_into().unwrap()) - 3;
+    cut[body_length_at..body_length_at + 4].copy_from_slice(&shorter.to_le_bytes());
+    cut.truncate(cut.len() - 3);
+    finish_frame(&mut cut, start, NodeId(2), 1, 1, 1);
+    let header = parse_frame_header(&cut).expect("valid").expect("complete");
+    let body = verify_frame(&cut, &header).expect("crc");
+    let mut owned = SignalDecoder::new(body, 1, NodeId(2), NodeId(130));
+    let mut in_place = SignalDecoder::new(body, 1, NodeId(2), NodeId(130));
+    assert!(owned.next(pool).is_err());
+    assert!(in_place.next_for_api(pool).is_err());
+}
