@@ -239,13 +239,16 @@ pub fn run(setup: BlockThreadSetup, mut blocks: Vec<Box<dyn Block>>) {
             dispatch(&mut blocks, &addresses, envelope, &mut ctx);
             executed += 1;
         }
-        executed += inbox.drain(BATCH, |envelope| {
-            dispatch(&mut blocks, &addresses, envelope, &mut ctx);
-        }) as u64;
+        // Signals from other threads join the local queue, so that the
+        // prefetch below sees them too (a replica's LQHKEYREQ from another
+        // node, or one from a tc on another thread). The order is as if
+        // each ran on arrival: every one of them runs before what it sends
+        // to blocks of this thread, which queues behind the rest.
+        inbox.drain(BATCH, |envelope| ctx.local.push_back(envelope));
         while let Some(envelope) = ctx.local.pop_front() {
-            // Signals between blocks of this thread (a tc's LQHKEYREQs to
-            // the ldm beside it) queue here in batches: hint the ones
-            // coming up, the furthest first.
+            // Signals queue here in batches (from the inbox, and between
+            // blocks of this thread, such as a tc's LQHKEYREQs to the ldm
+            // beside it): hint the ones coming up, the furthest first.
             for distance in (1..=PREFETCH_DISTANCE).rev() {
                 if let Some(next) = ctx.local.get(distance - 1) {
                     prefetch(&blocks, &addresses, next, distance);
