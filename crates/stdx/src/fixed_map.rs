@@ -3,8 +3,12 @@
 //! records, operation records) are sized from config at start, and the maps
 //! that find them must not grow on the hot path either.
 //!
-//! Open addressing with linear probing and backward-shift deletion, so there
-//! are no tombstones and lookups stay short after many removals.
+//! Open addressing with linear probing, Robin Hood insertion (an entry
+//! further from its home slot takes the place of one nearer to its own) and
+//! backward-shift deletion, so there are no tombstones, lookups stay short
+//! after many removals, and a removal stops at the first entry that sits at
+//! its home, which matters here: keys that differ only in their low bits
+//! sit side by side in runs (see `home`).
 
 use crate::mix::fmix64;
 
@@ -86,6 +90,12 @@ impl FixedMap {
         }
     }
 
+    /// How far the entry at `slot` (holding `key`) is from its home.
+    #[inline]
+    fn distance(&self, key: u64, slot: usize) -> usize {
+        slot.wrapping_sub(self.home(key)) & self.mask
+    }
+
     /// Inserts or replaces; fails only when a new key finds the map full.
     pub fn insert(&mut self, key: u64, value: u32) -> Result<Option<u32>, MapFull> {
         assert!(key != EMPTY, "FixedMap: key u64::MAX is reserved");
@@ -98,15 +108,34 @@ impl FixedMap {
                 return Ok(Some(old));
             }
             if found == EMPTY {
-                if self.len == self.capacity {
-                    return Err(MapFull);
-                }
+                break;
+            }
+            slot = (slot + 1) & self.mask;
+        }
+        if self.len == self.capacity {
+            return Err(MapFull);
+        }
+        // Robin Hood: walk from home; whoever is nearer its home than the
+        // entry being placed yields its slot and moves on instead.
+        let (mut key, mut value) = (key, value);
+        let mut slot = self.home(key);
+        let mut distance = 0;
+        loop {
+            let found = self.keys[slot];
+            if found == EMPTY {
                 self.keys[slot] = key;
                 self.values[slot] = value;
                 self.len += 1;
                 return Ok(None);
             }
+            let found_distance = self.distance(found, slot);
+            if found_distance < distance {
+                std::mem::swap(&mut self.keys[slot], &mut key);
+                std::mem::swap(&mut self.values[slot], &mut value);
+                distance = found_distance;
+            }
             slot = (slot + 1) & self.mask;
+            distance += 1;
         }
     }
 
@@ -125,23 +154,19 @@ impl FixedMap {
             slot = (slot + 1) & self.mask;
         }
         let value = self.values[slot];
-        // Backward-shift: pull later entries of the probe run into the hole
-        // when their home position allows it.
+        // Backward shift: each following entry not at its home moves back
+        // one slot. The Robin Hood order means the first entry at its home
+        // (or an empty slot) ends the entries that could use the hole.
         let mut hole = slot;
-        let mut next = (hole + 1) & self.mask;
         loop {
+            let next = (hole + 1) & self.mask;
             let key_next = self.keys[next];
-            if key_next == EMPTY {
+            if key_next == EMPTY || self.distance(key_next, next) == 0 {
                 break;
             }
-            let home = self.home(key_next);
-            // Distance from home to `next` vs. home to `hole`, on the ring.
-            if (next.wrapping_sub(home) & self.mask) >= (next.wrapping_sub(hole) & self.mask) {
-                self.keys[hole] = key_next;
-                self.values[hole] = self.values[next];
-                hole = next;
-            }
-            next = (next + 1) & self.mask;
+            self.keys[hole] = key_next;
+            self.values[hole] = self.values[next];
+            hole = next;
         }
         self.keys[hole] = EMPTY;
         self.len -= 1;
@@ -174,6 +199,39 @@ mod tests {
                 }
                 1 => assert_eq!(map.remove(key), model.remove(&key)),
                 _ => assert_eq!(map.get(key), model.get(&key).copied()),
+            }
+            assert_eq!(map.len(), model.len());
+        }
+    }
+
+    /// The pattern of the data node's maps: a sliding window of ids from a
+    /// few counters (transaction ids of several API nodes), removed out of
+    /// order, in a small map where groups of neighbours collide and runs
+    /// wrap around the end of the table.
+    #[test]
+    fn matches_a_model_with_windows_of_sequential_keys() {
+        let mut map = FixedMap::with_capacity(200);
+        let mut model = HashMap::new();
+        let mut rng = XorShift::new(7);
+        let mut next = [0u64; 3];
+        for _ in 0..200_000 {
+            let source = rng.below(3) as usize;
+            if rng.below(2) == 0 && model.len() < 200 {
+                let key = (source as u64) << 48 | next[source];
+                next[source] += 1;
+                let value = rng.next_u64() as u32;
+                assert_eq!(map.insert(key, value), Ok(None));
+                model.insert(key, value);
+            } else {
+                // Remove one of the recent keys of the source, or miss.
+                let back = rng.below(300);
+                let key = (source as u64) << 48 | next[source].saturating_sub(back + 1);
+                assert_eq!(map.remove(key), model.remove(&key), "key {key:#x}");
+            }
+            if rng.below(8) == 0 {
+                for (&key, &value) in &model {
+                    assert_eq!(map.get(key), Some(value));
+                }
             }
             assert_eq!(map.len(), model.len());
         }
