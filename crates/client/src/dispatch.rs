@@ -186,20 +186,15 @@ impl Inbox {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Posts a reply; wakes the owner only if it sleeps (a condvar notify
-    /// costs a system call even with nobody waiting).
+    /// Posts a reply.
     pub(crate) fn post(&self, transaction: TransactionId, tag: u32, reply: Reply) {
-        let mut state = self.lock();
-        state.replies.list.push(Posted {
-            transaction,
-            tag,
-            reply,
+        self.post_with(|replies| {
+            replies.list.push(Posted {
+                transaction,
+                tag,
+                reply,
+            })
         });
-        let wake = state.sleeping;
-        drop(state);
-        if wake {
-            self.ready.notify_one();
-        }
     }
 
     /// Posts a TRANSID_AI's row data (copied into the inbox's row bytes),
@@ -213,23 +208,31 @@ impl Inbox {
         data: &[u8],
         then: Option<Reply>,
     ) {
-        let mut state = self.lock();
-        let replies = &mut state.replies;
-        let start = replies.row_bytes.len();
-        replies.row_bytes.extend_from_slice(data);
-        let data = start..replies.row_bytes.len();
-        replies.list.push(Posted {
-            transaction,
-            tag,
-            reply: Reply::Row { client_op, data },
-        });
-        if let Some(reply) = then {
+        self.post_with(|replies| {
+            let start = replies.row_bytes.len();
+            replies.row_bytes.extend_from_slice(data);
+            let data = start..replies.row_bytes.len();
             replies.list.push(Posted {
                 transaction,
                 tag,
-                reply,
+                reply: Reply::Row { client_op, data },
             });
-        }
+            if let Some(reply) = then {
+                replies.list.push(Posted {
+                    transaction,
+                    tag,
+                    reply,
+                });
+            }
+        });
+    }
+
+    /// Adds to the posted replies under the lock, then wakes the owner only
+    /// if it sleeps (a condvar notify costs a system call even with nobody
+    /// waiting).
+    fn post_with(&self, add: impl FnOnce(&mut Replies)) {
+        let mut state = self.lock();
+        add(&mut state.replies);
         let wake = state.sleeping;
         drop(state);
         if wake {

@@ -146,6 +146,26 @@ fn batch_conf_line(transaction_id: TransactionId, operations: u32) -> String {
 
 /// The trace line of the TCKEYCONF that acknowledges a commit.
 pub(crate) fn commit_conf_line(transaction_id: TransactionId, operations: u32, gci: Gci) -> String {
+    conf_line(transaction_id, operations, gci, None)
+}
+
+/// The trace line of the TCKEYCONF that acknowledges a commit and carries
+/// the row of the read that answered last.
+fn commit_conf_with_row_line(
+    transaction_id: TransactionId,
+    operations: u32,
+    gci: Gci,
+    row: ReadRow,
+) -> String {
+    conf_line(transaction_id, operations, gci, Some(row))
+}
+
+fn conf_line(
+    transaction_id: TransactionId,
+    operations: u32,
+    gci: Gci,
+    row: Option<ReadRow>,
+) -> String {
     line(
         TC,
         API,
@@ -155,7 +175,7 @@ pub(crate) fn commit_conf_line(transaction_id: TransactionId, operations: u32, g
             committed: true,
             gci,
             map_version: 1,
-            row: None,
+            row,
         },
     )
 }
@@ -553,19 +573,13 @@ fn committed_reads_with_commit_answer_data_before_the_conf_and_send_no_commit() 
             data: row(5),
         },
     );
-    let expected_conf = line(
-        TC,
-        API,
-        TcKeyConf {
-            transaction_id: t,
-            operations: 2,
-            committed: true,
-            gci: Gci(0),
-            map_version: 1,
-            row: Some(ReadRow {
-                client_op: 2,
-                data: row(6),
-            }),
+    let expected_conf = commit_conf_with_row_line(
+        t,
+        2,
+        Gci(0),
+        ReadRow {
+            client_op: 2,
+            data: row(6),
         },
     );
     b.deliver(
@@ -613,19 +627,13 @@ fn a_held_single_read_keeps_its_row_for_the_conf() {
     assert_eq!(b.trace(), vec![expected]);
     let row = |k: i32| b.section(&[(0, Some(&k.to_le_bytes())), (V, None)]);
     let data = row(5);
-    let conf = line(
-        TC,
-        API,
-        TcKeyConf {
-            transaction_id: t,
-            operations: 1,
-            committed: true,
-            gci: Gci(0),
-            map_version: 1,
-            row: Some(ReadRow {
-                client_op: 1,
-                data: row(5),
-            }),
+    let conf = commit_conf_with_row_line(
+        t,
+        1,
+        Gci(0),
+        ReadRow {
+            client_op: 1,
+            data: row(5),
         },
     );
     let ldm = b.ldm_of(5);
@@ -846,19 +854,13 @@ fn locking_reads_are_committed_to_release_their_locks() {
         panic!("one LQHKEYREQ")
     };
     let data = b.section(&[(V, None)]);
-    let expected_conf = line(
-        TC,
-        API,
-        TcKeyConf {
-            transaction_id: t,
-            operations: 1,
-            committed: true,
-            gci: G1,
-            map_version: 1,
-            row: Some(ReadRow {
-                client_op: 1,
-                data: b.section(&[(V, None)]),
-            }),
+    let expected_conf = commit_conf_with_row_line(
+        t,
+        1,
+        G1,
+        ReadRow {
+            client_op: 1,
+            data: b.section(&[(V, None)]),
         },
     );
     b.deliver(
