@@ -684,6 +684,16 @@ mod tests {
             .collect()
     }
 
+    /// A section pool, and a dispatch with transaction `id` registered
+    /// under `tag` to a fresh inbox.
+    fn registered(id: TransactionId, tag: u32) -> (&'static SectionPool, Dispatch, Arc<Inbox>) {
+        let pool = SectionPool::leak([8, 1, 1, 1, 1, 1]);
+        let dispatch = Dispatch::new();
+        let inbox = Arc::new(Inbox::default());
+        dispatch.register_transaction(id, &inbox, tag).unwrap();
+        (pool, dispatch, inbox)
+    }
+
     fn take_with_rows(inbox: &Inbox) -> Replies {
         let mut out = Replies::default();
         inbox.take(&mut out, Some(Instant::now() + Duration::from_secs(5)));
@@ -692,11 +702,8 @@ mod tests {
 
     #[test]
     fn replies_reach_their_inbox_and_strays_are_counted() {
-        let pool = SectionPool::leak([8, 1, 1, 1, 1, 1]);
-        let dispatch = Dispatch::new();
-        let inbox = Arc::new(Inbox::default());
+        let (pool, dispatch, inbox) = registered(TransactionId(7), 5);
         let id = TransactionId(7);
-        dispatch.register_transaction(id, &inbox, 5).unwrap();
         let row = pool.copy_from(b"row").unwrap();
         dispatch
             .deliver(
@@ -767,11 +774,8 @@ mod tests {
     /// row, then the confirmation, and ends the registration.
     #[test]
     fn a_conf_carrying_a_row_posts_the_row_then_the_conf() {
-        let pool = SectionPool::leak([8, 1, 1, 1, 1, 1]);
-        let dispatch = Dispatch::new();
-        let inbox = Arc::new(Inbox::default());
+        let (pool, dispatch, inbox) = registered(TransactionId(8), 3);
         let id = TransactionId(8);
-        dispatch.register_transaction(id, &inbox, 3).unwrap();
         dispatch
             .deliver(
                 NodeId(2),

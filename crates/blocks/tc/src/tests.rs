@@ -610,16 +610,22 @@ fn committed_reads_with_commit_answer_data_before_the_conf_and_send_no_commit() 
     b.assert_quiet();
 }
 
+/// Delivers GCP_PREPARE for `gci` and checks the tc's answer: commit
+/// decisions are held from now until GCP_COMMIT.
+fn gcp_prepare(b: &mut Bench, gci: Gci) {
+    b.deliver(DIH, GcpPrepare { new_gci: gci });
+    assert_eq!(
+        b.trace(),
+        vec![line(TC, DIH, GcpPrepareConf { new_gci: gci })]
+    );
+}
+
 /// A single committed read whose commit decision waits for GCP_COMMIT
 /// keeps its row until the TCKEYCONF that carries it.
 #[test]
 fn a_held_single_read_keeps_its_row_for_the_conf() {
     let mut b = Bench::started(config());
-    b.deliver(DIH, GcpPrepare { new_gci: G2 });
-    assert_eq!(
-        b.trace(),
-        vec![line(TC, DIH, GcpPrepareConf { new_gci: G2 })]
-    );
+    gcp_prepare(&mut b, G2);
     let t = txn(API, 1);
     let request = b.read(t, 1, START | COMMIT, 5);
     let expected = b.lqh_line(0, b.read(t, 1, 0, 5));
@@ -656,11 +662,7 @@ fn a_held_single_read_keeps_its_row_for_the_conf() {
 #[test]
 fn commit_decisions_are_held_between_gcp_prepare_and_gcp_commit() {
     let mut b = Bench::started(config());
-    b.deliver(DIH, GcpPrepare { new_gci: G2 });
-    assert_eq!(
-        b.trace(),
-        vec![line(TC, DIH, GcpPrepareConf { new_gci: G2 })]
-    );
+    gcp_prepare(&mut b, G2);
     let t = txn(API, 1);
     let request = b.insert(t, 1, START | COMMIT, 9);
     b.deliver(API, request);
