@@ -1,9 +1,10 @@
 #!/bin/bash
-# Data node instructions per batched key read (issue 6, docs/benchmarks.md):
-# one data node under valgrind --tool=callgrind with instrumentation off,
-# 20,000 rows inserted and read once, the first local checkpoint let
-# finish, then instrumentation on for two read passes (40,000
-# single-operation reads, 2 threads x 64 in flight) and the total divided.
+# Data node instructions per batched key read (design 0006,
+# docs/benchmarks.md): one data node under valgrind --tool=callgrind with
+# instrumentation off, 20,000 rows inserted and read once, the first local
+# checkpoint let finish, then instrumentation on for two read passes
+# (40,000 single-operation reads, 2 threads x 64 in flight) and the total
+# divided.
 #
 # usage: bench/callgrind-read.sh [THREADS_LINES]   e.g. 'ldm = 1\ntc = 1\ntc_on_ldm = true'
 # env:   TESSERA (binary; default target/release/tessera), PORT, WORK

@@ -1,6 +1,6 @@
 #!/bin/bash
 # CPU per batched read of the data node process(es) and of the bench
-# client (issue 6, docs/benchmarks.md): user + system time from /proc
+# client (design 0006, docs/benchmarks.md): user + system time from /proc
 # over one read phase against a running cluster, divided by the reads.
 #
 # usage: bench/cpu-per-read.sh MGMD_PORT RECORDS [bench keylookup arguments]

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Key lookups side by side with Redis on this machine (issue 6).
+# Key lookups side by side with Redis on this machine
+# (docs/design/0006-key-lookup-push.md).
 #
 # Redis (loopback, no persistence; then appendonly yes + appendfsync
 # everysec): redis-benchmark GET and SET, 100-byte values, RECORDS random
@@ -71,9 +72,9 @@ redis_bench set-aof-p64 set 64 50 "$ops_pipelined"
 redis_down
 
 # --- Tessera ---------------------------------------------------------------
-# Threads for this 2-core machine shared with the load generator (issue 6,
-# docs/benchmarks.md): one data node runs one ldm thread with its tc on it
-# (receive, block and send threads: the fewest hand-offs); two data nodes
+# Threads for this 2-core machine shared with the load generator (design
+# 0006, docs/benchmarks.md): one data node runs one ldm thread with its tc
+# on it (receive, block and send threads: the fewest hand-offs); two data nodes
 # run two each, so that both nodes hold primaries (a table has ldm x node
 # groups partitions), with the client's tc hint keeping each lookup on its
 # ldm's thread. Override with THREADS_ONE / THREADS_TWO ("ldm = 2\ntc = 1").

@@ -1,5 +1,6 @@
 #!/bin/bash
-# LCP write volume and checkpoint size against recovery_work (issue 5).
+# LCP write volume and checkpoint size against recovery_work
+# (docs/design/0005-partial-lcp.md).
 #
 # For each recovery_work setting: a fresh one-node cluster (replicas = 1),
 # RECORDS rows inserted, then a steady update load of RATE rows/s for

@@ -1,5 +1,5 @@
 #!/bin/bash
-# System restart of a large data set (issue 5): load RECORDS rows into one
+# System restart of a large data set (design 0005): load RECORDS rows into one
 # data node (replicas = 1), let the LCPs settle, kill -9 the node, drop the
 # page cache, restart it and time each restore phase; then read the same
 # LCP and redo files sequentially (page cache dropped again) to see how

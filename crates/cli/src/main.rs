@@ -1,5 +1,6 @@
 //! The `tessera` binary: one program, a subcommand per process role
-//! (DESIGN.md §1): `mgmd`, `node`, `mgm`, `bench`, `demo`.
+//! (docs/design/processes-and-blocks.md §1): `mgmd`, `node`, `mgm`, `bench`,
+//! `demo`.
 
 mod demo;
 

@@ -1,11 +1,11 @@
-//! `all report checkpoints` against real processes (issue 5, reporting):
-//! a cluster of 2 data nodes with 2 replicas answers `tessera mgm -e "all
-//! report checkpoints"` with one entry per data node holding every counter
-//! and the pacing, in JSON and as one text line per node; under a load of
-//! inserts and updates the checkpoint count and the changed row bytes grow
-//! on every node, and no counter ever goes back between two reports. Also
-//! here: a config with `recovery_work` out of its range is refused with the
-//! key, the line and the range.
+//! `all report checkpoints` against real processes (design 0005,
+//! "Reporting"): a cluster of 2 data nodes with 2 replicas answers
+//! `tessera mgm -e "all report checkpoints"` with one entry per data node
+//! holding every counter and the pacing, in JSON and as one text line per
+//! node; under a load of inserts and updates the checkpoint count and the
+//! changed row bytes grow on every node, and no counter ever goes back
+//! between two reports. Also here: a config with `recovery_work` out of its
+//! range is refused with the key, the line and the range.
 //!
 //! Nothing here asserts a timing: the polling deadline only guards
 //! against a hang on a slow shared machine.

@@ -1,8 +1,8 @@
-//! The Redis comparison script (`bench/keylookup-vs-redis.sh`, issue 6) on
-//! a small table: both Redis runs, both Tessera clusters, every phase
+//! The Redis comparison script (`bench/keylookup-vs-redis.sh`, design 0006)
+//! on a small table: both Redis runs, both Tessera clusters, every phase
 //! without error and every read verified (the script exits non-zero
-//! otherwise), and the table it prints. No figure is asserted: the
-//! figures are benchmarks (docs/benchmarks.md).
+//! otherwise), and the table it prints. No figure is asserted: the figures
+//! are benchmarks (docs/benchmarks.md).
 
 mod common;
 

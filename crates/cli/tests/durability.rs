@@ -1,15 +1,15 @@
-//! Durability against real processes (issue 4): a cluster of 4 data nodes
-//! with 2 replicas (two node groups) under a concurrent load of
-//! transactions that each write several rows across both node groups,
-//! killed with SIGKILL, every data node at once, at an arbitrary moment,
-//! then restarted from disk. After each restart, through the benchmark's
-//! ledger (`bench keylookup --ledger`, see crates/bench/src/ledger.rs):
-//! every write acknowledged with a GCI up to the restored GCI is there,
-//! none acknowledged with a larger GCI is (so no transaction is partly
-//! there: its rows share its GCI), every write acknowledged `--durable` is
-//! there whatever the restored GCI, no row holds a round the ledger never
-//! saw, and the replica checker finds every replica equal. The restored
-//! GCI never goes back.
+//! Durability against real processes (design 0004,
+//! docs/design/durability.md): a cluster of 4 data nodes with 2 replicas
+//! (two node groups) under a concurrent load of transactions that each write
+//! several rows across both node groups, killed with SIGKILL, every data
+//! node at once, at an arbitrary moment, then restarted from disk. After
+//! each restart, through the benchmark's ledger (`bench keylookup --ledger`,
+//! see crates/bench/src/ledger.rs): every write acknowledged with a GCI up
+//! to the restored GCI is there, none acknowledged with a larger GCI is (so
+//! no transaction is partly there: its rows share its GCI), every write
+//! acknowledged `--durable` is there whatever the restored GCI, no row holds
+//! a round the ledger never saw, and the replica checker finds every replica
+//! equal. The restored GCI never goes back.
 //!
 //! `TESSERA_KILL_ROUNDS=N` runs N rounds (default 15, the CI figure);
 //! `TESSERA_TEST_SEED` repeats the choices of kill moments and loads.

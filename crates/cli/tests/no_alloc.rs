@@ -1,13 +1,13 @@
-//! The data node's promise that its ldm and tc threads do not touch the
-//! heap once warm (DESIGN.md §2), checked on a real process: the `tessera`
-//! binary counts allocations per thread and `all report threads` publishes
-//! the counts. After a warm-up that runs every kind of operation used
-//! later, 100,000 key operations (committed, shared and exclusive reads,
-//! updates that move values between size classes, writes, deletes and
-//! re-inserts) must leave the ldm and tc counts unchanged. Local
-//! checkpoints run on the ldm threads beside the operations, so both the
-//! warm-up and the measured run go on until a few more LCPs have
-//! completed: the promise covers them too.
+//! The data node's promise that its ldm and tc threads do not touch the heap
+//! once warm (docs/design/processes-and-blocks.md §6), checked on a real
+//! process: the `tessera` binary counts allocations per thread and
+//! `all report threads` publishes the counts. After a warm-up that runs
+//! every kind of operation used later, 100,000 key operations (committed,
+//! shared and exclusive reads, updates that move values between size
+//! classes, writes, deletes and re-inserts) must leave the ldm and tc counts
+//! unchanged. Local checkpoints run on the ldm threads beside the
+//! operations, so both the warm-up and the measured run go on until a few
+//! more LCPs have completed: the promise covers them too.
 //!
 //! To find what allocates: run the test with
 //! `TESSERA_TRAP_ALLOCATIONS_AFTER_SIGNALS=<the "signals" before>` and the

@@ -1,7 +1,8 @@
-//! Storage faults against a real data node (issue 4, fail-fast): damage
-//! to bytes that were durable stops the node at restart with a message
-//! naming the file and the offset, and it never serves the bad data; a
-//! damaged copy of the system file is survived while the other is good.
+//! Storage faults against a real data node (fail-fast,
+//! docs/design/durability.md §6): damage to bytes that were durable stops
+//! the node at restart with a message naming the file and the offset, and it
+//! never serves the bad data; a damaged copy of the system file is survived
+//! while the other is good.
 //!
 //! Each test runs one data node (replicas 1), writes rows, waits until
 //! global checkpoints made them durable, kills the node, damages a file in

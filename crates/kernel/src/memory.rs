@@ -3,9 +3,9 @@
 //!
 //! A key lookup touches a hash index element and a row at random places in
 //! gigabytes of DataMemory. With 4 KiB pages each of those accesses also
-//! misses the TLB and walks the page tables; with 2 MiB pages one TLB
-//! entry covers 512 times as much (measured in docs/benchmarks.md, issue
-//! 6). Linux hands out huge pages only to mappings that ask
+//! misses the TLB and walks the page tables; with 2 MiB pages one TLB entry
+//! covers 512 times as much (measured in docs/benchmarks.md, design 0006).
+//! Linux hands out huge pages only to mappings that ask
 //! (`transparent_hugepage = madvise`, Debian's default), so the memory is
 //! mapped here and advised with `MADV_HUGEPAGE`; the pages still arrive
 //! zeroed and only on first touch, as `vec![0u64; n]` would give them.

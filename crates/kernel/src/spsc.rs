@@ -1,5 +1,6 @@
 //! A bounded single-producer single-consumer queue of envelopes: the job
-//! queue between two threads (one per sender-receiver pair, DESIGN.md §2).
+//! queue between two threads (one per sender-receiver pair,
+//! docs/design/processes-and-blocks.md §4).
 //!
 //! The producer publishes a whole batch with one release store and the
 //! consumer frees a whole batch with one, so a batch of signals costs two

@@ -1,5 +1,5 @@
-//! A recording [`Context`] for block tests (DESIGN.md §8, layer 2): feed a
-//! block signals, then compare what it sent with what the protocol
+//! A recording [`Context`] for block tests (docs/design/testing.md §2):
+//! feed a block signals, then compare what it sent with what the protocol
 //! prescribes, as golden traces.
 //!
 //! It lives in the kernel rather than in each block's tests so that every

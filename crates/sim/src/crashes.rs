@@ -1,14 +1,14 @@
-//! Runs with whole-cluster crashes (DESIGN.md §8, issue 4): the bank
-//! workload runs, the whole cluster crashes at a moment drawn from the
-//! seed (every signal in flight, timer and disk answer dropped, every
-//! disk losing or tearing what was not synced), restarts from its disks,
-//! and the table is read back through the production partition scan of
-//! every replica and checked against what the clients knew at the crash:
-//! the committed prefix up to the restored GCI (`bank::restart`,
+//! Runs with whole-cluster crashes (docs/design/testing.md §3, design 0004):
+//! the bank workload runs, the whole cluster crashes at a moment drawn from
+//! the seed (every signal in flight, timer and disk answer dropped, every
+//! disk losing or tearing what was not synced), restarts from its disks, and
+//! the table is read back through the production partition scan of every
+//! replica and checked against what the clients knew at the crash: the
+//! committed prefix up to the restored GCI (`bank::restart`,
 //! `ledger::restart`). The clients then continue from the restored table,
 //! and the next crash is judged against the next restored GCI. After the
-//! last restart the bank runs to its end and the usual end-of-run checks
-//! run (`run`).
+//! last restart the bank runs to its end and the usual end-of-run checks run
+//! (`run`).
 //!
 //! Besides the table, each restart must restore at least every GCI a node
 //! reported complete before the crash (what clients were told is durable),

@@ -1,5 +1,5 @@
-//! The simulated disk of one data node (DESIGN.md §8: lost unsynced
-//! writes, torn writes, bit flips, fsync errors), serving the same
+//! The simulated disk of one data node (docs/design/testing.md §3: lost
+//! unsynced writes, torn writes, bit flips, fsync errors), serving the same
 //! [`FsOperation`]s as the production io thread, with the same names and
 //! the same errors, deterministically from a seed.
 //!

@@ -10,9 +10,10 @@
 //!   no two committed transactions both overwrote the same write (no lost
 //!   updates), and the chain ends at the row read at the end;
 //! - along a chain GCIs never go down: a transaction that read another's
-//!   write commits in the same or a later GCI (DESIGN.md §5). A reader may
-//!   hear of its commit before the writer does, so a check whose writer is
-//!   still unconfirmed waits in `waiting_on` until it is.
+//!   write commits in the same or a later GCI
+//!   (docs/design/durability.md §1). A reader may hear of its commit before
+//!   the writer does, so a check whose writer is still unconfirmed waits in
+//!   `waiting_on` until it is.
 //!
 //! After a whole-cluster crash, `restart` checks the restored rows against
 //! the ledger (the committed prefix up to the restored GCI) and seeds the

@@ -1,5 +1,5 @@
-//! sim: deterministic simulation of a cluster of data nodes (DESIGN.md §8,
-//! layer 3).
+//! sim: deterministic simulation of a cluster of data nodes
+//! (docs/design/testing.md §3).
 //!
 //! The production blocks of one to four data nodes (each node's built by
 //! `datanode::wiring` from one config listing them all, never copied) run

@@ -4,9 +4,9 @@
 //! last commit, sorted by kind of key.
 //!
 //! `bank::CrashedBank::check` compares them with what the clients knew at
-//! the crash (DESIGN.md §5: after a system restart the state is the
-//! committed prefix up to the restored GCI), and `Bank::resume` continues
-//! the workload from them.
+//! the crash (docs/design/durability.md §5: after a system restart the state
+//! is the committed prefix up to the restored GCI), and `Bank::resume`
+//! continues the workload from them.
 
 use crate::bank::{SCRATCH_BASE, TOKENS, TOKEN_BASE};
 use crate::rows::{self, Row};

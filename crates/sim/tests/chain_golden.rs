@@ -1,10 +1,10 @@
-//! Golden traces of the linear two-phase commit (DESIGN.md §4) for 1, 2, 3
-//! and 4 replicas: one tc and one ldm per data node, signals delivered one
-//! at a time in the order they were sent, every signal recorded. The traces
-//! pin the exact order: LQHKEYREQ along the chain primary -> backups, the
-//! last replica confirms to the tc; COMMIT from the last replica back to
-//! the primary, which confirms; TCKEYCONF to the client; COMPLETE along the
-//! same way back.
+//! Golden traces of the linear two-phase commit
+//! (docs/design/transactions.md §3-§6) for 1, 2, 3 and 4 replicas: one tc
+//! and one ldm per data node, signals delivered one at a time in the order
+//! they were sent, every signal recorded. The traces pin the exact order:
+//! LQHKEYREQ along the chain primary -> backups, the last replica confirms
+//! to the tc; COMMIT from the last replica back to the primary, which
+//! confirms; TCKEYCONF to the client; COMPLETE along the same way back.
 
 use kernel::testing::RecordingContext;
 use kernel::{Block, Context};

@@ -1,17 +1,18 @@
-//! Whole-cluster crash and restart (issue 4 item 7, DESIGN.md §5 and §8):
-//! the bank runs, the whole cluster crashes at a moment drawn from the
-//! seed (signals in flight, timers and disk answers dropped, unsynced
-//! writes lost or torn), restarts from its disks, and the table read back
-//! through the production scan of every replica must be the committed
-//! prefix up to the restored GCI: every transaction the clients saw commit
-//! up to it present, none after it, none partly, replicas equal, balances
-//! adding up, deleted rows still deleted. The clients continue from the
-//! restored table, so each later crash is judged against its own restored
-//! GCI; after the last restart the bank runs to its end with the usual
-//! end-of-run checks. One node, and clusters of 2 and 4 nodes with 2
-//! replicas. The checks must be able to fail: tests below hand them a
-//! wrong restored GCI or altered rows, and corrupt durable bytes (the node
-//! must stop, naming the file and offset).
+//! Whole-cluster crash and restart (design 0004;
+//! docs/design/durability.md §5, docs/design/testing.md §3): the bank runs,
+//! the whole cluster crashes at a moment drawn from the seed (signals in
+//! flight, timers and disk answers dropped, unsynced writes lost or torn),
+//! restarts from its disks, and the table read back through the production
+//! scan of every replica must be the committed prefix up to the restored
+//! GCI: every transaction the clients saw commit up to it present, none
+//! after it, none partly, replicas equal, balances adding up, deleted rows
+//! still deleted. The clients continue from the restored table, so each
+//! later crash is judged against its own restored GCI; after the last
+//! restart the bank runs to its end with the usual end-of-run checks. One
+//! node, and clusters of 2 and 4 nodes with 2 replicas. The checks must be
+//! able to fail: tests below hand them a wrong restored GCI or altered rows,
+//! and corrupt durable bytes (the node must stop, naming the file and
+//! offset).
 //!
 //! More seeds on demand: `SIM_SEEDS=100 cargo test -p sim --release --test
 //! crash_restart -- --ignored many_seeds`; one crash plan over many seeds,

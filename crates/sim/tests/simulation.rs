@@ -17,7 +17,7 @@ use std::time::Instant;
 
 const TRANSACTIONS: u64 = 10_000;
 
-/// The clusters the issue asks for: 2 and 4 data nodes, 2 replicas.
+/// The clusters the acceptance tests use: 2 and 4 data nodes, 2 replicas.
 const TWO_NODES: ClusterShape = ClusterShape::new(2, 2);
 const FOUR_NODES: ClusterShape = ClusterShape::new(4, 2);
 

@@ -1,10 +1,11 @@
 //! A global allocator wrapper that counts heap allocations per thread.
 //!
 //! The data node promises that its ldm and tc threads never allocate once
-//! warm (DESIGN.md §2: pools are sized from config at start). The `tessera`
-//! binary installs [`CountingAllocator`] and each thread publishes its own
-//! count in `all report threads`, so a cluster test can check the promise on
-//! a real process instead of trusting it.
+//! warm (docs/design/processes-and-blocks.md §6: pools are sized from
+//! config at start). The `tessera` binary installs [`CountingAllocator`]
+//! and each thread publishes its own count in `all report threads`, so a
+//! cluster test can check the promise on a real process instead of
+//! trusting it.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

@@ -1,9 +1,9 @@
-//! redo: the format of a redo log part (DESIGN.md §5) and the pure logic
-//! around it: the appender an ldm uses to lay records into pages, the
-//! scanner a restart uses to find the end of the log, and the replay filter.
-//! No file I/O: the caller owns the files, the page buffer, the writes and
-//! the fsyncs, and hands these types the bytes. The format, byte by byte, is
-//! in `docs/redo-format.md`; this is the short version.
+//! redo: the format of a redo log part (docs/design/durability.md §3) and
+//! the pure logic around it: the appender an ldm uses to lay records into
+//! pages, the scanner a restart uses to find the end of the log, and the
+//! replay filter. No file I/O: the caller owns the files, the page buffer,
+//! the writes and the fsyncs, and hands these types the bytes. The format,
+//! byte by byte, is in `docs/redo-format.md`; this is the short version.
 //!
 //! ```text
 //! part = ring of N files of the configured size, each:
@@ -288,7 +288,7 @@ impl Record<'_> {
 
 /// Why a part cannot be read. Every variant names the part, and where
 /// bytes are at fault the file index and byte offset, so the node can stop
-/// with a message an operator can act on (DESIGN.md §5, "Disk checks").
+/// with a message an operator can act on (docs/design/durability.md §6).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RedoError {
     /// A file's header page (offset 0) is missing, damaged, or made for

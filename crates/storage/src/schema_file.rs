@@ -1,6 +1,7 @@
-//! schema_file: the schema file of a data node (DESIGN.md §5), which lets
-//! the tables survive a whole-cluster restart. Every dict keeps its own copy
-//! and rewrites it whole after each create and drop.
+//! schema_file: the schema file of a data node
+//! (docs/design/durability.md §5), which lets the tables survive a
+//! whole-cluster restart. Every dict keeps its own copy and rewrites it
+//! whole after each create and drop.
 //!
 //! One file holds the whole schema: the schema version, the last version of
 //! every table id (so a table id reused after a restart still gets a new

@@ -1,9 +1,10 @@
-//! transport: moving frames of signals over TCP (DESIGN.md §2, "Between
-//! nodes"). Holds the frame assembler shared by the data node and the client,
-//! and the data node's receive and send threads (NDB's recv and send
-//! threads) with the registry of connections they share: connections from
-//! API nodes, and one connection to each other data node (dialed by the
-//! lower id, opened by a hello frame carrying the node's incarnation).
+//! transport: moving frames of signals over TCP
+//! (docs/design/processes-and-blocks.md §5). Holds the frame assembler
+//! shared by the data node and the client, and the data node's receive and
+//! send threads (NDB's recv and send threads) with the registry of
+//! connections they share: connections from API nodes, and one connection to
+//! each other data node (dialed by the lower id, opened by a hello frame
+//! carrying the node's incarnation).
 //!
 //! Wire format, byte by byte: docs/wire-format.md.
 //!

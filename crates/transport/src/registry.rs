@@ -18,7 +18,8 @@ use std::net::TcpStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Node ids are 1..=255 (DESIGN.md §1); the table has one slot per id.
+/// Node ids are 1..=255 (docs/design/processes-and-blocks.md §1); the table
+/// has one slot per id.
 pub const NODE_SLOTS: usize = 256;
 
 /// The write side of one registered connection.

@@ -1,6 +1,7 @@
 //! The send and receive threads allocate nothing per signal once warm
-//! (DESIGN.md §2): the counting allocator is installed for this test binary
-//! and each thread publishes its own count in its stats.
+//! (docs/design/processes-and-blocks.md §6): the counting allocator is
+//! installed for this test binary and each thread publishes its own count in
+//! its stats.
 
 mod common;
 

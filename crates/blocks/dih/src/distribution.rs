@@ -1,4 +1,5 @@
-//! Partition maps: where each partition of a new table lives (DESIGN.md §3).
+//! Partition maps: where each partition of a new table lives
+//! (docs/design/data-and-routing.md §6).
 //!
 //! A key hashes to one of `partition::BUCKETS` buckets; the map takes
 //! buckets to partitions round robin, and each partition to a placement:

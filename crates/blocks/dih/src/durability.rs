@@ -1,5 +1,5 @@
-//! Making a global checkpoint durable (DESIGN.md §5, NDB's GCP_NODEFINISH,
-//! GCP_SAVEREQ and COPY_GCIREQ).
+//! Making a global checkpoint durable (docs/design/durability.md §2; NDB's
+//! GCP_NODEFINISH, GCP_SAVEREQ and COPY_GCIREQ).
 //!
 //! ```text
 //!  master dih            every tc        every ldm          every dih (itself too)

@@ -1,4 +1,5 @@
-//! The GCI switch (NDB's GCP_PREPARE / GCP_COMMIT, DESIGN.md §5).
+//! The GCI switch (NDB's GCP_PREPARE / GCP_COMMIT,
+//! docs/design/durability.md §1).
 //!
 //! ```text
 //!  master dih                      every tc of every node     other dihs

@@ -3,10 +3,10 @@
 //! dih owns two things the rest of the node depends on:
 //! - the distribution of each table (`distribution.rs`): which node group,
 //!   replicas, ldm instance and redo log part hold each partition, computed
-//!   once when dict creates the table (DESIGN.md §3);
+//!   once when dict creates the table (docs/design/data-and-routing.md §6);
 //! - the GCI switch (`gcp.rs`): the two-phase protocol that moves every tc
 //!   to the next global checkpoint id, so that no transaction gets a smaller
-//!   GCI than one it depends on (DESIGN.md §5);
+//!   GCI than one it depends on (docs/design/durability.md §1);
 //! - durability (`durability.rs`): the master's rounds that make a closed
 //!   global checkpoint durable (tcs flushed, ldm markers fsynced, every
 //!   system file updated), and this node's system file (`system_file.rs`);

@@ -1,9 +1,10 @@
-//! LQHKEYREQ on a backup replica: the primary has prepared the operation
-//! and chosen its row id; the backup places exactly that row (Insert at the
-//! row id, Update or Delete of the row at the row id) with the primary's
-//! full after-image, under its own row lock (DESIGN.md §3, "Row identity",
-//! and §4). Backups never look a key up to find a row: row identity is the
-//! primary's choice, so every replica holds the same row at the same id.
+//! LQHKEYREQ on a backup replica: the primary has prepared the operation and
+//! chosen its row id; the backup places exactly that row (Insert at the row
+//! id, Update or Delete of the row at the row id) with the primary's full
+//! after-image, under its own row lock (docs/design/data-and-routing.md §2,
+//! docs/design/transactions.md §3). Backups never look a key up to find a
+//! row: row identity is the primary's choice, so every replica holds the
+//! same row at the same id.
 
 use crate::locks::{append_to_row, can_grant, wait_on_row};
 use crate::operation::{ImageKind, OpState, NIL};

@@ -1,5 +1,6 @@
 //! The primary-key hash index of one partition (NDB's DBACC): a 32-bit key
-//! hash to an opaque u32 row reference, by linear hashing (DESIGN.md §3).
+//! hash to an opaque u32 row reference, by linear hashing
+//! (docs/design/data-and-routing.md §4).
 //!
 //! Linear hashing grows the table one bucket at a time, so no insert pays for
 //! a whole-table rehash: with `buckets = 2^level + split`, an insert that
@@ -26,8 +27,8 @@ use crate::page_memory::{PageId, PageMemory, PAGE_WORDS};
 /// not two: chains are shorter, so a lookup walks fewer elements and the
 /// prefetch (which looks at a chain's first two) finds nine keys in ten
 /// instead of seven; the directory costs 4 bytes per row instead of 2.
-/// Data-node CPU per read at 1M rows fell about 10% (issue 6; 0.5 was no
-/// better, its directory misses more).
+/// Data-node CPU per read at 1M rows fell about 10% (design 0006; 0.5 was
+/// no better, its directory misses more).
 pub const LOAD_FACTOR: u64 = 1;
 
 /// Bucket heads per directory page.

@@ -1,10 +1,10 @@
-//! Local checkpoints (DESIGN.md §5 "Partial local checkpoint",
-//! docs/lcp-format.md): each ldm checkpoints the partitions it owns, one at
-//! a time, in the background, so that a restart loads rows from disk
-//! instead of replaying all of redo, and so that the redo tail can move.
-//! LCPs are partial (NDB 7.6, seed 003; `storage::lcp_control`): each
-//! writes some of the partition's 2048 parts in full and only the changes
-//! of the others, so its size follows the change rate, not the data size.
+//! Local checkpoints (docs/design/durability.md §4, docs/lcp-format.md):
+//! each ldm checkpoints the partitions it owns, one at a time, in the
+//! background, so that a restart loads rows from disk instead of replaying
+//! all of redo, and so that the redo tail can move. LCPs are partial (NDB
+//! 7.6, seed 003; `storage::lcp_control`): each writes some of the
+//! partition's 2048 parts in full and only the changes of the others, so its
+//! size follows the change rate, not the data size.
 //!
 //! One LCP of one partition:
 //!

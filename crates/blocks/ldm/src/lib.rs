@@ -1,7 +1,7 @@
 //! ldm: the local data manager block (NDB's DBLQH + DBACC + DBTUP): one
 //! instance per ldm thread, owning a disjoint set of partitions with their
 //! rows, primary-key hash indexes, row locks and operation records
-//! (DESIGN.md §2-§4).
+//! (docs/design/data-and-routing.md, docs/design/transactions.md).
 //!
 //! Split by concern, as NDB's dbtux/ is:
 //! - `page_memory`: this thread's DataMemory, fixed pages allocated at start;

@@ -7,7 +7,7 @@
 //! in FIFO order. When a granted operation leaves the queue, every waiting
 //! one is run again from the start (a fresh index lookup), so a wait that
 //! ends in a delete or an aborted insert needs no special case. Deadlocks
-//! end by the tc's lock-wait timeout (DESIGN.md §4).
+//! end by the tc's lock-wait timeout (docs/design/transactions.md §8).
 
 use crate::operation::{ImageKind, OpState, OperationPool, NIL};
 use crate::page_memory::PageMemory;
@@ -172,8 +172,8 @@ impl Ldm {
     /// COMMIT, from the tc at the last replica or from the next replica:
     /// install the after-image and stamp the GCI, then pass the commit to
     /// the previous replica; the primary, last to commit, releases its lock
-    /// and tells the tc (DESIGN.md §4). Backups keep their locks until
-    /// COMPLETE.
+    /// and tells the tc (docs/design/transactions.md §4). Backups keep their
+    /// locks until COMPLETE.
     pub(crate) fn commit(&mut self, from: BlockRef, request: CommitReq, ctx: &mut dyn Context) {
         let index = request.ldm_op;
         assert!(
@@ -254,7 +254,8 @@ impl Ldm {
                 partition.lcp.changes += 1;
             }
             // The change goes to the redo log on every replica, in commit
-            // order; nothing waits for it to reach disk (DESIGN.md §5).
+            // order; nothing waits for it to reach disk
+            // (docs/design/durability.md §3).
             if let (Some(kind), Some(redo)) = (logged, redo.as_mut()) {
                 let (part_index, _) = operation
                     .redo_reservation

@@ -1,7 +1,8 @@
 //! Operation records (NDB's LQH operation records): one per operation in
 //! progress on this ldm, from LQHKEYREQ until COMPLETE (or, for a committed
 //! read, until its answer). Sized from config at start; seizing one never
-//! allocates. Each record's state is explicit (DESIGN.md §2, §4).
+//! allocates. Each record's state is explicit
+//! (docs/design/processes-and-blocks.md §2, docs/design/transactions.md §7).
 
 use signal::attr::KeyHash;
 use signal::signals::{LockMode, OperationKind, ReplicaChain};

@@ -1,5 +1,5 @@
 //! DataMemory of one ldm thread: a fixed pool of `PAGE_SIZE` pages allocated
-//! once at start (DESIGN.md §3, "Memory").
+//! once at start (docs/design/data-and-routing.md §1).
 //!
 //! Everything the ldm stores per partition (rows, hash index, ordered
 //! indexes) takes its memory from here, so that the hot path never calls the

@@ -1,6 +1,6 @@
 //! LQHKEYREQ: find the row by key, take or queue for its lock, and build the
-//! operation's after-image (DESIGN.md §4, "Prepare"). The row itself is not
-//! changed; a prepared insert takes an invisible (Reserved) slot.
+//! operation's after-image (docs/design/transactions.md §3). The row itself
+//! is not changed; a prepared insert takes an invisible (Reserved) slot.
 
 use crate::layout::{RowLayout, RowView};
 use crate::locks::{append_to_row, can_grant, latest_image_of_transaction, wait_on_row};

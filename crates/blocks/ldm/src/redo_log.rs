@@ -1,7 +1,7 @@
-//! The ldm's redo log (DESIGN.md §5): the parts this ldm instance writes,
-//! each a `storage::redo::RedoAppender` over a buffer of its own, and the
-//! I/O that moves closed pages to the part's files through the node's file
-//! service (`Context::fs_request`).
+//! The ldm's redo log (docs/design/durability.md §3): the parts this ldm
+//! instance writes, each a `storage::redo::RedoAppender` over a buffer of
+//! its own, and the I/O that moves closed pages to the part's files through
+//! the node's file service (`Context::fs_request`).
 //!
 //! The life of a row change in the log:
 //! - **prepare** reserves room for the record in the partition's part
@@ -430,7 +430,8 @@ impl RedoLog {
     }
 
     /// Sends the fsyncs that make a resumed part's invalidation durable
-    /// (every file of the part, DESIGN.md §5). Part of a restore.
+    /// (every file of the part, docs/design/durability.md §5). Part of a
+    /// restore.
     pub(crate) fn sync_resumed(&mut self, address: BlockRef, ctx: &mut dyn Context) {
         for (index, part) in self.parts.iter_mut().enumerate() {
             Self::send_writes(part, index, address, ctx);

@@ -1,6 +1,6 @@
-//! RESTORE_REQ from dih (start phase RESTORE_DATA, DESIGN.md §5 "System
-//! restart"): bring this ldm's partitions back from disk up to the
-//! restored GCI, then make the redo log ready to take new records.
+//! RESTORE_REQ from dih (start phase RESTORE_DATA,
+//! docs/design/durability.md §5): bring this ldm's partitions back from disk
+//! up to the restored GCI, then make the redo log ready to take new records.
 //!
 //! ```text
 //! restored GCI 0 (initial start, or nothing ever complete): delete every
@@ -18,15 +18,15 @@
 //!              fsynced ---------------------------------------------------> conf
 //! ```
 //!
-//! Replay is idempotent (DESIGN.md §5): an insert or update places the full
-//! after-image at its row id whether or not the row is there; a delete of a
-//! missing row does nothing. A change older than the partition's state may
-//! find its row id holding another key (the checkpoint saw the id reused
-//! after a delete the change precedes): the row there is removed and the
-//! change placed, and the later records bring the final state. Records of
-//! tables the schema no longer has (dropped) are skipped. A part with a
-//! partition that has no checkpoint (or with none) is scanned from the
-//! oldest record it still holds (`oldest_start_lsn`).
+//! Replay is idempotent (docs/design/durability.md §3): an insert or update
+//! places the full after-image at its row id whether or not the row is
+//! there; a delete of a missing row does nothing. A change older than the
+//! partition's state may find its row id holding another key (the checkpoint
+//! saw the id reused after a delete the change precedes): the row there is
+//! removed and the change placed, and the later records bring the final
+//! state. Records of tables the schema no longer has (dropped) are skipped.
+//! A part with a partition that has no checkpoint (or with none) is scanned
+//! from the oldest record it still holds (`oldest_start_lsn`).
 //!
 //! Every phase is reported with its duration (`Report::Phase`).
 

@@ -1,9 +1,10 @@
-//! ldm block tests (DESIGN.md §8, layer 2): one ldm alone, fed the signals
-//! dict and the tc would send; the test plays both. Golden traces check the
-//! exact answers, in order; behaviour tests check row values (decoded with
-//! `AttrIter`), lock queues, aborts, DataMemory exhaustion, var-size columns
-//! and the row header's GCI. After every scenario the ldm must hold no
-//! operation record, no lock, no reserved slot and no stray index entry.
+//! ldm block tests (docs/design/testing.md §2): one ldm alone, fed the
+//! signals dict and the tc would send; the test plays both. Golden traces
+//! check the exact answers, in order; behaviour tests check row values
+//! (decoded with `AttrIter`), lock queues, aborts, DataMemory exhaustion,
+//! var-size columns and the row header's GCI. After every scenario the ldm
+//! must hold no operation record, no lock, no reserved slot and no stray
+//! index entry.
 //!
 //! Partition maps are built as dih builds them for one node (node 2) with a
 //! single ldm thread, so this ldm owns every partition; one test uses two

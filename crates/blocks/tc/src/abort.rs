@@ -1,7 +1,7 @@
 //! Abort: ABORT to every operation that may hold a lock or an after-image,
-//! then the client hears why (DESIGN.md §4). Also the two timeouts that end
-//! in an abort (lock wait: deadlock detection; inactivity) and the abort of
-//! a disconnected client's transactions.
+//! then the client hears why (docs/design/transactions.md §6, §8). Also the
+//! two timeouts that end in an abort (lock wait: deadlock detection;
+//! inactivity) and the abort of a disconnected client's transactions.
 
 use crate::records::{AbortReply, OpPhase, TransactionState, NIL};
 use crate::Tc;

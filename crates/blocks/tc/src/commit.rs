@@ -1,9 +1,9 @@
-//! Commit (DESIGN.md §4): the GCI is taken at the commit decision, COMMIT
-//! goes to every operation that holds something, the client is acknowledged
-//! with the GCI once all are committed, then COMPLETE releases the records.
-//! And the tc's half of the GCI switch (DESIGN.md §5). Each commit that sent
-//! COMMIT is counted in its GCI's commit phases (`durability`) until its
-//! last COMMITCONF.
+//! Commit (docs/design/transactions.md §4-§5): the GCI is taken at the
+//! commit decision, COMMIT goes to every operation that holds something, the
+//! client is acknowledged with the GCI once all are committed, then COMPLETE
+//! releases the records. And the tc's half of the GCI switch
+//! (docs/design/durability.md §1). Each commit that sent COMMIT is counted
+//! in its GCI's commit phases (`durability`) until its last COMMITCONF.
 
 use crate::records::{OpPhase, TransactionState, NIL};
 use crate::Tc;

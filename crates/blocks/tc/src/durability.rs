@@ -1,5 +1,5 @@
-//! The tc's part in making GCIs durable (DESIGN.md §5, "Making g
-//! durable"), and the API nodes' waits for a durable GCI.
+//! The tc's part in making GCIs durable (docs/design/durability.md §2), and
+//! the API nodes' waits for a durable GCI.
 //!
 //! - Commit phases per GCI: a transaction is *in its commit phase* from the
 //!   commit decision (`commit_with`, COMMIT sent) until the last COMMITCONF

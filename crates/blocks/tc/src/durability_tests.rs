@@ -1,9 +1,10 @@
-//! tc durability tests (DESIGN.md §5 and §8, layer 2), on the `Bench` of
-//! `tests`: the master dih's GCP_FLUSH_REQ is answered once no transaction
-//! of its GCI or an earlier one is still in its commit phase, and not held
-//! by later GCIs; API nodes' GCI_WAIT_REQs are answered at once, when
-//! GCP_DURABLE_REP reports their GCI complete, refused when the tc holds
-//! as many as it can, and dropped when their API node fails.
+//! tc durability tests (docs/design/durability.md §2,
+//! docs/design/testing.md §2), on the `Bench` of `tests`: the master dih's
+//! GCP_FLUSH_REQ is answered once no transaction of its GCI or an earlier
+//! one is still in its commit phase, and not held by later GCIs; API nodes'
+//! GCI_WAIT_REQs are answered at once, when GCP_DURABLE_REP reports their
+//! GCI complete, refused when the tc holds as many as it can, and dropped
+//! when their API node fails.
 
 use crate::tests::*;
 use kernel::testing::line;

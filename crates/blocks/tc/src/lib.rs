@@ -1,5 +1,5 @@
 //! tc: the transaction coordinator block (NDB's DBTC), one instance per tc
-//! thread (DESIGN.md §4).
+//! thread (docs/design/transactions.md).
 //!
 //! A client's batch arrives as TCKEYREQs; each operation is routed by its
 //! key's hash to the ldm owning its partition (LQHKEYREQ). When the batch is
@@ -11,7 +11,8 @@
 //! arriving is dropped: `TransactionState::AbortedAwaitingBatchEnd`).
 //! GCP_PREPARE makes
 //! the tc hold new commit decisions until GCP_COMMIT hands out the next GCI,
-//! which is what keeps dependent transactions' GCIs ordered (DESIGN.md §5).
+//! which is what keeps dependent transactions' GCIs ordered
+//! (docs/design/durability.md §1).
 //!
 //! Split by concern: `records` (pools), `execute` (batches), `commit`
 //! (commit, complete, GCP), `abort` (abort, timeouts, API failure),

@@ -1,11 +1,11 @@
-//! tc block tests (DESIGN.md §8, layer 2): one tc alone, fed the signals that
-//! membership, dih, dict, the ldms and the API would send; the test plays
-//! all of them. Golden traces check the exact signals the tc sends, in
+//! tc block tests (docs/design/testing.md §2): one tc alone, fed the signals
+//! that membership, dih, dict, the ldms and the API would send; the test
+//! plays all of them. Golden traces check the exact signals the tc sends, in
 //! order; behaviour tests check refusals, timeouts, aborts and that every
 //! transaction and operation record returns to its pool. Partition maps are
 //! built as dih builds them (node 2, one node group, partitions spread over
-//! two ldm instances), keys and hashes with `signal::attr`. The `Bench`
-//! and its helpers are shared with `durability_tests`.
+//! two ldm instances), keys and hashes with `signal::attr`. The `Bench` and
+//! its helpers are shared with `durability_tests`.
 
 use crate::records::{TransactionState, NIL};
 use crate::{Tc, TcConfig, TIMEOUT_SCAN_JOB};

@@ -24,7 +24,7 @@ fn tc_signals_by_node(processes: &TestCluster) -> Vec<(u16, u64)> {
 
 /// A transaction started with a key hint runs on a tc of the node holding
 /// that key's primary: the per-node tc counters of `all report threads`
-/// show it (issue 3, item 5).
+/// show it (docs/design/data-and-routing.md §7).
 pub fn hinted_transactions_run_on_the_primarys_tc(
     processes: &TestCluster,
     cluster: &Cluster,

@@ -1,7 +1,8 @@
 //! The bank across a whole-cluster crash: what the clients knew when the
 //! cluster went down ([`CrashedBank`]), the check of the restored table
-//! against it (DESIGN.md §5: the committed prefix up to the restored GCI),
-//! and a bank that continues from the restored table ([`Bank::resume`]).
+//! against it (docs/design/durability.md §5: the committed prefix up to the
+//! restored GCI), and a bank that continues from the restored table
+//! ([`Bank::resume`]).
 //!
 //! At the crash every slot's open transaction is in doubt if it may have
 //! committed: it asked to commit (a batch with COMMIT, or TC_COMMITREQ)

@@ -1,6 +1,7 @@
 //! The ledger and the tokens' checker across a whole-cluster crash: what
-//! the restored rows must be (DESIGN.md §5: the committed prefix up to the
-//! restored GCI), and the history a bank continues from after the restart.
+//! the restored rows must be (docs/design/durability.md §5: the committed
+//! prefix up to the restored GCI), and the history a bank continues from
+//! after the restart.
 //!
 //! At the crash, a transaction the clients heard commit has its GCI; one
 //! still waiting for its answer is in doubt (it may have committed, in any

@@ -1,5 +1,6 @@
 //! lcp_control: the files of one partition's local checkpoint (LCP,
-//! DESIGN.md §5), already in the shape of NDB 7.6's partial LCP (seed 003):
+//! docs/design/durability.md §4), already in the shape of NDB 7.6's
+//! partial LCP (seed 003):
 //!
 //! - `control`: the **control file** says which data files, in which order,
 //!   make a restorable state, which of the 2048 parts each of them holds in

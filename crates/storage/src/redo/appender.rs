@@ -183,8 +183,9 @@ impl RedoAppender {
     /// `scan` found. It starts a new incarnation with an invalidation
     /// record for `restored_gci` in a fresh page, already closed: write it
     /// ([`RedoAppender::next_write`]), fsync every file of the part, call
-    /// [`RedoAppender::synced`], and only then accept writes (DESIGN.md §5:
-    /// redo beyond the restored point is invalidated durably first).
+    /// [`RedoAppender::synced`], and only then accept writes
+    /// (docs/design/durability.md §5: redo beyond the restored point is
+    /// invalidated durably first).
     pub fn resume(
         config: AppenderConfig,
         scan: &PartScan,

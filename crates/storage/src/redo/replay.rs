@@ -1,8 +1,8 @@
-//! replay: which row changes of a scanned part a restart applies. Records
-//! of GCI g and g+1 interleave in a part (DESIGN.md §5), so the log is not
-//! cut at an LSN but filtered by GCI: a change is applied when its GCI is
-//! at most the restored GCI, and no later invalidation record (a restart
-//! that restored a lower GCI) voided it.
+//! replay: which row changes of a scanned part a restart applies. Records of
+//! GCI g and g+1 interleave in a part (docs/design/durability.md §3), so the
+//! log is not cut at an LSN but filtered by GCI: a change is applied when
+//! its GCI is at most the restored GCI, and no later invalidation record (a
+//! restart that restored a lower GCI) voided it.
 //!
 //! Idempotence is the applier's job, and is what makes this filter enough:
 //! every change carries the full after-image and the row id, so the applier
