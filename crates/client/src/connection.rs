@@ -26,7 +26,7 @@ use transport::assembler::FrameAssembler;
 /// ```
 /// assert_eq!(client::PROTOCOL_VERSION, 1);
 /// ```
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = signal::signals::API_PROTOCOL_VERSION;
 
 /// A frame is closed once it holds this many bytes, far below
 /// `codec::MAX_FRAME_BYTES` even after one more signal with two full sections.
@@ -244,6 +244,7 @@ impl NodeConnection {
                     .registration
                     .wait_until(attempt_deadline, |registration| {
                         registration.lost.is_some()
+                            || registration.refused.is_some()
                             || registration
                                 .conf
                                 .as_ref()
@@ -251,6 +252,13 @@ impl NodeConnection {
                     });
             if let Some(reason) = registration.lost.clone() {
                 return Err(self.lost(reason));
+            }
+            if let Some(code) = registration.refused {
+                return Err(ClientError::Config(format!(
+                    "the data node at {} refused this client's registration \
+                     (protocol version {PROTOCOL_VERSION}): {code}",
+                    self.addr
+                )));
             }
             if let Some((sender, conf)) = registration.conf.take() {
                 if conf.started {

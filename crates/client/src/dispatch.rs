@@ -313,6 +313,8 @@ pub(crate) enum SchemaReply {
 pub(crate) struct Registration {
     /// The last API_REGCONF and the node that sent it.
     pub conf: Option<(NodeId, ApiRegConf)>,
+    /// The data node refused the registration (API_REGREF).
+    pub refused: Option<ErrorCode>,
     /// The connection ended.
     pub lost: Option<String>,
 }
@@ -590,6 +592,9 @@ impl Dispatch {
             Signal::ApiRegConf(conf) => self
                 .registration
                 .update(|registration| registration.conf = Some((sender, conf))),
+            Signal::ApiRegRef(refusal) => self
+                .registration
+                .update(|registration| registration.refused = Some(refusal.error)),
             Signal::TcKeyConf(TcKeyConf {
                 transaction_id,
                 operations,

@@ -1,4 +1,5 @@
-//! Waiting until a GCI is durable (DESIGN.md §4, `durable` commit; §5).
+//! Waiting until a GCI is durable (docs/design/transactions.md §9,
+//! docs/design/durability.md §2).
 //!
 //! A commit's TCKEYCONF carries its GCI. The GCI is *complete* (durable)
 //! once every data node has logged every commit of it and recorded it in

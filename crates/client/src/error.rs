@@ -81,7 +81,17 @@ pub enum ClientError {
         /// The GCI waited for.
         gci: Gci,
     },
-    /// No reply within the reply timeout: the outcome is unknown.
+    /// A commit was sent and its answer never came: `cause` says what
+    /// happened (a lost connection, a timeout). The transaction may have
+    /// committed or not; a blind retry may apply it twice. Read back what
+    /// it wrote before retrying, or make it idempotent. Class
+    /// `OutcomeUnknown`, code `CommitOutcomeUnknown`; not temporary.
+    OutcomeUnknown {
+        /// What was lost.
+        cause: Box<ClientError>,
+    },
+    /// No reply within the reply timeout: the outcome of the request is
+    /// unknown (a commit's timeout is an [`ClientError::OutcomeUnknown`]).
     Timeout {
         /// What was waited for.
         what: &'static str,
@@ -109,6 +119,7 @@ impl ClientError {
             | ClientError::Invalid { code, .. }
             | ClientError::DurableWaitRefused { code, .. } => Some(*code),
             ClientError::ConnectionLost { .. } => Some(ErrorCode::ConnectionLost),
+            ClientError::OutcomeUnknown { .. } => Some(ErrorCode::CommitOutcomeUnknown),
             ClientError::NotStarted { .. } => Some(ErrorCode::NodeNotStarted),
             _ => None,
         }
@@ -136,7 +147,23 @@ impl ClientError {
     /// assert!(!error.is_temporary());
     /// ```
     pub fn is_temporary(&self) -> bool {
+        if matches!(self, ClientError::OutcomeUnknown { .. }) {
+            return false;
+        }
         matches!(self, ClientError::Timeout { .. }) || self.class() == Some(ErrorClass::Temporary)
+    }
+
+    /// Whether a commit was sent and may or may not have happened (class
+    /// `OutcomeUnknown`): find out before retrying.
+    ///
+    /// ```
+    /// use client::ClientError;
+    /// let lost = ClientError::Timeout { what: "a commit", waited: std::time::Duration::ZERO };
+    /// let error = ClientError::OutcomeUnknown { cause: Box::new(lost) };
+    /// assert!(error.is_outcome_unknown() && !error.is_temporary());
+    /// ```
+    pub fn is_outcome_unknown(&self) -> bool {
+        matches!(self, ClientError::OutcomeUnknown { .. })
     }
 
     /// The failing operation of an `Operation` error, when the data node named one.
@@ -217,6 +244,9 @@ impl ClientError {
                 what,
                 waited: *waited,
             },
+            ClientError::OutcomeUnknown { cause } => ClientError::OutcomeUnknown {
+                cause: Box::new(cause.duplicate()),
+            },
             ClientError::Protocol(message) => ClientError::Protocol(message.clone()),
             ClientError::Usage(message) => ClientError::Usage(message.clone()),
         }
@@ -258,6 +288,9 @@ impl fmt::Display for ClientError {
                 "no reply to {what} within {} ms; the outcome is unknown",
                 waited.as_millis()
             ),
+            ClientError::OutcomeUnknown { cause } => {
+                write!(f, "{}; {cause}", ErrorCode::CommitOutcomeUnknown)
+            }
             ClientError::Protocol(message) => write!(f, "protocol error from data node: {message}"),
             ClientError::Usage(message) => write!(f, "{message}"),
         }

@@ -1034,16 +1034,27 @@ impl Transaction<'_> {
                 waited: self.cluster.options().reply_timeout,
             };
         }
-        let what = match self.body_mut().batch.take().map(|batch| batch.kind) {
+        let kind = self.body_mut().batch.take().map(|batch| batch.kind);
+        let what = match kind {
             Some(BatchKind::Rollback) => "a rollback",
+            Some(BatchKind::Operations {
+                committing: true, ..
+            }) => "a commit",
             _ => "a transaction batch",
         };
         self.state = TransactionState::Unknown;
         self.unregister();
         self.clear_queue();
-        ClientError::Timeout {
+        let timeout = ClientError::Timeout {
             what,
             waited: self.cluster.options().reply_timeout,
+        };
+        if what == "a commit" {
+            ClientError::OutcomeUnknown {
+                cause: Box::new(timeout),
+            }
+        } else {
+            timeout
         }
     }
 
@@ -1103,6 +1114,13 @@ impl Transaction<'_> {
             return self.on_durable_reply(outcome, wait, reply);
         }
         let rollback = batch.kind == BatchKind::Rollback;
+        let committing = matches!(
+            batch.kind,
+            BatchKind::Operations {
+                committing: true,
+                ..
+            }
+        );
         match reply {
             Reply::Row { client_op, data } => {
                 // Only an operations batch stores rows (when it is
@@ -1186,7 +1204,14 @@ impl Transaction<'_> {
                     TransactionState::Unknown
                 };
                 self.clear_queue();
-                Progress::Done(Err(self.cluster.connection(self.connection).lost(reason)))
+                let lost = self.cluster.connection(self.connection).lost(reason);
+                Progress::Done(Err(if committing {
+                    ClientError::OutcomeUnknown {
+                        cause: Box::new(lost),
+                    }
+                } else {
+                    lost
+                }))
             }
         }
     }

@@ -558,7 +558,11 @@ fn async_failures_come_back_as_completions() {
     session.execute(silent, Commit::Yes, "silent");
     let done = drain(&mut session);
     let error = done[0].result.as_ref().unwrap_err();
-    assert!(matches!(error, ClientError::Timeout { .. }), "{error}");
+    assert!(
+        matches!(error, ClientError::OutcomeUnknown { cause }
+            if matches!(**cause, ClientError::Timeout { .. })),
+        "{error}"
+    );
     assert_eq!(done[0].transaction.state(), TransactionState::Unknown);
     drop(done);
 
@@ -572,7 +576,7 @@ fn async_failures_come_back_as_completions() {
     let done = drain(&mut session);
     assert_eq!(
         done[0].result.as_ref().unwrap_err().code(),
-        Some(ErrorCode::ConnectionLost)
+        Some(ErrorCode::CommitOutcomeUnknown)
     );
     drop(done);
     let mut after = cluster.transaction_on_node(NodeId(3)).expect("node 3");

@@ -520,8 +520,23 @@ fn a_lost_connection_fails_the_waiter_and_later_calls() {
         });
         node.disconnect_all();
         let (error, state) = waiter.join().expect("waiter");
-        assert_eq!(error.code(), Some(ErrorCode::ConnectionLost), "{error}");
-        assert!(error.is_temporary());
+        // The commit was sent: it may have happened, so the error says the
+        // outcome is unknown and does not invite a blind retry.
+        assert_eq!(
+            error.code(),
+            Some(ErrorCode::CommitOutcomeUnknown),
+            "{error}"
+        );
+        assert_eq!(error.class(), Some(ErrorClass::OutcomeUnknown));
+        assert!(
+            error.is_outcome_unknown() && !error.is_temporary(),
+            "{error}"
+        );
+        assert!(
+            matches!(&error, ClientError::OutcomeUnknown { cause }
+                if cause.code() == Some(ErrorCode::ConnectionLost)),
+            "{error:?}"
+        );
         assert_eq!(state, TransactionState::Unknown);
     });
     assert!(!cluster.is_connected());
@@ -555,6 +570,20 @@ fn a_silent_node_times_out() {
     assert!(matches!(error, ClientError::Timeout { .. }), "{error}");
     assert!(error.is_temporary());
     assert_eq!(transaction.state(), TransactionState::Unknown);
+    // A commit that times out may have happened: its outcome is unknown.
+    let mut committing = cluster.transaction();
+    committing
+        .read(&table, &[Value::from(1u32)], LockMode::CommittedRead)
+        .expect("key");
+    let error = committing.execute(Commit::Yes).unwrap_err();
+    assert!(
+        matches!(&error, ClientError::OutcomeUnknown { cause }
+            if matches!(**cause, ClientError::Timeout { .. })),
+        "{error:?}"
+    );
+    assert!(!error.is_temporary() && error.is_outcome_unknown());
+    assert_eq!(committing.state(), TransactionState::Unknown);
+    drop(committing);
     let error = cluster.table("other").unwrap_err();
     assert!(matches!(error, ClientError::Timeout { .. }), "{error}");
     drop(transaction);

@@ -1,14 +1,14 @@
 //! The io thread: the node's file service in production (NDB's NDBFS).
 //!
-//! Blocks never touch files (DESIGN.md §2); they call
-//! `Context::fs_request`, which the block thread's context turns into an
-//! [`FsReq`] addressed to `BlockKind::Io` and stages through the job-queue
-//! mesh like any signal. The router sends it here. This thread owns the
-//! node's data directory, performs each request with `std::fs` (positioned
-//! reads and writes, `fdatasync`, a directory fsync after every create,
-//! rename and delete) in arrival order, and answers with an [`FsConf`] to
-//! the requesting block. An OS error is an answer, never a panic: the block
-//! decides whether the node must stop.
+//! Blocks never touch files (docs/design/processes-and-blocks.md §3); they
+//! call `Context::fs_request`, which the block thread's context turns into
+//! an [`FsReq`] addressed to `BlockKind::Io` and stages through the
+//! job-queue mesh like any signal. The router sends it here. This thread
+//! owns the node's data directory, performs each request with `std::fs`
+//! (positioned reads and writes, `fdatasync`, a directory fsync after every
+//! create, rename and delete) in arrival order, and answers with an
+//! [`FsConf`] to the requesting block. An OS error is an answer, never a
+//! panic: the block decides whether the node must stop.
 //!
 //! It lives in `datanode` rather than `kernel` or `transport` because it is
 //! the only place that maps the node's config (its `data_dir`) to files;

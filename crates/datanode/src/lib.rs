@@ -1,6 +1,6 @@
 //! datanode: a data node process (NDB's ndbmtd). Wires config to blocks,
 //! blocks to threads, threads to job queues, and the node to its sockets
-//! and to mgmd (DESIGN.md §2).
+//! and to mgmd (docs/design/processes-and-blocks.md).
 //!
 //! - `wiring`: config -> blocks (shared with the simulator);
 //! - `runtime`: blocks -> threads (ldm, tc, main, recv, send, io) and the mesh;

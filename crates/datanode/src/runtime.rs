@@ -99,8 +99,31 @@ fn register_with_mgmd(
     }
 }
 
+/// Makes a panic on any thread of the data node end the process, as
+/// `Context::fatal` does: a block, receive, send or io thread that died
+/// alone would leave the node holding its sockets and reporting `started`
+/// while its peers and clients wait on it forever. The default hook prints
+/// the panic (and a backtrace when asked) first.
+fn fail_fast_on_panic(node_id: u16) {
+    let print_panic = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        print_panic(info);
+        let thread = std::thread::current();
+        eprintln!(
+            "tessera node {node_id}: fatal: thread {} panicked; stopping the node (fail fast)",
+            thread.name().unwrap_or("unnamed")
+        );
+        std::process::exit(FATAL_EXIT_CODE);
+    }));
+}
+
+/// The exit code of a data node that stopped itself on a broken invariant
+/// or a storage fault (`Context::fatal`) or a panic.
+pub const FATAL_EXIT_CODE: i32 = 1;
+
 /// Runs a data node until SIGTERM/SIGINT. Errors are for the operator.
 pub fn run(options: NodeOptions) -> Result<(), String> {
+    fail_fast_on_panic(options.node_id);
     let pid = std::process::id();
     let (session, config_text) = register_with_mgmd(&options, pid)?;
     let config = match session.config_dir() {
@@ -111,6 +134,13 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
     }
     .map_err(|error| format!("config from mgmd is invalid: {error}"))?;
     let node = NodeId(options.node_id);
+    if config.threads.recv != 1 || config.threads.send != 1 {
+        eprintln!(
+            "tessera node {node}: [threads] asks for recv = {} and send = {}; this version \
+             runs one receive and one send thread, and the rest of [threads] as configured",
+            config.threads.recv, config.threads.send
+        );
+    }
     let node_config = config
         .data_node(options.node_id)
         .ok_or_else(|| format!("node {} is not a data node in the config", options.node_id))?

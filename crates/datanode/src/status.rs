@@ -76,6 +76,7 @@ impl ReportSink for NodeStatus {
                 count,
                 unit,
             } => eprintln!("tessera node: {name}: {elapsed_ms} ms, {count} {unit}"),
+            Report::Log(line) => eprintln!("tessera node: {line}"),
             Report::Checkpoints(report) => self.checkpoints.record(report),
         }
     }

@@ -304,8 +304,13 @@ data_dir = "n2"
             // on the ldm's own schedule; the state reports are checked.
             let state: Vec<Report> = reports
                 .iter()
-                .copied()
-                .filter(|report| !matches!(report, Report::Phase { .. } | Report::Checkpoints(_)))
+                .filter(|report| {
+                    !matches!(
+                        report,
+                        Report::Phase { .. } | Report::Checkpoints(_) | Report::Log(_)
+                    )
+                })
+                .cloned()
                 .collect();
             assert_eq!(
                 state[..],

@@ -142,8 +142,8 @@ impl Context for ThreadContext {
     }
 
     fn fatal(&mut self, message: String) -> ! {
-        // Fail fast (DESIGN.md §5): stop the whole process now, before any
-        // thread can serve what the fault touched.
+        // Fail fast (docs/design/durability.md §6): stop the whole process
+        // now, before any thread can serve what the fault touched.
         eprintln!(
             "tessera node {}: fatal: {message}",
             self.outbox.router().own_node
@@ -214,6 +214,10 @@ pub fn run(setup: BlockThreadSetup, mut blocks: Vec<Box<dyn Block>>) {
         std::env::var("TESSERA_TRAP_ALLOCATIONS_AFTER_SIGNALS")
             .ok()
             .and_then(|value| value.parse().ok());
+    // A fault point for tests of fail-fast: the thread named here panics
+    // as it runs its first signal.
+    let panic_at_first_signal = std::env::var("TESSERA_FAULT_PANIC_THREAD")
+        .is_ok_and(|thread| Some(thread.as_str()) == std::thread::current().name());
     let mut signals_so_far = 0u64;
     let addresses: Vec<BlockRef> = blocks.iter().map(|block| block.address()).collect();
     let mut ctx = ThreadContext {
@@ -260,6 +264,10 @@ pub fn run(setup: BlockThreadSetup, mut blocks: Vec<Box<dyn Block>>) {
         let blocked = ctx.outbox.flush();
         ThreadStats::add(&stats.signals, executed);
         signals_so_far += executed;
+        assert!(
+            !(panic_at_first_signal && executed > 0),
+            "TESSERA_FAULT_PANIC_THREAD names this thread: panicking on purpose"
+        );
         if trap_after_signals.is_some_and(|after| signals_so_far >= after) {
             trap_after_signals = None;
             stdx::alloc_counter::trap_thread_allocations();

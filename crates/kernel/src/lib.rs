@@ -1,4 +1,4 @@
-//! kernel: what every block stands on (DESIGN.md §2).
+//! kernel: what every block stands on (docs/design/processes-and-blocks.md).
 //!
 //! A block is a synchronous state machine that talks to other blocks only
 //! through signals. It never touches a socket, a file, a clock, a thread or
@@ -42,7 +42,7 @@ pub trait Block: Send {
 }
 
 /// What the node reports to the outside (mgmd status, reports, tests).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, PartialEq, Eq, Debug)]
 pub enum Report {
     /// The node finished its start phases and serves.
     NodeStarted,
@@ -71,12 +71,17 @@ pub enum Report {
         /// What `count` counts ("row changes replayed").
         unit: &'static str,
     },
+    /// A line for the node's log: something the operator should know that
+    /// is not an error of the node (a damaged copy of a file that has a
+    /// good one, a refused restart and what to do). Blocks never print;
+    /// the node's log is the context's to write (production: stderr).
+    Log(String),
     /// One ldm instance's local checkpoint counters and pacing, sent after
     /// each LCP and each pacing decision (`all report checkpoints`).
     Checkpoints(CheckpointReport),
 }
 
-/// One ldm instance's local checkpoint counters (issue 5). Every counter
+/// One ldm instance's local checkpoint counters (design 0005). Every counter
 /// only grows from the node's start, so a script can take differences
 /// over a window; the pacing fields are the controls chosen last.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -156,10 +161,10 @@ pub trait Context {
     }
 
     /// Stops the node at once: a storage fault (an fsync error, damaged
-    /// bytes that were durable) after which it must not serve (DESIGN.md §5,
-    /// "Disk checks"). `message` names the file and offset. Production
-    /// prints it and exits the process; the default panics with it, which
-    /// is what tests and the simulator observe.
+    /// bytes that were durable) after which it must not serve
+    /// (docs/design/durability.md §6). `message` names the file and offset.
+    /// Production prints it and exits the process; the default panics with
+    /// it, which is what tests and the simulator observe.
     fn fatal(&mut self, message: String) -> ! {
         panic!("fatal: {message}");
     }

@@ -9,9 +9,10 @@
 //! attribute section holds entries in any order (insert: all columns that are
 //! not NULL by default; update: the columns to change; read: empty means all).
 //!
-//! Canonical key form (DESIGN.md §3): CHAR and VARCHAR lose trailing spaces,
-//! so `'a'` and `'a  '` hash and compare equal, as in MySQL's PAD SPACE
-//! collations; everything else compares byte for byte.
+//! Canonical key form (docs/design/data-and-routing.md §5): CHAR and
+//! VARCHAR lose trailing spaces, so `'a'` and `'a  '` hash and compare
+//! equal, as in MySQL's PAD SPACE collations; everything else compares
+//! byte for byte.
 
 use crate::error::ErrorCode;
 use crate::schema::{ColumnType, TableDef};

@@ -4,7 +4,9 @@
 //! errors depend on them); NDB's number is reused where NDB has the same
 //! error. Every code has a class: temporary errors may succeed if the whole
 //! transaction is retried, constraint errors report the data as it is, and
-//! permanent errors will fail again unchanged.
+//! permanent errors will fail again unchanged, and an unknown outcome
+//! means a commit may or may not have happened: the caller must find out
+//! (read the data back) before it retries.
 
 use std::fmt;
 
@@ -17,6 +19,11 @@ pub enum ErrorClass {
     Constraint,
     /// The request is wrong (unknown table, value too long).
     Permanent,
+    /// The commit was sent but its answer never came (the connection or
+    /// the reply was lost): it may have committed or not. Retrying blindly
+    /// may apply it twice; read back what it wrote (or make the
+    /// transaction idempotent) first.
+    OutcomeUnknown,
 }
 
 macro_rules! error_codes {
@@ -113,8 +120,13 @@ error_codes! {
     RedoOverloaded = 1234, Temporary, "redo log overloaded: writes to disk fall behind, retry";
     /// Too many clients wait for a GCI to become durable at this tc.
     TooManyGciWaits = 4021, Temporary, "too many waits for a durable GCI at this data node";
-    /// The connection to the data node was lost; the outcome is unknown.
+    /// The connection to the data node was lost with no commit in flight:
+    /// the data node aborts the API node's open transactions, so retrying
+    /// is safe.
     ConnectionLost = 4008, Temporary, "connection to the data node lost";
+    /// A commit was sent and then its connection or its reply was lost:
+    /// it may or may not have committed (class `OutcomeUnknown`).
+    CommitOutcomeUnknown = 4022, OutcomeUnknown, "the outcome of the commit is unknown: its connection or reply was lost after it was sent; read back before retrying";
 }
 
 impl fmt::Display for ErrorCode {

@@ -1,6 +1,6 @@
-//! File names and file operations of the node-local file service
-//! (DESIGN.md §2: a block reaches files only through `Context::fs_request`;
-//! docs/design/0003-file-io.md).
+//! File names and file operations of the node-local file service (a block
+//! reaches files only through `Context::fs_request`:
+//! docs/design/processes-and-blocks.md §3, docs/design/0003-file-io.md).
 //!
 //! A block never names a path. It names a file *logically* ([`FileName`]:
 //! a redo file of a log part, an LCP control or data file of a partition,
@@ -121,7 +121,7 @@ pub enum FileName {
         /// Data file number.
         file: u32,
     },
-    /// A copy of the system file (complete GCIs; DESIGN.md §5).
+    /// A copy of the system file (complete GCIs; docs/design/durability.md §2).
     System {
         /// Which copy.
         copy: u32,

@@ -12,8 +12,9 @@ impl fmt::Display for NodeId {
     }
 }
 
-/// The kinds of blocks (DESIGN.md §2). `Api` is the block of an API node
-/// (the client); signals to it leave the data node through the send path.
+/// The kinds of blocks (docs/design/processes-and-blocks.md §2). `Api` is
+/// the block of an API node (the client); signals to it leave the data node
+/// through the send path.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 #[repr(u8)]
 pub enum BlockKind {
@@ -93,7 +94,8 @@ impl fmt::Display for BlockRef {
 }
 
 /// A global checkpoint id: the global checkpoint number in the high 32 bits,
-/// the epoch within it in the low 32 bits (DESIGN.md §5). Ordered as a u64.
+/// the epoch within it in the low 32 bits (docs/design/durability.md §1).
+/// Ordered as a u64.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Default)]
 pub struct Gci(pub u64);
 

@@ -1,7 +1,8 @@
 //! The partition hash shared by the data nodes and the client: a key's
 //! distribution hash picks one of [`BUCKETS`] buckets, and a table's map takes
-//! buckets to partitions (DESIGN.md §3). Buckets decouple the hash from the
-//! partition count, so adding partitions later moves whole buckets.
+//! buckets to partitions (docs/design/data-and-routing.md §6). Buckets
+//! decouple the hash from the partition count, so adding partitions later
+//! moves whole buckets.
 
 use crate::attr::KeyHash;
 

@@ -3,8 +3,8 @@
 //! The receiving block is chosen by the bytes of the signal record, so a
 //! buggy or hostile client can send any API request to any block. Data from
 //! the network never stops a node: every block answers such a request with
-//! the request's REF and `BadRequest` where the request has one, and
-//! otherwise drops it (the client times out). A block's dispatch does
+//! the REF the signal table declares for it (every API request has one)
+//! and `BadRequest`. A block's dispatch does
 //!
 //! ```text
 //! other if codec::is_api_request(other.number()) => {
@@ -14,60 +14,26 @@
 //! }
 //! ```
 
-use crate::signals::{GciWaitRef, ScanPartitionRef, SchemaRef, TcKeyRef};
-use crate::{ErrorCode, Signal};
+use crate::Signal;
 
 /// The refusal owed to the API `request` by a block that does not serve it:
-/// a [`SchemaRef`] for schema requests and a [`TcKeyRef`] for transaction
-/// requests, each with `BadRequest` and the request's echoed id (`client_op`
-/// `u32::MAX` where the request names no operation). `None` where the
-/// request has no REF ([`crate::signals::ApiRegReq`]) or `request` is not an
-/// API request at all. The request itself (and its sections) stays with the
-/// caller.
+/// the REF the signal table declares for it (a [`crate::signals::SchemaRef`]
+/// for schema requests, a [`crate::signals::TcKeyRef`] for transaction
+/// requests, ...), with `BadRequest` and the request's echoed id
+/// (`client_op` `u32::MAX` where the request names no operation). `None`
+/// where `request` is not an API request at all. The request itself (and
+/// its sections) stays with the caller.
 pub fn refuse_api_request(request: &Signal) -> Option<Signal> {
-    let error = ErrorCode::BadRequest;
-    let schema_ref = |request_id| Some(SchemaRef { request_id, error }.into());
-    let tc_key_ref = |transaction_id, client_op| {
-        Some(
-            TcKeyRef {
-                transaction_id,
-                client_op,
-                error,
-            }
-            .into(),
-        )
-    };
-    match request {
-        Signal::CreateTabReq(request) => schema_ref(request.request_id),
-        Signal::DropTabReq(request) => schema_ref(request.request_id),
-        Signal::GetTabInfoReq(request) => schema_ref(request.request_id),
-        Signal::ListTablesReq(request) => schema_ref(request.request_id),
-        Signal::TcKeyReq(request) => tc_key_ref(request.transaction_id, request.client_op),
-        Signal::TcCommitReq(request) => tc_key_ref(request.transaction_id, u32::MAX),
-        Signal::TcRollbackReq(request) => tc_key_ref(request.transaction_id, u32::MAX),
-        Signal::GciWaitReq(request) => Some(
-            GciWaitRef {
-                request_id: request.request_id,
-                error,
-            }
-            .into(),
-        ),
-        Signal::ScanPartitionReq(request) => Some(
-            ScanPartitionRef {
-                request_id: request.request_id,
-                error,
-            }
-            .into(),
-        ),
-        _ => None,
-    }
+    request.refusal()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signals::{ApiRegReq, DropTabReq, ListTablesConf, ListTablesReq, TcCommitReq};
-    use crate::{SectionPool, TransactionId};
+    use crate::signals::{
+        ApiRegReq, DropTabReq, ListTablesConf, ListTablesReq, SchemaRef, TcCommitReq, TcKeyRef,
+    };
+    use crate::{ErrorCode, SectionPool, TransactionId};
 
     #[test]
     fn schema_requests_get_a_schema_ref_with_their_id() {
@@ -133,12 +99,15 @@ mod tests {
     }
 
     #[test]
-    fn requests_without_a_ref_and_other_signals_get_none() {
+    fn a_misaddressed_registration_gets_an_api_reg_ref_and_replies_get_none() {
         let registration: Signal = ApiRegReq {
             protocol_version: 1,
         }
         .into();
-        assert!(refuse_api_request(&registration).is_none());
+        let Some(Signal::ApiRegRef(refusal)) = refuse_api_request(&registration) else {
+            panic!("no ApiRegRef");
+        };
+        assert_eq!(refusal.error, ErrorCode::BadRequest);
         let reply: Signal = TcKeyRef {
             transaction_id: TransactionId(1),
             client_op: 0,

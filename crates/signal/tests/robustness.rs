@@ -16,13 +16,15 @@ use signal::{BlockKind, BlockRef, Envelope, ErrorCode, Gci, NodeId, SectionPool,
 use std::sync::Arc;
 use stdx::mix::XorShift;
 
-/// Signal numbers with a wire form: API <-> data node, then between data
-/// nodes.
-const WIRE_NUMBERS: [u16; 58] = [
-    1, 2, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 30, 31, 32,
-    40, 41, 42, 43, 44, 45, 46, 47, 48, 60, 61, 62, 63, 64, 65, 66, 67, 68, 69, 72, 73, 74, 75, 76,
-    77, 78, 79, 84, 85, 86, 87, 88, 93, 94,
-];
+/// Signal numbers with a wire form (every class but node-local), from the
+/// signal table.
+fn wire_numbers() -> Vec<u16> {
+    SIGNALS
+        .iter()
+        .filter(|signal| signal.class != SignalClass::Local)
+        .map(|signal| signal.number)
+        .collect()
+}
 
 fn pool() -> &'static SectionPool {
     SectionPool::leak([64, 16, 8, 4, 2, 2])
@@ -381,7 +383,8 @@ fn push_record(rng: &mut XorShift, pool: &'static SectionPool, out: &mut Vec<u8>
             let number = if rng.below(4) == 0 {
                 rng.next_u64() as u16
             } else {
-                WIRE_NUMBERS[rng.below(WIRE_NUMBERS.len() as u64) as usize]
+                let numbers = wire_numbers();
+                numbers[rng.below(numbers.len() as u64) as usize]
             };
             out[start..start + 2].copy_from_slice(&number.to_le_bytes());
         }
@@ -420,7 +423,7 @@ fn decode_all(body: &[u8], count: u16, pool: &'static SectionPool) -> Result<usi
     let mut decoded = 0;
     while let Some(envelope) = decoder.next(pool)? {
         assert!(
-            WIRE_NUMBERS.contains(&envelope.signal.number()),
+            wire_numbers().contains(&envelope.signal.number()),
             "decoded {} which has no wire form",
             envelope.signal.name()
         );

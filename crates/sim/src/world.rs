@@ -516,7 +516,10 @@ impl Context for World {
                 reports.complete_gci = gci;
             }
             Report::RestoredGci(gci) => reports.restored_gci = gci,
-            Report::Phase { .. } | Report::WaitingForNodes(_) | Report::Checkpoints(_) => {}
+            Report::Phase { .. }
+            | Report::WaitingForNodes(_)
+            | Report::Checkpoints(_)
+            | Report::Log(_) => {}
         }
     }
 

@@ -1,7 +1,8 @@
-//! system_file: the system file of a data node (DESIGN.md §5), the few
-//! numbers a node must find on its own disk to take part in a system
-//! restart: the latest GCI recorded complete, the highest GCI it ever
-//! started (new GCIs start above it), its node id and start count.
+//! system_file: the system file of a data node
+//! (docs/design/durability.md §2, §5), the few numbers a node must find on
+//! its own disk to take part in a system restart: the latest GCI recorded
+//! complete, the highest GCI it ever started (new GCIs start above it), its
+//! node id and start count.
 //!
 //! The file holds two copies of one 512-byte record (slot A at byte 0,
 //! slot B at byte 512), each with its own CRC32C. Every update writes
@@ -223,6 +224,11 @@ impl fmt::Display for SystemFileError {
 
 impl std::error::Error for SystemFileError {}
 
+/// The highest sequence number a copy may carry: half the u64 range, which
+/// one update per global checkpoint never reaches, and far enough below
+/// the maximum that the next numbers never overflow.
+pub const MAX_SEQUENCE: u64 = u64::MAX / 2;
+
 /// Encodes one copy holding `file` with `sequence`.
 ///
 /// Asserts the invariants a reader checks, so a bad record never reaches
@@ -316,6 +322,15 @@ pub fn decode_slot(bytes: &[u8]) -> Result<(SystemFile, u64), SlotError> {
         return Err(SlotError::Invalid {
             offset: OFFSET_SEQUENCE,
             reason: "sequence number 0",
+        });
+    }
+    if sequence > MAX_SEQUENCE {
+        // No node gets there (one update per global checkpoint), so the
+        // copy is damaged; refusing it here also keeps the next update's
+        // number (`after`, `WritePlan::completed`) from overflowing.
+        return Err(SlotError::Invalid {
+            offset: OFFSET_SEQUENCE,
+            reason: "sequence number beyond any a node writes",
         });
     }
     let file = SystemFile {
@@ -548,9 +563,38 @@ mod tests {
             highest_started_gci: u64::MAX,
         };
         assert_eq!(
-            decode_slot(&encode_slot(&extremes, u64::MAX)),
-            Ok((extremes, u64::MAX))
+            decode_slot(&encode_slot(&extremes, MAX_SEQUENCE)),
+            Ok((extremes, MAX_SEQUENCE))
         );
+    }
+
+    #[test]
+    fn a_sequence_number_at_its_maximum_is_damage_not_a_panic() {
+        let file = sample();
+        for sequence in [MAX_SEQUENCE + 1, u64::MAX - 1, u64::MAX] {
+            // A copy whose checksum holds (written so, or damaged before
+            // its checksum was computed) with such a number.
+            let mut damaged = encode_slot(&file, 9);
+            put_u64(&mut damaged, OFFSET_SEQUENCE, sequence);
+            let checksum = crc32c::crc32c(&damaged[..OFFSET_CHECKSUM]);
+            put_u32(&mut damaged, OFFSET_CHECKSUM, checksum);
+            assert_eq!(
+                decode_slot(&damaged),
+                Err(SlotError::Invalid {
+                    offset: OFFSET_SEQUENCE,
+                    reason: "sequence number beyond any a node writes",
+                })
+            );
+            // Both copies so: the file is unusable, with an error.
+            assert!(matches!(
+                choose(&damaged, &damaged),
+                Err(SystemFileError::BothCopiesBad { .. })
+            ));
+            // Beside a good copy: the good one is used and the other
+            // rewritten first.
+            let chosen = choose(&encode_slot(&file, 9), &damaged).expect("one good copy");
+            assert_eq!((chosen.sequence, chosen.next_write.first), (9, Slot::B));
+        }
     }
 
     #[test]

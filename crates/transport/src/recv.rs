@@ -17,7 +17,7 @@
 //! and job queues keep order per sender-receiver pair, so the report
 //! arrives after them.
 //!
-//! **Data nodes** (DESIGN.md §2, "Between nodes"): one connection per pair,
+//! **Data nodes** (docs/design/processes-and-blocks.md §5): one connection per pair,
 //! dialed by the node with the lower id (retried every [`DIAL_RETRY`] until
 //! it succeeds, and again after it drops) and accepted by the higher. Each
 //! side's first frame is a hello: a frame of no signals carrying its node id
@@ -38,7 +38,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use signal::codec::{self, SignalDecoder, WireError};
 use signal::signals::{ApiFailRep, NodeConnectedRep};
-use signal::{BlockKind, BlockRef, Envelope, NodeId, SectionPool, Signal};
+use signal::{BlockKind, BlockRef, Envelope, NodeId, SectionPool};
 use std::io::{ErrorKind, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -252,25 +252,6 @@ impl std::fmt::Display for CloseReason {
     }
 }
 
-/// The receiving side of each API request: decoding checks that the bytes
-/// form a signal, this checks that the signal goes where its kind is
-/// handled, so a block is never handed a signal it does not expect.
-fn api_receiver(signal: &Signal) -> Option<BlockKind> {
-    match signal {
-        Signal::ApiRegReq(_) => Some(BlockKind::Membership),
-        Signal::TcKeyReq(_)
-        | Signal::TcCommitReq(_)
-        | Signal::TcRollbackReq(_)
-        | Signal::GciWaitReq(_) => Some(BlockKind::Tc),
-        Signal::CreateTabReq(_)
-        | Signal::DropTabReq(_)
-        | Signal::GetTabInfoReq(_)
-        | Signal::ListTablesReq(_) => Some(BlockKind::Dict),
-        Signal::ScanPartitionReq(_) => Some(BlockKind::Ldm),
-        _ => None,
-    }
-}
-
 /// Writes the hello frame (no signals, sequence 0) that opens this node's
 /// side of a data-node connection. The socket is fresh, so its send buffer
 /// takes the 32 bytes at once; anything else closes the connection.
@@ -431,7 +412,10 @@ impl Dispatch {
                 from: envelope.from,
             });
         }
-        if api_receiver(&envelope.signal) != Some(envelope.to.kind) {
+        // Decoding checked that the bytes form a signal; this checks that it
+        // goes where its kind is handled (the signal table's receiver), so
+        // a block is never handed a signal it does not expect.
+        if envelope.signal.api_receiver() != Some(envelope.to.kind) {
             return Err(CloseReason::WrongReceiver {
                 signal: name,
                 to: envelope.to,
@@ -981,12 +965,13 @@ pub fn run_recv_thread(setup: RecvSetup) {
 mod tests {
     use super::*;
     use signal::signals::{GetTabInfoReq, ListTablesConf, ListTablesReq};
+    use signal::Signal;
 
     #[test]
     fn list_tables_req_goes_to_dict_only() {
         let request: Signal = ListTablesReq { request_id: 1 }.into();
         assert!(codec::is_api_request(request.number()));
-        assert_eq!(api_receiver(&request), Some(BlockKind::Dict));
+        assert_eq!(request.api_receiver(), Some(BlockKind::Dict));
         // As GET_TABINFO, its neighbour.
         let pool = SectionPool::leak([2; 6]);
         let get: Signal = GetTabInfoReq {
@@ -994,7 +979,7 @@ mod tests {
             name: pool.copy_from(b"t").expect("room"),
         }
         .into();
-        assert_eq!(api_receiver(&get), api_receiver(&request));
+        assert_eq!(get.api_receiver(), request.api_receiver());
         // The answer is not an API node's to send.
         let answer: Signal = ListTablesConf {
             request_id: 1,
@@ -1003,6 +988,6 @@ mod tests {
         }
         .into();
         assert!(!codec::is_api_request(answer.number()));
-        assert_eq!(api_receiver(&answer), None);
+        assert_eq!(answer.api_receiver(), None);
     }
 }

@@ -1,4 +1,4 @@
-//! dih's part of a start (DESIGN.md §5 "System restart"; the phases are in
+//! dih's part of a start (docs/design/durability.md §5; the phases are in
 //! `signal::phases`):
 //!
 //! - INITIALISE: read this node's system file (none: never started, or
@@ -145,14 +145,14 @@ impl Dih {
             .map(|&(node, _)| node)
             .collect();
         let decision = if restored != Gci(0) && !empty.is_empty() {
-            eprintln!(
+            ctx.report(Report::Log(format!(
                 "dih {}: system restart of GCI {restored} refused: node(s) {empty:?} have no \
                  complete GCI on disk (started with --initial, or lost their data directory), \
                  and restoring a node from its peers (node restart) is not supported yet. \
                  Start those nodes on their own data directories, or restart the whole \
                  cluster with --initial.",
                 self.address
-            );
+            )));
             REFUSED
         } else {
             restored

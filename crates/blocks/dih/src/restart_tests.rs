@@ -721,7 +721,13 @@ fn the_master_refuses_a_restart_when_a_node_has_nothing_while_another_has_a_gci(
     let mut ctx = RecordingContext::new();
     initialise(&mut dih, &mut ctx, not_found());
     restart_gci(&mut dih, &mut ctx, Gci(0), Gci::from_parts(5, 3), REFUSED);
-    assert!(ctx.take_reports().is_empty());
+    // The operator learns why, and what to do, from the node's log.
+    let reports = ctx.take_reports();
+    assert!(
+        matches!(&reports[..], [Report::Log(line)]
+            if line.contains("refused") && line.contains("--initial")),
+        "{reports:?}"
+    );
     assert!(ctx.take_fs_requests().is_empty());
 }
 
@@ -919,6 +925,13 @@ fn a_system_file_with_one_damaged_copy_is_read_from_the_other_which_is_rewritten
         let mut ctx = RecordingContext::new();
         let answer = Disk { bytes }.read_answer(&ctx);
         initialise(&mut dih, &mut ctx, answer);
+        // The damage goes to the node's log, naming the file and offset.
+        let reports = ctx.take_reports();
+        assert!(
+            matches!(&reports[..], [Report::Log(line)]
+                if line.contains("has a damaged copy at offset")),
+            "{reports:?}"
+        );
         // The good copy's record is what the node reports.
         let mine = Gci::from_parts(3, 7);
         restart_gci(&mut dih, &mut ctx, mine, mine, mine);

@@ -1,4 +1,4 @@
-//! This node's system file (DESIGN.md §5; format in
+//! This node's system file (docs/design/durability.md §2, §5; format in
 //! docs/system-file-format.md, logic in `storage::system_file`): read once
 //! at start (phase INITIALISE), rewritten when the master records a GCI
 //! complete (COPY_GCIREQ) and when a restart has restored the node.
@@ -10,7 +10,7 @@
 //! restart's update comes before the first. Any I/O error, a record of
 //! another node, or both copies damaged stops the node.
 
-use kernel::Context;
+use kernel::{Context, Report};
 use signal::fs::{FileName, FsDone, FsError, FsErrorKind, FsOperation, OpenMode};
 use signal::BlockRef;
 use storage::system_file::{choose, SystemFile, WritePlan, FILE_BYTES, SLOT_BYTES};
@@ -91,10 +91,10 @@ impl SystemFileState {
         match choose(copy_a, copy_b) {
             Ok(chosen) => {
                 if let Some(offset) = chosen.damaged_file_offset() {
-                    eprintln!(
+                    ctx.report(Report::Log(format!(
                         "dih {address}: system file {FILE} has a damaged copy at offset \
                          {offset}; using the other copy (the next update rewrites it)"
-                    );
+                    )));
                 }
                 if chosen.file.node_id != self.node_id {
                     ctx.fatal(format!(
@@ -112,10 +112,10 @@ impl SystemFileState {
             // finish, nothing was ever recorded (an initial start that
             // crashed before serving anything).
             Err(_) if bytes.len() < FILE_BYTES => {
-                eprintln!(
+                ctx.report(Report::Log(format!(
                     "dih {address}: system file {FILE} holds no finished update (its first \
                      write was cut short); starting as if it did not exist"
-                );
+                )));
             }
             Err(error) => ctx.fatal(format!(
                 "dih {address}: system file {FILE} is damaged, the node stops: {error}"

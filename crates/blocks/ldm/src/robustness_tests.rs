@@ -1,13 +1,13 @@
 //! Robustness of the ldm against what clients put in key and attribute
-//! sections (DESIGN.md §8, layer 2). The tc checks a key with `key_hash`
-//! before routing it, and passes the attribute section on untouched; so
-//! the ldm gets keys that `key_hash` accepted and attribute sections of any
-//! bytes. Random and adversarial sections (repeated columns, key columns
-//! with other values, values of the wrong size, CHAR values with trailing
-//! spaces, unknown column ids up to 65535, projections that repeat a column
-//! until the result does not fit, plain garbage) go through the Ldm block
-//! with a `RecordingContext` against a few table shapes. A model of the
-//! table predicts which operations must succeed and what every read
+//! sections (docs/design/testing.md §2, §5). The tc checks a key with
+//! `key_hash` before routing it, and passes the attribute section on
+//! untouched; so the ldm gets keys that `key_hash` accepted and attribute
+//! sections of any bytes. Random and adversarial sections (repeated columns,
+//! key columns with other values, values of the wrong size, CHAR values with
+//! trailing spaces, unknown column ids up to 65535, projections that repeat
+//! a column until the result does not fit, plain garbage) go through the Ldm
+//! block with a `RecordingContext` against a few table shapes. A model of
+//! the table predicts which operations must succeed and what every read
 //! returns, so a bad input may neither crash the node nor change data.
 
 use crate::{Ldm, LdmConfig};
@@ -784,7 +784,6 @@ fn api_requests_addressed_to_the_ldm_are_refused_not_panicked_on() {
         request_id,
         error: ErrorCode::BadRequest,
     };
-    // ApiRegReq has no REF: it is dropped.
     assert_eq!(
         fuzz.ctx.take_trace(),
         vec![
@@ -794,6 +793,13 @@ fn api_requests_addressed_to_the_ldm_are_refused_not_panicked_on() {
             line(LDM, api, schema_refused(5)),
             line(LDM, api, schema_refused(6)),
             line(LDM, api, schema_refused(7)),
+            line(
+                LDM,
+                api,
+                ApiRegRef {
+                    error: ErrorCode::BadRequest
+                }
+            ),
         ]
     );
     fuzz.assert_quiet();

@@ -5,8 +5,8 @@
 //! phases), forms the cluster with the other data nodes between the first
 //! and the second phase (`formation.rs`), and answers API nodes
 //! registering, telling them whether the node serves yet and how many tcs
-//! it has. Heartbeats, failure detection and arbitration (DESIGN.md §6) will
-//! live here too.
+//! it has. Heartbeats, failure detection and arbitration
+//! (docs/design/failures.md, designed) will live here too.
 //!
 //! This file holds the configuration, the block struct and its inbox (one
 //! `match` naming every signal membership takes).
@@ -20,8 +20,8 @@ mod tests;
 use formation::Formation;
 use kernel::answers::Answers;
 use kernel::{Context, Report};
-use signal::signals::{ApiRegConf, StartPhaseReq};
-use signal::{codec, refusal, BlockKind, BlockRef, Envelope, NodeId, Signal};
+use signal::signals::{ApiRegConf, ApiRegRef, StartPhaseReq, API_PROTOCOL_VERSION};
+use signal::{codec, refusal, BlockKind, BlockRef, Envelope, ErrorCode, NodeId, Signal};
 use start::{StartState, PHASES};
 
 /// What membership needs to know of the node.
@@ -141,9 +141,16 @@ impl Membership {
     }
 
     /// API registration: from the network, so it never panics.
-    fn api_registration(&mut self, from: BlockRef, ctx: &mut dyn Context) {
+    fn api_registration(&mut self, from: BlockRef, protocol_version: u16, ctx: &mut dyn Context) {
         if from.kind != BlockKind::Api {
             // Only API nodes register; there is no REF to tell anyone else.
+            return;
+        }
+        if protocol_version != API_PROTOCOL_VERSION {
+            let refusal = ApiRegRef {
+                error: ErrorCode::BadRequest,
+            };
+            kernel::send(ctx, self.address, from, refusal);
             return;
         }
         let conf = ApiRegConf {
@@ -163,7 +170,9 @@ impl kernel::Block for Membership {
     fn handle(&mut self, envelope: Envelope, ctx: &mut dyn Context) {
         let from = envelope.from;
         match envelope.signal {
-            Signal::ApiRegReq(_) => self.api_registration(from, ctx),
+            Signal::ApiRegReq(request) => {
+                self.api_registration(from, request.protocol_version, ctx)
+            }
             Signal::StartPhaseReq(request) => self.begin(from, request.phase, ctx),
             Signal::StartPhaseConf(conf) => self.phase_conf(from, conf.phase, ctx),
             Signal::NodeConnectedRep(report) => self.node_connected(report, ctx),

@@ -308,7 +308,12 @@ fn random_api_requests_in_every_start_state_are_answered_never_panicked_on() {
         let request_id = rng.next_u64() as u32;
         let signal: signal::Signal = match rng.below(7) {
             0 => ApiRegReq {
-                protocol_version: rng.next_u64() as u16,
+                // Half in this build's version, half in any other.
+                protocol_version: if rng.below(2) == 0 {
+                    signal::signals::API_PROTOCOL_VERSION
+                } else {
+                    rng.next_u64() as u16
+                },
             }
             .into(),
             1 => TcKeyReq {
@@ -342,6 +347,11 @@ fn random_api_requests_in_every_start_state_are_answered_never_panicked_on() {
             .into(),
         };
         let registration = matches!(signal, signal::Signal::ApiRegReq(_));
+        let known_version = matches!(
+            &signal,
+            signal::Signal::ApiRegReq(request)
+                if request.protocol_version == signal::signals::API_PROTOCOL_VERSION
+        );
         deliver(&mut membership, &mut ctx, from, signal);
         let sent: Vec<_> = ctx.sent.drain(..).collect();
         if registration && from.kind != BlockKind::Api {
@@ -354,8 +364,13 @@ fn random_api_requests_in_every_start_state_are_answered_never_panicked_on() {
         assert_eq!(answer.envelope.to, from);
         match &answer.envelope.signal {
             signal::Signal::ApiRegConf(conf) => {
-                assert!(registration);
+                assert!(registration && known_version);
                 assert_eq!(conf.started, membership.state() == StartState::Started);
+            }
+            // A registration in another protocol version is refused.
+            signal::Signal::ApiRegRef(refusal) => {
+                assert!(registration && !known_version);
+                assert_eq!(refusal.error, ErrorCode::BadRequest)
             }
             signal::Signal::TcKeyRef(refusal) => assert_eq!(refusal.error, ErrorCode::BadRequest),
             signal::Signal::SchemaRef(refusal) => {

@@ -1,13 +1,14 @@
-//! Robustness of the tc against what API nodes send (DESIGN.md §8, layer
-//! 2): random and adversarial TCKEYREQs (any flags, kinds, lock modes,
-//! table ids and versions, keys of random bytes or with wrong columns,
-//! forged transaction ids, senders that are not API blocks), commits and
-//! rollbacks of transactions in any state, waits for durable GCIs (any
-//! GCI, from any sender), API requests meant for other blocks, and API
-//! nodes failing, all interleaved with the ldms' answers, GCI switches,
-//! flushes and durable reports of the master dih, and timeout scans. The test plays every other block,
-//! correctly; whatever the clients send, the tc must not panic, must route
-//! only keys `key_hash` accepts, and must end with every record free.
+//! Robustness of the tc against what API nodes send
+//! (docs/design/testing.md §2, §5): random and adversarial TCKEYREQs (any
+//! flags, kinds, lock modes, table ids and versions, keys of random bytes or
+//! with wrong columns, forged transaction ids, senders that are not API
+//! blocks), commits and rollbacks of transactions in any state, waits for
+//! durable GCIs (any GCI, from any sender), API requests meant for other
+//! blocks, and API nodes failing, all interleaved with the ldms' answers,
+//! GCI switches, flushes and durable reports of the master dih, and timeout
+//! scans. The test plays every other block, correctly; whatever the clients
+//! send, the tc must not panic, must route only keys `key_hash` accepts, and
+//! must end with every record free.
 
 use crate::records::NIL;
 use crate::{Tc, TcConfig, TIMEOUT_SCAN_JOB};
@@ -187,6 +188,7 @@ impl Fuzz {
                 Signal::TcKeyConf(_) => self.answers.0 += 1,
                 Signal::TcKeyRef(_) => self.answers.1 += 1,
                 Signal::TransIdAi(_)
+                | Signal::ApiRegRef(_)
                 | Signal::TcRollbackConf(_)
                 | Signal::SchemaRef(_)
                 | Signal::GciWaitConf(_)
@@ -579,7 +581,7 @@ fn api_requests_for_other_blocks_are_refused_not_panicked_on() {
             name,
         },
     );
-    // Two SchemaRefs (counted as other answers); ApiRegReq has no REF.
-    assert_eq!(fuzz.answers, (0, 0, 2));
+    // Two SchemaRefs and an ApiRegRef (counted as other answers).
+    assert_eq!(fuzz.answers, (0, 0, 3));
     fuzz.drain();
 }

@@ -296,6 +296,12 @@ impl TestCluster {
     /// that must fail. Returns its exit status and its log.
     pub fn restart_expecting_exit(&mut self, id: u16) -> (Option<ExitStatus>, String) {
         self.spawn_data_nodes();
+        self.wait_for_exit(id)
+    }
+
+    /// Waits until data node `id` exits (within `START_TIMEOUT`); returns
+    /// its exit status (`None` if it still runs) and its log.
+    pub fn wait_for_exit(&mut self, id: u16) -> (Option<ExitStatus>, String) {
         let node = self
             .nodes
             .iter_mut()
@@ -314,6 +320,12 @@ impl TestCluster {
     /// Starts data node `id` alone again (the others stay down), without
     /// waiting for anything.
     pub fn spawn_data_node(&mut self, id: u16) {
+        self.spawn_data_node_with_env(id, &[]);
+    }
+
+    /// As [`TestCluster::spawn_data_node`], with more environment variables
+    /// for the process (fault points).
+    pub fn spawn_data_node_with_env(&mut self, id: u16, env: &[(&str, &str)]) {
         let mgmd_addr = self.mgmd_addr();
         let log = self.dir.join(format!("node{id}.log"));
         let node = self
@@ -322,9 +334,10 @@ impl TestCluster {
             .find(|node| node.id == id)
             .unwrap_or_else(|| panic!("no data node {id}"));
         assert!(node.child.is_none(), "data node {id} runs already");
-        node.child = Some(spawn_logged(
+        node.child = Some(spawn_logged_with_env(
             &["node", "--mgmd", &mgmd_addr, "--node-id", &id.to_string()],
             &log,
+            env,
         ));
     }
 
@@ -649,6 +662,10 @@ fn free_ports(count: usize) -> Vec<u16> {
 }
 
 fn spawn_logged(args: &[&str], log: &Path) -> Child {
+    spawn_logged_with_env(args, log, &[])
+}
+
+fn spawn_logged_with_env(args: &[&str], log: &Path, env: &[(&str, &str)]) -> Child {
     // Appended: a restarted node's log keeps its earlier runs.
     let file = fs::OpenOptions::new()
         .create(true)
@@ -658,6 +675,7 @@ fn spawn_logged(args: &[&str], log: &Path) -> Child {
     let file_for_stderr = file.try_clone().expect("log file handle");
     Command::new(TESSERA)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(file)
         .stderr(file_for_stderr)

@@ -8,8 +8,9 @@ use crate::ids::NodeId;
 
 /// "TSRA" as a little-endian u32.
 pub const FRAME_MAGIC: u32 = u32::from_le_bytes(*b"TSRA");
-/// Current frame version.
-pub const FRAME_VERSION: u16 = 1;
+/// Current frame version: 2 since the signal table renumbered the signals
+/// and moved the attr flag of TCKEYREQ and LQHKEYREQ next to its section.
+pub const FRAME_VERSION: u16 = 2;
 /// Bytes of the frame header.
 pub const FRAME_HEADER_BYTES: usize = 32;
 /// Largest frame accepted; a larger length field closes the connection.

@@ -4,7 +4,7 @@
 //! decoders check every count, node id and name, so a signal holding a
 //! section is refused whole when the section is bad.
 
-use super::decode::node_id;
+use super::field::node_id;
 use super::{Reader, WireError, Writer};
 use crate::section::MAX_SECTION_BYTES;
 use crate::signals::{PartitionMap, PartitionPlacement, MAX_REPLICAS};

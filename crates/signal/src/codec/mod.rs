@@ -1,9 +1,9 @@
-//! The wire codec: frames of signals on TCP (DESIGN.md §3), byte by byte in
+//! The wire codec: frames of signals on TCP (docs/design/data-and-routing.md §8), byte by byte in
 //! docs/wire-format.md.
 //!
 //! ```text
 //! frame header (32 bytes, little-endian)
-//!  0 u32 magic "TSRA"        4 u16 version (1)       6 u16 header bytes (32)
+//!  0 u32 magic "TSRA"        4 u16 version (2)       6 u16 header bytes (32)
 //!  8 u32 frame bytes        12 u32 CRC32C of bytes 16..frame bytes
 //! 16 u16 sender node        18 u16 signal count     20 u32 sender incarnation
 //! 24 u64 sequence number (per connection and direction, from 0)
@@ -28,23 +28,31 @@
 //! - `frame`: the 32-byte frame header: [`parse_frame_header`],
 //!   [`verify_frame`] (CRC32C), [`begin_frame`] and [`finish_frame`].
 //! - `encode`: [`encode_signal`], one signal record per call.
-//! - `decode`: [`SignalDecoder`] and the body of every wire signal, with the
-//!   checks of each field; [`is_api_request`].
+//! - `decode`: [`SignalDecoder`], one signal record at a time, and the
+//!   in-place decoding of an API node's two read replies.
+//! - `field`: [`Field`], the bytes and checks of each kind of field; the
+//!   signal table (`signals/mod.rs`) makes every signal's codec of its
+//!   fields' impls, in declaration order.
+//! - `checks`: the checks of a signal that look at several fields.
 //! - `maps`: the section encodings carried inside signals: the partition map
 //!   ([`encode_partition_map`], [`decode_partition_map`]) and the table
 //!   names of a ListTablesConf ([`encode_table_names`],
 //!   [`decode_table_names`]).
 
+pub(crate) mod checks;
 mod decode;
 mod encode;
+mod field;
 mod frame;
 mod maps;
 #[cfg(test)]
 mod tests;
 mod wire;
 
-pub use decode::{is_api_request, ApiReply, ForApi, SignalDecoder};
+pub use crate::signals::is_api_request;
+pub use decode::{ApiReply, ForApi, SignalDecoder};
 pub use encode::encode_signal;
+pub use field::Field;
 pub use frame::{
     begin_frame, finish_frame, parse_frame_header, verify_frame, FrameHeader, FRAME_HEADER_BYTES,
     FRAME_MAGIC, FRAME_VERSION, MAX_FRAME_BYTES,

@@ -470,7 +470,8 @@ fn decode_mangled(signal: Signal, mangle: impl FnOnce(&mut Vec<u8>)) -> WireErro
 fn invalid_data_node_fields_are_refused() {
     let pool = pool();
     // LqhKeyReq body: tc 0..5, tc op 5..9, chain length 9, slots 10..18,
-    // position 18, ..., attr flag 37.
+    // position 18, ..., kind 35, lock 36, ..., key 53..66 (9 bytes), attr
+    // flag 66.
     let request = || Signal::from(lqh_key_req(pool, true));
     type Mangle = Box<dyn FnOnce(&mut Vec<u8>)>;
     let byte = |at: usize, value: u8| -> Mangle { Box::new(move |b| b[at] = value) };
@@ -479,7 +480,7 @@ fn invalid_data_node_fields_are_refused() {
     };
     let bad = WireError::BadField;
     let cases: Vec<(&str, Mangle, WireError)> = vec![
-        ("tc node 0", u16_at(0, 0), bad("tc node")),
+        ("tc node 0", u16_at(0, 0), bad("LqhKeyReq tc")),
         (
             "tc kind ldm",
             byte(2, BlockKind::Ldm as u8),
@@ -512,9 +513,9 @@ fn invalid_data_node_fields_are_refused() {
             byte(18, 3),
             bad("chain position"),
         ),
-        ("attr flag 2", byte(37, 2), bad("attr flag")),
-        ("operation kind 0", byte(35, 0), bad("operation kind")),
-        ("lock mode 3", byte(36, 3), bad("lock mode")),
+        ("attr flag 2", byte(66, 2), bad("LqhKeyReq attr")),
+        ("operation kind 0", byte(35, 0), bad("LqhKeyReq kind")),
+        ("lock mode 3", byte(36, 3), bad("LqhKeyReq lock")),
         (
             "truncated",
             Box::new(|b| b.truncate(50)),
@@ -593,17 +594,20 @@ fn invalid_data_node_fields_are_refused() {
 
 #[test]
 fn scan_partition_req_is_an_api_request() {
-    assert!(is_api_request(30));
-    assert!(!is_api_request(31));
-    assert!(!is_api_request(40));
+    assert!(is_api_request(ScanPartitionReq::NUMBER));
+    assert!(!is_api_request(ScanPartitionConf::NUMBER));
+    assert!(!is_api_request(LqhKeyReq::NUMBER));
 }
 
 #[test]
 fn list_tables_req_is_an_api_request_and_its_conf_is_not() {
-    assert!(is_api_request(27));
-    assert!(!is_api_request(28));
+    assert!(is_api_request(ListTablesReq::NUMBER));
+    assert!(!is_api_request(ListTablesConf::NUMBER));
     let request: Signal = ListTablesReq { request_id: 1 }.into();
-    assert_eq!((request.number(), request.name()), (27, "ListTablesReq"));
+    assert_eq!(
+        (request.number(), request.name()),
+        (ListTablesReq::NUMBER, "ListTablesReq")
+    );
 }
 
 fn table_names(names: &[&str]) -> Vec<u8> {
@@ -653,7 +657,7 @@ fn list_tables_signals_round_trip() {
     let mut out = Vec::new();
     encode_signal(&mut out, &envelope).expect("wire signal");
     let mut expected = vec![
-        28,
+        68, // ListTablesConf's number, docs/wire-format.md
         0,
         BlockKind::Api as u8,
         BlockKind::Dict as u8,
@@ -922,7 +926,10 @@ fn schema_sync_signals_round_trip() {
     ];
     for signal in signals {
         let name = signal.name();
-        assert!(matches!(signal.number(), 93 | 94), "{name} has its number");
+        assert!(
+            [SchemaSyncReq::NUMBER, SchemaSyncConf::NUMBER].contains(&signal.number()),
+            "{name} has its number"
+        );
         assert!(!is_api_request(signal.number()), "{name} is not from APIs");
         round_trip_between_nodes(signal);
     }

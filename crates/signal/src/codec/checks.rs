@@ -1,0 +1,83 @@
+//! The checks of a decoded signal that look at more than one field: named
+//! by `checked_by` in the signal table (`signals/mod.rs`) and run after
+//! every field has been read and checked on its own.
+
+use super::maps::for_each_table_name;
+use super::WireError;
+use crate::ids::{BlockKind, BlockRef};
+use crate::schema::TableDef;
+use crate::signals::{
+    tc_key_flags, AbortReq, DictAddTabReq, ListTablesConf, LqhAddTabReq, LqhKeyReq, PartitionMap,
+    SchemaSyncReq, TcAddTabReq, TcKeyReq,
+};
+
+/// Only the flags a client may set.
+pub(crate) fn tc_key_req(request: &TcKeyReq) -> Result<(), WireError> {
+    if request.flags & !tc_key_flags::ALL != 0 {
+        return Err(WireError::BadField("TcKeyReq flags"));
+    }
+    Ok(())
+}
+
+/// The coordinator is a tc, and the receiver's position is in the chain.
+pub(crate) fn lqh_key_req(request: &LqhKeyReq) -> Result<(), WireError> {
+    coordinating_tc(request.tc)?;
+    if request.position >= request.chain.length {
+        return Err(WireError::BadField("chain position"));
+    }
+    Ok(())
+}
+
+/// The coordinator is a tc.
+pub(crate) fn abort_req(request: &AbortReq) -> Result<(), WireError> {
+    coordinating_tc(request.tc)
+}
+
+/// The block that answers goes to is a tc (any instance: the answer finds
+/// no route if the instance is wrong).
+fn coordinating_tc(tc: BlockRef) -> Result<(), WireError> {
+    if tc.kind != BlockKind::Tc {
+        return Err(WireError::BadField("tc block kind"));
+    }
+    Ok(())
+}
+
+/// The names section is a well-formed list of names.
+pub(crate) fn list_tables_conf(conf: &ListTablesConf) -> Result<(), WireError> {
+    for_each_table_name(conf.names.as_slice(), |_| {})
+}
+
+/// The chunk lies within the schema, and is empty only for an empty schema.
+pub(crate) fn schema_sync_req(request: &SchemaSyncReq) -> Result<(), WireError> {
+    let end = u64::from(request.offset) + request.data.len() as u64;
+    if end > u64::from(request.total_bytes) {
+        return Err(WireError::BadField("SchemaSyncReq chunk beyond the total"));
+    }
+    if request.data.is_empty() != (request.total_bytes == 0) {
+        return Err(WireError::BadField("SchemaSyncReq empty chunk"));
+    }
+    Ok(())
+}
+
+pub(crate) fn tc_add_tab_req(request: &TcAddTabReq) -> Result<(), WireError> {
+    table_and_map(&request.table, &request.map)
+}
+
+pub(crate) fn lqh_add_tab_req(request: &LqhAddTabReq) -> Result<(), WireError> {
+    table_and_map(&request.table, &request.map)
+}
+
+pub(crate) fn dict_add_tab_req(request: &DictAddTabReq) -> Result<(), WireError> {
+    table_and_map(&request.table, &request.map)
+}
+
+/// The map is the table's, with one placement per partition.
+fn table_and_map(table: &TableDef, map: &PartitionMap) -> Result<(), WireError> {
+    if map.table_id != table.id {
+        return Err(WireError::BadField("partition map of another table"));
+    }
+    if map.partitions.len() != table.partitions as usize {
+        return Err(WireError::BadField("partition map partition count"));
+    }
+    Ok(())
+}

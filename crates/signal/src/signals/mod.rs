@@ -1,0 +1,848 @@
+//! Every signal blocks exchange, declared once in the table below and
+//! named in NDB's vocabulary (REQ asks, CONF answers yes, REF answers no,
+//! ORD orders without answer, REP reports). Each declaration says the
+//! signal's number, its senders and receivers, its class (API request, API
+//! reply, between data nodes, node-local), the REF a misaddressed API
+//! request is refused with, its fields (which are its wire form, in order)
+//! and any check of the whole signal; `signal_table!` (in `declare`)
+//! generates the rest. Adding a signal is one declaration here plus its
+//! handlers (the recipe: docs/wire-format.md, "Adding a signal").
+//!
+//! Numbers are grouped by protocol, with room left in each group for the
+//! signals still to come (node failures and take-over, node restart,
+//! scans and indexes). Signals between blocks of one node move as Rust
+//! values through the job queues; signals to another node or an API node
+//! are encoded by `codec`. Signals holding an `Arc` are node-local.
+
+#[macro_use]
+mod declare;
+#[cfg(test)]
+mod table_tests;
+mod types;
+
+pub use types::*;
+
+use crate::attr::KeyHash;
+use crate::codec::checks;
+use crate::error::ErrorCode;
+use crate::fs::{FsDone, FsError, FsOperation};
+use crate::ids::{BlockRef, Gci, NodeId, TransactionId};
+use crate::schema::TableDef;
+use crate::section::Section;
+use std::sync::Arc;
+
+/// Who sends a signal and where it may travel.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SignalClass {
+    /// An API node sends it to one kind of block of a data node.
+    ApiRequest,
+    /// A data node's block sends it to an API node.
+    ApiReply,
+    /// Between blocks of data nodes (on the wire between nodes).
+    Node,
+    /// Inside one data node only: no wire form.
+    Local,
+}
+
+/// One signal's declaration, as data ([`SIGNALS`]).
+#[derive(Clone, Copy, Debug)]
+pub struct SignalInfo {
+    /// The number on the wire.
+    pub number: u16,
+    /// The struct's name.
+    pub name: &'static str,
+    /// The kinds of sender (block kinds, `Api`, `Transport` or `Any`).
+    pub from: &'static [&'static str],
+    /// The kinds of receiver.
+    pub to: &'static [&'static str],
+    /// Who sends it and where it travels.
+    pub class: SignalClass,
+    /// The REF a misaddressed API request is refused with.
+    pub refused_with: Option<&'static str>,
+}
+
+signal_table! {
+
+    // ---- API registration: 1..=19 (room for admission)
+
+    /// API -> membership. An API node announces itself on a new connection.
+    #[derive(Debug, PartialEq)]
+    1 ApiRegReq: Api -> Membership, api_request
+        refused_by ApiRegRef { }
+    {
+        /// Protocol version the client speaks.
+        protocol_version: u16,
+    }
+
+    /// membership -> API. Registration accepted; the node's shape for routing.
+    #[derive(Debug, PartialEq)]
+    2 ApiRegConf: Membership -> Api, api_reply {
+        /// Whether the node has finished its start phases.
+        started: bool,
+        /// tc instances on the node (the client spreads transactions over them).
+        tc_instances: u16,
+    }
+
+    /// membership -> API. Registration refused: the request was malformed
+    /// or sent to a block that does not register API nodes, or the
+    /// client speaks another protocol version.
+    #[derive(Debug, PartialEq)]
+    3 ApiRegRef: Membership -> Api, api_reply {
+        /// Why.
+        error: ErrorCode,
+    }
+
+    // ---- Transactions from API nodes: 20..=59 (room for take-over and scans of a transaction)
+
+    /// API -> tc. One operation of a transaction; a batch is a run of these
+    /// ending with one flagged EXECUTE (or COMMIT).
+    #[derive(Debug, PartialEq)]
+    20 TcKeyReq: Api -> Tc, api_request
+        refused_by TcKeyRef { transaction_id, client_op }
+        checked_by checks::tc_key_req
+    {
+        /// Transaction the operation belongs to.
+        transaction_id: TransactionId,
+        /// Client's number for this operation, echoed in replies.
+        client_op: u32,
+        /// [`tc_key_flags`].
+        flags: u8,
+        /// What to do.
+        kind: OperationKind,
+        /// Lock for reads.
+        lock: LockMode,
+        /// Table id.
+        table_id: u32,
+        /// Table version the client believes current.
+        table_version: u32,
+        /// Key section: the primary-key entries in key order.
+        key: Section,
+        /// Attribute section: values to write, or the columns to read (empty: all).
+        attr: Option<Section>,
+    }
+
+    /// tc -> API. The batch executed (and committed when asked).
+    #[derive(Debug, PartialEq)]
+    21 TcKeyConf: Tc -> Api, api_reply {
+        /// Transaction.
+        transaction_id: TransactionId,
+        /// Operations of the batch confirmed.
+        operations: u32,
+        /// Whether the transaction is now committed (and finished at the tc).
+        committed: bool,
+        /// GCI of the commit (0 when not committed or nothing was written).
+        gci: Gci,
+        /// The cluster's distribution (partition map) version: a client whose
+        /// cached maps are older refreshes them.
+        map_version: u32,
+        /// The row of the read that answered last, when the batch commits:
+        /// carried here instead of in a [`TransIdAi`] of its own, so a
+        /// single-read transaction costs one signal to the client, not two.
+        row: Option<ReadRow>,
+    }
+
+    /// tc -> API. The transaction failed and has been aborted, every lock released.
+    #[derive(Debug, PartialEq)]
+    22 TcKeyRef: Tc -> Api, api_reply {
+        /// Transaction.
+        transaction_id: TransactionId,
+        /// The operation that failed (u32::MAX when none in particular).
+        client_op: u32,
+        /// Why.
+        error: ErrorCode,
+    }
+
+    /// tc -> API. Row data of one read operation; arrives before the batch's
+    /// [`TcKeyConf`] (which carries the last read's row itself when the batch
+    /// commits).
+    #[derive(Debug, PartialEq)]
+    23 TransIdAi: Tc -> Api, api_reply {
+        /// Transaction.
+        transaction_id: TransactionId,
+        /// The read operation.
+        client_op: u32,
+        /// Attribute entries of the row.
+        data: Section,
+    }
+
+    /// API -> tc. Commit a transaction whose batches have all executed.
+    #[derive(Debug, PartialEq)]
+    24 TcCommitReq: Api -> Tc, api_request
+        refused_by TcKeyRef { transaction_id, client_op = u32::MAX }
+    {
+        /// Transaction.
+        transaction_id: TransactionId,
+    }
+
+    /// API -> tc. Abort a transaction and release its locks.
+    #[derive(Debug, PartialEq)]
+    25 TcRollbackReq: Api -> Tc, api_request
+        refused_by TcKeyRef { transaction_id, client_op = u32::MAX }
+    {
+        /// Transaction.
+        transaction_id: TransactionId,
+    }
+
+    /// tc -> API. The transaction is rolled back.
+    #[derive(Debug, PartialEq)]
+    26 TcRollbackConf: Tc -> Api, api_reply {
+        /// Transaction.
+        transaction_id: TransactionId,
+    }
+
+    /// API -> tc. Answer once GCI `gci` is complete (durable: recorded in the
+    /// system files, docs/design/durability.md §2). Answered with [`GciWaitConf`], or
+    /// [`GciWaitRef`] when the tc cannot take one more waiter.
+    #[derive(Debug, PartialEq)]
+    27 GciWaitReq: Api -> Tc, api_request
+        refused_by GciWaitRef { request_id }
+    {
+        /// Client's number for the request, echoed.
+        request_id: u32,
+        /// The GCI to wait for (a commit's GCI from its TCKEYCONF).
+        gci: Gci,
+    }
+
+    /// tc -> API. `complete_gci` (at least the GCI waited for) is complete.
+    #[derive(Debug, PartialEq)]
+    28 GciWaitConf: Tc -> Api, api_reply {
+        /// Echoed.
+        request_id: u32,
+        /// The cluster's latest complete GCI.
+        complete_gci: Gci,
+    }
+
+    /// tc -> API. The wait was not taken.
+    #[derive(Debug, PartialEq)]
+    29 GciWaitRef: Tc -> Api, api_reply {
+        /// Echoed.
+        request_id: u32,
+        /// Why.
+        error: ErrorCode,
+    }
+
+    // ---- Schema requests from API nodes: 60..=79
+
+    /// API -> dict. Create a table from an encoded [`TableDef`] (id and version ignored).
+    #[derive(Debug, PartialEq)]
+    60 CreateTabReq: Api -> Dict, api_request
+        refused_by SchemaRef { request_id }
+    {
+        /// Client's number for the request, echoed.
+        request_id: u32,
+        /// Encoded table definition.
+        definition: Section,
+    }
+
+    /// dict -> API. The table exists on every block.
+    #[derive(Debug, PartialEq)]
+    61 CreateTabConf: Dict -> Api, api_reply {
+        /// Echoed.
+        request_id: u32,
+        /// Assigned id.
+        table_id: u32,
+        /// Assigned version.
+        table_version: u32,
+    }
+
+    /// dict -> API. A schema request failed (create, drop, get or list).
+    #[derive(Debug, PartialEq)]
+    62 SchemaRef: Dict -> Api, api_reply {
+        /// Echoed.
+        request_id: u32,
+        /// Why.
+        error: ErrorCode,
+    }
+
+    /// API -> dict. Drop the table with this name.
+    #[derive(Debug, PartialEq)]
+    63 DropTabReq: Api -> Dict, api_request
+        refused_by SchemaRef { request_id }
+    {
+        /// Client's number for the request, echoed.
+        request_id: u32,
+        /// Table name bytes.
+        name: Section,
+    }
+
+    /// dict -> API. The table is gone from every block.
+    #[derive(Debug, PartialEq)]
+    64 DropTabConf: Dict -> Api, api_reply {
+        /// Echoed.
+        request_id: u32,
+    }
+
+    /// API -> dict. Fetch a table's definition by name.
+    #[derive(Debug, PartialEq)]
+    65 GetTabInfoReq: Api -> Dict, api_request
+        refused_by SchemaRef { request_id }
+    {
+        /// Client's number for the request, echoed.
+        request_id: u32,
+        /// Table name bytes.
+        name: Section,
+    }
+
+    /// dict -> API. A table definition.
+    #[derive(Debug, PartialEq)]
+    66 GetTabInfoConf: Dict -> Api, api_reply {
+        /// Echoed.
+        request_id: u32,
+        /// Schema version at the time of the answer.
+        schema_version: u32,
+        /// Encoded [`TableDef`] with id, version and partitions.
+        definition: Section,
+        /// The cluster's distribution version when the map was taken.
+        map_version: u32,
+        /// Encoded [`PartitionMap`] of the table (see `codec::encode_partition_map`).
+        map: Section,
+    }
+
+    /// API -> dict (any data node's). List the online tables: how the replica
+    /// checker finds every table without knowing their names. Refused with
+    /// [`SchemaRef`] (NodeNotStarted before the dict's schema phase).
+    #[derive(Debug, PartialEq)]
+    67 ListTablesReq: Api -> Dict, api_request
+        refused_by SchemaRef { request_id }
+    {
+        /// Client's number for the request, echoed.
+        request_id: u32,
+    }
+
+    /// dict -> API. The names of the online tables (those GET_TABINFO finds;
+    /// tables being created or dropped are left out), sorted by byte value.
+    #[derive(Debug, PartialEq)]
+    68 ListTablesConf: Dict -> Api, api_reply
+        checked_by checks::list_tables_conf
+    {
+        /// Echoed.
+        request_id: u32,
+        /// Schema version at the time of the answer: the list is that
+        /// version's tables.
+        schema_version: u32,
+        /// The names: u16 count, then per name a u16 byte length and that many
+        /// bytes of UTF-8 (see `codec::encode_table_names` and
+        /// `codec::decode_table_names`).
+        names: Section,
+    }
+
+    // ---- Scans: 80..=119 (room for table and index scans)
+
+    /// API -> ldm. Read a batch of rows of one partition replica in row-id
+    /// order, for the replica checker.
+    #[derive(Debug, PartialEq)]
+    80 ScanPartitionReq: Api -> Ldm, api_request
+        refused_by ScanPartitionRef { request_id }
+    {
+        /// Client's number for the request, echoed.
+        request_id: u32,
+        /// Table.
+        table_id: u32,
+        /// Partition.
+        partition: u32,
+        /// First row id to look at.
+        start_row: u32,
+        /// Most rows to return.
+        max_rows: u32,
+    }
+
+    /// ldm -> API. Rows of a partition scan: each row is row id (u32), GCI
+    /// (u64), length (u32) and that many bytes of attribute entries of every
+    /// column.
+    #[derive(Debug, PartialEq)]
+    81 ScanPartitionConf: Ldm -> Api, api_reply {
+        /// Echoed.
+        request_id: u32,
+        /// Where the next batch starts.
+        next_row: u32,
+        /// True when no rows remain after this batch.
+        done: bool,
+        /// The rows.
+        rows: Section,
+    }
+
+    /// ldm -> API. The scan failed.
+    #[derive(Debug, PartialEq)]
+    82 ScanPartitionRef: Ldm -> Api, api_reply {
+        /// Echoed.
+        request_id: u32,
+        /// Why.
+        error: ErrorCode,
+    }
+
+    // ---- Operations between tc and ldm: 120..=159 (room for take-over of a failed tc)
+
+    /// tc -> ldm (the primary), and ldm -> ldm along the replica chain. Prepare
+    /// one operation on one replica of its partition.
+    ///
+    /// From the tc, `position` is 0, `row_id` and `previous_op` are NIL
+    /// (u32::MAX) and `attr` holds the client's values (or read projection).
+    /// A replica that prepared forwards the request to the next one in the
+    /// chain with `position + 1`, the row id it chose or used, its own
+    /// operation record in `previous_op`, and the full after-image in `attr`
+    /// (no `attr` for a delete); `kind` is then Insert (place a new row at
+    /// `row_id`), Update (replace the row at `row_id`) or Delete. The last
+    /// replica answers the tc with LQHKEYCONF.
+    #[derive(Debug)]
+    120 LqhKeyReq: Tc | Ldm -> Ldm, node
+        checked_by checks::lqh_key_req
+    {
+        /// The tc coordinating the transaction (answers and aborts go there).
+        tc: BlockRef,
+        /// The tc's operation record, echoed.
+        tc_op: u32,
+        /// The replicas, primary first.
+        chain: ReplicaChain,
+        /// The receiving replica's position in `chain`.
+        position: u8,
+        /// Row id chosen by the primary (NIL from the tc).
+        row_id: u32,
+        /// The previous replica's operation record (NIL at the primary).
+        previous_op: u32,
+        /// Transaction.
+        transaction_id: TransactionId,
+        /// What to do.
+        kind: OperationKind,
+        /// Lock for reads.
+        lock: LockMode,
+        /// Table id.
+        table_id: u32,
+        /// Partition within the table.
+        partition: u32,
+        /// The key's hash (tc computed it to route; ldm reuses it).
+        hash: KeyHash,
+        /// Key section.
+        key: Section,
+        /// Attribute section.
+        attr: Option<Section>,
+    }
+
+    /// ldm -> tc. The operation is prepared (row locked, after-image kept) or,
+    /// for a committed read, done.
+    #[derive(Debug)]
+    121 LqhKeyConf: Ldm -> Tc, node {
+        /// Echoed.
+        tc_op: u32,
+        /// The ldm's operation record, for COMMIT, COMPLETE and ABORT.
+        ldm_op: u32,
+        /// True when the ldm kept no operation record (committed read).
+        released: bool,
+        /// Row data of a read.
+        data: Option<Section>,
+    }
+
+    /// ldm -> tc. The operation failed; the ldm kept nothing of it.
+    #[derive(Debug)]
+    122 LqhKeyRef: Ldm -> Tc, node {
+        /// Echoed.
+        tc_op: u32,
+        /// Why.
+        error: ErrorCode,
+    }
+
+    /// tc -> ldm. Commit a prepared operation: install its after-image, stamp
+    /// the row with `gci`, release the lock (primary).
+    #[derive(Debug)]
+    123 CommitReq: Tc | Ldm -> Ldm, node {
+        /// The ldm's operation record.
+        ldm_op: u32,
+        /// Echoed.
+        tc_op: u32,
+        /// Transaction (checked against the record).
+        transaction_id: TransactionId,
+        /// The transaction's commit GCI.
+        gci: Gci,
+    }
+
+    /// ldm -> tc. The operation is committed.
+    #[derive(Debug)]
+    124 CommitConf: Ldm -> Tc, node {
+        /// Echoed.
+        tc_op: u32,
+    }
+
+    /// tc -> ldm. The transaction is acknowledged; release what remains of the
+    /// operation record (and, on backups, the lock).
+    #[derive(Debug)]
+    125 CompleteReq: Tc | Ldm -> Ldm, node {
+        /// The ldm's operation record.
+        ldm_op: u32,
+        /// Echoed.
+        tc_op: u32,
+        /// Transaction (checked against the record).
+        transaction_id: TransactionId,
+    }
+
+    /// ldm -> tc. The operation record is released.
+    #[derive(Debug)]
+    126 CompleteConf: Ldm -> Tc, node {
+        /// Echoed.
+        tc_op: u32,
+    }
+
+    /// tc -> ldm (the primary), then ldm -> ldm along the chain. Abort the
+    /// operation `tc_op` of `tc`, prepared or still waiting for a lock; drop its
+    /// after-image and release its lock. A replica that had forwarded the
+    /// operation forwards the abort (after the forwarded request on the same
+    /// link, so it never overtakes it); the last one that holds or held
+    /// nothing to forward answers the tc with ABORTCONF.
+    #[derive(Debug)]
+    127 AbortReq: Tc | Ldm -> Ldm, node
+        checked_by checks::abort_req
+    {
+        /// The coordinating tc.
+        tc: BlockRef,
+        /// The tc's operation record (the ldm finds its own by it).
+        tc_op: u32,
+        /// Transaction (checked).
+        transaction_id: TransactionId,
+    }
+
+    /// ldm -> tc. Nothing of the operation remains.
+    #[derive(Debug)]
+    128 AbortConf: Ldm -> Tc, node {
+        /// Echoed.
+        tc_op: u32,
+    }
+
+    // ---- Global checkpoints: 160..=199
+
+    /// dih -> tc. Phase one of the GCI switch: stop taking commit decisions.
+    #[derive(Debug, PartialEq)]
+    160 GcpPrepare: Dih -> Tc, node {
+        /// The GCI that commits will get after the switch.
+        new_gci: Gci,
+    }
+
+    /// tc -> dih. No commit decision will be taken until GCP_COMMIT.
+    #[derive(Debug, PartialEq)]
+    161 GcpPrepareConf: Tc -> Dih, node {
+        /// Echoed.
+        new_gci: Gci,
+    }
+
+    /// dih -> tc. Phase two: commits from now on get `gci`; release held commits.
+    #[derive(Debug, PartialEq)]
+    162 GcpCommit: Dih -> Tc, node {
+        /// The new current GCI.
+        gci: Gci,
+    }
+
+    /// tc -> dih. Switched.
+    #[derive(Debug, PartialEq)]
+    163 GcpCommitConf: Tc -> Dih, node {
+        /// Echoed.
+        gci: Gci,
+    }
+
+    /// master dih -> the other dihs. Every tc has switched to `gci`.
+    #[derive(Debug, PartialEq)]
+    164 GcpCompleteRep: Dih -> Dih, node {
+        /// The GCI now current on every tc.
+        gci: Gci,
+    }
+
+    /// master dih -> every tc of every node. Answer with [`GcpFlushConf`] once
+    /// every transaction this tc committed with a GCI up to `gci` has finished
+    /// its commit phase (COMMITTED on every replica, so each replica's ldm has
+    /// logged it). Sent after every tc has switched past `gci`.
+    #[derive(Debug, PartialEq)]
+    165 GcpFlushReq: Dih -> Tc, node {
+        /// The last GCI of the global checkpoint being made durable.
+        gci: Gci,
+    }
+
+    /// tc -> master dih. Every commit with a GCI up to `gci` is logged.
+    #[derive(Debug, PartialEq)]
+    166 GcpFlushConf: Tc -> Dih, node {
+        /// Echoed.
+        gci: Gci,
+    }
+
+    /// master dih -> every ldm of every node. Append the "`gci` complete"
+    /// marker to every redo part, write and fsync them; then answer
+    /// [`GcpSaveConf`]. An fsync failure stops the node (docs/design/durability.md §6).
+    #[derive(Debug, PartialEq)]
+    167 GcpSaveReq: Dih -> Ldm, node {
+        /// The GCI made complete.
+        gci: Gci,
+    }
+
+    /// ldm -> master dih. Every redo part of this ldm holds the marker, durably.
+    #[derive(Debug, PartialEq)]
+    168 GcpSaveConf: Ldm -> Dih, node {
+        /// Echoed.
+        gci: Gci,
+    }
+
+    /// master dih -> every dih (itself included). Record `complete_gci` as
+    /// complete in this node's system file (both copies, fsynced), then answer
+    /// [`CopyGciConf`].
+    #[derive(Debug, PartialEq)]
+    169 CopyGciReq: Dih -> Dih, node {
+        /// The latest complete GCI.
+        complete_gci: Gci,
+        /// The master's current GCI: recorded as the highest started, so that
+        /// after a restart new GCIs start above every GCI ever handed out.
+        started_gci: Gci,
+    }
+
+    /// dih -> master dih. The system file records the GCI.
+    #[derive(Debug, PartialEq)]
+    170 CopyGciConf: Dih -> Dih, node {
+        /// Echoed.
+        complete_gci: Gci,
+    }
+
+    /// master dih -> every tc of every node. `gci` is complete: answer the
+    /// GCI waits up to it.
+    #[derive(Debug, PartialEq)]
+    171 GcpDurableRep: Dih -> Tc, node {
+        /// The latest complete GCI.
+        gci: Gci,
+    }
+
+    // ---- Schema between blocks and nodes: 200..=239 (room for index create and drop)
+
+    /// dict -> dih. Work out the distribution of a new table.
+    #[derive(Debug)]
+    200 DiAddTabReq: Dict -> Dih, local {
+        /// The table (partitions already decided).
+        table: Arc<TableDef>,
+    }
+
+    /// dih -> dict. The table's distribution.
+    #[derive(Debug)]
+    201 DiAddTabConf: Dih -> Dict, local {
+        /// The map.
+        map: Arc<PartitionMap>,
+    }
+
+    /// dict -> tc. A table now exists; route its operations with `map`.
+    #[derive(Debug)]
+    202 TcAddTabReq: Dict -> Tc, node
+        checked_by checks::tc_add_tab_req
+    {
+        /// Definition.
+        table: Arc<TableDef>,
+        /// Distribution.
+        map: Arc<PartitionMap>,
+    }
+
+    /// dict -> ldm. Create the partitions of a table this ldm owns.
+    #[derive(Debug)]
+    203 LqhAddTabReq: Dict -> Ldm, node
+        checked_by checks::lqh_add_tab_req
+    {
+        /// Definition.
+        table: Arc<TableDef>,
+        /// Distribution (the ldm creates the partitions whose placement names
+        /// its own node and instance).
+        map: Arc<PartitionMap>,
+    }
+
+    /// tc or ldm -> dict. The table is added.
+    #[derive(Debug, PartialEq)]
+    204 AddTabConf: Tc | Ldm | Dict -> Dict, node {
+        /// Table.
+        table_id: u32,
+    }
+
+    /// dict -> tc or ldm. Forget a table (tc: refuse new operations; ldm: free
+    /// its partitions once no operation uses them).
+    #[derive(Debug, PartialEq)]
+    205 DropTabOrd: Dict -> Tc | Ldm, node {
+        /// Table.
+        table_id: u32,
+    }
+
+    /// tc or ldm -> dict. Answer to [`DropTabOrd`].
+    #[derive(Debug, PartialEq)]
+    206 DropTabRep: Tc | Ldm -> Dict, node {
+        /// Table.
+        table_id: u32,
+        /// True when operations still use the table: dict retries later.
+        busy: bool,
+    }
+
+    /// master dict -> the other dicts. A table exists on every tc and ldm; keep
+    /// its definition to answer GET_TABINFO. Answered with ADD_TAB_CONF.
+    #[derive(Debug)]
+    207 DictAddTabReq: Dict -> Dict, node
+        checked_by checks::dict_add_tab_req
+    {
+        /// Schema version after the create.
+        schema_version: u32,
+        /// Definition.
+        table: Arc<TableDef>,
+        /// Distribution.
+        map: Arc<PartitionMap>,
+    }
+
+    /// master dict -> every other dict, system restart (start phase
+    /// RESTORE_SCHEMA; NDB's SCHEMA_INFO): one chunk of the master's schema,
+    /// the bytes of its schema file (docs/schema-file-format.md). The master's
+    /// schema wins: the other dict replaces its own with it (rewriting its
+    /// schema file when they differ) before it gives its tcs and ldms the
+    /// tables. Chunks go in order, one at a time, each answered with
+    /// [`SchemaSyncConf`].
+    #[derive(Debug, PartialEq)]
+    208 SchemaSyncReq: Dict -> Dict, node
+        checked_by checks::schema_sync_req
+    {
+        /// Bytes of the whole schema; 0: the master has no schema (no schema
+        /// file, or diskless), sent as one empty chunk.
+        total_bytes: u32,
+        /// Where `data` starts within them.
+        offset: u32,
+        /// The chunk: at most `section::MAX_SECTION_BYTES`, ending within
+        /// `total_bytes`, empty only when `total_bytes` is 0.
+        data: Section,
+    }
+
+    /// dict -> master dict. Answer to [`SchemaSyncReq`]: `received` bytes of
+    /// the schema have arrived. Below the total: send the chunk from there.
+    /// Equal to the total (the answer to the last chunk): this dict has taken
+    /// the master's schema, its schema file holds it and its tcs and ldms have
+    /// every table of it.
+    #[derive(Debug, PartialEq)]
+    209 SchemaSyncConf: Dict -> Dict, node {
+        /// Bytes of the schema received so far.
+        received: u32,
+    }
+
+    // ---- Membership and start phases: 240..=279 (room for heartbeats, node failure and arbitration)
+
+    /// membership -> the president's membership. This node is connected to
+    /// every data node and asks to join the cluster.
+    #[derive(Debug, PartialEq)]
+    240 CmRegReq: Membership -> Membership, node {
+        /// The joining node.
+        node: NodeId,
+    }
+
+    /// president's membership -> every membership. Every configured data node
+    /// has registered: the cluster is formed and start phases may go on.
+    #[derive(Debug, PartialEq)]
+    241 CmRegConf: Membership -> Membership, node {
+        /// The president (master of dih and dict).
+        president: NodeId,
+    }
+
+    /// membership -> a block. Run start phase `phase`; answer with [`StartPhaseConf`].
+    #[derive(Debug, PartialEq)]
+    242 StartPhaseReq: Membership -> Any, local {
+        /// Phase number (see membership's start module).
+        phase: u8,
+    }
+
+    /// a block -> membership. Phase done on this block.
+    #[derive(Debug, PartialEq)]
+    243 StartPhaseConf: Any -> Membership, local {
+        /// Echoed.
+        phase: u8,
+    }
+
+    /// transport -> membership (local). A data node connected, with the
+    /// incarnation its frames carry.
+    #[derive(Debug, PartialEq)]
+    244 NodeConnectedRep: Transport -> Membership, local {
+        /// The peer.
+        node: NodeId,
+        /// Its incarnation.
+        incarnation: u32,
+    }
+
+    /// transport -> tc and dict. An API node disconnected: abort its
+    /// transactions and forget its requests.
+    #[derive(Debug, PartialEq)]
+    245 ApiFailRep: Transport -> Tc | Dict, local {
+        /// The API node.
+        node: NodeId,
+    }
+
+    // ---- System restart: 280..=299 (room for node restart and copy of partitions)
+
+    /// dih -> master dih, system restart (start phase RESTART_GCI): what this
+    /// node's system file says.
+    #[derive(Debug, PartialEq)]
+    280 RestartGciRep: Dih -> Dih, node {
+        /// The latest GCI the system file records complete (0: no system file,
+        /// the node has never made a GCI durable).
+        complete_gci: Gci,
+    }
+
+    /// master dih -> every dih, system restart: the GCI the cluster restores.
+    #[derive(Debug, PartialEq)]
+    281 RestartGciOrd: Dih -> Dih, node {
+        /// The restored GCI (0: initial start, nothing to restore).
+        restored_gci: Gci,
+    }
+
+    /// dih -> master dih, system restart (start phase RESTORE_DATA): this node
+    /// restored its data; new GCIs must start above `highest_gci`.
+    #[derive(Debug, PartialEq)]
+    282 RestoredRep: Dih -> Dih, node {
+        /// The highest GCI found anywhere on this node's disk.
+        highest_gci: Gci,
+    }
+
+    /// dih -> each ldm of its node. Restore from disk up to `restored_gci`
+    /// (newest usable local checkpoint, then redo), rebuild the indexes,
+    /// invalidate redo beyond it durably, then answer [`RestoreConf`].
+    /// Node-local.
+    #[derive(Debug, PartialEq)]
+    283 RestoreReq: Dih -> Ldm, local {
+        /// The GCI the cluster restores (0: initial start, format the redo log).
+        restored_gci: Gci,
+    }
+
+    /// ldm -> dih. Restored and ready to log. Node-local.
+    #[derive(Debug, PartialEq)]
+    284 RestoreConf: Ldm -> Dih, local {
+        /// The highest GCI found in this ldm's redo parts.
+        highest_gci: Gci,
+        /// Row changes replayed.
+        replayed: u64,
+    }
+
+    // ---- Node-local services: 300..=319
+
+    /// A block to itself, delayed: periodic work (NDB's CONTINUEB).
+    #[derive(Debug, PartialEq)]
+    300 ContinueB: Any -> Any, local {
+        /// Which periodic job (block-specific).
+        job: u32,
+    }
+
+    /// a block -> the node's io service (`BlockKind::Io`: the io thread in
+    /// production, the disk model in `sim`), sent by `Context::fs_request`,
+    /// never by `send`. Perform one file operation in the node's data
+    /// directory; answered with one [`FsConf`] carrying `token`. Requests run
+    /// in the order they arrive. Node-local: never encoded.
+    #[derive(Debug)]
+    301 FsReq: Any -> Io, local {
+        /// The requester's number for the request, echoed.
+        token: u64,
+        /// What to do.
+        operation: FsOperation,
+    }
+
+    /// io service -> the block that sent [`FsReq`]. The operation is done, or
+    /// failed with the file, offset and OS error text. The service never
+    /// panics on an OS error; the block decides (an fsync error or a bad
+    /// checksum stops the node, docs/design/durability.md §6). Node-local: never encoded.
+    #[derive(Debug)]
+    302 FsConf: Io -> Any, local {
+        /// Echoed.
+        token: u64,
+        /// The outcome.
+        result: Result<FsDone, FsError>,
+    }
+}
+
+// Signals move through job queues by value; keep them small.
+const _: () = assert!(
+    std::mem::size_of::<Signal>() <= 128,
+    "Signal grew too large for job queues"
+);

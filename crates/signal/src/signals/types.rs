@@ -1,0 +1,167 @@
+//! The types signals are made of that are not signals themselves: the
+//! envelope a signal travels in, operation kinds and lock modes, the
+//! flags of TCKEYREQ, replica chains, and partition maps.
+
+use super::Signal;
+use crate::ids::{BlockRef, NodeId};
+use crate::section::Section;
+
+/// A signal with its addresses: the unit of work of a block thread.
+#[derive(Debug)]
+pub struct Envelope {
+    /// Sending block.
+    pub from: BlockRef,
+    /// Receiving block.
+    pub to: BlockRef,
+    /// The signal.
+    pub signal: Signal,
+}
+
+/// The version of the API protocol (the signals an API node exchanges with
+/// data nodes) that this build speaks: API_REGREQ carries it and a data
+/// node refuses another with API_REGREF.
+pub const API_PROTOCOL_VERSION: u16 = 1;
+
+/// What an operation does to its row.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum OperationKind {
+    /// Read the row (lock per [`LockMode`]).
+    Read = 1,
+    /// Insert a new row; fails with DuplicateKey if the key exists.
+    Insert = 2,
+    /// Change columns of an existing row; fails with NoSuchRow.
+    Update = 3,
+    /// Insert or overwrite (upsert).
+    Write = 4,
+    /// Delete an existing row; fails with NoSuchRow.
+    Delete = 5,
+}
+
+impl OperationKind {
+    /// Decodes a wire byte.
+    pub fn from_u8(value: u8) -> Option<OperationKind> {
+        Some(match value {
+            1 => OperationKind::Read,
+            2 => OperationKind::Insert,
+            3 => OperationKind::Update,
+            4 => OperationKind::Write,
+            5 => OperationKind::Delete,
+            _ => return None,
+        })
+    }
+}
+
+/// How a read locks. Writes always take an exclusive lock.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum LockMode {
+    /// Read the last committed image without a lock (read committed).
+    CommittedRead = 0,
+    /// Shared lock held until commit or abort.
+    Shared = 1,
+    /// Exclusive lock held until commit or abort.
+    Exclusive = 2,
+}
+
+impl LockMode {
+    /// Decodes a wire byte.
+    pub fn from_u8(value: u8) -> Option<LockMode> {
+        Some(match value {
+            0 => LockMode::CommittedRead,
+            1 => LockMode::Shared,
+            2 => LockMode::Exclusive,
+            _ => return None,
+        })
+    }
+}
+
+/// Flags of [`TcKeyReq`].
+pub mod tc_key_flags {
+    /// First operation of a new transaction.
+    pub const START: u8 = 1;
+    /// Last operation of a batch: execute the batch and answer.
+    pub const EXECUTE: u8 = 2;
+    /// Commit once the batch has executed (implies EXECUTE).
+    pub const COMMIT: u8 = 4;
+    /// Every flag a client may set.
+    pub const ALL: u8 = START | EXECUTE | COMMIT;
+}
+
+/// The row of one read operation, inside a [`TcKeyConf`].
+#[derive(Debug, PartialEq)]
+pub struct ReadRow {
+    /// The read operation.
+    pub client_op: u32,
+    /// Attribute entries of the row.
+    pub data: Section,
+}
+
+/// Most replicas a partition may have.
+pub const MAX_REPLICAS: usize = 4;
+
+/// The replicas of a partition in chain order, primary first (docs/design/transactions.md §3).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ReplicaChain {
+    /// Nodes; only the first `length` are meaningful.
+    pub nodes: [NodeId; MAX_REPLICAS],
+    /// Number of replicas (1..=4).
+    pub length: u8,
+}
+
+impl ReplicaChain {
+    /// A chain of the given nodes (1..=4 of them).
+    pub fn new(nodes: &[NodeId]) -> ReplicaChain {
+        assert!(
+            (1..=MAX_REPLICAS).contains(&nodes.len()),
+            "a replica chain has 1 to {MAX_REPLICAS} nodes"
+        );
+        let mut chain = [NodeId(0); MAX_REPLICAS];
+        chain[..nodes.len()].copy_from_slice(nodes);
+        ReplicaChain {
+            nodes: chain,
+            length: nodes.len() as u8,
+        }
+    }
+
+    /// The primary replica.
+    pub fn primary(&self) -> NodeId {
+        self.nodes[0]
+    }
+
+    /// The replicas in chain order.
+    pub fn as_slice(&self) -> &[NodeId] {
+        &self.nodes[..self.length as usize]
+    }
+
+    /// Only the primary (reads, and writes with one replica).
+    pub fn primary_only(&self) -> ReplicaChain {
+        ReplicaChain::new(&self.nodes[..1])
+    }
+}
+
+/// Where one partition lives (docs/design/data-and-routing.md §6).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartitionPlacement {
+    /// Node group holding the partition.
+    pub node_group: u32,
+    /// Replicas in chain order; the first is the primary.
+    pub replicas: Vec<NodeId>,
+    /// The ldm instance on each replica's node that owns the partition.
+    pub ldm_instance: u16,
+    /// The redo log part the partition writes, fixed at creation.
+    pub redo_part: u32,
+}
+
+/// A table's distribution: buckets to partitions, partitions to replicas.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartitionMap {
+    /// Table.
+    pub table_id: u32,
+    /// Rises whenever the map changes.
+    pub version: u32,
+    /// Partition of each of the `partition::BUCKETS` buckets.
+    pub bucket_partitions: Vec<u32>,
+    /// Placement of each partition.
+    pub partitions: Vec<PartitionPlacement>,
+}
