@@ -213,3 +213,51 @@ fn whole_cluster_kills_under_load_lose_no_complete_gci() {
         "no durable commit was ever acknowledged, so that promise was not tested"
     );
 }
+
+/// A commit acknowledged in a GCI that never became durable is lost when
+/// the whole cluster is killed; after the restart a wait for that GCI is
+/// refused for good (`ClientError::RolledBack`), not confirmed because the
+/// new run's GCIs are above it.
+#[test]
+fn a_wait_for_a_gci_that_a_restart_rolled_back_is_refused() {
+    // Global checkpoints a minute apart: nothing committed after the start
+    // becomes durable before the kill.
+    let mut cluster = TestCluster::start(ClusterOptions {
+        name: "rolled_back",
+        extra_cluster_lines: "gcp_interval_ms = 60000\n",
+        ..ClusterOptions::default()
+    });
+    let gci = {
+        let client = cluster.connect();
+        let table = common::create_table(&client, &common::kv_definition());
+        let mut transaction = client.transaction();
+        transaction
+            .insert(
+                &table,
+                &[
+                    ("k", client::Value::UInt(1)),
+                    ("v", client::Value::from("gone")),
+                ],
+            )
+            .expect("valid insert");
+        let outcome = transaction.execute(client::Commit::Yes).expect("committed");
+        outcome.gci.expect("a write has a GCI")
+    };
+    cluster.kill_data_nodes();
+    cluster.restart_data_nodes();
+    let (_, restored) = restored_gci(&cluster);
+    assert!(
+        restored < gci.0,
+        "the commit's GCI {gci} was not durable, yet the cluster restored {restored:#x}"
+    );
+    let client = cluster.connect();
+    match client.wait_durable(gci) {
+        Err(client::ClientError::RolledBack { gci: refused }) => assert_eq!(refused, gci),
+        other => panic!("a wait for rolled-back GCI {gci} answered {other:?}"),
+    }
+    // The restored GCI itself is durable.
+    let complete = client
+        .wait_durable(signal::Gci(restored))
+        .expect("the restored GCI is complete");
+    assert!(complete.0 >= restored);
+}

@@ -24,7 +24,7 @@ use crate::connection::FrameBuilder;
 use crate::dispatch::{Inbox, Replies, Reply};
 use crate::error::ClientError;
 use signal::signals::GciWaitReq;
-use signal::{BlockKind, Gci, TransactionId};
+use signal::{BlockKind, ErrorCode, Gci, TransactionId};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -112,6 +112,9 @@ impl DurableWait {
                  complete",
                 self.gci
             ))),
+            Reply::DurableRefused {
+                error: ErrorCode::GciRolledBack,
+            } => WaitAnswer::Failed(ClientError::RolledBack { gci: self.gci }),
             Reply::DurableRefused { error } => {
                 WaitAnswer::Failed(ClientError::DurableWaitRefused {
                     code: error,

@@ -81,6 +81,14 @@ pub enum ClientError {
         /// The GCI waited for.
         gci: Gci,
     },
+    /// The GCI waited for was rolled back: a whole-cluster restart
+    /// restored an earlier GCI and started above this one, so what
+    /// committed in it (an acknowledged but not yet durable commit) is
+    /// lost. Permanent: waiting again gets the same answer.
+    RolledBack {
+        /// The GCI waited for.
+        gci: Gci,
+    },
     /// A commit was sent and its answer never came: `cause` says what
     /// happened (a lost connection, a timeout). The transaction may have
     /// committed or not; a blind retry may apply it twice. Read back what
@@ -120,6 +128,7 @@ impl ClientError {
             | ClientError::DurableWaitRefused { code, .. } => Some(*code),
             ClientError::ConnectionLost { .. } => Some(ErrorCode::ConnectionLost),
             ClientError::OutcomeUnknown { .. } => Some(ErrorCode::CommitOutcomeUnknown),
+            ClientError::RolledBack { .. } => Some(ErrorCode::GciRolledBack),
             ClientError::NotStarted { .. } => Some(ErrorCode::NodeNotStarted),
             _ => None,
         }
@@ -247,6 +256,7 @@ impl ClientError {
             ClientError::OutcomeUnknown { cause } => ClientError::OutcomeUnknown {
                 cause: Box::new(cause.duplicate()),
             },
+            ClientError::RolledBack { gci } => ClientError::RolledBack { gci: *gci },
             ClientError::Protocol(message) => ClientError::Protocol(message.clone()),
             ClientError::Usage(message) => ClientError::Usage(message.clone()),
         }
@@ -291,6 +301,12 @@ impl fmt::Display for ClientError {
             ClientError::OutcomeUnknown { cause } => {
                 write!(f, "{}; {cause}", ErrorCode::CommitOutcomeUnknown)
             }
+            ClientError::RolledBack { gci } => write!(
+                f,
+                "GCI {gci} was rolled back by a whole-cluster restart: what committed in it is \
+                 lost ({})",
+                ErrorCode::GciRolledBack
+            ),
             ClientError::Protocol(message) => write!(f, "protocol error from data node: {message}"),
             ClientError::Usage(message) => write!(f, "{message}"),
         }

@@ -124,6 +124,10 @@ error_codes! {
     /// the data node aborts the API node's open transactions, so retrying
     /// is safe.
     ConnectionLost = 4008, Temporary, "connection to the data node lost";
+    /// A wait for a GCI that a whole-cluster restart rolled back: the
+    /// cluster restored an earlier GCI and started its new GCIs above
+    /// this one, so what committed in it is gone.
+    GciRolledBack = 4023, Permanent, "the GCI was rolled back by a whole-cluster restart: what committed in it is lost";
     /// A commit was sent and then its connection or its reply was lost:
     /// it may or may not have committed (class `OutcomeUnknown`).
     CommitOutcomeUnknown = 4022, OutcomeUnknown, "the outcome of the commit is unknown: its connection or reply was lost after it was sent; read back before retrying";

@@ -167,6 +167,11 @@ impl Tc {
             request.gci > self.current_gci,
             "GCP_COMMIT must move the GCI forward"
         );
+        if self.current_gci == Gci(0) {
+            // The first GCI of this run: what lies between the restored
+            // GCI (complete, reported just before) and it was rolled back.
+            self.durability.rolled_back = self.durability.complete_gci..request.gci;
+        }
         self.current_gci = request.gci;
         self.gcp_prepared = false;
         send(

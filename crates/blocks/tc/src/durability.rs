@@ -16,7 +16,12 @@
 //! - GCI_WAIT_REQ{gci} from an API node: answered at once (GCI_WAIT_CONF)
 //!   when gci is complete, else held in a bounded list until it is; refused
 //!   (GCI_WAIT_REF, TooManyGciWaits) when the list is full; dropped when the
-//!   API node fails.
+//!   API node fails. A GCI that the last whole-cluster restart rolled back
+//!   (above the restored GCI, below the first GCI of this run: the master
+//!   dih's start round sends GCP_DURABLE_REP{restored}, when not 0, just
+//!   before the first GCP_COMMIT, on the same link) is refused for good
+//!   (GciRolledBack): without that, any such GCI would look complete once
+//!   the new GCIs passed it.
 //!
 //! Nothing here allocates after `Tc::new`: both lists are sized there.
 
@@ -133,6 +138,10 @@ pub(crate) struct Durability {
     pub(crate) pending_flush: Option<(BlockRef, Gci)>,
     /// The latest GCI the master dih reported complete.
     pub(crate) complete_gci: Gci,
+    /// The GCIs a whole-cluster restart rolled back: above the restored
+    /// GCI (the complete GCI when the first GCI arrived) and below the
+    /// first GCI of this run. Empty until the first GCP_COMMIT.
+    pub(crate) rolled_back: std::ops::Range<Gci>,
     /// Held GCI_WAIT_REQs; never longer than `waiter_capacity`.
     pub(crate) waiters: Vec<GciWaiter>,
     waiter_capacity: usize,
@@ -146,6 +155,7 @@ impl Durability {
             commit_phases: CommitPhases::new(),
             pending_flush: None,
             complete_gci: Gci(0),
+            rolled_back: Gci(0)..Gci(0),
             waiters: Vec::with_capacity(waiter_capacity),
             waiter_capacity,
         }
@@ -237,6 +247,10 @@ impl Tc {
         }
         if from.kind != BlockKind::Api {
             return refuse(ctx, ErrorCode::BadRequest);
+        }
+        let rolled_back = &self.durability.rolled_back;
+        if request.gci > rolled_back.start && request.gci < rolled_back.end {
+            return refuse(ctx, ErrorCode::GciRolledBack);
         }
         let complete_gci = self.durability.complete_gci;
         if request.gci <= complete_gci {

@@ -331,3 +331,60 @@ fn gci_waits_before_start_or_from_a_block_are_refused() {
     assert_eq!(b.trace(), vec![wait_conf_line(API, 3, Gci(u64::MAX))]);
     b.assert_quiet();
 }
+
+#[test]
+fn a_wait_for_a_gci_that_a_whole_cluster_restart_rolled_back_is_refused_for_good() {
+    // The cluster restored 3/7; every GCI it had handed out up to 4/x was
+    // lost, and the new run starts at 5/0.
+    let restored = Gci::from_parts(3, 7);
+    let start = Gci::from_parts(5, 0);
+    let mut b = Bench::unstarted(config());
+    for &phase in signal::phases::PHASES {
+        b.deliver(MEMBERSHIP, StartPhaseReq { phase });
+    }
+    b.deliver(DIH, GcpDurableRep { gci: restored });
+    b.deliver(DIH, GcpCommit { gci: start });
+    b.trace();
+    let rolled_back = [
+        Gci::from_parts(3, 8),
+        Gci::from_parts(4, 0),
+        Gci::from_parts(4, u32::MAX),
+    ];
+    for (request_id, &gci) in rolled_back.iter().enumerate() {
+        wait(&mut b, API, request_id as u32, gci);
+        assert_eq!(
+            b.trace(),
+            vec![wait_ref_line(
+                API,
+                request_id as u32,
+                ErrorCode::GciRolledBack
+            )],
+            "GCI {gci} was rolled back"
+        );
+    }
+    // The restored GCI and what came before it are complete.
+    wait(&mut b, API, 10, restored);
+    wait(&mut b, API, 11, Gci::from_parts(2, 3));
+    assert_eq!(
+        b.trace(),
+        vec![
+            wait_conf_line(API, 10, restored),
+            wait_conf_line(API, 11, restored)
+        ]
+    );
+    // This run's GCIs are waited for, also once later GCIs pass the
+    // rolled-back ones.
+    wait(&mut b, API, 12, start);
+    assert!(b.trace().is_empty(), "held until {start} is complete");
+    let later = Gci::from_parts(6, 2);
+    switch_to(&mut b, later);
+    b.deliver(DIH, GcpDurableRep { gci: later });
+    assert_eq!(b.trace(), vec![wait_conf_line(API, 12, later)]);
+    wait(&mut b, API, 13, Gci::from_parts(4, 1));
+    assert_eq!(
+        b.trace(),
+        vec![wait_ref_line(API, 13, ErrorCode::GciRolledBack)],
+        "still rolled back once the complete GCI passed it"
+    );
+    b.assert_quiet();
+}
