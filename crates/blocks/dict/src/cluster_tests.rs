@@ -43,7 +43,8 @@ fn started_dict(node: u16, nodes: &[u16]) -> (Dict, RecordingContext) {
         replicas: 2,
         redo_log_parts: 2,
         diskless: true,
-    });
+    })
+    .announced();
     let mut ctx = RecordingContext::new();
     for &phase in PHASES {
         let membership = block(node, BlockKind::Membership, 0);
@@ -430,7 +431,8 @@ fn a_dict_that_is_not_master_refuses_creates_and_drops_even_before_start() {
         replicas: 2,
         redo_log_parts: 1,
         diskless: true,
-    });
+    })
+    .announced();
     assert!(!dict.is_master(), "node 1 is the lowest id, in any order");
     let mut ctx = RecordingContext::new();
     let me = dict_of(2);

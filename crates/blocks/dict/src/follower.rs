@@ -28,10 +28,10 @@ impl Dict {
     /// Checks that `from` is the master and this dict is not.
     pub(crate) fn check_from_master(&self, from: BlockRef, what: &str) {
         assert!(
-            from == self.master && !self.is_master(),
+            from == self.master() && !self.is_master(),
             "dict {}: {what} from {from}, but {} is the master",
             self.address,
-            self.master
+            self.master()
         );
     }
 

@@ -19,8 +19,8 @@
 //! - `schema_sync.rs`: the agreement of that phase, the master's schema
 //!   sent to every other dict, which takes it in place of its own.
 //!
-//! The president's dict (the lowest configured data node id) is the
-//! master: it alone runs creates and drops, on the tcs and ldms of every
+//! The president's dict is the master (membership announces the president
+//! with PRESIDENT_REP before phase INITIALISE): it alone runs creates and drops, on the tcs and ldms of every
 //! data node, then tells every other dict, so that each answers
 //! GET_TABINFO and LIST_TABLES for every online table. The other dicts
 //! refuse creates and drops with `NotMaster` (temporary: the client retries
@@ -82,8 +82,8 @@ pub struct DictConfig {
     pub tc_instances: u16,
     /// ldm instances on each data node.
     pub ldm_instances: u16,
-    /// The cluster's data nodes with their node group. The lowest id is the
-    /// president, whose dict is the master.
+    /// The cluster's data nodes with their node group. Which is the
+    /// president, whose dict is the master, membership announces.
     pub data_nodes: Vec<(NodeId, u32)>,
     /// Replicas of each partition (dih places them; kept so dict and dih
     /// share one shape of cluster config).
@@ -100,8 +100,11 @@ pub struct DictConfig {
 /// The dict block.
 pub struct Dict {
     address: BlockRef,
-    /// The master dict (the president's).
-    master: BlockRef,
+    /// The master dict (the president's), once membership has announced
+    /// the president (before phase RESTART_GCI).
+    master: Option<BlockRef>,
+    /// The data nodes.
+    nodes: Vec<NodeId>,
     dih: BlockRef,
     /// Partitions of a table that does not ask for a count: one per ldm
     /// thread of every node group, so every thread of the cluster has work.
@@ -192,7 +195,8 @@ impl Dict {
             .collect();
         Dict {
             address: config.address,
-            master: BlockRef::new(nodes[0], BlockKind::Dict, 0),
+            master: None,
+            nodes: nodes.clone(),
             dih: BlockRef::new(node, BlockKind::Dih, 0),
             default_partitions,
             phase: 0,
@@ -215,7 +219,55 @@ impl Dict {
     /// True for the master dict (the president's), which runs creates and
     /// drops.
     pub fn is_master(&self) -> bool {
-        self.master == self.address
+        self.master == Some(self.address)
+    }
+
+    /// The master dict. Membership announces the president before any
+    /// phase that talks to another node, so asking earlier is a bug.
+    fn master(&self) -> BlockRef {
+        self.master.unwrap_or_else(|| {
+            panic!(
+                "dict {}: the master is asked for before membership announced the president",
+                self.address
+            )
+        })
+    }
+
+    /// As membership would have it, for block tests: the lowest configured
+    /// data node is the president.
+    #[cfg(test)]
+    pub(crate) fn announced(mut self) -> Dict {
+        let membership = BlockRef::new(self.address.node, BlockKind::Membership, 0);
+        let president = *self.nodes.iter().min().expect("a data node");
+        self.president_rep(membership, president);
+        self
+    }
+
+    /// PRESIDENT_REP from this node's membership: `president`'s dict is
+    /// the master, which alone runs creates and drops.
+    fn president_rep(&mut self, from: BlockRef, president: NodeId) {
+        assert!(
+            from.node == self.address.node && from.kind == BlockKind::Membership,
+            "dict {}: PresidentRep from {from}: only this node's membership announces it",
+            self.address
+        );
+        let master = BlockRef::new(president, BlockKind::Dict, 0);
+        match self.master {
+            Some(known) if known == master => {}
+            Some(known) => panic!(
+                "dict {}: the president moved from {} to {president}, and master take-over \
+                 is not built (docs/design/failures.md)",
+                self.address, known.node
+            ),
+            None => {
+                assert!(
+                    self.nodes.contains(&president),
+                    "dict {}: president {president} is not a configured data node",
+                    self.address
+                );
+                self.master = Some(master);
+            }
+        }
     }
 
     /// The schema version: 1 at start, +1 on every create and drop (the
@@ -288,6 +340,7 @@ impl kernel::Block for Dict {
             // From the other dicts (at the master).
             Signal::SchemaSyncConf(conf) => self.schema_sync_conf(from, conf, ctx),
             Signal::StartPhaseReq(request) => self.start_phase(from, request.phase, ctx),
+            Signal::PresidentRep(report) => self.president_rep(from, report.president),
             Signal::ApiFailRep(report) => self.api_failed(report.node),
             // From this node's file service, and from dict itself.
             Signal::FsConf(conf) => self.file_answer(from, conf, ctx),

@@ -56,7 +56,7 @@ fn config(diskless: bool) -> DictConfig {
 
 /// The dict of node 1, alone, writing its schema file.
 fn new_dict() -> Dict {
-    Dict::new(config(false))
+    Dict::new(config(false)).announced()
 }
 
 /// The dict of `node` in a cluster of nodes 1 and 2 (node 1 is the master).
@@ -70,6 +70,7 @@ fn dict_of_two(node: u16) -> Dict {
         redo_log_parts: 2,
         diskless: false,
     })
+    .announced()
 }
 
 /// A node's files, kept as the io service keeps them (only what dict
@@ -226,7 +227,7 @@ fn start(dict: &mut Dict, ctx: &mut RecordingContext, disk: &mut Disk) {
                         let conf = schema_sync_tests::taken(&request);
                         deliver(dict, ctx, to, conf)
                     }
-                    Signal::SchemaSyncConf(_) => assert_eq!(to, dict.master),
+                    Signal::SchemaSyncConf(_) => assert_eq!(Some(to), dict.master),
                     other => panic!("unexpected {other:?} at start"),
                 }
             }
@@ -1080,7 +1081,7 @@ fn a_write_waits_for_a_free_section() {
 
 #[test]
 fn a_diskless_dict_touches_no_file() {
-    let mut dict = Dict::new(config(true));
+    let mut dict = Dict::new(config(true)).announced();
     let mut ctx = RecordingContext::new();
     let mut disk = Disk::default();
     start(&mut dict, &mut ctx, &mut disk);

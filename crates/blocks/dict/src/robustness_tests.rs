@@ -95,7 +95,8 @@ impl Fuzz {
         let mut follower = Dict::new(DictConfig {
             address: FOLLOWER,
             ..config.clone()
-        });
+        })
+        .announced();
         let mut follower_ctx = RecordingContext::new();
         for &phase in PHASES {
             let membership = BlockRef::new(FOLLOWER.node, BlockKind::Membership, 0);
@@ -108,7 +109,7 @@ impl Fuzz {
         }
         follower_ctx.sent.clear();
         let mut fuzz = Fuzz {
-            dict: Dict::new(config),
+            dict: Dict::new(config).announced(),
             ctx: RecordingContext::new(),
             follower,
             follower_ctx,

@@ -337,7 +337,10 @@ impl Dict {
                 Ok(stored) => Some(stored),
                 Err(damage) => ctx.fatal(format!(
                     "dict {}: the schema sent by the master {} is unusable at offset {}: {}",
-                    self.address, self.master, damage.offset, damage.reason
+                    self.address,
+                    self.master(),
+                    damage.offset,
+                    damage.reason
                 )),
             }
         };
@@ -368,7 +371,7 @@ impl Dict {
         kernel::send(
             ctx,
             self.address,
-            self.master,
+            self.master(),
             SchemaSyncConf { received: total },
         );
     }

@@ -40,7 +40,7 @@ pub(crate) fn taken(request: &SchemaSyncReq) -> SchemaSyncConf {
 /// empty, or diskless).
 pub(crate) fn deliver_no_schema(dict: &mut Dict, ctx: &mut RecordingContext) {
     let data = ctx.pool().copy_from(&[]).expect("pool has room");
-    let master = dict.master;
+    let master = dict.master();
     let request = SchemaSyncReq {
         total_bytes: 0,
         offset: 0,
@@ -140,7 +140,8 @@ impl Cluster {
                     replicas: 2,
                     redo_log_parts: 2,
                     diskless,
-                });
+                })
+                .announced();
                 let mut disk = Disk::default();
                 if let Some(file) = file {
                     disk.files.insert(SCHEMA_FILE, file);

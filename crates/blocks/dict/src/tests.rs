@@ -38,6 +38,7 @@ fn new_dict() -> Dict {
         redo_log_parts: 2,
         diskless: true,
     })
+    .announced()
 }
 
 /// A dict through all start phases, with an empty trace.

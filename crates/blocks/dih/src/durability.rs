@@ -158,9 +158,11 @@ impl Dih {
         ctx: &mut dyn Context,
     ) {
         assert_eq!(
-            from, self.master,
+            from,
+            self.master(),
             "dih {}: CopyGciReq from {from}, but {} is the master",
-            self.address, self.master
+            self.address,
+            self.master()
         );
         assert!(
             self.copy_requester.is_none(),

@@ -269,10 +269,10 @@ impl Dih {
     /// At a non-master dih: the master switched every tc to `gci`.
     pub(crate) fn gcp_complete_rep(&mut self, from: BlockRef, gci: Gci, ctx: &mut dyn Context) {
         assert!(
-            from == self.master && !self.is_master(),
+            from == self.master() && !self.is_master(),
             "dih {}: GcpCompleteRep {gci} from {from}, but {} is the master",
             self.address,
-            self.master
+            self.master()
         );
         assert!(
             gci > self.gcp.latest,

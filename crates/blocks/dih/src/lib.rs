@@ -16,8 +16,8 @@
 //! This file holds the configuration, the block struct and its inbox: one
 //! `match` naming every signal dih takes, as NDB's `addRecSignal` list does.
 //!
-//! The president's dih (the lowest configured data node id) is the master:
-//! it alone switches GCIs, over every tc of every data node, and tells the
+//! The president's dih is the master (membership announces the president
+//! with PRESIDENT_REP before phase INITIALISE): it alone switches GCIs, over every tc of every data node, and tells the
 //! other dihs of each completed switch (`GcpCompleteRep`), which report the
 //! GCI. Every dih computes the same partition maps from the same config;
 //! only the master dict asks, so one dih decides each table's map.
@@ -59,8 +59,9 @@ pub struct DihConfig {
     /// ldm instances on each data node.
     pub ldm_instances: u16,
     /// The cluster's data nodes with their node group, in config order
-    /// (that order decides each group's replica order). The lowest id is
-    /// the president, whose dih is the master.
+    /// (that order decides each group's replica order). Which of them is
+    /// the president, whose dih is the master, membership announces
+    /// (PRESIDENT_REP) when the cluster forms.
     pub data_nodes: Vec<(NodeId, u32)>,
     /// Replicas of each partition: the number of nodes in every node group.
     pub replicas: u8,
@@ -79,8 +80,13 @@ pub struct DihConfig {
 /// The dih block.
 pub struct Dih {
     address: BlockRef,
-    /// The master dih (the president's).
-    master: BlockRef,
+    /// The master dih (the president's), once membership has announced
+    /// the president (before phase RESTART_GCI).
+    master: Option<BlockRef>,
+    /// The data nodes, ascending.
+    nodes: Vec<NodeId>,
+    tc_instances: u16,
+    ldm_instances: u16,
     /// Every other data node's dih, ascending (the master tells them of
     /// each switch).
     other_dihs: Vec<BlockRef>,
@@ -118,19 +124,6 @@ impl Dih {
             "dih {}: node {me} is not among the configured data nodes",
             config.address
         );
-        let master = BlockRef::new(nodes[0], BlockKind::Dih, 0);
-        // Only the master switches GCIs; the others take part in no round.
-        let tcs: Vec<BlockRef> = if master == config.address {
-            nodes
-                .iter()
-                .flat_map(|&node| {
-                    (0..config.tc_instances)
-                        .map(move |instance| BlockRef::new(node, BlockKind::Tc, instance))
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
         let other_dihs = nodes
             .iter()
             .filter(|&&node| node != me)
@@ -140,26 +133,12 @@ impl Dih {
             .iter()
             .map(|&node| BlockRef::new(node, BlockKind::Dih, 0))
             .collect();
-        let is_master = master == config.address;
-        // The master's durability rounds cover every tc and ldm.
-        let (round_tcs, round_ldms, round_dihs) = if is_master {
-            (
-                tcs.clone(),
-                nodes
-                    .iter()
-                    .flat_map(|&node| {
-                        (0..config.ldm_instances)
-                            .map(move |instance| BlockRef::new(node, BlockKind::Ldm, instance))
-                    })
-                    .collect(),
-                all_dihs.clone(),
-            )
-        } else {
-            (Vec::new(), Vec::new(), Vec::new())
-        };
         Dih {
             address: config.address,
-            master,
+            master: None,
+            nodes,
+            tc_instances: config.tc_instances,
+            ldm_instances: config.ldm_instances,
             other_dihs,
             distribution: Distribution::new(
                 &config.data_nodes,
@@ -167,13 +146,15 @@ impl Dih {
                 config.ldm_instances,
                 config.redo_log_parts,
             ),
+            // The rounds' members are known once the president is
+            // (`president_rep`): only the master's dih runs rounds.
             gcp: GlobalCheckpoint::new(
-                Answers::new(tcs),
+                Answers::new(Vec::new()),
                 config.epoch_interval_ms,
                 config.gcp_interval_ms,
             ),
-            durability: durability::Durability::new(round_tcs, round_ldms, round_dihs),
-            restart: restart::Restart::new(me, config.ldm_instances, all_dihs, is_master),
+            durability: durability::Durability::new(Vec::new(), Vec::new(), Vec::new()),
+            restart: restart::Restart::new(me, config.ldm_instances, all_dihs),
             system: system_file::SystemFileState::new(me.0),
             diskless: config.diskless,
             copy_requester: None,
@@ -183,7 +164,71 @@ impl Dih {
 
     /// True for the master dih (the president's), which switches GCIs.
     pub fn is_master(&self) -> bool {
-        self.master == self.address
+        self.master == Some(self.address)
+    }
+
+    /// The master dih. Membership announces the president before any
+    /// phase that talks to another node, so asking earlier is a bug.
+    fn master(&self) -> BlockRef {
+        self.master.unwrap_or_else(|| {
+            panic!(
+                "dih {}: the master is asked for before membership announced the president",
+                self.address
+            )
+        })
+    }
+
+    /// As membership would have it, for block tests: the lowest configured
+    /// data node is the president.
+    #[cfg(test)]
+    pub(crate) fn announced(mut self) -> Dih {
+        let membership = BlockRef::new(self.address.node, BlockKind::Membership, 0);
+        self.president_rep(membership, self.nodes[0]);
+        self
+    }
+
+    /// PRESIDENT_REP from this node's membership: `president`'s dih is the
+    /// master. The master's rounds cover every tc, ldm and dih of the
+    /// cluster; the other dihs take part in none.
+    fn president_rep(&mut self, from: BlockRef, president: NodeId) {
+        assert!(
+            from.node == self.address.node && from.kind == BlockKind::Membership,
+            "dih {}: PresidentRep from {from}: only this node's membership announces it",
+            self.address
+        );
+        let master = BlockRef::new(president, BlockKind::Dih, 0);
+        match self.master {
+            Some(known) if known == master => return,
+            Some(known) => panic!(
+                "dih {}: the president moved from {} to {president}, and master take-over \
+                 is not built (docs/design/failures.md)",
+                self.address, known.node
+            ),
+            None => {}
+        }
+        assert!(
+            self.nodes.contains(&president),
+            "dih {}: president {president} is not a configured data node",
+            self.address
+        );
+        self.master = Some(master);
+        if !self.is_master() {
+            return;
+        }
+        let blocks_of_every_node = |kind, instances: u16| -> Vec<BlockRef> {
+            self.nodes
+                .iter()
+                .flat_map(|&node| {
+                    (0..instances).map(move |instance| BlockRef::new(node, kind, instance))
+                })
+                .collect()
+        };
+        let tcs = blocks_of_every_node(BlockKind::Tc, self.tc_instances);
+        let ldms = blocks_of_every_node(BlockKind::Ldm, self.ldm_instances);
+        let dihs = blocks_of_every_node(BlockKind::Dih, 1);
+        self.gcp.tcs = Answers::new(tcs.clone());
+        self.durability = durability::Durability::new(tcs, ldms, dihs);
+        self.restart.dihs.start_round();
     }
 
     /// The GCI every tc of the cluster has switched to, as far as this dih
@@ -257,6 +302,7 @@ impl kernel::Block for Dih {
         let from = envelope.from;
         match envelope.signal {
             Signal::StartPhaseReq(request) => self.start_phase(from, request.phase, ctx),
+            Signal::PresidentRep(report) => self.president_rep(from, report.president),
             Signal::ContinueB(continue_b) => match continue_b.job {
                 job::GCP_TIMER => self.gcp_timer(ctx),
                 other => panic!(

@@ -54,16 +54,9 @@ impl Restart {
     /// `all_dihs` report to the master; the master's first round (the
     /// restart GCI reports) is open from the start, since other nodes may
     /// report before the master runs the phase itself.
-    pub(crate) fn new(
-        node: NodeId,
-        ldm_instances: u16,
-        all_dihs: Vec<BlockRef>,
-        master: bool,
-    ) -> Restart {
-        let mut dihs = kernel::answers::Answers::new(all_dihs);
-        if master {
-            dihs.start_round();
-        }
+    pub(crate) fn new(node: NodeId, ldm_instances: u16, all_dihs: Vec<BlockRef>) -> Restart {
+        // The master starts the round once it knows it is the master.
+        let dihs = kernel::answers::Answers::new(all_dihs);
         Restart {
             requester: None,
             restored_gci: Gci(0),
@@ -113,7 +106,7 @@ impl Dih {
         send(
             ctx,
             self.address,
-            self.master,
+            self.master(),
             RestartGciRep { complete_gci },
         );
     }
@@ -124,7 +117,7 @@ impl Dih {
             self.is_master(),
             "dih {}: RestartGciRep from {from}, but the master is {}",
             self.address,
-            self.master
+            self.master()
         );
         self.restart.reported.push((from.node, complete));
         if !self.restart.dihs.record(from, "RestartGciRep") {
@@ -175,15 +168,18 @@ impl Dih {
     /// Every dih: the restored GCI is decided.
     pub(crate) fn restart_gci_ord(&mut self, from: BlockRef, restored: Gci, ctx: &mut dyn Context) {
         assert_eq!(
-            from, self.master,
+            from,
+            self.master(),
             "dih {}: RestartGciOrd from {from}, but {} is the master",
-            self.address, self.master
+            self.address,
+            self.master()
         );
         if restored == REFUSED {
             ctx.fatal(format!(
                 "dih {}: the master ({}) refused the system restart; its log says which \
                  nodes lack data",
-                self.address, self.master
+                self.address,
+                self.master()
             ));
         }
         self.restart.restored_gci = restored;
@@ -267,7 +263,7 @@ impl Dih {
         send(
             ctx,
             self.address,
-            self.master,
+            self.master(),
             RestoredRep {
                 highest_gci: highest,
             },
@@ -289,7 +285,7 @@ impl Dih {
             self.is_master(),
             "dih {}: RestoredRep from {from}, but the master is {}",
             self.address,
-            self.master
+            self.master()
         );
         self.restart.highest = self.restart.highest.max(highest);
         if !self.restart.dihs.record(from, "RestoredRep") {

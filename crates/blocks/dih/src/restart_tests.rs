@@ -37,6 +37,7 @@ pub(crate) fn two_node_dih(node: u16, diskless: bool) -> Dih {
         diskless,
         ..config(vec![(NodeId(1), 0), (NodeId(2), 0)], 2, 2)
     })
+    .announced()
 }
 
 fn io_of(node: u16) -> BlockRef {

@@ -56,7 +56,7 @@ pub(crate) fn config(
 }
 
 fn single_node_dih() -> Dih {
-    Dih::new(config(vec![(NODE, 0)], 1, 4))
+    Dih::new(config(vec![(NODE, 0)], 1, 4)).announced()
 }
 
 pub(crate) fn timer() -> ContinueB {
@@ -680,7 +680,7 @@ fn assert_redo_parts_belong_to_their_ldm(map: &PartitionMap, ldm_instances: u16,
 
 #[test]
 fn map_for_one_node_group_rotates_primaries_and_spreads_ldms() {
-    let mut dih = Dih::new(config(vec![(NodeId(1), 0), (NodeId(2), 0)], 2, 4));
+    let mut dih = Dih::new(config(vec![(NodeId(1), 0), (NodeId(2), 0)], 2, 4)).announced();
     let map = add_table(&mut dih, table(7, 4));
     assert_eq!(map.table_id, 7);
     assert_eq!(map.version, 1);
@@ -712,7 +712,7 @@ fn map_for_two_node_groups_alternates_groups() {
         (NodeId(3), 1),
         (NodeId(4), 1),
     ];
-    let mut dih = Dih::new(config(nodes, 2, 2));
+    let mut dih = Dih::new(config(nodes, 2, 2)).announced();
     let map = add_table(&mut dih, table(3, 8));
     // Two parts for two ldm instances: each ldm writes only its own part.
     assert_eq!(
@@ -737,7 +737,7 @@ fn map_with_an_uneven_share_of_parts_rotates_each_ldm_over_its_own() {
     // 5 parts for 2 ldm instances: ldm 0 owns 0, 2, 4 and ldm 1 owns 1, 3.
     assert_eq!(crate::redo_parts_of_ldm(0, 2, 5), vec![0, 2, 4]);
     assert_eq!(crate::redo_parts_of_ldm(1, 2, 5), vec![1, 3]);
-    let mut dih = Dih::new(config(vec![(NodeId(1), 0), (NodeId(2), 0)], 2, 5));
+    let mut dih = Dih::new(config(vec![(NodeId(1), 0), (NodeId(2), 0)], 2, 5)).announced();
     let map = add_table(&mut dih, table(9, 12));
     let parts: Vec<(u16, u32)> = map
         .partitions
@@ -794,7 +794,8 @@ fn redo_parts_of_every_ldm_partition_the_parts_and_maps_use_only_their_own() {
                 let mut dih = Dih::new(DihConfig {
                     ldm_instances,
                     ..config(nodes, replicas, parts)
-                });
+                })
+                .announced();
                 let partitions = groups * u32::from(ldm_instances) * 3 + 1;
                 let map = add_table(&mut dih, table(1, partitions));
                 assert_redo_parts_belong_to_their_ldm(&map, ldm_instances, parts);
@@ -863,7 +864,7 @@ fn misaddressed_api_request_gets_a_ref_not_a_panic() {
 #[test]
 #[should_panic(expected = "configured twice")]
 fn configuration_naming_a_node_twice_stops_the_node() {
-    Dih::new(config(vec![(NodeId(1), 0), (NodeId(1), 0)], 2, 2));
+    Dih::new(config(vec![(NodeId(1), 0), (NodeId(1), 0)], 2, 2)).announced();
 }
 
 #[test]
@@ -872,12 +873,19 @@ fn fewer_redo_parts_than_ldm_instances_stops_the_node() {
     Dih::new(DihConfig {
         ldm_instances: 4,
         ..config(vec![(NodeId(1), 0)], 1, 3)
-    });
+    })
+    .announced();
 }
 
 /// The dih of `node` in a cluster of `nodes` (id, node group), 2 tcs and
-/// 2 ldms each, diskless.
+/// 2 ldms each, diskless, told by membership that the lowest id is the
+/// president.
 pub(crate) fn cluster_dih(node: u16, nodes: &[(u16, u32)], replicas: u8) -> Dih {
+    unannounced_cluster_dih(node, nodes, replicas).announced()
+}
+
+/// As [`cluster_dih`], before membership announced the president.
+fn unannounced_cluster_dih(node: u16, nodes: &[(u16, u32)], replicas: u8) -> Dih {
     Dih::new(DihConfig {
         address: dih_of(node),
         data_nodes: nodes
@@ -886,6 +894,39 @@ pub(crate) fn cluster_dih(node: u16, nodes: &[(u16, u32)], replicas: u8) -> Dih 
             .collect(),
         ..config(Vec::new(), replicas, 2)
     })
+}
+
+#[test]
+fn the_master_is_the_president_membership_announces() {
+    // Membership names node 2, not the lowest id: its dih is the master.
+    for (node, master) in [(1, false), (2, true)] {
+        let mut dih = unannounced_cluster_dih(node, &TWO_NODES, 2);
+        let mut ctx = RecordingContext::new();
+        assert!(!dih.is_master(), "no master before the announcement");
+        let president = signal::signals::PresidentRep {
+            president: NodeId(2),
+        };
+        deliver(&mut dih, &mut ctx, membership_of(node), president);
+        assert_eq!(dih.is_master(), master, "dih of node {node}");
+        // Announced again (the same president): nothing changes.
+        let again = signal::signals::PresidentRep {
+            president: NodeId(2),
+        };
+        deliver(&mut dih, &mut ctx, membership_of(node), again);
+        assert_eq!(dih.is_master(), master);
+        assert!(ctx.take_trace().is_empty());
+    }
+}
+
+#[test]
+#[should_panic(expected = "master take-over is not built")]
+fn a_new_president_is_refused_until_master_take_over_is_built() {
+    let mut dih = cluster_dih(2, &TWO_NODES, 2);
+    let mut ctx = RecordingContext::new();
+    let president = signal::signals::PresidentRep {
+        president: NodeId(2),
+    };
+    deliver(&mut dih, &mut ctx, membership_of(2), president);
 }
 
 pub(crate) const TWO_NODES: [(u16, u32); 2] = [(2, 0), (1, 0)];
@@ -1246,7 +1287,7 @@ fn a_table_with_a_partition_per_ldm_thread_of_every_node_spreads_primaries_over_
     // As many ldm threads as replicas: the case rotating by round alone
     // gets wrong (an ldm thread primary on one node only).
     let nodes = FOUR_NODES.iter().map(|&(id, g)| (NodeId(id), g)).collect();
-    let mut dih = Dih::new(config(nodes, 2, 4));
+    let mut dih = Dih::new(config(nodes, 2, 4)).announced();
     // 2 groups x 2 ldm threads x 2 replicas.
     let map = add_table(&mut dih, table(1, 8));
     let mut primaries: Vec<(NodeId, u16)> = map

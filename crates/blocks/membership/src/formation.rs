@@ -11,8 +11,10 @@
 //!   |                   |  phases 2 and 3                       |
 //! ```
 //!
-//! The president is the lowest configured data node id; its dih and dict
-//! are the masters. A node registers only once it is connected to every
+//! The president is the lowest configured data node id (until node failures
+//! can move it); its dih and dict are the masters. Membership is the one
+//! source of that fact: it announces the president to its dih and dict
+//! (PRESIDENT_REP) before phase INITIALISE, and they take it from there. A node registers only once it is connected to every
 //! other data node, so when the president confirms, every node can reach
 //! every other: the master dih may then switch GCIs on every tc and the
 //! master dict add tables everywhere. A one-node cluster has no peer to

@@ -20,7 +20,7 @@ mod tests;
 use formation::Formation;
 use kernel::answers::Answers;
 use kernel::{Context, Report};
-use signal::signals::{ApiRegConf, ApiRegRef, StartPhaseReq, API_PROTOCOL_VERSION};
+use signal::signals::{ApiRegConf, ApiRegRef, PresidentRep, StartPhaseReq, API_PROTOCOL_VERSION};
 use signal::{codec, refusal, BlockKind, BlockRef, Envelope, ErrorCode, NodeId, Signal};
 use start::{StartState, PHASES};
 
@@ -106,6 +106,18 @@ impl Membership {
         self.state = StartState::Running { index };
         self.blocks.start_round();
         let phase = PHASES[index];
+        if phase == start::INITIALISE {
+            // The blocks with a master learn the president first, on the
+            // same link as the phase, so they know it before they confirm
+            // INITIALISE and so before this node joins the cluster and
+            // hears from other nodes.
+            let president = self.formation.president();
+            for &block in self.blocks.members() {
+                if matches!(block.kind, BlockKind::Dih | BlockKind::Dict) {
+                    kernel::send(ctx, self.address, block, PresidentRep { president });
+                }
+            }
+        }
         for &block in self.blocks.members() {
             kernel::send(ctx, self.address, block, StartPhaseReq { phase });
         }

@@ -4,14 +4,14 @@
 //! reported before and after phase 1), and API registration before and
 //! after the node started.
 
-use crate::start::{StartState, BEGIN, GLOBAL_CHECKPOINT as LAST};
+use crate::start::{StartState, BEGIN, GLOBAL_CHECKPOINT as LAST, INITIALISE};
 use crate::{Membership, MembershipConfig};
 use kernel::testing::{delayed_line, deliver, line, RecordingContext};
 use kernel::{Context, Report};
 use signal::signals::{
     ApiRegConf, ApiRegReq, CmRegConf, CmRegReq, CreateTabReq, DropTabReq, GetTabInfoReq, LockMode,
-    NodeConnectedRep, OperationKind, StartPhaseConf, StartPhaseReq, TcCommitReq, TcKeyRef,
-    TcKeyReq, TcRollbackReq,
+    NodeConnectedRep, OperationKind, PresidentRep, StartPhaseConf, StartPhaseReq, TcCommitReq,
+    TcKeyRef, TcKeyReq, TcRollbackReq,
 };
 use signal::{BlockKind, BlockRef, ErrorCode, NodeId, TransactionId};
 
@@ -48,11 +48,21 @@ fn form_alone(membership: &mut Membership, ctx: &mut RecordingContext) {
     deliver(membership, ctx, MEMBERSHIP, CmRegConf { president: NODE });
 }
 
+/// The phase's requests to every block; phase INITIALISE's come after the
+/// president's announcement to the blocks that have a master.
 fn phase_requests(phase: u8) -> Vec<String> {
-    [DICT, DIH, TC0, LDM0, LDM1]
-        .into_iter()
-        .map(|block| line(MEMBERSHIP, block, StartPhaseReq { phase }))
-        .collect()
+    let mut lines = Vec::new();
+    if phase == INITIALISE {
+        for block in [DICT, DIH] {
+            lines.push(line(MEMBERSHIP, block, PresidentRep { president: NODE }));
+        }
+    }
+    lines.extend(
+        [DICT, DIH, TC0, LDM0, LDM1]
+            .into_iter()
+            .map(|block| line(MEMBERSHIP, block, StartPhaseReq { phase })),
+    );
+    lines
 }
 
 fn register(membership: &mut Membership, ctx: &mut RecordingContext) -> Vec<String> {
@@ -138,8 +148,10 @@ fn api_registration_says_whether_the_node_serves() {
             deliver(&mut membership, &mut ctx, block, StartPhaseConf { phase });
         }
         if phase == 1 {
-            ctx.sent
-                .retain(|sent| !sent.envelope.signal.name().starts_with("StartPhase"));
+            ctx.sent.retain(|sent| {
+                let name = sent.envelope.signal.name();
+                !name.starts_with("StartPhase") && name != "PresidentRep"
+            });
             form_alone(&mut membership, &mut ctx);
         }
     }
@@ -406,11 +418,27 @@ fn local_blocks(node: u16) -> [BlockRef; 4] {
     ]
 }
 
+/// The phase's requests of node `node`'s membership to its blocks; phase
+/// INITIALISE's come after the announcement of the president (node 1, the
+/// lowest id of every cluster here) to dict and dih.
 fn phase_requests_of(node: u16, phase: u8) -> Vec<String> {
-    local_blocks(node)
-        .into_iter()
-        .map(|block| line(membership_of(node), block, StartPhaseReq { phase }))
-        .collect()
+    let mut lines = Vec::new();
+    if phase == INITIALISE {
+        for block in &local_blocks(node)[..2] {
+            let president = NodeId(1);
+            lines.push(line(
+                membership_of(node),
+                *block,
+                PresidentRep { president },
+            ));
+        }
+    }
+    lines.extend(
+        local_blocks(node)
+            .into_iter()
+            .map(|block| line(membership_of(node), block, StartPhaseReq { phase })),
+    );
+    lines
 }
 
 /// Begins the start and answers phase 1 from every local block.

@@ -761,6 +761,19 @@ signal_table! {
         node: NodeId,
     }
 
+    /// membership -> the blocks of its node that have a master (dih and
+    /// dict). `president` is the president: the data node whose dih and
+    /// dict are the masters. Membership is the one source of this fact:
+    /// sent before phase INITIALISE, on the same link as the phase (so the
+    /// block knows it before the node joins the cluster and hears from
+    /// other nodes), and again whenever the president changes (master
+    /// take-over, docs/design/failures.md).
+    #[derive(Debug, PartialEq)]
+    246 PresidentRep: Membership -> Dih | Dict, local {
+        /// The president's node id.
+        president: NodeId,
+    }
+
     // ---- System restart: 280..=299 (room for node restart and copy of partitions)
 
     /// dih -> master dih, system restart (start phase RESTART_GCI): what this
