@@ -4,8 +4,8 @@
 //! runs on loopback TCP.
 
 use bench::keylookup::{self, KeylookupOptions, Phase};
-use client::testing::{FakeDataNode, FakeDataNodeOptions};
 use client::{Cluster, Commit, ErrorCode, Value};
+use fakenode::{FakeDataNode, FakeDataNodeOptions};
 use signal::signals::OperationKind;
 use std::io::Write;
 
@@ -209,8 +209,8 @@ fn many_transactions_in_flight_per_thread_cover_every_key() {
 }
 
 /// A fake cluster of two data nodes behind an in-process mgmd.
-fn two_nodes() -> (client::testing::FakeCluster, mgmd::MgmdHandle, String) {
-    let fake = client::testing::FakeCluster::start(
+fn two_nodes() -> (fakenode::FakeCluster, mgmd::MgmdHandle, String) {
+    let fake = fakenode::FakeCluster::start(
         FakeDataNodeOptions {
             tc_instances: 2,
             default_partitions: 4,

@@ -6,8 +6,8 @@
 //! marker, and is not retried.
 
 use bench::keylookup::{self, KeylookupOptions, Phase};
-use client::testing::{FakeDataNode, FakeDataNodeOptions};
 use client::Gci;
+use fakenode::{FakeDataNode, FakeDataNodeOptions};
 
 fn start() -> (FakeDataNode, mgmd::MgmdHandle, String) {
     let node = FakeDataNode::start(FakeDataNodeOptions::default()).expect("fake node listens");

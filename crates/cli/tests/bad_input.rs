@@ -376,7 +376,7 @@ fn taken_node_id_and_garbage_leave_the_node_serving() {
         stream
             .set_read_timeout(Some(CLOSE_TIMEOUT))
             .expect("read timeout");
-        let mut junk = vec![0xff; 70_000];
+        let mut junk = vec![0xff; 30_000];
         junk.extend_from_slice(b"\n{not json\n\"a string\"\n[1,2]\n");
         stream.write_all(&junk).expect("mgmd reads malformed lines");
         let mut answer = [0u8; 256];

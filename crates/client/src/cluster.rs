@@ -99,7 +99,7 @@ pub struct Cluster {
     /// Holds the API node id allocation; never used after connecting.
     /// Declared last so it drops last: the id is freed only once every
     /// data-node connection using it is closed.
-    _mgm: Option<Mutex<mgmd::client::MgmClient>>,
+    _mgm: Option<Mutex<mgmclient::client::MgmClient>>,
 }
 
 /// Transaction ids carry the API node id in the top 16 bits.
@@ -132,7 +132,7 @@ impl Cluster {
     /// # Ok::<(), client::ClientError>(())
     /// ```
     pub fn connect_with(mgmd_addr: &str, options: ConnectOptions) -> Result<Cluster, ClientError> {
-        let mut mgm = mgmd::client::MgmClient::connect(mgmd_addr)?;
+        let mut mgm = mgmclient::client::MgmClient::connect(mgmd_addr)?;
         let text = mgm.get_config()?;
         let config = config::ClusterConfig::from_toml_str(&text, "mgmd")
             .map_err(|error| ClientError::Config(error.to_string()))?;
@@ -211,7 +211,7 @@ impl Cluster {
 
     fn assemble(
         api_node: NodeId,
-        mgm: Option<mgmd::client::MgmClient>,
+        mgm: Option<mgmclient::client::MgmClient>,
         mut connections: Vec<NodeConnection>,
         options: ConnectOptions,
     ) -> Result<Cluster, ClientError> {

@@ -10,6 +10,7 @@
 
 use crate::dispatch::Dispatch;
 use crate::error::ClientError;
+use signal::codec::FrameAssembler;
 use signal::codec::{self, ForApi, WireError};
 use signal::signals::ApiRegReq;
 use signal::{BlockKind, BlockRef, Envelope, NodeId, SectionPool, Signal};
@@ -19,7 +20,6 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use transport::assembler::FrameAssembler;
 
 /// The protocol version this client speaks in API_REGREQ.
 ///

@@ -22,7 +22,7 @@ use std::time::Duration;
 #[derive(Debug)]
 pub enum ClientError {
     /// mgmd could not be reached or refused a request.
-    Mgmd(mgmd::MgmdError),
+    Mgmd(mgmclient::MgmdError),
     /// The cluster config served by mgmd is unusable for a client.
     Config(String),
     /// The TCP connection to a data node could not be made.
@@ -323,8 +323,8 @@ impl std::error::Error for ClientError {
     }
 }
 
-impl From<mgmd::MgmdError> for ClientError {
-    fn from(error: mgmd::MgmdError) -> ClientError {
+impl From<mgmclient::MgmdError> for ClientError {
+    fn from(error: mgmclient::MgmdError) -> ClientError {
         ClientError::Mgmd(error)
     }
 }

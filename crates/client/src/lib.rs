@@ -23,7 +23,6 @@
 //!   the inboxes replies are posted to.
 //! - `id_hash`: the cheap hasher of the maps keyed by ids the client
 //!   hands out (transaction and request ids).
-//! - `testing`: an in-process stand-in for a data node, for tests.
 //!
 //! Architecture invariant: the client depends on `signal`, `transport`
 //! (frame assembly), `config` and `mgmd`'s client, never on a block.
@@ -52,7 +51,6 @@ mod id_hash;
 mod replicas;
 mod session;
 mod table;
-pub mod testing;
 mod transaction;
 pub mod value;
 

@@ -1,16 +1,16 @@
 //! Durable commits and waits for a durable GCI, end to end on loopback TCP
-//! against the fake data nodes of `client::testing`, whose complete GCI
+//! against the fake data nodes of `fakenode`, whose complete GCI
 //! the tests move by hand (`set_complete_gci`): a wait is answered only
 //! once the complete GCI reaches its GCI, refused when the fake holds too
 //! many, failed by a lost connection or moved to another node; a commit
 //! that wrote nothing never waits; the async session hands durable commits
 //! back only once durable.
 
-use client::testing::{FakeCluster, FakeDataNode, FakeDataNodeOptions};
 use client::{
     AsyncSession, ClientError, Cluster, ColumnDef, ColumnType, Commit, Completion, ConnectOptions,
     ErrorCode, Gci, LockMode, TableDef, TransactionState, Value,
 };
+use fakenode::{FakeCluster, FakeDataNode, FakeDataNodeOptions};
 use signal::{BlockKind, NodeId};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -72,7 +72,7 @@ fn write(cluster: &Cluster, transaction: &mut client::Transaction<'_>, k: u32) {
         .expect("valid row");
 }
 
-fn gci_waits_received(node: &FakeDataNode) -> Vec<client::testing::ReceivedSignal> {
+fn gci_waits_received(node: &FakeDataNode) -> Vec<fakenode::ReceivedSignal> {
     node.received()
         .into_iter()
         .filter(|signal| signal.name == "GciWaitReq")

@@ -3,11 +3,11 @@
 //! schema requests to the president, map versions and stale maps, and the
 //! async API with many transactions in flight from one thread.
 
-use client::testing::{FakeCluster, FakeDataNode, FakeDataNodeOptions, ReceivedSignal};
 use client::{
     AsyncSession, ClientError, Cluster, ColumnDef, ColumnType, Commit, Completion, ConnectOptions,
     ErrorCode, LockMode, OpId, Table, TableDef, TransactionState, Value,
 };
+use fakenode::{FakeCluster, FakeDataNode, FakeDataNodeOptions, ReceivedSignal};
 use signal::signals::OperationKind;
 use signal::{NodeId, TransactionId};
 use std::sync::Arc;

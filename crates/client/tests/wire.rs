@@ -1,13 +1,13 @@
 //! The client against peers on real loopback TCP speaking the real wire
-//! format: the in-process fake data node (`client::testing`) for protocol
+//! format: the in-process fake data node (`fakenode`) for protocol
 //! behaviour, an in-process mgmd for `Cluster::connect`, and a hand-made
 //! peer that misbehaves at the byte level.
 
-use client::testing::{FakeDataNode, FakeDataNodeOptions, ReceivedSignal};
 use client::{
     ClientError, Cluster, ColumnDef, ColumnType, Commit, ConnectOptions, ErrorClass, ErrorCode,
     LockMode, TableDef, TransactionState, Value,
 };
+use fakenode::{FakeDataNode, FakeDataNodeOptions, ReceivedSignal};
 use signal::signals::tc_key_flags::{COMMIT, EXECUTE, START};
 use signal::BlockKind;
 use std::io::Write;
@@ -627,7 +627,7 @@ fn garbage_from_the_peer_ends_the_connection() {
     let addr = listener.local_addr().expect("addr").to_string();
     let peer = std::thread::spawn(move || {
         let (mut stream, _) = listener.accept().expect("accept");
-        let mut assembler = transport::assembler::FrameAssembler::new();
+        let mut assembler = signal::codec::FrameAssembler::new();
         let pool = signal::SectionPool::leak([16, 4, 1, 1, 1, 1]);
         let mut sequence = 0;
         let mut requests = 0;

@@ -432,6 +432,7 @@ pub fn start(
         tc_instances: tc_count as u16,
         incarnation,
         data_nodes,
+        identify_timeout: transport::recv::IDENTIFY_TIMEOUT,
     };
     threads.push(
         std::thread::Builder::new()

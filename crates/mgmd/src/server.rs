@@ -3,11 +3,14 @@
 //! registration connection is open) and their latest self-reported status,
 //! and answers `show`, `report_threads` and `report_checkpoints`. One
 //! thread per connection: the number of connections is the number of nodes
-//! and tools, which is small.
+//! and tools, which is small, and capped (`MAX_CONNECTIONS`) so that no
+//! peer can make it large.
 //!
 //! The server must survive anything a peer sends: every malformed line gets
-//! an error response and the connection stays usable; only a line over
-//! `MAX_LINE_BYTES` closes it.
+//! an error response and the connection stays usable; a line over
+//! `MAX_LINE_BYTES` closes it, and so does silence before the first line
+//! (`FIRST_LINE_TIMEOUT`). Every per-connection resource is bounded: one
+//! thread, one line buffer, at most one API node id.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufReader, Write};
@@ -21,8 +24,8 @@ use std::time::{Duration, Instant};
 use config::ClusterConfig;
 use serde_json::{json, Map, Value};
 
-use crate::wire::{self, LineRead, MAX_LINE_BYTES};
-use crate::MgmdError;
+use mgmclient::wire::{self, LineRead, MAX_LINE_BYTES};
+use mgmclient::MgmdError;
 
 /// How long `report_threads` and `report_checkpoints` wait for data nodes
 /// to push a fresh status.
@@ -31,6 +34,11 @@ const REPORT_WAIT: Duration = Duration::from_secs(2);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// API node ids, as in NDB: data nodes and mgmd use 1..=127.
 const API_IDS: std::ops::RangeInclusive<u16> = 128..=255;
+/// Connections served at once: every data node and API node id (255) and
+/// room for tools; one more is closed at accept.
+pub const MAX_CONNECTIONS: usize = 512;
+/// A connection must send its first line within this (it holds a thread).
+const FIRST_LINE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Options for `start_server_with`.
 #[derive(Debug, Clone, Default)]
@@ -41,6 +49,11 @@ pub struct ServerOptions {
     /// Directory of the config file, sent with `get_config` so that nodes
     /// resolve relative `data_dir`s as `ClusterConfig::from_file` does.
     pub config_dir: Option<PathBuf>,
+    /// Connections served at once (default [`MAX_CONNECTIONS`]).
+    pub max_connections: Option<usize>,
+    /// How long a connection may stay silent before its first line
+    /// (default 10 s).
+    pub first_line_timeout: Option<Duration>,
 }
 
 /// A running server. Dropping it (or `shutdown`) stops it.
@@ -120,8 +133,8 @@ pub fn run_server(config_path: &Path) -> Result<(), MgmdError> {
         &config_dir,
     )?;
     let options = ServerOptions {
-        bind_addr: None,
         config_dir: Some(config_dir),
+        ..ServerOptions::default()
     };
     let handle = start_server_with(config, text, options)?;
     eprintln!("tessera mgmd: listening on {}", handle.local_addr());
@@ -169,6 +182,8 @@ pub fn start_server_with(
         config,
         config_text,
         config_dir: options.config_dir,
+        max_connections: options.max_connections.unwrap_or(MAX_CONNECTIONS),
+        first_line_timeout: options.first_line_timeout.unwrap_or(FIRST_LINE_TIMEOUT),
         state: Mutex::new(State {
             data_nodes,
             api_nodes: BTreeMap::new(),
@@ -203,6 +218,8 @@ struct Shared {
     config: ClusterConfig,
     config_text: String,
     config_dir: Option<PathBuf>,
+    max_connections: usize,
+    first_line_timeout: Duration,
     state: Mutex<State>,
     /// Signalled whenever a data node pushes a status or its session ends.
     status_changed: Condvar,
@@ -282,6 +299,15 @@ fn start_connection(shared: &Arc<Shared>, stream: TcpStream) {
         .unwrap_or_default();
     let id = {
         let mut state = shared.lock();
+        if state.connections.len() >= shared.max_connections {
+            drop(state);
+            eprintln!(
+                "mgmd: refused a connection from {peer}: {} connections already open",
+                shared.max_connections
+            );
+            let _ = stream.shutdown(Shutdown::Both);
+            return;
+        }
         let id = state.next_connection;
         state.next_connection += 1;
         state.connections.insert(id, for_shutdown);
@@ -320,12 +346,22 @@ impl Connection {
 }
 
 fn serve_connection(shared: &Shared, stream: TcpStream, mut conn: Connection) {
+    // Silence before the first line closes the connection; after it, a
+    // client may stay idle (an API node holds its id for its lifetime).
+    let first_line_deadline = stream.set_read_timeout(Some(shared.first_line_timeout));
     let mut reader = BufReader::new(stream);
     let mut line = Vec::new();
+    let mut first = first_line_deadline.is_ok();
     loop {
         line.clear();
         match wire::read_line(&mut reader, &mut line, MAX_LINE_BYTES) {
             Ok(LineRead::Complete) => {
+                if first {
+                    first = false;
+                    if reader.get_ref().set_read_timeout(None).is_err() {
+                        break;
+                    }
+                }
                 if let Some(response) = handle_line(shared, &mut conn, &line) {
                     if conn.send(&response).is_err() {
                         break;
@@ -497,6 +533,18 @@ fn status(shared: &Shared, conn: &Connection, request: &Map<String, Value>) -> R
 
 fn alloc_api_node(shared: &Shared, conn: &Connection) -> Value {
     let mut state = shared.lock();
+    // One id per connection: the id lives as long as the connection that
+    // holds it, so one connection must not take the whole range.
+    if let Some((&held, _)) = state
+        .api_nodes
+        .iter()
+        .find(|(_, (owner, _))| *owner == conn.id)
+    {
+        return error(format!(
+            "this connection already holds API node id {held}: open another connection \
+             for another API node"
+        ));
+    }
     // Hand ids out round-robin rather than lowest-free: a data node may
     // still be finishing the failure handling of an id's previous owner
     // (late replies in flight), so an id just released is the worst choice.

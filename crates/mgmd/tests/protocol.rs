@@ -39,7 +39,7 @@ fn start() -> (MgmdHandle, String) {
     let config = ClusterConfig::from_toml_str(CONFIG, "test.toml").expect("test config is valid");
     let options = ServerOptions {
         bind_addr: Some("127.0.0.1:0".into()),
-        config_dir: None,
+        ..Default::default()
     };
     let handle = start_server_with(config, CONFIG.to_owned(), options).expect("mgmd starts");
     let addr = handle.local_addr().to_string();
@@ -128,16 +128,18 @@ fn unknown_node_ids_are_refused() {
 }
 
 #[test]
-fn api_node_ids_are_distinct_and_released_on_close() {
+fn api_node_ids_are_distinct_one_per_connection_and_released_on_close() {
     let (_server, addr) = start();
     let mut a = MgmClient::connect(&addr).expect("connect");
     let mut b = MgmClient::connect(&addr).expect("connect");
-    let ids = [
-        a.alloc_api_node().expect("alloc"),
-        a.alloc_api_node().expect("alloc"),
-        b.alloc_api_node().expect("alloc"),
-    ];
-    assert_eq!(ids, [128, 129, 130]);
+    assert_eq!(a.alloc_api_node().expect("alloc"), 128);
+    // One connection may not take the range: a second id is refused.
+    let second = a.alloc_api_node().unwrap_err();
+    assert!(
+        second.to_string().contains("already holds API node id 128"),
+        "{second}"
+    );
+    assert_eq!(b.alloc_api_node().expect("alloc"), 129);
 
     let show = b.show().expect("show");
     let api: Vec<&Value> = show["nodes"]
@@ -146,11 +148,11 @@ fn api_node_ids_are_distinct_and_released_on_close() {
         .iter()
         .filter(|n| n["type"] == "api")
         .collect();
-    assert_eq!(api.len(), 3);
+    assert_eq!(api.len(), 2);
     assert!(api.iter().all(|n| n["state"] == "connected"));
 
     drop(a);
-    wait_until("ids 128 and 129 to be released", || {
+    wait_until("id 128 to be released", || {
         let show = b.show().expect("show");
         let count = show["nodes"]
             .as_array()
@@ -159,16 +161,20 @@ fn api_node_ids_are_distinct_and_released_on_close() {
     });
     // Ids go round robin: a just-released id is not handed out again at once
     // (a data node may still have late replies for its previous owner).
-    assert_eq!(b.alloc_api_node().expect("alloc"), 131);
-    let mut c = MgmClient::connect(&addr).expect("connect");
-    let rest: Vec<u16> = (132..=255)
-        .map(|_| c.alloc_api_node().expect("alloc"))
-        .collect();
-    assert_eq!(rest, (132..=255).collect::<Vec<u16>>());
-    // Wrapped: 128 and 129 are free again, 130 is still b's.
-    assert_eq!(c.alloc_api_node().expect("alloc"), 128);
-    assert_eq!(c.alloc_api_node().expect("alloc"), 129);
-    assert!(c.alloc_api_node().is_err(), "every id is in use now");
+    let mut holders = Vec::new();
+    for expected in 130..=255 {
+        let mut holder = MgmClient::connect(&addr).expect("connect");
+        assert_eq!(holder.alloc_api_node().expect("alloc"), expected);
+        holders.push(holder);
+    }
+    // Wrapped: 128 is free again, 129 is still b's.
+    let mut last = MgmClient::connect(&addr).expect("connect");
+    assert_eq!(last.alloc_api_node().expect("alloc"), 128);
+    let mut none_left = MgmClient::connect(&addr).expect("connect");
+    assert!(
+        none_left.alloc_api_node().is_err(),
+        "every id is in use now"
+    );
 }
 
 #[test]
@@ -452,7 +458,7 @@ fn bind_errors_are_clear() {
     let config = ClusterConfig::from_toml_str(CONFIG, "test.toml").expect("valid");
     let options = ServerOptions {
         bind_addr: Some(addr.clone()),
-        config_dir: None,
+        ..Default::default()
     };
     let err = match start_server_with(config, CONFIG.to_owned(), options) {
         Ok(_) => panic!("the port is taken"),
@@ -610,4 +616,61 @@ fn random_lines_get_one_answer_or_none_and_never_stop_the_server() {
     let mut client = MgmClient::connect(&addr).expect("the server still serves");
     assert_eq!(client.get_config().expect("get_config"), CONFIG);
     client.show().expect("show");
+}
+
+/// Every per-connection resource is bounded: at most `max_connections`
+/// connections (one more is closed as it is accepted, the others are
+/// served on), and a connection that sends no first line is closed after
+/// the first-line timeout, freeing its slot. After its first line a
+/// connection may stay idle (an API node holds its id that way).
+#[test]
+fn connections_are_capped_and_silent_ones_are_closed() {
+    let config = ClusterConfig::from_toml_str(CONFIG, "test.toml").expect("valid");
+    let options = ServerOptions {
+        bind_addr: Some("127.0.0.1:0".into()),
+        max_connections: Some(3),
+        first_line_timeout: Some(Duration::from_millis(300)),
+        ..Default::default()
+    };
+    let handle = start_server_with(config, CONFIG.to_owned(), options).expect("mgmd starts");
+    let addr = handle.local_addr().to_string();
+    let closed_by_server = |stream: &mut std::net::TcpStream| {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("read timeout");
+        let mut byte = [0u8; 1];
+        match std::io::Read::read(stream, &mut byte) {
+            Ok(0) => true,
+            Err(error) => error.kind() == std::io::ErrorKind::ConnectionReset,
+            Ok(_) => false,
+        }
+    };
+    let mut a = MgmClient::connect(&addr).expect("connect");
+    a.show().expect("served");
+    let mut b = MgmClient::connect(&addr).expect("connect");
+    b.show().expect("served");
+    // Silent: closed after the first-line timeout.
+    let mut silent = std::net::TcpStream::connect(&addr).expect("connect");
+    assert!(
+        closed_by_server(&mut silent),
+        "a silent connection is closed"
+    );
+    // Its slot is free again: a third client is served; a fourth is not.
+    wait_until("the silent connection's slot to be free", || {
+        MgmClient::connect(&addr).is_ok_and(|mut c| c.show().is_ok())
+    });
+    let mut c = MgmClient::connect(&addr).expect("connect");
+    c.show().expect("served");
+    let mut fourth = std::net::TcpStream::connect(&addr).expect("the OS accepts it");
+    let _ = std::io::Write::write_all(&mut fourth, b"{\"req\": \"show\"}\n");
+    assert!(
+        closed_by_server(&mut fourth),
+        "a connection over the cap is closed"
+    );
+    // The others are served on, idle or not.
+    std::thread::sleep(Duration::from_millis(400));
+    a.show()
+        .expect("an idle connection past the first line is kept");
+    b.show().expect("served");
+    c.show().expect("served");
 }

@@ -5,8 +5,9 @@
 //! codec that frames signals on TCP (docs/wire-format.md), the pool of
 //! sections that carry keys and row data without heap allocation, the table
 //! schema, the attribute encoding, the partition hash shared by kernel and
-//! client, the registry of error codes, and the refusal every block gives an
-//! API request it does not serve.
+//! client, the registry of error codes, the refusal every block gives an
+//! API request it does not serve, and the reports blocks make of their own
+//! counters (`reports`).
 //!
 //! Architecture invariant: `signal` depends on no other Tessera crate but
 //! `stdx`. Blocks, transport and client all depend on it; it depends on none
@@ -21,6 +22,7 @@ pub mod partition;
 pub mod phases;
 pub mod refusal;
 pub mod replica_check;
+pub mod reports;
 pub mod schema;
 pub mod section;
 pub mod signals;

@@ -34,6 +34,10 @@ pub const MAX_SECTION_BYTES: usize = CLASS_SIZES[CLASS_SIZES.len() - 1];
 /// Buffers moved between a thread's cache and the depot at once.
 const BATCH: usize = 32;
 
+/// API requests leave the last `1 / RESERVE_SHARE` of every class to the
+/// rest of the node ([`SectionPool::alloc_leaving_reserve`]).
+pub const RESERVE_SHARE: usize = 8;
+
 /// A class is cached per thread only if it has this many buffers per
 /// batch a thread may hold (two), so caches can strand at most a small
 /// share of it.
@@ -192,22 +196,46 @@ impl SectionPool {
     /// (no free buffer in the depot or this thread's cache; other threads'
     /// caches may hold a few) or `len` exceeds [`MAX_SECTION_BYTES`].
     pub fn alloc(&'static self, len: usize) -> Option<Section> {
+        self.alloc_keeping(len, |_| 0)
+    }
+
+    /// As [`SectionPool::alloc`], but never takes the last
+    /// [`RESERVE_SHARE`]th of a class's buffers from its depot: what the
+    /// receive thread decodes API requests with, so that clients can never
+    /// take the sections that data-node links, redo and local checkpoint
+    /// writes need to go on. `None` when only the reserve is left.
+    pub fn alloc_leaving_reserve(&'static self, len: usize) -> Option<Section> {
+        self.alloc_keeping(len, |class| class.count / RESERVE_SHARE)
+    }
+
+    /// As [`SectionPool::copy_from`], leaving the reserve
+    /// ([`SectionPool::alloc_leaving_reserve`]).
+    pub fn copy_from_leaving_reserve(&'static self, bytes: &[u8]) -> Option<Section> {
+        let mut section = self.alloc_leaving_reserve(bytes.len())?;
+        section.as_mut_slice().copy_from_slice(bytes);
+        Some(section)
+    }
+
+    /// Takes a buffer, leaving `keep(class)` buffers in the class's depot.
+    #[inline]
+    fn alloc_keeping(&'static self, len: usize, keep: fn(&Class) -> usize) -> Option<Section> {
         let class_number = CLASS_SIZES.iter().position(|&size| size >= len)?;
         let class = &self.classes[class_number];
+        let keep = keep(class);
         let index = if class.cached {
             with_cache(self, |cache| {
                 let free = &mut cache.free[class_number];
                 if free.is_empty() {
                     let mut depot = class.depot();
-                    let take = depot.len().min(BATCH);
+                    let take = depot.len().saturating_sub(keep).min(BATCH);
                     let from = depot.len() - take;
                     free.extend(depot.drain(from..).rev());
                 }
                 free.pop()
             })
-            .unwrap_or_else(|| class.depot().pop())
+            .unwrap_or_else(|| pop_keeping(&mut class.depot(), keep))
         } else {
-            class.depot().pop()
+            pop_keeping(&mut class.depot(), keep)
         }?;
         Some(Section {
             pool: self,
@@ -277,6 +305,15 @@ impl SectionPool {
         let start = index as usize * class.buffer_bytes;
         // `UnsafeCell<u8>` has the layout of `u8`.
         class.storage[start..start + class.buffer_bytes].as_ptr() as *mut u8
+    }
+}
+
+/// Takes a buffer index from `depot` unless only `keep` are left.
+fn pop_keeping(depot: &mut Vec<u32>, keep: usize) -> Option<u32> {
+    if depot.len() > keep {
+        depot.pop()
+    } else {
+        None
     }
 }
 
@@ -369,6 +406,30 @@ mod tests {
         drop(a);
         assert!(pool.alloc(5).is_some());
         drop((b, c));
+    }
+
+    #[test]
+    fn api_allocations_leave_the_reserve_to_the_rest_of_the_node() {
+        // 16 buffers in the small class: 2 are the reserve.
+        let pool = SectionPool::leak([16, 1, 1, 1, 1, 1]);
+        let mut taken: Vec<Section> = (0..14)
+            .map(|_| {
+                pool.copy_from_leaving_reserve(b"request")
+                    .expect("above the reserve")
+            })
+            .collect();
+        assert!(
+            pool.alloc_leaving_reserve(10).is_none(),
+            "an API request may not take the reserve"
+        );
+        // The rest of the node may.
+        taken.push(pool.alloc(10).expect("the reserve, for a data-node link"));
+        taken.push(pool.alloc(10).expect("the reserve, for a redo write"));
+        assert!(pool.alloc(10).is_none());
+        taken.truncate(14);
+        assert!(pool.alloc_leaving_reserve(10).is_none(), "2 left, 2 kept");
+        taken.pop();
+        assert!(pool.alloc_leaving_reserve(10).is_some(), "3 left, 2 kept");
     }
 
     /// A large class is cached per thread: buffers freed on one thread

@@ -1,7 +1,6 @@
 //! transport: moving frames of signals over TCP
-//! (docs/design/processes-and-blocks.md §5). Holds the frame assembler
-//! shared by the data node and the client, and the data node's receive and
-//! send threads (NDB's recv and send threads) with the registry of
+//! (docs/design/processes-and-blocks.md §5). Holds the data node's receive
+//! and send threads (NDB's recv and send threads) with the registry of
 //! connections they share: connections from API nodes, and one connection to
 //! each other data node (dialed by the lower id, opened by a hello frame
 //! carrying the node's incarnation).
@@ -11,7 +10,6 @@
 //! Architecture invariant: transport knows signals and the kernel's queues,
 //! never a block.
 
-pub mod assembler;
 pub mod recv;
 pub mod registry;
 pub mod send;

@@ -30,15 +30,15 @@
 //! since restarted) is refused. A dropped data-node connection is logged and
 //! unregistered; node failure handling is not done here.
 
-use crate::assembler::{FrameAssembler, StreamError};
 use crate::registry::{ConnectionRegistry, RegisterError};
 use kernel::mesh::Outbox;
 use kernel::stats::ThreadStats;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use signal::codec::{self, SignalDecoder, WireError};
-use signal::signals::{ApiFailRep, NodeConnectedRep};
-use signal::{BlockKind, BlockRef, Envelope, NodeId, SectionPool};
+use signal::codec::{FrameAssembler, StreamError};
+use signal::signals::{ApiFailRep, NodeConnectedRep, TcKeyReqDroppedRep};
+use signal::{BlockKind, BlockRef, Envelope, ErrorCode, NodeId, SectionPool, Signal};
 use std::io::{ErrorKind, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,6 +52,11 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// How long the thread sleeps in poll when idle: the bound on how late it
 /// notices `shutdown`.
 const POLL_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// How long a connection may stay open without a valid first frame (a
+/// client's registration, a data node's hello): slots are few (see
+/// [`MAX_CONNECTIONS`]), so one that never says who it is must not keep one.
+pub const IDENTIFY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Reads from one connection per round before serving the others, so one
 /// busy peer cannot starve the rest (sockets are edge-triggered, so a
@@ -110,6 +115,9 @@ pub struct RecvSetup {
     /// skipped): this thread dials those with a higher id and accepts the
     /// others.
     pub data_nodes: Vec<DataNodePeer>,
+    /// How long a connection may stay without a valid first frame
+    /// ([`IDENTIFY_TIMEOUT`] in a data node; shorter in tests).
+    pub identify_timeout: Duration,
 }
 
 /// The peer a connection has identified itself as.
@@ -153,6 +161,9 @@ struct Connection {
     dialed: Option<NodeId>,
     /// When the dial began, while the connect is still in progress.
     connecting: Option<Instant>,
+    /// When the connection was accepted or dialed: one that has not sent
+    /// a valid first frame within the identify timeout is closed.
+    opened: Instant,
 }
 
 /// Why the receive thread closed a connection (logged, one line).
@@ -197,6 +208,8 @@ enum CloseReason {
     ConnectFailed(std::io::Error),
     ConnectTimeout,
     HelloNotWritten(String),
+    /// No valid first frame within the identify timeout.
+    Unidentified,
 }
 
 impl std::fmt::Display for CloseReason {
@@ -248,6 +261,10 @@ impl std::fmt::Display for CloseReason {
                 write!(f, "cannot connect: no answer in {CONNECT_TIMEOUT:?}")
             }
             CloseReason::HelloNotWritten(why) => write!(f, "cannot write the hello frame: {why}"),
+            CloseReason::Unidentified => write!(
+                f,
+                "no valid first frame in time: a peer must say who it is at once"
+            ),
         }
     }
 }
@@ -276,12 +293,39 @@ fn write_hello(
     }
 }
 
+/// Checks a signal from an API node: an API request, from an API block,
+/// to the kind of block that serves it (the signal table's receiver):
+/// decoding checked that the bytes form a signal, this that a block is
+/// never handed a signal it does not expect.
+fn check_api_request(envelope: &Envelope) -> Result<(), CloseReason> {
+    let name = envelope.signal.name();
+    if !codec::is_api_request(envelope.signal.number()) {
+        return Err(CloseReason::NotApiRequest(name));
+    }
+    if envelope.from.kind != BlockKind::Api {
+        return Err(CloseReason::NotFromApi {
+            signal: name,
+            from: envelope.from,
+        });
+    }
+    if envelope.signal.api_receiver() != Some(envelope.to.kind) {
+        return Err(CloseReason::WrongReceiver {
+            signal: name,
+            to: envelope.to,
+        });
+    }
+    Ok(())
+}
+
 /// The receive thread's state apart from its connections (so a connection
 /// can be borrowed while signals are routed).
 struct Dispatch {
     own_node: NodeId,
     outbox: Outbox,
     pool: &'static SectionPool,
+    /// Decodes an API request that the pool could not take, to learn whom
+    /// to refuse: one request at a time, each section freed at once.
+    refusal_pool: &'static SectionPool,
     registry: Arc<ConnectionRegistry>,
     stats: Arc<ThreadStats>,
     shutdown: Arc<AtomicBool>,
@@ -403,24 +447,7 @@ impl Dispatch {
             return self.route_from_data_node(envelope);
         }
         let name = envelope.signal.name();
-        if !codec::is_api_request(envelope.signal.number()) {
-            return Err(CloseReason::NotApiRequest(name));
-        }
-        if envelope.from.kind != BlockKind::Api {
-            return Err(CloseReason::NotFromApi {
-                signal: name,
-                from: envelope.from,
-            });
-        }
-        // Decoding checked that the bytes form a signal; this checks that it
-        // goes where its kind is handled (the signal table's receiver), so
-        // a block is never handed a signal it does not expect.
-        if envelope.signal.api_receiver() != Some(envelope.to.kind) {
-            return Err(CloseReason::WrongReceiver {
-                signal: name,
-                to: envelope.to,
-            });
-        }
+        check_api_request(&envelope)?;
         // `Err` with a route means the block would run on this very thread,
         // which never runs blocks: treat it as absent, like a bad instance.
         match self.outbox.stage(envelope).not_staged() {
@@ -428,6 +455,53 @@ impl Dispatch {
             Some(envelope) => Err(CloseReason::NoSuchBlock {
                 signal: name,
                 to: envelope.to,
+            }),
+        }
+    }
+
+    /// The next signal of an API node's frame did not fit in the section
+    /// pool without its reserve (an overload): refuse it instead of
+    /// waiting, so that this client cannot stall the node's other
+    /// connections, its peers' links or its redo. The request is decoded
+    /// from the small refusal pool to learn whom to answer, and dropped:
+    /// a TCKEYREQ goes to its tc as TCKEYREQ_DROPPED_REP (the transaction
+    /// aborts and the client gets one TCKEYREF, as for any refused
+    /// operation); any other request is answered with its REF at once.
+    fn refuse_for_sections(&mut self, decoder: &mut SignalDecoder<'_>) -> Result<(), CloseReason> {
+        let envelope = match decoder.next(self.refusal_pool) {
+            Ok(Some(envelope)) => envelope,
+            Ok(None) => return Ok(()),
+            Err(error) => return Err(CloseReason::Decode(error)),
+        };
+        check_api_request(&envelope)?;
+        let error = ErrorCode::OutOfSignalMemory;
+        let answer = match &envelope.signal {
+            Signal::TcKeyReq(request) => Envelope {
+                from: envelope.from,
+                to: envelope.to,
+                signal: TcKeyReqDroppedRep {
+                    transaction_id: request.transaction_id,
+                    client_op: request.client_op,
+                    flags: request.flags,
+                    error,
+                }
+                .into(),
+            },
+            other => match other.refusal_with(error) {
+                Some(refusal) => Envelope {
+                    from: envelope.to,
+                    to: envelope.from,
+                    signal: refusal,
+                },
+                None => return Ok(()),
+            },
+        };
+        let name = answer.signal.name();
+        match self.outbox.stage(answer).not_staged() {
+            None => Ok(()),
+            Some(answer) => Err(CloseReason::NoSuchBlock {
+                signal: name,
+                to: answer.to,
             }),
         }
     }
@@ -575,13 +649,23 @@ fn route_frames(connection: &mut Connection, dispatch: &mut Dispatch) -> Result<
         let mut decoder =
             SignalDecoder::new(body, header.signal_count, header.sender, dispatch.own_node);
         loop {
-            match decoder.next(dispatch.pool) {
+            let decoded = if peer.data_node {
+                decoder.next(dispatch.pool)
+            } else {
+                decoder.next_leaving_reserve(dispatch.pool)
+            };
+            match decoded {
                 Ok(Some(envelope)) => {
                     dispatch.route(envelope, peer)?;
                     ThreadStats::add(&dispatch.stats.signals, 1);
                 }
                 Ok(None) => break,
-                // The decoder did not advance: the same signal is retried.
+                // An API request may not take the pool's reserve: refused.
+                Err(WireError::OutOfSections) if !peer.data_node => {
+                    dispatch.refuse_for_sections(&mut decoder)?
+                }
+                // From a data node, the decoder did not advance: the same
+                // signal is retried once block threads have freed sections.
                 Err(WireError::OutOfSections) => dispatch.wait_for_sections()?,
                 Err(error) => return Err(CloseReason::Decode(error)),
             }
@@ -599,6 +683,8 @@ struct Connections {
     ready: Vec<usize>,
     /// `accept` failed; try again after a pause.
     accept_again: bool,
+    /// See [`RecvSetup::identify_timeout`].
+    identify_timeout: Duration,
 }
 
 fn token_of(slot: usize) -> Token {
@@ -671,6 +757,7 @@ impl Connections {
                 queued: false,
                 dialed: None,
                 connecting: None,
+                opened: Instant::now(),
             });
         }
     }
@@ -752,8 +839,24 @@ impl Connections {
             queued: false,
             dialed: Some(link.node),
             connecting: Some(now),
+            opened: now,
         });
         Ok(())
+    }
+
+    /// Closes every connection that has not said who it is within the
+    /// identify timeout (a dial still connecting has its own timeout).
+    fn close_unidentified(&mut self, now: Instant, dispatch: &mut Dispatch) {
+        for slot in 0..self.slots.len() {
+            let expired = self.slots[slot].as_ref().is_some_and(|connection| {
+                connection.peer.is_none()
+                    && connection.connecting.is_none()
+                    && now.saturating_duration_since(connection.opened) >= self.identify_timeout
+            });
+            if expired {
+                self.close(slot, CloseReason::Unidentified, dispatch);
+            }
+        }
     }
 
     /// Closes the connection in `slot`: the socket is shut down (not just
@@ -851,6 +954,7 @@ pub fn run_recv_thread(setup: RecvSetup) {
         tc_instances,
         incarnation,
         data_nodes,
+        identify_timeout,
     } = setup;
     if let Err(error) = listener.set_nonblocking(true) {
         panic!("recv thread of node {own_node}: cannot make the listener non-blocking: {error}");
@@ -868,6 +972,8 @@ pub fn run_recv_thread(setup: RecvSetup) {
         own_node,
         outbox,
         pool,
+        // Two buffers of every class: the sections of one request.
+        refusal_pool: SectionPool::leak([2; 6]),
         registry,
         stats,
         shutdown,
@@ -883,10 +989,12 @@ pub fn run_recv_thread(setup: RecvSetup) {
         free_slots: (0..MAX_CONNECTIONS).rev().collect(),
         ready: Vec::with_capacity(MAX_CONNECTIONS),
         accept_again: false,
+        identify_timeout,
     };
     let mut events = Events::with_capacity(1024);
     let mut serving: Vec<usize> = Vec::with_capacity(MAX_CONNECTIONS);
     let mut queues_full = false;
+    let mut last_sweep = Instant::now();
     while !dispatch.shutdown.load(Ordering::Relaxed) {
         if queues_full {
             // Stop reading until the block threads catch up: TCP then
@@ -948,6 +1056,11 @@ pub fn run_recv_thread(setup: RecvSetup) {
                 Ok(false) => {}
                 Err(reason) => connections.close(slot, reason, &mut dispatch),
             }
+        }
+        let now = Instant::now();
+        if now.saturating_duration_since(last_sweep) >= POLL_TIMEOUT {
+            last_sweep = now;
+            connections.close_unidentified(now, &mut dispatch);
         }
         queues_full = dispatch.outbox.flush();
         dispatch

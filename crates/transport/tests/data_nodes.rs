@@ -75,6 +75,62 @@ fn lqh_key_req(node: &TestNode) -> LqhKeyReq {
     }
 }
 
+/// A data node's signals that the section pool cannot take wait for
+/// sections (blocks free them), never refused: they are part of protocols
+/// (a replica's prepare, a GCP round) that must not lose a step. Nothing is
+/// lost or reordered.
+#[test]
+fn a_data_nodes_signals_wait_for_sections_without_being_lost() {
+    let (listener_1, listener_2) = (listen(), listen());
+    let peers = vec![
+        DataNodePeer {
+            node: NodeId(1),
+            address: listener_1.local_addr().expect("address"),
+        },
+        DataNodePeer {
+            node: NodeId(2),
+            address: listener_2.local_addr().expect("address"),
+        },
+    ];
+    let mut node_1 = TestNode::start_data_node(NodeId(1), 11, listener_1, peers.clone(), SECTIONS);
+    // Two small sections: one LqhKeyReq (key and attr) at a time.
+    let mut node_2 =
+        TestNode::start_data_node(NodeId(2), 22, listener_2, peers, [2, 1, 1, 1, 1, 1]);
+    expect_connected(&mut node_1, 2, 22);
+    expect_connected(&mut node_2, 1, 11);
+    node_1.wait_until("node 2 registered on node 1", |node| {
+        node.registry.connected_nodes() == vec![NodeId(2)]
+    });
+    let requests: Vec<Envelope> = (0..4)
+        .map(|tc_op| {
+            envelope(
+                at(1, BlockKind::Tc, 0),
+                at(2, BlockKind::Ldm, 0),
+                LqhKeyReq {
+                    tc_op,
+                    ..lqh_key_req(&node_1)
+                },
+            )
+        })
+        .collect();
+    node_1.reply(requests);
+    for tc_op in 0..4 {
+        let seen = node_2.next_signal();
+        let Signal::LqhKeyReq(request) = seen.signal else {
+            panic!("expected LqhKeyReq, got {seen:?}");
+        };
+        assert_eq!(request.tc_op, tc_op, "signals keep their order");
+        // Held until the next is taken: the pool has room for one.
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            node_2.try_next_signal().is_none(),
+            "a section appeared from an exhausted pool"
+        );
+        drop(request);
+    }
+    assert!(node_2.registry.connected_nodes() == vec![NodeId(1)]);
+}
+
 #[test]
 fn two_data_nodes_connect_and_exchange_internal_signals() {
     let (listener_1, listener_2) = (listen(), listen());

@@ -7,7 +7,7 @@ mod common;
 
 use common::{api, block, envelope, Client, TestNode, INCARNATION, OWN_NODE};
 use signal::signals::*;
-use signal::{BlockKind, Envelope, Gci, NodeId, Signal, TransactionId};
+use signal::{BlockKind, Envelope, ErrorCode, Gci, NodeId, Signal, TransactionId};
 use std::time::Duration;
 
 const SECTIONS: [u32; 6] = [256, 64, 16, 16, 16, 4];
@@ -470,53 +470,91 @@ fn a_second_connection_for_a_connected_node_is_refused() {
 }
 
 #[test]
-fn an_empty_section_pool_delays_signals_without_losing_them() {
-    // Two small sections only: the third TcKeyReq must wait for the blocks
-    // to release the first ones.
+fn an_api_request_the_section_pool_cannot_take_is_refused_not_waited_for() {
+    // Two small sections only (the reserve of a class this small is 0):
+    // the third TcKeyReq finds none and, from an API node, is not waited
+    // for, which would stall every other connection, but dropped and
+    // reported to its tc, which aborts the transaction and answers the
+    // client. Nothing is lost or reordered; with room again, requests go
+    // through.
     let mut node = TestNode::start([2, 1, 1, 1, 1, 1]);
     let mut client = Client::connect(node.address, 180);
     register(&mut node, &mut client);
     let client_pool = signal::SectionPool::leak([16, 1, 1, 1, 1, 1]);
-    let requests: Vec<Envelope> = (0..6)
-        .map(|client_op| {
-            envelope(
-                api(180),
-                block(BlockKind::Tc, 0),
-                TcKeyReq {
+    let request = |client_op| {
+        envelope(
+            api(180),
+            block(BlockKind::Tc, 0),
+            TcKeyReq {
+                transaction_id: TransactionId(1),
+                client_op,
+                flags: tc_key_flags::EXECUTE,
+                kind: OperationKind::Read,
+                lock: LockMode::Shared,
+                table_id: 1,
+                table_version: 1,
+                key: client_pool.copy_from(b"k").expect("room"),
+                attr: None,
+            },
+        )
+    };
+    let requests: Vec<Envelope> = (0..6).map(request).collect();
+    client.send(&requests);
+    let mut held = Vec::new();
+    for client_op in 0..6 {
+        let seen = node.next_signal();
+        assert_eq!(seen.from, api(180));
+        assert_eq!(seen.to, block(BlockKind::Tc, 0));
+        match seen.signal {
+            Signal::TcKeyReq(request) if client_op < 2 => {
+                assert_eq!(request.client_op, client_op, "signals keep their order");
+                held.push(request);
+            }
+            Signal::TcKeyReqDroppedRep(dropped) if client_op >= 2 => assert_eq!(
+                dropped,
+                TcKeyReqDroppedRep {
                     transaction_id: TransactionId(1),
                     client_op,
                     flags: tc_key_flags::EXECUTE,
-                    kind: OperationKind::Read,
-                    lock: LockMode::Shared,
-                    table_id: 1,
-                    table_version: 1,
-                    key: client_pool.copy_from(b"k").expect("room"),
-                    attr: None,
-                },
-            )
-        })
-        .collect();
-    client.send(&requests);
-    let mut held = Vec::new();
-    let mut next_op = 0;
-    while next_op < 6 {
-        let seen = node.next_signal();
-        let Signal::TcKeyReq(request) = seen.signal else {
-            panic!("expected TcKeyReq, got {seen:?}");
-        };
-        assert_eq!(request.client_op, next_op, "signals keep their order");
-        next_op += 1;
-        held.push(request);
-        if held.len() == 2 {
-            std::thread::sleep(Duration::from_millis(20));
-            assert!(
-                node.try_next_signal().is_none(),
-                "a third section appeared from an exhausted pool"
-            );
-            held.clear();
+                    error: ErrorCode::OutOfSignalMemory,
+                }
+            ),
+            other => panic!("operation {client_op}: unexpected {other:?}"),
         }
     }
+    held.clear();
+    client.send(&[request(6)]);
+    let seen = node.next_signal();
+    assert!(
+        matches!(&seen.signal, Signal::TcKeyReq(request) if request.client_op == 6),
+        "{seen:?}"
+    );
     assert!(node.registry.is_connected(NodeId(180)));
+}
+
+/// A connection that never says who it is does not keep one of the node's
+/// few connection slots: it is closed after the identify timeout, and the
+/// node goes on serving the others.
+#[test]
+fn a_connection_that_never_identifies_itself_is_closed() {
+    let mut node = TestNode::start([16, 4, 1, 1, 1, 1]);
+    let mut silent = std::net::TcpStream::connect(node.address).expect("connect");
+    silent
+        .set_read_timeout(Some(common::PATIENCE))
+        .expect("read timeout");
+    let mut client = Client::connect(node.address, 181);
+    register(&mut node, &mut client);
+    let mut byte = [0u8; 1];
+    // End of stream (or a reset), not the read timeout.
+    match std::io::Read::read(&mut silent, &mut byte) {
+        Ok(0) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("the silent connection was not closed by the node: {other:?}"),
+    }
+    // The identified client is served on.
+    client.send(&[commit(181, 3)]);
+    expect_commit(&mut node, 181, 3);
+    assert!(node.registry.is_connected(NodeId(181)));
 }
 
 #[test]

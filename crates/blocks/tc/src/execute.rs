@@ -12,8 +12,61 @@ use signal::{BlockKind, BlockRef, ErrorCode, Gci};
 
 impl Tc {
     pub(crate) fn tc_key_req(&mut self, from: BlockRef, request: TcKeyReq, ctx: &mut dyn Context) {
+        let Some(transaction) = self.accept_operation(
+            from,
+            request.transaction_id,
+            request.client_op,
+            request.flags,
+            ctx,
+        ) else {
+            return;
+        };
+        self.execute_operation(transaction, request, ctx);
+    }
+
+    /// TCKEYREQ_DROPPED_REP from the receive thread: an operation of `from`
+    /// could not be taken. It counts as an operation of its batch that the
+    /// tc refused: the transaction aborts, and the client hears one
+    /// TCKEYREF, as for an operation refused here.
+    pub(crate) fn tc_key_req_dropped(
+        &mut self,
+        from: BlockRef,
+        dropped: TcKeyReqDroppedRep,
+        ctx: &mut dyn Context,
+    ) {
+        let Some(transaction) = self.accept_operation(
+            from,
+            dropped.transaction_id,
+            dropped.client_op,
+            dropped.flags,
+            ctx,
+        ) else {
+            return;
+        };
+        self.start_abort(
+            transaction,
+            AbortReply::Error {
+                error: dropped.error,
+                client_op: dropped.client_op,
+            },
+            ctx,
+        );
+    }
+
+    /// The checks of an operation that arrives for transaction
+    /// `transaction_id` of API block `from`, with `flags`: the
+    /// transaction's record (seized for a START) once the operation may
+    /// join it, its batch state updated; `None` when the operation was
+    /// refused (answered) or dropped (the rest of a batch an abort ended).
+    fn accept_operation(
+        &mut self,
+        from: BlockRef,
+        transaction_id: signal::TransactionId,
+        client_op: u32,
+        flags: u8,
+        ctx: &mut dyn Context,
+    ) -> Option<u32> {
         let address = self.config.address;
-        let transaction_id = request.transaction_id;
         let refuse = |ctx: &mut dyn Context, error| {
             send(
                 ctx,
@@ -21,10 +74,11 @@ impl Tc {
                 from,
                 TcKeyRef {
                     transaction_id,
-                    client_op: request.client_op,
+                    client_op,
                     error,
                 },
             );
+            None
         };
         if !self.started {
             return refuse(ctx, ErrorCode::NodeNotStarted);
@@ -35,14 +89,14 @@ impl Tc {
         let now = ctx.now_ms();
         let transaction = match self.records.find(transaction_id) {
             Some(index) => {
-                if request.flags & tc_key_flags::START != 0
+                if flags & tc_key_flags::START != 0
                     || self.records.transactions[index as usize].api != from
                 {
                     return refuse(ctx, ErrorCode::BadRequest);
                 }
                 index
             }
-            None if request.flags & tc_key_flags::START != 0 => {
+            None if flags & tc_key_flags::START != 0 => {
                 match self.records.seize_transaction(transaction_id, from, now) {
                     Some(index) => index,
                     // No record to remember this refusal in: the rest of
@@ -54,7 +108,7 @@ impl Tc {
             }
             None => return refuse(ctx, ErrorCode::UnknownTransaction),
         };
-        let closes_batch = request.flags & (tc_key_flags::EXECUTE | tc_key_flags::COMMIT) != 0;
+        let closes_batch = flags & (tc_key_flags::EXECUTE | tc_key_flags::COMMIT) != 0;
         let record = &mut self.records.transactions[transaction as usize];
         match record.state {
             TransactionState::Idle => {
@@ -74,15 +128,25 @@ impl Tc {
                         self.records.release_transaction(transaction);
                     }
                 }
-                return;
+                return None;
             }
             _ => return refuse(ctx, ErrorCode::BadRequest),
         }
         record.last_activity_ms = now;
         if closes_batch {
             record.batch_closed = true;
-            record.commit_requested = request.flags & tc_key_flags::COMMIT != 0;
+            record.commit_requested = flags & tc_key_flags::COMMIT != 0;
         }
+        Some(transaction)
+    }
+
+    /// Sends an accepted operation of `transaction` to its partition's
+    /// primary ldm, or aborts the transaction when it cannot go.
+    fn execute_operation(&mut self, transaction: u32, request: TcKeyReq, ctx: &mut dyn Context) {
+        let address = self.config.address;
+        let transaction_id = request.transaction_id;
+        let now = ctx.now_ms();
+        let record = &self.records.transactions[transaction as usize];
         if record.op_count >= self.config.max_operations_per_transaction {
             return self.start_abort(
                 transaction,

@@ -20,12 +20,16 @@
 //! the complete GCI and API nodes' GCI_WAIT_REQs).
 
 mod abort;
+#[cfg(test)]
+mod abort_tests;
 mod commit;
 mod durability;
 #[cfg(test)]
 mod durability_tests;
 mod execute;
 pub mod records;
+#[cfg(test)]
+mod refusal_tests;
 #[cfg(test)]
 mod robustness_tests;
 #[cfg(test)]
@@ -282,6 +286,7 @@ impl Block for Tc {
         let from = envelope.from;
         match envelope.signal {
             Signal::TcKeyReq(request) => self.tc_key_req(from, request, ctx),
+            Signal::TcKeyReqDroppedRep(dropped) => self.tc_key_req_dropped(from, dropped, ctx),
             Signal::LqhKeyConf(conf) => self.lqh_key_conf(from, conf, ctx),
             Signal::LqhKeyRef(refusal) => self.lqh_key_ref(from, refusal, ctx),
             Signal::TcCommitReq(request) => self.tc_commit_req(from, request, ctx),

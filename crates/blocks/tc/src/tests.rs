@@ -5,7 +5,8 @@
 //! transaction and operation record returns to its pool. Partition maps are
 //! built as dih builds them (node 2, one node group, partitions spread over
 //! two ldm instances), keys and hashes with `signal::attr`. The `Bench` and
-//! its helpers are shared with `durability_tests`.
+//! its helpers are shared with `abort_tests`, `refusal_tests` and
+//! `durability_tests`; golden traces of the normal paths are here.
 
 use crate::records::{TransactionState, NIL};
 use crate::{Tc, TcConfig, TIMEOUT_SCAN_JOB};
@@ -26,21 +27,21 @@ pub(crate) const MEMBERSHIP: BlockRef = BlockRef::new(NODE, BlockKind::Membershi
 pub(crate) const API: BlockRef = BlockRef::new(NodeId(10), BlockKind::Api, 0);
 pub(crate) const OTHER_API: BlockRef = BlockRef::new(NodeId(11), BlockKind::Api, 0);
 
-const TABLE_ID: u32 = 3;
-const TABLE_VERSION: u32 = 7;
-const PARTITIONS: u32 = 2;
-const LDM_INSTANCES: u16 = 2;
+pub(crate) const TABLE_ID: u32 = 3;
+pub(crate) const TABLE_VERSION: u32 = 7;
+pub(crate) const PARTITIONS: u32 = 2;
+pub(crate) const LDM_INSTANCES: u16 = 2;
 /// Column ids of the test table.
-const V: u16 = 1;
-const S: u16 = 2;
+pub(crate) const V: u16 = 1;
+pub(crate) const S: u16 = 2;
 
 pub(crate) const G1: Gci = Gci::from_parts(5, 1);
 pub(crate) const G2: Gci = Gci::from_parts(5, 2);
-const LOCK_WAIT_MS: u64 = 1200;
-const INACTIVE_MS: u64 = 5000;
+pub(crate) const LOCK_WAIT_MS: u64 = 1200;
+pub(crate) const INACTIVE_MS: u64 = 5000;
 /// (LOCK_WAIT_MS / 10).clamp(10, 100).
-const SCAN_MS: u64 = 100;
-const NO_OP: u32 = u32::MAX;
+pub(crate) const SCAN_MS: u64 = 100;
+pub(crate) const NO_OP: u32 = u32::MAX;
 
 pub(crate) const START: u8 = tc_key_flags::START;
 pub(crate) const EXECUTE: u8 = tc_key_flags::EXECUTE;
@@ -48,7 +49,7 @@ pub(crate) const COMMIT: u8 = tc_key_flags::COMMIT;
 
 type Entries<'a> = &'a [(u16, Option<&'a [u8]>)];
 
-fn table() -> TableDef {
+pub(crate) fn table() -> TableDef {
     let column = |name: &str, column_type, nullable| ColumnDef {
         name: name.into(),
         column_type,
@@ -72,7 +73,7 @@ fn table() -> TableDef {
 
 /// The map dih makes for one node group of one node (node 2) with
 /// `LDM_INSTANCES` ldm threads and four redo log parts.
-fn partition_map(table: &TableDef) -> PartitionMap {
+pub(crate) fn partition_map(table: &TableDef) -> PartitionMap {
     PartitionMap {
         table_id: table.id,
         version: 1,
@@ -105,18 +106,22 @@ pub(crate) fn config() -> TcConfig {
     }
 }
 
-fn scan() -> ContinueB {
+pub(crate) fn scan() -> ContinueB {
     ContinueB {
         job: TIMEOUT_SCAN_JOB,
     }
 }
 
-fn rearm() -> String {
+pub(crate) fn rearm() -> String {
     delayed_line(TC, TC, scan(), SCAN_MS)
 }
 
 /// The trace line of the TCKEYREF the tc sends the API.
-fn refusal_line(transaction_id: TransactionId, client_op: u32, error: ErrorCode) -> String {
+pub(crate) fn refusal_line(
+    transaction_id: TransactionId,
+    client_op: u32,
+    error: ErrorCode,
+) -> String {
     line(
         TC,
         API,
@@ -129,7 +134,7 @@ fn refusal_line(transaction_id: TransactionId, client_op: u32, error: ErrorCode)
 }
 
 /// The trace line of the TCKEYCONF that answers a batch without committing.
-fn batch_conf_line(transaction_id: TransactionId, operations: u32) -> String {
+pub(crate) fn batch_conf_line(transaction_id: TransactionId, operations: u32) -> String {
     line(
         TC,
         API,
@@ -151,7 +156,7 @@ pub(crate) fn commit_conf_line(transaction_id: TransactionId, operations: u32, g
 
 /// The trace line of the TCKEYCONF that acknowledges a commit and carries
 /// the row of the read that answered last.
-fn commit_conf_with_row_line(
+pub(crate) fn commit_conf_with_row_line(
     transaction_id: TransactionId,
     operations: u32,
     gci: Gci,
@@ -160,7 +165,7 @@ fn commit_conf_with_row_line(
     conf_line(transaction_id, operations, gci, Some(row))
 }
 
-fn conf_line(
+pub(crate) fn conf_line(
     transaction_id: TransactionId,
     operations: u32,
     gci: Gci,
@@ -181,7 +186,7 @@ fn conf_line(
 }
 
 /// The trace line of the ABORT the tc sends `ldm` for its operation `tc_op`.
-fn abort_line(ldm: BlockRef, tc_op: u32, transaction_id: TransactionId) -> String {
+pub(crate) fn abort_line(ldm: BlockRef, tc_op: u32, transaction_id: TransactionId) -> String {
     line(
         TC,
         ldm,
@@ -221,7 +226,7 @@ impl Bench {
         bench
     }
 
-    fn start(&mut self) {
+    pub(crate) fn start(&mut self) {
         for &phase in signal::phases::PHASES {
             self.deliver(MEMBERSHIP, StartPhaseReq { phase });
         }
@@ -238,7 +243,7 @@ impl Bench {
         self.ctx.take_trace()
     }
 
-    fn section(&self, entries: Entries<'_>) -> Section {
+    pub(crate) fn section(&self, entries: Entries<'_>) -> Section {
         let mut section = self.ctx.pool().alloc(128).expect("pool has room");
         let mut writer = AttrWriter::new(section.as_mut_slice());
         for &(column, value) in entries {
@@ -249,12 +254,12 @@ impl Bench {
         section
     }
 
-    fn key(&self, k: i32) -> Section {
+    pub(crate) fn key(&self, k: i32) -> Section {
         self.section(&[(0, Some(&k.to_le_bytes()))])
     }
 
     /// Where dih's map sends key `k`: (primary ldm, partition, hash).
-    fn route(&self, k: i32) -> (BlockRef, u32, KeyHash) {
+    pub(crate) fn route(&self, k: i32) -> (BlockRef, u32, KeyHash) {
         let hash = key_hash(&self.table, self.key(k).as_slice()).expect("valid key");
         let partition = self.map.bucket_partitions[bucket(hash) as usize];
         let placement = &self.map.partitions[partition as usize];
@@ -271,7 +276,7 @@ impl Bench {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn key_req(
+    pub(crate) fn key_req(
         &self,
         transaction_id: TransactionId,
         client_op: u32,
@@ -334,12 +339,12 @@ impl Bench {
     }
 
     /// The trace line of the LQHKEYREQ the tc must send for an insert of k.
-    fn insert_line(&self, tc_op: u32, transaction_id: TransactionId, k: i32) -> String {
+    pub(crate) fn insert_line(&self, tc_op: u32, transaction_id: TransactionId, k: i32) -> String {
         let request = self.insert(transaction_id, 0, 0, k);
         self.lqh_line(tc_op, request)
     }
 
-    fn lqh_line(&self, tc_op: u32, request: TcKeyReq) -> String {
+    pub(crate) fn lqh_line(&self, tc_op: u32, request: TcKeyReq) -> String {
         let k = i32::from_le_bytes(request.key.as_slice()[4..8].try_into().expect("INT key"));
         let (ldm, partition, hash) = self.route(k);
         line(
@@ -391,11 +396,14 @@ impl Bench {
     }
 
     /// Plays the ldm: LQHKEYREF for an operation.
-    fn refused_by_ldm(&mut self, ldm: BlockRef, tc_op: u32, error: ErrorCode) {
+    pub(crate) fn refused_by_ldm(&mut self, ldm: BlockRef, tc_op: u32, error: ErrorCode) {
         self.deliver(ldm, LqhKeyRef { tc_op, error });
     }
 
-    fn transaction_state(&self, transaction_id: TransactionId) -> Option<TransactionState> {
+    pub(crate) fn transaction_state(
+        &self,
+        transaction_id: TransactionId,
+    ) -> Option<TransactionState> {
         self.tc
             .records
             .find(transaction_id)
@@ -434,7 +442,7 @@ impl Bench {
 // ---------------------------------------------------------------------------
 
 #[test]
-fn golden_trace_of_start_and_a_committed_two_operation_write_batch() {
+pub(crate) fn golden_trace_of_start_and_a_committed_two_operation_write_batch() {
     let mut b = Bench::unstarted(config());
     for &phase in signal::phases::PHASES {
         b.deliver(MEMBERSHIP, StartPhaseReq { phase });
@@ -550,7 +558,7 @@ fn golden_trace_of_start_and_a_committed_two_operation_write_batch() {
 }
 
 #[test]
-fn committed_reads_with_commit_answer_data_before_the_conf_and_send_no_commit() {
+pub(crate) fn committed_reads_with_commit_answer_data_before_the_conf_and_send_no_commit() {
     let mut b = Bench::started(config());
     let t = txn(API, 1);
     let request = b.read(t, 1, START, 5);
@@ -612,7 +620,7 @@ fn committed_reads_with_commit_answer_data_before_the_conf_and_send_no_commit() 
 
 /// Delivers GCP_PREPARE for `gci` and checks the tc's answer: commit
 /// decisions are held from now until GCP_COMMIT.
-fn gcp_prepare(b: &mut Bench, gci: Gci) {
+pub(crate) fn gcp_prepare(b: &mut Bench, gci: Gci) {
     b.deliver(DIH, GcpPrepare { new_gci: gci });
     assert_eq!(
         b.trace(),
@@ -623,7 +631,7 @@ fn gcp_prepare(b: &mut Bench, gci: Gci) {
 /// A single committed read whose commit decision waits for GCP_COMMIT
 /// keeps its row until the TCKEYCONF that carries it.
 #[test]
-fn a_held_single_read_keeps_its_row_for_the_conf() {
+pub(crate) fn a_held_single_read_keeps_its_row_for_the_conf() {
     let mut b = Bench::started(config());
     gcp_prepare(&mut b, G2);
     let t = txn(API, 1);
@@ -660,7 +668,7 @@ fn a_held_single_read_keeps_its_row_for_the_conf() {
 }
 
 #[test]
-fn commit_decisions_are_held_between_gcp_prepare_and_gcp_commit() {
+pub(crate) fn commit_decisions_are_held_between_gcp_prepare_and_gcp_commit() {
     let mut b = Bench::started(config());
     gcp_prepare(&mut b, G2);
     let t = txn(API, 1);
@@ -721,7 +729,7 @@ fn commit_decisions_are_held_between_gcp_prepare_and_gcp_commit() {
 }
 
 #[test]
-fn commits_before_the_first_gcp_commit_wait_for_it_in_arrival_order() {
+pub(crate) fn commits_before_the_first_gcp_commit_wait_for_it_in_arrival_order() {
     let mut b = Bench::unstarted(config());
     for &phase in signal::phases::PHASES {
         b.deliver(MEMBERSHIP, StartPhaseReq { phase });
@@ -764,7 +772,7 @@ fn commits_before_the_first_gcp_commit_wait_for_it_in_arrival_order() {
 }
 
 #[test]
-fn two_batches_then_tc_commit_req() {
+pub(crate) fn two_batches_then_tc_commit_req() {
     let mut b = Bench::started(config());
     let t = txn(API, 1);
     let request = b.insert(t, 1, START | EXECUTE, 1);
@@ -839,7 +847,7 @@ fn two_batches_then_tc_commit_req() {
 }
 
 #[test]
-fn locking_reads_are_committed_to_release_their_locks() {
+pub(crate) fn locking_reads_are_committed_to_release_their_locks() {
     let mut b = Bench::started(config());
     let t = txn(API, 1);
     let request = b.key_req(
@@ -892,860 +900,5 @@ fn locking_reads_are_committed_to_release_their_locks() {
     let trace = b.trace();
     assert!(trace.contains(&expected_conf), "{trace:?}");
     b.deliver(ldm, CompleteConf { tc_op });
-    b.assert_quiet();
-}
-
-// ---------------------------------------------------------------------------
-// Aborts
-// ---------------------------------------------------------------------------
-
-#[test]
-fn lqh_key_ref_aborts_the_other_prepared_operation_then_refuses() {
-    let mut b = Bench::started(config());
-    let t = txn(API, 1);
-    let request = b.insert(t, 21, START, 1);
-    b.deliver(API, request);
-    let request = b.insert(t, 22, COMMIT, 2);
-    b.deliver(API, request);
-    let ops = b.take_lqh_key_reqs();
-    let [(ldm1, op1), (ldm2, op2)] = ops[..] else {
-        panic!("two LQHKEYREQs")
-    };
-    b.prepared(ldm1, op1, 50);
-    b.refused_by_ldm(ldm2, op2, ErrorCode::DuplicateKey);
-    assert_eq!(
-        b.trace(),
-        vec![abort_line(ldm1, op1, t)],
-        "only the prepared operation holds something"
-    );
-    b.deliver(ldm1, AbortConf { tc_op: op1 });
-    assert_eq!(
-        b.trace(),
-        vec![refusal_line(t, 22, ErrorCode::DuplicateKey)]
-    );
-    b.assert_quiet();
-    assert_eq!(b.tc.counters().aborts, 1);
-}
-
-#[test]
-fn lqh_key_ref_while_another_operation_is_in_flight_ignores_its_late_answer() {
-    let mut b = Bench::started(config());
-    let t = txn(API, 1);
-    let request = b.insert(t, 1, START, 1);
-    b.deliver(API, request);
-    let request = b.insert(t, 2, COMMIT, 2);
-    b.deliver(API, request);
-    let ops = b.take_lqh_key_reqs();
-    let [(ldm1, op1), (ldm2, op2)] = ops[..] else {
-        panic!("two LQHKEYREQs")
-    };
-    b.refused_by_ldm(ldm1, op1, ErrorCode::TableFull);
-    assert_eq!(
-        b.trace(),
-        vec![abort_line(ldm2, op2, t)],
-        "the operation still in flight may hold a lock when it arrives"
-    );
-    // The ldm answered op2 before it saw the ABORT.
-    b.prepared(ldm2, op2, 9);
-    assert!(b.trace().is_empty(), "a late LQHKEYCONF is dropped");
-    b.deliver(ldm2, AbortConf { tc_op: op2 });
-    assert_eq!(b.trace(), vec![refusal_line(t, 1, ErrorCode::TableFull)]);
-    b.assert_quiet();
-}
-
-#[test]
-fn lock_wait_timeout_aborts_the_waiting_operation() {
-    let mut b = Bench::started(config());
-    b.ctx.now_ms = 1000;
-    let t = txn(API, 1);
-    let request = b.insert(t, 1, START | COMMIT, 1);
-    b.deliver(API, request);
-    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
-        panic!("one LQHKEYREQ")
-    };
-    // The ldm queues the operation on a lock and says nothing.
-    b.ctx.now_ms = 1000 + LOCK_WAIT_MS - 1;
-    b.deliver(TC, scan());
-    assert_eq!(b.trace(), vec![rearm()], "not yet");
-    b.ctx.now_ms = 1000 + LOCK_WAIT_MS;
-    b.deliver(TC, scan());
-    assert_eq!(b.trace(), vec![abort_line(ldm, tc_op, t), rearm()]);
-    b.deliver(ldm, AbortConf { tc_op });
-    assert_eq!(
-        b.trace(),
-        vec![refusal_line(t, NO_OP, ErrorCode::LockWaitTimeout)]
-    );
-    b.assert_quiet();
-    assert_eq!(b.tc.counters().lock_wait_timeouts, 1);
-}
-
-#[test]
-fn idle_transaction_is_aborted_after_the_inactivity_timeout() {
-    let mut b = Bench::started(config());
-    b.ctx.now_ms = 1000;
-    let t = txn(API, 1);
-    let request = b.insert(t, 1, START | EXECUTE, 1);
-    b.deliver(API, request);
-    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
-        panic!("one LQHKEYREQ")
-    };
-    b.prepared(ldm, tc_op, 5);
-    assert_eq!(b.trace(), vec![batch_conf_line(t, 1)]);
-    b.ctx.now_ms = 1000 + INACTIVE_MS - 1;
-    b.deliver(TC, scan());
-    assert_eq!(b.trace(), vec![rearm()], "not yet");
-    b.ctx.now_ms = 1000 + INACTIVE_MS;
-    b.deliver(TC, scan());
-    assert_eq!(b.trace(), vec![abort_line(ldm, tc_op, t), rearm()]);
-    b.deliver(ldm, AbortConf { tc_op });
-    assert_eq!(
-        b.trace(),
-        vec![refusal_line(t, NO_OP, ErrorCode::TransactionInactive)]
-    );
-    b.assert_quiet();
-    assert_eq!(b.tc.counters().inactivity_timeouts, 1);
-    // The client comes back: its transaction is gone.
-    let request = b.insert(t, 2, COMMIT, 2);
-    b.deliver(API, request);
-    assert_eq!(
-        b.trace(),
-        vec![refusal_line(t, 2, ErrorCode::UnknownTransaction)]
-    );
-}
-
-/// A client that sends part of a batch (no EXECUTE yet) and then falls
-/// silent while staying connected: its operations are prepared at the ldm
-/// and hold their row locks. Neither timeout ever fires, because the lock
-/// wait timeout needs an unanswered operation and the inactivity timeout
-/// only looks at Idle transactions, while this one stays Executing with
-/// nothing outstanding. The transaction record and the ldm's row lock leak
-/// until the API node disconnects.
-#[test]
-fn an_open_batch_of_a_silent_client_is_aborted_by_the_inactivity_timeout() {
-    let mut b = Bench::started(config());
-    b.ctx.now_ms = 1000;
-    let t = txn(API, 1);
-    let request = b.insert(t, 1, START, 1);
-    b.deliver(API, request);
-    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
-        panic!("one LQHKEYREQ")
-    };
-    b.prepared(ldm, tc_op, 5);
-    assert!(b.trace().is_empty(), "the batch is not closed yet");
-    b.ctx.now_ms = 1000 + LOCK_WAIT_MS + INACTIVE_MS;
-    b.deliver(TC, scan());
-    assert_eq!(
-        b.trace(),
-        vec![abort_line(ldm, tc_op, t), rearm()],
-        "the silent client's locks must be released"
-    );
-    b.deliver(ldm, AbortConf { tc_op });
-    b.assert_quiet();
-}
-
-#[test]
-fn rollback_aborts_then_confirms() {
-    let mut b = Bench::started(config());
-    let t = txn(API, 1);
-    let request = b.insert(t, 1, START | EXECUTE, 1);
-    b.deliver(API, request);
-    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
-        panic!("one LQHKEYREQ")
-    };
-    b.prepared(ldm, tc_op, 5);
-    b.trace();
-    b.deliver(API, TcRollbackReq { transaction_id: t });
-    assert_eq!(b.trace(), vec![abort_line(ldm, tc_op, t)]);
-    b.deliver(ldm, AbortConf { tc_op });
-    assert_eq!(
-        b.trace(),
-        vec![line(TC, API, TcRollbackConf { transaction_id: t })]
-    );
-    b.assert_quiet();
-    // Rolling back what no longer exists succeeds at once.
-    b.deliver(API, TcRollbackReq { transaction_id: t });
-    assert_eq!(
-        b.trace(),
-        vec![line(TC, API, TcRollbackConf { transaction_id: t })]
-    );
-}
-
-#[test]
-fn rollback_during_a_batch_drops_the_late_answers() {
-    let mut b = Bench::started(config());
-    let t = txn(API, 1);
-    let request = b.read(t, 1, START, 1);
-    b.deliver(API, request);
-    let request = b.insert(t, 2, EXECUTE, 2);
-    b.deliver(API, request);
-    let ops = b.take_lqh_key_reqs();
-    let [(ldm1, op1), (ldm2, op2)] = ops[..] else {
-        panic!("two LQHKEYREQs")
-    };
-    b.deliver(API, TcRollbackReq { transaction_id: t });
-    assert_eq!(
-        b.trace(),
-        vec![abort_line(ldm1, op1, t), abort_line(ldm2, op2, t),]
-    );
-    let data = b.section(&[(V, None)]);
-    b.deliver(
-        ldm1,
-        LqhKeyConf {
-            tc_op: op1,
-            ldm_op: 1,
-            data: Some(data),
-            released: true,
-        },
-    );
-    b.refused_by_ldm(ldm2, op2, ErrorCode::DuplicateKey);
-    assert!(
-        b.trace().is_empty(),
-        "no TRANSIDAI, no TCKEYREF after a rollback"
-    );
-    b.deliver(ldm1, AbortConf { tc_op: op1 });
-    b.deliver(ldm2, AbortConf { tc_op: op2 });
-    assert_eq!(
-        b.trace(),
-        vec![line(TC, API, TcRollbackConf { transaction_id: t })]
-    );
-    b.assert_quiet();
-}
-
-#[test]
-fn api_failure_aborts_that_clients_transactions_silently() {
-    let mut b = Bench::started(config());
-    // t1 idle with a prepared operation, t2 executing, t3 of another client.
-    let (t1, t2, t3) = (txn(API, 1), txn(API, 2), txn(OTHER_API, 1));
-    let request = b.insert(t1, 1, START | EXECUTE, 1);
-    b.deliver(API, request);
-    let [(ldm1, op1)] = b.take_lqh_key_reqs()[..] else {
-        panic!("one LQHKEYREQ")
-    };
-    b.prepared(ldm1, op1, 1);
-    b.trace();
-    let request = b.insert(t2, 1, START | COMMIT, 2);
-    b.deliver(API, request);
-    let [(ldm2, op2)] = b.take_lqh_key_reqs()[..] else {
-        panic!("one LQHKEYREQ")
-    };
-    let request = b.insert(t3, 1, START | EXECUTE, 3);
-    b.deliver(OTHER_API, request);
-    let [(ldm3, op3)] = b.take_lqh_key_reqs()[..] else {
-        panic!("one LQHKEYREQ")
-    };
-
-    b.deliver(MEMBERSHIP, ApiFailRep { node: API.node });
-    let mut trace = b.trace();
-    trace.sort();
-    let mut expected = vec![abort_line(ldm1, op1, t1), abort_line(ldm2, op2, t2)];
-    expected.sort();
-    assert_eq!(trace, expected);
-    b.prepared(ldm2, op2, 2);
-    b.deliver(ldm1, AbortConf { tc_op: op1 });
-    b.deliver(ldm2, AbortConf { tc_op: op2 });
-    assert!(b.trace().is_empty(), "nobody to answer");
-    assert_eq!(
-        b.tc.transactions_in_use(),
-        1,
-        "the other client's transaction lives on"
-    );
-    b.prepared(ldm3, op3, 3);
-    assert_eq!(
-        b.trace(),
-        vec![line(
-            TC,
-            OTHER_API,
-            TcKeyConf {
-                transaction_id: t3,
-                operations: 1,
-                committed: false,
-                gci: Gci(0),
-                map_version: 1,
-                row: None,
-            }
-        )]
-    );
-    b.deliver(OTHER_API, TcRollbackReq { transaction_id: t3 });
-    b.deliver(ldm3, AbortConf { tc_op: op3 });
-    assert_eq!(b.trace().len(), 2);
-    b.assert_quiet();
-}
-
-#[test]
-fn api_failure_during_commit_finishes_the_commit_without_replies() {
-    let mut b = Bench::started(config());
-    let t = txn(API, 1);
-    let request = b.insert(t, 1, START | COMMIT, 1);
-    b.deliver(API, request);
-    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
-        panic!("one LQHKEYREQ")
-    };
-    b.prepared(ldm, tc_op, 1);
-    b.trace();
-    b.deliver(MEMBERSHIP, ApiFailRep { node: API.node });
-    assert!(b.trace().is_empty(), "a decided commit is not aborted");
-    b.deliver(ldm, CommitConf { tc_op });
-    assert_eq!(
-        b.trace(),
-        vec![line(
-            TC,
-            ldm,
-            CompleteReq {
-                ldm_op: 1,
-                tc_op,
-                transaction_id: t
-            }
-        )],
-        "COMPLETE still runs, the TCKEYCONF is dropped"
-    );
-    b.deliver(ldm, CompleteConf { tc_op });
-    b.assert_quiet();
-}
-
-// ---------------------------------------------------------------------------
-// Refusals: none may panic, none may keep a record
-// ---------------------------------------------------------------------------
-
-#[test]
-fn requests_before_start_are_refused_with_node_not_started() {
-    let mut b = Bench::unstarted(config());
-    let t = txn(API, 1);
-    let request = b.insert(t, 4, START | COMMIT, 1);
-    b.deliver(API, request);
-    assert_eq!(
-        b.trace(),
-        vec![refusal_line(t, 4, ErrorCode::NodeNotStarted)]
-    );
-    // Every phase before the global checkpoint phase is not enough.
-    for &phase in signal::phases::PHASES
-        .iter()
-        .filter(|&&phase| phase < signal::phases::GLOBAL_CHECKPOINT)
-    {
-        b.deliver(MEMBERSHIP, StartPhaseReq { phase });
-    }
-    b.trace();
-    let request = b.insert(t, 4, START | COMMIT, 1);
-    b.deliver(API, request);
-    assert_eq!(
-        b.trace(),
-        vec![refusal_line(t, 4, ErrorCode::NodeNotStarted)]
-    );
-    b.assert_quiet();
-}
-
-fn assert_refused(b: &mut Bench, from: BlockRef, request: TcKeyReq, error: ErrorCode) {
-    let (transaction_id, client_op) = (request.transaction_id, request.client_op);
-    b.deliver(from, request);
-    assert_eq!(
-        b.trace(),
-        vec![line(
-            TC,
-            from,
-            TcKeyRef {
-                transaction_id,
-                client_op,
-                error
-            }
-        )]
-    );
-    b.assert_quiet();
-}
-
-#[test]
-fn unknown_table_and_stale_table_version_are_refused() {
-    let mut b = Bench::started(config());
-    let t = txn(API, 1);
-    let mut request = b.insert(t, 1, START | COMMIT, 1);
-    request.table_id = 99;
-    assert_refused(&mut b, API, request, ErrorCode::UnknownTable);
-    let mut request = b.insert(t, 2, START | COMMIT, 1);
-    request.table_id = 0;
-    assert_refused(&mut b, API, request, ErrorCode::UnknownTable);
-    let mut request = b.insert(t, 3, START | COMMIT, 1);
-    request.table_version = TABLE_VERSION - 1;
-    assert_refused(&mut b, API, request, ErrorCode::SchemaVersionMismatch);
-}
-
-#[test]
-fn bad_keys_are_refused() {
-    let mut b = Bench::started(config());
-    let t = txn(API, 1);
-    let mut request = b.insert(t, 1, START | COMMIT, 1);
-    request.key = b.section(&[(0, None)]);
-    assert_refused(&mut b, API, request, ErrorCode::NullNotAllowed);
-    let mut request = b.insert(t, 2, START | COMMIT, 1);
-    request.key = b.section(&[(0, Some(b"abc"))]);
-    assert_refused(&mut b, API, request, ErrorCode::BadValue);
-    let mut request = b.insert(t, 3, START | COMMIT, 1);
-    request.key = b.section(&[(1, Some(&1i32.to_le_bytes()))]);
-    assert_refused(&mut b, API, request, ErrorCode::BadRequest);
-    let mut request = b.insert(t, 4, START | COMMIT, 1);
-    request.key = b.section(&[]);
-    assert_refused(&mut b, API, request, ErrorCode::NullNotAllowed);
-}
-
-#[test]
-fn a_dropped_table_is_unknown() {
-    let mut b = Bench::started(config());
-    b.deliver(DICT, DropTabOrd { table_id: TABLE_ID });
-    assert_eq!(
-        b.trace(),
-        vec![line(
-            TC,
-            DICT,
-            DropTabRep {
-                table_id: TABLE_ID,
-                busy: false
-            }
-        )]
-    );
-    let request = b.insert(txn(API, 1), 1, START | COMMIT, 1);
-    assert_refused(&mut b, API, request, ErrorCode::UnknownTable);
-    // Dropping an unknown table is answered too.
-    b.deliver(DICT, DropTabOrd { table_id: 1234 });
-    assert_eq!(
-        b.trace(),
-        vec![line(
-            TC,
-            DICT,
-            DropTabRep {
-                table_id: 1234,
-                busy: false
-            }
-        )]
-    );
-}
-
-#[test]
-fn a_failing_operation_in_an_open_transaction_aborts_what_it_holds() {
-    let mut b = Bench::started(config());
-    let t = txn(API, 1);
-    let request = b.insert(t, 1, START | EXECUTE, 1);
-    b.deliver(API, request);
-    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
-        panic!("one LQHKEYREQ")
-    };
-    b.prepared(ldm, tc_op, 1);
-    b.trace();
-    let mut request = b.insert(t, 2, COMMIT, 2);
-    request.table_version += 1;
-    b.deliver(API, request);
-    assert_eq!(b.trace(), vec![abort_line(ldm, tc_op, t)]);
-    b.deliver(ldm, AbortConf { tc_op });
-    assert_eq!(
-        b.trace(),
-        vec![refusal_line(t, 2, ErrorCode::SchemaVersionMismatch)]
-    );
-    b.assert_quiet();
-}
-
-#[test]
-fn too_many_operations_in_one_transaction_aborts_it() {
-    let mut b = Bench::started(TcConfig {
-        max_operations_per_transaction: 3,
-        ..config()
-    });
-    let t = txn(API, 1);
-    for (client_op, k) in [(1, 1), (2, 2), (3, 3)] {
-        let flags = if client_op == 1 { START } else { 0 };
-        let request = b.insert(t, client_op, flags, k);
-        b.deliver(API, request);
-    }
-    let ops = b.take_lqh_key_reqs();
-    assert_eq!(ops.len(), 3);
-    b.prepared(ops[0].0, ops[0].1, 100);
-    let request = b.insert(t, 4, COMMIT, 4);
-    b.deliver(API, request);
-    assert_eq!(
-        b.trace(),
-        ops.iter()
-            .map(|&(ldm, tc_op)| abort_line(ldm, tc_op, t))
-            .collect::<Vec<_>>()
-    );
-    for &(ldm, tc_op) in &ops {
-        b.deliver(ldm, AbortConf { tc_op });
-    }
-    assert_eq!(
-        b.trace(),
-        vec![refusal_line(t, 4, ErrorCode::TooManyOperations)]
-    );
-    b.assert_quiet();
-}
-
-#[test]
-fn out_of_transaction_records_is_refused_and_recovers() {
-    let mut b = Bench::started(config());
-    let mut open = Vec::new();
-    for n in 1..=4 {
-        let t = txn(API, n);
-        let request = b.insert(t, 1, START | EXECUTE, n as i32);
-        b.deliver(API, request);
-        let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
-            panic!("one LQHKEYREQ")
-        };
-        open.push((t, ldm, tc_op));
-    }
-    let request = b.insert(txn(API, 5), 7, START | COMMIT, 5);
-    b.deliver(API, request);
-    assert_eq!(
-        b.trace(),
-        vec![refusal_line(
-            txn(API, 5),
-            7,
-            ErrorCode::OutOfTransactionRecords
-        )]
-    );
-    // Free one; the next transaction gets its record.
-    let (t, ldm, tc_op) = open.remove(0);
-    b.refused_by_ldm(ldm, tc_op, ErrorCode::DuplicateKey);
-    assert_eq!(b.trace(), vec![refusal_line(t, 1, ErrorCode::DuplicateKey)]);
-    let request = b.insert(txn(API, 5), 7, START | EXECUTE, 5);
-    b.deliver(API, request);
-    let [(ldm5, op5)] = b.take_lqh_key_reqs()[..] else {
-        panic!("one LQHKEYREQ")
-    };
-    open.push((txn(API, 5), ldm5, op5));
-    for (t, ldm, tc_op) in open {
-        b.deliver(API, TcRollbackReq { transaction_id: t });
-        b.deliver(ldm, AbortConf { tc_op });
-    }
-    b.assert_quiet();
-}
-
-#[test]
-fn out_of_operation_records_aborts_the_transaction() {
-    let mut b = Bench::started(TcConfig {
-        max_operations: 2,
-        ..config()
-    });
-    let (t1, t2) = (txn(API, 1), txn(API, 2));
-    let request = b.insert(t1, 1, START, 1);
-    b.deliver(API, request);
-    let request = b.insert(t1, 2, 0, 2);
-    b.deliver(API, request);
-    let ops = b.take_lqh_key_reqs();
-    let request = b.insert(t2, 1, START | COMMIT, 3);
-    assert_refused_keeping(&mut b, request, ErrorCode::OutOfOperationRecords);
-    // t1 is untouched and finishes.
-    let request = b.insert(t1, 3, COMMIT, 4);
-    b.deliver(API, request);
-    assert_eq!(
-        b.trace(),
-        ops.iter()
-            .map(|&(ldm, tc_op)| abort_line(ldm, tc_op, t1))
-            .collect::<Vec<_>>(),
-        "t1's third operation finds no record either"
-    );
-    for &(ldm, tc_op) in &ops {
-        b.deliver(ldm, AbortConf { tc_op });
-    }
-    assert_eq!(
-        b.trace(),
-        vec![refusal_line(t1, 3, ErrorCode::OutOfOperationRecords)]
-    );
-    b.assert_quiet();
-}
-
-/// Like `assert_refused`, for a tc that still holds other transactions.
-fn assert_refused_keeping(b: &mut Bench, request: TcKeyReq, error: ErrorCode) {
-    let (transaction_id, client_op) = (request.transaction_id, request.client_op);
-    let before = b.tc.transactions_in_use();
-    b.deliver(API, request);
-    assert_eq!(
-        b.trace(),
-        vec![refusal_line(transaction_id, client_op, error)]
-    );
-    assert_eq!(b.tc.transactions_in_use(), before);
-}
-
-#[test]
-fn forged_and_misdirected_requests_are_bad_requests() {
-    let mut b = Bench::started(config());
-    // The transaction id names API node 11, but node 10 sends it.
-    let request = b.insert(txn(OTHER_API, 1), 1, START | COMMIT, 1);
-    assert_refused(&mut b, API, request, ErrorCode::BadRequest);
-    // A block that is not an API node.
-    let request = b.insert(
-        TransactionId(u64::from(NODE.0) << 48 | 1),
-        1,
-        START | COMMIT,
-        1,
-    );
-    assert_refused(&mut b, DICT, request, ErrorCode::BadRequest);
-    // An operation for a transaction that was never started.
-    let request = b.insert(txn(API, 2), 1, COMMIT, 1);
-    assert_refused(&mut b, API, request, ErrorCode::UnknownTransaction);
-
-    // START for a transaction that exists, and another API instance of the
-    // same node using it: refused without harming it.
-    let t = txn(API, 3);
-    let request = b.insert(t, 1, START | EXECUTE, 1);
-    b.deliver(API, request);
-    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
-        panic!("one LQHKEYREQ")
-    };
-    let request = b.insert(t, 2, START | EXECUTE, 2);
-    assert_refused_keeping(&mut b, request, ErrorCode::BadRequest);
-    let twin = BlockRef::new(API.node, BlockKind::Api, 1);
-    let request = b.insert(t, 3, EXECUTE, 3);
-    b.deliver(twin, request);
-    assert_eq!(
-        b.trace(),
-        vec![line(
-            TC,
-            twin,
-            TcKeyRef {
-                transaction_id: t,
-                client_op: 3,
-                error: ErrorCode::BadRequest
-            }
-        )]
-    );
-    b.deliver(twin, TcCommitReq { transaction_id: t });
-    assert_eq!(
-        b.trace(),
-        vec![line(
-            TC,
-            twin,
-            TcKeyRef {
-                transaction_id: t,
-                client_op: NO_OP,
-                error: ErrorCode::UnknownTransaction
-            }
-        )]
-    );
-    // An operation after the batch closed is refused; the batch goes on.
-    let request = b.insert(t, 4, EXECUTE, 4);
-    assert_refused_keeping(&mut b, request, ErrorCode::BadRequest);
-    b.prepared(ldm, tc_op, 1);
-    assert_eq!(b.trace(), vec![batch_conf_line(t, 1)]);
-    b.deliver(API, TcCommitReq { transaction_id: t });
-    b.deliver(ldm, CommitConf { tc_op });
-    b.deliver(ldm, CompleteConf { tc_op });
-    b.trace();
-    b.assert_quiet();
-}
-
-#[test]
-fn rollback_of_a_committing_transaction_is_refused() {
-    let mut b = Bench::started(config());
-    b.deliver(DIH, GcpPrepare { new_gci: G2 });
-    b.trace();
-    let t = txn(API, 1);
-    let request = b.insert(t, 1, START | COMMIT, 1);
-    b.deliver(API, request);
-    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
-        panic!("one LQHKEYREQ")
-    };
-    b.prepared(ldm, tc_op, 1);
-    b.deliver(API, TcRollbackReq { transaction_id: t });
-    assert_eq!(
-        b.trace(),
-        vec![refusal_line(t, NO_OP, ErrorCode::BadRequest)],
-        "the commit was decided (waiting for its GCI)"
-    );
-    b.deliver(DIH, GcpCommit { gci: G2 });
-    b.deliver(ldm, CommitConf { tc_op });
-    b.deliver(ldm, CompleteConf { tc_op });
-    let trace = b.trace();
-    assert!(trace.contains(&commit_conf_line(t, 1, G2)));
-    b.assert_quiet();
-}
-
-#[test]
-fn many_transactions_reuse_records() {
-    let mut b = Bench::started(TcConfig {
-        max_transactions: 1,
-        max_operations: 2,
-        ..config()
-    });
-    for n in 1..=50u64 {
-        let t = txn(API, n);
-        let request = b.insert(t, 1, START, n as i32);
-        b.deliver(API, request);
-        let request = b.insert(t, 2, COMMIT, n as i32 + 1000);
-        b.deliver(API, request);
-        let ops = b.take_lqh_key_reqs();
-        for (i, &(ldm, tc_op)) in ops.iter().enumerate() {
-            b.prepared(ldm, tc_op, i as u32);
-        }
-        for &(ldm, tc_op) in &ops {
-            b.deliver(ldm, CommitConf { tc_op });
-        }
-        for &(ldm, tc_op) in &ops {
-            b.deliver(ldm, CompleteConf { tc_op });
-        }
-        let trace = b.trace();
-        assert_eq!(trace.len(), 2 + 1 + 2, "COMMIT x2, TCKEYCONF, COMPLETE x2");
-        b.assert_quiet();
-    }
-    assert_eq!(b.tc.counters().commits, 50);
-}
-
-/// The lock wait timeout is measured from the start of the batch, not from
-/// when the unanswered operation was sent: a client that sends a batch's
-/// operations over more than `lock_wait_timeout_ms` has its last operation
-/// aborted as a deadlock although it waited only briefly.
-#[test]
-fn lock_wait_timeout_counts_from_the_unanswered_operation() {
-    let mut b = Bench::started(config());
-    let t = txn(API, 1);
-    let request = b.insert(t, 1, START, 1);
-    b.deliver(API, request);
-    let [(ldm1, op1)] = b.take_lqh_key_reqs()[..] else {
-        panic!("one LQHKEYREQ")
-    };
-    b.prepared(ldm1, op1, 1);
-    b.ctx.now_ms = LOCK_WAIT_MS - 50;
-    let request = b.insert(t, 2, EXECUTE, 2);
-    b.deliver(API, request);
-    let [(ldm2, op2)] = b.take_lqh_key_reqs()[..] else {
-        panic!("one LQHKEYREQ")
-    };
-    // op2 has waited 100 ms.
-    b.ctx.now_ms = LOCK_WAIT_MS + 50;
-    b.deliver(TC, scan());
-    assert_eq!(
-        b.trace(),
-        vec![rearm()],
-        "no operation waited a whole lock wait timeout"
-    );
-    b.prepared(ldm2, op2, 2);
-    b.deliver(API, TcRollbackReq { transaction_id: t });
-    b.deliver(ldm1, AbortConf { tc_op: op1 });
-    b.deliver(ldm2, AbortConf { tc_op: op2 });
-    b.assert_quiet();
-}
-
-/// The client streams a batch; an early operation fails. The client hears
-/// of the abort once (one TCKEYREF): the rest of the batch, whether it
-/// arrives while the abort runs or after, is dropped, not executed and not
-/// refused once more; the operation closing the batch releases the record.
-#[test]
-fn operations_arriving_after_the_batch_failed_are_dropped_until_the_batch_ends() {
-    let (mut b, t, ldm1, op1) = aborting_in_an_open_batch();
-    // Aborting: the rest of the batch is dropped.
-    let request = b.insert(t, 3, 0, 3);
-    b.deliver(API, request);
-    assert!(b.trace().is_empty());
-    b.deliver(ldm1, AbortConf { tc_op: op1 });
-    assert_eq!(b.trace(), vec![refusal_line(t, 2, ErrorCode::DuplicateKey)]);
-    assert_awaiting_batch_end(&b, t);
-    // Aborted: still dropped, sections and all.
-    let free = b.ctx.pool().free_in_class(0);
-    let request = b.insert(t, 4, 0, 4);
-    b.deliver(API, request);
-    assert!(b.trace().is_empty());
-    assert_eq!(b.ctx.pool().free_in_class(0), free, "sections freed");
-    assert_awaiting_batch_end(&b, t);
-    // The batch's last operation ends the wait, silently.
-    let request = b.insert(t, 5, COMMIT, 5);
-    b.deliver(API, request);
-    assert!(b.trace().is_empty());
-    b.assert_quiet();
-    assert_eq!(b.tc.counters().aborts, 1);
-}
-
-fn assert_awaiting_batch_end(b: &Bench, t: TransactionId) {
-    assert_eq!(
-        b.transaction_state(t),
-        Some(TransactionState::AbortedAwaitingBatchEnd)
-    );
-    assert_eq!(b.tc.transactions_in_use(), 1);
-    assert_eq!(b.tc.records.operations_in_use, 0, "operations released");
-}
-
-/// A transaction whose open batch failed at its second operation (a
-/// duplicate key) while its first was prepared: the ABORT of the first,
-/// `op1` at `ldm1`, is on its way.
-fn aborting_in_an_open_batch() -> (Bench, TransactionId, BlockRef, u32) {
-    let mut b = Bench::started(config());
-    let t = txn(API, 1);
-    let request = b.insert(t, 1, START, 1);
-    b.deliver(API, request);
-    let request = b.insert(t, 2, 0, 2);
-    b.deliver(API, request);
-    let [(ldm1, op1), (ldm2, op2)] = b.take_lqh_key_reqs()[..] else {
-        panic!("two LQHKEYREQs")
-    };
-    b.prepared(ldm1, op1, 1);
-    b.refused_by_ldm(ldm2, op2, ErrorCode::DuplicateKey);
-    assert_eq!(b.trace(), vec![abort_line(ldm1, op1, t)]);
-    (b, t, ldm1, op1)
-}
-
-/// A transaction whose open batch failed at its first operation (a
-/// duplicate key): the client was refused and the record awaits the rest
-/// of the batch. At `now_ms` 1000.
-fn aborted_in_an_open_batch() -> (Bench, TransactionId) {
-    let mut b = Bench::started(config());
-    b.ctx.now_ms = 1000;
-    let t = txn(API, 1);
-    let request = b.insert(t, 1, START, 1);
-    b.deliver(API, request);
-    let [(ldm, tc_op)] = b.take_lqh_key_reqs()[..] else {
-        panic!("one LQHKEYREQ")
-    };
-    b.refused_by_ldm(ldm, tc_op, ErrorCode::DuplicateKey);
-    assert_eq!(b.trace(), vec![refusal_line(t, 1, ErrorCode::DuplicateKey)]);
-    assert_awaiting_batch_end(&b, t);
-    (b, t)
-}
-
-#[test]
-fn a_batch_that_never_ends_after_its_abort_is_released_by_the_inactivity_timeout() {
-    let (mut b, t) = aborted_in_an_open_batch();
-    // One more operation of the batch, at 2000: the client is not silent.
-    b.ctx.now_ms = 2000;
-    let request = b.insert(t, 2, 0, 2);
-    b.deliver(API, request);
-    b.ctx.now_ms = 2000 + INACTIVE_MS - 1;
-    b.deliver(TC, scan());
-    assert_eq!(b.trace(), vec![rearm()], "not yet");
-    assert_awaiting_batch_end(&b, t);
-    b.ctx.now_ms = 2000 + INACTIVE_MS;
-    b.deliver(TC, scan());
-    assert_eq!(b.trace(), vec![rearm()], "released silently");
-    b.assert_quiet();
-    assert_eq!(b.tc.counters().inactivity_timeouts, 0, "nothing aborted");
-    assert_eq!(b.tc.counters().aborts, 1);
-}
-
-#[test]
-fn api_failure_releases_a_transaction_awaiting_its_batch_end() {
-    let (mut b, _) = aborted_in_an_open_batch();
-    b.deliver(
-        MEMBERSHIP,
-        ApiFailRep {
-            node: OTHER_API.node,
-        },
-    );
-    assert_eq!(b.tc.transactions_in_use(), 1, "another client's failure");
-    b.deliver(MEMBERSHIP, ApiFailRep { node: API.node });
-    assert!(b.trace().is_empty());
-    b.assert_quiet();
-}
-
-#[test]
-fn rollback_of_a_transaction_awaiting_its_batch_end_confirms_and_releases() {
-    let (mut b, t) = aborted_in_an_open_batch();
-    b.deliver(API, TcRollbackReq { transaction_id: t });
-    assert_eq!(
-        b.trace(),
-        vec![line(TC, API, TcRollbackConf { transaction_id: t })]
-    );
-    b.assert_quiet();
-}
-
-/// The batch's last operation arrives while the abort still runs: nothing
-/// is left to wait for, so the abort releases the record with its refusal.
-#[test]
-fn a_batch_that_ends_while_its_abort_runs_is_released_with_the_refusal() {
-    let (mut b, t, ldm1, op1) = aborting_in_an_open_batch();
-    let request = b.insert(t, 3, EXECUTE | COMMIT, 3);
-    b.deliver(API, request);
-    assert!(b.trace().is_empty());
-    b.deliver(ldm1, AbortConf { tc_op: op1 });
-    assert_eq!(b.trace(), vec![refusal_line(t, 2, ErrorCode::DuplicateKey)]);
     b.assert_quiet();
 }

@@ -3,7 +3,7 @@
 //! each body into its signal, checking every length, count, flag, node id
 //! and enum value (the bytes come from the network: errors, never panics).
 
-use super::field::flag;
+use super::field::{flag, Sections};
 use super::{Reader, WireError, SIGNAL_HEAD_BYTES};
 use crate::ids::{BlockKind, BlockRef, Gci, NodeId, TransactionId};
 use crate::section::SectionPool;
@@ -32,11 +32,29 @@ impl<'a> SignalDecoder<'a> {
     /// The next signal, `Ok(None)` at the end. On [`WireError::OutOfSections`]
     /// the decoder has not advanced, so the caller may retry later.
     pub fn next(&mut self, pool: &'static SectionPool) -> Result<Option<Envelope>, WireError> {
+        self.next_from(Sections::all(pool))
+    }
+
+    /// As [`SignalDecoder::next`], but a section may not take the pool's
+    /// reserve (`SectionPool::alloc_leaving_reserve`): for signals from API
+    /// nodes, which must never take what data-node links, redo and local
+    /// checkpoints need. [`WireError::OutOfSections`] then means the request
+    /// is to be refused (or retried later); the decoder has not advanced.
+    ///
+    /// [`SignalDecoder::next`]: SignalDecoder::next
+    pub fn next_leaving_reserve(
+        &mut self,
+        pool: &'static SectionPool,
+    ) -> Result<Option<Envelope>, WireError> {
+        self.next_from(Sections::leaving_reserve(pool))
+    }
+
+    fn next_from(&mut self, sections: Sections) -> Result<Option<Envelope>, WireError> {
         let Some(head) = self.head()? else {
             return Ok(None);
         };
         let mut r = Reader::new(&self.body[SIGNAL_HEAD_BYTES..head.record_end]);
-        let signal = decode_body(head.number, &mut r, pool)?;
+        let signal = decode_body(head.number, &mut r, sections)?;
         let (from, to) = self.finish(r, &head)?;
         Ok(Some(Envelope { from, to, signal }))
     }
@@ -75,7 +93,7 @@ impl<'a> SignalDecoder<'a> {
                 data: r.bytes32()?,
             },
             number => {
-                let signal = decode_body(number, &mut r, pool)?;
+                let signal = decode_body(number, &mut r, Sections::all(pool))?;
                 let (from, to) = self.finish(r, &head)?;
                 return Ok(Some(ForApi::Signal(Envelope { from, to, signal })));
             }

@@ -15,15 +15,53 @@ use crate::section::{Section, SectionPool};
 use crate::signals::{LockMode, OperationKind, PartitionMap, ReadRow, ReplicaChain, MAX_REPLICAS};
 use std::sync::Arc;
 
+/// Where a decoder takes the sections of the signals it decodes: the whole
+/// pool (data-node links, files), or all but its reserve (API requests,
+/// `SectionPool::alloc_leaving_reserve`).
+#[derive(Clone, Copy)]
+pub struct Sections {
+    pool: &'static SectionPool,
+    leave_reserve: bool,
+}
+
+impl Sections {
+    /// Every buffer of `pool`.
+    pub fn all(pool: &'static SectionPool) -> Sections {
+        Sections {
+            pool,
+            leave_reserve: false,
+        }
+    }
+
+    /// `pool` but its reserve.
+    pub fn leaving_reserve(pool: &'static SectionPool) -> Sections {
+        Sections {
+            pool,
+            leave_reserve: true,
+        }
+    }
+
+    /// A section holding `bytes`; `None` when the pool (or all of it but
+    /// the reserve) is exhausted.
+    #[inline]
+    pub fn copy_from(self, bytes: &[u8]) -> Option<Section> {
+        if self.leave_reserve {
+            self.pool.copy_from_leaving_reserve(bytes)
+        } else {
+            self.pool.copy_from(bytes)
+        }
+    }
+}
+
 /// One field of a wire signal: its bytes and its checks. `what` names the
 /// field ("TcKeyReq kind") in the error a bad value gets.
 pub trait Field: Sized {
     /// Appends the field.
     fn put(&self, writer: &mut Writer<'_>);
-    /// Reads the field and checks its value; sections come from `pool`.
+    /// Reads the field and checks its value; sections come from `sections`.
     fn take(
         reader: &mut Reader<'_>,
-        pool: &'static SectionPool,
+        sections: Sections,
         what: &'static str,
     ) -> Result<Self, WireError>;
 }
@@ -38,7 +76,7 @@ macro_rules! integer_field {
             #[inline]
             fn take(
                 reader: &mut Reader<'_>,
-                _pool: &'static SectionPool,
+                _sections: Sections,
                 _what: &'static str,
             ) -> Result<Self, WireError> {
                 reader.$type()
@@ -59,7 +97,7 @@ macro_rules! u64_newtype_field {
             #[inline]
             fn take(
                 reader: &mut Reader<'_>,
-                _pool: &'static SectionPool,
+                _sections: Sections,
                 _what: &'static str,
             ) -> Result<Self, WireError> {
                 Ok($type(reader.u64()?))
@@ -79,7 +117,7 @@ impl Field for bool {
     #[inline]
     fn take(
         reader: &mut Reader<'_>,
-        _pool: &'static SectionPool,
+        _sections: Sections,
         what: &'static str,
     ) -> Result<Self, WireError> {
         flag(reader, what)
@@ -102,7 +140,7 @@ impl Field for NodeId {
     }
     fn take(
         reader: &mut Reader<'_>,
-        _pool: &'static SectionPool,
+        _sections: Sections,
         what: &'static str,
     ) -> Result<Self, WireError> {
         node_id(reader, what)
@@ -131,7 +169,7 @@ impl Field for BlockRef {
     }
     fn take(
         reader: &mut Reader<'_>,
-        _pool: &'static SectionPool,
+        _sections: Sections,
         what: &'static str,
     ) -> Result<Self, WireError> {
         let node = node_id(reader, what)?;
@@ -152,7 +190,7 @@ impl Field for ReplicaChain {
     }
     fn take(
         reader: &mut Reader<'_>,
-        _pool: &'static SectionPool,
+        _sections: Sections,
         _what: &'static str,
     ) -> Result<Self, WireError> {
         let length = reader.u8()? as usize;
@@ -185,7 +223,7 @@ macro_rules! enum_field {
             #[inline]
             fn take(
                 reader: &mut Reader<'_>,
-                _pool: &'static SectionPool,
+                _sections: Sections,
                 what: &'static str,
             ) -> Result<Self, WireError> {
                 $type::$decode(reader.$width()?).ok_or(WireError::BadField(what))
@@ -209,11 +247,11 @@ impl Field for Section {
     #[inline]
     fn take(
         reader: &mut Reader<'_>,
-        pool: &'static SectionPool,
+        sections: Sections,
         _what: &'static str,
     ) -> Result<Self, WireError> {
         let bytes = reader.bytes32()?;
-        pool.copy_from(bytes).ok_or(WireError::OutOfSections)
+        sections.copy_from(bytes).ok_or(WireError::OutOfSections)
     }
 }
 
@@ -229,11 +267,11 @@ impl<T: Field> Field for Option<T> {
     #[inline]
     fn take(
         reader: &mut Reader<'_>,
-        pool: &'static SectionPool,
+        sections: Sections,
         what: &'static str,
     ) -> Result<Self, WireError> {
         if flag(reader, what)? {
-            Ok(Some(T::take(reader, pool, what)?))
+            Ok(Some(T::take(reader, sections, what)?))
         } else {
             Ok(None)
         }
@@ -248,12 +286,12 @@ impl Field for ReadRow {
     }
     fn take(
         reader: &mut Reader<'_>,
-        pool: &'static SectionPool,
+        sections: Sections,
         what: &'static str,
     ) -> Result<Self, WireError> {
         Ok(ReadRow {
             client_op: reader.u32()?,
-            data: Section::take(reader, pool, what)?,
+            data: Section::take(reader, sections, what)?,
         })
     }
 }
@@ -266,7 +304,7 @@ impl Field for Arc<TableDef> {
     }
     fn take(
         reader: &mut Reader<'_>,
-        _pool: &'static SectionPool,
+        _sections: Sections,
         _what: &'static str,
     ) -> Result<Self, WireError> {
         let table = TableDef::decode(reader.bytes32()?)
@@ -283,7 +321,7 @@ impl Field for Arc<PartitionMap> {
     }
     fn take(
         reader: &mut Reader<'_>,
-        _pool: &'static SectionPool,
+        _sections: Sections,
         _what: &'static str,
     ) -> Result<Self, WireError> {
         Ok(Arc::new(decode_partition_map(reader.bytes32()?)?))

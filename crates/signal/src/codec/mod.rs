@@ -25,6 +25,9 @@
 //!
 //! - `wire`: [`Reader`] and [`Writer`], the bounds-checked little-endian
 //!   fields everything else is made of, and [`WireError`].
+//! - `assembler`: [`FrameAssembler`], frames reassembled from a byte
+//!   stream and verified (the data node's and the client's receive
+//!   threads both use it).
 //! - `frame`: the 32-byte frame header: [`parse_frame_header`],
 //!   [`verify_frame`] (CRC32C), [`begin_frame`] and [`finish_frame`].
 //! - `encode`: [`encode_signal`], one signal record per call.
@@ -39,6 +42,7 @@
 //!   names of a ListTablesConf ([`encode_table_names`],
 //!   [`decode_table_names`]).
 
+mod assembler;
 pub(crate) mod checks;
 mod decode;
 mod encode;
@@ -50,9 +54,10 @@ mod tests;
 mod wire;
 
 pub use crate::signals::is_api_request;
+pub use assembler::{FrameAssembler, StreamError};
 pub use decode::{ApiReply, ForApi, SignalDecoder};
 pub use encode::encode_signal;
-pub use field::Field;
+pub use field::{Field, Sections};
 pub use frame::{
     begin_frame, finish_frame, parse_frame_header, verify_frame, FrameHeader, FRAME_HEADER_BYTES,
     FRAME_MAGIC, FRAME_VERSION, MAX_FRAME_BYTES,

@@ -102,10 +102,15 @@ macro_rules! signal_table {
             /// ids. `None` when this is not an API request. The request
             /// itself (and its sections) stays with the caller.
             pub fn refusal(&self) -> Option<Signal> {
+                self.refusal_with($crate::error::ErrorCode::BadRequest)
+            }
+
+            /// As [`Signal::refusal`], with `error`.
+            pub fn refusal_with(&self, error: $crate::error::ErrorCode) -> Option<Signal> {
                 match self {
                     $(
                         Signal::$name(request) => signal_table!(
-                            @refusal $class request
+                            @refusal $class request error
                             $( $refusal { $($refusal_field $(= $refusal_value)?),* } )?
                         ),
                     )*
@@ -129,10 +134,10 @@ macro_rules! signal_table {
         pub(crate) fn decode_body(
             number: u16,
             reader: &mut $crate::codec::Reader<'_>,
-            pool: &'static $crate::section::SectionPool,
+            sections: $crate::codec::Sections,
         ) -> Result<Signal, $crate::codec::WireError> {
             match number {
-                $( $number => signal_table!(@decode $class $name reader pool), )*
+                $( $number => signal_table!(@decode $class $name reader sections), )*
                 other => Err($crate::codec::WireError::UnknownSignal(other)),
             }
         }
@@ -181,13 +186,13 @@ macro_rules! signal_table {
 
             fn decode_fields(
                 reader: &mut $crate::codec::Reader<'_>,
-                pool: &'static $crate::section::SectionPool,
+                sections: $crate::codec::Sections,
             ) -> Result<Self, $crate::codec::WireError> {
                 let signal = $name {
                     $(
                         $field: <$type as $crate::codec::Field>::take(
                             reader,
-                            pool,
+                            sections,
                             concat!(stringify!($name), " ", stringify!($field)),
                         )?,
                     )*
@@ -215,11 +220,11 @@ macro_rules! signal_table {
         Ok(())
     }};
 
-    (@decode local $name:ident $reader:ident $pool:ident) => {
+    (@decode local $name:ident $reader:ident $sections:ident) => {
         Err($crate::codec::WireError::UnknownSignal($name::NUMBER))
     };
-    (@decode $class:ident $name:ident $reader:ident $pool:ident) => {
-        $name::decode_fields($reader, $pool).map(Signal::from)
+    (@decode $class:ident $name:ident $reader:ident $sections:ident) => {
+        $name::decode_fields($reader, $sections).map(Signal::from)
     };
 
     (@receiver api_request [$to:ident]) => { Some($crate::ids::BlockKind::$to) };
@@ -242,22 +247,22 @@ macro_rules! signal_table {
     (@refused_with) => { None };
     (@refused_with $refusal:ident) => { Some(stringify!($refusal)) };
 
-    (@refusal api_request $request:ident
+    (@refusal api_request $request:ident $error:ident
         $refusal:ident { $($field:ident $(= $value:expr)?),* }) => {{
         let _ = &$request; // a REF may echo nothing (ApiRegRef)
         Some(Signal::from($refusal {
             $( $field: signal_table!(@refusal_field $request $field $(= $value)?), )*
-            error: $crate::error::ErrorCode::BadRequest,
+            error: $error,
         }))
     }};
-    (@refusal api_request $request:ident) => {
+    (@refusal api_request $request:ident $error:ident) => {
         compile_error!("an API request needs `refused_by`: the REF a misaddressed one gets")
     };
-    (@refusal $class:ident $request:ident) => {{
-        let _ = $request;
+    (@refusal $class:ident $request:ident $error:ident) => {{
+        let _ = ($request, $error);
         None
     }};
-    (@refusal $class:ident $request:ident $($rest:tt)+) => {
+    (@refusal $class:ident $request:ident $error:ident $($rest:tt)+) => {
         compile_error!("only an API request has a `refused_by`")
     };
     (@refusal_field $request:ident $field:ident = $value:expr) => { $value };

@@ -221,6 +221,25 @@ signal_table! {
         error: ErrorCode,
     }
 
+    /// receive thread -> tc (local). An operation of a transaction arrived
+    /// but could not be taken: its sections would have taken the section
+    /// pool's reserve (an overload, `OutOfSignalMemory`). The tc treats it
+    /// as an operation it refused: it aborts the transaction and answers
+    /// the API node (`from`) with one TCKEYREF, as for any refused
+    /// operation, so that the client's view and the tc's agree.
+    #[derive(Debug, PartialEq)]
+    30 TcKeyReqDroppedRep: Transport -> Tc, local {
+        /// Transaction the operation belongs to.
+        transaction_id: TransactionId,
+        /// The operation, echoed in the refusal.
+        client_op: u32,
+        /// The operation's [`tc_key_flags`] (whether it started the
+        /// transaction or closed its batch).
+        flags: u8,
+        /// Why.
+        error: ErrorCode,
+    }
+
     // ---- Schema requests from API nodes: 60..=79
 
     /// API -> dict. Create a table from an encoded [`TableDef`] (id and version ignored).

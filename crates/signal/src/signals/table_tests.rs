@@ -238,7 +238,11 @@ fn local_signals_have_no_wire_form() {
     for info in SIGNALS {
         let local = info.class == SignalClass::Local;
         let mut reader = crate::codec::Reader::new(&[]);
-        let decoded = decode_body(info.number, &mut reader, pool());
+        let decoded = decode_body(
+            info.number,
+            &mut reader,
+            crate::codec::Sections::all(pool()),
+        );
         if local {
             assert!(
                 matches!(decoded, Err(crate::codec::WireError::UnknownSignal(_))),

@@ -14,6 +14,7 @@
 
 use kernel::mesh::{self, Inbox, Outbox, Router};
 use kernel::stats::ThreadStats;
+use signal::codec::FrameAssembler;
 use signal::codec::{self, FrameHeader};
 use signal::{BlockKind, BlockRef, Envelope, NodeId, SectionPool, Signal};
 use std::collections::VecDeque;
@@ -23,7 +24,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use transport::assembler::FrameAssembler;
 use transport::recv::DataNodePeer;
 use transport::{ConnectionRegistry, RecvSetup, SendSetup};
 
@@ -31,6 +31,11 @@ use transport::{ConnectionRegistry, RecvSetup, SendSetup};
 pub const OWN_NODE: NodeId = NodeId(1);
 /// Its incarnation.
 pub const INCARNATION: u32 = 7;
+
+/// How long the test node keeps a connection that says nothing: short, so
+/// a test sees the close, and long enough for every other test's client to
+/// send its first frame on a slow machine.
+pub const IDENTIFY_TIMEOUT: Duration = Duration::from_secs(2);
 /// Generous bound on waiting for something that must happen; tests never
 /// assert how fast it happens.
 pub const PATIENCE: Duration = Duration::from_secs(20);
@@ -103,6 +108,7 @@ impl TestNode {
             tc_instances: 1,
             incarnation,
             data_nodes,
+            identify_timeout: IDENTIFY_TIMEOUT,
         };
         let send = SendSetup {
             own_node: node,

@@ -8,12 +8,14 @@ use std::io::{self, BufRead, Write};
 use serde_json::Value;
 
 /// Longest line the server accepts; a longer one closes the connection, so
-/// a confused or hostile peer cannot make mgmd buffer without bound.
-pub const MAX_LINE_BYTES: usize = 1 << 20;
+/// a confused or hostile peer cannot make mgmd buffer without bound (with
+/// `MAX_CONNECTIONS` connections, 32 MiB at most). A data node's status
+/// push, the longest request, is a few KiB.
+pub const MAX_LINE_BYTES: usize = 64 << 10;
 
 /// What `read_line` found.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum LineRead {
+pub enum LineRead {
     /// `buf` holds one whole line, without its '\n'.
     Complete,
     /// The peer closed the connection (a partial last line is dropped).
@@ -25,11 +27,7 @@ pub(crate) enum LineRead {
 /// Appends bytes to `buf` until a '\n'. On a read error (such as a read
 /// timeout) the bytes read so far stay in `buf`, so calling again resumes
 /// the same line; the caller clears `buf` after each complete line.
-pub(crate) fn read_line(
-    reader: &mut impl BufRead,
-    buf: &mut Vec<u8>,
-    max: usize,
-) -> io::Result<LineRead> {
+pub fn read_line(reader: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<LineRead> {
     loop {
         let available = match reader.fill_buf() {
             Ok(bytes) => bytes,
@@ -60,7 +58,7 @@ pub(crate) fn read_line(
 }
 
 /// Writes `value` as one line with a single write.
-pub(crate) fn write_line(writer: &mut impl Write, value: &Value) -> io::Result<()> {
+pub fn write_line(writer: &mut impl Write, value: &Value) -> io::Result<()> {
     let mut bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
     bytes.push(b'\n');
     writer.write_all(&bytes)?;
@@ -68,7 +66,7 @@ pub(crate) fn write_line(writer: &mut impl Write, value: &Value) -> io::Result<(
 }
 
 /// Formats host and port as a socket address string, bracketing IPv6.
-pub(crate) fn host_port(host: &str, port: u16) -> String {
+pub fn host_port(host: &str, port: u16) -> String {
     if host.contains(':') && !host.starts_with('[') {
         format!("[{host}]:{port}")
     } else {

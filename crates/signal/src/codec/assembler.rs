@@ -4,7 +4,7 @@
 //! Both the data node's receive thread (non-blocking sockets) and the
 //! client's receive thread (blocking) feed bytes in and take frames out.
 
-use signal::codec::{self, FrameHeader, WireError};
+use crate::codec::{self, FrameHeader, WireError};
 use std::io::Read;
 
 /// A frame-boundary-aware receive buffer for one connection.
@@ -132,8 +132,8 @@ impl FrameAssembler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use signal::signals::TcCommitReq;
-    use signal::{BlockKind, BlockRef, Envelope, NodeId, TransactionId};
+    use crate::signals::TcCommitReq;
+    use crate::{BlockKind, BlockRef, Envelope, NodeId, TransactionId};
 
     fn frame(sequence: u64) -> Vec<u8> {
         let mut out = Vec::new();

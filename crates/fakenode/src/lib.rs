@@ -1,4 +1,4 @@
-//! A stand-in for data nodes, in-process, for tests of the client and of
+//! fakenode: a stand-in for data nodes, in-process, for tests of the client and of
 //! programs built on it (the benchmarks) before or beside a real cluster.
 //!
 //! It speaks the real wire format over real loopback TCP and keeps rows in
@@ -25,6 +25,7 @@
 
 use signal::attr::AttrIter;
 use signal::codec;
+use signal::codec::FrameAssembler;
 use signal::schema::TableDef;
 use signal::signals::*;
 use signal::{
@@ -36,12 +37,11 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use transport::assembler::FrameAssembler;
 
 /// How the fake data node presents itself.
 ///
 /// ```
-/// let options = client::testing::FakeDataNodeOptions { tc_instances: 4, ..Default::default() };
+/// let options = fakenode::FakeDataNodeOptions { tc_instances: 4, ..Default::default() };
 /// assert_eq!(options.node_id, 2);
 /// ```
 #[derive(Clone, Debug)]
@@ -73,7 +73,7 @@ impl Default for FakeDataNodeOptions {
 /// One signal the fake received, for assertions.
 ///
 /// ```
-/// # let signal = client::testing::ReceivedSignal { name: "TcCommitReq", to_kind: signal::BlockKind::Tc,
+/// # let signal = fakenode::ReceivedSignal { name: "TcCommitReq", to_kind: signal::BlockKind::Tc,
 /// #   to_instance: 0, from_node: 200, frame_sequence: 0, frame_signals: 1, flags: 0, transaction_id: None };
 /// assert_eq!(signal.name, "TcCommitReq");
 /// ```
@@ -233,7 +233,7 @@ impl Shared {
 /// A fake data node listening on a loopback port.
 ///
 /// ```
-/// use client::testing::FakeDataNode;
+/// use fakenode::FakeDataNode;
 /// let node = FakeDataNode::start(Default::default()).expect("loopback port");
 /// let cluster = client::Cluster::connect_direct(&node.addr().to_string(), 200).expect("registers");
 /// assert_eq!(cluster.tc_instances(), 2);
@@ -256,7 +256,7 @@ impl FakeDataNode {
     /// connection on its own thread: a cluster of this one node.
     ///
     /// ```
-    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// let node = fakenode::FakeDataNode::start(Default::default()).unwrap();
     /// assert!(node.addr().ip().is_loopback());
     /// ```
     pub fn start(options: FakeDataNodeOptions) -> std::io::Result<FakeDataNode> {
@@ -290,7 +290,7 @@ impl FakeDataNode {
     /// This node's id.
     ///
     /// ```
-    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// let node = fakenode::FakeDataNode::start(Default::default()).unwrap();
     /// assert_eq!(node.node_id(), 2);
     /// ```
     pub fn node_id(&self) -> u16 {
@@ -300,7 +300,7 @@ impl FakeDataNode {
     /// The address to connect to.
     ///
     /// ```
-    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// let node = fakenode::FakeDataNode::start(Default::default()).unwrap();
     /// assert_ne!(node.addr().port(), 0);
     /// ```
     pub fn addr(&self) -> SocketAddr {
@@ -310,7 +310,7 @@ impl FakeDataNode {
     /// Every signal received so far, in order (the first 262,144).
     ///
     /// ```
-    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// let node = fakenode::FakeDataNode::start(Default::default()).unwrap();
     /// assert!(node.received().is_empty());
     /// ```
     pub fn received(&self) -> Vec<ReceivedSignal> {
@@ -320,7 +320,7 @@ impl FakeDataNode {
     /// Forgets the received signals.
     ///
     /// ```
-    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// let node = fakenode::FakeDataNode::start(Default::default()).unwrap();
     /// node.clear_received();
     /// ```
     pub fn clear_received(&self) {
@@ -331,7 +331,7 @@ impl FakeDataNode {
     /// the whole fake cluster.
     ///
     /// ```
-    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// let node = fakenode::FakeDataNode::start(Default::default()).unwrap();
     /// assert_eq!(node.row_count("t"), 0);
     /// ```
     pub fn row_count(&self, name: &str) -> usize {
@@ -346,7 +346,7 @@ impl FakeDataNode {
     /// Transactions the fake holds open (started, not committed or aborted).
     ///
     /// ```
-    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// let node = fakenode::FakeDataNode::start(Default::default()).unwrap();
     /// assert_eq!(node.open_transactions(), 0);
     /// ```
     pub fn open_transactions(&self) -> usize {
@@ -359,7 +359,7 @@ impl FakeDataNode {
     ///
     /// ```
     /// use signal::{signals::OperationKind, ErrorCode};
-    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// let node = fakenode::FakeDataNode::start(Default::default()).unwrap();
     /// node.fail_next_batches(None, &[ErrorCode::LockWaitTimeout]);
     /// node.fail_next_batches(Some(OperationKind::Read), &[ErrorCode::NoSuchRow]);
     /// ```
@@ -373,7 +373,7 @@ impl FakeDataNode {
     /// While silent, this fake node processes requests but sends no reply.
     ///
     /// ```
-    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// let node = fakenode::FakeDataNode::start(Default::default()).unwrap();
     /// node.set_silent(true);
     /// ```
     pub fn set_silent(&self, silent: bool) {
@@ -385,7 +385,7 @@ impl FakeDataNode {
     /// get SchemaVersionMismatch.
     ///
     /// ```
-    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// let node = fakenode::FakeDataNode::start(Default::default()).unwrap();
     /// assert!(!node.bump_table_version("missing"));
     /// ```
     pub fn bump_table_version(&self, name: &str) -> bool {
@@ -405,7 +405,7 @@ impl FakeDataNode {
     /// fake was given, so a fake with another id shows a mismatch.
     ///
     /// ```
-    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// let node = fakenode::FakeDataNode::start(Default::default()).unwrap();
     /// let mgmd = node.start_mgmd().expect("mgmd listens");
     /// let cluster = client::Cluster::connect(&mgmd.local_addr().to_string()).expect("connects");
     /// assert!(cluster.api_node() >= 128);
@@ -418,7 +418,7 @@ impl FakeDataNode {
     /// connection lost).
     ///
     /// ```
-    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// let node = fakenode::FakeDataNode::start(Default::default()).unwrap();
     /// node.disconnect_all();
     /// ```
     pub fn disconnect_all(&self) {
@@ -442,7 +442,7 @@ impl FakeDataNode {
     /// every GCI a commit got counts as complete at once.
     ///
     /// ```
-    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// let node = fakenode::FakeDataNode::start(Default::default()).unwrap();
     /// node.set_complete_gci(client::Gci(0));
     /// assert_eq!(node.held_gci_waits(), 0);
     /// ```
@@ -456,7 +456,7 @@ impl FakeDataNode {
     /// GCI waits the fake cluster holds (beyond its complete GCI).
     ///
     /// ```
-    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// let node = fakenode::FakeDataNode::start(Default::default()).unwrap();
     /// assert_eq!(node.held_gci_waits(), 0);
     /// ```
     pub fn held_gci_waits(&self) -> usize {
@@ -467,7 +467,7 @@ impl FakeDataNode {
     /// TooManyGciWaits, as a tc refuses them (the default is 1024).
     ///
     /// ```
-    /// let node = client::testing::FakeDataNode::start(Default::default()).unwrap();
+    /// let node = fakenode::FakeDataNode::start(Default::default()).unwrap();
     /// node.set_max_gci_waits(0);
     /// ```
     pub fn set_max_gci_waits(&self, limit: usize) {
@@ -659,7 +659,7 @@ fn start_mgmd_for(nodes: &[(u16, SocketAddr)]) -> Result<mgmd::MgmdHandle, mgmd:
         text,
         mgmd::ServerOptions {
             bind_addr: Some("127.0.0.1:0".into()),
-            config_dir: None,
+            ..Default::default()
         },
     )
 }
@@ -669,7 +669,7 @@ fn start_mgmd_for(nodes: &[(u16, SocketAddr)]) -> Result<mgmd::MgmdHandle, mgmd:
 /// a real cluster.
 ///
 /// ```
-/// use client::testing::FakeCluster;
+/// use fakenode::FakeCluster;
 /// let fake = FakeCluster::start(Default::default(), &[2, 3]).expect("loopback ports");
 /// let mgmd = fake.start_mgmd().expect("mgmd listens");
 /// let cluster = client::Cluster::connect(&mgmd.local_addr().to_string()).expect("connects");
@@ -685,7 +685,7 @@ impl FakeCluster {
     /// but its own id.
     ///
     /// ```
-    /// let fake = client::testing::FakeCluster::start(Default::default(), &[3, 2]).unwrap();
+    /// let fake = fakenode::FakeCluster::start(Default::default(), &[3, 2]).unwrap();
     /// assert_eq!(fake.nodes()[0].node_id(), 2, "in id order");
     /// ```
     pub fn start(options: FakeDataNodeOptions, node_ids: &[u16]) -> std::io::Result<FakeCluster> {
@@ -716,7 +716,7 @@ impl FakeCluster {
     /// The nodes, in id order.
     ///
     /// ```
-    /// let fake = client::testing::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
+    /// let fake = fakenode::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
     /// assert_eq!(fake.nodes().len(), 2);
     /// ```
     pub fn nodes(&self) -> &[FakeDataNode] {
@@ -726,7 +726,7 @@ impl FakeCluster {
     /// The node with id `node_id`.
     ///
     /// ```
-    /// let fake = client::testing::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
+    /// let fake = fakenode::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
     /// assert_eq!(fake.node(3).map(|node| node.node_id()), Some(3));
     /// assert!(fake.node(4).is_none());
     /// ```
@@ -737,7 +737,7 @@ impl FakeCluster {
     /// An in-process mgmd whose config lists every node of the fake cluster.
     ///
     /// ```
-    /// let fake = client::testing::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
+    /// let fake = fakenode::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
     /// assert!(fake.start_mgmd().is_ok());
     /// ```
     pub fn start_mgmd(&self) -> Result<mgmd::MgmdHandle, mgmd::MgmdError> {
@@ -754,7 +754,7 @@ impl FakeCluster {
     /// failure: replies carry the new version from now on.
     ///
     /// ```
-    /// let fake = client::testing::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
+    /// let fake = fakenode::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
     /// assert_eq!(fake.map_version(), 1);
     /// fake.move_primaries();
     /// assert_eq!(fake.map_version(), 2);
@@ -769,7 +769,7 @@ impl FakeCluster {
     /// [`FakeDataNode::set_complete_gci`]; the nodes share it).
     ///
     /// ```
-    /// let fake = client::testing::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
+    /// let fake = fakenode::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
     /// fake.set_complete_gci(client::Gci(0));
     /// assert_eq!(fake.held_gci_waits(), 0);
     /// ```
@@ -780,7 +780,7 @@ impl FakeCluster {
     /// GCI waits held by any node of the fake cluster.
     ///
     /// ```
-    /// let fake = client::testing::FakeCluster::start(Default::default(), &[2]).unwrap();
+    /// let fake = fakenode::FakeCluster::start(Default::default(), &[2]).unwrap();
     /// assert_eq!(fake.held_gci_waits(), 0);
     /// ```
     pub fn held_gci_waits(&self) -> usize {
@@ -790,7 +790,7 @@ impl FakeCluster {
     /// The distribution version replies carry.
     ///
     /// ```
-    /// let fake = client::testing::FakeCluster::start(Default::default(), &[2]).unwrap();
+    /// let fake = fakenode::FakeCluster::start(Default::default(), &[2]).unwrap();
     /// assert_eq!(fake.map_version(), 1);
     /// ```
     pub fn map_version(&self) -> u32 {
@@ -801,7 +801,7 @@ impl FakeCluster {
     /// answer NotMaster), as after the president failed.
     ///
     /// ```
-    /// let fake = client::testing::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
+    /// let fake = fakenode::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
     /// fake.set_president(3);
     /// ```
     pub fn set_president(&self, node_id: u16) {
@@ -812,7 +812,7 @@ impl FakeCluster {
     /// table `name`, by the fake's own current map.
     ///
     /// ```
-    /// let fake = client::testing::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
+    /// let fake = fakenode::FakeCluster::start(Default::default(), &[2, 3]).unwrap();
     /// assert_eq!(fake.primary_of("missing", &[]), None);
     /// ```
     pub fn primary_of(&self, name: &str, key: &[u8]) -> Option<u16> {
