@@ -12,7 +12,6 @@
 
 pub mod answers;
 pub mod block_thread;
-pub mod memory;
 pub mod mesh;
 pub mod spsc;
 pub mod stats;

@@ -8,10 +8,10 @@
 
 use crate::locks::{append_to_row, can_grant, wait_on_row};
 use crate::operation::{ImageKind, OpState, NIL};
-use crate::partition::RowState;
 use crate::prepare::Outcome;
-use crate::slots::AllocAtError;
 use crate::{layout_and_partition, Ldm};
+use rowstore::slots::AllocAtError;
+use rowstore::RowState;
 use signal::signals::OperationKind;
 use signal::{ErrorCode, Section};
 
@@ -32,7 +32,7 @@ impl Ldm {
             ..
         } = self;
         let operation = &operations[index];
-        let (kind, row, hash) = (operation.kind, operation.target_row, operation.hash);
+        let (kind, row) = (operation.kind, operation.target_row);
         let (layout, partition) = layout_and_partition(tables, operation);
         let image_bytes = image.as_ref().map_or(0, Section::len);
         let has_image = image.is_some();
@@ -44,47 +44,80 @@ impl Ldm {
         );
 
         if partition.is_occupied(memory, row) {
-            // Queue behind whatever holds the row: for an insert, the
-            // previous row at this id (a delete not yet completed here); for
-            // an update or delete, the transactions before us.
-            let held_by_others = partition.op_link(memory, row) != NIL;
-            if kind == OperationKind::Insert {
-                assert!(
-                    held_by_others,
-                    "backup: the primary placed a new row at {row}, which holds an unlocked row here (replicas diverged)"
-                );
-                return wait_on_row(operations, memory, partition, row, index);
-            }
-            if !can_grant(operations, memory, partition, row, index) {
-                return wait_on_row(operations, memory, partition, row, index);
-            }
-            append_to_row(operations, memory, partition, row, index);
-            operations[index].granted = true;
-            let new_var = match image.as_ref() {
-                Some(image) => partition.var_slot_for_image(memory, layout, row, image.len()),
-                None => Some(NIL),
-            };
-            let Some(new_var) = new_var else {
-                self.release_from_row(index);
-                return Outcome::Failed(ErrorCode::TableFull);
-            };
-            let operation = &mut operations[index];
-            operation.row = row;
-            operation.new_var = new_var;
-            operation.image = image.take();
-            operation.image_kind = if kind == OperationKind::Delete {
-                ImageKind::Deleted
-            } else {
-                ImageKind::Row
-            };
-            operation.state = OpState::Prepared;
-            return Outcome::Done {
-                data: None,
-                released: false,
-            };
+            self.prepare_backup_on_held_row(index, image)
+        } else {
+            self.place_backup_insert(index, key, image)
         }
+    }
 
-        // The row id is free here.
+    /// The row id holds a row here: queue behind whatever holds it, and
+    /// once granted keep the primary's image (or delete) for commit. For
+    /// an insert, the row there is the previous one at this id (a delete
+    /// not yet completed here); for an update or delete, the row itself.
+    fn prepare_backup_on_held_row(&mut self, index: u32, image: &mut Option<Section>) -> Outcome {
+        let Ldm {
+            memory,
+            operations,
+            tables,
+            ..
+        } = self;
+        let operation = &operations[index];
+        let (kind, row) = (operation.kind, operation.target_row);
+        let (layout, partition) = layout_and_partition(tables, operation);
+        let held_by_others = partition.op_link(memory, row) != NIL;
+        if kind == OperationKind::Insert {
+            assert!(
+                held_by_others,
+                "backup: the primary placed a new row at {row}, which holds an unlocked row here (replicas diverged)"
+            );
+            return wait_on_row(operations, memory, partition, row, index);
+        }
+        if !can_grant(operations, memory, partition, row, index) {
+            return wait_on_row(operations, memory, partition, row, index);
+        }
+        append_to_row(operations, memory, partition, row, index);
+        operations[index].granted = true;
+        let new_var = match image.as_ref() {
+            Some(image) => partition.var_slot_for_image(memory, layout, row, image.len()),
+            None => Some(NIL),
+        };
+        let Some(new_var) = new_var else {
+            self.release_from_row(index);
+            return Outcome::Failed(ErrorCode::TableFull);
+        };
+        let operation = &mut operations[index];
+        operation.row = row;
+        operation.new_var = new_var;
+        operation.image = image.take();
+        operation.image_kind = if kind == OperationKind::Delete {
+            ImageKind::Deleted
+        } else {
+            ImageKind::Row
+        };
+        operation.state = OpState::Prepared;
+        Outcome::Done {
+            data: None,
+            released: false,
+        }
+    }
+
+    /// The row id is free here: only an insert may come, placed at
+    /// exactly that id with the primary's image, and indexed.
+    fn place_backup_insert(
+        &mut self,
+        index: u32,
+        key: &[u8],
+        image: &mut Option<Section>,
+    ) -> Outcome {
+        let Ldm {
+            memory,
+            operations,
+            tables,
+            ..
+        } = self;
+        let operation = &operations[index];
+        let (kind, row, hash) = (operation.kind, operation.target_row, operation.hash);
+        let (layout, partition) = layout_and_partition(tables, operation);
         assert!(
             kind == OperationKind::Insert,
             "backup: {kind:?} of row {row}, which does not exist here (replicas diverged)"

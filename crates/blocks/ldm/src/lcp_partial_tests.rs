@@ -1,4 +1,4 @@
-//! Partial local checkpoints (`lcp.rs`, docs/lcp-format.md): chains of
+//! Partial local checkpoints (`lcp`, docs/lcp-format.md): chains of
 //! data files that hold some parts in full and every other part as changes
 //! since the previous LCP, on the in-memory disk of `lcp_test_disk.rs`.
 //!
@@ -181,7 +181,7 @@ fn assert_report_matches_disk(node: &Node) {
         "the report's LCP disk bytes are the files' lengths"
     );
     let live: u64 = (0..PARTITIONS)
-        .map(|p| node.partition(p).live_bytes())
+        .map(|p| node.partition(p).store.live_bytes())
         .sum();
     assert_eq!(report.live_data_bytes, live);
 }
@@ -613,7 +613,7 @@ fn model_test_partitions_of_more_than_256_sparse_pages() {
     }
     node.save(gci(open));
     let pages: Vec<u32> = (0..PARTITIONS)
-        .map(|p| node.partition(p).fixed.logical_pages())
+        .map(|p| node.partition(p).store.fixed.logical_pages())
         .collect();
     assert!(pages.iter().all(|&pages| pages > 256), "{pages:?} pages");
     let model: Model = (0..ROWS)
@@ -714,7 +714,7 @@ fn an_lcp_after_one_percent_of_a_million_rows_changed_writes_at_most_5x_the_chan
         eprintln!(
             "1% test: partition {partition}: {} pages, LCP {} wrote parts {}+{} in full, \
              {} row records, chain of {} files",
-            node.partition(partition).fixed.logical_pages(),
+            node.partition(partition).store.fixed.logical_pages(),
             newest.lcp_id,
             last.full_parts.first,
             last.full_parts.count,
@@ -882,7 +882,7 @@ fn thirty_lcps(recovery_work: u32) -> (f64, f64) {
     }
     let disk = node.lcp_disk_bytes();
     let live: u64 = (0..PARTITIONS)
-        .map(|p| node.partition(p).live_bytes())
+        .map(|p| node.partition(p).store.live_bytes())
         .sum();
     let chains: Vec<usize> = (0..PARTITIONS)
         .map(|p| {

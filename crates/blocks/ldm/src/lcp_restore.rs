@@ -29,14 +29,15 @@
 //! `max_gci_written` is below the new run's GCIs (which start above every
 //! GCI handed out before), so they count as restorable.
 
-use crate::redo_log::token;
+use crate::file_token::FileToken;
 use crate::Ldm;
 use kernel::{Context, Report};
 use signal::fs::{DirName, FileName, FsDone, FsError, FsErrorKind, FsOperation, OpenMode};
 use signal::section::MAX_SECTION_BYTES;
+use signal::BlockRef;
 use storage::lcp_control::{
-    choose_control, ControlFile, DataFileReader, PartRole, Record, RestorePlan, SlotProblem,
-    Step as ReadStep, DATA_HEADER_BYTES,
+    choose_control, ControlChoice, ControlFile, DataFileReader, DataFileSummary, PartRole, Record,
+    RestorePlan, SlotProblem, Step as ReadStep, DATA_HEADER_BYTES,
 };
 
 /// Bytes read of a control file at most (the largest is 65 628 bytes; a
@@ -117,7 +118,7 @@ impl Ldm {
                 .iter()
                 .flat_map(|table| table.partitions.iter().flatten())
             {
-                partitions.push((table_id as u32, partition.id));
+                partitions.push((table_id as u32, partition.store.id));
             }
         }
         let restore = self.restore.as_mut().expect("a restore runs");
@@ -222,7 +223,7 @@ impl Ldm {
         state.reader = None;
         ctx.fs_request(
             address,
-            token::make(token::LCP_RESTORE, 0, 0, 0),
+            FileToken::LcpRestore.encode(),
             FsOperation::Open {
                 file,
                 mode: OpenMode::Existing,
@@ -237,7 +238,7 @@ impl Ldm {
         let length = (state.file_size - state.next_offset).min(MAX_SECTION_BYTES as u64);
         ctx.fs_request(
             address,
-            token::make(token::LCP_RESTORE, 0, 0, 0),
+            FileToken::LcpRestore.encode(),
             FsOperation::Read {
                 file: state.file.expect("a file is being read"),
                 offset: state.next_offset,
@@ -340,11 +341,8 @@ impl Ldm {
                 if state.opened == opened && state.step == Step::Data {
                     let file = state.file.expect("a data file is being read");
                     let at = state.file_size;
-                    let address = self.address;
-                    ctx.fatal(format!(
-                        "ldm {address}: local checkpoint data file {file} is damaged, the node \
-                         stops: at byte {at}: the file ends before its end record"
-                    ));
+                    let message = format!("at byte {at}: the file ends before its end record");
+                    lcp_file_damaged(ctx, self.address, file, &message);
                 }
             }
             step => panic!("a file read finished in step {step:?}"),
@@ -400,43 +398,17 @@ impl Ldm {
                      1.ctl), the node stops: {error}"
                 ))
             });
-        // Control files that never became restorable: their GCIs are above
-        // the restored one and this restart voids them, so they must not be
-        // restorable at a later restart either.
-        let mut obsolete = stale;
-        let state = self.lcp_restore_state();
-        for (slot, problem) in &choice.passed_over {
-            match problem {
-                SlotProblem::Damaged(_) => state.damaged_copies += 1,
-                SlotProblem::NotRestorable { .. } => obsolete.push(slot.index()),
-                SlotProblem::Absent => {}
-            }
-        }
-        // What stays on disk, for the checkpoint report.
-        let mut control_bytes = [0u64; 2];
-        for (slot, bytes) in slots.iter().enumerate() {
-            control_bytes[slot] = bytes.as_ref().map_or(0, |bytes| bytes.len() as u64);
-        }
-        for slot in &obsolete {
-            control_bytes[*slot as usize] = 0;
-        }
-        for slot in obsolete {
-            state.deletes += 1;
-            ctx.fs_request(
-                address,
-                token::make(token::LCP_RESTORE, 0, 0, 0),
-                FsOperation::Delete {
-                    file: control_name(table_id, partition_id, slot),
-                },
-            );
-        }
+        let control_bytes = self.lcp_restore_void_controls(&slots, stale, &choice, ctx);
         let partition = self.tables[table_id as usize]
             .as_mut()
             .and_then(|table| table.partitions[partition_id as usize].as_mut())
             .expect("restoring an owned partition");
         if let Some((_, control)) = &choice.restore {
             // The index takes the LCP's rows without splitting a chain.
-            partition.index.reserve(&mut self.memory, control.row_count);
+            partition
+                .store
+                .index
+                .reserve(&mut self.memory, control.row_count);
         }
         let lcp = &mut partition.lcp;
         lcp.control_bytes = control_bytes;
@@ -461,6 +433,49 @@ impl Ldm {
         self.lcp_restore_open_data(ctx);
     }
 
+    /// Deletes the control files this restart voids: `stale` slots (a
+    /// dropped table's) and LCPs that never became restorable (their GCIs
+    /// are above the restored one, so they must not be restorable at a
+    /// later restart either); counts damaged copies. Returns the bytes of
+    /// each control file that stays on disk (for the checkpoint report).
+    fn lcp_restore_void_controls(
+        &mut self,
+        slots: &[Option<Vec<u8>>; 2],
+        stale: Vec<u32>,
+        choice: &ControlChoice,
+        ctx: &mut dyn Context,
+    ) -> [u64; 2] {
+        let address = self.address;
+        let state = self.lcp_restore_state();
+        let (table_id, partition_id) = state.current();
+        let mut obsolete = stale;
+        for (slot, problem) in &choice.passed_over {
+            match problem {
+                SlotProblem::Damaged(_) => state.damaged_copies += 1,
+                SlotProblem::NotRestorable { .. } => obsolete.push(slot.index()),
+                SlotProblem::Absent => {}
+            }
+        }
+        let mut control_bytes = [0u64; 2];
+        for (slot, bytes) in slots.iter().enumerate() {
+            control_bytes[slot] = bytes.as_ref().map_or(0, |bytes| bytes.len() as u64);
+        }
+        for slot in &obsolete {
+            control_bytes[*slot as usize] = 0;
+        }
+        for slot in obsolete {
+            state.deletes += 1;
+            ctx.fs_request(
+                address,
+                FileToken::LcpRestore.encode(),
+                FsOperation::Delete {
+                    file: control_name(table_id, partition_id, slot),
+                },
+            );
+        }
+        control_bytes
+    }
+
     fn lcp_restore_open_data(&mut self, ctx: &mut dyn Context) {
         let state = self.lcp_restore_state();
         let (table, partition) = state.current();
@@ -473,86 +488,19 @@ impl Ldm {
         self.lcp_restore_open(file, Step::Data, ctx);
     }
 
-    /// Decodes and places the records of the data file read so far.
+    /// Decodes and places the records of the data file read so far; at
+    /// its end record, goes on to the next file of the chain.
     fn lcp_restore_decode(&mut self, ctx: &mut dyn Context) {
-        let address = self.address;
-        let state = self.lcp_restore_state();
-        let file = state.file.expect("a data file is being read");
-        let damaged = |ctx: &mut dyn Context, error: &dyn std::fmt::Display| -> ! {
-            ctx.fatal(format!(
-                "ldm {address}: local checkpoint data file {file} is damaged, the node stops: \
-                 {error}"
-            ))
-        };
-        let control = state.control.as_ref().expect("an LCP is being loaded");
-        let entry = control.data_files[state.chain_index];
-        if state.reader.is_none() {
-            if (state.pending.len() as u64) < DATA_HEADER_BYTES as u64
-                && state.next_offset < state.file_size
-            {
-                return;
-            }
-            let reader = DataFileReader::new(&state.pending, state.file_size)
-                .unwrap_or_else(|error| damaged(ctx, &error));
-            if let Err(error) = reader.header().check_against(control, &entry) {
-                damaged(ctx, &error);
-            }
-            state.reader = Some(reader);
+        if !self.lcp_restore_has_reader(ctx) {
+            return;
         }
-        let (table_id, partition_id) = state.current();
-        let chain_index = state.chain_index;
+        let state = self.lcp_restore_state();
         let mut reader = state.reader.take().expect("made above");
         let pending = std::mem::take(&mut state.pending);
         let plan = state.plan.take().expect("an LCP is being loaded");
-        let mut consumed = (reader.position() - state.pending_at) as usize;
-        let mut rows = 0;
-        let mut end = None;
-        loop {
-            let step = reader
-                .next(&pending[consumed..])
-                .unwrap_or_else(|error| damaged(ctx, &error));
-            let placed = match step {
-                ReadStep::NeedMore { .. } => break,
-                ReadStep::End(summary) => {
-                    end = Some(summary);
-                    break;
-                }
-                ReadStep::Record { length, record, .. } => {
-                    consumed += length;
-                    match record {
-                        Record::Row { row_id, gci, image } => {
-                            match plan.row_role(chain_index, row_id) {
-                                PartRole::Skip => Ok(()),
-                                PartRole::AllRows | PartRole::Changes => {
-                                    rows += 1;
-                                    self.restore_put_row(
-                                        table_id,
-                                        partition_id,
-                                        row_id,
-                                        gci,
-                                        image,
-                                        None,
-                                    )
-                                }
-                            }
-                        }
-                        Record::Delete { row_id, gci } => {
-                            match plan.row_role(chain_index, row_id) {
-                                PartRole::Changes => {
-                                    self.restore_remove_row(table_id, partition_id, row_id, gci)
-                                }
-                                PartRole::Skip | PartRole::AllRows => Ok(()),
-                            }
-                        }
-                    }
-                }
-            };
-            if let Err(message) = placed {
-                ctx.fatal(format!(
-                    "ldm {address}: cannot load local checkpoint data file {file}: {message}"
-                ));
-            }
-        }
+        let consumed = (reader.position() - state.pending_at) as usize;
+        let (consumed, rows, end) =
+            self.lcp_restore_place(&mut reader, &pending, consumed, &plan, ctx);
         let state = self.lcp_restore_state();
         state.rows += rows;
         state.plan = Some(plan);
@@ -561,27 +509,113 @@ impl Ldm {
         state.pending_at += consumed as u64;
         state.reader = Some(reader);
         if let Some(summary) = end {
-            if let Err(error) = summary.check_against(&entry) {
-                damaged(ctx, &error);
+            self.lcp_restore_file_done(summary, ctx);
+        }
+    }
+
+    /// Makes the reader of the data file being read once its header is
+    /// in, checked against the control file; false while bytes are missing.
+    fn lcp_restore_has_reader(&mut self, ctx: &mut dyn Context) -> bool {
+        let address = self.address;
+        let state = self.lcp_restore_state();
+        if state.reader.is_some() {
+            return true;
+        }
+        if (state.pending.len() as u64) < DATA_HEADER_BYTES as u64
+            && state.next_offset < state.file_size
+        {
+            return false;
+        }
+        let file = state.file.expect("a data file is being read");
+        let control = state.control.as_ref().expect("an LCP is being loaded");
+        let entry = control.data_files[state.chain_index];
+        let reader = DataFileReader::new(&state.pending, state.file_size)
+            .unwrap_or_else(|error| lcp_file_damaged(ctx, address, file, &error));
+        if let Err(error) = reader.header().check_against(control, &entry) {
+            lcp_file_damaged(ctx, address, file, &error);
+        }
+        state.reader = Some(reader);
+        true
+    }
+
+    /// Places the records in `pending[consumed..]` by row id as `plan`
+    /// says: (bytes consumed, rows placed, the end record if reached).
+    fn lcp_restore_place(
+        &mut self,
+        reader: &mut DataFileReader,
+        pending: &[u8],
+        mut consumed: usize,
+        plan: &RestorePlan,
+        ctx: &mut dyn Context,
+    ) -> (usize, u64, Option<DataFileSummary>) {
+        let address = self.address;
+        let state = self.lcp_restore_state();
+        let file = state.file.expect("a data file is being read");
+        let (table_id, partition_id) = state.current();
+        let chain_index = state.chain_index;
+        let mut rows = 0;
+        loop {
+            let step = reader
+                .next(&pending[consumed..])
+                .unwrap_or_else(|error| lcp_file_damaged(ctx, address, file, &error));
+            let (length, record) = match step {
+                ReadStep::NeedMore { .. } => return (consumed, rows, None),
+                ReadStep::End(summary) => return (consumed, rows, Some(summary)),
+                ReadStep::Record { length, record, .. } => (length, record),
+            };
+            consumed += length;
+            let placed = match record {
+                Record::Row { row_id, gci, image } => match plan.row_role(chain_index, row_id) {
+                    PartRole::Skip => Ok(()),
+                    PartRole::AllRows | PartRole::Changes => {
+                        rows += 1;
+                        self.restore_put_row(table_id, partition_id, row_id, gci, image, None)
+                    }
+                },
+                Record::Delete { row_id, gci } => match plan.row_role(chain_index, row_id) {
+                    PartRole::Changes => {
+                        self.restore_remove_row(table_id, partition_id, row_id, gci)
+                    }
+                    PartRole::Skip | PartRole::AllRows => Ok(()),
+                },
+            };
+            if let Err(message) = placed {
+                ctx.fatal(format!(
+                    "ldm {address}: cannot load local checkpoint data file {file}: {message}"
+                ));
             }
-            let file_bytes = state.file_size;
-            self.tables[table_id as usize]
-                .as_mut()
-                .and_then(|table| table.partitions[partition_id as usize].as_mut())
-                .expect("restoring an owned partition")
-                .lcp
-                .data_file_bytes
-                .push((entry.file_number, file_bytes));
-            let state = self.lcp_restore_state();
-            state.files += 1;
-            state.chain_index += 1;
-            state.reader = None;
-            let control = state.control.as_ref().expect("an LCP is being loaded");
-            if state.chain_index < control.data_files.len() {
-                self.lcp_restore_open_data(ctx);
-            } else {
-                self.lcp_restore_loaded(ctx);
-            }
+        }
+    }
+
+    /// The data file being read reached its end record: check it, then
+    /// open the chain's next file or finish the partition.
+    fn lcp_restore_file_done(&mut self, summary: DataFileSummary, ctx: &mut dyn Context) {
+        let address = self.address;
+        let state = self.lcp_restore_state();
+        let file = state.file.expect("a data file is being read");
+        let (table_id, partition_id) = state.current();
+        let control = state.control.as_ref().expect("an LCP is being loaded");
+        let entry = control.data_files[state.chain_index];
+        if let Err(error) = summary.check_against(&entry) {
+            lcp_file_damaged(ctx, address, file, &error);
+        }
+        let file_bytes = state.file_size;
+        self.tables[table_id as usize]
+            .as_mut()
+            .and_then(|table| table.partitions[partition_id as usize].as_mut())
+            .expect("restoring an owned partition")
+            .lcp
+            .data_file_bytes
+            .push((entry.file_number, file_bytes));
+        let state = self.lcp_restore_state();
+        state.files += 1;
+        state.chain_index += 1;
+        state.reader = None;
+        let control = state.control.as_ref().expect("an LCP is being loaded");
+        if state.chain_index < control.data_files.len() {
+            self.lcp_restore_open_data(ctx);
+        } else {
+            self.lcp_restore_loaded(ctx);
         }
     }
 
@@ -595,13 +629,13 @@ impl Ldm {
             .as_mut()
             .and_then(|table| table.partitions[partition_id as usize].as_mut())
             .expect("restoring an owned partition");
-        if partition.rows() != control.row_count {
+        if partition.store.rows() != control.row_count {
             ctx.fatal(format!(
                 "ldm {address}: local checkpoint {} of table {table_id} partition \
                  {partition_id} restored {} rows, its control file says {}: the files do not \
                  belong together, the node stops",
                 control.lcp_id,
-                partition.rows(),
+                partition.store.rows(),
                 control.row_count
             ));
         }
@@ -620,7 +654,7 @@ impl Ldm {
         let (table, partition) = state.current();
         ctx.fs_request(
             address,
-            token::make(token::LCP_RESTORE, 0, 0, 0),
+            FileToken::LcpRestore.encode(),
             FsOperation::List {
                 dir: DirName::Lcp { table, partition },
             },
@@ -652,7 +686,7 @@ impl Ldm {
                 state.deleted += 1;
                 ctx.fs_request(
                     address,
-                    token::make(token::LCP_RESTORE, 0, 0, 0),
+                    FileToken::LcpRestore.encode(),
                     FsOperation::Delete { file },
                 );
             }
@@ -663,4 +697,16 @@ impl Ldm {
             self.lcp_restore_partition(ctx);
         }
     }
+}
+
+/// A data file of the LCP being loaded is damaged: the node stops.
+fn lcp_file_damaged(
+    ctx: &mut dyn Context,
+    address: BlockRef,
+    file: FileName,
+    error: &dyn std::fmt::Display,
+) -> ! {
+    ctx.fatal(format!(
+        "ldm {address}: local checkpoint data file {file} is damaged, the node stops: {error}"
+    ))
 }

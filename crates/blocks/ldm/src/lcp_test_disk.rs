@@ -15,10 +15,11 @@
 //! `Node::initial` and `Node::restart` use.
 
 use crate::lcp::LcpSettings;
-use crate::partition::{Partition, RowState};
 use crate::redo_log::RedoSettings;
+use crate::PartitionState;
 use crate::{Ldm, LdmConfig};
 use kernel::{Block, CheckpointReport, Context, Report};
+use rowstore::RowState;
 use signal::attr::{key_hash, AttrWriter, KeyHash};
 use signal::fs::{FileName, FsDone, FsError, FsErrorKind, FsOperation, OpenMode};
 use signal::partition::{bucket, default_partition_of_bucket, BUCKETS};
@@ -713,6 +714,7 @@ impl Node {
         let memory = &self.ldm.memory;
         let layout = &table.layout;
         for partition in table.partitions.iter().flatten() {
+            let partition = &partition.store;
             let mut live = 0;
             partition.fixed.for_each_slot(|row| {
                 if partition.state(memory, row) != RowState::Live {
@@ -747,9 +749,10 @@ impl Node {
         let (partition_id, hash) = self.route(k);
         let key = self.key(k);
         let table = self.ldm.tables[TABLE_ID as usize].as_ref().expect("table");
-        let partition = table.partitions[partition_id as usize]
+        let partition = &table.partitions[partition_id as usize]
             .as_ref()
-            .expect("owned partition");
+            .expect("owned partition")
+            .store;
         let memory = &self.ldm.memory;
         partition.index.lookup(memory, hash.index_hash(), |row| {
             partition.state(memory, row) == RowState::Live
@@ -837,7 +840,7 @@ impl Node {
     }
 
     /// Partition `partition` of the table.
-    pub(crate) fn partition(&self, partition: u32) -> &Partition {
+    pub(crate) fn partition(&self, partition: u32) -> &PartitionState {
         self.ldm.tables[TABLE_ID as usize]
             .as_ref()
             .and_then(|table| table.partitions[partition as usize].as_ref())
@@ -848,7 +851,7 @@ impl Node {
     pub(crate) fn row_of(&self, k: i32) -> Option<(u64, i64)> {
         let row = self.row_id(k)?;
         let table = self.ldm.tables[TABLE_ID as usize].as_ref().expect("table");
-        let partition = self.partition(self.route(k).0);
+        let partition = &self.partition(self.route(k).0).store;
         let memory = &self.ldm.memory;
         let view = partition.view(memory, &table.layout, row);
         let value = table.layout.value(view, 1).expect("v is NOT NULL");

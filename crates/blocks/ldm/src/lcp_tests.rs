@@ -1,4 +1,4 @@
-//! Local checkpoints and restore from them (`lcp.rs`, `lcp_restore.rs`,
+//! Local checkpoints and restore from them (`lcp`, `lcp_restore.rs`,
 //! `restore.rs`), on the in-memory disk of `lcp_test_disk.rs`: each test
 //! writes rows, takes LCPs, stops the node (power loss: only fsynced bytes
 //! survive; or kill: every write reached the disk), restores a fresh ldm

@@ -3,18 +3,25 @@
 //! rows, primary-key hash indexes, row locks and operation records
 //! (docs/design/data-and-routing.md, docs/design/transactions.md).
 //!
-//! Split by concern, as NDB's dbtux/ is:
-//! - `page_memory`: this thread's DataMemory, fixed pages allocated at start;
-//! - `slots`, `partition`: rows in pages, row ids, the row header;
-//! - `hash_index`: the primary-key index (linear hashing);
-//! - `layout`: column placement, after-images, read encoding;
+//! The rows themselves, without signals, are the `rowstore` crate
+//! (DataMemory pages, slots, row layout, hash index, a partition's rows,
+//! the row-id cursor). This crate is the block around them, split by
+//! concern as NDB splits DBLQH, DBACC, DBTUP and dbtux/ into files by job:
+//! - `lib.rs`: the block, its tables and partitions, the signal dispatch;
 //! - `operation`: operation records and their states;
-//! - `prepare`: LQHKEYREQ (lookup, lock, after-image);
-//! - `locks`: lock queues on rows, and commit, complete and abort;
+//! - `prepare`: LQHKEYREQ on the primary (lookup, lock, after-image);
+//! - `backup`: LQHKEYREQ on a backup (place the primary's row by row id);
+//! - `locks`: lock queues on rows;
+//! - `commit`: COMMIT and COMPLETE along the replica chain;
+//! - `abort`: ABORT, and undoing a prepare;
+//! - `scan`: SCAN_PARTITIONREQ, the replica checker's partition scan;
+//! - `file_token`: what a file request is for, and the one place its
+//!   answer (FSCONF) is dispatched from;
 //! - `redo_log`: the redo parts this ldm writes (room reserved at prepare,
 //!   records appended at commit, GCI markers and fsyncs for GCP_SAVEREQ);
-//! - `lcp`: local checkpoints, one partition at a time in the background,
-//!   and the redo tail they let move;
+//! - `lcp`: local checkpoints, one partition at a time in the background
+//!   (`schedule`, `scan`, `files`, `pacing`), and the redo tail they let
+//!   move;
 //! - `restore`, `lcp_restore`: RESTORE_REQ at start: format the redo log,
 //!   or load each partition's local checkpoint, replay redo up to the
 //!   restored GCI and resume the log.
@@ -23,11 +30,11 @@
 //! until commit; the row is untouched before commit, except the slot of a
 //! prepared insert, which stays invisible (state Reserved) until then.
 
+mod abort;
 mod backup;
-pub mod hash_index;
-pub mod layout;
+mod commit;
+mod file_token;
 mod lcp;
-mod lcp_pacing;
 #[cfg(test)]
 mod lcp_partial_tests;
 mod lcp_restore;
@@ -37,25 +44,21 @@ mod lcp_test_disk;
 mod lcp_tests;
 mod locks;
 pub mod operation;
-pub mod page_memory;
-pub mod partition;
 mod prepare;
 mod redo_log;
 mod restore;
 #[cfg(test)]
 mod robustness_tests;
 mod scan;
-pub mod slots;
 #[cfg(test)]
 mod tests;
 
 use kernel::{send, Block, Context};
-use layout::RowLayout;
+use lcp::PartitionLcp;
 use operation::{Operation, OperationPool};
-use page_memory::PageMemory;
-use partition::Partition;
+use rowstore::{PageMemory, Partition, RowLayout};
 use signal::signals::*;
-use signal::{codec, refusal, BlockRef, Envelope, ErrorCode, Signal};
+use signal::{codec, refusal, BlockRef, Envelope, Signal};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -80,8 +83,19 @@ pub(crate) struct TableState {
     pub(crate) definition: Arc<signal::schema::TableDef>,
     pub(crate) layout: RowLayout,
     /// Indexed by partition number; `None` for partitions other ldms own.
-    pub(crate) partitions: Vec<Option<Partition>>,
+    pub(crate) partitions: Vec<Option<PartitionState>>,
     pub(crate) active_operations: u32,
+}
+
+/// A partition as this ldm holds it: its rows, and what the ldm keeps
+/// beside them.
+pub(crate) struct PartitionState {
+    /// Its rows, hash index and row headers.
+    pub(crate) store: Partition,
+    /// Its redo log part, fixed at creation.
+    pub(crate) redo_part: u32,
+    /// Its local checkpoints (`lcp`).
+    pub(crate) lcp: PartitionLcp,
 }
 
 /// The layout of `operation`'s table and the partition it runs in. Both
@@ -93,6 +107,15 @@ pub(crate) fn layout_and_partition<'a>(
     tables: &'a mut [Option<TableState>],
     operation: &Operation,
 ) -> (&'a RowLayout, &'a mut Partition) {
+    let (layout, partition) = layout_and_partition_state(tables, operation);
+    (layout, &mut partition.store)
+}
+
+/// As `layout_and_partition`, with what the ldm keeps beside the rows.
+pub(crate) fn layout_and_partition_state<'a>(
+    tables: &'a mut [Option<TableState>],
+    operation: &Operation,
+) -> (&'a RowLayout, &'a mut PartitionState) {
     let table = tables[operation.table_id as usize]
         .as_mut()
         .expect("a table with operations in flight is never dropped");
@@ -161,14 +184,20 @@ impl Ldm {
             .get(table_id as usize)
             .and_then(Option::as_ref)
             .map_or(0, |table| {
-                table.partitions.iter().flatten().map(Partition::rows).sum()
+                table
+                    .partitions
+                    .iter()
+                    .flatten()
+                    .map(|partition| partition.store.rows())
+                    .sum()
             })
     }
 
     fn add_table(&mut self, from: BlockRef, request: LqhAddTabReq, ctx: &mut dyn Context) {
         let table = request.table;
         let layout = RowLayout::new(&table);
-        let mut partitions: Vec<Option<Partition>> = (0..table.partitions).map(|_| None).collect();
+        let mut partitions: Vec<Option<PartitionState>> =
+            (0..table.partitions).map(|_| None).collect();
         for (number, placement) in request.map.partitions.iter().enumerate() {
             let mine = placement.ldm_instance == self.address.instance
                 && placement.replicas.contains(&self.address.node);
@@ -177,12 +206,11 @@ impl Ldm {
                     // Asserts the part is one this instance writes.
                     redo.index_of(placement.redo_part);
                 }
-                partitions[number] = Some(Partition::new(
-                    number as u32,
-                    placement.redo_part,
-                    &layout,
-                    &self.memory,
-                ));
+                partitions[number] = Some(PartitionState {
+                    store: Partition::new(number as u32, &layout, &self.memory),
+                    redo_part: placement.redo_part,
+                    lcp: PartitionLcp::default(),
+                });
             }
         }
         let id = table.id as usize;
@@ -213,7 +241,7 @@ impl Ldm {
             Some(table) if table.active_operations > 0 => true,
             Some(table) => {
                 for partition in table.partitions.iter_mut().flatten() {
-                    partition.release(&mut self.memory);
+                    partition.store.release(&mut self.memory);
                 }
                 self.tables[id] = None;
                 false
@@ -229,92 +257,6 @@ impl Ldm {
                 busy,
             },
         );
-    }
-
-    fn lqh_key_req(&mut self, from: BlockRef, request: LqhKeyReq, ctx: &mut dyn Context) {
-        // Refusals answer the tc, also when the request came from the
-        // previous replica.
-        let refuse = |ctx: &mut dyn Context, error| {
-            send(
-                ctx,
-                self.address,
-                request.tc,
-                LqhKeyRef {
-                    tc_op: request.tc_op,
-                    error,
-                },
-            );
-        };
-        let Some(table) = self
-            .tables
-            .get_mut(request.table_id as usize)
-            .and_then(Option::as_mut)
-        else {
-            return refuse(ctx, ErrorCode::UnknownTable);
-        };
-        if !matches!(
-            table.partitions.get(request.partition as usize),
-            Some(Some(_))
-        ) {
-            return refuse(ctx, ErrorCode::UnknownTable);
-        }
-        let chain_is_valid = request.position < request.chain.length
-            && request.chain.nodes[request.position as usize] == self.address.node
-            && (request.position == 0) == (request.previous_op == operation::NIL);
-        assert!(
-            chain_is_valid,
-            "ldm {} got LQHKEYREQ from {from} for position {} of chain {:?}",
-            self.address, request.position, request.chain
-        );
-        // A write's redo record must find room at commit, which cannot
-        // fail: reserve it now, or refuse with a temporary error.
-        let mut redo_reservation = None;
-        if request.kind != OperationKind::Read {
-            if let Some(redo) = self.redo.as_mut() {
-                let part = table.partitions[request.partition as usize]
-                    .as_ref()
-                    .expect("checked above")
-                    .redo_part;
-                let part_index = redo.index_of(part);
-                let bytes = redo_log::RedoLog::reservation_bytes(
-                    request.key.len(),
-                    table.layout.fixed_body_bytes + table.layout.var_max_bytes,
-                );
-                if let Err(error) = redo.reserve(part_index, bytes) {
-                    if error == ErrorCode::RedoLogFull {
-                        self.lcp.note_log_full(self.address, ctx);
-                    }
-                    return refuse(ctx, error);
-                }
-                redo_reservation = Some((part_index, bytes));
-            }
-        }
-        let Some(index) = self.operations.seize(request.tc, request.tc_op) else {
-            if let (Some((part_index, bytes)), Some(redo)) = (redo_reservation, self.redo.as_mut())
-            {
-                redo.release(part_index, bytes);
-            }
-            return refuse(ctx, ErrorCode::OutOfOperationRecords);
-        };
-        table.active_operations += 1;
-        let operation = &mut self.operations[index];
-        operation.transaction_id = request.transaction_id;
-        operation.kind = request.kind;
-        operation.lock = match request.kind {
-            OperationKind::Read => request.lock,
-            _ => LockMode::Exclusive,
-        };
-        operation.table_id = request.table_id;
-        operation.partition = request.partition;
-        operation.hash = request.hash;
-        operation.key = Some(request.key);
-        operation.attr = request.attr;
-        operation.chain = request.chain;
-        operation.position = request.position;
-        operation.previous_op = request.previous_op;
-        operation.target_row = request.row_id;
-        operation.redo_reservation = redo_reservation;
-        self.execute(index, ctx);
     }
 
     /// Releases an operation record and its table's count.
@@ -345,27 +287,6 @@ impl Ldm {
         }
     }
 
-    /// GCP_SAVEREQ: make `gci` complete in every redo part, durably.
-    fn gcp_save(&mut self, from: BlockRef, gci: signal::Gci, ctx: &mut dyn Context) {
-        self.lcp_saw_save(gci.0, ctx);
-        let Some(redo) = self.redo.as_mut() else {
-            // Diskless: nothing to make durable.
-            return send(ctx, self.address, from, GcpSaveConf { gci });
-        };
-        if let redo_log::Completed::Saved { gci, from } =
-            redo.start_save(gci.0, from, self.address, ctx)
-        {
-            send(
-                ctx,
-                self.address,
-                from,
-                GcpSaveConf {
-                    gci: signal::Gci(gci),
-                },
-            );
-        }
-    }
-
     fn run_restarts(&mut self, ctx: &mut dyn Context) {
         while let Some(index) = self.restart.pop_front() {
             self.execute(index, ctx);
@@ -391,6 +312,7 @@ impl Block for Ldm {
             return;
         };
         let hash = request.hash.index_hash();
+        let partition = &partition.store;
         if let Some(row) = partition.index.prefetch(&self.memory, hash, distance) {
             partition.fixed.prefetch(&self.memory, row);
         }

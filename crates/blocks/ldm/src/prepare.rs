@@ -1,15 +1,18 @@
-//! LQHKEYREQ: find the row by key, take or queue for its lock, and build the
+//! LQHKEYREQ: seize an operation record (and, for a write, room in the redo
+//! log), find the row by key, take or queue for its lock, and build the
 //! operation's after-image (docs/design/transactions.md §3). The row itself
 //! is not changed; a prepared insert takes an invisible (Reserved) slot.
+//! Then the prepare goes on to the next replica (`forward_prepare`), or the
+//! last replica answers the tc. A backup's prepare is `backup.rs`.
 
-use crate::layout::{RowLayout, RowView};
 use crate::locks::{append_to_row, can_grant, latest_image_of_transaction, wait_on_row};
-use crate::operation::{ImageKind, OpState, NIL};
-use crate::partition::RowState;
+use crate::operation::{self, ImageKind, OpState, OperationPool, NIL};
+use crate::redo_log::RedoLog;
 use crate::{layout_and_partition, Ldm};
 use kernel::{send, Context};
+use rowstore::{PageMemory, Partition, RowLayout, RowState, RowView};
 use signal::signals::{LockMode, LqhKeyConf, LqhKeyRef, LqhKeyReq, OperationKind};
-use signal::{ErrorCode, Section, SectionPool};
+use signal::{BlockRef, ErrorCode, Section, SectionPool, TransactionId};
 
 /// The result of one attempt to prepare an operation.
 pub(crate) enum Outcome {
@@ -39,6 +42,91 @@ fn encode_read(
 }
 
 impl Ldm {
+    /// LQHKEYREQ, from the tc at the primary or from the previous replica:
+    /// seize a record (and, for a write, reserve its redo room), then run
+    /// the operation.
+    pub(crate) fn lqh_key_req(
+        &mut self,
+        from: BlockRef,
+        request: LqhKeyReq,
+        ctx: &mut dyn Context,
+    ) {
+        let Ldm {
+            address,
+            operations,
+            tables,
+            redo,
+            lcp,
+            ..
+        } = self;
+        let address = *address;
+        // Refusals answer the tc, also when the request came from the
+        // previous replica.
+        let refuse = |ctx: &mut dyn Context, error| {
+            let tc_op = request.tc_op;
+            send(ctx, address, request.tc, LqhKeyRef { tc_op, error });
+        };
+        let Some(table) = tables
+            .get_mut(request.table_id as usize)
+            .and_then(Option::as_mut)
+        else {
+            return refuse(ctx, ErrorCode::UnknownTable);
+        };
+        let Some(Some(partition)) = table.partitions.get(request.partition as usize) else {
+            return refuse(ctx, ErrorCode::UnknownTable);
+        };
+        let chain_is_valid = request.position < request.chain.length
+            && request.chain.nodes[request.position as usize] == address.node
+            && (request.position == 0) == (request.previous_op == operation::NIL);
+        assert!(
+            chain_is_valid,
+            "ldm {address} got LQHKEYREQ from {from} for position {} of chain {:?}",
+            request.position, request.chain
+        );
+        // A write's redo record must find room at commit, which cannot
+        // fail: reserve it now, or refuse with a temporary error.
+        let mut redo_reservation = None;
+        if request.kind != OperationKind::Read {
+            if let Some(redo) = redo.as_mut() {
+                let image_max_bytes = table.layout.fixed_body_bytes + table.layout.var_max_bytes;
+                let bytes = RedoLog::reservation_bytes(request.key.len(), image_max_bytes);
+                let part_index = redo.index_of(partition.redo_part);
+                if let Err(error) = redo.reserve(part_index, bytes) {
+                    if error == ErrorCode::RedoLogFull {
+                        lcp.note_log_full(address, ctx);
+                    }
+                    return refuse(ctx, error);
+                }
+                redo_reservation = Some((part_index, bytes));
+            }
+        }
+        let Some(index) = operations.seize(request.tc, request.tc_op) else {
+            if let (Some((part_index, bytes)), Some(redo)) = (redo_reservation, redo.as_mut()) {
+                redo.release(part_index, bytes);
+            }
+            return refuse(ctx, ErrorCode::OutOfOperationRecords);
+        };
+        table.active_operations += 1;
+        let operation = &mut operations[index];
+        operation.transaction_id = request.transaction_id;
+        operation.kind = request.kind;
+        operation.lock = match request.kind {
+            OperationKind::Read => request.lock,
+            _ => LockMode::Exclusive,
+        };
+        operation.table_id = request.table_id;
+        operation.partition = request.partition;
+        operation.hash = request.hash;
+        operation.key = Some(request.key);
+        operation.attr = request.attr;
+        operation.chain = request.chain;
+        operation.position = request.position;
+        operation.previous_op = request.previous_op;
+        operation.target_row = request.row_id;
+        operation.redo_reservation = redo_reservation;
+        self.execute(index, ctx);
+    }
+
     /// Runs (or re-runs, after a lock wait) operation `index`; once it is
     /// prepared, passes it to the next replica or, on the last replica,
     /// answers the tc.
@@ -165,6 +253,9 @@ impl Ldm {
         outcome
     }
 
+    /// Prepares operation `index` on the primary: finds its row by `key`
+    /// and, but for a committed read, takes or queues for the row's lock
+    /// and builds the after-image from `changes` (the attribute section).
     fn prepare_with(
         &mut self,
         index: u32,
@@ -192,16 +283,15 @@ impl Ldm {
         });
 
         if kind == OperationKind::Read && lock == LockMode::CommittedRead {
+            // No lock: what the transaction sees now, and done.
+            // What the transaction sees, as `visible_view` says; spelled
+            // out here, the hottest path, where it compiles tighter.
             let Some(row) = found else {
                 return Outcome::Failed(ErrorCode::NoSuchRow);
             };
-            let view = match latest_image_of_transaction(
-                operations,
-                memory,
-                partition,
-                row,
-                transaction_id,
-            ) {
+            let own =
+                latest_image_of_transaction(operations, memory, partition, row, transaction_id);
+            let view = match own {
                 Some(own) if operations[own].image_kind == ImageKind::Deleted => {
                     return Outcome::Failed(ErrorCode::NoSuchRow)
                 }
@@ -238,46 +328,29 @@ impl Ldm {
         append_to_row(operations, memory, partition, row, index);
         operations[index].granted = true;
 
-        // What this transaction sees: its own latest image, else the committed row.
-        let own = latest_image_of_transaction(operations, memory, partition, row, transaction_id);
-        let base: Option<RowView<'_>> = match own {
-            Some(own) if operations[own].image_kind == ImageKind::Deleted => None,
-            Some(own) => Some(
-                layout.image_view(
-                    operations[own]
-                        .image
-                        .as_ref()
-                        .expect("row image kept")
-                        .as_slice(),
-                ),
-            ),
-            None if partition.state(memory, row) == RowState::Live => {
-                partition.verify_checksum(memory, layout, row);
-                Some(partition.view(memory, layout, row))
+        let base = visible_view(operations, memory, layout, partition, row, transaction_id);
+        match operate_on_row(kind, layout, base, key, changes, pool) {
+            Ok((data, image, image_kind)) => {
+                self.keep_prepared(index, row, data, image, image_kind)
             }
-            None => None,
-        };
-        let result: Result<(Option<Section>, Option<Section>, ImageKind), ErrorCode> =
-            match (kind, base) {
-                (OperationKind::Read, None)
-                | (OperationKind::Update, None)
-                | (OperationKind::Delete, None) => Err(ErrorCode::NoSuchRow),
-                (OperationKind::Insert, Some(_)) => Err(ErrorCode::DuplicateKey),
-                (OperationKind::Read, Some(view)) => encode_read(layout, view, changes, pool)
-                    .map(|data| (Some(data), None, ImageKind::None)),
-                (OperationKind::Delete, Some(_)) => Ok((None, None, ImageKind::Deleted)),
-                (_, base) => build_image(layout, base, key, changes, pool)
-                    .map(|image| (None, Some(image), ImageKind::Row)),
-            };
-        let (data, image, image_kind) = match result {
-            Ok(parts) => parts,
             Err(error) => {
                 self.release_from_row(index);
-                return Outcome::Failed(error);
+                Outcome::Failed(error)
             }
-        };
-        // A var part of another size class needs a new var slot, taken now
-        // so that commit cannot fail.
+        }
+    }
+
+    /// Operation `index` holds the lock on `row` and has its result: takes
+    /// the var slot its after-image needs at commit (so that commit cannot
+    /// fail) and keeps the image in the record, prepared.
+    fn keep_prepared(
+        &mut self,
+        index: u32,
+        row: u32,
+        data: Option<Section>,
+        image: Option<Section>,
+        image_kind: ImageKind,
+    ) -> Outcome {
         let Ldm {
             memory,
             operations,
@@ -286,6 +359,7 @@ impl Ldm {
         } = self;
         let operation = &operations[index];
         let (layout, partition) = layout_and_partition(tables, operation);
+        // A var part of another size class needs a new var slot.
         let new_var = match &image {
             Some(image) => partition.var_slot_for_image(memory, layout, row, image.len()),
             None => Some(NIL),
@@ -362,4 +436,60 @@ fn build_image(
     let used = layout.build_image(image.as_mut_slice(), base, key, changes)?;
     image.set_len(used);
     Ok(image)
+}
+
+/// What transaction `transaction_id` sees of row `row`: its own latest
+/// after-image, else the committed row (checksum verified); `None` when it
+/// sees no row (its own delete, or a slot without a committed row).
+#[inline]
+fn visible_view<'a>(
+    operations: &'a OperationPool,
+    memory: &'a PageMemory,
+    layout: &RowLayout,
+    partition: &Partition,
+    row: u32,
+    transaction_id: TransactionId,
+) -> Option<RowView<'a>> {
+    match latest_image_of_transaction(operations, memory, partition, row, transaction_id) {
+        Some(own) if operations[own].image_kind == ImageKind::Deleted => None,
+        Some(own) => Some(
+            layout.image_view(
+                operations[own]
+                    .image
+                    .as_ref()
+                    .expect("row image kept")
+                    .as_slice(),
+            ),
+        ),
+        None if partition.state(memory, row) == RowState::Live => {
+            partition.verify_checksum(memory, layout, row);
+            Some(partition.view(memory, layout, row))
+        }
+        None => None,
+    }
+}
+
+/// What a locking operation of `kind` does to the row it holds, which it
+/// sees as `base`: (read result, after-image, what commit does), or why it
+/// fails.
+fn operate_on_row(
+    kind: OperationKind,
+    layout: &RowLayout,
+    base: Option<RowView<'_>>,
+    key: &[u8],
+    changes: &[u8],
+    pool: &'static SectionPool,
+) -> Result<(Option<Section>, Option<Section>, ImageKind), ErrorCode> {
+    match (kind, base) {
+        (OperationKind::Read, None)
+        | (OperationKind::Update, None)
+        | (OperationKind::Delete, None) => Err(ErrorCode::NoSuchRow),
+        (OperationKind::Insert, Some(_)) => Err(ErrorCode::DuplicateKey),
+        (OperationKind::Read, Some(view)) => {
+            encode_read(layout, view, changes, pool).map(|data| (Some(data), None, ImageKind::None))
+        }
+        (OperationKind::Delete, Some(_)) => Ok((None, None, ImageKind::Deleted)),
+        (_, base) => build_image(layout, base, key, changes, pool)
+            .map(|image| (None, Some(image), ImageKind::Row)),
+    }
 }

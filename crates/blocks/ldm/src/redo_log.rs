@@ -23,10 +23,13 @@
 //! header page, fsynced) and resumed after a restore (`restore.rs`). An
 //! I/O error on any redo file stops the node (`Context::fatal`).
 
-use kernel::Context;
-use signal::fs::{FileName, FsDone, FsError, FsOperation, OpenMode};
+use crate::file_token::FileToken;
+use crate::Ldm;
+use kernel::{send, Context};
+use signal::fs::{FileName, FsOperation, OpenMode};
 use signal::section::MAX_SECTION_BYTES;
-use signal::{BlockRef, ErrorCode};
+use signal::signals::GcpSaveConf;
+use signal::{BlockRef, ErrorCode, Gci};
 use std::collections::VecDeque;
 use storage::redo::{
     encode_file_header, record_bytes, AppendError, AppenderConfig, Change, PageWrite, RedoAppender,
@@ -64,47 +67,6 @@ impl RedoSettings {
 /// to back otherwise). Eight cover 16 s of global checkpoints at the
 /// default interval; a commit past that may still use the marker reserve.
 const SLACK_PAGES: usize = 8;
-
-/// What an io answer is for: the top byte of its token.
-pub(crate) mod token {
-    /// A piece of a page write; low bits: local part index.
-    pub const WRITE: u8 = 1;
-    /// An fsync of a part's file after a marker or a resume.
-    pub const SYNC: u8 = 2;
-    /// A step of formatting a part (open, truncate, header, fsync).
-    pub const FORMAT: u8 = 3;
-    /// A read of a part's file during a restore.
-    pub const RESTORE_READ: u8 = 4;
-    /// The open of a part's file during a restore (gives its size).
-    pub const RESTORE_OPEN: u8 = 5;
-    /// A step of the running local checkpoint's data file (open, truncate,
-    /// write, fsync) or control file (`lcp.rs`).
-    pub const LCP_WRITE: u8 = 6;
-    /// The delete of a data file no restorable LCP needs any more.
-    pub const LCP_DELETE: u8 = 7;
-    /// A step of a new partition's first (empty) LCP; sequence: table id.
-    pub const LCP_CREATE: u8 = 8;
-    /// A step of restoring the local checkpoints (`lcp_restore.rs`).
-    pub const LCP_RESTORE: u8 = 9;
-
-    /// Builds a token: kind, local part index, file index, a sequence.
-    pub fn make(kind: u8, part_index: usize, file: u32, sequence: u32) -> u64 {
-        (u64::from(kind) << 56)
-            | ((part_index as u64 & 0xFF) << 48)
-            | ((u64::from(file) & 0xFFFF) << 32)
-            | u64::from(sequence)
-    }
-
-    /// Splits a token into (kind, part index, file, sequence).
-    pub fn split(token: u64) -> (u8, usize, u32, u32) {
-        (
-            (token >> 56) as u8,
-            ((token >> 48) & 0xFF) as usize,
-            ((token >> 32) & 0xFFFF) as u32,
-            token as u32,
-        )
-    }
-}
 
 /// A page write handed out by the appender, sent in pieces.
 #[derive(Debug)]
@@ -385,7 +347,7 @@ impl RedoLog {
                 let file = flight.write.file;
                 ctx.fs_request(
                     address,
-                    token::make(token::WRITE, index, file, 0),
+                    FileToken::RedoWrite { part: index, file }.encode(),
                     FsOperation::Write {
                         file: FileName::Redo {
                             part: part.part,
@@ -417,7 +379,11 @@ impl RedoLog {
                 part.syncs_outstanding += 1;
                 ctx.fs_request(
                     address,
-                    token::make(token::SYNC, index, file as u32, 0),
+                    FileToken::RedoSync {
+                        part: index,
+                        file: file as u32,
+                    }
+                    .encode(),
                     FsOperation::Sync {
                         file: FileName::Redo {
                             part: part.part,
@@ -456,7 +422,7 @@ impl RedoLog {
                     .pool()
                     .copy_from(&header)
                     .expect("the section pool has room for format writes at start");
-                let token = token::make(token::FORMAT, index, file, 0);
+                let token = FileToken::RedoFormat { part: index, file }.encode();
                 let steps = [
                     FsOperation::Open {
                         file: name,
@@ -478,76 +444,70 @@ impl RedoLog {
         }
     }
 
-    /// An io answer for the redo log.
-    pub(crate) fn answered(
+    /// A piece of a page write of part `index` is written: the page it
+    /// completes is the part's oldest in flight (the service answers in
+    /// order).
+    pub(crate) fn write_answered(
         &mut self,
-        token: u64,
-        result: Result<FsDone, FsError>,
+        index: usize,
         address: BlockRef,
         ctx: &mut dyn Context,
     ) -> Completed {
-        if let Err(error) = result {
-            ctx.fatal(format!(
-                "ldm {address}: redo log I/O failed, the node stops: {error}"
-            ));
+        let part = &mut self.parts[index];
+        let front = part
+            .in_flight
+            .front_mut()
+            .expect("a redo write answered with none in flight");
+        front.pieces_outstanding -= 1;
+        if front.pieces_outstanding == 0 && front.unsent_from == front.write.bytes {
+            let done = part.in_flight.pop_front().expect("front exists");
+            part.appender
+                .as_mut()
+                .expect("writes only from ready parts")
+                .written(&done.write);
         }
-        let (kind, index, _file, _) = token::split(token);
-        match kind {
-            token::WRITE => {
-                let part = &mut self.parts[index];
-                let front = part
-                    .in_flight
-                    .front_mut()
-                    .expect("a redo write answered with none in flight");
-                front.pieces_outstanding -= 1;
-                if front.pieces_outstanding == 0 && front.unsent_from == front.write.bytes {
-                    let done = part.in_flight.pop_front().expect("front exists");
-                    part.appender
-                        .as_mut()
-                        .expect("writes only from ready parts")
-                        .written(&done.write);
-                }
-                // An answer frees a section: send what waited for one.
-                for (index, part) in self.parts.iter_mut().enumerate() {
-                    if part.appender.is_some() {
-                        Self::send_writes(part, index, address, ctx);
-                    }
-                }
-                self.advance_save(address, ctx)
+        // An answer frees a section: send what waited for one.
+        for (index, part) in self.parts.iter_mut().enumerate() {
+            if part.appender.is_some() {
+                Self::send_writes(part, index, address, ctx);
             }
-            token::SYNC => {
-                let part = &mut self.parts[index];
-                part.syncs_outstanding -= 1;
-                if part.syncs_outstanding == 0 {
-                    let through = part.sync_through_page;
-                    part.appender
-                        .as_mut()
-                        .expect("syncs only of ready parts")
-                        .synced(through);
-                    if self.save.is_none() {
-                        // The fsyncs of a resume: ready once every part's are in.
-                        return if self.parts.iter().all(|part| part.syncs_outstanding == 0) {
-                            Completed::Ready
-                        } else {
-                            Completed::Nothing
-                        };
-                    }
-                }
-                self.finish_save_if_synced()
-            }
-            token::FORMAT => {
-                self.format_outstanding -= 1;
-                if self.format_outstanding > 0 {
-                    return Completed::Nothing;
-                }
-                for part in &mut self.parts {
-                    let config = self.settings.appender_config(part.part);
-                    part.appender = Some(RedoAppender::initial(config));
-                }
-                Completed::Ready
-            }
-            other => panic!("ldm {address}: redo answer of unknown kind {other}"),
         }
+        self.advance_save(address, ctx)
+    }
+
+    /// An fsync of part `index` is done.
+    pub(crate) fn sync_answered(&mut self, index: usize) -> Completed {
+        let part = &mut self.parts[index];
+        part.syncs_outstanding -= 1;
+        if part.syncs_outstanding == 0 {
+            let through = part.sync_through_page;
+            part.appender
+                .as_mut()
+                .expect("syncs only of ready parts")
+                .synced(through);
+            if self.save.is_none() {
+                // The fsyncs of a resume: ready once every part's are in.
+                return if self.parts.iter().all(|part| part.syncs_outstanding == 0) {
+                    Completed::Ready
+                } else {
+                    Completed::Nothing
+                };
+            }
+        }
+        self.finish_save_if_synced()
+    }
+
+    /// A format step is done; the log is ready after the last one.
+    pub(crate) fn format_answered(&mut self) -> Completed {
+        self.format_outstanding -= 1;
+        if self.format_outstanding > 0 {
+            return Completed::Nothing;
+        }
+        for part in &mut self.parts {
+            let config = self.settings.appender_config(part.part);
+            part.appender = Some(RedoAppender::initial(config));
+        }
+        Completed::Ready
     }
 }
 
@@ -557,5 +517,19 @@ impl PartLog {
         self.in_flight
             .iter()
             .all(|flight| flight.unsent_from == flight.write.bytes)
+    }
+}
+
+impl Ldm {
+    /// GCP_SAVEREQ: make `gci` complete in every redo part, durably.
+    pub(crate) fn gcp_save(&mut self, from: BlockRef, gci: Gci, ctx: &mut dyn Context) {
+        self.lcp_saw_save(gci.0, ctx);
+        let Some(redo) = self.redo.as_mut() else {
+            // Diskless: nothing to make durable.
+            return send(ctx, self.address, from, GcpSaveConf { gci });
+        };
+        if let Completed::Saved { gci, from } = redo.start_save(gci.0, from, self.address, ctx) {
+            send(ctx, self.address, from, GcpSaveConf { gci: Gci(gci) });
+        }
     }
 }

@@ -30,12 +30,10 @@
 //!
 //! Every phase is reported with its duration (`Report::Phase`).
 
-use crate::layout::RowLayout;
-use crate::page_memory::PageMemory;
-use crate::partition::Partition;
-use crate::redo_log::{token, Completed};
+use crate::file_token::FileToken;
 use crate::{Ldm, TableState};
 use kernel::{send, Context, Report};
+use rowstore::{PageMemory, Partition, RowLayout};
 use signal::attr::key_hash;
 use signal::fs::{FileName, FsDone, FsError, FsErrorKind, FsOperation, OpenMode};
 use signal::schema::TableDef;
@@ -43,7 +41,8 @@ use signal::section::MAX_SECTION_BYTES;
 use signal::signals::RestoreConf;
 use signal::BlockRef;
 use storage::redo::{
-    oldest_start_lsn, scan_part, Change, Operation as RedoOperation, RedoAppender, ReplayFilter,
+    oldest_start_lsn, scan_part, Change, Operation as RedoOperation, PartScan, RedoAppender,
+    RedoGeometry, ReplayFilter,
 };
 
 /// A restore in progress.
@@ -109,24 +108,69 @@ impl Ldm {
         self.open_next_file(0, 0, ctx);
     }
 
-    /// An io answer for the restore's reads.
-    pub(crate) fn restore_answered(
+    /// The open of redo file `file` of part `index` is answered: read it.
+    pub(crate) fn restore_redo_opened(
         &mut self,
-        token: u64,
+        index: usize,
+        file: u32,
         result: Result<FsDone, FsError>,
         ctx: &mut dyn Context,
     ) {
-        let (kind, index, file, _) = token::split(token);
-        let name = self.redo_file_name(index, file);
-        let done = match result {
+        let done = self.restore_redo_result(index, file, result, ctx);
+        let FsDone::Opened { size } = done else {
+            panic!("ldm {}: restore answer {done:?} to an open", self.address);
+        };
+        let file_bytes = self.redo_file_bytes();
+        let restore = self.restore.as_mut().expect("a restore runs");
+        restore.file_size = size.min(file_bytes);
+        restore.next_offset = 0;
+        restore.files[index][file as usize] = Vec::with_capacity(restore.file_size as usize);
+        self.restore_read_next(index, file, ctx);
+    }
+
+    /// A read of redo file `file` of part `index` is answered: keep the
+    /// bytes, read on.
+    pub(crate) fn restore_redo_read(
+        &mut self,
+        index: usize,
+        file: u32,
+        result: Result<FsDone, FsError>,
+        ctx: &mut dyn Context,
+    ) {
+        let done = self.restore_redo_result(index, file, result, ctx);
+        let FsDone::Read { data } = done else {
+            panic!("ldm {}: restore answer {done:?} to a read", self.address);
+        };
+        let restore = self.restore.as_mut().expect("a restore runs");
+        let bytes = data.as_slice();
+        restore.files[index][file as usize].extend_from_slice(bytes);
+        restore.next_offset += bytes.len() as u64;
+        if bytes.is_empty() {
+            // The file ended early (shorter than its open said).
+            restore.file_size = restore.next_offset;
+        }
+        drop(data);
+        self.restore_read_next(index, file, ctx);
+    }
+
+    /// What an open or read of a redo file gave; a failure stops the node.
+    fn restore_redo_result(
+        &self,
+        index: usize,
+        file: u32,
+        result: Result<FsDone, FsError>,
+        ctx: &mut dyn Context,
+    ) -> FsDone {
+        match result {
             Ok(done) => done,
             Err(FsError {
                 kind: FsErrorKind::NotFound,
                 ..
             }) => ctx.fatal(format!(
-                "ldm {}: redo file {name} is missing, but the node restores GCI {} from its \
+                "ldm {}: redo file {} is missing, but the node restores GCI {} from its \
                  redo log: the data directory lost files",
                 self.address,
+                self.redo_file_name(index, file),
                 self.restore
                     .as_ref()
                     .map_or(0, |restore| restore.restored_gci)
@@ -135,45 +179,31 @@ impl Ldm {
                 "ldm {}: reading the redo log failed, the node stops: {error}",
                 self.address
             )),
-        };
-        let file_bytes = self
-            .redo
+        }
+    }
+
+    /// Bytes of a redo file.
+    fn redo_file_bytes(&self) -> u64 {
+        self.redo
             .as_ref()
             .expect("restoring from redo")
             .settings
             .geometry
-            .file_bytes();
-        let restore = self.restore.as_mut().expect("a restore runs");
-        match (kind, done) {
-            (token::RESTORE_OPEN, FsDone::Opened { size }) => {
-                restore.file_size = size.min(file_bytes);
-                restore.next_offset = 0;
-                restore.files[index][file as usize] =
-                    Vec::with_capacity(restore.file_size as usize);
-            }
-            (token::RESTORE_READ, FsDone::Read { data }) => {
-                let bytes = data.as_slice();
-                restore.files[index][file as usize].extend_from_slice(bytes);
-                restore.next_offset += bytes.len() as u64;
-                if bytes.is_empty() {
-                    // The file ended early (shorter than its open said).
-                    restore.file_size = restore.next_offset;
-                }
-            }
-            (kind, done) => panic!(
-                "ldm {}: restore answer {done:?} to a request of kind {kind}",
-                self.address
-            ),
-        }
+            .file_bytes()
+    }
+
+    /// Reads the next piece of redo file `file` of part `index`, or opens
+    /// the next file, or, once every file of every part is read, replays.
+    fn restore_read_next(&mut self, index: usize, file: u32, ctx: &mut dyn Context) {
         let restore = self.restore.as_ref().expect("a restore runs");
         if restore.next_offset < restore.file_size {
             let length = (restore.file_size - restore.next_offset).min(MAX_SECTION_BYTES as u64);
             let offset = restore.next_offset;
             ctx.fs_request(
                 self.address,
-                token::make(token::RESTORE_READ, index, file, 0),
+                FileToken::RedoRestoreRead { part: index, file }.encode(),
                 FsOperation::Read {
-                    file: name,
+                    file: self.redo_file_name(index, file),
                     offset,
                     len: length as u32,
                 },
@@ -205,7 +235,7 @@ impl Ldm {
         restore.reading = Some((index, file));
         ctx.fs_request(
             self.address,
-            token::make(token::RESTORE_OPEN, index, file, 0),
+            FileToken::RedoRestoreOpen { part: index, file }.encode(),
             FsOperation::Open {
                 file: name,
                 mode: OpenMode::Existing,
@@ -234,53 +264,9 @@ impl Ldm {
         let restored_gci = restore.restored_gci;
         for (index, files) in restore.files.iter().enumerate() {
             let part = redo.parts[index].part;
-            let start_lsn = match self.redo_start_of_part(part) {
-                Some(lsn) => lsn,
-                None => oldest_start_lsn(files, geometry, part).unwrap_or_else(|error| {
-                    ctx.fatal(format!(
-                        "ldm {}: redo log damaged, the node stops: {error}",
-                        self.address
-                    ))
-                }),
-            };
-            let scan = scan_part(files, geometry, part, start_lsn).unwrap_or_else(|error| {
-                ctx.fatal(format!(
-                    "ldm {}: redo log damaged, the node stops: {error}",
-                    self.address
-                ))
-            });
-            if let Err(error) = scan.check_reaches(restored_gci) {
-                ctx.fatal(format!("ldm {}: {error}", self.address));
-            }
+            let scan = self.scan_redo_part(files, geometry, part, restored_gci, ctx);
             restore.highest_gci = restore.highest_gci.max(scan.highest_gci);
-            let mut filter =
-                ReplayFilter::new(&scan, files, restored_gci).unwrap_or_else(|error| {
-                    ctx.fatal(format!(
-                        "ldm {}: redo log damaged, the node stops: {error}",
-                        self.address
-                    ))
-                });
-            loop {
-                let change = match filter.next_change() {
-                    Ok(Some(change)) => change,
-                    Ok(None) => break,
-                    Err(error) => ctx.fatal(format!(
-                        "ldm {}: redo log damaged, the node stops: {error}",
-                        self.address
-                    )),
-                };
-                if change.lsn < self.redo_start_of_partition(&change.change) {
-                    // The partition's checkpoint already holds it.
-                    continue;
-                }
-                if let Err(message) = self.apply_change(&change.change) {
-                    ctx.fatal(format!(
-                        "ldm {}: cannot replay redo part {part} LSN {}: {message}",
-                        self.address, change.lsn
-                    ));
-                }
-                restore.replayed += 1;
-            }
+            restore.replayed += self.replay_redo_part(&scan, files, part, restored_gci, ctx);
             let config = redo.settings.appender_config(part);
             let log = &mut redo.parts[index];
             match RedoAppender::resume(config, &scan, restored_gci, &mut log.buffer) {
@@ -304,6 +290,77 @@ impl Ldm {
         redo.sync_resumed(self.address, ctx);
         self.redo = Some(redo);
         self.restore = Some(restore);
+    }
+
+    /// Scans redo part `part` (its `files`) from where its partitions
+    /// need it to the end of the log; a damaged log, or one that does not
+    /// reach the restored GCI, stops the node.
+    fn scan_redo_part(
+        &self,
+        files: &[Vec<u8>],
+        geometry: RedoGeometry,
+        part: u32,
+        restored_gci: u64,
+        ctx: &mut dyn Context,
+    ) -> PartScan {
+        let damaged = |ctx: &mut dyn Context, error: &dyn std::fmt::Display| -> ! {
+            ctx.fatal(format!(
+                "ldm {}: redo log damaged, the node stops: {error}",
+                self.address
+            ))
+        };
+        let start_lsn = match self.redo_start_of_part(part) {
+            Some(lsn) => lsn,
+            None => {
+                oldest_start_lsn(files, geometry, part).unwrap_or_else(|error| damaged(ctx, &error))
+            }
+        };
+        let scan = scan_part(files, geometry, part, start_lsn)
+            .unwrap_or_else(|error| damaged(ctx, &error));
+        if let Err(error) = scan.check_reaches(restored_gci) {
+            ctx.fatal(format!("ldm {}: {error}", self.address));
+        }
+        scan
+    }
+
+    /// Replays the changes of a scanned redo part with GCIs up to the
+    /// restored one, each partition's from its own redo start; returns how
+    /// many were applied.
+    fn replay_redo_part(
+        &mut self,
+        scan: &PartScan,
+        files: &[Vec<u8>],
+        part: u32,
+        restored_gci: u64,
+        ctx: &mut dyn Context,
+    ) -> u64 {
+        let address = self.address;
+        let damaged = |ctx: &mut dyn Context, error: &dyn std::fmt::Display| -> ! {
+            ctx.fatal(format!(
+                "ldm {address}: redo log damaged, the node stops: {error}"
+            ))
+        };
+        let mut filter = ReplayFilter::new(scan, files, restored_gci)
+            .unwrap_or_else(|error| damaged(ctx, &error));
+        let mut replayed = 0;
+        loop {
+            let change = match filter.next_change() {
+                Ok(Some(change)) => change,
+                Ok(None) => return replayed,
+                Err(error) => damaged(ctx, &error),
+            };
+            if change.lsn < self.redo_start_of_partition(&change.change) {
+                // The partition's checkpoint already holds it.
+                continue;
+            }
+            if let Err(message) = self.apply_change(&change.change) {
+                ctx.fatal(format!(
+                    "ldm {address}: cannot replay redo part {part} LSN {}: {message}",
+                    change.lsn
+                ));
+            }
+            replayed += 1;
+        }
     }
 
     /// The redo log is formatted, or resumed and fsynced: the restore is done.
@@ -436,9 +493,10 @@ impl Ldm {
         } = tables[table as usize]
             .as_mut()
             .expect("checked by the caller");
-        let partition = partitions[partition as usize]
+        let partition = &mut partitions[partition as usize]
             .as_mut()
-            .expect("checked by the caller");
+            .expect("checked by the caller")
+            .store;
         check_image(layout, image)?;
         let key_scratch = &mut lcp.key_scratch;
         let key = match key {
@@ -493,47 +551,11 @@ impl Ldm {
         } = tables[table as usize]
             .as_mut()
             .expect("checked by the caller");
-        let partition = partitions[partition as usize]
+        let partition = &mut partitions[partition as usize]
             .as_mut()
-            .expect("checked by the caller");
+            .expect("checked by the caller")
+            .store;
         remove_row(memory, definition, layout, partition, row, gci)
-    }
-
-    /// An io answer for the redo log (writes, syncs, format steps) or the
-    /// restore's reads.
-    pub(crate) fn fs_answer(
-        &mut self,
-        token: u64,
-        result: Result<FsDone, FsError>,
-        ctx: &mut dyn Context,
-    ) {
-        let (kind, ..) = token::split(token);
-        match kind {
-            token::RESTORE_OPEN | token::RESTORE_READ => {
-                return self.restore_answered(token, result, ctx)
-            }
-            token::LCP_RESTORE => return self.lcp_restore_answered(result, ctx),
-            token::LCP_WRITE | token::LCP_DELETE | token::LCP_CREATE => {
-                return self.lcp_answered(token, result, ctx)
-            }
-            _ => {}
-        }
-        let redo = self
-            .redo
-            .as_mut()
-            .expect("redo answers come only to an ldm with a redo log");
-        match redo.answered(token, result, self.address, ctx) {
-            Completed::Nothing => {}
-            Completed::Saved { gci, from } => send(
-                ctx,
-                self.address,
-                from,
-                signal::signals::GcpSaveConf {
-                    gci: signal::Gci(gci),
-                },
-            ),
-            Completed::Ready => self.restore_finished(ctx),
-        }
     }
 }
 

@@ -11,10 +11,10 @@
 //! ldm threads to check that an ldm refuses partitions it does not own.
 
 use crate::operation::NIL;
-use crate::partition::RowState;
 use crate::{Ldm, LdmConfig};
 use kernel::testing::{deliver, line, RecordingContext};
 use kernel::Context;
+use rowstore::RowState;
 use signal::attr::{key_hash, AttrIter, AttrWriter, KeyHash};
 use signal::partition::{bucket, default_partition_of_bucket, BUCKETS};
 use signal::schema::{ColumnDef, ColumnType, TableDef};
@@ -447,9 +447,10 @@ impl Bench {
         let (partition_id, hash) = self.route(k);
         let key = self.key(k);
         let table = self.ldm.tables[TABLE_ID as usize].as_ref().expect("table");
-        let partition = table.partitions[partition_id as usize]
+        let partition = &table.partitions[partition_id as usize]
             .as_ref()
-            .expect("owned partition");
+            .expect("owned partition")
+            .store;
         let memory = &self.ldm.memory;
         partition.index.lookup(memory, hash.index_hash(), |row| {
             partition.state(memory, row) != RowState::Free
@@ -470,6 +471,7 @@ impl Bench {
         for table in self.ldm.tables.iter().flatten() {
             assert_eq!(table.active_operations, 0, "table operation count leaked");
             for partition in table.partitions.iter().flatten() {
+                let partition = &partition.store;
                 let mut live = 0;
                 partition
                     .fixed
@@ -1449,12 +1451,13 @@ fn a_freed_slot_keeps_the_gci_of_the_delete() {
     let slot = b.row_id(k).expect("row");
     let (partition_id, _) = b.route(k);
     let header = |b: &Bench| {
-        let partition = b.ldm.tables[TABLE_ID as usize]
+        let partition = &b.ldm.tables[TABLE_ID as usize]
             .as_ref()
             .expect("table")
             .partitions[partition_id as usize]
             .as_ref()
-            .expect("partition");
+            .expect("partition")
+            .store;
         (
             partition.state(&b.ldm.memory, slot),
             partition.gci(&b.ldm.memory, slot),
@@ -2047,5 +2050,90 @@ fn an_insert_waiting_on_a_committed_insert_of_its_key_is_a_duplicate() {
         gci(2),
     );
     assert_eq!(b.read(4), Some(row(4, 1, None, None)));
+    b.assert_quiet();
+}
+
+/// SCAN_PARTITIONREQ (`scan.rs`): every committed row of a partition, in
+/// row-id order, in batches of at most `max_rows` that resume at the
+/// answer's `next_row`; a row whose insert is only prepared, and deleted
+/// rows, are not shown.
+#[test]
+fn a_partition_scan_returns_the_committed_rows_in_batches_that_resume() {
+    const API: BlockRef = BlockRef::new(NodeId(200), BlockKind::Api, 0);
+    let mut b = Bench::new();
+    for k in 0..40 {
+        b.insert(k as u64, k, i64::from(k) * 3, Some(b"scan"), None);
+    }
+    for k in (0..40).step_by(7) {
+        b.write(100 + k as u64, OperationKind::Delete, k, None, gci(2));
+    }
+    let (prepared, _) = b.prepare(
+        txn(500),
+        OperationKind::Insert,
+        LockMode::Exclusive,
+        1000,
+        Some(&[(V, Some(&int(1)))]),
+    );
+    let scan = |b: &mut Bench, partition: u32, start_row: u32, max_rows: u32| {
+        b.deliver(
+            API,
+            ScanPartitionReq {
+                request_id: 9,
+                table_id: TABLE_ID,
+                partition,
+                start_row,
+                max_rows,
+            },
+        );
+        let sent = b.ctx.sent.pop().expect("an answer");
+        assert!(b.ctx.sent.is_empty());
+        assert_eq!(sent.envelope.to, API);
+        let Signal::ScanPartitionConf(conf) = sent.envelope.signal else {
+            panic!("expected ScanPartitionConf, got {:?}", sent.envelope.signal);
+        };
+        let rows = signal::replica_check::decode_scan_batch(conf.rows.as_slice())
+            .expect("a well-formed batch");
+        (rows, conf.next_row, conf.done)
+    };
+    for partition in 0..2 {
+        let mut expected: Vec<(u32, i32)> = (0..40)
+            .filter(|k| k % 7 != 0 && b.route(*k).0 == partition)
+            .map(|k| (b.row_id(k).expect("a live row"), k))
+            .collect();
+        expected.sort_unstable();
+        let mut seen = Vec::new();
+        let mut start_row = 0;
+        let mut batches = 0;
+        loop {
+            let (rows, next_row, done) = scan(&mut b, partition, start_row, 3);
+            assert!(rows.len() <= 3, "a batch holds at most max_rows rows");
+            for row in &rows {
+                assert!(row.row_id >= start_row, "rows from where the batch starts");
+                seen.push((row.row_id, row.gci, row.values.clone()));
+            }
+            batches += 1;
+            if done {
+                assert_eq!(next_row, u32::MAX);
+                break;
+            }
+            assert!(next_row > start_row, "a batch moves the cursor on");
+            start_row = next_row;
+        }
+        assert!(batches >= expected.len().div_ceil(3));
+        let ids: Vec<u32> = seen.iter().map(|(row_id, ..)| *row_id).collect();
+        let expected_ids: Vec<u32> = expected.iter().map(|(row_id, _)| *row_id).collect();
+        assert_eq!(
+            ids, expected_ids,
+            "every committed row once, in row-id order"
+        );
+        for ((_, gci_seen, values), (_, k)) in seen.iter().zip(&expected) {
+            assert_eq!(*gci_seen, gci(1));
+            let section = b.ctx.pool().copy_from(values).expect("pool has room");
+            assert_eq!(Some(decode(&section)), b.read(*k), "row of key {k}");
+        }
+    }
+    let (rows, next_row, done) = scan(&mut b, 0, u32::MAX, 10);
+    assert!(rows.is_empty() && done && next_row == u32::MAX);
+    b.abort(prepared.transaction_id, prepared.tc_op);
     b.assert_quiet();
 }

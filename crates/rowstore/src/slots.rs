@@ -94,27 +94,32 @@ impl SlotPages {
     }
 
     /// Bytes per slot.
+    #[inline]
     pub fn slot_bytes(&self) -> usize {
         self.slot_bytes
     }
 
     /// Slots per page.
+    #[inline]
     pub fn slots_per_page(&self) -> u32 {
         self.slots_per_page
     }
 
     /// Slots in use.
+    #[inline]
     pub fn used(&self) -> u64 {
         self.used
     }
 
     /// Pages of DataMemory held.
+    #[inline]
     pub fn page_count(&self) -> usize {
         self.pages_held as usize
     }
 
     /// Logical page indices in use, holes included: every slot reference
     /// has a page index below this.
+    #[inline]
     pub fn logical_pages(&self) -> u32 {
         self.entries.len() as u32
     }
@@ -152,6 +157,7 @@ impl SlotPages {
     /// For a slot on a page returned to DataMemory: the highest GCI of the
     /// slots freed there (the GCI a freed slot keeps). `None` while the page
     /// is held (read the slot itself).
+    #[inline]
     pub fn freed_page_gci(&self, reference: u32) -> Option<u64> {
         let entry = self.entries.get((reference >> SLOT_BITS) as usize)?;
         match entry.page {
@@ -161,6 +167,7 @@ impl SlotPages {
     }
 
     /// Whether `reference` lies on a page this owner holds.
+    #[inline]
     pub fn is_held(&self, reference: u32) -> bool {
         let slot = reference & SLOT_MASK;
         slot < self.slots_per_page
@@ -184,17 +191,20 @@ impl SlotPages {
         &mut memory.bytes_mut(page)[offset..offset + self.slot_bytes]
     }
 
+    #[inline]
     fn read_link(&self, memory: &PageMemory, page: PageId, slot: u32) -> u32 {
         let offset = slot as usize * self.slot_bytes + self.link_offset;
         let bytes = &memory.bytes(page)[offset..offset + 4];
         u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
     }
 
+    #[inline]
     fn write_link(&self, memory: &mut PageMemory, page: PageId, slot: u32, link: u32) {
         let offset = slot as usize * self.slot_bytes + self.link_offset;
         memory.bytes_mut(page)[offset..offset + 4].copy_from_slice(&link.to_le_bytes());
     }
 
+    #[inline]
     fn push_with_free(&mut self, index: u32) {
         let head = self.with_free_head;
         self.entries[index as usize].previous_with_free = NIL;
@@ -205,6 +215,7 @@ impl SlotPages {
         self.with_free_head = index;
     }
 
+    #[inline]
     fn unlink_with_free(&mut self, index: u32) {
         let PageEntry {
             previous_with_free,
@@ -281,6 +292,7 @@ impl SlotPages {
 
     /// Takes a free slot, adding a page when none is free. `None` when
     /// DataMemory is exhausted.
+    #[inline]
     pub fn alloc(&mut self, memory: &mut PageMemory) -> Option<u32> {
         if self.with_free_head == NIL {
             self.add_page(memory)?;
@@ -382,6 +394,7 @@ impl SlotPages {
     /// Returns a slot to its page's free list; a page left with no slot in
     /// use goes back to DataMemory at once, so that space freed by deletes
     /// serves rows of any table, partition or size class.
+    #[inline]
     pub fn free(&mut self, memory: &mut PageMemory, reference: u32) {
         assert!(self.used > 0, "freeing a slot of an owner with none in use");
         let index = reference >> SLOT_BITS;

@@ -7,7 +7,7 @@
 //! condition (a full pool) instead of an abort. Pages are handed out by a
 //! free stack sized at start; an allocated-bitmap catches double frees.
 
-use kernel::memory::ZeroedWords;
+use crate::zeroed::ZeroedWords;
 
 /// Bytes in one page.
 pub const PAGE_SIZE: usize = 32 * 1024;
@@ -26,7 +26,7 @@ pub struct PageId(pub u32);
 /// The page pool of one ldm thread.
 pub struct PageMemory {
     /// Page `p` is `storage[p * PAGE_U64S..][..PAGE_U64S]`: flat zeroed u64s
-    /// the OS maps lazily (on huge pages where it can: `kernel::memory`).
+    /// the OS maps lazily (on huge pages where it can: `zeroed`).
     storage: ZeroedWords,
     pages: u32,
     /// Free page ids; popped from the end. Capacity is the page count, so a
@@ -65,16 +65,19 @@ impl PageMemory {
     }
 
     /// Pages in the pool.
+    #[inline]
     pub fn page_count(&self) -> u32 {
         self.pages
     }
 
     /// Pages not allocated.
+    #[inline]
     pub fn free_pages(&self) -> u32 {
         self.free.len() as u32
     }
 
     /// Pages allocated.
+    #[inline]
     pub fn used_pages(&self) -> u32 {
         self.page_count() - self.free_pages()
     }
@@ -114,6 +117,7 @@ impl PageMemory {
     }
 
     /// Whether `page` is currently allocated.
+    #[inline]
     pub fn is_allocated(&self, page: PageId) -> bool {
         let (word, bit) = bit_of(page.0);
         page.0 < self.pages && self.allocated[word] & bit != 0

@@ -1,5 +1,8 @@
-//! Large zeroed memory for a block's pools (DataMemory pages), taken from
-//! the OS directly so that it can ask for transparent huge pages.
+//! Large zeroed memory for DataMemory's pages (`page_memory`), taken from
+//! the OS directly so that it can ask for transparent huge pages. (It lived
+//! in `kernel::memory` while the ldm owned its pages; DataMemory is its
+//! only user, so it moved here with the row store, which must not depend
+//! on the kernel.)
 //!
 //! A key lookup touches a hash index element and a row at random places in
 //! gigabytes of DataMemory. With 4 KiB pages each of those accesses also

@@ -5,8 +5,8 @@
 //!
 //! Run with `--release`: debug builds are slow for this many operations.
 
-use ldm::hash_index::{HashIndex, LOAD_FACTOR};
-use ldm::page_memory::{PageMemory, PAGE_SIZE};
+use rowstore::hash_index::{HashIndex, LOAD_FACTOR};
+use rowstore::page_memory::{PageMemory, PAGE_SIZE};
 use stdx::alloc_counter::{thread_allocations, CountingAllocator};
 use stdx::mix::XorShift;
 

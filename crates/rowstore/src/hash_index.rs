@@ -105,11 +105,13 @@ impl HashIndex {
     }
 
     /// Entries in the index.
+    #[inline]
     pub fn len(&self) -> u64 {
         self.entries
     }
 
     /// Whether the index holds no entries.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.entries == 0
     }
@@ -202,6 +204,7 @@ impl HashIndex {
 
     /// Adds (hash, row). The caller guarantees no entry for the same key
     /// exists. On `Err` the index and the pool are as before the call.
+    #[inline]
     pub fn insert(
         &mut self,
         memory: &mut PageMemory,
@@ -276,6 +279,7 @@ impl HashIndex {
 
     /// Removes the entry (hash, row). Returns whether it was present. Frees
     /// the element for reuse; the directory never shrinks.
+    #[inline]
     pub fn remove(&mut self, memory: &mut PageMemory, hash: u32, row: u32) -> bool {
         self.check_memory(memory);
         if self.entries == 0 {

@@ -156,17 +156,20 @@ impl RowLayout {
     }
 
     /// Largest after-image.
+    #[inline]
     pub fn image_max_bytes(&self) -> usize {
         self.fixed_body_bytes + self.var_max_bytes
     }
 
     /// Splits an after-image into its view.
+    #[inline]
     pub fn image_view<'a>(&self, image: &'a [u8]) -> RowView<'a> {
         let (fixed, var) = image.split_at(self.fixed_body_bytes);
         RowView { fixed, var }
     }
 
     /// Bytes of the var part of `view` (lengths + data).
+    #[inline]
     pub fn var_part_bytes(&self, var: &[u8]) -> usize {
         if self.var_columns == 0 {
             return 0;

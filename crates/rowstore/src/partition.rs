@@ -1,6 +1,8 @@
-//! One partition's storage in an ldm: fixed-part slots (row id = slot
-//! reference, chosen here and never moved), var parts in size classes, the
-//! primary-key hash index, and the row header.
+//! One partition's rows: fixed-part slots (row id = slot reference, chosen
+//! here and never moved), var parts in size classes, the primary-key hash
+//! index, and the row header; and the row changes that prepare, commit,
+//! abort and restore make to them (the ldm decides when; this file keeps
+//! the header, the checksum, the index and the live-data count right).
 //!
 //! ```text
 //! row header (24 bytes at the start of every fixed slot)
@@ -11,10 +13,12 @@
 //! 20 u8  state      0 free, 1 reserved (insert prepared, invisible), 2 live
 //! 21..24            zero
 //! ```
+//!
+//! What the ldm keeps beside a partition's rows (its redo part, its local
+//! checkpoints) lives in the ldm (`ldm::PartitionState`).
 
 use crate::hash_index::HashIndex;
 use crate::layout::{RowLayout, RowView, HEADER_BYTES};
-use crate::lcp::PartitionLcp;
 use crate::page_memory::{PageMemory, PAGE_SIZE};
 use crate::slots::{AllocAtError, SlotPages, NIL};
 
@@ -37,6 +41,7 @@ pub struct OutOfDataMemory;
 /// Var part size classes: 32 bytes doubling to a whole page.
 pub const VAR_CLASSES: usize = 11;
 
+#[inline]
 fn var_class_of(bytes: usize) -> usize {
     let mut class = 0;
     while (32usize << class) < bytes {
@@ -50,6 +55,7 @@ fn var_class_of(bytes: usize) -> usize {
 }
 
 /// The var class a var part of `bytes` needs.
+#[inline]
 pub fn var_class(bytes: usize) -> usize {
     var_class_of(bytes.max(1))
 }
@@ -58,16 +64,12 @@ pub fn var_class(bytes: usize) -> usize {
 pub struct Partition {
     /// Partition number within its table.
     pub id: u32,
-    /// Redo log part, fixed at creation.
-    pub redo_part: u32,
     /// Fixed-part slots; a slot reference is the row id.
     pub fixed: SlotPages,
     var: Vec<Option<SlotPages>>,
     /// Primary-key hash index.
     pub index: HashIndex,
     page_capacity: usize,
-    /// Its local checkpoints (`lcp.rs`).
-    pub(crate) lcp: PartitionLcp,
     /// Bytes of the live rows' images (fixed body and used var part), kept
     /// as rows change (the checkpoint report's live data).
     live_bytes: u64,
@@ -86,7 +88,7 @@ fn read_u32(bytes: &[u8], offset: usize) -> u32 {
 
 impl Partition {
     /// An empty partition whose rows follow `layout`.
-    pub fn new(id: u32, redo_part: u32, layout: &RowLayout, memory: &PageMemory) -> Partition {
+    pub fn new(id: u32, layout: &RowLayout, memory: &PageMemory) -> Partition {
         let slot_bytes = (HEADER_BYTES + layout.fixed_body_bytes).div_ceil(8) * 8;
         let page_capacity = memory.page_count() as usize;
         assert!(
@@ -95,29 +97,30 @@ impl Partition {
         );
         Partition {
             id,
-            redo_part,
             fixed: SlotPages::new(slot_bytes.max(32), 16, Some(0), page_capacity),
             var: (0..VAR_CLASSES).map(|_| None).collect(),
             index: HashIndex::new(memory),
             page_capacity,
-            lcp: PartitionLcp::default(),
             live_bytes: 0,
         }
     }
 
     /// Bytes of the live rows' images.
+    #[inline]
     pub fn live_bytes(&self) -> u64 {
         self.live_bytes
     }
 
     /// Bytes of row `row`'s image as stored: fixed body and used var part
     /// (what an LCP row record holds after its head).
+    #[inline]
     pub fn image_bytes(&self, memory: &PageMemory, layout: &RowLayout, row: u32) -> u64 {
         let view = self.view(memory, layout, row);
         (view.fixed.len() + layout.var_part_bytes(view.var)) as u64
     }
 
     /// A live row leaves the live data (replaced, deleted or freed).
+    #[inline]
     fn forget_live_image(&mut self, memory: &PageMemory, layout: &RowLayout, row: u32) {
         if self.state(memory, row) == RowState::Live {
             let bytes = self.image_bytes(memory, layout, row);
@@ -129,6 +132,7 @@ impl Partition {
     }
 
     /// Rows in use (live or reserved).
+    #[inline]
     pub fn rows(&self) -> u64 {
         self.fixed.used()
     }
@@ -174,6 +178,7 @@ impl Partition {
         self.fixed.slot_mut(memory, row)[12..16].copy_from_slice(&op.to_le_bytes());
     }
 
+    #[inline]
     fn var_ref(&self, memory: &PageMemory, row: u32) -> u32 {
         read_u32(self.fixed.slot(memory, row), 16)
     }
@@ -198,6 +203,7 @@ impl Partition {
 
     /// Verifies the checksum of a live row; a mismatch is memory corruption
     /// and stops the node (fail fast: never serve corrupt data).
+    #[inline]
     pub fn verify_checksum(&self, memory: &PageMemory, layout: &RowLayout, row: u32) {
         let stored = read_u32(self.fixed.slot(memory, row), 8);
         let computed = self.compute_checksum(memory, layout, row);
@@ -208,11 +214,13 @@ impl Partition {
         );
     }
 
+    #[inline]
     fn compute_checksum(&self, memory: &PageMemory, layout: &RowLayout, row: u32) -> u32 {
         self.checksum_and_image_bytes(memory, layout, row).0
     }
 
     /// The row's checksum and its image's bytes, from one view of it.
+    #[inline]
     fn checksum_and_image_bytes(
         &self,
         memory: &PageMemory,
@@ -228,6 +236,7 @@ impl Partition {
 
     /// Takes a free fixed slot for a new row (state Reserved, no var part,
     /// no operations, GCI kept). `None` when DataMemory is full.
+    #[inline]
     pub fn reserve_row(&mut self, memory: &mut PageMemory) -> Option<u32> {
         let row = self.fixed.alloc(memory)?;
         let slot = self.fixed.slot_mut(memory, row);
@@ -240,6 +249,7 @@ impl Partition {
 
     /// Takes the free fixed slot `row` for a row a backup places at the id
     /// its primary chose (state Reserved, as `reserve_row`).
+    #[inline]
     pub fn reserve_row_at(
         &mut self,
         memory: &mut PageMemory,
@@ -255,6 +265,7 @@ impl Partition {
     }
 
     /// Whether `row` names a slot that holds a row (live or reserved).
+    #[inline]
     pub fn is_occupied(&self, memory: &PageMemory, row: u32) -> bool {
         self.fixed.is_held(row) && self.state(memory, row) != RowState::Free
     }
@@ -262,6 +273,7 @@ impl Partition {
     /// Fills the freshly reserved slot `row` with after-image `image` (var
     /// part in a new slot of its class) and indexes it under `hash`. When
     /// DataMemory runs out the slot is freed again and `Err` returned.
+    #[inline]
     pub fn fill_reserved_row(
         &mut self,
         memory: &mut PageMemory,
@@ -289,6 +301,7 @@ impl Partition {
     }
 
     /// Takes a var slot of `class`. `None` when DataMemory is full.
+    #[inline]
     pub fn alloc_var(&mut self, memory: &mut PageMemory, class: usize) -> Option<u32> {
         let page_capacity = self.page_capacity;
         let pages = self.var[class]
@@ -301,6 +314,7 @@ impl Partition {
     /// `row`, taken now so that commit cannot fail: NIL when the row's
     /// current var slot has the right size class (or the table has no var
     /// columns), a new slot otherwise. `None` when DataMemory is full.
+    #[inline]
     pub fn var_slot_for_image(
         &mut self,
         memory: &mut PageMemory,
@@ -319,6 +333,7 @@ impl Partition {
     }
 
     /// Returns a var slot.
+    #[inline]
     pub fn free_var(&mut self, memory: &mut PageMemory, var_ref: u32) {
         let (class, reference) = split_var_ref(var_ref);
         self.var[class]
@@ -328,6 +343,7 @@ impl Partition {
     }
 
     /// The var class currently holding row `row`'s var part, if any.
+    #[inline]
     pub fn var_class_of_row(&self, memory: &PageMemory, row: u32) -> Option<usize> {
         let var_ref = self.var_ref(memory, row);
         (var_ref != NIL).then(|| split_var_ref(var_ref).0)
@@ -336,6 +352,7 @@ impl Partition {
     /// Writes an after-image into row `row`: the fixed body, and the var part
     /// into `new_var` (a reserved var slot, freeing the old one) or into the
     /// row's current var slot (`new_var == NIL`, same class).
+    #[inline]
     pub fn write_image(
         &mut self,
         memory: &mut PageMemory,
@@ -380,6 +397,7 @@ impl Partition {
     }
 
     /// Marks a row live at `gci` and seals its checksum.
+    #[inline]
     pub fn commit_row(&mut self, memory: &mut PageMemory, layout: &RowLayout, row: u32, gci: u64) {
         let (checksum, image_bytes) = self.checksum_and_image_bytes(memory, layout, row);
         // `write_image`, always called first, took any live image out.
@@ -392,6 +410,7 @@ impl Partition {
 
     /// A committed delete: the row leaves the index's view (state Reserved,
     /// invisible) with the delete's GCI; it is freed once no operation holds it.
+    #[inline]
     pub fn mark_deleted(
         &mut self,
         memory: &mut PageMemory,
@@ -408,6 +427,7 @@ impl Partition {
     /// Frees row `row`: var part returned, state Free, header GCI set to
     /// `delete_gci` (Some for a committed delete; None for an aborted
     /// insert, which keeps the slot's previous GCI).
+    #[inline]
     pub fn free_row(
         &mut self,
         memory: &mut PageMemory,

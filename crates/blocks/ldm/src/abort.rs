@@ -1,0 +1,76 @@
+//! ABORT along the replica chain, and undoing a prepare: the operation's
+//! reserved var slot is returned and it leaves the row's lock queue (an
+//! inserted row it alone held is freed). The row itself was never changed
+//! (docs/design/transactions.md §6).
+
+use crate::operation::{OpState, NIL};
+use crate::{layout_and_partition, Ldm};
+use kernel::{send, Context};
+use signal::signals::{AbortConf, AbortReq};
+use signal::BlockRef;
+
+impl Ldm {
+    /// Drops a prepared or waiting operation: its reserved var slot, its
+    /// place in the lock queue (an inserted row it alone held is freed).
+    pub(crate) fn undo_prepare(&mut self, index: u32) {
+        let new_var = self.operations[index].new_var;
+        if new_var != NIL {
+            let Ldm {
+                memory,
+                operations,
+                tables,
+                ..
+            } = self;
+            let operation = &mut operations[index];
+            operation.new_var = NIL;
+            let (_, partition) = layout_and_partition(tables, operation);
+            partition.free_var(memory, new_var);
+        }
+        self.release_from_row(index);
+    }
+
+    /// ABORT, from the tc at the primary or from the previous replica: undo
+    /// the operation here; if it had been passed on, pass the abort on too
+    /// (it follows the prepare on the same link, so it never overtakes it);
+    /// otherwise this is the end of the chain and the tc hears ABORTCONF.
+    pub(crate) fn abort(&mut self, from: BlockRef, request: AbortReq, ctx: &mut dyn Context) {
+        let mut next = None;
+        if let Some(index) = self.operations.find_by_tc(request.tc, request.tc_op) {
+            let operation = &self.operations[index];
+            assert_eq!(
+                operation.transaction_id, request.transaction_id,
+                "{from} aborted operation {} of {} with another transaction id",
+                request.tc_op, request.tc
+            );
+            match operation.state {
+                OpState::Waiting | OpState::Prepared => {
+                    if operation.forwarded {
+                        next = Some(
+                            operation.replica_ldm(operation.position + 1, self.address.instance),
+                        );
+                    }
+                    self.undo_prepare(index);
+                    self.release_operation(index);
+                }
+                OpState::Committed { .. } => {
+                    panic!(
+                        "{from} aborted operation {} of {} after committing it",
+                        request.tc_op, request.tc
+                    )
+                }
+                OpState::Free => unreachable!("find_by_tc returns only live records"),
+            }
+        }
+        match next {
+            Some(next) => send(ctx, self.address, next, request),
+            None => send(
+                ctx,
+                self.address,
+                request.tc,
+                AbortConf {
+                    tc_op: request.tc_op,
+                },
+            ),
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! COMMIT and COMPLETE along the replica chain
+//! (docs/design/transactions.md §4, §5): at COMMIT each replica installs
+//! the after-image it kept since prepare and stamps the GCI, appends the
+//! change to its redo log, and passes the commit up the chain; the primary,
+//! last to commit, releases its lock and confirms to the tc. COMPLETE then
+//! runs the same way, releasing the backups' locks and every replica's
+//! operation record.
+
+use crate::locks::has_later_writer;
+use crate::operation::{ImageKind, OpState, Operation, OperationPool, NIL};
+use crate::{layout_and_partition_state, Ldm};
+use kernel::{send, Context};
+use rowstore::{PageMemory, Partition, RowLayout};
+use signal::signals::{CommitConf, CommitReq, CompleteConf, CompleteReq, OperationKind};
+use signal::BlockRef;
+use storage::redo::{Change, Operation as RedoOperation};
+
+impl Ldm {
+    /// COMMIT, from the tc at the last replica or from the next replica:
+    /// install the after-image and stamp the GCI, then pass the commit to
+    /// the previous replica; the primary, last to commit, releases its lock
+    /// and tells the tc (docs/design/transactions.md §4). Backups keep their
+    /// locks until COMPLETE.
+    pub(crate) fn commit(&mut self, from: BlockRef, request: CommitReq, ctx: &mut dyn Context) {
+        let index = request.ldm_op;
+        assert!(
+            self.operations.is_live(index)
+                && self.operations[index].transaction_id == request.transaction_id
+                && self.operations[index].tc_op == request.tc_op
+                && self.operations[index].state == OpState::Prepared,
+            "{from} committed operation {index} that ldm {} does not hold prepared for it",
+            self.address
+        );
+        let gci = request.gci.0;
+        // An LCP scanning now may reflect this change (`lcp`).
+        self.lcp.highest_committed_gci = self.lcp.highest_committed_gci.max(gci);
+        self.install_and_log(index, gci, ctx);
+        self.release_redo_reservation(index);
+        let operation = &self.operations[index];
+        let (position, previous_op, tc) = (operation.position, operation.previous_op, operation.tc);
+        if position == 0 {
+            self.release_from_row(index);
+        }
+        self.operations[index].state = OpState::Committed { gci };
+        if position > 0 {
+            let previous = self.operations[index].replica_ldm(position - 1, self.address.instance);
+            let forward = CommitReq {
+                ldm_op: previous_op,
+                ..request
+            };
+            send(ctx, self.address, previous, forward);
+        } else {
+            send(
+                ctx,
+                self.address,
+                tc,
+                CommitConf {
+                    tc_op: request.tc_op,
+                },
+            );
+        }
+    }
+
+    /// Installs operation `index`'s after-image (or delete) at `gci` and
+    /// appends the change to its partition's redo part, in commit order;
+    /// nothing waits for it to reach disk (docs/design/durability.md §3).
+    /// The record keeps no image, key or var slot after.
+    fn install_and_log(&mut self, index: u32, gci: u64, ctx: &mut dyn Context) {
+        let Ldm {
+            memory,
+            operations,
+            tables,
+            redo,
+            address,
+            lcp,
+            ..
+        } = self;
+        let operation = &operations[index];
+        let (layout, partition) = layout_and_partition_state(tables, operation);
+        let changed = &mut lcp.changed_row_bytes;
+        let logged = install(
+            operations,
+            memory,
+            layout,
+            &mut partition.store,
+            changed,
+            index,
+            gci,
+        );
+        if logged.is_some() {
+            // The partition's next LCP cannot reuse the newest one's files.
+            partition.lcp.changes += 1;
+        }
+        if let (Some(kind), Some(redo)) = (logged, redo.as_mut()) {
+            let (part_index, _) = operation
+                .redo_reservation
+                .expect("a write on an ldm with a redo log reserved room at prepare");
+            redo.append(
+                part_index,
+                &redo_change(operation, kind, gci),
+                *address,
+                ctx,
+            );
+        }
+        let operation = &mut operations[index];
+        operation.new_var = NIL;
+        operation.image = None;
+        operation.key = None;
+    }
+
+    /// COMPLETE, from the tc at the last replica or from the next replica:
+    /// a backup releases its lock; every replica frees its record and
+    /// passes the complete up the chain; the primary tells the tc.
+    pub(crate) fn complete(&mut self, from: BlockRef, request: CompleteReq, ctx: &mut dyn Context) {
+        let index = request.ldm_op;
+        assert!(
+            self.operations.is_live(index)
+                && self.operations[index].transaction_id == request.transaction_id
+                && self.operations[index].tc_op == request.tc_op
+                && matches!(self.operations[index].state, OpState::Committed { .. }),
+            "{from} completed operation {index} that ldm {} does not hold committed for it",
+            self.address
+        );
+        let operation = &self.operations[index];
+        let (position, previous_op, tc) = (operation.position, operation.previous_op, operation.tc);
+        let previous =
+            (position > 0).then(|| operation.replica_ldm(position - 1, self.address.instance));
+        if position > 0 {
+            self.release_from_row(index);
+        }
+        self.release_operation(index);
+        match previous {
+            Some(previous) => {
+                let forward = CompleteReq {
+                    ldm_op: previous_op,
+                    ..request
+                };
+                send(ctx, self.address, previous, forward);
+            }
+            None => send(
+                ctx,
+                self.address,
+                tc,
+                CompleteConf {
+                    tc_op: request.tc_op,
+                },
+            ),
+        }
+    }
+}
+
+/// Installs operation `index`'s after-image in its row at `gci`, or marks
+/// the row deleted, and counts the changed bytes; says what the redo log
+/// records (`None`: nothing changed here). Only the transaction's last
+/// writer on the row installs: its image already includes the earlier
+/// ones, whose reserved var slots go back.
+fn install(
+    operations: &OperationPool,
+    memory: &mut PageMemory,
+    layout: &RowLayout,
+    partition: &mut Partition,
+    changed_row_bytes: &mut u64,
+    index: u32,
+    gci: u64,
+) -> Option<RedoOperation> {
+    let operation = &operations[index];
+    let row = operation.row;
+    let new_var = operation.new_var;
+    match operation.image_kind {
+        ImageKind::None => None,
+        _ if has_later_writer(operations, index) => {
+            if new_var != NIL {
+                partition.free_var(memory, new_var);
+            }
+            None
+        }
+        ImageKind::Row => {
+            let image = operation
+                .image
+                .as_ref()
+                .expect("row image kept until commit");
+            partition.write_image(memory, layout, row, image.as_slice(), new_var);
+            partition.commit_row(memory, layout, row, gci);
+            *changed_row_bytes += image.len() as u64;
+            if operation.kind == OperationKind::Insert {
+                Some(RedoOperation::Insert)
+            } else {
+                Some(RedoOperation::Update)
+            }
+        }
+        ImageKind::Deleted => {
+            partition
+                .index
+                .remove(memory, operation.hash.index_hash(), row);
+            // The deleted image leaves the live data: that many bytes changed.
+            let live_before = partition.live_bytes();
+            partition.mark_deleted(memory, layout, row, gci);
+            *changed_row_bytes += live_before - partition.live_bytes();
+            Some(RedoOperation::Delete)
+        }
+    }
+}
+
+/// The redo record of `operation`'s committed change of `kind` at `gci`:
+/// the row id, its key and the full after-image (none for a delete).
+fn redo_change(operation: &Operation, kind: RedoOperation, gci: u64) -> Change<'_> {
+    let key = operation
+        .key
+        .as_ref()
+        .expect("a write keeps its key until commit for the redo log");
+    let image = match kind {
+        RedoOperation::Delete => &[][..],
+        _ => operation
+            .image
+            .as_ref()
+            .map_or(&[][..], |image| image.as_slice()),
+    };
+    Change {
+        gci,
+        table: operation.table_id,
+        partition: operation.partition,
+        row_id: operation.row,
+        operation: kind,
+        key: key.as_slice(),
+        image,
+    }
+}
