@@ -20,34 +20,7 @@ cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
             wait 2> /dev/null || true; pids=(); }
 trap cleanup EXIT
 
-cluster_up() { # BINARY DIR DATA_NODES REPLICAS THREADS
-  local tessera=$1 dir=$2 nodes=$3 replicas=$4 threads=$5
-  mkdir -p "$dir"
-  {
-    printf '[mgmd]\nnode_id = 1\nhost = "127.0.0.1"\nport = %d\n\n' "$port"
-    printf '[cluster]\nreplicas = %d\ndata_memory = "1G"\nredo_log_file_size = "64M"\nredo_buffer = "32M"\n\n' "$replicas"
-    printf '[threads]\n%b\n' "$threads"
-    for id in $(seq 2 $((nodes + 1))); do
-      printf '\n[[data_node]]\nid = %d\nhost = "127.0.0.1"\nport = %d\ndata_dir = "node%d"\n' \
-        "$id" $((port + id)) "$id"
-    done
-  } > "$dir/config.toml"
-  "$tessera" mgmd --config "$dir/config.toml" > "$dir/mgmd.log" 2>&1 &
-  pids+=($!)
-  sleep 1
-  for id in $(seq 2 $((nodes + 1))); do
-    "$tessera" node --mgmd 127.0.0.1:$port --node-id "$id" --initial > "$dir/node$id.log" 2>&1 &
-    pids+=($!)
-  done
-  for _ in $(seq 1 600); do
-    "$tessera" mgm --mgmd 127.0.0.1:$port -e show --json 2> /dev/null | python3 -c '
-import json, sys
-nodes = [n for n in json.load(sys.stdin)["nodes"] if n.get("type") == "data"]
-sys.exit(0 if nodes and all(n.get("state") == "started" for n in nodes) else 1)' 2> /dev/null && return
-    sleep 0.5
-  done
-  echo "cluster in $dir did not start" >&2; exit 1
-}
+. "$(dirname "$0")/cluster.sh"
 
 phase_ops() { # BINARY OUT PHASE ARGS...: ops/s of one phase, checked
   local tessera=$1 out=$2 phase=$3; shift 3
@@ -74,7 +47,7 @@ for round in $(seq 1 "$rounds"); do
     for side in A B; do
       if [ $side = A ]; then tessera=$a; else tessera=$b; fi
       dir=$work/$round-$name-$side
-      cluster_up "$tessera" "$dir" "$nodes" "$replicas" "$threads"
+      cluster_start "$tessera" "$dir" "$nodes" "$replicas" "$threads" 1G
       "$tessera" bench keylookup --mgmd 127.0.0.1:$port --records "$records" --phases insert \
         --threads 4 --inflight 32 > "$dir/insert.log"
       echo "$name read-batched $side $(phase_ops "$tessera" "$dir/rb.json" read "${batched[@]}")" >> "$results"

@@ -80,38 +80,9 @@ redis_down
 # ldm's thread. Override with THREADS_ONE / THREADS_TWO ("ldm = 2\ntc = 1").
 threads_one=${THREADS_ONE:-'ldm = 1\ntc = 1\ntc_on_ldm = true'}
 threads_two=${THREADS_TWO:-'ldm = 2\ntc = 2\ntc_on_ldm = true'}
+. "$here/bench/cluster.sh"
 cluster_up() { # NAME DATA_NODES REPLICAS THREADS
-  local dir=$work/$1 nodes=$2 replicas=$3 threads=$4
-  mkdir -p "$dir"
-  {
-    printf '[mgmd]\nnode_id = 1\nhost = "127.0.0.1"\nport = %d\n\n' "$port"
-    # 1 GiB of redo per part: a table with one partition per ldm thread
-    # writes one part, and the default 256 MiB fills in ~10 s of updates
-    # at full speed before local checkpoints free it (error 410); and a
-    # 32 MiB buffer per part, as the default 4 MiB fills at 400,000 updates/s
-    # between the io thread's writes (error 1234).
-    printf '[cluster]\nreplicas = %d\ndata_memory = "2G"\nredo_log_file_size = "64M"\nredo_buffer = "32M"\n\n' "$replicas"
-    printf '[threads]\n%b\n' "$threads"
-    for id in $(seq 2 $((nodes + 1))); do
-      printf '\n[[data_node]]\nid = %d\nhost = "127.0.0.1"\nport = %d\ndata_dir = "node%d"\n' \
-        "$id" $((port + id)) "$id"
-    done
-  } > "$dir/config.toml"
-  "$tessera" mgmd --config "$dir/config.toml" > "$dir/mgmd.log" 2>&1 &
-  pids+=($!)
-  sleep 1
-  for id in $(seq 2 $((nodes + 1))); do
-    "$tessera" node --mgmd 127.0.0.1:$port --node-id "$id" --initial > "$dir/node$id.log" 2>&1 &
-    pids+=($!)
-  done
-  for _ in $(seq 1 600); do
-    "$tessera" mgm --mgmd 127.0.0.1:$port -e show --json 2> /dev/null | python3 -c '
-import json, sys
-nodes = [n for n in json.load(sys.stdin)["nodes"] if n.get("type") == "data"]
-sys.exit(0 if nodes and all(n.get("state") == "started" for n in nodes) else 1)' 2> /dev/null && return
-    sleep 0.5
-  done
-  echo "cluster $1 did not start" >&2; exit 1
+  cluster_start "$tessera" "$work/$1" "$2" "$3" "$4" 2G
 }
 cluster_down() { cleanup; pids=(); port=$((port + 10)); }
 tessera_bench() { # CLUSTER NAME PHASE ARGS...
