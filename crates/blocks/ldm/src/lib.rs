@@ -42,6 +42,8 @@ mod lcp_restore;
 mod lcp_test_disk;
 #[cfg(test)]
 mod lcp_tests;
+#[cfg(test)]
+mod lock_tests;
 mod locks;
 pub mod operation;
 mod prepare;
@@ -49,9 +51,13 @@ mod redo_log;
 mod restore;
 #[cfg(test)]
 mod robustness_tests;
+#[cfg(test)]
+mod row_tests;
 mod scan;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod value_tests;
 
 use kernel::{send, Block, Context};
 use lcp::PartitionLcp;
