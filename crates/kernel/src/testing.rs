@@ -33,7 +33,10 @@
 
 use crate::{Block, Context, Report};
 use signal::fs::FsOperation;
-use signal::{BlockRef, Envelope, SectionPool, Signal};
+use signal::partition::{default_partition_of_bucket, BUCKETS};
+use signal::schema::{ColumnDef, ColumnType, TableDef};
+use signal::signals::{PartitionMap, PartitionPlacement};
+use signal::{BlockRef, Envelope, NodeId, SectionPool, Signal};
 use stdx::mix::XorShift;
 
 /// One signal a block sent.
@@ -226,6 +229,42 @@ pub fn deliver(
         },
         ctx,
     );
+}
+
+/// A column of a test table.
+pub fn column(name: &str, column_type: ColumnType, nullable: bool) -> ColumnDef {
+    ColumnDef {
+        name: name.into(),
+        column_type,
+        nullable,
+    }
+}
+
+/// The partition map dih makes for a one-node cluster (node `node`, node
+/// group 0): buckets spread over `table`'s partitions as dih spreads them,
+/// partition p on ldm instance `p % ldm_instances` and in redo part
+/// `redo_part(p)`. Shared by the block tests that play dih.
+pub fn one_node_map(
+    table: &TableDef,
+    node: NodeId,
+    ldm_instances: u16,
+    redo_part: impl Fn(u32) -> u32,
+) -> PartitionMap {
+    PartitionMap {
+        table_id: table.id,
+        version: 1,
+        bucket_partitions: (0..BUCKETS)
+            .map(|bucket| default_partition_of_bucket(bucket, table.partitions))
+            .collect(),
+        partitions: (0..table.partitions)
+            .map(|partition| PartitionPlacement {
+                node_group: 0,
+                replicas: vec![node],
+                ldm_instance: (partition % u32::from(ldm_instances)) as u16,
+                redo_part: redo_part(partition),
+            })
+            .collect(),
+    }
 }
 
 #[cfg(test)]

@@ -18,12 +18,13 @@ use crate::lcp::LcpSettings;
 use crate::redo_log::RedoSettings;
 use crate::PartitionState;
 use crate::{Ldm, LdmConfig};
+use kernel::testing::{column, one_node_map};
 use kernel::{Block, CheckpointReport, Context, Report};
 use rowstore::RowState;
 use signal::attr::{key_hash, AttrWriter, KeyHash};
 use signal::fs::{FileName, FsDone, FsError, FsErrorKind, FsOperation, OpenMode};
-use signal::partition::{bucket, default_partition_of_bucket, BUCKETS};
-use signal::schema::{ColumnDef, ColumnType, TableDef};
+use signal::partition::bucket;
+use signal::schema::{ColumnType, TableDef};
 use signal::signals::*;
 use signal::{
     BlockKind, BlockRef, Envelope, ErrorCode, Gci, NodeId, Section, SectionPool, Signal,
@@ -45,11 +46,6 @@ pub(crate) const PARTITIONS: u32 = 2;
 
 /// Columns: k INT key, v BIGINT NOT NULL, s VARCHAR(40), b VARBINARY(600).
 pub(crate) fn table(version: u32) -> TableDef {
-    let column = |name: &str, column_type, nullable| ColumnDef {
-        name: name.into(),
-        column_type,
-        nullable,
-    };
     let table = TableDef {
         id: TABLE_ID,
         version,
@@ -79,24 +75,10 @@ pub(crate) enum Parts {
 
 /// One node, one ldm: partition p is in redo part p, or all in part 0.
 fn partition_map(table: &TableDef, parts: Parts) -> PartitionMap {
-    PartitionMap {
-        table_id: table.id,
-        version: 1,
-        bucket_partitions: (0..BUCKETS)
-            .map(|b| default_partition_of_bucket(b, table.partitions))
-            .collect(),
-        partitions: (0..table.partitions)
-            .map(|p| PartitionPlacement {
-                node_group: 0,
-                replicas: vec![NODE],
-                ldm_instance: 0,
-                redo_part: match parts {
-                    Parts::Own => p,
-                    Parts::Shared => 0,
-                },
-            })
-            .collect(),
-    }
+    one_node_map(table, NODE, 1, |partition| match parts {
+        Parts::Own => partition,
+        Parts::Shared => 0,
+    })
 }
 
 pub(crate) fn gci(n: u32) -> Gci {

@@ -11,10 +11,11 @@
 //! returns, so a bad input may neither crash the node nor change data.
 
 use crate::{Ldm, LdmConfig};
+use kernel::testing::{column, one_node_map};
 use kernel::testing::{deliver, line, RecordingContext};
 use kernel::Context;
 use signal::attr::{self, key_hash, AttrIter, AttrWriter, KeyHash};
-use signal::partition::{bucket, default_partition_of_bucket, BUCKETS};
+use signal::partition::bucket;
 use signal::schema::{ColumnDef, ColumnType, TableDef};
 use signal::section::CLASS_SIZES;
 use signal::signals::*;
@@ -31,14 +32,6 @@ const DICT: BlockRef = BlockRef::new(NODE, BlockKind::Dict, 0);
 const POOL_COUNTS: [usize; 6] = [64, 16, 8, 4, 2, 2];
 /// Distinct keys per table: few, so operations often meet existing rows.
 const KEYS: u64 = 6;
-
-fn column(name: &str, column_type: ColumnType, nullable: bool) -> ColumnDef {
-    ColumnDef {
-        name: name.into(),
-        column_type,
-        nullable,
-    }
-}
 
 /// The table shapes: mixed fixed and var columns with an INT key; a
 /// composite CHAR + VARCHAR key in another order than the columns; more
@@ -135,21 +128,7 @@ struct Fuzz {
 impl Fuzz {
     fn new(table: TableDef, seed: u64) -> Fuzz {
         let table = Arc::new(table);
-        let map = Arc::new(PartitionMap {
-            table_id: table.id,
-            version: 1,
-            bucket_partitions: (0..BUCKETS)
-                .map(|b| default_partition_of_bucket(b, table.partitions))
-                .collect(),
-            partitions: (0..table.partitions)
-                .map(|p| PartitionPlacement {
-                    node_group: 0,
-                    replicas: vec![NODE],
-                    ldm_instance: 0,
-                    redo_part: p,
-                })
-                .collect(),
-        });
+        let map = Arc::new(one_node_map(&table, NODE, 1, |partition| partition));
         let mut fuzz = Fuzz {
             ldm: Ldm::new(LdmConfig {
                 address: LDM,

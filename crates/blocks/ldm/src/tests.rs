@@ -14,12 +14,13 @@
 
 use crate::operation::NIL;
 use crate::{Ldm, LdmConfig};
+use kernel::testing::{column, one_node_map};
 use kernel::testing::{deliver, line, RecordingContext};
 use kernel::Context;
 use rowstore::RowState;
 use signal::attr::{key_hash, AttrIter, AttrWriter, KeyHash};
-use signal::partition::{bucket, default_partition_of_bucket, BUCKETS};
-use signal::schema::{ColumnDef, ColumnType, TableDef};
+use signal::partition::bucket;
+use signal::schema::{ColumnType, TableDef};
 use signal::section::CLASS_SIZES;
 use signal::signals::*;
 use signal::{BlockKind, BlockRef, ErrorCode, Gci, NodeId, Section, Signal, TransactionId};
@@ -49,11 +50,6 @@ pub(crate) fn gci(n: u32) -> Gci {
 }
 
 pub(crate) fn table() -> TableDef {
-    let column = |name: &str, column_type, nullable| ColumnDef {
-        name: name.into(),
-        column_type,
-        nullable,
-    };
     let table = TableDef {
         id: TABLE_ID,
         version: 1,
@@ -74,21 +70,7 @@ pub(crate) fn table() -> TableDef {
 /// The map dih makes for one node group of one node with `ldm_instances`
 /// ldm threads.
 pub(crate) fn partition_map(table: &TableDef, ldm_instances: u16) -> PartitionMap {
-    PartitionMap {
-        table_id: table.id,
-        version: 1,
-        bucket_partitions: (0..BUCKETS)
-            .map(|b| default_partition_of_bucket(b, table.partitions))
-            .collect(),
-        partitions: (0..table.partitions)
-            .map(|p| PartitionPlacement {
-                node_group: 0,
-                replicas: vec![NODE],
-                ldm_instance: (p % u32::from(ldm_instances)) as u16,
-                redo_part: p,
-            })
-            .collect(),
-    }
+    one_node_map(table, NODE, ldm_instances, |partition| partition)
 }
 
 pub(crate) fn txn(n: u64) -> TransactionId {

@@ -12,11 +12,12 @@
 
 use crate::records::NIL;
 use crate::{Tc, TcConfig, TIMEOUT_SCAN_JOB};
+use kernel::testing::{column, one_node_map};
 use kernel::testing::{deliver, RecordingContext};
 use kernel::Context;
 use signal::attr::{key_hash, AttrWriter};
-use signal::partition::{bucket, default_partition_of_bucket, BUCKETS};
-use signal::schema::{ColumnDef, ColumnType, TableDef};
+use signal::partition::bucket;
+use signal::schema::{ColumnType, TableDef};
 use signal::signals::*;
 use signal::{BlockKind, BlockRef, ErrorCode, Gci, NodeId, Section, Signal, TransactionId};
 use std::collections::VecDeque;
@@ -45,11 +46,6 @@ const SENDERS: [BlockRef; 5] = [
 ];
 
 fn table() -> TableDef {
-    let column = |name: &str, column_type, nullable| ColumnDef {
-        name: name.into(),
-        column_type,
-        nullable,
-    };
     let table = TableDef {
         id: 3,
         version: 7,
@@ -98,21 +94,9 @@ struct Fuzz {
 impl Fuzz {
     fn new(seed: u64) -> Fuzz {
         let table = Arc::new(table());
-        let map = Arc::new(PartitionMap {
-            table_id: table.id,
-            version: 1,
-            bucket_partitions: (0..BUCKETS)
-                .map(|b| default_partition_of_bucket(b, table.partitions))
-                .collect(),
-            partitions: (0..table.partitions)
-                .map(|p| PartitionPlacement {
-                    node_group: 0,
-                    replicas: vec![NODE],
-                    ldm_instance: (p % u32::from(LDM_INSTANCES)) as u16,
-                    redo_part: p,
-                })
-                .collect(),
-        });
+        let map = Arc::new(one_node_map(&table, NODE, LDM_INSTANCES, |partition| {
+            partition
+        }));
         let mut fuzz = Fuzz {
             tc: Tc::new(TcConfig {
                 address: TC,

@@ -10,11 +10,12 @@
 
 use crate::records::{TransactionState, NIL};
 use crate::{Tc, TcConfig, TIMEOUT_SCAN_JOB};
+use kernel::testing::{column, one_node_map};
 use kernel::testing::{delayed_line, deliver, line, RecordingContext};
 use kernel::Context;
 use signal::attr::{key_hash, AttrWriter, KeyHash};
-use signal::partition::{bucket, default_partition_of_bucket, BUCKETS};
-use signal::schema::{ColumnDef, ColumnType, TableDef};
+use signal::partition::bucket;
+use signal::schema::{ColumnType, TableDef};
 use signal::signals::*;
 use signal::{BlockKind, BlockRef, ErrorCode, Gci, NodeId, Section, Signal, TransactionId};
 use std::sync::Arc;
@@ -50,11 +51,6 @@ pub(crate) const COMMIT: u8 = tc_key_flags::COMMIT;
 type Entries<'a> = &'a [(u16, Option<&'a [u8]>)];
 
 pub(crate) fn table() -> TableDef {
-    let column = |name: &str, column_type, nullable| ColumnDef {
-        name: name.into(),
-        column_type,
-        nullable,
-    };
     let table = TableDef {
         id: TABLE_ID,
         version: TABLE_VERSION,
@@ -74,21 +70,7 @@ pub(crate) fn table() -> TableDef {
 /// The map dih makes for one node group of one node (node 2) with
 /// `LDM_INSTANCES` ldm threads and four redo log parts.
 pub(crate) fn partition_map(table: &TableDef) -> PartitionMap {
-    PartitionMap {
-        table_id: table.id,
-        version: 1,
-        bucket_partitions: (0..BUCKETS)
-            .map(|b| default_partition_of_bucket(b, table.partitions))
-            .collect(),
-        partitions: (0..table.partitions)
-            .map(|p| PartitionPlacement {
-                node_group: 0,
-                replicas: vec![NODE],
-                ldm_instance: (p % u32::from(LDM_INSTANCES)) as u16,
-                redo_part: p % 4,
-            })
-            .collect(),
-    }
+    one_node_map(table, NODE, LDM_INSTANCES, |partition| partition % 4)
 }
 
 pub(crate) fn txn(api: BlockRef, n: u64) -> TransactionId {

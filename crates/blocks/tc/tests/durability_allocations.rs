@@ -6,10 +6,10 @@
 //! make no heap allocation. The test installs the counting allocator and
 //! drives one tc with the signals the other blocks would send.
 
+use kernel::testing::one_node_map;
 use kernel::testing::{deliver, RecordingContext};
 use kernel::Context;
 use signal::attr::AttrWriter;
-use signal::partition::{default_partition_of_bucket, BUCKETS};
 use signal::schema::{ColumnDef, ColumnType, TableDef};
 use signal::signals::*;
 use signal::{BlockKind, BlockRef, Gci, NodeId, Signal, TransactionId};
@@ -57,21 +57,7 @@ impl Driver {
             partitions: 2,
         };
         table.validate().expect("valid table");
-        let map = PartitionMap {
-            table_id: 1,
-            version: 1,
-            bucket_partitions: (0..BUCKETS)
-                .map(|bucket| default_partition_of_bucket(bucket, 2))
-                .collect(),
-            partitions: (0..2)
-                .map(|partition| PartitionPlacement {
-                    node_group: 0,
-                    replicas: vec![NODE],
-                    ldm_instance: partition as u16,
-                    redo_part: partition,
-                })
-                .collect(),
-        };
+        let map = one_node_map(&table, NODE, 2, |partition| partition);
         let mut driver = Driver {
             tc: Tc::new(TcConfig {
                 address: TC,
