@@ -62,6 +62,12 @@ pub fn wipe_node_files(root: &Path) -> Result<(), String> {
     Ok(())
 }
 
+impl signal::fs::FileStore for FileService {
+    fn perform(&mut self, operation: FsOperation) -> Result<FsDone, FsError> {
+        FileService::perform(self, operation)
+    }
+}
+
 impl FileService {
     /// A service for `root`, which is created (with its parents) if missing.
     pub fn new(

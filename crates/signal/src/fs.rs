@@ -457,6 +457,17 @@ impl FsOperation {
     }
 }
 
+/// What performs a node's file operations, one at a time in order: the io
+/// thread's file service over the data directory in production
+/// (`datanode::io::FileService`) and the simulated disk (`sim::disk::Disk`,
+/// writes volatile until synced, crashes and faults from a seed). Both
+/// answer every operation alike (a test runs the same operations against
+/// both), so a block sees the same files in tests as in production.
+pub trait FileStore {
+    /// Performs `operation`; an OS or disk error is an `Err`, never a panic.
+    fn perform(&mut self, operation: FsOperation) -> Result<FsDone, FsError>;
+}
+
 /// What an operation did.
 #[derive(Debug, PartialEq)]
 pub enum FsDone {

@@ -99,6 +99,12 @@ pub struct Disk {
     pool: &'static SectionPool,
 }
 
+impl signal::fs::FileStore for Disk {
+    fn perform(&mut self, operation: FsOperation) -> Result<FsDone, FsError> {
+        Disk::perform(self, operation)
+    }
+}
+
 impl Disk {
     /// An empty disk whose faults and latencies come from `seed`.
     pub fn new(seed: u64, pool: &'static SectionPool) -> Disk {
