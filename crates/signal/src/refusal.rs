@@ -8,31 +8,21 @@
 //!
 //! ```text
 //! other if codec::is_api_request(other.number()) => {
-//!     if let Some(refusal) = refusal::refuse_api_request(&other) {
+//!     if let Some(refusal) = other.refusal() {
 //!         kernel::send(ctx, self.address, from, refusal);
 //!     }
 //! }
 //! ```
-
-use crate::Signal;
-
-/// The refusal owed to the API `request` by a block that does not serve it:
-/// the REF the signal table declares for it (a [`crate::signals::SchemaRef`]
-/// for schema requests, a [`crate::signals::TcKeyRef`] for transaction
-/// requests, ...), with `BadRequest` and the request's echoed id
-/// (`client_op` `u32::MAX` where the request names no operation). `None`
-/// where `request` is not an API request at all. The request itself (and
-/// its sections) stays with the caller.
-pub fn refuse_api_request(request: &Signal) -> Option<Signal> {
-    request.refusal()
-}
+//!
+//! `Signal::refusal` is generated from the signal table (`refused_by`);
+//! the tests here check the refusals of each kind of request.
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::signals::{
         ApiRegReq, DropTabReq, ListTablesConf, ListTablesReq, SchemaRef, TcCommitReq, TcKeyRef,
     };
+    use crate::Signal;
     use crate::{ErrorCode, SectionPool, TransactionId};
 
     #[test]
@@ -43,7 +33,7 @@ mod tests {
             name: pool.copy_from(b"t").expect("room"),
         }
         .into();
-        let Some(Signal::SchemaRef(refusal)) = refuse_api_request(&request) else {
+        let Some(Signal::SchemaRef(refusal)) = Signal::refusal(&request) else {
             panic!("no SchemaRef");
         };
         assert_eq!(
@@ -58,7 +48,7 @@ mod tests {
     #[test]
     fn a_misaddressed_list_tables_req_gets_a_schema_ref_with_its_id() {
         let request: Signal = ListTablesReq { request_id: 11 }.into();
-        let Some(Signal::SchemaRef(refusal)) = refuse_api_request(&request) else {
+        let Some(Signal::SchemaRef(refusal)) = Signal::refusal(&request) else {
             panic!("no SchemaRef");
         };
         assert_eq!(
@@ -76,7 +66,7 @@ mod tests {
             names: pool.copy_from(&[0, 0]).expect("room"),
         }
         .into();
-        assert!(refuse_api_request(&answer).is_none());
+        assert!(Signal::refusal(&answer).is_none());
     }
 
     #[test]
@@ -85,7 +75,7 @@ mod tests {
             transaction_id: TransactionId(9),
         }
         .into();
-        let Some(Signal::TcKeyRef(refusal)) = refuse_api_request(&request) else {
+        let Some(Signal::TcKeyRef(refusal)) = Signal::refusal(&request) else {
             panic!("no TcKeyRef");
         };
         assert_eq!(
@@ -104,7 +94,7 @@ mod tests {
             protocol_version: 1,
         }
         .into();
-        let Some(Signal::ApiRegRef(refusal)) = refuse_api_request(&registration) else {
+        let Some(Signal::ApiRegRef(refusal)) = Signal::refusal(&registration) else {
             panic!("no ApiRegRef");
         };
         assert_eq!(refusal.error, ErrorCode::BadRequest);
@@ -114,6 +104,6 @@ mod tests {
             error: ErrorCode::BadRequest,
         }
         .into();
-        assert!(refuse_api_request(&reply).is_none());
+        assert!(Signal::refusal(&reply).is_none());
     }
 }

@@ -62,7 +62,7 @@ use requests::{Operation, QueuedRequest};
 use restore::Restore;
 use schema_sync::{Incoming, Outgoing, SYNC_RETRY_JOB};
 use signal::signals::{ContinueB, StartPhaseConf};
-use signal::{codec, phases, refusal, BlockKind, BlockRef, Envelope, NodeId, Signal};
+use signal::{codec, phases, BlockKind, BlockRef, Envelope, NodeId, Signal};
 use std::collections::{HashSet, VecDeque};
 use tables::Tables;
 
@@ -351,7 +351,7 @@ impl kernel::Block for Dict {
                 job: SYNC_RETRY_JOB,
             }) if from == self.address => self.retry_schema_chunks(ctx),
             other if codec::is_api_request(other.number()) => {
-                if let Some(reply) = refusal::refuse_api_request(&other) {
+                if let Some(reply) = other.refusal() {
                     kernel::send(ctx, self.address, from, reply);
                 }
             }

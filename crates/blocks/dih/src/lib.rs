@@ -45,7 +45,7 @@ use kernel::Context;
 use signal::phases;
 use signal::schema::TableDef;
 use signal::signals::{DiAddTabConf, FsConf, StartPhaseConf};
-use signal::{codec, refusal, BlockKind, BlockRef, Envelope, Gci, NodeId, Signal};
+use signal::{codec, BlockKind, BlockRef, Envelope, Gci, NodeId, Signal};
 use std::sync::Arc;
 
 /// What dih needs to know of the node and the cluster.
@@ -326,7 +326,7 @@ impl kernel::Block for Dih {
             Signal::FsConf(conf) => self.fs_answer(conf, ctx),
             Signal::DiAddTabReq(request) => self.add_table(from, &request.table, ctx),
             other if codec::is_api_request(other.number()) => {
-                if let Some(reply) = refusal::refuse_api_request(&other) {
+                if let Some(reply) = other.refusal() {
                     kernel::send(ctx, self.address, from, reply);
                 }
             }

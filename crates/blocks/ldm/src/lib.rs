@@ -64,7 +64,7 @@ use lcp::PartitionLcp;
 use operation::{Operation, OperationPool};
 use rowstore::{PageMemory, Partition, RowLayout};
 use signal::signals::*;
-use signal::{codec, refusal, BlockRef, Envelope, Signal};
+use signal::{codec, BlockRef, Envelope, Signal};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -349,7 +349,7 @@ impl Block for Ldm {
             ),
             // From API nodes addressed to this block: never panic.
             other if codec::is_api_request(other.number()) => {
-                if let Some(reply) = refusal::refuse_api_request(&other) {
+                if let Some(reply) = other.refusal() {
                     send(ctx, self.address, from, reply);
                 }
             }

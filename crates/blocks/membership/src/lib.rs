@@ -21,7 +21,7 @@ use formation::Formation;
 use kernel::answers::Answers;
 use kernel::{Context, Report};
 use signal::signals::{ApiRegConf, ApiRegRef, PresidentRep, StartPhaseReq, API_PROTOCOL_VERSION};
-use signal::{codec, refusal, BlockKind, BlockRef, Envelope, ErrorCode, NodeId, Signal};
+use signal::{codec, BlockKind, BlockRef, Envelope, ErrorCode, NodeId, Signal};
 use start::{StartState, PHASES};
 
 /// What membership needs to know of the node.
@@ -195,7 +195,7 @@ impl kernel::Block for Membership {
                 other => panic!("membership {}: unknown ContinueB job {other}", self.address),
             },
             other if codec::is_api_request(other.number()) => {
-                if let Some(reply) = refusal::refuse_api_request(&other) {
+                if let Some(reply) = other.refusal() {
                     kernel::send(ctx, self.address, from, reply);
                 }
             }

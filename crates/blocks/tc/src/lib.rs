@@ -40,7 +40,7 @@ use kernel::{send, Block, Context};
 use records::{OpPhase, Records, TcOperation, NIL};
 use signal::schema::TableDef;
 use signal::signals::*;
-use signal::{codec, refusal, BlockRef, Envelope, ErrorCode, Gci, Signal, TransactionId};
+use signal::{codec, BlockRef, Envelope, ErrorCode, Gci, Signal, TransactionId};
 use std::sync::Arc;
 
 /// Periodic job: the timeout scan.
@@ -311,7 +311,7 @@ impl Block for Tc {
             }
             // From API nodes addressed to this block: never panic.
             other if codec::is_api_request(other.number()) => {
-                if let Some(reply) = refusal::refuse_api_request(&other) {
+                if let Some(reply) = other.refusal() {
                     send(ctx, self.config.address, from, reply);
                 }
             }
