@@ -196,7 +196,7 @@ impl SectionPool {
     /// (no free buffer in the depot or this thread's cache; other threads'
     /// caches may hold a few) or `len` exceeds [`MAX_SECTION_BYTES`].
     pub fn alloc(&'static self, len: usize) -> Option<Section> {
-        self.alloc_keeping(len, |_| 0)
+        self.alloc_keeping(len, false)
     }
 
     /// As [`SectionPool::alloc`], but never takes the last
@@ -205,7 +205,7 @@ impl SectionPool {
     /// take the sections that data-node links, redo and local checkpoint
     /// writes need to go on. `None` when only the reserve is left.
     pub fn alloc_leaving_reserve(&'static self, len: usize) -> Option<Section> {
-        self.alloc_keeping(len, |class| class.count / RESERVE_SHARE)
+        self.alloc_keeping(len, true)
     }
 
     /// As [`SectionPool::copy_from`], leaving the reserve
@@ -216,12 +216,18 @@ impl SectionPool {
         Some(section)
     }
 
-    /// Takes a buffer, leaving `keep(class)` buffers in the class's depot.
+    /// Takes a buffer, leaving the reserve in the class's depot when
+    /// `leave_reserve` (the thread's own cached buffers are always free to
+    /// take).
     #[inline]
-    fn alloc_keeping(&'static self, len: usize, keep: fn(&Class) -> usize) -> Option<Section> {
+    fn alloc_keeping(&'static self, len: usize, leave_reserve: bool) -> Option<Section> {
         let class_number = CLASS_SIZES.iter().position(|&size| size >= len)?;
         let class = &self.classes[class_number];
-        let keep = keep(class);
+        let keep = if leave_reserve {
+            class.count / RESERVE_SHARE
+        } else {
+            0
+        };
         let index = if class.cached {
             with_cache(self, |cache| {
                 let free = &mut cache.free[class_number];

@@ -58,6 +58,7 @@ impl Tc {
     /// transaction's record (seized for a START) once the operation may
     /// join it, its batch state updated; `None` when the operation was
     /// refused (answered) or dropped (the rest of a batch an abort ended).
+    #[inline]
     fn accept_operation(
         &mut self,
         from: BlockRef,

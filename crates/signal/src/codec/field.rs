@@ -280,6 +280,7 @@ impl<T: Field> Field for Option<T> {
 
 /// The read's client op (u32), then its row as a section.
 impl Field for ReadRow {
+    #[inline]
     fn put(&self, writer: &mut Writer<'_>) {
         writer.u32(self.client_op);
         writer.bytes32(self.data.as_slice());
