@@ -18,9 +18,11 @@
 
 use crate::connection::{section_pool, FrameBuilder, NodeConnection};
 use crate::dispatch::SchemaReply;
+use crate::environment::{Clock, Environment, Transport};
 use crate::error::ClientError;
 use crate::session::AsyncSession;
 use crate::table::Table;
+use crate::tcp::TcpTransport;
 use crate::transaction::{Body, Transaction};
 use crate::value::Value;
 use signal::schema::TableDef;
@@ -96,6 +98,8 @@ pub struct Cluster {
     /// When fetching a fresher map for routing last failed: routing then
     /// keeps the stale map (a hint) rather than retrying every transaction.
     refresh_failed_at: Mutex<Option<Instant>>,
+    /// The time and the waits (the system's, or a simulator's).
+    clock: Clock,
     /// Holds the API node id allocation; never used after connecting.
     /// Declared last so it drops last: the id is freed only once every
     /// data-node connection using it is closed.
@@ -152,8 +156,9 @@ impl Cluster {
                 )
             })
             .collect();
-        let connections = open_all(&targets, api_node, &options)?;
-        Cluster::assemble(api_node, Some(mgm), connections, options)
+        let opening = Opening::tcp(&options);
+        let connections = open_all(&opening, &targets, api_node, &options)?;
+        Cluster::assemble(api_node, Some(mgm), connections, options, opening)
     }
 
     /// Connects straight to a data node at `data_node_addr` as API node
@@ -205,8 +210,37 @@ impl Cluster {
             .iter()
             .map(|addr| (addr.to_string(), None))
             .collect();
-        let connections = open_all(&targets, NodeId(api_node_id), &options)?;
-        Cluster::assemble(NodeId(api_node_id), None, connections, options)
+        let opening = Opening::tcp(&options);
+        let connections = open_all(&opening, &targets, NodeId(api_node_id), &options)?;
+        Cluster::assemble(NodeId(api_node_id), None, connections, options, opening)
+    }
+
+    /// Connects as API node `api_node_id` to the data nodes `data_nodes`
+    /// (address and node id) in `environment`: its transport carries the
+    /// bytes and its driver tells the time and takes the turns. This is
+    /// how the simulator runs the real client (docs/design/testing.md §3);
+    /// the connections open one after the other, so the run is the same
+    /// for the same seed.
+    pub fn connect_in(
+        environment: &Environment,
+        data_nodes: &[(&str, u16)],
+        api_node_id: u16,
+        options: ConnectOptions,
+    ) -> Result<Cluster, ClientError> {
+        if data_nodes.is_empty() {
+            return Err(ClientError::Usage("no data node given".into()));
+        }
+        let targets: Vec<(String, Option<NodeId>)> = data_nodes
+            .iter()
+            .map(|&(addr, node)| (addr.to_string(), Some(NodeId(node))))
+            .collect();
+        let opening = Opening {
+            transport: Arc::clone(&environment.transport),
+            clock: Clock::Driven(Arc::clone(&environment.driver)),
+            incarnation: environment.incarnation,
+        };
+        let connections = open_all(&opening, &targets, NodeId(api_node_id), &options)?;
+        Cluster::assemble(NodeId(api_node_id), None, connections, options, opening)
     }
 
     fn assemble(
@@ -214,7 +248,11 @@ impl Cluster {
         mgm: Option<mgmclient::client::MgmClient>,
         mut connections: Vec<NodeConnection>,
         options: ConnectOptions,
+        opening: Opening,
     ) -> Result<Cluster, ClientError> {
+        let Opening {
+            clock, incarnation, ..
+        } = opening;
         connections.sort_by_key(|connection| connection.node().0);
         for pair in connections.windows(2) {
             if pair[0].node() == pair[1].node() {
@@ -243,15 +281,16 @@ impl Cluster {
             // transaction ids must not collide with the previous owner's
             // transactions that a tc may still be aborting.
             transaction_counter: AtomicU64::new(
-                (u64::from(incarnation()) << 16) & (TRANSACTION_COUNTER_MASK >> 1),
+                (u64::from(incarnation) << 16) & (TRANSACTION_COUNTER_MASK >> 1),
             ),
             // Same reason as the transaction counter: a reused API node id
             // must not meet late schema replies meant for its previous owner.
-            request_counter: AtomicU32::new(incarnation()),
+            request_counter: AtomicU32::new(incarnation),
             map_version: AtomicU32::new(0),
             president_hint: AtomicUsize::new(0),
             tables: Mutex::new(HashMap::new()),
             refresh_failed_at: Mutex::new(None),
+            clock,
             _mgm: mgm.map(Mutex::new),
         })
     }
@@ -373,6 +412,11 @@ impl Cluster {
     /// ```
     pub fn session<T>(&self) -> AsyncSession<'_, T> {
         AsyncSession::new(self)
+    }
+
+    /// The client's time and waits.
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     fn next_transaction(&self) -> (signal::TransactionId, u64) {
@@ -535,7 +579,7 @@ impl Cluster {
                     *self
                         .refresh_failed_at
                         .lock()
-                        .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+                        .unwrap_or_else(PoisonError::into_inner) = Some(self.clock.now());
                     None
                 }
             },
@@ -556,7 +600,9 @@ impl Cluster {
             .unwrap_or_else(PoisonError::into_inner)
         {
             None => true,
-            Some(failed) => failed.elapsed() >= REFRESH_RETRY_INTERVAL,
+            Some(failed) => {
+                self.clock.now().saturating_duration_since(failed) >= REFRESH_RETRY_INTERVAL
+            }
         }
     }
 
@@ -828,8 +874,8 @@ impl Cluster {
             let mut frames = FrameBuilder::default();
             frames.push(&connection.envelope(to.0, to.1, build(request_id)?))?;
             connection.send(&mut frames)?;
-            let deadline = Instant::now() + self.options.reply_timeout;
-            let (mut reply, done) = slot.wait_until(deadline, Option::is_some);
+            let deadline = self.clock.now() + self.options.reply_timeout;
+            let (mut reply, done) = slot.wait_until(&self.clock, deadline, Option::is_some);
             match reply.take() {
                 Some(SchemaReply::Refused(code)) => Err(ClientError::Schema {
                     code,
@@ -851,43 +897,68 @@ impl Cluster {
     }
 }
 
-/// Opens a connection to every target in parallel (each retried until the
-/// connect timeout); the first failure in target order is the error.
+/// How connections are opened: by which transport, on which clock, with
+/// which incarnation.
+struct Opening {
+    transport: Arc<dyn Transport>,
+    clock: Clock,
+    incarnation: u32,
+}
+
+impl Opening {
+    /// TCP, the system clock and a fresh incarnation: a real process.
+    fn tcp(options: &ConnectOptions) -> Opening {
+        Opening {
+            transport: Arc::new(TcpTransport {
+                retry_interval: options.register_retry_interval,
+                write_timeout: options.reply_timeout,
+            }),
+            clock: Clock::System,
+            // One incarnation for every connection of this process's life.
+            incarnation: incarnation(),
+        }
+    }
+}
+
+/// Opens a connection to every target (in parallel on the system clock;
+/// one after the other on a driver's), each retried until the connect
+/// timeout; the first failure in target order is the error.
 fn open_all(
+    opening: &Opening,
     targets: &[(String, Option<NodeId>)],
     api_node: NodeId,
     options: &ConnectOptions,
 ) -> Result<Vec<NodeConnection>, ClientError> {
-    // One incarnation for every connection of this process's life.
-    let incarnation = incarnation();
     let open = |(addr, node): &(String, Option<NodeId>)| {
         NodeConnection::open(
+            opening.transport.as_ref(),
+            &opening.clock,
             addr,
             *node,
             api_node,
-            incarnation,
+            opening.incarnation,
             options.connect_timeout,
             options.register_retry_interval,
-            options.reply_timeout,
         )
     };
-    let results: Vec<Result<NodeConnection, ClientError>> = if targets.len() == 1 {
-        vec![open(&targets[0])]
-    } else {
-        std::thread::scope(|scope| {
-            let threads: Vec<_> = targets
-                .iter()
-                .map(|target| scope.spawn(move || open(target)))
-                .collect();
-            threads
-                .into_iter()
-                .map(|thread| match thread.join() {
-                    Ok(result) => result,
-                    Err(panic) => std::panic::resume_unwind(panic),
-                })
-                .collect()
-        })
-    };
+    let results: Vec<Result<NodeConnection, ClientError>> =
+        if targets.len() == 1 || opening.clock.is_driven() {
+            targets.iter().map(open).collect()
+        } else {
+            std::thread::scope(|scope| {
+                let threads: Vec<_> = targets
+                    .iter()
+                    .map(|target| scope.spawn(move || open(target)))
+                    .collect();
+                threads
+                    .into_iter()
+                    .map(|thread| match thread.join() {
+                        Ok(result) => result,
+                        Err(panic) => std::panic::resume_unwind(panic),
+                    })
+                    .collect()
+            })
+        };
     // Connections opened before a failure close as the vector drops.
     results.into_iter().collect()
 }

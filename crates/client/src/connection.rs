@@ -1,24 +1,24 @@
-//! One TCP connection from this API node to one data node: the send side
+//! One connection from this API node to one data node: the send side
 //! (frames with this node's id, incarnation and a per-connection sequence,
-//! many signals per frame, one write per batch), the receive thread, and the
-//! registration handshake (API_REGREQ until API_REGCONF says `started`).
+//! many signals per frame, one write per batch), the receive side
+//! ([`Inbound`]), and the registration handshake (API_REGREQ until
+//! API_REGCONF says `started`). The bytes travel over whatever the
+//! [`Transport`] opened (TCP in production, see `tcp`).
 //!
 //! ```text
-//!  app threads ──FrameBuilder──> send lock: sequence, CRC, write ──> TCP
-//!  TCP ──> receive thread: FrameAssembler -> SignalDecoder -> Dispatch slots
+//!  app threads ──FrameBuilder──> sequence lock: seal, Link::write ──> data node
+//!  data node ──> Inbound: FrameAssembler -> SignalDecoder -> Dispatch slots
 //! ```
 
 use crate::dispatch::Dispatch;
+use crate::environment::{Clock, Link, Transport};
 use crate::error::ClientError;
 use signal::codec::FrameAssembler;
 use signal::codec::{self, ForApi, WireError};
 use signal::signals::ApiRegReq;
 use signal::{BlockKind, BlockRef, Envelope, NodeId, SectionPool, Signal};
-use std::io::Write;
-use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The protocol version this client speaks in API_REGREQ.
@@ -141,11 +141,6 @@ pub(crate) struct FrameCheckpoint {
     last_count: u16,
 }
 
-struct SendSide {
-    stream: TcpStream,
-    sequence: u64,
-}
-
 /// The connection to one data node.
 pub(crate) struct NodeConnection {
     /// Address connected to (for messages).
@@ -156,70 +151,60 @@ pub(crate) struct NodeConnection {
     node: Arc<AtomicU16>,
     api_node: NodeId,
     incarnation: u32,
-    send_side: Mutex<SendSide>,
+    /// The next frame's sequence number; held while writing, so that
+    /// frames reach the link in sequence order.
+    sequence: Mutex<u64>,
     /// Waiters of this connection.
     pub dispatch: Arc<Dispatch>,
-    receive_thread: Option<JoinHandle<()>>,
+    /// Declared last: dropping it may wait for a receive thread, which
+    /// `Drop` has woken by shutting the link down.
+    link: Box<dyn Link>,
 }
 
 impl NodeConnection {
-    /// Connects to `addr` (retrying refused connections until the timeout,
-    /// since data nodes may still be starting), starts the receive thread
-    /// and registers: API_REGREQ every `retry_interval` until an
-    /// API_REGCONF says the node is started.
+    /// Opens a connection to `addr` through `transport` and registers:
+    /// API_REGREQ every `retry_interval` until an API_REGCONF says the node
+    /// is started, or `connect_timeout` passes.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn open(
+        transport: &dyn Transport,
+        clock: &Clock,
         addr: &str,
         expected_node: Option<NodeId>,
         api_node: NodeId,
         incarnation: u32,
         connect_timeout: Duration,
         retry_interval: Duration,
-        write_timeout: Duration,
     ) -> Result<NodeConnection, ClientError> {
-        let started_at = Instant::now();
+        let started_at = clock.now();
         let deadline = started_at + connect_timeout;
-        let stream = connect_with_retry(addr, deadline, retry_interval)?;
-        let connect_error = |source| ClientError::Connect {
-            addr: addr.to_string(),
-            source,
-        };
-        // Latency of small batches matters more than packet count.
-        stream.set_nodelay(true).map_err(connect_error)?;
-        // A node that stops reading must not block senders forever: a
-        // write that cannot finish in time ends the connection.
-        stream
-            .set_write_timeout(Some(write_timeout))
-            .map_err(connect_error)?;
-        let receive_stream = stream.try_clone().map_err(connect_error)?;
         let node = Arc::new(AtomicU16::new(expected_node.map_or(0, |node| node.0)));
         let dispatch = Arc::new(Dispatch::new());
-        let receive_thread = {
-            let dispatch = Arc::clone(&dispatch);
-            let node = Arc::clone(&node);
-            std::thread::Builder::new()
-                .name(format!("tessera-recv-{addr}"))
-                .spawn(move || receive_loop(receive_stream, dispatch, api_node, node))
-                .map_err(connect_error)?
+        let inbound = Inbound {
+            assembler: FrameAssembler::new(),
+            dispatch: Arc::clone(&dispatch),
+            api_node,
+            node: Arc::clone(&node),
         };
+        let link = transport.open(addr, deadline, inbound)?;
         let mut connection = NodeConnection {
             addr: addr.to_string(),
             tc_instances: 1,
             node,
             api_node,
             incarnation,
-            send_side: Mutex::new(SendSide {
-                stream,
-                sequence: 0,
-            }),
+            sequence: Mutex::new(0),
             dispatch,
-            receive_thread: Some(receive_thread),
+            link,
         };
-        connection.tc_instances = connection.register(deadline, retry_interval, started_at)?;
+        connection.tc_instances =
+            connection.register(clock, deadline, retry_interval, started_at)?;
         Ok(connection)
     }
 
     fn register(
         &self,
+        clock: &Clock,
         deadline: Instant,
         retry_interval: Duration,
         started_at: Instant,
@@ -238,11 +223,11 @@ impl NodeConnection {
                 ),
             )?;
             self.send(&mut frames)?;
-            let attempt_deadline = (Instant::now() + retry_interval).min(deadline);
+            let attempt_deadline = (clock.now() + retry_interval).min(deadline);
             let (mut registration, _) =
                 self.dispatch
                     .registration
-                    .wait_until(attempt_deadline, |registration| {
+                    .wait_until(clock, attempt_deadline, |registration| {
                         registration.lost.is_some()
                             || registration.refused.is_some()
                             || registration
@@ -273,7 +258,7 @@ impl NodeConnection {
                 }
             }
             drop(registration);
-            let now = Instant::now();
+            let now = clock.now();
             if now >= deadline {
                 return Err(ClientError::NotStarted {
                     addr: self.addr.clone(),
@@ -282,7 +267,7 @@ impl NodeConnection {
             }
             // A not-started answer came early: keep the retry pace.
             if now < attempt_deadline {
-                std::thread::sleep(attempt_deadline - now);
+                clock.sleep(attempt_deadline - now);
             }
         }
     }
@@ -314,25 +299,22 @@ impl NodeConnection {
         !self.dispatch.is_closed()
     }
 
-    /// Numbers the frames in `frames`, seals them and writes them all with
-    /// one `write_all`. A failed write shuts the socket down, so the
-    /// receive thread ends and fails every waiter.
+    /// Numbers the frames in `frames`, seals them and writes them all at
+    /// once. A failed write shuts the link down, so the receive side ends
+    /// and fails every waiter.
     pub(crate) fn send(&self, frames: &mut FrameBuilder) -> Result<(), ClientError> {
         if frames.frames.is_empty() {
             return Ok(());
         }
-        let mut side = self
-            .send_side
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut sequence = self.sequence.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(reason) = self.dispatch.closed_reason() {
             return Err(self.lost(reason));
         }
         // Sequence numbers must reach the wire in order, so they are
         // assigned under the same lock as the write.
-        side.sequence = frames.seal(self.api_node, self.incarnation, side.sequence);
-        if let Err(error) = side.stream.write_all(&frames.bytes) {
-            let _ = side.stream.shutdown(Shutdown::Both);
+        *sequence = frames.seal(self.api_node, self.incarnation, *sequence);
+        if let Err(error) = self.link.write(&frames.bytes) {
+            self.link.shutdown();
             return Err(self.lost(format!("write failed: {error}")));
         }
         Ok(())
@@ -341,43 +323,8 @@ impl NodeConnection {
 
 impl Drop for NodeConnection {
     fn drop(&mut self) {
-        let side = self
-            .send_side
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        // Wakes the receive thread out of its blocking read.
-        let _ = side.stream.shutdown(Shutdown::Both);
-        drop(side);
-        if let Some(thread) = self.receive_thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-fn connect_with_retry(
-    addr: &str,
-    deadline: Instant,
-    retry_interval: Duration,
-) -> Result<TcpStream, ClientError> {
-    loop {
-        match TcpStream::connect(addr) {
-            Ok(stream) => return Ok(stream),
-            Err(error) => {
-                let retryable = matches!(
-                    error.kind(),
-                    std::io::ErrorKind::ConnectionRefused
-                        | std::io::ErrorKind::ConnectionReset
-                        | std::io::ErrorKind::TimedOut
-                );
-                if !retryable || Instant::now() + retry_interval > deadline {
-                    return Err(ClientError::Connect {
-                        addr: addr.to_string(),
-                        source: error,
-                    });
-                }
-                std::thread::sleep(retry_interval);
-            }
-        }
+        // Wakes the receive side, which closes the dispatch.
+        self.link.shutdown();
     }
 }
 
@@ -390,82 +337,91 @@ pub(crate) fn section_pool() -> &'static SectionPool {
     POOL.get_or_init(|| SectionPool::leak([4_096, 2_048, 512, 128, 64, 32]))
 }
 
-/// The receive thread: frames in, signals to their waiters, until the
-/// stream ends or carries something invalid; then every waiter fails.
-fn receive_loop(
-    mut stream: TcpStream,
+/// The receive side of one connection: bytes from the data node in,
+/// signals out to their waiters. Made by the client for each connection
+/// and handed to the [`Transport`], whose receiver (a receive thread, or
+/// the simulator) feeds it the bytes in order and closes it when the
+/// stream ends.
+pub struct Inbound {
+    assembler: FrameAssembler,
     dispatch: Arc<Dispatch>,
     api_node: NodeId,
     node: Arc<AtomicU16>,
-) {
-    let mut assembler = FrameAssembler::new();
-    let reason = loop {
-        match assembler.read_from(&mut stream) {
-            Ok(0) => break "connection closed by the data node".to_string(),
-            Ok(_) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(error) => break format!("read failed: {error}"),
-        }
-        if let Err(reason) = drain_frames(&mut assembler, &dispatch, api_node, &node) {
-            break reason;
-        }
-    };
-    let _ = stream.shutdown(Shutdown::Both);
-    dispatch.close(reason);
 }
 
-fn drain_frames(
-    assembler: &mut FrameAssembler,
-    dispatch: &Dispatch,
-    api_node: NodeId,
-    node: &AtomicU16,
-) -> Result<(), String> {
-    loop {
-        let (header, body) = match assembler.next_frame() {
-            Ok(Some(frame)) => frame,
-            Ok(None) => return Ok(()),
-            Err(error) => return Err(format!("invalid frame: {error}")),
-        };
-        // The first frame names the peer when the config did not.
-        let known = node.load(Ordering::Relaxed);
-        if known == 0 {
-            node.store(header.sender.0, Ordering::Relaxed);
-        } else if known != header.sender.0 {
-            return Err(format!(
-                "frame from node {}, expected node {known}",
-                header.sender
-            ));
-        }
-        let mut decoder =
-            codec::SignalDecoder::new(body, header.signal_count, header.sender, api_node);
+impl Inbound {
+    /// Bytes that arrived, in order: every whole frame is delivered now.
+    /// `Err(reason)`: the stream carries something invalid; close it.
+    pub fn receive(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.assembler.push_bytes(bytes);
+        // Nobody else runs while a driven client receives, so sections
+        // that are not there now never will be.
+        self.deliver(false)
+    }
+
+    /// Reads what `stream` has into the frame buffer (a receive thread's
+    /// read, without a copy).
+    pub(crate) fn read_from(&mut self, stream: &mut impl std::io::Read) -> std::io::Result<usize> {
+        self.assembler.read_from(stream)
+    }
+
+    /// The stream ended: every waiter of the connection fails with `reason`.
+    pub fn close(self, reason: String) {
+        self.dispatch.close(reason);
+    }
+
+    /// Delivers every whole frame received. `wait_for_sections`: sending
+    /// threads hold the pool's sections only while encoding, so when there
+    /// is none the same signal is retried after a pause.
+    pub(crate) fn deliver(&mut self, wait_for_sections: bool) -> Result<(), String> {
         loop {
-            match decoder.next_for_api(section_pool()) {
-                // A read's reply: its row goes from the frame to the inbox.
-                Ok(Some(ForApi::Reply { to, reply })) => {
-                    if to.kind != BlockKind::Api {
-                        return Err(format!(
-                            "{} addressed to block {}, not to the API node",
-                            reply.name(),
-                            to.kind.name()
-                        ));
+            let (header, body) = match self.assembler.next_frame() {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return Ok(()),
+                Err(error) => return Err(format!("invalid frame: {error}")),
+            };
+            // The first frame names the peer when the config did not.
+            let known = self.node.load(Ordering::Relaxed);
+            if known == 0 {
+                self.node.store(header.sender.0, Ordering::Relaxed);
+            } else if known != header.sender.0 {
+                return Err(format!(
+                    "frame from node {}, expected node {known}",
+                    header.sender
+                ));
+            }
+            let mut decoder =
+                codec::SignalDecoder::new(body, header.signal_count, header.sender, self.api_node);
+            loop {
+                match decoder.next_for_api(section_pool()) {
+                    // A read's reply: its row goes from the frame to the inbox.
+                    Ok(Some(ForApi::Reply { to, reply })) => {
+                        if to.kind != BlockKind::Api {
+                            return Err(format!(
+                                "{} addressed to block {}, not to the API node",
+                                reply.name(),
+                                to.kind.name()
+                            ));
+                        }
+                        self.dispatch.deliver_reply(reply);
                     }
-                    dispatch.deliver_reply(reply);
-                }
-                Ok(Some(ForApi::Signal(envelope))) => {
-                    if envelope.to.kind != BlockKind::Api {
-                        return Err(format!(
-                            "{} addressed to block {}, not to the API node",
-                            envelope.signal.name(),
-                            envelope.to.kind.name()
-                        ));
+                    Ok(Some(ForApi::Signal(envelope))) => {
+                        if envelope.to.kind != BlockKind::Api {
+                            return Err(format!(
+                                "{} addressed to block {}, not to the API node",
+                                envelope.signal.name(),
+                                envelope.to.kind.name()
+                            ));
+                        }
+                        self.dispatch.deliver(header.sender, envelope.signal)?;
                     }
-                    dispatch.deliver(header.sender, envelope.signal)?;
+                    Ok(None) => break,
+                    // The decoder has not advanced: the same signal is retried.
+                    Err(WireError::OutOfSections) if wait_for_sections => {
+                        std::thread::sleep(Duration::from_millis(1))
+                    }
+                    Err(error) => return Err(format!("undecodable signal: {error}")),
                 }
-                Ok(None) => break,
-                // Sending threads hold sections only while encoding; the
-                // decoder has not advanced, so the same signal is retried.
-                Err(WireError::OutOfSections) => std::thread::sleep(Duration::from_millis(1)),
-                Err(error) => return Err(format!("undecodable signal: {error}")),
             }
         }
     }

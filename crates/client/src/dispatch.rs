@@ -25,6 +25,7 @@
 //! registering new ones fails at once, so no caller waits for a reply that
 //! cannot come.
 
+use crate::environment::Clock;
 use crate::id_hash::IdMap;
 use signal::codec::ApiReply;
 use signal::signals::{ApiRegConf, GciWaitConf, GciWaitRef, TcKeyConf};
@@ -66,6 +67,7 @@ impl<T> Slot<T> {
     /// state and whether `done` held.
     pub(crate) fn wait_until(
         &self,
+        clock: &Clock,
         deadline: Instant,
         mut done: impl FnMut(&T) -> bool,
     ) -> (MutexGuard<'_, T>, bool) {
@@ -74,15 +76,10 @@ impl<T> Slot<T> {
             if done(&state) {
                 return (state, true);
             }
-            let now = Instant::now();
-            if now >= deadline {
+            if clock.now() >= deadline {
                 return (state, false);
             }
-            state = self
-                .ready
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            state = clock.wait(&self.state, &self.ready, state, Some(deadline));
         }
     }
 }
@@ -243,7 +240,7 @@ impl Inbox {
     /// Moves every posted reply to `out` (which must be empty), waiting
     /// until there is one or `deadline` passes (`None`: do not wait).
     /// Returns whether `out` received anything.
-    pub(crate) fn take(&self, out: &mut Replies, deadline: Option<Instant>) -> bool {
+    pub(crate) fn take(&self, clock: &Clock, out: &mut Replies, deadline: Option<Instant>) -> bool {
         debug_assert!(
             out.is_empty() && out.row_bytes.is_empty(),
             "replies taken earlier are handled first"
@@ -251,16 +248,11 @@ impl Inbox {
         let mut state = self.lock();
         while state.replies.is_empty() {
             let Some(deadline) = deadline else { break };
-            let now = Instant::now();
-            if now >= deadline {
+            if clock.now() >= deadline {
                 break;
             }
             state.sleeping = true;
-            state = self
-                .ready
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            state = clock.wait(&self.state, &self.ready, state, Some(deadline));
             state.sleeping = false;
         }
         // Swapping hands the buffers back and forth, keeping their memory.
@@ -701,7 +693,11 @@ mod tests {
 
     fn take_with_rows(inbox: &Inbox) -> Replies {
         let mut out = Replies::default();
-        inbox.take(&mut out, Some(Instant::now() + Duration::from_secs(5)));
+        inbox.take(
+            &Clock::System,
+            &mut out,
+            Some(Instant::now() + Duration::from_secs(5)),
+        );
         out
     }
 
@@ -772,7 +768,10 @@ mod tests {
             .unwrap();
         assert_eq!(dispatch.stray_replies.load(Ordering::Relaxed), 1);
         let mut out = Replies::default();
-        assert!(!inbox.take(&mut out, None), "nothing posted for a stray");
+        assert!(
+            !inbox.take(&Clock::System, &mut out, None),
+            "nothing posted for a stray"
+        );
     }
 
     /// A committing TCKEYCONF that carries the last read's row posts the
@@ -847,7 +846,7 @@ mod tests {
             matches!(&replies[..], [(TransactionId(1), Reply::Lost(reason))] if reason == "peer went away")
         );
         let deadline = Instant::now() + Duration::from_secs(20);
-        let (reply, done) = request.wait_until(deadline, Option::is_some);
+        let (reply, done) = request.wait_until(&Clock::System, deadline, Option::is_some);
         assert!(done);
         assert!(matches!(&*reply, Some(SchemaReply::Lost(_))));
         drop(reply);

@@ -26,7 +26,6 @@ use crate::error::ClientError;
 use signal::signals::GciWaitReq;
 use signal::{BlockKind, ErrorCode, Gci, TransactionId};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// What a [`Cluster::wait_durable`] registers its wait under (it has no
 /// transaction; its inbox is its own, so any id would do).
@@ -166,10 +165,10 @@ impl Cluster {
                 wait.cancel(self);
                 return Err(error);
             }
-            let deadline = Instant::now() + timeout;
+            let deadline = self.clock().now() + timeout;
             // Until an answer, or the connection is lost (then ask another).
             'answer: loop {
-                if !inbox.take(&mut replies, Some(deadline)) {
+                if !inbox.take(self.clock(), &mut replies, Some(deadline)) {
                     wait.cancel(self);
                     return Err(ClientError::Timeout {
                         what: "a wait for a durable GCI",

@@ -18,14 +18,19 @@
 //! - `table`, `value`: [`Table`], [`Row`], [`Value`]: values to and from
 //!   key and attribute sections, checked against column types.
 //! - `replicas`: table lists and partition replica scans (replica checker).
-//! - `connection`: one data-node connection, its frames and receive thread.
+//! - `connection`: one data-node connection: its frames, registration and
+//!   receive side.
+//! - `environment`: the seam to the world: the transport, the clock and
+//!   the waits (TCP and the system clock, or a simulator's).
+//! - `tcp`: the production transport, with a receive thread per connection.
 //! - `dispatch`: the in-flight table the receive threads answer into, and
 //!   the inboxes replies are posted to.
 //! - `id_hash`: the cheap hasher of the maps keyed by ids the client
 //!   hands out (transaction and request ids).
 //!
-//! Architecture invariant: the client depends on `signal`, `transport`
-//! (frame assembly), `config` and `mgmd`'s client, never on a block.
+//! Architecture invariant: the client depends on `signal`, `config` and
+//! `mgmclient`, never on a block; it reads the time, sleeps and waits
+//! only through `environment::Clock`.
 //!
 //! ```no_run
 //! use client::{Cluster, Commit, Value};
@@ -46,11 +51,13 @@ mod cluster;
 mod connection;
 mod dispatch;
 mod durable;
+pub mod environment;
 mod error;
 mod id_hash;
 mod replicas;
 mod session;
 mod table;
+mod tcp;
 mod transaction;
 pub mod value;
 

@@ -283,7 +283,7 @@ impl<'a, T> AsyncSession<'a, T> {
             return 0;
         }
         let mut sent = 0;
-        let deadline = Instant::now() + self.cluster.options().reply_timeout;
+        let deadline = self.cluster.clock().now() + self.cluster.options().reply_timeout;
         for (index, outgoing) in self.outgoing.iter_mut().enumerate() {
             if outgoing.frames.is_empty() {
                 continue;
@@ -343,7 +343,7 @@ impl<'a, T> AsyncSession<'a, T> {
         self.send();
         let before = out.len();
         out.append(&mut self.ready);
-        let wait_until = Instant::now() + timeout;
+        let wait_until = self.cluster.clock().now() + timeout;
         loop {
             let waiting = out.len() == before && !self.in_flight.is_empty();
             // Wake for the earliest reply timeout too, so it is noticed.
@@ -353,7 +353,10 @@ impl<'a, T> AsyncSession<'a, T> {
                 (true, None) => Some(wait_until),
             };
             let mut replies = std::mem::take(&mut self.replies);
-            if self.inbox.take(&mut replies, deadline) {
+            if self
+                .inbox
+                .take(self.cluster.clock(), &mut replies, deadline)
+            {
                 let Replies { list, row_bytes } = &mut replies;
                 for posted in list.drain(..) {
                     self.apply(posted, row_bytes, out);
@@ -367,7 +370,10 @@ impl<'a, T> AsyncSession<'a, T> {
             self.send();
             out.append(&mut self.ready);
             self.expire(out);
-            if out.len() > before || self.in_flight.is_empty() || Instant::now() >= wait_until {
+            if out.len() > before
+                || self.in_flight.is_empty()
+                || self.cluster.clock().now() >= wait_until
+            {
                 return out.len() - before;
             }
         }
@@ -418,7 +424,7 @@ impl<'a, T> AsyncSession<'a, T> {
 
     /// Fails every sent transaction whose reply timeout has passed.
     fn expire(&mut self, out: &mut Vec<Completion<'a, T>>) {
-        let now = Instant::now();
+        let now = self.cluster.clock().now();
         if self.next_deadline.is_none_or_later(now) {
             return;
         }

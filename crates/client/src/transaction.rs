@@ -38,7 +38,6 @@ use signal::{BlockKind, ErrorCode, Gci, NodeId, Signal, TransactionId};
 use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Names one operation of a transaction; numbered from 0 in the order the
 /// operations were defined.
@@ -791,10 +790,10 @@ impl Transaction<'_> {
     /// a durable commit's GCI wait).
     fn wait(&mut self, inbox: &Arc<Inbox>) -> Result<Outcome, ClientError> {
         let timeout = self.cluster.options().reply_timeout;
-        let mut deadline = Instant::now() + timeout;
+        let mut deadline = self.cluster.clock().now() + timeout;
         let mut replies = Replies::default();
         loop {
-            if !inbox.take(&mut replies, Some(deadline)) {
+            if !inbox.take(self.cluster.clock(), &mut replies, Some(deadline)) {
                 return Err(self.timed_out());
             }
             let Replies { list, row_bytes } = &mut replies;
@@ -810,7 +809,7 @@ impl Transaction<'_> {
                     Progress::Done(result) => return result,
                     Progress::SendDurableWait => {
                         self.send_durable_wait(inbox)?;
-                        deadline = Instant::now() + timeout;
+                        deadline = self.cluster.clock().now() + timeout;
                     }
                 }
             }

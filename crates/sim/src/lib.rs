@@ -14,10 +14,13 @@
 //! every delivery so tests can tell.
 //!
 //! - `world`: clock, event queue, network, random streams, the blocks' context;
+//! - `hosted`: real API nodes: threads running the `client` crate over
+//!   the simulated network and clock, taking turns with the simulator;
 //! - `disk`: each node's simulated disk (volatile until synced, torn on a
 //!   crash, injected faults), serving the blocks' file requests;
 //! - `simulation`: the nodes' blocks, their start and the event loop;
 //! - `config`: the generated cluster config;
+//! - `client_bank`: the bank through the real client, on hosted API nodes;
 //! - `bank`, `plans`, `rows`, `ledger`: the simulated clients, what they do,
 //!   their table, their checker;
 //! - `replicas`: the replica checker (partition scans of every replica);
@@ -31,9 +34,11 @@
 //! in the blocks alone.
 
 pub mod bank;
+pub mod client_bank;
 pub mod config;
 pub mod crashes;
 pub mod disk;
+pub mod hosted;
 pub mod ledger;
 mod plans;
 pub mod replicas;

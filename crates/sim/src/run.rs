@@ -221,13 +221,32 @@ impl Simulation {
     /// back in the pool, and the tcs finished exactly the transactions the
     /// clients heard end.
     pub(crate) fn check_settled(&self, bank: &Bank) {
-        let fail = |message: String| -> ! {
-            panic!(
-                "end-of-run check failed at {} us: {message} (timeouts: lock wait \
-                 {LOCK_WAIT_TIMEOUT_MS} ms, inactivity {INACTIVE_TRANSACTION_TIMEOUT_MS} ms)",
-                self.world().now_us()
+        let table = bank.table_id().expect("the bank created its table");
+        let replicas = u64::from(self.shape().replicas);
+        self.check_quiet(table, bank.rows_expected() * replicas);
+        let fail = |message: String| -> ! { self.fail_end_of_run(message) };
+        let (commits, aborts) = self.tcs().fold((0, 0), |(commits, aborts), tc| {
+            (
+                commits + tc.counters().commits,
+                aborts + tc.counters().aborts,
             )
-        };
+        });
+        let counters = bank.counters();
+        if (commits, aborts) != (counters.all_committed, counters.all_aborted) {
+            fail(format!(
+                "the tcs finished {commits} commits and {aborts} aborts, the clients heard of \
+                 {} and {}",
+                counters.all_committed, counters.all_aborted
+            ));
+        }
+    }
+
+    /// Every client ended and the nodes settled: no transaction or
+    /// operation record in use, `rows` rows of table `table` over all
+    /// replicas, every node on the president's schema version and GCI,
+    /// every section back in the pool.
+    pub(crate) fn check_quiet(&self, table: u32, rows_expected: u64) {
+        let fail = |message: String| -> ! { self.fail_end_of_run(message) };
         for tc in self.tcs() {
             if tc.transactions_in_use() != 0 {
                 fail(format!(
@@ -246,28 +265,10 @@ impl Simulation {
                 ));
             }
         }
-        let table = bank.table_id().expect("the bank created its table");
         let rows: u64 = self.ldms().map(|ldm| ldm.rows(table)).sum();
-        let replicas = u64::from(self.shape().replicas);
-        let expected = bank.rows_expected() * replicas;
-        if rows != expected {
+        if rows != rows_expected {
             fail(format!(
-                "the ldms hold {rows} rows, the clients expect {} on each of {replicas} replicas",
-                bank.rows_expected()
-            ));
-        }
-        let (commits, aborts) = self.tcs().fold((0, 0), |(commits, aborts), tc| {
-            (
-                commits + tc.counters().commits,
-                aborts + tc.counters().aborts,
-            )
-        });
-        let counters = bank.counters();
-        if (commits, aborts) != (counters.all_committed, counters.all_aborted) {
-            fail(format!(
-                "the tcs finished {commits} commits and {aborts} aborts, the clients heard of \
-                 {} and {}",
-                counters.all_committed, counters.all_aborted
+                "the ldms hold {rows} rows of table {table} over all replicas, the clients expect {rows_expected}"
             ));
         }
         let world = self.world();
@@ -291,5 +292,13 @@ impl Simulation {
         if !self.sections_all_returned() {
             fail("sections were not returned to the pool".into());
         }
+    }
+
+    fn fail_end_of_run(&self, message: String) -> ! {
+        panic!(
+            "end-of-run check failed at {} us: {message} (timeouts: lock wait \
+             {LOCK_WAIT_TIMEOUT_MS} ms, inactivity {INACTIVE_TRANSACTION_TIMEOUT_MS} ms)",
+            self.world().now_us()
+        )
     }
 }

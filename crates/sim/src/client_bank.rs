@@ -1,0 +1,502 @@
+//! The bank through the real client: API nodes hosted by the simulator
+//! (`hosted`), each a thread using the production `client` crate as an
+//! application does, from registration to the replica check.
+//!
+//! API node 0 creates the table (`Cluster::create_table`) and loads the
+//! accounts with sync transactions; every API node then runs transfers
+//! from an `AsyncSession` with several in flight: read 2-4 random accounts
+//! under exclusive locks (`Commit::No`), write balances that sum to the
+//! old ones with the transaction's id as `writer`, and commit (now and
+//! then `Commit::Durable`, which waits for the GCI to be durable, or a
+//! rollback instead). Half the transactions start with a key hint (routed
+//! to the primary's node by the client's map), the rest round robin.
+//! Conflicts end in the lock-wait timeout, a temporary error: the
+//! transfer is counted and another starts.
+//!
+//! Every read is checked against the ledger (no dirty read, no lost
+//! update, GCIs in order along each account's chain of writers), and at
+//! the end API node 0 reads every account back (the balances add up, the
+//! chains end where the rows say) and runs the client's replica checker.
+//! The simulator then checks that the blocks hold no record, the rows are
+//! all there on every replica and every section is back in the pool.
+
+use crate::config::{ClusterShape, NodeLimits};
+use crate::hosted::{HostedApiNodes, HostedContext};
+use crate::ledger::{Ledger, Written};
+use crate::rows;
+use crate::simulation::Simulation;
+use client::{
+    AsyncSession, ClientError, Cluster, Commit, Completion, ConnectOptions, LockMode, OpId, Table,
+    Transaction, Value,
+};
+use signal::NodeId;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use stdx::mix::XorShift;
+
+/// The first hosted API node's id.
+const FIRST_API_NODE: u16 = 200;
+/// Balance every account starts with.
+const INITIAL_BALANCE: i64 = 1000;
+/// Accounts inserted per loading transaction.
+const LOAD_CHUNK: u32 = 10;
+/// Accounts read per transaction at the end.
+const VERIFY_CHUNK: u32 = 25;
+/// How often a waiting API node looks again (simulated time).
+const POLL_INTERVAL: Duration = Duration::from_millis(1);
+/// Simulated time the whole run may take before it is declared stuck.
+const RUN_LIMIT_US: u64 = 600_000_000;
+/// Simulated time the nodes get to settle after the clients end.
+const SETTLE_US: u64 = 3_000_000;
+
+/// What the run does.
+#[derive(Clone, Debug)]
+pub struct ClientBankOptions {
+    /// Data nodes and replicas.
+    pub cluster: ClusterShape,
+    /// The nodes' record pools.
+    pub limits: NodeLimits,
+    /// Hosted API nodes.
+    pub api_nodes: u16,
+    /// Accounts.
+    pub accounts: u32,
+    /// Transfers each API node ends (commits or aborts).
+    pub transfers_per_api_node: u32,
+    /// Transfers each API node keeps in flight.
+    pub in_flight: usize,
+}
+
+impl Default for ClientBankOptions {
+    fn default() -> ClientBankOptions {
+        ClientBankOptions {
+            cluster: ClusterShape::default(),
+            limits: NodeLimits::default(),
+            api_nodes: 2,
+            accounts: 40,
+            transfers_per_api_node: 200,
+            in_flight: 4,
+        }
+    }
+}
+
+/// What a run saw.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientBankReport {
+    /// Hash of every signal delivered (the same seed gives the same hash).
+    pub trace_hash: u64,
+    /// Signals delivered.
+    pub signals_delivered: u64,
+    /// Simulated time at the end.
+    pub simulated_us: u64,
+    /// Transfers committed.
+    pub committed: u64,
+    /// Of those, committed with `Commit::Durable`.
+    pub durable: u64,
+    /// Transfers that ended in a temporary error.
+    pub aborted: u64,
+    /// Transfers rolled back on purpose.
+    pub rolled_back: u64,
+    /// Sum of the balances read at the end.
+    pub final_total: i64,
+    /// Partitions whose replicas the client's checker compared.
+    pub partitions_checked: u64,
+}
+
+/// What the API nodes share (they take turns, so the lock is never contended).
+#[derive(Default)]
+struct Bank {
+    ledger: Ledger,
+    /// The accounts are loaded.
+    loaded: bool,
+    /// API nodes done with their transfers.
+    finished: u16,
+    committed: u64,
+    durable: u64,
+    aborted: u64,
+    rolled_back: u64,
+    final_total: i64,
+    partitions_checked: u64,
+}
+
+type SharedBank = Arc<Mutex<Bank>>;
+
+fn lock(bank: &SharedBank) -> std::sync::MutexGuard<'_, Bank> {
+    bank.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Runs the bank through the real client from `seed`. Panics, naming the
+/// seed, when a check fails.
+pub fn run(seed: u64, options: &ClientBankOptions) -> ClientBankReport {
+    assert!(
+        options.api_nodes >= 1 && options.accounts >= 4 && options.in_flight >= 1,
+        "the bank needs an API node, 4 accounts and a transfer in flight"
+    );
+    let mut simulation = Simulation::with_cluster(seed, options.cluster, options.limits, false);
+    simulation.start_nodes();
+    let bank = SharedBank::default();
+    let mut api_nodes = HostedApiNodes::default();
+    for index in 0..options.api_nodes {
+        let (bank, options) = (Arc::clone(&bank), options.clone());
+        let api_node = NodeId(FIRST_API_NODE + index);
+        api_nodes.spawn(api_node, &mut simulation.client_io(), move |context| {
+            api_node_work(context, index, &bank, &options)
+        });
+    }
+    while !api_nodes.all_ended() {
+        let now = simulation.world().now_us();
+        assert!(
+            now < RUN_LIMIT_US,
+            "seed {seed}: the API nodes did not finish within {RUN_LIMIT_US} us"
+        );
+        assert!(
+            simulation.step(&mut api_nodes),
+            "seed {seed}: the simulation ran out of events before the API nodes ended"
+        );
+    }
+    let settle_until = simulation.world().now_us() + SETTLE_US;
+    simulation.run_until_us(&mut api_nodes, settle_until);
+    let table = api_nodes.into_results()[0].expect("API node 0 created the table");
+    let replicas = u64::from(options.cluster.replicas);
+    simulation.check_quiet(table, u64::from(options.accounts) * replicas);
+    let bank = lock(&bank);
+    ClientBankReport {
+        trace_hash: simulation.world().trace_hash(),
+        signals_delivered: simulation.world().delivered(),
+        simulated_us: simulation.world().now_us(),
+        committed: bank.committed,
+        durable: bank.durable,
+        aborted: bank.aborted,
+        rolled_back: bank.rolled_back,
+        final_total: bank.final_total,
+        partitions_checked: bank.partitions_checked,
+    }
+}
+
+/// One API node's life; API node 0 returns the table's id.
+fn api_node_work(
+    context: HostedContext,
+    index: u16,
+    bank: &SharedBank,
+    options: &ClientBankOptions,
+) -> Option<u32> {
+    let api_node = context.api_node;
+    let fail = |what: &str, error: ClientError| -> ! {
+        panic!("API node {api_node}: {what}: {error}");
+    };
+    let cluster = context
+        .connect(ConnectOptions::default())
+        .unwrap_or_else(|error| fail("connecting", error));
+    let table = if index == 0 {
+        let table = create_and_load(&cluster, bank, options.accounts)
+            .unwrap_or_else(|error| fail("creating and loading the table", error));
+        lock(bank).loaded = true;
+        table
+    } else {
+        while !lock(bank).loaded {
+            context.sleep(POLL_INTERVAL);
+        }
+        cluster
+            .table("bank")
+            .unwrap_or_else(|error| fail("describing the table", error))
+    };
+    let mut random = XorShift::new(context.seed);
+    Transfers {
+        cluster: &cluster,
+        table: &table,
+        bank,
+        random: &mut random,
+        accounts: options.accounts,
+    }
+    .run(options.transfers_per_api_node, options.in_flight);
+    lock(bank).finished += 1;
+    if index != 0 {
+        return None;
+    }
+    while lock(bank).finished < options.api_nodes {
+        context.sleep(POLL_INTERVAL);
+    }
+    verify(&cluster, &table, bank, options.accounts);
+    Some(table.def().id)
+}
+
+fn create_and_load(
+    cluster: &Cluster,
+    bank: &SharedBank,
+    accounts: u32,
+) -> Result<Arc<Table>, ClientError> {
+    cluster.create_table(&rows::bank_table())?;
+    let table = cluster.table("bank")?;
+    for first in (0..accounts).step_by(LOAD_CHUNK as usize) {
+        let mut transaction = cluster.transaction();
+        let writer = transaction.id().0;
+        let mut writes = Vec::new();
+        for account in first..(first + LOAD_CHUNK).min(accounts) {
+            transaction.insert(
+                &table,
+                &[
+                    (rows::ID, Value::UInt(account.into())),
+                    (rows::BALANCE, Value::Int(INITIAL_BALANCE)),
+                    (rows::WRITER, Value::UInt(writer)),
+                ],
+            )?;
+            writes.push(Written {
+                account,
+                balance: INITIAL_BALANCE,
+                note: None,
+            });
+        }
+        check(lock(bank).ledger.will_write(writer, Vec::new(), writes));
+        let outcome = transaction.execute(Commit::Yes)?;
+        let gci = outcome.gci.expect("an insert commits in a GCI");
+        check(lock(bank).ledger.committed(writer, gci, &[]));
+    }
+    Ok(table)
+}
+
+/// A transfer in flight: what it read, and which step it is at.
+struct Transfer {
+    accounts: Vec<u32>,
+    reads: Vec<OpId>,
+    /// (account, writer) read, once the reads are answered.
+    read: Vec<(u32, u64)>,
+    /// The commit sent was `Commit::Durable`.
+    durable: bool,
+}
+
+struct Transfers<'a> {
+    cluster: &'a Cluster,
+    table: &'a Arc<Table>,
+    bank: &'a SharedBank,
+    random: &'a mut XorShift,
+    accounts: u32,
+}
+
+impl<'a> Transfers<'a> {
+    fn run(&mut self, count: u32, in_flight: usize) {
+        let mut session: AsyncSession<'a, Transfer> = self.cluster.session();
+        let mut started = 0;
+        let mut ended = 0;
+        let mut done = Vec::new();
+        while ended < count {
+            while started < count && session.in_flight() < in_flight {
+                self.start(&mut session);
+                started += 1;
+            }
+            session.poll(Duration::from_secs(1), &mut done);
+            for completion in done.drain(..) {
+                if self.step(&mut session, completion) {
+                    ended += 1;
+                }
+            }
+        }
+    }
+
+    fn start(&mut self, session: &mut AsyncSession<'a, Transfer>) {
+        let count = 2 + self.random.below(3) as usize;
+        let mut accounts = Vec::with_capacity(count);
+        while accounts.len() < count {
+            let account = self.random.below(u64::from(self.accounts)) as u32;
+            if !accounts.contains(&account) {
+                accounts.push(account);
+            }
+        }
+        let mut transaction = if self.random.below(2) == 0 {
+            let hint = [Value::UInt(accounts[0].into())];
+            self.cluster
+                .transaction_with_hint(self.table, &hint)
+                .expect("a key hint of the right type")
+        } else {
+            self.cluster.transaction()
+        };
+        let reads = accounts
+            .iter()
+            .map(|&account| {
+                let key = [Value::UInt(account.into())];
+                transaction
+                    .read(self.table, &key, LockMode::Exclusive)
+                    .expect("a read of a valid key")
+            })
+            .collect();
+        let transfer = Transfer {
+            accounts,
+            reads,
+            read: Vec::new(),
+            durable: false,
+        };
+        session.execute(transaction, Commit::No, transfer);
+    }
+
+    /// Handles an answered batch; true when the transfer ended.
+    fn step(
+        &mut self,
+        session: &mut AsyncSession<'a, Transfer>,
+        completion: Completion<'a, Transfer>,
+    ) -> bool {
+        let Completion {
+            transaction,
+            user: mut transfer,
+            result,
+        } = completion;
+        let id = transaction.id().0;
+        let outcome = match result {
+            Ok(outcome) => outcome,
+            Err(error) if error.is_temporary() => {
+                if !transfer.read.is_empty() {
+                    check(lock(self.bank).ledger.aborted(id));
+                }
+                lock(self.bank).aborted += 1;
+                return true;
+            }
+            Err(error) => panic!("transfer {id:#x} failed: {error}"),
+        };
+        if transfer.read.is_empty() {
+            return self.write(session, transaction, transfer);
+        }
+        let gci = match (outcome.committed, outcome.gci) {
+            (true, Some(gci)) => gci,
+            _ => panic!("transfer {id:#x} answered {outcome:?} to its commit"),
+        };
+        if transfer.durable && !outcome.durable {
+            panic!("durable transfer {id:#x} answered {outcome:?}");
+        }
+        let mut bank = lock(self.bank);
+        check(bank.ledger.committed(id, gci, &transfer.read));
+        bank.committed += 1;
+        bank.durable += u64::from(transfer.durable);
+        drop(bank);
+        transfer.read.clear();
+        true
+    }
+
+    /// The reads are answered: checks them and sends the writes and the
+    /// commit, or rolls back (then the transfer ended: true).
+    fn write(
+        &mut self,
+        session: &mut AsyncSession<'a, Transfer>,
+        mut transaction: Transaction<'a>,
+        mut transfer: Transfer,
+    ) -> bool {
+        let id = transaction.id().0;
+        let mut balances = Vec::new();
+        for (&account, &op) in transfer.accounts.iter().zip(&transfer.reads) {
+            let row = transaction
+                .get(op)
+                .unwrap_or_else(|| panic!("transfer {id:#x}: account {account} is missing"));
+            let balance = row.get(rows::BALANCE).and_then(Value::as_i64);
+            let writer = row.get(rows::WRITER).and_then(Value::as_u64);
+            let note = row
+                .get(rows::NOTE)
+                .and_then(|note| note.as_bytes().map(<[u8]>::to_vec));
+            let (Some(balance), Some(writer)) = (balance, writer) else {
+                panic!("transfer {id:#x}: account {account} reads back as {row:?}");
+            };
+            check(
+                lock(self.bank)
+                    .ledger
+                    .check_read(account, writer, balance, &note),
+            );
+            transfer.read.push((account, writer));
+            balances.push(balance);
+        }
+        if balances.iter().any(|&balance| balance < 0) {
+            panic!("transfer {id:#x} read a negative balance: {balances:?}");
+        }
+        if self.random.below(20) == 0 {
+            transaction
+                .rollback()
+                .unwrap_or_else(|error| panic!("rollback of {id:#x}: {error}"));
+            lock(self.bank).rolled_back += 1;
+            return true;
+        }
+        // Move a random amount from the first account to the others.
+        let amount = self.random.below(balances[0] as u64 + 1) as i64;
+        let share = amount / (balances.len() as i64 - 1);
+        balances[0] -= share * (balances.len() as i64 - 1);
+        for balance in &mut balances[1..] {
+            *balance += share;
+        }
+        let mut writes = Vec::new();
+        for (&account, &balance) in transfer.accounts.iter().zip(&balances) {
+            let note = (self.random.below(3) == 0)
+                .then(|| vec![b'n'; self.random.below(rows::NOTE_MAX_BYTES as u64) as usize]);
+            let values = [
+                (rows::BALANCE, Value::Int(balance)),
+                (rows::WRITER, Value::UInt(id)),
+                (rows::NOTE, note.clone().map_or(Value::Null, Value::Bytes)),
+            ];
+            transaction
+                .update(self.table, &[Value::UInt(account.into())], &values)
+                .unwrap_or_else(|error| panic!("transfer {id:#x}: {error}"));
+            writes.push(Written {
+                account,
+                balance,
+                note,
+            });
+        }
+        check(
+            lock(self.bank)
+                .ledger
+                .will_write(id, transfer.read.clone(), writes),
+        );
+        transfer.durable = self.random.below(4) == 0;
+        let commit = if transfer.durable {
+            Commit::Durable
+        } else {
+            Commit::Yes
+        };
+        session.execute(transaction, commit, transfer);
+        false
+    }
+}
+
+/// Reads every account back: the balances add up and each account's chain
+/// of writers ends where its row says. Then runs the replica checker.
+fn verify(cluster: &Cluster, table: &Arc<Table>, bank: &SharedBank, accounts: u32) {
+    let mut total = 0;
+    let mut writers = BTreeMap::new();
+    for first in (0..accounts).step_by(VERIFY_CHUNK as usize) {
+        let mut transaction = cluster.transaction();
+        let ops: Vec<(u32, OpId)> = (first..(first + VERIFY_CHUNK).min(accounts))
+            .map(|account| {
+                let key = [Value::UInt(account.into())];
+                let op = transaction.read(table, &key, LockMode::CommittedRead);
+                (account, op.expect("a read of a valid key"))
+            })
+            .collect();
+        transaction
+            .execute(Commit::Yes)
+            .unwrap_or_else(|error| panic!("reading the accounts back: {error}"));
+        for (account, op) in ops {
+            let row = transaction
+                .get(op)
+                .unwrap_or_else(|| panic!("account {account} is gone at the end"));
+            let balance = row.get(rows::BALANCE).and_then(Value::as_i64);
+            let writer = row.get(rows::WRITER).and_then(Value::as_u64);
+            let (Some(balance), Some(writer)) = (balance, writer) else {
+                panic!("account {account} reads back as {row:?}");
+            };
+            total += balance;
+            writers.insert(account, writer);
+        }
+    }
+    let expected = i64::from(accounts) * INITIAL_BALANCE;
+    assert_eq!(
+        total, expected,
+        "the balances add up to {total}, not {expected}"
+    );
+    check(lock(bank).ledger.check_end(&writers));
+    let report = cluster
+        .check_replicas()
+        .unwrap_or_else(|error| panic!("the replica check failed to run: {error}"));
+    assert_eq!(report.mismatches, 0, "replicas differ: {report}");
+    let mut bank = lock(bank);
+    bank.final_total = total;
+    bank.partitions_checked = report.partitions_checked;
+}
+
+fn check(result: Result<(), String>) {
+    if let Err(message) = result {
+        panic!("{message}");
+    }
+}
