@@ -21,6 +21,8 @@
 //! - `simulation`: the nodes' blocks, their start and the event loop;
 //! - `config`: the generated cluster config;
 //! - `client_bank`: the bank through the real client, on hosted API nodes;
+//! - `harness`: the in-process cluster harness: a test's client code as a
+//!   hosted API node against a simulated cluster;
 //! - `bank`, `plans`, `rows`, `ledger`: the simulated clients, what they do,
 //!   their table, their checker;
 //! - `replicas`: the replica checker (partition scans of every replica);
@@ -38,6 +40,7 @@ pub mod client_bank;
 pub mod config;
 pub mod crashes;
 pub mod disk;
+pub mod harness;
 pub mod hosted;
 pub mod ledger;
 mod plans;

@@ -1,0 +1,143 @@
+//! The in-process cluster harness: a test's client code runs as a hosted
+//! API node (`hosted`) against the production blocks of a simulated
+//! cluster, deterministically from a seed, in milliseconds.
+//!
+//! Use it to test the client and the data nodes together when the test is
+//! about what they do, not about processes, sockets or real time (those
+//! are the cluster tests' subject, crates/cli/tests, with real processes).
+//! Unlike a fake data node, every answer comes from the real tc, ldm,
+//! dih and dict; unlike real processes, a failure replays from its seed.
+//!
+//! ```
+//! use client::{Commit, LockMode, Value};
+//! use sim::harness::Harness;
+//! let answer = Harness::new(7).run(|cluster, _| -> Result<_, client::ClientError> {
+//!     let table = sim::harness::create_kv_table(cluster, "kv");
+//!     let mut transaction = cluster.transaction();
+//!     transaction.insert(&table, &[("k", Value::UInt(1)), ("v", Value::from("one"))])?;
+//!     transaction.execute(Commit::Yes)?;
+//!     let mut transaction = cluster.transaction();
+//!     let op = transaction.read(&table, &[Value::UInt(1)], LockMode::CommittedRead)?;
+//!     transaction.execute(Commit::Yes)?;
+//!     Ok(transaction.get(op).and_then(|row| row.get("v")?.as_str().map(String::from)))
+//! });
+//! assert_eq!(answer.unwrap().as_deref(), Some("one"));
+//! ```
+
+use crate::config::{ClusterShape, NodeLimits};
+use crate::hosted::{HostedApiNodes, HostedContext};
+use crate::simulation::Simulation;
+use client::{ClientError, Cluster, ColumnDef, ColumnType, ConnectOptions, Table, TableDef};
+use signal::NodeId;
+use std::sync::Arc;
+
+/// The API node id the harness's client gets.
+pub const HARNESS_API_NODE: NodeId = NodeId(200);
+
+/// Simulated time a test's client code may take.
+const RUN_LIMIT_US: u64 = 600_000_000;
+
+/// A simulated cluster to run client code against.
+pub struct Harness {
+    seed: u64,
+    shape: ClusterShape,
+    limits: NodeLimits,
+    options: ConnectOptions,
+}
+
+impl Harness {
+    /// One data node, one replica, from `seed`.
+    pub fn new(seed: u64) -> Harness {
+        Harness {
+            seed,
+            shape: ClusterShape::default(),
+            limits: NodeLimits::default(),
+            options: ConnectOptions::default(),
+        }
+    }
+
+    /// `data_nodes` data nodes with `replicas` replicas.
+    pub fn nodes(mut self, data_nodes: u16, replicas: u16) -> Harness {
+        self.shape = ClusterShape {
+            data_nodes,
+            replicas,
+        };
+        self
+    }
+
+    /// The nodes' record pools.
+    pub fn limits(mut self, limits: NodeLimits) -> Harness {
+        self.limits = limits;
+        self
+    }
+
+    /// The client's connect options (timeouts count simulated time).
+    pub fn connect_options(mut self, options: ConnectOptions) -> Harness {
+        self.options = options;
+        self
+    }
+
+    /// Starts the cluster, connects a real client to every data node and
+    /// runs `work` with it; returns what `work` returned. A panic in
+    /// `work` fails the caller, naming the API node.
+    pub fn run<R: Send + 'static>(
+        self,
+        work: impl FnOnce(&Cluster, &HostedContext) -> R + Send + 'static,
+    ) -> R {
+        let mut simulation = Simulation::with_cluster(self.seed, self.shape, self.limits, false);
+        simulation.start_nodes();
+        let mut api_nodes = HostedApiNodes::default();
+        let options = self.options;
+        api_nodes.spawn(
+            HARNESS_API_NODE,
+            &mut simulation.client_io(),
+            move |context| {
+                let cluster = context
+                    .connect(options)
+                    .unwrap_or_else(|error| panic!("the harness client cannot connect: {error}"));
+                work(&cluster, &context)
+            },
+        );
+        while !api_nodes.all_ended() {
+            assert!(
+                simulation.world().now_us() < RUN_LIMIT_US,
+                "seed {}: the client code did not end within {RUN_LIMIT_US} us of simulated time",
+                self.seed
+            );
+            assert!(
+                simulation.step(&mut api_nodes),
+                "seed {}: the simulation ran out of events while the client code waits",
+                self.seed
+            );
+        }
+        api_nodes
+            .into_results()
+            .pop()
+            .expect("one API node, one result")
+    }
+}
+
+/// Creates table `name` (k BIGINT UNSIGNED primary key, v VARCHAR(64)
+/// NULL) and returns it with its partition map.
+pub fn create_kv_table(cluster: &Cluster, name: &str) -> Arc<Table> {
+    let column = |name: &str, column_type, nullable| ColumnDef {
+        name: name.into(),
+        column_type,
+        nullable,
+    };
+    let definition = TableDef {
+        id: 0,
+        version: 0,
+        name: name.into(),
+        columns: vec![
+            column("k", ColumnType::BigInt { unsigned: true }, false),
+            column("v", ColumnType::VarChar(64), true),
+        ],
+        primary_key: vec![0],
+        partitions: 0,
+    };
+    let created: Result<Arc<Table>, ClientError> = cluster
+        .create_table(&definition)
+        .and_then(|_| cluster.table(name));
+    created.unwrap_or_else(|error| panic!("creating table {name:?}: {error}"))
+}
