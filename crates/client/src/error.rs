@@ -92,8 +92,11 @@ pub enum ClientError {
     /// A commit was sent and its answer never came: `cause` says what
     /// happened (a lost connection, a timeout). The transaction may have
     /// committed or not; a blind retry may apply it twice. Read back what
-    /// it wrote before retrying, or make it idempotent. Class
-    /// `OutcomeUnknown`, code `CommitOutcomeUnknown`; not temporary.
+    /// it wrote before retrying, or make it idempotent. Also a durable
+    /// commit whose commit was confirmed but whose wait for durability
+    /// failed (the transaction's state then says `Committed`: what is
+    /// unknown is whether it outlives a crash). Class `OutcomeUnknown`,
+    /// code `CommitOutcomeUnknown`; not temporary.
     OutcomeUnknown {
         /// What was lost.
         cause: Box<ClientError>,
@@ -190,15 +193,24 @@ impl ClientError {
     }
 
     /// A short stable label for counting errors: the code's number, or the
-    /// variant's name when there is no code (`"timeout"`, `"protocol"`, ...).
+    /// variant's name when there is no code (`"timeout"`, `"protocol"`, ...);
+    /// an unknown outcome names its cause after a slash.
     ///
     /// ```
     /// use client::ClientError;
     /// use signal::ErrorCode;
     /// let error = ClientError::Operation { code: ErrorCode::DuplicateKey, op: None };
     /// assert_eq!(error.label(), "630");
+    /// let timeout = ClientError::Timeout { what: "a commit", waited: Default::default() };
+    /// let unknown = ClientError::OutcomeUnknown { cause: Box::new(timeout) };
+    /// assert_eq!(unknown.label(), "4022/timeout");
     /// ```
     pub fn label(&self) -> String {
+        if let ClientError::OutcomeUnknown { cause } = self {
+            // Which loss made it unknown matters to whoever counts.
+            let code = ErrorCode::CommitOutcomeUnknown as u16;
+            return format!("{code}/{}", cause.label());
+        }
         if let Some(code) = self.code() {
             return (code as u16).to_string();
         }

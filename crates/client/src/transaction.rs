@@ -758,11 +758,14 @@ impl Transaction<'_> {
     }
 
     /// Executes the queued operations, commits, and returns once the
-    /// commit's GCI is durable: `execute(Commit::Durable)`. On an error
-    /// after the commit (the wait for durability failed: ConnectionLost,
-    /// Timeout, DurableWaitRefused) the transaction is `Committed` and
-    /// [`Transaction::commit_gci`] names its GCI; only its durability is
-    /// unconfirmed.
+    /// commit's GCI is durable: `execute(Commit::Durable)`. When the commit
+    /// is confirmed but the wait for durability fails (its connection is
+    /// lost, it times out, the data node refuses it), the error is
+    /// [`ClientError::OutcomeUnknown`] with that failure as its cause: the
+    /// transaction is `Committed` and [`Transaction::commit_gci`] names its
+    /// GCI, but whether it outlives a crash is unknown, so it must not be
+    /// retried blindly ([`Cluster::wait_durable`] asks again). A GCI that a
+    /// restart rolled back is a definite answer: [`ClientError::RolledBack`].
     ///
     /// ```no_run
     /// # let cluster = client::Cluster::connect("127.0.0.1:11860")?;
@@ -977,7 +980,7 @@ impl Transaction<'_> {
             }
             Err(error) => {
                 self.body_mut().batch = None;
-                Err(error)
+                Err(durability_unknown(error))
             }
         }
     }
@@ -1015,7 +1018,7 @@ impl Transaction<'_> {
     /// durable commit's GCI wait: only its durability is).
     pub(crate) fn send_failed(&mut self, error: ClientError) -> ClientError {
         if self.cancel_durable_wait() {
-            return error;
+            return durability_unknown(error);
         }
         self.state = TransactionState::Unknown;
         self.body_mut().batch = None;
@@ -1028,10 +1031,10 @@ impl Transaction<'_> {
     /// durable commit's GCI wait: only its durability is).
     pub(crate) fn timed_out(&mut self) -> ClientError {
         if self.cancel_durable_wait() {
-            return ClientError::Timeout {
+            return durability_unknown(ClientError::Timeout {
                 what: "a wait for a durable GCI",
                 waited: self.cluster.options().reply_timeout,
-            };
+            });
         }
         let kind = self.body_mut().batch.take().map(|batch| batch.kind);
         let what = match kind {
@@ -1252,7 +1255,7 @@ impl Transaction<'_> {
             }
             WaitAnswer::Failed(error) => {
                 self.body_mut().batch = None;
-                Progress::Done(Err(error))
+                Progress::Done(Err(durability_unknown(error)))
             }
             WaitAnswer::Lost => {
                 // Any tc can answer: ask again where a connection is up.
@@ -1450,5 +1453,20 @@ impl Drop for Transaction<'_> {
             }
         }
         body.recycle();
+    }
+}
+
+/// The error a durable commit returns when its commit was confirmed but
+/// the wait for its GCI failed with `error`: the transaction is committed,
+/// whether it outlives a crash is unknown, and a blind retry would apply
+/// it twice, so the outcome is unknown, with `error` as the cause. A GCI
+/// rolled back by a restart is a definite answer (the commit is lost) and
+/// stays as it is.
+fn durability_unknown(error: ClientError) -> ClientError {
+    match error {
+        ClientError::RolledBack { .. } | ClientError::OutcomeUnknown { .. } => error,
+        cause => ClientError::OutcomeUnknown {
+            cause: Box::new(cause),
+        },
     }
 }

@@ -185,9 +185,12 @@ fn a_refused_wait_fails_with_its_code_and_the_commit_stands() {
     write(&cluster, &mut transaction, 2);
     let error = transaction.commit_durable().expect_err("no room to wait");
     let gci = transaction.commit_gci().expect("committed with a GCI");
+    let ClientError::OutcomeUnknown { cause } = &error else {
+        panic!("a committed durable commit whose wait failed: {error:?}");
+    };
     assert!(
         matches!(
-            error,
+            **cause,
             ClientError::DurableWaitRefused {
                 code: ErrorCode::TooManyGciWaits,
                 gci: refused
@@ -195,7 +198,11 @@ fn a_refused_wait_fails_with_its_code_and_the_commit_stands() {
         ),
         "{error:?}"
     );
-    assert!(error.is_temporary(), "waiting again may succeed");
+    assert!(
+        !error.is_temporary(),
+        "the transaction committed: retrying it would apply it twice"
+    );
+    assert!(cause.is_temporary(), "waiting again may succeed");
     assert_eq!(transaction.state(), TransactionState::Committed);
     assert_eq!(node.row_count("kv"), 1, "the commit stands");
     // Asking again once there is room and the GCI is complete works.
@@ -218,7 +225,10 @@ fn a_lost_connection_fails_the_wait_with_connection_lost() {
         node.disconnect_all();
         let (result, transaction) = committer.join().expect("no panic");
         let error = result.expect_err("no node left to ask");
-        assert_eq!(error.code(), Some(ErrorCode::ConnectionLost), "{error:?}");
+        let ClientError::OutcomeUnknown { cause } = &error else {
+            panic!("a committed durable commit whose wait failed: {error:?}");
+        };
+        assert_eq!(cause.code(), Some(ErrorCode::ConnectionLost), "{error:?}");
         assert_eq!(transaction.state(), TransactionState::Committed);
         assert!(transaction.commit_gci().is_some());
     });
@@ -265,7 +275,8 @@ fn a_wait_without_an_answer_times_out_and_the_commit_stands() {
     write(&cluster, &mut transaction, 6);
     let error = transaction.commit_durable().expect_err("never complete");
     assert!(
-        matches!(error, ClientError::Timeout { what, .. } if what.contains("durable")),
+        matches!(&error, ClientError::OutcomeUnknown { cause }
+            if matches!(**cause, ClientError::Timeout { what, .. } if what.contains("durable"))),
         "{error:?}"
     );
     assert_eq!(transaction.state(), TransactionState::Committed);
@@ -343,7 +354,8 @@ fn the_session_reports_a_refused_wait_with_the_commit_standing() {
     });
     let completion = done.remove(0);
     let error = completion.result.expect_err("refused");
-    assert_eq!(error.code(), Some(ErrorCode::TooManyGciWaits));
+    assert_eq!(error.code(), Some(ErrorCode::CommitOutcomeUnknown));
+    assert_eq!(error.label(), "4022/4021", "{error:?}");
     assert_eq!(completion.transaction.state(), TransactionState::Committed);
     assert!(completion.transaction.commit_gci().is_some());
 }

@@ -19,17 +19,29 @@
 //! chains end where the rows say) and runs the client's replica checker.
 //! The simulator then checks that the blocks hold no record, the rows are
 //! all there on every replica and every section is back in the pool.
+//!
+//! With `crash_within_signals`, the whole cluster crashes at a moment
+//! drawn from the seed after the accounts are loaded. Every connection of
+//! the API nodes ends there: what the client answers is checked by class
+//! (a transfer whose commit was sent is `OutcomeUnknown`: in doubt, or,
+//! for a durable commit heard committed whose wait for durability was
+//! cut, committed in its GCI; anything else failed before committing, so
+//! aborted), and the API nodes end. The cluster restarts from its disks, and a fresh API node scans
+//! the primary replica of every partition through the client: the
+//! restored accounts must be the committed prefix up to the restored GCI
+//! (`ledger::restart`), and their balances add up.
 
 use crate::config::{ClusterShape, NodeLimits};
 use crate::hosted::{HostedApiNodes, HostedContext};
 use crate::ledger::{Ledger, Written};
+use crate::restored::StoredRow;
 use crate::rows;
 use crate::simulation::Simulation;
 use client::{
     AsyncSession, ClientError, Cluster, Commit, Completion, ConnectOptions, LockMode, OpId, Table,
-    Transaction, Value,
+    Transaction, TransactionState, Value,
 };
-use signal::NodeId;
+use signal::{ErrorCode, Gci, NodeId};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -37,6 +49,13 @@ use stdx::mix::XorShift;
 
 /// The first hosted API node's id.
 const FIRST_API_NODE: u16 = 200;
+/// The API node that reads the table back after a restart.
+const RESTART_CHECKER_API_NODE: u16 = 240;
+/// Rows per scan batch when reading the restored table.
+const SCAN_BATCH_ROWS: u32 = 1000;
+/// Mixed into the seed for the crash moment's own random stream, so that
+/// choosing it changes nothing else.
+const CRASH_STREAM: u64 = 0xC4A5_0000_0000_0001;
 /// Balance every account starts with.
 const INITIAL_BALANCE: i64 = 1000;
 /// Accounts inserted per loading transaction.
@@ -65,6 +84,10 @@ pub struct ClientBankOptions {
     pub transfers_per_api_node: u32,
     /// Transfers each API node keeps in flight.
     pub in_flight: usize,
+    /// Crash the whole cluster within this many signals (drawn from the
+    /// seed) after the accounts are loaded, restart it and check the
+    /// restored table; `None`: no crash.
+    pub crash_within_signals: Option<u64>,
 }
 
 impl Default for ClientBankOptions {
@@ -76,6 +99,7 @@ impl Default for ClientBankOptions {
             accounts: 40,
             transfers_per_api_node: 200,
             in_flight: 4,
+            crash_within_signals: None,
         }
     }
 }
@@ -101,6 +125,23 @@ pub struct ClientBankReport {
     pub final_total: i64,
     /// Partitions whose replicas the client's checker compared.
     pub partitions_checked: u64,
+    /// The crash and restart, when the options asked for one.
+    pub restart: Option<RestartReport>,
+}
+
+/// What a crash and restart of a run left.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestartReport {
+    /// Complete (durable) GCI when the cluster crashed.
+    pub complete_before: Gci,
+    /// The GCI the restart restored.
+    pub restored_gci: Gci,
+    /// Transfers whose outcome the client reported unknown at the crash.
+    pub in_doubt: u64,
+    /// Of those, the ones the restored table shows committed.
+    pub in_doubt_restored: u64,
+    /// Accounts restored.
+    pub accounts_restored: u64,
 }
 
 /// What the API nodes share (they take turns, so the lock is never contended).
@@ -111,6 +152,10 @@ struct Bank {
     loaded: bool,
     /// API nodes done with their transfers.
     finished: u16,
+    /// The cluster crashed: connections end, the API nodes stop.
+    crashed: bool,
+    /// Transfers whose outcome the client reported unknown at the crash.
+    in_doubt: u64,
     committed: u64,
     durable: u64,
     aborted: u64,
@@ -143,20 +188,23 @@ pub fn run(seed: u64, options: &ClientBankOptions) -> ClientBankReport {
             api_node_work(context, index, &bank, &options)
         });
     }
+    let mut crash_random = XorShift::new(seed ^ CRASH_STREAM);
+    let mut crash_at = None;
     while !api_nodes.all_ended() {
-        let now = simulation.world().now_us();
-        assert!(
-            now < RUN_LIMIT_US,
-            "seed {seed}: the API nodes did not finish within {RUN_LIMIT_US} us"
-        );
-        assert!(
-            simulation.step(&mut api_nodes),
-            "seed {seed}: the simulation ran out of events before the API nodes ended"
-        );
+        if let Some(within) = options.crash_within_signals {
+            let delivered = simulation.world().delivered();
+            if crash_at.is_none() && lock(&bank).loaded {
+                crash_at = Some(delivered + crash_random.below(within + 1));
+            }
+            if crash_at.is_some_and(|at| delivered >= at) {
+                return crash_and_restart(simulation, api_nodes, &bank, options);
+            }
+        }
+        step_api_nodes(&mut simulation, &mut api_nodes);
     }
     let settle_until = simulation.world().now_us() + SETTLE_US;
     simulation.run_until_us(&mut api_nodes, settle_until);
-    let table = api_nodes.into_results()[0].expect("API node 0 created the table");
+    let table = api_nodes.take_results()[0].expect("API node 0 created the table");
     let replicas = u64::from(options.cluster.replicas);
     simulation.check_quiet(table, u64::from(options.accounts) * replicas);
     let bank = lock(&bank);
@@ -170,7 +218,166 @@ pub fn run(seed: u64, options: &ClientBankOptions) -> ClientBankReport {
         rolled_back: bank.rolled_back,
         final_total: bank.final_total,
         partitions_checked: bank.partitions_checked,
+        restart: None,
     }
+}
+
+/// Runs one event for `api_nodes`, within the run's time limit.
+fn step_api_nodes<R: Send + 'static>(
+    simulation: &mut Simulation,
+    api_nodes: &mut HostedApiNodes<R>,
+) {
+    let seed = simulation.seed();
+    assert!(
+        simulation.world().now_us() < RUN_LIMIT_US,
+        "seed {seed}: the API nodes did not finish within {RUN_LIMIT_US} us"
+    );
+    assert!(
+        simulation.step(api_nodes),
+        "seed {seed}: the simulation ran out of events before the API nodes ended"
+    );
+}
+
+/// The whole cluster crashes now: the API nodes lose every connection and
+/// end; the cluster restarts from its disks, and a fresh API node reads
+/// the restored table back for the checks.
+fn crash_and_restart(
+    mut simulation: Simulation,
+    mut api_nodes: HostedApiNodes<Option<u32>>,
+    bank: &SharedBank,
+    options: &ClientBankOptions,
+) -> ClientBankReport {
+    let seed = simulation.seed();
+    let (complete_before, latest_before) = {
+        let world = simulation.world();
+        (world.complete_gci(), world.latest_gci())
+    };
+    lock(bank).crashed = true;
+    simulation.crash();
+    api_nodes.lose_connections("the data node crashed", &mut simulation.client_io());
+    while !api_nodes.all_ended() {
+        step_api_nodes(&mut simulation, &mut api_nodes);
+    }
+    simulation.start_nodes();
+    let restored_gci = {
+        let world = simulation.world();
+        world.restored_gci_of(world.president())
+    };
+    assert!(
+        complete_before <= restored_gci && restored_gci <= latest_before,
+        "seed {seed}: restored GCI {restored_gci}, but {complete_before} was complete and \
+         {latest_before} the latest at the crash"
+    );
+    let mut checker = HostedApiNodes::default();
+    checker.spawn(
+        NodeId(RESTART_CHECKER_API_NODE),
+        &mut simulation.client_io(),
+        read_restored,
+    );
+    while !checker.all_ended() {
+        step_api_nodes(&mut simulation, &mut checker);
+    }
+    let (table, rows) = checker.take_results().pop().expect("one checker");
+    let in_doubt_restored = lock(bank)
+        .ledger
+        .check_restored(options.accounts, &rows, restored_gci)
+        .unwrap_or_else(|error| {
+            panic!(
+                "seed {seed}: the restored table is not the committed prefix up to GCI \
+                 {restored_gci}: {error}"
+            )
+        });
+    let total: i64 = rows.values().map(|stored| stored.row.balance).sum();
+    let expected = rows.len() as i64 * INITIAL_BALANCE;
+    assert_eq!(
+        total, expected,
+        "seed {seed}: the restored balances add up to {total}"
+    );
+    let settle_until = simulation.world().now_us() + SETTLE_US;
+    simulation.run_until_us(&mut checker, settle_until);
+    if let Some(table) = table {
+        let replicas = u64::from(options.cluster.replicas);
+        simulation.check_quiet(table, rows.len() as u64 * replicas);
+    }
+    let bank = lock(bank);
+    ClientBankReport {
+        trace_hash: simulation.world().trace_hash(),
+        signals_delivered: simulation.world().delivered(),
+        simulated_us: simulation.world().now_us(),
+        committed: bank.committed,
+        durable: bank.durable,
+        aborted: bank.aborted,
+        rolled_back: bank.rolled_back,
+        final_total: total,
+        partitions_checked: 0,
+        restart: Some(RestartReport {
+            complete_before,
+            restored_gci,
+            in_doubt: bank.in_doubt,
+            in_doubt_restored,
+            accounts_restored: rows.len() as u64,
+        }),
+    }
+}
+
+/// The restart checker's API node: the table's id (if it was restored)
+/// and every row of the primary replica of every partition, with its GCI.
+fn read_restored(context: HostedContext) -> (Option<u32>, BTreeMap<u32, StoredRow>) {
+    let fail = |what: &str, error: ClientError| -> ! {
+        panic!("the restart checker: {what}: {error}");
+    };
+    let cluster = context
+        .connect(ConnectOptions::default())
+        .unwrap_or_else(|error| fail("connecting", error));
+    let table = match cluster.table("bank") {
+        Ok(table) => table,
+        Err(error) if error.code() == Some(ErrorCode::UnknownTable) => {
+            return (None, BTreeMap::new());
+        }
+        Err(error) => fail("describing the table", error),
+    };
+    let map = table.map().expect("a described table has a map").clone();
+    let mut rows = BTreeMap::new();
+    for (partition, placement) in map.partitions.iter().enumerate() {
+        let primary = placement.replicas[0];
+        let mut start = 0;
+        loop {
+            let batch = cluster
+                .scan_partition(primary, &table, partition as u32, start, SCAN_BATCH_ROWS)
+                .unwrap_or_else(|error| fail("scanning a partition", error));
+            for scanned in batch.rows {
+                let row = &scanned.row;
+                let id = row.get(rows::ID).and_then(Value::as_u64);
+                let balance = row.get(rows::BALANCE).and_then(Value::as_i64);
+                let writer = row.get(rows::WRITER).and_then(Value::as_u64);
+                let note = row
+                    .get(rows::NOTE)
+                    .and_then(|note| note.as_bytes().map(<[u8]>::to_vec));
+                let (Some(id), Some(balance), Some(writer)) = (id, balance, writer) else {
+                    panic!("a restored row reads back as {row:?}");
+                };
+                let id = id as u32;
+                let stored = StoredRow {
+                    row: rows::Row {
+                        id,
+                        balance,
+                        writer,
+                        note,
+                    },
+                    gci: scanned.gci,
+                };
+                assert!(
+                    rows.insert(id, stored).is_none(),
+                    "account {id} restored twice"
+                );
+            }
+            if batch.done {
+                break;
+            }
+            start = batch.next_row;
+        }
+    }
+    (Some(table.def().id), rows)
 }
 
 /// One API node's life; API node 0 returns the table's id.
@@ -213,7 +420,15 @@ fn api_node_work(
     if index != 0 {
         return None;
     }
-    while lock(bank).finished < options.api_nodes {
+    loop {
+        let bank = lock(bank);
+        if bank.crashed {
+            return None;
+        }
+        if bank.finished == options.api_nodes {
+            break;
+        }
+        drop(bank);
         context.sleep(POLL_INTERVAL);
     }
     verify(&cluster, &table, bank, options.accounts);
@@ -279,9 +494,15 @@ impl<'a> Transfers<'a> {
         let mut ended = 0;
         let mut done = Vec::new();
         while ended < count {
-            while started < count && session.in_flight() < in_flight {
-                self.start(&mut session);
-                started += 1;
+            if lock(self.bank).crashed {
+                if session.in_flight() == 0 {
+                    return;
+                }
+            } else {
+                while started < count && session.in_flight() < in_flight {
+                    self.start(&mut session);
+                    started += 1;
+                }
             }
             session.poll(Duration::from_secs(1), &mut done);
             for completion in done.drain(..) {
@@ -339,10 +560,28 @@ impl<'a> Transfers<'a> {
             result,
         } = completion;
         let id = transaction.id().0;
+        let writing = !transfer.read.is_empty();
         let outcome = match result {
             Ok(outcome) => outcome,
+            Err(ClientError::OutcomeUnknown { .. }) if lock(self.bank).crashed && writing => {
+                let mut bank = lock(self.bank);
+                match (transaction.state(), transaction.commit_gci()) {
+                    // A durable commit heard committed, its durability
+                    // unconfirmed: committed in that GCI for the checks.
+                    (TransactionState::Committed, Some(gci)) => {
+                        check(bank.ledger.committed(id, gci, &transfer.read));
+                        bank.committed += 1;
+                    }
+                    // In doubt: the ledger keeps it pending for the
+                    // restart's check.
+                    _ => bank.in_doubt += 1,
+                }
+                return true;
+            }
             Err(error) if error.is_temporary() => {
-                if !transfer.read.is_empty() {
+                // Failed before its commit was sent (a lost connection
+                // included): the transfer did not commit.
+                if writing {
                     check(lock(self.bank).ledger.aborted(id));
                 }
                 lock(self.bank).aborted += 1;
@@ -403,10 +642,13 @@ impl<'a> Transfers<'a> {
             panic!("transfer {id:#x} read a negative balance: {balances:?}");
         }
         if self.random.below(20) == 0 {
-            transaction
-                .rollback()
-                .unwrap_or_else(|error| panic!("rollback of {id:#x}: {error}"));
-            lock(self.bank).rolled_back += 1;
+            match transaction.rollback() {
+                Ok(()) => lock(self.bank).rolled_back += 1,
+                Err(error) if lock(self.bank).crashed && error.is_temporary() => {
+                    lock(self.bank).aborted += 1;
+                }
+                Err(error) => panic!("rollback of {id:#x}: {error}"),
+            }
             return true;
         }
         // Move a random amount from the first account to the others.

@@ -111,7 +111,7 @@ impl Harness {
             );
         }
         api_nodes
-            .into_results()
+            .take_results()
             .pop()
             .expect("one API node, one result")
     }

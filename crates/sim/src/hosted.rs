@@ -323,13 +323,35 @@ impl<R: Send + 'static> HostedApiNodes<R> {
         self.nodes.iter().all(|node| node.thread.is_none())
     }
 
-    /// The API nodes' results, in spawn order, once all have ended.
-    pub fn into_results(self) -> Vec<R> {
+    /// The API nodes' results, in spawn order, once all have ended (they
+    /// stay hosted: signals still on their way to them are dropped).
+    pub fn take_results(&mut self) -> Vec<R> {
         assert!(self.all_ended(), "API nodes are still running");
         self.nodes
-            .into_iter()
-            .map(|node| node.result.expect("an ended API node left its result"))
+            .iter_mut()
+            .map(|node| {
+                node.result
+                    .take()
+                    .expect("an ended API node left its result")
+            })
             .collect()
+    }
+
+    /// Every connection of every API node ends (the data nodes crashed):
+    /// each receive side is closed with `reason`, failing its waiters, and
+    /// each API node gets a turn to notice.
+    pub fn lose_connections(&mut self, reason: &str, io: &mut ClientIo<'_>) {
+        for index in 0..self.nodes.len() {
+            let inbounds: Vec<Inbound> = {
+                let mut state = self.nodes[index].shared.lock();
+                let links = state.links.values_mut();
+                links.filter_map(|link| link.inbound.take()).collect()
+            };
+            for inbound in inbounds {
+                inbound.close(reason.to_string());
+            }
+            self.take_turn(index, io);
+        }
     }
 
     /// Lets API node `index` run until it parks or ends, then sends what

@@ -56,3 +56,32 @@ fn the_same_seed_gives_the_same_run_through_the_real_client() {
         "another seed, another run"
     );
 }
+
+fn with_crash(options: ClientBankOptions) -> ClientBankOptions {
+    ClientBankOptions {
+        crash_within_signals: Some(20_000),
+        ..options
+    }
+}
+
+/// A whole-cluster crash mid-run: the real client classes what it sent
+/// (in doubt or failed), and the restored table is the committed prefix
+/// up to the restored GCI, checked by a fresh API node through the client.
+#[test]
+fn after_a_crash_the_real_client_reads_back_the_committed_prefix() {
+    let mut in_doubt = 0;
+    for seed in 31..=36 {
+        let options = if seed % 2 == 0 {
+            with_crash(two_replicas())
+        } else {
+            with_crash(ClientBankOptions::default())
+        };
+        let report = client_bank::run(seed, &options);
+        eprintln!("{report:?}");
+        let restart = report.restart.expect("the run crashed");
+        assert!(restart.restored_gci >= restart.complete_before);
+        assert!(restart.in_doubt_restored <= restart.in_doubt);
+        in_doubt += restart.in_doubt;
+    }
+    assert!(in_doubt > 0, "some crash caught a commit in flight");
+}
