@@ -207,7 +207,22 @@ pub fn run(seed: u64, options: &ClientBankOptions) -> ClientBankReport {
     let table = api_nodes.take_results()[0].expect("API node 0 created the table");
     let replicas = u64::from(options.cluster.replicas);
     simulation.check_quiet(table, u64::from(options.accounts) * replicas);
-    let bank = lock(&bank);
+    let (final_total, partitions_checked) = {
+        let bank = lock(&bank);
+        (bank.final_total, bank.partitions_checked)
+    };
+    report(&simulation, &bank, final_total, partitions_checked, None)
+}
+
+/// The report of a run that ended now.
+fn report(
+    simulation: &Simulation,
+    bank: &SharedBank,
+    final_total: i64,
+    partitions_checked: u64,
+    restart: Option<RestartReport>,
+) -> ClientBankReport {
+    let bank = lock(bank);
     ClientBankReport {
         trace_hash: simulation.world().trace_hash(),
         signals_delivered: simulation.world().delivered(),
@@ -216,9 +231,9 @@ pub fn run(seed: u64, options: &ClientBankOptions) -> ClientBankReport {
         durable: bank.durable,
         aborted: bank.aborted,
         rolled_back: bank.rolled_back,
-        final_total: bank.final_total,
-        partitions_checked: bank.partitions_checked,
-        restart: None,
+        final_total,
+        partitions_checked,
+        restart,
     }
 }
 
@@ -299,25 +314,14 @@ fn crash_and_restart(
         let replicas = u64::from(options.cluster.replicas);
         simulation.check_quiet(table, rows.len() as u64 * replicas);
     }
-    let bank = lock(bank);
-    ClientBankReport {
-        trace_hash: simulation.world().trace_hash(),
-        signals_delivered: simulation.world().delivered(),
-        simulated_us: simulation.world().now_us(),
-        committed: bank.committed,
-        durable: bank.durable,
-        aborted: bank.aborted,
-        rolled_back: bank.rolled_back,
-        final_total: total,
-        partitions_checked: 0,
-        restart: Some(RestartReport {
-            complete_before,
-            restored_gci,
-            in_doubt: bank.in_doubt,
-            in_doubt_restored,
-            accounts_restored: rows.len() as u64,
-        }),
-    }
+    let restart = RestartReport {
+        complete_before,
+        restored_gci,
+        in_doubt: lock(bank).in_doubt,
+        in_doubt_restored,
+        accounts_restored: rows.len() as u64,
+    };
+    report(&simulation, bank, total, 0, Some(restart))
 }
 
 /// The restart checker's API node: the table's id (if it was restored)
