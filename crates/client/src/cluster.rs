@@ -24,7 +24,7 @@ use crate::table::Table;
 use crate::transaction::{Body, Transaction};
 use crate::value::Value;
 use signal::schema::TableDef;
-use signal::signals::{CreateTabReq, DropTabReq, GetTabInfoReq, PartitionMap};
+use signal::signals::{ApiToken, CreateTabReq, DropTabReq, GetTabInfoReq, PartitionMap};
 use signal::{BlockKind, ErrorCode, NodeId, Section, Signal};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -141,7 +141,8 @@ impl Cluster {
                 "the cluster config lists no data node".to_string(),
             ));
         }
-        let api_node = NodeId(mgm.alloc_api_node()?);
+        let allocation = mgm.alloc_api_node()?;
+        let api_node = NodeId(allocation.node_id);
         let targets: Vec<(String, Option<NodeId>)> = config
             .data_nodes
             .iter()
@@ -152,13 +153,15 @@ impl Cluster {
                 )
             })
             .collect();
-        let connections = open_all(&targets, api_node, &options)?;
+        let connections = open_all(&targets, api_node, allocation.token, &options)?;
         Cluster::assemble(api_node, Some(mgm), connections, options)
     }
 
     /// Connects straight to a data node at `data_node_addr` as API node
-    /// `api_node_id`, skipping mgmd. For tests and tools only: nothing
-    /// stops two processes from using the same id this way.
+    /// `api_node_id`, skipping mgmd, with no token: only test stand-ins
+    /// for data nodes (`fakenode`) take it; a real data node refuses it
+    /// (ApiRegRef `NotAdmitted`), and
+    /// [`Cluster::connect_direct_with_token`] is the way to reach one.
     ///
     /// ```no_run
     /// let cluster = client::Cluster::connect_direct("127.0.0.1:11861", 200)?;
@@ -198,6 +201,21 @@ impl Cluster {
         api_node_id: u16,
         options: ConnectOptions,
     ) -> Result<Cluster, ClientError> {
+        Cluster::connect_direct_with_token(data_node_addrs, api_node_id, ApiToken::NONE, options)
+    }
+
+    /// [`Cluster::connect_direct_many`] presenting `token`, which must be
+    /// the one mgmd's secret makes for `api_node_id`
+    /// (`admission::ClusterSecret::api_token`): data nodes admit an API
+    /// node on its token alone, without asking mgmd. For tests and tools
+    /// that hold the cluster secret; nothing then stops two processes from
+    /// using the same id.
+    pub fn connect_direct_with_token(
+        data_node_addrs: &[&str],
+        api_node_id: u16,
+        token: ApiToken,
+        options: ConnectOptions,
+    ) -> Result<Cluster, ClientError> {
         if data_node_addrs.is_empty() {
             return Err(ClientError::Usage("no data node address given".into()));
         }
@@ -205,7 +223,7 @@ impl Cluster {
             .iter()
             .map(|addr| (addr.to_string(), None))
             .collect();
-        let connections = open_all(&targets, NodeId(api_node_id), &options)?;
+        let connections = open_all(&targets, NodeId(api_node_id), token, &options)?;
         Cluster::assemble(NodeId(api_node_id), None, connections, options)
     }
 
@@ -856,6 +874,7 @@ impl Cluster {
 fn open_all(
     targets: &[(String, Option<NodeId>)],
     api_node: NodeId,
+    token: ApiToken,
     options: &ConnectOptions,
 ) -> Result<Vec<NodeConnection>, ClientError> {
     // One incarnation for every connection of this process's life.
@@ -865,6 +884,7 @@ fn open_all(
             addr,
             *node,
             api_node,
+            token,
             incarnation,
             options.connect_timeout,
             options.register_retry_interval,

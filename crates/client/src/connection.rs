@@ -12,7 +12,7 @@ use crate::dispatch::Dispatch;
 use crate::error::ClientError;
 use signal::codec::FrameAssembler;
 use signal::codec::{self, ForApi, WireError};
-use signal::signals::ApiRegReq;
+use signal::signals::{ApiRegReq, ApiToken};
 use signal::{BlockKind, BlockRef, Envelope, NodeId, SectionPool, Signal};
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
@@ -155,6 +155,8 @@ pub(crate) struct NodeConnection {
     /// The data node's id: from the config, or from the frames it sends.
     node: Arc<AtomicU16>,
     api_node: NodeId,
+    /// What mgmd issued with `api_node`, sent in API_REGREQ.
+    token: ApiToken,
     incarnation: u32,
     send_side: Mutex<SendSide>,
     /// Waiters of this connection.
@@ -167,10 +169,14 @@ impl NodeConnection {
     /// since data nodes may still be starting), starts the receive thread
     /// and registers: API_REGREQ every `retry_interval` until an
     /// API_REGCONF says the node is started.
+    // Each argument is one setting of the connection; a struct of them
+    // would be built at the one call site only.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn open(
         addr: &str,
         expected_node: Option<NodeId>,
         api_node: NodeId,
+        token: ApiToken,
         incarnation: u32,
         connect_timeout: Duration,
         retry_interval: Duration,
@@ -206,6 +212,7 @@ impl NodeConnection {
             tc_instances: 1,
             node,
             api_node,
+            token,
             incarnation,
             send_side: Mutex::new(SendSide {
                 stream,
@@ -233,6 +240,7 @@ impl NodeConnection {
                     0,
                     ApiRegReq {
                         protocol_version: PROTOCOL_VERSION,
+                        token: self.token,
                     }
                     .into(),
                 ),
@@ -250,15 +258,17 @@ impl NodeConnection {
                                 .as_ref()
                                 .is_some_and(|(_, conf)| conf.started)
                     });
-            if let Some(reason) = registration.lost.clone() {
-                return Err(self.lost(reason));
-            }
+            // A refusal first: a data node that does not admit this client
+            // answers API_REGREF and closes at once, so both may be in.
             if let Some(code) = registration.refused {
                 return Err(ClientError::Config(format!(
                     "the data node at {} refused this client's registration \
                      (protocol version {PROTOCOL_VERSION}): {code}",
                     self.addr
                 )));
+            }
+            if let Some(reason) = registration.lost.clone() {
+                return Err(self.lost(reason));
             }
             if let Some((sender, conf)) = registration.conf.take() {
                 if conf.started {
