@@ -16,8 +16,10 @@ port=${PORT:-48600}
 work=${WORK:-/tmp/tessera-callgrind-read}
 command -v valgrind > /dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 rm -rf "$work"; mkdir -p "$work"; cd "$work"
-printf '[mgmd]\nnode_id = 1\nhost = "127.0.0.1"\nport = %d\n\n[cluster]\nreplicas = 1\ndata_memory = "512M"\n\n[threads]\n%b\n\n[[data_node]]\nid = 2\nhost = "127.0.0.1"\nport = %d\ndata_dir = "node2"\n' \
-  "$port" "$threads" $((port + 2)) > config.toml
+. "$here/bench/cluster.sh"
+secret_line=$(cluster_secret "$tessera" "$work")
+printf '[mgmd]\nnode_id = 1\nhost = "127.0.0.1"\nport = %d\n\n[cluster]\nreplicas = 1\ndata_memory = "512M"\n%s\n\n[threads]\n%b\n\n[[data_node]]\nid = 2\nhost = "127.0.0.1"\nport = %d\ndata_dir = "node2"\n' \
+  "$port" "$secret_line" "$threads" $((port + 2)) > config.toml
 "$tessera" mgmd --config config.toml > mgmd.log 2>&1 & mgmd=$!
 sleep 0.5
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/cg.out" \

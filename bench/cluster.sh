@@ -13,10 +13,12 @@
 cluster_start() {
   local tessera=$1 dir=$2 nodes=$3 replicas=$4 threads=$5 memory=${6:-2G}
   mkdir -p "$dir"
+  local secret_line
+  secret_line=$(cluster_secret "$tessera" "$dir")
   {
     printf '[mgmd]\nnode_id = 1\nhost = "127.0.0.1"\nport = %d\n\n' "$port"
-    printf '[cluster]\nreplicas = %d\ndata_memory = "%s"\nredo_log_file_size = "64M"\nredo_buffer = "32M"\n\n' \
-      "$replicas" "$memory"
+    printf '[cluster]\nreplicas = %d\ndata_memory = "%s"\nredo_log_file_size = "64M"\nredo_buffer = "32M"\n%s\n\n' \
+      "$replicas" "$memory" "$secret_line"
     printf '[threads]\n%b\n' "$threads"
     for id in $(seq 2 $((nodes + 1))); do
       printf '\n[[data_node]]\nid = %d\nhost = "127.0.0.1"\nport = %d\ndata_dir = "node%d"\n' \
@@ -40,3 +42,18 @@ sys.exit(0 if nodes and all(n.get("state") == "started" for n in nodes) else 1)'
   echo "cluster in $dir did not start" >&2
   exit 1
 }
+
+# cluster_secret TESSERA DIR: writes a new cluster secret to DIR/cluster.secret
+# and prints the config line naming it (docs/design/0007-groundwork.md,
+# decision 13). Builds from before admission have no `secret` subcommand
+# and refuse the key, so for them it writes and prints nothing (the A/B
+# scripts run older builds).
+cluster_secret() {
+  local tessera=$1 dir=$2
+  if "$tessera" secret --help > /dev/null 2>&1; then
+    rm -f "$dir/cluster.secret"
+    "$tessera" secret "$dir/cluster.secret"
+    printf 'secret_file = "cluster.secret"'
+  fi
+}
+

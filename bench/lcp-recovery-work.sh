@@ -17,6 +17,7 @@ records=${1:-1000000}
 rate=${2:-20000}
 seconds=${3:-60}
 here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/bench/cluster.sh"
 tessera=${TESSERA:-$here/target/release/tessera}
 settings=${SETTINGS:-"25 50 100"}
 work=${WORK:-/tmp/tessera-lcp-bench}
@@ -35,6 +36,7 @@ results=()
 for work_setting in $settings; do
   dir=$work/rw$work_setting
   rm -rf "$dir"; mkdir -p "$dir"
+  secret_line=$(cluster_secret "$tessera" "$dir")
   cat > "$dir/config.toml" <<EOC
 [mgmd]
 node_id = 1
@@ -45,6 +47,7 @@ port = $port
 replicas = 1
 data_memory = "2G"
 recovery_work = $work_setting
+$secret_line
 
 [threads]
 ldm = 2

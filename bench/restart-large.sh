@@ -13,11 +13,13 @@ set -euo pipefail
 records=${1:-40000000}
 memory=${2:-14G}
 here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/bench/cluster.sh"
 tessera=${TESSERA:-$here/target/release/tessera}
 work=${WORK:-/tmp/tessera-restart-bench}
 port=${PORT:-47400}
 [ -x "$tessera" ] || { echo "no tessera binary at $tessera: cargo build --release -p cli" >&2; exit 1; }
 rm -rf "$work"; mkdir -p "$work"
+secret_line=$(cluster_secret "$tessera" "$work")
 cat > "$work/config.toml" <<EOC
 [mgmd]
 node_id = 1
@@ -28,6 +30,7 @@ port = $port
 replicas = 1
 data_memory = "$memory"
 redo_log_file_size = "64M"
+$secret_line
 
 [threads]
 ldm = 2

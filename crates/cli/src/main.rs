@@ -45,6 +45,11 @@ enum Command {
         /// transaction of a complete GCI).
         #[arg(long)]
         initial: bool,
+        /// The file holding the cluster secret (default: the config's
+        /// [cluster] secret_file, relative to the config's directory on
+        /// mgmd's host).
+        #[arg(long, value_name = "FILE")]
+        secret_file: Option<PathBuf>,
     },
     /// Management client (NDB's ndb_mgm): `-e show`, `-e "all report threads"`,
     /// `-e "all report checkpoints"`, `-e "check replicas"` (compares every
@@ -64,6 +69,13 @@ enum Command {
     Bench {
         #[command(subcommand)]
         bench: BenchCommand,
+    },
+    /// Write a new cluster secret (64 random hex digits, readable by its
+    /// owner only) to FILE, for the config's [cluster] secret_file. An
+    /// existing file is never overwritten.
+    Secret {
+        /// Where to write it.
+        file: PathBuf,
     },
     /// Start a local cluster on loopback (mgmd and data nodes as child
     /// processes) and keep it up until Ctrl-C or SIGTERM.
@@ -137,10 +149,12 @@ fn main() -> ExitCode {
             mgmd,
             node_id,
             initial,
+            secret_file,
         } => datanode::run(datanode::NodeOptions {
             mgmd,
             node_id,
             initial,
+            secret_file,
         }),
         Command::Mgm {
             mgmd,
@@ -161,6 +175,8 @@ fn main() -> ExitCode {
         Command::Bench {
             bench: BenchCommand::Keylookup(args),
         } => return run_keylookup(args),
+        Command::Secret { file } => admission::ClusterSecret::create_file(&file)
+            .map_err(|error| format!("cannot write a new secret to {}: {error}", file.display())),
         Command::Demo(options) => demo::run(options),
     };
     match result {

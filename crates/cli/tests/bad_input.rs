@@ -7,13 +7,14 @@
 
 mod common;
 
-use client::{Cluster, ColumnType, Commit, Table, TableDef, Value};
+use client::{Cluster, ColumnType, Commit, ConnectOptions, Table, TableDef, Value};
 use common::{
     column, create_table, fresh_dir, key, keyed_definition, read_row, run_tessera, ClusterOptions,
     TestCluster,
 };
 use signal::codec;
-use signal::NodeId;
+use signal::signals::{ApiRegReq, ApiToken, LinkHelloReq, LinkProofRep, API_PROTOCOL_VERSION};
+use signal::{BlockKind, BlockRef, Envelope, NodeId, Signal};
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -196,11 +197,52 @@ fn round_trip(cluster: &Cluster, table: &Arc<Table>, k: u32, what: &str) {
 
 /// A frame with a correct header and checksum around `body`.
 fn framed(sender: u16, signal_count: u16, body: &[u8]) -> Vec<u8> {
+    framed_at(sender, signal_count, body, 0)
+}
+
+/// [`framed`] with sequence number `sequence`.
+fn framed_at(sender: u16, signal_count: u16, body: &[u8], sequence: u64) -> Vec<u8> {
     let mut out = Vec::new();
     let start = codec::begin_frame(&mut out);
     out.extend_from_slice(body);
-    codec::finish_frame(&mut out, start, NodeId(sender), 7, 0, signal_count);
+    codec::finish_frame(&mut out, start, NodeId(sender), 7, sequence, signal_count);
     out
+}
+
+/// A frame of one signal from `from` to `to`, with sequence `sequence`.
+fn signal_frame(from: BlockRef, to: BlockRef, signal: Signal, sequence: u64) -> Vec<u8> {
+    let mut body = Vec::new();
+    codec::encode_signal(&mut body, &Envelope { from, to, signal }).expect("a wire signal");
+    framed_at(from.node.0, 1, &body, sequence)
+}
+
+/// An API node's first frame: API_REGREQ as `api_node` with `token`.
+fn registration_frame(api_node: u16, token: ApiToken) -> Vec<u8> {
+    let registration = ApiRegReq {
+        protocol_version: API_PROTOCOL_VERSION,
+        token,
+    };
+    signal_frame(
+        BlockRef::new(NodeId(api_node), BlockKind::Api, 0),
+        BlockRef::new(NodeId(2), BlockKind::Membership, 0),
+        registration.into(),
+        0,
+    )
+}
+
+/// A data node's link handshake as dialer `claimed` to `target` without
+/// the cluster secret: the hello, then a made-up proof.
+fn link_claim(claimed: u16, target: u16) -> Vec<u8> {
+    let from = BlockRef::new(NodeId(claimed), BlockKind::Membership, 0);
+    let to = BlockRef::new(NodeId(target), BlockKind::Membership, 0);
+    let mut frames = signal_frame(from, to, LinkHelloReq { challenge: [3; 16] }.into(), 0);
+    frames.extend(signal_frame(
+        from,
+        to,
+        LinkProofRep { proof: [9; 32] }.into(),
+        1,
+    ));
+    frames
 }
 
 fn pseudo_random_bytes(count: usize, mut state: u64) -> Vec<u8> {
@@ -399,4 +441,114 @@ fn taken_node_id_and_garbage_leave_the_node_serving() {
         status.is_some_and(|status| status.success()),
         "the data node exits 0 on SIGTERM: {status:?}"
     );
+}
+
+/// Admission across real processes (docs/design/0007-groundwork.md,
+/// "Authenticated admission"), on two data nodes holding each other's
+/// replicas: on every data node's port, a peer that claims an API node id
+/// without the token mgmd issued with it (none, forged, another id's), or a
+/// data node's id without the cluster secret, or sends garbage, is closed;
+/// so is random input on mgmd's; after each, every node serves on, the
+/// earlier client's writes (which cross the link between the data nodes)
+/// included. Without mgmd, a client is admitted on a token made with the
+/// secret, and refused with none.
+#[test]
+fn impostors_and_garbage_on_every_port_leave_every_node_serving() {
+    let mut processes = TestCluster::start(ClusterOptions {
+        name: "admission",
+        data_nodes: 2,
+        replicas: 2,
+        ..Default::default()
+    });
+    let secret = processes.secret();
+    let before = processes.connect();
+    let table = create_table(&before, &table_definition());
+    round_trip(&before, &table, 1, "first");
+
+    // mgmd hands ids out from 128 up: 250 was issued to nobody.
+    let unissued = 250;
+    let mut forged = secret.api_token(NodeId(unissued), 1);
+    forged.mac[5] ^= 0x10;
+    let mut payloads: Vec<(&str, Vec<u8>)> = garbage();
+    payloads.extend([
+        (
+            "an API node id with no token",
+            registration_frame(unissued, ApiToken::NONE),
+        ),
+        (
+            "an API node id with a forged token",
+            registration_frame(unissued, forged),
+        ),
+        (
+            "an API node id with another id's token",
+            registration_frame(unissued, secret.api_token(NodeId(unissued - 1), 1)),
+        ),
+        (
+            "the earlier client's id with another id's token",
+            registration_frame(before.api_node(), secret.api_token(NodeId(unissued), 1)),
+        ),
+        ("data node 2's id with a bare hello", framed(2, 0, &[])),
+        ("data node 2's id without the secret", link_claim(2, 3)),
+        ("data node 3's id without the secret", link_claim(3, 2)),
+    ]);
+    for id in processes.node_ids() {
+        for (what, payload) in &payloads {
+            if let Err(problem) = send_and_expect_close(&processes.node_addr_of(id), payload) {
+                panic!("{what}, to data node {id}: the node kept the connection: {problem}");
+            }
+            processes.assert_node_serving();
+            assert!(
+                before.is_connected(),
+                "{what}: the earlier client was cut off"
+            );
+            round_trip(&before, &table, 1, what);
+        }
+    }
+    let after = processes.connect();
+    round_trip(&after, &after.table("t").expect("t"), 2, "a new client");
+
+    // Random bytes on mgmd's port: answered (error lines) or closed, and
+    // mgmd serves on.
+    {
+        let mut stream = TcpStream::connect(processes.mgmd_addr()).expect("connect to mgmd");
+        stream
+            .set_read_timeout(Some(CLOSE_TIMEOUT))
+            .expect("read timeout");
+        let _ = stream.write_all(&pseudo_random_bytes(200_000, 0x0bad_cafe_f00d_d00d));
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let mut answers = Vec::new();
+        let _ = stream.read_to_end(&mut answers);
+    }
+    processes.assert_node_serving();
+    round_trip(
+        &processes.connect(),
+        &table,
+        3,
+        "after random bytes to mgmd",
+    );
+
+    // Without mgmd: no token is refused, a token of the secret admitted.
+    let addresses = [processes.node_addr_of(2), processes.node_addr_of(3)];
+    let addresses: Vec<&str> = addresses.iter().map(String::as_str).collect();
+    let options = ConnectOptions {
+        connect_timeout: Duration::from_secs(20),
+        ..ConnectOptions::default()
+    };
+    let refused = match Cluster::connect_direct_many(&addresses, 251, options.clone()) {
+        Ok(_) => panic!("a client without a token was admitted"),
+        Err(error) => error.to_string(),
+    };
+    assert!(
+        refused.contains("error 4024"),
+        "refused with NotAdmitted: {refused}"
+    );
+    let direct = Cluster::connect_direct_with_token(
+        &addresses,
+        251,
+        secret.api_token(NodeId(251), 1),
+        options,
+    )
+    .expect("a token made with the cluster secret is admitted");
+    round_trip(&direct, &direct.table("t").expect("t"), 4, "direct");
+    processes.assert_node_serving();
 }

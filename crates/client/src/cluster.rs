@@ -26,7 +26,7 @@ use crate::tcp::TcpTransport;
 use crate::transaction::{Body, Transaction};
 use crate::value::Value;
 use signal::schema::TableDef;
-use signal::signals::{CreateTabReq, DropTabReq, GetTabInfoReq, PartitionMap};
+use signal::signals::{ApiToken, CreateTabReq, DropTabReq, GetTabInfoReq, PartitionMap};
 use signal::{BlockKind, ErrorCode, NodeId, Section, Signal};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -145,7 +145,8 @@ impl Cluster {
                 "the cluster config lists no data node".to_string(),
             ));
         }
-        let api_node = NodeId(mgm.alloc_api_node()?);
+        let allocation = mgm.alloc_api_node()?;
+        let api_node = NodeId(allocation.node_id);
         let targets: Vec<(String, Option<NodeId>)> = config
             .data_nodes
             .iter()
@@ -157,13 +158,15 @@ impl Cluster {
             })
             .collect();
         let opening = Opening::tcp(&options);
-        let connections = open_all(&opening, &targets, api_node, &options)?;
+        let connections = open_all(&opening, &targets, api_node, allocation.token, &options)?;
         Cluster::assemble(api_node, Some(mgm), connections, options, opening)
     }
 
     /// Connects straight to a data node at `data_node_addr` as API node
-    /// `api_node_id`, skipping mgmd. For tests and tools only: nothing
-    /// stops two processes from using the same id this way.
+    /// `api_node_id`, skipping mgmd, with no token: only test stand-ins
+    /// for data nodes (`fakenode`) take it; a real data node refuses it
+    /// (ApiRegRef `NotAdmitted`), and
+    /// [`Cluster::connect_direct_with_token`] is the way to reach one.
     ///
     /// ```no_run
     /// let cluster = client::Cluster::connect_direct("127.0.0.1:11861", 200)?;
@@ -203,6 +206,21 @@ impl Cluster {
         api_node_id: u16,
         options: ConnectOptions,
     ) -> Result<Cluster, ClientError> {
+        Cluster::connect_direct_with_token(data_node_addrs, api_node_id, ApiToken::NONE, options)
+    }
+
+    /// [`Cluster::connect_direct_many`] presenting `token`, which must be
+    /// the one mgmd's secret makes for `api_node_id`
+    /// (`admission::ClusterSecret::api_token`): data nodes admit an API
+    /// node on its token alone, without asking mgmd. For tests and tools
+    /// that hold the cluster secret; nothing then stops two processes from
+    /// using the same id.
+    pub fn connect_direct_with_token(
+        data_node_addrs: &[&str],
+        api_node_id: u16,
+        token: ApiToken,
+        options: ConnectOptions,
+    ) -> Result<Cluster, ClientError> {
         if data_node_addrs.is_empty() {
             return Err(ClientError::Usage("no data node address given".into()));
         }
@@ -211,7 +229,7 @@ impl Cluster {
             .map(|addr| (addr.to_string(), None))
             .collect();
         let opening = Opening::tcp(&options);
-        let connections = open_all(&opening, &targets, NodeId(api_node_id), &options)?;
+        let connections = open_all(&opening, &targets, NodeId(api_node_id), token, &options)?;
         Cluster::assemble(NodeId(api_node_id), None, connections, options, opening)
     }
 
@@ -239,7 +257,8 @@ impl Cluster {
             clock: Clock::Driven(Arc::clone(&environment.driver)),
             incarnation: environment.incarnation,
         };
-        let connections = open_all(&opening, &targets, NodeId(api_node_id), &options)?;
+        let token = environment.token;
+        let connections = open_all(&opening, &targets, NodeId(api_node_id), token, &options)?;
         Cluster::assemble(NodeId(api_node_id), None, connections, options, opening)
     }
 
@@ -927,6 +946,7 @@ fn open_all(
     opening: &Opening,
     targets: &[(String, Option<NodeId>)],
     api_node: NodeId,
+    token: ApiToken,
     options: &ConnectOptions,
 ) -> Result<Vec<NodeConnection>, ClientError> {
     let open = |(addr, node): &(String, Option<NodeId>)| {
@@ -936,6 +956,7 @@ fn open_all(
             addr,
             *node,
             api_node,
+            token,
             opening.incarnation,
             options.connect_timeout,
             options.register_retry_interval,

@@ -15,7 +15,7 @@ use crate::environment::{Clock, Link, Transport};
 use crate::error::ClientError;
 use signal::codec::FrameAssembler;
 use signal::codec::{self, ForApi, WireError};
-use signal::signals::ApiRegReq;
+use signal::signals::{ApiRegReq, ApiToken};
 use signal::{BlockKind, BlockRef, Envelope, NodeId, SectionPool, Signal};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -150,6 +150,8 @@ pub(crate) struct NodeConnection {
     /// The data node's id: from the config, or from the frames it sends.
     node: Arc<AtomicU16>,
     api_node: NodeId,
+    /// What mgmd issued with `api_node`, sent in API_REGREQ.
+    token: ApiToken,
     incarnation: u32,
     /// The next frame's sequence number; held while writing, so that
     /// frames reach the link in sequence order.
@@ -163,8 +165,10 @@ pub(crate) struct NodeConnection {
 
 impl NodeConnection {
     /// Opens a connection to `addr` through `transport` and registers:
-    /// API_REGREQ every `retry_interval` until an API_REGCONF says the node
-    /// is started, or `connect_timeout` passes.
+    /// API_REGREQ (with `token`) every `retry_interval` until an
+    /// API_REGCONF says the node is started, or `connect_timeout` passes.
+    // Each argument is one setting of the connection; a struct of them
+    // would be built at the one call site only.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn open(
         transport: &dyn Transport,
@@ -172,6 +176,7 @@ impl NodeConnection {
         addr: &str,
         expected_node: Option<NodeId>,
         api_node: NodeId,
+        token: ApiToken,
         incarnation: u32,
         connect_timeout: Duration,
         retry_interval: Duration,
@@ -192,6 +197,7 @@ impl NodeConnection {
             tc_instances: 1,
             node,
             api_node,
+            token,
             incarnation,
             sequence: Mutex::new(0),
             dispatch,
@@ -218,6 +224,7 @@ impl NodeConnection {
                     0,
                     ApiRegReq {
                         protocol_version: PROTOCOL_VERSION,
+                        token: self.token,
                     }
                     .into(),
                 ),
@@ -235,15 +242,17 @@ impl NodeConnection {
                                 .as_ref()
                                 .is_some_and(|(_, conf)| conf.started)
                     });
-            if let Some(reason) = registration.lost.clone() {
-                return Err(self.lost(reason));
-            }
+            // A refusal first: a data node that does not admit this client
+            // answers API_REGREF and closes at once, so both may be in.
             if let Some(code) = registration.refused {
                 return Err(ClientError::Config(format!(
                     "the data node at {} refused this client's registration \
                      (protocol version {PROTOCOL_VERSION}): {code}",
                     self.addr
                 )));
+            }
+            if let Some(reason) = registration.lost.clone() {
+                return Err(self.lost(reason));
             }
             if let Some((sender, conf)) = registration.conf.take() {
                 if conf.started {

@@ -74,6 +74,9 @@ pub struct Environment {
     /// The frame header's incarnation for this API node's life (a real
     /// process picks one at random).
     pub incarnation: u32,
+    /// What API_REGREQ presents: mgmd's token for this API node id (data
+    /// nodes check it in their receive threads).
+    pub token: signal::signals::ApiToken,
 }
 
 /// The client's time and waits: the system's, or a [`Driver`]'s.

@@ -74,5 +74,5 @@ pub use value::Value;
 // depend on `client` alone.
 pub use signal::error::ErrorClass;
 pub use signal::schema::{ColumnDef, ColumnType, TableDef, MAX_COLUMNS};
-pub use signal::signals::LockMode;
+pub use signal::signals::{ApiToken, LockMode};
 pub use signal::{ErrorCode, Gci, TransactionId};

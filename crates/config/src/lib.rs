@@ -96,6 +96,13 @@ pub struct ClusterSettings {
     /// last one. Lower writes more per checkpoint and keeps fewer bytes on
     /// disk (less to read at a restart); higher writes less and keeps more.
     pub recovery_work: u32,
+    /// Key `secret_file`: the file holding the cluster secret, which mgmd
+    /// and the data nodes read and API nodes never see (docs/design/
+    /// 0007-groundwork.md, "Authenticated admission"). Relative paths are
+    /// made relative to the config file's directory, as `data_dir`s are.
+    /// Optional here, because API nodes and tools parse configs too; mgmd
+    /// and data nodes refuse to start without it.
+    pub secret_file: Option<PathBuf>,
 }
 
 impl Default for ClusterSettings {
@@ -118,6 +125,7 @@ impl Default for ClusterSettings {
             diskless: false,
             local_checkpoints: true,
             recovery_work: 50,
+            secret_file: None,
         }
     }
 }
@@ -240,6 +248,9 @@ const CLUSTER_KEYS: &[&str] = &[
     "diskless",
     "local_checkpoints",
     "recovery_work",
+    "secret_file",
+    // Refused with a hint: the config text is served to every client.
+    "secret",
 ];
 const THREAD_KEYS: &[&str] = &["ldm", "tc", "recv", "send", "main", "spin_us", "tc_on_ldm"];
 const DATA_NODE_KEYS: &[&str] = &["id", "host", "port", "data_dir"];
@@ -267,7 +278,7 @@ fn parse(
     let (mgmd, mgmd_lines) = parse_mgmd(&Table::new(&ctx, "mgmd", mgmd_value, MGMD_KEYS)?)?;
 
     let (cluster, cluster_lines) = match root.get("cluster") {
-        Some(v) => parse_cluster(&Table::new(&ctx, "cluster", v, CLUSTER_KEYS)?)?,
+        Some(v) => parse_cluster(&Table::new(&ctx, "cluster", v, CLUSTER_KEYS)?, base_dir)?,
         None => (ClusterSettings::default(), ClusterLines::default()),
     };
 
@@ -425,8 +436,36 @@ struct ClusterLines {
     redo_log_files: Option<usize>,
 }
 
-fn parse_cluster(t: &Table<'_>) -> Result<(ClusterSettings, ClusterLines), ConfigError> {
+fn parse_cluster(
+    t: &Table<'_>,
+    base_dir: Option<&Path>,
+) -> Result<(ClusterSettings, ClusterLines), ConfigError> {
     let d = ClusterSettings::default();
+    if let Some(inline) = t.string("secret")? {
+        return Err(t.ctx().error(
+            "cluster.secret",
+            Some(inline.line),
+            "the cluster secret must not be written in the config: mgmd serves the config \
+             text to every client; put it in a file and name the file with secret_file",
+        ));
+    }
+    let secret_file = match t.string("secret_file")? {
+        Some(file) if file.value.trim().is_empty() => {
+            return Err(t.ctx().error(
+                "cluster.secret_file",
+                Some(file.line),
+                "secret_file is empty: name the file holding the cluster secret",
+            ))
+        }
+        Some(file) => {
+            let path = PathBuf::from(file.value);
+            Some(match base_dir {
+                Some(base) if path.is_relative() => base.join(path),
+                _ => path,
+            })
+        }
+        None => None,
+    };
     let mut lines = ClusterLines::default();
     let replicas = t.integer::<u8>("replicas", 1, 4)?;
     lines.replicas = replicas.map(|r| r.line);
@@ -502,6 +541,7 @@ fn parse_cluster(t: &Table<'_>) -> Result<(ClusterSettings, ClusterLines), Confi
             )?,
             d.recovery_work,
         ),
+        secret_file,
     };
     Ok((settings, lines))
 }

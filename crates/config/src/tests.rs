@@ -92,6 +92,7 @@ fn full_file_with_two_node_groups() {
             diskless: true,
             local_checkpoints: true,
             recovery_work: 75,
+            secret_file: None,
         }
     );
     assert_eq!(
@@ -202,7 +203,13 @@ fn example_file_parses() {
             port: 11860
         }
     );
-    assert_eq!(c.cluster, ClusterSettings::default());
+    assert_eq!(
+        c.cluster,
+        ClusterSettings {
+            secret_file: path.parent().map(|dir| dir.join("cluster.secret")),
+            ..ClusterSettings::default()
+        }
+    );
     assert_eq!(
         c.threads,
         ThreadCounts {
@@ -239,6 +246,33 @@ fn relative_data_dir_with_base() {
     )
     .expect("valid");
     assert_eq!(c.data_nodes[0].data_dir, PathBuf::from("/etc/t/d2"));
+}
+
+#[test]
+fn secret_file_is_relative_to_the_config_and_an_inline_secret_is_refused() {
+    let text = format!("{MGMD}[cluster]\nsecret_file = \"cluster.secret\"\n{NODE2}");
+    let c =
+        ClusterConfig::from_toml_str_relative_to(&text, "x", Path::new("/etc/t")).expect("valid");
+    assert_eq!(
+        c.cluster.secret_file,
+        Some(PathBuf::from("/etc/t/cluster.secret"))
+    );
+    let absolute = format!("{MGMD}[cluster]\nsecret_file = \"/keys/s\"\n{NODE2}");
+    let c = ClusterConfig::from_toml_str_relative_to(&absolute, "x", Path::new("/etc/t"))
+        .expect("valid");
+    assert_eq!(c.cluster.secret_file, Some(PathBuf::from("/keys/s")));
+    expect_err(
+        &format!("{MGMD}[cluster]\nsecret = \"0123456789abcdef0123456789abcdef\"\n{NODE2}"),
+        "cluster.secret",
+        Some(5),
+        "must not be written in the config",
+    );
+    expect_err(
+        &format!("{MGMD}[cluster]\nsecret_file = \" \"\n{NODE2}"),
+        "cluster.secret_file",
+        Some(5),
+        "secret_file is empty",
+    );
 }
 
 #[test]

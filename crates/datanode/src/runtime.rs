@@ -11,6 +11,7 @@
 use crate::io::{FileService, IoThreadSetup};
 use crate::status::{CheckpointReports, NodeStatus, ThreadInfo};
 use crate::wiring::{build_blocks, default_partitions_of_ldm};
+use admission::ClusterSecret;
 use config::ClusterConfig;
 use kernel::block_thread::{self, BlockThreadSetup};
 use kernel::mesh::{self, Router};
@@ -19,6 +20,7 @@ use kernel::Block;
 use signal::signals::StartPhaseReq;
 use signal::{BlockKind, BlockRef, Envelope, NodeId, SectionPool};
 use std::net::{TcpListener, ToSocketAddrs};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,6 +37,10 @@ pub struct NodeOptions {
     /// Start from nothing: delete the node's files in its data directory
     /// first (NDB's `--initial`). Without it the node restarts from them.
     pub initial: bool,
+    /// The file holding the cluster secret, when not the config's
+    /// `secret_file` (a node on another host than mgmd's keeps its copy
+    /// elsewhere).
+    pub secret_file: Option<PathBuf>,
 }
 
 static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
@@ -134,6 +140,7 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
     }
     .map_err(|error| format!("config from mgmd is invalid: {error}"))?;
     let node = NodeId(options.node_id);
+    let secret = load_secret(node, &options, &config)?;
     if config.threads.recv != 1 || config.threads.send != 1 {
         eprintln!(
             "tessera node {node}: [threads] asks for recv = {} and send = {}; this version \
@@ -169,7 +176,7 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
             node_config.data_dir.display()
         );
     }
-    let node_runtime = start(&config, node, listener, pid, incarnation)?;
+    let node_runtime = start(&config, node, listener, pid, incarnation, secret)?;
     let status = node_runtime.status.clone();
     let tc_placement = if config.threads.tc_on_ldm {
         format!("{} tc instances on the ldm threads", config.threads.tc)
@@ -187,6 +194,28 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
     eprintln!("tessera node {node}: stopping");
     node_runtime.stop();
     Ok(())
+}
+
+/// The cluster secret, from `--secret-file` or else the config's
+/// `secret_file` (docs/design/0007-groundwork.md, "Authenticated
+/// admission"): a node without one could neither prove itself to its peers
+/// nor check an API node's token, so it does not start.
+fn load_secret(
+    node: NodeId,
+    options: &NodeOptions,
+    config: &ClusterConfig,
+) -> Result<ClusterSecret, String> {
+    let path = options
+        .secret_file
+        .as_ref()
+        .or(config.cluster.secret_file.as_ref())
+        .ok_or_else(|| {
+            format!(
+                "node {node}: the config names no cluster secret ([cluster] secret_file) and \
+                 --secret-file was not given"
+            )
+        })?;
+    ClusterSecret::load(path).map_err(|error| format!("node {node}: {error}"))
 }
 
 /// A thread to be: its name, role and the blocks it runs.
@@ -245,13 +274,14 @@ fn data_node_peers(config: &ClusterConfig) -> Result<Vec<DataNodePeer>, String> 
 }
 
 /// Starts the threads of data node `node`, in its start `incarnation`,
-/// serving on `listener`.
+/// serving on `listener` and admitting connections with `secret`.
 pub fn start(
     config: &ClusterConfig,
     node: NodeId,
     listener: TcpListener,
     pid: u32,
     incarnation: u32,
+    secret: ClusterSecret,
 ) -> Result<NodeRuntime, String> {
     let data_nodes = data_node_peers(config)?;
     let ldm_count = config.threads.ldm as usize;
@@ -433,6 +463,7 @@ pub fn start(
         incarnation,
         data_nodes,
         identify_timeout: transport::recv::IDENTIFY_TIMEOUT,
+        secret,
     };
     threads.push(
         std::thread::Builder::new()

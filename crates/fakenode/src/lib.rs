@@ -659,6 +659,11 @@ fn start_mgmd_for(nodes: &[(u16, SocketAddr)]) -> Result<mgmd::MgmdHandle, mgmd:
         text,
         mgmd::ServerOptions {
             bind_addr: Some("127.0.0.1:0".into()),
+            // Fake data nodes check no token; mgmd still issues them.
+            secret: Some(
+                admission::ClusterSecret::from_bytes(b"fakenode: a cluster secret for tests")
+                    .map_err(|error| mgmd::MgmdError::Secret(error.to_string()))?,
+            ),
             ..Default::default()
         },
     )

@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use signal::signals::ApiToken;
 
 use crate::wire::{self, LineRead};
 use crate::MgmdError;
@@ -172,15 +173,63 @@ impl MgmClient {
             .map(without_ok)
     }
 
-    /// Allocates an API node id (128..=255), held until this client closes.
-    pub fn alloc_api_node(&mut self) -> Result<u16, MgmdError> {
+    /// Allocates an API node id (128..=255), held until this client closes,
+    /// with the token a data node admits it by (send it in API_REGREQ).
+    pub fn alloc_api_node(&mut self) -> Result<ApiAllocation, MgmdError> {
         let response = self.conn.request(&json!({ "req": "alloc_api_node" }))?;
-        response
+        let node_id = response
             .get("node_id")
             .and_then(Value::as_u64)
             .and_then(|id| u16::try_from(id).ok())
-            .ok_or_else(|| MgmdError::Protocol("alloc_api_node response lacks \"node_id\"".into()))
+            .ok_or_else(|| {
+                MgmdError::Protocol("alloc_api_node response lacks \"node_id\"".into())
+            })?;
+        let allocation = response
+            .get("allocation")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| {
+                MgmdError::Protocol("alloc_api_node response lacks \"allocation\"".into())
+            })?;
+        let mac = response
+            .get("token")
+            .and_then(Value::as_str)
+            .and_then(mac_from_hex)
+            .ok_or_else(|| {
+                MgmdError::Protocol("alloc_api_node response lacks \"token\", 64 hex digits".into())
+            })?;
+        Ok(ApiAllocation {
+            node_id,
+            token: ApiToken { allocation, mac },
+        })
     }
+}
+
+/// An API node id from mgmd and the token that proves it was issued.
+#[derive(Clone, Copy, Debug)]
+pub struct ApiAllocation {
+    /// 128..=255.
+    pub node_id: u16,
+    /// What a data node checks in API_REGREQ.
+    pub token: ApiToken,
+}
+
+/// The MAC of a token as mgmd writes it: 64 lower- or upper-case hex digits.
+pub fn mac_from_hex(text: &str) -> Option<[u8; 32]> {
+    let digits = text.as_bytes();
+    if digits.len() != 64 {
+        return None;
+    }
+    let nibble = |digit: u8| (digit as char).to_digit(16).map(|value| value as u8);
+    let mut mac = [0u8; 32];
+    for (byte, pair) in mac.iter_mut().zip(digits.chunks_exact(2)) {
+        *byte = nibble(pair[0])? << 4 | nibble(pair[1])?;
+    }
+    Some(mac)
+}
+
+/// The MAC of a token as mgmd writes it: 64 hex digits.
+pub fn mac_to_hex(mac: &[u8; 32]) -> String {
+    mac.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// A data node's registration with mgmd. The node counts as up for as long

@@ -23,6 +23,9 @@ pub enum MgmdError {
     Refused(String),
     /// `tessera mgm` was given a command it does not know.
     UnknownCommand(String),
+    /// mgmd has no usable cluster secret (none named, unreadable, too
+    /// short): it cannot issue API tokens, so it does not start.
+    Secret(String),
 }
 
 /// Commands `mgm::run_command` understands, for error messages and help.
@@ -50,6 +53,7 @@ impl fmt::Display for MgmdError {
                 "unknown command \"{command}\"; known commands: {}",
                 KNOWN_COMMANDS.join(", ")
             ),
+            MgmdError::Secret(message) => write!(f, "{message}"),
         }
     }
 }

@@ -11,6 +11,12 @@
 //! `MAX_LINE_BYTES` closes it, and so does silence before the first line
 //! (`FIRST_LINE_TIMEOUT`). Every per-connection resource is bounded: one
 //! thread, one line buffer, at most one API node id.
+//!
+//! **Admission** (docs/design/0007-groundwork.md, "Authenticated
+//! admission"): mgmd holds the cluster secret, read from the file the
+//! config names, and answers each API node id it hands out with a token
+//! made with it, which data nodes check. The secret itself is never sent:
+//! `get_config` serves the config text, which names only the file.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufReader, Write};
@@ -21,6 +27,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use admission::ClusterSecret;
 use config::ClusterConfig;
 use serde_json::{json, Map, Value};
 
@@ -54,6 +61,10 @@ pub struct ServerOptions {
     /// How long a connection may stay silent before its first line
     /// (default 10 s).
     pub first_line_timeout: Option<Duration>,
+    /// The cluster secret, for a server built in-process by a test (the
+    /// config's `secret_file` then need not exist); without it, mgmd reads
+    /// the file the config names and does not start if it names none.
+    pub secret: Option<ClusterSecret>,
 }
 
 /// A running server. Dropping it (or `shutdown`) stops it.
@@ -153,6 +164,10 @@ pub fn start_server_with(
     config_text: String,
     options: ServerOptions,
 ) -> Result<MgmdHandle, MgmdError> {
+    let secret = match options.secret.clone() {
+        Some(secret) => secret,
+        None => load_secret(&config)?,
+    };
     let addr = options
         .bind_addr
         .clone()
@@ -181,6 +196,7 @@ pub fn start_server_with(
     let shared = Arc::new(Shared {
         config,
         config_text,
+        secret,
         config_dir: options.config_dir,
         max_connections: options.max_connections.unwrap_or(MAX_CONNECTIONS),
         first_line_timeout: options.first_line_timeout.unwrap_or(FIRST_LINE_TIMEOUT),
@@ -188,6 +204,7 @@ pub fn start_server_with(
             data_nodes,
             api_nodes: BTreeMap::new(),
             next_api_id: *API_IDS.start(),
+            next_allocation: first_allocation(),
             connections: HashMap::new(),
             next_connection: 0,
         }),
@@ -217,6 +234,8 @@ type Writer = Arc<Mutex<TcpStream>>;
 struct Shared {
     config: ClusterConfig,
     config_text: String,
+    /// Makes the API tokens; never sent anywhere.
+    secret: ClusterSecret,
     config_dir: Option<PathBuf>,
     max_connections: usize,
     first_line_timeout: Duration,
@@ -241,6 +260,8 @@ struct State {
     api_nodes: BTreeMap<u16, (ConnId, String)>,
     /// Where the round-robin search for a free API node id starts.
     next_api_id: u16,
+    /// The number of the next API node id allocation (in its token).
+    next_allocation: u64,
     /// Clones of every open connection, to close them on shutdown.
     connections: HashMap<ConnId, TcpStream>,
     next_connection: ConnId,
@@ -562,7 +583,43 @@ fn alloc_api_node(shared: &Shared, conn: &Connection) -> Value {
         id + 1
     };
     state.api_nodes.insert(id, (conn.id, conn.peer.clone()));
-    json!({ "ok": true, "node_id": id })
+    let allocation = state.next_allocation;
+    state.next_allocation += 1;
+    drop(state);
+    let token = shared.secret.api_token(signal::NodeId(id), allocation);
+    json!({
+        "ok": true,
+        "node_id": id,
+        "allocation": allocation,
+        "token": mgmclient::client::mac_to_hex(&token.mac),
+    })
+}
+
+/// The cluster secret from the file the config names: mgmd cannot issue
+/// tokens without it, so a config that names none is refused here.
+fn load_secret(config: &ClusterConfig) -> Result<ClusterSecret, MgmdError> {
+    let Some(path) = &config.cluster.secret_file else {
+        return Err(MgmdError::Secret(
+            "the config names no cluster secret: add `secret_file = \"cluster.secret\"` to \
+             [cluster] and create the file with `tessera secret FILE` (mgmd and every data node \
+             read it; API nodes never see it)"
+                .to_owned(),
+        ));
+    };
+    ClusterSecret::load(path).map_err(|error| MgmdError::Secret(error.to_string()))
+}
+
+/// The first allocation number of this mgmd: the wall clock in
+/// microseconds, so numbers keep rising across mgmd restarts (data nodes
+/// refuse a token of an older allocation of an id than one they have
+/// admitted) unless the clock goes back; then one per allocation.
+fn first_allocation() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |since| {
+            u64::try_from(since.as_micros()).unwrap_or(u64::MAX >> 1)
+        })
+        .max(1)
 }
 
 /// The state a connected data node reports, "starting" until it says.

@@ -39,6 +39,7 @@ fn start() -> (MgmdHandle, String) {
     let config = ClusterConfig::from_toml_str(CONFIG, "test.toml").expect("test config is valid");
     let options = ServerOptions {
         bind_addr: Some("127.0.0.1:0".into()),
+        secret: Some(test_secret()),
         ..Default::default()
     };
     let handle = start_server_with(config, CONFIG.to_owned(), options).expect("mgmd starts");
@@ -132,14 +133,14 @@ fn api_node_ids_are_distinct_one_per_connection_and_released_on_close() {
     let (_server, addr) = start();
     let mut a = MgmClient::connect(&addr).expect("connect");
     let mut b = MgmClient::connect(&addr).expect("connect");
-    assert_eq!(a.alloc_api_node().expect("alloc"), 128);
+    assert_eq!(a.alloc_api_node().expect("alloc").node_id, 128);
     // One connection may not take the range: a second id is refused.
     let second = a.alloc_api_node().unwrap_err();
     assert!(
         second.to_string().contains("already holds API node id 128"),
         "{second}"
     );
-    assert_eq!(b.alloc_api_node().expect("alloc"), 129);
+    assert_eq!(b.alloc_api_node().expect("alloc").node_id, 129);
 
     let show = b.show().expect("show");
     let api: Vec<&Value> = show["nodes"]
@@ -164,17 +165,120 @@ fn api_node_ids_are_distinct_one_per_connection_and_released_on_close() {
     let mut holders = Vec::new();
     for expected in 130..=255 {
         let mut holder = MgmClient::connect(&addr).expect("connect");
-        assert_eq!(holder.alloc_api_node().expect("alloc"), expected);
+        assert_eq!(holder.alloc_api_node().expect("alloc").node_id, expected);
         holders.push(holder);
     }
     // Wrapped: 128 is free again, 129 is still b's.
     let mut last = MgmClient::connect(&addr).expect("connect");
-    assert_eq!(last.alloc_api_node().expect("alloc"), 128);
+    assert_eq!(last.alloc_api_node().expect("alloc").node_id, 128);
     let mut none_left = MgmClient::connect(&addr).expect("connect");
     assert!(
         none_left.alloc_api_node().is_err(),
         "every id is in use now"
     );
+}
+
+/// Each id comes with a token the cluster secret made for that id and a
+/// rising allocation number; a data node checks it with the secret alone.
+#[test]
+fn api_node_ids_come_with_tokens_of_the_cluster_secret() {
+    let (_server, addr) = start();
+    let secret = test_secret();
+    let mut allocations = Vec::new();
+    for _ in 0..3 {
+        let mut client = MgmClient::connect(&addr).expect("connect");
+        let allocation = client.alloc_api_node().expect("alloc");
+        let node = signal::NodeId(allocation.node_id);
+        assert!(
+            secret.verify_api_token(node, &allocation.token),
+            "the token is the secret's for {node}"
+        );
+        assert!(
+            !secret.verify_api_token(signal::NodeId(allocation.node_id + 1), &allocation.token),
+            "and for no other id"
+        );
+        allocations.push(allocation.token.allocation);
+        // Dropped: the id is released, and the next allocation is newer.
+    }
+    assert!(
+        allocations.windows(2).all(|pair| pair[0] < pair[1]),
+        "allocation numbers rise: {allocations:?}"
+    );
+}
+
+/// The secret is read from the file the config names and never served:
+/// `get_config` answers with the config text, which holds only the name.
+/// Without a secret, mgmd does not start, and says how to make one.
+#[test]
+fn the_secret_comes_from_its_file_is_never_served_and_is_required() {
+    let dir = std::env::temp_dir().join(format!("tessera-mgmd-secret-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let secret_path = dir.join("cluster.secret");
+    let _ = std::fs::remove_file(&secret_path);
+    admission::ClusterSecret::create_file(&secret_path).expect("secret file");
+    let secret_text = std::fs::read_to_string(&secret_path).expect("read back");
+    let text = CONFIG.replace(
+        "[cluster]\n",
+        &format!(
+            "[cluster]\nsecret_file = {:?}\n",
+            secret_path.display().to_string()
+        ),
+    );
+    let config = ClusterConfig::from_toml_str(&text, "test.toml").expect("valid");
+    let options = ServerOptions {
+        bind_addr: Some("127.0.0.1:0".into()),
+        ..Default::default()
+    };
+    let handle = start_server_with(config, text.clone(), options).expect("mgmd starts");
+    let addr = handle.local_addr().to_string();
+    let mut client = MgmClient::connect(&addr).expect("connect");
+    let served = client.get_config().expect("config");
+    assert!(
+        !served.contains(secret_text.trim()),
+        "the config served holds the secret"
+    );
+    let allocation = client.alloc_api_node().expect("alloc");
+    let secret = admission::ClusterSecret::load(&secret_path).expect("loads");
+    assert!(secret.verify_api_token(signal::NodeId(allocation.node_id), &allocation.token));
+    drop(handle);
+
+    // No secret_file: refused at start.
+    let config = ClusterConfig::from_toml_str(CONFIG, "test.toml").expect("valid");
+    let options = ServerOptions {
+        bind_addr: Some("127.0.0.1:0".into()),
+        ..Default::default()
+    };
+    let error = match start_server_with(config, CONFIG.to_owned(), options) {
+        Ok(_) => panic!("mgmd started without a cluster secret"),
+        Err(error) => error.to_string(),
+    };
+    assert!(
+        error.contains("names no cluster secret") && error.contains("tessera secret"),
+        "{error}"
+    );
+    // A secret file that is too short: refused at start, naming the file.
+    std::fs::write(dir.join("short.secret"), "hunter2\n").expect("write");
+    let short = CONFIG.replace(
+        "[cluster]\n",
+        &format!(
+            "[cluster]\nsecret_file = {:?}\n",
+            dir.join("short.secret").display().to_string()
+        ),
+    );
+    let config = ClusterConfig::from_toml_str(&short, "test.toml").expect("valid");
+    let options = ServerOptions {
+        bind_addr: Some("127.0.0.1:0".into()),
+        ..Default::default()
+    };
+    let error = match start_server_with(config, short.clone(), options) {
+        Ok(_) => panic!("mgmd started with a short secret"),
+        Err(error) => error.to_string(),
+    };
+    assert!(
+        error.contains("short.secret") && error.contains("at least 32"),
+        "{error}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -458,6 +562,7 @@ fn bind_errors_are_clear() {
     let config = ClusterConfig::from_toml_str(CONFIG, "test.toml").expect("valid");
     let options = ServerOptions {
         bind_addr: Some(addr.clone()),
+        secret: Some(test_secret()),
         ..Default::default()
     };
     let err = match start_server_with(config, CONFIG.to_owned(), options) {
@@ -628,6 +733,7 @@ fn connections_are_capped_and_silent_ones_are_closed() {
     let config = ClusterConfig::from_toml_str(CONFIG, "test.toml").expect("valid");
     let options = ServerOptions {
         bind_addr: Some("127.0.0.1:0".into()),
+        secret: Some(test_secret()),
         max_connections: Some(3),
         first_line_timeout: Some(Duration::from_millis(300)),
         ..Default::default()
@@ -673,4 +779,10 @@ fn connections_are_capped_and_silent_ones_are_closed() {
         .expect("an idle connection past the first line is kept");
     b.show().expect("served");
     c.show().expect("served");
+}
+
+/// The cluster secret of the in-process mgmd (its config names no file).
+fn test_secret() -> admission::ClusterSecret {
+    admission::ClusterSecret::from_bytes(b"mgmd tests: a cluster secret of 32+ bytes")
+        .expect("long enough")
 }

@@ -22,6 +22,7 @@ fn the_start_count_rises_on_every_registration() {
     let config = config::ClusterConfig::from_toml_str(CONFIG, "test.toml").expect("test config");
     let options = ServerOptions {
         bind_addr: Some("127.0.0.1:0".into()),
+        secret: Some(test_secret()),
         ..Default::default()
     };
     let handle = start_server_with(config, CONFIG.to_owned(), options).expect("mgmd starts");
@@ -40,4 +41,10 @@ fn the_start_count_rises_on_every_registration() {
         };
         assert_eq!(session.start_count(), expected);
     }
+}
+
+/// The cluster secret of the in-process mgmd (its config names no file).
+fn test_secret() -> admission::ClusterSecret {
+    admission::ClusterSecret::from_bytes(b"mgmd tests: a cluster secret of 32+ bytes")
+        .expect("long enough")
 }

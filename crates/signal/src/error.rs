@@ -128,6 +128,10 @@ error_codes! {
     /// cluster restored an earlier GCI and started its new GCIs above
     /// this one, so what committed in it is gone.
     GciRolledBack = 4023, Permanent, "the GCI was rolled back by a whole-cluster restart: what committed in it is lost";
+    /// An API node's registration did not carry the token mgmd issued
+    /// with its node id (or carried one of an older allocation of the
+    /// id): the data node refuses it and closes the connection.
+    NotAdmitted = 4024, Permanent, "connection not admitted: the API node id was not issued to this client by the cluster's mgmd (no valid token)";
     /// A commit was sent and then its connection or its reply was lost:
     /// it may or may not have committed (class `OutcomeUnknown`).
     CommitOutcomeUnknown = 4022, OutcomeUnknown, "the outcome of the commit is unknown: its connection or reply was lost after it was sent; read back before retrying";

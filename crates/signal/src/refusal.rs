@@ -92,6 +92,7 @@ mod tests {
     fn a_misaddressed_registration_gets_an_api_reg_ref_and_replies_get_none() {
         let registration: Signal = ApiRegReq {
             protocol_version: 1,
+            token: crate::signals::ApiToken::NONE,
         }
         .into();
         let Some(Signal::ApiRegRef(refusal)) = Signal::refusal(&registration) else {

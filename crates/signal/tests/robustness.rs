@@ -73,6 +73,7 @@ fn random_wire_signal(rng: &mut XorShift, pool: &'static SectionPool) -> Signal 
     match rng.below(34) {
         0 => ApiRegReq {
             protocol_version: rng.next_u64() as u16,
+            token: signal::signals::ApiToken::NONE,
         }
         .into(),
         1 => ApiRegConf {

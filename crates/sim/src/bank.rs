@@ -352,6 +352,7 @@ impl Bank {
                     to: BlockRef::new(node, BlockKind::Membership, 0),
                     signal: ApiRegReq {
                         protocol_version: 1,
+                        token: signal::signals::ApiToken::NONE,
                     }
                     .into(),
                 });

@@ -285,6 +285,9 @@ impl<R: Send + 'static> HostedApiNodes<R> {
                 transport: Arc::new(HostedTransport(Arc::clone(&shared))),
                 driver: Arc::new(HostedDriver(Arc::clone(&shared))),
                 incarnation: io.random() as u32,
+                // Admission is checked by a data node's receive threads,
+                // which the simulator does not run (it delivers signals).
+                token: client::ApiToken::NONE,
             },
             base: shared.base,
         };

@@ -54,6 +54,7 @@ impl Scenario {
             BlockRef::new(DATA_NODE, BlockKind::Membership, 0),
             ApiRegReq {
                 protocol_version: 1,
+                token: signal::signals::ApiToken::NONE,
             },
         );
         scenario.run_ms(10);

@@ -17,20 +17,29 @@
 //! and job queues keep order per sender-receiver pair, so the report
 //! arrives after them.
 //!
+//! **Admission** (`admit`): a connection is registered only once it has
+//! shown what mgmd issued: an API node the token of its node id in its
+//! first API_REGREQ, a data node proof of the cluster secret in the link
+//! handshake. Until then its frames are small and its time is short
+//! (`identify_timeout`).
+//!
 //! **Data nodes** (docs/design/processes-and-blocks.md §5): one connection per pair,
 //! dialed by the node with the lower id (retried every [`DIAL_RETRY`] until
-//! it succeeds, and again after it drops) and accepted by the higher. Each
-//! side's first frame is a hello: a frame of no signals carrying its node id
-//! and incarnation, written here before the connection is registered (so
-//! the send thread's frames on it begin at sequence 1). The peer's hello
-//! establishes the connection: it is registered and membership gets
-//! `NodeConnectedRep`. A data node may send any wire signal from a data-node
+//! it succeeds, and again after it drops) and accepted by the higher. The
+//! link handshake's frames are written here before the connection is
+//! registered (so the send thread's frames on it begin after them). The
+//! handshake's end establishes the connection: it is registered and
+//! membership gets `NodeConnectedRep`. A data node may send any wire signal from a data-node
 //! block to a block that exists. The highest incarnation seen from each data
 //! node is remembered, and a connection from a lower one (a node that has
 //! since restarted) is refused. A dropped data-node connection is logged and
 //! unregistered; node failure handling is not done here.
 
-use crate::registry::{ConnectionRegistry, RegisterError};
+mod admit;
+
+use crate::registry::{ConnectionRegistry, NODE_SLOTS};
+use admission::ClusterSecret;
+use admit::{Admitted, Admitting, Handshake};
 use kernel::mesh::Outbox;
 use kernel::stats::ThreadStats;
 use mio::net::{TcpListener, TcpStream};
@@ -39,7 +48,7 @@ use signal::codec::{self, SignalDecoder, WireError};
 use signal::codec::{FrameAssembler, StreamError};
 use signal::signals::{ApiFailRep, NodeConnectedRep, TcKeyReqDroppedRep};
 use signal::{BlockKind, BlockRef, Envelope, ErrorCode, NodeId, SectionPool, Signal};
-use std::io::{ErrorKind, Write};
+use std::io::ErrorKind;
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -53,9 +62,10 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// notices `shutdown`.
 const POLL_TIMEOUT: Duration = Duration::from_millis(100);
 
-/// How long a connection may stay open without a valid first frame (a
-/// client's registration, a data node's hello): slots are few (see
-/// [`MAX_CONNECTIONS`]), so one that never says who it is must not keep one.
+/// How long a connection may stay open without being admitted (a client's
+/// registration with its token, a data node's link handshake): slots are
+/// few (see [`MAX_CONNECTIONS`]), so one that never says who it is must not
+/// keep one.
 pub const IDENTIFY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Reads from one connection per round before serving the others, so one
@@ -115,9 +125,12 @@ pub struct RecvSetup {
     /// skipped): this thread dials those with a higher id and accepts the
     /// others.
     pub data_nodes: Vec<DataNodePeer>,
-    /// How long a connection may stay without a valid first frame
+    /// How long a connection may stay without being admitted
     /// ([`IDENTIFY_TIMEOUT`] in a data node; shorter in tests).
     pub identify_timeout: Duration,
+    /// The cluster secret: API tokens are checked and link proofs made
+    /// and checked with it.
+    pub secret: ClusterSecret,
 }
 
 /// The peer a connection has identified itself as.
@@ -161,9 +174,11 @@ struct Connection {
     dialed: Option<NodeId>,
     /// When the dial began, while the connect is still in progress.
     connecting: Option<Instant>,
-    /// When the connection was accepted or dialed: one that has not sent
-    /// a valid first frame within the identify timeout is closed.
+    /// When the connection was accepted or dialed: one that has not been
+    /// admitted within the identify timeout is closed.
     opened: Instant,
+    /// The data-node link handshake's progress (`admit`).
+    handshake: Handshake,
 }
 
 /// Why the receive thread closed a connection (logged, one line).
@@ -207,9 +222,23 @@ enum CloseReason {
     MustBeDialed(NodeId),
     ConnectFailed(std::io::Error),
     ConnectTimeout,
-    HelloNotWritten(String),
-    /// No valid first frame within the identify timeout.
+    FrameNotWritten(String),
+    /// Not admitted within the identify timeout.
     Unidentified,
+    /// An API node without a valid token for its id.
+    NotAdmitted {
+        node: NodeId,
+        why: &'static str,
+    },
+    /// A data node's link proof does not match the cluster secret.
+    BadLinkProof(NodeId),
+    /// A link handshake signal out of its place (or another signal in it).
+    HandshakeOutOfOrder {
+        node: NodeId,
+        signal: &'static str,
+    },
+    /// The operating system's random source failed (no challenge).
+    NoRandomness(String),
 }
 
 impl std::fmt::Display for CloseReason {
@@ -260,36 +289,30 @@ impl std::fmt::Display for CloseReason {
             CloseReason::ConnectTimeout => {
                 write!(f, "cannot connect: no answer in {CONNECT_TIMEOUT:?}")
             }
-            CloseReason::HelloNotWritten(why) => write!(f, "cannot write the hello frame: {why}"),
+            CloseReason::FrameNotWritten(why) => {
+                write!(f, "cannot write a handshake or refusal frame: {why}")
+            }
             CloseReason::Unidentified => write!(
                 f,
-                "no valid first frame in time: a peer must say who it is at once"
+                "not admitted in time: a peer must say who it is, and prove it, at once"
             ),
+            CloseReason::NotAdmitted { node, why } => write!(
+                f,
+                "API node {node} not admitted: {why} (refused with API_REGREF NotAdmitted)"
+            ),
+            CloseReason::BadLinkProof(node) => write!(
+                f,
+                "data node {node}'s link proof does not match this node's cluster secret \
+                 (another cluster's node, or a process that is not a data node of this cluster)"
+            ),
+            CloseReason::HandshakeOutOfOrder { node, signal } => write!(
+                f,
+                "node {node} sent {signal} where the link handshake wants another signal"
+            ),
+            CloseReason::NoRandomness(why) => {
+                write!(f, "no random bytes for a link challenge: {why}")
+            }
         }
-    }
-}
-
-/// Writes the hello frame (no signals, sequence 0) that opens this node's
-/// side of a data-node connection. The socket is fresh, so its send buffer
-/// takes the 32 bytes at once; anything else closes the connection.
-fn write_hello(
-    stream: &mut TcpStream,
-    own_node: NodeId,
-    incarnation: u32,
-) -> Result<(), CloseReason> {
-    let mut frame = Vec::with_capacity(codec::FRAME_HEADER_BYTES);
-    let start = codec::begin_frame(&mut frame);
-    codec::finish_frame(&mut frame, start, own_node, incarnation, 0, 0);
-    loop {
-        return match stream.write(&frame) {
-            Ok(written) if written == frame.len() => Ok(()),
-            Ok(written) => Err(CloseReason::HelloNotWritten(format!(
-                "only {written} of {} bytes taken",
-                frame.len()
-            ))),
-            Err(error) if error.kind() == ErrorKind::Interrupted => continue,
-            Err(error) => Err(CloseReason::HelloNotWritten(error.to_string())),
-        };
     }
 }
 
@@ -332,86 +355,15 @@ struct Dispatch {
     tc_instances: u16,
     incarnation: u32,
     links: Vec<DataNodeLink>,
+    secret: ClusterSecret,
+    /// Per API node id, the newest allocation (`ApiToken::allocation`)
+    /// admitted: a token of an older one is refused.
+    api_allocations: Vec<u64>,
 }
 
 impl Dispatch {
     fn link_mut(&mut self, node: NodeId) -> Option<&mut DataNodeLink> {
         self.links.iter_mut().find(|link| link.node == node)
-    }
-
-    /// Names the connection's peer from its first valid frame `header`
-    /// and registers the connection for the send thread. A data node's
-    /// connection is checked (who dials whom, its incarnation), answered
-    /// with this node's hello if it was accepted, and reported to
-    /// membership.
-    fn identify(
-        &mut self,
-        header: &codec::FrameHeader,
-        stream: &mut TcpStream,
-        write_half: &mut Option<std::net::TcpStream>,
-        dialed: Option<NodeId>,
-    ) -> Result<Peer, CloseReason> {
-        let sender = header.sender;
-        if sender == self.own_node {
-            return Err(CloseReason::OwnNodeId);
-        }
-        if let Some(expected) = dialed {
-            if sender != expected {
-                return Err(CloseReason::WrongPeer {
-                    expected,
-                    found: sender,
-                });
-            }
-        }
-        let own_node = self.own_node;
-        let data_node = match self.link_mut(sender) {
-            None => false,
-            Some(link) => {
-                if link.dials && dialed.is_none() {
-                    return Err(CloseReason::MustBeDialed(sender));
-                }
-                if let Some(highest) = link.highest_incarnation {
-                    if header.incarnation < highest {
-                        return Err(CloseReason::OldIncarnation {
-                            node: sender,
-                            incarnation: header.incarnation,
-                            highest,
-                        });
-                    }
-                }
-                true
-            }
-        };
-        // Refuse a second connection before answering it with a hello.
-        if self.registry.is_connected(sender) {
-            return Err(CloseReason::AlreadyConnected(sender));
-        }
-        let write_stream = write_half.take().ok_or(CloseReason::NoWriteHalf)?;
-        let first_sequence = if data_node {
-            if dialed.is_none() {
-                write_hello(stream, own_node, self.incarnation)?;
-            }
-            1
-        } else {
-            0
-        };
-        let connection_id = match self.registry.register(sender, write_stream, first_sequence) {
-            Ok(connection_id) => connection_id,
-            Err(RegisterError::AlreadyConnected) => {
-                return Err(CloseReason::AlreadyConnected(sender))
-            }
-            Err(RegisterError::NodeIdOutOfRange) => {
-                return Err(CloseReason::NodeIdOutOfRange(sender))
-            }
-        };
-        if data_node {
-            self.data_node_connected(sender, header.incarnation);
-        }
-        Ok(Peer {
-            node: sender,
-            connection_id,
-            data_node,
-        })
     }
 
     /// Remembers the data node's incarnation and tells membership.
@@ -510,6 +462,12 @@ impl Dispatch {
     /// only those) from a data-node block to a block of this node that exists.
     fn route_from_data_node(&mut self, envelope: Envelope) -> Result<(), CloseReason> {
         let name = envelope.signal.name();
+        if admit::is_handshake(&envelope.signal) {
+            return Err(CloseReason::HandshakeOutOfOrder {
+                node: envelope.from.node,
+                signal: name,
+            });
+        }
         if envelope.from.kind == BlockKind::Api {
             return Err(CloseReason::FromApiBlock {
                 signal: name,
@@ -592,11 +550,10 @@ fn finish_connect(
     registry
         .reregister(&mut connection.stream, token_of(slot), Interest::READABLE)
         .map_err(CloseReason::ConnectFailed)?;
-    write_hello(
-        &mut connection.stream,
-        dispatch.own_node,
-        dispatch.incarnation,
-    )?;
+    let Some(node) = connection.dialed else {
+        return Ok(true);
+    };
+    dispatch.start_dial(&mut connection.stream, node, &mut connection.handshake)?;
     Ok(true)
 }
 
@@ -630,24 +587,37 @@ fn route_frames(connection: &mut Connection, dispatch: &mut Dispatch) -> Result<
             Ok(None) => return Ok(()),
             Err(error) => return Err(CloseReason::Stream(error)),
         };
+        ThreadStats::add(&dispatch.stats.frames, 1);
+        let mut decoder =
+            SignalDecoder::new(body, header.signal_count, header.sender, dispatch.own_node);
+        let mut admitted_now = false;
         let peer = match connection.peer {
             Some(peer) => peer,
             None => {
                 // The assembler keeps every later frame to this sender and
-                // incarnation, so identifying on the first frame is enough.
-                let peer = dispatch.identify(
+                // incarnation, so admitting on the first frames is enough.
+                let admitted = dispatch.admit(
                     &header,
-                    &mut connection.stream,
-                    &mut connection.write_half,
-                    connection.dialed,
+                    &mut decoder,
+                    Admitting {
+                        stream: &mut connection.stream,
+                        write_half: &mut connection.write_half,
+                        dialed: connection.dialed,
+                        handshake: &mut connection.handshake,
+                    },
                 )?;
+                let Admitted::Peer { peer, first } = admitted else {
+                    continue;
+                };
                 connection.peer = Some(peer);
+                admitted_now = true;
+                if let Some(registration) = first {
+                    dispatch.route(registration, peer)?;
+                    ThreadStats::add(&dispatch.stats.signals, 1);
+                }
                 peer
             }
         };
-        ThreadStats::add(&dispatch.stats.frames, 1);
-        let mut decoder =
-            SignalDecoder::new(body, header.signal_count, header.sender, dispatch.own_node);
         loop {
             let decoded = if peer.data_node {
                 decoder.next(dispatch.pool)
@@ -670,6 +640,10 @@ fn route_frames(connection: &mut Connection, dispatch: &mut Dispatch) -> Result<
                 Err(error) => return Err(CloseReason::Decode(error)),
             }
         }
+        if admitted_now {
+            // Past admission, frames may be as large as any.
+            connection.assembler.set_frame_limit(codec::MAX_FRAME_BYTES);
+        }
     }
 }
 
@@ -685,6 +659,13 @@ struct Connections {
     accept_again: bool,
     /// See [`RecvSetup::identify_timeout`].
     identify_timeout: Duration,
+}
+
+/// The assembler of a connection not admitted yet: small frames only.
+fn unadmitted_assembler() -> FrameAssembler {
+    let mut assembler = FrameAssembler::new();
+    assembler.set_frame_limit(admit::UNIDENTIFIED_FRAME_BYTES);
+    assembler
 }
 
 fn token_of(slot: usize) -> Token {
@@ -751,13 +732,14 @@ impl Connections {
             self.slots[slot] = Some(Connection {
                 stream,
                 address,
-                assembler: FrameAssembler::new(),
+                assembler: unadmitted_assembler(),
                 write_half: Some(write_half),
                 peer: None,
                 queued: false,
                 dialed: None,
                 connecting: None,
                 opened: Instant::now(),
+                handshake: Handshake::Idle,
             });
         }
     }
@@ -833,13 +815,14 @@ impl Connections {
         self.slots[slot] = Some(Connection {
             stream,
             address: link.address,
-            assembler: FrameAssembler::new(),
+            assembler: unadmitted_assembler(),
             write_half: Some(write_half),
             peer: None,
             queued: false,
             dialed: Some(link.node),
             connecting: Some(now),
             opened: now,
+            handshake: Handshake::Idle,
         });
         Ok(())
     }
@@ -955,6 +938,7 @@ pub fn run_recv_thread(setup: RecvSetup) {
         incarnation,
         data_nodes,
         identify_timeout,
+        secret,
     } = setup;
     if let Err(error) = listener.set_nonblocking(true) {
         panic!("recv thread of node {own_node}: cannot make the listener non-blocking: {error}");
@@ -980,6 +964,8 @@ pub fn run_recv_thread(setup: RecvSetup) {
         tc_instances,
         incarnation,
         links: data_links(own_node, data_nodes),
+        secret,
+        api_allocations: vec![0; NODE_SLOTS],
     };
     let mut connections = Connections {
         poll,

@@ -6,7 +6,8 @@
 
 mod common;
 
-use common::{envelope, listen, Client, TestNode};
+use admission::{ClusterSecret, LinkRole, LinkStatement};
+use common::{envelope, listen, test_secret, Client, TestNode};
 use kernel::stats::ThreadStats;
 use signal::attr::KeyHash;
 use signal::signals::*;
@@ -276,10 +277,9 @@ fn a_data_node_connection_from_an_old_incarnation_is_refused() {
         SECTIONS,
     );
 
-    // Node 1, incarnation 5: hello both ways, membership told.
+    // Node 1, incarnation 5: the handshake both ways, membership told.
     let mut client = Client::connect_as(node_2.address, 1, 5);
-    client.send(&[]);
-    let hello = client.receive_hello();
+    let hello = client.link_handshake(NodeId(2), &test_secret());
     assert_eq!(
         (hello.sender, hello.incarnation, hello.sequence),
         (NodeId(2), 22, 0)
@@ -320,7 +320,7 @@ fn a_data_node_connection_from_an_old_incarnation_is_refused() {
 
     // Incarnation 4 is older than 5: refused, no hello, no report.
     let mut old = Client::connect_as(node_2.address, 1, 4);
-    old.send(&[]);
+    old.send_link_hello(NodeId(2));
     old.expect_closed();
     expect_quiet(&mut node_2);
     assert!(!node_2.registry.is_connected(NodeId(1)));
@@ -328,8 +328,7 @@ fn a_data_node_connection_from_an_old_incarnation_is_refused() {
     // The same incarnation may reconnect (a connection dropped, the node
     // did not restart); a data-node signal from an API block closes it.
     let mut again = Client::connect_as(node_2.address, 1, 5);
-    again.send(&[]);
-    again.receive_hello();
+    again.link_handshake(NodeId(2), &test_secret());
     expect_connected(&mut node_2, 1, 5);
     again.send(&[envelope(
         at(1, BlockKind::Api, 0),
@@ -344,13 +343,13 @@ fn a_data_node_connection_from_an_old_incarnation_is_refused() {
     // A newer incarnation is welcome; a signal to a block that does not
     // exist closes it.
     let mut newer = Client::connect_as(node_2.address, 1, 6);
+    newer.link_handshake(NodeId(2), &test_secret());
+    expect_connected(&mut node_2, 1, 6);
     newer.send(&[envelope(
         at(1, BlockKind::Ldm, 0),
         at(2, BlockKind::Tc, 4),
         CommitConf { tc_op: 1 },
     )]);
-    newer.receive_hello();
-    expect_connected(&mut node_2, 1, 6);
     newer.expect_closed();
     node_2.wait_until("node 1 unregistered", |node| {
         !node.registry.is_connected(NodeId(1))
@@ -359,7 +358,7 @@ fn a_data_node_connection_from_an_old_incarnation_is_refused() {
     // Node 3 has the higher id: node 2 dials it, so a connection from it
     // is refused.
     let mut wrong_way = Client::connect_as(node_2.address, 3, 1);
-    wrong_way.send(&[]);
+    wrong_way.send_link_hello(NodeId(2));
     wrong_way.expect_closed();
     expect_quiet(&mut node_2);
 
@@ -371,6 +370,7 @@ fn a_data_node_connection_from_an_old_incarnation_is_refused() {
         at(2, BlockKind::Membership, 0),
         ApiRegReq {
             protocol_version: 1,
+            token: common::token(130),
         },
     )]);
     let seen = node_2.next_signal();
@@ -389,4 +389,120 @@ fn a_data_node_connection_from_an_old_incarnation_is_refused() {
         )),
         "{failures:?}"
     );
+}
+
+/// Admission between data nodes (docs/wire-format.md §7): a process without
+/// the cluster secret cannot take a data node's id, whether it dials
+/// (claiming a node that dials this one) or answers a dial (at a data
+/// node's address); the old bare hello is not enough, and one that starts
+/// the handshake and never finishes loses its slot. The node's membership
+/// hears of none of them, and the real peer is admitted after them all.
+#[test]
+fn a_peer_without_the_cluster_secret_cannot_claim_a_data_node_id() {
+    let wrong_secret =
+        ClusterSecret::from_bytes(b"another cluster's secret, 32 bytes and more").expect("long");
+    let fake_3 = listen();
+    let node_3 = DataNodePeer {
+        node: NodeId(3),
+        address: fake_3.local_addr().expect("address"),
+    };
+    let mut node_2 = TestNode::start_data_node(
+        NodeId(2),
+        22,
+        listen(),
+        vec![unreachable(1), node_3],
+        SECTIONS,
+    );
+    let membership = |node: u16| at(node, BlockKind::Membership, 0);
+
+    // Claims node 1 with another secret: answered, then closed on its proof.
+    let mut impostor = Client::connect_as(node_2.address, 1, 5);
+    let challenge = impostor.send_link_hello(NodeId(2));
+    let (header, answer) = impostor.receive();
+    let Signal::LinkHelloConf(answer) = answer.signal else {
+        panic!("expected LinkHelloConf, got {answer:?}");
+    };
+    let proof = wrong_secret.link_proof(&LinkStatement {
+        role: LinkRole::Dialer,
+        prover: NodeId(1),
+        verifier: NodeId(2),
+        prover_incarnation: 5,
+        verifier_incarnation: header.incarnation,
+        prover_challenge: challenge,
+        verifier_challenge: answer.challenge,
+    });
+    impostor.send(&[envelope(
+        membership(1),
+        membership(2),
+        LinkProofRep { proof },
+    )]);
+    impostor.expect_closed();
+    expect_quiet(&mut node_2);
+    assert!(!node_2.registry.is_connected(NodeId(1)));
+
+    // The hello of old (a frame of no signals) is no longer enough, and
+    // neither are signals in place of the handshake.
+    let mut bare = Client::connect_as(node_2.address, 1, 5);
+    bare.send(&[]);
+    bare.expect_closed();
+    let mut eager = Client::connect_as(node_2.address, 1, 5);
+    eager.send(&[envelope(
+        at(1, BlockKind::Ldm, 0),
+        at(2, BlockKind::Tc, 0),
+        CommitConf { tc_op: 1 },
+    )]);
+    eager.expect_closed();
+    // Nor an API registration under a data node's id, token or not.
+    let mut posing = Client::connect_as(node_2.address, 1, 5);
+    posing.send(&[envelope(
+        at(1, BlockKind::Api, 0),
+        membership(2),
+        ApiRegReq {
+            protocol_version: 1,
+            token: common::test_secret().api_token(NodeId(1), 1),
+        },
+    )]);
+    posing.expect_closed();
+    expect_quiet(&mut node_2);
+
+    // A hello that is never followed by a proof: closed by the identify
+    // timeout.
+    let mut stalled = Client::connect_as(node_2.address, 1, 5);
+    stalled.send_link_hello(NodeId(2));
+    let _hello = stalled.receive();
+    stalled.expect_closed();
+    expect_quiet(&mut node_2);
+
+    // Dialed: whatever answers at node 3's address must prove the secret.
+    let (stream, _) = fake_3.accept().expect("node 2 dials node 3");
+    let mut answerer = Client::on_stream(stream, 3, 1);
+    let (header, hello) = answerer.receive();
+    let Signal::LinkHelloReq(hello) = hello.signal else {
+        panic!("expected LinkHelloReq, got {hello:?}");
+    };
+    let challenge = [7u8; 16];
+    let proof = wrong_secret.link_proof(&LinkStatement {
+        role: LinkRole::Acceptor,
+        prover: NodeId(3),
+        verifier: NodeId(2),
+        prover_incarnation: 1,
+        verifier_incarnation: header.incarnation,
+        prover_challenge: challenge,
+        verifier_challenge: hello.challenge,
+    });
+    answerer.send(&[envelope(
+        membership(3),
+        membership(2),
+        LinkHelloConf { challenge, proof },
+    )]);
+    answerer.expect_closed();
+    expect_quiet(&mut node_2);
+    assert!(!node_2.registry.is_connected(NodeId(3)));
+    drop(fake_3);
+
+    // The real node 1 is admitted after all of them.
+    let mut real = Client::connect_as(node_2.address, 1, 5);
+    real.link_handshake(NodeId(2), &test_secret());
+    expect_connected(&mut node_2, 1, 5);
+    assert!(node_2.registry.is_connected(NodeId(1)));
 }

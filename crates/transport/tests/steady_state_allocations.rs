@@ -61,6 +61,7 @@ fn warm_transport_threads_do_not_allocate_per_signal() {
         block(BlockKind::Membership, 0),
         ApiRegReq {
             protocol_version: 1,
+            token: common::token(210),
         },
     )]);
     assert!(matches!(node.next_signal().signal, Signal::ApiRegReq(_)));

@@ -18,6 +18,7 @@ fn registration(node: u16) -> Envelope {
         block(BlockKind::Membership, 0),
         ApiRegReq {
             protocol_version: 1,
+            token: common::token(node),
         },
     )
 }
@@ -111,7 +112,8 @@ fn api_requests_reach_their_blocks_and_replies_reach_the_client() {
         matches!(
             seen.signal,
             Signal::ApiRegReq(ApiRegReq {
-                protocol_version: 1
+                protocol_version: 1,
+                ..
             })
         ),
         "{seen:?}"
@@ -555,6 +557,117 @@ fn a_connection_that_never_identifies_itself_is_closed() {
     client.send(&[commit(181, 3)]);
     expect_commit(&mut node, 181, 3);
     assert!(node.registry.is_connected(NodeId(181)));
+}
+
+/// Admission (docs/design/0007-groundwork.md, "Authenticated admission"):
+/// a peer that claims an API node id without the token mgmd issued with it
+/// is answered API_REGREF `NotAdmitted` and closed; none of its signals
+/// reaches a block, and the node serves the admitted clients on.
+#[test]
+fn an_api_node_id_claimed_without_its_token_is_refused_and_closed() {
+    let mut node = TestNode::start(SECTIONS);
+    let mut good = Client::connect(node.address, 140);
+    register(&mut node, &mut good);
+
+    let registration_with = |node: u16, token: ApiToken| {
+        envelope(
+            api(node),
+            block(BlockKind::Membership, 0),
+            ApiRegReq {
+                protocol_version: 1,
+                token,
+            },
+        )
+    };
+    let mut forged = common::token(141);
+    forged.mac[0] ^= 1;
+    let newer = common::test_secret().api_token(NodeId(143), 9);
+    let older = common::test_secret().api_token(NodeId(143), 8);
+    // (what, claimed id, first frame)
+    let cases: Vec<(&str, u16, Vec<Envelope>)> = vec![
+        (
+            "no token",
+            141,
+            vec![registration_with(141, ApiToken::NONE)],
+        ),
+        ("a forged token", 141, vec![registration_with(141, forged)]),
+        (
+            "another id's token",
+            142,
+            vec![registration_with(142, common::token(141))],
+        ),
+        (
+            "the admitted client's id with another id's token",
+            140,
+            vec![registration_with(140, common::token(141))],
+        ),
+        (
+            "a request before any registration",
+            141,
+            vec![commit(141, 1), registration_with(141, common::token(141))],
+        ),
+    ];
+    for (what, claimed, signals) in cases {
+        let mut impostor = Client::connect(node.address, claimed);
+        impostor.send(&signals);
+        let (_, answer) = impostor.receive();
+        assert!(
+            matches!(
+                answer.signal,
+                Signal::ApiRegRef(ApiRegRef {
+                    error: ErrorCode::NotAdmitted
+                })
+            ),
+            "{what}: {answer:?}"
+        );
+        impostor.expect_closed();
+        // Nothing of it reached a block; the admitted client is served on.
+        good.send(&[commit(140, 5)]);
+        expect_commit(&mut node, 140, 5);
+        assert!(node.registry.is_connected(NodeId(140)), "{what}");
+        assert!(!node.registry.is_connected(NodeId(claimed)) || claimed == 140);
+    }
+
+    // A token of a newer allocation of an id retires the older ones.
+    let mut holder = Client::connect(node.address, 143);
+    holder.send(&[registration_with(143, newer)]);
+    assert!(matches!(node.next_signal().signal, Signal::ApiRegReq(_)));
+    drop(holder);
+    expect_api_failure(&mut node, 143);
+    let mut stale = Client::connect(node.address, 143);
+    stale.send(&[registration_with(143, older)]);
+    let (_, answer) = stale.receive();
+    assert!(
+        matches!(answer.signal, Signal::ApiRegRef(_)),
+        "an older allocation's token: {answer:?}"
+    );
+    stale.expect_closed();
+    // The same allocation may reconnect.
+    let mut again = Client::connect(node.address, 143);
+    again.send(&[registration_with(143, newer)]);
+    assert!(matches!(node.next_signal().signal, Signal::ApiRegReq(_)));
+    assert!(node.registry.is_connected(NodeId(143)));
+}
+
+/// Before it is admitted, a connection may send only small frames (an
+/// unknown peer cannot make the node buffer megabytes): a first frame of
+/// a valid registration followed by hundreds of requests is refused whole.
+#[test]
+fn a_large_first_frame_closes_the_connection() {
+    let mut node = TestNode::start(SECTIONS);
+    let mut good = Client::connect(node.address, 150);
+    register(&mut node, &mut good);
+    let mut large = Client::connect(node.address, 151);
+    let mut signals = vec![registration(151)];
+    signals.extend((0..600).map(|transaction| commit(151, transaction)));
+    let frame = large.frame(&signals);
+    assert!(frame.len() > 8192, "a frame of {} bytes", frame.len());
+    large.send_bytes(&frame);
+    large.expect_closed();
+    // Nothing of it reached a block; the other client is served on.
+    good.send(&[commit(150, 1)]);
+    expect_commit(&mut node, 150, 1);
+    assert!(!node.registry.is_connected(NodeId(151)));
 }
 
 #[test]

@@ -283,6 +283,7 @@ impl Fuzz {
             }
             _ => ApiRegReq {
                 protocol_version: 1,
+                token: signal::signals::ApiToken::NONE,
             }
             .into(),
         };

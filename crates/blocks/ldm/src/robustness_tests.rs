@@ -748,6 +748,7 @@ fn api_requests_addressed_to_the_ldm_are_refused_not_panicked_on() {
         .into(),
         ApiRegReq {
             protocol_version: 1,
+            token: signal::signals::ApiToken::NONE,
         }
         .into(),
     ];

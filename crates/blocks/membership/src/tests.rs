@@ -72,6 +72,7 @@ fn register(membership: &mut Membership, ctx: &mut RecordingContext) -> Vec<Stri
         API,
         ApiRegReq {
             protocol_version: 1,
+            token: signal::signals::ApiToken::NONE,
         },
     );
     ctx.take_trace()
@@ -193,6 +194,7 @@ fn registration_from_a_data_node_block_is_ignored() {
         TC0,
         ApiRegReq {
             protocol_version: 1,
+            token: signal::signals::ApiToken::NONE,
         },
     );
     assert!(ctx.take_trace().is_empty());
@@ -326,6 +328,7 @@ fn random_api_requests_in_every_start_state_are_answered_never_panicked_on() {
                 } else {
                     rng.next_u64() as u16
                 },
+                token: signal::signals::ApiToken::NONE,
             }
             .into(),
             1 => TcKeyReq {

@@ -263,6 +263,7 @@ impl Fuzz {
                 match self.below(4) {
                     0 => ApiRegReq {
                         protocol_version: 1,
+                        token: signal::signals::ApiToken::NONE,
                     }
                     .into(),
                     1 => CreateTabReq {
@@ -555,6 +556,7 @@ fn api_requests_for_other_blocks_are_refused_not_panicked_on() {
         api,
         ApiRegReq {
             protocol_version: 1,
+            token: signal::signals::ApiToken::NONE,
         },
     );
     let name = fuzz.section(b"t");

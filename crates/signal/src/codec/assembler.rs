@@ -14,6 +14,9 @@ pub struct FrameAssembler {
     end: usize,
     expected_sequence: u64,
     peer: Option<(u16, u32)>,
+    /// Largest frame taken: `MAX_FRAME_BYTES`, or less while a connection
+    /// has not said who it is (`set_frame_limit`).
+    frame_limit: usize,
 }
 
 /// Why a connection must be closed.
@@ -30,6 +33,14 @@ pub enum StreamError {
     },
     /// A frame came from another node or incarnation than the first frame.
     PeerChanged,
+    /// A frame is larger than the connection's limit for now
+    /// ([`FrameAssembler::set_frame_limit`]).
+    FrameTooLarge {
+        /// The frame's length.
+        bytes: u32,
+        /// The limit.
+        limit: usize,
+    },
 }
 
 impl std::fmt::Display for StreamError {
@@ -42,6 +53,10 @@ impl std::fmt::Display for StreamError {
             StreamError::PeerChanged => {
                 write!(f, "sender node or incarnation changed mid-connection")
             }
+            StreamError::FrameTooLarge { bytes, limit } => write!(
+                f,
+                "a frame of {bytes} bytes, over the {limit} bytes taken on this connection for now"
+            ),
         }
     }
 }
@@ -61,7 +76,16 @@ impl FrameAssembler {
             end: 0,
             expected_sequence: 0,
             peer: None,
+            frame_limit: codec::MAX_FRAME_BYTES,
         }
+    }
+
+    /// Takes frames of at most `bytes` (capped at `MAX_FRAME_BYTES`) from
+    /// now on: a data node holds a connection that has not identified
+    /// itself to small frames, so an unknown peer cannot make it buffer
+    /// megabytes.
+    pub fn set_frame_limit(&mut self, bytes: usize) {
+        self.frame_limit = bytes.min(codec::MAX_FRAME_BYTES);
     }
 
     /// Reads once from `source` into the free space. Returns bytes read
@@ -105,6 +129,12 @@ impl FrameAssembler {
             return Ok(None);
         };
         let frame_bytes = header.frame_bytes as usize;
+        if frame_bytes > self.frame_limit {
+            return Err(StreamError::FrameTooLarge {
+                bytes: header.frame_bytes,
+                limit: self.frame_limit,
+            });
+        }
         if available.len() < frame_bytes {
             return Ok(None);
         }
@@ -169,6 +199,26 @@ mod tests {
             }
             assert_eq!(seen, 50);
         }
+    }
+
+    #[test]
+    fn a_frame_over_the_limit_is_an_error_before_its_body_arrives() {
+        let whole = frame(0);
+        let mut assembler = FrameAssembler::new();
+        assembler.set_frame_limit(whole.len() - 1);
+        // The header alone is enough to refuse it.
+        assembler.push_bytes(&whole[..codec::FRAME_HEADER_BYTES]);
+        assert_eq!(
+            assembler.next_frame().map(|frame| frame.is_some()),
+            Err(StreamError::FrameTooLarge {
+                bytes: whole.len() as u32,
+                limit: whole.len() - 1
+            })
+        );
+        let mut assembler = FrameAssembler::new();
+        assembler.set_frame_limit(whole.len());
+        assembler.push_bytes(&whole);
+        assert!(assembler.next_frame().expect("within the limit").is_some());
     }
 
     #[test]

@@ -12,7 +12,9 @@ use crate::error::ErrorCode;
 use crate::ids::{BlockKind, BlockRef, Gci, NodeId, TransactionId};
 use crate::schema::TableDef;
 use crate::section::{Section, SectionPool};
-use crate::signals::{LockMode, OperationKind, PartitionMap, ReadRow, ReplicaChain, MAX_REPLICAS};
+use crate::signals::{
+    ApiToken, LockMode, OperationKind, PartitionMap, ReadRow, ReplicaChain, MAX_REPLICAS,
+};
 use std::sync::Arc;
 
 /// Where a decoder takes the sections of the signals it decodes: the whole
@@ -107,6 +109,42 @@ macro_rules! u64_newtype_field {
 }
 
 u64_newtype_field!(TransactionId, Gci, KeyHash);
+
+/// Bytes of a fixed length (nonces, proofs): any value is valid.
+impl<const N: usize> Field for [u8; N] {
+    #[inline]
+    fn put(&self, writer: &mut Writer<'_>) {
+        writer.fixed(self);
+    }
+    #[inline]
+    fn take(
+        reader: &mut Reader<'_>,
+        _sections: Sections,
+        _what: &'static str,
+    ) -> Result<Self, WireError> {
+        reader.fixed()
+    }
+}
+
+/// The allocation number, then the MAC.
+impl Field for ApiToken {
+    #[inline]
+    fn put(&self, writer: &mut Writer<'_>) {
+        writer.u64(self.allocation);
+        writer.fixed(&self.mac);
+    }
+    #[inline]
+    fn take(
+        reader: &mut Reader<'_>,
+        _sections: Sections,
+        _what: &'static str,
+    ) -> Result<Self, WireError> {
+        Ok(ApiToken {
+            allocation: reader.u64()?,
+            mac: reader.fixed()?,
+        })
+    }
+}
 
 /// A u8 that must be 0 or 1.
 impl Field for bool {

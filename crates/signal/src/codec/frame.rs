@@ -8,9 +8,12 @@ use crate::ids::NodeId;
 
 /// "TSRA" as a little-endian u32.
 pub const FRAME_MAGIC: u32 = u32::from_le_bytes(*b"TSRA");
-/// Current frame version: 2 since the signal table renumbered the signals
-/// and moved the attr flag of TCKEYREQ and LQHKEYREQ next to its section.
-pub const FRAME_VERSION: u16 = 2;
+/// Current frame version: 2 when the signal table renumbered the signals
+/// and moved the attr flag of TCKEYREQ and LQHKEYREQ next to its section;
+/// 3 since admission is authenticated (API_REGREQ carries the API node's
+/// token, and data nodes open their links with the LINK_HELLO handshake),
+/// so a process of an older build is refused at its first frame.
+pub const FRAME_VERSION: u16 = 3;
 /// Bytes of the frame header.
 pub const FRAME_HEADER_BYTES: usize = 32;
 /// Largest frame accepted; a larger length field closes the connection.

@@ -83,6 +83,10 @@ impl<'a> Writer<'a> {
     pub fn u64(&mut self, value: u64) {
         self.out.extend_from_slice(&value.to_le_bytes());
     }
+    /// Bytes of a length both sides know (a fixed-size field).
+    pub fn fixed(&mut self, bytes: &[u8]) {
+        self.out.extend_from_slice(bytes);
+    }
     /// u16 length then bytes (names; at most 65535 bytes).
     pub fn bytes16(&mut self, bytes: &[u8]) {
         let length = bytes.len().min(u16::MAX as usize);
@@ -151,6 +155,12 @@ impl<'a> Reader<'a> {
         let mut array = [0u8; 8];
         array.copy_from_slice(b);
         Ok(u64::from_le_bytes(array))
+    }
+    /// `N` bytes (a fixed-size field).
+    pub fn fixed<const N: usize>(&mut self) -> Result<[u8; N], WireError> {
+        let mut array = [0u8; N];
+        array.copy_from_slice(self.take(N)?);
+        Ok(array)
     }
     /// u16 length then bytes.
     pub fn bytes16(&mut self) -> Result<&'a [u8], WireError> {

@@ -63,15 +63,23 @@ pub struct SignalInfo {
 
 signal_table! {
 
-    // ---- API registration: 1..=19 (room for admission)
+    // ---- Registration and admission: 1..=19
 
     /// API -> membership. An API node announces itself on a new connection.
+    /// The first one, which must open the connection's first frame, is
+    /// checked by the data node's receive thread before the connection is
+    /// admitted: `token` must be the one mgmd issued with the frame's
+    /// sender id (docs/design/0007-groundwork.md, "Authenticated
+    /// admission"); otherwise API_REGREF `NotAdmitted` and the connection
+    /// is closed.
     #[derive(Debug, PartialEq)]
     1 ApiRegReq: Api -> Membership, api_request
         refused_by ApiRegRef { }
     {
         /// Protocol version the client speaks.
         protocol_version: u16,
+        /// What mgmd issued with the API node id.
+        token: ApiToken,
     }
 
     /// membership -> API. Registration accepted; the node's shape for routing.
@@ -85,11 +93,42 @@ signal_table! {
 
     /// membership -> API. Registration refused: the request was malformed
     /// or sent to a block that does not register API nodes, or the
-    /// client speaks another protocol version.
+    /// client speaks another protocol version (membership), or its token
+    /// is not one mgmd issued for its node id (the receive thread, before
+    /// it closes the connection: `NotAdmitted`).
     #[derive(Debug, PartialEq)]
     3 ApiRegRef: Membership -> Api, api_reply {
         /// Why.
         error: ErrorCode,
+    }
+
+    /// Data node -> data node, the dialer's hello: the first frame on a
+    /// link (sequence 0, this signal alone). Opens the handshake that
+    /// proves both sides hold the cluster secret (docs/wire-format.md §7).
+    /// Sent and consumed by the receive threads; no block sees it.
+    #[derive(Debug, PartialEq)]
+    4 LinkHelloReq: Transport -> Transport, node {
+        /// Fresh random bytes the acceptor's proof must cover.
+        challenge: [u8; 16],
+    }
+
+    /// Data node -> data node, the acceptor's hello (its first frame,
+    /// sequence 0, this signal alone): its own challenge and its proof
+    /// over both challenges.
+    #[derive(Debug, PartialEq)]
+    5 LinkHelloConf: Transport -> Transport, node {
+        /// Fresh random bytes the dialer's proof must cover.
+        challenge: [u8; 16],
+        /// HMAC-SHA256 under the cluster secret (`admission::link_proof`).
+        proof: [u8; 32],
+    }
+
+    /// Data node -> data node, the dialer's proof (its second frame,
+    /// sequence 1, this signal alone); the acceptor admits the link on it.
+    #[derive(Debug, PartialEq)]
+    6 LinkProofRep: Transport -> Transport, node {
+        /// HMAC-SHA256 under the cluster secret (`admission::link_proof`).
+        proof: [u8; 32],
     }
 
     // ---- Transactions from API nodes: 20..=59 (room for take-over and scans of a transaction)

@@ -36,6 +36,9 @@ sample! {
     Gci => Gci(0x11_0000_0022);
     KeyHash => KeyHash(0xdead_beef_0bad_f00d);
     NodeId => NodeId(7);
+    [u8; 16] => [0x5a; 16];
+    [u8; 32] => [0xa5; 32];
+    ApiToken => ApiToken { allocation: 0x1122_3344_5566_7788, mac: [0x3c; 32] };
     BlockRef => BlockRef::new(NodeId(3), BlockKind::Tc, 2);
     ReplicaChain => ReplicaChain::new(&[NodeId(2), NodeId(3), NodeId(9)]);
     OperationKind => OperationKind::Update;

@@ -22,6 +22,40 @@ pub struct Envelope {
 /// node refuses another with API_REGREF.
 pub const API_PROTOCOL_VERSION: u16 = 1;
 
+/// What mgmd issued an API node with its id (docs/design/0007-groundwork.md,
+/// "Authenticated admission"): the allocation's number and an HMAC-SHA256
+/// under the cluster secret of the node id and that number. A data node
+/// checks it in the API node's first API_REGREQ without asking mgmd. The
+/// bytes are opaque to the API node; they are a credential, so `Debug`
+/// does not print the MAC.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ApiToken {
+    /// mgmd's number for this allocation of the id; rises with every
+    /// allocation (data nodes refuse an older one of an id they have
+    /// admitted a newer one of).
+    pub allocation: u64,
+    /// HMAC-SHA256 (the `admission` crate computes and checks it).
+    pub mac: [u8; 32],
+}
+
+impl ApiToken {
+    /// No token: what a client that was given none sends. No data node
+    /// admits it (a real MAC is never all zeros but with negligible
+    /// chance); only test stand-ins for data nodes do.
+    pub const NONE: ApiToken = ApiToken {
+        allocation: 0,
+        mac: [0; 32],
+    };
+}
+
+impl std::fmt::Debug for ApiToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiToken")
+            .field("allocation", &self.allocation)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What an operation does to its row.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(u8)]

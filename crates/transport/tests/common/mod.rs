@@ -12,10 +12,12 @@
 // Each test file uses a different part of the harness.
 #![allow(dead_code)]
 
+use admission::{ClusterSecret, LinkRole, LinkStatement};
 use kernel::mesh::{self, Inbox, Outbox, Router};
 use kernel::stats::ThreadStats;
 use signal::codec::FrameAssembler;
 use signal::codec::{self, FrameHeader};
+use signal::signals::{ApiToken, LinkHelloReq, LinkProofRep};
 use signal::{BlockKind, BlockRef, Envelope, NodeId, SectionPool, Signal};
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
@@ -39,6 +41,16 @@ pub const IDENTIFY_TIMEOUT: Duration = Duration::from_secs(2);
 /// Generous bound on waiting for something that must happen; tests never
 /// assert how fast it happens.
 pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// The cluster secret of every test node.
+pub fn test_secret() -> ClusterSecret {
+    ClusterSecret::from_bytes(b"transport tests: a cluster secret").expect("long enough")
+}
+
+/// The token mgmd would issue with API node id `node` (allocation 1).
+pub fn token(node: u16) -> ApiToken {
+    test_secret().api_token(NodeId(node), 1)
+}
 
 /// A data node with only its transport threads running.
 pub struct TestNode {
@@ -109,6 +121,7 @@ impl TestNode {
             incarnation,
             data_nodes,
             identify_timeout: IDENTIFY_TIMEOUT,
+            secret: test_secret(),
         };
         let send = SendSetup {
             own_node: node,
@@ -245,6 +258,12 @@ impl Client {
     /// Connects to the test node as node `node` of incarnation `incarnation`.
     pub fn connect_as(address: SocketAddr, node: u16, incarnation: u32) -> Client {
         let stream = TcpStream::connect(address).expect("connect to the data node");
+        Client::on_stream(stream, node, incarnation)
+    }
+
+    /// Speaks as node `node` of incarnation `incarnation` on `stream` (a
+    /// connection a test node dialed, say).
+    pub fn on_stream(stream: TcpStream, node: u16, incarnation: u32) -> Client {
         stream
             .set_read_timeout(Some(PATIENCE))
             .expect("read timeout");
@@ -333,19 +352,55 @@ impl Client {
         }
     }
 
-    /// The next frame, which must hold no signals (a data node's hello).
-    pub fn receive_hello(&mut self) -> FrameHeader {
-        loop {
-            if let Some((header, _)) = self.assembler.next_frame().expect("valid frames") {
-                assert_eq!(header.signal_count, 0, "a hello frame holds no signals");
-                return header;
-            }
-            let read = self
-                .assembler
-                .read_from(&mut self.stream)
-                .expect("the data node answers in time");
-            assert!(read > 0, "the data node closed the connection");
-        }
+    /// Sends a data node's LINK_HELLO_REQ to `peer` (this client plays
+    /// the dialer) and returns its challenge.
+    pub fn send_link_hello(&mut self, peer: NodeId) -> [u8; 16] {
+        let challenge = [0x42; 16];
+        let from = BlockRef::new(self.node, BlockKind::Membership, 0);
+        let to = BlockRef::new(peer, BlockKind::Membership, 0);
+        self.send(&[envelope(from, to, LinkHelloReq { challenge })]);
+        challenge
+    }
+
+    /// The link handshake as the dialer plays it (docs/wire-format.md §7)
+    /// with `secret`: LINK_HELLO_REQ, the acceptor's LINK_HELLO_CONF (its
+    /// proof checked), LINK_PROOF_REP. Returns the acceptor's hello header.
+    pub fn link_handshake(&mut self, peer: NodeId, secret: &ClusterSecret) -> FrameHeader {
+        let challenge = self.send_link_hello(peer);
+        let (header, hello) = self.receive();
+        let Signal::LinkHelloConf(answer) = hello.signal else {
+            panic!("expected LinkHelloConf, got {hello:?}");
+        };
+        assert_eq!(
+            header.signal_count, 1,
+            "a hello frame holds its signal alone"
+        );
+        let acceptor = LinkStatement {
+            role: LinkRole::Acceptor,
+            prover: header.sender,
+            verifier: self.node,
+            prover_incarnation: header.incarnation,
+            verifier_incarnation: self.incarnation,
+            prover_challenge: answer.challenge,
+            verifier_challenge: challenge,
+        };
+        assert!(
+            secret.verify_link_proof(&acceptor, &answer.proof),
+            "the acceptor proves the secret"
+        );
+        let proof = secret.link_proof(&LinkStatement {
+            role: LinkRole::Dialer,
+            prover: self.node,
+            verifier: header.sender,
+            prover_incarnation: self.incarnation,
+            verifier_incarnation: header.incarnation,
+            prover_challenge: challenge,
+            verifier_challenge: answer.challenge,
+        });
+        let from = BlockRef::new(self.node, BlockKind::Membership, 0);
+        let to = BlockRef::new(header.sender, BlockKind::Membership, 0);
+        self.send(&[envelope(from, to, LinkProofRep { proof })]);
+        header
     }
 
     /// Waits until the data node closes the connection.
