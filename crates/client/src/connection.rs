@@ -245,9 +245,14 @@ impl NodeConnection {
             // A refusal first: a data node that does not admit this client
             // answers API_REGREF and closes at once, so both may be in.
             if let Some(code) = registration.refused {
+                // The protocol version matters only to a version refusal.
+                let context = if code == signal::ErrorCode::NotAdmitted {
+                    format!("as API node {}", self.api_node)
+                } else {
+                    format!("(protocol version {PROTOCOL_VERSION})")
+                };
                 return Err(ClientError::Config(format!(
-                    "the data node at {} refused this client's registration \
-                     (protocol version {PROTOCOL_VERSION}): {code}",
+                    "the data node at {} refused this client's registration {context}: {code}",
                     self.addr
                 )));
             }
