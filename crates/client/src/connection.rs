@@ -141,6 +141,14 @@ pub(crate) struct FrameCheckpoint {
     last_count: u16,
 }
 
+/// A failed [`NodeConnection::send_reporting`].
+pub(crate) struct SendFailure {
+    /// The lost connection.
+    pub error: ClientError,
+    /// A write was attempted: the node may have received part of it.
+    pub maybe_received: bool,
+}
+
 /// The connection to one data node.
 pub(crate) struct NodeConnection {
     /// Address connected to (for messages).
@@ -317,19 +325,33 @@ impl NodeConnection {
     /// once. A failed write shuts the link down, so the receive side ends
     /// and fails every waiter.
     pub(crate) fn send(&self, frames: &mut FrameBuilder) -> Result<(), ClientError> {
+        self.send_reporting(frames).map_err(|failure| failure.error)
+    }
+
+    /// [`NodeConnection::send`], telling a failure before any byte went
+    /// out from a failed write, after which the node may have received
+    /// some of the frames (and acted on them: a commit among them may
+    /// have been applied).
+    pub(crate) fn send_reporting(&self, frames: &mut FrameBuilder) -> Result<(), SendFailure> {
         if frames.frames.is_empty() {
             return Ok(());
         }
         let mut sequence = self.sequence.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(reason) = self.dispatch.closed_reason() {
-            return Err(self.lost(reason));
+            return Err(SendFailure {
+                error: self.lost(reason),
+                maybe_received: false,
+            });
         }
         // Sequence numbers must reach the wire in order, so they are
         // assigned under the same lock as the write.
         *sequence = frames.seal(self.api_node, self.incarnation, *sequence);
         if let Err(error) = self.link.write(&frames.bytes) {
             self.link.shutdown();
-            return Err(self.lost(format!("write failed: {error}")));
+            return Err(SendFailure {
+                error: self.lost(format!("write failed: {error}")),
+                maybe_received: true,
+            });
         }
         Ok(())
     }

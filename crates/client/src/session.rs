@@ -288,7 +288,7 @@ impl<'a, T> AsyncSession<'a, T> {
             if outgoing.frames.is_empty() {
                 continue;
             }
-            let result = self.cluster.connection(index).send(&mut outgoing.frames);
+            let result = (self.cluster.connection(index)).send_reporting(&mut outgoing.frames);
             outgoing.frames.clear();
             for (slot, id) in outgoing.transactions.drain(..) {
                 // Failed and handed back before it was sent (its connection
@@ -306,11 +306,13 @@ impl<'a, T> AsyncSession<'a, T> {
                         in_flight.deadline = Some(deadline);
                         sent += 1;
                     }
-                    Err(error) => {
+                    Err(failure) => {
                         let Some(mut failed) = self.in_flight.take(slot) else {
                             continue;
                         };
-                        let error = failed.transaction.send_failed(error.duplicate());
+                        let error = failed
+                            .transaction
+                            .send_failed(failure.error.duplicate(), failure.maybe_received);
                         self.ready.push(Completion {
                             transaction: failed.transaction,
                             user: failed.user,

@@ -742,8 +742,11 @@ impl Transaction<'_> {
         let sent = match self.prepare(commit, &inbox, 0, &mut frames) {
             Err(error) => Err(error),
             Ok(Some(outcome)) => Ok(Some(outcome)),
-            Ok(None) => match cluster.connection(self.connection).send(&mut frames) {
-                Err(error) => Err(self.send_failed(error)),
+            Ok(None) => match cluster
+                .connection(self.connection)
+                .send_reporting(&mut frames)
+            {
+                Err(failure) => Err(self.send_failed(failure.error, failure.maybe_received)),
                 Ok(()) => Ok(None),
             },
         };
@@ -830,7 +833,7 @@ impl Transaction<'_> {
                 .cluster
                 .connection(connection)
                 .send(&mut frames)
-                .map_err(|error| self.send_failed(error)),
+                .map_err(|error| self.send_failed(error, true)),
             Err(error) => Err(error),
         };
         self.body_mut().frames = frames;
@@ -1014,17 +1017,38 @@ impl Transaction<'_> {
         }
     }
 
-    /// Writing the prepared request failed: the outcome is unknown (for a
-    /// durable commit's GCI wait: only its durability is).
-    pub(crate) fn send_failed(&mut self, error: ClientError) -> ClientError {
+    /// Writing the prepared request failed with `error` (a lost
+    /// connection); `maybe_received`: the write was attempted, so the node
+    /// may have received part of it. A committing batch may then have
+    /// been applied: its outcome is unknown. Otherwise the connection was
+    /// lost before anything went out, and the node aborts the
+    /// transaction, so the error stays what it is (temporary). For a
+    /// durable commit's GCI wait, only the durability is unknown.
+    pub(crate) fn send_failed(&mut self, error: ClientError, maybe_received: bool) -> ClientError {
         if self.cancel_durable_wait() {
             return durability_unknown(error);
         }
+        let committing = matches!(
+            self.body().batch,
+            Some(Batch {
+                kind: BatchKind::Operations {
+                    committing: true,
+                    ..
+                },
+                ..
+            })
+        );
         self.state = TransactionState::Unknown;
         self.body_mut().batch = None;
         self.unregister();
         self.clear_queue();
-        error
+        if committing && maybe_received {
+            ClientError::OutcomeUnknown {
+                cause: Box::new(error),
+            }
+        } else {
+            error
+        }
     }
 
     /// No reply within the reply timeout: the outcome is unknown (for a
@@ -1418,7 +1442,9 @@ impl Transaction<'_> {
             .and_then(|()| self.cluster.connection(self.connection).send(&mut frames));
         self.body_mut().frames = frames;
         if let Err(error) = result {
-            return Err(self.send_failed(error));
+            // Nothing committing was in it: the transaction is aborted
+            // either way (the node aborts a lost API node's transactions).
+            return Err(self.send_failed(error, false));
         }
         self.body_mut().batch = Some(Batch::new(BatchKind::Rollback));
         self.wait(&inbox).map(|_| ())

@@ -52,6 +52,7 @@ pub struct HostedContext {
     environment: Environment,
     /// The instant simulated time 0 maps to.
     base: Instant,
+    shared: Arc<Shared>,
 }
 
 impl HostedContext {
@@ -64,6 +65,13 @@ impl HostedContext {
             .map(|(addr, node)| (addr.as_str(), node.0))
             .collect();
         Cluster::connect_in(&self.environment, &targets, self.api_node.0, options)
+    }
+
+    /// Fault injection: the next write on any connection goes out whole,
+    /// but the client is told it failed (as when a connection breaks just
+    /// after the kernel took the bytes), and that connection ends.
+    pub fn fail_next_write_after_sending(&self) {
+        self.shared.lock().fail_next_write = true;
     }
 
     /// Sleeps in simulated time.
@@ -111,6 +119,8 @@ struct State {
     written: Vec<(NodeId, Vec<u8>)>,
     links: BTreeMap<NodeId, HostedLink>,
     panic: Option<Box<dyn Any + Send>>,
+    /// See [`HostedContext::fail_next_write_after_sending`].
+    fail_next_write: bool,
 }
 
 /// What the simulator and one API node's thread share.
@@ -216,6 +226,9 @@ impl Link for HostedLinkHandle {
             return Err(std::io::ErrorKind::BrokenPipe.into());
         }
         state.written.push((self.node, bytes.to_vec()));
+        if std::mem::take(&mut state.fail_next_write) {
+            return Err(std::io::ErrorKind::ConnectionReset.into());
+        }
         Ok(())
     }
 
@@ -274,6 +287,7 @@ impl<R: Send + 'static> HostedApiNodes<R> {
                 written: Vec::new(),
                 links: BTreeMap::new(),
                 panic: None,
+                fail_next_write: false,
             }),
             turn_changed: Condvar::new(),
         });
@@ -290,6 +304,7 @@ impl<R: Send + 'static> HostedApiNodes<R> {
                 token: client::ApiToken::NONE,
             },
             base: shared.base,
+            shared: Arc::clone(&shared),
         };
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()

@@ -149,3 +149,46 @@ fn the_same_seed_gives_the_same_answers() {
     };
     assert_eq!(run(9), run(9));
 }
+
+/// A commit whose write failed after the bytes went out may have been
+/// applied: the client must say the outcome is unknown, never a temporary
+/// error that invites a retry. Here it was applied, as a read through the
+/// other node shows.
+#[test]
+fn a_commit_whose_write_failed_after_sending_has_an_unknown_outcome() {
+    let (error, value) = Harness::new(6).nodes(2, 2).run(|cluster, context| {
+        let table = create_kv_table(cluster, "cut");
+        let nodes = cluster.data_nodes();
+        let mut insert = cluster.transaction_on_node(nodes[0]).unwrap();
+        insert
+            .insert(
+                &table,
+                &[("k", Value::UInt(1)), ("v", Value::from("before"))],
+            )
+            .unwrap();
+        insert.execute(Commit::Yes).unwrap();
+        let mut update = cluster.transaction_on_node(nodes[0]).unwrap();
+        let set = [("v", Value::from("after"))];
+        update.update(&table, &[Value::UInt(1)], &set).unwrap();
+        context.fail_next_write_after_sending();
+        let error = update.execute(Commit::Yes).expect_err("the write failed");
+        // The commit is still on its way through the node: let it finish.
+        context.sleep(std::time::Duration::from_millis(500));
+        let mut read = cluster.transaction_on_node(nodes[1]).unwrap();
+        let op = read
+            .read(&table, &[Value::UInt(1)], LockMode::CommittedRead)
+            .unwrap();
+        read.execute(Commit::Yes).unwrap();
+        let value = read
+            .get(op)
+            .and_then(|row| row.get("v")?.as_str().map(String::from));
+        (error, value)
+    });
+    assert!(
+        matches!(&error, ClientError::OutcomeUnknown { cause }
+            if cause.code() == Some(ErrorCode::ConnectionLost)),
+        "{error:?}"
+    );
+    assert!(!error.is_temporary());
+    assert_eq!(value.as_deref(), Some("after"), "the commit was applied");
+}
