@@ -7,8 +7,9 @@
 //! from an `AsyncSession` with several in flight: read 2-4 random accounts
 //! under exclusive locks (`Commit::No`), write balances that sum to the
 //! old ones with the transaction's id as `writer`, and commit (now and
-//! then `Commit::Durable`, which waits for the GCI to be durable, or a
-//! rollback instead). Half the transactions start with a key hint (routed
+//! then `Commit::Durable`, which waits for the GCI to be durable; some
+//! send the writes first and the commit on its own, some roll back after
+//! the reads or after the writes). Half the transactions start with a key hint (routed
 //! to the primary's node by the client's map), the rest round robin.
 //! Conflicts end in the lock-wait timeout, a temporary error: the
 //! transfer is counted and another starts.
@@ -156,6 +157,8 @@ struct Bank {
     crashed: bool,
     /// Transfers whose outcome the client reported unknown at the crash.
     in_doubt: u64,
+    /// The highest GCI of a commit the client reported durable.
+    durable_gci: Gci,
     committed: u64,
     durable: u64,
     aborted: u64,
@@ -204,6 +207,12 @@ pub fn run(seed: u64, options: &ClientBankOptions) -> ClientBankReport {
     }
     let settle_until = simulation.world().now_us() + SETTLE_US;
     simulation.run_until_us(&mut api_nodes, settle_until);
+    let (durable_gci, complete) = (lock(&bank).durable_gci, simulation.world().complete_gci());
+    assert!(
+        durable_gci <= complete,
+        "seed {seed}: a commit in GCI {durable_gci} was reported durable, but GCI {complete} \
+         is the latest complete one"
+    );
     let table = api_nodes.take_results()[0].expect("API node 0 created the table");
     let replicas = u64::from(options.cluster.replicas);
     simulation.check_quiet(table, u64::from(options.accounts) * replicas);
@@ -278,6 +287,12 @@ fn crash_and_restart(
         let world = simulation.world();
         world.restored_gci_of(world.president())
     };
+    let durable_gci = lock(bank).durable_gci;
+    assert!(
+        durable_gci <= restored_gci,
+        "seed {seed}: a commit in GCI {durable_gci} was reported durable, but the restart \
+         restored GCI {restored_gci}"
+    );
     assert!(
         complete_before <= restored_gci && restored_gci <= latest_before,
         "seed {seed}: restored GCI {restored_gci}, but {complete_before} was complete and \
@@ -479,8 +494,34 @@ struct Transfer {
     reads: Vec<OpId>,
     /// (account, writer) read, once the reads are answered.
     read: Vec<(u32, u64)>,
-    /// The commit sent was `Commit::Durable`.
+    /// The batch in flight.
+    step: Step,
+    /// What follows the writes.
+    ending: Ending,
+    /// The commit is `Commit::Durable`.
     durable: bool,
+}
+
+/// The batch a transfer has in flight.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Step {
+    /// The locking reads (`Commit::No`).
+    Reading,
+    /// The writes alone (`Commit::No`): the ledger knows them.
+    Writing,
+    /// The commit (with the writes, or alone after them).
+    Committing,
+}
+
+/// How a transfer ends once it wrote.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Ending {
+    /// Writes and commit in one batch.
+    Commit,
+    /// Writes, then a commit of its own (TC_COMMITREQ).
+    SeparateCommit,
+    /// Writes, then a rollback.
+    RollbackAfterWrites,
 }
 
 struct Transfers<'a> {
@@ -547,6 +588,8 @@ impl<'a> Transfers<'a> {
             accounts,
             reads,
             read: Vec::new(),
+            step: Step::Reading,
+            ending: Ending::Commit,
             durable: false,
         };
         session.execute(transaction, Commit::No, transfer);
@@ -564,7 +607,7 @@ impl<'a> Transfers<'a> {
             result,
         } = completion;
         let id = transaction.id().0;
-        let writing = !transfer.read.is_empty();
+        let writing = transfer.step != Step::Reading;
         let outcome = match result {
             Ok(outcome) => outcome,
             Err(ClientError::OutcomeUnknown { .. }) if lock(self.bank).crashed && writing => {
@@ -593,8 +636,15 @@ impl<'a> Transfers<'a> {
             }
             Err(error) => panic!("transfer {id:#x} failed: {error}"),
         };
-        if transfer.read.is_empty() {
-            return self.write(session, transaction, transfer);
+        match (transfer.step, transfer.ending) {
+            (Step::Reading, _) => return self.write(session, transaction, transfer),
+            (Step::Writing, Ending::SeparateCommit) => {
+                transfer.step = Step::Committing;
+                session.execute(transaction, transfer.commit(), transfer);
+                return false;
+            }
+            (Step::Writing, _) => return self.roll_back_writes(transaction),
+            (Step::Committing, _) => {}
         }
         let gci = match (outcome.committed, outcome.gci) {
             (true, Some(gci)) => gci,
@@ -606,9 +656,26 @@ impl<'a> Transfers<'a> {
         let mut bank = lock(self.bank);
         check(bank.ledger.committed(id, gci, &transfer.read));
         bank.committed += 1;
-        bank.durable += u64::from(transfer.durable);
-        drop(bank);
-        transfer.read.clear();
+        if outcome.durable {
+            bank.durable += 1;
+            bank.durable_gci = bank.durable_gci.max(gci);
+        }
+        true
+    }
+
+    /// The writes of a transfer that rolls back after them are answered:
+    /// rolls back; the ledger records the abort.
+    fn roll_back_writes(&mut self, mut transaction: Transaction<'a>) -> bool {
+        let id = transaction.id().0;
+        match transaction.rollback() {
+            Ok(()) => lock(self.bank).rolled_back += 1,
+            Err(error) if lock(self.bank).crashed && error.is_temporary() => {
+                lock(self.bank).aborted += 1;
+            }
+            Err(error) => panic!("rollback of {id:#x} after its writes: {error}"),
+        }
+        // Not committed either way: a lost connection aborts it too.
+        check(lock(self.bank).ledger.aborted(id));
         true
     }
 
@@ -686,13 +753,30 @@ impl<'a> Transfers<'a> {
                 .will_write(id, transfer.read.clone(), writes),
         );
         transfer.durable = self.random.below(4) == 0;
-        let commit = if transfer.durable {
+        transfer.ending = match self.random.below(100) {
+            0..=7 => Ending::SeparateCommit,
+            8..=11 => Ending::RollbackAfterWrites,
+            _ => Ending::Commit,
+        };
+        if transfer.ending == Ending::Commit {
+            transfer.step = Step::Committing;
+            session.execute(transaction, transfer.commit(), transfer);
+        } else {
+            transfer.step = Step::Writing;
+            session.execute(transaction, Commit::No, transfer);
+        }
+        false
+    }
+}
+
+impl Transfer {
+    /// The commit this transfer asks for.
+    fn commit(&self) -> Commit {
+        if self.durable {
             Commit::Durable
         } else {
             Commit::Yes
-        };
-        session.execute(transaction, commit, transfer);
-        false
+        }
     }
 }
 
