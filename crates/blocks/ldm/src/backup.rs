@@ -7,7 +7,7 @@
 //! same row at the same id.
 
 use crate::locks::{append_to_row, can_grant, wait_on_row};
-use crate::operation::{ImageKind, OpState, NIL};
+use crate::operation::{ImageKind, NIL};
 use crate::prepare::Outcome;
 use crate::{layout_and_partition, Ldm};
 use rowstore::slots::AllocAtError;
@@ -63,7 +63,7 @@ impl Ldm {
         } = self;
         let operation = &operations[index];
         let (kind, row) = (operation.kind, operation.target_row);
-        let (layout, partition) = layout_and_partition(tables, operation);
+        let (_, partition) = layout_and_partition(tables, operation);
         let held_by_others = partition.op_link(memory, row) != NIL;
         if kind == OperationKind::Insert {
             assert!(
@@ -77,28 +77,12 @@ impl Ldm {
         }
         append_to_row(operations, memory, partition, row, index);
         operations[index].granted = true;
-        let new_var = match image.as_ref() {
-            Some(image) => partition.var_slot_for_image(memory, layout, row, image.len()),
-            None => Some(NIL),
-        };
-        let Some(new_var) = new_var else {
-            self.release_from_row(index);
-            return Outcome::Failed(ErrorCode::TableFull);
-        };
-        let operation = &mut operations[index];
-        operation.row = row;
-        operation.new_var = new_var;
-        operation.image = image.take();
-        operation.image_kind = if kind == OperationKind::Delete {
+        let image_kind = if kind == OperationKind::Delete {
             ImageKind::Deleted
         } else {
             ImageKind::Row
         };
-        operation.state = OpState::Prepared;
-        Outcome::Done {
-            data: None,
-            released: false,
-        }
+        self.keep_prepared(index, row, None, image.take(), image_kind)
     }
 
     /// The row id is free here: only an insert may come, placed at

@@ -342,8 +342,9 @@ impl Ldm {
 
     /// Operation `index` holds the lock on `row` and has its result: takes
     /// the var slot its after-image needs at commit (so that commit cannot
-    /// fail) and keeps the image in the record, prepared.
-    fn keep_prepared(
+    /// fail) and keeps the image in the record, prepared. Primaries and
+    /// backups alike.
+    pub(crate) fn keep_prepared(
         &mut self,
         index: u32,
         row: u32,
