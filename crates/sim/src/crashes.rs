@@ -1,9 +1,10 @@
 //! Runs with whole-cluster crashes (docs/design/testing.md §3, design 0004):
 //! the bank workload runs, the whole cluster crashes at a moment drawn from
 //! the seed (every signal in flight, timer and disk answer dropped, every
-//! disk losing or tearing what was not synced), restarts from its disks, and
-//! the table is read back through the production partition scan of every
-//! replica and checked against what the clients knew at the crash: the
+//! disk losing or tearing what was not synced, every connection of the API
+//! nodes lost), restarts from its disks, and the table is read back through
+//! the client (replicas compared, then the primaries scanned) and checked
+//! against what the clients knew at the crash: the
 //! committed prefix up to the restored GCI (`bank::restart`,
 //! `ledger::restart`). The clients then continue from the restored table,
 //! and the next crash is judged against the next restored GCI. After the
@@ -11,17 +12,17 @@
 //! (`run`).
 //!
 //! Besides the table, each restart must restore at least every GCI a node
-//! reported complete before the crash (what clients were told is durable),
+//! reported complete before the crash (what clients were told is durable)
+//! and the GCI of every commit the client reported durable,
 //! no more than the GCIs handed out, the same GCI on every node, and new
 //! GCIs start above every GCI handed out before (the world asserts that
 //! each dih's reported GCIs only go up across restarts).
 
 use crate::bank::{Bank, BankOptions, CrashedBank};
 use crate::disk::CrashOutcome;
-use crate::restored::Restored;
+use crate::restored::{self, Restored, ScannedRow};
 use crate::run::{SimOptions, SimReport};
 use crate::simulation::Simulation;
-use signal::replica_check::ScanRow;
 use signal::Gci;
 use stdx::mix::{fmix64, XorShift};
 
@@ -164,7 +165,7 @@ pub struct Restart {
     /// The GCI the restart restored.
     pub restored_gci: Gci,
     /// The primaries' rows.
-    pub rows: Vec<ScanRow>,
+    pub rows: Vec<ScannedRow>,
     /// The report so far.
     pub report: RestartReport,
 }
@@ -261,7 +262,7 @@ impl CrashRun {
             });
         }
         self.run_while("the clients to describe their table", |_, bank| {
-            bank.described_table().is_none()
+            !bank.described()
         });
         let (before_complete, max_signals, until_us) = match at {
             CrashAt::Early { .. } => unreachable!("an early crash came above"),
@@ -290,23 +291,36 @@ impl CrashRun {
     /// The whole cluster crashes now (see [`Simulation::crash`]); nothing
     /// runs until [`CrashRun::restart`].
     pub fn crash(&mut self) {
-        let bank = self.bank.take().expect("the clients run until a crash");
+        let mut bank = self.bank.take().expect("the clients run until a crash");
         let world = self.simulation.world();
         let (complete_before, latest_before, crashed_at_us) =
             (world.complete_gci(), world.latest_gci(), world.now_us());
-        let crashed = bank.crashed();
         let mut disks = CrashOutcome::default();
         for (_, outcome) in self.simulation.crash() {
             disks.kept += outcome.kept;
             disks.torn += outcome.torn;
             disks.lost += outcome.lost;
         }
+        // The API nodes see every transaction in flight fail, and end.
+        bank.lose_connections(&mut self.simulation.client_io());
+        let limit = self.simulation.world().now_us() + PROGRESS_LIMIT_US;
+        while !bank.api_nodes_ended() {
+            assert!(
+                self.simulation.step(&mut bank),
+                "the simulation ran out of events while the API nodes ended"
+            );
+            assert!(
+                self.simulation.world().now_us() < limit,
+                "the API nodes did not end after the crash"
+            );
+        }
+        let crashed = bank.crashed();
         let report = RestartReport {
             crashed_at_us,
             complete_before,
             latest_before,
             restored_gci: Gci(0),
-            described: crashed.described_table().is_some(),
+            described: crashed.described(),
             committed: crashed.committed(),
             committed_lost: 0,
             in_doubt: crashed.in_doubt(),
@@ -365,15 +379,17 @@ impl CrashRun {
             "the restart restored GCI {restored_gci}, above the latest GCI handed out ({})",
             report.latest_before
         );
+        assert!(
+            crashed.durable_gci() <= restored_gci,
+            "the restart restored GCI {restored_gci}, but the client reported a commit in GCI \
+             {} durable",
+            crashed.durable_gci()
+        );
         report.restored_gci = restored_gci;
         report.committed_lost = crashed.committed_after(restored_gci);
-        let rows = match crashed.table_to_read() {
-            Some((table, map)) => {
-                let (table, map) = (table.clone(), map.clone());
-                self.simulation.read_table(&table, &map).1
-            }
-            None => Vec::new(),
-        };
+        // Read by name: a table restored with rows the clients know of is
+        // read even when the run that crashed had not described it again.
+        let rows = restored::read_back(&mut self.simulation);
         report.rows_restored = rows.len() as u64;
         Restart {
             crashed,

@@ -8,8 +8,8 @@
 //! nodes, between an API node and a node) but keeps each sender-receiver
 //! pair in order (as the production job queues and TCP connections do), a
 //! simulated transport that tells each node's membership when its peers
-//! connect, and simulated API nodes that play a bank workload with the
-//! real client signals, then check every replica of every partition. The
+//! connect, and API nodes that run the production client (`hosted`) and
+//! play a bank workload, then check every replica of every partition. The
 //! same seed gives the same run, signal for signal; the trace hash folds
 //! every delivery so tests can tell.
 //!
@@ -20,23 +20,20 @@
 //!   crash, injected faults), serving the blocks' file requests;
 //! - `simulation`: the nodes' blocks, their start and the event loop;
 //! - `config`: the generated cluster config;
-//! - `client_bank`: the bank through the real client, on hosted API nodes;
 //! - `harness`: the in-process cluster harness: a test's client code as a
 //!   hosted API node against a simulated cluster;
-//! - `bank`, `plans`, `rows`, `ledger`: the simulated clients, what they do,
-//!   their table, their checker;
-//! - `replicas`: the replica checker (partition scans of every replica);
+//! - `bank`, `plans`, `rows`, `ledger`: the workload on hosted API nodes,
+//!   what its slots do, their table, their checker;
 //! - `run`: one whole run from a seed, its end-of-run checks and its report;
 //! - `crashes`, `restored`: runs with whole-cluster crashes and restarts,
-//!   the table read back after each, checked against the committed prefix
-//!   up to the restored GCI.
+//!   the table read back through the client after each, checked against
+//!   the committed prefix up to the restored GCI.
 //!
 //! Architecture invariant: `sim` depends on blocks only through
 //! `datanode::wiring` and the blocks' public accessors; block logic lives
 //! in the blocks alone.
 
 pub mod bank;
-pub mod client_bank;
 pub mod config;
 pub mod crashes;
 pub mod disk;
@@ -44,7 +41,6 @@ pub mod harness;
 pub mod hosted;
 pub mod ledger;
 mod plans;
-pub mod replicas;
 pub mod restored;
 pub mod rows;
 mod run;

@@ -1,6 +1,7 @@
-//! What the bank's clients do, one transaction at a time: the plans (a
+//! What the bank's slots do, one transaction at a time: the plans (a
 //! transfer, a scratch transaction, a token insert or delete, a load or a
-//! verify) and the random choices that make them. `bank` runs them.
+//! verify) and the random choices that make them. `bank::slots` runs them
+//! through the client.
 //!
 //! Rates are chosen so every path is taken in each run of 10,000
 //! transactions while lock waits stay a small part of the run: abandoned
@@ -9,28 +10,33 @@
 
 use crate::bank::{SCRATCH_BASE, SCRATCH_KEYS_PER_SLOT};
 use crate::rows;
-use crate::world::ClientIo;
-use signal::signals::{LockMode, OperationKind};
+use client::LockMode;
 use signal::ErrorCode;
+use stdx::mix::XorShift;
 
 /// How a transfer ends.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Ending {
-    /// The write batch carries COMMIT.
+    /// The write batch commits.
     Commit,
-    /// The write batch executes; TC_COMMITREQ commits.
+    /// The write batch executes (`Commit::No`); a batch of its own commits.
     SeparateCommit,
-    /// TC_ROLLBACKREQ after the reads.
+    /// A rollback after the reads.
     RollbackAfterReads,
-    /// TC_ROLLBACKREQ right behind the read batch, without waiting for its
-    /// answer: the tc gets it while executing, or aborting for another
-    /// reason, or after the end (and then answers TC_ROLLBACKCONF for an
-    /// unknown transaction). Whatever came first, TC_ROLLBACKCONF is last.
-    RollbackImpatiently,
-    /// TC_ROLLBACKREQ after the writes executed.
+    /// A rollback after the writes executed.
     RollbackAfterWrites,
-    /// Nothing after the reads: the inactivity timeout aborts it.
+    /// Nothing after the reads for longer than the inactivity timeout,
+    /// which aborts it; the client then rolls back (nothing to roll back).
     Abandon,
+}
+
+/// What an operation does.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum OperationKind {
+    Insert,
+    Update,
+    Delete,
+    Read,
 }
 
 /// One operation of a scratch transaction.
@@ -53,7 +59,7 @@ pub(crate) enum Plan {
         lock: LockMode,
         ending: Ending,
     },
-    /// Operations on one key, sent as one batch with COMMIT.
+    /// Operations on one key, sent as one committing batch.
     Scratch {
         key: u32,
         ops: Vec<ScratchOp>,
@@ -81,11 +87,11 @@ pub(crate) enum Plan {
 }
 
 /// A transfer of 2-4 distinct accounts of `accounts`, with its ending and lock mode.
-pub(crate) fn transfer_plan(io: &mut ClientIo<'_>, accounts_in_table: u32) -> Plan {
-    let count = 2 + io.below(3) as usize;
+pub(crate) fn transfer_plan(random: &mut XorShift, accounts_in_table: u32) -> Plan {
+    let count = 2 + random.below(3) as usize;
     let mut accounts = Vec::with_capacity(count);
     while accounts.len() < count {
-        let account = io.below(u64::from(accounts_in_table)) as u32;
+        let account = random.below(u64::from(accounts_in_table)) as u32;
         if !accounts.contains(&account) {
             accounts.push(account);
         }
@@ -93,15 +99,14 @@ pub(crate) fn transfer_plan(io: &mut ClientIo<'_>, accounts_in_table: u32) -> Pl
     // Abandoned transfers hold their locks until the inactivity timeout
     // and shared ones deadlock on the upgrade: both cost seconds of
     // lock waits, so they stay rare.
-    let ending = match io.below(1000) {
-        0..=849 => Ending::Commit,
-        850..=899 => Ending::SeparateCommit,
-        900..=929 => Ending::RollbackAfterReads,
-        930..=959 => Ending::RollbackAfterWrites,
-        960..=996 => Ending::RollbackImpatiently,
+    let ending = match random.below(1000) {
+        0..=869 => Ending::Commit,
+        870..=919 => Ending::SeparateCommit,
+        920..=954 => Ending::RollbackAfterReads,
+        955..=996 => Ending::RollbackAfterWrites,
         _ => Ending::Abandon,
     };
-    let lock = if io.below(100) < 2 {
+    let lock = if random.below(100) < 2 {
         // Shared then exclusive: two such transfers on one account
         // deadlock on the upgrade, which the lock-wait timeout ends.
         LockMode::Shared
@@ -116,12 +121,12 @@ pub(crate) fn transfer_plan(io: &mut ClientIo<'_>, accounts_in_table: u32) -> Pl
 }
 
 /// A note of random length (sometimes NULL), so var parts change size class.
-pub(crate) fn random_note(io: &mut ClientIo<'_>) -> Option<Vec<u8>> {
-    if io.below(10) == 0 {
+pub(crate) fn random_note(random: &mut XorShift) -> Option<Vec<u8>> {
+    if random.below(10) == 0 {
         return None;
     }
-    let length = io.below(rows::NOTE_MAX_BYTES as u64 + 1) as usize;
-    let first = io.below(26) as u8;
+    let length = random.below(rows::NOTE_MAX_BYTES as u64 + 1) as usize;
+    let first = random.below(26) as u8;
     Some((0..length).map(|i| b'a' + (first + i as u8) % 26).collect())
 }
 
@@ -133,11 +138,11 @@ pub(crate) fn scratch_key(slot: usize, index: u32) -> u32 {
 /// A scratch transaction on one of the slot's keys, whose outcome the
 /// slot's model (`scratch`, the state of each of its keys) predicts.
 pub(crate) fn scratch_plan(
-    io: &mut ClientIo<'_>,
+    random: &mut XorShift,
     slot: usize,
     scratch: &[Option<Option<Vec<u8>>>],
 ) -> Plan {
-    let index = io.below(u64::from(SCRATCH_KEYS_PER_SLOT)) as u32;
+    let index = random.below(u64::from(SCRATCH_KEYS_PER_SLOT)) as u32;
     let key = scratch_key(slot, index);
     let current = scratch[index as usize].clone();
     let op = |kind, note| ScratchOp {
@@ -150,11 +155,11 @@ pub(crate) fn scratch_plan(
         lock,
         note,
     };
-    let roll = io.below(100);
+    let roll = random.below(100);
     let (ops, after, expect_error) = match current {
         None => match roll {
             0..=49 => {
-                let note = random_note(io);
+                let note = random_note(random);
                 (
                     vec![op(OperationKind::Insert, note.clone())],
                     Some(note),
@@ -162,7 +167,7 @@ pub(crate) fn scratch_plan(
                 )
             }
             50..=69 => {
-                let note = random_note(io);
+                let note = random_note(random);
                 (
                     vec![
                         op(OperationKind::Insert, note.clone()),
@@ -187,7 +192,7 @@ pub(crate) fn scratch_plan(
         Some(note) => match roll {
             0..=29 => (vec![op(OperationKind::Delete, None)], None, None),
             30..=49 => {
-                let new_note = random_note(io);
+                let new_note = random_note(random);
                 (
                     vec![op(OperationKind::Update, new_note.clone())],
                     Some(new_note),
@@ -195,12 +200,12 @@ pub(crate) fn scratch_plan(
                 )
             }
             50..=64 => (
-                vec![op(OperationKind::Insert, random_note(io))],
+                vec![op(OperationKind::Insert, random_note(random))],
                 Some(note),
                 Some((ErrorCode::DuplicateKey, 0)),
             ),
             65..=79 => {
-                let new_note = random_note(io);
+                let new_note = random_note(random);
                 (
                     vec![
                         op(OperationKind::Delete, None),

@@ -1,6 +1,6 @@
-//! The bank table the simulated clients use, and its rows in the attribute
-//! encoding (signal::attr): the sections a client puts in TCKEYREQ and the
-//! rows it decodes from TRANSID_AI.
+//! The bank table, its rows as the client reads them, and the same rows in
+//! the attribute encoding (signal::attr) for the scripted scenarios' raw
+//! TCKEYREQ sections and TRANSID_AI rows.
 //!
 //! ```text
 //! bank: id INT UNSIGNED (key) | balance BIGINT | writer BIGINT UNSIGNED | note VARCHAR(100) NULL
@@ -107,17 +107,6 @@ pub fn values_section(
     section(pool, &buffer[..used])
 }
 
-/// The attribute section that sets only the note.
-pub fn note_section(pool: &'static SectionPool, note: Option<&[u8]>) -> Section {
-    let mut buffer = [0u8; 4 + NOTE_MAX_BYTES];
-    let mut writer = AttrWriter::new(&mut buffer);
-    writer
-        .push(NOTE, note)
-        .expect("the buffer holds the longest note");
-    let used = writer.len();
-    section(pool, &buffer[..used])
-}
-
 /// Decodes a full row (a read with no projection returns every column in order).
 pub fn decode_row(data: &[u8]) -> Result<Row, String> {
     let mut id = None;
@@ -160,6 +149,26 @@ pub fn decode_row(data: &[u8]) -> Result<Row, String> {
             note,
         }),
         _ => Err(format!("a row with {seen} columns, not the 4 of the table")),
+    }
+}
+
+/// A row as the client read it.
+pub fn from_client(row: &client::Row) -> Result<Row, String> {
+    use client::Value;
+    let id = row.get(ID).and_then(Value::as_u64);
+    let balance = row.get(BALANCE).and_then(Value::as_i64);
+    let writer = row.get(WRITER).and_then(Value::as_u64);
+    let note = row
+        .get(NOTE)
+        .map(|note| note.as_bytes().map(<[u8]>::to_vec));
+    match (id, balance, writer, note) {
+        (Some(id), Some(balance), Some(writer), Some(note)) => Ok(Row {
+            id: u32::try_from(id).map_err(|_| format!("key {id} is not a bank key"))?,
+            balance,
+            writer,
+            note,
+        }),
+        _ => Err(format!("a row that is not a bank row: {row:?}")),
     }
 }
 

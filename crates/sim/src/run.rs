@@ -1,17 +1,15 @@
 //! One whole run from a seed: start the nodes, run the bank until it has
-//! verified everything, let the nodes settle, check that nothing is left
-//! behind in the blocks, run the replica checker, and report.
+//! verified everything and run the client's replica checker, let the
+//! nodes settle, check that nothing is left behind in the blocks, and
+//! report.
 
 use crate::bank::{Bank, BankOptions};
 use crate::config::{
     ClusterShape, NodeLimits, INACTIVE_TRANSACTION_TIMEOUT_MS, LOCK_WAIT_TIMEOUT_MS,
 };
-use crate::replicas::ReplicaChecker;
 use crate::simulation::Simulation;
 use crate::world::ClientIo;
-use signal::replica_check::{ReplicaCheckReport, ScanRow};
-use signal::schema::TableDef;
-use signal::signals::PartitionMap;
+use signal::replica_check::ReplicaCheckReport;
 use signal::{ErrorCode, Gci};
 use std::collections::BTreeMap;
 
@@ -19,8 +17,9 @@ use std::collections::BTreeMap;
 /// follows an acknowledgement (COMPLETE) before the leftovers check.
 const SETTLE_US: u64 = 100_000;
 
-/// Simulated time the replica checker may take.
-const CHECK_LIMIT_US: u64 = 10_000_000;
+/// Simulated time a run may take before it is declared stuck (a lost
+/// answer ends sooner, in the client's reply timeout).
+const RUN_LIMIT_US: u64 = 3_600_000_000;
 
 /// What a run does besides its seed.
 #[derive(Clone, Debug, Default)]
@@ -54,7 +53,8 @@ pub struct SimReport {
     pub transactions_aborted: u64,
     /// Of the aborted, those rolled back by the client.
     pub rolled_back: u64,
-    /// Of the aborted, by error code number (see [`SimReport::abort_summary`]).
+    /// Of the aborted, the refusals by error code number (see
+    /// [`SimReport::abort_summary`]).
     pub aborts_by_code: BTreeMap<u16, u64>,
     /// Transfers that committed.
     pub transfers_committed: u64,
@@ -70,12 +70,8 @@ pub struct SimReport {
     pub final_total_balance: i64,
     /// Scratch rows at the end.
     pub scratch_rows: u64,
-    /// Second refusals of one transaction the tc had a record for (the tc
-    /// answers an aborted batch once: none expected).
-    pub stray_refusals: u64,
-    /// Refusals of the later operations of a batch whose START was refused
-    /// with OutOfTransactionRecords (expected: no record remembered it).
-    pub refusals_after_no_record: u64,
+    /// Commits the client reported durable (`Commit::Durable`).
+    pub durable_commits: u64,
     /// Transactions started at a tc on the node of their first key's
     /// primary replica.
     pub started_at_primary: u64,
@@ -123,20 +119,27 @@ impl Simulation {
         simulation.finish_run(&mut bank)
     }
 
-    /// Runs `bank` (begun) until it has verified everything, lets the nodes
-    /// settle, checks that nothing is left behind, runs the replica checker
-    /// and reports.
+    /// Runs `bank` (begun) until it has verified everything and checked
+    /// the replicas, lets the nodes settle, checks that nothing is left
+    /// behind and reports.
     pub(crate) fn finish_run(&mut self, bank: &mut Bank) -> SimReport {
         while !bank.done() {
             assert!(
                 self.step(bank),
                 "the simulation ran out of events before the bank finished"
             );
+            assert!(
+                self.world().now_us() < RUN_LIMIT_US,
+                "the bank did not finish within {} simulated seconds",
+                RUN_LIMIT_US / 1_000_000
+            );
         }
         let settle_until = self.world().now_us() + SETTLE_US;
         self.run_until_us(bank, settle_until);
         self.check_settled(bank);
-        let replica_check = self.check_replicas(bank);
+        let replica_check = bank
+            .replica_check()
+            .expect("a finished bank checked the replicas");
 
         let counters = bank.counters();
         let (lock_wait_timeouts, inactivity_timeouts) =
@@ -164,50 +167,11 @@ impl Simulation {
             complete_gci: self.world().complete_gci(),
             final_total_balance: counters.final_total_balance,
             scratch_rows: counters.scratch_rows,
-            stray_refusals: counters.stray_refusals,
-            refusals_after_no_record: counters.refusals_after_no_record,
+            durable_commits: counters.durable_commits,
             started_at_primary: counters.started_at_primary,
             started_elsewhere: counters.started_elsewhere,
             replica_check,
         }
-    }
-
-    /// Runs the replica checker as a simulated API node until every replica
-    /// of every partition of the bank table is scanned, and compares them.
-    pub(crate) fn check_replicas(&mut self, bank: &Bank) -> ReplicaCheckReport {
-        let (table, map) = bank
-            .described_table()
-            .expect("the bank described its table");
-        self.scan_replicas(table, map).finish(bank)
-    }
-
-    /// Reads every row of `table` (placed by `map`) back through the
-    /// production partition scan of every replica, compares the replicas
-    /// (panicking on a difference) and returns the primaries' rows.
-    pub fn read_table(
-        &mut self,
-        table: &TableDef,
-        map: &PartitionMap,
-    ) -> (ReplicaCheckReport, Vec<ScanRow>) {
-        self.scan_replicas(table, map).compare()
-    }
-
-    fn scan_replicas(&mut self, table: &TableDef, map: &PartitionMap) -> ReplicaChecker {
-        let mut checker = ReplicaChecker::new(table, map);
-        checker.begin(&mut self.client_io());
-        let limit = self.world().now_us() + CHECK_LIMIT_US;
-        while !checker.done() {
-            assert!(
-                self.step(&mut checker),
-                "the simulation ran out of events before the replica checker finished"
-            );
-            assert!(
-                self.world().now_us() < limit,
-                "the replica checker did not finish within {} simulated seconds",
-                CHECK_LIMIT_US / 1_000_000
-            );
-        }
-        checker
     }
 
     /// A client's view of this simulation's world, to start a client.
@@ -218,8 +182,9 @@ impl Simulation {
     /// Nothing may be left in the blocks once every transaction ended and
     /// the nodes settled: no transaction or operation record in use, rows
     /// exactly as the clients' model says on every replica, every section
-    /// back in the pool, and the tcs finished exactly the transactions the
-    /// clients heard end.
+    /// back in the pool, the tcs finished exactly the transactions the
+    /// clients heard end, and no commit the client reported durable is
+    /// above the complete GCI.
     pub(crate) fn check_settled(&self, bank: &Bank) {
         let table = bank.table_id().expect("the bank created its table");
         let replicas = u64::from(self.shape().replicas);
@@ -232,6 +197,13 @@ impl Simulation {
             )
         });
         let counters = bank.counters();
+        let (durable, complete) = (bank.durable_gci(), self.world().complete_gci());
+        if durable > complete {
+            fail(format!(
+                "a commit in GCI {durable} was reported durable, but GCI {complete} is the \
+                 latest complete one"
+            ));
+        }
         if (commits, aborts) != (counters.all_committed, counters.all_aborted) {
             fail(format!(
                 "the tcs finished {commits} commits and {aborts} aborts, the clients heard of \

@@ -584,12 +584,6 @@ impl ClientIo<'_> {
         self.world.data_nodes()
     }
 
-    /// A data node chosen at random from the client stream.
-    pub fn random_data_node(&mut self) -> NodeId {
-        let count = self.world.nodes.len() as u64;
-        self.world.nodes[self.world.client_rng.below(count) as usize]
-    }
-
     /// Sends an API request to a block of a data node.
     pub fn send(&mut self, envelope: Envelope) {
         assert!(

@@ -1,9 +1,10 @@
 //! Whole-cluster crash and restart (design 0004;
 //! docs/design/durability.md §5, docs/design/testing.md §3): the bank runs,
 //! the whole cluster crashes at a moment drawn from the seed (signals in
-//! flight, timers and disk answers dropped, unsynced writes lost or torn),
-//! restarts from its disks, and the table read back through the production
-//! scan of every replica must be the committed prefix up to the restored
+//! flight, timers and disk answers dropped, unsynced writes lost or torn,
+//! the API nodes' connections lost), restarts from its disks, and the
+//! table read back through the client (every replica compared, then the
+//! primaries scanned) must be the committed prefix up to the restored
 //! GCI: every transaction the clients saw commit up to it present, none
 //! after it, none partly, replicas equal, balances adding up, deleted rows
 //! still deleted. The clients continue from the restored table, so each

@@ -208,6 +208,56 @@ fn operations_arriving_after_an_abort_get_no_second_refusal() {
     assert_eq!(scenario.answers(), vec!["TcKeyRef op 0 NoSuchRow"]);
 }
 
+/// A rollback sent right behind a batch, without waiting for its answer
+/// (the real client waits, so only a raw client sends this): the tc gets
+/// it while the batch executes, or after an abort for another reason
+/// (here a read of a missing key), or after the batch's answer. Whatever
+/// came first, TC_ROLLBACKCONF is the last answer and comes once, no
+/// record is left and the row lock is gone.
+#[test]
+fn a_rollback_right_behind_a_batch_is_answered_last_and_releases_everything() {
+    let mut scenario = Scenario::new(14);
+    let insert = scenario.new_transaction();
+    let commit = tc_key_flags::START | tc_key_flags::COMMIT | tc_key_flags::EXECUTE;
+    scenario.operation(insert, 0, commit, OperationKind::Insert, 9);
+    scenario.run_ms(5);
+    scenario.client.inbox.clear();
+    let execute = tc_key_flags::START | tc_key_flags::EXECUTE;
+    for (key, delay_ms) in [(9, 0), (77, 0), (9, 1), (77, 1)] {
+        let impatient = scenario.new_transaction();
+        scenario.operation(impatient, 0, execute, OperationKind::Read, key);
+        scenario.run_ms(delay_ms);
+        scenario.send(
+            TC,
+            TcRollbackReq {
+                transaction_id: impatient,
+            },
+        );
+        scenario.run_ms(5);
+        let answers = scenario.answers();
+        assert_eq!(
+            answers.last().map(String::as_str),
+            Some("TcRollbackConf"),
+            "key {key}, rollback after {delay_ms} ms: {answers:?}"
+        );
+        let rollbacks = answers.iter().filter(|a| *a == "TcRollbackConf").count();
+        assert_eq!(rollbacks, 1, "key {key}: {answers:?}");
+        assert!(
+            !answers
+                .iter()
+                .any(|a| a.starts_with("TcKeyConf committed true")),
+            "key {key}: {answers:?}"
+        );
+        assert_eq!(scenario.records_in_use(), (0, 0), "key {key}: {answers:?}");
+        scenario.client.inbox.clear();
+    }
+    // The exclusive lock on key 9 is gone: another transaction takes it.
+    let next = scenario.new_transaction();
+    scenario.operation(next, 0, commit, OperationKind::Update, 9);
+    scenario.run_ms(5);
+    assert_eq!(scenario.answers(), vec!["TcKeyConf committed true"]);
+}
+
 /// A client that sends operations of a batch but never the one flagged
 /// EXECUTE (it hangs, or is slow) holds its locks; the inactivity timeout
 /// must end the transaction as it does for an idle one. (Found by this

@@ -4,12 +4,12 @@
 //! restored GCI), and a bank that continues from the restored table
 //! ([`Bank::resume`]).
 //!
-//! At the crash every slot's open transaction is in doubt if it may have
-//! committed: it asked to commit (a batch with COMMIT, or TC_COMMITREQ)
-//! and heard nothing back. A transfer that wrote without asking to commit
-//! (its rollback pending, or its writes executing before a separate
-//! commit) cannot have committed: the ledger records it aborted, so a
-//! restored row showing its write is a dirty read.
+//! At the crash every transaction in flight fails, and the client says
+//! how: a commit that was sent and never answered is `OutcomeUnknown`,
+//! in doubt (it may have committed); anything else failed before it asked
+//! to commit, so the ledger records it aborted, and a restored row showing
+//! its write is a dirty read. A durable commit heard committed whose wait
+//! for durability was cut counts as committed in its GCI.
 //!
 //! The accounts and tokens are judged by `ledger::restart`. A scratch key
 //! belongs to one slot, which runs one transaction at a time, so its
@@ -19,14 +19,12 @@
 //! the restored GCI precedes it), deleted keys staying deleted. And the
 //! balances of the restored accounts add up.
 
-use super::{load_chunks, Bank, BankOptions, ScratchState, Step};
+use super::{load_chunks, lock, Bank, BankOptions, ScratchState};
 use super::{INITIAL_BALANCE, SCRATCH_KEYS_PER_SLOT};
 use super::{TOKENS, TOKEN_BASE};
 use crate::ledger::{Ledger, Tokens};
-use crate::plans::{self, Ending, Plan};
+use crate::plans;
 use crate::restored::{Restored, StoredRow};
-use signal::schema::TableDef;
-use signal::signals::{OperationKind, PartitionMap};
 use signal::Gci;
 use std::collections::BTreeMap;
 
@@ -44,106 +42,61 @@ struct ScratchHistory {
 /// What the clients knew when the cluster crashed.
 pub struct CrashedBank {
     options: BankOptions,
-    /// The table, if the clients heard it created, and its definition and
-    /// map, if they described it in this run (before that, they wrote
-    /// nothing in this run).
-    table: Option<(u32, u32)>,
-    described: Option<(TableDef, PartitionMap)>,
-    /// The definition and map as this run or an earlier one described
-    /// them: an earlier run's committed rows are in the table even when
-    /// this run crashed before its clients described it again.
-    known: Option<(TableDef, PartitionMap)>,
+    /// The table's id, if the clients heard it created or described it.
+    table_id: Option<u32>,
+    /// The clients created or described it in the run that crashed.
+    described: bool,
     ledger: Ledger,
     tokens: Tokens,
     /// Token deletes in doubt, per key.
     token_deletes_in_doubt: BTreeMap<u32, u32>,
     scratch: Vec<ScratchHistory>,
-    counters_per_api: Vec<u64>,
     /// Transactions in doubt at the crash.
     in_doubt: u64,
     /// Transactions the clients heard commit, by GCI (for the report).
     committed_gcis: Vec<Gci>,
+    /// The highest GCI of a commit the client reported durable.
+    durable_gci: Gci,
 }
 
 impl Bank {
-    /// The cluster crashed: every transaction without an answer is in
-    /// doubt, or aborted if it never asked to commit. Panics if the ledger
-    /// finds an abort contradicted.
-    pub fn crashed(mut self) -> CrashedBank {
-        let table = self.table;
-        let described = self.described.take();
-        let known = described.clone().or(self.described_before.take());
-        let mut token_deletes_in_doubt: BTreeMap<u32, u32> = BTreeMap::new();
-        let mut scratch = Vec::with_capacity(self.slots.len());
-        let mut in_doubt = 0;
-        let slots = std::mem::take(&mut self.slots);
-        for (index, slot) in slots.into_iter().enumerate() {
-            let mut scratch_in_doubt = None;
-            if let Some(active) = slot.active {
-                let id = active.id.0;
-                let may_commit = match &active.plan {
-                    Plan::Transfer { ending, .. } => matches!(
-                        (active.step, ending),
-                        (Step::Writing, Ending::Commit) | (Step::Committing, _)
-                    ),
-                    Plan::Scratch {
-                        key,
-                        ops,
-                        after,
-                        expect_error: None,
-                    } => {
-                        if ops.iter().any(|op| op.kind != OperationKind::Read) {
-                            let key_index = key - plans::scratch_key(index, 0);
-                            scratch_in_doubt = Some((key_index, after.clone()));
-                        }
-                        true
-                    }
-                    Plan::Scratch { .. } => false,
-                    Plan::Token { key, insert } => {
-                        if !insert {
-                            *token_deletes_in_doubt.entry(*key).or_default() += 1;
-                        }
-                        true
-                    }
-                    Plan::Load { .. } => true,
-                    Plan::VerifyAccounts { .. } | Plan::VerifyToken { .. } => false,
-                };
-                if may_commit {
-                    in_doubt += 1;
-                } else if self.ledger.knows(id) {
-                    if let Err(error) = self.ledger.aborted(id) {
-                        panic!("bank at the crash: {error}");
-                    }
-                }
-            }
-            scratch.push(ScratchHistory {
-                start: slot.scratch_start,
-                log: slot.scratch_log,
-                in_doubt: scratch_in_doubt,
-            });
-        }
+    /// What the clients knew at the crash, once every API node saw its
+    /// transactions fail ([`Bank::lose_connections`]).
+    pub fn crashed(self) -> CrashedBank {
+        assert!(
+            self.api_nodes.all_ended(),
+            "the API nodes end before the crashed bank is taken"
+        );
+        let mut state = lock(&self.shared);
+        let slots = std::mem::take(&mut state.slots);
         CrashedBank {
-            options: self.options,
-            table,
-            described,
-            known,
-            ledger: self.ledger,
-            tokens: self.tokens,
-            token_deletes_in_doubt,
-            scratch,
-            counters_per_api: self.counters_per_api,
-            in_doubt,
-            committed_gcis: self.committed_gcis,
+            options: state.options.clone(),
+            table_id: state.table_id,
+            described: state.described,
+            ledger: std::mem::take(&mut state.ledger),
+            tokens: std::mem::take(&mut state.tokens),
+            token_deletes_in_doubt: std::mem::take(&mut state.token_deletes_in_doubt),
+            scratch: slots
+                .into_iter()
+                .map(|slot| ScratchHistory {
+                    start: slot.scratch_start,
+                    log: slot.scratch_log,
+                    in_doubt: slot.scratch_in_doubt,
+                })
+                .collect(),
+            in_doubt: state.in_doubt,
+            committed_gcis: std::mem::take(&mut state.committed_gcis),
+            durable_gci: state.durable_gci,
         }
     }
 
     /// A bank that continues after a restart from the table `restored`
-    /// holds, which `crashed.check` accepted: its clients register again,
+    /// holds, which `crashed.check` accepted: its API nodes connect again,
     /// describe the table instead of creating it (or create it, if they
     /// never heard it created: then the restart may have kept it, and they
     /// describe it when told it exists), insert only the accounts the
     /// restart did not restore, then run `options` (the same accounts,
-    /// slots and API nodes as before). Transaction ids continue.
+    /// slots and API nodes as before).
     pub fn resume(crashed: &CrashedBank, restored: &Restored, options: BankOptions) -> Bank {
         let same = |a: &BankOptions, b: &BankOptions| {
             (a.accounts, a.slots, a.api_nodes) == (b.accounts, b.slots, b.api_nodes)
@@ -152,28 +105,30 @@ impl Bank {
             same(&crashed.options, &options),
             "a resumed bank has the accounts, slots and API nodes of the crashed one"
         );
-        let mut bank = Bank::new(options);
-        bank.resumed = true;
-        bank.table = crashed.table;
-        bank.described_before = crashed.known.clone();
-        bank.counters_per_api = crashed.counters_per_api.clone();
-        bank.ledger = Ledger::seeded(&restored.accounts)
-            .unwrap_or_else(|error| panic!("resuming the bank: {error}"));
-        bank.tokens = Tokens::seeded(&restored.tokens);
-        bank.load_queue = load_chunks(
-            (0..bank.options.accounts).filter(|account| !restored.accounts.contains_key(account)),
-        );
-        for (index, slot) in bank.slots.iter_mut().enumerate() {
-            for key_index in 0..SCRATCH_KEYS_PER_SLOT {
-                let key = plans::scratch_key(index, key_index);
-                let (state, gci) = match restored.scratch.get(&key) {
-                    Some(stored) => (Some(stored.row.note.clone()), stored.gci),
-                    // Deleted (or never inserted) by the restored GCI.
-                    None => (None, restored.gci),
-                };
-                slot.scratch[key_index as usize] = state.clone();
-                slot.scratch_gci[key_index as usize] = gci;
-                slot.scratch_start[key_index as usize] = (state, gci);
+        let bank = Bank::new(options);
+        {
+            let mut state = lock(&bank.shared);
+            state.resumed = true;
+            state.table_id = crashed.table_id;
+            state.ledger = Ledger::seeded(&restored.accounts)
+                .unwrap_or_else(|error| panic!("resuming the bank: {error}"));
+            state.tokens = Tokens::seeded(&restored.tokens);
+            let accounts = state.options.accounts;
+            state.load_queue = load_chunks(
+                (0..accounts).filter(|account| !restored.accounts.contains_key(account)),
+            );
+            for (index, slot) in state.slots.iter_mut().enumerate() {
+                for key_index in 0..SCRATCH_KEYS_PER_SLOT {
+                    let key = plans::scratch_key(index, key_index);
+                    let (scratch, gci) = match restored.scratch.get(&key) {
+                        Some(stored) => (Some(stored.row.note.clone()), stored.gci),
+                        // Deleted (or never inserted) by the restored GCI.
+                        None => (None, restored.gci),
+                    };
+                    slot.scratch[key_index as usize] = scratch.clone();
+                    slot.scratch_gci[key_index as usize] = gci;
+                    slot.scratch_start[key_index as usize] = (scratch, gci);
+                }
             }
         }
         bank
@@ -181,21 +136,15 @@ impl Bank {
 }
 
 impl CrashedBank {
-    /// The table's definition and partition map, if the clients had
-    /// described it in the run that crashed (else they wrote nothing in
-    /// it).
-    pub fn described_table(&self) -> Option<(&TableDef, &PartitionMap)> {
-        self.described.as_ref().map(|(table, map)| (table, map))
+    /// Whether the clients created or described their table in the run
+    /// that crashed.
+    pub fn described(&self) -> bool {
+        self.described
     }
 
-    /// The table to read back after the restart: as described in the run
-    /// that crashed or in an earlier one. A resumed run that crashed before
-    /// its clients described the table again still has the rows the
-    /// earlier runs committed, which the check expects. `None`: no run
-    /// described it, so nobody wrote, and the restarted table, if any, is
-    /// empty (the resumed clients' inserts fail if it is not).
-    pub fn table_to_read(&self) -> Option<(&TableDef, &PartitionMap)> {
-        self.known.as_ref().map(|(table, map)| (table, map))
+    /// The highest GCI of a commit the client reported durable.
+    pub fn durable_gci(&self) -> Gci {
+        self.durable_gci
     }
 
     /// Transactions in doubt at the crash.
