@@ -67,10 +67,14 @@ pub struct ClusterSettings {
     /// Bytes of memory buffering each part's redo until written, 1M..=1G;
     /// default 4M.
     pub redo_buffer: u64,
-    /// Default 1500. Checked and kept for node-failure detection, which is
-    /// designed (docs/design/failures.md) but not built: nothing reads it
-    /// yet.
+    /// Default 250: how often each data node sends a heartbeat to the next
+    /// in the ring of data nodes (docs/design/failures.md §2).
     pub heartbeat_interval_ms: u64,
+    /// Default 4, 2..=100: heartbeats a data node may miss in a row before
+    /// its watcher suspects it (with the defaults, within a second). Only
+    /// suspected and logged so far: declaring a node dead and carrying on
+    /// without it is designed, not built.
+    pub heartbeat_missed: u32,
     /// Default 100: how often the GCI epoch (low half) switches.
     pub epoch_interval_ms: u64,
     /// Default 2000: how often the global checkpoint number (high half) advances.
@@ -114,7 +118,8 @@ impl Default for ClusterSettings {
             redo_log_files: 16,
             redo_log_file_size: 16 << 20,
             redo_buffer: 4 << 20,
-            heartbeat_interval_ms: 1500,
+            heartbeat_interval_ms: 250,
+            heartbeat_missed: 4,
             epoch_interval_ms: 100,
             gcp_interval_ms: 2000,
             lock_wait_timeout_ms: 1200,
@@ -238,6 +243,7 @@ const CLUSTER_KEYS: &[&str] = &[
     "redo_log_file_size",
     "redo_buffer",
     "heartbeat_interval_ms",
+    "heartbeat_missed",
     "epoch_interval_ms",
     "gcp_interval_ms",
     "lock_wait_timeout_ms",
@@ -509,6 +515,7 @@ fn parse_cluster(
             t.integer("heartbeat_interval_ms", 1, i64::MAX)?,
             d.heartbeat_interval_ms,
         ),
+        heartbeat_missed: or(t.integer("heartbeat_missed", 2, 100)?, d.heartbeat_missed),
         epoch_interval_ms: or(epoch, d.epoch_interval_ms),
         gcp_interval_ms: or(gcp, d.gcp_interval_ms),
         lock_wait_timeout_ms: or(

@@ -62,7 +62,7 @@ fn full_file_with_two_node_groups() {
     let text = format!(
         "{MGMD}[cluster]\nreplicas = 2\ndata_memory = \"1G\"\nredo_log_parts = 8\n\
          redo_log_files = 3\nredo_log_file_size = \"1M\"\nredo_buffer = \"2M\"\n\
-         heartbeat_interval_ms = 500\nepoch_interval_ms = 50\ngcp_interval_ms = 1000\n\
+         heartbeat_interval_ms = 500\nheartbeat_missed = 6\nepoch_interval_ms = 50\ngcp_interval_ms = 1000\n\
          lock_wait_timeout_ms = 300\ninactive_transaction_timeout_ms = 5000\n\
          max_operations_per_transaction = 7\nmax_concurrent_operations = 8\n\
          max_concurrent_transactions = 9\ndiskless = true\nrecovery_work = 75\n\
@@ -82,6 +82,7 @@ fn full_file_with_two_node_groups() {
             redo_log_file_size: 1 << 20,
             redo_buffer: 2 << 20,
             heartbeat_interval_ms: 500,
+            heartbeat_missed: 6,
             epoch_interval_ms: 50,
             gcp_interval_ms: 1000,
             lock_wait_timeout_ms: 300,
@@ -636,6 +637,7 @@ fn zero_intervals_timeouts_and_limits() {
     for key in [
         "redo_log_parts",
         "heartbeat_interval_ms",
+        "heartbeat_missed",
         "epoch_interval_ms",
         "gcp_interval_ms",
         "lock_wait_timeout_ms",
@@ -718,6 +720,7 @@ fn random_line(rng: &mut stdx::mix::XorShift) -> String {
         "data_memory",
         "redo_log_parts",
         "heartbeat_interval_ms",
+        "heartbeat_missed",
         "epoch_interval_ms",
         "gcp_interval_ms",
         "lock_wait_timeout_ms",

@@ -109,6 +109,8 @@ pub fn build_blocks(config: &ClusterConfig, node: NodeId) -> Result<NodeBlocks, 
         tc_instances,
         ldm_instances,
         data_nodes: data_nodes.iter().map(|&(node, _)| node).collect(),
+        heartbeat_interval_ms: settings.heartbeat_interval_ms,
+        heartbeat_missed: settings.heartbeat_missed,
     });
     Ok(NodeBlocks {
         ldms,

@@ -214,9 +214,9 @@ impl Simulation {
     }
 
     /// Every client ended and the nodes settled: no transaction or
-    /// operation record in use, `rows` rows of table `table` over all
-    /// replicas, every node on the president's schema version and GCI,
-    /// every section back in the pool.
+    /// operation record in use, no node suspected by another, `rows` rows
+    /// of table `table` over all replicas, every node on the president's
+    /// schema version and GCI, every section back in the pool.
     pub(crate) fn check_quiet(&self, table: u32, rows_expected: u64) {
         let fail = |message: String| -> ! { self.fail_end_of_run(message) };
         for tc in self.tcs() {
@@ -234,6 +234,16 @@ impl Simulation {
                     "ldm {} still has {} operation records in use",
                     kernel::Block::address(ldm),
                     ldm.operations_in_use()
+                ));
+            }
+        }
+        for membership in self.memberships() {
+            // Nothing paused or cut off a node: a suspicion is a false one.
+            if !membership.suspected().is_empty() {
+                fail(format!(
+                    "membership {} suspected nodes {:?} of having failed",
+                    kernel::Block::address(membership),
+                    membership.suspected()
                 ));
             }
         }

@@ -16,6 +16,7 @@ use dict::Dict;
 use dih::Dih;
 use kernel::Block;
 use ldm::Ldm;
+use membership::Membership;
 use signal::section::CLASS_SIZES;
 use signal::signals::{NodeConnectedRep, StartPhaseReq};
 use signal::{BlockKind, BlockRef, Envelope, NodeId, SectionPool};
@@ -299,6 +300,9 @@ impl Simulation {
         };
         match event {
             Event::Deliver(envelope) => {
+                let Some(envelope) = self.world.hold_if_paused(envelope) else {
+                    return true;
+                };
                 self.world.record_delivery(&envelope);
                 if envelope.to.kind == BlockKind::Api {
                     client.on_signal(
@@ -308,18 +312,15 @@ impl Simulation {
                         },
                     );
                 } else {
-                    let to = envelope.to;
-                    let key = (to.node, to.kind, to.instance);
-                    let Some(block) = self.blocks.get_mut(&key) else {
-                        panic!(
-                            "signal {} from {} to {}: no such block",
-                            envelope.signal.name(),
-                            envelope.from,
-                            envelope.to
-                        );
-                    };
-                    self.world.set_current_node(to.node);
-                    block.handle(envelope, &mut self.world);
+                    self.deliver_to_block(envelope);
+                }
+            }
+            Event::Resume(node) => {
+                // Everything that waited, at once and in order, before
+                // anything else reaches the node.
+                for envelope in self.world.resume(node) {
+                    self.world.record_delivery(&envelope);
+                    self.deliver_to_block(envelope);
                 }
             }
             Event::ClientWake(token) => client.on_wake(
@@ -330,6 +331,30 @@ impl Simulation {
             ),
         }
         true
+    }
+
+    fn deliver_to_block(&mut self, envelope: Envelope) {
+        let to = envelope.to;
+        let key = (to.node, to.kind, to.instance);
+        let Some(block) = self.blocks.get_mut(&key) else {
+            panic!(
+                "signal {} from {} to {}: no such block",
+                envelope.signal.name(),
+                envelope.from,
+                envelope.to
+            );
+        };
+        self.world.set_current_node(to.node);
+        block.handle(envelope, &mut self.world);
+    }
+
+    /// Data node `node` stops for `duration_us` of simulated time (as a
+    /// process stopped by SIGSTOP): nothing reaches its blocks and none of
+    /// its timers fires; then what came meanwhile is delivered at once, in
+    /// order.
+    pub fn pause_node(&mut self, node: NodeId, duration_us: u64) {
+        let until = self.world.now_us() + duration_us;
+        self.world.pause(node, until);
     }
 
     pub(crate) fn world_io(&mut self) -> ClientIo<'_> {
@@ -374,6 +399,11 @@ impl Simulation {
     /// Every node's dih.
     pub fn dihs(&self) -> impl Iterator<Item = &Dih> {
         self.typed::<Dih>(BlockKind::Dih)
+    }
+
+    /// Every node's membership.
+    pub fn memberships(&self) -> impl Iterator<Item = &Membership> {
+        self.typed::<Membership>(BlockKind::Membership)
     }
 
     /// Every node's dict.

@@ -61,6 +61,8 @@ pub(crate) enum Event {
     Deliver(Envelope),
     /// A simulated client's timer fires with the token it chose.
     ClientWake(u64),
+    /// A paused data node runs again (see [`World::pause`]).
+    Resume(NodeId),
 }
 
 struct Scheduled {
@@ -138,6 +140,9 @@ pub struct World {
     pool: &'static SectionPool,
     /// Each data node's disk.
     disks: BTreeMap<NodeId, Disk>,
+    /// Paused data nodes, with the signals that reached them meanwhile,
+    /// in order (their timers included).
+    paused: BTreeMap<NodeId, VecDeque<Envelope>>,
 }
 
 impl World {
@@ -193,6 +198,7 @@ impl World {
             trace_to_stderr,
             pool,
             disks,
+            paused: BTreeMap::new(),
         }
     }
 
@@ -304,6 +310,7 @@ impl World {
     /// complete GCIs never go down). Returns what each disk's crash did.
     pub(crate) fn crash(&mut self) -> Vec<(NodeId, CrashOutcome)> {
         self.events.clear();
+        self.paused.clear();
         self.last_delivery_us.clear();
         for reports in self.reports.values_mut() {
             reports.started = false;
@@ -312,6 +319,37 @@ impl World {
             .iter_mut()
             .map(|(&node, disk)| (node, disk.crash()))
             .collect()
+    }
+
+    /// Data node `node` stops (as a process stopped by SIGSTOP, or a VM
+    /// that froze) until `until_us`: nothing reaches its blocks and none
+    /// of its timers fires; what comes meanwhile waits, in order, and is
+    /// delivered at once when it resumes.
+    pub(crate) fn pause(&mut self, node: NodeId, until_us: u64) {
+        assert!(
+            self.is_data_node(node) && !self.paused.contains_key(&node),
+            "pause of node {node}: not a running data node"
+        );
+        assert!(until_us > self.now_us, "a pause ends in the future");
+        self.paused.insert(node, VecDeque::new());
+        self.schedule(until_us, Event::Resume(node));
+    }
+
+    /// `envelope` for a paused node waits for its resumption (returned
+    /// back when the node runs).
+    pub(crate) fn hold_if_paused(&mut self, envelope: Envelope) -> Option<Envelope> {
+        match self.paused.get_mut(&envelope.to.node) {
+            Some(held) if envelope.to.kind != BlockKind::Api => {
+                held.push_back(envelope);
+                None
+            }
+            _ => Some(envelope),
+        }
+    }
+
+    /// The paused node `node` runs again: what reached it meanwhile.
+    pub(crate) fn resume(&mut self, node: NodeId) -> VecDeque<Envelope> {
+        self.paused.remove(&node).unwrap_or_default()
     }
 
     /// The next signals go from a block of `node` (its reports are its own).

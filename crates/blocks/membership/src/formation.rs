@@ -99,6 +99,8 @@ pub(crate) const WAITING_REPORT_MS: u64 = 5000;
 pub(crate) mod job {
     /// Time to say which data nodes the formation still waits for.
     pub const WAITING_REPORT: u32 = 1;
+    /// Time for the next heartbeat (`heartbeat`).
+    pub const HEARTBEAT: u32 = crate::heartbeat::JOB;
 }
 
 impl Membership {
@@ -224,6 +226,7 @@ impl Membership {
             self.address,
             self.state
         );
+        self.heartbeats.start(ctx);
         let initialise = PHASES
             .iter()
             .position(|&phase| phase == start::INITIALISE)

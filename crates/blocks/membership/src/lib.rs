@@ -5,19 +5,23 @@
 //! phases), forms the cluster with the other data nodes between the first
 //! and the second phase (`formation.rs`), and answers API nodes
 //! registering, telling them whether the node serves yet and how many tcs
-//! it has. Heartbeats, failure detection and arbitration
-//! (docs/design/failures.md, designed) will live here too.
+//! it has. Once the cluster is formed it sends and watches heartbeats in
+//! the ring of data nodes and suspects a node that misses too many
+//! (`heartbeat.rs`); agreeing that a node is dead, and arbitration
+//! (docs/design/failures.md, designed), will live here too.
 //!
 //! This file holds the configuration, the block struct and its inbox (one
 //! `match` naming every signal membership takes).
 
 mod formation;
+mod heartbeat;
 pub mod start;
 
 #[cfg(test)]
 mod tests;
 
 use formation::Formation;
+use heartbeat::Heartbeats;
 use kernel::answers::Answers;
 use kernel::{Context, Report};
 use signal::signals::{ApiRegConf, ApiRegRef, PresidentRep, StartPhaseReq, API_PROTOCOL_VERSION};
@@ -36,6 +40,10 @@ pub struct MembershipConfig {
     /// Every data node of the cluster, this one included. The lowest id is
     /// the president (all nodes start together; failures come later).
     pub data_nodes: Vec<NodeId>,
+    /// How often a heartbeat goes to the next data node of the ring.
+    pub heartbeat_interval_ms: u64,
+    /// Heartbeats a watched node may miss in a row before it is suspected.
+    pub heartbeat_missed: u32,
 }
 
 /// The membership block.
@@ -44,6 +52,7 @@ pub struct Membership {
     tc_instances: u16,
     state: StartState,
     formation: Formation,
+    heartbeats: Heartbeats,
     /// Every block of the node that runs start phases, and who answered the
     /// current one.
     blocks: Answers,
@@ -70,6 +79,12 @@ impl Membership {
             tc_instances: config.tc_instances,
             state: StartState::NotStarted,
             formation: Formation::new(config.address.node, &config.data_nodes),
+            heartbeats: Heartbeats::new(
+                config.address,
+                &sorted_nodes(&config.data_nodes),
+                config.heartbeat_interval_ms,
+                config.heartbeat_missed,
+            ),
             blocks: Answers::new(blocks),
         }
     }
@@ -82,6 +97,12 @@ impl Membership {
     /// The president: the data node whose dih and dict are the masters.
     pub fn president(&self) -> NodeId {
         self.formation.president()
+    }
+
+    /// The data nodes this node suspected of having failed (each missed
+    /// too many heartbeats in a row), in order.
+    pub fn suspected(&self) -> &[NodeId] {
+        self.heartbeats.suspected()
     }
 
     /// Phase 0 from the runtime: run the first phase.
@@ -190,8 +211,10 @@ impl kernel::Block for Membership {
             Signal::NodeConnectedRep(report) => self.node_connected(report, ctx),
             Signal::CmRegReq(request) => self.registration_request(from, request.node, ctx),
             Signal::CmRegConf(conf) => self.cluster_formed(from, conf.president, ctx),
+            Signal::CmHeartbeat(_) => self.heartbeats.heard(from, ctx),
             Signal::ContinueB(continue_b) if from == self.address => match continue_b.job {
                 formation::job::WAITING_REPORT => self.waiting_report(ctx),
+                formation::job::HEARTBEAT => self.heartbeats.tick(ctx),
                 other => panic!("membership {}: unknown ContinueB job {other}", self.address),
             },
             other if codec::is_api_request(other.number()) => {
@@ -206,4 +229,11 @@ impl kernel::Block for Membership {
             ),
         }
     }
+}
+
+/// `nodes` ascending (the config may list them in any order).
+fn sorted_nodes(nodes: &[NodeId]) -> Vec<NodeId> {
+    let mut sorted = nodes.to_vec();
+    sorted.sort_unstable();
+    sorted
 }

@@ -9,9 +9,9 @@ use crate::{Membership, MembershipConfig};
 use kernel::testing::{delayed_line, deliver, line, RecordingContext};
 use kernel::{Context, Report};
 use signal::signals::{
-    ApiRegConf, ApiRegReq, CmRegConf, CmRegReq, CreateTabReq, DropTabReq, GetTabInfoReq, LockMode,
-    NodeConnectedRep, OperationKind, PresidentRep, StartPhaseConf, StartPhaseReq, TcCommitReq,
-    TcKeyRef, TcKeyReq, TcRollbackReq,
+    ApiRegConf, ApiRegReq, CmHeartbeat, CmRegConf, CmRegReq, ContinueB, CreateTabReq, DropTabReq,
+    GetTabInfoReq, LockMode, NodeConnectedRep, OperationKind, PresidentRep, StartPhaseConf,
+    StartPhaseReq, TcCommitReq, TcKeyRef, TcKeyReq, TcRollbackReq,
 };
 use signal::{BlockKind, BlockRef, ErrorCode, NodeId, TransactionId};
 
@@ -23,6 +23,8 @@ const TC0: BlockRef = BlockRef::new(NODE, BlockKind::Tc, 0);
 const LDM0: BlockRef = BlockRef::new(NODE, BlockKind::Ldm, 0);
 const LDM1: BlockRef = BlockRef::new(NODE, BlockKind::Ldm, 1);
 const API: BlockRef = BlockRef::new(NodeId(100), BlockKind::Api, 0);
+const HEARTBEAT_MS: u64 = 250;
+const HEARTBEAT_MISSED: u32 = 4;
 
 /// The membership of a one-node cluster (node 2, so its own president).
 fn membership() -> Membership {
@@ -31,6 +33,8 @@ fn membership() -> Membership {
         tc_instances: 1,
         ldm_instances: 2,
         data_nodes: vec![NODE],
+        heartbeat_interval_ms: HEARTBEAT_MS,
+        heartbeat_missed: HEARTBEAT_MISSED,
     })
 }
 
@@ -404,6 +408,8 @@ fn member_of(node: u16, nodes: &[u16]) -> Membership {
         tc_instances: 1,
         ldm_instances: 1,
         data_nodes: nodes.iter().map(|&id| NodeId(id)).collect(),
+        heartbeat_interval_ms: HEARTBEAT_MS,
+        heartbeat_missed: HEARTBEAT_MISSED,
     })
 }
 
@@ -441,6 +447,19 @@ fn phase_requests_of(node: u16, phase: u8) -> Vec<String> {
             .into_iter()
             .map(|block| line(membership_of(node), block, StartPhaseReq { phase })),
     );
+    lines
+}
+
+/// What node `node`'s membership sends once the cluster is formed: the
+/// first heartbeat to `next` (the next node of the ring), the heartbeat
+/// timer, and phase 2's requests.
+fn formed_requests_of(node: u16, next: u16) -> Vec<String> {
+    let me = membership_of(node);
+    let mut lines = vec![
+        line(me, membership_of(next), CmHeartbeat { sequence: 1 }),
+        delayed_line(me, me, ContinueB { job: 2 }, HEARTBEAT_MS),
+    ];
+    lines.extend(phase_requests_of(node, 2));
     lines
 }
 
@@ -503,7 +522,7 @@ fn golden_trace_of_two_node_formation_at_the_president() {
     );
     assert_eq!(president.state(), StartState::Forming);
     deliver(&mut president, &mut ctx, me, formed);
-    assert_eq!(ctx.take_trace(), phase_requests_of(1, 2));
+    assert_eq!(ctx.take_trace(), formed_requests_of(1, 2));
     assert_eq!(president.state(), StartState::Running { index: 1 });
 }
 
@@ -542,7 +561,7 @@ fn golden_trace_of_two_node_formation_at_the_other_node() {
             president: NodeId(1),
         },
     );
-    assert_eq!(ctx.take_trace(), phase_requests_of(2, 2));
+    assert_eq!(ctx.take_trace(), formed_requests_of(2, 1));
 }
 
 #[test]
@@ -575,7 +594,7 @@ fn four_node_formation_waits_for_every_connection_and_every_registration() {
         membership_of(1),
         CmRegConf { ..formed },
     );
-    assert_eq!(ctx.take_trace(), phase_requests_of(3, 2));
+    assert_eq!(ctx.take_trace(), formed_requests_of(3, 4));
 
     // The president: registrations in any order, the conf after the last.
     let mut president = member_of(1, &nodes);
@@ -610,7 +629,7 @@ fn four_node_formation_waits_for_every_connection_and_every_registration() {
             .collect::<Vec<_>>()
     );
     deliver(&mut president, &mut ctx, me, formed);
-    assert_eq!(ctx.take_trace(), phase_requests_of(1, 2));
+    assert_eq!(ctx.take_trace(), formed_requests_of(1, 2));
 }
 
 #[test]
@@ -675,4 +694,123 @@ fn waiting_report_timer(me: BlockRef) -> String {
         waiting_report(),
         crate::formation::WAITING_REPORT_MS,
     )
+}
+
+/// Node 2 of a cluster of 1, 2 and 3, formed: it sends heartbeats to
+/// node 3 and watches node 1.
+fn formed_middle_node(ctx: &mut RecordingContext) -> Membership {
+    let mut node = member_of(2, &[3, 1, 2]);
+    let me = membership_of(2);
+    run_phase_one(&mut node, ctx, 2);
+    deliver(&mut node, ctx, me, connected(1));
+    deliver(&mut node, ctx, me, connected(3));
+    let formed = CmRegConf {
+        president: NodeId(1),
+    };
+    deliver(&mut node, ctx, membership_of(1), formed);
+    assert_eq!(
+        ctx.take_trace().last(),
+        formed_requests_of(2, 3).last(),
+        "formed"
+    );
+    ctx.take_reports();
+    node
+}
+
+fn heartbeat_timer(node: &mut Membership, ctx: &mut RecordingContext) {
+    let me = membership_of(2);
+    deliver(node, ctx, me, ContinueB { job: 2 });
+}
+
+#[test]
+fn heartbeats_go_round_the_ring_and_a_silent_neighbour_is_suspected_once() {
+    let mut ctx = RecordingContext::new();
+    let mut node = formed_middle_node(&mut ctx);
+    let me = membership_of(2);
+    // Each interval: the next heartbeat to node 3, the next timer.
+    for sequence in 2..=4 {
+        heartbeat_timer(&mut node, &mut ctx);
+        assert_eq!(
+            ctx.take_trace(),
+            vec![
+                line(me, membership_of(3), CmHeartbeat { sequence }),
+                delayed_line(me, me, ContinueB { job: 2 }, HEARTBEAT_MS),
+            ]
+        );
+    }
+    // Three missed, then node 1 is heard: the count starts again.
+    deliver(
+        &mut node,
+        &mut ctx,
+        membership_of(1),
+        CmHeartbeat { sequence: 9 },
+    );
+    assert!(node.suspected().is_empty());
+    // Heartbeats from a node this one does not watch, or from another
+    // block, are no sign of life of node 1.
+    for _ in 0..HEARTBEAT_MISSED - 1 {
+        heartbeat_timer(&mut node, &mut ctx);
+        deliver(
+            &mut node,
+            &mut ctx,
+            membership_of(3),
+            CmHeartbeat { sequence: 1 },
+        );
+        let dih_of_1 = BlockRef::new(NodeId(1), BlockKind::Dih, 0);
+        deliver(&mut node, &mut ctx, dih_of_1, CmHeartbeat { sequence: 1 });
+    }
+    assert!(
+        node.suspected().is_empty(),
+        "missed {}",
+        HEARTBEAT_MISSED - 1
+    );
+    assert!(ctx.take_reports().is_empty());
+    heartbeat_timer(&mut node, &mut ctx);
+    assert_eq!(node.suspected(), &[NodeId(1)]);
+    let reports = ctx.take_reports();
+    assert!(
+        matches!(&reports[..], [Report::Log(line)] if line.starts_with("node 1 suspected")),
+        "{reports:?}"
+    );
+    // Suspected once; the heartbeats to node 3 go on.
+    heartbeat_timer(&mut node, &mut ctx);
+    assert!(ctx.take_reports().is_empty());
+    assert_eq!(node.suspected(), &[NodeId(1)]);
+    assert_eq!(ctx.take_trace().len(), 2 * (HEARTBEAT_MISSED as usize + 1));
+    // Heard from again: logged; the suspicion stays (declaring a node
+    // dead is one-way, once built).
+    deliver(
+        &mut node,
+        &mut ctx,
+        membership_of(1),
+        CmHeartbeat { sequence: 10 },
+    );
+    let reports = ctx.take_reports();
+    assert!(
+        matches!(&reports[..], [Report::Log(line)] if line.starts_with("node 1 heard from again")),
+        "{reports:?}"
+    );
+    assert_eq!(node.suspected(), &[NodeId(1)]);
+}
+
+#[test]
+fn a_heartbeat_before_the_cluster_is_formed_is_a_sign_of_life_and_nothing_else() {
+    let mut node = member_of(2, &[1, 2]);
+    let mut ctx = RecordingContext::new();
+    deliver(
+        &mut node,
+        &mut ctx,
+        membership_of(1),
+        CmHeartbeat { sequence: 1 },
+    );
+    run_phase_one(&mut node, &mut ctx, 2);
+    deliver(
+        &mut node,
+        &mut ctx,
+        membership_of(1),
+        CmHeartbeat { sequence: 2 },
+    );
+    ctx.take_trace();
+    assert!(ctx.take_reports().is_empty());
+    assert!(node.suspected().is_empty());
 }

@@ -832,6 +832,17 @@ signal_table! {
         president: NodeId,
     }
 
+    /// membership -> the next data node's membership in the ring of data
+    /// nodes (by id, wrapping), every `heartbeat_interval_ms` once the
+    /// cluster is formed: a sign of life the receiver counts
+    /// (docs/design/failures.md §2). A late, repeated or unexpected one
+    /// changes nothing but the count.
+    #[derive(Debug, PartialEq)]
+    247 CmHeartbeat: Membership -> Membership, node {
+        /// The sender's count of heartbeats sent (for logs).
+        sequence: u32,
+    }
+
     // ---- System restart: 280..=299 (room for node restart and copy of partitions)
 
     /// dih -> master dih, system restart (start phase RESTART_GCI): what this

@@ -1,0 +1,173 @@
+//! Heartbeats and failure suspicion between data nodes
+//! (docs/design/failures.md §2; NDB's QMGR heartbeat ring).
+//!
+//! Once the cluster is formed, the data nodes form a ring by id: every
+//! `interval_ms` each node sends CM_HEARTBEAT to the next node (wrapping
+//! from the highest id to the lowest) and counts one missed heartbeat for
+//! the node before it, which it watches; a heartbeat from the watched
+//! node resets the count. A watched node that misses `missed_limit` in a
+//! row is **suspected**: logged, once, with how long it has been silent.
+//! What follows a suspicion (the president's agreement that the node is
+//! dead, survival rule and arbitration, failover) is designed in
+//! failures.md §3-§8 and not built: for now a suspicion changes nothing
+//! else, and a node heard from again after one is logged as such.
+//!
+//! When a participant dies or stalls:
+//! - the watched node dies, pauses or is cut off: its watcher suspects it
+//!   after `missed_limit` intervals; no other node watches it;
+//! - the watcher dies: nobody suspects the watched node; the watcher's
+//!   own watcher suspects the watcher;
+//! - a heartbeat is late (a slow link, a busy sender): counted when it
+//!   comes; the count only grows while none comes;
+//! - a heartbeat is duplicated or comes from a node that is not the
+//!   watched one (after a change of the ring, later): a sign of life of
+//!   that node, which changes nothing here.
+//!
+//! A one-node cluster has no ring and sends nothing.
+
+use kernel::Context;
+use signal::signals::{CmHeartbeat, ContinueB};
+use signal::{BlockKind, BlockRef, Envelope, NodeId};
+
+/// membership's ContinueB job of the heartbeat timer.
+pub(crate) const JOB: u32 = 2;
+
+/// One node's place in the heartbeat ring.
+pub(crate) struct Heartbeats {
+    address: BlockRef,
+    interval_ms: u64,
+    missed_limit: u32,
+    /// The node this one sends heartbeats to (`None`: alone).
+    next: Option<NodeId>,
+    /// The node this one watches.
+    watched: Option<NodeId>,
+    /// Heartbeats sent.
+    sequence: u32,
+    /// Intervals in a row without a heartbeat from the watched node.
+    missed: u32,
+    /// When the watched node was last heard from (ms of ctx time).
+    last_heard_ms: u64,
+    /// Nodes suspected so far, in order.
+    suspected: Vec<NodeId>,
+    started: bool,
+}
+
+impl Heartbeats {
+    /// The ring of `data_nodes` (ascending, this node among them) seen from
+    /// `address`'s node.
+    pub(crate) fn new(
+        address: BlockRef,
+        data_nodes: &[NodeId],
+        interval_ms: u64,
+        missed_limit: u32,
+    ) -> Heartbeats {
+        assert!(
+            interval_ms > 0 && missed_limit >= 2,
+            "membership {address}: heartbeat interval {interval_ms} ms and missed limit \
+             {missed_limit} (the config checks 1.. and 2..)"
+        );
+        let me = address.node;
+        let position = data_nodes
+            .iter()
+            .position(|&node| node == me)
+            .expect("formation checked this node is among the data nodes");
+        let count = data_nodes.len();
+        let (next, watched) = if count > 1 {
+            (
+                Some(data_nodes[(position + 1) % count]),
+                Some(data_nodes[(position + count - 1) % count]),
+            )
+        } else {
+            (None, None)
+        };
+        Heartbeats {
+            address,
+            interval_ms,
+            missed_limit,
+            next,
+            watched,
+            sequence: 0,
+            missed: 0,
+            last_heard_ms: 0,
+            suspected: Vec::new(),
+            started: false,
+        }
+    }
+
+    /// The cluster is formed: start sending and watching (once).
+    pub(crate) fn start(&mut self, ctx: &mut dyn Context) {
+        if self.started || self.next.is_none() {
+            return;
+        }
+        self.started = true;
+        self.last_heard_ms = ctx.now_ms();
+        self.beat(ctx);
+        self.arm(ctx);
+    }
+
+    /// The timer: send the next heartbeat, count one missed for the
+    /// watched node, and suspect it when it missed too many.
+    pub(crate) fn tick(&mut self, ctx: &mut dyn Context) {
+        assert!(
+            self.started,
+            "membership {}: a heartbeat timer before the heartbeats started",
+            self.address
+        );
+        self.beat(ctx);
+        self.arm(ctx);
+        let Some(watched) = self.watched else {
+            return;
+        };
+        self.missed = self.missed.saturating_add(1);
+        if self.missed >= self.missed_limit && !self.suspected.contains(&watched) {
+            self.suspected.push(watched);
+            let silent_ms = ctx.now_ms().saturating_sub(self.last_heard_ms);
+            ctx.report(kernel::Report::Log(format!(
+                "node {watched} suspected: no heartbeat for {silent_ms} ms ({} intervals of \
+                 {} ms); declaring it dead is not built yet, so the cluster waits for it",
+                self.missed, self.interval_ms
+            )));
+        }
+    }
+
+    /// A heartbeat from `from` (any data node's membership: from the
+    /// network, so nothing about it is asserted).
+    pub(crate) fn heard(&mut self, from: BlockRef, ctx: &mut dyn Context) {
+        if from.kind != BlockKind::Membership || Some(from.node) != self.watched {
+            return;
+        }
+        if self.suspected.contains(&from.node) && self.missed >= self.missed_limit {
+            let silent_ms = ctx.now_ms().saturating_sub(self.last_heard_ms);
+            ctx.report(kernel::Report::Log(format!(
+                "node {} heard from again after {silent_ms} ms, suspected since",
+                from.node
+            )));
+        }
+        self.missed = 0;
+        self.last_heard_ms = ctx.now_ms();
+    }
+
+    /// The nodes this node suspected, in order (each once).
+    pub(crate) fn suspected(&self) -> &[NodeId] {
+        &self.suspected
+    }
+
+    fn beat(&mut self, ctx: &mut dyn Context) {
+        let Some(next) = self.next else {
+            return;
+        };
+        self.sequence = self.sequence.wrapping_add(1);
+        let to = BlockRef::new(next, BlockKind::Membership, 0);
+        let sequence = self.sequence;
+        kernel::send(ctx, self.address, to, CmHeartbeat { sequence });
+    }
+
+    fn arm(&mut self, ctx: &mut dyn Context) {
+        let envelope = Envelope {
+            from: self.address,
+            to: self.address,
+            signal: ContinueB { job: JOB }.into(),
+        };
+        ctx.send_delayed(envelope, self.interval_ms);
+    }
+}
