@@ -525,18 +525,8 @@ fn api_node_main(context: &HostedContext, index: u16, shared: &Shared) {
             Err(error) => panic!("API node 0: the bank table: {error}"),
         }
     } else {
-        loop {
-            let phase = {
-                let state = lock(shared);
-                if state.crashed {
-                    return;
-                }
-                state.phase
-            };
-            if phase > Phase::Connecting {
-                break;
-            }
-            context.sleep(PHASE_POLL);
+        if !wait_for_phase(context, shared, Phase::Loading) {
+            return;
         }
         match cluster.table(TABLE_NAME) {
             Ok(table) => table,
@@ -553,18 +543,8 @@ fn api_node_main(context: &HostedContext, index: u16, shared: &Shared) {
         return;
     }
     // Every slot verified (or the cluster crashed): check the replicas.
-    loop {
-        let phase = {
-            let state = lock(shared);
-            if state.crashed {
-                return;
-            }
-            state.phase
-        };
-        if phase == Phase::Checking {
-            break;
-        }
-        context.sleep(PHASE_POLL);
+    if !wait_for_phase(context, shared, Phase::Checking) {
+        return;
     }
     context.sleep(SETTLE_BEFORE_CHECK);
     let report = cluster
@@ -576,6 +556,23 @@ fn api_node_main(context: &HostedContext, index: u16, shared: &Shared) {
     }
     state.replica_check = Some(report);
     state.phase = Phase::Done;
+}
+
+/// Waits until the bank's phase is `phase` or later; false if the
+/// cluster crashed first.
+fn wait_for_phase(context: &HostedContext, shared: &Shared, phase: Phase) -> bool {
+    loop {
+        {
+            let state = lock(shared);
+            if state.crashed {
+                return false;
+            }
+            if state.phase >= phase {
+                return true;
+            }
+        }
+        context.sleep(PHASE_POLL);
+    }
 }
 
 /// API node 0 creates the table, or, after a restart, describes what the

@@ -74,6 +74,11 @@ impl Formation {
         self.president
     }
 
+    /// Every data node, ascending.
+    pub(crate) fn data_nodes(&self) -> Vec<NodeId> {
+        self.nodes.iter().map(|state| state.node).collect()
+    }
+
     fn node_mut(&mut self, node: NodeId) -> Option<&mut NodeState> {
         self.nodes.iter_mut().find(|state| state.node == node)
     }

@@ -74,17 +74,18 @@ impl Membership {
         ];
         blocks.extend((0..config.tc_instances).map(|i| BlockRef::new(node, BlockKind::Tc, i)));
         blocks.extend((0..config.ldm_instances).map(|i| BlockRef::new(node, BlockKind::Ldm, i)));
+        let formation = Formation::new(config.address.node, &config.data_nodes);
         Membership {
             address: config.address,
             tc_instances: config.tc_instances,
             state: StartState::NotStarted,
-            formation: Formation::new(config.address.node, &config.data_nodes),
             heartbeats: Heartbeats::new(
                 config.address,
-                &sorted_nodes(&config.data_nodes),
+                &formation.data_nodes(),
                 config.heartbeat_interval_ms,
                 config.heartbeat_missed,
             ),
+            formation,
             blocks: Answers::new(blocks),
         }
     }
@@ -229,11 +230,4 @@ impl kernel::Block for Membership {
             ),
         }
     }
-}
-
-/// `nodes` ascending (the config may list them in any order).
-fn sorted_nodes(nodes: &[NodeId]) -> Vec<NodeId> {
-    let mut sorted = nodes.to_vec();
-    sorted.sort_unstable();
-    sorted
 }
