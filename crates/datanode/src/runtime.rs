@@ -404,6 +404,7 @@ pub fn start(
         waker: io_inbox.waker.clone(),
         partitions: Vec::new(),
     });
+    let connections = Arc::new(ConnectionRegistry::new());
     let status = Arc::new(NodeStatus {
         started: AtomicBool::new(false),
         latest_gci: AtomicU64::new(0),
@@ -413,6 +414,9 @@ pub fn start(
         threads: infos,
         pid,
         checkpoints: CheckpointReports::new(config.threads.ldm as usize),
+        connections: connections.clone(),
+        membership: std::sync::Mutex::new((0, Vec::new())),
+        shutdown_reason: std::sync::Mutex::new(None),
     });
 
     // Membership begins the start phases when it receives phase 0 from itself.
@@ -450,7 +454,6 @@ pub fn start(
             .map_err(|error| format!("cannot start thread {name}: {error}"))?;
         threads.push(handle);
     }
-    let connections = Arc::new(ConnectionRegistry::new());
     let recv_setup = RecvSetup {
         own_node: node,
         listener,

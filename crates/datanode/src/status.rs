@@ -12,6 +12,17 @@ use serde_json::{json, Value};
 use std::cmp::Reverse;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use transport::ConnectionRegistry;
+
+/// The exit code of a data node that shut down because it was declared
+/// failed or its side of a split may not continue (docs/design/failures.md
+/// §4): not an error of the node, and not to be restarted blindly.
+pub const SHUTDOWN_EXIT_CODE: i32 = 3;
+
+/// How long a shutting-down node waits before it exits, so that the status
+/// pusher (every 250 ms) tells mgmd why.
+const SHUTDOWN_LINGER: Duration = Duration::from_millis(600);
 
 /// One thread, as reports show it.
 pub struct ThreadInfo {
@@ -45,6 +56,12 @@ pub struct NodeStatus {
     pub pid: u32,
     /// The latest checkpoint report of each ldm instance.
     pub checkpoints: CheckpointReports,
+    /// The node's connections: membership cuts failed nodes through it.
+    pub connections: Arc<ConnectionRegistry>,
+    /// The agreed membership: id (0 while forming) and member ids.
+    pub membership: Mutex<(u32, Vec<u16>)>,
+    /// Why the node shut down, once it did.
+    pub shutdown_reason: Mutex<Option<String>>,
 }
 
 impl ReportSink for NodeStatus {
@@ -78,11 +95,42 @@ impl ReportSink for NodeStatus {
             } => eprintln!("tessera node: {name}: {elapsed_ms} ms, {count} {unit}"),
             Report::Log(line) => eprintln!("tessera node: {line}"),
             Report::Checkpoints(report) => self.checkpoints.record(report),
+            Report::CutLinks(nodes) => {
+                for node in nodes.iter() {
+                    self.connections.cut(node);
+                }
+            }
+            Report::Membership {
+                membership_id,
+                live,
+            } => {
+                let members = live.iter().map(|node| node.0).collect();
+                *self
+                    .membership
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = (membership_id, members);
+            }
+            Report::Shutdown(reason) => self.shut_down(reason),
         }
     }
 }
 
 impl NodeStatus {
+    /// Stops serving now (every connection closed, none admitted), lets
+    /// the status pusher tell mgmd why, and exits with
+    /// [`SHUTDOWN_EXIT_CODE`]. Runs on the block thread that reported it,
+    /// which does nothing else meanwhile.
+    fn shut_down(&self, reason: String) -> ! {
+        eprintln!("tessera node: shutting down: {reason}");
+        self.connections.close_all();
+        *self
+            .shutdown_reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(reason);
+        std::thread::sleep(SHUTDOWN_LINGER);
+        std::process::exit(SHUTDOWN_EXIT_CODE);
+    }
+
     /// The status object pushed to mgmd.
     pub fn to_json(&self) -> Value {
         let threads: Vec<Value> = self
@@ -107,8 +155,26 @@ impl NodeStatus {
                 object
             })
             .collect();
+        let shutdown_reason = self
+            .shutdown_reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let state = match (&shutdown_reason, self.started.load(Ordering::Relaxed)) {
+            (Some(_), _) => "shut down",
+            (None, true) => "started",
+            (None, false) => "starting",
+        };
+        let (membership_id, members) = self
+            .membership
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         json!({
-            "state": if self.started.load(Ordering::Relaxed) { "started" } else { "starting" },
+            "state": state,
+            "shutdown_reason": shutdown_reason,
+            "membership_id": membership_id,
+            "members": members,
             "latest_gci": self.latest_gci.load(Ordering::Relaxed),
             "latest_complete_gci": self.complete_gci.load(Ordering::Relaxed),
             "restored_gci": self.restored_gci.load(Ordering::Relaxed),
@@ -222,6 +288,9 @@ mod tests {
             threads: Vec::new(),
             pid: 1,
             checkpoints: CheckpointReports::new(ldm_instances),
+            connections: Arc::new(ConnectionRegistry::new()),
+            membership: Mutex::new((0, Vec::new())),
+            shutdown_reason: Mutex::new(None),
         }
     }
 

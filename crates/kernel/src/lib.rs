@@ -75,6 +75,23 @@ pub enum Report {
     /// good one, a refused restart and what to do). Blocks never print;
     /// the node's log is the context's to write (production: stderr).
     Log(String),
+    /// Membership takes these data nodes for failed: close the links to
+    /// them and accept nothing more from their incarnations (production:
+    /// the transport; the simulator: its network). Sent once per node.
+    CutLinks(signal::NodeSet),
+    /// The agreed membership changed (docs/design/failures.md §3): its id
+    /// and members, for the node's status and `show`.
+    Membership {
+        /// The membership id, higher at every change.
+        membership_id: u32,
+        /// The data nodes in it.
+        live: signal::NodeSet,
+    },
+    /// The node must stop serving at once and for good in this
+    /// incarnation: it was declared failed, or its side of a split may not
+    /// continue. `reason` says why, for the log and `show`. Production
+    /// prints it and exits; the simulator stops the node.
+    Shutdown(String),
     /// One ldm instance's local checkpoint counters and pacing, sent after
     /// each LCP and each pacing decision (`all report checkpoints`).
     Checkpoints(CheckpointReport),

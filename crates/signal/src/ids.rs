@@ -131,3 +131,156 @@ impl TransactionId {
         NodeId((self.0 >> 48) as u16)
     }
 }
+
+/// A set of data nodes (ids 1..=127, `config::MAX_DATA_NODE_ID`): one bit
+/// per id. Memberships and failed sets travel in this form.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct NodeSet(u128);
+
+/// The highest node id a [`NodeSet`] holds.
+pub const NODE_SET_MAX: u16 = 127;
+
+impl NodeSet {
+    /// The empty set.
+    pub const EMPTY: NodeSet = NodeSet(0);
+
+    /// The set of `nodes`. Panics on an id outside 1..=127: data node ids
+    /// are checked by the config, so one out of range is a bug.
+    pub fn of(nodes: impl IntoIterator<Item = NodeId>) -> NodeSet {
+        let mut set = NodeSet::EMPTY;
+        for node in nodes {
+            set.insert(node);
+        }
+        set
+    }
+
+    /// The set of bits `bits` (bit `id` for node `id`), if bit 0 is clear.
+    pub const fn from_bits(bits: u128) -> Option<NodeSet> {
+        if bits & 1 == 0 {
+            Some(NodeSet(bits))
+        } else {
+            None
+        }
+    }
+
+    /// Bit `id` set for node `id`.
+    pub const fn bits(self) -> u128 {
+        self.0
+    }
+
+    /// Adds `node`.
+    pub fn insert(&mut self, node: NodeId) {
+        assert!(
+            (1..=NODE_SET_MAX).contains(&node.0),
+            "node {node} in a set of data nodes (ids 1..={NODE_SET_MAX})"
+        );
+        self.0 |= 1 << node.0;
+    }
+
+    /// Removes `node` (nothing if absent or out of range).
+    pub fn remove(&mut self, node: NodeId) {
+        if node.0 <= NODE_SET_MAX {
+            self.0 &= !(1 << node.0);
+        }
+    }
+
+    /// Whether `node` is in the set.
+    pub const fn contains(self, node: NodeId) -> bool {
+        node.0 <= NODE_SET_MAX && self.0 & (1 << node.0) != 0
+    }
+
+    /// How many nodes.
+    pub const fn len(self) -> u32 {
+        self.0.count_ones()
+    }
+
+    /// Whether the set is empty.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The nodes in both.
+    pub const fn intersection(self, other: NodeSet) -> NodeSet {
+        NodeSet(self.0 & other.0)
+    }
+
+    /// The nodes in either.
+    pub const fn union(self, other: NodeSet) -> NodeSet {
+        NodeSet(self.0 | other.0)
+    }
+
+    /// The nodes of `self` not in `other`.
+    pub const fn difference(self, other: NodeSet) -> NodeSet {
+        NodeSet(self.0 & !other.0)
+    }
+
+    /// Whether every node of `self` is in `other`.
+    pub const fn is_subset(self, other: NodeSet) -> bool {
+        self.0 & !other.0 == 0
+    }
+
+    /// The lowest id, if any.
+    pub fn first(self) -> Option<NodeId> {
+        (self.0 != 0).then(|| NodeId(self.0.trailing_zeros() as u16))
+    }
+
+    /// The nodes, ascending.
+    pub fn iter(self) -> impl Iterator<Item = NodeId> {
+        let mut bits = self.0;
+        std::iter::from_fn(move || {
+            if bits == 0 {
+                return None;
+            }
+            let id = bits.trailing_zeros() as u16;
+            bits &= bits - 1;
+            Some(NodeId(id))
+        })
+    }
+}
+
+impl fmt::Debug for NodeSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set()
+            .entries(self.iter().map(|node| node.0))
+            .finish()
+    }
+}
+
+/// `{1, 3, 4}`.
+impl fmt::Display for NodeSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{{")?;
+        for (index, node) in self.iter().enumerate() {
+            if index > 0 {
+                write!(f, ", ")?;
+            }
+            write!(f, "{node}")?;
+        }
+        write!(f, "}}")
+    }
+}
+
+#[cfg(test)]
+mod node_set_tests {
+    use super::*;
+
+    #[test]
+    fn a_node_set_keeps_ids_in_order_and_refuses_bit_zero() {
+        let set = NodeSet::of([NodeId(4), NodeId(1), NodeId(127)]);
+        assert_eq!(
+            set.iter().collect::<Vec<_>>(),
+            [NodeId(1), NodeId(4), NodeId(127)]
+        );
+        assert_eq!(set.len(), 3);
+        assert_eq!(set.first(), Some(NodeId(1)));
+        assert!(set.contains(NodeId(127)) && !set.contains(NodeId(2)));
+        assert!(!set.contains(NodeId(200)), "out of range is never in a set");
+        let other = NodeSet::of([NodeId(4), NodeId(5)]);
+        assert_eq!(set.difference(other), NodeSet::of([NodeId(1), NodeId(127)]));
+        assert_eq!(set.intersection(other), NodeSet::of([NodeId(4)]));
+        assert!(NodeSet::of([NodeId(4)]).is_subset(set));
+        assert_eq!(set.to_string(), "{1, 4, 127}");
+        assert_eq!(NodeSet::from_bits(1), None);
+        assert_eq!(NodeSet::from_bits(set.bits()), Some(set));
+    }
+}

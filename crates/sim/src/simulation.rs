@@ -300,6 +300,9 @@ impl Simulation {
         };
         match event {
             Event::Deliver(envelope) => {
+                if !self.world.deliverable(&envelope) {
+                    return true;
+                }
                 let Some(envelope) = self.world.hold_if_paused(envelope) else {
                     return true;
                 };
@@ -319,10 +322,15 @@ impl Simulation {
                 // Everything that waited, at once and in order, before
                 // anything else reaches the node.
                 for envelope in self.world.resume(node) {
+                    if !self.world.deliverable(&envelope) {
+                        // Its link broke, or the node stopped, meanwhile.
+                        continue;
+                    }
                     self.world.record_delivery(&envelope);
                     self.deliver_to_block(envelope);
                 }
             }
+            Event::Sever(node) => self.world.sever(node),
             Event::ClientWake(token) => client.on_wake(
                 token,
                 &mut ClientIo {
@@ -355,6 +363,18 @@ impl Simulation {
     pub fn pause_node(&mut self, node: NodeId, duration_us: u64) {
         let until = self.world.now_us() + duration_us;
         self.world.pause(node, until);
+    }
+
+    /// Breaks the link between data nodes `a` and `b` (a cut cable, a
+    /// reset connection): what was on it is lost and both ends hear of it.
+    pub fn cut_link(&mut self, a: NodeId, b: NodeId) {
+        self.world.cut_link(a, b, None);
+    }
+
+    /// Data node `node` dies now (kill -9): nothing reaches it any more,
+    /// and its links break. Its disk keeps what it had.
+    pub fn kill_node(&mut self, node: NodeId) {
+        self.world.stop(node, "killed".to_string(), false);
     }
 
     pub(crate) fn world_io(&mut self) -> ClientIo<'_> {

@@ -15,6 +15,13 @@
 //! (sender block, receiver block) pair is FIFO whatever the link, as the
 //! production job queues and TCP connections are.
 //!
+//! Links between data nodes behave as TCP connections: a link cut (by a
+//! test, or by a node that takes its peer for failed, `Report::CutLinks`)
+//! drops whatever was on it and everything sent on it later, and each
+//! end that did not cut it hears of the break (`NodeLinkFailedRep` from
+//! its transport). A node that shuts down (`Report::Shutdown`) or is
+//! killed stops: nothing reaches its blocks any more, and its links break.
+//!
 //! File requests (`Context::fs_request`) go to the requesting node's
 //! simulated [`Disk`]; its answer is an `FsConf` from the node's `io`
 //! address after the disk's latency.
@@ -27,10 +34,10 @@
 use crate::disk::{CrashOutcome, Disk};
 use kernel::{Context, Report};
 use signal::fs::FsOperation;
-use signal::signals::FsConf;
-use signal::{codec, BlockKind, BlockRef, Envelope, NodeId, SectionPool};
+use signal::signals::{FsConf, NodeLinkFailedRep};
+use signal::{codec, BlockKind, BlockRef, Envelope, NodeId, NodeSet, SectionPool};
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
 use stdx::mix::{fmix64, XorShift};
 
 /// Delay of a signal between two blocks of the node (a job queue hop):
@@ -52,6 +59,10 @@ pub const CLIENT_DELAY_MIN_US: u64 = 30;
 /// See [`CLIENT_DELAY_MIN_US`].
 pub const CLIENT_DELAY_MAX_US: u64 = 300;
 
+/// How long a node that shut down keeps its links, so that what it sent
+/// last arrives (production lingers 600 ms so mgmd hears why).
+pub const SHUTDOWN_LINGER_US: u64 = 10_000;
+
 /// How many delivered signals the world remembers for a failure report.
 const RECENT_DELIVERIES: usize = 200;
 
@@ -63,6 +74,9 @@ pub(crate) enum Event {
     ClientWake(u64),
     /// A paused data node runs again (see [`World::pause`]).
     Resume(NodeId),
+    /// A node that shut down closes its links, after what it sent last
+    /// had time to leave (see [`World::stop`]).
+    Sever(NodeId),
 }
 
 struct Scheduled {
@@ -112,6 +126,8 @@ struct NodeReports {
     complete_gci: signal::Gci,
     restored_gci: signal::Gci,
     schema_version: u32,
+    /// The agreed membership's id and members (`Report::Membership`).
+    membership: (u32, NodeSet),
 }
 
 /// The simulated world: clock, events, network, randomness, reports.
@@ -143,6 +159,13 @@ pub struct World {
     /// Paused data nodes, with the signals that reached them meanwhile,
     /// in order (their timers included).
     paused: BTreeMap<NodeId, VecDeque<Envelope>>,
+    /// Broken links between data nodes, as (lower id, higher id).
+    cut: BTreeSet<(NodeId, NodeId)>,
+    /// Stopped data nodes and why (a shutdown's reason, or "killed").
+    stopped: BTreeMap<NodeId, String>,
+    /// The nodes' incarnation: 1, and one more after each whole-cluster
+    /// crash.
+    incarnation: u32,
 }
 
 impl World {
@@ -199,6 +222,9 @@ impl World {
             pool,
             disks,
             paused: BTreeMap::new(),
+            cut: BTreeSet::new(),
+            stopped: BTreeMap::new(),
+            incarnation: 1,
         }
     }
 
@@ -311,9 +337,14 @@ impl World {
     pub(crate) fn crash(&mut self) -> Vec<(NodeId, CrashOutcome)> {
         self.events.clear();
         self.paused.clear();
+        self.cut.clear();
+        self.stopped.clear();
+        self.incarnation += 1;
         self.last_delivery_us.clear();
         for reports in self.reports.values_mut() {
             reports.started = false;
+            // A system restart forms the cluster, and membership 1, anew.
+            reports.membership = (0, NodeSet::EMPTY);
         }
         self.disks
             .iter_mut()
@@ -333,6 +364,96 @@ impl World {
         assert!(until_us > self.now_us, "a pause ends in the future");
         self.paused.insert(node, VecDeque::new());
         self.schedule(until_us, Event::Resume(node));
+    }
+
+    /// Breaks the link between data nodes `a` and `b` (if it was not
+    /// broken yet): what is on it is lost, and each end other than
+    /// `cut_by` hears of the break from its transport. Returns whether it
+    /// was up.
+    pub(crate) fn cut_link(&mut self, a: NodeId, b: NodeId, cut_by: Option<NodeId>) -> bool {
+        assert!(
+            a != b && self.is_data_node(a) && self.is_data_node(b),
+            "a link between data nodes {a} and {b}: no such link"
+        );
+        if !self.cut.insert((a.min(b), a.max(b))) {
+            return false;
+        }
+        for (end, peer) in [(a, b), (b, a)] {
+            if Some(end) == cut_by || self.stopped.contains_key(&end) {
+                continue;
+            }
+            let membership = BlockRef::new(end, BlockKind::Membership, 0);
+            let report = Envelope {
+                from: membership,
+                to: membership,
+                signal: NodeLinkFailedRep {
+                    node: peer,
+                    incarnation: self.incarnation,
+                }
+                .into(),
+            };
+            // The transport notices a closed connection about a network
+            // hop later.
+            let delay_us = NODE_LINK_MIN_US + self.network_rng.below(NODE_LINK_MAX_US);
+            self.deliver_after_us(delay_us, report);
+        }
+        true
+    }
+
+    /// Data node `node` stops for good: nothing reaches it any more.
+    /// `why` is its shutdown's reason, or "killed". A killed node's links
+    /// break at once, losing what is on them; one that shut down closes
+    /// them after [`SHUTDOWN_LINGER_US`], so that what it sent last (a
+    /// shutdown order to its side) arrives, as production's linger lets
+    /// it.
+    pub(crate) fn stop(&mut self, node: NodeId, why: String, graceful: bool) {
+        assert!(
+            self.is_data_node(node),
+            "stop of node {node}: not a data node"
+        );
+        if self.stopped.contains_key(&node) {
+            return;
+        }
+        self.stopped.insert(node, why);
+        self.paused.remove(&node);
+        if graceful {
+            self.schedule(self.now_us + SHUTDOWN_LINGER_US, Event::Sever(node));
+        } else {
+            self.sever(node);
+        }
+    }
+
+    /// Breaks every link of `node`.
+    pub(crate) fn sever(&mut self, node: NodeId) {
+        for peer in self.nodes.clone() {
+            if peer != node {
+                self.cut_link(node, peer, Some(node));
+            }
+        }
+    }
+
+    /// Stopped data nodes and why.
+    pub fn stopped(&self) -> &BTreeMap<NodeId, String> {
+        &self.stopped
+    }
+
+    /// The agreed membership `node` last reported: id (0 before the
+    /// cluster formed) and members.
+    pub fn membership_of(&self, node: NodeId) -> (u32, NodeSet) {
+        self.reports_of(node).membership
+    }
+
+    /// Whether `envelope` can still arrive: its receiver runs, and a
+    /// signal between two data nodes needs their link up.
+    pub(crate) fn deliverable(&self, envelope: &Envelope) -> bool {
+        let (from, to) = (envelope.from.node, envelope.to.node);
+        if self.stopped.contains_key(&to) {
+            return false;
+        }
+        let between_data_nodes = from != to
+            && envelope.from.kind != BlockKind::Api
+            && envelope.to.kind != BlockKind::Api;
+        !(between_data_nodes && self.cut.contains(&(from.min(to), from.max(to))))
     }
 
     /// `envelope` for a paused node waits for its resumption (returned
@@ -527,6 +648,16 @@ impl Context for World {
 
     fn report(&mut self, report: Report) {
         let node = self.current_node;
+        let report = match report {
+            Report::CutLinks(nodes) => {
+                for peer in nodes.iter() {
+                    self.cut_link(node, peer, Some(node));
+                }
+                return;
+            }
+            Report::Shutdown(reason) => return self.stop(node, reason, true),
+            other => other,
+        };
         let reports = self
             .reports
             .get_mut(&node)
@@ -554,6 +685,20 @@ impl Context for World {
                 reports.complete_gci = gci;
             }
             Report::RestoredGci(gci) => reports.restored_gci = gci,
+            Report::Membership {
+                membership_id,
+                live,
+            } => {
+                assert!(
+                    membership_id > reports.membership.0,
+                    "node {node} installed membership {membership_id} after {}",
+                    reports.membership.0
+                );
+                reports.membership = (membership_id, live);
+            }
+            Report::CutLinks(_) | Report::Shutdown(_) => {
+                unreachable!("handled above")
+            }
             Report::Phase { .. }
             | Report::WaitingForNodes(_)
             | Report::Checkpoints(_)

@@ -32,8 +32,12 @@
 //! membership gets `NodeConnectedRep`. A data node may send any wire signal from a data-node
 //! block to a block that exists. The highest incarnation seen from each data
 //! node is remembered, and a connection from a lower one (a node that has
-//! since restarted) is refused. A dropped data-node connection is logged and
-//! unregistered; node failure handling is not done here.
+//! since restarted) is refused. A data-node link that breaks once
+//! established is never made again by this process: the node is cut in the
+//! registry (so neither side's dial or accept admits it) and membership
+//! gets `NodeLinkFailedRep`, and takes the node for failed
+//! (docs/design/failures.md §2). Membership cuts a node it takes for
+//! failed otherwise (missed heartbeats) through the registry too.
 
 mod admit;
 
@@ -46,7 +50,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use signal::codec::{self, SignalDecoder, WireError};
 use signal::codec::{FrameAssembler, StreamError};
-use signal::signals::{ApiFailRep, NodeConnectedRep, TcKeyReqDroppedRep};
+use signal::signals::{ApiFailRep, NodeConnectedRep, NodeLinkFailedRep, TcKeyReqDroppedRep};
 use signal::{BlockKind, BlockRef, Envelope, ErrorCode, NodeId, SectionPool, Signal};
 use std::io::ErrorKind;
 use std::net::{Shutdown, SocketAddr};
@@ -155,6 +159,8 @@ struct DataNodeLink {
     /// The highest incarnation seen in the node's frames; lower ones are
     /// refused.
     highest_incarnation: Option<u32>,
+    /// The incarnation of the established link, while there is one.
+    connected: Option<u32>,
     /// A failure to reach the node was logged; further ones are not, until
     /// it connects.
     quiet: bool,
@@ -239,6 +245,8 @@ enum CloseReason {
     },
     /// The operating system's random source failed (no challenge).
     NoRandomness(String),
+    /// A data node taken for failed: never admitted again by this process.
+    Cut(NodeId),
 }
 
 impl std::fmt::Display for CloseReason {
@@ -312,6 +320,11 @@ impl std::fmt::Display for CloseReason {
             CloseReason::NoRandomness(why) => {
                 write!(f, "no random bytes for a link challenge: {why}")
             }
+            CloseReason::Cut(node) => write!(
+                f,
+                "data node {node} was taken for failed; this node admits it no more (node \
+                 restart, which would readmit it, is not built)"
+            ),
         }
     }
 }
@@ -376,6 +389,7 @@ impl Dispatch {
                     .map_or(incarnation, |highest| highest.max(incarnation)),
             );
             link.quiet = false;
+            link.connected = Some(incarnation);
         }
         eprintln!(
             "recv thread of node {own_node}: data node {node} connected (incarnation {incarnation})"
@@ -504,6 +518,31 @@ impl Dispatch {
         }
         std::thread::sleep(OUT_OF_SECTIONS_PAUSE);
         Ok(())
+    }
+
+    /// The established link to data node `node` closed: cut it for good
+    /// and tell membership (once).
+    fn data_node_link_failed(&mut self, node: NodeId) {
+        let incarnation = self
+            .link_mut(node)
+            .and_then(|link| link.connected.take())
+            .unwrap_or(0);
+        if !self.registry.cut(node) {
+            // Membership cut it: it knows.
+            return;
+        }
+        let membership = BlockRef::new(self.own_node, BlockKind::Membership, 0);
+        let envelope = Envelope {
+            from: membership,
+            to: membership,
+            signal: NodeLinkFailedRep { node, incarnation }.into(),
+        };
+        if self.outbox.stage(envelope).not_staged().is_some() {
+            eprintln!(
+                "recv thread of node {}: no route for NodeLinkFailedRep to membership",
+                self.own_node
+            );
+        }
     }
 
     /// Tells every tc instance and dict that API node `node` is gone.
@@ -754,7 +793,7 @@ impl Connections {
         let now = Instant::now();
         for index in 0..dispatch.links.len() {
             let link = &dispatch.links[index];
-            if !link.dials {
+            if !link.dials || (link.slot.is_none() && dispatch.registry.is_cut(link.node)) {
                 continue;
             }
             if let Some(slot) = link.slot {
@@ -880,6 +919,9 @@ impl Connections {
                 (None, None) => String::new(),
             };
             let retry = match (connection.dialed, connection.peer) {
+                (_, Some(peer)) if peer.data_node => {
+                    "; the link is not made again in this incarnation".to_string()
+                }
                 (Some(_), Some(_)) => format!("; dialing again every {DIAL_RETRY:?}"),
                 (Some(_), None) => format!(
                     "; dialing again every {DIAL_RETRY:?}, logging no further failure until it connects"
@@ -894,9 +936,12 @@ impl Connections {
         }
         if let Some(peer) = connection.peer {
             dispatch.registry.remove(peer.node, peer.connection_id);
-            // A data node's failure is handled by membership later (its
-            // heartbeats stop); only API nodes are reported here.
-            if !shutdown && !peer.data_node {
+            if shutdown {
+                return;
+            }
+            if peer.data_node {
+                dispatch.data_node_link_failed(peer.node);
+            } else {
                 dispatch.report_api_failure(peer.node);
             }
         }
@@ -919,6 +964,7 @@ fn data_links(own_node: NodeId, data_nodes: Vec<DataNodePeer>) -> Vec<DataNodeLi
             slot: None,
             next_dial: now,
             highest_incarnation: None,
+            connected: None,
             quiet: false,
         });
     }

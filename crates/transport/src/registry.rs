@@ -12,10 +12,16 @@
 //! Each connection gets a connection id unique for the process, so the send
 //! thread can tell "the same node, a new connection" (fresh sequence
 //! numbers, empty buffers) from "the same connection".
+//!
+//! **Cut nodes.** A data node taken for failed (by membership, or because
+//! its link broke) is cut: its connection is shut down and it is never
+//! admitted again by this process (node restart will readmit a new
+//! incarnation, docs/design/failures.md §9). A node that shuts down
+//! closes every connection and admits nothing more.
 
 use signal::NodeId;
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Node ids are 1..=255 (docs/design/processes-and-blocks.md §1); the table
@@ -44,6 +50,10 @@ pub enum RegisterError {
     AlreadyConnected,
     /// The node id is 0 or above 255.
     NodeIdOutOfRange,
+    /// The node was cut ([`ConnectionRegistry::cut`]).
+    Cut,
+    /// This node shuts down ([`ConnectionRegistry::close_all`]).
+    Closed,
 }
 
 /// Node id to the write side of that node's connection, plus a generation
@@ -53,6 +63,10 @@ pub struct ConnectionRegistry {
     slots: Mutex<Vec<Option<Arc<RegisteredConnection>>>>,
     generation: AtomicU64,
     next_connection_id: AtomicU64,
+    /// Cut nodes, bit `id` for node `id` (data node ids are 1..=127).
+    cut: Mutex<u128>,
+    /// The node shuts down: every connection closed, none admitted.
+    closed: AtomicBool,
 }
 
 impl Default for ConnectionRegistry {
@@ -68,6 +82,63 @@ impl ConnectionRegistry {
             slots: Mutex::new(vec![None; NODE_SLOTS]),
             generation: AtomicU64::new(0),
             next_connection_id: AtomicU64::new(1),
+            cut: Mutex::new(0),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Cuts data node `node`: shuts its connection down (the receive
+    /// thread sees the close and unregisters it) and refuses it from now
+    /// on. Returns whether it was not cut before.
+    pub fn cut(&self, node: NodeId) -> bool {
+        let Some(bit) = cut_bit(node) else {
+            return false;
+        };
+        let first = {
+            let mut cut = self
+                .cut
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let first = *cut & bit == 0;
+            *cut |= bit;
+            first
+        };
+        self.shut_down_connection_of(node);
+        first
+    }
+
+    /// Whether `node` was cut.
+    pub fn is_cut(&self, node: NodeId) -> bool {
+        cut_bit(node).is_some_and(|bit| {
+            *self
+                .cut
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                & bit
+                != 0
+        })
+    }
+
+    /// The node shuts down: every connection is shut down and nothing is
+    /// admitted any more.
+    pub fn close_all(&self) {
+        let slots = self.lock();
+        self.closed.store(true, Ordering::SeqCst);
+        for entry in slots.iter().flatten() {
+            let _ = entry.stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// Whether [`ConnectionRegistry::close_all`] ran.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    fn shut_down_connection_of(&self, node: NodeId) {
+        if let Some(slot) = node_slot(node) {
+            if let Some(entry) = &self.lock()[slot] {
+                let _ = entry.stream.shutdown(std::net::Shutdown::Both);
+            }
         }
     }
 
@@ -98,6 +169,14 @@ impl ConnectionRegistry {
     ) -> Result<u64, RegisterError> {
         let slot = node_slot(node).ok_or(RegisterError::NodeIdOutOfRange)?;
         let mut slots = self.lock();
+        // Checked under the table's lock: a cut or close that comes later
+        // finds this connection registered and shuts it down.
+        if self.is_closed() {
+            return Err(RegisterError::Closed);
+        }
+        if self.is_cut(node) {
+            return Err(RegisterError::Cut);
+        }
         if slots[slot].is_some() {
             return Err(RegisterError::AlreadyConnected);
         }
@@ -160,6 +239,12 @@ pub fn node_slot(node: NodeId) -> Option<usize> {
     (1..NODE_SLOTS).contains(&slot).then_some(slot)
 }
 
+/// The bit of data node `node` in the cut set (`None` above 127: no data
+/// node has such an id).
+fn cut_bit(node: NodeId) -> Option<u128> {
+    (1..128).contains(&node.0).then(|| 1u128 << node.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,5 +286,29 @@ mod tests {
         assert_eq!(registry.generation(), start + 2);
         let second = registry.register(NodeId(130), stream(), 0).expect("again");
         assert_ne!(first, second, "a reconnect gets a new connection id");
+    }
+
+    #[test]
+    fn a_cut_node_is_remembered_and_its_connection_shut_down() {
+        use std::io::Read;
+        let registry = ConnectionRegistry::new();
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        let ours = TcpStream::connect(listener.local_addr().expect("address")).expect("connect");
+        let (mut theirs, _) = listener.accept().expect("accept");
+        registry.register(NodeId(3), ours, 0).expect("register");
+        assert!(!registry.is_cut(NodeId(3)));
+        assert!(registry.cut(NodeId(3)));
+        assert!(!registry.cut(NodeId(3)), "cut once");
+        assert!(registry.is_cut(NodeId(3)) && !registry.is_cut(NodeId(4)));
+        let mut byte = [0u8; 1];
+        assert_eq!(
+            theirs.read(&mut byte).expect("read"),
+            0,
+            "the peer sees the close"
+        );
+        assert!(!registry.cut(NodeId(200)), "no data node has id 200");
+        assert!(!registry.is_closed());
+        registry.close_all();
+        assert!(registry.is_closed());
     }
 }

@@ -49,6 +49,24 @@ fn expect_connected(node: &mut TestNode, peer: u16, incarnation: u32) {
     }
 }
 
+/// The next signal on `node` must be `NodeLinkFailedRep` for `peer` of
+/// `incarnation`, from and to its own membership.
+fn expect_link_failed(node: &mut TestNode, peer: u16, incarnation: u32) {
+    let membership = at(node.node.0, BlockKind::Membership, 0);
+    let seen = node.next_signal();
+    assert_eq!((seen.from, seen.to), (membership, membership), "{seen:?}");
+    match seen.signal {
+        Signal::NodeLinkFailedRep(report) => assert_eq!(
+            report,
+            NodeLinkFailedRep {
+                node: NodeId(peer),
+                incarnation
+            }
+        ),
+        other => panic!("expected NodeLinkFailedRep, got {other:?}"),
+    }
+}
+
 /// Waits a little and checks that no signal reached `node`'s blocks.
 fn expect_quiet(node: &mut TestNode) {
     std::thread::sleep(Duration::from_millis(50));
@@ -229,12 +247,11 @@ fn two_data_nodes_connect_and_exchange_internal_signals() {
     assert_eq!(node_1.registry.connected_nodes(), vec![NodeId(2)]);
     assert_eq!(node_2.registry.connected_nodes(), vec![NodeId(1)]);
 
-    // Node 2 stops: node 1 unregisters it and reports nothing to its
-    // blocks (node failure handling is membership's, later).
+    // Node 2 stops: node 1 unregisters and cuts it, and tells membership
+    // (which takes it for failed).
     drop(node_2);
-    node_1.wait_until("node 2 unregistered", |node| {
-        !node.registry.is_connected(NodeId(2))
-    });
+    expect_link_failed(&mut node_1, 2, 22);
+    assert!(!node_1.registry.is_connected(NodeId(2)));
     expect_quiet(&mut node_1);
 }
 
@@ -267,41 +284,47 @@ fn the_dialer_retries_until_the_other_node_is_up() {
 }
 
 #[test]
-fn a_data_node_connection_from_an_old_incarnation_is_refused() {
-    // Node 2 accepts node 1 (lower id) and dials node 3 (never up).
-    let mut node_2 = TestNode::start_data_node(
-        NodeId(2),
-        22,
+fn a_broken_data_node_link_is_reported_once_and_never_made_again() {
+    // Node 4 accepts nodes 1, 2 and 3 (lower ids) and dials node 5 (never
+    // up).
+    let mut node_4 = TestNode::start_data_node(
+        NodeId(4),
+        44,
         listen(),
-        vec![unreachable(1), unreachable(3)],
+        vec![
+            unreachable(1),
+            unreachable(2),
+            unreachable(3),
+            unreachable(5),
+        ],
         SECTIONS,
     );
 
     // Node 1, incarnation 5: the handshake both ways, membership told.
-    let mut client = Client::connect_as(node_2.address, 1, 5);
-    let hello = client.link_handshake(NodeId(2), &test_secret());
+    let mut client = Client::connect_as(node_4.address, 1, 5);
+    let hello = client.link_handshake(NodeId(4), &test_secret());
     assert_eq!(
         (hello.sender, hello.incarnation, hello.sequence),
-        (NodeId(2), 22, 0)
+        (NodeId(4), 44, 0)
     );
-    expect_connected(&mut node_2, 1, 5);
-    node_2.wait_until("node 1 registered", |node| {
+    expect_connected(&mut node_4, 1, 5);
+    node_4.wait_until("node 1 registered", |node| {
         node.registry.is_connected(NodeId(1))
     });
-    // Signals both ways; node 2's frames continue after its hello.
+    // Signals both ways; node 4's frames continue after its hello.
     client.send(&[envelope(
         at(1, BlockKind::Ldm, 0),
-        at(2, BlockKind::Tc, 0),
+        at(4, BlockKind::Tc, 0),
         CommitConf { tc_op: 3 },
     )]);
-    let seen = node_2.next_signal();
+    let seen = node_4.next_signal();
     assert_eq!(seen.from, at(1, BlockKind::Ldm, 0));
     assert!(matches!(
         seen.signal,
         Signal::CommitConf(CommitConf { tc_op: 3 })
     ));
-    node_2.reply([envelope(
-        at(2, BlockKind::Dih, 0),
+    node_4.reply([envelope(
+        at(4, BlockKind::Dih, 0),
         at(1, BlockKind::Tc, 0),
         GcpPrepare {
             new_gci: Gci::from_parts(2, 0),
@@ -311,77 +334,75 @@ fn a_data_node_connection_from_an_old_incarnation_is_refused() {
     assert_eq!(header.sequence, 1, "the first frame after the hello");
     assert!(matches!(reply.signal, Signal::GcpPrepare(_)), "{reply:?}");
 
-    // The connection drops: unregistered, nothing reported to the blocks.
+    // The connection drops: unregistered, cut, membership told once.
     drop(client);
-    node_2.wait_until("node 1 unregistered", |node| {
-        !node.registry.is_connected(NodeId(1))
-    });
-    expect_quiet(&mut node_2);
+    expect_link_failed(&mut node_4, 1, 5);
+    assert!(!node_4.registry.is_connected(NodeId(1)));
+    assert!(node_4.registry.is_cut(NodeId(1)));
 
-    // Incarnation 4 is older than 5: refused, no hello, no report.
-    let mut old = Client::connect_as(node_2.address, 1, 4);
-    old.send_link_hello(NodeId(2));
-    old.expect_closed();
-    expect_quiet(&mut node_2);
-    assert!(!node_2.registry.is_connected(NodeId(1)));
+    // Node 1 is never admitted again by this process: not the same
+    // incarnation (the signals lost in between would go unnoticed), not an
+    // older one, and not a newer one (node restart is not built).
+    for incarnation in [5, 4, 6] {
+        let mut again = Client::connect_as(node_4.address, 1, incarnation);
+        again.send_link_hello(NodeId(4));
+        again.expect_closed();
+    }
+    expect_quiet(&mut node_4);
+    assert!(!node_4.registry.is_connected(NodeId(1)));
 
-    // The same incarnation may reconnect (a connection dropped, the node
-    // did not restart); a data-node signal from an API block closes it.
-    let mut again = Client::connect_as(node_2.address, 1, 5);
-    again.link_handshake(NodeId(2), &test_secret());
-    expect_connected(&mut node_2, 1, 5);
-    again.send(&[envelope(
-        at(1, BlockKind::Api, 0),
-        at(2, BlockKind::Tc, 0),
+    // Node 2: a data-node signal from an API block closes its link, which
+    // is a failure like any other.
+    let mut from_api_block = Client::connect_as(node_4.address, 2, 7);
+    from_api_block.link_handshake(NodeId(4), &test_secret());
+    expect_connected(&mut node_4, 2, 7);
+    from_api_block.send(&[envelope(
+        at(2, BlockKind::Api, 0),
+        at(4, BlockKind::Tc, 0),
         CommitConf { tc_op: 1 },
     )]);
-    again.expect_closed();
-    node_2.wait_until("node 1 unregistered", |node| {
-        !node.registry.is_connected(NodeId(1))
-    });
+    from_api_block.expect_closed();
+    expect_link_failed(&mut node_4, 2, 7);
 
-    // A newer incarnation is welcome; a signal to a block that does not
-    // exist closes it.
-    let mut newer = Client::connect_as(node_2.address, 1, 6);
-    newer.link_handshake(NodeId(2), &test_secret());
-    expect_connected(&mut node_2, 1, 6);
-    newer.send(&[envelope(
-        at(1, BlockKind::Ldm, 0),
-        at(2, BlockKind::Tc, 4),
+    // Node 3: a signal to a block that does not exist closes it.
+    let mut to_no_block = Client::connect_as(node_4.address, 3, 6);
+    to_no_block.link_handshake(NodeId(4), &test_secret());
+    expect_connected(&mut node_4, 3, 6);
+    to_no_block.send(&[envelope(
+        at(3, BlockKind::Ldm, 0),
+        at(4, BlockKind::Tc, 4),
         CommitConf { tc_op: 1 },
     )]);
-    newer.expect_closed();
-    node_2.wait_until("node 1 unregistered", |node| {
-        !node.registry.is_connected(NodeId(1))
-    });
+    to_no_block.expect_closed();
+    expect_link_failed(&mut node_4, 3, 6);
 
-    // Node 3 has the higher id: node 2 dials it, so a connection from it
+    // Node 5 has the higher id: node 4 dials it, so a connection from it
     // is refused.
-    let mut wrong_way = Client::connect_as(node_2.address, 3, 1);
-    wrong_way.send_link_hello(NodeId(2));
+    let mut wrong_way = Client::connect_as(node_4.address, 5, 1);
+    wrong_way.send_link_hello(NodeId(4));
     wrong_way.expect_closed();
-    expect_quiet(&mut node_2);
+    expect_quiet(&mut node_4);
 
     // API nodes are served as before, and still may not send internal
     // signals.
-    let mut api_client = Client::connect(node_2.address, 130);
+    let mut api_client = Client::connect(node_4.address, 130);
     api_client.send(&[envelope(
         at(130, BlockKind::Api, 0),
-        at(2, BlockKind::Membership, 0),
+        at(4, BlockKind::Membership, 0),
         ApiRegReq {
             protocol_version: 1,
             token: common::token(130),
         },
     )]);
-    let seen = node_2.next_signal();
+    let seen = node_4.next_signal();
     assert!(matches!(seen.signal, Signal::ApiRegReq(_)), "{seen:?}");
     api_client.send(&[envelope(
         at(130, BlockKind::Api, 0),
-        at(2, BlockKind::Tc, 0),
+        at(4, BlockKind::Tc, 0),
         CommitConf { tc_op: 1 },
     )]);
     api_client.expect_closed();
-    let failures: Vec<Envelope> = (0..2).map(|_| node_2.next_signal()).collect();
+    let failures: Vec<Envelope> = (0..2).map(|_| node_4.next_signal()).collect();
     assert!(
         failures.iter().all(|seen| matches!(
             seen.signal,
@@ -389,6 +410,32 @@ fn a_data_node_connection_from_an_old_incarnation_is_refused() {
         )),
         "{failures:?}"
     );
+}
+
+/// A data node cut by membership (`ConnectionRegistry::cut`, for a node
+/// taken for failed on its heartbeats): its connection is shut down, the
+/// peer sees the close, membership is not told again, and it is not
+/// admitted again.
+#[test]
+fn a_data_node_cut_by_membership_is_closed_and_refused() {
+    let mut node_2 =
+        TestNode::start_data_node(NodeId(2), 22, listen(), vec![unreachable(1)], SECTIONS);
+    let mut client = Client::connect_as(node_2.address, 1, 5);
+    client.link_handshake(NodeId(2), &test_secret());
+    expect_connected(&mut node_2, 1, 5);
+    node_2.wait_until("node 1 registered", |node| {
+        node.registry.is_connected(NodeId(1))
+    });
+    assert!(node_2.registry.cut(NodeId(1)));
+    client.expect_closed();
+    node_2.wait_until("node 1 unregistered", |node| {
+        !node.registry.is_connected(NodeId(1))
+    });
+    expect_quiet(&mut node_2);
+    let mut again = Client::connect_as(node_2.address, 1, 6);
+    again.send_link_hello(NodeId(2));
+    again.expect_closed();
+    expect_quiet(&mut node_2);
 }
 
 /// Admission between data nodes (docs/wire-format.md §7): a process without

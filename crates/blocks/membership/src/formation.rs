@@ -74,11 +74,6 @@ impl Formation {
         self.president
     }
 
-    /// Every data node, ascending.
-    pub(crate) fn data_nodes(&self) -> Vec<NodeId> {
-        self.nodes.iter().map(|state| state.node).collect()
-    }
-
     fn node_mut(&mut self, node: NodeId) -> Option<&mut NodeState> {
         self.nodes.iter_mut().find(|state| state.node == node)
     }
@@ -122,12 +117,18 @@ impl Membership {
             "membership {}: NodeConnectedRep for this node itself",
             self.address
         );
+        let formed = self.failures.membership_id > 0;
         let Some(state) = self.formation.node_mut(report.node) else {
             panic!(
                 "membership {}: NodeConnectedRep for node {}, which is not a configured data node",
                 self.address, report.node
             );
         };
+        if state.incarnation.is_some() && formed {
+            // The cluster formed already: a node coming back waits for node
+            // restart (not built).
+            return;
+        }
         state.incarnation = Some(report.incarnation);
         self.register_when_connected(ctx);
     }
@@ -195,11 +196,16 @@ impl Membership {
                 self.address
             );
         };
-        assert!(
-            !state.registered,
-            "membership {}: node {node} registered twice",
-            self.address
-        );
+        if state.registered {
+            // A node that started again while the cluster runs: it waits
+            // for node restart (not built), and the transport refuses it
+            // once its old link broke.
+            ctx.report(kernel::Report::Log(format!(
+                "node {node} asked to join the running cluster again; node restart is not \
+                 built, so it is not admitted"
+            )));
+            return;
+        }
         state.registered = true;
         if !self.formation.nodes.iter().all(|state| state.registered) {
             return;
@@ -231,6 +237,7 @@ impl Membership {
             self.address,
             self.state
         );
+        self.install_first_membership(ctx);
         self.heartbeats.start(ctx);
         let initialise = PHASES
             .iter()

@@ -1,33 +1,32 @@
 //! Heartbeats and failure suspicion between data nodes
 //! (docs/design/failures.md §2; NDB's QMGR heartbeat ring).
 //!
-//! Once the cluster is formed, the data nodes form a ring by id: every
-//! `interval_ms` each node sends CM_HEARTBEAT to the next node (wrapping
-//! from the highest id to the lowest) and counts one missed heartbeat for
-//! the node before it, which it watches; a heartbeat from the watched
-//! node resets the count. A watched node that misses `missed_limit` in a
-//! row is **suspected**: logged, once, with how long it has been silent.
-//! What follows a suspicion (the president's agreement that the node is
-//! dead, survival rule and arbitration, failover) is designed in
-//! failures.md §3-§8 and not built: for now a suspicion changes nothing
-//! else, and a node heard from again after one is logged as such.
+//! Once the cluster is formed, the live data nodes form a ring by id:
+//! every `interval_ms` each node sends CM_HEARTBEAT to the next node
+//! (wrapping from the highest id to the lowest) and counts one missed
+//! heartbeat for the node before it, which it watches; a heartbeat from
+//! the watched node resets the count. A watched node that misses
+//! `missed_limit` in a row is **suspected**: `tick` returns it, once, and
+//! membership takes it for failed (`failure`). The ring is drawn again
+//! over the nodes left whenever membership takes a node for failed.
 //!
 //! When a participant dies or stalls:
 //! - the watched node dies, pauses or is cut off: its watcher suspects it
 //!   after `missed_limit` intervals; no other node watches it;
-//! - the watcher dies: nobody suspects the watched node; the watcher's
-//!   own watcher suspects the watcher;
+//! - the watcher dies: nobody suspects the watched node through
+//!   heartbeats; the watcher's own watcher suspects the watcher, and once
+//!   it is gone the ring closes over it;
 //! - a heartbeat is late (a slow link, a busy sender): counted when it
 //!   comes; the count only grows while none comes;
 //! - a heartbeat is duplicated or comes from a node that is not the
-//!   watched one (after a change of the ring, later): a sign of life of
-//!   that node, which changes nothing here.
+//!   watched one (the ring just changed): a sign of life of that node,
+//!   which changes nothing here.
 //!
-//! A one-node cluster has no ring and sends nothing.
+//! A one-node ring sends nothing.
 
 use kernel::Context;
 use signal::signals::{CmHeartbeat, ContinueB};
-use signal::{BlockKind, BlockRef, Envelope, NodeId};
+use signal::{BlockKind, BlockRef, Envelope, NodeId, NodeSet};
 
 /// membership's ContinueB job of the heartbeat timer.
 pub(crate) const JOB: u32 = 2;
@@ -53,11 +52,10 @@ pub(crate) struct Heartbeats {
 }
 
 impl Heartbeats {
-    /// The ring of `data_nodes` (ascending, this node among them) seen from
-    /// `address`'s node.
+    /// The ring of `ring` (this node among them) seen from `address`'s node.
     pub(crate) fn new(
         address: BlockRef,
-        data_nodes: &[NodeId],
+        ring: NodeSet,
         interval_ms: u64,
         missed_limit: u32,
     ) -> Heartbeats {
@@ -66,31 +64,51 @@ impl Heartbeats {
             "membership {address}: heartbeat interval {interval_ms} ms and missed limit \
              {missed_limit} (the config checks 1.. and 2..)"
         );
-        let me = address.node;
-        let position = data_nodes
-            .iter()
-            .position(|&node| node == me)
-            .expect("formation checked this node is among the data nodes");
-        let count = data_nodes.len();
-        let (next, watched) = if count > 1 {
-            (
-                Some(data_nodes[(position + 1) % count]),
-                Some(data_nodes[(position + count - 1) % count]),
-            )
-        } else {
-            (None, None)
-        };
-        Heartbeats {
+        let mut heartbeats = Heartbeats {
             address,
             interval_ms,
             missed_limit,
-            next,
-            watched,
+            next: None,
+            watched: None,
             sequence: 0,
             missed: 0,
             last_heard_ms: 0,
             suspected: Vec::new(),
             started: false,
+        };
+        heartbeats.set_ring(ring, 0);
+        heartbeats
+    }
+
+    /// The ring is now `ring` (this node among them): send to the node
+    /// after this one and watch the one before. A newly watched node
+    /// starts with a clean count, as if heard from at `now_ms`.
+    pub(crate) fn set_ring(&mut self, ring: NodeSet, now_ms: u64) {
+        let me = self.address.node;
+        assert!(
+            ring.contains(me),
+            "membership {}: a heartbeat ring {ring} without this node",
+            self.address
+        );
+        let nodes: Vec<NodeId> = ring.iter().collect();
+        let count = nodes.len();
+        let position = nodes
+            .iter()
+            .position(|&node| node == me)
+            .expect("checked above");
+        let (next, watched) = if count > 1 {
+            (
+                Some(nodes[(position + 1) % count]),
+                Some(nodes[(position + count - 1) % count]),
+            )
+        } else {
+            (None, None)
+        };
+        self.next = next;
+        if watched != self.watched {
+            self.watched = watched;
+            self.missed = 0;
+            self.last_heard_ms = now_ms;
         }
     }
 
@@ -105,9 +123,10 @@ impl Heartbeats {
         self.arm(ctx);
     }
 
-    /// The timer: send the next heartbeat, count one missed for the
-    /// watched node, and suspect it when it missed too many.
-    pub(crate) fn tick(&mut self, ctx: &mut dyn Context) {
+    /// The timer: send the next heartbeat and count one missed for the
+    /// watched node. Returns the watched node and how long it has been
+    /// silent (ms) when it just reached the missed limit (once per node).
+    pub(crate) fn tick(&mut self, ctx: &mut dyn Context) -> Option<(NodeId, u64)> {
         assert!(
             self.started,
             "membership {}: a heartbeat timer before the heartbeats started",
@@ -115,36 +134,22 @@ impl Heartbeats {
         );
         self.beat(ctx);
         self.arm(ctx);
-        let Some(watched) = self.watched else {
-            return;
-        };
+        let watched = self.watched?;
         self.missed = self.missed.saturating_add(1);
-        if self.missed >= self.missed_limit && !self.suspected.contains(&watched) {
-            self.suspected.push(watched);
-            let silent_ms = ctx.now_ms().saturating_sub(self.last_heard_ms);
-            ctx.report(kernel::Report::Log(format!(
-                "node {watched} suspected: no heartbeat for {silent_ms} ms ({} intervals of \
-                 {} ms); declaring it dead is not built yet, so the cluster waits for it",
-                self.missed, self.interval_ms
-            )));
+        if self.missed < self.missed_limit || self.suspected.contains(&watched) {
+            return None;
         }
+        self.suspected.push(watched);
+        Some((watched, ctx.now_ms().saturating_sub(self.last_heard_ms)))
     }
 
     /// A heartbeat from `from` (any data node's membership: from the
     /// network, so nothing about it is asserted).
     pub(crate) fn heard(&mut self, from: BlockRef, ctx: &mut dyn Context) {
-        if from.kind != BlockKind::Membership || Some(from.node) != self.watched {
-            return;
+        if from.kind == BlockKind::Membership && Some(from.node) == self.watched {
+            self.missed = 0;
+            self.last_heard_ms = ctx.now_ms();
         }
-        if self.suspected.contains(&from.node) && self.missed >= self.missed_limit {
-            let silent_ms = ctx.now_ms().saturating_sub(self.last_heard_ms);
-            ctx.report(kernel::Report::Log(format!(
-                "node {} heard from again after {silent_ms} ms, suspected since",
-                from.node
-            )));
-        }
-        self.missed = 0;
-        self.last_heard_ms = ctx.now_ms();
     }
 
     /// The nodes this node suspected, in order (each once).

@@ -7,25 +7,34 @@
 //! registering, telling them whether the node serves yet and how many tcs
 //! it has. Once the cluster is formed it sends and watches heartbeats in
 //! the ring of data nodes and suspects a node that misses too many
-//! (`heartbeat.rs`); agreeing that a node is dead, and arbitration
-//! (docs/design/failures.md, designed), will live here too.
+//! (`heartbeat.rs`), takes a node whose heartbeats or link failed for
+//! failed and agrees the new membership with the other survivors through
+//! the president (`failure.rs`), judging by the survival rule
+//! (`survival.rs`) whether its side may continue; a node declared failed,
+//! or on a side that may not continue, shuts down. Arbitration
+//! (docs/design/failures.md §4) is not built yet.
 //!
 //! This file holds the configuration, the block struct and its inbox (one
 //! `match` naming every signal membership takes).
 
+mod failure;
 mod formation;
 mod heartbeat;
 pub mod start;
+mod survival;
 
+#[cfg(test)]
+mod failure_tests;
 #[cfg(test)]
 mod tests;
 
+use failure::Failures;
 use formation::Formation;
 use heartbeat::Heartbeats;
 use kernel::answers::Answers;
 use kernel::{Context, Report};
 use signal::signals::{ApiRegConf, ApiRegRef, PresidentRep, StartPhaseReq, API_PROTOCOL_VERSION};
-use signal::{codec, BlockKind, BlockRef, Envelope, ErrorCode, NodeId, Signal};
+use signal::{codec, BlockKind, BlockRef, Envelope, ErrorCode, NodeId, NodeSet, Signal};
 use start::{StartState, PHASES};
 
 /// What membership needs to know of the node.
@@ -37,9 +46,10 @@ pub struct MembershipConfig {
     pub tc_instances: u16,
     /// ldm instances on this node.
     pub ldm_instances: u16,
-    /// Every data node of the cluster, this one included. The lowest id is
-    /// the president (all nodes start together; failures come later).
-    pub data_nodes: Vec<NodeId>,
+    /// Every data node of the cluster, this one included, with its node
+    /// group. The lowest id is the first president (all nodes start
+    /// together; after a failure, the lowest id left).
+    pub data_nodes: Vec<(NodeId, u32)>,
     /// How often a heartbeat goes to the next data node of the ring.
     pub heartbeat_interval_ms: u64,
     /// Heartbeats a watched node may miss in a row before it is suspected.
@@ -53,6 +63,9 @@ pub struct Membership {
     state: StartState,
     formation: Formation,
     heartbeats: Heartbeats,
+    /// Heartbeats missed before a node is suspected (for the log).
+    heartbeat_missed: u32,
+    failures: Failures,
     /// Every block of the node that runs start phases, and who answered the
     /// current one.
     blocks: Answers,
@@ -74,17 +87,29 @@ impl Membership {
         ];
         blocks.extend((0..config.tc_instances).map(|i| BlockRef::new(node, BlockKind::Tc, i)));
         blocks.extend((0..config.ldm_instances).map(|i| BlockRef::new(node, BlockKind::Ldm, i)));
-        let formation = Formation::new(config.address.node, &config.data_nodes);
+        let nodes: Vec<NodeId> = config.data_nodes.iter().map(|&(node, _)| node).collect();
+        let formation = Formation::new(config.address.node, &nodes);
+        let all = NodeSet::of(nodes.iter().copied());
+        let mut groups: Vec<(u32, NodeSet)> = Vec::new();
+        for &(node, group) in &config.data_nodes {
+            match groups.iter_mut().find(|(id, _)| *id == group) {
+                Some((_, members)) => members.insert(node),
+                None => groups.push((group, NodeSet::of([node]))),
+            }
+        }
+        groups.sort_by_key(|&(id, _)| id);
         Membership {
             address: config.address,
             tc_instances: config.tc_instances,
             state: StartState::NotStarted,
             heartbeats: Heartbeats::new(
                 config.address,
-                &formation.data_nodes(),
+                all,
                 config.heartbeat_interval_ms,
                 config.heartbeat_missed,
             ),
+            heartbeat_missed: config.heartbeat_missed,
+            failures: Failures::new(all, groups.into_iter().map(|(_, set)| set).collect()),
             formation,
             blocks: Answers::new(blocks),
         }
@@ -95,9 +120,18 @@ impl Membership {
         self.state
     }
 
-    /// The president: the data node whose dih and dict are the masters.
+    /// The president: the data node whose dih and dict are the masters
+    /// (the lowest id of the agreed membership).
     pub fn president(&self) -> NodeId {
-        self.formation.president()
+        self.failures
+            .live
+            .first()
+            .expect("a membership has a member")
+    }
+
+    /// The agreed membership: its id (0 while the cluster forms) and members.
+    pub fn membership(&self) -> (u32, NodeSet) {
+        (self.failures.membership_id, self.failures.live)
     }
 
     /// The data nodes this node suspected of having failed (each missed
@@ -203,6 +237,19 @@ impl kernel::Block for Membership {
 
     fn handle(&mut self, envelope: Envelope, ctx: &mut dyn Context) {
         let from = envelope.from;
+        if self.state == StartState::ShutDown {
+            // Nothing more in this incarnation (production exits; the
+            // simulator stops delivering).
+            return;
+        }
+        if from.kind == BlockKind::Membership
+            && from.node != self.address.node
+            && !self.hears_from(from.node)
+        {
+            // From a node taken for failed: its links are cut, and what it
+            // sent before is refused.
+            return;
+        }
         match envelope.signal {
             Signal::ApiRegReq(request) => {
                 self.api_registration(from, request.protocol_version, ctx)
@@ -210,12 +257,35 @@ impl kernel::Block for Membership {
             Signal::StartPhaseReq(request) => self.begin(from, request.phase, ctx),
             Signal::StartPhaseConf(conf) => self.phase_conf(from, conf.phase, ctx),
             Signal::NodeConnectedRep(report) => self.node_connected(report, ctx),
+            Signal::NodeLinkFailedRep(report) => {
+                self.link_failed(report.node, report.incarnation, ctx)
+            }
             Signal::CmRegReq(request) => self.registration_request(from, request.node, ctx),
             Signal::CmRegConf(conf) => self.cluster_formed(from, conf.president, ctx),
             Signal::CmHeartbeat(_) => self.heartbeats.heard(from, ctx),
+            Signal::CmFailRep(report) => self.fail_report(from, report.failed, ctx),
+            Signal::CmFailPrepareReq(request) => {
+                self.prepare(from, request.membership_id, request.live, ctx)
+            }
+            Signal::CmFailPrepareConf(conf) => {
+                self.prepared(from, conf.membership_id, conf.failed, ctx)
+            }
+            Signal::CmFailPrepareRef(refusal) => {
+                self.prepare_refused(refusal.membership_id, refusal.highest, ctx)
+            }
+            Signal::CmFailCommitOrd(order) => {
+                self.commit(from, order.membership_id, order.live, ctx)
+            }
+            Signal::CmShutdownOrd(order) => {
+                self.shutdown_ordered(from, order.membership_id, order.live, ctx)
+            }
             Signal::ContinueB(continue_b) if from == self.address => match continue_b.job {
                 formation::job::WAITING_REPORT => self.waiting_report(ctx),
-                formation::job::HEARTBEAT => self.heartbeats.tick(ctx),
+                formation::job::HEARTBEAT => {
+                    if let Some((node, silent_ms)) = self.heartbeats.tick(ctx) {
+                        self.heartbeats_missed(node, silent_ms, ctx);
+                    }
+                }
                 other => panic!("membership {}: unknown ContinueB job {other}", self.address),
             },
             other if codec::is_api_request(other.number()) => {

@@ -31,4 +31,7 @@ pub enum StartState {
     Forming,
     /// Every phase ran; the node serves.
     Started,
+    /// The node was declared failed, or its side of a split may not
+    /// continue (`failure`): it serves nothing more in this incarnation.
+    ShutDown,
 }

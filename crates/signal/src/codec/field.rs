@@ -9,7 +9,7 @@ use super::maps::{decode_partition_map, write_partition_map};
 use super::{Reader, WireError, Writer};
 use crate::attr::KeyHash;
 use crate::error::ErrorCode;
-use crate::ids::{BlockKind, BlockRef, Gci, NodeId, TransactionId};
+use crate::ids::{BlockKind, BlockRef, Gci, NodeId, NodeSet, TransactionId};
 use crate::schema::TableDef;
 use crate::section::{Section, SectionPool};
 use crate::signals::{
@@ -182,6 +182,24 @@ impl Field for NodeId {
         what: &'static str,
     ) -> Result<Self, WireError> {
         node_id(reader, what)
+    }
+}
+
+/// A set of data nodes: u128 as two u64 (low half first); bit 0 (no
+/// node has id 0) must be clear.
+impl Field for NodeSet {
+    fn put(&self, writer: &mut Writer<'_>) {
+        writer.u64(self.bits() as u64);
+        writer.u64((self.bits() >> 64) as u64);
+    }
+    fn take(
+        reader: &mut Reader<'_>,
+        _sections: Sections,
+        what: &'static str,
+    ) -> Result<Self, WireError> {
+        let low = u128::from(reader.u64()?);
+        let high = u128::from(reader.u64()?);
+        NodeSet::from_bits(high << 64 | low).ok_or(WireError::BadField(what))
     }
 }
 

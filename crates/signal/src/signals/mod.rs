@@ -26,7 +26,7 @@ use crate::attr::KeyHash;
 use crate::codec::checks;
 use crate::error::ErrorCode;
 use crate::fs::{FsDone, FsError, FsOperation};
-use crate::ids::{BlockRef, Gci, NodeId, TransactionId};
+use crate::ids::{BlockRef, Gci, NodeId, NodeSet, TransactionId};
 use crate::schema::TableDef;
 use crate::section::Section;
 use std::sync::Arc;
@@ -841,6 +841,89 @@ signal_table! {
     247 CmHeartbeat: Membership -> Membership, node {
         /// The sender's count of heartbeats sent (for logs).
         sequence: u32,
+    }
+
+    /// transport -> membership. The established link to data node `node`
+    /// (its incarnation `incarnation`) closed or broke. It is never
+    /// reconnected in that incarnation: membership treats the node as
+    /// failed (docs/design/failures.md §2).
+    #[derive(Debug, PartialEq)]
+    248 NodeLinkFailedRep: Transport -> Membership, local {
+        /// The peer.
+        node: NodeId,
+        /// Its incarnation on the link that broke.
+        incarnation: u32,
+    }
+
+    /// membership -> the president's membership. The sender takes `failed`
+    /// for failed (each missed its heartbeats or lost its link to the
+    /// sender) and asks the president to agree (docs/design/failures.md §3).
+    /// `membership_id` is the sender's agreed membership. Repeated while
+    /// the nodes are not agreed failed, to each new president.
+    #[derive(Debug, PartialEq)]
+    249 CmFailRep: Membership -> Membership, node {
+        /// The sender's agreed membership id.
+        membership_id: u32,
+        /// The nodes the sender takes for failed.
+        failed: NodeSet,
+    }
+
+    /// president's membership -> the membership of every node it proposes
+    /// to keep. Step one of the failure protocol: the membership `live`
+    /// under id `membership_id`. The receiver cuts its links to the nodes
+    /// it leaves out, and answers CM_FAIL_PREPARE_CONF, or
+    /// CM_FAIL_PREPARE_REF when it already prepared a higher id.
+    #[derive(Debug, PartialEq)]
+    250 CmFailPrepareReq: Membership -> Membership, node {
+        /// The proposed membership's id.
+        membership_id: u32,
+        /// The proposed members.
+        live: NodeSet,
+    }
+
+    /// membership -> the president's membership. Prepared `membership_id`;
+    /// `failed` is every node the sender takes for failed, so that the
+    /// president can widen its proposal.
+    #[derive(Debug, PartialEq)]
+    251 CmFailPrepareConf: Membership -> Membership, node {
+        /// The prepared membership's id.
+        membership_id: u32,
+        /// The nodes the sender takes for failed.
+        failed: NodeSet,
+    }
+
+    /// membership -> the president's membership. A proposal with an id no
+    /// higher than one the sender already prepared or installed: the
+    /// president proposes again above `highest`.
+    #[derive(Debug, PartialEq)]
+    252 CmFailPrepareRef: Membership -> Membership, node {
+        /// The refused proposal's id.
+        membership_id: u32,
+        /// The highest membership id the sender prepared or installed.
+        highest: u32,
+    }
+
+    /// president's membership -> every member of `live`. Step two: every
+    /// member prepared it and the survival rule let this side continue;
+    /// install membership `membership_id`.
+    #[derive(Debug, PartialEq)]
+    253 CmFailCommitOrd: Membership -> Membership, node {
+        /// The new membership's id.
+        membership_id: u32,
+        /// Its members.
+        live: NodeSet,
+    }
+
+    /// president's membership -> every member of `live`. Every member
+    /// prepared it, but the survival rule (docs/design/failures.md §4)
+    /// says this side must not continue: shut down. Each receiver works
+    /// out why from the same rule, to say so.
+    #[derive(Debug, PartialEq)]
+    254 CmShutdownOrd: Membership -> Membership, node {
+        /// The refused membership's id.
+        membership_id: u32,
+        /// The nodes on this side.
+        live: NodeSet,
     }
 
     // ---- System restart: 280..=299 (room for node restart and copy of partitions)

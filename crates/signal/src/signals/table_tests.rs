@@ -36,6 +36,7 @@ sample! {
     Gci => Gci(0x11_0000_0022);
     KeyHash => KeyHash(0xdead_beef_0bad_f00d);
     NodeId => NodeId(7);
+    NodeSet => NodeSet::of([NodeId(1), NodeId(64), NodeId(65), NodeId(127)]);
     [u8; 16] => [0x5a; 16];
     [u8; 32] => [0xa5; 32];
     ApiToken => ApiToken { allocation: 0x1122_3344_5566_7788, mac: [0x3c; 32] };

@@ -252,6 +252,9 @@ impl Dispatch {
         incarnation: u32,
         dialed: Option<NodeId>,
     ) -> Result<(), CloseReason> {
+        if self.registry.is_cut(node) {
+            return Err(CloseReason::Cut(node));
+        }
         let link = self
             .link_mut(node)
             .ok_or(CloseReason::HandshakeOutOfOrder {
@@ -459,6 +462,8 @@ impl Dispatch {
             Err(RegisterError::NodeIdOutOfRange) => {
                 return Err(CloseReason::NodeIdOutOfRange(node))
             }
+            Err(RegisterError::Cut) => return Err(CloseReason::Cut(node)),
+            Err(RegisterError::Closed) => return Err(CloseReason::Shutdown),
         };
         Ok(Peer {
             node,

@@ -1,0 +1,474 @@
+//! Agreeing that data nodes failed (docs/design/failures.md §3; NDB
+//! QMGR's FAIL_REP, PREP_FAILREQ and COMMIT_FAILREQ).
+//!
+//! A node takes a peer for **failed** when the peer misses its heartbeats
+//! (`heartbeat`) or the link to it breaks (`NodeLinkFailedRep` from the
+//! transport). That is final for the peer's incarnation: the node asks
+//! its transport to cut the links to it at once (`Report::CutLinks`), so
+//! nothing from it arrives any more, and ignores whatever of it was
+//! already on the way. It then tells the president, the lowest id among
+//! the members it does not take for failed (all nodes start together, so
+//! the lowest id is the oldest), which runs two steps:
+//!
+//! ```text
+//!  member           president                 every proposed member
+//!   |-- CmFailRep{failed} -->|                          |
+//!   |                        |-- CmFailPrepareReq{id, live} -->|  cut links to the
+//!   |                        |<- CmFailPrepareConf{id, failed} |  nodes left out
+//!   |                        |  all prepared: survival rule    |
+//!   |                        |-- CmFailCommitOrd{id, live} --->|  install
+//!   |                        |   (or CmShutdownOrd: stop)      |
+//! ```
+//!
+//! Membership ids rise: a proposal takes an id above any this president
+//! prepared or installed, and a member refuses (CmFailPrepareRef) an id
+//! no higher than one it prepared, so two proposals never share an id. A
+//! member that takes more nodes for failed than the proposal leaves out
+//! says so in its CONF, and the president proposes again without them:
+//! every member installs the same members under the same id.
+//!
+//! When a participant dies at a step:
+//! - a member before or during prepare: the president takes it for
+//!   failed (heartbeats, or its link) and proposes again without it;
+//! - a member after prepare: the same; the commit is sent to every
+//!   proposed member, the dead one's copy is lost, and the next round
+//!   removes it;
+//! - the president, at any step: every member takes it for failed, the
+//!   next lowest id becomes president in every member's view and runs
+//!   the protocol again, with an id above any it prepared; a member that
+//!   installed the old president's commit refuses nothing of it (the new
+//!   id is higher) and reports what it takes for failed;
+//! - a report, prepare or commit from a node already taken for failed, a
+//!   commit with an id no higher than the installed one, or a CONF of a
+//!   round already replaced: ignored.
+//!
+//! Before the survivors commit, the president applies the survival rule
+//! (`survival`) against the last agreed membership; a side that may not
+//! continue shuts down (CmShutdownOrd), and so does a node that finds
+//! itself left out of a proposal or a commit: it was declared failed.
+//! Arbitration, for a side of exactly half, is not built yet: such a
+//! side shuts down, saying so.
+
+use crate::start::StartState;
+use crate::survival::{self, Verdict};
+use crate::Membership;
+use kernel::{Context, Report};
+use signal::signals::{
+    CmFailCommitOrd, CmFailPrepareConf, CmFailPrepareRef, CmFailPrepareReq, CmFailRep,
+    CmShutdownOrd,
+};
+use signal::{BlockKind, BlockRef, NodeId, NodeSet};
+
+/// What this node knows of the agreed membership and of failures.
+pub(crate) struct Failures {
+    /// The agreed membership's id: 0 while the cluster forms, 1 once
+    /// formed, higher at each change.
+    pub(crate) membership_id: u32,
+    /// The agreed members.
+    pub(crate) live: NodeSet,
+    /// Members this node takes for failed, not yet agreed out.
+    pub(crate) failed: NodeSet,
+    /// The configured node groups.
+    pub(crate) groups: Vec<NodeSet>,
+    /// The highest membership id this node prepared or installed.
+    highest_prepared: u32,
+    /// The highest membership id this node proposed as president.
+    highest_proposed: u32,
+    /// The round this node runs as president.
+    round: Option<Round>,
+}
+
+/// A proposal in flight, at the president.
+struct Round {
+    membership_id: u32,
+    live: NodeSet,
+    /// Proposed members that have not prepared yet.
+    waiting: NodeSet,
+}
+
+/// How a node came to be taken for failed, for the log.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Cause {
+    /// It missed `missed` heartbeats in a row, silent for `silent_ms`.
+    Heartbeats { silent_ms: u64 },
+    /// The link to it broke.
+    LinkBroken,
+    /// Another member reported it.
+    ReportedBy(NodeId),
+    /// A proposal or a commit left it out.
+    LeftOutBy(NodeId),
+}
+
+impl Failures {
+    pub(crate) fn new(data_nodes: NodeSet, groups: Vec<NodeSet>) -> Failures {
+        Failures {
+            membership_id: 0,
+            live: data_nodes,
+            failed: NodeSet::EMPTY,
+            groups,
+            highest_prepared: 0,
+            highest_proposed: 0,
+            round: None,
+        }
+    }
+
+    /// The members this node does not take for failed.
+    pub(crate) fn alive(&self) -> NodeSet {
+        self.live.difference(self.failed)
+    }
+}
+
+fn membership_of(node: NodeId) -> BlockRef {
+    BlockRef::new(node, BlockKind::Membership, 0)
+}
+
+impl Membership {
+    /// Whether a signal from `node`'s membership may be handled: the node
+    /// is a member this node does not take for failed.
+    pub(crate) fn hears_from(&self, node: NodeId) -> bool {
+        self.failures.alive().contains(node)
+    }
+
+    /// The cluster formed: membership 1 is every configured data node.
+    pub(crate) fn install_first_membership(&mut self, ctx: &mut dyn Context) {
+        self.failures.membership_id = 1;
+        self.failures.highest_prepared = 1;
+        ctx.report(Report::Membership {
+            membership_id: 1,
+            live: self.failures.live,
+        });
+    }
+
+    /// The transport lost its link to `node`.
+    pub(crate) fn link_failed(&mut self, node: NodeId, incarnation: u32, ctx: &mut dyn Context) {
+        if self.state == StartState::ShutDown {
+            return;
+        }
+        if self.failures.membership_id == 0 {
+            // Nothing is agreed to fail over from while the cluster forms;
+            // every node must take part in the start.
+            self.shut_down(
+                format!(
+                    "the link to data node {node} (incarnation {incarnation}) broke while the \
+                     cluster was forming; start the nodes again"
+                ),
+                ctx,
+            );
+            return;
+        }
+        self.take_for_failed(node, Cause::LinkBroken, ctx);
+        self.push_failures(ctx);
+    }
+
+    /// The heartbeats suspect `node`.
+    pub(crate) fn heartbeats_missed(
+        &mut self,
+        node: NodeId,
+        silent_ms: u64,
+        ctx: &mut dyn Context,
+    ) {
+        self.take_for_failed(node, Cause::Heartbeats { silent_ms }, ctx);
+        self.push_failures(ctx);
+    }
+
+    /// `node` is failed for this node from now on: cut its links, redraw
+    /// the heartbeat ring. Nothing if it is not a member or already taken.
+    fn take_for_failed(&mut self, node: NodeId, cause: Cause, ctx: &mut dyn Context) -> bool {
+        if node == self.address.node || !self.failures.alive().contains(node) {
+            return false;
+        }
+        self.failures.failed.insert(node);
+        let how = match cause {
+            Cause::Heartbeats { silent_ms } => format!(
+                "missed {} heartbeats in a row (silent for {silent_ms} ms)",
+                self.heartbeat_missed
+            ),
+            Cause::LinkBroken => "its link broke".to_string(),
+            Cause::ReportedBy(reporter) => format!("node {reporter} reported it failed"),
+            Cause::LeftOutBy(president) => {
+                format!("president {president} left it out of the membership")
+            }
+        };
+        ctx.report(Report::Log(format!(
+            "node {node} failed: {how}; membership {} without it is being agreed",
+            self.failures.membership_id
+        )));
+        ctx.report(Report::CutLinks(NodeSet::of([node])));
+        let now = ctx.now_ms();
+        self.heartbeats.set_ring(self.failures.alive(), now);
+        true
+    }
+
+    /// The president in this node's view: the lowest member not taken
+    /// for failed.
+    fn acting_president(&self) -> NodeId {
+        self.failures
+            .alive()
+            .first()
+            .expect("this node is always among the members it takes for alive")
+    }
+
+    /// Gets the failures this node knows agreed: proposes them if it is
+    /// the president, reports them to the president otherwise.
+    fn push_failures(&mut self, ctx: &mut dyn Context) {
+        if self.failures.failed.is_empty() || self.state == StartState::ShutDown {
+            return;
+        }
+        let president = self.acting_president();
+        if president == self.address.node {
+            self.propose(ctx);
+        } else {
+            let report = CmFailRep {
+                membership_id: self.failures.membership_id,
+                failed: self.failures.failed,
+            };
+            kernel::send(ctx, self.address, membership_of(president), report);
+        }
+    }
+
+    /// As president: propose the members this node takes for alive, under
+    /// a new id (replacing any round in flight).
+    fn propose(&mut self, ctx: &mut dyn Context) {
+        let failures = &mut self.failures;
+        let membership_id = failures
+            .highest_prepared
+            .max(failures.highest_proposed)
+            .max(failures.membership_id)
+            + 1;
+        failures.highest_proposed = membership_id;
+        let live = failures.alive();
+        failures.round = Some(Round {
+            membership_id,
+            live,
+            waiting: live,
+        });
+        for node in live.iter() {
+            let request = CmFailPrepareReq {
+                membership_id,
+                live,
+            };
+            kernel::send(ctx, self.address, membership_of(node), request);
+        }
+    }
+
+    /// A member reports nodes it takes for failed.
+    pub(crate) fn fail_report(&mut self, from: BlockRef, failed: NodeSet, ctx: &mut dyn Context) {
+        let mut news = false;
+        for node in failed.iter() {
+            news |= self.take_for_failed(node, Cause::ReportedBy(from.node), ctx);
+        }
+        if news || self.failures.round.is_none() {
+            self.push_failures(ctx);
+        }
+    }
+
+    /// Step one at a proposed member.
+    pub(crate) fn prepare(
+        &mut self,
+        from: BlockRef,
+        membership_id: u32,
+        live: NodeSet,
+        ctx: &mut dyn Context,
+    ) {
+        let me = self.address.node;
+        if !live.contains(me) {
+            self.shut_down(
+                format!(
+                    "president {} declared this node failed (membership {membership_id} is \
+                     {live}); it may not serve again in this incarnation",
+                    from.node
+                ),
+                ctx,
+            );
+            return;
+        }
+        if live.first() != Some(from.node) || !live.is_subset(self.failures.live) {
+            // Not the protocol: the proposer is the lowest of its proposal,
+            // and a proposal only removes members.
+            ctx.report(Report::Log(format!(
+                "ignored a proposal of membership {membership_id} = {live} from node {}",
+                from.node
+            )));
+            return;
+        }
+        if membership_id <= self.failures.highest_prepared {
+            let refusal = CmFailPrepareRef {
+                membership_id,
+                highest: self.failures.highest_prepared,
+            };
+            kernel::send(ctx, self.address, from, refusal);
+            return;
+        }
+        for node in self.failures.alive().difference(live).iter() {
+            self.take_for_failed(node, Cause::LeftOutBy(from.node), ctx);
+        }
+        self.failures.highest_prepared = membership_id;
+        let conf = CmFailPrepareConf {
+            membership_id,
+            failed: self.failures.failed,
+        };
+        kernel::send(ctx, self.address, from, conf);
+    }
+
+    /// At the president: a member prepared.
+    pub(crate) fn prepared(
+        &mut self,
+        from: BlockRef,
+        membership_id: u32,
+        failed: NodeSet,
+        ctx: &mut dyn Context,
+    ) {
+        let Some(round) = self.failures.round.as_mut() else {
+            return;
+        };
+        if round.membership_id != membership_id || !round.waiting.contains(from.node) {
+            return;
+        }
+        round.waiting.remove(from.node);
+        let (live, all_prepared) = (round.live, round.waiting.is_empty());
+        if !failed.intersection(live).is_empty() {
+            // The member knows of failures this proposal keeps: propose
+            // again without them.
+            for node in failed.intersection(live).iter() {
+                self.take_for_failed(node, Cause::ReportedBy(from.node), ctx);
+            }
+            self.propose(ctx);
+            return;
+        }
+        if !all_prepared {
+            return;
+        }
+        self.failures.round = None;
+        let before = self.failures.live;
+        match survival::judge(before, live, &self.failures.groups) {
+            Verdict::Continue(_) => {
+                for node in live.iter() {
+                    let commit = CmFailCommitOrd {
+                        membership_id,
+                        live,
+                    };
+                    kernel::send(ctx, self.address, membership_of(node), commit);
+                }
+            }
+            Verdict::ShutDown(_) | Verdict::Arbitrate => {
+                for node in live.iter() {
+                    let order = CmShutdownOrd {
+                        membership_id,
+                        live,
+                    };
+                    kernel::send(ctx, self.address, membership_of(node), order);
+                }
+            }
+        }
+    }
+
+    /// At the president: a member had prepared a higher id already.
+    pub(crate) fn prepare_refused(
+        &mut self,
+        membership_id: u32,
+        highest: u32,
+        ctx: &mut dyn Context,
+    ) {
+        let Some(round) = &self.failures.round else {
+            return;
+        };
+        if round.membership_id != membership_id {
+            return;
+        }
+        self.failures.highest_prepared = self.failures.highest_prepared.max(highest);
+        self.propose(ctx);
+    }
+
+    /// Step two at a member: install the new membership.
+    pub(crate) fn commit(
+        &mut self,
+        from: BlockRef,
+        membership_id: u32,
+        live: NodeSet,
+        ctx: &mut dyn Context,
+    ) {
+        if membership_id <= self.failures.membership_id {
+            return;
+        }
+        if !live.contains(self.address.node) {
+            self.shut_down(
+                format!(
+                    "president {} declared this node failed (membership {membership_id} is \
+                     {live}); it may not serve again in this incarnation",
+                    from.node
+                ),
+                ctx,
+            );
+            return;
+        }
+        let removed = self.failures.live.difference(live);
+        for node in removed.iter() {
+            self.take_for_failed(node, Cause::LeftOutBy(from.node), ctx);
+        }
+        let failures = &mut self.failures;
+        failures.membership_id = membership_id;
+        failures.highest_prepared = failures.highest_prepared.max(membership_id);
+        failures.live = live;
+        failures.failed = failures.failed.difference(removed);
+        ctx.report(Report::Log(format!(
+            "membership {membership_id}: {live}, without {removed}; president {}",
+            live.first().expect("a membership has a member")
+        )));
+        ctx.report(Report::Membership {
+            membership_id,
+            live,
+        });
+        // Failures found since the proposal: the next round.
+        if self.failures.round.is_none() {
+            self.push_failures(ctx);
+        }
+    }
+
+    /// The president found that this side may not continue.
+    pub(crate) fn shutdown_ordered(
+        &mut self,
+        from: BlockRef,
+        membership_id: u32,
+        live: NodeSet,
+        ctx: &mut dyn Context,
+    ) {
+        let before = self.failures.live;
+        if membership_id <= self.failures.membership_id
+            || !live.is_subset(before)
+            || live.is_empty()
+        {
+            return;
+        }
+        let why = match survival::judge(before, live, &self.failures.groups) {
+            Verdict::ShutDown(reason) => reason.to_string(),
+            Verdict::Arbitrate => format!(
+                "this side has {} of the {} nodes and no node group whole, so only the \
+                 arbitrator could let it continue, and arbitration is not built yet",
+                live.len(),
+                before.len()
+            ),
+            Verdict::Continue(reason) => format!(
+                "president {} ordered it, though by this node's rule {reason}",
+                from.node
+            ),
+        };
+        self.shut_down(
+            format!(
+                "membership {} lost nodes {}: {why}",
+                self.failures.membership_id,
+                before.difference(live)
+            ),
+            ctx,
+        );
+    }
+
+    /// Stops serving for good in this incarnation.
+    pub(crate) fn shut_down(&mut self, reason: String, ctx: &mut dyn Context) {
+        if self.state == StartState::ShutDown {
+            return;
+        }
+        self.state = StartState::ShutDown;
+        self.failures.round = None;
+        ctx.report(Report::Shutdown(reason));
+    }
+}

@@ -1,0 +1,345 @@
+//! The failure protocol's golden traces (`failure.rs`): a member reports
+//! to the president, the president prepares, widens its proposal when a
+//! member knows more, commits when every member prepared and the survival
+//! rule lets the side continue, or orders it to shut down; a node left out
+//! shuts down; stale and refused proposals; a link that breaks while the
+//! cluster forms.
+
+use crate::start::StartState;
+use crate::tests::{connected, formed_middle_node, member_of, membership_of, run_phase_one};
+use crate::Membership;
+use kernel::testing::{deliver, line, RecordingContext};
+use kernel::Report;
+use signal::signals::{
+    CmFailCommitOrd, CmFailPrepareConf, CmFailPrepareRef, CmFailPrepareReq, CmFailRep, CmHeartbeat,
+    CmRegConf, CmShutdownOrd, NodeLinkFailedRep,
+};
+use signal::{NodeId, NodeSet};
+
+fn set(ids: &[u16]) -> NodeSet {
+    NodeSet::of(ids.iter().map(|&id| NodeId(id)))
+}
+
+fn link_failed(node: u16) -> NodeLinkFailedRep {
+    NodeLinkFailedRep {
+        node: NodeId(node),
+        incarnation: 7,
+    }
+}
+
+fn prepare(membership_id: u32, live: &[u16]) -> CmFailPrepareReq {
+    CmFailPrepareReq {
+        membership_id,
+        live: set(live),
+    }
+}
+
+fn commit(membership_id: u32, live: &[u16]) -> CmFailCommitOrd {
+    CmFailCommitOrd {
+        membership_id,
+        live: set(live),
+    }
+}
+
+fn prepared(membership_id: u32, failed: &[u16]) -> CmFailPrepareConf {
+    CmFailPrepareConf {
+        membership_id,
+        failed: set(failed),
+    }
+}
+
+/// Node `node` of a formed cluster of `nodes` (one node group).
+fn formed(node: u16, nodes: &[u16], ctx: &mut RecordingContext) -> Membership {
+    let mut member = member_of(node, nodes);
+    let me = membership_of(node);
+    run_phase_one(&mut member, ctx, node);
+    for &peer in nodes.iter().filter(|&&peer| peer != node) {
+        deliver(&mut member, ctx, me, connected(peer));
+    }
+    let president = nodes.iter().copied().min().expect("nodes");
+    let formed = CmRegConf {
+        president: NodeId(president),
+    };
+    deliver(&mut member, ctx, membership_of(president), formed);
+    ctx.take_trace();
+    ctx.take_reports();
+    member
+}
+
+fn shutdown_reason(reports: &[Report]) -> Option<&str> {
+    reports.iter().find_map(|report| match report {
+        Report::Shutdown(reason) => Some(reason.as_str()),
+        _ => None,
+    })
+}
+
+#[test]
+fn golden_trace_of_a_failure_agreed_by_the_president() {
+    // Node 2 of {1, 2, 3}: node 1 (the president) loses its link.
+    let mut ctx = RecordingContext::new();
+    let mut node = formed_middle_node(&mut ctx);
+    let me = membership_of(2);
+    assert_eq!(node.membership(), (1, set(&[1, 2, 3])));
+    deliver(&mut node, &mut ctx, me, link_failed(1));
+    let reports = ctx.take_reports();
+    assert!(
+        matches!(&reports[..], [Report::Log(line), Report::CutLinks(cut)]
+            if line.starts_with("node 1 failed: its link broke") && *cut == set(&[1])),
+        "{reports:?}"
+    );
+    // Node 2 is now the lowest id alive: it proposes.
+    assert_eq!(
+        ctx.take_trace(),
+        vec![
+            line(me, me, prepare(2, &[2, 3])),
+            line(me, membership_of(3), prepare(2, &[2, 3])),
+        ]
+    );
+    deliver(&mut node, &mut ctx, me, prepare(2, &[2, 3]));
+    assert_eq!(ctx.take_trace(), vec![line(me, me, prepared(2, &[1]))]);
+    deliver(&mut node, &mut ctx, me, prepared(2, &[1]));
+    assert!(ctx.take_trace().is_empty(), "node 3 has not prepared");
+    // A CONF for another id, or from a node not asked, changes nothing.
+    deliver(&mut node, &mut ctx, membership_of(3), prepared(7, &[]));
+    deliver(&mut node, &mut ctx, me, prepared(2, &[]));
+    assert!(ctx.take_trace().is_empty());
+    deliver(&mut node, &mut ctx, membership_of(3), prepared(2, &[1]));
+    // Two of three nodes of one group: a majority, it continues.
+    assert_eq!(
+        ctx.take_trace(),
+        vec![
+            line(me, me, commit(2, &[2, 3])),
+            line(me, membership_of(3), commit(2, &[2, 3])),
+        ]
+    );
+    deliver(&mut node, &mut ctx, me, commit(2, &[2, 3]));
+    let reports = ctx.take_reports();
+    assert!(
+        matches!(&reports[..], [Report::Log(line), Report::Membership { membership_id: 2, live }]
+            if line == "membership 2: {2, 3}, without {1}; president 2" && *live == set(&[2, 3])),
+        "{reports:?}"
+    );
+    assert_eq!(node.membership(), (2, set(&[2, 3])));
+    assert_eq!(node.president(), NodeId(2));
+    // A commit repeated, or an older one, changes nothing.
+    deliver(&mut node, &mut ctx, me, commit(2, &[2, 3]));
+    assert!(ctx.take_reports().is_empty() && ctx.take_trace().is_empty());
+    // Nothing from node 1 is heard any more.
+    deliver(&mut node, &mut ctx, membership_of(1), prepare(9, &[1, 2]));
+    deliver(
+        &mut node,
+        &mut ctx,
+        membership_of(1),
+        CmHeartbeat { sequence: 1 },
+    );
+    assert!(ctx.take_reports().is_empty() && ctx.take_trace().is_empty());
+    assert_eq!(node.state(), StartState::Running { index: 1 });
+}
+
+#[test]
+fn a_member_reports_to_the_president_and_installs_its_commit() {
+    // Node 3 of {1, 2, 3} loses node 2: it tells president 1.
+    let mut ctx = RecordingContext::new();
+    let mut node = formed(3, &[1, 2, 3], &mut ctx);
+    let me = membership_of(3);
+    deliver(&mut node, &mut ctx, me, link_failed(2));
+    ctx.take_reports();
+    let report = CmFailRep {
+        membership_id: 1,
+        failed: set(&[2]),
+    };
+    assert_eq!(ctx.take_trace(), vec![line(me, membership_of(1), report)]);
+    // The president proposes; node 3 prepares and commits.
+    deliver(&mut node, &mut ctx, membership_of(1), prepare(2, &[1, 3]));
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(me, membership_of(1), prepared(2, &[2]))]
+    );
+    // An older proposal now is refused with the highest prepared.
+    deliver(&mut node, &mut ctx, membership_of(1), prepare(2, &[1, 3]));
+    let refusal = CmFailPrepareRef {
+        membership_id: 2,
+        highest: 2,
+    };
+    assert_eq!(ctx.take_trace(), vec![line(me, membership_of(1), refusal)]);
+    deliver(&mut node, &mut ctx, membership_of(1), commit(2, &[1, 3]));
+    assert_eq!(node.membership(), (2, set(&[1, 3])));
+    assert!(ctx.take_trace().is_empty());
+}
+
+#[test]
+fn the_president_widens_its_proposal_when_a_member_knows_more() {
+    // President 1 of {1, 2, 3, 4} (one group) loses node 4; node 2 has
+    // also lost node 3 by then.
+    let mut ctx = RecordingContext::new();
+    let mut president = formed(1, &[1, 2, 3, 4], &mut ctx);
+    let me = membership_of(1);
+    deliver(&mut president, &mut ctx, me, link_failed(4));
+    ctx.take_reports();
+    ctx.take_trace();
+    deliver(&mut president, &mut ctx, me, prepare(2, &[1, 2, 3]));
+    assert_eq!(ctx.take_trace(), vec![line(me, me, prepared(2, &[4]))]);
+    deliver(&mut president, &mut ctx, me, prepared(2, &[4]));
+    deliver(
+        &mut president,
+        &mut ctx,
+        membership_of(2),
+        prepared(2, &[3, 4]),
+    );
+    let reports = ctx.take_reports();
+    assert!(
+        matches!(&reports[..], [Report::Log(line), Report::CutLinks(cut)]
+            if line.starts_with("node 3 failed: node 2 reported it") && *cut == set(&[3])),
+        "{reports:?}"
+    );
+    // A new round, with a higher id, without node 3.
+    assert_eq!(
+        ctx.take_trace(),
+        vec![
+            line(me, me, prepare(3, &[1, 2])),
+            line(me, membership_of(2), prepare(3, &[1, 2])),
+        ]
+    );
+    // The old round's last CONF is ignored.
+    deliver(
+        &mut president,
+        &mut ctx,
+        membership_of(3),
+        prepared(2, &[4]),
+    );
+    assert!(ctx.take_trace().is_empty());
+    deliver(&mut president, &mut ctx, me, prepare(3, &[1, 2]));
+    assert_eq!(ctx.take_trace(), vec![line(me, me, prepared(3, &[3, 4]))]);
+    deliver(&mut president, &mut ctx, me, prepared(3, &[3, 4]));
+    deliver(
+        &mut president,
+        &mut ctx,
+        membership_of(2),
+        prepared(3, &[3, 4]),
+    );
+    // Two of four in one group: exactly half, and arbitration is not built.
+    assert_eq!(
+        ctx.take_trace(),
+        vec![
+            line(
+                me,
+                me,
+                CmShutdownOrd {
+                    membership_id: 3,
+                    live: set(&[1, 2])
+                }
+            ),
+            line(
+                me,
+                membership_of(2),
+                CmShutdownOrd {
+                    membership_id: 3,
+                    live: set(&[1, 2])
+                }
+            ),
+        ]
+    );
+    deliver(
+        &mut president,
+        &mut ctx,
+        me,
+        CmShutdownOrd {
+            membership_id: 3,
+            live: set(&[1, 2]),
+        },
+    );
+    let reports = ctx.take_reports();
+    let reason = shutdown_reason(&reports).expect("shut down");
+    assert!(
+        reason.contains("lost nodes {3, 4}") && reason.contains("arbitration is not built"),
+        "{reason}"
+    );
+    assert_eq!(president.state(), StartState::ShutDown);
+    // Shut down: nothing more.
+    deliver(&mut president, &mut ctx, me, link_failed(2));
+    assert!(ctx.take_reports().is_empty() && ctx.take_trace().is_empty());
+}
+
+#[test]
+fn a_refused_proposal_is_made_again_above_the_highest() {
+    let mut ctx = RecordingContext::new();
+    let mut president = formed(1, &[1, 2, 3], &mut ctx);
+    let me = membership_of(1);
+    deliver(&mut president, &mut ctx, me, link_failed(3));
+    ctx.take_reports();
+    ctx.take_trace();
+    let refusal = CmFailPrepareRef {
+        membership_id: 2,
+        highest: 5,
+    };
+    deliver(&mut president, &mut ctx, membership_of(2), refusal);
+    assert_eq!(
+        ctx.take_trace(),
+        vec![
+            line(me, me, prepare(6, &[1, 2])),
+            line(me, membership_of(2), prepare(6, &[1, 2])),
+        ]
+    );
+}
+
+#[test]
+fn a_node_left_out_of_a_proposal_shuts_down() {
+    let mut ctx = RecordingContext::new();
+    let mut node = formed(3, &[1, 2, 3], &mut ctx);
+    deliver(&mut node, &mut ctx, membership_of(1), prepare(2, &[1, 2]));
+    let reports = ctx.take_reports();
+    let reason = shutdown_reason(&reports).expect("shut down");
+    assert!(
+        reason.starts_with("president 1 declared this node failed"),
+        "{reason}"
+    );
+    assert_eq!(node.state(), StartState::ShutDown);
+}
+
+#[test]
+fn a_node_alone_of_three_shuts_down_as_a_minority() {
+    // Node 3 of {1, 2, 3} loses both links (it was cut off).
+    let mut ctx = RecordingContext::new();
+    let mut node = formed(3, &[1, 2, 3], &mut ctx);
+    let me = membership_of(3);
+    deliver(&mut node, &mut ctx, me, link_failed(1));
+    deliver(&mut node, &mut ctx, me, link_failed(2));
+    ctx.take_reports();
+    let trace = ctx.take_trace();
+    assert_eq!(
+        trace.last(),
+        Some(&line(me, me, prepare(2, &[3]))),
+        "{trace:#?}"
+    );
+    deliver(&mut node, &mut ctx, me, prepare(2, &[3]));
+    assert_eq!(ctx.take_trace(), vec![line(me, me, prepared(2, &[1, 2]))]);
+    deliver(&mut node, &mut ctx, me, prepared(2, &[1, 2]));
+    let order = || CmShutdownOrd {
+        membership_id: 2,
+        live: set(&[3]),
+    };
+    assert_eq!(ctx.take_trace(), vec![line(me, me, order())]);
+    deliver(&mut node, &mut ctx, me, order());
+    let reports = ctx.take_reports();
+    let reason = shutdown_reason(&reports).expect("shut down");
+    assert!(
+        reason.contains("has 1 of the 3 nodes, a minority"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_link_that_breaks_while_the_cluster_forms_stops_the_node() {
+    let mut node = member_of(2, &[1, 2]);
+    let mut ctx = RecordingContext::new();
+    run_phase_one(&mut node, &mut ctx, 2);
+    deliver(&mut node, &mut ctx, membership_of(2), connected(1));
+    ctx.take_reports();
+    deliver(&mut node, &mut ctx, membership_of(2), link_failed(1));
+    let reports = ctx.take_reports();
+    let reason = shutdown_reason(&reports).expect("shut down");
+    assert!(
+        reason.contains("broke while the cluster was forming"),
+        "{reason}"
+    );
+}
