@@ -295,6 +295,16 @@ impl DataNodeSession {
         self.config_dir.as_deref()
     }
 
+    /// Pushes one status now (mgmd answers none). For tools and tests; a
+    /// data node runs [`DataNodeSession::spawn_status_pusher`].
+    pub fn push_status(&mut self, status: &Value) -> Result<(), MgmdError> {
+        let message = json!({ "req": "status", "status": status });
+        wire::write_line(&mut self.conn.writer, &message).map_err(|source| MgmdError::Io {
+            context: "pushing a status to mgmd".into(),
+            source,
+        })
+    }
+
     /// Spawns a thread that pushes `status()` every `period` and at once on
     /// each refresh; ends quietly when mgmd goes away (the data node keeps
     /// running without it).

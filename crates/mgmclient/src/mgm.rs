@@ -79,6 +79,11 @@ pub fn format_show(response: &Value) -> String {
                     let state = field(node, "state").as_str().unwrap_or("unknown");
                     if state == "not_connected" {
                         format!("id={id}\t(not connected, accepting connect from {host})")
+                    } else if state == "failed" {
+                        format!("id={id}\t(failed, accepting connect from {host})")
+                    } else if state == "shut_down" {
+                        let reason = field(node, "shutdown_reason").as_str().unwrap_or("?");
+                        format!("id={id}\t(shut down: {reason})")
                     } else {
                         let pid = field(node, "pid")
                             .as_u64()
@@ -215,6 +220,21 @@ mod tests {
              [api(API)]\t1 node(s)\nid=128\tconnected"
         );
         assert_eq!(format_show(&response), expected);
+    }
+
+    #[test]
+    fn show_text_tells_a_failed_or_shut_down_node_from_one_never_started() {
+        let response = json!({"nodes": [
+            {"id": 2, "type": "data", "host": "127.0.0.1", "group": 0, "state": "failed", "pid": null},
+            {"id": 3, "type": "data", "host": "127.0.0.1", "group": 0, "state": "shut_down", "pid": null,
+             "shutdown_reason": "president 2 declared this node failed"},
+        ]});
+        let text = format_show(&response);
+        assert!(
+            text.contains("id=2\t(failed, accepting connect from 127.0.0.1)")
+                && text.contains("id=3\t(shut down: president 2 declared this node failed)"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -191,6 +191,7 @@ pub fn start_server_with(
             start_count: 0,
             status: None,
             status_seq: 0,
+            ended: None,
         })
         .collect();
     let shared = Arc::new(Shared {
@@ -284,6 +285,19 @@ struct DataNodeState {
     status: Option<Value>,
     /// Bumped on every status push, so waiters can tell "newer".
     status_seq: u64,
+    /// How the last session ended, while there is none: `show` tells a
+    /// node that failed or shut down from one never started.
+    ended: Option<Ended>,
+}
+
+/// How a data node's session ended.
+#[derive(Clone)]
+enum Ended {
+    /// The node said why it shut down (declared failed, or on a side that
+    /// may not continue) before it went.
+    ShutDown(String),
+    /// The session broke without a reason: the node died or was cut off.
+    Failed,
 }
 
 struct Session {
@@ -419,6 +433,13 @@ fn end_connection(shared: &Shared, conn: &Connection) {
                 .as_ref()
                 .is_some_and(|s| s.connection == conn.id)
             {
+                let reason = node
+                    .status
+                    .as_ref()
+                    .and_then(|status| status.get("shutdown_reason"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                node.ended = Some(reason.map_or(Ended::Failed, Ended::ShutDown));
                 node.session = None;
                 node.status = None;
             }
@@ -529,6 +550,7 @@ fn register_data_node(
     });
     node.start_count += 1;
     node.status = None;
+    node.ended = None;
     conn.data_node = Some(node.id);
     json!({ "ok": true, "node_id": node.id, "start_count": node.start_count })
 }
@@ -625,7 +647,11 @@ fn first_allocation() -> u64 {
 /// The state a connected data node reports, "starting" until it says.
 fn node_state(node: &DataNodeState) -> &str {
     if node.session.is_none() {
-        return "not_connected";
+        return match node.ended {
+            None => "not_connected",
+            Some(Ended::Failed) => "failed",
+            Some(Ended::ShutDown(_)) => "shut_down",
+        };
     }
     node.status
         .as_ref()
@@ -661,6 +687,11 @@ fn show(shared: &Shared) -> Value {
             "state": node_state(node),
             "pid": node.session.as_ref().and_then(|s| s.pid),
             "start_count": node.start_count,
+            "shutdown_reason": match &node.ended {
+                Some(Ended::ShutDown(reason)) => Some(reason.as_str()),
+                _ => None,
+            },
+            "membership_id": node.status.as_ref().and_then(|s| s.get("membership_id")).cloned(),
         }));
     }
     let mgmd = &shared.config.mgmd;

@@ -97,8 +97,10 @@ fn a_node_id_registers_once_at_a_time() {
     let mut client = MgmClient::connect(&addr).expect("connect");
     assert_eq!(node(&client.show().expect("show"), 2)["start_count"], 1);
     drop(first);
-    wait_until("node 2 to be not connected", || {
-        node_state(&mut client, 2) == "not_connected"
+    // Its session broke with no reason given: failed, unlike a node
+    // never started.
+    wait_until("node 2 to be failed", || {
+        node_state(&mut client, 2) == "failed"
     });
     let down = node(&client.show().expect("show"), 2);
     assert_eq!(down["pid"], Value::Null);
@@ -109,6 +111,24 @@ fn a_node_id_registers_once_at_a_time() {
     assert_eq!(up["start_count"], 2);
     assert_eq!(up["pid"], 5678);
     assert_eq!(up["state"], "starting");
+
+    // A node that says why it shuts down before it goes is shown so.
+    let (mut third, _) = DataNodeSession::register(&addr, 3, 99).expect("node 3");
+    third
+        .push_status(&json!({"state": "shut down", "shutdown_reason": "president 2 declared this node failed"}))
+        .expect("push");
+    wait_until("node 3 to report shutting down", || {
+        node_state(&mut client, 3) == "shut down"
+    });
+    drop(third);
+    wait_until("node 3 to be shut down", || {
+        node_state(&mut client, 3) == "shut_down"
+    });
+    let gone = node(&client.show().expect("show"), 3);
+    assert_eq!(
+        gone["shutdown_reason"],
+        "president 2 declared this node failed"
+    );
 }
 
 #[test]
@@ -307,7 +327,8 @@ fn show_reflects_pushed_status() {
     assert_eq!(
         n3,
         json!({"id": 3, "type": "data", "host": "127.0.0.1", "group": 0,
-        "state": "started", "pid": 4321, "start_count": 1})
+        "state": "started", "pid": 4321, "start_count": 1, "shutdown_reason": null,
+        "membership_id": null})
     );
     assert_eq!(node(&show, 2)["state"], "not_connected");
 
