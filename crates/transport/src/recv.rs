@@ -150,7 +150,7 @@ struct Peer {
 struct DataNodeLink {
     node: NodeId,
     address: SocketAddr,
-    /// This node has the lower id, so it dials.
+    /// This node has the lower id, so it dials (until the node is cut).
     dials: bool,
     /// The slot of this thread's dialed connection (connecting or live).
     slot: Option<usize>,
@@ -793,7 +793,7 @@ impl Connections {
         let now = Instant::now();
         for index in 0..dispatch.links.len() {
             let link = &dispatch.links[index];
-            if !link.dials || (link.slot.is_none() && dispatch.registry.is_cut(link.node)) {
+            if !link.dials {
                 continue;
             }
             if let Some(slot) = link.slot {
@@ -804,6 +804,11 @@ impl Connections {
                 continue;
             }
             if now < link.next_dial {
+                continue;
+            }
+            if dispatch.registry.is_cut(link.node) {
+                // Never dialed again: stop looking (and waking for it).
+                dispatch.links[index].dials = false;
                 continue;
             }
             dispatch.links[index].next_dial = now + DIAL_RETRY;

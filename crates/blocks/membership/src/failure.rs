@@ -89,7 +89,7 @@ struct Round {
 /// How a node came to be taken for failed, for the log.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Cause {
-    /// It missed `missed` heartbeats in a row, silent for `silent_ms`.
+    /// It missed the limit of heartbeats in a row, silent for `silent_ms`.
     Heartbeats { silent_ms: u64 },
     /// The link to it broke.
     LinkBroken,
@@ -181,7 +181,7 @@ impl Membership {
         let how = match cause {
             Cause::Heartbeats { silent_ms } => format!(
                 "missed {} heartbeats in a row (silent for {silent_ms} ms)",
-                self.heartbeat_missed
+                self.heartbeats.missed_limit()
             ),
             Cause::LinkBroken => "its link broke".to_string(),
             Cause::ReportedBy(reporter) => format!("node {reporter} reported it failed"),
@@ -242,12 +242,21 @@ impl Membership {
             live,
             waiting: live,
         });
-        for node in live.iter() {
-            let request = CmFailPrepareReq {
-                membership_id,
-                live,
-            };
-            kernel::send(ctx, self.address, membership_of(node), request);
+        self.send_to_members(live, ctx, || CmFailPrepareReq {
+            membership_id,
+            live,
+        });
+    }
+
+    /// Sends `signal()` to the membership of every node of `members`.
+    fn send_to_members<S: Into<signal::Signal>>(
+        &self,
+        members: NodeSet,
+        ctx: &mut dyn Context,
+        signal: impl Fn() -> S,
+    ) {
+        for node in members.iter() {
+            kernel::send(ctx, self.address, membership_of(node), signal());
         }
     }
 
@@ -270,16 +279,7 @@ impl Membership {
         live: NodeSet,
         ctx: &mut dyn Context,
     ) {
-        let me = self.address.node;
-        if !live.contains(me) {
-            self.shut_down(
-                format!(
-                    "president {} declared this node failed (membership {membership_id} is \
-                     {live}); it may not serve again in this incarnation",
-                    from.node
-                ),
-                ctx,
-            );
+        if self.left_out(from, membership_id, live, ctx) {
             return;
         }
         if live.first() != Some(from.node) || !live.is_subset(self.failures.live) {
@@ -341,23 +341,15 @@ impl Membership {
         self.failures.round = None;
         let before = self.failures.live;
         match survival::judge(before, live, &self.failures.groups) {
-            Verdict::Continue(_) => {
-                for node in live.iter() {
-                    let commit = CmFailCommitOrd {
-                        membership_id,
-                        live,
-                    };
-                    kernel::send(ctx, self.address, membership_of(node), commit);
-                }
-            }
+            Verdict::Continue(_) => self.send_to_members(live, ctx, || CmFailCommitOrd {
+                membership_id,
+                live,
+            }),
             Verdict::ShutDown(_) | Verdict::Arbitrate => {
-                for node in live.iter() {
-                    let order = CmShutdownOrd {
-                        membership_id,
-                        live,
-                    };
-                    kernel::send(ctx, self.address, membership_of(node), order);
-                }
+                self.send_to_members(live, ctx, || CmShutdownOrd {
+                    membership_id,
+                    live,
+                })
             }
         }
     }
@@ -390,15 +382,7 @@ impl Membership {
         if membership_id <= self.failures.membership_id {
             return;
         }
-        if !live.contains(self.address.node) {
-            self.shut_down(
-                format!(
-                    "president {} declared this node failed (membership {membership_id} is \
-                     {live}); it may not serve again in this incarnation",
-                    from.node
-                ),
-                ctx,
-            );
+        if self.left_out(from, membership_id, live, ctx) {
             return;
         }
         let removed = self.failures.live.difference(live);
@@ -460,6 +444,29 @@ impl Membership {
             ),
             ctx,
         );
+    }
+
+    /// A proposal or commit from `from` that leaves this node out: it was
+    /// declared failed, so it shuts down. Returns whether it did.
+    fn left_out(
+        &mut self,
+        from: BlockRef,
+        membership_id: u32,
+        live: NodeSet,
+        ctx: &mut dyn Context,
+    ) -> bool {
+        if live.contains(self.address.node) {
+            return false;
+        }
+        self.shut_down(
+            format!(
+                "president {} declared this node failed (membership {membership_id} is \
+                 {live}); it may not serve again in this incarnation",
+                from.node
+            ),
+            ctx,
+        );
+        true
     }
 
     /// Stops serving for good in this incarnation.

@@ -152,6 +152,11 @@ impl Heartbeats {
         }
     }
 
+    /// Heartbeats a watched node may miss in a row before it is suspected.
+    pub(crate) fn missed_limit(&self) -> u32 {
+        self.missed_limit
+    }
+
     /// The nodes this node suspected, in order (each once).
     pub(crate) fn suspected(&self) -> &[NodeId] {
         &self.suspected

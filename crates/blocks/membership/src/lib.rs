@@ -63,8 +63,6 @@ pub struct Membership {
     state: StartState,
     formation: Formation,
     heartbeats: Heartbeats,
-    /// Heartbeats missed before a node is suspected (for the log).
-    heartbeat_missed: u32,
     failures: Failures,
     /// Every block of the node that runs start phases, and who answered the
     /// current one.
@@ -108,7 +106,6 @@ impl Membership {
                 config.heartbeat_interval_ms,
                 config.heartbeat_missed,
             ),
-            heartbeat_missed: config.heartbeat_missed,
             failures: Failures::new(all, groups.into_iter().map(|(_, set)| set).collect()),
             formation,
             blocks: Answers::new(blocks),
