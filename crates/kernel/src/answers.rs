@@ -48,6 +48,26 @@ impl Answers {
         self.outstanding == 0
     }
 
+    /// Removes every member on a node of `nodes` (they failed): the
+    /// current round no longer waits for them, nor will later ones.
+    /// Returns true when the round was waiting only for them, so it is
+    /// now complete.
+    pub fn forget_nodes(&mut self, nodes: signal::NodeSet) -> bool {
+        let waiting = self.outstanding > 0;
+        let mut position = 0;
+        while position < self.members.len() {
+            if nodes.contains(self.members[position].node) {
+                self.members.remove(position);
+                if !self.answered.remove(position) {
+                    self.outstanding -= 1;
+                }
+            } else {
+                position += 1;
+            }
+        }
+        waiting && self.outstanding == 0
+    }
+
     /// Records `from`'s answer (`what` names the signal, for the panic
     /// message). Returns true when it was the last one missing.
     pub fn record(&mut self, from: BlockRef, what: &str) -> bool {
@@ -87,6 +107,30 @@ mod tests {
         assert!(answers.is_complete());
         answers.start_round();
         assert!(!answers.record(members[0], "Conf"));
+    }
+
+    #[test]
+    fn forgetting_the_nodes_a_round_waits_for_completes_it() {
+        let members = vec![
+            BlockRef::new(NodeId(1), BlockKind::Tc, 0),
+            BlockRef::new(NodeId(2), BlockKind::Tc, 0),
+            BlockRef::new(NodeId(2), BlockKind::Tc, 1),
+        ];
+        let mut answers = Answers::new(members.clone());
+        assert!(
+            !answers.forget_nodes(signal::NodeSet::EMPTY),
+            "no round runs"
+        );
+        answers.start_round();
+        assert!(!answers.record(members[0], "Conf"));
+        assert!(!answers.forget_nodes(signal::NodeSet::of([NodeId(3)])));
+        assert!(answers.forget_nodes(signal::NodeSet::of([NodeId(2)])));
+        assert_eq!(answers.members(), &members[..1]);
+        answers.start_round();
+        assert!(
+            answers.record(members[0], "Conf"),
+            "later rounds skip them too"
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@
 pub mod answers;
 pub mod block_thread;
 pub mod mesh;
+pub mod node_failures;
 pub mod spsc;
 pub mod stats;
 pub mod testing;

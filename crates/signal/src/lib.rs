@@ -28,6 +28,6 @@ pub mod section;
 pub mod signals;
 
 pub use error::ErrorCode;
-pub use ids::{BlockKind, BlockRef, Gci, NodeId, NodeSet, TransactionId};
+pub use ids::{BlockKind, BlockRef, Gci, NodeId, NodeSet, TransactionId, NODE_SET_MAX};
 pub use section::{Section, SectionPool};
 pub use signals::{Envelope, Signal};

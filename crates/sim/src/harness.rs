@@ -43,6 +43,8 @@ pub struct Harness {
     shape: ClusterShape,
     limits: NodeLimits,
     options: ConnectOptions,
+    /// Data nodes to kill, each at a simulated time (us).
+    kills: Vec<(NodeId, u64)>,
 }
 
 impl Harness {
@@ -53,6 +55,7 @@ impl Harness {
             shape: ClusterShape::default(),
             limits: NodeLimits::default(),
             options: ConnectOptions::default(),
+            kills: Vec::new(),
         }
     }
 
@@ -77,6 +80,14 @@ impl Harness {
         self
     }
 
+    /// Kills data node `node` (as SIGKILL would: its links break, its
+    /// unsynced writes are lost) once the simulated clock reaches `at_us`,
+    /// whatever the client code is doing then.
+    pub fn kill_at(mut self, node: NodeId, at_us: u64) -> Harness {
+        self.kills.push((node, at_us));
+        self
+    }
+
     /// Starts the cluster, connects a real client to every data node and
     /// runs `work` with it; returns what `work` returned. A panic in
     /// `work` fails the caller, naming the API node.
@@ -88,6 +99,7 @@ impl Harness {
         simulation.start_nodes();
         let mut api_nodes = HostedApiNodes::default();
         let options = self.options;
+        let mut kills = self.kills;
         api_nodes.spawn(
             HARNESS_API_NODE,
             &mut simulation.client_io(),
@@ -99,6 +111,14 @@ impl Harness {
             },
         );
         while !api_nodes.all_ended() {
+            let now_us = simulation.world().now_us();
+            kills.retain(|&(node, at_us)| {
+                if at_us <= now_us {
+                    simulation.kill_node(node);
+                    api_nodes.lose_connections_to(node, "killed", &mut simulation.client_io());
+                }
+                at_us > now_us
+            });
             assert!(
                 simulation.world().now_us() < RUN_LIMIT_US,
                 "seed {}: the client code did not end within {RUN_LIMIT_US} us of simulated time",

@@ -29,7 +29,7 @@ use client::{ClientError, Cluster, ConnectOptions};
 use signal::codec::{self, FrameAssembler};
 use signal::{Envelope, NodeId};
 use std::any::Any;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -121,6 +121,9 @@ struct State {
     panic: Option<Box<dyn Any + Send>>,
     /// See [`HostedContext::fail_next_write_after_sending`].
     fail_next_write: bool,
+    /// Data nodes that stopped: a connection to one is refused, as a
+    /// socket to a dead process is.
+    down: BTreeSet<NodeId>,
 }
 
 /// What the simulator and one API node's thread share.
@@ -192,6 +195,12 @@ impl Transport for HostedTransport {
             .and_then(|id| id.parse().ok())
             .map(NodeId)
             .ok_or_else(|| ClientError::Usage(format!("{addr:?} is not a simulated data node")))?;
+        if self.0.lock().down.contains(&node) {
+            return Err(ClientError::Connect {
+                addr: addr.to_string(),
+                source: std::io::ErrorKind::ConnectionRefused.into(),
+            });
+        }
         let link = HostedLink {
             inbound: Some(inbound),
             from_api: FrameAssembler::new(),
@@ -288,6 +297,7 @@ impl<R: Send + 'static> HostedApiNodes<R> {
                 links: BTreeMap::new(),
                 panic: None,
                 fail_next_write: false,
+                down: BTreeSet::new(),
             }),
             turn_changed: Condvar::new(),
         });
@@ -366,6 +376,24 @@ impl<R: Send + 'static> HostedApiNodes<R> {
                 links.filter_map(|link| link.inbound.take()).collect()
             };
             for inbound in inbounds {
+                inbound.close(reason.to_string());
+            }
+            self.take_turn(index, io);
+        }
+    }
+
+    /// Data node `data_node` stopped: every API node's connection to it
+    /// ends with `reason` (failing its waiters), later ones are refused,
+    /// and each API node gets a turn to notice.
+    pub fn lose_connections_to(&mut self, data_node: NodeId, reason: &str, io: &mut ClientIo<'_>) {
+        for index in 0..self.nodes.len() {
+            let inbound = {
+                let mut state = self.nodes[index].shared.lock();
+                state.down.insert(data_node);
+                let link = state.links.get_mut(&data_node);
+                link.and_then(|link| link.inbound.take())
+            };
+            if let Some(inbound) = inbound {
                 inbound.close(reason.to_string());
             }
             self.take_turn(index, io);

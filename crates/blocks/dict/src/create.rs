@@ -137,7 +137,6 @@ impl Dict {
             table_id, table.id,
             "AddTabConf from {from} for another table than the one being created"
         );
-        let table = Arc::clone(table);
         match (*step, from.kind) {
             (CreateStep::Adding, BlockKind::Tc) => self.tcs.record(from, "AddTabConf"),
             (CreateStep::Adding, BlockKind::Ldm) => self.ldms.record(from, "AddTabConf"),
@@ -147,6 +146,16 @@ impl Dict {
                 self.address
             ),
         };
+        self.create_answered(ctx);
+    }
+
+    /// An answer came, or the blocks it waited for failed: the last tc or
+    /// ldm starts the second round, the last dict makes the table online.
+    pub(crate) fn create_answered(&mut self, ctx: &mut dyn Context) {
+        let Some(Operation::Create { table, step, .. }) = &mut self.running else {
+            unreachable!("create_answered runs within a create");
+        };
+        let table = Arc::clone(table);
         if *step == CreateStep::Adding {
             if !(self.tcs.is_complete() && self.ldms.is_complete()) {
                 return;

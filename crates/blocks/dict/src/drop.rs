@@ -105,9 +105,17 @@ impl Dict {
             ctx.send_delayed(again, DROP_RETRY_DELAY_MS);
             return;
         }
-        if !answers.record(from, "DropTabRep") {
-            return;
+        if answers.record(from, "DropTabRep") {
+            self.drop_step_answered(ctx);
         }
+    }
+
+    /// Every block of the step answered (or failed): the next step.
+    pub(crate) fn drop_step_answered(&mut self, ctx: &mut dyn Context) {
+        let Some(Operation::Drop { table_id, step, .. }) = &mut self.running else {
+            unreachable!("drop_step_answered runs within a drop");
+        };
+        let table_id = *table_id;
         let next = match *step {
             DropStep::Coordinators => Some((DropStep::DataManagers, &mut self.ldms)),
             DropStep::DataManagers if !self.dicts.members().is_empty() => {

@@ -56,6 +56,7 @@ pub use requests::QUEUE_CAPACITY;
 pub use schema_sync::SYNC_RETRY_DELAY_MS;
 
 use kernel::answers::Answers;
+use kernel::node_failures::NodeFailures;
 use kernel::{Context, Report};
 use persistence::{SchemaFile, StoredSchema, FILE_RETRY_JOB};
 use requests::{Operation, QueuedRequest};
@@ -124,6 +125,9 @@ pub struct Dict {
     ldms: Answers,
     /// Every other data node's dict and who answered the current round.
     dicts: Answers,
+    /// The agreed membership: nothing of a failed node is handled, and
+    /// maps handed out leave its replicas out.
+    node_failures: NodeFailures,
     /// The schema file: the read or write under way, the changes waiting.
     schema_file: SchemaFile,
     /// What the schema file held at start, until RESTORE_SCHEMA uses it.
@@ -207,6 +211,7 @@ impl Dict {
             tcs: Answers::new(tcs),
             ldms: Answers::new(ldms),
             dicts: Answers::new(dicts),
+            node_failures: NodeFailures::default(),
             schema_file: SchemaFile::new(config.diskless),
             stored_schema: None,
             stored_file: None,
@@ -320,6 +325,9 @@ impl kernel::Block for Dict {
 
     fn handle(&mut self, envelope: Envelope, ctx: &mut dyn Context) {
         let from = envelope.from;
+        if self.node_failures.refuses(from) {
+            return;
+        }
         match envelope.signal {
             // From API nodes: never panic.
             Signal::CreateTabReq(request) => self.create_table_request(from, request, ctx),
@@ -342,6 +350,10 @@ impl kernel::Block for Dict {
             Signal::StartPhaseReq(request) => self.start_phase(from, request.phase, ctx),
             Signal::PresidentRep(report) => self.president_rep(from, report.president),
             Signal::ApiFailRep(report) => self.api_failed(report.node),
+            Signal::NodeFailRep(report) => self.node_failed(from, report, ctx),
+            Signal::NodeFailCompleteRep(report) => {
+                self.node_failures.complete(report.membership_id);
+            }
             // From this node's file service, and from dict itself.
             Signal::FsConf(conf) => self.file_answer(from, conf, ctx),
             Signal::ContinueB(ContinueB {

@@ -22,7 +22,7 @@ use kernel::Context;
 use signal::schema::TableDef;
 use signal::signals::{
     CreateTabConf, CreateTabReq, DropTabConf, DropTabReq, GetTabInfoConf, GetTabInfoReq,
-    ListTablesConf, ListTablesReq, SchemaRef,
+    ListTablesConf, ListTablesReq, NodeFailRep, SchemaRef,
 };
 use signal::{BlockRef, ErrorCode, NodeId, Signal};
 use std::sync::Arc;
@@ -188,6 +188,12 @@ impl Dict {
         let Some((table, map)) = online else {
             return self.refuse(from, request_id, ErrorCode::UnknownTable, ctx);
         };
+        // The map as created, less the failed nodes' replicas: what the
+        // tcs route with.
+        let map = map.without(
+            self.node_failures.failed(),
+            self.node_failures.membership_id(),
+        );
         let mut map_bytes = Vec::new();
         signal::codec::encode_partition_map(&mut map_bytes, &map);
         let sections = ctx
@@ -242,6 +248,40 @@ impl Dict {
     /// out to nobody, harmlessly.
     pub(crate) fn api_failed(&mut self, node: NodeId) {
         self.queue.retain(|queued| queued.requester.node != node);
+    }
+
+    /// NODE_FAILREP: the nodes of `report.failed` left the cluster. A
+    /// schema operation this dict runs as master stops waiting for their
+    /// blocks, and later ones do not ask them (they rejoin by node
+    /// restart, which brings them the schema). A failed master dict is
+    /// not taken over yet (docs/design/failures.md §8).
+    pub(crate) fn node_failed(
+        &mut self,
+        from: BlockRef,
+        report: NodeFailRep,
+        ctx: &mut dyn Context,
+    ) {
+        let failed = self.node_failures.install(self.address, from, &report, ctx);
+        if failed.is_empty() {
+            return;
+        }
+        let tcs = self.tcs.forget_nodes(failed);
+        let ldms = self.ldms.forget_nodes(failed);
+        let dicts = self.dicts.forget_nodes(failed);
+        match &self.running {
+            Some(Operation::Create { step, .. }) => match step {
+                CreateStep::Adding if tcs || ldms => self.create_answered(ctx),
+                CreateStep::Announcing if dicts => self.create_answered(ctx),
+                _ => {}
+            },
+            Some(Operation::Drop { step, .. }) => match step {
+                DropStep::Coordinators if tcs => self.drop_step_answered(ctx),
+                DropStep::DataManagers if ldms => self.drop_step_answered(ctx),
+                DropStep::Dictionaries if dicts => self.drop_step_answered(ctx),
+                _ => {}
+            },
+            None => {}
+        }
     }
 
     fn enqueue(

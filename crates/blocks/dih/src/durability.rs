@@ -109,9 +109,13 @@ impl Dih {
             "dih {}: GcpFlushConf {gci} from {from} outside its round",
             self.address
         );
-        if !self.durability.tcs.record(from, "GcpFlushConf") {
-            return;
+        if self.durability.tcs.record(from, "GcpFlushConf") {
+            self.flushed(gci, ctx);
         }
+    }
+
+    /// Every tc finished the commits of GCIs up to `gci`.
+    fn flushed(&mut self, gci: Gci, ctx: &mut dyn Context) {
         self.durability.round = Round::Saving { gci };
         self.durability.ldms.start_round();
         for &ldm in self.durability.ldms.members() {
@@ -127,10 +131,9 @@ impl Dih {
             "dih {}: GcpSaveConf {gci} from {from} outside its round",
             self.address
         );
-        if !self.durability.ldms.record(from, "GcpSaveConf") {
-            return;
+        if self.durability.ldms.record(from, "GcpSaveConf") {
+            self.start_copy(gci, self.gcp.latest, ctx);
         }
-        self.start_copy(gci, self.gcp.latest, ctx);
     }
 
     /// Asks every dih to record `gci` complete and `started` started.
@@ -219,9 +222,13 @@ impl Dih {
             gci, copying,
             "CopyGciConf from {from} confirms another GCI than the one being copied"
         );
-        if !self.durability.dihs.record(from, "CopyGciConf") {
-            return;
+        if self.durability.dihs.record(from, "CopyGciConf") {
+            self.copied_everywhere(gci, started, ctx);
         }
+    }
+
+    /// Every dih recorded `gci` complete and `started` started.
+    fn copied_everywhere(&mut self, gci: Gci, started: Gci, ctx: &mut dyn Context) {
         self.durability.round = Round::Idle;
         self.durability.recorded_started_high =
             self.durability.recorded_started_high.max(started.high());
@@ -240,6 +247,24 @@ impl Dih {
             if next > self.durability.complete {
                 self.start_flush(next, ctx);
             }
+        }
+    }
+
+    /// At the master: the data nodes of `failed` left the cluster. The
+    /// round no longer waits for their blocks, nor will later ones; a
+    /// step that waited only for them is done. The survivors hold a live
+    /// replica of every partition (the survival rule), so their markers
+    /// and system files make a global checkpoint durable.
+    pub(crate) fn durability_without(&mut self, failed: signal::NodeSet, ctx: &mut dyn Context) {
+        let durability = &mut self.durability;
+        let flushed = durability.tcs.forget_nodes(failed);
+        let saved = durability.ldms.forget_nodes(failed);
+        let copied = durability.dihs.forget_nodes(failed);
+        match durability.round {
+            Round::Flushing { gci } if flushed => self.flushed(gci, ctx),
+            Round::Saving { gci } if saved => self.start_copy(gci, self.gcp.latest, ctx),
+            Round::Copying { gci, started } if copied => self.copied_everywhere(gci, started, ctx),
+            _ => {}
         }
     }
 

@@ -212,57 +212,73 @@ impl Dih {
             "GcpPrepareConf from {from} confirms another GCI than the one being prepared"
         );
         if self.gcp.tcs.record(from, "GcpPrepareConf") {
-            self.gcp.state = SwitchState::Committing { gci: new_gci };
-            self.send_to_tcs(ctx, |gci| GcpCommit { gci }, new_gci);
+            self.switch_step_done(ctx);
         }
     }
 
     /// A tc moved to `gci`.
     pub(crate) fn gcp_commit_conf(&mut self, from: BlockRef, gci: Gci, ctx: &mut dyn Context) {
-        match self.gcp.state {
-            SwitchState::InitialCommit {
-                gci: committing,
-                start_requester,
-            } => {
-                assert_eq!(
-                    gci, committing,
-                    "GcpCommitConf from {from} confirms another GCI than the initial one"
-                );
-                if self.gcp.tcs.record(from, "GcpCommitConf") {
-                    self.switched(gci, ctx);
-                    self.tell_other_dihs(gci, ctx);
-                    kernel::send(
-                        ctx,
-                        self.address,
-                        start_requester,
-                        StartPhaseConf {
-                            phase: GCP_START_PHASE,
-                        },
-                    );
-                    self.arm_gcp_timer(ctx);
-                }
-            }
-            SwitchState::Committing { gci: committing } => {
-                assert_eq!(
-                    gci, committing,
-                    "GcpCommitConf from {from} confirms another GCI than the one being committed"
-                );
-                if self.gcp.tcs.record(from, "GcpCommitConf") {
-                    let previous = self.gcp.latest;
-                    self.gcp.switches += 1;
-                    self.switched(gci, ctx);
-                    self.tell_other_dihs(gci, ctx);
-                    self.arm_gcp_timer(ctx);
-                    if gci.high() > previous.high() {
-                        // Every tc is past `previous`'s global checkpoint.
-                        self.request_durable(previous, ctx);
-                    }
-                }
-            }
+        let committing = match self.gcp.state {
+            SwitchState::InitialCommit { gci, .. } | SwitchState::Committing { gci } => gci,
             state => panic!(
                 "dih {}: GcpCommitConf {gci} from {from} while no commit runs ({state:?})",
                 self.address
             ),
+        };
+        assert_eq!(
+            gci, committing,
+            "GcpCommitConf from {from} confirms another GCI than the one being committed"
+        );
+        if self.gcp.tcs.record(from, "GcpCommitConf") {
+            self.switch_step_done(ctx);
+        }
+    }
+
+    /// Every tc of the round answered (or the rest failed): the switch
+    /// goes on to its next step.
+    fn switch_step_done(&mut self, ctx: &mut dyn Context) {
+        match self.gcp.state {
+            SwitchState::Preparing { new_gci } => {
+                self.gcp.state = SwitchState::Committing { gci: new_gci };
+                self.send_to_tcs(ctx, |gci| GcpCommit { gci }, new_gci);
+            }
+            SwitchState::InitialCommit {
+                gci,
+                start_requester,
+            } => {
+                self.switched(gci, ctx);
+                self.tell_other_dihs(gci, ctx);
+                kernel::send(
+                    ctx,
+                    self.address,
+                    start_requester,
+                    StartPhaseConf {
+                        phase: GCP_START_PHASE,
+                    },
+                );
+                self.arm_gcp_timer(ctx);
+            }
+            SwitchState::Committing { gci } => {
+                let previous = self.gcp.latest;
+                self.gcp.switches += 1;
+                self.switched(gci, ctx);
+                self.tell_other_dihs(gci, ctx);
+                self.arm_gcp_timer(ctx);
+                if gci.high() > previous.high() {
+                    // Every tc is past `previous`'s global checkpoint.
+                    self.request_durable(previous, ctx);
+                }
+            }
+            state => unreachable!("dih {}: no switch step waits in {state:?}", self.address),
+        }
+    }
+
+    /// At the master: the data nodes of `failed` left the cluster; the
+    /// switch no longer waits for their tcs (a step that waited only for
+    /// them is done), and the other dihs no longer hear of switches.
+    pub(crate) fn switch_without(&mut self, failed: signal::NodeSet, ctx: &mut dyn Context) {
+        if self.gcp.tcs.forget_nodes(failed) {
+            self.switch_step_done(ctx);
         }
     }
 

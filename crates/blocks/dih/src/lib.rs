@@ -41,10 +41,11 @@ pub use gcp::{job, GCP_START_PHASE, INITIAL_GCI};
 use distribution::Distribution;
 use gcp::GlobalCheckpoint;
 use kernel::answers::Answers;
-use kernel::Context;
+use kernel::node_failures::NodeFailures;
+use kernel::{Context, Report};
 use signal::phases;
 use signal::schema::TableDef;
-use signal::signals::{DiAddTabConf, FsConf, StartPhaseConf};
+use signal::signals::{DiAddTabConf, FsConf, NodeFailRep, StartPhaseConf};
 use signal::{codec, BlockKind, BlockRef, Envelope, Gci, NodeId, Signal};
 use std::sync::Arc;
 
@@ -100,6 +101,8 @@ pub struct Dih {
     copy_requester: Option<(BlockRef, Gci)>,
     /// The system file update of phase RESTORE_DATA is in flight.
     restart_write_pending: bool,
+    /// The agreed membership: nothing of a failed node is handled.
+    node_failures: NodeFailures,
 }
 
 impl Dih {
@@ -159,6 +162,7 @@ impl Dih {
             diskless: config.diskless,
             copy_requester: None,
             restart_write_pending: false,
+            node_failures: NodeFailures::default(),
         }
     }
 
@@ -282,6 +286,28 @@ impl Dih {
         }
     }
 
+    /// NODE_FAILREP: the nodes of `report.failed` left the cluster. The
+    /// master's rounds stop waiting for their blocks. A failed master is
+    /// not taken over yet (docs/design/failures.md §8): global
+    /// checkpoints stop, and the log says so.
+    fn node_failed(&mut self, from: BlockRef, report: NodeFailRep, ctx: &mut dyn Context) {
+        let failed = self.node_failures.install(self.address, from, &report, ctx);
+        if failed.is_empty() {
+            return;
+        }
+        self.other_dihs.retain(|dih| !failed.contains(dih.node));
+        if self.is_master() {
+            self.switch_without(failed, ctx);
+            self.durability_without(failed, ctx);
+        } else if let Some(master) = self.master.filter(|master| failed.contains(master.node)) {
+            ctx.report(Report::Log(format!(
+                "the master dih (node {}) failed and master take-over is not built yet: \
+                 no global checkpoint completes from now on",
+                master.node
+            )));
+        }
+    }
+
     fn add_table(&mut self, from: BlockRef, table: &TableDef, ctx: &mut dyn Context) {
         assert_eq!(
             from.kind,
@@ -300,6 +326,9 @@ impl kernel::Block for Dih {
 
     fn handle(&mut self, envelope: Envelope, ctx: &mut dyn Context) {
         let from = envelope.from;
+        if self.node_failures.refuses(from) {
+            return;
+        }
         match envelope.signal {
             Signal::StartPhaseReq(request) => self.start_phase(from, request.phase, ctx),
             Signal::PresidentRep(report) => self.president_rep(from, report.president),
@@ -325,6 +354,10 @@ impl kernel::Block for Dih {
             Signal::RestoredRep(report) => self.restored_rep(from, report.highest_gci, ctx),
             Signal::FsConf(conf) => self.fs_answer(conf, ctx),
             Signal::DiAddTabReq(request) => self.add_table(from, &request.table, ctx),
+            Signal::NodeFailRep(report) => self.node_failed(from, report, ctx),
+            Signal::NodeFailCompleteRep(report) => {
+                self.node_failures.complete(report.membership_id);
+            }
             other if codec::is_api_request(other.number()) => {
                 if let Some(reply) = other.refusal() {
                     kernel::send(ctx, self.address, from, reply);

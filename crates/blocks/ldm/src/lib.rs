@@ -145,6 +145,9 @@ pub struct Ldm {
     pub(crate) restore: Option<restore::Restore>,
     /// Local checkpoints (idle when diskless).
     pub(crate) lcp: lcp::LcpEngine,
+    /// The agreed membership: nothing of a failed node is handled, and
+    /// chains skip it.
+    pub(crate) node_failures: kernel::node_failures::NodeFailures,
 }
 
 impl Ldm {
@@ -159,6 +162,7 @@ impl Ldm {
             redo: config.redo.map(redo_log::RedoLog::new),
             restore: None,
             lcp: lcp::LcpEngine::new(LcpSettings::default()),
+            node_failures: Default::default(),
         }
     }
 
@@ -326,6 +330,9 @@ impl Block for Ldm {
 
     fn handle(&mut self, envelope: Envelope, ctx: &mut dyn Context) {
         let from = envelope.from;
+        if self.node_failures.refuses(from) {
+            return;
+        }
         match envelope.signal {
             Signal::LqhKeyReq(request) => self.lqh_key_req(from, request, ctx),
             Signal::CommitReq(request) => self.commit(from, request, ctx),
@@ -339,6 +346,12 @@ impl Block for Ldm {
             Signal::FsConf(conf) => self.fs_answer(conf.token, conf.result, ctx),
             Signal::ContinueB(job) => self.lcp_continue(job.job, ctx),
             Signal::GcpDurableRep(report) => self.lcp_complete(report.gci.0, ctx),
+            Signal::NodeFailRep(report) => {
+                self.node_failures.install(self.address, from, &report, ctx);
+            }
+            Signal::NodeFailCompleteRep(report) => {
+                self.node_failures.complete(report.membership_id);
+            }
             Signal::StartPhaseReq(request) => send(
                 ctx,
                 self.address,

@@ -249,7 +249,7 @@ impl Membership {
     }
 
     /// Sends `signal()` to the membership of every node of `members`.
-    fn send_to_members<S: Into<signal::Signal>>(
+    pub(crate) fn send_to_members<S: Into<signal::Signal>>(
         &self,
         members: NodeSet,
         ctx: &mut dyn Context,
@@ -402,6 +402,7 @@ impl Membership {
             membership_id,
             live,
         });
+        self.tell_blocks(membership_id, live, removed, ctx);
         // Failures found since the proposal: the next round.
         if self.failures.round.is_none() {
             self.push_failures(ctx);

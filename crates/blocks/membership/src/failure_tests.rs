@@ -6,13 +6,16 @@
 //! cluster forms.
 
 use crate::start::StartState;
-use crate::tests::{connected, formed_middle_node, member_of, membership_of, run_phase_one};
+use crate::tests::{
+    connected, formed_middle_node, local_blocks, member_of, membership_of, run_phase_one,
+};
 use crate::Membership;
 use kernel::testing::{deliver, line, RecordingContext};
 use kernel::Report;
 use signal::signals::{
     CmFailCommitOrd, CmFailPrepareConf, CmFailPrepareRef, CmFailPrepareReq, CmFailRep, CmHeartbeat,
-    CmRegConf, CmShutdownOrd, NodeLinkFailedRep,
+    CmNodeFailHandledRep, CmRegConf, CmShutdownOrd, NodeFailCompleteRep, NodeFailConf, NodeFailRep,
+    NodeLinkFailedRep,
 };
 use signal::{NodeId, NodeSet};
 
@@ -121,6 +124,50 @@ fn golden_trace_of_a_failure_agreed_by_the_president() {
     );
     assert_eq!(node.membership(), (2, set(&[2, 3])));
     assert_eq!(node.president(), NodeId(2));
+    // Every block of the node hears of it, and confirms.
+    let blocks = local_blocks(2);
+    let failrep = || NodeFailRep {
+        membership_id: 2,
+        live: set(&[2, 3]),
+        failed: set(&[1]),
+    };
+    assert_eq!(
+        ctx.take_trace(),
+        blocks
+            .iter()
+            .map(|&block| line(me, block, failrep()))
+            .collect::<Vec<_>>()
+    );
+    let confirmed = || NodeFailConf { membership_id: 2 };
+    for &block in &blocks[..3] {
+        deliver(&mut node, &mut ctx, block, confirmed());
+    }
+    // An older change's confirmation counts for nothing.
+    deliver(
+        &mut node,
+        &mut ctx,
+        blocks[3],
+        NodeFailConf { membership_id: 1 },
+    );
+    assert!(
+        ctx.take_trace().is_empty(),
+        "the last block has not confirmed"
+    );
+    // Node 3 may have handled it first: its report waits for node 2's own.
+    let handled = || CmNodeFailHandledRep { membership_id: 2 };
+    deliver(&mut node, &mut ctx, membership_of(3), handled());
+    assert!(ctx.take_trace().is_empty());
+    deliver(&mut node, &mut ctx, blocks[3], confirmed());
+    let mut expected = vec![line(me, membership_of(3), handled())];
+    expected.extend(
+        blocks
+            .iter()
+            .map(|&block| line(me, block, NodeFailCompleteRep { membership_id: 2 })),
+    );
+    assert_eq!(ctx.take_trace(), expected);
+    // A repeated report changes nothing.
+    deliver(&mut node, &mut ctx, membership_of(3), handled());
+    assert!(ctx.take_trace().is_empty());
     // A commit repeated, or an older one, changes nothing.
     deliver(&mut node, &mut ctx, me, commit(2, &[2, 3]));
     assert!(ctx.take_reports().is_empty() && ctx.take_trace().is_empty());
@@ -164,7 +211,28 @@ fn a_member_reports_to_the_president_and_installs_its_commit() {
     assert_eq!(ctx.take_trace(), vec![line(me, membership_of(1), refusal)]);
     deliver(&mut node, &mut ctx, membership_of(1), commit(2, &[1, 3]));
     assert_eq!(node.membership(), (2, set(&[1, 3])));
-    assert!(ctx.take_trace().is_empty());
+    let trace = ctx.take_trace();
+    assert_eq!(trace.len(), 4, "NodeFailRep to each block: {trace:?}");
+    // This node's blocks and node 1's report complete it.
+    for block in local_blocks(3) {
+        deliver(
+            &mut node,
+            &mut ctx,
+            block,
+            NodeFailConf { membership_id: 2 },
+        );
+    }
+    let handled = || CmNodeFailHandledRep { membership_id: 2 };
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(me, membership_of(1), handled())]
+    );
+    deliver(&mut node, &mut ctx, membership_of(1), handled());
+    assert_eq!(
+        ctx.take_trace().len(),
+        4,
+        "NodeFailCompleteRep to each block"
+    );
 }
 
 #[test]

@@ -11,7 +11,9 @@
 //! failed and agrees the new membership with the other survivors through
 //! the president (`failure.rs`), judging by the survival rule
 //! (`survival.rs`) whether its side may continue; a node declared failed,
-//! or on a side that may not continue, shuts down. Arbitration
+//! or on a side that may not continue, shuts down. Each agreed change goes
+//! to every block of the node, and once every member's blocks handled
+//! it, they hear that it is complete (`handling.rs`). Arbitration
 //! (docs/design/failures.md §4) is not built yet.
 //!
 //! This file holds the configuration, the block struct and its inbox (one
@@ -19,6 +21,7 @@
 
 mod failure;
 mod formation;
+mod handling;
 mod heartbeat;
 pub mod start;
 mod survival;
@@ -30,6 +33,7 @@ mod tests;
 
 use failure::Failures;
 use formation::Formation;
+use handling::Handling;
 use heartbeat::Heartbeats;
 use kernel::answers::Answers;
 use kernel::{Context, Report};
@@ -64,6 +68,8 @@ pub struct Membership {
     formation: Formation,
     heartbeats: Heartbeats,
     failures: Failures,
+    /// The blocks' handling of each agreed change.
+    handling: Handling,
     /// Every block of the node that runs start phases, and who answered the
     /// current one.
     blocks: Answers,
@@ -108,6 +114,7 @@ impl Membership {
             ),
             failures: Failures::new(all, groups.into_iter().map(|(_, set)| set).collect()),
             formation,
+            handling: Handling::new(),
             blocks: Answers::new(blocks),
         }
     }
@@ -272,6 +279,10 @@ impl kernel::Block for Membership {
             }
             Signal::CmFailCommitOrd(order) => {
                 self.commit(from, order.membership_id, order.live, ctx)
+            }
+            Signal::NodeFailConf(conf) => self.block_handled(from, conf.membership_id, ctx),
+            Signal::CmNodeFailHandledRep(report) => {
+                self.member_handled(from.node, report.membership_id, ctx)
             }
             Signal::CmShutdownOrd(order) => {
                 self.shutdown_ordered(from, order.membership_id, order.live, ctx)

@@ -27,6 +27,7 @@ mod durability;
 #[cfg(test)]
 mod durability_tests;
 mod execute;
+mod failover;
 pub mod records;
 #[cfg(test)]
 mod refusal_tests;
@@ -36,6 +37,7 @@ mod robustness_tests;
 mod tests;
 
 use durability::Durability;
+use kernel::node_failures::NodeFailures;
 use kernel::{send, Block, Context};
 use records::{OpPhase, Records, TcOperation, NIL};
 use signal::schema::TableDef;
@@ -102,6 +104,9 @@ pub struct Tc {
     /// Commit phases per GCI, the pending flush, the complete GCI and the
     /// API nodes waiting for it.
     pub(crate) durability: Durability,
+    /// The agreed membership: nothing of a failed node is handled, and
+    /// routes leave its replicas out.
+    pub(crate) node_failures: NodeFailures,
 }
 
 impl Tc {
@@ -121,6 +126,7 @@ impl Tc {
             waiting_for_gci_tail: NIL,
             counters: TcCounters::default(),
             map_version: 0,
+            node_failures: NodeFailures::default(),
         }
     }
 
@@ -229,10 +235,18 @@ impl Tc {
         if self.tables.len() <= id {
             self.tables.resize_with(id + 1, || None);
         }
-        self.map_version = self.map_version.max(request.map.version);
+        let map = if self.node_failures.failed().is_empty() {
+            request.map
+        } else {
+            Arc::new(request.map.without(
+                self.node_failures.failed(),
+                self.node_failures.membership_id(),
+            ))
+        };
+        self.map_version = self.map_version.max(map.version);
         self.tables[id] = Some(TableRoute {
             definition: request.table,
-            map: request.map,
+            map,
         });
         send(
             ctx,
@@ -284,6 +298,9 @@ impl Block for Tc {
 
     fn handle(&mut self, envelope: Envelope, ctx: &mut dyn Context) {
         let from = envelope.from;
+        if self.node_failures.refuses(from) {
+            return;
+        }
         match envelope.signal {
             Signal::TcKeyReq(request) => self.tc_key_req(from, request, ctx),
             Signal::TcKeyReqDroppedRep(dropped) => self.tc_key_req_dropped(from, dropped, ctx),
@@ -303,6 +320,10 @@ impl Block for Tc {
             Signal::GcpDurableRep(report) => self.gcp_durable_rep(report, ctx),
             Signal::GciWaitReq(request) => self.gci_wait_req(from, request, ctx),
             Signal::ApiFailRep(report) => self.api_failed(report, ctx),
+            Signal::NodeFailRep(report) => self.node_failed(from, report, ctx),
+            Signal::NodeFailCompleteRep(report) => {
+                self.node_failures.complete(report.membership_id);
+            }
             Signal::ContinueB(ContinueB {
                 job: TIMEOUT_SCAN_JOB,
             }) => {

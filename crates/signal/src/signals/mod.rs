@@ -926,6 +926,51 @@ signal_table! {
         live: NodeSet,
     }
 
+    /// membership -> every block of its node (dict, dih, each tc, each ldm),
+    /// in the order memberships are installed. The cluster agreed
+    /// membership `membership_id` = `live`; the nodes of `failed` left it
+    /// with this change. From now on the block handles nothing from them
+    /// (what they sent before and is still queued is dropped), stops
+    /// waiting for them, and answers NODE_FAIL_CONF. Work that needs the
+    /// other survivors waits for NODE_FAIL_COMPLETE_REP
+    /// (docs/design/failures.md §3).
+    #[derive(Debug, PartialEq)]
+    255 NodeFailRep: Membership -> Dih | Dict | Tc | Ldm, local {
+        /// The new membership's id.
+        membership_id: u32,
+        /// Its members.
+        live: NodeSet,
+        /// The members of the previous membership left out of this one.
+        failed: NodeSet,
+    }
+
+    /// block -> its node's membership. The block handled NODE_FAILREP
+    /// `membership_id`: nothing from the failed nodes reaches it any more.
+    #[derive(Debug, PartialEq)]
+    256 NodeFailConf: Dih | Dict | Tc | Ldm -> Membership, local {
+        /// Echoed.
+        membership_id: u32,
+    }
+
+    /// membership -> the membership of every member of membership
+    /// `membership_id`: every block of the sender handled the change.
+    #[derive(Debug, PartialEq)]
+    257 CmNodeFailHandledRep: Membership -> Membership, node {
+        /// The membership the sender's blocks installed.
+        membership_id: u32,
+    }
+
+    /// membership -> every block of its node. Every block of every member
+    /// of membership `membership_id` handled it (and every earlier one):
+    /// no survivor handles a signal of a failed node any more, so the
+    /// survivors may finish what the failed nodes left (aborts, commits,
+    /// take-overs) without a late signal of theirs crossing the work.
+    #[derive(Debug, PartialEq)]
+    258 NodeFailCompleteRep: Membership -> Dih | Dict | Tc | Ldm, local {
+        /// The membership handled everywhere.
+        membership_id: u32,
+    }
+
     // ---- System restart: 280..=299 (room for node restart and copy of partitions)
 
     /// dih -> master dih, system restart (start phase RESTART_GCI): what this

@@ -3,7 +3,7 @@
 //! flags of TCKEYREQ, replica chains, and partition maps.
 
 use super::Signal;
-use crate::ids::{BlockRef, NodeId};
+use crate::ids::{BlockRef, NodeId, NodeSet};
 use crate::section::Section;
 
 /// A signal with its addresses: the unit of work of a block thread.
@@ -198,4 +198,53 @@ pub struct PartitionMap {
     pub bucket_partitions: Vec<u32>,
     /// Placement of each partition.
     pub partitions: Vec<PartitionPlacement>,
+}
+
+impl PartitionMap {
+    /// The map with the data nodes of `failed` taken out of every chain
+    /// (the next replica in chain order becomes primary where the primary
+    /// failed), drawn for membership `membership_id`: its version becomes
+    /// that id when a chain changed, and stays otherwise. Every node
+    /// derives the same map from the same agreed memberships
+    /// (docs/design/failures.md §6). Panics if a partition would lose
+    /// every replica: the survival rule shuts such a side down before
+    /// any block installs its membership.
+    pub fn without(&self, failed: NodeSet, membership_id: u32) -> PartitionMap {
+        let mut changed = false;
+        let partitions = self
+            .partitions
+            .iter()
+            .enumerate()
+            .map(|(partition, placement)| {
+                let replicas: Vec<NodeId> = placement
+                    .replicas
+                    .iter()
+                    .copied()
+                    .filter(|&node| !failed.contains(node))
+                    .collect();
+                assert!(
+                    !replicas.is_empty(),
+                    "partition {partition} of table {} lost every replica ({:?}): the \
+                     survival rule lets no side without a whole node group continue",
+                    self.table_id,
+                    placement.replicas
+                );
+                changed |= replicas.len() != placement.replicas.len();
+                PartitionPlacement {
+                    replicas,
+                    ..placement.clone()
+                }
+            })
+            .collect();
+        PartitionMap {
+            table_id: self.table_id,
+            version: if changed {
+                self.version.max(membership_id)
+            } else {
+                self.version
+            },
+            bucket_partitions: self.bucket_partitions.clone(),
+            partitions,
+        }
+    }
 }

@@ -1,0 +1,96 @@
+//! What a block knows of agreed data node failures
+//! (docs/design/failures.md §3): the membership its node installed, the
+//! nodes that left it, and whether every survivor has handled the change.
+//!
+//! Membership sends each installed change to every block (`NodeFailRep`);
+//! from then on the block handles nothing from the failed nodes, whatever
+//! is still queued of theirs included: [`NodeFailures::refuses`] is the
+//! inbox's first test. Once every survivor's blocks have done the same,
+//! membership says so (`NodeFailCompleteRep`) and the block may finish
+//! what the failed nodes left with the other survivors.
+
+use signal::signals::{NodeFailConf, NodeFailRep};
+use signal::{BlockKind, BlockRef, NodeSet};
+
+use crate::Context;
+
+/// One block's view of the agreed membership.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NodeFailures {
+    /// The installed membership's id (0: none heard since the start; the
+    /// formed cluster's first membership is every configured data node).
+    membership_id: u32,
+    /// Every data node that left a membership since this node started.
+    failed: NodeSet,
+    /// The highest membership id every survivor handled.
+    complete: u32,
+}
+
+impl NodeFailures {
+    /// Whether a signal from `from` must be dropped: it comes from a data
+    /// node agreed failed (its late signals, still queued, included).
+    #[inline]
+    pub fn refuses(&self, from: BlockRef) -> bool {
+        from.kind != BlockKind::Api && self.failed.contains(from.node)
+    }
+
+    /// Every data node agreed failed since this node started.
+    pub fn failed(&self) -> NodeSet {
+        self.failed
+    }
+
+    /// The installed membership's id (0 before the first change).
+    pub fn membership_id(&self) -> u32 {
+        self.membership_id
+    }
+
+    /// Whether every survivor handled every change this block installed.
+    pub fn all_complete(&self) -> bool {
+        self.complete >= self.membership_id
+    }
+
+    /// Installs `report` from `from` (the node's membership) and confirms
+    /// it to membership, as `me`. Returns the nodes newly failed (empty
+    /// for a report already installed).
+    pub fn install(
+        &mut self,
+        me: BlockRef,
+        from: BlockRef,
+        report: &NodeFailRep,
+        ctx: &mut dyn Context,
+    ) -> NodeSet {
+        assert!(
+            from.node == me.node && from.kind == BlockKind::Membership,
+            "{me}: NodeFailRep from {from}: only this node's membership installs memberships"
+        );
+        assert!(
+            report.live.contains(me.node),
+            "{me}: membership {} = {} leaves this node out, and membership shuts the node \
+             down instead of installing it",
+            report.membership_id,
+            report.live
+        );
+        let newly = report.failed.difference(self.failed);
+        if report.membership_id > self.membership_id {
+            self.membership_id = report.membership_id;
+            self.failed = self.failed.union(report.failed);
+        }
+        crate::send(
+            ctx,
+            me,
+            from,
+            NodeFailConf {
+                membership_id: report.membership_id,
+            },
+        );
+        newly
+    }
+
+    /// Every survivor handled membership `membership_id` and every earlier
+    /// one. Returns whether this moved the completion.
+    pub fn complete(&mut self, membership_id: u32) -> bool {
+        let moved = membership_id > self.complete;
+        self.complete = self.complete.max(membership_id);
+        moved
+    }
+}

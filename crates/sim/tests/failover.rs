@@ -1,0 +1,106 @@
+//! The cluster carries on when a data node dies (docs/design/failures.md
+//! §6): the real client against the real blocks of a simulated cluster
+//! (`sim::harness`), a node killed while the client works. Global
+//! checkpoints keep being switched and made durable on the survivors,
+//! new operations route to the surviving replicas, and the maps clients
+//! get leave the dead node out.
+
+use client::{ClientError, Cluster, Commit, LockMode, Value};
+use signal::NodeId;
+use sim::harness::{create_kv_table, Harness};
+use std::time::Duration;
+
+/// Long enough for the default heartbeats (250 ms, 4 missed) to declare
+/// a node dead and for the survivors to agree it.
+const DETECTION: Duration = Duration::from_millis(2_500);
+
+/// Inserts `k` -> "value k" in its own transaction, retrying temporary
+/// errors (a transaction caught by the failure); returns the attempts.
+fn insert(cluster: &Cluster, table: &std::sync::Arc<client::Table>, k: u64) -> u32 {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let mut transaction = cluster.transaction();
+        let v = Value::from(format!("value {k}").as_str());
+        let result = transaction
+            .insert(table, &[("k", Value::UInt(k)), ("v", v)])
+            .and_then(|_| transaction.execute(Commit::Yes));
+        match result {
+            Ok(_) => return attempts,
+            Err(error) if error.is_temporary() && attempts < 20 => continue,
+            Err(error) => panic!("insert {k}, attempt {attempts}: {error:?}"),
+        }
+    }
+}
+
+fn read(
+    cluster: &Cluster,
+    table: &std::sync::Arc<client::Table>,
+    k: u64,
+) -> Result<Option<String>, ClientError> {
+    let mut transaction = cluster.transaction();
+    let op = transaction.read(table, &[Value::UInt(k)], LockMode::CommittedRead)?;
+    transaction.execute(Commit::Yes)?;
+    Ok(transaction
+        .get(op)
+        .and_then(|row| row.get("v")?.as_str().map(String::from)))
+}
+
+#[test]
+fn a_killed_non_president_leaves_a_cluster_that_commits_and_makes_gcis_durable() {
+    for seed in 1..=3 {
+        // Three nodes of one group (ids 2, 3, 4): two survivors are a
+        // majority. Node 4 holds a replica of every partition and is
+        // primary of some.
+        let victim = NodeId(4);
+        let (gci_before, gci_after, durable, values, map_version, chains) = Harness::new(seed)
+            .nodes(3, 3)
+            .kill_at(victim, 1_000_000)
+            .run(move |cluster, context| {
+                let table = create_kv_table(cluster, "kept");
+                for k in 0..10 {
+                    insert(cluster, &table, k);
+                }
+                let gci_before = cluster.wait_durable(signal::Gci(0)).unwrap();
+                while context.now_us() < 1_000_000 {
+                    context.sleep(Duration::from_millis(50));
+                }
+                context.sleep(DETECTION);
+                for k in 10..20 {
+                    insert(cluster, &table, k);
+                }
+                let mut transaction = cluster.transaction();
+                transaction
+                    .insert(&table, &[("k", Value::UInt(20)), ("v", Value::Null)])
+                    .unwrap();
+                let outcome = transaction.execute(Commit::Durable).unwrap();
+                let gci_after = outcome.gci.expect("a write commits in a GCI");
+                let durable = cluster.wait_durable(gci_after).unwrap();
+                let values: Vec<Option<String>> =
+                    (0..20).map(|k| read(cluster, &table, k).unwrap()).collect();
+                cluster.invalidate_table("kept");
+                let fresh = cluster.table("kept").unwrap();
+                let map = fresh.map().expect("a map").clone();
+                let chains: Vec<Vec<NodeId>> = map
+                    .partitions
+                    .iter()
+                    .map(|placement| placement.replicas.clone())
+                    .collect();
+                (gci_before, gci_after, durable, values, map.version, chains)
+            });
+        assert!(gci_after > gci_before, "seed {seed}: GCIs moved on");
+        assert!(durable >= gci_after, "seed {seed}: durable {durable}");
+        for (k, value) in values.iter().enumerate() {
+            assert_eq!(
+                value.as_deref(),
+                Some(format!("value {k}").as_str()),
+                "seed {seed}: key {k}"
+            );
+        }
+        assert!(map_version >= 2, "seed {seed}: the map changed");
+        for chain in &chains {
+            assert_eq!(chain.len(), 2, "seed {seed}: {chains:?}");
+            assert!(!chain.contains(&victim), "seed {seed}: {chains:?}");
+        }
+    }
+}
