@@ -91,6 +91,9 @@ error_codes! {
     TransactionInactive = 4012, Temporary, "transaction aborted: inactive for too long";
     /// The transaction is not known to the coordinator (finished, aborted or never started).
     UnknownTransaction = 4013, Permanent, "unknown transaction";
+    /// A data node that held part of the transaction failed before it
+    /// committed: the survivors aborted it everywhere, so retrying is safe.
+    NodeFailureAbort = 4010, Temporary, "node failure caused abort of transaction";
     /// The data node has not finished starting.
     NodeNotStarted = 4009, Temporary, "data node is not started";
     /// A NULL for a column that is not nullable (or a missing key column).

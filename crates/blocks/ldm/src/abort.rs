@@ -7,7 +7,7 @@ use crate::operation::{OpState, NIL};
 use crate::{layout_and_partition, Ldm};
 use kernel::{send, Context};
 use signal::signals::{AbortConf, AbortReq};
-use signal::BlockRef;
+use signal::{BlockKind, BlockRef};
 
 impl Ldm {
     /// Drops a prepared or waiting operation: its reserved var slot, its
@@ -29,7 +29,8 @@ impl Ldm {
         self.release_from_row(index);
     }
 
-    /// ABORT, from the tc at the primary or from the previous replica: undo
+    /// ABORT, from the tc at the primary (the first replica alive, after a
+    /// failure) or from the previous replica: undo
     /// the operation here; if it had been passed on, pass the abort on too
     /// (it follows the prepare on the same link, so it never overtakes it);
     /// otherwise this is the end of the chain and the tc hears ABORTCONF.
@@ -45,9 +46,17 @@ impl Ldm {
             match operation.state {
                 OpState::Waiting | OpState::Prepared => {
                     if operation.forwarded {
-                        next = Some(
-                            operation.replica_ldm(operation.position + 1, self.address.instance),
-                        );
+                        // The next replica alive: one that failed gets
+                        // nothing more, and the one after it refuses what
+                        // the failed one may still have sent it.
+                        let failed = self.node_failures.failed();
+                        let later = &operation.chain.as_slice()[operation.position as usize + 1..];
+                        next = later
+                            .iter()
+                            .find(|&&node| !failed.contains(node))
+                            .map(|&node| {
+                                BlockRef::new(node, BlockKind::Ldm, self.address.instance)
+                            });
                     }
                     self.undo_prepare(index);
                     self.release_operation(index);

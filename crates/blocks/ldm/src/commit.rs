@@ -31,17 +31,9 @@ impl Ldm {
             "{from} committed operation {index} that ldm {} does not hold prepared for it",
             self.address
         );
-        let gci = request.gci.0;
-        // An LCP scanning now may reflect this change (`lcp`).
-        self.lcp.highest_committed_gci = self.lcp.highest_committed_gci.max(gci);
-        self.install_and_log(index, gci, ctx);
-        self.release_redo_reservation(index);
+        self.commit_here(index, request.gci.0, ctx);
         let operation = &self.operations[index];
         let (position, previous_op, tc) = (operation.position, operation.previous_op, operation.tc);
-        if position == 0 {
-            self.release_from_row(index);
-        }
-        self.operations[index].state = OpState::Committed { gci };
         if position > 0 {
             let previous = self.operations[index].replica_ldm(position - 1, self.address.instance);
             let forward = CommitReq {
@@ -59,6 +51,30 @@ impl Ldm {
                 },
             );
         }
+    }
+
+    /// Commits prepared operation `index` on this replica at `gci`: its
+    /// image installed and logged, its redo room used, and the lock
+    /// released if this is the primary (backups keep theirs until
+    /// COMPLETE).
+    pub(crate) fn commit_here(&mut self, index: u32, gci: u64, ctx: &mut dyn Context) {
+        // An LCP scanning now may reflect this change (`lcp`).
+        self.lcp.highest_committed_gci = self.lcp.highest_committed_gci.max(gci);
+        self.install_and_log(index, gci, ctx);
+        self.release_redo_reservation(index);
+        if self.operations[index].position == 0 {
+            self.release_from_row(index);
+        }
+        self.operations[index].state = OpState::Committed { gci };
+    }
+
+    /// Completes committed operation `index` on this replica: a backup
+    /// releases its lock, and the record is freed.
+    pub(crate) fn complete_here(&mut self, index: u32) {
+        if self.operations[index].position > 0 {
+            self.release_from_row(index);
+        }
+        self.release_operation(index);
     }
 
     /// Installs operation `index`'s after-image (or delete) at `gci` and
@@ -125,10 +141,7 @@ impl Ldm {
         let (position, previous_op, tc) = (operation.position, operation.previous_op, operation.tc);
         let previous =
             (position > 0).then(|| operation.replica_ldm(position - 1, self.address.instance));
-        if position > 0 {
-            self.release_from_row(index);
-        }
-        self.release_operation(index);
+        self.complete_here(index);
         match previous {
             Some(previous) => {
                 let forward = CompleteReq {

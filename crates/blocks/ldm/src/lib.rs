@@ -14,6 +14,8 @@
 //! - `locks`: lock queues on rows;
 //! - `commit`: COMMIT and COMPLETE along the replica chain;
 //! - `abort`: ABORT, and undoing a prepare;
+//! - `resolve`: RESOLVE_REQ, finishing an operation on the live replicas
+//!   after a node of its chain failed;
 //! - `scan`: SCAN_PARTITIONREQ, the replica checker's partition scan;
 //! - `file_token`: what a file request is for, and the one place its
 //!   answer (FSCONF) is dispatched from;
@@ -48,6 +50,7 @@ mod locks;
 pub mod operation;
 mod prepare;
 mod redo_log;
+mod resolve;
 mod restore;
 #[cfg(test)]
 mod robustness_tests;
@@ -338,6 +341,7 @@ impl Block for Ldm {
             Signal::CommitReq(request) => self.commit(from, request, ctx),
             Signal::CompleteReq(request) => self.complete(from, request, ctx),
             Signal::AbortReq(request) => self.abort(from, request, ctx),
+            Signal::ResolveReq(request) => self.resolve(from, request, ctx),
             Signal::ScanPartitionReq(request) => self.scan_partition(from, request, ctx),
             Signal::LqhAddTabReq(request) => self.add_table(from, request, ctx),
             Signal::DropTabOrd(order) => self.drop_table(from, order, ctx),

@@ -21,7 +21,9 @@ impl Tc {
         assert!(
             matches!(
                 record.state,
-                TransactionState::Idle | TransactionState::Executing
+                TransactionState::Idle
+                    | TransactionState::Executing
+                    | TransactionState::WaitingForGci
             ),
             "abort of a transaction in state {:?}",
             record.state
@@ -52,12 +54,13 @@ impl Tc {
     }
 
     pub(crate) fn abort_conf(&mut self, conf: AbortConf, ctx: &mut dyn Context) {
-        let confirmed = self.operation_confirmed(
-            conf.tc_op,
-            OpPhase::Aborting,
-            OpPhase::Released,
-            "ABORTCONF",
-        );
+        self.abort_confirmed(conf.tc_op, ctx);
+    }
+
+    /// Nothing of operation `tc_op` remains on any replica.
+    pub(crate) fn abort_confirmed(&mut self, tc_op: u32, ctx: &mut dyn Context) {
+        let confirmed =
+            self.operation_confirmed(tc_op, OpPhase::Aborting, OpPhase::Released, "ABORTCONF");
         if let Some(transaction) = confirmed {
             self.finish_abort(transaction, ctx);
         }

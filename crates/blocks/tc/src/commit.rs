@@ -64,12 +64,13 @@ impl Tc {
     }
 
     pub(crate) fn commit_conf(&mut self, conf: CommitConf, ctx: &mut dyn Context) {
-        let confirmed = self.operation_confirmed(
-            conf.tc_op,
-            OpPhase::Committing,
-            OpPhase::Committed,
-            "COMMITCONF",
-        );
+        self.commit_confirmed(conf.tc_op, ctx);
+    }
+
+    /// Operation `tc_op` is committed on every replica.
+    pub(crate) fn commit_confirmed(&mut self, tc_op: u32, ctx: &mut dyn Context) {
+        let confirmed =
+            self.operation_confirmed(tc_op, OpPhase::Committing, OpPhase::Committed, "COMMITCONF");
         if let Some(transaction) = confirmed {
             // Every replica committed (the primary, last in the chain,
             // confirmed): the commit phase that `commit_with` counted is
@@ -130,8 +131,13 @@ impl Tc {
     }
 
     pub(crate) fn complete_conf(&mut self, conf: CompleteConf, _ctx: &mut dyn Context) {
+        self.complete_confirmed(conf.tc_op);
+    }
+
+    /// Operation `tc_op` is complete on every replica.
+    pub(crate) fn complete_confirmed(&mut self, tc_op: u32) {
         let confirmed = self.operation_confirmed(
-            conf.tc_op,
+            tc_op,
             OpPhase::Completing,
             OpPhase::Released,
             "COMPLETECONF",

@@ -193,6 +193,7 @@ impl Tc {
         };
         operation.primary = ldm;
         operation.ldm = ldm;
+        operation.chain = chain;
         let record = &mut self.records.transactions[transaction as usize];
         record.outstanding += 1;
         record.batch_ops += 1;

@@ -37,12 +37,13 @@ mod robustness_tests;
 mod tests;
 
 use durability::Durability;
+use failover::touches;
 use kernel::node_failures::NodeFailures;
 use kernel::{send, Block, Context};
 use records::{OpPhase, Records, TcOperation, NIL};
 use signal::schema::TableDef;
 use signal::signals::*;
-use signal::{codec, BlockRef, Envelope, ErrorCode, Gci, Signal, TransactionId};
+use signal::{codec, BlockKind, BlockRef, Envelope, ErrorCode, Gci, Signal, TransactionId};
 use std::sync::Arc;
 
 /// Periodic job: the timeout scan.
@@ -187,16 +188,37 @@ impl Tc {
         ctx: &mut dyn Context,
     ) -> u32 {
         let mut sent = 0;
+        let failed = self.node_failures.failed();
         let mut op = self.records.transactions[transaction as usize].first_op;
         while op != NIL {
             let operation = &mut self.records.operations[op as usize];
             if from.contains(&operation.phase) {
                 operation.phase = to;
+                if to != OpPhase::Aborting && touches(&operation.chain, failed) {
+                    // The normal signal would stop at the failed node.
+                    let request = signal(op, operation);
+                    self.send_resolve(op, &request, ctx);
+                    sent += 1;
+                    op = self.records.operations[op as usize].next;
+                    continue;
+                }
                 // ABORT enters the replica chain at the primary (it follows
                 // the prepare down the chain, never overtaking it); COMMIT
                 // and COMPLETE enter at the last replica and run back up.
                 let target = if to == OpPhase::Aborting {
-                    operation.primary
+                    // Past a failed primary: the first replica alive.
+                    let failed = self.node_failures.failed();
+                    let first_alive = operation
+                        .chain
+                        .as_slice()
+                        .iter()
+                        .find(|&&node| !failed.contains(node));
+                    match first_alive {
+                        Some(&node) => {
+                            BlockRef::new(node, BlockKind::Ldm, operation.primary.instance)
+                        }
+                        None => operation.primary,
+                    }
                 } else {
                     operation.ldm
                 };
@@ -219,6 +241,11 @@ impl Tc {
         what: &str,
     ) -> Option<u32> {
         let operation = &mut self.records.operations[tc_op as usize];
+        if operation.resolving || operation.transaction == NIL {
+            // RESOLVE_CONF moves it on; or a late answer for an operation
+            // that a resolve finished already.
+            return None;
+        }
         assert_eq!(
             operation.phase, expected,
             "{what} for an operation not {expected:?}"
@@ -311,6 +338,7 @@ impl Block for Tc {
             Signal::CommitConf(conf) => self.commit_conf(conf, ctx),
             Signal::CompleteConf(conf) => self.complete_conf(conf, ctx),
             Signal::AbortConf(conf) => self.abort_conf(conf, ctx),
+            Signal::ResolveConf(conf) => self.resolve_conf(conf, ctx),
             Signal::GcpPrepare(request) => self.gcp_prepare(from, request, ctx),
             Signal::GcpCommit(request) => self.gcp_commit(from, request, ctx),
             Signal::TcAddTabReq(request) => self.add_table(from, request, ctx),
@@ -322,7 +350,7 @@ impl Block for Tc {
             Signal::ApiFailRep(report) => self.api_failed(report, ctx),
             Signal::NodeFailRep(report) => self.node_failed(from, report, ctx),
             Signal::NodeFailCompleteRep(report) => {
-                self.node_failures.complete(report.membership_id);
+                self.node_fail_complete(report.membership_id, ctx)
             }
             Signal::ContinueB(ContinueB {
                 job: TIMEOUT_SCAN_JOB,

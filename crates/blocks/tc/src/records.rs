@@ -2,7 +2,7 @@
 //! (max_concurrent_transactions, max_concurrent_operations) so that the hot
 //! path never allocates and running out is an ordinary, retryable error.
 
-use signal::signals::{LockMode, OperationKind, ReadRow};
+use signal::signals::{LockMode, OperationKind, ReadRow, ReplicaChain};
 use signal::{BlockKind, BlockRef, ErrorCode, Gci, NodeId, TransactionId};
 use stdx::FixedMap;
 
@@ -148,6 +148,13 @@ pub struct TcOperation {
     pub ldm: BlockRef,
     /// The last replica's operation record.
     pub ldm_op: u32,
+    /// The replicas the operation runs on, primary first (the primary
+    /// alone for reads): after a node failure, what routes around it.
+    pub chain: ReplicaChain,
+    /// A node of `chain` failed and the operation's COMMIT, COMPLETE or
+    /// ABORT went out as RESOLVE_REQ: only RESOLVE_CONF moves it on (a
+    /// normal answer may come too, and is ignored).
+    pub resolving: bool,
     next_free: u32,
 }
 
@@ -163,6 +170,8 @@ impl TcOperation {
             primary: BlockRef::new(NodeId(0), BlockKind::Ldm, 0),
             ldm: BlockRef::new(NodeId(0), BlockKind::Ldm, 0),
             ldm_op: NIL,
+            chain: ReplicaChain::new(&[NodeId(0)]),
+            resolving: false,
             next_free,
         }
     }

@@ -563,6 +563,45 @@ signal_table! {
         tc_op: u32,
     }
 
+    /// tc -> an end of `chain`, then ldm -> ldm along it. Finish operation
+    /// `tc_op` of `tc` on the live replicas after a data node of its chain
+    /// failed (docs/design/failures.md §6), where the normal COMMIT,
+    /// COMPLETE or ABORT may have been lost at the failed node. `chain`
+    /// holds only replicas alive when the tc sent it. Each replica finds
+    /// the operation by `tc` and `tc_op` and does `step` if it still has
+    /// it to do (commit: where prepared, with `gci`; complete: where
+    /// committed; abort: where prepared or waiting), then passes it on:
+    /// COMMIT and COMPLETE from the last replica back to the first, as
+    /// normally; ABORT from the first to the last, behind any prepare on
+    /// the same links. The far end answers RESOLVE_CONF.
+    #[derive(Debug, PartialEq)]
+    129 ResolveReq: Tc | Ldm -> Ldm, node {
+        /// The coordinating tc.
+        tc: BlockRef,
+        /// The tc's operation record.
+        tc_op: u32,
+        /// Transaction (checked).
+        transaction_id: TransactionId,
+        /// The live replicas, primary (or first alive) first.
+        chain: ReplicaChain,
+        /// [`resolve_step`].
+        step: u8,
+        /// The commit's GCI (commit only; 0 otherwise).
+        gci: Gci,
+    }
+
+    /// ldm -> tc. The far end of a RESOLVE_REQ: `step` is done on every
+    /// live replica.
+    #[derive(Debug, PartialEq)]
+    130 ResolveConf: Ldm -> Tc, node {
+        /// Echoed.
+        tc_op: u32,
+        /// Echoed.
+        transaction_id: TransactionId,
+        /// Echoed.
+        step: u8,
+    }
+
     // ---- Global checkpoints: 160..=199
 
     /// dih -> tc. Phase one of the GCI switch: stop taking commit decisions.

@@ -122,6 +122,16 @@ pub mod tc_key_flags {
     pub const ALL: u8 = START | EXECUTE | COMMIT;
 }
 
+/// Steps of a [`ResolveReq`].
+pub mod resolve_step {
+    /// Commit where still prepared (last replica back to the first).
+    pub const COMMIT: u8 = 0;
+    /// Complete where still committed (last replica back to the first).
+    pub const COMPLETE: u8 = 1;
+    /// Abort where still prepared or waiting (first replica to the last).
+    pub const ABORT: u8 = 2;
+}
+
 /// The row of one read operation, inside a [`TcKeyConf`].
 #[derive(Debug, PartialEq)]
 pub struct ReadRow {
