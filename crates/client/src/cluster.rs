@@ -128,7 +128,10 @@ impl Cluster {
     /// Connects through mgmd: fetches the config, allocates an API node id,
     /// connects to every data node of the config and registers with each.
     /// A data node that is not up yet is retried until the connect timeout;
-    /// connecting fails if any data node cannot be reached by then.
+    /// connecting fails if any data node cannot be reached by then, except
+    /// one that mgmd reports failed or shut down: the cluster carries on
+    /// without it, and so does the client (it fails if every data node is
+    /// down).
     ///
     /// ```no_run
     /// let options = client::ConnectOptions::default();
@@ -145,11 +148,18 @@ impl Cluster {
                 "the cluster config lists no data node".to_string(),
             ));
         }
+        let down = data_nodes_down(&mgm.show()?);
+        if config.data_nodes.iter().all(|node| down.contains(&node.id)) {
+            return Err(ClientError::Config(format!(
+                "mgmd reports every data node failed or shut down ({down:?})"
+            )));
+        }
         let allocation = mgm.alloc_api_node()?;
         let api_node = NodeId(allocation.node_id);
         let targets: Vec<(String, Option<NodeId>)> = config
             .data_nodes
             .iter()
+            .filter(|node| !down.contains(&node.id))
             .map(|node| {
                 (
                     format!("{}:{}", node.host, node.port),
@@ -942,6 +952,24 @@ impl Opening {
 /// Opens a connection to every target (in parallel on the system clock;
 /// one after the other on a driver's), each retried until the connect
 /// timeout; the first failure in target order is the error.
+/// The data nodes mgmd's `show` reports failed or shut down.
+fn data_nodes_down(show: &serde_json::Value) -> Vec<u16> {
+    let nodes = show.get("nodes").and_then(serde_json::Value::as_array);
+    nodes
+        .into_iter()
+        .flatten()
+        .filter(|node| node.get("type").and_then(serde_json::Value::as_str) == Some("data"))
+        .filter(|node| {
+            matches!(
+                node.get("state").and_then(serde_json::Value::as_str),
+                Some("failed" | "shut_down")
+            )
+        })
+        .filter_map(|node| node.get("id").and_then(serde_json::Value::as_u64))
+        .filter_map(|id| u16::try_from(id).ok())
+        .collect()
+}
+
 fn open_all(
     opening: &Opening,
     targets: &[(String, Option<NodeId>)],
