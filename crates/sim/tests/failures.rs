@@ -4,9 +4,8 @@
 //! install the same membership under the same id; the president's death
 //! moves the presidency to the next lowest id; a paused node finds itself
 //! declared failed when it runs again and shuts down; a side that may not
-//! continue by the survival rule shuts down, saying why. The blocks other
-//! than membership do not act on a failure yet (failover is the next
-//! step), so these runs carry no transactions.
+//! continue by the survival rule shuts down, saying why. These runs carry
+//! no transactions: failover with a client at work is `failover.rs`.
 
 use signal::{NodeId, NodeSet};
 use sim::{ClusterShape, NoClient, NodeLimits, Simulation};
