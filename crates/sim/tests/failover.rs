@@ -14,23 +14,43 @@ use std::time::Duration;
 /// a node dead and for the survivors to agree it.
 const DETECTION: Duration = Duration::from_millis(2_500);
 
-/// Inserts `k` -> "value k" in its own transaction, retrying temporary
-/// errors (a transaction caught by the failure); returns the attempts.
-fn insert(cluster: &Cluster, table: &std::sync::Arc<client::Table>, k: u64) -> u32 {
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        let mut transaction = cluster.transaction();
+/// Inserts `k` -> "value k" in its own transaction (coordinated by
+/// `coordinator`, or any node), retrying temporary errors; an unknown
+/// outcome (the commit went out, then its node died) is settled by
+/// retrying too: a duplicate key then means the first attempt committed.
+/// Returns the errors seen.
+fn insert_settled(
+    cluster: &Cluster,
+    table: &std::sync::Arc<client::Table>,
+    k: u64,
+    coordinator: Option<NodeId>,
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    for _ in 0..20 {
+        let mut transaction = match coordinator {
+            Some(node) => cluster.transaction_on_node(node).unwrap(),
+            None => cluster.transaction(),
+        };
         let v = Value::from(format!("value {k}").as_str());
         let result = transaction
             .insert(table, &[("k", Value::UInt(k)), ("v", v)])
             .and_then(|_| transaction.execute(Commit::Yes));
         match result {
-            Ok(_) => return attempts,
-            Err(error) if error.is_temporary() && attempts < 20 => continue,
-            Err(error) => panic!("insert {k}, attempt {attempts}: {error:?}"),
+            Ok(_) => return errors,
+            Err(error)
+                if error.code() == Some(client::ErrorCode::DuplicateKey) && !errors.is_empty() =>
+            {
+                return errors
+            }
+            Err(error)
+                if error.is_temporary() || matches!(error, ClientError::OutcomeUnknown { .. }) =>
+            {
+                errors.push(format!("{error}"));
+            }
+            Err(error) => panic!("insert {k} after {errors:?}: {error:?}"),
         }
     }
+    panic!("insert {k} never committed: {errors:?}");
 }
 
 fn read(
@@ -59,7 +79,7 @@ fn a_killed_non_president_leaves_a_cluster_that_commits_and_makes_gcis_durable()
             .run(move |cluster, context| {
                 let table = create_kv_table(cluster, "kept");
                 for k in 0..10 {
-                    insert(cluster, &table, k);
+                    insert_settled(cluster, &table, k, None);
                 }
                 let gci_before = cluster.wait_durable(signal::Gci(0)).unwrap();
                 while context.now_us() < 1_000_000 {
@@ -67,7 +87,7 @@ fn a_killed_non_president_leaves_a_cluster_that_commits_and_makes_gcis_durable()
                 }
                 context.sleep(DETECTION);
                 for k in 10..20 {
-                    insert(cluster, &table, k);
+                    insert_settled(cluster, &table, k, None);
                 }
                 let mut transaction = cluster.transaction();
                 transaction
@@ -105,40 +125,6 @@ fn a_killed_non_president_leaves_a_cluster_that_commits_and_makes_gcis_durable()
     }
 }
 
-/// Inserts `k`, retrying temporary errors; an unknown outcome (the commit
-/// went out, then its node died) is settled by retrying too: a duplicate
-/// key then means the first attempt committed. Returns the errors seen.
-fn insert_settled(
-    cluster: &Cluster,
-    table: &std::sync::Arc<client::Table>,
-    k: u64,
-    coordinator: NodeId,
-) -> Vec<String> {
-    let mut errors = Vec::new();
-    for _ in 0..20 {
-        let mut transaction = cluster.transaction_on_node(coordinator).unwrap();
-        let v = Value::from(format!("value {k}").as_str());
-        let result = transaction
-            .insert(table, &[("k", Value::UInt(k)), ("v", v)])
-            .and_then(|_| transaction.execute(Commit::Yes));
-        match result {
-            Ok(_) => return errors,
-            Err(error)
-                if error.code() == Some(client::ErrorCode::DuplicateKey) && !errors.is_empty() =>
-            {
-                return errors
-            }
-            Err(error)
-                if error.is_temporary() || matches!(error, ClientError::OutcomeUnknown { .. }) =>
-            {
-                errors.push(format!("{error}"));
-            }
-            Err(error) => panic!("insert {k} after {errors:?}: {error:?}"),
-        }
-    }
-    panic!("insert {k} never committed: {errors:?}");
-}
-
 /// Transactions coordinated by a survivor (node 2), each writing a
 /// partition whose chain runs through the node that dies: those caught
 /// before their commit decision are aborted on the live replicas with
@@ -158,7 +144,7 @@ fn transactions_in_flight_when_a_node_dies_end_and_the_retries_commit() {
                 let mut k = 0;
                 // Writes run through the kill and past its detection.
                 while context.now_us() < kill_at_us + DETECTION.as_micros() as u64 {
-                    errors.extend(insert_settled(cluster, &table, k, NodeId(2)));
+                    errors.extend(insert_settled(cluster, &table, k, Some(NodeId(2))));
                     k += 1;
                 }
                 let values: Vec<Option<String>> =

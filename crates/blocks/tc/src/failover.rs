@@ -26,13 +26,9 @@
 use crate::records::{AbortReply, OpPhase, TransactionState, NIL};
 use crate::Tc;
 use kernel::Context;
-use signal::signals::{resolve_step, NodeFailRep, ReplicaChain, ResolveConf, ResolveReq};
+use signal::signals::{resolve_step, NodeFailRep, ResolveConf, ResolveReq};
 use signal::{BlockKind, BlockRef, ErrorCode, NodeSet, Signal};
 
-/// Whether `chain` runs through a node of `failed`.
-pub(crate) fn touches(chain: &ReplicaChain, failed: NodeSet) -> bool {
-    !failed.is_empty() && chain.as_slice().iter().any(|&node| failed.contains(node))
-}
 use std::sync::Arc;
 
 impl Tc {
@@ -92,12 +88,12 @@ impl Tc {
 
     /// Whether an operation of `transaction` that may hold something ran
     /// on a node of `failed`.
-    fn transaction_touches(&self, transaction: u32, failed: signal::NodeSet) -> bool {
+    fn transaction_touches(&self, transaction: u32, failed: NodeSet) -> bool {
         let mut op = self.records.transactions[transaction as usize].first_op;
         while op != NIL {
             let operation = &self.records.operations[op as usize];
             if matches!(operation.phase, OpPhase::Sent | OpPhase::Prepared)
-                && touches(&operation.chain, failed)
+                && operation.chain.touches(failed)
             {
                 return true;
             }
@@ -155,7 +151,7 @@ impl Tc {
                 _ => None,
             };
             if let Some(step) =
-                step.filter(|_| !operation.resolving && touches(&operation.chain, failed))
+                step.filter(|_| !operation.resolving && operation.chain.touches(failed))
             {
                 let request = ResolveReq {
                     tc: address,
@@ -193,32 +189,28 @@ impl Tc {
                 other.name()
             ),
         };
-        let failed = self.node_failures.failed();
-        let live: Vec<signal::NodeId> = operation
+        let live = operation
             .chain
-            .as_slice()
-            .iter()
-            .copied()
-            .filter(|&node| !failed.contains(node))
-            .collect();
-        assert!(
-            !live.is_empty(),
-            "tc {}: every replica of an operation's chain failed, and the survival rule \
-             lets no side without a whole node group continue",
-            self.config.address
-        );
+            .without(self.node_failures.failed())
+            .unwrap_or_else(|| {
+                panic!(
+                    "tc {}: every replica of an operation's chain failed, and the survival \
+                     rule lets no side without a whole node group continue",
+                    self.config.address
+                )
+            });
         operation.resolving = true;
         let entry = if step == resolve_step::ABORT {
-            live[0]
+            live.primary()
         } else {
-            live[live.len() - 1]
+            live.last()
         };
         let target = BlockRef::new(entry, BlockKind::Ldm, operation.primary.instance);
         let resolve = ResolveReq {
             tc: self.config.address,
             tc_op: op,
             transaction_id,
-            chain: ReplicaChain::new(&live),
+            chain: live,
             step,
             gci,
         };

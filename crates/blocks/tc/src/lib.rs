@@ -37,7 +37,6 @@ mod robustness_tests;
 mod tests;
 
 use durability::Durability;
-use failover::touches;
 use kernel::node_failures::NodeFailures;
 use kernel::{send, Block, Context};
 use records::{OpPhase, Records, TcOperation, NIL};
@@ -194,7 +193,7 @@ impl Tc {
             let operation = &mut self.records.operations[op as usize];
             if from.contains(&operation.phase) {
                 operation.phase = to;
-                if to != OpPhase::Aborting && touches(&operation.chain, failed) {
+                if to != OpPhase::Aborting && operation.chain.touches(failed) {
                     // The normal signal would stop at the failed node.
                     let request = signal(op, operation);
                     self.send_resolve(op, &request, ctx);
@@ -207,18 +206,16 @@ impl Tc {
                 // and COMPLETE enter at the last replica and run back up.
                 let target = if to == OpPhase::Aborting {
                     // Past a failed primary: the first replica alive.
-                    let failed = self.node_failures.failed();
-                    let first_alive = operation
+                    operation
                         .chain
-                        .as_slice()
-                        .iter()
-                        .find(|&&node| !failed.contains(node));
-                    match first_alive {
-                        Some(&node) => {
-                            BlockRef::new(node, BlockKind::Ldm, operation.primary.instance)
-                        }
-                        None => operation.primary,
-                    }
+                        .without(failed)
+                        .map_or(operation.primary, |live| {
+                            BlockRef::new(
+                                live.primary(),
+                                BlockKind::Ldm,
+                                operation.primary.instance,
+                            )
+                        })
                 } else {
                     operation.ldm
                 };

@@ -178,6 +178,32 @@ impl ReplicaChain {
         &self.nodes[..self.length as usize]
     }
 
+    /// The last replica (COMMIT and COMPLETE enter there).
+    pub fn last(&self) -> NodeId {
+        self.nodes[self.length as usize - 1]
+    }
+
+    /// Whether a node of `failed` is in the chain.
+    pub fn touches(&self, failed: NodeSet) -> bool {
+        !failed.is_empty() && self.as_slice().iter().any(|&node| failed.contains(node))
+    }
+
+    /// The chain without the nodes of `failed`, in the same order; `None`
+    /// when every replica failed.
+    pub fn without(&self, failed: NodeSet) -> Option<ReplicaChain> {
+        let mut live = ReplicaChain {
+            nodes: [NodeId(0); MAX_REPLICAS],
+            length: 0,
+        };
+        for &node in self.as_slice() {
+            if !failed.contains(node) {
+                live.nodes[live.length as usize] = node;
+                live.length += 1;
+            }
+        }
+        (live.length > 0).then_some(live)
+    }
+
     /// Only the primary (reads, and writes with one replica).
     pub fn primary_only(&self) -> ReplicaChain {
         ReplicaChain::new(&self.nodes[..1])
@@ -256,5 +282,27 @@ impl PartitionMap {
             bucket_partitions: self.bucket_partitions.clone(),
             partitions,
         }
+    }
+}
+
+#[cfg(test)]
+mod chain_tests {
+    use super::*;
+
+    #[test]
+    fn a_chain_without_failed_nodes_keeps_the_order_of_the_rest() {
+        let chain = ReplicaChain::new(&[NodeId(4), NodeId(2), NodeId(3)]);
+        assert_eq!(chain.last(), NodeId(3));
+        assert!(!chain.touches(NodeSet::EMPTY));
+        assert!(!chain.touches(NodeSet::of([NodeId(5)])));
+        assert!(chain.touches(NodeSet::of([NodeId(2), NodeId(5)])));
+        let live = chain.without(NodeSet::of([NodeId(4)])).expect("two left");
+        assert_eq!(live.as_slice(), &[NodeId(2), NodeId(3)]);
+        assert_eq!((live.primary(), live.last()), (NodeId(2), NodeId(3)));
+        assert_eq!(chain.without(NodeSet::EMPTY), Some(chain));
+        assert_eq!(
+            chain.without(NodeSet::of([NodeId(2), NodeId(3), NodeId(4)])),
+            None
+        );
     }
 }
