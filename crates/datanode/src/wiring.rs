@@ -81,7 +81,7 @@ pub fn build_blocks(config: &ClusterConfig, node: NodeId) -> Result<NodeBlocks, 
     let tcs = (0..tc_instances)
         .map(|instance| {
             let address = BlockRef::new(node, BlockKind::Tc, instance);
-            Tc::new(tc_config(settings, address, tc_instances))
+            Tc::new(tc_config(settings, address, tc_instances, ldm_instances))
         })
         .collect();
     let dih = Dih::new(DihConfig {
@@ -123,7 +123,12 @@ pub fn build_blocks(config: &ClusterConfig, node: NodeId) -> Result<NodeBlocks, 
 
 /// How each of a node's `tc_instances` tcs is sized: an equal share of the
 /// node's transaction and operation records.
-fn tc_config(settings: &ClusterSettings, address: BlockRef, tc_instances: u16) -> TcConfig {
+fn tc_config(
+    settings: &ClusterSettings,
+    address: BlockRef,
+    tc_instances: u16,
+    ldm_instances: u16,
+) -> TcConfig {
     let max_operations = (settings.max_concurrent_operations / tc_instances as u32).max(1);
     TcConfig {
         address,
@@ -137,6 +142,7 @@ fn tc_config(settings: &ClusterSettings, address: BlockRef, tc_instances: u16) -
         max_operations_per_transaction: settings.max_operations_per_transaction.min(max_operations),
         lock_wait_timeout_ms: settings.lock_wait_timeout_ms,
         inactive_transaction_timeout_ms: settings.inactive_transaction_timeout_ms,
+        ldm_instances,
     }
 }
 
@@ -418,14 +424,14 @@ data_dir = "n2"
             ..ClusterSettings::default()
         };
         let address = BlockRef::new(NodeId(2), BlockKind::Tc, 0);
-        let config = tc_config(&settings, address, 4);
+        let config = tc_config(&settings, address, 4, 1);
         assert_eq!(config.max_operations, 25);
         assert_eq!(config.max_operations_per_transaction, 25);
         let settings = ClusterSettings {
             max_operations_per_transaction: 10,
             ..settings
         };
-        let config = tc_config(&settings, address, 4);
+        let config = tc_config(&settings, address, 4, 1);
         assert_eq!(
             config.max_operations_per_transaction, 10,
             "a smaller limit stays"

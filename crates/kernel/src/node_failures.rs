@@ -22,6 +22,9 @@ pub struct NodeFailures {
     membership_id: u32,
     /// Every data node that left a membership since this node started.
     failed: NodeSet,
+    /// The installed membership's members (empty before the first
+    /// change: every configured data node).
+    live: NodeSet,
     /// The highest membership id every survivor handled.
     complete: u32,
 }
@@ -37,6 +40,18 @@ impl NodeFailures {
     /// Every data node agreed failed since this node started.
     pub fn failed(&self) -> NodeSet {
         self.failed
+    }
+
+    /// The installed membership's members (empty before the first
+    /// change).
+    pub fn live(&self) -> NodeSet {
+        self.live
+    }
+
+    /// The president of the installed membership: its lowest id, as
+    /// membership chooses it (None before the first change).
+    pub fn president(&self) -> Option<signal::NodeId> {
+        self.live.first()
     }
 
     /// The installed membership's id (0 before the first change).
@@ -74,6 +89,7 @@ impl NodeFailures {
         if report.membership_id > self.membership_id {
             self.membership_id = report.membership_id;
             self.failed = self.failed.union(report.failed);
+            self.live = report.live;
         }
         crate::send(
             ctx,

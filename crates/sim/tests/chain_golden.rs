@@ -66,6 +66,7 @@ impl Cluster {
                 max_operations_per_transaction: 64,
                 lock_wait_timeout_ms: 1200,
                 inactive_transaction_timeout_ms: 60_000,
+                ldm_instances: 1,
             }),
             ldms: nodes
                 .iter()

@@ -39,6 +39,9 @@ pub(crate) enum Round {
     Idle,
     /// Waiting for every tc to finish the commits of GCIs up to `gci`.
     Flushing { gci: Gci },
+    /// Every live tc finished them; a take-over of failed tcs'
+    /// transactions (which may commit at `gci` or below) has not.
+    AwaitingTakeover { gci: Gci },
     /// Waiting for every ldm to make its marker of `gci` durable.
     Saving { gci: Gci },
     /// Waiting for every dih to record `gci` complete in its system file.
@@ -62,6 +65,10 @@ pub(crate) struct Durability {
     /// At the master's start: the phase requester to confirm once the
     /// first round (recording the start GCI) is done.
     pub(crate) start_requester: Option<BlockRef>,
+    /// The membership whose take-over of failed tcs' transactions has
+    /// not reported complete (0: none): no round gets past flushing
+    /// until it does (docs/design/failures.md §7).
+    pub(crate) takeover_pending: u32,
 }
 
 impl Durability {
@@ -75,6 +82,7 @@ impl Durability {
             ldms: kernel::answers::Answers::new(ldms),
             dihs: kernel::answers::Answers::new(dihs),
             start_requester: None,
+            takeover_pending: 0,
         }
     }
 }
@@ -114,8 +122,13 @@ impl Dih {
         }
     }
 
-    /// Every tc finished the commits of GCIs up to `gci`.
+    /// Every tc finished the commits of GCIs up to `gci`; and the
+    /// transactions of failed tcs, once their take-over is complete.
     fn flushed(&mut self, gci: Gci, ctx: &mut dyn Context) {
+        if self.durability.takeover_pending != 0 {
+            self.durability.round = Round::AwaitingTakeover { gci };
+            return;
+        }
         self.durability.round = Round::Saving { gci };
         self.durability.ldms.start_round();
         for &ldm in self.durability.ldms.members() {
@@ -265,6 +278,35 @@ impl Dih {
             Round::Saving { gci } if saved => self.start_copy(gci, self.gcp.latest, ctx),
             Round::Copying { gci, started } if copied => self.copied_everywhere(gci, started, ctx),
             _ => {}
+        }
+    }
+
+    /// Node failures agreed as membership `membership_id`: their tcs'
+    /// transactions are being taken over, and may commit in GCIs not yet
+    /// durable; hold rounds at flushing until the take-over reports.
+    pub(crate) fn hold_for_takeover(&mut self, membership_id: u32) {
+        self.durability.takeover_pending = self.durability.takeover_pending.max(membership_id);
+    }
+
+    /// TAKEOVER_COMPLETE_REP from this node's tc: the transactions of the
+    /// tcs failed up to membership `membership_id` are finished. A report
+    /// of an earlier membership (a take-over started again since) holds on.
+    pub(crate) fn takeover_complete(
+        &mut self,
+        from: BlockRef,
+        report: signal::signals::TakeoverCompleteRep,
+        ctx: &mut dyn Context,
+    ) {
+        ctx.report(Report::Log(format!(
+            "dih {}: take-over for membership {} complete ({} committed, {} aborted, by {from})",
+            self.address, report.membership_id, report.committed, report.aborted
+        )));
+        if report.membership_id < self.durability.takeover_pending {
+            return;
+        }
+        self.durability.takeover_pending = 0;
+        if let Round::AwaitingTakeover { gci } = self.durability.round {
+            self.flushed(gci, ctx);
         }
     }
 

@@ -4,24 +4,26 @@
 //! of the previous one is in), with and without a system file; the newest
 //! GCI waiting for a round replacing an older one; the high part held at
 //! most one above what every system file records as started while a round
-//! is stuck; a non-master recording each copy before confirming it; and
-//! the answers out of place that stop the node.
+//! is stuck; a non-master recording each copy before confirming it; the
+//! answers out of place that stop the node; and a round held at flushing
+//! until a failed node's transactions are taken over.
 
 use crate::restart_tests::{
     initial_start_with_a_system_file, not_found, record, render, two_node_dih, update_steps, Disk,
 };
 use crate::tests::{
     after_switch, dih_of, ldm_of, ldms_of, lines_to, membership_of, run_durability_round,
-    start_master, switch, tcs_of, EPOCH_MS, GCP_MS,
+    start_master, switch, tc_of, tcs_of, EPOCH_MS, GCP_MS,
 };
 use crate::Dih;
 use kernel::testing::{deliver, line, RecordingContext};
 use kernel::Report;
 use signal::signals::{
     CopyGciConf, CopyGciReq, GcpCompleteRep, GcpDurableRep, GcpFlushConf, GcpFlushReq, GcpSaveConf,
-    GcpSaveReq, RestartGciOrd, RestoreConf, RestoredRep, StartPhaseConf, StartPhaseReq,
+    GcpSaveReq, NodeFailConf, NodeFailRep, RestartGciOrd, RestoreConf, RestoredRep, StartPhaseConf,
+    StartPhaseReq, TakeoverCompleteRep,
 };
-use signal::{BlockKind, BlockRef, Gci};
+use signal::{BlockKind, BlockRef, Gci, NodeId, NodeSet};
 use storage::system_file::{Slot, SystemFile};
 
 const NODES: [u16; 2] = [1, 2];
@@ -537,4 +539,53 @@ fn a_second_flush_conf_from_one_tc_stops_the_node() {
     let tc = tcs_of(&NODES)[2];
     deliver(&mut dih, &mut ctx, tc, GcpFlushConf { gci: g });
     deliver(&mut dih, &mut ctx, tc, GcpFlushConf { gci: g });
+}
+
+/// Node 2 fails while its tcs may have been committing: the master's
+/// round gets past flushing only once the take-over of node 2's
+/// transactions reports complete, for the membership that left node 2
+/// out (a report of an earlier one, from a take-over started again since,
+/// holds on).
+#[test]
+fn a_round_waits_at_flushing_for_the_takeover_of_a_failed_nodes_transactions() {
+    let (mut dih, mut ctx) = started_master();
+    let me = master();
+    let gci = Gci::from_parts(1, 5);
+    deliver(
+        &mut dih,
+        &mut ctx,
+        membership_of(1),
+        NodeFailRep {
+            membership_id: 3,
+            live: NodeSet::of([NodeId(1)]),
+            failed: NodeSet::of([NodeId(2)]),
+        },
+    );
+    assert_eq!(
+        ctx.take_trace(),
+        [line(
+            me,
+            membership_of(1),
+            NodeFailConf { membership_id: 3 }
+        )]
+    );
+    dih.request_durable(gci, &mut ctx);
+    let (tcs, ldms) = (tcs_of(&[1]), ldms_of(&[1]));
+    assert_eq!(ctx.take_trace(), lines_to(me, &tcs, || GcpFlushReq { gci }));
+    for &tc in &tcs {
+        deliver(&mut dih, &mut ctx, tc, GcpFlushConf { gci });
+    }
+    assert!(
+        ctx.take_trace().is_empty(),
+        "no marker is saved while the take-over runs"
+    );
+    let report = |membership_id| TakeoverCompleteRep {
+        membership_id,
+        committed: 1,
+        aborted: 2,
+    };
+    deliver(&mut dih, &mut ctx, tc_of(1, 0), report(2));
+    assert!(ctx.take_trace().is_empty(), "an earlier take-over holds on");
+    deliver(&mut dih, &mut ctx, tc_of(1, 0), report(3));
+    assert_eq!(ctx.take_trace(), lines_to(me, &ldms, || GcpSaveReq { gci }));
 }

@@ -296,6 +296,7 @@ impl Dih {
             return;
         }
         self.other_dihs.retain(|dih| !failed.contains(dih.node));
+        self.hold_for_takeover(report.membership_id);
         if self.is_master() {
             self.switch_without(failed, ctx);
             self.durability_without(failed, ctx);
@@ -343,6 +344,7 @@ impl kernel::Block for Dih {
             Signal::GcpCommitConf(conf) => self.gcp_commit_conf(from, conf.gci, ctx),
             Signal::GcpCompleteRep(report) => self.gcp_complete_rep(from, report.gci, ctx),
             Signal::GcpFlushConf(conf) => self.gcp_flush_conf(from, conf.gci, ctx),
+            Signal::TakeoverCompleteRep(report) => self.takeover_complete(from, report, ctx),
             Signal::GcpSaveConf(conf) => self.gcp_save_conf(from, conf.gci, ctx),
             Signal::CopyGciReq(request) => self.copy_gci_req(from, request, ctx),
             Signal::CopyGciConf(conf) => self.copy_gci_conf(from, conf.complete_gci, ctx),

@@ -5,7 +5,7 @@
 
 use crate::operation::{OpState, NIL};
 use crate::{layout_and_partition, Ldm};
-use kernel::{send, Context};
+use kernel::{send, Context, Report};
 use signal::signals::{AbortConf, AbortReq};
 use signal::{BlockKind, BlockRef};
 
@@ -38,11 +38,19 @@ impl Ldm {
         let mut next = None;
         if let Some(index) = self.operations.find_by_tc(request.tc, request.tc_op) {
             let operation = &self.operations[index];
-            assert_eq!(
-                operation.transaction_id, request.transaction_id,
-                "{from} aborted operation {} of {} with another transaction id",
-                request.tc_op, request.tc
-            );
+            if operation.transaction_id != request.transaction_id {
+                // A peer's word: drop it, and keep the record for its own
+                // transaction.
+                ctx.report(Report::Log(format!(
+                    "ldm {}: ignored ABORT from {from} of operation {} of {}: it names                      transaction {:?}, the record belongs to {:?}",
+                    self.address,
+                    request.tc_op,
+                    request.tc,
+                    request.transaction_id,
+                    operation.transaction_id
+                )));
+                return;
+            }
             match operation.state {
                 OpState::Waiting | OpState::Prepared => {
                     if operation.forwarded {
@@ -62,10 +70,13 @@ impl Ldm {
                     self.release_operation(index);
                 }
                 OpState::Committed { .. } => {
-                    panic!(
-                        "{from} aborted operation {} of {} after committing it",
-                        request.tc_op, request.tc
-                    )
+                    // Never sent by a tc that works (commit is decided
+                    // once); a committed operation stays committed.
+                    ctx.report(Report::Log(format!(
+                        "ldm {}: ignored ABORT from {from} of operation {} of {}: it is                          committed here",
+                        self.address, request.tc_op, request.tc
+                    )));
+                    return;
                 }
                 OpState::Free => unreachable!("find_by_tc returns only live records"),
             }

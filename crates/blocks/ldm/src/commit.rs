@@ -9,7 +9,7 @@
 use crate::locks::has_later_writer;
 use crate::operation::{ImageKind, OpState, Operation, OperationPool, NIL};
 use crate::{layout_and_partition_state, Ldm};
-use kernel::{send, Context};
+use kernel::{send, Context, Report};
 use rowstore::{PageMemory, Partition, RowLayout};
 use signal::signals::{CommitConf, CommitReq, CompleteConf, CompleteReq, OperationKind};
 use signal::BlockRef;
@@ -23,14 +23,18 @@ impl Ldm {
     /// locks until COMPLETE.
     pub(crate) fn commit(&mut self, from: BlockRef, request: CommitReq, ctx: &mut dyn Context) {
         let index = request.ldm_op;
-        assert!(
-            self.operations.is_live(index)
-                && self.operations[index].transaction_id == request.transaction_id
-                && self.operations[index].tc_op == request.tc_op
-                && self.operations[index].state == OpState::Prepared,
-            "{from} committed operation {index} that ldm {} does not hold prepared for it",
-            self.address
-        );
+        if !self.holds(index, &request.transaction_id, request.tc_op, |state| {
+            state == OpState::Prepared
+        }) {
+            // A peer's word, not this ldm's state: after a failure a
+            // resolve or a take-over may have finished the operation here
+            // first (docs/design/failures.md §6, §7).
+            ctx.report(Report::Log(format!(
+                "ldm {}: ignored COMMIT of operation {index} from {from}: not held prepared                  for transaction {:?} operation {}",
+                self.address, request.transaction_id, request.tc_op
+            )));
+            return;
+        }
         self.commit_here(index, request.gci.0, ctx);
         let operation = &self.operations[index];
         let (position, previous_op, tc) = (operation.position, operation.previous_op, operation.tc);
@@ -50,6 +54,23 @@ impl Ldm {
                     tc_op: request.tc_op,
                 },
             );
+        }
+    }
+
+    /// Whether record `index` is in use for operation `tc_op` of
+    /// `transaction_id`, in a state `wanted` accepts.
+    fn holds(
+        &self,
+        index: u32,
+        transaction_id: &signal::TransactionId,
+        tc_op: u32,
+        wanted: impl Fn(OpState) -> bool,
+    ) -> bool {
+        self.operations.is_live(index) && {
+            let operation = &self.operations[index];
+            operation.transaction_id == *transaction_id
+                && operation.tc_op == tc_op
+                && wanted(operation.state)
         }
     }
 
@@ -129,14 +150,15 @@ impl Ldm {
     /// passes the complete up the chain; the primary tells the tc.
     pub(crate) fn complete(&mut self, from: BlockRef, request: CompleteReq, ctx: &mut dyn Context) {
         let index = request.ldm_op;
-        assert!(
-            self.operations.is_live(index)
-                && self.operations[index].transaction_id == request.transaction_id
-                && self.operations[index].tc_op == request.tc_op
-                && matches!(self.operations[index].state, OpState::Committed { .. }),
-            "{from} completed operation {index} that ldm {} does not hold committed for it",
-            self.address
-        );
+        if !self.holds(index, &request.transaction_id, request.tc_op, |state| {
+            matches!(state, OpState::Committed { .. })
+        }) {
+            ctx.report(Report::Log(format!(
+                "ldm {}: ignored COMPLETE of operation {index} from {from}: not held committed                  for transaction {:?} operation {}",
+                self.address, request.transaction_id, request.tc_op
+            )));
+            return;
+        }
         let operation = &self.operations[index];
         let (position, previous_op, tc) = (operation.position, operation.previous_op, operation.tc);
         let previous =

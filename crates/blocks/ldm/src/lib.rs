@@ -15,7 +15,9 @@
 //! - `commit`: COMMIT and COMPLETE along the replica chain;
 //! - `abort`: ABORT, and undoing a prepare;
 //! - `resolve`: RESOLVE_REQ, finishing an operation on the live replicas
-//!   after a node of its chain failed;
+//!   after a node of its chain, or its coordinator, failed;
+//! - `takeover`: TAKEOVER_REQ, reporting the operations of failed tcs to
+//!   the tc taking their transactions over;
 //! - `scan`: SCAN_PARTITIONREQ, the replica checker's partition scan;
 //! - `file_token`: what a file request is for, and the one place its
 //!   answer (FSCONF) is dispatched from;
@@ -57,6 +59,7 @@ mod robustness_tests;
 #[cfg(test)]
 mod row_tests;
 mod scan;
+mod takeover;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -342,6 +345,7 @@ impl Block for Ldm {
             Signal::CompleteReq(request) => self.complete(from, request, ctx),
             Signal::AbortReq(request) => self.abort(from, request, ctx),
             Signal::ResolveReq(request) => self.resolve(from, request, ctx),
+            Signal::TakeoverReq(request) => self.takeover(from, request, ctx),
             Signal::ScanPartitionReq(request) => self.scan_partition(from, request, ctx),
             Signal::LqhAddTabReq(request) => self.add_table(from, request, ctx),
             Signal::DropTabOrd(order) => self.drop_table(from, order, ctx),

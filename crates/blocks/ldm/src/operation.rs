@@ -230,6 +230,16 @@ impl OperationPool {
         self.in_use -= 1;
     }
 
+    /// Every record in use, by index (a walk of the whole pool: for rare
+    /// work such as a take-over's query, never per operation).
+    pub fn in_use_indices(&self) -> impl Iterator<Item = u32> + '_ {
+        self.records
+            .iter()
+            .enumerate()
+            .filter(|(_, record)| record.state != OpState::Free)
+            .map(|(index, _)| index as u32)
+    }
+
     /// Whether `index` names a record in use.
     pub fn is_live(&self, index: u32) -> bool {
         (index as usize) < self.records.len() && self.records[index as usize].state != OpState::Free

@@ -1,5 +1,7 @@
 //! RESOLVE_REQ: finishing an operation on the live replicas after a data
-//! node of its chain failed (docs/design/failures.md §6). The normal
+//! node of its chain failed (docs/design/failures.md §6), or its
+//! coordinator did (§7: the tc taking over sends it, and hears the
+//! answer, `reply_to`). The normal
 //! COMMIT, COMPLETE and ABORT run from replica to replica through the
 //! chain as it was at prepare, so one that reached the failed node went
 //! no further; the tc then sends RESOLVE_REQ with the chain of live
@@ -60,8 +62,9 @@ impl Ldm {
             None => send(
                 ctx,
                 self.address,
-                request.tc,
+                request.reply_to,
                 ResolveConf {
+                    tc: request.tc,
                     tc_op: request.tc_op,
                     transaction_id: request.transaction_id,
                     step: request.step,

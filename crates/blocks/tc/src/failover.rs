@@ -21,7 +21,7 @@
 //! already under way (its normal answer, if one still comes, is ignored:
 //! from the same replica, it comes before the resolve's). A transaction
 //! whose coordinator failed is coordinator take-over's
-//! (docs/design/failures.md §7), not built yet.
+//! (docs/design/failures.md §7, `takeover`).
 
 use crate::records::{AbortReply, OpPhase, TransactionState, NIL};
 use crate::Tc;
@@ -84,6 +84,7 @@ impl Tc {
             }
             transaction = next;
         }
+        self.start_takeover(ctx);
     }
 
     /// Whether an operation of `transaction` that may hold something ran
@@ -155,6 +156,7 @@ impl Tc {
             {
                 let request = ResolveReq {
                     tc: address,
+                    reply_to: address,
                     tc_op: op,
                     transaction_id,
                     chain: operation.chain,
@@ -208,6 +210,7 @@ impl Tc {
         let target = BlockRef::new(entry, BlockKind::Ldm, operation.primary.instance);
         let resolve = ResolveReq {
             tc: self.config.address,
+            reply_to: self.config.address,
             tc_op: op,
             transaction_id,
             chain: live,
@@ -220,6 +223,10 @@ impl Tc {
     /// RESOLVE_CONF: the step is done on every live replica of the
     /// operation; it moves on as the normal answer would have moved it.
     pub(crate) fn resolve_conf(&mut self, conf: ResolveConf, ctx: &mut dyn Context) {
+        if conf.tc != self.config.address {
+            // An operation of a failed tc this one took over.
+            return self.takeover_resolve_conf(conf, ctx);
+        }
         let Some(operation) = self.records.operations.get_mut(conf.tc_op as usize) else {
             return;
         };

@@ -17,7 +17,9 @@
 //! Split by concern: `records` (pools), `execute` (batches), `commit`
 //! (commit, complete, GCP), `abort` (abort, timeouts, API failure),
 //! `durability` (commit phases per GCI for the master dih's GCP_FLUSH_REQ,
-//! the complete GCI and API nodes' GCI_WAIT_REQs).
+//! the complete GCI and API nodes' GCI_WAIT_REQs), `failover` (routes and
+//! transactions when data nodes fail), `takeover` (the transactions of a
+//! failed node's tcs).
 
 mod abort;
 #[cfg(test)]
@@ -33,6 +35,9 @@ pub mod records;
 mod refusal_tests;
 #[cfg(test)]
 mod robustness_tests;
+mod takeover;
+#[cfg(test)]
+mod takeover_tests;
 #[cfg(test)]
 mod tests;
 
@@ -63,6 +68,8 @@ pub struct TcConfig {
     pub lock_wait_timeout_ms: u64,
     /// Longest client silence inside a transaction before aborting.
     pub inactive_transaction_timeout_ms: u64,
+    /// ldm instances per data node (a take-over asks each of them).
+    pub ldm_instances: u16,
 }
 
 pub(crate) struct TableRoute {
@@ -83,6 +90,10 @@ pub struct TcCounters {
     pub lock_wait_timeouts: u64,
     /// Aborts by inactivity.
     pub inactivity_timeouts: u64,
+    /// Transactions of failed tcs this tc committed by take-over.
+    pub takeover_commits: u64,
+    /// Transactions of failed tcs this tc aborted by take-over.
+    pub takeover_aborts: u64,
 }
 
 /// The tc block.
@@ -107,6 +118,8 @@ pub struct Tc {
     /// The agreed membership: nothing of a failed node is handled, and
     /// routes leave its replicas out.
     pub(crate) node_failures: NodeFailures,
+    /// The take-over of failed tcs' transactions this tc runs, if any.
+    pub(crate) takeover: takeover::Takeover,
 }
 
 impl Tc {
@@ -127,6 +140,7 @@ impl Tc {
             counters: TcCounters::default(),
             map_version: 0,
             node_failures: NodeFailures::default(),
+            takeover: takeover::Takeover::default(),
         }
     }
 
@@ -336,6 +350,8 @@ impl Block for Tc {
             Signal::CompleteConf(conf) => self.complete_conf(conf, ctx),
             Signal::AbortConf(conf) => self.abort_conf(conf, ctx),
             Signal::ResolveConf(conf) => self.resolve_conf(conf, ctx),
+            Signal::TakeoverOpRep(report) => self.takeover_op_rep(from, report),
+            Signal::TakeoverConf(conf) => self.takeover_conf(conf, ctx),
             Signal::GcpPrepare(request) => self.gcp_prepare(from, request, ctx),
             Signal::GcpCommit(request) => self.gcp_commit(from, request, ctx),
             Signal::TcAddTabReq(request) => self.add_table(from, request, ctx),

@@ -105,6 +105,7 @@ impl Fuzz {
                 max_operations_per_transaction: 5,
                 lock_wait_timeout_ms: LOCK_WAIT_MS,
                 inactive_transaction_timeout_ms: INACTIVE_MS,
+                ldm_instances: 1,
             }),
             ctx: RecordingContext::new(),
             rng: XorShift::new(seed),

@@ -85,6 +85,7 @@ pub(crate) fn config() -> TcConfig {
         max_operations_per_transaction: 8,
         lock_wait_timeout_ms: LOCK_WAIT_MS,
         inactive_transaction_timeout_ms: INACTIVE_MS,
+        ldm_instances: LDM_INSTANCES,
     }
 }
 

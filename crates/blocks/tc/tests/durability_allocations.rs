@@ -66,6 +66,7 @@ impl Driver {
                 max_operations_per_transaction: 4,
                 lock_wait_timeout_ms: 1200,
                 inactive_transaction_timeout_ms: 5000,
+                ldm_instances: 1,
             }),
             ctx: RecordingContext::new(),
             gci: Gci::from_parts(3, 0),

@@ -566,18 +566,23 @@ signal_table! {
     /// tc -> an end of `chain`, then ldm -> ldm along it. Finish operation
     /// `tc_op` of `tc` on the live replicas after a data node of its chain
     /// failed (docs/design/failures.md §6), where the normal COMMIT,
-    /// COMPLETE or ABORT may have been lost at the failed node. `chain`
+    /// COMPLETE or ABORT may have been lost at the failed node, or after
+    /// its coordinator failed (§7, sent by the tc taking over). `chain`
     /// holds only replicas alive when the tc sent it. Each replica finds
     /// the operation by `tc` and `tc_op` and does `step` if it still has
     /// it to do (commit: where prepared, with `gci`; complete: where
     /// committed; abort: where prepared or waiting), then passes it on:
     /// COMMIT and COMPLETE from the last replica back to the first, as
     /// normally; ABORT from the first to the last, behind any prepare on
-    /// the same links. The far end answers RESOLVE_CONF.
+    /// the same links. The far end answers RESOLVE_CONF to `reply_to`.
     #[derive(Debug, PartialEq)]
     129 ResolveReq: Tc | Ldm -> Ldm, node {
-        /// The coordinating tc.
+        /// The tc that coordinated the operation (the ldms know the
+        /// operation by it).
         tc: BlockRef,
+        /// Who hears RESOLVE_CONF: `tc`, or the tc that took its
+        /// transactions over.
+        reply_to: BlockRef,
         /// The tc's operation record.
         tc_op: u32,
         /// Transaction (checked).
@@ -595,11 +600,71 @@ signal_table! {
     #[derive(Debug, PartialEq)]
     130 ResolveConf: Ldm -> Tc, node {
         /// Echoed.
+        tc: BlockRef,
+        /// Echoed.
         tc_op: u32,
         /// Echoed.
         transaction_id: TransactionId,
         /// Echoed.
         step: u8,
+    }
+
+    /// tc taking over -> every ldm of every live data node, once every
+    /// survivor refuses the failed nodes (NODE_FAIL_COMPLETE_REP). Report
+    /// every operation record here whose coordinating tc ran on a node of
+    /// `failed` (TAKEOVER_OP_REP each), then TAKEOVER_CONF
+    /// (docs/design/failures.md §7; NDB's LQH_TRANSREQ).
+    #[derive(Debug, PartialEq)]
+    131 TakeoverReq: Tc -> Ldm, node {
+        /// The membership the take-over runs for (echoed, so the answers
+        /// of an earlier take-over, cut short, are told apart).
+        membership_id: u32,
+        /// Every data node failed so far.
+        failed: NodeSet,
+    }
+
+    /// ldm -> the tc taking over. One operation of a failed tc, as this
+    /// replica holds it.
+    #[derive(Debug, PartialEq)]
+    132 TakeoverOpRep: Ldm -> Tc, node {
+        /// Echoed.
+        membership_id: u32,
+        /// The failed tc that coordinated it.
+        tc: BlockRef,
+        /// That tc's operation record.
+        tc_op: u32,
+        /// Transaction.
+        transaction_id: TransactionId,
+        /// The partition's replicas as at prepare, primary first.
+        chain: ReplicaChain,
+        /// [`takeover_state`].
+        state: u8,
+        /// The commit's GCI (committed only; 0 otherwise).
+        gci: Gci,
+    }
+
+    /// ldm -> the tc taking over: every operation of the failed tcs held
+    /// here was reported (on the same link, before this).
+    #[derive(Debug, PartialEq)]
+    133 TakeoverConf: Ldm -> Tc, node {
+        /// Echoed.
+        membership_id: u32,
+        /// How many TAKEOVER_OP_REPs went before it.
+        operations: u32,
+    }
+
+    /// tc taking over -> the master dih of its node: every transaction of
+    /// the tcs failed up to membership `membership_id` is committed (and
+    /// completed) or aborted on every live replica. Global checkpoints
+    /// were held back until now (docs/design/failures.md §7).
+    #[derive(Debug, PartialEq)]
+    134 TakeoverCompleteRep: Tc -> Dih, local {
+        /// The membership the take-over ran for.
+        membership_id: u32,
+        /// Transactions committed by the take-over.
+        committed: u32,
+        /// Transactions aborted by the take-over.
+        aborted: u32,
     }
 
     // ---- Global checkpoints: 160..=199

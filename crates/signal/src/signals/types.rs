@@ -132,6 +132,16 @@ pub mod resolve_step {
     pub const ABORT: u8 = 2;
 }
 
+/// States of an operation in a [`TakeoverOpRep`].
+pub mod takeover_state {
+    /// Queued on a row lock.
+    pub const WAITING: u8 = 0;
+    /// Prepared: lock held, after-image kept.
+    pub const PREPARED: u8 = 1;
+    /// Committed at the report's GCI, not yet completed.
+    pub const COMMITTED: u8 = 2;
+}
+
 /// The row of one read operation, inside a [`TcKeyConf`].
 #[derive(Debug, PartialEq)]
 pub struct ReadRow {
