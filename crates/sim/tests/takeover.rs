@@ -5,9 +5,11 @@
 //! the final state tells which transfers committed: every one the client
 //! saw acknowledged must be there, none it saw fail, and every balance
 //! must be what the transfers present make it. Every row must be
-//! writable afterwards (no lock left held by a dead coordinator), and
-//! global checkpoints must go on being made durable (the master dih held
-//! them only until the take-over finished).
+//! writable afterwards (no lock left held by a dead coordinator), global
+//! checkpoints must go on being made durable (the master dih held them
+//! only until the take-over finished), and a table can be created. In
+//! even seeds the coordinator is the president, so the GCI switch, the
+//! durability rounds and schema changes are taken over too.
 
 use client::{ClientError, Cluster, Commit, LockMode, Value};
 use signal::NodeId;
@@ -150,9 +152,12 @@ fn read_keys(
 fn transactions_of_a_killed_coordinator_end_one_way_and_release_their_locks() {
     let mut caught = 0;
     for seed in 1..=16 {
-        // Three nodes of one group (2, 3, 4): node 3 coordinates and dies;
-        // node 2, the president, takes its transactions over.
-        let victim = NodeId(3);
+        // Three nodes of one group (2, 3, 4): the coordinator dies. Node 3
+        // (odd seeds): node 2, the president, takes its transactions over.
+        // Node 2, the president and master (even seeds): node 3 becomes
+        // both, and takes over the GCI switch too.
+        let victim = NodeId(if seed % 2 == 1 { 3 } else { 2 });
+        let survivor = NodeId(if seed % 2 == 1 { 2 } else { 3 });
         let kill_at_us = 600_000 + seed * 7_919;
         let (transfers_seen, balances, records, durable, gci_after) = Harness::new(seed)
             .nodes(3, 3)
@@ -160,7 +165,7 @@ fn transactions_of_a_killed_coordinator_end_one_way_and_release_their_locks() {
             .run(move |cluster, context| {
                 let accounts = create_kv_table(cluster, "accounts");
                 let transfers = create_kv_table(cluster, "transfers");
-                let mut opening = cluster.transaction();
+                let mut opening = cluster.transaction_on_node(survivor).unwrap();
                 for a in 0..ACCOUNTS {
                     opening
                         .insert(
@@ -198,9 +203,15 @@ fn transactions_of_a_killed_coordinator_end_one_way_and_release_their_locks() {
                     }
                 }
                 context.sleep(DETECTION);
+                // Schema changes go on (the president's dict is the master).
+                let later = create_kv_table(cluster, "created_after_the_failure");
+                let mut transaction = cluster.transaction_on_node(survivor).unwrap();
+                transaction
+                    .insert(&later, &[("k", Value::UInt(1)), ("v", Value::Null)])
+                    .unwrap();
+                transaction.execute(Commit::Yes).unwrap();
                 // Every row writable again through each survivor.
                 let count = seen.len() as u64;
-                let survivor = NodeId(2);
                 let balances = read_all(cluster, &accounts, ACCOUNTS, survivor);
                 let records = read_all(cluster, &transfers, count, NodeId(4));
                 for (k, balance) in balances.iter().enumerate() {

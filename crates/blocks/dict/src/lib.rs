@@ -260,8 +260,9 @@ impl Dict {
         match self.master {
             Some(known) if known == master => {}
             Some(known) => panic!(
-                "dict {}: the president moved from {} to {president}, and master take-over \
-                 is not built (docs/design/failures.md)",
+                "dict {}: PRESIDENT_REP moved the president from {} to {president}: \
+                 membership announces it once, at formation; a later one comes with \
+                 NODE_FAILREP",
                 self.address, known.node
             ),
             None => {

@@ -18,13 +18,13 @@
 
 use crate::tables::{TableEntry, TableState};
 use crate::{Dict, MAX_PARTITIONS, SCHEMA_PHASE};
-use kernel::Context;
+use kernel::{Context, Report};
 use signal::schema::TableDef;
 use signal::signals::{
     CreateTabConf, CreateTabReq, DropTabConf, DropTabReq, GetTabInfoConf, GetTabInfoReq,
     ListTablesConf, ListTablesReq, NodeFailRep, SchemaRef,
 };
-use signal::{BlockRef, ErrorCode, NodeId, Signal};
+use signal::{BlockKind, BlockRef, ErrorCode, NodeId, Signal};
 use std::sync::Arc;
 
 /// Most schema requests waiting behind the running one; more get
@@ -264,6 +264,23 @@ impl Dict {
         let failed = self.node_failures.install(self.address, from, &report, ctx);
         if failed.is_empty() {
             return;
+        }
+        if self
+            .master
+            .is_some_and(|master| failed.contains(master.node))
+        {
+            // The new president's dict is the master from now on, so
+            // schema changes go on. A change the old master had under way
+            // is not finished or rolled back yet (docs/design/failures.md
+            // §8): the dicts that applied it keep it.
+            let president = report.live.first().expect("a membership has members");
+            ctx.report(Report::Log(format!(
+                "dict {}: the master dict (node {}) failed; node {president}'s dict is the \
+                 master now",
+                self.address,
+                self.master().node,
+            )));
+            self.master = Some(BlockRef::new(president, BlockKind::Dict, 0));
         }
         let tcs = self.tcs.forget_nodes(failed);
         let ldms = self.ldms.forget_nodes(failed);

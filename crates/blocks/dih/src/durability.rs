@@ -180,12 +180,19 @@ impl Dih {
             self.address,
             self.master()
         );
-        assert!(
-            self.copy_requester.is_none(),
-            "dih {}: CopyGciReq while the previous one is being written",
-            self.address
-        );
+        if let Some((requester, _, _)) = self.copy_requester {
+            // Only a new master sends while the old one's copy is being
+            // written (master take-over): it is written next.
+            assert!(
+                self.node_failures.failed().contains(requester.node),
+                "dih {}: CopyGciReq while the previous one is being written",
+                self.address
+            );
+            self.queued_copy = Some((from, request));
+            return;
+        }
         if self.diskless {
+            self.recorded_started = self.recorded_started.max(request.started_gci);
             self.copied(from, request.complete_gci, ctx);
             return;
         }
@@ -198,17 +205,28 @@ impl Dih {
             highest_started_gci: previous.highest_started_gci.max(request.started_gci.0),
             ..previous
         };
-        self.copy_requester = Some((from, request.complete_gci));
+        self.copy_requester = Some((from, request.complete_gci, request.started_gci));
         self.system.update(record, self.address, ctx);
     }
 
     /// The system file update of a CopyGciReq is durable.
     pub(crate) fn copy_written(&mut self, ctx: &mut dyn Context) {
-        let (master, gci) = self
+        let (master, gci, started) = self
             .copy_requester
             .take()
             .expect("a system file update finished with no CopyGciReq waiting");
-        self.copied(master, gci, ctx);
+        self.recorded_started = self.recorded_started.max(started);
+        if !self.node_failures.failed().contains(master.node) {
+            self.copied(master, gci, ctx);
+        } else if gci > self.durability.complete {
+            // Recorded for a master that failed since: its successor
+            // learns it from this dih (MASTER_GCP_DIH_CONF).
+            self.durability.complete = gci;
+            ctx.report(Report::CompleteGci(gci));
+        }
+        if let Some((from, request)) = self.queued_copy.take() {
+            self.copy_gci_req(from, request, ctx);
+        }
     }
 
     fn copied(&mut self, master: BlockRef, gci: Gci, ctx: &mut dyn Context) {

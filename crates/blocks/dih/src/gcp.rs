@@ -75,6 +75,11 @@ pub(crate) enum SwitchState {
     Preparing { new_gci: Gci },
     /// Phase two: waiting for every tc to confirm it moved to `gci`.
     Committing { gci: Gci },
+    /// This dih became the master when the old one failed; it waits until
+    /// every survivor handled that (master_takeover.rs).
+    AwaitingTakeover,
+    /// Master take-over: asking every live tc and dih where it stands.
+    TakingOver(crate::master_takeover::TakeoverAnswers),
 }
 
 /// The switch protocol's state.
@@ -269,6 +274,7 @@ impl Dih {
                     self.request_durable(previous, ctx);
                 }
             }
+            SwitchState::TakingOver(_) => self.master_takeover_step(ctx),
             state => unreachable!("dih {}: no switch step waits in {state:?}", self.address),
         }
     }

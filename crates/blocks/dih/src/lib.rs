@@ -11,7 +11,10 @@
 //!   global checkpoint durable (tcs flushed, ldm markers fsynced, every
 //!   system file updated), and this node's system file (`system_file.rs`);
 //! - the start (`restart.rs`): reading the system file, agreeing on the
-//!   restored GCI, having the ldms restore, choosing the first GCI.
+//!   restored GCI, having the ldms restore, choosing the first GCI;
+//! - master take-over (`master_takeover.rs`): when the master fails, the
+//!   next president's dih learns where the switch and durability stood
+//!   and carries on.
 //!
 //! This file holds the configuration, the block struct and its inbox: one
 //! `match` naming every signal dih takes, as NDB's `addRecSignal` list does.
@@ -25,6 +28,7 @@
 mod distribution;
 mod durability;
 mod gcp;
+mod master_takeover;
 mod restart;
 mod system_file;
 
@@ -42,7 +46,7 @@ use distribution::Distribution;
 use gcp::GlobalCheckpoint;
 use kernel::answers::Answers;
 use kernel::node_failures::NodeFailures;
-use kernel::{Context, Report};
+use kernel::Context;
 use signal::phases;
 use signal::schema::TableDef;
 use signal::signals::{DiAddTabConf, FsConf, NodeFailRep, StartPhaseConf};
@@ -98,7 +102,14 @@ pub struct Dih {
     system: system_file::SystemFileState,
     diskless: bool,
     /// The master whose CopyGciReq is being written, and its GCI.
-    copy_requester: Option<(BlockRef, Gci)>,
+    /// Its complete and started GCIs.
+    copy_requester: Option<(BlockRef, Gci, Gci)>,
+    /// A new master's CopyGciReq that came while the failed master's was
+    /// being written (master take-over): written next.
+    queued_copy: Option<(BlockRef, signal::signals::CopyGciReq)>,
+    /// The highest GCI this node's system file records as started (what
+    /// a new master asks every dih: master_takeover.rs).
+    recorded_started: Gci,
     /// The system file update of phase RESTORE_DATA is in flight.
     restart_write_pending: bool,
     /// The agreed membership: nothing of a failed node is handled.
@@ -161,6 +172,8 @@ impl Dih {
             system: system_file::SystemFileState::new(me.0),
             diskless: config.diskless,
             copy_requester: None,
+            queued_copy: None,
+            recorded_started: Gci(0),
             restart_write_pending: false,
             node_failures: NodeFailures::default(),
         }
@@ -204,8 +217,8 @@ impl Dih {
         match self.master {
             Some(known) if known == master => return,
             Some(known) => panic!(
-                "dih {}: the president moved from {} to {president}, and master take-over \
-                 is not built (docs/design/failures.md)",
+                "dih {}: PRESIDENT_REP moved the president from {} to {president}: membership \
+                 announces it once, at formation; a later one comes with NODE_FAILREP",
                 self.address, known.node
             ),
             None => {}
@@ -287,9 +300,10 @@ impl Dih {
     }
 
     /// NODE_FAILREP: the nodes of `report.failed` left the cluster. The
-    /// master's rounds stop waiting for their blocks. A failed master is
-    /// not taken over yet (docs/design/failures.md §8): global
-    /// checkpoints stop, and the log says so.
+    /// master's rounds stop waiting for their blocks; GCIs are made
+    /// durable only once their transactions are taken over. A failed
+    /// master is succeeded by the new president's dih
+    /// (`master_takeover.rs`).
     fn node_failed(&mut self, from: BlockRef, report: NodeFailRep, ctx: &mut dyn Context) {
         let failed = self.node_failures.install(self.address, from, &report, ctx);
         if failed.is_empty() {
@@ -297,15 +311,17 @@ impl Dih {
         }
         self.other_dihs.retain(|dih| !failed.contains(dih.node));
         self.hold_for_takeover(report.membership_id);
+        if self
+            .master
+            .is_some_and(|master| failed.contains(master.node))
+        {
+            self.master_failed(report.live, ctx);
+        }
         if self.is_master() {
             self.switch_without(failed, ctx);
             self.durability_without(failed, ctx);
-        } else if let Some(master) = self.master.filter(|master| failed.contains(master.node)) {
-            ctx.report(Report::Log(format!(
-                "the master dih (node {}) failed and master take-over is not built yet: \
-                 no global checkpoint completes from now on",
-                master.node
-            )));
+            // A take-over waiting only for the failed nodes' answers.
+            self.master_takeover_step(ctx);
         }
     }
 
@@ -359,7 +375,11 @@ impl kernel::Block for Dih {
             Signal::NodeFailRep(report) => self.node_failed(from, report, ctx),
             Signal::NodeFailCompleteRep(report) => {
                 self.node_failures.complete(report.membership_id);
+                self.start_master_takeover(ctx);
             }
+            Signal::MasterGcpReq(request) => self.master_gcp_req(from, request, ctx),
+            Signal::MasterGcpTcConf(conf) => self.master_gcp_tc_conf(from, conf, ctx),
+            Signal::MasterGcpDihConf(conf) => self.master_gcp_dih_conf(from, conf, ctx),
             other if codec::is_api_request(other.number()) => {
                 if let Some(reply) = other.refusal() {
                     kernel::send(ctx, self.address, from, reply);

@@ -919,8 +919,8 @@ fn the_master_is_the_president_membership_announces() {
 }
 
 #[test]
-#[should_panic(expected = "master take-over is not built")]
-fn a_new_president_is_refused_until_master_take_over_is_built() {
+#[should_panic(expected = "announces it once, at formation")]
+fn a_second_president_rep_naming_another_president_stops_the_node() {
     let mut dih = cluster_dih(2, &TWO_NODES, 2);
     let mut ctx = RecordingContext::new();
     let president = signal::signals::PresidentRep {

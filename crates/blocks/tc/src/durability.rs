@@ -194,6 +194,25 @@ impl Tc {
         self.answer_flush_if_drained(ctx);
     }
 
+    /// MASTER_GCP_REQ from a new master dih (master take-over,
+    /// docs/design/failures.md §8): where this tc's GCI stands. A flush
+    /// the failed master asked for is forgotten: the new master asks for
+    /// its own.
+    pub(crate) fn master_gcp_req(
+        &mut self,
+        from: BlockRef,
+        request: MasterGcpReq,
+        ctx: &mut dyn Context,
+    ) {
+        self.durability.pending_flush = None;
+        let conf = MasterGcpTcConf {
+            membership_id: request.membership_id,
+            current_gci: self.current_gci,
+            prepared: self.gcp_prepared,
+        };
+        send(ctx, self.config.address, from, conf);
+    }
+
     fn answer_flush_if_drained(&mut self, ctx: &mut dyn Context) {
         let Some((dih, gci)) = self.durability.pending_flush else {
             return;

@@ -358,6 +358,7 @@ impl Block for Tc {
             Signal::DropTabOrd(order) => self.drop_table(from, order, ctx),
             Signal::StartPhaseReq(request) => self.start_phase(from, request, ctx),
             Signal::GcpFlushReq(request) => self.gcp_flush_req(from, request, ctx),
+            Signal::MasterGcpReq(request) => self.master_gcp_req(from, request, ctx),
             Signal::GcpDurableRep(report) => self.gcp_durable_rep(report, ctx),
             Signal::GciWaitReq(request) => self.gci_wait_req(from, request, ctx),
             Signal::ApiFailRep(report) => self.api_failed(report, ctx),

@@ -764,6 +764,41 @@ signal_table! {
         gci: Gci,
     }
 
+    /// new master dih -> every live tc and every live dih, once every
+    /// survivor handled the failure of the old master (master take-over,
+    /// docs/design/failures.md §8): where does the GCI switch stand here?
+    /// A tc answers MASTER_GCP_TC_CONF and forgets a flush the old master
+    /// asked for; a dih answers MASTER_GCP_DIH_CONF.
+    #[derive(Debug, PartialEq)]
+    172 MasterGcpReq: Dih -> Tc | Dih, node {
+        /// The membership the take-over runs for (echoed).
+        membership_id: u32,
+    }
+
+    /// tc -> the new master dih.
+    #[derive(Debug, PartialEq)]
+    173 MasterGcpTcConf: Tc -> Dih, node {
+        /// Echoed.
+        membership_id: u32,
+        /// The GCI this tc's commits get (the last GCP_COMMIT it had).
+        current_gci: Gci,
+        /// It holds commit decisions (a GCP_PREPARE had no GCP_COMMIT).
+        prepared: bool,
+    }
+
+    /// dih -> the new master dih.
+    #[derive(Debug, PartialEq)]
+    174 MasterGcpDihConf: Dih -> Dih, node {
+        /// Echoed.
+        membership_id: u32,
+        /// The latest GCI the old master reported every tc switched to.
+        latest: Gci,
+        /// The latest GCI this dih recorded complete.
+        complete: Gci,
+        /// The highest GCI this dih recorded as started.
+        started: Gci,
+    }
+
     // ---- Schema between blocks and nodes: 200..=239 (room for index create and drop)
 
     /// dict -> dih. Work out the distribution of a new table.
