@@ -1,5 +1,5 @@
 //! Connection admission (docs/design/0007-groundwork.md, "Authenticated
-//! admission"): the cluster secret, and the two proofs made with it.
+//! admission"): the cluster secret, and the proofs made with it.
 //!
 //! - An **API token** is what mgmd issues with an API node id: the
 //!   allocation's number and an HMAC-SHA256 under the cluster secret of the
@@ -10,19 +10,25 @@
 //!   and a random challenge from each side (the LINK_HELLO handshake,
 //!   docs/wire-format.md §7), so a proof cannot be replayed on another
 //!   connection, to another node, or by the other side.
+//! - An **arbitration proof** is what a data node shows the arbitrator
+//!   (mgmd, docs/mgm-protocol.md `arbitrate`) when it asks for its side
+//!   to continue after a split: an HMAC-SHA256 under the secret of the
+//!   node id, the agreed membership's id, its members and the side, so
+//!   only a holder of the secret can ask, and only for what it names.
 //!
 //! The secret reaches mgmd and the data nodes from a file the config names
 //! (`[cluster] secret_file`), never over the network: mgmd serves the
 //! config text, which holds only the file's name. API nodes never hold it.
 //!
-//! This crate depends on `signal` (for the token's wire type) and on the
-//! `hmac` and `sha2` crates only; it does no I/O but reading and creating
-//! the secret file and reading the operating system's random source.
+//! This crate depends on `signal` (for the token's wire type and node
+//! sets) and on the `hmac` and `sha2` crates only; it does no I/O but
+//! reading and creating the secret file and reading the operating system's
+//! random source.
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use signal::signals::ApiToken;
-use signal::NodeId;
+use signal::{NodeId, NodeSet};
 use std::fmt;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -41,6 +47,7 @@ pub const CHALLENGE_BYTES: usize = 16;
 /// Domain labels: a MAC made for one purpose is never valid for another.
 const API_TOKEN_LABEL: &[u8] = b"tessera api token v1";
 const LINK_PROOF_LABEL: &[u8] = b"tessera link proof v1";
+const ARBITRATION_PROOF_LABEL: &[u8] = b"tessera arbitration proof v1";
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -220,6 +227,45 @@ impl ClusterSecret {
         mac.update(&statement.verifier_challenge);
         mac
     }
+
+    /// The proof `statement.node` shows the arbitrator with its request.
+    pub fn arbitration_proof(&self, statement: &ArbitrationStatement) -> [u8; 32] {
+        let mut proof = [0u8; 32];
+        proof.copy_from_slice(&self.arbitration_mac(statement).finalize().into_bytes());
+        proof
+    }
+
+    /// Whether `proof` is the one for `statement` (constant time).
+    pub fn verify_arbitration_proof(
+        &self,
+        statement: &ArbitrationStatement,
+        proof: &[u8; 32],
+    ) -> bool {
+        self.arbitration_mac(statement).verify_slice(proof).is_ok()
+    }
+
+    fn arbitration_mac(&self, statement: &ArbitrationStatement) -> HmacSha256 {
+        // Every field has a fixed width, so no two statements share bytes.
+        let mut mac = self.mac();
+        mac.update(ARBITRATION_PROOF_LABEL);
+        mac.update(&statement.node.0.to_le_bytes());
+        mac.update(&statement.membership_id.to_le_bytes());
+        mac.update(&statement.before.bits().to_le_bytes());
+        mac.update(&statement.side.bits().to_le_bytes());
+        mac
+    }
+}
+
+/// What an arbitration request proves: that data node `node`, holding the
+/// cluster secret, asks for `side` to continue after a split of the agreed
+/// membership `membership_id` whose members were `before`
+/// (docs/design/failures.md §4).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ArbitrationStatement {
+    pub node: NodeId,
+    pub membership_id: u32,
+    pub before: NodeSet,
+    pub side: NodeSet,
 }
 
 /// Which side of a link makes a proof: part of what is proved, so the
@@ -325,6 +371,40 @@ mod tests {
         }
         let other = ClusterSecret::from_bytes(&[b'x'; 40]).expect("long enough");
         assert!(!other.verify_link_proof(&statement, &proof));
+    }
+
+    #[test]
+    fn an_arbitration_proof_binds_node_membership_and_both_sets() {
+        let secret = secret(TEXT);
+        let statement = ArbitrationStatement {
+            node: NodeId(2),
+            membership_id: 5,
+            before: NodeSet::of([NodeId(2), NodeId(3)]),
+            side: NodeSet::of([NodeId(2)]),
+        };
+        let proof = secret.arbitration_proof(&statement);
+        assert!(secret.verify_arbitration_proof(&statement, &proof));
+        let changes: [fn(&mut ArbitrationStatement); 6] = [
+            |s| s.node = NodeId(3),
+            |s| s.membership_id += 1,
+            |s| s.before.insert(NodeId(4)),
+            |s| s.before.remove(NodeId(3)),
+            |s| s.side = NodeSet::of([NodeId(3)]),
+            |s| s.side.insert(NodeId(3)),
+        ];
+        for change in changes {
+            let mut changed = statement;
+            change(&mut changed);
+            assert!(
+                !secret.verify_arbitration_proof(&changed, &proof),
+                "{changed:?}"
+            );
+        }
+        let mut flipped = proof;
+        flipped[0] ^= 1;
+        assert!(!secret.verify_arbitration_proof(&statement, &flipped));
+        let other = ClusterSecret::from_bytes(&[b'x'; 40]).expect("long enough");
+        assert!(!other.verify_arbitration_proof(&statement, &proof));
     }
 
     #[test]

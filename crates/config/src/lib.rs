@@ -45,6 +45,12 @@ pub struct MgmdConfig {
     pub node_id: u16,
     pub host: String,
     pub port: u16,
+    /// Key `arbitration_rank`, 0 or 1, default 1: 1 makes mgmd the
+    /// arbitrator, which lets one side of a split of exactly half of the
+    /// data nodes (no node group whole on either side) continue
+    /// (docs/design/failures.md §4). 0 disables arbitration: such a side
+    /// shuts down, always (never two sides serving).
+    pub arbitration_rank: u8,
 }
 
 /// `[cluster]`: settings every data node must agree on.
@@ -71,10 +77,13 @@ pub struct ClusterSettings {
     /// in the ring of data nodes (docs/design/failures.md §2).
     pub heartbeat_interval_ms: u64,
     /// Default 4, 2..=100: heartbeats a data node may miss in a row before
-    /// its watcher suspects it (with the defaults, within a second). Only
-    /// suspected and logged so far: declaring a node dead and carrying on
-    /// without it is designed, not built.
+    /// its watcher takes it for failed (with the defaults, within a
+    /// second) and the survivors agree it out of the membership.
     pub heartbeat_missed: u32,
+    /// Default 3000, 100..=60000: how long the president of a side of
+    /// exactly half waits for the arbitrator's answer before its side
+    /// shuts down (docs/design/failures.md §4).
+    pub arbitration_timeout_ms: u64,
     /// Default 100: how often the GCI epoch (low half) switches.
     pub epoch_interval_ms: u64,
     /// Default 2000: how often the global checkpoint number (high half) advances.
@@ -120,6 +129,7 @@ impl Default for ClusterSettings {
             redo_buffer: 4 << 20,
             heartbeat_interval_ms: 250,
             heartbeat_missed: 4,
+            arbitration_timeout_ms: 3000,
             epoch_interval_ms: 100,
             gcp_interval_ms: 2000,
             lock_wait_timeout_ms: 1200,
@@ -234,7 +244,7 @@ impl ClusterConfig {
 }
 
 const ROOT_KEYS: &[&str] = &["mgmd", "cluster", "threads", "data_node"];
-const MGMD_KEYS: &[&str] = &["node_id", "host", "port"];
+const MGMD_KEYS: &[&str] = &["node_id", "host", "port", "arbitration_rank"];
 const CLUSTER_KEYS: &[&str] = &[
     "replicas",
     "data_memory",
@@ -244,6 +254,7 @@ const CLUSTER_KEYS: &[&str] = &[
     "redo_buffer",
     "heartbeat_interval_ms",
     "heartbeat_missed",
+    "arbitration_timeout_ms",
     "epoch_interval_ms",
     "gcp_interval_ms",
     "lock_wait_timeout_ms",
@@ -408,11 +419,13 @@ fn parse_mgmd(t: &Table<'_>) -> Result<(MgmdConfig, MgmdLines), ConfigError> {
     let port = t
         .integer::<u16>("port", 1, PORT_MAX)?
         .ok_or_else(|| t.missing("port"))?;
+    let arbitration_rank = t.integer::<u8>("arbitration_rank", 0, 1)?;
     Ok((
         MgmdConfig {
             node_id: node_id.map_or(1, |n| n.value),
             host: host.value.to_owned(),
             port: port.value,
+            arbitration_rank: arbitration_rank.map_or(1, |n| n.value),
         },
         MgmdLines {
             node_id: node_id.map(|n| n.line),
@@ -516,6 +529,10 @@ fn parse_cluster(
             d.heartbeat_interval_ms,
         ),
         heartbeat_missed: or(t.integer("heartbeat_missed", 2, 100)?, d.heartbeat_missed),
+        arbitration_timeout_ms: or(
+            t.integer("arbitration_timeout_ms", 100, 60_000)?,
+            d.arbitration_timeout_ms,
+        ),
         epoch_interval_ms: or(epoch, d.epoch_interval_ms),
         gcp_interval_ms: or(gcp, d.gcp_interval_ms),
         lock_wait_timeout_ms: or(

@@ -45,7 +45,8 @@ fn minimal_file_gets_defaults() {
         MgmdConfig {
             node_id: 1,
             host: "127.0.0.1".into(),
-            port: 11860
+            port: 11860,
+            arbitration_rank: 1,
         }
     );
     assert_eq!(c.cluster, ClusterSettings::default());
@@ -62,7 +63,7 @@ fn full_file_with_two_node_groups() {
     let text = format!(
         "{MGMD}[cluster]\nreplicas = 2\ndata_memory = \"1G\"\nredo_log_parts = 8\n\
          redo_log_files = 3\nredo_log_file_size = \"1M\"\nredo_buffer = \"2M\"\n\
-         heartbeat_interval_ms = 500\nheartbeat_missed = 6\nepoch_interval_ms = 50\ngcp_interval_ms = 1000\n\
+         heartbeat_interval_ms = 500\nheartbeat_missed = 6\narbitration_timeout_ms = 700\nepoch_interval_ms = 50\ngcp_interval_ms = 1000\n\
          lock_wait_timeout_ms = 300\ninactive_transaction_timeout_ms = 5000\n\
          max_operations_per_transaction = 7\nmax_concurrent_operations = 8\n\
          max_concurrent_transactions = 9\ndiskless = true\nrecovery_work = 75\n\
@@ -83,6 +84,7 @@ fn full_file_with_two_node_groups() {
             redo_buffer: 2 << 20,
             heartbeat_interval_ms: 500,
             heartbeat_missed: 6,
+            arbitration_timeout_ms: 700,
             epoch_interval_ms: 50,
             gcp_interval_ms: 1000,
             lock_wait_timeout_ms: 300,
@@ -201,7 +203,8 @@ fn example_file_parses() {
         MgmdConfig {
             node_id: 1,
             host: "127.0.0.1".into(),
-            port: 11860
+            port: 11860,
+            arbitration_rank: 1,
         }
     );
     assert_eq!(
@@ -638,6 +641,7 @@ fn zero_intervals_timeouts_and_limits() {
         "redo_log_parts",
         "heartbeat_interval_ms",
         "heartbeat_missed",
+        "arbitration_timeout_ms",
         "epoch_interval_ms",
         "gcp_interval_ms",
         "lock_wait_timeout_ms",
@@ -956,4 +960,23 @@ fn recovery_work_is_checked() {
             &format!("expected an integer, {found}"),
         );
     }
+}
+
+#[test]
+fn arbitration_rank_is_0_or_1_and_the_timeout_is_bounded() {
+    let with_rank = |rank: &str| {
+        parse(&format!(
+            "[mgmd]\nhost = \"127.0.0.1\"\nport = 11860\narbitration_rank = {rank}\n{NODE2}"
+        ))
+    };
+    assert_eq!(with_rank("0").expect("valid").mgmd.arbitration_rank, 0);
+    assert_eq!(with_rank("1").expect("valid").mgmd.arbitration_rank, 1);
+    let error = with_rank("2").expect_err("rank 2 is refused").to_string();
+    assert!(error.contains("arbitration_rank"), "{error}");
+    let error = parse(&format!(
+        "{MGMD}[cluster]\narbitration_timeout_ms = 50\n{NODE2}"
+    ))
+    .expect_err("a timeout below 100 ms is refused")
+    .to_string();
+    assert!(error.contains("arbitration_timeout_ms"), "{error}");
 }

@@ -13,9 +13,13 @@
 //! It lives in `datanode` rather than `kernel` or `transport` because it is
 //! the only place that maps the node's config (its `data_dir`) to files;
 //! the kernel stays free of file systems, and `transport` is about sockets.
+//! It also takes membership's ARBITRATION_REQ, the one request a block
+//! makes of mgmd, to the [`Arbiter`] (`arbiter.rs`), which asks on a
+//! thread of its own and hands the answer back through this thread.
 //! [`FileService`] is the part that does the work, separate from the
 //! thread loop so it can be tested without a mesh.
 
+use crate::arbiter::Arbiter;
 use kernel::mesh::{Inbox, Outbox, Staging};
 use kernel::stats::ThreadStats;
 use signal::fs::{FileName, FsDone, FsError, FsErrorKind, FsOperation, OpenMode};
@@ -302,6 +306,8 @@ pub struct IoThreadSetup {
     pub shutdown: Arc<AtomicBool>,
     /// Counters (shared with the service's).
     pub stats: Arc<ThreadStats>,
+    /// Asks mgmd for arbitration, with the receiver of its answers.
+    pub arbiter: (Arbiter, std::sync::mpsc::Receiver<Envelope>),
 }
 
 /// Serves file requests until `shutdown` is set. Call on the thread itself.
@@ -312,17 +318,25 @@ pub fn run_io_thread(setup: IoThreadSetup, mut service: FileService) {
         mut outbox,
         shutdown,
         stats,
+        arbiter: (arbiter, arbitration_answers),
     } = setup;
     let address = BlockRef::new(node, BlockKind::Io, 0);
     inbox.waker.bind_current_thread();
+    let waker = inbox.waker.clone();
     while !shutdown.load(Ordering::Relaxed) {
-        let handled = inbox.drain(BATCH, |envelope| {
-            let Signal::FsReq(FsReq { token, operation }) = envelope.signal else {
-                panic!(
-                    "signal {} from {} reached the io thread, which serves only FsReq",
-                    envelope.signal.name(),
+        let mut handled = inbox.drain(BATCH, |envelope| {
+            let (token, operation) = match envelope.signal {
+                Signal::FsReq(FsReq { token, operation }) => (token, operation),
+                Signal::ArbitrationReq(request) => {
+                    arbiter.ask(envelope.from, request, waker.clone());
+                    return;
+                }
+                other => panic!(
+                    "signal {} from {} reached the io thread, which serves only FsReq and \
+                     ArbitrationReq",
+                    other.name(),
                     envelope.from
-                );
+                ),
             };
             let answer = Envelope {
                 from: address,
@@ -337,6 +351,12 @@ pub fn run_io_thread(setup: IoThreadSetup, mut service: FileService) {
                 panic!("the io thread cannot answer {}: no route", answer.to);
             }
         });
+        while let Ok(answer) = arbitration_answers.try_recv() {
+            handled += 1;
+            if let Staging::Local(answer) | Staging::NoRoute(answer) = outbox.stage(answer) {
+                panic!("the io thread cannot answer {}: no route", answer.to);
+            }
+        }
         let blocked = outbox.flush();
         stats
             .allocations
@@ -620,6 +640,11 @@ mod end_to_end {
             outbox: io_outbox,
             shutdown: shutdown.clone(),
             stats: io_stats.clone(),
+            arbiter: crate::arbiter::Arbiter::new(
+                NODE,
+                "127.0.0.1:1".into(),
+                admission::ClusterSecret::from_bytes(&[7; 32]).expect("a secret"),
+            ),
         };
         let io = std::thread::spawn(move || run_io_thread(io_setup, service));
         let (answers, answered) = mpsc::channel();

@@ -4,9 +4,11 @@
 //!
 //! - `wiring`: config -> blocks (shared with the simulator);
 //! - `runtime`: blocks -> threads (ldm, tc, main, recv, send, io) and the mesh;
-//! - `io`: the io thread, the node's file service (`Context::fs_request`);
+//! - `io`: the io thread, the node's file service (`Context::fs_request`)
+//!   and its way to the arbitrator (`arbiter`);
 //! - `status`: what the node reports to mgmd.
 
+pub mod arbiter;
 pub mod io;
 pub mod runtime;
 pub mod status;

@@ -8,6 +8,7 @@
 //! nodes with lower ids, dial those with higher ids, and run until SIGTERM
 //! or SIGINT.
 
+use crate::arbiter::Arbiter;
 use crate::io::{FileService, IoThreadSetup};
 use crate::status::{CheckpointReports, NodeStatus, ThreadInfo};
 use crate::wiring::{build_blocks, default_partitions_of_ldm};
@@ -284,6 +285,7 @@ pub fn start(
     secret: ClusterSecret,
 ) -> Result<NodeRuntime, String> {
     let data_nodes = data_node_peers(config)?;
+    let arbitration_secret = secret.clone();
     let ldm_count = config.threads.ldm as usize;
     let tc_count = config.threads.tc as usize;
     let node_group = config
@@ -494,6 +496,11 @@ pub fn start(
         outbox: io_outbox,
         shutdown: shutdown.clone(),
         stats: io_stats,
+        arbiter: Arbiter::new(
+            node,
+            format!("{}:{}", config.mgmd.host, config.mgmd.port),
+            arbitration_secret,
+        ),
     };
     threads.push(
         std::thread::Builder::new()

@@ -1,6 +1,7 @@
-//! Clients of the management protocol: `MgmClient` for tools and API nodes
-//! (config, show, reports, API node ids) and `DataNodeSession` for a data
-//! node's registration connection and its status pushes.
+//! Clients of the management protocol: `MgmClient` for tools, API nodes
+//! and data nodes asking the arbitrator (config, show, reports, API node
+//! ids, arbitration) and `DataNodeSession` for a data node's registration
+//! connection and its status pushes.
 //!
 //! Every socket has connect, read and write timeouts so a dead or wedged
 //! mgmd yields an error instead of a hang.
@@ -202,6 +203,48 @@ impl MgmClient {
             token: ApiToken { allocation, mac },
         })
     }
+
+    /// Asks mgmd, the arbitrator, whether `side` may continue after a
+    /// split of the agreed membership `membership_id` whose members were
+    /// `before` (see docs/mgm-protocol.md `arbitrate`). `proof` is the
+    /// arbitration proof of data node `node` under the cluster secret
+    /// (`admission::ClusterSecret::arbitration_proof`). A refusal is an
+    /// answer (`granted: false`), not an error; an error means the request
+    /// was malformed or its proof wrong, or mgmd could not be asked.
+    pub fn arbitrate(
+        &mut self,
+        node: u16,
+        membership_id: u32,
+        before: &[u16],
+        side: &[u16],
+        proof: &[u8; 32],
+    ) -> Result<ArbitrationAnswer, MgmdError> {
+        let response = self.conn.request(&json!({
+            "req": "arbitrate",
+            "node_id": node,
+            "membership_id": membership_id,
+            "before": before,
+            "side": side,
+            "proof": mac_to_hex(proof),
+        }))?;
+        let granted = response
+            .get("granted")
+            .and_then(Value::as_bool)
+            .ok_or_else(|| {
+                MgmdError::Protocol("arbitrate response lacks \"granted\", a boolean".into())
+            })?;
+        let reason = string_field(&response, "reason")?;
+        Ok(ArbitrationAnswer { granted, reason })
+    }
+}
+
+/// mgmd's answer to an arbitration request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArbitrationAnswer {
+    /// Whether the side may continue; false: it must shut down.
+    pub granted: bool,
+    /// Why, in words (for the data node's log).
+    pub reason: String,
 }
 
 /// An API node id from mgmd and the token that proves it was issued.

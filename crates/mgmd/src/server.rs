@@ -17,8 +17,15 @@
 //! config names, and answers each API node id it hands out with a token
 //! made with it, which data nodes check. The secret itself is never sent:
 //! `get_config` serves the config text, which names only the file.
+//!
+//! **Arbitration** (docs/design/failures.md §4): when the data nodes split
+//! into two sides of exactly half, each side's president asks mgmd, the
+//! arbitrator, whether its side may continue (`arbitrate`). mgmd grants one
+//! side per split, the first to ask, and remembers it: the decision rests
+//! on its table of grants alone, never on timing or on which data node
+//! sessions are open.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -27,9 +34,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use admission::ClusterSecret;
+use admission::{ArbitrationStatement, ClusterSecret};
 use config::ClusterConfig;
 use serde_json::{json, Map, Value};
+use signal::{NodeId, NodeSet, NODE_SET_MAX};
 
 use mgmclient::wire::{self, LineRead, MAX_LINE_BYTES};
 use mgmclient::MgmdError;
@@ -46,6 +54,8 @@ const API_IDS: std::ops::RangeInclusive<u16> = 128..=255;
 pub const MAX_CONNECTIONS: usize = 512;
 /// A connection must send its first line within this (it holds a thread).
 const FIRST_LINE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Arbitration grants kept (see [`Grants`]).
+const MAX_GRANTS: usize = 1024;
 
 /// Options for `start_server_with`.
 #[derive(Debug, Clone, Default)]
@@ -210,6 +220,7 @@ pub fn start_server_with(
             next_connection: 0,
         }),
         status_changed: Condvar::new(),
+        grants: Mutex::new(Grants::default()),
         stopping: AtomicBool::new(false),
     });
     let accept_shared = Arc::clone(&shared);
@@ -243,6 +254,8 @@ struct Shared {
     state: Mutex<State>,
     /// Signalled whenever a data node pushes a status or its session ends.
     status_changed: Condvar,
+    /// The arbitrator's grants; every decision is made under this lock.
+    grants: Mutex<Grants>,
     stopping: AtomicBool,
 }
 
@@ -474,9 +487,10 @@ fn handle_line(shared: &Shared, conn: &mut Connection, line: &[u8]) -> Option<Va
         "show" => show(shared),
         "report_threads" => report_threads(shared),
         "report_checkpoints" => report_checkpoints(shared),
+        "arbitrate" => arbitrate(shared, &request),
         other => error(format!(
             "unknown request \"{other}\"; known requests: get_config, register_data_node, \
-             status, alloc_api_node, show, report_threads, report_checkpoints"
+             status, alloc_api_node, show, report_threads, report_checkpoints, arbitrate"
         )),
     };
     Some(response)
@@ -615,6 +629,190 @@ fn alloc_api_node(shared: &Shared, conn: &Connection) -> Value {
         "allocation": allocation,
         "token": mgmclient::client::mac_to_hex(&token.mac),
     })
+}
+
+/// The grants the arbitrator made, oldest first: for each split judged,
+/// the agreed membership it split (its id and its members) and the side
+/// granted. Two sides of one split judge against the same membership, so
+/// they find the same entry, and only one of them is granted.
+///
+/// Only the most recent [`MAX_GRANTS`] are kept (the oldest is dropped
+/// first), so a peer holding the secret cannot grow mgmd's memory without
+/// bound. A grant dropped this way could let the other side of that split
+/// be granted, but only after 1024 later splits were decided, long after
+/// both sides of it acted on their answers.
+#[derive(Default)]
+struct Grants {
+    granted: VecDeque<Grant>,
+}
+
+struct Grant {
+    membership_id: u32,
+    before: NodeSet,
+    side: NodeSet,
+}
+
+/// What the arbitrator decided for one request.
+enum Decision {
+    /// No grant for this split yet: this side is granted and recorded.
+    First,
+    /// This side is within the side already granted (a retry, or the same
+    /// side asking again after it lost another node).
+    Again { granted: NodeSet },
+    /// Another side was granted.
+    Refused { granted: NodeSet },
+}
+
+impl Grants {
+    fn decide(&mut self, membership_id: u32, before: NodeSet, side: NodeSet) -> Decision {
+        let existing = self
+            .granted
+            .iter()
+            .find(|grant| grant.membership_id == membership_id && grant.before == before);
+        match existing {
+            Some(grant) if side.is_subset(grant.side) => Decision::Again {
+                granted: grant.side,
+            },
+            Some(grant) => Decision::Refused {
+                granted: grant.side,
+            },
+            None => {
+                if self.granted.len() >= MAX_GRANTS {
+                    self.granted.pop_front();
+                }
+                self.granted.push_back(Grant {
+                    membership_id,
+                    before,
+                    side,
+                });
+                Decision::First
+            }
+        }
+    }
+}
+
+/// A set of data node ids from a JSON array of integers in 1..=127
+/// (repeats count once); `None` if it is anything else.
+fn node_set(value: Option<&Value>) -> Option<NodeSet> {
+    let mut set = NodeSet::EMPTY;
+    for id in value?.as_array()? {
+        let id = id.as_u64()?;
+        if !(1..=u64::from(NODE_SET_MAX)).contains(&id) {
+            return None;
+        }
+        set.insert(NodeId(id as u16));
+    }
+    Some(set)
+}
+
+/// `arbitrate`: whether `side` may continue after a split of exactly half
+/// of membership `membership_id` (docs/mgm-protocol.md). Any connection may
+/// ask: the proof, made with the cluster secret, is the authentication.
+fn arbitrate(shared: &Shared, request: &Map<String, Value>) -> Value {
+    let node = match request.get("node_id").and_then(Value::as_u64) {
+        Some(id @ 1..=127) => NodeId(id as u16),
+        _ => {
+            return error(format!(
+                "arbitrate needs \"node_id\", the asking data node's id (1..={NODE_SET_MAX})"
+            ))
+        }
+    };
+    let membership_id = match request.get("membership_id").and_then(Value::as_u64) {
+        Some(id) if id >= 1 => match u32::try_from(id) {
+            Ok(id) => id,
+            Err(_) => return error(format!("\"membership_id\" {id} is over {}", u32::MAX)),
+        },
+        _ => {
+            return error(format!(
+                "arbitrate needs \"membership_id\", the id of the agreed membership that split \
+                 (1..={})",
+                u32::MAX
+            ))
+        }
+    };
+    let Some(before) = node_set(request.get("before")) else {
+        return error(format!(
+            "arbitrate needs \"before\", the members of that membership: an array of data node \
+             ids (1..={NODE_SET_MAX})"
+        ));
+    };
+    let side = match node_set(request.get("side")) {
+        Some(side) if !side.is_empty() => side,
+        _ => {
+            return error(format!(
+                "arbitrate needs \"side\", the side asking to continue: a non-empty array of \
+                 data node ids (1..={NODE_SET_MAX})"
+            ))
+        }
+    };
+    if !side.is_subset(before) {
+        return error(format!(
+            "side {side} is not a subset of the membership {before} it split from \
+             (nodes {} are not members)",
+            side.difference(before)
+        ));
+    }
+    if !side.contains(node) {
+        return error(format!(
+            "node {node} asks for side {side}, which it is not on"
+        ));
+    }
+    let Some(proof) = request
+        .get("proof")
+        .and_then(Value::as_str)
+        .and_then(mgmclient::client::mac_from_hex)
+    else {
+        return error("arbitrate needs \"proof\", 64 hex digits");
+    };
+    let statement = ArbitrationStatement {
+        node,
+        membership_id,
+        before,
+        side,
+    };
+    if !shared.secret.verify_arbitration_proof(&statement, &proof) {
+        return error(format!(
+            "the proof of node {node} does not verify: it was not made with this cluster's \
+             secret, or not for this node, membership id, membership and side"
+        ));
+    }
+
+    let what = format!("membership {membership_id} {before}");
+    if shared.config.mgmd.arbitration_rank == 0 {
+        eprintln!(
+            "mgmd: arbitration: {what}: refused side {side} (asked by node {node}): \
+             arbitration_rank = 0"
+        );
+        return json!({
+            "ok": true,
+            "granted": false,
+            "reason": "mgmd is not the arbitrator: arbitration_rank = 0 in its config",
+        });
+    }
+    let decision = shared
+        .grants
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .decide(membership_id, before, side);
+    let (granted, reason, log) = match decision {
+        Decision::First => (
+            true,
+            format!("side {side} is the first side of {what} to ask: granted"),
+            format!("granted side {side} (asked by node {node})"),
+        ),
+        Decision::Again { granted } => (
+            true,
+            format!("side {granted} was granted for {what}; side {side} is within it: granted"),
+            format!("granted side {side} again (asked by node {node}): within side {granted}"),
+        ),
+        Decision::Refused { granted } => (
+            false,
+            format!("side {granted} was granted for {what}; side {side} may not continue"),
+            format!("refused side {side} (asked by node {node}): side {granted} was granted"),
+        ),
+    };
+    eprintln!("mgmd: arbitration: {what}: {log}");
+    json!({ "ok": true, "granted": granted, "reason": reason })
 }
 
 /// The cluster secret from the file the config names: mgmd cannot issue

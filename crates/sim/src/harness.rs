@@ -95,21 +95,47 @@ impl Harness {
         self,
         work: impl FnOnce(&Cluster, &HostedContext) -> R + Send + 'static,
     ) -> R {
-        let mut simulation = Simulation::with_cluster(self.seed, self.shape, self.limits, false);
+        let work = std::sync::Mutex::new(Some(work));
+        self.run_clients(1, move |_, cluster, context| {
+            let work = work.lock().expect("one client").take().expect("one client");
+            work(cluster, context)
+        })
+        .pop()
+        .expect("one API node, one result")
+    }
+
+    /// As [`Harness::run`], with `clients` API nodes (ids 200, 201, ...)
+    /// running `work(index, ..)` side by side, each with its own client;
+    /// returns their results in index order.
+    pub fn run_clients<R: Send + 'static>(
+        self,
+        clients: u16,
+        work: impl Fn(u16, &Cluster, &HostedContext) -> R + Send + Sync + 'static,
+    ) -> Vec<R> {
+        let work = Arc::new(work);
+        let mut simulation = Simulation::with_cluster(
+            self.seed,
+            self.shape,
+            self.limits,
+            std::env::var_os("TESSERA_HARNESS_TRACE").is_some(),
+        );
         simulation.start_nodes();
         let mut api_nodes = HostedApiNodes::default();
         let options = self.options;
         let mut kills = self.kills;
-        api_nodes.spawn(
-            HARNESS_API_NODE,
-            &mut simulation.client_io(),
-            move |context| {
-                let cluster = context
-                    .connect(options)
-                    .unwrap_or_else(|error| panic!("the harness client cannot connect: {error}"));
-                work(&cluster, &context)
-            },
-        );
+        for index in 0..clients {
+            let (options, work) = (options.clone(), work.clone());
+            api_nodes.spawn(
+                NodeId(HARNESS_API_NODE.0 + index),
+                &mut simulation.client_io(),
+                move |context| {
+                    let cluster = context.connect(options).unwrap_or_else(|error| {
+                        panic!("harness client {index} cannot connect: {error}")
+                    });
+                    work(index, &cluster, &context)
+                },
+            );
+        }
         while !api_nodes.all_ended() {
             let now_us = simulation.world().now_us();
             kills.retain(|&(node, at_us)| {
@@ -130,10 +156,7 @@ impl Harness {
                 self.seed
             );
         }
-        api_nodes
-            .take_results()
-            .pop()
-            .expect("one API node, one result")
+        api_nodes.take_results()
     }
 }
 

@@ -371,6 +371,12 @@ impl Simulation {
         self.world.cut_link(a, b, None);
     }
 
+    /// Data node `node` can no longer reach the arbitrator (mgmd): its
+    /// arbitration requests go unanswered from now on.
+    pub fn cut_off_arbitrator(&mut self, node: NodeId) {
+        self.world.cut_off_arbitrator(node);
+    }
+
     /// Data node `node` dies now (kill -9): nothing reaches it any more,
     /// and its links break. Its disk keeps what it had.
     pub fn kill_node(&mut self, node: NodeId) {

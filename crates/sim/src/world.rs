@@ -24,7 +24,10 @@
 //!
 //! File requests (`Context::fs_request`) go to the requesting node's
 //! simulated [`Disk`]; its answer is an `FsConf` from the node's `io`
-//! address after the disk's latency.
+//! address after the disk's latency. Arbitration requests
+//! (`ArbitrationReq`, which production's io thread takes to mgmd) go to
+//! the simulated [`Arbitrator`], which decides as mgmd does and answers
+//! after a network round trip; a node cut off from it gets no answer.
 //!
 //! Five random streams are split from the seed (network delays, blocks'
 //! `random()`, client decisions, the links' base latencies, the disks) so that, for
@@ -34,7 +37,7 @@
 use crate::disk::{CrashOutcome, Disk};
 use kernel::{Context, Report};
 use signal::fs::FsOperation;
-use signal::signals::{FsConf, NodeLinkFailedRep};
+use signal::signals::{ArbitrationConf, ArbitrationReq, FsConf, NodeLinkFailedRep};
 use signal::{codec, BlockKind, BlockRef, Envelope, NodeId, NodeSet, SectionPool};
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
@@ -166,6 +169,44 @@ pub struct World {
     /// The nodes' incarnation: 1, and one more after each whole-cluster
     /// crash.
     incarnation: u32,
+    /// mgmd as the arbitrator.
+    arbitrator: Arbitrator,
+}
+
+/// The simulated arbitrator: mgmd's `arbitrate` rule
+/// (docs/mgm-protocol.md): for each agreed membership (its id and
+/// members) it grants the first side that asks, and after that only that
+/// side or a part of it.
+#[derive(Default)]
+pub struct Arbitrator {
+    /// ((membership id, members), the side granted), in grant order.
+    grants: Vec<((u32, NodeSet), NodeSet)>,
+    /// Data nodes that cannot reach it: their requests get no answer.
+    cut_off: NodeSet,
+    /// Every decision, in order: (asking node, membership id, side,
+    /// granted).
+    decisions: Vec<(NodeId, u32, NodeSet, bool)>,
+}
+
+impl Arbitrator {
+    fn decide(&mut self, node: NodeId, request: &ArbitrationReq) -> bool {
+        let key = (request.membership_id, request.before);
+        let granted = match self.grants.iter().find(|(k, _)| *k == key) {
+            Some(&(_, granted)) => request.side.is_subset(granted),
+            None => {
+                self.grants.push((key, request.side));
+                true
+            }
+        };
+        self.decisions
+            .push((node, request.membership_id, request.side, granted));
+        granted
+    }
+
+    /// Every decision so far: (asking node, membership id, side, granted).
+    pub fn decisions(&self) -> &[(NodeId, u32, NodeSet, bool)] {
+        &self.decisions
+    }
 }
 
 impl World {
@@ -224,6 +265,7 @@ impl World {
             paused: BTreeMap::new(),
             cut: BTreeSet::new(),
             stopped: BTreeMap::new(),
+            arbitrator: Arbitrator::default(),
             incarnation: 1,
         }
     }
@@ -406,6 +448,43 @@ impl World {
     /// them after [`SHUTDOWN_LINGER_US`], so that what it sent last (a
     /// shutdown order to its side) arrives, as production's linger lets
     /// it.
+    /// The simulated arbitrator.
+    pub fn arbitrator(&self) -> &Arbitrator {
+        &self.arbitrator
+    }
+
+    /// Data node `node` can no longer reach the arbitrator (a cut between
+    /// it and mgmd): its arbitration requests get no answer.
+    pub(crate) fn cut_off_arbitrator(&mut self, node: NodeId) {
+        self.arbitrator.cut_off.insert(node);
+    }
+
+    /// ARBITRATION_REQ from `from` (a membership), to the node's io
+    /// service: decided by the arbitrator and answered after a round trip
+    /// between the node and mgmd, unless the node is cut off from it.
+    fn arbitrate(&mut self, from: BlockRef, request: ArbitrationReq) {
+        if self.arbitrator.cut_off.contains(from.node) {
+            return;
+        }
+        let granted = self.arbitrator.decide(from.node, &request);
+        let round_trip_us = 2 * CLIENT_DELAY_MIN_US
+            + self
+                .network_rng
+                .below(2 * (CLIENT_DELAY_MAX_US - CLIENT_DELAY_MIN_US));
+        let answer = Envelope {
+            from: BlockRef::new(from.node, BlockKind::Io, 0),
+            to: from,
+            signal: ArbitrationConf {
+                membership_id: request.membership_id,
+                side: request.side,
+                answered: true,
+                granted,
+            }
+            .into(),
+        };
+        self.schedule(self.now_us + round_trip_us, Event::Deliver(answer));
+    }
+
     pub(crate) fn stop(&mut self, node: NodeId, why: String, graceful: bool) {
         assert!(
             self.is_data_node(node),
@@ -627,6 +706,11 @@ impl Context for World {
     }
 
     fn send(&mut self, envelope: Envelope) {
+        if envelope.to.kind == BlockKind::Io {
+            if let signal::Signal::ArbitrationReq(request) = envelope.signal {
+                return self.arbitrate(envelope.from, request);
+            }
+        }
         assert!(
             self.is_data_node(envelope.to.node) || envelope.to.kind == BlockKind::Api,
             "signal {} from {} to {}: the simulated cluster has no such node",

@@ -46,16 +46,25 @@
 //! (`survival`) against the last agreed membership; a side that may not
 //! continue shuts down (CmShutdownOrd), and so does a node that finds
 //! itself left out of a proposal or a commit: it was declared failed.
-//! Arbitration, for a side of exactly half, is not built yet: such a
-//! side shuts down, saying so.
+//! A side of exactly half with no node group whole asks the arbitrator
+//! first (`arbitrate`, below): the president sends ARBITRATION_REQ to
+//! its node's io service, which asks mgmd; a grant commits the round, a
+//! refusal, no answer within `arbitration_timeout_ms` or no arbitrator
+//! configured shuts the side down. The arbitrator grants one side only
+//! per agreed membership, so two halves never both continue. When a
+//! participant dies while the president waits: a member, so the president
+//! takes it for failed and proposes again (the pending arbitration is
+//! dropped; the next round asks again, for the smaller side, which the
+//! arbitrator grants if it is part of the side it granted); the
+//! president, so the next president runs the round and asks again.
 
 use crate::start::StartState;
 use crate::survival::{self, Verdict};
 use crate::Membership;
 use kernel::{Context, Report};
 use signal::signals::{
-    CmFailCommitOrd, CmFailPrepareConf, CmFailPrepareRef, CmFailPrepareReq, CmFailRep,
-    CmShutdownOrd,
+    ArbitrationConf, ArbitrationReq, CmFailCommitOrd, CmFailPrepareConf, CmFailPrepareRef,
+    CmFailPrepareReq, CmFailRep, CmShutdownOrd,
 };
 use signal::{BlockKind, BlockRef, NodeId, NodeSet};
 
@@ -76,6 +85,29 @@ pub(crate) struct Failures {
     highest_proposed: u32,
     /// The round this node runs as president.
     round: Option<Round>,
+    /// A round all members prepared whose side asked the arbitrator.
+    arbitration: Option<PendingArbitration>,
+}
+
+/// A prepared round waiting for the arbitrator, at the president.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PendingArbitration {
+    /// The proposed membership's id.
+    membership_id: u32,
+    /// Its members (this side).
+    live: NodeSet,
+    /// When the side gives up waiting and shuts down (ctx ms).
+    deadline_ms: u64,
+}
+
+/// How a side's president reaches the arbitrator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArbitrationSettings {
+    /// An arbitrator is configured (`[mgmd] arbitration_rank` above 0).
+    /// Without one, a side of exactly half shuts down.
+    pub enabled: bool,
+    /// How long the president waits for its answer.
+    pub timeout_ms: u64,
 }
 
 /// A proposal in flight, at the president.
@@ -109,6 +141,7 @@ impl Failures {
             highest_prepared: 0,
             highest_proposed: 0,
             round: None,
+            arbitration: None,
         }
     }
 
@@ -236,6 +269,9 @@ impl Membership {
             .max(failures.membership_id)
             + 1;
         failures.highest_proposed = membership_id;
+        // A round waiting for the arbitrator is replaced too: the next one
+        // asks again if it needs to.
+        failures.arbitration = None;
         let live = failures.alive();
         failures.round = Some(Round {
             membership_id,
@@ -341,17 +377,122 @@ impl Membership {
         self.failures.round = None;
         let before = self.failures.live;
         match survival::judge(before, live, &self.failures.groups) {
-            Verdict::Continue(_) => self.send_to_members(live, ctx, || CmFailCommitOrd {
-                membership_id,
-                live,
-            }),
-            Verdict::ShutDown(_) | Verdict::Arbitrate => {
-                self.send_to_members(live, ctx, || CmShutdownOrd {
-                    membership_id,
-                    live,
-                })
-            }
+            Verdict::Continue(_) => self.commit_round(membership_id, live, ctx),
+            Verdict::ShutDown(_) => self.refuse_round(membership_id, live, ctx),
+            Verdict::Arbitrate => self.arbitrate(membership_id, live, ctx),
         }
+    }
+
+    fn commit_round(&mut self, membership_id: u32, live: NodeSet, ctx: &mut dyn Context) {
+        self.send_to_members(live, ctx, || CmFailCommitOrd {
+            membership_id,
+            live,
+        });
+    }
+
+    fn refuse_round(&mut self, membership_id: u32, live: NodeSet, ctx: &mut dyn Context) {
+        self.send_to_members(live, ctx, || CmShutdownOrd {
+            membership_id,
+            live,
+        });
+    }
+
+    /// At the president, every member of a side of exactly half prepared:
+    /// only the arbitrator may let it continue. Nothing is committed (no
+    /// block hears of the failure, so no replica is promoted and no GCI
+    /// completes) until it answers.
+    fn arbitrate(&mut self, membership_id: u32, live: NodeSet, ctx: &mut dyn Context) {
+        let before = self.failures.live;
+        if !self.arbitration.enabled {
+            ctx.report(Report::Log(format!(
+                "membership {membership_id} = {live} holds exactly half of {before} and no node \
+                 group whole; no arbitrator is configured (arbitration_rank = 0), so this side \
+                 shuts down"
+            )));
+            self.refuse_round(membership_id, live, ctx);
+            return;
+        }
+        ctx.report(Report::Log(format!(
+            "membership {membership_id} = {live} holds exactly half of {before} and no node \
+             group whole: asking the arbitrator"
+        )));
+        self.failures.arbitration = Some(PendingArbitration {
+            membership_id,
+            live,
+            deadline_ms: ctx.now_ms() + self.arbitration.timeout_ms,
+        });
+        let io = BlockRef::new(self.address.node, BlockKind::Io, 0);
+        let request = ArbitrationReq {
+            membership_id: self.failures.membership_id,
+            before,
+            side: live,
+        };
+        kernel::send(ctx, self.address, io, request);
+        self.arm_arbitration_timer(ctx);
+    }
+
+    /// The arbitrator's answer (or that there was none).
+    pub(crate) fn arbitration_answered(&mut self, conf: ArbitrationConf, ctx: &mut dyn Context) {
+        let Some(pending) = self.failures.arbitration else {
+            return; // A round replaced since, or given up on.
+        };
+        if conf.membership_id != self.failures.membership_id || conf.side != pending.live {
+            return;
+        }
+        self.failures.arbitration = None;
+        let PendingArbitration {
+            membership_id,
+            live,
+            ..
+        } = pending;
+        if conf.granted {
+            ctx.report(Report::Log(format!(
+                "the arbitrator let membership {membership_id} = {live} continue"
+            )));
+            self.commit_round(membership_id, live, ctx);
+        } else {
+            let what = if conf.answered {
+                "refused it (it let the other side continue)"
+            } else {
+                "could not be reached"
+            };
+            ctx.report(Report::Log(format!(
+                "the arbitrator {what}: membership {membership_id} = {live} shuts down"
+            )));
+            self.refuse_round(membership_id, live, ctx);
+        }
+    }
+
+    /// The arbitration timer: a side whose arbitrator has not answered by
+    /// the deadline shuts down.
+    pub(crate) fn arbitration_timer(&mut self, ctx: &mut dyn Context) {
+        let Some(pending) = self.failures.arbitration else {
+            return;
+        };
+        if ctx.now_ms() < pending.deadline_ms {
+            self.arm_arbitration_timer(ctx);
+            return;
+        }
+        self.failures.arbitration = None;
+        ctx.report(Report::Log(format!(
+            "the arbitrator did not answer within {} ms: membership {} = {} shuts down",
+            self.arbitration.timeout_ms, pending.membership_id, pending.live
+        )));
+        self.refuse_round(pending.membership_id, pending.live, ctx);
+    }
+
+    fn arm_arbitration_timer(&self, ctx: &mut dyn Context) {
+        let envelope = signal::Envelope {
+            from: self.address,
+            to: self.address,
+            signal: signal::signals::ContinueB {
+                job: crate::formation::job::ARBITRATION_TIMER,
+            }
+            .into(),
+        };
+        // Checked often enough to give up close to the deadline, whatever
+        // the timeout.
+        ctx.send_delayed(envelope, (self.arbitration.timeout_ms / 4).max(1));
     }
 
     /// At the president: a member had prepared a higher id already.
@@ -428,9 +569,11 @@ impl Membership {
             Verdict::ShutDown(reason) => reason.to_string(),
             Verdict::Arbitrate => format!(
                 "this side has {} of the {} nodes and no node group whole, so only the \
-                 arbitrator could let it continue, and arbitration is not built yet",
+                 arbitrator could let it continue, and it did not (refused, unreachable or not \
+                 configured: president {}'s log says which)",
                 live.len(),
-                before.len()
+                before.len(),
+                from.node
             ),
             Verdict::Continue(reason) => format!(
                 "president {} ordered it, though by this node's rule {reason}",
@@ -477,6 +620,7 @@ impl Membership {
         }
         self.state = StartState::ShutDown;
         self.failures.round = None;
+        self.failures.arbitration = None;
         ctx.report(Report::Shutdown(reason));
     }
 }

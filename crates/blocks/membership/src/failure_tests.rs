@@ -8,16 +8,49 @@
 use crate::start::StartState;
 use crate::tests::{
     connected, formed_middle_node, local_blocks, member_of, membership_of, run_phase_one,
+    ARBITRATION,
 };
 use crate::Membership;
-use kernel::testing::{deliver, line, RecordingContext};
+use kernel::testing::{delayed_line, deliver, line, RecordingContext};
 use kernel::Report;
 use signal::signals::{
-    CmFailCommitOrd, CmFailPrepareConf, CmFailPrepareRef, CmFailPrepareReq, CmFailRep, CmHeartbeat,
-    CmNodeFailHandledRep, CmRegConf, CmShutdownOrd, NodeFailCompleteRep, NodeFailConf, NodeFailRep,
-    NodeLinkFailedRep,
+    ArbitrationConf, ArbitrationReq, CmFailCommitOrd, CmFailPrepareConf, CmFailPrepareRef,
+    CmFailPrepareReq, CmFailRep, CmHeartbeat, CmNodeFailHandledRep, CmRegConf, CmShutdownOrd,
+    ContinueB, NodeFailCompleteRep, NodeFailConf, NodeFailRep, NodeLinkFailedRep,
 };
-use signal::{NodeId, NodeSet};
+use signal::{BlockKind, BlockRef, NodeId, NodeSet};
+
+fn io_of(node: u16) -> BlockRef {
+    BlockRef::new(NodeId(node), BlockKind::Io, 0)
+}
+
+fn arbitration_req(membership_id: u32, before: &[u16], side: &[u16]) -> ArbitrationReq {
+    ArbitrationReq {
+        membership_id,
+        before: set(before),
+        side: set(side),
+    }
+}
+
+fn arbitration_conf(
+    membership_id: u32,
+    side: &[u16],
+    answered: bool,
+    granted: bool,
+) -> ArbitrationConf {
+    ArbitrationConf {
+        membership_id,
+        side: set(side),
+        answered,
+        granted,
+    }
+}
+
+fn arbitration_timer() -> ContinueB {
+    ContinueB {
+        job: crate::formation::job::ARBITRATION_TIMER,
+    }
+}
 
 fn set(ids: &[u16]) -> NodeSet {
     NodeSet::of(ids.iter().map(|&id| NodeId(id)))
@@ -285,7 +318,21 @@ fn the_president_widens_its_proposal_when_a_member_knows_more() {
         membership_of(2),
         prepared(3, &[3, 4]),
     );
-    // Two of four in one group: exactly half, and arbitration is not built.
+    // Two of four in one group: exactly half, so the arbitrator decides;
+    // it refuses (it let the other half continue).
+    assert_eq!(
+        ctx.take_trace(),
+        vec![
+            line(me, io_of(1), arbitration_req(1, &[1, 2, 3, 4], &[1, 2])),
+            delayed_line(me, me, arbitration_timer(), ARBITRATION.timeout_ms / 4),
+        ]
+    );
+    deliver(
+        &mut president,
+        &mut ctx,
+        io_of(1),
+        arbitration_conf(1, &[1, 2], true, false),
+    );
     assert_eq!(
         ctx.take_trace(),
         vec![
@@ -319,7 +366,8 @@ fn the_president_widens_its_proposal_when_a_member_knows_more() {
     let reports = ctx.take_reports();
     let reason = shutdown_reason(&reports).expect("shut down");
     assert!(
-        reason.contains("lost nodes {3, 4}") && reason.contains("arbitration is not built"),
+        reason.contains("lost nodes {3, 4}")
+            && reason.contains("only the arbitrator could let it continue, and it did not"),
         "{reason}"
     );
     assert_eq!(president.state(), StartState::ShutDown);
@@ -409,5 +457,167 @@ fn a_link_that_breaks_while_the_cluster_forms_stops_the_node() {
     assert!(
         reason.contains("broke while the cluster was forming"),
         "{reason}"
+    );
+}
+
+/// Node `node` of a formed cluster of nodes 1 and 2 (one node group) whose link
+/// to the other broke: it proposes itself alone, prepares, and asks the
+/// arbitrator. Returns it with the trace and reports taken.
+fn half_asking_the_arbitrator(
+    node: u16,
+    other: u16,
+    arbitration: crate::ArbitrationSettings,
+    ctx: &mut RecordingContext,
+) -> Membership {
+    let mut member = formed(node, &[1, 2], ctx);
+    if !arbitration.enabled {
+        member.arbitration = arbitration;
+    }
+    let me = membership_of(node);
+    deliver(&mut member, ctx, me, link_failed(other));
+    assert_eq!(ctx.take_trace(), vec![line(me, me, prepare(2, &[node]))]);
+    deliver(&mut member, ctx, me, prepare(2, &[node]));
+    assert_eq!(ctx.take_trace(), vec![line(me, me, prepared(2, &[other]))]);
+    deliver(&mut member, ctx, me, prepared(2, &[other]));
+    ctx.take_reports();
+    member
+}
+
+#[test]
+fn a_half_the_arbitrator_grants_commits_its_membership() {
+    for (node, other) in [(1, 2), (2, 1)] {
+        let mut ctx = RecordingContext::new();
+        let mut member = half_asking_the_arbitrator(node, other, ARBITRATION, &mut ctx);
+        let me = membership_of(node);
+        assert_eq!(
+            ctx.take_trace(),
+            vec![
+                line(me, io_of(node), arbitration_req(1, &[1, 2], &[node])),
+                delayed_line(me, me, arbitration_timer(), ARBITRATION.timeout_ms / 4),
+            ]
+        );
+        // An answer for another side or membership is not this one's.
+        deliver(
+            &mut member,
+            &mut ctx,
+            io_of(node),
+            arbitration_conf(1, &[1, 2], true, true),
+        );
+        deliver(
+            &mut member,
+            &mut ctx,
+            io_of(node),
+            arbitration_conf(7, &[node], true, true),
+        );
+        assert!(ctx.take_trace().is_empty());
+        deliver(
+            &mut member,
+            &mut ctx,
+            io_of(node),
+            arbitration_conf(1, &[node], true, true),
+        );
+        assert_eq!(ctx.take_trace(), vec![line(me, me, commit(2, &[node]))]);
+        // A late second answer, or the timer, changes nothing.
+        deliver(
+            &mut member,
+            &mut ctx,
+            io_of(node),
+            arbitration_conf(1, &[node], true, false),
+        );
+        deliver(&mut member, &mut ctx, me, arbitration_timer());
+        assert!(ctx.take_trace().is_empty());
+        deliver(&mut member, &mut ctx, me, commit(2, &[node]));
+        assert_eq!(member.membership(), (2, set(&[node])));
+        assert_ne!(member.state(), StartState::ShutDown);
+    }
+}
+
+#[test]
+fn a_half_the_arbitrator_refuses_or_cannot_answer_shuts_down() {
+    for answered in [true, false] {
+        let mut ctx = RecordingContext::new();
+        let mut member = half_asking_the_arbitrator(1, 2, ARBITRATION, &mut ctx);
+        let me = membership_of(1);
+        ctx.take_trace();
+        deliver(
+            &mut member,
+            &mut ctx,
+            io_of(1),
+            arbitration_conf(1, &[1], answered, false),
+        );
+        let order = || CmShutdownOrd {
+            membership_id: 2,
+            live: set(&[1]),
+        };
+        assert_eq!(ctx.take_trace(), vec![line(me, me, order())]);
+        let logs = format!("{:?}", ctx.take_reports());
+        let said = if answered {
+            "refused it"
+        } else {
+            "could not be reached"
+        };
+        assert!(logs.contains(said), "{logs}");
+        deliver(&mut member, &mut ctx, me, order());
+        let reports = ctx.take_reports();
+        let reason = shutdown_reason(&reports).expect("shut down");
+        assert!(
+            reason.contains("only the arbitrator could let it continue"),
+            "{reason}"
+        );
+        assert_eq!(member.state(), StartState::ShutDown);
+    }
+}
+
+#[test]
+fn a_half_whose_arbitrator_is_silent_shuts_down_at_the_deadline() {
+    let mut ctx = RecordingContext::new();
+    let mut member = half_asking_the_arbitrator(2, 1, ARBITRATION, &mut ctx);
+    let me = membership_of(2);
+    ctx.take_trace();
+    // Before the deadline the timer only re-arms.
+    ctx.now_ms += ARBITRATION.timeout_ms - 1;
+    deliver(&mut member, &mut ctx, me, arbitration_timer());
+    assert_eq!(
+        ctx.take_trace(),
+        vec![delayed_line(
+            me,
+            me,
+            arbitration_timer(),
+            ARBITRATION.timeout_ms / 4
+        )]
+    );
+    ctx.now_ms += 1;
+    deliver(&mut member, &mut ctx, me, arbitration_timer());
+    let order = CmShutdownOrd {
+        membership_id: 2,
+        live: set(&[2]),
+    };
+    assert_eq!(ctx.take_trace(), vec![line(me, me, order)]);
+    assert!(format!("{:?}", ctx.take_reports()).contains("did not answer within 3000 ms"));
+    // The answer, too late, is ignored.
+    deliver(
+        &mut member,
+        &mut ctx,
+        io_of(2),
+        arbitration_conf(1, &[2], true, true),
+    );
+    assert!(ctx.take_trace().is_empty());
+}
+
+#[test]
+fn without_an_arbitrator_a_half_shuts_down_without_asking() {
+    let mut ctx = RecordingContext::new();
+    let disabled = crate::ArbitrationSettings {
+        enabled: false,
+        timeout_ms: 3000,
+    };
+    let _member = half_asking_the_arbitrator(1, 2, disabled, &mut ctx);
+    let order = CmShutdownOrd {
+        membership_id: 2,
+        live: set(&[1]),
+    };
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(membership_of(1), membership_of(1), order)]
     );
 }

@@ -101,6 +101,8 @@ pub(crate) mod job {
     pub const WAITING_REPORT: u32 = 1;
     /// Time for the next heartbeat (`heartbeat`).
     pub const HEARTBEAT: u32 = crate::heartbeat::JOB;
+    /// Time to check whether the arbitrator is late (`failure`).
+    pub const ARBITRATION_TIMER: u32 = 3;
 }
 
 impl Membership {

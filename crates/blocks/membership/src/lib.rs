@@ -13,8 +13,9 @@
 //! (`survival.rs`) whether its side may continue; a node declared failed,
 //! or on a side that may not continue, shuts down. Each agreed change goes
 //! to every block of the node, and once every member's blocks handled
-//! it, they hear that it is complete (`handling.rs`). Arbitration
-//! (docs/design/failures.md §4) is not built yet.
+//! it, they hear that it is complete (`handling.rs`). A side of exactly
+//! half asks the arbitrator before it continues (`failure.rs`,
+//! docs/design/failures.md §4).
 //!
 //! This file holds the configuration, the block struct and its inbox (one
 //! `match` naming every signal membership takes).
@@ -31,6 +32,7 @@ mod failure_tests;
 #[cfg(test)]
 mod tests;
 
+pub use failure::ArbitrationSettings;
 use failure::Failures;
 use formation::Formation;
 use handling::Handling;
@@ -58,6 +60,9 @@ pub struct MembershipConfig {
     pub heartbeat_interval_ms: u64,
     /// Heartbeats a watched node may miss in a row before it is suspected.
     pub heartbeat_missed: u32,
+    /// Whether a side of exactly half may ask an arbitrator, and how long
+    /// it waits for the answer.
+    pub arbitration: ArbitrationSettings,
 }
 
 /// The membership block.
@@ -68,6 +73,7 @@ pub struct Membership {
     formation: Formation,
     heartbeats: Heartbeats,
     failures: Failures,
+    arbitration: ArbitrationSettings,
     /// The blocks' handling of each agreed change.
     handling: Handling,
     /// Every block of the node that runs start phases, and who answered the
@@ -114,6 +120,7 @@ impl Membership {
             ),
             failures: Failures::new(all, groups.into_iter().map(|(_, set)| set).collect()),
             formation,
+            arbitration: config.arbitration,
             handling: Handling::new(),
             blocks: Answers::new(blocks),
         }
@@ -287,8 +294,12 @@ impl kernel::Block for Membership {
             Signal::CmShutdownOrd(order) => {
                 self.shutdown_ordered(from, order.membership_id, order.live, ctx)
             }
+            Signal::ArbitrationConf(conf) if from.node == self.address.node => {
+                self.arbitration_answered(conf, ctx)
+            }
             Signal::ContinueB(continue_b) if from == self.address => match continue_b.job {
                 formation::job::WAITING_REPORT => self.waiting_report(ctx),
+                formation::job::ARBITRATION_TIMER => self.arbitration_timer(ctx),
                 formation::job::HEARTBEAT => {
                     if let Some((node, silent_ms)) = self.heartbeats.tick(ctx) {
                         self.heartbeats_missed(node, silent_ms, ctx);

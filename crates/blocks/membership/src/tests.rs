@@ -25,6 +25,11 @@ const LDM1: BlockRef = BlockRef::new(NODE, BlockKind::Ldm, 1);
 const API: BlockRef = BlockRef::new(NodeId(100), BlockKind::Api, 0);
 pub(crate) const HEARTBEAT_MS: u64 = 250;
 pub(crate) const HEARTBEAT_MISSED: u32 = 4;
+/// An arbitrator is configured, as by default.
+pub(crate) const ARBITRATION: crate::ArbitrationSettings = crate::ArbitrationSettings {
+    enabled: true,
+    timeout_ms: 3000,
+};
 
 /// The membership of a one-node cluster (node 2, so its own president).
 fn membership() -> Membership {
@@ -35,6 +40,7 @@ fn membership() -> Membership {
         data_nodes: vec![(NODE, 0)],
         heartbeat_interval_ms: HEARTBEAT_MS,
         heartbeat_missed: HEARTBEAT_MISSED,
+        arbitration: ARBITRATION,
     })
 }
 
@@ -418,6 +424,7 @@ pub(crate) fn member_of(node: u16, nodes: &[u16]) -> Membership {
         data_nodes: nodes.iter().map(|&id| (NodeId(id), 0)).collect(),
         heartbeat_interval_ms: HEARTBEAT_MS,
         heartbeat_missed: HEARTBEAT_MISSED,
+        arbitration: ARBITRATION,
     })
 }
 

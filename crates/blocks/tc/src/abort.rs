@@ -29,6 +29,15 @@ impl Tc {
             record.state
         );
         let transaction_id = record.transaction_id;
+        // A client between batches waits for nothing: it hears of an
+        // abort it did not ask for in answer to its next operation. Not
+        // after the inactivity timeout: such a client has been silent as
+        // long as the record would wait for it.
+        let reply_owed = record.state == TransactionState::Idle
+            && matches!(
+                reply,
+                AbortReply::Error { error, .. } if error != ErrorCode::TransactionInactive
+            );
         let address = self.config.address;
         let sent = self.advance_operations(
             transaction,
@@ -47,6 +56,7 @@ impl Tc {
         let record = &mut self.records.transactions[transaction as usize];
         record.state = TransactionState::Aborting;
         record.abort_reply = reply;
+        record.reply_owed = reply_owed;
         record.outstanding = sent;
         if sent == 0 {
             self.finish_abort(transaction, ctx);
@@ -75,13 +85,13 @@ impl Tc {
         // client hears of the abort once). Not after the inactivity timeout:
         // that client has already been silent as long as the record would
         // wait for it.
-        let await_batch_end = !record.batch_closed
+        let await_batch_end = (!record.batch_closed || record.reply_owed)
             && !record.api_failed
             && matches!(
                 record.abort_reply,
                 AbortReply::Error { error, .. } if error != ErrorCode::TransactionInactive
             );
-        if !record.api_failed {
+        if !record.api_failed && !record.reply_owed {
             match record.abort_reply {
                 AbortReply::Error { error, client_op } => send(
                     ctx,

@@ -123,6 +123,19 @@ impl Tc {
             // The operation closing the batch ends the wait for it.
             TransactionState::Aborting | TransactionState::AbortedAwaitingBatchEnd => {
                 record.last_activity_ms = now;
+                if record.reply_owed {
+                    // Aborted while the client was between batches: this
+                    // operation opens its next batch, which hears why (at
+                    // once, or when the abort finishes).
+                    record.reply_owed = false;
+                    record.batch_closed = false;
+                    if let AbortReply::Error { error, .. } = record.abort_reply {
+                        record.abort_reply = AbortReply::Error { error, client_op };
+                        if record.state == TransactionState::AbortedAwaitingBatchEnd {
+                            refuse(ctx, error);
+                        }
+                    }
+                }
                 if closes_batch {
                     record.batch_closed = true;
                     if record.state == TransactionState::AbortedAwaitingBatchEnd {

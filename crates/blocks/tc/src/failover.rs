@@ -9,7 +9,10 @@
 //! in that it has not decided to commit: each is aborted on the live
 //! replicas (ABORT enters at the first replica alive and skips the failed
 //! ones, `ldm::abort`), and the client hears the temporary error
-//! `NodeFailureAbort`, so a retry goes through the new routes. Doing it
+//! `NodeFailureAbort` (at once if it waits for a batch, else in answer to
+//! its next operation, `abort.rs`), so a retry goes through the new
+//! routes. An operation whose every replica failed (a read's primary)
+//! counts as confirmed at once (`Tc::advance_operations`). Doing it
 //! before then could cross a late prepare of a failed node at a survivor
 //! that had not refused it yet: the abort would pass first and the
 //! prepare would hold its lock forever.

@@ -77,6 +77,10 @@ pub struct Transaction {
     pub last_activity_ms: u64,
     /// The client disconnected: finish without replies.
     pub api_failed: bool,
+    /// Aborted while idle (no batch of the client open): the abort's
+    /// TCKEYREF answers the client's next operation, since a client
+    /// between batches waits for no reply.
+    pub reply_owed: bool,
     /// The row of the read that answered last in a committing batch, held
     /// for the TCKEYCONF that ends the transaction (one signal to the
     /// client instead of two).
@@ -105,6 +109,7 @@ impl Transaction {
             last_progress_ms: 0,
             last_activity_ms: 0,
             api_failed: false,
+            reply_owed: false,
             last_row: None,
             previous_active: NIL,
             next_active: NIL,

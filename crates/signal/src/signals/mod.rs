@@ -1110,6 +1110,39 @@ signal_table! {
         membership_id: u32,
     }
 
+    /// membership (the president of a side) -> its node's io service
+    /// (`BlockKind::Io`: the io thread in production, the simulated
+    /// arbitrator in `sim`). A failure or a split left `side` with exactly
+    /// half of the nodes of membership `membership_id` (`before`) and no
+    /// node group whole: ask the arbitrator (mgmd) whether `side` may
+    /// continue (docs/design/failures.md §4). Answered with one
+    /// ARBITRATION_CONF. Node-local: never encoded.
+    #[derive(Debug, PartialEq)]
+    259 ArbitrationReq: Membership -> Io, local {
+        /// The agreed membership the side judged itself against.
+        membership_id: u32,
+        /// Its members.
+        before: NodeSet,
+        /// The nodes of this side.
+        side: NodeSet,
+    }
+
+    /// io service -> membership: the arbitrator's answer to
+    /// ARBITRATION_REQ (its fields echoed), or that it could not be had
+    /// (`answered` false: unreachable, no arbitrator configured, or an
+    /// error; the io service logs which). Node-local: never encoded.
+    #[derive(Debug, PartialEq)]
+    260 ArbitrationConf: Io -> Membership, local {
+        /// Echoed.
+        membership_id: u32,
+        /// Echoed.
+        side: NodeSet,
+        /// The arbitrator answered.
+        answered: bool,
+        /// It let this side continue (false when not answered).
+        granted: bool,
+    }
+
     // ---- System restart: 280..=299 (room for node restart and copy of partitions)
 
     /// dih -> master dih, system restart (start phase RESTART_GCI): what this
