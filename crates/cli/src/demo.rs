@@ -140,6 +140,23 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
         let _ = std::io::stdout().flush();
         while !STOP.load(Ordering::SeqCst) {
             if let Some(name) = exited_child(&mut children) {
+                let data_nodes_left = children
+                    .iter()
+                    .filter(|(other, _)| other.starts_with("node ") && *other != name)
+                    .count();
+                if name.starts_with("node ") && data_nodes_left > 0 {
+                    // The survivors carry on if they can (the survival
+                    // rule, the arbitrator); those that may not exit too.
+                    eprintln!(
+                        "tessera demo: {name} exited (see {}); the cluster carries on without \
+                         it while every node group has a node left (tessera mgm --mgmd \
+                         {mgmd_address} -e show); bringing it back needs node restart, not \
+                         built yet",
+                        data_dir.display()
+                    );
+                    children.retain(|(other, _)| *other != name);
+                    continue;
+                }
                 return Err(format!(
                     "{name} exited; see the logs in {}",
                     data_dir.display()

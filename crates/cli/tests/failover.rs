@@ -1,0 +1,450 @@
+//! A data node killed under a bank workload, against real processes
+//! (docs/design/failures.md §6-§8): 2 data nodes with 2 replicas, 16
+//! accounts with a fixed total, several API nodes moving money between
+//! two accounts at a time, and one reading every balance under shared
+//! locks (the sum must always be the total, no balance negative). Once
+//! every client has made progress, one data node gets SIGKILL: the
+//! master (node 2, the president: the GCI switch, durability rounds and
+//! schema changes move to node 3) or the other one.
+//!
+//! Each transfer also inserts a row naming itself, so the final state
+//! tells which transfers committed: every one a client saw acknowledged
+//! must be there, none that failed before its commit was sent or was
+//! refused, and every balance must be what the transfers present make it.
+//! Every client must succeed again after the kill (retrying on errors),
+//! a new client must connect with the node down, every row must be
+//! writable (no lock left by a transaction the kill caught), and a write
+//! committed after the kill must become durable (global checkpoints go
+//! on). Nothing here asserts a timing: the deadlines are generous upper
+//! bounds for a loaded 2-core machine.
+//!
+//! Both tests are ignored in CI for now: they pass some runs and in others
+//! find locks left held after the kill (most transfers then fail on lock
+//! wait timeouts until the deadline). The simulator's versions of the
+//! cases found so far pass (crates/sim/tests/takeover.rs); this one is
+//! the reproduction of what is left.
+
+mod common;
+
+use client::{ClientError, Cluster, Commit, LockMode, Value};
+use common::{
+    acct_definition, create_table, data_node, key, kv_definition, send_signal, ClusterOptions,
+    TestCluster,
+};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+const ACCOUNTS: u32 = 16;
+const OPENING_BALANCE: i64 = 1_000;
+const TRANSFER_CLIENTS: u32 = 3;
+
+/// Successes each client must have before the kill, and again after it.
+const PROGRESS: u32 = 20;
+
+/// Upper bound for the load to make its progress after the kill.
+const AFTER_KILL_DEADLINE: Duration = Duration::from_secs(90);
+
+/// Transfer record keys: client `c`'s transfer `n` is `c * STRIDE + n`.
+const STRIDE: u32 = 1_000_000;
+
+/// What a client saw of one transfer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Seen {
+    /// The commit succeeded.
+    Acknowledged,
+    /// Failed before the commit was sent, or the data node refused it: it
+    /// must not be in the final state.
+    Failed,
+    /// The commit was sent and its answer lost: either way.
+    Unknown,
+    /// The source account held too little: nothing written.
+    Skipped,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Transfer {
+    record: u32,
+    from: u32,
+    to: u32,
+    amount: i64,
+    seen: Seen,
+}
+
+/// What each client thread did, for the checks at the end.
+#[derive(Default)]
+struct ClientLog {
+    transfers: Vec<Transfer>,
+    successes_after_kill: u32,
+    errors: Vec<String>,
+}
+
+/// Moves `amount` from `from` to `to` (locking the lower account first,
+/// so transfers never deadlock each other) and inserts record `record`.
+fn transfer(
+    cluster: &Cluster,
+    accounts: &Arc<client::Table>,
+    records: &Arc<client::Table>,
+    (record, from, to, amount): (u32, u32, u32, i64),
+) -> (Seen, Option<ClientError>) {
+    let mut transaction = cluster.transaction();
+    let mut read = |k: u32| -> Result<i64, ClientError> {
+        let op = transaction.read(accounts, &key(k), LockMode::Exclusive)?;
+        transaction.execute(Commit::No)?;
+        Ok(transaction
+            .get(op)
+            .and_then(|row| row.get("v")?.as_i64())
+            .expect("an account row has v"))
+    };
+    let (first, second) = (from.min(to), from.max(to));
+    let balances = read(first).and_then(|a| Ok((a, read(second)?)));
+    let (from_balance, to_balance) = match balances {
+        Ok((a, b)) if first == from => (a, b),
+        Ok((a, b)) => (b, a),
+        Err(error) => return (Seen::Failed, Some(error)),
+    };
+    if from_balance < amount {
+        let _ = transaction.rollback();
+        return (Seen::Skipped, None);
+    }
+    let queued = transaction
+        .update(
+            accounts,
+            &key(from),
+            &[("v", Value::Int(from_balance - amount))],
+        )
+        .and_then(|_| {
+            transaction.update(
+                accounts,
+                &key(to),
+                &[("v", Value::Int(to_balance + amount))],
+            )
+        })
+        .and_then(|_| {
+            let text = format!("{from} {to} {amount}");
+            transaction.insert(
+                records,
+                &[
+                    ("k", Value::UInt(record.into())),
+                    ("v", Value::from(text.as_str())),
+                ],
+            )
+        });
+    if let Err(error) = queued {
+        return (Seen::Failed, Some(error));
+    }
+    match transaction.execute(Commit::Yes) {
+        Ok(_) => (Seen::Acknowledged, None),
+        // The data node answered: the transaction was aborted.
+        Err(error @ ClientError::Operation { .. }) => (Seen::Failed, Some(error)),
+        Err(error) => (Seen::Unknown, Some(error)),
+    }
+}
+
+/// Every balance, read under shared locks in one transaction.
+fn read_balances(
+    cluster: &Cluster,
+    accounts: &Arc<client::Table>,
+) -> Result<Vec<i64>, ClientError> {
+    let mut transaction = cluster.transaction();
+    let ops = (0..ACCOUNTS)
+        .map(|k| transaction.read(accounts, &key(k), LockMode::Shared))
+        .collect::<Result<Vec<_>, _>>()?;
+    transaction.execute(Commit::Yes)?;
+    Ok(ops
+        .into_iter()
+        .map(|op| {
+            transaction
+                .get(op)
+                .and_then(|row| row.get("v")?.as_i64())
+                .expect("an account row has v")
+        })
+        .collect())
+}
+
+/// Record `k`'s text, or `None` when it is not there (read alone, so a
+/// missing row fails only its own read).
+fn read_record(cluster: &Cluster, records: &Arc<client::Table>, k: u32) -> Option<String> {
+    for attempt in 1.. {
+        let mut transaction = cluster.transaction();
+        let op = transaction
+            .read(records, &key(k), LockMode::Shared)
+            .expect("a valid read");
+        match transaction.execute(Commit::Yes) {
+            Ok(_) => {
+                return transaction
+                    .get(op)
+                    .and_then(|row| row.get("v")?.as_str().map(String::from))
+            }
+            Err(error) if error.code() == Some(client::ErrorCode::NoSuchRow) => return None,
+            Err(error) if attempt < 20 && error.is_temporary() => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(error) => panic!("reading record {k} after the failover: {error}"),
+        }
+    }
+    unreachable!()
+}
+
+/// A tiny deterministic generator (xorshift), one per client.
+struct Choices(u64);
+
+impl Choices {
+    fn next(&mut self, below: u32) -> u32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % u64::from(below)) as u32
+    }
+}
+
+/// Runs the bank, kills `victim` once every client made progress, and
+/// checks everything the module doc lists.
+fn bank_survives_the_kill_of(victim: u16, name: &'static str) {
+    let mut cluster = TestCluster::start(ClusterOptions {
+        name,
+        data_nodes: 2,
+        replicas: 2,
+        ..ClusterOptions::default()
+    });
+    let survivor = if victim == 2 { 3 } else { 2 };
+    let setup = cluster.connect();
+    let accounts = create_table(&setup, &acct_definition());
+    create_table(&setup, &kv_definition());
+    let mut opening = setup.transaction();
+    for k in 0..ACCOUNTS {
+        opening
+            .insert(
+                &accounts,
+                &[
+                    ("k", Value::UInt(k.into())),
+                    ("v", Value::Int(OPENING_BALANCE)),
+                ],
+            )
+            .expect("a valid insert");
+    }
+    opening.execute(Commit::Yes).expect("the opening balances");
+    let total = OPENING_BALANCE * i64::from(ACCOUNTS);
+
+    let killed = AtomicBool::new(false);
+    // Clients (and the reader) that succeeded PROGRESS times after the kill.
+    let progressed = AtomicU32::new(0);
+    let stop = AtomicBool::new(false);
+    // Every client (and the reader) made PROGRESS before the kill.
+    let ready = Barrier::new(TRANSFER_CLIENTS as usize + 2);
+    let anomalies = Mutex::new(Vec::<String>::new());
+    let mgmd = cluster.mgmd_addr();
+    let (logs, reads_after_kill, kill_at) = std::thread::scope(|scope| {
+        let clients: Vec<_> = (0..TRANSFER_CLIENTS)
+            .map(|c| {
+                let (killed, stop, ready, mgmd, progressed) =
+                    (&killed, &stop, &ready, &mgmd, &progressed);
+                scope.spawn(move || {
+                    let cluster = Cluster::connect(mgmd).expect("a client connects");
+                    let accounts = cluster.table("acct").expect("acct");
+                    let records = cluster.table("kv").expect("kv");
+                    let mut choices = Choices(0x9E37_79B9_7F4A_7C15 ^ u64::from(c + 1));
+                    let mut log = ClientLog::default();
+                    let mut before = 0;
+                    for n in 0.. {
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let from = choices.next(ACCOUNTS);
+                        let to = (from + 1 + choices.next(ACCOUNTS - 1)) % ACCOUNTS;
+                        let amount = i64::from(choices.next(50) + 1);
+                        let record = c * STRIDE + n;
+                        let after_kill = killed.load(Ordering::Relaxed);
+                        let (seen, error) =
+                            transfer(&cluster, &accounts, &records, (record, from, to, amount));
+                        log.transfers.push(Transfer {
+                            record,
+                            from,
+                            to,
+                            amount,
+                            seen,
+                        });
+                        match error {
+                            None if after_kill => {
+                                log.successes_after_kill += 1;
+                                if log.successes_after_kill == PROGRESS {
+                                    progressed.fetch_add(1, Ordering::Relaxed);
+                                }
+                            }
+                            None => {
+                                before += 1;
+                                if before == PROGRESS {
+                                    ready.wait();
+                                }
+                            }
+                            Some(error) => {
+                                log.errors.push(format!("{}: {error}", error.label()));
+                                std::thread::sleep(Duration::from_millis(20));
+                            }
+                        }
+                    }
+                    log
+                })
+            })
+            .collect();
+        let reader = {
+            let (killed, stop, ready, mgmd, anomalies, progressed) =
+                (&killed, &stop, &ready, &mgmd, &anomalies, &progressed);
+            scope.spawn(move || {
+                let cluster = Cluster::connect(mgmd).expect("the reader connects");
+                let accounts = cluster.table("acct").expect("acct");
+                let (mut before, mut after) = (0, 0);
+                while !stop.load(Ordering::Relaxed) {
+                    let after_kill = killed.load(Ordering::Relaxed);
+                    match read_balances(&cluster, &accounts) {
+                        Ok(balances) => {
+                            let sum: i64 = balances.iter().sum();
+                            if sum != total || balances.iter().any(|&b| b < 0) {
+                                anomalies.lock().unwrap().push(format!(
+                                    "a read saw {balances:?} (sum {sum}, total {total})"
+                                ));
+                            }
+                            if after_kill {
+                                after += 1;
+                                if after == PROGRESS {
+                                    progressed.fetch_add(1, Ordering::Relaxed);
+                                }
+                            } else {
+                                before += 1;
+                                if before == PROGRESS {
+                                    ready.wait();
+                                }
+                            }
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                    }
+                }
+                after
+            })
+        };
+        ready.wait();
+        let pid = cluster.node_pid_of(victim);
+        send_signal(pid, libc::SIGKILL);
+        let kill_at = Instant::now();
+        killed.store(true, Ordering::Relaxed);
+        eprintln!("failover: SIGKILL to data node {victim} (pid {pid})");
+        // The load goes on until every client (and the reader) succeeded
+        // PROGRESS times after the kill, or the deadline passed (the
+        // checks below then say who did not).
+        while progressed.load(Ordering::Relaxed) < TRANSFER_CLIENTS + 1
+            && kill_at.elapsed() < AFTER_KILL_DEADLINE
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let logs: Vec<ClientLog> = clients
+            .into_iter()
+            .map(|client| client.join().expect("a client thread"))
+            .collect();
+        (logs, reader.join().expect("the reader thread"), kill_at)
+    });
+    eprintln!(
+        "failover: load stopped {:?} after the kill",
+        kill_at.elapsed()
+    );
+    let anomalies = anomalies.into_inner().unwrap();
+    assert!(anomalies.is_empty(), "balance reads: {anomalies:#?}");
+    for (c, log) in logs.iter().enumerate() {
+        assert!(
+            log.successes_after_kill >= PROGRESS,
+            "client {c} succeeded {} times after the kill within {AFTER_KILL_DEADLINE:?}; \
+             its errors: {:?}",
+            log.successes_after_kill,
+            log.errors
+        );
+    }
+    assert!(
+        reads_after_kill >= PROGRESS,
+        "{reads_after_kill} balance reads succeeded after the kill"
+    );
+
+    // The victim is gone and mgmd says so; the survivor serves.
+    assert!(!cluster.node_is_running_of(victim), "the victim runs");
+    assert!(
+        cluster.node_is_running_of(survivor),
+        "the survivor exited:\n{}",
+        cluster.node_log_of(survivor)
+    );
+    let show = cluster.show();
+    let state = |id: u16| data_node(&show, id.into()).map(|node| node["state"].clone());
+    assert_eq!(state(victim), Some("failed".into()), "{show}");
+    assert_eq!(state(survivor), Some("started".into()), "{show}");
+
+    // A new client connects with the node down, and sees every transfer
+    // acknowledged, none that failed, and balances that match.
+    let checker = cluster.connect();
+    let accounts = checker.table("acct").expect("acct");
+    let records = checker.table("kv").expect("kv");
+    let mut expected = vec![OPENING_BALANCE; ACCOUNTS as usize];
+    let mut unknown = 0;
+    for transfer in logs.iter().flat_map(|log| &log.transfers) {
+        let found = read_record(&checker, &records, transfer.record);
+        match (transfer.seen, &found) {
+            (Seen::Acknowledged, None) => {
+                panic!("acknowledged transfer {transfer:?} is lost")
+            }
+            (Seen::Failed | Seen::Skipped, Some(_)) => {
+                panic!("transfer {transfer:?} failed, yet it committed")
+            }
+            (Seen::Unknown, _) => unknown += 1,
+            _ => {}
+        }
+        if let Some(text) = found {
+            let wanted = format!("{} {} {}", transfer.from, transfer.to, transfer.amount);
+            assert_eq!(text, wanted, "transfer {transfer:?}");
+            expected[transfer.from as usize] -= transfer.amount;
+            expected[transfer.to as usize] += transfer.amount;
+        }
+    }
+    let balances = read_balances(&checker, &accounts).expect("the final balances");
+    assert_eq!(
+        balances, expected,
+        "balances agree with the transfers that committed"
+    );
+    let acknowledged = logs
+        .iter()
+        .flat_map(|log| &log.transfers)
+        .filter(|transfer| transfer.seen == Seen::Acknowledged)
+        .count();
+    eprintln!(
+        "failover: {acknowledged} transfers acknowledged, {unknown} unknown; \
+         each client's errors: {:?}",
+        logs.iter().map(|log| &log.errors).collect::<Vec<_>>()
+    );
+
+    // No lock left: every account is writable, and that write becomes
+    // durable (the GCI switch and durability rounds go on).
+    let mut transaction = checker.transaction();
+    for (k, balance) in balances.iter().enumerate() {
+        transaction
+            .update(&accounts, &key(k as u32), &[("v", Value::Int(*balance))])
+            .expect("a valid update");
+    }
+    transaction
+        .commit_durable()
+        .unwrap_or_else(|error| panic!("every account is writable and durable: {error}"));
+    assert!(
+        cluster.node_is_running_of(survivor),
+        "the survivor exited:\n{}",
+        cluster.node_log_of(survivor)
+    );
+}
+
+#[test]
+#[ignore = "finds a bug not fixed yet: after the kill, transfers keep failing on lock wait \
+            timeouts (a lock left held under concurrent load); run with --ignored"]
+fn a_bank_survives_sigkill_of_the_master() {
+    bank_survives_the_kill_of(2, "failover-master");
+}
+
+#[test]
+#[ignore = "finds a bug not fixed yet: after the kill, transfers keep failing on lock wait \
+            timeouts (a lock left held under concurrent load); run with --ignored"]
+fn a_bank_survives_sigkill_of_a_non_master() {
+    bank_survives_the_kill_of(3, "failover-non-master");
+}
