@@ -531,3 +531,186 @@ fn locks_held_by_a_killed_coordinator_are_released() {
         eprintln!("failover: node {survivor}: {line}");
     }
 }
+
+/// Writes `k` -> "value k" through any data node, retrying temporary
+/// errors (a failure in progress) until `deadline`.
+fn write_settled(cluster: &Cluster, table: &Arc<client::Table>, k: u32, deadline: Instant) {
+    loop {
+        let mut transaction = cluster.transaction();
+        let text = format!("value {k}");
+        transaction
+            .write(
+                table,
+                &[
+                    ("k", Value::UInt(k.into())),
+                    ("v", Value::from(text.as_str())),
+                ],
+            )
+            .expect("a valid write");
+        match transaction.execute(Commit::Yes) {
+            Ok(_) => return,
+            Err(error) if Instant::now() < deadline => {
+                eprintln!("failover: write {k}: {error}; retrying");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(error) => panic!("write {k} never succeeded: {error}"),
+        }
+    }
+}
+
+/// 4 data nodes in 2 node groups of 2: one node of each group dies in
+/// turn and the cluster carries on, every row written before still
+/// there; then the last node of one group dies, and the survivor shuts
+/// down, saying that a node group has no node left.
+#[test]
+fn four_nodes_survive_one_node_per_group_and_stop_without_a_whole_group() {
+    let mut cluster = TestCluster::start(ClusterOptions {
+        name: "failover-groups",
+        data_nodes: 4,
+        replicas: 2,
+        ..ClusterOptions::default()
+    });
+    let groups = cluster.groups();
+    let client = cluster.connect();
+    let table = create_table(&client, &kv_definition());
+    let deadline = || Instant::now() + Duration::from_secs(60);
+    let mut written = 0;
+    for victim in [groups[0][1], groups[1][1]] {
+        for _ in 0..50 {
+            write_settled(&client, &table, written, deadline());
+            written += 1;
+        }
+        send_signal(cluster.node_pid_of(victim), libc::SIGKILL);
+        // Writes go on through the failure, in every partition.
+        for _ in 0..50 {
+            write_settled(&client, &table, written, deadline());
+            written += 1;
+        }
+        for k in 0..written {
+            let row = common::read_row(&client, &table, &key(k))
+                .unwrap_or_else(|error| panic!("row {k} after node {victim} died: {error}"));
+            assert_eq!(
+                row.get("v").and_then(Value::as_str),
+                Some(format!("value {k}").as_str()),
+                "row {k}"
+            );
+        }
+    }
+    // The last node of group 0: group 1's survivor has no copy of
+    // group 0's partitions, so it stops rather than serve half the data.
+    let (last, survivor) = (groups[0][0], groups[1][0]);
+    send_signal(cluster.node_pid_of(last), libc::SIGKILL);
+    let (status, log) = cluster.wait_for_exit(survivor);
+    let status = status.unwrap_or_else(|| panic!("node {survivor} still runs:\n{log}"));
+    assert_eq!(status.code(), Some(3), "the shutdown exit code:\n{log}");
+    assert!(
+        log.contains("has no node of node group 0"),
+        "node {survivor} says why it shut down:\n{log}"
+    );
+    let show = cluster.show();
+    let node = data_node(&show, survivor.into()).expect("the survivor in show");
+    assert_eq!(node["state"], "shut_down", "{show}");
+    assert!(
+        node["shutdown_reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains("node group 0")),
+        "{show}"
+    );
+}
+
+/// SIGSTOP one data node of 2 past the detection time, overwrite every
+/// key through the other (which the arbitrator lets continue), then send
+/// a read through the stopped node and SIGCONT it: the read gets an
+/// error, never the old values, and the node finds it was declared
+/// failed and exits.
+#[test]
+fn a_stopped_node_never_serves_a_stale_read_and_exits_when_it_runs_again() {
+    let mut cluster = TestCluster::start(ClusterOptions {
+        name: "failover-sigstop",
+        data_nodes: 2,
+        replicas: 2,
+        ..ClusterOptions::default()
+    });
+    let (stopped, survivor) = (3u16, 2u16);
+    let client = cluster.connect();
+    let table = create_table(&client, &kv_definition());
+    let deadline = || Instant::now() + Duration::from_secs(60);
+    for k in 0..8 {
+        write_settled(&client, &table, k, deadline());
+    }
+    let pid = cluster.node_pid_of(stopped);
+    send_signal(pid, libc::SIGSTOP);
+    // Until the survivor agreed a membership without the stopped node.
+    let agreed_by = deadline();
+    while !cluster
+        .node_log_of(survivor)
+        .contains(&format!("without {{{stopped}}}"))
+    {
+        assert!(
+            Instant::now() < agreed_by,
+            "node {survivor} never agreed node {stopped} failed:\n{}",
+            cluster.node_log_of(survivor)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for k in 0..8 {
+        let until = deadline();
+        loop {
+            let mut transaction = client
+                .transaction_on_node(signal::NodeId(survivor))
+                .expect("a data node");
+            transaction
+                .update(&table, &key(k), &[("v", Value::from("new"))])
+                .expect("a valid update");
+            match transaction.execute(Commit::Yes) {
+                Ok(_) => break,
+                Err(error) if error.is_temporary() && Instant::now() < until => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(error) => panic!("overwriting {k} on node {survivor}: {error}"),
+            }
+        }
+    }
+    let read = std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            let mut transaction = client
+                .transaction_on_node(signal::NodeId(stopped))
+                .expect("a data node");
+            let ops: Vec<_> = (0..8)
+                .map(|k| {
+                    transaction
+                        .read(&table, &key(k), LockMode::CommittedRead)
+                        .expect("a valid read")
+                })
+                .collect();
+            transaction.execute(Commit::Yes).map(|_| {
+                ops.into_iter()
+                    .map(|op| {
+                        transaction
+                            .get(op)
+                            .and_then(|row| row.get("v")?.as_str().map(String::from))
+                    })
+                    .collect::<Vec<_>>()
+            })
+        });
+        // The read waits in the stopped node's socket.
+        std::thread::sleep(Duration::from_millis(500));
+        send_signal(pid, libc::SIGCONT);
+        reader.join().expect("the reader thread")
+    });
+    match read {
+        Ok(values) => {
+            panic!("node {stopped} answered a read after it was declared failed: {values:?}")
+        }
+        Err(error) => eprintln!("failover: the read through the stopped node: {error}"),
+    }
+    let (status, log) = cluster.wait_for_exit(stopped);
+    let status = status.unwrap_or_else(|| panic!("node {stopped} still runs:\n{log}"));
+    assert_eq!(status.code(), Some(3), "the shutdown exit code:\n{log}");
+    assert!(log.contains("shutting down"), "{log}");
+    // The survivor serves the new values.
+    for k in 0..8 {
+        let row = common::read_row(&client, &table, &key(k)).expect("a read");
+        assert_eq!(row.get("v").and_then(Value::as_str), Some("new"), "key {k}");
+    }
+}

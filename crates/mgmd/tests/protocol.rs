@@ -784,11 +784,20 @@ fn connections_are_capped_and_silent_ones_are_closed() {
         "a silent connection is closed"
     );
     // Its slot is free again: a third client is served; a fourth is not.
+    // The client that finds the slot free keeps it (a probe that closed
+    // would hold it until the server noticed).
+    let mut third = None;
     wait_until("the silent connection's slot to be free", || {
-        MgmClient::connect(&addr).is_ok_and(|mut c| c.show().is_ok())
+        let Ok(mut client) = MgmClient::connect(&addr) else {
+            return false;
+        };
+        let served = client.show().is_ok();
+        if served {
+            third = Some(client);
+        }
+        served
     });
-    let mut c = MgmClient::connect(&addr).expect("connect");
-    c.show().expect("served");
+    let mut c = third.expect("served");
     let mut fourth = std::net::TcpStream::connect(&addr).expect("the OS accepts it");
     let _ = std::io::Write::write_all(&mut fourth, b"{\"req\": \"show\"}\n");
     assert!(

@@ -131,6 +131,10 @@ error_codes! {
     /// cluster restored an earlier GCI and started its new GCIs above
     /// this one, so what committed in it is gone.
     GciRolledBack = 4023, Permanent, "the GCI was rolled back by a whole-cluster restart: what committed in it is lost";
+    /// The data node that would serve a read has not heard from the
+    /// cluster within its read lease (it was paused or cut off, and its
+    /// replicas may have been promoted elsewhere): it serves no reads.
+    ReadLeaseExpired = 4025, Temporary, "the data node's read lease ran out (paused or cut off from the cluster): it serves no reads; retry";
     /// An API node's registration did not carry the token mgmd issued
     /// with its node id (or carried one of an older allocation of the
     /// id): the data node refuses it and closes the connection.

@@ -45,6 +45,8 @@ pub struct Harness {
     options: ConnectOptions,
     /// Data nodes to kill, each at a simulated time (us).
     kills: Vec<(NodeId, u64)>,
+    /// Data nodes to pause: (node, at us, for us).
+    pauses: Vec<(NodeId, u64, u64)>,
 }
 
 impl Harness {
@@ -56,6 +58,7 @@ impl Harness {
             limits: NodeLimits::default(),
             options: ConnectOptions::default(),
             kills: Vec::new(),
+            pauses: Vec::new(),
         }
     }
 
@@ -85,6 +88,13 @@ impl Harness {
     /// whatever the client code is doing then.
     pub fn kill_at(mut self, node: NodeId, at_us: u64) -> Harness {
         self.kills.push((node, at_us));
+        self
+    }
+
+    /// Pauses data node `node` at `at_us` of simulated time for
+    /// `duration_us` (as SIGSTOP and SIGCONT would).
+    pub fn pause_at(mut self, node: NodeId, at_us: u64, duration_us: u64) -> Harness {
+        self.pauses.push((node, at_us, duration_us));
         self
     }
 
@@ -123,6 +133,7 @@ impl Harness {
         let mut api_nodes = HostedApiNodes::default();
         let options = self.options;
         let mut kills = self.kills;
+        let mut pauses = self.pauses;
         for index in 0..clients {
             let (options, work) = (options.clone(), work.clone());
             api_nodes.spawn(
@@ -142,6 +153,12 @@ impl Harness {
                 if at_us <= now_us {
                     simulation.kill_node(node);
                     api_nodes.lose_connections_to(node, "killed", &mut simulation.client_io());
+                }
+                at_us > now_us
+            });
+            pauses.retain(|&(node, at_us, duration_us)| {
+                if at_us <= now_us {
+                    simulation.pause_node(node, duration_us);
                 }
                 at_us > now_us
             });

@@ -160,3 +160,73 @@ fn transactions_in_flight_when_a_node_dies_end_and_the_retries_commit() {
         }
     }
 }
+
+/// A data node paused past the detection time (SIGSTOP, then SIGCONT)
+/// while its peer is promoted and a key is overwritten there: a read sent
+/// to the paused node, handled when it runs again, must never return the
+/// old value (the read lease ran out, or the node has shut down), and the
+/// paused node ends shut down. Two data nodes: the survivor continues
+/// through the arbitrator.
+#[test]
+fn a_paused_node_never_serves_a_stale_read_after_its_peer_was_promoted() {
+    for seed in 1..=6 {
+        let (paused, survivor) = if seed % 2 == 0 {
+            (NodeId(2), NodeId(3))
+        } else {
+            (NodeId(3), NodeId(2))
+        };
+        let pause_at_us = 800_000;
+        let pause_us = 4_000_000;
+        let (answer, overwritten) = Harness::new(seed)
+            .nodes(2, 2)
+            .pause_at(paused, pause_at_us, pause_us)
+            .connect_options(client::ConnectOptions {
+                reply_timeout: Duration::from_secs(20),
+                ..client::ConnectOptions::default()
+            })
+            .run(move |cluster, context| {
+                let table = create_kv_table(cluster, "kept");
+                for k in 0..8 {
+                    insert_settled(cluster, &table, k, Some(survivor));
+                }
+                while context.now_us() < pause_at_us + DETECTION.as_micros() as u64 {
+                    context.sleep(Duration::from_millis(50));
+                }
+                // The survivor took over: overwrite every key there.
+                let mut overwritten = true;
+                for k in 0..8 {
+                    let mut transaction = cluster.transaction_on_node(survivor).unwrap();
+                    transaction
+                        .update(&table, &[Value::UInt(k)], &[("v", Value::from("new"))])
+                        .unwrap();
+                    overwritten &= transaction.execute(Commit::Yes).is_ok();
+                }
+                // A read of each key through the paused node: queued
+                // until it runs again.
+                let mut transaction = cluster.transaction_on_node(paused).unwrap();
+                let ops: Vec<_> = (0..8)
+                    .map(|k| {
+                        transaction
+                            .read(&table, &[Value::UInt(k)], LockMode::CommittedRead)
+                            .unwrap()
+                    })
+                    .collect();
+                let answer = match transaction.execute(Commit::Yes) {
+                    Ok(_) => Ok(ops
+                        .into_iter()
+                        .map(|op| {
+                            transaction
+                                .get(op)
+                                .and_then(|row| row.get("v")?.as_str().map(String::from))
+                        })
+                        .collect::<Vec<_>>()),
+                    Err(error) => Err(error.to_string()),
+                };
+                (answer, overwritten)
+            });
+        assert!(overwritten, "seed {seed}: the survivor took the writes");
+        if let Ok(values) = &answer {
+            panic!("seed {seed}: the paused node {paused} served reads after its peer was promoted: {values:?}");
+        }
+    }
+}

@@ -360,7 +360,7 @@ fn locks_of_reads_held_by_a_killed_coordinator_are_released() {
 /// by a transaction the failure caught, on either coordinator.
 #[test]
 fn concurrent_transfers_across_a_node_death_leave_no_lock() {
-    for seed in 1..=8 {
+    for seed in 1..=24 {
         let victim = NodeId(if seed % 2 == 0 { 2 } else { 3 });
         let survivor = NodeId(if seed % 2 == 0 { 3 } else { 2 });
         let kill_at_us = 1_500_000 + seed * 7_919;

@@ -154,6 +154,10 @@ pub struct Ldm {
     /// The agreed membership: nothing of a failed node is handled, and
     /// chains skip it.
     pub(crate) node_failures: kernel::node_failures::NodeFailures,
+    /// Reads are served until then (ctx ms), by membership's read lease
+    /// (docs/design/failures.md §5); `u64::MAX` until membership says
+    /// otherwise (one node, or a cluster not yet formed).
+    pub(crate) read_lease_until_ms: u64,
 }
 
 impl Ldm {
@@ -169,6 +173,7 @@ impl Ldm {
             restore: None,
             lcp: lcp::LcpEngine::new(LcpSettings::default()),
             node_failures: Default::default(),
+            read_lease_until_ms: u64::MAX,
         }
     }
 
@@ -359,6 +364,9 @@ impl Block for Ldm {
             }
             Signal::NodeFailCompleteRep(report) => {
                 self.node_failures.complete(report.membership_id);
+            }
+            Signal::ReadLeaseRep(report) if from.node == self.address.node => {
+                self.read_lease_until_ms = report.valid_until_ms;
             }
             Signal::StartPhaseReq(request) => send(
                 ctx,

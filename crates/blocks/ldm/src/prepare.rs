@@ -57,6 +57,7 @@ impl Ldm {
             tables,
             redo,
             lcp,
+            read_lease_until_ms,
             ..
         } = self;
         let address = *address;
@@ -83,6 +84,11 @@ impl Ldm {
             "ldm {address} got LQHKEYREQ from {from} for position {} of chain {:?}",
             request.position, request.chain
         );
+        if request.kind == OperationKind::Read && ctx.now_ms() >= *read_lease_until_ms {
+            // This node may have been declared failed and its partitions
+            // promoted elsewhere (docs/design/failures.md §5).
+            return refuse(ctx, ErrorCode::ReadLeaseExpired);
+        }
         // A write's redo record must find room at commit, which cannot
         // fail: reserve it now, or refuse with a temporary error.
         let mut redo_reservation = None;

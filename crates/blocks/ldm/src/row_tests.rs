@@ -402,3 +402,69 @@ fn a_freed_slot_keeps_the_gci_of_the_delete() {
     assert_eq!(header(&b), (RowState::Live, gci(13).0));
     b.assert_quiet();
 }
+
+#[test]
+fn reads_are_refused_once_the_read_lease_runs_out_and_writes_are_not() {
+    let mut b = Bench::new();
+    let membership = signal::BlockRef::new(b.ldm.address.node, signal::BlockKind::Membership, 0);
+    let lease_refused = |answers: &[(u32, Answer)]| {
+        matches!(answers, [(_, Answer::Ref(ErrorCode::ReadLeaseExpired))])
+    };
+    b.deliver(
+        membership,
+        ReadLeaseRep {
+            valid_until_ms: 1_000,
+        },
+    );
+    b.ctx.now_ms = 999;
+    for lock in [
+        LockMode::CommittedRead,
+        LockMode::Shared,
+        LockMode::Exclusive,
+    ] {
+        let request = b.request(txn(1), OperationKind::Read, lock, 5, None);
+        let answers = b.send(request);
+        assert!(
+            !lease_refused(&answers),
+            "{lock:?} read within the lease: {answers:?}"
+        );
+    }
+    b.ctx.now_ms = 1_000;
+    for lock in [
+        LockMode::CommittedRead,
+        LockMode::Shared,
+        LockMode::Exclusive,
+    ] {
+        let request = b.request(txn(2), OperationKind::Read, lock, 5, None);
+        let answers = b.send(request);
+        assert!(
+            lease_refused(&answers),
+            "{lock:?} read after the lease: {answers:?}"
+        );
+    }
+    // A write needs every replica of its chain, which a cut-off node
+    // cannot reach: the lease does not apply to it.
+    b.prepare(
+        txn(3),
+        OperationKind::Insert,
+        LockMode::Exclusive,
+        6,
+        Some(&[(V, Some(&int(2)))]),
+    );
+    // Lifted (the node is alone in its membership).
+    b.deliver(
+        membership,
+        ReadLeaseRep {
+            valid_until_ms: u64::MAX,
+        },
+    );
+    let request = b.request(
+        txn(4),
+        OperationKind::Read,
+        LockMode::CommittedRead,
+        5,
+        None,
+    );
+    let answers = b.send(request);
+    assert!(!lease_refused(&answers), "{answers:?}");
+}

@@ -229,6 +229,8 @@ impl Membership {
         ctx.report(Report::CutLinks(NodeSet::of([node])));
         let now = ctx.now_ms();
         self.heartbeats.set_ring(self.failures.alive(), now);
+        // The other side may already be agreeing that this node failed.
+        self.publish_lease(ctx);
         true
     }
 
@@ -544,6 +546,7 @@ impl Membership {
             live,
         });
         self.tell_blocks(membership_id, live, removed, ctx);
+        self.publish_lease(ctx);
         // Failures found since the proposal: the next round.
         if self.failures.round.is_none() {
             self.push_failures(ctx);

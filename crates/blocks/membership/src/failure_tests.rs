@@ -123,10 +123,12 @@ fn golden_trace_of_a_failure_agreed_by_the_president() {
             if line.starts_with("node 1 failed: its link broke") && *cut == set(&[1])),
         "{reports:?}"
     );
-    // Node 2 is now the lowest id alive: it proposes.
+    // Its reads stop until the failure is agreed; node 2 is now the
+    // lowest id alive: it proposes.
     assert_eq!(
         ctx.take_trace(),
         vec![
+            line(me, ldm_of(2), lease(0)),
             line(me, me, prepare(2, &[2, 3])),
             line(me, membership_of(3), prepare(2, &[2, 3])),
         ]
@@ -164,11 +166,16 @@ fn golden_trace_of_a_failure_agreed_by_the_president() {
         live: set(&[2, 3]),
         failed: set(&[1]),
     };
+    // And its reads run again under the lease its heartbeats got (from
+    // the formation, at time 0).
+    let formation_lease =
+        u64::from(crate::tests::HEARTBEAT_MISSED - 1) * crate::tests::HEARTBEAT_MS;
     assert_eq!(
         ctx.take_trace(),
         blocks
             .iter()
             .map(|&block| line(me, block, failrep()))
+            .chain([line(me, ldm_of(2), lease(formation_lease))])
             .collect::<Vec<_>>()
     );
     let confirmed = || NodeFailConf { membership_id: 2 };
@@ -210,7 +217,7 @@ fn golden_trace_of_a_failure_agreed_by_the_president() {
         &mut node,
         &mut ctx,
         membership_of(1),
-        CmHeartbeat { sequence: 1 },
+        crate::tests::heartbeat(1),
     );
     assert!(ctx.take_reports().is_empty() && ctx.take_trace().is_empty());
     assert_eq!(node.state(), StartState::Running { index: 1 });
@@ -228,7 +235,13 @@ fn a_member_reports_to_the_president_and_installs_its_commit() {
         membership_id: 1,
         failed: set(&[2]),
     };
-    assert_eq!(ctx.take_trace(), vec![line(me, membership_of(1), report)]);
+    assert_eq!(
+        ctx.take_trace(),
+        vec![
+            line(me, ldm_of(3), lease(0)),
+            line(me, membership_of(1), report)
+        ]
+    );
     // The president proposes; node 3 prepares and commits.
     deliver(&mut node, &mut ctx, membership_of(1), prepare(2, &[1, 3]));
     assert_eq!(
@@ -245,7 +258,11 @@ fn a_member_reports_to_the_president_and_installs_its_commit() {
     deliver(&mut node, &mut ctx, membership_of(1), commit(2, &[1, 3]));
     assert_eq!(node.membership(), (2, set(&[1, 3])));
     let trace = ctx.take_trace();
-    assert_eq!(trace.len(), 4, "NodeFailRep to each block: {trace:?}");
+    assert_eq!(
+        trace.len(),
+        5,
+        "NodeFailRep to each block, and the lease again: {trace:?}"
+    );
     // This node's blocks and node 1's report complete it.
     for block in local_blocks(3) {
         deliver(
@@ -475,7 +492,13 @@ fn half_asking_the_arbitrator(
     }
     let me = membership_of(node);
     deliver(&mut member, ctx, me, link_failed(other));
-    assert_eq!(ctx.take_trace(), vec![line(me, me, prepare(2, &[node]))]);
+    assert_eq!(
+        ctx.take_trace(),
+        vec![
+            line(me, ldm_of(node), lease(0)),
+            line(me, me, prepare(2, &[node]))
+        ]
+    );
     deliver(&mut member, ctx, me, prepare(2, &[node]));
     assert_eq!(ctx.take_trace(), vec![line(me, me, prepared(2, &[other]))]);
     deliver(&mut member, ctx, me, prepared(2, &[other]));
@@ -619,5 +642,83 @@ fn without_an_arbitrator_a_half_shuts_down_without_asking() {
     assert_eq!(
         ctx.take_trace(),
         vec![line(membership_of(1), membership_of(1), order)]
+    );
+}
+
+fn ldm_of(node: u16) -> BlockRef {
+    BlockRef::new(NodeId(node), BlockKind::Ldm, 0)
+}
+
+fn lease(valid_until_ms: u64) -> signal::signals::ReadLeaseRep {
+    signal::signals::ReadLeaseRep { valid_until_ms }
+}
+
+#[test]
+fn the_read_lease_runs_from_each_acked_heartbeats_send_time() {
+    let mut ctx = RecordingContext::new();
+    let mut member = member_of(1, &[1, 2]);
+    let me = membership_of(1);
+    run_phase_one(&mut member, &mut ctx, 1);
+    deliver(&mut member, &mut ctx, me, connected(2));
+    ctx.take_trace();
+    ctx.now_ms = 1_000;
+    deliver(
+        &mut member,
+        &mut ctx,
+        me,
+        CmRegConf {
+            president: NodeId(1),
+        },
+    );
+    // Formed: every node just heard from every other.
+    let lease_ms = u64::from(crate::tests::HEARTBEAT_MISSED - 1) * crate::tests::HEARTBEAT_MS;
+    let trace = ctx.take_trace();
+    assert!(
+        trace.contains(&line(me, ldm_of(1), lease(1_000 + lease_ms))),
+        "{trace:?}"
+    );
+    // An ack runs the lease from its heartbeat's send time.
+    let ack = |sent_at_ms| signal::signals::CmHeartbeatAck { sent_at_ms };
+    ctx.now_ms = 1_400;
+    deliver(&mut member, &mut ctx, membership_of(2), ack(1_250));
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(me, ldm_of(1), lease(1_250 + lease_ms))]
+    );
+    // An old ack (it waited out a pause) extends nothing.
+    ctx.now_ms = 9_000;
+    deliver(&mut member, &mut ctx, membership_of(2), ack(1_100));
+    assert!(ctx.take_trace().is_empty());
+    // A heartbeat is acked with its own send time.
+    deliver(
+        &mut member,
+        &mut ctx,
+        membership_of(2),
+        CmHeartbeat {
+            sequence: 3,
+            sent_at_ms: 777,
+        },
+    );
+    assert_eq!(ctx.take_trace(), vec![line(me, membership_of(2), ack(777))]);
+    // A failure being agreed revokes the lease: the other side may be
+    // agreeing that this node failed.
+    deliver(&mut member, &mut ctx, me, link_failed(2));
+    let trace = ctx.take_trace();
+    assert!(trace.contains(&line(me, ldm_of(1), lease(0))), "{trace:?}");
+    deliver(&mut member, &mut ctx, me, prepare(2, &[1]));
+    deliver(&mut member, &mut ctx, me, prepared(2, &[2]));
+    deliver(
+        &mut member,
+        &mut ctx,
+        io_of(1),
+        arbitration_conf(1, &[1], true, true),
+    );
+    ctx.take_trace();
+    // Agreed alone: nobody can take over, reads are served again.
+    deliver(&mut member, &mut ctx, me, commit(2, &[1]));
+    let trace = ctx.take_trace();
+    assert!(
+        trace.contains(&line(me, ldm_of(1), lease(u64::MAX))),
+        "{trace:?}"
     );
 }

@@ -241,6 +241,7 @@ impl Membership {
         );
         self.install_first_membership(ctx);
         self.heartbeats.start(ctx);
+        self.publish_lease(ctx);
         let initialise = PHASES
             .iter()
             .position(|&phase| phase == start::INITIALISE)

@@ -23,6 +23,14 @@
 //!   which changes nothing here.
 //!
 //! A one-node ring sends nothing.
+//!
+//! Each heartbeat carries its send time by the sender's clock, and the
+//! receiver acks it (CM_HEARTBEAT_ACK). The sender's **read lease** runs
+//! `(missed_limit - 1) * interval_ms` from the send time of the latest
+//! heartbeat acked: its receiver, the one node that watches the sender,
+//! suspects it only after more than that since it last heard from it
+//! (docs/design/failures.md §5). An ack that waited (a pause, a slow
+//! link) carries an old send time and extends nothing that ran out.
 
 use kernel::Context;
 use signal::signals::{CmHeartbeat, ContinueB};
@@ -49,6 +57,8 @@ pub(crate) struct Heartbeats {
     /// Nodes suspected so far, in order.
     suspected: Vec<NodeId>,
     started: bool,
+    /// The read lease: reads may be served until then (ms of ctx time).
+    lease_until_ms: u64,
 }
 
 impl Heartbeats {
@@ -75,6 +85,7 @@ impl Heartbeats {
             last_heard_ms: 0,
             suspected: Vec::new(),
             started: false,
+            lease_until_ms: 0,
         };
         heartbeats.set_ring(ring, 0);
         heartbeats
@@ -119,6 +130,8 @@ impl Heartbeats {
         }
         self.started = true;
         self.last_heard_ms = ctx.now_ms();
+        // Every node just heard from every other to form the cluster.
+        self.lease_until_ms = ctx.now_ms() + self.lease_ms();
         self.beat(ctx);
         self.arm(ctx);
     }
@@ -152,6 +165,31 @@ impl Heartbeats {
         }
     }
 
+    /// CM_HEARTBEAT_ACK of a heartbeat this node sent at `sent_at_ms`:
+    /// the lease runs from then. Returns whether it grew.
+    pub(crate) fn acked(&mut self, sent_at_ms: u64) -> bool {
+        let until = sent_at_ms.saturating_add(self.lease_ms());
+        if until <= self.lease_until_ms {
+            return false;
+        }
+        self.lease_until_ms = until;
+        true
+    }
+
+    /// Until when this node may serve reads, by its heartbeats alone.
+    pub(crate) fn lease_until_ms(&self) -> u64 {
+        self.lease_until_ms
+    }
+
+    /// Whether heartbeats run (a ring of more than one node, formed).
+    pub(crate) fn running(&self) -> bool {
+        self.started && self.next.is_some()
+    }
+
+    fn lease_ms(&self) -> u64 {
+        u64::from(self.missed_limit - 1) * self.interval_ms
+    }
+
     /// Heartbeats a watched node may miss in a row before it is suspected.
     pub(crate) fn missed_limit(&self) -> u32 {
         self.missed_limit
@@ -169,7 +207,16 @@ impl Heartbeats {
         self.sequence = self.sequence.wrapping_add(1);
         let to = BlockRef::new(next, BlockKind::Membership, 0);
         let sequence = self.sequence;
-        kernel::send(ctx, self.address, to, CmHeartbeat { sequence });
+        let sent_at_ms = ctx.now_ms();
+        kernel::send(
+            ctx,
+            self.address,
+            to,
+            CmHeartbeat {
+                sequence,
+                sent_at_ms,
+            },
+        );
     }
 
     fn arm(&mut self, ctx: &mut dyn Context) {

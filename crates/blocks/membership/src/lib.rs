@@ -13,7 +13,9 @@
 //! (`survival.rs`) whether its side may continue; a node declared failed,
 //! or on a side that may not continue, shuts down. Each agreed change goes
 //! to every block of the node, and once every member's blocks handled
-//! it, they hear that it is complete (`handling.rs`). A side of exactly
+//! it, they hear that it is complete (`handling.rs`). The ldms serve
+//! reads only under the read lease membership grants them (`lease.rs`).
+//! A side of exactly
 //! half asks the arbitrator before it continues (`failure.rs`,
 //! docs/design/failures.md §4).
 //!
@@ -24,6 +26,7 @@ mod failure;
 mod formation;
 mod handling;
 mod heartbeat;
+mod lease;
 pub mod start;
 mod survival;
 
@@ -76,6 +79,10 @@ pub struct Membership {
     arbitration: ArbitrationSettings,
     /// The blocks' handling of each agreed change.
     handling: Handling,
+    /// ldm instances on this node (each hears of the read lease).
+    ldm_instances: u16,
+    /// The read lease the ldms were told last.
+    lease_published: Option<u64>,
     /// Every block of the node that runs start phases, and who answered the
     /// current one.
     blocks: Answers,
@@ -122,6 +129,9 @@ impl Membership {
             formation,
             arbitration: config.arbitration,
             handling: Handling::new(),
+            ldm_instances: config.ldm_instances,
+            // An ldm serves reads without limit until told otherwise.
+            lease_published: Some(u64::MAX),
             blocks: Answers::new(blocks),
         }
     }
@@ -273,7 +283,8 @@ impl kernel::Block for Membership {
             }
             Signal::CmRegReq(request) => self.registration_request(from, request.node, ctx),
             Signal::CmRegConf(conf) => self.cluster_formed(from, conf.president, ctx),
-            Signal::CmHeartbeat(_) => self.heartbeats.heard(from, ctx),
+            Signal::CmHeartbeat(heartbeat) => self.heartbeat(from, heartbeat.sent_at_ms, ctx),
+            Signal::CmHeartbeatAck(ack) => self.heartbeat_acked(ack.sent_at_ms, ctx),
             Signal::CmFailRep(report) => self.fail_report(from, report.failed, ctx),
             Signal::CmFailPrepareReq(request) => {
                 self.prepare(from, request.membership_id, request.live, ctx)

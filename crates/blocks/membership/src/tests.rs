@@ -465,14 +465,23 @@ pub(crate) fn phase_requests_of(node: u16, phase: u8) -> Vec<String> {
     lines
 }
 
-/// What node `node`'s membership sends once the cluster is formed: the
-/// first heartbeat to `next` (the next node of the ring), the heartbeat
-/// timer, and phase 2's requests.
+/// What node `node`'s membership sends once the cluster is formed (at
+/// time 0): the first heartbeat to `next` (the next node of the ring),
+/// the heartbeat timer, the first read lease to its ldm, and phase 2's
+/// requests.
 pub(crate) fn formed_requests_of(node: u16, next: u16) -> Vec<String> {
     let me = membership_of(node);
+    let ldm = BlockRef::new(NodeId(node), BlockKind::Ldm, 0);
     let mut lines = vec![
-        line(me, membership_of(next), CmHeartbeat { sequence: 1 }),
+        line(me, membership_of(next), heartbeat(1)),
         delayed_line(me, me, ContinueB { job: 2 }, HEARTBEAT_MS),
+        line(
+            me,
+            ldm,
+            signal::signals::ReadLeaseRep {
+                valid_until_ms: u64::from(HEARTBEAT_MISSED - 1) * HEARTBEAT_MS,
+            },
+        ),
     ];
     lines.extend(phase_requests_of(node, 2));
     lines
@@ -736,6 +745,14 @@ pub(crate) fn formed_middle_node(ctx: &mut RecordingContext) -> Membership {
     node
 }
 
+/// Heartbeat `sequence`, sent at time 0.
+pub(crate) fn heartbeat(sequence: u32) -> CmHeartbeat {
+    CmHeartbeat {
+        sequence,
+        sent_at_ms: 0,
+    }
+}
+
 pub(crate) fn heartbeat_timer(node: &mut Membership, ctx: &mut RecordingContext) {
     let me = membership_of(2);
     deliver(node, ctx, me, ContinueB { job: 2 });
@@ -752,31 +769,21 @@ fn heartbeats_go_round_the_ring_and_a_silent_neighbour_is_suspected_once() {
         assert_eq!(
             ctx.take_trace(),
             vec![
-                line(me, membership_of(3), CmHeartbeat { sequence }),
+                line(me, membership_of(3), heartbeat(sequence)),
                 delayed_line(me, me, ContinueB { job: 2 }, HEARTBEAT_MS),
             ]
         );
     }
     // Three missed, then node 1 is heard: the count starts again.
-    deliver(
-        &mut node,
-        &mut ctx,
-        membership_of(1),
-        CmHeartbeat { sequence: 9 },
-    );
+    deliver(&mut node, &mut ctx, membership_of(1), heartbeat(9));
     assert!(node.suspected().is_empty());
     // Heartbeats from a node this one does not watch, or from another
     // block, are no sign of life of node 1.
     for _ in 0..HEARTBEAT_MISSED - 1 {
         heartbeat_timer(&mut node, &mut ctx);
-        deliver(
-            &mut node,
-            &mut ctx,
-            membership_of(3),
-            CmHeartbeat { sequence: 1 },
-        );
+        deliver(&mut node, &mut ctx, membership_of(3), heartbeat(1));
         let dih_of_1 = BlockRef::new(NodeId(1), BlockKind::Dih, 0);
-        deliver(&mut node, &mut ctx, dih_of_1, CmHeartbeat { sequence: 1 });
+        deliver(&mut node, &mut ctx, dih_of_1, heartbeat(1));
     }
     assert!(
         node.suspected().is_empty(),
@@ -800,9 +807,11 @@ fn heartbeats_go_round_the_ring_and_a_silent_neighbour_is_suspected_once() {
         live: NodeSet::of([NodeId(2), NodeId(3)]),
     };
     let trace = ctx.take_trace();
+    let revoked = signal::signals::ReadLeaseRep { valid_until_ms: 0 };
     assert_eq!(
         trace[2..],
         [
+            line(me, BlockRef::new(NodeId(2), BlockKind::Ldm, 0), revoked),
             line(me, me, proposal()),
             line(me, membership_of(3), proposal())
         ],
@@ -811,12 +820,7 @@ fn heartbeats_go_round_the_ring_and_a_silent_neighbour_is_suspected_once() {
     // Suspected once; the heartbeats to node 3 go on; node 1 is no
     // longer heard at all.
     heartbeat_timer(&mut node, &mut ctx);
-    deliver(
-        &mut node,
-        &mut ctx,
-        membership_of(1),
-        CmHeartbeat { sequence: 10 },
-    );
+    deliver(&mut node, &mut ctx, membership_of(1), heartbeat(10));
     assert!(ctx.take_reports().is_empty());
     assert_eq!(node.suspected(), &[NodeId(1)]);
     assert_eq!(ctx.take_trace().len(), 2);
@@ -826,19 +830,9 @@ fn heartbeats_go_round_the_ring_and_a_silent_neighbour_is_suspected_once() {
 fn a_heartbeat_before_the_cluster_is_formed_is_a_sign_of_life_and_nothing_else() {
     let mut node = member_of(2, &[1, 2]);
     let mut ctx = RecordingContext::new();
-    deliver(
-        &mut node,
-        &mut ctx,
-        membership_of(1),
-        CmHeartbeat { sequence: 1 },
-    );
+    deliver(&mut node, &mut ctx, membership_of(1), heartbeat(1));
     run_phase_one(&mut node, &mut ctx, 2);
-    deliver(
-        &mut node,
-        &mut ctx,
-        membership_of(1),
-        CmHeartbeat { sequence: 2 },
-    );
+    deliver(&mut node, &mut ctx, membership_of(1), heartbeat(2));
     ctx.take_trace();
     assert!(ctx.take_reports().is_empty());
     assert!(node.suspected().is_empty());

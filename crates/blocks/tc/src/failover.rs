@@ -144,6 +144,9 @@ impl Tc {
         let record = &self.records.transactions[transaction as usize];
         let (transaction_id, gci) = (record.transaction_id, record.gci);
         let address = self.config.address;
+        // Operations whose every replica failed (a read's primary): what
+        // they held went with the node, and none is left to answer.
+        let mut gone = Vec::new();
         let mut op = record.first_op;
         while op != NIL {
             let operation = &self.records.operations[op as usize];
@@ -154,9 +157,10 @@ impl Tc {
                 OpPhase::Aborting => Some(resolve_step::ABORT),
                 _ => None,
             };
-            if let Some(step) =
-                step.filter(|_| !operation.resolving && operation.chain.touches(failed))
-            {
+            let step = step.filter(|_| !operation.resolving && operation.chain.touches(failed));
+            if let Some(step) = step.filter(|_| operation.chain.without(failed).is_none()) {
+                gone.push((op, step));
+            } else if let Some(step) = step {
                 let request = ResolveReq {
                     tc: address,
                     reply_to: address,
@@ -173,6 +177,15 @@ impl Tc {
                 self.send_resolve(op, &request.into(), ctx);
             }
             op = next;
+        }
+        // Confirmed as their answers would have: each may move the
+        // transaction on (or end it), so only once the walk is done.
+        for (op, step) in gone {
+            match step {
+                resolve_step::COMMIT => self.commit_confirmed(op, ctx),
+                resolve_step::COMPLETE => self.complete_confirmed(op),
+                _ => self.abort_confirmed(op, ctx),
+            }
         }
     }
 

@@ -975,11 +975,15 @@ signal_table! {
     /// nodes (by id, wrapping), every `heartbeat_interval_ms` once the
     /// cluster is formed: a sign of life the receiver counts
     /// (docs/design/failures.md §2). A late, repeated or unexpected one
-    /// changes nothing but the count.
+    /// changes nothing but the count. The receiver answers each with
+    /// CM_HEARTBEAT_ACK (the sender's read lease, docs/design/failures.md
+    /// §5).
     #[derive(Debug, PartialEq)]
     247 CmHeartbeat: Membership -> Membership, node {
         /// The sender's count of heartbeats sent (for logs).
         sequence: u32,
+        /// When it was sent, by the sender's clock (echoed in the ack).
+        sent_at_ms: u64,
     }
 
     /// transport -> membership. The established link to data node `node`
@@ -1141,6 +1145,29 @@ signal_table! {
         answered: bool,
         /// It let this side continue (false when not answered).
         granted: bool,
+    }
+
+    /// membership -> the membership that sent a CM_HEARTBEAT: it was
+    /// heard. The heartbeat's sender extends its read lease from the time
+    /// it sent it, by its own clock, so an ack that waited in a queue (a
+    /// pause, a slow link) extends nothing that has run out
+    /// (docs/design/failures.md §5).
+    #[derive(Debug, PartialEq)]
+    261 CmHeartbeatAck: Membership -> Membership, node {
+        /// The heartbeat's `sent_at_ms`, echoed.
+        sent_at_ms: u64,
+    }
+
+    /// membership -> every ldm of its node: reads may be served until
+    /// `valid_until_ms` (ctx time, the node's clock), and not after: the
+    /// node may have been declared failed and its partitions promoted
+    /// elsewhere. 0 revokes the lease (a failure is being agreed);
+    /// `u64::MAX` lifts it (no other data node could take over).
+    /// Node-local: never encoded.
+    #[derive(Debug, PartialEq)]
+    262 ReadLeaseRep: Membership -> Ldm, local {
+        /// Until when reads may be served.
+        valid_until_ms: u64,
     }
 
     // ---- System restart: 280..=299 (room for node restart and copy of partitions)
