@@ -714,3 +714,80 @@ fn a_stopped_node_never_serves_a_stale_read_and_exits_when_it_runs_again() {
         assert_eq!(row.get("v").and_then(Value::as_str), Some("new"), "key {k}");
     }
 }
+
+/// A node dies; the survivor commits more, durably; then the whole
+/// cluster dies and both nodes start again. The node that died first has
+/// older data (its system file's GCI is below the one the survivor made
+/// durable, and the survivor's file records it was not alive then): it
+/// takes no part and exits saying it needs a node restart, and the
+/// survivor starts alone (the arbitrator lets it) with every commit it
+/// made durable.
+#[test]
+fn a_whole_cluster_restart_after_a_node_failure_starts_without_the_older_copy() {
+    let mut cluster = TestCluster::start(ClusterOptions {
+        name: "failover-stale-restart",
+        data_nodes: 2,
+        replicas: 2,
+        ..ClusterOptions::default()
+    });
+    let (first, survivor) = (3u16, 2u16);
+    let client = cluster.connect();
+    let table = create_table(&client, &kv_definition());
+    let mut transaction = client.transaction();
+    for k in 0..16 {
+        transaction
+            .write(&table, &[("k", Value::UInt(k)), ("v", Value::from("old"))])
+            .expect("a valid write");
+    }
+    transaction
+        .commit_durable()
+        .expect("the old values, durable");
+    drop(transaction);
+    send_signal(cluster.node_pid_of(first), libc::SIGKILL);
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut transaction = client
+            .transaction_on_node(signal::NodeId(survivor))
+            .expect("a data node");
+        for k in 0..16 {
+            transaction
+                .write(&table, &[("k", Value::UInt(k)), ("v", Value::from("new"))])
+                .expect("a valid write");
+        }
+        match transaction.commit_durable() {
+            Ok(_) => break,
+            Err(error) if Instant::now() < until => {
+                eprintln!("failover: the new values: {error}; retrying");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(error) => panic!("the new values never committed durably: {error}"),
+        }
+    }
+    drop(client);
+    cluster.kill_data_nodes();
+    cluster.spawn_data_node(survivor);
+    cluster.spawn_data_node(first);
+    let (status, log) = cluster.wait_for_exit(first);
+    let status = status.unwrap_or_else(|| panic!("node {first} still runs:\n{log}"));
+    assert_eq!(status.code(), Some(3), "the shutdown exit code:\n{log}");
+    assert!(log.contains("needs a node restart"), "{log}");
+    let started_by = Instant::now() + Duration::from_secs(60);
+    loop {
+        let show = cluster.show();
+        if data_node(&show, survivor.into()).is_some_and(|node| node["state"] == "started") {
+            break;
+        }
+        assert!(
+            Instant::now() < started_by,
+            "node {survivor} never started alone: {show}\n{}",
+            cluster.node_log_of(survivor)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let client = cluster.connect();
+    let table = client.table("kv").expect("kv");
+    for k in 0..16 {
+        let row = common::read_row(&client, &table, &key(k as u32)).expect("a read");
+        assert_eq!(row.get("v").and_then(Value::as_str), Some("new"), "key {k}");
+    }
+}

@@ -557,6 +557,16 @@ fn register_data_node(
             "node id {id} is already in use by a running data node (pid {pid})"
         ));
     }
+    // The first data node of a new run of the cluster (every session was
+    // closed: a whole-cluster stop or crash). Membership ids start again
+    // at 1 in a new run, so the last run's grants must not answer for it.
+    let new_run = !state
+        .data_nodes
+        .iter()
+        .any(|other| other.id != id as u16 && other.session.is_some());
+    let node = state
+        .data_node(id as u16)
+        .expect("found above, under the same lock");
     node.session = Some(Session {
         connection: conn.id,
         pid,
@@ -566,7 +576,20 @@ fn register_data_node(
     node.status = None;
     node.ended = None;
     conn.data_node = Some(node.id);
-    json!({ "ok": true, "node_id": node.id, "start_count": node.start_count })
+    let answer = json!({ "ok": true, "node_id": node.id, "start_count": node.start_count });
+    if new_run {
+        let cleared = {
+            let mut grants = shared.grants.lock().unwrap_or_else(PoisonError::into_inner);
+            std::mem::take(&mut grants.granted).len()
+        };
+        if cleared > 0 {
+            eprintln!(
+                "mgmd: arbitration: data node {id} starts a new run of the cluster (no other \
+                 data node is up): the {cleared} grants of the last run are forgotten"
+            );
+        }
+    }
+    answer
 }
 
 fn status(shared: &Shared, conn: &Connection, request: &Map<String, Value>) -> Result<(), String> {

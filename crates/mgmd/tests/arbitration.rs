@@ -432,3 +432,60 @@ fn only_the_most_recent_1024_grants_are_kept() {
     assert!(!ask(&addr, 3, 1025, &[2, 3], &[3]).granted, "kept");
     assert!(ask(&addr, 3, 1, &[2, 3], &[3]).granted, "forgotten");
 }
+
+/// A whole-cluster restart starts membership ids again at 1: the grants
+/// of the last run must not answer for the new one. The first data node
+/// to register while no other is up starts a new run; while one stays
+/// up, the run goes on.
+#[test]
+fn a_new_run_of_the_cluster_forgets_the_last_runs_grants() {
+    let (_server, addr) = start();
+    let register = |node: u16| {
+        wait_for_registration(|| {
+            mgmd::client::DataNodeSession::register(&addr, node, 100 + u32::from(node))
+                .ok()
+                .map(|(session, _)| session)
+        })
+    };
+    // mgmd notices a closed session asynchronously.
+    let wait_until_down = |node: u64| {
+        wait_for_registration(|| {
+            let show = MgmClient::connect(&addr).ok()?.show().ok()?;
+            let state = show["nodes"]
+                .as_array()?
+                .iter()
+                .find(|entry| entry["id"] == node)?["state"]
+                .clone();
+            (state != "starting").then_some(())
+        })
+    };
+    let two = register(2);
+    let three = register(3);
+    assert!(ask(&addr, 2, 1, &[2, 3], &[2]).granted);
+    // Node 3 restarts while node 2 runs: the same run.
+    drop(three);
+    wait_until_down(3);
+    let three = register(3);
+    assert!(!ask(&addr, 3, 1, &[2, 3], &[3]).granted);
+    // Every node down, then up again: a new run, decided afresh.
+    drop(two);
+    drop(three);
+    wait_until_down(2);
+    wait_until_down(3);
+    let _three = register(3);
+    let _two = register(2);
+    assert!(ask(&addr, 3, 1, &[2, 3], &[3]).granted);
+    assert!(!ask(&addr, 2, 1, &[2, 3], &[2]).granted);
+}
+
+/// mgmd notices a closed session asynchronously: retry registering.
+fn wait_for_registration<T>(mut attempt: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(value) = attempt() {
+            return value;
+        }
+        assert!(std::time::Instant::now() < deadline, "never registered");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -27,8 +27,9 @@ pub const SLOT_BYTES: usize = 512;
 pub const FILE_BYTES: usize = 2 * SLOT_BYTES;
 /// The first eight bytes of a slot.
 pub const MAGIC: [u8; 8] = *b"TSSYSFIL";
-/// The format this code writes and the only one it reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format this code writes. It also reads version 1, which has no
+/// members field (read as 0: not recorded).
+pub const FORMAT_VERSION: u32 = 2;
 
 const OFFSET_MAGIC: usize = 0;
 const OFFSET_VERSION: usize = 8;
@@ -39,9 +40,12 @@ const OFFSET_RESERVED_32: usize = 20;
 const OFFSET_SEQUENCE: usize = 24;
 const OFFSET_LATEST_COMPLETE_GCI: usize = 32;
 const OFFSET_HIGHEST_STARTED_GCI: usize = 40;
-/// Bytes `OFFSET_PADDING..OFFSET_CHECKSUM` are zero in version 1; later
-/// versions add fields there.
-const OFFSET_PADDING: usize = 48;
+/// Version 2: the data nodes alive at the latest complete GCI (bit `id`
+/// for node `id`).
+const OFFSET_MEMBERS: usize = 48;
+/// Bytes `OFFSET_PADDING..OFFSET_CHECKSUM` are zero; later versions add
+/// fields there (version 1 had its padding from `OFFSET_MEMBERS`).
+const OFFSET_PADDING: usize = 64;
 const OFFSET_CHECKSUM: usize = SLOT_BYTES - 4;
 
 const _: () = assert!(
@@ -64,6 +68,11 @@ pub struct SystemFile {
     /// The highest GCI the node ever started; after a restart new GCIs
     /// start above the highest of this and what redo holds.
     pub highest_started_gci: u64,
+    /// The data nodes alive when `latest_complete_gci` was recorded, bit
+    /// `id` for node `id` (0: not recorded, a version 1 file or an
+    /// initial start). A node missing from them failed earlier: its data
+    /// ends before that GCI (docs/design/failures.md §9).
+    pub members: u128,
 }
 
 impl SystemFile {
@@ -74,6 +83,7 @@ impl SystemFile {
             start_count: 1,
             latest_complete_gci: 0,
             highest_started_gci: 0,
+            members: 0,
         }
     }
 }
@@ -176,7 +186,7 @@ impl fmt::Display for SlotError {
             SlotError::UnsupportedVersion { version } => {
                 write!(
                     f,
-                    "format version {version}, this build reads {FORMAT_VERSION}"
+                    "format version {version}, this build reads 1 and {FORMAT_VERSION}"
                 )
             }
             SlotError::Invalid { reason, .. } => write!(f, "invalid field: {reason}"),
@@ -260,6 +270,7 @@ pub fn encode_slot(file: &SystemFile, sequence: u64) -> [u8; SLOT_BYTES] {
         OFFSET_HIGHEST_STARTED_GCI,
         file.highest_started_gci,
     );
+    bytes[OFFSET_MEMBERS..OFFSET_MEMBERS + 16].copy_from_slice(&file.members.to_le_bytes());
     let checksum = crc32c::crc32c(&bytes[..OFFSET_CHECKSUM]);
     put_u32(&mut bytes, OFFSET_CHECKSUM, checksum);
     debug_assert_eq!(
@@ -293,9 +304,14 @@ pub fn decode_slot(bytes: &[u8]) -> Result<(SystemFile, u64), SlotError> {
         return Err(SlotError::BadMagic);
     }
     let version = get_u32(bytes, OFFSET_VERSION);
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != 1 {
         return Err(SlotError::UnsupportedVersion { version });
     }
+    let padding = if version == 1 {
+        OFFSET_MEMBERS
+    } else {
+        OFFSET_PADDING
+    };
     if bytes[OFFSET_RESERVED_16..OFFSET_RESERVED_16 + 2] != [0, 0] {
         return Err(SlotError::Invalid {
             offset: OFFSET_RESERVED_16,
@@ -308,12 +324,12 @@ pub fn decode_slot(bytes: &[u8]) -> Result<(SystemFile, u64), SlotError> {
             reason: "reserved bytes 20..24 are not zero",
         });
     }
-    if let Some(position) = bytes[OFFSET_PADDING..OFFSET_CHECKSUM]
+    if let Some(position) = bytes[padding..OFFSET_CHECKSUM]
         .iter()
         .position(|&byte| byte != 0)
     {
         return Err(SlotError::Invalid {
-            offset: OFFSET_PADDING + position,
+            offset: padding + position,
             reason: "padding after the fields is not zero",
         });
     }
@@ -338,6 +354,13 @@ pub fn decode_slot(bytes: &[u8]) -> Result<(SystemFile, u64), SlotError> {
         start_count: get_u32(bytes, OFFSET_START_COUNT),
         latest_complete_gci: get_u64(bytes, OFFSET_LATEST_COMPLETE_GCI),
         highest_started_gci: get_u64(bytes, OFFSET_HIGHEST_STARTED_GCI),
+        members: if version == 1 {
+            0
+        } else {
+            let mut members = [0u8; 16];
+            members.copy_from_slice(&bytes[OFFSET_MEMBERS..OFFSET_MEMBERS + 16]);
+            u128::from_le_bytes(members)
+        },
     };
     if file.latest_complete_gci > file.highest_started_gci {
         return Err(SlotError::Invalid {
@@ -537,6 +560,7 @@ mod tests {
             start_count: 7,
             latest_complete_gci: 0x0000_0012_0000_0000,
             highest_started_gci: 0x0000_0013_0000_0000,
+            members: 0b1100,
         }
     }
 
@@ -561,11 +585,38 @@ mod tests {
             start_count: u32::MAX,
             latest_complete_gci: u64::MAX,
             highest_started_gci: u64::MAX,
+            members: u128::MAX,
         };
         assert_eq!(
             decode_slot(&encode_slot(&extremes, MAX_SEQUENCE)),
             Ok((extremes, MAX_SEQUENCE))
         );
+    }
+
+    #[test]
+    fn a_version_1_copy_reads_with_no_members_recorded() {
+        let file = sample();
+        let mut bytes = encode_slot(&file, 5);
+        // Version 1 as it was written: no members field, zero padding.
+        put_u32(&mut bytes, OFFSET_VERSION, 1);
+        bytes[OFFSET_MEMBERS..OFFSET_PADDING].fill(0);
+        let checksum = crc32c::crc32c(&bytes[..OFFSET_CHECKSUM]);
+        put_u32(&mut bytes, OFFSET_CHECKSUM, checksum);
+        assert_eq!(
+            decode_slot(&bytes),
+            Ok((SystemFile { members: 0, ..file }, 5))
+        );
+        // Version 1 has nothing in those bytes.
+        bytes[OFFSET_MEMBERS] = 1;
+        let checksum = crc32c::crc32c(&bytes[..OFFSET_CHECKSUM]);
+        put_u32(&mut bytes, OFFSET_CHECKSUM, checksum);
+        assert!(matches!(
+            decode_slot(&bytes),
+            Err(SlotError::Invalid {
+                offset: OFFSET_MEMBERS,
+                ..
+            })
+        ));
     }
 
     #[test]

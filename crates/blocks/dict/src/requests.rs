@@ -285,6 +285,7 @@ impl Dict {
         let tcs = self.tcs.forget_nodes(failed);
         let ldms = self.ldms.forget_nodes(failed);
         let dicts = self.dicts.forget_nodes(failed);
+        self.schema_sync_without(failed, ctx);
         match &self.running {
             Some(Operation::Create { step, .. }) => match step {
                 CreateStep::Adding if tcs || ldms => self.create_answered(ctx),

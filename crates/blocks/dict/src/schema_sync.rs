@@ -36,7 +36,7 @@ use crate::restore::RestoreStep;
 use crate::Dict;
 use kernel::Context;
 use signal::signals::{ContinueB, SchemaSyncConf, SchemaSyncReq};
-use signal::{BlockRef, Envelope};
+use signal::{BlockRef, Envelope, NodeSet};
 use storage::schema_file::{self, Schema};
 
 /// The `ContinueB` job that sends again the chunks that found no free
@@ -208,6 +208,22 @@ impl Dict {
         }
         *progress = Progress::Done;
         self.end_restore_if_agreed(ctx);
+    }
+
+    /// The master: the dicts of `failed` left the cluster during the start
+    /// (a node too old to take part, docs/design/failures.md §9); the
+    /// agreement goes on without them.
+    pub(crate) fn schema_sync_without(&mut self, failed: NodeSet, ctx: &mut dyn Context) {
+        let Some(outgoing) = self.outgoing.as_mut() else {
+            return;
+        };
+        let before = outgoing.dicts.len();
+        outgoing
+            .dicts
+            .retain(|(dict, _)| !failed.contains(dict.node));
+        if outgoing.dicts.len() != before {
+            self.end_restore_if_agreed(ctx);
+        }
     }
 
     /// The master ends phase RESTORE_SCHEMA once its tcs and ldms have the

@@ -29,7 +29,7 @@ use kernel::{send, Context, Report};
 use signal::signals::{
     CopyGciConf, CopyGciReq, GcpDurableRep, GcpFlushReq, GcpSaveReq, StartPhaseConf,
 };
-use signal::{BlockRef, Gci};
+use signal::{BlockRef, Gci, NodeSet};
 use storage::system_file::SystemFile;
 
 /// Where the master's round stands.
@@ -200,9 +200,23 @@ impl Dih {
             .system
             .record
             .unwrap_or_else(|| SystemFile::initial(self.address.node.0));
+        // The members recorded with a complete GCI are the nodes alive
+        // now: the master copies it to every live node's file, and a node
+        // that failed before gets none of it (docs/design/failures.md §9).
+        let members = self
+            .other_dihs
+            .iter()
+            .fold(NodeSet::of([self.address.node]), |members, dih| {
+                members.union(NodeSet::of([dih.node]))
+            });
         let record = SystemFile {
             latest_complete_gci: previous.latest_complete_gci.max(request.complete_gci.0),
             highest_started_gci: previous.highest_started_gci.max(request.started_gci.0),
+            members: if request.complete_gci.0 >= previous.latest_complete_gci {
+                members.bits()
+            } else {
+                previous.members
+            },
             ..previous
         };
         self.copy_requester = Some((from, request.complete_gci, request.started_gci));

@@ -9,7 +9,7 @@
 //! until a failed node's transactions are taken over.
 
 use crate::restart_tests::{
-    initial_start_with_a_system_file, not_found, record, render, two_node_dih, update_steps, Disk,
+    copied, initial_start_with_a_system_file, not_found, render, two_node_dih, update_steps, Disk,
 };
 use crate::tests::{
     after_switch, dih_of, ldm_of, ldms_of, lines_to, membership_of, run_durability_round,
@@ -205,7 +205,7 @@ fn with_a_system_file_the_copy_conf_waits_for_both_fsynced_copies() {
     // The start recorded sequence 2; this update is 3.
     assert_eq!(
         requests.iter().map(render).collect::<Vec<_>>(),
-        update_steps(1, false, Slot::A, 3, record(1, 1, g, started))
+        update_steps(1, false, Slot::A, 3, copied(1, 1, g, started))
     );
     assert!(ctx.take_trace().is_empty(), "not durable yet");
     assert!(ctx.take_reports().is_empty(), "not complete yet");
@@ -229,7 +229,7 @@ fn with_a_system_file_the_copy_conf_waits_for_both_fsynced_copies() {
     );
     assert_eq!(
         disk.bytes,
-        crate::restart_tests::file_bytes(record(1, 1, g, started), 3)
+        crate::restart_tests::file_bytes(copied(1, 1, g, started), 3)
     );
 }
 
@@ -386,6 +386,7 @@ fn a_non_master_with_a_system_file_records_each_copy_before_confirming_it() {
     deliver(&mut dih, &mut ctx, membership, StartPhaseReq { phase: 2 });
     let order = RestartGciOrd {
         restored_gci: Gci(0),
+        stale: NodeSet::EMPTY,
     };
     deliver(&mut dih, &mut ctx, master, order);
     deliver(&mut dih, &mut ctx, membership, StartPhaseReq { phase: 3 });
@@ -431,7 +432,7 @@ fn a_non_master_with_a_system_file_records_each_copy_before_confirming_it() {
         let requests = ctx.take_fs_requests();
         assert_eq!(
             requests.iter().map(render).collect::<Vec<_>>(),
-            update_steps(2, false, Slot::A, sequence, record(2, 1, complete, started))
+            update_steps(2, false, Slot::A, sequence, copied(2, 1, complete, started))
         );
         assert!(ctx.take_trace().is_empty(), "the conf waits for the file");
         disk.answer(&mut dih, &mut ctx, requests);
@@ -450,7 +451,7 @@ fn a_non_master_with_a_system_file_records_each_copy_before_confirming_it() {
     assert_eq!(dih.complete_gci(), g);
     assert_eq!(
         disk.bytes,
-        crate::restart_tests::file_bytes(record(2, 1, g, Gci::from_parts(2, 0)), 3)
+        crate::restart_tests::file_bytes(copied(2, 1, g, Gci::from_parts(2, 0)), 3)
     );
 }
 

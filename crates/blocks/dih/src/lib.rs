@@ -311,6 +311,10 @@ impl Dih {
         }
         self.other_dihs.retain(|dih| !failed.contains(dih.node));
         self.hold_for_takeover(report.membership_id);
+        if self.is_master() {
+            // A node that fails during the start is not waited for.
+            self.restart_without(failed, ctx);
+        }
         if self
             .master
             .is_some_and(|master| failed.contains(master.node))
@@ -364,8 +368,8 @@ impl kernel::Block for Dih {
             Signal::GcpSaveConf(conf) => self.gcp_save_conf(from, conf.gci, ctx),
             Signal::CopyGciReq(request) => self.copy_gci_req(from, request, ctx),
             Signal::CopyGciConf(conf) => self.copy_gci_conf(from, conf.complete_gci, ctx),
-            Signal::RestartGciRep(report) => self.restart_gci_rep(from, report.complete_gci, ctx),
-            Signal::RestartGciOrd(order) => self.restart_gci_ord(from, order.restored_gci, ctx),
+            Signal::RestartGciRep(report) => self.restart_gci_rep(from, report, ctx),
+            Signal::RestartGciOrd(order) => self.restart_gci_ord(from, order, ctx),
             Signal::RestoreConf(conf) => {
                 self.restore_conf(from, conf.highest_gci, conf.replayed, ctx)
             }

@@ -4,11 +4,16 @@
 //! - INITIALISE: read this node's system file (none: never started, or
 //!   started with `--initial`, which wipes the data directory);
 //! - RESTART_GCI: every dih tells the master the latest GCI its system file
-//!   records complete; the master takes the highest as the restored GCI
-//!   and tells every dih. It refuses the restart (every node stops, the
-//!   master naming the nodes) when a node has nothing on disk while the
-//!   cluster restores a GCI: such a node would need a node restart from
-//!   its peers, which does not exist yet;
+//!   records complete, and the nodes alive when it was recorded; the
+//!   master takes the highest as the restored GCI and tells every dih. A
+//!   node outside the members recorded with that GCI failed before it
+//!   (docs/design/failures.md §9): its data is older, so it is **stale**,
+//!   takes no part and shuts down saying it needs a node restart, and
+//!   the others start without it (their membership agrees it failed). The
+//!   master refuses the restart (every node stops, the master naming the
+//!   nodes) when a member has nothing on disk while the cluster restores
+//!   a GCI: such a node would need a node restart from its peers, which
+//!   does not exist yet;
 //! - RESTORE_DATA: each ldm of the node restores up to the restored GCI (or
 //!   formats its redo log when it is 0); the system file then records the
 //!   restart; the master learns from every node the highest GCI it may
@@ -22,7 +27,7 @@ use crate::Dih;
 use kernel::{send, Context, Report};
 use signal::phases;
 use signal::signals::{RestartGciOrd, RestartGciRep, RestoreReq, RestoredRep};
-use signal::{BlockKind, BlockRef, Gci, NodeId};
+use signal::{BlockKind, BlockRef, Gci, NodeId, NodeSet};
 use storage::system_file::SystemFile;
 
 /// The restored GCI a master sends when it refuses the restart.
@@ -36,8 +41,12 @@ pub(crate) struct Restart {
     pub(crate) restored_gci: Gci,
     /// At the master: the first GCI of this run.
     pub(crate) start_gci: Gci,
-    /// At the master: each node's latest complete GCI, as reported.
-    reported: Vec<(NodeId, Gci)>,
+    /// At the master: each node's latest complete GCI and the members its
+    /// system file records with it, as reported.
+    reported: Vec<(NodeId, Gci, NodeSet)>,
+    /// At the master: the restored GCI is decided (the RESTORE_DATA round
+    /// is open).
+    decided: bool,
     /// At the master: the highest GCI any node may have handed out.
     highest: Gci,
     /// This node's ldms, and who restored.
@@ -62,6 +71,7 @@ impl Restart {
             restored_gci: Gci(0),
             start_gci: INITIAL_GCI,
             reported: Vec::new(),
+            decided: false,
             highest: Gci(0),
             ldms: kernel::answers::Answers::new(
                 (0..ldm_instances)
@@ -103,39 +113,75 @@ impl Dih {
             .system
             .record
             .map_or(0, |record| record.latest_complete_gci));
+        let members = self
+            .system
+            .record
+            .and_then(|record| NodeSet::from_bits(record.members))
+            .unwrap_or(NodeSet::EMPTY);
         send(
             ctx,
             self.address,
             self.master(),
-            RestartGciRep { complete_gci },
+            RestartGciRep {
+                complete_gci,
+                members,
+            },
         );
     }
 
-    /// At the master: a node's complete GCI.
-    pub(crate) fn restart_gci_rep(&mut self, from: BlockRef, complete: Gci, ctx: &mut dyn Context) {
+    /// At the master: a node's complete GCI and the members recorded with it.
+    pub(crate) fn restart_gci_rep(
+        &mut self,
+        from: BlockRef,
+        report: RestartGciRep,
+        ctx: &mut dyn Context,
+    ) {
         assert!(
             self.is_master(),
             "dih {}: RestartGciRep from {from}, but the master is {}",
             self.address,
             self.master()
         );
-        self.restart.reported.push((from.node, complete));
-        if !self.restart.dihs.record(from, "RestartGciRep") {
-            return;
-        }
-        let restored = self
-            .restart
+        self.restart
             .reported
+            .push((from.node, report.complete_gci, report.members));
+        if self.restart.dihs.record(from, "RestartGciRep") {
+            self.decide_restart_gci(ctx);
+        }
+    }
+
+    /// At the master, once every dih reported (or failed): the restored
+    /// GCI, and which nodes are too old to take part.
+    fn decide_restart_gci(&mut self, ctx: &mut dyn Context) {
+        let reported = &self.restart.reported;
+        let restored = reported
             .iter()
-            .map(|&(_, gci)| gci)
+            .map(|&(_, gci, _)| gci)
             .max()
             .unwrap_or(Gci(0));
-        let empty: Vec<NodeId> = self
-            .restart
-            .reported
+        // The nodes alive when the restored GCI was recorded: as every
+        // file that recorded it says (none recorded: every node counts).
+        let members = reported
             .iter()
-            .filter(|&&(_, gci)| gci == Gci(0))
-            .map(|&(node, _)| node)
+            .filter(|&&(_, gci, _)| gci == restored)
+            .fold(NodeSet::EMPTY, |members, &(_, _, recorded)| {
+                members.union(recorded)
+            });
+        let stale = NodeSet::of(
+            reported
+                .iter()
+                .filter(|&&(node, gci, _)| {
+                    restored != Gci(0)
+                        && gci < restored
+                        && !members.is_empty()
+                        && !members.contains(node)
+                })
+                .map(|&(node, _, _)| node),
+        );
+        let empty: Vec<NodeId> = reported
+            .iter()
+            .filter(|&&(node, gci, _)| gci == Gci(0) && !stale.contains(node))
+            .map(|&(node, _, _)| node)
             .collect();
         let decision = if restored != Gci(0) && !empty.is_empty() {
             ctx.report(Report::Log(format!(
@@ -148,25 +194,56 @@ impl Dih {
             )));
             REFUSED
         } else {
+            if !stale.is_empty() {
+                ctx.report(Report::Log(format!(
+                    "dih {}: restoring GCI {restored}, which nodes {members} made durable; \
+                     node(s) {stale} failed before it, so their data is older: they take no \
+                     part and wait for a node restart, and the cluster starts without them",
+                    self.address
+                )));
+            }
             restored
         };
         // Every dih hears the decision before it can report its restore:
-        // the next round starts now, whatever phase this node is in.
+        // the next round starts now, whatever phase this node is in. The
+        // stale nodes will not report.
+        self.restart.decided = true;
         self.restart.dihs.start_round();
-        for &dih in self.restart.dihs.members() {
+        let everyone: Vec<BlockRef> = self.restart.dihs.members().to_vec();
+        self.restart.dihs.forget_nodes(stale);
+        for dih in everyone {
             send(
                 ctx,
                 self.address,
                 dih,
                 RestartGciOrd {
                     restored_gci: decision,
+                    stale,
                 },
             );
         }
     }
 
+    /// At the master: data nodes failed during the start. Their dihs are
+    /// not waited for; a round they alone held up completes.
+    pub(crate) fn restart_without(&mut self, failed: NodeSet, ctx: &mut dyn Context) {
+        if !self.restart.dihs.forget_nodes(failed) {
+            return;
+        }
+        if self.restart.decided {
+            self.every_node_restored(ctx);
+        } else {
+            self.decide_restart_gci(ctx);
+        }
+    }
+
     /// Every dih: the restored GCI is decided.
-    pub(crate) fn restart_gci_ord(&mut self, from: BlockRef, restored: Gci, ctx: &mut dyn Context) {
+    pub(crate) fn restart_gci_ord(
+        &mut self,
+        from: BlockRef,
+        order: RestartGciOrd,
+        ctx: &mut dyn Context,
+    ) {
         assert_eq!(
             from,
             self.master(),
@@ -174,6 +251,21 @@ impl Dih {
             self.address,
             self.master()
         );
+        let restored = order.restored_gci;
+        if order.stale.contains(self.address.node) {
+            let own = self
+                .system
+                .record
+                .map_or(0, |record| record.latest_complete_gci);
+            ctx.report(Report::Shutdown(format!(
+                "this node's data ends at GCI {}: it failed before GCI {restored} was made \
+                 durable by the nodes that carried on, so it takes no part in this start; \
+                 bringing it back needs a node restart (copying from the live nodes), which \
+                 is not built yet",
+                Gci(own)
+            )));
+            return;
+        }
         if restored == REFUSED {
             ctx.fatal(format!(
                 "dih {}: the master ({}) refused the system restart; its log says which \
@@ -288,9 +380,13 @@ impl Dih {
             self.master()
         );
         self.restart.highest = self.restart.highest.max(highest);
-        if !self.restart.dihs.record(from, "RestoredRep") {
-            return;
+        if self.restart.dihs.record(from, "RestoredRep") {
+            self.every_node_restored(ctx);
         }
+    }
+
+    /// At the master: every node restored (or failed).
+    fn every_node_restored(&mut self, ctx: &mut dyn Context) {
         self.restart.start_gci = if self.restart.highest == Gci(0) {
             INITIAL_GCI
         } else {

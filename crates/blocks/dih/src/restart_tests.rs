@@ -21,7 +21,7 @@ use signal::signals::{
     RestartGciOrd, RestartGciRep, RestoreConf, RestoreReq, RestoredRep, StartPhaseConf,
     StartPhaseReq,
 };
-use signal::{BlockKind, BlockRef, Gci, NodeId};
+use signal::{BlockKind, BlockRef, Gci, NodeId, NodeSet};
 use storage::system_file::{decode_slot, Slot, SystemFile, WritePlan, FILE_BYTES, SLOT_BYTES};
 
 /// The system file (both copies live in it).
@@ -204,6 +204,15 @@ pub(crate) fn record(node_id: u16, start_count: u32, complete: Gci, started: Gci
         start_count,
         latest_complete_gci: complete.0,
         highest_started_gci: started.0,
+        members: 0,
+    }
+}
+
+/// What a COPY_GCI writes in a cluster of nodes 1 and 2 (both alive).
+pub(crate) fn copied(node_id: u16, start_count: u32, complete: Gci, started: Gci) -> SystemFile {
+    SystemFile {
+        members: NodeSet::of([NodeId(1), NodeId(2)]).bits(),
+        ..record(node_id, start_count, complete, started)
     }
 }
 
@@ -234,10 +243,20 @@ fn initialise(dih: &mut Dih, ctx: &mut RecordingContext, answer: FsConf) {
 fn restart_gci(dih: &mut Dih, ctx: &mut RecordingContext, mine: Gci, theirs: Gci, decision: Gci) {
     let me = dih_of(1);
     deliver(dih, ctx, membership_of(1), phase(2));
-    let mine = || RestartGciRep { complete_gci: mine };
+    // The members its system file recorded with that GCI.
+    let members = dih
+        .system
+        .record
+        .and_then(|record| NodeSet::from_bits(record.members))
+        .unwrap_or(NodeSet::EMPTY);
+    let mine = || RestartGciRep {
+        complete_gci: mine,
+        members,
+    };
     assert_eq!(ctx.take_trace(), vec![line(me, me, mine())]);
     let theirs = RestartGciRep {
         complete_gci: theirs,
+        members: NodeSet::EMPTY,
     };
     deliver(dih, ctx, dih_of(2), theirs);
     assert!(
@@ -247,6 +266,7 @@ fn restart_gci(dih: &mut Dih, ctx: &mut RecordingContext, mine: Gci, theirs: Gci
     deliver(dih, ctx, me, mine());
     let order = || RestartGciOrd {
         restored_gci: decision,
+        stale: NodeSet::EMPTY,
     };
     assert_eq!(ctx.take_trace(), lines_to(me, &[me, dih_of(2)], order));
 }
@@ -256,6 +276,7 @@ fn restart_gci_ord(dih: &mut Dih, ctx: &mut RecordingContext, restored: Gci) {
     let me = dih_of(1);
     let order = RestartGciOrd {
         restored_gci: restored,
+        stale: NodeSet::EMPTY,
     };
     deliver(dih, ctx, me, order);
     assert_eq!(
@@ -459,7 +480,7 @@ pub(crate) fn initial_start_with_a_system_file(
     let requests = record_start(dih, ctx, Gci(0), start);
     assert_eq!(
         requests.iter().map(render).collect::<Vec<_>>(),
-        update_steps(1, false, Slot::A, 2, record(1, 1, Gci(0), start))
+        update_steps(1, false, Slot::A, 2, copied(1, 1, Gci(0), start))
     );
     assert!(ctx.take_trace().is_empty(), "the conf waits for the file");
     disk.answer(dih, ctx, requests);
@@ -473,7 +494,7 @@ fn golden_trace_of_an_initial_start_of_a_two_node_master_with_a_system_file() {
     let mut disk = Disk::default();
     initial_start_with_a_system_file(&mut dih, &mut ctx, &mut disk);
     let start = crate::INITIAL_GCI;
-    assert_eq!(disk.bytes, file_bytes(record(1, 1, Gci(0), start), 2));
+    assert_eq!(disk.bytes, file_bytes(copied(1, 1, Gci(0), start), 2));
     assert!(ctx.take_fs_requests().is_empty());
 }
 
@@ -532,7 +553,7 @@ fn golden_trace_of_a_restart_of_a_two_node_master_from_its_system_file() {
     let requests = record_start(&mut dih, &mut ctx, restored_gci, start);
     assert_eq!(
         requests.iter().map(render).collect::<Vec<_>>(),
-        update_steps(1, false, Slot::A, 11, record(1, 4, restored_gci, start))
+        update_steps(1, false, Slot::A, 11, copied(1, 4, restored_gci, start))
     );
     disk.answer(&mut dih, &mut ctx, requests);
     restored_gci_reports(&mut ctx, restored_gci);
@@ -594,7 +615,8 @@ fn a_restart_reads_what_the_previous_run_wrote_and_starts_above_it() {
             false,
             Slot::A,
             4,
-            record(1, 2, restored_gci, Gci::from_parts(2, 0))
+            // The members recorded with the complete GCI stay.
+            copied(1, 2, restored_gci, Gci::from_parts(2, 0))
         )
     );
     disk.answer(&mut dih, &mut ctx, requests);
@@ -609,7 +631,7 @@ fn a_restart_reads_what_the_previous_run_wrote_and_starts_above_it() {
     disk.answer(&mut dih, &mut ctx, requests);
     restored_gci_reports(&mut ctx, restored_gci);
     commit_start(&mut dih, &mut ctx, restored_gci, start);
-    assert_eq!(disk.bytes, file_bytes(record(1, 2, restored_gci, start), 5));
+    assert_eq!(disk.bytes, file_bytes(copied(1, 2, restored_gci, start), 5));
 }
 
 /// A diskless master whose ldms report `ldm_highest` and whose peer
@@ -627,6 +649,7 @@ fn start_gci_after(ldm_highest: Gci, theirs: Gci) -> Gci {
         me,
         RestartGciOrd {
             restored_gci: Gci(0),
+            stale: NodeSet::EMPTY,
         },
     );
     deliver(&mut dih, &mut ctx, membership_of(1), phase(3));
@@ -675,6 +698,7 @@ fn a_report_that_arrives_before_the_masters_own_phase_is_counted() {
     // Node 2 runs phase RESTART_GCI before the master does.
     let theirs = RestartGciRep {
         complete_gci: Gci(0),
+        members: NodeSet::EMPTY,
     };
     deliver(&mut dih, &mut ctx, dih_of(2), theirs);
     assert!(ctx.take_trace().is_empty());
@@ -682,11 +706,13 @@ fn a_report_that_arrives_before_the_masters_own_phase_is_counted() {
     deliver(&mut dih, &mut ctx, membership_of(1), phase(2));
     let mine = RestartGciRep {
         complete_gci: Gci(0),
+        members: NodeSet::EMPTY,
     };
     ctx.sent.clear();
     deliver(&mut dih, &mut ctx, me, mine);
     let order = || RestartGciOrd {
         restored_gci: Gci(0),
+        stale: NodeSet::EMPTY,
     };
     assert_eq!(ctx.take_trace(), lines_to(me, &[me, dih_of(2)], order));
 }
@@ -698,6 +724,7 @@ fn a_second_restart_report_from_one_node_stops_the_master() {
     let mut ctx = RecordingContext::new();
     let report = || RestartGciRep {
         complete_gci: Gci(0),
+        members: NodeSet::EMPTY,
     };
     deliver(&mut dih, &mut ctx, dih_of(2), report());
     deliver(&mut dih, &mut ctx, dih_of(2), report());
@@ -710,6 +737,7 @@ fn a_restart_report_at_a_non_master_stops_the_node() {
     let mut ctx = RecordingContext::new();
     let report = RestartGciRep {
         complete_gci: Gci(0),
+        members: NodeSet::EMPTY,
     };
     deliver(&mut dih, &mut ctx, dih_of(1), report);
 }
@@ -753,6 +781,7 @@ fn a_refused_restart_stops_the_master() {
     restart_gci(&mut dih, &mut ctx, Gci(0), Gci::from_parts(5, 3), REFUSED);
     let order = RestartGciOrd {
         restored_gci: REFUSED,
+        stale: NodeSet::EMPTY,
     };
     deliver(&mut dih, &mut ctx, dih_of(1), order);
 }
@@ -778,13 +807,15 @@ fn a_refused_restart_stops_every_other_node() {
                 dih_of(2),
                 dih_of(1),
                 RestartGciRep {
-                    complete_gci: Gci::from_parts(5, 3)
+                    complete_gci: Gci::from_parts(5, 3),
+                    members: NodeSet::EMPTY,
                 }
             ),
         ]
     );
     let order = RestartGciOrd {
         restored_gci: REFUSED,
+        stale: NodeSet::EMPTY,
     };
     deliver(&mut dih, &mut ctx, dih_of(1), order);
 }
@@ -796,6 +827,7 @@ fn a_restart_order_from_a_dih_that_is_not_the_master_stops_the_node() {
     let mut ctx = RecordingContext::new();
     let order = RestartGciOrd {
         restored_gci: Gci(0),
+        stale: NodeSet::EMPTY,
     };
     deliver(&mut dih, &mut ctx, dih_of(2), order);
 }
@@ -860,7 +892,8 @@ fn a_system_file_whose_first_write_was_cut_short_is_an_initial_start() {
             dih_of(2),
             dih_of(1),
             RestartGciRep {
-                complete_gci: Gci(0)
+                complete_gci: Gci(0),
+                members: NodeSet::EMPTY,
             }
         )]
     );
@@ -974,7 +1007,10 @@ fn a_node_whose_file_lags_records_the_restored_gci_without_breaking_its_file() {
     deliver(&mut dih, &mut ctx, io_of(2), answer);
     deliver(&mut dih, &mut ctx, membership, phase(2));
     let restored_gci = Gci::from_parts(5, 19);
-    let order = RestartGciOrd { restored_gci };
+    let order = RestartGciOrd {
+        restored_gci,
+        stale: NodeSet::EMPTY,
+    };
     deliver(&mut dih, &mut ctx, master, order);
     deliver(&mut dih, &mut ctx, membership, phase(3));
     deliver(&mut dih, &mut ctx, membership, phase(4));
@@ -1002,4 +1038,55 @@ fn a_node_whose_file_lags_records_the_restored_gci_without_breaking_its_file() {
     let trace = ctx.take_trace();
     assert_eq!(trace.len(), 2, "the report to the master and the conf");
     assert!(trace[0].starts_with(&format!("{me} -> {master} RestoredRep")));
+}
+
+/// The master's system file says GCI 7/0 was made durable by node 1
+/// alone (node 2 had failed): node 2's older data (5/0) is stale. It takes
+/// no part, and shuts down saying so; the master does not wait for it.
+#[test]
+fn a_node_that_failed_before_the_restored_gci_is_stale_and_shuts_down() {
+    let (newest, older) = (Gci::from_parts(7, 0), Gci::from_parts(5, 0));
+    let mut dih = two_node_dih(1, true);
+    let mut ctx = RecordingContext::new();
+    let me = dih_of(1);
+    deliver(&mut dih, &mut ctx, membership_of(1), phase(1));
+    ctx.take_fs_requests();
+    ctx.take_trace();
+    deliver(
+        &mut dih,
+        &mut ctx,
+        dih_of(2),
+        RestartGciRep {
+            complete_gci: older,
+            members: NodeSet::of([NodeId(1), NodeId(2)]),
+        },
+    );
+    deliver(
+        &mut dih,
+        &mut ctx,
+        me,
+        RestartGciRep {
+            complete_gci: newest,
+            members: NodeSet::of([NodeId(1)]),
+        },
+    );
+    let order = || RestartGciOrd {
+        restored_gci: newest,
+        stale: NodeSet::of([NodeId(2)]),
+    };
+    assert_eq!(ctx.take_trace(), lines_to(me, &[me, dih_of(2)], order));
+    let logs = format!("{:?}", ctx.take_reports());
+    assert!(logs.contains("node(s) {2} failed before it"), "{logs}");
+
+    // At node 2: it shuts down, saying why.
+    let mut stale = two_node_dih(2, true);
+    let mut ctx = RecordingContext::new();
+    deliver(&mut stale, &mut ctx, me, order());
+    let reports = ctx.take_reports();
+    assert!(
+        reports.iter().any(|report| matches!(report,
+            Report::Shutdown(reason) if reason.contains("needs a node restart"))),
+        "{reports:?}"
+    );
+    assert!(ctx.take_trace().is_empty(), "it confirms no phase");
 }

@@ -22,7 +22,7 @@ use signal::signals::{
     GcpPrepareConf, GcpSaveConf, GcpSaveReq, PartitionMap, PartitionPlacement, RestartGciOrd,
     RestartGciRep, RestoreConf, RestoreReq, RestoredRep, SchemaRef, StartPhaseConf, StartPhaseReq,
 };
-use signal::{phases, BlockKind, BlockRef, ErrorCode, Gci, NodeId, Signal};
+use signal::{phases, BlockKind, BlockRef, ErrorCode, Gci, NodeId, NodeSet, Signal};
 use std::sync::Arc;
 
 const NODE: NodeId = NodeId(1);
@@ -125,12 +125,14 @@ pub(crate) fn start_diskless_through_phase_5(
         for &node in nodes {
             let report = RestartGciRep {
                 complete_gci: Gci(0),
+                members: NodeSet::EMPTY,
             };
             deliver(dih, ctx, dih_of(node), report);
         }
     }
     let order = RestartGciOrd {
         restored_gci: Gci(0),
+        stale: NodeSet::EMPTY,
     };
     deliver(dih, ctx, master, order);
     deliver(dih, ctx, membership, StartPhaseReq { phase: 3 });
@@ -355,11 +357,13 @@ fn golden_trace_of_start_and_two_switches() {
     deliver(&mut dih, &mut ctx, MEMBERSHIP, StartPhaseReq { phase: 2 });
     let report = || RestartGciRep {
         complete_gci: Gci(0),
+        members: NodeSet::EMPTY,
     };
     assert_eq!(ctx.take_trace(), vec![line(DIH, DIH, report())]);
     deliver(&mut dih, &mut ctx, DIH, report());
     let order = || RestartGciOrd {
         restored_gci: Gci(0),
+        stale: NodeSet::EMPTY,
     };
     assert_eq!(ctx.take_trace(), vec![line(DIH, DIH, order())]);
     deliver(&mut dih, &mut ctx, DIH, order());
@@ -1111,7 +1115,8 @@ fn golden_trace_of_a_non_master_dih_following_the_master() {
             me,
             master,
             RestartGciRep {
-                complete_gci: Gci(0)
+                complete_gci: Gci(0),
+                members: NodeSet::EMPTY,
             }
         )]
     );
@@ -1121,6 +1126,7 @@ fn golden_trace_of_a_non_master_dih_following_the_master() {
         master,
         RestartGciOrd {
             restored_gci: Gci(0),
+            stale: NodeSet::EMPTY,
         },
     );
     assert_eq!(

@@ -6,7 +6,7 @@
 use super::*;
 use crate::attr::KeyHash;
 use crate::error::ErrorCode;
-use crate::ids::{BlockKind, BlockRef, Gci, NodeId, TransactionId};
+use crate::ids::{BlockKind, BlockRef, Gci, NodeId, NodeSet, TransactionId};
 use crate::section::{SectionPool, MAX_SECTION_BYTES};
 use crate::signals::*;
 use std::sync::Arc;
@@ -377,10 +377,12 @@ fn data_node_signals_round_trip() {
         GcpDurableRep { gci: Gci(6) }.into(),
         RestartGciRep {
             complete_gci: Gci(7),
+            members: NodeSet::of([NodeId(2), NodeId(127)]),
         }
         .into(),
         RestartGciOrd {
             restored_gci: Gci(8),
+            stale: NodeSet::of([NodeId(3)]),
         }
         .into(),
         RestoredRep {

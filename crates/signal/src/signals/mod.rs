@@ -1179,6 +1179,9 @@ signal_table! {
         /// The latest GCI the system file records complete (0: no system file,
         /// the node has never made a GCI durable).
         complete_gci: Gci,
+        /// The data nodes the file records alive at that GCI (empty: not
+        /// recorded).
+        members: NodeSet,
     }
 
     /// master dih -> every dih, system restart: the GCI the cluster restores.
@@ -1186,6 +1189,10 @@ signal_table! {
     281 RestartGciOrd: Dih -> Dih, node {
         /// The restored GCI (0: initial start, nothing to restore).
         restored_gci: Gci,
+        /// Nodes whose data is older than the restored GCI (they failed
+        /// before it was made durable): they take no part, and wait for a
+        /// node restart (docs/design/failures.md §9).
+        stale: NodeSet,
     }
 
     /// dih -> master dih, system restart (start phase RESTORE_DATA): this node
