@@ -3,7 +3,8 @@
 //! flexAsynch analogue: threads keep transactions of primary-key
 //! operations in flight through the client's async API and check every
 //! row they read; with a ledger (`ledger`) it also proves that no
-//! acknowledged write was lost. Later: `tpcc`, `ycsb`.
+//! acknowledged write was lost. `failover` measures how long commits stop
+//! when a data node is killed. Later: `tpcc`, `ycsb`.
 //!
 //! The `tessera bench ...` subcommands (crate `cli`) parse their flags into
 //! the options types here, call `run`, and print the report.
@@ -19,6 +20,7 @@
 //! # Ok::<(), bench::BenchError>(())
 //! ```
 
+pub mod failover;
 pub mod keylookup;
 mod ledger;
 mod report;

@@ -7,6 +7,7 @@ mod demo;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 // Counts heap allocations per thread, so `all report threads` can show that
 // the ldm and tc threads do not allocate once warm.
@@ -87,6 +88,38 @@ enum BenchCommand {
     /// Primary-key inserts, reads, updates and deletes, every read verified
     /// (the flexAsynch analogue).
     Keylookup(KeylookupArgs),
+    /// One-row writes while a data node is killed (SIGKILL): how long after
+    /// the kill the first new transaction commits, and commits per 100 ms.
+    Failover(FailoverArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct FailoverArgs {
+    /// Address of the mgmd, HOST:PORT.
+    #[arg(long)]
+    mgmd: String,
+    /// The process to kill (a data node's pid, from `mgm -e show`).
+    #[arg(long)]
+    kill_pid: u32,
+    /// How: KILL (SIGKILL: its links break at once) or STOP (SIGSTOP: it
+    /// goes silent, and the heartbeats must find it; SIGCONT at the end).
+    #[arg(long, default_value = "KILL")]
+    signal: String,
+    /// Milliseconds of load before the kill.
+    #[arg(long, default_value_t = 3000)]
+    kill_after_ms: u64,
+    /// Milliseconds of load in all.
+    #[arg(long, default_value_t = 8000)]
+    duration_ms: u64,
+    /// Client threads.
+    #[arg(long, default_value_t = 4)]
+    threads: u32,
+    /// Table written (created if missing).
+    #[arg(long, default_value = "failover")]
+    table: String,
+    /// Print one JSON object (with the commits of every 100 ms).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -175,6 +208,9 @@ fn main() -> ExitCode {
         Command::Bench {
             bench: BenchCommand::Keylookup(args),
         } => return run_keylookup(args),
+        Command::Bench {
+            bench: BenchCommand::Failover(args),
+        } => run_failover(args),
         Command::Secret { file } => admission::ClusterSecret::create_file(&file)
             .map_err(|error| format!("cannot write a new secret to {}: {error}", file.display())),
         Command::Demo(options) => demo::run(options),
@@ -216,6 +252,45 @@ fn check_replicas(mgmd: &str, json: bool) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn run_failover(args: FailoverArgs) -> Result<(), String> {
+    let options = bench::failover::FailoverOptions {
+        mgmd: args.mgmd,
+        threads: args.threads,
+        table: args.table,
+        kill_after: Duration::from_millis(args.kill_after_ms),
+        duration: Duration::from_millis(args.duration_ms),
+    };
+    let pid = args.kill_pid as libc::pid_t;
+    let signal = match args.signal.to_ascii_uppercase().as_str() {
+        "KILL" => libc::SIGKILL,
+        "STOP" => libc::SIGSTOP,
+        other => return Err(format!("bench failover: --signal {other}: KILL or STOP")),
+    };
+    let report = bench::failover::run(&options, || {
+        // SAFETY: kill(2) touches no memory of ours.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    })
+    .map_err(|error| format!("bench failover: {error}"));
+    if signal == libc::SIGSTOP {
+        // SAFETY: as above. The node runs again, finds it was declared
+        // failed, and exits.
+        unsafe {
+            libc::kill(pid, libc::SIGCONT);
+        }
+    }
+    let report = report?;
+    if args.json {
+        let text =
+            serde_json::to_string(&report).map_err(|error| format!("bench failover: {error}"))?;
+        println!("{text}");
+    } else {
+        println!("{}", report.to_text());
+    }
+    Ok(())
 }
 
 fn run_keylookup(args: KeylookupArgs) -> ExitCode {
