@@ -46,10 +46,10 @@ def main(argv):
             else f"{label} (no commit after the kill)"
         axis.plot(xs, [n * 10 for n in series[:-1]], label=text, drawstyle="steps-mid")
     axis.axvline(0, color="black", linewidth=1, linestyle="--")
-    axis.text(0.02, axis.get_ylim()[1] * 0.95, "SIGKILL", va="top")
-    axis.set_xlabel("seconds from the kill")
+    axis.text(0.02, axis.get_ylim()[1] * 0.95, "signal sent", va="top")
+    axis.set_xlabel("seconds from the signal")
     axis.set_ylabel("commits per second (per 100 ms x 10)")
-    axis.set_title("Two data nodes, replicas = 2: one is killed under one-row writes")
+    axis.set_title("Two data nodes, replicas = 2: one is killed or stopped under one-row writes")
     axis.legend(loc="lower right")
     axis.set_ylim(bottom=0)
     figure.tight_layout()

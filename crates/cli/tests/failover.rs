@@ -638,8 +638,42 @@ fn a_stopped_node_never_serves_a_stale_read_and_exits_when_it_runs_again() {
     for k in 0..8 {
         write_settled(&client, &table, k, deadline());
     }
+    // A client that would wait ten minutes for a reply.
+    let patient = Cluster::connect_with(
+        &cluster.mgmd_addr(),
+        client::ConnectOptions {
+            reply_timeout: Duration::from_secs(600),
+            ..client::ConnectOptions::default()
+        },
+    )
+    .expect("a client connects");
+    let patient_table = patient.table("kv").expect("kv");
     let pid = cluster.node_pid_of(stopped);
     send_signal(pid, libc::SIGSTOP);
+    // Its write through the stopped node waits there, until the survivor
+    // tells the client that the cluster agreed the node failed.
+    let (answered, answer) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let mut transaction = patient
+            .transaction_on_node(signal::NodeId(stopped))
+            .expect("a data node");
+        let result = transaction
+            .write(
+                &patient_table,
+                &[("k", Value::UInt(100)), ("v", Value::from("waiting"))],
+            )
+            .and_then(|_| transaction.execute(Commit::Yes));
+        let _ = answered.send(result.map(|_| ()).map_err(|error| error.to_string()));
+    });
+    let waited = answer
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the client hears of the failure long before its reply timeout");
+    let error = waited.expect_err("a commit through a stopped node cannot succeed");
+    assert!(
+        error.contains(&format!("data node {stopped} failed")),
+        "{error}"
+    );
+    waiter.join().expect("the waiter");
     // Until the survivor agreed a membership without the stopped node.
     let agreed_by = deadline();
     while !cluster

@@ -293,6 +293,13 @@ impl Cluster {
                 )));
             }
         }
+        let peers: Vec<(NodeId, std::sync::Weak<crate::dispatch::Dispatch>)> = connections
+            .iter()
+            .map(|connection| (connection.node(), Arc::downgrade(&connection.dispatch)))
+            .collect();
+        for connection in &connections {
+            connection.dispatch.set_peers(peers.clone());
+        }
         let tc_slots = connections
             .iter()
             .enumerate()

@@ -333,6 +333,10 @@ pub(crate) struct Dispatch {
     /// Replies for nothing registered (late answers after a timeout, the
     /// answer to a rollback sent from Drop): counted, then dropped.
     pub stray_replies: AtomicU64,
+    /// The dispatches of the cluster's other connections, by data node,
+    /// set once the client is connected: a data node's API_NODE_FAILREP
+    /// closes the connections to the nodes it names.
+    peers: std::sync::OnceLock<Vec<(NodeId, std::sync::Weak<Dispatch>)>>,
 }
 
 impl Dispatch {
@@ -342,6 +346,33 @@ impl Dispatch {
             closed: AtomicBool::new(false),
             registration: Slot::new(Registration::default()),
             stray_replies: AtomicU64::new(0),
+            peers: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The cluster's connections (this one among them), once connected.
+    pub(crate) fn set_peers(&self, peers: Vec<(NodeId, std::sync::Weak<Dispatch>)>) {
+        let _ = self.peers.set(peers);
+    }
+
+    /// API_NODE_FAILREP from data node `reporter`: the cluster agreed that
+    /// the nodes of `failed` failed. What waits on the connections to them
+    /// fails now (their outcome is unknown, as for any lost connection),
+    /// and they are used no more, even while such a node, silent, keeps
+    /// its connection open.
+    fn peers_failed(&self, reporter: NodeId, failed: signal::NodeSet) {
+        let Some(peers) = self.peers.get() else {
+            return;
+        };
+        for (node, dispatch) in peers {
+            if failed.contains(*node) {
+                if let Some(dispatch) = dispatch.upgrade() {
+                    dispatch.close(format!(
+                        "the cluster agreed that data node {node} failed (reported by data \
+                         node {reporter})"
+                    ));
+                }
+            }
         }
     }
 
@@ -655,6 +686,7 @@ impl Dispatch {
             Signal::ScanPartitionRef(refusal) => {
                 self.answer_request(refusal.request_id, SchemaReply::Refused(refusal.error))
             }
+            Signal::ApiNodeFailRep(report) => self.peers_failed(sender, report.failed),
             other => {
                 return Err(format!(
                     "received {} (signal {}), which an API node never receives",

@@ -12,7 +12,7 @@
 //! byte from the network is checked and no check panics.
 //!
 //! **API nodes.** When a registered API node's connection closes for any
-//! reason, tc and dict get `ApiFailRep` so they abort its transactions and
+//! reason, tc, dict and membership get `ApiFailRep` so they abort its transactions and
 //! forget its requests. Signals decoded before the close were staged first,
 //! and job queues keep order per sender-receiver pair, so the report
 //! arrives after them.
@@ -545,16 +545,15 @@ impl Dispatch {
         }
     }
 
-    /// Tells every tc instance and dict that API node `node` is gone.
+    /// Tells every tc instance, dict and membership that API node `node` is gone.
     fn report_api_failure(&mut self, node: NodeId) {
         let from = BlockRef::new(self.own_node, BlockKind::Membership, 0);
         let targets = (0..self.tc_instances)
             .map(|instance| BlockRef::new(self.own_node, BlockKind::Tc, instance))
-            .chain(std::iter::once(BlockRef::new(
-                self.own_node,
-                BlockKind::Dict,
-                0,
-            )));
+            .chain([
+                BlockRef::new(self.own_node, BlockKind::Dict, 0),
+                BlockRef::new(self.own_node, BlockKind::Membership, 0),
+            ]);
         for to in targets {
             let envelope = Envelope {
                 from,

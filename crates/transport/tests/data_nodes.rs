@@ -402,7 +402,8 @@ fn a_broken_data_node_link_is_reported_once_and_never_made_again() {
         CommitConf { tc_op: 1 },
     )]);
     api_client.expect_closed();
-    let failures: Vec<Envelope> = (0..2).map(|_| node_4.next_signal()).collect();
+    // tc, dict and membership hear of it.
+    let failures: Vec<Envelope> = (0..3).map(|_| node_4.next_signal()).collect();
     assert!(
         failures.iter().all(|seen| matches!(
             seen.signal,

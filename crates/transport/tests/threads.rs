@@ -54,10 +54,11 @@ fn expect_commit(node: &mut TestNode, from: u16, transaction: u64) {
     }
 }
 
-/// The next two signals must be `ApiFailRep` for `failed` to tc 0 and dict.
+/// The next three signals must be `ApiFailRep` for `failed` to tc 0, dict
+/// and membership.
 fn expect_api_failure(node: &mut TestNode, failed: u16) {
     let mut receivers = Vec::new();
-    for _ in 0..2 {
+    for _ in 0..3 {
         let seen = node.next_signal();
         assert_eq!(seen.from, block(BlockKind::Membership, 0));
         assert_eq!(
@@ -72,10 +73,13 @@ fn expect_api_failure(node: &mut TestNode, failed: u16) {
         receivers.push(seen.to);
     }
     receivers.sort();
-    assert_eq!(
-        receivers,
-        vec![block(BlockKind::Tc, 0), block(BlockKind::Dict, 0)]
-    );
+    let mut expected = vec![
+        block(BlockKind::Tc, 0),
+        block(BlockKind::Dict, 0),
+        block(BlockKind::Membership, 0),
+    ];
+    expected.sort();
+    assert_eq!(receivers, expected);
 }
 
 #[test]

@@ -547,6 +547,15 @@ impl Membership {
         });
         self.tell_blocks(membership_id, live, removed, ctx);
         self.publish_lease(ctx);
+        // Clients waiting on a node that went silent would wait for their
+        // reply timeout: tell them.
+        for &api in &self.api_nodes {
+            let report = signal::signals::ApiNodeFailRep {
+                membership_id,
+                failed: removed,
+            };
+            kernel::send(ctx, self.address, api, report);
+        }
         // Failures found since the proposal: the next round.
         if self.failures.round.is_none() {
             self.push_failures(ctx);

@@ -722,3 +722,41 @@ fn the_read_lease_runs_from_each_acked_heartbeats_send_time() {
         "{trace:?}"
     );
 }
+
+/// An API node registered with a node hears of each agreed failure
+/// (API_NODE_FAILREP), so it stops waiting on a node that went silent;
+/// once its connection ended (API_FAILREP), it is told nothing more.
+#[test]
+fn registered_api_nodes_hear_of_agreed_failures_until_they_disconnect() {
+    let api = BlockRef::new(NodeId(200), BlockKind::Api, 0);
+    for disconnected in [false, true] {
+        let mut ctx = RecordingContext::new();
+        let mut node = formed(1, &[1, 2, 3], &mut ctx);
+        let me = membership_of(1);
+        let registration = signal::signals::ApiRegReq {
+            protocol_version: signal::signals::API_PROTOCOL_VERSION,
+            token: signal::signals::ApiToken::NONE,
+        };
+        deliver(&mut node, &mut ctx, api, registration);
+        if disconnected {
+            let gone = signal::signals::ApiFailRep { node: NodeId(200) };
+            deliver(&mut node, &mut ctx, me, gone);
+        }
+        ctx.take_trace();
+        deliver(&mut node, &mut ctx, me, link_failed(3));
+        deliver(&mut node, &mut ctx, me, prepared(2, &[3]));
+        deliver(&mut node, &mut ctx, membership_of(2), prepared(2, &[3]));
+        ctx.take_trace();
+        deliver(&mut node, &mut ctx, me, commit(2, &[1, 2]));
+        let told = line(
+            me,
+            api,
+            signal::signals::ApiNodeFailRep {
+                membership_id: 2,
+                failed: set(&[3]),
+            },
+        );
+        let trace = ctx.take_trace();
+        assert_eq!(trace.contains(&told), !disconnected, "{trace:#?}");
+    }
+}

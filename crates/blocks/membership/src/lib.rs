@@ -83,6 +83,9 @@ pub struct Membership {
     ldm_instances: u16,
     /// The read lease the ldms were told last.
     lease_published: Option<u64>,
+    /// API nodes registered with this node (each hears of agreed node
+    /// failures, API_NODE_FAILREP), until their connection ends.
+    api_nodes: std::collections::BTreeSet<BlockRef>,
     /// Every block of the node that runs start phases, and who answered the
     /// current one.
     blocks: Answers,
@@ -132,6 +135,7 @@ impl Membership {
             ldm_instances: config.ldm_instances,
             // An ldm serves reads without limit until told otherwise.
             lease_published: Some(u64::MAX),
+            api_nodes: std::collections::BTreeSet::new(),
             blocks: Answers::new(blocks),
         }
     }
@@ -247,6 +251,7 @@ impl Membership {
             started: self.state == StartState::Started,
             tc_instances: self.tc_instances,
         };
+        self.api_nodes.insert(from);
         kernel::send(ctx, self.address, from, conf);
     }
 }
@@ -304,6 +309,9 @@ impl kernel::Block for Membership {
             }
             Signal::CmShutdownOrd(order) => {
                 self.shutdown_ordered(from, order.membership_id, order.live, ctx)
+            }
+            Signal::ApiFailRep(report) if from.node == self.address.node => {
+                self.api_nodes.retain(|api| api.node != report.node);
             }
             Signal::ArbitrationConf(conf) if from.node == self.address.node => {
                 self.arbitration_answered(conf, ctx)

@@ -102,6 +102,20 @@ signal_table! {
         error: ErrorCode,
     }
 
+    /// membership -> every API node registered with this data node: the
+    /// cluster agreed that the data nodes of `failed` failed (membership
+    /// `membership_id`). The client fails what waits on its connections to
+    /// them and stops using them at once, instead of waiting for its reply
+    /// timeout: a node that went silent (paused, cut off) keeps its
+    /// connections open (docs/design/failures.md §10).
+    #[derive(Debug, PartialEq)]
+    7 ApiNodeFailRep: Membership -> Api, api_reply {
+        /// The agreed membership without them.
+        membership_id: u32,
+        /// The data nodes that failed.
+        failed: NodeSet,
+    }
+
     /// Data node -> data node, the dialer's hello: the first frame on a
     /// link (sequence 0, this signal alone). Opens the handshake that
     /// proves both sides hold the cluster secret (docs/wire-format.md §7).
@@ -950,10 +964,11 @@ signal_table! {
         incarnation: u32,
     }
 
-    /// transport -> tc and dict. An API node disconnected: abort its
-    /// transactions and forget its requests.
+    /// transport -> tc, dict and membership. An API node disconnected:
+    /// abort its transactions and forget its requests (membership stops
+    /// telling it of node failures).
     #[derive(Debug, PartialEq)]
-    245 ApiFailRep: Transport -> Tc | Dict, local {
+    245 ApiFailRep: Transport -> Tc | Dict | Membership, local {
         /// The API node.
         node: NodeId,
     }
