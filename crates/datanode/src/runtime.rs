@@ -168,6 +168,7 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
             session.start_count()
         )
     })?;
+    kernel::faults::arm_from_environment().map_err(|error| format!("node {node}: {error}"))?;
     install_stop_handlers();
     if options.initial {
         crate::io::wipe_node_files(&node_config.data_dir)
@@ -188,13 +189,33 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
         "tessera node {node}: pid {pid}, incarnation {incarnation}, listening on {}:{}, {} ldm threads, {tc_placement}",
         node_config.host, node_config.port, config.threads.ldm
     );
-    let _pusher = session.spawn_status_pusher(Duration::from_millis(250), move || status.to_json());
+    let _pusher = session.spawn_status_pusher_with(
+        Duration::from_millis(250),
+        move || status.to_json(),
+        move |command| arm_fault(node, command),
+    );
     while !STOP_REQUESTED.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(100));
     }
     eprintln!("tessera node {node}: stopping");
     node_runtime.stop();
     Ok(())
+}
+
+/// A command from mgmd on the node's session: `{"cmd": "fault", "point":
+/// NAME}` arms that fault point (kernel::faults); anything else is logged.
+fn arm_fault(node: NodeId, command: &serde_json::Value) {
+    let name = command.get("point").and_then(serde_json::Value::as_str);
+    match (command.get("cmd").and_then(serde_json::Value::as_str), name) {
+        (Some("fault"), Some(name)) => match kernel::faults::FaultPoint::parse(name) {
+            Some(point) => {
+                kernel::faults::arm(point);
+                eprintln!("tessera node {node}: fault point {} armed", point.name());
+            }
+            None => eprintln!("tessera node {node}: {}", kernel::faults::unknown(name)),
+        },
+        _ => eprintln!("tessera node {node}: ignored a command from mgmd: {command}"),
+    }
 }
 
 /// The cluster secret, from `--secret-file` or else the config's

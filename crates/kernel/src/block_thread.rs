@@ -150,6 +150,22 @@ impl Context for ThreadContext {
         );
         std::process::exit(1);
     }
+
+    fn fault_point(&mut self, point: crate::faults::FaultPoint) {
+        if crate::faults::take(point) {
+            // A crash right after this step: what the block sent before
+            // the point goes out to the other threads (and from there to
+            // the network, which the pause gives time for); nothing after.
+            eprintln!(
+                "tessera node {}: fault point {} reached: crashing",
+                self.outbox.router().own_node,
+                point.name()
+            );
+            self.outbox.flush();
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            std::process::abort();
+        }
+    }
 }
 
 fn dispatch(

@@ -12,6 +12,7 @@
 
 pub mod answers;
 pub mod block_thread;
+pub mod faults;
 pub mod mesh;
 pub mod node_failures;
 pub mod spsc;
@@ -146,6 +147,10 @@ pub trait Context {
     fn fatal(&mut self, message: String) -> ! {
         panic!("fatal: {message}");
     }
+
+    /// A fault point (`faults`): if it is armed, the node crashes here
+    /// and this never returns. The default does nothing (tests, tools).
+    fn fault_point(&mut self, _point: faults::FaultPoint) {}
 
     /// How busy the calling thread was lately, percent of wall time spent
     /// executing signals (production measures the last second; `None`

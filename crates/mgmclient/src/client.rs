@@ -174,6 +174,15 @@ impl MgmClient {
             .map(without_ok)
     }
 
+    /// Arms fault point `point` (a name such as `TC_AFTER_FIRST_COMMIT`)
+    /// on data node `node`: the node crashes when it next reaches it (for
+    /// tests; docs/mgm-protocol.md `fault`).
+    pub fn arm_fault(&mut self, node: u16, point: &str) -> Result<Value, MgmdError> {
+        self.conn
+            .request(&json!({ "req": "fault", "node_id": node, "point": point }))
+            .map(without_ok)
+    }
+
     /// Allocates an API node id (128..=255), held until this client closes,
     /// with the token a data node admits it by (send it in API_REGREQ).
     pub fn alloc_api_node(&mut self) -> Result<ApiAllocation, MgmdError> {
@@ -356,8 +365,19 @@ impl DataNodeSession {
         period: Duration,
         status: impl FnMut() -> Value + Send + 'static,
     ) -> JoinHandle<()> {
+        self.spawn_status_pusher_with(period, status, |_| {})
+    }
+
+    /// [`DataNodeSession::spawn_status_pusher`], handing every other
+    /// command mgmd sends (`{"cmd": "fault", ...}`) to `on_command`.
+    pub fn spawn_status_pusher_with(
+        self,
+        period: Duration,
+        status: impl FnMut() -> Value + Send + 'static,
+        on_command: impl FnMut(&Value) + Send + 'static,
+    ) -> JoinHandle<()> {
         let node_id = self.node_id;
-        let run = move || self.push_statuses(period, status);
+        let run = move || self.push_statuses(period, status, on_command);
         match std::thread::Builder::new()
             .name(format!("mgmd-status-{node_id}"))
             .spawn(run)
@@ -369,7 +389,12 @@ impl DataNodeSession {
         }
     }
 
-    fn push_statuses(mut self, period: Duration, mut status: impl FnMut() -> Value) {
+    fn push_statuses(
+        mut self,
+        period: Duration,
+        mut status: impl FnMut() -> Value,
+        mut on_command: impl FnMut(&Value),
+    ) {
         // A zero read timeout is rejected by the OS API; keep a floor.
         let period = period.max(Duration::from_millis(1));
         let mut next_push = Instant::now();
@@ -396,11 +421,15 @@ impl DataNodeSession {
             }
             match wire::read_line(&mut self.conn.reader, &mut line, wire::MAX_LINE_BYTES) {
                 Ok(LineRead::Complete) => {
-                    let is_refresh = serde_json::from_slice::<Value>(&line)
-                        .ok()
-                        .is_some_and(|v| v.get("cmd").and_then(Value::as_str) == Some("refresh"));
-                    if is_refresh {
-                        next_push = Instant::now();
+                    let message = serde_json::from_slice::<Value>(&line).ok();
+                    match message
+                        .as_ref()
+                        .and_then(|v| v.get("cmd"))
+                        .and_then(Value::as_str)
+                    {
+                        Some("refresh") => next_push = Instant::now(),
+                        Some(_) => on_command(message.as_ref().expect("parsed")),
+                        None => {}
                     }
                     // Anything else (an error response to a bad status) is
                     // not actionable here and is ignored.

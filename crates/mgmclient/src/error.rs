@@ -29,7 +29,12 @@ pub enum MgmdError {
 }
 
 /// Commands `mgm::run_command` understands, for error messages and help.
-pub const KNOWN_COMMANDS: &[&str] = &["show", "all report threads", "all report checkpoints"];
+pub const KNOWN_COMMANDS: &[&str] = &[
+    "show",
+    "all report threads",
+    "all report checkpoints",
+    "node <id> fault <point>",
+];
 
 impl fmt::Display for MgmdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

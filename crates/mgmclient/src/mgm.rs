@@ -27,6 +27,14 @@ pub fn run_command(addr: &str, command: &str, json: bool) -> Result<String, Mgmd
             MgmClient::connect(addr)?.report_checkpoints()?,
             format_checkpoints,
         ),
+        ["node", id, "fault", point] => {
+            let id: u16 = id
+                .parse()
+                .map_err(|_| MgmdError::UnknownCommand(command.trim().to_owned()))?;
+            let point = point.to_uppercase();
+            let response = MgmClient::connect(addr)?.arm_fault(id, &point)?;
+            (response, |_: &Value| "fault point armed".to_string())
+        }
         _ => return Err(MgmdError::UnknownCommand(command.trim().to_owned())),
     };
     if json {
@@ -305,7 +313,12 @@ mod tests {
         );
         assert_eq!(
             crate::KNOWN_COMMANDS,
-            ["show", "all report threads", "all report checkpoints"]
+            [
+                "show",
+                "all report threads",
+                "all report checkpoints",
+                "node <id> fault <point>"
+            ]
         );
     }
 }

@@ -487,10 +487,11 @@ fn handle_line(shared: &Shared, conn: &mut Connection, line: &[u8]) -> Option<Va
         "show" => show(shared),
         "report_threads" => report_threads(shared),
         "report_checkpoints" => report_checkpoints(shared),
+        "fault" => fault(shared, &request),
         "arbitrate" => arbitrate(shared, &request),
         other => error(format!(
             "unknown request \"{other}\"; known requests: get_config, register_data_node, \
-             status, alloc_api_node, show, report_threads, report_checkpoints, arbitrate"
+             status, alloc_api_node, show, report_threads, report_checkpoints, arbitrate, fault"
         )),
     };
     Some(response)
@@ -1013,6 +1014,44 @@ fn report_threads(shared: &Shared) -> Value {
 
 /// Each connected node's `checkpoints` object, from a fresh status, with
 /// its fields next to the node's `id` (only the id if it has none).
+/// `fault`: arms a fault point on a data node (tests): the command goes
+/// down the node's session, which checks the point's name itself.
+fn fault(shared: &Shared, request: &Map<String, Value>) -> Value {
+    let Some(id) = request
+        .get("node_id")
+        .and_then(Value::as_u64)
+        .and_then(|id| u16::try_from(id).ok())
+    else {
+        return error("fault needs \"node_id\", a data node's id");
+    };
+    let Some(name) = request.get("point").and_then(Value::as_str) else {
+        return error("fault needs \"point\", the fault point's name");
+    };
+    let Some(point) = signal::faults::FaultPoint::parse(name) else {
+        return error(signal::faults::unknown(name));
+    };
+    let point = point.name();
+    let writer = {
+        let mut state = shared.lock();
+        let Some(node) = state.data_node(id) else {
+            return error(format!("node id {id} is not a data node in the config"));
+        };
+        let Some(session) = &node.session else {
+            return error(format!("data node {id} is not connected"));
+        };
+        Arc::clone(&session.writer)
+    };
+    let command = json!({ "cmd": "fault", "point": point });
+    let mut stream = writer.lock().unwrap_or_else(PoisonError::into_inner);
+    match wire::write_line(&mut *stream, &command).and_then(|()| stream.flush()) {
+        Ok(()) => {
+            eprintln!("mgmd: fault point {point} armed on data node {id}");
+            json!({ "ok": true })
+        }
+        Err(source) => error(format!("cannot reach data node {id}: {source}")),
+    }
+}
+
 fn report_checkpoints(shared: &Shared) -> Value {
     let nodes: Vec<Value> = refreshed_statuses(shared)
         .into_iter()

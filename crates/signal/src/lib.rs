@@ -16,6 +16,7 @@
 pub mod attr;
 pub mod codec;
 pub mod error;
+pub mod faults;
 pub mod fs;
 pub mod ids;
 pub mod partition;

@@ -47,6 +47,8 @@ pub struct Harness {
     kills: Vec<(NodeId, u64)>,
     /// Data nodes to pause: (node, at us, for us).
     pauses: Vec<(NodeId, u64, u64)>,
+    /// Fault points armed from the start: the node is killed there.
+    faults: Vec<(NodeId, kernel::faults::FaultPoint)>,
 }
 
 impl Harness {
@@ -59,6 +61,7 @@ impl Harness {
             options: ConnectOptions::default(),
             kills: Vec::new(),
             pauses: Vec::new(),
+            faults: Vec::new(),
         }
     }
 
@@ -98,6 +101,13 @@ impl Harness {
         self
     }
 
+    /// Arms fault point `point` on data node `node` once the cluster has
+    /// started: the node is killed when it first reaches it.
+    pub fn fault(mut self, node: NodeId, point: kernel::faults::FaultPoint) -> Harness {
+        self.faults.push((node, point));
+        self
+    }
+
     /// Starts the cluster, connects a real client to every data node and
     /// runs `work` with it; returns what `work` returned. A panic in
     /// `work` fails the caller, naming the API node.
@@ -130,6 +140,12 @@ impl Harness {
             std::env::var_os("TESSERA_HARNESS_TRACE").is_some(),
         );
         simulation.start_nodes();
+        for &(node, point) in &self.faults {
+            simulation.world_mut().arm_fault(node, point);
+        }
+        // Nodes already stopped (killed, at a fault point, shut down):
+        // their clients' connections are gone.
+        let mut stopped = std::collections::BTreeSet::new();
         let mut api_nodes = HostedApiNodes::default();
         let options = self.options;
         let mut kills = self.kills;
@@ -156,6 +172,17 @@ impl Harness {
                 }
                 at_us > now_us
             });
+            let newly: Vec<NodeId> = simulation
+                .world()
+                .stopped()
+                .keys()
+                .copied()
+                .filter(|node| !stopped.contains(node))
+                .collect();
+            for node in newly {
+                stopped.insert(node);
+                api_nodes.lose_connections_to(node, "stopped", &mut simulation.client_io());
+            }
             pauses.retain(|&(node, at_us, duration_us)| {
                 if at_us <= now_us {
                     simulation.pause_node(node, duration_us);

@@ -171,6 +171,8 @@ pub struct World {
     incarnation: u32,
     /// mgmd as the arbitrator.
     arbitrator: Arbitrator,
+    /// Fault points armed per node (each fires once: the node is killed).
+    armed_faults: BTreeMap<NodeId, BTreeSet<kernel::faults::FaultPoint>>,
 }
 
 /// The simulated arbitrator: mgmd's `arbitrate` rule
@@ -266,6 +268,7 @@ impl World {
             cut: BTreeSet::new(),
             stopped: BTreeMap::new(),
             arbitrator: Arbitrator::default(),
+            armed_faults: BTreeMap::new(),
             incarnation: 1,
         }
     }
@@ -448,6 +451,12 @@ impl World {
     /// them after [`SHUTDOWN_LINGER_US`], so that what it sent last (a
     /// shutdown order to its side) arrives, as production's linger lets
     /// it.
+    /// Arms fault point `point` on data node `node`: the node is killed
+    /// when it first reaches it.
+    pub fn arm_fault(&mut self, node: NodeId, point: kernel::faults::FaultPoint) {
+        self.armed_faults.entry(node).or_default().insert(point);
+    }
+
     /// The simulated arbitrator.
     pub fn arbitrator(&self) -> &Arbitrator {
         &self.arbitrator
@@ -706,6 +715,11 @@ impl Context for World {
     }
 
     fn send(&mut self, envelope: Envelope) {
+        if self.stopped.contains_key(&self.current_node) {
+            // The node crashed at a fault point while handling a signal:
+            // nothing it sends after that leaves it.
+            return;
+        }
         if envelope.to.kind == BlockKind::Io {
             if let signal::Signal::ArbitrationReq(request) = envelope.signal {
                 return self.arbitrate(envelope.from, request);
@@ -792,6 +806,17 @@ impl Context for World {
 
     fn pool(&self) -> &'static SectionPool {
         self.pool
+    }
+
+    fn fault_point(&mut self, point: kernel::faults::FaultPoint) {
+        let node = self.current_node;
+        let armed = self
+            .armed_faults
+            .get_mut(&node)
+            .is_some_and(|points| points.remove(&point));
+        if armed {
+            self.stop(node, format!("fault point {}", point.name()), false);
+        }
     }
 
     fn fs_request(&mut self, from: BlockRef, token: u64, operation: FsOperation) {

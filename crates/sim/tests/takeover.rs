@@ -509,3 +509,80 @@ fn a_survivors_transaction_idle_across_a_node_death_gets_an_answer() {
         }
     }
 }
+
+/// Fault points on the coordinator's node, from the seed: the node dies
+/// after every operation prepared, after its first COMMIT, or before
+/// COMPLETE, in one of a run of transfers. The survivors finish it one
+/// way (the checks of the first test of this file) and free its locks.
+#[test]
+fn a_coordinator_dying_at_each_fault_point_leaves_one_outcome() {
+    use kernel::faults::FaultPoint;
+    let points = [
+        FaultPoint::TcAfterPrepare,
+        FaultPoint::TcAfterFirstCommit,
+        FaultPoint::TcBeforeComplete,
+    ];
+    for seed in 1..=9 {
+        let point = points[seed as usize % points.len()];
+        let (victim, survivor) = if seed % 2 == 0 {
+            (NodeId(2), NodeId(3))
+        } else {
+            (NodeId(3), NodeId(2))
+        };
+        let (seen, balances, records) =
+            Harness::new(seed)
+                .nodes(2, 2)
+                .fault(victim, point)
+                .run(move |cluster, context| {
+                    let accounts = create_kv_table(cluster, "accounts");
+                    let transfers = create_kv_table(cluster, "transfers");
+                    let mut opening = cluster.transaction_on_node(survivor).unwrap();
+                    for a in 0..ACCOUNTS {
+                        opening
+                            .insert(
+                                &accounts,
+                                &[("k", Value::UInt(a)), ("v", balance_text(OPENING_BALANCE))],
+                            )
+                            .unwrap();
+                    }
+                    opening.execute(Commit::Yes).unwrap();
+                    // The first transfer through the victim reaches the point.
+                    let result = transfer(cluster, &accounts, &transfers, victim, (0, 0, 1, 5));
+                    let seen = match &result {
+                        Ok(()) => Seen::Acknowledged,
+                        Err(error) if error.is_outcome_unknown() => Seen::Unknown,
+                        Err(_) => Seen::Failed,
+                    };
+                    context.sleep(DETECTION);
+                    let balances = read_all(cluster, &accounts, ACCOUNTS, survivor);
+                    let records = read_all(cluster, &transfers, 1, survivor);
+                    for a in 0..ACCOUNTS {
+                        let mut writer = cluster.transaction_on_node(survivor).unwrap();
+                        writer
+                            .update(&accounts, &[Value::UInt(a)], &[("v", balance_text(1))])
+                            .unwrap();
+                        writer
+                            .execute(Commit::Yes)
+                            .unwrap_or_else(|error| panic!("account {a} stays locked: {error}"));
+                    }
+                    (seen, balances, records)
+                });
+        let balance = |a: usize| -> i64 { balances[a].as_deref().unwrap().parse().unwrap() };
+        let committed = records[0].is_some();
+        match seen {
+            Seen::Acknowledged => assert!(committed, "seed {seed} {point:?}: acknowledged, lost"),
+            Seen::Failed => assert!(!committed, "seed {seed} {point:?}: failed, yet committed"),
+            Seen::Unknown => {}
+        }
+        let (from, to) = if committed {
+            (OPENING_BALANCE - 5, OPENING_BALANCE + 5)
+        } else {
+            (OPENING_BALANCE, OPENING_BALANCE)
+        };
+        assert_eq!(
+            (balance(0), balance(1)),
+            (from, to),
+            "seed {seed} {point:?}: one outcome on every account ({seen:?}, committed {committed})"
+        );
+    }
+}

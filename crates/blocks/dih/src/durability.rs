@@ -145,6 +145,7 @@ impl Dih {
             self.address
         );
         if self.durability.ldms.record(from, "GcpSaveConf") {
+            ctx.fault_point(kernel::faults::FaultPoint::GcpBeforeCopy);
             self.start_copy(gci, self.gcp.latest, ctx);
         }
     }

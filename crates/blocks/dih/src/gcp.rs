@@ -202,6 +202,7 @@ impl Dih {
         );
         self.gcp.state = SwitchState::Preparing { new_gci };
         self.send_to_tcs(ctx, |new_gci| GcpPrepare { new_gci }, new_gci);
+        ctx.fault_point(kernel::faults::FaultPoint::GcpAfterPrepare);
     }
 
     /// A tc holds its commit decisions for `new_gci`.
@@ -246,6 +247,7 @@ impl Dih {
             SwitchState::Preparing { new_gci } => {
                 self.gcp.state = SwitchState::Committing { gci: new_gci };
                 self.send_to_tcs(ctx, |gci| GcpCommit { gci }, new_gci);
+                ctx.fault_point(kernel::faults::FaultPoint::GcpAfterCommit);
             }
             SwitchState::InitialCommit {
                 gci,

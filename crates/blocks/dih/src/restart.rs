@@ -183,7 +183,20 @@ impl Dih {
             .filter(|&&(node, gci, _)| gci == Gci(0) && !stale.contains(node))
             .map(|&(node, _, _)| node)
             .collect();
-        let decision = if restored != Gci(0) && !empty.is_empty() {
+        let me = self.address.node;
+        let decision = if stale.contains(me) {
+            // This node runs the start (the president, the lowest id) and
+            // its own data is too old; the start cannot move to another
+            // node yet.
+            ctx.report(Report::Log(format!(
+                "dih {}: system restart refused: GCI {restored} was made durable by nodes \
+                 {members}, and this node ({me}), which runs the start as president, failed \
+                 before it. A start led by another node, and bringing this one back (node \
+                 restart), are not supported yet.",
+                self.address
+            )));
+            REFUSED
+        } else if restored != Gci(0) && !empty.is_empty() {
             ctx.report(Report::Log(format!(
                 "dih {}: system restart of GCI {restored} refused: node(s) {empty:?} have no \
                  complete GCI on disk (started with --initial, or lost their data directory), \
@@ -210,6 +223,11 @@ impl Dih {
         self.restart.decided = true;
         self.restart.dihs.start_round();
         let everyone: Vec<BlockRef> = self.restart.dihs.members().to_vec();
+        let stale = if decision == REFUSED {
+            NodeSet::EMPTY
+        } else {
+            stale
+        };
         self.restart.dihs.forget_nodes(stale);
         for dih in everyone {
             send(
@@ -268,8 +286,7 @@ impl Dih {
         }
         if restored == REFUSED {
             ctx.fatal(format!(
-                "dih {}: the master ({}) refused the system restart; its log says which \
-                 nodes lack data",
+                "dih {}: the master ({}) refused the system restart; its log says why",
                 self.address,
                 self.master()
             ));

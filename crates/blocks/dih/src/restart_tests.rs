@@ -1090,3 +1090,45 @@ fn a_node_that_failed_before_the_restored_gci_is_stale_and_shuts_down() {
     );
     assert!(ctx.take_trace().is_empty(), "it confirms no phase");
 }
+
+/// The master itself is the stale node (the president failed first, the
+/// other node carried on): a start it leads cannot leave it out, so it
+/// refuses the restart, saying why, rather than start on older data.
+#[test]
+fn a_stale_master_refuses_the_restart() {
+    let (newest, older) = (Gci::from_parts(7, 0), Gci::from_parts(5, 0));
+    let mut dih = two_node_dih(1, true);
+    let mut ctx = RecordingContext::new();
+    let me = dih_of(1);
+    deliver(&mut dih, &mut ctx, membership_of(1), phase(1));
+    ctx.take_fs_requests();
+    ctx.take_trace();
+    deliver(
+        &mut dih,
+        &mut ctx,
+        dih_of(2),
+        RestartGciRep {
+            complete_gci: newest,
+            members: NodeSet::of([NodeId(2)]),
+        },
+    );
+    deliver(
+        &mut dih,
+        &mut ctx,
+        me,
+        RestartGciRep {
+            complete_gci: older,
+            members: NodeSet::of([NodeId(1), NodeId(2)]),
+        },
+    );
+    let order = || RestartGciOrd {
+        restored_gci: REFUSED,
+        stale: NodeSet::EMPTY,
+    };
+    assert_eq!(ctx.take_trace(), lines_to(me, &[me, dih_of(2)], order));
+    let logs = format!("{:?}", ctx.take_reports());
+    assert!(
+        logs.contains("failed before it") && logs.contains("not supported yet"),
+        "{logs}"
+    );
+}

@@ -33,6 +33,7 @@ impl Tc {
     }
 
     fn commit_with(&mut self, transaction: u32, gci: Gci, ctx: &mut dyn Context) {
+        ctx.fault_point(kernel::faults::FaultPoint::TcAfterPrepare);
         let transaction_id = self.records.transactions[transaction as usize].transaction_id;
         let sent = self.advance_operations(
             transaction,
@@ -108,6 +109,7 @@ impl Tc {
                 },
             );
         }
+        ctx.fault_point(kernel::faults::FaultPoint::TcBeforeComplete);
         let sent = self.advance_operations(
             transaction,
             &[OpPhase::Committed],

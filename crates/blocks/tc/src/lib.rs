@@ -248,6 +248,9 @@ impl Tc {
                 };
                 send(ctx, self.config.address, target, signal(op, operation));
                 sent += 1;
+                if to == OpPhase::Committing && sent == 1 {
+                    ctx.fault_point(kernel::faults::FaultPoint::TcAfterFirstCommit);
+                }
             }
             op = operation.next;
         }
