@@ -825,3 +825,43 @@ fn a_whole_cluster_restart_after_a_node_failure_starts_without_the_older_copy() 
         assert_eq!(row.get("v").and_then(Value::as_str), Some("new"), "key {k}");
     }
 }
+
+/// A data node started again while the cluster runs without it is
+/// refused with a clear message (node restart is not built yet), and the
+/// running node carries on.
+#[test]
+fn a_failed_node_started_again_is_refused_while_the_cluster_runs() {
+    let mut cluster = TestCluster::start(ClusterOptions {
+        name: "failover-rejoin",
+        data_nodes: 2,
+        replicas: 2,
+        ..ClusterOptions::default()
+    });
+    let (failed, survivor) = (3u16, 2u16);
+    send_signal(cluster.node_pid_of(failed), libc::SIGKILL);
+    let _ = cluster.wait_for_exit(failed);
+    let agreed_by = Instant::now() + Duration::from_secs(60);
+    while !cluster
+        .node_log_of(survivor)
+        .contains(&format!("without {{{failed}}}"))
+    {
+        assert!(
+            Instant::now() < agreed_by,
+            "{}",
+            cluster.node_log_of(survivor)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cluster.spawn_data_node(failed);
+    let (status, log) = cluster.wait_for_exit(failed);
+    let status = status.unwrap_or_else(|| panic!("node {failed} still runs:\n{log}"));
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains("the cluster is running without this node") && log.contains("node restart"),
+        "{log}"
+    );
+    assert!(cluster.node_is_running_of(survivor));
+    let client = cluster.connect();
+    let table = create_table(&client, &kv_definition());
+    write_settled(&client, &table, 1, Instant::now() + Duration::from_secs(60));
+}

@@ -141,6 +141,13 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
     }
     .map_err(|error| format!("config from mgmd is invalid: {error}"))?;
     let node = NodeId(options.node_id);
+    if session.cluster_running() {
+        return Err(format!(
+            "node {node}: the cluster is running without this node (it failed or was \
+             stopped while the others went on); bringing a node back into a running cluster \
+             (node restart) is not built yet: stop every data node and start them together"
+        ));
+    }
     let secret = load_secret(node, &options, &config)?;
     if config.threads.recv != 1 || config.threads.send != 1 {
         eprintln!(

@@ -291,6 +291,8 @@ pub struct DataNodeSession {
     node_id: u16,
     start_count: u64,
     config_dir: Option<PathBuf>,
+    /// Another data node was started (serving) when this one registered.
+    cluster_running: bool,
 }
 
 impl DataNodeSession {
@@ -312,6 +314,10 @@ impl DataNodeSession {
                     "register_data_node response lacks \"start_count\", a positive integer".into(),
                 )
             })?;
+        let cluster_running = registered
+            .get("cluster_running")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let response = conn.request(&json!({ "req": "get_config" }))?;
         let config = string_field(&response, "config")?;
         let config_dir = response
@@ -324,6 +330,7 @@ impl DataNodeSession {
                 node_id,
                 start_count,
                 config_dir,
+                cluster_running,
             },
             config,
         ))
@@ -338,6 +345,13 @@ impl DataNodeSession {
     /// start of the node, so the data node uses it as its incarnation.
     pub fn start_count(&self) -> u64 {
         self.start_count
+    }
+
+    /// Whether another data node of the cluster was started (serving) when
+    /// this one registered: the cluster runs, and this node would have to
+    /// join it (node restart).
+    pub fn cluster_running(&self) -> bool {
+        self.cluster_running
     }
 
     /// The config file's directory on mgmd's host, if mgmd knows it: parse

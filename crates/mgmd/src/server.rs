@@ -577,7 +577,24 @@ fn register_data_node(
     node.status = None;
     node.ended = None;
     conn.data_node = Some(node.id);
-    let answer = json!({ "ok": true, "node_id": node.id, "start_count": node.start_count });
+    let (node_id, start_count) = (node.id, node.start_count);
+    // Another data node serves: the cluster runs without this one.
+    let cluster_running = state.data_nodes.iter().any(|other| {
+        other.id != node_id
+            && other.session.is_some()
+            && other
+                .status
+                .as_ref()
+                .and_then(|status| status.get("state"))
+                .and_then(Value::as_str)
+                == Some("started")
+    });
+    let answer = json!({
+        "ok": true,
+        "node_id": node_id,
+        "start_count": start_count,
+        "cluster_running": cluster_running,
+    });
     if new_run {
         let cleared = {
             let mut grants = shared.grants.lock().unwrap_or_else(PoisonError::into_inner);

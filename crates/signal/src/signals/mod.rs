@@ -102,20 +102,6 @@ signal_table! {
         error: ErrorCode,
     }
 
-    /// membership -> every API node registered with this data node: the
-    /// cluster agreed that the data nodes of `failed` failed (membership
-    /// `membership_id`). The client fails what waits on its connections to
-    /// them and stops using them at once, instead of waiting for its reply
-    /// timeout: a node that went silent (paused, cut off) keeps its
-    /// connections open (docs/design/failures.md §10).
-    #[derive(Debug, PartialEq)]
-    7 ApiNodeFailRep: Membership -> Api, api_reply {
-        /// The agreed membership without them.
-        membership_id: u32,
-        /// The data nodes that failed.
-        failed: NodeSet,
-    }
-
     /// Data node -> data node, the dialer's hello: the first frame on a
     /// link (sequence 0, this signal alone). Opens the handshake that
     /// proves both sides hold the cluster secret (docs/wire-format.md §7).
@@ -143,6 +129,20 @@ signal_table! {
     6 LinkProofRep: Transport -> Transport, node {
         /// HMAC-SHA256 under the cluster secret (`admission::link_proof`).
         proof: [u8; 32],
+    }
+
+    /// membership -> every API node registered with this data node: the
+    /// cluster agreed that the data nodes of `failed` failed (membership
+    /// `membership_id`). The client fails what waits on its connections to
+    /// them and stops using them at once, instead of waiting for its reply
+    /// timeout: a node that went silent (paused, cut off) keeps its
+    /// connections open (docs/design/failures.md §10).
+    #[derive(Debug, PartialEq)]
+    7 ApiNodeFailRep: Membership -> Api, api_reply {
+        /// The agreed membership without them.
+        membership_id: u32,
+        /// The data nodes that failed.
+        failed: NodeSet,
     }
 
     // ---- Transactions from API nodes: 20..=59 (room for take-over and scans of a transaction)
