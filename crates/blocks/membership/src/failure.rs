@@ -87,6 +87,10 @@ pub(crate) struct Failures {
     round: Option<Round>,
     /// A round all members prepared whose side asked the arbitrator.
     arbitration: Option<PendingArbitration>,
+    /// When this node first took a member for failed since the last
+    /// membership it installed (ctx ms): the log says how long the change
+    /// took to agree.
+    detected_at_ms: Option<u64>,
 }
 
 /// A prepared round waiting for the arbitrator, at the president.
@@ -142,6 +146,7 @@ impl Failures {
             highest_proposed: 0,
             round: None,
             arbitration: None,
+            detected_at_ms: None,
         }
     }
 
@@ -211,6 +216,7 @@ impl Membership {
             return false;
         }
         self.failures.failed.insert(node);
+        self.failures.detected_at_ms.get_or_insert(ctx.now_ms());
         let how = match cause {
             Cause::Heartbeats { silent_ms } => format!(
                 "missed {} heartbeats in a row (silent for {silent_ms} ms)",
@@ -537,8 +543,19 @@ impl Membership {
         failures.highest_prepared = failures.highest_prepared.max(membership_id);
         failures.live = live;
         failures.failed = failures.failed.difference(removed);
+        let took = self
+            .failures
+            .detected_at_ms
+            .take()
+            .map(|at| {
+                format!(
+                    " ({} ms after this node took the first of them for failed)",
+                    ctx.now_ms().saturating_sub(at)
+                )
+            })
+            .unwrap_or_default();
         ctx.report(Report::Log(format!(
-            "membership {membership_id}: {live}, without {removed}; president {}",
+            "membership {membership_id}: {live}, without {removed}; president {}{took}",
             live.first().expect("a membership has a member")
         )));
         ctx.report(Report::Membership {
