@@ -69,6 +69,10 @@ pub struct ClusterOptions {
     pub extra_cluster_lines: &'static str,
     /// More `[threads]` lines, verbatim (e.g. `"tc_on_ldm = true\n"`).
     pub extra_thread_lines: &'static str,
+    /// Data node N listens on 127.0.0.N (and its links to other data nodes
+    /// leave from it), so firewall rules can tell the nodes apart; mgmd
+    /// stays on 127.0.0.1.
+    pub node_hosts: bool,
 }
 
 impl Default for ClusterOptions {
@@ -81,6 +85,7 @@ impl Default for ClusterOptions {
             replicas: 1,
             extra_cluster_lines: "",
             extra_thread_lines: "",
+            node_hosts: false,
         }
     }
 }
@@ -106,6 +111,8 @@ pub struct TestCluster {
     /// Set once started: a passing test's directory is removed on drop
     /// (a failed start attempt's is reused by the next attempt).
     remove_dir_on_drop: bool,
+    /// Data node N listens on 127.0.0.N (`ClusterOptions::node_hosts`).
+    node_hosts: bool,
 }
 
 enum StartError {
@@ -148,6 +155,7 @@ impl TestCluster {
                 mgmd: None,
                 logs_printed: false,
                 remove_dir_on_drop: false,
+                node_hosts: options.node_hosts,
             };
             match cluster.try_start(&options) {
                 Ok(()) => {
@@ -387,8 +395,9 @@ impl TestCluster {
         );
         for node in &self.nodes {
             text.push_str(&format!(
-                "\n[[data_node]]\nid = {id}\nhost = \"127.0.0.1\"\nport = {port}\ndata_dir = \"node{id}\"\n",
+                "\n[[data_node]]\nid = {id}\nhost = \"{host}\"\nport = {port}\ndata_dir = \"node{id}\"\n",
                 id = node.id,
+                host = self.host_of(node.id),
                 port = node.port,
             ));
         }
@@ -405,9 +414,18 @@ impl TestCluster {
         self.node_addr_of(FIRST_DATA_NODE)
     }
 
-    /// Data node `id`'s address, `127.0.0.1:PORT`.
+    /// Data node `id`'s address, `HOST:PORT`.
     pub fn node_addr_of(&self, id: u16) -> String {
-        format!("127.0.0.1:{}", self.node(id).port)
+        format!("{}:{}", self.host_of(id), self.node(id).port)
+    }
+
+    /// The address data node `id` listens on.
+    pub fn host_of(&self, id: u16) -> String {
+        if self.node_hosts {
+            format!("127.0.0.{id}")
+        } else {
+            "127.0.0.1".into()
+        }
     }
 
     /// The pid of the `tessera node` process with id 2.
