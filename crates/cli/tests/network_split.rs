@@ -4,9 +4,11 @@
 //! its loopback and firewall rules vanish with it; data node N listens
 //! on 127.0.0.N and its links to the other node leave from there; mgmd
 //! (the arbitrator) stays on 127.0.0.1, reachable by both. nftables rules
-//! then drop the traffic between the data nodes, both ways or one way.
-//! Exactly one side must go on (the arbitrator grants one), the other
-//! shuts down saying why, and the cluster takes writes.
+//! then drop the traffic between the data nodes, both ways or one way,
+//! or cut one data node off from everything (its requests to mgmd leave
+//! from its own address too). Exactly one side must go on (the one the
+//! arbitrator grants; an isolated node cannot reach it), the other shuts
+//! down saying why, and the cluster takes writes.
 //!
 //! Needs root and nftables (CI installs it). Where either is missing the
 //! test fails with a message saying so: it never passes silently.
@@ -57,6 +59,15 @@ fn run(program: &str, args: &[&str]) {
 
 /// Drops every packet from `from` to `to` (127.0.0.N addresses).
 fn drop_traffic(from: u16, to: u16) {
+    add_rule(&format!(
+        "ip saddr 127.0.0.{from} ip daddr 127.0.0.{to} drop"
+    ));
+}
+
+/// Adds `rule` to the input chain of the test's own table (made on first
+/// use).
+fn add_rule(rule: &str) {
+    // `add` of an existing table or chain changes nothing.
     run("nft", &["add", "table", "inet", "split"]);
     run(
         "nft",
@@ -69,16 +80,22 @@ fn drop_traffic(from: u16, to: u16) {
             "{ type filter hook input priority 0 ; }",
         ],
     );
-    let rule = format!("ip saddr 127.0.0.{from} ip daddr 127.0.0.{to} drop");
     let mut args = vec!["add", "rule", "inet", "split", "input"];
     args.extend(rule.split(' '));
     run("nft", &args);
 }
 
-/// Splits the data nodes of a 2-node cluster (`directions`: pairs of
-/// (from, to) whose traffic is dropped) and checks that exactly one side
-/// goes on.
-fn split(directions: &[(u16, u16)], name: &'static str) {
+/// How the test cuts the network.
+enum Cut<'a> {
+    /// Drops the traffic of each (from, to) pair of data nodes.
+    Between(&'a [(u16, u16)]),
+    /// Cuts data node N off from everything: the other node and mgmd.
+    Isolate(u16),
+}
+
+/// Cuts a 2-node cluster's network as `cut` says and checks that exactly
+/// one side goes on; returns the node that did.
+fn split(cut: Cut<'_>, name: &'static str) -> u16 {
     private_network();
     let mut cluster = TestCluster::start(ClusterOptions {
         name,
@@ -90,8 +107,16 @@ fn split(directions: &[(u16, u16)], name: &'static str) {
     let client = cluster.connect();
     let table = create_table(&client, &kv_definition());
     drop(client);
-    for &(from, to) in directions {
-        drop_traffic(from, to);
+    match cut {
+        Cut::Between(directions) => {
+            for &(from, to) in directions {
+                drop_traffic(from, to);
+            }
+        }
+        Cut::Isolate(node) => {
+            add_rule(&format!("ip saddr 127.0.0.{node} drop"));
+            add_rule(&format!("ip daddr 127.0.0.{node} drop"));
+        }
     }
     // One node exits (the side the arbitrator did not grant); the other
     // runs on.
@@ -141,14 +166,30 @@ fn split(directions: &[(u16, u16)], name: &'static str) {
         }
     }
     eprintln!("network split {name}: node {winner} went on, node {loser} shut down");
+    winner
 }
 
 #[test]
 fn a_split_of_two_data_nodes_leaves_exactly_one_side() {
-    split(&[(2, 3), (3, 2)], "split-both-ways");
+    split(Cut::Between(&[(2, 3), (3, 2)]), "split-both-ways");
 }
 
 #[test]
 fn a_one_way_cut_between_two_data_nodes_leaves_exactly_one_side() {
-    split(&[(3, 2)], "split-one-way");
+    split(Cut::Between(&[(3, 2)]), "split-one-way");
+}
+
+/// Each side cut off in turn (from the other node and from mgmd, the
+/// arbitrator): the side that can still reach the arbitrator goes on, the
+/// isolated one cannot get its answer and shuts down.
+#[test]
+fn the_side_cut_off_from_the_arbitrator_shuts_down_whichever_it_is() {
+    for (isolated, name) in [(2, "isolate-2"), (3, "isolate-3")] {
+        let expected = if isolated == 2 { 3 } else { 2 };
+        // Each run in a thread of its own: a namespace of its own.
+        let winner = std::thread::spawn(move || split(Cut::Isolate(isolated), name))
+            .join()
+            .expect("the split run");
+        assert_eq!(winner, expected, "node {isolated} was cut off");
+    }
 }

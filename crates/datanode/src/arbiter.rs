@@ -20,6 +20,10 @@ pub struct Arbiter {
     node: NodeId,
     /// mgmd's `host:port`.
     mgmd: String,
+    /// This node's own address, which requests leave from (a firewall
+    /// between hosts sees them as this node's), when it is one IPv4
+    /// address.
+    source: Option<std::net::Ipv4Addr>,
     secret: ClusterSecret,
     answers: Sender<Envelope>,
 }
@@ -28,11 +32,17 @@ impl Arbiter {
     /// An arbiter for data node `node` asking mgmd at `mgmd`, proving its
     /// requests with `secret`. Answers come out of the receiver; `waker`
     /// (the io thread's) is woken after each.
-    pub fn new(node: NodeId, mgmd: String, secret: ClusterSecret) -> (Arbiter, Receiver<Envelope>) {
+    pub fn new(
+        node: NodeId,
+        mgmd: String,
+        source: Option<std::net::Ipv4Addr>,
+        secret: ClusterSecret,
+    ) -> (Arbiter, Receiver<Envelope>) {
         let (answers, receiver) = channel();
         let arbiter = Arbiter {
             node,
             mgmd,
+            source,
             secret,
             answers,
         };
@@ -42,16 +52,17 @@ impl Arbiter {
     /// Asks, on a new thread, and sends the answer (ARBITRATION_CONF from
     /// the node's io address to `from`) once it has one, waking `waker`.
     pub fn ask(&self, from: BlockRef, request: ArbitrationReq, waker: Arc<Waker>) {
-        let (node, mgmd, secret, answers) = (
+        let (node, mgmd, source, secret, answers) = (
             self.node,
             self.mgmd.clone(),
+            self.source,
             self.secret.clone(),
             self.answers.clone(),
         );
         let spawned = std::thread::Builder::new()
             .name("arbitration".into())
             .spawn(move || {
-                let (answered, granted) = ask_mgmd(node, &mgmd, &secret, &request);
+                let (answered, granted) = ask_mgmd(node, &mgmd, source, &secret, &request);
                 let answer = Envelope {
                     from: BlockRef::new(node, BlockKind::Io, 0),
                     to: from,
@@ -78,6 +89,7 @@ impl Arbiter {
 fn ask_mgmd(
     node: NodeId,
     mgmd: &str,
+    source: Option<std::net::Ipv4Addr>,
     secret: &ClusterSecret,
     request: &ArbitrationReq,
 ) -> (bool, bool) {
@@ -89,7 +101,11 @@ fn ask_mgmd(
     };
     let proof = secret.arbitration_proof(&statement);
     let ids = |set: NodeSet| set.iter().map(|node| node.0).collect::<Vec<u16>>();
-    let answer = mgmd::client::MgmClient::connect(mgmd).and_then(|mut client| {
+    let connected = match source {
+        Some(source) => mgmd::client::MgmClient::connect_from(mgmd, source),
+        None => mgmd::client::MgmClient::connect(mgmd),
+    };
+    let answer = connected.and_then(|mut client| {
         client.arbitrate(
             node.0,
             request.membership_id,

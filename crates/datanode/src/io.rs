@@ -643,6 +643,7 @@ mod end_to_end {
             arbiter: crate::arbiter::Arbiter::new(
                 NODE,
                 "127.0.0.1:1".into(),
+                None,
                 admission::ClusterSecret::from_bytes(&[7; 32]).expect("a secret"),
             ),
         };

@@ -527,6 +527,10 @@ pub fn start(
         arbiter: Arbiter::new(
             node,
             format!("{}:{}", config.mgmd.host, config.mgmd.port),
+            config
+                .data_node(node.0)
+                .and_then(|data_node| data_node.host.parse::<std::net::Ipv4Addr>().ok())
+                .filter(|ip| !ip.is_unspecified()),
             arbitration_secret,
         ),
     };
