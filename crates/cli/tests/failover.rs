@@ -27,8 +27,8 @@ mod common;
 
 use client::{ClientError, Cluster, Commit, LockMode, Value};
 use common::{
-    acct_definition, create_table, data_node, key, kv_definition, send_signal, ClusterOptions,
-    TestCluster,
+    acct_definition, create_table, data_node, key, kv_definition, send_signal, write_settled,
+    ClusterOptions, TestCluster,
 };
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
@@ -188,18 +188,6 @@ fn read_record(cluster: &Cluster, records: &Arc<client::Table>, k: u32) -> Optio
     unreachable!()
 }
 
-/// A tiny deterministic generator (xorshift), one per client.
-struct Choices(u64);
-
-impl Choices {
-    fn next(&mut self, below: u32) -> u32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % u64::from(below)) as u32
-    }
-}
-
 /// Runs the bank, kills `victim` once every client made progress, and
 /// checks everything the module doc lists.
 fn bank_survives_the_kill_of(victim: u16, name: &'static str) {
@@ -245,16 +233,18 @@ fn bank_survives_the_kill_of(victim: u16, name: &'static str) {
                     let cluster = Cluster::connect(mgmd).expect("a client connects");
                     let accounts = cluster.table("acct").expect("acct");
                     let records = cluster.table("kv").expect("kv");
-                    let mut choices = Choices(0x9E37_79B9_7F4A_7C15 ^ u64::from(c + 1));
+                    let mut choices =
+                        stdx::mix::XorShift::new(0x9E37_79B9_7F4A_7C15 ^ u64::from(c + 1));
                     let mut log = ClientLog::default();
                     let mut before = 0;
                     for n in 0.. {
                         if stop.load(Ordering::Relaxed) {
                             break;
                         }
-                        let from = choices.next(ACCOUNTS);
-                        let to = (from + 1 + choices.next(ACCOUNTS - 1)) % ACCOUNTS;
-                        let amount = i64::from(choices.next(50) + 1);
+                        let from = choices.below(ACCOUNTS.into()) as u32;
+                        let to =
+                            (from + 1 + choices.below((ACCOUNTS - 1).into()) as u32) % ACCOUNTS;
+                        let amount = choices.below(50) as i64 + 1;
                         let record = c * STRIDE + n;
                         let after_kill = killed.load(Ordering::Relaxed);
                         let (seen, error) =
@@ -532,32 +522,6 @@ fn locks_held_by_a_killed_coordinator_are_released() {
     }
 }
 
-/// Writes `k` -> "value k" through any data node, retrying temporary
-/// errors (a failure in progress) until `deadline`.
-fn write_settled(cluster: &Cluster, table: &Arc<client::Table>, k: u32, deadline: Instant) {
-    loop {
-        let mut transaction = cluster.transaction();
-        let text = format!("value {k}");
-        transaction
-            .write(
-                table,
-                &[
-                    ("k", Value::UInt(k.into())),
-                    ("v", Value::from(text.as_str())),
-                ],
-            )
-            .expect("a valid write");
-        match transaction.execute(Commit::Yes) {
-            Ok(_) => return,
-            Err(error) if Instant::now() < deadline => {
-                eprintln!("failover: write {k}: {error}; retrying");
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(error) => panic!("write {k} never succeeded: {error}"),
-        }
-    }
-}
-
 /// 4 data nodes in 2 node groups of 2: one node of each group dies in
 /// turn and the cluster carries on, every row written before still
 /// there; then the last node of one group dies, and the survivor shuts
@@ -675,18 +639,7 @@ fn a_stopped_node_never_serves_a_stale_read_and_exits_when_it_runs_again() {
     );
     waiter.join().expect("the waiter");
     // Until the survivor agreed a membership without the stopped node.
-    let agreed_by = deadline();
-    while !cluster
-        .node_log_of(survivor)
-        .contains(&format!("without {{{stopped}}}"))
-    {
-        assert!(
-            Instant::now() < agreed_by,
-            "node {survivor} never agreed node {stopped} failed:\n{}",
-            cluster.node_log_of(survivor)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    cluster.wait_for_log(survivor, &format!("without {{{stopped}}}"));
     for k in 0..8 {
         let until = deadline();
         loop {
@@ -805,19 +758,7 @@ fn a_whole_cluster_restart_after_a_node_failure_starts_without_the_older_copy() 
     let status = status.unwrap_or_else(|| panic!("node {first} still runs:\n{log}"));
     assert_eq!(status.code(), Some(3), "the shutdown exit code:\n{log}");
     assert!(log.contains("needs a node restart"), "{log}");
-    let started_by = Instant::now() + Duration::from_secs(60);
-    loop {
-        let show = cluster.show();
-        if data_node(&show, survivor.into()).is_some_and(|node| node["state"] == "started") {
-            break;
-        }
-        assert!(
-            Instant::now() < started_by,
-            "node {survivor} never started alone: {show}\n{}",
-            cluster.node_log_of(survivor)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    cluster.wait_until_started(survivor);
     let client = cluster.connect();
     let table = client.table("kv").expect("kv");
     for k in 0..16 {
@@ -840,18 +781,7 @@ fn a_failed_node_started_again_is_refused_while_the_cluster_runs() {
     let (failed, survivor) = (3u16, 2u16);
     send_signal(cluster.node_pid_of(failed), libc::SIGKILL);
     let _ = cluster.wait_for_exit(failed);
-    let agreed_by = Instant::now() + Duration::from_secs(60);
-    while !cluster
-        .node_log_of(survivor)
-        .contains(&format!("without {{{failed}}}"))
-    {
-        assert!(
-            Instant::now() < agreed_by,
-            "{}",
-            cluster.node_log_of(survivor)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    cluster.wait_for_log(survivor, &format!("without {{{failed}}}"));
     cluster.spawn_data_node(failed);
     let (status, log) = cluster.wait_for_exit(failed);
     let status = status.unwrap_or_else(|| panic!("node {failed} still runs:\n{log}"));

@@ -189,19 +189,7 @@ fn crash_at(point: &str, victim: u16, name: &'static str) {
         "{point}: node {victim} still runs:\n{log}"
     );
     assert!(log.contains("needs a node restart"), "{point}: {log}");
-    let started_by = Instant::now() + Duration::from_secs(60);
-    loop {
-        let show = cluster.show();
-        if data_node(&show, survivor.into()).is_some_and(|node| node["state"] == "started") {
-            break;
-        }
-        assert!(
-            Instant::now() < started_by,
-            "{point}: node {survivor} did not restart: {show}\n{}",
-            cluster.node_log_of(survivor)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    cluster.wait_until_started(survivor);
     let client = cluster.connect();
     let table = client.table("acct").expect("acct");
     assert_eq!(

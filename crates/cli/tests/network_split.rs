@@ -15,7 +15,6 @@
 
 mod common;
 
-use client::{Commit, Value};
 use common::{create_table, data_node, kv_definition, ClusterOptions, TestCluster};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -146,25 +145,8 @@ fn split(cut: Cut<'_>, name: &'static str) -> u16 {
     assert_eq!(state(winner), Some("started".into()), "{show}");
     // The winner takes writes.
     let client = cluster.connect();
-    let table_now = client.table(table.name()).expect("the table");
-    let until = Instant::now() + Duration::from_secs(60);
-    loop {
-        let mut transaction = client.transaction();
-        transaction
-            .write(
-                &table_now,
-                &[("k", Value::UInt(1)), ("v", Value::from("after"))],
-            )
-            .expect("a valid write");
-        match transaction.execute(Commit::Yes) {
-            Ok(_) => break,
-            Err(error) if Instant::now() < until => {
-                eprintln!("network split: a write: {error}; retrying");
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(error) => panic!("node {winner} takes no write: {error}"),
-        }
-    }
+    let table = client.table(table.name()).expect("the table");
+    common::write_settled(&client, &table, 1, Instant::now() + Duration::from_secs(60));
     eprintln!("network split {name}: node {winner} went on, node {loser} shut down");
     winner
 }

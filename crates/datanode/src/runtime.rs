@@ -141,7 +141,7 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
     }
     .map_err(|error| format!("config from mgmd is invalid: {error}"))?;
     let node = NodeId(options.node_id);
-    if session.cluster_running() {
+    if session.cluster_running() && cluster_still_running(&options.mgmd, node) {
         return Err(format!(
             "node {node}: the cluster is running without this node (it failed or was \
              stopped while the others went on); bringing a node back into a running cluster \
@@ -207,6 +207,25 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
     eprintln!("tessera node {node}: stopping");
     node_runtime.stop();
     Ok(())
+}
+
+/// Whether, a moment after mgmd said at registration that another data
+/// node serves, mgmd still shows one started. A whole cluster killed and
+/// started again at once can register before mgmd has noticed the old
+/// sessions close; their last status said `started`.
+fn cluster_still_running(mgmd: &str, node: NodeId) -> bool {
+    // mgmd sees a closed session within milliseconds; a second is ample.
+    std::thread::sleep(Duration::from_secs(1));
+    let show = mgmd::client::MgmClient::connect(mgmd).and_then(|mut client| client.show());
+    match show {
+        Ok(show) => show["nodes"].as_array().is_some_and(|nodes| {
+            nodes.iter().any(|other| {
+                other["type"] == "data" && other["id"] != node.0 && other["state"] == "started"
+            })
+        }),
+        // Cannot tell: refuse, as registration said.
+        Err(_) => true,
+    }
 }
 
 /// A command from mgmd on the node's session: `{"cmd": "fault", "point":

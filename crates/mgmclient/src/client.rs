@@ -7,7 +7,7 @@
 //! mgmd yields an error instead of a hang.
 
 use std::io::{self, BufReader};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream, ToSocketAddrs};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -33,47 +33,6 @@ struct Conn {
     writer: TcpStream,
 }
 
-/// A blocking TCP connect to `remote` from address `local` (the port is
-/// the system's choice), giving up after `timeout`: a data node talks to
-/// mgmd from its own configured address, so a firewall between hosts
-/// sees it as that node's. The standard library has no call for it.
-fn connect_from(local: Ipv4Addr, remote: SocketAddrV4, timeout: Duration) -> io::Result<TcpStream> {
-    use std::os::fd::{AsRawFd, FromRawFd};
-    let address = |ip: Ipv4Addr, port: u16| libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(ip).to_be(),
-        },
-        sin_zero: [0; 8],
-    };
-    let length = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: socket(2) takes no pointers; the descriptor is owned by
-    // `stream` from here on, which closes it on every path.
-    let stream = unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        TcpStream::from_raw_fd(fd)
-    };
-    // Linux bounds a blocking connect by the send timeout.
-    stream.set_write_timeout(Some(timeout))?;
-    let fd = stream.as_raw_fd();
-    let source = address(local, 0);
-    // SAFETY: `source` is a valid sockaddr_in of `length` bytes that
-    // outlives the call.
-    if unsafe { libc::bind(fd, (&source as *const libc::sockaddr_in).cast(), length) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let target = address(*remote.ip(), remote.port());
-    // SAFETY: as above, for `target`.
-    if unsafe { libc::connect(fd, (&target as *const libc::sockaddr_in).cast(), length) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(stream)
-}
-
 impl Conn {
     fn connect(addr: &str) -> Result<Conn, MgmdError> {
         Conn::connect_from(addr, None)
@@ -89,9 +48,11 @@ impl Conn {
         let mut connected = None;
         for socket_addr in addr.to_socket_addrs().map_err(connect_error)? {
             let attempt = match (local, socket_addr) {
-                (Some(local), SocketAddr::V4(remote)) => {
-                    connect_from(local, remote, CONNECT_TIMEOUT)
-                }
+                (Some(local), SocketAddr::V4(remote)) => stdx::net::connect_from(
+                    local,
+                    remote,
+                    stdx::net::Connect::Within(CONNECT_TIMEOUT),
+                ),
                 _ => TcpStream::connect_timeout(&socket_addr, CONNECT_TIMEOUT),
             };
             match attempt {

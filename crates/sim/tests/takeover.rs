@@ -84,6 +84,24 @@ fn transfer(
     transaction.execute(Commit::Yes).map(|_| ())
 }
 
+/// Inserts every account with the opening balance, in one transaction
+/// coordinated by `coordinator` (any node when `None`).
+fn open_accounts(cluster: &Cluster, accounts: &Arc<client::Table>, coordinator: Option<NodeId>) {
+    let mut opening = match coordinator {
+        Some(node) => cluster.transaction_on_node(node).unwrap(),
+        None => cluster.transaction(),
+    };
+    for a in 0..ACCOUNTS {
+        opening
+            .insert(
+                accounts,
+                &[("k", Value::UInt(a)), ("v", balance_text(OPENING_BALANCE))],
+            )
+            .unwrap();
+    }
+    opening.execute(Commit::Yes).unwrap();
+}
+
 /// Operations per transaction in the checks (below the per-transaction
 /// limit).
 const BATCH: usize = 100;
@@ -165,16 +183,7 @@ fn transactions_of_a_killed_coordinator_end_one_way_and_release_their_locks() {
             .run(move |cluster, context| {
                 let accounts = create_kv_table(cluster, "accounts");
                 let transfers = create_kv_table(cluster, "transfers");
-                let mut opening = cluster.transaction_on_node(survivor).unwrap();
-                for a in 0..ACCOUNTS {
-                    opening
-                        .insert(
-                            &accounts,
-                            &[("k", Value::UInt(a)), ("v", balance_text(OPENING_BALANCE))],
-                        )
-                        .unwrap();
-                }
-                opening.execute(Commit::Yes).unwrap();
+                open_accounts(cluster, &accounts, Some(survivor));
                 let mut seen = Vec::new();
                 for n in 0..10_000u64 {
                     let from = n % ACCOUNTS;
@@ -306,16 +315,7 @@ fn locks_of_reads_held_by_a_killed_coordinator_are_released() {
             .kill_at(victim, kill_at_us)
             .run(move |cluster, context| {
                 let accounts = create_kv_table(cluster, "accounts");
-                let mut opening = cluster.transaction_on_node(survivor).unwrap();
-                for a in 0..ACCOUNTS {
-                    opening
-                        .insert(
-                            &accounts,
-                            &[("k", Value::UInt(a)), ("v", balance_text(OPENING_BALANCE))],
-                        )
-                        .unwrap();
-                }
-                opening.execute(Commit::Yes).unwrap();
+                open_accounts(cluster, &accounts, Some(survivor));
                 // Every account locked by a transaction of the victim.
                 let mut holder = cluster.transaction_on_node(victim).unwrap();
                 for a in 0..ACCOUNTS {
@@ -371,16 +371,7 @@ fn concurrent_transfers_across_a_node_death_leave_no_lock() {
                 if index == 0 {
                     let accounts = create_kv_table(cluster, "accounts");
                     create_kv_table(cluster, "transfers");
-                    let mut opening = cluster.transaction();
-                    for a in 0..ACCOUNTS {
-                        opening
-                            .insert(
-                                &accounts,
-                                &[("k", Value::UInt(a)), ("v", balance_text(OPENING_BALANCE))],
-                            )
-                            .unwrap();
-                    }
-                    opening.execute(Commit::Yes).unwrap();
+                    open_accounts(cluster, &accounts, None);
                 }
                 let (accounts, transfers) = loop {
                     match (cluster.table("accounts"), cluster.table("transfers")) {
@@ -450,16 +441,7 @@ fn a_survivors_transaction_idle_across_a_node_death_gets_an_answer() {
             })
             .run(move |cluster, context| {
                 let accounts = create_kv_table(cluster, "accounts");
-                let mut opening = cluster.transaction_on_node(survivor).unwrap();
-                for a in 0..ACCOUNTS {
-                    opening
-                        .insert(
-                            &accounts,
-                            &[("k", Value::UInt(a)), ("v", balance_text(OPENING_BALANCE))],
-                        )
-                        .unwrap();
-                }
-                opening.execute(Commit::Yes).unwrap();
+                open_accounts(cluster, &accounts, Some(survivor));
                 let mut holder = cluster.transaction_on_node(survivor).unwrap();
                 for a in 0..ACCOUNTS {
                     holder
@@ -536,16 +518,7 @@ fn a_coordinator_dying_at_each_fault_point_leaves_one_outcome() {
                 .run(move |cluster, context| {
                     let accounts = create_kv_table(cluster, "accounts");
                     let transfers = create_kv_table(cluster, "transfers");
-                    let mut opening = cluster.transaction_on_node(survivor).unwrap();
-                    for a in 0..ACCOUNTS {
-                        opening
-                            .insert(
-                                &accounts,
-                                &[("k", Value::UInt(a)), ("v", balance_text(OPENING_BALANCE))],
-                            )
-                            .unwrap();
-                    }
-                    opening.execute(Commit::Yes).unwrap();
+                    open_accounts(cluster, &accounts, Some(survivor));
                     // The first transfer through the victim reaches the point.
                     let result = transfer(cluster, &accounts, &transfers, victim, (0, 0, 1, 5));
                     let seen = match &result {

@@ -1,7 +1,8 @@
 //! stdx: small helpers every Tessera crate may use and that know nothing of
 //! databases: a counting allocator (to prove hot paths never allocate), a
 //! fixed-capacity hash map for pools sized at start, integer mixing, and
-//! CRC-32C for short inputs, and a cache prefetch hint.
+//! CRC-32C for short inputs, a cache prefetch hint, and a TCP connect from
+//! a chosen local address.
 //!
 //! Architecture invariant: `stdx` depends on no other Tessera crate.
 
@@ -9,6 +10,7 @@ pub mod alloc_counter;
 pub mod crc;
 pub mod fixed_map;
 pub mod mix;
+pub mod net;
 pub mod prefetch;
 
 pub use fixed_map::FixedMap;

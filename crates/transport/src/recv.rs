@@ -574,55 +574,6 @@ impl Dispatch {
     }
 }
 
-/// Starts a non-blocking TCP connect to `remote` from address `local`
-/// (the port is the system's choice): what `TcpStream::connect` does,
-/// with the source address fixed first, which the standard library has
-/// no call for.
-fn connect_from(
-    local: std::net::Ipv4Addr,
-    remote: std::net::SocketAddrV4,
-) -> std::io::Result<TcpStream> {
-    use std::os::fd::FromRawFd;
-    let address = |ip: std::net::Ipv4Addr, port: u16| libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(ip).to_be(),
-        },
-        sin_zero: [0; 8],
-    };
-    let length = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: socket(2) takes no pointers; the descriptor it returns is
-    // owned by `socket` from here on, which closes it on every path.
-    let socket = unsafe {
-        let fd = libc::socket(
-            libc::AF_INET,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        );
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        std::net::TcpStream::from_raw_fd(fd)
-    };
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&socket);
-    let source = address(local, 0);
-    // SAFETY: `source` is a valid sockaddr_in of `length` bytes that
-    // outlives the call.
-    if unsafe { libc::bind(fd, (&source as *const libc::sockaddr_in).cast(), length) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let target = address(*remote.ip(), remote.port());
-    // SAFETY: as above, for `target`.
-    if unsafe { libc::connect(fd, (&target as *const libc::sockaddr_in).cast(), length) } != 0 {
-        let error = std::io::Error::last_os_error();
-        if error.raw_os_error() != Some(libc::EINPROGRESS) {
-            return Err(error);
-        }
-    }
-    Ok(TcpStream::from_std(socket))
-}
-
 /// Completes a dial once the socket reports: `Ok(true)` when connected
 /// (the hello is written and the socket polled for reading only),
 /// `Ok(false)` while still connecting.
@@ -891,7 +842,10 @@ impl Connections {
             ))));
         };
         let stream = match (dispatch.source_ip, link.address) {
-            (Some(source), std::net::SocketAddr::V4(address)) => connect_from(source, address),
+            (Some(source), std::net::SocketAddr::V4(address)) => {
+                stdx::net::connect_from(source, address, stdx::net::Connect::NonBlocking)
+                    .map(TcpStream::from_std)
+            }
             _ => TcpStream::connect(link.address),
         }
         .map_err(CloseReason::ConnectFailed)?;

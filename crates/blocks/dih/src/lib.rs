@@ -232,17 +232,10 @@ impl Dih {
         if !self.is_master() {
             return;
         }
-        let blocks_of_every_node = |kind, instances: u16| -> Vec<BlockRef> {
-            self.nodes
-                .iter()
-                .flat_map(|&node| {
-                    (0..instances).map(move |instance| BlockRef::new(node, kind, instance))
-                })
-                .collect()
-        };
-        let tcs = blocks_of_every_node(BlockKind::Tc, self.tc_instances);
-        let ldms = blocks_of_every_node(BlockKind::Ldm, self.ldm_instances);
-        let dihs = blocks_of_every_node(BlockKind::Dih, 1);
+        let nodes = self.nodes.iter().copied();
+        let tcs = blocks_on(nodes.clone(), BlockKind::Tc, self.tc_instances);
+        let ldms = blocks_on(nodes.clone(), BlockKind::Ldm, self.ldm_instances);
+        let dihs = blocks_on(nodes, BlockKind::Dih, 1);
         self.gcp.tcs = Answers::new(tcs.clone());
         self.durability = durability::Durability::new(tcs, ldms, dihs);
         self.restart.dihs.start_round();
@@ -338,6 +331,17 @@ impl Dih {
         let map = self.distribution.partition_map(table);
         kernel::send(ctx, self.address, from, DiAddTabConf { map: Arc::new(map) });
     }
+}
+
+/// Instances `0..instances` of block `kind` on each of `nodes`.
+pub(crate) fn blocks_on(
+    nodes: impl Iterator<Item = NodeId>,
+    kind: BlockKind,
+    instances: u16,
+) -> Vec<BlockRef> {
+    nodes
+        .flat_map(|node| (0..instances).map(move |instance| BlockRef::new(node, kind, instance)))
+        .collect()
 }
 
 impl kernel::Block for Dih {

@@ -69,16 +69,9 @@ impl Dih {
         if !self.is_master() {
             return;
         }
-        let blocks_of_live_nodes = |kind, instances: u16| -> Vec<BlockRef> {
-            live.iter()
-                .flat_map(|node| {
-                    (0..instances).map(move |instance| BlockRef::new(node, kind, instance))
-                })
-                .collect()
-        };
-        let tcs = blocks_of_live_nodes(BlockKind::Tc, self.tc_instances);
-        let ldms = blocks_of_live_nodes(BlockKind::Ldm, self.ldm_instances);
-        let dihs = blocks_of_live_nodes(BlockKind::Dih, 1);
+        let tcs = crate::blocks_on(live.iter(), BlockKind::Tc, self.tc_instances);
+        let ldms = crate::blocks_on(live.iter(), BlockKind::Ldm, self.ldm_instances);
+        let dihs = crate::blocks_on(live.iter(), BlockKind::Dih, 1);
         let takeover_pending = self.durability.takeover_pending;
         self.gcp.tcs = Answers::new(tcs.clone());
         self.durability = crate::durability::Durability::new(tcs, ldms, dihs);

@@ -1040,36 +1040,39 @@ fn a_node_whose_file_lags_records_the_restored_gci_without_breaking_its_file() {
     assert!(trace[0].starts_with(&format!("{me} -> {master} RestoredRep")));
 }
 
+/// The master (node 1 of 2) runs phase RESTART_GCI and hears node 2's
+/// report, then its own: (complete GCI, members recorded with it) each.
+fn master_hears_restart_reports(
+    ctx: &mut RecordingContext,
+    mine: (Gci, &[u16]),
+    theirs: (Gci, &[u16]),
+) {
+    let mut dih = two_node_dih(1, true);
+    deliver(&mut dih, ctx, membership_of(1), phase(1));
+    ctx.take_fs_requests();
+    ctx.take_trace();
+    for (from, (complete_gci, members)) in [(dih_of(2), theirs), (dih_of(1), mine)] {
+        let members = NodeSet::of(members.iter().map(|&id| NodeId(id)));
+        deliver(
+            &mut dih,
+            ctx,
+            from,
+            RestartGciRep {
+                complete_gci,
+                members,
+            },
+        );
+    }
+}
+
 /// The master's system file says GCI 7/0 was made durable by node 1
 /// alone (node 2 had failed): node 2's older data (5/0) is stale. It takes
 /// no part, and shuts down saying so; the master does not wait for it.
 #[test]
 fn a_node_that_failed_before_the_restored_gci_is_stale_and_shuts_down() {
     let (newest, older) = (Gci::from_parts(7, 0), Gci::from_parts(5, 0));
-    let mut dih = two_node_dih(1, true);
-    let mut ctx = RecordingContext::new();
-    let me = dih_of(1);
-    deliver(&mut dih, &mut ctx, membership_of(1), phase(1));
-    ctx.take_fs_requests();
-    ctx.take_trace();
-    deliver(
-        &mut dih,
-        &mut ctx,
-        dih_of(2),
-        RestartGciRep {
-            complete_gci: older,
-            members: NodeSet::of([NodeId(1), NodeId(2)]),
-        },
-    );
-    deliver(
-        &mut dih,
-        &mut ctx,
-        me,
-        RestartGciRep {
-            complete_gci: newest,
-            members: NodeSet::of([NodeId(1)]),
-        },
-    );
+    let (mut ctx, me) = (RecordingContext::new(), dih_of(1));
+    master_hears_restart_reports(&mut ctx, (newest, &[1]), (older, &[1, 2]));
     let order = || RestartGciOrd {
         restored_gci: newest,
         stale: NodeSet::of([NodeId(2)]),
@@ -1097,30 +1100,8 @@ fn a_node_that_failed_before_the_restored_gci_is_stale_and_shuts_down() {
 #[test]
 fn a_stale_master_refuses_the_restart() {
     let (newest, older) = (Gci::from_parts(7, 0), Gci::from_parts(5, 0));
-    let mut dih = two_node_dih(1, true);
-    let mut ctx = RecordingContext::new();
-    let me = dih_of(1);
-    deliver(&mut dih, &mut ctx, membership_of(1), phase(1));
-    ctx.take_fs_requests();
-    ctx.take_trace();
-    deliver(
-        &mut dih,
-        &mut ctx,
-        dih_of(2),
-        RestartGciRep {
-            complete_gci: newest,
-            members: NodeSet::of([NodeId(2)]),
-        },
-    );
-    deliver(
-        &mut dih,
-        &mut ctx,
-        me,
-        RestartGciRep {
-            complete_gci: older,
-            members: NodeSet::of([NodeId(1), NodeId(2)]),
-        },
-    );
+    let (mut ctx, me) = (RecordingContext::new(), dih_of(1));
+    master_hears_restart_reports(&mut ctx, (older, &[1, 2]), (newest, &[2]));
     let order = || RestartGciOrd {
         restored_gci: REFUSED,
         stale: NodeSet::EMPTY,

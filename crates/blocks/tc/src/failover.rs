@@ -158,7 +158,7 @@ impl Tc {
                 _ => None,
             };
             let step = step.filter(|_| !operation.resolving && operation.chain.touches(failed));
-            if let Some(step) = step.filter(|_| operation.chain.without(failed).is_none()) {
+            if let Some(step) = step.filter(|_| operation.chain.all_failed(failed)) {
                 gone.push((op, step));
             } else if let Some(step) = step {
                 let request = ResolveReq {

@@ -205,20 +205,20 @@ impl Tc {
         let mut op = self.records.transactions[transaction as usize].first_op;
         while op != NIL {
             let operation = &mut self.records.operations[op as usize];
-            if from.contains(&operation.phase) && operation.chain.without(failed).is_none() {
-                // Every replica of the operation failed (a read runs on
-                // its primary alone): what it held there went with the
-                // node, and nothing alive is left to tell. It counts as
-                // confirmed at once.
-                operation.phase = if to == OpPhase::Committing {
-                    OpPhase::Committed
-                } else {
-                    OpPhase::Released
-                };
-                op = operation.next;
-                continue;
-            }
             if from.contains(&operation.phase) {
+                if operation.chain.all_failed(failed) {
+                    // Every replica of the operation failed (a read runs
+                    // on its primary alone): what it held there went with
+                    // the node, and nothing alive is left to tell. It
+                    // counts as confirmed at once.
+                    operation.phase = if to == OpPhase::Committing {
+                        OpPhase::Committed
+                    } else {
+                        OpPhase::Released
+                    };
+                    op = operation.next;
+                    continue;
+                }
                 operation.phase = to;
                 if to != OpPhase::Aborting && operation.chain.touches(failed) {
                     // The normal signal would stop at the failed node.

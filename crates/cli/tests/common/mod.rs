@@ -333,6 +333,38 @@ impl TestCluster {
         (status, read_log(&self.dir.join(format!("node{id}.log"))))
     }
 
+    /// Waits until data node `id`'s log holds `text` (within
+    /// `START_TIMEOUT`): a membership it agreed, a phase it reached.
+    pub fn wait_for_log(&self, id: u16, text: &str) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        while !self.node_log_of(id).contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "data node {id} never logged {text:?}:\n{}",
+                self.node_log_of(id)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits until mgmd shows data node `id` started (within
+    /// `START_TIMEOUT`), whatever the other nodes do.
+    pub fn wait_until_started(&self, id: u16) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let show = self.show();
+            if data_node(&show, id.into()).is_some_and(|node| node["state"] == "started") {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "data node {id} never started: {show}\n{}",
+                self.node_log_of(id)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Starts data node `id` alone again (the others stay down), without
     /// waiting for anything.
     pub fn spawn_data_node(&mut self, id: u16) {
@@ -917,6 +949,32 @@ pub fn create_table(cluster: &Cluster, definition: &TableDef) -> Arc<Table> {
     cluster
         .table(name)
         .unwrap_or_else(|error| panic!("table {name} after creating it: {error}"))
+}
+
+/// Writes `k` -> "value k" in `kv_definition`'s table through any data
+/// node, retrying errors (a failure being handled) until `deadline`.
+pub fn write_settled(cluster: &Cluster, table: &Arc<Table>, k: u32, deadline: Instant) {
+    loop {
+        let mut transaction = cluster.transaction();
+        let text = format!("value {k}");
+        transaction
+            .write(
+                table,
+                &[
+                    ("k", ClientValue::UInt(k.into())),
+                    ("v", ClientValue::from(text.as_str())),
+                ],
+            )
+            .expect("a valid write");
+        match transaction.execute(Commit::Yes) {
+            Ok(_) => return,
+            Err(error) if Instant::now() < deadline => {
+                eprintln!("write {k}: {error}; retrying");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(error) => panic!("write {k} never succeeded: {error}"),
+        }
+    }
 }
 
 /// A committed read of `key`, in a transaction of its own.

@@ -198,6 +198,12 @@ impl ReplicaChain {
         !failed.is_empty() && self.as_slice().iter().any(|&node| failed.contains(node))
     }
 
+    /// Whether every replica of the chain is in `failed` (no live one is
+    /// left); cheap when nothing failed.
+    pub fn all_failed(&self, failed: NodeSet) -> bool {
+        !failed.is_empty() && self.as_slice().iter().all(|&node| failed.contains(node))
+    }
+
     /// The chain without the nodes of `failed`, in the same order; `None`
     /// when every replica failed.
     pub fn without(&self, failed: NodeSet) -> Option<ReplicaChain> {
