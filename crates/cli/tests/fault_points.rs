@@ -5,10 +5,9 @@
 //! hold no lock (the same rows are writable), and go on making GCIs
 //! durable (a durable commit is acknowledged, the GCI never goes back);
 //! then a whole-cluster SIGKILL and restart loses nothing acknowledged
-//! as durable (the crashed node's older data takes no part: design 0014).
-//! When the crashed node is the president (the GCP master), the restart
-//! is refused instead, saying why: a start led by another node than the
-//! lowest id is not built yet.
+//! as durable (the crashed node's older data takes no part: designs 0014
+//! and 0015; when the crashed node is the president, the lowest id, the
+//! survivor leads the start).
 //!
 //! On the tc's node: after every operation prepared, after the first
 //! COMMIT, before COMPLETE. On the GCP master: after GCP_PREPARE, after
@@ -169,20 +168,9 @@ fn crash_at(point: &str, victim: u16, name: &'static str) {
     cluster.kill_data_nodes();
     cluster.spawn_data_node(survivor);
     cluster.spawn_data_node(victim);
-    if victim == 2 {
-        // The crashed node is the president, which runs the start, and its
-        // data is the older: the start is refused, saying why (a start led
-        // by another node is not built yet, design 0014).
-        let (status, log) = cluster.wait_for_exit(victim);
-        assert!(status.is_some_and(|status| !status.success()), "{log}");
-        assert!(
-            log.contains("failed before it") && log.contains("not supported yet"),
-            "{point}: {log}"
-        );
-        return;
-    }
-    // The crashed node's data is the older: it takes no part and exits;
-    // the survivor starts alone with the durable write.
+    // The crashed node's data is the older: it takes no part and exits
+    // (when it is the lowest id, the start is led by the survivor,
+    // design 0015); the survivor starts alone with the durable write.
     let (status, log) = cluster.wait_for_exit(victim);
     assert!(
         status.is_some(),

@@ -16,6 +16,7 @@ pub mod faults;
 pub mod mesh;
 pub mod node_failures;
 pub mod spsc;
+pub mod stale;
 pub mod stats;
 pub mod testing;
 pub mod timers;

@@ -353,13 +353,23 @@ fn random_data_node_signal(rng: &mut XorShift, pool: &'static SectionPool) -> Si
         .into(),
         25 => CmRegReq {
             node: NodeId(1 + rng.below(255) as u16),
+            complete_gci: Gci(rng.next_u64()),
+            members: random_node_set(rng),
         }
         .into(),
         _ => CmRegConf {
             president: NodeId(1 + rng.below(255) as u16),
+            stale: random_node_set(rng),
+            restored_gci: Gci(rng.next_u64()),
         }
         .into(),
     }
+}
+
+/// Up to 3 node ids in 1..=127, as a set.
+fn random_node_set(rng: &mut XorShift) -> signal::NodeSet {
+    let count = rng.below(4);
+    signal::NodeSet::of((0..count).map(|_| NodeId(1 + rng.below(127) as u16)))
 }
 
 fn random_block(rng: &mut XorShift) -> BlockKind {

@@ -26,6 +26,7 @@
 
 use crate::config::{ClusterShape, NodeLimits};
 use crate::hosted::{HostedApiNodes, HostedContext};
+use crate::nemesis::{Fault, Schedule};
 use crate::simulation::Simulation;
 use client::{ClientError, Cluster, ColumnDef, ColumnType, ConnectOptions, Table, TableDef};
 use signal::NodeId;
@@ -43,10 +44,8 @@ pub struct Harness {
     shape: ClusterShape,
     limits: NodeLimits,
     options: ConnectOptions,
-    /// Data nodes to kill, each at a simulated time (us).
-    kills: Vec<(NodeId, u64)>,
-    /// Data nodes to pause: (node, at us, for us).
-    pauses: Vec<(NodeId, u64, u64)>,
+    /// Kills and pauses at simulated times.
+    schedule: Schedule,
     /// Fault points armed from the start: the node is killed there.
     faults: Vec<(NodeId, kernel::faults::FaultPoint)>,
 }
@@ -59,8 +58,7 @@ impl Harness {
             shape: ClusterShape::default(),
             limits: NodeLimits::default(),
             options: ConnectOptions::default(),
-            kills: Vec::new(),
-            pauses: Vec::new(),
+            schedule: Schedule::default(),
             faults: Vec::new(),
         }
     }
@@ -90,14 +88,14 @@ impl Harness {
     /// unsynced writes are lost) once the simulated clock reaches `at_us`,
     /// whatever the client code is doing then.
     pub fn kill_at(mut self, node: NodeId, at_us: u64) -> Harness {
-        self.kills.push((node, at_us));
+        self.schedule.add(at_us, Fault::Kill(node));
         self
     }
 
     /// Pauses data node `node` at `at_us` of simulated time for
     /// `duration_us` (as SIGSTOP and SIGCONT would).
     pub fn pause_at(mut self, node: NodeId, at_us: u64, duration_us: u64) -> Harness {
-        self.pauses.push((node, at_us, duration_us));
+        self.schedule.add(at_us, Fault::Pause { node, duration_us });
         self
     }
 
@@ -143,13 +141,9 @@ impl Harness {
         for &(node, point) in &self.faults {
             simulation.world_mut().arm_fault(node, point);
         }
-        // Nodes already stopped (killed, at a fault point, shut down):
-        // their clients' connections are gone.
-        let mut stopped = std::collections::BTreeSet::new();
         let mut api_nodes = HostedApiNodes::default();
         let options = self.options;
-        let mut kills = self.kills;
-        let mut pauses = self.pauses;
+        let mut schedule = self.schedule;
         for index in 0..clients {
             let (options, work) = (options.clone(), work.clone());
             api_nodes.spawn(
@@ -163,44 +157,55 @@ impl Harness {
                 },
             );
         }
-        while !api_nodes.all_ended() {
-            let now_us = simulation.world().now_us();
-            kills.retain(|&(node, at_us)| {
-                if at_us <= now_us {
-                    simulation.kill_node(node);
-                    api_nodes.lose_connections_to(node, "killed", &mut simulation.client_io());
-                }
-                at_us > now_us
-            });
-            let newly: Vec<NodeId> = simulation
-                .world()
-                .stopped()
-                .keys()
-                .copied()
-                .filter(|node| !stopped.contains(node))
-                .collect();
-            for node in newly {
-                stopped.insert(node);
-                api_nodes.lose_connections_to(node, "stopped", &mut simulation.client_io());
-            }
-            pauses.retain(|&(node, at_us, duration_us)| {
-                if at_us <= now_us {
-                    simulation.pause_node(node, duration_us);
-                }
-                at_us > now_us
-            });
-            assert!(
-                simulation.world().now_us() < RUN_LIMIT_US,
-                "seed {}: the client code did not end within {RUN_LIMIT_US} us of simulated time",
-                self.seed
-            );
-            assert!(
-                simulation.step(&mut api_nodes),
-                "seed {}: the simulation ran out of events while the client code waits",
-                self.seed
-            );
-        }
+        drive(
+            &mut simulation,
+            &mut api_nodes,
+            &mut schedule,
+            RUN_LIMIT_US,
+            &mut |_| {},
+        );
         api_nodes.take_results()
+    }
+}
+
+/// Runs `simulation` until every API node of `api_nodes` has ended:
+/// injects the faults of `schedule` as the clock reaches them, ends the
+/// API nodes' connections to each data node that stops (killed, at a
+/// fault point, shut down), and calls `after_step` after every event (to
+/// check invariants). Panics, naming the seed, when the API nodes have
+/// not ended by `limit_us` of simulated time.
+pub(crate) fn drive<R: Send + 'static>(
+    simulation: &mut Simulation,
+    api_nodes: &mut HostedApiNodes<R>,
+    schedule: &mut Schedule,
+    limit_us: u64,
+    after_step: &mut dyn FnMut(&Simulation),
+) {
+    let mut stopped = std::collections::BTreeSet::new();
+    while !api_nodes.all_ended() {
+        schedule.inject_due(simulation);
+        let newly: Vec<NodeId> = simulation
+            .world()
+            .stopped()
+            .keys()
+            .copied()
+            .filter(|node| !stopped.contains(node))
+            .collect();
+        for node in newly {
+            stopped.insert(node);
+            api_nodes.lose_connections_to(node, "stopped", &mut simulation.client_io());
+        }
+        assert!(
+            simulation.world().now_us() < limit_us,
+            "seed {}: the client code did not end within {limit_us} us of simulated time",
+            simulation.seed()
+        );
+        assert!(
+            simulation.step(api_nodes),
+            "seed {}: the simulation ran out of events while the client code waits",
+            simulation.seed()
+        );
+        after_step(simulation);
     }
 }
 

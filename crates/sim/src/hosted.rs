@@ -303,7 +303,8 @@ impl<R: Send + 'static> HostedApiNodes<R> {
         });
         let context = HostedContext {
             api_node,
-            data_nodes: io.data_nodes().to_vec(),
+            // As mgmd tells a connecting client: the nodes not failed.
+            data_nodes: io.running_data_nodes(),
             seed: io.random(),
             environment: Environment {
                 transport: Arc::new(HostedTransport(Arc::clone(&shared))),
@@ -366,12 +367,15 @@ impl<R: Send + 'static> HostedApiNodes<R> {
     }
 
     /// Every connection of every API node ends (the data nodes crashed):
-    /// each receive side is closed with `reason`, failing its waiters, and
-    /// each API node gets a turn to notice.
+    /// each receive side is closed with `reason`, failing its waiters,
+    /// new connections are refused (the processes are gone; a client
+    /// still connecting must not reach the blocks built for the restart
+    /// before they start), and each API node gets a turn to notice.
     pub fn lose_connections(&mut self, reason: &str, io: &mut ClientIo<'_>) {
         for index in 0..self.nodes.len() {
             let inbounds: Vec<Inbound> = {
                 let mut state = self.nodes[index].shared.lock();
+                state.down.extend(io.data_nodes().iter().copied());
                 let links = state.links.values_mut();
                 links.filter_map(|link| link.inbound.take()).collect()
             };

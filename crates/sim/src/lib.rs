@@ -14,6 +14,10 @@
 //! every delivery so tests can tell.
 //!
 //! - `world`: clock, event queue, network, random streams, the blocks' context;
+//! - `nemesis`: faults (crashes, pauses, partitions, broken links, fault
+//!   points) and schedules of them drawn from a seed;
+//! - `chaos`: runs of a transfer workload under a random schedule of
+//!   faults, with the invariants checked after every step;
 //! - `hosted`: real API nodes: threads running the `client` crate over
 //!   the simulated network and clock, taking turns with the simulator;
 //! - `disk`: each node's simulated disk (volatile until synced, torn on a
@@ -34,12 +38,14 @@
 //! in the blocks alone.
 
 pub mod bank;
+pub mod chaos;
 pub mod config;
 pub mod crashes;
 pub mod disk;
 pub mod harness;
 pub mod hosted;
 pub mod ledger;
+pub mod nemesis;
 mod plans;
 pub mod restored;
 pub mod rows;
@@ -48,6 +54,7 @@ pub mod simulation;
 pub mod world;
 
 pub use bank::{Bank, BankOptions};
+pub use chaos::{run_chaos, ChaosOptions, ChaosReport, RestartCheck};
 pub use config::{ClusterShape, NodeLimits};
 pub use crashes::{CrashAt, CrashOptions, CrashRun, CrashRunReport, RestartReport};
 pub use disk::{Disk, DiskFaults};

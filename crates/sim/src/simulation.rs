@@ -261,6 +261,29 @@ impl Simulation {
         true
     }
 
+    /// Like [`Simulation::start_nodes`], for a restart some nodes may
+    /// refuse (stale ones shut down, saying why): runs until every node
+    /// has either started or stopped.
+    pub fn start_nodes_settled(&mut self) {
+        let nodes = self.world.data_nodes().to_vec();
+        self.start_nodes_for(0);
+        let limit_us = self.world.now_us() + START_LIMIT_US;
+        while !nodes
+            .iter()
+            .all(|&node| self.world.node_started(node) || self.world.is_stopped(node))
+        {
+            assert!(
+                self.step(&mut NoClient),
+                "the nodes ran out of work before each started or stopped"
+            );
+            assert!(
+                self.world.now_us() < limit_us,
+                "the nodes did not each start or stop within {} simulated seconds",
+                START_LIMIT_US / 1_000_000
+            );
+        }
+    }
+
     /// The whole cluster crashes now, at whatever point its work had
     /// reached: every signal in flight, timer and disk answer is dropped,
     /// every disk loses what was not synced (or keeps it torn, see
@@ -485,6 +508,14 @@ impl Drop for Simulation {
                     "    {}: {} operation records in use\n",
                     ldm.address(),
                     ldm.operations_in_use()
+                ));
+            }
+            text.push_str("sim: last log lines of the nodes:\n");
+            for (time_us, node, line) in self.world.recent_logs() {
+                text.push_str(&format!(
+                    "    {:>6}.{:03} ms node {node}: {line}\n",
+                    time_us / 1000,
+                    time_us % 1000
                 ));
             }
             text.push_str("sim: last signals delivered:\n");

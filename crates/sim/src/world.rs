@@ -173,7 +173,21 @@ pub struct World {
     arbitrator: Arbitrator,
     /// Fault points armed per node (each fires once: the node is killed).
     armed_faults: BTreeMap<NodeId, BTreeSet<kernel::faults::FaultPoint>>,
+    /// One-way partitions between data nodes: nothing sent from the first
+    /// node to the second arrives before the time given (TCP holds it
+    /// and retransmits once the path heals, so nothing is lost unless the
+    /// connection breaks meanwhile).
+    held: BTreeMap<(NodeId, NodeId), u64>,
+    /// Every membership installed in this run of the cluster, by id: one
+    /// member set per id, whoever installs it.
+    installed: BTreeMap<u32, NodeSet>,
+    /// The blocks' most recent log lines and shutdown reasons, with time
+    /// and node, for a failure report.
+    logs: VecDeque<(u64, NodeId, String)>,
 }
+
+/// How many log lines the world remembers for a failure report.
+const RECENT_LOGS: usize = 40;
 
 /// The simulated arbitrator: mgmd's `arbitrate` rule
 /// (docs/mgm-protocol.md): for each agreed membership (its id and
@@ -269,6 +283,9 @@ impl World {
             stopped: BTreeMap::new(),
             arbitrator: Arbitrator::default(),
             armed_faults: BTreeMap::new(),
+            held: BTreeMap::new(),
+            installed: BTreeMap::new(),
+            logs: VecDeque::with_capacity(RECENT_LOGS),
             incarnation: 1,
         }
     }
@@ -384,6 +401,13 @@ impl World {
         self.paused.clear();
         self.cut.clear();
         self.stopped.clear();
+        self.held.clear();
+        self.installed.clear();
+        self.armed_faults.clear();
+        // mgmd forgets its grants when a new run of the cluster starts,
+        // and whatever cut nodes off from it has healed.
+        self.arbitrator.grants.clear();
+        self.arbitrator.cut_off = NodeSet::EMPTY;
         self.incarnation += 1;
         self.last_delivery_us.clear();
         for reports in self.reports.values_mut() {
@@ -443,6 +467,56 @@ impl World {
             self.deliver_after_us(delay_us, report);
         }
         true
+    }
+
+    /// Nothing sent from data node `from` to data node `to` arrives
+    /// before `until_us` (a one-way partition that heals then, or a slow
+    /// path): it is held, in order, not lost. A partition longer than
+    /// the heartbeats tolerate ends in a node failure, whose broken link
+    /// drops what was held.
+    pub(crate) fn hold_link(&mut self, from: NodeId, to: NodeId, until_us: u64) {
+        assert!(
+            from != to && self.is_data_node(from) && self.is_data_node(to),
+            "a partition between data nodes {from} and {to}: no such link"
+        );
+        let held = self.held.entry((from, to)).or_insert(0);
+        *held = (*held).max(until_us);
+    }
+
+    /// Whether any running data node installed a membership that leaves
+    /// out another running node which, in turn, installed one leaving out
+    /// the first: two sides that both went on (split brain). Returns the
+    /// pair, if so.
+    pub fn split_brain(&self) -> Option<(NodeId, NodeId)> {
+        let running: Vec<(NodeId, NodeSet)> = self
+            .reports
+            .iter()
+            .filter(|(node, reports)| !self.stopped.contains_key(node) && reports.membership.0 > 0)
+            .map(|(&node, reports)| (node, reports.membership.1))
+            .collect();
+        for (index, &(a, members_a)) in running.iter().enumerate() {
+            for &(b, members_b) in &running[index + 1..] {
+                if !members_a.contains(b) && !members_b.contains(a) {
+                    return Some((a, b));
+                }
+            }
+        }
+        None
+    }
+
+    /// The members of membership `id` of this run, if any node installed it.
+    pub fn installed_membership(&self, id: u32) -> Option<NodeSet> {
+        self.installed.get(&id).copied()
+    }
+
+    /// Whether data node `node` is paused.
+    pub fn is_paused(&self, node: NodeId) -> bool {
+        self.paused.contains_key(&node)
+    }
+
+    /// Whether data node `node` has stopped (killed or shut down).
+    pub fn is_stopped(&self, node: NodeId) -> bool {
+        self.stopped.contains_key(&node)
     }
 
     /// Data node `node` stops for good: nothing reaches it any more.
@@ -566,6 +640,12 @@ impl World {
         self.current_node = node;
     }
 
+    /// The blocks' most recent log lines and shutdown reasons: (time in
+    /// microseconds, node, line), oldest first.
+    pub fn recent_logs(&self) -> impl Iterator<Item = &(u64, NodeId, String)> {
+        self.logs.iter()
+    }
+
     /// The most recent deliveries, oldest first.
     pub fn recent_deliveries(&self) -> impl Iterator<Item = &Delivery> {
         self.recent.iter()
@@ -610,7 +690,11 @@ impl World {
                     envelope.signal.name()
                 )
             });
-            base + self.network_rng.below(NODE_LINK_JITTER_US + 1)
+            let held_for_us = self
+                .held
+                .get(&(from.node, to.node))
+                .map_or(0, |&until_us| until_us.saturating_sub(self.now_us));
+            held_for_us + base + self.network_rng.below(NODE_LINK_JITTER_US + 1)
         };
         let pair = (envelope.from, envelope.to);
         let earliest = self.last_delivery_us.get(&pair).copied().unwrap_or(0);
@@ -746,6 +830,19 @@ impl Context for World {
 
     fn report(&mut self, report: Report) {
         let node = self.current_node;
+        if let Report::Log(line) | Report::Shutdown(line) = &report {
+            if self.logs.len() == RECENT_LOGS {
+                self.logs.pop_front();
+            }
+            self.logs.push_back((self.now_us, node, line.clone()));
+            if self.trace_to_stderr {
+                eprintln!(
+                    "{:>6}.{:03} ms node {node} log: {line}",
+                    self.now_us / 1000,
+                    self.now_us % 1000
+                );
+            }
+        }
         let report = match report {
             Report::CutLinks(nodes) => {
                 for peer in nodes.iter() {
@@ -793,6 +890,12 @@ impl Context for World {
                     reports.membership.0
                 );
                 reports.membership = (membership_id, live);
+                let agreed = *self.installed.entry(membership_id).or_insert(live);
+                assert_eq!(
+                    agreed, live,
+                    "node {node} installed membership {membership_id} as {live}, another node \
+                     as {agreed}: one id, one member set"
+                );
             }
             Report::CutLinks(_) | Report::Shutdown(_) => {
                 unreachable!("handled above")
@@ -874,6 +977,13 @@ impl ClientIo<'_> {
     /// Every data node, ascending.
     pub fn data_nodes(&self) -> &[NodeId] {
         self.world.data_nodes()
+    }
+
+    /// The data nodes that have not stopped, ascending: those mgmd would
+    /// tell a connecting client to reach.
+    pub fn running_data_nodes(&self) -> Vec<NodeId> {
+        let nodes = self.world.data_nodes().iter().copied();
+        nodes.filter(|&node| !self.world.is_stopped(node)).collect()
     }
 
     /// Sends an API request to a block of a data node.

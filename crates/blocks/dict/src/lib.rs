@@ -128,6 +128,9 @@ pub struct Dict {
     /// The agreed membership: nothing of a failed node is handled, and
     /// maps handed out leave its replicas out.
     node_failures: NodeFailures,
+    /// Signals of other dicts that came before this node's membership
+    /// announced the president: handled once it has.
+    early: Vec<Envelope>,
     /// The schema file: the read or write under way, the changes waiting.
     schema_file: SchemaFile,
     /// What the schema file held at start, until RESTORE_SCHEMA uses it.
@@ -212,6 +215,7 @@ impl Dict {
             ldms: Answers::new(ldms),
             dicts: Answers::new(dicts),
             node_failures: NodeFailures::default(),
+            early: Vec::new(),
             schema_file: SchemaFile::new(config.diskless),
             stored_schema: None,
             stored_file: None,
@@ -329,6 +333,10 @@ impl kernel::Block for Dict {
         if self.node_failures.refuses(from) {
             return;
         }
+        if self.master.is_none() && from.kind == BlockKind::Dict && from.node != self.address.node {
+            self.early.push(envelope);
+            return;
+        }
         match envelope.signal {
             // From API nodes: never panic.
             Signal::CreateTabReq(request) => self.create_table_request(from, request, ctx),
@@ -349,7 +357,12 @@ impl kernel::Block for Dict {
             // From the other dicts (at the master).
             Signal::SchemaSyncConf(conf) => self.schema_sync_conf(from, conf, ctx),
             Signal::StartPhaseReq(request) => self.start_phase(from, request.phase, ctx),
-            Signal::PresidentRep(report) => self.president_rep(from, report.president),
+            Signal::PresidentRep(report) => {
+                self.president_rep(from, report.president);
+                for early in std::mem::take(&mut self.early) {
+                    self.handle(early, ctx);
+                }
+            }
             Signal::ApiFailRep(report) => self.api_failed(report.node),
             Signal::NodeFailRep(report) => self.node_failed(from, report, ctx),
             Signal::NodeFailCompleteRep(report) => {

@@ -114,6 +114,10 @@ pub struct Dih {
     restart_write_pending: bool,
     /// The agreed membership: nothing of a failed node is handled.
     node_failures: NodeFailures,
+    /// Signals of other dihs that came before this node's membership
+    /// announced the president (the cluster formed, and another node
+    /// went on to its next phase first): handled once it has.
+    early: Vec<Envelope>,
 }
 
 impl Dih {
@@ -176,6 +180,7 @@ impl Dih {
             recorded_started: Gci(0),
             restart_write_pending: false,
             node_failures: NodeFailures::default(),
+            early: Vec::new(),
         }
     }
 
@@ -354,9 +359,18 @@ impl kernel::Block for Dih {
         if self.node_failures.refuses(from) {
             return;
         }
+        if self.master.is_none() && from.kind == BlockKind::Dih && from.node != self.address.node {
+            self.early.push(envelope);
+            return;
+        }
         match envelope.signal {
             Signal::StartPhaseReq(request) => self.start_phase(from, request.phase, ctx),
-            Signal::PresidentRep(report) => self.president_rep(from, report.president),
+            Signal::PresidentRep(report) => {
+                self.president_rep(from, report.president);
+                for early in std::mem::take(&mut self.early) {
+                    self.handle(early, ctx);
+                }
+            }
             Signal::ContinueB(continue_b) => match continue_b.job {
                 job::GCP_TIMER => self.gcp_timer(ctx),
                 other => panic!(

@@ -26,7 +26,7 @@ use crate::gcp::INITIAL_GCI;
 use crate::Dih;
 use kernel::{send, Context, Report};
 use signal::phases;
-use signal::signals::{RestartGciOrd, RestartGciRep, RestoreReq, RestoredRep};
+use signal::signals::{RestartGciOrd, RestartGciRep, RestoreReq, RestoredRep, SystemFileRep};
 use signal::{BlockKind, BlockRef, Gci, NodeId, NodeSet};
 use storage::system_file::SystemFile;
 
@@ -90,6 +90,7 @@ impl Dih {
     /// Phase INITIALISE: read the system file (the conf follows its answer).
     pub(crate) fn initialise(&mut self, requester: BlockRef, ctx: &mut dyn Context) {
         if self.diskless {
+            self.report_system_file(ctx);
             return self.confirm_phase(requester, phases::INITIALISE, ctx);
         }
         self.restart.requester = Some(requester);
@@ -103,21 +104,42 @@ impl Dih {
             .requester
             .take()
             .expect("the system file is read in phase INITIALISE");
+        self.report_system_file(ctx);
         self.confirm_phase(requester, phases::INITIALISE, ctx);
+    }
+
+    /// This node's complete GCI and the members recorded with it (0 and
+    /// none without a file).
+    fn recorded_complete(&self) -> (Gci, NodeSet) {
+        let record = self.system.record;
+        let complete_gci = Gci(record.map_or(0, |record| record.latest_complete_gci));
+        let members = record
+            .and_then(|record| NodeSet::from_bits(record.members))
+            .unwrap_or(NodeSet::EMPTY);
+        (complete_gci, members)
+    }
+
+    /// Tells membership what the system file records, before the conf of
+    /// phase INITIALISE: the cluster's formation leaves the stale nodes
+    /// out (docs/design/0015-start-without-stale-nodes.md).
+    fn report_system_file(&self, ctx: &mut dyn Context) {
+        let (complete_gci, members) = self.recorded_complete();
+        let membership = BlockRef::new(self.address.node, BlockKind::Membership, 0);
+        send(
+            ctx,
+            self.address,
+            membership,
+            SystemFileRep {
+                complete_gci,
+                members,
+            },
+        );
     }
 
     /// Phase RESTART_GCI: report the system file's complete GCI to the master.
     pub(crate) fn report_restart_gci(&mut self, requester: BlockRef, ctx: &mut dyn Context) {
         self.restart.requester = Some(requester);
-        let complete_gci = Gci(self
-            .system
-            .record
-            .map_or(0, |record| record.latest_complete_gci));
-        let members = self
-            .system
-            .record
-            .and_then(|record| NodeSet::from_bits(record.members))
-            .unwrap_or(NodeSet::EMPTY);
+        let (complete_gci, members) = self.recorded_complete();
         send(
             ctx,
             self.address,
@@ -154,30 +176,11 @@ impl Dih {
     /// GCI, and which nodes are too old to take part.
     fn decide_restart_gci(&mut self, ctx: &mut dyn Context) {
         let reported = &self.restart.reported;
-        let restored = reported
-            .iter()
-            .map(|&(_, gci, _)| gci)
-            .max()
-            .unwrap_or(Gci(0));
-        // The nodes alive when the restored GCI was recorded: as every
-        // file that recorded it says (none recorded: every node counts).
-        let members = reported
-            .iter()
-            .filter(|&&(_, gci, _)| gci == restored)
-            .fold(NodeSet::EMPTY, |members, &(_, _, recorded)| {
-                members.union(recorded)
-            });
-        let stale = NodeSet::of(
-            reported
-                .iter()
-                .filter(|&&(node, gci, _)| {
-                    restored != Gci(0)
-                        && gci < restored
-                        && !members.is_empty()
-                        && !members.contains(node)
-                })
-                .map(|&(node, _, _)| node),
-        );
+        let kernel::stale::Verdict {
+            restored,
+            members,
+            stale,
+        } = kernel::stale::judge(reported);
         let empty: Vec<NodeId> = reported
             .iter()
             .filter(|&&(node, gci, _)| gci == Gci(0) && !stale.contains(node))
@@ -185,14 +188,15 @@ impl Dih {
             .collect();
         let me = self.address.node;
         let decision = if stale.contains(me) {
-            // This node runs the start (the president, the lowest id) and
-            // its own data is too old; the start cannot move to another
-            // node yet.
+            // Formation leaves stale nodes out and names the lowest id
+            // that is not stale president (docs/design/0015), so the
+            // master is never stale; if the reports disagree with what
+            // formation saw, refuse rather than restore older data.
             ctx.report(Report::Log(format!(
                 "dih {}: system restart refused: GCI {restored} was made durable by nodes \
-                 {members}, and this node ({me}), which runs the start as president, failed \
-                 before it. A start led by another node, and bringing this one back (node \
-                 restart), are not supported yet.",
+                 {members}, and this node ({me}), the master, failed before it; the cluster's \
+                 formation should have left it out, so the system files changed during the \
+                 start. Start the nodes again.",
                 self.address
             )));
             REFUSED

@@ -21,6 +21,7 @@ use signal::signals::{
     GcpCommitConf, GcpCompleteRep, GcpDurableRep, GcpFlushConf, GcpFlushReq, GcpPrepare,
     GcpPrepareConf, GcpSaveConf, GcpSaveReq, PartitionMap, PartitionPlacement, RestartGciOrd,
     RestartGciRep, RestoreConf, RestoreReq, RestoredRep, SchemaRef, StartPhaseConf, StartPhaseReq,
+    SystemFileRep,
 };
 use signal::{phases, BlockKind, BlockRef, ErrorCode, Gci, NodeId, NodeSet, Signal};
 use std::sync::Arc;
@@ -349,7 +350,17 @@ fn golden_trace_of_start_and_two_switches() {
     assert!(ctx.take_fs_requests().is_empty(), "diskless reads no file");
     assert_eq!(
         ctx.take_trace(),
-        vec![line(DIH, MEMBERSHIP, StartPhaseConf { phase: 1 })]
+        vec![
+            line(
+                DIH,
+                MEMBERSHIP,
+                SystemFileRep {
+                    complete_gci: Gci(0),
+                    members: NodeSet::EMPTY,
+                }
+            ),
+            line(DIH, MEMBERSHIP, StartPhaseConf { phase: 1 })
+        ]
     );
 
     // RESTART_GCI: the dih reports to the master, itself; the master
@@ -1105,7 +1116,17 @@ fn golden_trace_of_a_non_master_dih_following_the_master() {
     deliver(&mut dih, &mut ctx, membership, StartPhaseReq { phase: 1 });
     assert_eq!(
         ctx.take_trace(),
-        vec![line(me, membership, StartPhaseConf { phase: 1 })]
+        vec![
+            line(
+                me,
+                membership,
+                SystemFileRep {
+                    complete_gci: Gci(0),
+                    members: NodeSet::EMPTY,
+                }
+            ),
+            line(me, membership, StartPhaseConf { phase: 1 })
+        ]
     );
     // RESTART_GCI: report to the master; the conf waits for its order.
     deliver(&mut dih, &mut ctx, membership, StartPhaseReq { phase: 2 });

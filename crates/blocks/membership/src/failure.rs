@@ -167,7 +167,8 @@ impl Membership {
         self.failures.alive().contains(node)
     }
 
-    /// The cluster formed: membership 1 is every configured data node.
+    /// The cluster formed: membership 1 is every configured data node
+    /// that is not stale (`formation.rs`).
     pub(crate) fn install_first_membership(&mut self, ctx: &mut dyn Context) {
         self.failures.membership_id = 1;
         self.failures.highest_prepared = 1;
@@ -180,6 +181,16 @@ impl Membership {
     /// The transport lost its link to `node`.
     pub(crate) fn link_failed(&mut self, node: NodeId, incarnation: u32, ctx: &mut dyn Context) {
         if self.state == StartState::ShutDown {
+            return;
+        }
+        if let Some((reason, waiting)) = self.formation.stale_exit.as_mut() {
+            // A stale node: the nodes going on cut it once they installed
+            // the membership without it.
+            waiting.remove(node);
+            if waiting.is_empty() {
+                let reason = std::mem::take(reason);
+                self.shut_down(reason, ctx);
+            }
             return;
         }
         if self.failures.membership_id == 0 {

@@ -7,16 +7,16 @@
 
 use crate::start::StartState;
 use crate::tests::{
-    connected, formed_middle_node, local_blocks, member_of, membership_of, run_phase_one,
-    ARBITRATION,
+    connected, formed_by, formed_middle_node, local_blocks, member_of, membership_of,
+    run_phase_one, ARBITRATION,
 };
 use crate::Membership;
 use kernel::testing::{delayed_line, deliver, line, RecordingContext};
 use kernel::Report;
 use signal::signals::{
     ArbitrationConf, ArbitrationReq, CmFailCommitOrd, CmFailPrepareConf, CmFailPrepareRef,
-    CmFailPrepareReq, CmFailRep, CmHeartbeat, CmNodeFailHandledRep, CmRegConf, CmShutdownOrd,
-    ContinueB, NodeFailCompleteRep, NodeFailConf, NodeFailRep, NodeLinkFailedRep,
+    CmFailPrepareReq, CmFailRep, CmHeartbeat, CmNodeFailHandledRep, CmShutdownOrd, ContinueB,
+    NodeFailCompleteRep, NodeFailConf, NodeFailRep, NodeLinkFailedRep,
 };
 use signal::{BlockKind, BlockRef, NodeId, NodeSet};
 
@@ -93,9 +93,7 @@ fn formed(node: u16, nodes: &[u16], ctx: &mut RecordingContext) -> Membership {
         deliver(&mut member, ctx, me, connected(peer));
     }
     let president = nodes.iter().copied().min().expect("nodes");
-    let formed = CmRegConf {
-        president: NodeId(president),
-    };
+    let formed = formed_by(NodeId(president));
     deliver(&mut member, ctx, membership_of(president), formed);
     ctx.take_trace();
     ctx.take_reports();
@@ -664,14 +662,7 @@ fn the_read_lease_runs_from_each_acked_heartbeats_send_time() {
     deliver(&mut member, &mut ctx, me, connected(2));
     ctx.take_trace();
     ctx.now_ms = 1_000;
-    deliver(
-        &mut member,
-        &mut ctx,
-        me,
-        CmRegConf {
-            president: NodeId(1),
-        },
-    );
+    deliver(&mut member, &mut ctx, me, formed_by(NodeId(1)));
     // Formed: every node just heard from every other.
     let lease_ms = u64::from(crate::tests::HEARTBEAT_MISSED - 1) * crate::tests::HEARTBEAT_MS;
     let trace = ctx.take_trace();

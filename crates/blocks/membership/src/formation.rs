@@ -2,33 +2,68 @@
 //! cluster whose data nodes all start together).
 //!
 //! ```text
-//!  transport     membership (each node)              membership (president)
+//!  transport     membership (each node)              membership (lowest id)
 //!   |-NodeConnectedRep->|  (any time, even before phase 0)     |
 //!   |                   |  phase 1 done, every peer connected   |
-//!   |                   |-- CmRegReq{node} ------------------->|  (the president
-//!   |                   |                                      |   registers too)
-//!   |                   |<-- CmRegConf{president} -------------|  every node registered
+//!   |                   |-- CmRegReq{node, complete GCI, ---->|  (it registers
+//!   |                   |            members}                 |   too)
+//!   |                   |<-- CmRegConf{president, stale, -----|  every node registered
+//!   |                   |             restored GCI}           |
 //!   |                   |  phases 2 and 3                       |
 //! ```
 //!
-//! The president is the lowest configured data node id (until node failures
-//! can move it); its dih and dict are the masters. Membership is the one
-//! source of that fact: it announces the president to its dih and dict
-//! (PRESIDENT_REP) before phase INITIALISE, and they take it from there. A node registers only once it is connected to every
-//! other data node, so when the president confirms, every node can reach
-//! every other: the master dih may then switch GCIs on every tc and the
-//! master dict add tables everywhere. A one-node cluster has no peer to
-//! wait for; it still registers with itself, so one path serves all sizes.
+//! The lowest configured data node id forms the cluster. Each node
+//! registers with what its system file records (dih reads it in phase 1
+//! and tells membership, SYSTEM_FILE_REP); once every node has, the
+//! forming node judges which are stale (`kernel::stale`: they failed
+//! before the newest complete GCI was made durable, so their data is
+//! older) and names the president: the lowest id that is not stale
+//! (docs/design/0015-start-without-stale-nodes.md). Every node then
+//! installs membership 1, the nodes that are not stale. A stale node
+//! tells every node going on that it leaves (CM_STALE_REP), each cuts its
+//! link once it installed membership 1 and heard that, and the stale node
+//! shuts down, saying why, when every such link has broken. Leaving at
+//! once could break a link before the forming node's conf crossed it (a
+//! link is cut at once, ahead of signals still queued for it). The president's dih and dict are the masters:
+//! membership announces it to them (PRESIDENT_REP) as the cluster forms,
+//! before the phases that talk to other nodes (signals of other nodes'
+//! dihs and dicts that arrive before it wait in those blocks). A node
+//! registers only once it is connected to every other data node, so when
+//! the forming node confirms, every node can reach every other: the
+//! master dih may then switch GCIs on every tc and the master dict add
+//! tables everywhere. A one-node cluster has no peer to wait for; it
+//! still registers with itself, so one path serves all sizes.
+//!
+//! When a participant dies here: a link that breaks before the cluster
+//! formed stops the start on the nodes that see it (every node must take
+//! part; `failure.rs`). A stale node's links break because the others
+//! cut them after installing membership 1 without it; one that dies
+//! instead breaks its link too, so a stale node never waits forever for
+//! a node that is gone.
 
 use crate::start::{self, StartState, PHASES};
 use crate::Membership;
 use kernel::Context;
-use signal::signals::{CmRegConf, CmRegReq, NodeConnectedRep};
-use signal::{BlockKind, BlockRef, NodeId};
+use signal::signals::{CmRegConf, CmRegReq, CmStaleRep, NodeConnectedRep, PresidentRep};
+use signal::{BlockKind, BlockRef, Gci, NodeId, NodeSet};
 
 /// What membership knows of the other data nodes.
 pub(crate) struct Formation {
-    president: NodeId,
+    /// The lowest configured id: it forms the cluster.
+    forming: NodeId,
+    /// What this node's system file records: its complete GCI and the
+    /// members alive at it (dih's SYSTEM_FILE_REP, phase INITIALISE).
+    system_file: (Gci, NodeSet),
+    /// At the forming node: what each registered node's file records.
+    reported: Vec<(NodeId, Gci, NodeSet)>,
+    /// This node is stale: why it shuts down, once the links to these
+    /// nodes (the ones going on) have broken.
+    pub(crate) stale_exit: Option<(String, NodeSet)>,
+    /// The stale nodes of the formed cluster (this node going on).
+    stale: NodeSet,
+    /// Stale nodes that said they leave (CM_STALE_REP), perhaps before
+    /// this node heard the conf.
+    leaving: NodeSet,
     /// Every data node, ascending: its incarnation once connected (this
     /// node counts as connected), and whether it registered (kept at the
     /// president only).
@@ -57,7 +92,12 @@ impl Formation {
             "node {me} is not among the configured data nodes {data_nodes:?}"
         );
         Formation {
-            president: sorted[0],
+            forming: sorted[0],
+            system_file: (Gci(0), NodeSet::EMPTY),
+            reported: Vec::new(),
+            stale_exit: None,
+            stale: NodeSet::EMPTY,
+            leaving: NodeSet::EMPTY,
             nodes: sorted
                 .into_iter()
                 .map(|node| NodeState {
@@ -70,8 +110,10 @@ impl Formation {
         }
     }
 
-    pub(crate) fn president(&self) -> NodeId {
-        self.president
+    /// dih read the system file: what it records goes with this node's
+    /// registration.
+    pub(crate) fn system_file_read(&mut self, complete_gci: Gci, members: NodeSet) {
+        self.system_file = (complete_gci, members);
     }
 
     fn node_mut(&mut self, node: NodeId) -> Option<&mut NodeState> {
@@ -168,23 +210,30 @@ impl Membership {
             return;
         }
         self.formation.registration_sent = true;
-        let president = Self::membership_of(self.formation.president);
+        let forming = Self::membership_of(self.formation.forming);
         let node = self.address.node;
-        kernel::send(ctx, self.address, president, CmRegReq { node });
+        let (complete_gci, members) = self.formation.system_file;
+        let request = CmRegReq {
+            node,
+            complete_gci,
+            members,
+        };
+        kernel::send(ctx, self.address, forming, request);
     }
 
-    /// At the president: `node` is connected to every data node. Once all
-    /// have registered, the cluster is formed.
+    /// At the forming node: `node` is connected to every data node. Once
+    /// all have registered, the cluster is formed without the stale ones.
     pub(crate) fn registration_request(
         &mut self,
         from: BlockRef,
-        node: NodeId,
+        request: CmRegReq,
         ctx: &mut dyn Context,
     ) {
-        let president = self.formation.president;
+        let forming = self.formation.forming;
+        let node = request.node;
         assert_eq!(
-            self.address.node, president,
-            "membership {}: CmRegReq from {from}, but node {president} is the president",
+            self.address.node, forming,
+            "membership {}: CmRegReq from {from}, but node {forming} forms the cluster",
             self.address
         );
         assert!(
@@ -209,29 +258,45 @@ impl Membership {
             return;
         }
         state.registered = true;
+        self.formation
+            .reported
+            .push((node, request.complete_gci, request.members));
         if !self.formation.nodes.iter().all(|state| state.registered) {
             return;
         }
+        let verdict = kernel::stale::judge(&self.formation.reported);
+        let president = self
+            .formation
+            .nodes
+            .iter()
+            .map(|state| state.node)
+            .find(|&node| !verdict.stale.contains(node))
+            .expect("a node with the newest complete GCI is never stale");
         for index in 0..self.formation.nodes.len() {
             let to = Self::membership_of(self.formation.nodes[index].node);
-            kernel::send(ctx, self.address, to, CmRegConf { president });
+            let conf = CmRegConf {
+                president,
+                stale: verdict.stale,
+                restored_gci: verdict.restored,
+            };
+            kernel::send(ctx, self.address, to, conf);
         }
     }
 
-    /// The president formed the cluster: run the remaining phases.
+    /// The forming node formed the cluster: install membership 1 (every
+    /// node that is not stale) and run the remaining phases, or shut down
+    /// if this node is stale.
     pub(crate) fn cluster_formed(
         &mut self,
         from: BlockRef,
-        president: NodeId,
+        conf: CmRegConf,
         ctx: &mut dyn Context,
     ) {
         assert!(
-            from == Self::membership_of(self.formation.president)
-                && president == self.formation.president,
-            "membership {}: CmRegConf naming president {president} from {from}, but node {} \
-             is the president",
+            from == Self::membership_of(self.formation.forming),
+            "membership {}: CmRegConf from {from}, but node {} forms the cluster",
             self.address,
-            self.formation.president
+            self.formation.forming
         );
         assert!(
             self.state == StartState::Forming && self.formation.registration_sent,
@@ -239,7 +304,58 @@ impl Membership {
             self.address,
             self.state
         );
+        let me = self.address.node;
+        if conf.stale.contains(me) {
+            let (own, _) = self.formation.system_file;
+            let reason = format!(
+                "this node's data ends at GCI {own}: it failed before GCI {} was made durable \
+                 by the nodes that carried on, so it takes no part in this start (the cluster \
+                 starts without it, led by node {}); bringing it back needs a node restart \
+                 (copying from the live nodes), which is not built yet",
+                conf.restored_gci, conf.president
+            );
+            // It tells every node going on that it leaves, and shuts down
+            // once each has cut its link: leaving at once could break a
+            // link before the forming node's conf crossed it (the conf
+            // this node sent, when it is the forming node, goes first on
+            // each link).
+            let waiting = self.failures.live.difference(conf.stale);
+            self.formation.stale_exit = Some((reason, waiting));
+            self.send_to_members(waiting, ctx, || CmStaleRep {
+                restored_gci: conf.restored_gci,
+            });
+            return;
+        }
+        let live = self.failures.live.difference(conf.stale);
+        self.failures.live = live;
         self.install_first_membership(ctx);
+        // The masters' blocks learn the president before the next phase,
+        // on the same link as its request.
+        for &block in self.blocks.members() {
+            if matches!(block.kind, BlockKind::Dih | BlockKind::Dict) {
+                kernel::send(
+                    ctx,
+                    self.address,
+                    block,
+                    PresidentRep {
+                        president: conf.president,
+                    },
+                );
+            }
+        }
+        if !conf.stale.is_empty() {
+            ctx.report(kernel::Report::Log(format!(
+                "restoring GCI {}: node(s) {} failed before it was made durable, so their data \
+                 is older; the cluster starts without them, led by node {}",
+                conf.restored_gci, conf.stale, conf.president
+            )));
+            // Every block stops waiting for them, as for a failure.
+            self.tell_blocks(1, live, conf.stale, ctx);
+            self.formation.stale = conf.stale;
+            self.cut_leaving(ctx);
+        }
+        let now = ctx.now_ms();
+        self.heartbeats.set_ring(live, now);
         self.heartbeats.start(ctx);
         self.publish_lease(ctx);
         let initialise = PHASES
@@ -247,5 +363,25 @@ impl Membership {
             .position(|&phase| phase == start::INITIALISE)
             .expect("INITIALISE is a phase");
         self.run_phase(initialise + 1, ctx);
+    }
+
+    /// CM_STALE_REP: stale node `node` heard it is stale and leaves.
+    /// Handled before the inbox's test of the membership (the node is
+    /// outside it by then).
+    pub(crate) fn stale_node_leaves(&mut self, node: NodeId, ctx: &mut dyn Context) {
+        self.formation.leaving.insert(node);
+        self.cut_leaving(ctx);
+    }
+
+    /// Cuts the links of the stale nodes that said they leave, once this
+    /// node installed the membership without them: the stale node shuts
+    /// down when every node going on has.
+    fn cut_leaving(&mut self, ctx: &mut dyn Context) {
+        let cut = self.formation.leaving.intersection(self.formation.stale);
+        if cut.is_empty() {
+            return;
+        }
+        self.formation.leaving = self.formation.leaving.difference(cut);
+        ctx.report(kernel::Report::CutLinks(cut));
     }
 }

@@ -42,7 +42,7 @@ use handling::Handling;
 use heartbeat::Heartbeats;
 use kernel::answers::Answers;
 use kernel::{Context, Report};
-use signal::signals::{ApiRegConf, ApiRegRef, PresidentRep, StartPhaseReq, API_PROTOCOL_VERSION};
+use signal::signals::{ApiRegConf, ApiRegRef, StartPhaseReq, API_PROTOCOL_VERSION};
 use signal::{codec, BlockKind, BlockRef, Envelope, ErrorCode, NodeId, NodeSet, Signal};
 use start::{StartState, PHASES};
 
@@ -187,18 +187,6 @@ impl Membership {
         self.state = StartState::Running { index };
         self.blocks.start_round();
         let phase = PHASES[index];
-        if phase == start::INITIALISE {
-            // The blocks with a master learn the president first, on the
-            // same link as the phase, so they know it before they confirm
-            // INITIALISE and so before this node joins the cluster and
-            // hears from other nodes.
-            let president = self.formation.president();
-            for &block in self.blocks.members() {
-                if matches!(block.kind, BlockKind::Dih | BlockKind::Dict) {
-                    kernel::send(ctx, self.address, block, PresidentRep { president });
-                }
-            }
-        }
         for &block in self.blocks.members() {
             kernel::send(ctx, self.address, block, StartPhaseReq { phase });
         }
@@ -268,6 +256,12 @@ impl kernel::Block for Membership {
             // simulator stops delivering).
             return;
         }
+        if let Signal::CmStaleRep(_) = envelope.signal {
+            if from.kind == BlockKind::Membership && from.node != self.address.node {
+                self.stale_node_leaves(from.node, ctx);
+            }
+            return;
+        }
         if from.kind == BlockKind::Membership
             && from.node != self.address.node
             && !self.hears_from(from.node)
@@ -286,8 +280,11 @@ impl kernel::Block for Membership {
             Signal::NodeLinkFailedRep(report) => {
                 self.link_failed(report.node, report.incarnation, ctx)
             }
-            Signal::CmRegReq(request) => self.registration_request(from, request.node, ctx),
-            Signal::CmRegConf(conf) => self.cluster_formed(from, conf.president, ctx),
+            Signal::CmRegReq(request) => self.registration_request(from, request, ctx),
+            Signal::CmRegConf(conf) => self.cluster_formed(from, conf, ctx),
+            Signal::SystemFileRep(report) if from.node == self.address.node => self
+                .formation
+                .system_file_read(report.complete_gci, report.members),
             Signal::CmHeartbeat(heartbeat) => self.heartbeat(from, heartbeat.sent_at_ms, ctx),
             Signal::CmHeartbeatAck(ack) => self.heartbeat_acked(ack.sent_at_ms, ctx),
             Signal::CmFailRep(report) => self.fail_report(from, report.failed, ctx),

@@ -13,7 +13,7 @@ use signal::signals::{
     GetTabInfoReq, LockMode, NodeConnectedRep, OperationKind, PresidentRep, StartPhaseConf,
     StartPhaseReq, TcCommitReq, TcKeyRef, TcKeyReq, TcRollbackReq,
 };
-use signal::{BlockKind, BlockRef, ErrorCode, NodeId, NodeSet, TransactionId};
+use signal::{BlockKind, BlockRef, ErrorCode, Gci, NodeId, NodeSet, TransactionId};
 
 const NODE: NodeId = NodeId(2);
 const MEMBERSHIP: BlockRef = BlockRef::new(NODE, BlockKind::Membership, 0);
@@ -44,18 +44,36 @@ fn membership() -> Membership {
     })
 }
 
+/// A registration with no system file (an initial start).
+pub(crate) fn registration(node: NodeId) -> CmRegReq {
+    CmRegReq {
+        node,
+        complete_gci: Gci(0),
+        members: NodeSet::EMPTY,
+    }
+}
+
+/// The cluster formed under `president`, no node stale.
+pub(crate) fn formed_by(president: NodeId) -> CmRegConf {
+    CmRegConf {
+        president,
+        stale: NodeSet::EMPTY,
+        restored_gci: Gci(0),
+    }
+}
+
 /// One-node cluster formation: the node registers with itself.
 fn form_alone(membership: &mut Membership, ctx: &mut RecordingContext) {
     assert_eq!(
         ctx.take_trace(),
-        vec![line(MEMBERSHIP, MEMBERSHIP, CmRegReq { node: NODE })]
+        vec![line(MEMBERSHIP, MEMBERSHIP, registration(NODE))]
     );
-    deliver(membership, ctx, MEMBERSHIP, CmRegReq { node: NODE });
+    deliver(membership, ctx, MEMBERSHIP, registration(NODE));
     assert_eq!(
         ctx.take_trace(),
-        vec![line(MEMBERSHIP, MEMBERSHIP, CmRegConf { president: NODE })]
+        vec![line(MEMBERSHIP, MEMBERSHIP, formed_by(NODE))]
     );
-    deliver(membership, ctx, MEMBERSHIP, CmRegConf { president: NODE });
+    deliver(membership, ctx, MEMBERSHIP, formed_by(NODE));
     assert_eq!(
         ctx.take_reports(),
         vec![Report::Membership {
@@ -66,11 +84,12 @@ fn form_alone(membership: &mut Membership, ctx: &mut RecordingContext) {
     );
 }
 
-/// The phase's requests to every block; phase INITIALISE's come after the
-/// president's announcement to the blocks that have a master.
+/// The phase's requests to every block; the first phase after the
+/// cluster formed comes after the president's announcement to the blocks
+/// that have a master.
 fn phase_requests(phase: u8) -> Vec<String> {
     let mut lines = Vec::new();
-    if phase == INITIALISE {
+    if phase == INITIALISE + 1 {
         for block in [DICT, DIH] {
             lines.push(line(MEMBERSHIP, block, PresidentRep { president: NODE }));
         }
@@ -312,19 +331,9 @@ fn random_api_requests_in_every_start_state_are_answered_never_panicked_on() {
                     }
                     if phase == 1 {
                         ctx.sent.clear();
-                        deliver(
-                            &mut membership,
-                            &mut ctx,
-                            MEMBERSHIP,
-                            CmRegReq { node: NODE },
-                        );
+                        deliver(&mut membership, &mut ctx, MEMBERSHIP, registration(NODE));
                         let president = NODE;
-                        deliver(
-                            &mut membership,
-                            &mut ctx,
-                            MEMBERSHIP,
-                            CmRegConf { president },
-                        );
+                        deliver(&mut membership, &mut ctx, MEMBERSHIP, formed_by(president));
                     }
                     phase_index = Some(index + 1);
                 }
@@ -442,21 +451,9 @@ pub(crate) fn local_blocks(node: u16) -> [BlockRef; 4] {
     ]
 }
 
-/// The phase's requests of node `node`'s membership to its blocks; phase
-/// INITIALISE's come after the announcement of the president (node 1, the
-/// lowest id of every cluster here) to dict and dih.
+/// The phase's requests of node `node`'s membership to its blocks.
 pub(crate) fn phase_requests_of(node: u16, phase: u8) -> Vec<String> {
     let mut lines = Vec::new();
-    if phase == INITIALISE {
-        for block in &local_blocks(node)[..2] {
-            let president = NodeId(1);
-            lines.push(line(
-                membership_of(node),
-                *block,
-                PresidentRep { president },
-            ));
-        }
-    }
     lines.extend(
         local_blocks(node)
             .into_iter()
@@ -466,13 +463,19 @@ pub(crate) fn phase_requests_of(node: u16, phase: u8) -> Vec<String> {
 }
 
 /// What node `node`'s membership sends once the cluster is formed (at
-/// time 0): the first heartbeat to `next` (the next node of the ring),
-/// the heartbeat timer, the first read lease to its ldm, and phase 2's
-/// requests.
+/// time 0): the president (node 1, the lowest id of every cluster here)
+/// to dict and dih, the first heartbeat to `next` (the next node of the
+/// ring), the heartbeat timer, the first read lease to its ldm, and phase
+/// 2's requests.
 pub(crate) fn formed_requests_of(node: u16, next: u16) -> Vec<String> {
     let me = membership_of(node);
     let ldm = BlockRef::new(NodeId(node), BlockKind::Ldm, 0);
-    let mut lines = vec![
+    let president = NodeId(1);
+    let mut lines: Vec<String> = local_blocks(node)[..2]
+        .iter()
+        .map(|&block| line(me, block, PresidentRep { president }))
+        .collect();
+    lines.extend([
         line(me, membership_of(next), heartbeat(1)),
         delayed_line(me, me, ContinueB { job: 2 }, HEARTBEAT_MS),
         line(
@@ -482,7 +485,7 @@ pub(crate) fn formed_requests_of(node: u16, next: u16) -> Vec<String> {
                 valid_until_ms: u64::from(HEARTBEAT_MISSED - 1) * HEARTBEAT_MS,
             },
         ),
-    ];
+    ]);
     lines.extend(phase_requests_of(node, 2));
     lines
 }
@@ -521,22 +524,20 @@ fn golden_trace_of_two_node_formation_at_the_president() {
     run_phase_one(&mut president, &mut ctx, 1);
     assert_eq!(
         ctx.take_trace(),
-        vec![line(me, me, CmRegReq { node: NodeId(1) })],
+        vec![line(me, me, registration(NodeId(1)))],
         "connected to every peer: registers at once"
     );
     assert_eq!(president.state(), StartState::Forming);
 
-    deliver(&mut president, &mut ctx, me, CmRegReq { node: NodeId(1) });
+    deliver(&mut president, &mut ctx, me, registration(NodeId(1)));
     assert!(ctx.take_trace().is_empty(), "node 2 has not registered");
     deliver(
         &mut president,
         &mut ctx,
         membership_of(2),
-        CmRegReq { node: NodeId(2) },
+        registration(NodeId(2)),
     );
-    let formed = CmRegConf {
-        president: NodeId(1),
-    };
+    let formed = formed_by(NodeId(1));
     assert_eq!(
         ctx.take_trace(),
         vec![
@@ -570,30 +571,21 @@ fn golden_trace_of_two_node_formation_at_the_other_node() {
     deliver(&mut node, &mut ctx, me, connected(1));
     assert_eq!(
         ctx.take_trace(),
-        vec![line(me, membership_of(1), CmRegReq { node: NodeId(2) })]
+        vec![line(me, membership_of(1), registration(NodeId(2)))]
     );
     deliver(&mut node, &mut ctx, me, connected(1));
     assert!(ctx.take_trace().is_empty(), "registers once");
     // Connected: a late timer reports nothing and stops.
     deliver(&mut node, &mut ctx, me, waiting_report());
     assert!(ctx.take_reports().is_empty() && ctx.take_trace().is_empty());
-    deliver(
-        &mut node,
-        &mut ctx,
-        membership_of(1),
-        CmRegConf {
-            president: NodeId(1),
-        },
-    );
+    deliver(&mut node, &mut ctx, membership_of(1), formed_by(NodeId(1)));
     assert_eq!(ctx.take_trace(), formed_requests_of(2, 1));
 }
 
 #[test]
 fn four_node_formation_waits_for_every_connection_and_every_registration() {
     let nodes = [1, 2, 3, 4];
-    let formed = CmRegConf {
-        president: NodeId(1),
-    };
+    let formed = formed_by(NodeId(1));
 
     // Node 3: connections before and after phase 1, in any order.
     let mut node = member_of(3, &nodes);
@@ -610,7 +602,7 @@ fn four_node_formation_waits_for_every_connection_and_every_registration() {
     deliver(&mut node, &mut ctx, me, connected(2));
     assert_eq!(
         ctx.take_trace(),
-        vec![line(me, membership_of(1), CmRegReq { node: NodeId(3) })]
+        vec![line(me, membership_of(1), registration(NodeId(3)))]
     );
     deliver(
         &mut node,
@@ -629,22 +621,17 @@ fn four_node_formation_waits_for_every_connection_and_every_registration() {
     }
     for id in [3, 4] {
         let from = membership_of(id);
-        deliver(
-            &mut president,
-            &mut ctx,
-            from,
-            CmRegReq { node: NodeId(id) },
-        );
+        deliver(&mut president, &mut ctx, from, registration(NodeId(id)));
     }
     run_phase_one(&mut president, &mut ctx, 1);
     assert_eq!(
         ctx.take_trace(),
-        vec![line(me, me, CmRegReq { node: NodeId(1) })]
+        vec![line(me, me, registration(NodeId(1)))]
     );
-    deliver(&mut president, &mut ctx, me, CmRegReq { node: NodeId(1) });
+    deliver(&mut president, &mut ctx, me, registration(NodeId(1)));
     assert!(ctx.take_trace().is_empty(), "node 2 has not registered");
     let from = membership_of(2);
-    deliver(&mut president, &mut ctx, from, CmRegReq { node: NodeId(2) });
+    deliver(&mut president, &mut ctx, from, registration(NodeId(2)));
     assert_eq!(
         ctx.take_trace(),
         nodes
@@ -657,15 +644,15 @@ fn four_node_formation_waits_for_every_connection_and_every_registration() {
 }
 
 #[test]
-#[should_panic(expected = "is the president")]
-fn registration_at_a_node_that_is_not_president_stops_the_node() {
+#[should_panic(expected = "forms the cluster")]
+fn registration_at_a_node_that_does_not_form_the_cluster_stops_the_node() {
     let mut node = member_of(2, &[1, 2]);
     let mut ctx = RecordingContext::new();
     deliver(
         &mut node,
         &mut ctx,
         membership_of(1),
-        CmRegReq { node: NodeId(1) },
+        registration(NodeId(1)),
     );
 }
 
@@ -674,8 +661,8 @@ fn a_second_registration_is_logged_and_refused_never_a_panic() {
     let mut president = member_of(1, &[1, 2, 3]);
     let mut ctx = RecordingContext::new();
     let from = membership_of(2);
-    deliver(&mut president, &mut ctx, from, CmRegReq { node: NodeId(2) });
-    deliver(&mut president, &mut ctx, from, CmRegReq { node: NodeId(2) });
+    deliver(&mut president, &mut ctx, from, registration(NodeId(2)));
+    deliver(&mut president, &mut ctx, from, registration(NodeId(2)));
     assert!(ctx.take_trace().is_empty(), "node 3 has not registered");
     let reports = ctx.take_reports();
     assert!(
@@ -690,14 +677,7 @@ fn cluster_formed_before_registration_stops_the_node() {
     let mut node = member_of(2, &[1, 2]);
     let mut ctx = RecordingContext::new();
     run_phase_one(&mut node, &mut ctx, 2);
-    deliver(
-        &mut node,
-        &mut ctx,
-        membership_of(1),
-        CmRegConf {
-            president: NodeId(1),
-        },
-    );
+    deliver(&mut node, &mut ctx, membership_of(1), formed_by(NodeId(1)));
 }
 
 #[test]
@@ -732,9 +712,7 @@ pub(crate) fn formed_middle_node(ctx: &mut RecordingContext) -> Membership {
     run_phase_one(&mut node, ctx, 2);
     deliver(&mut node, ctx, me, connected(1));
     deliver(&mut node, ctx, me, connected(3));
-    let formed = CmRegConf {
-        president: NodeId(1),
-    };
+    let formed = formed_by(NodeId(1));
     deliver(&mut node, ctx, membership_of(1), formed);
     assert_eq!(
         ctx.take_trace().last(),
@@ -836,4 +814,185 @@ fn a_heartbeat_before_the_cluster_is_formed_is_a_sign_of_life_and_nothing_else()
     ctx.take_trace();
     assert!(ctx.take_reports().is_empty());
     assert!(node.suspected().is_empty());
+}
+
+fn set(ids: &[u16]) -> NodeSet {
+    NodeSet::of(ids.iter().map(|&id| NodeId(id)))
+}
+
+/// A three-node cluster restarting after node 1 failed and nodes 2 and 3
+/// made GCI 9 durable without it: node 1 (the lowest id) forms the
+/// cluster, finds itself stale, names node 2 president and leaves itself
+/// out.
+#[test]
+fn the_forming_node_leaves_out_stale_nodes_and_names_the_lowest_up_to_date_president() {
+    let nodes = [1, 2, 3];
+    let mut forming = member_of(1, &nodes);
+    let mut ctx = RecordingContext::new();
+    let me = membership_of(1);
+    for peer in [2, 3] {
+        deliver(&mut forming, &mut ctx, me, connected(peer));
+    }
+    run_phase_one(&mut forming, &mut ctx, 1);
+    deliver(
+        &mut forming,
+        &mut ctx,
+        local_blocks(1)[1],
+        signal::signals::SystemFileRep {
+            complete_gci: Gci(3),
+            members: set(&[1, 2, 3]),
+        },
+    );
+    ctx.take_trace();
+    let reports = [
+        (1, 3, &[1, 2, 3][..]),
+        (2, 9, &[2, 3][..]),
+        (3, 9, &[2, 3][..]),
+    ];
+    for (node, gci, members) in reports {
+        let request = CmRegReq {
+            node: NodeId(node),
+            complete_gci: Gci(gci),
+            members: set(members),
+        };
+        deliver(&mut forming, &mut ctx, membership_of(node), request);
+    }
+    let formed = CmRegConf {
+        president: NodeId(2),
+        stale: set(&[1]),
+        restored_gci: Gci(9),
+    };
+    assert_eq!(
+        ctx.take_trace(),
+        nodes
+            .iter()
+            .map(|&node| line(me, membership_of(node), CmRegConf { ..formed }))
+            .collect::<Vec<_>>()
+    );
+    // The forming node itself is stale: it shuts down, saying why, once
+    // both nodes going on cut its links (they installed membership 1).
+    deliver(&mut forming, &mut ctx, me, formed);
+    let leaves = || signal::signals::CmStaleRep {
+        restored_gci: Gci(9),
+    };
+    assert_eq!(
+        ctx.take_trace(),
+        vec![
+            line(me, membership_of(2), leaves()),
+            line(me, membership_of(3), leaves()),
+        ],
+        "it tells the nodes going on that it leaves, and runs no further phase"
+    );
+    assert_ne!(
+        forming.state(),
+        StartState::ShutDown,
+        "node 3 has not cut it"
+    );
+    for peer in [2, 3] {
+        assert!(ctx.take_reports().is_empty());
+        let cut = signal::signals::NodeLinkFailedRep {
+            node: NodeId(peer),
+            incarnation: 7,
+        };
+        deliver(&mut forming, &mut ctx, me, cut);
+    }
+    assert_eq!(forming.state(), StartState::ShutDown);
+    let reasons: Vec<String> = ctx
+        .take_reports()
+        .into_iter()
+        .filter_map(|report| match report {
+            Report::Shutdown(reason) => Some(reason),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert!(
+        reasons[0].contains("ends at GCI 0/3")
+            && reasons[0].contains("before GCI 0/9")
+            && reasons[0].contains("led by node 2")
+            && reasons[0].contains("node restart"),
+        "{reasons:?}"
+    );
+    assert!(ctx.take_trace().is_empty());
+}
+
+/// At an up-to-date node of the same start: membership 1 is nodes 2 and
+/// 3, node 2 is the president, every block hears that node 1 is out (as
+/// for a failure), and the heartbeat ring leaves it out.
+#[test]
+fn an_up_to_date_node_installs_the_membership_without_the_stale_ones() {
+    let nodes = [1, 2, 3];
+    let mut node = member_of(3, &nodes);
+    let mut ctx = RecordingContext::new();
+    let me = membership_of(3);
+    for peer in [1, 2] {
+        deliver(&mut node, &mut ctx, me, connected(peer));
+    }
+    run_phase_one(&mut node, &mut ctx, 3);
+    ctx.take_trace();
+    let formed = CmRegConf {
+        president: NodeId(2),
+        stale: set(&[1]),
+        restored_gci: Gci(9),
+    };
+    deliver(&mut node, &mut ctx, membership_of(1), formed);
+    assert_eq!(node.state(), StartState::Running { index: 1 });
+    assert_eq!(node.membership(), (1, set(&[2, 3])));
+    assert_eq!(node.president(), NodeId(2));
+    assert!(
+        !ctx.take_reports()
+            .iter()
+            .any(|report| matches!(report, Report::CutLinks(_))),
+        "the stale node's link stays until it says it heard the verdict"
+    );
+    let trace = ctx.take_trace();
+    for block in &local_blocks(3)[..2] {
+        let announced = line(
+            me,
+            *block,
+            PresidentRep {
+                president: NodeId(2),
+            },
+        );
+        assert!(trace.contains(&announced), "{trace:?}");
+    }
+    for block in local_blocks(3) {
+        let out = line(
+            me,
+            block,
+            signal::signals::NodeFailRep {
+                membership_id: 1,
+                live: set(&[2, 3]),
+                failed: set(&[1]),
+            },
+        );
+        assert!(trace.contains(&out), "{trace:?}");
+    }
+    assert!(
+        trace.contains(&line(me, membership_of(2), heartbeat(1))),
+        "the ring runs 3 -> 2: {trace:?}"
+    );
+    assert!(
+        !trace.iter().any(|line| line.contains("-> 1:membership")),
+        "nothing goes to the stale node: {trace:?}"
+    );
+    // It heard the verdict and leaves: its link is cut, its signal to shut
+    // down.
+    let leaves = signal::signals::CmStaleRep {
+        restored_gci: Gci(9),
+    };
+    deliver(&mut node, &mut ctx, membership_of(1), leaves);
+    assert_eq!(ctx.take_reports(), vec![Report::CutLinks(set(&[1]))]);
+    // Its link breaking later is no failure of this membership.
+    deliver(
+        &mut node,
+        &mut ctx,
+        me,
+        signal::signals::NodeLinkFailedRep {
+            node: NodeId(1),
+            incarnation: 7,
+        },
+    );
+    assert_eq!(node.membership(), (1, set(&[2, 3])));
+    assert_ne!(node.state(), StartState::ShutDown);
 }

@@ -154,6 +154,13 @@ impl Tc {
         self.records.transactions_in_use
     }
 
+    /// The partition map this tc routes each known table by (for the
+    /// simulator's check that tcs of one membership agree on every
+    /// partition's primary).
+    pub fn routing_maps(&self) -> impl Iterator<Item = &PartitionMap> {
+        self.tables.iter().flatten().map(|route| route.map.as_ref())
+    }
+
     /// Runs the timeout scan again after its period.
     fn schedule_timeout_scan(&self, ctx: &mut dyn Context) {
         let address = self.config.address;

@@ -417,9 +417,20 @@ fn data_node_signals_round_trip() {
             busy: false,
         }
         .into(),
-        CmRegReq { node: NodeId(4) }.into(),
+        CmRegReq {
+            node: NodeId(4),
+            complete_gci: Gci::from_parts(7, 3),
+            members: NodeSet::of([NodeId(2), NodeId(4)]),
+        }
+        .into(),
         CmRegConf {
             president: NodeId(2),
+            stale: NodeSet::of([NodeId(3)]),
+            restored_gci: Gci::from_parts(7, 3),
+        }
+        .into(),
+        CmStaleRep {
+            restored_gci: Gci::from_parts(7, 3),
         }
         .into(),
         ScanPartitionReq {
@@ -528,7 +539,15 @@ fn invalid_data_node_fields_are_refused() {
         assert_eq!(decode_mangled(request(), mangle), expected, "{case}");
     }
     assert_eq!(
-        decode_mangled(CmRegReq { node: NodeId(2) }.into(), |b| b.fill(0)),
+        decode_mangled(
+            CmRegReq {
+                node: NodeId(2),
+                complete_gci: Gci(0),
+                members: NodeSet::EMPTY,
+            }
+            .into(),
+            |b| b.fill(0),
+        ),
         WireError::BadField("CmRegReq node")
     );
     assert_eq!(

@@ -924,20 +924,34 @@ signal_table! {
 
     // ---- Membership and start phases: 240..=279 (room for heartbeats, node failure and arbitration)
 
-    /// membership -> the president's membership. This node is connected to
-    /// every data node and asks to join the cluster.
+    /// membership -> the membership of the lowest configured data node,
+    /// which forms the cluster. This node is connected to every data node
+    /// and asks to join; it says what its system file records, so that
+    /// the start leaves out the nodes whose data is stale.
     #[derive(Debug, PartialEq)]
     240 CmRegReq: Membership -> Membership, node {
         /// The joining node.
         node: NodeId,
+        /// The latest GCI its system file records complete (0: none).
+        complete_gci: Gci,
+        /// The data nodes the file records alive at that GCI (empty: not
+        /// recorded).
+        members: NodeSet,
     }
 
-    /// president's membership -> every membership. Every configured data node
-    /// has registered: the cluster is formed and start phases may go on.
+    /// forming membership -> every membership. Every configured data node
+    /// has registered: the cluster is formed without the stale nodes, and
+    /// start phases may go on.
     #[derive(Debug, PartialEq)]
     241 CmRegConf: Membership -> Membership, node {
-        /// The president (master of dih and dict).
+        /// The president (master of dih and dict): the lowest id that is
+        /// not stale.
         president: NodeId,
+        /// Nodes whose data ends before `restored_gci` (they failed before
+        /// it was made durable): they take no part and shut down.
+        stale: NodeSet,
+        /// The highest GCI any node's system file records complete.
+        restored_gci: Gci,
     }
 
     /// membership -> a block. Run start phase `phase`; answer with [`StartPhaseConf`].
@@ -1183,6 +1197,28 @@ signal_table! {
     262 ReadLeaseRep: Membership -> Ldm, local {
         /// Until when reads may be served.
         valid_until_ms: u64,
+    }
+
+    /// dih -> its node's membership, in start phase INITIALISE (before
+    /// its conf): what the system file records, which membership carries
+    /// to the cluster's formation. Node-local: never encoded.
+    #[derive(Debug, PartialEq)]
+    263 SystemFileRep: Dih -> Membership, local {
+        /// The latest GCI the file records complete (0: none).
+        complete_gci: Gci,
+        /// The data nodes it records alive at that GCI (empty: not
+        /// recorded).
+        members: NodeSet,
+    }
+
+    /// stale node's membership -> the membership of every node going on,
+    /// at a system restart: it heard the formation's verdict (CM_REGCONF
+    /// naming it stale) and leaves. The receiver cuts its link, which
+    /// tells the stale node everyone has let it go, and it shuts down.
+    #[derive(Debug, PartialEq)]
+    264 CmStaleRep: Membership -> Membership, node {
+        /// The restored GCI its data ends before, echoed.
+        restored_gci: Gci,
     }
 
     // ---- System restart: 280..=299 (room for node restart and copy of partitions)
