@@ -54,7 +54,9 @@ enum Command {
     },
     /// Management client (NDB's ndb_mgm): `-e show`, `-e "all report threads"`,
     /// `-e "all report checkpoints"`, `-e "check replicas"` (compares every
-    /// replica of every partition).
+    /// live replica of every partition, and names the dead ones), and for
+    /// tests `-e "node N fault POINT"` (crash there) or `-e "node N fault
+    /// POINT delay MS"` (stall there).
     Mgm {
         /// Address of the mgmd, HOST:PORT.
         #[arg(long)]

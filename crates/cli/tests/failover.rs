@@ -444,6 +444,21 @@ fn bank_survives_the_kill_of(victim: u16, name: &'static str) {
         "the survivor exited:\n{}",
         cluster.node_log_of(survivor)
     );
+
+    // The replica checker compares the live replicas and says which are
+    // dead.
+    let check = cluster.mgm_json("check replicas");
+    let check: serde_json::Value = serde_json::from_str(check.stdout.trim())
+        .unwrap_or_else(|error| panic!("check replicas printed no JSON ({error})"));
+    assert_eq!(check["mismatches"], 0, "{check}");
+    assert_eq!(check["dead_nodes"], serde_json::json!([victim]), "{check}");
+    let text = cluster.mgm_text("check replicas");
+    assert!(
+        text.stdout
+            .contains(&format!("the replicas on data node(s) [{victim}] are dead")),
+        "{}",
+        text.stdout
+    );
 }
 
 #[test]

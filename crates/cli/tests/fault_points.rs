@@ -230,3 +230,46 @@ fn an_unknown_fault_point_is_refused_naming_the_known_ones() {
         "{refused:?}"
     );
 }
+
+/// A point armed to stall (`... fault POINT delay MS`): the node stops at
+/// that step for the delay, shorter than the heartbeats tolerate, then
+/// goes on: the transaction through it commits and the node keeps
+/// running. A delay that is not a number of milliseconds is refused.
+#[test]
+fn a_fault_point_armed_to_stall_delays_its_step_and_the_node_goes_on() {
+    let mut cluster = TestCluster::start(ClusterOptions {
+        name: "fault-stall",
+        data_nodes: 2,
+        replicas: 2,
+        ..ClusterOptions::default()
+    });
+    for bad in ["delay 0", "delay soon", "delay 700000"] {
+        let refused = cluster.mgm_json(&format!("node 3 fault TC_AFTER_FIRST_COMMIT {bad}"));
+        assert!(!refused.status.success(), "{bad}: {refused:?}");
+        assert!(refused.stderr.contains("delay <ms>"), "{bad}: {refused:?}");
+    }
+    let client = cluster.connect();
+    let table = create_table(&client, &acct_definition());
+    let armed = cluster.mgm_json("node 3 fault TC_AFTER_FIRST_COMMIT delay 300");
+    assert!(armed.status.success(), "{armed:?}");
+    let mut transaction = client
+        .transaction_on_node(signal::NodeId(3))
+        .expect("a data node");
+    for k in 0..ACCOUNTS {
+        transaction
+            .insert(
+                &table,
+                &[("k", Value::UInt(k.into())), ("v", Value::Int(1))],
+            )
+            .expect("a valid insert");
+    }
+    transaction
+        .execute(Commit::Yes)
+        .expect("the transaction commits after the stall");
+    let log = cluster.node_log_of(3);
+    assert!(
+        log.contains("fault point TC_AFTER_FIRST_COMMIT reached: stalling 300 ms"),
+        "{log}"
+    );
+    assert!(cluster.node_is_running_of(3), "{log}");
+}

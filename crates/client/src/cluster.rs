@@ -100,10 +100,11 @@ pub struct Cluster {
     refresh_failed_at: Mutex<Option<Instant>>,
     /// The time and the waits (the system's, or a simulator's).
     clock: Clock,
-    /// Holds the API node id allocation; never used after connecting.
-    /// Declared last so it drops last: the id is freed only once every
-    /// data-node connection using it is closed.
-    _mgm: Option<Mutex<mgmclient::client::MgmClient>>,
+    /// mgmd, when connected through it: holds the API node id
+    /// allocation, and tells which data nodes are down (the replica
+    /// checker). Declared last so it drops last: the id is freed only
+    /// once every data-node connection using it is closed.
+    mgm: Option<Mutex<mgmclient::client::MgmClient>>,
 }
 
 /// Transaction ids carry the API node id in the top 16 bits.
@@ -327,7 +328,7 @@ impl Cluster {
             tables: Mutex::new(HashMap::new()),
             refresh_failed_at: Mutex::new(None),
             clock,
-            _mgm: mgm.map(Mutex::new),
+            mgm: mgm.map(Mutex::new),
         })
     }
 
@@ -959,6 +960,21 @@ impl Opening {
 /// Opens a connection to every target (in parallel on the system clock;
 /// one after the other on a driver's), each retried until the connect
 /// timeout; the first failure in target order is the error.
+impl Cluster {
+    /// The data nodes failed or shut down now, as mgmd reports them
+    /// (none known for a client connected without mgmd).
+    pub(crate) fn data_nodes_down_now(&self) -> Result<Vec<u16>, ClientError> {
+        let Some(mgm) = &self.mgm else {
+            return Ok(Vec::new());
+        };
+        let show = mgm
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .show()?;
+        Ok(data_nodes_down(&show))
+    }
+}
+
 /// The data nodes mgmd's `show` reports failed or shut down.
 fn data_nodes_down(show: &serde_json::Value) -> Vec<u16> {
     let nodes = show.get("nodes").and_then(serde_json::Value::as_array);

@@ -167,6 +167,8 @@ impl Cluster {
     pub fn check_replicas(&self) -> Result<ReplicaCheckReport, ClientError> {
         const BATCH_ROWS: u32 = 1000;
         let mut report = ReplicaCheckReport::new();
+        // Dead replicas are out of every map: say whose they are.
+        report.dead_nodes = self.data_nodes_down_now()?;
         for name in self.list_tables()? {
             let table = match self.table(&name) {
                 Ok(table) => table,

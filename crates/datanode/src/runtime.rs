@@ -229,17 +229,33 @@ fn cluster_still_running(mgmd: &str, node: NodeId) -> bool {
 }
 
 /// A command from mgmd on the node's session: `{"cmd": "fault", "point":
-/// NAME}` arms that fault point (kernel::faults); anything else is logged.
+/// NAME}` arms that fault point to crash the node, `{..., "delay_ms": MS}`
+/// to stall it there (kernel::faults); anything else is logged.
 fn arm_fault(node: NodeId, command: &serde_json::Value) {
     let name = command.get("point").and_then(serde_json::Value::as_str);
-    match (command.get("cmd").and_then(serde_json::Value::as_str), name) {
-        (Some("fault"), Some(name)) => match kernel::faults::FaultPoint::parse(name) {
-            Some(point) => {
-                kernel::faults::arm(point);
-                eprintln!("tessera node {node}: fault point {} armed", point.name());
+    let delay = command.get("delay_ms").map(serde_json::Value::as_u64);
+    let action = match delay {
+        None => Some(kernel::faults::FaultAction::Crash),
+        Some(Some(ms)) if ms > 0 => Some(kernel::faults::FaultAction::Delay { ms }),
+        Some(_) => None,
+    };
+    match (
+        command.get("cmd").and_then(serde_json::Value::as_str),
+        name,
+        action,
+    ) {
+        (Some("fault"), Some(name), Some(action)) => {
+            match kernel::faults::FaultPoint::parse(name) {
+                Some(point) => {
+                    kernel::faults::arm_with(point, action);
+                    eprintln!(
+                        "tessera node {node}: fault point {} armed ({action})",
+                        point.name()
+                    );
+                }
+                None => eprintln!("tessera node {node}: {}", kernel::faults::unknown(name)),
             }
-            None => eprintln!("tessera node {node}: {}", kernel::faults::unknown(name)),
-        },
+        }
         _ => eprintln!("tessera node {node}: ignored a command from mgmd: {command}"),
     }
 }

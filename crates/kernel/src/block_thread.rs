@@ -152,18 +152,32 @@ impl Context for ThreadContext {
     }
 
     fn fault_point(&mut self, point: crate::faults::FaultPoint) {
-        if crate::faults::take(point) {
-            // A crash right after this step: what the block sent before
-            // the point goes out to the other threads (and from there to
-            // the network, which the pause gives time for); nothing after.
-            eprintln!(
-                "tessera node {}: fault point {} reached: crashing",
-                self.outbox.router().own_node,
-                point.name()
-            );
-            self.outbox.flush();
-            std::thread::sleep(std::time::Duration::from_millis(100));
-            std::process::abort();
+        let node = self.outbox.router().own_node;
+        match crate::faults::take(point) {
+            None => {}
+            Some(crate::faults::FaultAction::Crash) => {
+                // A crash right after this step: what the block sent
+                // before the point goes out to the other threads (and from
+                // there to the network, which the pause gives time for);
+                // nothing after.
+                eprintln!(
+                    "tessera node {node}: fault point {} reached: crashing",
+                    point.name()
+                );
+                self.outbox.flush();
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                std::process::abort();
+            }
+            Some(crate::faults::FaultAction::Delay { ms }) => {
+                // A stall of this thread at this step: what the block sent
+                // before it leaves now, the rest of the step after.
+                eprintln!(
+                    "tessera node {node}: fault point {} reached: stalling {ms} ms",
+                    point.name()
+                );
+                self.outbox.flush();
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+            }
         }
     }
 }

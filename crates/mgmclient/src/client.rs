@@ -196,12 +196,20 @@ impl MgmClient {
     }
 
     /// Arms fault point `point` (a name such as `TC_AFTER_FIRST_COMMIT`)
-    /// on data node `node`: the node crashes when it next reaches it (for
-    /// tests; docs/mgm-protocol.md `fault`).
-    pub fn arm_fault(&mut self, node: u16, point: &str) -> Result<Value, MgmdError> {
-        self.conn
-            .request(&json!({ "req": "fault", "node_id": node, "point": point }))
-            .map(without_ok)
+    /// on data node `node`: the node crashes when it next reaches it, or
+    /// with `delay_ms` stalls there that long (for tests;
+    /// docs/mgm-protocol.md `fault`).
+    pub fn arm_fault(
+        &mut self,
+        node: u16,
+        point: &str,
+        delay_ms: Option<u64>,
+    ) -> Result<Value, MgmdError> {
+        let mut request = json!({ "req": "fault", "node_id": node, "point": point });
+        if let Some(ms) = delay_ms {
+            request["delay_ms"] = json!(ms);
+        }
+        self.conn.request(&request).map(without_ok)
     }
 
     /// Allocates an API node id (128..=255), held until this client closes,

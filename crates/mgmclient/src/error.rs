@@ -33,7 +33,7 @@ pub const KNOWN_COMMANDS: &[&str] = &[
     "show",
     "all report threads",
     "all report checkpoints",
-    "node <id> fault <point>",
+    "node <id> fault <point> [delay <ms>]",
 ];
 
 impl fmt::Display for MgmdError {

@@ -27,12 +27,16 @@ pub fn run_command(addr: &str, command: &str, json: bool) -> Result<String, Mgmd
             MgmClient::connect(addr)?.report_checkpoints()?,
             format_checkpoints,
         ),
-        ["node", id, "fault", point] => {
-            let id: u16 = id
-                .parse()
-                .map_err(|_| MgmdError::UnknownCommand(command.trim().to_owned()))?;
+        ["node", id, "fault", point, action @ ..] => {
+            let unknown = || MgmdError::UnknownCommand(command.trim().to_owned());
+            let id: u16 = id.parse().map_err(|_| unknown())?;
             let point = point.to_uppercase();
-            let response = MgmClient::connect(addr)?.arm_fault(id, &point)?;
+            let delay_ms = match signal::faults::FaultAction::parse(&action.join(" ")) {
+                Ok(signal::faults::FaultAction::Crash) => None,
+                Ok(signal::faults::FaultAction::Delay { ms }) => Some(ms),
+                Err(_) => return Err(unknown()),
+            };
+            let response = MgmClient::connect(addr)?.arm_fault(id, &point, delay_ms)?;
             (response, |_: &Value| "fault point armed".to_string())
         }
         _ => return Err(MgmdError::UnknownCommand(command.trim().to_owned())),
@@ -317,7 +321,7 @@ mod tests {
                 "show",
                 "all report threads",
                 "all report checkpoints",
-                "node <id> fault <point>"
+                "node <id> fault <point> [delay <ms>]"
             ]
         );
     }

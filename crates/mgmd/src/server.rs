@@ -1048,6 +1048,18 @@ fn fault(shared: &Shared, request: &Map<String, Value>) -> Value {
         return error(signal::faults::unknown(name));
     };
     let point = point.name();
+    let delay_ms = match request.get("delay_ms") {
+        None => None,
+        Some(value) => match value.as_u64().filter(|ms| (1..=600_000).contains(ms)) {
+            Some(ms) => Some(ms),
+            None => {
+                return error(format!(
+                    "fault \"delay_ms\" must be a whole number of milliseconds, 1 to 600000, \
+                     not {value}"
+                ))
+            }
+        },
+    };
     let writer = {
         let mut state = shared.lock();
         let Some(node) = state.data_node(id) else {
@@ -1058,11 +1070,15 @@ fn fault(shared: &Shared, request: &Map<String, Value>) -> Value {
         };
         Arc::clone(&session.writer)
     };
-    let command = json!({ "cmd": "fault", "point": point });
+    let mut command = json!({ "cmd": "fault", "point": point });
+    if let Some(ms) = delay_ms {
+        command["delay_ms"] = json!(ms);
+    }
+    let action = delay_ms.map_or("crash".to_string(), |ms| format!("delay {ms} ms"));
     let mut stream = writer.lock().unwrap_or_else(PoisonError::into_inner);
     match wire::write_line(&mut *stream, &command).and_then(|()| stream.flush()) {
         Ok(()) => {
-            eprintln!("mgmd: fault point {point} armed on data node {id}");
+            eprintln!("mgmd: fault point {point} armed on data node {id} ({action})");
             json!({ "ok": true })
         }
         Err(source) => error(format!("cannot reach data node {id}: {source}")),

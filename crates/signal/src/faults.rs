@@ -1,10 +1,11 @@
 //! Fault points (NDB's error inserts): the named steps of the protocols
-//! where a test can make a data node crash. The vocabulary lives here so
-//! that mgmd can check a name; arming and firing are `kernel::faults`'.
+//! where a test can make a data node crash or stall. The vocabulary lives
+//! here so that mgmd can check a name; arming and firing are
+//! `kernel::faults`'.
 
 macro_rules! fault_points {
     ($($(#[$doc:meta])* $name:ident = $number:literal, $text:literal;)*) => {
-        /// A named step of a protocol where a test may crash the node.
+        /// A named step of a protocol where a test may crash or stall the node.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[repr(u8)]
         pub enum FaultPoint {
@@ -43,9 +44,80 @@ fault_points! {
     /// The master dih has every ldm's markers of a global checkpoint saved
     /// and sent no COPY_GCI (the system files do not record it).
     GcpBeforeCopy = 6, "GCP_BEFORE_COPY";
+    /// The president sent CM_FAIL_PREPARE_REQ of a new membership to every
+    /// proposed member, and nothing more (step one of agreeing a failure).
+    FailureAfterPrepare = 7, "FAILURE_AFTER_PREPARE";
+    /// The president sent CM_FAIL_COMMIT_ORD to every member (step two:
+    /// some may have installed the membership, some not).
+    FailureAfterCommit = 8, "FAILURE_AFTER_COMMIT";
+    /// A tc taking over a failed coordinator's transactions asked every
+    /// live ldm what it holds of them, and heard nothing yet.
+    TakeoverAfterQuery = 9, "TAKEOVER_AFTER_QUERY";
+    /// That tc heard every ldm and sent the outcome of the transactions it
+    /// took over (commit or abort), none confirmed yet.
+    TakeoverAfterDecision = 10, "TAKEOVER_AFTER_DECISION";
+    /// A new master dih asked every tc and dih where the GCI switch and
+    /// the durability rounds stood (master take-over), and heard nothing.
+    MasterTakeoverAfterQuery = 11, "MASTER_TAKEOVER_AFTER_QUERY";
+}
+
+/// What an armed point does when a node reaches it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultAction {
+    /// The node crashes there (what it sent before the point leaves it;
+    /// nothing after).
+    Crash,
+    /// The node's thread stops there for this many milliseconds, as a
+    /// stall (a long page fault, a paused VM) would stop it, then goes on.
+    Delay {
+        /// Milliseconds.
+        ms: u64,
+    },
+}
+
+impl FaultAction {
+    /// The action `text` names: empty for a crash, `delay MS` (or `MS`
+    /// alone) for a delay.
+    pub fn parse(text: &str) -> Result<FaultAction, String> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let ms = match words.as_slice() {
+            [] | ["crash"] => return Ok(FaultAction::Crash),
+            ["delay", ms] | [ms] => ms,
+            _ => return Err(format!("{text:?} is not an action: crash, or delay MS")),
+        };
+        match ms.parse::<u64>() {
+            Ok(ms) if (1..=600_000).contains(&ms) => Ok(FaultAction::Delay { ms }),
+            _ => Err(format!(
+                "{ms:?} is not a delay: a whole number of milliseconds, 1 to 600000"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for FaultAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FaultAction::Crash => write!(f, "crash"),
+            FaultAction::Delay { ms } => write!(f, "delay {ms} ms"),
+        }
+    }
 }
 
 impl FaultPoint {
+    /// Whether the point is a step of agreeing a failure or of a take-over,
+    /// which the president runs (whichever node that is when a failure
+    /// comes).
+    pub fn runs_at_the_president(self) -> bool {
+        matches!(
+            self,
+            FaultPoint::FailureAfterPrepare
+                | FaultPoint::FailureAfterCommit
+                | FaultPoint::TakeoverAfterQuery
+                | FaultPoint::TakeoverAfterDecision
+                | FaultPoint::MasterTakeoverAfterQuery
+        )
+    }
+
     /// The point named `name` (any case).
     pub fn parse(name: &str) -> Option<FaultPoint> {
         FaultPoint::ALL

@@ -30,7 +30,7 @@
 //! report.check_partition(3, 0, &[primary, backup]).unwrap();
 //! assert_eq!(
 //!     report.to_json(),
-//!     r#"{"partitions_checked":1,"rows_checked":1,"mismatches":0,"details":[]}"#
+//!     r#"{"partitions_checked":1,"rows_checked":1,"mismatches":0,"dead_nodes":[],"details":[]}"#
 //! );
 //! ```
 
@@ -409,6 +409,10 @@ pub struct ReplicaCheckReport {
     pub mismatches: u64,
     /// The first [`MAX_DETAILS`] mismatches.
     pub details: Vec<Mismatch>,
+    /// Data nodes failed or shut down when the check ran: their replicas
+    /// are dead, left out of every map, and not compared (the live
+    /// replicas are).
+    pub dead_nodes: Vec<u16>,
 }
 
 impl ReplicaCheckReport {
@@ -526,8 +530,8 @@ impl ReplicaCheckReport {
     /// a number, `null` or a fixed ASCII name, so nothing needs escaping.
     pub fn to_json(&self) -> String {
         let mut out = format!(
-            r#"{{"partitions_checked":{},"rows_checked":{},"mismatches":{},"details":["#,
-            self.partitions_checked, self.rows_checked, self.mismatches
+            r#"{{"partitions_checked":{},"rows_checked":{},"mismatches":{},"dead_nodes":{:?},"details":["#,
+            self.partitions_checked, self.rows_checked, self.mismatches, self.dead_nodes
         );
         for (index, mismatch) in self.details.iter().enumerate() {
             if index > 0 {
@@ -548,6 +552,14 @@ impl fmt::Display for ReplicaCheckReport {
             "checked {} partitions, {} rows: {} mismatches",
             self.partitions_checked, self.rows_checked, self.mismatches
         )?;
+        if !self.dead_nodes.is_empty() {
+            write!(
+                f,
+                "; the replicas on data node(s) {:?} are dead (failed or shut down): only the \
+                 live replicas were compared",
+                self.dead_nodes
+            )?;
+        }
         for mismatch in &self.details {
             write!(f, "\n  {mismatch}")?;
         }
@@ -769,13 +781,26 @@ mod tests {
                 rows_checked: 3,
                 mismatches: 0,
                 details: Vec::new(),
+                dead_nodes: Vec::new(),
             }
         );
         assert!(report.is_consistent());
         assert_eq!(
             report.to_json(),
-            r#"{"partitions_checked":1,"rows_checked":3,"mismatches":0,"details":[]}"#
+            r#"{"partitions_checked":1,"rows_checked":3,"mismatches":0,"dead_nodes":[],"details":[]}"#
         );
+        assert_eq!(
+            report.to_string(),
+            "checked 1 partitions, 3 rows: 0 mismatches"
+        );
+        let with_dead = ReplicaCheckReport {
+            dead_nodes: vec![3],
+            ..report.clone()
+        };
+        assert!(with_dead.to_json().contains(r#""dead_nodes":[3]"#));
+        assert!(with_dead
+            .to_string()
+            .contains("the replicas on data node(s) [3] are dead"));
         // Empty partitions and a lone replica are fine too.
         let mut report = check(&[replica(1, Vec::new()), replica(2, Vec::new())]);
         report
@@ -807,7 +832,7 @@ mod tests {
         assert_eq!(
             report.to_json(),
             concat!(
-                r#"{"partitions_checked":1,"rows_checked":3,"mismatches":1,"details":["#,
+                r#"{"partitions_checked":1,"rows_checked":3,"mismatches":1,"dead_nodes":[],"details":["#,
                 r#"{"kind":"missing_row","table_id":7,"partition":2,"row_id":3,"present_on":1,"missing_on":2}"#,
                 "]}"
             )
@@ -963,7 +988,7 @@ mod tests {
             MAX_DETAILS as u32 - 1
         );
         assert!(report.to_json().starts_with(
-            r#"{"partitions_checked":1,"rows_checked":250,"mismatches":250,"details":[{"#
+            r#"{"partitions_checked":1,"rows_checked":250,"mismatches":250,"dead_nodes":[],"details":[{"#
         ));
         assert!(report.to_string().ends_with("... and 150 more"));
     }

@@ -114,6 +114,13 @@ pub struct ChaosReport {
     pub shape: ClusterShape,
     /// The faults, as scheduled.
     pub faults: String,
+    /// The fault points that fired (an armed point fires only if the run
+    /// reaches its step): (node, point, action).
+    pub fired: Vec<(
+        NodeId,
+        kernel::faults::FaultPoint,
+        kernel::faults::FaultAction,
+    )>,
     /// Transfers acknowledged, failed, and of unknown outcome.
     pub transfers: (u64, u64, u64),
     /// Reads of every balance that added up.
@@ -136,6 +143,11 @@ pub struct ChaosReport {
 impl std::fmt::Display for ChaosReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (acked, failed, unknown) = self.transfers;
+        let fired: Vec<String> = self
+            .fired
+            .iter()
+            .map(|(node, point, action)| format!("{} on {node} ({action})", point.name()))
+            .collect();
         let stopped: Vec<String> = self
             .stopped
             .iter()
@@ -143,7 +155,8 @@ impl std::fmt::Display for ChaosReport {
             .collect();
         write!(
             f,
-            "seed {} ({} nodes, replicas {}): faults [{}]; transfers {acked} ok, {failed} failed, \
+            "seed {} ({} nodes, replicas {}): faults [{}]; fired [{}]; transfers {acked} ok, \
+             {failed} failed, \
              {unknown} unknown; {} full reads; stopped: [{}]; {}; restart restored GCI {} without \
              {:?}; {:.1} s \
              simulated; trace {:#018x}",
@@ -151,6 +164,7 @@ impl std::fmt::Display for ChaosReport {
             self.shape.data_nodes,
             self.shape.replicas,
             self.faults,
+            fired.join(", "),
             self.full_reads,
             stopped.join(", "),
             if self.verified_live {
@@ -318,12 +332,19 @@ pub fn run_chaos(seed: u64, options: &ChaosOptions) -> ChaosReport {
         check_quiet_survivors(&simulation, &survivors);
     }
 
+    let fired = simulation
+        .world()
+        .fired_faults()
+        .iter()
+        .map(|&(_, node, point, action)| (node, point, action))
+        .collect();
     let restart = check_restart(&mut simulation, &transfers);
     let count = |wanted: fn(&Seen) -> bool| transfers.iter().filter(|t| wanted(&t.seen)).count();
     ChaosReport {
         seed,
         shape,
         faults,
+        fired,
         transfers: (
             count(|seen| matches!(seen, Seen::Acknowledged(_))) as u64,
             count(|seen| *seen == Seen::Failed) as u64,

@@ -113,13 +113,21 @@ impl Harness {
         self,
         work: impl FnOnce(&Cluster, &HostedContext) -> R + Send + 'static,
     ) -> R {
+        self.run_and_report(work).0
+    }
+
+    /// As [`Harness::run`], returning also the fault points that fired,
+    /// in order: (node, point).
+    pub fn run_and_report<R: Send + 'static>(
+        self,
+        work: impl FnOnce(&Cluster, &HostedContext) -> R + Send + 'static,
+    ) -> (R, Vec<(NodeId, kernel::faults::FaultPoint)>) {
         let work = std::sync::Mutex::new(Some(work));
-        self.run_clients(1, move |_, cluster, context| {
+        let (mut results, fired) = self.run_clients_and_report(1, move |_, cluster, context| {
             let work = work.lock().expect("one client").take().expect("one client");
             work(cluster, context)
-        })
-        .pop()
-        .expect("one API node, one result")
+        });
+        (results.pop().expect("one API node, one result"), fired)
     }
 
     /// As [`Harness::run`], with `clients` API nodes (ids 200, 201, ...)
@@ -130,6 +138,17 @@ impl Harness {
         clients: u16,
         work: impl Fn(u16, &Cluster, &HostedContext) -> R + Send + Sync + 'static,
     ) -> Vec<R> {
+        self.run_clients_and_report(clients, work).0
+    }
+
+    /// As [`Harness::run_clients`], returning also the fault points that
+    /// fired, in order: (node, point).
+    #[allow(clippy::type_complexity)]
+    pub fn run_clients_and_report<R: Send + 'static>(
+        self,
+        clients: u16,
+        work: impl Fn(u16, &Cluster, &HostedContext) -> R + Send + Sync + 'static,
+    ) -> (Vec<R>, Vec<(NodeId, kernel::faults::FaultPoint)>) {
         let work = Arc::new(work);
         let mut simulation = Simulation::with_cluster(
             self.seed,
@@ -164,7 +183,13 @@ impl Harness {
             RUN_LIMIT_US,
             &mut |_| {},
         );
-        api_nodes.take_results()
+        let fired = simulation
+            .world()
+            .fired_faults()
+            .iter()
+            .map(|&(_, node, point, _)| (node, point))
+            .collect();
+        (api_nodes.take_results(), fired)
     }
 }
 

@@ -58,6 +58,7 @@ pub use chaos::{run_chaos, ChaosOptions, ChaosReport, RestartCheck};
 pub use config::{ClusterShape, NodeLimits};
 pub use crashes::{CrashAt, CrashOptions, CrashRun, CrashRunReport, RestartReport};
 pub use disk::{Disk, DiskFaults};
+pub use kernel::faults::{FaultAction, FaultPoint};
 pub use run::{SimOptions, SimReport};
 pub use simulation::{Client, NoClient, Simulation};
 pub use world::{ClientIo, World};

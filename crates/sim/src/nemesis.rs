@@ -9,11 +9,11 @@
 //! longer one ends in a node failure whose broken link loses what was
 //! held; a link that breaks outright is [`Fault::CutLink`]. A pause is a
 //! SIGSTOP or a frozen VM. A fault point crashes the node at a named step
-//! of a protocol.
+//! of a protocol, or stalls it there.
 
 use crate::config::ClusterShape;
 use crate::simulation::Simulation;
-use kernel::faults::FaultPoint;
+use kernel::faults::{FaultAction, FaultPoint};
 use signal::NodeId;
 use std::fmt;
 use stdx::mix::XorShift;
@@ -53,8 +53,8 @@ pub enum Fault {
     CutLink(NodeId, NodeId),
     /// The node can no longer reach the arbitrator (mgmd).
     CutOffArbitrator(NodeId),
-    /// The node crashes when it next reaches the fault point.
-    Arm(NodeId, FaultPoint),
+    /// The node crashes (or stalls) when it next reaches the fault point.
+    Arm(NodeId, FaultPoint, FaultAction),
 }
 
 impl fmt::Display for Fault {
@@ -74,7 +74,9 @@ impl fmt::Display for Fault {
             }
             Fault::CutLink(a, b) => write!(f, "break the link {a} - {b}"),
             Fault::CutOffArbitrator(node) => write!(f, "cut node {node} off from the arbitrator"),
-            Fault::Arm(node, point) => write!(f, "arm {} on node {node}", point.name()),
+            Fault::Arm(node, point, action) => {
+                write!(f, "arm {} on node {node} ({action})", point.name())
+            }
         }
     }
 }
@@ -105,7 +107,7 @@ impl Simulation {
             }
             Fault::CutLink(a, b) => self.cut_link(a, b),
             Fault::CutOffArbitrator(node) => self.cut_off_arbitrator(node),
-            Fault::Arm(node, point) => self.world_mut().arm_fault(node, point),
+            Fault::Arm(node, point, action) => self.world_mut().arm_fault_with(node, point, action),
         }
     }
 }
@@ -183,9 +185,28 @@ impl Schedule {
                 6 => Fault::CutOffArbitrator(node),
                 _ => {
                     let points = FaultPoint::ALL;
-                    Fault::Arm(node, points[random.below(points.len() as u64) as usize])
+                    let point = points[random.below(points.len() as u64) as usize];
+                    // Mostly a crash; now and then a stall, shorter or
+                    // longer than the heartbeats tolerate.
+                    let action = match random.below(3) {
+                        0 => FaultAction::Delay {
+                            ms: 20 + random.below(2_500),
+                        },
+                        _ => FaultAction::Crash,
+                    };
+                    Fault::Arm(node, point, action)
                 }
             };
+            // The steps of agreeing a failure and of the take-overs run on
+            // whichever node is president when a failure comes: arm them
+            // on every node, so that one of them reaches its step.
+            if let Fault::Arm(_, point, action) = fault {
+                if point.runs_at_the_president() {
+                    for &other in nodes.iter().filter(|&&other| other != node) {
+                        schedule.add(at_us, Fault::Arm(other, point, action));
+                    }
+                }
+            }
             schedule.add(at_us, fault);
         }
         schedule

@@ -216,9 +216,26 @@ impl Simulation {
     /// that a test can crash the cluster in the middle of its restart).
     /// Returns whether every node started.
     pub fn start_nodes_for(&mut self, max_signals: u64) -> bool {
+        self.begin_start();
+        self.run_start(max_signals, |world| world.all_started())
+    }
+
+    /// Like [`Simulation::start_nodes`], for a restart some nodes may
+    /// refuse (stale ones shut down, saying why): runs until every node
+    /// has either started or stopped.
+    pub fn start_nodes_settled(&mut self) {
+        self.begin_start();
+        self.run_start(u64::MAX, |world| {
+            let nodes = world.data_nodes().iter();
+            nodes
+                .clone()
+                .all(|&node| world.node_started(node) || world.is_stopped(node))
+        });
+    }
+
+    /// Posts each node's phase 0 and its transport's reports of its peers.
+    fn begin_start(&mut self) {
         let nodes = self.world.data_nodes().to_vec();
-        let limit_us = self.world.now_us() + START_LIMIT_US;
-        let until = self.world.delivered().saturating_add(max_signals);
         for &node in &nodes {
             let membership = BlockRef::new(node, BlockKind::Membership, 0);
             let post = |world: &mut World, signal: signal::Signal| {
@@ -244,44 +261,28 @@ impl Simulation {
                 post(&mut self.world, connected.into());
             }
         }
-        while !self.world.all_started() {
+    }
+
+    /// Runs the start until `done` or `max_signals` more deliveries;
+    /// returns whether it is done.
+    fn run_start(&mut self, max_signals: u64, done: impl Fn(&World) -> bool) -> bool {
+        let limit_us = self.world.now_us() + START_LIMIT_US;
+        let until = self.world.delivered().saturating_add(max_signals);
+        while !done(&self.world) {
             if self.world.delivered() >= until {
                 return false;
             }
             assert!(
                 self.step(&mut NoClient),
-                "the nodes ran out of work before they all started"
+                "the nodes ran out of work during their start"
             );
             assert!(
                 self.world.now_us() < limit_us,
-                "the nodes did not all start within {} simulated seconds",
+                "the nodes' start did not end within {} simulated seconds",
                 START_LIMIT_US / 1_000_000
             );
         }
         true
-    }
-
-    /// Like [`Simulation::start_nodes`], for a restart some nodes may
-    /// refuse (stale ones shut down, saying why): runs until every node
-    /// has either started or stopped.
-    pub fn start_nodes_settled(&mut self) {
-        let nodes = self.world.data_nodes().to_vec();
-        self.start_nodes_for(0);
-        let limit_us = self.world.now_us() + START_LIMIT_US;
-        while !nodes
-            .iter()
-            .all(|&node| self.world.node_started(node) || self.world.is_stopped(node))
-        {
-            assert!(
-                self.step(&mut NoClient),
-                "the nodes ran out of work before each started or stopped"
-            );
-            assert!(
-                self.world.now_us() < limit_us,
-                "the nodes did not each start or stop within {} simulated seconds",
-                START_LIMIT_US / 1_000_000
-            );
-        }
     }
 
     /// The whole cluster crashes now, at whatever point its work had

@@ -35,6 +35,7 @@
 //! delay of the run.
 
 use crate::disk::{CrashOutcome, Disk};
+use kernel::faults::{FaultAction, FaultPoint};
 use kernel::{Context, Report};
 use signal::fs::FsOperation;
 use signal::signals::{ArbitrationConf, ArbitrationReq, FsConf, NodeLinkFailedRep};
@@ -171,8 +172,13 @@ pub struct World {
     incarnation: u32,
     /// mgmd as the arbitrator.
     arbitrator: Arbitrator,
-    /// Fault points armed per node (each fires once: the node is killed).
-    armed_faults: BTreeMap<NodeId, BTreeSet<kernel::faults::FaultPoint>>,
+    /// Fault points armed per node, with what each does (each fires once).
+    armed_faults: BTreeMap<NodeId, BTreeMap<FaultPoint, FaultAction>>,
+    /// Signals a node sent while stalled at a fault point: they leave when
+    /// it runs again.
+    held_sends: BTreeMap<NodeId, Vec<Envelope>>,
+    /// Every fault point that fired, in order: (time, node, point, action).
+    fired: Vec<(u64, NodeId, FaultPoint, FaultAction)>,
     /// One-way partitions between data nodes: nothing sent from the first
     /// node to the second arrives before the time given (TCP holds it
     /// and retransmits once the path heals, so nothing is lost unless the
@@ -283,6 +289,8 @@ impl World {
             stopped: BTreeMap::new(),
             arbitrator: Arbitrator::default(),
             armed_faults: BTreeMap::new(),
+            held_sends: BTreeMap::new(),
+            fired: Vec::new(),
             held: BTreeMap::new(),
             installed: BTreeMap::new(),
             logs: VecDeque::with_capacity(RECENT_LOGS),
@@ -404,6 +412,7 @@ impl World {
         self.held.clear();
         self.installed.clear();
         self.armed_faults.clear();
+        self.held_sends.clear();
         // mgmd forgets its grants when a new run of the cluster starts,
         // and whatever cut nodes off from it has healed.
         self.arbitrator.grants.clear();
@@ -469,6 +478,24 @@ impl World {
         true
     }
 
+    /// A block's signal leaves its node: an arbitration request goes to
+    /// the arbitrator, anything else over the network.
+    fn send_from_block(&mut self, envelope: Envelope) {
+        if envelope.to.kind == BlockKind::Io {
+            if let signal::Signal::ArbitrationReq(request) = envelope.signal {
+                return self.arbitrate(envelope.from, request);
+            }
+        }
+        assert!(
+            self.is_data_node(envelope.to.node) || envelope.to.kind == BlockKind::Api,
+            "signal {} from {} to {}: the simulated cluster has no such node",
+            envelope.signal.name(),
+            envelope.from,
+            envelope.to
+        );
+        self.send_over_network(envelope);
+    }
+
     /// Nothing sent from data node `from` to data node `to` arrives
     /// before `until_us` (a one-way partition that heals then, or a slow
     /// path): it is held, in order, not lost. A partition longer than
@@ -527,8 +554,24 @@ impl World {
     /// it.
     /// Arms fault point `point` on data node `node`: the node is killed
     /// when it first reaches it.
-    pub fn arm_fault(&mut self, node: NodeId, point: kernel::faults::FaultPoint) {
-        self.armed_faults.entry(node).or_default().insert(point);
+    pub fn arm_fault(&mut self, node: NodeId, point: FaultPoint) {
+        self.arm_fault_with(node, point, FaultAction::Crash);
+    }
+
+    /// Arms fault point `point` on data node `node` with `action`: killed
+    /// there, or paused there for the delay (what it sends in that step
+    /// leaves when it runs again).
+    pub fn arm_fault_with(&mut self, node: NodeId, point: FaultPoint, action: FaultAction) {
+        self.armed_faults
+            .entry(node)
+            .or_default()
+            .insert(point, action);
+    }
+
+    /// Every fault point that fired so far, in order: (time in
+    /// microseconds, node, point, action).
+    pub fn fired_faults(&self) -> &[(u64, NodeId, FaultPoint, FaultAction)] {
+        &self.fired
     }
 
     /// The simulated arbitrator.
@@ -578,6 +621,7 @@ impl World {
         }
         self.stopped.insert(node, why);
         self.paused.remove(&node);
+        self.held_sends.remove(&node);
         if graceful {
             self.schedule(self.now_us + SHUTDOWN_LINGER_US, Event::Sever(node));
         } else {
@@ -630,8 +674,12 @@ impl World {
         }
     }
 
-    /// The paused node `node` runs again: what reached it meanwhile.
+    /// The paused node `node` runs again: what it sent while stalled at a
+    /// fault point leaves now; returns what reached it meanwhile.
     pub(crate) fn resume(&mut self, node: NodeId) -> VecDeque<Envelope> {
+        for envelope in self.held_sends.remove(&node).unwrap_or_default() {
+            self.send_from_block(envelope);
+        }
         self.paused.remove(&node).unwrap_or_default()
     }
 
@@ -804,19 +852,13 @@ impl Context for World {
             // nothing it sends after that leaves it.
             return;
         }
-        if envelope.to.kind == BlockKind::Io {
-            if let signal::Signal::ArbitrationReq(request) = envelope.signal {
-                return self.arbitrate(envelope.from, request);
-            }
+        if let Some(held) = self.held_sends.get_mut(&self.current_node) {
+            // Stalled at a fault point: the rest of the step leaves when
+            // the node runs again.
+            held.push(envelope);
+            return;
         }
-        assert!(
-            self.is_data_node(envelope.to.node) || envelope.to.kind == BlockKind::Api,
-            "signal {} from {} to {}: the simulated cluster has no such node",
-            envelope.signal.name(),
-            envelope.from,
-            envelope.to
-        );
-        self.send_over_network(envelope);
+        self.send_from_block(envelope);
     }
 
     fn send_delayed(&mut self, envelope: Envelope, delay_ms: u64) {
@@ -911,14 +953,25 @@ impl Context for World {
         self.pool
     }
 
-    fn fault_point(&mut self, point: kernel::faults::FaultPoint) {
+    fn fault_point(&mut self, point: FaultPoint) {
         let node = self.current_node;
         let armed = self
             .armed_faults
             .get_mut(&node)
-            .is_some_and(|points| points.remove(&point));
-        if armed {
-            self.stop(node, format!("fault point {}", point.name()), false);
+            .and_then(|points| points.remove(&point));
+        if let Some(action) = armed {
+            self.fired.push((self.now_us, node, point, action));
+        }
+        match armed {
+            None => {}
+            Some(FaultAction::Crash) => {
+                self.stop(node, format!("fault point {}", point.name()), false)
+            }
+            Some(FaultAction::Delay { ms }) if !self.paused.contains_key(&node) => {
+                self.pause(node, self.now_us + ms.max(1) * 1000);
+                self.held_sends.insert(node, Vec::new());
+            }
+            Some(FaultAction::Delay { .. }) => {}
         }
     }
 

@@ -81,6 +81,35 @@ fn chaos_seeds() {
             .iter()
             .any(|report| report.restart.stale.contains(&report.shape.node_ids()[0])),
     );
+    let fired = |wanted: &[&str]| {
+        reports.iter().any(|report| {
+            report
+                .fired
+                .iter()
+                .any(|(_, point, _)| wanted.contains(&point.name()))
+        })
+    };
+    some(
+        "crashed or stalled a node while it agreed a failure",
+        fired(&["FAILURE_AFTER_PREPARE", "FAILURE_AFTER_COMMIT"]),
+    );
+    some(
+        "crashed or stalled a node taking over a coordinator or the master",
+        fired(&[
+            "TAKEOVER_AFTER_QUERY",
+            "TAKEOVER_AFTER_DECISION",
+            "MASTER_TAKEOVER_AFTER_QUERY",
+        ]),
+    );
+    some(
+        "stalled a node at a fault point",
+        reports.iter().any(|report| {
+            report
+                .fired
+                .iter()
+                .any(|(_, _, action)| *action != sim::FaultAction::Crash)
+        }),
+    );
     some(
         "shut the whole cluster down",
         reports.iter().any(|report| !report.verified_live),

@@ -302,3 +302,69 @@ fn any_single_kill_or_pause_at_any_time_ends_in_one_agreed_membership() {
         assert!(agreed(&simulation, seed) >= 2, "seed {seed}");
     }
 }
+
+/// The president dies in the middle of agreeing a failure (fault points
+/// FAILURE_AFTER_PREPARE and FAILURE_AFTER_COMMIT: its prepares, or its
+/// commits, went out to every member and nothing more): the next lowest
+/// node becomes president, agrees both failures, and every survivor
+/// installs the same membership. Two groups of two: node 5 dies, then
+/// president 2 at the point; {3, 4} hold one node of each group, half of
+/// {2, 3, 4, 5}, so the arbitrator lets them go on.
+#[test]
+fn the_president_dying_while_it_agrees_a_failure_leaves_one_membership() {
+    use sim::{FaultAction, FaultPoint};
+    for point in [
+        FaultPoint::FailureAfterPrepare,
+        FaultPoint::FailureAfterCommit,
+    ] {
+        for seed in 1..=4 {
+            let mut simulation = started(seed, 4, 2);
+            simulation
+                .world_mut()
+                .arm_fault_with(NodeId(2), point, FaultAction::Crash);
+            run_for(&mut simulation, seed * 41_000);
+            simulation.kill_node(NodeId(5));
+            run_for(&mut simulation, 4 * DETECTION_US);
+            let fired = simulation.world().fired_faults().to_vec();
+            assert_eq!(
+                fired.len(),
+                1,
+                "seed {seed}: {point:?} fired once: {fired:?}"
+            );
+            assert_eq!(
+                running(&simulation),
+                vec![NodeId(3), NodeId(4)],
+                "seed {seed}: {point:?}: {:?}",
+                simulation.world().stopped()
+            );
+            let id = agreed(&simulation, seed);
+            assert!(id >= 2, "seed {seed}: {point:?}: membership {id}");
+        }
+    }
+}
+
+/// A president that stalls at a step of agreeing a failure for less than
+/// the heartbeats tolerate finishes it when it runs again: one failure,
+/// one new membership, nobody else lost.
+#[test]
+fn a_president_stalled_while_it_agrees_a_failure_finishes_it() {
+    use sim::{FaultAction, FaultPoint};
+    for seed in 1..=4 {
+        let mut simulation = started(seed, 4, 2);
+        let stall = FaultAction::Delay { ms: 300 };
+        simulation
+            .world_mut()
+            .arm_fault_with(NodeId(2), FaultPoint::FailureAfterPrepare, stall);
+        run_for(&mut simulation, seed * 41_000);
+        simulation.kill_node(NodeId(5));
+        run_for(&mut simulation, 4 * DETECTION_US);
+        assert_eq!(simulation.world().fired_faults().len(), 1, "seed {seed}");
+        assert_eq!(
+            running(&simulation),
+            vec![NodeId(2), NodeId(3), NodeId(4)],
+            "seed {seed}: {:?}",
+            simulation.world().stopped()
+        );
+        assert_eq!(agreed(&simulation, seed), 2, "seed {seed}");
+    }
+}

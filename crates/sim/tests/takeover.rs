@@ -559,3 +559,80 @@ fn a_coordinator_dying_at_each_fault_point_leaves_one_outcome() {
         );
     }
 }
+
+/// The coordinator (node 4) dies in the middle of a transfer (at
+/// TC_AFTER_FIRST_COMMIT or TC_AFTER_PREPARE), and the president taking
+/// its transactions over (node 2) dies in the middle of that
+/// (TAKEOVER_AFTER_QUERY: it asked the ldms; TAKEOVER_AFTER_DECISION: it
+/// sent the outcomes). Two groups of two: the next president (node 3)
+/// takes over both failed coordinators; the transfer ends one way on
+/// every account, and no lock stays held.
+#[test]
+fn a_take_over_interrupted_by_the_death_of_its_president_is_finished_by_the_next() {
+    use kernel::faults::FaultPoint;
+    let cases = [
+        (
+            FaultPoint::TcAfterFirstCommit,
+            FaultPoint::TakeoverAfterQuery,
+        ),
+        (
+            FaultPoint::TcAfterFirstCommit,
+            FaultPoint::TakeoverAfterDecision,
+        ),
+        (FaultPoint::TcAfterPrepare, FaultPoint::TakeoverAfterQuery),
+        (
+            FaultPoint::TcAfterPrepare,
+            FaultPoint::TakeoverAfterDecision,
+        ),
+    ];
+    for (seed, &(at_coordinator, at_takeover)) in (1..).zip(cases.iter()) {
+        let (coordinator, survivor) = (NodeId(4), NodeId(3));
+        let ((seen, balances, records), fired) = Harness::new(seed)
+            .nodes(4, 2)
+            .fault(coordinator, at_coordinator)
+            .fault(NodeId(2), at_takeover)
+            .run_and_report(move |cluster, context| {
+                let accounts = create_kv_table(cluster, "accounts");
+                let transfers = create_kv_table(cluster, "transfers");
+                open_accounts(cluster, &accounts, Some(survivor));
+                let result = transfer(cluster, &accounts, &transfers, coordinator, (0, 0, 1, 5));
+                let seen = match &result {
+                    Ok(()) => Seen::Acknowledged,
+                    Err(error) if error.is_outcome_unknown() => Seen::Unknown,
+                    Err(_) => Seen::Failed,
+                };
+                context.sleep(DETECTION * 2);
+                let balances = read_all(cluster, &accounts, ACCOUNTS, survivor);
+                let records = read_all(cluster, &transfers, 1, survivor);
+                for a in 0..ACCOUNTS {
+                    let mut writer = cluster.transaction_on_node(survivor).unwrap();
+                    writer
+                        .update(&accounts, &[Value::UInt(a)], &[("v", balance_text(1))])
+                        .unwrap();
+                    writer
+                        .execute(Commit::Yes)
+                        .unwrap_or_else(|error| panic!("account {a} stays locked: {error}"));
+                }
+                (seen, balances, records)
+            });
+        let balance = |a: usize| -> i64 { balances[a].as_deref().unwrap().parse().unwrap() };
+        let committed = records[0].is_some();
+        let case = format!("seed {seed} {at_coordinator:?} then {at_takeover:?}");
+        match seen {
+            Seen::Acknowledged => assert!(committed, "{case}: acknowledged, lost"),
+            Seen::Failed => assert!(!committed, "{case}: failed, yet committed"),
+            Seen::Unknown => {}
+        }
+        let expected = if committed {
+            (OPENING_BALANCE - 5, OPENING_BALANCE + 5)
+        } else {
+            (OPENING_BALANCE, OPENING_BALANCE)
+        };
+        assert_eq!((balance(0), balance(1)), expected, "{case}: one outcome");
+        assert_eq!(
+            fired,
+            [(coordinator, at_coordinator), (NodeId(2), at_takeover)],
+            "{case}: both points reached (else this tests nothing)"
+        );
+    }
+}

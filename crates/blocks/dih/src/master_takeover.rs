@@ -103,6 +103,7 @@ impl Dih {
         for &dih in self.durability.dihs.members() {
             send(ctx, self.address, dih, request());
         }
+        ctx.fault_point(kernel::faults::FaultPoint::MasterTakeoverAfterQuery);
     }
 
     /// At every dih: where this one stands, for the new master.

@@ -301,6 +301,7 @@ impl Membership {
             membership_id,
             live,
         });
+        ctx.fault_point(kernel::faults::FaultPoint::FailureAfterPrepare);
     }
 
     /// Sends `signal()` to the membership of every node of `members`.
@@ -407,6 +408,7 @@ impl Membership {
             membership_id,
             live,
         });
+        ctx.fault_point(kernel::faults::FaultPoint::FailureAfterCommit);
     }
 
     fn refuse_round(&mut self, membership_id: u32, live: NodeSet, ctx: &mut dyn Context) {

@@ -129,6 +129,7 @@ impl Tc {
                 );
             }
         }
+        ctx.fault_point(kernel::faults::FaultPoint::TakeoverAfterQuery);
     }
 
     /// One operation of a failed tc, as ldm `from` holds it.
@@ -179,6 +180,9 @@ impl Tc {
                 resolve_step::ABORT
             };
             self.takeover_step(key, step, ctx);
+        }
+        if !self.takeover.transactions.is_empty() {
+            ctx.fault_point(kernel::faults::FaultPoint::TakeoverAfterDecision);
         }
         self.takeover_finished_if_done(ctx);
     }

@@ -580,6 +580,15 @@ impl TestCluster {
         )
     }
 
+    /// `tessera mgm --mgmd ADDR -e COMMAND`, run to completion: the text
+    /// an operator reads.
+    pub fn mgm_text(&self, command: &str) -> Finished {
+        run_tessera(
+            &["mgm", "--mgmd", &self.mgmd_addr(), "-e", command],
+            Duration::from_secs(300),
+        )
+    }
+
     /// A client (API node) connected through mgmd.
     pub fn connect(&self) -> Cluster {
         Cluster::connect(&self.mgmd_addr())
