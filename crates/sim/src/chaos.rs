@@ -19,8 +19,8 @@
 //! of running nodes agree on every partition's replica chain for each
 //! map version (one primary per partition per membership).
 //!
-//! At the end, with every partition healed: if any data node still runs,
-//! the cluster must serve, and every acknowledged transfer's receipt is
+//! At the end, with every partition healed, a new client connects to the
+//! nodes that run: if any data node still runs, the cluster must serve, and every acknowledged transfer's receipt is
 //! there, no failed one's is, the balances are exactly what the present
 //! receipts make them, every account can be written (no lock left by a
 //! transaction a failure caught), the live replicas agree (the client's
@@ -213,8 +213,6 @@ impl Transfer {
 /// What the workload's clients share.
 #[derive(Default)]
 struct Shared {
-    /// Clients whose transfers ended.
-    ended: u16,
     transfers: Vec<Transfer>,
     full_reads: u64,
     /// The end-of-run check on the live cluster: `None` while not run,
@@ -263,7 +261,7 @@ pub fn run_chaos(seed: u64, options: &ChaosOptions) -> ChaosReport {
 
     let shared = Arc::new(Mutex::new(Shared::default()));
     for index in 0..options.clients {
-        let (shared, clients) = (Arc::clone(&shared), options.clients);
+        let shared = Arc::clone(&shared);
         api_nodes.spawn(
             NodeId(FIRST_API_NODE + 1 + index),
             &mut simulation.client_io(),
@@ -271,33 +269,67 @@ pub fn run_chaos(seed: u64, options: &ChaosOptions) -> ChaosReport {
                 let cluster = context
                     .connect(ConnectOptions::default())
                     .unwrap_or_else(|error| panic!("chaos client {index} cannot connect: {error}"));
-                client_main(
-                    index,
-                    clients,
-                    &cluster,
-                    &context,
-                    &shared,
-                    (workload_end_us, settle),
-                );
+                client_main(index, &cluster, &context, &shared, workload_end_us);
             },
         );
     }
     // Nodes in the order they stopped.
     let mut stop_order: Vec<NodeId> = Vec::new();
+    let mut after_step = |simulation: &Simulation| {
+        check_invariants(simulation);
+        for &node in simulation.world().stopped().keys() {
+            if !stop_order.contains(&node) {
+                stop_order.push(node);
+            }
+        }
+    };
     drive(
         &mut simulation,
         &mut api_nodes,
         &mut schedule,
         RUN_LIMIT_US,
-        &mut |simulation| {
-            check_invariants(simulation);
-            for &node in simulation.world().stopped().keys() {
-                if !stop_order.contains(&node) {
-                    stop_order.push(node);
-                }
-            }
-        },
+        &mut after_step,
     );
+    // Every client ended. Once every fault healed and every failure it
+    // caused was agreed, a new client checks what the cluster holds, if
+    // any node still runs.
+    let settle_until = simulation.world().now_us() + settle.as_micros() as u64;
+    while simulation
+        .world()
+        .next_event_time_us()
+        .is_some_and(|time| time <= settle_until)
+    {
+        simulation.step(&mut api_nodes);
+        after_step(&simulation);
+    }
+    let verifier = NodeId(FIRST_API_NODE + 1 + options.clients);
+    let verifier_shared = Arc::clone(&shared);
+    let any_running = shape
+        .node_ids()
+        .iter()
+        .any(|&node| !simulation.world().is_stopped(node));
+    if any_running {
+        api_nodes.spawn(
+            verifier,
+            &mut simulation.client_io(),
+            move |context| match context.connect(ConnectOptions::default()) {
+                Ok(cluster) => verifier_main(&cluster, &verifier_shared),
+                Err(error) => {
+                    lock(&verifier_shared).verified =
+                        Some(Err(format!("the verifier cannot connect: {error}")))
+                }
+            },
+        );
+        drive(
+            &mut simulation,
+            &mut api_nodes,
+            &mut schedule,
+            RUN_LIMIT_US,
+            &mut after_step,
+        );
+    } else {
+        lock(&shared).verified = Some(Err("every data node stopped".into()));
+    }
     let nodes = shape.node_ids();
     let survivors: Vec<NodeId> = nodes
         .iter()
@@ -475,16 +507,13 @@ fn set_up(simulation: &mut Simulation, api_nodes: &mut HostedApiNodes<()>) {
     );
 }
 
-/// One workload client: transfers and full reads until `workload_end_us`;
-/// client 0, once every client ended and `settle` passed, checks the live
-/// cluster.
+/// One workload client: transfers and full reads until `workload_end_us`.
 fn client_main(
     index: u16,
-    clients: u16,
     cluster: &Cluster,
     context: &HostedContext,
     shared: &Mutex<Shared>,
-    (workload_end_us, settle): (u64, Duration),
+    workload_end_us: u64,
 ) {
     let mut random = XorShift::new(fmix64(context.seed ^ u64::from(index)));
     let accounts = cluster.table("accounts").expect("the accounts table");
@@ -539,16 +568,19 @@ fn client_main(
             context.sleep(BACKOFF);
         }
     }
-    lock(shared).ended += 1;
-    if index != 0 {
-        return;
-    }
-    while lock(shared).ended < clients {
-        context.sleep(Duration::from_millis(10));
-    }
-    context.sleep(settle);
+}
+
+/// The end-of-run check, by an API node that connects once every client
+/// ended and the faults healed (as a new client would, to the nodes that
+/// run).
+fn verifier_main(cluster: &Cluster, shared: &Mutex<Shared>) {
     let transfers = lock(shared).transfers.clone();
-    let verified = verify_live(cluster, &accounts, &receipts, &transfers);
+    let tables = retried(
+        || Ok((cluster.table("accounts")?, cluster.table("receipts")?)),
+        "the tables",
+    );
+    let verified = tables
+        .and_then(|(accounts, receipts)| verify_live(cluster, &accounts, &receipts, &transfers));
     lock(shared).verified = Some(verified);
 }
 

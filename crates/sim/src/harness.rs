@@ -208,7 +208,15 @@ pub(crate) fn drive<R: Send + 'static>(
 ) {
     let mut stopped = std::collections::BTreeSet::new();
     while !api_nodes.all_ended() {
-        schedule.inject_due(simulation);
+        for (_, fault) in schedule.inject_due(simulation) {
+            if let Fault::CutClients(data_node) = fault {
+                for api in api_nodes.api_node_ids() {
+                    simulation.world_mut().cut_api_link(api, data_node);
+                }
+                let io = &mut simulation.client_io();
+                api_nodes.lose_connections_to(data_node, "connection reset", io);
+            }
+        }
         let newly: Vec<NodeId> = simulation
             .world()
             .stopped()

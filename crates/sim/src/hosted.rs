@@ -347,6 +347,11 @@ impl<R: Send + 'static> HostedApiNodes<R> {
         self.take_turn(index, io);
     }
 
+    /// The hosted API nodes' ids, in spawn order.
+    pub fn api_node_ids(&self) -> Vec<NodeId> {
+        self.nodes.iter().map(|node| node.api_node).collect()
+    }
+
     /// Whether every API node's function has returned.
     pub fn all_ended(&self) -> bool {
         self.nodes.iter().all(|node| node.thread.is_none())

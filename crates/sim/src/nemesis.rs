@@ -7,7 +7,9 @@
 //! partitioned path holds what is sent (retransmission) until it heals,
 //! so a partition shorter than the heartbeats tolerate is a delay, and a
 //! longer one ends in a node failure whose broken link loses what was
-//! held; a link that breaks outright is [`Fault::CutLink`]. A pause is a
+//! held; a link that breaks outright is [`Fault::CutLink`], and the
+//! clients' links to a node that runs on break with
+//! [`Fault::CutClients`]. A pause is a
 //! SIGSTOP or a frozen VM. A fault point crashes the node at a named step
 //! of a protocol, or stalls it there.
 
@@ -53,6 +55,9 @@ pub enum Fault {
     CutLink(NodeId, NodeId),
     /// The node can no longer reach the arbitrator (mgmd).
     CutOffArbitrator(NodeId),
+    /// Every API node's connection to the node breaks, the node running
+    /// on (the clients go on through the other nodes).
+    CutClients(NodeId),
     /// The node crashes (or stalls) when it next reaches the fault point.
     Arm(NodeId, FaultPoint, FaultAction),
 }
@@ -74,6 +79,7 @@ impl fmt::Display for Fault {
             }
             Fault::CutLink(a, b) => write!(f, "break the link {a} - {b}"),
             Fault::CutOffArbitrator(node) => write!(f, "cut node {node} off from the arbitrator"),
+            Fault::CutClients(node) => write!(f, "break the clients' links to node {node}"),
             Fault::Arm(node, point, action) => {
                 write!(f, "arm {} on node {node} ({action})", point.name())
             }
@@ -107,6 +113,8 @@ impl Simulation {
             }
             Fault::CutLink(a, b) => self.cut_link(a, b),
             Fault::CutOffArbitrator(node) => self.cut_off_arbitrator(node),
+            // The API nodes' side is the driver's (`harness::drive`).
+            Fault::CutClients(_) => {}
             Fault::Arm(node, point, action) => self.world_mut().arm_fault_with(node, point, action),
         }
     }
@@ -166,8 +174,9 @@ impl Schedule {
             } else {
                 1_200_000 + random.below(2_000_000)
             };
-            let fault = match random.below(8) {
+            let fault = match random.below(9) {
                 0 | 1 => Fault::Kill(node),
+                8 => Fault::CutClients(node),
                 2 => Fault::Pause { node, duration_us },
                 3 => match other(random) {
                     Some(to) => Fault::Partition {
@@ -199,12 +208,15 @@ impl Schedule {
             };
             // The steps of agreeing a failure and of the take-overs run on
             // whichever node is president when a failure comes: arm them
-            // on every node, so that one of them reaches its step.
+            // on every node, and kill a node soon after, so that one of
+            // them reaches its step.
             if let Fault::Arm(_, point, action) = fault {
                 if point.runs_at_the_president() {
                     for &other in nodes.iter().filter(|&&other| other != node) {
                         schedule.add(at_us, Fault::Arm(other, point, action));
                     }
+                    let victim = nodes[random.below(nodes.len() as u64) as usize];
+                    schedule.add(at_us + 1_000 + random.below(200_000), Fault::Kill(victim));
                 }
             }
             schedule.add(at_us, fault);

@@ -179,6 +179,9 @@ pub struct World {
     held_sends: BTreeMap<NodeId, Vec<Envelope>>,
     /// Every fault point that fired, in order: (time, node, point, action).
     fired: Vec<(u64, NodeId, FaultPoint, FaultAction)>,
+    /// Broken connections between an API node and a data node, as (API
+    /// node, data node): nothing more passes between them.
+    api_cut: BTreeSet<(NodeId, NodeId)>,
     /// One-way partitions between data nodes: nothing sent from the first
     /// node to the second arrives before the time given (TCP holds it
     /// and retransmits once the path heals, so nothing is lost unless the
@@ -291,6 +294,7 @@ impl World {
             armed_faults: BTreeMap::new(),
             held_sends: BTreeMap::new(),
             fired: Vec::new(),
+            api_cut: BTreeSet::new(),
             held: BTreeMap::new(),
             installed: BTreeMap::new(),
             logs: VecDeque::with_capacity(RECENT_LOGS),
@@ -413,6 +417,7 @@ impl World {
         self.installed.clear();
         self.armed_faults.clear();
         self.held_sends.clear();
+        self.api_cut.clear();
         // mgmd forgets its grants when a new run of the cluster starts,
         // and whatever cut nodes off from it has healed.
         self.arbitrator.grants.clear();
@@ -649,12 +654,46 @@ impl World {
         self.reports_of(node).membership
     }
 
+    /// The connection between API node `api` and data node `data` breaks
+    /// (a reset, a cut cable) while both run: what is on it is lost, and
+    /// the data node's transport tells its tcs, dict and membership that
+    /// the API node is gone, as production's receive thread does. (The
+    /// API node's side is the hosted client's: `HostedApiNodes`.)
+    pub(crate) fn cut_api_link(&mut self, api: NodeId, data: NodeId) {
+        if !self.api_cut.insert((api, data)) || self.stopped.contains_key(&data) {
+            return;
+        }
+        let membership = BlockRef::new(data, BlockKind::Membership, 0);
+        let targets = (0..crate::config::TC_INSTANCES)
+            .map(|instance| BlockRef::new(data, BlockKind::Tc, instance))
+            .chain([BlockRef::new(data, BlockKind::Dict, 0), membership]);
+        for to in targets {
+            let report = Envelope {
+                from: membership,
+                to,
+                signal: signal::signals::ApiFailRep { node: api }.into(),
+            };
+            let delay_us = NODE_LINK_MIN_US + self.network_rng.below(NODE_LINK_MAX_US);
+            self.deliver_after_us(delay_us, report);
+        }
+    }
+
     /// Whether `envelope` can still arrive: its receiver runs, and a
-    /// signal between two data nodes needs their link up.
+    /// signal between two data nodes, or between an API node and a data
+    /// node, needs their link up.
     pub(crate) fn deliverable(&self, envelope: &Envelope) -> bool {
         let (from, to) = (envelope.from.node, envelope.to.node);
         if self.stopped.contains_key(&to) {
             return false;
+        }
+        let api_link = match (envelope.from.kind, envelope.to.kind) {
+            (BlockKind::Api, BlockKind::Api) => None,
+            (BlockKind::Api, _) => Some((from, to)),
+            (_, BlockKind::Api) => Some((to, from)),
+            _ => None,
+        };
+        if let Some(link) = api_link {
+            return !self.api_cut.contains(&link);
         }
         let between_data_nodes = from != to
             && envelope.from.kind != BlockKind::Api

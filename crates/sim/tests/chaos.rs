@@ -1,7 +1,8 @@
 //! The simulator with faults (docs/design/testing.md §5c): runs of a
 //! transfer workload on 2 to 4 data nodes under a random schedule of
-//! crashes, pauses, partitions, broken links, arbitrator cut-offs and
-//! fault points, each drawn from its seed, with the invariants checked
+//! crashes, pauses, partitions, broken links (between data nodes, and
+//! between the clients and a node), arbitrator cut-offs and fault points
+//! (crash or stall), each drawn from its seed, with the invariants checked
 //! after every step and the history checked at the end and after a
 //! whole-cluster restart (`sim::chaos`).
 //!
@@ -109,6 +110,12 @@ fn chaos_seeds() {
                 .iter()
                 .any(|(_, _, action)| *action != sim::FaultAction::Crash)
         }),
+    );
+    some(
+        "broke the clients' links to a node that ran on",
+        reports
+            .iter()
+            .any(|report| report.faults.contains("clients' links") && report.verified_live),
     );
     some(
         "shut the whole cluster down",
