@@ -492,6 +492,67 @@ fn a_survivors_transaction_idle_across_a_node_death_gets_an_answer() {
     }
 }
 
+/// What one transfer left: how the client saw it, every balance, and
+/// its record (present when it committed).
+type OneTransfer = (Seen, Vec<Option<String>>, Vec<Option<String>>);
+
+/// Client code: opens the accounts, moves 5 from account 0 to 1 through
+/// `coordinator` (which a fault point stops mid-way), waits `wait` for
+/// the failures to be agreed and taken over, reads what committed through
+/// `survivor`, and writes every account (each must be free of locks).
+fn one_transfer_through(
+    cluster: &Cluster,
+    context: &sim::hosted::HostedContext,
+    (coordinator, survivor): (NodeId, NodeId),
+    wait: Duration,
+) -> OneTransfer {
+    let accounts = create_kv_table(cluster, "accounts");
+    let transfers = create_kv_table(cluster, "transfers");
+    open_accounts(cluster, &accounts, Some(survivor));
+    let result = transfer(cluster, &accounts, &transfers, coordinator, (0, 0, 1, 5));
+    let seen = match &result {
+        Ok(()) => Seen::Acknowledged,
+        Err(error) if error.is_outcome_unknown() => Seen::Unknown,
+        Err(_) => Seen::Failed,
+    };
+    context.sleep(wait);
+    let balances = read_all(cluster, &accounts, ACCOUNTS, survivor);
+    let records = read_all(cluster, &transfers, 1, survivor);
+    for a in 0..ACCOUNTS {
+        let mut writer = cluster.transaction_on_node(survivor).unwrap();
+        writer
+            .update(&accounts, &[Value::UInt(a)], &[("v", balance_text(1))])
+            .unwrap();
+        writer
+            .execute(Commit::Yes)
+            .unwrap_or_else(|error| panic!("account {a} stays locked: {error}"));
+    }
+    (seen, balances, records)
+}
+
+/// The transfer of [`one_transfer_through`] ended one way: committed if
+/// the client heard so, not if it heard it failed, and both balances
+/// agree with whether its record is there.
+fn check_one_outcome(case: &str, (seen, balances, records): &OneTransfer) {
+    let balance = |a: usize| -> i64 { balances[a].as_deref().unwrap().parse().unwrap() };
+    let committed = records[0].is_some();
+    match seen {
+        Seen::Acknowledged => assert!(committed, "{case}: acknowledged, lost"),
+        Seen::Failed => assert!(!committed, "{case}: failed, yet committed"),
+        Seen::Unknown => {}
+    }
+    let expected = if committed {
+        (OPENING_BALANCE - 5, OPENING_BALANCE + 5)
+    } else {
+        (OPENING_BALANCE, OPENING_BALANCE)
+    };
+    assert_eq!(
+        (balance(0), balance(1)),
+        expected,
+        "{case}: one outcome on every account ({seen:?}, committed {committed})"
+    );
+}
+
 /// Fault points on the coordinator's node, from the seed: the node dies
 /// after every operation prepared, after its first COMMIT, or before
 /// COMPLETE, in one of a run of transfers. The survivors finish it one
@@ -511,52 +572,14 @@ fn a_coordinator_dying_at_each_fault_point_leaves_one_outcome() {
         } else {
             (NodeId(3), NodeId(2))
         };
-        let (seen, balances, records) =
+        let outcome =
             Harness::new(seed)
                 .nodes(2, 2)
                 .fault(victim, point)
                 .run(move |cluster, context| {
-                    let accounts = create_kv_table(cluster, "accounts");
-                    let transfers = create_kv_table(cluster, "transfers");
-                    open_accounts(cluster, &accounts, Some(survivor));
-                    // The first transfer through the victim reaches the point.
-                    let result = transfer(cluster, &accounts, &transfers, victim, (0, 0, 1, 5));
-                    let seen = match &result {
-                        Ok(()) => Seen::Acknowledged,
-                        Err(error) if error.is_outcome_unknown() => Seen::Unknown,
-                        Err(_) => Seen::Failed,
-                    };
-                    context.sleep(DETECTION);
-                    let balances = read_all(cluster, &accounts, ACCOUNTS, survivor);
-                    let records = read_all(cluster, &transfers, 1, survivor);
-                    for a in 0..ACCOUNTS {
-                        let mut writer = cluster.transaction_on_node(survivor).unwrap();
-                        writer
-                            .update(&accounts, &[Value::UInt(a)], &[("v", balance_text(1))])
-                            .unwrap();
-                        writer
-                            .execute(Commit::Yes)
-                            .unwrap_or_else(|error| panic!("account {a} stays locked: {error}"));
-                    }
-                    (seen, balances, records)
+                    one_transfer_through(cluster, context, (victim, survivor), DETECTION)
                 });
-        let balance = |a: usize| -> i64 { balances[a].as_deref().unwrap().parse().unwrap() };
-        let committed = records[0].is_some();
-        match seen {
-            Seen::Acknowledged => assert!(committed, "seed {seed} {point:?}: acknowledged, lost"),
-            Seen::Failed => assert!(!committed, "seed {seed} {point:?}: failed, yet committed"),
-            Seen::Unknown => {}
-        }
-        let (from, to) = if committed {
-            (OPENING_BALANCE - 5, OPENING_BALANCE + 5)
-        } else {
-            (OPENING_BALANCE, OPENING_BALANCE)
-        };
-        assert_eq!(
-            (balance(0), balance(1)),
-            (from, to),
-            "seed {seed} {point:?}: one outcome on every account ({seen:?}, committed {committed})"
-        );
+        check_one_outcome(&format!("seed {seed} {point:?}"), &outcome);
     }
 }
 
@@ -587,48 +610,15 @@ fn a_take_over_interrupted_by_the_death_of_its_president_is_finished_by_the_next
     ];
     for (seed, &(at_coordinator, at_takeover)) in (1..).zip(cases.iter()) {
         let (coordinator, survivor) = (NodeId(4), NodeId(3));
-        let ((seen, balances, records), fired) = Harness::new(seed)
+        let (outcome, fired) = Harness::new(seed)
             .nodes(4, 2)
             .fault(coordinator, at_coordinator)
             .fault(NodeId(2), at_takeover)
             .run_and_report(move |cluster, context| {
-                let accounts = create_kv_table(cluster, "accounts");
-                let transfers = create_kv_table(cluster, "transfers");
-                open_accounts(cluster, &accounts, Some(survivor));
-                let result = transfer(cluster, &accounts, &transfers, coordinator, (0, 0, 1, 5));
-                let seen = match &result {
-                    Ok(()) => Seen::Acknowledged,
-                    Err(error) if error.is_outcome_unknown() => Seen::Unknown,
-                    Err(_) => Seen::Failed,
-                };
-                context.sleep(DETECTION * 2);
-                let balances = read_all(cluster, &accounts, ACCOUNTS, survivor);
-                let records = read_all(cluster, &transfers, 1, survivor);
-                for a in 0..ACCOUNTS {
-                    let mut writer = cluster.transaction_on_node(survivor).unwrap();
-                    writer
-                        .update(&accounts, &[Value::UInt(a)], &[("v", balance_text(1))])
-                        .unwrap();
-                    writer
-                        .execute(Commit::Yes)
-                        .unwrap_or_else(|error| panic!("account {a} stays locked: {error}"));
-                }
-                (seen, balances, records)
+                one_transfer_through(cluster, context, (coordinator, survivor), DETECTION * 2)
             });
-        let balance = |a: usize| -> i64 { balances[a].as_deref().unwrap().parse().unwrap() };
-        let committed = records[0].is_some();
         let case = format!("seed {seed} {at_coordinator:?} then {at_takeover:?}");
-        match seen {
-            Seen::Acknowledged => assert!(committed, "{case}: acknowledged, lost"),
-            Seen::Failed => assert!(!committed, "{case}: failed, yet committed"),
-            Seen::Unknown => {}
-        }
-        let expected = if committed {
-            (OPENING_BALANCE - 5, OPENING_BALANCE + 5)
-        } else {
-            (OPENING_BALANCE, OPENING_BALANCE)
-        };
-        assert_eq!((balance(0), balance(1)), expected, "{case}: one outcome");
+        check_one_outcome(&case, &outcome);
         assert_eq!(
             fired,
             [(coordinator, at_coordinator), (NodeId(2), at_takeover)],
