@@ -36,7 +36,7 @@ use crate::hosted::{HostedApiNodes, HostedContext};
 use crate::nemesis::Schedule;
 use crate::simulation::Simulation;
 use client::{ClientError, Cluster, Commit, ConnectOptions, ErrorCode, LockMode, Table, Value};
-use signal::{Gci, NodeId};
+use signal::{Gci, NodeId, NodeSet};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -330,11 +330,18 @@ pub fn run_chaos(seed: u64, options: &ChaosOptions) -> ChaosReport {
     } else {
         lock(&shared).verified = Some(Err("every data node stopped".into()));
     }
+    // The nodes that serve: not stopped, not paused (a node stalled or
+    // stopped late in the run holds its records until it runs again and
+    // finds itself failed), and members of the newest membership.
     let nodes = shape.node_ids();
+    let world = simulation.world();
+    let members = world
+        .newest_membership()
+        .map_or(NodeSet::EMPTY, |(_, members)| members);
     let survivors: Vec<NodeId> = nodes
         .iter()
         .copied()
-        .filter(|&node| !simulation.world().is_stopped(node))
+        .filter(|&node| !world.is_stopped(node) && !world.is_paused(node) && members.contains(node))
         .collect();
     let stopped: Vec<(NodeId, String)> = stop_order
         .iter()

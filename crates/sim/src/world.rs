@@ -536,6 +536,14 @@ impl World {
         None
     }
 
+    /// The newest membership any node installed in this run: its id and
+    /// members.
+    pub fn newest_membership(&self) -> Option<(u32, NodeSet)> {
+        self.installed
+            .last_key_value()
+            .map(|(&id, &members)| (id, members))
+    }
+
     /// The members of membership `id` of this run, if any node installed it.
     pub fn installed_membership(&self, id: u32) -> Option<NodeSet> {
         self.installed.get(&id).copied()
