@@ -255,6 +255,7 @@ pub fn run_chaos(seed: u64, options: &ChaosOptions) -> ChaosReport {
         options.most_faults,
     );
     let faults = schedule.to_string();
+    simulation.set_context(format!("faults: [{faults}]"));
     // Long enough for the longest pause or partition to heal and the
     // failure it caused to be agreed and taken over.
     let settle = Duration::from_millis(4_500);

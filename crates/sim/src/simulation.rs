@@ -119,6 +119,9 @@ pub struct Simulation {
     restarts: u32,
     /// The test and the test function that rerun a failed seed.
     replay: (&'static str, &'static str),
+    /// What the run did besides its seed (the faults it drew), for a
+    /// failure report.
+    context: String,
 }
 
 /// Every block of every node of `nodes`, built by `datanode::wiring`
@@ -182,6 +185,7 @@ impl Simulation {
             config,
             restarts: 0,
             replay: ("simulation", "replay_seed"),
+            context: String::new(),
         }
     }
 
@@ -305,6 +309,11 @@ impl Simulation {
     /// A failure report names `test`'s `function` to rerun the seed.
     pub(crate) fn set_replay(&mut self, test: &'static str, function: &'static str) {
         self.replay = (test, function);
+    }
+
+    /// A failure report says `context` too (the faults a run drew).
+    pub(crate) fn set_context(&mut self, context: String) {
+        self.context = context;
     }
 
     /// Whole-cluster crashes so far.
@@ -489,11 +498,15 @@ impl Drop for Simulation {
                  sim: rerun it with\n    SIM_SEED={seed} SIM_NODES={data_nodes} \
                  SIM_REPLICAS={replicas} cargo test -p sim --release --test {test} -- \
                  --ignored {replay} --nocapture\n\
-                 sim: (add SIM_TRACE=1 to print every signal). Blocks:\n",
+                 sim: (add SIM_TRACE=1 to print every signal).\n",
                 self.world.now_us(),
                 self.world.delivered(),
                 self.restarts
             );
+            if !self.context.is_empty() {
+                text.push_str(&format!("sim: {}\n", self.context));
+            }
+            text.push_str("sim: blocks:\n");
             for tc in self.tcs() {
                 let counters = tc.counters();
                 text.push_str(&format!(
