@@ -392,18 +392,7 @@ fn concurrent_transfers_across_a_node_death_leave_no_lock() {
                     return Vec::new();
                 }
                 context.sleep(Duration::from_millis(500));
-                (0..ACCOUNTS)
-                    .map(|a| {
-                        let mut writer = cluster.transaction_on_node(survivor).unwrap();
-                        writer
-                            .update(&accounts, &[Value::UInt(a)], &[("v", balance_text(1))])
-                            .unwrap();
-                        writer
-                            .execute(Commit::Yes)
-                            .map(|_| ())
-                            .map_err(|e| e.to_string())
-                    })
-                    .collect()
+                write_every_account(cluster, &accounts, survivor)
             });
         for (a, result) in results[0].iter().enumerate() {
             assert!(
@@ -518,16 +507,37 @@ fn one_transfer_through(
     context.sleep(wait);
     let balances = read_all(cluster, &accounts, ACCOUNTS, survivor);
     let records = read_all(cluster, &transfers, 1, survivor);
-    for a in 0..ACCOUNTS {
-        let mut writer = cluster.transaction_on_node(survivor).unwrap();
-        writer
-            .update(&accounts, &[Value::UInt(a)], &[("v", balance_text(1))])
-            .unwrap();
-        writer
-            .execute(Commit::Yes)
-            .unwrap_or_else(|error| panic!("account {a} stays locked: {error}"));
+    for (a, written) in write_every_account(cluster, &accounts, survivor)
+        .into_iter()
+        .enumerate()
+    {
+        if let Err(error) = written {
+            panic!("account {a} stays locked: {error}");
+        }
     }
     (seen, balances, records)
+}
+
+/// Writes every account through `coordinator`, each in its own
+/// transaction: what each write came to (an account still locked by a
+/// transaction a failure caught times out).
+fn write_every_account(
+    cluster: &Cluster,
+    accounts: &Arc<client::Table>,
+    coordinator: NodeId,
+) -> Vec<Result<(), String>> {
+    (0..ACCOUNTS)
+        .map(|a| {
+            let mut writer = cluster.transaction_on_node(coordinator).unwrap();
+            writer
+                .update(accounts, &[Value::UInt(a)], &[("v", balance_text(1))])
+                .unwrap();
+            writer
+                .execute(Commit::Yes)
+                .map(|_| ())
+                .map_err(|error| error.to_string())
+        })
+        .collect()
 }
 
 /// The transfer of [`one_transfer_through`] ended one way: committed if
