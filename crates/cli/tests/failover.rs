@@ -628,7 +628,7 @@ fn a_stopped_node_never_serves_a_stale_read_and_exits_when_it_runs_again() {
     .expect("a client connects");
     let patient_table = patient.table("kv").expect("kv");
     let pid = cluster.node_pid_of(stopped);
-    send_signal(pid, libc::SIGSTOP);
+    common::stop_process(pid);
     // Its write through the stopped node waits there, until the survivor
     // tells the client that the cluster agreed the node failed.
     let (answered, answer) = std::sync::mpsc::channel();

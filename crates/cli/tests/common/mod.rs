@@ -790,6 +790,32 @@ pub fn send_signal(pid: u32, signal: libc::c_int) {
     }
 }
 
+/// Stops process `pid` (SIGSTOP) and waits until every one of its
+/// threads is stopped: kill(2) only queues the signal, and a thread on a
+/// CPU may go on for a moment (long enough to answer a request).
+pub fn stop_process(pid: u32) {
+    send_signal(pid, libc::SIGSTOP);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap_or_else(|error| panic!("the threads of process {pid}: {error}"));
+        let all_stopped = tasks.flatten().all(|task| {
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            // The state follows the command name's closing parenthesis.
+            let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next());
+            matches!(state, Some(Some('T' | 't')) | None)
+        });
+        if all_stopped {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "process {pid} did not stop within 30 s of SIGSTOP"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Waits for `child` to exit, at most `timeout`.
 pub fn wait_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
     let deadline = Instant::now() + timeout;
