@@ -454,12 +454,7 @@ fn taken_node_id_and_garbage_leave_the_node_serving() {
 /// secret, and refused with none.
 #[test]
 fn impostors_and_garbage_on_every_port_leave_every_node_serving() {
-    let mut processes = TestCluster::start(ClusterOptions {
-        name: "admission",
-        data_nodes: 2,
-        replicas: 2,
-        ..Default::default()
-    });
+    let mut processes = TestCluster::start(ClusterOptions::pair("admission"));
     let secret = processes.secret();
     let before = processes.connect();
     let table = create_table(&before, &table_definition());

@@ -190,12 +190,9 @@ impl Drop for DemoGuard {
 #[test]
 fn tc_on_ldm_threads_serve_transactions() {
     let processes = TestCluster::start(ClusterOptions {
-        name: "cli-tc-on-ldm",
         data_memory: "64M",
-        data_nodes: 2,
-        replicas: 2,
         extra_thread_lines: "tc_on_ldm = true\n",
-        ..Default::default()
+        ..ClusterOptions::pair("cli-tc-on-ldm")
     });
     let mgmd = processes.mgmd_addr();
     let records = 5_000u64;

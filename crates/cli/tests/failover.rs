@@ -191,12 +191,7 @@ fn read_record(cluster: &Cluster, records: &Arc<client::Table>, k: u32) -> Optio
 /// Runs the bank, kills `victim` once every client made progress, and
 /// checks everything the module doc lists.
 fn bank_survives_the_kill_of(victim: u16, name: &'static str) {
-    let mut cluster = TestCluster::start(ClusterOptions {
-        name,
-        data_nodes: 2,
-        replicas: 2,
-        ..ClusterOptions::default()
-    });
+    let mut cluster = TestCluster::start(ClusterOptions::pair(name));
     let survivor = if victim == 2 { 3 } else { 2 };
     let setup = cluster.connect();
     let accounts = create_table(&setup, &acct_definition());
@@ -477,12 +472,7 @@ fn a_bank_survives_sigkill_of_a_non_master() {
 /// the survivor afterwards.
 #[test]
 fn locks_held_by_a_killed_coordinator_are_released() {
-    let cluster = TestCluster::start(ClusterOptions {
-        name: "failover-locks",
-        data_nodes: 2,
-        replicas: 2,
-        ..ClusterOptions::default()
-    });
+    let cluster = TestCluster::start(ClusterOptions::pair("failover-locks"));
     let client = cluster.connect();
     let accounts = create_table(&client, &acct_definition());
     let mut opening = client.transaction();
@@ -604,12 +594,7 @@ fn four_nodes_survive_one_node_per_group_and_stop_without_a_whole_group() {
 /// failed and exits.
 #[test]
 fn a_stopped_node_never_serves_a_stale_read_and_exits_when_it_runs_again() {
-    let mut cluster = TestCluster::start(ClusterOptions {
-        name: "failover-sigstop",
-        data_nodes: 2,
-        replicas: 2,
-        ..ClusterOptions::default()
-    });
+    let mut cluster = TestCluster::start(ClusterOptions::pair("failover-sigstop"));
     let (stopped, survivor) = (3u16, 2u16);
     let client = cluster.connect();
     let table = create_table(&client, &kv_definition());
@@ -726,12 +711,7 @@ fn a_stopped_node_never_serves_a_stale_read_and_exits_when_it_runs_again() {
 /// made durable.
 #[test]
 fn a_whole_cluster_restart_after_a_node_failure_starts_without_the_older_copy() {
-    let mut cluster = TestCluster::start(ClusterOptions {
-        name: "failover-stale-restart",
-        data_nodes: 2,
-        replicas: 2,
-        ..ClusterOptions::default()
-    });
+    let mut cluster = TestCluster::start(ClusterOptions::pair("failover-stale-restart"));
     let (first, survivor) = (3u16, 2u16);
     let client = cluster.connect();
     let table = create_table(&client, &kv_definition());
@@ -787,12 +767,7 @@ fn a_whole_cluster_restart_after_a_node_failure_starts_without_the_older_copy() 
 /// running node carries on.
 #[test]
 fn a_failed_node_started_again_is_refused_while_the_cluster_runs() {
-    let mut cluster = TestCluster::start(ClusterOptions {
-        name: "failover-rejoin",
-        data_nodes: 2,
-        replicas: 2,
-        ..ClusterOptions::default()
-    });
+    let mut cluster = TestCluster::start(ClusterOptions::pair("failover-rejoin"));
     let (failed, survivor) = (3u16, 2u16);
     send_signal(cluster.node_pid_of(failed), libc::SIGKILL);
     let _ = cluster.wait_for_exit(failed);

@@ -89,12 +89,7 @@ fn set_all_durably(
 /// Arms `point` on `victim` (2 or 3), makes it reach the point, and checks
 /// what the module doc says.
 fn crash_at(point: &str, victim: u16, name: &'static str) {
-    let mut cluster = TestCluster::start(ClusterOptions {
-        name,
-        data_nodes: 2,
-        replicas: 2,
-        ..ClusterOptions::default()
-    });
+    let mut cluster = TestCluster::start(ClusterOptions::pair(name));
     let survivor = if victim == 2 { 3 } else { 2 };
     let client = cluster.connect();
     let table = create_table(&client, &acct_definition());
@@ -237,12 +232,7 @@ fn an_unknown_fault_point_is_refused_naming_the_known_ones() {
 /// running. A delay that is not a number of milliseconds is refused.
 #[test]
 fn a_fault_point_armed_to_stall_delays_its_step_and_the_node_goes_on() {
-    let mut cluster = TestCluster::start(ClusterOptions {
-        name: "fault-stall",
-        data_nodes: 2,
-        replicas: 2,
-        ..ClusterOptions::default()
-    });
+    let mut cluster = TestCluster::start(ClusterOptions::pair("fault-stall"));
     for bad in ["delay 0", "delay soon", "delay 700000"] {
         let refused = cluster.mgm_json(&format!("node 3 fault TC_AFTER_FIRST_COMMIT {bad}"));
         assert!(!refused.status.success(), "{bad}: {refused:?}");

@@ -97,11 +97,8 @@ enum Cut<'a> {
 fn split(cut: Cut<'_>, name: &'static str) -> u16 {
     private_network();
     let mut cluster = TestCluster::start(ClusterOptions {
-        name,
-        data_nodes: 2,
-        replicas: 2,
         node_hosts: true,
-        ..ClusterOptions::default()
+        ..ClusterOptions::pair(name)
     });
     let client = cluster.connect();
     let table = create_table(&client, &kv_definition());

@@ -342,12 +342,7 @@ fn deleted_rows_stay_deleted_and_reinserted_rows_come_back_across_restarts() {
 
 #[test]
 fn a_restart_with_a_node_missing_names_it_and_goes_on_once_it_comes() {
-    let mut cluster = TestCluster::start(ClusterOptions {
-        name: "restart-missing-node",
-        data_nodes: 2,
-        replicas: 2,
-        ..ClusterOptions::default()
-    });
+    let mut cluster = TestCluster::start(ClusterOptions::pair("restart-missing-node"));
     cluster.kill_data_nodes();
     // Only node 2: it waits for node 3 (every node's disk takes part in
     // a system restart) and says so.

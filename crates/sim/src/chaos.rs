@@ -36,6 +36,7 @@ use crate::hosted::{HostedApiNodes, HostedContext};
 use crate::nemesis::Schedule;
 use crate::simulation::Simulation;
 use client::{ClientError, Cluster, Commit, ConnectOptions, ErrorCode, LockMode, Table, Value};
+use signal::signals::PartitionMap;
 use signal::{Gci, NodeId, NodeSet};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -400,10 +401,6 @@ pub fn run_chaos(seed: u64, options: &ChaosOptions) -> ChaosReport {
     }
 }
 
-/// A tc's replica chains for one (table, map version): the node whose tc
-/// showed them first, and the chains.
-type RouteSeen = (NodeId, Vec<Vec<NodeId>>);
-
 /// The invariants that hold after every step.
 fn check_invariants(simulation: &Simulation) {
     let world = simulation.world();
@@ -416,43 +413,40 @@ fn check_invariants(simulation: &Simulation) {
             world.membership_of(b)
         );
     }
-    let mut maps: BTreeMap<(u32, u32), RouteSeen> = BTreeMap::new();
+    // Per (table, map version): the first running node's tc that routes
+    // by it, and its map; every other must have the same chains.
+    let mut maps: BTreeMap<(u32, u32), (NodeId, &PartitionMap)> = BTreeMap::new();
     for tc in simulation.tcs() {
         let node = kernel::Block::address(tc).node;
         if world.is_stopped(node) {
             continue;
         }
         for map in tc.routing_maps() {
-            let key = (map.table_id, map.version);
-            match maps.get(&key) {
-                Some((other, chains)) => {
-                    let same = chains.len() == map.partitions.len()
-                        && chains
-                            .iter()
-                            .zip(&map.partitions)
-                            .all(|(chain, placement)| *chain == placement.replicas);
-                    assert!(
-                        same,
-                        "at {} us the tcs of nodes {other} and {node} route table {} by map \
-                         version {} with different replica chains: {chains:?} and {:?}",
-                        world.now_us(),
-                        map.table_id,
-                        map.version,
-                        map.partitions
-                            .iter()
-                            .map(|placement| &placement.replicas)
-                            .collect::<Vec<_>>()
-                    );
-                }
-                None => {
-                    let chains = map
-                        .partitions
-                        .iter()
-                        .map(|placement| placement.replicas.clone())
-                        .collect();
-                    maps.insert(key, (node, chains));
-                }
-            }
+            let (first, seen) = *maps
+                .entry((map.table_id, map.version))
+                .or_insert((node, map));
+            let chains = |map: &PartitionMap| -> Vec<Vec<NodeId>> {
+                let placements = map.partitions.iter();
+                placements
+                    .map(|placement| placement.replicas.clone())
+                    .collect()
+            };
+            let same = seen.partitions.len() == map.partitions.len()
+                && seen
+                    .partitions
+                    .iter()
+                    .zip(&map.partitions)
+                    .all(|(a, b)| a.replicas == b.replicas);
+            assert!(
+                same,
+                "at {} us the tcs of nodes {first} and {node} route table {} by map version {} \
+                 with different replica chains: {:?} and {:?}",
+                world.now_us(),
+                map.table_id,
+                map.version,
+                chains(seen),
+                chains(map)
+            );
         }
     }
 }

@@ -544,11 +544,6 @@ impl World {
             .map(|(&id, &members)| (id, members))
     }
 
-    /// The members of membership `id` of this run, if any node installed it.
-    pub fn installed_membership(&self, id: u32) -> Option<NodeSet> {
-        self.installed.get(&id).copied()
-    }
-
     /// Whether data node `node` is paused.
     pub fn is_paused(&self, node: NodeId) -> bool {
         self.paused.contains_key(&node)

@@ -75,6 +75,19 @@ pub struct ClusterOptions {
     pub node_hosts: bool,
 }
 
+impl ClusterOptions {
+    /// Two data nodes of one node group (replicas 2), named `name`: the
+    /// smallest cluster that can lose a node.
+    pub fn pair(name: &'static str) -> ClusterOptions {
+        ClusterOptions {
+            name,
+            data_nodes: 2,
+            replicas: 2,
+            ..ClusterOptions::default()
+        }
+    }
+}
+
 impl Default for ClusterOptions {
     fn default() -> Self {
         ClusterOptions {
