@@ -11,7 +11,9 @@
 //!
 //! On the tc's node: after every operation prepared, after the first
 //! COMMIT, before COMPLETE. On the GCP master: after GCP_PREPARE, after
-//! GCP_COMMIT, before COPY_GCI.
+//! GCP_COMMIT, before COPY_GCI. On the master dict: after it announced a
+//! new table, after every tc dropped one (the survivor's take-over makes
+//! the change whole or undoes it).
 
 mod common;
 
@@ -262,4 +264,96 @@ fn a_fault_point_armed_to_stall_delays_its_step_and_the_node_goes_on() {
         "{log}"
     );
     assert!(cluster.node_is_running_of(3), "{log}");
+}
+
+/// The president (node 2, the master dict) crashes at `point` in the
+/// middle of a create (or, for a drop point, a drop) of table
+/// "scratch". The survivor's dict takes the master role over (design
+/// 0016): the change is made or undone, never half, so the table either
+/// serves through the survivor or can be created again; and schema
+/// changes go on.
+fn schema_master_crashes_at(point: &str, name: &'static str) {
+    let mut cluster = TestCluster::start(ClusterOptions::pair(name));
+    let client = cluster.connect();
+    let dropping = point.starts_with("DROP");
+    let mut scratch = acct_definition();
+    scratch.name = "scratch".into();
+    if dropping {
+        create_table(&client, &scratch);
+    }
+    let armed = cluster.mgm_json(&format!("node 2 fault {point}"));
+    assert!(armed.status.success(), "arming {point}: {armed:?}");
+    let changed = if dropping {
+        client.drop_table("scratch")
+    } else {
+        client.create_table(&scratch).map(|_| ())
+    };
+    eprintln!("fault points: {point}: the change through node 2: {changed:?}");
+    let (status, log) = cluster.wait_for_exit(2);
+    assert!(status.is_some(), "node 2 never reached {point}:\n{log}");
+    assert!(
+        log.contains(&format!("fault point {point} reached")),
+        "{log}"
+    );
+
+    // Wait for the take-over, then look the table up through the
+    // survivor's dict.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let exists = loop {
+        client.invalidate_table("scratch");
+        match client.table("scratch") {
+            Ok(_) => break true,
+            Err(error) if error.code() == Some(client::ErrorCode::UnknownTable) => break false,
+            Err(error) if Instant::now() < deadline => {
+                eprintln!("fault points: looking the table up: {error}; retrying");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(error) => panic!("{point}: the table cannot be looked up: {error}"),
+        }
+    };
+    // The survivor's dict answers lookups during its take-over; it says
+    // in its log when the take-over is done.
+    let taken_over = loop {
+        let survivor_log = cluster.node_log_of(3);
+        if survivor_log.contains("schema take-over done") || Instant::now() > deadline {
+            break survivor_log;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        taken_over.contains("schema take-over done"),
+        "{point}: {taken_over}"
+    );
+    if dropping {
+        assert!(!exists, "{point}: a drop that reached the tcs is finished");
+    }
+    if changed.is_ok() {
+        assert_eq!(exists, !dropping, "{point}: a confirmed change stands");
+    }
+    if !exists {
+        create_table(&client, &scratch);
+    }
+    let table = client.table("scratch").expect("the scratch table");
+    let mut writer = client
+        .transaction_on_node(signal::NodeId(3))
+        .expect("a data node");
+    writer
+        .insert(&table, &[("k", Value::UInt(1)), ("v", Value::Int(1))])
+        .expect("a valid insert");
+    writer
+        .execute(Commit::Yes)
+        .unwrap_or_else(|error| panic!("{point}: writing the table: {error}"));
+    client
+        .drop_table("scratch")
+        .expect("a drop after the take-over");
+}
+
+#[test]
+fn the_schema_master_crashing_after_announcing_a_new_table() {
+    schema_master_crashes_at("CREATE_AFTER_FIRST_ANNOUNCE", "fault-create-announce");
+}
+
+#[test]
+fn the_schema_master_crashing_after_the_tcs_dropped_a_table() {
+    schema_master_crashes_at("DROP_AFTER_COORDINATORS", "fault-drop-coordinators");
 }

@@ -15,6 +15,7 @@ pub mod block_thread;
 pub mod faults;
 pub mod mesh;
 pub mod node_failures;
+pub mod schema_takeover;
 pub mod spsc;
 pub mod stale;
 pub mod stats;

@@ -102,6 +102,8 @@ error_codes! {
     BadValue = 4014, Permanent, "value does not match its column type";
     /// A column id does not exist in the table.
     UnknownColumn = 4015, Permanent, "unknown column";
+    /// The cluster holds as many tables as it can (16 383).
+    TooManyTables = 707, Permanent, "too many tables: the cluster holds at most 16383";
     /// A table with this name already exists.
     TableExists = 721, Permanent, "table already exists";
     /// The table definition is invalid (see the data node log for which rule).

@@ -59,6 +59,17 @@ fault_points! {
     /// A new master dih asked every tc and dih where the GCI switch and
     /// the durability rounds stood (master take-over), and heard nothing.
     MasterTakeoverAfterQuery = 11, "MASTER_TAKEOVER_AFTER_QUERY";
+    /// The master dict sent a new table to every tc and ldm, none
+    /// confirmed yet (some may hold it, no other dict does).
+    CreateAfterAddRequests = 12, "CREATE_AFTER_ADD_REQUESTS";
+    /// Every tc and ldm holds the new table and the master dict told one
+    /// other dict, the highest (the others, and the next president, not).
+    CreateAfterFirstAnnounce = 13, "CREATE_AFTER_FIRST_ANNOUNCE";
+    /// Every tc dropped the table; the master dict asked no ldm yet.
+    DropAfterCoordinators = 14, "DROP_AFTER_COORDINATORS";
+    /// Every tc and ldm dropped the table and the master dict told one
+    /// other dict, the highest, to drop it.
+    DropAfterFirstDictionary = 15, "DROP_AFTER_FIRST_DICTIONARY";
 }
 
 /// What an armed point does when a node reaches it.
@@ -104,8 +115,8 @@ impl std::fmt::Display for FaultAction {
 }
 
 impl FaultPoint {
-    /// Whether the point is a step of agreeing a failure or of a take-over,
-    /// which the president runs (whichever node that is when a failure
+    /// Whether the point is a step of agreeing a failure, of a take-over
+    /// or of a schema change, which the president runs (whichever node that is when a failure
     /// comes).
     pub fn runs_at_the_president(self) -> bool {
         matches!(
@@ -115,6 +126,10 @@ impl FaultPoint {
                 | FaultPoint::TakeoverAfterQuery
                 | FaultPoint::TakeoverAfterDecision
                 | FaultPoint::MasterTakeoverAfterQuery
+                | FaultPoint::CreateAfterAddRequests
+                | FaultPoint::CreateAfterFirstAnnounce
+                | FaultPoint::DropAfterCoordinators
+                | FaultPoint::DropAfterFirstDictionary
         )
     }
 

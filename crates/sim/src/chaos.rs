@@ -126,6 +126,8 @@ pub struct ChaosReport {
     pub transfers: (u64, u64, u64),
     /// Reads of every balance that added up.
     pub full_reads: u64,
+    /// Creates and drops of the scratch table tried.
+    pub schema_changes: u64,
     /// Nodes still running at the end of the workload.
     pub survivors: Vec<NodeId>,
     /// Nodes stopped during it, with why.
@@ -158,7 +160,7 @@ impl std::fmt::Display for ChaosReport {
             f,
             "seed {} ({} nodes, replicas {}): faults [{}]; fired [{}]; transfers {acked} ok, \
              {failed} failed, \
-             {unknown} unknown; {} full reads; stopped: [{}]; {}; restart restored GCI {} without \
+             {unknown} unknown; {} full reads; {} schema changes; stopped: [{}]; {}; restart restored GCI {} without \
              {:?}; {:.1} s \
              simulated; trace {:#018x}",
             self.seed,
@@ -167,6 +169,7 @@ impl std::fmt::Display for ChaosReport {
             self.faults,
             fired.join(", "),
             self.full_reads,
+            self.schema_changes,
             stopped.join(", "),
             if self.verified_live {
                 "checked live"
@@ -216,6 +219,7 @@ impl Transfer {
 struct Shared {
     transfers: Vec<Transfer>,
     full_reads: u64,
+    schema_changes: u64,
     /// The end-of-run check on the live cluster: `None` while not run,
     /// `Some(Err)` when the cluster could not be reached.
     verified: Option<Result<(), String>>,
@@ -304,6 +308,9 @@ pub fn run_chaos(seed: u64, options: &ChaosOptions) -> ChaosReport {
         simulation.step(&mut api_nodes);
         after_step(&simulation);
     }
+    // Points armed and never reached are faults too: healed with the
+    // rest, so the checks below do not stop a node at one.
+    simulation.world_mut().disarm_faults();
     let verifier = NodeId(FIRST_API_NODE + 1 + options.clients);
     let verifier_shared = Arc::clone(&shared);
     let any_running = shape
@@ -349,11 +356,12 @@ pub fn run_chaos(seed: u64, options: &ChaosOptions) -> ChaosReport {
         .iter()
         .map(|node| (*node, simulation.world().stopped()[node].clone()))
         .collect();
-    let (transfers, full_reads, verified) = {
+    let (transfers, full_reads, schema_changes, verified) = {
         let shared = lock(&shared);
         (
             shared.transfers.clone(),
             shared.full_reads,
+            shared.schema_changes,
             shared.verified.clone(),
         )
     };
@@ -392,6 +400,7 @@ pub fn run_chaos(seed: u64, options: &ChaosOptions) -> ChaosReport {
             count(|seen| *seen == Seen::Unknown) as u64,
         ),
         full_reads,
+        schema_changes,
         survivors,
         stopped,
         verified_live,
@@ -452,8 +461,11 @@ fn check_invariants(simulation: &Simulation) {
 }
 
 /// The running nodes keep no transaction or operation record once
-/// everything ended and settled.
+/// everything ended and settled, and agree on the schema.
 fn check_quiet_survivors(simulation: &Simulation, survivors: &[NodeId]) {
+    if let Err(disagreement) = simulation.schema_agreement(survivors) {
+        panic!("the serving nodes disagree on the schema: {disagreement}");
+    }
     for tc in simulation.tcs() {
         let address = kernel::Block::address(tc);
         assert!(
@@ -522,7 +534,27 @@ fn client_main(
     let receipts = cluster.table("receipts").expect("the receipts table");
     let nodes = cluster.data_nodes();
     let mut n = 0u64;
+    let mut scratch_exists = false;
     while context.now_us() < workload_end_us {
+        // The first client also creates and drops a scratch table now and
+        // then, so that faults catch schema changes too (the master
+        // dict's take-over: every block must end up agreeing on it).
+        if index == 0 && random.below(10) == 0 {
+            let changed = if scratch_exists {
+                cluster.drop_table("scratch")
+            } else {
+                let definition = crate::harness::kv_table_definition("scratch");
+                cluster.create_table(&definition).map(|_| ())
+            };
+            match changed.map_err(|error| error.code()) {
+                Ok(()) => scratch_exists = !scratch_exists,
+                Err(Some(ErrorCode::TableExists)) => scratch_exists = true,
+                Err(Some(ErrorCode::UnknownTable)) => scratch_exists = false,
+                Err(_) => context.sleep(BACKOFF),
+            }
+            lock(shared).schema_changes += 1;
+            continue;
+        }
         // A coordinator at random; any node when that one is down.
         let node = nodes[random.below(nodes.len() as u64) as usize];
         let transaction = match cluster.transaction_on_node(node) {

@@ -47,7 +47,11 @@ pub struct Harness {
     /// Kills and pauses at simulated times.
     schedule: Schedule,
     /// Fault points armed from the start: the node is killed there.
-    faults: Vec<(NodeId, kernel::faults::FaultPoint)>,
+    faults: Vec<(
+        NodeId,
+        kernel::faults::FaultPoint,
+        kernel::faults::FaultAction,
+    )>,
 }
 
 impl Harness {
@@ -101,8 +105,19 @@ impl Harness {
 
     /// Arms fault point `point` on data node `node` once the cluster has
     /// started: the node is killed when it first reaches it.
-    pub fn fault(mut self, node: NodeId, point: kernel::faults::FaultPoint) -> Harness {
-        self.faults.push((node, point));
+    pub fn fault(self, node: NodeId, point: kernel::faults::FaultPoint) -> Harness {
+        self.fault_with(node, point, kernel::faults::FaultAction::Crash)
+    }
+
+    /// As [`Harness::fault`], with `action` at the point (a crash, or a
+    /// stall of the node's thread).
+    pub fn fault_with(
+        mut self,
+        node: NodeId,
+        point: kernel::faults::FaultPoint,
+        action: kernel::faults::FaultAction,
+    ) -> Harness {
+        self.faults.push((node, point, action));
         self
     }
 
@@ -149,6 +164,38 @@ impl Harness {
         clients: u16,
         work: impl Fn(u16, &Cluster, &HostedContext) -> R + Send + Sync + 'static,
     ) -> (Vec<R>, Vec<(NodeId, kernel::faults::FaultPoint)>) {
+        let (results, fired, _) = self.run_clients_then(clients, work, |_| ());
+        (results, fired)
+    }
+
+    /// As [`Harness::run_and_report`], then `inspect` looks at the
+    /// simulated cluster as the client code left it (its blocks' state).
+    #[allow(clippy::type_complexity)]
+    pub fn run_then<R: Send + 'static, S>(
+        self,
+        work: impl FnOnce(&Cluster, &HostedContext) -> R + Send + 'static,
+        inspect: impl FnOnce(&Simulation) -> S,
+    ) -> (R, Vec<(NodeId, kernel::faults::FaultPoint)>, S) {
+        let work = std::sync::Mutex::new(Some(work));
+        let (mut results, fired, inspected) = self.run_clients_then(
+            1,
+            move |_, cluster, context| {
+                let work = work.lock().expect("one client").take().expect("one client");
+                work(cluster, context)
+            },
+            inspect,
+        );
+        let result = results.pop().expect("one API node, one result");
+        (result, fired, inspected)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn run_clients_then<R: Send + 'static, S>(
+        self,
+        clients: u16,
+        work: impl Fn(u16, &Cluster, &HostedContext) -> R + Send + Sync + 'static,
+        inspect: impl FnOnce(&Simulation) -> S,
+    ) -> (Vec<R>, Vec<(NodeId, kernel::faults::FaultPoint)>, S) {
         let work = Arc::new(work);
         let mut simulation = Simulation::with_cluster(
             self.seed,
@@ -157,8 +204,8 @@ impl Harness {
             std::env::var_os("TESSERA_HARNESS_TRACE").is_some(),
         );
         simulation.start_nodes();
-        for &(node, point) in &self.faults {
-            simulation.world_mut().arm_fault(node, point);
+        for &(node, point, action) in &self.faults {
+            simulation.world_mut().arm_fault_with(node, point, action);
         }
         let mut api_nodes = HostedApiNodes::default();
         let options = self.options;
@@ -189,7 +236,8 @@ impl Harness {
             .iter()
             .map(|&(_, node, point, _)| (node, point))
             .collect();
-        (api_nodes.take_results(), fired)
+        let inspected = inspect(&simulation);
+        (api_nodes.take_results(), fired, inspected)
     }
 }
 
@@ -242,15 +290,15 @@ pub(crate) fn drive<R: Send + 'static>(
     }
 }
 
-/// Creates table `name` (k BIGINT UNSIGNED primary key, v VARCHAR(64)
-/// NULL) and returns it with its partition map.
-pub fn create_kv_table(cluster: &Cluster, name: &str) -> Arc<Table> {
+/// The definition of table `name`: k BIGINT UNSIGNED primary key, v
+/// VARCHAR(64) NULL.
+pub fn kv_table_definition(name: &str) -> TableDef {
     let column = |name: &str, column_type, nullable| ColumnDef {
         name: name.into(),
         column_type,
         nullable,
     };
-    let definition = TableDef {
+    TableDef {
         id: 0,
         version: 0,
         name: name.into(),
@@ -260,9 +308,14 @@ pub fn create_kv_table(cluster: &Cluster, name: &str) -> Arc<Table> {
         ],
         primary_key: vec![0],
         partitions: 0,
-    };
+    }
+}
+
+/// Creates table `name` ([`kv_table_definition`]) and returns it with its
+/// partition map.
+pub fn create_kv_table(cluster: &Cluster, name: &str) -> Arc<Table> {
     let created: Result<Arc<Table>, ClientError> = cluster
-        .create_table(&definition)
+        .create_table(&kv_table_definition(name))
         .and_then(|_| cluster.table(name));
     created.unwrap_or_else(|error| panic!("creating table {name:?}: {error}"))
 }

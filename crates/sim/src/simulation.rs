@@ -470,6 +470,43 @@ impl Simulation {
         self.typed::<Dict>(BlockKind::Dict)
     }
 
+    /// Whether `nodes` agree on the schema: every tc, ldm and dict of them
+    /// holds the same tables (id, version) and no dict is still taking
+    /// the master role over. `Err` says who differs from whom. (A create
+    /// or drop a failed master dict had under way is finished or undone
+    /// everywhere: docs/design/0016-schema-takeover.md.)
+    pub fn schema_agreement(&self, nodes: &[NodeId]) -> Result<Vec<(u32, u32)>, String> {
+        let mut held: Vec<(BlockRef, Vec<(u32, u32)>)> = Vec::new();
+        let mine = |block: BlockRef| nodes.contains(&block.node);
+        for tc in self.tcs().filter(|tc| mine(kernel::Block::address(*tc))) {
+            held.push((kernel::Block::address(tc), tc.table_versions()));
+        }
+        for ldm in self.ldms().filter(|ldm| mine(kernel::Block::address(*ldm))) {
+            held.push((kernel::Block::address(ldm), ldm.table_versions()));
+        }
+        for dict in self
+            .dicts()
+            .filter(|dict| mine(kernel::Block::address(*dict)))
+        {
+            let address = kernel::Block::address(dict);
+            if dict.is_taking_over() {
+                return Err(format!("{address} is still taking the master role over"));
+            }
+            held.push((address, dict.table_versions()));
+        }
+        let Some((first, tables)) = held.first().cloned() else {
+            return Ok(Vec::new());
+        };
+        for (block, other) in &held {
+            if *other != tables {
+                return Err(format!(
+                    "{first} holds tables {tables:?}, {block} holds {other:?}"
+                ));
+            }
+        }
+        Ok(tables)
+    }
+
     /// Whether every section buffer is back in the pool.
     pub fn sections_all_returned(&self) -> bool {
         pool_is_full(self.world.pool_ref(), self.shape.data_nodes)

@@ -576,6 +576,12 @@ impl World {
             .insert(point, action);
     }
 
+    /// Disarms every fault point not reached yet (the faults of a run
+    /// are over: what follows checks the healed cluster).
+    pub fn disarm_faults(&mut self) {
+        self.armed_faults.clear();
+    }
+
     /// Every fault point that fired so far, in order: (time in
     /// microseconds, node, point, action).
     pub fn fired_faults(&self) -> &[(u64, NodeId, FaultPoint, FaultAction)] {

@@ -103,6 +103,15 @@ fn chaos_seeds() {
         ]),
     );
     some(
+        "crashed or stalled the master dict in the middle of a create or drop",
+        fired(&[
+            "CREATE_AFTER_ADD_REQUESTS",
+            "CREATE_AFTER_FIRST_ANNOUNCE",
+            "DROP_AFTER_COORDINATORS",
+            "DROP_AFTER_FIRST_DICTIONARY",
+        ]),
+    );
+    some(
         "stalled a node at a fault point",
         reports.iter().any(|report| {
             report

@@ -336,9 +336,11 @@ fn golden_trace_of_a_create_across_four_nodes() {
         version: 1,
         ..definition("t1", 2)
     });
+    // The other dicts hear of it highest node first (a master dying
+    // part-way leaves its successor, the lowest, the one without it).
     assert_eq!(
         ctx.take_trace(),
-        [2, 3, 4]
+        [4, 3, 2]
             .map(|node| line(
                 me,
                 dict_of(node),

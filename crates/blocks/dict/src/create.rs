@@ -37,6 +37,7 @@ use crate::persistence::AfterSave;
 use crate::requests::{CreateStep, Operation};
 use crate::tables::TableState;
 use crate::Dict;
+use kernel::faults::FaultPoint;
 use kernel::Context;
 use signal::schema::TableDef;
 use signal::signals::{DiAddTabConf, DiAddTabReq, DictAddTabReq, LqhAddTabReq, TcAddTabReq};
@@ -56,6 +57,10 @@ impl Dict {
             return self.refuse(requester, request_id, ErrorCode::TableExists, ctx);
         }
         let id = self.tables.lowest_free_id();
+        if id as usize >= signal::codec::MAX_TABLE_VERSIONS {
+            // A take-over lists every table in one section.
+            return self.refuse(requester, request_id, ErrorCode::TooManyTables, ctx);
+        }
         let table = Arc::new(TableDef {
             id,
             version: self.tables.next_version(id),
@@ -122,6 +127,7 @@ impl Dict {
             };
             kernel::send(ctx, self.address, ldm, request);
         }
+        ctx.fault_point(FaultPoint::CreateAfterAddRequests);
     }
 
     /// A tc, ldm or (in the second round) dict added the table; the last
@@ -179,13 +185,16 @@ impl Dict {
             .expect("a table being added has its distribution");
         let schema_version = self.next_schema_version();
         self.dicts.start_round();
-        for &dict in self.dicts.members() {
+        // Highest node first: a master that dies after the first has told
+        // a dict other than its successor's (the harder take-over).
+        for &dict in self.dicts.members().iter().rev() {
             let request = DictAddTabReq {
                 table: Arc::clone(&table),
                 map: Arc::clone(&map),
                 schema_version,
             };
             kernel::send(ctx, self.address, dict, request);
+            ctx.fault_point(FaultPoint::CreateAfterFirstAnnounce);
         }
     }
 

@@ -33,6 +33,7 @@ use crate::persistence::AfterSave;
 use crate::requests::{DropStep, Operation};
 use crate::tables::TableState;
 use crate::Dict;
+use kernel::faults::FaultPoint;
 use kernel::Context;
 use signal::signals::{DropTabOrd, DropTabRep};
 use signal::{BlockKind, BlockRef, Envelope, ErrorCode};
@@ -125,8 +126,19 @@ impl Dict {
             DropStep::Saving => unreachable!("no DropTabRep is accepted while saving"),
         };
         if let Some((next_step, blocks)) = next {
+            if next_step == DropStep::DataManagers {
+                ctx.fault_point(FaultPoint::DropAfterCoordinators);
+            }
             *step = next_step;
             blocks.start_round();
+            if next_step == DropStep::Dictionaries {
+                // Highest node first, as a create announces.
+                for &dict in blocks.members().iter().rev() {
+                    kernel::send(ctx, self.address, dict, DropTabOrd { table_id });
+                    ctx.fault_point(FaultPoint::DropAfterFirstDictionary);
+                }
+                return;
+            }
             for &block in blocks.members() {
                 kernel::send(ctx, self.address, block, DropTabOrd { table_id });
             }

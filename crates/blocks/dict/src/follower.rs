@@ -21,8 +21,11 @@ use crate::persistence::AfterSave;
 use crate::tables::TableState;
 use crate::Dict;
 use kernel::Context;
-use signal::signals::DictAddTabReq;
+use signal::codec::decode_table_versions;
+use signal::signals::{DictAddTabReq, DictTakeoverReq, DropTabRep};
 use signal::BlockRef;
+use std::collections::HashSet;
+use std::sync::Arc;
 
 impl Dict {
     /// Checks that `from` is the master and this dict is not.
@@ -57,9 +60,18 @@ impl Dict {
         self.save_schema(confirm, ctx);
     }
 
-    /// The master dropped a table from every tc and ldm: forget it.
+    /// The master dropped a table from every tc and ldm: forget it. A
+    /// master taking over drops a table wherever it may be, so one this
+    /// dict does not hold is confirmed at once.
     pub(crate) fn table_dropped(&mut self, from: BlockRef, table_id: u32, ctx: &mut dyn Context) {
         self.check_from_master(from, "DropTabOrd");
+        if self.tables.by_id(table_id).is_none() {
+            let report = DropTabRep {
+                table_id,
+                busy: false,
+            };
+            return kernel::send(ctx, self.address, from, report);
+        }
         self.tables
             .change_state(table_id, TableState::Online, TableState::Dropping);
         self.tables.remove(table_id);
@@ -69,5 +81,59 @@ impl Dict {
             table_id,
         };
         self.save_schema(confirm, ctx);
+    }
+}
+
+impl Dict {
+    /// A new master dict's take-over query (`takeover.rs`): first every
+    /// table this dict holds that the master lacks (with its map, so the
+    /// master can roll it forward), then which tables this dict holds.
+    /// From a dict that is not the master here (a late signal of a
+    /// take-over since taken over again) it is ignored.
+    pub(crate) fn takeover_request(
+        &mut self,
+        from: BlockRef,
+        request: DictTakeoverReq,
+        ctx: &mut dyn Context,
+    ) {
+        if self.master != Some(from) || self.is_master() {
+            return;
+        }
+        let masters: HashSet<(u32, u32)> = decode_table_versions(request.tables.as_slice())
+            .expect("checked by the codec")
+            .into_iter()
+            .collect();
+        let mine = self.table_versions();
+        for &(id, version) in &mine {
+            if masters.contains(&(id, version)) {
+                continue;
+            }
+            let entry = self.tables.by_id(id).expect("listed just now");
+            let offer = DictAddTabReq {
+                schema_version: self.schema_version,
+                table: Arc::clone(&entry.definition),
+                map: entry.map.clone().expect("an online table has its map"),
+            };
+            kernel::send(ctx, self.address, from, offer);
+        }
+        let (me, schema_version) = (self.address, self.schema_version);
+        kernel::schema_takeover::answer(ctx, me, from, request, schema_version, mine.into_iter());
+    }
+
+    /// The master's take-over is done: take its schema version (above
+    /// any this dict had) into the schema file.
+    pub(crate) fn takeover_done(
+        &mut self,
+        from: BlockRef,
+        schema_version: u32,
+        ctx: &mut dyn Context,
+    ) {
+        if self.master != Some(from) || self.is_master() {
+            return;
+        }
+        if schema_version > self.schema_version {
+            self.set_schema_version(schema_version, ctx);
+            self.save_schema(AfterSave::Nothing, ctx);
+        }
     }
 }

@@ -17,7 +17,9 @@
 //! - `restore.rs`: start phase RESTORE_SCHEMA, the agreed schema put back
 //!   on this node's tcs and ldms;
 //! - `schema_sync.rs`: the agreement of that phase, the master's schema
-//!   sent to every other dict, which takes it in place of its own.
+//!   sent to every other dict, which takes it in place of its own;
+//! - `takeover.rs`: a new master dict finishing or undoing the schema
+//!   change the failed master had under way.
 //!
 //! The president's dict is the master (membership announces the president
 //! with PRESIDENT_REP before phase INITIALISE): it alone runs creates and drops, on the tcs and ldms of every
@@ -38,6 +40,7 @@ mod requests;
 mod restore;
 mod schema_sync;
 mod tables;
+mod takeover;
 
 #[cfg(test)]
 mod cluster_tests;
@@ -146,6 +149,8 @@ pub struct Dict {
     outgoing: Option<Outgoing>,
     /// Another dict: the master's schema as it arrives.
     incoming: Incoming,
+    /// The master's take-over of a failed master's role, while it runs.
+    takeover: Option<takeover::Takeover>,
 }
 
 impl Dict {
@@ -222,6 +227,7 @@ impl Dict {
             restoring: None,
             outgoing: None,
             incoming: Incoming::default(),
+            takeover: None,
         }
     }
 
@@ -286,6 +292,21 @@ impl Dict {
         self.schema_version
     }
 
+    /// (id, version) of every online table (what GET_TABINFO finds), in
+    /// id order: a take-over's answer, and what the simulator compares.
+    pub fn table_versions(&self) -> Vec<(u32, u32)> {
+        let online = self.tables.stored();
+        online
+            .filter(|entry| entry.state == tables::TableState::Online)
+            .map(|entry| (entry.definition.id, entry.definition.version))
+            .collect()
+    }
+
+    /// Whether a take-over of the master role is under way.
+    pub fn is_taking_over(&self) -> bool {
+        self.takeover.is_some()
+    }
+
     /// A start phase: dict reads its schema file in INITIALISE and, in
     /// RESTORE_SCHEMA, agrees with the other dicts on the master's schema
     /// and puts its tables back; each confirms when done. Other phases are
@@ -348,11 +369,23 @@ impl kernel::Block for Dict {
             Signal::AddTabConf(conf) if self.restoring.is_some() => {
                 self.restored_table_added(from, conf.table_id, ctx)
             }
+            Signal::AddTabConf(conf) if self.is_taking_over() => {
+                self.takeover_answer(from, conf.table_id, false, ctx)
+            }
             Signal::AddTabConf(conf) => self.add_table_conf(from, conf.table_id, ctx),
+            Signal::DropTabRep(report) if self.is_taking_over() => {
+                self.takeover_answer(from, report.table_id, report.busy, ctx)
+            }
             Signal::DropTabRep(report) => self.drop_table_report(from, report, ctx),
-            // From the master dict (at the others).
-            Signal::DictAddTabReq(request) => self.table_added(from, request, ctx),
+            Signal::DictTakeoverConf(conf) => self.takeover_conf(from, conf, ctx),
+            // From the master dict (at the others; at a master taking
+            // over, from the other dicts).
+            Signal::DictAddTabReq(request) => self.takeover_offered(from, request, ctx),
             Signal::DropTabOrd(order) => self.table_dropped(from, order.table_id, ctx),
+            Signal::DictTakeoverReq(request) => self.takeover_request(from, request, ctx),
+            Signal::DictTakeoverDoneOrd(order) => {
+                self.takeover_done(from, order.schema_version, ctx)
+            }
             Signal::SchemaSyncReq(request) => self.schema_sync_req(from, request, ctx),
             // From the other dicts (at the master).
             Signal::SchemaSyncConf(conf) => self.schema_sync_conf(from, conf, ctx),
@@ -367,6 +400,7 @@ impl kernel::Block for Dict {
             Signal::NodeFailRep(report) => self.node_failed(from, report, ctx),
             Signal::NodeFailCompleteRep(report) => {
                 self.node_failures.complete(report.membership_id);
+                self.takeover_query(ctx);
             }
             // From this node's file service, and from dict itself.
             Signal::FsConf(conf) => self.file_answer(from, conf, ctx),
@@ -376,6 +410,9 @@ impl kernel::Block for Dict {
             Signal::ContinueB(ContinueB {
                 job: SYNC_RETRY_JOB,
             }) if from == self.address => self.retry_schema_chunks(ctx),
+            Signal::ContinueB(ContinueB {
+                job: takeover::TAKEOVER_RETRY_JOB,
+            }) if from == self.address => self.takeover_query(ctx),
             other if codec::is_api_request(other.number()) => {
                 if let Some(reply) = other.refusal() {
                     kernel::send(ctx, self.address, from, reply);

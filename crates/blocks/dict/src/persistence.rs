@@ -81,6 +81,11 @@ pub(crate) enum AfterSave {
     /// At a restart, this dict took the master's schema in place of its
     /// own: go on restoring (`schema_sync.rs`).
     AgreedSchema,
+    /// A master's take-over decided every table: take schema requests
+    /// again (`takeover.rs`).
+    TakeoverDone,
+    /// Nothing waits for it (a schema version a take-over raised).
+    Nothing,
 }
 
 /// The schema file as read at start, decoded and checked, waiting for
@@ -414,6 +419,8 @@ impl Dict {
                 kernel::send(ctx, self.address, master, report)
             }
             AfterSave::AgreedSchema => self.agreed_schema_saved(ctx),
+            AfterSave::TakeoverDone => self.takeover_saved(ctx),
+            AfterSave::Nothing => {}
         }
     }
 

@@ -253,8 +253,9 @@ impl Dict {
     /// NODE_FAILREP: the nodes of `report.failed` left the cluster. A
     /// schema operation this dict runs as master stops waiting for their
     /// blocks, and later ones do not ask them (they rejoin by node
-    /// restart, which brings them the schema). A failed master dict is
-    /// not taken over yet (docs/design/failures.md §8).
+    /// restart, which brings them the schema). When the master dict
+    /// failed, the new president's dict takes its role over and finishes
+    /// or undoes what it had under way (`takeover.rs`).
     pub(crate) fn node_failed(
         &mut self,
         from: BlockRef,
@@ -269,10 +270,8 @@ impl Dict {
             .master
             .is_some_and(|master| failed.contains(master.node))
         {
-            // The new president's dict is the master from now on, so
-            // schema changes go on. A change the old master had under way
-            // is not finished or rolled back yet (docs/design/failures.md
-            // §8): the dicts that applied it keep it.
+            // The new president's dict is the master from now on: it
+            // takes over (`takeover.rs`), then schema changes go on.
             let president = report.live.first().expect("a membership has members");
             ctx.report(Report::Log(format!(
                 "dict {}: the master dict (node {}) failed; node {president}'s dict is the \
@@ -281,11 +280,18 @@ impl Dict {
                 self.master().node,
             )));
             self.master = Some(BlockRef::new(president, BlockKind::Dict, 0));
+            if self.is_master() && self.phase >= SCHEMA_PHASE {
+                self.tcs.forget_nodes(failed);
+                self.ldms.forget_nodes(failed);
+                self.dicts.forget_nodes(failed);
+                return self.start_takeover(report.membership_id, ctx);
+            }
         }
         let tcs = self.tcs.forget_nodes(failed);
         let ldms = self.ldms.forget_nodes(failed);
         let dicts = self.dicts.forget_nodes(failed);
         self.schema_sync_without(failed, ctx);
+        self.takeover_without(failed, ctx);
         match &self.running {
             Some(Operation::Create { step, .. }) => match step {
                 CreateStep::Adding if tcs || ldms => self.create_answered(ctx),
@@ -322,8 +328,8 @@ impl Dict {
 
     /// Starts queued requests until one keeps running (a request refused at
     /// its start, say for a taken name, finishes at once).
-    fn start_next(&mut self, ctx: &mut dyn Context) {
-        while self.running.is_none() {
+    pub(crate) fn start_next(&mut self, ctx: &mut dyn Context) {
+        while self.running.is_none() && !self.is_taking_over() {
             let Some(queued) = self.queue.pop_front() else {
                 return;
             };

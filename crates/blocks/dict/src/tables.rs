@@ -90,15 +90,27 @@ impl Tables {
 
     /// Registers a table being created.
     pub(crate) fn insert_creating(&mut self, definition: Arc<TableDef>) {
+        assert_eq!(
+            definition.version,
+            self.next_version(definition.id),
+            "table id {} must get the version after its last one",
+            definition.id
+        );
+        self.insert(definition);
+    }
+
+    /// Registers `definition` in state Creating; its version is above any
+    /// its id had here.
+    fn insert(&mut self, definition: Arc<TableDef>) {
         let id = definition.id as usize;
         assert!(
             self.by_id(definition.id).is_none(),
             "table id {id} is taken"
         );
-        assert_eq!(
-            definition.version,
-            self.next_version(definition.id),
-            "table id {id} must get the version after its last one"
+        assert!(
+            definition.version >= self.next_version(definition.id),
+            "table id {id} gets version {}, not above its last one",
+            definition.version
         );
         if self.entries.len() <= id {
             self.entries.resize_with(id + 1, || None);
@@ -118,12 +130,13 @@ impl Tables {
         });
     }
 
-    /// Registers a table the master dict created, online at once. The
-    /// master hands out versions in order and this dict saw every earlier
-    /// create, so the version is the next one of its id here too.
+    /// Registers a table the master dict created, online at once. Its
+    /// version is above any its id had here; it may skip some (a master
+    /// dict's take-over drops a table created at some blocks and no dict,
+    /// and its successor's version of the id counts past it).
     pub(crate) fn insert_online(&mut self, definition: Arc<TableDef>, map: Arc<PartitionMap>) {
         let id = definition.id;
-        self.insert_creating(definition);
+        self.insert(definition);
         self.set_map(id, map);
         self.change_state(id, TableState::Creating, TableState::Online);
     }
@@ -204,6 +217,17 @@ impl Tables {
         }
         restored.versions = id_versions;
         restored
+    }
+
+    /// Makes the next version of id `table_id` come after `version` (one
+    /// a take-over found on some block).
+    pub(crate) fn note_version(&mut self, table_id: u32, version: u32) {
+        let id = table_id as usize;
+        if self.versions.len() <= id {
+            self.versions.resize(id + 1, 0);
+            self.entries.resize_with(id + 1, || None);
+        }
+        self.versions[id] = self.versions[id].max(version);
     }
 
     /// Forgets a dropped table (its id's version counter stays).

@@ -200,6 +200,15 @@ impl Ldm {
     }
 
     /// Rows stored in `table_id`'s partitions on this ldm.
+    /// (id, version) of every table this ldm stores: its answer to a
+    /// master dict's take-over, and what the simulator compares.
+    pub fn table_versions(&self) -> Vec<(u32, u32)> {
+        let tables = self.tables.iter().enumerate();
+        tables
+            .filter_map(|(id, table)| Some((id as u32, table.as_ref()?.definition.version)))
+            .collect()
+    }
+
     pub fn rows(&self, table_id: u32) -> u64 {
         self.tables
             .get(table_id as usize)
@@ -258,8 +267,11 @@ impl Ldm {
 
     fn drop_table(&mut self, from: BlockRef, order: DropTabOrd, ctx: &mut dyn Context) {
         let id = order.table_id as usize;
+        // A table whose first (empty) LCP is still being written waits
+        // for it too: a take-over may drop a table it just created.
+        let creating = self.lcp.creating(order.table_id);
         let busy = match self.tables.get_mut(id).and_then(Option::as_mut) {
-            Some(table) if table.active_operations > 0 => true,
+            Some(table) if table.active_operations > 0 || creating => true,
             Some(table) => {
                 for partition in table.partitions.iter_mut().flatten() {
                     partition.store.release(&mut self.memory);
@@ -354,6 +366,11 @@ impl Block for Ldm {
             Signal::ScanPartitionReq(request) => self.scan_partition(from, request, ctx),
             Signal::LqhAddTabReq(request) => self.add_table(from, request, ctx),
             Signal::DropTabOrd(order) => self.drop_table(from, order, ctx),
+            Signal::DictTakeoverReq(request) => {
+                let tables = self.table_versions();
+                let me = self.address;
+                kernel::schema_takeover::answer(ctx, me, from, request, 0, tables.into_iter());
+            }
             Signal::GcpSaveReq(request) => self.gcp_save(from, request.gci, ctx),
             Signal::RestoreReq(request) => self.restore(from, request.restored_gci.0, ctx),
             Signal::FsConf(conf) => self.fs_answer(conf.token, conf.result, ctx),

@@ -161,6 +161,15 @@ impl Tc {
         self.tables.iter().flatten().map(|route| route.map.as_ref())
     }
 
+    /// (id, version) of every table this tc routes: its answer to a
+    /// master dict's take-over, and what the simulator compares.
+    pub fn table_versions(&self) -> Vec<(u32, u32)> {
+        let tables = self.tables.iter().enumerate();
+        tables
+            .filter_map(|(id, route)| Some((id as u32, route.as_ref()?.definition.version)))
+            .collect()
+    }
+
     /// Runs the timeout scan again after its period.
     fn schedule_timeout_scan(&self, ctx: &mut dyn Context) {
         let address = self.config.address;
@@ -379,6 +388,11 @@ impl Block for Tc {
             Signal::GcpCommit(request) => self.gcp_commit(from, request, ctx),
             Signal::TcAddTabReq(request) => self.add_table(from, request, ctx),
             Signal::DropTabOrd(order) => self.drop_table(from, order, ctx),
+            Signal::DictTakeoverReq(request) => {
+                let tables = self.table_versions();
+                let me = self.config.address;
+                kernel::schema_takeover::answer(ctx, me, from, request, 0, tables.into_iter());
+            }
             Signal::StartPhaseReq(request) => self.start_phase(from, request, ctx),
             Signal::GcpFlushReq(request) => self.gcp_flush_req(from, request, ctx),
             Signal::MasterGcpReq(request) => self.master_gcp_req(from, request, ctx),

@@ -2,13 +2,13 @@
 //! by `checked_by` in the signal table (`signals/mod.rs`) and run after
 //! every field has been read and checked on its own.
 
-use super::maps::for_each_table_name;
+use super::maps::{decode_table_versions, for_each_table_name};
 use super::WireError;
 use crate::ids::{BlockKind, BlockRef};
 use crate::schema::TableDef;
 use crate::signals::{
-    tc_key_flags, AbortReq, DictAddTabReq, ListTablesConf, LqhAddTabReq, LqhKeyReq, PartitionMap,
-    SchemaSyncReq, TcAddTabReq, TcKeyReq,
+    tc_key_flags, AbortReq, DictAddTabReq, DictTakeoverConf, DictTakeoverReq, ListTablesConf,
+    LqhAddTabReq, LqhKeyReq, PartitionMap, SchemaSyncReq, TcAddTabReq, TcKeyReq,
 };
 
 /// Only the flags a client may set.
@@ -80,4 +80,12 @@ fn table_and_map(table: &TableDef, map: &PartitionMap) -> Result<(), WireError> 
         return Err(WireError::BadField("partition map partition count"));
     }
     Ok(())
+}
+
+pub(crate) fn dict_takeover_req(request: &DictTakeoverReq) -> Result<(), WireError> {
+    decode_table_versions(request.tables.as_slice()).map(|_| ())
+}
+
+pub(crate) fn dict_takeover_conf(conf: &DictTakeoverConf) -> Result<(), WireError> {
+    decode_table_versions(conf.tables.as_slice()).map(|_| ())
 }

@@ -63,7 +63,8 @@ pub use frame::{
     FRAME_MAGIC, FRAME_VERSION, MAX_FRAME_BYTES,
 };
 pub use maps::{
-    decode_partition_map, decode_table_names, encode_partition_map, encode_table_names,
+    decode_partition_map, decode_table_names, decode_table_versions, encode_partition_map,
+    encode_table_names, encode_table_versions, MAX_TABLE_VERSIONS,
 };
 pub use wire::{Reader, WireError, Writer};
 

@@ -1133,3 +1133,52 @@ fn api_replies_decode_in_place_as_they_decode_owned() {
     assert!(owned.next(pool).is_err());
     assert!(in_place.next_for_api(pool).is_err());
 }
+
+#[test]
+fn table_versions_round_trip_and_malformed_lists_are_refused() {
+    let tables = [(0, 1), (7, 3), (u32::MAX, u32::MAX)];
+    let mut good = Vec::new();
+    encode_table_versions(&mut good, tables.into_iter()).expect("fits");
+    assert_eq!(decode_table_versions(&good), Ok(tables.to_vec()));
+    let mut empty = Vec::new();
+    encode_table_versions(&mut empty, std::iter::empty::<(u32, u32)>()).expect("fits");
+    assert_eq!(decode_table_versions(&empty), Ok(Vec::new()));
+    let with = |edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut bytes = good.clone();
+        edit(&mut bytes);
+        bytes
+    };
+    let cases: Vec<(&str, Vec<u8>, WireError)> = vec![
+        ("empty", Vec::new(), WireError::Truncated),
+        (
+            "count above the pairs",
+            with(&|b| b[0] = 4),
+            WireError::Truncated,
+        ),
+        (
+            "half a pair",
+            with(&|b| b.truncate(b.len() - 4)),
+            WireError::Truncated,
+        ),
+        (
+            "count below the pairs",
+            with(&|b| b[0] = 2),
+            WireError::BadField("bytes after table versions"),
+        ),
+        (
+            "a count no section holds",
+            with(&|b| b[..4].copy_from_slice(&u32::MAX.to_le_bytes())),
+            WireError::BadField("table versions count"),
+        ),
+    ];
+    for (what, bytes, expected) in cases {
+        assert_eq!(decode_table_versions(&bytes), Err(expected), "{what}");
+    }
+    let too_many = (0..MAX_TABLE_VERSIONS as u32 + 1).map(|id| (id, 1));
+    let mut out = vec![9];
+    assert_eq!(
+        encode_table_versions(&mut out, too_many),
+        Err(WireError::BadField("table versions section"))
+    );
+    assert_eq!(out, [9], "a refused list leaves the bytes as they were");
+}

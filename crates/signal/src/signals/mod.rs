@@ -859,17 +859,19 @@ signal_table! {
         table_id: u32,
     }
 
-    /// dict -> tc or ldm. Forget a table (tc: refuse new operations; ldm: free
-    /// its partitions once no operation uses them).
+    /// master dict -> tc, ldm or another dict. Forget a table (tc: refuse new
+    /// operations; ldm: free its partitions once no operation uses them;
+    /// dict: stop handing it out). A block that does not hold the table
+    /// answers at once (a take-over drops a table wherever it may be).
     #[derive(Debug, PartialEq)]
-    205 DropTabOrd: Dict -> Tc | Ldm, node {
+    205 DropTabOrd: Dict -> Tc | Ldm | Dict, node {
         /// Table.
         table_id: u32,
     }
 
-    /// tc or ldm -> dict. Answer to [`DropTabOrd`].
+    /// tc, ldm or dict -> the master dict. Answer to [`DropTabOrd`].
     #[derive(Debug, PartialEq)]
-    206 DropTabRep: Tc | Ldm -> Dict, node {
+    206 DropTabRep: Tc | Ldm | Dict -> Dict, node {
         /// Table.
         table_id: u32,
         /// True when operations still use the table: dict retries later.
@@ -920,6 +922,49 @@ signal_table! {
     209 SchemaSyncConf: Dict -> Dict, node {
         /// Bytes of the schema received so far.
         received: u32,
+    }
+
+    /// new master dict -> every live tc, ldm and other dict, after the
+    /// master dict failed and every survivor installed that failure (NDB's
+    /// DICT_TAKEOVER_REQ; docs/design/0016-schema-takeover.md): which
+    /// tables (id, version) do you hold? `tables` lists the new master's
+    /// own; a dict sends the master a [`DictAddTabReq`] of each table it
+    /// holds that the master lacks before it answers, so the master can
+    /// roll the table forward. Answered with [`DictTakeoverConf`].
+    #[derive(Debug, PartialEq)]
+    210 DictTakeoverReq: Dict -> Tc | Ldm | Dict, node
+        checked_by checks::dict_takeover_req
+    {
+        /// The membership whose failure of the master this take-over
+        /// handles, echoed.
+        membership_id: u32,
+        /// The new master's tables: see `codec::encode_table_versions`.
+        tables: Section,
+    }
+
+    /// tc, ldm or dict -> the new master dict. Answer to
+    /// [`DictTakeoverReq`]: the tables this block holds.
+    #[derive(Debug, PartialEq)]
+    211 DictTakeoverConf: Tc | Ldm | Dict -> Dict, node
+        checked_by checks::dict_takeover_conf
+    {
+        /// Echoed.
+        membership_id: u32,
+        /// A dict's schema version (0 from a tc or ldm).
+        schema_version: u32,
+        /// (table id, table version) of every table held: see
+        /// `codec::encode_table_versions`.
+        tables: Section,
+    }
+
+    /// new master dict -> every other live dict: the take-over is done;
+    /// take this schema version (above any a dict had) and write it into
+    /// the schema file. No answer: a dict that misses it (its node fails)
+    /// is out of the cluster.
+    #[derive(Debug, PartialEq)]
+    212 DictTakeoverDoneOrd: Dict -> Dict, node {
+        /// The schema version every dict has from now on.
+        schema_version: u32,
     }
 
     // ---- Membership and start phases: 240..=279 (room for heartbeats, node failure and arbitration)

@@ -119,6 +119,18 @@ fn valid_samples(pool: &'static SectionPool) -> Vec<Signal> {
                 crate::codec::encode_table_names(&mut names, ["a", "bc"]).expect("fits");
                 conf.names = pool.copy_from(&names).expect("room");
             }
+            Signal::DictTakeoverReq(request) => {
+                let mut tables = Vec::new();
+                crate::codec::encode_table_versions(&mut tables, [(0, 1), (7, 3)].into_iter())
+                    .expect("fits");
+                request.tables = pool.copy_from(&tables).expect("room");
+            }
+            Signal::DictTakeoverConf(conf) => {
+                let mut tables = Vec::new();
+                crate::codec::encode_table_versions(&mut tables, [(2, 9)].into_iter())
+                    .expect("fits");
+                conf.tables = pool.copy_from(&tables).expect("room");
+            }
             Signal::SchemaSyncReq(request) => {
                 request.offset = 0;
                 request.total_bytes = request.data.len() as u32 + 5;

@@ -351,6 +351,7 @@ pub(crate) struct LcpEngine {
     /// LCPs' control files: an LCP then allocates nothing once warm (the
     /// ldm thread's promise, checked by the cli test `no_alloc`).
     spare_chains: Vec<Vec<DataFileEntry>>,
+    /// Tables created while the node runs whose first LCP is being written.
     creations: Vec<Creation>,
     /// A key built from a row, during a restore.
     pub(crate) key_scratch: Vec<u8>,
@@ -366,6 +367,13 @@ pub(crate) struct LcpEngine {
 }
 
 impl LcpEngine {
+    /// Whether table `table_id`'s first LCP is still being written.
+    pub(crate) fn creating(&self, table_id: u32) -> bool {
+        self.creations
+            .iter()
+            .any(|creation| creation.table_id == table_id)
+    }
+
     pub(crate) fn new(settings: LcpSettings) -> LcpEngine {
         assert!(
             settings.rows_per_slice > 0,

@@ -1,0 +1,459 @@
+//! The master dict's take-over (docs/design/0016-schema-takeover.md;
+//! NDB's DICT_TAKEOVER): the president's dict failed, perhaps half-way
+//! through a create or drop, and this dict, the new president's, is the
+//! master now. It finds out what every survivor holds and makes each
+//! table it finds either whole or gone:
+//!
+//! ```text
+//!  new master dict          every live tc, ldm            other dicts
+//!   | (every survivor installed the failure: NODE_FAIL_COMPLETE_REP)
+//!   |-- DictTakeoverReq{its tables} -->|------------------------>|
+//!   |<------------------------------------- DictAddTabReq -------|  each table
+//!   |                                  |                         |  the master lacks
+//!   |<-- DictTakeoverConf{tables} -----|<------------------------|
+//!   |  decide: a table stays iff every live tc and ldm and at least
+//!   |  one live dict hold it; the rest is dropped wherever it is
+//!   |-- DropTabOrd -> tcs, then ldms, then dicts (each answers DropTabRep)
+//!   |-- DictAddTabReq -> each dict lacking a table that stays (AddTabConf)
+//!   |-- DictTakeoverDoneOrd{schema version} -> every other dict
+//!   |  schema file written; queued creates and drops run
+//! ```
+//!
+//! The rule matches every place a create or drop can stop (the table in
+//! design 0016): a create that had not reached every tc and ldm, or no
+//! dict, is rolled back; one that reached a dict is rolled forward (a
+//! client may have found it there and written rows); a drop that reached
+//! any tc or ldm is finished. It looks only at what the survivors hold,
+//! so a take-over interrupted by the new master's own death is simply run
+//! again by the next one. Nothing of the old master can arrive any more
+//! (every survivor refuses its node), and the new master's client
+//! requests wait in the queue until the take-over is done.
+//!
+//! When a participant dies: a tc, ldm or dict that fails stops being
+//! waited for (its node left the cluster and rejoins by node restart,
+//! which brings it the schema); the new master's death leaves the next
+//! president's dict to take over from what the survivors hold then.
+
+use crate::persistence::AfterSave;
+use crate::tables::TableState;
+use crate::Dict;
+use kernel::{Context, Report};
+use signal::codec::{decode_table_versions, encode_table_versions};
+use signal::schema::TableDef;
+use signal::signals::{
+    ContinueB, DictAddTabReq, DictTakeoverConf, DictTakeoverDoneOrd, DictTakeoverReq, DropTabOrd,
+    PartitionMap,
+};
+use signal::{BlockKind, BlockRef, Envelope, NodeSet};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// dict's ContinueB job: ask the take-over query again (the section pool
+/// was short).
+pub(crate) const TAKEOVER_RETRY_JOB: u32 = 3;
+
+/// A take-over under way.
+pub(crate) struct Takeover {
+    /// The membership that left the old master out.
+    membership_id: u32,
+    step: Step,
+    /// Every table some block holds: id -> (holder, version).
+    held: BTreeMap<u32, Vec<(BlockRef, u32)>>,
+    /// Tables other dicts hold and this one lacks, with their maps.
+    offered: BTreeMap<u32, (Arc<TableDef>, Arc<PartitionMap>)>,
+    /// The highest schema version any dict had.
+    highest_schema_version: u32,
+    /// The tables to drop everywhere.
+    dropping: Vec<u32>,
+    /// The tables that stay, with the other dicts that lack them.
+    announcing: Vec<(Arc<TableDef>, Arc<PartitionMap>, Vec<BlockRef>)>,
+    /// The answers the step waits for: (block, table id).
+    pending: BTreeSet<(BlockRef, u32)>,
+    /// Tables dropped and announced: the schema version must rise above
+    /// what each dict's own bumps can reach.
+    changes: u32,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Step {
+    /// Until every survivor refuses the old master's signals.
+    Waiting,
+    /// Asked every live tc, ldm and dict what it holds.
+    Querying,
+    /// Dropping at the tcs, then the ldms, then the dicts.
+    DroppingAt(BlockKind),
+    /// Giving the tables that stay to the dicts that lack them.
+    Announcing,
+    /// Waiting for this dict's schema file.
+    Saving,
+}
+
+impl Dict {
+    /// The old master failed and this dict is the master now: take over
+    /// once every survivor has installed the failure.
+    pub(crate) fn start_takeover(&mut self, membership_id: u32, ctx: &mut dyn Context) {
+        assert!(
+            self.takeover.is_none() && self.running.is_none(),
+            "dict {}: becomes the master twice, or while running an operation",
+            self.address
+        );
+        ctx.report(Report::Log(format!(
+            "dict {}: taking over the master role (membership {membership_id}): asking every \
+             survivor which tables it holds",
+            self.address
+        )));
+        self.takeover = Some(Takeover {
+            membership_id,
+            step: Step::Waiting,
+            held: BTreeMap::new(),
+            offered: BTreeMap::new(),
+            highest_schema_version: self.schema_version,
+            dropping: Vec::new(),
+            announcing: Vec::new(),
+            pending: BTreeSet::new(),
+            changes: 0,
+        });
+        self.takeover_query(ctx);
+    }
+
+    /// Every survivor handled a membership: the query goes out if the
+    /// take-over waited for it.
+    pub(crate) fn takeover_query(&mut self, ctx: &mut dyn Context) {
+        if self.takeover.is_none() {
+            return;
+        }
+        let mine = self.table_versions();
+        let Some(takeover) = &mut self.takeover else {
+            return;
+        };
+        if takeover.step != Step::Waiting || !self.node_failures.all_complete() {
+            return;
+        }
+        takeover.step = Step::Querying;
+        let membership_id = takeover.membership_id;
+        let mut bytes = Vec::new();
+        encode_table_versions(&mut bytes, mine.iter().copied())
+            .expect("a dict holds at most MAX_TABLE_VERSIONS tables (creates are refused past it)");
+        let everyone: Vec<BlockRef> = [&self.tcs, &self.ldms, &self.dicts]
+            .iter()
+            .flat_map(|answers| answers.members().iter().copied())
+            .collect();
+        // Every section first, so that a short pool sends none and the
+        // query goes out whole a little later.
+        let sections: Option<Vec<_>> = everyone
+            .iter()
+            .map(|_| ctx.pool().copy_from(&bytes))
+            .collect();
+        let Some(sections) = sections else {
+            takeover.step = Step::Waiting;
+            let retry = Envelope {
+                from: self.address,
+                to: self.address,
+                signal: ContinueB {
+                    job: TAKEOVER_RETRY_JOB,
+                }
+                .into(),
+            };
+            return ctx.send_delayed(retry, kernel::schema_takeover::SECTION_RETRY_DELAY_MS);
+        };
+        for &(id, version) in &mine {
+            takeover
+                .held
+                .entry(id)
+                .or_default()
+                .push((self.address, version));
+        }
+        self.tcs.start_round();
+        self.ldms.start_round();
+        self.dicts.start_round();
+        for (block, tables) in everyone.into_iter().zip(sections) {
+            let request = DictTakeoverReq {
+                membership_id,
+                tables,
+            };
+            kernel::send(ctx, self.address, block, request);
+        }
+        self.takeover_answered(ctx);
+    }
+
+    /// DictAddTabReq from another dict while this one asks: a table it
+    /// holds and this dict lacks, with its map.
+    pub(crate) fn takeover_offered(
+        &mut self,
+        from: BlockRef,
+        request: DictAddTabReq,
+        ctx: &mut dyn Context,
+    ) {
+        let Some(takeover) = &mut self.takeover else {
+            return self.table_added(from, request, ctx);
+        };
+        if takeover.step != Step::Querying || from.kind != BlockKind::Dict {
+            return;
+        }
+        takeover.highest_schema_version =
+            takeover.highest_schema_version.max(request.schema_version);
+        takeover
+            .offered
+            .insert(request.table.id, (request.table, request.map));
+    }
+
+    /// A tc's, ldm's or dict's tables.
+    pub(crate) fn takeover_conf(
+        &mut self,
+        from: BlockRef,
+        conf: DictTakeoverConf,
+        ctx: &mut dyn Context,
+    ) {
+        let Some(takeover) = &mut self.takeover else {
+            return;
+        };
+        if takeover.step != Step::Querying || conf.membership_id != takeover.membership_id {
+            return;
+        }
+        let Ok(tables) = decode_table_versions(conf.tables.as_slice()) else {
+            // The codec checks it on the wire; a local one is ours.
+            panic!(
+                "dict {}: DictTakeoverConf from {from} with a bad table list",
+                self.address
+            );
+        };
+        let answers = match from.kind {
+            BlockKind::Tc => &mut self.tcs,
+            BlockKind::Ldm => &mut self.ldms,
+            BlockKind::Dict => &mut self.dicts,
+            _ => return,
+        };
+        if !answers.members().contains(&from) {
+            return;
+        }
+        answers.record(from, "DictTakeoverConf");
+        takeover.highest_schema_version = takeover.highest_schema_version.max(conf.schema_version);
+        for (id, version) in tables {
+            takeover.held.entry(id).or_default().push((from, version));
+        }
+        self.takeover_answered(ctx);
+    }
+
+    /// If every live block answered the query: decide, and start applying.
+    fn takeover_answered(&mut self, ctx: &mut dyn Context) {
+        let Some(takeover) = &mut self.takeover else {
+            return;
+        };
+        let complete =
+            self.tcs.is_complete() && self.ldms.is_complete() && self.dicts.is_complete();
+        if takeover.step != Step::Querying || !complete {
+            return;
+        }
+        let failed = self.node_failures.failed();
+        let live = |block: &BlockRef| !failed.contains(block.node);
+        let mut dicts: Vec<BlockRef> = self.dicts.members().to_vec();
+        dicts.push(self.address);
+        for (&id, holders) in &takeover.held {
+            let holders: Vec<(BlockRef, u32)> = holders
+                .iter()
+                .copied()
+                .filter(|(block, _)| live(block))
+                .collect();
+            let holds = |block: &BlockRef, version: u32| holders.contains(&(*block, version));
+            // The version every live tc and ldm holds, if one does.
+            let whole = holders
+                .iter()
+                .map(|&(_, version)| version)
+                .find(|&version| {
+                    self.tcs.members().iter().all(|tc| holds(tc, version))
+                        && self.ldms.members().iter().all(|ldm| holds(ldm, version))
+                        && dicts.iter().any(|dict| holds(dict, version))
+                });
+            let definition = whole.and_then(|version| match self.tables.by_id(id) {
+                Some(entry) if entry.definition.version == version => Some((
+                    Arc::clone(&entry.definition),
+                    entry.map.clone().expect("an online table has its map"),
+                )),
+                Some(_) => None,
+                None => takeover
+                    .offered
+                    .get(&id)
+                    .filter(|(table, _)| table.version == version)
+                    .cloned(),
+            });
+            match (whole, definition) {
+                (Some(version), Some((table, map))) => {
+                    let lacking: Vec<BlockRef> = self
+                        .dicts
+                        .members()
+                        .iter()
+                        .copied()
+                        .filter(|dict| !holds(dict, version))
+                        .collect();
+                    if !lacking.is_empty() || !holds(&self.address, version) {
+                        takeover.announcing.push((table, map, lacking));
+                    }
+                }
+                _ => {
+                    // A later create of this id must not reuse a version
+                    // some block held.
+                    let highest = holders.iter().map(|&(_, version)| version).max();
+                    self.tables.note_version(id, highest.unwrap_or(0));
+                    takeover.dropping.push(id);
+                }
+            }
+        }
+        ctx.report(Report::Log(format!(
+            "dict {}: schema take-over: {} table(s) kept, {} rolled forward, {} dropped",
+            self.address,
+            takeover.held.len() - takeover.dropping.len() - takeover.announcing.len(),
+            takeover.announcing.len(),
+            takeover.dropping.len(),
+        )));
+        takeover.changes = (takeover.dropping.len() + takeover.announcing.len()) as u32;
+        takeover.step = Step::DroppingAt(BlockKind::Tc);
+        self.takeover_send_drops(ctx);
+    }
+
+    /// Sends DropTabOrd of every table being dropped to every live block
+    /// of the step's kind (a block that does not hold it answers at once),
+    /// or moves on when there is nothing to wait for.
+    fn takeover_send_drops(&mut self, ctx: &mut dyn Context) {
+        let takeover = self.takeover.as_mut().expect("a take-over runs");
+        let Step::DroppingAt(kind) = takeover.step else {
+            unreachable!("drops are sent in a dropping step");
+        };
+        let blocks = match kind {
+            BlockKind::Tc => self.tcs.members(),
+            BlockKind::Ldm => self.ldms.members(),
+            _ => self.dicts.members(),
+        };
+        for &block in blocks {
+            for &table_id in &takeover.dropping {
+                takeover.pending.insert((block, table_id));
+                kernel::send(ctx, self.address, block, DropTabOrd { table_id });
+            }
+        }
+        self.takeover_step_done(ctx);
+    }
+
+    /// DropTabRep or AddTabConf from `from` for `table_id` during the
+    /// take-over; `busy`: the ldm still finishes operations on it.
+    pub(crate) fn takeover_answer(
+        &mut self,
+        from: BlockRef,
+        table_id: u32,
+        busy: bool,
+        ctx: &mut dyn Context,
+    ) {
+        let takeover = self.takeover.as_mut().expect("a take-over runs");
+        if !takeover.pending.contains(&(from, table_id)) {
+            return;
+        }
+        if busy {
+            let again = Envelope {
+                from: self.address,
+                to: from,
+                signal: DropTabOrd { table_id }.into(),
+            };
+            ctx.send_delayed(again, crate::DROP_RETRY_DELAY_MS);
+            return;
+        }
+        takeover.pending.remove(&(from, table_id));
+        self.takeover_step_done(ctx);
+    }
+
+    /// If the step has every answer: the next step.
+    fn takeover_step_done(&mut self, ctx: &mut dyn Context) {
+        let takeover = self.takeover.as_mut().expect("a take-over runs");
+        if !takeover.pending.is_empty() {
+            return;
+        }
+        match takeover.step {
+            Step::DroppingAt(BlockKind::Tc) => {
+                takeover.step = Step::DroppingAt(BlockKind::Ldm);
+                self.takeover_send_drops(ctx);
+            }
+            Step::DroppingAt(BlockKind::Ldm) => {
+                takeover.step = Step::DroppingAt(BlockKind::Dict);
+                for &table_id in &takeover.dropping {
+                    if self.tables.by_id(table_id).is_some() {
+                        self.tables.change_state(
+                            table_id,
+                            TableState::Online,
+                            TableState::Dropping,
+                        );
+                        self.tables.remove(table_id);
+                    }
+                }
+                self.takeover_send_drops(ctx);
+            }
+            Step::DroppingAt(_) => {
+                takeover.step = Step::Announcing;
+                // Above every dict's version, and above what each one's
+                // own bump per drop can have made of it.
+                let mut version = takeover.highest_schema_version + takeover.changes;
+                for (table, map, lacking) in std::mem::take(&mut takeover.announcing) {
+                    if self.tables.by_id(table.id).is_none() {
+                        self.tables
+                            .insert_online(Arc::clone(&table), Arc::clone(&map));
+                    }
+                    for dict in lacking {
+                        version += 1;
+                        takeover.pending.insert((dict, table.id));
+                        let request = DictAddTabReq {
+                            schema_version: version,
+                            table: Arc::clone(&table),
+                            map: Arc::clone(&map),
+                        };
+                        kernel::send(ctx, self.address, dict, request);
+                    }
+                }
+                takeover.highest_schema_version = version;
+                self.takeover_step_done(ctx);
+            }
+            Step::Announcing => {
+                takeover.step = Step::Saving;
+                let schema_version = takeover.highest_schema_version + 1;
+                for &dict in self.dicts.members() {
+                    kernel::send(
+                        ctx,
+                        self.address,
+                        dict,
+                        DictTakeoverDoneOrd { schema_version },
+                    );
+                }
+                if schema_version > self.schema_version {
+                    self.set_schema_version(schema_version, ctx);
+                }
+                self.save_schema(AfterSave::TakeoverDone, ctx);
+            }
+            Step::Waiting | Step::Querying | Step::Saving => {}
+        }
+    }
+
+    /// This dict's schema file holds what the take-over decided: take
+    /// schema requests again.
+    pub(crate) fn takeover_saved(&mut self, ctx: &mut dyn Context) {
+        let takeover = self.takeover.take().expect("a take-over was saving");
+        assert_eq!(takeover.step, Step::Saving, "the take-over saves last");
+        ctx.report(Report::Log(format!(
+            "dict {}: schema take-over done at schema version {}",
+            self.address, self.schema_version
+        )));
+        self.start_next(ctx);
+    }
+
+    /// Nodes failed during the take-over: their blocks are not waited for.
+    pub(crate) fn takeover_without(&mut self, failed: NodeSet, ctx: &mut dyn Context) {
+        let Some(takeover) = &mut self.takeover else {
+            return;
+        };
+        takeover
+            .pending
+            .retain(|(block, _)| !failed.contains(block.node));
+        for (_, _, lacking) in &mut takeover.announcing {
+            lacking.retain(|dict| !failed.contains(dict.node));
+        }
+        match takeover.step {
+            Step::Waiting | Step::Saving => {}
+            Step::Querying => self.takeover_answered(ctx),
+            Step::DroppingAt(_) | Step::Announcing => self.takeover_step_done(ctx),
+        }
+    }
+}
