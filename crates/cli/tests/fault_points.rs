@@ -296,9 +296,21 @@ fn schema_master_crashes_at(point: &str, name: &'static str) {
         "{log}"
     );
 
-    // Wait for the take-over, then look the table up through the
-    // survivor's dict.
+    // Wait for the take-over (the survivor's dict answers lookups while
+    // it runs, before the drop it finishes), then look the table up
+    // through the survivor's dict.
     let deadline = Instant::now() + Duration::from_secs(60);
+    let taken_over = loop {
+        let survivor_log = cluster.node_log_of(3);
+        if survivor_log.contains("schema take-over done") || Instant::now() > deadline {
+            break survivor_log;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        taken_over.contains("schema take-over done"),
+        "{point}: {taken_over}"
+    );
     let exists = loop {
         client.invalidate_table("scratch");
         match client.table("scratch") {
@@ -311,19 +323,6 @@ fn schema_master_crashes_at(point: &str, name: &'static str) {
             Err(error) => panic!("{point}: the table cannot be looked up: {error}"),
         }
     };
-    // The survivor's dict answers lookups during its take-over; it says
-    // in its log when the take-over is done.
-    let taken_over = loop {
-        let survivor_log = cluster.node_log_of(3);
-        if survivor_log.contains("schema take-over done") || Instant::now() > deadline {
-            break survivor_log;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert!(
-        taken_over.contains("schema take-over done"),
-        "{point}: {taken_over}"
-    );
     if dropping {
         assert!(!exists, "{point}: a drop that reached the tcs is finished");
     }

@@ -82,9 +82,12 @@ impl Default for ConnectOptions {
 /// # Ok::<(), client::ClientError>(())
 /// ```
 pub struct Cluster {
+    /// Declared first so that it stops before the connections drop.
+    _heartbeat: Option<crate::heartbeat::Heartbeat>,
     api_node: NodeId,
-    /// One per data node, in node id order.
-    connections: Vec<NodeConnection>,
+    /// One per data node, in node id order (shared with the heartbeat
+    /// thread).
+    connections: Arc<[NodeConnection]>,
     /// Every (connection, tc instance) pair, for round robin.
     tc_slots: Vec<(usize, u16)>,
     options: ConnectOptions,
@@ -308,7 +311,15 @@ impl Cluster {
                 (0..connection.tc_instances).map(move |instance| (index, instance))
             })
             .collect();
+        let connections: Arc<[NodeConnection]> = connections.into();
+        // A simulated client has no thread of its own (`heartbeat.rs`).
+        let heartbeat = if clock.is_driven() {
+            None
+        } else {
+            crate::heartbeat::Heartbeat::start(&connections)
+        };
         Ok(Cluster {
+            _heartbeat: heartbeat,
             api_node,
             connections,
             tc_slots,

@@ -15,9 +15,9 @@ use crate::environment::{Clock, Link, Transport};
 use crate::error::ClientError;
 use signal::codec::FrameAssembler;
 use signal::codec::{self, ForApi, WireError};
-use signal::signals::{ApiRegReq, ApiToken};
+use signal::signals::{ApiHeartbeatReq, ApiRegConf, ApiRegReq, ApiToken};
 use signal::{BlockKind, BlockRef, Envelope, NodeId, SectionPool, Signal};
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -166,6 +166,15 @@ pub(crate) struct NodeConnection {
     sequence: Mutex<u64>,
     /// Waiters of this connection.
     pub dispatch: Arc<Dispatch>,
+    /// The data node's heartbeat settings, from API_REGCONF
+    /// (`heartbeat.rs`).
+    pub heartbeat: HeartbeatSettings,
+    /// Something was sent since the heartbeat thread last looked.
+    sent: AtomicBool,
+    /// Heartbeat intervals in a row in which nothing arrived.
+    silent: AtomicU32,
+    /// Heartbeats sent.
+    heartbeats_sent: AtomicU32,
     /// Declared last: dropping it may wait for a receive thread, which
     /// `Drop` has woken by shutting the link down.
     link: Box<dyn Link>,
@@ -209,10 +218,18 @@ impl NodeConnection {
             incarnation,
             sequence: Mutex::new(0),
             dispatch,
+            heartbeat: HeartbeatSettings::default(),
+            sent: AtomicBool::new(false),
+            silent: AtomicU32::new(0),
+            heartbeats_sent: AtomicU32::new(0),
             link,
         };
-        connection.tc_instances =
-            connection.register(clock, deadline, retry_interval, started_at)?;
+        let conf = connection.register(clock, deadline, retry_interval, started_at)?;
+        connection.tc_instances = conf.tc_instances.max(1);
+        connection.heartbeat = HeartbeatSettings {
+            interval: Duration::from_millis(u64::from(conf.heartbeat_interval_ms)),
+            missed: u32::from(conf.api_heartbeat_missed),
+        };
         Ok(connection)
     }
 
@@ -222,7 +239,7 @@ impl NodeConnection {
         deadline: Instant,
         retry_interval: Duration,
         started_at: Instant,
-    ) -> Result<u16, ClientError> {
+    ) -> Result<ApiRegConf, ClientError> {
         let mut frames = FrameBuilder::default();
         loop {
             frames.clear();
@@ -276,7 +293,7 @@ impl NodeConnection {
                             self.addr
                         )));
                     }
-                    return Ok(conf.tc_instances.max(1));
+                    return Ok(conf);
                 }
             }
             drop(registration);
@@ -353,8 +370,61 @@ impl NodeConnection {
                 maybe_received: true,
             });
         }
+        self.sent.store(true, Ordering::Relaxed);
         Ok(())
     }
+
+    /// One heartbeat interval passed (`heartbeat.rs`): counts it silent
+    /// if nothing arrived, and closes the connection after the data
+    /// node's limit of silent intervals (every waiter fails at once,
+    /// instead of at its reply timeout); sends API_HEARTBEAT_REQ if this
+    /// client sent nothing in the interval, so the data node hears from
+    /// it. `stalled`: the heartbeat thread itself ran late (this process
+    /// was paused or starved): silence is not counted this time.
+    pub(crate) fn heartbeat_tick(&self, stalled: bool, frames: &mut FrameBuilder) {
+        if !self.is_connected() || self.heartbeat.missed == 0 {
+            return;
+        }
+        let heard = self.dispatch.heard.swap(false, Ordering::Relaxed);
+        if heard || stalled {
+            self.silent.store(0, Ordering::Relaxed);
+        } else {
+            let silent = self.silent.fetch_add(1, Ordering::Relaxed) + 1;
+            if silent >= self.heartbeat.missed {
+                let reason = format!(
+                    "data node {} sent nothing for {silent} heartbeat intervals of {} ms \
+                     (taken for gone)",
+                    self.node(),
+                    self.heartbeat.interval.as_millis()
+                );
+                self.dispatch.close(reason);
+                self.link.shutdown();
+                return;
+            }
+        }
+        if self.sent.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        let count = self.heartbeats_sent.fetch_add(1, Ordering::Relaxed) + 1;
+        frames.clear();
+        let heartbeat = ApiHeartbeatReq { count };
+        let pushed = frames.push(&self.envelope(BlockKind::Membership, 0, heartbeat.into()));
+        // A failed write closes the connection; its waiters hear of it.
+        if pushed.is_ok() && self.send(frames).is_ok() {
+            // The heartbeat itself does not count as traffic.
+            self.sent.store(false, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A data node's heartbeat settings, as its API_REGCONF says.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct HeartbeatSettings {
+    /// How often to heartbeat an idle connection.
+    pub interval: Duration,
+    /// Intervals of silence in a row after which the data node is taken
+    /// for gone (0: the node asks for no heartbeats).
+    pub missed: u32,
 }
 
 impl Drop for NodeConnection {
@@ -416,6 +486,7 @@ impl Inbound {
                 Ok(None) => return Ok(()),
                 Err(error) => return Err(format!("invalid frame: {error}")),
             };
+            self.dispatch.heard.store(true, Ordering::Relaxed);
             // The first frame names the peer when the config did not.
             let known = self.node.load(Ordering::Relaxed);
             if known == 0 {

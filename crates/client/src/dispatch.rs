@@ -337,6 +337,9 @@ pub(crate) struct Dispatch {
     /// set once the client is connected: a data node's API_NODE_FAILREP
     /// closes the connections to the nodes it names.
     peers: std::sync::OnceLock<Vec<(NodeId, std::sync::Weak<Dispatch>)>>,
+    /// A frame arrived since the heartbeat thread last looked
+    /// (`heartbeat.rs`): any frame is a sign of the data node's life.
+    pub heard: AtomicBool,
 }
 
 impl Dispatch {
@@ -347,6 +350,7 @@ impl Dispatch {
             registration: Slot::new(Registration::default()),
             stray_replies: AtomicU64::new(0),
             peers: std::sync::OnceLock::new(),
+            heard: AtomicBool::new(false),
         }
     }
 
@@ -687,6 +691,8 @@ impl Dispatch {
                 self.answer_request(refusal.request_id, SchemaReply::Refused(refusal.error))
             }
             Signal::ApiNodeFailRep(report) => self.peers_failed(sender, report.failed),
+            // Its frame counted as a sign of life already.
+            Signal::ApiHeartbeatConf(_) => {}
             other => {
                 return Err(format!(
                     "received {} (signal {}), which an API node never receives",

@@ -53,6 +53,7 @@ mod dispatch;
 mod durable;
 pub mod environment;
 mod error;
+mod heartbeat;
 mod id_hash;
 mod replicas;
 mod session;

@@ -660,6 +660,8 @@ fn garbage_from_the_peer_ends_the_connection() {
                             signal: signal::signals::ApiRegConf {
                                 started: true,
                                 tc_instances: 1,
+                                heartbeat_interval_ms: 250,
+                                api_heartbeat_missed: 8,
                             }
                             .into(),
                         };

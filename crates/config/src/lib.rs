@@ -118,6 +118,17 @@ pub struct ClusterSettings {
     pub secret_file: Option<PathBuf>,
 }
 
+impl ClusterSettings {
+    /// Heartbeat intervals of silence after which a data node takes an
+    /// API node for gone, and an API node a data node (twice the data
+    /// nodes' `heartbeat_missed`: an API node's loss costs only its own
+    /// transactions, and a client process may be starved of the CPU
+    /// longer than a data node; docs/design/0017-api-heartbeats.md).
+    pub fn api_heartbeat_missed(&self) -> u16 {
+        u16::try_from(self.heartbeat_missed.saturating_mul(2)).unwrap_or(u16::MAX)
+    }
+}
+
 impl Default for ClusterSettings {
     fn default() -> Self {
         ClusterSettings {

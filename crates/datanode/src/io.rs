@@ -661,6 +661,7 @@ mod end_to_end {
             shutdown: shutdown.clone(),
             spin_us: 0,
             seed: 1,
+            signs_of_life: Arc::new(kernel::liveness::SignsOfLife::new(1)),
         };
         let blocks: Vec<Box<dyn Block>> = vec![Box::new(Writer(answers))];
         let block = std::thread::spawn(move || block_thread::run(setup, blocks));

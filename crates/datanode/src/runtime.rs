@@ -496,6 +496,9 @@ pub fn start(
     }
     recv_outbox.flush();
 
+    let signs_of_life = Arc::new(kernel::liveness::SignsOfLife::new(
+        transport::registry::NODE_SLOTS,
+    ));
     let mut threads = Vec::new();
     for (index, (name, role, inbox, outbox, stats, node_blocks)) in
         block_threads.into_iter().enumerate()
@@ -512,6 +515,7 @@ pub fn start(
             shutdown: shutdown.clone(),
             spin_us: config.threads.spin_us,
             seed: u64::from(pid) << 32 | index as u64,
+            signs_of_life: signs_of_life.clone(),
         };
         let handle = std::thread::Builder::new()
             .name(name.clone())
@@ -532,6 +536,11 @@ pub fn start(
         data_nodes,
         identify_timeout: transport::recv::IDENTIFY_TIMEOUT,
         secret,
+        signs_of_life: signs_of_life.clone(),
+        api_heartbeat: transport::ApiHeartbeatLimits {
+            interval: Duration::from_millis(config.cluster.heartbeat_interval_ms),
+            missed: u32::from(config.cluster.api_heartbeat_missed()),
+        },
     };
     threads.push(
         std::thread::Builder::new()

@@ -111,6 +111,7 @@ pub fn build_blocks(config: &ClusterConfig, node: NodeId) -> Result<NodeBlocks, 
         data_nodes,
         heartbeat_interval_ms: settings.heartbeat_interval_ms,
         heartbeat_missed: settings.heartbeat_missed,
+        api_heartbeat_missed: settings.api_heartbeat_missed(),
         arbitration: membership::ArbitrationSettings {
             enabled: config.mgmd.arbitration_rank > 0,
             timeout_ms: settings.arbitration_timeout_ms,

@@ -554,6 +554,19 @@ fn serve_frames(mut stream: TcpStream, shared: &Shared, writer: &Arc<ReplyWriter
             loop {
                 match decoder.next(fake_pool()) {
                     Ok(Some(envelope)) => {
+                        // Heartbeats are answered at once, as a data
+                        // node's receive thread does, and not recorded.
+                        if let Signal::ApiHeartbeatReq(request) = envelope.signal {
+                            replies.push(Envelope {
+                                from: envelope.to,
+                                to: BlockRef::new(envelope.from.node, BlockKind::Api, 0),
+                                signal: signal::signals::ApiHeartbeatConf {
+                                    count: request.count,
+                                }
+                                .into(),
+                            });
+                            continue;
+                        }
                         record(shared, &envelope, header.sequence, header.signal_count);
                         if let Signal::ApiRegReq(_) = envelope.signal {
                             let registrations =
@@ -564,6 +577,8 @@ fn serve_frames(mut stream: TcpStream, shared: &Shared, writer: &Arc<ReplyWriter
                                 signal: ApiRegConf {
                                     started: registrations > shared.options.not_started_replies,
                                     tc_instances: shared.options.tc_instances,
+                                    heartbeat_interval_ms: FAKE_HEARTBEAT_INTERVAL_MS,
+                                    api_heartbeat_missed: FAKE_API_HEARTBEAT_MISSED,
                                 }
                                 .into(),
                             });
@@ -612,6 +627,11 @@ fn record(shared: &Shared, envelope: &Envelope, sequence: u64, frame_signals: u1
 
 /// Signals a fake node records at most (a benchmark run sends millions).
 const RECORDED_MAX: usize = 1 << 18;
+
+/// What the fake tells clients at registration: the defaults of a real
+/// cluster (docs/design/0017-api-heartbeats.md).
+const FAKE_HEARTBEAT_INTERVAL_MS: u32 = 250;
+const FAKE_API_HEARTBEAT_MISSED: u16 = 8;
 
 /// GCI waits a fake cluster holds before refusing more, unless set.
 const DEFAULT_MAX_GCI_WAITS: usize = 1024;

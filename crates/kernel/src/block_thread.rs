@@ -49,6 +49,8 @@ pub struct BlockThreadSetup {
     pub spin_us: u32,
     /// Seed of the thread's random source.
     pub seed: u64,
+    /// The receive thread's signs of life from other data nodes.
+    pub signs_of_life: Arc<crate::liveness::SignsOfLife>,
 }
 
 struct ThreadContext {
@@ -60,6 +62,7 @@ struct ThreadContext {
     pool: &'static SectionPool,
     reports: Arc<dyn ReportSink>,
     load: LoadWindow,
+    signs_of_life: Arc<crate::liveness::SignsOfLife>,
 }
 
 /// The share of wall time the thread spent awake, measured over windows of
@@ -135,6 +138,10 @@ impl Context for ThreadContext {
                 panic!("{from} asked for a file operation, but this node runs no io thread")
             }
         }
+    }
+
+    fn heard_from(&mut self, node: signal::NodeId) -> bool {
+        self.signs_of_life.take(node)
     }
 
     fn busy_percent(&self) -> Option<u32> {
@@ -236,6 +243,7 @@ pub fn run(setup: BlockThreadSetup, mut blocks: Vec<Box<dyn Block>>) {
         shutdown,
         spin_us,
         seed,
+        signs_of_life,
     } = setup;
     inbox.waker.bind_current_thread();
     // A debugging aid for the no-allocation promise: past this many
@@ -263,6 +271,7 @@ pub fn run(setup: BlockThreadSetup, mut blocks: Vec<Box<dyn Block>>) {
             asleep: Duration::ZERO,
             busy_percent: None,
         },
+        signs_of_life,
     };
     let mut idle_since: Option<Instant> = None;
     while !shutdown.load(Ordering::Relaxed) {

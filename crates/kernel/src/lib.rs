@@ -13,6 +13,7 @@
 pub mod answers;
 pub mod block_thread;
 pub mod faults;
+pub mod liveness;
 pub mod mesh;
 pub mod node_failures;
 pub mod schema_takeover;
@@ -148,6 +149,13 @@ pub trait Context {
     /// it, which is what tests and the simulator observe.
     fn fatal(&mut self, message: String) -> ! {
         panic!("fatal: {message}");
+    }
+
+    /// Whether a frame from data node `node` arrived since the last ask
+    /// (`liveness`: the receive path's signs of life, ahead of queued
+    /// work). The default says no (tests, tools).
+    fn heard_from(&mut self, _node: signal::NodeId) -> bool {
+        false
     }
 
     /// A fault point (`faults`): if it is armed, the node crashes here

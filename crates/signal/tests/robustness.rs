@@ -79,6 +79,8 @@ fn random_wire_signal(rng: &mut XorShift, pool: &'static SectionPool) -> Signal 
         1 => ApiRegConf {
             started: rng.below(2) == 1,
             tc_instances: rng.next_u64() as u16,
+            heartbeat_interval_ms: rng.next_u64() as u32,
+            api_heartbeat_missed: rng.next_u64() as u16,
         }
         .into(),
         2 => TcKeyReq {

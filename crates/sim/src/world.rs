@@ -152,6 +152,9 @@ pub struct World {
     link_base_us: HashMap<(NodeId, NodeId), u64>,
     /// The node whose block is handling a signal (reports are its).
     current_node: NodeId,
+    /// (receiver, sender) of data-node signals delivered since the
+    /// receiver's membership last asked (`Context::heard_from`).
+    signs_of_life: BTreeSet<(NodeId, NodeId)>,
     reports: BTreeMap<NodeId, NodeReports>,
     trace_hash: u64,
     delivered: u64,
@@ -275,6 +278,7 @@ impl World {
             client_rng,
             last_delivery_us: HashMap::new(),
             current_node: nodes[0],
+            signs_of_life: BTreeSet::new(),
             reports: nodes
                 .iter()
                 .map(|&node| (node, NodeReports::default()))
@@ -417,6 +421,7 @@ impl World {
         self.installed.clear();
         self.armed_faults.clear();
         self.held_sends.clear();
+        self.signs_of_life.clear();
         self.api_cut.clear();
         // mgmd forgets its grants when a new run of the cluster starts,
         // and whatever cut nodes off from it has healed.
@@ -838,6 +843,13 @@ impl World {
 
     /// Folds one delivery into the trace hash and the recent list.
     pub(crate) fn record_delivery(&mut self, envelope: &Envelope) {
+        let (from, to) = (envelope.from, envelope.to);
+        let between_data_nodes =
+            from.node != to.node && from.kind != BlockKind::Api && to.kind != BlockKind::Api;
+        if between_data_nodes {
+            // What production's receive thread marks for every frame.
+            self.signs_of_life.insert((to.node, from.node));
+        }
         for word in [
             self.now_us,
             pack(envelope.from),
@@ -907,6 +919,10 @@ impl Context for World {
             return;
         }
         self.send_from_block(envelope);
+    }
+
+    fn heard_from(&mut self, node: NodeId) -> bool {
+        self.signs_of_life.remove(&(self.current_node, node))
     }
 
     fn send_delayed(&mut self, envelope: Envelope, delay_ms: u64) {

@@ -49,9 +49,26 @@ fn chaos_seeds() {
         started.elapsed().as_secs_f64()
     );
     for report in &reports {
+        // A cluster that still served at the end must have committed
+        // something. One that went down may not have: seed 3453's first
+        // transfers deadlocked (resolved by the lock wait timeout) and
+        // faults took every node down before the next ones ran.
         let (acked, _, _) = report.transfers;
-        assert!(acked > 0, "seed {}: no transfer committed", report.seed);
+        assert!(
+            acked > 0 || !report.verified_live,
+            "seed {}: no transfer committed, yet the cluster served at the end",
+            report.seed
+        );
     }
+    let committed = reports
+        .iter()
+        .filter(|report| report.transfers.0 > 0)
+        .count();
+    assert!(
+        committed * 100 >= reports.len() * 95,
+        "only {committed} of {} seeds committed a transfer",
+        reports.len()
+    );
     if count < 100 {
         return;
     }

@@ -14,6 +14,6 @@ pub mod recv;
 pub mod registry;
 pub mod send;
 
-pub use recv::{run_recv_thread, DataNodePeer, RecvSetup};
+pub use recv::{run_recv_thread, ApiHeartbeatLimits, DataNodePeer, RecvSetup};
 pub use registry::ConnectionRegistry;
 pub use send::{run_send_thread, SendSetup};

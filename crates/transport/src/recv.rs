@@ -135,6 +135,23 @@ pub struct RecvSetup {
     /// The cluster secret: API tokens are checked and link proofs made
     /// and checked with it.
     pub secret: ClusterSecret,
+    /// Marked whenever a frame from another data node arrives (read by
+    /// membership's heartbeat timer).
+    pub signs_of_life: Arc<kernel::liveness::SignsOfLife>,
+    /// How often an API node that heartbeats sends a sign of life, and
+    /// how many such intervals of silence in a row close its connection
+    /// (docs/design/0017-api-heartbeats.md).
+    pub api_heartbeat: ApiHeartbeatLimits,
+}
+
+/// The API heartbeat settings of a data node (from the cluster config).
+#[derive(Clone, Copy, Debug)]
+pub struct ApiHeartbeatLimits {
+    /// The heartbeat interval.
+    pub interval: Duration,
+    /// Intervals of silence in a row after which an API node that
+    /// heartbeats is taken for gone.
+    pub missed: u32,
 }
 
 /// The peer a connection has identified itself as.
@@ -185,6 +202,21 @@ struct Connection {
     opened: Instant,
     /// The data-node link handshake's progress (`admit`).
     handshake: Handshake,
+    /// An API node's signs of life.
+    liveness: Liveness,
+}
+
+/// An API connection's signs of life, counted per heartbeat interval.
+#[derive(Clone, Copy, Debug, Default)]
+struct Liveness {
+    /// The API node heartbeats (it sent API_HEARTBEAT_REQ): silence
+    /// counts from then on. Clients that do not heartbeat (tools and
+    /// tests speaking the protocol by hand) are never timed out.
+    heartbeats: bool,
+    /// Bytes arrived since the last check.
+    heard: bool,
+    /// Checks in a row that found nothing heard.
+    silent: u32,
 }
 
 /// Why the receive thread closed a connection (logged, one line).
@@ -208,6 +240,11 @@ enum CloseReason {
         to: BlockRef,
     },
     OwnNodeId,
+    /// An API node that heartbeats sent nothing for this many intervals.
+    ApiSilent {
+        intervals: u32,
+        interval: Duration,
+    },
     AlreadyConnected(NodeId),
     NodeIdOutOfRange(NodeId),
     NoWriteHalf,
@@ -269,6 +306,15 @@ impl std::fmt::Display for CloseReason {
                 write!(f, "{signal} addressed to {to}, which does not exist")
             }
             CloseReason::OwnNodeId => write!(f, "peer claims this node's own id"),
+            CloseReason::ApiSilent {
+                intervals,
+                interval,
+            } => write!(
+                f,
+                "the API node sent nothing for {intervals} heartbeat intervals of {} ms: \
+                 taken for gone (its transactions are aborted)",
+                interval.as_millis()
+            ),
             CloseReason::AlreadyConnected(node) => {
                 write!(f, "node {node} is already connected")
             }
@@ -377,6 +423,7 @@ struct Dispatch {
     /// Per API node id, the newest allocation (`ApiToken::allocation`)
     /// admitted: a token of an older one is refused.
     api_allocations: Vec<u64>,
+    signs_of_life: Arc<kernel::liveness::SignsOfLife>,
 }
 
 impl Dispatch {
@@ -431,6 +478,24 @@ impl Dispatch {
                 to: envelope.to,
             }),
         }
+    }
+
+    /// API_HEARTBEAT_REQ from an API node: answered straight to the send
+    /// thread, from membership's address, without waking a block.
+    fn answer_api_heartbeat(&mut self, request: &Envelope, count: u32) -> Result<(), CloseReason> {
+        check_api_request(request)?;
+        let answer = Envelope {
+            from: BlockRef::new(self.own_node, BlockKind::Membership, 0),
+            to: request.from,
+            signal: signal::signals::ApiHeartbeatConf { count }.into(),
+        };
+        if self.outbox.stage(answer).not_staged().is_some() {
+            eprintln!(
+                "recv thread of node {}: no route for ApiHeartbeatConf to {}",
+                self.own_node, request.from
+            );
+        }
+        Ok(())
     }
 
     /// The next signal of an API node's frame did not fit in the section
@@ -614,6 +679,10 @@ fn serve(connection: &mut Connection, dispatch: &mut Dispatch) -> Result<bool, C
             Ok(0) => return Err(CloseReason::EndOfStream),
             Ok(read) => {
                 reads += 1;
+                connection.liveness.heard = true;
+                if let Some(peer) = connection.peer.filter(|peer| peer.data_node) {
+                    dispatch.signs_of_life.mark(peer.node);
+                }
                 ThreadStats::add(&dispatch.stats.bytes, read as u64);
                 route_frames(connection, dispatch)?;
             }
@@ -672,6 +741,15 @@ fn route_frames(connection: &mut Connection, dispatch: &mut Dispatch) -> Result<
             };
             match decoded {
                 Ok(Some(envelope)) => {
+                    if let Signal::ApiHeartbeatReq(request) = &envelope.signal {
+                        if !peer.data_node {
+                            // Answered here, ahead of any queued work: a
+                            // busy node still shows it lives.
+                            connection.liveness.heartbeats = true;
+                            dispatch.answer_api_heartbeat(&envelope, request.count)?;
+                            continue;
+                        }
+                    }
                     dispatch.route(envelope, peer)?;
                     ThreadStats::add(&dispatch.stats.signals, 1);
                 }
@@ -786,6 +864,7 @@ impl Connections {
                 connecting: None,
                 opened: Instant::now(),
                 handshake: Handshake::Idle,
+                liveness: Liveness::default(),
             });
         }
     }
@@ -881,6 +960,7 @@ impl Connections {
             connecting: Some(now),
             opened: now,
             handshake: Handshake::Idle,
+            liveness: Liveness::default(),
         });
         Ok(())
     }
@@ -896,6 +976,42 @@ impl Connections {
             });
             if expired {
                 self.close(slot, CloseReason::Unidentified, dispatch);
+            }
+        }
+    }
+
+    /// Once per heartbeat interval: closes the connection of every API
+    /// node that heartbeats and sent nothing for `limits.missed`
+    /// intervals in a row. `stalled`: this thread itself ran late (the
+    /// process was paused or starved), so silence is not counted this
+    /// time: what a stalled node did not read is not the peers' silence.
+    fn check_api_liveness(
+        &mut self,
+        limits: ApiHeartbeatLimits,
+        stalled: bool,
+        dispatch: &mut Dispatch,
+    ) {
+        for slot in 0..self.slots.len() {
+            let Some(connection) = self.slots[slot].as_mut() else {
+                continue;
+            };
+            let api = connection.peer.is_some_and(|peer| !peer.data_node);
+            let liveness = &mut connection.liveness;
+            if !api || !liveness.heartbeats {
+                continue;
+            }
+            if liveness.heard || stalled {
+                liveness.heard = false;
+                liveness.silent = 0;
+                continue;
+            }
+            liveness.silent += 1;
+            if liveness.silent >= limits.missed {
+                let reason = CloseReason::ApiSilent {
+                    intervals: liveness.silent,
+                    interval: limits.interval,
+                };
+                self.close(slot, reason, dispatch);
             }
         }
     }
@@ -1004,6 +1120,8 @@ pub fn run_recv_thread(setup: RecvSetup) {
         data_nodes,
         identify_timeout,
         secret,
+        api_heartbeat,
+        signs_of_life,
     } = setup;
     if let Err(error) = listener.set_nonblocking(true) {
         panic!("recv thread of node {own_node}: cannot make the listener non-blocking: {error}");
@@ -1038,6 +1156,7 @@ pub fn run_recv_thread(setup: RecvSetup) {
         source_ip,
         secret,
         api_allocations: vec![0; NODE_SLOTS],
+        signs_of_life,
     };
     let mut connections = Connections {
         poll,
@@ -1053,6 +1172,7 @@ pub fn run_recv_thread(setup: RecvSetup) {
     let mut serving: Vec<usize> = Vec::with_capacity(MAX_CONNECTIONS);
     let mut queues_full = false;
     let mut last_sweep = Instant::now();
+    let mut last_liveness_check = Instant::now();
     while !dispatch.shutdown.load(Ordering::Relaxed) {
         if queues_full {
             // Stop reading until the block threads catch up: TCP then
@@ -1069,9 +1189,12 @@ pub fn run_recv_thread(setup: RecvSetup) {
             ACCEPT_RETRY_PAUSE
         } else {
             ThreadStats::add(&dispatch.stats.sleeps, 1);
+            // Wakes at least once per heartbeat interval, so a late
+            // wake-up means this thread was stalled.
+            let idle = POLL_TIMEOUT.min(api_heartbeat.interval);
             dispatch
                 .next_dial_in(Instant::now())
-                .map_or(POLL_TIMEOUT, |wait| wait.min(POLL_TIMEOUT))
+                .map_or(idle, |wait| wait.min(idle))
         };
         if let Err(error) = connections.poll.poll(&mut events, Some(timeout)) {
             if error.kind() == ErrorKind::Interrupted {
@@ -1119,6 +1242,12 @@ pub fn run_recv_thread(setup: RecvSetup) {
         if now.saturating_duration_since(last_sweep) >= POLL_TIMEOUT {
             last_sweep = now;
             connections.close_unidentified(now, &mut dispatch);
+        }
+        let since_check = now.saturating_duration_since(last_liveness_check);
+        if since_check >= api_heartbeat.interval {
+            last_liveness_check = now;
+            let stalled = since_check >= api_heartbeat.interval * 2;
+            connections.check_api_liveness(api_heartbeat, stalled, &mut dispatch);
         }
         queues_full = dispatch.outbox.flush();
         dispatch

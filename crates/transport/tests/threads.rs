@@ -145,6 +145,8 @@ fn api_requests_reach_their_blocks_and_replies_reach_the_client() {
             ApiRegConf {
                 started: true,
                 tc_instances: 1,
+                heartbeat_interval_ms: 250,
+                api_heartbeat_missed: 8,
             },
         ),
         envelope(
@@ -179,7 +181,8 @@ fn api_requests_reach_their_blocks_and_replies_reach_the_client() {
         registered.signal,
         Signal::ApiRegConf(ApiRegConf {
             started: true,
-            tc_instances: 1
+            tc_instances: 1,
+            ..
         })
     ));
     let (_, data) = client.receive();
@@ -436,6 +439,8 @@ fn a_disconnect_is_reported_to_tc_and_dict_and_the_node_may_reconnect() {
             ApiRegConf {
                 started: true,
                 tc_instances: 1,
+                heartbeat_interval_ms: 250,
+                api_heartbeat_missed: 8,
             },
         ),
     ]);
@@ -796,4 +801,41 @@ fn a_partition_scan_request_goes_to_an_ldm_and_nowhere_else() {
     client.send(&[scan(block(BlockKind::Tc, 0))]);
     client.expect_closed();
     expect_api_failure(&mut node, 220);
+}
+
+/// API heartbeats (docs/design/0017-api-heartbeats.md): the receive
+/// thread answers API_HEARTBEAT_REQ itself, from membership's address,
+/// without a block seeing it; an API node that heartbeats and then falls
+/// silent for the limit (4 intervals of 50 ms here) loses its connection
+/// and is reported failed as any lost API node is; one that never
+/// heartbeats (a tool speaking the protocol by hand) is never timed out.
+#[test]
+fn an_api_node_that_heartbeats_is_answered_and_taken_for_gone_once_silent() {
+    let mut node = TestNode::start(SECTIONS);
+    let mut quiet = Client::connect(node.address, 161);
+    register(&mut node, &mut quiet);
+    let mut client = Client::connect(node.address, 160);
+    register(&mut node, &mut client);
+    client.send(&[envelope(
+        api(160),
+        block(BlockKind::Membership, 0),
+        ApiHeartbeatReq { count: 7 },
+    )]);
+    let (_, answer) = client.receive();
+    assert_eq!(answer.from, block(BlockKind::Membership, 0));
+    assert_eq!(answer.to, api(160));
+    assert!(
+        matches!(
+            answer.signal,
+            Signal::ApiHeartbeatConf(ApiHeartbeatConf { count: 7 })
+        ),
+        "{answer:?}"
+    );
+    // Silent from now on: the next thing any block hears is the failure.
+    client.expect_closed();
+    expect_api_failure(&mut node, 160);
+    assert!(
+        node.registry.is_connected(NodeId(161)),
+        "a client that never heartbeated is not timed out"
+    );
 }

@@ -137,7 +137,8 @@ impl Heartbeats {
     }
 
     /// The timer: send the next heartbeat and count one missed for the
-    /// watched node. Returns the watched node and how long it has been
+    /// watched node, unless the receive path saw a frame of it in the
+    /// interval. Returns the watched node and how long it has been
     /// silent (ms) when it just reached the missed limit (once per node).
     pub(crate) fn tick(&mut self, ctx: &mut dyn Context) -> Option<(NodeId, u64)> {
         assert!(
@@ -148,6 +149,13 @@ impl Heartbeats {
         self.beat(ctx);
         self.arm(ctx);
         let watched = self.watched?;
+        if ctx.heard_from(watched) {
+            // A frame of the watched node's reached the receive path in
+            // this interval: alive, whatever its heartbeat waits behind.
+            self.missed = 0;
+            self.last_heard_ms = ctx.now_ms();
+            return None;
+        }
         self.missed = self.missed.saturating_add(1);
         if self.missed < self.missed_limit || self.suspected.contains(&watched) {
             return None;
@@ -188,6 +196,11 @@ impl Heartbeats {
 
     fn lease_ms(&self) -> u64 {
         u64::from(self.missed_limit - 1) * self.interval_ms
+    }
+
+    /// Milliseconds between heartbeats.
+    pub(crate) fn interval_ms(&self) -> u64 {
+        self.interval_ms
     }
 
     /// Heartbeats a watched node may miss in a row before it is suspected.

@@ -42,7 +42,9 @@ use handling::Handling;
 use heartbeat::Heartbeats;
 use kernel::answers::Answers;
 use kernel::{Context, Report};
-use signal::signals::{ApiRegConf, ApiRegRef, StartPhaseReq, API_PROTOCOL_VERSION};
+use signal::signals::{
+    ApiHeartbeatConf, ApiRegConf, ApiRegRef, StartPhaseReq, API_PROTOCOL_VERSION,
+};
 use signal::{codec, BlockKind, BlockRef, Envelope, ErrorCode, NodeId, NodeSet, Signal};
 use start::{StartState, PHASES};
 
@@ -63,6 +65,10 @@ pub struct MembershipConfig {
     pub heartbeat_interval_ms: u64,
     /// Heartbeats a watched node may miss in a row before it is suspected.
     pub heartbeat_missed: u32,
+    /// Heartbeat intervals of silence after which an API node and this
+    /// data node take each other for gone (told to API nodes at
+    /// registration).
+    pub api_heartbeat_missed: u16,
     /// Whether a side of exactly half may ask an arbitrator, and how long
     /// it waits for the answer.
     pub arbitration: ArbitrationSettings,
@@ -86,6 +92,8 @@ pub struct Membership {
     /// API nodes registered with this node (each hears of agreed node
     /// failures, API_NODE_FAILREP), until their connection ends.
     api_nodes: std::collections::BTreeSet<BlockRef>,
+    /// Told to API nodes at registration.
+    api_heartbeat_missed: u16,
     /// Every block of the node that runs start phases, and who answered the
     /// current one.
     blocks: Answers,
@@ -136,6 +144,7 @@ impl Membership {
             // An ldm serves reads without limit until told otherwise.
             lease_published: Some(u64::MAX),
             api_nodes: std::collections::BTreeSet::new(),
+            api_heartbeat_missed: config.api_heartbeat_missed,
             blocks: Answers::new(blocks),
         }
     }
@@ -238,6 +247,8 @@ impl Membership {
             // Before started, the client retries until it is.
             started: self.state == StartState::Started,
             tc_instances: self.tc_instances,
+            heartbeat_interval_ms: u32::try_from(self.heartbeats.interval_ms()).unwrap_or(u32::MAX),
+            api_heartbeat_missed: self.api_heartbeat_missed,
         };
         self.api_nodes.insert(from);
         kernel::send(ctx, self.address, from, conf);
@@ -273,6 +284,15 @@ impl kernel::Block for Membership {
         match envelope.signal {
             Signal::ApiRegReq(request) => {
                 self.api_registration(from, request.protocol_version, ctx)
+            }
+            // The receive thread answers API heartbeats; one that reaches
+            // membership (the simulator has no receive thread) is answered
+            // the same way.
+            Signal::ApiHeartbeatReq(request) if from.kind == BlockKind::Api => {
+                let conf = ApiHeartbeatConf {
+                    count: request.count,
+                };
+                kernel::send(ctx, self.address, from, conf);
             }
             Signal::StartPhaseReq(request) => self.begin(from, request.phase, ctx),
             Signal::StartPhaseConf(conf) => self.phase_conf(from, conf.phase, ctx),

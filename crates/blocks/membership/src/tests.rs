@@ -25,6 +25,7 @@ const LDM1: BlockRef = BlockRef::new(NODE, BlockKind::Ldm, 1);
 const API: BlockRef = BlockRef::new(NodeId(100), BlockKind::Api, 0);
 pub(crate) const HEARTBEAT_MS: u64 = 250;
 pub(crate) const HEARTBEAT_MISSED: u32 = 4;
+pub(crate) const API_HEARTBEAT_MISSED: u16 = 8;
 /// An arbitrator is configured, as by default.
 pub(crate) const ARBITRATION: crate::ArbitrationSettings = crate::ArbitrationSettings {
     enabled: true,
@@ -40,6 +41,7 @@ fn membership() -> Membership {
         data_nodes: vec![(NODE, 0)],
         heartbeat_interval_ms: HEARTBEAT_MS,
         heartbeat_missed: HEARTBEAT_MISSED,
+        api_heartbeat_missed: API_HEARTBEAT_MISSED,
         arbitration: ARBITRATION,
     })
 }
@@ -168,6 +170,8 @@ fn api_registration_says_whether_the_node_serves() {
         ApiRegConf {
             started: false,
             tc_instances: 1,
+            heartbeat_interval_ms: HEARTBEAT_MS as u32,
+            api_heartbeat_missed: API_HEARTBEAT_MISSED,
         },
     );
     assert_eq!(
@@ -216,6 +220,8 @@ fn api_registration_says_whether_the_node_serves() {
             ApiRegConf {
                 started: true,
                 tc_instances: 1,
+                heartbeat_interval_ms: HEARTBEAT_MS as u32,
+                api_heartbeat_missed: API_HEARTBEAT_MISSED,
             }
         )]
     );
@@ -433,6 +439,7 @@ pub(crate) fn member_of(node: u16, nodes: &[u16]) -> Membership {
         data_nodes: nodes.iter().map(|&id| (NodeId(id), 0)).collect(),
         heartbeat_interval_ms: HEARTBEAT_MS,
         heartbeat_missed: HEARTBEAT_MISSED,
+        api_heartbeat_missed: API_HEARTBEAT_MISSED,
         arbitration: ARBITRATION,
     })
 }

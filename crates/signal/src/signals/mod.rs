@@ -89,6 +89,12 @@ signal_table! {
         started: bool,
         /// tc instances on the node (the client spreads transactions over them).
         tc_instances: u16,
+        /// The cluster's heartbeat interval, milliseconds: the API node
+        /// sends [`ApiHeartbeatReq`] on a connection idle this long.
+        heartbeat_interval_ms: u32,
+        /// Intervals of silence, in a row, after which either side takes
+        /// the other for gone.
+        api_heartbeat_missed: u16,
     }
 
     /// membership -> API. Registration refused: the request was malformed
@@ -143,6 +149,32 @@ signal_table! {
         membership_id: u32,
         /// The data nodes that failed.
         failed: NodeSet,
+    }
+
+    /// API -> a data node, on a connection it has sent nothing else on for
+    /// a heartbeat interval: a sign of life (docs/design/0017-api-heartbeats.md).
+    /// The data node's receive thread answers it at once with
+    /// [`ApiHeartbeatConf`], ahead of any queued work, and from the first
+    /// one on closes the connection if the API node goes silent (the API
+    /// node is taken for failed: its transactions are aborted). Membership
+    /// answers one that reaches it the same way.
+    #[derive(Debug, PartialEq)]
+    8 ApiHeartbeatReq: Api -> Membership, api_request
+        refused_by ApiRegRef { }
+    {
+        /// The API node's count of heartbeats sent on this connection
+        /// (echoed; for logs).
+        count: u32,
+    }
+
+    /// data node -> API. Answer to [`ApiHeartbeatReq`]: the API node
+    /// counts any frame from the data node as a sign of life, this one
+    /// included, and takes the data node for gone after its limit of
+    /// silence.
+    #[derive(Debug, PartialEq)]
+    9 ApiHeartbeatConf: Membership -> Api, api_reply {
+        /// Echoed.
+        count: u32,
     }
 
     // ---- Transactions from API nodes: 20..=59 (room for take-over and scans of a transaction)

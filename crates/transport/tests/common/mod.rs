@@ -38,6 +38,13 @@ pub const INCARNATION: u32 = 7;
 /// a test sees the close, and long enough for every other test's client to
 /// send its first frame on a slow machine.
 pub const IDENTIFY_TIMEOUT: Duration = Duration::from_secs(2);
+/// The test node's API heartbeats: 50 ms, 4 intervals, so a test sees an
+/// API node that stopped heartbeating closed soon (clients that never
+/// heartbeat, as most tests' are, are never timed out).
+pub const API_HEARTBEAT: transport::ApiHeartbeatLimits = transport::ApiHeartbeatLimits {
+    interval: Duration::from_millis(50),
+    missed: 4,
+};
 /// Generous bound on waiting for something that must happen; tests never
 /// assert how fast it happens.
 pub const PATIENCE: Duration = Duration::from_secs(20);
@@ -122,6 +129,8 @@ impl TestNode {
             data_nodes,
             identify_timeout: IDENTIFY_TIMEOUT,
             secret: test_secret(),
+            api_heartbeat: API_HEARTBEAT,
+            signs_of_life: Arc::new(kernel::liveness::SignsOfLife::new(256)),
         };
         let send = SendSetup {
             own_node: node,
