@@ -137,8 +137,8 @@ impl Heartbeats {
     }
 
     /// The timer: send the next heartbeat and count one missed for the
-    /// watched node, unless the receive path saw a frame of it in the
-    /// interval. Returns the watched node and how long it has been
+    /// watched node; at the limit, suspect it unless the receive path
+    /// read a frame of it in the interval. Returns the watched node and how long it has been
     /// silent (ms) when it just reached the missed limit (once per node).
     pub(crate) fn tick(&mut self, ctx: &mut dyn Context) -> Option<(NodeId, u64)> {
         assert!(
@@ -149,15 +149,19 @@ impl Heartbeats {
         self.beat(ctx);
         self.arm(ctx);
         let watched = self.watched?;
-        if ctx.heard_from(watched) {
-            // A frame of the watched node's reached the receive path in
-            // this interval: alive, whatever its heartbeat waits behind.
-            self.missed = 0;
-            self.last_heard_ms = ctx.now_ms();
-            return None;
-        }
+        // Asked every tick, so it means "in this interval".
+        let frames_arrived = ctx.heard_from(watched);
         self.missed = self.missed.saturating_add(1);
         if self.missed < self.missed_limit || self.suspected.contains(&watched) {
+            return None;
+        }
+        if frames_arrived {
+            // Its heartbeats are late, but the receive path still reads
+            // its frames: alive (its main thread, or this one, is behind
+            // on work). Held at the limit: the first interval without a
+            // frame or a heartbeat suspects it. A node that went silent
+            // is found as fast as by heartbeats alone.
+            self.missed = self.missed_limit - 1;
             return None;
         }
         self.suspected.push(watched);
