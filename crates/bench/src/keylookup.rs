@@ -469,6 +469,8 @@ struct WorkerStats {
     connection_lost: bool,
     /// Writing the ledger failed.
     ledger_error: Option<String>,
+    /// Transactions committed per 100 ms from the phase's start.
+    per_100ms: Vec<u64>,
 }
 
 /// Mismatch descriptions kept per phase.
@@ -497,6 +499,7 @@ impl WorkerStats {
             latency_us: latency_histogram(),
             connection_lost: false,
             ledger_error: None,
+            per_100ms: Vec::new(),
         }
     }
 
@@ -537,6 +540,22 @@ impl WorkerStats {
         let _ = self.latency_us.add(&other.latency_us);
         self.connection_lost |= other.connection_lost;
         self.ledger_error = self.ledger_error.take().or(other.ledger_error);
+        if self.per_100ms.len() < other.per_100ms.len() {
+            self.per_100ms.resize(other.per_100ms.len(), 0);
+        }
+        for (total, count) in self.per_100ms.iter_mut().zip(other.per_100ms) {
+            *total += count;
+        }
+    }
+
+    /// A transaction committed `since_start` into the phase.
+    fn committed_at(&mut self, since_start: Duration) {
+        self.transactions += 1;
+        let bucket = (since_start.as_millis() / 100) as usize;
+        if self.per_100ms.len() <= bucket {
+            self.per_100ms.resize(bucket + 1, 0);
+        }
+        self.per_100ms[bucket] += 1;
     }
 }
 
@@ -547,6 +566,9 @@ impl PhaseContext<'_> {
         let threads = self.options.threads as u64;
         let records = self.records;
         let started = Instant::now();
+        let started_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as u64);
         let deadline = match (self.phase, self.options.duration_s) {
             (Phase::Read | Phase::Update, Some(seconds)) => {
                 Some(started + Duration::from_secs(seconds))
@@ -568,7 +590,7 @@ impl PhaseContext<'_> {
                             end: records * (thread + 1) / threads,
                         },
                     };
-                    scope.spawn(move || Worker::new(self, source).run())
+                    scope.spawn(move || Worker::new(self, source, started).run())
                 })
                 .collect();
             for worker in workers {
@@ -601,6 +623,8 @@ impl PhaseContext<'_> {
             p95_us: quantile(0.95),
             p99_us: quantile(0.99),
             max_us: total.latency_us.max(),
+            started_unix_ms,
+            transactions_per_100ms: total.per_100ms,
         };
         (report, total.ledger_error)
     }
@@ -718,10 +742,16 @@ struct Worker<'c, 'a> {
     ledger: Option<LedgerBuffer<'a>>,
     /// No data node connection is left.
     stop: bool,
+    /// When the phase started (the series counts from it).
+    phase_started: Instant,
 }
 
 impl<'c, 'a> Worker<'c, 'a> {
-    fn new(context: &'c PhaseContext<'a>, source: KeySource) -> Worker<'c, 'a> {
+    fn new(
+        context: &'c PhaseContext<'a>,
+        source: KeySource,
+        phase_started: Instant,
+    ) -> Worker<'c, 'a> {
         let options = context.options;
         let now = Instant::now();
         // The cluster's cached table, in case an earlier phase refreshed it.
@@ -748,6 +778,7 @@ impl<'c, 'a> Worker<'c, 'a> {
                 .filter(|_| context.phase.writes())
                 .map(LedgerBuffer::new),
             stop: false,
+            phase_started,
         }
     }
 
@@ -902,7 +933,7 @@ impl<'c, 'a> Worker<'c, 'a> {
         work.attempts += 1;
         match result {
             Ok(outcome) => {
-                self.stats.transactions += 1;
+                self.stats.committed_at(self.phase_started.elapsed());
                 self.stats.operations += work.keys.len() as u64;
                 let started = work.started.unwrap_or_else(Instant::now);
                 let micros = started.elapsed().as_micros().max(1);

@@ -46,6 +46,12 @@ pub struct PhaseReport {
     pub p99_us: u64,
     /// Maximum.
     pub max_us: u64,
+    /// When the phase started, milliseconds since the Unix epoch (to place
+    /// an outside event, a node killed say, on the series below).
+    pub started_unix_ms: u64,
+    /// Transactions committed in each 100 ms from the phase's start (a
+    /// chart of the rate, docs/benchmarks.md "Failover").
+    pub transactions_per_100ms: Vec<u64>,
 }
 
 /// The result of a keylookup run.

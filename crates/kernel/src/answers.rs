@@ -68,6 +68,16 @@ impl Answers {
         waiting && self.outstanding == 0
     }
 
+    /// Whether `from` is a member that has answered this round (a late
+    /// or repeated answer from a peer is then ignored, not recorded
+    /// twice).
+    pub fn has_answered(&self, from: BlockRef) -> bool {
+        self.members
+            .iter()
+            .position(|&member| member == from)
+            .is_some_and(|position| self.answered[position])
+    }
+
     /// Records `from`'s answer (`what` names the signal, for the panic
     /// message). Returns true when it was the last one missing.
     pub fn record(&mut self, from: BlockRef, what: &str) -> bool {

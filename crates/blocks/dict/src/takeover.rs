@@ -223,7 +223,9 @@ impl Dict {
             BlockKind::Dict => &mut self.dicts,
             _ => return,
         };
-        if !answers.members().contains(&from) {
+        // From a block the round does not wait for (its node failed), or
+        // a repeat: nothing to count.
+        if !answers.members().contains(&from) || answers.has_answered(from) {
             return;
         }
         answers.record(from, "DictTakeoverConf");
