@@ -57,3 +57,18 @@ cluster_secret() {
   fi
 }
 
+# cluster_kill: SIGKILLs every process in `pids` and reaps it (the
+# failover scripts' cleanup, between runs and on exit).
+cluster_kill() {
+  for pid in "${pids[@]}"; do kill -9 "$pid" 2> /dev/null || true; wait "$pid" 2> /dev/null || true; done
+  pids=()
+}
+
+# data_node_pid TESSERA ID: the pid of data node ID, as mgmd at `port`
+# shows it.
+data_node_pid() {
+  "$1" mgm --mgmd 127.0.0.1:$port -e show --json | python3 -c '
+import json, sys
+node = [n for n in json.load(sys.stdin)["nodes"] if n.get("type") == "data" and n["id"] == int(sys.argv[1])]
+print(node[0]["pid"])' "$2"
+}

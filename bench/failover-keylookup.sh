@@ -28,18 +28,11 @@ duration=${DURATION:-8}
 kill_after=${KILL_AFTER:-3}
 [ -x "$tessera" ] || { echo "no tessera binary at $tessera: cargo build --release -p cli" >&2; exit 1; }
 pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill -9 "$pid" 2> /dev/null || true; wait "$pid" 2> /dev/null || true; done
-  pids=()
-}
-trap cleanup EXIT
+trap cluster_kill EXIT
 mkdir -p "$out_dir"
 rm -rf "$work/cluster"
 cluster_start "$tessera" "$work/cluster" 2 2 'ldm = 2\ntc = 1' 256M
-victim_pid=$("$tessera" mgm --mgmd 127.0.0.1:$port -e show --json | python3 -c '
-import json, sys
-node = [n for n in json.load(sys.stdin)["nodes"] if n.get("type") == "data" and n["id"] == int(sys.argv[1])]
-print(node[0]["pid"])' "$victim")
+victim_pid=$(data_node_pid "$tessera" "$victim")
 "$tessera" bench keylookup --mgmd 127.0.0.1:$port --records "$records" --phases insert \
   --threads "$threads" --inflight "$inflight" > /dev/null
 "$tessera" bench keylookup --mgmd 127.0.0.1:$port --records "$records" --phases update \

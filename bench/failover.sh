@@ -26,19 +26,8 @@ out_dir=${OUT_DIR:-$work}
 port=${PORT:-47600}
 [ -x "$tessera" ] || { echo "no tessera binary at $tessera: cargo build --release -p cli" >&2; exit 1; }
 pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill -9 "$pid" 2> /dev/null || true; wait "$pid" 2> /dev/null || true; done
-  pids=()
-}
-trap cleanup EXIT
+trap cluster_kill EXIT
 mkdir -p "$out_dir"
-
-pid_of() { # pid of data node $1, as mgmd shows it
-  "$tessera" mgm --mgmd 127.0.0.1:$port -e show --json | python3 -c '
-import json, sys
-node = [n for n in json.load(sys.stdin)["nodes"] if n.get("type") == "data" and n["id"] == int(sys.argv[1])]
-print(node[0]["pid"])' "$1"
-}
 
 for role in master other; do
   victim=2; [ "$role" = other ] && victim=3
@@ -46,9 +35,9 @@ for role in master other; do
   for run in $(seq 1 "$runs"); do
     rm -rf "$work/cluster"
     cluster_start "$tessera" "$work/cluster" 2 2 'ldm = 2\ntc = 1' 256M
-    json=$("$tessera" bench failover --mgmd 127.0.0.1:$port --kill-pid "$(pid_of $victim)" \
+    json=$("$tessera" bench failover --mgmd 127.0.0.1:$port --kill-pid "$(data_node_pid "$tessera" $victim)" \
       --signal "${SIGNAL:-KILL}" --json)
-    cleanup
+    cluster_kill
     ms=$(python3 -c 'import json, sys; r = json.loads(sys.argv[1]); print(r["failover_ms"] if r["failover_ms"] is not None else "none")' "$json")
     echo "$role run $run: first new commit ${ms} ms after the kill"
     times+=("$ms")

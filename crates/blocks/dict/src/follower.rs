@@ -28,6 +28,12 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 impl Dict {
+    /// Whether `from` is the master and this dict is not (a take-over's
+    /// signals from any other dict are late, and ignored).
+    fn is_from_other_master(&self, from: BlockRef) -> bool {
+        self.master == Some(from) && !self.is_master()
+    }
+
     /// Checks that `from` is the master and this dict is not.
     pub(crate) fn check_from_master(&self, from: BlockRef, what: &str) {
         assert!(
@@ -96,13 +102,14 @@ impl Dict {
         request: DictTakeoverReq,
         ctx: &mut dyn Context,
     ) {
-        if self.master != Some(from) || self.is_master() {
+        if !self.is_from_other_master(from) {
             return;
         }
-        let masters: HashSet<(u32, u32)> = decode_table_versions(request.tables.as_slice())
-            .expect("checked by the codec")
-            .into_iter()
-            .collect();
+        // The codec checks the list on the wire.
+        let Ok(masters) = decode_table_versions(request.tables.as_slice()) else {
+            return;
+        };
+        let masters: HashSet<(u32, u32)> = masters.into_iter().collect();
         let mine = self.table_versions();
         for &(id, version) in &mine {
             if masters.contains(&(id, version)) {
@@ -128,7 +135,7 @@ impl Dict {
         schema_version: u32,
         ctx: &mut dyn Context,
     ) {
-        if self.master != Some(from) || self.is_master() {
+        if !self.is_from_other_master(from) {
             return;
         }
         if schema_version > self.schema_version {

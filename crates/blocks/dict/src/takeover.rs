@@ -69,9 +69,6 @@ pub(crate) struct Takeover {
     announcing: Vec<(Arc<TableDef>, Arc<PartitionMap>, Vec<BlockRef>)>,
     /// The answers the step waits for: (block, table id).
     pending: BTreeSet<(BlockRef, u32)>,
-    /// Tables dropped and announced: the schema version must rise above
-    /// what each dict's own bumps can reach.
-    changes: u32,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -111,7 +108,6 @@ impl Dict {
             dropping: Vec::new(),
             announcing: Vec::new(),
             pending: BTreeSet::new(),
-            changes: 0,
         });
         self.takeover_query(ctx);
     }
@@ -119,16 +115,15 @@ impl Dict {
     /// Every survivor handled a membership: the query goes out if the
     /// take-over waited for it.
     pub(crate) fn takeover_query(&mut self, ctx: &mut dyn Context) {
-        if self.takeover.is_none() {
+        let waiting = self
+            .takeover
+            .as_ref()
+            .is_some_and(|takeover| takeover.step == Step::Waiting);
+        if !waiting || !self.node_failures.all_complete() {
             return;
         }
         let mine = self.table_versions();
-        let Some(takeover) = &mut self.takeover else {
-            return;
-        };
-        if takeover.step != Step::Waiting || !self.node_failures.all_complete() {
-            return;
-        }
+        let takeover = self.takeover.as_mut().expect("waiting, checked above");
         takeover.step = Step::Querying;
         let membership_id = takeover.membership_id;
         let mut bytes = Vec::new();
@@ -184,6 +179,8 @@ impl Dict {
         request: DictAddTabReq,
         ctx: &mut dyn Context,
     ) {
+        // Offers come ahead of each dict's answer on the same link, so
+        // none reaches a master after its take-over decided.
         let Some(takeover) = &mut self.takeover else {
             return self.table_added(from, request, ctx);
         };
@@ -210,12 +207,9 @@ impl Dict {
         if takeover.step != Step::Querying || conf.membership_id != takeover.membership_id {
             return;
         }
+        // The codec checks the list on the wire, and a local one is ours.
         let Ok(tables) = decode_table_versions(conf.tables.as_slice()) else {
-            // The codec checks it on the wire; a local one is ours.
-            panic!(
-                "dict {}: DictTakeoverConf from {from} with a bad table list",
-                self.address
-            );
+            return;
         };
         let answers = match from.kind {
             BlockKind::Tc => &mut self.tcs,
@@ -307,7 +301,6 @@ impl Dict {
             takeover.announcing.len(),
             takeover.dropping.len(),
         )));
-        takeover.changes = (takeover.dropping.len() + takeover.announcing.len()) as u32;
         takeover.step = Step::DroppingAt(BlockKind::Tc);
         self.takeover_send_drops(ctx);
     }
@@ -389,7 +382,8 @@ impl Dict {
                 takeover.step = Step::Announcing;
                 // Above every dict's version, and above what each one's
                 // own bump per drop can have made of it.
-                let mut version = takeover.highest_schema_version + takeover.changes;
+                let changes = takeover.dropping.len() + takeover.announcing.len();
+                let mut version = takeover.highest_schema_version + changes as u32;
                 for (table, map, lacking) in std::mem::take(&mut takeover.announcing) {
                     if self.tables.by_id(table.id).is_none() {
                         self.tables
