@@ -47,8 +47,20 @@ fn redo_settings(
     }
 }
 
-/// Builds the blocks of data node `node` as `config` describes it.
+/// Builds the blocks of data node `node` as `config` describes it, for a
+/// start with the other nodes.
 pub fn build_blocks(config: &ClusterConfig, node: NodeId) -> Result<NodeBlocks, String> {
+    build_blocks_for(config, node, false)
+}
+
+/// Builds the blocks of data node `node` as `config` describes it;
+/// `joining`: the cluster runs without the node, which rejoins it by a
+/// node restart (docs/design/0018-node-restart.md).
+pub fn build_blocks_for(
+    config: &ClusterConfig,
+    node: NodeId,
+    joining: bool,
+) -> Result<NodeBlocks, String> {
     if config.data_node(node.0).is_none() {
         return Err(format!("node {node} is not a data node in the config"));
     }
@@ -116,6 +128,7 @@ pub fn build_blocks(config: &ClusterConfig, node: NodeId) -> Result<NodeBlocks, 
             enabled: config.mgmd.arbitration_rank > 0,
             timeout_ms: settings.arbitration_timeout_ms,
         },
+        joining,
     });
     Ok(NodeBlocks {
         ldms,

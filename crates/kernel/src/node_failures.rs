@@ -27,6 +27,11 @@ pub struct NodeFailures {
     live: NodeSet,
     /// The highest membership id every survivor handled.
     complete: u32,
+    /// The installed membership's president (None before the first
+    /// change).
+    president: Option<signal::NodeId>,
+    /// Members still in their node restart.
+    starting: NodeSet,
 }
 
 impl NodeFailures {
@@ -37,7 +42,8 @@ impl NodeFailures {
         from.kind != BlockKind::Api && self.failed.contains(from.node)
     }
 
-    /// Every data node agreed failed since this node started.
+    /// Every data node agreed failed since this node started and not
+    /// admitted again since (by a node restart).
     pub fn failed(&self) -> NodeSet {
         self.failed
     }
@@ -48,10 +54,16 @@ impl NodeFailures {
         self.live
     }
 
-    /// The president of the installed membership: its lowest id, as
-    /// membership chooses it (None before the first change).
+    /// The president of the installed membership, as membership agreed
+    /// it (None before the first change).
     pub fn president(&self) -> Option<signal::NodeId> {
-        self.live.first()
+        self.president
+    }
+
+    /// Members of the installed membership still in their node restart
+    /// (docs/design/0018-node-restart.md).
+    pub fn starting(&self) -> NodeSet {
+        self.starting
     }
 
     /// The installed membership's id (0 before the first change).
@@ -88,8 +100,12 @@ impl NodeFailures {
         let newly = report.failed.difference(self.failed);
         if report.membership_id > self.membership_id {
             self.membership_id = report.membership_id;
-            self.failed = self.failed.union(report.failed);
+            // A node listed live again was admitted by a node restart, in
+            // a new incarnation: its signals count from now on.
+            self.failed = self.failed.union(report.failed).difference(report.live);
             self.live = report.live;
+            self.president = Some(report.president);
+            self.starting = report.starting;
         }
         crate::send(
             ctx,

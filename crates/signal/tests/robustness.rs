@@ -357,6 +357,7 @@ fn random_data_node_signal(rng: &mut XorShift, pool: &'static SectionPool) -> Si
             node: NodeId(1 + rng.below(255) as u16),
             complete_gci: Gci(rng.next_u64()),
             members: random_node_set(rng),
+            connected: random_node_set(rng),
         }
         .into(),
         _ => CmRegConf {

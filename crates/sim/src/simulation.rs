@@ -132,7 +132,21 @@ fn build_blocks(
 ) -> BTreeMap<(NodeId, BlockKind, u16), Box<dyn SimBlock>> {
     let mut blocks: BTreeMap<(NodeId, BlockKind, u16), Box<dyn SimBlock>> = BTreeMap::new();
     for &node in nodes {
-        let built = datanode::wiring::build_blocks(config, node)
+        add_node_blocks(&mut blocks, config, node, false);
+    }
+    blocks
+}
+
+/// Adds the blocks of data node `node` to `blocks`; `joining`: it
+/// rejoins a running cluster by a node restart.
+fn add_node_blocks(
+    blocks: &mut BTreeMap<(NodeId, BlockKind, u16), Box<dyn SimBlock>>,
+    config: &ClusterConfig,
+    node: NodeId,
+    joining: bool,
+) {
+    {
+        let built = datanode::wiring::build_blocks_for(config, node, joining)
             .unwrap_or_else(|error| panic!("cannot build simulated node {node}: {error}"));
         let mut add = |block: Box<dyn SimBlock>| {
             let address = block.address();
@@ -151,7 +165,6 @@ fn build_blocks(
         add(Box::new(built.dict));
         add(Box::new(built.membership));
     }
-    blocks
 }
 
 impl Simulation {
@@ -260,7 +273,7 @@ impl Simulation {
             for &peer in nodes.iter().filter(|&&peer| peer != node) {
                 let connected = NodeConnectedRep {
                     node: peer,
-                    incarnation: self.restarts + 1,
+                    incarnation: self.world.incarnation_of(peer),
                 };
                 post(&mut self.world, connected.into());
             }
@@ -408,6 +421,45 @@ impl Simulation {
     /// arbitration requests go unanswered from now on.
     pub fn cut_off_arbitrator(&mut self, node: NodeId) {
         self.world.cut_off_arbitrator(node);
+    }
+
+    /// The stopped data node `node` starts again while the others run
+    /// (a node restart, docs/design/0018-node-restart.md): fresh blocks
+    /// over its disk, a higher incarnation, its links up again; it begins
+    /// its start and asks the running cluster to admit it. Nothing of its
+    /// old incarnation is left in flight.
+    pub fn restart_node(&mut self, node: NodeId) {
+        self.world.restart_node(node);
+        // The old blocks go first, returning their sections to the pool.
+        self.blocks.retain(|&(owner, _, _), _| owner != node);
+        add_node_blocks(&mut self.blocks, &self.config, node, true);
+        let membership_of = |node| BlockRef::new(node, BlockKind::Membership, 0);
+        let post = |world: &mut World, to: NodeId, signal: signal::Signal| {
+            let delay_us = world.network_random_below(START_SPREAD_US);
+            let envelope = Envelope {
+                from: membership_of(to),
+                to: membership_of(to),
+                signal,
+            };
+            world.deliver_after_us(delay_us, envelope);
+        };
+        let begin = StartPhaseReq {
+            phase: membership::start::BEGIN,
+        };
+        post(&mut self.world, node, begin.into());
+        let peers: Vec<NodeId> = self.world.running_nodes();
+        for peer in peers.into_iter().filter(|&peer| peer != node) {
+            let connected = NodeConnectedRep {
+                node: peer,
+                incarnation: self.world.incarnation_of(peer),
+            };
+            post(&mut self.world, node, connected.into());
+            let connected = NodeConnectedRep {
+                node,
+                incarnation: self.world.incarnation_of(node),
+            };
+            post(&mut self.world, peer, connected.into());
+        }
     }
 
     /// Data node `node` dies now (kill -9): nothing reaches it any more,

@@ -173,6 +173,9 @@ pub struct World {
     /// The nodes' incarnation: 1, and one more after each whole-cluster
     /// crash.
     incarnation: u32,
+    /// Node restarts of each data node so far: its incarnation is the
+    /// cluster's plus these, so each restart is above the last.
+    node_restarts: BTreeMap<NodeId, u32>,
     /// mgmd as the arbitrator.
     arbitrator: Arbitrator,
     /// Fault points armed per node, with what each does (each fires once).
@@ -303,7 +306,57 @@ impl World {
             installed: BTreeMap::new(),
             logs: VecDeque::with_capacity(RECENT_LOGS),
             incarnation: 1,
+            node_restarts: BTreeMap::new(),
         }
+    }
+
+    /// The data nodes that have not stopped, ascending.
+    pub(crate) fn running_nodes(&self) -> Vec<NodeId> {
+        let nodes = self.nodes.iter().copied();
+        nodes
+            .filter(|node| !self.stopped.contains_key(node))
+            .collect()
+    }
+
+    /// The incarnation of data node `node` now.
+    pub fn incarnation_of(&self, node: NodeId) -> u32 {
+        self.incarnation + self.node_restarts.get(&node).copied().unwrap_or(0)
+    }
+
+    /// The stopped data node `node` runs again as a new process (a node
+    /// restart): a higher incarnation, its links up again, and nothing
+    /// left of its old incarnation: signals to or from it still in
+    /// flight, its timers and its disk answers are dropped (its old
+    /// links broke when it stopped). Its disk keeps what it holds. Its
+    /// start is forgotten: it reports started again once it is.
+    pub(crate) fn restart_node(&mut self, node: NodeId) {
+        assert!(
+            self.stopped.contains_key(&node),
+            "node restart of node {node}: it is running"
+        );
+        self.stopped.remove(&node);
+        *self.node_restarts.entry(node).or_insert(0) += 1;
+        let of_node = |block: &BlockRef| block.kind != BlockKind::Api && block.node == node;
+        let events = std::mem::take(&mut self.events);
+        self.events = events
+            .into_iter()
+            .filter(|Reverse(scheduled)| match &scheduled.event {
+                Event::Deliver(envelope) => !of_node(&envelope.from) && !of_node(&envelope.to),
+                Event::Resume(resumed) | Event::Sever(resumed) => *resumed != node,
+                Event::ClientWake(_) => true,
+            })
+            .collect();
+        self.cut.retain(|&(low, high)| low != node && high != node);
+        self.held
+            .retain(|&(from, to), _| from != node && to != node);
+        self.api_cut.retain(|&(_, data)| data != node);
+        self.armed_faults.remove(&node);
+        self.held_sends.remove(&node);
+        self.signs_of_life
+            .retain(|&(receiver, sender)| receiver != node && sender != node);
+        let reports = self.reports.entry(node).or_default();
+        reports.started = false;
+        reports.membership = (0, NodeSet::EMPTY);
     }
 
     /// The disk of data node `node`.
@@ -476,7 +529,7 @@ impl World {
                 to: membership,
                 signal: NodeLinkFailedRep {
                     node: peer,
-                    incarnation: self.incarnation,
+                    incarnation: self.incarnation_of(peer),
                 }
                 .into(),
             };

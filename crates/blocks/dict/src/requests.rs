@@ -272,7 +272,7 @@ impl Dict {
         {
             // The new president's dict is the master from now on: it
             // takes over (`takeover.rs`), then schema changes go on.
-            let president = report.live.first().expect("a membership has members");
+            let president = report.president;
             ctx.report(Report::Log(format!(
                 "dict {}: the master dict (node {}) failed; node {president}'s dict is the \
                  master now",

@@ -560,6 +560,8 @@ fn a_round_waits_at_flushing_for_the_takeover_of_a_failed_nodes_transactions() {
             membership_id: 3,
             live: NodeSet::of([NodeId(1)]),
             failed: NodeSet::of([NodeId(2)]),
+            president: NodeId(1),
+            starting: NodeSet::EMPTY,
         },
     );
     assert_eq!(

@@ -317,7 +317,10 @@ impl Dih {
             .master
             .is_some_and(|master| failed.contains(master.node))
         {
-            self.master_failed(report.live, ctx);
+            // Starting members take no part in the GCI protocol until
+            // their node restart includes them.
+            let members = report.live.difference(report.starting);
+            self.master_failed(members, report.president, ctx);
         }
         if self.is_master() {
             self.switch_without(failed, ctx);

@@ -39,7 +39,7 @@ use crate::Dih;
 use kernel::answers::Answers;
 use kernel::{send, Context, Report};
 use signal::signals::{GcpPrepare, MasterGcpDihConf, MasterGcpReq, MasterGcpTcConf};
-use signal::{BlockKind, BlockRef, Gci, NodeSet};
+use signal::{BlockKind, BlockRef, Gci, NodeId, NodeSet};
 
 /// What the new master has learnt so far.
 #[derive(Clone, Copy, Debug)]
@@ -55,11 +55,16 @@ pub(crate) struct TakeoverAnswers {
 }
 
 impl Dih {
-    /// At NODE_FAILREP: the master failed; the president of `live` (its
-    /// lowest id) is the new one. At that node, this dih becomes the
-    /// master over the live nodes and waits for NODE_FAIL_COMPLETE_REP.
-    pub(crate) fn master_failed(&mut self, live: NodeSet, ctx: &mut dyn Context) {
-        let president = live.first().expect("a membership has members");
+    /// At NODE_FAILREP: the master failed; `president`, the agreed
+    /// president of `live`, is the new one. At that node, this dih
+    /// becomes the master over the live nodes and waits for
+    /// NODE_FAIL_COMPLETE_REP.
+    pub(crate) fn master_failed(
+        &mut self,
+        live: NodeSet,
+        president: NodeId,
+        ctx: &mut dyn Context,
+    ) {
         let old = self.master();
         self.master = Some(BlockRef::new(president, BlockKind::Dih, 0));
         ctx.report(Report::Log(format!(

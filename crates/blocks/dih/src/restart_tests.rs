@@ -765,6 +765,8 @@ fn a_report_that_arrives_before_the_president_is_announced_waits_for_it() {
         membership_id: 1,
         live: NodeSet::of([NodeId(2), NodeId(3)]),
         failed: NodeSet::of([NodeId(1)]),
+        president: NodeId(2),
+        starting: NodeSet::EMPTY,
     };
     deliver(&mut dih, &mut ctx, membership_of(2), out);
     deliver(&mut dih, &mut ctx, membership_of(2), phase(2));

@@ -75,6 +75,14 @@ pub(crate) struct Failures {
     pub(crate) membership_id: u32,
     /// The agreed members.
     pub(crate) live: NodeSet,
+    /// The agreed members still in their node restart: they hold no
+    /// data that counts (docs/design/0018-node-restart.md).
+    pub(crate) starting: NodeSet,
+    /// The agreed president: kept while it lives, then the lowest
+    /// surviving id that is not starting ([`president_of`]).
+    pub(crate) president: NodeId,
+    /// At the president: the restarting node the round in flight admits.
+    pub(crate) joining: Option<NodeId>,
     /// Members this node takes for failed, not yet agreed out.
     pub(crate) failed: NodeSet,
     /// The configured node groups.
@@ -100,6 +108,8 @@ pub(crate) struct PendingArbitration {
     membership_id: u32,
     /// Its members (this side).
     live: NodeSet,
+    /// Those of them in their node restart.
+    starting: NodeSet,
     /// When the side gives up waiting and shuts down (ctx ms).
     deadline_ms: u64,
 }
@@ -118,6 +128,7 @@ pub struct ArbitrationSettings {
 struct Round {
     membership_id: u32,
     live: NodeSet,
+    starting: NodeSet,
     /// Proposed members that have not prepared yet.
     waiting: NodeSet,
 }
@@ -140,6 +151,9 @@ impl Failures {
         Failures {
             membership_id: 0,
             live: data_nodes,
+            starting: NodeSet::EMPTY,
+            president: data_nodes.first().expect("a cluster has a data node"),
+            joining: None,
             failed: NodeSet::EMPTY,
             groups,
             highest_prepared: 0,
@@ -154,6 +168,27 @@ impl Failures {
     pub(crate) fn alive(&self) -> NodeSet {
         self.live.difference(self.failed)
     }
+
+    /// Whether a round is in flight or waits for the arbitrator.
+    pub(crate) fn round_pending(&self) -> bool {
+        self.round.is_some() || self.arbitration.is_some()
+    }
+}
+
+/// The president of a membership `live` that follows one whose
+/// president was `current` and whose starting members were `starting`:
+/// the same president while it is a member, else the lowest member that
+/// is not starting (the lowest member when all are). Every member
+/// computes the same from the same agreed state, so a proposal's sender
+/// can be checked against it.
+pub(crate) fn president_of(live: NodeSet, current: NodeId, starting: NodeSet) -> NodeId {
+    if live.contains(current) {
+        return current;
+    }
+    live.difference(starting)
+        .first()
+        .or_else(|| live.first())
+        .expect("a membership has a member")
 }
 
 fn membership_of(node: NodeId) -> BlockRef {
@@ -228,6 +263,8 @@ impl Membership {
         }
         self.failures.failed.insert(node);
         self.failures.detected_at_ms.get_or_insert(ctx.now_ms());
+        // A failure comes first: a node being admitted asks again.
+        self.failures.joining = None;
         let how = match cause {
             Cause::Heartbeats { silent_ms } => format!(
                 "missed {} heartbeats in a row (silent for {silent_ms} ms)",
@@ -251,13 +288,15 @@ impl Membership {
         true
     }
 
-    /// The president in this node's view: the lowest member not taken
-    /// for failed.
-    fn acting_president(&self) -> NodeId {
-        self.failures
-            .alive()
-            .first()
-            .expect("this node is always among the members it takes for alive")
+    /// The president in this node's view: the agreed one while this node
+    /// does not take it for failed, else its successor among the members
+    /// it takes for alive.
+    pub(crate) fn acting_president(&self) -> NodeId {
+        president_of(
+            self.failures.alive(),
+            self.failures.president,
+            self.failures.starting,
+        )
     }
 
     /// Gets the failures this node knows agreed: proposes them if it is
@@ -278,9 +317,18 @@ impl Membership {
         }
     }
 
-    /// As president: propose the members this node takes for alive, under
-    /// a new id (replacing any round in flight).
-    fn propose(&mut self, ctx: &mut dyn Context) {
+    /// This node installed `membership_id` without preparing it (a
+    /// restarting node's admission): no proposal at or below it is
+    /// prepared from now on.
+    pub(crate) fn note_prepared(&mut self, membership_id: u32) {
+        let failures = &mut self.failures;
+        failures.highest_prepared = failures.highest_prepared.max(membership_id);
+    }
+
+    /// As president: propose the members this node takes for alive (and
+    /// the node being admitted, if any), under a new id (replacing any
+    /// round in flight).
+    pub(crate) fn propose(&mut self, ctx: &mut dyn Context) {
         let failures = &mut self.failures;
         let membership_id = failures
             .highest_prepared
@@ -291,15 +339,24 @@ impl Membership {
         // A round waiting for the arbitrator is replaced too: the next one
         // asks again if it needs to.
         failures.arbitration = None;
-        let live = failures.alive();
+        let mut live = failures.alive();
+        let mut starting = failures.starting.intersection(live);
+        // The members prepare; a node being admitted only hears the commit.
+        let waiting = live;
+        if let Some(joining) = failures.joining {
+            live.insert(joining);
+            starting.insert(joining);
+        }
         failures.round = Some(Round {
             membership_id,
             live,
-            waiting: live,
+            starting,
+            waiting,
         });
-        self.send_to_members(live, ctx, || CmFailPrepareReq {
+        self.send_to_members(waiting, ctx, || CmFailPrepareReq {
             membership_id,
             live,
+            starting,
         });
         ctx.fault_point(kernel::faults::FaultPoint::FailureAfterPrepare);
     }
@@ -333,16 +390,16 @@ impl Membership {
         from: BlockRef,
         membership_id: u32,
         live: NodeSet,
+        starting: NodeSet,
         ctx: &mut dyn Context,
     ) {
         if self.left_out(from, membership_id, live, ctx) {
             return;
         }
-        if live.first() != Some(from.node) || !live.is_subset(self.failures.live) {
-            // Not the protocol: the proposer is the lowest of its proposal,
-            // and a proposal only removes members.
+        if !self.follows_protocol(from.node, live, starting) {
             ctx.report(Report::Log(format!(
-                "ignored a proposal of membership {membership_id} = {live} from node {}",
+                "ignored a proposal of membership {membership_id} = {live} (starting \
+                 {starting}) from node {}",
                 from.node
             )));
             return;
@@ -366,6 +423,21 @@ impl Membership {
         kernel::send(ctx, self.address, from, conf);
     }
 
+    /// Whether a proposal of `live` (with `starting`) from `proposer`
+    /// keeps the protocol, judged by this node's agreed membership: the
+    /// proposer is the proposal's president, a proposal adds at most one
+    /// node, a restarting one (a node restart's admission), and a node
+    /// starts only by being added.
+    fn follows_protocol(&self, proposer: NodeId, live: NodeSet, starting: NodeSet) -> bool {
+        let current = &self.failures;
+        let added = live.difference(current.live);
+        added.len() <= 1
+            && added.is_subset(starting)
+            && starting.is_subset(live)
+            && starting.is_subset(current.starting.union(added))
+            && president_of(live, current.president, current.starting) == proposer
+    }
+
     /// At the president: a member prepared.
     pub(crate) fn prepared(
         &mut self,
@@ -381,7 +453,7 @@ impl Membership {
             return;
         }
         round.waiting.remove(from.node);
-        let (live, all_prepared) = (round.live, round.waiting.is_empty());
+        let (live, starting, all_prepared) = (round.live, round.starting, round.waiting.is_empty());
         if !failed.intersection(live).is_empty() {
             // The member knows of failures this proposal keeps: propose
             // again without them.
@@ -396,17 +468,35 @@ impl Membership {
         }
         self.failures.round = None;
         let before = self.failures.live;
-        match survival::judge(before, live, &self.failures.groups) {
-            Verdict::Continue(_) => self.commit_round(membership_id, live, ctx),
+        if before.is_subset(live) {
+            // Nothing left: a node restart's admission (or a restarting
+            // node found started).
+            return self.commit_round(membership_id, live, starting, ctx);
+        }
+        let verdict = survival::judge_counting_data(
+            before,
+            live,
+            self.failures.starting,
+            &self.failures.groups,
+        );
+        match verdict {
+            Verdict::Continue(_) => self.commit_round(membership_id, live, starting, ctx),
             Verdict::ShutDown(_) => self.refuse_round(membership_id, live, ctx),
-            Verdict::Arbitrate => self.arbitrate(membership_id, live, ctx),
+            Verdict::Arbitrate => self.arbitrate(membership_id, live, starting, ctx),
         }
     }
 
-    fn commit_round(&mut self, membership_id: u32, live: NodeSet, ctx: &mut dyn Context) {
+    fn commit_round(
+        &mut self,
+        membership_id: u32,
+        live: NodeSet,
+        starting: NodeSet,
+        ctx: &mut dyn Context,
+    ) {
         self.send_to_members(live, ctx, || CmFailCommitOrd {
             membership_id,
             live,
+            starting,
         });
         ctx.fault_point(kernel::faults::FaultPoint::FailureAfterCommit);
     }
@@ -422,7 +512,13 @@ impl Membership {
     /// only the arbitrator may let it continue. Nothing is committed (no
     /// block hears of the failure, so no replica is promoted and no GCI
     /// completes) until it answers.
-    fn arbitrate(&mut self, membership_id: u32, live: NodeSet, ctx: &mut dyn Context) {
+    fn arbitrate(
+        &mut self,
+        membership_id: u32,
+        live: NodeSet,
+        starting: NodeSet,
+        ctx: &mut dyn Context,
+    ) {
         let before = self.failures.live;
         if !self.arbitration.enabled {
             ctx.report(Report::Log(format!(
@@ -440,6 +536,7 @@ impl Membership {
         self.failures.arbitration = Some(PendingArbitration {
             membership_id,
             live,
+            starting,
             deadline_ms: ctx.now_ms() + self.arbitration.timeout_ms,
         });
         let io = BlockRef::new(self.address.node, BlockKind::Io, 0);
@@ -464,13 +561,14 @@ impl Membership {
         let PendingArbitration {
             membership_id,
             live,
+            starting,
             ..
         } = pending;
         if conf.granted {
             ctx.report(Report::Log(format!(
                 "the arbitrator let membership {membership_id} = {live} continue"
             )));
-            self.commit_round(membership_id, live, ctx);
+            self.commit_round(membership_id, live, starting, ctx);
         } else {
             let what = if conf.answered {
                 "refused it (it let the other side continue)"
@@ -539,8 +637,13 @@ impl Membership {
         from: BlockRef,
         membership_id: u32,
         live: NodeSet,
+        starting: NodeSet,
         ctx: &mut dyn Context,
     ) {
+        if self.formation.joining() && self.failures.membership_id == 0 {
+            // This node's admission by a node restart.
+            return self.admitted(from, membership_id, live, starting, ctx);
+        }
         if membership_id <= self.failures.membership_id {
             return;
         }
@@ -548,6 +651,7 @@ impl Membership {
             return;
         }
         let removed = self.failures.live.difference(live);
+        let added = live.difference(self.failures.live);
         for node in removed.iter() {
             self.take_for_failed(node, Cause::LeftOutBy(from.node), ctx);
         }
@@ -555,7 +659,12 @@ impl Membership {
         failures.membership_id = membership_id;
         failures.highest_prepared = failures.highest_prepared.max(membership_id);
         failures.live = live;
+        failures.starting = starting;
+        failures.president = from.node;
         failures.failed = failures.failed.difference(removed);
+        if failures.joining.is_some_and(|node| live.contains(node)) {
+            failures.joining = None;
+        }
         let took = self
             .failures
             .detected_at_ms
@@ -567,15 +676,24 @@ impl Membership {
                 )
             })
             .unwrap_or_default();
+        let change = if added.is_empty() {
+            format!("without {removed}")
+        } else {
+            format!("node {added} rejoins by a node restart")
+        };
         ctx.report(Report::Log(format!(
-            "membership {membership_id}: {live}, without {removed}; president {}{took}",
-            live.first().expect("a membership has a member")
+            "membership {membership_id}: {live}, {change}; president {}{took}",
+            from.node
         )));
         ctx.report(Report::Membership {
             membership_id,
             live,
         });
         self.tell_blocks(membership_id, live, removed, ctx);
+        if !added.is_empty() {
+            let now = ctx.now_ms();
+            self.heartbeats.set_ring(self.failures.alive(), now);
+        }
         self.publish_lease(ctx);
         // Clients waiting on a node that went silent would wait for their
         // reply timeout: tell them.
@@ -607,7 +725,13 @@ impl Membership {
         {
             return;
         }
-        let why = match survival::judge(before, live, &self.failures.groups) {
+        let verdict = survival::judge_counting_data(
+            before,
+            live,
+            self.failures.starting,
+            &self.failures.groups,
+        );
+        let why = match verdict {
             Verdict::ShutDown(reason) => reason.to_string(),
             Verdict::Arbitrate => format!(
                 "this side has {} of the {} nodes and no node group whole, so only the \

@@ -67,6 +67,7 @@ fn prepare(membership_id: u32, live: &[u16]) -> CmFailPrepareReq {
     CmFailPrepareReq {
         membership_id,
         live: set(live),
+        starting: NodeSet::EMPTY,
     }
 }
 
@@ -74,6 +75,7 @@ fn commit(membership_id: u32, live: &[u16]) -> CmFailCommitOrd {
     CmFailCommitOrd {
         membership_id,
         live: set(live),
+        starting: NodeSet::EMPTY,
     }
 }
 
@@ -165,6 +167,8 @@ fn golden_trace_of_a_failure_agreed_by_the_president() {
         membership_id: 2,
         live: set(&[2, 3]),
         failed: set(&[1]),
+        president: NodeId(2),
+        starting: NodeSet::EMPTY,
     };
     // And its reads run again under the lease its heartbeats got (from
     // the formation, at time 0).

@@ -70,6 +70,15 @@ pub(crate) struct Formation {
     nodes: Vec<NodeState>,
     /// This node sent its CmRegReq.
     registration_sent: bool,
+    /// The cluster runs without this node: it asks to join by a node
+    /// restart (`join.rs`) instead of forming a cluster.
+    joining: bool,
+    /// Joining: the nodes asked since the last retry.
+    pub(crate) asked: NodeSet,
+    /// Joining: a retry is scheduled.
+    pub(crate) retry_armed: bool,
+    /// Joining: the last refusal logged, so a repeated one is not.
+    pub(crate) last_refusal: Option<u8>,
 }
 
 struct NodeState {
@@ -81,7 +90,7 @@ struct NodeState {
 impl Formation {
     /// `me` among `data_nodes` (config order, any): checked, since a node
     /// missing from its own cluster would wait for itself forever.
-    pub(crate) fn new(me: NodeId, data_nodes: &[NodeId]) -> Formation {
+    pub(crate) fn new(me: NodeId, data_nodes: &[NodeId], joining: bool) -> Formation {
         let mut sorted = data_nodes.to_vec();
         sorted.sort_unstable();
         let count = sorted.len();
@@ -107,7 +116,32 @@ impl Formation {
                 })
                 .collect(),
             registration_sent: false,
+            joining,
+            asked: NodeSet::EMPTY,
+            retry_armed: false,
+            last_refusal: None,
         }
+    }
+
+    /// Whether this node joins a running cluster by a node restart.
+    pub(crate) fn joining(&self) -> bool {
+        self.joining
+    }
+
+    /// The data nodes connected to this one (itself included).
+    pub(crate) fn connected(&self) -> NodeSet {
+        NodeSet::of(
+            self.nodes
+                .iter()
+                .filter(|state| state.incarnation.is_some())
+                .map(|state| state.node),
+        )
+    }
+
+    /// What this node's system file records: its complete GCI and the
+    /// members alive at it.
+    pub(crate) fn system_file_report(&self) -> (Gci, NodeSet) {
+        self.system_file
     }
 
     /// dih read the system file: what it records goes with this node's
@@ -145,6 +179,8 @@ pub(crate) mod job {
     pub const HEARTBEAT: u32 = crate::heartbeat::JOB;
     /// Time to check whether the arbitrator is late (`failure`).
     pub const ARBITRATION_TIMER: u32 = 3;
+    /// Time for a restarting node to ask to join again (`join`).
+    pub const JOIN_RETRY: u32 = 4;
 }
 
 impl Membership {
@@ -168,12 +204,11 @@ impl Membership {
                 self.address, report.node
             );
         };
-        if state.incarnation.is_some() && formed {
-            // The cluster formed already: a node coming back waits for node
-            // restart (not built).
+        state.incarnation = Some(report.incarnation);
+        if formed {
+            // A node coming back asks to join (`join.rs`).
             return;
         }
-        state.incarnation = Some(report.incarnation);
         self.register_when_connected(ctx);
     }
 
@@ -203,6 +238,9 @@ impl Membership {
     /// After phase 1, once every peer is connected: ask the president to
     /// let this node join.
     pub(crate) fn register_when_connected(&mut self, ctx: &mut dyn Context) {
+        if self.formation.joining && self.state == StartState::Forming {
+            return self.ask_to_join(ctx);
+        }
         if self.state != StartState::Forming
             || self.formation.registration_sent
             || !self.formation.all_connected()
@@ -217,6 +255,7 @@ impl Membership {
             node,
             complete_gci,
             members,
+            connected: self.formation.connected(),
         };
         kernel::send(ctx, self.address, forming, request);
     }
@@ -231,30 +270,25 @@ impl Membership {
     ) {
         let forming = self.formation.forming;
         let node = request.node;
-        assert_eq!(
-            self.address.node, forming,
-            "membership {}: CmRegReq from {from}, but node {forming} forms the cluster",
-            self.address
-        );
-        assert!(
-            from == Self::membership_of(node),
-            "membership {}: CmRegReq for node {node} from {from}: a node registers itself",
-            self.address
-        );
-        let Some(state) = self.formation.node_mut(node) else {
-            panic!(
-                "membership {}: CmRegReq from node {node}, which is not a configured data node",
-                self.address
-            );
-        };
-        if state.registered {
-            // A node that started again while the cluster runs: it waits
-            // for node restart (not built), and the transport refuses it
-            // once its old link broke.
+        if from != Self::membership_of(node) || self.formation.node_mut(node).is_none() {
             ctx.report(kernel::Report::Log(format!(
-                "node {node} asked to join the running cluster again; node restart is not \
-                 built, so it is not admitted"
+                "ignored a registration for node {node} from {from}: a configured data node \
+                 registers itself"
             )));
+            return;
+        }
+        if self.failures.membership_id > 0 {
+            // The cluster runs: a node restart asks to join it.
+            return self.join_request(from, request, ctx);
+        }
+        if self.address.node != forming || self.formation.joining {
+            // Asked by a restarting node while this node forms (or joins)
+            // itself: only a running cluster's president admits one.
+            return;
+        }
+        let state = self.formation.node_mut(node).expect("checked above");
+        if state.registered {
+            // Registered twice while forming: a repeated request.
             return;
         }
         state.registered = true;
@@ -328,6 +362,7 @@ impl Membership {
         }
         let live = self.failures.live.difference(conf.stale);
         self.failures.live = live;
+        self.failures.president = conf.president;
         self.install_first_membership(ctx);
         // The masters' blocks learn the president before the next phase,
         // on the same link as its request.

@@ -57,6 +57,11 @@ impl Handling {
         }
     }
 
+    /// The highest membership id announced complete to the blocks.
+    pub(crate) fn completed(&self) -> u32 {
+        self.completed
+    }
+
     fn handled_by(&self, node: NodeId) -> u32 {
         self.handled[usize::from(node.0)]
     }
@@ -79,6 +84,8 @@ impl Membership {
                 membership_id,
                 live,
                 failed,
+                president: self.failures.president,
+                starting: self.failures.starting,
             };
             kernel::send(ctx, self.address, block, report);
         }

@@ -26,6 +26,7 @@ mod failure;
 mod formation;
 mod handling;
 mod heartbeat;
+mod join;
 mod lease;
 pub mod start;
 mod survival;
@@ -72,6 +73,10 @@ pub struct MembershipConfig {
     /// Whether a side of exactly half may ask an arbitrator, and how long
     /// it waits for the answer.
     pub arbitration: ArbitrationSettings,
+    /// The cluster runs without this node (mgmd said so): it asks to
+    /// join by a node restart instead of forming a cluster
+    /// (docs/design/0018-node-restart.md).
+    pub joining: bool,
 }
 
 /// The membership block.
@@ -116,7 +121,7 @@ impl Membership {
         blocks.extend((0..config.tc_instances).map(|i| BlockRef::new(node, BlockKind::Tc, i)));
         blocks.extend((0..config.ldm_instances).map(|i| BlockRef::new(node, BlockKind::Ldm, i)));
         let nodes: Vec<NodeId> = config.data_nodes.iter().map(|&(node, _)| node).collect();
-        let formation = Formation::new(config.address.node, &nodes);
+        let formation = Formation::new(config.address.node, &nodes, config.joining);
         let all = NodeSet::of(nodes.iter().copied());
         let mut groups: Vec<(u32, NodeSet)> = Vec::new();
         for &(node, group) in &config.data_nodes {
@@ -155,12 +160,15 @@ impl Membership {
     }
 
     /// The president: the data node whose dih and dict are the masters
-    /// (the lowest id of the agreed membership).
+    /// (agreed with the membership: the first is the lowest id that is
+    /// not stale, and it is kept while it lives).
     pub fn president(&self) -> NodeId {
-        self.failures
-            .live
-            .first()
-            .expect("a membership has a member")
+        self.failures.president
+    }
+
+    /// Members of the agreed membership still in their node restart.
+    pub fn starting(&self) -> NodeSet {
+        self.failures.starting
     }
 
     /// The agreed membership: its id (0 while the cluster forms) and members.
@@ -273,6 +281,13 @@ impl kernel::Block for Membership {
             }
             return;
         }
+        if let Signal::CmRegReq(request) = envelope.signal {
+            // From a node outside the membership, when it restarts.
+            if from.kind == BlockKind::Membership {
+                self.registration_request(from, request, ctx);
+            }
+            return;
+        }
         if from.kind == BlockKind::Membership
             && from.node != self.address.node
             && !self.hears_from(from.node)
@@ -300,17 +315,21 @@ impl kernel::Block for Membership {
             Signal::NodeLinkFailedRep(report) => {
                 self.link_failed(report.node, report.incarnation, ctx)
             }
-            Signal::CmRegReq(request) => self.registration_request(from, request, ctx),
             Signal::CmRegConf(conf) => self.cluster_formed(from, conf, ctx),
+            Signal::CmRegRef(refusal) => self.join_refused(from, refusal.reason, ctx),
             Signal::SystemFileRep(report) if from.node == self.address.node => self
                 .formation
                 .system_file_read(report.complete_gci, report.members),
             Signal::CmHeartbeat(heartbeat) => self.heartbeat(from, heartbeat.sent_at_ms, ctx),
             Signal::CmHeartbeatAck(ack) => self.heartbeat_acked(ack.sent_at_ms, ctx),
             Signal::CmFailRep(report) => self.fail_report(from, report.failed, ctx),
-            Signal::CmFailPrepareReq(request) => {
-                self.prepare(from, request.membership_id, request.live, ctx)
-            }
+            Signal::CmFailPrepareReq(request) => self.prepare(
+                from,
+                request.membership_id,
+                request.live,
+                request.starting,
+                ctx,
+            ),
             Signal::CmFailPrepareConf(conf) => {
                 self.prepared(from, conf.membership_id, conf.failed, ctx)
             }
@@ -318,7 +337,7 @@ impl kernel::Block for Membership {
                 self.prepare_refused(refusal.membership_id, refusal.highest, ctx)
             }
             Signal::CmFailCommitOrd(order) => {
-                self.commit(from, order.membership_id, order.live, ctx)
+                self.commit(from, order.membership_id, order.live, order.starting, ctx)
             }
             Signal::NodeFailConf(conf) => self.block_handled(from, conf.membership_id, ctx),
             Signal::CmNodeFailHandledRep(report) => {
@@ -336,6 +355,7 @@ impl kernel::Block for Membership {
             Signal::ContinueB(continue_b) if from == self.address => match continue_b.job {
                 formation::job::WAITING_REPORT => self.waiting_report(ctx),
                 formation::job::ARBITRATION_TIMER => self.arbitration_timer(ctx),
+                formation::job::JOIN_RETRY => self.ask_to_join_again(ctx),
                 formation::job::HEARTBEAT => {
                     if let Some((node, silent_ms)) = self.heartbeats.tick(ctx) {
                         self.heartbeats_missed(node, silent_ms, ctx);

@@ -31,6 +31,10 @@ pub enum StartState {
     Forming,
     /// Every phase ran; the node serves.
     Started,
+    /// A restarting node admitted into the running cluster as a starting
+    /// member (docs/design/0018-node-restart.md); the node restart's
+    /// later phases run from here.
+    Admitted,
     /// The node was declared failed, or its side of a split may not
     /// continue (`failure`): it serves nothing more in this incarnation.
     ShutDown,

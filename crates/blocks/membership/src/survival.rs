@@ -89,6 +89,31 @@ pub(crate) fn judge(before: NodeSet, side: NodeSet, groups: &[NodeSet]) -> Verdi
     }
 }
 
+/// The verdict for `side` when the members `starting` of `before` are
+/// in their node restart: they hold no data that counts, so a side is
+/// judged by its other nodes alone (docs/design/0018-node-restart.md): a
+/// side whose only node of a group is starting lacks that group.
+pub(crate) fn judge_counting_data(
+    before: NodeSet,
+    side: NodeSet,
+    starting: NodeSet,
+    groups: &[NodeSet],
+) -> Verdict {
+    let counted_before = before.difference(starting);
+    let counted_side = side.difference(starting);
+    if counted_side.is_empty() {
+        let lacking = groups
+            .iter()
+            .map(|group| group.intersection(counted_before))
+            .enumerate()
+            .find(|(_, live)| !live.is_empty());
+        if let Some((group, nodes)) = lacking {
+            return Verdict::ShutDown(Reason::LacksNodeGroup { group, nodes });
+        }
+    }
+    judge(counted_before, counted_side, groups)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +167,31 @@ mod tests {
                 group: 0,
                 nodes: set(&[1, 2])
             })
+        );
+    }
+
+    #[test]
+    fn a_starting_node_holds_no_data_that_counts() {
+        let groups = [set(&[1, 2])];
+        // Node 2 restarts; node 1 fails: node 2 alone has no data.
+        assert_eq!(
+            judge_counting_data(set(&[1, 2]), set(&[2]), set(&[2]), &groups),
+            Verdict::ShutDown(Reason::LacksNodeGroup {
+                group: 0,
+                nodes: set(&[1])
+            })
+        );
+        // Node 2 fails while restarting: node 1 holds the group whole.
+        assert_eq!(
+            judge_counting_data(set(&[1, 2]), set(&[1]), set(&[2]), &groups),
+            Verdict::Continue(Reason::HoldsNodeGroup { group: 0 })
+        );
+        // Three replicas, one restarting: the other two split, and
+        // neither holds a majority of the two that count.
+        let groups = [set(&[1, 2, 3])];
+        assert_eq!(
+            judge_counting_data(set(&[1, 2, 3]), set(&[1, 3]), set(&[3]), &groups),
+            Verdict::Arbitrate
         );
     }
 

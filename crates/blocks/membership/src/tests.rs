@@ -43,15 +43,18 @@ fn membership() -> Membership {
         heartbeat_missed: HEARTBEAT_MISSED,
         api_heartbeat_missed: API_HEARTBEAT_MISSED,
         arbitration: ARBITRATION,
+        joining: false,
     })
 }
 
-/// A registration with no system file (an initial start).
-pub(crate) fn registration(node: NodeId) -> CmRegReq {
+/// A registration with no system file (an initial start), from a node
+/// connected to every node of `cluster`.
+pub(crate) fn registration(node: NodeId, cluster: &[u16]) -> CmRegReq {
     CmRegReq {
         node,
         complete_gci: Gci(0),
         members: NodeSet::EMPTY,
+        connected: set(cluster),
     }
 }
 
@@ -68,9 +71,9 @@ pub(crate) fn formed_by(president: NodeId) -> CmRegConf {
 fn form_alone(membership: &mut Membership, ctx: &mut RecordingContext) {
     assert_eq!(
         ctx.take_trace(),
-        vec![line(MEMBERSHIP, MEMBERSHIP, registration(NODE))]
+        vec![line(MEMBERSHIP, MEMBERSHIP, registration(NODE, &[2]))]
     );
-    deliver(membership, ctx, MEMBERSHIP, registration(NODE));
+    deliver(membership, ctx, MEMBERSHIP, registration(NODE, &[2]));
     assert_eq!(
         ctx.take_trace(),
         vec![line(MEMBERSHIP, MEMBERSHIP, formed_by(NODE))]
@@ -337,7 +340,12 @@ fn random_api_requests_in_every_start_state_are_answered_never_panicked_on() {
                     }
                     if phase == 1 {
                         ctx.sent.clear();
-                        deliver(&mut membership, &mut ctx, MEMBERSHIP, registration(NODE));
+                        deliver(
+                            &mut membership,
+                            &mut ctx,
+                            MEMBERSHIP,
+                            registration(NODE, &[2]),
+                        );
                         let president = NODE;
                         deliver(&mut membership, &mut ctx, MEMBERSHIP, formed_by(president));
                     }
@@ -441,6 +449,7 @@ pub(crate) fn member_of(node: u16, nodes: &[u16]) -> Membership {
         heartbeat_missed: HEARTBEAT_MISSED,
         api_heartbeat_missed: API_HEARTBEAT_MISSED,
         arbitration: ARBITRATION,
+        joining: false,
     })
 }
 
@@ -531,18 +540,23 @@ fn golden_trace_of_two_node_formation_at_the_president() {
     run_phase_one(&mut president, &mut ctx, 1);
     assert_eq!(
         ctx.take_trace(),
-        vec![line(me, me, registration(NodeId(1)))],
+        vec![line(me, me, registration(NodeId(1), &[1, 2]))],
         "connected to every peer: registers at once"
     );
     assert_eq!(president.state(), StartState::Forming);
 
-    deliver(&mut president, &mut ctx, me, registration(NodeId(1)));
+    deliver(
+        &mut president,
+        &mut ctx,
+        me,
+        registration(NodeId(1), &[1, 2]),
+    );
     assert!(ctx.take_trace().is_empty(), "node 2 has not registered");
     deliver(
         &mut president,
         &mut ctx,
         membership_of(2),
-        registration(NodeId(2)),
+        registration(NodeId(2), &[1, 2]),
     );
     let formed = formed_by(NodeId(1));
     assert_eq!(
@@ -578,7 +592,7 @@ fn golden_trace_of_two_node_formation_at_the_other_node() {
     deliver(&mut node, &mut ctx, me, connected(1));
     assert_eq!(
         ctx.take_trace(),
-        vec![line(me, membership_of(1), registration(NodeId(2)))]
+        vec![line(me, membership_of(1), registration(NodeId(2), &[1, 2]))]
     );
     deliver(&mut node, &mut ctx, me, connected(1));
     assert!(ctx.take_trace().is_empty(), "registers once");
@@ -609,7 +623,7 @@ fn four_node_formation_waits_for_every_connection_and_every_registration() {
     deliver(&mut node, &mut ctx, me, connected(2));
     assert_eq!(
         ctx.take_trace(),
-        vec![line(me, membership_of(1), registration(NodeId(3)))]
+        vec![line(me, membership_of(1), registration(NodeId(3), &nodes))]
     );
     deliver(
         &mut node,
@@ -628,17 +642,32 @@ fn four_node_formation_waits_for_every_connection_and_every_registration() {
     }
     for id in [3, 4] {
         let from = membership_of(id);
-        deliver(&mut president, &mut ctx, from, registration(NodeId(id)));
+        deliver(
+            &mut president,
+            &mut ctx,
+            from,
+            registration(NodeId(id), &nodes),
+        );
     }
     run_phase_one(&mut president, &mut ctx, 1);
     assert_eq!(
         ctx.take_trace(),
-        vec![line(me, me, registration(NodeId(1)))]
+        vec![line(me, me, registration(NodeId(1), &nodes))]
     );
-    deliver(&mut president, &mut ctx, me, registration(NodeId(1)));
+    deliver(
+        &mut president,
+        &mut ctx,
+        me,
+        registration(NodeId(1), &nodes),
+    );
     assert!(ctx.take_trace().is_empty(), "node 2 has not registered");
     let from = membership_of(2);
-    deliver(&mut president, &mut ctx, from, registration(NodeId(2)));
+    deliver(
+        &mut president,
+        &mut ctx,
+        from,
+        registration(NodeId(2), &nodes),
+    );
     assert_eq!(
         ctx.take_trace(),
         nodes
@@ -651,30 +680,47 @@ fn four_node_formation_waits_for_every_connection_and_every_registration() {
 }
 
 #[test]
-#[should_panic(expected = "forms the cluster")]
-fn registration_at_a_node_that_does_not_form_the_cluster_stops_the_node() {
+fn registration_at_a_node_that_does_not_form_the_cluster_is_ignored() {
     let mut node = member_of(2, &[1, 2]);
     let mut ctx = RecordingContext::new();
     deliver(
         &mut node,
         &mut ctx,
         membership_of(1),
-        registration(NodeId(1)),
+        registration(NodeId(1), &[1, 2]),
     );
+    assert!(ctx.take_trace().is_empty());
+    assert_eq!(node.state(), StartState::NotStarted);
 }
 
 #[test]
-fn a_second_registration_is_logged_and_refused_never_a_panic() {
+fn a_second_registration_is_ignored_never_a_panic() {
     let mut president = member_of(1, &[1, 2, 3]);
     let mut ctx = RecordingContext::new();
     let from = membership_of(2);
-    deliver(&mut president, &mut ctx, from, registration(NodeId(2)));
-    deliver(&mut president, &mut ctx, from, registration(NodeId(2)));
+    deliver(
+        &mut president,
+        &mut ctx,
+        from,
+        registration(NodeId(2), &[1, 2, 3]),
+    );
+    deliver(
+        &mut president,
+        &mut ctx,
+        from,
+        registration(NodeId(2), &[1, 2, 3]),
+    );
     assert!(ctx.take_trace().is_empty(), "node 3 has not registered");
-    let reports = ctx.take_reports();
+    // Node 3 registers: one conf each, node 2 counted once.
+    deliver(
+        &mut president,
+        &mut ctx,
+        membership_of(3),
+        registration(NodeId(3), &[1, 2, 3]),
+    );
     assert!(
-        matches!(&reports[..], [Report::Log(line)] if line.starts_with("node 2 asked to join")),
-        "{reports:?}"
+        ctx.take_trace().is_empty(),
+        "node 1 itself has not registered"
     );
 }
 
@@ -790,6 +836,7 @@ fn heartbeats_go_round_the_ring_and_a_silent_neighbour_is_suspected_once() {
     let proposal = || signal::signals::CmFailPrepareReq {
         membership_id: 2,
         live: NodeSet::of([NodeId(2), NodeId(3)]),
+        starting: NodeSet::EMPTY,
     };
     let trace = ctx.take_trace();
     let revoked = signal::signals::ReadLeaseRep { valid_until_ms: 0 };
@@ -861,6 +908,7 @@ fn the_forming_node_leaves_out_stale_nodes_and_names_the_lowest_up_to_date_presi
             node: NodeId(node),
             complete_gci: Gci(gci),
             members: set(members),
+            connected: NodeSet::EMPTY,
         };
         deliver(&mut forming, &mut ctx, membership_of(node), request);
     }
@@ -971,6 +1019,8 @@ fn an_up_to_date_node_installs_the_membership_without_the_stale_ones() {
                 membership_id: 1,
                 live: set(&[2, 3]),
                 failed: set(&[1]),
+                president: NodeId(2),
+                starting: NodeSet::EMPTY,
             },
         );
         assert!(trace.contains(&out), "{trace:?}");

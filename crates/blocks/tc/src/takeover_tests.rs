@@ -31,6 +31,8 @@ fn taking_over() -> (Tc, RecordingContext) {
             membership_id: 2,
             live: NodeSet::of([NodeId(2), NodeId(4)]),
             failed: NodeSet::of([NodeId(3)]),
+            president: NodeId(2),
+            starting: NodeSet::EMPTY,
         },
     );
     ctx.take_trace();
@@ -274,6 +276,8 @@ fn only_the_presidents_first_tc_takes_over() {
                 membership_id: 2,
                 live: NodeSet::of([NodeId(2), NodeId(4)]),
                 failed: NodeSet::of([NodeId(3)]),
+                president: NodeId(2),
+                starting: NodeSet::EMPTY,
             },
         );
         ctx.take_trace();

@@ -421,6 +421,7 @@ fn data_node_signals_round_trip() {
             node: NodeId(4),
             complete_gci: Gci::from_parts(7, 3),
             members: NodeSet::of([NodeId(2), NodeId(4)]),
+            connected: NodeSet::of([NodeId(1), NodeId(4)]),
         }
         .into(),
         CmRegConf {
@@ -544,6 +545,7 @@ fn invalid_data_node_fields_are_refused() {
                 node: NodeId(2),
                 complete_gci: Gci(0),
                 members: NodeSet::EMPTY,
+                connected: NodeSet::EMPTY,
             }
             .into(),
             |b| b.fill(0),

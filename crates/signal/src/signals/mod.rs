@@ -1004,7 +1004,9 @@ signal_table! {
     /// membership -> the membership of the lowest configured data node,
     /// which forms the cluster. This node is connected to every data node
     /// and asks to join; it says what its system file records, so that
-    /// the start leaves out the nodes whose data is stale.
+    /// the start leaves out the nodes whose data is stale. A node
+    /// restarting while the cluster runs sends it to every member it is
+    /// connected to; the president admits it (design 0018).
     #[derive(Debug, PartialEq)]
     240 CmRegReq: Membership -> Membership, node {
         /// The joining node.
@@ -1014,6 +1016,9 @@ signal_table! {
         /// The data nodes the file records alive at that GCI (empty: not
         /// recorded).
         members: NodeSet,
+        /// The data nodes the sender is connected to (itself included):
+        /// a node restart is admitted only when connected to every member.
+        connected: NodeSet,
     }
 
     /// forming membership -> every membership. Every configured data node
@@ -1128,6 +1133,10 @@ signal_table! {
         membership_id: u32,
         /// The proposed members.
         live: NodeSet,
+        /// Those of `live` still in their node restart: they hold no
+        /// data that counts (docs/design/0018-node-restart.md). A
+        /// proposal that admits a restarting node adds it to both.
+        starting: NodeSet,
     }
 
     /// membership -> the president's membership. Prepared `membership_id`;
@@ -1154,13 +1163,17 @@ signal_table! {
 
     /// president's membership -> every member of `live`. Step two: every
     /// member prepared it and the survival rule let this side continue;
-    /// install membership `membership_id`.
+    /// install membership `membership_id`. The sender is its president.
+    /// A node being admitted by a node restart gets it too: it is the
+    /// answer to its CM_REGREQ.
     #[derive(Debug, PartialEq)]
     253 CmFailCommitOrd: Membership -> Membership, node {
         /// The new membership's id.
         membership_id: u32,
         /// Its members.
         live: NodeSet,
+        /// Those of `live` still in their node restart.
+        starting: NodeSet,
     }
 
     /// president's membership -> every member of `live`. Every member
@@ -1191,6 +1204,11 @@ signal_table! {
         live: NodeSet,
         /// The members of the previous membership left out of this one.
         failed: NodeSet,
+        /// Its president: the node whose dih and dict are the masters.
+        president: NodeId,
+        /// Members still in their node restart (not readable, not yet
+        /// restorable from their own files).
+        starting: NodeSet,
     }
 
     /// block -> its node's membership. The block handled NODE_FAILREP
@@ -1296,6 +1314,15 @@ signal_table! {
     264 CmStaleRep: Membership -> Membership, node {
         /// The restored GCI its data ends before, echoed.
         restored_gci: Gci,
+    }
+
+    /// president's membership -> a node asking to join the running
+    /// cluster (node restart, CM_REGREQ): not now. The node asks again a
+    /// moment later (docs/design/0018-node-restart.md).
+    #[derive(Debug, PartialEq)]
+    265 CmRegRef: Membership -> Membership, node {
+        /// Why (`signal::signals::join_refusal`).
+        reason: u8,
     }
 
     // ---- System restart: 280..=299 (room for node restart and copy of partitions)

@@ -132,6 +132,30 @@ pub mod resolve_step {
     pub const ABORT: u8 = 2;
 }
 
+/// Why the president refused a node restart's CM_REGREQ for now
+/// ([`CmRegRef`]): the node asks again a moment later.
+pub mod join_refusal {
+    /// Another node is in its node restart (one at a time).
+    pub const ANOTHER_NODE_STARTING: u8 = 1;
+    /// A membership change is being agreed or handled.
+    pub const MEMBERSHIP_CHANGING: u8 = 2;
+    /// The joining node is not connected to every member yet.
+    pub const NOT_CONNECTED: u8 = 3;
+    /// The president itself has not finished starting.
+    pub const PRESIDENT_NOT_STARTED: u8 = 4;
+
+    /// The reason in words, for the joining node's log.
+    pub fn describe(reason: u8) -> &'static str {
+        match reason {
+            ANOTHER_NODE_STARTING => "another node is in its node restart",
+            MEMBERSHIP_CHANGING => "a membership change is being agreed",
+            NOT_CONNECTED => "this node is not connected to every member yet",
+            PRESIDENT_NOT_STARTED => "the president has not finished starting",
+            _ => "an unknown reason",
+        }
+    }
+}
+
 /// States of an operation in a [`TakeoverOpRep`].
 pub mod takeover_state {
     /// Queued on a row lock.

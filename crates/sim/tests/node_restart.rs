@@ -1,0 +1,152 @@
+//! A node restart's admission under the simulator
+//! (docs/design/0018-node-restart.md): a killed node started again asks
+//! the running cluster to admit it, and every member installs the same
+//! membership with it as a starting member; the president stays the
+//! president (a restarted lower id does not take the master roles); a
+//! starting member holds no data that counts for the survival rule, so
+//! its death changes nothing and it cannot keep a side alive on its own.
+
+use signal::{NodeId, NodeSet};
+use sim::{ClusterShape, NoClient, NodeLimits, Simulation};
+
+/// Default heartbeat settings (config): 250 ms, 4 missed.
+const DETECTION_US: u64 = 4 * 250_000;
+
+fn started(seed: u64, data_nodes: u16, replicas: u16) -> Simulation {
+    let shape = ClusterShape::new(data_nodes, replicas);
+    let mut simulation = Simulation::with_cluster(seed, shape, NodeLimits::default(), false);
+    simulation.start_nodes();
+    simulation
+}
+
+fn run_for(simulation: &mut Simulation, duration_us: u64) {
+    let until = simulation.world().now_us() + duration_us;
+    simulation.run_until_us(&mut NoClient, until);
+}
+
+fn set(ids: &[u16]) -> NodeSet {
+    NodeSet::of(ids.iter().map(|&id| NodeId(id)))
+}
+
+/// Every running node's membership block agrees on (id, live, starting,
+/// president); returns them.
+fn agreed(simulation: &Simulation, seed: u64) -> (u32, NodeSet, NodeSet, NodeId) {
+    let world = simulation.world();
+    let views: Vec<(NodeId, (u32, NodeSet, NodeSet, NodeId))> = simulation
+        .memberships()
+        .map(|membership| {
+            let node = kernel::Block::address(membership).node;
+            let (id, live) = membership.membership();
+            (
+                node,
+                (id, live, membership.starting(), membership.president()),
+            )
+        })
+        .filter(|(node, _)| !world.is_stopped(*node))
+        .collect();
+    let first = views[0].1;
+    for (node, view) in &views {
+        assert_eq!(*view, first, "seed {seed}: node {node} differs: {views:?}");
+    }
+    first
+}
+
+fn stop_reason(simulation: &Simulation, node: NodeId) -> String {
+    simulation
+        .world()
+        .stopped()
+        .get(&node)
+        .cloned()
+        .unwrap_or_else(|| panic!("node {node} did not stop"))
+}
+
+#[test]
+fn a_restarted_node_is_admitted_as_a_starting_member_and_the_president_stays() {
+    for seed in 1..=4 {
+        let mut simulation = started(seed, 2, 2);
+        // The simulator's data nodes are 2, 3 and 4.
+        // Node 2, the president, dies; node 3 goes on (the arbitrator
+        // grants it) and becomes president.
+        run_for(&mut simulation, seed * 41_000);
+        simulation.kill_node(NodeId(2));
+        run_for(&mut simulation, 3 * DETECTION_US);
+        let (id, live, starting, president) = agreed(&simulation, seed);
+        assert_eq!(
+            (live, starting, president),
+            (set(&[3]), set(&[]), NodeId(3))
+        );
+
+        simulation.restart_node(NodeId(2));
+        run_for(&mut simulation, 3 * DETECTION_US);
+        let (joined, live, starting, president) = agreed(&simulation, seed);
+        assert!(joined > id, "seed {seed}: a new membership id");
+        assert_eq!(
+            (live, starting, president),
+            (set(&[2, 3]), set(&[2]), NodeId(3)),
+            "seed {seed}: node 2 rejoins as a starting member; node 3 stays president"
+        );
+        assert!(simulation.world().split_brain().is_none());
+        // The dih master did not move.
+        for dih in simulation.dihs() {
+            assert!(
+                dih.is_master() == (kernel::Block::address(dih).node == NodeId(3)),
+                "seed {seed}: only node 3's dih is the master"
+            );
+        }
+
+        // A starting node holds no data that counts: when node 3 dies,
+        // node 2 alone lacks the node group and shuts down.
+        simulation.kill_node(NodeId(3));
+        run_for(&mut simulation, 3 * DETECTION_US);
+        let reason = stop_reason(&simulation, NodeId(2));
+        assert!(
+            reason.contains("has no node of node group"),
+            "seed {seed}: {reason}"
+        );
+    }
+}
+
+#[test]
+fn a_starting_member_that_dies_changes_nothing_and_may_rejoin_again() {
+    for seed in 1..=4 {
+        let mut simulation = started(seed, 3, 3);
+        simulation.kill_node(NodeId(4));
+        run_for(&mut simulation, 3 * DETECTION_US);
+        simulation.restart_node(NodeId(4));
+        run_for(&mut simulation, 3 * DETECTION_US);
+        let (_, live, starting, president) = agreed(&simulation, seed);
+        assert_eq!(
+            (live, starting, president),
+            (set(&[2, 3, 4]), set(&[4]), NodeId(2))
+        );
+
+        // It dies again while starting: the others carry on, holding the
+        // node group whole.
+        simulation.kill_node(NodeId(4));
+        run_for(&mut simulation, 3 * DETECTION_US);
+        let (_, live, starting, _) = agreed(&simulation, seed);
+        assert_eq!((live, starting), (set(&[2, 3]), set(&[])), "seed {seed}");
+
+        // And is admitted again.
+        simulation.restart_node(NodeId(4));
+        run_for(&mut simulation, 3 * DETECTION_US);
+        let (_, live, starting, _) = agreed(&simulation, seed);
+        assert_eq!(
+            (live, starting),
+            (set(&[2, 3, 4]), set(&[4])),
+            "seed {seed}"
+        );
+
+        // The president dies: of the two nodes that hold data one is
+        // left, exactly half, so node 3 asks the arbitrator, which grants
+        // it; node 3 is the president now (the lowest id not starting).
+        simulation.kill_node(NodeId(2));
+        run_for(&mut simulation, 3 * DETECTION_US);
+        let (_, live, starting, president) = agreed(&simulation, seed);
+        assert_eq!(
+            (live, starting, president),
+            (set(&[3, 4]), set(&[4]), NodeId(3)),
+            "seed {seed}"
+        );
+    }
+}
