@@ -48,6 +48,23 @@ impl Answers {
         self.outstanding == 0
     }
 
+    /// Adds `members` not in the set yet (the blocks of a node that
+    /// rejoined), between rounds: a round running waits for the members
+    /// it asked, not for these.
+    pub fn add_members(&mut self, members: &[BlockRef]) {
+        assert_eq!(
+            self.outstanding, 0,
+            "members added while a round waits for {} answers",
+            self.outstanding
+        );
+        for &member in members {
+            if !self.members.contains(&member) {
+                self.members.push(member);
+                self.answered.push(true);
+            }
+        }
+    }
+
     /// Removes every member on a node of `nodes` (they failed): the
     /// current round no longer waits for them, nor will later ones.
     /// Returns true when the round was waiting only for them, so it is

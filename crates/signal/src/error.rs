@@ -104,6 +104,8 @@ error_codes! {
     UnknownColumn = 4015, Permanent, "unknown column";
     /// The cluster holds as many tables as it can (16 383).
     TooManyTables = 707, Permanent, "too many tables: the cluster holds at most 16383";
+    /// Schema changes wait while a data node is in its node restart.
+    NodeRestartInProgress = 711, Temporary, "a data node is restarting (node restart): schema changes wait until it has started; retry";
     /// A table with this name already exists.
     TableExists = 721, Permanent, "table already exists";
     /// The table definition is invalid (see the data node log for which rule).

@@ -96,6 +96,13 @@ impl Harness {
         self
     }
 
+    /// Starts the stopped data node `node` again at `at_us` of simulated
+    /// time: a node restart over its disk.
+    pub fn restart_at(mut self, node: NodeId, at_us: u64) -> Harness {
+        self.schedule.add(at_us, Fault::Restart(node));
+        self
+    }
+
     /// Pauses data node `node` at `at_us` of simulated time for
     /// `duration_us` (as SIGSTOP and SIGCONT would).
     pub fn pause_at(mut self, node: NodeId, at_us: u64, duration_us: u64) -> Harness {
@@ -263,6 +270,10 @@ pub(crate) fn drive<R: Send + 'static>(
                 }
                 let io = &mut simulation.client_io();
                 api_nodes.lose_connections_to(data_node, "connection reset", io);
+            }
+            if let Fault::Restart(data_node) = fault {
+                // Runs again: its next stop is news.
+                stopped.remove(&data_node);
             }
         }
         let newly: Vec<NodeId> = simulation

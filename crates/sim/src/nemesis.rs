@@ -60,6 +60,9 @@ pub enum Fault {
     CutClients(NodeId),
     /// The node crashes (or stalls) when it next reaches the fault point.
     Arm(NodeId, FaultPoint, FaultAction),
+    /// The node, stopped, starts again over its disk while the others run
+    /// (the angel, or an operator): a node restart. Nothing if it runs.
+    Restart(NodeId),
 }
 
 impl fmt::Display for Fault {
@@ -83,6 +86,7 @@ impl fmt::Display for Fault {
             Fault::Arm(node, point, action) => {
                 write!(f, "arm {} on node {node} ({action})", point.name())
             }
+            Fault::Restart(node) => write!(f, "restart node {node}"),
         }
     }
 }
@@ -116,6 +120,11 @@ impl Simulation {
             // The API nodes' side is the driver's (`harness::drive`).
             Fault::CutClients(_) => {}
             Fault::Arm(node, point, action) => self.world_mut().arm_fault_with(node, point, action),
+            Fault::Restart(node) => {
+                if self.world().is_stopped(node) {
+                    self.restart_node(node);
+                }
+            }
         }
     }
 }

@@ -86,6 +86,19 @@ fn a_restarted_node_is_admitted_as_a_starting_member_and_the_president_stays() {
             "seed {seed}: node 2 rejoins as a starting member; node 3 stays president"
         );
         assert!(simulation.world().split_brain().is_none());
+        // It ran its phases: restored its own data, took the master's
+        // schema, joined the GCI protocol.
+        let restarted = simulation
+            .memberships()
+            .find(|membership| kernel::Block::address(*membership).node == NodeId(2))
+            .expect("node 2's membership");
+        assert_eq!(restarted.state(), membership::start::StartState::Admitted);
+        let latest = simulation.world().latest_gci_of(NodeId(3));
+        assert!(
+            simulation.world().latest_gci_of(NodeId(2)) > signal::Gci(0)
+                && simulation.world().latest_gci_of(NodeId(2)) <= latest,
+            "seed {seed}: node 2 follows the GCIs"
+        );
         // The dih master did not move.
         for dih in simulation.dihs() {
             assert!(
@@ -148,5 +161,71 @@ fn a_starting_member_that_dies_changes_nothing_and_may_rejoin_again() {
             (set(&[3, 4]), set(&[4]), NodeId(3)),
             "seed {seed}"
         );
+    }
+}
+
+/// Inserts `k` -> "value k" in its own transaction, retrying temporary
+/// errors and settling an unknown outcome by retrying (a duplicate key
+/// then means the first attempt committed).
+fn insert_settled(cluster: &client::Cluster, table: &std::sync::Arc<client::Table>, k: u64) {
+    use client::{ClientError, Commit, Value};
+    let mut retried = false;
+    for _ in 0..50 {
+        let mut transaction = cluster.transaction();
+        let v = Value::from(format!("value {k}").as_str());
+        let result = transaction
+            .insert(table, &[("k", Value::UInt(k)), ("v", v)])
+            .and_then(|_| transaction.execute(Commit::Yes));
+        match result {
+            Ok(_) => return,
+            Err(error) if error.code() == Some(client::ErrorCode::DuplicateKey) && retried => {
+                return
+            }
+            Err(error)
+                if error.is_temporary() || matches!(error, ClientError::OutcomeUnknown { .. }) =>
+            {
+                retried = true;
+            }
+            Err(error) => panic!("insert {k}: {error:?}"),
+        }
+    }
+    panic!("insert {k} never committed");
+}
+
+#[test]
+fn a_restarting_node_takes_the_schema_and_schema_changes_wait_for_it() {
+    use sim::harness::{create_kv_table, kv_table_definition, Harness};
+    use std::time::Duration;
+    for seed in 1..=3 {
+        let victim = NodeId(3);
+        let (refusal, _, agreement) = Harness::new(seed)
+            .nodes(2, 2)
+            .kill_at(victim, 1_000_000)
+            .restart_at(victim, 4_000_000)
+            .run_then(
+                move |cluster, context| {
+                    let table = create_kv_table(cluster, "kept");
+                    for k in 0..20 {
+                        insert_settled(cluster, &table, k);
+                    }
+                    // Past the kill, the failure's agreement, the restart
+                    // and the restarting node's phases.
+                    context.sleep(Duration::from_millis(8_000));
+                    for k in 20..40 {
+                        insert_settled(cluster, &table, k);
+                    }
+                    cluster
+                        .create_table(&kv_table_definition("later"))
+                        .map_err(|error| error.code())
+                },
+                |simulation| simulation.schema_agreement(&[NodeId(2), NodeId(3)]),
+            );
+        assert_eq!(
+            refusal,
+            Err(Some(client::ErrorCode::NodeRestartInProgress)),
+            "seed {seed}: a create waits while a node restarts"
+        );
+        let tables = agreement.unwrap_or_else(|error| panic!("seed {seed}: {error}"));
+        assert_eq!(tables.len(), 1, "seed {seed}: {tables:?}");
     }
 }

@@ -35,6 +35,7 @@
 mod create;
 mod drop;
 mod follower;
+mod node_restart;
 mod persistence;
 mod requests;
 mod restore;
@@ -66,7 +67,7 @@ use requests::{Operation, QueuedRequest};
 use restore::Restore;
 use schema_sync::{Incoming, Outgoing, SYNC_RETRY_JOB};
 use signal::signals::{ContinueB, StartPhaseConf};
-use signal::{codec, phases, BlockKind, BlockRef, Envelope, NodeId, Signal};
+use signal::{codec, phases, BlockKind, BlockRef, Envelope, NodeId, NodeSet, Signal};
 use std::collections::{HashSet, VecDeque};
 use tables::Tables;
 
@@ -151,6 +152,12 @@ pub struct Dict {
     incoming: Incoming,
     /// The master's take-over of a failed master's role, while it runs.
     takeover: Option<takeover::Takeover>,
+    /// tc and ldm instances on each data node.
+    tc_instances: u16,
+    ldm_instances: u16,
+    /// At the master: starting members that took its schema
+    /// (`node_restart.rs`).
+    schema_sent_to: NodeSet,
 }
 
 impl Dict {
@@ -228,6 +235,9 @@ impl Dict {
             outgoing: None,
             incoming: Incoming::default(),
             takeover: None,
+            tc_instances: config.tc_instances,
+            ldm_instances: config.ldm_instances,
+            schema_sent_to: NodeSet::EMPTY,
         }
     }
 

@@ -210,7 +210,7 @@ impl Dict {
     /// The schema as the file stores it: the version, every id's last
     /// version and every table past its creation, in the encodings of the
     /// wire.
-    fn schema_to_store(&self) -> Schema {
+    pub(crate) fn schema_to_store(&self) -> Schema {
         let tables = self
             .tables
             .stored()

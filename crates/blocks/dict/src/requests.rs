@@ -264,6 +264,9 @@ impl Dict {
     ) {
         let failed = self.node_failures.install(self.address, from, &report, ctx);
         if failed.is_empty() {
+            // A node restart's admission: the master sends it the schema
+            // once no change runs, and takes none meanwhile.
+            self.start_next(ctx);
             return;
         }
         if self
@@ -329,10 +332,18 @@ impl Dict {
     /// Starts queued requests until one keeps running (a request refused at
     /// its start, say for a taken name, finishes at once).
     pub(crate) fn start_next(&mut self, ctx: &mut dyn Context) {
+        self.send_schema_to_restarting(ctx);
         while self.running.is_none() && !self.is_taking_over() {
             let Some(queued) = self.queue.pop_front() else {
                 return;
             };
+            if self.node_restart_in_progress() {
+                // Until every starting member has started
+                // (docs/design/0018-node-restart.md).
+                let error = ErrorCode::NodeRestartInProgress;
+                self.refuse(queued.requester, queued.request_id, error, ctx);
+                continue;
+            }
             match queued.kind {
                 RequestKind::Create(table) => {
                     self.start_create(queued.requester, queued.request_id, table, ctx)

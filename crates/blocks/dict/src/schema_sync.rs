@@ -55,6 +55,17 @@ pub(crate) struct Outgoing {
     retry_scheduled: bool,
 }
 
+impl Outgoing {
+    /// Whether a transfer is under way (or a retry of one is scheduled).
+    pub(crate) fn is_busy(&self) -> bool {
+        self.retry_scheduled
+            || self
+                .dicts
+                .iter()
+                .any(|(_, progress)| *progress != Progress::Done)
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Progress {
     /// The chunk from `offset` waits for a free section.
@@ -101,17 +112,33 @@ impl Dict {
     /// every other dict.
     pub(crate) fn send_schema_to_dicts(&mut self, ctx: &mut dyn Context) {
         let bytes = self.stored_file.take().unwrap_or_default();
+        let dicts = self.dicts.members().to_vec();
+        self.start_schema_transfer(bytes, dicts, ctx);
+    }
+
+    /// The master: `bytes` (a schema file's) go to each of `dicts`, chunk
+    /// by chunk (a restart's agreement, or a restarting node's schema:
+    /// `node_restart.rs`).
+    pub(crate) fn start_schema_transfer(
+        &mut self,
+        bytes: Vec<u8>,
+        dicts: Vec<BlockRef>,
+        ctx: &mut dyn Context,
+    ) {
         assert!(
             u32::try_from(bytes.len()).is_ok(),
             "dict {}: a schema of {} bytes does not fit a SchemaSyncReq",
             self.address,
             bytes.len()
         );
-        let dicts = self
-            .dicts
-            .members()
-            .iter()
-            .map(|&dict| (dict, Progress::ToSend { offset: 0 }))
+        assert!(
+            !self.outgoing.as_ref().is_some_and(Outgoing::is_busy),
+            "dict {}: a schema transfer started while another runs",
+            self.address
+        );
+        let dicts = dicts
+            .into_iter()
+            .map(|dict| (dict, Progress::ToSend { offset: 0 }))
             .collect();
         self.outgoing = Some(Outgoing {
             bytes,
@@ -229,6 +256,9 @@ impl Dict {
     /// The master ends phase RESTORE_SCHEMA once its tcs and ldms have the
     /// tables and every other dict took its schema.
     pub(crate) fn end_restore_if_agreed(&mut self, ctx: &mut dyn Context) {
+        if self.restoring.is_none() && self.phase >= crate::SCHEMA_PHASE {
+            return self.end_transfer_to_restarting(ctx);
+        }
         let local_done = self
             .restoring
             .as_ref()
@@ -248,6 +278,33 @@ impl Dict {
             }
             self.end_restore(ctx);
         }
+    }
+
+    /// The master, after a restarting node's transfer moved: once its dict
+    /// took the whole schema, the node takes part in schema changes.
+    fn end_transfer_to_restarting(&mut self, ctx: &mut dyn Context) {
+        let Some(outgoing) = self.outgoing.as_mut() else {
+            return;
+        };
+        let done: Vec<BlockRef> = outgoing
+            .dicts
+            .iter()
+            .filter(|(_, progress)| *progress == Progress::Done)
+            .map(|&(dict, _)| dict)
+            .collect();
+        if done.len() < outgoing.dicts.len() {
+            return;
+        }
+        outgoing.dicts.clear();
+        outgoing.bytes = Vec::new();
+        if !outgoing.retry_scheduled {
+            self.outgoing = None;
+        }
+        for dict in done {
+            self.restarting_node_has_schema(dict.node, ctx);
+        }
+        // None left (the node failed): the next starting node, if any.
+        self.send_schema_to_restarting(ctx);
     }
 
     /// Another dict: a chunk of the master's schema. Kept until phase
@@ -281,11 +338,23 @@ impl Dict {
                 ),
             );
         }
-        if matches!(self.incoming, Incoming::Nothing) && offset == 0 {
-            self.incoming = Incoming::Arriving {
-                total,
-                bytes: Vec::new(),
-            };
+        if offset == 0 {
+            match self.incoming {
+                // A node restart's new master sends its schema again: the
+                // one taken is the same (no change runs while a node
+                // starts).
+                Incoming::Taken { .. } => {
+                    return kernel::send(ctx, me, from, SchemaSyncConf { received: total })
+                }
+                // The master failed during its transfer; the next one
+                // starts over.
+                _ => {
+                    self.incoming = Incoming::Arriving {
+                        total,
+                        bytes: Vec::new(),
+                    };
+                }
+            }
         }
         let bytes = match &mut self.incoming {
             Incoming::Arriving {

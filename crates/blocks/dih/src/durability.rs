@@ -29,7 +29,7 @@ use kernel::{send, Context, Report};
 use signal::signals::{
     CopyGciConf, CopyGciReq, GcpDurableRep, GcpFlushReq, GcpSaveReq, StartPhaseConf,
 };
-use signal::{BlockRef, Gci, NodeSet};
+use signal::{BlockKind, BlockRef, Gci, NodeId, NodeSet};
 use storage::system_file::SystemFile;
 
 /// Where the master's round stands.
@@ -69,6 +69,9 @@ pub(crate) struct Durability {
     /// not reported complete (0: none): no round gets past flushing
     /// until it does (docs/design/failures.md §7).
     pub(crate) takeover_pending: u32,
+    /// Restarting nodes included in the GCI protocol whose tcs and ldms
+    /// join the next round (`node_restart.rs`).
+    pub(crate) joining: Vec<NodeId>,
 }
 
 impl Durability {
@@ -83,6 +86,7 @@ impl Durability {
             dihs: kernel::answers::Answers::new(dihs),
             start_requester: None,
             takeover_pending: 0,
+            joining: Vec::new(),
         }
     }
 }
@@ -102,6 +106,13 @@ impl Dih {
     }
 
     fn start_flush(&mut self, gci: Gci, ctx: &mut dyn Context) {
+        for node in std::mem::take(&mut self.durability.joining) {
+            let nodes = [node].into_iter();
+            let tcs = crate::blocks_on(nodes.clone(), BlockKind::Tc, self.tc_instances);
+            let ldms = crate::blocks_on(nodes, BlockKind::Ldm, self.ldm_instances);
+            self.durability.tcs.add_members(&tcs);
+            self.durability.ldms.add_members(&ldms);
+        }
         self.durability.round = Round::Flushing { gci };
         self.durability.tcs.start_round();
         for &tc in self.durability.tcs.members() {
@@ -204,12 +215,19 @@ impl Dih {
         // The members recorded with a complete GCI are the nodes alive
         // now: the master copies it to every live node's file, and a node
         // that failed before gets none of it (docs/design/failures.md §9).
-        let members = self
-            .other_dihs
-            .iter()
-            .fold(NodeSet::of([self.address.node]), |members, dih| {
-                members.union(NodeSet::of([dih.node]))
-            });
+        // A node in its node restart is not one: its data is not whole
+        // yet (docs/design/0018-node-restart.md).
+        let members = if self.node_failures.membership_id() == 0 {
+            self.other_dihs
+                .iter()
+                .fold(NodeSet::of([self.address.node]), |members, dih| {
+                    members.union(NodeSet::of([dih.node]))
+                })
+        } else {
+            self.node_failures
+                .live()
+                .difference(self.node_failures.starting())
+        };
         let record = SystemFile {
             latest_complete_gci: previous.latest_complete_gci.max(request.complete_gci.0),
             highest_started_gci: previous.highest_started_gci.max(request.started_gci.0),

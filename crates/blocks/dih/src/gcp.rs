@@ -68,6 +68,9 @@ pub(crate) enum SwitchState {
     /// that every tc has the initial GCI; `start_requester` then gets the
     /// phase's conf.
     AwaitingMaster { start_requester: BlockRef },
+    /// Phase GLOBAL_CHECKPOINT of a node restart: waiting for the master
+    /// to include this node's tcs and ldms (`node_restart.rs`).
+    AwaitingInclusion { start_requester: BlockRef },
     /// Between switches; at the master the timer is armed. A non-master
     /// dih stays here once started.
     Idle,
@@ -200,6 +203,7 @@ impl Dih {
             new_gci > latest,
             "GCIs strictly increase: {new_gci} after {latest}"
         );
+        self.include_in_switch();
         self.gcp.state = SwitchState::Preparing { new_gci };
         self.send_to_tcs(ctx, |new_gci| GcpPrepare { new_gci }, new_gci);
         ctx.fault_point(kernel::faults::FaultPoint::GcpAfterPrepare);
@@ -270,6 +274,7 @@ impl Dih {
                 self.gcp.switches += 1;
                 self.switched(gci, ctx);
                 self.tell_other_dihs(gci, ctx);
+                self.included_at(gci, ctx);
                 self.arm_gcp_timer(ctx);
                 if gci.high() > previous.high() {
                     // Every tc is past `previous`'s global checkpoint.
@@ -311,7 +316,8 @@ impl Dih {
         match self.gcp.state {
             // Heard before this node's phase GLOBAL_CHECKPOINT (the master's start may run
             // ahead): phase GLOBAL_CHECKPOINT will find the GCI and confirm at once.
-            SwitchState::NotStarted | SwitchState::Idle => {}
+            SwitchState::NotStarted | SwitchState::Idle | SwitchState::AwaitingInclusion { .. } => {
+            }
             SwitchState::AwaitingMaster { start_requester } => {
                 self.gcp.state = SwitchState::Idle;
                 let conf = StartPhaseConf {

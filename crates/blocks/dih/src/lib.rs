@@ -29,6 +29,7 @@ mod distribution;
 mod durability;
 mod gcp;
 mod master_takeover;
+mod node_restart;
 mod restart;
 mod system_file;
 
@@ -118,6 +119,9 @@ pub struct Dih {
     /// announced the president (the cluster formed, and another node
     /// went on to its next phase first): handled once it has.
     early: Vec<Envelope>,
+    /// At the master: a restarting node being taken into the GCI
+    /// protocol (`node_restart.rs`).
+    inclusion: Option<node_restart::Inclusion>,
 }
 
 impl Dih {
@@ -181,6 +185,7 @@ impl Dih {
             restart_write_pending: false,
             node_failures: NodeFailures::default(),
             early: Vec::new(),
+            inclusion: None,
         }
     }
 
@@ -267,8 +272,10 @@ impl Dih {
     fn start_phase(&mut self, from: BlockRef, phase: u8, ctx: &mut dyn Context) {
         match phase {
             phases::INITIALISE => self.initialise(from, ctx),
+            phases::RESTART_GCI if self.is_node_restart() => self.own_restart_gci(from, ctx),
             phases::RESTART_GCI => self.report_restart_gci(from, ctx),
             phases::RESTORE_DATA => self.restore_data(from, ctx),
+            GCP_START_PHASE if self.is_node_restart() => self.ask_inclusion(from, ctx),
             // The conf waits until every tc of the cluster holds its first
             // GCI: after the last phase the node serves, and tcs cannot
             // commit without one.
@@ -321,8 +328,13 @@ impl Dih {
             // their node restart includes them.
             let members = report.live.difference(report.starting);
             self.master_failed(members, report.president, ctx);
+            if matches!(self.gcp.state, gcp::SwitchState::AwaitingInclusion { .. }) {
+                // A restarting node asks the new master.
+                self.send_inclusion_request(ctx);
+            }
         }
         if self.is_master() {
+            self.inclusion_without(failed);
             self.switch_without(failed, ctx);
             self.durability_without(failed, ctx);
             // A take-over waiting only for the failed nodes' answers.
@@ -395,6 +407,8 @@ impl kernel::Block for Dih {
                 self.restore_conf(from, conf.highest_gci, conf.replayed, ctx)
             }
             Signal::RestoredRep(report) => self.restored_rep(from, report.highest_gci, ctx),
+            Signal::IncludeNodeReq(request) => self.include_node_req(from, request.node, ctx),
+            Signal::IncludeNodeConf(conf) => self.include_node_conf(from, conf.gci, ctx),
             Signal::FsConf(conf) => self.fs_answer(conf, ctx),
             Signal::DiAddTabReq(request) => self.add_table(from, &request.table, ctx),
             Signal::NodeFailRep(report) => self.node_failed(from, report, ctx),

@@ -32,7 +32,7 @@
 //! round and the joining node, refused by no one and admitted by no one,
 //! asks the new president at its next retry.
 
-use crate::start::StartState;
+use crate::start::{StartState, PHASES};
 use crate::Membership;
 use kernel::{Context, Report};
 use signal::signals::{join_refusal, CmRegRef, CmRegReq, PresidentRep};
@@ -203,12 +203,13 @@ impl Membership {
         self.heartbeats.set_ring(live, now);
         self.heartbeats.start(ctx);
         self.publish_lease(ctx);
-        self.state = StartState::Admitted;
-        ctx.report(Report::Log(
-            "copying the data from the live replicas (the node restart's next phases) is not \
-             built yet: this node stays a starting member and serves nothing"
-                .to_string(),
-        ));
+        // The phases after formation, in their node-restart form (each
+        // block sees itself starting in the membership it was told).
+        let initialise = PHASES
+            .iter()
+            .position(|&phase| phase == crate::start::INITIALISE)
+            .expect("INITIALISE is a phase");
+        self.run_phase(initialise + 1, ctx);
     }
 }
 

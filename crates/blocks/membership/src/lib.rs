@@ -232,6 +232,14 @@ impl Membership {
             self.register_when_connected(ctx);
         } else if index + 1 < PHASES.len() {
             self.run_phase(index + 1, ctx);
+        } else if self.failures.starting.contains(self.address.node) {
+            self.state = StartState::Admitted;
+            ctx.report(Report::Log(
+                "node restart: restored this node's own data and joined the GCI protocol; \
+                 copying what changed from the live replicas is not built yet, so this node \
+                 stays a starting member and serves nothing"
+                    .to_string(),
+            ));
         } else {
             self.state = StartState::Started;
             ctx.report(Report::NodeStarted);

@@ -31,9 +31,10 @@ pub enum StartState {
     Forming,
     /// Every phase ran; the node serves.
     Started,
-    /// A restarting node admitted into the running cluster as a starting
-    /// member (docs/design/0018-node-restart.md); the node restart's
-    /// later phases run from here.
+    /// A restarting node, admitted into the running cluster as a starting
+    /// member, ran its phases (docs/design/0018-node-restart.md): it
+    /// restored its own data and takes part in the GCI protocol; the copy
+    /// from the live replicas (not built yet) comes next.
     Admitted,
     /// The node was declared failed, or its side of a split may not
     /// continue (`failure`): it serves nothing more in this incarnation.

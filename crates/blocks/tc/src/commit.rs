@@ -175,9 +175,11 @@ impl Tc {
             request.gci > self.current_gci,
             "GCP_COMMIT must move the GCI forward"
         );
-        if self.current_gci == Gci(0) {
+        let node_restart = (self.node_failures.starting()).contains(self.config.address.node);
+        if self.current_gci == Gci(0) && !node_restart {
             // The first GCI of this run: what lies between the restored
             // GCI (complete, reported just before) and it was rolled back.
+            // (A node restart joins GCIs that run on: nothing was.)
             self.durability.rolled_back = self.durability.complete_gci..request.gci;
         }
         self.current_gci = request.gci;

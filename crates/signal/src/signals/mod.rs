@@ -1377,6 +1377,26 @@ signal_table! {
         replayed: u64,
     }
 
+    /// restarting node's dih -> master dih, node restart (start phase
+    /// GLOBAL_CHECKPOINT): take this node's tcs into the GCI switch and
+    /// its ldms into the rounds that make GCIs durable
+    /// (docs/design/0018-node-restart.md). Sent again to a new master.
+    /// Answered with [`IncludeNodeConf`] once its tcs hold a GCI.
+    #[derive(Debug, PartialEq)]
+    285 IncludeNodeReq: Dih -> Dih, node {
+        /// The restarting node.
+        node: NodeId,
+    }
+
+    /// master dih -> the restarting node's dih: its tcs took part in the
+    /// switch to `gci` and hold it; its ldms take part in the durability
+    /// rounds from the next one on.
+    #[derive(Debug, PartialEq)]
+    286 IncludeNodeConf: Dih -> Dih, node {
+        /// The GCI every tc holds now.
+        gci: Gci,
+    }
+
     // ---- Node-local services: 300..=319
 
     /// A block to itself, delayed: periodic work (NDB's CONTINUEB).
