@@ -13,9 +13,12 @@
 //! | 4     | [`RESTORE_DATA`]     | dih has each local ldm restore up to the restored GCI (or format its redo log on an initial start); the master learns the highest GCI on any disk |
 //! | 5     | [`SCHEMA`]           | dict and dih take schema requests (create and drop table) |
 //! | 6     | [`GLOBAL_CHECKPOINT`] | the master dih starts the GCI protocol above every GCI on disk; every tc gets its first GCI |
+//! | 7     | [`COPY_DATA`]        | node restart only: each ldm copies what changed since its restored GCI from its partitions' primaries |
 //!
 //! Phases from 2 on run only once the cluster is formed: blocks talk to
-//! other nodes from then on.
+//! other nodes from then on. A node restart runs them too, once the
+//! running cluster admitted the node, each block in its node-restart form
+//! (the block finds its own node among the membership's starting ones).
 
 /// The phase the runtime sends membership to itself to begin a start.
 pub const BEGIN: u8 = 0;
@@ -31,6 +34,9 @@ pub const RESTORE_DATA: u8 = 4;
 pub const SCHEMA: u8 = 5;
 /// dih starts switching GCIs; tcs get their first GCI.
 pub const GLOBAL_CHECKPOINT: u8 = 6;
+/// Node restart only: each ldm copies its partitions from their primaries
+/// (docs/design/0018-node-restart.md); at a system restart it does nothing.
+pub const COPY_DATA: u8 = 7;
 
 /// The phases every block runs, in order.
 pub const PHASES: &[u8] = &[
@@ -40,6 +46,7 @@ pub const PHASES: &[u8] = &[
     RESTORE_DATA,
     SCHEMA,
     GLOBAL_CHECKPOINT,
+    COPY_DATA,
 ];
 
 // Phases are sent in increasing order and blocks compare against them.

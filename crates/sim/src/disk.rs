@@ -106,6 +106,11 @@ impl signal::fs::FileStore for Disk {
 }
 
 impl Disk {
+    /// Deletes every file (a node started with `--initial`).
+    pub fn wipe(&mut self) {
+        self.files.clear();
+    }
+
     /// An empty disk whose faults and latencies come from `seed`.
     pub fn new(seed: u64, pool: &'static SectionPool) -> Disk {
         Disk {

@@ -103,6 +103,13 @@ impl Harness {
         self
     }
 
+    /// As [`Harness::restart_at`], with its files deleted first
+    /// (`--initial`).
+    pub fn restart_initial_at(mut self, node: NodeId, at_us: u64) -> Harness {
+        self.schedule.add(at_us, Fault::RestartInitial(node));
+        self
+    }
+
     /// Pauses data node `node` at `at_us` of simulated time for
     /// `duration_us` (as SIGSTOP and SIGCONT would).
     pub fn pause_at(mut self, node: NodeId, at_us: u64, duration_us: u64) -> Harness {
@@ -271,7 +278,7 @@ pub(crate) fn drive<R: Send + 'static>(
                 let io = &mut simulation.client_io();
                 api_nodes.lose_connections_to(data_node, "connection reset", io);
             }
-            if let Fault::Restart(data_node) = fault {
+            if let Fault::Restart(data_node) | Fault::RestartInitial(data_node) = fault {
                 // Runs again: its next stop is news.
                 stopped.remove(&data_node);
             }

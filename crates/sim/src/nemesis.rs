@@ -63,6 +63,8 @@ pub enum Fault {
     /// The node, stopped, starts again over its disk while the others run
     /// (the angel, or an operator): a node restart. Nothing if it runs.
     Restart(NodeId),
+    /// As `Restart`, with its files deleted first (`--initial`).
+    RestartInitial(NodeId),
 }
 
 impl fmt::Display for Fault {
@@ -87,6 +89,7 @@ impl fmt::Display for Fault {
                 write!(f, "arm {} on node {node} ({action})", point.name())
             }
             Fault::Restart(node) => write!(f, "restart node {node}"),
+            Fault::RestartInitial(node) => write!(f, "restart node {node} --initial"),
         }
     }
 }
@@ -120,9 +123,9 @@ impl Simulation {
             // The API nodes' side is the driver's (`harness::drive`).
             Fault::CutClients(_) => {}
             Fault::Arm(node, point, action) => self.world_mut().arm_fault_with(node, point, action),
-            Fault::Restart(node) => {
+            Fault::Restart(node) | Fault::RestartInitial(node) => {
                 if self.world().is_stopped(node) {
-                    self.restart_node(node);
+                    self.restart_node_with(node, fault == Fault::RestartInitial(node));
                 }
             }
         }

@@ -429,7 +429,16 @@ impl Simulation {
     /// its start and asks the running cluster to admit it. Nothing of its
     /// old incarnation is left in flight.
     pub fn restart_node(&mut self, node: NodeId) {
+        self.restart_node_with(node, false);
+    }
+
+    /// As [`Simulation::restart_node`]; `initial`: its files are deleted
+    /// first (`--initial`), so it copies every row.
+    pub fn restart_node_with(&mut self, node: NodeId, initial: bool) {
         self.world.restart_node(node);
+        if initial {
+            self.world.disk_mut(node).wipe();
+        }
         // The old blocks go first, returning their sections to the pool.
         self.blocks.retain(|&(owner, _, _), _| owner != node);
         add_node_blocks(&mut self.blocks, &self.config, node, true);
@@ -557,6 +566,50 @@ impl Simulation {
             }
         }
         Ok(tables)
+    }
+
+    /// Whether the running nodes' replicas of every partition of table
+    /// `table_id` hold the same committed rows (row id, GCI, image) as
+    /// they stand now (run it on a quiet cluster). `Err` names the first
+    /// difference.
+    pub fn replicas_agree(&self, table_id: u32) -> Result<(), String> {
+        let mut first: BTreeMap<u32, (BlockRef, ldm::CommittedRows)> = BTreeMap::new();
+        for ldm in self.ldms() {
+            let address = kernel::Block::address(ldm);
+            if self.world.is_stopped(address.node) {
+                continue;
+            }
+            for partition in ldm.partitions_of(table_id) {
+                let rows = ldm
+                    .committed_rows(table_id, partition)
+                    .expect("a partition the ldm listed");
+                match first.get(&partition) {
+                    None => {
+                        first.insert(partition, (address, rows));
+                    }
+                    Some((other, expected)) if *expected != rows => {
+                        let differ = expected
+                            .iter()
+                            .zip(&rows)
+                            .find(|(a, b)| a != b)
+                            .map(|(a, b)| {
+                                format!(
+                                    "row {} (GCI {}) against row {} (GCI {})",
+                                    a.0, a.1, b.0, b.1
+                                )
+                            })
+                            .unwrap_or_else(|| {
+                                format!("{} rows against {}", expected.len(), rows.len())
+                            });
+                        return Err(format!(
+                            "table {table_id} partition {partition}: {other} and {address} differ: {differ}"
+                        ));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Whether every section buffer is back in the pool.

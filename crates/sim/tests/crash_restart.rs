@@ -345,7 +345,7 @@ fn restart_that_lost_commits(seed: u64, cluster: ClusterShape) -> (CrashRun, Res
 
 #[test]
 fn the_check_fails_when_told_another_restored_gci() {
-    let (_run, restart) = restart_that_lost_commits(51, TWO_NODES);
+    let (_run, restart) = restart_that_lost_commits(53, TWO_NODES);
     let restored = restart.restored_gci;
     restart
         .check_as(restored)

@@ -103,6 +103,9 @@ impl Ldm {
     /// nothing waits for it to reach disk (docs/design/durability.md §3).
     /// The record keeps no image, key or var slot after.
     fn install_and_log(&mut self, index: u32, gci: u64, ctx: &mut dyn Context) {
+        if self.operations[index].applier {
+            return self.apply_by_row_id(index, gci, ctx);
+        }
         let Ldm {
             memory,
             operations,
@@ -143,6 +146,47 @@ impl Ldm {
         operation.new_var = NIL;
         operation.image = None;
         operation.key = None;
+    }
+
+    /// Installs a write at a restarting node's partition being copied
+    /// (`copy`): by row id, whatever the slot holds (the row there
+    /// replaced, or removed for a delete), logging nothing.
+    fn apply_by_row_id(&mut self, index: u32, gci: u64, ctx: &mut dyn Context) {
+        let operation = &mut self.operations[index];
+        let (table, partition, row) = (
+            operation.table_id,
+            operation.partition,
+            operation.target_row,
+        );
+        let image = operation.image.take();
+        let key = operation.key.take();
+        let result = match (operation.image_kind, &image) {
+            (ImageKind::Deleted, _) => self.restore_remove_row(table, partition, row, gci),
+            (ImageKind::Row, Some(image)) => self.restore_put_row(
+                table,
+                partition,
+                row,
+                gci,
+                image.as_slice(),
+                key.as_ref().map(|key| key.as_slice()),
+            ),
+            (kind, _) => Err(format!(
+                "a write to apply of kind {kind:?} without its image"
+            )),
+        };
+        if let Err(error) = result {
+            ctx.fatal(format!(
+                "ldm {}: node restart: cannot apply a write to table {table} partition \
+                 {partition} row {row}: {error}",
+                self.address
+            ));
+        }
+        if let Some(state) = self.tables[table as usize]
+            .as_mut()
+            .and_then(|table| table.partitions[partition as usize].as_mut())
+        {
+            state.lcp.changes += 1;
+        }
     }
 
     /// COMPLETE, from the tc at the last replica or from the next replica:

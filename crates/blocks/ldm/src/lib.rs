@@ -37,6 +37,7 @@
 mod abort;
 mod backup;
 mod commit;
+mod copy;
 mod file_token;
 mod lcp;
 #[cfg(test)]
@@ -77,6 +78,10 @@ use std::sync::Arc;
 pub use lcp::{LcpSettings, RECOVERY_WORK_RANGE};
 pub use redo_log::RedoSettings;
 
+/// A partition's committed rows as (row id, GCI, image), in row-id order
+/// ([`Ldm::committed_rows`]).
+pub type CommittedRows = Vec<(u32, u64, Vec<u8>)>;
+
 /// How to build an ldm instance.
 #[derive(Clone, Debug)]
 pub struct LdmConfig {
@@ -108,6 +113,15 @@ pub(crate) struct PartitionState {
     pub(crate) redo_part: u32,
     /// Its local checkpoints (`lcp`).
     pub(crate) lcp: PartitionLcp,
+    /// Its replicas in map order (a restarting node copies from the first
+    /// one alive that is not starting).
+    pub(crate) replicas: Vec<signal::NodeId>,
+    /// At the primary: a restarting node every write prepared here runs
+    /// on to, last in its chain (`copy`).
+    pub(crate) attached: Option<signal::NodeId>,
+    /// At a restarting node, while the partition is being copied: writes
+    /// from the chain are applied by row id at commit (`copy`).
+    pub(crate) applying: bool,
 }
 
 /// The layout of `operation`'s table and the partition it runs in. Both
@@ -158,6 +172,10 @@ pub struct Ldm {
     /// (docs/design/failures.md §5); `u64::MAX` until membership says
     /// otherwise (one node, or a cluster not yet formed).
     pub(crate) read_lease_until_ms: u64,
+    /// A node restart's copies, as a primary or as the restarting node.
+    pub(crate) copies: copy::Copies,
+    /// The GCI this ldm restored at start (0: none).
+    pub(crate) restored_gci: u64,
 }
 
 impl Ldm {
@@ -174,6 +192,8 @@ impl Ldm {
             lcp: lcp::LcpEngine::new(LcpSettings::default()),
             node_failures: Default::default(),
             read_lease_until_ms: u64::MAX,
+            copies: copy::Copies::default(),
+            restored_gci: 0,
         }
     }
 
@@ -199,7 +219,6 @@ impl Ldm {
         self.operations.in_use()
     }
 
-    /// Rows stored in `table_id`'s partitions on this ldm.
     /// (id, version) of every table this ldm stores: its answer to a
     /// master dict's take-over, and what the simulator compares.
     pub fn table_versions(&self) -> Vec<(u32, u32)> {
@@ -209,6 +228,39 @@ impl Ldm {
             .collect()
     }
 
+    /// The partitions of `table_id` this ldm holds.
+    pub fn partitions_of(&self, table_id: u32) -> Vec<u32> {
+        self.tables
+            .get(table_id as usize)
+            .and_then(Option::as_ref)
+            .map_or(Vec::new(), |table| {
+                let partitions = table.partitions.iter().flatten();
+                partitions.map(|partition| partition.store.id).collect()
+            })
+    }
+
+    /// The committed rows of `table_id`'s partition `partition` on this
+    /// ldm, in row-id order: (row id, GCI, image), for the simulator's
+    /// comparison of replicas; `None` when this ldm does not hold it.
+    pub fn committed_rows(&self, table_id: u32, partition: u32) -> Option<CommittedRows> {
+        let table = self.tables.get(table_id as usize)?.as_ref()?;
+        let state = table.partitions.get(partition as usize)?.as_ref()?;
+        let (store, layout) = (&state.store, &table.layout);
+        let mut cursor = rowstore::RowIdCursor::new(0);
+        let mut rows = Vec::new();
+        while let Some(slot) = cursor.peek(store, &self.memory) {
+            if let rowstore::SlotHolds::Committed { gci } = slot.holds {
+                let view = store.view(&self.memory, layout, slot.row_id);
+                let mut image = view.fixed.to_vec();
+                image.extend_from_slice(&view.var[..layout.var_part_bytes(view.var)]);
+                rows.push((slot.row_id, gci, image));
+            }
+            cursor.advance();
+        }
+        Some(rows)
+    }
+
+    /// Rows stored in `table_id`'s partitions on this ldm.
     pub fn rows(&self, table_id: u32) -> u64 {
         self.tables
             .get(table_id as usize)
@@ -240,6 +292,9 @@ impl Ldm {
                     store: Partition::new(number as u32, &layout, &self.memory),
                     redo_part: placement.redo_part,
                     lcp: PartitionLcp::default(),
+                    replicas: placement.replicas.clone(),
+                    attached: None,
+                    applying: false,
                 });
             }
         }
@@ -374,16 +429,30 @@ impl Block for Ldm {
             Signal::GcpSaveReq(request) => self.gcp_save(from, request.gci, ctx),
             Signal::RestoreReq(request) => self.restore(from, request.restored_gci.0, ctx),
             Signal::FsConf(conf) => self.fs_answer(conf.token, conf.result, ctx),
+            Signal::ContinueB(job) if job.job >= copy::job::SEND => {
+                self.copy_continue(job.job, ctx)
+            }
             Signal::ContinueB(job) => self.lcp_continue(job.job, ctx),
+            Signal::CopyFragReq(request) => self.copy_fragment(from, request, ctx),
+            Signal::CopyFragRef(refusal) => self.copy_refused(from, refusal, ctx),
+            Signal::CopyRowsReq(request) => self.copy_rows(from, request, ctx),
+            Signal::CopyRowsConf(conf) => self.copy_rows_applied(from, conf, ctx),
             Signal::GcpDurableRep(report) => self.lcp_complete(report.gci.0, ctx),
             Signal::NodeFailRep(report) => {
-                self.node_failures.install(self.address, from, &report, ctx);
+                let failed = self.node_failures.install(self.address, from, &report, ctx);
+                if !failed.is_empty() {
+                    self.copy_without(failed);
+                    self.copy_source_failed(failed, ctx);
+                }
             }
             Signal::NodeFailCompleteRep(report) => {
                 self.node_failures.complete(report.membership_id);
             }
             Signal::ReadLeaseRep(report) if from.node == self.address.node => {
                 self.read_lease_until_ms = report.valid_until_ms;
+            }
+            Signal::StartPhaseReq(request) if request.phase == signal::phases::COPY_DATA => {
+                self.copy_phase(from, ctx)
             }
             Signal::StartPhaseReq(request) => send(
                 ctx,

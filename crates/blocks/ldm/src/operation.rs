@@ -86,6 +86,9 @@ pub struct Operation {
     /// At the primary: this operation took a new row slot (an insert of an
     /// absent key); backups place the row with an Insert at the same id.
     pub new_row: bool,
+    /// A write at a restarting node's partition being copied: applied by
+    /// row id at commit, holding no lock and logging nothing (`copy`).
+    pub applier: bool,
     /// Next operation in the row's lock queue.
     pub next_in_row: u32,
     /// Room reserved in a redo part for this write's record: (the ldm's
@@ -110,6 +113,24 @@ impl Operation {
         self.image_kind = ImageKind::Row;
         self.new_row = true;
         self.state = OpState::Prepared;
+    }
+
+    /// Records a write that a restarting node's partition being copied
+    /// applies at commit by row id (`copy`): the primary's after-image
+    /// (none for a delete), and no row or lock here.
+    pub(crate) fn prepared_to_apply(&mut self, image: Option<Section>) -> crate::prepare::Outcome {
+        self.image_kind = if self.kind == OperationKind::Delete {
+            ImageKind::Deleted
+        } else {
+            ImageKind::Row
+        };
+        self.image = image;
+        self.new_row = self.kind == OperationKind::Insert;
+        self.state = OpState::Prepared;
+        crate::prepare::Outcome::Done {
+            data: None,
+            released: false,
+        }
     }
 
     /// The ldm holding this operation's partition on replica `position`.
@@ -145,6 +166,7 @@ impl Operation {
             target_row: NIL,
             forwarded: false,
             new_row: false,
+            applier: false,
             next_in_row: NIL,
             redo_reservation: None,
             next_free,

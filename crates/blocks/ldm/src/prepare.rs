@@ -48,7 +48,7 @@ impl Ldm {
     pub(crate) fn lqh_key_req(
         &mut self,
         from: BlockRef,
-        request: LqhKeyReq,
+        mut request: LqhKeyReq,
         ctx: &mut dyn Context,
     ) {
         let Ldm {
@@ -89,10 +89,22 @@ impl Ldm {
             // promoted elsewhere (docs/design/failures.md §5).
             return refuse(ctx, ErrorCode::ReadLeaseExpired);
         }
+        if request.position == 0 && request.kind != OperationKind::Read {
+            // A restarting node being copied to gets every write prepared
+            // here from the copy's start on, last in the chain (`copy`).
+            if let Some(node) = partition.attached {
+                if !request.chain.as_slice().contains(&node) {
+                    request.chain = request.chain.appended(node);
+                }
+            }
+        }
+        // A write applied by row id at a partition being copied logs
+        // nothing (`copy`).
+        let applier = request.position > 0 && partition.applying;
         // A write's redo record must find room at commit, which cannot
         // fail: reserve it now, or refuse with a temporary error.
         let mut redo_reservation = None;
-        if request.kind != OperationKind::Read {
+        if request.kind != OperationKind::Read && !applier {
             if let Some(redo) = redo.as_mut() {
                 let image_max_bytes = table.layout.fixed_body_bytes + table.layout.var_max_bytes;
                 let bytes = RedoLog::reservation_bytes(request.key.len(), image_max_bytes);
@@ -130,6 +142,7 @@ impl Ldm {
         operation.previous_op = request.previous_op;
         operation.target_row = request.row_id;
         operation.redo_reservation = redo_reservation;
+        operation.applier = applier;
         self.execute(index, ctx);
     }
 
@@ -239,6 +252,8 @@ impl Ldm {
         let outcome = if self.operations[index].position == 0 {
             let changes = attr.as_ref().map_or(&[][..], Section::as_slice);
             self.prepare_with(index, key.as_slice(), changes, pool)
+        } else if self.operations[index].applier {
+            self.operations[index].prepared_to_apply(attr.take())
         } else {
             self.prepare_backup(index, key.as_slice(), &mut attr)
         };

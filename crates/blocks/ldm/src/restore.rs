@@ -84,6 +84,7 @@ impl Ldm {
                 },
             );
         };
+        self.restored_gci = restored_gci;
         let part_count = redo.parts.len();
         let file_count = redo.settings.geometry.file_count() as usize;
         self.restore = Some(Restore {

@@ -235,9 +235,10 @@ impl Membership {
         } else if self.failures.starting.contains(self.address.node) {
             self.state = StartState::Admitted;
             ctx.report(Report::Log(
-                "node restart: restored this node's own data and joined the GCI protocol; \
-                 copying what changed from the live replicas is not built yet, so this node \
-                 stays a starting member and serves nothing"
+                "node restart: restored this node's own data, joined the GCI protocol and \
+                 copied what changed from the live replicas; its first local checkpoint and \
+                 the end of its start are not built yet, so this node stays a starting member \
+                 and serves nothing"
                     .to_string(),
             ));
         } else {

@@ -295,8 +295,14 @@ impl Tc {
             OpPhase::Sent,
             "second LQHKEYCONF for one operation"
         );
-        // The last replica of the chain answers; commit starts there.
+        // The last replica of the chain answers; commit starts there. A
+        // primary copying to a restarting node added it last to the chain
+        // (docs/design/0018-node-restart.md): it is part of the chain
+        // from now on, for a failure's resolve as for the commit.
         operation.ldm = from;
+        if !operation.chain.as_slice().contains(&from.node) {
+            operation.chain = operation.chain.appended(from.node);
+        }
         operation.ldm_op = conf.ldm_op;
         operation.phase = if conf.released {
             OpPhase::Released

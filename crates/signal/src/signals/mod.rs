@@ -1397,6 +1397,60 @@ signal_table! {
         gci: Gci,
     }
 
+    /// restarting node's ldm -> the ldm of the partition's primary, node
+    /// restart (phase COPY_DATA; docs/design/0018-node-restart.md): attach
+    /// the sender's node to the partition (every write the primary
+    /// prepares from now on runs on to it, last in its chain), then send
+    /// it every row whose GCI is above `since_gci` and every slot freed
+    /// above it, in row-id order ([`CopyRowsReq`]).
+    #[derive(Debug, PartialEq)]
+    287 CopyFragReq: Ldm -> Ldm, node {
+        /// Table.
+        table_id: u32,
+        /// Partition.
+        partition: u32,
+        /// What the restarting node restored (0: nothing).
+        since_gci: Gci,
+    }
+
+    /// primary's ldm -> restarting ldm: the copy is refused (no such
+    /// partition here, or another copy of it runs); the restarting ldm
+    /// asks the partition's primary again a moment later.
+    #[derive(Debug, PartialEq)]
+    288 CopyFragRef: Ldm -> Ldm, node {
+        /// Echoed.
+        table_id: u32,
+        /// Echoed.
+        partition: u32,
+        /// Why.
+        error: ErrorCode,
+    }
+
+    /// primary's ldm -> restarting ldm: a batch of the copy, in row-id
+    /// order (`ldm::copy` documents the entries); `done` on the last.
+    /// Answered with [`CopyRowsConf`] before the next batch is sent.
+    #[derive(Debug, PartialEq)]
+    289 CopyRowsReq: Ldm -> Ldm, node {
+        /// Table.
+        table_id: u32,
+        /// Partition.
+        partition: u32,
+        /// Nothing follows this batch.
+        done: bool,
+        /// The entries.
+        rows: Section,
+    }
+
+    /// restarting ldm -> primary's ldm: the batch is applied; send the
+    /// next.
+    #[derive(Debug, PartialEq)]
+    290 CopyRowsConf: Ldm -> Ldm, node {
+        /// Echoed.
+        table_id: u32,
+        /// Echoed.
+        partition: u32,
+    }
+
     // ---- Node-local services: 300..=319
 
     /// A block to itself, delayed: periodic work (NDB's CONTINUEB).

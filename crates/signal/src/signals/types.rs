@@ -244,6 +244,22 @@ impl ReplicaChain {
         (live.length > 0).then_some(live)
     }
 
+    /// The chain with `node` added last (a restarting replica, which a
+    /// primary adds to every write while copying to it). A chain that
+    /// is full (every configured replica) cannot lack a replica: a bug.
+    pub fn appended(&self, node: NodeId) -> ReplicaChain {
+        let length = self.length as usize;
+        assert!(
+            length < MAX_REPLICAS,
+            "a chain of {MAX_REPLICAS} replicas {:?} cannot take node {node} too",
+            self.as_slice()
+        );
+        let mut chain = *self;
+        chain.nodes[length] = node;
+        chain.length += 1;
+        chain
+    }
+
     /// Only the primary (reads, and writes with one replica).
     pub fn primary_only(&self) -> ReplicaChain {
         ReplicaChain::new(&self.nodes[..1])

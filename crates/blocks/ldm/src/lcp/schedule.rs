@@ -153,6 +153,12 @@ impl Ldm {
         if self.lcp.running.is_some() || !self.lcp.settings.enabled {
             return;
         }
+        if self.node_failures.starting().contains(self.address.node) {
+            // A node in its node restart checkpoints nothing until its
+            // copy is done: its disk keeps what it restored from
+            // (docs/design/0018-node-restart.md).
+            return self.lcp.schedule_tick(self.address, ctx, false);
+        }
         match self.lcp_next_due() {
             Some((table, partition)) => self.lcp_begin(table, partition, ctx),
             None => self.lcp.schedule_tick(self.address, ctx, false),
