@@ -32,6 +32,8 @@ pub struct NodeFailures {
     president: Option<signal::NodeId>,
     /// Members still in their node restart.
     starting: NodeSet,
+    /// Members that came back by a node restart.
+    returned: NodeSet,
 }
 
 impl NodeFailures {
@@ -64,6 +66,27 @@ impl NodeFailures {
     /// (docs/design/0018-node-restart.md).
     pub fn starting(&self) -> NodeSet {
         self.starting
+    }
+
+    /// Members of the installed membership that came back by a node
+    /// restart: last in every replica chain.
+    pub fn returned(&self) -> NodeSet {
+        self.returned
+    }
+
+    /// The map to route with under the installed membership: `created`
+    /// (the map as created) as it stands after the agreed changes
+    /// (`PartitionMap::routed`); `created` itself before the first.
+    pub fn route(
+        &self,
+        created: &std::sync::Arc<signal::signals::PartitionMap>,
+    ) -> std::sync::Arc<signal::signals::PartitionMap> {
+        if self.membership_id == 0 {
+            return std::sync::Arc::clone(created);
+        }
+        let serving = self.live.difference(self.starting);
+        let routed = created.routed(serving, self.returned, self.membership_id);
+        std::sync::Arc::new(routed)
     }
 
     /// The installed membership's id (0 before the first change).
@@ -106,6 +129,7 @@ impl NodeFailures {
             self.live = report.live;
             self.president = Some(report.president);
             self.starting = report.starting;
+            self.returned = report.returned;
         }
         crate::send(
             ctx,

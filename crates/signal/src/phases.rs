@@ -13,7 +13,9 @@
 //! | 4     | [`RESTORE_DATA`]     | dih has each local ldm restore up to the restored GCI (or format its redo log on an initial start); the master learns the highest GCI on any disk |
 //! | 5     | [`SCHEMA`]           | dict and dih take schema requests (create and drop table) |
 //! | 6     | [`GLOBAL_CHECKPOINT`] | the master dih starts the GCI protocol above every GCI on disk; every tc gets its first GCI |
-//! | 7     | [`COPY_DATA`]        | node restart only: each ldm copies what changed since its restored GCI from its partitions' primaries |
+//! | 7     | [`COPY_DATA`]        | node restart only: dih marks its system file as restoring nothing; each ldm copies what changed since its restored GCI from its partitions' primaries |
+//! | 8     | [`LOCAL_CHECKPOINT`] | node restart only: each ldm writes a local checkpoint of every partition |
+//! | 9     | [`RECORD_GCI`]       | node restart only: dih has the master record complete GCIs in its system file again, from one the checkpoints cover |
 //!
 //! Phases from 2 on run only once the cluster is formed: blocks talk to
 //! other nodes from then on. A node restart runs them too, once the
@@ -37,6 +39,10 @@ pub const GLOBAL_CHECKPOINT: u8 = 6;
 /// Node restart only: each ldm copies its partitions from their primaries
 /// (docs/design/0018-node-restart.md); at a system restart it does nothing.
 pub const COPY_DATA: u8 = 7;
+/// Node restart only: each ldm checkpoints every partition.
+pub const LOCAL_CHECKPOINT: u8 = 8;
+/// Node restart only: the node's system file records complete GCIs again.
+pub const RECORD_GCI: u8 = 9;
 
 /// The phases every block runs, in order.
 pub const PHASES: &[u8] = &[
@@ -47,6 +53,8 @@ pub const PHASES: &[u8] = &[
     SCHEMA,
     GLOBAL_CHECKPOINT,
     COPY_DATA,
+    LOCAL_CHECKPOINT,
+    RECORD_GCI,
 ];
 
 // Phases are sent in increasing order and blocks compare against them.

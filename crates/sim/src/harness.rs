@@ -279,8 +279,10 @@ pub(crate) fn drive<R: Send + 'static>(
                 api_nodes.lose_connections_to(data_node, "connection reset", io);
             }
             if let Fault::Restart(data_node) | Fault::RestartInitial(data_node) = fault {
-                // Runs again: its next stop is news.
+                // Runs again: its next stop is news, and clients may
+                // connect to it.
                 stopped.remove(&data_node);
+                api_nodes.data_node_back(data_node);
             }
         }
         let newly: Vec<NodeId> = simulation

@@ -56,12 +56,21 @@ pub struct HostedContext {
 }
 
 impl HostedContext {
-    /// Connects the real client to every data node (registering with each).
+    /// Connects the real client to every data node running (registering
+    /// with each), as mgmd would list them: those running when this API
+    /// node began, less those that stopped since and did not come back.
     pub fn connect(&self, options: ConnectOptions) -> Result<Cluster, ClientError> {
-        let addrs: Vec<String> = self.data_nodes.iter().map(|&n| data_node_addr(n)).collect();
+        let down = self.shared.lock().down.clone();
+        let nodes: Vec<NodeId> = self
+            .data_nodes
+            .iter()
+            .copied()
+            .filter(|node| !down.contains(node))
+            .collect();
+        let addrs: Vec<String> = nodes.iter().map(|&n| data_node_addr(n)).collect();
         let targets: Vec<(&str, u16)> = addrs
             .iter()
-            .zip(&self.data_nodes)
+            .zip(&nodes)
             .map(|(addr, node)| (addr.as_str(), node.0))
             .collect();
         Cluster::connect_in(&self.environment, &targets, self.api_node.0, options)
@@ -388,6 +397,14 @@ impl<R: Send + 'static> HostedApiNodes<R> {
                 inbound.close(reason.to_string());
             }
             self.take_turn(index, io);
+        }
+    }
+
+    /// Data node `data_node` runs again (a node restart): connections to
+    /// it are admitted from now on.
+    pub fn data_node_back(&mut self, data_node: NodeId) {
+        for node in &self.nodes {
+            node.shared.lock().down.remove(&data_node);
         }
     }
 

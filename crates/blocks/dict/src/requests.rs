@@ -188,12 +188,9 @@ impl Dict {
         let Some((table, map)) = online else {
             return self.refuse(from, request_id, ErrorCode::UnknownTable, ctx);
         };
-        // The map as created, less the failed nodes' replicas: what the
-        // tcs route with.
-        let map = map.without(
-            self.node_failures.failed(),
-            self.node_failures.membership_id(),
-        );
+        // The map as created, under the agreed membership: what the tcs
+        // route with.
+        let map = self.node_failures.route(&map);
         let mut map_bytes = Vec::new();
         signal::codec::encode_partition_map(&mut map_bytes, &map);
         let sections = ctx

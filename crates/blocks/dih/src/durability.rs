@@ -72,6 +72,9 @@ pub(crate) struct Durability {
     /// Restarting nodes included in the GCI protocol whose tcs and ldms
     /// join the next round (`node_restart.rs`).
     pub(crate) joining: Vec<NodeId>,
+    /// Restarting nodes whose dih joins the COPY_GCI of the first round
+    /// of a GCI at least the one given.
+    pub(crate) recording: Vec<(NodeId, Gci)>,
 }
 
 impl Durability {
@@ -87,6 +90,7 @@ impl Durability {
             start_requester: None,
             takeover_pending: 0,
             joining: Vec::new(),
+            recording: Vec::new(),
         }
     }
 }
@@ -112,6 +116,15 @@ impl Dih {
             let ldms = crate::blocks_on(nodes, BlockKind::Ldm, self.ldm_instances);
             self.durability.tcs.add_members(&tcs);
             self.durability.ldms.add_members(&ldms);
+        }
+        let recording = std::mem::take(&mut self.durability.recording);
+        for (node, from) in recording {
+            if gci >= from {
+                let dih = BlockRef::new(node, BlockKind::Dih, 0);
+                self.durability.dihs.add_members(&[dih]);
+            } else {
+                self.durability.recording.push((node, from));
+            }
         }
         self.durability.round = Round::Flushing { gci };
         self.durability.tcs.start_round();
@@ -251,6 +264,7 @@ impl Dih {
         self.recorded_started = self.recorded_started.max(started);
         if !self.node_failures.failed().contains(master.node) {
             self.copied(master, gci, ctx);
+            self.recorded_again(gci, ctx);
         } else if gci > self.durability.complete {
             // Recorded for a master that failed since: its successor
             // learns it from this dih (MASTER_GCP_DIH_CONF).

@@ -562,6 +562,7 @@ fn a_round_waits_at_flushing_for_the_takeover_of_a_failed_nodes_transactions() {
             failed: NodeSet::of([NodeId(2)]),
             president: NodeId(1),
             starting: NodeSet::EMPTY,
+            returned: NodeSet::EMPTY,
         },
     );
     assert_eq!(

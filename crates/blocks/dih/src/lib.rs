@@ -122,6 +122,12 @@ pub struct Dih {
     /// At the master: a restarting node being taken into the GCI
     /// protocol (`node_restart.rs`).
     inclusion: Option<node_restart::Inclusion>,
+    /// At a restarting node: phase COPY_DATA's requester while the system
+    /// file is voided.
+    void_requester: Option<BlockRef>,
+    /// At a restarting node, from phase RECORD_GCI: the requester until
+    /// the system file records a GCI, and the first GCI it may.
+    record_from: Option<(Option<BlockRef>, Gci)>,
 }
 
 impl Dih {
@@ -186,6 +192,8 @@ impl Dih {
             node_failures: NodeFailures::default(),
             early: Vec::new(),
             inclusion: None,
+            void_requester: None,
+            record_from: None,
         }
     }
 
@@ -276,6 +284,8 @@ impl Dih {
             phases::RESTART_GCI => self.report_restart_gci(from, ctx),
             phases::RESTORE_DATA => self.restore_data(from, ctx),
             GCP_START_PHASE if self.is_node_restart() => self.ask_inclusion(from, ctx),
+            phases::COPY_DATA if self.is_node_restart() => self.void_system_file(from, ctx),
+            phases::RECORD_GCI if self.is_node_restart() => self.ask_recording(from, ctx),
             // The conf waits until every tc of the cluster holds its first
             // GCI: after the last phase the node serves, and tcs cannot
             // commit without one.
@@ -299,6 +309,8 @@ impl Dih {
         if self.restart_write_pending {
             self.restart_write_pending = false;
             self.node_restored(ctx);
+        } else if self.void_requester.is_some() {
+            self.system_file_voided(ctx);
         } else {
             self.copy_written(ctx);
         }
@@ -328,8 +340,9 @@ impl Dih {
             // their node restart includes them.
             let members = report.live.difference(report.starting);
             self.master_failed(members, report.president, ctx);
-            if matches!(self.gcp.state, gcp::SwitchState::AwaitingInclusion { .. }) {
-                // A restarting node asks the new master.
+            if self.is_node_restart() && !matches!(self.gcp.state, gcp::SwitchState::NotStarted) {
+                // A restarting node asks the new master to take it in
+                // again (it left starting members out).
                 self.send_inclusion_request(ctx);
             }
         }
@@ -407,7 +420,7 @@ impl kernel::Block for Dih {
                 self.restore_conf(from, conf.highest_gci, conf.replayed, ctx)
             }
             Signal::RestoredRep(report) => self.restored_rep(from, report.highest_gci, ctx),
-            Signal::IncludeNodeReq(request) => self.include_node_req(from, request.node, ctx),
+            Signal::IncludeNodeReq(request) => self.include_node_req(from, request, ctx),
             Signal::IncludeNodeConf(conf) => self.include_node_conf(from, conf.gci, ctx),
             Signal::FsConf(conf) => self.fs_answer(conf, ctx),
             Signal::DiAddTabReq(request) => self.add_table(from, &request.table, ctx),

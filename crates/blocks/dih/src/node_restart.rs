@@ -22,12 +22,22 @@
 //! Its dih hears of each switch from then on (GCP_COMPLETE_REP), but its
 //! system file records no complete GCI until the node is restorable on
 //! its own: until then a whole-cluster restart finds it stale.
+//! - COPY_DATA: before the copy, its system file is rewritten to record
+//!   nothing complete: the local checkpoints of the next phase overwrite
+//!   what it restored from, so a crash from here on must restart it empty
+//!   (an initial node restart), never from half-new files;
+//! - RECORD_GCI: once its ldms wrote a local checkpoint of every
+//!   partition, it asks the master again, naming the first GCI its file
+//!   may record (its latest GCI, which every checkpoint's rows are at or
+//!   below); the master adds its dih to the COPY_GCI of the first round
+//!   of a GCI at least that, and the phase ends when the file records it.
 //!
 //! When a participant dies here: the restarting node, so the master
 //! forgets its blocks (they fail like any node's) and the inclusion with
 //! them; the master, so the new master (which leaves starting members out
 //! of its take-over) hears the request again: the restarting dih sends it
-//! again to each new master until answered.
+//! again to each new master until its node has started, so its tcs and
+//! ldms (and, past RECORD_GCI, its system file) are taken in again.
 
 use crate::gcp::SwitchState;
 use crate::Dih;
@@ -44,6 +54,14 @@ pub(crate) enum Inclusion {
     /// Its tcs take part in the switch running now; the conf goes out
     /// when it commits.
     Switching { node: NodeId },
+}
+
+impl Inclusion {
+    fn node(self) -> NodeId {
+        match self {
+            Inclusion::Asked { node } | Inclusion::Switching { node } => node,
+        }
+    }
 }
 
 impl Dih {
@@ -89,8 +107,73 @@ impl Dih {
     pub(crate) fn send_inclusion_request(&self, ctx: &mut dyn Context) {
         let request = IncludeNodeReq {
             node: self.address.node,
+            system_file_from: self.record_from.map_or(Gci(0), |(_, from)| from),
         };
         send(ctx, self.address, self.master(), request);
+    }
+
+    /// Phase COPY_DATA of a node restart: the system file records nothing
+    /// complete from now on (the conf follows the write).
+    pub(crate) fn void_system_file(&mut self, requester: BlockRef, ctx: &mut dyn Context) {
+        if self.diskless {
+            return self.confirm_phase(requester, phases::COPY_DATA, ctx);
+        }
+        let previous = self
+            .system
+            .record
+            .unwrap_or_else(|| storage::system_file::SystemFile::initial(self.address.node.0));
+        let record = storage::system_file::SystemFile {
+            latest_complete_gci: 0,
+            members: 0,
+            ..previous
+        };
+        self.void_requester = Some(requester);
+        self.system.update(record, self.address, ctx);
+    }
+
+    /// The voided system file is written.
+    pub(crate) fn system_file_voided(&mut self, ctx: &mut dyn Context) {
+        let requester = self
+            .void_requester
+            .take()
+            .expect("the void write runs in phase COPY_DATA");
+        ctx.report(Report::Log(format!(
+            "dih {}: node restart: the system file records nothing complete until this node's \
+             local checkpoints after the copy cover a GCI it records",
+            self.address
+        )));
+        self.confirm_phase(requester, phases::COPY_DATA, ctx);
+    }
+
+    /// Phase RECORD_GCI of a node restart: the master is asked to record
+    /// complete GCIs in this node's system file, from this node's latest
+    /// GCI on (every row of its checkpoints has a GCI at or below it).
+    pub(crate) fn ask_recording(&mut self, requester: BlockRef, ctx: &mut dyn Context) {
+        let from = self.gcp.latest.max(Gci(1));
+        if self.diskless {
+            return self.confirm_phase(requester, phases::RECORD_GCI, ctx);
+        }
+        self.record_from = Some((Some(requester), from));
+        self.send_inclusion_request(ctx);
+    }
+
+    /// At a restarting node: the master recorded `gci` in this node's
+    /// system file; the phase RECORD_GCI waiting for it ends.
+    pub(crate) fn recorded_again(&mut self, gci: Gci, ctx: &mut dyn Context) {
+        let Some((requester, from)) = self.record_from.as_mut() else {
+            return;
+        };
+        if gci < *from {
+            return;
+        }
+        if let Some(requester) = requester.take() {
+            ctx.report(Report::Log(format!(
+                "dih {}: node restart: the system file records GCI {gci} complete: this node \
+                 restores on its own from here",
+                self.address
+            )));
+            self.confirm_phase(requester, phases::RECORD_GCI, ctx);
+        }
     }
 
     /// At the restarting node: the master included it at `gci`.
@@ -118,11 +201,34 @@ impl Dih {
     /// At the master: a restarting node asks to be included. Repeated
     /// requests (it asks each new master) and requests of a node that is
     /// not a starting member are ignored.
-    pub(crate) fn include_node_req(&mut self, from: BlockRef, node: NodeId, ctx: &mut dyn Context) {
+    pub(crate) fn include_node_req(
+        &mut self,
+        from: BlockRef,
+        request: IncludeNodeReq,
+        ctx: &mut dyn Context,
+    ) {
+        let node = request.node;
         if !self.is_master()
             || from != BlockRef::new(node, BlockKind::Dih, 0)
             || !self.node_failures.starting().contains(node)
-            || self.inclusion.is_some()
+        {
+            return;
+        }
+        if request.system_file_from > Gci(0) {
+            let from = request.system_file_from;
+            self.durability
+                .recording
+                .retain(|&(other, _)| other != node);
+            self.durability.recording.push((node, from));
+            ctx.report(Report::Log(format!(
+                "dih {}: restarting node {node}'s system file records complete GCIs from the \
+                 round of GCI {from} on",
+                self.address
+            )));
+        }
+        if self
+            .inclusion
+            .is_some_and(|inclusion| inclusion.node() == node)
         {
             return;
         }
@@ -165,15 +271,17 @@ impl Dih {
 
     /// At the master: failed nodes are included no more.
     pub(crate) fn inclusion_without(&mut self, failed: NodeSet) {
-        let node = match self.inclusion {
-            Some(Inclusion::Asked { node } | Inclusion::Switching { node }) => node,
-            None => return,
-        };
-        if failed.contains(node) {
+        if self
+            .inclusion
+            .is_some_and(|inclusion| failed.contains(inclusion.node()))
+        {
             self.inclusion = None;
         }
         self.durability
             .joining
             .retain(|&joining| !failed.contains(joining));
+        self.durability
+            .recording
+            .retain(|&(node, _)| !failed.contains(node));
     }
 }

@@ -767,6 +767,7 @@ fn a_report_that_arrives_before_the_president_is_announced_waits_for_it() {
         failed: NodeSet::of([NodeId(1)]),
         president: NodeId(2),
         starting: NodeSet::EMPTY,
+        returned: NodeSet::EMPTY,
     };
     deliver(&mut dih, &mut ctx, membership_of(2), out);
     deliver(&mut dih, &mut ctx, membership_of(2), phase(2));

@@ -86,6 +86,9 @@ pub(crate) struct Copies {
     send_pending: bool,
     /// As a restarting ldm: phase COPY_DATA.
     incoming: Option<Incoming>,
+    /// As a restarting ldm: phase LOCAL_CHECKPOINT's requester and the
+    /// partitions not checkpointed yet.
+    checkpoint: Option<(BlockRef, Vec<(u32, u32)>)>,
 }
 
 struct Outgoing {
@@ -141,6 +144,62 @@ impl Ldm {
             started_ms: ctx.now_ms(),
         });
         self.copy_next(ctx);
+    }
+
+    /// Phase LOCAL_CHECKPOINT: at a restarting node, a local checkpoint
+    /// of every partition (its first since the copy: in full, as after
+    /// any restore); elsewhere nothing.
+    pub(crate) fn checkpoint_phase(&mut self, requester: BlockRef, ctx: &mut dyn Context) {
+        let partitions: Vec<(u32, u32)> = self
+            .tables
+            .iter()
+            .enumerate()
+            .filter_map(|(id, table)| Some((id as u32, table.as_ref()?)))
+            .flat_map(|(id, table)| {
+                let partitions = table.partitions.iter().flatten();
+                partitions.map(move |partition| (id, partition.store.id))
+            })
+            .collect();
+        let starting = self.node_failures.starting().contains(self.address.node);
+        if !starting || !self.lcp_enabled() || partitions.is_empty() {
+            let conf = StartPhaseConf {
+                phase: phases::LOCAL_CHECKPOINT,
+            };
+            return send(ctx, self.address, requester, conf);
+        }
+        self.copies.checkpoint = Some((requester, partitions));
+        self.lcp_kick(ctx);
+    }
+
+    /// Whether phase LOCAL_CHECKPOINT's checkpoints run.
+    pub(crate) fn copy_checkpointing(&self) -> bool {
+        self.copies.checkpoint.is_some()
+    }
+
+    /// An LCP of `table`'s `partition` counted: phase LOCAL_CHECKPOINT
+    /// ends when every partition has one.
+    pub(crate) fn copy_partition_checkpointed(
+        &mut self,
+        table: u32,
+        partition: u32,
+        ctx: &mut dyn Context,
+    ) {
+        let Some((requester, remaining)) = self.copies.checkpoint.as_mut() else {
+            return;
+        };
+        remaining.retain(|&pending| pending != (table, partition));
+        if remaining.is_empty() {
+            let requester = *requester;
+            self.copies.checkpoint = None;
+            ctx.report(Report::Log(format!(
+                "ldm {}: node restart: every partition has a local checkpoint since the copy",
+                self.address
+            )));
+            let conf = StartPhaseConf {
+                phase: phases::LOCAL_CHECKPOINT,
+            };
+            send(ctx, self.address, requester, conf);
+        }
     }
 
     /// The restarting ldm: ask for the first partition still to copy, or

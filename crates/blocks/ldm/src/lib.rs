@@ -454,6 +454,9 @@ impl Block for Ldm {
             Signal::StartPhaseReq(request) if request.phase == signal::phases::COPY_DATA => {
                 self.copy_phase(from, ctx)
             }
+            Signal::StartPhaseReq(request) if request.phase == signal::phases::LOCAL_CHECKPOINT => {
+                self.checkpoint_phase(from, ctx)
+            }
             Signal::StartPhaseReq(request) => send(
                 ctx,
                 self.address,

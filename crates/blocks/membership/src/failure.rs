@@ -78,11 +78,17 @@ pub(crate) struct Failures {
     /// The agreed members still in their node restart: they hold no
     /// data that counts (docs/design/0018-node-restart.md).
     pub(crate) starting: NodeSet,
+    /// The agreed members that came back by a node restart: last in every
+    /// replica chain (`PartitionMap::routed`).
+    pub(crate) returned: NodeSet,
     /// The agreed president: kept while it lives, then the lowest
     /// surviving id that is not starting ([`president_of`]).
     pub(crate) president: NodeId,
     /// At the president: the restarting node the round in flight admits.
     pub(crate) joining: Option<NodeId>,
+    /// At the president: a starting member whose start the next rounds
+    /// end (it ran every phase of its node restart).
+    pub(crate) finishing: Option<NodeId>,
     /// Members this node takes for failed, not yet agreed out.
     pub(crate) failed: NodeSet,
     /// The configured node groups.
@@ -110,6 +116,8 @@ pub(crate) struct PendingArbitration {
     live: NodeSet,
     /// Those of them in their node restart.
     starting: NodeSet,
+    /// Those of them that came back by a node restart.
+    returned: NodeSet,
     /// When the side gives up waiting and shuts down (ctx ms).
     deadline_ms: u64,
 }
@@ -129,6 +137,7 @@ struct Round {
     membership_id: u32,
     live: NodeSet,
     starting: NodeSet,
+    returned: NodeSet,
     /// Proposed members that have not prepared yet.
     waiting: NodeSet,
 }
@@ -152,8 +161,10 @@ impl Failures {
             membership_id: 0,
             live: data_nodes,
             starting: NodeSet::EMPTY,
+            returned: NodeSet::EMPTY,
             president: data_nodes.first().expect("a cluster has a data node"),
             joining: None,
+            finishing: None,
             failed: NodeSet::EMPTY,
             groups,
             highest_prepared: 0,
@@ -167,6 +178,25 @@ impl Failures {
     /// The members this node does not take for failed.
     pub(crate) fn alive(&self) -> NodeSet {
         self.live.difference(self.failed)
+    }
+
+    /// The returned members of a round of `live` with `starting`: the
+    /// agreed ones still members, and a node whose start the round ends;
+    /// but a node group whose serving nodes are all returned has none
+    /// before them, so they count as not returned (the chain order is
+    /// then the map's, as it was: nothing moves).
+    fn returned_after(&self, live: NodeSet, starting: NodeSet) -> NodeSet {
+        let mut returned = self.returned.intersection(live);
+        if let Some(finishing) = self.finishing.filter(|&node| live.contains(node)) {
+            returned.insert(finishing);
+        }
+        for group in &self.groups {
+            let serving = group.intersection(live).difference(starting);
+            if serving.difference(returned).is_empty() {
+                returned = returned.difference(*group);
+            }
+        }
+        returned
     }
 
     /// Whether a round is in flight or waits for the arbitrator.
@@ -240,8 +270,12 @@ impl Membership {
             );
             return;
         }
-        self.take_for_failed(node, Cause::LinkBroken, ctx);
-        self.push_failures(ctx);
+        // A failure already known and being agreed is not proposed again
+        // (a report and the link's break both tell of one death).
+        let news = self.take_for_failed(node, Cause::LinkBroken, ctx);
+        if news || self.failures.round.is_none() {
+            self.push_failures(ctx);
+        }
     }
 
     /// The heartbeats suspect `node`.
@@ -251,8 +285,10 @@ impl Membership {
         silent_ms: u64,
         ctx: &mut dyn Context,
     ) {
-        self.take_for_failed(node, Cause::Heartbeats { silent_ms }, ctx);
-        self.push_failures(ctx);
+        let news = self.take_for_failed(node, Cause::Heartbeats { silent_ms }, ctx);
+        if news || self.failures.round.is_none() {
+            self.push_failures(ctx);
+        }
     }
 
     /// `node` is failed for this node from now on: cut its links, redraw
@@ -341,22 +377,28 @@ impl Membership {
         failures.arbitration = None;
         let mut live = failures.alive();
         let mut starting = failures.starting.intersection(live);
+        if let Some(finishing) = failures.finishing {
+            starting.remove(finishing);
+        }
         // The members prepare; a node being admitted only hears the commit.
         let waiting = live;
         if let Some(joining) = failures.joining {
             live.insert(joining);
             starting.insert(joining);
         }
+        let returned = failures.returned_after(live, starting);
         failures.round = Some(Round {
             membership_id,
             live,
             starting,
+            returned,
             waiting,
         });
         self.send_to_members(waiting, ctx, || CmFailPrepareReq {
             membership_id,
             live,
             starting,
+            returned,
         });
         ctx.fault_point(kernel::faults::FaultPoint::FailureAfterPrepare);
     }
@@ -453,7 +495,12 @@ impl Membership {
             return;
         }
         round.waiting.remove(from.node);
-        let (live, starting, all_prepared) = (round.live, round.starting, round.waiting.is_empty());
+        let (live, starting, returned, all_prepared) = (
+            round.live,
+            round.starting,
+            round.returned,
+            round.waiting.is_empty(),
+        );
         if !failed.intersection(live).is_empty() {
             // The member knows of failures this proposal keeps: propose
             // again without them.
@@ -471,7 +518,7 @@ impl Membership {
         if before.is_subset(live) {
             // Nothing left: a node restart's admission (or a restarting
             // node found started).
-            return self.commit_round(membership_id, live, starting, ctx);
+            return self.commit_round(membership_id, live, starting, returned, ctx);
         }
         let verdict = survival::judge_counting_data(
             before,
@@ -480,9 +527,9 @@ impl Membership {
             &self.failures.groups,
         );
         match verdict {
-            Verdict::Continue(_) => self.commit_round(membership_id, live, starting, ctx),
+            Verdict::Continue(_) => self.commit_round(membership_id, live, starting, returned, ctx),
             Verdict::ShutDown(_) => self.refuse_round(membership_id, live, ctx),
-            Verdict::Arbitrate => self.arbitrate(membership_id, live, starting, ctx),
+            Verdict::Arbitrate => self.arbitrate(membership_id, live, starting, returned, ctx),
         }
     }
 
@@ -491,12 +538,14 @@ impl Membership {
         membership_id: u32,
         live: NodeSet,
         starting: NodeSet,
+        returned: NodeSet,
         ctx: &mut dyn Context,
     ) {
         self.send_to_members(live, ctx, || CmFailCommitOrd {
             membership_id,
             live,
             starting,
+            returned,
         });
         ctx.fault_point(kernel::faults::FaultPoint::FailureAfterCommit);
     }
@@ -517,6 +566,7 @@ impl Membership {
         membership_id: u32,
         live: NodeSet,
         starting: NodeSet,
+        returned: NodeSet,
         ctx: &mut dyn Context,
     ) {
         let before = self.failures.live;
@@ -537,6 +587,7 @@ impl Membership {
             membership_id,
             live,
             starting,
+            returned,
             deadline_ms: ctx.now_ms() + self.arbitration.timeout_ms,
         });
         let io = BlockRef::new(self.address.node, BlockKind::Io, 0);
@@ -562,13 +613,14 @@ impl Membership {
             membership_id,
             live,
             starting,
+            returned,
             ..
         } = pending;
         if conf.granted {
             ctx.report(Report::Log(format!(
                 "the arbitrator let membership {membership_id} = {live} continue"
             )));
-            self.commit_round(membership_id, live, starting, ctx);
+            self.commit_round(membership_id, live, starting, returned, ctx);
         } else {
             let what = if conf.answered {
                 "refused it (it let the other side continue)"
@@ -638,11 +690,12 @@ impl Membership {
         membership_id: u32,
         live: NodeSet,
         starting: NodeSet,
+        returned: NodeSet,
         ctx: &mut dyn Context,
     ) {
         if self.formation.joining() && self.failures.membership_id == 0 {
             // This node's admission by a node restart.
-            return self.admitted(from, membership_id, live, starting, ctx);
+            return self.admitted(from, membership_id, (live, starting, returned), ctx);
         }
         if membership_id <= self.failures.membership_id {
             return;
@@ -660,10 +713,17 @@ impl Membership {
         failures.highest_prepared = failures.highest_prepared.max(membership_id);
         failures.live = live;
         failures.starting = starting;
+        failures.returned = returned;
         failures.president = from.node;
         failures.failed = failures.failed.difference(removed);
         if failures.joining.is_some_and(|node| live.contains(node)) {
             failures.joining = None;
+        }
+        if failures
+            .finishing
+            .is_some_and(|node| !starting.contains(node))
+        {
+            failures.finishing = None;
         }
         let took = self
             .failures
@@ -704,6 +764,7 @@ impl Membership {
             };
             kernel::send(ctx, self.address, api, report);
         }
+        self.start_ended_if_listed(ctx);
         // Failures found since the proposal: the next round.
         if self.failures.round.is_none() {
             self.push_failures(ctx);

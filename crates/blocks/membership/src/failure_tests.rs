@@ -68,6 +68,7 @@ fn prepare(membership_id: u32, live: &[u16]) -> CmFailPrepareReq {
         membership_id,
         live: set(live),
         starting: NodeSet::EMPTY,
+        returned: NodeSet::EMPTY,
     }
 }
 
@@ -76,6 +77,7 @@ fn commit(membership_id: u32, live: &[u16]) -> CmFailCommitOrd {
         membership_id,
         live: set(live),
         starting: NodeSet::EMPTY,
+        returned: NodeSet::EMPTY,
     }
 }
 
@@ -169,6 +171,7 @@ fn golden_trace_of_a_failure_agreed_by_the_president() {
         failed: set(&[1]),
         president: NodeId(2),
         starting: NodeSet::EMPTY,
+        returned: NodeSet::EMPTY,
     };
     // And its reads run again under the lease its heartbeats got (from
     // the formation, at time 0).

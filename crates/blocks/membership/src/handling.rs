@@ -86,6 +86,7 @@ impl Membership {
                 failed,
                 president: self.failures.president,
                 starting: self.failures.starting,
+                returned: self.failures.returned,
             };
             kernel::send(ctx, self.address, block, report);
         }

@@ -35,7 +35,7 @@
 use crate::start::{StartState, PHASES};
 use crate::Membership;
 use kernel::{Context, Report};
-use signal::signals::{join_refusal, CmRegRef, CmRegReq, PresidentRep};
+use signal::signals::{join_refusal, CmNodeStartedReq, CmRegRef, CmRegReq, PresidentRep};
 use signal::{BlockKind, BlockRef, NodeId, NodeSet};
 
 /// How often a restarting node asks to join while it is not admitted.
@@ -76,9 +76,13 @@ impl Membership {
         }
     }
 
-    /// The retry timer: ask every connected node again, unless admitted.
+    /// The retry timer: ask every connected node again, unless admitted;
+    /// once every phase ran, ask the president again to end the start.
     pub(crate) fn ask_to_join_again(&mut self, ctx: &mut dyn Context) {
         self.formation.retry_armed = false;
+        if self.state == StartState::Admitted {
+            return self.ask_to_finish(ctx);
+        }
         if self.state != StartState::Forming || self.failures.membership_id > 0 {
             return;
         }
@@ -158,8 +162,7 @@ impl Membership {
         &mut self,
         from: BlockRef,
         membership_id: u32,
-        live: NodeSet,
-        starting: NodeSet,
+        (live, starting, returned): (NodeSet, NodeSet, NodeSet),
         ctx: &mut dyn Context,
     ) {
         let me = self.address.node;
@@ -176,6 +179,7 @@ impl Membership {
         failures.membership_id = membership_id;
         failures.live = live;
         failures.starting = starting;
+        failures.returned = returned;
         failures.president = from.node;
         failures.failed = NodeSet::EMPTY;
         self.note_prepared(membership_id);
@@ -210,6 +214,70 @@ impl Membership {
             .position(|&phase| phase == crate::start::INITIALISE)
             .expect("INITIALISE is a phase");
         self.run_phase(initialise + 1, ctx);
+    }
+}
+
+impl Membership {
+    /// At a restarting node that ran every phase: ask the president to
+    /// end its start (again every retry interval until a commit does).
+    pub(crate) fn ask_to_finish(&mut self, ctx: &mut dyn Context) {
+        let me = self.address.node;
+        if !self.failures.starting.contains(me) {
+            return;
+        }
+        let president = self.acting_president();
+        let request = CmNodeStartedReq { node: me };
+        kernel::send(ctx, self.address, membership_of(president), request);
+        self.arm_join_retry(ctx);
+    }
+
+    fn arm_join_retry(&mut self, ctx: &mut dyn Context) {
+        if self.formation.retry_armed {
+            return;
+        }
+        self.formation.retry_armed = true;
+        let envelope = signal::Envelope {
+            from: self.address,
+            to: self.address,
+            signal: signal::signals::ContinueB {
+                job: crate::formation::job::JOIN_RETRY,
+            }
+            .into(),
+        };
+        ctx.send_delayed(envelope, JOIN_RETRY_MS);
+    }
+
+    /// At the president: a starting member ran every phase of its node
+    /// restart; the next round ends its start (a round under way, or a
+    /// failure being agreed, goes first: the node asks again).
+    pub(crate) fn started_request(&mut self, from: BlockRef, node: NodeId, ctx: &mut dyn Context) {
+        if from != membership_of(node)
+            || self.acting_president() != self.address.node
+            || !self.failures.starting.contains(node)
+            || self.failures.round_pending()
+            || self.failures.finishing.is_some()
+        {
+            return;
+        }
+        ctx.report(Report::Log(format!(
+            "node {node} finished its node restart (copied, checkpointed, records complete \
+             GCIs): ending its start"
+        )));
+        self.failures.finishing = Some(node);
+        self.propose(ctx);
+    }
+
+    /// At a restarting node, after a commit: a membership that no longer
+    /// lists it as starting ends its start.
+    pub(crate) fn start_ended_if_listed(&mut self, ctx: &mut dyn Context) {
+        let me = self.address.node;
+        if self.state == StartState::Admitted && !self.failures.starting.contains(me) {
+            self.state = StartState::Started;
+            ctx.report(Report::Log(
+                "node restart done: this node is a full member again".to_string(),
+            ));
+            ctx.report(Report::NodeStarted);
+        }
     }
 }
 

@@ -234,13 +234,7 @@ impl Membership {
             self.run_phase(index + 1, ctx);
         } else if self.failures.starting.contains(self.address.node) {
             self.state = StartState::Admitted;
-            ctx.report(Report::Log(
-                "node restart: restored this node's own data, joined the GCI protocol and \
-                 copied what changed from the live replicas; its first local checkpoint and \
-                 the end of its start are not built yet, so this node stays a starting member \
-                 and serves nothing"
-                    .to_string(),
-            ));
+            self.ask_to_finish(ctx);
         } else {
             self.state = StartState::Started;
             ctx.report(Report::NodeStarted);
@@ -326,6 +320,7 @@ impl kernel::Block for Membership {
             }
             Signal::CmRegConf(conf) => self.cluster_formed(from, conf, ctx),
             Signal::CmRegRef(refusal) => self.join_refused(from, refusal.reason, ctx),
+            Signal::CmNodeStartedReq(request) => self.started_request(from, request.node, ctx),
             Signal::SystemFileRep(report) if from.node == self.address.node => self
                 .formation
                 .system_file_read(report.complete_gci, report.members),
@@ -345,9 +340,14 @@ impl kernel::Block for Membership {
             Signal::CmFailPrepareRef(refusal) => {
                 self.prepare_refused(refusal.membership_id, refusal.highest, ctx)
             }
-            Signal::CmFailCommitOrd(order) => {
-                self.commit(from, order.membership_id, order.live, order.starting, ctx)
-            }
+            Signal::CmFailCommitOrd(order) => self.commit(
+                from,
+                order.membership_id,
+                order.live,
+                order.starting,
+                order.returned,
+                ctx,
+            ),
             Signal::NodeFailConf(conf) => self.block_handled(from, conf.membership_id, ctx),
             Signal::CmNodeFailHandledRep(report) => {
                 self.member_handled(from.node, report.membership_id, ctx)

@@ -32,9 +32,10 @@ pub enum StartState {
     /// Every phase ran; the node serves.
     Started,
     /// A restarting node, admitted into the running cluster as a starting
-    /// member, ran its phases (docs/design/0018-node-restart.md): it
-    /// restored its own data and takes part in the GCI protocol; the copy
-    /// from the live replicas (not built yet) comes next.
+    /// member, ran every phase of its node restart
+    /// (docs/design/0018-node-restart.md): it copied, checkpointed and
+    /// records complete GCIs again; it waits for the membership round that
+    /// ends its start.
     Admitted,
     /// The node was declared failed, or its side of a split may not
     /// continue (`failure`): it serves nothing more in this incarnation.

@@ -4,7 +4,7 @@
 //! reported before and after phase 1), and API registration before and
 //! after the node started.
 
-use crate::start::{StartState, BEGIN, GLOBAL_CHECKPOINT as LAST, INITIALISE};
+use crate::start::{StartState, BEGIN, INITIALISE, RECORD_GCI as LAST};
 use crate::{Membership, MembershipConfig};
 use kernel::testing::{delayed_line, deliver, line, RecordingContext};
 use kernel::{Context, Report};
@@ -320,7 +320,7 @@ fn random_api_requests_in_every_start_state_are_answered_never_panicked_on() {
         BlockRef::new(NodeId(100), BlockKind::Tc, 0),
     ];
     let mut phase_index = None;
-    for round in 0..4000 {
+    for round in 0..6000 {
         // Move the start along now and then: before, during and after it.
         if round % 500 == 499 {
             match phase_index {
@@ -837,6 +837,7 @@ fn heartbeats_go_round_the_ring_and_a_silent_neighbour_is_suspected_once() {
         membership_id: 2,
         live: NodeSet::of([NodeId(2), NodeId(3)]),
         starting: NodeSet::EMPTY,
+        returned: NodeSet::EMPTY,
     };
     let trace = ctx.take_trace();
     let revoked = signal::signals::ReadLeaseRep { valid_until_ms: 0 };
@@ -1021,6 +1022,7 @@ fn an_up_to_date_node_installs_the_membership_without_the_stale_ones() {
                 failed: set(&[1]),
                 president: NodeId(2),
                 starting: NodeSet::EMPTY,
+                returned: NodeSet::EMPTY,
             },
         );
         assert!(trace.contains(&out), "{trace:?}");

@@ -32,8 +32,6 @@ use kernel::Context;
 use signal::signals::{resolve_step, NodeFailRep, ResolveConf, ResolveReq};
 use signal::{BlockKind, BlockRef, ErrorCode, NodeSet, Signal};
 
-use std::sync::Arc;
-
 impl Tc {
     /// NODE_FAILREP: new operations route around the failed nodes.
     pub(crate) fn node_failed(
@@ -42,15 +40,12 @@ impl Tc {
         report: NodeFailRep,
         ctx: &mut dyn Context,
     ) {
-        let failed = self
-            .node_failures
+        self.node_failures
             .install(self.config.address, from, &report, ctx);
-        if failed.is_empty() {
-            return;
-        }
-        let membership_id = self.node_failures.membership_id();
+        // Every change moves the routes: a failure takes replicas out, a
+        // node restart's end puts one back, last in its chains.
         for route in self.tables.iter_mut().flatten() {
-            let map = Arc::new(route.map.without(failed, membership_id));
+            let map = self.node_failures.route(&route.created);
             self.map_version = self.map_version.max(map.version);
             route.map = map;
         }

@@ -74,6 +74,10 @@ pub struct TcConfig {
 
 pub(crate) struct TableRoute {
     pub(crate) definition: Arc<TableDef>,
+    /// The map as created (dict's).
+    pub(crate) created: Arc<PartitionMap>,
+    /// The map routed with: `created` under the agreed membership
+    /// (`NodeFailures::route`).
     pub(crate) map: Arc<PartitionMap>,
 }
 
@@ -305,17 +309,11 @@ impl Tc {
         if self.tables.len() <= id {
             self.tables.resize_with(id + 1, || None);
         }
-        let map = if self.node_failures.failed().is_empty() {
-            request.map
-        } else {
-            Arc::new(request.map.without(
-                self.node_failures.failed(),
-                self.node_failures.membership_id(),
-            ))
-        };
+        let map = self.node_failures.route(&request.map);
         self.map_version = self.map_version.max(map.version);
         self.tables[id] = Some(TableRoute {
             definition: request.table,
+            created: request.map,
             map,
         });
         send(

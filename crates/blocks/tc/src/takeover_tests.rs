@@ -33,6 +33,7 @@ fn taking_over() -> (Tc, RecordingContext) {
             failed: NodeSet::of([NodeId(3)]),
             president: NodeId(2),
             starting: NodeSet::EMPTY,
+            returned: NodeSet::EMPTY,
         },
     );
     ctx.take_trace();
@@ -278,6 +279,7 @@ fn only_the_presidents_first_tc_takes_over() {
                 failed: NodeSet::of([NodeId(3)]),
                 president: NodeId(2),
                 starting: NodeSet::EMPTY,
+                returned: NodeSet::EMPTY,
             },
         );
         ctx.take_trace();

@@ -1137,6 +1137,9 @@ signal_table! {
         /// data that counts (docs/design/0018-node-restart.md). A
         /// proposal that admits a restarting node adds it to both.
         starting: NodeSet,
+        /// Those of `live` that came back by a node restart: they go last
+        /// in every replica chain, after the nodes that did not.
+        returned: NodeSet,
     }
 
     /// membership -> the president's membership. Prepared `membership_id`;
@@ -1174,6 +1177,8 @@ signal_table! {
         live: NodeSet,
         /// Those of `live` still in their node restart.
         starting: NodeSet,
+        /// Those of `live` that came back by a node restart.
+        returned: NodeSet,
     }
 
     /// president's membership -> every member of `live`. Every member
@@ -1209,6 +1214,9 @@ signal_table! {
         /// Members still in their node restart (not readable, not yet
         /// restorable from their own files).
         starting: NodeSet,
+        /// Members that came back by a node restart: last in every
+        /// replica chain ([`PartitionMap::routed`]).
+        returned: NodeSet,
     }
 
     /// block -> its node's membership. The block handled NODE_FAILREP
@@ -1325,6 +1333,17 @@ signal_table! {
         reason: u8,
     }
 
+    /// restarting node's membership -> the president's membership: every
+    /// phase of its node restart ran (it copied, checkpointed, and its
+    /// system file records complete GCIs): end its start, a membership
+    /// round without it among the starting members. Sent again every
+    /// second, and to each new president, until a commit says so.
+    #[derive(Debug, PartialEq)]
+    266 CmNodeStartedReq: Membership -> Membership, node {
+        /// The restarting node.
+        node: NodeId,
+    }
+
     // ---- System restart: 280..=299 (room for node restart and copy of partitions)
 
     /// dih -> master dih, system restart (start phase RESTART_GCI): what this
@@ -1386,6 +1405,11 @@ signal_table! {
     285 IncludeNodeReq: Dih -> Dih, node {
         /// The restarting node.
         node: NodeId,
+        /// 0 until its local checkpoints are written; then the first GCI
+        /// its system file may record complete (phase RECORD_GCI): its
+        /// dih takes part in the rounds' COPY_GCI from the first round of
+        /// a GCI at least this one.
+        system_file_from: Gci,
     }
 
     /// master dih -> the restarting node's dih: its tcs took part in the

@@ -293,6 +293,53 @@ pub struct PartitionMap {
 }
 
 impl PartitionMap {
+    /// The map clients and tcs route with under an agreed membership:
+    /// each partition's replicas that serve (members not starting), in
+    /// the map's order, but the nodes that came back by a node restart
+    /// (`returned`) after the others, so a restarted node never takes a
+    /// primary role back while writes are in flight
+    /// (docs/design/0018-node-restart.md); `version` is the membership's
+    /// id. Panics if a partition would have no replica: the survival rule
+    /// shuts such a side down first.
+    pub fn routed(&self, serving: NodeSet, returned: NodeSet, version: u32) -> PartitionMap {
+        let partitions = self
+            .partitions
+            .iter()
+            .enumerate()
+            .map(|(partition, placement)| {
+                let serves = |node: &&NodeId| serving.contains(**node);
+                let first = placement
+                    .replicas
+                    .iter()
+                    .filter(serves)
+                    .filter(|node| !returned.contains(**node));
+                let last = placement
+                    .replicas
+                    .iter()
+                    .filter(serves)
+                    .filter(|node| returned.contains(**node));
+                let replicas: Vec<NodeId> = first.chain(last).copied().collect();
+                assert!(
+                    !replicas.is_empty(),
+                    "partition {partition} of table {} has no replica serving ({:?} of {serving}): \
+                     the survival rule lets no side without a whole node group continue",
+                    self.table_id,
+                    placement.replicas
+                );
+                PartitionPlacement {
+                    replicas,
+                    ..placement.clone()
+                }
+            })
+            .collect();
+        PartitionMap {
+            table_id: self.table_id,
+            version,
+            bucket_partitions: self.bucket_partitions.clone(),
+            partitions,
+        }
+    }
+
     /// The map with the data nodes of `failed` taken out of every chain
     /// (the next replica in chain order becomes primary where the primary
     /// failed), drawn for membership `membership_id`: its version becomes

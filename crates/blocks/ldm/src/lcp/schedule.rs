@@ -33,6 +33,17 @@ impl Ldm {
         self.lcp_pace(ctx);
     }
 
+    /// Starts the next partition's LCP as soon as may be (a node restart's
+    /// checkpoint of every partition, `copy`).
+    pub(crate) fn lcp_kick(&mut self, ctx: &mut dyn Context) {
+        self.lcp.schedule_tick(self.address, ctx, true);
+    }
+
+    /// Whether this ldm writes LCPs at all (a redo log, and LCPs enabled).
+    pub(crate) fn lcp_enabled(&self) -> bool {
+        self.redo.is_some() && self.lcp.settings.enabled
+    }
+
     /// Decides the LCP speed for the next period from what this ldm saw,
     /// reports the counters, and sets the next decision's timer.
     fn lcp_pace(&mut self, ctx: &mut dyn Context) {
@@ -153,7 +164,7 @@ impl Ldm {
         if self.lcp.running.is_some() || !self.lcp.settings.enabled {
             return;
         }
-        if self.node_failures.starting().contains(self.address.node) {
+        if self.node_failures.starting().contains(self.address.node) && !self.copy_checkpointing() {
             // A node in its node restart checkpoints nothing until its
             // copy is done: its disk keeps what it restored from
             // (docs/design/0018-node-restart.md).
@@ -365,6 +376,7 @@ impl Ldm {
             self.lcp.completed += 1;
             self.lcp_check_restorable(ctx);
             self.lcp_report(ctx);
+            self.copy_partition_checkpointed(running.table, running.partition, ctx);
         }
         let now = self.lcp.hurry || self.lcp.settings.pause_ms == 0 || self.redo_under_pressure();
         self.lcp.schedule_tick(self.address, ctx, now);
