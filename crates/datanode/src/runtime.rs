@@ -11,7 +11,7 @@
 use crate::arbiter::Arbiter;
 use crate::io::{FileService, IoThreadSetup};
 use crate::status::{CheckpointReports, NodeStatus, ThreadInfo};
-use crate::wiring::{build_blocks, default_partitions_of_ldm};
+use crate::wiring::{build_blocks_for, default_partitions_of_ldm};
 use admission::ClusterSecret;
 use config::ClusterConfig;
 use kernel::block_thread::{self, BlockThreadSetup};
@@ -141,13 +141,10 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
     }
     .map_err(|error| format!("config from mgmd is invalid: {error}"))?;
     let node = NodeId(options.node_id);
-    if session.cluster_running() && cluster_still_running(&options.mgmd, node) {
-        return Err(format!(
-            "node {node}: the cluster is running without this node (it failed or was \
-             stopped while the others went on); bringing a node back into a running cluster \
-             (node restart) is not built yet: stop every data node and start them together"
-        ));
-    }
+    // The cluster runs without this node (it failed or was stopped while
+    // the others went on): it rejoins by a node restart
+    // (docs/design/0018-node-restart.md) instead of forming a cluster.
+    let joining = session.cluster_running() && cluster_still_running(&options.mgmd, node);
     let secret = load_secret(node, &options, &config)?;
     if config.threads.recv != 1 || config.threads.send != 1 {
         eprintln!(
@@ -185,7 +182,18 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
             node_config.data_dir.display()
         );
     }
-    let node_runtime = start(&config, node, listener, pid, incarnation, secret)?;
+    if joining {
+        eprintln!(
+            "tessera node {node}: the cluster runs without this node: rejoining it by a node \
+             restart ({})",
+            if options.initial {
+                "--initial: copying every row from the live replicas"
+            } else {
+                "restoring this node's own files, then copying what changed since"
+            }
+        );
+    }
+    let node_runtime = start(&config, node, listener, pid, incarnation, secret, joining)?;
     let status = node_runtime.status.clone();
     let tc_placement = if config.threads.tc_on_ldm {
         format!("{} tc instances on the ldm threads", config.threads.tc)
@@ -338,7 +346,8 @@ fn data_node_peers(config: &ClusterConfig) -> Result<Vec<DataNodePeer>, String> 
 }
 
 /// Starts the threads of data node `node`, in its start `incarnation`,
-/// serving on `listener` and admitting connections with `secret`.
+/// serving on `listener` and admitting connections with `secret`;
+/// `joining`: the cluster runs, and the node rejoins it by a node restart.
 pub fn start(
     config: &ClusterConfig,
     node: NodeId,
@@ -346,6 +355,7 @@ pub fn start(
     pid: u32,
     incarnation: u32,
     secret: ClusterSecret,
+    joining: bool,
 ) -> Result<NodeRuntime, String> {
     let data_nodes = data_node_peers(config)?;
     let arbitration_secret = secret.clone();
@@ -390,7 +400,7 @@ pub fn start(
         .map(Some)
         .collect();
     let pool = SectionPool::leak_for_operations(config.cluster.max_concurrent_operations);
-    let blocks = build_blocks(config, node)?;
+    let blocks = build_blocks_for(config, node, joining)?;
     let shutdown = Arc::new(AtomicBool::new(false));
     let epoch = Instant::now();
 

@@ -90,6 +90,10 @@ const ACCEPT_RETRY_PAUSE: Duration = Duration::from_millis(10);
 /// Pause between attempts to connect to a data node this node dials.
 pub const DIAL_RETRY: Duration = Duration::from_millis(100);
 
+/// How often a data node that was cut (taken for failed) is dialed again,
+/// in case it restarted.
+pub const CUT_REDIAL: Duration = Duration::from_secs(1);
+
 /// A dial not connected after this long is abandoned (and retried).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -368,8 +372,8 @@ impl std::fmt::Display for CloseReason {
             }
             CloseReason::Cut(node) => write!(
                 f,
-                "data node {node} was taken for failed; this node admits it no more (node \
-                 restart, which would readmit it, is not built)"
+                "data node {node} was taken for failed; this node admits no incarnation of \
+                 it seen so far (a restarted one, in a later incarnation, is admitted)"
             ),
         }
     }
@@ -888,12 +892,14 @@ impl Connections {
             if now < link.next_dial {
                 continue;
             }
-            if dispatch.registry.is_cut(link.node) {
-                // Never dialed again: stop looking (and waking for it).
-                dispatch.links[index].dials = false;
-                continue;
-            }
-            dispatch.links[index].next_dial = now + DIAL_RETRY;
+            // A cut node is dialed now and then: a restarted one, in a
+            // later incarnation, is admitted (docs/design/0018-node-restart.md).
+            let retry = if dispatch.registry.is_cut(link.node) {
+                CUT_REDIAL
+            } else {
+                DIAL_RETRY
+            };
+            dispatch.links[index].next_dial = now + retry;
             if let Err(reason) = self.dial(index, now, dispatch) {
                 let link = &mut dispatch.links[index];
                 if !link.quiet {

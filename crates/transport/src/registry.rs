@@ -14,10 +14,11 @@
 //! numbers, empty buffers) from "the same connection".
 //!
 //! **Cut nodes.** A data node taken for failed (by membership, or because
-//! its link broke) is cut: its connection is shut down and it is never
-//! admitted again by this process (node restart will readmit a new
-//! incarnation, docs/design/failures.md §9). A node that shuts down
-//! closes every connection and admits nothing more.
+//! its link broke) is cut: its connection is shut down and no incarnation
+//! of it seen so far is ever admitted again by this process. A later
+//! incarnation (the node restarted, docs/design/0018-node-restart.md) is
+//! admitted; membership decides whether its signals count. A node that
+//! shuts down closes every connection and admits nothing more.
 
 use signal::NodeId;
 use std::net::TcpStream;
@@ -50,7 +51,7 @@ pub enum RegisterError {
     AlreadyConnected,
     /// The node id is 0 or above 255.
     NodeIdOutOfRange,
-    /// The node was cut ([`ConnectionRegistry::cut`]).
+    /// That incarnation of the node was cut ([`ConnectionRegistry::cut`]).
     Cut,
     /// This node shuts down ([`ConnectionRegistry::close_all`]).
     Closed,
@@ -63,8 +64,9 @@ pub struct ConnectionRegistry {
     slots: Mutex<Vec<Option<Arc<RegisteredConnection>>>>,
     generation: AtomicU64,
     next_connection_id: AtomicU64,
-    /// Cut nodes, bit `id` for node `id` (data node ids are 1..=127).
-    cut: Mutex<u128>,
+    /// For each node id: (the highest incarnation registered, the highest
+    /// cut: incarnations up to it are refused; 0: none).
+    incarnations: Mutex<Vec<(u32, u32)>>,
     /// The node shuts down: every connection closed, none admitted.
     closed: AtomicBool,
 }
@@ -82,40 +84,47 @@ impl ConnectionRegistry {
             slots: Mutex::new(vec![None; NODE_SLOTS]),
             generation: AtomicU64::new(0),
             next_connection_id: AtomicU64::new(1),
-            cut: Mutex::new(0),
+            incarnations: Mutex::new(vec![(0, 0); NODE_SLOTS]),
             closed: AtomicBool::new(false),
         }
     }
 
-    /// Cuts data node `node`: shuts its connection down (the receive
-    /// thread sees the close and unregisters it) and refuses it from now
-    /// on. Returns whether it was not cut before.
-    pub fn cut(&self, node: NodeId) -> bool {
-        let Some(bit) = cut_bit(node) else {
-            return false;
-        };
-        let first = {
-            let mut cut = self
-                .cut
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            let first = *cut & bit == 0;
-            *cut |= bit;
-            first
-        };
-        self.shut_down_connection_of(node);
-        first
+    fn incarnations(&self) -> MutexGuard<'_, Vec<(u32, u32)>> {
+        self.incarnations
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Whether `node` was cut.
+    /// Cuts data node `node`: shuts its connection down (the receive
+    /// thread sees the close and unregisters it) and refuses every
+    /// incarnation of it registered so far, from now on. Returns whether
+    /// that cut anything not cut before.
+    pub fn cut(&self, node: NodeId) -> bool {
+        let Some(slot) = data_node_slot(node) else {
+            return false;
+        };
+        let newly = {
+            let mut incarnations = self.incarnations();
+            let (seen, cut) = &mut incarnations[slot];
+            let newly = *seen > *cut;
+            *cut = (*cut).max(*seen);
+            newly
+        };
+        self.shut_down_connection_of(node);
+        newly
+    }
+
+    /// Whether `node` was cut (some incarnation of it is refused).
     pub fn is_cut(&self, node: NodeId) -> bool {
-        cut_bit(node).is_some_and(|bit| {
-            *self
-                .cut
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                & bit
-                != 0
+        data_node_slot(node).is_some_and(|slot| self.incarnations()[slot].1 > 0)
+    }
+
+    /// Whether incarnation `incarnation` of `node` is refused: it is no
+    /// later than one cut.
+    pub fn is_cut_incarnation(&self, node: NodeId, incarnation: u32) -> bool {
+        data_node_slot(node).is_some_and(|slot| {
+            let cut = self.incarnations()[slot].1;
+            cut > 0 && incarnation <= cut
         })
     }
 
@@ -158,12 +167,14 @@ impl ConnectionRegistry {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// Registers `stream` as the connection of `node`, whose frames from
-    /// this node continue at `first_sequence`; refuses a node that is
-    /// already connected. Returns the new connection id.
+    /// Registers `stream` as the connection of incarnation `incarnation`
+    /// of `node` (0 for an API node), whose frames from this node continue
+    /// at `first_sequence`; refuses a node that is already connected, and
+    /// an incarnation that was cut. Returns the new connection id.
     pub fn register(
         &self,
         node: NodeId,
+        incarnation: u32,
         stream: TcpStream,
         first_sequence: u64,
     ) -> Result<u64, RegisterError> {
@@ -174,11 +185,15 @@ impl ConnectionRegistry {
         if self.is_closed() {
             return Err(RegisterError::Closed);
         }
-        if self.is_cut(node) {
+        if self.is_cut_incarnation(node, incarnation) {
             return Err(RegisterError::Cut);
         }
         if slots[slot].is_some() {
             return Err(RegisterError::AlreadyConnected);
+        }
+        if let Some(data) = data_node_slot(node) {
+            let seen = &mut self.incarnations()[data].0;
+            *seen = (*seen).max(incarnation);
         }
         let connection_id = self.next_connection_id.fetch_add(1, Ordering::Relaxed);
         slots[slot] = Some(Arc::new(RegisteredConnection {
@@ -239,10 +254,10 @@ pub fn node_slot(node: NodeId) -> Option<usize> {
     (1..NODE_SLOTS).contains(&slot).then_some(slot)
 }
 
-/// The bit of data node `node` in the cut set (`None` above 127: no data
-/// node has such an id).
-fn cut_bit(node: NodeId) -> Option<u128> {
-    (1..128).contains(&node.0).then(|| 1u128 << node.0)
+/// The slot of data node `node` in the incarnation table (`None` above
+/// 127: no data node has such an id).
+fn data_node_slot(node: NodeId) -> Option<usize> {
+    (1..128).contains(&node.0).then_some(usize::from(node.0))
 }
 
 #[cfg(test)]
@@ -260,17 +275,19 @@ mod tests {
     fn a_node_registers_once_and_only_its_own_connection_removes_it() {
         let registry = ConnectionRegistry::new();
         let start = registry.generation();
-        let first = registry.register(NodeId(130), stream(), 0).expect("first");
+        let first = registry
+            .register(NodeId(130), 0, stream(), 0)
+            .expect("first");
         assert_eq!(
-            registry.register(NodeId(130), stream(), 0),
+            registry.register(NodeId(130), 0, stream(), 0),
             Err(RegisterError::AlreadyConnected)
         );
         assert_eq!(
-            registry.register(NodeId(0), stream(), 0),
+            registry.register(NodeId(0), 0, stream(), 0),
             Err(RegisterError::NodeIdOutOfRange)
         );
         assert_eq!(
-            registry.register(NodeId(256), stream(), 0),
+            registry.register(NodeId(256), 0, stream(), 0),
             Err(RegisterError::NodeIdOutOfRange)
         );
         assert_eq!(registry.generation(), start + 1);
@@ -284,7 +301,9 @@ mod tests {
         assert!(registry.remove(NodeId(130), first));
         assert!(!registry.is_connected(NodeId(130)));
         assert_eq!(registry.generation(), start + 2);
-        let second = registry.register(NodeId(130), stream(), 0).expect("again");
+        let second = registry
+            .register(NodeId(130), 0, stream(), 0)
+            .expect("again");
         assert_ne!(first, second, "a reconnect gets a new connection id");
     }
 
@@ -295,11 +314,20 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let ours = TcpStream::connect(listener.local_addr().expect("address")).expect("connect");
         let (mut theirs, _) = listener.accept().expect("accept");
-        registry.register(NodeId(3), ours, 0).expect("register");
+        registry.register(NodeId(3), 5, ours, 0).expect("register");
         assert!(!registry.is_cut(NodeId(3)));
         assert!(registry.cut(NodeId(3)));
         assert!(!registry.cut(NodeId(3)), "cut once");
         assert!(registry.is_cut(NodeId(3)) && !registry.is_cut(NodeId(4)));
+        assert!(registry.is_cut_incarnation(NodeId(3), 5));
+        assert!(
+            registry.is_cut_incarnation(NodeId(3), 4),
+            "an older one too"
+        );
+        assert!(
+            !registry.is_cut_incarnation(NodeId(3), 6),
+            "a restarted node's next incarnation is admitted"
+        );
         let mut byte = [0u8; 1];
         assert_eq!(
             theirs.read(&mut byte).expect("read"),

@@ -282,8 +282,8 @@ impl Dih {
             ctx.report(Report::Shutdown(format!(
                 "this node's data ends at GCI {}: it failed before GCI {restored} was made \
                  durable by the nodes that carried on, so it takes no part in this start; \
-                 bringing it back needs a node restart (copying from the live nodes), which \
-                 is not built yet",
+                 bringing it back needs a node restart: start it again once the cluster runs, \
+                 and it copies from the live nodes",
                 Gci(own)
             )));
             return;

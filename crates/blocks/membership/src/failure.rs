@@ -705,6 +705,11 @@ impl Membership {
         }
         let removed = self.failures.live.difference(live);
         let added = live.difference(self.failures.live);
+        let ended = self
+            .failures
+            .starting
+            .difference(starting)
+            .intersection(live);
         for node in removed.iter() {
             self.take_for_failed(node, Cause::LeftOutBy(from.node), ctx);
         }
@@ -736,10 +741,12 @@ impl Membership {
                 )
             })
             .unwrap_or_default();
-        let change = if added.is_empty() {
-            format!("without {removed}")
-        } else {
+        let change = if !added.is_empty() {
             format!("node {added} rejoins by a node restart")
+        } else if removed.is_empty() && !ended.is_empty() {
+            format!("node {ended} finished its node restart")
+        } else {
+            format!("without {removed}")
         };
         ctx.report(Report::Log(format!(
             "membership {membership_id}: {live}, {change}; president {}{took}",

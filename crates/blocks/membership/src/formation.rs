@@ -344,8 +344,8 @@ impl Membership {
             let reason = format!(
                 "this node's data ends at GCI {own}: it failed before GCI {} was made durable \
                  by the nodes that carried on, so it takes no part in this start (the cluster \
-                 starts without it, led by node {}); bringing it back needs a node restart \
-                 (copying from the live nodes), which is not built yet",
+                 starts without it, led by node {}); bringing it back needs a node restart: \
+                 start it again once the cluster runs, and it copies from the live nodes",
                 conf.restored_gci, conf.president
             );
             // It tells every node going on that it leaves, and shuts down

@@ -384,6 +384,22 @@ impl TestCluster {
         self.spawn_data_node_with_env(id, &[]);
     }
 
+    /// Starts data node `id` alone again with `--initial` (its files
+    /// deleted first), without waiting for anything.
+    pub fn spawn_data_node_initial(&mut self, id: u16) {
+        let mgmd_addr = self.mgmd_addr();
+        let log = self.dir.join(format!("node{id}.log"));
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|node| node.id == id)
+            .unwrap_or_else(|| panic!("no data node {id}"));
+        assert!(node.child.is_none(), "data node {id} runs already");
+        let id = id.to_string();
+        let args = ["node", "--mgmd", &mgmd_addr, "--node-id", &id, "--initial"];
+        node.child = Some(spawn_logged_with_env(&args, &log, &[]));
+    }
+
     /// As [`TestCluster::spawn_data_node`], with more environment variables
     /// for the process (fault points).
     pub fn spawn_data_node_with_env(&mut self, id: u16, env: &[(&str, &str)]) {

@@ -212,7 +212,7 @@ impl Dispatch {
                     return Err(CloseReason::BadLinkProof(node));
                 }
                 // The acceptor's hello was its frame 0.
-                let peer = self.register(node, connection.write_half, 1, true)?;
+                let peer = self.register(node, incarnation, connection.write_half, 1, true)?;
                 self.data_node_connected(node, incarnation);
                 Ok(Admitted::Peer { peer, first: None })
             }
@@ -252,7 +252,7 @@ impl Dispatch {
         incarnation: u32,
         dialed: Option<NodeId>,
     ) -> Result<(), CloseReason> {
-        if self.registry.is_cut(node) {
+        if self.registry.is_cut_incarnation(node, incarnation) {
             return Err(CloseReason::Cut(node));
         }
         let link = self
@@ -361,7 +361,8 @@ impl Dispatch {
             LinkProofRep { proof }.into(),
         )?;
         // This node's frames 0 and 1 were the handshake's.
-        let peer = self.register(node, connection.write_half, 2, true)?;
+        let incarnation = header.incarnation;
+        let peer = self.register(node, incarnation, connection.write_half, 2, true)?;
         self.data_node_connected(node, header.incarnation);
         Ok(Admitted::Peer { peer, first: None })
     }
@@ -411,7 +412,7 @@ impl Dispatch {
                 connection,
             ));
         }
-        let peer = self.register(node, connection.write_half, 0, false)?;
+        let peer = self.register(node, 0, connection.write_half, 0, false)?;
         if let Some(newest) = self.api_allocations.get_mut(usize::from(node.0)) {
             *newest = request.token.allocation;
         }
@@ -444,17 +445,22 @@ impl Dispatch {
         CloseReason::NotAdmitted { node, why }
     }
 
-    /// Registers the connection of `node` for the send thread, whose frames
-    /// on it continue at `first_sequence`.
+    /// Registers the connection of `node` (its incarnation `incarnation`;
+    /// 0 for an API node) for the send thread, whose frames on it continue
+    /// at `first_sequence`.
     fn register(
         &mut self,
         node: NodeId,
+        incarnation: u32,
         write_half: &mut Option<std::net::TcpStream>,
         first_sequence: u64,
         data_node: bool,
     ) -> Result<Peer, CloseReason> {
         let write_stream = write_half.take().ok_or(CloseReason::NoWriteHalf)?;
-        let connection_id = match self.registry.register(node, write_stream, first_sequence) {
+        let registered = self
+            .registry
+            .register(node, incarnation, write_stream, first_sequence);
+        let connection_id = match registered {
             Ok(connection_id) => connection_id,
             Err(RegisterError::AlreadyConnected) => {
                 return Err(CloseReason::AlreadyConnected(node))
