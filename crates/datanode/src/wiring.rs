@@ -130,6 +130,13 @@ pub fn build_blocks_for(
         },
         joining,
     });
+    let (mut ldms, mut tcs): (Vec<Ldm>, Vec<Tc>) = (ldms, tcs);
+    if joining {
+        // Until admitted, a late signal meant for this node's previous
+        // incarnation is dropped (docs/design/0018-node-restart.md).
+        ldms.iter_mut().for_each(Ldm::await_admission);
+        tcs.iter_mut().for_each(Tc::await_admission);
+    }
     Ok(NodeBlocks {
         ldms,
         tcs,

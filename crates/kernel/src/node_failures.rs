@@ -34,6 +34,10 @@ pub struct NodeFailures {
     starting: NodeSet,
     /// Members that came back by a node restart.
     returned: NodeSet,
+    /// A node restarting: until its admission is installed, signals from
+    /// other data nodes are refused (a late one meant for its previous
+    /// incarnation must not reach this one). Its own node's id.
+    awaiting_admission: Option<signal::NodeId>,
 }
 
 impl NodeFailures {
@@ -41,7 +45,16 @@ impl NodeFailures {
     /// node agreed failed (its late signals, still queued, included).
     #[inline]
     pub fn refuses(&self, from: BlockRef) -> bool {
-        from.kind != BlockKind::Api && self.failed.contains(from.node)
+        from.kind != BlockKind::Api
+            && (self.failed.contains(from.node)
+                || self.awaiting_admission.is_some_and(|own| from.node != own))
+    }
+
+    /// This node restarts into a running cluster: other data nodes' signals
+    /// are refused until the membership that admits it is installed
+    /// (docs/design/0018-node-restart.md).
+    pub fn await_admission(&mut self, own: signal::NodeId) {
+        self.awaiting_admission = Some(own);
     }
 
     /// Every data node agreed failed since this node started and not
@@ -121,6 +134,7 @@ impl NodeFailures {
             report.live
         );
         let newly = report.failed.difference(self.failed);
+        self.awaiting_admission = None;
         if report.membership_id > self.membership_id {
             self.membership_id = report.membership_id;
             // A node listed live again was admitted by a node restart, in

@@ -24,7 +24,11 @@ pub struct Verdict {
 /// file records alive at that GCI). A node inside the members but behind
 /// (the cluster crashed during the round that wrote the GCI) is not
 /// stale: its redo holds the restored GCI's records. Without recorded
-/// members every node takes part.
+/// members every node takes part. A node whose file records nothing
+/// complete while the cluster restores a GCI (started with `--initial`,
+/// its directory lost, or a node restart cut short after it voided its
+/// file) is stale whatever the members: it has nothing to restore, and
+/// rejoins by a node restart (docs/design/0018-node-restart.md).
 pub fn judge(reported: &[(NodeId, Gci, NodeSet)]) -> Verdict {
     let restored = reported
         .iter()
@@ -43,8 +47,7 @@ pub fn judge(reported: &[(NodeId, Gci, NodeSet)]) -> Verdict {
             .filter(|&&(node, gci, _)| {
                 restored != Gci(0)
                     && gci < restored
-                    && !members.is_empty()
-                    && !members.contains(node)
+                    && (gci == Gci(0) || !members.is_empty() && !members.contains(node))
             })
             .map(|&(node, _, _)| node),
     );
@@ -73,6 +76,24 @@ mod tests {
         assert_eq!(verdict.restored, Gci(9));
         assert_eq!(verdict.members, set(&[2]));
         assert_eq!(verdict.stale, set(&[1, 3]));
+    }
+
+    #[test]
+    fn a_node_with_nothing_is_stale_even_among_the_members() {
+        // Node 3 lost its files (or started with --initial) after GCI 9
+        // recorded it alive: it has nothing to restore, and rejoins by a
+        // node restart.
+        let verdict = judge(&[
+            (NodeId(2), Gci(9), set(&[2, 3])),
+            (NodeId(3), Gci(0), NodeSet::EMPTY),
+        ]);
+        assert_eq!(verdict.stale, set(&[3]));
+        // Nothing anywhere: an initial start, nobody stale.
+        let verdict = judge(&[
+            (NodeId(2), Gci(0), NodeSet::EMPTY),
+            (NodeId(3), Gci(0), NodeSet::EMPTY),
+        ]);
+        assert_eq!(verdict.stale, NodeSet::EMPTY);
     }
 
     #[test]

@@ -259,6 +259,7 @@ pub fn run_chaos(seed: u64, options: &ChaosOptions) -> ChaosReport {
         workload_end_us,
         options.most_faults,
     );
+    add_node_restarts(seed, &mut schedule);
     let faults = schedule.to_string();
     simulation.set_context(format!("faults: [{faults}]"));
     // Long enough for the longest pause or partition to heal and the
@@ -279,13 +280,21 @@ pub fn run_chaos(seed: u64, options: &ChaosOptions) -> ChaosReport {
             },
         );
     }
-    // Nodes in the order they stopped.
-    let mut stop_order: Vec<NodeId> = Vec::new();
+    // Every stop in order, with why (a node restarted may stop again).
+    let mut stop_order: Vec<(NodeId, String)> = Vec::new();
+    let mut down = NodeSet::EMPTY;
     let mut after_step = |simulation: &Simulation| {
         check_invariants(simulation);
-        for &node in simulation.world().stopped().keys() {
-            if !stop_order.contains(&node) {
-                stop_order.push(node);
+        let stopped = simulation.world().stopped();
+        for (&node, why) in stopped {
+            if !down.contains(node) {
+                down.insert(node);
+                stop_order.push((node, why.clone()));
+            }
+        }
+        for node in down.iter() {
+            if !stopped.contains_key(&node) {
+                down.remove(node);
             }
         }
     };
@@ -356,10 +365,7 @@ pub fn run_chaos(seed: u64, options: &ChaosOptions) -> ChaosReport {
         .copied()
         .filter(|&node| !world.is_stopped(node) && !world.is_paused(node) && members.contains(node))
         .collect();
-    let stopped: Vec<(NodeId, String)> = stop_order
-        .iter()
-        .map(|node| (*node, simulation.world().stopped()[node].clone()))
-        .collect();
+    let stopped = stop_order;
     let (transfers, full_reads, schema_changes, verified) = {
         let shared = lock(&shared);
         (
@@ -411,6 +417,42 @@ pub fn run_chaos(seed: u64, options: &ChaosOptions) -> ChaosReport {
         restart,
         trace_hash: simulation.world().trace_hash(),
         simulated_us: simulation.world().now_us(),
+    }
+}
+
+/// How long past the workload's end the clients keep trying when no
+/// transfer committed yet.
+const LIVENESS_GRACE_US: u64 = 5_000_000;
+
+/// Node restarts, as the angel or an operator would start a node again:
+/// after half the kills and crashes at fault points, a moment later,
+/// the node starts again from its files (or, one time in four, with
+/// `--initial`). Drawn from a stream of their own, so the other faults
+/// of a seed stay as they were. A restart of a node that runs does
+/// nothing.
+fn add_node_restarts(seed: u64, schedule: &mut Schedule) {
+    use crate::nemesis::Fault;
+    let mut random = XorShift::new(fmix64(seed ^ 0x4e52_e57a_0000_0001));
+    let stops: Vec<(u64, NodeId)> = schedule
+        .faults
+        .iter()
+        .filter_map(|&(at_us, fault)| match fault {
+            Fault::Kill(node) | Fault::Arm(node, _, kernel::faults::FaultAction::Crash) => {
+                Some((at_us, node))
+            }
+            _ => None,
+        })
+        .collect();
+    for (at_us, node) in stops {
+        if random.below(2) == 0 {
+            continue;
+        }
+        let restart = if random.below(4) == 0 {
+            Fault::RestartInitial(node)
+        } else {
+            Fault::Restart(node)
+        };
+        schedule.add(at_us + 500_000 + random.below(1_500_000), restart);
     }
 }
 
@@ -539,7 +581,19 @@ fn client_main(
     let nodes = cluster.data_nodes();
     let mut n = 0u64;
     let mut scratch_exists = false;
-    while context.now_us() < workload_end_us {
+    // Past the workload's end, the clients go on until a transfer
+    // commits (faults may have taken all of its time): the cluster that
+    // serves at the end must have committed something once healed.
+    let none_committed = || {
+        let shared = lock(shared);
+        !shared
+            .transfers
+            .iter()
+            .any(|transfer| matches!(transfer.seen, Seen::Acknowledged(_)))
+    };
+    while context.now_us() < workload_end_us
+        || (context.now_us() < workload_end_us + LIVENESS_GRACE_US && none_committed())
+    {
         // The first client also creates and drops a scratch table now and
         // then, so that faults catch schema changes too (the master
         // dict's take-over: every block must end up agreeing on it).

@@ -61,7 +61,10 @@ pub enum Fault {
     /// The node crashes (or stalls) when it next reaches the fault point.
     Arm(NodeId, FaultPoint, FaultAction),
     /// The node, stopped, starts again over its disk while the others run
-    /// (the angel, or an operator): a node restart. Nothing if it runs.
+    /// (the angel, or an operator): a node restart. Nothing if it runs,
+    /// or if no other node serves (mgmd would tell it the cluster does not
+    /// run: it would wait for a whole-cluster start, which a run's end
+    /// checks do themselves).
     Restart(NodeId),
     /// As `Restart`, with its files deleted first (`--initial`).
     RestartInitial(NodeId),
@@ -124,7 +127,11 @@ impl Simulation {
             Fault::CutClients(_) => {}
             Fault::Arm(node, point, action) => self.world_mut().arm_fault_with(node, point, action),
             Fault::Restart(node) | Fault::RestartInitial(node) => {
-                if self.world().is_stopped(node) {
+                let world = self.world();
+                let serving = world.data_nodes().iter().any(|&other| {
+                    other != node && !world.is_stopped(other) && world.node_started(other)
+                });
+                if world.is_stopped(node) && serving {
                     self.restart_node_with(node, fault == Fault::RestartInitial(node));
                 }
             }

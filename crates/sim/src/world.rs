@@ -575,8 +575,12 @@ impl World {
 
     /// Whether any running data node installed a membership that leaves
     /// out another running node which, in turn, installed one leaving out
-    /// the first: two sides that both went on (split brain). Returns the
-    /// pair, if so.
+    /// the first, the two memberships sharing no member: two sides that
+    /// both went on (split brain). Returns the pair, if so. (Memberships
+    /// with a member in common are one cluster's, one newer than the
+    /// other: a node paused through a change and a node that rejoined
+    /// since may each leave the other out, and the paused one finds it
+    /// was declared failed when it runs again.)
     pub fn split_brain(&self) -> Option<(NodeId, NodeId)> {
         let running: Vec<(NodeId, NodeSet)> = self
             .reports
@@ -586,7 +590,10 @@ impl World {
             .collect();
         for (index, &(a, members_a)) in running.iter().enumerate() {
             for &(b, members_b) in &running[index + 1..] {
-                if !members_a.contains(b) && !members_b.contains(a) {
+                if !members_a.contains(b)
+                    && !members_b.contains(a)
+                    && members_a.intersection(members_b).is_empty()
+                {
                     return Some((a, b));
                 }
             }

@@ -284,12 +284,15 @@ impl Dict {
                 self.tcs.forget_nodes(failed);
                 self.ldms.forget_nodes(failed);
                 self.dicts.forget_nodes(failed);
+                self.schema_sent_to = self.schema_sent_to.difference(failed);
                 return self.start_takeover(report.membership_id, ctx);
             }
         }
         let tcs = self.tcs.forget_nodes(failed);
         let ldms = self.ldms.forget_nodes(failed);
         let dicts = self.dicts.forget_nodes(failed);
+        // A node that restarts again needs the schema again.
+        self.schema_sent_to = self.schema_sent_to.difference(failed);
         self.schema_sync_without(failed, ctx);
         self.takeover_without(failed, ctx);
         match &self.running {

@@ -9,11 +9,9 @@
 //!   node outside the members recorded with that GCI failed before it
 //!   (docs/design/failures.md §9): its data is older, so it is **stale**,
 //!   takes no part and shuts down saying it needs a node restart, and
-//!   the others start without it (their membership agrees it failed). The
-//!   master refuses the restart (every node stops, the master naming the
-//!   nodes) when a member has nothing on disk while the cluster restores
-//!   a GCI: such a node would need a node restart from its peers, which
-//!   does not exist yet;
+//!   the others start without it (their membership agrees it failed). A
+//!   node with nothing on disk while the cluster restores a GCI is stale
+//!   too: it rejoins by a node restart (docs/design/0018-node-restart.md);
 //! - RESTORE_DATA: each ldm of the node restores up to the restored GCI (or
 //!   formats its redo log when it is 0); the system file then records the
 //!   restart; the master learns from every node the highest GCI it may
@@ -203,10 +201,9 @@ impl Dih {
         } else if restored != Gci(0) && !empty.is_empty() {
             ctx.report(Report::Log(format!(
                 "dih {}: system restart of GCI {restored} refused: node(s) {empty:?} have no \
-                 complete GCI on disk (started with --initial, or lost their data directory), \
-                 and restoring a node from its peers (node restart) is not supported yet. \
-                 Start those nodes on their own data directories, or restart the whole \
-                 cluster with --initial.",
+                 complete GCI on disk, yet the start did not leave them out as stale (they \
+                 rejoin by a node restart); the reports changed during the start. Start the \
+                 nodes again.",
                 self.address
             )));
             REFUSED

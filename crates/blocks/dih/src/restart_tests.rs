@@ -256,6 +256,17 @@ fn no_system_file(node: u16) -> String {
 /// Phase RESTART_GCI at the master: it reports `mine`, dih 2 reports
 /// `theirs` (first), and the master orders `decision` to both dihs.
 fn restart_gci(dih: &mut Dih, ctx: &mut RecordingContext, mine: Gci, theirs: Gci, decision: Gci) {
+    restart_gci_leaving_out(dih, ctx, (mine, theirs), decision, NodeSet::EMPTY);
+}
+
+/// As `restart_gci`, the order naming `stale` stale.
+fn restart_gci_leaving_out(
+    dih: &mut Dih,
+    ctx: &mut RecordingContext,
+    (mine, theirs): (Gci, Gci),
+    decision: Gci,
+    stale: NodeSet,
+) {
     let me = dih_of(1);
     deliver(dih, ctx, membership_of(1), phase(2));
     // The members its system file recorded with that GCI.
@@ -281,7 +292,7 @@ fn restart_gci(dih: &mut Dih, ctx: &mut RecordingContext, mine: Gci, theirs: Gci
     deliver(dih, ctx, me, mine());
     let order = || RestartGciOrd {
         restored_gci: decision,
-        stale: NodeSet::EMPTY,
+        stale,
     };
     assert_eq!(ctx.take_trace(), lines_to(me, &[me, dih_of(2)], order));
 }
@@ -810,9 +821,10 @@ fn a_restart_report_at_a_non_master_stops_the_node() {
 }
 
 #[test]
-fn the_master_refuses_a_restart_when_a_node_has_nothing_while_another_has_a_gci() {
+fn the_master_refuses_a_restart_when_it_has_nothing_while_another_has_a_gci() {
     // The master lost its data directory (no file: 0) while node 2 has
-    // 5/3 complete: node 1 would need a node restart from its peer.
+    // 5/3 complete: node 1 is stale (it needs a node restart from its
+    // peer), which formation should have seen: the reports changed.
     let mut dih = two_node_dih(1, false);
     let mut ctx = RecordingContext::new();
     initialise(&mut dih, &mut ctx, not_found());
@@ -821,14 +833,16 @@ fn the_master_refuses_a_restart_when_a_node_has_nothing_while_another_has_a_gci(
     let reports = ctx.take_reports();
     assert!(
         matches!(&reports[..], [Report::Log(line)]
-            if line.contains("refused") && line.contains("--initial")),
+            if line.contains("refused") && line.contains("Start the nodes again")),
         "{reports:?}"
     );
     assert!(ctx.take_fs_requests().is_empty());
 }
 
 #[test]
-fn the_master_refuses_a_restart_when_the_other_node_has_nothing() {
+fn the_master_leaves_out_a_node_that_has_nothing() {
+    // Node 2 lost its data directory (or started with --initial): it is
+    // stale, and rejoins by a node restart once the cluster runs.
     let mut dih = two_node_dih(1, false);
     let mut ctx = RecordingContext::new();
     let on_disk = record(1, 1, Gci::from_parts(5, 3), Gci::from_parts(6, 0));
@@ -837,7 +851,15 @@ fn the_master_refuses_a_restart_when_the_other_node_has_nothing() {
     }
     .read_answer(&ctx);
     initialise(&mut dih, &mut ctx, answer);
-    restart_gci(&mut dih, &mut ctx, Gci::from_parts(5, 3), Gci(0), REFUSED);
+    let reports = (Gci::from_parts(5, 3), Gci(0));
+    let decision = Gci::from_parts(5, 3);
+    restart_gci_leaving_out(
+        &mut dih,
+        &mut ctx,
+        reports,
+        decision,
+        NodeSet::of([NodeId(2)]),
+    );
 }
 
 #[test]

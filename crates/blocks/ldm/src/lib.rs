@@ -382,6 +382,16 @@ impl Ldm {
     }
 }
 
+impl Ldm {
+    /// This node restarts into a running cluster: nothing from another
+    /// data node is handled until it is admitted (a late signal meant for
+    /// its previous incarnation must not reach this one).
+    pub fn await_admission(&mut self) {
+        let own = self.address.node;
+        self.node_failures.await_admission(own);
+    }
+}
+
 impl Block for Ldm {
     fn address(&self) -> BlockRef {
         self.address

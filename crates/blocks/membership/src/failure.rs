@@ -710,6 +710,20 @@ impl Membership {
             .starting
             .difference(starting)
             .intersection(live);
+        if !removed.is_empty() && starting.contains(self.address.node) {
+            // This node restarts: a partition it copied (or copies) may
+            // have lost the primary it was attached to, and writes through
+            // the new primary would pass it by. Its restart starts over
+            // (docs/design/0018-node-restart.md).
+            self.shut_down(
+                format!(
+                    "node(s) {removed} failed while this node was in its node restart; start \
+                     it again and it restarts from what it has"
+                ),
+                ctx,
+            );
+            return;
+        }
         for node in removed.iter() {
             self.take_for_failed(node, Cause::LeftOutBy(from.node), ctx);
         }
