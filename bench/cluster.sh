@@ -29,7 +29,8 @@ cluster_start() {
   pids+=($!)
   sleep 1
   for id in $(seq 2 $((nodes + 1))); do
-    "$tessera" node --mgmd 127.0.0.1:$port --node-id "$id" --initial > "$dir/node$id.log" 2>&1 &
+    # No angel: the failover benchmarks kill a node and mean it to stay down.
+    "$tessera" node --no-angel --mgmd 127.0.0.1:$port --node-id "$id" --initial > "$dir/node$id.log" 2>&1 &
     pids+=($!)
   done
   for _ in $(seq 1 600); do

@@ -2,6 +2,7 @@
 //! (docs/design/processes-and-blocks.md §1): `mgmd`, `node`, `mgm`, `bench`,
 //! `demo`.
 
+mod angel;
 mod demo;
 
 use clap::{Parser, Subcommand};
@@ -32,7 +33,9 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
-    /// Run a data node (NDB's ndbmtd).
+    /// Run a data node (NDB's ndbmtd), under an angel: a supervising
+    /// parent that starts the node again when it dies without being asked
+    /// to stop, and it rejoins the cluster by a node restart.
     Node {
         /// Address of the mgmd, HOST:PORT.
         #[arg(long)]
@@ -51,6 +54,17 @@ enum Command {
         /// mgmd's host).
         #[arg(long, value_name = "FILE")]
         secret_file: Option<PathBuf>,
+        /// Run the data node in this process, with no angel: nothing
+        /// starts it again when it dies.
+        #[arg(long)]
+        no_angel: bool,
+        /// The angel gives up after this many restarts within
+        /// `--restart-window`.
+        #[arg(long, default_value_t = 10)]
+        restarts: u32,
+        /// The window the angel counts restarts in, in seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+        restart_window: u64,
     },
     /// Management client (NDB's ndb_mgm): `-e show`, `-e "all report threads"`,
     /// `-e "all report checkpoints"`, `-e "check replicas"` (compares every
@@ -185,12 +199,59 @@ fn main() -> ExitCode {
             node_id,
             initial,
             secret_file,
-        } => datanode::run(datanode::NodeOptions {
+            no_angel,
+            restarts,
+            restart_window,
+        } if !no_angel && std::env::var_os(angel::CHILD_ENV).is_none() => {
+            let mut node_args = vec![
+                "node".to_string(),
+                "--no-angel".to_string(),
+                "--mgmd".to_string(),
+                mgmd,
+                "--node-id".to_string(),
+                node_id.to_string(),
+            ];
+            if let Some(file) = secret_file {
+                node_args.push("--secret-file".to_string());
+                node_args.push(file.to_string_lossy().into_owned());
+            }
+            let options = angel::AngelOptions {
+                node_args,
+                initial,
+                node_id,
+                restarts,
+                window: Duration::from_secs(restart_window),
+            };
+            return match angel::run(options) {
+                Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+                Err(error) => {
+                    eprintln!("tessera: {error}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Command::Node {
             mgmd,
             node_id,
             initial,
             secret_file,
-        }),
+            ..
+        } => {
+            angel::die_with_angel();
+            let run = datanode::run(datanode::NodeOptions {
+                mgmd,
+                node_id,
+                initial,
+                secret_file,
+            });
+            if let Err(message) = run {
+                // It never started (a refusal, a bad config): its angel
+                // does not start it again.
+                eprintln!("tessera: {message}");
+                return ExitCode::from(angel::NOT_STARTED_EXIT_CODE);
+            }
+            Ok(())
+        }
         Command::Mgm {
             mgmd,
             execute,

@@ -240,8 +240,9 @@ impl TestCluster {
             }
             let id = self.nodes[index].id.to_string();
             let log = self.dir.join(format!("node{id}.log"));
+            // No angel: a test that kills a node means it to stay down.
             self.nodes[index].child = Some(spawn_logged(
-                &["node", "--mgmd", &mgmd_addr, "--node-id", &id],
+                &["node", "--no-angel", "--mgmd", &mgmd_addr, "--node-id", &id],
                 &log,
             ));
         }
@@ -396,7 +397,33 @@ impl TestCluster {
             .unwrap_or_else(|| panic!("no data node {id}"));
         assert!(node.child.is_none(), "data node {id} runs already");
         let id = id.to_string();
-        let args = ["node", "--mgmd", &mgmd_addr, "--node-id", &id, "--initial"];
+        let args = [
+            "node",
+            "--no-angel",
+            "--mgmd",
+            &mgmd_addr,
+            "--node-id",
+            &id,
+            "--initial",
+        ];
+        node.child = Some(spawn_logged_with_env(&args, &log, &[]));
+    }
+
+    /// Starts data node `id` under an angel (`tessera node` without
+    /// `--no-angel`), with `extra` arguments, without waiting for
+    /// anything: the child is the angel.
+    pub fn spawn_data_node_with_angel(&mut self, id: u16, extra: &[&str]) {
+        let mgmd_addr = self.mgmd_addr();
+        let log = self.dir.join(format!("node{id}.log"));
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|node| node.id == id)
+            .unwrap_or_else(|| panic!("no data node {id}"));
+        assert!(node.child.is_none(), "data node {id} runs already");
+        let id = id.to_string();
+        let mut args = vec!["node", "--mgmd", &mgmd_addr, "--node-id", &id];
+        args.extend_from_slice(extra);
         node.child = Some(spawn_logged_with_env(&args, &log, &[]));
     }
 
@@ -412,7 +439,14 @@ impl TestCluster {
             .unwrap_or_else(|| panic!("no data node {id}"));
         assert!(node.child.is_none(), "data node {id} runs already");
         node.child = Some(spawn_logged_with_env(
-            &["node", "--mgmd", &mgmd_addr, "--node-id", &id.to_string()],
+            &[
+                "node",
+                "--no-angel",
+                "--mgmd",
+                &mgmd_addr,
+                "--node-id",
+                &id.to_string(),
+            ],
             &log,
             env,
         ));

@@ -1,0 +1,194 @@
+//! The angel (NDB's angel process): `tessera node` runs as a small
+//! supervising parent that starts the data node as its child and starts
+//! it again when it dies without being asked to stop (a crash, kill -9,
+//! a fail-fast stop, a shutdown the survival rule ordered): the node then
+//! rejoins the running cluster by a node restart
+//! (docs/design/0018-node-restart.md).
+//!
+//! - A node stopped on purpose stays stopped: SIGTERM or SIGINT to the
+//!   angel goes on to the node, and the angel exits with the node's code
+//!   once it has stopped. A node that exits with code 0 stopped because
+//!   it was asked to.
+//! - A restart limit: more than `restarts` restarts within `window` and
+//!   the angel gives up, saying so, and exits with the node's last code.
+//! - Between a death and the next start, a short back-off
+//!   ([`BACK_OFF`]): mgmd needs a moment to see the old session close.
+//! - `--initial` applies to the first start only: a restart after a crash
+//!   starts from the node's files (and copies what changed since).
+//! - The node dies with the angel (PR_SET_PDEATHSIG), so a killed angel
+//!   leaves no orphan holding the node's port and files.
+//!
+//! The angel and the node stay in the caller's process group, so a
+//! terminal's Ctrl-C (or `tessera demo` stopping its group) reaches both.
+
+use std::collections::VecDeque;
+use std::process::{Child, Command, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// The environment variable that tells a data node its angel started it.
+pub const CHILD_ENV: &str = "TESSERA_ANGEL_CHILD";
+
+/// The exit code of a node that never started (a refusal, a bad config,
+/// an id in use): the angel does not start it again, since the same
+/// refusal would come back.
+pub const NOT_STARTED_EXIT_CODE: u8 = 2;
+
+/// Waited between a node's death and its next start.
+pub const BACK_OFF: Duration = Duration::from_secs(1);
+
+/// How often the angel looks at its node.
+const POLL: Duration = Duration::from_millis(100);
+
+/// How long a node asked to stop gets before the angel kills it.
+const STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// How the angel restarts its node.
+#[derive(Clone, Debug)]
+pub struct AngelOptions {
+    /// The node's arguments (`node --mgmd ... --node-id N`, without
+    /// `--initial`).
+    pub node_args: Vec<String>,
+    /// Whether the first start deletes the node's files.
+    pub initial: bool,
+    /// The node's id, for the angel's messages.
+    pub node_id: u16,
+    /// Restarts allowed within `window`.
+    pub restarts: u32,
+    /// The window the restarts are counted in.
+    pub window: Duration,
+}
+
+static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn request_stop(_signal: libc::c_int) {
+    STOP_REQUESTED.store(true, Ordering::SeqCst);
+}
+
+/// Runs the angel until its node stops for good; returns the exit code
+/// to exit with.
+pub fn run(options: AngelOptions) -> Result<i32, String> {
+    // SAFETY: the handler only stores to an atomic, which is
+    // async-signal-safe.
+    unsafe {
+        libc::signal(
+            libc::SIGTERM,
+            request_stop as *const () as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGINT,
+            request_stop as *const () as libc::sighandler_t,
+        );
+    }
+    let executable =
+        std::env::current_exe().map_err(|error| format!("cannot find own executable: {error}"))?;
+    let node = options.node_id;
+    let mut restarts: VecDeque<Instant> = VecDeque::new();
+    let mut initial = options.initial;
+    loop {
+        let mut command = Command::new(&executable);
+        command.args(&options.node_args).env(CHILD_ENV, "1");
+        if initial {
+            command.arg("--initial");
+            initial = false;
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|error| format!("angel of node {node}: cannot start the node: {error}"))?;
+        eprintln!(
+            "tessera angel of node {node}: started the node (pid {})",
+            child.id()
+        );
+        let status = watch(&mut child)?;
+        if STOP_REQUESTED.load(Ordering::SeqCst) || status.success() {
+            eprintln!("tessera angel of node {node}: the node stopped ({status}); stopping too");
+            return Ok(status.code().unwrap_or(0));
+        }
+        if status.code() == Some(i32::from(NOT_STARTED_EXIT_CODE)) {
+            eprintln!(
+                "tessera angel of node {node}: the node did not start ({status}; its log says \
+                 why); not starting it again"
+            );
+            return Ok(i32::from(NOT_STARTED_EXIT_CODE));
+        }
+        let now = Instant::now();
+        while restarts
+            .front()
+            .is_some_and(|&at| now.duration_since(at) > options.window)
+        {
+            restarts.pop_front();
+        }
+        if restarts.len() as u32 >= options.restarts {
+            eprintln!(
+                "tessera angel of node {node}: the node died ({status}) after {} restarts \
+                 within {:?}: giving up (start it again by hand once the cause is fixed)",
+                restarts.len(),
+                options.window
+            );
+            return Ok(status.code().unwrap_or(1));
+        }
+        restarts.push_back(now);
+        eprintln!(
+            "tessera angel of node {node}: the node died ({status}); starting it again in \
+             {BACK_OFF:?} (restart {} of at most {} within {:?})",
+            restarts.len(),
+            options.restarts,
+            options.window
+        );
+        let until = Instant::now() + BACK_OFF;
+        while Instant::now() < until {
+            if STOP_REQUESTED.load(Ordering::SeqCst) {
+                return Ok(status.code().unwrap_or(1));
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+}
+
+/// Waits for `child` to exit, passing a stop request on to it (and
+/// killing it if it has not stopped within [`STOP_GRACE`]).
+fn watch(child: &mut Child) -> Result<ExitStatus, String> {
+    let mut stop_sent: Option<Instant> = None;
+    loop {
+        if let Some(status) = child
+            .try_wait()
+            .map_err(|error| format!("cannot wait for the node: {error}"))?
+        {
+            return Ok(status);
+        }
+        if STOP_REQUESTED.load(Ordering::SeqCst) {
+            match stop_sent {
+                None => {
+                    let pid = child.id() as libc::pid_t;
+                    // SAFETY: kill has no memory-safety preconditions.
+                    unsafe {
+                        libc::kill(pid, libc::SIGTERM);
+                    }
+                    stop_sent = Some(Instant::now());
+                }
+                Some(at) if at.elapsed() > STOP_GRACE => {
+                    let _ = child.kill();
+                }
+                Some(_) => {}
+            }
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// In a node its angel started: the node dies with the angel, so a
+/// killed angel leaves no orphan behind.
+pub fn die_with_angel() {
+    if std::env::var_os(CHILD_ENV).is_none() {
+        return;
+    }
+    // SAFETY: prctl(PR_SET_PDEATHSIG) has no memory-safety preconditions.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+    }
+    // The angel may have died before the call: then no signal comes.
+    // SAFETY: getppid has no preconditions.
+    if unsafe { libc::getppid() } == 1 {
+        std::process::exit(1);
+    }
+}

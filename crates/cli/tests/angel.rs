@@ -1,0 +1,171 @@
+//! The angel against real processes (docs/design/0018-node-restart.md):
+//! `tessera node` without `--no-angel` runs a supervising parent. Killed
+//! with SIGKILL under a write load, the data node is started again by its
+//! angel, rejoins by a node restart and reports `started` with a new pid
+//! and a start count one higher, round after round (5 in CI;
+//! `TESSERA_NR_ROUNDS=N` for more); no acknowledged write is lost and the
+//! replicas agree. SIGTERM to the angel stops the node for good; past its
+//! restart limit the angel gives up, saying so. Nothing here asserts a
+//! timing: the deadlines are generous upper bounds for a loaded machine.
+
+mod common;
+
+use client::{Commit, Value};
+use common::{create_table, data_node, kv_definition, send_signal, ClusterOptions, TestCluster};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Upper bound for a node to start again after a kill.
+const RESTART: Duration = Duration::from_secs(120);
+
+/// The pid and start count mgmd shows for data node `id`, once started.
+fn started_pid(cluster: &TestCluster, id: u16) -> Option<(u64, u64)> {
+    let show = cluster.show();
+    let node = data_node(&show, id.into())?;
+    if node["state"] != "started" {
+        return None;
+    }
+    Some((node["pid"].as_u64()?, node["start_count"].as_u64()?))
+}
+
+/// Waits until data node `id` is started with a pid other than `old`.
+fn wait_restarted(cluster: &TestCluster, id: u16, old: u64) -> (u64, u64) {
+    let deadline = Instant::now() + RESTART;
+    loop {
+        if let Some((pid, count)) = started_pid(cluster, id) {
+            if pid != old {
+                return (pid, count);
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {id} was not started again by its angel:\n{}",
+            cluster.node_log_of(id)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The cluster with node 3 stopped and started again under its angel.
+fn cluster_with_angel(name: &'static str, angel_args: &[&str]) -> TestCluster {
+    let mut cluster = TestCluster::start(ClusterOptions::pair(name));
+    // Started without an angel: stop it, then start it under one (it
+    // rejoins by a node restart).
+    send_signal(cluster.node_pid_of(3), libc::SIGKILL);
+    let _ = cluster.wait_for_exit(3);
+    cluster.wait_for_log(2, "without {3}");
+    cluster.spawn_data_node_with_angel(3, angel_args);
+    cluster.wait_until_started(3);
+    cluster
+}
+
+#[test]
+fn the_angel_restarts_a_killed_node_which_catches_up_round_after_round() {
+    let rounds: u32 = std::env::var("TESSERA_NR_ROUNDS")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(5);
+    let cluster = cluster_with_angel("angel-rounds", &["--restarts", "1000"]);
+    let client = cluster.connect();
+    let table = create_table(&client, &kv_definition());
+    drop(client);
+
+    // A writer through node 2 the whole time: every acknowledged write is
+    // remembered, with its value.
+    let acknowledged: Arc<Mutex<BTreeMap<u64, String>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (acknowledged, stop) = (Arc::clone(&acknowledged), Arc::clone(&stop));
+        let cluster = cluster.connect();
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                let k = n % 500;
+                let value = format!("write {n}");
+                let mut transaction = match cluster.transaction_on_node(signal::NodeId(2)) {
+                    Ok(transaction) => transaction,
+                    Err(_) => cluster.transaction(),
+                };
+                let written = transaction
+                    .write(
+                        &table,
+                        &[("k", Value::UInt(k)), ("v", Value::from(value.as_str()))],
+                    )
+                    .and_then(|_| transaction.execute(Commit::Yes));
+                if written.is_ok() {
+                    acknowledged.lock().expect("writer").insert(k, value);
+                }
+                n += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            n
+        })
+    };
+
+    let (mut pid, mut count) = started_pid(&cluster, 3).expect("node 3 started");
+    for round in 0..rounds {
+        send_signal(pid as u32, libc::SIGKILL);
+        let (new_pid, new_count) = wait_restarted(&cluster, 3, pid);
+        assert_eq!(new_count, count + 1, "round {round}: one more start");
+        eprintln!("angel: round {round}: node 3 started again as pid {new_pid}");
+        (pid, count) = (new_pid, new_count);
+    }
+    stop.store(true, Ordering::SeqCst);
+    let written = writer.join().expect("the writer");
+    assert!(written > 0, "the writer wrote");
+    let log = cluster.node_log_of(3);
+    assert!(
+        log.matches("tessera angel of node 3: the node died")
+            .count()
+            >= rounds as usize,
+        "{log}"
+    );
+
+    // The replicas agree, and every acknowledged write is there.
+    let client = cluster.connect();
+    let report = client.check_replicas().expect("the replica check");
+    assert_eq!(report.mismatches, 0, "the replicas differ: {report}");
+    let table = client.table("kv").expect("kv");
+    for (&k, value) in acknowledged.lock().expect("writer").iter() {
+        let row = common::read_row(&client, &table, &[Value::UInt(k)]).expect("a read");
+        assert_eq!(
+            row.get("v").and_then(Value::as_str),
+            Some(value.as_str()),
+            "key {k}"
+        );
+    }
+}
+
+#[test]
+fn sigterm_to_the_angel_stops_the_node_for_good_and_past_its_limit_it_gives_up() {
+    let mut cluster = cluster_with_angel(
+        "angel-stop",
+        &["--restarts", "1", "--restart-window", "600"],
+    );
+    // One restart is allowed.
+    let (pid, _) = started_pid(&cluster, 3).expect("node 3 started");
+    send_signal(pid as u32, libc::SIGKILL);
+    let (pid, _) = wait_restarted(&cluster, 3, pid);
+    // The second kill within the window is one too many.
+    send_signal(pid as u32, libc::SIGKILL);
+    let (status, log) = cluster.wait_for_exit(3);
+    let status = status.unwrap_or_else(|| panic!("the angel still runs:\n{log}"));
+    assert!(!status.success(), "{log}");
+    assert!(log.contains("giving up"), "{log}");
+
+    // Under a new angel, SIGTERM to the angel stops node and angel.
+    cluster.spawn_data_node_with_angel(3, &[]);
+    cluster.wait_until_started(3);
+    let (node_pid, _) = started_pid(&cluster, 3).expect("node 3 started");
+    send_signal(cluster.node_pid_of(3), libc::SIGTERM);
+    let (status, log) = cluster.wait_for_exit(3);
+    let status = status.unwrap_or_else(|| panic!("the angel still runs:\n{log}"));
+    assert!(status.success(), "{status:?}:\n{log}");
+    assert!(log.contains("stopping too"), "{log}");
+    assert!(
+        !common::process_alive(node_pid as u32),
+        "the node stopped with its angel"
+    );
+}
