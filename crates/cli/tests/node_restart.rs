@@ -143,7 +143,18 @@ fn restart_and_serve(name: &'static str, initial: bool) {
         );
     }
     cluster.wait_until_started(victim);
+    // show reports the copy: every partition, and the rows it brought.
+    let show = cluster.show();
+    let node = common::data_node(&show, victim.into()).expect("the victim in show");
+    let progress = &node["copy_progress"];
+    assert!(
+        progress["rows"].as_u64().is_some_and(|rows| rows > 0)
+            && progress["partitions_copied"] == progress["partitions"]
+            && node["start_phase"].is_null(),
+        "{node}"
+    );
     let log = cluster.node_log_of(victim);
+    assert!(log.contains("node restart: phase copy data"), "{log}");
     assert!(log.contains("rejoining it by a node restart"), "{log}");
     assert!(log.contains("node restart done"), "{log}");
     if !initial {

@@ -492,6 +492,8 @@ pub fn start(
         connections: connections.clone(),
         membership: std::sync::Mutex::new((0, Vec::new())),
         shutdown_reason: std::sync::Mutex::new(None),
+        start_phase: std::sync::atomic::AtomicU8::new(0),
+        copy_progress: std::sync::Mutex::new(Vec::new()),
     });
 
     // Membership begins the start phases when it receives phase 0 from itself.

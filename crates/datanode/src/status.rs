@@ -62,6 +62,25 @@ pub struct NodeStatus {
     pub membership: Mutex<(u32, Vec<u16>)>,
     /// Why the node shut down, once it did.
     pub shutdown_reason: Mutex<Option<String>>,
+    /// A node restart's phase running now (0: none reported).
+    pub start_phase: std::sync::atomic::AtomicU8,
+    /// A node restart's copy so far, by ldm instance.
+    pub copy_progress: Mutex<Vec<Option<CopyProgress>>>,
+}
+
+/// One ldm instance's copy of a node restart so far.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CopyProgress {
+    /// Partitions copied.
+    pub partitions_copied: u32,
+    /// Partitions it holds.
+    pub partitions: u32,
+    /// Rows applied.
+    pub rows: u64,
+    /// Bytes of rows applied.
+    pub bytes: u64,
+    /// Since its copy began.
+    pub elapsed_ms: u64,
 }
 
 impl ReportSink for NodeStatus {
@@ -111,11 +130,87 @@ impl ReportSink for NodeStatus {
                     .unwrap_or_else(PoisonError::into_inner) = (membership_id, members);
             }
             Report::Shutdown(reason) => self.shut_down(reason),
+            Report::StartPhase {
+                phase,
+                node_restart,
+            } => {
+                self.start_phase.store(phase, Ordering::Relaxed);
+                if node_restart {
+                    eprintln!(
+                        "tessera node: node restart: phase {}",
+                        signal::phases::name(phase)
+                    );
+                }
+            }
+            Report::CopyProgress {
+                instance,
+                partitions_copied,
+                partitions,
+                rows,
+                bytes,
+                elapsed_ms,
+            } => {
+                let mut progress = self
+                    .copy_progress
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                let index = usize::from(instance);
+                if index >= progress.len() {
+                    progress.resize(index + 1, None);
+                }
+                progress[index] = Some(CopyProgress {
+                    partitions_copied,
+                    partitions,
+                    rows,
+                    bytes,
+                    elapsed_ms,
+                });
+            }
         }
     }
 }
 
 impl NodeStatus {
+    /// A node restart's copy so far, summed over the ldm instances: rows
+    /// and bytes copied, per second, partitions copied of all, and the
+    /// time left at that pace by partitions (`null` before any copy).
+    fn copy_progress_json(&self) -> Value {
+        let progress = self
+            .copy_progress
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let reports: Vec<_> = progress.iter().flatten().collect();
+        if reports.is_empty() {
+            return Value::Null;
+        }
+        let mut sum = CopyProgress::default();
+        for report in &reports {
+            sum.partitions_copied += report.partitions_copied;
+            sum.partitions += report.partitions;
+            sum.rows += report.rows;
+            sum.bytes += report.bytes;
+            sum.elapsed_ms = sum.elapsed_ms.max(report.elapsed_ms);
+        }
+        let (copied, partitions, rows, bytes) =
+            (sum.partitions_copied, sum.partitions, sum.rows, sum.bytes);
+        let elapsed_ms = sum.elapsed_ms;
+        let seconds = (elapsed_ms as f64 / 1000.0).max(0.001);
+        let left = if copied == 0 || copied >= partitions {
+            0.0
+        } else {
+            seconds * f64::from(partitions - copied) / f64::from(copied)
+        };
+        json!({
+            "partitions_copied": copied,
+            "partitions": partitions,
+            "rows": rows,
+            "bytes": bytes,
+            "rows_per_second": (rows as f64 / seconds).round(),
+            "bytes_per_second": (bytes as f64 / seconds).round(),
+            "estimated_seconds_left": (left * 10.0).round() / 10.0,
+        })
+    }
+
     /// Stops serving now (every connection closed, none admitted), lets
     /// the status pusher tell mgmd why, and exits with
     /// [`SHUTDOWN_EXIT_CODE`]. Runs on the block thread that reported it,
@@ -170,8 +265,15 @@ impl NodeStatus {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
+        let start_phase = match self.start_phase.load(Ordering::Relaxed) {
+            _ if self.started.load(Ordering::Relaxed) => Value::Null,
+            0 => Value::Null,
+            phase => json!(signal::phases::name(phase)),
+        };
         json!({
             "state": state,
+            "start_phase": start_phase,
+            "copy_progress": self.copy_progress_json(),
             "shutdown_reason": shutdown_reason,
             "membership_id": membership_id,
             "members": members,
@@ -291,6 +393,8 @@ mod tests {
             connections: Arc::new(ConnectionRegistry::new()),
             membership: Mutex::new((0, Vec::new())),
             shutdown_reason: Mutex::new(None),
+            start_phase: std::sync::atomic::AtomicU8::new(0),
+            copy_progress: Mutex::new(Vec::new()),
         }
     }
 

@@ -100,6 +100,31 @@ pub enum Report {
     /// One ldm instance's local checkpoint counters and pacing, sent after
     /// each LCP and each pacing decision (`all report checkpoints`).
     Checkpoints(CheckpointReport),
+    /// The start phase the node runs now (`signal::phases`), and whether
+    /// the start is a node restart, for `show` (`start_phase`).
+    StartPhase {
+        /// The phase's number.
+        phase: u8,
+        /// A node restart into a running cluster.
+        node_restart: bool,
+    },
+    /// One ldm instance's copy of a node restart so far (`show`'s
+    /// `copy_progress`): partitions copied of all it holds, rows and bytes
+    /// applied, since the copy began (`elapsed_ms`).
+    CopyProgress {
+        /// The ldm instance.
+        instance: u16,
+        /// Partitions copied.
+        partitions_copied: u32,
+        /// Partitions it holds.
+        partitions: u32,
+        /// Rows applied.
+        rows: u64,
+        /// Bytes of rows applied.
+        bytes: u64,
+        /// Since its copy began, ms of ctx time.
+        elapsed_ms: u64,
+    },
 }
 
 // The ldm's checkpoint report belongs to the ldm's vocabulary, not the

@@ -101,8 +101,28 @@ pub fn format_show(response: &Value) -> String {
                             .as_u64()
                             .map_or_else(|| "?".to_owned(), |p| p.to_string());
                         let group = plain(field(node, "group"));
+                        // A node restart shows its phase and copy so far.
+                        let restart = match field(node, "start_phase").as_str() {
+                            Some(phase) => {
+                                let progress = field(node, "copy_progress");
+                                let copy = match progress["rows"].as_u64() {
+                                    Some(rows) => format!(
+                                        ", {}/{} partitions, {rows} rows copied at {} rows/s, \
+                                         about {} s left",
+                                        plain(&progress["partitions_copied"]),
+                                        plain(&progress["partitions"]),
+                                        plain(&progress["rows_per_second"]),
+                                        plain(&progress["estimated_seconds_left"]),
+                                    ),
+                                    None => String::new(),
+                                };
+                                format!(", node restart: {phase}{copy}")
+                            }
+                            None => String::new(),
+                        };
                         format!(
-                            "id={id}\t@{host}  ({VERSION}, Nodegroup: {group}, {state}, pid {pid})"
+                            "id={id}\t@{host}  ({VERSION}, Nodegroup: {group}, {state}, pid \
+                             {pid}{restart})"
                         )
                     }
                 }

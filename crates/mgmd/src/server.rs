@@ -931,6 +931,9 @@ fn show(shared: &Shared) -> Value {
                 _ => None,
             },
             "membership_id": node.status.as_ref().and_then(|s| s.get("membership_id")).cloned(),
+            // A node restart's phase and copy (null otherwise).
+            "start_phase": node.status.as_ref().and_then(|s| s.get("start_phase")).cloned(),
+            "copy_progress": node.status.as_ref().and_then(|s| s.get("copy_progress")).cloned(),
         }));
     }
     let mgmd = &shared.config.mgmd;

@@ -44,6 +44,23 @@ pub const LOCAL_CHECKPOINT: u8 = 8;
 /// Node restart only: the node's system file records complete GCIs again.
 pub const RECORD_GCI: u8 = 9;
 
+/// The name of phase `phase`, for logs and `show`.
+pub fn name(phase: u8) -> &'static str {
+    match phase {
+        BEGIN => "begin",
+        INITIALISE => "initialise",
+        RESTART_GCI => "restart GCI",
+        RESTORE_SCHEMA => "restore schema",
+        RESTORE_DATA => "restore data",
+        SCHEMA => "schema",
+        GLOBAL_CHECKPOINT => "global checkpoint",
+        COPY_DATA => "copy data",
+        LOCAL_CHECKPOINT => "local checkpoint",
+        RECORD_GCI => "record GCI",
+        _ => "unknown",
+    }
+}
+
 /// The phases every block runs, in order.
 pub const PHASES: &[u8] = &[
     INITIALISE,

@@ -1069,6 +1069,8 @@ impl Context for World {
             Report::Phase { .. }
             | Report::WaitingForNodes(_)
             | Report::Checkpoints(_)
+            | Report::StartPhase { .. }
+            | Report::CopyProgress { .. }
             | Report::Log(_) => {}
         }
     }

@@ -66,6 +66,9 @@ const ENTRY_HEADER_BYTES: usize = 4 + 1 + 8 + 4;
 /// How long the primary waits before looking again at a row an operation
 /// holds, or for a free section.
 const WAIT_MS: u64 = 1;
+/// How often a restarting ldm reports its copy's progress (and at the
+/// end of each partition).
+const PROGRESS_REPORT_MS: u64 = 500;
 /// How long a restarting ldm waits before asking again.
 const RETRY_MS: u64 = 100;
 
@@ -106,6 +109,10 @@ struct Outgoing {
 struct Incoming {
     /// Gets the phase's conf.
     requester: BlockRef,
+    /// Partitions this ldm holds (copied or not).
+    partitions: u32,
+    /// When progress was last reported (ctx ms).
+    reported_ms: u64,
     /// Partitions still to copy, in order; the first is being copied.
     pending: VecDeque<(u32, u32)>,
     /// The ldm the first is copied from.
@@ -136,6 +143,8 @@ impl Ldm {
         }
         self.copies.incoming = Some(Incoming {
             requester,
+            partitions: pending.len() as u32,
+            reported_ms: ctx.now_ms(),
             pending,
             source: None,
             retry_pending: false,
@@ -340,6 +349,19 @@ impl Ldm {
         let incoming = self.copies.incoming.as_mut().expect("checked");
         incoming.rows += rows;
         incoming.bytes += bytes;
+        let now = ctx.now_ms();
+        if request.done || now.saturating_sub(incoming.reported_ms) >= PROGRESS_REPORT_MS {
+            incoming.reported_ms = now;
+            let copied = incoming.partitions - incoming.pending.len() as u32;
+            ctx.report(Report::CopyProgress {
+                instance: self.address.instance,
+                partitions_copied: copied + u32::from(request.done),
+                partitions: incoming.partitions,
+                rows: incoming.rows,
+                bytes: incoming.bytes,
+                elapsed_ms: now.saturating_sub(incoming.started_ms),
+            });
+        }
         let conf = CopyRowsConf {
             table_id: request.table_id,
             partition: request.partition,

@@ -204,6 +204,14 @@ impl Membership {
         self.state = StartState::Running { index };
         self.blocks.start_round();
         let phase = PHASES[index];
+        if self.formation.joining() {
+            // A node restart's phases are shown as they run (a system
+            // restart's are logged by the blocks that do the work).
+            ctx.report(Report::StartPhase {
+                phase,
+                node_restart: true,
+            });
+        }
         for &block in self.blocks.members() {
             kernel::send(ctx, self.address, block, StartPhaseReq { phase });
         }
@@ -234,6 +242,9 @@ impl Membership {
             self.run_phase(index + 1, ctx);
         } else if self.failures.starting.contains(self.address.node) {
             self.state = StartState::Admitted;
+            ctx.report(Report::Log(
+                "node restart: every phase ran; asking the president to end the start".to_string(),
+            ));
             self.ask_to_finish(ctx);
         } else {
             self.state = StartState::Started;
