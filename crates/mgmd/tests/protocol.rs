@@ -328,7 +328,7 @@ fn show_reflects_pushed_status() {
         n3,
         json!({"id": 3, "type": "data", "host": "127.0.0.1", "group": 0,
         "state": "started", "pid": 4321, "start_count": 1, "shutdown_reason": null,
-        "membership_id": null})
+        "membership_id": null, "start_phase": null, "copy_progress": null})
     );
     assert_eq!(node(&show, 2)["state"], "not_connected");
 
