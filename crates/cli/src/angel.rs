@@ -104,6 +104,21 @@ pub fn run(options: AngelOptions) -> Result<i32, String> {
             eprintln!("tessera angel of node {node}: the node stopped ({status}); stopping too");
             return Ok(status.code().unwrap_or(0));
         }
+        match status.code() {
+            Some(datanode::RESTART_EXIT_CODE) | Some(datanode::RESTART_INITIAL_EXIT_CODE)
+                if !STOP_REQUESTED.load(Ordering::SeqCst) =>
+            {
+                // Asked for (mgm's `node N restart`): at once, uncounted.
+                initial = status.code() == Some(datanode::RESTART_INITIAL_EXIT_CODE);
+                eprintln!(
+                    "tessera angel of node {node}: the node stopped for a restart{}; starting \
+                     it again",
+                    if initial { " with --initial" } else { "" }
+                );
+                continue;
+            }
+            _ => {}
+        }
         if status.code() == Some(i32::from(NOT_STARTED_EXIT_CODE)) {
             eprintln!(
                 "tessera angel of node {node}: the node did not start ({status}; its log says \

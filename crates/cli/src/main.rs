@@ -70,7 +70,10 @@ enum Command {
     /// `-e "all report checkpoints"`, `-e "check replicas"` (compares every
     /// live replica of every partition, and names the dead ones), and for
     /// tests `-e "node N fault POINT"` (crash there) or `-e "node N fault
-    /// POINT delay MS"` (stall there).
+    /// POINT delay MS"` (stall there); `-e "node N restart [--initial]"`
+    /// (its angel starts it again: a node restart; `--wait` for it to be
+    /// started) and `-e "all restart"` (a rolling restart, one node at a
+    /// time).
     Mgm {
         /// Address of the mgmd, HOST:PORT.
         #[arg(long)]
@@ -81,6 +84,9 @@ enum Command {
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
+        /// `node N restart`: return once the node is started again.
+        #[arg(long)]
+        wait: bool,
     },
     /// Load generators.
     Bench {
@@ -256,12 +262,14 @@ fn main() -> ExitCode {
             mgmd,
             execute,
             json,
+            ..
         } if is_check_replicas(&execute) => return check_replicas(&mgmd, json),
         Command::Mgm {
             mgmd,
             execute,
             json,
-        } => match mgmd::mgm::run_command(&mgmd, &execute, json) {
+            wait,
+        } => match mgmd::mgm::run_command_waiting(&mgmd, &execute, json, wait) {
             Ok(output) => {
                 println!("{output}");
                 Ok(())

@@ -169,3 +169,68 @@ fn sigterm_to_the_angel_stops_the_node_for_good_and_past_its_limit_it_gives_up()
         "the node stopped with its angel"
     );
 }
+
+#[test]
+fn mgm_restarts_a_node_under_its_angel_and_rolls_the_whole_cluster() {
+    let mut cluster = cluster_with_angel("angel-mgm", &[]);
+    let client = cluster.connect();
+    let table = create_table(&client, &kv_definition());
+    for k in 0..200u64 {
+        let mut transaction = client.transaction();
+        transaction
+            .write(
+                &table,
+                &[("k", Value::UInt(k)), ("v", Value::from("before"))],
+            )
+            .expect("a valid write");
+        transaction.execute(Commit::Yes).expect("a write");
+    }
+    drop(client);
+    let addr = cluster.mgmd_addr();
+    let mgm = |command: &str| {
+        common::run_tessera(
+            &["mgm", "--mgmd", &addr, "-e", command, "--wait"],
+            Duration::from_secs(300),
+        )
+    };
+
+    // Node 2 runs without an angel: nothing would start it again.
+    let refused = mgm("node 2 restart");
+    assert!(!refused.status.success(), "{refused:?}");
+    assert!(refused.stderr.contains("without an angel"), "{refused:?}");
+
+    // Node 3, from its files and then empty.
+    for command in ["node 3 restart", "node 3 restart --initial"] {
+        let (_, before) = started_pid(&cluster, 3).expect("node 3 started");
+        let restarted = mgm(command);
+        assert!(restarted.status.success(), "{command}: {restarted:?}");
+        let (_, after) = started_pid(&cluster, 3).expect("node 3 started again");
+        assert_eq!(after, before + 1, "{command}: one more start");
+    }
+
+    // Node 2 under an angel too, then a rolling restart of both.
+    send_signal(cluster.node_pid_of(2), libc::SIGKILL);
+    let _ = cluster.wait_for_exit(2);
+    cluster.wait_for_log(3, "without {2}");
+    cluster.spawn_data_node_with_angel(2, &[]);
+    cluster.wait_until_started(2);
+    let counts =
+        |cluster: &TestCluster| [2u16, 3].map(|id| started_pid(cluster, id).expect("started").1);
+    let before = counts(&cluster);
+    let rolled = mgm("all restart");
+    assert!(rolled.status.success(), "{rolled:?}");
+    assert_eq!(counts(&cluster), [before[0] + 1, before[1] + 1]);
+
+    let client = cluster.connect();
+    let report = client.check_replicas().expect("the replica check");
+    assert_eq!(report.mismatches, 0, "the replicas differ: {report}");
+    let table = client.table("kv").expect("kv");
+    for k in 0..200u64 {
+        let row = common::read_row(&client, &table, &[Value::UInt(k)]).expect("a read");
+        assert_eq!(
+            row.get("v").and_then(Value::as_str),
+            Some("before"),
+            "key {k}"
+        );
+    }
+}

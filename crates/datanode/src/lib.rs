@@ -14,4 +14,4 @@ pub mod runtime;
 pub mod status;
 pub mod wiring;
 
-pub use runtime::{run, NodeOptions};
+pub use runtime::{run, NodeOptions, RESTART_EXIT_CODE, RESTART_INITIAL_EXIT_CODE};

@@ -46,6 +46,22 @@ pub struct NodeOptions {
 
 static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
 
+/// A restart mgmd asked for (`node N restart`): 0 none, else the exit
+/// code that tells the angel to start the node again
+/// ([`RESTART_EXIT_CODE`], [`RESTART_INITIAL_EXIT_CODE`]).
+static RESTART_REQUESTED: AtomicU32 = AtomicU32::new(0);
+
+/// The exit code of a node stopped to be started again by its angel.
+pub const RESTART_EXIT_CODE: i32 = 4;
+/// The same, its files deleted first (`node N restart --initial`).
+pub const RESTART_INITIAL_EXIT_CODE: i32 = 5;
+
+/// Whether the node's angel started it (so a restart has someone to start
+/// it again).
+fn under_angel() -> bool {
+    std::env::var_os("TESSERA_ANGEL_CHILD").is_some()
+}
+
 extern "C" fn request_stop(_signal: libc::c_int) {
     STOP_REQUESTED.store(true, Ordering::SeqCst);
 }
@@ -207,13 +223,18 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
     let _pusher = session.spawn_status_pusher_with(
         Duration::from_millis(250),
         move || status.to_json(),
-        move |command| arm_fault(node, command),
+        move |command| command_from_mgmd(node, command),
     );
     while !STOP_REQUESTED.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(100));
     }
     eprintln!("tessera node {node}: stopping");
     node_runtime.stop();
+    let restart = RESTART_REQUESTED.load(Ordering::SeqCst);
+    if restart != 0 {
+        eprintln!("tessera node {node}: stopped to be started again by its angel");
+        std::process::exit(restart as i32);
+    }
     Ok(())
 }
 
@@ -236,9 +257,34 @@ fn cluster_still_running(mgmd: &str, node: NodeId) -> bool {
     }
 }
 
-/// A command from mgmd on the node's session: `{"cmd": "fault", "point":
-/// NAME}` arms that fault point to crash the node, `{..., "delay_ms": MS}`
-/// to stall it there (kernel::faults); anything else is logged.
+/// A command from mgmd on the node's session: `{"cmd": "restart",
+/// "initial": BOOL}` stops the node for its angel to start it again (a
+/// node restart); a fault point (`arm_fault`); anything else is logged.
+fn command_from_mgmd(node: NodeId, command: &serde_json::Value) {
+    if command.get("cmd").and_then(serde_json::Value::as_str) != Some("restart") {
+        return arm_fault(node, command);
+    }
+    if !under_angel() {
+        eprintln!("tessera node {node}: asked to restart, but no angel would start it again");
+        return;
+    }
+    let initial = command.get("initial").and_then(serde_json::Value::as_bool) == Some(true);
+    let code = if initial {
+        RESTART_INITIAL_EXIT_CODE
+    } else {
+        RESTART_EXIT_CODE
+    };
+    eprintln!(
+        "tessera node {node}: mgmd asks for a restart{}",
+        if initial { " with --initial" } else { "" }
+    );
+    RESTART_REQUESTED.store(code as u32, Ordering::SeqCst);
+    STOP_REQUESTED.store(true, Ordering::SeqCst);
+}
+
+/// A fault command from mgmd: `{"cmd": "fault", "point": NAME}` arms that
+/// fault point to crash the node, `{..., "delay_ms": MS}` to stall it
+/// there (kernel::faults); anything else is logged.
 fn arm_fault(node: NodeId, command: &serde_json::Value) {
     let name = command.get("point").and_then(serde_json::Value::as_str);
     let delay = command.get("delay_ms").map(serde_json::Value::as_u64);

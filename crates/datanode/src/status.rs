@@ -282,6 +282,8 @@ impl NodeStatus {
             "restored_gci": self.restored_gci.load(Ordering::Relaxed),
             "schema_version": self.schema_version.load(Ordering::Relaxed),
             "pid": self.pid,
+            // Whether an angel would start it again (mgm's restarts need one).
+            "angel": std::env::var_os("TESSERA_ANGEL_CHILD").is_some(),
             "threads": threads,
             "checkpoints": self.checkpoints.to_json(),
         })

@@ -212,6 +212,14 @@ impl MgmClient {
         self.conn.request(&request).map(without_ok)
     }
 
+    /// Asks data node `node` to restart (its angel starts it again), from
+    /// its files or, with `initial`, empty. Answers with its start count
+    /// before the restart.
+    pub fn restart_node(&mut self, node: u16, initial: bool) -> Result<Value, MgmdError> {
+        let request = json!({ "req": "restart_node", "node_id": node, "initial": initial });
+        self.conn.request(&request).map(without_ok)
+    }
+
     /// Allocates an API node id (128..=255), held until this client closes,
     /// with the token a data node admits it by (send it in API_REGREQ).
     pub fn alloc_api_node(&mut self) -> Result<ApiAllocation, MgmdError> {

@@ -34,6 +34,8 @@ pub const KNOWN_COMMANDS: &[&str] = &[
     "all report threads",
     "all report checkpoints",
     "node <id> fault <point> [delay <ms>]",
+    "node <id> restart [--initial]",
+    "all restart",
 ];
 
 impl fmt::Display for MgmdError {

@@ -16,6 +16,21 @@ const VERSION: &str = concat!("tessera-", env!("CARGO_PKG_VERSION"));
 /// object without its `ok` field, compact on one line; otherwise text. The
 /// result has no trailing newline.
 pub fn run_command(addr: &str, command: &str, json: bool) -> Result<String, MgmdError> {
+    run_command_waiting(addr, command, json, false)
+}
+
+/// How long `--wait` waits for a restarted node to be started again.
+const RESTART_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// As [`run_command`]; `wait`: a `node N restart` returns only once the
+/// node is started again (`all restart`, a rolling restart, always waits
+/// for each node before the next).
+pub fn run_command_waiting(
+    addr: &str,
+    command: &str,
+    json: bool,
+    wait: bool,
+) -> Result<String, MgmdError> {
     let words: Vec<String> = command.split_whitespace().map(str::to_lowercase).collect();
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
     let (response, format): (_, fn(&Value) -> String) = match words.as_slice() {
@@ -39,6 +54,35 @@ pub fn run_command(addr: &str, command: &str, json: bool) -> Result<String, Mgmd
             let response = MgmClient::connect(addr)?.arm_fault(id, &point, delay_ms)?;
             (response, |_: &Value| "fault point armed".to_string())
         }
+        ["node", id, "restart", flags @ ..] if flags.is_empty() || flags == ["--initial"] => {
+            let unknown = || MgmdError::UnknownCommand(command.trim().to_owned());
+            let id: u16 = id.parse().map_err(|_| unknown())?;
+            let initial = !flags.is_empty();
+            let mut response = MgmClient::connect(addr)?.restart_node(id, initial)?;
+            if wait {
+                wait_restarted(addr, id, &response)?;
+            }
+            response["node_id"] = id.into();
+            response["waited"] = wait.into();
+            (response, format_restart)
+        }
+        ["all", "restart"] => {
+            // Rolling: one node at a time, each started again before the
+            // next goes down, so every node group keeps a node serving.
+            let show = MgmClient::connect(addr)?.show()?;
+            let ids: Vec<u16> = show["nodes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|node| node["type"] == "data")
+                .filter_map(|node| node["id"].as_u64().and_then(|id| u16::try_from(id).ok()))
+                .collect();
+            for &id in &ids {
+                let response = MgmClient::connect(addr)?.restart_node(id, false)?;
+                wait_restarted(addr, id, &response)?;
+            }
+            (serde_json::json!({ "restarted": ids }), format_rolling)
+        }
         _ => return Err(MgmdError::UnknownCommand(command.trim().to_owned())),
     };
     if json {
@@ -58,6 +102,52 @@ fn plain(value: &Value) -> String {
         Value::String(s) if !s.is_empty() && !s.contains(char::is_whitespace) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// Waits until data node `id` is started with a start count above the
+/// one `response` (mgmd's answer to the restart) gives.
+fn wait_restarted(addr: &str, id: u16, response: &Value) -> Result<(), MgmdError> {
+    let before = response["start_count"].as_u64().unwrap_or(0);
+    let deadline = std::time::Instant::now() + RESTART_WAIT;
+    loop {
+        let show = MgmClient::connect(addr)?.show()?;
+        let node = show["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|node| node["type"] == "data" && node["id"] == id);
+        let again = node.is_some_and(|node| {
+            node["state"] == "started" && node["start_count"].as_u64().unwrap_or(0) > before
+        });
+        if again {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(MgmdError::Protocol(format!(
+                "data node {id} was not started again within {RESTART_WAIT:?}"
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+fn format_restart(response: &Value) -> String {
+    let id = plain(&response["node_id"]);
+    if response["waited"] == true {
+        format!("Node {id}: restarted")
+    } else {
+        format!("Node {id}: is being restarted")
+    }
+}
+
+fn format_rolling(response: &Value) -> String {
+    let ids: Vec<String> = response["restarted"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(plain)
+        .collect();
+    format!("Restarted nodes {} one at a time", ids.join(", "))
 }
 
 /// `show` as ndb_mgm prints it.

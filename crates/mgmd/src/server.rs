@@ -488,10 +488,12 @@ fn handle_line(shared: &Shared, conn: &mut Connection, line: &[u8]) -> Option<Va
         "report_threads" => report_threads(shared),
         "report_checkpoints" => report_checkpoints(shared),
         "fault" => fault(shared, &request),
+        "restart_node" => restart_node(shared, &request),
         "arbitrate" => arbitrate(shared, &request),
         other => error(format!(
             "unknown request \"{other}\"; known requests: get_config, register_data_node, \
-             status, alloc_api_node, show, report_threads, report_checkpoints, arbitrate, fault"
+             status, alloc_api_node, show, report_threads, report_checkpoints, arbitrate, fault, \
+             restart_node"
         )),
     };
     Some(response)
@@ -1034,6 +1036,71 @@ fn report_threads(shared: &Shared) -> Value {
 
 /// Each connected node's `checkpoints` object, from a fresh status, with
 /// its fields next to the node's `id` (only the id if it has none).
+/// `restart_node`: a data node stops and its angel starts it again, so it
+/// rejoins by a node restart (docs/design/0018-node-restart.md), from its
+/// files or with `"initial": true` empty. Refused unless the node is
+/// started under an angel and another node of its node group is started
+/// (the group would otherwise have no data while it restarts). Answers
+/// with the node's start count before the restart, which a waiting
+/// client watches rise.
+fn restart_node(shared: &Shared, request: &Map<String, Value>) -> Value {
+    let Some(id) = request
+        .get("node_id")
+        .and_then(Value::as_u64)
+        .and_then(|id| u16::try_from(id).ok())
+    else {
+        return error("restart_node needs \"node_id\", a data node's id");
+    };
+    let initial = request.get("initial").and_then(Value::as_bool) == Some(true);
+    let (writer, start_count) = {
+        let mut state = shared.lock();
+        let Some(group) = state.data_node(id).map(|node| node.group) else {
+            return error(format!("node id {id} is not a data node in the config"));
+        };
+        let others_started = state
+            .data_nodes
+            .iter()
+            .filter(|other| other.group == group && other.id != id)
+            .any(|other| node_state(other) == "started");
+        let node = state.data_node(id).expect("checked above");
+        let Some(session) = &node.session else {
+            return error(format!("data node {id} is not connected"));
+        };
+        if node_state(node) != "started" {
+            return error(format!(
+                "data node {id} is not started ({}): restart it once it is",
+                node_state(node)
+            ));
+        }
+        let angel = node.status.as_ref().and_then(|s| s.get("angel")) == Some(&json!(true));
+        if !angel {
+            return error(format!(
+                "data node {id} runs without an angel (--no-angel): nothing would start it \
+                 again; stop it and start it yourself"
+            ));
+        }
+        if !others_started {
+            return error(format!(
+                "data node {id} is the only started node of node group {group}: restarting it \
+                 would leave the group's data unserved"
+            ));
+        }
+        (Arc::clone(&session.writer), node.start_count)
+    };
+    let command = json!({ "cmd": "restart", "initial": initial });
+    let mut stream = writer.lock().unwrap_or_else(PoisonError::into_inner);
+    match wire::write_line(&mut *stream, &command).and_then(|()| stream.flush()) {
+        Ok(()) => {
+            eprintln!(
+                "mgmd: data node {id} asked to restart{}",
+                if initial { " --initial" } else { "" }
+            );
+            json!({ "ok": true, "start_count": start_count })
+        }
+        Err(source) => error(format!("cannot reach data node {id}: {source}")),
+    }
+}
+
 /// `fault`: arms a fault point on a data node (tests): the command goes
 /// down the node's session, which checks the point's name itself.
 fn fault(shared: &Shared, request: &Map<String, Value>) -> Value {
