@@ -431,7 +431,9 @@ mod tests {
                 "show",
                 "all report threads",
                 "all report checkpoints",
-                "node <id> fault <point> [delay <ms>]"
+                "node <id> fault <point> [delay <ms>]",
+                "node <id> restart [--initial]",
+                "all restart"
             ]
         );
     }
