@@ -391,6 +391,13 @@ impl Membership {
         }
         let now = ctx.now_ms();
         self.heartbeats.set_ring(live, now);
+        self.begin_as_member(ctx);
+    }
+
+    /// A member at last (the cluster formed, or a node restart was
+    /// admitted): heartbeats start, the ldms get their read lease, and the
+    /// phases after formation run.
+    pub(crate) fn begin_as_member(&mut self, ctx: &mut dyn Context) {
         self.heartbeats.start(ctx);
         self.publish_lease(ctx);
         let initialise = PHASES

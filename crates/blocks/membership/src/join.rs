@@ -32,7 +32,7 @@
 //! round and the joining node, refused by no one and admitted by no one,
 //! asks the new president at its next retry.
 
-use crate::start::{StartState, PHASES};
+use crate::start::StartState;
 use crate::Membership;
 use kernel::{Context, Report};
 use signal::signals::{join_refusal, CmNodeStartedReq, CmRegRef, CmRegReq, PresidentRep};
@@ -62,18 +62,7 @@ impl Membership {
             kernel::send(ctx, self.address, membership_of(node), request);
         }
         self.formation.asked = connected;
-        if !self.formation.retry_armed {
-            self.formation.retry_armed = true;
-            let envelope = signal::Envelope {
-                from: self.address,
-                to: self.address,
-                signal: signal::signals::ContinueB {
-                    job: crate::formation::job::JOIN_RETRY,
-                }
-                .into(),
-            };
-            ctx.send_delayed(envelope, JOIN_RETRY_MS);
-        }
+        self.arm_join_retry(ctx);
     }
 
     /// The retry timer: ask every connected node again, unless admitted;
@@ -205,15 +194,9 @@ impl Membership {
         self.tell_blocks(membership_id, live, configured.difference(live), ctx);
         let now = ctx.now_ms();
         self.heartbeats.set_ring(live, now);
-        self.heartbeats.start(ctx);
-        self.publish_lease(ctx);
         // The phases after formation, in their node-restart form (each
         // block sees itself starting in the membership it was told).
-        let initialise = PHASES
-            .iter()
-            .position(|&phase| phase == crate::start::INITIALISE)
-            .expect("INITIALISE is a phase");
-        self.run_phase(initialise + 1, ctx);
+        self.begin_as_member(ctx);
     }
 }
 

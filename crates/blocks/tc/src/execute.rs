@@ -300,8 +300,9 @@ impl Tc {
         // (docs/design/0018-node-restart.md): it is part of the chain
         // from now on, for a failure's resolve as for the commit.
         operation.ldm = from;
-        if !operation.chain.as_slice().contains(&from.node) {
-            operation.chain = operation.chain.appended(from.node);
+        let chain = &operation.chain;
+        if !chain.as_slice().contains(&from.node) && usize::from(chain.length) < MAX_REPLICAS {
+            operation.chain = chain.appended(from.node);
         }
         operation.ldm_op = conf.ldm_op;
         operation.phase = if conf.released {

@@ -388,31 +388,25 @@ impl TestCluster {
     /// Starts data node `id` alone again with `--initial` (its files
     /// deleted first), without waiting for anything.
     pub fn spawn_data_node_initial(&mut self, id: u16) {
-        let mgmd_addr = self.mgmd_addr();
-        let log = self.dir.join(format!("node{id}.log"));
-        let node = self
-            .nodes
-            .iter_mut()
-            .find(|node| node.id == id)
-            .unwrap_or_else(|| panic!("no data node {id}"));
-        assert!(node.child.is_none(), "data node {id} runs already");
-        let id = id.to_string();
-        let args = [
-            "node",
-            "--no-angel",
-            "--mgmd",
-            &mgmd_addr,
-            "--node-id",
-            &id,
-            "--initial",
-        ];
-        node.child = Some(spawn_logged_with_env(&args, &log, &[]));
+        self.spawn_node_process(id, &["--no-angel", "--initial"], &[]);
     }
 
     /// Starts data node `id` under an angel (`tessera node` without
     /// `--no-angel`), with `extra` arguments, without waiting for
     /// anything: the child is the angel.
     pub fn spawn_data_node_with_angel(&mut self, id: u16, extra: &[&str]) {
+        self.spawn_node_process(id, extra, &[]);
+    }
+
+    /// As [`TestCluster::spawn_data_node`], with more environment variables
+    /// for the process (fault points).
+    pub fn spawn_data_node_with_env(&mut self, id: u16, env: &[(&str, &str)]) {
+        self.spawn_node_process(id, &["--no-angel"], env);
+    }
+
+    /// Starts `tessera node --mgmd .. --node-id ID` with `extra` arguments
+    /// and `env`, logging to the node's log, without waiting.
+    fn spawn_node_process(&mut self, id: u16, extra: &[&str], env: &[(&str, &str)]) {
         let mgmd_addr = self.mgmd_addr();
         let log = self.dir.join(format!("node{id}.log"));
         let node = self
@@ -424,32 +418,7 @@ impl TestCluster {
         let id = id.to_string();
         let mut args = vec!["node", "--mgmd", &mgmd_addr, "--node-id", &id];
         args.extend_from_slice(extra);
-        node.child = Some(spawn_logged_with_env(&args, &log, &[]));
-    }
-
-    /// As [`TestCluster::spawn_data_node`], with more environment variables
-    /// for the process (fault points).
-    pub fn spawn_data_node_with_env(&mut self, id: u16, env: &[(&str, &str)]) {
-        let mgmd_addr = self.mgmd_addr();
-        let log = self.dir.join(format!("node{id}.log"));
-        let node = self
-            .nodes
-            .iter_mut()
-            .find(|node| node.id == id)
-            .unwrap_or_else(|| panic!("no data node {id}"));
-        assert!(node.child.is_none(), "data node {id} runs already");
-        node.child = Some(spawn_logged_with_env(
-            &[
-                "node",
-                "--no-angel",
-                "--mgmd",
-                &mgmd_addr,
-                "--node-id",
-                &id.to_string(),
-            ],
-            &log,
-            env,
-        ));
+        node.child = Some(spawn_logged_with_env(&args, &log, env));
     }
 
     /// The cluster secret the processes were started with: a test that
