@@ -6,7 +6,10 @@
 //! what changed and reports started. Then the replica checker finds no
 //! difference, and once the node that never stopped is killed in turn,
 //! the restarted node alone serves every row as the client last wrote
-//! it. Nothing here asserts a timing: the deadlines are generous upper
+//! it. The clients connected all along (one since before the kill, one
+//! since the node was down) reach the restarted node again by
+//! themselves, and the first serves every row through it at the end.
+//! Nothing here asserts a timing: the deadlines are generous upper
 //! bounds for a loaded 2-core machine.
 
 mod common;
@@ -97,6 +100,8 @@ fn restart_and_serve(name: &'static str, initial: bool) {
     send_signal(cluster.node_pid_of(victim), libc::SIGKILL);
     let _ = cluster.wait_for_exit(victim);
     cluster.wait_for_log(survivor, &format!("without {{{victim}}}"));
+    // A client that connects while the node is down.
+    let late = cluster.connect();
     // While it is down: updates, deletes, inserts.
     for k in 0..300 {
         let value = match k % 3 {
@@ -165,20 +170,36 @@ fn restart_and_serve(name: &'static str, initial: bool) {
             "{log}"
         );
     }
-    drop(client);
+    // Both clients open their connection to it again, and run on it.
+    for (which, connected) in [("the first client", &client), ("the late client", &late)] {
+        let deadline = Instant::now() + SETTLE;
+        while !connected.is_node_connected(signal::NodeId(victim)) {
+            assert!(
+                Instant::now() < deadline,
+                "{which} never reconnected to node {victim}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        settled(&format!("a write through node {victim} by {which}"), || {
+            let mut transaction = connected.transaction_on_node(signal::NodeId(victim))?;
+            transaction.write(&table, &[("k", Value::UInt(1)), ("v", Value::from(which))])?;
+            transaction.execute(Commit::Yes).map(|_| ())
+        });
+        expected.insert(1, Some(which.to_string()));
+    }
+    drop(late);
 
     // Quiet: every replica holds the same rows.
-    let client = cluster.connect();
-    let report = settled("the replica check", || client.check_replicas());
+    let checker = cluster.connect();
+    let report = settled("the replica check", || checker.check_replicas());
     assert_eq!(report.mismatches, 0, "the replicas differ: {report}");
-    drop(client);
+    drop(checker);
 
     // The node that never stopped dies: the restarted one serves alone.
     send_signal(cluster.node_pid_of(survivor), libc::SIGKILL);
     let _ = cluster.wait_for_exit(survivor);
     cluster.wait_for_log(victim, &format!("without {{{survivor}}}"));
-    let client = cluster.connect();
-    let table = settled("the table on the restarted node", || client.table("kv"));
+    // Through the first client, on its new connection.
     for (&k, value) in &expected {
         assert_eq!(get(&client, &table, k), *value, "key {k}");
     }

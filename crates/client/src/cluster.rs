@@ -17,9 +17,10 @@
 //! lives, so two processes can never share an id.
 
 use crate::connection::{section_pool, FrameBuilder, NodeConnection};
-use crate::dispatch::SchemaReply;
+use crate::dispatch::{Peers, SchemaReply};
 use crate::environment::{Clock, Environment, Transport};
 use crate::error::ClientError;
+use crate::reconnect::{NodeSlot, Reconnector, Reopening};
 use crate::session::AsyncSession;
 use crate::table::Table;
 use crate::tcp::TcpTransport;
@@ -56,6 +57,10 @@ pub struct ConnectOptions {
     /// longest a write to a data node may block before the connection is
     /// given up.
     pub reply_timeout: Duration,
+    /// Open a lost data-node connection again once the node is back (a
+    /// thread per `Cluster`, `reconnect.rs`); off, a lost connection
+    /// stays lost for the `Cluster`'s life.
+    pub reconnect: bool,
 }
 
 impl Default for ConnectOptions {
@@ -64,6 +69,7 @@ impl Default for ConnectOptions {
             connect_timeout: Duration::from_secs(30),
             register_retry_interval: Duration::from_millis(100),
             reply_timeout: Duration::from_secs(60),
+            reconnect: true,
         }
     }
 }
@@ -84,10 +90,12 @@ impl Default for ConnectOptions {
 pub struct Cluster {
     /// Declared first so that it stops before the connections drop.
     _heartbeat: Option<crate::heartbeat::Heartbeat>,
+    /// Likewise: opens lost connections again (`reconnect.rs`).
+    _reconnector: Option<Reconnector>,
     api_node: NodeId,
-    /// One per data node, in node id order (shared with the heartbeat
-    /// thread).
-    connections: Arc<[NodeConnection]>,
+    /// One per data node of the config, in node id order (shared with the
+    /// heartbeat and reconnecting threads).
+    connections: Arc<[NodeSlot]>,
     /// Every (connection, tc instance) pair, for round robin.
     tc_slots: Vec<(usize, u16)>,
     options: ConnectOptions,
@@ -160,19 +168,35 @@ impl Cluster {
         }
         let allocation = mgm.alloc_api_node()?;
         let api_node = NodeId(allocation.node_id);
+        let address = |node: &config::DataNodeConfig| format!("{}:{}", node.host, node.port);
         let targets: Vec<(String, Option<NodeId>)> = config
             .data_nodes
             .iter()
             .filter(|node| !down.contains(&node.id))
-            .map(|node| {
-                (
-                    format!("{}:{}", node.host, node.port),
-                    Some(NodeId(node.id)),
-                )
-            })
+            .map(|node| (address(node), Some(NodeId(node.id))))
             .collect();
-        let opening = Opening::tcp(&options);
-        let connections = open_all(&opening, &targets, api_node, allocation.token, &options)?;
+        let opening = Opening::tcp(&options, allocation.token);
+        let mut connections = open_all(&opening, &targets, api_node, &options)?;
+        // The nodes down now: reached once they are up (`reconnect.rs`).
+        let tc_instances = connections
+            .iter()
+            .map(|connection| connection.tc_instances)
+            .max()
+            .unwrap_or(1);
+        for node in config
+            .data_nodes
+            .iter()
+            .filter(|node| down.contains(&node.id))
+        {
+            connections.push(NodeConnection::not_open(
+                &address(node),
+                NodeId(node.id),
+                api_node,
+                allocation.token,
+                tc_instances,
+                format!("data node {} was down when this client connected", node.id),
+            ));
+        }
         Cluster::assemble(api_node, Some(mgm), connections, options, opening)
     }
 
@@ -242,8 +266,8 @@ impl Cluster {
             .iter()
             .map(|addr| (addr.to_string(), None))
             .collect();
-        let opening = Opening::tcp(&options);
-        let connections = open_all(&opening, &targets, NodeId(api_node_id), token, &options)?;
+        let opening = Opening::tcp(&options, token);
+        let connections = open_all(&opening, &targets, NodeId(api_node_id), &options)?;
         Cluster::assemble(NodeId(api_node_id), None, connections, options, opening)
     }
 
@@ -270,9 +294,9 @@ impl Cluster {
             transport: Arc::clone(&environment.transport),
             clock: Clock::Driven(Arc::clone(&environment.driver)),
             incarnation: environment.incarnation,
+            token: environment.token,
         };
-        let token = environment.token;
-        let connections = open_all(&opening, &targets, NodeId(api_node_id), token, &options)?;
+        let connections = open_all(&opening, &targets, NodeId(api_node_id), &options)?;
         Cluster::assemble(NodeId(api_node_id), None, connections, options, opening)
     }
 
@@ -284,7 +308,10 @@ impl Cluster {
         opening: Opening,
     ) -> Result<Cluster, ClientError> {
         let Opening {
-            clock, incarnation, ..
+            transport,
+            clock,
+            incarnation,
+            token,
         } = opening;
         connections.sort_by_key(|connection| connection.node().0);
         for pair in connections.windows(2) {
@@ -297,12 +324,10 @@ impl Cluster {
                 )));
             }
         }
-        let peers: Vec<(NodeId, std::sync::Weak<crate::dispatch::Dispatch>)> = connections
-            .iter()
-            .map(|connection| (connection.node(), Arc::downgrade(&connection.dispatch)))
-            .collect();
+        let peers = Arc::new(Peers::default());
         for connection in &connections {
-            connection.dispatch.set_peers(peers.clone());
+            peers.set(connection.node(), &connection.dispatch);
+            connection.dispatch.set_peers(&peers);
         }
         let tc_slots = connections
             .iter()
@@ -311,15 +336,32 @@ impl Cluster {
                 (0..connection.tc_instances).map(move |instance| (index, instance))
             })
             .collect();
-        let connections: Arc<[NodeConnection]> = connections.into();
+        let connections: Arc<[NodeSlot]> = connections.into_iter().map(NodeSlot::new).collect();
         // A simulated client has no thread of its own (`heartbeat.rs`).
         let heartbeat = if clock.is_driven() {
             None
         } else {
             crate::heartbeat::Heartbeat::start(&connections)
         };
+        let reconnector = if clock.is_driven() || !options.reconnect {
+            None
+        } else {
+            Reconnector::start(
+                &connections,
+                Reopening {
+                    transport,
+                    clock: clock.clone(),
+                    incarnation,
+                    api_node,
+                    token,
+                    retry_interval: options.register_retry_interval,
+                    peers,
+                },
+            )
+        };
         Ok(Cluster {
             _heartbeat: heartbeat,
+            _reconnector: reconnector,
             api_node,
             connections,
             tc_slots,
@@ -354,9 +396,9 @@ impl Cluster {
         self.api_node.0
     }
 
-    /// Whether every data-node connection is still up. A lost connection
-    /// is not re-established by this version (transactions are routed to
-    /// the nodes still connected): connect a new `Cluster`.
+    /// Whether every data-node connection is up. A lost one is opened
+    /// again once its node is back (unless [`ConnectOptions::reconnect`]
+    /// is off); meanwhile transactions go to the nodes connected.
     ///
     /// ```no_run
     /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
@@ -364,7 +406,9 @@ impl Cluster {
     /// # Ok::<(), client::ClientError>(())
     /// ```
     pub fn is_connected(&self) -> bool {
-        self.connections.iter().all(NodeConnection::is_connected)
+        self.connections
+            .iter()
+            .all(|slot| slot.get().is_connected())
     }
 
     /// Whether the connection to data node `node` is up.
@@ -376,10 +420,10 @@ impl Cluster {
     /// ```
     pub fn is_node_connected(&self, node: NodeId) -> bool {
         self.connection_index(node)
-            .is_some_and(|index| self.connections[index].is_connected())
+            .is_some_and(|index| self.connection(index).is_connected())
     }
 
-    /// The data nodes this cluster is connected to (or was), in id order.
+    /// The data nodes of this cluster (connected or not), in id order.
     ///
     /// ```no_run
     /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
@@ -387,7 +431,10 @@ impl Cluster {
     /// # Ok::<(), client::ClientError>(())
     /// ```
     pub fn data_nodes(&self) -> Vec<NodeId> {
-        self.connections.iter().map(NodeConnection::node).collect()
+        self.connections
+            .iter()
+            .map(|slot| slot.get().node())
+            .collect()
     }
 
     /// The options the cluster was connected with.
@@ -409,7 +456,7 @@ impl Cluster {
     /// # Ok::<(), client::ClientError>(())
     /// ```
     pub fn tc_instances(&self) -> u16 {
-        self.connections[0].tc_instances
+        self.connection(0).tc_instances
     }
 
     /// tc instances of data node `node` (`None`: not a data node of this cluster).
@@ -421,7 +468,7 @@ impl Cluster {
     /// ```
     pub fn tc_instances_on(&self, node: NodeId) -> Option<u16> {
         self.connection_index(node)
-            .map(|index| self.connections[index].tc_instances)
+            .map(|index| self.connection(index).tc_instances)
     }
 
     /// The highest distribution (partition map) version any reply carried.
@@ -445,7 +492,7 @@ impl Cluster {
     pub fn in_flight(&self) -> usize {
         self.connections
             .iter()
-            .map(|connection| connection.dispatch.in_flight())
+            .map(|slot| slot.get().dispatch.in_flight())
             .sum()
     }
 
@@ -524,12 +571,12 @@ impl Cluster {
                 .replicas
                 .iter()
                 .filter_map(|&node| self.connection_index(node))
-                .find(|&index| self.connections[index].is_connected())
+                .find(|&index| self.connection(index).is_connected())
                 .map(|index| (index, placement.ldm_instance))
         });
         let (connection, tc_instance) = match connection {
             Some((index, ldm_instance)) => {
-                let instances = self.connections[index].tc_instances.max(1);
+                let instances = self.connection(index).tc_instances.max(1);
                 (index, ldm_instance % instances)
             }
             None => self.round_robin(counter),
@@ -551,7 +598,7 @@ impl Cluster {
             ClientError::Usage(format!("{node} is not a data node of this cluster"))
         })?;
         let (id, counter) = self.next_transaction();
-        let instances = u64::from(self.connections[index].tc_instances.max(1));
+        let instances = u64::from(self.connection(index).tc_instances.max(1));
         Ok(Transaction::new(
             self,
             id,
@@ -667,7 +714,7 @@ impl Cluster {
         let start = (counter % slots as u64) as usize;
         (0..slots)
             .map(|step| self.tc_slots[(start + step) % slots])
-            .find(|&(connection, _)| self.connections[connection].is_connected())
+            .find(|&(connection, _)| self.connection(connection).is_connected())
             // Every connection is lost: sending will say so.
             .unwrap_or(self.tc_slots[start])
     }
@@ -675,11 +722,12 @@ impl Cluster {
     pub(crate) fn connection_index(&self, node: NodeId) -> Option<usize> {
         self.connections
             .iter()
-            .position(|connection| connection.node() == node)
+            .position(|slot| slot.get().node() == node)
     }
 
-    pub(crate) fn connection(&self, index: usize) -> &NodeConnection {
-        &self.connections[index]
+    /// The connection now in slot `index` (it may be lost).
+    pub(crate) fn connection(&self, index: usize) -> Arc<NodeConnection> {
+        self.connections[index].get()
     }
 
     /// A new request id (schema requests, scans, GCI waits).
@@ -705,13 +753,13 @@ impl Cluster {
         let nodes = self.connections.len();
         (0..nodes)
             .map(|step| (start + step) % nodes)
-            .find(|&index| self.connections[index].is_connected())
+            .find(|&index| self.connection(index).is_connected())
             .map(|index| {
-                let instances = self.connections[index].tc_instances.max(1);
+                let instances = self.connection(index).tc_instances.max(1);
                 (index, instance % instances)
             })
             .ok_or_else(|| {
-                let connection = &self.connections[start % nodes];
+                let connection = self.connection(start % nodes);
                 connection.lost(connection.dispatch.closed_reason().unwrap_or_default())
             })
     }
@@ -880,13 +928,13 @@ impl Cluster {
         let mut last_error = None;
         for step in 0..nodes {
             let index = (start + step) % nodes;
-            let connection = &self.connections[index];
+            let connection = self.connection(index);
             if !connection.is_connected() {
                 let reason = connection.dispatch.closed_reason().unwrap_or_default();
                 last_error = Some(connection.lost(reason));
                 continue;
             }
-            match self.request_on(connection, (BlockKind::Dict, 0), table, &build) {
+            match self.request_on(&connection, (BlockKind::Dict, 0), table, &build) {
                 Err(error) if error.code() == Some(ErrorCode::NotMaster) => {
                     last_error = Some(error);
                 }
@@ -946,17 +994,19 @@ impl Cluster {
 }
 
 /// How connections are opened: by which transport, on which clock, with
-/// which incarnation.
+/// which incarnation and token.
 struct Opening {
     transport: Arc<dyn Transport>,
     clock: Clock,
     incarnation: u32,
+    token: ApiToken,
 }
 
 impl Opening {
     /// TCP, the system clock and a fresh incarnation: a real process.
-    fn tcp(options: &ConnectOptions) -> Opening {
+    fn tcp(options: &ConnectOptions, token: ApiToken) -> Opening {
         Opening {
+            token,
             transport: Arc::new(TcpTransport {
                 retry_interval: options.register_retry_interval,
                 write_timeout: options.reply_timeout,
@@ -1008,7 +1058,6 @@ fn open_all(
     opening: &Opening,
     targets: &[(String, Option<NodeId>)],
     api_node: NodeId,
-    token: ApiToken,
     options: &ConnectOptions,
 ) -> Result<Vec<NodeConnection>, ClientError> {
     let open = |(addr, node): &(String, Option<NodeId>)| {
@@ -1018,7 +1067,7 @@ fn open_all(
             addr,
             *node,
             api_node,
-            token,
+            opening.token,
             opening.incarnation,
             options.connect_timeout,
             options.register_retry_interval,

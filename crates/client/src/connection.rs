@@ -233,6 +233,36 @@ impl NodeConnection {
         Ok(connection)
     }
 
+    /// A connection to `addr` that is not open: its node was down when
+    /// the client connected. It fails every use with `reason` until it is
+    /// replaced by one opened again (`reconnect.rs`).
+    pub(crate) fn not_open(
+        addr: &str,
+        node: NodeId,
+        api_node: NodeId,
+        token: ApiToken,
+        tc_instances: u16,
+        reason: String,
+    ) -> NodeConnection {
+        let dispatch = Arc::new(Dispatch::new());
+        dispatch.close(reason);
+        NodeConnection {
+            addr: addr.to_string(),
+            tc_instances: tc_instances.max(1),
+            node: Arc::new(AtomicU16::new(node.0)),
+            api_node,
+            token,
+            incarnation: 0,
+            sequence: Mutex::new(0),
+            dispatch,
+            heartbeat: HeartbeatSettings::default(),
+            sent: AtomicBool::new(false),
+            silent: AtomicU32::new(0),
+            heartbeats_sent: AtomicU32::new(0),
+            link: Box::new(NoLink),
+        }
+    }
+
     fn register(
         &self,
         clock: &Clock,
@@ -415,6 +445,17 @@ impl NodeConnection {
             self.sent.store(false, Ordering::Relaxed);
         }
     }
+}
+
+/// The link of a connection that was never opened.
+struct NoLink;
+
+impl Link for NoLink {
+    fn write(&self, _bytes: &[u8]) -> std::io::Result<()> {
+        Err(std::io::ErrorKind::NotConnected.into())
+    }
+
+    fn shutdown(&self) {}
 }
 
 /// A data node's heartbeat settings, as its API_REGCONF says.

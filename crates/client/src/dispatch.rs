@@ -323,6 +323,32 @@ struct Waiting {
     gci_waits: IdMap<u32, (TransactionId, Arc<Inbox>, u32)>,
 }
 
+/// The dispatch of each of a cluster's connections, by data node: the
+/// current connection's, replaced when a lost connection is opened again.
+#[derive(Default)]
+pub(crate) struct Peers {
+    by_node: Mutex<Vec<(NodeId, std::sync::Weak<Dispatch>)>>,
+}
+
+impl Peers {
+    /// Data node `node`'s connection is now the one of `dispatch`.
+    pub(crate) fn set(&self, node: NodeId, dispatch: &Arc<Dispatch>) {
+        let mut by_node = self.by_node.lock().unwrap_or_else(PoisonError::into_inner);
+        let weak = Arc::downgrade(dispatch);
+        match by_node.iter_mut().find(|(known, _)| *known == node) {
+            Some(entry) => entry.1 = weak,
+            None => by_node.push((node, weak)),
+        }
+    }
+
+    fn current(&self) -> Vec<(NodeId, std::sync::Weak<Dispatch>)> {
+        self.by_node
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
 /// The in-flight table of one connection.
 pub(crate) struct Dispatch {
     waiting: Mutex<Waiting>,
@@ -333,10 +359,11 @@ pub(crate) struct Dispatch {
     /// Replies for nothing registered (late answers after a timeout, the
     /// answer to a rollback sent from Drop): counted, then dropped.
     pub stray_replies: AtomicU64,
-    /// The dispatches of the cluster's other connections, by data node,
-    /// set once the client is connected: a data node's API_NODE_FAILREP
+    /// The dispatches of the cluster's connections, by data node, set
+    /// once the client is connected (shared by them all, and updated when
+    /// a lost connection is replaced): a data node's API_NODE_FAILREP
     /// closes the connections to the nodes it names.
-    peers: std::sync::OnceLock<Vec<(NodeId, std::sync::Weak<Dispatch>)>>,
+    peers: std::sync::OnceLock<Arc<Peers>>,
     /// A frame arrived since the heartbeat thread last looked
     /// (`heartbeat.rs`): any frame is a sign of the data node's life.
     pub heard: AtomicBool,
@@ -355,8 +382,8 @@ impl Dispatch {
     }
 
     /// The cluster's connections (this one among them), once connected.
-    pub(crate) fn set_peers(&self, peers: Vec<(NodeId, std::sync::Weak<Dispatch>)>) {
-        let _ = self.peers.set(peers);
+    pub(crate) fn set_peers(&self, peers: &Arc<Peers>) {
+        let _ = self.peers.set(Arc::clone(peers));
     }
 
     /// API_NODE_FAILREP from data node `reporter`: the cluster agreed that
@@ -368,8 +395,8 @@ impl Dispatch {
         let Some(peers) = self.peers.get() else {
             return;
         };
-        for (node, dispatch) in peers {
-            if failed.contains(*node) {
+        for (node, dispatch) in peers.current() {
+            if failed.contains(node) {
                 if let Some(dispatch) = dispatch.upgrade() {
                     dispatch.close(format!(
                         "the cluster agreed that data node {node} failed (reported by data \

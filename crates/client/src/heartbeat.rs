@@ -22,7 +22,8 @@
 //! client has no thread of its own (the data nodes' receive threads,
 //! which time clients out, are not simulated either).
 
-use crate::connection::{FrameBuilder, NodeConnection};
+use crate::connection::FrameBuilder;
+use crate::reconnect::NodeSlot;
 use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -37,9 +38,10 @@ pub(crate) struct Heartbeat {
 impl Heartbeat {
     /// Starts heartbeating `connections` at the shortest interval any of
     /// them asked for; `None` when none asked (no thread).
-    pub(crate) fn start(connections: &Arc<[NodeConnection]>) -> Option<Heartbeat> {
+    pub(crate) fn start(connections: &Arc<[NodeSlot]>) -> Option<Heartbeat> {
         let interval = connections
             .iter()
+            .map(NodeSlot::get)
             .filter(|connection| connection.heartbeat.missed > 0)
             .map(|connection| connection.heartbeat.interval)
             .filter(|interval| !interval.is_zero())
@@ -69,7 +71,7 @@ impl Drop for Heartbeat {
     }
 }
 
-fn run(connections: Weak<[NodeConnection]>, interval: Duration, stop: &(Mutex<bool>, Condvar)) {
+fn run(connections: Weak<[NodeSlot]>, interval: Duration, stop: &(Mutex<bool>, Condvar)) {
     let (stopped, wake) = stop;
     let mut frames = FrameBuilder::default();
     let mut last_tick = Instant::now();
@@ -97,8 +99,8 @@ fn run(connections: Weak<[NodeConnection]>, interval: Duration, stop: &(Mutex<bo
         let Some(connections) = connections.upgrade() else {
             return;
         };
-        for connection in connections.iter() {
-            connection.heartbeat_tick(stalled, &mut frames);
+        for slot in connections.iter() {
+            slot.get().heartbeat_tick(stalled, &mut frames);
         }
     }
 }

@@ -20,6 +20,8 @@
 //! - `replicas`: table lists and partition replica scans (replica checker).
 //! - `connection`: one data-node connection: its frames, registration and
 //!   receive side.
+//! - `reconnect`: each data node's slot holding its current connection,
+//!   and the thread that opens a lost one again once the node is back.
 //! - `environment`: the seam to the world: the transport, the clock and
 //!   the waits (TCP and the system clock, or a simulator's).
 //! - `tcp`: the production transport, with a receive thread per connection.
@@ -55,6 +57,7 @@ pub mod environment;
 mod error;
 mod heartbeat;
 mod id_hash;
+mod reconnect;
 mod replicas;
 mod session;
 mod table;

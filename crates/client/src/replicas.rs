@@ -128,7 +128,7 @@ impl Cluster {
     ) -> Result<(Vec<u8>, u32, bool), ClientError> {
         let table_id = table.def().id;
         let reply = self.request_on(
-            self.connection(connection),
+            &self.connection(connection),
             (BlockKind::Ldm, ldm_instance),
             table.name(),
             &|request_id| {

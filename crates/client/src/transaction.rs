@@ -25,7 +25,7 @@
 //! node's inactivity timeout.
 
 use crate::cluster::{section_from, Cluster};
-use crate::connection::FrameBuilder;
+use crate::connection::{FrameBuilder, NodeConnection};
 use crate::dispatch::{Inbox, Posted, Replies, Reply};
 use crate::durable::{DurableWait, WaitAnswer};
 use crate::error::ClientError;
@@ -155,6 +155,10 @@ pub struct Transaction<'a> {
     cluster: &'a Cluster,
     id: TransactionId,
     connection: usize,
+    /// The connection in slot `connection` when the transaction began:
+    /// kept to the end, so replies come back where the transaction waits
+    /// even if the slot gets a new connection meanwhile (`reconnect.rs`).
+    link: Arc<NodeConnection>,
     tc_instance: u16,
     state: TransactionState,
     next_op: u32,
@@ -421,6 +425,7 @@ impl<'a> Transaction<'a> {
             cluster,
             id,
             connection,
+            link: cluster.connection(connection),
             tc_instance,
             state: TransactionState::Idle,
             next_op: 0,
@@ -714,7 +719,7 @@ impl Transaction<'_> {
     /// # Ok::<(), client::ClientError>(())
     /// ```
     pub fn node(&self) -> NodeId {
-        self.cluster.connection(self.connection).node()
+        self.link.node()
     }
 
     /// Sends the queued operations as one batch (committing with
@@ -738,14 +743,10 @@ impl Transaction<'_> {
         let inbox = self.own_inbox();
         let mut frames = std::mem::take(&mut self.body_mut().frames);
         frames.clear();
-        let cluster = self.cluster;
         let sent = match self.prepare(commit, &inbox, 0, &mut frames) {
             Err(error) => Err(error),
             Ok(Some(outcome)) => Ok(Some(outcome)),
-            Ok(None) => match cluster
-                .connection(self.connection)
-                .send_reporting(&mut frames)
-            {
+            Ok(None) => match self.link.send_reporting(&mut frames) {
                 Err(failure) => Err(self.send_failed(failure.error, failure.maybe_received)),
                 Ok(()) => Ok(None),
             },
@@ -852,7 +853,7 @@ impl Transaction<'_> {
         {
             return Ok(());
         }
-        let connection = self.cluster.connection(self.connection);
+        let connection = &self.link;
         connection
             .dispatch
             .register_transaction(self.id, inbox, tag)
@@ -863,10 +864,7 @@ impl Transaction<'_> {
 
     fn unregister(&mut self) {
         if self.registered.take().is_some() {
-            self.cluster
-                .connection(self.connection)
-                .dispatch
-                .unregister_transaction(self.id);
+            self.link.dispatch.unregister_transaction(self.id);
         }
     }
 
@@ -1085,7 +1083,7 @@ impl Transaction<'_> {
     }
 
     fn build_batch(&self, committing: bool, frames: &mut FrameBuilder) -> Result<(), ClientError> {
-        let connection = self.cluster.connection(self.connection);
+        let connection = &self.link;
         let Body { queued, bytes, .. } = self.body();
         if queued.is_empty() {
             let signal: Signal = TcCommitReq {
@@ -1230,7 +1228,7 @@ impl Transaction<'_> {
                     TransactionState::Unknown
                 };
                 self.clear_queue();
-                let lost = self.cluster.connection(self.connection).lost(reason);
+                let lost = self.link.lost(reason);
                 Progress::Done(Err(if committing {
                     ClientError::OutcomeUnknown {
                         cause: Box::new(lost),
@@ -1396,9 +1394,7 @@ impl Transaction<'_> {
             transaction_id: self.id,
         }
         .into();
-        self.cluster
-            .connection(self.connection)
-            .envelope(BlockKind::Tc, self.tc_instance, signal)
+        self.link.envelope(BlockKind::Tc, self.tc_instance, signal)
     }
 
     /// Aborts the transaction, dropping queued operations and releasing
@@ -1439,7 +1435,7 @@ impl Transaction<'_> {
         let envelope = self.rollback_envelope();
         let result = frames
             .push(&envelope)
-            .and_then(|()| self.cluster.connection(self.connection).send(&mut frames));
+            .and_then(|()| self.link.send(&mut frames));
         self.body_mut().frames = frames;
         if let Err(error) = result {
             // Nothing committing was in it: the transaction is aborted
@@ -1475,7 +1471,7 @@ impl Drop for Transaction<'_> {
             frames.clear();
             let envelope = self.rollback_envelope();
             if frames.push(&envelope).is_ok() {
-                let _ = self.cluster.connection(self.connection).send(frames);
+                let _ = self.link.send(frames);
             }
         }
         body.recycle();
