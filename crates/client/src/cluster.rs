@@ -571,7 +571,7 @@ impl Cluster {
                 .replicas
                 .iter()
                 .filter_map(|&node| self.connection_index(node))
-                .find(|&index| self.connection(index).is_connected())
+                .find(|&index| self.connections[index].with(NodeConnection::takes_transactions))
                 .map(|index| (index, placement.ldm_instance))
         });
         let (connection, tc_instance) = match connection {
@@ -714,7 +714,16 @@ impl Cluster {
         let start = (counter % slots as u64) as usize;
         (0..slots)
             .map(|step| self.tc_slots[(start + step) % slots])
-            .find(|&(connection, _)| self.connection(connection).is_connected())
+            .find(|&(connection, _)| {
+                self.connections[connection].with(NodeConnection::takes_transactions)
+            })
+            .or_else(|| {
+                (0..slots)
+                    .map(|step| self.tc_slots[(start + step) % slots])
+                    .find(|&(connection, _)| {
+                        self.connections[connection].with(NodeConnection::is_connected)
+                    })
+            })
             // Every connection is lost: sending will say so.
             .unwrap_or(self.tc_slots[start])
     }
@@ -722,7 +731,7 @@ impl Cluster {
     pub(crate) fn connection_index(&self, node: NodeId) -> Option<usize> {
         self.connections
             .iter()
-            .position(|slot| slot.get().node() == node)
+            .position(|slot| slot.with(NodeConnection::node) == node)
     }
 
     /// The connection now in slot `index` (it may be lost).

@@ -368,6 +368,12 @@ impl NodeConnection {
         !self.dispatch.is_closed()
     }
 
+    /// Whether new transactions may go here: the connection is up and
+    /// the node has not said it is stopping.
+    pub(crate) fn takes_transactions(&self) -> bool {
+        self.is_connected() && !self.dispatch.stopping.load(Ordering::Relaxed)
+    }
+
     /// Numbers the frames in `frames`, seals them and writes them all at
     /// once. A failed write shuts the link down, so the receive side ends
     /// and fails every waiter.

@@ -367,6 +367,10 @@ pub(crate) struct Dispatch {
     /// A frame arrived since the heartbeat thread last looked
     /// (`heartbeat.rs`): any frame is a sign of the data node's life.
     pub heard: AtomicBool,
+    /// The data node refused to begin a transaction because it is
+    /// stopping (NodeShuttingDown): new transactions go elsewhere while
+    /// this connection lasts.
+    pub stopping: AtomicBool,
 }
 
 impl Dispatch {
@@ -378,6 +382,7 @@ impl Dispatch {
             stray_replies: AtomicU64::new(0),
             peers: std::sync::OnceLock::new(),
             heard: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
         }
     }
 
@@ -664,14 +669,19 @@ impl Dispatch {
                 map_version,
                 row: row.as_ref().map(|row| (row.client_op, row.data.as_slice())),
             }),
-            Signal::TcKeyRef(refusal) => self.post(
-                refusal.transaction_id,
-                Reply::Refused {
-                    client_op: refusal.client_op,
-                    error: refusal.error,
-                },
-                true,
-            ),
+            Signal::TcKeyRef(refusal) => {
+                if refusal.error == ErrorCode::NodeShuttingDown {
+                    self.stopping.store(true, Ordering::Relaxed);
+                }
+                self.post(
+                    refusal.transaction_id,
+                    Reply::Refused {
+                        client_op: refusal.client_op,
+                        error: refusal.error,
+                    },
+                    true,
+                )
+            }
             Signal::TransIdAi(data) => self.deliver_reply(ApiReply::TransIdAi {
                 transaction_id: data.transaction_id,
                 client_op: data.client_op,

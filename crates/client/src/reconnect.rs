@@ -50,6 +50,12 @@ impl NodeSlot {
         Arc::clone(&self.current.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
+    /// `look` at the connection now in the slot, without taking a
+    /// reference to it (routing's checks, on every transaction).
+    pub(crate) fn with<R>(&self, look: impl FnOnce(&NodeConnection) -> R) -> R {
+        look(&self.current.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
     fn replace(&self, connection: NodeConnection) {
         *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(connection);
     }

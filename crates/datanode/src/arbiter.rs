@@ -49,6 +49,12 @@ impl Arbiter {
         (arbiter, receiver)
     }
 
+    /// The way into the io thread that answers take: the runtime sends
+    /// its stop request the same way (`NodeRuntime::stop_gracefully`).
+    pub fn answers(&self) -> Sender<Envelope> {
+        self.answers.clone()
+    }
+
     /// Asks, on a new thread, and sends the answer (ARBITRATION_CONF from
     /// the node's io address to `from`) once it has one, waking `waker`.
     pub fn ask(&self, from: BlockRef, request: ArbitrationReq, waker: Arc<Waker>) {

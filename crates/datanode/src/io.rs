@@ -306,7 +306,8 @@ pub struct IoThreadSetup {
     pub shutdown: Arc<AtomicBool>,
     /// Counters (shared with the service's).
     pub stats: Arc<ThreadStats>,
-    /// Asks mgmd for arbitration, with the receiver of its answers.
+    /// Asks mgmd for arbitration, with the receiver of its answers (and
+    /// of the runtime's stop request, which takes the same way in).
     pub arbiter: (Arbiter, std::sync::mpsc::Receiver<Envelope>),
 }
 

@@ -18,7 +18,7 @@ use kernel::block_thread::{self, BlockThreadSetup};
 use kernel::mesh::{self, Router};
 use kernel::stats::{ThreadRole, ThreadStats};
 use kernel::Block;
-use signal::signals::StartPhaseReq;
+use signal::signals::{NodeStopReq, StartPhaseReq};
 use signal::{BlockKind, BlockRef, Envelope, NodeId, SectionPool};
 use std::net::{TcpListener, ToSocketAddrs};
 use std::path::PathBuf;
@@ -50,6 +50,11 @@ static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
 /// code that tells the angel to start the node again
 /// ([`RESTART_EXIT_CODE`], [`RESTART_INITIAL_EXIT_CODE`]).
 static RESTART_REQUESTED: AtomicU32 = AtomicU32::new(0);
+
+/// How long a stop waits for the transactions the node's tcs run to
+/// finish (a graceful stop, docs/design/0018-node-restart.md): a few lock
+/// wait timeouts, so only a client that holds a transaction open outlasts it.
+const STOP_LIMIT: Duration = Duration::from_secs(5);
 
 /// The exit code of a node stopped to be started again by its angel.
 pub const RESTART_EXIT_CODE: i32 = 4;
@@ -229,7 +234,7 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(100));
     }
     eprintln!("tessera node {node}: stopping");
-    node_runtime.stop();
+    node_runtime.stop_gracefully(STOP_LIMIT);
     let restart = RESTART_REQUESTED.load(Ordering::SeqCst);
     if restart != 0 {
         eprintln!("tessera node {node}: stopped to be started again by its angel");
@@ -345,9 +350,39 @@ pub struct NodeRuntime {
     pub status: Arc<NodeStatus>,
     shutdown: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
+    /// Into the io thread, which passes it on to its block: how a stop
+    /// request reaches membership.
+    to_io: std::sync::mpsc::Sender<Envelope>,
+    io_waker: Arc<kernel::waker::Waker>,
+    node: NodeId,
 }
 
 impl NodeRuntime {
+    /// A graceful stop (docs/design/0018-node-restart.md): asks
+    /// membership to let the tcs finish their transactions, waits until
+    /// it says they did or `limit` passed (a second more, should the node
+    /// not answer at all), then stops every thread.
+    pub fn stop_gracefully(self, limit: Duration) {
+        let membership = BlockRef::new(self.node, BlockKind::Membership, 0);
+        let request = Envelope {
+            from: BlockRef::new(self.node, BlockKind::Io, 0),
+            to: membership,
+            signal: NodeStopReq {
+                limit_ms: u64::try_from(limit.as_millis()).unwrap_or(u64::MAX),
+            }
+            .into(),
+        };
+        // The io thread runs until `stop`; a send fails only if it died.
+        if self.to_io.send(request).is_ok() {
+            self.io_waker.wake();
+            let deadline = Instant::now() + limit + Duration::from_secs(1);
+            while !self.status.ready_to_stop.load(Ordering::SeqCst) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        self.stop();
+    }
+
     /// Stops every thread and waits for them.
     pub fn stop(self) {
         self.shutdown.store(true, Ordering::SeqCst);
@@ -540,6 +575,7 @@ pub fn start(
         shutdown_reason: std::sync::Mutex::new(None),
         start_phase: std::sync::atomic::AtomicU8::new(0),
         copy_progress: std::sync::Mutex::new(Vec::new()),
+        ready_to_stop: AtomicBool::new(false),
     });
 
     // Membership begins the start phases when it receives phase 0 from itself.
@@ -620,21 +656,25 @@ pub fn start(
             .spawn(move || transport::run_send_thread(send_setup))
             .map_err(|error| format!("cannot start thread send: {error}"))?,
     );
+    let arbiter = Arbiter::new(
+        node,
+        format!("{}:{}", config.mgmd.host, config.mgmd.port),
+        config
+            .data_node(node.0)
+            .and_then(|data_node| data_node.host.parse::<std::net::Ipv4Addr>().ok())
+            .filter(|ip| !ip.is_unspecified()),
+        arbitration_secret,
+    );
+    // The stop request enters the io thread the way arbitration answers do.
+    let to_io = arbiter.0.answers();
+    let io_waker = io_inbox.waker.clone();
     let io_setup = IoThreadSetup {
         node,
         inbox: io_inbox,
         outbox: io_outbox,
         shutdown: shutdown.clone(),
         stats: io_stats,
-        arbiter: Arbiter::new(
-            node,
-            format!("{}:{}", config.mgmd.host, config.mgmd.port),
-            config
-                .data_node(node.0)
-                .and_then(|data_node| data_node.host.parse::<std::net::Ipv4Addr>().ok())
-                .filter(|ip| !ip.is_unspecified()),
-            arbitration_secret,
-        ),
+        arbiter,
     };
     threads.push(
         std::thread::Builder::new()
@@ -646,5 +686,8 @@ pub fn start(
         status,
         shutdown,
         threads,
+        to_io,
+        io_waker,
+        node,
     })
 }

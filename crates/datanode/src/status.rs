@@ -66,6 +66,9 @@ pub struct NodeStatus {
     pub start_phase: std::sync::atomic::AtomicU8,
     /// A node restart's copy so far, by ldm instance.
     pub copy_progress: Mutex<Vec<Option<CopyProgress>>>,
+    /// A graceful stop may go on: the tcs finished their transactions,
+    /// or the limit passed.
+    pub ready_to_stop: AtomicBool,
 }
 
 /// One ldm instance's copy of a node restart so far.
@@ -130,6 +133,12 @@ impl ReportSink for NodeStatus {
                     .unwrap_or_else(PoisonError::into_inner) = (membership_id, members);
             }
             Report::Shutdown(reason) => self.shut_down(reason),
+            Report::ReadyToStop { drained } => {
+                if drained {
+                    eprintln!("tessera node: stopping: every transaction of this node finished");
+                }
+                self.ready_to_stop.store(true, Ordering::SeqCst);
+            }
             Report::StartPhase {
                 phase,
                 node_restart,
@@ -397,6 +406,7 @@ mod tests {
             shutdown_reason: Mutex::new(None),
             start_phase: std::sync::atomic::AtomicU8::new(0),
             copy_progress: Mutex::new(Vec::new()),
+            ready_to_stop: AtomicBool::new(false),
         }
     }
 

@@ -125,6 +125,12 @@ pub enum Report {
         /// Since its copy began, ms of ctx time.
         elapsed_ms: u64,
     },
+    /// A graceful stop may go on (NODE_STOP_REQ): every tc finished its
+    /// transactions (`drained`), or the limit passed with some left.
+    ReadyToStop {
+        /// Every tc finished its transactions.
+        drained: bool,
+    },
 }
 
 // The ldm's checkpoint report belongs to the ldm's vocabulary, not the

@@ -71,6 +71,7 @@ error_codes! {
     DuplicateKey = 630, Constraint, "duplicate key";
     /// A lock was not granted within the lock-wait timeout (deadlock detection).
     LockWaitTimeout = 266, Temporary, "lock wait timeout: transaction aborted, probably a deadlock";
+    NodeShuttingDown = 270, Temporary, "the data node is stopping and begins no new transaction: retry (another node takes it)";
     /// DataMemory of the partition's ldm is exhausted.
     TableFull = 827, Temporary, "table is full: DataMemory exhausted (increase data_memory)";
     /// The table does not exist (or was dropped).

@@ -70,6 +70,10 @@ fault_points! {
     /// Every tc and ldm dropped the table and the master dict told one
     /// other dict, the highest, to drop it.
     DropAfterFirstDictionary = 15, "DROP_AFTER_FIRST_DICTIONARY";
+    /// A copy source (the live primary's ldm in a node restart's copy)
+    /// sent a batch of a partition's rows to the restarting node, with
+    /// more of the partition to come, and nothing more.
+    CopyAfterBatch = 16, "COPY_AFTER_BATCH";
 }
 
 /// What an armed point does when a node reaches it.

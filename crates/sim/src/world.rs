@@ -1071,6 +1071,7 @@ impl Context for World {
             | Report::Checkpoints(_)
             | Report::StartPhase { .. }
             | Report::CopyProgress { .. }
+            | Report::ReadyToStop { .. }
             | Report::Log(_) => {}
         }
     }

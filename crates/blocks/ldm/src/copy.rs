@@ -561,6 +561,9 @@ impl Ldm {
                 rows: section,
             };
             send(ctx, self.address, copy.to, request);
+            if !finished {
+                ctx.fault_point(kernel::faults::FaultPoint::CopyAfterBatch);
+            }
         }
         if wait && !self.copies.send_pending {
             self.copies.send_pending = true;

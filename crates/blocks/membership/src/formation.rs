@@ -181,6 +181,8 @@ pub(crate) mod job {
     pub const ARBITRATION_TIMER: u32 = 3;
     /// Time for a restarting node to ask to join again (`join`).
     pub const JOIN_RETRY: u32 = 4;
+    /// A graceful stop's limit passed (`stop`).
+    pub const STOP_LIMIT: u32 = 5;
 }
 
 impl Membership {

@@ -29,6 +29,7 @@ mod heartbeat;
 mod join;
 mod lease;
 pub mod start;
+mod stop;
 mod survival;
 
 #[cfg(test)]
@@ -102,6 +103,8 @@ pub struct Membership {
     /// Every block of the node that runs start phases, and who answered the
     /// current one.
     blocks: Answers,
+    /// A graceful stop, once asked for (`stop`).
+    stop: stop::Stop,
 }
 
 impl Membership {
@@ -151,6 +154,7 @@ impl Membership {
             api_nodes: std::collections::BTreeSet::new(),
             api_heartbeat_missed: config.api_heartbeat_missed,
             blocks: Answers::new(blocks),
+            stop: stop::Stop::default(),
         }
     }
 
@@ -369,6 +373,16 @@ impl kernel::Block for Membership {
             Signal::ApiFailRep(report) if from.node == self.address.node => {
                 self.api_nodes.retain(|api| api.node != report.node);
             }
+            Signal::NodeStopReq(request)
+                if from.node == self.address.node && from.kind == BlockKind::Io =>
+            {
+                self.stop_requested(request.limit_ms, ctx)
+            }
+            Signal::TcDrainConf(_)
+                if from.node == self.address.node && from.kind == BlockKind::Tc =>
+            {
+                self.tc_drained(from.instance, ctx)
+            }
             Signal::ArbitrationConf(conf) if from.node == self.address.node => {
                 self.arbitration_answered(conf, ctx)
             }
@@ -376,6 +390,7 @@ impl kernel::Block for Membership {
                 formation::job::WAITING_REPORT => self.waiting_report(ctx),
                 formation::job::ARBITRATION_TIMER => self.arbitration_timer(ctx),
                 formation::job::JOIN_RETRY => self.ask_to_join_again(ctx),
+                formation::job::STOP_LIMIT => self.stop_limit(ctx),
                 formation::job::HEARTBEAT => {
                     if let Some((node, silent_ms)) = self.heartbeats.tick(ctx) {
                         self.heartbeats_missed(node, silent_ms, ctx);

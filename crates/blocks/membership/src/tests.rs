@@ -10,8 +10,9 @@ use kernel::testing::{delayed_line, deliver, line, RecordingContext};
 use kernel::{Context, Report};
 use signal::signals::{
     ApiRegConf, ApiRegReq, CmHeartbeat, CmRegConf, CmRegReq, ContinueB, CreateTabReq, DropTabReq,
-    GetTabInfoReq, LockMode, NodeConnectedRep, OperationKind, PresidentRep, StartPhaseConf,
-    StartPhaseReq, TcCommitReq, TcKeyRef, TcKeyReq, TcRollbackReq,
+    GetTabInfoReq, LockMode, NodeConnectedRep, NodeStopReq, OperationKind, PresidentRep,
+    StartPhaseConf, StartPhaseReq, TcCommitReq, TcDrainConf, TcDrainReq, TcKeyRef, TcKeyReq,
+    TcRollbackReq,
 };
 use signal::{BlockKind, BlockRef, ErrorCode, Gci, NodeId, NodeSet, TransactionId};
 
@@ -1054,4 +1055,90 @@ fn an_up_to_date_node_installs_the_membership_without_the_stale_ones() {
     );
     assert_eq!(node.membership(), (1, set(&[2, 3])));
     assert_ne!(node.state(), StartState::ShutDown);
+}
+
+/// A graceful stop: every local tc is asked to drain; the stop may go on
+/// once each answered, or when the limit passes with one still busy; a
+/// repeated request, or a conf after the report, changes nothing.
+#[test]
+fn a_graceful_stop_waits_for_every_tc_or_the_limit() {
+    let io = BlockRef::new(NODE, BlockKind::Io, 0);
+    let tc1 = BlockRef::new(NODE, BlockKind::Tc, 1);
+    let two_tcs = || {
+        Membership::new(MembershipConfig {
+            address: MEMBERSHIP,
+            tc_instances: 2,
+            ldm_instances: 2,
+            data_nodes: vec![(NODE, 0)],
+            heartbeat_interval_ms: HEARTBEAT_MS,
+            heartbeat_missed: HEARTBEAT_MISSED,
+            api_heartbeat_missed: API_HEARTBEAT_MISSED,
+            arbitration: ARBITRATION,
+            joining: false,
+        })
+    };
+    let limit = delayed_line(
+        MEMBERSHIP,
+        MEMBERSHIP,
+        ContinueB {
+            job: crate::formation::job::STOP_LIMIT,
+        },
+        5_000,
+    );
+    let stop = || NodeStopReq { limit_ms: 5_000 };
+
+    // Both tcs answer.
+    let mut membership = two_tcs();
+    let mut ctx = RecordingContext::new();
+    deliver(&mut membership, &mut ctx, io, stop());
+    assert_eq!(
+        ctx.take_trace(),
+        vec![
+            line(MEMBERSHIP, TC0, TcDrainReq {}),
+            line(MEMBERSHIP, tc1, TcDrainReq {}),
+            limit.clone(),
+        ]
+    );
+    assert!(matches!(&ctx.take_reports()[..], [Report::Log(_)]));
+    deliver(
+        &mut membership,
+        &mut ctx,
+        io,
+        NodeStopReq { limit_ms: 5_000 },
+    );
+    assert!(ctx.take_trace().is_empty(), "a repeated request is ignored");
+    deliver(&mut membership, &mut ctx, TC0, TcDrainConf {});
+    assert!(ctx.take_reports().is_empty(), "tc 1 has not answered");
+    deliver(&mut membership, &mut ctx, tc1, TcDrainConf {});
+    assert_eq!(
+        ctx.take_reports(),
+        vec![Report::ReadyToStop { drained: true }]
+    );
+    let timer = ContinueB {
+        job: crate::formation::job::STOP_LIMIT,
+    };
+    deliver(&mut membership, &mut ctx, MEMBERSHIP, timer);
+    assert!(ctx.take_reports().is_empty(), "reported once");
+
+    // One tc still busy at the limit.
+    let mut membership = two_tcs();
+    let mut ctx = RecordingContext::new();
+    deliver(&mut membership, &mut ctx, io, stop());
+    ctx.take_trace();
+    ctx.take_reports();
+    deliver(&mut membership, &mut ctx, tc1, TcDrainConf {});
+    let timer = ContinueB {
+        job: crate::formation::job::STOP_LIMIT,
+    };
+    deliver(&mut membership, &mut ctx, MEMBERSHIP, timer);
+    let reports = ctx.take_reports();
+    assert!(
+        matches!(
+            &reports[..],
+            [Report::Log(line), Report::ReadyToStop { drained: false }] if line.contains("[0]")
+        ),
+        "{reports:?}"
+    );
+    deliver(&mut membership, &mut ctx, TC0, TcDrainConf {});
+    assert!(ctx.take_reports().is_empty(), "reported once");
 }

@@ -97,6 +97,11 @@ impl Tc {
                 }
                 index
             }
+            // A stopping node begins nothing new: the client retries on
+            // another node.
+            None if flags & tc_key_flags::START != 0 && self.draining.is_some() => {
+                return refuse(ctx, ErrorCode::NodeShuttingDown)
+            }
             None if flags & tc_key_flags::START != 0 => {
                 match self.records.seize_transaction(transaction_id, from, now) {
                     Some(index) => index,

@@ -124,6 +124,12 @@ pub struct Tc {
     pub(crate) node_failures: NodeFailures,
     /// The take-over of failed tcs' transactions this tc runs, if any.
     pub(crate) takeover: takeover::Takeover,
+    /// The node is stopping gracefully: who asked (the local
+    /// membership). No new transaction begins; TC_DRAIN_CONF goes back
+    /// once none is left.
+    pub(crate) draining: Option<BlockRef>,
+    /// TC_DRAIN_CONF was sent.
+    pub(crate) drained: bool,
 }
 
 impl Tc {
@@ -145,6 +151,8 @@ impl Tc {
             map_version: 0,
             node_failures: NodeFailures::default(),
             takeover: takeover::Takeover::default(),
+            draining: None,
+            drained: false,
         }
     }
 
@@ -172,6 +180,17 @@ impl Tc {
         tables
             .filter_map(|(id, route)| Some((id as u32, route.as_ref()?.definition.version)))
             .collect()
+    }
+
+    /// A graceful stop: once no transaction is left, tells the membership
+    /// that asked (looked at again at every timeout scan).
+    fn answer_if_drained(&mut self, ctx: &mut dyn Context) {
+        if let Some(requester) = self.draining {
+            if !self.drained && self.records.transactions_in_use == 0 {
+                self.drained = true;
+                send(ctx, self.config.address, requester, TcDrainConf {});
+            }
+        }
     }
 
     /// Runs the timeout scan again after its period.
@@ -416,6 +435,13 @@ impl Block for Tc {
             }) => {
                 self.timeout_scan(ctx);
                 self.schedule_timeout_scan(ctx);
+                self.answer_if_drained(ctx);
+            }
+            Signal::TcDrainReq(_)
+                if from.node == self.config.address.node && from.kind == BlockKind::Membership =>
+            {
+                self.draining = Some(from);
+                self.answer_if_drained(ctx);
             }
             // From API nodes addressed to this block: never panic.
             other if codec::is_api_request(other.number()) => {

@@ -470,3 +470,60 @@ fn lock_wait_timeout_counts_from_the_unanswered_operation() {
     b.deliver(ldm2, AbortConf { tc_op: op2 });
     b.assert_quiet();
 }
+
+// ---------------------------------------------------------------------------
+// A graceful stop: nothing new begins, what began finishes
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_draining_tc_refuses_new_transactions_finishes_begun_ones_then_says_so() {
+    let mut b = Bench::started(config());
+    let begun = txn(API, 1);
+    let request = b.insert(begun, 1, START | EXECUTE, 1);
+    b.deliver(API, request);
+    let [(ldm, op)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    b.prepared(ldm, op, 1);
+    assert_eq!(b.trace(), vec![batch_conf_line(begun, 1)]);
+
+    // Asked to drain with a transaction open: no answer yet.
+    b.deliver(MEMBERSHIP, TcDrainReq {});
+    assert_eq!(b.trace(), Vec::<String>::new());
+    // A new transaction is refused, with an error the client retries.
+    let fresh = txn(API, 2);
+    let request = b.insert(fresh, 1, START | COMMIT, 2);
+    b.deliver(API, request);
+    assert_eq!(
+        b.trace(),
+        vec![refusal_line(fresh, 1, ErrorCode::NodeShuttingDown)]
+    );
+    assert!(ErrorCode::NodeShuttingDown.class() == signal::error::ErrorClass::Temporary);
+    // A scan while it is open: still no answer.
+    b.deliver(TC, scan());
+    assert_eq!(b.trace(), vec![rearm()]);
+
+    // The begun transaction commits as always.
+    b.deliver(
+        API,
+        TcCommitReq {
+            transaction_id: begun,
+        },
+    );
+    b.trace();
+    b.deliver(ldm, CommitConf { tc_op: op });
+    b.trace();
+    b.deliver(ldm, CompleteConf { tc_op: op });
+    b.assert_quiet();
+    // The next scan finds it drained, and says so once.
+    b.deliver(TC, scan());
+    assert_eq!(
+        b.trace(),
+        vec![rearm(), line(TC, MEMBERSHIP, TcDrainConf {})]
+    );
+    b.deliver(TC, scan());
+    assert_eq!(b.trace(), vec![rearm()]);
+    // A repeated request changes nothing: it was answered.
+    b.deliver(MEMBERSHIP, TcDrainReq {});
+    assert_eq!(b.trace(), Vec::<String>::new());
+}

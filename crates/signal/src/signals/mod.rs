@@ -1344,6 +1344,29 @@ signal_table! {
         node: NodeId,
     }
 
+    /// io service -> membership, graceful stop
+    /// (docs/design/0018-node-restart.md, "Graceful stop"): the node was
+    /// asked to stop (SIGTERM, or mgmd's stop or restart): let the
+    /// transactions its tcs coordinate finish first. Node-local: never
+    /// encoded.
+    #[derive(Debug, PartialEq)]
+    267 NodeStopReq: Io -> Membership, local {
+        /// How long the stop may wait for transactions, in ms.
+        limit_ms: u64,
+    }
+
+    /// membership -> every tc of the node, graceful stop: begin no new
+    /// transaction (a START is refused with NodeShuttingDown, which the
+    /// client retries on another node), finish those begun, and answer
+    /// with [`TcDrainConf`] once none is left. Node-local: never encoded.
+    #[derive(Debug, PartialEq)]
+    268 TcDrainReq: Membership -> Tc, local {}
+
+    /// tc -> membership: no transaction left on this tc. Node-local:
+    /// never encoded.
+    #[derive(Debug, PartialEq)]
+    269 TcDrainConf: Tc -> Membership, local {}
+
     // ---- System restart: 280..=299 (room for node restart and copy of partitions)
 
     /// dih -> master dih, system restart (start phase RESTART_GCI): what this
