@@ -13,6 +13,10 @@
 //!   the angel gives up, saying so, and exits with the node's last code.
 //! - Between a death and the next start, a short back-off
 //!   ([`BACK_OFF`]): mgmd needs a moment to see the old session close.
+//! - A node stopped by mgmd (`node N stop`, exit code
+//!   [`datanode::STOPPED_EXIT_CODE`]) is not started again until mgmd
+//!   says so (`node N start`): the angel asks mgmd every second
+//!   (`angel_wait`) meanwhile.
 //! - `--initial` applies to the first start only: a restart after a crash
 //!   starts from the node's files (and copies what changed since).
 //! - The node dies with the angel (PR_SET_PDEATHSIG), so a killed angel
@@ -53,6 +57,8 @@ pub struct AngelOptions {
     pub initial: bool,
     /// The node's id, for the angel's messages.
     pub node_id: u16,
+    /// mgmd's address: a node stopped by mgmd waits there for its start.
+    pub mgmd: String,
     /// Restarts allowed within `window`.
     pub restarts: u32,
     /// The window the restarts are counted in.
@@ -117,6 +123,12 @@ pub fn run(options: AngelOptions) -> Result<i32, String> {
                 );
                 continue;
             }
+            Some(datanode::STOPPED_EXIT_CODE) => {
+                if wait_for_start(&options) {
+                    continue;
+                }
+                return Ok(0);
+            }
             _ => {}
         }
         if status.code() == Some(i32::from(NOT_STARTED_EXIT_CODE)) {
@@ -155,6 +167,44 @@ pub fn run(options: AngelOptions) -> Result<i32, String> {
             if STOP_REQUESTED.load(Ordering::SeqCst) {
                 return Ok(status.code().unwrap_or(1));
             }
+            std::thread::sleep(POLL);
+        }
+    }
+}
+
+/// A node mgmd stopped: asks mgmd every second whether to start it
+/// again (`node N start`). False when the angel itself is asked to stop.
+fn wait_for_start(options: &AngelOptions) -> bool {
+    let node = options.node_id;
+    eprintln!(
+        "tessera angel of node {node}: the node was stopped by mgm (node {node} stop); waiting \
+         for `node {node} start`"
+    );
+    let mut unreachable_said = false;
+    loop {
+        if STOP_REQUESTED.load(Ordering::SeqCst) {
+            eprintln!("tessera angel of node {node}: asked to stop while the node was stopped");
+            return false;
+        }
+        match mgmd::client::MgmClient::connect(&options.mgmd)
+            .and_then(|mut mgm| mgm.angel_wait(node))
+        {
+            Ok(true) => {
+                eprintln!("tessera angel of node {node}: mgmd says start: starting the node");
+                return true;
+            }
+            Ok(false) => unreachable_said = false,
+            Err(error) if !unreachable_said => {
+                eprintln!(
+                    "tessera angel of node {node}: cannot ask mgmd at {}: {error}; asking again",
+                    options.mgmd
+                );
+                unreachable_said = true;
+            }
+            Err(_) => {}
+        }
+        let until = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < until && !STOP_REQUESTED.load(Ordering::SeqCst) {
             std::thread::sleep(POLL);
         }
     }

@@ -213,7 +213,7 @@ fn main() -> ExitCode {
                 "node".to_string(),
                 "--no-angel".to_string(),
                 "--mgmd".to_string(),
-                mgmd,
+                mgmd.clone(),
                 "--node-id".to_string(),
                 node_id.to_string(),
             ];
@@ -225,6 +225,7 @@ fn main() -> ExitCode {
                 node_args,
                 initial,
                 node_id,
+                mgmd,
                 restarts,
                 window: Duration::from_secs(restart_window),
             };

@@ -234,3 +234,48 @@ fn mgm_restarts_a_node_under_its_angel_and_rolls_the_whole_cluster() {
         );
     }
 }
+
+/// `node N stop` stops a node for good, shown `stopped`, its angel
+/// waiting; the last started node of a group cannot be stopped; `node N
+/// start` has the angel start it again, and it rejoins.
+#[test]
+fn mgm_stops_a_node_which_stays_stopped_until_mgm_starts_it() {
+    let mut cluster = cluster_with_angel("angel-stop-start", &[]);
+    let addr = cluster.mgmd_addr();
+    let mgm = |command: &str| {
+        common::run_tessera(
+            &["mgm", "--mgmd", &addr, "-e", command, "--wait"],
+            Duration::from_secs(300),
+        )
+    };
+    let (pid, before) = started_pid(&cluster, 3).expect("node 3 started");
+    let stopped = mgm("node 3 stop");
+    assert!(stopped.status.success(), "{stopped:?}");
+    assert!(stopped.stdout.contains("Node 3: stopped"), "{stopped:?}");
+    assert!(!common::process_alive(pid as u32), "the data node exited");
+    assert!(cluster.node_is_running_of(3), "its angel waits");
+    // It stays stopped (the angel would have started a crashed node
+    // again after a second).
+    std::thread::sleep(Duration::from_secs(3));
+    let show = cluster.show();
+    let node = data_node(&show, 3).expect("node 3 in show");
+    assert_eq!(node["state"], "stopped", "{show}");
+    let text = cluster.mgm_text("show");
+    assert!(text.stdout.contains("stopped by mgm"), "{}", text.stdout);
+    // Node 2 is now the only started node of the group.
+    let refused = mgm("node 2 stop");
+    assert!(!refused.status.success(), "{refused:?}");
+    assert!(refused.stderr.contains("only started node"), "{refused:?}");
+    // A node that is not stopped cannot be started.
+    let refused = mgm("node 2 start");
+    assert!(!refused.status.success(), "{refused:?}");
+    assert!(refused.stderr.contains("not stopped"), "{refused:?}");
+
+    let started = mgm("node 3 start");
+    assert!(started.status.success(), "{started:?}");
+    let (_, after) = started_pid(&cluster, 3).expect("node 3 started again");
+    assert_eq!(after, before + 1, "one more start");
+    let log = cluster.node_log_of(3);
+    assert!(log.contains("waiting for `node 3 start`"), "{log}");
+    assert!(log.contains("node restart done"), "{log}");
+}

@@ -1055,7 +1055,7 @@ fn data_nodes_down(show: &serde_json::Value) -> Vec<u16> {
         .filter(|node| {
             matches!(
                 node.get("state").and_then(serde_json::Value::as_str),
-                Some("failed" | "shut_down")
+                Some("failed" | "shut_down" | "stopped")
             )
         })
         .filter_map(|node| node.get("id").and_then(serde_json::Value::as_u64))

@@ -14,4 +14,6 @@ pub mod runtime;
 pub mod status;
 pub mod wiring;
 
-pub use runtime::{run, NodeOptions, RESTART_EXIT_CODE, RESTART_INITIAL_EXIT_CODE};
+pub use runtime::{
+    run, NodeOptions, RESTART_EXIT_CODE, RESTART_INITIAL_EXIT_CODE, STOPPED_EXIT_CODE,
+};

@@ -60,6 +60,9 @@ const STOP_LIMIT: Duration = Duration::from_secs(5);
 pub const RESTART_EXIT_CODE: i32 = 4;
 /// The same, its files deleted first (`node N restart --initial`).
 pub const RESTART_INITIAL_EXIT_CODE: i32 = 5;
+/// The exit code of a node stopped by mgmd (`node N stop`) under an angel:
+/// the angel waits for `node N start` instead of starting it again.
+pub const STOPPED_EXIT_CODE: i32 = 6;
 
 /// Whether the node's angel started it (so a restart has someone to start
 /// it again).
@@ -236,6 +239,10 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
     eprintln!("tessera node {node}: stopping");
     node_runtime.stop_gracefully(STOP_LIMIT);
     let restart = RESTART_REQUESTED.load(Ordering::SeqCst);
+    if restart == STOPPED_EXIT_CODE as u32 {
+        eprintln!("tessera node {node}: stopped; its angel waits for `node {node} start`");
+        std::process::exit(STOPPED_EXIT_CODE);
+    }
     if restart != 0 {
         eprintln!("tessera node {node}: stopped to be started again by its angel");
         std::process::exit(restart as i32);
@@ -266,6 +273,14 @@ fn cluster_still_running(mgmd: &str, node: NodeId) -> bool {
 /// "initial": BOOL}` stops the node for its angel to start it again (a
 /// node restart); a fault point (`arm_fault`); anything else is logged.
 fn command_from_mgmd(node: NodeId, command: &serde_json::Value) {
+    if command.get("cmd").and_then(serde_json::Value::as_str) == Some("stop") {
+        eprintln!("tessera node {node}: mgmd asks it to stop");
+        if under_angel() {
+            RESTART_REQUESTED.store(STOPPED_EXIT_CODE as u32, Ordering::SeqCst);
+        }
+        STOP_REQUESTED.store(true, Ordering::SeqCst);
+        return;
+    }
     if command.get("cmd").and_then(serde_json::Value::as_str) != Some("restart") {
         return arm_fault(node, command);
     }

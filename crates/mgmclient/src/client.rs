@@ -220,6 +220,27 @@ impl MgmClient {
         self.conn.request(&request).map(without_ok)
     }
 
+    /// Asks data node `node` to stop (gracefully) and stay stopped until
+    /// [`MgmClient::start_node`]. Answers with its start count.
+    pub fn stop_node(&mut self, node: u16) -> Result<Value, MgmdError> {
+        let request = json!({ "req": "stop_node", "node_id": node });
+        self.conn.request(&request).map(without_ok)
+    }
+
+    /// Asks the angel of data node `node`, which `stop_node` stopped, to
+    /// start it again. Answers with its start count before the start.
+    pub fn start_node(&mut self, node: u16) -> Result<Value, MgmdError> {
+        let request = json!({ "req": "start_node", "node_id": node });
+        self.conn.request(&request).map(without_ok)
+    }
+
+    /// For the angel of stopped data node `node`: whether to start it now.
+    pub fn angel_wait(&mut self, node: u16) -> Result<bool, MgmdError> {
+        let request = json!({ "req": "angel_wait", "node_id": node });
+        let response = self.conn.request(&request)?;
+        Ok(response.get("start").and_then(Value::as_bool) == Some(true))
+    }
+
     /// Allocates an API node id (128..=255), held until this client closes,
     /// with the token a data node admits it by (send it in API_REGREQ).
     pub fn alloc_api_node(&mut self) -> Result<ApiAllocation, MgmdError> {

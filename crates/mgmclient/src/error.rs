@@ -35,6 +35,8 @@ pub const KNOWN_COMMANDS: &[&str] = &[
     "all report checkpoints",
     "node <id> fault <point> [delay <ms>]",
     "node <id> restart [--initial]",
+    "node <id> stop",
+    "node <id> start",
     "all restart",
 ];
 

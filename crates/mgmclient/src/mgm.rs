@@ -22,14 +22,28 @@ pub fn run_command(addr: &str, command: &str, json: bool) -> Result<String, Mgmd
 /// How long `--wait` waits for a restarted node to be started again.
 const RESTART_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 
-/// As [`run_command`]; `wait`: a `node N restart` returns only once the
-/// node is started again (`all restart`, a rolling restart, always waits
-/// for each node before the next).
+/// As [`run_command`]; `wait`: a `node N restart` or `node N start`
+/// returns only once the node is started again, a `node N stop` once it
+/// is stopped (`all restart`, a rolling restart, always waits for each
+/// node before the next).
 pub fn run_command_waiting(
     addr: &str,
     command: &str,
     json: bool,
     wait: bool,
+) -> Result<String, MgmdError> {
+    run_command_watching(addr, command, json, wait, &mut |_, _| {})
+}
+
+/// As [`run_command_waiting`], calling `watch` with the node's id and its
+/// entry of `show` each time a wait looks (a few times a second): how a
+/// terminal shows a restart's progress.
+pub fn run_command_watching(
+    addr: &str,
+    command: &str,
+    json: bool,
+    wait: bool,
+    watch: &mut dyn FnMut(u16, &Value),
 ) -> Result<String, MgmdError> {
     let words: Vec<String> = command.split_whitespace().map(str::to_lowercase).collect();
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
@@ -60,11 +74,37 @@ pub fn run_command_waiting(
             let initial = !flags.is_empty();
             let mut response = MgmClient::connect(addr)?.restart_node(id, initial)?;
             if wait {
-                wait_restarted(addr, id, &response)?;
+                wait_restarted(addr, id, &response, watch)?;
             }
             response["node_id"] = id.into();
             response["waited"] = wait.into();
             (response, format_restart)
+        }
+        ["node", id, "stop"] => {
+            let id: u16 = id
+                .parse()
+                .map_err(|_| MgmdError::UnknownCommand(command.trim().to_owned()))?;
+            let mut response = MgmClient::connect(addr)?.stop_node(id)?;
+            if wait {
+                wait_until(addr, id, "stopped", watch, |node| {
+                    node["state"] == "stopped"
+                })?;
+            }
+            response["node_id"] = id.into();
+            response["waited"] = wait.into();
+            (response, format_stop)
+        }
+        ["node", id, "start"] => {
+            let id: u16 = id
+                .parse()
+                .map_err(|_| MgmdError::UnknownCommand(command.trim().to_owned()))?;
+            let mut response = MgmClient::connect(addr)?.start_node(id)?;
+            if wait {
+                wait_restarted(addr, id, &response, watch)?;
+            }
+            response["node_id"] = id.into();
+            response["waited"] = wait.into();
+            (response, format_start)
         }
         ["all", "restart"] => {
             // Rolling: one node at a time, each started again before the
@@ -79,7 +119,7 @@ pub fn run_command_waiting(
                 .collect();
             for &id in &ids {
                 let response = MgmClient::connect(addr)?.restart_node(id, false)?;
-                wait_restarted(addr, id, &response)?;
+                wait_restarted(addr, id, &response, watch)?;
             }
             (serde_json::json!({ "restarted": ids }), format_rolling)
         }
@@ -105,9 +145,28 @@ fn plain(value: &Value) -> String {
 }
 
 /// Waits until data node `id` is started with a start count above the
-/// one `response` (mgmd's answer to the restart) gives.
-fn wait_restarted(addr: &str, id: u16, response: &Value) -> Result<(), MgmdError> {
+/// one `response` (mgmd's answer to the restart or start) gives.
+fn wait_restarted(
+    addr: &str,
+    id: u16,
+    response: &Value,
+    watch: &mut dyn FnMut(u16, &Value),
+) -> Result<(), MgmdError> {
     let before = response["start_count"].as_u64().unwrap_or(0);
+    wait_until(addr, id, "started again", watch, |node| {
+        node["state"] == "started" && node["start_count"].as_u64().unwrap_or(0) > before
+    })
+}
+
+/// Waits until data node `id`'s entry of `show` passes `done` (within
+/// [`RESTART_WAIT`]), showing each look to `watch`.
+fn wait_until(
+    addr: &str,
+    id: u16,
+    what: &str,
+    watch: &mut dyn FnMut(u16, &Value),
+    done: impl Fn(&Value) -> bool,
+) -> Result<(), MgmdError> {
     let deadline = std::time::Instant::now() + RESTART_WAIT;
     loop {
         let show = MgmClient::connect(addr)?.show()?;
@@ -116,15 +175,15 @@ fn wait_restarted(addr: &str, id: u16, response: &Value) -> Result<(), MgmdError
             .into_iter()
             .flatten()
             .find(|node| node["type"] == "data" && node["id"] == id);
-        let again = node.is_some_and(|node| {
-            node["state"] == "started" && node["start_count"].as_u64().unwrap_or(0) > before
-        });
-        if again {
-            return Ok(());
+        if let Some(node) = node {
+            watch(id, node);
+            if done(node) {
+                return Ok(());
+            }
         }
         if std::time::Instant::now() >= deadline {
             return Err(MgmdError::Protocol(format!(
-                "data node {id} was not started again within {RESTART_WAIT:?}"
+                "data node {id} was not {what} within {RESTART_WAIT:?}"
             )));
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
@@ -137,6 +196,24 @@ fn format_restart(response: &Value) -> String {
         format!("Node {id}: restarted")
     } else {
         format!("Node {id}: is being restarted")
+    }
+}
+
+fn format_stop(response: &Value) -> String {
+    let id = plain(&response["node_id"]);
+    if response["waited"] == true {
+        format!("Node {id}: stopped")
+    } else {
+        format!("Node {id}: is being stopped")
+    }
+}
+
+fn format_start(response: &Value) -> String {
+    let id = plain(&response["node_id"]);
+    if response["waited"] == true {
+        format!("Node {id}: started")
+    } else {
+        format!("Node {id}: is being started")
     }
 }
 
@@ -183,6 +260,8 @@ pub fn format_show(response: &Value) -> String {
                         format!("id={id}\t(not connected, accepting connect from {host})")
                     } else if state == "failed" {
                         format!("id={id}\t(failed, accepting connect from {host})")
+                    } else if state == "stopped" {
+                        format!("id={id}\t(stopped by mgm: `node {id} start` starts it again)")
                     } else if state == "shut_down" {
                         let reason = field(node, "shutdown_reason").as_str().unwrap_or("?");
                         format!("id={id}\t(shut down: {reason})")
@@ -433,6 +512,8 @@ mod tests {
                 "all report checkpoints",
                 "node <id> fault <point> [delay <ms>]",
                 "node <id> restart [--initial]",
+                "node <id> stop",
+                "node <id> start",
                 "all restart"
             ]
         );

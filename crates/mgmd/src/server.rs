@@ -202,6 +202,9 @@ pub fn start_server_with(
             status: None,
             status_seq: 0,
             ended: None,
+            stop_requested: false,
+            start_requested: false,
+            angel_waited_at: None,
         })
         .collect();
     let shared = Arc::new(Shared {
@@ -301,6 +304,14 @@ struct DataNodeState {
     /// How the last session ended, while there is none: `show` tells a
     /// node that failed or shut down from one never started.
     ended: Option<Ended>,
+    /// `stop_node` asked the current session's node to stop: its end is
+    /// a stop, not a failure.
+    stop_requested: bool,
+    /// `start_node` asked for the stopped node: its angel's next
+    /// `angel_wait` says start.
+    start_requested: bool,
+    /// When the stopped node's angel last asked whether to start it.
+    angel_waited_at: Option<std::time::Instant>,
 }
 
 /// How a data node's session ended.
@@ -311,6 +322,8 @@ enum Ended {
     ShutDown(String),
     /// The session broke without a reason: the node died or was cut off.
     Failed,
+    /// Stopped on purpose by `stop_node`.
+    Stopped,
 }
 
 struct Session {
@@ -452,7 +465,12 @@ fn end_connection(shared: &Shared, conn: &Connection) {
                     .and_then(|status| status.get("shutdown_reason"))
                     .and_then(Value::as_str)
                     .map(str::to_owned);
-                node.ended = Some(reason.map_or(Ended::Failed, Ended::ShutDown));
+                node.ended = Some(if node.stop_requested {
+                    Ended::Stopped
+                } else {
+                    reason.map_or(Ended::Failed, Ended::ShutDown)
+                });
+                node.stop_requested = false;
                 node.session = None;
                 node.status = None;
             }
@@ -489,11 +507,14 @@ fn handle_line(shared: &Shared, conn: &mut Connection, line: &[u8]) -> Option<Va
         "report_checkpoints" => report_checkpoints(shared),
         "fault" => fault(shared, &request),
         "restart_node" => restart_node(shared, &request),
+        "stop_node" => stop_node(shared, &request),
+        "start_node" => start_node(shared, &request),
+        "angel_wait" => angel_wait(shared, &request),
         "arbitrate" => arbitrate(shared, &request),
         other => error(format!(
             "unknown request \"{other}\"; known requests: get_config, register_data_node, \
              status, alloc_api_node, show, report_threads, report_checkpoints, arbitrate, fault, \
-             restart_node"
+             restart_node, stop_node, start_node, angel_wait"
         )),
     };
     Some(response)
@@ -578,6 +599,9 @@ fn register_data_node(
     node.start_count += 1;
     node.status = None;
     node.ended = None;
+    node.stop_requested = false;
+    node.start_requested = false;
+    node.angel_waited_at = None;
     conn.data_node = Some(node.id);
     let (node_id, start_count) = (node.id, node.start_count);
     // Another data node serves: the cluster runs without this one.
@@ -892,6 +916,7 @@ fn node_state(node: &DataNodeState) -> &str {
             None => "not_connected",
             Some(Ended::Failed) => "failed",
             Some(Ended::ShutDown(_)) => "shut_down",
+            Some(Ended::Stopped) => "stopped",
         };
     }
     node.status
@@ -1099,6 +1124,118 @@ fn restart_node(shared: &Shared, request: &Map<String, Value>) -> Value {
         }
         Err(source) => error(format!("cannot reach data node {id}: {source}")),
     }
+}
+
+/// The data node id a request names in `node_id`.
+fn requested_node(request: &Map<String, Value>, what: &str) -> Result<u16, Value> {
+    request
+        .get("node_id")
+        .and_then(Value::as_u64)
+        .and_then(|id| u16::try_from(id).ok())
+        .ok_or_else(|| error(format!("{what} needs \"node_id\", a data node's id")))
+}
+
+/// How long after its angel last asked a stopped node counts as having
+/// an angel waiting (the angel asks every second).
+const ANGEL_WAIT_FRESH: Duration = Duration::from_secs(5);
+
+/// `stop_node`: a data node stops on purpose (a graceful stop: its
+/// transactions finish first) and stays stopped, shown `stopped`, until
+/// `start_node` (its angel waits for that) or until started by hand.
+/// Refused for a node not connected, and for the only started node of
+/// its node group (the group's data would go unserved).
+fn stop_node(shared: &Shared, request: &Map<String, Value>) -> Value {
+    let id = match requested_node(request, "stop_node") {
+        Ok(id) => id,
+        Err(refusal) => return refusal,
+    };
+    let (writer, start_count) = {
+        let mut state = shared.lock();
+        let Some(group) = state.data_node(id).map(|node| node.group) else {
+            return error(format!("node id {id} is not a data node in the config"));
+        };
+        let others_started = state
+            .data_nodes
+            .iter()
+            .filter(|other| other.group == group && other.id != id)
+            .any(|other| node_state(other) == "started");
+        let node = state.data_node(id).expect("checked above");
+        let Some(session) = &node.session else {
+            return error(format!(
+                "data node {id} is not connected ({})",
+                node_state(node)
+            ));
+        };
+        if node_state(node) == "started" && !others_started {
+            return error(format!(
+                "data node {id} is the only started node of node group {group}: stopping it \
+                 would leave the group's data unserved"
+            ));
+        }
+        let writer = Arc::clone(&session.writer);
+        node.stop_requested = true;
+        (writer, node.start_count)
+    };
+    let command = json!({ "cmd": "stop" });
+    let mut stream = writer.lock().unwrap_or_else(PoisonError::into_inner);
+    match wire::write_line(&mut *stream, &command).and_then(|()| stream.flush()) {
+        Ok(()) => {
+            eprintln!("mgmd: data node {id} asked to stop");
+            json!({ "ok": true, "start_count": start_count })
+        }
+        Err(source) => error(format!("cannot reach data node {id}: {source}")),
+    }
+}
+
+/// `start_node`: starts a node `stop_node` stopped, through its angel,
+/// which waits for this (`angel_wait`). Refused unless the node is
+/// stopped and its angel has asked lately. Answers with the start count
+/// before the start, which a waiting client watches rise.
+fn start_node(shared: &Shared, request: &Map<String, Value>) -> Value {
+    let id = match requested_node(request, "start_node") {
+        Ok(id) => id,
+        Err(refusal) => return refusal,
+    };
+    let mut state = shared.lock();
+    let Some(node) = state.data_node(id) else {
+        return error(format!("node id {id} is not a data node in the config"));
+    };
+    let node_state = node_state(node).to_owned();
+    if node_state != "stopped" {
+        return error(format!(
+            "data node {id} is {node_state}, not stopped: only a node stopped by `node {id} \
+             stop` is started this way"
+        ));
+    }
+    let angel_waits = node
+        .angel_waited_at
+        .is_some_and(|at| at.elapsed() < ANGEL_WAIT_FRESH);
+    if !angel_waits {
+        return error(format!(
+            "no angel waits to start data node {id} (it ran with --no-angel, or its angel \
+             exited): start it with `tessera node --node-id {id}`"
+        ));
+    }
+    node.start_requested = true;
+    eprintln!("mgmd: data node {id} asked to start");
+    json!({ "ok": true, "start_count": node.start_count })
+}
+
+/// `angel_wait`: the angel of a stopped node asks, every second, whether
+/// to start it (docs/mgm-protocol.md). Answers `start` once `start_node`
+/// asked, and only once.
+fn angel_wait(shared: &Shared, request: &Map<String, Value>) -> Value {
+    let id = match requested_node(request, "angel_wait") {
+        Ok(id) => id,
+        Err(refusal) => return refusal,
+    };
+    let mut state = shared.lock();
+    let Some(node) = state.data_node(id) else {
+        return error(format!("node id {id} is not a data node in the config"));
+    };
+    node.angel_waited_at = Some(std::time::Instant::now());
+    let start = std::mem::take(&mut node.start_requested);
+    json!({ "ok": true, "start": start })
 }
 
 /// `fault`: arms a fault point on a data node (tests): the command goes

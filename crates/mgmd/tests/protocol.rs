@@ -475,7 +475,8 @@ fn an_unknown_request_lists_the_known_ones() {
         response,
         json!({"ok": false, "error": "unknown request \"report_everything\"; known requests: \
             get_config, register_data_node, status, alloc_api_node, show, report_threads, \
-            report_checkpoints, arbitrate, fault, restart_node"})
+            report_checkpoints, arbitrate, fault, restart_node, stop_node, start_node, \
+            angel_wait"})
     );
 }
 
