@@ -11,42 +11,14 @@
 mod common;
 
 use client::{Commit, Value};
-use common::{create_table, data_node, kv_definition, send_signal, ClusterOptions, TestCluster};
+use common::{
+    create_table, data_node, kv_definition, send_signal, started_pid, wait_started_again,
+    ClusterOptions, TestCluster,
+};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-/// Upper bound for a node to start again after a kill.
-const RESTART: Duration = Duration::from_secs(120);
-
-/// The pid and start count mgmd shows for data node `id`, once started.
-fn started_pid(cluster: &TestCluster, id: u16) -> Option<(u64, u64)> {
-    let show = cluster.show();
-    let node = data_node(&show, id.into())?;
-    if node["state"] != "started" {
-        return None;
-    }
-    Some((node["pid"].as_u64()?, node["start_count"].as_u64()?))
-}
-
-/// Waits until data node `id` is started with a pid other than `old`.
-fn wait_restarted(cluster: &TestCluster, id: u16, old: u64) -> (u64, u64) {
-    let deadline = Instant::now() + RESTART;
-    loop {
-        if let Some((pid, count)) = started_pid(cluster, id) {
-            if pid != old {
-                return (pid, count);
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "node {id} was not started again by its angel:\n{}",
-            cluster.node_log_of(id)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
+use std::time::Duration;
 
 /// The cluster with node 3 stopped and started again under its angel.
 fn cluster_with_angel(name: &'static str, angel_args: &[&str]) -> TestCluster {
@@ -107,7 +79,7 @@ fn the_angel_restarts_a_killed_node_which_catches_up_round_after_round() {
     let (mut pid, mut count) = started_pid(&cluster, 3).expect("node 3 started");
     for round in 0..rounds {
         send_signal(pid as u32, libc::SIGKILL);
-        let (new_pid, new_count) = wait_restarted(&cluster, 3, pid);
+        let (new_pid, new_count) = wait_started_again(&cluster, 3, pid);
         assert_eq!(new_count, count + 1, "round {round}: one more start");
         eprintln!("angel: round {round}: node 3 started again as pid {new_pid}");
         (pid, count) = (new_pid, new_count);
@@ -147,7 +119,7 @@ fn sigterm_to_the_angel_stops_the_node_for_good_and_past_its_limit_it_gives_up()
     // One restart is allowed.
     let (pid, _) = started_pid(&cluster, 3).expect("node 3 started");
     send_signal(pid as u32, libc::SIGKILL);
-    let (pid, _) = wait_restarted(&cluster, 3, pid);
+    let (pid, _) = wait_started_again(&cluster, 3, pid);
     // The second kill within the window is one too many.
     send_signal(pid as u32, libc::SIGKILL);
     let (status, log) = cluster.wait_for_exit(3);

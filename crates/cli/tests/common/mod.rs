@@ -73,6 +73,10 @@ pub struct ClusterOptions {
     /// leave from it), so firewall rules can tell the nodes apart; mgmd
     /// stays on 127.0.0.1.
     pub node_hosts: bool,
+    /// Data nodes run under an angel (`tessera node` without
+    /// `--no-angel`): the child process is the angel, and mgmd's `pid` the
+    /// node's.
+    pub angels: bool,
 }
 
 impl ClusterOptions {
@@ -99,6 +103,7 @@ impl Default for ClusterOptions {
             extra_cluster_lines: "",
             extra_thread_lines: "",
             node_hosts: false,
+            angels: false,
         }
     }
 }
@@ -126,6 +131,8 @@ pub struct TestCluster {
     remove_dir_on_drop: bool,
     /// Data node N listens on 127.0.0.N (`ClusterOptions::node_hosts`).
     node_hosts: bool,
+    /// Data nodes run under angels (`ClusterOptions::angels`).
+    angels: bool,
 }
 
 enum StartError {
@@ -169,6 +176,7 @@ impl TestCluster {
                 logs_printed: false,
                 remove_dir_on_drop: false,
                 node_hosts: options.node_hosts,
+                angels: options.angels,
             };
             match cluster.try_start(&options) {
                 Ok(()) => {
@@ -240,11 +248,13 @@ impl TestCluster {
             }
             let id = self.nodes[index].id.to_string();
             let log = self.dir.join(format!("node{id}.log"));
-            // No angel: a test that kills a node means it to stay down.
-            self.nodes[index].child = Some(spawn_logged(
-                &["node", "--no-angel", "--mgmd", &mgmd_addr, "--node-id", &id],
-                &log,
-            ));
+            // No angel unless asked for: a test that kills a node means it
+            // to stay down.
+            let mut args = vec!["node", "--mgmd", &mgmd_addr, "--node-id", &id];
+            if !self.angels {
+                args.push("--no-angel");
+            }
+            self.nodes[index].child = Some(spawn_logged(&args, &log));
         }
     }
 
@@ -271,9 +281,11 @@ impl TestCluster {
             match MgmClient::connect(&mgmd_addr).and_then(|mut mgm| mgm.show()) {
                 Ok(show) => {
                     for node in &self.nodes {
+                        // Under an angel, the node's pid is the angel's child's.
                         let started = data_node(&show, node.id.into()).is_some_and(|shown| {
                             shown["state"] == "started"
-                                && shown["pid"].as_u64() == node_pid_of(node).map(u64::from)
+                                && (self.angels
+                                    || shown["pid"].as_u64() == node_pid_of(node).map(u64::from))
                         });
                         if !started {
                             waiting_for.push(node.id);
@@ -729,6 +741,36 @@ pub fn data_node(show: &Value, id: u64) -> Option<&Value> {
         .as_array()?
         .iter()
         .find(|node| node["type"] == "data" && node["id"] == id)
+}
+
+/// The pid and start count mgmd shows for data node `id`, once started.
+pub fn started_pid(cluster: &TestCluster, id: u16) -> Option<(u64, u64)> {
+    let show = cluster.show();
+    let node = data_node(&show, id.into())?;
+    if node["state"] != "started" {
+        return None;
+    }
+    Some((node["pid"].as_u64()?, node["start_count"].as_u64()?))
+}
+
+/// Waits (within twice `START_TIMEOUT`: a node restart copies under
+/// load) until data node `id` is started with a pid other than `old`
+/// (its angel, or a test, started it again); its pid and start count.
+pub fn wait_started_again(cluster: &TestCluster, id: u16, old: u64) -> (u64, u64) {
+    let deadline = Instant::now() + 2 * START_TIMEOUT;
+    loop {
+        if let Some((pid, count)) = started_pid(cluster, id) {
+            if pid != old {
+                return (pid, count);
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {id} was not started again:\n{}",
+            cluster.node_log_of(id)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// A new empty directory under cargo's temporary directory for tests.
