@@ -138,7 +138,15 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
             data_dir.display()
         );
         let _ = std::io::stdout().flush();
+        // A node restart (a node its angel started again, or `mgm ...
+        // restart`) shows as a live bar.
+        let mut progress = crate::progress::RestartProgress::new();
+        let mut looks = 0u32;
         while !STOP.load(Ordering::SeqCst) {
+            looks += 1;
+            if looks.is_multiple_of(5) {
+                show_restarts(&mgmd_address, &mut progress);
+            }
             if let Some(name) = exited_child(&mut children) {
                 let data_nodes_left = children
                     .iter()
@@ -148,10 +156,10 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
                     // The survivors carry on if they can (the survival
                     // rule, the arbitrator); those that may not exit too.
                     eprintln!(
-                        "tessera demo: {name} exited (see {}); the cluster carries on without \
-                         it while every node group has a node left (tessera mgm --mgmd \
-                         {mgmd_address} -e show); bringing it back needs node restart, not \
-                         built yet",
+                        "tessera demo: {name} and its angel exited (see {}); the cluster \
+                         carries on without it while every node group has a node left \
+                         (tessera mgm --mgmd {mgmd_address} -e show); `tessera node --mgmd \
+                         {mgmd_address} --node-id N` brings it back by a node restart",
                         data_dir.display()
                     );
                     children.retain(|(other, _)| *other != name);
@@ -169,6 +177,23 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
     stop_children(&mut children);
     eprintln!("tessera demo: stopped");
     result
+}
+
+/// One look at mgmd's `show` for the progress of node restarts (mgmd
+/// not answering just skips a look).
+fn show_restarts(mgmd_address: &str, progress: &mut crate::progress::RestartProgress) {
+    let Ok(show) = mgmd::client::MgmClient::connect(mgmd_address).and_then(|mut mgm| mgm.show())
+    else {
+        return;
+    };
+    for node in show["nodes"].as_array().into_iter().flatten() {
+        if node["type"] != "data" {
+            continue;
+        }
+        if let Some(id) = node["id"].as_u64().and_then(|id| u16::try_from(id).ok()) {
+            progress.show(id, node);
+        }
+    }
 }
 
 /// The data directory, and whether it holds a cluster to restart.

@@ -4,6 +4,7 @@
 
 mod angel;
 mod demo;
+mod progress;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -270,13 +271,22 @@ fn main() -> ExitCode {
             execute,
             json,
             wait,
-        } => match mgmd::mgm::run_command_waiting(&mgmd, &execute, json, wait) {
-            Ok(output) => {
-                println!("{output}");
-                Ok(())
+        } => {
+            // A restart's progress as a live bar while --wait waits.
+            let mut progress = progress::RestartProgress::new();
+            let result =
+                mgmd::mgm::run_command_watching(&mgmd, &execute, json, wait, &mut |id, node| {
+                    progress.show(id, node)
+                });
+            progress.finish();
+            match result {
+                Ok(output) => {
+                    println!("{output}");
+                    Ok(())
+                }
+                Err(error) => Err(error.to_string()),
             }
-            Err(error) => Err(error.to_string()),
-        },
+        }
         Command::Bench {
             bench: BenchCommand::Keylookup(args),
         } => return run_keylookup(args),
