@@ -591,6 +591,7 @@ pub fn start(
         start_phase: std::sync::atomic::AtomicU8::new(0),
         copy_progress: std::sync::Mutex::new(Vec::new()),
         ready_to_stop: AtomicBool::new(false),
+        began: Instant::now(),
     });
 
     // Membership begins the start phases when it receives phase 0 from itself.

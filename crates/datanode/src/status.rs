@@ -69,6 +69,9 @@ pub struct NodeStatus {
     /// A graceful stop may go on: the tcs finished their transactions,
     /// or the limit passed.
     pub ready_to_stop: AtomicBool,
+    /// When the node's threads began: the log gives each phase of a node
+    /// restart, and the start's end, as seconds since.
+    pub began: std::time::Instant,
 }
 
 /// One ldm instance's copy of a node restart so far.
@@ -91,7 +94,10 @@ impl ReportSink for NodeStatus {
         match report {
             Report::NodeStarted => {
                 if !self.started.swap(true, Ordering::SeqCst) {
-                    eprintln!("tessera node: started, serving");
+                    eprintln!(
+                        "tessera node: started, serving (at {:.2} s)",
+                        self.began.elapsed().as_secs_f64()
+                    );
                 }
             }
             Report::LatestGci(gci) => self.latest_gci.store(gci.0, Ordering::Relaxed),
@@ -146,8 +152,9 @@ impl ReportSink for NodeStatus {
                 self.start_phase.store(phase, Ordering::Relaxed);
                 if node_restart {
                     eprintln!(
-                        "tessera node: node restart: phase {}",
-                        signal::phases::name(phase)
+                        "tessera node: node restart: phase {} (at {:.2} s)",
+                        signal::phases::name(phase),
+                        self.began.elapsed().as_secs_f64()
                     );
                 }
             }
@@ -407,6 +414,7 @@ mod tests {
             start_phase: std::sync::atomic::AtomicU8::new(0),
             copy_progress: Mutex::new(Vec::new()),
             ready_to_stop: AtomicBool::new(false),
+            began: std::time::Instant::now(),
         }
     }
 

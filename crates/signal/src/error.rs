@@ -140,6 +140,7 @@ error_codes! {
     /// cluster within its read lease (it was paused or cut off, and its
     /// replicas may have been promoted elsewhere): it serves no reads.
     ReadLeaseExpired = 4025, Temporary, "the data node's read lease ran out (paused or cut off from the cluster): it serves no reads; retry";
+    NotPrimary = 4026, Temporary, "this data node's replica of the partition is not its primary now: ask the primary";
     /// An API node's registration did not carry the token mgmd issued
     /// with its node id (or carried one of an older allocation of the
     /// id): the data node refuses it and closes the connection.

@@ -251,18 +251,22 @@ impl Ldm {
         send(ctx, self.address, source, request);
     }
 
-    /// The ldm of the first replica of the partition's map that is a
-    /// member, not starting: its primary now.
+    /// The ldm (of this instance) of the partition's primary now: the
+    /// head of its chain as every tc routes it (`routed_chain`: members not starting, those
+    /// that came back by a node restart last). Only the primary attaches
+    /// a restarting node to the writes it prepares, so the copy must come
+    /// from it and from no other replica.
     fn copy_source(&self, table_id: u32, partition: u32) -> Option<BlockRef> {
         let state = self.partition_state(table_id, partition)?;
-        let live = self.node_failures.live();
-        let starting = self.node_failures.starting();
-        state
-            .replicas
-            .iter()
-            .copied()
-            .find(|&node| live.contains(node) && !starting.contains(node))
-            .map(|node| BlockRef::new(node, BlockKind::Ldm, self.address.instance))
+        let serving = self
+            .node_failures
+            .live()
+            .difference(self.node_failures.starting());
+        let chain =
+            signal::signals::routed_chain(&state.replicas, serving, self.node_failures.returned());
+        chain
+            .first()
+            .map(|&node| BlockRef::new(node, BlockKind::Ldm, self.address.instance))
     }
 
     fn copy_ask_again_later(&mut self, ctx: &mut dyn Context) {
@@ -451,6 +455,22 @@ impl Ldm {
         let starting = self.node_failures.starting().contains(from.node);
         if from.kind != BlockKind::Ldm || from.instance != self.address.instance || !starting {
             return refuse(ctx, ErrorCode::BadRequest);
+        }
+        // Only the primary attaches the node to the writes it prepares:
+        // a replica the asker took for the primary by an older view says
+        // no, and the asker asks again once the views agree.
+        if self.copy_source(request.table_id, request.partition) != Some(me) {
+            let known = self
+                .partition_state(request.table_id, request.partition)
+                .is_some();
+            return refuse(
+                ctx,
+                if known {
+                    ErrorCode::NotPrimary
+                } else {
+                    ErrorCode::UnknownTable
+                },
+            );
         }
         let Some(state) = self.partition_state_mut(request.table_id, request.partition) else {
             return refuse(ctx, ErrorCode::UnknownTable);

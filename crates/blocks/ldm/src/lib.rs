@@ -349,6 +349,12 @@ impl Ldm {
 
     /// Releases an operation record and its table's count.
     pub(crate) fn release_operation(&mut self, index: u32) {
+        // A waiter its row's lock holder let go of sits in the restart
+        // queue until the end of the signal; released meanwhile (a
+        // take-over's RESOLVE_REQ aborting it, say), it must not run.
+        if !self.restart.is_empty() {
+            self.restart.retain(|&queued| queued != index);
+        }
         self.release_redo_reservation(index);
         let table_id = self.operations[index].table_id;
         self.operations.release(index);

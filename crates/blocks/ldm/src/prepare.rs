@@ -153,29 +153,39 @@ impl Ldm {
         let outcome = self.try_prepare(index, ctx.pool());
         let operation = &self.operations[index];
         let (tc, tc_op) = (operation.tc, operation.tc_op);
+        // A tc on a node taken for failed gets no answer: its
+        // transactions are another tc's to finish (the take-over finds
+        // this operation prepared, or resolves it), and an answer could
+        // reach the node's next incarnation, whose tc knows nothing of
+        // it (an operation that waited on a lock across the failure).
+        let tc_failed = self.node_failures.failed().contains(tc.node);
         match outcome {
             Outcome::Waiting => {}
             Outcome::Done { data, released } => {
                 if !self.operations[index].is_last_replica() {
                     return self.forward_prepare(index, ctx);
                 }
-                send(
-                    ctx,
-                    self.address,
-                    tc,
-                    LqhKeyConf {
-                        tc_op,
-                        ldm_op: index,
-                        data,
-                        released,
-                    },
-                );
+                if !tc_failed {
+                    send(
+                        ctx,
+                        self.address,
+                        tc,
+                        LqhKeyConf {
+                            tc_op,
+                            ldm_op: index,
+                            data,
+                            released,
+                        },
+                    );
+                }
                 if released {
                     self.release_operation(index);
                 }
             }
             Outcome::Failed(error) => {
-                send(ctx, self.address, tc, LqhKeyRef { tc_op, error });
+                if !tc_failed {
+                    send(ctx, self.address, tc, LqhKeyRef { tc_op, error });
+                }
                 self.release_operation(index);
             }
         }

@@ -271,19 +271,38 @@ impl Tc {
         ))
     }
 
-    fn operation_of(&self, tc_op: u32) -> u32 {
-        let operation = self
+    /// The transaction of operation `tc_op`, which ldm `from` answered:
+    /// `None` for an answer this tc awaits from no one (not in use, or not
+    /// in flight in a transaction still executing). From another node
+    /// that is a late signal (one meant for a failed incarnation of this
+    /// node, say): counted and dropped. From this node's own ldm it is a
+    /// bug.
+    fn answered_operation(&mut self, from: BlockRef, tc_op: u32) -> Option<u32> {
+        let awaited = self
             .records
             .operations
             .get(tc_op as usize)
-            .filter(|operation| operation.transaction != NIL);
-        let operation = operation
-            .unwrap_or_else(|| panic!("ldm answered tc operation {tc_op}, which is not in use"));
-        operation.transaction
+            .filter(|operation| operation.transaction != NIL)
+            .filter(|operation| {
+                operation.phase == OpPhase::Sent
+                    || self.records.transactions[operation.transaction as usize].state
+                        == TransactionState::Aborting
+            })
+            .map(|operation| operation.transaction);
+        if awaited.is_none() {
+            assert_ne!(
+                from.node, self.config.address.node,
+                "ldm {from} answered tc operation {tc_op}, which awaits no answer"
+            );
+            self.counters.stray_ldm_answers += 1;
+        }
+        awaited
     }
 
     pub(crate) fn lqh_key_conf(&mut self, from: BlockRef, conf: LqhKeyConf, ctx: &mut dyn Context) {
-        let transaction = self.operation_of(conf.tc_op);
+        let Some(transaction) = self.answered_operation(from, conf.tc_op) else {
+            return;
+        };
         let record = &mut self.records.transactions[transaction as usize];
         if record.state == TransactionState::Aborting {
             // The ABORT we sent will be answered after this; the data is dropped.
@@ -347,7 +366,9 @@ impl Tc {
         refusal: LqhKeyRef,
         ctx: &mut dyn Context,
     ) {
-        let transaction = self.operation_of(refusal.tc_op);
+        let Some(transaction) = self.answered_operation(from, refusal.tc_op) else {
+            return;
+        };
         let operation = &mut self.records.operations[refusal.tc_op as usize];
         let client_op = operation.client_op;
         let record = &mut self.records.transactions[transaction as usize];

@@ -98,6 +98,9 @@ pub struct TcCounters {
     pub takeover_commits: u64,
     /// Transactions of failed tcs this tc aborted by take-over.
     pub takeover_aborts: u64,
+    /// LQHKEYCONF/REF from another node's ldm for an operation that
+    /// awaited none (late signals), dropped.
+    pub stray_ldm_answers: u64,
 }
 
 /// The tc block.

@@ -527,3 +527,31 @@ fn a_draining_tc_refuses_new_transactions_finishes_begun_ones_then_says_so() {
     b.deliver(MEMBERSHIP, TcDrainReq {});
     assert_eq!(b.trace(), Vec::<String>::new());
 }
+
+/// An answer from another node's ldm for an operation that awaits none
+/// (a late signal meant for this node's previous incarnation) is
+/// dropped, never panicked on.
+#[test]
+fn late_ldm_answers_from_another_node_are_dropped() {
+    let mut b = Bench::started(config());
+    let remote = BlockRef::new(signal::NodeId(3), BlockKind::Ldm, 0);
+    b.deliver(
+        remote,
+        LqhKeyConf {
+            tc_op: 3,
+            ldm_op: 9,
+            released: false,
+            data: None,
+        },
+    );
+    b.deliver(
+        remote,
+        LqhKeyRef {
+            tc_op: 5,
+            error: ErrorCode::NoSuchRow,
+        },
+    );
+    assert_eq!(b.trace(), Vec::<String>::new());
+    assert_eq!(b.tc.counters().stray_ldm_answers, 2);
+    b.assert_quiet();
+}

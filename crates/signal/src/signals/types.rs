@@ -292,6 +292,25 @@ pub struct PartitionMap {
     pub partitions: Vec<PartitionPlacement>,
 }
 
+/// One partition's chain under an agreed membership: its replicas as
+/// created (`created`) that serve, in that order, but those that came
+/// back by a node restart (`returned`) after the others. The one rule for
+/// every block that needs a partition's primary ([`PartitionMap::routed`]
+/// for routing, a restarting ldm for its copy source), so they never
+/// disagree on it.
+pub fn routed_chain(created: &[NodeId], serving: NodeSet, returned: NodeSet) -> Vec<NodeId> {
+    let serves = |node: &&NodeId| serving.contains(**node);
+    let first = created
+        .iter()
+        .filter(serves)
+        .filter(|node| !returned.contains(**node));
+    let last = created
+        .iter()
+        .filter(serves)
+        .filter(|node| returned.contains(**node));
+    first.chain(last).copied().collect()
+}
+
 impl PartitionMap {
     /// The map clients and tcs route with under an agreed membership:
     /// each partition's replicas that serve (members not starting), in
@@ -307,18 +326,7 @@ impl PartitionMap {
             .iter()
             .enumerate()
             .map(|(partition, placement)| {
-                let serves = |node: &&NodeId| serving.contains(**node);
-                let first = placement
-                    .replicas
-                    .iter()
-                    .filter(serves)
-                    .filter(|node| !returned.contains(**node));
-                let last = placement
-                    .replicas
-                    .iter()
-                    .filter(serves)
-                    .filter(|node| returned.contains(**node));
-                let replicas: Vec<NodeId> = first.chain(last).copied().collect();
+                let replicas = routed_chain(&placement.replicas, serving, returned);
                 assert!(
                     !replicas.is_empty(),
                     "partition {partition} of table {} has no replica serving ({:?} of {serving}): \
