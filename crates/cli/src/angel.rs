@@ -13,6 +13,9 @@
 //!   the angel gives up, saying so, and exits with the node's last code.
 //! - Between a death and the next start, a short back-off
 //!   ([`BACK_OFF`]): mgmd needs a moment to see the old session close.
+//! - A node whose own files cannot be restored (exit code
+//!   [`datanode::DAMAGED_FILES_EXIT_CODE`]) is not started again: it
+//!   would fail the same way; its log says to use `--initial`.
 //! - A node stopped by mgmd (`node N stop`, exit code
 //!   [`datanode::STOPPED_EXIT_CODE`]) is not started again until mgmd
 //!   says so (`node N start`): the angel asks mgmd every second
@@ -130,6 +133,13 @@ pub fn run(options: AngelOptions) -> Result<i32, String> {
                 return Ok(0);
             }
             _ => {}
+        }
+        if status.code() == Some(datanode::DAMAGED_FILES_EXIT_CODE) {
+            eprintln!(
+                "tessera angel of node {node}: the node's own files cannot be restored ({status}; \
+                 its log says which and what to do): not starting it again"
+            );
+            return Ok(datanode::DAMAGED_FILES_EXIT_CODE);
         }
         if status.code() == Some(i32::from(NOT_STARTED_EXIT_CODE)) {
             eprintln!(

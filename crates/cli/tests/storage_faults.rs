@@ -102,6 +102,10 @@ fn a_bit_flipped_in_durable_redo_stops_the_node_naming_file_and_offset() {
         log.contains("fatal") && log.contains("redo part 0 is corrupt at file 0 offset 8192"),
         "the message names the part, file and offset of the damaged page:\n{log}"
     );
+    // Damaged before it served: an angel would not start it again, and
+    // the log says what to do.
+    assert_eq!(status.code(), Some(7), "{log}");
+    assert!(log.contains("start this one with --initial"), "{log}");
     assert!(
         !log.contains("tessera node: started, serving\ntessera node 2: fatal")
             && log.matches("started, serving").count() == 1,

@@ -15,5 +15,6 @@ pub mod status;
 pub mod wiring;
 
 pub use runtime::{
-    run, NodeOptions, RESTART_EXIT_CODE, RESTART_INITIAL_EXIT_CODE, STOPPED_EXIT_CODE,
+    run, NodeOptions, DAMAGED_FILES_EXIT_CODE, RESTART_EXIT_CODE, RESTART_INITIAL_EXIT_CODE,
+    STOPPED_EXIT_CODE,
 };

@@ -60,6 +60,10 @@ const STOP_LIMIT: Duration = Duration::from_secs(5);
 pub const RESTART_EXIT_CODE: i32 = 4;
 /// The same, its files deleted first (`node N restart --initial`).
 pub const RESTART_INITIAL_EXIT_CODE: i32 = 5;
+/// The exit code of a node whose own files could not be restored at its
+/// start (a storage fault before it served): its angel does not start it
+/// again, and the log says to use `--initial`.
+pub const DAMAGED_FILES_EXIT_CODE: i32 = 7;
 /// The exit code of a node stopped by mgmd (`node N stop`) under an angel:
 /// the angel waits for `node N start` instead of starting it again.
 pub const STOPPED_EXIT_CODE: i32 = 6;

@@ -90,6 +90,25 @@ pub struct CopyProgress {
 }
 
 impl ReportSink for NodeStatus {
+    /// A storage fault stops the node. Before it started, the fault is in
+    /// its own files, read to restore them: starting it again the same
+    /// way would only fail again, so it exits with
+    /// [`crate::DAMAGED_FILES_EXIT_CODE`] (its angel does not restart it)
+    /// and says what to do.
+    fn fatal(&self, node: signal::NodeId, message: &str) -> ! {
+        eprintln!("tessera node {node}: fatal: {message}");
+        if self.started.load(Ordering::SeqCst) {
+            std::process::exit(1);
+        }
+        eprintln!(
+            "tessera node {node}: its own files cannot be restored. If another node of its node \
+             group runs, start this one with --initial: its files are deleted and it copies \
+             every row from the live replicas (a node restart). With its whole node group down, \
+             --initial would lose that group's rows: repair or restore the files instead"
+        );
+        std::process::exit(crate::DAMAGED_FILES_EXIT_CODE);
+    }
+
     fn report(&self, report: Report) {
         match report {
             Report::NodeStarted => {

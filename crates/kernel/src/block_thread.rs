@@ -23,6 +23,13 @@ pub const BATCH: usize = 64;
 pub trait ReportSink: Send + Sync {
     /// Called on the reporting thread.
     fn report(&self, report: Report);
+
+    /// A block hit a storage fault (`Context::fatal`): say so and end
+    /// the process. The default prints the message and exits with code 1.
+    fn fatal(&self, node: signal::NodeId, message: &str) -> ! {
+        eprintln!("tessera node {node}: fatal: {message}");
+        std::process::exit(1);
+    }
 }
 
 /// Everything a block thread needs besides its blocks.
@@ -151,11 +158,7 @@ impl Context for ThreadContext {
     fn fatal(&mut self, message: String) -> ! {
         // Fail fast (docs/design/durability.md §6): stop the whole process
         // now, before any thread can serve what the fault touched.
-        eprintln!(
-            "tessera node {}: fatal: {message}",
-            self.outbox.router().own_node
-        );
-        std::process::exit(1);
+        self.reports.fatal(self.outbox.router().own_node, &message)
     }
 
     fn fault_point(&mut self, point: crate::faults::FaultPoint) {
