@@ -77,12 +77,14 @@ fn copy_text(copy: &Value) -> String {
         return String::new();
     };
     let megabytes = copy["bytes"].as_u64().unwrap_or(0) as f64 / 1e6;
-    let pace = copy["rows_per_second"].as_u64().unwrap_or(0);
-    let left = match copy["estimated_seconds_left"].as_u64() {
-        Some(seconds) => format!(", ~{seconds} s left"),
-        None => String::new(),
+    // The pace and the time left come as numbers with or without a
+    // fraction.
+    let pace = copy["rows_per_second"].as_f64().unwrap_or(0.0);
+    let left = match copy["estimated_seconds_left"].as_f64() {
+        Some(seconds) if seconds > 0.0 => format!(", ~{seconds:.0} s left"),
+        _ => String::new(),
     };
-    format!(": {rows} rows, {megabytes:.1} MB copied, {pace} rows/s{left}")
+    format!(": {rows} rows, {megabytes:.1} MB copied, {pace:.0} rows/s{left}")
 }
 
 #[cfg(test)]
@@ -93,8 +95,8 @@ mod tests {
     #[test]
     fn a_copy_reads_as_rows_bytes_pace_and_time_left() {
         let copy = json!({"partitions_copied": 3, "partitions": 8, "rows": 120000,
-            "bytes": 4500000, "rows_per_second": 900000, "bytes_per_second": 1,
-            "estimated_seconds_left": 2});
+            "bytes": 4500000, "rows_per_second": 900000.0, "bytes_per_second": 1,
+            "estimated_seconds_left": 2.4});
         assert_eq!(
             copy_text(&copy),
             ": 120000 rows, 4.5 MB copied, 900000 rows/s, ~2 s left"
