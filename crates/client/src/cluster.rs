@@ -90,8 +90,9 @@ impl Default for ConnectOptions {
 pub struct Cluster {
     /// Declared first so that it stops before the connections drop.
     _heartbeat: Option<crate::heartbeat::Heartbeat>,
-    /// Likewise: opens lost connections again (`reconnect.rs`).
-    _reconnector: Option<Reconnector>,
+    /// Opens lost connections again (`reconnect.rs`); stopped first
+    /// when the `Cluster` drops.
+    reconnector: Option<Reconnector>,
     api_node: NodeId,
     /// One per data node of the config, in node id order (shared with the
     /// heartbeat and reconnecting threads).
@@ -116,6 +117,19 @@ pub struct Cluster {
     /// checker). Declared last so it drops last: the id is freed only
     /// once every data-node connection using it is closed.
     mgm: Option<Mutex<mgmclient::client::MgmClient>>,
+}
+
+impl Drop for Cluster {
+    /// Closes every data-node connection, even one something still holds
+    /// a reference to (a transaction leaked with `mem::forget`): the data
+    /// nodes must see this API node go, and end its transactions.
+    fn drop(&mut self) {
+        // No connection opened again from here on.
+        drop(self.reconnector.take());
+        for slot in self.connections.iter() {
+            slot.get().shut_down();
+        }
+    }
 }
 
 /// Transaction ids carry the API node id in the top 16 bits.
@@ -361,7 +375,7 @@ impl Cluster {
         };
         Ok(Cluster {
             _heartbeat: heartbeat,
-            _reconnector: reconnector,
+            reconnector,
             api_node,
             connections,
             tc_slots,

@@ -474,6 +474,14 @@ pub(crate) struct HeartbeatSettings {
     pub missed: u32,
 }
 
+impl NodeConnection {
+    /// Ends the connection now, whoever still holds it: the receive side
+    /// closes the dispatch, failing every waiter.
+    pub(crate) fn shut_down(&self) {
+        self.link.shutdown();
+    }
+}
+
 impl Drop for NodeConnection {
     fn drop(&mut self) {
         // Wakes the receive side, which closes the dispatch.
