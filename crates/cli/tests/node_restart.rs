@@ -160,6 +160,8 @@ fn restart_and_serve(name: &'static str, initial: bool) {
     );
     let log = cluster.node_log_of(victim);
     assert!(log.contains("node restart: phase copy data"), "{log}");
+    // The copy's progress, in the log too.
+    assert!(log.contains("node restart: copy: "), "{log}");
     assert!(log.contains("rejoining it by a node restart"), "{log}");
     assert!(log.contains("node restart done"), "{log}");
     if !initial {

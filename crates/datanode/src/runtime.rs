@@ -596,6 +596,7 @@ pub fn start(
         copy_progress: std::sync::Mutex::new(Vec::new()),
         ready_to_stop: AtomicBool::new(false),
         began: Instant::now(),
+        copy_logged_at: std::sync::Mutex::new(None),
     });
 
     // Membership begins the start phases when it receives phase 0 from itself.

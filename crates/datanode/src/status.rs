@@ -72,6 +72,8 @@ pub struct NodeStatus {
     /// When the node's threads began: the log gives each phase of a node
     /// restart, and the start's end, as seconds since.
     pub began: std::time::Instant,
+    /// When the log last told the copy's progress.
+    pub copy_logged_at: Mutex<Option<std::time::Instant>>,
 }
 
 /// One ldm instance's copy of a node restart so far.
@@ -200,12 +202,46 @@ impl ReportSink for NodeStatus {
                     bytes,
                     elapsed_ms,
                 });
+                drop(progress);
+                self.log_copy_progress();
             }
         }
     }
 }
 
+/// How often the log tells a node restart's copy so far.
+const COPY_LOG_INTERVAL: Duration = Duration::from_secs(2);
+
 impl NodeStatus {
+    /// Tells the copy so far in the log, every [`COPY_LOG_INTERVAL`] at
+    /// most (the ldms report every half second).
+    fn log_copy_progress(&self) {
+        let now = std::time::Instant::now();
+        {
+            let mut logged = self
+                .copy_logged_at
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if logged.is_some_and(|at| now.duration_since(at) < COPY_LOG_INTERVAL) {
+                return;
+            }
+            *logged = Some(now);
+        }
+        let progress = self.copy_progress_json();
+        let number = |name: &str| progress[name].as_f64().unwrap_or(0.0);
+        eprintln!(
+            "tessera node: node restart: copy: {}/{} partitions, {} rows, {:.1} MB copied, {:.0} \
+             rows/s, {:.1} MB/s, ~{:.0} s left",
+            progress["partitions_copied"],
+            progress["partitions"],
+            progress["rows"],
+            number("bytes") / 1e6,
+            number("rows_per_second"),
+            number("bytes_per_second") / 1e6,
+            number("estimated_seconds_left"),
+        );
+    }
+
     /// A node restart's copy so far, summed over the ldm instances: rows
     /// and bytes copied, per second, partitions copied of all, and the
     /// time left at that pace by partitions (`null` before any copy).
@@ -434,6 +470,7 @@ mod tests {
             copy_progress: Mutex::new(Vec::new()),
             ready_to_stop: AtomicBool::new(false),
             began: std::time::Instant::now(),
+            copy_logged_at: Mutex::new(None),
         }
     }
 
