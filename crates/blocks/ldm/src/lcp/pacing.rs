@@ -110,10 +110,17 @@ impl Pacing {
     /// The redo log is full: write as fast as possible from now on, without
     /// waiting for the next decision.
     pub(crate) fn redo_full(&mut self) {
+        self.full_speed("redo full");
+    }
+
+    /// Write as fast as the disk takes it until the next decision, for
+    /// `reason`: the redo log is full, or a restarting node checkpoints
+    /// every partition before it serves (nothing to leave room for).
+    pub(crate) fn full_speed(&mut self, reason: &'static str) {
         self.speed = MAX_SPEED;
         self.credit = self.credit.max((MAX_SPEED * BURST_MS / 1000) as i64);
         self.report.speed_bytes_per_second = MAX_SPEED;
-        self.report.reason = "redo full";
+        self.report.reason = reason;
     }
 
     /// Decides the speed for the next period.

@@ -20,6 +20,9 @@ use storage::lcp_control::{
     PartRange, DEFAULT_ROW_ID_PAGE_SHIFT, PART_COUNT,
 };
 
+/// The pacing's reason while a restarting node checkpoints every partition.
+const RESTART_REASON: &str = "node restart";
+
 impl Ldm {
     /// The redo log is ready (formatted or restored): LCPs start.
     pub(crate) fn lcp_start(&mut self, restored_gci: u64, ctx: &mut dyn Context) {
@@ -36,6 +39,9 @@ impl Ldm {
     /// Starts the next partition's LCP as soon as may be (a node restart's
     /// checkpoint of every partition, `copy`).
     pub(crate) fn lcp_kick(&mut self, ctx: &mut dyn Context) {
+        if self.copy_checkpointing() {
+            self.lcp.pacing.full_speed(RESTART_REASON);
+        }
         self.lcp.schedule_tick(self.address, ctx, true);
     }
 
@@ -57,6 +63,11 @@ impl Ldm {
             recovery_work: self.lcp.settings.recovery_work,
         };
         self.lcp.pacing.decide(inputs);
+        // A restarting node serves nothing yet: its checkpoint of every
+        // partition (phase LOCAL_CHECKPOINT) is bound by the disk alone.
+        if self.copy_checkpointing() {
+            self.lcp.pacing.full_speed(RESTART_REASON);
+        }
         self.lcp_report(ctx);
         if !self.lcp.pace_pending {
             self.lcp.pace_pending = true;
