@@ -7,6 +7,9 @@
 //! Codemap:
 //! - `history`: operations (invoke, ok, fail, info), one JSON line each,
 //!   and pairing each invocation with its completion.
+//! - `hosts`: separate network hosts on one machine: a network namespace
+//!   per host on a bridge, inside a private namespace of the run;
+//!   commands and threads on a host; one-way cuts by nftables.
 //! - `check`: the checkers, one per workload: `bank` (every read sums to
 //!   the total, no negative balance), `set` (every acknowledged insert
 //!   is read at the end, nothing never attempted is), `register`
@@ -19,6 +22,7 @@
 
 pub mod check;
 pub mod history;
+pub mod hosts;
 
 pub use check::Verdict;
 pub use history::{Completion, Op, OpType, Operation};
