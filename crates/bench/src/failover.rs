@@ -89,16 +89,8 @@ pub fn run(options: &FailoverOptions, kill: impl FnOnce()) -> Result<FailoverRep
         version: 0,
         name: options.table.clone(),
         columns: vec![
-            ColumnDef {
-                name: "k".into(),
-                column_type: ColumnType::BigInt { unsigned: true },
-                nullable: false,
-            },
-            ColumnDef {
-                name: "v".into(),
-                column_type: ColumnType::BigInt { unsigned: false },
-                nullable: false,
-            },
+            ColumnDef::new("k", ColumnType::BigInt { unsigned: true }, false),
+            ColumnDef::new("v", ColumnType::BigInt { unsigned: false }, false),
         ],
         primary_key: vec![0],
         partitions: 0,

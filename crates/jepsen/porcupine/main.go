@@ -7,7 +7,7 @@
 //
 // The model is the one the Rust checker uses: a register per key, empty
 // (null) at first; read, write, and compare-and-set ([expected, new]).
-// A failed read or write never happened; a failed cas saw another value;
+// A failed operation never happened and says nothing (as in Jepsen);
 // an operation of unknown outcome (info, or never completed) may take
 // effect at any time after its invocation, or never (return time: the
 // end of time); a read of unknown outcome says nothing.
@@ -126,18 +126,14 @@ func operations(path string) ([]porcupine.Operation, error) {
 			ops[index].Output = output{known: true, set: false}
 		}
 	}
-	// Keep what the model can check: a read of unknown or failed outcome
-	// says nothing, a failed write never happened (a failed cas is kept:
-	// it saw another value).
+	// Keep what the model can check: a failed operation never happened,
+	// and a read of unknown outcome says nothing.
 	var kept []porcupine.Operation
 	for _, op := range ops {
 		in := op.Input.(input)
 		out := op.Output.(output)
-		succeeded := out.known && out.set
-		if in.f == "read" && !succeeded {
-			continue
-		}
-		if in.f == "write" && out.known && !out.set {
+		failed := out.known && !out.set
+		if failed || (in.f == "read" && !out.known) {
 			continue
 		}
 		kept = append(kept, op)
@@ -179,10 +175,8 @@ var model = porcupine.Model{
 				return true, i.new
 			case !o.known:
 				return true, s
-			case o.set:
-				return matches, i.new
 			default:
-				return !matches, s
+				return matches, i.new
 			}
 		}
 		return false, s

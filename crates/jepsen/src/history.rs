@@ -51,6 +51,9 @@ pub struct Op {
     pub value: Value,
     /// Nanoseconds since the run began.
     pub time: u64,
+    /// Why a `fail` or `info` completion ended so (for the report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl Op {

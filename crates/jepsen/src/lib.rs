@@ -10,6 +10,10 @@
 //! - `hosts`: separate network hosts on one machine: a network namespace
 //!   per host on a bridge, inside a private namespace of the run;
 //!   commands and threads on a host; one-way cuts by nftables.
+//! - `cluster`: a Tessera cluster on those hosts: mgmd and each data
+//!   node (under its angel) on a host of its own.
+//! - `workload`: clients on client hosts recording histories (register).
+//! - `run`: one run: hosts, cluster, workload, nemesis, heal, check.
 //! - `check`: the checkers, one per workload: `bank` (every read sums to
 //!   the total, no negative balance), `set` (every acknowledged insert
 //!   is read at the end, nothing never attempted is), `register`
@@ -21,8 +25,11 @@
 //! cross-checked against other checkers on the same files.
 
 pub mod check;
+pub mod cluster;
 pub mod history;
 pub mod hosts;
+pub mod run;
+pub mod workload;
 
 pub use check::Verdict;
 pub use history::{Completion, Op, OpType, Operation};

@@ -72,6 +72,7 @@ fn random_history(seed: u64) -> Vec<Op> {
             key,
             value: input,
             time: call,
+            error: None,
         });
         if op_type == OpType::Info {
             process_of[slot] += 4;
@@ -85,6 +86,7 @@ fn random_history(seed: u64) -> Vec<Op> {
                 key,
                 value: output,
                 time: ret,
+                error: None,
             });
         }
     }

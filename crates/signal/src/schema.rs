@@ -121,6 +121,23 @@ pub struct ColumnDef {
     pub nullable: bool,
 }
 
+impl ColumnDef {
+    /// A column NOT NULL (`nullable` false) or NULL-able.
+    ///
+    /// ```
+    /// use signal::schema::{ColumnDef, ColumnType};
+    /// let v = ColumnDef::new("v", ColumnType::BigInt { unsigned: false }, false);
+    /// assert_eq!(v.name, "v");
+    /// ```
+    pub fn new(name: &str, column_type: ColumnType, nullable: bool) -> ColumnDef {
+        ColumnDef {
+            name: name.to_string(),
+            column_type,
+            nullable,
+        }
+    }
+}
+
 /// A table as `dict` knows it.
 ///
 /// ```

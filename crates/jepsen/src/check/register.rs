@@ -1,12 +1,16 @@
 //! The register checker: each key is a register that clients read
 //! (`f: "read"`, result: the value, `null` for none), write (`"write"`,
 //! argument: the value) and compare-and-set (`"cas"`, argument:
-//! `[expected, new]`; `ok` if it set, `fail` if the value was not the
-//! expected one). Every key's history must be **linearizable**: some
-//! order of its operations, each taking effect at one instant between
-//! its invocation and its completion, explains every result. An
-//! operation whose outcome is unknown (`info`) may take effect at any
-//! instant after its invocation, or never; a `fail` never took effect.
+//! `[expected, new]`; `ok` if it set, `fail` if it did not: the value
+//! was not the expected one, or its transaction aborted). Every key's
+//! history must be **linearizable**: some order of its operations, each
+//! taking effect at one instant between its invocation and its
+//! completion, explains every result. An operation whose outcome is
+//! unknown (`info`) may take effect at any instant after its
+//! invocation, or never; a `fail` never took effect and, as in Jepsen,
+//! says nothing more (a failed compare-and-set does not tell which
+//! value it saw: its transaction may have aborted after reading the
+//! expected one).
 //!
 //! The search is Wing and Gong's, with Lowe's memoization, as Porcupine
 //! runs it: walk the invocations and completions in time order; try to
@@ -35,6 +39,7 @@ enum Step {
     Cas {
         expected: Value,
         new: Value,
+        /// `Some(true)`: it set; `None`: unknown.
         set: Option<bool>,
     },
 }
@@ -49,8 +54,7 @@ impl Step {
             Step::Cas { expected, new, set } => {
                 let matches = expected == state;
                 match set {
-                    Some(true) => matches.then(|| new.clone()),
-                    Some(false) => (!matches).then(|| state.clone()),
+                    Some(_) => matches.then(|| new.clone()),
                     None if matches => Some(new.clone()),
                     None => Some(state.clone()),
                 }
@@ -69,8 +73,8 @@ pub fn check(operations: &[Operation]) -> Verdict {
             .or_default()
             .push(operation);
     }
-    for (key, operations) in &by_key {
-        if let Err(anomaly) = check_key(operations) {
+    for (key, of_key) in &by_key {
+        if let Err(anomaly) = check_key(of_key) {
             return Verdict::invalid(
                 "register",
                 operations.len(),
@@ -86,14 +90,9 @@ pub fn check(operations: &[Operation]) -> Verdict {
 /// constrains nothing).
 fn step_of(operation: &Operation) -> Result<Option<Step>, String> {
     if operation.completion == Completion::Fail {
-        // A cas that found another value is a step (it read that value).
         if operation.f == "cas" {
-            let (expected, new) = cas_arguments(operation)?;
-            return Ok(Some(Step::Cas {
-                expected,
-                new,
-                set: Some(false),
-            }));
+            // Still a well-formed one.
+            cas_arguments(operation)?;
         }
         return Ok(None);
     }
@@ -424,6 +423,7 @@ mod tests {
                     key: Some(1),
                     value: input,
                     time: call,
+                    error: None,
                 },
             ));
             ops.push((
@@ -435,6 +435,7 @@ mod tests {
                     key: Some(1),
                     value: output,
                     time: ret,
+                    error: None,
                 },
             ));
         }
