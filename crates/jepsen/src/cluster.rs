@@ -64,6 +64,9 @@ impl<'n> HostedCluster<'n> {
         replicas: u8,
     ) -> Result<HostedCluster<'n>, String> {
         std::fs::create_dir_all(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
+        // The processes run in it, and are told paths in it.
+        let dir =
+            &std::path::absolute(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
         let secret = dir.join("cluster.secret");
         let made = std::process::Command::new(tessera)
             .arg("secret")
