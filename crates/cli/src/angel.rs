@@ -30,7 +30,6 @@
 
 use std::collections::VecDeque;
 use std::process::{Child, Command, ExitStatus};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The environment variable that tells a data node its angel started it.
@@ -68,27 +67,10 @@ pub struct AngelOptions {
     pub window: Duration,
 }
 
-static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn request_stop(_signal: libc::c_int) {
-    STOP_REQUESTED.store(true, Ordering::SeqCst);
-}
-
 /// Runs the angel until its node stops for good; returns the exit code
 /// to exit with.
 pub fn run(options: AngelOptions) -> Result<i32, String> {
-    // SAFETY: the handler only stores to an atomic, which is
-    // async-signal-safe.
-    unsafe {
-        libc::signal(
-            libc::SIGTERM,
-            request_stop as *const () as libc::sighandler_t,
-        );
-        libc::signal(
-            libc::SIGINT,
-            request_stop as *const () as libc::sighandler_t,
-        );
-    }
+    stdx::stop::on_signals();
     let executable =
         std::env::current_exe().map_err(|error| format!("cannot find own executable: {error}"))?;
     let node = options.node_id;
@@ -109,13 +91,13 @@ pub fn run(options: AngelOptions) -> Result<i32, String> {
             child.id()
         );
         let status = watch(&mut child)?;
-        if STOP_REQUESTED.load(Ordering::SeqCst) || status.success() {
+        if stdx::stop::requested() || status.success() {
             eprintln!("tessera angel of node {node}: the node stopped ({status}); stopping too");
             return Ok(status.code().unwrap_or(0));
         }
         match status.code() {
             Some(datanode::RESTART_EXIT_CODE) | Some(datanode::RESTART_INITIAL_EXIT_CODE)
-                if !STOP_REQUESTED.load(Ordering::SeqCst) =>
+                if !stdx::stop::requested() =>
             {
                 // Asked for (mgm's `node N restart`): at once, uncounted.
                 initial = status.code() == Some(datanode::RESTART_INITIAL_EXIT_CODE);
@@ -174,7 +156,7 @@ pub fn run(options: AngelOptions) -> Result<i32, String> {
         );
         let until = Instant::now() + BACK_OFF;
         while Instant::now() < until {
-            if STOP_REQUESTED.load(Ordering::SeqCst) {
+            if stdx::stop::requested() {
                 return Ok(status.code().unwrap_or(1));
             }
             std::thread::sleep(POLL);
@@ -192,7 +174,7 @@ fn wait_for_start(options: &AngelOptions) -> bool {
     );
     let mut unreachable_said = false;
     loop {
-        if STOP_REQUESTED.load(Ordering::SeqCst) {
+        if stdx::stop::requested() {
             eprintln!("tessera angel of node {node}: asked to stop while the node was stopped");
             return false;
         }
@@ -214,7 +196,7 @@ fn wait_for_start(options: &AngelOptions) -> bool {
             Err(_) => {}
         }
         let until = Instant::now() + Duration::from_secs(1);
-        while Instant::now() < until && !STOP_REQUESTED.load(Ordering::SeqCst) {
+        while Instant::now() < until && !stdx::stop::requested() {
             std::thread::sleep(POLL);
         }
     }
@@ -231,7 +213,7 @@ fn watch(child: &mut Child) -> Result<ExitStatus, String> {
         {
             return Ok(status);
         }
-        if STOP_REQUESTED.load(Ordering::SeqCst) {
+        if stdx::stop::requested() {
             match stop_sent {
                 None => {
                     let pid = child.id() as libc::pid_t;

@@ -14,7 +14,6 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Options of `tessera demo`.
@@ -40,12 +39,6 @@ pub struct DemoOptions {
     /// DataMemory per data node.
     #[arg(long, default_value = "256M")]
     data_memory: String,
-}
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn request_stop(_signal: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
 }
 
 /// Runs the demo until Ctrl-C / SIGTERM.
@@ -93,15 +86,8 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
     // SAFETY: setpgid on ourselves has no memory-safety preconditions.
     unsafe {
         libc::setpgid(0, 0);
-        libc::signal(
-            libc::SIGINT,
-            request_stop as *const () as libc::sighandler_t,
-        );
-        libc::signal(
-            libc::SIGTERM,
-            request_stop as *const () as libc::sighandler_t,
-        );
     }
+    stdx::stop::on_signals();
     let executable =
         std::env::current_exe().map_err(|error| format!("cannot find own executable: {error}"))?;
     let mgmd_address = format!("127.0.0.1:{mgmd_port}");
@@ -142,7 +128,7 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
         // restart`) shows as a live bar.
         let mut progress = crate::progress::RestartProgress::new();
         let mut looks = 0u32;
-        while !STOP.load(Ordering::SeqCst) {
+        while !stdx::stop::requested() {
             looks += 1;
             if looks.is_multiple_of(5) {
                 show_restarts(&mgmd_address, &mut progress);
@@ -313,7 +299,7 @@ fn wait_for_mgmd(address: &str, children: &mut [(String, Child)]) -> Result<(), 
         if let Some(name) = exited_child(children) {
             return Err(format!("{name} exited during start"));
         }
-        if Instant::now() > deadline || STOP.load(Ordering::SeqCst) {
+        if Instant::now() > deadline || stdx::stop::requested() {
             return Err(format!("mgmd did not come up at {address}"));
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -351,7 +337,7 @@ fn wait_for_started(
                 data_dir.display()
             ));
         }
-        if Instant::now() > deadline || STOP.load(Ordering::SeqCst) {
+        if Instant::now() > deadline || stdx::stop::requested() {
             return Err("data nodes did not start in time".into());
         }
         std::thread::sleep(Duration::from_millis(100));

@@ -27,8 +27,8 @@ mod common;
 
 use client::{ClientError, Cluster, Commit, LockMode, Value};
 use common::{
-    acct_definition, create_table, data_node, key, kv_definition, send_signal, write_settled,
-    ClusterOptions, TestCluster,
+    acct_definition, create_table, data_node, key, kv_definition, read_balances, send_signal,
+    write_settled, ClusterOptions, TestCluster,
 };
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
@@ -141,27 +141,6 @@ fn transfer(
         Err(error @ ClientError::Operation { .. }) => (Seen::Failed, Some(error)),
         Err(error) => (Seen::Unknown, Some(error)),
     }
-}
-
-/// Every balance, read under shared locks in one transaction.
-fn read_balances(
-    cluster: &Cluster,
-    accounts: &Arc<client::Table>,
-) -> Result<Vec<i64>, ClientError> {
-    let mut transaction = cluster.transaction();
-    let ops = (0..ACCOUNTS)
-        .map(|k| transaction.read(accounts, &key(k), LockMode::Shared))
-        .collect::<Result<Vec<_>, _>>()?;
-    transaction.execute(Commit::Yes)?;
-    Ok(ops
-        .into_iter()
-        .map(|op| {
-            transaction
-                .get(op)
-                .and_then(|row| row.get("v")?.as_i64())
-                .expect("an account row has v")
-        })
-        .collect())
 }
 
 /// Record `k`'s text, or `None` when it is not there (read alone, so a
@@ -287,7 +266,7 @@ fn bank_survives_the_kill_of(victim: u16, name: &'static str) {
                 let (mut before, mut after, mut failures) = (0, 0, 0);
                 while !stop.load(Ordering::Relaxed) {
                     let after_kill = killed.load(Ordering::Relaxed);
-                    match read_balances(&cluster, &accounts) {
+                    match read_balances(&cluster, &accounts, ACCOUNTS) {
                         Ok(balances) => {
                             let sum: i64 = balances.iter().sum();
                             if sum != total || balances.iter().any(|&b| b < 0) {
@@ -407,7 +386,7 @@ fn bank_survives_the_kill_of(victim: u16, name: &'static str) {
             expected[transfer.to as usize] += transfer.amount;
         }
     }
-    let balances = read_balances(&checker, &accounts).expect("the final balances");
+    let balances = read_balances(&checker, &accounts, ACCOUNTS).expect("the final balances");
     assert_eq!(
         balances, expected,
         "balances agree with the transfers that committed"

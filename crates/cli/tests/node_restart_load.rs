@@ -31,8 +31,8 @@ mod common;
 
 use client::{ClientError, Cluster, Commit, ErrorCode, LockMode, Value};
 use common::{
-    acct_definition, create_table, data_node, key, kv_definition, send_signal, started_pid,
-    wait_started_again, ClusterOptions, TestCluster,
+    acct_definition, create_table, data_node, key, kv_definition, read_balances, send_signal,
+    started_pid, wait_started_again, ClusterOptions, TestCluster,
 };
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -283,7 +283,7 @@ impl Worker {
         let accounts = self.cluster.table("acct").expect("acct");
         let total = OPENING_BALANCE * i64::from(ACCOUNTS);
         while !self.stopped() {
-            match read_balances(&self.cluster, &accounts) {
+            match read_balances(&self.cluster, &accounts, ACCOUNTS) {
                 Ok(balances) => {
                     let sum: i64 = balances.iter().sum();
                     if sum != total || balances.iter().any(|&balance| balance < 0) {
@@ -381,27 +381,6 @@ impl Worker {
     }
 }
 
-/// Every balance, read under shared locks in one transaction.
-fn read_balances(
-    cluster: &Cluster,
-    accounts: &Arc<client::Table>,
-) -> Result<Vec<i64>, ClientError> {
-    let mut transaction = cluster.transaction();
-    let ops = (0..ACCOUNTS)
-        .map(|k| transaction.read(accounts, &key(k), LockMode::Shared))
-        .collect::<Result<Vec<_>, _>>()?;
-    transaction.execute(Commit::Yes)?;
-    Ok(ops
-        .into_iter()
-        .map(|op| {
-            transaction
-                .get(op)
-                .and_then(|row| row.get("v")?.as_i64())
-                .expect("an account row has v")
-        })
-        .collect())
-}
-
 /// Runs `attempt` until it succeeds, retrying temporary errors.
 fn settled<T>(what: &str, mut attempt: impl FnMut() -> Result<T, ClientError>) -> T {
     let deadline = Instant::now() + PROGRESS_DEADLINE;
@@ -421,7 +400,9 @@ fn settled<T>(what: &str, mut attempt: impl FnMut() -> Result<T, ClientError>) -
 fn check_final_state(cluster: &TestCluster, keys: &[(u64, KeyState)]) {
     let client = cluster.connect();
     let accounts = client.table("acct").expect("acct");
-    let balances = settled("reading the balances", || read_balances(&client, &accounts));
+    let balances = settled("reading the balances", || {
+        read_balances(&client, &accounts, ACCOUNTS)
+    });
     assert_eq!(
         balances.iter().sum::<i64>(),
         OPENING_BALANCE * i64::from(ACCOUNTS),

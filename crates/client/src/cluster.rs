@@ -445,10 +445,7 @@ impl Cluster {
     /// # Ok::<(), client::ClientError>(())
     /// ```
     pub fn data_nodes(&self) -> Vec<NodeId> {
-        self.connections
-            .iter()
-            .map(|slot| slot.get().node())
-            .collect()
+        self.connections.iter().map(NodeSlot::node).collect()
     }
 
     /// The options the cluster was connected with.
@@ -743,9 +740,7 @@ impl Cluster {
     }
 
     pub(crate) fn connection_index(&self, node: NodeId) -> Option<usize> {
-        self.connections
-            .iter()
-            .position(|slot| slot.with(NodeConnection::node) == node)
+        self.connections.iter().position(|slot| slot.node() == node)
     }
 
     /// The connection now in slot `index` (it may be lost).

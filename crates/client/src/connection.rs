@@ -209,21 +209,8 @@ impl NodeConnection {
             node: Arc::clone(&node),
         };
         let link = transport.open(addr, deadline, inbound)?;
-        let mut connection = NodeConnection {
-            addr: addr.to_string(),
-            tc_instances: 1,
-            node,
-            api_node,
-            token,
-            incarnation,
-            sequence: Mutex::new(0),
-            dispatch,
-            heartbeat: HeartbeatSettings::default(),
-            sent: AtomicBool::new(false),
-            silent: AtomicU32::new(0),
-            heartbeats_sent: AtomicU32::new(0),
-            link,
-        };
+        let mut connection =
+            NodeConnection::assembled(addr, node, (api_node, token, incarnation), dispatch, link);
         let conf = connection.register(clock, deadline, retry_interval, started_at)?;
         connection.tc_instances = conf.tc_instances.max(1);
         connection.heartbeat = HeartbeatSettings {
@@ -246,20 +233,36 @@ impl NodeConnection {
     ) -> NodeConnection {
         let dispatch = Arc::new(Dispatch::new());
         dispatch.close(reason);
+        let node = Arc::new(AtomicU16::new(node.0));
+        let mut connection =
+            NodeConnection::assembled(addr, node, (api_node, token, 0), dispatch, Box::new(NoLink));
+        connection.tc_instances = tc_instances.max(1);
+        connection
+    }
+
+    /// A connection over `link`, as API node `api_node` with `token` in
+    /// `incarnation`, before registration tells it the node's settings.
+    fn assembled(
+        addr: &str,
+        node: Arc<AtomicU16>,
+        (api_node, token, incarnation): (NodeId, ApiToken, u32),
+        dispatch: Arc<Dispatch>,
+        link: Box<dyn Link>,
+    ) -> NodeConnection {
         NodeConnection {
             addr: addr.to_string(),
-            tc_instances: tc_instances.max(1),
-            node: Arc::new(AtomicU16::new(node.0)),
+            tc_instances: 1,
+            node,
             api_node,
             token,
-            incarnation: 0,
+            incarnation,
             sequence: Mutex::new(0),
             dispatch,
             heartbeat: HeartbeatSettings::default(),
             sent: AtomicBool::new(false),
             silent: AtomicU32::new(0),
             heartbeats_sent: AtomicU32::new(0),
-            link: Box::new(NoLink),
+            link,
         }
     }
 

@@ -35,14 +35,24 @@ const ATTEMPT: Duration = Duration::from_secs(1);
 
 /// The current connection to one data node.
 pub(crate) struct NodeSlot {
+    /// The node, the same for every connection the slot holds (a new one
+    /// is opened to the node the old one reached).
+    node: NodeId,
     current: Mutex<Arc<NodeConnection>>,
 }
 
 impl NodeSlot {
     pub(crate) fn new(connection: NodeConnection) -> NodeSlot {
         NodeSlot {
+            node: connection.node(),
             current: Mutex::new(Arc::new(connection)),
         }
+    }
+
+    /// The data node (without taking the lock: routing looks it up on
+    /// every transaction started on a node).
+    pub(crate) fn node(&self) -> NodeId {
+        self.node
     }
 
     /// The connection now in the slot (it may be lost).

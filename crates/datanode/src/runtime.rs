@@ -44,8 +44,6 @@ pub struct NodeOptions {
     pub secret_file: Option<PathBuf>,
 }
 
-static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
-
 /// A restart mgmd asked for (`node N restart`): 0 none, else the exit
 /// code that tells the angel to start the node again
 /// ([`RESTART_EXIT_CODE`], [`RESTART_INITIAL_EXIT_CODE`]).
@@ -72,24 +70,6 @@ pub const STOPPED_EXIT_CODE: i32 = 6;
 /// it again).
 fn under_angel() -> bool {
     std::env::var_os("TESSERA_ANGEL_CHILD").is_some()
-}
-
-extern "C" fn request_stop(_signal: libc::c_int) {
-    STOP_REQUESTED.store(true, Ordering::SeqCst);
-}
-
-fn install_stop_handlers() {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(
-            libc::SIGTERM,
-            request_stop as *const () as libc::sighandler_t,
-        );
-        libc::signal(
-            libc::SIGINT,
-            request_stop as *const () as libc::sighandler_t,
-        );
-    }
 }
 
 /// How long a node waits for mgmd to notice that the previous process of
@@ -201,7 +181,7 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
         )
     })?;
     kernel::faults::arm_from_environment().map_err(|error| format!("node {node}: {error}"))?;
-    install_stop_handlers();
+    stdx::stop::on_signals();
     if options.initial {
         crate::io::wipe_node_files(&node_config.data_dir)
             .map_err(|error| format!("node {node}: --initial: {error}"))?;
@@ -237,7 +217,7 @@ pub fn run(options: NodeOptions) -> Result<(), String> {
         move || status.to_json(),
         move |command| command_from_mgmd(node, command),
     );
-    while !STOP_REQUESTED.load(Ordering::SeqCst) {
+    while !stdx::stop::requested() {
         std::thread::sleep(Duration::from_millis(100));
     }
     eprintln!("tessera node {node}: stopping");
@@ -282,7 +262,7 @@ fn command_from_mgmd(node: NodeId, command: &serde_json::Value) {
         if under_angel() {
             RESTART_REQUESTED.store(STOPPED_EXIT_CODE as u32, Ordering::SeqCst);
         }
-        STOP_REQUESTED.store(true, Ordering::SeqCst);
+        stdx::stop::request();
         return;
     }
     if command.get("cmd").and_then(serde_json::Value::as_str) != Some("restart") {
@@ -303,7 +283,7 @@ fn command_from_mgmd(node: NodeId, command: &serde_json::Value) {
         if initial { " with --initial" } else { "" }
     );
     RESTART_REQUESTED.store(code as u32, Ordering::SeqCst);
-    STOP_REQUESTED.store(true, Ordering::SeqCst);
+    stdx::stop::request();
 }
 
 /// A fault command from mgmd: `{"cmd": "fault", "point": NAME}` arms that

@@ -68,43 +68,34 @@ pub fn run_command_watching(
             let response = MgmClient::connect(addr)?.arm_fault(id, &point, delay_ms)?;
             (response, |_: &Value| "fault point armed".to_string())
         }
-        ["node", id, "restart", flags @ ..] if flags.is_empty() || flags == ["--initial"] => {
-            let unknown = || MgmdError::UnknownCommand(command.trim().to_owned());
-            let id: u16 = id.parse().map_err(|_| unknown())?;
-            let initial = !flags.is_empty();
-            let mut response = MgmClient::connect(addr)?.restart_node(id, initial)?;
-            if wait {
-                wait_restarted(addr, id, &response, watch)?;
-            }
-            response["node_id"] = id.into();
-            response["waited"] = wait.into();
-            (response, format_restart)
-        }
-        ["node", id, "stop"] => {
+        ["node", id, action @ ("restart" | "stop" | "start"), flags @ ..]
+            if flags.is_empty() || (*action == "restart" && flags == ["--initial"]) =>
+        {
             let id: u16 = id
                 .parse()
                 .map_err(|_| MgmdError::UnknownCommand(command.trim().to_owned()))?;
-            let mut response = MgmClient::connect(addr)?.stop_node(id)?;
-            if wait {
+            let mut mgm = MgmClient::connect(addr)?;
+            let (mut response, format): (Value, fn(&Value) -> String) = match *action {
+                "restart" => (mgm.restart_node(id, !flags.is_empty())?, |response| {
+                    format_node_action(response, "restarted")
+                }),
+                "stop" => (mgm.stop_node(id)?, |response| {
+                    format_node_action(response, "stopped")
+                }),
+                _ => (mgm.start_node(id)?, |response| {
+                    format_node_action(response, "started")
+                }),
+            };
+            if wait && *action == "stop" {
                 wait_until(addr, id, "stopped", watch, |node| {
                     node["state"] == "stopped"
                 })?;
-            }
-            response["node_id"] = id.into();
-            response["waited"] = wait.into();
-            (response, format_stop)
-        }
-        ["node", id, "start"] => {
-            let id: u16 = id
-                .parse()
-                .map_err(|_| MgmdError::UnknownCommand(command.trim().to_owned()))?;
-            let mut response = MgmClient::connect(addr)?.start_node(id)?;
-            if wait {
+            } else if wait {
                 wait_restarted(addr, id, &response, watch)?;
             }
             response["node_id"] = id.into();
             response["waited"] = wait.into();
-            (response, format_start)
+            (response, format)
         }
         ["all", "restart"] => {
             // Rolling: one node at a time, each started again before the
@@ -190,30 +181,14 @@ fn wait_until(
     }
 }
 
-fn format_restart(response: &Value) -> String {
+/// `Node N: restarted` once done (`--wait`), `Node N: is being
+/// restarted` before.
+fn format_node_action(response: &Value, done: &str) -> String {
     let id = plain(&response["node_id"]);
     if response["waited"] == true {
-        format!("Node {id}: restarted")
+        format!("Node {id}: {done}")
     } else {
-        format!("Node {id}: is being restarted")
-    }
-}
-
-fn format_stop(response: &Value) -> String {
-    let id = plain(&response["node_id"]);
-    if response["waited"] == true {
-        format!("Node {id}: stopped")
-    } else {
-        format!("Node {id}: is being stopped")
-    }
-}
-
-fn format_start(response: &Value) -> String {
-    let id = plain(&response["node_id"]);
-    if response["waited"] == true {
-        format!("Node {id}: started")
-    } else {
-        format!("Node {id}: is being started")
+        format!("Node {id}: is being {done}")
     }
 }
 

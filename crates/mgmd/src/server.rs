@@ -288,6 +288,31 @@ impl State {
     fn data_node(&mut self, id: u16) -> Option<&mut DataNodeState> {
         self.data_nodes.iter_mut().find(|n| n.id == id)
     }
+
+    /// Data node `id`'s node group, and whether another node of it is
+    /// started (`None`: no such data node).
+    fn group_of(&self, id: u16) -> Option<(u32, bool)> {
+        let group = self.data_nodes.iter().find(|node| node.id == id)?.group;
+        let others_started = self
+            .data_nodes
+            .iter()
+            .filter(|other| other.group == group && other.id != id)
+            .any(|other| node_state(other) == "started");
+        Some((group, others_started))
+    }
+}
+
+/// Passes `command` down data node `id`'s session; on success logs
+/// `done` and answers with `answer`.
+fn send_to_node(writer: &Writer, id: u16, command: &Value, done: &str, answer: Value) -> Value {
+    let mut stream = writer.lock().unwrap_or_else(PoisonError::into_inner);
+    match wire::write_line(&mut *stream, command).and_then(|()| stream.flush()) {
+        Ok(()) => {
+            eprintln!("mgmd: {done}");
+            answer
+        }
+        Err(source) => error(format!("cannot reach data node {id}: {source}")),
+    }
 }
 
 struct DataNodeState {
@@ -1069,24 +1094,16 @@ fn report_threads(shared: &Shared) -> Value {
 /// with the node's start count before the restart, which a waiting
 /// client watches rise.
 fn restart_node(shared: &Shared, request: &Map<String, Value>) -> Value {
-    let Some(id) = request
-        .get("node_id")
-        .and_then(Value::as_u64)
-        .and_then(|id| u16::try_from(id).ok())
-    else {
-        return error("restart_node needs \"node_id\", a data node's id");
+    let id = match requested_node(request, "restart_node") {
+        Ok(id) => id,
+        Err(refusal) => return refusal,
     };
     let initial = request.get("initial").and_then(Value::as_bool) == Some(true);
     let (writer, start_count) = {
         let mut state = shared.lock();
-        let Some(group) = state.data_node(id).map(|node| node.group) else {
+        let Some((group, others_started)) = state.group_of(id) else {
             return error(format!("node id {id} is not a data node in the config"));
         };
-        let others_started = state
-            .data_nodes
-            .iter()
-            .filter(|other| other.group == group && other.id != id)
-            .any(|other| node_state(other) == "started");
         let node = state.data_node(id).expect("checked above");
         let Some(session) = &node.session else {
             return error(format!("data node {id} is not connected"));
@@ -1113,17 +1130,10 @@ fn restart_node(shared: &Shared, request: &Map<String, Value>) -> Value {
         (Arc::clone(&session.writer), node.start_count)
     };
     let command = json!({ "cmd": "restart", "initial": initial });
-    let mut stream = writer.lock().unwrap_or_else(PoisonError::into_inner);
-    match wire::write_line(&mut *stream, &command).and_then(|()| stream.flush()) {
-        Ok(()) => {
-            eprintln!(
-                "mgmd: data node {id} asked to restart{}",
-                if initial { " --initial" } else { "" }
-            );
-            json!({ "ok": true, "start_count": start_count })
-        }
-        Err(source) => error(format!("cannot reach data node {id}: {source}")),
-    }
+    let flag = if initial { " --initial" } else { "" };
+    let done = format!("data node {id} asked to restart{flag}");
+    let answer = json!({ "ok": true, "start_count": start_count });
+    send_to_node(&writer, id, &command, &done, answer)
 }
 
 /// The data node id a request names in `node_id`.
@@ -1151,14 +1161,9 @@ fn stop_node(shared: &Shared, request: &Map<String, Value>) -> Value {
     };
     let (writer, start_count) = {
         let mut state = shared.lock();
-        let Some(group) = state.data_node(id).map(|node| node.group) else {
+        let Some((group, others_started)) = state.group_of(id) else {
             return error(format!("node id {id} is not a data node in the config"));
         };
-        let others_started = state
-            .data_nodes
-            .iter()
-            .filter(|other| other.group == group && other.id != id)
-            .any(|other| node_state(other) == "started");
         let node = state.data_node(id).expect("checked above");
         let Some(session) = &node.session else {
             return error(format!(
@@ -1177,14 +1182,9 @@ fn stop_node(shared: &Shared, request: &Map<String, Value>) -> Value {
         (writer, node.start_count)
     };
     let command = json!({ "cmd": "stop" });
-    let mut stream = writer.lock().unwrap_or_else(PoisonError::into_inner);
-    match wire::write_line(&mut *stream, &command).and_then(|()| stream.flush()) {
-        Ok(()) => {
-            eprintln!("mgmd: data node {id} asked to stop");
-            json!({ "ok": true, "start_count": start_count })
-        }
-        Err(source) => error(format!("cannot reach data node {id}: {source}")),
-    }
+    let done = format!("data node {id} asked to stop");
+    let answer = json!({ "ok": true, "start_count": start_count });
+    send_to_node(&writer, id, &command, &done, answer)
 }
 
 /// `start_node`: starts a node `stop_node` stopped, through its angel,
@@ -1241,12 +1241,9 @@ fn angel_wait(shared: &Shared, request: &Map<String, Value>) -> Value {
 /// `fault`: arms a fault point on a data node (tests): the command goes
 /// down the node's session, which checks the point's name itself.
 fn fault(shared: &Shared, request: &Map<String, Value>) -> Value {
-    let Some(id) = request
-        .get("node_id")
-        .and_then(Value::as_u64)
-        .and_then(|id| u16::try_from(id).ok())
-    else {
-        return error("fault needs \"node_id\", a data node's id");
+    let id = match requested_node(request, "fault") {
+        Ok(id) => id,
+        Err(refusal) => return refusal,
     };
     let Some(name) = request.get("point").and_then(Value::as_str) else {
         return error("fault needs \"point\", the fault point's name");
@@ -1282,14 +1279,8 @@ fn fault(shared: &Shared, request: &Map<String, Value>) -> Value {
         command["delay_ms"] = json!(ms);
     }
     let action = delay_ms.map_or("crash".to_string(), |ms| format!("delay {ms} ms"));
-    let mut stream = writer.lock().unwrap_or_else(PoisonError::into_inner);
-    match wire::write_line(&mut *stream, &command).and_then(|()| stream.flush()) {
-        Ok(()) => {
-            eprintln!("mgmd: fault point {point} armed on data node {id} ({action})");
-            json!({ "ok": true })
-        }
-        Err(source) => error(format!("cannot reach data node {id}: {source}")),
-    }
+    let done = format!("fault point {point} armed on data node {id} ({action})");
+    send_to_node(&writer, id, &command, &done, json!({ "ok": true }))
 }
 
 fn report_checkpoints(shared: &Shared) -> Value {

@@ -1,8 +1,8 @@
 //! stdx: small helpers every Tessera crate may use and that know nothing of
 //! databases: a counting allocator (to prove hot paths never allocate), a
 //! fixed-capacity hash map for pools sized at start, integer mixing, and
-//! CRC-32C for short inputs, a cache prefetch hint, and a TCP connect from
-//! a chosen local address.
+//! CRC-32C for short inputs, a cache prefetch hint, a TCP connect from
+//! a chosen local address, and a process's stop request (SIGTERM, SIGINT).
 //!
 //! Architecture invariant: `stdx` depends on no other Tessera crate.
 
@@ -12,5 +12,6 @@ pub mod fixed_map;
 pub mod mix;
 pub mod net;
 pub mod prefetch;
+pub mod stop;
 
 pub use fixed_map::FixedMap;

@@ -35,9 +35,14 @@ pub(crate) const ARBITRATION: crate::ArbitrationSettings = crate::ArbitrationSet
 
 /// The membership of a one-node cluster (node 2, so its own president).
 fn membership() -> Membership {
+    membership_with_tcs(1)
+}
+
+/// The same, the node running `tc_instances` tcs.
+fn membership_with_tcs(tc_instances: u16) -> Membership {
     Membership::new(MembershipConfig {
         address: MEMBERSHIP,
-        tc_instances: 1,
+        tc_instances,
         ldm_instances: 2,
         data_nodes: vec![(NODE, 0)],
         heartbeat_interval_ms: HEARTBEAT_MS,
@@ -1064,19 +1069,7 @@ fn an_up_to_date_node_installs_the_membership_without_the_stale_ones() {
 fn a_graceful_stop_waits_for_every_tc_or_the_limit() {
     let io = BlockRef::new(NODE, BlockKind::Io, 0);
     let tc1 = BlockRef::new(NODE, BlockKind::Tc, 1);
-    let two_tcs = || {
-        Membership::new(MembershipConfig {
-            address: MEMBERSHIP,
-            tc_instances: 2,
-            ldm_instances: 2,
-            data_nodes: vec![(NODE, 0)],
-            heartbeat_interval_ms: HEARTBEAT_MS,
-            heartbeat_missed: HEARTBEAT_MISSED,
-            api_heartbeat_missed: API_HEARTBEAT_MISSED,
-            arbitration: ARBITRATION,
-            joining: false,
-        })
-    };
+    let two_tcs = || membership_with_tcs(2);
     let limit = delayed_line(
         MEMBERSHIP,
         MEMBERSHIP,

@@ -1165,6 +1165,29 @@ pub const OBSERVE: Duration = Duration::from_millis(500);
 /// Upper bound for any answer.
 pub const ANSWER: Duration = Duration::from_secs(60);
 
+/// Every balance of `acct` rows 0..`count`, read under shared locks in
+/// one transaction.
+pub fn read_balances(
+    cluster: &Cluster,
+    accounts: &Arc<Table>,
+    count: u32,
+) -> Result<Vec<i64>, ClientError> {
+    let mut transaction = cluster.transaction();
+    let ops = (0..count)
+        .map(|k| transaction.read(accounts, &key(k), LockMode::Shared))
+        .collect::<Result<Vec<_>, _>>()?;
+    transaction.execute(Commit::Yes)?;
+    Ok(ops
+        .into_iter()
+        .map(|op| {
+            transaction
+                .get(op)
+                .and_then(|row| row.get("v")?.as_i64())
+                .expect("an account row has v")
+        })
+        .collect())
+}
+
 /// `acct`: k INT UNSIGNED key, v BIGINT NOT NULL.
 pub fn acct_definition() -> TableDef {
     keyed_definition(
