@@ -51,6 +51,11 @@ pub struct MgmdConfig {
     /// (docs/design/failures.md §4). 0 disables arbitration: such a side
     /// shuts down, always (never two sides serving).
     pub arbitration_rank: u8,
+    /// Key `data_dir`, optional: where mgmd keeps what it must remember
+    /// across its own restarts (each data node's start count, its
+    /// arbitration grants). Relative to the config file's directory, as
+    /// data nodes' are; absent: that directory itself.
+    pub data_dir: Option<PathBuf>,
 }
 
 /// `[cluster]`: settings every data node must agree on.
@@ -255,7 +260,7 @@ impl ClusterConfig {
 }
 
 const ROOT_KEYS: &[&str] = &["mgmd", "cluster", "threads", "data_node"];
-const MGMD_KEYS: &[&str] = &["node_id", "host", "port", "arbitration_rank"];
+const MGMD_KEYS: &[&str] = &["node_id", "host", "port", "arbitration_rank", "data_dir"];
 const CLUSTER_KEYS: &[&str] = &[
     "replicas",
     "data_memory",
@@ -303,7 +308,8 @@ fn parse(
     let mgmd_value = root
         .get("mgmd")
         .ok_or_else(|| ctx.error("mgmd", None, "missing required table [mgmd]"))?;
-    let (mgmd, mgmd_lines) = parse_mgmd(&Table::new(&ctx, "mgmd", mgmd_value, MGMD_KEYS)?)?;
+    let (mgmd, mgmd_lines) =
+        parse_mgmd(&Table::new(&ctx, "mgmd", mgmd_value, MGMD_KEYS)?, base_dir)?;
 
     let (cluster, cluster_lines) = match root.get("cluster") {
         Some(v) => parse_cluster(&Table::new(&ctx, "cluster", v, CLUSTER_KEYS)?, base_dir)?,
@@ -422,7 +428,10 @@ struct MgmdLines {
     port: usize,
 }
 
-fn parse_mgmd(t: &Table<'_>) -> Result<(MgmdConfig, MgmdLines), ConfigError> {
+fn parse_mgmd(
+    t: &Table<'_>,
+    base_dir: Option<&Path>,
+) -> Result<(MgmdConfig, MgmdLines), ConfigError> {
     let node_id = t
         .integer::<u16>("node_id", 1, NODE_ID_MAX)
         .map_err(api_id_hint)?;
@@ -431,12 +440,20 @@ fn parse_mgmd(t: &Table<'_>) -> Result<(MgmdConfig, MgmdLines), ConfigError> {
         .integer::<u16>("port", 1, PORT_MAX)?
         .ok_or_else(|| t.missing("port"))?;
     let arbitration_rank = t.integer::<u8>("arbitration_rank", 0, 1)?;
+    let data_dir = t.string("data_dir")?.map(|dir| {
+        let dir = PathBuf::from(dir.value);
+        match base_dir {
+            Some(base) if dir.is_relative() => base.join(dir),
+            _ => dir,
+        }
+    });
     Ok((
         MgmdConfig {
             node_id: node_id.map_or(1, |n| n.value),
             host: host.value.to_owned(),
             port: port.value,
             arbitration_rank: arbitration_rank.map_or(1, |n| n.value),
+            data_dir,
         },
         MgmdLines {
             node_id: node_id.map(|n| n.line),

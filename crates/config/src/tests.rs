@@ -47,6 +47,7 @@ fn minimal_file_gets_defaults() {
             host: "127.0.0.1".into(),
             port: 11860,
             arbitration_rank: 1,
+            data_dir: None,
         }
     );
     assert_eq!(c.cluster, ClusterSettings::default());
@@ -205,6 +206,7 @@ fn example_file_parses() {
             host: "127.0.0.1".into(),
             port: 11860,
             arbitration_rank: 1,
+            data_dir: None,
         }
     );
     assert_eq!(

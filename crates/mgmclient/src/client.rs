@@ -347,6 +347,7 @@ pub fn mac_to_hex(mac: &[u8; 32]) -> String {
 pub struct DataNodeSession {
     conn: Conn,
     node_id: u16,
+    pid: u32,
     start_count: u64,
     config_dir: Option<PathBuf>,
     /// Another data node was started (serving) when this one registered.
@@ -386,6 +387,7 @@ impl DataNodeSession {
             DataNodeSession {
                 conn,
                 node_id,
+                pid,
                 start_count,
                 config_dir,
                 cluster_running,
@@ -430,8 +432,9 @@ impl DataNodeSession {
     }
 
     /// Spawns a thread that pushes `status()` every `period` and at once on
-    /// each refresh; ends quietly when mgmd goes away (the data node keeps
-    /// running without it).
+    /// each refresh. When mgmd goes away the data node runs on without it,
+    /// and the thread registers again every second, keeping the node's
+    /// start count, until an mgmd (restarted, or reachable again) takes it.
     pub fn spawn_status_pusher(
         self,
         period: Duration,
@@ -475,7 +478,8 @@ impl DataNodeSession {
             if Instant::now() >= next_push {
                 let message = json!({ "req": "status", "status": status() });
                 if wire::write_line(&mut self.conn.writer, &message).is_err() {
-                    return;
+                    self.reattach();
+                    continue;
                 }
                 next_push = Instant::now() + period;
             }
@@ -489,7 +493,8 @@ impl DataNodeSession {
                 .set_read_timeout(Some(wait))
                 .is_err()
             {
-                return;
+                self.reattach();
+                continue;
             }
             match wire::read_line(&mut self.conn.reader, &mut line, wire::MAX_LINE_BYTES) {
                 Ok(LineRead::Complete) => {
@@ -515,7 +520,34 @@ impl DataNodeSession {
                         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                     ) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Ok(LineRead::Eof) | Ok(LineRead::TooLong) | Err(_) => return,
+                Ok(LineRead::Eof) | Ok(LineRead::TooLong) | Err(_) => {
+                    self.reattach();
+                    line.clear();
+                    next_push = Instant::now();
+                }
+            }
+        }
+    }
+
+    /// After the session broke: registers again every second, with the
+    /// start count the node runs with (`register_data_node` with
+    /// `start_count`: no new start is counted), until mgmd takes it.
+    fn reattach(&mut self) {
+        const EVERY: Duration = Duration::from_secs(1);
+        loop {
+            std::thread::sleep(EVERY);
+            let Ok(mut conn) = Conn::connect(&self.conn.addr) else {
+                continue;
+            };
+            let request = json!({
+                "req": "register_data_node",
+                "node_id": self.node_id,
+                "pid": self.pid,
+                "start_count": self.start_count,
+            });
+            if conn.request(&request).is_ok() {
+                self.conn = conn;
+                return;
             }
         }
     }

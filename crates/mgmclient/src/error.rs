@@ -26,6 +26,10 @@ pub enum MgmdError {
     /// mgmd has no usable cluster secret (none named, unreadable, too
     /// short): it cannot issue API tokens, so it does not start.
     Secret(String),
+    /// mgmd cannot read or keep its state file (the data nodes' start
+    /// counts and its arbitration grants): it does not start on a state
+    /// it cannot trust.
+    State(String),
 }
 
 /// Commands `mgm::run_command` understands, for error messages and help.
@@ -63,6 +67,7 @@ impl fmt::Display for MgmdError {
                 KNOWN_COMMANDS.join(", ")
             ),
             MgmdError::Secret(message) => write!(f, "{message}"),
+            MgmdError::State(message) => write!(f, "mgmd's state: {message}"),
         }
     }
 }

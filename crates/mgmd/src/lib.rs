@@ -5,6 +5,7 @@
 //! The clients and the protocol's framing live in crate `mgmclient`
 //! (re-exported here, so the server's users need one crate).
 
+mod persist;
 mod server;
 
 pub use mgmclient::{client, mgm, wire, MgmdError, KNOWN_COMMANDS, MAX_LINE_BYTES};

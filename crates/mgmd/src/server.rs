@@ -39,6 +39,7 @@ use config::ClusterConfig;
 use serde_json::{json, Map, Value};
 use signal::{NodeId, NodeSet, NODE_SET_MAX};
 
+use crate::persist::{GrantRecord, Remembered, StateFile};
 use mgmclient::wire::{self, LineRead, MAX_LINE_BYTES};
 use mgmclient::MgmdError;
 
@@ -56,6 +57,9 @@ pub const MAX_CONNECTIONS: usize = 512;
 const FIRST_LINE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Arbitration grants kept (see [`Grants`]).
 const MAX_GRANTS: usize = 1024;
+/// A data node session silent this long ends: the node died or was cut
+/// off (it pushes a status every 250 ms).
+const DATA_NODE_SILENCE: Duration = Duration::from_secs(10);
 
 /// Options for `start_server_with`.
 #[derive(Debug, Clone, Default)]
@@ -75,6 +79,13 @@ pub struct ServerOptions {
     /// config's `secret_file` then need not exist); without it, mgmd reads
     /// the file the config names and does not start if it names none.
     pub secret: Option<ClusterSecret>,
+    /// Where mgmd remembers the data nodes' start counts and its
+    /// arbitration grants across its own restarts (`persist`); `None`:
+    /// in memory only (a server built in-process by a test).
+    pub state_dir: Option<PathBuf>,
+    /// How long a data node session may stay silent before it ends
+    /// (default 10 s; a node pushes its status every 250 ms).
+    pub data_node_silence: Option<Duration>,
 }
 
 /// A running server. Dropping it (or `shutdown`) stops it.
@@ -153,8 +164,14 @@ pub fn run_server(config_path: &Path) -> Result<(), MgmdError> {
         &config_path.display().to_string(),
         &config_dir,
     )?;
+    let state_dir = config
+        .mgmd
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| config_dir.clone());
     let options = ServerOptions {
         config_dir: Some(config_dir),
+        state_dir: Some(state_dir),
         ..ServerOptions::default()
     };
     let handle = start_server_with(config, text, options)?;
@@ -190,6 +207,38 @@ pub fn start_server_with(
     let listener = TcpListener::bind(&addrs[..]).map_err(bind_error)?;
     let local_addr = listener.local_addr().map_err(bind_error)?;
 
+    let state_file = options
+        .state_dir
+        .as_deref()
+        .map(|dir| StateFile::in_dir(dir, config.mgmd.node_id))
+        .transpose()
+        .map_err(MgmdError::State)?;
+    let remembered = match &state_file {
+        Some(file) => {
+            let remembered = file.load().map_err(MgmdError::State)?;
+            eprintln!(
+                "mgmd: remembering data node start counts and arbitration grants in {}",
+                file.path().display()
+            );
+            remembered
+        }
+        None => Remembered::default(),
+    };
+    let mut grants = Grants::default();
+    for grant in &remembered.grants {
+        let set = |ids: &[u16]| {
+            let mut set = NodeSet::EMPTY;
+            for &id in ids {
+                set.insert(NodeId(id));
+            }
+            set
+        };
+        grants.granted.push_back(Grant {
+            membership_id: grant.membership_id,
+            before: set(&grant.before),
+            side: set(&grant.side),
+        });
+    }
     let data_nodes = config
         .data_nodes
         .iter()
@@ -198,7 +247,7 @@ pub fn start_server_with(
             group: n.node_group,
             host: n.host.clone(),
             session: None,
-            start_count: 0,
+            start_count: remembered.start_counts.get(&n.id).copied().unwrap_or(0),
             status: None,
             status_seq: 0,
             ended: None,
@@ -214,6 +263,7 @@ pub fn start_server_with(
         config_dir: options.config_dir,
         max_connections: options.max_connections.unwrap_or(MAX_CONNECTIONS),
         first_line_timeout: options.first_line_timeout.unwrap_or(FIRST_LINE_TIMEOUT),
+        data_node_silence: options.data_node_silence.unwrap_or(DATA_NODE_SILENCE),
         state: Mutex::new(State {
             data_nodes,
             api_nodes: BTreeMap::new(),
@@ -223,7 +273,9 @@ pub fn start_server_with(
             next_connection: 0,
         }),
         status_changed: Condvar::new(),
-        grants: Mutex::new(Grants::default()),
+        grants: Mutex::new(grants),
+        state_file,
+        remembered: Mutex::new(remembered),
         stopping: AtomicBool::new(false),
     });
     let accept_shared = Arc::clone(&shared);
@@ -254,12 +306,49 @@ struct Shared {
     config_dir: Option<PathBuf>,
     max_connections: usize,
     first_line_timeout: Duration,
+    data_node_silence: Duration,
     state: Mutex<State>,
     /// Signalled whenever a data node pushes a status or its session ends.
     status_changed: Condvar,
     /// The arbitrator's grants; every decision is made under this lock.
     grants: Mutex<Grants>,
+    /// Where start counts and grants are remembered across restarts.
+    state_file: Option<StateFile>,
+    /// What the file holds. Always the innermost lock: taken under
+    /// `state` or `grants`, never the other way.
+    remembered: Mutex<Remembered>,
     stopping: AtomicBool,
+}
+
+impl Shared {
+    /// Records `change` to what mgmd remembers, durably when it has a
+    /// state file; the error says why it could not.
+    fn remember(&self, change: impl FnOnce(&mut Remembered)) -> Result<(), String> {
+        let mut remembered = self
+            .remembered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        change(&mut remembered);
+        match &self.state_file {
+            Some(file) => file.save(&remembered),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Grants {
+    /// The grants as the state file records them.
+    fn records(&self) -> Vec<GrantRecord> {
+        let ids = |set: NodeSet| set.iter().map(|node| node.0).collect();
+        self.granted
+            .iter()
+            .map(|grant| GrantRecord {
+                membership_id: grant.membership_id,
+                before: ids(grant.before),
+                side: ids(grant.side),
+            })
+            .collect()
+    }
 }
 
 impl Shared {
@@ -448,10 +537,24 @@ fn serve_connection(shared: &Shared, stream: TcpStream, mut conn: Connection) {
                         break;
                     }
                 }
+                let was_data_node = conn.data_node.is_some();
                 if let Some(response) = handle_line(shared, &mut conn, &line) {
                     if conn.send(&response).is_err() {
                         break;
                     }
+                }
+                // A data node pushes its status every 250 ms: silence
+                // this long means it died or was cut off, and its
+                // session must end (so that the node, restarted or
+                // back, can register again).
+                if !was_data_node
+                    && conn.data_node.is_some()
+                    && reader
+                        .get_ref()
+                        .set_read_timeout(Some(shared.data_node_silence))
+                        .is_err()
+                {
+                    break;
                 }
             }
             Ok(LineRead::TooLong) => {
@@ -582,6 +685,16 @@ fn register_data_node(
             None => return error("\"pid\" must be a process id (a positive integer)"),
         },
     };
+    // A running node registering again after its session broke (mgmd
+    // restarted, or the link to it was lost) gives the start count it
+    // runs with: it keeps it, no new start is counted.
+    let reattach = match request.get("start_count") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_u64().filter(|&count| count > 0) {
+            Some(count) => Some(count),
+            None => return error("\"start_count\" must be a positive integer"),
+        },
+    };
     if let Some(current) = conn.data_node {
         return error(format!(
             "this connection is already registered as data node {current}"
@@ -599,12 +712,25 @@ fn register_data_node(
         }
     };
     if let Some(session) = &node.session {
-        let pid = session
-            .pid
-            .map_or_else(|| "unknown".to_owned(), |p| p.to_string());
-        return error(format!(
-            "node id {id} is already in use by a running data node (pid {pid})"
-        ));
+        // The same process coming back on a new connection (it saw the
+        // old one break before mgmd did): the old one is over.
+        let same_process = reattach.is_some() && pid.is_some() && session.pid == pid;
+        if !same_process {
+            let pid = session
+                .pid
+                .map_or_else(|| "unknown".to_owned(), |p| p.to_string());
+            return error(format!(
+                "node id {id} is already in use by a running data node (pid {pid})"
+            ));
+        }
+        let _ = session
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .shutdown(Shutdown::Both);
+    }
+    if let Some(count) = reattach {
+        return reattach_data_node(shared, conn, &mut state, id as u16, pid, count);
     }
     // The first data node of a new run of the cluster (every session was
     // closed: a whole-cluster stop or crash). Membership ids start again
@@ -622,6 +748,17 @@ fn register_data_node(
         writer: Arc::clone(&conn.writer),
     });
     node.start_count += 1;
+    let start_count = node.start_count;
+    if let Err(why) = shared.remember(|remembered| {
+        remembered.start_counts.insert(id as u16, start_count);
+    }) {
+        return error(format!(
+            "mgmd cannot record data node {id}'s start (its incarnation): {why}"
+        ));
+    }
+    let node = state
+        .data_node(id as u16)
+        .expect("found above, under the same lock");
     node.status = None;
     node.ended = None;
     node.stop_requested = false;
@@ -649,7 +786,11 @@ fn register_data_node(
     if new_run {
         let cleared = {
             let mut grants = shared.grants.lock().unwrap_or_else(PoisonError::into_inner);
-            std::mem::take(&mut grants.granted).len()
+            let cleared = std::mem::take(&mut grants.granted).len();
+            if let Err(why) = shared.remember(|remembered| remembered.grants.clear()) {
+                eprintln!("mgmd: cannot record that the last run's grants are forgotten: {why}");
+            }
+            cleared
         };
         if cleared > 0 {
             eprintln!(
@@ -659,6 +800,55 @@ fn register_data_node(
         }
     }
     answer
+}
+
+/// `register_data_node` with `start_count`: a running data node's new
+/// session (it lost the last one: mgmd restarted, or the link broke).
+/// It keeps its start count (mgmd takes it if higher than its own:
+/// counts only rise), it is not a new run of the cluster, and its next
+/// status push says where it is.
+fn reattach_data_node(
+    shared: &Shared,
+    conn: &mut Connection,
+    state: &mut State,
+    id: u16,
+    pid: Option<u32>,
+    count: u64,
+) -> Value {
+    let node = state.data_node(id).expect("the caller found it");
+    if count > node.start_count {
+        node.start_count = count;
+        if let Err(why) = shared.remember(|remembered| {
+            remembered.start_counts.insert(id, count);
+        }) {
+            return error(format!(
+                "mgmd cannot record data node {id}'s start count: {why}"
+            ));
+        }
+    }
+    let node = state.data_node(id).expect("the caller found it");
+    node.session = Some(Session {
+        connection: conn.id,
+        pid,
+        writer: Arc::clone(&conn.writer),
+    });
+    node.status = None;
+    node.ended = None;
+    node.stop_requested = false;
+    node.start_requested = false;
+    node.angel_waited_at = None;
+    conn.data_node = Some(id);
+    eprintln!("mgmd: data node {id} (start count {count}) is back on a new session");
+    let cluster_running = state
+        .data_nodes
+        .iter()
+        .any(|other| other.id != id && other.session.is_some() && node_state(other) == "started");
+    json!({
+        "ok": true,
+        "node_id": id,
+        "start_count": count,
+        "cluster_running": cluster_running,
+    })
 }
 
 fn status(shared: &Shared, conn: &Connection, request: &Map<String, Value>) -> Result<(), String> {
@@ -881,11 +1071,30 @@ fn arbitrate(shared: &Shared, request: &Map<String, Value>) -> Value {
             "reason": "mgmd is not the arbitrator: arbitration_rank = 0 in its config",
         });
     }
-    let decision = shared
-        .grants
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .decide(membership_id, before, side);
+    let decision = {
+        let mut grants = shared.grants.lock().unwrap_or_else(PoisonError::into_inner);
+        let decision = grants.decide(membership_id, before, side);
+        // A first grant is on disk before it is answered: an mgmd
+        // restarted between two halves' requests must refuse the second.
+        let records = grants.records();
+        match decision {
+            Decision::First => match shared.remember(|remembered| remembered.grants = records) {
+                Ok(()) => decision,
+                Err(why) => {
+                    eprintln!(
+                        "mgmd: arbitration: {membership_id}: refused side {side}: the grant \
+                         cannot be recorded: {why}"
+                    );
+                    return json!({
+                        "ok": true,
+                        "granted": false,
+                        "reason": format!("mgmd cannot record the grant: {why}"),
+                    });
+                }
+            },
+            _ => decision,
+        }
+    };
     let (granted, reason, log) = match decision {
         Decision::First => (
             true,

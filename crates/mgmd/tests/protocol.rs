@@ -4,6 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -480,14 +481,29 @@ fn an_unknown_request_lists_the_known_ones() {
     );
 }
 
+/// mgmd restarting does not lose a running data node: its status pusher
+/// registers again with the new mgmd, keeping its start count, and
+/// pushes on.
 #[test]
-fn status_pusher_ends_when_mgmd_goes_away() {
+fn the_status_pusher_comes_back_to_a_restarted_mgmd() {
     let (server, addr) = start();
     let (session, _) = DataNodeSession::register(&addr, 2, 1).expect("register");
-    let pusher =
+    let _pusher =
         session.spawn_status_pusher(Duration::from_millis(20), || json!({"state": "started"}));
     server.shutdown();
-    pusher.join().expect("pusher thread ends without panicking");
+    let config = ClusterConfig::from_toml_str(CONFIG, "test.toml").expect("valid");
+    let options = ServerOptions {
+        bind_addr: Some(addr.clone()),
+        secret: Some(test_secret()),
+        ..Default::default()
+    };
+    let _server = start_server_with(config, CONFIG.to_owned(), options).expect("mgmd again");
+    let mut client = MgmClient::connect(&addr).expect("connect");
+    wait_until("node 2 back and started", || {
+        node_state(&mut client, 2) == "started"
+    });
+    let show = client.show().expect("show");
+    assert_eq!(node(&show, 2)["start_count"], 1, "{show}");
 }
 
 /// Sends a raw line and reads the one-line response.
@@ -818,4 +834,154 @@ fn connections_are_capped_and_silent_ones_are_closed() {
 fn test_secret() -> admission::ClusterSecret {
     admission::ClusterSecret::from_bytes(b"mgmd tests: a cluster secret of 32+ bytes")
         .expect("long enough")
+}
+
+// What mgmd remembers across its own restart (its state file): each
+// data node's start count (the node's incarnation, which must only
+// rise) and its arbitration grants; a running data node registering
+// again on a new session keeps its start count; a damaged state file
+// stops mgmd from starting; a silent data node session ends.
+
+fn state_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mgmd-restart-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn start_in(dir: &Path, silence: Option<Duration>) -> Result<(MgmdHandle, String), String> {
+    let config = ClusterConfig::from_toml_str(CONFIG, "test.toml").expect("valid");
+    let options = ServerOptions {
+        bind_addr: Some("127.0.0.1:0".into()),
+        secret: Some(test_secret()),
+        state_dir: Some(dir.to_path_buf()),
+        data_node_silence: silence,
+        ..Default::default()
+    };
+    let handle =
+        start_server_with(config, CONFIG.to_owned(), options).map_err(|error| error.to_string())?;
+    let addr = handle.local_addr().to_string();
+    Ok((handle, addr))
+}
+
+/// Registers node `id`, retrying while mgmd has not yet seen its last
+/// session end.
+fn register_retrying(addr: &str, id: u16) -> DataNodeSession {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match DataNodeSession::register(addr, id, 100 + u32::from(id)) {
+            Ok((session, _)) => return session,
+            Err(error) => {
+                assert!(std::time::Instant::now() < deadline, "{error}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+fn request_on_new_connection(addr: &str, request: &Value) -> (BufReader<TcpStream>, Value) {
+    let stream = TcpStream::connect(addr).expect("connect");
+    let mut reader = BufReader::new(stream);
+    let mut line = serde_json::to_vec(request).expect("json");
+    line.push(b'\n');
+    reader.get_mut().write_all(&line).expect("write");
+    let mut answer = String::new();
+    reader.read_line(&mut answer).expect("read");
+    (reader, serde_json::from_str(&answer).expect("an answer"))
+}
+
+fn proof(node: u16, membership_id: u32, before: &[u16], side: &[u16]) -> [u8; 32] {
+    let set = |ids: &[u16]| signal::NodeSet::of(ids.iter().map(|&id| signal::NodeId(id)));
+    test_secret().arbitration_proof(&admission::ArbitrationStatement {
+        node: signal::NodeId(node),
+        membership_id,
+        before: set(before),
+        side: set(side),
+    })
+}
+
+fn granted(addr: &str, node: u16, side: &[u16]) -> bool {
+    MgmClient::connect(addr)
+        .expect("connect")
+        .arbitrate(node, 1, &[2, 3], side, &proof(node, 1, &[2, 3], side))
+        .expect("an answer")
+        .granted
+}
+
+#[test]
+fn start_counts_rise_across_an_mgmd_restart_and_a_reattached_node_keeps_its_own() {
+    let dir = state_dir("counts");
+    let (server, addr) = start_in(&dir, None).expect("starts");
+    assert_eq!(register_retrying(&addr, 2).start_count(), 1);
+    assert_eq!(register_retrying(&addr, 2).start_count(), 2);
+    let _three = register_retrying(&addr, 3);
+    drop(server);
+
+    let (server, addr) = start_in(&dir, None).expect("starts again");
+    // A node that was running comes back with the count it runs with.
+    let (_session, answer) = request_on_new_connection(
+        &addr,
+        &json!({"req": "register_data_node", "node_id": 3, "pid": 103, "start_count": 9}),
+    );
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(answer["start_count"], 9, "{answer}");
+    // A fresh start of node 2 goes on from where the last mgmd was.
+    assert_eq!(register_retrying(&addr, 2).start_count(), 3);
+    // The reattached count is remembered too.
+    drop(server);
+    let (_server, addr) = start_in(&dir, None).expect("starts a third time");
+    assert_eq!(register_retrying(&addr, 3).start_count(), 10);
+    let (_, bad) = request_on_new_connection(
+        &addr,
+        &json!({"req": "register_data_node", "node_id": 2, "pid": 1, "start_count": 0}),
+    );
+    assert_eq!(bad["ok"], false, "{bad}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_grant_made_before_an_mgmd_restart_still_refuses_the_other_side() {
+    let dir = state_dir("grants");
+    let (server, addr) = start_in(&dir, None).expect("starts");
+    let _two = register_retrying(&addr, 2);
+    assert!(granted(&addr, 2, &[2]));
+    drop(server);
+    let (_server, addr) = start_in(&dir, None).expect("starts again");
+    assert!(!granted(&addr, 3, &[3]), "the other half of the same split");
+    assert!(granted(&addr, 2, &[2]), "the granted half asking again");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_damaged_state_file_stops_mgmd_from_starting_saying_why() {
+    let dir = state_dir("damaged");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("mgmd-1.state.json"), "{ not json").unwrap();
+    let error = start_in(&dir, None).err().expect("refused");
+    assert!(error.contains("damaged"), "{error}");
+    assert!(error.contains("start counts"), "{error}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_silent_data_node_session_ends_and_the_node_can_register_again() {
+    let dir = state_dir("silence");
+    let (_server, addr) = start_in(&dir, Some(Duration::from_millis(300))).expect("starts");
+    // Registered, then silent (no status pushes): as a node cut off.
+    let _silent = register_retrying(&addr, 2);
+    let mut client = MgmClient::connect(&addr).expect("connect");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let show = client.show().expect("show");
+        let state = show["nodes"]
+            .as_array()
+            .and_then(|nodes| nodes.iter().find(|node| node["id"] == 2))
+            .map(|node| node["state"].clone());
+        if state == Some(json!("failed")) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{show}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(register_retrying(&addr, 2).start_count(), 2);
+    let _ = std::fs::remove_dir_all(&dir);
 }
