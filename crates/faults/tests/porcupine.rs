@@ -1,13 +1,13 @@
 //! The register checker against Porcupine itself (Go, v1.3.1, from the
-//! module proxy; `crates/jepsen/porcupine`): random concurrent histories
+//! module proxy; `crates/faults/porcupine`): random concurrent histories
 //! of reads, writes and compare-and-sets on two keys, with failed and
 //! unknown outcomes, most of them not linearizable, written to files;
 //! both checkers judge every file, and must agree on each (400 in CI;
-//! `JEPSEN_PORCUPINE_HISTORIES=N` for more). Needs the Go
+//! `FAULTS_PORCUPINE_HISTORIES=N` for more). Needs the Go
 //! toolchain (and the module proxy, or a module cache holding
 //! Porcupine); without Go the test fails, saying so.
 
-use jepsen::history::{pair, Op, OpType};
+use faults::history::{pair, Op, OpType};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -73,6 +73,7 @@ fn random_history(seed: u64) -> Vec<Op> {
             value: input,
             time: call,
             error: None,
+            gci: None,
         });
         if op_type == OpType::Info {
             process_of[slot] += 4;
@@ -87,6 +88,7 @@ fn random_history(seed: u64) -> Vec<Op> {
                 value: output,
                 time: ret,
                 error: None,
+                gci: None,
             });
         }
     }
@@ -119,8 +121,8 @@ fn the_register_checker_agrees_with_porcupine_on_random_histories() {
     std::fs::create_dir_all(&dir).expect("the histories' directory");
     let mut ours = Vec::new();
     let mut files = Vec::new();
-    // More with JEPSEN_PORCUPINE_HISTORIES=N.
-    let count: u64 = std::env::var("JEPSEN_PORCUPINE_HISTORIES")
+    // More with FAULTS_PORCUPINE_HISTORIES=N.
+    let count: u64 = std::env::var("FAULTS_PORCUPINE_HISTORIES")
         .ok()
         .and_then(|text| text.parse().ok())
         .unwrap_or(400);
@@ -129,7 +131,7 @@ fn the_register_checker_agrees_with_porcupine_on_random_histories() {
         let path = dir.join(format!("{seed}.jsonl"));
         let text: Vec<String> = history.iter().map(Op::to_line).collect();
         std::fs::write(&path, text.join("\n")).expect("a history file");
-        let verdict = jepsen::check::register::check(&pair(&history).expect("paired"));
+        let verdict = faults::check::register::check(&pair(&history).expect("paired"));
         ours.push(verdict.valid);
         files.push(path);
     }

@@ -1,11 +1,11 @@
-//! Separate hosts on one machine (`jepsen::hosts`): two network
+//! Separate hosts on one machine (`faults::hosts`): two network
 //! namespaces on a bridge reach each other over TCP; a cut drops what
 //! one receives from the other; healing restores it. Needs root,
 //! iproute2 and nftables (CI installs them); without them the test fails
 //! saying which is missing. Everything lives in a private namespace of
 //! the test's thread and vanishes with it.
 
-use jepsen::hosts::{Host, Network};
+use faults::hosts::{Host, Network};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;

@@ -14,6 +14,30 @@ use std::time::{Duration, Instant};
 pub const MGMD_PORT: u16 = 11860;
 pub const DATA_PORT: u16 = 11861;
 
+/// A data node as mgmd's `show` gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeView {
+    pub id: u16,
+    pub group: u64,
+    /// "started", "starting", "failed", ...
+    pub state: String,
+    /// Its process (the angel's child), while it runs.
+    pub pid: Option<u32>,
+}
+
+/// Sends `signal` to process `pid` (SIGKILL, SIGSTOP, SIGCONT).
+pub fn send_signal(pid: u32, signal: libc::c_int) -> Result<(), String> {
+    // SAFETY: kill(2) with a pid mgmd reported; at worst the process is gone.
+    if unsafe { libc::kill(pid as libc::pid_t, signal) } == 0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "kill({pid}, {signal}): {}",
+            std::io::Error::last_os_error()
+        ))
+    }
+}
+
 /// The processes of a cluster on hosts; killed when dropped.
 pub struct HostedCluster<'n> {
     network: &'n Network,
@@ -82,7 +106,7 @@ impl<'n> HostedCluster<'n> {
         let mut config = format!(
             "# Written by the fault harness (docs/design/0019-fault-harness.md).\n\
              [mgmd]\nnode_id = 1\nhost = \"{mgmd}\"\nport = {MGMD_PORT}\n\n\
-             [cluster]\nreplicas = {replicas}\ndata_memory = \"64M\"\n\
+             [cluster]\nreplicas = {replicas}\ndata_memory = \"256M\"\n\
              secret_file = \"cluster.secret\"\n\n\
              [threads]\nldm = 2\ntc = 1\nspin_us = 0\n",
             mgmd = mgmd_host.address
@@ -137,8 +161,20 @@ impl<'n> HostedCluster<'n> {
             .try_clone()
             .map_err(|error| format!("{}: {error}", log_path.display()))?;
         let tessera = self.tessera.to_string_lossy().into_owned();
-        self.network
-            .command(host, &tessera)
+        let mut command = self.network.command(host, &tessera);
+        // SAFETY: prctl(2) only, between fork and exec. The child dies
+        // with the harness's thread that started it, even if the
+        // harness is killed: no cluster is left running behind a run.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        command
             .args(args)
             .current_dir(&self.dir)
             .stdin(Stdio::null())
@@ -256,6 +292,67 @@ impl<'n> HostedCluster<'n> {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// Each data node as mgmd shows it (asked from `from`).
+    pub fn data_nodes(&self, from: &Host) -> Result<Vec<NodeView>, String> {
+        let show = self.show(from)?;
+        Ok(show["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|node| node["type"] == "data")
+            .filter_map(|node| {
+                Some(NodeView {
+                    id: u16::try_from(node["id"].as_u64()?).ok()?,
+                    group: node["group"].as_u64().unwrap_or(0),
+                    state: node["state"].as_str().unwrap_or("").to_string(),
+                    pid: node["pid"].as_u64().and_then(|pid| u32::try_from(pid).ok()),
+                })
+            })
+            .collect())
+    }
+
+    /// The GCI the last whole-cluster start restored, as mgmd shows it.
+    pub fn restored_gci(&self, from: &Host) -> Option<u64> {
+        self.show(from).ok()?["restored_gci"].as_u64()
+    }
+
+    /// Runs an mgm command (`mgmclient::mgm`) from a thread on `from`,
+    /// waiting for restarts as `--wait` does.
+    pub fn mgm(&self, from: &Host, command: &str) -> Result<String, String> {
+        let addr = self.mgmd_addr();
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    self.network.enter(from)?;
+                    mgmclient::mgm::run_command_waiting(&addr, command, true, true)
+                        .map_err(|error| error.to_string())
+                })
+                .join()
+                .map_err(|_| "the mgm thread panicked".to_string())?
+        })
+    }
+
+    /// Kills mgmd with SIGKILL (the arbitrator and the config server
+    /// gone; data nodes and clients keep their links to each other).
+    pub fn kill_mgmd(&mut self) -> Option<u32> {
+        let mut mgmd = self.mgmd.take()?;
+        let pid = mgmd.id();
+        let _ = mgmd.kill();
+        let _ = mgmd.wait();
+        Some(pid)
+    }
+
+    /// Starts mgmd again on its host (after [`HostedCluster::kill_mgmd`]).
+    pub fn start_mgmd(&mut self) -> Result<(), String> {
+        if self.mgmd.is_some() {
+            return Ok(());
+        }
+        let config = self.dir.join("config.toml").to_string_lossy().into_owned();
+        let host = self.mgmd_host.clone();
+        self.mgmd = Some(self.spawn(&host, &["mgmd", "--config", &config], "mgmd.log")?);
+        Ok(())
     }
 
     /// The pid of data node `id`'s process (its angel's child), as mgmd

@@ -1,5 +1,5 @@
 // Command porcupine checks register histories with Porcupine, the
-// linearizability checker the Rust checker (crates/jepsen/src/check/
+// linearizability checker the Rust checker (crates/faults/src/check/
 // register.rs) follows, so that a test can compare their verdicts on the
 // same files. Each argument is a history: Jepsen records, one JSON object
 // per line (docs/design/0019-fault-harness.md). For each it prints

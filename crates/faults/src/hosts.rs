@@ -26,14 +26,14 @@ const SUBNET: [u8; 3] = [10, 77, 0];
 /// One host: a network namespace with one address.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Host {
-    /// Its name (the namespace's is `jepsen-<name>`).
+    /// Its name (the namespace's is `faults-<name>`).
     pub name: String,
     pub address: Ipv4Addr,
 }
 
 impl Host {
     fn namespace(&self) -> String {
-        format!("jepsen-{}", self.name)
+        format!("faults-{}", self.name)
     }
 }
 
@@ -110,7 +110,7 @@ impl Network {
             .map_err(|error| format!("creating /run/netns: {error}"))?;
         run(
             "mount",
-            &["-t", "tmpfs", "-o", "size=1m", "jepsen-netns", "/run/netns"],
+            &["-t", "tmpfs", "-o", "size=1m", "faults-netns", "/run/netns"],
         )?;
         run("ip", &["link", "set", "lo", "up"])
     }
@@ -175,40 +175,55 @@ impl Network {
     /// Moves the calling thread into `host`'s network: its sockets from
     /// now on are that host's (a client running "on" the host).
     pub fn enter(&self, host: &Host) -> Result<(), String> {
-        let path = format!("/run/netns/{}", host.namespace());
-        let file =
-            std::fs::File::open(&path).map_err(|error| format!("opening {path}: {error}"))?;
-        // SAFETY: setns(2) on a namespace file descriptor we hold open.
-        if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-            return Err(format!(
-                "setns into {}: {}",
-                host.name,
-                std::io::Error::last_os_error()
-            ));
-        }
-        Ok(())
+        enter_path(&format!("/run/netns/{}", host.namespace()))
+    }
+
+    /// The name of `host`'s network namespace.
+    pub fn namespace_of(&self, host: &Host) -> String {
+        host.namespace()
+    }
+
+    /// Runs `nft` with `args` in `host`'s namespace.
+    pub fn nft(&self, host: &Host, args: &[&str]) -> Result<(), String> {
+        let namespace = host.namespace();
+        let mut full = vec!["netns", "exec", namespace.as_str(), "nft"];
+        full.extend_from_slice(args);
+        run("ip", &full)
     }
 
     /// Drops everything `to` receives from `from` (one way).
     pub fn cut(&self, from: &Host, to: &Host) -> Result<(), String> {
-        let namespace = to.namespace();
-        let exec = |args: &[&str]| {
-            let mut full = vec!["netns", "exec", namespace.as_str(), "nft"];
-            full.extend_from_slice(args);
-            run("ip", &full)
-        };
+        self.input_rule(to, &format!("ip saddr {} drop", from.address))
+    }
+
+    /// Drops `percent` of the packets `to` receives from `from`, at
+    /// random (one way; TCP retransmits, so links slow and stall rather
+    /// than break).
+    pub fn lose(&self, from: &Host, to: &Host, percent: u8) -> Result<(), String> {
+        self.input_rule(
+            to,
+            &format!(
+                "ip saddr {} numgen random mod 100 < {} drop",
+                from.address,
+                percent.min(100)
+            ),
+        )
+    }
+
+    /// Adds `rule` to the input chain of `to`'s table of faults.
+    fn input_rule(&self, to: &Host, rule: &str) -> Result<(), String> {
+        let exec = |args: &[&str]| self.nft(to, args);
         // `add` of an existing table or chain changes nothing.
-        exec(&["add", "table", "inet", "jepsen"])?;
+        exec(&["add", "table", "inet", "faults"])?;
         exec(&[
             "add",
             "chain",
             "inet",
-            "jepsen",
+            "faults",
             "input",
             "{ type filter hook input priority 0 ; }",
         ])?;
-        let rule = format!("ip saddr {} drop", from.address);
-        let mut args = vec!["add", "rule", "inet", "jepsen", "input"];
+        let mut args = vec!["add", "rule", "inet", "faults", "input"];
         args.extend(rule.split(' '));
         exec(&args)
     }
@@ -221,10 +236,24 @@ impl Network {
             let _ = run(
                 "ip",
                 &[
-                    "netns", "exec", &namespace, "nft", "delete", "table", "inet", "jepsen",
+                    "netns", "exec", &namespace, "nft", "delete", "table", "inet", "faults",
                 ],
             );
         }
         Ok(())
     }
+}
+
+/// Moves the calling thread into the network namespace at `path` (a
+/// file under `/run/netns`).
+pub fn enter_path(path: &str) -> Result<(), String> {
+    let file = std::fs::File::open(path).map_err(|error| format!("opening {path}: {error}"))?;
+    // SAFETY: setns(2) on a namespace file descriptor we hold open.
+    if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(format!(
+            "setns into {path}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }

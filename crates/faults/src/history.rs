@@ -54,6 +54,11 @@ pub struct Op {
     /// Why a `fail` or `info` completion ended so (for the report).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The commit's global checkpoint id, on an `ok` completion of a
+    /// write that reports one: a whole-cluster restart keeps exactly
+    /// the commits of GCIs up to the one it restores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gci: Option<u64>,
 }
 
 impl Op {
@@ -99,6 +104,8 @@ pub struct Operation {
     pub call: u64,
     /// Completion time; `u64::MAX` when unknown (an `info`, or none).
     pub ret: u64,
+    /// The commit's GCI, when its completion gave one.
+    pub gci: Option<u64>,
 }
 
 /// Pairs each invocation with the next completion of its process. A
@@ -127,6 +134,7 @@ pub fn pair(history: &[Op]) -> Result<Vec<Operation>, String> {
                     completion: Completion::Info,
                     call: op.time,
                     ret: u64::MAX,
+                    gci: None,
                 });
             }
             completion => {
@@ -144,6 +152,7 @@ pub fn pair(history: &[Op]) -> Result<Vec<Operation>, String> {
                     ));
                 }
                 operation.output = op.value.clone();
+                operation.gci = op.gci;
                 match completion {
                     OpType::Ok => {
                         operation.completion = Completion::Ok;

@@ -9,6 +9,15 @@ use super::{describe, Verdict};
 use crate::history::{Completion, Operation};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// As [`check`], the verdict named `workload` (the durable workload is a
+/// set whose adds commit durably).
+pub fn check_named(operations: &[Operation], workload: &'static str) -> Verdict {
+    Verdict {
+        workload,
+        ..check(operations)
+    }
+}
+
 /// Checks the last successful read of `operations` against the adds.
 pub fn check(operations: &[Operation]) -> Verdict {
     let total = operations.len();
