@@ -228,6 +228,56 @@ fn a_starting_member_that_dies_changes_nothing_and_may_rejoin_again() {
     }
 }
 
+/// A restarting node that dies while the president agrees its
+/// admission (its request was read just before its link broke) is not
+/// admitted: the round is made again without it. Admitted, it would be
+/// a dead member whose failure nothing finds (its link is already gone,
+/// and in a real transport its next incarnation's frames pass for its
+/// signs of life), and the next incarnation would be refused for ever
+/// as "membership changing" (found by the fault harness). Started again,
+/// it joins.
+#[test]
+fn a_node_that_dies_while_its_admission_is_agreed_is_not_admitted() {
+    for seed in 1..=8 {
+        let mut simulation = started(seed, 3, 3);
+        simulation.kill_node(NodeId(4));
+        run_for(&mut simulation, 3 * DETECTION_US);
+        simulation.restart_node(NodeId(4));
+        let limit_us = simulation.world().now_us() + 3 * DETECTION_US;
+        let agreeing = |simulation: &Simulation| {
+            simulation
+                .memberships()
+                .any(|membership| membership.joining() == Some(NodeId(4)))
+        };
+        while !agreeing(&simulation) {
+            assert!(
+                simulation.world().now_us() < limit_us,
+                "seed {seed}: the president never agreed node 4's admission"
+            );
+            simulation.step(&mut NoClient);
+        }
+        simulation.kill_node(NodeId(4));
+        // Well within the heartbeats' detection time: only the link's
+        // break can have told the president.
+        run_for(&mut simulation, DETECTION_US / 4);
+        let (_, live, starting, _) = agreed(&simulation, seed);
+        assert_eq!(
+            (live, starting),
+            (set(&[2, 3]), set(&[])),
+            "seed {seed}: node 4 was not admitted"
+        );
+        simulation.restart_node(NodeId(4));
+        run_until_starting(&mut simulation, NodeId(4), seed);
+        run_for(&mut simulation, 3 * DETECTION_US);
+        let (_, live, starting, _) = agreed(&simulation, seed);
+        assert_eq!(
+            (live, starting),
+            (set(&[2, 3, 4]), set(&[])),
+            "seed {seed}: node 4 joined"
+        );
+    }
+}
+
 /// Inserts `k` -> "value k" in its own transaction, retrying temporary
 /// errors and settling an unknown outcome by retrying (a duplicate key
 /// then means the first attempt committed).

@@ -270,6 +270,23 @@ impl Membership {
             );
             return;
         }
+        // The node being admitted died before its admission was agreed
+        // (its request to join was read just before its link broke). It
+        // is no member yet, so it is not taken for failed; admitted, it
+        // would be a dead member whose failure nothing finds (its link
+        // is already gone, and a later incarnation's frames would pass
+        // for its signs of life). The round is made again without it.
+        if self.failures.joining == Some(node) {
+            self.failures.joining = None;
+            ctx.report(Report::Log(format!(
+                "node {node} is gone before its admission was agreed (its link broke): \
+                 not admitting it"
+            )));
+            if self.failures.round.is_some() {
+                self.propose(ctx);
+            }
+            return;
+        }
         // A failure already known and being agreed is not proposed again
         // (a report and the link's break both tell of one death).
         let news = self.take_for_failed(node, Cause::LinkBroken, ctx);

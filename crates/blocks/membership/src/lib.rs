@@ -175,6 +175,12 @@ impl Membership {
         self.failures.starting
     }
 
+    /// At the president: the restarting node whose admission it is
+    /// agreeing now, if any.
+    pub fn joining(&self) -> Option<NodeId> {
+        self.failures.joining
+    }
+
     /// The agreed membership: its id (0 while the cluster forms) and members.
     pub fn membership(&self) -> (u32, NodeSet) {
         (self.failures.membership_id, self.failures.live)
