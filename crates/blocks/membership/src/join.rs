@@ -25,7 +25,10 @@
 //! (`survival::judge_counting_data`).
 //!
 //! When a participant dies here: the joining node before the commit,
-//! the members install a membership with it anyway and then find it
+//! the president hears its link break and makes the round again without
+//! it (`Membership::link_failed`; admitted, it would be a dead member
+//! whose failure nothing finds); if its link to the president still
+//! stands, the members install a membership with it and then find it
 //! failed like any member (its heartbeats stop, its links break); a
 //! member, the president's round is replaced by a failure round without
 //! the joining node; the president, the next president runs the failure
