@@ -108,6 +108,9 @@ struct Stage<'n> {
     network: &'n Network,
     /// Data node id -> the proxy in front of it (long schedule).
     proxies: BTreeMap<u16, crate::proxy::Proxy>,
+    /// The register workload runs (a whole-cluster restart reads the
+    /// registers it restored).
+    registers: bool,
     cluster: HostedCluster<'n>,
     /// Where the harness talks to the cluster from (a client host).
     observer: &'n Host,
@@ -179,6 +182,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, String> {
     let mut stage = Stage {
         network: &network,
         proxies,
+        registers: options.workloads.contains(&Workload::Register),
         cluster,
         observer: host("c1"),
         mgmd_host: host("mgmd"),
@@ -337,7 +341,7 @@ fn nemesis(
             }
         }
         let kind = deck.pop().expect("dealt above");
-        let fault = Fault::draw(kind, &mut random, &nodes);
+        let fault = Fault::draw(kind, &mut random, &nodes, options.schedule);
         journal.log(format!("start {}: {fault}", kind.name()));
         let start = journal.now();
         if let Err(error) = apply(stage, &fault, &nodes, journal, gate, epochs) {
@@ -482,7 +486,7 @@ fn apply(
                     .restored_gci(stage.observer)
                     .ok_or("mgmd shows no restored GCI")?;
                 let mgmd = stage.cluster.mgmd_addr();
-                let registers = if stage_has_registers(stage) {
+                let registers = if stage.registers {
                     Some(on_host(stage.network, stage.observer, || {
                         let cluster = workload::connect(&mgmd, &Gate::default())
                             .ok_or("no client could connect")?;
@@ -507,17 +511,6 @@ fn apply(
             result
         }
     }
-}
-
-/// Whether the register table exists (its workload runs).
-fn stage_has_registers(stage: &Stage<'_>) -> bool {
-    let mgmd = stage.cluster.mgmd_addr();
-    on_host(stage.network, stage.observer, || {
-        let cluster =
-            workload::connect(&mgmd, &Gate::default()).ok_or("no client could connect")?;
-        Ok(cluster.table("register").is_ok())
-    })
-    .unwrap_or(false)
 }
 
 /// `attempt` until it succeeds or a minute passed (the cluster just
