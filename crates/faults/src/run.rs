@@ -249,6 +249,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, String> {
             Err(error) => {
                 healed = false;
                 journal.log(format!("NOT HEALED: {error}"));
+                keep_show(&stage, &options.dir, &journal);
             }
         }
         // A little more load on the healed cluster.
@@ -356,7 +357,10 @@ fn nemesis(
             .map(|()| journal.now());
         match &healed {
             Ok(_) => journal.log("healed: every data node started"),
-            Err(error) => journal.log(format!("NOT HEALED: {error}")),
+            Err(error) => {
+                journal.log(format!("NOT HEALED: {error}"));
+                keep_show(stage, &options.dir, journal);
+            }
         }
         windows.push(Window {
             fault,
@@ -399,6 +403,20 @@ fn settle(stage: &Stage<'_>, fault: &Fault, before: &[crate::cluster::NodeView])
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_secs(2));
+}
+
+/// Keeps mgmd's `show` (every node's state, start phase and copy
+/// progress) in the report as `not-healed-<ms>.json`: what a run that
+/// did not heal was waiting for.
+fn keep_show(stage: &Stage<'_>, dir: &std::path::Path, journal: &Journal) {
+    let name = format!("not-healed-{}.json", journal.start.elapsed().as_millis());
+    match stage.cluster.show(stage.observer) {
+        Ok(show) => {
+            let _ = std::fs::write(dir.join(&name), show.to_string() + "\n");
+            journal.log(format!("mgmd's show kept in {name}"));
+        }
+        Err(error) => journal.log(format!("mgmd's show could not be read: {error}")),
+    }
 }
 
 /// Applies one fault and lifts it (the healing is the caller's wait).
