@@ -118,6 +118,22 @@ struct Stage<'n> {
     clients: Vec<&'n Host>,
 }
 
+impl Stage<'_> {
+    /// Runs `work` with a client of its own on the observer's host (the
+    /// harness's set-up, restart reads, final reads and replica check).
+    fn as_client<T: Send>(
+        &self,
+        work: impl FnOnce(&client::Cluster) -> Result<T, String> + Send,
+    ) -> Result<T, String> {
+        let mgmd = self.cluster.mgmd_addr();
+        on_host(self.network, self.observer, || {
+            let cluster =
+                workload::connect(&mgmd, &Gate::default()).ok_or("no client could connect")?;
+            work(&cluster)
+        })
+    }
+}
+
 /// The run's clock and log.
 struct Journal {
     start: Instant,
@@ -192,13 +208,11 @@ pub fn run(options: &RunOptions) -> Result<RunReport, String> {
         .cluster
         .wait_started(stage.observer, Duration::from_secs(120))?;
     let mgmd = stage.cluster.mgmd_addr();
-    on_host(&network, stage.observer, || {
-        let gate = Gate::default();
-        let cluster = workload::connect(&mgmd, &gate).ok_or("no client could connect")?;
+    stage.as_client(|cluster| {
         options
             .workloads
             .iter()
-            .try_for_each(|workload| workload.set_up(&cluster))
+            .try_for_each(|workload| workload.set_up(cluster))
     })?;
 
     let journal = Journal {
@@ -270,7 +284,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, String> {
         let mut ops = by_workload.remove(&workload).unwrap_or_default();
         ops.sort_by_key(|op| op.time);
         if matches!(workload, Workload::Set | Workload::Durable) {
-            ops.extend(final_read(&stage, &mgmd, workload, &ops, &journal));
+            ops.extend(final_read(&stage, workload, &ops, &journal));
         }
         // Kept before it is checked: a history is what a failed or
         // interrupted check is read against.
@@ -290,7 +304,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, String> {
             history: ops,
         });
     }
-    let replicas = compare_replicas(&stage, &mgmd);
+    let replicas = compare_replicas(&stage);
     journal.log(format!("{replicas}"));
     let nemesis = journal
         .lines
@@ -503,13 +517,11 @@ fn apply(
                     .cluster
                     .restored_gci(stage.observer)
                     .ok_or("mgmd shows no restored GCI")?;
-                let mgmd = stage.cluster.mgmd_addr();
                 let registers = if stage.registers {
-                    Some(on_host(stage.network, stage.observer, || {
-                        let cluster = workload::connect(&mgmd, &Gate::default())
-                            .ok_or("no client could connect")?;
-                        retry(|| workload::register::read_all(&cluster))
-                    })?)
+                    Some(
+                        stage
+                            .as_client(|cluster| retry(|| workload::register::read_all(cluster)))?,
+                    )
                 } else {
                     None
                 };
@@ -546,13 +558,7 @@ fn retry<T>(mut attempt: impl FnMut() -> Result<T, client::ClientError>) -> Resu
 
 /// The set workloads' final read, as the harness's operation (invoke
 /// and ok, or fail with the error).
-fn final_read(
-    stage: &Stage<'_>,
-    mgmd: &str,
-    workload: Workload,
-    ops: &[Op],
-    journal: &Journal,
-) -> Vec<Op> {
+fn final_read(stage: &Stage<'_>, workload: Workload, ops: &[Op], journal: &Journal) -> Vec<Op> {
     let attempted: Vec<u64> = ops
         .iter()
         .filter(|op| op.op_type == OpType::Invoke && op.f == "add")
@@ -569,9 +575,8 @@ fn final_read(
         gci: None,
     };
     let invoke = record(OpType::Invoke, Json::Null, None);
-    let read = on_host(stage.network, stage.observer, || {
-        let cluster = workload::connect(mgmd, &Gate::default()).ok_or("no client could connect")?;
-        retry(|| workload::set::final_read(&cluster, workload.name(), &attempted))
+    let read = stage.as_client(|cluster| {
+        retry(|| workload::set::final_read(cluster, workload.name(), &attempted))
     });
     let completion = match read {
         Ok(elements) => record(OpType::Ok, Json::from(elements), None),
@@ -581,11 +586,8 @@ fn final_read(
 }
 
 /// Every replica of every partition compared (rows and their GCIs).
-fn compare_replicas(stage: &Stage<'_>, mgmd: &str) -> Verdict {
-    let result = on_host(stage.network, stage.observer, || {
-        let cluster = workload::connect(mgmd, &Gate::default()).ok_or("no client could connect")?;
-        retry(|| cluster.check_replicas())
-    });
+fn compare_replicas(stage: &Stage<'_>) -> Verdict {
+    let result = stage.as_client(|cluster| retry(|| cluster.check_replicas()));
     match result {
         Ok(report) if report.mismatches == 0 => {
             Verdict::valid("replicas", report.rows_checked as usize)

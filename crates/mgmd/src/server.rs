@@ -226,13 +226,7 @@ pub fn start_server_with(
     };
     let mut grants = Grants::default();
     for grant in &remembered.grants {
-        let set = |ids: &[u16]| {
-            let mut set = NodeSet::EMPTY;
-            for &id in ids {
-                set.insert(NodeId(id));
-            }
-            set
-        };
+        let set = |ids: &[u16]| NodeSet::of(ids.iter().map(|&id| NodeId(id)));
         grants.granted.push_back(Grant {
             membership_id: grant.membership_id,
             before: set(&grant.before),
