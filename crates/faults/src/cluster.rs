@@ -75,6 +75,35 @@ pub fn find_tessera(given: Option<&Path>) -> Result<PathBuf, String> {
     )
 }
 
+/// As [`find_tessera`]; when it is not there and this program was run
+/// by cargo (`cargo run -p faults`, `cargo test -p faults`), builds it
+/// first with the same profile, so that one command runs the harness
+/// from a fresh clone.
+pub fn find_or_build_tessera(given: Option<&Path>) -> Result<PathBuf, String> {
+    let missing = match find_tessera(given) {
+        Ok(path) => return Ok(path),
+        Err(missing) => missing,
+    };
+    let Ok(cargo) = std::env::var("CARGO") else {
+        return Err(missing);
+    };
+    let release = std::env::current_exe()
+        .is_ok_and(|exe| exe.components().any(|part| part.as_os_str() == "release"));
+    let mut build = std::process::Command::new(cargo);
+    build.args(["build", "-p", "cli", "--bin", "tessera"]);
+    if release {
+        build.arg("--release");
+    }
+    eprintln!("faults: building the tessera binary first (cargo build -p cli)");
+    let status = build
+        .status()
+        .map_err(|error| format!("cannot run cargo to build tessera: {error}"))?;
+    if !status.success() {
+        return Err(format!("building tessera failed ({status})"));
+    }
+    find_tessera(None)
+}
+
 impl<'n> HostedCluster<'n> {
     /// Writes the config into `dir` and starts mgmd on `mgmd_host` and a
     /// data node (ids 2, 3, ...) under its angel on each of `data_hosts`,

@@ -98,7 +98,7 @@ fn run(arguments: &RunArguments) -> Result<bool, String> {
         workloads: workloads.clone(),
         clients: arguments.clients,
         dir: arguments.report.clone(),
-        tessera: faults::cluster::find_tessera(arguments.tessera.as_deref())?,
+        tessera: faults::cluster::find_or_build_tessera(arguments.tessera.as_deref())?,
     };
     let report = std::thread::spawn(move || faults::run::run(&options))
         .join()

@@ -15,19 +15,6 @@ use faults::workload::Workload;
 use std::path::PathBuf;
 use std::time::Duration;
 
-fn tessera() -> PathBuf {
-    if let Ok(path) = faults::cluster::find_tessera(None) {
-        return path;
-    }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let built = std::process::Command::new(cargo)
-        .args(["build", "-p", "cli", "--bin", "tessera"])
-        .status()
-        .expect("cargo runs");
-    assert!(built.success(), "building tessera");
-    faults::cluster::find_tessera(None).expect("tessera, just built")
-}
-
 #[test]
 fn bank_and_register_stay_valid_through_kills_pauses_and_partitions() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("faults-short-schedule");
@@ -45,7 +32,7 @@ fn bank_and_register_stay_valid_through_kills_pauses_and_partitions() {
         workloads: vec![Workload::Bank, Workload::Register],
         clients: 4,
         dir: dir.clone(),
-        tessera: tessera(),
+        tessera: faults::cluster::find_or_build_tessera(None).expect("the tessera binary"),
     };
     let report = std::thread::spawn(move || run(&options))
         .join()
