@@ -153,6 +153,10 @@ pub(crate) enum Cause {
     ReportedBy(NodeId),
     /// A proposal or a commit left it out.
     LeftOutBy(NodeId),
+    /// It and the given member no longer hear each other while the
+    /// others hear both: the president chose it to leave
+    /// (`connectivity`).
+    CutFrom(NodeId),
 }
 
 impl Failures {
@@ -310,7 +314,12 @@ impl Membership {
 
     /// `node` is failed for this node from now on: cut its links, redraw
     /// the heartbeat ring. Nothing if it is not a member or already taken.
-    fn take_for_failed(&mut self, node: NodeId, cause: Cause, ctx: &mut dyn Context) -> bool {
+    pub(crate) fn take_for_failed(
+        &mut self,
+        node: NodeId,
+        cause: Cause,
+        ctx: &mut dyn Context,
+    ) -> bool {
         if node == self.address.node || !self.failures.alive().contains(node) {
             return false;
         }
@@ -328,6 +337,9 @@ impl Membership {
             Cause::LeftOutBy(president) => {
                 format!("president {president} left it out of the membership")
             }
+            Cause::CutFrom(peer) => format!(
+                "the link between it and node {peer} is bad while the other members hear both;                  the president chose it to leave"
+            ),
         };
         ctx.report(Report::Log(format!(
             "node {node} failed: {how}; membership {} without it is being agreed",
@@ -335,7 +347,7 @@ impl Membership {
         )));
         ctx.report(Report::CutLinks(NodeSet::of([node])));
         let now = ctx.now_ms();
-        self.heartbeats.set_ring(self.failures.alive(), now);
+        self.heartbeats.set_members(self.failures.alive(), now);
         // The other side may already be agreeing that this node failed.
         self.publish_lease(ctx);
         true
@@ -354,7 +366,7 @@ impl Membership {
 
     /// Gets the failures this node knows agreed: proposes them if it is
     /// the president, reports them to the president otherwise.
-    fn push_failures(&mut self, ctx: &mut dyn Context) {
+    pub(crate) fn push_failures(&mut self, ctx: &mut dyn Context) {
         if self.failures.failed.is_empty() || self.state == StartState::ShutDown {
             return;
         }
@@ -790,7 +802,7 @@ impl Membership {
         self.tell_blocks(membership_id, live, removed, ctx);
         if !added.is_empty() {
             let now = ctx.now_ms();
-            self.heartbeats.set_ring(self.failures.alive(), now);
+            self.heartbeats.set_members(self.failures.alive(), now);
         }
         self.publish_lease(ctx);
         // Clients waiting on a node that went silent would wait for their

@@ -89,7 +89,7 @@ fn prepared(membership_id: u32, failed: &[u16]) -> CmFailPrepareConf {
 }
 
 /// Node `node` of a formed cluster of `nodes` (one node group).
-fn formed(node: u16, nodes: &[u16], ctx: &mut RecordingContext) -> Membership {
+pub(crate) fn formed(node: u16, nodes: &[u16], ctx: &mut RecordingContext) -> Membership {
     let mut member = member_of(node, nodes);
     let me = membership_of(node);
     run_phase_one(&mut member, ctx, node);

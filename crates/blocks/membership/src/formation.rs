@@ -392,7 +392,7 @@ impl Membership {
             self.cut_leaving(ctx);
         }
         let now = ctx.now_ms();
-        self.heartbeats.set_ring(live, now);
+        self.heartbeats.set_members(live, now);
         self.begin_as_member(ctx);
     }
 

@@ -1,36 +1,40 @@
 //! Heartbeats and failure suspicion between data nodes
-//! (docs/design/failures.md §2; NDB's QMGR heartbeat ring).
+//! (docs/design/failures.md §2, docs/design/0020-connectivity-check.md;
+//! NDB's QMGR heartbeats).
 //!
-//! Once the cluster is formed, the live data nodes form a ring by id:
-//! every `interval_ms` each node sends CM_HEARTBEAT to the next node
-//! (wrapping from the highest id to the lowest) and counts one missed
-//! heartbeat for the node before it, which it watches; a heartbeat from
-//! the watched node resets the count. A watched node that misses
-//! `missed_limit` in a row is **suspected**: `tick` returns it, once, and
-//! membership takes it for failed (`failure`). The ring is drawn again
-//! over the nodes left whenever membership takes a node for failed.
+//! Once the cluster is formed, every member sends CM_HEARTBEAT to every
+//! other member every `interval_ms` and watches every other member: each
+//! interval counts one missed heartbeat for each peer, and a heartbeat
+//! from the peer resets its count. A peer that misses `missed_limit` in a
+//! row, with no frame of it read by the receive path meanwhile, is
+//! **suspected**: `tick` returns it, once per suspicion, and membership
+//! checks with the other members whether they still hear it before
+//! anything is taken for failed (`connectivity`). A suspicion that the
+//! check clears (`clear_suspicion`) starts the count again.
+//!
+//! Every link is watched, not a ring: a link that goes silent between
+//! two members that are not ring neighbours would otherwise never be
+//! found, and a node that hears badly would be judged by the one peer it
+//! watches.
 //!
 //! When a participant dies or stalls:
-//! - the watched node dies, pauses or is cut off: its watcher suspects it
-//!   after `missed_limit` intervals; no other node watches it;
-//! - the watcher dies: nobody suspects the watched node through
-//!   heartbeats; the watcher's own watcher suspects the watcher, and once
-//!   it is gone the ring closes over it;
+//! - a peer dies, pauses or is cut off: every member that stops hearing
+//!   it suspects it after `missed_limit` intervals;
 //! - a heartbeat is late (a slow link, a busy sender): counted when it
 //!   comes; the count only grows while none comes;
-//! - a heartbeat is duplicated or comes from a node that is not the
-//!   watched one (the ring just changed): a sign of life of that node,
-//!   which changes nothing here.
+//! - a heartbeat is duplicated or comes from a node that is not a peer
+//!   (the membership just changed): nothing.
 //!
-//! A one-node ring sends nothing.
+//! A node alone sends nothing.
 //!
 //! Each heartbeat carries its send time by the sender's clock, and the
 //! receiver acks it (CM_HEARTBEAT_ACK). The sender's **read lease** runs
 //! `(missed_limit - 1) * interval_ms` from the send time of the latest
-//! heartbeat acked: its receiver, the one node that watches the sender,
-//! suspects it only after more than that since it last heard from it
-//! (docs/design/failures.md §5). An ack that waited (a pause, a slow
-//! link) carries an old send time and extends nothing that ran out.
+//! heartbeat each peer acked, and is the earliest of those: any peer may
+//! start the way to declaring it failed, and each suspects it only after
+//! more than that since it last heard from it (docs/design/failures.md
+//! §5). An ack that waited (a pause, a slow link) carries an old send
+//! time and extends nothing that ran out.
 
 use kernel::Context;
 use signal::signals::{CmHeartbeat, ContinueB};
@@ -39,33 +43,41 @@ use signal::{BlockKind, BlockRef, Envelope, NodeId, NodeSet};
 /// membership's ContinueB job of the heartbeat timer.
 pub(crate) const JOB: u32 = 2;
 
-/// One node's place in the heartbeat ring.
+/// What this node knows of one peer's heartbeats.
+struct Peer {
+    node: NodeId,
+    /// Intervals in a row without a heartbeat from it.
+    missed: u32,
+    /// When it was last heard from (ms of ctx time): a heartbeat, or a
+    /// frame the receive path read in an interval.
+    last_heard_ms: u64,
+    /// Suspected and not cleared since.
+    suspected: bool,
+    /// Its part of the read lease: its latest ack's send time plus the
+    /// lease (ms of ctx time).
+    lease_until_ms: u64,
+}
+
+/// One node's heartbeats to and from every other member.
 pub(crate) struct Heartbeats {
     address: BlockRef,
     interval_ms: u64,
     missed_limit: u32,
-    /// The node this one sends heartbeats to (`None`: alone).
-    next: Option<NodeId>,
-    /// The node this one watches.
-    watched: Option<NodeId>,
-    /// Heartbeats sent.
+    /// Every other member, by id.
+    peers: Vec<Peer>,
+    /// Heartbeats sent (each round counts once).
     sequence: u32,
-    /// Intervals in a row without a heartbeat from the watched node.
-    missed: u32,
-    /// When the watched node was last heard from (ms of ctx time).
-    last_heard_ms: u64,
-    /// Nodes suspected so far, in order.
+    /// Nodes suspected so far, in order (each once).
     suspected: Vec<NodeId>,
     started: bool,
-    /// The read lease: reads may be served until then (ms of ctx time).
-    lease_until_ms: u64,
 }
 
 impl Heartbeats {
-    /// The ring of `ring` (this node among them) seen from `address`'s node.
+    /// The heartbeats of `members` (this node among them) seen from
+    /// `address`'s node.
     pub(crate) fn new(
         address: BlockRef,
-        ring: NodeSet,
+        members: NodeSet,
         interval_ms: u64,
         missed_limit: u32,
     ) -> Heartbeats {
@@ -78,69 +90,65 @@ impl Heartbeats {
             address,
             interval_ms,
             missed_limit,
-            next: None,
-            watched: None,
+            peers: Vec::new(),
             sequence: 0,
-            missed: 0,
-            last_heard_ms: 0,
             suspected: Vec::new(),
             started: false,
-            lease_until_ms: 0,
         };
-        heartbeats.set_ring(ring, 0);
+        heartbeats.set_members(members, 0);
         heartbeats
     }
 
-    /// The ring is now `ring` (this node among them): send to the node
-    /// after this one and watch the one before. A newly watched node
-    /// starts with a clean count, as if heard from at `now_ms`.
-    pub(crate) fn set_ring(&mut self, ring: NodeSet, now_ms: u64) {
+    /// The members are now `members` (this node among them). A new peer
+    /// starts with a clean count, as if heard from at `now_ms`, and with
+    /// no more lease than the node has already: it acked nothing yet.
+    pub(crate) fn set_members(&mut self, members: NodeSet, now_ms: u64) {
         let me = self.address.node;
         assert!(
-            ring.contains(me),
-            "membership {}: a heartbeat ring {ring} without this node",
+            members.contains(me),
+            "membership {}: heartbeats among {members} without this node",
             self.address
         );
-        let nodes: Vec<NodeId> = ring.iter().collect();
-        let count = nodes.len();
-        let position = nodes
-            .iter()
-            .position(|&node| node == me)
-            .expect("checked above");
-        let (next, watched) = if count > 1 {
-            (
-                Some(nodes[(position + 1) % count]),
-                Some(nodes[(position + count - 1) % count]),
-            )
-        } else {
-            (None, None)
-        };
-        self.next = next;
-        if watched != self.watched {
-            self.watched = watched;
-            self.missed = 0;
-            self.last_heard_ms = now_ms;
+        let lease = self.lease_until_ms();
+        let mut peers = Vec::with_capacity(members.len() as usize);
+        for node in members.iter().filter(|&node| node != me) {
+            match self.peers.iter().position(|peer| peer.node == node) {
+                Some(index) => peers.push(self.peers.swap_remove(index)),
+                None => peers.push(Peer {
+                    node,
+                    missed: 0,
+                    last_heard_ms: now_ms,
+                    suspected: false,
+                    lease_until_ms: if self.started { lease } else { 0 },
+                }),
+            }
         }
+        peers.sort_by_key(|peer| peer.node);
+        self.peers = peers;
     }
 
     /// The cluster is formed: start sending and watching (once).
     pub(crate) fn start(&mut self, ctx: &mut dyn Context) {
-        if self.started || self.next.is_none() {
+        if self.started || self.peers.is_empty() {
             return;
         }
         self.started = true;
-        self.last_heard_ms = ctx.now_ms();
+        let now = ctx.now_ms();
         // Every node just heard from every other to form the cluster.
-        self.lease_until_ms = ctx.now_ms() + self.lease_ms();
+        let lease = now + self.lease_ms();
+        for peer in &mut self.peers {
+            peer.last_heard_ms = now;
+            peer.lease_until_ms = lease;
+        }
         self.beat(ctx);
         self.arm(ctx);
     }
 
-    /// The timer: send the next heartbeat and count one missed for the
-    /// watched node; at the limit, suspect it unless the receive path
-    /// read a frame of it in the interval. Returns the watched node and how long it has been
-    /// silent (ms) when it just reached the missed limit (once per node).
-    pub(crate) fn tick(&mut self, ctx: &mut dyn Context) -> Option<(NodeId, u64)> {
+    /// The timer: send the next heartbeats and count one missed for each
+    /// peer; at the limit, suspect it unless the receive path read a
+    /// frame of it in the interval. Returns the peers that were just
+    /// suspected, each with how long it has been silent (ms).
+    pub(crate) fn tick(&mut self, ctx: &mut dyn Context) -> Vec<(NodeId, u64)> {
         assert!(
             self.started,
             "membership {}: a heartbeat timer before the heartbeats started",
@@ -148,54 +156,94 @@ impl Heartbeats {
         );
         self.beat(ctx);
         self.arm(ctx);
-        let watched = self.watched?;
-        // Asked every tick, so it means "in this interval".
-        let frames_arrived = ctx.heard_from(watched);
-        self.missed = self.missed.saturating_add(1);
-        if self.missed < self.missed_limit || self.suspected.contains(&watched) {
-            return None;
+        let now = ctx.now_ms();
+        let limit = self.missed_limit;
+        let mut suspects = Vec::new();
+        for peer in &mut self.peers {
+            // Asked every tick, so it means "in this interval".
+            let frames_arrived = ctx.heard_from(peer.node);
+            if frames_arrived {
+                peer.last_heard_ms = now;
+            }
+            peer.missed = peer.missed.saturating_add(1);
+            if peer.missed < limit || peer.suspected {
+                continue;
+            }
+            if frames_arrived {
+                // Its heartbeats are late, but the receive path still
+                // reads its frames: alive (its main thread, or this one,
+                // is behind on work). Held at the limit: the first
+                // interval without a frame or a heartbeat suspects it.
+                peer.missed = limit - 1;
+                continue;
+            }
+            peer.suspected = true;
+            suspects.push((peer.node, now.saturating_sub(peer.last_heard_ms)));
         }
-        if frames_arrived {
-            // Its heartbeats are late, but the receive path still reads
-            // its frames: alive (its main thread, or this one, is behind
-            // on work). Held at the limit: the first interval without a
-            // frame or a heartbeat suspects it. A node that went silent
-            // is found as fast as by heartbeats alone.
-            self.missed = self.missed_limit - 1;
-            return None;
+        for &(node, _) in &suspects {
+            if !self.suspected.contains(&node) {
+                self.suspected.push(node);
+            }
         }
-        self.suspected.push(watched);
-        Some((watched, ctx.now_ms().saturating_sub(self.last_heard_ms)))
+        suspects
     }
 
     /// A heartbeat from `from` (any data node's membership: from the
     /// network, so nothing about it is asserted).
     pub(crate) fn heard(&mut self, from: BlockRef, ctx: &mut dyn Context) {
-        if from.kind == BlockKind::Membership && Some(from.node) == self.watched {
-            self.missed = 0;
-            self.last_heard_ms = ctx.now_ms();
+        if from.kind != BlockKind::Membership {
+            return;
+        }
+        let now = ctx.now_ms();
+        if let Some(peer) = self.peers.iter_mut().find(|peer| peer.node == from.node) {
+            peer.missed = 0;
+            peer.last_heard_ms = now;
         }
     }
 
-    /// CM_HEARTBEAT_ACK of a heartbeat this node sent at `sent_at_ms`:
-    /// the lease runs from then. Returns whether it grew.
-    pub(crate) fn acked(&mut self, sent_at_ms: u64) -> bool {
+    /// Whether `node` was heard from within the last two intervals (a
+    /// heartbeat or a frame): what a member answers when another asks
+    /// whether it still hears `node`.
+    pub(crate) fn hears(&self, node: NodeId, now_ms: u64) -> bool {
+        self.peers.iter().any(|peer| {
+            peer.node == node && now_ms.saturating_sub(peer.last_heard_ms) <= 2 * self.interval_ms
+        })
+    }
+
+    /// The suspicion of `node` is over (it answered, or it was heard
+    /// again): count its missed heartbeats from nothing.
+    pub(crate) fn clear_suspicion(&mut self, node: NodeId) {
+        if let Some(peer) = self.peers.iter_mut().find(|peer| peer.node == node) {
+            peer.suspected = false;
+            peer.missed = 0;
+        }
+    }
+
+    /// CM_HEARTBEAT_ACK from `from` of a heartbeat this node sent at
+    /// `sent_at_ms`: that peer's part of the lease runs from then.
+    /// Returns whether the lease grew.
+    pub(crate) fn acked(&mut self, from: NodeId, sent_at_ms: u64) -> bool {
+        let before = self.lease_until_ms();
         let until = sent_at_ms.saturating_add(self.lease_ms());
-        if until <= self.lease_until_ms {
-            return false;
+        if let Some(peer) = self.peers.iter_mut().find(|peer| peer.node == from) {
+            peer.lease_until_ms = peer.lease_until_ms.max(until);
         }
-        self.lease_until_ms = until;
-        true
+        self.lease_until_ms() > before
     }
 
-    /// Until when this node may serve reads, by its heartbeats alone.
+    /// Until when this node may serve reads, by its heartbeats alone:
+    /// the earliest of the peers' parts.
     pub(crate) fn lease_until_ms(&self) -> u64 {
-        self.lease_until_ms
+        self.peers
+            .iter()
+            .map(|peer| peer.lease_until_ms)
+            .min()
+            .unwrap_or(0)
     }
 
-    /// Whether heartbeats run (a ring of more than one node, formed).
+    /// Whether heartbeats run (formed, with another member).
     pub(crate) fn running(&self) -> bool {
-        self.started && self.next.is_some()
+        self.started && !self.peers.is_empty()
     }
 
     fn lease_ms(&self) -> u64 {
@@ -207,7 +255,7 @@ impl Heartbeats {
         self.interval_ms
     }
 
-    /// Heartbeats a watched node may miss in a row before it is suspected.
+    /// Heartbeats a peer may miss in a row before it is suspected.
     pub(crate) fn missed_limit(&self) -> u32 {
         self.missed_limit
     }
@@ -218,22 +266,24 @@ impl Heartbeats {
     }
 
     fn beat(&mut self, ctx: &mut dyn Context) {
-        let Some(next) = self.next else {
+        if self.peers.is_empty() {
             return;
-        };
+        }
         self.sequence = self.sequence.wrapping_add(1);
-        let to = BlockRef::new(next, BlockKind::Membership, 0);
         let sequence = self.sequence;
         let sent_at_ms = ctx.now_ms();
-        kernel::send(
-            ctx,
-            self.address,
-            to,
-            CmHeartbeat {
-                sequence,
-                sent_at_ms,
-            },
-        );
+        for peer in &self.peers {
+            let to = BlockRef::new(peer.node, BlockKind::Membership, 0);
+            kernel::send(
+                ctx,
+                self.address,
+                to,
+                CmHeartbeat {
+                    sequence,
+                    sent_at_ms,
+                },
+            );
+        }
     }
 
     fn arm(&mut self, ctx: &mut dyn Context) {

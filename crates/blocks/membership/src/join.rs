@@ -196,7 +196,7 @@ impl Membership {
         // failure.
         self.tell_blocks(membership_id, live, configured.difference(live), ctx);
         let now = ctx.now_ms();
-        self.heartbeats.set_ring(live, now);
+        self.heartbeats.set_members(live, now);
         // The phases after formation, in their node-restart form (each
         // block sees itself starting in the membership it was told).
         self.begin_as_member(ctx);

@@ -2,14 +2,16 @@
 //! while it is sure no other node may have taken its partitions over.
 //!
 //! The survivors promote a node's backups only after they agreed it
-//! failed, and that needs its watcher to miss `missed_limit` heartbeats
+//! failed, and that needs a peer to miss `missed_limit` of its heartbeats
 //! (or a link to it to break). So the node serves reads while:
-//! - its lease from the heartbeat acks runs (`heartbeat`): its watcher
+//! - its lease from the heartbeat acks runs (`heartbeat`): every peer
 //!   heard from it within the last `(missed_limit - 1)` intervals, by the
-//!   node's own clock, measured from when it sent the heartbeat; and
+//!   node's own clock, measured from when it sent the heartbeat;
 //! - it takes no member for failed that is not agreed out yet: a link
 //!   that broke may already have let the other side start agreeing that
-//!   this node failed.
+//!   this node failed; and
+//! - it checks no suspicion of its own (`connectivity`): the president
+//!   may settle it by taking this node out.
 //!
 //! Membership tells every ldm of the node (READ_LEASE_REP) whenever the
 //! lease it may grant changes; an ldm refuses a read once the lease
@@ -34,7 +36,10 @@ impl Membership {
             // Agreed alone: no other node may take over.
             return u64::MAX;
         }
-        if !self.failures.failed.is_empty() || !self.heartbeats.running() {
+        if !self.failures.failed.is_empty()
+            || self.connectivity.checking()
+            || !self.heartbeats.running()
+        {
             return 0;
         }
         self.heartbeats.lease_until_ms()
@@ -66,8 +71,13 @@ impl Membership {
     }
 
     /// CM_HEARTBEAT_ACK: the lease may grow.
-    pub(crate) fn heartbeat_acked(&mut self, sent_at_ms: u64, ctx: &mut dyn Context) {
-        if self.heartbeats.acked(sent_at_ms) {
+    pub(crate) fn heartbeat_acked(
+        &mut self,
+        from: BlockRef,
+        sent_at_ms: u64,
+        ctx: &mut dyn Context,
+    ) {
+        if from.kind == BlockKind::Membership && self.heartbeats.acked(from.node, sent_at_ms) {
             self.publish_lease(ctx);
         }
     }

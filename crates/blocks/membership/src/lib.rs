@@ -7,7 +7,8 @@
 //! registering, telling them whether the node serves yet and how many tcs
 //! it has. Once the cluster is formed it sends and watches heartbeats in
 //! the ring of data nodes and suspects a node that misses too many
-//! (`heartbeat.rs`), takes a node whose heartbeats or link failed for
+//! (`heartbeat.rs`), checks with the other members whether they still
+//! hear it (`connectivity.rs`), takes a node whose heartbeats or link failed for
 //! failed and agrees the new membership with the other survivors through
 //! the president (`failure.rs`), judging by the survival rule
 //! (`survival.rs`) whether its side may continue; a node declared failed,
@@ -22,6 +23,7 @@
 //! This file holds the configuration, the block struct and its inbox (one
 //! `match` naming every signal membership takes).
 
+mod connectivity;
 mod failure;
 mod formation;
 mod handling;
@@ -32,6 +34,8 @@ pub mod start;
 mod stop;
 mod survival;
 
+#[cfg(test)]
+mod connectivity_tests;
 #[cfg(test)]
 mod failure_tests;
 #[cfg(test)]
@@ -87,6 +91,8 @@ pub struct Membership {
     state: StartState,
     formation: Formation,
     heartbeats: Heartbeats,
+    /// Suspicions being checked, and cuts reported to the president.
+    connectivity: connectivity::Connectivity,
     failures: Failures,
     arbitration: ArbitrationSettings,
     /// The blocks' handling of each agreed change.
@@ -144,6 +150,7 @@ impl Membership {
                 config.heartbeat_interval_ms,
                 config.heartbeat_missed,
             ),
+            connectivity: connectivity::Connectivity::default(),
             failures: Failures::new(all, groups.into_iter().map(|(_, set)| set).collect()),
             formation,
             arbitration: config.arbitration,
@@ -346,7 +353,14 @@ impl kernel::Block for Membership {
                 .formation
                 .system_file_read(report.complete_gci, report.members),
             Signal::CmHeartbeat(heartbeat) => self.heartbeat(from, heartbeat.sent_at_ms, ctx),
-            Signal::CmHeartbeatAck(ack) => self.heartbeat_acked(ack.sent_at_ms, ctx),
+            Signal::CmHeartbeatAck(ack) => self.heartbeat_acked(from, ack.sent_at_ms, ctx),
+            Signal::CmPingReq(request) => {
+                self.ping_requested(from, request.check, request.suspect, ctx)
+            }
+            Signal::CmPingConf(conf) => {
+                self.ping_answered(from, conf.check, conf.suspect, conf.hears, ctx)
+            }
+            Signal::CmLinkCutRep(report) => self.cut_reported(from.node, report.suspect, ctx),
             Signal::CmFailRep(report) => self.fail_report(from, report.failed, ctx),
             Signal::CmFailPrepareReq(request) => self.prepare(
                 from,
@@ -398,9 +412,10 @@ impl kernel::Block for Membership {
                 formation::job::JOIN_RETRY => self.ask_to_join_again(ctx),
                 formation::job::STOP_LIMIT => self.stop_limit(ctx),
                 formation::job::HEARTBEAT => {
-                    if let Some((node, silent_ms)) = self.heartbeats.tick(ctx) {
-                        self.heartbeats_missed(node, silent_ms, ctx);
+                    for (node, silent_ms) in self.heartbeats.tick(ctx) {
+                        self.suspect(node, silent_ms, ctx);
                     }
+                    self.connectivity_tick(ctx);
                 }
                 other => panic!("membership {}: unknown ContinueB job {other}", self.address),
             },

@@ -486,10 +486,10 @@ pub(crate) fn phase_requests_of(node: u16, phase: u8) -> Vec<String> {
 
 /// What node `node`'s membership sends once the cluster is formed (at
 /// time 0): the president (node 1, the lowest id of every cluster here)
-/// to dict and dih, the first heartbeat to `next` (the next node of the
-/// ring), the heartbeat timer, the first read lease to its ldm, and phase
-/// 2's requests.
-pub(crate) fn formed_requests_of(node: u16, next: u16) -> Vec<String> {
+/// to dict and dih, the first heartbeat to every other member (`peers`),
+/// the heartbeat timer, the first read lease to its ldm, and phase 2's
+/// requests.
+pub(crate) fn formed_requests_of(node: u16, peers: &[u16]) -> Vec<String> {
     let me = membership_of(node);
     let ldm = BlockRef::new(NodeId(node), BlockKind::Ldm, 0);
     let president = NodeId(1);
@@ -497,8 +497,12 @@ pub(crate) fn formed_requests_of(node: u16, next: u16) -> Vec<String> {
         .iter()
         .map(|&block| line(me, block, PresidentRep { president }))
         .collect();
+    lines.extend(
+        peers
+            .iter()
+            .map(|&peer| line(me, membership_of(peer), heartbeat(1))),
+    );
     lines.extend([
-        line(me, membership_of(next), heartbeat(1)),
         delayed_line(me, me, ContinueB { job: 2 }, HEARTBEAT_MS),
         line(
             me,
@@ -574,7 +578,7 @@ fn golden_trace_of_two_node_formation_at_the_president() {
     );
     assert_eq!(president.state(), StartState::Forming);
     deliver(&mut president, &mut ctx, me, formed);
-    assert_eq!(ctx.take_trace(), formed_requests_of(1, 2));
+    assert_eq!(ctx.take_trace(), formed_requests_of(1, &[2]));
     assert_eq!(president.state(), StartState::Running { index: 1 });
 }
 
@@ -606,7 +610,7 @@ fn golden_trace_of_two_node_formation_at_the_other_node() {
     deliver(&mut node, &mut ctx, me, waiting_report());
     assert!(ctx.take_reports().is_empty() && ctx.take_trace().is_empty());
     deliver(&mut node, &mut ctx, membership_of(1), formed_by(NodeId(1)));
-    assert_eq!(ctx.take_trace(), formed_requests_of(2, 1));
+    assert_eq!(ctx.take_trace(), formed_requests_of(2, &[1]));
 }
 
 #[test]
@@ -637,7 +641,7 @@ fn four_node_formation_waits_for_every_connection_and_every_registration() {
         membership_of(1),
         CmRegConf { ..formed },
     );
-    assert_eq!(ctx.take_trace(), formed_requests_of(3, 4));
+    assert_eq!(ctx.take_trace(), formed_requests_of(3, &[1, 2, 4]));
 
     // The president: registrations in any order, the conf after the last.
     let mut president = member_of(1, &nodes);
@@ -682,7 +686,7 @@ fn four_node_formation_waits_for_every_connection_and_every_registration() {
             .collect::<Vec<_>>()
     );
     deliver(&mut president, &mut ctx, me, formed);
-    assert_eq!(ctx.take_trace(), formed_requests_of(1, 2));
+    assert_eq!(ctx.take_trace(), formed_requests_of(1, &[2, 3, 4]));
 }
 
 #[test]
@@ -764,7 +768,7 @@ fn waiting_report_timer(me: BlockRef) -> String {
 }
 
 /// Node 2 of a cluster of 1, 2 and 3, formed: it sends heartbeats to
-/// node 3 and watches node 1.
+/// nodes 1 and 3 and watches both.
 pub(crate) fn formed_middle_node(ctx: &mut RecordingContext) -> Membership {
     let mut node = member_of(2, &[3, 1, 2]);
     let me = membership_of(2);
@@ -775,7 +779,7 @@ pub(crate) fn formed_middle_node(ctx: &mut RecordingContext) -> Membership {
     deliver(&mut node, ctx, membership_of(1), formed);
     assert_eq!(
         ctx.take_trace().last(),
-        formed_requests_of(2, 3).last(),
+        formed_requests_of(2, &[1, 3]).last(),
         "formed"
     );
     ctx.take_reports();
@@ -791,31 +795,43 @@ pub(crate) fn heartbeat(sequence: u32) -> CmHeartbeat {
 }
 
 pub(crate) fn heartbeat_timer(node: &mut Membership, ctx: &mut RecordingContext) {
-    let me = membership_of(2);
+    heartbeat_timer_of(node, ctx, 2);
+}
+
+/// One heartbeat interval later, node `id`'s heartbeat timer.
+pub(crate) fn heartbeat_timer_of(node: &mut Membership, ctx: &mut RecordingContext, id: u16) {
+    ctx.now_ms += HEARTBEAT_MS;
+    let me = membership_of(id);
     deliver(node, ctx, me, ContinueB { job: 2 });
 }
 
 #[test]
-fn heartbeats_go_round_the_ring_and_a_silent_neighbour_is_suspected_once() {
+fn heartbeats_go_to_every_member_and_a_silent_one_is_checked_then_taken_for_failed() {
     let mut ctx = RecordingContext::new();
     let mut node = formed_middle_node(&mut ctx);
     let me = membership_of(2);
-    // Each interval: the next heartbeat to node 3, the next timer.
+    // Each interval: the next heartbeat to nodes 1 and 3, the next timer.
+    let sent_at = |sequence: u32| CmHeartbeat {
+        sequence,
+        sent_at_ms: u64::from(sequence - 1) * HEARTBEAT_MS,
+    };
     for sequence in 2..=4 {
         heartbeat_timer(&mut node, &mut ctx);
         assert_eq!(
             ctx.take_trace(),
             vec![
-                line(me, membership_of(3), heartbeat(sequence)),
+                line(me, membership_of(1), sent_at(sequence)),
+                line(me, membership_of(3), sent_at(sequence)),
                 delayed_line(me, me, ContinueB { job: 2 }, HEARTBEAT_MS),
             ]
         );
     }
-    // Three missed, then node 1 is heard: the count starts again.
+    // Three missed, then nodes 1 and 3 are heard: the counts start again.
     deliver(&mut node, &mut ctx, membership_of(1), heartbeat(9));
+    deliver(&mut node, &mut ctx, membership_of(3), heartbeat(9));
     assert!(node.suspected().is_empty());
-    // Heartbeats from a node this one does not watch, or from another
-    // block, are no sign of life of node 1.
+    // Node 3 goes on; a heartbeat from another block of node 1 is no
+    // sign of life of its membership.
     for _ in 0..HEARTBEAT_MISSED - 1 {
         heartbeat_timer(&mut node, &mut ctx);
         deliver(&mut node, &mut ctx, membership_of(3), heartbeat(1));
@@ -829,32 +845,57 @@ fn heartbeats_go_round_the_ring_and_a_silent_neighbour_is_suspected_once() {
     );
     assert!(ctx.take_reports().is_empty());
     ctx.take_trace();
+    // The fourth: node 1 is suspected, and node 2 asks node 3 (and node
+    // 1) whether it still hears it; no read is served meanwhile.
     heartbeat_timer(&mut node, &mut ctx);
     assert_eq!(node.suspected(), &[NodeId(1)]);
+    let reports = ctx.take_reports();
+    assert!(
+        matches!(&reports[..], [Report::Log(line)]
+            if line.starts_with("node 1 silent for") && line.contains("asking {3}")),
+        "{reports:?}"
+    );
+    let ping = || signal::signals::CmPingReq {
+        check: 1,
+        suspect: NodeId(1),
+    };
+    let revoked = signal::signals::ReadLeaseRep { valid_until_ms: 0 };
+    let ldm = BlockRef::new(NodeId(2), BlockKind::Ldm, 0);
+    assert_eq!(
+        ctx.take_trace()[3..],
+        [
+            line(me, membership_of(1), ping()),
+            line(me, membership_of(3), ping()),
+            line(me, ldm, revoked),
+        ]
+    );
+    // Node 3 does not hear it either: taken for failed at once, and node
+    // 2, the lowest id left, proposes the membership without node 1
+    // (failure_tests has the protocol).
+    let answer = signal::signals::CmPingConf {
+        check: 1,
+        suspect: NodeId(1),
+        hears: false,
+    };
+    deliver(&mut node, &mut ctx, membership_of(3), answer);
     let reports = ctx.take_reports();
     assert!(
         matches!(&reports[..], [Report::Log(line), Report::CutLinks(cut)]
             if line.starts_with("node 1 failed: missed 4 heartbeats") && *cut == NodeSet::of([NodeId(1)])),
         "{reports:?}"
     );
-    // Node 1 failed: node 2 is the lowest id left, so it proposes the
-    // membership without node 1 (failure_tests has the protocol).
     let proposal = || signal::signals::CmFailPrepareReq {
         membership_id: 2,
         live: NodeSet::of([NodeId(2), NodeId(3)]),
         starting: NodeSet::EMPTY,
         returned: NodeSet::EMPTY,
     };
-    let trace = ctx.take_trace();
-    let revoked = signal::signals::ReadLeaseRep { valid_until_ms: 0 };
     assert_eq!(
-        trace[2..],
+        ctx.take_trace(),
         [
-            line(me, BlockRef::new(NodeId(2), BlockKind::Ldm, 0), revoked),
             line(me, me, proposal()),
             line(me, membership_of(3), proposal())
-        ],
-        "{trace:#?}"
+        ]
     );
     // Suspected once; the heartbeats to node 3 go on; node 1 is no
     // longer heard at all.

@@ -1367,6 +1367,48 @@ signal_table! {
     #[derive(Debug, PartialEq)]
     269 TcDrainConf: Tc -> Membership, local {}
 
+    /// membership -> every other member's membership: the sender stopped
+    /// hearing `suspect` (it missed its heartbeats) and asks, before it
+    /// takes it for failed, whether the receiver still hears it
+    /// (docs/design/0020-connectivity-check.md). Answered with
+    /// [`CmPingConf`]; `suspect` itself answers too, which clears the
+    /// suspicion.
+    #[derive(Debug, PartialEq)]
+    270 CmPingReq: Membership -> Membership, node {
+        /// The sender's check (echoed).
+        check: u32,
+        /// The member the sender no longer hears.
+        suspect: NodeId,
+    }
+
+    /// membership -> the membership that sent a [`CmPingReq`]: whether
+    /// this node heard from `suspect` within the last two heartbeat
+    /// intervals (always true when this node is `suspect`).
+    #[derive(Debug, PartialEq)]
+    271 CmPingConf: Membership -> Membership, node {
+        /// Echoed.
+        check: u32,
+        /// Echoed.
+        suspect: NodeId,
+        /// The answer.
+        hears: bool,
+    }
+
+    /// membership -> the president's membership: the sender does not
+    /// hear `suspect`, which other members (`hearing`) still hear: the
+    /// link between the two is bad, and one of them must leave. The
+    /// president gathers such reports for a moment and chooses who
+    /// (docs/design/0020-connectivity-check.md).
+    #[derive(Debug, PartialEq)]
+    272 CmLinkCutRep: Membership -> Membership, node {
+        /// The sender's agreed membership id.
+        membership_id: u32,
+        /// The member the sender no longer hears.
+        suspect: NodeId,
+        /// The members that said they still hear it.
+        hearing: NodeSet,
+    }
+
     // ---- System restart: 280..=299 (room for node restart and copy of partitions)
 
     /// dih -> master dih, system restart (start phase RESTART_GCI): what this

@@ -1,0 +1,242 @@
+//! The connectivity check's golden traces (`connectivity.rs`): a
+//! suspect that answers is not failed, a node that hears none of the
+//! members it asks leaves, a suspect others still hear is a bad link the
+//! president settles (or, without a settlement, the reporter leaves),
+//! the president's choice of who leaves, and the read lease as the
+//! earliest of every peer's acks.
+
+use crate::failure_tests::formed;
+use crate::tests::{
+    formed_middle_node, heartbeat, heartbeat_timer, heartbeat_timer_of, membership_of,
+    HEARTBEAT_MISSED, HEARTBEAT_MS,
+};
+use crate::Membership;
+use kernel::testing::{deliver, line, RecordingContext};
+use kernel::Report;
+use signal::{BlockKind, BlockRef, NodeId, NodeSet};
+
+fn set(ids: &[u16]) -> NodeSet {
+    NodeSet::of(ids.iter().map(|&id| NodeId(id)))
+}
+
+/// Node 2 of nodes 1, 2 and 3 after node 1 missed its heartbeats: the
+/// check (id 1) is asking node 3.
+fn checking_node_1(ctx: &mut RecordingContext) -> Membership {
+    let mut node = formed_middle_node(ctx);
+    for _ in 0..HEARTBEAT_MISSED {
+        heartbeat_timer(&mut node, ctx);
+        deliver(&mut node, ctx, membership_of(3), heartbeat(1));
+    }
+    assert_eq!(node.suspected(), &[NodeId(1)]);
+    ctx.take_trace();
+    ctx.take_reports();
+    node
+}
+
+#[test]
+fn a_suspect_that_answers_the_check_is_not_taken_for_failed() {
+    let mut ctx = RecordingContext::new();
+    let mut node = checking_node_1(&mut ctx);
+    // A late or foreign answer changes nothing.
+    let answer = |check, hears| signal::signals::CmPingConf {
+        check,
+        suspect: NodeId(1),
+        hears,
+    };
+    deliver(&mut node, &mut ctx, membership_of(3), answer(7, false));
+    assert!(ctx.take_reports().is_empty() && ctx.take_trace().is_empty());
+    deliver(&mut node, &mut ctx, membership_of(1), answer(1, true));
+    let reports = ctx.take_reports();
+    assert!(
+        matches!(&reports[..], [Report::Log(line)] if line == "node 1 is not taken for failed: it answered"),
+        "{reports:?}"
+    );
+    // Reads are served again (the lease of the heartbeats acked at 0).
+    let ldm = BlockRef::new(NodeId(2), BlockKind::Ldm, 0);
+    assert_eq!(
+        ctx.take_trace(),
+        [line(
+            membership_of(2),
+            ldm,
+            signal::signals::ReadLeaseRep {
+                valid_until_ms: u64::from(HEARTBEAT_MISSED - 1) * HEARTBEAT_MS
+            }
+        )]
+    );
+    // Its count starts again: suspected after another full limit.
+    for _ in 0..HEARTBEAT_MISSED - 1 {
+        heartbeat_timer(&mut node, &mut ctx);
+        deliver(&mut node, &mut ctx, membership_of(3), heartbeat(1));
+    }
+    assert!(ctx.take_reports().is_empty());
+}
+
+#[test]
+fn a_node_that_hears_none_of_the_members_it_asks_is_the_one_cut_off() {
+    let mut ctx = RecordingContext::new();
+    let mut node = checking_node_1(&mut ctx);
+    // Node 3 stops answering too (its heartbeats stop): two intervals
+    // later the check ends with no answer.
+    for _ in 0..2 {
+        heartbeat_timer(&mut node, &mut ctx);
+    }
+    let reports = ctx.take_reports();
+    assert!(
+        matches!(&reports[..], [Report::Shutdown(why)]
+            if why.contains("none of the members it asked ({3}) answered")),
+        "{reports:?}"
+    );
+}
+
+#[test]
+fn a_suspect_others_still_hear_is_a_bad_link_the_president_settles() {
+    let mut ctx = RecordingContext::new();
+    let mut node = checking_node_1(&mut ctx);
+    let me = membership_of(2);
+    deliver(
+        &mut node,
+        &mut ctx,
+        membership_of(3),
+        signal::signals::CmPingConf {
+            check: 1,
+            suspect: NodeId(1),
+            hears: true,
+        },
+    );
+    assert!(ctx.take_reports().is_empty(), "waits for the window");
+    for _ in 0..2 {
+        heartbeat_timer(&mut node, &mut ctx);
+        deliver(&mut node, &mut ctx, membership_of(3), heartbeat(1));
+    }
+    // Node 3 hears node 1: node 2 asks president 1 which of them leaves.
+    let reports = ctx.take_reports();
+    assert!(
+        matches!(&reports[..], [Report::Log(line)]
+            if line.contains("{3} still hear it: a bad link; asking president 1")),
+        "{reports:?}"
+    );
+    let report = signal::signals::CmLinkCutRep {
+        membership_id: 1,
+        suspect: NodeId(1),
+        hearing: NodeSet::of([NodeId(3)]),
+    };
+    assert!(ctx
+        .take_trace()
+        .contains(&line(me, membership_of(1), report)));
+    // No settlement comes: node 2 leaves by itself four intervals later.
+    for _ in 0..3 {
+        heartbeat_timer(&mut node, &mut ctx);
+        deliver(&mut node, &mut ctx, membership_of(3), heartbeat(1));
+    }
+    assert!(ctx.take_reports().is_empty());
+    heartbeat_timer(&mut node, &mut ctx);
+    let reports = ctx.take_reports();
+    assert!(
+        matches!(&reports[..], [Report::Shutdown(why)]
+            if why.starts_with("this node does not hear node 1, which other members still hear")),
+        "{reports:?}"
+    );
+}
+
+#[test]
+fn the_president_takes_out_the_node_that_hears_badly() {
+    // Node 1, president of 1, 2 and 3, hears both; node 3 reports it
+    // does not hear node 2, then node 1 (one node hearing badly).
+    let mut ctx = RecordingContext::new();
+    let mut president = formed(1, &[1, 2, 3], &mut ctx);
+    let me = membership_of(1);
+    let cut = |suspect| signal::signals::CmLinkCutRep {
+        membership_id: 1,
+        suspect: NodeId(suspect),
+        hearing: NodeSet::of([NodeId(1)]),
+    };
+    deliver(&mut president, &mut ctx, membership_of(3), cut(2));
+    deliver(&mut president, &mut ctx, membership_of(3), cut(2));
+    heartbeat_timer_of(&mut president, &mut ctx, 1);
+    deliver(&mut president, &mut ctx, membership_of(2), heartbeat(1));
+    deliver(&mut president, &mut ctx, membership_of(3), heartbeat(1));
+    assert!(ctx.take_reports().is_empty(), "gathers two intervals");
+    heartbeat_timer_of(&mut president, &mut ctx, 1);
+    let reports = ctx.take_reports();
+    assert!(
+        matches!(&reports[..], [Report::Log(line), Report::CutLinks(cut), ..]
+            if line.starts_with("node 3 failed: the link between it and node 2 is bad")
+                && *cut == NodeSet::of([NodeId(3)])),
+        "{reports:?}"
+    );
+    let proposal = signal::signals::CmFailPrepareReq {
+        membership_id: 2,
+        live: NodeSet::of([NodeId(1), NodeId(2)]),
+        starting: NodeSet::EMPTY,
+        returned: NodeSet::EMPTY,
+    };
+    assert!(ctx
+        .take_trace()
+        .contains(&line(me, membership_of(2), proposal)));
+}
+
+#[test]
+fn the_nodes_chosen_to_leave_close_every_cut_keeping_a_node_of_every_group() {
+    use crate::connectivity::choose_leaving;
+    let n = NodeId;
+    let all = set(&[2, 3, 4, 5]);
+    let groups = [set(&[2, 3]), set(&[4, 5])];
+    // One node hearing nobody: it, however it is reported.
+    let lossy = [(n(3), n(2)), (n(3), n(4)), (n(3), n(5))];
+    assert_eq!(choose_leaving(&lossy, all, n(2), &groups), set(&[3]));
+    // One cut: not the president, else the reporter.
+    assert_eq!(
+        choose_leaving(&[(n(3), n(2))], all, n(2), &groups),
+        set(&[3])
+    );
+    assert_eq!(
+        choose_leaving(&[(n(2), n(3))], all, n(2), &groups),
+        set(&[3])
+    );
+    assert_eq!(
+        choose_leaving(&[(n(4), n(5))], all, n(2), &groups),
+        set(&[4])
+    );
+    // A majority ring (2-4 and 3-5 cut, each reported both ways): one
+    // end of each, a node of each group kept.
+    let ring = [(n(2), n(4)), (n(4), n(2)), (n(3), n(5)), (n(5), n(3))];
+    let leaving = choose_leaving(&ring, all, n(2), &groups);
+    assert_eq!(leaving.len(), 2, "{leaving}");
+    let left = all.difference(leaving);
+    assert!(
+        groups
+            .iter()
+            .all(|group| !group.intersection(left).is_empty()),
+        "{leaving}"
+    );
+    assert!(ring
+        .iter()
+        .all(|&(a, b)| !(left.contains(a) && left.contains(b))));
+    // Cuts to a node already gone are settled.
+    assert!(choose_leaving(&lossy, set(&[2, 4, 5]), n(2), &groups).is_empty());
+}
+
+#[test]
+fn the_read_lease_is_the_earliest_of_every_peers_acks() {
+    let mut ctx = RecordingContext::new();
+    ctx.now_ms = 1_000;
+    let mut member = formed(1, &[1, 2, 3], &mut ctx);
+    let me = membership_of(1);
+    let ldm = BlockRef::new(NodeId(1), BlockKind::Ldm, 0);
+    let lease_ms = u64::from(HEARTBEAT_MISSED - 1) * HEARTBEAT_MS;
+    let ack = |sent_at_ms| signal::signals::CmHeartbeatAck { sent_at_ms };
+    // Node 2 acks: node 3 has not, and may suspect node 1 first.
+    deliver(&mut member, &mut ctx, membership_of(2), ack(1_250));
+    assert!(ctx.take_trace().is_empty());
+    deliver(&mut member, &mut ctx, membership_of(3), ack(1_500));
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(
+            me,
+            ldm,
+            signal::signals::ReadLeaseRep {
+                valid_until_ms: 1_250 + lease_ms
+            }
+        )]
+    );
+}

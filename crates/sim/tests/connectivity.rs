@@ -1,0 +1,197 @@
+//! The connectivity check under the simulator
+//! (docs/design/0020-connectivity-check.md): a node that stops hearing
+//! the others (one-way loss into it, held as TCP holds it) leaves alone,
+//! whichever node it is, the president included; a link silent both
+//! ways between two members costs one of them; a majority ring (two such
+//! links, between node groups) costs one end of each and keeps a node of
+//! every group. Before the check, the node that heard badly took the
+//! healthy ones for failed, and a whole cluster could go down.
+
+use signal::{NodeId, NodeSet};
+use sim::nemesis::Fault;
+use sim::{ClusterShape, NoClient, NodeLimits, Simulation};
+use stdx::mix::XorShift;
+
+/// Default heartbeat settings (config): 250 ms, 4 missed.
+const DETECTION_US: u64 = 4 * 250_000;
+
+fn started(seed: u64) -> Simulation {
+    let shape = ClusterShape::new(4, 2);
+    let mut simulation = Simulation::with_cluster(seed, shape, NodeLimits::default(), false);
+    simulation.start_nodes();
+    simulation
+}
+
+fn run_for(simulation: &mut Simulation, duration_us: u64) {
+    let until = simulation.world().now_us() + duration_us;
+    simulation.run_until_us(&mut NoClient, until);
+}
+
+fn running(simulation: &Simulation) -> NodeSet {
+    let world = simulation.world();
+    NodeSet::of(
+        world
+            .data_nodes()
+            .iter()
+            .copied()
+            .filter(|&node| !world.is_stopped(node)),
+    )
+}
+
+/// Every running node installed the same membership, of exactly the
+/// running nodes.
+fn assert_agreed(simulation: &Simulation, what: &str) {
+    let alive = running(simulation);
+    for node in alive.iter() {
+        let (_, live) = simulation.world().membership_of(node);
+        assert_eq!(
+            live,
+            alive,
+            "{what}: node {node} installed another membership; stopped: {:?}",
+            simulation.world().stopped()
+        );
+    }
+    assert!(simulation.world().split_brain().is_none(), "{what}");
+}
+
+/// Both node groups of the 4-node shape (consecutive ids, as the config
+/// assigns them).
+fn groups(simulation: &Simulation) -> [NodeSet; 2] {
+    let nodes = simulation.world().data_nodes();
+    [
+        NodeSet::of([nodes[0], nodes[1]]),
+        NodeSet::of([nodes[2], nodes[3]]),
+    ]
+}
+
+fn hold_both_ways(simulation: &mut Simulation, a: NodeId, b: NodeId, duration_us: u64) {
+    for (from, to) in [(a, b), (b, a)] {
+        simulation.inject(Fault::Partition {
+            from,
+            to,
+            duration_us,
+        });
+    }
+}
+
+#[test]
+fn a_node_that_hears_nobody_leaves_alone() {
+    for seed in 1..=8u64 {
+        let mut simulation = started(seed);
+        let nodes = simulation.world().data_nodes().to_vec();
+        // Every node in turn, the president (the first) included.
+        let deaf = nodes[seed as usize % nodes.len()];
+        run_for(&mut simulation, seed * 41_000);
+        for &peer in nodes.iter().filter(|&&peer| peer != deaf) {
+            simulation.inject(Fault::Partition {
+                from: peer,
+                to: deaf,
+                duration_us: 5 * DETECTION_US,
+            });
+        }
+        run_for(&mut simulation, 8 * DETECTION_US);
+        let what = format!("seed {seed}, nothing reaches node {deaf}");
+        let mut expected = NodeSet::of(nodes.iter().copied());
+        expected.remove(deaf);
+        assert_eq!(
+            running(&simulation),
+            expected,
+            "{what}: stopped {:?}",
+            simulation.world().stopped()
+        );
+        assert_agreed(&simulation, &what);
+    }
+}
+
+#[test]
+fn a_node_that_hears_badly_costs_at_most_itself() {
+    for seed in 1..=8u64 {
+        let mut simulation = started(seed);
+        let nodes = simulation.world().data_nodes().to_vec();
+        let deaf = nodes[seed as usize % nodes.len()];
+        let mut rng = XorShift::new(seed);
+        // For 5 s, each link into the node stalls again and again, 0.1 to
+        // 0.9 s at a time: what TCP makes of heavy loss.
+        let end = simulation.world().now_us() + 5 * DETECTION_US;
+        while simulation.world().now_us() < end {
+            for &peer in nodes.iter().filter(|&&peer| peer != deaf) {
+                if !simulation.world().is_stopped(deaf) && rng.below(2) == 0 {
+                    simulation.inject(Fault::Partition {
+                        from: peer,
+                        to: deaf,
+                        duration_us: 100_000 + rng.below(800_000),
+                    });
+                }
+            }
+            run_for(&mut simulation, 300_000);
+        }
+        run_for(&mut simulation, 6 * DETECTION_US);
+        let what = format!("seed {seed}, links into node {deaf} stall");
+        let alive = running(&simulation);
+        for &node in nodes.iter().filter(|&&node| node != deaf) {
+            assert!(
+                alive.contains(node),
+                "{what}: node {node} stopped: {:?}",
+                simulation.world().stopped()
+            );
+        }
+        assert_agreed(&simulation, &what);
+    }
+}
+
+#[test]
+fn a_link_silent_both_ways_costs_one_of_its_ends() {
+    for seed in 1..=6u64 {
+        let mut simulation = started(seed);
+        let nodes = simulation.world().data_nodes().to_vec();
+        // The link inside a node group, then one between groups.
+        let (a, b) = if seed % 2 == 0 {
+            (nodes[0], nodes[1])
+        } else {
+            (nodes[1], nodes[2])
+        };
+        run_for(&mut simulation, seed * 53_000);
+        hold_both_ways(&mut simulation, a, b, 20 * DETECTION_US);
+        run_for(&mut simulation, 8 * DETECTION_US);
+        let what = format!("seed {seed}, link {a}-{b} silent");
+        let alive = running(&simulation);
+        assert_eq!(
+            alive.len(),
+            3,
+            "{what}: stopped {:?}",
+            simulation.world().stopped()
+        );
+        assert!(!(alive.contains(a) && alive.contains(b)), "{what}");
+        assert_agreed(&simulation, &what);
+    }
+}
+
+#[test]
+fn a_majority_ring_costs_one_end_of_each_cut_and_keeps_every_group() {
+    for seed in 1..=6u64 {
+        let mut simulation = started(seed);
+        let nodes = simulation.world().data_nodes().to_vec();
+        let groups = groups(&simulation);
+        run_for(&mut simulation, seed * 29_000);
+        // Ring 0-1-3-2-0 is whole; 0-3 and 1-2 are cut (between groups).
+        hold_both_ways(&mut simulation, nodes[0], nodes[3], 20 * DETECTION_US);
+        hold_both_ways(&mut simulation, nodes[1], nodes[2], 20 * DETECTION_US);
+        run_for(&mut simulation, 8 * DETECTION_US);
+        let what = format!("seed {seed}, majority ring");
+        let alive = running(&simulation);
+        assert_eq!(
+            alive.len(),
+            2,
+            "{what}: stopped {:?}",
+            simulation.world().stopped()
+        );
+        for group in groups {
+            assert!(
+                !group.intersection(alive).is_empty(),
+                "{what}: group {group} lost; stopped {:?}",
+                simulation.world().stopped()
+            );
+        }
+        assert_agreed(&simulation, &what);
+    }
+}
