@@ -61,21 +61,6 @@ impl Schedule {
         }
     }
 
-    /// The partition shapes it draws from, the first this many of
-    /// [`Shape`]'s (isolate, split a group, the two kinds of halves, the
-    /// majority ring, one-way loss). The short schedule, which CI runs,
-    /// leaves out the majority ring and one-way loss while the failures
-    /// they find stay open (design 0019, findings 6 to 8: a stall, a
-    /// copy that never ends, and the whole cluster brought down by one
-    /// node that hears badly); the long schedule keeps them, and fails
-    /// on them until they are fixed.
-    pub fn partition_shapes(self) -> u64 {
-        match self {
-            Schedule::Short => 4,
-            Schedule::Long => 6,
-        }
-    }
-
     /// The pause between the cluster healed and the next fault: time for
     /// the clients to show full throughput again.
     pub fn gap_ms(self, random: &mut XorShift) -> u64 {
@@ -183,7 +168,7 @@ impl Fault {
                 },
             },
             Kind::Partition => Fault::Partition {
-                shape: Shape::draw(random, nodes, schedule.partition_shapes()),
+                shape: Shape::draw(random, nodes),
                 millis: 3_000 + random.below(5_000),
             },
             Kind::KillMgmd => Fault::KillMgmd {
@@ -252,8 +237,12 @@ impl std::fmt::Display for Fault {
     }
 }
 
+/// How many partition shapes both schedules draw from: isolate, split a
+/// group, the two kinds of halves, the majority ring, one-way loss.
+pub const SHAPES: u64 = 6;
+
 impl Shape {
-    fn draw(random: &mut XorShift, nodes: &[NodeView], shapes: u64) -> Shape {
+    fn draw(random: &mut XorShift, nodes: &[NodeView]) -> Shape {
         let mut groups: std::collections::BTreeMap<u64, Vec<u16>> = Default::default();
         for node in nodes {
             groups.entry(node.group).or_default().push(node.id);
@@ -272,7 +261,7 @@ impl Shape {
             }
         }
         let ids: Vec<u16> = nodes.iter().map(|node| node.id).collect();
-        match random.below(shapes.clamp(1, 6)) {
+        match random.below(SHAPES) {
             0 => Shape::Isolate(ids[random.below(ids.len() as u64) as usize]),
             1 => {
                 let members: Vec<&Vec<u16>> = groups
@@ -432,21 +421,19 @@ mod tests {
     }
 
     #[test]
-    fn the_short_schedule_draws_no_majority_ring_and_no_loss() {
-        let mut random = XorShift::new(3);
-        let mut shapes = std::collections::HashSet::new();
-        for _ in 0..400 {
-            if let Fault::Partition { shape, .. } =
-                Fault::draw(Kind::Partition, &mut random, &nodes(), Schedule::Short)
-            {
-                assert!(
-                    !matches!(shape, Shape::MajorityRing(_) | Shape::Loss { .. }),
-                    "{shape}"
-                );
-                shapes.insert(std::mem::discriminant(&shape));
+    fn both_schedules_draw_every_partition_shape() {
+        for schedule in [Schedule::Short, Schedule::Long] {
+            let mut random = XorShift::new(3);
+            let mut shapes = std::collections::HashSet::new();
+            for _ in 0..400 {
+                if let Fault::Partition { shape, .. } =
+                    Fault::draw(Kind::Partition, &mut random, &nodes(), schedule)
+                {
+                    shapes.insert(std::mem::discriminant(&shape));
+                }
             }
+            assert_eq!(shapes.len() as u64, SHAPES, "{schedule:?}");
         }
-        assert_eq!(shapes.len(), 4, "every other shape is drawn");
     }
 
     #[test]
