@@ -356,7 +356,7 @@ fn nemesis(
             }
         }
         let kind = deck.pop().expect("dealt above");
-        let fault = Fault::draw(kind, &mut random, &nodes, options.schedule);
+        let fault = Fault::draw(kind, &mut random, &nodes);
         journal.log(format!("start {}: {fault}", kind.name()));
         let start = journal.now();
         if let Err(error) = apply(stage, &fault, &nodes, journal, gate, epochs) {
