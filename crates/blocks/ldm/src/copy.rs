@@ -66,6 +66,10 @@ const ENTRY_HEADER_BYTES: usize = 4 + 1 + 8 + 4;
 /// How long the primary waits before looking again at a row an operation
 /// holds, or for a free section.
 const WAIT_MS: u64 = 1;
+/// How long the walk waits for one held row before it logs which
+/// operation holds it (once per row): an operation that outlives its
+/// transaction would hold a copy, and the node's restart, for ever.
+const HELD_REPORT_MS: u64 = 10_000;
 /// How often a restarting ldm reports its copy's progress (and at the
 /// end of each partition).
 const PROGRESS_REPORT_MS: u64 = 500;
@@ -104,6 +108,11 @@ struct Outgoing {
     awaiting_conf: bool,
     /// The last batch went out.
     done: bool,
+    /// The row the walk waits for (an operation holds it), and since
+    /// when (ctx ms).
+    held: Option<(u32, u64)>,
+    /// That wait was logged.
+    held_reported: bool,
 }
 
 struct Incoming {
@@ -495,6 +504,8 @@ impl Ldm {
             cursor: RowIdCursor::new(0).visiting_freed_pages(),
             awaiting_conf: false,
             done: false,
+            held: None,
+            held_reported: false,
         });
         self.copy_send_batches(ctx);
     }
@@ -565,13 +576,15 @@ impl Ldm {
                 continue;
             };
             let (used, finished, held) = self.fill_batch(index, section.as_mut_slice());
-            if used == 0 && held {
+            if let (0, Some(row)) = (used, held) {
                 // Nothing to send before the held row: look again soon.
+                self.copy_waits_for(index, row, ctx);
                 wait = true;
                 continue;
             }
             section.set_len(used);
             let copy = &mut self.copies.outgoing[index];
+            copy.held = None;
             copy.awaiting_conf = true;
             copy.done = finished;
             let request = CopyRowsReq {
@@ -596,10 +609,58 @@ impl Ldm {
         }
     }
 
+    /// At the primary: copy `index`'s walk waits for `row`, which an
+    /// operation holds. A wait longer than [`HELD_REPORT_MS`] is logged
+    /// once, with the operation, so that one left holding a row is found.
+    fn copy_waits_for(&mut self, index: usize, row: u32, ctx: &mut dyn Context) {
+        let now = ctx.now_ms();
+        let copy = &mut self.copies.outgoing[index];
+        let since = match copy.held {
+            Some((held_row, since)) if held_row == row => since,
+            _ => {
+                copy.held = Some((row, now));
+                copy.held_reported = false;
+                return;
+            }
+        };
+        if copy.held_reported || now.saturating_sub(since) < HELD_REPORT_MS {
+            return;
+        }
+        copy.held_reported = true;
+        let (to, table_id, partition) = (copy.to, copy.table_id, copy.partition);
+        let holder = match self.partition_state(table_id, partition) {
+            Some(state) => state.store.op_link(&self.memory, row),
+            None => crate::operation::NIL,
+        };
+        let described = if holder == crate::operation::NIL {
+            "no operation (a reserved slot without one)".to_string()
+        } else {
+            let operation = &self.operations[holder];
+            format!(
+                "operation {holder}: {:?} {:?} of transaction {:?} from {} (its op {}),                  {:?}, replica {} of {:?}, forwarded {}, granted {}",
+                operation.state,
+                operation.kind,
+                operation.transaction_id,
+                operation.tc,
+                operation.tc_op,
+                operation.lock,
+                operation.position,
+                operation.chain,
+                operation.forwarded,
+                operation.granted
+            )
+        };
+        ctx.report(Report::Log(format!(
+            "{}: the copy of table {table_id} partition {partition} to {to} has waited {} ms              for row {row}, held by {described}",
+            self.address,
+            now.saturating_sub(since)
+        )));
+    }
+
     /// Fills `buffer` with copy `index`'s next entries. Returns the bytes
-    /// used, whether the walk reached the partition's end, and whether it
-    /// stopped at a row an operation holds.
-    fn fill_batch(&mut self, index: usize, buffer: &mut [u8]) -> (usize, bool, bool) {
+    /// used, whether the walk reached the partition's end, and the row it
+    /// stopped at if an operation holds it.
+    fn fill_batch(&mut self, index: usize, buffer: &mut [u8]) -> (usize, bool, Option<u32>) {
         let Ldm {
             memory,
             tables,
@@ -613,10 +674,10 @@ impl Ldm {
         else {
             // The table was dropped (no schema change runs while a node
             // starts, so only by a master take-over): nothing to copy.
-            return (0, true, false);
+            return (0, true, None);
         };
         let Some(Some(state)) = partitions.get(copy.partition as usize) else {
-            return (0, true, false);
+            return (0, true, None);
         };
         let store = &state.store;
         let since = copy.since_gci;
@@ -646,10 +707,10 @@ impl Ldm {
         };
         loop {
             if budget.is_spent() {
-                return (used, false, false);
+                return (used, false, None);
             }
             let Some(slot) = copy.cursor.peek(store, memory) else {
-                return (used, true, false);
+                return (used, true, None);
             };
             let row = slot.row_id;
             budget.charge(1, 0);
@@ -658,29 +719,29 @@ impl Ldm {
                     if gci > since
                         && !put(buffer, &mut used, row, entry::FREE_PAGE, gci, (&[], &[]))
                     {
-                        return (used, false, false);
+                        return (used, false, None);
                     }
                     copy.cursor.skip_page();
                 }
-                SlotHolds::Reserved { .. } => return (used, false, true),
+                SlotHolds::Reserved { .. } => return (used, false, Some(row)),
                 SlotHolds::Committed { .. }
                     if store.op_link(memory, row) != crate::operation::NIL =>
                 {
-                    return (used, false, true)
+                    return (used, false, Some(row))
                 }
                 SlotHolds::Committed { gci } => {
                     if gci > since {
                         let view = store.view(memory, layout, row);
                         let var = &view.var[..layout.var_part_bytes(view.var)];
                         if !put(buffer, &mut used, row, entry::ROW, gci, (view.fixed, var)) {
-                            return (used, false, false);
+                            return (used, false, None);
                         }
                     }
                     copy.cursor.advance();
                 }
                 SlotHolds::Free { gci } => {
                     if gci > since && !put(buffer, &mut used, row, entry::FREE, gci, (&[], &[])) {
-                        return (used, false, false);
+                        return (used, false, None);
                     }
                     copy.cursor.advance();
                 }

@@ -38,6 +38,8 @@ mod abort;
 mod backup;
 mod commit;
 mod copy;
+#[cfg(test)]
+mod copy_tests;
 mod file_token;
 mod lcp;
 #[cfg(test)]
