@@ -78,8 +78,8 @@ pub struct ClusterSettings {
     /// Bytes of memory buffering each part's redo until written, 1M..=1G;
     /// default 4M.
     pub redo_buffer: u64,
-    /// Default 250: how often each data node sends a heartbeat to the next
-    /// in the ring of data nodes (docs/design/failures.md §2).
+    /// Default 250: how often each data node sends a heartbeat to every
+    /// other member (docs/design/failures.md §2, design 0020).
     pub heartbeat_interval_ms: u64,
     /// Default 4, 2..=100: heartbeats a data node may miss in a row before
     /// its watcher takes it for failed (with the defaults, within a

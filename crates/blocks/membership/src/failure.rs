@@ -312,8 +312,8 @@ impl Membership {
         }
     }
 
-    /// `node` is failed for this node from now on: cut its links, redraw
-    /// the heartbeat ring. Nothing if it is not a member or already taken.
+    /// `node` is failed for this node from now on: cut its links, stop
+    /// heartbeating it. Nothing if it is not a member or already taken.
     pub(crate) fn take_for_failed(
         &mut self,
         node: NodeId,

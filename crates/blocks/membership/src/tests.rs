@@ -1021,7 +1021,7 @@ fn the_forming_node_leaves_out_stale_nodes_and_names_the_lowest_up_to_date_presi
 
 /// At an up-to-date node of the same start: membership 1 is nodes 2 and
 /// 3, node 2 is the president, every block hears that node 1 is out (as
-/// for a failure), and the heartbeat ring leaves it out.
+/// for a failure), and the heartbeats leave it out.
 #[test]
 fn an_up_to_date_node_installs_the_membership_without_the_stale_ones() {
     let nodes = [1, 2, 3];
@@ -1076,7 +1076,7 @@ fn an_up_to_date_node_installs_the_membership_without_the_stale_ones() {
     }
     assert!(
         trace.contains(&line(me, membership_of(2), heartbeat(1))),
-        "the ring runs 3 -> 2: {trace:?}"
+        "node 3 heartbeats node 2: {trace:?}"
     );
     assert!(
         !trace.iter().any(|line| line.contains("-> 1:membership")),

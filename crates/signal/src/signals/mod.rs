@@ -1082,9 +1082,9 @@ signal_table! {
         president: NodeId,
     }
 
-    /// membership -> the next data node's membership in the ring of data
-    /// nodes (by id, wrapping), every `heartbeat_interval_ms` once the
-    /// cluster is formed: a sign of life the receiver counts
+    /// membership -> every other member's membership, every
+    /// `heartbeat_interval_ms` once the cluster is formed (design 0020):
+    /// a sign of life the receiver counts
     /// (docs/design/failures.md §2). A late, repeated or unexpected one
     /// changes nothing but the count. The receiver answers each with
     /// CM_HEARTBEAT_ACK (the sender's read lease, docs/design/failures.md
