@@ -110,6 +110,12 @@ impl Harness {
         self
     }
 
+    /// Injects `fault` once the simulated clock reaches `at_us`.
+    pub fn fault_at(mut self, at_us: u64, fault: Fault) -> Harness {
+        self.schedule.add(at_us, fault);
+        self
+    }
+
     /// Pauses data node `node` at `at_us` of simulated time for
     /// `duration_us` (as SIGSTOP and SIGCONT would).
     pub fn pause_at(mut self, node: NodeId, at_us: u64, duration_us: u64) -> Harness {

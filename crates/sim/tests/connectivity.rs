@@ -195,3 +195,113 @@ fn a_majority_ring_costs_one_end_of_each_cut_and_keeps_every_group() {
         assert_agreed(&simulation, &what);
     }
 }
+
+/// Inserts `k` in its own transaction until it commits (a duplicate key
+/// after an unknown outcome: the first attempt committed); false if it
+/// never did.
+fn insert_settled(
+    cluster: &client::Cluster,
+    table: &std::sync::Arc<client::Table>,
+    k: u64,
+) -> bool {
+    use client::{ClientError, Commit, Value};
+    let mut retried = false;
+    for _ in 0..50 {
+        let mut transaction = cluster.transaction();
+        let result = transaction
+            .insert(table, &[("k", Value::UInt(k)), ("v", Value::from("v"))])
+            .and_then(|_| transaction.execute(Commit::Yes));
+        match result {
+            Ok(_) => return true,
+            Err(error) if error.code() == Some(client::ErrorCode::DuplicateKey) && retried => {
+                return true
+            }
+            Err(error)
+                if error.is_temporary() || matches!(error, ClientError::OutcomeUnknown { .. }) =>
+            {
+                retried = true;
+            }
+            Err(error) => panic!("insert {k}: {error:?}"),
+        }
+    }
+    false
+}
+
+/// What the fault harness saw once (design 0019, finding 7): after a
+/// majority ring, the nodes that left start again and copy their
+/// partitions while inserts go on; every copy must end.
+#[test]
+fn after_a_majority_ring_under_inserts_the_nodes_that_left_restart_and_copy() {
+    use sim::harness::{create_kv_table, Harness};
+    use std::time::Duration;
+    let seeds: u64 = std::env::var("SIM_RING_SEEDS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(4);
+    for seed in 1..=seeds {
+        let nodes: Vec<NodeId> = ClusterShape::new(4, 2).node_ids();
+        let mut harness = Harness::new(seed).nodes(4, 2);
+        let ring_at = 1_500_000 + seed * 37_000;
+        for (a, b) in [(nodes[0], nodes[3]), (nodes[1], nodes[2])] {
+            for (from, to) in [(a, b), (b, a)] {
+                harness = harness.fault_at(
+                    ring_at,
+                    Fault::Partition {
+                        from,
+                        to,
+                        duration_us: 5 * DETECTION_US,
+                    },
+                );
+            }
+        }
+        // The angels: every node that stopped starts again (a restart of
+        // a running node does nothing).
+        for &node in &nodes {
+            harness = harness.fault_at(ring_at + 7 * DETECTION_US, Fault::Restart(node));
+        }
+        let (committed, _, (states, agreement)) = harness.run_then(
+            move |cluster, context| {
+                let table = create_kv_table(cluster, "set");
+                let mut committed = 0;
+                for k in 0..2_000u64 {
+                    committed += u64::from(insert_settled(cluster, &table, k));
+                    context.sleep(Duration::from_millis(5));
+                }
+                context.sleep(Duration::from_millis(3_000));
+                committed
+            },
+            move |simulation| {
+                let states: Vec<(NodeId, membership::start::StartState)> = simulation
+                    .memberships()
+                    .map(|membership| (kernel::Block::address(membership).node, membership.state()))
+                    .collect();
+                let incarnations: Vec<u32> = simulation
+                    .world()
+                    .data_nodes()
+                    .iter()
+                    .map(|&node| simulation.world().incarnation_of(node))
+                    .collect();
+                (states, (simulation.replicas_agree(0), incarnations))
+            },
+        );
+        let (agreement, incarnations) = agreement;
+        // One end of each cut left and started again.
+        let first = incarnations.iter().min().copied().unwrap_or(0);
+        assert_eq!(
+            incarnations
+                .iter()
+                .filter(|&&incarnation| incarnation > first)
+                .count(),
+            2,
+            "seed {seed}: {incarnations:?}"
+        );
+        assert!(committed > 0, "seed {seed}");
+        assert!(
+            states
+                .iter()
+                .all(|&(_, state)| state == membership::start::StartState::Started),
+            "seed {seed}: {states:?}"
+        );
+        agreement.unwrap_or_else(|error| panic!("seed {seed}: {error}"));
+    }
+}
