@@ -19,6 +19,7 @@ pub mod error;
 pub mod faults;
 pub mod fs;
 pub mod ids;
+pub mod order;
 pub mod partition;
 pub mod phases;
 pub mod refusal;
