@@ -16,6 +16,12 @@
 //! - A node whose own files cannot be restored (exit code
 //!   [`datanode::DAMAGED_FILES_EXIT_CODE`]) is not started again: it
 //!   would fail the same way; its log says to use `--initial`.
+//! - A restarted node that cannot reach mgmd (exit code
+//!   [`datanode::MGMD_UNREACHABLE_EXIT_CODE`]: its host is cut off, or
+//!   mgmd is down) is started again after a back-off that grows to
+//!   [`UNREACHABLE_BACK_OFF_MAX`], for as long as it takes, uncounted:
+//!   a network fault must not leave the node down for good once it heals.
+//!   On the first start it is reported like any other failure to start.
 //! - A node stopped by mgmd (`node N stop`, exit code
 //!   [`datanode::STOPPED_EXIT_CODE`]) is not started again until mgmd
 //!   says so (`node N start`): the angel asks mgmd every second
@@ -42,6 +48,9 @@ pub const NOT_STARTED_EXIT_CODE: u8 = 2;
 
 /// Waited between a node's death and its next start.
 pub const BACK_OFF: Duration = Duration::from_secs(1);
+
+/// The longest wait between starts of a node that cannot reach mgmd.
+pub const UNREACHABLE_BACK_OFF_MAX: Duration = Duration::from_secs(5);
 
 /// How often the angel looks at its node.
 const POLL: Duration = Duration::from_millis(100);
@@ -76,6 +85,9 @@ pub fn run(options: AngelOptions) -> Result<i32, String> {
     let node = options.node_id;
     let mut restarts: VecDeque<Instant> = VecDeque::new();
     let mut initial = options.initial;
+    let mut first_start = true;
+    // Starts in a row that could not reach mgmd.
+    let mut unreachable_in_a_row: u32 = 0;
     loop {
         let mut command = Command::new(&executable);
         command.args(&options.node_args).env(CHILD_ENV, "1");
@@ -91,6 +103,7 @@ pub fn run(options: AngelOptions) -> Result<i32, String> {
             child.id()
         );
         let status = watch(&mut child)?;
+        let was_first_start = std::mem::replace(&mut first_start, false);
         if stdx::stop::requested() || status.success() {
             eprintln!("tessera angel of node {node}: the node stopped ({status}); stopping too");
             return Ok(status.code().unwrap_or(0));
@@ -116,6 +129,23 @@ pub fn run(options: AngelOptions) -> Result<i32, String> {
             }
             _ => {}
         }
+        if status.code() == Some(datanode::MGMD_UNREACHABLE_EXIT_CODE) && !was_first_start {
+            unreachable_in_a_row = unreachable_in_a_row.saturating_add(1);
+            let wait = (BACK_OFF * unreachable_in_a_row).min(UNREACHABLE_BACK_OFF_MAX);
+            if unreachable_in_a_row == 1 || unreachable_in_a_row.is_multiple_of(60) {
+                eprintln!(
+                    "tessera angel of node {node}: the node cannot reach mgmd at {} ({status}); \
+                     starting it again every {} s until it can",
+                    options.mgmd,
+                    wait.as_secs()
+                );
+            }
+            if !sleep_unless_stopped(wait) {
+                return Ok(datanode::MGMD_UNREACHABLE_EXIT_CODE);
+            }
+            continue;
+        }
+        unreachable_in_a_row = 0;
         if status.code() == Some(datanode::DAMAGED_FILES_EXIT_CODE) {
             eprintln!(
                 "tessera angel of node {node}: the node's own files cannot be restored ({status}; \
@@ -123,12 +153,14 @@ pub fn run(options: AngelOptions) -> Result<i32, String> {
             );
             return Ok(datanode::DAMAGED_FILES_EXIT_CODE);
         }
-        if status.code() == Some(i32::from(NOT_STARTED_EXIT_CODE)) {
+        if status.code() == Some(i32::from(NOT_STARTED_EXIT_CODE))
+            || status.code() == Some(datanode::MGMD_UNREACHABLE_EXIT_CODE)
+        {
             eprintln!(
                 "tessera angel of node {node}: the node did not start ({status}; its log says \
                  why); not starting it again"
             );
-            return Ok(i32::from(NOT_STARTED_EXIT_CODE));
+            return Ok(status.code().unwrap_or(i32::from(NOT_STARTED_EXIT_CODE)));
         }
         let now = Instant::now();
         while restarts
@@ -154,14 +186,23 @@ pub fn run(options: AngelOptions) -> Result<i32, String> {
             options.restarts,
             options.window
         );
-        let until = Instant::now() + BACK_OFF;
-        while Instant::now() < until {
-            if stdx::stop::requested() {
-                return Ok(status.code().unwrap_or(1));
-            }
-            std::thread::sleep(POLL);
+        if !sleep_unless_stopped(BACK_OFF) {
+            return Ok(status.code().unwrap_or(1));
         }
     }
+}
+
+/// Sleeps `wait`, looking every [`POLL`] whether the angel was asked to
+/// stop; false if it was.
+fn sleep_unless_stopped(wait: Duration) -> bool {
+    let until = Instant::now() + wait;
+    while Instant::now() < until {
+        if stdx::stop::requested() {
+            return false;
+        }
+        std::thread::sleep(POLL);
+    }
+    !stdx::stop::requested()
 }
 
 /// A node mgmd stopped: asks mgmd every second whether to start it

@@ -252,10 +252,15 @@ fn main() -> ExitCode {
                 initial,
                 secret_file,
             });
-            if let Err(message) = run {
+            if let Err(failure) = run {
+                eprintln!("tessera: {}", failure.message);
+                if failure.mgmd_unreachable {
+                    // A network fault: an angel restarting the node tries
+                    // again.
+                    return ExitCode::from(datanode::MGMD_UNREACHABLE_EXIT_CODE as u8);
+                }
                 // It never started (a refusal, a bad config): its angel
                 // does not start it again.
-                eprintln!("tessera: {message}");
                 return ExitCode::from(angel::NOT_STARTED_EXIT_CODE);
             }
             Ok(())

@@ -5,7 +5,9 @@
 //! and a start count one higher, round after round (5 in CI;
 //! `TESSERA_NR_ROUNDS=N` for more); no acknowledged write is lost and the
 //! replicas agree. SIGTERM to the angel stops the node for good; past its
-//! restart limit the angel gives up, saying so. Nothing here asserts a
+//! restart limit the angel gives up, saying so. A node restarted while
+//! mgmd cannot be reached is started again until it can (the fault
+//! harness once saw an angel give up on a node whose host was cut off). Nothing here asserts a
 //! timing: the deadlines are generous upper bounds for a loaded machine.
 
 mod common;
@@ -108,6 +110,44 @@ fn the_angel_restarts_a_killed_node_which_catches_up_round_after_round() {
             "key {k}"
         );
     }
+}
+
+#[test]
+fn a_node_restarted_while_mgmd_is_unreachable_is_started_again_until_it_is_back() {
+    // Three replicas: the two left are a majority, and go on without the
+    // arbitrator (mgmd), which is down.
+    let mut cluster = TestCluster::start(ClusterOptions {
+        name: "angel-unreachable",
+        data_nodes: 3,
+        replicas: 3,
+        angels: true,
+        ..ClusterOptions::default()
+    });
+    let (pid, _) = started_pid(&cluster, 3).expect("node 3 started");
+    cluster.kill_mgmd();
+    send_signal(pid as u32, libc::SIGKILL);
+    // The angel starts the node, which cannot register: the angel says
+    // so and keeps starting it.
+    cluster.wait_for_log(3, "cannot reach mgmd");
+    cluster.wait_for_log(3, "cannot register node 3 with mgmd");
+    assert!(
+        cluster.node_is_running_of(3),
+        "the angel gave up:\n{}",
+        cluster.node_log_of(3)
+    );
+    cluster.start_mgmd_again();
+    let (again, _) = wait_started_again(&cluster, 3, pid);
+    assert_ne!(again, pid);
+    // And the cluster serves through it.
+    let client = cluster.connect();
+    let table = create_table(&client, &kv_definition());
+    let mut transaction = client
+        .transaction_on_node(signal::NodeId(3))
+        .expect("node 3 takes transactions");
+    transaction
+        .write(&table, &[("k", Value::UInt(1)), ("v", Value::from("back"))])
+        .and_then(|_| transaction.execute(Commit::Yes))
+        .expect("a write through node 3 commits");
 }
 
 #[test]

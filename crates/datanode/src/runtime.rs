@@ -56,6 +56,28 @@ const STOP_LIMIT: Duration = Duration::from_secs(5);
 
 /// The exit code of a node stopped to be started again by its angel.
 pub const RESTART_EXIT_CODE: i32 = 4;
+/// The exit code of a node that could not reach mgmd to register (no
+/// connection, or one that broke): a network fault, not a refusal. An
+/// angel restarting its node tries again; a first start reports it.
+pub const MGMD_UNREACHABLE_EXIT_CODE: i32 = 8;
+
+/// Why a data node stopped before it served, or could not run.
+#[derive(Debug)]
+pub struct StartFailure {
+    /// For the operator.
+    pub message: String,
+    /// mgmd could not be reached (the node may start once it can).
+    pub mgmd_unreachable: bool,
+}
+
+impl From<String> for StartFailure {
+    fn from(message: String) -> StartFailure {
+        StartFailure {
+            message,
+            mgmd_unreachable: false,
+        }
+    }
+}
 /// The same, its files deleted first (`node N restart --initial`).
 pub const RESTART_INITIAL_EXIT_CODE: i32 = 5;
 /// The exit code of a node whose own files could not be restored at its
@@ -84,7 +106,7 @@ const PREVIOUS_SESSION_WAIT: Duration = Duration::from_secs(5);
 fn register_with_mgmd(
     options: &NodeOptions,
     pid: u32,
-) -> Result<(mgmd::client::DataNodeSession, String), String> {
+) -> Result<(mgmd::client::DataNodeSession, String), StartFailure> {
     let deadline = std::time::Instant::now() + PREVIOUS_SESSION_WAIT;
     let mut logged = false;
     loop {
@@ -105,10 +127,17 @@ fn register_with_mgmd(
                 std::thread::sleep(Duration::from_millis(200));
             }
             Err(error) => {
-                return Err(format!(
-                    "cannot register node {} with mgmd at {}: {error}",
-                    options.node_id, options.mgmd
-                ))
+                let mgmd_unreachable = matches!(
+                    error,
+                    mgmd::MgmdError::Connect { .. } | mgmd::MgmdError::Io { .. }
+                );
+                return Err(StartFailure {
+                    message: format!(
+                        "cannot register node {} with mgmd at {}: {error}",
+                        options.node_id, options.mgmd
+                    ),
+                    mgmd_unreachable,
+                });
             }
         }
     }
@@ -137,7 +166,7 @@ fn fail_fast_on_panic(node_id: u16) {
 pub const FATAL_EXIT_CODE: i32 = 1;
 
 /// Runs a data node until SIGTERM/SIGINT. Errors are for the operator.
-pub fn run(options: NodeOptions) -> Result<(), String> {
+pub fn run(options: NodeOptions) -> Result<(), StartFailure> {
     fail_fast_on_panic(options.node_id);
     let pid = std::process::id();
     let (session, config_text) = register_with_mgmd(&options, pid)?;

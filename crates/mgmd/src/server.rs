@@ -60,6 +60,12 @@ const MAX_GRANTS: usize = 1024;
 /// A data node session silent this long ends: the node died or was cut
 /// off (it pushes a status every 250 ms).
 const DATA_NODE_SILENCE: Duration = Duration::from_secs(10);
+/// After mgmd starts again, the data nodes that ran on register again
+/// (every second until it answers): a node starting meanwhile is told
+/// whether the cluster runs only after this, or it would be told it does
+/// not and try to start a cluster that runs without it (and mgmd would
+/// take its registration for a new run and forget its grants).
+pub const REATTACH_GRACE: Duration = Duration::from_secs(3);
 
 /// Options for `start_server_with`.
 #[derive(Debug, Clone, Default)]
@@ -86,6 +92,10 @@ pub struct ServerOptions {
     /// How long a data node session may stay silent before it ends
     /// (default 10 s; a node pushes its status every 250 ms).
     pub data_node_silence: Option<Duration>,
+    /// After mgmd starts on a state file of an earlier run, how long a new
+    /// data node's registration waits for the running nodes to register
+    /// again (default [`REATTACH_GRACE`]).
+    pub reattach_grace: Option<Duration>,
 }
 
 /// A running server. Dropping it (or `shutdown`) stops it.
@@ -258,6 +268,8 @@ pub fn start_server_with(
         max_connections: options.max_connections.unwrap_or(MAX_CONNECTIONS),
         first_line_timeout: options.first_line_timeout.unwrap_or(FIRST_LINE_TIMEOUT),
         data_node_silence: options.data_node_silence.unwrap_or(DATA_NODE_SILENCE),
+        started_at: Instant::now(),
+        reattach_grace: options.reattach_grace.unwrap_or(REATTACH_GRACE),
         state: Mutex::new(State {
             data_nodes,
             api_nodes: BTreeMap::new(),
@@ -301,6 +313,10 @@ struct Shared {
     max_connections: usize,
     first_line_timeout: Duration,
     data_node_silence: Duration,
+    /// When this mgmd started, and how long after it a new data node
+    /// waits for running ones to register again.
+    started_at: Instant,
+    reattach_grace: Duration,
     state: Mutex<State>,
     /// Signalled whenever a data node pushes a status or its session ends.
     status_changed: Condvar,
@@ -694,6 +710,9 @@ fn register_data_node(
             "this connection is already registered as data node {current}"
         ));
     }
+    if reattach.is_none() {
+        wait_for_running_nodes_to_register_again(shared, id);
+    }
     let mut state = shared.lock();
     let known: Vec<String> = state.data_nodes.iter().map(|n| n.id.to_string()).collect();
     let node = match u16::try_from(id).ok().and_then(|id| state.data_node(id)) {
@@ -794,6 +813,31 @@ fn register_data_node(
         }
     }
     answer
+}
+
+/// A new data node registration soon after mgmd started on an earlier
+/// run's state: waits out the rest of the reattach grace, so that the data
+/// nodes still running have registered again before this one is told
+/// whether the cluster runs.
+fn wait_for_running_nodes_to_register_again(shared: &Shared, id: u64) {
+    let earlier_run = !shared
+        .remembered
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .start_counts
+        .is_empty();
+    let left = shared
+        .reattach_grace
+        .saturating_sub(shared.started_at.elapsed());
+    if earlier_run && !left.is_zero() {
+        eprintln!(
+            "mgmd: data node {id} registers {} ms after mgmd started: waiting {} ms for the \
+             data nodes still running to register again",
+            shared.started_at.elapsed().as_millis(),
+            left.as_millis()
+        );
+        std::thread::sleep(left);
+    }
 }
 
 /// `register_data_node` with `start_count`: a running data node's new

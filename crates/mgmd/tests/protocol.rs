@@ -985,3 +985,46 @@ fn a_silent_data_node_session_ends_and_the_node_can_register_again() {
     assert_eq!(register_retrying(&addr, 2).start_count(), 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_node_starting_just_after_mgmd_restarted_hears_of_the_nodes_still_running() {
+    let dir = state_dir("grace");
+    let (server, addr) = start_in(&dir, None).expect("starts");
+    let _two = register_retrying(&addr, 2);
+    let _three = register_retrying(&addr, 3);
+    drop(server);
+
+    // mgmd again; node 2 starts fresh at once, while node 3, which ran
+    // on, registers again a moment later (its session's retry) and says
+    // it is started.
+    let (_server, addr) = start_in(&dir, None).expect("starts again");
+    let fresh = {
+        let addr = addr.clone();
+        std::thread::spawn(move || {
+            request_on_new_connection(
+                &addr,
+                &json!({"req": "register_data_node", "node_id": 2, "pid": 202}),
+            )
+            .1
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let (mut three, answer) = request_on_new_connection(
+        &addr,
+        &json!({"req": "register_data_node", "node_id": 3, "pid": 103, "start_count": 1}),
+    );
+    assert_eq!(answer["ok"], true, "{answer}");
+    let mut status = serde_json::to_vec(
+        &json!({"req": "status", "status": {"state": "started", "latest_gci": 1, "threads": []}}),
+    )
+    .expect("json");
+    status.push(b'\n');
+    three.get_mut().write_all(&status).expect("push a status");
+    let answer = fresh.join().expect("the fresh registration");
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(
+        answer["cluster_running"], true,
+        "node 2 must rejoin the running cluster, not start a new one: {answer}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

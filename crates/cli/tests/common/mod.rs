@@ -403,6 +403,40 @@ impl TestCluster {
         self.spawn_node_process(id, &["--no-angel", "--initial"], &[]);
     }
 
+    /// Kills mgmd (SIGKILL) and waits until it is gone; the data nodes
+    /// go on without it.
+    pub fn kill_mgmd(&mut self) {
+        if let Some(mut mgmd) = self.mgmd.take() {
+            let _ = mgmd.kill();
+            let _ = mgmd.wait();
+        }
+    }
+
+    /// Starts mgmd again on its config and port (after `kill_mgmd`), its
+    /// log in `mgmd-again.log`, and waits until it listens.
+    pub fn start_mgmd_again(&mut self) {
+        assert!(self.mgmd.is_none(), "mgmd still runs");
+        let config = self.dir.join("config.toml").to_string_lossy().into_owned();
+        let log = self.dir.join("mgmd-again.log");
+        self.mgmd = Some(spawn_logged(&["mgmd", "--config", &config], &log));
+        let deadline = Instant::now() + START_TIMEOUT;
+        while !(read_log(&log).contains("listening on")
+            && MgmClient::connect(&self.mgmd_addr()).is_ok())
+        {
+            assert!(
+                try_wait(self.mgmd.as_mut()).is_none(),
+                "mgmd exited at its new start:\n{}",
+                read_log(&log)
+            );
+            assert!(
+                Instant::now() < deadline,
+                "mgmd did not listen again within {START_TIMEOUT:?}:\n{}",
+                read_log(&log)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Starts data node `id` under an angel (`tessera node` without
     /// `--no-angel`), with `extra` arguments, without waiting for
     /// anything: the child is the angel.
