@@ -42,6 +42,26 @@ pub enum Fault {
         /// Until it heals, microseconds.
         duration_us: u64,
     },
+    /// Nothing any other data node sends reaches the node for a while
+    /// (one-way loss into it), while what it sends arrives: a node that
+    /// hears nobody (design 0019, finding 8).
+    Deaf {
+        /// The node.
+        node: NodeId,
+        /// Until it heals, microseconds.
+        duration_us: u64,
+    },
+    /// Nothing crosses the link between two data nodes, either way, for
+    /// a while; every other link works. Two at once, between node groups,
+    /// make a majority ring.
+    SilentLink {
+        /// One end.
+        a: NodeId,
+        /// The other.
+        b: NodeId,
+        /// Until it heals, microseconds.
+        duration_us: u64,
+    },
     /// The node is cut off from every other data node, both ways, for a
     /// while.
     Isolate {
@@ -85,6 +105,20 @@ impl fmt::Display for Fault {
             Fault::Isolate { node, duration_us } => {
                 write!(f, "isolate node {node} for {} ms", duration_us / 1000)
             }
+            Fault::Deaf { node, duration_us } => {
+                write!(
+                    f,
+                    "nothing reaches node {node} for {} ms",
+                    duration_us / 1000
+                )
+            }
+            Fault::SilentLink { a, b, duration_us } => {
+                write!(
+                    f,
+                    "silence the link {a} - {b} for {} ms",
+                    duration_us / 1000
+                )
+            }
             Fault::CutLink(a, b) => write!(f, "break the link {a} - {b}"),
             Fault::CutOffArbitrator(node) => write!(f, "cut node {node} off from the arbitrator"),
             Fault::CutClients(node) => write!(f, "break the clients' links to node {node}"),
@@ -120,6 +154,16 @@ impl Simulation {
                     self.world_mut().hold_link(node, peer, now_us + duration_us);
                     self.world_mut().hold_link(peer, node, now_us + duration_us);
                 }
+            }
+            Fault::Deaf { node, duration_us } => {
+                let peers: Vec<NodeId> = self.world().data_nodes().to_vec();
+                for peer in peers.into_iter().filter(|&peer| peer != node) {
+                    self.world_mut().hold_link(peer, node, now_us + duration_us);
+                }
+            }
+            Fault::SilentLink { a, b, duration_us } => {
+                self.world_mut().hold_link(a, b, now_us + duration_us);
+                self.world_mut().hold_link(b, a, now_us + duration_us);
             }
             Fault::CutLink(a, b) => self.cut_link(a, b),
             Fault::CutOffArbitrator(node) => self.cut_off_arbitrator(node),
@@ -193,7 +237,35 @@ impl Schedule {
             } else {
                 1_200_000 + random.below(2_000_000)
             };
-            let fault = match random.below(9) {
+            let fault = match random.below(11) {
+                9 => Fault::Deaf { node, duration_us },
+                10 => match other(random) {
+                    Some(peer) => {
+                        // Half the time with a second silent link between
+                        // the two other nodes: a majority ring.
+                        let rest: Vec<NodeId> = nodes
+                            .iter()
+                            .copied()
+                            .filter(|&other| other != node && other != peer)
+                            .collect();
+                        if rest.len() >= 2 && random.below(2) == 0 {
+                            schedule.add(
+                                at_us,
+                                Fault::SilentLink {
+                                    a: rest[0],
+                                    b: rest[1],
+                                    duration_us,
+                                },
+                            );
+                        }
+                        Fault::SilentLink {
+                            a: node,
+                            b: peer,
+                            duration_us,
+                        }
+                    }
+                    None => Fault::Pause { node, duration_us },
+                },
                 0 | 1 => Fault::Kill(node),
                 8 => Fault::CutClients(node),
                 2 => Fault::Pause { node, duration_us },
