@@ -338,7 +338,8 @@ impl Membership {
                 format!("president {president} left it out of the membership")
             }
             Cause::CutFrom(peer) => format!(
-                "the link between it and node {peer} is bad while the other members hear both;                  the president chose it to leave"
+                "the link between it and node {peer} is bad while the other members hear both; \
+                 the president chose it to leave"
             ),
         };
         ctx.report(Report::Log(format!(
