@@ -240,3 +240,35 @@ fn the_read_lease_is_the_earliest_of_every_peers_acks() {
         )]
     );
 }
+
+#[test]
+fn a_president_every_other_member_reports_leaves_itself() {
+    // Nodes 2 and 3 both stop hearing president 1 (it hears badly, or
+    // its links out are bad): one node leaving closes both cuts, and it
+    // is the president.
+    let mut ctx = RecordingContext::new();
+    let mut president = formed(1, &[1, 2, 3], &mut ctx);
+    let cut = signal::signals::CmLinkCutRep {
+        membership_id: 1,
+        suspect: NodeId(1),
+        hearing: set(&[2, 3]),
+    };
+    deliver(&mut president, &mut ctx, membership_of(2), cut);
+    let cut = signal::signals::CmLinkCutRep {
+        membership_id: 1,
+        suspect: NodeId(1),
+        hearing: set(&[2, 3]),
+    };
+    deliver(&mut president, &mut ctx, membership_of(3), cut);
+    for _ in 0..2 {
+        heartbeat_timer_of(&mut president, &mut ctx, 1);
+        deliver(&mut president, &mut ctx, membership_of(2), heartbeat(1));
+        deliver(&mut president, &mut ctx, membership_of(3), heartbeat(1));
+    }
+    let reports = ctx.take_reports();
+    assert!(
+        matches!(&reports[..], [Report::Shutdown(why)]
+            if why.starts_with("as president, chose this node to leave (with {1})")),
+        "{reports:?}"
+    );
+}
