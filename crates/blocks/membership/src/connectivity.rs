@@ -17,7 +17,19 @@
 //!   |                                     gathers reports two intervals,
 //!   |                                     chooses who leaves, takes it
 //!   |                                     for failed (or leaves itself)
+//!   | the suspect heard again after the report:                 |
+//!   |-- CmLinkCutRep{suspect, withdraw} ------------------------>| drops the cut
+//!   |<- CmLinkCutConf{suspect} ---------------------------------|
 //! ```
+//!
+//! The read lease stays safe whichever node the president takes out: a
+//! node checking a suspicion serves no reads (`lease`), and a node that
+//! reported a cut acks none of the suspect's heartbeats until the report
+//! is settled or withdrawn, so the suspect's lease from it has run out by
+//! the time anyone may act on the report. A heartbeat of the suspect
+//! that arrives during the check ends it (it is not taken for failed),
+//! also when the answers are in: a suspect it acked must not be failed
+//! on that check.
 //!
 //! The president chooses, over every cut reported, the nodes that leave:
 //! at least one end of each cut, keeping a node of every node group where
@@ -30,10 +42,9 @@
 //! - a member asked: its answer is missing; the check ends at its
 //!   deadline with the answers it has (no answer at all: this node is
 //!   the one cut off, and leaves);
-//! - the president, before it settles a cut: the reporter, hearing
-//!   nothing of it, leaves by itself four intervals after its report
-//!   while the suspect stays silent; a report to a dead president is lost
-//!   the same way;
+//! - the president, before it settles a cut: the reporter sends its
+//!   report (or its withdrawal) again to the next president; one that
+//!   hears nothing back within four intervals leaves by itself;
 //! - a ping or an answer that is late, duplicated or of a check already
 //!   over: ignored (matched by check and suspect).
 //!
@@ -41,6 +52,7 @@
 //! president may settle it by taking this node out.
 
 use crate::failure::Cause;
+use crate::survival;
 use crate::Membership;
 use kernel::{Context, Report};
 use signal::signals::{CmLinkCutRep, CmPingConf, CmPingReq};
@@ -73,6 +85,9 @@ struct Check {
     suspect: NodeId,
     /// How long the suspect had been silent when suspected (for the log).
     silent_ms: u64,
+    /// When the suspect was last heard from as the check began: heard
+    /// after that, it is alive.
+    heard_before_ms: u64,
     /// The members asked, the suspect left out.
     asked: NodeSet,
     /// Those that answered.
@@ -86,14 +101,30 @@ struct Check {
 enum Stage {
     /// Waiting for answers until then (ctx ms).
     Asking { until_ms: u64 },
-    /// Reported to the president as a cut; leaving by itself then.
-    Reported { until_ms: u64 },
+    /// Reported to president `to` as a cut; leaving by itself at
+    /// `until_ms` if it is not settled.
+    Reported { until_ms: u64, to: NodeId },
+    /// The suspect was heard again after the report: the withdrawal went
+    /// to president `to`, which answers once the cut is dropped.
+    Withdrawing { until_ms: u64, to: NodeId },
 }
 
 impl Connectivity {
     /// Whether this node checks a suspicion now.
     pub(crate) fn checking(&self) -> bool {
         !self.checks.is_empty()
+    }
+
+    /// Whether this node reported a cut to `node` that is not settled or
+    /// withdrawn yet: it acks none of `node`'s heartbeats meanwhile.
+    pub(crate) fn reported(&self, node: NodeId) -> bool {
+        self.checks.iter().any(|check| {
+            check.suspect == node
+                && matches!(
+                    check.stage,
+                    Stage::Reported { .. } | Stage::Withdrawing { .. }
+                )
+        })
     }
 }
 
@@ -121,10 +152,13 @@ impl Membership {
         connectivity.next_check = connectivity.next_check.wrapping_add(1);
         let id = connectivity.next_check;
         let interval = self.heartbeats.interval_ms();
+        let heard_before_ms = self.heartbeats.last_heard_ms(node).unwrap_or(0);
+        let connectivity = &mut self.connectivity;
         connectivity.checks.push(Check {
             id,
             suspect: node,
             silent_ms,
+            heard_before_ms,
             asked: others,
             answered: NodeSet::EMPTY,
             hearing: NodeSet::EMPTY,
@@ -198,6 +232,15 @@ impl Membership {
         }
     }
 
+    /// Whether the suspect of the check at `index` was heard after the
+    /// check began (a heartbeat, which this node acked, or a frame).
+    fn heard_again(&self, index: usize) -> bool {
+        let check = &self.connectivity.checks[index];
+        self.heartbeats
+            .last_heard_ms(check.suspect)
+            .is_some_and(|heard| heard > check.heard_before_ms)
+    }
+
     /// The suspicion of the check at `index` is over without a failure.
     fn end_check(&mut self, index: usize, why: &str, ctx: &mut dyn Context) {
         let check = self.connectivity.checks.remove(index);
@@ -220,6 +263,10 @@ impl Membership {
             check.hearing,
         );
         let interval = self.heartbeats.interval_ms();
+        if self.heard_again(index) {
+            // Alive after all; and acked, so it must not be failed now.
+            return self.end_check(index, "it was heard again", ctx);
+        }
         if answered.is_empty() {
             return self.shut_down(
                 format!(
@@ -234,41 +281,99 @@ impl Membership {
             self.connectivity.checks.remove(index);
             return self.heartbeats_missed(suspect, silent_ms, ctx);
         }
-        let check = &mut self.connectivity.checks[index];
-        check.stage = Stage::Reported {
-            until_ms: ctx.now_ms() + REPORTED_INTERVALS * interval,
-        };
         let president = self.acting_president();
         ctx.report(Report::Log(format!(
             "node {suspect} is silent to this node but {hearing} still hear it: a bad link; \
              asking president {president} which of the two leaves"
         )));
-        if president == self.address.node {
-            self.cut_reported(self.address.node, suspect, ctx);
+        self.send_cut_report(index, false, ctx);
+    }
+
+    /// Sends the check at `index`'s cut report (or its withdrawal) to the
+    /// acting president, and waits four intervals for it to be settled.
+    fn send_cut_report(&mut self, index: usize, withdraw: bool, ctx: &mut dyn Context) {
+        let president = self.acting_president();
+        let until_ms = ctx.now_ms() + REPORTED_INTERVALS * self.heartbeats.interval_ms();
+        let check = &mut self.connectivity.checks[index];
+        let (suspect, hearing) = (check.suspect, check.hearing);
+        check.stage = if withdraw {
+            Stage::Withdrawing {
+                until_ms,
+                to: president,
+            }
         } else {
-            let report = CmLinkCutRep {
-                membership_id: self.failures.membership_id,
-                suspect,
-                hearing,
-            };
-            kernel::send(ctx, self.address, membership_of(president), report);
+            Stage::Reported {
+                until_ms,
+                to: president,
+            }
+        };
+        let me = self.address.node;
+        if president == me {
+            if withdraw {
+                self.drop_cut(me, suspect);
+                return self.end_check(index, "it was heard again", ctx);
+            }
+            return self.cut_reported(me, suspect, false, ctx);
+        }
+        let report = CmLinkCutRep {
+            membership_id: self.failures.membership_id,
+            suspect,
+            hearing,
+            withdraw,
+        };
+        kernel::send(ctx, self.address, membership_of(president), report);
+    }
+
+    /// At the president: the cut `reporter` reported to `suspect` is no
+    /// longer to be settled.
+    fn drop_cut(&mut self, reporter: NodeId, suspect: NodeId) {
+        let cuts = &mut self.connectivity.cuts;
+        cuts.retain(|&cut| cut != (reporter, suspect));
+        if cuts.is_empty() {
+            self.connectivity.settle_at_ms = None;
         }
     }
 
+    /// CM_LINK_CUT_CONF: the president dropped this node's withdrawn
+    /// report of `suspect`.
+    pub(crate) fn cut_withdrawn(&mut self, from: BlockRef, suspect: NodeId, ctx: &mut dyn Context) {
+        let Some(index) = self.connectivity.checks.iter().position(|check| {
+            check.suspect == suspect
+                && matches!(check.stage, Stage::Withdrawing { to, .. } if to == from.node)
+        }) else {
+            return;
+        };
+        self.end_check(
+            index,
+            "it was heard again, and the president dropped the report",
+            ctx,
+        );
+    }
+
     /// CM_LINK_CUT_REP (or this node's own): `reporter` does not hear
-    /// `suspect`, which others do. Gathered at the president.
+    /// `suspect`, which others do (gathered at the president), or, with
+    /// `withdraw`, hears it again (the cut is dropped and the reporter
+    /// told).
     pub(crate) fn cut_reported(
         &mut self,
         reporter: NodeId,
         suspect: NodeId,
+        withdraw: bool,
         ctx: &mut dyn Context,
     ) {
         let alive = self.failures.alive();
-        if self.acting_president() != self.address.node
-            || !alive.contains(reporter)
-            || !alive.contains(suspect)
-            || reporter == suspect
-        {
+        if self.acting_president() != self.address.node {
+            // Not for this node: the reporter sends it again to the
+            // president once it knows which node that is.
+            return;
+        }
+        if withdraw {
+            self.drop_cut(reporter, suspect);
+            let conf = signal::signals::CmLinkCutConf { suspect };
+            kernel::send(ctx, self.address, membership_of(reporter), conf);
+            return;
+        }
+        if !alive.contains(reporter) || !alive.contains(suspect) || reporter == suspect {
             // Not for this node, or already settled: the reporter leaves
             // by itself if the cut stays.
             return;
@@ -300,19 +405,22 @@ impl Membership {
                 self.publish_lease(ctx);
                 continue;
             }
-            if self.heartbeats.hears(suspect, now) {
-                self.end_check(index, "it was heard again", ctx);
-                continue;
-            }
+            let heard_again = self.heard_again(index);
+            let president = self.acting_president();
+            let before = self.connectivity.checks.len();
             match stage {
-                Stage::Asking { until_ms } if now >= until_ms => {
-                    let before = self.connectivity.checks.len();
-                    self.conclude(index, ctx);
-                    if self.connectivity.checks.len() < before {
-                        continue;
-                    }
+                Stage::Asking { .. } if heard_again => {
+                    self.end_check(index, "it was heard again", ctx)
                 }
-                Stage::Reported { until_ms } if now >= until_ms => {
+                Stage::Asking { until_ms } if now >= until_ms => self.conclude(index, ctx),
+                Stage::Reported { .. } if heard_again => self.send_cut_report(index, true, ctx),
+                Stage::Reported { to, .. } if to != president => {
+                    self.send_cut_report(index, false, ctx)
+                }
+                Stage::Withdrawing { to, .. } if to != president => {
+                    self.send_cut_report(index, true, ctx)
+                }
+                Stage::Reported { until_ms, .. } if now >= until_ms => {
                     return self.shut_down(
                         format!(
                             "this node does not hear node {suspect}, which other members \
@@ -322,9 +430,21 @@ impl Membership {
                         ctx,
                     );
                 }
+                Stage::Withdrawing { until_ms, .. } if now >= until_ms => {
+                    return self.shut_down(
+                        format!(
+                            "this node reported its link to node {suspect} bad, hears it again, \
+                             and the president did not confirm dropping the report: leaving, as \
+                             the president may still act on it"
+                        ),
+                        ctx,
+                    );
+                }
                 _ => {}
             }
-            index += 1;
+            if self.connectivity.checks.len() == before {
+                index += 1;
+            }
         }
         if self.connectivity.settle_at_ms.is_some_and(|at| now >= at) {
             self.settle_cuts(ctx);
@@ -341,7 +461,8 @@ impl Membership {
         }
         let me = self.address.node;
         let alive = self.failures.alive();
-        let leaving = choose_leaving(&cuts, alive, me, &self.failures.groups);
+        let starting = self.failures.starting;
+        let leaving = choose_leaving(&cuts, alive, me, starting, &self.failures.groups);
         if leaving.is_empty() {
             return;
         }
@@ -355,7 +476,9 @@ impl Membership {
             let mut others = leaving;
             others.remove(me);
             let left = alive.difference(leaving);
-            if let (false, Some(next)) = (others.is_empty(), left.first()) {
+            let next = (!left.is_empty())
+                .then(|| crate::failure::president_of(left, me, self.failures.starting));
+            if let (false, Some(next)) = (others.is_empty(), next) {
                 let report = signal::signals::CmFailRep {
                     membership_id: self.failures.membership_id,
                     failed: others,
@@ -395,14 +518,17 @@ impl Membership {
 const EXHAUSTIVE_ENDS: u32 = 12;
 
 /// The nodes to take out of `alive` so that no cut of `cuts` (reporter,
-/// suspect) has both ends left, choosing, in this order: a node of every
-/// group in `groups` kept, as few nodes as can be, not `president`, the
-/// nodes that reported the most cuts (the one that hears badly reports
-/// them all), the higher ids.
+/// suspect) has both ends left, choosing, in this order: the best verdict
+/// of the survival rule for the nodes left (continue, then ask the
+/// arbitrator, then shut down; `starting` members hold no data that
+/// counts), as few nodes as can be, not `president`, the nodes that
+/// reported the most cuts (the one that hears badly reports them all),
+/// the higher ids.
 pub(crate) fn choose_leaving(
     cuts: &[(NodeId, NodeId)],
     alive: NodeSet,
     president: NodeId,
+    starting: NodeSet,
     groups: &[NodeSet],
 ) -> NodeSet {
     let open: Vec<(NodeId, NodeId)> = cuts
@@ -422,12 +548,14 @@ pub(crate) fn choose_leaving(
     };
     let weigh = |leaving: NodeSet| {
         let left = alive.difference(leaving);
-        let keeps_groups = groups
-            .iter()
-            .all(|group| group.is_empty() || !group.intersection(left).is_empty());
+        let verdict = match survival::judge_counting_data(alive, left, starting, groups) {
+            survival::Verdict::Continue(_) => 2,
+            survival::Verdict::Arbitrate => 1,
+            survival::Verdict::ShutDown(_) => 0,
+        };
         let reported = open.iter().filter(|&&(a, _)| leaving.contains(a)).count();
         (
-            keeps_groups,
+            verdict,
             std::cmp::Reverse(leaving.len()),
             !leaving.contains(president),
             reported,

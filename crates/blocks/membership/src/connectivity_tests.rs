@@ -119,6 +119,7 @@ fn a_suspect_others_still_hear_is_a_bad_link_the_president_settles() {
         membership_id: 1,
         suspect: NodeId(1),
         hearing: NodeSet::of([NodeId(3)]),
+        withdraw: false,
     };
     assert!(ctx
         .take_trace()
@@ -149,6 +150,7 @@ fn the_president_takes_out_the_node_that_hears_badly() {
         membership_id: 1,
         suspect: NodeId(suspect),
         hearing: NodeSet::of([NodeId(1)]),
+        withdraw: false,
     };
     deliver(&mut president, &mut ctx, membership_of(3), cut(2));
     deliver(&mut president, &mut ctx, membership_of(3), cut(2));
@@ -183,24 +185,27 @@ fn the_nodes_chosen_to_leave_close_every_cut_keeping_a_node_of_every_group() {
     let groups = [set(&[2, 3]), set(&[4, 5])];
     // One node hearing nobody: it, however it is reported.
     let lossy = [(n(3), n(2)), (n(3), n(4)), (n(3), n(5))];
-    assert_eq!(choose_leaving(&lossy, all, n(2), &groups), set(&[3]));
+    assert_eq!(
+        choose_leaving(&lossy, all, n(2), NodeSet::EMPTY, &groups),
+        set(&[3])
+    );
     // One cut: not the president, else the reporter.
     assert_eq!(
-        choose_leaving(&[(n(3), n(2))], all, n(2), &groups),
+        choose_leaving(&[(n(3), n(2))], all, n(2), NodeSet::EMPTY, &groups),
         set(&[3])
     );
     assert_eq!(
-        choose_leaving(&[(n(2), n(3))], all, n(2), &groups),
+        choose_leaving(&[(n(2), n(3))], all, n(2), NodeSet::EMPTY, &groups),
         set(&[3])
     );
     assert_eq!(
-        choose_leaving(&[(n(4), n(5))], all, n(2), &groups),
+        choose_leaving(&[(n(4), n(5))], all, n(2), NodeSet::EMPTY, &groups),
         set(&[4])
     );
     // A majority ring (2-4 and 3-5 cut, each reported both ways): one
     // end of each, a node of each group kept.
     let ring = [(n(2), n(4)), (n(4), n(2)), (n(3), n(5)), (n(5), n(3))];
-    let leaving = choose_leaving(&ring, all, n(2), &groups);
+    let leaving = choose_leaving(&ring, all, n(2), NodeSet::EMPTY, &groups);
     assert_eq!(leaving.len(), 2, "{leaving}");
     let left = all.difference(leaving);
     assert!(
@@ -213,7 +218,7 @@ fn the_nodes_chosen_to_leave_close_every_cut_keeping_a_node_of_every_group() {
         .iter()
         .all(|&(a, b)| !(left.contains(a) && left.contains(b))));
     // Cuts to a node already gone are settled.
-    assert!(choose_leaving(&lossy, set(&[2, 4, 5]), n(2), &groups).is_empty());
+    assert!(choose_leaving(&lossy, set(&[2, 4, 5]), n(2), NodeSet::EMPTY, &groups).is_empty());
 }
 
 #[test]
@@ -252,12 +257,14 @@ fn a_president_every_other_member_reports_leaves_itself() {
         membership_id: 1,
         suspect: NodeId(1),
         hearing: set(&[2, 3]),
+        withdraw: false,
     };
     deliver(&mut president, &mut ctx, membership_of(2), cut);
     let cut = signal::signals::CmLinkCutRep {
         membership_id: 1,
         suspect: NodeId(1),
         hearing: set(&[2, 3]),
+        withdraw: false,
     };
     deliver(&mut president, &mut ctx, membership_of(3), cut);
     for _ in 0..2 {
@@ -271,4 +278,169 @@ fn a_president_every_other_member_reports_leaves_itself() {
             if why.starts_with("as president, chose this node to leave (with {1})")),
         "{reports:?}"
     );
+}
+
+/// Node 2 checking node 1 (president of 1, 2, 3) with node 3 answering
+/// that it hears node 1: after the window, the cut is reported to node 1.
+fn reported_cut_of_node_1(ctx: &mut RecordingContext) -> Membership {
+    let mut node = checking_node_1(ctx);
+    let hears = signal::signals::CmPingConf {
+        check: 1,
+        suspect: NodeId(1),
+        hears: true,
+    };
+    deliver(&mut node, ctx, membership_of(3), hears);
+    for _ in 0..2 {
+        heartbeat_timer(&mut node, ctx);
+        deliver(&mut node, ctx, membership_of(3), heartbeat(1));
+    }
+    let report = signal::signals::CmLinkCutRep {
+        membership_id: 1,
+        suspect: NodeId(1),
+        hearing: set(&[3]),
+        withdraw: false,
+    };
+    assert!(ctx
+        .take_trace()
+        .contains(&line(membership_of(2), membership_of(1), report)));
+    ctx.take_reports();
+    node
+}
+
+#[test]
+fn a_reported_suspect_heard_again_is_not_acked_until_the_president_drops_the_report() {
+    let mut ctx = RecordingContext::new();
+    let mut node = reported_cut_of_node_1(&mut ctx);
+    let me = membership_of(2);
+    let ldm = BlockRef::new(NodeId(2), BlockKind::Ldm, 0);
+    // Node 1 is heard again: its heartbeat gets no ack (its lease from
+    // node 2 must stay run out while the president may act on the report).
+    deliver(&mut node, &mut ctx, membership_of(1), heartbeat(7));
+    assert!(ctx.take_trace().is_empty(), "no ack");
+    // The next tick withdraws the report; reads stay refused meanwhile.
+    heartbeat_timer(&mut node, &mut ctx);
+    let withdrawal = signal::signals::CmLinkCutRep {
+        membership_id: 1,
+        suspect: NodeId(1),
+        hearing: set(&[3]),
+        withdraw: true,
+    };
+    let trace = ctx.take_trace();
+    assert!(
+        trace.contains(&line(me, membership_of(1), withdrawal)),
+        "{trace:#?}"
+    );
+    assert!(
+        !trace.iter().any(|line| line.contains("ReadLeaseRep")),
+        "{trace:#?}"
+    );
+    deliver(&mut node, &mut ctx, membership_of(1), heartbeat(8));
+    assert!(ctx.take_trace().is_empty(), "still no ack");
+    // An answer from another node than the president changes nothing.
+    let conf = || signal::signals::CmLinkCutConf { suspect: NodeId(1) };
+    deliver(&mut node, &mut ctx, membership_of(3), conf());
+    assert!(ctx.take_reports().is_empty());
+    // The president's answer ends the check: reads and acks again.
+    deliver(&mut node, &mut ctx, membership_of(1), conf());
+    let reports = ctx.take_reports();
+    assert!(
+        matches!(&reports[..], [Report::Log(line)] if line.contains("the president dropped the report")),
+        "{reports:?}"
+    );
+    assert!(ctx
+        .take_trace()
+        .iter()
+        .any(|line| line.starts_with(&format!("{me} -> {ldm} ReadLeaseRep"))));
+    deliver(&mut node, &mut ctx, membership_of(1), heartbeat(9));
+    assert_eq!(
+        ctx.take_trace(),
+        [line(
+            me,
+            membership_of(1),
+            signal::signals::CmHeartbeatAck { sent_at_ms: 0 }
+        )]
+    );
+}
+
+#[test]
+fn a_withdrawal_that_gets_no_answer_makes_the_reporter_leave() {
+    let mut ctx = RecordingContext::new();
+    let mut node = reported_cut_of_node_1(&mut ctx);
+    deliver(&mut node, &mut ctx, membership_of(1), heartbeat(7));
+    for _ in 0..5 {
+        heartbeat_timer(&mut node, &mut ctx);
+        deliver(&mut node, &mut ctx, membership_of(3), heartbeat(1));
+    }
+    let reports = ctx.take_reports();
+    assert!(
+        matches!(&reports[..], [Report::Shutdown(why)]
+            if why.contains("the president did not confirm dropping the report")),
+        "{reports:?}"
+    );
+}
+
+#[test]
+fn the_president_drops_a_withdrawn_cut_and_answers() {
+    let mut ctx = RecordingContext::new();
+    let mut president = formed(1, &[1, 2, 3], &mut ctx);
+    let me = membership_of(1);
+    let cut = |withdraw| signal::signals::CmLinkCutRep {
+        membership_id: 1,
+        suspect: NodeId(2),
+        hearing: set(&[1]),
+        withdraw,
+    };
+    deliver(&mut president, &mut ctx, membership_of(3), cut(false));
+    deliver(&mut president, &mut ctx, membership_of(3), cut(true));
+    assert_eq!(
+        ctx.take_trace(),
+        [line(
+            me,
+            membership_of(3),
+            signal::signals::CmLinkCutConf { suspect: NodeId(2) }
+        )]
+    );
+    for _ in 0..3 {
+        heartbeat_timer_of(&mut president, &mut ctx, 1);
+        deliver(&mut president, &mut ctx, membership_of(2), heartbeat(1));
+        deliver(&mut president, &mut ctx, membership_of(3), heartbeat(1));
+    }
+    assert!(ctx.take_reports().is_empty(), "nobody is taken out");
+}
+
+#[test]
+fn a_suspect_heard_before_the_last_answer_is_not_taken_for_failed() {
+    let mut ctx = RecordingContext::new();
+    let mut node = checking_node_1(&mut ctx);
+    // Node 1's heartbeat arrives (and is acked), then node 3 says it does
+    // not hear node 1: the check must not fail a node it just acked.
+    deliver(&mut node, &mut ctx, membership_of(1), heartbeat(5));
+    let lost = signal::signals::CmPingConf {
+        check: 1,
+        suspect: NodeId(1),
+        hears: false,
+    };
+    deliver(&mut node, &mut ctx, membership_of(3), lost);
+    let reports = ctx.take_reports();
+    assert!(
+        matches!(&reports[..], [Report::Log(line)] if line == "node 1 is not taken for failed: it was heard again"),
+        "{reports:?}"
+    );
+}
+
+#[test]
+fn the_choice_of_who_leaves_does_not_count_starting_nodes() {
+    use crate::connectivity::choose_leaving;
+    let n = NodeId;
+    let groups = [set(&[2, 3]), set(&[4, 5])];
+    // Node 5 is in its node restart: node 4 is its group's only data.
+    // Node 4 reports it does not hear node 3: node 3 leaves, not node 4.
+    let leaving = choose_leaving(
+        &[(n(4), n(3))],
+        set(&[2, 3, 4, 5]),
+        n(2),
+        set(&[5]),
+        &groups,
+    );
+    assert_eq!(leaving, set(&[3]));
 }

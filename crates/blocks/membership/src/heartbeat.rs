@@ -201,13 +201,23 @@ impl Heartbeats {
         }
     }
 
-    /// Whether `node` was heard from within the last two intervals (a
-    /// heartbeat or a frame): what a member answers when another asks
-    /// whether it still hears `node`.
+    /// Whether `node` was heard from lately (a heartbeat or a frame):
+    /// what a member answers when another asks whether it still hears
+    /// `node`. Lately is two intervals, but fewer than the silence that
+    /// makes a suspect (`missed_limit - 1` intervals at the least), so a
+    /// peer that lost a node as long ago as the one asking says so.
     pub(crate) fn hears(&self, node: NodeId, now_ms: u64) -> bool {
-        self.peers.iter().any(|peer| {
-            peer.node == node && now_ms.saturating_sub(peer.last_heard_ms) <= 2 * self.interval_ms
-        })
+        let window = u64::from(self.missed_limit.saturating_sub(2).clamp(1, 2)) * self.interval_ms;
+        self.last_heard_ms(node)
+            .is_some_and(|heard| now_ms.saturating_sub(heard) <= window)
+    }
+
+    /// When `node` was last heard from (`None`: not a peer).
+    pub(crate) fn last_heard_ms(&self, node: NodeId) -> Option<u64> {
+        self.peers
+            .iter()
+            .find(|peer| peer.node == node)
+            .map(|peer| peer.last_heard_ms)
     }
 
     /// The suspicion of `node` is over (it answered, or it was heard

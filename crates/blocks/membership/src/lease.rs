@@ -64,7 +64,14 @@ impl Membership {
     /// CM_HEARTBEAT: a sign of life of the sender, which hears back.
     pub(crate) fn heartbeat(&mut self, from: BlockRef, sent_at_ms: u64, ctx: &mut dyn Context) {
         self.heartbeats.heard(from, ctx);
-        if from.kind == BlockKind::Membership && self.failures.membership_id > 0 {
+        // A node that reported its link to the sender bad acks none of
+        // its heartbeats until the report is settled or withdrawn: the
+        // sender's lease from it must have run out if the president takes
+        // the sender out on that report (`connectivity`).
+        if from.kind == BlockKind::Membership
+            && self.failures.membership_id > 0
+            && !self.connectivity.reported(from.node)
+        {
             let ack = signal::signals::CmHeartbeatAck { sent_at_ms };
             kernel::send(ctx, self.address, from, ack);
         }

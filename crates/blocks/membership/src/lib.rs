@@ -360,7 +360,10 @@ impl kernel::Block for Membership {
             Signal::CmPingConf(conf) => {
                 self.ping_answered(from, conf.check, conf.suspect, conf.hears, ctx)
             }
-            Signal::CmLinkCutRep(report) => self.cut_reported(from.node, report.suspect, ctx),
+            Signal::CmLinkCutRep(report) => {
+                self.cut_reported(from.node, report.suspect, report.withdraw, ctx)
+            }
+            Signal::CmLinkCutConf(conf) => self.cut_withdrawn(from, conf.suspect, ctx),
             Signal::CmFailRep(report) => self.fail_report(from, report.failed, ctx),
             Signal::CmFailPrepareReq(request) => self.prepare(
                 from,

@@ -1407,6 +1407,19 @@ signal_table! {
         suspect: NodeId,
         /// The members that said they still hear it.
         hearing: NodeSet,
+        /// The sender hears `suspect` again: drop the report (answered
+        /// with [`CmLinkCutConf`]).
+        withdraw: bool,
+    }
+
+    /// president's membership -> a member that withdrew its cut report of
+    /// `suspect`: the report is dropped (or was not pending); the member
+    /// may ack `suspect`'s heartbeats and serve reads again
+    /// (docs/design/0020-connectivity-check.md).
+    #[derive(Debug, PartialEq)]
+    273 CmLinkCutConf: Membership -> Membership, node {
+        /// Echoed.
+        suspect: NodeId,
     }
 
     // ---- System restart: 280..=299 (room for node restart and copy of partitions)
