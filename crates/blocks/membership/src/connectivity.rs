@@ -32,9 +32,9 @@
 //! on that check.
 //!
 //! The president chooses, over every cut reported, the nodes that leave:
-//! at least one end of each cut, keeping a node of every node group where
-//! it can, as few as can be, then not itself, then the nodes that
-//! reported the most cuts (a node that hears badly reports every peer).
+//! at least one end of each cut, by the survival rule's best verdict for
+//! the rest, as few as can be, then the nodes that reported the most cuts
+//! (a node that hears badly reports its peers), then not itself.
 //!
 //! When a participant dies or stalls at a step:
 //! - the suspect, during the check: nobody hears it; it is taken for
@@ -471,24 +471,15 @@ impl Membership {
             .map(|(reporter, suspect)| format!("{reporter} does not hear {suspect}"))
             .collect();
         if leaving.contains(me) {
-            // The others chosen go to the next president, which takes
-            // them for failed with this node once its link breaks.
-            let mut others = leaving;
-            others.remove(me);
-            let left = alive.difference(leaving);
-            let next = (!left.is_empty())
-                .then(|| crate::failure::president_of(left, me, self.failures.starting));
-            if let (false, Some(next)) = (others.is_empty(), next) {
-                let report = signal::signals::CmFailRep {
-                    membership_id: self.failures.membership_id,
-                    failed: others,
-                };
-                kernel::send(ctx, self.address, membership_of(next), report);
-            }
+            // Alone by the choice's order, unless nothing else does: a
+            // president cannot lead the change that takes it out, and
+            // handing the others to the next one races with the links
+            // breaking. The others' cuts, if they stay, are reported again
+            // to the next president.
             return self.shut_down(
                 format!(
-                    "as president, chose this node to leave (with {leaving}) so that the \
-                     members left hear each other ({})",
+                    "as president, chose this node to leave (of {leaving}) so that the members \
+                     left hear each other ({})",
                     described.join(", ")
                 ),
                 ctx,
@@ -521,9 +512,12 @@ const EXHAUSTIVE_ENDS: u32 = 12;
 /// suspect) has both ends left, choosing, in this order: the best verdict
 /// of the survival rule for the nodes left (continue, then ask the
 /// arbitrator, then shut down; `starting` members hold no data that
-/// counts), as few nodes as can be, not `president`, the nodes that
-/// reported the most cuts (the one that hears badly reports them all),
-/// the higher ids.
+/// counts), as few nodes as can be, not `president` with other nodes (it
+/// cannot lead a change that takes it out), the nodes that reported the
+/// most cuts (a node that hears badly reports its links; the other end of
+/// a link cut both ways would do as well), not `president`, the higher
+/// ids. The reporter before the president: a president that hears badly
+/// would otherwise take the healthy nodes out one report at a time.
 pub(crate) fn choose_leaving(
     cuts: &[(NodeId, NodeId)],
     alive: NodeSet,
@@ -557,8 +551,11 @@ pub(crate) fn choose_leaving(
         (
             verdict,
             std::cmp::Reverse(leaving.len()),
-            !leaving.contains(president),
+            // The president can leave alone, not lead its own removal
+            // with others'.
+            !(leaving.contains(president) && leaving.len() > 1),
             reported,
+            !leaving.contains(president),
             leaving.bits(),
         )
     };
