@@ -337,6 +337,35 @@ pub fn kv_table_definition(name: &str) -> TableDef {
     }
 }
 
+/// Inserts `k` -> "value k" into a [`kv_table_definition`] table in its
+/// own transaction, retrying temporary errors; an unknown outcome is
+/// settled by retrying too (a duplicate key then means the first attempt
+/// committed). False if it never committed in 50 attempts; a permanent
+/// error panics.
+pub fn insert_settled(cluster: &Cluster, table: &Arc<Table>, k: u64) -> bool {
+    let mut retried = false;
+    for _ in 0..50 {
+        let mut transaction = cluster.transaction();
+        let v = client::Value::from(format!("value {k}").as_str());
+        let result = transaction
+            .insert(table, &[("k", client::Value::UInt(k)), ("v", v)])
+            .and_then(|_| transaction.execute(client::Commit::Yes));
+        match result {
+            Ok(_) => return true,
+            Err(error) if error.code() == Some(client::ErrorCode::DuplicateKey) && retried => {
+                return true
+            }
+            Err(error)
+                if error.is_temporary() || matches!(error, ClientError::OutcomeUnknown { .. }) =>
+            {
+                retried = true;
+            }
+            Err(error) => panic!("insert {k}: {error:?}"),
+        }
+    }
+    false
+}
+
 /// Creates table `name` ([`kv_table_definition`]) and returns it with its
 /// partition map.
 pub fn create_kv_table(cluster: &Cluster, name: &str) -> Arc<Table> {

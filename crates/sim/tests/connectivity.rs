@@ -217,43 +217,12 @@ fn a_majority_ring_costs_one_end_of_each_cut_and_keeps_every_group() {
     }
 }
 
-/// Inserts `k` in its own transaction until it commits (a duplicate key
-/// after an unknown outcome: the first attempt committed); false if it
-/// never did.
-fn insert_settled(
-    cluster: &client::Cluster,
-    table: &std::sync::Arc<client::Table>,
-    k: u64,
-) -> bool {
-    use client::{ClientError, Commit, Value};
-    let mut retried = false;
-    for _ in 0..50 {
-        let mut transaction = cluster.transaction();
-        let result = transaction
-            .insert(table, &[("k", Value::UInt(k)), ("v", Value::from("v"))])
-            .and_then(|_| transaction.execute(Commit::Yes));
-        match result {
-            Ok(_) => return true,
-            Err(error) if error.code() == Some(client::ErrorCode::DuplicateKey) && retried => {
-                return true
-            }
-            Err(error)
-                if error.is_temporary() || matches!(error, ClientError::OutcomeUnknown { .. }) =>
-            {
-                retried = true;
-            }
-            Err(error) => panic!("insert {k}: {error:?}"),
-        }
-    }
-    false
-}
-
 /// What the fault harness saw once (design 0019, finding 7): after a
 /// majority ring, the nodes that left start again and copy their
 /// partitions while inserts go on; every copy must end.
 #[test]
 fn after_a_majority_ring_under_inserts_the_nodes_that_left_restart_and_copy() {
-    use sim::harness::{create_kv_table, Harness};
+    use sim::harness::{create_kv_table, insert_settled, Harness};
     use std::time::Duration;
     let seeds: u64 = std::env::var("SIM_RING_SEEDS")
         .ok()

@@ -278,32 +278,12 @@ fn a_node_that_dies_while_its_admission_is_agreed_is_not_admitted() {
     }
 }
 
-/// Inserts `k` -> "value k" in its own transaction, retrying temporary
-/// errors and settling an unknown outcome by retrying (a duplicate key
-/// then means the first attempt committed).
+/// Inserts `k`, retrying until it committed.
 fn insert_settled(cluster: &client::Cluster, table: &std::sync::Arc<client::Table>, k: u64) {
-    use client::{ClientError, Commit, Value};
-    let mut retried = false;
-    for _ in 0..50 {
-        let mut transaction = cluster.transaction();
-        let v = Value::from(format!("value {k}").as_str());
-        let result = transaction
-            .insert(table, &[("k", Value::UInt(k)), ("v", v)])
-            .and_then(|_| transaction.execute(Commit::Yes));
-        match result {
-            Ok(_) => return,
-            Err(error) if error.code() == Some(client::ErrorCode::DuplicateKey) && retried => {
-                return
-            }
-            Err(error)
-                if error.is_temporary() || matches!(error, ClientError::OutcomeUnknown { .. }) =>
-            {
-                retried = true;
-            }
-            Err(error) => panic!("insert {k}: {error:?}"),
-        }
-    }
-    panic!("insert {k} never committed");
+    assert!(
+        sim::harness::insert_settled(cluster, table, k),
+        "insert {k} never committed"
+    );
 }
 
 #[test]

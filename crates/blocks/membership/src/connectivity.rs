@@ -148,12 +148,11 @@ impl Membership {
             // Nobody to ask: the survival rule and the arbitrator decide.
             return self.heartbeats_missed(node, silent_ms, ctx);
         }
-        let connectivity = &mut self.connectivity;
-        connectivity.next_check = connectivity.next_check.wrapping_add(1);
-        let id = connectivity.next_check;
         let interval = self.heartbeats.interval_ms();
         let heard_before_ms = self.heartbeats.last_heard_ms(node).unwrap_or(0);
         let connectivity = &mut self.connectivity;
+        connectivity.next_check = connectivity.next_check.wrapping_add(1);
+        let id = connectivity.next_check;
         connectivity.checks.push(Check {
             id,
             suspect: node,
@@ -295,7 +294,7 @@ impl Membership {
         let president = self.acting_president();
         let until_ms = ctx.now_ms() + REPORTED_INTERVALS * self.heartbeats.interval_ms();
         let check = &mut self.connectivity.checks[index];
-        let (suspect, hearing) = (check.suspect, check.hearing);
+        let suspect = check.suspect;
         check.stage = if withdraw {
             Stage::Withdrawing {
                 until_ms,
@@ -318,7 +317,6 @@ impl Membership {
         let report = CmLinkCutRep {
             membership_id: self.failures.membership_id,
             suspect,
-            hearing,
             withdraw,
         };
         kernel::send(ctx, self.address, membership_of(president), report);

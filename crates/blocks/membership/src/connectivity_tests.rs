@@ -118,7 +118,6 @@ fn a_suspect_others_still_hear_is_a_bad_link_the_president_settles() {
     let report = signal::signals::CmLinkCutRep {
         membership_id: 1,
         suspect: NodeId(1),
-        hearing: NodeSet::of([NodeId(3)]),
         withdraw: false,
     };
     assert!(ctx
@@ -149,7 +148,6 @@ fn the_president_takes_out_the_node_that_hears_badly() {
     let cut = |suspect| signal::signals::CmLinkCutRep {
         membership_id: 1,
         suspect: NodeId(suspect),
-        hearing: NodeSet::of([NodeId(1)]),
         withdraw: false,
     };
     deliver(&mut president, &mut ctx, membership_of(3), cut(2));
@@ -266,14 +264,12 @@ fn a_president_every_other_member_reports_leaves_itself() {
     let cut = signal::signals::CmLinkCutRep {
         membership_id: 1,
         suspect: NodeId(1),
-        hearing: set(&[2, 3]),
         withdraw: false,
     };
     deliver(&mut president, &mut ctx, membership_of(2), cut);
     let cut = signal::signals::CmLinkCutRep {
         membership_id: 1,
         suspect: NodeId(1),
-        hearing: set(&[2, 3]),
         withdraw: false,
     };
     deliver(&mut president, &mut ctx, membership_of(3), cut);
@@ -307,7 +303,6 @@ fn reported_cut_of_node_1(ctx: &mut RecordingContext) -> Membership {
     let report = signal::signals::CmLinkCutRep {
         membership_id: 1,
         suspect: NodeId(1),
-        hearing: set(&[3]),
         withdraw: false,
     };
     assert!(ctx
@@ -332,7 +327,6 @@ fn a_reported_suspect_heard_again_is_not_acked_until_the_president_drops_the_rep
     let withdrawal = signal::signals::CmLinkCutRep {
         membership_id: 1,
         suspect: NodeId(1),
-        hearing: set(&[3]),
         withdraw: true,
     };
     let trace = ctx.take_trace();
@@ -397,7 +391,6 @@ fn the_president_drops_a_withdrawn_cut_and_answers() {
     let cut = |withdraw| signal::signals::CmLinkCutRep {
         membership_id: 1,
         suspect: NodeId(2),
-        hearing: set(&[1]),
         withdraw,
     };
     deliver(&mut president, &mut ctx, membership_of(3), cut(false));

@@ -1395,7 +1395,7 @@ signal_table! {
     }
 
     /// membership -> the president's membership: the sender does not
-    /// hear `suspect`, which other members (`hearing`) still hear: the
+    /// hear `suspect`, which other members still hear: the
     /// link between the two is bad, and one of them must leave. The
     /// president gathers such reports for a moment and chooses who
     /// (docs/design/0020-connectivity-check.md).
@@ -1405,8 +1405,6 @@ signal_table! {
         membership_id: u32,
         /// The member the sender no longer hears.
         suspect: NodeId,
-        /// The members that said they still hear it.
-        hearing: NodeSet,
         /// The sender hears `suspect` again: drop the report (answered
         /// with [`CmLinkCutConf`]).
         withdraw: bool,
