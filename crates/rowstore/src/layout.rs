@@ -13,6 +13,7 @@
 //! so commit installs it with two copies.
 
 use signal::attr::{self, AttrIter, AttrWriter};
+use signal::order::KeyColumn;
 use signal::schema::{ColumnType, TableDef, MAX_COLUMNS};
 use signal::ErrorCode;
 
@@ -179,6 +180,21 @@ impl RowLayout {
             total += u16::from_le_bytes([var[2 * index], var[2 * index + 1]]) as usize;
         }
         total
+    }
+
+    /// The primary key's column ids, in key order.
+    pub fn primary_key(&self) -> &[u16] {
+        &self.primary_key
+    }
+
+    /// Column `column` as an ordered key sees it: its type and whether it
+    /// may be NULL.
+    pub fn key_column(&self, column: usize) -> KeyColumn {
+        let place = self.columns[column];
+        KeyColumn {
+            column_type: place.column_type,
+            nullable: place.nullable,
+        }
     }
 
     /// The value of column `column` (`None` for NULL).

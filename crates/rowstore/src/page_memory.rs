@@ -7,6 +7,7 @@
 //! condition (a full pool) instead of an abort. Pages are handed out by a
 //! free stack sized at start; an allocated-bitmap catches double frees.
 
+use crate::ordered_index::NodeList;
 use crate::zeroed::ZeroedWords;
 
 /// Bytes in one page.
@@ -34,6 +35,9 @@ pub struct PageMemory {
     free: Vec<u32>,
     /// One bit per page, set while the page is allocated.
     allocated: Vec<u64>,
+    /// The ordered indexes' nodes, cut from pages of this pool and shared
+    /// by every index of the thread (`ordered_index`).
+    index_nodes: NodeList,
 }
 
 impl PageMemory {
@@ -61,6 +65,7 @@ impl PageMemory {
             pages: count as u32,
             free,
             allocated: vec![0u64; count.div_ceil(64)],
+            index_nodes: NodeList::new(count as u32),
         }
     }
 
@@ -114,6 +119,17 @@ impl PageMemory {
             "free stack would grow past the page count"
         );
         self.free.push(page.0);
+    }
+
+    /// The ordered indexes' node list.
+    #[inline]
+    pub fn index_nodes(&self) -> &NodeList {
+        &self.index_nodes
+    }
+
+    #[inline]
+    pub(crate) fn index_nodes_mut(&mut self) -> &mut NodeList {
+        &mut self.index_nodes
     }
 
     /// Whether `page` is currently allocated.

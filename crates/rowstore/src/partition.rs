@@ -1,8 +1,16 @@
 //! One partition's rows: fixed-part slots (row id = slot reference, chosen
 //! here and never moved), var parts in size classes, the primary-key hash
-//! index, and the row header; and the row changes that prepare, commit,
-//! abort and restore make to them (the ldm decides when; this file keeps
-//! the header, the checksum, the index and the live-data count right).
+//! index, the primary-key ordered index, and the row header; and the row
+//! changes that prepare, commit, abort and restore make to them (the ldm
+//! decides when; this file keeps the header, the checksum, the indexes and
+//! the live-data count right).
+//!
+//! The hash index holds every row from its insert's prepare (a later
+//! operation on the key must find the reserved row); the ordered index
+//! holds live rows only: a row enters it when it becomes live (commit of
+//! an insert, a restored row) and leaves it when it stops being live
+//! (commit of a delete, a restore's removal). Its nodes for an insert are
+//! reserved when the insert is prepared, so that commit cannot fail.
 //!
 //! ```text
 //! row header (24 bytes at the start of every fixed slot)
@@ -11,7 +19,8 @@
 //! 12 u32 op_link    first operation record in the row's lock queue, or NIL
 //! 16 u32 var_ref    var part (class << 28 | slot ref), or NIL; free-list link when free
 //! 20 u8  state      0 free, 1 reserved (insert prepared, invisible), 2 live
-//! 21..24            zero
+//! 21 u8  reserved   ordered-index nodes reserved for the prepared insert here
+//! 22..24            zero
 //! ```
 //!
 //! What the ldm keeps beside a partition's rows (its redo part, its local
@@ -19,6 +28,8 @@
 
 use crate::hash_index::HashIndex;
 use crate::layout::{RowLayout, RowView, HEADER_BYTES};
+use crate::ordered_index::{Entry, OrderedIndex};
+use crate::ordered_key::OrderedKey;
 use crate::page_memory::{PageMemory, PAGE_SIZE};
 use crate::slots::{AllocAtError, SlotPages, NIL};
 
@@ -69,6 +80,9 @@ pub struct Partition {
     var: Vec<Option<SlotPages>>,
     /// Primary-key hash index.
     pub index: HashIndex,
+    /// Primary-key ordered index of the live rows.
+    pub ordered: OrderedIndex,
+    ordered_key: OrderedKey,
     page_capacity: usize,
     /// Bytes of the live rows' images (fixed body and used var part), kept
     /// as rows change (the checkpoint report's live data).
@@ -100,6 +114,8 @@ impl Partition {
             fixed: SlotPages::new(slot_bytes.max(32), 16, Some(0), page_capacity),
             var: (0..VAR_CLASSES).map(|_| None).collect(),
             index: HashIndex::new(memory),
+            ordered: OrderedIndex::new(memory),
+            ordered_key: OrderedKey::primary(layout),
             page_capacity,
             live_bytes: 0,
         }
@@ -186,19 +202,7 @@ impl Partition {
     /// The stored row as a view (fixed body and var part).
     #[inline]
     pub fn view<'a>(&self, memory: &'a PageMemory, layout: &RowLayout, row: u32) -> RowView<'a> {
-        let slot = self.fixed.slot(memory, row);
-        let fixed = &slot[HEADER_BYTES..HEADER_BYTES + layout.fixed_body_bytes];
-        let var_ref = read_u32(slot, 16);
-        let var = if var_ref == NIL || layout.var_columns == 0 {
-            &[][..]
-        } else {
-            let (class, reference) = split_var_ref(var_ref);
-            let pages = self.var[class]
-                .as_ref()
-                .expect("row points at a var class the partition never allocated");
-            pages.slot(memory, reference)
-        };
-        RowView { fixed, var }
+        row_view(&self.fixed, &self.var, memory, layout, row)
     }
 
     /// Verifies the checksum of a live row; a mismatch is memory corruption
@@ -296,6 +300,14 @@ impl Partition {
         if self.index.insert(memory, hash, row).is_err() {
             self.free_row(memory, layout, row, None);
             return Err(OutOfDataMemory);
+        }
+        match self.ordered.reserve_insert(memory) {
+            Ok(nodes) => self.fixed.slot_mut(memory, row)[21] = nodes,
+            Err(_) => {
+                self.index.remove(memory, hash, row);
+                self.free_row(memory, layout, row, None);
+                return Err(OutOfDataMemory);
+            }
         }
         Ok(())
     }
@@ -399,6 +411,7 @@ impl Partition {
     /// Marks a row live at `gci` and seals its checksum.
     #[inline]
     pub fn commit_row(&mut self, memory: &mut PageMemory, layout: &RowLayout, row: u32, gci: u64) {
+        let becomes_live = self.state(memory, row) != RowState::Live;
         let (checksum, image_bytes) = self.checksum_and_image_bytes(memory, layout, row);
         // `write_image`, always called first, took any live image out.
         self.live_bytes += image_bytes;
@@ -406,6 +419,10 @@ impl Partition {
         slot[0..8].copy_from_slice(&gci.to_le_bytes());
         slot[8..12].copy_from_slice(&checksum.to_le_bytes());
         slot[20] = RowState::Live as u8;
+        if becomes_live {
+            self.release_ordered_reservation(memory, row);
+            self.order_row(memory, layout, row);
+        }
     }
 
     /// A committed delete: the row leaves the index's view (state Reserved,
@@ -418,6 +435,7 @@ impl Partition {
         row: u32,
         gci: u64,
     ) {
+        self.leave_ordered_index(memory, layout, row);
         self.forget_live_image(memory, layout, row);
         let slot = self.fixed.slot_mut(memory, row);
         slot[0..8].copy_from_slice(&gci.to_le_bytes());
@@ -435,6 +453,7 @@ impl Partition {
         row: u32,
         delete_gci: Option<u64>,
     ) {
+        self.leave_ordered_index(memory, layout, row);
         self.forget_live_image(memory, layout, row);
         let var_ref = self.var_ref(memory, row);
         if var_ref != NIL {
@@ -452,13 +471,172 @@ impl Partition {
         self.fixed.free(memory, row);
     }
 
-    /// Returns every page (drop table).
+    /// Adds live row `row` to the ordered index. Its nodes were reserved
+    /// when its insert was prepared (or the row is restored, and memory
+    /// was checked for it): failing here is a broken invariant.
+    fn order_row(&mut self, memory: &mut PageMemory, layout: &RowLayout, row: u32) {
+        let Partition {
+            fixed,
+            var,
+            ordered,
+            ordered_key,
+            ..
+        } = self;
+        let view = row_view(fixed, var, memory, layout, row);
+        let target = Entry {
+            prefix: ordered_key.prefix(layout, view),
+            row,
+        };
+        let inserted = ordered.insert(memory, target, |memory, entry| {
+            let target_view = row_view(fixed, var, memory, layout, row);
+            ordered_key.order(layout, entry, target, target_view, |other| {
+                row_view(fixed, var, memory, layout, other)
+            })
+        });
+        assert!(
+            inserted.is_ok(),
+            "partition {}: no DataMemory for row {row}'s ordered-index entry, which was reserved",
+            self.id
+        );
+    }
+
+    /// Takes row `row` out of the ordered index if it is live there, and
+    /// gives back the nodes reserved for an insert prepared on it.
+    fn leave_ordered_index(&mut self, memory: &mut PageMemory, layout: &RowLayout, row: u32) {
+        self.release_ordered_reservation(memory, row);
+        if self.state(memory, row) != RowState::Live {
+            return;
+        }
+        let Partition {
+            fixed,
+            var,
+            ordered,
+            ordered_key,
+            ..
+        } = self;
+        let view = row_view(fixed, var, memory, layout, row);
+        let target = Entry {
+            prefix: ordered_key.prefix(layout, view),
+            row,
+        };
+        let removed = ordered.remove(memory, |memory, entry| {
+            let target_view = row_view(fixed, var, memory, layout, row);
+            ordered_key.order(layout, entry, target, target_view, |other| {
+                row_view(fixed, var, memory, layout, other)
+            })
+        });
+        assert!(
+            removed.is_some(),
+            "partition {}: live row {row} missing from its ordered index",
+            self.id
+        );
+    }
+
+    fn release_ordered_reservation(&mut self, memory: &mut PageMemory, row: u32) {
+        let slot = self.fixed.slot_mut(memory, row);
+        let nodes = slot[21];
+        if nodes > 0 {
+            slot[21] = 0;
+            self.ordered.release(memory, nodes);
+        }
+    }
+
+    /// Checks the ordered index against the rows: its entries are the live
+    /// rows, each with its key's prefix, in key order. For tests and the
+    /// replica checker; walks every row.
+    pub fn check_ordered(&self, memory: &PageMemory, layout: &RowLayout) -> Result<u64, String> {
+        let view = |row: u32| row_view(&self.fixed, &self.var, memory, layout, row);
+        let entries = self.ordered.check(memory, |a, b| {
+            self.ordered_key.order(layout, a, b, view(b.row), view)
+        });
+        let mut indexed: Vec<u32> = Vec::with_capacity(entries.len());
+        for entry in &entries {
+            if self.state(memory, entry.row) != RowState::Live {
+                return Err(format!(
+                    "row {} is in the ordered index but not live",
+                    entry.row
+                ));
+            }
+            let prefix = self.ordered_key.prefix(layout, view(entry.row));
+            if prefix != entry.prefix {
+                return Err(format!(
+                    "row {}'s ordered-index prefix {:#x} is not its key's {prefix:#x}",
+                    entry.row, entry.prefix
+                ));
+            }
+            indexed.push(entry.row);
+        }
+        indexed.sort_unstable();
+        let mut live = Vec::new();
+        self.fixed.for_each_slot(|row| {
+            if self.state(memory, row) == RowState::Live {
+                live.push(row);
+            }
+        });
+        live.sort_unstable();
+        if indexed != live {
+            let missing: Vec<u32> = live
+                .iter()
+                .filter(|row| indexed.binary_search(row).is_err())
+                .copied()
+                .take(5)
+                .collect();
+            return Err(format!(
+                "the ordered index holds {} rows, the partition {} live ones (first missing: {missing:?})",
+                indexed.len(),
+                live.len()
+            ));
+        }
+        Ok(entries.len() as u64)
+    }
+
+    /// Returns every page (drop table), and every index node and node
+    /// reservation.
     pub fn release(&mut self, memory: &mut PageMemory) {
+        let mut held = Vec::new();
+        self.fixed.for_each_slot(|row| {
+            if self.fixed.is_held(row) {
+                held.push(row);
+            }
+        });
+        for row in held {
+            self.release_ordered_reservation(memory, row);
+        }
         self.index.clear(memory);
+        self.ordered.clear(memory);
         self.fixed.release_all(memory);
         for pages in self.var.iter_mut().flatten() {
             pages.release_all(memory);
         }
+    }
+}
+
+/// Row `row` of the partition whose slots are `fixed` and `var`, as a view
+/// (a function of the slots alone, so that the ordered index's comparisons
+/// can read rows while the index itself is borrowed for a change).
+#[inline]
+fn row_view<'a>(
+    fixed: &SlotPages,
+    var: &[Option<SlotPages>],
+    memory: &'a PageMemory,
+    layout: &RowLayout,
+    row: u32,
+) -> RowView<'a> {
+    let slot = fixed.slot(memory, row);
+    let fixed_body = &slot[HEADER_BYTES..HEADER_BYTES + layout.fixed_body_bytes];
+    let var_ref = read_u32(slot, 16);
+    let var = if var_ref == NIL || layout.var_columns == 0 {
+        &[][..]
+    } else {
+        let (class, reference) = split_var_ref(var_ref);
+        let pages = var[class]
+            .as_ref()
+            .expect("row points at a var class the partition never allocated");
+        pages.slot(memory, reference)
+    };
+    RowView {
+        fixed: fixed_body,
+        var,
     }
 }
 

@@ -527,6 +527,11 @@ fn check_quiet_survivors(simulation: &Simulation, survivors: &[NodeId]) {
             "ldm {address} still has {} operation records in use after every client ended",
             ldm.operations_in_use()
         );
+        if survivors.contains(&address.node) {
+            if let Err(problem) = ldm.check_ordered_indexes() {
+                panic!("an ordered index differs from its rows: {problem}");
+            }
+        }
     }
 }
 

@@ -391,6 +391,12 @@ impl CrashRun {
         // read even when the run that crashed had not described it again.
         let rows = restored::read_back(&mut self.simulation);
         report.rows_restored = rows.len() as u64;
+        // The ordered indexes were rebuilt from the restored rows.
+        for ldm in self.simulation.ldms() {
+            if let Err(problem) = ldm.check_ordered_indexes() {
+                panic!("after a restart, an ordered index differs from its rows: {problem}");
+            }
+        }
         Restart {
             crashed,
             restored_gci,

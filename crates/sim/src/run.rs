@@ -236,6 +236,9 @@ impl Simulation {
                     ldm.operations_in_use()
                 ));
             }
+            if let Err(problem) = ldm.check_ordered_indexes() {
+                fail(format!("an ordered index differs from its rows: {problem}"));
+            }
         }
         for membership in self.memberships() {
             // Nothing paused or cut off a node: a suspicion is a false one.

@@ -221,6 +221,30 @@ impl Ldm {
         self.operations.in_use()
     }
 
+    /// Checks every partition's ordered index against its rows (the
+    /// entries are the live rows, in key order, with their prefixes);
+    /// returns the rows checked. Walks every row: for tests and the
+    /// simulator's checks when a run has settled.
+    pub fn check_ordered_indexes(&self) -> Result<u64, String> {
+        let mut rows = 0;
+        for (table_id, table) in self.tables.iter().enumerate() {
+            let Some(table) = table else { continue };
+            for (partition_id, partition) in table.partitions.iter().enumerate() {
+                let Some(partition) = partition else { continue };
+                rows += partition
+                    .store
+                    .check_ordered(&self.memory, &table.layout)
+                    .map_err(|problem| {
+                        format!(
+                            "ldm {}: table {table_id} partition {partition_id}: {problem}",
+                            self.address
+                        )
+                    })?;
+            }
+        }
+        Ok(rows)
+    }
+
     /// (id, version) of every table this ldm stores: its answer to a
     /// master dict's take-over, and what the simulator compares.
     pub fn table_versions(&self) -> Vec<(u32, u32)> {

@@ -235,11 +235,14 @@ fn abort_of_a_transaction_with_several_operations_on_one_row() {
 
 #[test]
 fn a_full_data_memory_refuses_inserts_and_recovers_after_deletes() {
-    let mut b = Bench::with_memory(256 * 1024);
+    // Nine pages: for each of the two partitions its fixed slots, hash
+    // directory, hash elements and var parts, and one of ordered-index
+    // nodes.
+    let mut b = Bench::with_memory(9 * 32 * 1024);
     let mut inserted = Vec::new();
     let full_key = loop {
         let k = inserted.len() as i32;
-        assert!(k < 100_000, "256 KiB must fill up");
+        assert!(k < 100_000, "288 KiB must fill up");
         let request = b.request(
             txn(1),
             OperationKind::Insert,
@@ -321,17 +324,24 @@ fn a_full_data_memory_refuses_inserts_and_recovers_after_deletes() {
     );
     b.assert_quiet();
 
-    // Deleting a row of the full partition makes room for the refused key.
+    // Deleting rows of the full partition makes room for the refused key:
+    // their slots and hash entries, and, once leaves merge, ordered-index
+    // nodes (what ran out may be either).
     let (full_partition, _) = b.route(full_key);
-    let victim = *inserted
+    let victims: Vec<i32> = inserted
         .iter()
-        .find(|&&k| b.route(k).0 == full_partition)
-        .expect("a row in the full partition");
-    b.write(5, OperationKind::Delete, victim, None, gci(3));
-    assert_eq!(b.read(victim), None);
-    b.insert(6, full_key, 1, None, None);
+        .copied()
+        .filter(|&k| b.route(k).0 == full_partition)
+        .take(100)
+        .collect();
+    assert_eq!(victims.len(), 100, "rows in the full partition");
+    for (n, &victim) in victims.iter().enumerate() {
+        b.write(5 + n as u64, OperationKind::Delete, victim, None, gci(3));
+        assert_eq!(b.read(victim), None);
+    }
+    b.insert(200, full_key, 1, None, None);
     assert_eq!(b.read(full_key), Some(row(full_key, 1, None, None)));
-    assert_eq!(b.ldm.rows(TABLE_ID), inserted.len() as u64);
+    assert_eq!(b.ldm.rows(TABLE_ID), inserted.len() as u64 - 100 + 1);
     b.assert_quiet();
 }
 

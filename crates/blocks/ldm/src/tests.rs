@@ -500,8 +500,17 @@ impl Bench {
                         "index names row {row}"
                     );
                 });
+                let ordered = partition
+                    .check_ordered(memory, &table.layout)
+                    .unwrap_or_else(|problem| panic!("ordered index: {problem}"));
+                assert_eq!(ordered, live, "ordered-index entries");
             }
         }
+        assert_eq!(
+            memory.index_nodes().reserved(),
+            0,
+            "ordered-index nodes still reserved with nothing prepared"
+        );
         for (class, &count) in POOL_COUNTS.iter().enumerate() {
             assert_eq!(
                 self.ctx.pool().free_in_class(class),
