@@ -285,7 +285,8 @@ pub(crate) enum SchemaReply {
     },
     /// LIST_TABLES_CONF: the names, or why they could not be decoded.
     Tables(Result<Vec<String>, String>),
-    /// SCAN_PARTITION_CONF.
+    /// SCAN_PARTITION_CONF, INDEX_SCAN_CONF (no `next_row`: the client
+    /// resumes after its last row).
     Scan {
         /// Encoded rows (row id, GCI, length, attribute entries).
         rows: Vec<u8>,
@@ -294,7 +295,7 @@ pub(crate) enum SchemaReply {
         /// No rows remain.
         done: bool,
     },
-    /// SCHEMA_REF, SCAN_PARTITION_REF.
+    /// SCHEMA_REF, SCAN_PARTITION_REF, INDEX_SCAN_REF.
     Refused(ErrorCode),
     /// The connection ended.
     Lost(String),
@@ -725,6 +726,17 @@ impl Dispatch {
                 },
             ),
             Signal::ScanPartitionRef(refusal) => {
+                self.answer_request(refusal.request_id, SchemaReply::Refused(refusal.error))
+            }
+            Signal::IndexScanConf(conf) => self.answer_request(
+                conf.request_id,
+                SchemaReply::Scan {
+                    rows: conf.rows.as_slice().to_vec(),
+                    next_row: 0,
+                    done: conf.done,
+                },
+            ),
+            Signal::IndexScanRef(refusal) => {
                 self.answer_request(refusal.request_id, SchemaReply::Refused(refusal.error))
             }
             Signal::ApiNodeFailRep(report) => self.peers_failed(sender, report.failed),

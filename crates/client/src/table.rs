@@ -501,7 +501,7 @@ impl Table {
                 None => Span::NULL,
                 Some(value) => {
                     let rule = rules[id];
-                    if let Err(code) = rule.check(value.len()) {
+                    if let Err(code) = rule.check(value) {
                         return Err(self.bad_value_in_row(id, code));
                     }
                     // Entries are u16 long and sections far below 4 GiB.

@@ -228,6 +228,9 @@ fn wire_bytes<'a>(
         }
         ColumnType::Double => {
             let double = value.as_f64().ok_or(out_of_range)?;
+            if double.is_nan() {
+                return Err(ErrorCode::BadValue);
+            }
             scratch.copy_from_slice(&double.to_le_bytes());
             Ok(&scratch[..])
         }
@@ -361,14 +364,18 @@ impl WireRule {
         }
     }
 
-    /// [`signal::attr::check_value`] for a value of `length` bytes.
+    /// [`signal::attr::check_value`] for `value`.
     #[inline]
-    pub(crate) fn check(self, length: usize) -> Result<(), ErrorCode> {
+    pub(crate) fn check(self, value: &[u8]) -> Result<(), ErrorCode> {
+        let length = value.len();
         if self.fixed {
-            if length == self.length as usize {
-                Ok(())
-            } else {
+            if length != self.length as usize {
                 Err(ErrorCode::BadValue)
+            } else if self.number == Number::NotInteger && f64::from_le_bytes(le(value)).is_nan() {
+                // The one fixed-width non-integer is DOUBLE: NaN is refused.
+                Err(ErrorCode::BadValue)
+            } else {
+                Ok(())
             }
         } else if length <= self.length as usize {
             Ok(())
@@ -432,11 +439,7 @@ mod tests {
                 "{column_type:?} {bytes:?}"
             );
             let rule = WireRule::of(column_type);
-            assert_eq!(
-                rule.check(bytes.len()),
-                signal_rule,
-                "{column_type:?} {bytes:?}"
-            );
+            assert_eq!(rule.check(&bytes), signal_rule, "{column_type:?} {bytes:?}");
             if let Ok(value) = decoded {
                 assert_eq!(rule.number.as_u64(&bytes), value.as_u64());
             }
@@ -479,6 +482,11 @@ mod tests {
         assert_eq!(encode(ubig, Value::Int(-3)), Err(ErrorCode::BadValue));
         assert_eq!(encode(int, Value::from("1")), Err(ErrorCode::BadValue));
         assert_eq!(encode(int, Value::Double(1.0)), Err(ErrorCode::BadValue));
+        assert_eq!(
+            encode(ColumnType::Double, Value::Double(f64::NAN)),
+            Err(ErrorCode::BadValue),
+            "NaN is refused before it is sent"
+        );
     }
 
     #[test]

@@ -8,8 +8,10 @@
 
 use crate::layout::{RowLayout, RowView};
 use crate::ordered_index::Entry;
-use signal::order::{self, KeyColumn, KeyPrefixBuilder};
+use signal::attr::{self, AttrIter};
+use signal::order::{self, KeyColumn, KeyPrefix, KeyPrefixBuilder};
 use signal::schema::ColumnType;
+use signal::ErrorCode;
 use std::cmp::Ordering;
 
 /// The columns of one ordered index.
@@ -106,5 +108,105 @@ impl OrderedKey {
                 }
             })
             .then(entry.row.cmp(&target.row))
+    }
+
+    /// Checks `entries` (attribute entries, as a request carries them) as
+    /// a bound on a leading run of the key's columns: each entry names the
+    /// next key column, holds a well-formed value of its type (a DOUBLE not
+    /// NaN) and is NULL only in a NULL-able column. An empty bound is no
+    /// bound.
+    pub fn bound<'a>(&self, entries: &'a [u8]) -> Result<KeyBound<'a>, ErrorCode> {
+        let mut builder = KeyPrefixBuilder::new();
+        let mut columns = 0;
+        for entry in AttrIter::new(entries) {
+            let entry = entry?;
+            let Some(&(column, key_column)) = self.columns.get(columns) else {
+                return Err(ErrorCode::BadRequest);
+            };
+            if entry.column != column {
+                return Err(ErrorCode::BadRequest);
+            }
+            match entry.value {
+                None if !key_column.nullable => return Err(ErrorCode::NullNotAllowed),
+                None => {}
+                Some(value) => {
+                    attr::check_value(key_column.column_type, value)?;
+                    order::check_orderable(key_column.column_type, value)?;
+                }
+            }
+            builder.push(key_column, entry.value);
+            columns += 1;
+        }
+        Ok(KeyBound {
+            entries,
+            columns,
+            prefix: builder.finish(),
+        })
+    }
+
+    /// How the key of `entry`'s row stands relative to `bound`, on the
+    /// bound's columns only (`Equal`: its first values are the bound's).
+    /// Decided on the prefixes where they differ; else, unless the bound's
+    /// prefix holds its values whole, on the row (`view_of`).
+    #[inline]
+    pub fn compare_bound<'a>(
+        &self,
+        layout: &RowLayout,
+        entry: Entry,
+        bound: &KeyBound<'_>,
+        view_of: impl FnOnce(u32) -> RowView<'a>,
+    ) -> Ordering {
+        let bytes = bound.prefix.bytes;
+        if bytes > 0 {
+            let shift = 64 - 8 * bytes as u32;
+            let (ours, theirs) = if shift == 0 {
+                (entry.prefix, bound.prefix.value)
+            } else {
+                (entry.prefix >> shift, bound.prefix.value >> shift)
+            };
+            if ours != theirs {
+                return ours.cmp(&theirs);
+            }
+        }
+        if bound.prefix.exact {
+            return Ordering::Equal;
+        }
+        let view = view_of(entry.row);
+        for (bound_entry, &(column, key_column)) in AttrIter::new(bound.entries).zip(&self.columns)
+        {
+            let bound_value = bound_entry
+                .expect("a bound's entries were checked when it was made")
+                .value;
+            let order = order::compare(
+                key_column.column_type,
+                layout.value(view, column as usize),
+                bound_value,
+            );
+            if order != Ordering::Equal {
+                return order;
+            }
+        }
+        Ordering::Equal
+    }
+
+    /// Columns in the key.
+    pub fn columns(&self) -> usize {
+        self.columns.len()
+    }
+}
+
+/// A checked bound on a leading run of an ordered key's columns
+/// ([`OrderedKey::bound`]).
+#[derive(Clone, Copy, Debug)]
+pub struct KeyBound<'a> {
+    entries: &'a [u8],
+    columns: usize,
+    prefix: KeyPrefix,
+}
+
+impl KeyBound<'_> {
+    /// How many leading columns it bounds (0: no bound).
+    pub fn columns(&self) -> usize {
+        self.columns
     }
 }

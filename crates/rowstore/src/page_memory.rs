@@ -7,7 +7,7 @@
 //! condition (a full pool) instead of an abort. Pages are handed out by a
 //! free stack sized at start; an allocated-bitmap catches double frees.
 
-use crate::ordered_index::NodeList;
+use crate::ordered_index::{NodeList, NODES_PER_PAGE};
 use crate::zeroed::ZeroedWords;
 
 /// Bytes in one page.
@@ -92,6 +92,23 @@ impl PageMemory {
     /// first (deterministic either way).
     #[inline]
     pub fn alloc(&mut self) -> Option<PageId> {
+        // Rows and the hash index leave the room promised to ordered-index
+        // inserts that are prepared (`ordered_index::node`).
+        let free_pages = u64::from(self.free_pages());
+        let promised = self.index_nodes.promised();
+        if promised > 0
+            && (free_pages.saturating_sub(1)) * u64::from(NODES_PER_PAGE)
+                + u64::from(self.index_nodes.free())
+                < promised
+        {
+            return None;
+        }
+        self.alloc_page()
+    }
+
+    /// A page whatever is promised: for index nodes, which the promises are for.
+    #[inline]
+    pub(crate) fn alloc_page(&mut self) -> Option<PageId> {
         let id = self.free.pop()?;
         let (word, bit) = bit_of(id);
         debug_assert!(

@@ -248,6 +248,7 @@ impl Partition {
         slot[12..16].copy_from_slice(&NIL.to_le_bytes());
         slot[16..20].copy_from_slice(&NIL.to_le_bytes());
         slot[20] = RowState::Reserved as u8;
+        slot[21] = 0;
         Some(row)
     }
 
@@ -265,6 +266,7 @@ impl Partition {
         slot[12..16].copy_from_slice(&NIL.to_le_bytes());
         slot[16..20].copy_from_slice(&NIL.to_le_bytes());
         slot[20] = RowState::Reserved as u8;
+        slot[21] = 0;
         Ok(())
     }
 
@@ -301,14 +303,30 @@ impl Partition {
             self.free_row(memory, layout, row, None);
             return Err(OutOfDataMemory);
         }
-        match self.ordered.reserve_insert(memory) {
-            Ok(nodes) => self.fixed.slot_mut(memory, row)[21] = nodes,
-            Err(_) => {
-                self.index.remove(memory, hash, row);
-                self.free_row(memory, layout, row, None);
-                return Err(OutOfDataMemory);
-            }
+        if self.promise_ordered_insert(memory, row).is_err() {
+            self.index.remove(memory, hash, row);
+            self.free_row(memory, layout, row, None);
+            return Err(OutOfDataMemory);
         }
+        Ok(())
+    }
+
+    /// Promises the ordered-index nodes row `row` will need when it
+    /// becomes live at commit (an insert prepared on it), unless it holds
+    /// a promise already. `Err` when DataMemory cannot promise them.
+    pub fn promise_ordered_insert(
+        &mut self,
+        memory: &mut PageMemory,
+        row: u32,
+    ) -> Result<(), OutOfDataMemory> {
+        if self.fixed.slot(memory, row)[21] != 0 {
+            return Ok(());
+        }
+        let nodes = self
+            .ordered
+            .reserve_insert(memory)
+            .map_err(|_| OutOfDataMemory)?;
+        self.fixed.slot_mut(memory, row)[21] = nodes;
         Ok(())
     }
 
@@ -420,8 +438,10 @@ impl Partition {
         slot[8..12].copy_from_slice(&checksum.to_le_bytes());
         slot[20] = RowState::Live as u8;
         if becomes_live {
-            self.release_ordered_reservation(memory, row);
-            self.order_row(memory, layout, row);
+            let slot = self.fixed.slot_mut(memory, row);
+            let promised = slot[21];
+            slot[21] = 0;
+            self.order_row(memory, layout, row, promised);
         }
     }
 
@@ -471,10 +491,15 @@ impl Partition {
         self.fixed.free(memory, row);
     }
 
-    /// Adds live row `row` to the ordered index. Its nodes were reserved
-    /// when its insert was prepared (or the row is restored, and memory
-    /// was checked for it): failing here is a broken invariant.
-    fn order_row(&mut self, memory: &mut PageMemory, layout: &RowLayout, row: u32) {
+    /// The key of the primary-key ordered index.
+    pub fn ordered_key(&self) -> &OrderedKey {
+        &self.ordered_key
+    }
+
+    /// Adds live row `row` to the ordered index, with the nodes promised
+    /// when its insert was prepared (`promised`; every insert promises,
+    /// so running out here is a broken invariant).
+    fn order_row(&mut self, memory: &mut PageMemory, layout: &RowLayout, row: u32, promised: u8) {
         let Partition {
             fixed,
             var,
@@ -487,17 +512,22 @@ impl Partition {
             prefix: ordered_key.prefix(layout, view),
             row,
         };
-        let inserted = ordered.insert(memory, target, |memory, entry| {
+        let order = |memory: &PageMemory, entry: Entry| {
             let target_view = row_view(fixed, var, memory, layout, row);
             ordered_key.order(layout, entry, target, target_view, |other| {
                 row_view(fixed, var, memory, layout, other)
             })
-        });
-        assert!(
-            inserted.is_ok(),
-            "partition {}: no DataMemory for row {row}'s ordered-index entry, which was reserved",
-            self.id
-        );
+        };
+        if promised > 0 {
+            ordered.insert_promised(memory, promised, target, order);
+        } else {
+            assert!(
+                ordered.insert(memory, target, order).is_ok(),
+                "partition {}: row {row} became live without an ordered-index promise, and \
+                 DataMemory has no node for it",
+                self.id
+            );
+        }
     }
 
     /// Takes row `row` out of the ordered index if it is live there, and

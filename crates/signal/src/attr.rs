@@ -149,6 +149,11 @@ pub fn check_value(column_type: ColumnType, value: &[u8]) -> Result<(), ErrorCod
         ColumnType::BigInt { .. } | ColumnType::Double if value.len() != 8 => {
             Err(ErrorCode::BadValue)
         }
+        // NaN has no place in an order (an index, a bound) and no SQL
+        // meaning: refused everywhere, as MySQL does.
+        ColumnType::Double if f64::from_le_bytes(value.try_into().expect("8 bytes")).is_nan() => {
+            Err(ErrorCode::BadValue)
+        }
         ColumnType::Char(n) | ColumnType::VarChar(n) | ColumnType::VarBinary(n)
             if value.len() > n as usize =>
         {

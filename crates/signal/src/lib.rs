@@ -25,6 +25,7 @@ pub mod phases;
 pub mod refusal;
 pub mod replica_check;
 pub mod reports;
+pub mod scan_bounds;
 pub mod schema;
 pub mod section;
 pub mod signals;

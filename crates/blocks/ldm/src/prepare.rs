@@ -400,6 +400,19 @@ impl Ldm {
             self.release_from_row(index);
             return Outcome::Failed(ErrorCode::TableFull);
         };
+        // A row that is not live (its delete committed, the row still held)
+        // becomes live again at this commit: its ordered-index entry is
+        // promised now, as for a new row.
+        if image_kind == ImageKind::Row
+            && partition.state(memory, row) != RowState::Live
+            && partition.promise_ordered_insert(memory, row).is_err()
+        {
+            if new_var != NIL {
+                partition.free_var(memory, new_var);
+            }
+            self.release_from_row(index);
+            return Outcome::Failed(ErrorCode::TableFull);
+        }
         let operation = &mut operations[index];
         operation.row = row;
         operation.image = image;

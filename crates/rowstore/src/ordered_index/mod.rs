@@ -27,7 +27,10 @@
 
 mod node;
 
-pub use node::{Entry, NodeList, OutOfMemory, INNER_CAPACITY, LEAF_CAPACITY, NODE_BYTES};
+pub use node::{
+    Entry, NodeList, OutOfMemory, INNER_CAPACITY, LEAF_CAPACITY, NODES_PER_PAGE, NODE_BYTES,
+    SPARE_NODES,
+};
 
 use crate::page_memory::PageMemory;
 use node::{INNER_MINIMUM, LEAF_MINIMUM, NIL};
@@ -117,10 +120,44 @@ impl OrderedIndex {
         &mut self,
         memory: &mut PageMemory,
         entry: Entry,
-        mut order: impl FnMut(&PageMemory, Entry) -> Ordering,
+        order: impl FnMut(&PageMemory, Entry) -> Ordering,
     ) -> Result<(), OutOfMemory> {
         self.check_memory(memory);
-        node::ensure_free(memory, self.nodes_for_insert())?;
+        node::ensure_free(memory, self.nodes_for_insert(), false)?;
+        self.insert_with_free_nodes(memory, entry, order);
+        Ok(())
+    }
+
+    /// Adds `entry` as [`Self::insert`] does, for an insert that was
+    /// promised `reservation` nodes when it was prepared
+    /// ([`Self::reserve_insert`]): the promise is given back and its nodes
+    /// used (with the spare, should the tree have grown two levels since),
+    /// so this cannot run out of memory.
+    pub fn insert_promised(
+        &mut self,
+        memory: &mut PageMemory,
+        reservation: u8,
+        entry: Entry,
+        order: impl FnMut(&PageMemory, Entry) -> Ordering,
+    ) {
+        self.check_memory(memory);
+        node::release(memory, u32::from(reservation));
+        let nodes = self.nodes_for_insert();
+        assert!(
+            node::ensure_free(memory, nodes, true).is_ok(),
+            "an ordered-index insert promised {reservation} nodes found fewer than {nodes} \
+             (with the spare {SPARE_NODES}) at commit"
+        );
+        self.insert_with_free_nodes(memory, entry, order);
+    }
+
+    /// The insert once `nodes_for_insert` nodes are free.
+    fn insert_with_free_nodes(
+        &mut self,
+        memory: &mut PageMemory,
+        entry: Entry,
+        mut order: impl FnMut(&PageMemory, Entry) -> Ordering,
+    ) {
         if self.root == NIL {
             let leaf = self.take(memory, true);
             (self.root, self.height) = (leaf, 1);
@@ -145,11 +182,10 @@ impl OrderedIndex {
         let bytes = node::bytes_mut(memory, leaf);
         if node::count(bytes) < LEAF_CAPACITY {
             node::insert_entry(bytes, slot, entry);
-            return Ok(());
+            return;
         }
         let (separator, right) = self.split_leaf(memory, leaf, slot, entry);
         self.insert_up(memory, &path, separator, right);
-        Ok(())
     }
 
     /// Removes the entry for which `order(memory, e)` is `Equal` (how an
@@ -190,11 +226,12 @@ impl OrderedIndex {
         Some(removed)
     }
 
-    /// Sets aside the nodes one insert may need (`nodes_for_insert`, and one
-    /// more for the tree growing a level meanwhile), taking pages now:
-    /// for an insert prepared now and made at commit, which must not fail.
-    /// Returns how many, for [`Self::release`]. Inserts never take nodes
-    /// promised to others.
+    /// Promises the nodes one insert may need (`nodes_for_insert`, and one
+    /// more for the tree growing a level meanwhile) to an insert prepared
+    /// now and made at commit, which must not fail
+    /// ([`Self::insert_promised`]). Takes no page: rows and other inserts
+    /// leave the promised room. Returns how many, for
+    /// [`Self::insert_promised`] or [`Self::release`].
     pub fn reserve_insert(&self, memory: &mut PageMemory) -> Result<u8, OutOfMemory> {
         self.check_memory(memory);
         let nodes = self.nodes_for_insert() + 1;
@@ -202,9 +239,8 @@ impl OrderedIndex {
         Ok(nodes as u8)
     }
 
-    /// Gives back a reservation of `nodes` ([`Self::reserve_insert`]):
-    /// just before the insert it was for, or when that insert was
-    /// abandoned.
+    /// Takes back a promise of `nodes` ([`Self::reserve_insert`]) whose
+    /// insert was abandoned (an abort, a delete in the same transaction).
     pub fn release(&self, memory: &mut PageMemory, nodes: u8) {
         self.check_memory(memory);
         node::release(memory, u32::from(nodes));

@@ -247,18 +247,25 @@ pub fn lower_bound(node: &[u8], mut order: impl FnMut(Entry) -> Ordering) -> usi
     partition_point(node, |entry| order(entry) == Ordering::Less)
 }
 
+/// Nodes always kept for inserts whose promise falls short: an insert
+/// prepared at height h is promised h + 2 nodes, and needs more only if
+/// its tree grew two levels before its commit; this many cover any
+/// growth a tree can have.
+pub const SPARE_NODES: u32 = 13;
+
 /// The free index nodes of one DataMemory ([`PageMemory::index_nodes`]),
-/// and how many of them prepared inserts are promised. Free nodes link
-/// both ways (through their header's next and previous fields), so that a
-/// page whose nodes are all free again leaves the list in one step and
-/// goes back to DataMemory for rows (a dropped index's memory is not kept
-/// for indexes).
+/// and the nodes promised to prepared inserts. A promise is counted
+/// against the free nodes and the free pages together: pages are cut into
+/// nodes only when a node is taken, and rows and the hash index
+/// (`PageMemory::alloc`) leave the promised room. Free nodes link both
+/// ways (through their header's next and previous fields), so that a page
+/// whose nodes are all free again leaves the list in one step and goes
+/// back to DataMemory.
 #[derive(Debug)]
 pub struct NodeList {
     free_head: u32,
     free: u32,
-    /// Free nodes promised to prepared inserts; the list keeps at least
-    /// this many free.
+    /// Nodes promised to prepared inserts.
     reserved: u32,
     pages: u32,
     /// Per DataMemory page, its free nodes (0 for a page not cut into
@@ -288,20 +295,52 @@ impl NodeList {
         u64::from(self.pages) * u64::from(NODES_PER_PAGE) - u64::from(self.free)
     }
 
-    /// Free nodes promised to prepared inserts.
+    /// Free nodes on the list.
+    pub fn free(&self) -> u32 {
+        self.free
+    }
+
+    /// Nodes promised to prepared inserts.
     pub fn reserved(&self) -> u32 {
         self.reserved
     }
+
+    /// Nodes the rest of DataMemory must leave room for: the promises and,
+    /// while there are any, the spare.
+    pub fn promised(&self) -> u64 {
+        if self.reserved == 0 {
+            0
+        } else {
+            u64::from(self.reserved) + u64::from(SPARE_NODES)
+        }
+    }
 }
 
-/// Makes sure `nodes` nodes beyond the reserved ones are free, cutting
-/// pages into nodes as needed. On `Err` the list may hold more free nodes
-/// than before, never fewer.
-pub fn ensure_free(memory: &mut PageMemory, nodes: u32) -> Result<(), OutOfMemory> {
-    while memory.index_nodes().free < memory.index_nodes().reserved + nodes {
-        let page = memory.alloc().ok_or(OutOfMemory)?;
+/// Nodes DataMemory can still give: the free ones and the free pages'.
+fn available(memory: &PageMemory) -> u64 {
+    u64::from(memory.index_nodes().free)
+        + u64::from(memory.free_pages()) * u64::from(NODES_PER_PAGE)
+}
+
+/// Makes `nodes` nodes free for an insert, cutting pages into nodes as
+/// needed. Without a promise of its own (`promised` false) the insert must
+/// leave the promised room; with one (given back just before) it may use
+/// every node but the other promises'. On `Err` nothing changed.
+pub fn ensure_free(memory: &mut PageMemory, nodes: u32, promised: bool) -> Result<(), OutOfMemory> {
+    let keep = if promised {
+        u64::from(memory.index_nodes().reserved)
+    } else {
+        memory.index_nodes().promised()
+    };
+    if available(memory) < keep + u64::from(nodes) {
+        return Err(OutOfMemory);
+    }
+    while memory.index_nodes().free < nodes {
+        let page = memory
+            .alloc_page()
+            .expect("a free page was counted as available");
         assert!(
-            u64::from(page.0) << SLOT_SHIFT < u64::from(u32::MAX),
+            (u64::from(page.0) + 1) << SLOT_SHIFT <= u64::from(u32::MAX),
             "node refs of page {} do not fit in 32 bits",
             page.0
         );
@@ -312,6 +351,29 @@ pub fn ensure_free(memory: &mut PageMemory, nodes: u32) -> Result<(), OutOfMemor
         memory.index_nodes_mut().pages += 1;
     }
     Ok(())
+}
+
+/// Promises `nodes` nodes to a prepared insert, if DataMemory can give
+/// them beyond the other promises and the spare. Takes no page.
+pub fn reserve(memory: &mut PageMemory, nodes: u32) -> Result<(), OutOfMemory> {
+    let after =
+        u64::from(memory.index_nodes().reserved) + u64::from(nodes) + u64::from(SPARE_NODES);
+    if available(memory) < after {
+        return Err(OutOfMemory);
+    }
+    memory.index_nodes_mut().reserved += nodes;
+    Ok(())
+}
+
+/// Takes back a promise of `nodes` ([`reserve`]).
+pub fn release(memory: &mut PageMemory, nodes: u32) {
+    let list = memory.index_nodes_mut();
+    assert!(
+        nodes <= list.reserved,
+        "{nodes} index nodes released of {} reserved",
+        list.reserved
+    );
+    list.reserved -= nodes;
 }
 
 /// Puts the formatted `node` at the head of the free list.
@@ -346,24 +408,6 @@ fn unlink_free(memory: &mut PageMemory, node: u32) {
     list.free_in_page[locate(node).0 .0 as usize] -= 1;
 }
 
-/// Promises `nodes` free nodes to a prepared insert (taking pages now).
-pub fn reserve(memory: &mut PageMemory, nodes: u32) -> Result<(), OutOfMemory> {
-    ensure_free(memory, nodes)?;
-    memory.index_nodes_mut().reserved += nodes;
-    Ok(())
-}
-
-/// Takes back a promise of `nodes` ([`reserve`]).
-pub fn release(memory: &mut PageMemory, nodes: u32) {
-    let list = memory.index_nodes_mut();
-    assert!(
-        nodes <= list.reserved,
-        "{nodes} index nodes released of {} reserved",
-        list.reserved
-    );
-    list.reserved -= nodes;
-}
-
 /// A node, formatted empty. Panics if none is free: the caller made sure
 /// first ([`ensure_free`]).
 pub fn take(memory: &mut PageMemory, leaf: bool) -> u32 {
@@ -377,16 +421,12 @@ pub fn take(memory: &mut PageMemory, leaf: bool) -> u32 {
     node
 }
 
-/// Puts `node` back on the free list; when that frees its whole page and
-/// the promised nodes do not need the page, the page goes back to
-/// DataMemory.
+/// Puts `node` back on the free list; when that frees its whole page, the
+/// page goes back to DataMemory (promises count free pages too).
 pub fn give_back(memory: &mut PageMemory, node: u32) {
     push_free(memory, node);
     let page = locate(node).0;
-    let list = memory.index_nodes();
-    if u32::from(list.free_in_page[page.0 as usize]) == NODES_PER_PAGE
-        && list.free - NODES_PER_PAGE >= list.reserved
-    {
+    if u32::from(memory.index_nodes().free_in_page[page.0 as usize]) == NODES_PER_PAGE {
         for slot in 0..NODES_PER_PAGE {
             unlink_free(memory, (page.0 << SLOT_SHIFT) + slot + 1);
         }
@@ -492,9 +532,9 @@ mod tests {
     }
 
     #[test]
-    fn the_node_list_cuts_pages_and_keeps_reserved_nodes_free() {
-        let mut memory = PageMemory::new(2 * PAGE_SIZE as u64);
-        assert_eq!(ensure_free(&mut memory, 1), Ok(()));
+    fn the_node_list_cuts_pages_and_keeps_promised_room() {
+        let mut memory = PageMemory::new(3 * PAGE_SIZE as u64);
+        assert_eq!(ensure_free(&mut memory, 1, false), Ok(()));
         assert_eq!(memory.index_nodes().pages(), 1);
         let a = take(&mut memory, true);
         let b = take(&mut memory, false);
@@ -507,22 +547,24 @@ mod tests {
         give_back(&mut memory, b);
         assert_eq!((memory.used_pages(), memory.index_nodes().pages()), (0, 0));
         assert_eq!(count_free(&memory), 0);
-        // Unless a promise needs its nodes.
-        assert_eq!(ensure_free(&mut memory, 1), Ok(()));
-        let c = take(&mut memory, true);
-        assert_eq!(reserve(&mut memory, NODES_PER_PAGE - 1), Ok(()));
-        give_back(&mut memory, c);
+        // A promise takes no page, but other users leave its room: here,
+        // with the spare, two pages of the three.
+        let promise = 2 * NODES_PER_PAGE - SPARE_NODES;
+        assert_eq!(reserve(&mut memory, promise), Ok(()));
+        assert_eq!(memory.used_pages(), 0);
+        assert!(memory.alloc().is_some(), "one page for rows");
         assert_eq!(
-            memory.index_nodes().pages(),
-            1,
-            "the promised nodes keep their page"
+            memory.alloc(),
+            None,
+            "the rest is promised (with the spare)"
         );
-        // A promise beyond the free nodes cuts another page; beyond
-        // DataMemory it fails.
-        assert_eq!(reserve(&mut memory, 2), Ok(()));
-        assert_eq!(memory.used_pages(), 2);
-        assert_eq!(reserve(&mut memory, 2 * NODES_PER_PAGE), Err(OutOfMemory));
-        release(&mut memory, NODES_PER_PAGE + 1);
+        // An insert without a promise leaves it too; one with its own
+        // promise, given back, uses it.
+        assert_eq!(ensure_free(&mut memory, 1, false), Err(OutOfMemory));
+        assert_eq!(reserve(&mut memory, 1), Err(OutOfMemory));
+        release(&mut memory, promise);
+        assert_eq!(ensure_free(&mut memory, NODES_PER_PAGE + 1, true), Ok(()));
+        assert_eq!(memory.index_nodes().pages(), 2);
         assert_eq!(memory.index_nodes().reserved(), 0);
         assert_eq!(count_free(&memory), 2 * NODES_PER_PAGE);
     }

@@ -334,7 +334,8 @@ fn a_reserved_insert_succeeds_when_memory_has_run_out() {
     };
     let reservation = index.reserve_insert(&mut memory).unwrap();
     assert_eq!(memory.index_nodes().reserved(), u32::from(reservation));
-    // Unreserved inserts fill memory and stop short of the reserved nodes.
+    // Unreserved inserts fill memory and stop short of the promised nodes
+    // (and the spare).
     let mut row = 1u32;
     while index
         .insert(&mut memory, entry(row), |_, e| e.row.cmp(&row))
@@ -345,10 +346,7 @@ fn a_reserved_insert_succeeds_when_memory_has_run_out() {
     assert!(row > 1000);
     // The prepared insert (row 0, before all of them: a split on the way)
     // still goes in.
-    index.release(&mut memory, reservation);
-    index
-        .insert(&mut memory, entry(0), |_, e| e.row.cmp(&0))
-        .expect("reserved nodes");
+    index.insert_promised(&mut memory, reservation, entry(0), |_, e| e.row.cmp(&0));
     let entries = index.check(&memory, |a, b| a.row.cmp(&b.row));
     assert_eq!(entries.len() as u32, row);
     assert_eq!(memory.index_nodes().reserved(), 0);

@@ -474,6 +474,60 @@ signal_table! {
         error: ErrorCode,
     }
 
+    /// API -> ldm. A batch of committed rows of one partition replica
+    /// through its primary-key ordered index, in key order (descending
+    /// with DESCENDING), between two bounds. A committed read: it takes no
+    /// locks, sees each row as last committed, and keeps nothing at the
+    /// ldm between batches: the next request resumes after the last row
+    /// returned (RESUME, its key in `bounds` and its row id in
+    /// `resume_row`), so a row that did not change during the scan is
+    /// returned exactly once. Refused with ReadLeaseExpired when this
+    /// node's read lease ran out.
+    #[derive(Debug, PartialEq)]
+    83 IndexScanReq: Api -> Ldm, api_request
+        refused_by IndexScanRef { request_id }
+    {
+        /// Client's number for the request, echoed.
+        request_id: u32,
+        /// Table.
+        table_id: u32,
+        /// Table version the client believes current.
+        table_version: u32,
+        /// Partition.
+        partition: u32,
+        /// [`index_scan_flags`].
+        flags: u8,
+        /// Most rows to return (at least one is).
+        max_rows: u32,
+        /// With RESUME: the row id of the last row returned.
+        resume_row: u32,
+        /// The low bound, the high bound and the resume key
+        /// ([`crate::scan_bounds`]).
+        bounds: Section,
+    }
+
+    /// ldm -> API. Rows of an index scan, as in [`ScanPartitionConf`]: each
+    /// row is row id (u32), GCI (u64), length (u32) and that many bytes of
+    /// attribute entries of every column.
+    #[derive(Debug, PartialEq)]
+    84 IndexScanConf: Ldm -> Api, api_reply {
+        /// Echoed.
+        request_id: u32,
+        /// True when no rows remain after this batch.
+        done: bool,
+        /// The rows.
+        rows: Section,
+    }
+
+    /// ldm -> API. The index scan failed.
+    #[derive(Debug, PartialEq)]
+    85 IndexScanRef: Ldm -> Api, api_reply {
+        /// Echoed.
+        request_id: u32,
+        /// Why.
+        error: ErrorCode,
+    }
+
     // ---- Operations between tc and ldm: 120..=159 (room for take-over of a failed tc)
 
     /// tc -> ldm (the primary), and ldm -> ldm along the replica chain. Prepare

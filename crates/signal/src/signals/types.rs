@@ -122,6 +122,20 @@ pub mod tc_key_flags {
     pub const ALL: u8 = START | EXECUTE | COMMIT;
 }
 
+/// Flags of an [`IndexScanReq`](super::IndexScanReq).
+pub mod index_scan_flags {
+    /// The low bound is inclusive (else exclusive).
+    pub const LOW_INCLUSIVE: u8 = 1;
+    /// The high bound is inclusive (else exclusive).
+    pub const HIGH_INCLUSIVE: u8 = 2;
+    /// From the high bound down to the low one.
+    pub const DESCENDING: u8 = 4;
+    /// Resume after the row the resume key and row id name.
+    pub const RESUME: u8 = 8;
+    /// Every flag a client may set.
+    pub const ALL: u8 = LOW_INCLUSIVE | HIGH_INCLUSIVE | DESCENDING | RESUME;
+}
+
 /// Steps of a [`ResolveReq`].
 pub mod resolve_step {
     /// Commit where still prepared (last replica back to the first).
