@@ -153,7 +153,8 @@ struct KeylookupArgs {
     /// Rows in the table.
     #[arg(long, default_value_t = 100_000)]
     records: u64,
-    /// Comma-separated phases: insert, read, update, delete (may repeat).
+    /// Comma-separated phases: insert, read, update, delete, range (may
+    /// repeat; range scans 100 consecutive keys through the ordered index).
     #[arg(long, default_value = "insert,read,update,read,delete")]
     phases: String,
     /// Client threads.

@@ -227,10 +227,11 @@ fn tc_on_ldm_threads_serve_transactions() {
     }
 }
 
-/// Runs `bench keylookup --phases insert,read,update,read,delete --json`
-/// over `records` rows (with `extra` arguments) and checks its report:
-/// every phase there, each over every row without an error or mismatch,
-/// every read verified.
+/// Runs `bench keylookup --phases insert,read,range,update,read,delete,range
+/// --json` over `records` rows (with `extra` arguments) and checks its
+/// report: every phase there, each over every row without an error or
+/// mismatch, every read verified, every range whole while the rows are
+/// there and empty after the delete.
 fn bench_every_phase(mgmd: &str, records: u64, extra: &[&str]) {
     let records_text = records.to_string();
     let mut arguments = vec![
@@ -241,7 +242,7 @@ fn bench_every_phase(mgmd: &str, records: u64, extra: &[&str]) {
         "--records",
         &records_text,
         "--phases",
-        "insert,read,update,read,delete",
+        "insert,read,range,update,read,delete,range",
         "--json",
     ];
     arguments.extend_from_slice(extra);
@@ -255,14 +256,24 @@ fn bench_every_phase(mgmd: &str, records: u64, extra: &[&str]) {
     names.sort_unstable();
     assert_eq!(
         names,
-        ["delete", "insert", "read", "read#2", "update"],
+        ["delete", "insert", "range", "range#2", "read", "read#2", "update"],
         "{report}"
     );
     for (name, phase) in phases {
         assert_eq!(phase["errors"], 0, "{name}: {phase}");
         assert_eq!(phase["mismatches"], 0, "{name}: {phase}");
+        if name == "range#2" {
+            // After the delete: every range scanned, none with a row.
+            assert_eq!(phase["operations"], 0, "{name}: {phase}");
+            let ranges = phase["transactions"].as_u64().unwrap_or(0);
+            assert!(
+                ranges >= records / 100,
+                "{name}: every range scanned: {phase}"
+            );
+            continue;
+        }
         assert_eq!(phase["operations"], records, "{name}: {phase}");
-        if phase["kind"] == "read" {
+        if phase["kind"] == "read" || phase["kind"] == "range" {
             assert_eq!(
                 phase["verified"], records,
                 "{name}: every read verified: {phase}"
