@@ -105,6 +105,19 @@ pub(crate) struct Failures {
     /// membership it installed (ctx ms): the log says how long the change
     /// took to agree.
     detected_at_ms: Option<u64>,
+    /// The last proposal not followed because it left out the president
+    /// this node still heard (`prepare`): followed after all once this
+    /// node takes that president for failed itself.
+    ignored: Option<IgnoredProposal>,
+}
+
+/// A proposal a member did not follow yet ([`Failures::ignored`]).
+#[derive(Clone, Copy, Debug)]
+struct IgnoredProposal {
+    from: BlockRef,
+    membership_id: u32,
+    live: NodeSet,
+    starting: NodeSet,
 }
 
 /// A prepared round waiting for the arbitrator, at the president.
@@ -176,6 +189,7 @@ impl Failures {
             round: None,
             arbitration: None,
             detected_at_ms: None,
+            ignored: None,
         }
     }
 
@@ -351,6 +365,19 @@ impl Membership {
         self.heartbeats.set_members(self.failures.alive(), now);
         // The other side may already be agreeing that this node failed.
         self.publish_lease(ctx);
+        if node == self.failures.president {
+            // The proposal not followed while the president was heard is
+            // followed now, if nothing newer replaced it.
+            if let Some(ignored) = self.failures.ignored.take() {
+                self.prepare(
+                    ignored.from,
+                    ignored.membership_id,
+                    ignored.live,
+                    ignored.starting,
+                    ctx,
+                );
+            }
+        }
         true
     }
 
@@ -447,6 +474,20 @@ impl Membership {
 
     /// A member reports nodes it takes for failed.
     pub(crate) fn fail_report(&mut self, from: BlockRef, failed: NodeSet, ctx: &mut dyn Context) {
+        // Reports go to the president; one reaching another member comes
+        // from a node that took the president for failed and takes this
+        // node for the next one. While this node still hears the
+        // president, that was the reporter's own link (perhaps cut by the
+        // president choosing it to leave): not believed, as its proposals
+        // are not (`prepare`).
+        if self.president_still_heard(ctx) {
+            ctx.report(Report::Log(format!(
+                "ignored node {}'s report of failed nodes {failed}: it was meant for a next \
+                 president, and this node still hears president {}",
+                from.node, self.failures.president
+            )));
+            return;
+        }
         let mut news = false;
         for node in failed.iter() {
             news |= self.take_for_failed(node, Cause::ReportedBy(from.node), ctx);
@@ -476,6 +517,29 @@ impl Membership {
             )));
             return;
         }
+        // A proposal that makes its proposer president by leaving out this
+        // node's president, which this node still hears, comes from a node
+        // that lost only its own link to the president: perhaps because
+        // the president chose it to leave over a bad link and cut it. It
+        // is not followed (a president that really failed is soon silent
+        // to every member, or its links broke at every member); the
+        // proposer is left out by the president's own round, and meanwhile
+        // its round waits for answers that do not come.
+        let president = self.failures.president;
+        if from.node != president && !live.contains(president) && self.president_still_heard(ctx) {
+            ctx.report(Report::Log(format!(
+                "ignored node {}'s proposal of membership {membership_id} = {live}: it leaves \
+                 out president {president}, which this node still hears",
+                from.node
+            )));
+            self.failures.ignored = Some(IgnoredProposal {
+                from,
+                membership_id,
+                live,
+                starting,
+            });
+            return;
+        }
         if membership_id <= self.failures.highest_prepared {
             let refusal = CmFailPrepareRef {
                 membership_id,
@@ -493,6 +557,15 @@ impl Membership {
             failed: self.failures.failed,
         };
         kernel::send(ctx, self.address, from, conf);
+    }
+
+    /// Whether this node is not the president and still hears the agreed
+    /// president (it takes it for alive and heard from it lately).
+    fn president_still_heard(&self, ctx: &dyn Context) -> bool {
+        let president = self.failures.president;
+        president != self.address.node
+            && self.failures.alive().contains(president)
+            && self.heartbeats.hears(president, ctx.now_ms())
     }
 
     /// Whether a proposal of `live` (with `starting`) from `proposer`

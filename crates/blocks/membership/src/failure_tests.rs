@@ -760,3 +760,69 @@ fn registered_api_nodes_hear_of_agreed_failures_until_they_disconnect() {
         assert_eq!(trace.contains(&told), !disconnected, "{trace:#?}");
     }
 }
+
+/// Node 4 of {2, 3, 4, 5}, president 2: a proposal from node 3 that
+/// leaves 2 out, or a report from node 3 that 2 failed (node 3 lost only
+/// its own link to 2, perhaps cut by 2 choosing it to leave), is not
+/// followed while node 4 still hears 2; once 2 is silent to node 4 too,
+/// it is.
+#[test]
+fn a_member_that_still_hears_its_president_follows_no_one_who_left_it_out() {
+    let mut ctx = RecordingContext::new();
+    let mut node = formed(4, &[2, 3, 4, 5], &mut ctx);
+    let from_3 = membership_of(3);
+    deliver(
+        &mut node,
+        &mut ctx,
+        from_3,
+        CmFailRep {
+            membership_id: 1,
+            failed: set(&[2]),
+        },
+    );
+    deliver(&mut node, &mut ctx, from_3, prepare(2, &[3, 4, 5]));
+    let reports = ctx.take_reports();
+    assert!(
+        matches!(&reports[..], [Report::Log(report), Report::Log(proposal)]
+            if report.starts_with("ignored node 3's report of failed nodes {2}")
+                && proposal.starts_with("ignored node 3's proposal of membership 2")),
+        "{reports:?}"
+    );
+    assert!(ctx.take_trace().is_empty(), "no answer, no report onwards");
+    assert_eq!(node.membership(), (1, set(&[2, 3, 4, 5])));
+    // The president's own proposal, leaving node 3 out, is followed.
+    deliver(
+        &mut node,
+        &mut ctx,
+        membership_of(2),
+        prepare(2, &[2, 4, 5]),
+    );
+    let trace = ctx.take_trace();
+    assert!(
+        trace.contains(&line(membership_of(4), membership_of(2), prepared(2, &[3]))),
+        "{trace:?}"
+    );
+    // Once node 4 takes node 2 for failed itself (its link breaks), the
+    // proposal it did not follow is followed.
+    let mut ctx = RecordingContext::new();
+    let mut node = formed(4, &[2, 3, 4, 5], &mut ctx);
+    deliver(&mut node, &mut ctx, from_3, prepare(2, &[3, 4, 5]));
+    assert!(ctx.take_trace().is_empty());
+    deliver(&mut node, &mut ctx, membership_of(4), link_failed(2));
+    let trace = ctx.take_trace();
+    assert!(
+        trace.contains(&line(membership_of(4), from_3, prepared(2, &[2]))),
+        "{trace:?}"
+    );
+    // Had node 2 been silent to node 4 for longer than a member counts as
+    // hearing, node 3's proposal would have been followed at once.
+    let mut ctx = RecordingContext::new();
+    let mut node = formed(4, &[2, 3, 4, 5], &mut ctx);
+    ctx.now_ms = 3 * crate::tests::HEARTBEAT_MS;
+    deliver(&mut node, &mut ctx, from_3, prepare(2, &[3, 4, 5]));
+    let trace = ctx.take_trace();
+    assert!(
+        trace.contains(&line(membership_of(4), from_3, prepared(2, &[2]))),
+        "{trace:?}"
+    );
+}
