@@ -663,14 +663,16 @@ fn run_ranges(context: &PhaseContext<'_>, mut source: KeySource, started: Instan
     };
     loop {
         let now = Instant::now();
-        let first = match &mut source {
+        // A range within the thread's share of the keys (one pass), or
+        // anywhere (random ranges).
+        let (first, end) = match &mut source {
             KeySource::Pass { next, end } => {
                 if *next >= *end {
                     break;
                 }
                 let first = *next;
                 *next = (first + RANGE_ROWS).min(*end);
-                first
+                (first, *next)
             }
             KeySource::Random {
                 random, deadline, ..
@@ -678,10 +680,10 @@ fn run_ranges(context: &PhaseContext<'_>, mut source: KeySource, started: Instan
                 if now >= *deadline {
                     break;
                 }
-                random.below(records.saturating_sub(RANGE_ROWS).max(1))
+                let first = random.below(records.saturating_sub(RANGE_ROWS).max(1));
+                (first, (first + RANGE_ROWS).min(records))
             }
         };
-        let end = (first + RANGE_ROWS).min(records);
         let range = KeyRange {
             low: Bound::Included(vec![Value::UInt(first)]),
             high: Bound::Excluded(vec![Value::UInt(end)]),
