@@ -115,10 +115,11 @@ fn a_node_that_hears_nobody_leaves_alone() {
 
 #[test]
 fn a_node_that_hears_badly_costs_at_most_itself() {
+    // 30 by default: seeds 17 and 26 failed before design 0020 decision 6.
     let seeds: u64 = std::env::var("SIM_DEAF_NODE_SEEDS")
         .ok()
         .and_then(|value| value.parse().ok())
-        .unwrap_or(8);
+        .unwrap_or(30);
     hearing_badly(1..=seeds, |seed, nodes| nodes[seed as usize % nodes.len()]);
 }
 

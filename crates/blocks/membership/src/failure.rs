@@ -308,6 +308,7 @@ impl Membership {
         // A failure already known and being agreed is not proposed again
         // (a report and the link's break both tell of one death).
         let news = self.take_for_failed(node, Cause::LinkBroken, ctx);
+        self.follow_ignored(ctx);
         if news || self.failures.round.is_none() {
             self.push_failures(ctx);
         }
@@ -321,6 +322,7 @@ impl Membership {
         ctx: &mut dyn Context,
     ) {
         let news = self.take_for_failed(node, Cause::Heartbeats { silent_ms }, ctx);
+        self.follow_ignored(ctx);
         if news || self.failures.round.is_none() {
             self.push_failures(ctx);
         }
@@ -365,20 +367,35 @@ impl Membership {
         self.heartbeats.set_members(self.failures.alive(), now);
         // The other side may already be agreeing that this node failed.
         self.publish_lease(ctx);
-        if node == self.failures.president {
-            // The proposal not followed while the president was heard is
-            // followed now, if nothing newer replaced it.
-            if let Some(ignored) = self.failures.ignored.take() {
-                self.prepare(
-                    ignored.from,
-                    ignored.membership_id,
-                    ignored.live,
-                    ignored.starting,
-                    ctx,
-                );
-            }
-        }
         true
+    }
+
+    /// Follows the proposal not followed while the president was heard
+    /// (`prepare`), now that this node takes that president for failed
+    /// itself, if its proposer is alive here and nothing newer was
+    /// installed since. Called from the handlers of this node's own
+    /// evidence (a broken link, missed heartbeats, a report it believes),
+    /// never from inside another proposal's handling.
+    fn follow_ignored(&mut self, ctx: &mut dyn Context) {
+        let Some(ignored) = self.failures.ignored else {
+            return;
+        };
+        if self.failures.alive().contains(self.failures.president) {
+            return;
+        }
+        self.failures.ignored = None;
+        if !self.failures.alive().contains(ignored.from.node)
+            || ignored.membership_id <= self.failures.membership_id
+        {
+            return;
+        }
+        self.prepare(
+            ignored.from,
+            ignored.membership_id,
+            ignored.live,
+            ignored.starting,
+            ctx,
+        );
     }
 
     /// The president in this node's view: the agreed one while this node
@@ -492,6 +509,7 @@ impl Membership {
         for node in failed.iter() {
             news |= self.take_for_failed(node, Cause::ReportedBy(from.node), ctx);
         }
+        self.follow_ignored(ctx);
         if news || self.failures.round.is_none() {
             self.push_failures(ctx);
         }
@@ -541,6 +559,7 @@ impl Membership {
             return;
         }
         if membership_id <= self.failures.highest_prepared {
+            self.failures.ignored = None;
             let refusal = CmFailPrepareRef {
                 membership_id,
                 highest: self.failures.highest_prepared,
@@ -548,10 +567,12 @@ impl Membership {
             kernel::send(ctx, self.address, from, refusal);
             return;
         }
+        // A proposal followed (or refused above) replaces any ignored one.
+        self.failures.ignored = None;
         for node in self.failures.alive().difference(live).iter() {
             self.take_for_failed(node, Cause::LeftOutBy(from.node), ctx);
         }
-        self.failures.highest_prepared = membership_id;
+        self.failures.highest_prepared = self.failures.highest_prepared.max(membership_id);
         let conf = CmFailPrepareConf {
             membership_id,
             failed: self.failures.failed,
@@ -565,7 +586,7 @@ impl Membership {
         let president = self.failures.president;
         president != self.address.node
             && self.failures.alive().contains(president)
-            && self.heartbeats.hears(president, ctx.now_ms())
+            && self.heartbeats.heard_lately(president, ctx.now_ms())
     }
 
     /// Whether a proposal of `live` (with `starting`) from `proposer`
@@ -827,6 +848,7 @@ impl Membership {
             );
             return;
         }
+        self.failures.ignored = None;
         for node in removed.iter() {
             self.take_for_failed(node, Cause::LeftOutBy(from.node), ctx);
         }

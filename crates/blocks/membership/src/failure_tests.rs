@@ -814,11 +814,30 @@ fn a_member_that_still_hears_its_president_follows_no_one_who_left_it_out() {
         trace.contains(&line(membership_of(4), from_3, prepared(2, &[2]))),
         "{trace:?}"
     );
-    // Had node 2 been silent to node 4 for longer than a member counts as
-    // hearing, node 3's proposal would have been followed at once.
+    // Followed the president's own proposal in between, node 4 drops the
+    // ignored one: the president failing later does not bring it back.
     let mut ctx = RecordingContext::new();
     let mut node = formed(4, &[2, 3, 4, 5], &mut ctx);
-    ctx.now_ms = 3 * crate::tests::HEARTBEAT_MS;
+    deliver(&mut node, &mut ctx, from_3, prepare(2, &[3, 4, 5]));
+    deliver(
+        &mut node,
+        &mut ctx,
+        membership_of(2),
+        prepare(3, &[2, 4, 5]),
+    );
+    ctx.take_trace();
+    deliver(&mut node, &mut ctx, membership_of(4), link_failed(2));
+    let trace = ctx.take_trace();
+    assert!(
+        !trace.iter().any(|sent| sent.contains("-> 3:membership")),
+        "the stale proposal is not followed: {trace:?}"
+    );
+    // Had node 2 been silent to node 4 for longer than a member counts as
+    // hearing (3 intervals with 4 missed), node 3's proposal would have
+    // been followed at once.
+    let mut ctx = RecordingContext::new();
+    let mut node = formed(4, &[2, 3, 4, 5], &mut ctx);
+    ctx.now_ms = 4 * crate::tests::HEARTBEAT_MS;
     deliver(&mut node, &mut ctx, from_3, prepare(2, &[3, 4, 5]));
     let trace = ctx.take_trace();
     assert!(

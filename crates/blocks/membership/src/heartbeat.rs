@@ -212,6 +212,19 @@ impl Heartbeats {
             .is_some_and(|heard| now_ms.saturating_sub(heard) <= window)
     }
 
+    /// Whether `node` was heard from within `missed_limit - 1` intervals
+    /// (two at the least): not yet silent for as long as a suspicion of it
+    /// takes, give or take an interval of jitter. A member that heard its
+    /// president this lately does not follow another node that left the
+    /// president out (design 0020 decision 6): that node lost only its own
+    /// link. A president that really failed is silent to every member
+    /// for longer by the time anyone's suspicion of it ends.
+    pub(crate) fn heard_lately(&self, node: NodeId, now_ms: u64) -> bool {
+        let window = u64::from(self.missed_limit.saturating_sub(1).max(2)) * self.interval_ms;
+        self.last_heard_ms(node)
+            .is_some_and(|heard| now_ms.saturating_sub(heard) <= window)
+    }
+
     /// When `node` was last heard from (`None`: not a peer).
     pub(crate) fn last_heard_ms(&self, node: NodeId) -> Option<u64> {
         self.peers
