@@ -507,17 +507,7 @@ impl Partition {
             ordered_key,
             ..
         } = self;
-        let view = row_view(fixed, var, memory, layout, row);
-        let target = Entry {
-            prefix: ordered_key.prefix(layout, view),
-            row,
-        };
-        let order = |memory: &PageMemory, entry: Entry| {
-            let target_view = row_view(fixed, var, memory, layout, row);
-            ordered_key.order(layout, entry, target, target_view, |other| {
-                row_view(fixed, var, memory, layout, other)
-            })
-        };
+        let (target, order) = entry_of_row(fixed, var, ordered_key, memory, layout, row);
         if promised > 0 {
             ordered.insert_promised(memory, promised, target, order);
         } else {
@@ -544,17 +534,8 @@ impl Partition {
             ordered_key,
             ..
         } = self;
-        let view = row_view(fixed, var, memory, layout, row);
-        let target = Entry {
-            prefix: ordered_key.prefix(layout, view),
-            row,
-        };
-        let removed = ordered.remove(memory, |memory, entry| {
-            let target_view = row_view(fixed, var, memory, layout, row);
-            ordered_key.order(layout, entry, target, target_view, |other| {
-                row_view(fixed, var, memory, layout, other)
-            })
-        });
+        let (_, order) = entry_of_row(fixed, var, ordered_key, memory, layout, row);
+        let removed = ordered.remove(memory, order);
         assert!(
             removed.is_some(),
             "partition {}: live row {row} missing from its ordered index",
@@ -668,6 +649,34 @@ fn row_view<'a>(
         fixed: fixed_body,
         var,
     }
+}
+
+/// Row `row`'s ordered-index entry, and how another entry stands relative
+/// to it (reading rows from the memory the tree hands in): what an insert
+/// or a remove of the row's entry searches with.
+fn entry_of_row<'a>(
+    fixed: &'a SlotPages,
+    var: &'a [Option<SlotPages>],
+    key: &'a OrderedKey,
+    memory: &PageMemory,
+    layout: &'a RowLayout,
+    row: u32,
+) -> (
+    Entry,
+    impl FnMut(&PageMemory, Entry) -> std::cmp::Ordering + 'a,
+) {
+    let view = row_view(fixed, var, memory, layout, row);
+    let target = Entry {
+        prefix: key.prefix(layout, view),
+        row,
+    };
+    let order = move |memory: &PageMemory, entry: Entry| {
+        let target_view = row_view(fixed, var, memory, layout, row);
+        key.order(layout, entry, target, target_view, |other| {
+            row_view(fixed, var, memory, layout, other)
+        })
+    };
+    (target, order)
 }
 
 /// Splits a var reference into (class, slot reference).
