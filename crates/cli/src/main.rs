@@ -153,8 +153,9 @@ struct KeylookupArgs {
     /// Rows in the table.
     #[arg(long, default_value_t = 100_000)]
     records: u64,
-    /// Comma-separated phases: insert, read, update, delete, range (may
-    /// repeat; range scans 100 consecutive keys through the ordered index).
+    /// Comma-separated phases: insert, read, update, delete, range, scan
+    /// (may repeat; range scans 100 consecutive keys through the ordered
+    /// index, scan the whole table with a filter taking 1% of the rows).
     #[arg(long, default_value = "insert,read,update,read,delete")]
     phases: String,
     /// Client threads.

@@ -227,10 +227,11 @@ fn tc_on_ldm_threads_serve_transactions() {
     }
 }
 
-/// Runs `bench keylookup --phases insert,read,range,update,read,delete,range
-/// --json` over `records` rows (with `extra` arguments) and checks its
-/// report: every phase there, each over every row without an error or
-/// mismatch, every read verified, every range whole while the rows are
+/// Runs `bench keylookup --phases
+/// insert,read,range,scan,update,read,delete,range,scan --json` over
+/// `records` rows (with `extra` arguments) and checks its report: every
+/// phase there, each over every row without an error or mismatch, every
+/// read verified, every range and scan window whole while the rows are
 /// there and empty after the delete.
 fn bench_every_phase(mgmd: &str, records: u64, extra: &[&str]) {
     let records_text = records.to_string();
@@ -242,7 +243,7 @@ fn bench_every_phase(mgmd: &str, records: u64, extra: &[&str]) {
         "--records",
         &records_text,
         "--phases",
-        "insert,read,range,update,read,delete,range",
+        "insert,read,range,scan,update,read,delete,range,scan",
         "--json",
     ];
     arguments.extend_from_slice(extra);
@@ -256,7 +257,7 @@ fn bench_every_phase(mgmd: &str, records: u64, extra: &[&str]) {
     names.sort_unstable();
     assert_eq!(
         names,
-        ["delete", "insert", "range", "range#2", "read", "read#2", "update"],
+        ["delete", "insert", "range", "range#2", "read", "read#2", "scan", "scan#2", "update"],
         "{report}"
     );
     for (name, phase) in phases {
@@ -269,6 +270,26 @@ fn bench_every_phase(mgmd: &str, records: u64, extra: &[&str]) {
             assert!(
                 ranges >= records / 100,
                 "{name}: every range scanned: {phase}"
+            );
+            continue;
+        }
+        if phase["kind"] == "scan" {
+            // Each thread's scan looks at every row there and returns its
+            // window of 1% of the keys: every row once the keys are there.
+            let scans = phase["transactions"].as_u64().unwrap_or(0);
+            assert!(scans >= 1, "{name}: a scan ran: {phase}");
+            let (examined, verified) = if name == "scan#2" {
+                (0, 0)
+            } else {
+                (records * scans, (records / 100).max(1) * scans)
+            };
+            assert_eq!(
+                phase["operations"], examined,
+                "{name}: rows looked at: {phase}"
+            );
+            assert_eq!(
+                phase["verified"], verified,
+                "{name}: rows returned and verified: {phase}"
             );
             continue;
         }

@@ -12,7 +12,9 @@
 //!
 //! Requests (schema requests, table lists, partition scans): a slot per
 //! request (its state behind its own mutex and condvar), since only the
-//! sync API sends them.
+//! sync API sends them. A scan waits on many requests at once, one per
+//! partition, over several connections: they share one slot
+//! ([`SharedSlot`]) that collects their answers in arrival order.
 //!
 //! Waits for a durable GCI (GCI_WAIT_REQ): registered under their request
 //! id with an inbox and the transaction they belong to (a wait of its own
@@ -42,7 +44,7 @@ pub(crate) struct Slot<T> {
 }
 
 impl<T> Slot<T> {
-    fn new(state: T) -> Slot<T> {
+    pub(crate) fn new(state: T) -> Slot<T> {
         Slot {
             state: Mutex::new(state),
             ready: Condvar::new(),
@@ -285,17 +287,22 @@ pub(crate) enum SchemaReply {
     },
     /// LIST_TABLES_CONF: the names, or why they could not be decoded.
     Tables(Result<Vec<String>, String>),
-    /// SCAN_PARTITION_CONF, INDEX_SCAN_CONF (no `next_row`: the client
-    /// resumes after its last row).
+    /// SCAN_PARTITION_CONF, SCAN_CONF.
     Scan {
         /// Encoded rows (row id, GCI, length, attribute entries).
         rows: Vec<u8>,
-        /// Where the next batch starts.
+        /// Where the next batch starts (SCAN_CONF: its `resume_row`).
         next_row: u32,
         /// No rows remain.
         done: bool,
+        /// SCAN_CONF: rows that met the filter (0 for the replica scan).
+        matched: u32,
+        /// SCAN_CONF: rows the batch looked at.
+        examined: u32,
+        /// SCAN_CONF: the index key to resume after (empty otherwise).
+        resume_key: Vec<u8>,
     },
-    /// SCHEMA_REF, SCAN_PARTITION_REF, INDEX_SCAN_REF.
+    /// SCHEMA_REF, SCAN_PARTITION_REF, SCAN_REF.
     Refused(ErrorCode),
     /// The connection ended.
     Lost(String),
@@ -314,12 +321,32 @@ pub(crate) struct Registration {
 
 pub(crate) type RequestSlot = Slot<Option<SchemaReply>>;
 
+/// The answers to several requests waited on together, by request id, in
+/// the order they came (each request answers once).
+pub(crate) type SharedSlot = Slot<Vec<(u32, SchemaReply)>>;
+
+/// Who waits for a request's answer.
+#[derive(Clone)]
+enum Waiter {
+    One(Arc<RequestSlot>),
+    Shared(Arc<SharedSlot>),
+}
+
+impl Waiter {
+    fn answer(&self, request_id: u32, reply: SchemaReply) {
+        match self {
+            Waiter::One(slot) => slot.update(|state| *state = Some(reply)),
+            Waiter::Shared(slot) => slot.update(|answers| answers.push((request_id, reply))),
+        }
+    }
+}
+
 #[derive(Default)]
 struct Waiting {
     closed: Option<String>,
     /// Where each transaction's replies go, with its tag.
     transactions: IdMap<TransactionId, (Arc<Inbox>, u32)>,
-    requests: IdMap<u32, Arc<RequestSlot>>,
+    requests: IdMap<u32, Waiter>,
     /// GCI waits by request id: where the answer goes, for which transaction.
     gci_waits: IdMap<u32, (TransactionId, Arc<Inbox>, u32)>,
 }
@@ -458,8 +485,26 @@ impl Dispatch {
             return Err(reason.clone());
         }
         let slot = Arc::new(Slot::new(None));
-        waiting.requests.insert(request_id, Arc::clone(&slot));
+        waiting
+            .requests
+            .insert(request_id, Waiter::One(Arc::clone(&slot)));
         Ok(slot)
+    }
+
+    /// Request `request_id`'s answer goes to `slot` with others'.
+    pub(crate) fn register_shared_request(
+        &self,
+        request_id: u32,
+        slot: &Arc<SharedSlot>,
+    ) -> Result<(), String> {
+        let mut waiting = self.waiting();
+        if let Some(reason) = &waiting.closed {
+            return Err(reason.clone());
+        }
+        waiting
+            .requests
+            .insert(request_id, Waiter::Shared(Arc::clone(slot)));
+        Ok(())
     }
 
     /// Forgets a schema request's slot.
@@ -520,8 +565,8 @@ impl Dispatch {
         for (transaction, inbox, tag) in gci_waits.into_values() {
             inbox.post(transaction, tag, Reply::Lost(reason.clone()));
         }
-        for slot in requests.values() {
-            slot.update(|reply| *reply = Some(SchemaReply::Lost(reason.clone())));
+        for (request_id, waiter) in requests {
+            waiter.answer(request_id, SchemaReply::Lost(reason.clone()));
         }
         self.registration
             .update(|registration| registration.lost = Some(reason.clone()));
@@ -584,12 +629,12 @@ impl Dispatch {
         self.stray_replies.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn request(&self, request_id: u32) -> Option<Arc<RequestSlot>> {
-        let slot = self.waiting().requests.get(&request_id).cloned();
-        if slot.is_none() {
+    fn request(&self, request_id: u32) -> Option<Waiter> {
+        let waiter = self.waiting().requests.get(&request_id).cloned();
+        if waiter.is_none() {
             self.stray_replies.fetch_add(1, Ordering::Relaxed);
         }
-        slot
+        waiter
     }
 
     /// Posts the answer to GCI wait `request_id` (which ends it).
@@ -604,8 +649,8 @@ impl Dispatch {
     }
 
     fn answer_request(&self, request_id: u32, reply: SchemaReply) {
-        if let Some(slot) = self.request(request_id) {
-            slot.update(|state| *state = Some(reply));
+        if let Some(waiter) = self.request(request_id) {
+            waiter.answer(request_id, reply);
         }
     }
 
@@ -723,20 +768,26 @@ impl Dispatch {
                     rows: conf.rows.as_slice().to_vec(),
                     next_row: conf.next_row,
                     done: conf.done,
+                    matched: 0,
+                    examined: 0,
+                    resume_key: Vec::new(),
                 },
             ),
             Signal::ScanPartitionRef(refusal) => {
                 self.answer_request(refusal.request_id, SchemaReply::Refused(refusal.error))
             }
-            Signal::IndexScanConf(conf) => self.answer_request(
+            Signal::ScanConf(conf) => self.answer_request(
                 conf.request_id,
                 SchemaReply::Scan {
                     rows: conf.rows.as_slice().to_vec(),
-                    next_row: 0,
+                    next_row: conf.resume_row,
                     done: conf.done,
+                    matched: conf.matched,
+                    examined: conf.examined,
+                    resume_key: conf.resume_key.as_slice().to_vec(),
                 },
             ),
-            Signal::IndexScanRef(refusal) => {
+            Signal::ScanRef(refusal) => {
                 self.answer_request(refusal.request_id, SchemaReply::Refused(refusal.error))
             }
             Signal::ApiNodeFailRep(report) => self.peers_failed(sender, report.failed),

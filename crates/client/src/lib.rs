@@ -70,8 +70,12 @@ pub use cluster::{Cluster, ConnectOptions};
 pub use connection::PROTOCOL_VERSION;
 pub use error::ClientError;
 pub use replicas::{PartitionScan, ScannedRow};
-pub use scan::{KeyRange, ScanOptions, ScanResult, DEFAULT_BATCH_ROWS};
+pub use scan::{
+    Access, Filter, KeyRange, ScanCursor, ScanOptions, ScanResult, ScanStatistics,
+    DEFAULT_BATCH_ROWS,
+};
 pub use session::{AsyncSession, Completion};
+pub use signal::scan_program::CompareOp;
 pub use table::{ColumnSelector, Row, Table};
 pub use transaction::{Commit, OpId, Outcome, Transaction, TransactionState};
 pub use value::Value;

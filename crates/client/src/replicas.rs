@@ -146,6 +146,7 @@ impl Cluster {
             rows,
             next_row,
             done,
+            ..
         } = reply
         else {
             return Err(unexpected_reply(table.name(), reply));

@@ -195,6 +195,27 @@ impl<T: Into<Value>> From<Option<T>> for Value {
     }
 }
 
+/// `value` in the stored form of `column_type` (`None` for NULL), as a
+/// scan filter compares it: as in an entry, but text of any length (a
+/// longer value than the column holds just never equals one of its).
+pub(crate) fn filter_bytes(
+    value: &Value,
+    column_type: ColumnType,
+) -> Result<Option<Vec<u8>>, ErrorCode> {
+    if *value == Value::Null {
+        return Ok(None);
+    }
+    let is_bytes = matches!(
+        column_type,
+        ColumnType::Char(_) | ColumnType::VarChar(_) | ColumnType::VarBinary(_)
+    );
+    if let (true, Some(bytes)) = (is_bytes, value.as_bytes()) {
+        return Ok(Some(bytes.to_vec()));
+    }
+    let mut scratch = [0u8; 8];
+    wire_bytes(value, column_type, &mut scratch).map(|bytes| Some(bytes.to_vec()))
+}
+
 /// The wire bytes of a non-NULL value of `column_type`. Numbers are
 /// written into `scratch`; bytes are borrowed from the value.
 fn wire_bytes<'a>(

@@ -141,6 +141,12 @@ error_codes! {
     /// replicas may have been promoted elsewhere): it serves no reads.
     ReadLeaseExpired = 4025, Temporary, "the data node's read lease ran out (paused or cut off from the cluster): it serves no reads; retry";
     NotPrimary = 4026, Temporary, "this data node's replica of the partition is not its primary now: ask the primary";
+    /// A scan's filter or projection is malformed or does not fit the
+    /// table (columns whose types do not compare, LIKE on a number, too
+    /// deep or too long).
+    BadFilter = 4027, Permanent, "malformed scan filter: it does not fit the table's columns";
+    /// A scan asked for batches larger than a data node sends.
+    ScanBatchTooLarge = 4028, Permanent, "scan batch too large: at most 128 KiB of rows a batch";
     /// An API node's registration did not carry the token mgmd issued
     /// with its node id (or carried one of an older allocation of the
     /// id): the data node refuses it and closes the connection.

@@ -26,6 +26,7 @@ pub mod refusal;
 pub mod replica_check;
 pub mod reports;
 pub mod scan_bounds;
+pub mod scan_program;
 pub mod schema;
 pub mod section;
 pub mod signals;

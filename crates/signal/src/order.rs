@@ -59,6 +59,53 @@ pub fn compare_values(column_type: ColumnType, a: &[u8], b: &[u8]) -> Ordering {
     }
 }
 
+/// How two non-NULL values of different column types compare, where the
+/// two types order the same way: integers of any width and sign as
+/// numbers, CHAR with VARCHAR (PAD SPACE), VARBINARY with VARBINARY,
+/// DOUBLE with DOUBLE. `None` when the types do not compare (a number
+/// with text, DOUBLE with an integer: a caller converts first).
+pub fn compare_across(
+    a_type: ColumnType,
+    a: &[u8],
+    b_type: ColumnType,
+    b: &[u8],
+) -> Option<Ordering> {
+    if a_type == b_type {
+        return Some(compare_values(a_type, a, b));
+    }
+    if let (Some(a), Some(b)) = (integer(a_type, a), integer(b_type, b)) {
+        return Some(a.cmp(&b));
+    }
+    match (a_type, b_type) {
+        (x, y) if x.pads_spaces() && y.pads_spaces() => Some(compare_padded(a, b)),
+        (ColumnType::VarBinary(_), ColumnType::VarBinary(_)) => Some(a.cmp(b)),
+        _ => None,
+    }
+}
+
+/// Whether values of the two types compare ([`compare_across`]).
+pub fn comparable(a_type: ColumnType, b_type: ColumnType) -> bool {
+    let is_integer = |t| matches!(t, ColumnType::Int { .. } | ColumnType::BigInt { .. });
+    a_type == b_type
+        || (is_integer(a_type) && is_integer(b_type))
+        || (a_type.pads_spaces() && b_type.pads_spaces())
+        || matches!(
+            (a_type, b_type),
+            (ColumnType::VarBinary(_), ColumnType::VarBinary(_))
+        )
+}
+
+/// An integer value widened, or `None` for a type that is not an integer.
+fn integer(column_type: ColumnType, value: &[u8]) -> Option<i128> {
+    Some(match column_type {
+        ColumnType::Int { unsigned: false } => i32::from_le_bytes(word(value)).into(),
+        ColumnType::Int { unsigned: true } => u32::from_le_bytes(word(value)).into(),
+        ColumnType::BigInt { unsigned: false } => i64::from_le_bytes(word(value)).into(),
+        ColumnType::BigInt { unsigned: true } => u64::from_le_bytes(word(value)).into(),
+        _ => return None,
+    })
+}
+
 /// How two keys of `columns` compare, column by column (each key gives
 /// one value per column, `None` for NULL).
 pub fn compare_keys(columns: &[ColumnType], a: &[Option<&[u8]>], b: &[Option<&[u8]>]) -> Ordering {

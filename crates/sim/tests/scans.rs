@@ -1,11 +1,15 @@
-//! Range scans over the primary key's ordered index through the real
-//! client (`sim::harness`), against a model: random inserts, updates and
-//! deletes on a table with a two-column key (a signed INT and a PAD SPACE
-//! VARCHAR), on 2 nodes with 2 replicas, each step followed by scans with
-//! random bounds (whole or first-column keys, inclusive, exclusive or
-//! open), both directions, merged or not, with limits and small batches.
+//! Scans through the real client (`sim::harness`), against a model:
+//! random inserts, updates and deletes on a table with a two-column key (a
+//! signed INT and a PAD SPACE VARCHAR) and a NULL-able value, on 2 nodes
+//! with 2 replicas, each step followed by scans: one or two primary-key
+//! ranges with random bounds (whole or first-column keys, inclusive,
+//! exclusive or open) or the whole table, both directions, merged or not,
+//! with random filters, projections, limits, small batches, and counts.
 
-use client::{ColumnDef, ColumnType, Commit, KeyRange, ScanOptions, TableDef, Value};
+use client::{
+    Access, ColumnDef, ColumnType, Commit, CompareOp, Filter, KeyRange, ScanOptions, TableDef,
+    Value,
+};
 use sim::harness::Harness;
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -95,12 +99,71 @@ fn within(
     above_low && below_high
 }
 
+/// How the model sees a filter: true, false or unknown (`None`).
+type Condition = Box<dyn Fn(&Key, Option<i64>) -> Option<bool>>;
+
+/// A random filter on v (NULL-able BIGINT) and b (VARCHAR), or none.
+fn draw_filter(random: &mut XorShift) -> (Option<Filter>, Condition) {
+    let c = random.below(9) as i64 - 4;
+    match random.below(6) {
+        0 => (
+            Some(Filter::compare("v", CompareOp::Greater, Value::Int(c))),
+            Box::new(move |_, v| v.map(|v| v > c)),
+        ),
+        1 => (
+            Some(Filter::IsNull("v".into())),
+            Box::new(|_, v| Some(v.is_none())),
+        ),
+        2 => (
+            // NOT (v <= c) OR b LIKE 'a%'
+            Some(Filter::Or(vec![
+                Filter::Not(Box::new(Filter::compare(
+                    "v",
+                    CompareOp::LessOrEqual,
+                    Value::Int(c),
+                ))),
+                Filter::like("b", "a%"),
+            ])),
+            Box::new(move |key, v| {
+                let first = v.map(|v| v > c);
+                let second = Some(key.1.first() == Some(&b'a'));
+                match (first, second) {
+                    (Some(true), _) | (_, Some(true)) => Some(true),
+                    (Some(false), Some(false)) => Some(false),
+                    _ => None,
+                }
+            }),
+        ),
+        3 => (
+            // a < v AND b <> 'b' (PAD SPACE: "b " is "b")
+            Some(Filter::And(vec![
+                Filter::Columns {
+                    left: "a".into(),
+                    op: CompareOp::Less,
+                    right: "v".into(),
+                },
+                Filter::compare("b", CompareOp::NotEqual, Value::Bytes(b"b".to_vec())),
+            ])),
+            Box::new(|key, v| {
+                let first = v.map(|v| i64::from(key.0) < v);
+                let second = Some(key.1 != b"b");
+                match (first, second) {
+                    (Some(false), _) | (_, Some(false)) => Some(false),
+                    (Some(true), Some(true)) => Some(true),
+                    _ => None,
+                }
+            }),
+        ),
+        _ => (None, Box::new(|_, _| Some(true))),
+    }
+}
+
 #[test]
-fn range_scans_match_a_model_through_changes() {
+fn scans_match_a_model_through_changes() {
     let scans = Harness::new(21).nodes(2, 2).run(|cluster, _| {
         cluster.create_table(&table_definition()).expect("create");
         let table = cluster.table("ranges").expect("the table");
-        let mut model: BTreeMap<Key, i64> = BTreeMap::new();
+        let mut model: BTreeMap<Key, Option<i64>> = BTreeMap::new();
         let mut random = XorShift::new(21);
         let mut scans = 0;
         for step in 0..160 {
@@ -111,13 +174,15 @@ fn range_scans_match_a_model_through_changes() {
             let mut transaction = cluster.transaction();
             match model.get(&key) {
                 None => {
+                    // Every fifth row's v is NULL.
+                    let v = (step % 5 != 0).then_some(step % 13 - 6);
                     let row = [
                         ("a", key_values[0].clone()),
                         ("b", key_values[1].clone()),
-                        ("v", Value::Int(step)),
+                        ("v", v.map_or(Value::Null, Value::Int)),
                     ];
                     transaction.insert(&table, &row).unwrap();
-                    model.insert(key, step);
+                    model.insert(key, v);
                 }
                 Some(_) if random.below(2) == 0 => {
                     transaction.delete(&table, &key_values).unwrap();
@@ -125,9 +190,9 @@ fn range_scans_match_a_model_through_changes() {
                 }
                 Some(_) => {
                     transaction
-                        .update(&table, &key_values, &[("v", Value::Int(-step))])
+                        .update(&table, &key_values, &[("v", Value::Int(6 - step % 13))])
                         .unwrap();
-                    model.insert(key, -step);
+                    model.insert(key, Some(6 - step % 13));
                 }
             }
             transaction
@@ -135,19 +200,67 @@ fn range_scans_match_a_model_through_changes() {
                 .expect("the change commits");
 
             for _ in 0..3 {
-                let (low, model_low) = draw_bound(&mut random);
-                let (high, model_high) = draw_bound(&mut random);
+                let whole_table = random.below(5) == 0;
+                let mut ranges = Vec::new();
+                let mut model_ranges = Vec::new();
+                for _ in 0..1 + random.below(2) {
+                    let (low, model_low) = draw_bound(&mut random);
+                    let (high, model_high) = draw_bound(&mut random);
+                    ranges.push(KeyRange { low, high });
+                    model_ranges.push((model_low, model_high));
+                }
+                let (filter, condition) = draw_filter(&mut random);
+                let project = random.below(4) == 0;
                 let options = ScanOptions {
-                    descending: random.below(2) == 0,
+                    descending: !whole_table && random.below(2) == 0,
                     ordered: random.below(4) != 0,
                     limit: (random.below(3) == 0).then(|| random.below(6)),
                     batch_rows: 1 + random.below(4) as u32,
+                    filter,
+                    columns: project.then(|| vec!["b".to_string(), "a".to_string()]),
+                    ..ScanOptions::default()
                 };
-                let range = KeyRange { low, high };
-                let found = cluster
-                    .scan_primary_key(&table, &range, &options)
-                    .expect("the scan");
-                let mut keys: Vec<(Key, i64)> = found
+                let access = if whole_table {
+                    Access::Table
+                } else {
+                    Access::PrimaryKey(&ranges)
+                };
+                // The model's answer, range by range.
+                let taken = |key: &Key, v: &Option<i64>| condition(key, *v) == Some(true);
+                let mut expected: Vec<(Key, Option<i64>)> = Vec::new();
+                let in_ranges: Vec<Vec<(Key, Option<i64>)>> = if whole_table {
+                    vec![model.iter().map(|(key, v)| (key.clone(), *v)).collect()]
+                } else {
+                    model_ranges
+                        .iter()
+                        .map(|(low, high)| {
+                            let mut rows: Vec<_> = model
+                                .iter()
+                                .filter(|(key, _)| within(key, low, high))
+                                .map(|(key, v)| (key.clone(), *v))
+                                .collect();
+                            if options.descending {
+                                rows.reverse();
+                            }
+                            rows
+                        })
+                        .collect()
+                };
+                for rows in in_ranges {
+                    expected.extend(rows.into_iter().filter(|(key, v)| taken(key, v)));
+                }
+                if random.below(5) == 0 {
+                    let count = cluster.count(&table, access, &options).expect("the count");
+                    assert_eq!(
+                        count,
+                        expected.len() as u64,
+                        "step {step}: count {ranges:?} {options:?}"
+                    );
+                    scans += 1;
+                    continue;
+                }
+                let found = cluster.scan(&table, access, &options).expect("the scan");
+                let mut keys: Vec<(Key, Option<i64>)> = found
                     .rows
                     .iter()
                     .map(|row| {
@@ -155,27 +268,26 @@ fn range_scans_match_a_model_through_changes() {
                         let Some(Value::Bytes(b)) = row.get("b") else {
                             panic!("b is bytes")
                         };
-                        let v = row.get("v").and_then(Value::as_i64).unwrap();
+                        let v = row.get("v").and_then(Value::as_i64);
                         ((a, trimmed(b)), v)
                     })
                     .collect();
-                let mut expected: Vec<(Key, i64)> = model
-                    .iter()
-                    .filter(|(key, _)| within(key, &model_low, &model_high))
-                    .map(|(key, v)| (key.clone(), *v))
-                    .collect();
-                if options.descending {
-                    expected.reverse();
+                if project {
+                    // Columns not asked for read as NULL.
+                    for row in &mut expected {
+                        row.1 = None;
+                    }
                 }
-                if options.ordered {
+                if options.ordered && !whole_table {
+                    // Range by range, each merged into key order; a limit
+                    // cuts the whole.
                     if let Some(limit) = options.limit {
                         expected.truncate(limit as usize);
                     }
-                    assert_eq!(keys, expected, "step {step}: {range:?} {options:?}");
+                    assert_eq!(keys, expected, "step {step}: {ranges:?} {options:?}");
                 } else {
-                    // Partition by partition: the same rows, in any order of
-                    // partitions, each partition's in key order (checked by
-                    // the ldm tests); a limit takes any of them.
+                    // Partition by partition: the same rows, in any order;
+                    // a limit takes any of them.
                     keys.sort();
                     expected.sort();
                     match options.limit {
@@ -183,7 +295,7 @@ fn range_scans_match_a_model_through_changes() {
                             assert_eq!(keys.len(), expected.len().min(limit as usize));
                             assert!(keys.iter().all(|row| expected.contains(row)));
                         }
-                        None => assert_eq!(keys, expected, "step {step}: {range:?} {options:?}"),
+                        None => assert_eq!(keys, expected, "step {step}: {ranges:?} {options:?}"),
                     }
                 }
                 scans += 1;

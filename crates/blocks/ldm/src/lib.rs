@@ -19,8 +19,9 @@
 //! - `takeover`: TAKEOVER_REQ, reporting the operations of failed tcs to
 //!   the tc taking their transactions over;
 //! - `scan`: SCAN_PARTITIONREQ, the replica checker's partition scan;
-//! - `index_scan`: INDEX_SCANREQ, committed rows through the primary
-//!   key's ordered index between bounds;
+//! - `client_scan`: SCAN_REQ, a client's committed-read scan of one
+//!   partition, in row-id order or through the primary key's ordered index
+//!   between bounds, filtered, projected or counted at the ldm;
 //! - `file_token`: what a file request is for, and the one place its
 //!   answer (FSCONF) is dispatched from;
 //! - `redo_log`: the redo parts this ldm writes (room reserved at prepare,
@@ -38,14 +39,12 @@
 
 mod abort;
 mod backup;
+mod client_scan;
 mod commit;
 mod copy;
 #[cfg(test)]
 mod copy_tests;
 mod file_token;
-mod index_scan;
-#[cfg(test)]
-mod index_scan_tests;
 mod lcp;
 #[cfg(test)]
 mod lcp_partial_tests;
@@ -466,7 +465,7 @@ impl Block for Ldm {
             Signal::ResolveReq(request) => self.resolve(from, request, ctx),
             Signal::TakeoverReq(request) => self.takeover(from, request, ctx),
             Signal::ScanPartitionReq(request) => self.scan_partition(from, request, ctx),
-            Signal::IndexScanReq(request) => self.index_scan(from, request, ctx),
+            Signal::ScanReq(request) => self.client_scan(from, request, ctx),
             Signal::LqhAddTabReq(request) => self.add_table(from, request, ctx),
             Signal::DropTabOrd(order) => self.drop_table(from, order, ctx),
             Signal::DictTakeoverReq(request) => {

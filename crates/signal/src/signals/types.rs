@@ -122,18 +122,26 @@ pub mod tc_key_flags {
     pub const ALL: u8 = START | EXECUTE | COMMIT;
 }
 
-/// Flags of an [`IndexScanReq`](super::IndexScanReq).
-pub mod index_scan_flags {
+/// Flags and limits of a [`ScanReq`](super::ScanReq).
+pub mod scan_flags {
     /// The low bound is inclusive (else exclusive).
     pub const LOW_INCLUSIVE: u8 = 1;
     /// The high bound is inclusive (else exclusive).
     pub const HIGH_INCLUSIVE: u8 = 2;
     /// From the high bound down to the low one.
     pub const DESCENDING: u8 = 4;
-    /// Resume after the row the resume key and row id name.
+    /// Resume where the last answer said.
     pub const RESUME: u8 = 8;
+    /// Return only how many rows met the filter, no rows.
+    pub const COUNT: u8 = 16;
     /// Every flag a client may set.
-    pub const ALL: u8 = LOW_INCLUSIVE | HIGH_INCLUSIVE | DESCENDING | RESUME;
+    pub const ALL: u8 = LOW_INCLUSIVE | HIGH_INCLUSIVE | DESCENDING | RESUME | COUNT;
+    /// The `index` of a scan in row-id order (a full scan, no bounds).
+    pub const ROW_ORDER: u32 = u32::MAX;
+    /// The most bytes of rows a batch carries.
+    pub const MAX_BATCH_BYTES: u32 = 128 * 1024;
+    /// The bytes of rows a batch carries when the request says 0.
+    pub const DEFAULT_BATCH_BYTES: u32 = 32 * 1024;
 }
 
 /// Steps of a [`ResolveReq`].

@@ -20,6 +20,11 @@
 //!   one pass of ranges over the keys or random ranges for `duration_s`
 //!   seconds, every row verified and, once the keys are present, each
 //!   range whole; operations count rows, transactions count ranges;
+//! - `scan`: full scans of the table with a filter evaluated at the data
+//!   nodes that takes 1% of the rows (a window of consecutive keys): one
+//!   scan a thread, or random windows for `duration_s` seconds; every row
+//!   returned verified and, once the keys are present, each window whole;
+//!   operations count the rows looked at, transactions the scans;
 //! - `delete`: exactly keys 0..records;
 //! - `verify` (alone, with `verify_only`): one pass of reads over an
 //!   existing table, writing nothing, each row checked and, with a ledger,
@@ -48,18 +53,21 @@ use crate::report::{KeylookupReport, PhaseReport};
 use crate::rows::{self, Rounds};
 use crate::BenchError;
 use client::{
-    AsyncSession, ClientError, Cluster, Commit, Completion, ErrorClass, ErrorCode, Gci, KeyRange,
-    LockMode, OpId, ScanOptions, Table, Transaction, TransactionState, Value,
+    AsyncSession, ClientError, Cluster, Commit, Completion, ErrorClass, ErrorCode, Gci, LockMode,
+    OpId, Table, Transaction, TransactionState, Value,
 };
 use hdrhistogram::Histogram;
+use scans::{run_ranges, run_scans};
+pub use scans::{RANGE_ROWS, SCAN_SHARE};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::ops::Bound;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use stdx::mix::XorShift;
+
+mod scans;
 
 /// One phase of a run.
 ///
@@ -80,6 +88,8 @@ pub enum Phase {
     Delete,
     /// Range scans of `RANGE_ROWS` keys, verified.
     Range,
+    /// Full scans with a filter taking 1% of the rows, verified.
+    Scan,
     /// Read and verify every key of an existing table, against the ledger
     /// if there is one (the phase of `verify_only`; not in phase lists).
     Verify,
@@ -89,14 +99,15 @@ impl Phase {
     /// Every phase a phase list may name, in the conventional order.
     ///
     /// ```
-    /// assert_eq!(bench::keylookup::Phase::ALL.len(), 5);
+    /// assert_eq!(bench::keylookup::Phase::ALL.len(), 6);
     /// ```
-    pub const ALL: [Phase; 5] = [
+    pub const ALL: [Phase; 6] = [
         Phase::Insert,
         Phase::Read,
         Phase::Update,
         Phase::Delete,
         Phase::Range,
+        Phase::Scan,
     ];
 
     /// The phase's name.
@@ -111,6 +122,7 @@ impl Phase {
             Phase::Update => "update",
             Phase::Delete => "delete",
             Phase::Range => "range",
+            Phase::Scan => "scan",
             Phase::Verify => "verify",
         }
     }
@@ -121,8 +133,8 @@ impl Phase {
     /// ```
     /// use bench::keylookup::Phase;
     /// assert_eq!(Phase::parse_list("insert, read,read").unwrap(), [Phase::Insert, Phase::Read, Phase::Read]);
-    /// let error = Phase::parse_list("insert,scan").unwrap_err();
-    /// assert!(error.contains("\"scan\""), "{error}");
+    /// let error = Phase::parse_list("insert,scann").unwrap_err();
+    /// assert!(error.contains("\"scann\""), "{error}");
     /// assert!(Phase::parse_list("").is_err());
     /// ```
     pub fn parse_list(text: &str) -> Result<Vec<Phase>, String> {
@@ -140,7 +152,10 @@ impl Phase {
     }
 
     fn reads(self) -> bool {
-        matches!(self, Phase::Read | Phase::Verify | Phase::Range)
+        matches!(
+            self,
+            Phase::Read | Phase::Verify | Phase::Range | Phase::Scan
+        )
     }
 }
 
@@ -152,7 +167,7 @@ impl FromStr for Phase {
             .into_iter()
             .find(|phase| phase.name().eq_ignore_ascii_case(text))
             .ok_or_else(|| {
-                format!("unknown phase {text:?}; phases are insert, read, update, delete and range")
+                format!("unknown phase {text:?}; phases are insert, read, update, delete, range and scan")
             })
     }
 }
@@ -408,7 +423,7 @@ pub fn run(options: &KeylookupOptions) -> Result<KeylookupReport, BenchError> {
         expectation = match phase {
             Phase::Insert | Phase::Update => Expectation::Present,
             Phase::Delete => Expectation::Absent,
-            Phase::Read | Phase::Verify | Phase::Range => expectation,
+            Phase::Read | Phase::Verify | Phase::Range | Phase::Scan => expectation,
         };
     }
     match ledger_error {
@@ -502,6 +517,21 @@ fn latency_histogram() -> Histogram<u64> {
 }
 
 impl WorkerStats {
+    /// Whether no data node connection is left (and says so in the
+    /// stats): nothing more can succeed.
+    fn no_connection_left(&mut self, context: &PhaseContext<'_>) -> bool {
+        let cluster = context.cluster;
+        if cluster
+            .data_nodes()
+            .into_iter()
+            .any(|node| cluster.is_node_connected(node))
+        {
+            return false;
+        }
+        self.connection_lost = true;
+        true
+    }
+
     fn new() -> WorkerStats {
         WorkerStats {
             operations: 0,
@@ -585,7 +615,7 @@ impl PhaseContext<'_> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |since| since.as_millis() as u64);
         let deadline = match (self.phase, self.options.duration_s) {
-            (Phase::Read | Phase::Update | Phase::Range, Some(seconds)) => {
+            (Phase::Read | Phase::Update | Phase::Range | Phase::Scan, Some(seconds)) => {
                 Some(started + Duration::from_secs(seconds))
             }
             _ => None,
@@ -605,8 +635,14 @@ impl PhaseContext<'_> {
                             end: records * (thread + 1) / threads,
                         },
                     };
-                    if self.phase == Phase::Range {
-                        return scope.spawn(move || run_ranges(self, source, started));
+                    match self.phase {
+                        Phase::Range => {
+                            return scope.spawn(move || run_ranges(self, source, started))
+                        }
+                        Phase::Scan => {
+                            return scope.spawn(move || run_scans(self, source, started))
+                        }
+                        _ => {}
                     }
                     scope.spawn(move || Worker::new(self, source, started).run())
                 })
@@ -645,117 +681,6 @@ impl PhaseContext<'_> {
             transactions_per_100ms: total.per_100ms,
         };
         (report, total.ledger_error)
-    }
-}
-
-/// Keys per range of the `range` phase (sysbench's default range size).
-pub const RANGE_ROWS: u64 = 100;
-
-/// One thread of the `range` phase: ranges of `RANGE_ROWS` keys from its
-/// key source (the start of each range), each scanned in key order and
-/// every row verified.
-fn run_ranges(context: &PhaseContext<'_>, mut source: KeySource, started: Instant) -> WorkerStats {
-    let mut stats = WorkerStats::new();
-    let records = context.records;
-    let options = ScanOptions {
-        batch_rows: RANGE_ROWS as u32,
-        ..ScanOptions::default()
-    };
-    loop {
-        let now = Instant::now();
-        // A range within the thread's share of the keys (one pass), or
-        // anywhere (random ranges).
-        let (first, end) = match &mut source {
-            KeySource::Pass { next, end } => {
-                if *next >= *end {
-                    break;
-                }
-                let first = *next;
-                *next = (first + RANGE_ROWS).min(*end);
-                (first, *next)
-            }
-            KeySource::Random {
-                random, deadline, ..
-            } => {
-                if now >= *deadline {
-                    break;
-                }
-                let first = random.below(records.saturating_sub(RANGE_ROWS).max(1));
-                (first, (first + RANGE_ROWS).min(records))
-            }
-        };
-        let range = KeyRange {
-            low: Bound::Included(vec![Value::UInt(first)]),
-            high: Bound::Excluded(vec![Value::UInt(end)]),
-        };
-        let began = Instant::now();
-        match context
-            .cluster
-            .scan_primary_key(context.table, &range, &options)
-        {
-            Ok(result) => {
-                let _ = stats
-                    .latency_us
-                    .record(began.elapsed().as_micros().max(1) as u64);
-                stats.committed_at(began.duration_since(started));
-                stats.operations += result.rows.len() as u64;
-                let verdict = range_verdict(context, first, end, &result.rows);
-                if let Err(description) = verdict {
-                    stats.mismatch(description);
-                } else {
-                    stats.verified += result.rows.len() as u64;
-                }
-            }
-            Err(error) => {
-                stats.count_error(&error);
-                let cluster = context.cluster;
-                if !cluster
-                    .data_nodes()
-                    .into_iter()
-                    .any(|node| cluster.is_node_connected(node))
-                {
-                    stats.connection_lost = true;
-                    break;
-                }
-            }
-        }
-    }
-    stats
-}
-
-/// Whether `rows`, scanned for keys first..end, are right: in key order,
-/// each row proving itself, and every key there once the keys are
-/// present (none once they are deleted).
-fn range_verdict(
-    context: &PhaseContext<'_>,
-    first: u64,
-    end: u64,
-    rows: &[client::Row],
-) -> Result<(), String> {
-    let mut previous = None;
-    for row in rows {
-        let key = row
-            .get(0u16)
-            .and_then(Value::as_u64)
-            .ok_or_else(|| format!("range {first}..{end}: a row without its key"))?;
-        if key < first || key >= end || previous.is_some_and(|previous| previous >= key) {
-            return Err(format!("range {first}..{end}: key {key} out of place"));
-        }
-        previous = Some(key);
-        rows::verify(row, key as u32, context.columns)
-            .map_err(|error| format!("range {first}..{end}: {error}"))?;
-    }
-    match context.expectation {
-        Expectation::Present if rows.len() as u64 != end - first => Err(format!(
-            "range {first}..{end}: {} rows of {}",
-            rows.len(),
-            end - first
-        )),
-        Expectation::Absent if !rows.is_empty() => Err(format!(
-            "range {first}..{end}: {} rows found after they were deleted",
-            rows.len()
-        )),
-        _ => Ok(()),
     }
 }
 
@@ -1048,7 +973,9 @@ impl<'c, 'a> Worker<'c, 'a> {
                 Phase::Read | Phase::Verify => {
                     transaction.read(table, &key_value, LockMode::CommittedRead)?;
                 }
-                Phase::Range => unreachable!("the range phase runs `run_ranges`, not workers"),
+                Phase::Range | Phase::Scan => {
+                    unreachable!("the scan phases run in `scans`, not in workers")
+                }
             }
         }
         Ok(transaction)
@@ -1267,7 +1194,7 @@ mod tests {
         let error = Phase::parse_list("insert,upsert").unwrap_err();
         assert_eq!(
             error,
-            "unknown phase \"upsert\"; phases are insert, read, update, delete and range"
+            "unknown phase \"upsert\"; phases are insert, read, update, delete, range and scan"
         );
         assert!(Phase::parse_list("verify").is_err(), "verify runs alone");
     }

@@ -1,0 +1,217 @@
+//! An index scan: the live rows of a partition through the primary key's
+//! ordered index, between two bounds, in key order or reversed (design
+//! 0021). The resume point is the (key, row id) of the last entry looked
+//! at, which the answer carries: entries are ordered by (key, row id), so
+//! the next batch seeks just past it, and a row that did not change during
+//! the scan is looked at exactly once, whatever was inserted or deleted
+//! between batches.
+
+use super::{Batch, Offer};
+use rowstore::ordered_key::{KeyBound, OrderedKey};
+use rowstore::{Entry, OrderedIndex, PageMemory, Partition, Position, RowLayout};
+use signal::scan_bounds;
+use signal::section::SectionPool;
+use signal::signals::{scan_flags, ScanReq};
+use signal::{ErrorCode, Section};
+use std::cmp::Ordering;
+
+/// Walks the index from the request's start until the batch is spent or
+/// the bound is passed: whether the walk ended, and the row id and key of
+/// the entry to resume after.
+pub(super) fn walk(
+    memory: &PageMemory,
+    partition: &Partition,
+    request: &ScanReq,
+    batch: &mut Batch<'_>,
+    pool: &'static SectionPool,
+) -> Result<(bool, u32, Option<Section>), ErrorCode> {
+    let layout = batch.layout;
+    let key = partition.ordered_key();
+    let walk = parse_walk(key, request)?;
+    let scan = Scan {
+        memory,
+        layout,
+        partition,
+        index: &partition.ordered,
+        key,
+    };
+    let mut last: Option<Entry> = None;
+    let mut at = scan.start(&walk);
+    let mut done = true;
+    while let Some(position) = at {
+        let entry = scan.index.entry(memory, position);
+        if !scan.within(&walk, entry) {
+            break;
+        }
+        if batch.is_spent() {
+            done = false;
+            break;
+        }
+        let view = partition.view(memory, layout, entry.row);
+        let gci = partition.gci(memory, entry.row);
+        let verify = || partition.verify_checksum(memory, layout, entry.row);
+        if batch.offer(entry.row, view, gci, verify)? == Offer::Full {
+            done = false;
+            break;
+        }
+        last = Some(entry);
+        at = if walk.descending {
+            scan.index.prev(memory, position)
+        } else {
+            scan.index.next(memory, position)
+        };
+    }
+    if done {
+        return Ok((true, 0, None));
+    }
+    let last = last.expect("a batch looks at its first entry: it is refused if that does not fit");
+    let mut section = pool
+        .alloc(layout.key_max_bytes)
+        .ok_or(ErrorCode::OutOfSignalMemory)?;
+    let length = layout.write_key(
+        partition.view(memory, layout, last.row),
+        section.as_mut_slice(),
+    )?;
+    section.set_len(length);
+    Ok((false, last.row, Some(section)))
+}
+
+/// The walk's bounds, checked against the index's key.
+struct Walk<'a> {
+    low: KeyBound<'a>,
+    high: KeyBound<'a>,
+    low_inclusive: bool,
+    high_inclusive: bool,
+    /// The last entry looked at, to resume after.
+    resume: Option<(KeyBound<'a>, u32)>,
+    descending: bool,
+}
+
+/// The bounds and resume point of `request`, checked against `key`.
+fn parse_walk<'a>(key: &OrderedKey, request: &'a ScanReq) -> Result<Walk<'a>, ErrorCode> {
+    let flags = request.flags;
+    let bounds = scan_bounds::decode(request.bounds.as_slice())?;
+    let resume = if flags & scan_flags::RESUME != 0 {
+        let bound = key.bound(bounds.resume)?;
+        if bound.columns() != key.columns() {
+            // A resume point is a whole key.
+            return Err(ErrorCode::BadRequest);
+        }
+        Some((bound, request.resume_row))
+    } else {
+        if !bounds.resume.is_empty() {
+            return Err(ErrorCode::BadRequest);
+        }
+        None
+    };
+    Ok(Walk {
+        low: key.bound(bounds.low)?,
+        high: key.bound(bounds.high)?,
+        low_inclusive: flags & scan_flags::LOW_INCLUSIVE != 0,
+        high_inclusive: flags & scan_flags::HIGH_INCLUSIVE != 0,
+        resume,
+        descending: flags & scan_flags::DESCENDING != 0,
+    })
+}
+
+/// One partition's index and rows, for a walk.
+struct Scan<'a> {
+    memory: &'a PageMemory,
+    layout: &'a RowLayout,
+    partition: &'a Partition,
+    index: &'a OrderedIndex,
+    key: &'a OrderedKey,
+}
+
+impl Scan<'_> {
+    /// How `entry` stands relative to `bound` on its columns.
+    fn compare(&self, entry: Entry, bound: &KeyBound<'_>) -> Ordering {
+        self.key.compare_bound(self.layout, entry, bound, |row| {
+            self.partition.view(self.memory, self.layout, row)
+        })
+    }
+
+    /// How `entry` stands relative to the resume point (key, row id).
+    fn compare_resume(&self, entry: Entry, resume: &(KeyBound<'_>, u32)) -> Ordering {
+        self.compare(entry, &resume.0)
+            .then(entry.row.cmp(&resume.1))
+    }
+
+    /// Whether `entry` is below the low bound.
+    fn below_low(&self, walk: &Walk<'_>, entry: Entry) -> bool {
+        walk.low.columns() > 0
+            && match self.compare(entry, &walk.low) {
+                Ordering::Less => true,
+                Ordering::Equal => !walk.low_inclusive,
+                Ordering::Greater => false,
+            }
+    }
+
+    /// Whether `entry` is above the high bound.
+    fn above_high(&self, walk: &Walk<'_>, entry: Entry) -> bool {
+        walk.high.columns() > 0
+            && match self.compare(entry, &walk.high) {
+                Ordering::Greater => true,
+                Ordering::Equal => !walk.high_inclusive,
+                Ordering::Less => false,
+            }
+    }
+
+    /// Whether the walk goes on at `entry` (it ends at the first entry
+    /// past the bound it walks towards).
+    fn within(&self, walk: &Walk<'_>, entry: Entry) -> bool {
+        if walk.descending {
+            !self.below_low(walk, entry)
+        } else {
+            !self.above_high(walk, entry)
+        }
+    }
+
+    /// The first entry of the walk: after the resume point, or at the bound
+    /// it starts from, or at the end of the index.
+    fn start(&self, walk: &Walk<'_>) -> Option<Position> {
+        let (index, memory) = (self.index, self.memory);
+        match (&walk.resume, walk.descending) {
+            (Some(resume), false) => {
+                let after = index.seek(memory, |e| {
+                    self.compare_resume(e, resume) != Ordering::Greater
+                });
+                // A resume point below the low bound (a client's mistake)
+                // must not widen the range.
+                after.and_then(|position| self.skip_below_low(walk, position))
+            }
+            (Some(resume), true) => {
+                let before = index
+                    .seek_last_before(memory, |e| self.compare_resume(e, resume) == Ordering::Less);
+                before.and_then(|position| self.skip_above_high(walk, position))
+            }
+            (None, false) if walk.low.columns() > 0 => {
+                index.seek(memory, |e| self.below_low(walk, e))
+            }
+            (None, false) => index.first(memory),
+            (None, true) if walk.high.columns() > 0 => {
+                index.seek_last_before(memory, |e| !self.above_high(walk, e))
+            }
+            (None, true) => index.last(memory),
+        }
+    }
+
+    fn skip_below_low(&self, walk: &Walk<'_>, position: Position) -> Option<Position> {
+        let entry = self.index.entry(self.memory, position);
+        if self.below_low(walk, entry) {
+            self.index.seek(self.memory, |e| self.below_low(walk, e))
+        } else {
+            Some(position)
+        }
+    }
+
+    fn skip_above_high(&self, walk: &Walk<'_>, position: Position) -> Option<Position> {
+        let entry = self.index.entry(self.memory, position);
+        if self.above_high(walk, entry) {
+            self.index
+                .seek_last_before(self.memory, |e| !self.above_high(walk, e))
+        } else {
+            Some(position)
+        }
+    }
+}

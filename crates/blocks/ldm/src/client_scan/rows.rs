@@ -1,0 +1,46 @@
+//! A full scan: the partition's live rows in row-id order, walked with the
+//! shared `RowIdCursor` (docs/design/scans-and-indexes.md §3). The resume
+//! point is the row id of the first slot not looked at; rows never move,
+//! so resuming there visits every row that lived through the scan once.
+
+use super::{Batch, Offer};
+use rowstore::{PageMemory, Partition, RowIdCursor, SlotHolds};
+use signal::signals::{scan_flags, ScanReq};
+use signal::ErrorCode;
+
+/// Walks from the request's resume row (or the first) until the batch is
+/// spent or the partition ends: whether it ended, and where to resume.
+pub(super) fn walk(
+    memory: &PageMemory,
+    partition: &Partition,
+    request: &ScanReq,
+    batch: &mut Batch<'_>,
+) -> Result<(bool, u32), ErrorCode> {
+    // Bounds and directions belong to an index.
+    let index_only =
+        scan_flags::LOW_INCLUSIVE | scan_flags::HIGH_INCLUSIVE | scan_flags::DESCENDING;
+    if request.flags & index_only != 0 || !request.bounds.as_slice().is_empty() {
+        return Err(ErrorCode::BadRequest);
+    }
+    let start = if request.flags & scan_flags::RESUME != 0 {
+        request.resume_row
+    } else {
+        0
+    };
+    let layout = batch.layout;
+    let mut cursor = RowIdCursor::new(start);
+    while let Some(slot) = cursor.peek(partition, memory) {
+        if batch.is_spent() {
+            return Ok((false, cursor.row_id()));
+        }
+        if let SlotHolds::Committed { gci } = slot.holds {
+            let view = partition.view(memory, layout, slot.row_id);
+            let verify = || partition.verify_checksum(memory, layout, slot.row_id);
+            if batch.offer(slot.row_id, view, gci, verify)? == Offer::Full {
+                return Ok((false, cursor.row_id()));
+            }
+        }
+        cursor.advance();
+    }
+    Ok((true, u32::MAX))
+}

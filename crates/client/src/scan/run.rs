@@ -1,0 +1,506 @@
+//! Running a scan: a [`ScanCursor`] reads every partition of a walk at
+//! once, keeps at most one request in flight and one batch of rows per
+//! partition, and hands rows out as its caller asks for them: a
+//! partition's next batch is asked for once its last one is used up, so
+//! a caller that stops reading stops the scan. The answers of all the
+//! partitions, over any number of connections, land in one shared slot
+//! the cursor sleeps on. In key order, the partitions' rows are merged
+//! as they are handed out.
+
+use super::{encode_bound, single_key, KeyRange};
+use crate::cluster::{section_from, unexpected_reply, Cluster};
+use crate::connection::{FrameBuilder, NodeConnection};
+use crate::dispatch::{SchemaReply, SharedSlot, Slot};
+use crate::error::ClientError;
+use crate::table::{Row, Table};
+use crate::value::{push_entry, Value};
+use signal::order;
+use signal::scan_bounds::{self, ScanBounds};
+use signal::signals::{scan_flags, PartitionMap, ScanReq};
+use signal::BlockKind;
+use std::cmp::Ordering;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Bytes before each row's attribute entries: row id, GCI, length.
+const ROW_PREFIX_BYTES: usize = 4 + 8 + 4;
+
+/// A scan, checked and encoded.
+pub(super) struct Plan {
+    pub(super) walks: Vec<Walk>,
+    /// The projection and filter (`signal::scan_program`).
+    pub(super) program: Vec<u8>,
+    /// Count only.
+    pub(super) count: bool,
+    /// Merge the partitions' rows into key order.
+    pub(super) merged: bool,
+    pub(super) descending: bool,
+    pub(super) limit: u64,
+    pub(super) batch_rows: u32,
+    pub(super) batch_bytes: u32,
+}
+
+/// One walk over the partitions: the whole of each in row order, or one
+/// primary-key range.
+pub(super) struct Walk {
+    /// `scan_flags::ROW_ORDER` or the index (0: the primary key's).
+    index: u32,
+    /// The bounds' attribute entries (empty: none), then the flags that
+    /// say which are inclusive.
+    low: Vec<u8>,
+    high: Vec<u8>,
+    inclusive: u8,
+    /// The one partition that can hold the range (a single whole key).
+    partition: Option<u32>,
+}
+
+impl Walk {
+    pub(super) fn rows() -> Walk {
+        Walk {
+            index: scan_flags::ROW_ORDER,
+            low: Vec::new(),
+            high: Vec::new(),
+            inclusive: 0,
+            partition: None,
+        }
+    }
+
+    pub(super) fn range(table: &Table, range: &KeyRange) -> Result<Walk, ClientError> {
+        let mut inclusive = 0;
+        let mut entries = |bound, flag| -> Result<Vec<u8>, ClientError> {
+            Ok(match encode_bound(table, bound)? {
+                Some((entries, true)) => {
+                    inclusive |= flag;
+                    entries
+                }
+                Some((entries, false)) => entries,
+                None => Vec::new(),
+            })
+        };
+        let low = entries(&range.low, scan_flags::LOW_INCLUSIVE)?;
+        let high = entries(&range.high, scan_flags::HIGH_INCLUSIVE)?;
+        Ok(Walk {
+            index: 0,
+            low,
+            high,
+            inclusive,
+            partition: single_key(table, range)
+                .map(|key| table.partition(key))
+                .transpose()?,
+        })
+    }
+}
+
+/// What a scan cost so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScanStatistics {
+    /// Rows the data nodes found meeting the filter (for a count, the
+    /// count; for a scan, the rows sent, some of which a limit may leave
+    /// unread).
+    pub matched: u64,
+    /// Rows the data nodes looked at.
+    pub examined: u64,
+    /// Partitions requests went to (each walk counts its own).
+    pub partitions_scanned: u32,
+    /// Requests sent.
+    pub requests: u32,
+}
+
+/// One partition's part of a walk.
+struct Cursor {
+    partition: u32,
+    connection: Arc<NodeConnection>,
+    ldm_instance: u16,
+    /// Where the last answer said to resume: the key (index scans) and
+    /// the row id.
+    resume: Option<(Vec<u8>, u32)>,
+    done: bool,
+    rows: VecDeque<Row>,
+    /// The request in flight.
+    waiting: Option<u32>,
+}
+
+impl Cursor {
+    /// Whether it may still give rows it does not hold yet.
+    fn needs_batch(&self) -> bool {
+        !self.done && self.rows.is_empty()
+    }
+}
+
+/// A scan in progress: an iterator over its rows, each batch asked for
+/// when the rows before it are used up ([`Cluster::scan_cursor`]). A
+/// cursor dropped before its end forgets its requests: the data nodes hold
+/// nothing for it.
+pub struct ScanCursor<'c> {
+    cluster: &'c Cluster,
+    table: Arc<Table>,
+    plan: Plan,
+    map: Arc<PartitionMap>,
+    /// The next walk to start.
+    next_walk: usize,
+    /// The partitions of the current walk.
+    cursors: Vec<Cursor>,
+    answers: Arc<SharedSlot>,
+    returned: u64,
+    statistics: ScanStatistics,
+    /// An error ended it, or it was read to the end.
+    finished: bool,
+}
+
+impl<'c> ScanCursor<'c> {
+    pub(super) fn new(
+        cluster: &'c Cluster,
+        table: &Arc<Table>,
+        plan: Plan,
+    ) -> Result<ScanCursor<'c>, ClientError> {
+        let map = cluster.routing_map(table).ok_or_else(|| {
+            ClientError::Usage(format!("table {:?} has no partition map", table.name()))
+        })?;
+        Ok(ScanCursor {
+            cluster,
+            table: Arc::clone(table),
+            plan,
+            map,
+            next_walk: 0,
+            cursors: Vec::new(),
+            answers: Arc::new(Slot::new(Vec::new())),
+            returned: 0,
+            statistics: ScanStatistics::default(),
+            finished: false,
+        })
+    }
+
+    /// What the scan cost so far.
+    pub fn statistics(&self) -> ScanStatistics {
+        self.statistics
+    }
+
+    /// The next row, or `None` at the end.
+    fn next_row(&mut self) -> Result<Option<Row>, ClientError> {
+        loop {
+            if self.finished || self.returned >= self.plan.limit {
+                return Ok(None);
+            }
+            if self.cursors.is_empty() {
+                if !self.start_walk()? {
+                    return Ok(None);
+                }
+                continue;
+            }
+            self.take_answers()?;
+            self.ask_for_batches()?;
+            let chosen = if self.plan.merged {
+                // Every partition that may still hold rows must show its
+                // next one before the smallest can be chosen.
+                if self.cursors.iter().any(Cursor::needs_batch) {
+                    None
+                } else {
+                    self.smallest_head()
+                }
+            } else {
+                self.cursors
+                    .iter()
+                    .position(|cursor| !cursor.rows.is_empty())
+            };
+            if let Some(at) = chosen {
+                self.returned += 1;
+                return Ok(self.cursors[at].rows.pop_front());
+            }
+            if self
+                .cursors
+                .iter()
+                .all(|cursor| cursor.done && cursor.rows.is_empty())
+            {
+                self.end_walk();
+                continue;
+            }
+            self.wait_for_answers()?;
+        }
+    }
+
+    /// Starts the next walk on the partitions it must read; false when
+    /// none is left.
+    fn start_walk(&mut self) -> Result<bool, ClientError> {
+        let Some(walk) = self.plan.walks.get(self.next_walk) else {
+            return Ok(false);
+        };
+        self.next_walk += 1;
+        let partitions: Vec<u32> = match walk.partition {
+            Some(partition) => vec![partition],
+            None => (0..self.map.partitions.len() as u32).collect(),
+        };
+        for partition in partitions {
+            let placement = self.map.partitions.get(partition as usize).ok_or_else(|| {
+                ClientError::Protocol(format!("partition {partition} is not in the map"))
+            })?;
+            let node = *placement.replicas.first().ok_or_else(|| {
+                ClientError::Protocol(format!("partition {partition} has no replica"))
+            })?;
+            let index = self.cluster.connection_index(node).ok_or_else(|| {
+                ClientError::Protocol(format!("{node} is not a data node of this cluster"))
+            })?;
+            self.cursors.push(Cursor {
+                partition,
+                connection: self.cluster.connection(index),
+                ldm_instance: placement.ldm_instance,
+                resume: None,
+                done: false,
+                rows: VecDeque::new(),
+                waiting: None,
+            });
+        }
+        self.statistics.partitions_scanned += self.cursors.len() as u32;
+        Ok(true)
+    }
+
+    /// Forgets the current walk's partitions (and any request of theirs
+    /// still in flight).
+    fn end_walk(&mut self) {
+        for cursor in self.cursors.drain(..) {
+            if let Some(request_id) = cursor.waiting {
+                cursor.connection.dispatch.unregister_request(request_id);
+            }
+        }
+    }
+
+    /// Sends the next request of every partition whose rows are used up.
+    fn ask_for_batches(&mut self) -> Result<(), ClientError> {
+        let left = self.plan.limit - self.returned;
+        let max_rows = u32::try_from(left)
+            .unwrap_or(u32::MAX)
+            .min(self.plan.batch_rows);
+        let walk = &self.plan.walks[self.next_walk - 1];
+        for at in 0..self.cursors.len() {
+            let cursor = &self.cursors[at];
+            if cursor.needs_batch() && cursor.waiting.is_none() {
+                let request_id = self.send_request(walk, cursor, max_rows)?;
+                self.cursors[at].waiting = Some(request_id);
+                self.statistics.requests += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends `cursor`'s next SCAN_REQ, its answer to go to the shared
+    /// slot; the request's id.
+    fn send_request(
+        &self,
+        walk: &Walk,
+        cursor: &Cursor,
+        max_rows: u32,
+    ) -> Result<u32, ClientError> {
+        let table = &self.table;
+        let mut flags = 0;
+        if self.plan.count {
+            flags |= scan_flags::COUNT;
+        }
+        if cursor.resume.is_some() {
+            flags |= scan_flags::RESUME;
+        }
+        let mut bounds = Vec::new();
+        if walk.index != scan_flags::ROW_ORDER {
+            flags |= walk.inclusive;
+            if self.plan.descending {
+                flags |= scan_flags::DESCENDING;
+            }
+            scan_bounds::encode(
+                ScanBounds {
+                    low: &walk.low,
+                    high: &walk.high,
+                    resume: cursor.resume.as_ref().map_or(&[], |(key, _)| key),
+                },
+                &mut bounds,
+            )
+            .map_err(|code| ClientError::Invalid {
+                code,
+                detail: "a scan bound too long".into(),
+            })?;
+        }
+        let request_id = self.cluster.next_request_id();
+        let connection = &cursor.connection;
+        connection
+            .dispatch
+            .register_shared_request(request_id, &self.answers)
+            .map_err(|reason| connection.lost(reason))?;
+        let sent = (|| {
+            let signal = ScanReq {
+                request_id,
+                table_id: table.def().id,
+                table_version: table.def().version,
+                partition: cursor.partition,
+                index: walk.index,
+                flags,
+                max_rows,
+                max_bytes: self.plan.batch_bytes,
+                resume_row: cursor.resume.as_ref().map_or(0, |&(_, row)| row),
+                bounds: section_from(&bounds)?,
+                program: section_from(&self.plan.program)?,
+            };
+            let mut frames = FrameBuilder::default();
+            frames.push(&connection.envelope(
+                BlockKind::Ldm,
+                cursor.ldm_instance,
+                signal.into(),
+            ))?;
+            connection.send(&mut frames)
+        })();
+        if let Err(error) = sent {
+            connection.dispatch.unregister_request(request_id);
+            return Err(error);
+        }
+        Ok(request_id)
+    }
+
+    /// Sleeps until an answer comes, or fails the scan at the reply
+    /// timeout.
+    fn wait_for_answers(&mut self) -> Result<(), ClientError> {
+        let clock = self.cluster.clock();
+        let timeout = self.cluster.options().reply_timeout;
+        let deadline = clock.now() + timeout;
+        let (answers, _) = self
+            .answers
+            .wait_until(clock, deadline, |answers| !answers.is_empty());
+        if answers.is_empty() {
+            return Err(ClientError::Timeout {
+                what: "a scan batch",
+                waited: timeout,
+            });
+        }
+        Ok(())
+    }
+
+    /// Takes the answers that came in, without waiting.
+    fn take_answers(&mut self) -> Result<(), ClientError> {
+        let arrived = std::mem::take(&mut *self.answers.lock());
+        for (request_id, reply) in arrived {
+            let Some(cursor) = self
+                .cursors
+                .iter_mut()
+                .find(|cursor| cursor.waiting == Some(request_id))
+            else {
+                // A request of a walk that ended: nothing waits for it.
+                continue;
+            };
+            cursor.waiting = None;
+            cursor.connection.dispatch.unregister_request(request_id);
+            match reply {
+                SchemaReply::Scan {
+                    rows,
+                    next_row,
+                    done,
+                    matched,
+                    examined,
+                    resume_key,
+                } => {
+                    decode_rows(&self.table, &rows, &mut cursor.rows)?;
+                    self.statistics.matched += u64::from(matched);
+                    self.statistics.examined += u64::from(examined);
+                    cursor.done = done;
+                    cursor.resume = Some((resume_key, next_row));
+                }
+                SchemaReply::Refused(code) => {
+                    return Err(ClientError::Schema {
+                        code,
+                        table: self.table.name().to_string(),
+                    })
+                }
+                SchemaReply::Lost(reason) => return Err(cursor.connection.lost(reason)),
+                other => return Err(unexpected_reply(self.table.name(), other)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The partition whose next row comes first in the scan's order.
+    fn smallest_head(&self) -> Option<usize> {
+        let mut best: Option<(usize, &Row)> = None;
+        for (at, cursor) in self.cursors.iter().enumerate() {
+            let Some(row) = cursor.rows.front() else {
+                continue;
+            };
+            let better = best.is_none_or(|(_, current)| {
+                let order = compare_keys(&self.table, row, current);
+                if self.plan.descending {
+                    order == Ordering::Greater
+                } else {
+                    order == Ordering::Less
+                }
+            });
+            if better {
+                best = Some((at, row));
+            }
+        }
+        best.map(|(at, _)| at)
+    }
+}
+
+impl Iterator for ScanCursor<'_> {
+    type Item = Result<Row, ClientError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.next_row() {
+            Ok(Some(row)) => Some(Ok(row)),
+            Ok(None) => {
+                self.finished = true;
+                self.end_walk();
+                None
+            }
+            Err(error) => {
+                self.finished = true;
+                self.end_walk();
+                Some(Err(error))
+            }
+        }
+    }
+}
+
+impl Drop for ScanCursor<'_> {
+    fn drop(&mut self) {
+        self.end_walk();
+    }
+}
+
+/// Appends the rows of a SCAN_CONF to `out`.
+fn decode_rows(
+    table: &Arc<Table>,
+    mut bytes: &[u8],
+    out: &mut VecDeque<Row>,
+) -> Result<(), ClientError> {
+    let malformed =
+        || ClientError::Protocol(format!("malformed scan rows of table {:?}", table.name()));
+    while !bytes.is_empty() {
+        let prefix = bytes.get(..ROW_PREFIX_BYTES).ok_or_else(malformed)?;
+        let length = u32::from_le_bytes(prefix[12..16].try_into().map_err(|_| malformed())?);
+        let end = ROW_PREFIX_BYTES
+            .checked_add(length as usize)
+            .filter(|&end| end <= bytes.len())
+            .ok_or_else(malformed)?;
+        out.push_back(Table::decode_row(table, &bytes[ROW_PREFIX_BYTES..end])?);
+        bytes = &bytes[end..];
+    }
+    Ok(())
+}
+
+/// How the primary keys of two rows compare, column by column, in the
+/// data nodes' order (`signal::order`).
+fn compare_keys(table: &Table, a: &Row, b: &Row) -> Ordering {
+    for &column in &table.def().primary_key {
+        let column_type = table.def().columns[column as usize].column_type;
+        let wire = |value: &Value| -> Option<Vec<u8>> {
+            let mut entry = Vec::new();
+            // Values decoded from the node encode again; the entry's header
+            // (column, length: 4 bytes) comes first.
+            push_entry(&mut entry, column, column_type, true, value).ok()?;
+            (*value != Value::Null).then(|| entry.split_off(4))
+        };
+        let order = order::compare(
+            column_type,
+            wire(&a.values()[column as usize]).as_deref(),
+            wire(&b.values()[column as usize]).as_deref(),
+        );
+        if order != Ordering::Equal {
+            return order;
+        }
+    }
+    Ordering::Equal
+}
