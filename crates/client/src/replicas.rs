@@ -1,14 +1,17 @@
 //! Requests for tools that look at the replicas themselves (the replica
-//! checker): the list of online tables, and the committed rows of one
+//! checker): the list of online tables, the committed rows of one
 //! partition replica on one data node, in row-id order, with each row's
-//! GCI. Both are plain request/answer exchanges like schema requests.
+//! GCI, and the same rows through that replica's ordered index. All are
+//! plain request/answer exchanges like schema requests.
 
-use crate::cluster::{unexpected_reply, Cluster};
+use crate::cluster::{section_from, unexpected_reply, Cluster};
 use crate::dispatch::SchemaReply;
 use crate::error::ClientError;
 use crate::table::{Row, Table};
-use signal::replica_check::{ReplicaCheckReport, ReplicaRows};
-use signal::signals::{ListTablesReq, ScanPartitionReq};
+use signal::replica_check::{decode_scan_batch, ReplicaCheckReport, ReplicaRows, ScanRow};
+use signal::scan_bounds::{self, ScanBounds};
+use signal::scan_program::ProgramWriter;
+use signal::signals::{scan_flags, ListTablesReq, ScanPartitionReq, ScanReq};
 use signal::{BlockKind, Gci, NodeId};
 use std::sync::Arc;
 
@@ -154,10 +157,91 @@ impl Cluster {
         Ok((rows, next_row, done))
     }
 
+    /// Every row of one partition replica through its primary key's
+    /// ordered index, in index order, as [`ScanRow`]s (row id, GCI,
+    /// every column).
+    fn index_rows(
+        &self,
+        connection: usize,
+        ldm_instance: u16,
+        table: &Arc<Table>,
+        partition: u32,
+    ) -> Result<Vec<ScanRow>, ClientError> {
+        let program = ProgramWriter::new(&[])
+            .finish()
+            .expect("a program of every column and no filter encodes");
+        let mut rows = Vec::new();
+        let mut resume: Option<(Vec<u8>, u32)> = None;
+        loop {
+            let mut bounds = Vec::new();
+            let resume_key = resume.as_ref().map_or(&[][..], |(key, _)| key);
+            scan_bounds::encode(
+                ScanBounds {
+                    low: &[],
+                    high: &[],
+                    resume: resume_key,
+                },
+                &mut bounds,
+            )
+            .map_err(|code| ClientError::Invalid {
+                code,
+                detail: "a resume key too long".into(),
+            })?;
+            let flags = if resume.is_some() {
+                scan_flags::RESUME
+            } else {
+                0
+            };
+            let resume_row = resume.as_ref().map_or(0, |&(_, row)| row);
+            let (table_id, table_version) = (table.def().id, table.def().version);
+            let reply = self.request_on(
+                &self.connection(connection),
+                (BlockKind::Ldm, ldm_instance),
+                table.name(),
+                &|request_id| {
+                    Ok(ScanReq {
+                        request_id,
+                        table_id,
+                        table_version,
+                        partition,
+                        index: 0,
+                        flags,
+                        max_rows: 1000,
+                        max_bytes: scan_flags::MAX_BATCH_BYTES,
+                        resume_row,
+                        bounds: section_from(&bounds)?,
+                        program: section_from(&program)?,
+                    }
+                    .into())
+                },
+            )?;
+            let SchemaReply::Scan {
+                rows: batch,
+                next_row,
+                done,
+                resume_key,
+                ..
+            } = reply
+            else {
+                return Err(unexpected_reply(table.name(), reply));
+            };
+            rows.extend(decode_scan_batch(&batch).map_err(|error| {
+                ClientError::Protocol(format!("index scan of {:?}: {error}", table.name()))
+            })?);
+            if done {
+                return Ok(rows);
+            }
+            resume = Some((resume_key, next_row));
+        }
+    }
+
     /// The replica checker: for every partition of every online table,
     /// reads every replica's committed rows and compares (row id, key, row
-    /// GCI, values) with the primary's. Run it on a quiet cluster: rows of
-    /// transactions in flight differ between replicas until they complete.
+    /// GCI, values) with the primary's, and reads each replica's rows
+    /// again through its primary key's ordered index, which must hold
+    /// every live row once, in key order, and nothing else. Run it on a
+    /// quiet cluster: rows of transactions in flight differ between
+    /// replicas until they complete.
     ///
     /// ```no_run
     /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
@@ -180,6 +264,12 @@ impl Cluster {
             let map = self.routing_map(&table).ok_or_else(|| {
                 ClientError::Protocol(format!("table {name:?} came without a partition map"))
             })?;
+            let key_columns: Vec<(u16, signal::schema::ColumnType)> = table
+                .def()
+                .primary_key
+                .iter()
+                .map(|&column| (column, table.def().columns[column as usize].column_type))
+                .collect();
             for (partition, placement) in map.partitions.iter().enumerate() {
                 let mut replicas = Vec::with_capacity(placement.replicas.len());
                 for &node in &placement.replicas {
@@ -207,6 +297,14 @@ impl Cluster {
                         }
                         start = next_row;
                     }
+                    let index_rows =
+                        self.index_rows(index, placement.ldm_instance, &table, partition as u32)?;
+                    report.check_index(
+                        (table.def().id, partition as u32),
+                        (0, &key_columns),
+                        &rows,
+                        &index_rows,
+                    );
                     replicas.push(rows);
                 }
                 report

@@ -16,7 +16,10 @@
 //! The comparison takes one partition's rows from each replica, the first
 //! replica being the reference (normally the primary), and reports every
 //! difference between the reference and each other replica: a row id on
-//! one and not the other, a different row GCI, different values.
+//! one and not the other, a different row GCI, different values. Each
+//! replica's ordered index is checked against that replica's rows
+//! ([`ReplicaCheckReport::check_index`]): every live row once, in key
+//! order, and nothing else.
 //!
 //! ```
 //! use signal::replica_check::{ReplicaCheckReport, ReplicaRows};
@@ -36,6 +39,8 @@
 
 use crate::attr::AttrIter;
 use crate::ids::{Gci, NodeId};
+use crate::order;
+use crate::schema::ColumnType;
 use std::fmt;
 use std::fmt::Write as _;
 
@@ -278,6 +283,16 @@ pub enum MismatchKind {
         /// Its GCI for the row.
         gci: Gci,
     },
+    /// A replica's ordered index disagrees with its rows (the index's
+    /// entries are read through an index scan of that replica).
+    Index {
+        /// The replica.
+        node: NodeId,
+        /// The index (0: the primary key's).
+        index: u32,
+        /// What is wrong.
+        problem: IndexProblem,
+    },
     /// Both have the row with different values (key columns included).
     Values {
         /// The reference replica.
@@ -290,7 +305,33 @@ pub enum MismatchKind {
     },
 }
 
-/// One difference between two replicas of a partition.
+/// How an ordered index disagrees with the rows of its replica.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum IndexProblem {
+    /// A live row has no entry.
+    MissingEntry,
+    /// An entry names no live row, or names one more than once.
+    ExtraEntry,
+    /// The entry comes before one with a smaller key (or the same key and
+    /// a larger row id).
+    OutOfOrder,
+    /// The row read through the index differs from the row.
+    Values,
+}
+
+impl IndexProblem {
+    fn name(self) -> &'static str {
+        match self {
+            IndexProblem::MissingEntry => "missing_entry",
+            IndexProblem::ExtraEntry => "extra_entry",
+            IndexProblem::OutOfOrder => "out_of_order",
+            IndexProblem::Values => "values",
+        }
+    }
+}
+
+/// One difference between two replicas of a partition, or between a
+/// replica's rows and its index.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Mismatch {
     /// Table.
@@ -318,6 +359,7 @@ impl Mismatch {
             MismatchKind::MissingRow { .. } => "missing_row",
             MismatchKind::Gci { .. } => "gci",
             MismatchKind::Values { .. } => "values",
+            MismatchKind::Index { .. } => "index",
         };
         // Writing to a String cannot fail.
         let _ = write!(
@@ -342,6 +384,15 @@ impl Mismatch {
                 out,
                 r#","reference_node":{reference},"reference_gci":{},"node":{node},"gci":{}}}"#,
                 reference_gci.0, gci.0
+            ),
+            MismatchKind::Index {
+                node,
+                index,
+                problem,
+            } => write!(
+                out,
+                r#","node":{node},"index":{index},"problem":"{}"}}"#,
+                problem.name()
             ),
             MismatchKind::Values {
                 reference,
@@ -382,6 +433,11 @@ impl fmt::Display for Mismatch {
                 f,
                 "GCI {reference_gci} on node {reference}, {gci} on node {node}"
             ),
+            MismatchKind::Index {
+                node,
+                index,
+                problem,
+            } => write!(f, "index {index} on node {node}: {}", problem.name()),
             MismatchKind::Values {
                 reference,
                 node,
@@ -511,6 +567,83 @@ impl ReplicaCheckReport {
         Ok(())
     }
 
+    /// Compares one replica's ordered index with its rows: `index_rows`
+    /// are the rows an index scan of the replica returned, in index order
+    /// (every column, with row ids), `key` the index's columns and their
+    /// types. Every live row must be there exactly once, in key order
+    /// (then row id), with the row's values.
+    pub fn check_index(
+        &mut self,
+        (table_id, partition): (u32, u32),
+        (index, key): (u32, &[(u16, ColumnType)]),
+        replica: &ReplicaRows,
+        index_rows: &[ScanRow],
+    ) {
+        let node = replica.node;
+        let mut record = |row_id, problem| {
+            self.record(Mismatch {
+                table_id,
+                partition,
+                row_id,
+                kind: MismatchKind::Index {
+                    node,
+                    index,
+                    problem,
+                },
+            })
+        };
+        let key_of = |row: &ScanRow| -> Vec<Option<Vec<u8>>> {
+            key.iter()
+                .map(|&(column, _)| {
+                    AttrIter::new(&row.values)
+                        .filter_map(Result::ok)
+                        .find(|entry| entry.column == column)
+                        .and_then(|entry| entry.value.map(<[u8]>::to_vec))
+                })
+                .collect()
+        };
+        let types: Vec<ColumnType> = key.iter().map(|&(_, column_type)| column_type).collect();
+        let mut previous: Option<(Vec<Option<Vec<u8>>>, u32)> = None;
+        let mut seen = std::collections::BTreeSet::new();
+        for row in index_rows {
+            let this = key_of(row);
+            let well_formed = this.iter().zip(&types).all(|(value, &column_type)| {
+                value
+                    .as_deref()
+                    .is_none_or(|value| crate::attr::check_value(column_type, value).is_ok())
+            });
+            if !well_formed {
+                // Not a value of its column: no order to check it by.
+                record(row.row_id, IndexProblem::Values);
+                continue;
+            }
+            if let Some((before, before_row)) = &previous {
+                let order = order::compare_keys(&types, &key_refs(before), &key_refs(&this))
+                    .then(before_row.cmp(&row.row_id));
+                if order != std::cmp::Ordering::Less {
+                    record(row.row_id, IndexProblem::OutOfOrder);
+                }
+            }
+            previous = Some((this, row.row_id));
+            let live = replica
+                .rows
+                .binary_search_by_key(&row.row_id, |live| live.row_id);
+            match live {
+                Ok(at) if seen.insert(row.row_id) => {
+                    if replica.rows[at].values != row.values {
+                        record(row.row_id, IndexProblem::Values);
+                    }
+                }
+                _ => record(row.row_id, IndexProblem::ExtraEntry),
+            }
+        }
+        for live in &replica.rows {
+            if !seen.contains(&live.row_id) {
+                record(live.row_id, IndexProblem::MissingEntry);
+            }
+        }
+    }
+
     /// Counts `mismatch`, keeping it while fewer than [`MAX_DETAILS`] are.
     pub fn record(&mut self, mismatch: Mismatch) {
         self.mismatches += 1;
@@ -571,6 +704,11 @@ impl fmt::Display for ReplicaCheckReport {
     }
 }
 
+/// A key's values as `order::compare_keys` takes them.
+fn key_refs(key: &[Option<Vec<u8>>]) -> Vec<Option<&[u8]>> {
+    key.iter().map(Option::as_deref).collect()
+}
+
 /// The column (as the reference `a` names it) of the first entry at which
 /// `a` and `b` differ, when both list an entry there.
 fn first_differing_column(a: &[u8], b: &[u8]) -> Option<u16> {
@@ -589,6 +727,58 @@ fn first_differing_column(a: &[u8], b: &[u8]) -> Option<u16> {
 mod tests {
     use super::*;
     use crate::attr::AttrWriter;
+
+    #[test]
+    fn an_index_is_checked_against_its_replicas_rows() {
+        let row = |row_id, key: i32| ScanRow {
+            row_id,
+            gci: Gci::from_parts(1, 0),
+            values: values(key, None),
+        };
+        let mut replica = ReplicaRows::new(NodeId(2));
+        replica.rows = vec![row(1, 30), row(2, 10), row(5, 20)];
+        let key = [(0u16, ColumnType::Int { unsigned: false })];
+        let check = |index_rows: &[ScanRow]| {
+            let mut report = ReplicaCheckReport::new();
+            report.check_index((3, 0), (0, &key), &replica, index_rows);
+            report
+                .details
+                .iter()
+                .map(|mismatch| match mismatch.kind {
+                    MismatchKind::Index { problem, .. } => (mismatch.row_id, problem),
+                    other => panic!("{other:?}"),
+                })
+                .collect::<Vec<_>>()
+        };
+        // In key order, every row once: consistent.
+        assert_eq!(check(&[row(2, 10), row(5, 20), row(1, 30)]), []);
+        // A row missing, one out of order, one twice, one not live, one
+        // whose values differ.
+        assert_eq!(
+            check(&[row(5, 20), row(2, 10)]),
+            [
+                (2, IndexProblem::OutOfOrder),
+                (1, IndexProblem::MissingEntry)
+            ]
+        );
+        assert_eq!(
+            check(&[row(2, 10), row(2, 10), row(5, 20), row(7, 25), row(1, 31)]),
+            [
+                (2, IndexProblem::OutOfOrder),
+                (2, IndexProblem::ExtraEntry),
+                (7, IndexProblem::ExtraEntry),
+                (1, IndexProblem::Values)
+            ]
+        );
+        let mut report = ReplicaCheckReport::new();
+        report.check_index((3, 0), (0, &key), &replica, &[row(2, 10)]);
+        let mut json = String::new();
+        report.details[0].write_json(&mut json);
+        assert_eq!(
+            json,
+            r#"{"kind":"index","table_id":3,"partition":0,"row_id":1,"node":2,"index":0,"problem":"missing_entry"}"#
+        );
+    }
 
     /// Entries for an INT key column 0 and a nullable VARCHAR column 1.
     fn values(key: i32, text: Option<&[u8]>) -> Vec<u8> {

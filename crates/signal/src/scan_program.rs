@@ -35,8 +35,13 @@
 //! Refused when decoding: a column the table does not have
 //! (`UnknownColumn`); a value of the wrong width for its column or a NaN
 //! (`BadValue`); a malformed program, columns whose types do not compare,
-//! LIKE on a number, or a filter deeper than [`MAX_DEPTH`] or longer than
-//! [`MAX_NODES`] (`BadFilter`).
+//! LIKE on a number, a filter deeper than [`MAX_DEPTH`] or longer than
+//! [`MAX_NODES`], a program over [`MAX_PROGRAM_BYTES`] or a pattern over
+//! [`MAX_PATTERN_BYTES`] (`BadFilter`).
+//!
+//! Evaluation counts its work (a step per node, and per byte LIKE looks
+//! at), so the ldm can end a batch on work as well as on rows: with the
+//! limits above, one row costs at most a few million steps.
 
 use crate::attr::NULL_LENGTH;
 use crate::error::ErrorCode;
@@ -48,6 +53,11 @@ use std::cmp::Ordering;
 pub const MAX_DEPTH: usize = 32;
 /// Most nodes in a filter.
 pub const MAX_NODES: usize = 1024;
+/// Most bytes in a program.
+pub const MAX_PROGRAM_BYTES: usize = 16 * 1024;
+/// Most bytes in a LIKE pattern (matching costs up to the value's
+/// length times the pattern's).
+pub const MAX_PATTERN_BYTES: usize = 256;
 
 const AND: u8 = 1;
 const OR: u8 = 2;
@@ -115,12 +125,14 @@ impl CompareOp {
 /// program.and(2);
 /// program.compare(CompareOp::Greater, 1, Some(&10i32.to_le_bytes()));
 /// program.is_null(2);
-/// let bytes = program.finish();
+/// let bytes = program.finish().unwrap();
 /// assert_eq!(bytes.len(), 2 + 4 + 3 + 9 + 3);
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct ProgramWriter {
     out: Vec<u8>,
+    /// Something written does not fit the encoding: `finish` refuses.
+    error: Option<ErrorCode>,
 }
 
 impl ProgramWriter {
@@ -128,12 +140,17 @@ impl ProgramWriter {
     /// until nodes are written.
     pub fn new(columns: &[u16]) -> ProgramWriter {
         let mut out = Vec::with_capacity(2 + 2 * columns.len());
-        // More columns than u16 counts cannot be valid: decoding refuses.
-        out.extend_from_slice(&(columns.len().min(u16::MAX as usize) as u16).to_le_bytes());
+        let error = match u16::try_from(columns.len()) {
+            Ok(count) => {
+                out.extend_from_slice(&count.to_le_bytes());
+                None
+            }
+            Err(_) => Some(ErrorCode::BadFilter),
+        };
         for column in columns {
             out.extend_from_slice(&column.to_le_bytes());
         }
-        ProgramWriter { out }
+        ProgramWriter { out, error }
     }
 
     /// AND of the next `parts` nodes.
@@ -180,20 +197,27 @@ impl ProgramWriter {
         self.push_bytes(Some(pattern));
     }
 
-    /// The program's bytes.
-    pub fn finish(self) -> Vec<u8> {
-        self.out
+    /// The program's bytes; `ValueTooLong` when a value did not fit its
+    /// length field, `BadFilter` for more columns than a count holds or a
+    /// program over [`MAX_PROGRAM_BYTES`].
+    pub fn finish(self) -> Result<Vec<u8>, ErrorCode> {
+        match self.error {
+            Some(error) => Err(error),
+            None if self.out.len() > MAX_PROGRAM_BYTES => Err(ErrorCode::BadFilter),
+            None => Ok(self.out),
+        }
     }
 
     fn push_bytes(&mut self, value: Option<&[u8]>) {
         match value {
-            // A value too long for a u16 length is cut to a length that
-            // cannot match its bytes: decoding then refuses the program.
-            Some(bytes) => {
-                let length = bytes.len().min(NULL_LENGTH as usize - 1) as u16;
-                self.out.extend_from_slice(&length.to_le_bytes());
-                self.out.extend_from_slice(bytes);
-            }
+            Some(bytes) => match u16::try_from(bytes.len()) {
+                Ok(length) if length != NULL_LENGTH => {
+                    self.out.extend_from_slice(&length.to_le_bytes());
+                    self.out.extend_from_slice(bytes);
+                }
+                // Written anyway, it would be read as other nodes.
+                _ => self.error = Some(ErrorCode::ValueTooLong),
+            },
             None => self.out.extend_from_slice(&NULL_LENGTH.to_le_bytes()),
         }
     }
@@ -211,6 +235,9 @@ pub struct Program {
 impl Program {
     /// Decodes and checks `bytes` against a table of `columns`.
     pub fn decode(bytes: &[u8], columns: &[ColumnDef]) -> Result<Program, ErrorCode> {
+        if bytes.len() > MAX_PROGRAM_BYTES {
+            return Err(ErrorCode::BadFilter);
+        }
         let mut reader = Reader { bytes, at: 0 };
         let count = reader.u16()? as usize;
         let projection = reader.take(2 * count)?.to_vec();
@@ -275,6 +302,9 @@ enum Node {
         column: u16,
         /// Text (`_` is one UTF-8 character) or binary (one byte).
         text: bool,
+        /// CHAR: trailing spaces are not part of the value (MySQL takes
+        /// them off CHAR values it reads).
+        trim: bool,
         pattern: (u32, u32),
     },
 }
@@ -286,14 +316,21 @@ impl Filter {
     }
 
     /// Whether the row whose column values `value` gives (`None`: NULL)
-    /// meets the filter (true, not false or unknown).
+    /// meets the filter (true, not false or unknown); adds the steps it
+    /// took to `work`.
     #[inline]
-    pub fn matches<'r>(&self, value: impl Fn(usize) -> Option<&'r [u8]>) -> bool {
-        self.nodes.is_empty() || self.evaluate(0, &value) == Some(true)
+    pub fn matches<'r>(&self, value: impl Fn(usize) -> Option<&'r [u8]>, work: &mut u64) -> bool {
+        self.nodes.is_empty() || self.evaluate(0, &value, work) == Some(true)
     }
 
     /// The truth of node `at`: `None` is unknown.
-    fn evaluate<'r>(&self, at: usize, value: &impl Fn(usize) -> Option<&'r [u8]>) -> Option<bool> {
+    fn evaluate<'r>(
+        &self,
+        at: usize,
+        value: &impl Fn(usize) -> Option<&'r [u8]>,
+        work: &mut u64,
+    ) -> Option<bool> {
+        *work += 1;
         let (node, end) = self.nodes[at];
         match node {
             Node::And | Node::Or => {
@@ -303,7 +340,7 @@ impl Filter {
                 let mut result = Some(!stop);
                 let mut child = at + 1;
                 while child < end as usize {
-                    match self.evaluate(child, value) {
+                    match self.evaluate(child, value, work) {
                         Some(truth) if truth == stop => return Some(stop),
                         Some(_) => {}
                         None => result = None,
@@ -312,7 +349,7 @@ impl Filter {
                 }
                 result
             }
-            Node::Not => self.evaluate(at + 1, value).map(|truth| !truth),
+            Node::Not => self.evaluate(at + 1, value, work).map(|truth| !truth),
             Node::Compare {
                 op,
                 column,
@@ -340,14 +377,17 @@ impl Filter {
             Node::Like {
                 column,
                 text,
+                trim,
                 pattern: (start, end),
             } => {
-                let stored = value(column as usize)?;
-                Some(like(
-                    stored,
-                    &self.bytes[start as usize..end as usize],
-                    text,
-                ))
+                let mut stored = value(column as usize)?;
+                if trim {
+                    while let [rest @ .., b' '] = stored {
+                        stored = rest;
+                    }
+                }
+                let pattern = &self.bytes[start as usize..end as usize];
+                Some(like(stored, pattern, text, work))
             }
         }
     }
@@ -423,16 +463,21 @@ impl Filter {
             }
             LIKE => {
                 let column = reader.u16()?;
-                let text = match column_of(column)? {
+                let column_type = column_of(column)?;
+                let text = match column_type {
                     ColumnType::Char(_) | ColumnType::VarChar(_) => true,
                     ColumnType::VarBinary(_) => false,
                     _ => return Err(ErrorCode::BadFilter),
                 };
                 let pattern = reader.bytes()?.ok_or(ErrorCode::BadFilter)?;
+                if pattern.len() > MAX_PATTERN_BYTES {
+                    return Err(ErrorCode::BadFilter);
+                }
                 let pattern = self.keep(pattern);
                 Some(Node::Like {
                     column,
                     text,
+                    trim: matches!(column_type, ColumnType::Char(_)),
                     pattern,
                 })
             }
@@ -465,8 +510,9 @@ fn check_constant(column_type: ColumnType, value: &[u8]) -> Result<(), ErrorCode
 }
 
 /// Whether `value` matches the LIKE `pattern` (module doc): the usual
-/// wildcard walk, going back to just after the last `%` on a mismatch.
-fn like(value: &[u8], pattern: &[u8], text: bool) -> bool {
+/// wildcard walk, going back to just after the last `%` on a mismatch;
+/// counts a step of `work` per pattern byte it tries.
+fn like(value: &[u8], pattern: &[u8], text: bool, work: &mut u64) -> bool {
     // One character of `value` from `at`: a UTF-8 lead byte and its
     // continuation bytes for text, one byte for binary.
     let character = |at: usize| -> usize {
@@ -483,6 +529,7 @@ fn like(value: &[u8], pattern: &[u8], text: bool) -> bool {
     // value position that `%` now ends at.
     let mut back: Option<(usize, usize)> = None;
     loop {
+        *work += 1;
         if p < pattern.len() {
             match pattern[p] {
                 b'%' => {

@@ -7,14 +7,18 @@ use crate::error::ClientError;
 use crate::table::Table;
 use crate::value::{filter_bytes, Value};
 use signal::order;
-use signal::scan_program::{CompareOp, ProgramWriter};
+use signal::scan_program::{CompareOp, ProgramWriter, MAX_PATTERN_BYTES};
 use signal::ErrorCode;
 
 /// A condition a scanned row must meet to be returned or counted, with
 /// SQL's meaning: a comparison with NULL is unknown, NOT unknown is
 /// unknown, and a row is taken only when the whole filter is true.
 /// Comparisons order values as the ordered indexes do (PAD SPACE text,
-/// integers of any width as numbers).
+/// integers of any width as numbers). A constant must fit its column's
+/// type (a negative number against an UNSIGNED column, or one beyond an
+/// INT's range, is a `BadValue`: the caller folds such comparisons);
+/// text constants may be longer than the column. A whole program is at
+/// most 16 KiB, a LIKE pattern at most 256 bytes.
 ///
 /// ```
 /// use client::{CompareOp, Filter, Value};
@@ -137,6 +141,12 @@ impl Filter {
                 if column_type.fixed_width().is_some() && !column_type.pads_spaces() {
                     return Err(refuse(format!(
                         "LIKE on column {name:?}, a number ({column_type:?})"
+                    )));
+                }
+                if pattern.len() > MAX_PATTERN_BYTES {
+                    return Err(refuse(format!(
+                        "a LIKE pattern of {} bytes: at most {MAX_PATTERN_BYTES}",
+                        pattern.len()
                     )));
                 }
                 out.like(id, pattern);

@@ -73,8 +73,9 @@ pub enum Access<'a> {
 pub struct ScanOptions {
     /// From the high bound down (primary-key ranges only).
     pub descending: bool,
-    /// Merge the partitions' rows into key order (else partition after
-    /// partition, each in key order). Primary-key ranges only.
+    /// Merge the partitions' rows into key order (else each partition's
+    /// rows come in key order, mixed with other partitions' as their
+    /// batches arrive). Primary-key ranges only.
     pub ordered: bool,
     /// Stop after this many rows.
     pub limit: Option<u64>,
@@ -85,9 +86,10 @@ pub struct ScanOptions {
     pub batch_bytes: u32,
     /// Only rows that meet this, evaluated at the data nodes.
     pub filter: Option<Filter>,
-    /// Only these columns (by name; `None`: every column). The other
-    /// columns of the rows returned read as NULL. When partitions' rows
-    /// are merged into key order, the key's columns come too.
+    /// Only these columns (by name, at least one; `None`: every column).
+    /// The other columns of the rows returned read as NULL. When
+    /// partitions' rows are merged into key order, the key's columns come
+    /// too.
     pub columns: Option<Vec<String>>,
 }
 
@@ -246,6 +248,11 @@ impl Plan {
         let merged = options.ordered && matches!(access, Access::PrimaryKey(_)) && !count;
         let mut columns = Vec::new();
         if let Some(names) = &options.columns {
+            if names.is_empty() {
+                return Err(usage(
+                    "a scan of no columns: name at least one, or None for every column".into(),
+                ));
+            }
             for name in names {
                 columns.push(table.column_id(name.as_str())?);
             }
@@ -262,9 +269,16 @@ impl Plan {
         if let Some(filter) = &options.filter {
             filter.encode(table, &mut program)?;
         }
+        let program = program.finish().map_err(|code| ClientError::Invalid {
+            code,
+            detail: format!(
+                "the scan's program does not encode: at most {} bytes, values under 64 KiB",
+                signal::scan_program::MAX_PROGRAM_BYTES
+            ),
+        })?;
         Ok(Plan {
             walks,
-            program: program.finish(),
+            program,
             count,
             merged,
             descending: options.descending,

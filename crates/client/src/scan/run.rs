@@ -50,8 +50,9 @@ pub(super) struct Walk {
     low: Vec<u8>,
     high: Vec<u8>,
     inclusive: u8,
-    /// The one partition that can hold the range (a single whole key).
-    partition: Option<u32>,
+    /// The bucket of the range's key when the range is a single whole
+    /// key: only its partition can hold it.
+    bucket: Option<u32>,
 }
 
 impl Walk {
@@ -61,7 +62,7 @@ impl Walk {
             low: Vec::new(),
             high: Vec::new(),
             inclusive: 0,
-            partition: None,
+            bucket: None,
         }
     }
 
@@ -84,8 +85,8 @@ impl Walk {
             low,
             high,
             inclusive,
-            partition: single_key(table, range)
-                .map(|key| table.partition(key))
+            bucket: single_key(table, range)
+                .map(|key| table.bucket(key))
                 .transpose()?,
         })
     }
@@ -225,8 +226,19 @@ impl<'c> ScanCursor<'c> {
             return Ok(false);
         };
         self.next_walk += 1;
-        let partitions: Vec<u32> = match walk.partition {
-            Some(partition) => vec![partition],
+        // The map the placements come from says which partition holds a
+        // bucket (the table's own may be older).
+        let partitions: Vec<u32> = match walk.bucket {
+            Some(bucket) => {
+                let partition =
+                    self.map
+                        .bucket_partitions
+                        .get(bucket as usize)
+                        .ok_or_else(|| {
+                            ClientError::Protocol(format!("bucket {bucket} is not in the map"))
+                        })?;
+                vec![*partition]
+            }
             None => (0..self.map.partitions.len() as u32).collect(),
         };
         for partition in partitions {

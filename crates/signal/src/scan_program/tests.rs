@@ -22,12 +22,14 @@ fn columns() -> Vec<ColumnDef> {
 }
 
 fn decode(program: ProgramWriter) -> Result<Program, ErrorCode> {
-    Program::decode(&program.finish(), &columns())
+    Program::decode(&program.finish().unwrap(), &columns())
 }
 
 /// Whether a row of `values` (by column; `None`: NULL) meets `program`.
 fn meets(program: &Program, values: &[Option<Vec<u8>>]) -> bool {
-    program.filter().matches(|column| values[column].as_deref())
+    program
+        .filter()
+        .matches(|column| values[column].as_deref(), &mut 0)
 }
 
 fn int(value: i32) -> Option<Vec<u8>> {
@@ -135,7 +137,7 @@ fn logic_is_three_valued() {
                 writer.compare(CompareOp::Equal, 0, Some(&1i32.to_le_bytes()));
                 writer.compare(CompareOp::Equal, 1, Some(&1i32.to_le_bytes()));
                 let program = Program::decode(
-                    &writer.finish(),
+                    &writer.finish().unwrap(),
                     &[
                         column("x", ColumnType::Int { unsigned: false }),
                         column("y", ColumnType::Int { unsigned: false }),
@@ -144,7 +146,7 @@ fn logic_is_three_valued() {
                 .unwrap();
                 program
                     .filter()
-                    .evaluate(0, &|column| values[column].as_deref())
+                    .evaluate(0, &|column| values[column].as_deref(), &mut 0)
             };
             let and = match (x, y) {
                 (Some(false), _) | (_, Some(false)) => Some(false),
@@ -220,7 +222,7 @@ fn like_matches_as_the_reference_on_random_patterns() {
         let value = pick(6, b"ab%_");
         let pattern = pick(6, alphabet);
         assert_eq!(
-            like(&value, &pattern, false),
+            like(&value, &pattern, false, &mut 0),
             like_reference(&value, &pattern),
             "{:?} LIKE {:?}",
             String::from_utf8_lossy(&value),
@@ -232,16 +234,16 @@ fn like_matches_as_the_reference_on_random_patterns() {
 #[test]
 fn like_takes_a_character_for_underscore_in_text() {
     let value = "añb".as_bytes();
-    assert!(like(value, b"a_b", true));
-    assert!(!like(value, b"a_b", false), "ñ is two bytes");
-    assert!(like(value, b"a__b", false));
-    assert!(like(b"abc", b"ab%", true));
+    assert!(like(value, b"a_b", true, &mut 0));
+    assert!(!like(value, b"a_b", false, &mut 0), "ñ is two bytes");
+    assert!(like(value, b"a__b", false, &mut 0));
+    assert!(like(b"abc", b"ab%", true, &mut 0));
     assert!(
-        !like(b"abc ", b"abc", true),
+        !like(b"abc ", b"abc", true, &mut 0),
         "trailing spaces count in LIKE"
     );
-    assert!(like(b"50%", b"50\\%", true));
-    assert!(!like(b"500", b"50\\%", true));
+    assert!(like(b"50%", b"50\\%", true, &mut 0));
+    assert!(!like(b"500", b"50\\%", true, &mut 0));
     // Through a program: NULL LIKE anything is unknown.
     let mut writer = ProgramWriter::new(&[]);
     writer.like(2, b"x%");
@@ -317,6 +319,71 @@ fn programs_that_do_not_fit_the_table_are_refused() {
         decode(ProgramWriter::new(&[0, 6])).err(),
         Some(ErrorCode::UnknownColumn)
     );
+    // A pattern over the longest.
+    refused(
+        &|w| w.like(2, &[b'%'; MAX_PATTERN_BYTES + 1]),
+        ErrorCode::BadFilter,
+    );
+}
+
+/// A value too long for its length field is refused when the program is
+/// finished, never written so that its bytes read as other nodes.
+#[test]
+fn values_too_long_to_encode_are_refused_by_the_writer() {
+    let mut writer = ProgramWriter::new(&[]);
+    writer.and(2);
+    let mut long = vec![b'x'];
+    long.resize(65_534, b' ');
+    long.extend_from_slice(&[3, 7, 2, 0, 10, 0]);
+    writer.compare(CompareOp::Equal, 2, Some(&long));
+    writer.is_null(0);
+    assert_eq!(writer.finish().err(), Some(ErrorCode::ValueTooLong));
+    // Long enough for its field but not for a program.
+    let mut writer = ProgramWriter::new(&[]);
+    writer.compare(CompareOp::Equal, 2, Some(&vec![b'x'; MAX_PROGRAM_BYTES]));
+    assert_eq!(writer.finish().err(), Some(ErrorCode::BadFilter));
+    let too_long = vec![0u8; MAX_PROGRAM_BYTES + 1];
+    assert_eq!(
+        Program::decode(&too_long, &columns()).err(),
+        Some(ErrorCode::BadFilter)
+    );
+}
+
+/// LIKE on CHAR ignores the value's trailing spaces (MySQL reads CHAR
+/// values without them); on VARCHAR they count.
+#[test]
+fn like_on_char_ignores_trailing_spaces() {
+    let columns = [
+        column("c", ColumnType::Char(5)),
+        column("v", ColumnType::VarChar(5)),
+    ];
+    for (column, want) in [(0u16, true), (1, false)] {
+        let mut writer = ProgramWriter::new(&[]);
+        writer.like(column, b"ab");
+        let program = Program::decode(&writer.finish().unwrap(), &columns).unwrap();
+        let values = [Some(b"ab ".to_vec()), Some(b"ab ".to_vec())];
+        assert_eq!(meets(&program, &values), want, "column {column}");
+    }
+}
+
+/// Work is counted: a LIKE that backtracks over a long value costs more
+/// than a comparison.
+#[test]
+fn evaluation_counts_its_work() {
+    let mut writer = ProgramWriter::new(&[]);
+    writer.compare(CompareOp::Equal, 0, Some(&1i32.to_le_bytes()));
+    let cheap = decode(writer).unwrap();
+    let mut writer = ProgramWriter::new(&[]);
+    writer.like(2, b"%a%a%a%b");
+    let dear = decode(writer).unwrap();
+    let row = row(int(1), text("aaaaaaaaaaaaaaaaaaaa"));
+    let (mut cheap_work, mut dear_work) = (0, 0);
+    cheap
+        .filter()
+        .matches(|c| row[c].as_deref(), &mut cheap_work);
+    dear.filter().matches(|c| row[c].as_deref(), &mut dear_work);
+    assert_eq!(cheap_work, 1);
+    assert!(dear_work > 20, "{dear_work}");
 }
 
 #[test]
@@ -327,7 +394,7 @@ fn a_cut_or_garbled_program_is_refused_never_a_panic() {
     writer.like(2, b"a%");
     writer.not();
     writer.compare_columns(CompareOp::LessOrEqual, 0, 1);
-    let bytes = writer.finish();
+    let bytes = writer.finish().unwrap();
     assert!(Program::decode(&bytes, &columns()).is_ok());
     for cut in 0..bytes.len() {
         // The projection alone (cut 4) is a program without a filter.

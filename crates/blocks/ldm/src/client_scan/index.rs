@@ -66,7 +66,7 @@ pub(super) fn walk(
     }
     let last = last.expect("a batch looks at its first entry: it is refused if that does not fit");
     let mut section = pool
-        .alloc(layout.key_max_bytes)
+        .alloc_leaving_reserve(layout.key_max_bytes)
         .ok_or(ErrorCode::OutOfSignalMemory)?;
     let length = layout.write_key(
         partition.view(memory, layout, last.row),

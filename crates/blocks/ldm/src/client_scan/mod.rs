@@ -7,9 +7,10 @@
 //! Both offer each live row to a [`Batch`], which applies the request's
 //! program (`signal::scan_program`: the filter, then the projection, or
 //! only a count) and knows when the batch is full: `max_rows` rows or
-//! `max_bytes` bytes returned, or [`EXAMINE_PER_BATCH`] rows looked at, so
-//! one request never holds the ldm thread for long however few rows its
-//! filter takes.
+//! `max_bytes` bytes returned, [`EXAMINE_PER_BATCH`] rows looked at, or
+//! [`WORK_PER_BATCH`] steps of filter evaluation, so one request never
+//! holds the ldm thread for long however few rows its filter takes or
+//! however dear it is.
 //!
 //! A committed read: no locks, each row as last committed (a prepared
 //! insert is not yet live, a prepared update or delete still shows the
@@ -44,6 +45,12 @@ use signal::{BlockRef, ErrorCode, Section};
 /// Rows one batch may look at. At tens of nanoseconds a row this bounds a
 /// request to well under a millisecond of the ldm thread.
 pub(crate) const EXAMINE_PER_BATCH: u32 = 8192;
+/// Steps of filter evaluation one batch may take (a step per filter node,
+/// and per byte a LIKE tries): about a millisecond. A plain filter takes
+/// a few steps a row, so rows end its batches; a LIKE over long values
+/// ends them sooner. One row is always evaluated whole: the program's
+/// limits (`scan_program`) bound it.
+pub(crate) const WORK_PER_BATCH: u64 = 1 << 20;
 /// Bytes before each row's attribute entries: row id, GCI, length.
 const ROW_PREFIX_BYTES: usize = 4 + 8 + 4;
 
@@ -95,9 +102,11 @@ impl Ldm {
         };
         let program = Program::decode(request.program.as_slice(), &definition.columns)?;
         let count_only = request.flags & scan_flags::COUNT != 0;
+        // Answers to clients leave the reserve that links, redo and
+        // checkpoints need.
         let buffer = ctx
             .pool()
-            .alloc(if count_only { 0 } else { max_bytes as usize })
+            .alloc_leaving_reserve(if count_only { 0 } else { max_bytes as usize })
             .ok_or(ErrorCode::OutOfSignalMemory)?;
         let mut batch = Batch {
             layout,
@@ -109,6 +118,7 @@ impl Ldm {
             max_rows: request.max_rows.max(1),
             matched: 0,
             examined: 0,
+            work: 0,
         };
         let store = &partition.store;
         let (done, resume_row, resume_key) = match request.index {
@@ -122,7 +132,10 @@ impl Ldm {
         };
         let resume_key = match resume_key {
             Some(key) => key,
-            None => ctx.pool().alloc(0).ok_or(ErrorCode::OutOfSignalMemory)?,
+            None => ctx
+                .pool()
+                .alloc_leaving_reserve(0)
+                .ok_or(ErrorCode::OutOfSignalMemory)?,
         };
         let Batch {
             mut buffer,
@@ -165,13 +178,17 @@ struct Batch<'a> {
     max_rows: u32,
     matched: u32,
     examined: u32,
+    /// Steps of filter evaluation so far.
+    work: u64,
 }
 
 impl Batch<'_> {
     /// Whether the batch takes no more rows: checked before each row, so
     /// a walk that stops here resumes at the row it did not look at.
     fn is_spent(&self) -> bool {
-        self.rows >= self.max_rows || self.examined >= EXAMINE_PER_BATCH
+        self.rows >= self.max_rows
+            || self.examined >= EXAMINE_PER_BATCH
+            || self.work >= WORK_PER_BATCH
     }
 
     /// Applies the program to the live row `row` (`view`, committed at
@@ -187,7 +204,7 @@ impl Batch<'_> {
         if !self
             .program
             .filter()
-            .matches(|column| layout.value(view, column))
+            .matches(|column| layout.value(view, column), &mut self.work)
         {
             self.examined += 1;
             return Ok(Offer::Taken);

@@ -8,6 +8,9 @@ use rowstore::{PageMemory, Partition, RowIdCursor, SlotHolds};
 use signal::signals::{scan_flags, ScanReq};
 use signal::ErrorCode;
 
+/// Slots (live or not) one batch may visit.
+const SLOTS_PER_BATCH: u32 = 4 * super::EXAMINE_PER_BATCH;
+
 /// Walks from the request's resume row (or the first) until the batch is
 /// spent or the partition ends: whether it ended, and where to resume.
 pub(super) fn walk(
@@ -29,10 +32,14 @@ pub(super) fn walk(
     };
     let layout = batch.layout;
     let mut cursor = RowIdCursor::new(start);
+    // Free and reserved slots cost a look too: a partition of few live
+    // rows on many pages still ends its batches.
+    let mut slots = 0;
     while let Some(slot) = cursor.peek(partition, memory) {
-        if batch.is_spent() {
+        if batch.is_spent() || slots >= SLOTS_PER_BATCH {
             return Ok((false, cursor.row_id()));
         }
+        slots += 1;
         if let SlotHolds::Committed { gci } = slot.holds {
             let view = partition.view(memory, layout, slot.row_id);
             let verify = || partition.verify_checksum(memory, layout, slot.row_id);

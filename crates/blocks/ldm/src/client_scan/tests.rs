@@ -55,7 +55,7 @@ impl Request {
             resume: None,
             max_rows: 100,
             max_bytes: 0,
-            program: ProgramWriter::new(&[]).finish(),
+            program: ProgramWriter::new(&[]).finish().unwrap(),
             count: false,
         }
     }
@@ -318,7 +318,7 @@ fn a_resumed_scan_sees_each_unchanged_row_once_while_rows_change() {
             row_order,
             descending,
             max_rows: 7,
-            program: program.finish(),
+            program: program.finish().unwrap(),
             ..Request::index(0, Bound::Unbounded, Bound::Unbounded)
         };
         let (rows, _) = scan_all(&mut b, request, |b| {
@@ -465,7 +465,7 @@ fn filters_projections_and_counts_match_a_model() {
         let request = Request {
             row_order,
             max_rows: 1 + random.below(20) as u32,
-            program: program.finish(),
+            program: program.finish().unwrap(),
             count,
             ..Request::index(partition, Bound::Unbounded, Bound::Unbounded)
         };
@@ -524,7 +524,7 @@ fn a_batch_looks_at_a_bounded_number_of_rows() {
             program.compare(constant_op, V, Some(&0i64.to_le_bytes()));
             let mut request = Request {
                 row_order,
-                program: program.finish(),
+                program: program.finish().unwrap(),
                 count: expected > 0,
                 ..Request::index(partition, Bound::Unbounded, Bound::Unbounded)
             };
@@ -549,6 +549,49 @@ fn a_batch_looks_at_a_bounded_number_of_rows() {
             assert_eq!(batches, in_partition.div_ceil(u64::from(EXAMINE_PER_BATCH)));
         }
     }
+    b.assert_quiet();
+}
+
+/// A dear filter ends batches on work before rows: a LIKE that backtracks
+/// over long values.
+#[test]
+fn a_batch_takes_a_bounded_amount_of_filter_work() {
+    let mut b = Bench::with_memory(16 * MIB);
+    let long = vec![b'a'; B_MAX];
+    let rows = 200;
+    for k in 0..rows {
+        b.insert(k as u64 + 1, k, 0, None, Some(&long));
+    }
+    // '%aaa...ab' never matches, and at every place in the value matches
+    // the run of a's before failing at the b.
+    let mut pattern = vec![b'%'];
+    pattern.resize(signal::scan_program::MAX_PATTERN_BYTES - 1, b'a');
+    pattern.push(b'b');
+    let mut program = ProgramWriter::new(&[]);
+    program.like(B, &pattern);
+    let mut request = Request {
+        row_order: true,
+        program: program.finish().unwrap(),
+        ..Request::full(0)
+    };
+    let in_partition = (0..rows).filter(|&k| b.route(k).0 == 0).count() as u64;
+    let (mut batches, mut examined) = (0, 0);
+    loop {
+        let signal = request_signal(&b, &request);
+        let batch = answer(&mut b, signal).unwrap();
+        batches += 1;
+        examined += u64::from(batch.examined);
+        assert!(batch.rows.is_empty());
+        if batch.done {
+            break;
+        }
+        request.resume = Some(batch.resume);
+    }
+    assert_eq!(examined, in_partition);
+    assert!(
+        batches > 3,
+        "{batches} batches for {in_partition} dear rows"
+    );
     b.assert_quiet();
 }
 
@@ -580,7 +623,7 @@ fn bad_requests_are_refused_and_change_nothing() {
     let program_of = |b: &Bench, build: &dyn Fn(&mut ProgramWriter)| {
         let mut program = ProgramWriter::new(&[]);
         build(&mut program);
-        section_of(b, &program.finish())
+        section_of(b, &program.finish().unwrap())
     };
     let cases: Vec<(&str, ScanReq, ErrorCode)> = vec![
         (
@@ -704,7 +747,7 @@ fn bad_requests_are_refused_and_change_nothing() {
         (
             "a projection of a column the table lacks",
             with(&b, &|s| {
-                s.program = section_of(&b, &ProgramWriter::new(&[K, 7]).finish())
+                s.program = section_of(&b, &ProgramWriter::new(&[K, 7]).finish().unwrap())
             }),
             ErrorCode::UnknownColumn,
         ),
