@@ -33,6 +33,7 @@ pub(crate) fn table_definition(name: &str, columns: u32) -> TableDef {
     };
     let int = ColumnType::Int { unsigned: true };
     let mut definition = TableDef {
+        indexes: Vec::new(),
         id: 0,
         version: 0,
         name: name.to_string(),

@@ -433,6 +433,7 @@ fn verify_only_needs_an_existing_keylookup_table_and_a_readable_ledger() {
     cluster.drop_table("keylookup").expect("drop");
     cluster
         .create_table(&client::TableDef {
+            indexes: Vec::new(),
             id: 0,
             version: 0,
             name: "keylookup".into(),

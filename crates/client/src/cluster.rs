@@ -790,6 +790,7 @@ impl Cluster {
     /// use signal::schema::{ColumnDef, ColumnType, TableDef};
     /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
     /// let created = cluster.create_table(&TableDef {
+    ///     indexes: Vec::new(),
     ///     id: 0, version: 0, name: "t".into(), partitions: 0, primary_key: vec![0],
     ///     columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: true }, nullable: false }],
     /// })?;

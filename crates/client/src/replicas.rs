@@ -356,6 +356,7 @@ mod tests {
     #[test]
     fn scanned_rows_decode_and_malformed_ones_are_protocol_errors() {
         let table = Arc::new(Table::new(TableDef {
+            indexes: Vec::new(),
             id: 1,
             version: 1,
             name: "t".into(),

@@ -20,6 +20,7 @@ use std::sync::{Arc, OnceLock};
 /// use client::{ColumnSelector, Table};
 /// use signal::schema::{ColumnDef, ColumnType, TableDef};
 /// let table = Table::new(TableDef {
+///     indexes: Vec::new(),
 ///     id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
 ///     columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }],
 /// });
@@ -89,6 +90,7 @@ const ABSENT: u16 = u16::MAX;
 /// use client::{Table, Value};
 /// use signal::schema::{ColumnDef, ColumnType, TableDef};
 /// let table = Table::new(TableDef {
+///     indexes: Vec::new(),
 ///     id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
 ///     columns: vec![
 ///         ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: true }, nullable: false },
@@ -122,7 +124,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
     /// let table = client::Table::new(def);
     /// assert_eq!(table.name(), "t");
@@ -152,7 +154,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// use signal::signals::{PartitionMap, PartitionPlacement};
     /// use signal::NodeId;
@@ -178,7 +180,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
     /// assert!(client::Table::new(def).map().is_none());
     /// ```
@@ -190,7 +192,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
     /// assert_eq!(client::Table::new(def).map_version(), 0);
     /// ```
@@ -204,7 +206,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 4, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 4, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// let table = client::Table::new(def);
     /// assert!(table.partition(&[client::Value::Int(9)]).unwrap() < 4);
@@ -247,7 +249,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 4, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 4, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// let table = client::Table::new(def);
     /// assert!(table.placement(&[client::Value::Int(9)]).unwrap().is_none());
@@ -276,7 +278,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
     /// let table = client::Table::new(def);
     /// assert_eq!(table.def().columns.len(), 1);
@@ -289,7 +291,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
     /// assert_eq!(client::Table::new(def).name(), "t");
     /// ```
@@ -301,7 +303,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
     /// let table = client::Table::new(def);
     /// assert_eq!(table.column_id("k").unwrap(), 0);
@@ -343,7 +345,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// let table = client::Table::new(def);
     /// let mut key = Vec::new();
@@ -380,7 +382,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// use client::Value;
     /// let table = client::Table::new(def);
@@ -454,7 +456,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// use client::{Table, Value};
     /// use std::sync::Arc;
@@ -752,7 +754,7 @@ pub(crate) struct RowStorage {
 ///
 /// ```
 /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-/// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+/// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
 /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
 /// use client::{Table, Value};
 /// use std::sync::Arc;
@@ -777,7 +779,7 @@ impl Row {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// # let table = std::sync::Arc::new(client::Table::new(def));
     /// let row = client::Table::decode_row(&table, &[]).unwrap();
@@ -795,7 +797,7 @@ impl Row {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// use client::{Table, Value};
     /// let table = std::sync::Arc::new(Table::new(def));
@@ -815,7 +817,7 @@ impl Row {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// # let table = std::sync::Arc::new(client::Table::new(def));
     /// let row = client::Table::decode_row(&table, &[]).unwrap();
@@ -839,7 +841,7 @@ impl Row {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// # let table = std::sync::Arc::new(client::Table::new(def));
     /// let row = client::Table::decode_row(&table, &[]).unwrap();
@@ -895,6 +897,7 @@ mod tests {
             nullable,
         };
         Arc::new(Table::new(TableDef {
+            indexes: Vec::new(),
             id: 4,
             version: 2,
             name: "accounts".into(),
@@ -1016,6 +1019,7 @@ mod tests {
             nullable,
         };
         Arc::new(Table::new(TableDef {
+            indexes: Vec::new(),
             id: 5,
             version: 1,
             name: "numbers".into(),

@@ -26,6 +26,7 @@ fn table_def() -> TableDef {
         nullable: false,
     };
     TableDef {
+        indexes: Vec::new(),
         id: 0,
         version: 0,
         name: "kv".into(),

@@ -20,6 +20,7 @@ fn accounts(partitions: u32) -> TableDef {
         nullable,
     };
     TableDef {
+        indexes: Vec::new(),
         id: 0,
         version: 0,
         name: "accounts".into(),

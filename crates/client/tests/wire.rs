@@ -31,6 +31,7 @@ fn accounts() -> TableDef {
         nullable,
     };
     TableDef {
+        indexes: Vec::new(),
         id: 0,
         version: 0,
         name: "accounts".into(),
@@ -702,6 +703,7 @@ fn counters() -> TableDef {
         nullable: false,
     };
     TableDef {
+        indexes: Vec::new(),
         id: 0,
         version: 0,
         name: "counters".into(),

@@ -375,6 +375,7 @@ data_dir = "n2"
         // A create at the other node is refused; at the president it runs on
         // both, and both dicts then hand out the table.
         let table = TableDef {
+            indexes: Vec::new(),
             id: 0,
             version: 0,
             name: "t1".into(),

@@ -526,6 +526,7 @@ mod tests {
             nullable,
         };
         TableDef {
+            indexes: Vec::new(),
             id: 1,
             version: 1,
             name: "t".into(),
@@ -653,6 +654,7 @@ mod tests {
             nullable,
         };
         let table = TableDef {
+            indexes: Vec::new(),
             id: 2,
             version: 1,
             name: "numbers".into(),

@@ -193,6 +193,35 @@ impl OrderedKey {
     pub fn columns(&self) -> usize {
         self.columns.len()
     }
+
+    /// The most bytes `write_entries` writes.
+    pub fn entries_max_bytes(&self) -> usize {
+        self.columns
+            .iter()
+            .map(|(_, column)| attr::entry_bytes(column.column_type.max_value_bytes()))
+            .sum()
+    }
+
+    /// Writes the key of the row `view` as attribute entries (its columns
+    /// in key order) into `out` (at least `entries_max_bytes` long): a
+    /// scan's resume key. Returns the bytes written.
+    pub fn write_entries(
+        &self,
+        layout: &RowLayout,
+        view: RowView<'_>,
+        out: &mut [u8],
+    ) -> Result<usize, ErrorCode> {
+        let mut writer = attr::AttrWriter::new(out);
+        for &(column, _) in &self.columns {
+            writer.push(column, layout.value(view, column as usize))?;
+        }
+        Ok(writer.len())
+    }
+
+    /// The key's column ids, in key order.
+    pub fn column_ids(&self) -> impl Iterator<Item = usize> + '_ {
+        self.columns.iter().map(|&(column, _)| column as usize)
+    }
 }
 
 /// A checked bound on a leading run of an ordered key's columns

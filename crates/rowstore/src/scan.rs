@@ -28,6 +28,7 @@
 //! use signal::schema::{ColumnDef, ColumnType, TableDef};
 //!
 //! let table = TableDef {
+//!     indexes: Vec::new(),
 //!     id: 0,
 //!     version: 1,
 //!     name: "t".into(),
@@ -46,7 +47,7 @@
 //!     let row = partition.reserve_row(&mut memory).unwrap();
 //!     let image = vec![0u8; layout.fixed_body_bytes];
 //!     partition.fill_reserved_row(&mut memory, &layout, row, &image, hash).unwrap();
-//!     partition.commit_row(&mut memory, &layout, row, 7);
+//!     partition.commit_row(&mut memory, &layout, row, 7, 0);
 //! }
 //!
 //! // Two committed rows per batch; the cursor is kept between batches.
@@ -305,6 +306,7 @@ mod tests {
     /// A table whose fixed slot is 512 bytes: 64 slots per page.
     fn layout() -> RowLayout {
         RowLayout::new(&TableDef {
+            indexes: Vec::new(),
             id: 0,
             version: 1,
             name: "t".into(),
@@ -364,7 +366,7 @@ mod tests {
             partition
                 .fill_reserved_row(memory, layout, row, &image, row)
                 .expect("memory");
-            partition.commit_row(memory, layout, row, gci);
+            partition.commit_row(memory, layout, row, gci, 0);
             row
         }
 

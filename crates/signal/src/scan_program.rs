@@ -126,7 +126,7 @@ impl CompareOp {
 /// program.compare(CompareOp::Greater, 1, Some(&10i32.to_le_bytes()));
 /// program.is_null(2);
 /// let bytes = program.finish().unwrap();
-/// assert_eq!(bytes.len(), 2 + 4 + 3 + 9 + 3);
+/// assert_eq!(bytes.len(), 2 + 4 + 3 + 10 + 3);
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct ProgramWriter {

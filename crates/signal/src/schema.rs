@@ -17,6 +17,10 @@ pub const MAX_COLUMNS: usize = 256;
 pub const MAX_ROW_BYTES: usize = 24_000;
 /// Longest table or column name.
 pub const MAX_NAME_BYTES: usize = 64;
+/// Most ordered indexes a table has besides its primary key's.
+pub const MAX_INDEXES: usize = 16;
+/// Most columns in an index.
+pub const MAX_INDEX_COLUMNS: usize = 16;
 
 /// The type of a column.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -138,11 +142,27 @@ impl ColumnDef {
     }
 }
 
+/// An ordered index of a table besides its primary key's
+/// (docs/design/scans-and-indexes.md §2): kept in every partition replica
+/// over the table's rows, entries ordered by the index's columns, then
+/// by row id, so rows with equal values (NULLs too) each have an entry.
+#[derive(Clone, PartialEq, Debug)]
+pub struct IndexDef {
+    /// The index's number in its table, 1 and up (0 is the primary key's
+    /// ordered index); a scan names an index by it.
+    pub id: u32,
+    /// Name, unique among the table's indexes.
+    pub name: String,
+    /// Column ids, in index order.
+    pub columns: Vec<u16>,
+}
+
 /// A table as `dict` knows it.
 ///
 /// ```
 /// use signal::schema::{ColumnDef, ColumnType, TableDef};
 /// let table = TableDef {
+///     indexes: Vec::new(),
 ///     id: 0, version: 0, name: "t".into(), partitions: 0,
 ///     columns: vec![
 ///         ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false },
@@ -168,6 +188,8 @@ pub struct TableDef {
     pub primary_key: Vec<u16>,
     /// Number of partitions (0 in a create request: dict picks the default).
     pub partitions: u32,
+    /// Ordered indexes besides the primary key's.
+    pub indexes: Vec<IndexDef>,
 }
 
 impl TableDef {
@@ -232,7 +254,63 @@ impl TableDef {
                 return Err(format!("primary key names column {:?} twice", def.name));
             }
         }
+        self.validate_indexes()
+    }
+
+    fn validate_indexes(&self) -> Result<(), String> {
+        if self.indexes.len() > MAX_INDEXES {
+            return Err(format!("a table has at most {MAX_INDEXES} indexes"));
+        }
+        for (position, index) in self.indexes.iter().enumerate() {
+            validate_name("index name", &index.name)?;
+            if index.name.eq_ignore_ascii_case("PRIMARY") {
+                return Err("an index may not be named PRIMARY (the primary key's)".into());
+            }
+            if self.indexes[..position]
+                .iter()
+                .any(|other| other.name.eq_ignore_ascii_case(&index.name))
+            {
+                return Err(format!("duplicate index name {:?}", index.name));
+            }
+            if index.id == 0
+                || self.indexes[..position]
+                    .iter()
+                    .any(|other| other.id == index.id)
+            {
+                return Err(format!(
+                    "index {:?}: ids are 1 and up, one per index",
+                    index.name
+                ));
+            }
+            if index.columns.is_empty() || index.columns.len() > MAX_INDEX_COLUMNS {
+                return Err(format!(
+                    "index {:?} must have 1..={MAX_INDEX_COLUMNS} columns",
+                    index.name
+                ));
+            }
+            for (at, &column) in index.columns.iter().enumerate() {
+                let Some(def) = self.columns.get(column as usize) else {
+                    return Err(format!(
+                        "index {:?} names column id {column}, which does not exist",
+                        index.name
+                    ));
+                };
+                if index.columns[..at].contains(&column) {
+                    return Err(format!(
+                        "index {:?} names column {:?} twice",
+                        index.name, def.name
+                    ));
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// The index named `name` (case-insensitive).
+    pub fn index(&self, name: &str) -> Option<&IndexDef> {
+        self.indexes
+            .iter()
+            .find(|index| index.name.eq_ignore_ascii_case(name))
     }
 
     /// The column named `name` (case-insensitive), with its id.
@@ -261,6 +339,15 @@ impl TableDef {
         writer.u16(self.primary_key.len() as u16);
         for &column in &self.primary_key {
             writer.u16(column);
+        }
+        writer.u16(self.indexes.len() as u16);
+        for index in &self.indexes {
+            writer.u32(index.id);
+            writer.bytes16(index.name.as_bytes());
+            writer.u16(index.columns.len() as u16);
+            for &column in &index.columns {
+                writer.u16(column);
+            }
         }
     }
 
@@ -305,10 +392,32 @@ impl TableDef {
         for _ in 0..key_count {
             primary_key.push(reader.u16().map_err(malformed)?);
         }
+        // Definitions written before indexes existed end here.
+        let mut indexes = Vec::new();
+        if !reader.is_empty() {
+            let index_count = reader.u16().map_err(malformed)? as usize;
+            if index_count > MAX_INDEXES {
+                return Err(format!("a table has at most {MAX_INDEXES} indexes"));
+            }
+            for _ in 0..index_count {
+                let id = reader.u32().map_err(malformed)?;
+                let name = reader.string16().map_err(malformed)?;
+                let column_count = reader.u16().map_err(malformed)? as usize;
+                if column_count > MAX_INDEX_COLUMNS {
+                    return Err(format!("an index has at most {MAX_INDEX_COLUMNS} columns"));
+                }
+                let mut columns = Vec::with_capacity(column_count);
+                for _ in 0..column_count {
+                    columns.push(reader.u16().map_err(malformed)?);
+                }
+                indexes.push(IndexDef { id, name, columns });
+            }
+        }
         if !reader.is_empty() {
             return Err("trailing bytes after table definition".into());
         }
         let table = TableDef {
+            indexes,
             id,
             version,
             name,
@@ -334,4 +443,81 @@ fn validate_name(what: &str, name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(indexes: Vec<IndexDef>) -> TableDef {
+        TableDef {
+            id: 4,
+            version: 2,
+            name: "t".into(),
+            columns: vec![
+                ColumnDef::new("k", ColumnType::Int { unsigned: false }, false),
+                ColumnDef::new("a", ColumnType::VarChar(10), true),
+                ColumnDef::new("b", ColumnType::Double, true),
+            ],
+            primary_key: vec![0],
+            partitions: 2,
+            indexes,
+        }
+    }
+
+    fn index(id: u32, name: &str, columns: &[u16]) -> IndexDef {
+        IndexDef {
+            id,
+            name: name.into(),
+            columns: columns.to_vec(),
+        }
+    }
+
+    #[test]
+    fn indexes_round_trip_and_old_definitions_still_decode() {
+        let with = table(vec![index(1, "by_a", &[1]), index(2, "by_b_a", &[2, 1])]);
+        assert_eq!(with.validate(), Ok(()));
+        assert_eq!(TableDef::decode(&with.encode_to_vec()), Ok(with.clone()));
+        assert_eq!(with.index("BY_A").map(|index| index.id), Some(1));
+        // A definition written before indexes existed: no index count.
+        let without = table(Vec::new());
+        let mut old = without.encode_to_vec();
+        old.truncate(old.len() - 2);
+        assert_eq!(TableDef::decode(&old), Ok(without));
+        // Every cut of the new form is refused or decodes to a valid table.
+        let bytes = with.encode_to_vec();
+        for cut in 0..bytes.len() {
+            if let Ok(table) = TableDef::decode(&bytes[..cut]) {
+                assert_eq!(table.validate(), Ok(()));
+            }
+        }
+    }
+
+    #[test]
+    fn bad_indexes_are_refused_with_the_rule() {
+        let cases = [
+            (vec![index(1, "PRIMARY", &[1])], "PRIMARY"),
+            (
+                vec![index(1, "x", &[1]), index(2, "X", &[2])],
+                "duplicate index name",
+            ),
+            (
+                vec![index(1, "x", &[1]), index(1, "y", &[2])],
+                "one per index",
+            ),
+            (vec![index(0, "x", &[1])], "one per index"),
+            (vec![index(1, "x", &[])], "columns"),
+            (vec![index(1, "x", &[7])], "does not exist"),
+            (vec![index(1, "x", &[1, 1])], "twice"),
+            (vec![index(1, "bad name", &[1])], "index name"),
+        ];
+        for (indexes, rule) in cases {
+            let error = table(indexes.clone()).validate().unwrap_err();
+            assert!(error.contains(rule), "{indexes:?}: {error}");
+        }
+        let many = (1..=MAX_INDEXES as u32 + 1)
+            .map(|id| index(id, &format!("i{id}"), &[1]))
+            .collect();
+        assert!(table(many).validate().is_err());
+    }
 }

@@ -591,6 +591,7 @@ fn column(name: &str, column_type: ColumnType, nullable: bool) -> ColumnDef {
 fn tables() -> Vec<TableDef> {
     let table = |name: &str, columns: Vec<ColumnDef>, primary_key: Vec<u16>| {
         let table = TableDef {
+            indexes: Vec::new(),
             id: 1,
             version: 1,
             name: name.into(),
@@ -781,6 +782,7 @@ fn random_table(rng: &mut XorShift) -> TableDef {
         })
         .collect();
     TableDef {
+        indexes: Vec::new(),
         id: rng.next_u64() as u32,
         version: rng.next_u64() as u32,
         name: format!("t{}", rng.below(1000)),

@@ -325,6 +325,7 @@ pub fn kv_table_definition(name: &str) -> TableDef {
         nullable,
     };
     TableDef {
+        indexes: Vec::new(),
         id: 0,
         version: 0,
         name: name.into(),

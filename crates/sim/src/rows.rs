@@ -35,6 +35,7 @@ pub fn bank_table() -> TableDef {
         nullable,
     };
     TableDef {
+        indexes: Vec::new(),
         id: 0,
         version: 0,
         name: "bank".into(),

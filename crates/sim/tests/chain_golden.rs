@@ -23,6 +23,7 @@ const TC: BlockRef = BlockRef::new(NodeId(2), BlockKind::Tc, 0);
 
 fn table() -> TableDef {
     TableDef {
+        indexes: Vec::new(),
         id: 0,
         version: 1,
         name: "t".into(),

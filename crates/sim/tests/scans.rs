@@ -29,6 +29,7 @@ fn table_definition() -> TableDef {
         nullable,
     };
     TableDef {
+        indexes: Vec::new(),
         id: 0,
         version: 0,
         name: "ranges".into(),

@@ -248,6 +248,7 @@ fn started() -> (Dict, RecordingContext, Disk) {
 
 fn definition(name: &str) -> TableDef {
     TableDef {
+        indexes: Vec::new(),
         id: 0,
         version: 0,
         name: name.into(),

@@ -46,6 +46,7 @@ fn valid_table(rng: &mut XorShift) -> TableDef {
         })
         .collect();
     TableDef {
+        indexes: Vec::new(),
         id: rng.next_u64() as u32,
         version: rng.next_u64() as u32,
         name: NAMES[rng.below(NAMES.len() as u64) as usize].into(),

@@ -61,6 +61,7 @@ fn started() -> (Dict, RecordingContext) {
 /// A table as a client asks for it: no id, no version, default partitions.
 fn definition(name: &str) -> TableDef {
     TableDef {
+        indexes: Vec::new(),
         id: 0,
         version: 0,
         name: name.into(),

@@ -13,6 +13,19 @@ impl Ldm {
     /// Drops a prepared or waiting operation: its reserved var slot, its
     /// place in the lock queue (an inserted row it alone held is freed).
     pub(crate) fn undo_prepare(&mut self, index: u32) {
+        let index_nodes = self.operations[index].index_nodes;
+        if index_nodes > 0 {
+            let Ldm {
+                memory,
+                operations,
+                tables,
+                ..
+            } = self;
+            let operation = &mut operations[index];
+            operation.index_nodes = 0;
+            let (_, partition) = layout_and_partition(tables, operation);
+            partition.release_index_promise(memory, index_nodes);
+        }
         let new_var = self.operations[index].new_var;
         if new_var != NIL {
             let Ldm {

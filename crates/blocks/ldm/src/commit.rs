@@ -144,6 +144,7 @@ impl Ldm {
         }
         let operation = &mut operations[index];
         operation.new_var = NIL;
+        operation.index_nodes = 0;
         operation.image = None;
         operation.key = None;
     }
@@ -251,6 +252,7 @@ fn install(
             if new_var != NIL {
                 partition.free_var(memory, new_var);
             }
+            partition.release_index_promise(memory, operation.index_nodes);
             None
         }
         ImageKind::Row => {
@@ -259,7 +261,7 @@ fn install(
                 .as_ref()
                 .expect("row image kept until commit");
             partition.write_image(memory, layout, row, image.as_slice(), new_var);
-            partition.commit_row(memory, layout, row, gci);
+            partition.commit_row(memory, layout, row, gci, operation.index_nodes);
             *changed_row_bytes += image.len() as u64;
             if operation.kind == OperationKind::Insert {
                 Some(RedoOperation::Insert)

@@ -47,6 +47,7 @@ pub(crate) const PARTITIONS: u32 = 2;
 /// Columns: k INT key, v BIGINT NOT NULL, s VARCHAR(40), b VARBINARY(600).
 pub(crate) fn table(version: u32) -> TableDef {
     let table = TableDef {
+        indexes: Vec::new(),
         id: TABLE_ID,
         version,
         name: "rows".into(),

@@ -45,6 +45,8 @@ mod copy;
 #[cfg(test)]
 mod copy_tests;
 mod file_token;
+#[cfg(test)]
+mod index_tests;
 mod lcp;
 #[cfg(test)]
 mod lcp_partial_tests;
@@ -318,8 +320,12 @@ impl Ldm {
                     // Asserts the part is one this instance writes.
                     redo.index_of(placement.redo_part);
                 }
+                let mut store = Partition::new(number as u32, &layout, &self.memory);
+                for index in &table.indexes {
+                    store.add_secondary_index(&self.memory, &layout, index.id, &index.columns);
+                }
                 partitions[number] = Some(PartitionState {
-                    store: Partition::new(number as u32, &layout, &self.memory),
+                    store,
                     redo_part: placement.redo_part,
                     lcp: PartitionLcp::default(),
                     replicas: placement.replicas.clone(),

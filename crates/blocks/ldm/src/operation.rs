@@ -71,6 +71,9 @@ pub struct Operation {
     pub image_kind: ImageKind,
     /// A var slot reserved at prepare for the after-image, or NIL.
     pub new_var: u32,
+    /// Ordered-index nodes promised at prepare for an update that moves
+    /// the row in secondary indexes (0: none).
+    pub index_nodes: u8,
     /// Whether its lock is granted (else it waits).
     pub granted: bool,
     /// The partition's replicas, primary first.
@@ -159,6 +162,7 @@ impl Operation {
             image: None,
             image_kind: ImageKind::None,
             new_var: NIL,
+            index_nodes: 0,
             granted: false,
             chain: ReplicaChain::new(&[NodeId(0)]),
             position: 0,

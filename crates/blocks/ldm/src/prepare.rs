@@ -413,11 +413,29 @@ impl Ldm {
             self.release_from_row(index);
             return Outcome::Failed(ErrorCode::TableFull);
         }
+        // An update of a live row that changes a secondary index's columns
+        // moves the row in that index at commit: its nodes are promised now.
+        let index_nodes = match (&image, image_kind) {
+            (Some(image), ImageKind::Row) => {
+                match partition.promise_index_update(memory, layout, row, image.as_slice()) {
+                    Ok(nodes) => nodes,
+                    Err(_) => {
+                        if new_var != NIL {
+                            partition.free_var(memory, new_var);
+                        }
+                        self.release_from_row(index);
+                        return Outcome::Failed(ErrorCode::TableFull);
+                    }
+                }
+            }
+            _ => 0,
+        };
         let operation = &mut operations[index];
         operation.row = row;
         operation.image = image;
         operation.image_kind = image_kind;
         operation.new_var = new_var;
+        operation.index_nodes = index_nodes;
         operation.state = OpState::Prepared;
         Outcome::Done {
             data,

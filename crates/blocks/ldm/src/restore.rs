@@ -519,7 +519,7 @@ impl Ldm {
                     .var_slot_for_image(memory, layout, row, image.len())
                     .ok_or("DataMemory is too small for the restored rows")?;
                 partition.write_image(memory, layout, row, image, new_var);
-                partition.commit_row(memory, layout, row, gci);
+                partition.commit_row(memory, layout, row, gci, 0);
                 return Ok(());
             }
             // The id was reused: an older change meets a newer row.
@@ -531,7 +531,7 @@ impl Ldm {
         partition
             .fill_reserved_row(memory, layout, row, image, hash)
             .map_err(|_| "DataMemory is too small for the restored rows")?;
-        partition.commit_row(memory, layout, row, gci);
+        partition.commit_row(memory, layout, row, gci, 0);
         Ok(())
     }
 

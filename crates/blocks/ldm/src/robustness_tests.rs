@@ -40,6 +40,7 @@ const KEYS: u64 = 6;
 fn shapes() -> Vec<TableDef> {
     let table = |name: &str, columns: Vec<ColumnDef>, primary_key: Vec<u16>| {
         let table = TableDef {
+            indexes: Vec::new(),
             id: 0,
             version: 1,
             name: name.into(),

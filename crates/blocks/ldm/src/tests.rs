@@ -51,6 +51,7 @@ pub(crate) fn gci(n: u32) -> Gci {
 
 pub(crate) fn table() -> TableDef {
     let table = TableDef {
+        indexes: Vec::new(),
         id: TABLE_ID,
         version: 1,
         name: "rows".into(),
@@ -139,7 +140,17 @@ impl Bench {
     }
 
     pub(crate) fn build(data_memory_bytes: u64, ldm_instances: u16, address: BlockRef) -> Bench {
-        let table = Arc::new(table());
+        Bench::build_with(data_memory_bytes, ldm_instances, address, table())
+    }
+
+    /// A bench whose table is `table` (the test table with indexes, say).
+    pub(crate) fn build_with(
+        data_memory_bytes: u64,
+        ldm_instances: u16,
+        address: BlockRef,
+        table: TableDef,
+    ) -> Bench {
+        let table = Arc::new(table);
         let map = Arc::new(partition_map(&table, ldm_instances));
         let mut bench = Bench {
             ldm: Ldm::new(LdmConfig {

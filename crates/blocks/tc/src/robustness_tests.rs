@@ -47,6 +47,7 @@ const SENDERS: [BlockRef; 5] = [
 
 fn table() -> TableDef {
     let table = TableDef {
+        indexes: Vec::new(),
         id: 3,
         version: 7,
         name: "t".into(),

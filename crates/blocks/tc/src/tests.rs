@@ -52,6 +52,7 @@ type Entries<'a> = &'a [(u16, Option<&'a [u8]>)];
 
 pub(crate) fn table() -> TableDef {
     let table = TableDef {
+        indexes: Vec::new(),
         id: TABLE_ID,
         version: TABLE_VERSION,
         name: "accounts".into(),

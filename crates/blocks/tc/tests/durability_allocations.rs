@@ -45,6 +45,7 @@ struct Driver {
 impl Driver {
     fn new() -> Driver {
         let table = TableDef {
+            indexes: Vec::new(),
             id: 1,
             version: 1,
             name: "t".into(),

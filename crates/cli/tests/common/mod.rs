@@ -1051,6 +1051,7 @@ pub fn column(name: &str, column_type: ColumnType, nullable: bool) -> ColumnDef 
 /// for the data node to choose.
 pub fn definition(name: &str, columns: Vec<ColumnDef>, primary_key: Vec<u16>) -> TableDef {
     TableDef {
+        indexes: Vec::new(),
         id: 0,
         version: 0,
         name: name.into(),

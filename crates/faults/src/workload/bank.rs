@@ -15,6 +15,7 @@ pub const TOTAL: i64 = 100;
 
 pub fn table() -> TableDef {
     TableDef {
+        indexes: Vec::new(),
         id: 0,
         version: 0,
         name: "bank".into(),

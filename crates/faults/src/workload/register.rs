@@ -17,6 +17,7 @@ pub const KEYS: u64 = 8;
 
 pub fn table() -> TableDef {
     TableDef {
+        indexes: Vec::new(),
         id: 0,
         version: 0,
         name: "register".into(),

@@ -142,10 +142,23 @@ impl OrderedIndex {
     ) {
         self.check_memory(memory);
         node::release(memory, u32::from(reservation));
+        self.insert_from_promise(memory, entry, order);
+    }
+
+    /// Adds `entry` with nodes a promise just given back left free (the
+    /// caller released one promise covering several indexes' inserts,
+    /// [`Self::release`]), with the spare should the tree have grown.
+    pub fn insert_from_promise(
+        &mut self,
+        memory: &mut PageMemory,
+        entry: Entry,
+        order: impl FnMut(&PageMemory, Entry) -> Ordering,
+    ) {
+        self.check_memory(memory);
         let nodes = self.nodes_for_insert();
         assert!(
             node::ensure_free(memory, nodes, true).is_ok(),
-            "an ordered-index insert promised {reservation} nodes found fewer than {nodes} \
+            "a promised ordered-index insert found fewer than {nodes} nodes \
              (with the spare {SPARE_NODES}) at commit"
         );
         self.insert_with_free_nodes(memory, entry, order);

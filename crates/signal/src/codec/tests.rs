@@ -194,6 +194,7 @@ fn node_local_signals_are_refused_by_the_encoder() {
 fn test_table() -> crate::schema::TableDef {
     use crate::schema::{ColumnDef, ColumnType, TableDef};
     TableDef {
+        indexes: Vec::new(),
         id: 5,
         version: 2,
         name: "accounts".into(),

@@ -475,9 +475,10 @@ signal_table! {
     }
 
     /// API -> ldm. A batch of committed rows of one partition replica:
-    /// in row-id order (`index` ROW_ORDER, a full scan) or through the
-    /// primary key's ordered index (`index` 0) in key order (descending
-    /// with DESCENDING) between two bounds. The `program`
+    /// in row-id order (`index` ROW_ORDER, a full scan) or through one of
+    /// its ordered indexes (`index` 0 the primary key's, or another of the
+    /// table's) in key order (descending with DESCENDING) between two
+    /// bounds. The `program`
     /// ([`crate::scan_program`]) chooses the columns returned and filters
     /// the rows at the ldm; with COUNT only the number of matching rows
     /// comes back. A committed read: it takes no locks, sees each row as
@@ -501,7 +502,8 @@ signal_table! {
         /// Partition.
         partition: u32,
         /// The access path: [`scan_flags::ROW_ORDER`] or an ordered
-        /// index (0: the primary key's).
+        /// index (0: the primary key's, else the table's index of that
+        /// id, `IndexDef::id`).
         index: u32,
         /// [`scan_flags`].
         flags: u8,

@@ -73,6 +73,7 @@ impl Sample for ReadRow {
 fn sample_table() -> TableDef {
     use crate::schema::{ColumnDef, ColumnType};
     TableDef {
+        indexes: Vec::new(),
         id: 5,
         version: 2,
         name: "accounts".into(),

@@ -1,6 +1,6 @@
-//! An index scan: the live rows of a partition through the primary key's
-//! ordered index, between two bounds, in key order or reversed (design
-//! 0021). The resume point is the (key, row id) of the last entry looked
+//! An index scan: the live rows of a partition through one of its ordered
+//! indexes (the primary key's, 0, or another of the table's), between two
+//! bounds, in key order or reversed (designs 0021 and 0023). The resume point is the (key, row id) of the last entry looked
 //! at, which the answer carries: entries are ordered by (key, row id), so
 //! the next batch seeks just past it, and a row that did not change during
 //! the scan is looked at exactly once, whatever was inserted or deleted
@@ -26,13 +26,15 @@ pub(super) fn walk(
     pool: &'static SectionPool,
 ) -> Result<(bool, u32, Option<Section>), ErrorCode> {
     let layout = batch.layout;
-    let key = partition.ordered_key();
+    let (key, index) = partition
+        .ordered_index(request.index)
+        .ok_or(ErrorCode::BadRequest)?;
     let walk = parse_walk(key, request)?;
     let scan = Scan {
         memory,
         layout,
         partition,
-        index: &partition.ordered,
+        index,
         key,
     };
     let mut last: Option<Entry> = None;
@@ -66,9 +68,10 @@ pub(super) fn walk(
     }
     let last = last.expect("a batch looks at its first entry: it is refused if that does not fit");
     let mut section = pool
-        .alloc_leaving_reserve(layout.key_max_bytes)
+        .alloc_leaving_reserve(key.entries_max_bytes())
         .ok_or(ErrorCode::OutOfSignalMemory)?;
-    let length = layout.write_key(
+    let length = key.write_entries(
+        layout,
         partition.view(memory, layout, last.row),
         section.as_mut_slice(),
     )?;

@@ -126,9 +126,9 @@ impl Ldm {
                 let (done, resume_row) = rows::walk(&self.memory, store, request, &mut batch)?;
                 (done, resume_row, None)
             }
-            // The primary key's ordered index; secondary indexes come later.
-            0 => index::walk(&self.memory, store, request, &mut batch, ctx.pool())?,
-            _ => return Err(ErrorCode::BadRequest),
+            // An ordered index: the primary key's (0) or another; the walk
+            // refuses one the table does not have.
+            _ => index::walk(&self.memory, store, request, &mut batch, ctx.pool())?,
         };
         let resume_key = match resume_key {
             Some(key) => key,

@@ -6,11 +6,13 @@
 //! the live-data count right).
 //!
 //! The hash index holds every row from its insert's prepare (a later
-//! operation on the key must find the reserved row); the ordered index
-//! holds live rows only: a row enters it when it becomes live (commit of
-//! an insert, a restored row) and leaves it when it stops being live
-//! (commit of a delete, a restore's removal). Its nodes for an insert are
-//! reserved when the insert is prepared, so that commit cannot fail.
+//! operation on the key must find the reserved row); the ordered indexes
+//! (the primary key's and the table's others, `indexes`) hold live rows
+//! only: a row enters them when it becomes live (commit of an insert, a
+//! restored row), leaves them when it stops being live (commit of a
+//! delete, a restore's removal), and moves in those whose columns an
+//! update changes. Their nodes are promised when the change is prepared,
+//! so that commit cannot fail.
 //!
 //! ```text
 //! row header (24 bytes at the start of every fixed slot)
@@ -19,7 +21,7 @@
 //! 12 u32 op_link    first operation record in the row's lock queue, or NIL
 //! 16 u32 var_ref    var part (class << 28 | slot ref), or NIL; free-list link when free
 //! 20 u8  state      0 free, 1 reserved (insert prepared, invisible), 2 live
-//! 21 u8  reserved   ordered-index nodes reserved for the prepared insert here
+//! 21 u8  reserved   ordered-index nodes reserved for the prepared insert here (every index)
 //! 22..24            zero
 //! ```
 //!
@@ -28,8 +30,12 @@
 
 use crate::hash_index::HashIndex;
 use crate::layout::{RowLayout, RowView, HEADER_BYTES};
-use crate::ordered_index::{Entry, OrderedIndex};
+use crate::ordered_index::OrderedIndex;
 use crate::ordered_key::OrderedKey;
+use indexes::Reindex;
+pub use indexes::SecondaryIndex;
+
+mod indexes;
 use crate::page_memory::{PageMemory, PAGE_SIZE};
 use crate::slots::{AllocAtError, SlotPages, NIL};
 
@@ -83,6 +89,10 @@ pub struct Partition {
     /// Primary-key ordered index of the live rows.
     pub ordered: OrderedIndex,
     ordered_key: OrderedKey,
+    /// The table's other ordered indexes (`indexes`).
+    secondary: Vec<SecondaryIndex>,
+    /// An update's index changes between `write_image` and `commit_row`.
+    reindex: Option<Reindex>,
     page_capacity: usize,
     /// Bytes of the live rows' images (fixed body and used var part), kept
     /// as rows change (the checkpoint report's live data).
@@ -116,6 +126,8 @@ impl Partition {
             index: HashIndex::new(memory),
             ordered: OrderedIndex::new(memory),
             ordered_key: OrderedKey::primary(layout),
+            secondary: Vec::new(),
+            reindex: None,
             page_capacity,
             live_bytes: 0,
         }
@@ -311,25 +323,6 @@ impl Partition {
         Ok(())
     }
 
-    /// Promises the ordered-index nodes row `row` will need when it
-    /// becomes live at commit (an insert prepared on it), unless it holds
-    /// a promise already. `Err` when DataMemory cannot promise them.
-    pub fn promise_ordered_insert(
-        &mut self,
-        memory: &mut PageMemory,
-        row: u32,
-    ) -> Result<(), OutOfDataMemory> {
-        if self.fixed.slot(memory, row)[21] != 0 {
-            return Ok(());
-        }
-        let nodes = self
-            .ordered
-            .reserve_insert(memory)
-            .map_err(|_| OutOfDataMemory)?;
-        self.fixed.slot_mut(memory, row)[21] = nodes;
-        Ok(())
-    }
-
     /// Takes a var slot of `class`. `None` when DataMemory is full.
     #[inline]
     pub fn alloc_var(&mut self, memory: &mut PageMemory, class: usize) -> Option<u32> {
@@ -391,6 +384,7 @@ impl Partition {
         image: &[u8],
         new_var: u32,
     ) {
+        self.unindex_for_update(memory, layout, row, image);
         self.forget_live_image(memory, layout, row);
         let (fixed_body, var_part) = image.split_at(layout.fixed_body_bytes);
         {
@@ -426,9 +420,20 @@ impl Partition {
         slot[..var_part.len()].copy_from_slice(var_part);
     }
 
-    /// Marks a row live at `gci` and seals its checksum.
+    /// Marks a row live at `gci` and seals its checksum. A row becoming
+    /// live enters every ordered index; an updated one goes back into the
+    /// indexes its image's `write_image` took it out of, with the nodes
+    /// its update promised (`index_promise`, from `promise_index_update`;
+    /// 0 for none, or a restore).
     #[inline]
-    pub fn commit_row(&mut self, memory: &mut PageMemory, layout: &RowLayout, row: u32, gci: u64) {
+    pub fn commit_row(
+        &mut self,
+        memory: &mut PageMemory,
+        layout: &RowLayout,
+        row: u32,
+        gci: u64,
+        index_promise: u8,
+    ) {
         let becomes_live = self.state(memory, row) != RowState::Live;
         let (checksum, image_bytes) = self.checksum_and_image_bytes(memory, layout, row);
         // `write_image`, always called first, took any live image out.
@@ -441,7 +446,10 @@ impl Partition {
             let slot = self.fixed.slot_mut(memory, row);
             let promised = slot[21];
             slot[21] = 0;
+            self.release_index_promise(memory, index_promise);
             self.order_row(memory, layout, row, promised);
+        } else {
+            self.reindex_after_update(memory, layout, row, index_promise);
         }
     }
 
@@ -491,116 +499,6 @@ impl Partition {
         self.fixed.free(memory, row);
     }
 
-    /// The key of the primary-key ordered index.
-    pub fn ordered_key(&self) -> &OrderedKey {
-        &self.ordered_key
-    }
-
-    /// Adds live row `row` to the ordered index, with the nodes promised
-    /// when its insert was prepared (`promised`; every insert promises,
-    /// so running out here is a broken invariant).
-    fn order_row(&mut self, memory: &mut PageMemory, layout: &RowLayout, row: u32, promised: u8) {
-        let Partition {
-            fixed,
-            var,
-            ordered,
-            ordered_key,
-            ..
-        } = self;
-        let (target, order) = entry_of_row(fixed, var, ordered_key, memory, layout, row);
-        if promised > 0 {
-            ordered.insert_promised(memory, promised, target, order);
-        } else {
-            assert!(
-                ordered.insert(memory, target, order).is_ok(),
-                "partition {}: row {row} became live without an ordered-index promise, and \
-                 DataMemory has no node for it",
-                self.id
-            );
-        }
-    }
-
-    /// Takes row `row` out of the ordered index if it is live there, and
-    /// gives back the nodes reserved for an insert prepared on it.
-    fn leave_ordered_index(&mut self, memory: &mut PageMemory, layout: &RowLayout, row: u32) {
-        self.release_ordered_reservation(memory, row);
-        if self.state(memory, row) != RowState::Live {
-            return;
-        }
-        let Partition {
-            fixed,
-            var,
-            ordered,
-            ordered_key,
-            ..
-        } = self;
-        let (_, order) = entry_of_row(fixed, var, ordered_key, memory, layout, row);
-        let removed = ordered.remove(memory, order);
-        assert!(
-            removed.is_some(),
-            "partition {}: live row {row} missing from its ordered index",
-            self.id
-        );
-    }
-
-    fn release_ordered_reservation(&mut self, memory: &mut PageMemory, row: u32) {
-        let slot = self.fixed.slot_mut(memory, row);
-        let nodes = slot[21];
-        if nodes > 0 {
-            slot[21] = 0;
-            self.ordered.release(memory, nodes);
-        }
-    }
-
-    /// Checks the ordered index against the rows: its entries are the live
-    /// rows, each with its key's prefix, in key order. For tests and the
-    /// replica checker; walks every row.
-    pub fn check_ordered(&self, memory: &PageMemory, layout: &RowLayout) -> Result<u64, String> {
-        let view = |row: u32| row_view(&self.fixed, &self.var, memory, layout, row);
-        let entries = self.ordered.check(memory, |a, b| {
-            self.ordered_key.order(layout, a, b, view(b.row), view)
-        });
-        let mut indexed: Vec<u32> = Vec::with_capacity(entries.len());
-        for entry in &entries {
-            if self.state(memory, entry.row) != RowState::Live {
-                return Err(format!(
-                    "row {} is in the ordered index but not live",
-                    entry.row
-                ));
-            }
-            let prefix = self.ordered_key.prefix(layout, view(entry.row));
-            if prefix != entry.prefix {
-                return Err(format!(
-                    "row {}'s ordered-index prefix {:#x} is not its key's {prefix:#x}",
-                    entry.row, entry.prefix
-                ));
-            }
-            indexed.push(entry.row);
-        }
-        indexed.sort_unstable();
-        let mut live = Vec::new();
-        self.fixed.for_each_slot(|row| {
-            if self.state(memory, row) == RowState::Live {
-                live.push(row);
-            }
-        });
-        live.sort_unstable();
-        if indexed != live {
-            let missing: Vec<u32> = live
-                .iter()
-                .filter(|row| indexed.binary_search(row).is_err())
-                .copied()
-                .take(5)
-                .collect();
-            return Err(format!(
-                "the ordered index holds {} rows, the partition {} live ones (first missing: {missing:?})",
-                indexed.len(),
-                live.len()
-            ));
-        }
-        Ok(entries.len() as u64)
-    }
-
     /// Returns every page (drop table), and every index node and node
     /// reservation.
     pub fn release(&mut self, memory: &mut PageMemory) {
@@ -615,6 +513,9 @@ impl Partition {
         }
         self.index.clear(memory);
         self.ordered.clear(memory);
+        for index in &mut self.secondary {
+            index.tree.clear(memory);
+        }
         self.fixed.release_all(memory);
         for pages in self.var.iter_mut().flatten() {
             pages.release_all(memory);
@@ -649,34 +550,6 @@ fn row_view<'a>(
         fixed: fixed_body,
         var,
     }
-}
-
-/// Row `row`'s ordered-index entry, and how another entry stands relative
-/// to it (reading rows from the memory the tree hands in): what an insert
-/// or a remove of the row's entry searches with.
-fn entry_of_row<'a>(
-    fixed: &'a SlotPages,
-    var: &'a [Option<SlotPages>],
-    key: &'a OrderedKey,
-    memory: &PageMemory,
-    layout: &'a RowLayout,
-    row: u32,
-) -> (
-    Entry,
-    impl FnMut(&PageMemory, Entry) -> std::cmp::Ordering + 'a,
-) {
-    let view = row_view(fixed, var, memory, layout, row);
-    let target = Entry {
-        prefix: key.prefix(layout, view),
-        row,
-    };
-    let order = move |memory: &PageMemory, entry: Entry| {
-        let target_view = row_view(fixed, var, memory, layout, row);
-        key.order(layout, entry, target, target_view, |other| {
-            row_view(fixed, var, memory, layout, other)
-        })
-    };
-    (target, order)
 }
 
 /// Splits a var reference into (class, slot reference).

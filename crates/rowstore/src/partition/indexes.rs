@@ -1,0 +1,476 @@
+//! A partition's ordered indexes (design 0021, docs/design/0023-secondary-indexes.md):
+//! the primary key's and the table's other ordered indexes, kept equal to
+//! the live rows at every row-state change.
+//!
+//! - A row becoming live (the commit of an insert, a restored or copied
+//!   row) enters every index, with the nodes promised when its insert was
+//!   prepared (`promise_ordered_insert`, one count in header byte 21 for
+//!   every index: they share one node list).
+//! - A live row leaving (a committed delete, a restore's or copy's
+//!   removal) leaves every index.
+//! - An update of a live row (`write_image`) takes the row out of each
+//!   secondary index whose columns the new image changes, before the
+//!   image is written (entries are found by reading the row), and
+//!   `commit_row` puts it back under its new values, with the nodes the
+//!   update promised at prepare (`promise_index_update`, kept by the
+//!   operation). The primary key never changes in an update.
+//!
+//! A live row missing from an index, or an entry without one, is a broken
+//! invariant and panics.
+
+use super::{row_view, Partition, RowState};
+use crate::layout::{RowLayout, RowView};
+use crate::ordered_index::{Entry, OrderedIndex};
+use crate::ordered_key::OrderedKey;
+use crate::page_memory::PageMemory;
+use crate::partition::OutOfDataMemory;
+use crate::slots::SlotPages;
+use std::cmp::Ordering;
+
+/// One ordered index besides the primary key's.
+pub struct SecondaryIndex {
+    /// Its number in the table (`IndexDef::id`).
+    pub id: u32,
+    /// Its columns.
+    pub key: OrderedKey,
+    /// Its entries.
+    pub tree: OrderedIndex,
+}
+
+/// The indexes a pending update took a row out of: `write_image` sets it,
+/// the `commit_row` that follows in the same step puts the row back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Reindex {
+    pub(super) row: u32,
+    /// Bit i: secondary index i.
+    pub(super) mask: u32,
+}
+
+impl Partition {
+    /// Adds an ordered index over `columns` (column ids in index order),
+    /// numbered `id`, to a partition holding no row yet.
+    pub fn add_secondary_index(
+        &mut self,
+        memory: &PageMemory,
+        layout: &RowLayout,
+        id: u32,
+        columns: &[u16],
+    ) {
+        assert!(
+            self.ordered.is_empty(),
+            "partition {}: an index is added to a partition with rows only by a build",
+            self.id
+        );
+        assert!(
+            self.secondary.len() < 32,
+            "partition {}: a table has at most 16 indexes (validated)",
+            self.id
+        );
+        self.secondary.push(SecondaryIndex {
+            id,
+            key: OrderedKey::new(layout, columns),
+            tree: OrderedIndex::new(memory),
+        });
+    }
+
+    /// The table's other ordered indexes, in the order of its definition.
+    pub fn secondary_indexes(&self) -> &[SecondaryIndex] {
+        &self.secondary
+    }
+
+    /// The index numbered `id` (0: the primary key's): its key and tree.
+    pub fn ordered_index(&self, id: u32) -> Option<(&OrderedKey, &OrderedIndex)> {
+        if id == 0 {
+            return Some((&self.ordered_key, &self.ordered));
+        }
+        self.secondary
+            .iter()
+            .find(|index| index.id == id)
+            .map(|index| (&index.key, &index.tree))
+    }
+
+    /// Promises the ordered-index nodes row `row` will need when it
+    /// becomes live at commit (an insert prepared on it): for every index,
+    /// in one count kept in the row's header. Nothing when it holds a
+    /// promise already. `Err` when DataMemory cannot promise them.
+    pub fn promise_ordered_insert(
+        &mut self,
+        memory: &mut PageMemory,
+        row: u32,
+    ) -> Result<(), OutOfDataMemory> {
+        if self.fixed.slot(memory, row)[21] != 0 {
+            return Ok(());
+        }
+        let nodes = self.promise(memory, u32::MAX)?;
+        self.fixed.slot_mut(memory, row)[21] = nodes;
+        Ok(())
+    }
+
+    /// Promises the nodes an update of live row `row` to `image` will
+    /// need at commit: for each secondary index whose columns it changes.
+    /// Returns the count for the operation to keep (0: none changes), to
+    /// hand to `commit_row` or give back with `release_index_promise`.
+    pub fn promise_index_update(
+        &mut self,
+        memory: &mut PageMemory,
+        layout: &RowLayout,
+        row: u32,
+        image: &[u8],
+    ) -> Result<u8, OutOfDataMemory> {
+        if self.secondary.is_empty() || self.state(memory, row) != RowState::Live {
+            return Ok(0);
+        }
+        let mask = self.changed_indexes(memory, layout, row, layout.image_view(image));
+        if mask == 0 {
+            return Ok(0);
+        }
+        self.promise(memory, mask)
+    }
+
+    /// Gives back a promise of `nodes` that will not be used (an abort, or
+    /// an update a later write of its transaction replaced).
+    pub fn release_index_promise(&mut self, memory: &mut PageMemory, nodes: u8) {
+        if nodes > 0 {
+            self.ordered.release(memory, nodes);
+        }
+    }
+
+    /// Reserves an insert's nodes in the primary key's index (bit 31 of
+    /// `mask`) and in each secondary index whose bit is set; the total.
+    fn promise(&mut self, memory: &mut PageMemory, mask: u32) -> Result<u8, OutOfDataMemory> {
+        let mut total: u32 = 0;
+        let trees = std::iter::once((1u32 << 31, &self.ordered)).chain(
+            self.secondary
+                .iter()
+                .enumerate()
+                .map(|(at, index)| (1 << at, &index.tree)),
+        );
+        for (bit, tree) in trees {
+            if mask & bit == 0 {
+                continue;
+            }
+            match tree.reserve_insert(memory) {
+                Ok(nodes) => total += u32::from(nodes),
+                Err(_) => {
+                    if total > 0 {
+                        node_release(&self.ordered, memory, total);
+                    }
+                    return Err(OutOfDataMemory);
+                }
+            }
+        }
+        // 17 trees of at most a dozen levels: far below a byte's range.
+        Ok(u8::try_from(total).expect("a promise for every index fits a byte"))
+    }
+
+    /// Bit i set for each secondary index i whose columns differ between
+    /// live row `row` and `new`.
+    fn changed_indexes(
+        &self,
+        memory: &PageMemory,
+        layout: &RowLayout,
+        row: u32,
+        new: RowView<'_>,
+    ) -> u32 {
+        let old = row_view(&self.fixed, &self.var, memory, layout, row);
+        let mut mask = 0;
+        for (at, index) in self.secondary.iter().enumerate() {
+            let changed = index
+                .key
+                .column_ids()
+                .any(|column| layout.value(old, column) != layout.value(new, column));
+            if changed {
+                mask |= 1 << at;
+            }
+        }
+        mask
+    }
+
+    /// Before an update's image replaces live row `row`'s: takes the row
+    /// out of each secondary index whose columns `image` changes, and
+    /// remembers them for `commit_row`.
+    pub(super) fn unindex_for_update(
+        &mut self,
+        memory: &mut PageMemory,
+        layout: &RowLayout,
+        row: u32,
+        image: &[u8],
+    ) {
+        assert!(
+            self.reindex.is_none(),
+            "partition {}: an update's image written while another's awaits its commit",
+            self.id
+        );
+        if self.secondary.is_empty() || self.state(memory, row) != RowState::Live {
+            return;
+        }
+        let mask = self.changed_indexes(memory, layout, row, layout.image_view(image));
+        if mask == 0 {
+            return;
+        }
+        let Partition {
+            fixed,
+            var,
+            secondary,
+            id,
+            ..
+        } = self;
+        for (at, index) in secondary.iter_mut().enumerate() {
+            if mask & (1 << at) != 0 {
+                let (_, order) = entry_of_row(fixed, var, &index.key, memory, layout, row);
+                assert!(
+                    index.tree.remove(memory, order).is_some(),
+                    "partition {id}: live row {row} missing from index {}",
+                    index.id
+                );
+            }
+        }
+        self.reindex = Some(Reindex { row, mask });
+    }
+
+    /// After an update's image is written and the row committed: puts the
+    /// row back into the indexes `unindex_for_update` took it out of, with
+    /// the `promised` nodes (0 for a restore, which inserts unpromised).
+    pub(super) fn reindex_after_update(
+        &mut self,
+        memory: &mut PageMemory,
+        layout: &RowLayout,
+        row: u32,
+        promised: u8,
+    ) {
+        let Some(Reindex { row: pending, mask }) = self.reindex.take() else {
+            self.release_index_promise(memory, promised);
+            return;
+        };
+        assert_eq!(
+            pending, row,
+            "partition {}: row {row} committed while row {pending}'s update awaits",
+            self.id
+        );
+        self.release_index_promise(memory, promised);
+        let unpromised = promised == 0;
+        let Partition {
+            fixed,
+            var,
+            secondary,
+            id,
+            ..
+        } = self;
+        for (at, index) in secondary.iter_mut().enumerate() {
+            if mask & (1 << at) != 0 {
+                insert_entry(fixed, var, index, memory, layout, row, unpromised, *id);
+            }
+        }
+    }
+
+    /// The key of the primary-key ordered index.
+    pub fn ordered_key(&self) -> &OrderedKey {
+        &self.ordered_key
+    }
+
+    /// Adds live row `row` to every ordered index, with the nodes
+    /// promised when its insert was prepared (`promised`; an insert
+    /// always promises, a restore never does: running out there is a
+    /// broken invariant).
+    pub(super) fn order_row(
+        &mut self,
+        memory: &mut PageMemory,
+        layout: &RowLayout,
+        row: u32,
+        promised: u8,
+    ) {
+        self.release_index_promise(memory, promised);
+        let unpromised = promised == 0;
+        let Partition {
+            fixed,
+            var,
+            ordered,
+            ordered_key,
+            secondary,
+            id,
+            ..
+        } = self;
+        let (target, order) = entry_of_row(fixed, var, ordered_key, memory, layout, row);
+        if unpromised {
+            assert!(
+                ordered.insert(memory, target, order).is_ok(),
+                "partition {id}: row {row} became live without an ordered-index promise, and \
+                 DataMemory has no node for it"
+            );
+        } else {
+            ordered.insert_from_promise(memory, target, order);
+        }
+        for index in secondary.iter_mut() {
+            insert_entry(fixed, var, index, memory, layout, row, unpromised, *id);
+        }
+    }
+
+    /// Takes row `row` out of every ordered index if it is live there, and
+    /// gives back the nodes reserved for an insert prepared on it.
+    pub(super) fn leave_ordered_index(
+        &mut self,
+        memory: &mut PageMemory,
+        layout: &RowLayout,
+        row: u32,
+    ) {
+        self.release_ordered_reservation(memory, row);
+        if self.state(memory, row) != RowState::Live {
+            return;
+        }
+        let Partition {
+            fixed,
+            var,
+            ordered,
+            ordered_key,
+            secondary,
+            id,
+            ..
+        } = self;
+        let (_, order) = entry_of_row(fixed, var, ordered_key, memory, layout, row);
+        assert!(
+            ordered.remove(memory, order).is_some(),
+            "partition {id}: live row {row} missing from its ordered index"
+        );
+        for index in secondary.iter_mut() {
+            let (_, order) = entry_of_row(fixed, var, &index.key, memory, layout, row);
+            assert!(
+                index.tree.remove(memory, order).is_some(),
+                "partition {id}: live row {row} missing from index {}",
+                index.id
+            );
+        }
+    }
+
+    pub(super) fn release_ordered_reservation(&mut self, memory: &mut PageMemory, row: u32) {
+        let slot = self.fixed.slot_mut(memory, row);
+        let nodes = slot[21];
+        if nodes > 0 {
+            slot[21] = 0;
+            self.ordered.release(memory, nodes);
+        }
+    }
+
+    /// Checks every ordered index against the rows: each index's entries
+    /// are the live rows, each with its key's prefix, in key order. For
+    /// tests and the simulator's checks; walks every row. Returns the
+    /// primary key index's entries.
+    pub fn check_ordered(&self, memory: &PageMemory, layout: &RowLayout) -> Result<u64, String> {
+        let mut live = Vec::new();
+        self.fixed.for_each_slot(|row| {
+            if self.state(memory, row) == RowState::Live {
+                live.push(row);
+            }
+        });
+        live.sort_unstable();
+        let entries = self.check_tree(memory, layout, &self.ordered_key, &self.ordered, &live)?;
+        for index in &self.secondary {
+            self.check_tree(memory, layout, &index.key, &index.tree, &live)
+                .map_err(|error| format!("index {}: {error}", index.id))?;
+        }
+        Ok(entries)
+    }
+
+    fn check_tree(
+        &self,
+        memory: &PageMemory,
+        layout: &RowLayout,
+        key: &OrderedKey,
+        tree: &OrderedIndex,
+        live: &[u32],
+    ) -> Result<u64, String> {
+        let view = |row: u32| row_view(&self.fixed, &self.var, memory, layout, row);
+        let entries = tree.check(memory, |a, b| key.order(layout, a, b, view(b.row), view));
+        let mut indexed: Vec<u32> = Vec::with_capacity(entries.len());
+        for entry in &entries {
+            if self.state(memory, entry.row) != RowState::Live {
+                return Err(format!(
+                    "row {} is in the ordered index but not live",
+                    entry.row
+                ));
+            }
+            let prefix = key.prefix(layout, view(entry.row));
+            if prefix != entry.prefix {
+                return Err(format!(
+                    "row {}'s ordered-index prefix {:#x} is not its key's {prefix:#x}",
+                    entry.row, entry.prefix
+                ));
+            }
+            indexed.push(entry.row);
+        }
+        indexed.sort_unstable();
+        if indexed != live {
+            let missing: Vec<u32> = live
+                .iter()
+                .filter(|row| indexed.binary_search(row).is_err())
+                .copied()
+                .take(5)
+                .collect();
+            return Err(format!(
+                "the ordered index holds {} rows, the partition {} live ones (first missing: {missing:?})",
+                indexed.len(),
+                live.len()
+            ));
+        }
+        Ok(entries.len() as u64)
+    }
+}
+
+/// Adds row `row`'s entry to `index`: from a promise just released, or
+/// (`unpromised`, a restore) with whatever nodes DataMemory has.
+#[allow(clippy::too_many_arguments)]
+fn insert_entry(
+    fixed: &SlotPages,
+    var: &[Option<SlotPages>],
+    index: &mut SecondaryIndex,
+    memory: &mut PageMemory,
+    layout: &RowLayout,
+    row: u32,
+    unpromised: bool,
+    partition: u32,
+) {
+    let (target, order) = entry_of_row(fixed, var, &index.key, memory, layout, row);
+    if unpromised {
+        assert!(
+            index.tree.insert(memory, target, order).is_ok(),
+            "partition {partition}: row {row} entered index {} without a promise, and \
+             DataMemory has no node for it",
+            index.id
+        );
+    } else {
+        index.tree.insert_from_promise(memory, target, order);
+    }
+}
+
+/// Gives back `nodes` of a promise through any index (they share one node
+/// list).
+fn node_release(tree: &OrderedIndex, memory: &mut PageMemory, nodes: u32) {
+    // At most a byte's worth was reserved before a failure.
+    tree.release(
+        memory,
+        u8::try_from(nodes).expect("a partial promise fits a byte"),
+    );
+}
+/// Row `row`'s ordered-index entry, and how another entry stands relative
+/// to it (reading rows from the memory the tree hands in): what an insert
+/// or a remove of the row's entry searches with.
+fn entry_of_row<'a>(
+    fixed: &'a SlotPages,
+    var: &'a [Option<SlotPages>],
+    key: &'a OrderedKey,
+    memory: &PageMemory,
+    layout: &'a RowLayout,
+    row: u32,
+) -> (Entry, impl FnMut(&PageMemory, Entry) -> Ordering + 'a) {
+    let view = row_view(fixed, var, memory, layout, row);
+    let target = Entry {
+        prefix: key.prefix(layout, view),
+        row,
+    };
+    let order = move |memory: &PageMemory, entry: Entry| {
+        let target_view = row_view(fixed, var, memory, layout, row);
+        key.order(layout, entry, target, target_view, |other| {
+            row_view(fixed, var, memory, layout, other)
+        })
+    };
+    (target, order)
+}
