@@ -157,15 +157,15 @@ impl Cluster {
         Ok((rows, next_row, done))
     }
 
-    /// Every row of one partition replica through its primary key's
-    /// ordered index, in index order, as [`ScanRow`]s (row id, GCI,
-    /// every column).
+    /// Every row of one partition replica through its ordered index
+    /// `index` (0: the primary key's), in index order, as [`ScanRow`]s
+    /// (row id, GCI, every column).
     fn index_rows(
         &self,
-        connection: usize,
-        ldm_instance: u16,
+        (connection, ldm_instance): (usize, u16),
         table: &Arc<Table>,
         partition: u32,
+        index: u32,
     ) -> Result<Vec<ScanRow>, ClientError> {
         let program = ProgramWriter::new(&[])
             .finish()
@@ -204,7 +204,7 @@ impl Cluster {
                         table_id,
                         table_version,
                         partition,
-                        index: 0,
+                        index,
                         flags,
                         max_rows: 1000,
                         max_bytes: scan_flags::MAX_BATCH_BYTES,
@@ -238,10 +238,11 @@ impl Cluster {
     /// The replica checker: for every partition of every online table,
     /// reads every replica's committed rows and compares (row id, key, row
     /// GCI, values) with the primary's, and reads each replica's rows
-    /// again through its primary key's ordered index, which must hold
-    /// every live row once, in key order, and nothing else. Run it on a
-    /// quiet cluster: rows of transactions in flight differ between
-    /// replicas until they complete.
+    /// again through each of its ordered indexes (the primary key's and
+    /// the table's others), which must hold every live row once, in key
+    /// order, and nothing else. Run it on a quiet cluster: rows of
+    /// transactions in flight differ between replicas until they
+    /// complete.
     ///
     /// ```no_run
     /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
@@ -264,12 +265,22 @@ impl Cluster {
             let map = self.routing_map(&table).ok_or_else(|| {
                 ClientError::Protocol(format!("table {name:?} came without a partition map"))
             })?;
-            let key_columns: Vec<(u16, signal::schema::ColumnType)> = table
-                .def()
-                .primary_key
-                .iter()
-                .map(|&column| (column, table.def().columns[column as usize].column_type))
-                .collect();
+            // Every ordered index with its columns: the primary key's (0)
+            // and the others.
+            let typed = |columns: &[u16]| -> Vec<(u16, signal::schema::ColumnType)> {
+                columns
+                    .iter()
+                    .map(|&column| (column, table.def().columns[column as usize].column_type))
+                    .collect()
+            };
+            let mut indexes = vec![(0, typed(&table.def().primary_key))];
+            indexes.extend(
+                table
+                    .def()
+                    .indexes
+                    .iter()
+                    .map(|index| (index.id, typed(&index.columns))),
+            );
             for (partition, placement) in map.partitions.iter().enumerate() {
                 let mut replicas = Vec::with_capacity(placement.replicas.len());
                 for &node in &placement.replicas {
@@ -297,14 +308,20 @@ impl Cluster {
                         }
                         start = next_row;
                     }
-                    let index_rows =
-                        self.index_rows(index, placement.ldm_instance, &table, partition as u32)?;
-                    report.check_index(
-                        (table.def().id, partition as u32),
-                        (0, &key_columns),
-                        &rows,
-                        &index_rows,
-                    );
+                    for (index_id, columns) in &indexes {
+                        let index_rows = self.index_rows(
+                            (index, placement.ldm_instance),
+                            &table,
+                            partition as u32,
+                            *index_id,
+                        )?;
+                        report.check_index(
+                            (table.def().id, partition as u32),
+                            (*index_id, columns),
+                            &rows,
+                            &index_rows,
+                        );
+                    }
                     replicas.push(rows);
                 }
                 report

@@ -85,16 +85,17 @@ impl OrderedKey {
         Ordering::Equal
     }
 
-    /// How `entry` stands relative to `target` (an entry whose row is
-    /// `target_view`): prefixes, then the keys in full where the prefix
-    /// does not decide (`view_of` reads an entry's row), then row ids.
+    /// How `entry` stands relative to `target` (an entry whose row
+    /// `target_view` reads): prefixes, then the keys in full where the
+    /// prefix does not decide (`view_of` reads an entry's row), then row
+    /// ids. Rows are read only when the prefixes tie.
     #[inline]
-    pub fn order<'a>(
+    pub fn order<'a, 'b>(
         &self,
         layout: &RowLayout,
         entry: Entry,
         target: Entry,
-        target_view: RowView<'_>,
+        target_view: impl FnOnce() -> RowView<'b>,
         view_of: impl FnOnce(u32) -> RowView<'a>,
     ) -> Ordering {
         entry
@@ -104,7 +105,7 @@ impl OrderedKey {
                 if self.exact {
                     Ordering::Equal
                 } else {
-                    self.compare(layout, view_of(entry.row), target_view)
+                    self.compare(layout, view_of(entry.row), target_view())
                 }
             })
             .then(entry.row.cmp(&target.row))

@@ -17,7 +17,7 @@
 //! replica being the reference (normally the primary), and reports every
 //! difference between the reference and each other replica: a row id on
 //! one and not the other, a different row GCI, different values. Each
-//! replica's ordered index is checked against that replica's rows
+//! replica's ordered indexes are checked against that replica's rows
 //! ([`ReplicaCheckReport::check_index`]): every live row once, in key
 //! order, and nothing else.
 //!

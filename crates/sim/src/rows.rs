@@ -11,7 +11,7 @@
 //! classes.
 
 use signal::attr::{AttrIter, AttrWriter};
-use signal::schema::{ColumnDef, ColumnType, TableDef};
+use signal::schema::{ColumnDef, ColumnType, IndexDef, TableDef};
 use signal::{Section, SectionPool};
 
 /// Column ids.
@@ -34,8 +34,20 @@ pub fn bank_table() -> TableDef {
         column_type,
         nullable,
     };
+    // Two ordered indexes besides the primary key's, so that every
+    // workload over the bank (chaos, crashes, restarts) keeps them through
+    // its updates, restores and copies, and every check compares them
+    // with the rows: balances move in the first at every transfer.
+    let index = |id: u32, name: &str, columns: Vec<u16>| IndexDef {
+        id,
+        name: name.into(),
+        columns,
+    };
     TableDef {
-        indexes: Vec::new(),
+        indexes: vec![
+            index(1, "by_balance", vec![BALANCE]),
+            index(2, "by_writer_note", vec![WRITER, NOTE]),
+        ],
         id: 0,
         version: 0,
         name: "bank".into(),

@@ -1,7 +1,8 @@
-//! Scans: a table's rows in no particular order (a full scan) or its
-//! primary key's ranges in key order (through each partition's ordered
-//! index), filtered, projected and limited at the data nodes, or only
-//! counted (docs/design/scans-and-indexes.md §3-4, designs 0021 and 0022).
+//! Scans: a table's rows in no particular order (a full scan), or ranges
+//! of its primary key or of another of its ordered indexes in that
+//! index's order (through each partition's ordered index), filtered,
+//! projected and limited at the data nodes, or only counted
+//! (docs/design/scans-and-indexes.md §3-4, designs 0021 to 0023).
 //!
 //! A scan asks the primary replica of every partition it must read for
 //! committed rows, a batch at a time (SCAN_REQ), all partitions at once:
@@ -66,6 +67,11 @@ pub enum Access<'a> {
     /// The rows whose primary key lies in any of the ranges, range after
     /// range (a row in two ranges comes twice), each in key order.
     PrimaryKey(&'a [KeyRange]),
+    /// The rows whose values of the named ordered index's columns lie in
+    /// any of the ranges (bounds on a leading run of its columns), range
+    /// after range, each in the index's order (rows with equal values in
+    /// any order).
+    Index(&'a str, &'a [KeyRange]),
 }
 
 /// How a scan runs.
@@ -233,19 +239,39 @@ impl Plan {
                 ),
             });
         }
-        let walks = match access {
+        let primary_key = &table.def().primary_key;
+        let (walks, order_columns) = match access {
             Access::Table => {
                 if options.descending {
                     return Err(usage("a full scan has no order to reverse".into()));
                 }
-                vec![Walk::rows()]
+                (vec![Walk::rows()], Vec::new())
             }
-            Access::PrimaryKey(ranges) => ranges
-                .iter()
-                .map(|range| Walk::range(table, range))
-                .collect::<Result<_, _>>()?,
+            Access::PrimaryKey(ranges) => (
+                ranges
+                    .iter()
+                    .map(|range| Walk::range(table, 0, primary_key, range))
+                    .collect::<Result<_, _>>()?,
+                primary_key.clone(),
+            ),
+            Access::Index(name, ranges) => {
+                let index = table
+                    .def()
+                    .index(name)
+                    .ok_or_else(|| ClientError::Invalid {
+                        code: ErrorCode::BadRequest,
+                        detail: format!("table {:?} has no index {name:?}", table.name()),
+                    })?;
+                (
+                    ranges
+                        .iter()
+                        .map(|range| Walk::range(table, index.id, &index.columns, range))
+                        .collect::<Result<_, _>>()?,
+                    index.columns.clone(),
+                )
+            }
         };
-        let merged = options.ordered && matches!(access, Access::PrimaryKey(_)) && !count;
+        let merged = options.ordered && !order_columns.is_empty() && !count;
         let mut columns = Vec::new();
         if let Some(names) = &options.columns {
             if names.is_empty() {
@@ -258,7 +284,7 @@ impl Plan {
             }
             if merged {
                 // Merging compares the rows' keys.
-                for &key_column in &table.def().primary_key {
+                for &key_column in &order_columns {
                     if !columns.contains(&key_column) {
                         columns.push(key_column);
                     }
@@ -281,6 +307,7 @@ impl Plan {
             program,
             count,
             merged,
+            order_columns,
             descending: options.descending,
             limit: if count {
                 u64::MAX
@@ -293,9 +320,11 @@ impl Plan {
     }
 }
 
-/// The attribute entries of `bound`, checked against the primary key.
+/// The attribute entries of `bound`, checked against the index columns
+/// `key`.
 fn encode_bound(
     table: &Table,
+    key: &[u16],
     bound: &Bound<Vec<Value>>,
 ) -> Result<Option<(Vec<u8>, bool)>, ClientError> {
     let (values, inclusive) = match bound {
@@ -303,12 +332,11 @@ fn encode_bound(
         Bound::Included(values) => (values, true),
         Bound::Excluded(values) => (values, false),
     };
-    let key = &table.def().primary_key;
     if values.is_empty() || values.len() > key.len() {
         return Err(ClientError::Invalid {
             code: ErrorCode::BadRequest,
             detail: format!(
-                "a bound on table {:?}'s primary key gives 1 to {} values, not {}",
+                "a bound on an index of table {:?} gives 1 to {} values, not {}",
                 table.name(),
                 key.len(),
                 values.len()

@@ -34,6 +34,9 @@ pub(super) struct Plan {
     pub(super) count: bool,
     /// Merge the partitions' rows into key order.
     pub(super) merged: bool,
+    /// The columns of the index walked (none for a full scan): what
+    /// merging compares.
+    pub(super) order_columns: Vec<u16>,
     pub(super) descending: bool,
     pub(super) limit: u64,
     pub(super) batch_rows: u32,
@@ -66,10 +69,16 @@ impl Walk {
         }
     }
 
-    pub(super) fn range(table: &Table, range: &KeyRange) -> Result<Walk, ClientError> {
+    /// A range of index `index` (0: the primary key's) over `columns`.
+    pub(super) fn range(
+        table: &Table,
+        index: u32,
+        columns: &[u16],
+        range: &KeyRange,
+    ) -> Result<Walk, ClientError> {
         let mut inclusive = 0;
         let mut entries = |bound, flag| -> Result<Vec<u8>, ClientError> {
-            Ok(match encode_bound(table, bound)? {
+            Ok(match encode_bound(table, columns, bound)? {
                 Some((entries, true)) => {
                     inclusive |= flag;
                     entries
@@ -80,14 +89,19 @@ impl Walk {
         };
         let low = entries(&range.low, scan_flags::LOW_INCLUSIVE)?;
         let high = entries(&range.high, scan_flags::HIGH_INCLUSIVE)?;
+        // Rows are placed by the primary key: only its ranges can prune.
+        let bucket = match index {
+            0 => single_key(table, range)
+                .map(|key| table.bucket(key))
+                .transpose()?,
+            _ => None,
+        };
         Ok(Walk {
-            index: 0,
+            index,
             low,
             high,
             inclusive,
-            bucket: single_key(table, range)
-                .map(|key| table.bucket(key))
-                .transpose()?,
+            bucket,
         })
     }
 }
@@ -431,7 +445,7 @@ impl<'c> ScanCursor<'c> {
                 continue;
             };
             let better = best.is_none_or(|(_, current)| {
-                let order = compare_keys(&self.table, row, current);
+                let order = compare_keys(&self.table, &self.plan.order_columns, row, current);
                 if self.plan.descending {
                     order == Ordering::Greater
                 } else {
@@ -493,10 +507,10 @@ fn decode_rows(
     Ok(())
 }
 
-/// How the primary keys of two rows compare, column by column, in the
+/// How two rows' values of `columns` compare, column by column, in the
 /// data nodes' order (`signal::order`).
-fn compare_keys(table: &Table, a: &Row, b: &Row) -> Ordering {
-    for &column in &table.def().primary_key {
+fn compare_keys(table: &Table, columns: &[u16], a: &Row, b: &Row) -> Ordering {
+    for &column in columns {
         let column_type = table.def().columns[column as usize].column_type;
         let wire = |value: &Value| -> Option<Vec<u8>> {
             let mut entry = Vec::new();

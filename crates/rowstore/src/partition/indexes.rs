@@ -379,7 +379,7 @@ impl Partition {
         live: &[u32],
     ) -> Result<u64, String> {
         let view = |row: u32| row_view(&self.fixed, &self.var, memory, layout, row);
-        let entries = tree.check(memory, |a, b| key.order(layout, a, b, view(b.row), view));
+        let entries = tree.check(memory, |a, b| key.order(layout, a, b, || view(b.row), view));
         let mut indexed: Vec<u32> = Vec::with_capacity(entries.len());
         for entry in &entries {
             if self.state(memory, entry.row) != RowState::Live {
@@ -467,7 +467,7 @@ fn entry_of_row<'a>(
         row,
     };
     let order = move |memory: &PageMemory, entry: Entry| {
-        let target_view = row_view(fixed, var, memory, layout, row);
+        let target_view = || row_view(fixed, var, memory, layout, row);
         key.order(layout, entry, target, target_view, |other| {
             row_view(fixed, var, memory, layout, other)
         })
