@@ -85,7 +85,12 @@ fn run(table: &TableDef, rows: u64, check: bool) -> f64 {
             writer.len()
         };
         let length = layout
-            .build_image(&mut image, None, &key[..key_length], &changes[..changes_length])
+            .build_image(
+                &mut image,
+                None,
+                &key[..key_length],
+                &changes[..changes_length],
+            )
             .expect("a valid row");
         let row = partition.reserve_row(&mut memory).expect("memory");
         partition
@@ -117,5 +122,8 @@ fn main() {
     let with = run(&table(3), rows, true);
     println!("{rows} rows, ns per insert and commit:");
     println!("  primary key's ordered index only: {without:.0}");
-    println!("  and 3 secondary indexes: {with:.0} ({:.2}x)", with / without);
+    println!(
+        "  and 3 secondary indexes: {with:.0} ({:.2}x)",
+        with / without
+    );
 }

@@ -13,7 +13,7 @@ use crate::connection::{FrameBuilder, NodeConnection};
 use crate::dispatch::{SchemaReply, SharedSlot, Slot};
 use crate::error::ClientError;
 use crate::table::{Row, Table};
-use crate::value::{push_entry, Value};
+use crate::value::Value;
 use signal::order;
 use signal::scan_bounds::{self, ScanBounds};
 use signal::signals::{scan_flags, PartitionMap, ScanReq};
@@ -508,22 +508,29 @@ fn decode_rows(
 }
 
 /// How two rows' values of `columns` compare, column by column, in the
-/// data nodes' order (`signal::order`).
+/// data nodes' order (`signal::order`): values as decoded, compared
+/// without encoding them again (merging compares for every row).
 fn compare_keys(table: &Table, columns: &[u16], a: &Row, b: &Row) -> Ordering {
+    let (a, b) = (a.values(), b.values());
     for &column in columns {
         let column_type = table.def().columns[column as usize].column_type;
-        let wire = |value: &Value| -> Option<Vec<u8>> {
-            let mut entry = Vec::new();
-            // Values decoded from the node encode again; the entry's header
-            // (column, length: 4 bytes) comes first.
-            push_entry(&mut entry, column, column_type, true, value).ok()?;
-            (*value != Value::Null).then(|| entry.split_off(4))
+        let order = match (&a[column as usize], &b[column as usize]) {
+            (Value::Null, Value::Null) => Ordering::Equal,
+            (Value::Null, _) => Ordering::Less,
+            (_, Value::Null) => Ordering::Greater,
+            (Value::Int(x), Value::Int(y)) => x.cmp(y),
+            (Value::UInt(x), Value::UInt(y)) => x.cmp(y),
+            (Value::Double(x), Value::Double(y)) => {
+                order::compare_values(column_type, &x.to_le_bytes(), &y.to_le_bytes())
+            }
+            (Value::Bytes(x), Value::Bytes(y)) => order::compare_values(column_type, x, y),
+            // A column decodes to one kind of value: mixed kinds are a
+            // decoding bug; numbers as numbers keep the order total.
+            (x, y) => x
+                .as_f64()
+                .partial_cmp(&y.as_f64())
+                .unwrap_or(Ordering::Equal),
         };
-        let order = order::compare(
-            column_type,
-            wire(&a.values()[column as usize]).as_deref(),
-            wire(&b.values()[column as usize]).as_deref(),
-        );
         if order != Ordering::Equal {
             return order;
         }

@@ -767,3 +767,86 @@ fn bad_requests_are_refused_and_change_nothing() {
     assert_eq!(answer(&mut b, ok).map(|batch| batch.rows.len()), Ok(1));
     b.assert_quiet();
 }
+
+/// Requests of random fields, bounds and programs (some well formed, most
+/// not) on a table with rows: each gets a SCAN_CONF or a SCAN_REF, none
+/// a panic, and nothing is left held.
+#[test]
+fn random_requests_are_answered_never_panicked_on() {
+    let mut b = Bench::with_memory(4 * MIB);
+    for k in 0..60 {
+        b.insert(k as u64 + 1, k, i64::from(k) - 30, Some(b"text"), None);
+    }
+    let mut random = XorShift::new(77);
+    let good_program = {
+        let mut program = ProgramWriter::new(&[K, S]);
+        program.and(2);
+        program.compare(CompareOp::Greater, V, Some(&0i64.to_le_bytes()));
+        program.like(S, b"t%");
+        program.finish().unwrap()
+    };
+    let good_bounds = {
+        let mut bounds = Vec::new();
+        let low = key_entries(Some(5));
+        scan_bounds::encode(
+            ScanBounds {
+                low: &low,
+                high: &[],
+                resume: &[],
+            },
+            &mut bounds,
+        )
+        .unwrap();
+        bounds
+    };
+    let mut answered = 0;
+    for _ in 0..5_000 {
+        let mangle = |bytes: &[u8], random: &mut XorShift| -> Vec<u8> {
+            let mut bytes = bytes.to_vec();
+            match random.below(4) {
+                0 => {}
+                1 if !bytes.is_empty() => {
+                    let at = random.below(bytes.len() as u64) as usize;
+                    bytes[at] = random.below(256) as u8;
+                }
+                2 => bytes.truncate(random.below(bytes.len() as u64 + 1) as usize),
+                _ => {
+                    bytes = (0..random.below(40))
+                        .map(|_| random.below(256) as u8)
+                        .collect()
+                }
+            }
+            bytes
+        };
+        let bounds = mangle(&good_bounds, &mut random);
+        let program = mangle(&good_program, &mut random);
+        let signal = ScanReq {
+            request_id: 9,
+            table_id: TABLE_ID,
+            table_version: b.table.version,
+            partition: random.below(3) as u32,
+            index: [0, 1, scan_flags::ROW_ORDER, random.next_u64() as u32]
+                [random.below(4) as usize],
+            flags: random.below(64) as u8,
+            max_rows: random.below(5) as u32,
+            max_bytes: [0, 20, 100, 4096, scan_flags::MAX_BATCH_BYTES, u32::MAX]
+                [random.below(6) as usize],
+            resume_row: [0, 3, u32::MAX, random.next_u64() as u32][random.below(4) as usize],
+            bounds: section_of(&b, &bounds),
+            program: section_of(&b, &program),
+        };
+        b.deliver(API, signal);
+        let sent = b.ctx.sent.pop().expect("an answer");
+        assert!(b.ctx.sent.is_empty());
+        match sent.envelope.signal {
+            Signal::ScanConf(conf) => {
+                decode_scan_batch(conf.rows.as_slice()).expect("well-formed rows");
+                answered += 1;
+            }
+            Signal::ScanRef(_) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(answered > 10, "some requests were well formed: {answered}");
+    b.assert_quiet();
+}
