@@ -21,6 +21,8 @@ pub const MAX_NAME_BYTES: usize = 64;
 pub const MAX_INDEXES: usize = 16;
 /// Most columns in an index.
 pub const MAX_INDEX_COLUMNS: usize = 16;
+/// The largest index number.
+pub const MAX_INDEX_ID: u32 = u16::MAX as u32;
 
 /// The type of a column.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -273,12 +275,13 @@ impl TableDef {
                 return Err(format!("duplicate index name {:?}", index.name));
             }
             if index.id == 0
+                || index.id > MAX_INDEX_ID
                 || self.indexes[..position]
                     .iter()
                     .any(|other| other.id == index.id)
             {
                 return Err(format!(
-                    "index {:?}: ids are 1 and up, one per index",
+                    "index {:?}: ids are 1..={MAX_INDEX_ID}, one per index",
                     index.name
                 ));
             }
@@ -506,6 +509,7 @@ mod tests {
                 "one per index",
             ),
             (vec![index(0, "x", &[1])], "one per index"),
+            (vec![index(MAX_INDEX_ID + 1, "x", &[1])], "one per index"),
             (vec![index(1, "x", &[])], "columns"),
             (vec![index(1, "x", &[7])], "does not exist"),
             (vec![index(1, "x", &[1, 1])], "twice"),

@@ -131,6 +131,7 @@ impl Ldm {
             // The partition's next LCP cannot reuse the newest one's files.
             partition.lcp.changes += 1;
         }
+        let operation = &operations[index];
         if let (Some(kind), Some(redo)) = (logged, redo.as_mut()) {
             let (part_index, _) = operation
                 .redo_reservation
@@ -235,7 +236,7 @@ impl Ldm {
 /// writer on the row installs: its image already includes the earlier
 /// ones, whose reserved var slots go back.
 fn install(
-    operations: &OperationPool,
+    operations: &mut OperationPool,
     memory: &mut PageMemory,
     layout: &RowLayout,
     partition: &mut Partition,
@@ -256,6 +257,8 @@ fn install(
             None
         }
         ImageKind::Row => {
+            supersede_earlier_writers(operations, memory, partition, index);
+            let operation = &operations[index];
             let image = operation
                 .image
                 .as_ref()
@@ -270,6 +273,8 @@ fn install(
             }
         }
         ImageKind::Deleted => {
+            supersede_earlier_writers(operations, memory, partition, index);
+            let operation = &operations[index];
             partition
                 .index
                 .remove(memory, operation.hash.index_hash(), row);
@@ -279,6 +284,44 @@ fn install(
             *changed_row_bytes += live_before - partition.live_bytes();
             Some(RedoOperation::Delete)
         }
+    }
+}
+
+/// Operation `index` installs its image: earlier writes of its
+/// transaction to the row that have not committed here yet are included
+/// in it, and must install nothing when their COMMIT comes. Normally it
+/// comes first (the tc commits them in order on the same links), but a
+/// replica chain that changed between the writes (a node restart's copy
+/// joining) can deliver a later write's COMMIT to the primary first, where
+/// a committed operation leaves the row's queue at once, so
+/// `has_later_writer` would no longer see it. They give back their var
+/// slot and index promise now and keep no image.
+fn supersede_earlier_writers(
+    operations: &mut OperationPool,
+    memory: &mut PageMemory,
+    partition: &mut Partition,
+    index: u32,
+) {
+    let (row, transaction_id) = (operations[index].row, operations[index].transaction_id);
+    let mut current = partition.op_link(memory, row);
+    while current != NIL && current != index {
+        let earlier = &mut operations[current];
+        let next = earlier.next_in_row;
+        if earlier.transaction_id == transaction_id
+            && earlier.granted
+            && earlier.image_kind != ImageKind::None
+            && earlier.state == OpState::Prepared
+        {
+            if earlier.new_var != NIL {
+                partition.free_var(memory, earlier.new_var);
+                earlier.new_var = NIL;
+            }
+            partition.release_index_promise(memory, earlier.index_nodes);
+            earlier.index_nodes = 0;
+            earlier.image_kind = ImageKind::None;
+            earlier.image = None;
+        }
+        current = next;
     }
 }
 

@@ -283,3 +283,40 @@ fn an_index_the_table_does_not_have_is_refused() {
     }
     b.assert_quiet();
 }
+
+/// Two updates of one row in one transaction whose COMMITs reach the
+/// primary in the wrong order (possible when the replica chain changed
+/// between them): the later image stays, the earlier installs nothing,
+/// and its var slot and index promise are given back.
+#[test]
+fn a_later_write_committed_first_is_not_undone_by_an_earlier_one() {
+    let mut b = bench();
+    b.insert(1, 7, 1, Some(b"a"), None);
+    let transaction = txn(2);
+    let (first, second) = (10i64.to_le_bytes(), 20i64.to_le_bytes());
+    let long = [b'x'; 30];
+    let attr1 = [(V, Some(&first[..])), (S, Some(&long[..]))];
+    let attr2 = [(V, Some(&second[..])), (S, Some(&b"b"[..]))];
+    let (op1, _) = b.prepare(
+        transaction,
+        OperationKind::Update,
+        LockMode::Exclusive,
+        7,
+        Some(&attr1),
+    );
+    let (op2, _) = b.prepare(
+        transaction,
+        OperationKind::Update,
+        LockMode::Exclusive,
+        7,
+        Some(&attr2),
+    );
+    assert!(b.commit(op2, gci(3)).is_empty());
+    assert!(b.commit(op1, gci(3)).is_empty());
+    b.complete(op2);
+    b.complete(op1);
+    assert_eq!(b.read(7), Some(row(7, 20, Some(b"b"), None)));
+    let mut model = Model::new();
+    model.insert(7, (20, Some(b"b".to_vec())));
+    check(&mut b, &model, "after the commits out of order");
+}

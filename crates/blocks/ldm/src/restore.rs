@@ -31,9 +31,10 @@
 //! Every phase is reported with its duration (`Report::Phase`).
 
 use crate::file_token::FileToken;
+use crate::operation::NIL;
 use crate::{Ldm, TableState};
 use kernel::{send, Context, Report};
-use rowstore::{PageMemory, Partition, RowLayout};
+use rowstore::{PageMemory, Partition, RowLayout, RowState};
 use signal::attr::key_hash;
 use signal::fs::{FileName, FsDone, FsError, FsErrorKind, FsOperation, OpenMode};
 use signal::schema::TableDef;
@@ -518,8 +519,22 @@ impl Ldm {
                 let new_var = partition
                     .var_slot_for_image(memory, layout, row, image.len())
                     .ok_or("DataMemory is too small for the restored rows")?;
+                // The row moves in the indexes whose columns change, or
+                // enters them all if it was not live: their nodes first,
+                // so that running out is this error, not a failed insert.
+                let promised = if partition.state(memory, row) == RowState::Live {
+                    partition.promise_index_update(memory, layout, row, image)
+                } else {
+                    partition.promise_ordered_insert(memory, row).map(|()| 0)
+                };
+                let Ok(index_promise) = promised else {
+                    if new_var != NIL {
+                        partition.free_var(memory, new_var);
+                    }
+                    return Err("DataMemory is too small for the restored rows".into());
+                };
                 partition.write_image(memory, layout, row, image, new_var);
-                partition.commit_row(memory, layout, row, gci, 0);
+                partition.commit_row(memory, layout, row, gci, index_promise);
                 return Ok(());
             }
             // The id was reused: an older change meets a newer row.

@@ -70,7 +70,9 @@ pub enum Access<'a> {
     /// The rows whose values of the named ordered index's columns lie in
     /// any of the ranges (bounds on a leading run of its columns), range
     /// after range, each in the index's order (rows with equal values in
-    /// any order).
+    /// any order). NULL sorts first: a range open below includes the rows
+    /// whose first column is NULL (SQL's `c < 5` is the low bound
+    /// `Excluded([NULL])`).
     Index(&'a str, &'a [KeyRange]),
 }
 

@@ -62,7 +62,7 @@ impl Partition {
             self.id
         );
         assert!(
-            self.secondary.len() < 32,
+            self.secondary.len() < 31,
             "partition {}: a table has at most 16 indexes (validated)",
             self.id
         );
