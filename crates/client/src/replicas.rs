@@ -194,27 +194,23 @@ impl Cluster {
             };
             let resume_row = resume.as_ref().map_or(0, |&(_, row)| row);
             let (table_id, table_version) = (table.def().id, table.def().version);
-            let reply = self.request_on(
-                &self.connection(connection),
-                (BlockKind::Ldm, ldm_instance),
-                table.name(),
-                &|request_id| {
-                    Ok(ScanReq {
-                        request_id,
-                        table_id,
-                        table_version,
-                        partition,
-                        index,
-                        flags,
-                        max_rows: 1000,
-                        max_bytes: scan_flags::MAX_BATCH_BYTES,
-                        resume_row,
-                        bounds: section_from(&bounds)?,
-                        program: section_from(&program)?,
-                    }
-                    .into())
-                },
-            )?;
+            let request = |request_id| {
+                Ok(ScanReq {
+                    request_id,
+                    table_id,
+                    table_version,
+                    partition,
+                    index,
+                    flags,
+                    max_rows: 1000,
+                    max_bytes: scan_flags::MAX_BATCH_BYTES,
+                    resume_row,
+                    bounds: section_from(&bounds)?,
+                    program: section_from(&program)?,
+                }
+                .into())
+            };
+            let reply = self.request_retrying(connection, ldm_instance, table.name(), &request)?;
             let SchemaReply::Scan {
                 rows: batch,
                 next_row,
@@ -232,6 +228,43 @@ impl Cluster {
                 return Ok(rows);
             }
             resume = Some((resume_key, next_row));
+        }
+    }
+
+    /// A request to a replica's ldm, asked again for a while when the
+    /// node refuses it for now: a node that just started, or whose read
+    /// lease is being renewed, serves no scan yet (`ReadLeaseExpired`,
+    /// `NodeNotStarted`), and the checker runs right after restarts.
+    fn request_retrying(
+        &self,
+        connection: usize,
+        ldm_instance: u16,
+        table: &str,
+        request: &impl Fn(u32) -> Result<signal::Signal, ClientError>,
+    ) -> Result<SchemaReply, ClientError> {
+        const ATTEMPTS: u32 = 50;
+        const PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
+        let mut attempt = 1;
+        loop {
+            let reply = self.request_on(
+                &self.connection(connection),
+                (BlockKind::Ldm, ldm_instance),
+                table,
+                request,
+            );
+            match reply {
+                Err(ClientError::Schema { code, .. })
+                    if attempt < ATTEMPTS
+                        && matches!(
+                            code,
+                            signal::ErrorCode::ReadLeaseExpired | signal::ErrorCode::NodeNotStarted
+                        ) =>
+                {
+                    attempt += 1;
+                    self.clock().sleep(PAUSE);
+                }
+                other => return other,
+            }
         }
     }
 

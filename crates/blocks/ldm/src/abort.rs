@@ -13,8 +13,9 @@ impl Ldm {
     /// Drops a prepared or waiting operation: its reserved var slot, its
     /// place in the lock queue (an inserted row it alone held is freed).
     pub(crate) fn undo_prepare(&mut self, index: u32) {
-        let index_nodes = self.operations[index].index_nodes;
-        if index_nodes > 0 {
+        let operation = &self.operations[index];
+        let (new_var, index_nodes) = (operation.new_var, operation.index_nodes);
+        if new_var != NIL || index_nodes > 0 {
             let Ldm {
                 memory,
                 operations,
@@ -22,22 +23,12 @@ impl Ldm {
                 ..
             } = self;
             let operation = &mut operations[index];
-            operation.index_nodes = 0;
+            (operation.new_var, operation.index_nodes) = (NIL, 0);
             let (_, partition) = layout_and_partition(tables, operation);
+            if new_var != NIL {
+                partition.free_var(memory, new_var);
+            }
             partition.release_index_promise(memory, index_nodes);
-        }
-        let new_var = self.operations[index].new_var;
-        if new_var != NIL {
-            let Ldm {
-                memory,
-                operations,
-                tables,
-                ..
-            } = self;
-            let operation = &mut operations[index];
-            operation.new_var = NIL;
-            let (_, partition) = layout_and_partition(tables, operation);
-            partition.free_var(memory, new_var);
         }
         self.release_from_row(index);
     }

@@ -899,6 +899,7 @@ impl Membership {
         if !added.is_empty() {
             let now = ctx.now_ms();
             self.heartbeats.set_members(self.failures.alive(), now);
+            self.heartbeats.start_if_formed(ctx);
         }
         self.publish_lease(ctx);
         // Clients waiting on a node that went silent would wait for their

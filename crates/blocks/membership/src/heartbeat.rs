@@ -70,6 +70,8 @@ pub(crate) struct Heartbeats {
     /// Nodes suspected so far, in order (each once).
     suspected: Vec<NodeId>,
     started: bool,
+    /// `start` ran: this node is a formed member (with peers or alone).
+    formed: bool,
 }
 
 impl Heartbeats {
@@ -94,6 +96,7 @@ impl Heartbeats {
             sequence: 0,
             suspected: Vec::new(),
             started: false,
+            formed: false,
         };
         heartbeats.set_members(members, 0);
         heartbeats
@@ -127,8 +130,12 @@ impl Heartbeats {
         self.peers = peers;
     }
 
-    /// The cluster is formed: start sending and watching (once).
+    /// The cluster is formed: start sending and watching (once). A node
+    /// formed alone (a whole-cluster restart that the arbitrator let it
+    /// make without its peers) starts them when its first peer joins
+    /// (`start_if_formed`).
     pub(crate) fn start(&mut self, ctx: &mut dyn Context) {
+        self.formed = true;
         if self.started || self.peers.is_empty() {
             return;
         }
@@ -262,6 +269,17 @@ impl Heartbeats {
             .map(|peer| peer.lease_until_ms)
             .min()
             .unwrap_or(0)
+    }
+
+    /// Starts the heartbeats if this node is a formed member that had no
+    /// peer to send them to until now (a node restart just joined it).
+    /// A node formed alone that never started them would take no joining
+    /// node for failed on silence, and would grant its ldms no read lease
+    /// once a peer joined: every read refused.
+    pub(crate) fn start_if_formed(&mut self, ctx: &mut dyn Context) {
+        if self.formed {
+            self.start(ctx);
+        }
     }
 
     /// Whether heartbeats run (formed, with another member).

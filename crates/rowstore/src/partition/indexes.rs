@@ -217,12 +217,8 @@ impl Partition {
         } = self;
         for (at, index) in secondary.iter_mut().enumerate() {
             if mask & (1 << at) != 0 {
-                let (_, order) = entry_of_row(fixed, var, &index.key, memory, layout, row);
-                assert!(
-                    index.tree.remove(memory, order).is_some(),
-                    "partition {id}: live row {row} missing from index {}",
-                    index.id
-                );
+                let tree = (&index.key, &mut index.tree, index.id);
+                remove_entry(fixed, var, tree, memory, layout, row, *id);
             }
         }
         self.reindex = Some(Reindex { row, mask });
@@ -258,7 +254,8 @@ impl Partition {
         } = self;
         for (at, index) in secondary.iter_mut().enumerate() {
             if mask & (1 << at) != 0 {
-                insert_entry(fixed, var, index, memory, layout, row, unpromised, *id);
+                let tree = (&index.key, &mut index.tree, index.id);
+                insert_entry(fixed, var, tree, memory, layout, row, unpromised, *id);
             }
         }
     }
@@ -290,18 +287,11 @@ impl Partition {
             id,
             ..
         } = self;
-        let (target, order) = entry_of_row(fixed, var, ordered_key, memory, layout, row);
-        if unpromised {
-            assert!(
-                ordered.insert(memory, target, order).is_ok(),
-                "partition {id}: row {row} became live without an ordered-index promise, and \
-                 DataMemory has no node for it"
-            );
-        } else {
-            ordered.insert_from_promise(memory, target, order);
-        }
+        let primary = (&*ordered_key, ordered, 0);
+        insert_entry(fixed, var, primary, memory, layout, row, unpromised, *id);
         for index in secondary.iter_mut() {
-            insert_entry(fixed, var, index, memory, layout, row, unpromised, *id);
+            let tree = (&index.key, &mut index.tree, index.id);
+            insert_entry(fixed, var, tree, memory, layout, row, unpromised, *id);
         }
     }
 
@@ -326,18 +316,11 @@ impl Partition {
             id,
             ..
         } = self;
-        let (_, order) = entry_of_row(fixed, var, ordered_key, memory, layout, row);
-        assert!(
-            ordered.remove(memory, order).is_some(),
-            "partition {id}: live row {row} missing from its ordered index"
-        );
+        let primary = (&*ordered_key, ordered, 0);
+        remove_entry(fixed, var, primary, memory, layout, row, *id);
         for index in secondary.iter_mut() {
-            let (_, order) = entry_of_row(fixed, var, &index.key, memory, layout, row);
-            assert!(
-                index.tree.remove(memory, order).is_some(),
-                "partition {id}: live row {row} missing from index {}",
-                index.id
-            );
+            let tree = (&index.key, &mut index.tree, index.id);
+            remove_entry(fixed, var, tree, memory, layout, row, *id);
         }
     }
 
@@ -415,30 +398,51 @@ impl Partition {
     }
 }
 
-/// Adds row `row`'s entry to `index`: from a promise just released, or
+/// One ordered index as the helpers below take it: its key, its tree and
+/// its number (0: the primary key's).
+type Tree<'a> = (&'a OrderedKey, &'a mut OrderedIndex, u32);
+
+/// Adds row `row`'s entry to `tree`: from a promise just released, or
 /// (`unpromised`, a restore) with whatever nodes DataMemory has.
 #[allow(clippy::too_many_arguments)]
 fn insert_entry(
     fixed: &SlotPages,
     var: &[Option<SlotPages>],
-    index: &mut SecondaryIndex,
+    (key, tree, index): Tree<'_>,
     memory: &mut PageMemory,
     layout: &RowLayout,
     row: u32,
     unpromised: bool,
     partition: u32,
 ) {
-    let (target, order) = entry_of_row(fixed, var, &index.key, memory, layout, row);
+    let (target, order) = entry_of_row(fixed, var, key, memory, layout, row);
     if unpromised {
         assert!(
-            index.tree.insert(memory, target, order).is_ok(),
-            "partition {partition}: row {row} entered index {} without a promise, and \
-             DataMemory has no node for it",
-            index.id
+            tree.insert(memory, target, order).is_ok(),
+            "partition {partition}: row {row} entered index {index} without a promise, and \
+             DataMemory has no node for it"
         );
     } else {
-        index.tree.insert_from_promise(memory, target, order);
+        tree.insert_from_promise(memory, target, order);
     }
+}
+
+/// Takes live row `row`'s entry out of `tree` (found by reading the row,
+/// so before its values change).
+fn remove_entry(
+    fixed: &SlotPages,
+    var: &[Option<SlotPages>],
+    (key, tree, index): Tree<'_>,
+    memory: &mut PageMemory,
+    layout: &RowLayout,
+    row: u32,
+    partition: u32,
+) {
+    let (_, order) = entry_of_row(fixed, var, key, memory, layout, row);
+    assert!(
+        tree.remove(memory, order).is_some(),
+        "partition {partition}: live row {row} missing from index {index}"
+    );
 }
 
 /// Gives back `nodes` of a promise through any index (they share one node

@@ -255,13 +255,19 @@ impl Partition {
     #[inline]
     pub fn reserve_row(&mut self, memory: &mut PageMemory) -> Option<u32> {
         let row = self.fixed.alloc(memory)?;
+        self.init_reserved_header(memory, row);
+        Some(row)
+    }
+
+    /// The header of a slot just taken for a new row: state Reserved, no
+    /// checksum, operations, var part or promise; the GCI kept.
+    fn init_reserved_header(&mut self, memory: &mut PageMemory, row: u32) {
         let slot = self.fixed.slot_mut(memory, row);
         slot[8..12].fill(0);
         slot[12..16].copy_from_slice(&NIL.to_le_bytes());
         slot[16..20].copy_from_slice(&NIL.to_le_bytes());
         slot[20] = RowState::Reserved as u8;
         slot[21] = 0;
-        Some(row)
     }
 
     /// Takes the free fixed slot `row` for a row a backup places at the id
@@ -273,12 +279,7 @@ impl Partition {
         row: u32,
     ) -> Result<(), AllocAtError> {
         self.fixed.alloc_at(memory, row)?;
-        let slot = self.fixed.slot_mut(memory, row);
-        slot[8..12].fill(0);
-        slot[12..16].copy_from_slice(&NIL.to_le_bytes());
-        slot[16..20].copy_from_slice(&NIL.to_le_bytes());
-        slot[20] = RowState::Reserved as u8;
-        slot[21] = 0;
+        self.init_reserved_header(memory, row);
         Ok(())
     }
 
