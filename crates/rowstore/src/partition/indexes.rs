@@ -16,7 +16,11 @@
 //!   operation). The primary key never changes in an update.
 //!
 //! A live row missing from an index, or an entry without one, is a broken
-//! invariant and panics.
+//! invariant and panics, except in an index being built on a partition
+//! that holds rows (`begin_index_build`): there every change is kept
+//! tolerantly (an entry added only where absent, removed only where
+//! present) while `build_index_step` walks the rows by row id and adds
+//! those already there, until the index holds every live row.
 
 use super::{row_view, Partition, RowState};
 use crate::layout::{RowLayout, RowView};
@@ -35,6 +39,8 @@ pub struct SecondaryIndex {
     pub key: OrderedKey,
     /// Its entries.
     pub tree: OrderedIndex,
+    /// While it is built: the row id the build looks at next.
+    pub building: Option<u32>,
 }
 
 /// The indexes a pending update took a row out of: `write_image` sets it,
@@ -70,7 +76,97 @@ impl Partition {
             id,
             key: OrderedKey::new(layout, columns),
             tree: OrderedIndex::new(memory),
+            building: None,
         });
+    }
+
+    /// Adds an ordered index over `columns`, numbered `id`, to a partition
+    /// that may hold rows: from now on every change keeps it (tolerantly),
+    /// and `build_index_step` adds the rows already here.
+    pub fn begin_index_build(
+        &mut self,
+        memory: &PageMemory,
+        layout: &RowLayout,
+        id: u32,
+        columns: &[u16],
+    ) {
+        assert!(
+            self.secondary.len() < 31 && self.secondary.iter().all(|index| index.id != id),
+            "partition {}: index {id} added twice, or past the limit (validated)",
+            self.id
+        );
+        self.secondary.push(SecondaryIndex {
+            id,
+            key: OrderedKey::new(layout, columns),
+            tree: OrderedIndex::new(memory),
+            building: Some(0),
+        });
+    }
+
+    /// Adds up to `max_rows` of the rows already here to index `id`,
+    /// walking by row id from where the last step stopped: `Ok(true)` once
+    /// the index holds every live row (it is built), `Ok(false)` to call
+    /// again. `Err` when DataMemory has no node for an entry: the index
+    /// cannot be built (drop it).
+    pub fn build_index_step(
+        &mut self,
+        memory: &mut PageMemory,
+        layout: &RowLayout,
+        id: u32,
+        max_rows: u32,
+    ) -> Result<bool, OutOfDataMemory> {
+        let at = self
+            .secondary
+            .iter()
+            .position(|index| index.id == id)
+            .unwrap_or_else(|| panic!("partition {}: no index {id} to build", self.id));
+        let Some(start) = self.secondary[at].building else {
+            return Ok(true);
+        };
+        let mut cursor = crate::scan::RowIdCursor::new(start);
+        let mut rows = 0;
+        loop {
+            let Some(slot) = cursor.peek(self, memory) else {
+                self.secondary[at].building = None;
+                return Ok(true);
+            };
+            if rows == max_rows {
+                self.secondary[at].building = Some(slot.row_id);
+                return Ok(false);
+            }
+            if matches!(slot.holds, crate::scan::SlotHolds::Committed { .. }) {
+                let Partition {
+                    fixed,
+                    var,
+                    secondary,
+                    ..
+                } = self;
+                let index = &mut secondary[at];
+                let (target, order) =
+                    entry_of_row(fixed, var, &index.key, memory, layout, slot.row_id);
+                if !contains(&index.tree, memory, target, &order) {
+                    index
+                        .tree
+                        .insert(memory, target, order)
+                        .map_err(|_| OutOfDataMemory)?;
+                }
+                rows += 1;
+            }
+            cursor.advance();
+        }
+    }
+
+    /// Takes index `id` out of the partition, its nodes back to DataMemory.
+    pub fn drop_secondary_index(&mut self, memory: &mut PageMemory, id: u32) {
+        assert!(
+            self.reindex.is_none(),
+            "partition {}: an index dropped between an update's image and its commit",
+            self.id
+        );
+        if let Some(at) = self.secondary.iter().position(|index| index.id == id) {
+            let mut index = self.secondary.remove(at);
+            index.tree.clear(memory);
+        }
     }
 
     /// The table's other ordered indexes, in the order of its definition.
@@ -217,7 +313,12 @@ impl Partition {
         } = self;
         for (at, index) in secondary.iter_mut().enumerate() {
             if mask & (1 << at) != 0 {
-                let tree = (&index.key, &mut index.tree, index.id);
+                let tree = (
+                    &index.key,
+                    &mut index.tree,
+                    index.id,
+                    index.building.is_some(),
+                );
                 remove_entry(fixed, var, tree, memory, layout, row, *id);
             }
         }
@@ -254,7 +355,12 @@ impl Partition {
         } = self;
         for (at, index) in secondary.iter_mut().enumerate() {
             if mask & (1 << at) != 0 {
-                let tree = (&index.key, &mut index.tree, index.id);
+                let tree = (
+                    &index.key,
+                    &mut index.tree,
+                    index.id,
+                    index.building.is_some(),
+                );
                 insert_entry(fixed, var, tree, memory, layout, row, unpromised, *id);
             }
         }
@@ -287,10 +393,15 @@ impl Partition {
             id,
             ..
         } = self;
-        let primary = (&*ordered_key, ordered, 0);
+        let primary = (&*ordered_key, ordered, 0, false);
         insert_entry(fixed, var, primary, memory, layout, row, unpromised, *id);
         for index in secondary.iter_mut() {
-            let tree = (&index.key, &mut index.tree, index.id);
+            let tree = (
+                &index.key,
+                &mut index.tree,
+                index.id,
+                index.building.is_some(),
+            );
             insert_entry(fixed, var, tree, memory, layout, row, unpromised, *id);
         }
     }
@@ -316,10 +427,15 @@ impl Partition {
             id,
             ..
         } = self;
-        let primary = (&*ordered_key, ordered, 0);
+        let primary = (&*ordered_key, ordered, 0, false);
         remove_entry(fixed, var, primary, memory, layout, row, *id);
         for index in secondary.iter_mut() {
-            let tree = (&index.key, &mut index.tree, index.id);
+            let tree = (
+                &index.key,
+                &mut index.tree,
+                index.id,
+                index.building.is_some(),
+            );
             remove_entry(fixed, var, tree, memory, layout, row, *id);
         }
     }
@@ -346,7 +462,12 @@ impl Partition {
         });
         live.sort_unstable();
         let entries = self.check_tree(memory, layout, &self.ordered_key, &self.ordered, &live)?;
-        for index in &self.secondary {
+        // An index being built holds some of the rows until it is done.
+        for index in self
+            .secondary
+            .iter()
+            .filter(|index| index.building.is_none())
+        {
             self.check_tree(memory, layout, &index.key, &index.tree, &live)
                 .map_err(|error| format!("index {}: {error}", index.id))?;
         }
@@ -398,9 +519,22 @@ impl Partition {
     }
 }
 
-/// One ordered index as the helpers below take it: its key, its tree and
-/// its number (0: the primary key's).
-type Tree<'a> = (&'a OrderedKey, &'a mut OrderedIndex, u32);
+/// One ordered index as the helpers below take it: its key, its tree,
+/// its number (0: the primary key's) and whether it is being built (then
+/// an entry may be missing, or already there, and that is no error).
+type Tree<'a> = (&'a OrderedKey, &'a mut OrderedIndex, u32, bool);
+
+/// Whether `tree` holds the entry `target` (`order` says how an entry
+/// stands relative to it).
+fn contains(
+    tree: &OrderedIndex,
+    memory: &PageMemory,
+    target: Entry,
+    order: &impl Fn(&PageMemory, Entry) -> Ordering,
+) -> bool {
+    tree.seek(memory, |entry| order(memory, entry) == Ordering::Less)
+        .is_some_and(|position| tree.entry(memory, position) == target)
+}
 
 /// Adds row `row`'s entry to `tree`: from a promise just released, or
 /// (`unpromised`, a restore) with whatever nodes DataMemory has.
@@ -408,7 +542,7 @@ type Tree<'a> = (&'a OrderedKey, &'a mut OrderedIndex, u32);
 fn insert_entry(
     fixed: &SlotPages,
     var: &[Option<SlotPages>],
-    (key, tree, index): Tree<'_>,
+    (key, tree, index, building): Tree<'_>,
     memory: &mut PageMemory,
     layout: &RowLayout,
     row: u32,
@@ -416,6 +550,10 @@ fn insert_entry(
     partition: u32,
 ) {
     let (target, order) = entry_of_row(fixed, var, key, memory, layout, row);
+    if building && contains(tree, memory, target, &order) {
+        // The build added it already.
+        return;
+    }
     if unpromised {
         assert!(
             tree.insert(memory, target, order).is_ok(),
@@ -432,15 +570,17 @@ fn insert_entry(
 fn remove_entry(
     fixed: &SlotPages,
     var: &[Option<SlotPages>],
-    (key, tree, index): Tree<'_>,
+    (key, tree, index, building): Tree<'_>,
     memory: &mut PageMemory,
     layout: &RowLayout,
     row: u32,
     partition: u32,
 ) {
     let (_, order) = entry_of_row(fixed, var, key, memory, layout, row);
+    let removed = tree.remove(memory, order).is_some();
+    // A build may not have reached the row yet.
     assert!(
-        tree.remove(memory, order).is_some(),
+        removed || building,
         "partition {partition}: live row {row} missing from index {index}"
     );
 }
@@ -464,7 +604,7 @@ fn entry_of_row<'a>(
     memory: &PageMemory,
     layout: &'a RowLayout,
     row: u32,
-) -> (Entry, impl FnMut(&PageMemory, Entry) -> Ordering + 'a) {
+) -> (Entry, impl Fn(&PageMemory, Entry) -> Ordering + 'a) {
     let view = row_view(fixed, var, memory, layout, row);
     let target = Entry {
         prefix: key.prefix(layout, view),
@@ -477,4 +617,195 @@ fn entry_of_row<'a>(
         })
     };
     (target, order)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::page_memory::PageMemory;
+    use crate::{Partition, RowLayout};
+    use signal::attr::AttrWriter;
+    use signal::schema::{ColumnDef, ColumnType, TableDef};
+    use stdx::mix::XorShift;
+
+    fn table() -> TableDef {
+        TableDef {
+            id: 1,
+            version: 1,
+            name: "t".into(),
+            columns: vec![
+                ColumnDef::new("k", ColumnType::BigInt { unsigned: true }, false),
+                ColumnDef::new("a", ColumnType::Int { unsigned: false }, true),
+                ColumnDef::new("s", ColumnType::VarChar(20), false),
+            ],
+            primary_key: vec![0],
+            partitions: 1,
+            indexes: Vec::new(),
+        }
+    }
+
+    /// Attribute entries of (column, value) pairs.
+    fn entries(values: &[(u16, Option<Vec<u8>>)]) -> Vec<u8> {
+        let mut buffer = vec![0u8; 256];
+        let mut writer = AttrWriter::new(&mut buffer);
+        for (column, value) in values {
+            writer.push(*column, value.as_deref()).unwrap();
+        }
+        let length = writer.len();
+        buffer.truncate(length);
+        buffer
+    }
+
+    struct Rows {
+        layout: RowLayout,
+        memory: PageMemory,
+        partition: Partition,
+        /// Live rows: (row id, k).
+        live: Vec<(u32, u64)>,
+    }
+
+    impl Rows {
+        fn image(&self, k: u64, a: Option<i32>, s: &str, base: Option<u32>) -> Vec<u8> {
+            let key = entries(&[(0, Some(k.to_le_bytes().to_vec()))]);
+            let changes = entries(&[
+                (1, a.map(|a| a.to_le_bytes().to_vec())),
+                (2, Some(s.as_bytes().to_vec())),
+            ]);
+            let mut image = vec![0u8; self.layout.image_max_bytes()];
+            let base = base.map(|row| self.partition.view(&self.memory, &self.layout, row));
+            let length = self
+                .layout
+                .build_image(&mut image, base, &key, &changes)
+                .unwrap();
+            image.truncate(length);
+            image
+        }
+
+        fn insert(&mut self, k: u64, a: Option<i32>, s: &str) {
+            let image = self.image(k, a, s, None);
+            let Rows {
+                layout,
+                memory,
+                partition,
+                ..
+            } = self;
+            let row = partition.reserve_row(memory).unwrap();
+            partition
+                .fill_reserved_row(memory, layout, row, &image, k as u32)
+                .unwrap();
+            partition.commit_row(memory, layout, row, 1, 0);
+            self.live.push((row, k));
+        }
+
+        fn update(&mut self, at: usize, a: Option<i32>, s: &str) {
+            let (row, k) = self.live[at];
+            let image = self.image(k, a, s, Some(row));
+            let Rows {
+                layout,
+                memory,
+                partition,
+                ..
+            } = self;
+            let promise = partition
+                .promise_index_update(memory, layout, row, &image)
+                .unwrap();
+            let new_var = partition
+                .var_slot_for_image(memory, layout, row, image.len())
+                .unwrap();
+            partition.write_image(memory, layout, row, &image, new_var);
+            partition.commit_row(memory, layout, row, 2, promise);
+        }
+
+        fn delete(&mut self, at: usize) {
+            let (row, k) = self.live.swap_remove(at);
+            let Rows {
+                layout,
+                memory,
+                partition,
+                ..
+            } = self;
+            assert!(partition.index.remove(memory, k as u32, row));
+            partition.mark_deleted(memory, layout, row, 3);
+            partition.free_row(memory, layout, row, Some(3));
+        }
+    }
+
+    /// An index built on a partition with rows while rows are inserted,
+    /// updated (its column and others) and deleted between the build's
+    /// steps ends up holding exactly the live rows, in order.
+    #[test]
+    fn an_index_built_while_rows_change_equals_the_rows() {
+        let layout = RowLayout::new(&table());
+        let memory = PageMemory::new(16 << 20);
+        let partition = Partition::new(0, &layout, &memory);
+        let mut rows = Rows {
+            layout,
+            memory,
+            partition,
+            live: Vec::new(),
+        };
+        let mut random = XorShift::new(11);
+        let mut next_k = 0;
+        for _ in 0..500 {
+            rows.insert(next_k, Some(random.below(50) as i32), "x");
+            next_k += 1;
+        }
+        let Rows {
+            layout,
+            memory,
+            partition,
+            ..
+        } = &mut rows;
+        partition.begin_index_build(memory, layout, 1, &[1, 2]);
+        let mut steps = 0;
+        loop {
+            let Rows {
+                layout,
+                memory,
+                partition,
+                ..
+            } = &mut rows;
+            let done = partition.build_index_step(memory, layout, 1, 7).unwrap();
+            steps += 1;
+            if done {
+                break;
+            }
+            for _ in 0..3 {
+                let a = (random.below(5) != 0).then(|| random.below(50) as i32);
+                match random.below(4) {
+                    0 => {
+                        rows.insert(next_k, a, "y");
+                        next_k += 1;
+                    }
+                    1 | 2 if !rows.live.is_empty() => {
+                        let at = random.below(rows.live.len() as u64) as usize;
+                        let s = if random.below(2) == 0 { "x" } else { "z" };
+                        rows.update(at, a, s);
+                    }
+                    _ if !rows.live.is_empty() => {
+                        let at = random.below(rows.live.len() as u64) as usize;
+                        rows.delete(at);
+                    }
+                    _ => {}
+                }
+            }
+            // While it builds, the other indexes stay checked.
+            rows.partition
+                .check_ordered(&rows.memory, &rows.layout)
+                .unwrap();
+        }
+        assert!(steps > 50, "built in {steps} steps");
+        // Built: every index, the new one too, equals the rows.
+        let checked = rows
+            .partition
+            .check_ordered(&rows.memory, &rows.layout)
+            .unwrap();
+        assert_eq!(checked, rows.live.len() as u64);
+        assert_eq!(
+            rows.partition.secondary_indexes()[0].tree.len(),
+            rows.live.len() as u64
+        );
+        // Dropped, its nodes go back.
+        rows.partition.drop_secondary_index(&mut rows.memory, 1);
+        assert!(rows.partition.secondary_indexes().is_empty());
+    }
 }
