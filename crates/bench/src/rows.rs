@@ -12,7 +12,7 @@
 //! which write it should see. A torn row (columns from two writes), a row
 //! under the wrong key or a lost column all fail.
 
-use client::{ColumnDef, ColumnType, Row, TableDef, Value};
+use client::{ColumnDef, ColumnType, IndexDef, Row, TableDef, Value};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU32, Ordering};
 use stdx::mix::fmix64;
@@ -48,6 +48,17 @@ pub(crate) fn table_definition(name: &str, columns: u32) -> TableDef {
         .columns
         .extend((0..columns).map(|index| column(format!("c{index}"), int)));
     definition
+}
+
+/// `count` ordered indexes, one on each of c0, c1, ... (named `by_c0`...).
+pub(crate) fn value_indexes(count: u32) -> Vec<IndexDef> {
+    (0..count)
+        .map(|index| IndexDef {
+            id: index + 1,
+            name: format!("by_c{index}"),
+            columns: vec![FIRST_VALUE_COLUMN + index as u16],
+        })
+        .collect()
 }
 
 /// Whether an existing table has the shape keylookup needs (ids, versions

@@ -167,6 +167,10 @@ struct KeylookupArgs {
     /// Table name.
     #[arg(long, default_value = "keylookup")]
     table: String,
+    /// Ordered indexes besides the primary key's, one on each of c0, c1,
+    /// ... (0 to 16): what every write keeps besides the row.
+    #[arg(long, default_value_t = 0)]
+    indexes: u32,
     /// Operations per transaction.
     #[arg(long = "ops-per-txn", visible_alias = "batch", default_value_t = 8)]
     ops_per_txn: u32,
@@ -397,6 +401,7 @@ fn run_keylookup(args: KeylookupArgs) -> ExitCode {
         threads: args.threads,
         duration_s: args.duration,
         table: args.table,
+        indexes: args.indexes,
         ops_per_txn: args.ops_per_txn,
         inflight: args.inflight,
         rate: args.rate,

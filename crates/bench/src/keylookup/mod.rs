@@ -225,6 +225,9 @@ pub struct KeylookupOptions {
     /// Value columns c0..c(N-1) besides the key and the round (with
     /// `verify_only`: taken from the existing table).
     pub columns: u32,
+    /// Ordered indexes besides the primary key's, one on each of c0..
+    /// (0 to 16, at most `columns`): what each write keeps besides the row.
+    pub indexes: u32,
     /// Operations per transaction.
     pub ops_per_txn: u32,
     /// Transactions in flight per thread.
@@ -262,6 +265,7 @@ impl Default for KeylookupOptions {
             duration_s: None,
             table: "keylookup".into(),
             columns: 25,
+            indexes: 0,
             ops_per_txn: 8,
             inflight: 1,
             rate: None,
@@ -305,6 +309,12 @@ impl KeylookupOptions {
             return Err(BenchError::Options(format!(
                 "columns must be at most {}",
                 max_value_columns()
+            )));
+        }
+        if self.indexes as usize > client::MAX_INDEXES || self.indexes > self.columns {
+            return Err(BenchError::Options(format!(
+                "indexes must be at most {} and at most columns",
+                client::MAX_INDEXES
             )));
         }
         if self.phases.is_empty() && !self.verify_only {
@@ -437,9 +447,15 @@ pub fn run(options: &KeylookupOptions) -> Result<KeylookupReport, BenchError> {
 /// Creates the table if missing, or drops and recreates it if its shape
 /// differs from what the options ask for.
 fn prepare_table(cluster: &Cluster, options: &KeylookupOptions) -> Result<Arc<Table>, ClientError> {
-    let wanted = rows::table_definition(&options.table, options.columns);
+    let mut wanted = rows::table_definition(&options.table, options.columns);
+    wanted.indexes = rows::value_indexes(options.indexes);
     match cluster.table(&options.table) {
-        Ok(existing) if rows::same_shape(existing.def(), &wanted) => return Ok(existing),
+        Ok(existing)
+            if rows::same_shape(existing.def(), &wanted)
+                && existing.def().indexes == wanted.indexes =>
+        {
+            return Ok(existing)
+        }
         Ok(_) => cluster.drop_table(&options.table)?,
         Err(error) if error.code() == Some(ErrorCode::UnknownTable) => {}
         Err(error) => return Err(error),
