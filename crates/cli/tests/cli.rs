@@ -196,7 +196,8 @@ fn tc_on_ldm_threads_serve_transactions() {
     });
     let mgmd = processes.mgmd_addr();
     let records = 5_000u64;
-    bench_every_phase(&mgmd, records, &["--inflight", "16"]);
+    // With two secondary indexes, which every write keeps.
+    bench_every_phase(&mgmd, records, &["--inflight", "16", "--indexes", "2"]);
     let finished = run_tessera(
         &["mgm", "--mgmd", &mgmd, "-e", "all report threads", "--json"],
         COMMAND_TIMEOUT,
