@@ -89,9 +89,11 @@ pub enum ClientError {
         /// The GCI waited for.
         gci: Gci,
     },
-    /// A commit was sent and its answer never came: `cause` says what
-    /// happened (a lost connection, a timeout). The transaction may have
-    /// committed or not; a blind retry may apply it twice. Read back what
+    /// A commit of a transaction that wrote was sent and its answer never
+    /// came: `cause` says what happened (a lost connection, a timeout).
+    /// The transaction may have committed or not; a blind retry may apply
+    /// it twice. (A transaction of reads only gets the cause itself: it
+    /// changed nothing, so retrying is safe.) Read back what
     /// it wrote before retrying, or make it idempotent. Also a durable
     /// commit whose commit was confirmed but whose wait for durability
     /// failed (the transaction's state then says `Committed`: what is

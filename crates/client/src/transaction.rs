@@ -185,6 +185,10 @@ pub(crate) struct Body {
     batch: Option<Batch>,
     /// The GCI of the commit, once committed with a write.
     commit_gci: Option<Gci>,
+    /// A write was queued: a commit whose answer is lost has an unknown
+    /// outcome only then (a transaction of reads changed nothing, and is
+    /// simply retried).
+    wrote: bool,
     queued: Vec<QueuedOp>,
     /// Key and attribute bytes of the queued operations, after the key of
     /// the hint (see `hint`).
@@ -294,6 +298,7 @@ impl Body {
         let body = &mut *self;
         body.batch = None;
         body.commit_gci = None;
+        body.wrote = false;
         keep_empty(&mut body.queued, KEPT_OPERATIONS);
         body.clear_bytes();
         keep_empty(&mut body.bytes, KEPT_BYTES);
@@ -551,6 +556,7 @@ impl Transaction<'_> {
         };
         let op = OpId(self.next_op);
         self.next_op += 1;
+        body.wrote |= kind != OperationKind::Read;
         body.queued.push(QueuedOp {
             op,
             kind,
@@ -1040,7 +1046,7 @@ impl Transaction<'_> {
         self.body_mut().batch = None;
         self.unregister();
         self.clear_queue();
-        if committing && maybe_received {
+        if committing && maybe_received && self.body().wrote {
             ClientError::OutcomeUnknown {
                 cause: Box::new(error),
             }
@@ -1073,7 +1079,7 @@ impl Transaction<'_> {
             what,
             waited: self.cluster.options().reply_timeout,
         };
-        if what == "a commit" {
+        if what == "a commit" && self.body().wrote {
             ClientError::OutcomeUnknown {
                 cause: Box::new(timeout),
             }
@@ -1229,7 +1235,7 @@ impl Transaction<'_> {
                 };
                 self.clear_queue();
                 let lost = self.link.lost(reason);
-                Progress::Done(Err(if committing {
+                Progress::Done(Err(if committing && self.body().wrote {
                     ClientError::OutcomeUnknown {
                         cause: Box::new(lost),
                     }

@@ -550,11 +550,12 @@ fn async_failures_come_back_as_completions() {
     assert!(done[0].result.as_ref().expect("committed").committed);
     drop(done);
 
-    // A silent node: the reply timeout fails the transaction, unknown outcome.
+    // A silent node: the reply timeout fails the transaction; a commit
+    // that wrote has an unknown outcome, one of reads only just timed out.
     setup.fake.node(3).expect("node 3").set_silent(true);
     let mut silent = cluster.transaction_on_node(NodeId(3)).expect("node 3");
     silent
-        .read(&table, &[Value::from(2u32)], LockMode::CommittedRead)
+        .update(&table, &[Value::from(2u32)], &[("balance", Value::from(3))])
         .expect("key");
     session.execute(silent, Commit::Yes, "silent");
     let done = drain(&mut session);
@@ -566,19 +567,42 @@ fn async_failures_come_back_as_completions() {
     );
     assert_eq!(done[0].transaction.state(), TransactionState::Unknown);
     drop(done);
+    let mut silent = cluster.transaction_on_node(NodeId(3)).expect("node 3");
+    silent
+        .read(&table, &[Value::from(2u32)], LockMode::CommittedRead)
+        .expect("key");
+    session.execute(silent, Commit::Yes, "silent read");
+    let done = drain(&mut session);
+    let error = done[0].result.as_ref().unwrap_err();
+    assert!(matches!(error, ClientError::Timeout { .. }), "{error}");
+    drop(done);
 
-    // A lost connection fails what is in flight on it, and later sends.
+    // A lost connection fails what is in flight on it (a commit that
+    // wrote with an unknown outcome, one of reads as a lost connection),
+    // and later sends.
     let mut lost = cluster.transaction_on_node(NodeId(3)).expect("node 3");
-    lost.read(&table, &[Value::from(2u32)], LockMode::CommittedRead)
+    lost.update(&table, &[Value::from(2u32)], &[("balance", Value::from(4))])
         .expect("key");
     session.execute(lost, Commit::Yes, "lost");
+    let mut lost_read = cluster.transaction_on_node(NodeId(3)).expect("node 3");
+    lost_read
+        .read(&table, &[Value::from(2u32)], LockMode::CommittedRead)
+        .expect("key");
+    session.execute(lost_read, Commit::Yes, "lost read");
     session.send();
     setup.fake.node(3).expect("node 3").disconnect_all();
     let done = drain(&mut session);
-    assert_eq!(
-        done[0].result.as_ref().unwrap_err().code(),
-        Some(ErrorCode::CommitOutcomeUnknown)
-    );
+    let codes: std::collections::BTreeMap<_, _> = done
+        .iter()
+        .map(|completion| {
+            (
+                completion.user,
+                completion.result.as_ref().unwrap_err().code(),
+            )
+        })
+        .collect();
+    assert_eq!(codes["lost"], Some(ErrorCode::CommitOutcomeUnknown));
+    assert_eq!(codes["lost read"], Some(ErrorCode::ConnectionLost));
     drop(done);
     let mut after = cluster.transaction_on_node(NodeId(3)).expect("node 3");
     after
