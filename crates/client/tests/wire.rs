@@ -511,7 +511,7 @@ fn a_lost_connection_fails_the_waiter_and_later_calls() {
         let waiter = scope.spawn(|| {
             let mut transaction = cluster.transaction();
             transaction
-                .read(&table, &[Value::from(1u32)], LockMode::CommittedRead)
+                .update(&table, &[Value::from(1u32)], &[("owner", Value::from("x"))])
                 .expect("key");
             let error = transaction.execute(Commit::Yes).unwrap_err();
             (error, transaction.state())
@@ -521,8 +521,9 @@ fn a_lost_connection_fails_the_waiter_and_later_calls() {
         });
         node.disconnect_all();
         let (error, state) = waiter.join().expect("waiter");
-        // The commit was sent: it may have happened, so the error says the
-        // outcome is unknown and does not invite a blind retry.
+        // The commit of a write was sent: it may have happened, so the
+        // error says the outcome is unknown and does not invite a blind
+        // retry.
         assert_eq!(
             error.code(),
             Some(ErrorCode::CommitOutcomeUnknown),
@@ -571,10 +572,19 @@ fn a_silent_node_times_out() {
     assert!(matches!(error, ClientError::Timeout { .. }), "{error}");
     assert!(error.is_temporary());
     assert_eq!(transaction.state(), TransactionState::Unknown);
-    // A commit that times out may have happened: its outcome is unknown.
+    // A commit of a read that times out changed nothing: a timeout.
+    let mut reading = cluster.transaction();
+    reading
+        .read(&table, &[Value::from(1u32)], LockMode::CommittedRead)
+        .expect("key");
+    let error = reading.execute(Commit::Yes).unwrap_err();
+    assert!(matches!(error, ClientError::Timeout { .. }), "{error:?}");
+    drop(reading);
+    // A commit of a write that times out may have happened: its outcome
+    // is unknown.
     let mut committing = cluster.transaction();
     committing
-        .read(&table, &[Value::from(1u32)], LockMode::CommittedRead)
+        .update(&table, &[Value::from(1u32)], &[("owner", Value::from("x"))])
         .expect("key");
     let error = committing.execute(Commit::Yes).unwrap_err();
     assert!(
