@@ -221,21 +221,21 @@ impl Table {
     pub(crate) fn bucket(&self, key: &[Value]) -> Result<u32, ClientError> {
         let mut bytes = Vec::new();
         self.encode_key(key, &mut bytes)?;
-        let hash =
-            signal::attr::key_hash(&self.def, &bytes).map_err(|code| ClientError::Invalid {
-                code,
-                detail: format!("a key of table {:?}", self.def.name),
-            })?;
+        self.bucket_of_key_section(&bytes)
+    }
+
+    /// [`Table::bucket`] for an encoded key section.
+    fn bucket_of_key_section(&self, key: &[u8]) -> Result<u32, ClientError> {
+        let hash = signal::attr::key_hash(&self.def, key).map_err(|code| ClientError::Invalid {
+            code,
+            detail: format!("a key of table {:?}", self.def.name),
+        })?;
         Ok(signal::partition::bucket(hash))
     }
 
     /// [`Table::partition`] for an encoded key section.
     pub(crate) fn partition_of_key_section(&self, key: &[u8]) -> Result<u32, ClientError> {
-        let hash = signal::attr::key_hash(&self.def, key).map_err(|code| ClientError::Invalid {
-            code,
-            detail: format!("a key of table {:?}", self.def.name),
-        })?;
-        let bucket = signal::partition::bucket(hash);
+        let bucket = self.bucket_of_key_section(key)?;
         Ok(match &self.map {
             Some(map) => map.bucket_partitions[bucket as usize],
             None => {

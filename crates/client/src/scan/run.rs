@@ -158,6 +158,12 @@ pub struct ScanCursor<'c> {
     answers: Arc<SharedSlot>,
     returned: u64,
     statistics: ScanStatistics,
+    /// The partition the last row came from (unordered: the next comes
+    /// from it too while it has rows).
+    current: usize,
+    /// A partition's rows ran out, or an answer came: take the answers
+    /// and ask for batches before the next row.
+    refresh: bool,
     /// An error ended it, or it was read to the end.
     finished: bool,
 }
@@ -181,6 +187,8 @@ impl<'c> ScanCursor<'c> {
             answers: Arc::new(Slot::new(Vec::new())),
             returned: 0,
             statistics: ScanStatistics::default(),
+            current: 0,
+            refresh: true,
             finished: false,
         })
     }
@@ -202,8 +210,14 @@ impl<'c> ScanCursor<'c> {
                 }
                 continue;
             }
-            self.take_answers()?;
-            self.ask_for_batches()?;
+            // Answers are taken and batches asked for only when a
+            // partition's rows ran out or an answer was waited for, not for
+            // every row handed out.
+            if self.refresh {
+                self.refresh = false;
+                self.take_answers()?;
+                self.ask_for_batches()?;
+            }
             let chosen = if self.plan.merged {
                 // Every partition that may still hold rows must show its
                 // next one before the smallest can be chosen.
@@ -212,6 +226,12 @@ impl<'c> ScanCursor<'c> {
                 } else {
                     self.smallest_head()
                 }
+            } else if self
+                .cursors
+                .get(self.current)
+                .is_some_and(|cursor| !cursor.rows.is_empty())
+            {
+                Some(self.current)
             } else {
                 self.cursors
                     .iter()
@@ -219,7 +239,13 @@ impl<'c> ScanCursor<'c> {
             };
             if let Some(at) = chosen {
                 self.returned += 1;
-                return Ok(self.cursors[at].rows.pop_front());
+                self.current = at;
+                let cursor = &mut self.cursors[at];
+                let row = cursor.rows.pop_front();
+                if cursor.rows.is_empty() {
+                    self.refresh = true;
+                }
+                return Ok(row);
             }
             if self
                 .cursors
@@ -230,6 +256,7 @@ impl<'c> ScanCursor<'c> {
                 continue;
             }
             self.wait_for_answers()?;
+            self.refresh = true;
         }
     }
 
@@ -276,6 +303,7 @@ impl<'c> ScanCursor<'c> {
             });
         }
         self.statistics.partitions_scanned += self.cursors.len() as u32;
+        (self.current, self.refresh) = (0, true);
         Ok(true)
     }
 

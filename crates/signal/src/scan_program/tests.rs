@@ -1,3 +1,7 @@
+//! Scan programs: comparisons in the indexes' order, SQL's three-valued
+//! logic, LIKE against a naive matcher, and programs that do not fit the
+//! table, are cut or garbled, or are too long, refused without a panic.
+
 use super::*;
 use stdx::mix::XorShift as Rng;
 
