@@ -86,6 +86,7 @@ pub fn run(options: &FailoverOptions, kill: impl FnOnce()) -> Result<FailoverRep
     let setup = Cluster::connect(&options.mgmd).map_err(setup_error("connect"))?;
     let definition = TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: 0,
         version: 0,
         name: options.table.clone(),

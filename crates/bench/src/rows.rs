@@ -34,6 +34,7 @@ pub(crate) fn table_definition(name: &str, columns: u32) -> TableDef {
     let int = ColumnType::Int { unsigned: true };
     let mut definition = TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: 0,
         version: 0,
         name: name.to_string(),

@@ -434,6 +434,7 @@ fn verify_only_needs_an_existing_keylookup_table_and_a_readable_ledger() {
     cluster
         .create_table(&client::TableDef {
             indexes: Vec::new(),
+            revision: 0,
             id: 0,
             version: 0,
             name: "keylookup".into(),

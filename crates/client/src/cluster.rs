@@ -26,8 +26,11 @@ use crate::table::Table;
 use crate::tcp::TcpTransport;
 use crate::transaction::{Body, Transaction};
 use crate::value::Value;
+use signal::schema::IndexChange;
 use signal::schema::TableDef;
-use signal::signals::{ApiToken, CreateTabReq, DropTabReq, GetTabInfoReq, PartitionMap};
+use signal::signals::{
+    ApiToken, CreateIndexReq, CreateTabReq, DropIndexReq, DropTabReq, GetTabInfoReq, PartitionMap,
+};
 use signal::{BlockKind, ErrorCode, NodeId, Section, Signal};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -790,7 +793,7 @@ impl Cluster {
     /// use signal::schema::{ColumnDef, ColumnType, TableDef};
     /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
     /// let created = cluster.create_table(&TableDef {
-    ///     indexes: Vec::new(),
+    ///     indexes: Vec::new(), revision: 0,
     ///     id: 0, version: 0, name: "t".into(), partitions: 0, primary_key: vec![0],
     ///     columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: true }, nullable: false }],
     /// })?;
@@ -841,6 +844,84 @@ impl Cluster {
         match reply {
             SchemaReply::Dropped => Ok(()),
             other => Err(unexpected_reply(name, other)),
+        }
+    }
+
+    /// Creates the ordered index `index` over `columns` (in index order)
+    /// on table `table`, which may hold rows and be written meanwhile:
+    /// every data node builds it over its rows, and it is usable once
+    /// complete on every replica, when this returns. The new definition
+    /// is fetched for [`Cluster::table`].
+    /// Errors: `IndexExists`, `UnknownTable`, `UnknownColumn`,
+    /// `TooManyIndexes`, `TableFull` (DataMemory has no room for the
+    /// index: nothing changed).
+    ///
+    /// ```no_run
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// cluster.create_index("t", "by_name", &["name"])?;
+    /// let table = cluster.table("t")?;
+    /// assert!(table.def().index("by_name").is_some());
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn create_index(
+        &self,
+        table: &str,
+        index: &str,
+        columns: &[&str],
+    ) -> Result<(), ClientError> {
+        if columns.is_empty() {
+            return Err(ClientError::Invalid {
+                code: ErrorCode::BadTableDefinition,
+                detail: format!("index {index:?} on table {table:?}: name at least one column"),
+            });
+        }
+        self.index_change(table, index, columns, true)
+    }
+
+    /// Drops the ordered index `index` of table `table`: no definition
+    /// handed out names it from then on, and every data node frees it.
+    /// Errors: `UnknownIndex`, `UnknownTable`.
+    ///
+    /// ```no_run
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// cluster.drop_index("t", "by_name")?;
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn drop_index(&self, table: &str, index: &str) -> Result<(), ClientError> {
+        self.index_change(table, index, &[], false)
+    }
+
+    fn index_change(
+        &self,
+        table: &str,
+        index: &str,
+        columns: &[&str],
+        create: bool,
+    ) -> Result<(), ClientError> {
+        let change = IndexChange {
+            table: table.to_owned(),
+            index: index.to_owned(),
+            columns: columns.iter().map(|&column| column.to_owned()).collect(),
+        };
+        let bytes = change.encode_to_vec();
+        // The dict checks the names again; here a bad one is the caller's
+        // mistake, said before anything is sent.
+        IndexChange::decode(&bytes).map_err(|message| ClientError::Invalid {
+            code: ErrorCode::BadTableDefinition,
+            detail: format!("index {index:?} on table {table:?}: {message}"),
+        })?;
+        let reply = self.schema_request(table, false, |request_id| {
+            let change = section_from(&bytes)?;
+            Ok(if create {
+                CreateIndexReq { request_id, change }.into()
+            } else {
+                DropIndexReq { request_id, change }.into()
+            })
+        })?;
+        self.invalidate_table(table);
+        match reply {
+            SchemaReply::Altered => Ok(()),
+            other => Err(unexpected_reply(table, other)),
         }
     }
 

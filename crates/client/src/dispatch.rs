@@ -276,6 +276,9 @@ pub(crate) enum SchemaReply {
     Created,
     /// DROP_TAB_CONF.
     Dropped,
+    /// ALTER_TAB_CONF: an index change is done (the client fetches the
+    /// new definition next).
+    Altered,
     /// GET_TABINFO_CONF.
     Info {
         /// Encoded table definition.
@@ -745,6 +748,9 @@ impl Dispatch {
                 self.answer_request(conf.request_id, SchemaReply::Created)
             }
             Signal::DropTabConf(conf) => self.answer_request(conf.request_id, SchemaReply::Dropped),
+            Signal::AlterTabConf(conf) => {
+                self.answer_request(conf.request_id, SchemaReply::Altered)
+            }
             Signal::GetTabInfoConf(conf) => self.answer_request(
                 conf.request_id,
                 SchemaReply::Info {

@@ -407,6 +407,7 @@ mod tests {
     fn scanned_rows_decode_and_malformed_ones_are_protocol_errors() {
         let table = Arc::new(Table::new(TableDef {
             indexes: Vec::new(),
+            revision: 0,
             id: 1,
             version: 1,
             name: "t".into(),

@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 /// use client::{ColumnSelector, Table};
 /// use signal::schema::{ColumnDef, ColumnType, TableDef};
 /// let table = Table::new(TableDef {
-///     indexes: Vec::new(),
+///     indexes: Vec::new(), revision: 0,
 ///     id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
 ///     columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }],
 /// });
@@ -90,7 +90,7 @@ const ABSENT: u16 = u16::MAX;
 /// use client::{Table, Value};
 /// use signal::schema::{ColumnDef, ColumnType, TableDef};
 /// let table = Table::new(TableDef {
-///     indexes: Vec::new(),
+///     indexes: Vec::new(), revision: 0,
 ///     id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
 ///     columns: vec![
 ///         ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: true }, nullable: false },
@@ -124,7 +124,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
     /// let table = client::Table::new(def);
     /// assert_eq!(table.name(), "t");
@@ -154,7 +154,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// use signal::signals::{PartitionMap, PartitionPlacement};
     /// use signal::NodeId;
@@ -180,7 +180,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
     /// assert!(client::Table::new(def).map().is_none());
     /// ```
@@ -192,7 +192,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
     /// assert_eq!(client::Table::new(def).map_version(), 0);
     /// ```
@@ -206,7 +206,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 4, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 4, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// let table = client::Table::new(def);
     /// assert!(table.partition(&[client::Value::Int(9)]).unwrap() < 4);
@@ -249,7 +249,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 4, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 4, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// let table = client::Table::new(def);
     /// assert!(table.placement(&[client::Value::Int(9)]).unwrap().is_none());
@@ -278,7 +278,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
     /// let table = client::Table::new(def);
     /// assert_eq!(table.def().columns.len(), 1);
@@ -291,7 +291,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
     /// assert_eq!(client::Table::new(def).name(), "t");
     /// ```
@@ -303,7 +303,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
     /// let table = client::Table::new(def);
     /// assert_eq!(table.column_id("k").unwrap(), 0);
@@ -345,7 +345,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// let table = client::Table::new(def);
     /// let mut key = Vec::new();
@@ -382,7 +382,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// use client::Value;
     /// let table = client::Table::new(def);
@@ -456,7 +456,7 @@ impl Table {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// use client::{Table, Value};
     /// use std::sync::Arc;
@@ -754,7 +754,7 @@ pub(crate) struct RowStorage {
 ///
 /// ```
 /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-/// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+/// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
 /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
 /// use client::{Table, Value};
 /// use std::sync::Arc;
@@ -779,7 +779,7 @@ impl Row {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// # let table = std::sync::Arc::new(client::Table::new(def));
     /// let row = client::Table::decode_row(&table, &[]).unwrap();
@@ -797,7 +797,7 @@ impl Row {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// use client::{Table, Value};
     /// let table = std::sync::Arc::new(Table::new(def));
@@ -817,7 +817,7 @@ impl Row {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// # let table = std::sync::Arc::new(client::Table::new(def));
     /// let row = client::Table::decode_row(&table, &[]).unwrap();
@@ -841,7 +841,7 @@ impl Row {
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
-    /// # let def = TableDef { indexes: vec![], id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// # let table = std::sync::Arc::new(client::Table::new(def));
     /// let row = client::Table::decode_row(&table, &[]).unwrap();
@@ -898,6 +898,7 @@ mod tests {
         };
         Arc::new(Table::new(TableDef {
             indexes: Vec::new(),
+            revision: 0,
             id: 4,
             version: 2,
             name: "accounts".into(),
@@ -1020,6 +1021,7 @@ mod tests {
         };
         Arc::new(Table::new(TableDef {
             indexes: Vec::new(),
+            revision: 0,
             id: 5,
             version: 1,
             name: "numbers".into(),

@@ -27,6 +27,7 @@ fn table_def() -> TableDef {
     };
     TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: 0,
         version: 0,
         name: "kv".into(),

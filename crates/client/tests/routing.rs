@@ -21,6 +21,7 @@ fn accounts(partitions: u32) -> TableDef {
     };
     TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: 0,
         version: 0,
         name: "accounts".into(),

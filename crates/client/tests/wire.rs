@@ -32,6 +32,7 @@ fn accounts() -> TableDef {
     };
     TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: 0,
         version: 0,
         name: "accounts".into(),
@@ -714,6 +715,7 @@ fn counters() -> TableDef {
     };
     TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: 0,
         version: 0,
         name: "counters".into(),

@@ -376,6 +376,7 @@ data_dir = "n2"
         // both, and both dicts then hand out the table.
         let table = TableDef {
             indexes: Vec::new(),
+            revision: 0,
             id: 0,
             version: 0,
             name: "t1".into(),

@@ -1,6 +1,7 @@
 //! The answer every tc, ldm and dict gives a new master dict's take-over
 //! query (DICT_TAKEOVER_REQ, docs/design/0016-schema-takeover.md): the
-//! tables the block holds, as (id, version) pairs in a section. Here so
+//! tables the block holds, as (id, version, index revision) entries in a
+//! section. Here so
 //! that the blocks share it without depending on each other.
 
 use crate::Context;
@@ -20,7 +21,7 @@ pub fn answer(
     from: BlockRef,
     request: DictTakeoverReq,
     schema_version: u32,
-    tables: impl ExactSizeIterator<Item = (u32, u32)>,
+    tables: impl ExactSizeIterator<Item = (u32, u32, u32)>,
 ) {
     let mut bytes = Vec::new();
     encode_table_versions(&mut bytes, tables)

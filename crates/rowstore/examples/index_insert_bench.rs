@@ -48,6 +48,7 @@ fn table(indexes: usize) -> TableDef {
         primary_key: vec![0],
         partitions: 1,
         indexes: all[..indexes].to_vec(),
+        revision: 0,
     }
 }
 

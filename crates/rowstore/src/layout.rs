@@ -527,6 +527,7 @@ mod tests {
         };
         TableDef {
             indexes: Vec::new(),
+            revision: 0,
             id: 1,
             version: 1,
             name: "t".into(),
@@ -655,6 +656,7 @@ mod tests {
         };
         let table = TableDef {
             indexes: Vec::new(),
+            revision: 0,
             id: 2,
             version: 1,
             name: "numbers".into(),

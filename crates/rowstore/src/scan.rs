@@ -29,6 +29,7 @@
 //!
 //! let table = TableDef {
 //!     indexes: Vec::new(),
+//!     revision: 0,
 //!     id: 0,
 //!     version: 1,
 //!     name: "t".into(),
@@ -307,6 +308,7 @@ mod tests {
     fn layout() -> RowLayout {
         RowLayout::new(&TableDef {
             indexes: Vec::new(),
+            revision: 0,
             id: 0,
             version: 1,
             name: "t".into(),

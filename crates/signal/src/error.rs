@@ -103,8 +103,9 @@ error_codes! {
     BadValue = 4014, Permanent, "value does not match its column type";
     /// A column id does not exist in the table.
     UnknownColumn = 4015, Permanent, "unknown column";
-    /// The cluster holds as many tables as it can (16 383).
-    TooManyTables = 707, Permanent, "too many tables: the cluster holds at most 16383";
+    /// The cluster holds as many tables as it can (10 922: a take-over
+    /// lists them all in one section).
+    TooManyTables = 707, Permanent, "too many tables: the cluster holds at most 10922";
     /// Schema changes wait while a data node is in its node restart.
     NodeRestartInProgress = 711, Temporary, "a data node is restarting (node restart): schema changes wait until it has started; retry";
     /// A table with this name already exists.
@@ -147,6 +148,14 @@ error_codes! {
     BadFilter = 4027, Permanent, "malformed scan filter: it does not fit the table's columns";
     /// A scan asked for batches larger than a data node sends.
     ScanBatchTooLarge = 4028, Permanent, "scan batch too large: at most 128 KiB of rows a batch";
+    /// A table already has an index of that name.
+    IndexExists = 4244, Permanent, "index already exists: the table has an index of that name";
+    /// The table has no index of that name (or the definition naming it is
+    /// stale: refresh it).
+    UnknownIndex = 4243, Permanent, "unknown index";
+    /// A table has at most 16 indexes besides its primary key, and 65,535
+    /// index changes in its life.
+    TooManyIndexes = 4029, Permanent, "too many indexes: a table has at most 16";
     /// An API node's registration did not carry the token mgmd issued
     /// with its node id (or carried one of an older allocation of the
     /// id): the data node refuses it and closes the connection.

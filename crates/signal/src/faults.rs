@@ -74,6 +74,15 @@ fault_points! {
     /// sent a batch of a partition's rows to the restarting node, with
     /// more of the partition to come, and nothing more.
     CopyAfterBatch = 16, "COPY_AFTER_BATCH";
+    /// The master dict sent a table's new index to every ldm to build,
+    /// none confirmed yet (some may be building it, no dict hands it out).
+    IndexAfterBuildRequests = 17, "INDEX_AFTER_BUILD_REQUESTS";
+    /// Every ldm built the new index and the master dict told one other
+    /// dict, the highest.
+    IndexAfterFirstAnnounce = 18, "INDEX_AFTER_FIRST_ANNOUNCE";
+    /// The master dict told one other dict, the highest, that an index is
+    /// dropped; every ldm still holds it.
+    IndexDropAfterFirstDictionary = 19, "INDEX_DROP_AFTER_FIRST_DICTIONARY";
 }
 
 /// What an armed point does when a node reaches it.
@@ -134,6 +143,9 @@ impl FaultPoint {
                 | FaultPoint::CreateAfterFirstAnnounce
                 | FaultPoint::DropAfterCoordinators
                 | FaultPoint::DropAfterFirstDictionary
+                | FaultPoint::IndexAfterBuildRequests
+                | FaultPoint::IndexAfterFirstAnnounce
+                | FaultPoint::IndexDropAfterFirstDictionary
         )
     }
 

@@ -164,7 +164,7 @@ pub struct IndexDef {
 /// ```
 /// use signal::schema::{ColumnDef, ColumnType, TableDef};
 /// let table = TableDef {
-///     indexes: Vec::new(),
+///     indexes: Vec::new(), revision: 0,
 ///     id: 0, version: 0, name: "t".into(), partitions: 0,
 ///     columns: vec![
 ///         ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false },
@@ -192,6 +192,13 @@ pub struct TableDef {
     pub partitions: u32,
     /// Ordered indexes besides the primary key's.
     pub indexes: Vec<IndexDef>,
+    /// Rises with every change of the table's indexes (an online create
+    /// or drop of one, docs/design/0024-online-index-changes.md), which
+    /// leaves `version`, the one operations are checked against, alone. A
+    /// new index takes the revision as its id, so no index id is ever
+    /// reused in a table; at least every index's id (a create gets the
+    /// highest).
+    pub revision: u32,
 }
 
 impl TableDef {
@@ -352,6 +359,7 @@ impl TableDef {
                 writer.u16(column);
             }
         }
+        writer.u32(self.revision);
     }
 
     /// Encodes into a new vector (schema operations only; not a hot path).
@@ -416,11 +424,19 @@ impl TableDef {
                 indexes.push(IndexDef { id, name, columns });
             }
         }
+        // Definitions written before index changes existed end here: their
+        // revision is their highest index id.
+        let revision = if reader.is_empty() {
+            indexes.iter().map(|index| index.id).max().unwrap_or(0)
+        } else {
+            reader.u32().map_err(malformed)?
+        };
         if !reader.is_empty() {
             return Err("trailing bytes after table definition".into());
         }
         let table = TableDef {
             indexes,
+            revision,
             id,
             version,
             name,
@@ -430,6 +446,69 @@ impl TableDef {
         };
         table.validate()?;
         Ok(table)
+    }
+}
+
+/// An online index change as a client asks it (CreateIndexReq with
+/// columns, DropIndexReq without): everything by name, so a client needs
+/// no current definition to ask, and dict resolves the names against the
+/// table as it is when the change runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexChange {
+    /// The table.
+    pub table: String,
+    /// The index.
+    pub index: String,
+    /// Its columns in index order (empty to drop).
+    pub columns: Vec<String>,
+}
+
+impl IndexChange {
+    /// Encodes (format in docs/wire-format.md).
+    pub fn encode_to_vec(&self) -> Vec<u8> {
+        let mut buffer = Vec::new();
+        let mut writer = Writer::new(&mut buffer);
+        writer.bytes16(self.table.as_bytes());
+        writer.bytes16(self.index.as_bytes());
+        writer.u16(self.columns.len() as u16);
+        for column in &self.columns {
+            writer.bytes16(column.as_bytes());
+        }
+        buffer
+    }
+
+    /// Decodes bytes from the network and checks the names' form and the
+    /// column count (at most [`MAX_INDEX_COLUMNS`]); whether they exist is
+    /// dict's to find out.
+    pub fn decode(bytes: &[u8]) -> Result<IndexChange, String> {
+        let mut reader = Reader::new(bytes);
+        let malformed = |_| "malformed index change".to_string();
+        let table = reader.string16().map_err(malformed)?;
+        let index = reader.string16().map_err(malformed)?;
+        let count = reader.u16().map_err(malformed)? as usize;
+        if count > MAX_INDEX_COLUMNS {
+            return Err(format!("an index has at most {MAX_INDEX_COLUMNS} columns"));
+        }
+        let mut columns = Vec::with_capacity(count);
+        for _ in 0..count {
+            columns.push(reader.string16().map_err(malformed)?);
+        }
+        if !reader.is_empty() {
+            return Err("trailing bytes after index change".into());
+        }
+        validate_name("table name", &table)?;
+        validate_name("index name", &index)?;
+        if index.eq_ignore_ascii_case("PRIMARY") {
+            return Err("an index may not be named PRIMARY (the primary key's)".into());
+        }
+        for column in &columns {
+            validate_name("column name", column)?;
+        }
+        Ok(IndexChange {
+            table,
+            index,
+            columns,
+        })
     }
 }
 
@@ -464,6 +543,7 @@ mod tests {
             ],
             primary_key: vec![0],
             partitions: 2,
+            revision: indexes.iter().map(|index| index.id).max().unwrap_or(0),
             indexes,
         }
     }
@@ -485,8 +565,18 @@ mod tests {
         // A definition written before indexes existed: no index count.
         let without = table(Vec::new());
         let mut old = without.encode_to_vec();
-        old.truncate(old.len() - 2);
+        old.truncate(old.len() - 6);
         assert_eq!(TableDef::decode(&old), Ok(without));
+        // One written before index changes existed: no revision, which is
+        // then the highest index id.
+        let mut old = with.encode_to_vec();
+        old.truncate(old.len() - 4);
+        assert_eq!(TableDef::decode(&old), Ok(with.clone()));
+        let revised = TableDef {
+            revision: 9,
+            ..with.clone()
+        };
+        assert_eq!(TableDef::decode(&revised.encode_to_vec()), Ok(revised));
         // Every cut of the new form is refused or decodes to a valid table.
         let bytes = with.encode_to_vec();
         for cut in 0..bytes.len() {
@@ -494,6 +584,32 @@ mod tests {
                 assert_eq!(table.validate(), Ok(()));
             }
         }
+    }
+
+    #[test]
+    fn index_changes_round_trip_and_bad_ones_are_refused() {
+        let change = IndexChange {
+            table: "t".into(),
+            index: "by_a".into(),
+            columns: vec!["a".into(), "b".into()],
+        };
+        let bytes = change.encode_to_vec();
+        assert_eq!(IndexChange::decode(&bytes), Ok(change.clone()));
+        for cut in 0..bytes.len() {
+            assert!(IndexChange::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut trailing = bytes.clone();
+        trailing.push(0);
+        assert!(IndexChange::decode(&trailing).is_err());
+        let bad = |edit: &dyn Fn(&mut IndexChange)| {
+            let mut bad = change.clone();
+            edit(&mut bad);
+            IndexChange::decode(&bad.encode_to_vec()).unwrap_err()
+        };
+        assert!(bad(&|c| c.index = "primary".into()).contains("PRIMARY"));
+        assert!(bad(&|c| c.table = "a b".into()).contains("table name"));
+        assert!(bad(&|c| c.columns = vec!["x".into(); 17]).contains("at most 16"));
+        assert!(bad(&|c| c.columns = vec![String::new()]).contains("column name"));
     }
 
     #[test]

@@ -592,6 +592,7 @@ fn tables() -> Vec<TableDef> {
     let table = |name: &str, columns: Vec<ColumnDef>, primary_key: Vec<u16>| {
         let table = TableDef {
             indexes: Vec::new(),
+            revision: 0,
             id: 1,
             version: 1,
             name: name.into(),
@@ -783,6 +784,7 @@ fn random_table(rng: &mut XorShift) -> TableDef {
         .collect();
     TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: rng.next_u64() as u32,
         version: rng.next_u64() as u32,
         name: format!("t{}", rng.below(1000)),

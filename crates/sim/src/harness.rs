@@ -209,8 +209,10 @@ impl Harness {
         (result, fired, inspected)
     }
 
+    /// As [`Harness::run_clients_and_report`], then `inspect` looks at
+    /// the simulated cluster as the clients left it.
     #[allow(clippy::type_complexity)]
-    fn run_clients_then<R: Send + 'static, S>(
+    pub fn run_clients_then<R: Send + 'static, S>(
         self,
         clients: u16,
         work: impl Fn(u16, &Cluster, &HostedContext) -> R + Send + Sync + 'static,
@@ -326,6 +328,7 @@ pub fn kv_table_definition(name: &str) -> TableDef {
     };
     TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: 0,
         version: 0,
         name: name.into(),

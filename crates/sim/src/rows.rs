@@ -48,6 +48,7 @@ pub fn bank_table() -> TableDef {
             index(1, "by_balance", vec![BALANCE]),
             index(2, "by_writer_note", vec![WRITER, NOTE]),
         ],
+        revision: 0,
         id: 0,
         version: 0,
         name: "bank".into(),

@@ -532,18 +532,30 @@ impl Simulation {
     }
 
     /// Whether `nodes` agree on the schema: every tc, ldm and dict of them
-    /// holds the same tables (id, version) and no dict is still taking
-    /// the master role over. `Err` says who differs from whom. (A create
+    /// holds the same tables (id, version), every ldm and dict the same
+    /// index revision of each, and no dict is still taking the master
+    /// role over. `Err` says who differs from whom. (A create
     /// or drop a failed master dict had under way is finished or undone
     /// everywhere: docs/design/0016-schema-takeover.md.)
     pub fn schema_agreement(&self, nodes: &[NodeId]) -> Result<Vec<(u32, u32)>, String> {
         let mut held: Vec<(BlockRef, Vec<(u32, u32)>)> = Vec::new();
+        // (id, version, index revision) of each table, per block.
+        type Revisions = Vec<(u32, u32, u32)>;
+        let mut revisions: Vec<(BlockRef, Revisions)> = Vec::new();
         let mine = |block: BlockRef| nodes.contains(&block.node);
+        let versions = |tables: &[(u32, u32, u32)]| -> Vec<(u32, u32)> {
+            tables
+                .iter()
+                .map(|&(id, version, _)| (id, version))
+                .collect()
+        };
         for tc in self.tcs().filter(|tc| mine(kernel::Block::address(*tc))) {
-            held.push((kernel::Block::address(tc), tc.table_versions()));
+            held.push((kernel::Block::address(tc), versions(&tc.table_versions())));
         }
         for ldm in self.ldms().filter(|ldm| mine(kernel::Block::address(*ldm))) {
-            held.push((kernel::Block::address(ldm), ldm.table_versions()));
+            let tables = ldm.table_versions();
+            held.push((kernel::Block::address(ldm), versions(&tables)));
+            revisions.push((kernel::Block::address(ldm), tables));
         }
         for dict in self
             .dicts()
@@ -553,7 +565,20 @@ impl Simulation {
             if dict.is_taking_over() {
                 return Err(format!("{address} is still taking the master role over"));
             }
-            held.push((address, dict.table_versions()));
+            let tables = dict.table_versions();
+            held.push((address, versions(&tables)));
+            revisions.push((address, tables));
+        }
+        // Indexes too: every ldm and dict at the same revision of each.
+        if let Some((first, tables)) = revisions.first() {
+            for (block, other) in &revisions {
+                if other != tables {
+                    return Err(format!(
+                        "{first} holds tables (id, version, index revision) {tables:?}, \
+                         {block} holds {other:?}"
+                    ));
+                }
+            }
         }
         let Some((first, tables)) = held.first().cloned() else {
             return Ok(Vec::new());

@@ -24,6 +24,7 @@ const TC: BlockRef = BlockRef::new(NodeId(2), BlockKind::Tc, 0);
 fn table() -> TableDef {
     TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: 0,
         version: 1,
         name: "t".into(),

@@ -61,6 +61,7 @@ fn table_definition() -> TableDef {
             .collect(),
         primary_key: vec![0],
         partitions: 0,
+        revision: 0,
         indexes: INDEXES
             .iter()
             .enumerate()

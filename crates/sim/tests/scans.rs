@@ -30,6 +30,7 @@ fn table_definition() -> TableDef {
     };
     TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: 0,
         version: 0,
         name: "ranges".into(),

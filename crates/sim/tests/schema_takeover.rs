@@ -180,3 +180,112 @@ fn a_schema_change_the_master_dict_died_in_ends_everywhere_or_nowhere() {
     }
     assert_eq!(rolled_forward, 2, "both shapes rolled a create forward");
 }
+
+/// What an index change the president died in left: whether the index
+/// stands, and whether the survivors agree on every table and index
+/// revision.
+struct IndexOutcome {
+    exists: bool,
+    agreed: Result<Vec<(u32, u32)>, String>,
+}
+
+/// The president (node 2) dies at `point` while the client creates
+/// index "by_v" on table "kept" (or, at the drop point, drops it); the
+/// survivors must end with the index built everywhere or nowhere, and
+/// when it stands it holds every row.
+fn run_index_case(
+    seed: u64,
+    (nodes, replicas): (u16, u16),
+    point: FaultPoint,
+    action: FaultAction,
+) -> IndexOutcome {
+    let survivors: Vec<NodeId> = (3..2 + nodes).map(NodeId).collect();
+    let checked = survivors.clone();
+    let dropping = point == FaultPoint::IndexDropAfterFirstDictionary;
+    let (exists, fired, agreed) = Harness::new(seed)
+        .nodes(nodes, replicas)
+        .fault_with(NodeId(2), point, action)
+        .run_then(
+            move |cluster, context| {
+                let table = create_kv_table(cluster, "kept");
+                // Above the keys write_through_each writes.
+                for k in 100..150 {
+                    sim::harness::insert_settled(cluster, &table, k);
+                }
+                let changed = if dropping {
+                    // A create runs first; its points are not armed.
+                    cluster.create_index("kept", "by_v", &["v"]).unwrap();
+                    cluster.drop_index("kept", "by_v")
+                } else {
+                    cluster.create_index("kept", "by_v", &["v"])
+                };
+                context.sleep(DETECTION);
+                cluster.invalidate_table("kept");
+                let table = cluster
+                    .table("kept")
+                    .expect("the table after the take-over");
+                let exists = table.def().index("by_v").is_some();
+                if changed.is_ok() {
+                    assert_eq!(exists, !dropping, "a confirmed change stands");
+                }
+                let range = [client::KeyRange::all()];
+                let options = client::ScanOptions::default();
+                if exists {
+                    let rows = cluster
+                        .scan(&table, client::Access::Index("by_v", &range), &options)
+                        .expect("a scan of the index that stayed");
+                    assert_eq!(rows.rows.len(), 50, "the index holds every row");
+                    cluster
+                        .drop_index("kept", "by_v")
+                        .expect("a drop after the take-over");
+                } else {
+                    cluster
+                        .create_index("kept", "by_v", &["v"])
+                        .expect("a create after the take-over");
+                }
+                write_through_each(cluster, "kept", &survivors);
+                exists
+            },
+            move |simulation| simulation.schema_agreement(&checked),
+        );
+    assert_eq!(fired, [(NodeId(2), point)], "the point was reached");
+    IndexOutcome { exists, agreed }
+}
+
+/// The president dies at each point of an index create and drop, with
+/// two nodes and three: a change that reached no dict is undone at
+/// every ldm, one a dict took is finished everywhere.
+#[test]
+fn an_index_change_the_master_dict_died_in_ends_everywhere_or_nowhere() {
+    let points = [
+        FaultPoint::IndexAfterBuildRequests,
+        FaultPoint::IndexAfterFirstAnnounce,
+        FaultPoint::IndexDropAfterFirstDictionary,
+    ];
+    let stall = FaultAction::Delay { ms: 3_000 };
+    let mut seed = 100;
+    for &point in &points {
+        for action in [FaultAction::Crash, stall] {
+            for shape in [(2, 2), (3, 3)] {
+                seed += 1;
+                let outcome = run_index_case(seed, shape, point, action);
+                let case = format!("seed {seed}, shape {shape:?}, {point:?} {action}");
+                if let Err(disagreement) = &outcome.agreed {
+                    panic!("{case}: {disagreement}");
+                }
+                match (point, action) {
+                    (FaultPoint::IndexAfterBuildRequests, _) => {
+                        assert!(!outcome.exists, "{case}: a build no dict took is undone")
+                    }
+                    (FaultPoint::IndexAfterFirstAnnounce, FaultAction::Delay { .. }) => {
+                        assert!(outcome.exists, "{case}: an index a dict took is kept")
+                    }
+                    (FaultPoint::IndexDropAfterFirstDictionary, FaultAction::Delay { .. }) => {
+                        assert!(!outcome.exists, "{case}: a drop a dict took is finished")
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}

@@ -60,6 +60,7 @@ fn started_dict(node: u16, nodes: &[u16]) -> (Dict, RecordingContext) {
 fn definition(name: &str, partitions: u32) -> TableDef {
     TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: 0,
         version: 0,
         name: name.into(),

@@ -69,6 +69,13 @@ impl Dict {
             } else {
                 self.default_partitions
             },
+            // Index ids come from the revision from now on (`alter.rs`).
+            revision: table
+                .indexes
+                .iter()
+                .map(|index| index.id)
+                .max()
+                .unwrap_or(0),
             ..table
         });
         self.tables.insert_creating(Arc::clone(&table));

@@ -11,6 +11,9 @@
 //!   |-- DropTabOrd{table} ------------>|  removed, schema version + 1,
 //!   |                                  |  schema file written
 //!   |<-------- DropTabRep{busy: false} -|
+//!   |-- DictAlterTabReq{table, v} ---->|  its new indexes (`alter.rs`),
+//!   |                                  |  schema file written
+//!   |<------------------ AlterTabRep --|
 //! ```
 //!
 //! Each confirmation waits until this dict's own schema file holds the
@@ -22,9 +25,9 @@ use crate::tables::TableState;
 use crate::Dict;
 use kernel::Context;
 use signal::codec::decode_table_versions;
-use signal::signals::{DictAddTabReq, DictTakeoverReq, DropTabRep};
+use signal::signals::{DictAddTabReq, DictAlterTabReq, DictTakeoverReq, DropTabRep};
 use signal::BlockRef;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 impl Dict {
@@ -109,19 +112,33 @@ impl Dict {
         let Ok(masters) = decode_table_versions(request.tables.as_slice()) else {
             return;
         };
-        let masters: HashSet<(u32, u32)> = masters.into_iter().collect();
+        let masters: HashMap<(u32, u32), u32> = masters
+            .into_iter()
+            .map(|(id, version, revision)| ((id, version), revision))
+            .collect();
         let mine = self.table_versions();
-        for &(id, version) in &mine {
-            if masters.contains(&(id, version)) {
-                continue;
-            }
+        for &(id, version, revision) in &mine {
             let entry = self.tables.by_id(id).expect("listed just now");
-            let offer = DictAddTabReq {
-                schema_version: self.schema_version,
-                table: Arc::clone(&entry.definition),
-                map: entry.map.clone().expect("an online table has its map"),
-            };
-            kernel::send(ctx, self.address, from, offer);
+            match masters.get(&(id, version)) {
+                Some(&held) if held >= revision => {}
+                Some(_) => {
+                    // The master holds the table with indexes older than
+                    // these: a change that reached this dict is finished.
+                    let offer = DictAlterTabReq {
+                        schema_version: self.schema_version,
+                        table: Arc::clone(&entry.definition),
+                    };
+                    kernel::send(ctx, self.address, from, offer);
+                }
+                None => {
+                    let offer = DictAddTabReq {
+                        schema_version: self.schema_version,
+                        table: Arc::clone(&entry.definition),
+                        map: entry.map.clone().expect("an online table has its map"),
+                    };
+                    kernel::send(ctx, self.address, from, offer);
+                }
+            }
         }
         let (me, schema_version) = (self.address, self.schema_version);
         kernel::schema_takeover::answer(ctx, me, from, request, schema_version, mine.into_iter());

@@ -10,6 +10,7 @@
 //! - `requests.rs`: API requests: checks, the FIFO of schema operations
 //!   (one runs at a time), GET_TABINFO and LIST_TABLES;
 //! - `create.rs`, `drop.rs`: the create and drop protocols;
+//! - `alter.rs`: CREATE INDEX and DROP INDEX on a live table;
 //! - `follower.rs`: a non-master dict learning tables from the master;
 //! - `tables.rs`: the table registry;
 //! - `persistence.rs`: the schema file, written after every create and
@@ -32,6 +33,9 @@
 //! whole cluster finds the tables again (docs/schema-file-format.md); at
 //! that restart the master's file wins, as in NDB.
 
+mod alter;
+#[cfg(test)]
+mod alter_tests;
 mod create;
 mod drop;
 mod follower;
@@ -304,11 +308,14 @@ impl Dict {
 
     /// (id, version) of every online table (what GET_TABINFO finds), in
     /// id order: a take-over's answer, and what the simulator compares.
-    pub fn table_versions(&self) -> Vec<(u32, u32)> {
+    pub fn table_versions(&self) -> Vec<(u32, u32, u32)> {
         let online = self.tables.stored();
         online
             .filter(|entry| entry.state == tables::TableState::Online)
-            .map(|entry| (entry.definition.id, entry.definition.version))
+            .map(|entry| {
+                let definition = &entry.definition;
+                (definition.id, definition.version, definition.revision)
+            })
             .collect()
     }
 
@@ -372,6 +379,8 @@ impl kernel::Block for Dict {
             // From API nodes: never panic.
             Signal::CreateTabReq(request) => self.create_table_request(from, request, ctx),
             Signal::DropTabReq(request) => self.drop_table_request(from, request, ctx),
+            Signal::CreateIndexReq(request) => self.create_index_request(from, request, ctx),
+            Signal::DropIndexReq(request) => self.drop_index_request(from, request, ctx),
             Signal::GetTabInfoReq(request) => self.get_table_info(from, request, ctx),
             Signal::ListTablesReq(request) => self.list_tables(from, request, ctx),
             // From dih, and from the tcs, ldms and dicts of every node.
@@ -387,10 +396,19 @@ impl kernel::Block for Dict {
                 self.takeover_answer(from, report.table_id, report.busy, ctx)
             }
             Signal::DropTabRep(report) => self.drop_table_report(from, report, ctx),
+            Signal::AlterTabRep(report) if self.is_taking_over() => {
+                self.takeover_aligned(from, report.table_id, report.revision, ctx)
+            }
+            Signal::AlterTabRep(report) => self.alter_report(from, report, ctx),
+            Signal::AlterTabRef(refusal) if self.is_taking_over() => {
+                self.takeover_aligned(from, refusal.table_id, refusal.revision, ctx)
+            }
+            Signal::AlterTabRef(refusal) => self.alter_refused(from, refusal, ctx),
             Signal::DictTakeoverConf(conf) => self.takeover_conf(from, conf, ctx),
             // From the master dict (at the others; at a master taking
             // over, from the other dicts).
             Signal::DictAddTabReq(request) => self.takeover_offered(from, request, ctx),
+            Signal::DictAlterTabReq(request) => self.takeover_offered_revision(from, request, ctx),
             Signal::DropTabOrd(order) => self.table_dropped(from, order.table_id, ctx),
             Signal::DictTakeoverReq(request) => self.takeover_request(from, request, ctx),
             Signal::DictTakeoverDoneOrd(order) => {

@@ -52,7 +52,9 @@ use signal::fs::{FileName, FsDone, FsError, FsErrorKind, FsOperation, OpenMode};
 use signal::phases;
 use signal::schema::TableDef;
 use signal::section::MAX_SECTION_BYTES;
-use signal::signals::{AddTabConf, ContinueB, DropTabRep, FsConf, PartitionMap, StartPhaseConf};
+use signal::signals::{
+    AddTabConf, AlterTabRep, ContinueB, DropTabRep, FsConf, PartitionMap, StartPhaseConf,
+};
 use signal::{BlockKind, BlockRef, Envelope};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -78,6 +80,12 @@ pub(crate) enum AfterSave {
     ConfirmAdd { master: BlockRef, table_id: u32 },
     /// A table the master dropped is gone here: confirm it.
     ConfirmDrop { master: BlockRef, table_id: u32 },
+    /// A table's indexes the master changed are changed here: confirm it.
+    ConfirmAlter {
+        master: BlockRef,
+        table_id: u32,
+        revision: u32,
+    },
     /// At a restart, this dict took the master's schema in place of its
     /// own: go on restoring (`schema_sync.rs`).
     AgreedSchema,
@@ -416,6 +424,14 @@ impl Dict {
                     table_id,
                     busy: false,
                 };
+                kernel::send(ctx, self.address, master, report)
+            }
+            AfterSave::ConfirmAlter {
+                master,
+                table_id,
+                revision,
+            } => {
+                let report = AlterTabRep { table_id, revision };
                 kernel::send(ctx, self.address, master, report)
             }
             AfterSave::AgreedSchema => self.agreed_schema_saved(ctx),

@@ -249,6 +249,7 @@ fn started() -> (Dict, RecordingContext, Disk) {
 fn definition(name: &str) -> TableDef {
     TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: 0,
         version: 0,
         name: name.into(),

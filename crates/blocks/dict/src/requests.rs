@@ -1,5 +1,6 @@
-//! Schema requests from API nodes: their checks, the FIFO in which create
-//! and drop wait their turn, GET_TABINFO and LIST_TABLES.
+//! Schema requests from API nodes: their checks, the FIFO in which
+//! creates, drops and index changes wait their turn, GET_TABINFO and
+//! LIST_TABLES.
 //!
 //! Everything here comes from the network, so nothing here panics on what a
 //! request holds: a bad request gets a `SchemaRef` with an error code.
@@ -19,10 +20,11 @@
 use crate::tables::{TableEntry, TableState};
 use crate::{Dict, MAX_PARTITIONS, SCHEMA_PHASE};
 use kernel::{Context, Report};
-use signal::schema::TableDef;
+use signal::schema::{IndexChange, TableDef};
 use signal::signals::{
-    CreateTabConf, CreateTabReq, DropTabConf, DropTabReq, GetTabInfoConf, GetTabInfoReq,
-    ListTablesConf, ListTablesReq, NodeFailRep, SchemaRef,
+    AlterTabConf, CreateIndexReq, CreateTabConf, CreateTabReq, DropIndexReq, DropTabConf,
+    DropTabReq, GetTabInfoConf, GetTabInfoReq, ListTablesConf, ListTablesReq, NodeFailRep,
+    SchemaRef,
 };
 use signal::{BlockKind, BlockRef, ErrorCode, NodeId, Signal};
 use std::sync::Arc;
@@ -46,6 +48,10 @@ pub(crate) enum RequestKind {
     Create(TableDef),
     /// Drop the table with this name.
     Drop(String),
+    /// Create the index (decoded, its names checked for form).
+    CreateIndex(IndexChange),
+    /// Drop the index.
+    DropIndex(IndexChange),
 }
 
 /// The schema operation running.
@@ -64,6 +70,33 @@ pub(crate) enum Operation {
         table_id: u32,
         step: DropStep,
     },
+    /// Changing a table's indexes from `previous` to `new` (`alter.rs`).
+    Alter {
+        requester: BlockRef,
+        request_id: u32,
+        previous: Arc<TableDef>,
+        new: Arc<TableDef>,
+        step: AlterStep,
+        /// Why an ldm could not build the index (the change is rolled
+        /// back).
+        error: Option<ErrorCode>,
+    },
+}
+
+/// Where an index change stands.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum AlterStep {
+    /// A create: waiting for every ldm to build the new index.
+    Building,
+    /// Waiting for every other dict to take the new revision.
+    Announcing,
+    /// A drop: waiting for every ldm to drop the index.
+    Dropping,
+    /// A create an ldm could not build: waiting for every ldm to drop it
+    /// again.
+    RollingBack,
+    /// The new revision here; waiting for this dict's schema file.
+    Saving,
 }
 
 /// Where a create stands.
@@ -162,6 +195,53 @@ impl Dict {
         };
         let name = name.to_owned();
         self.enqueue(from, request_id, RequestKind::Drop(name), ctx);
+    }
+
+    pub(crate) fn create_index_request(
+        &mut self,
+        from: BlockRef,
+        request: CreateIndexReq,
+        ctx: &mut dyn Context,
+    ) {
+        let request_id = request.request_id;
+        if let Some(change) = self.index_change(from, request_id, &request.change, ctx) {
+            self.enqueue(from, request_id, RequestKind::CreateIndex(change), ctx);
+        }
+    }
+
+    pub(crate) fn drop_index_request(
+        &mut self,
+        from: BlockRef,
+        request: DropIndexReq,
+        ctx: &mut dyn Context,
+    ) {
+        let request_id = request.request_id;
+        if let Some(change) = self.index_change(from, request_id, &request.change, ctx) {
+            self.enqueue(from, request_id, RequestKind::DropIndex(change), ctx);
+        }
+    }
+
+    /// The checks every index change gets on arrival, and its decoded
+    /// section (`None`: refused).
+    fn index_change(
+        &self,
+        from: BlockRef,
+        request_id: u32,
+        change: &signal::Section,
+        ctx: &mut dyn Context,
+    ) -> Option<IndexChange> {
+        if self.refused_not_master(from, request_id, ctx)
+            || self.refused_before_start(from, request_id, ctx)
+        {
+            return None;
+        }
+        match IndexChange::decode(change.as_slice()) {
+            Ok(change) => Some(change),
+            Err(_) => {
+                self.refuse(from, request_id, ErrorCode::BadTableDefinition, ctx);
+                None
+            }
+        }
     }
 
     pub(crate) fn get_table_info(
@@ -307,6 +387,13 @@ impl Dict {
                 DropStep::Dictionaries if dicts => self.drop_step_answered(ctx),
                 _ => {}
             },
+            Some(Operation::Alter { step, .. }) => match step {
+                AlterStep::Building | AlterStep::Dropping | AlterStep::RollingBack if ldms => {
+                    self.alter_answered(ctx)
+                }
+                AlterStep::Announcing if dicts => self.alter_answered(ctx),
+                _ => {}
+            },
             None => {}
         }
     }
@@ -351,6 +438,12 @@ impl Dict {
                 RequestKind::Drop(name) => {
                     self.start_drop(queued.requester, queued.request_id, &name, ctx)
                 }
+                RequestKind::CreateIndex(change) => {
+                    self.start_create_index(queued.requester, queued.request_id, change, ctx)
+                }
+                RequestKind::DropIndex(change) => {
+                    self.start_drop_index(queued.requester, queued.request_id, change, ctx)
+                }
             }
         }
     }
@@ -380,6 +473,19 @@ impl Dict {
             }) => {
                 let conf = DropTabConf {
                     request_id: *request_id,
+                };
+                (*requester, conf.into())
+            }
+            Some(Operation::Alter {
+                requester,
+                request_id,
+                new,
+                step: AlterStep::Saving,
+                ..
+            }) => {
+                let conf = AlterTabConf {
+                    request_id: *request_id,
+                    revision: new.revision,
                 };
                 (*requester, conf.into())
             }

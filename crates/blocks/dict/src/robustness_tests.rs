@@ -47,6 +47,7 @@ fn valid_table(rng: &mut XorShift) -> TableDef {
         .collect();
     TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: rng.next_u64() as u32,
         version: rng.next_u64() as u32,
         name: NAMES[rng.below(NAMES.len() as u64) as usize].into(),

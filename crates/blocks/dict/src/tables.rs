@@ -141,6 +141,22 @@ impl Tables {
         self.change_state(id, TableState::Creating, TableState::Online);
     }
 
+    /// Replaces online table `table_id`'s definition with `definition`:
+    /// the same table (id, version, name, columns) with other indexes.
+    pub(crate) fn replace_definition(&mut self, definition: Arc<TableDef>) {
+        let entry = self.entries[definition.id as usize]
+            .as_mut()
+            .unwrap_or_else(|| panic!("table {} altered but does not exist", definition.id));
+        assert!(
+            entry.definition.version == definition.version
+                && entry.definition.name == definition.name
+                && entry.definition.columns == definition.columns,
+            "table {}: an index change replaced the table itself",
+            definition.id
+        );
+        entry.definition = definition;
+    }
+
     /// Records the distribution dih chose for table `table_id`.
     pub(crate) fn set_map(&mut self, table_id: u32, map: Arc<PartitionMap>) {
         let entry = self.entries[table_id as usize]

@@ -41,10 +41,10 @@ use kernel::{Context, Report};
 use signal::codec::{decode_table_versions, encode_table_versions};
 use signal::schema::TableDef;
 use signal::signals::{
-    ContinueB, DictAddTabReq, DictTakeoverConf, DictTakeoverDoneOrd, DictTakeoverReq, DropTabOrd,
-    PartitionMap,
+    ContinueB, DictAddTabReq, DictAlterTabReq, DictTakeoverConf, DictTakeoverDoneOrd,
+    DictTakeoverReq, DropTabOrd, LqhAlterTabReq, PartitionMap,
 };
-use signal::{BlockKind, BlockRef, Envelope, NodeSet};
+use signal::{BlockKind, BlockRef, Envelope, NodeSet, Signal};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -61,6 +61,14 @@ pub(crate) struct Takeover {
     held: BTreeMap<u32, Vec<(BlockRef, u32)>>,
     /// Tables other dicts hold and this one lacks, with their maps.
     offered: BTreeMap<u32, (Arc<TableDef>, Arc<PartitionMap>)>,
+    /// Every ldm's and dict's index revision of each table it holds:
+    /// id -> (holder, version, revision).
+    revisions: BTreeMap<u32, Vec<(BlockRef, u32, u32)>>,
+    /// Revisions of tables other dicts hold above this one's, the highest
+    /// of each.
+    offered_revisions: BTreeMap<u32, Arc<TableDef>>,
+    /// The tables that stay, with the revision every ldm and dict ends at.
+    aligning: Vec<Arc<TableDef>>,
     /// The highest schema version any dict had.
     highest_schema_version: u32,
     /// The tables to drop everywhere.
@@ -81,6 +89,9 @@ enum Step {
     DroppingAt(BlockKind),
     /// Giving the tables that stay to the dicts that lack them.
     Announcing,
+    /// Bringing every ldm and dict to each table's decided index
+    /// revision.
+    Aligning,
     /// Waiting for this dict's schema file.
     Saving,
 }
@@ -104,6 +115,9 @@ impl Dict {
             step: Step::Waiting,
             held: BTreeMap::new(),
             offered: BTreeMap::new(),
+            revisions: BTreeMap::new(),
+            offered_revisions: BTreeMap::new(),
+            aligning: Vec::new(),
             highest_schema_version: self.schema_version,
             dropping: Vec::new(),
             announcing: Vec::new(),
@@ -151,12 +165,14 @@ impl Dict {
             };
             return ctx.send_delayed(retry, kernel::schema_takeover::SECTION_RETRY_DELAY_MS);
         };
-        for &(id, version) in &mine {
+        for &(id, version, revision) in &mine {
             takeover
                 .held
                 .entry(id)
                 .or_default()
                 .push((self.address, version));
+            let holders = takeover.revisions.entry(id).or_default();
+            holders.push((self.address, version, revision));
         }
         self.tcs.start_round();
         self.ldms.start_round();
@@ -189,9 +205,40 @@ impl Dict {
         }
         takeover.highest_schema_version =
             takeover.highest_schema_version.max(request.schema_version);
-        takeover
+        let higher = takeover
             .offered
-            .insert(request.table.id, (request.table, request.map));
+            .get(&request.table.id)
+            .is_none_or(|(held, _)| held.revision < request.table.revision);
+        if higher {
+            takeover
+                .offered
+                .insert(request.table.id, (request.table, request.map));
+        }
+    }
+
+    /// DictAlterTabReq from another dict while this one asks: a table
+    /// this dict holds at a lower index revision. Else (at a dict that is
+    /// not the master) the master's index change.
+    pub(crate) fn takeover_offered_revision(
+        &mut self,
+        from: BlockRef,
+        request: DictAlterTabReq,
+        ctx: &mut dyn Context,
+    ) {
+        let Some(takeover) = &mut self.takeover else {
+            return self.table_altered(from, request, ctx);
+        };
+        if takeover.step != Step::Querying || from.kind != BlockKind::Dict {
+            return;
+        }
+        let table = request.table;
+        let higher = takeover
+            .offered_revisions
+            .get(&table.id)
+            .is_none_or(|held| held.revision < table.revision);
+        if higher {
+            takeover.offered_revisions.insert(table.id, table);
+        }
     }
 
     /// A tc's, ldm's or dict's tables.
@@ -224,8 +271,13 @@ impl Dict {
         }
         answers.record(from, "DictTakeoverConf");
         takeover.highest_schema_version = takeover.highest_schema_version.max(conf.schema_version);
-        for (id, version) in tables {
+        for (id, version, revision) in tables {
             takeover.held.entry(id).or_default().push((from, version));
+            if from.kind != BlockKind::Tc {
+                // tc takes no part in index changes.
+                let holders = takeover.revisions.entry(id).or_default();
+                holders.push((from, version, revision));
+            }
         }
         self.takeover_answered(ctx);
     }
@@ -274,6 +326,8 @@ impl Dict {
             });
             match (whole, definition) {
                 (Some(version), Some((table, map))) => {
+                    let table = chosen_revision(takeover, id, version, table, &live);
+                    takeover.aligning.push(Arc::clone(&table));
                     let lacking: Vec<BlockRef> = self
                         .dicts
                         .members()
@@ -404,6 +458,10 @@ impl Dict {
                 self.takeover_step_done(ctx);
             }
             Step::Announcing => {
+                takeover.step = Step::Aligning;
+                self.takeover_align(ctx);
+            }
+            Step::Aligning => {
                 takeover.step = Step::Saving;
                 let schema_version = takeover.highest_schema_version + 1;
                 for &dict in self.dicts.members() {
@@ -420,6 +478,68 @@ impl Dict {
                 self.save_schema(AfterSave::TakeoverDone, ctx);
             }
             Step::Waiting | Step::Querying | Step::Saving => {}
+        }
+    }
+
+    /// Brings every live ldm and dict holding a table that stays to the
+    /// revision decided for it (`chosen_revision`): a change of indexes
+    /// that reached a dict is finished, one that reached none is undone.
+    fn takeover_align(&mut self, ctx: &mut dyn Context) {
+        let takeover = self.takeover.as_mut().expect("a take-over runs");
+        let failed = self.node_failures.failed();
+        let schema_version = takeover.highest_schema_version;
+        let mut changes = 0;
+        for table in std::mem::take(&mut takeover.aligning) {
+            let holders = takeover.revisions.get(&table.id).into_iter().flatten();
+            for &(block, version, revision) in holders {
+                if version != table.version
+                    || revision == table.revision
+                    || failed.contains(block.node)
+                {
+                    continue;
+                }
+                changes += 1;
+                if block == self.address {
+                    self.tables.replace_definition(Arc::clone(&table));
+                    continue;
+                }
+                takeover.pending.insert((block, table.id));
+                let signal: Signal = match block.kind {
+                    BlockKind::Ldm => LqhAlterTabReq {
+                        table: Arc::clone(&table),
+                    }
+                    .into(),
+                    _ => DictAlterTabReq {
+                        schema_version,
+                        table: Arc::clone(&table),
+                    }
+                    .into(),
+                };
+                kernel::send(ctx, self.address, block, signal);
+            }
+        }
+        if changes > 0 {
+            ctx.report(Report::Log(format!(
+                "dict {}: schema take-over: {changes} holder(s) of a table brought to its \
+                 decided index revision",
+                self.address
+            )));
+        }
+        self.takeover_step_done(ctx);
+    }
+
+    /// AlterTabRep or AlterTabRef from an ldm or dict the take-over
+    /// aligned.
+    pub(crate) fn takeover_aligned(
+        &mut self,
+        from: BlockRef,
+        table_id: u32,
+        _revision: u32,
+        ctx: &mut dyn Context,
+    ) {
+        let takeover = self.takeover.as_mut().expect("a take-over runs");
+        if takeover.step == Step::Aligning && takeover.pending.remove(&(from, table_id)) {
+            self.takeover_step_done(ctx);
         }
     }
 
@@ -449,7 +569,42 @@ impl Dict {
         match takeover.step {
             Step::Waiting | Step::Saving => {}
             Step::Querying => self.takeover_answered(ctx),
-            Step::DroppingAt(_) | Step::Announcing => self.takeover_step_done(ctx),
+            Step::DroppingAt(_) | Step::Announcing | Step::Aligning => self.takeover_step_done(ctx),
         }
+    }
+}
+
+/// The definition a table that stays ends at: the highest index revision
+/// any live dict holds of its version `version` (a change of indexes that
+/// reached a dict had been built on every ldm, or, a drop, may be handed
+/// out by nobody any more; one that reached no dict was seen by no
+/// client). `table` is the one the decision found (this dict's, or one
+/// offered); a higher revision comes from the dict that offered it.
+fn chosen_revision(
+    takeover: &Takeover,
+    id: u32,
+    version: u32,
+    table: Arc<TableDef>,
+    live: &impl Fn(&BlockRef) -> bool,
+) -> Arc<TableDef> {
+    let highest = takeover
+        .revisions
+        .get(&id)
+        .into_iter()
+        .flatten()
+        .filter(|(block, held, _)| *held == version && block.kind == BlockKind::Dict && live(block))
+        .map(|&(_, _, revision)| revision)
+        .max()
+        .unwrap_or(table.revision);
+    if table.revision >= highest {
+        return table;
+    }
+    match takeover.offered_revisions.get(&id) {
+        Some(offered) if offered.version == version && offered.revision == highest => {
+            Arc::clone(offered)
+        }
+        // The dict holding it failed before its offer came: the highest
+        // revision a live holder offered is all there is to go by.
+        _ => table,
     }
 }

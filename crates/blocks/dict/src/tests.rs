@@ -19,13 +19,13 @@ use signal::{codec, BlockKind, BlockRef, ErrorCode, NodeId, Signal};
 use std::sync::Arc;
 
 const NODE: NodeId = NodeId(1);
-const DICT: BlockRef = BlockRef::new(NODE, BlockKind::Dict, 0);
+pub(crate) const DICT: BlockRef = BlockRef::new(NODE, BlockKind::Dict, 0);
 const DIH: BlockRef = BlockRef::new(NODE, BlockKind::Dih, 0);
 const MEMBERSHIP: BlockRef = BlockRef::new(NODE, BlockKind::Membership, 0);
-const TC0: BlockRef = BlockRef::new(NODE, BlockKind::Tc, 0);
-const LDM0: BlockRef = BlockRef::new(NODE, BlockKind::Ldm, 0);
-const LDM1: BlockRef = BlockRef::new(NODE, BlockKind::Ldm, 1);
-const API: BlockRef = BlockRef::new(NodeId(100), BlockKind::Api, 0);
+pub(crate) const TC0: BlockRef = BlockRef::new(NODE, BlockKind::Tc, 0);
+pub(crate) const LDM0: BlockRef = BlockRef::new(NODE, BlockKind::Ldm, 0);
+pub(crate) const LDM1: BlockRef = BlockRef::new(NODE, BlockKind::Ldm, 1);
+pub(crate) const API: BlockRef = BlockRef::new(NodeId(100), BlockKind::Api, 0);
 const OTHER_API: BlockRef = BlockRef::new(NodeId(101), BlockKind::Api, 0);
 
 fn new_dict() -> Dict {
@@ -42,7 +42,7 @@ fn new_dict() -> Dict {
 }
 
 /// A dict through all start phases, with an empty trace.
-fn started() -> (Dict, RecordingContext) {
+pub(crate) fn started() -> (Dict, RecordingContext) {
     let mut dict = new_dict();
     let mut ctx = RecordingContext::new();
     for &phase in PHASES {
@@ -59,9 +59,10 @@ fn started() -> (Dict, RecordingContext) {
 }
 
 /// A table as a client asks for it: no id, no version, default partitions.
-fn definition(name: &str) -> TableDef {
+pub(crate) fn definition(name: &str) -> TableDef {
     TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: 0,
         version: 0,
         name: name.into(),
@@ -125,7 +126,7 @@ fn get_request(ctx: &RecordingContext, request_id: u32, name: &[u8]) -> GetTabIn
     }
 }
 
-fn schema_ref(request_id: u32, error: ErrorCode) -> SchemaRef {
+pub(crate) fn schema_ref(request_id: u32, error: ErrorCode) -> SchemaRef {
     SchemaRef { request_id, error }
 }
 
@@ -146,7 +147,7 @@ fn answer_create(dict: &mut Dict, ctx: &mut RecordingContext, table_id: u32) {
 }
 
 /// Creates `name` end to end; returns the table's (id, version).
-fn create(dict: &mut Dict, ctx: &mut RecordingContext, name: &str) -> (u32, u32) {
+pub(crate) fn create(dict: &mut Dict, ctx: &mut RecordingContext, name: &str) -> (u32, u32) {
     let request = create_request(ctx, 9, &definition(name));
     deliver(dict, ctx, API, request);
     let table_id = match &ctx.sent[0].envelope.signal {
@@ -186,7 +187,11 @@ fn drop_table(dict: &mut Dict, ctx: &mut RecordingContext, name: &str, table_id:
 }
 
 /// Asks for `name`'s definition; returns it, or the refusal's trace.
-fn get(dict: &mut Dict, ctx: &mut RecordingContext, name: &str) -> Result<TableDef, Vec<String>> {
+pub(crate) fn get(
+    dict: &mut Dict,
+    ctx: &mut RecordingContext,
+    name: &str,
+) -> Result<TableDef, Vec<String>> {
     let request = get_request(ctx, 5, name.as_bytes());
     deliver(dict, ctx, API, request);
     if let [sent] = &ctx.sent[..] {

@@ -624,6 +624,7 @@ fn phase_global_checkpoint_twice_stops_the_node() {
 fn table(id: u32, partitions: u32) -> TableDef {
     TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id,
         version: 1,
         name: "t".into(),

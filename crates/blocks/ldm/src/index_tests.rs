@@ -17,12 +17,12 @@ use signal::{BlockKind, BlockRef, ErrorCode, NodeId, Signal};
 use std::collections::BTreeMap;
 use stdx::mix::XorShift;
 
-const API: BlockRef = BlockRef::new(NodeId(200), BlockKind::Api, 0);
+pub(crate) const API: BlockRef = BlockRef::new(NodeId(200), BlockKind::Api, 0);
 /// Index 1 over v; index 2 over (s, v), s NULL-able.
-const BY_V: u32 = 1;
-const BY_S_V: u32 = 2;
+pub(crate) const BY_V: u32 = 1;
+pub(crate) const BY_S_V: u32 = 2;
 
-fn indexed_table() -> TableDef {
+pub(crate) fn indexed_table() -> TableDef {
     let mut table = table();
     table.indexes = vec![
         IndexDef {
@@ -45,11 +45,11 @@ fn bench() -> Bench {
 }
 
 /// The model: k -> (v, s).
-type Model = BTreeMap<i32, (i64, Option<Vec<u8>>)>;
+pub(crate) type Model = BTreeMap<i32, (i64, Option<Vec<u8>>)>;
 
 /// The keys of partition `partition` through index `index`, whole, in
 /// index order (several batches).
-fn scan_index(b: &mut Bench, partition: u32, index: u32) -> Vec<i32> {
+pub(crate) fn scan_index(b: &mut Bench, partition: u32, index: u32) -> Vec<i32> {
     let mut keys = Vec::new();
     let mut resume: Option<(Vec<u8>, u32)> = None;
     loop {
@@ -104,7 +104,7 @@ fn scan_index(b: &mut Bench, partition: u32, index: u32) -> Vec<i32> {
 /// What each index must hold for `partition`: keys ordered by (v, row id)
 /// and by (s with NULL first and PAD SPACE, v, row id); row ids break
 /// ties, so the model orders ties by the row ids the bench reports.
-fn expected(b: &Bench, model: &Model, partition: u32, index: u32) -> Vec<i32> {
+pub(crate) fn expected(b: &Bench, model: &Model, partition: u32, index: u32) -> Vec<i32> {
     let mut rows: Vec<(i32, i64, Option<Vec<u8>>, u32)> = model
         .iter()
         .filter(|(k, _)| b.route(**k).0 == partition)
@@ -124,7 +124,7 @@ fn expected(b: &Bench, model: &Model, partition: u32, index: u32) -> Vec<i32> {
     rows.into_iter().map(|(k, ..)| k).collect()
 }
 
-fn check(b: &mut Bench, model: &Model, what: &str) {
+pub(crate) fn check(b: &mut Bench, model: &Model, what: &str) {
     for partition in 0..2 {
         for index in [BY_V, BY_S_V] {
             assert_eq!(
@@ -278,7 +278,7 @@ fn an_index_the_table_does_not_have_is_refused() {
     b.deliver(API, signal);
     let sent = b.ctx.sent.pop().expect("an answer");
     match sent.envelope.signal {
-        Signal::ScanRef(refusal) => assert_eq!(refusal.error, ErrorCode::BadRequest),
+        Signal::ScanRef(refusal) => assert_eq!(refusal.error, ErrorCode::UnknownIndex),
         other => panic!("{other:?}"),
     }
     b.assert_quiet();

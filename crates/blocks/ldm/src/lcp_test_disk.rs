@@ -48,6 +48,7 @@ pub(crate) const PARTITIONS: u32 = 2;
 pub(crate) fn table(version: u32) -> TableDef {
     let table = TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: TABLE_ID,
         version,
         name: "rows".into(),

@@ -18,6 +18,8 @@
 //!   after a node of its chain, or its coordinator, failed;
 //! - `takeover`: TAKEOVER_REQ, reporting the operations of failed tcs to
 //!   the tc taking their transactions over;
+//! - `alter`: LQH_ALTER_TAB_REQ, a table's indexes built or dropped
+//!   while it is written;
 //! - `scan`: SCAN_PARTITIONREQ, the replica checker's partition scan;
 //! - `client_scan`: SCAN_REQ, a client's committed-read scan of one
 //!   partition, in row-id order or through the primary key's ordered index
@@ -38,6 +40,9 @@
 //! prepared insert, which stays invisible (state Reserved) until then.
 
 mod abort;
+mod alter;
+#[cfg(test)]
+mod alter_tests;
 mod backup;
 mod client_scan;
 mod commit;
@@ -110,6 +115,12 @@ pub(crate) struct TableState {
     /// Indexed by partition number; `None` for partitions other ldms own.
     pub(crate) partitions: Vec<Option<PartitionState>>,
     pub(crate) active_operations: u32,
+    /// Rises when an index build begins (`alter`); an operation keeps the
+    /// value it prepared under.
+    pub(crate) build_epoch: u32,
+    /// Operations in flight prepared before the last build began (under
+    /// an older epoch): that build finishes only once they are gone.
+    pub(crate) operations_before_build: u32,
 }
 
 /// A partition as this ldm holds it: its rows, and what the ldm keeps
@@ -184,6 +195,8 @@ pub struct Ldm {
     pub(crate) copies: copy::Copies,
     /// The GCI this ldm restored at start (0: none).
     pub(crate) restored_gci: u64,
+    /// Index builds under way (`alter`).
+    pub(crate) builds: alter::Builds,
 }
 
 impl Ldm {
@@ -202,6 +215,7 @@ impl Ldm {
             read_lease_until_ms: u64::MAX,
             copies: copy::Copies::default(),
             restored_gci: 0,
+            builds: alter::Builds::default(),
         }
     }
 
@@ -251,12 +265,15 @@ impl Ldm {
         Ok(rows)
     }
 
-    /// (id, version) of every table this ldm stores: its answer to a
-    /// master dict's take-over, and what the simulator compares.
-    pub fn table_versions(&self) -> Vec<(u32, u32)> {
+    /// (id, version, revision) of every table this ldm stores: its answer
+    /// to a master dict's take-over, and what the simulator compares.
+    pub fn table_versions(&self) -> Vec<(u32, u32, u32)> {
         let tables = self.tables.iter().enumerate();
         tables
-            .filter_map(|(id, table)| Some((id as u32, table.as_ref()?.definition.version)))
+            .filter_map(|(id, table)| {
+                let definition = &table.as_ref()?.definition;
+                Some((id as u32, definition.version, definition.revision))
+            })
             .collect()
     }
 
@@ -347,6 +364,8 @@ impl Ldm {
             layout,
             partitions,
             active_operations: 0,
+            build_epoch: 0,
+            operations_before_build: 0,
         });
         // A table created while the node runs: its partitions get an empty
         // first LCP, and the conf waits for it.
@@ -368,6 +387,7 @@ impl Ldm {
                     partition.store.release(&mut self.memory);
                 }
                 self.tables[id] = None;
+                self.forget_build(order.table_id);
                 false
             }
             None => false,
@@ -393,6 +413,7 @@ impl Ldm {
         }
         self.release_redo_reservation(index);
         let table_id = self.operations[index].table_id;
+        let build_epoch = self.operations[index].build_epoch;
         self.operations.release(index);
         if let Some(table) = self
             .tables
@@ -404,6 +425,14 @@ impl Ldm {
                 "table operation count underflow"
             );
             table.active_operations -= 1;
+            if build_epoch < table.build_epoch {
+                assert!(
+                    table.operations_before_build > 0,
+                    "table {table_id}: an operation from before the last index build \
+                     was not counted when it began"
+                );
+                table.operations_before_build -= 1;
+            }
         }
     }
 
@@ -474,6 +503,7 @@ impl Block for Ldm {
             Signal::ScanReq(request) => self.client_scan(from, request, ctx),
             Signal::LqhAddTabReq(request) => self.add_table(from, request, ctx),
             Signal::DropTabOrd(order) => self.drop_table(from, order, ctx),
+            Signal::LqhAlterTabReq(request) => self.alter_table(from, request, ctx),
             Signal::DictTakeoverReq(request) => {
                 let tables = self.table_versions();
                 let me = self.address;
@@ -482,6 +512,7 @@ impl Block for Ldm {
             Signal::GcpSaveReq(request) => self.gcp_save(from, request.gci, ctx),
             Signal::RestoreReq(request) => self.restore(from, request.restored_gci.0, ctx),
             Signal::FsConf(conf) => self.fs_answer(conf.token, conf.result, ctx),
+            Signal::ContinueB(job) if job.job == alter::job::BUILD => self.build_step(ctx),
             Signal::ContinueB(job) if job.job >= copy::job::SEND => {
                 self.copy_continue(job.job, ctx)
             }

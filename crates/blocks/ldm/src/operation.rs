@@ -74,6 +74,8 @@ pub struct Operation {
     /// Ordered-index nodes promised at prepare for an update that moves
     /// the row in secondary indexes (0: none).
     pub index_nodes: u8,
+    /// Its table's build epoch when it was prepared (`alter`).
+    pub build_epoch: u32,
     /// Whether its lock is granted (else it waits).
     pub granted: bool,
     /// The partition's replicas, primary first.
@@ -163,6 +165,7 @@ impl Operation {
             image_kind: ImageKind::None,
             new_var: NIL,
             index_nodes: 0,
+            build_epoch: 0,
             granted: false,
             chain: ReplicaChain::new(&[NodeId(0)]),
             position: 0,

@@ -126,6 +126,7 @@ impl Ldm {
         };
         table.active_operations += 1;
         let operation = &mut operations[index];
+        operation.build_epoch = table.build_epoch;
         operation.transaction_id = request.transaction_id;
         operation.kind = request.kind;
         operation.lock = match request.kind {

@@ -41,6 +41,7 @@ fn shapes() -> Vec<TableDef> {
     let table = |name: &str, columns: Vec<ColumnDef>, primary_key: Vec<u16>| {
         let table = TableDef {
             indexes: Vec::new(),
+            revision: 0,
             id: 0,
             version: 1,
             name: name.into(),

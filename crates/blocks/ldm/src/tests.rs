@@ -52,6 +52,7 @@ pub(crate) fn gci(n: u32) -> Gci {
 pub(crate) fn table() -> TableDef {
     let table = TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: TABLE_ID,
         version: 1,
         name: "rows".into(),
@@ -476,6 +477,10 @@ impl Bench {
         let memory = &self.ldm.memory;
         for table in self.ldm.tables.iter().flatten() {
             assert_eq!(table.active_operations, 0, "table operation count leaked");
+            assert_eq!(
+                table.operations_before_build, 0,
+                "operations from before an index build counted with none in flight"
+            );
             for partition in table.partitions.iter().flatten() {
                 let partition = &partition.store;
                 let mut live = 0;

@@ -176,12 +176,18 @@ impl Tc {
         self.tables.iter().flatten().map(|route| route.map.as_ref())
     }
 
-    /// (id, version) of every table this tc routes: its answer to a
-    /// master dict's take-over, and what the simulator compares.
-    pub fn table_versions(&self) -> Vec<(u32, u32)> {
+    /// (id, version, index revision) of every table this tc routes: its
+    /// answer to a master dict's take-over, and what the simulator
+    /// compares. tc routes by the primary key alone and is told nothing
+    /// of index changes, so its revision is the table's at create (a
+    /// take-over looks at ldms' and dicts' revisions only).
+    pub fn table_versions(&self) -> Vec<(u32, u32, u32)> {
         let tables = self.tables.iter().enumerate();
         tables
-            .filter_map(|(id, route)| Some((id as u32, route.as_ref()?.definition.version)))
+            .filter_map(|(id, route)| {
+                let definition = &route.as_ref()?.definition;
+                Some((id as u32, definition.version, definition.revision))
+            })
             .collect()
     }
 

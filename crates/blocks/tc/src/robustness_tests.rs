@@ -48,6 +48,7 @@ const SENDERS: [BlockRef; 5] = [
 fn table() -> TableDef {
     let table = TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: 3,
         version: 7,
         name: "t".into(),

@@ -53,6 +53,7 @@ type Entries<'a> = &'a [(u16, Option<&'a [u8]>)];
 pub(crate) fn table() -> TableDef {
     let table = TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: TABLE_ID,
         version: TABLE_VERSION,
         name: "accounts".into(),

@@ -46,6 +46,7 @@ impl Driver {
     fn new() -> Driver {
         let table = TableDef {
             indexes: Vec::new(),
+            revision: 0,
             id: 1,
             version: 1,
             name: "t".into(),

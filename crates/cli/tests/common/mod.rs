@@ -1052,6 +1052,7 @@ pub fn column(name: &str, column_type: ColumnType, nullable: bool) -> ColumnDef 
 pub fn definition(name: &str, columns: Vec<ColumnDef>, primary_key: Vec<u16>) -> TableDef {
     TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: 0,
         version: 0,
         name: name.into(),

@@ -261,8 +261,12 @@ impl Plan {
                     .def()
                     .index(name)
                     .ok_or_else(|| ClientError::Invalid {
-                        code: ErrorCode::BadRequest,
-                        detail: format!("table {:?} has no index {name:?}", table.name()),
+                        code: ErrorCode::UnknownIndex,
+                        detail: format!(
+                            "table {:?} has no index {name:?} (in the definition this client \
+                             holds: Cluster::table fetches a newer one once it is stale)",
+                            table.name()
+                        ),
                     })?;
                 (
                     ranges

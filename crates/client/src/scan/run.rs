@@ -453,10 +453,20 @@ impl<'c> ScanCursor<'c> {
                     cursor.resume = Some((resume_key, next_row));
                 }
                 SchemaReply::Refused(code) => {
+                    if matches!(
+                        code,
+                        signal::ErrorCode::SchemaVersionMismatch
+                            | signal::ErrorCode::UnknownTable
+                            | signal::ErrorCode::UnknownIndex
+                    ) {
+                        // The definition changed (an index dropped, the
+                        // table recreated): the next Cluster::table asks.
+                        self.cluster.invalidate_stale_table(&self.table);
+                    }
                     return Err(ClientError::Schema {
                         code,
                         table: self.table.name().to_string(),
-                    })
+                    });
                 }
                 SchemaReply::Lost(reason) => return Err(cursor.connection.lost(reason)),
                 other => return Err(unexpected_reply(self.table.name(), other)),

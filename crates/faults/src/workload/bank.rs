@@ -16,6 +16,7 @@ pub const TOTAL: i64 = 100;
 pub fn table() -> TableDef {
     TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: 0,
         version: 0,
         name: "bank".into(),

@@ -18,6 +18,7 @@ pub const KEYS: u64 = 8;
 pub fn table() -> TableDef {
     TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: 0,
         version: 0,
         name: "register".into(),

@@ -22,6 +22,7 @@ const BEYOND: u64 = 16;
 pub fn table(name: &str) -> TableDef {
     TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: 0,
         version: 0,
         name: name.into(),

@@ -39,8 +39,23 @@ pub struct SecondaryIndex {
     pub key: OrderedKey,
     /// Its entries.
     pub tree: OrderedIndex,
-    /// While it is built: the row id the build looks at next.
-    pub building: Option<u32>,
+    /// While it is built: where the build stands.
+    pub building: Option<Build>,
+}
+
+/// An index being built (`Partition::begin_index_build`): every change
+/// keeps it tolerantly (an entry is added only where absent, removed only
+/// where present, and a commit's insert takes whatever node DataMemory
+/// has, as an insert prepared before the build began promised none for
+/// it) until `finish_index_build`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Build {
+    /// The row id the walk looks at next; `None` once it has seen every
+    /// row.
+    pub next_row: Option<u32>,
+    /// A commit found no node for an entry: the index misses a row and
+    /// can never be finished (drop it).
+    pub failed: bool,
 }
 
 /// The indexes a pending update took a row out of: `write_image` sets it,
@@ -99,15 +114,18 @@ impl Partition {
             id,
             key: OrderedKey::new(layout, columns),
             tree: OrderedIndex::new(memory),
-            building: Some(0),
+            building: Some(Build {
+                next_row: Some(0),
+                failed: false,
+            }),
         });
     }
 
     /// Adds up to `max_rows` of the rows already here to index `id`,
     /// walking by row id from where the last step stopped: `Ok(true)` once
-    /// the index holds every live row (it is built), `Ok(false)` to call
-    /// again. `Err` when DataMemory has no node for an entry: the index
-    /// cannot be built (drop it).
+    /// the walk has seen every row, `Ok(false)` to call again. `Err` when
+    /// DataMemory has no node for an entry, here or at a commit since the
+    /// build began: the index cannot be built (drop it).
     pub fn build_index_step(
         &mut self,
         memory: &mut PageMemory,
@@ -115,24 +133,24 @@ impl Partition {
         id: u32,
         max_rows: u32,
     ) -> Result<bool, OutOfDataMemory> {
-        let at = self
-            .secondary
-            .iter()
-            .position(|index| index.id == id)
-            .unwrap_or_else(|| panic!("partition {}: no index {id} to build", self.id));
-        let Some(start) = self.secondary[at].building else {
+        let at = self.secondary_position(id);
+        let build = self.secondary[at]
+            .building
+            .unwrap_or_else(|| panic!("partition {}: index {id} is not being built", self.id));
+        if build.failed {
+            return Err(OutOfDataMemory);
+        }
+        let Some(start) = build.next_row else {
             return Ok(true);
         };
         let mut cursor = crate::scan::RowIdCursor::new(start);
         let mut rows = 0;
-        loop {
+        let next_row = loop {
             let Some(slot) = cursor.peek(self, memory) else {
-                self.secondary[at].building = None;
-                return Ok(true);
+                break None;
             };
             if rows == max_rows {
-                self.secondary[at].building = Some(slot.row_id);
-                return Ok(false);
+                break Some(slot.row_id);
             }
             if matches!(slot.holds, crate::scan::SlotHolds::Committed { .. }) {
                 let Partition {
@@ -144,16 +162,45 @@ impl Partition {
                 let index = &mut secondary[at];
                 let (target, order) =
                     entry_of_row(fixed, var, &index.key, memory, layout, slot.row_id);
-                if !contains(&index.tree, memory, target, &order) {
-                    index
-                        .tree
-                        .insert(memory, target, order)
-                        .map_err(|_| OutOfDataMemory)?;
+                if !contains(&index.tree, memory, target, &order)
+                    && index.tree.insert(memory, target, order).is_err()
+                {
+                    return Err(OutOfDataMemory);
                 }
                 rows += 1;
             }
             cursor.advance();
-        }
+        };
+        let build = self.secondary[at]
+            .building
+            .as_mut()
+            .expect("still being built");
+        build.next_row = next_row;
+        Ok(next_row.is_none())
+    }
+
+    /// Index `id`, whose walk has seen every row, is built: from now on
+    /// every change keeps it strictly, from promises. The caller makes
+    /// sure no change prepared before the build began can still commit
+    /// (it promised no node for this index).
+    pub fn finish_index_build(&mut self, id: u32) {
+        let at = self.secondary_position(id);
+        let index = &mut self.secondary[at];
+        assert!(
+            index
+                .building
+                .is_some_and(|build| build.next_row.is_none() && !build.failed),
+            "partition {}: index {id} finished before its walk ended, or after it failed",
+            self.id
+        );
+        index.building = None;
+    }
+
+    fn secondary_position(&self, id: u32) -> usize {
+        self.secondary
+            .iter()
+            .position(|index| index.id == id)
+            .unwrap_or_else(|| panic!("partition {}: no index {id}", self.id))
     }
 
     /// Takes index `id` out of the partition, its nodes back to DataMemory.
@@ -174,14 +221,15 @@ impl Partition {
         &self.secondary
     }
 
-    /// The index numbered `id` (0: the primary key's): its key and tree.
+    /// The index numbered `id` (0: the primary key's): its key and tree;
+    /// `None` for one still being built, which holds only some rows.
     pub fn ordered_index(&self, id: u32) -> Option<(&OrderedKey, &OrderedIndex)> {
         if id == 0 {
             return Some((&self.ordered_key, &self.ordered));
         }
         self.secondary
             .iter()
-            .find(|index| index.id == id)
+            .find(|index| index.id == id && index.building.is_none())
             .map(|index| (&index.key, &index.tree))
     }
 
@@ -317,7 +365,7 @@ impl Partition {
                     &index.key,
                     &mut index.tree,
                     index.id,
-                    index.building.is_some(),
+                    index.building.as_mut(),
                 );
                 remove_entry(fixed, var, tree, memory, layout, row, *id);
             }
@@ -359,7 +407,7 @@ impl Partition {
                     &index.key,
                     &mut index.tree,
                     index.id,
-                    index.building.is_some(),
+                    index.building.as_mut(),
                 );
                 insert_entry(fixed, var, tree, memory, layout, row, unpromised, *id);
             }
@@ -393,14 +441,14 @@ impl Partition {
             id,
             ..
         } = self;
-        let primary = (&*ordered_key, ordered, 0, false);
+        let primary = (&*ordered_key, ordered, 0, None);
         insert_entry(fixed, var, primary, memory, layout, row, unpromised, *id);
         for index in secondary.iter_mut() {
             let tree = (
                 &index.key,
                 &mut index.tree,
                 index.id,
-                index.building.is_some(),
+                index.building.as_mut(),
             );
             insert_entry(fixed, var, tree, memory, layout, row, unpromised, *id);
         }
@@ -427,14 +475,14 @@ impl Partition {
             id,
             ..
         } = self;
-        let primary = (&*ordered_key, ordered, 0, false);
+        let primary = (&*ordered_key, ordered, 0, None);
         remove_entry(fixed, var, primary, memory, layout, row, *id);
         for index in secondary.iter_mut() {
             let tree = (
                 &index.key,
                 &mut index.tree,
                 index.id,
-                index.building.is_some(),
+                index.building.as_mut(),
             );
             remove_entry(fixed, var, tree, memory, layout, row, *id);
         }
@@ -522,7 +570,14 @@ impl Partition {
 /// One ordered index as the helpers below take it: its key, its tree,
 /// its number (0: the primary key's) and whether it is being built (then
 /// an entry may be missing, or already there, and that is no error).
-type Tree<'a> = (&'a OrderedKey, &'a mut OrderedIndex, u32, bool);
+/// An index to change: its key, its tree, its id, and its build while
+/// it is being built.
+type Tree<'a> = (
+    &'a OrderedKey,
+    &'a mut OrderedIndex,
+    u32,
+    Option<&'a mut Build>,
+);
 
 /// Whether `tree` holds the entry `target` (`order` says how an entry
 /// stands relative to it).
@@ -550,8 +605,12 @@ fn insert_entry(
     partition: u32,
 ) {
     let (target, order) = entry_of_row(fixed, var, key, memory, layout, row);
-    if building && contains(tree, memory, target, &order) {
-        // The build added it already.
+    if let Some(build) = building {
+        // The build may have added it already; and the change may have
+        // been prepared before the build began, promising nothing here.
+        if !contains(tree, memory, target, &order) && tree.insert(memory, target, order).is_err() {
+            build.failed = true;
+        }
         return;
     }
     if unpromised {
@@ -580,7 +639,7 @@ fn remove_entry(
     let removed = tree.remove(memory, order).is_some();
     // A build may not have reached the row yet.
     assert!(
-        removed || building,
+        removed || building.is_some(),
         "partition {partition}: live row {row} missing from index {index}"
     );
 }
@@ -640,6 +699,7 @@ mod tests {
             primary_key: vec![0],
             partitions: 1,
             indexes: Vec::new(),
+            revision: 0,
         }
     }
 
@@ -767,6 +827,7 @@ mod tests {
             let done = partition.build_index_step(memory, layout, 1, 7).unwrap();
             steps += 1;
             if done {
+                partition.finish_index_build(1);
                 break;
             }
             for _ in 0..3 {

@@ -33,7 +33,7 @@ use crate::layout::{RowLayout, RowView, HEADER_BYTES};
 use crate::ordered_index::OrderedIndex;
 use crate::ordered_key::OrderedKey;
 use indexes::Reindex;
-pub use indexes::SecondaryIndex;
+pub use indexes::{Build, SecondaryIndex};
 
 mod indexes;
 use crate::page_memory::{PageMemory, PAGE_SIZE};

@@ -170,34 +170,36 @@ pub(super) fn for_each_table_name<'a>(
     Ok(())
 }
 
-/// Most (id, version) pairs a table-versions section holds: what fits one
-/// section.
-pub const MAX_TABLE_VERSIONS: usize = (MAX_SECTION_BYTES - 4) / 8;
+/// Most (id, version, revision) entries a table-versions section holds:
+/// what fits one section.
+pub const MAX_TABLE_VERSIONS: usize = (MAX_SECTION_BYTES - 4) / 12;
 
-/// Encodes the tables a block holds, as (table id, table version) pairs,
-/// for DICT_TAKEOVER_REQ and DICT_TAKEOVER_CONF: a u32 count, then each
-/// pair as two u32. More than [`MAX_TABLE_VERSIONS`] pairs is refused
-/// (`BadField("table versions section")`) and leaves `out` as it was.
+/// Encodes the tables a block holds, as (table id, table version, index
+/// revision) entries, for DICT_TAKEOVER_REQ and DICT_TAKEOVER_CONF: a u32
+/// count, then each entry as three u32. More than [`MAX_TABLE_VERSIONS`]
+/// entries is refused (`BadField("table versions section")`) and leaves
+/// `out` as it was.
 pub fn encode_table_versions(
     out: &mut Vec<u8>,
-    tables: impl ExactSizeIterator<Item = (u32, u32)>,
+    tables: impl ExactSizeIterator<Item = (u32, u32, u32)>,
 ) -> Result<(), WireError> {
     if tables.len() > MAX_TABLE_VERSIONS {
         return Err(WireError::BadField("table versions section"));
     }
     let mut w = Writer::new(out);
     w.u32(tables.len() as u32);
-    for (id, version) in tables {
+    for (id, version, revision) in tables {
         w.u32(id);
         w.u32(version);
+        w.u32(revision);
     }
     Ok(())
 }
 
-/// Decodes what [`encode_table_versions`] wrote: exactly `count` pairs,
+/// Decodes what [`encode_table_versions`] wrote: exactly `count` entries,
 /// nothing after them (`Truncated`, `BadField("bytes after table
 /// versions")`).
-pub fn decode_table_versions(bytes: &[u8]) -> Result<Vec<(u32, u32)>, WireError> {
+pub fn decode_table_versions(bytes: &[u8]) -> Result<Vec<(u32, u32, u32)>, WireError> {
     let mut r = Reader::new(bytes);
     let count = r.u32()? as usize;
     if count > MAX_TABLE_VERSIONS {
@@ -205,7 +207,7 @@ pub fn decode_table_versions(bytes: &[u8]) -> Result<Vec<(u32, u32)>, WireError>
     }
     let mut tables = Vec::with_capacity(count);
     for _ in 0..count {
-        tables.push((r.u32()?, r.u32()?));
+        tables.push((r.u32()?, r.u32()?, r.u32()?));
     }
     if !r.is_empty() {
         return Err(WireError::BadField("bytes after table versions"));

@@ -195,6 +195,7 @@ fn test_table() -> crate::schema::TableDef {
     use crate::schema::{ColumnDef, ColumnType, TableDef};
     TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: 5,
         version: 2,
         name: "accounts".into(),
@@ -1139,12 +1140,12 @@ fn api_replies_decode_in_place_as_they_decode_owned() {
 
 #[test]
 fn table_versions_round_trip_and_malformed_lists_are_refused() {
-    let tables = [(0, 1), (7, 3), (u32::MAX, u32::MAX)];
+    let tables = [(0, 1, 0), (7, 3, 9), (u32::MAX, u32::MAX, u32::MAX)];
     let mut good = Vec::new();
     encode_table_versions(&mut good, tables.into_iter()).expect("fits");
     assert_eq!(decode_table_versions(&good), Ok(tables.to_vec()));
     let mut empty = Vec::new();
-    encode_table_versions(&mut empty, std::iter::empty::<(u32, u32)>()).expect("fits");
+    encode_table_versions(&mut empty, std::iter::empty::<(u32, u32, u32)>()).expect("fits");
     assert_eq!(decode_table_versions(&empty), Ok(Vec::new()));
     let with = |edit: &dyn Fn(&mut Vec<u8>)| {
         let mut bytes = good.clone();
@@ -1154,17 +1155,17 @@ fn table_versions_round_trip_and_malformed_lists_are_refused() {
     let cases: Vec<(&str, Vec<u8>, WireError)> = vec![
         ("empty", Vec::new(), WireError::Truncated),
         (
-            "count above the pairs",
+            "count above the entries",
             with(&|b| b[0] = 4),
             WireError::Truncated,
         ),
         (
-            "half a pair",
+            "part of an entry",
             with(&|b| b.truncate(b.len() - 4)),
             WireError::Truncated,
         ),
         (
-            "count below the pairs",
+            "count below the entries",
             with(&|b| b[0] = 2),
             WireError::BadField("bytes after table versions"),
         ),
@@ -1177,7 +1178,7 @@ fn table_versions_round_trip_and_malformed_lists_are_refused() {
     for (what, bytes, expected) in cases {
         assert_eq!(decode_table_versions(&bytes), Err(expected), "{what}");
     }
-    let too_many = (0..MAX_TABLE_VERSIONS as u32 + 1).map(|id| (id, 1));
+    let too_many = (0..MAX_TABLE_VERSIONS as u32 + 1).map(|id| (id, 1, 0));
     let mut out = vec![9];
     assert_eq!(
         encode_table_versions(&mut out, too_many),

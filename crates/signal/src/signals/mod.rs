@@ -430,6 +430,41 @@ signal_table! {
         names: Section,
     }
 
+    /// API -> dict. Create an ordered index on a table that may hold rows
+    /// and be written to (docs/design/0024-online-index-changes.md).
+    #[derive(Debug, PartialEq)]
+    69 CreateIndexReq: Api -> Dict, api_request
+        refused_by SchemaRef { request_id }
+    {
+        /// Client's number for the request, echoed.
+        request_id: u32,
+        /// The table, the index's name and its columns by name: see
+        /// [`crate::schema::IndexChange`].
+        change: Section,
+    }
+
+    /// API -> dict. Drop an ordered index of a table.
+    #[derive(Debug, PartialEq)]
+    70 DropIndexReq: Api -> Dict, api_request
+        refused_by SchemaRef { request_id }
+    {
+        /// Client's number for the request, echoed.
+        request_id: u32,
+        /// The table and the index's name (no columns): see
+        /// [`crate::schema::IndexChange`].
+        change: Section,
+    }
+
+    /// dict -> API. The index is built on every replica and every dict
+    /// hands out the definition with it (a create), or is gone (a drop).
+    #[derive(Debug, PartialEq)]
+    71 AlterTabConf: Dict -> Api, api_reply {
+        /// Echoed.
+        request_id: u32,
+        /// The table's revision after the change.
+        revision: u32,
+    }
+
     // ---- Scans: 80..=119 (room for table and index scans)
 
     /// API -> ldm. Read a batch of rows of one partition replica in row-id
@@ -1078,6 +1113,53 @@ signal_table! {
     212 DictTakeoverDoneOrd: Dict -> Dict, node {
         /// The schema version every dict has from now on.
         schema_version: u32,
+    }
+
+    /// master dict -> ldm. The table's indexes are now `table`'s (a
+    /// higher or, rolling a change back, lower revision): build each new
+    /// one over the rows of this ldm's partitions while writes go on, drop
+    /// each one no longer named. Answered with [`AlterTabRep`] once every
+    /// new index holds every row, or [`AlterTabRef`]; a repeat of the
+    /// revision under way is answered once.
+    #[derive(Debug)]
+    213 LqhAlterTabReq: Dict -> Ldm, node {
+        /// The definition with its new index list and revision.
+        table: Arc<TableDef>,
+    }
+
+    /// ldm or dict -> the master dict. The table's indexes are those of
+    /// revision `revision` here.
+    #[derive(Debug, PartialEq)]
+    214 AlterTabRep: Ldm | Dict -> Dict, node {
+        /// Table.
+        table_id: u32,
+        /// Echoed.
+        revision: u32,
+    }
+
+    /// ldm -> the master dict. An index of revision `revision` could not
+    /// be built (TableFull: DataMemory has no room for its entries); the
+    /// ldm dropped it again.
+    #[derive(Debug, PartialEq)]
+    215 AlterTabRef: Ldm -> Dict, node {
+        /// Table.
+        table_id: u32,
+        /// Echoed.
+        revision: u32,
+        /// Why.
+        error: ErrorCode,
+    }
+
+    /// master dict -> the other dicts. Hand out `table` from now on (its
+    /// indexes changed) and write it to the schema file; answered with
+    /// [`AlterTabRep`]. At a master taking over, from another dict: a
+    /// revision of a table higher than the master's.
+    #[derive(Debug)]
+    216 DictAlterTabReq: Dict -> Dict, node {
+        /// Schema version after the change.
+        schema_version: u32,
+        /// The definition.
+        table: Arc<TableDef>,
     }
 
     // ---- Membership and start phases: 240..=279 (room for heartbeats, node failure and arbitration)

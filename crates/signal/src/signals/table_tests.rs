@@ -74,6 +74,7 @@ fn sample_table() -> TableDef {
     use crate::schema::{ColumnDef, ColumnType};
     TableDef {
         indexes: Vec::new(),
+        revision: 0,
         id: 5,
         version: 2,
         name: "accounts".into(),
@@ -122,13 +123,16 @@ fn valid_samples(pool: &'static SectionPool) -> Vec<Signal> {
             }
             Signal::DictTakeoverReq(request) => {
                 let mut tables = Vec::new();
-                crate::codec::encode_table_versions(&mut tables, [(0, 1), (7, 3)].into_iter())
-                    .expect("fits");
+                crate::codec::encode_table_versions(
+                    &mut tables,
+                    [(0, 1, 0), (7, 3, 2)].into_iter(),
+                )
+                .expect("fits");
                 request.tables = pool.copy_from(&tables).expect("room");
             }
             Signal::DictTakeoverConf(conf) => {
                 let mut tables = Vec::new();
-                crate::codec::encode_table_versions(&mut tables, [(2, 9)].into_iter())
+                crate::codec::encode_table_versions(&mut tables, [(2, 9, 1)].into_iter())
                     .expect("fits");
                 conf.tables = pool.copy_from(&tables).expect("room");
             }

@@ -28,7 +28,7 @@ pub(super) fn walk(
     let layout = batch.layout;
     let (key, index) = partition
         .ordered_index(request.index)
-        .ok_or(ErrorCode::BadRequest)?;
+        .ok_or(ErrorCode::UnknownIndex)?;
     let walk = parse_walk(key, request)?;
     let scan = Scan {
         memory,

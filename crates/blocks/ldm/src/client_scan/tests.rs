@@ -649,7 +649,7 @@ fn bad_requests_are_refused_and_change_nothing() {
         (
             "no such index",
             with(&b, &|s| s.index = 1),
-            ErrorCode::BadRequest,
+            ErrorCode::UnknownIndex,
         ),
         (
             "bounds on a row-order scan",

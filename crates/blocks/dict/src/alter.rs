@@ -1,0 +1,367 @@
+//! CREATE INDEX and DROP INDEX on a table that holds rows and is written
+//! meanwhile (docs/design/0024-online-index-changes.md): a change of the
+//! table's index list, as a new revision of the same table (its version,
+//! which operations are checked against, stays). Runs on the master dict
+//! only.
+//!
+//! ```text
+//!  create:
+//!  API      master dict            every ldm               other dicts
+//!   |-CreateIndexReq->|                 |                        |
+//!   |                 |-LqhAlterTabReq{r+1}->|  build it over the rows
+//!   |                 |<-AlterTabRep{r+1}----|  while writes go on
+//!   |                 |  (every ldm built it: AlterTabRef from any
+//!   |                 |   rolls every ldm back to r, client refused)
+//!   |                 |-- DictAlterTabReq{r+1, schema version + 1} --->|
+//!   |                 |<-- AlterTabRep{r+1} ---------------------------|
+//!   |                 |  r+1 here, schema file written
+//!   |<-AlterTabConf---|
+//!
+//!  drop:
+//!   |-DropIndexReq--->|-- DictAlterTabReq{r+1} ----------------------->|
+//!   |                 |<-- AlterTabRep ---------------------------------|
+//!   |                 |  r+1 here (no dict hands the index out now)
+//!   |                 |-LqhAlterTabReq{r+1}->|  drop it, nodes freed
+//!   |                 |<-AlterTabRep{r+1}----|
+//!   |                 |  schema file written
+//!   |<-AlterTabConf---|
+//! ```
+//!
+//! The order makes an index visible only once complete on every replica,
+//! and invisible before any replica loses it: no dict hands out a
+//! definition naming an index some ldm lacks. A client holding an older
+//! definition still works (its operations name the unchanged version);
+//! a scan of an index an ldm no longer has is refused with UnknownIndex
+//! and the client refreshes. tc routes by the primary key alone and takes
+//! no part.
+//!
+//! When a participant dies: an ldm or dict, so it is not waited for (its
+//! node restarts with the definition the master holds then, building
+//! every index it names from its rows); the master, so the next master's
+//! take-over brings every ldm and dict to the highest revision any live
+//! dict holds (`takeover.rs`): a create that reached a dict is finished,
+//! one that reached none is rolled back at the ldms; a drop that reached
+//! a dict is finished.
+
+use crate::persistence::AfterSave;
+use crate::requests::{AlterStep, Operation};
+use crate::Dict;
+use kernel::faults::FaultPoint;
+use kernel::{Context, Report};
+use signal::schema::{IndexChange, IndexDef, TableDef, MAX_INDEXES, MAX_INDEX_ID};
+use signal::signals::{AlterTabRef, AlterTabRep, DictAlterTabReq, LqhAlterTabReq};
+use signal::{BlockKind, BlockRef, ErrorCode};
+use std::sync::Arc;
+
+impl Dict {
+    /// Starts creating the index `change` names (or refuses it).
+    pub(crate) fn start_create_index(
+        &mut self,
+        requester: BlockRef,
+        request_id: u32,
+        change: IndexChange,
+        ctx: &mut dyn Context,
+    ) {
+        let new = match self.table_with_index(&change) {
+            Ok(new) => Arc::new(new),
+            Err(error) => return self.refuse(requester, request_id, error, ctx),
+        };
+        let previous = self.online_definition(new.id);
+        ctx.report(Report::Log(format!(
+            "dict {}: creating index {} on table {} (revision {})",
+            self.address, change.index, change.table, new.revision
+        )));
+        self.running = Some(Operation::Alter {
+            requester,
+            request_id,
+            previous,
+            new: Arc::clone(&new),
+            step: AlterStep::Building,
+            error: None,
+        });
+        self.send_to_ldms(&new, ctx);
+        ctx.fault_point(FaultPoint::IndexAfterBuildRequests);
+    }
+
+    /// Starts dropping the index `change` names (or refuses it).
+    pub(crate) fn start_drop_index(
+        &mut self,
+        requester: BlockRef,
+        request_id: u32,
+        change: IndexChange,
+        ctx: &mut dyn Context,
+    ) {
+        let new = match self.table_without_index(&change) {
+            Ok(new) => Arc::new(new),
+            Err(error) => return self.refuse(requester, request_id, error, ctx),
+        };
+        let previous = self.online_definition(new.id);
+        ctx.report(Report::Log(format!(
+            "dict {}: dropping index {} of table {} (revision {})",
+            self.address, change.index, change.table, new.revision
+        )));
+        self.running = Some(Operation::Alter {
+            requester,
+            request_id,
+            previous,
+            new,
+            step: AlterStep::Announcing,
+            error: None,
+        });
+        self.announce_alter(ctx);
+    }
+
+    fn online_definition(&self, table_id: u32) -> Arc<TableDef> {
+        let entry = self.tables.by_id(table_id).expect("checked just now");
+        Arc::clone(&entry.definition)
+    }
+
+    /// The online table `change` names, with the index added as the next
+    /// revision.
+    fn table_with_index(&self, change: &IndexChange) -> Result<TableDef, ErrorCode> {
+        let table = self.online_table(&change.table)?;
+        if table.index(&change.index).is_some() {
+            return Err(ErrorCode::IndexExists);
+        }
+        if table.indexes.len() >= MAX_INDEXES || table.revision >= MAX_INDEX_ID {
+            return Err(ErrorCode::TooManyIndexes);
+        }
+        if change.columns.is_empty() {
+            return Err(ErrorCode::BadTableDefinition);
+        }
+        let columns = change
+            .columns
+            .iter()
+            .map(|name| table.column(name).map(|(id, _)| id))
+            .collect::<Option<Vec<u16>>>()
+            .ok_or(ErrorCode::UnknownColumn)?;
+        let revision = table.revision + 1;
+        let mut new = table.clone();
+        new.indexes.push(IndexDef {
+            id: revision,
+            name: change.index.clone(),
+            columns,
+        });
+        new.revision = revision;
+        // Columns named twice, say.
+        new.validate().map_err(|_| ErrorCode::BadTableDefinition)?;
+        Ok(new)
+    }
+
+    /// The online table `change` names, without the index, as the next
+    /// revision.
+    fn table_without_index(&self, change: &IndexChange) -> Result<TableDef, ErrorCode> {
+        let table = self.online_table(&change.table)?;
+        let Some(index) = table.index(&change.index) else {
+            return Err(ErrorCode::UnknownIndex);
+        };
+        if table.revision >= MAX_INDEX_ID {
+            return Err(ErrorCode::TooManyIndexes);
+        }
+        let id = index.id;
+        let mut new = table.clone();
+        new.indexes.retain(|index| index.id != id);
+        new.revision = table.revision + 1;
+        Ok(new)
+    }
+
+    fn online_table(&self, name: &str) -> Result<&TableDef, ErrorCode> {
+        self.tables
+            .by_name(name)
+            .filter(|entry| entry.state == crate::tables::TableState::Online)
+            .map(|entry| entry.definition.as_ref())
+            .ok_or(ErrorCode::UnknownTable)
+    }
+
+    fn send_to_ldms(&mut self, table: &Arc<TableDef>, ctx: &mut dyn Context) {
+        self.ldms.start_round();
+        for &ldm in self.ldms.members() {
+            let request = LqhAlterTabReq {
+                table: Arc::clone(table),
+            };
+            kernel::send(ctx, self.address, ldm, request);
+        }
+    }
+
+    /// Tells every other dict the new revision (the highest node first,
+    /// as a create announces), or moves on when there are none.
+    fn announce_alter(&mut self, ctx: &mut dyn Context) {
+        let Some(Operation::Alter { new, .. }) = &self.running else {
+            unreachable!("announce_alter runs within an alter");
+        };
+        let new = Arc::clone(new);
+        let schema_version = self.next_schema_version();
+        self.dicts.start_round();
+        for &dict in self.dicts.members().iter().rev() {
+            let request = DictAlterTabReq {
+                schema_version,
+                table: Arc::clone(&new),
+            };
+            kernel::send(ctx, self.address, dict, request);
+            let point = if new.indexes.len() > self.online_definition(new.id).indexes.len() {
+                FaultPoint::IndexAfterFirstAnnounce
+            } else {
+                FaultPoint::IndexDropAfterFirstDictionary
+            };
+            ctx.fault_point(point);
+        }
+        self.alter_answered(ctx);
+    }
+
+    /// AlterTabRep from an ldm or (announcing) a dict.
+    pub(crate) fn alter_report(
+        &mut self,
+        from: BlockRef,
+        report: AlterTabRep,
+        ctx: &mut dyn Context,
+    ) {
+        let Some(Operation::Alter {
+            new,
+            step,
+            previous,
+            ..
+        }) = &self.running
+        else {
+            // A late answer of a change a take-over decided: nothing waits.
+            return;
+        };
+        let expected = match step {
+            AlterStep::RollingBack => previous.revision,
+            _ => new.revision,
+        };
+        if report.table_id != new.id || report.revision != expected {
+            return;
+        }
+        let answers = match (*step, from.kind) {
+            (
+                AlterStep::Building | AlterStep::Dropping | AlterStep::RollingBack,
+                BlockKind::Ldm,
+            ) => &mut self.ldms,
+            (AlterStep::Announcing, BlockKind::Dict) => &mut self.dicts,
+            _ => return,
+        };
+        if answers.members().contains(&from) && !answers.has_answered(from) {
+            answers.record(from, "AlterTabRep");
+            self.alter_answered(ctx);
+        }
+    }
+
+    /// AlterTabRef from an ldm: its build failed (it dropped the index
+    /// again); every ldm is rolled back once all have answered.
+    pub(crate) fn alter_refused(
+        &mut self,
+        from: BlockRef,
+        refusal: AlterTabRef,
+        ctx: &mut dyn Context,
+    ) {
+        let Some(Operation::Alter {
+            new, step, error, ..
+        }) = &mut self.running
+        else {
+            return;
+        };
+        let wanted = *step == AlterStep::Building
+            && from.kind == BlockKind::Ldm
+            && refusal.table_id == new.id
+            && refusal.revision == new.revision;
+        if !wanted || !self.ldms.members().contains(&from) || self.ldms.has_answered(from) {
+            return;
+        }
+        error.get_or_insert(refusal.error);
+        self.ldms.record(from, "AlterTabRef");
+        self.alter_answered(ctx);
+    }
+
+    /// An answer came, or the blocks the step waits for failed: the next
+    /// step once the round is complete.
+    pub(crate) fn alter_answered(&mut self, ctx: &mut dyn Context) {
+        let Some(Operation::Alter {
+            new,
+            previous,
+            step,
+            error,
+            ..
+        }) = &mut self.running
+        else {
+            unreachable!("alter_answered runs within an alter");
+        };
+        match *step {
+            AlterStep::Building if self.ldms.is_complete() => {
+                if error.is_some() {
+                    *step = AlterStep::RollingBack;
+                    let previous = Arc::clone(previous);
+                    return self.send_to_ldms(&previous, ctx);
+                }
+                *step = AlterStep::Announcing;
+                self.announce_alter(ctx)
+            }
+            AlterStep::Announcing if self.dicts.is_complete() => {
+                let new = Arc::clone(new);
+                let dropping = new.indexes.len() < previous.indexes.len();
+                *step = if dropping {
+                    AlterStep::Dropping
+                } else {
+                    AlterStep::Saving
+                };
+                self.tables.replace_definition(Arc::clone(&new));
+                self.bump_schema_version(ctx);
+                if dropping {
+                    return self.send_to_ldms(&new, ctx);
+                }
+                self.save_schema(AfterSave::AnswerClient, ctx);
+            }
+            AlterStep::Dropping if self.ldms.is_complete() => {
+                *step = AlterStep::Saving;
+                self.save_schema(AfterSave::AnswerClient, ctx);
+            }
+            AlterStep::RollingBack if self.ldms.is_complete() => {
+                let Some(Operation::Alter {
+                    requester,
+                    request_id,
+                    error,
+                    ..
+                }) = self.running.take()
+                else {
+                    unreachable!("matched above");
+                };
+                let error = error.expect("a roll-back has its cause");
+                self.refuse(requester, request_id, error, ctx);
+                self.start_next(ctx);
+            }
+            _ => {}
+        }
+    }
+
+    /// At a dict that is not the master: the master changed a table's
+    /// indexes; hand out the new definition from now on.
+    pub(crate) fn table_altered(
+        &mut self,
+        from: BlockRef,
+        request: DictAlterTabReq,
+        ctx: &mut dyn Context,
+    ) {
+        self.check_from_master(from, "DictAlterTabReq");
+        let table = request.table;
+        let (table_id, revision) = (table.id, table.revision);
+        let held = self
+            .tables
+            .by_id(table_id)
+            .is_some_and(|entry| entry.definition.version == table.version);
+        if !held {
+            // A take-over aligns only tables every dict holds; a late
+            // change of a table since dropped has nothing to change.
+            let report = AlterTabRep { table_id, revision };
+            return kernel::send(ctx, self.address, from, report);
+        }
+        self.tables.replace_definition(table);
+        if request.schema_version > self.schema_version {
+            self.set_schema_version(request.schema_version, ctx);
+        }
+        let confirm = AfterSave::ConfirmAlter {
+            master: from,
+            table_id,
+            revision,
+        };
+        self.save_schema(confirm, ctx);
+    }
+}

@@ -1,0 +1,322 @@
+//! LQH_ALTER_TAB_REQ: a table's ordered indexes change while it is read
+//! and written (docs/design/0024-online-index-changes.md).
+//!
+//! ```text
+//!  master dict                         this ldm
+//!   |-- LqhAlterTabReq{table r+1} ----->|  drop the indexes r+1 lacks; begin
+//!   |                                   |  building those it adds, in every
+//!   |                                   |  partition here (every commit keeps
+//!   |                                   |  them from now on, tolerantly)
+//!   |                                   |  ContinueB(BUILD): BUILD_ROWS rows
+//!   |                                   |  of one partition a step, so key
+//!   |                                   |  operations interleave
+//!   |                                   |  walks done, and no operation
+//!   |                                   |  prepared before the build began
+//!   |                                   |  still runs: the indexes are built
+//!   |<-- AlterTabRep{r+1} --------------|  (or AlterTabRef{TableFull}: dropped
+//!   |                                   |   again, revision r back)
+//! ```
+//!
+//! Why an index is only finished once the operations prepared before its
+//! build began are gone: those promised no node for it at prepare, so
+//! their commits insert into it with whatever DataMemory has and may find
+//! none (the build then fails, cleanly); an index that is finished takes
+//! every commit's entries from promises, which must cover it.
+//!
+//! When a participant dies: the master, so this ldm keeps building (its
+//! answer is lost) and the next master's take-over sends the revision it
+//! decided on, which either matches (answered once built) or rolls the
+//! change back (the building index is dropped at once); this ldm's node,
+//! so its indexes die with its rows, and its restart builds every index
+//! the definition then names from the rows it restores or copies.
+
+use crate::Ldm;
+use kernel::{send, Context, Report};
+use signal::schema::TableDef;
+use signal::signals::{AlterTabRef, AlterTabRep, ContinueB, LqhAlterTabReq};
+use signal::{BlockRef, Envelope, ErrorCode};
+use std::sync::Arc;
+
+/// `ContinueB` jobs of index builds (beside the LCP's and the copy's).
+pub(crate) mod job {
+    /// The next step of the builds under way.
+    pub const BUILD: u32 = 20;
+}
+
+/// Rows a build step adds to an index before the ldm thread moves on to
+/// other signals.
+pub const BUILD_ROWS: u32 = 256;
+
+/// How long a build whose walks are done waits before it looks again
+/// whether the operations prepared before it began are gone.
+const OLD_OPERATIONS_POLL_MS: u64 = 5;
+
+/// A change of one table's indexes under way here.
+pub(crate) struct TableAlter {
+    table_id: u32,
+    /// The revision being built, and the definition before it (put back
+    /// if the build fails).
+    revision: u32,
+    previous: Arc<TableDef>,
+    /// The master dict to answer.
+    requester: BlockRef,
+    /// The indexes being built (ids).
+    building: Vec<u32>,
+}
+
+/// The ldm's builds.
+#[derive(Default)]
+pub(crate) struct Builds {
+    alters: Vec<TableAlter>,
+    /// A BUILD job is queued or delayed: do not queue another.
+    scheduled: bool,
+}
+
+impl Ldm {
+    /// LQH_ALTER_TAB_REQ from the master dict.
+    pub(crate) fn alter_table(
+        &mut self,
+        from: BlockRef,
+        request: LqhAlterTabReq,
+        ctx: &mut dyn Context,
+    ) {
+        let new = request.table;
+        let (table_id, revision) = (new.id, new.revision);
+        let refuse = |ctx: &mut dyn Context, error| {
+            let me = self.address;
+            send(
+                ctx,
+                me,
+                from,
+                AlterTabRef {
+                    table_id,
+                    revision,
+                    error,
+                },
+            );
+        };
+        let Some(table) = self
+            .tables
+            .get_mut(table_id as usize)
+            .and_then(Option::as_mut)
+        else {
+            return refuse(ctx, ErrorCode::UnknownTable);
+        };
+        if table.definition.version != new.version {
+            return refuse(ctx, ErrorCode::SchemaVersionMismatch);
+        }
+        let under_way = self
+            .builds
+            .alters
+            .iter()
+            .position(|alter| alter.table_id == table_id);
+        if let Some(at) = under_way {
+            if self.builds.alters[at].revision == revision {
+                // The same change again (a new master's take-over): one
+                // answer, to whoever asked last, once it is built.
+                self.builds.alters[at].requester = from;
+                return;
+            }
+            // Another revision replaces the one being built (a take-over
+            // rolling it back): its building indexes go below, as any
+            // index `new` lacks.
+            self.builds.alters.remove(at);
+        }
+        let previous = Arc::clone(&table.definition);
+        let named = |id: u32| new.indexes.iter().any(|index| index.id == id);
+        let mut building = Vec::new();
+        for partition in table.partitions.iter_mut().flatten() {
+            let held: Vec<u32> = partition
+                .store
+                .secondary_indexes()
+                .iter()
+                .map(|index| index.id)
+                .collect();
+            for id in held.iter().copied().filter(|&id| !named(id)) {
+                partition.store.drop_secondary_index(&mut self.memory, id);
+            }
+            for index in new.indexes.iter().filter(|index| !held.contains(&index.id)) {
+                partition.store.begin_index_build(
+                    &self.memory,
+                    &table.layout,
+                    index.id,
+                    &index.columns,
+                );
+                if !building.contains(&index.id) {
+                    building.push(index.id);
+                }
+            }
+        }
+        table.definition = Arc::clone(&new);
+        if building.is_empty() {
+            let me = self.address;
+            return send(ctx, me, from, AlterTabRep { table_id, revision });
+        }
+        // Every operation in flight now was prepared without promising the
+        // new indexes a node.
+        table.operations_before_build = table.active_operations;
+        table.build_epoch += 1;
+        ctx.report(Report::Log(format!(
+            "ldm {}: building index(es) {building:?} of table {table_id} (revision {revision})",
+            self.address
+        )));
+        self.builds.alters.push(TableAlter {
+            table_id,
+            revision,
+            previous,
+            requester: from,
+            building,
+        });
+        self.schedule_build(0, ctx);
+    }
+
+    fn schedule_build(&mut self, delay_ms: u64, ctx: &mut dyn Context) {
+        if self.builds.scheduled {
+            return;
+        }
+        self.builds.scheduled = true;
+        let job = Envelope {
+            from: self.address,
+            to: self.address,
+            signal: ContinueB { job: job::BUILD }.into(),
+        };
+        if delay_ms == 0 {
+            ctx.send(job);
+        } else {
+            ctx.send_delayed(job, delay_ms);
+        }
+    }
+
+    /// ContinueB(BUILD): one step of the first build that has rows left
+    /// to walk; a build whose walks are done finishes once no operation
+    /// prepared before it runs.
+    pub(crate) fn build_step(&mut self, ctx: &mut dyn Context) {
+        self.builds.scheduled = false;
+        let mut at = 0;
+        let mut waiting = false;
+        while at < self.builds.alters.len() {
+            match self.build_one_step(at) {
+                Step::Walked => return self.schedule_build(0, ctx),
+                Step::Failed => self.build_failed(at, ctx),
+                Step::WalksDone => {
+                    let alter = &self.builds.alters[at];
+                    let table = self.tables[alter.table_id as usize]
+                        .as_ref()
+                        .expect("a table being altered is held (a drop ends its build)");
+                    if table.operations_before_build > 0 {
+                        waiting = true;
+                        at += 1;
+                    } else {
+                        self.build_done(at, ctx);
+                    }
+                }
+            }
+        }
+        if waiting {
+            self.schedule_build(OLD_OPERATIONS_POLL_MS, ctx);
+        }
+    }
+
+    /// Walks up to BUILD_ROWS rows of the first partition of build `at`
+    /// that has rows left.
+    fn build_one_step(&mut self, at: usize) -> Step {
+        let alter = &self.builds.alters[at];
+        let table = self.tables[alter.table_id as usize]
+            .as_mut()
+            .expect("a table being altered is held (a drop ends its build)");
+        for partition in table.partitions.iter_mut().flatten() {
+            for &id in &alter.building {
+                let build = partition
+                    .store
+                    .secondary_indexes()
+                    .iter()
+                    .find(|index| index.id == id)
+                    .and_then(|index| index.building)
+                    .expect("an index being built is in every partition of its table here");
+                if build.failed {
+                    return Step::Failed;
+                }
+                if build.next_row.is_none() {
+                    continue;
+                }
+                let step = partition.store.build_index_step(
+                    &mut self.memory,
+                    &table.layout,
+                    id,
+                    BUILD_ROWS,
+                );
+                return match step {
+                    Ok(_) => Step::Walked,
+                    Err(_) => Step::Failed,
+                };
+            }
+        }
+        Step::WalksDone
+    }
+
+    /// Build `at` holds every row in every partition, and every commit
+    /// from now on promised its nodes: finish it and answer.
+    fn build_done(&mut self, at: usize, ctx: &mut dyn Context) {
+        let alter = self.builds.alters.remove(at);
+        let table = self.tables[alter.table_id as usize]
+            .as_mut()
+            .expect("a table being altered is held");
+        for partition in table.partitions.iter_mut().flatten() {
+            for &id in &alter.building {
+                partition.store.finish_index_build(id);
+            }
+        }
+        ctx.report(Report::Log(format!(
+            "ldm {}: index(es) {:?} of table {} built (revision {})",
+            self.address, alter.building, alter.table_id, alter.revision
+        )));
+        let answer = AlterTabRep {
+            table_id: alter.table_id,
+            revision: alter.revision,
+        };
+        send(ctx, self.address, alter.requester, answer);
+    }
+
+    /// DataMemory had no node for an entry of build `at`: drop its
+    /// indexes, put the previous definition back, and say so.
+    fn build_failed(&mut self, at: usize, ctx: &mut dyn Context) {
+        let alter = self.builds.alters.remove(at);
+        let table = self.tables[alter.table_id as usize]
+            .as_mut()
+            .expect("a table being altered is held");
+        for partition in table.partitions.iter_mut().flatten() {
+            for &id in &alter.building {
+                partition.store.drop_secondary_index(&mut self.memory, id);
+            }
+        }
+        table.definition = alter.previous;
+        ctx.report(Report::Log(format!(
+            "ldm {}: index(es) {:?} of table {} could not be built: DataMemory is full",
+            self.address, alter.building, alter.table_id
+        )));
+        let refusal = AlterTabRef {
+            table_id: alter.table_id,
+            revision: alter.revision,
+            error: ErrorCode::TableFull,
+        };
+        send(ctx, self.address, alter.requester, refusal);
+    }
+
+    /// Table `table_id` is being dropped: its build, if any, ends
+    /// unanswered (the drop supersedes the change).
+    pub(crate) fn forget_build(&mut self, table_id: u32) {
+        self.builds
+            .alters
+            .retain(|alter| alter.table_id != table_id);
+    }
+}
+
+/// What one step of a build did.
+enum Step {
+    /// Added rows to an index; more may be left.
+    Walked,
+    /// Every walk has seen every row.
+    WalksDone,
+    /// DataMemory had no node for an entry.
+    Failed,
+}
