@@ -851,6 +851,12 @@ impl Row {
         &self.table
     }
 
+    /// Column `column`'s value as the row data holds it, the bytes a data
+    /// node's filter compares (`None`: NULL or no such column).
+    pub(crate) fn raw(&self, column: usize) -> Option<&[u8]> {
+        self.bytes_of(*self.spans.get(column)?)
+    }
+
     /// The bytes of a non-NULL value (`None`: NULL).
     fn bytes_of(&self, span: Span) -> Option<&[u8]> {
         if span.length == NULL_LENGTH {

@@ -562,3 +562,69 @@ fn once_restarted_the_node_serves_every_row_when_the_other_dies() {
         }
     }
 }
+
+/// A node restarts and starts under one master; then that master dies.
+/// The next master's dict had forgotten the node's blocks when it failed
+/// and must take them back: its creates, index changes and take-over
+/// include the restarted node (a review found they skipped it).
+#[test]
+fn a_later_master_includes_a_node_that_restarted_under_the_previous_one() {
+    use sim::harness::{create_kv_table, kv_table_definition, Harness};
+    use std::time::Duration;
+    let (restarted, killed) = (NodeId(4), NodeId(2));
+    let (_, _, agreement) = Harness::new(5)
+        .nodes(3, 3)
+        .kill_at(restarted, 1_000_000)
+        .restart_at(restarted, 3_000_000)
+        .kill_at(killed, 12_000_000)
+        .run_then(
+            move |cluster, context| {
+                let table = create_kv_table(cluster, "kept");
+                for k in 0..20 {
+                    insert_settled(cluster, &table, k);
+                }
+                // Until the restarted node has started, creates are refused.
+                context.sleep(Duration::from_millis(3_050));
+                let mut created = false;
+                for _ in 0..300 {
+                    match cluster.create_table(&kv_table_definition("during")) {
+                        Ok(_) => {
+                            created = true;
+                            break;
+                        }
+                        Err(error) if error.is_temporary() => {}
+                        Err(error) => panic!("create: {error:?}"),
+                    }
+                    context.sleep(Duration::from_millis(20));
+                }
+                assert!(created, "a create goes through once node 4 started");
+                assert!(
+                    context.now_us() < 12_000_000,
+                    "node 4 started before node 2 dies"
+                );
+                // Node 2, the master, dies; node 3's dict takes over.
+                context.sleep(Duration::from_micros(
+                    15_000_000u64.saturating_sub(context.now_us()),
+                ));
+                for attempt in 0.. {
+                    match cluster.create_table(&kv_table_definition("after")) {
+                        Ok(_) => break,
+                        Err(error) if error.is_temporary() && attempt < 300 => {
+                            context.sleep(Duration::from_millis(20))
+                        }
+                        Err(error) => panic!("create after the take-over: {error:?}"),
+                    }
+                }
+                cluster
+                    .create_index("kept", "by_v", &["v"])
+                    .expect("an index change after the take-over");
+            },
+            move |simulation| simulation.schema_agreement(&[NodeId(3), restarted]),
+        );
+    let tables = agreement.unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(
+        tables.len(),
+        3,
+        "kept, during and after on nodes 3 and 4: {tables:?}"
+    );
+}

@@ -174,6 +174,17 @@ fn indexes_created_and_dropped_under_writes_equal_the_rows() {
                 after.is_some_and(|after| after > 20),
                 "the changes ran while rows were written ({after:?} writes before)"
             );
+            // The definition this client holds predates every index: a
+            // scan naming one fetches it anew.
+            let all = [client::KeyRange::all()];
+            let counted = cluster
+                .count(
+                    &table,
+                    Access::Index("by_s_a", &all),
+                    &ScanOptions::default(),
+                )
+                .expect("an index another client created is found");
+            assert_eq!(counted, model.len() as u64);
             // Every index holds the model's rows in its order.
             let mut by_a: Vec<(i64, u64)> = model.iter().map(|(&k, (a, _))| (*a, k)).collect();
             by_a.sort_unstable();

@@ -10,8 +10,10 @@
 //!   |-CreateIndexReq->|                 |                        |
 //!   |                 |-LqhAlterTabReq{r+1}->|  build it over the rows
 //!   |                 |<-AlterTabRep{r+1}----|  while writes go on
-//!   |                 |  (every ldm built it: AlterTabRef from any
-//!   |                 |   rolls every ldm back to r, client refused)
+//!   |                 |  (every ldm built it; an AlterTabRef from any
+//!   |                 |   sends every ldm, then every dict, r's indexes
+//!   |                 |   as r+2, and the client is refused: revisions
+//!   |                 |   only rise, so r+1's index id is never reused)
 //!   |                 |-- DictAlterTabReq{r+1, schema version + 1} --->|
 //!   |                 |<-- AlterTabRep{r+1} ---------------------------|
 //!   |                 |  r+1 here, schema file written
@@ -40,8 +42,8 @@
 //! every index it names from its rows); the master, so the next master's
 //! take-over brings every ldm and dict to the highest revision any live
 //! dict holds (`takeover.rs`): a create that reached a dict is finished,
-//! one that reached none is rolled back at the ldms; a drop that reached
-//! a dict is finished.
+//! one that reached none is rolled back at the ldms (under a revision
+//! above every one held); a drop that reached a dict is finished.
 
 use crate::persistence::AfterSave;
 use crate::requests::{AlterStep, Operation};
@@ -123,7 +125,9 @@ impl Dict {
         if table.index(&change.index).is_some() {
             return Err(ErrorCode::IndexExists);
         }
-        if table.indexes.len() >= MAX_INDEXES || table.revision >= MAX_INDEX_ID {
+        // A failed build's roll-back takes the revision after the new
+        // index's.
+        if table.indexes.len() >= MAX_INDEXES || table.revision + 1 >= MAX_INDEX_ID {
             return Err(ErrorCode::TooManyIndexes);
         }
         if change.columns.is_empty() {
@@ -198,12 +202,16 @@ impl Dict {
                 table: Arc::clone(&new),
             };
             kernel::send(ctx, self.address, dict, request);
-            let point = if new.indexes.len() > self.online_definition(new.id).indexes.len() {
-                FaultPoint::IndexAfterFirstAnnounce
-            } else {
-                FaultPoint::IndexDropAfterFirstDictionary
+            let held = self.online_definition(new.id).indexes.len();
+            let point = match new.indexes.len() {
+                added if added > held => Some(FaultPoint::IndexAfterFirstAnnounce),
+                dropped if dropped < held => Some(FaultPoint::IndexDropAfterFirstDictionary),
+                // A roll-back: the same indexes under a new revision.
+                _ => None,
             };
-            ctx.fault_point(point);
+            if let Some(point) = point {
+                ctx.fault_point(point);
+            }
         }
         self.alter_answered(ctx);
     }
@@ -215,21 +223,11 @@ impl Dict {
         report: AlterTabRep,
         ctx: &mut dyn Context,
     ) {
-        let Some(Operation::Alter {
-            new,
-            step,
-            previous,
-            ..
-        }) = &self.running
-        else {
+        let Some(Operation::Alter { new, step, .. }) = &self.running else {
             // A late answer of a change a take-over decided: nothing waits.
             return;
         };
-        let expected = match step {
-            AlterStep::RollingBack => previous.revision,
-            _ => new.revision,
-        };
-        if report.table_id != new.id || report.revision != expected {
+        if report.table_id != new.id || report.revision != new.revision {
             return;
         }
         let answers = match (*step, from.kind) {
@@ -247,27 +245,41 @@ impl Dict {
     }
 
     /// AlterTabRef from an ldm: its build failed (it dropped the index
-    /// again); every ldm is rolled back once all have answered.
+    /// again), and every ldm is rolled back once all have answered. In a
+    /// step that builds nothing (an ldm that does not hold the table, which
+    /// a change of a table every ldm holds never meets) it still counts
+    /// as the ldm's answer, so the change cannot hang on it.
     pub(crate) fn alter_refused(
         &mut self,
         from: BlockRef,
         refusal: AlterTabRef,
         ctx: &mut dyn Context,
     ) {
+        let address = self.address;
         let Some(Operation::Alter {
             new, step, error, ..
         }) = &mut self.running
         else {
             return;
         };
-        let wanted = *step == AlterStep::Building
-            && from.kind == BlockKind::Ldm
+        let wanted = matches!(
+            *step,
+            AlterStep::Building | AlterStep::Dropping | AlterStep::RollingBack
+        ) && from.kind == BlockKind::Ldm
             && refusal.table_id == new.id
             && refusal.revision == new.revision;
         if !wanted || !self.ldms.members().contains(&from) || self.ldms.has_answered(from) {
             return;
         }
-        error.get_or_insert(refusal.error);
+        if *step == AlterStep::Building {
+            error.get_or_insert(refusal.error);
+        } else {
+            ctx.report(Report::Log(format!(
+                "dict {address}: ldm {from} refused revision {} of table {} ({:?}) while the \
+                 change was at {step:?}",
+                refusal.revision, refusal.table_id, refusal.error
+            )));
+        }
         self.ldms.record(from, "AlterTabRef");
         self.alter_answered(ctx);
     }
@@ -288,9 +300,16 @@ impl Dict {
         match *step {
             AlterStep::Building if self.ldms.is_complete() => {
                 if error.is_some() {
+                    // Back to the previous indexes, under a revision above
+                    // the one that failed, so that the failed index's id
+                    // is never handed out again (revisions only rise).
                     *step = AlterStep::RollingBack;
-                    let previous = Arc::clone(previous);
-                    return self.send_to_ldms(&previous, ctx);
+                    *new = Arc::new(TableDef {
+                        revision: new.revision + 1,
+                        ..TableDef::clone(previous)
+                    });
+                    let back = Arc::clone(new);
+                    return self.send_to_ldms(&back, ctx);
                 }
                 *step = AlterStep::Announcing;
                 self.announce_alter(ctx)
@@ -315,18 +334,10 @@ impl Dict {
                 self.save_schema(AfterSave::AnswerClient, ctx);
             }
             AlterStep::RollingBack if self.ldms.is_complete() => {
-                let Some(Operation::Alter {
-                    requester,
-                    request_id,
-                    error,
-                    ..
-                }) = self.running.take()
-                else {
-                    unreachable!("matched above");
-                };
-                let error = error.expect("a roll-back has its cause");
-                self.refuse(requester, request_id, error, ctx);
-                self.start_next(ctx);
+                // The other dicts and this one take the roll-back's
+                // revision too; the client is refused once it is saved.
+                *step = AlterStep::Announcing;
+                self.announce_alter(ctx)
             }
             _ => {}
         }

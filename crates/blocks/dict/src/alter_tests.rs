@@ -179,20 +179,22 @@ fn a_build_an_ldm_could_not_finish_is_rolled_back_everywhere() {
     let back = sent_to_ldms(&mut ctx);
     assert_eq!(
         (back.revision, back.indexes.len()),
-        (0, 0),
-        "the old revision"
+        (2, 0),
+        "the old indexes, under a revision above the failed one's"
     );
     answer_ldms(&mut dict, &mut ctx, &back);
     assert_eq!(
         ctx.take_trace(),
         [line(DICT, API, schema_ref(3, ErrorCode::TableFull))]
     );
-    assert_eq!(dict.schema_version(), before, "nothing changed");
-    assert!(get(&mut dict, &mut ctx, "t1").unwrap().indexes.is_empty());
-    // The next change runs.
+    assert_eq!(dict.schema_version(), before + 1, "the revision moved on");
+    let fetched = get(&mut dict, &mut ctx, "t1").unwrap();
+    assert_eq!((fetched.revision, fetched.indexes.len()), (2, 0));
+    // The next change runs, and the failed index's id is not reused.
     let request = create_index(&ctx, 4, &change("t1", "by_v", &["v"]));
     deliver(&mut dict, &mut ctx, API, request);
-    assert_eq!(sent_to_ldms(&mut ctx).revision, 1);
+    let again = sent_to_ldms(&mut ctx);
+    assert_eq!((again.revision, again.indexes[0].id), (3, 3));
 }
 
 #[test]

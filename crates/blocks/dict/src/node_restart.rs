@@ -83,6 +83,39 @@ impl Dict {
         self.send_schema_to_restarting(ctx);
     }
 
+    /// At a dict becoming the master: every member that came back by a
+    /// node restart since this dict forgot its blocks (the master that
+    /// gave it the schema added them back; this dict, not the master
+    /// then, never heard) takes part in every schema change again. A
+    /// member still starting is left out: this master sends it the schema
+    /// and adds it then (`restarting_node_has_schema`).
+    pub(crate) fn include_restarted_members(&mut self) {
+        let failed = self.node_failures.failed();
+        let starting = self.node_failures.starting();
+        let started: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .copied()
+            .filter(|&node| !failed.contains(node) && !starting.contains(node))
+            .collect();
+        let every = |kind: BlockKind, instances: u16| -> Vec<BlockRef> {
+            started
+                .iter()
+                .flat_map(|&node| (0..instances).map(move |i| BlockRef::new(node, kind, i)))
+                .collect()
+        };
+        self.tcs
+            .add_members(&every(BlockKind::Tc, self.tc_instances));
+        self.ldms
+            .add_members(&every(BlockKind::Ldm, self.ldm_instances));
+        let dicts: Vec<BlockRef> = started
+            .iter()
+            .filter(|&&node| node != self.address.node)
+            .map(|&node| BlockRef::new(node, BlockKind::Dict, 0))
+            .collect();
+        self.dicts.add_members(&dicts);
+    }
+
     /// Whether creates and drops must wait: a member is in its node
     /// restart.
     pub(crate) fn node_restart_in_progress(&self) -> bool {

@@ -93,7 +93,7 @@ pub(crate) enum AlterStep {
     /// A drop: waiting for every ldm to drop the index.
     Dropping,
     /// A create an ldm could not build: waiting for every ldm to drop it
-    /// again.
+    /// again, under the next revision (which the dicts then take).
     RollingBack,
     /// The new revision here; waiting for this dict's schema file.
     Saving,
@@ -365,6 +365,7 @@ impl Dict {
                 self.ldms.forget_nodes(failed);
                 self.dicts.forget_nodes(failed);
                 self.schema_sent_to = self.schema_sent_to.difference(failed);
+                self.include_restarted_members();
                 return self.start_takeover(report.membership_id, ctx);
             }
         }
@@ -481,14 +482,25 @@ impl Dict {
                 request_id,
                 new,
                 step: AlterStep::Saving,
+                error,
                 ..
-            }) => {
-                let conf = AlterTabConf {
-                    request_id: *request_id,
-                    revision: new.revision,
-                };
-                (*requester, conf.into())
-            }
+            }) => match error {
+                // A build that failed, rolled back everywhere.
+                Some(error) => {
+                    let refusal = SchemaRef {
+                        request_id: *request_id,
+                        error: *error,
+                    };
+                    (*requester, refusal.into())
+                }
+                None => {
+                    let conf = AlterTabConf {
+                        request_id: *request_id,
+                        revision: new.revision,
+                    };
+                    (*requester, conf.into())
+                }
+            },
             _ => panic!(
                 "dict {}: the schema file was saved for a create or drop, but none waits for it",
                 self.address

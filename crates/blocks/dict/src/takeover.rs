@@ -574,12 +574,16 @@ impl Dict {
     }
 }
 
-/// The definition a table that stays ends at: the highest index revision
-/// any live dict holds of its version `version` (a change of indexes that
-/// reached a dict had been built on every ldm, or, a drop, may be handed
-/// out by nobody any more; one that reached no dict was seen by no
-/// client). `table` is the one the decision found (this dict's, or one
-/// offered); a higher revision comes from the dict that offered it.
+/// The definition a table that stays ends at: the index list of the
+/// highest revision any live dict holds of its version `version` (a
+/// change of indexes that reached a dict had been built on every ldm, or,
+/// a drop, may be handed out by nobody any more; one that reached no dict
+/// was seen by no client). `table` is the one the decision found (this
+/// dict's, or one offered); a higher revision comes from the dict that
+/// offered it. When some ldm holds or builds a revision above that one
+/// (a create that reached no dict), the table moves on to a revision
+/// above every one held, with the dicts' index list: revisions only
+/// rise, so an index id an ldm once had is never given to another index.
 fn chosen_revision(
     takeover: &Takeover,
     id: u32,
@@ -587,24 +591,37 @@ fn chosen_revision(
     table: Arc<TableDef>,
     live: &impl Fn(&BlockRef) -> bool,
 ) -> Arc<TableDef> {
-    let highest = takeover
-        .revisions
-        .get(&id)
-        .into_iter()
-        .flatten()
-        .filter(|(block, held, _)| *held == version && block.kind == BlockKind::Dict && live(block))
+    let held = || {
+        takeover
+            .revisions
+            .get(&id)
+            .into_iter()
+            .flatten()
+            .filter(move |(block, held, _)| *held == version && live(block))
+    };
+    let highest = held()
+        .filter(|(block, ..)| block.kind == BlockKind::Dict)
         .map(|&(_, _, revision)| revision)
         .max()
         .unwrap_or(table.revision);
-    if table.revision >= highest {
-        return table;
-    }
-    match takeover.offered_revisions.get(&id) {
-        Some(offered) if offered.version == version && offered.revision == highest => {
-            Arc::clone(offered)
+    let chosen = if table.revision >= highest {
+        table
+    } else {
+        match takeover.offered_revisions.get(&id) {
+            Some(offered) if offered.version == version && offered.revision == highest => {
+                Arc::clone(offered)
+            }
+            // The dict holding it failed before its offer came: the
+            // highest revision a live holder offered is all there is.
+            _ => table,
         }
-        // The dict holding it failed before its offer came: the highest
-        // revision a live holder offered is all there is to go by.
-        _ => table,
+    };
+    let above_all = held().map(|&(_, _, revision)| revision).max();
+    match above_all {
+        Some(above) if above > chosen.revision => Arc::new(TableDef {
+            revision: above + 1,
+            ..TableDef::clone(&chosen)
+        }),
+        _ => chosen,
     }
 }

@@ -126,22 +126,30 @@ impl Ldm {
         let named = |id: u32| new.indexes.iter().any(|index| index.id == id);
         let mut building = Vec::new();
         for partition in table.partitions.iter_mut().flatten() {
-            let held: Vec<u32> = partition
+            // (id, still being built) of each index the partition has.
+            let held: Vec<(u32, bool)> = partition
                 .store
                 .secondary_indexes()
                 .iter()
-                .map(|index| index.id)
+                .map(|index| (index.id, index.building.is_some()))
                 .collect();
-            for id in held.iter().copied().filter(|&id| !named(id)) {
+            for &(id, _) in held.iter().filter(|&&(id, _)| !named(id)) {
                 partition.store.drop_secondary_index(&mut self.memory, id);
             }
-            for index in new.indexes.iter().filter(|index| !held.contains(&index.id)) {
-                partition.store.begin_index_build(
-                    &self.memory,
-                    &table.layout,
-                    index.id,
-                    &index.columns,
-                );
+            for index in &new.indexes {
+                match held.iter().find(|&&(id, _)| id == index.id) {
+                    // Built already.
+                    Some((_, false)) => continue,
+                    // Being built by a change this one replaces: its build
+                    // goes on as this one's.
+                    Some((_, true)) => {}
+                    None => partition.store.begin_index_build(
+                        &self.memory,
+                        &table.layout,
+                        index.id,
+                        &index.columns,
+                    ),
+                }
                 if !building.contains(&index.id) {
                     building.push(index.id);
                 }
@@ -289,7 +297,13 @@ impl Ldm {
                 partition.store.drop_secondary_index(&mut self.memory, id);
             }
         }
-        table.definition = alter.previous;
+        // The definition before the change, naming only the indexes still
+        // here (one it replaced may have been building those now gone).
+        let mut previous = TableDef::clone(&alter.previous);
+        previous
+            .indexes
+            .retain(|index| !alter.building.contains(&index.id));
+        table.definition = Arc::new(previous);
         ctx.report(Report::Log(format!(
             "ldm {}: index(es) {:?} of table {} could not be built: DataMemory is full",
             self.address, alter.building, alter.table_id

@@ -450,3 +450,52 @@ fn a_batch_that_ends_while_its_abort_runs_is_released_with_the_refusal() {
     assert_eq!(b.trace(), vec![refusal_line(t, 2, ErrorCode::DuplicateKey)]);
     b.assert_quiet();
 }
+
+/// A locking read asked to tolerate a missing row (a locking scan's,
+/// `tc_key_flags::IGNORE_MISSING`) answers the batch without it when the
+/// primary says NoSuchRow, and the transaction commits; another error,
+/// or a read without the flag, aborts as always.
+#[test]
+fn a_read_that_ignores_a_missing_row_goes_on_without_it() {
+    use signal::signals::tc_key_flags::IGNORE_MISSING;
+    let mut b = Bench::started(config());
+    let t = txn(API, 1);
+    let mut read = b.read(t, 31, START | IGNORE_MISSING, 1);
+    read.lock = LockMode::Exclusive;
+    b.deliver(API, read);
+    let request = b.insert(t, 32, EXECUTE, 2);
+    b.deliver(API, request);
+    let ops = b.take_lqh_key_reqs();
+    let [(ldm1, op1), (ldm2, op2)] = ops[..] else {
+        panic!("two LQHKEYREQs")
+    };
+    b.refused_by_ldm(ldm1, op1, ErrorCode::NoSuchRow);
+    assert_eq!(
+        b.trace(),
+        Vec::<String>::new(),
+        "no abort: the insert is awaited"
+    );
+    b.prepared(ldm2, op2, 70);
+    assert_eq!(b.trace(), vec![batch_conf_line(t, 2)]);
+    assert_eq!(b.transaction_state(t), Some(TransactionState::Idle));
+    b.deliver(API, TcRollbackReq { transaction_id: t });
+    assert_eq!(b.trace(), vec![abort_line(ldm2, op2, t)]);
+    b.deliver(ldm2, AbortConf { tc_op: op2 });
+    b.trace();
+    b.assert_quiet();
+
+    // Another error aborts, flag or not.
+    let t = txn(API, 2);
+    let mut read = b.read(t, 41, START | EXECUTE | IGNORE_MISSING, 1);
+    read.lock = LockMode::Shared;
+    b.deliver(API, read);
+    let [(ldm, op)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    b.refused_by_ldm(ldm, op, ErrorCode::LockWaitTimeout);
+    assert_eq!(
+        b.trace(),
+        vec![refusal_line(t, 41, ErrorCode::LockWaitTimeout)]
+    );
+    b.assert_quiet();
+}

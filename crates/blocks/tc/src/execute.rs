@@ -212,6 +212,7 @@ impl Tc {
         operation.primary = ldm;
         operation.ldm = ldm;
         operation.chain = chain;
+        operation.ignore_missing = request.flags & tc_key_flags::IGNORE_MISSING != 0;
         let record = &mut self.records.transactions[transaction as usize];
         record.outstanding += 1;
         record.batch_ops += 1;
@@ -380,6 +381,17 @@ impl Tc {
             OpPhase::Sent,
             "LQHKEYREF for an operation not in flight"
         );
+        if operation.ignore_missing
+            && refusal.error == ErrorCode::NoSuchRow
+            && from == operation.primary
+        {
+            // A read of a row that is not there, asked to tolerate it: it
+            // holds nothing and returns no row; the transaction goes on.
+            operation.phase = OpPhase::Released;
+            record.outstanding -= 1;
+            record.last_progress_ms = ctx.now_ms();
+            return self.maybe_batch_done(transaction, ctx);
+        }
         // A refusal from the primary means nothing is held anywhere. A
         // refusal from a backup means the replicas before it hold the
         // prepared operation: the abort must run the chain from the primary.

@@ -160,6 +160,9 @@ pub struct TcOperation {
     /// ABORT went out as RESOLVE_REQ: only RESOLVE_CONF moves it on (a
     /// normal answer may come too, and is ignored).
     pub resolving: bool,
+    /// A read asked with `tc_key_flags::IGNORE_MISSING`: its row missing
+    /// at the primary answers no row, not an abort.
+    pub ignore_missing: bool,
     next_free: u32,
 }
 
@@ -177,6 +180,7 @@ impl TcOperation {
             ldm_op: NIL,
             chain: ReplicaChain::new(&[NodeId(0)]),
             resolving: false,
+            ignore_missing: false,
             next_free,
         }
     }

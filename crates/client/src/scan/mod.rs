@@ -18,6 +18,7 @@
 //! lease during the scan fails it with a temporary error: scan again.
 
 mod filter;
+mod locking;
 mod run;
 
 pub use filter::Filter;
@@ -185,8 +186,29 @@ impl Cluster {
         access: Access<'_>,
         options: &ScanOptions,
     ) -> Result<ScanCursor<'_>, ClientError> {
-        let plan = Plan::new(table, access, options, false)?;
-        ScanCursor::new(self, table, plan)
+        let (table, plan) = self.plan(table, access, options, false)?;
+        ScanCursor::new(self, &table, plan)
+    }
+
+    /// The scan's plan against `table`; when `table` lacks the index the
+    /// scan names (another client created it since this one fetched the
+    /// definition), against the definition fetched anew.
+    fn plan(
+        &self,
+        table: &Arc<Table>,
+        access: Access<'_>,
+        options: &ScanOptions,
+        count: bool,
+    ) -> Result<(Arc<Table>, Plan), ClientError> {
+        match Plan::new(table, access, options, count) {
+            Err(error) if error.code() == Some(ErrorCode::UnknownIndex) => {
+                self.invalidate_stale_table(table);
+                let fresh = self.table(table.name())?;
+                let plan = Plan::new(&fresh, access, options, count)?;
+                Ok((fresh, plan))
+            }
+            planned => Ok((Arc::clone(table), planned?)),
+        }
     }
 
     /// How many committed rows of `table` `access` reaches and
@@ -198,8 +220,8 @@ impl Cluster {
         access: Access<'_>,
         options: &ScanOptions,
     ) -> Result<u64, ClientError> {
-        let plan = Plan::new(table, access, options, true)?;
-        let mut cursor = ScanCursor::new(self, table, plan)?;
+        let (table, plan) = self.plan(table, access, options, true)?;
+        let mut cursor = ScanCursor::new(self, &table, plan)?;
         if let Some(Err(error)) = cursor.next() {
             return Err(error);
         }
@@ -262,11 +284,7 @@ impl Plan {
                     .index(name)
                     .ok_or_else(|| ClientError::Invalid {
                         code: ErrorCode::UnknownIndex,
-                        detail: format!(
-                            "table {:?} has no index {name:?} (in the definition this client \
-                             holds: Cluster::table fetches a newer one once it is stale)",
-                            table.name()
-                        ),
+                        detail: format!("table {:?} has no index {name:?}", table.name()),
                     })?;
                 (
                     ranges

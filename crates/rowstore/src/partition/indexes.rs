@@ -121,7 +121,7 @@ impl Partition {
         });
     }
 
-    /// Adds up to `max_rows` of the rows already here to index `id`,
+    /// Adds the rows among the next `max_rows` slots to index `id`,
     /// walking by row id from where the last step stopped: `Ok(true)` once
     /// the walk has seen every row, `Ok(false)` to call again. `Err` when
     /// DataMemory has no node for an entry, here or at a commit since the
@@ -167,8 +167,10 @@ impl Partition {
                 {
                     return Err(OutOfDataMemory);
                 }
-                rows += 1;
             }
+            // Every slot looked at counts, so a step over a sparse
+            // partition is bounded too.
+            rows += 1;
             cursor.advance();
         };
         let build = self.secondary[at]

@@ -1186,3 +1186,27 @@ fn table_versions_round_trip_and_malformed_lists_are_refused() {
     );
     assert_eq!(out, [9], "a refused list leaves the bytes as they were");
 }
+
+#[test]
+fn ignore_missing_is_taken_on_reads_and_refused_on_writes() {
+    let pool = pool();
+    let request = |kind, lock| TcKeyReq {
+        transaction_id: TransactionId(99),
+        client_op: 4,
+        flags: tc_key_flags::START | tc_key_flags::EXECUTE | tc_key_flags::IGNORE_MISSING,
+        kind,
+        lock,
+        table_id: 3,
+        table_version: 1,
+        key: pool.copy_from(b"key").expect("room"),
+        attr: None,
+    };
+    round_trip(request(OperationKind::Read, LockMode::Exclusive).into());
+    assert_eq!(
+        decode_mangled(
+            request(OperationKind::Delete, LockMode::Exclusive).into(),
+            |_| {}
+        ),
+        WireError::BadField("TcKeyReq IGNORE_MISSING on a write")
+    );
+}

@@ -118,8 +118,13 @@ pub mod tc_key_flags {
     pub const EXECUTE: u8 = 2;
     /// Commit once the batch has executed (implies EXECUTE).
     pub const COMMIT: u8 = 4;
+    /// A read whose row does not exist returns no row instead of failing
+    /// (and aborting) the transaction: how a locking scan locks rows it saw
+    /// that may have been deleted since (NDB's AO_IgnoreError on a read).
+    /// Reads only.
+    pub const IGNORE_MISSING: u8 = 8;
     /// Every flag a client may set.
-    pub const ALL: u8 = START | EXECUTE | COMMIT;
+    pub const ALL: u8 = START | EXECUTE | COMMIT | IGNORE_MISSING;
 }
 
 /// Flags and limits of a [`ScanReq`](super::ScanReq).
