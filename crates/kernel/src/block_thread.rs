@@ -1,7 +1,9 @@
 //! The loop of a thread that runs blocks: take signals from the inbox in
 //! batches, run each to completion, publish what they sent once per batch,
 //! fire due timers, and sleep when there is nothing to do (optionally
-//! spinning first, as NDB's spintime).
+//! spinning first, as NDB's spintime). A CONTINUEB a block sends itself
+//! waits for the next batch, behind what arrived meanwhile, so long work
+//! done a step at a time never starves the signals of other threads.
 
 use crate::mesh::{Inbox, Outbox, Staging};
 use crate::stats::{ThreadRole, ThreadStats};
@@ -65,6 +67,9 @@ struct ThreadContext {
     rng: XorShift,
     outbox: Outbox,
     local: VecDeque<Envelope>,
+    /// CONTINUEBs blocks sent themselves: they run after the signals
+    /// other threads and nodes sent meanwhile (see `send`).
+    continued: VecDeque<Envelope>,
     timers: TimerQueue,
     pool: &'static SectionPool,
     reports: Arc<dyn ReportSink>,
@@ -107,6 +112,17 @@ impl Context for ThreadContext {
     fn send(&mut self, envelope: Envelope) {
         match self.outbox.stage(envelope) {
             Staging::Staged => {}
+            // A block continuing long work later (an index build's next
+            // step, a checkpoint's next slice) goes behind what arrived
+            // from elsewhere since, as NDB's CONTINUEB does: otherwise a
+            // chain of them would run back to back and starve key
+            // operations, whose replies would not even leave the thread.
+            Staging::Local(envelope)
+                if envelope.from == envelope.to
+                    && matches!(envelope.signal, signal::Signal::ContinueB(_)) =>
+            {
+                self.continued.push_back(envelope)
+            }
             Staging::Local(envelope) => self.local.push_back(envelope),
             // A block addressed a block that does not exist here: a bug.
             Staging::NoRoute(envelope) => panic!(
@@ -266,6 +282,7 @@ pub fn run(setup: BlockThreadSetup, mut blocks: Vec<Box<dyn Block>>) {
         rng: XorShift::new(seed),
         outbox,
         local: VecDeque::with_capacity(4096),
+        continued: VecDeque::with_capacity(64),
         timers: TimerQueue::with_capacity(4096),
         pool,
         reports,
@@ -291,6 +308,11 @@ pub fn run(setup: BlockThreadSetup, mut blocks: Vec<Box<dyn Block>>) {
         // each ran on arrival: every one of them runs before what it sends
         // to blocks of this thread, which queues behind the rest.
         inbox.drain(BATCH, |envelope| ctx.local.push_back(envelope));
+        // Then the continuations of the last round, behind what arrived.
+        let ThreadContext {
+            local, continued, ..
+        } = &mut ctx;
+        local.extend(continued.drain(..));
         while let Some(envelope) = ctx.local.pop_front() {
             // Signals queue here in batches (from the inbox, and between
             // blocks of this thread, such as a tc's LQHKEYREQs to the ldm
