@@ -9,7 +9,9 @@
 //! scan must never return a row twice, never miss a stable row, and
 //! return only rows that were there at some point. Afterwards a scan of a
 //! dropped table is refused with a clear error and the nodes serve the
-//! next scan.
+//! next scan. And a scan whose data node dies ends with a temporary error
+//! (the client then routes by a map fetched anew), after which the
+//! survivor serves every row.
 
 use client::{
     Access, ClientError, Cluster, Commit, CompareOp, ErrorCode, Filter, KeyRange, ScanOptions,
@@ -190,4 +192,50 @@ fn committed_read_scans_see_stable_rows_once_while_others_churn() {
             scans
         });
     assert!(results[1] >= 30, "scans that completed: {}", results[1]);
+}
+
+/// A data node dies while scans read from it: the scan in flight ends
+/// with a temporary error (nothing of it is held anywhere: scans are
+/// stateless at the ldm), and once the failure is handled a scan reads
+/// every row from the survivor.
+#[test]
+fn a_scan_whose_data_node_dies_ends_with_a_temporary_error() {
+    let (failures, rows) = Harness::new(9)
+        .nodes(2, 2)
+        .kill_at(signal::NodeId(3), 1_500_000)
+        .run(|cluster, context| {
+            let table = create_kv_table(cluster, "t");
+            for k in 0..KEYS {
+                assert!(insert_settled(cluster, &table, k), "key {k}");
+            }
+            let options = ScanOptions {
+                batch_rows: 1,
+                ..ScanOptions::default()
+            };
+            let mut failures = 0;
+            while context.now_us() < 4_000_000 {
+                match cluster.scan(&table, Access::Table, &options) {
+                    Ok(result) => assert_eq!(result.rows.len() as u64, KEYS, "a whole scan"),
+                    Err(error) => {
+                        assert!(
+                            error.is_temporary(),
+                            "a scan cut by a node's death: {error:?}"
+                        );
+                        failures += 1;
+                        context.sleep(Duration::from_millis(50));
+                    }
+                }
+            }
+            context.sleep(Duration::from_secs(2));
+            let rows = loop {
+                match cluster.scan(&table, Access::Table, &ScanOptions::default()) {
+                    Ok(result) => break result.rows.len() as u64,
+                    Err(error) if error.is_temporary() => context.sleep(Duration::from_millis(50)),
+                    Err(error) => panic!("a scan after the failure: {error:?}"),
+                }
+            };
+            (failures, rows)
+        });
+    assert!(failures > 0, "a scan was cut by the node's death");
+    assert_eq!(rows, KEYS, "the survivor serves every row");
 }

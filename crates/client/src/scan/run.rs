@@ -453,26 +453,47 @@ impl<'c> ScanCursor<'c> {
                     cursor.resume = Some((resume_key, next_row));
                 }
                 SchemaReply::Refused(code) => {
-                    if matches!(
-                        code,
-                        signal::ErrorCode::SchemaVersionMismatch
-                            | signal::ErrorCode::UnknownTable
-                            | signal::ErrorCode::UnknownIndex
-                    ) {
+                    use signal::ErrorCode;
+                    match code {
                         // The definition changed (an index dropped, the
                         // table recreated): the next Cluster::table asks.
-                        self.cluster.invalidate_stale_table(&self.table);
+                        ErrorCode::SchemaVersionMismatch
+                        | ErrorCode::UnknownTable
+                        | ErrorCode::UnknownIndex => {
+                            self.cluster.invalidate_stale_table(&self.table)
+                        }
+                        // The replica asked is not the partition's primary
+                        // (any more): the next scan routes by a map
+                        // fetched anew.
+                        ErrorCode::NotPrimary
+                        | ErrorCode::NodeNotStarted
+                        | ErrorCode::ReadLeaseExpired => self.map_is_stale(),
+                        _ => {}
                     }
                     return Err(ClientError::Schema {
                         code,
                         table: self.table.name().to_string(),
                     });
                 }
-                SchemaReply::Lost(reason) => return Err(cursor.connection.lost(reason)),
+                SchemaReply::Lost(reason) => {
+                    let error = cursor.connection.lost(reason);
+                    // Its node may have failed: the partitions it was the
+                    // primary of have another now, which a scan-only
+                    // client hears of from no transaction's answer.
+                    self.map_is_stale();
+                    return Err(error);
+                }
                 other => return Err(unexpected_reply(self.table.name(), other)),
             }
         }
         Ok(())
+    }
+
+    /// The partition map this scan routed by may be out of date: the next
+    /// scan's routing fetches the table's map again (at most one fetch
+    /// per such report; `Cluster::routing_map`).
+    fn map_is_stale(&self) {
+        self.cluster.observe_map_version(self.map.version + 1);
     }
 
     /// The partition whose next row comes first in the scan's order.
