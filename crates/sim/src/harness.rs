@@ -318,27 +318,38 @@ pub(crate) fn drive<R: Send + 'static>(
     }
 }
 
-/// The definition of table `name`: k BIGINT UNSIGNED primary key, v
-/// VARCHAR(64) NULL.
-pub fn kv_table_definition(name: &str) -> TableDef {
-    let column = |name: &str, column_type, nullable| ColumnDef {
-        name: name.into(),
-        column_type,
-        nullable,
-    };
+/// The definition of table `name` with `columns` (name, type,
+/// NULL-able), keyed on the first, without indexes.
+pub fn table_definition(name: &str, columns: &[(&str, ColumnType, bool)]) -> TableDef {
     TableDef {
         indexes: Vec::new(),
         revision: 0,
         id: 0,
         version: 0,
         name: name.into(),
-        columns: vec![
-            column("k", ColumnType::BigInt { unsigned: true }, false),
-            column("v", ColumnType::VarChar(64), true),
-        ],
+        columns: columns
+            .iter()
+            .map(|&(name, column_type, nullable)| ColumnDef {
+                name: name.into(),
+                column_type,
+                nullable,
+            })
+            .collect(),
         primary_key: vec![0],
         partitions: 0,
     }
+}
+
+/// The definition of table `name`: k BIGINT UNSIGNED primary key, v
+/// VARCHAR(64) NULL.
+pub fn kv_table_definition(name: &str) -> TableDef {
+    table_definition(
+        name,
+        &[
+            ("k", ColumnType::BigInt { unsigned: true }, false),
+            ("v", ColumnType::VarChar(64), true),
+        ],
+    )
 }
 
 /// Inserts `k` -> "value k" into a [`kv_table_definition`] table in its

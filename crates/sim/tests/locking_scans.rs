@@ -20,25 +20,14 @@ const ROWS: u64 = 60;
 const GROUPS: u64 = 3;
 
 fn definition() -> client::TableDef {
-    let column = |name: &str, column_type, nullable| client::ColumnDef {
-        name: name.into(),
-        column_type,
-        nullable,
-    };
-    client::TableDef {
-        id: 0,
-        version: 0,
-        name: "counters".into(),
-        columns: vec![
-            column("k", client::ColumnType::BigInt { unsigned: true }, false),
-            column("n", client::ColumnType::BigInt { unsigned: false }, false),
-            column("g", client::ColumnType::Int { unsigned: true }, false),
+    sim::harness::table_definition(
+        "counters",
+        &[
+            ("k", client::ColumnType::BigInt { unsigned: true }, false),
+            ("n", client::ColumnType::BigInt { unsigned: false }, false),
+            ("g", client::ColumnType::Int { unsigned: true }, false),
         ],
-        primary_key: vec![0],
-        partitions: 0,
-        indexes: Vec::new(),
-        revision: 0,
-    }
+    )
 }
 
 fn load(cluster: &client::Cluster) -> std::sync::Arc<client::Table> {

@@ -25,25 +25,14 @@ const KEYS: u64 = 3_500;
 type Model = BTreeMap<u64, (i64, Option<String>)>;
 
 fn definition() -> client::TableDef {
-    let column = |name: &str, column_type, nullable| client::ColumnDef {
-        name: name.into(),
-        column_type,
-        nullable,
-    };
-    client::TableDef {
-        id: 0,
-        version: 0,
-        name: "t".into(),
-        columns: vec![
-            column("k", client::ColumnType::BigInt { unsigned: true }, false),
-            column("a", client::ColumnType::BigInt { unsigned: false }, false),
-            column("s", client::ColumnType::VarChar(8), true),
+    sim::harness::table_definition(
+        "t",
+        &[
+            ("k", client::ColumnType::BigInt { unsigned: true }, false),
+            ("a", client::ColumnType::BigInt { unsigned: false }, false),
+            ("s", client::ColumnType::VarChar(8), true),
         ],
-        primary_key: vec![0],
-        partitions: 0,
-        indexes: Vec::new(),
-        revision: 0,
-    }
+    )
 }
 
 fn marker(cluster: &Cluster, name: &str) {

@@ -265,10 +265,7 @@ impl Ldm {
     /// Build `at` holds every row in every partition, and every commit
     /// from now on promised its nodes: finish it and answer.
     fn build_done(&mut self, at: usize, ctx: &mut dyn Context) {
-        let alter = self.builds.alters.remove(at);
-        let table = self.tables[alter.table_id as usize]
-            .as_mut()
-            .expect("a table being altered is held");
+        let (alter, table) = take_alter(&mut self.builds, &mut self.tables, at);
         for partition in table.partitions.iter_mut().flatten() {
             for &id in &alter.building {
                 partition.store.finish_index_build(id);
@@ -288,10 +285,7 @@ impl Ldm {
     /// DataMemory had no node for an entry of build `at`: drop its
     /// indexes, put the previous definition back, and say so.
     fn build_failed(&mut self, at: usize, ctx: &mut dyn Context) {
-        let alter = self.builds.alters.remove(at);
-        let table = self.tables[alter.table_id as usize]
-            .as_mut()
-            .expect("a table being altered is held");
+        let (alter, table) = take_alter(&mut self.builds, &mut self.tables, at);
         for partition in table.partitions.iter_mut().flatten() {
             for &id in &alter.building {
                 partition.store.drop_secondary_index(&mut self.memory, id);
@@ -323,6 +317,20 @@ impl Ldm {
             .alters
             .retain(|alter| alter.table_id != table_id);
     }
+}
+
+/// Build `at`, ended, and its table (from the ldm's fields, so that its
+/// DataMemory stays free to borrow).
+fn take_alter<'t>(
+    builds: &mut Builds,
+    tables: &'t mut [Option<crate::TableState>],
+    at: usize,
+) -> (TableAlter, &'t mut crate::TableState) {
+    let alter = builds.alters.remove(at);
+    let table = tables[alter.table_id as usize]
+        .as_mut()
+        .expect("a table being altered is held (a drop ends its build)");
+    (alter, table)
 }
 
 /// What one step of a build did.

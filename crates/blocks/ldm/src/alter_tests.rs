@@ -8,14 +8,12 @@
 //! cleanly, and a drop frees an index.
 
 use crate::alter::job;
-use crate::index_tests::{check, indexed_table, Model, API, BY_V};
+use crate::index_tests::{assert_unknown_index, check, indexed_table, Model, BY_V};
 use crate::tests::*;
 use kernel::testing::line;
-use kernel::Context;
-use signal::scan_program::ProgramWriter;
 use signal::schema::TableDef;
 use signal::signals::{
-    AlterTabRef, AlterTabRep, ContinueB, LockMode, LqhAlterTabReq, OperationKind, ScanReq,
+    AlterTabRef, AlterTabRep, ContinueB, LockMode, LqhAlterTabReq, OperationKind,
 };
 use signal::{ErrorCode, Signal};
 use std::sync::Arc;
@@ -107,28 +105,7 @@ fn an_index_built_under_writes_equals_the_rows() {
     assert!(matches!(next(&mut b), Next::Job));
 
     // A building index is not scanned (no client can know it yet).
-    let scan = ScanReq {
-        request_id: 1,
-        table_id: TABLE_ID,
-        table_version: b.table.version,
-        partition: 0,
-        index: BY_V,
-        flags: 0,
-        max_rows: 3,
-        max_bytes: 0,
-        resume_row: 0,
-        bounds: b.ctx.pool().copy_from(&[0, 0, 0, 0, 0, 0]).unwrap(),
-        program: b
-            .ctx
-            .pool()
-            .copy_from(&ProgramWriter::new(&[]).finish().unwrap())
-            .unwrap(),
-    };
-    b.deliver(API, scan);
-    match b.ctx.sent.pop().map(|sent| sent.envelope.signal) {
-        Some(Signal::ScanRef(refusal)) => assert_eq!(refusal.error, ErrorCode::UnknownIndex),
-        other => panic!("{other:?}"),
-    }
+    assert_unknown_index(&mut b, BY_V);
 
     let mut steps = 0;
     let mut early = Some((early_insert, early_update));
