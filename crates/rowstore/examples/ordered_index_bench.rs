@@ -1,9 +1,13 @@
 //! Figures for the choice of the ordered index's shape
 //! (docs/design/0021-ordered-index.md): the B+tree with 8-byte key
-//! prefixes, the same tree comparing through the rows only, and the
+//! prefixes, the same tree comparing through the rows only, a T-tree (NDB
+//! DBTUX's shape: a balanced binary tree whose nodes each hold a sorted
+//! run of entries) holding the same (prefix, row) entries, and the
 //! standard library's BTreeMap holding copies of the keys (a reference
 //! point: it allocates per node on the heap and copies every key, which a
-//! data node's index must not).
+//! data node's index must not). The T-tree here lives on the heap and has
+//! no remove: it measures the shape's descent and walk, not a storage
+//! engine's version of it.
 //!
 //! `cargo run --release -p rowstore --example ordered_index_bench -- [ROWS]`
 //!
@@ -172,6 +176,263 @@ fn tree(rows: &Rows, count: u32, use_prefix: bool) -> Figures {
     }
 }
 
+/// Entries a T-tree node holds (NDB's DBTUX nodes hold a few dozen).
+const T_NODE_ENTRIES: usize = 32;
+
+/// A T-tree node: a sorted run of entries, every entry of the left
+/// subtree below them and of the right subtree above, AVL-balanced.
+struct TNode {
+    entries: Vec<Entry>,
+    left: Option<Box<TNode>>,
+    right: Option<Box<TNode>>,
+    height: i32,
+}
+
+fn t_leaf(entry: Entry) -> Box<TNode> {
+    let mut entries = Vec::with_capacity(T_NODE_ENTRIES);
+    entries.push(entry);
+    Box::new(TNode {
+        entries,
+        left: None,
+        right: None,
+        height: 1,
+    })
+}
+
+fn t_height(node: &Option<Box<TNode>>) -> i32 {
+    node.as_ref().map_or(0, |node| node.height)
+}
+
+fn t_balance(mut node: Box<TNode>) -> Box<TNode> {
+    let fix = |node: &mut TNode| node.height = 1 + t_height(&node.left).max(t_height(&node.right));
+    let rotate_right = |mut node: Box<TNode>| {
+        let mut left = node.left.take().expect("a left child to rotate");
+        node.left = left.right.take();
+        fix(&mut node);
+        left.right = Some(node);
+        fix(&mut left);
+        left
+    };
+    let rotate_left = |mut node: Box<TNode>| {
+        let mut right = node.right.take().expect("a right child to rotate");
+        node.right = right.left.take();
+        fix(&mut node);
+        right.left = Some(node);
+        fix(&mut right);
+        right
+    };
+    fix(&mut node);
+    let skew = t_height(&node.left) - t_height(&node.right);
+    if skew > 1 {
+        let left = node.left.take().expect("taller left");
+        node.left = Some(if t_height(&left.left) < t_height(&left.right) {
+            rotate_left(left)
+        } else {
+            left
+        });
+        return rotate_right(node);
+    }
+    if skew < -1 {
+        let right = node.right.take().expect("taller right");
+        node.right = Some(if t_height(&right.right) < t_height(&right.left) {
+            rotate_right(right)
+        } else {
+            right
+        });
+        return rotate_left(node);
+    }
+    node
+}
+
+/// Inserts `entry`, above every entry of the subtree.
+fn t_insert_max(node: Option<Box<TNode>>, entry: Entry) -> Box<TNode> {
+    let Some(mut node) = node else {
+        return t_leaf(entry);
+    };
+    if node.right.is_some() {
+        node.right = Some(t_insert_max(node.right.take(), entry));
+        return t_balance(node);
+    }
+    if node.entries.len() < T_NODE_ENTRIES {
+        node.entries.push(entry);
+        return node;
+    }
+    node.right = Some(t_leaf(entry));
+    t_balance(node)
+}
+
+fn t_insert(
+    node: Option<Box<TNode>>,
+    entry: Entry,
+    order: &impl Fn(Entry, Entry) -> Ordering,
+) -> Box<TNode> {
+    let Some(mut node) = node else {
+        return t_leaf(entry);
+    };
+    let first = node.entries[0];
+    let last = *node.entries.last().expect("a node holds an entry");
+    if order(entry, first) == Ordering::Less && node.left.is_some() {
+        node.left = Some(t_insert(node.left.take(), entry, order));
+        return t_balance(node);
+    }
+    if order(entry, last) == Ordering::Greater && node.right.is_some() {
+        node.right = Some(t_insert(node.right.take(), entry, order));
+        return t_balance(node);
+    }
+    // The bounding node, or the last one on the way.
+    let at = node
+        .entries
+        .partition_point(|&held| order(held, entry) == Ordering::Less);
+    if node.entries.len() < T_NODE_ENTRIES {
+        node.entries.insert(at, entry);
+        return node;
+    }
+    if at == 0 {
+        node.left = Some(t_leaf(entry));
+    } else if at == node.entries.len() {
+        node.right = Some(t_leaf(entry));
+    } else {
+        // Full: the entry goes in, the smallest moves down to the left
+        // subtree, above everything there.
+        node.entries.insert(at, entry);
+        let smallest = node.entries.remove(0);
+        node.left = Some(t_insert_max(node.left.take(), smallest));
+    }
+    t_balance(node)
+}
+
+/// Visits up to `count` entries from the first one `before` is false
+/// for, in order.
+fn t_walk(
+    root: &Option<Box<TNode>>,
+    before: impl Fn(Entry) -> bool,
+    count: usize,
+    mut visit: impl FnMut(Entry),
+) {
+    // Nodes whose left subtree is done, with the next entry to visit.
+    let mut stack: Vec<(&TNode, usize)> = Vec::with_capacity(48);
+    let mut at = root.as_deref();
+    while let Some(node) = at {
+        if before(*node.entries.last().expect("a node holds an entry")) {
+            at = node.right.as_deref();
+        } else if !before(node.entries[0]) {
+            stack.push((node, 0));
+            at = node.left.as_deref();
+        } else {
+            let position = node.entries.partition_point(|&entry| before(entry));
+            stack.push((node, position));
+            break;
+        }
+    }
+    let mut visited = 0;
+    while visited < count {
+        let Some((node, next)) = stack.last_mut() else {
+            return;
+        };
+        if *next < node.entries.len() {
+            visit(node.entries[*next]);
+            *next += 1;
+            visited += 1;
+            continue;
+        }
+        let right = node.right.as_deref();
+        stack.pop();
+        let mut down = right;
+        while let Some(node) = down {
+            stack.push((node, 0));
+            down = node.left.as_deref();
+        }
+    }
+}
+
+/// A T-tree of (prefix, row) entries, compared as the B+tree's are.
+fn t_tree(rows: &Rows, count: u32) -> Figures {
+    let order = |a: Entry, b: Entry| {
+        a.prefix
+            .cmp(&b.prefix)
+            .then_with(|| rows.compare_keys(rows.key(a.row), rows.key(b.row)))
+            .then(a.row.cmp(&b.row))
+    };
+    let mut root: Option<Box<TNode>> = None;
+    let inserts = shuffled(count, 1);
+    let start = Instant::now();
+    for &row in &inserts {
+        let entry = Entry {
+            prefix: rows.prefix(rows.key(row)),
+            row,
+        };
+        root = Some(t_insert(root.take(), entry, &order));
+    }
+    let insert = per_op(start, u64::from(count));
+    // Below the target: its prefix, then its key (row 0 comes first).
+    let below = |entry: Entry, p: u64, key: &[u8]| {
+        entry
+            .prefix
+            .cmp(&p)
+            .then_with(|| rows.compare_keys(rows.key(entry.row), key))
+            == Ordering::Less
+    };
+    let lookups = shuffled(count, 2);
+    let seeks = (count / 4).max(1);
+    let start = Instant::now();
+    for &row in &lookups[..seeks as usize] {
+        let key = rows.key(row);
+        let p = rows.prefix(key);
+        t_walk(
+            &root,
+            |entry| below(entry, p, key),
+            1,
+            |entry| {
+                black_box(entry);
+            },
+        );
+    }
+    let seek = per_op(start, u64::from(seeks));
+    let ranges = (count / 100).max(1);
+    let start = Instant::now();
+    let mut bytes = 0usize;
+    for &row in &lookups[..ranges as usize] {
+        let key = rows.key(row);
+        let p = rows.prefix(key);
+        t_walk(
+            &root,
+            |entry| below(entry, p, key),
+            100,
+            |entry| {
+                bytes += rows.key(entry.row).len();
+            },
+        );
+    }
+    black_box(bytes);
+    let range = per_op(start, u64::from(ranges));
+    // Checked once: the walk sees every row, in order.
+    let mut previous: Option<Entry> = None;
+    let mut seen = 0u32;
+    t_walk(
+        &root,
+        |_| false,
+        usize::MAX,
+        |entry| {
+            if let Some(previous) = previous {
+                assert_eq!(
+                    order(previous, entry),
+                    Ordering::Less,
+                    "the T-tree is in order"
+                );
+            }
+            previous = Some(entry);
+            seen += 1;
+        },
+    );
+    assert_eq!(seen, count, "the T-tree holds every row");
+    Figures {
+        insert,
+        seek,
+        range,
+        remove: f64::NAN,
+    }
+}
+
 /// The standard library's BTreeMap over copies of the keys (binary
 /// order, which is the VARCHAR's too for these keys: no trailing spaces).
 fn std_btree(rows: &Rows, count: u32) -> Figures {
@@ -240,6 +501,7 @@ fn main() {
         let results = [
             ("btree + prefix", tree(&rows, count, true)),
             ("btree, rows only", tree(&rows, count, false)),
+            ("T-tree + prefix", t_tree(&rows, count)),
             ("std BTreeMap (copies)", std_btree(&rows, count)),
         ];
         for (structure, f) in results {
