@@ -113,6 +113,12 @@ pub struct Cluster {
     /// When fetching a fresher map for routing last failed: routing then
     /// keeps the stale map (a hint) rather than retrying every transaction.
     refresh_failed_at: Mutex<Option<Instant>>,
+    /// Partition maps a scan found out of date (its node's connection
+    /// lost, or the replica no longer the primary): table name -> (the
+    /// highest map version found stale, when a newer one was last asked
+    /// for). A scan-only client hears of a failover from no transaction's
+    /// answer; routing asks dict again for such a table's map.
+    stale_maps: Mutex<HashMap<String, (u32, Option<Instant>)>>,
     /// The time and the waits (the system's, or a simulator's).
     clock: Clock,
     /// mgmd, when connected through it: holds the API node id
@@ -140,6 +146,11 @@ const TRANSACTION_COUNTER_MASK: u64 = (1 << 48) - 1;
 
 /// How long routing keeps a stale map after fetching a fresh one failed.
 const REFRESH_RETRY_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How often routing asks dict again for the map of a table whose map a
+/// scan found stale, while dict still hands out that one (a failure not
+/// agreed yet).
+const STALE_MAP_RETRY: Duration = Duration::from_millis(20);
 
 impl Cluster {
     /// Connects through mgmd at `mgmd_addr` ("host:port") with default
@@ -397,6 +408,7 @@ impl Cluster {
             president_hint: AtomicUsize::new(0),
             tables: Mutex::new(HashMap::new()),
             refresh_failed_at: Mutex::new(None),
+            stale_maps: Mutex::new(HashMap::new()),
             clock,
             mgm: mgm.map(Mutex::new),
         })
@@ -672,6 +684,9 @@ impl Cluster {
     /// the cache's or a newly fetched one of the same table (same id and
     /// version); a stale map when nothing fresher can be had.
     pub(crate) fn routing_map(&self, table: &Table) -> Option<Arc<PartitionMap>> {
+        if let Some(map) = self.fresher_than_stale(table) {
+            return Some(map);
+        }
         let known = self.map_version();
         if table.map().is_some() && table.map_version() >= known {
             return table.map().cloned();
@@ -700,6 +715,71 @@ impl Cluster {
             }
             _ => table.map().cloned(),
         }
+    }
+
+    /// A scan found `map` of table `name` out of date (see `stale_maps`).
+    pub(crate) fn map_is_stale(&self, name: &str, map: &PartitionMap) {
+        let mut stale = self
+            .stale_maps
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let entry = stale.entry(name.to_owned()).or_insert((map.version, None));
+        entry.0 = entry.0.max(map.version);
+    }
+
+    /// For a table whose map a scan found out of date: a map newer than
+    /// that one, asked of dict at most every STALE_MAP_RETRY while none
+    /// is to be had (the failure may not be agreed yet). `None`: the
+    /// table's map was not found stale, or nothing newer is known yet.
+    fn fresher_than_stale(&self, table: &Table) -> Option<Arc<PartitionMap>> {
+        let name = table.name();
+        let (stale, asked) = *self
+            .stale_maps
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)?;
+        let newer = |candidate: &Table| {
+            let same = candidate.def().id == table.def().id
+                && candidate.def().version == table.def().version;
+            candidate
+                .map()
+                .filter(|map| same && map.version > stale)
+                .cloned()
+        };
+        if let Some(map) = self
+            .cached_tables()
+            .get(name)
+            .and_then(|cached| newer(cached))
+        {
+            return Some(map);
+        }
+        let now = self.clock.now();
+        if asked.is_some_and(|asked| now.saturating_duration_since(asked) < STALE_MAP_RETRY) {
+            return None;
+        }
+        if let Some(entry) = self
+            .stale_maps
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(name)
+        {
+            entry.1 = Some(now);
+        }
+        self.invalidate_table(name);
+        let fetched = self.table(name).ok()?;
+        let map = newer(&fetched)?;
+        // A newer map is cached now: the mark has done its work.
+        let mut stale = self
+            .stale_maps
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if stale
+            .get(name)
+            .is_some_and(|&(version, _)| version < map.version)
+        {
+            stale.remove(name);
+        }
+        Some(map)
     }
 
     fn may_refresh(&self) -> bool {

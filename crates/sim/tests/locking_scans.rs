@@ -260,3 +260,66 @@ fn overlapping_locking_scans_lose_no_update() {
     // Not asserted (timing): how often a lock wait ended a round.
     eprintln!("rounds retried after a lock conflict: {conflicts}");
 }
+
+/// Through an index, with a limit: rows come in the index's order, a
+/// limit locks no more rows than it returns (another client updates the
+/// next row without waiting), and a limit of 0 returns nothing.
+#[test]
+fn a_limited_locking_scan_through_an_index_locks_only_what_it_returns() {
+    let results = Harness::new(24)
+        .nodes(2, 2)
+        .run_clients(2, |index, cluster, context| {
+            if index == 0 {
+                load(cluster);
+                cluster
+                    .create_index("counters", "by_g_k", &["g", "k"])
+                    .unwrap();
+                let table = cluster.table("counters").unwrap();
+                let mut transaction = cluster.transaction();
+                let range = [KeyRange {
+                    low: Bound::Included(vec![Value::UInt(1)]),
+                    high: Bound::Included(vec![Value::UInt(1)]),
+                }];
+                let options = |limit| ScanOptions {
+                    ordered: true,
+                    limit: Some(limit),
+                    ..ScanOptions::default()
+                };
+                let access = Access::Index("by_g_k", &range);
+                let none = transaction
+                    .scan_locked(&table, access, &options(0), LockMode::Exclusive)
+                    .unwrap();
+                assert!(none.is_empty(), "a limit of 0");
+                let rows = transaction
+                    .scan_locked(&table, access, &options(2), LockMode::Exclusive)
+                    .unwrap();
+                let keys: Vec<u64> = rows.iter().map(|row| row.get_u64("k").unwrap()).collect();
+                assert_eq!(keys, [1, 4], "group 1 in key order, two of them");
+                let marker = client::TableDef {
+                    name: "locked".into(),
+                    ..definition()
+                };
+                cluster.create_table(&marker).unwrap();
+                context.sleep(Duration::from_millis(500));
+                transaction.execute(Commit::Yes).unwrap();
+                return context.now_us();
+            }
+            wait_for(cluster, context, "locked");
+            let table = cluster.table("counters").unwrap();
+            // Row 7, the next of group 1, is not locked.
+            let mut transaction = cluster.transaction();
+            transaction
+                .update(&table, &[Value::UInt(7)], &[("n", Value::Int(1))])
+                .unwrap();
+            transaction
+                .execute(Commit::Yes)
+                .expect("row 7 was not locked");
+            context.now_us()
+        });
+    assert!(
+        results[1] < results[0],
+        "the update of an unreturned row ({} us) did not wait for the scanner's commit ({} us)",
+        results[1],
+        results[0]
+    );
+}

@@ -23,11 +23,12 @@ use crate::transaction::{Commit, Transaction};
 use crate::value::Value;
 use signal::scan_program::{Program, ProgramWriter};
 use signal::signals::LockMode;
+use std::collections::HashSet;
 use std::sync::Arc;
 
-/// Rows locked per round trip when the options ask for none in
-/// particular.
-const LOCK_BATCH: usize = 64;
+/// Most rows locked per round trip (the options' `batch_rows` if fewer):
+/// far below a transaction's operation limit.
+const LOCK_BATCH: usize = 256;
 
 impl Transaction<'_> {
     /// The rows of `table` that `access` reaches and `options.filter`
@@ -37,8 +38,12 @@ impl Transaction<'_> {
     /// their primary key in this transaction; others wait for its end. With
     /// `LockMode::CommittedRead` it is [`crate::Cluster::scan`] (no lock).
     /// Operations queued and not yet executed go with the first batch of
-    /// locks. A lock that waits too long fails the transaction with
-    /// LockWaitTimeout, as any locking read.
+    /// locks (and stay queued when the scan finds no row). A lock that
+    /// waits too long fails the transaction with LockWaitTimeout, as any
+    /// locking read; a scan that fails (its data node lost) rolls the
+    /// transaction back. Each row comes once; a row whose indexed values
+    /// changed between the scan and its lock is left out (it changed
+    /// during the scan).
     ///
     /// ```no_run
     /// use client::{Access, CompareOp, Filter, ScanOptions, Value};
@@ -69,6 +74,9 @@ impl Transaction<'_> {
             return Ok(cluster.scan(table, access, options)?.rows);
         }
         let limit = options.limit.unwrap_or(u64::MAX);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
         // The rows whole (a locked read returns every column), and no
         // limit: a row may drop out once locked.
         let scan = ScanOptions {
@@ -77,38 +85,65 @@ impl Transaction<'_> {
             ..options.clone()
         };
         let filter = recheck_program(table, options)?;
-        let per_round = match options.batch_rows {
-            0 => LOCK_BATCH,
-            rows => rows as usize,
+        // Columns whose values placed the row in the scan: an index's
+        // (the primary key's cannot change in place).
+        let placed_by = match access {
+            Access::Index(name, _) => table
+                .def()
+                .index(name)
+                .map(|index| index.columns.clone())
+                .unwrap_or_default(),
+            Access::Table | Access::PrimaryKey(_) => Vec::new(),
         };
+        let per_round = (options.batch_rows.max(1) as usize).min(LOCK_BATCH);
         let key_columns = table.def().primary_key.clone();
-        let mut cursor = cluster.scan_cursor(table, access, &scan)?;
-        let mut locked = Vec::new();
-        let mut keys: Vec<Vec<Value>> = Vec::with_capacity(per_round);
+        let mut cursor = match cluster.scan_cursor(table, access, &scan) {
+            Ok(cursor) => cursor,
+            Err(error) => return Err(self.end_after(error)),
+        };
+        let mut locked: Vec<Row> = Vec::new();
+        // The keys returned, as their bytes (a key is never NULL).
+        let mut taken: HashSet<Vec<Option<Vec<u8>>>> = HashSet::new();
+        let mut seen: Vec<Row> = Vec::new();
         loop {
-            keys.clear();
-            for row in cursor.by_ref().take(per_round) {
-                let row = row?;
-                let key = key_columns
+            seen.clear();
+            let wanted = per_round.min((limit - locked.len() as u64) as usize);
+            for row in cursor.by_ref().take(wanted) {
+                match row {
+                    Ok(row) => seen.push(row),
+                    Err(error) => return Err(self.end_after(error)),
+                }
+            }
+            if seen.is_empty() {
+                return Ok(locked);
+            }
+            let mut reads = Vec::with_capacity(seen.len());
+            for row in &seen {
+                let key: Vec<Value> = key_columns
                     .iter()
                     .map(|&column| row.values()[column as usize].clone())
                     .collect();
-                keys.push(key);
-            }
-            if keys.is_empty() {
-                return Ok(locked);
-            }
-            let mut reads = Vec::with_capacity(keys.len());
-            for key in &keys {
-                reads.push(self.read_if_exists(table, key, lock)?);
+                reads.push(self.read_if_exists(table, &key, lock)?);
             }
             self.execute(Commit::No)?;
-            for read in reads {
+            for (read, scanned) in reads.into_iter().zip(&seen) {
                 let Some(row) = self.get(read) else {
                     // Deleted since the scan saw it.
                     continue;
                 };
-                if !meets(&filter, row) {
+                // Moved in the index since the scan saw it: where it is
+                // now, the scan may pass it again (or has passed it).
+                let moved = placed_by
+                    .iter()
+                    .any(|&column| row.raw(column as usize) != scanned.raw(column as usize));
+                if moved || !meets(&filter, row) {
+                    continue;
+                }
+                let key = key_columns
+                    .iter()
+                    .map(|&column| row.raw(column as usize).map(<[u8]>::to_vec))
+                    .collect();
+                if !taken.insert(key) {
                     continue;
                 }
                 locked.push(row.clone());
@@ -117,6 +152,15 @@ impl Transaction<'_> {
                 }
             }
         }
+    }
+
+    /// The scan part of a locking scan failed: the transaction, which may
+    /// hold locks of rows the caller never got, is rolled back (as a
+    /// locking read's failure aborts it), and the scan's error returned.
+    fn end_after(&mut self, error: ClientError) -> ClientError {
+        // A rollback that fails leaves the data node's timeout to end it.
+        let _ = self.rollback();
+        error
     }
 }
 

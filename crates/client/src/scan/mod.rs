@@ -204,6 +204,13 @@ impl Cluster {
             Err(error) if error.code() == Some(ErrorCode::UnknownIndex) => {
                 self.invalidate_stale_table(table);
                 let fresh = self.table(table.name())?;
+                // The same table (not one dropped and created again under
+                // its name), with the index now.
+                let same =
+                    fresh.def().id == table.def().id && fresh.def().version == table.def().version;
+                if !same {
+                    return Err(error);
+                }
                 let plan = Plan::new(&fresh, access, options, count)?;
                 Ok((fresh, plan))
             }

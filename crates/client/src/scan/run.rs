@@ -489,11 +489,10 @@ impl<'c> ScanCursor<'c> {
         Ok(())
     }
 
-    /// The partition map this scan routed by may be out of date: the next
-    /// scan's routing fetches the table's map again (at most one fetch
-    /// per such report; `Cluster::routing_map`).
+    /// The partition map this scan routed by may be out of date: routing
+    /// asks dict for a newer one (`Cluster::routing_map`).
     fn map_is_stale(&self) {
-        self.cluster.observe_map_version(self.map.version + 1);
+        self.cluster.map_is_stale(self.table.name(), &self.map);
     }
 
     /// The partition whose next row comes first in the scan's order.
