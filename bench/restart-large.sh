@@ -6,7 +6,10 @@
 # close the restart comes to the I/O limit. Optionally verifies every row.
 #
 # usage: bench/restart-large.sh [RECORDS] [DATA_MEMORY]
-# env:   TESSERA (binary), WORK (scratch dir), VERIFY=1 (read every row back)
+# env:   TESSERA (binary), WORK (scratch dir), VERIFY=1 (read every row back),
+#        INDEXES (ordered indexes on the table besides the primary key's,
+#        0 to 3; the restore rebuilds them from the rows), SETTLE (seconds
+#        the LCPs get after the load, default 60)
 # Needs root (drop_caches). Check memory (free -g) and disk (df -h) first:
 # about 300 bytes of DataMemory and 250 bytes of disk per 100-byte row.
 set -euo pipefail
@@ -58,9 +61,9 @@ node=$!
 wait_started
 load_start=$(date +%s.%N)
 "$tessera" bench keylookup --mgmd 127.0.0.1:$port --records "$records" --phases insert \
-  --inflight 32 --threads 4 > "$work/insert.log"
+  --inflight 32 --threads 4 --indexes "${INDEXES:-0}" > "$work/insert.log"
 load_end=$(date +%s.%N)
-sleep 60 # the LCPs of the last inserts complete
+sleep "${SETTLE:-60}" # the LCPs of the last inserts complete
 "$tessera" mgm --mgmd 127.0.0.1:$port -e "all report checkpoints" --json > "$work/checkpoints.json"
 kill -9 $node; wait $node 2>/dev/null || true
 sync; echo 3 > /proc/sys/vm/drop_caches
@@ -73,7 +76,7 @@ wait_started
 restart_end=$(date +%s.%N)
 if [ "${VERIFY:-0}" = 1 ]; then
   "$tessera" bench keylookup --mgmd 127.0.0.1:$port --records "$records" --verify-only \
-    --threads 4 --inflight 32 > "$work/verify.log"
+    --threads 4 --inflight 32 --indexes "${INDEXES:-0}" > "$work/verify.log"
 fi
 kill -9 $node; wait $node 2>/dev/null || true
 sync; echo 3 > /proc/sys/vm/drop_caches
