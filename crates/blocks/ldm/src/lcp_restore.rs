@@ -113,12 +113,17 @@ impl Ldm {
     /// restore follows when done.
     pub(crate) fn lcp_restore_start(&mut self, restored_gci: u64, ctx: &mut dyn Context) {
         let mut partitions = Vec::new();
-        for (table_id, table) in self.tables.iter().enumerate() {
+        for (table_id, table) in self.tables.iter_mut().enumerate() {
             for partition in table
-                .iter()
-                .flat_map(|table| table.partitions.iter().flatten())
+                .iter_mut()
+                .flat_map(|table| table.partitions.iter_mut().flatten())
             {
                 partitions.push((table_id as u32, partition.store.id));
+                if restored_gci > 0 {
+                    // Built from the rows once they are all in
+                    // (`restore::build_restored_indexes`).
+                    partition.store.defer_ordered_indexes();
+                }
             }
         }
         let restore = self.restore.as_mut().expect("a restore runs");

@@ -287,11 +287,53 @@ impl Ldm {
             count: restore.replayed,
             unit: "row changes replayed",
         });
+        self.build_restored_indexes(ctx);
         restore.files = Vec::new();
-        restore.started_ms = replay_ms;
+        restore.started_ms = ctx.now_ms();
         redo.sync_resumed(self.address, ctx);
         self.redo = Some(redo);
         self.restore = Some(restore);
+    }
+
+    /// Every row is restored: builds every ordered index of every
+    /// partition from its rows, sorted (the restore put the rows in
+    /// without them, `lcp_restore_start`): a pass over each index's
+    /// entries rather than a descent per row. DataMemory without room for
+    /// them stops the node, as for the rows.
+    fn build_restored_indexes(&mut self, ctx: &mut dyn Context) {
+        let deferred = self
+            .tables
+            .iter()
+            .flatten()
+            .flat_map(|table| table.partitions.iter().flatten())
+            .any(|partition| partition.store.ordered_deferred());
+        if !deferred {
+            return;
+        }
+        let started_ms = ctx.now_ms();
+        let mut entries = 0;
+        for (table_id, table) in self.tables.iter_mut().enumerate() {
+            let Some(table) = table else { continue };
+            for partition in table.partitions.iter_mut().flatten() {
+                match partition
+                    .store
+                    .build_deferred_indexes(&mut self.memory, &table.layout)
+                {
+                    Ok(built) => entries += built,
+                    Err(_) => ctx.fatal(format!(
+                        "ldm {}: DataMemory is too small for the ordered indexes of the \
+                         restored rows (table {table_id}, partition {})",
+                        self.address, partition.store.id
+                    )),
+                }
+            }
+        }
+        ctx.report(Report::Phase {
+            name: "build ordered indexes",
+            elapsed_ms: ctx.now_ms().saturating_sub(started_ms),
+            count: entries,
+            unit: "index entries",
+        });
     }
 
     /// Scans redo part `part` (its `files`) from where its partitions
@@ -367,6 +409,8 @@ impl Ldm {
 
     /// The redo log is formatted, or resumed and fsynced: the restore is done.
     pub(crate) fn restore_finished(&mut self, ctx: &mut dyn Context) {
+        // Built after the replay; here for a restore that replayed nothing.
+        self.build_restored_indexes(ctx);
         let restore = self
             .restore
             .take()

@@ -201,6 +201,77 @@ impl OrderedIndex {
         self.insert_up(memory, &path, separator, right);
     }
 
+    /// Fills this empty index with `entries`, which must be in the index's
+    /// order (key, then row id; checked by the caller's `check`): leaves
+    /// filled left to right, then each inner level over the one below, in
+    /// one pass, rather than a descent per entry. Every node is at least
+    /// half full (the entries spread evenly over as few nodes as hold
+    /// them). On `Err` (DataMemory has too few nodes) the index stays
+    /// empty.
+    pub fn build_sorted(
+        &mut self,
+        memory: &mut PageMemory,
+        entries: &[Entry],
+    ) -> Result<(), OutOfMemory> {
+        self.check_memory(memory);
+        assert!(
+            self.root == NIL,
+            "a sorted build fills an empty ordered index"
+        );
+        if entries.is_empty() {
+            return Ok(());
+        }
+        // Nodes per level, the leaves first.
+        let mut levels = vec![entries.len().div_ceil(LEAF_CAPACITY)];
+        while let Some(&below) = levels.last().filter(|&&below| below > 1) {
+            levels.push(below.div_ceil(INNER_CAPACITY + 1));
+        }
+        let total: usize = levels.iter().sum();
+        node::ensure_free(memory, u32::try_from(total).unwrap_or(u32::MAX), false)?;
+        // The level below: each node with the first entry under it.
+        let mut below: Vec<(u32, Entry)> = Vec::with_capacity(levels[0]);
+        let mut previous = NIL;
+        for run in even_runs(entries.len(), levels[0]) {
+            let leaf = self.take(memory, true);
+            let bytes = node::bytes_mut(memory, leaf);
+            for (slot, &entry) in entries[run.clone()].iter().enumerate() {
+                node::insert_entry(bytes, slot, entry);
+            }
+            node::set_prev(bytes, previous);
+            if previous == NIL {
+                self.first_leaf = leaf;
+            } else {
+                node::set_next(node::bytes_mut(memory, previous), leaf);
+            }
+            below.push((leaf, entries[run.start]));
+            previous = leaf;
+        }
+        self.last_leaf = previous;
+        for &count in &levels[1..] {
+            let mut level = Vec::with_capacity(count);
+            for run in even_runs(below.len(), count) {
+                let inner = self.take(memory, false);
+                let bytes = node::bytes_mut(memory, inner);
+                let children = &below[run];
+                node::set_child(bytes, 0, children[0].0);
+                for (at, &(child, first)) in children[1..].iter().enumerate() {
+                    node::insert_separator(bytes, at, first, child);
+                }
+                level.push((inner, children[0].1));
+            }
+            below = level;
+        }
+        self.root = below[0].0;
+        self.height = levels.len();
+        self.entries = entries.len() as u64;
+        assert!(
+            self.height <= MAX_HEIGHT,
+            "an ordered index of {} levels",
+            self.height
+        );
+        Ok(())
+    }
+
     /// Removes the entry for which `order(memory, e)` is `Equal` (how an
     /// entry stands relative to the one to remove) and returns it; `None`
     /// if the index does not hold it.
@@ -910,3 +981,16 @@ fn fill_inner(bytes: &mut [u8], separators: &[Entry], children: &[u32]) {
 
 #[cfg(test)]
 mod tests;
+
+/// `items` split into `parts` runs of sizes differing by at most one, in
+/// order: how a sorted build spreads entries over nodes so that each is
+/// at least half full.
+fn even_runs(items: usize, parts: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let (base, extra) = (items / parts, items % parts);
+    (0..parts).scan(0, move |start, part| {
+        let size = base + usize::from(part < extra);
+        let run = *start..*start + size;
+        *start += size;
+        Some(run)
+    })
+}

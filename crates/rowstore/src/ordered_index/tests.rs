@@ -351,3 +351,66 @@ fn a_reserved_insert_succeeds_when_memory_has_run_out() {
     assert_eq!(entries.len() as u32, row);
     assert_eq!(memory.index_nodes().reserved(), 0);
 }
+
+/// A sorted build of every size from empty to a few levels holds exactly
+/// its entries, passes the tree's checks (every node at least half full,
+/// links both ways), walks like a model, and takes inserts and removes
+/// afterwards as any tree does.
+#[test]
+fn a_sorted_build_equals_the_model_and_changes_like_any_tree() {
+    let mut random = XorShift::new(77);
+    for count in [0u32, 1, 2, 40, 41, 42, 83, 1_000, 1_300, 5_000, 40_000] {
+        let mut memory = PageMemory::new(2048 * PAGE_SIZE as u64);
+        let mut index = OrderedIndex::new(&memory);
+        let mut rows = Rows {
+            keys: vec![None; count as usize + 200],
+        };
+        let mut model = BTreeMap::new();
+        for row in 0..count {
+            let key = draw_key(&mut random);
+            rows.keys[row as usize] = Some(key.clone());
+            model.insert((key, row), ());
+        }
+        let mut sorted: Vec<Entry> = (0..count).map(|row| rows.entry(row)).collect();
+        sorted.sort_by(|a, b| rows.order(*a, rows.key(b.row), b.row));
+        index.build_sorted(&mut memory, &sorted).expect("room");
+        assert_eq!(index.len(), u64::from(count));
+        check_against(&index, &memory, &rows, &model);
+        for _ in 0..20 {
+            check_ranges(&index, &memory, &rows, &model, &mut random);
+        }
+        // Changes after the build.
+        for row in count..count + 200 {
+            let key = draw_key(&mut random);
+            rows.keys[row as usize] = Some(key.clone());
+            let entry = rows.entry(row);
+            index
+                .insert(&mut memory, entry, |_, e| rows.order(e, &key, row))
+                .expect("room");
+            model.insert((key, row), ());
+        }
+        for row in (0..count).step_by(3) {
+            let key = rows.key(row).to_vec();
+            assert!(index
+                .remove(&mut memory, |_, e| rows.order(e, &key, row))
+                .is_some());
+            model.remove(&(key, row));
+        }
+        check_against(&index, &memory, &rows, &model);
+    }
+}
+
+#[test]
+fn a_sorted_build_datamemory_cannot_hold_leaves_the_index_empty() {
+    let mut memory = PageMemory::new(2 * PAGE_SIZE as u64);
+    let mut index = OrderedIndex::new(&memory);
+    let entries: Vec<Entry> = (0..100_000)
+        .map(|row| Entry {
+            prefix: u64::from(row),
+            row,
+        })
+        .collect();
+    assert!(index.build_sorted(&mut memory, &entries).is_err());
+    assert!(index.is_empty());
+    assert_eq!(index.nodes(), 0);
+}

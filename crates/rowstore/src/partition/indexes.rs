@@ -347,7 +347,10 @@ impl Partition {
             "partition {}: an update's image written while another's awaits its commit",
             self.id
         );
-        if self.secondary.is_empty() || self.state(memory, row) != RowState::Live {
+        if self.ordered_deferred
+            || self.secondary.is_empty()
+            || self.state(memory, row) != RowState::Live
+        {
             return;
         }
         let mask = self.changed_indexes(memory, layout, row, layout.image_view(image));
@@ -416,6 +419,76 @@ impl Partition {
         }
     }
 
+    /// From now on rows come and go without the ordered indexes, which
+    /// must be empty: a restore loads the rows first and builds every
+    /// index from them at the end (`build_deferred_indexes`), sorted,
+    /// rather than descending each tree once per row.
+    pub fn defer_ordered_indexes(&mut self) {
+        assert!(
+            self.ordered.is_empty() && self.secondary.iter().all(|index| index.tree.is_empty()),
+            "partition {}: ordered indexes deferred once they hold entries",
+            self.id
+        );
+        self.ordered_deferred = true;
+    }
+
+    /// Whether the ordered indexes wait to be built from the rows
+    /// (`defer_ordered_indexes`).
+    pub fn ordered_deferred(&self) -> bool {
+        self.ordered_deferred
+    }
+
+    /// Builds every ordered index from the live rows (each index's entries
+    /// sorted, then laid out left to right) and keeps them at every change
+    /// from then on; the entries it made. `Err` when DataMemory has too
+    /// few nodes for them.
+    pub fn build_deferred_indexes(
+        &mut self,
+        memory: &mut PageMemory,
+        layout: &RowLayout,
+    ) -> Result<u64, OutOfDataMemory> {
+        if !self.ordered_deferred {
+            return Ok(0);
+        }
+        let mut live = Vec::new();
+        self.fixed.for_each_slot(|row| {
+            if self.state(memory, row) == RowState::Live {
+                live.push(row);
+            }
+        });
+        let Partition {
+            fixed,
+            var,
+            ordered,
+            ordered_key,
+            secondary,
+            ..
+        } = self;
+        let mut built = 0;
+        let trees = std::iter::once((&*ordered_key, ordered)).chain(
+            secondary
+                .iter_mut()
+                .map(|index| (&index.key, &mut index.tree)),
+        );
+        for (key, tree) in trees {
+            let mut entries: Vec<Entry> = live
+                .iter()
+                .map(|&row| entry_of_row(fixed, var, key, memory, layout, row).0)
+                .collect();
+            entries.sort_unstable_by(|a, b| {
+                a.prefix.cmp(&b.prefix).then_with(|| {
+                    let (_, order) = entry_of_row(fixed, var, key, memory, layout, b.row);
+                    order(memory, *a)
+                })
+            });
+            tree.build_sorted(memory, &entries)
+                .map_err(|_| OutOfDataMemory)?;
+            built += entries.len() as u64;
+        }
+        self.ordered_deferred = false;
+        Ok(built)
+    }
+
     /// The key of the primary-key ordered index.
     pub fn ordered_key(&self) -> &OrderedKey {
         &self.ordered_key
@@ -433,6 +506,9 @@ impl Partition {
         promised: u8,
     ) {
         self.release_index_promise(memory, promised);
+        if self.ordered_deferred {
+            return;
+        }
         let unpromised = promised == 0;
         let Partition {
             fixed,
@@ -465,7 +541,7 @@ impl Partition {
         row: u32,
     ) {
         self.release_ordered_reservation(memory, row);
-        if self.state(memory, row) != RowState::Live {
+        if self.ordered_deferred || self.state(memory, row) != RowState::Live {
             return;
         }
         let Partition {

@@ -93,6 +93,10 @@ pub struct Partition {
     secondary: Vec<SecondaryIndex>,
     /// An update's index changes between `write_image` and `commit_row`.
     reindex: Option<Reindex>,
+    /// A restore puts the rows in without touching the ordered indexes,
+    /// which are built from them, sorted, once it is done
+    /// (`defer_ordered_indexes`, `build_deferred_indexes`).
+    ordered_deferred: bool,
     page_capacity: usize,
     /// Bytes of the live rows' images (fixed body and used var part), kept
     /// as rows change (the checkpoint report's live data).
@@ -128,6 +132,7 @@ impl Partition {
             ordered_key: OrderedKey::primary(layout),
             secondary: Vec::new(),
             reindex: None,
+            ordered_deferred: false,
             page_capacity,
             live_bytes: 0,
         }
