@@ -55,6 +55,10 @@ const DRAIN_BATCH: usize = 256;
 /// `shutdown`.
 const POLL_TIMEOUT: Duration = Duration::from_millis(100);
 
+/// How long a stopping send thread keeps writing what was queued before
+/// the stop.
+const FINAL_FLUSH: Duration = Duration::from_millis(500);
+
 /// Connections use the token of their node slot (below [`NODE_SLOTS`]).
 const WAKER_TOKEN: Token = Token(usize::MAX);
 
@@ -456,6 +460,24 @@ pub fn run_send_thread(setup: SendSetup) {
         poll_once(&mut poll, &mut events, POLL_TIMEOUT, own_node);
         inbox.waker.cancel_sleep();
         sender.handle_events(&events);
+    }
+    // Stopping: what the blocks sent before the stop still goes out (a
+    // graceful stop waits for the tcs to answer every transaction, and
+    // those answers may still be queued here), for at most FINAL_FLUSH.
+    let deadline = std::time::Instant::now() + FINAL_FLUSH;
+    loop {
+        let drained = inbox.drain(DRAIN_BATCH, |envelope| sender.append(envelope));
+        sender.flush_dirty();
+        if drained == 0 && sender.waiting_writable == 0 {
+            break;
+        }
+        if std::time::Instant::now() >= deadline {
+            break;
+        }
+        if sender.waiting_writable > 0 {
+            poll_once(&mut poll, &mut events, Duration::from_millis(5), own_node);
+            sender.handle_events(&events);
+        }
     }
 }
 

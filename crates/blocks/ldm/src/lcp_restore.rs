@@ -9,7 +9,8 @@
 //!   choose_control(restored GCI): the newest LCP with max_gci_written <=
 //!     the restored GCI (none: the partition restores from redo alone)
 //!   read its chain's data files, streamed a section at a time, placing
-//!     each row by row id (index rebuilt) as RestorePlan says
+//!     each row by row id (hash index kept; the ordered indexes are built
+//!     from the rows once the redo is replayed) as RestorePlan says
 //!   check the row count; the redo start LSN is where replay begins
 //!   delete control files holding LCPs that never became restorable (their
 //!     GCIs were voided by this restart: they must never be restored

@@ -12,8 +12,9 @@
 //!              end of log, torn tail cut, corruption fatal
 //!            check the part marks the restored GCI complete
 //!            replay its changes with GCI <= restored, by row id, each
-//!              partition from its own redo start (index rebuilt as rows
-//!              are placed)
+//!              partition from its own redo start (hash index kept as
+//!              rows are placed)
+//!            build every ordered index from the rows, sorted
 //!            resume each part: invalidation record, written, every file
 //!              fsynced ---------------------------------------------------> conf
 //! ```
@@ -409,7 +410,8 @@ impl Ldm {
 
     /// The redo log is formatted, or resumed and fsynced: the restore is done.
     pub(crate) fn restore_finished(&mut self, ctx: &mut dyn Context) {
-        // Built after the replay; here for a restore that replayed nothing.
+        // Built after the replay, which every restore of a GCI runs; a
+        // guard should a path ever skip it.
         self.build_restored_indexes(ctx);
         let restore = self
             .restore

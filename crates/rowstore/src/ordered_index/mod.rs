@@ -202,12 +202,13 @@ impl OrderedIndex {
     }
 
     /// Fills this empty index with `entries`, which must be in the index's
-    /// order (key, then row id; checked by the caller's `check`): leaves
+    /// order (key, then row id; `check` finds it if they are not): leaves
     /// filled left to right, then each inner level over the one below, in
-    /// one pass, rather than a descent per entry. Every node is at least
-    /// half full (the entries spread evenly over as few nodes as hold
-    /// them). On `Err` (DataMemory has too few nodes) the index stays
-    /// empty.
+    /// one pass, rather than a descent per entry. The entries spread
+    /// evenly over as few nodes as hold them, so leaves come out nearly
+    /// full (the first inserts after a restart split them) and every
+    /// node at least half full. On `Err` (DataMemory has too few nodes)
+    /// the index stays empty.
     pub fn build_sorted(
         &mut self,
         memory: &mut PageMemory,

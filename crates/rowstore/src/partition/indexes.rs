@@ -2,10 +2,12 @@
 //! the primary key's and the table's other ordered indexes, kept equal to
 //! the live rows at every row-state change.
 //!
-//! - A row becoming live (the commit of an insert, a restored or copied
-//!   row) enters every index, with the nodes promised when its insert was
-//!   prepared (`promise_ordered_insert`, one count in header byte 21 for
-//!   every index: they share one node list).
+//! - A row becoming live (the commit of an insert, a copied row) enters
+//!   every index, with the nodes promised when its insert was prepared
+//!   (`promise_ordered_insert`, one count in header byte 21 for every
+//!   index: they share one node list). A restore defers the indexes and
+//!   builds each from the rows at its end, sorted
+//!   (`defer_ordered_indexes`, `build_deferred_indexes`).
 //! - A live row leaving (a committed delete, a restore's or copy's
 //!   removal) leaves every index.
 //! - An update of a live row (`write_image`) takes the row out of each
@@ -108,6 +110,11 @@ impl Partition {
         assert!(
             self.secondary.len() < 31 && self.secondary.iter().all(|index| index.id != id),
             "partition {}: index {id} added twice, or past the limit (validated)",
+            self.id
+        );
+        debug_assert!(
+            !self.ordered_deferred,
+            "partition {}: an index built while a restore defers them",
             self.id
         );
         self.secondary.push(SecondaryIndex {
@@ -226,6 +233,11 @@ impl Partition {
     /// The index numbered `id` (0: the primary key's): its key and tree;
     /// `None` for one still being built, which holds only some rows.
     pub fn ordered_index(&self, id: u32) -> Option<(&OrderedKey, &OrderedIndex)> {
+        debug_assert!(
+            !self.ordered_deferred,
+            "partition {}: an index read while a restore defers them",
+            self.id
+        );
         if id == 0 {
             return Some((&self.ordered_key, &self.ordered));
         }
