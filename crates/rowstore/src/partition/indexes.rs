@@ -462,12 +462,7 @@ impl Partition {
         if !self.ordered_deferred {
             return Ok(0);
         }
-        let mut live = Vec::new();
-        self.fixed.for_each_slot(|row| {
-            if self.state(memory, row) == RowState::Live {
-                live.push(row);
-            }
-        });
+        let live = self.live_rows(memory);
         let Partition {
             fixed,
             var,
@@ -487,12 +482,10 @@ impl Partition {
                 .iter()
                 .map(|&row| entry_of_row(fixed, var, key, memory, layout, row).0)
                 .collect();
-            entries.sort_unstable_by(|a, b| {
-                a.prefix.cmp(&b.prefix).then_with(|| {
-                    let (_, order) = entry_of_row(fixed, var, key, memory, layout, b.row);
-                    order(memory, *a)
-                })
-            });
+            // The tree's own order (prefix, key, row id), reading rows only
+            // where prefixes tie.
+            let view = |row: u32| row_view(fixed, var, memory, layout, row);
+            entries.sort_unstable_by(|a, b| key.order(layout, *a, *b, || view(b.row), view));
             tree.build_sorted(memory, &entries)
                 .map_err(|_| OutOfDataMemory)?;
             built += entries.len() as u64;
@@ -592,12 +585,7 @@ impl Partition {
     /// tests and the simulator's checks; walks every row. Returns the
     /// primary key index's entries.
     pub fn check_ordered(&self, memory: &PageMemory, layout: &RowLayout) -> Result<u64, String> {
-        let mut live = Vec::new();
-        self.fixed.for_each_slot(|row| {
-            if self.state(memory, row) == RowState::Live {
-                live.push(row);
-            }
-        });
+        let mut live = self.live_rows(memory);
         live.sort_unstable();
         let entries = self.check_tree(memory, layout, &self.ordered_key, &self.ordered, &live)?;
         // An index being built holds some of the rows until it is done.
@@ -610,6 +598,17 @@ impl Partition {
                 .map_err(|error| format!("index {}: {error}", index.id))?;
         }
         Ok(entries)
+    }
+
+    /// The live rows' ids, in slot order.
+    fn live_rows(&self, memory: &PageMemory) -> Vec<u32> {
+        let mut live = Vec::new();
+        self.fixed.for_each_slot(|row| {
+            if self.state(memory, row) == RowState::Live {
+                live.push(row);
+            }
+        });
+        live
     }
 
     fn check_tree(
