@@ -34,7 +34,7 @@ use signal::signals::{
 use signal::{BlockKind, ErrorCode, NodeId, Section, Signal};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -119,6 +119,9 @@ pub struct Cluster {
     /// for). A scan-only client hears of a failover from no transaction's
     /// answer; routing asks dict again for such a table's map.
     stale_maps: Mutex<HashMap<String, (u32, Option<Instant>)>>,
+    /// Whether `stale_maps` holds anything: routing a key (every
+    /// transaction with a hint) looks no further when it does not.
+    any_stale_map: AtomicBool,
     /// The time and the waits (the system's, or a simulator's).
     clock: Clock,
     /// mgmd, when connected through it: holds the API node id
@@ -409,6 +412,7 @@ impl Cluster {
             tables: Mutex::new(HashMap::new()),
             refresh_failed_at: Mutex::new(None),
             stale_maps: Mutex::new(HashMap::new()),
+            any_stale_map: AtomicBool::new(false),
             clock,
             mgm: mgm.map(Mutex::new),
         })
@@ -725,6 +729,7 @@ impl Cluster {
             .unwrap_or_else(PoisonError::into_inner);
         let entry = stale.entry(name.to_owned()).or_insert((map.version, None));
         entry.0 = entry.0.max(map.version);
+        self.any_stale_map.store(true, Ordering::Release);
     }
 
     /// For a table whose map a scan found out of date: a map newer than
@@ -732,6 +737,9 @@ impl Cluster {
     /// is to be had (the failure may not be agreed yet). `None`: the
     /// table's map was not found stale, or nothing newer is known yet.
     fn fresher_than_stale(&self, table: &Table) -> Option<Arc<PartitionMap>> {
+        if !self.any_stale_map.load(Ordering::Acquire) {
+            return None;
+        }
         let name = table.name();
         let (stale, asked) = *self
             .stale_maps
@@ -778,6 +786,9 @@ impl Cluster {
             .is_some_and(|&(version, _)| version < map.version)
         {
             stale.remove(name);
+            if stale.is_empty() {
+                self.any_stale_map.store(false, Ordering::Release);
+            }
         }
         Some(map)
     }

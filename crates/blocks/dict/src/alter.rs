@@ -56,61 +56,52 @@ use signal::{BlockKind, BlockRef, ErrorCode};
 use std::sync::Arc;
 
 impl Dict {
-    /// Starts creating the index `change` names (or refuses it).
-    pub(crate) fn start_create_index(
+    /// Starts creating (`create`) or dropping the index `change` names,
+    /// or refuses it.
+    pub(crate) fn start_index_change(
         &mut self,
         requester: BlockRef,
         request_id: u32,
         change: IndexChange,
+        create: bool,
         ctx: &mut dyn Context,
     ) {
-        let new = match self.table_with_index(&change) {
+        let new = match create {
+            true => self.table_with_index(&change),
+            false => self.table_without_index(&change),
+        };
+        let new = match new {
             Ok(new) => Arc::new(new),
             Err(error) => return self.refuse(requester, request_id, error, ctx),
         };
-        let previous = self.online_definition(new.id);
         ctx.report(Report::Log(format!(
-            "dict {}: creating index {} on table {} (revision {})",
-            self.address, change.index, change.table, new.revision
+            "dict {}: {} index {} of table {} (revision {})",
+            self.address,
+            if create { "creating" } else { "dropping" },
+            change.index,
+            change.table,
+            new.revision
         )));
         self.running = Some(Operation::Alter {
             requester,
             request_id,
-            previous,
+            previous: self.online_definition(new.id),
             new: Arc::clone(&new),
-            step: AlterStep::Building,
+            // A create builds at every ldm first; a drop goes to the
+            // dicts first.
+            step: if create {
+                AlterStep::Building
+            } else {
+                AlterStep::Announcing
+            },
             error: None,
         });
-        self.send_to_ldms(&new, ctx);
-        ctx.fault_point(FaultPoint::IndexAfterBuildRequests);
-    }
-
-    /// Starts dropping the index `change` names (or refuses it).
-    pub(crate) fn start_drop_index(
-        &mut self,
-        requester: BlockRef,
-        request_id: u32,
-        change: IndexChange,
-        ctx: &mut dyn Context,
-    ) {
-        let new = match self.table_without_index(&change) {
-            Ok(new) => Arc::new(new),
-            Err(error) => return self.refuse(requester, request_id, error, ctx),
-        };
-        let previous = self.online_definition(new.id);
-        ctx.report(Report::Log(format!(
-            "dict {}: dropping index {} of table {} (revision {})",
-            self.address, change.index, change.table, new.revision
-        )));
-        self.running = Some(Operation::Alter {
-            requester,
-            request_id,
-            previous,
-            new,
-            step: AlterStep::Announcing,
-            error: None,
-        });
-        self.announce_alter(ctx);
+        if create {
+            self.send_to_ldms(&new, ctx);
+            ctx.fault_point(FaultPoint::IndexAfterBuildRequests);
+        } else {
+            self.announce_alter(ctx);
+        }
     }
 
     fn online_definition(&self, table_id: u32) -> Arc<TableDef> {
@@ -354,10 +345,14 @@ impl Dict {
         self.check_from_master(from, "DictAlterTabReq");
         let table = request.table;
         let (table_id, revision) = (table.id, table.revision);
-        let held = self
-            .tables
-            .by_id(table_id)
-            .is_some_and(|entry| entry.definition.version == table.version);
+        // The same table (this id's version, name and columns): only its
+        // indexes may differ.
+        let held = self.tables.by_id(table_id).is_some_and(|entry| {
+            let held = &entry.definition;
+            held.version == table.version
+                && held.name == table.name
+                && held.columns == table.columns
+        });
         if !held {
             // A take-over aligns only tables every dict holds; a late
             // change of a table since dropped has nothing to change.

@@ -440,10 +440,10 @@ impl Dict {
                     self.start_drop(queued.requester, queued.request_id, &name, ctx)
                 }
                 RequestKind::CreateIndex(change) => {
-                    self.start_create_index(queued.requester, queued.request_id, change, ctx)
+                    self.start_index_change(queued.requester, queued.request_id, change, true, ctx)
                 }
                 RequestKind::DropIndex(change) => {
-                    self.start_drop_index(queued.requester, queued.request_id, change, ctx)
+                    self.start_index_change(queued.requester, queued.request_id, change, false, ctx)
                 }
             }
         }

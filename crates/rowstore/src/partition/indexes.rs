@@ -478,13 +478,16 @@ impl Partition {
                 .map(|index| (&index.key, &mut index.tree)),
         );
         for (key, tree) in trees {
+            let view = |row: u32| row_view(fixed, var, memory, layout, row);
             let mut entries: Vec<Entry> = live
                 .iter()
-                .map(|&row| entry_of_row(fixed, var, key, memory, layout, row).0)
+                .map(|&row| Entry {
+                    prefix: key.prefix(layout, view(row)),
+                    row,
+                })
                 .collect();
             // The tree's own order (prefix, key, row id), reading rows only
             // where prefixes tie.
-            let view = |row: u32| row_view(fixed, var, memory, layout, row);
             entries.sort_unstable_by(|a, b| key.order(layout, *a, *b, || view(b.row), view));
             tree.build_sorted(memory, &entries)
                 .map_err(|_| OutOfDataMemory)?;
