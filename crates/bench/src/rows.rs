@@ -58,6 +58,7 @@ pub(crate) fn value_indexes(count: u32) -> Vec<IndexDef> {
             id: index + 1,
             name: format!("by_c{index}"),
             columns: vec![FIRST_VALUE_COLUMN + index as u16],
+            unique: None,
         })
         .collect()
 }

@@ -688,6 +688,22 @@ impl Cluster {
     /// the cache's or a newly fetched one of the same table (same id and
     /// version); a stale map when nothing fresher can be had.
     pub(crate) fn routing_map(&self, table: &Table) -> Option<Arc<PartitionMap>> {
+        if let Some(base) = table.base_table() {
+            // A unique index's hidden table goes where its base table's
+            // map says, as fresh as that table's.
+            let cached = self.cached_tables().get(base).cloned();
+            return match cached {
+                Some(base)
+                    if base.unique_index_tables().any(|(_, hidden)| {
+                        hidden.def().id == table.def().id
+                            && hidden.def().version == table.def().version
+                    }) =>
+                {
+                    self.routing_map(&base)
+                }
+                _ => table.map().cloned(),
+            };
+        }
         if let Some(map) = self.fresher_than_stale(table) {
             return Some(map);
         }
@@ -1091,6 +1107,19 @@ impl Cluster {
     /// with this id and version (a newer one may already be cached).
     pub(crate) fn invalidate_stale_table(&self, stale: &Table) {
         let mut tables = self.cached_tables();
+        if let Some(base) = stale.base_table() {
+            // A unique index's hidden table is as stale as its base
+            // table, whose definition it came with.
+            let holds = tables.get(base).is_some_and(|cached| {
+                cached.unique_index_tables().any(|(_, hidden)| {
+                    hidden.def().id == stale.def().id && hidden.def().version == stale.def().version
+                })
+            });
+            if holds {
+                tables.remove(base);
+            }
+            return;
+        }
         let is_same = tables.get(stale.name()).is_some_and(|cached| {
             cached.def().id == stale.def().id && cached.def().version == stale.def().version
         });

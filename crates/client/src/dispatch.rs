@@ -106,6 +106,8 @@ pub(crate) enum Reply {
         client_op: u32,
         /// Why.
         error: ErrorCode,
+        /// With DuplicateKey: the unique index (0: the primary key).
+        index_id: u32,
     },
     /// TRANSID_AI: row data of a read, copied out of its section at once
     /// (a batch may read more rows than the pool has sections) into the
@@ -727,6 +729,7 @@ impl Dispatch {
                     Reply::Refused {
                         client_op: refusal.client_op,
                         error: refusal.error,
+                        index_id: refusal.index_id,
                     },
                     true,
                 )
@@ -906,6 +909,7 @@ mod tests {
                     transaction_id: id,
                     client_op: 0,
                     error: ErrorCode::NoSuchRow,
+                    index_id: 0,
                 }
                 .into(),
             )

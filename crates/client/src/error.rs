@@ -47,6 +47,15 @@ pub enum ClientError {
         /// The operation that failed, when the data node named one.
         op: Option<OpId>,
     },
+    /// A write would have repeated the value of a unique index (code
+    /// DuplicateKey, class Constraint): the transaction is aborted, as
+    /// with [`ClientError::Operation`].
+    DuplicateUniqueKey {
+        /// The unique index whose value was repeated.
+        index: String,
+        /// The operation that wrote it.
+        op: Option<OpId>,
+    },
     /// The data node refused a schema request (create, drop, get).
     Schema {
         /// Why.
@@ -127,6 +136,7 @@ impl ClientError {
     /// ```
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
+            ClientError::DuplicateUniqueKey { .. } => Some(ErrorCode::DuplicateKey),
             ClientError::Operation { code, .. }
             | ClientError::Schema { code, .. }
             | ClientError::Invalid { code, .. }
@@ -247,6 +257,10 @@ impl ClientError {
                 code: *code,
                 op: *op,
             },
+            ClientError::DuplicateUniqueKey { index, op } => ClientError::DuplicateUniqueKey {
+                index: index.clone(),
+                op: *op,
+            },
             ClientError::Schema { code, table } => ClientError::Schema {
                 code: *code,
                 table: table.clone(),
@@ -294,6 +308,11 @@ impl fmt::Display for ClientError {
                 write!(f, "operation {} failed: {code}", op.index())
             }
             ClientError::Operation { code, op: None } => write!(f, "transaction failed: {code}"),
+            ClientError::DuplicateUniqueKey { index, .. } => write!(
+                f,
+                "duplicate value for unique index {index:?}: {}",
+                ErrorCode::DuplicateKey
+            ),
             ClientError::Schema { code, table } => write!(f, "table {table:?}: {code}"),
             ClientError::Invalid { code, detail } => write!(f, "{detail}: {code}"),
             ClientError::ConnectionLost { node, reason } => write!(

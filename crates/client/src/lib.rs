@@ -83,6 +83,8 @@ pub use value::Value;
 // The signal types an application needs with this API, so that it can
 // depend on `client` alone.
 pub use signal::error::ErrorClass;
-pub use signal::schema::{ColumnDef, ColumnType, IndexDef, TableDef, MAX_COLUMNS, MAX_INDEXES};
+pub use signal::schema::{
+    ColumnDef, ColumnType, IndexDef, TableDef, UniqueTable, MAX_COLUMNS, MAX_INDEXES,
+};
 pub use signal::signals::{ApiToken, LockMode};
 pub use signal::{ErrorCode, Gci, TransactionId};

@@ -273,7 +273,10 @@ impl Cluster {
     /// GCI, values) with the primary's, and reads each replica's rows
     /// again through each of its ordered indexes (the primary key's and
     /// the table's others), which must hold every live row once, in key
-    /// order, and nothing else. Run it on a quiet cluster: rows of
+    /// order, and nothing else. Each unique index's hidden table is
+    /// checked the same way, and against the table's rows: one hidden
+    /// row for each row with non-NULL values in its columns, naming that
+    /// row, and nothing else. Run it on a quiet cluster: rows of
     /// transactions in flight differ between replicas until they
     /// complete.
     ///
@@ -284,7 +287,6 @@ impl Cluster {
     /// # Ok::<(), client::ClientError>(())
     /// ```
     pub fn check_replicas(&self) -> Result<ReplicaCheckReport, ClientError> {
-        const BATCH_ROWS: u32 = 1000;
         let mut report = ReplicaCheckReport::new();
         // Dead replicas are out of every map: say whose they are.
         report.dead_nodes = self.data_nodes_down_now()?;
@@ -295,76 +297,96 @@ impl Cluster {
                 Err(error) if error.code() == Some(signal::ErrorCode::UnknownTable) => continue,
                 Err(error) => return Err(error),
             };
-            let map = self.routing_map(&table).ok_or_else(|| {
-                ClientError::Protocol(format!("table {name:?} came without a partition map"))
-            })?;
-            // Every ordered index with its columns: the primary key's (0)
-            // and the others.
-            let typed = |columns: &[u16]| -> Vec<(u16, signal::schema::ColumnType)> {
-                columns
-                    .iter()
-                    .map(|&column| (column, table.def().columns[column as usize].column_type))
-                    .collect()
-            };
-            let mut indexes = vec![(0, typed(&table.def().primary_key))];
-            indexes.extend(
-                table
-                    .def()
-                    .indexes
-                    .iter()
-                    .map(|index| (index.id, typed(&index.columns))),
-            );
-            for (partition, placement) in map.partitions.iter().enumerate() {
-                let mut replicas = Vec::with_capacity(placement.replicas.len());
-                for &node in &placement.replicas {
-                    let index = self.connection_index(node).ok_or_else(|| {
-                        ClientError::Protocol(format!(
-                            "the map of {name:?} names unknown node {node}"
-                        ))
-                    })?;
-                    let mut rows = ReplicaRows::new(node);
-                    let mut start = 0;
-                    loop {
-                        let (batch, next_row, done) = self.scan_partition_raw(
-                            index,
-                            placement.ldm_instance,
-                            &table,
-                            partition as u32,
-                            start,
-                            BATCH_ROWS,
-                        )?;
-                        rows.push_batch(&batch).map_err(|error| {
-                            ClientError::Protocol(format!("scan of {name:?} on {node}: {error}"))
-                        })?;
-                        if done {
-                            break;
-                        }
-                        start = next_row;
-                    }
-                    for (index_id, columns) in &indexes {
-                        let index_rows = self.index_rows(
-                            (index, placement.ldm_instance),
-                            &table,
-                            partition as u32,
-                            *index_id,
-                        )?;
-                        report.check_index(
-                            (table.def().id, partition as u32),
-                            (*index_id, columns),
-                            &rows,
-                            &index_rows,
-                        );
-                    }
-                    replicas.push(rows);
-                }
-                report
-                    .check_partition(table.def().id, partition as u32, &replicas)
-                    .map_err(|error| {
-                        ClientError::Protocol(format!("checking {name:?}: {error}"))
-                    })?;
+            let rows = self.check_table(&table, &mut report)?;
+            // Each unique index's hidden table, as a table and against
+            // the rows.
+            for (index, hidden) in table.unique_index_tables() {
+                let hidden_rows = self.check_table(hidden, &mut report)?;
+                report.check_unique_index(table.def(), index, &rows, &hidden_rows);
             }
         }
         Ok(report)
+    }
+
+    /// Checks every partition of `table` into `report`; returns the rows
+    /// of each partition's reference replica (with their partition).
+    fn check_table(
+        &self,
+        table: &Arc<Table>,
+        report: &mut ReplicaCheckReport,
+    ) -> Result<Vec<(u32, ScanRow)>, ClientError> {
+        const BATCH_ROWS: u32 = 1000;
+        let name = table.name();
+        let map = self.routing_map(table).ok_or_else(|| {
+            ClientError::Protocol(format!("table {name:?} came without a partition map"))
+        })?;
+        // Every ordered index with its columns: the primary key's (0)
+        // and the others.
+        let typed = |columns: &[u16]| -> Vec<(u16, signal::schema::ColumnType)> {
+            columns
+                .iter()
+                .map(|&column| (column, table.def().columns[column as usize].column_type))
+                .collect()
+        };
+        let mut indexes = vec![(0, typed(&table.def().primary_key))];
+        indexes.extend(
+            table
+                .def()
+                .indexes
+                .iter()
+                .map(|index| (index.id, typed(&index.columns))),
+        );
+        let mut reference_rows = Vec::new();
+        for (partition, placement) in map.partitions.iter().enumerate() {
+            let mut replicas = Vec::with_capacity(placement.replicas.len());
+            for &node in &placement.replicas {
+                let index = self.connection_index(node).ok_or_else(|| {
+                    ClientError::Protocol(format!("the map of {name:?} names unknown node {node}"))
+                })?;
+                let mut rows = ReplicaRows::new(node);
+                let mut start = 0;
+                loop {
+                    let (batch, next_row, done) = self.scan_partition_raw(
+                        index,
+                        placement.ldm_instance,
+                        table,
+                        partition as u32,
+                        start,
+                        BATCH_ROWS,
+                    )?;
+                    rows.push_batch(&batch).map_err(|error| {
+                        ClientError::Protocol(format!("scan of {name:?} on {node}: {error}"))
+                    })?;
+                    if done {
+                        break;
+                    }
+                    start = next_row;
+                }
+                for (index_id, columns) in &indexes {
+                    let index_rows = self.index_rows(
+                        (index, placement.ldm_instance),
+                        table,
+                        partition as u32,
+                        *index_id,
+                    )?;
+                    report.check_index(
+                        (table.def().id, partition as u32),
+                        (*index_id, columns),
+                        &rows,
+                        &index_rows,
+                    );
+                }
+                replicas.push(rows);
+            }
+            report
+                .check_partition(table.def().id, partition as u32, &replicas)
+                .map_err(|error| ClientError::Protocol(format!("checking {name:?}: {error}")))?;
+            if let Some(reference) = replicas.into_iter().next() {
+                let partition = partition as u32;
+                reference_rows.extend(reference.rows.into_iter().map(|row| (partition, row)));
+            }
+        }
+        Ok(reference_rows)
     }
 }
 

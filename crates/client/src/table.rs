@@ -8,7 +8,7 @@
 use crate::error::ClientError;
 use crate::value::{checked_value, push_entry, Number, Value, WireRule};
 use signal::attr::{AttrEntry, AttrIter, NULL_LENGTH};
-use signal::schema::{ColumnType, TableDef, MAX_COLUMNS};
+use signal::schema::{ColumnType, IndexDef, TableDef, MAX_COLUMNS};
 use signal::signals::{PartitionMap, PartitionPlacement};
 use signal::ErrorCode;
 use std::sync::{Arc, OnceLock};
@@ -115,6 +115,11 @@ pub struct Table {
     wire_rules: Vec<WireRule>,
     /// The shape of a whole row, when every column is fixed-width.
     full_row: Option<FullRow>,
+    /// Each unique index's hidden table (index id, table), placed by this
+    /// table's map (docs/design/scans-and-indexes.md §5).
+    unique_tables: Vec<(u32, Arc<Table>)>,
+    /// A hidden table: its base table's name (whose map routes it).
+    base: Option<String>,
 }
 
 impl Table {
@@ -131,6 +136,31 @@ impl Table {
     /// ```
     pub fn new(def: TableDef) -> Table {
         let invalid = def.validate().err();
+        Table::build(def, invalid, None, 0)
+    }
+
+    fn build(
+        def: TableDef,
+        invalid: Option<String>,
+        map: Option<Arc<PartitionMap>>,
+        map_version: u32,
+    ) -> Table {
+        // A valid table's hidden tables are valid but for their names,
+        // which may be longer than a user's (they are never looked up).
+        let unique_tables = match &invalid {
+            Some(_) => Vec::new(),
+            None => def
+                .unique_indexes()
+                .filter_map(|index| {
+                    let hidden = def.unique_index_table(index)?;
+                    // Placed by this table's map (routing reads only its
+                    // placements, not the table id it names).
+                    let mut table = Table::build(hidden, None, map.clone(), map_version);
+                    table.base = Some(def.name.clone());
+                    Some((index.id, Arc::new(table)))
+                })
+                .collect(),
+        };
         let wire_rules = def
             .columns
             .iter()
@@ -139,10 +169,12 @@ impl Table {
         let mut table = Table {
             def,
             invalid,
-            map: None,
-            map_version: 0,
+            map,
+            map_version,
             wire_rules,
             full_row: None,
+            unique_tables,
+            base: None,
         };
         table.full_row = FullRow::of(&table);
         table
@@ -169,11 +201,38 @@ impl Table {
     /// assert_eq!(placement.replicas[0], NodeId(3), "the primary");
     /// ```
     pub fn with_map(def: TableDef, map: PartitionMap, map_version: u32) -> Table {
-        Table {
-            map: Some(Arc::new(map)),
-            map_version,
-            ..Table::new(def)
-        }
+        let invalid = def.validate().err();
+        Table::build(def, invalid, Some(Arc::new(map)), map_version)
+    }
+
+    /// Each unique index with its hidden table.
+    pub fn unique_index_tables(&self) -> impl Iterator<Item = (&IndexDef, &Arc<Table>)> {
+        self.unique_tables.iter().filter_map(|(id, table)| {
+            let index = self.def.indexes.iter().find(|index| index.id == *id)?;
+            Some((index, table))
+        })
+    }
+
+    /// A unique index's hidden table: the name of its base table.
+    pub(crate) fn base_table(&self) -> Option<&str> {
+        self.base.as_deref()
+    }
+
+    /// The hidden table of unique index `index` (by name): keyed on the
+    /// index's columns, its other columns the primary key's
+    /// (`TableDef::unique_index_table`). Clients read it; only the data
+    /// nodes write it.
+    pub fn unique_index_table(&self, index: &str) -> Result<&Arc<Table>, ClientError> {
+        let unknown = || ClientError::Invalid {
+            code: ErrorCode::UnknownIndex,
+            detail: format!("table {:?} has no unique index {index:?}", self.def.name),
+        };
+        let index = self.def.index(index).ok_or_else(unknown)?;
+        self.unique_tables
+            .iter()
+            .find(|(id, _)| *id == index.id)
+            .map(|(_, table)| table)
+            .ok_or_else(unknown)
     }
 
     /// The partition map, when the table came from dict.

@@ -173,6 +173,7 @@ pub struct Transaction<'a> {
 }
 
 mod body;
+mod unique;
 
 use body::spare_row;
 pub(crate) use body::Body;
@@ -1029,7 +1030,11 @@ impl Transaction<'_> {
             Reply::Durable { .. } | Reply::DurableRefused { .. } => Progress::Waiting,
             // Both end the transaction at the tc: the dispatch has already
             // dropped the registration.
-            Reply::Refused { client_op, error } => {
+            Reply::Refused {
+                client_op,
+                error,
+                index_id,
+            } => {
                 self.registered = None;
                 self.body_mut().batch = None;
                 self.state = TransactionState::Aborted;
@@ -1038,7 +1043,7 @@ impl Transaction<'_> {
                     // aborted it): rolled back all the same.
                     Ok(not_committed())
                 } else {
-                    Err(self.refusal(client_op, error))
+                    Err(self.refusal(client_op, error, index_id))
                 };
                 self.clear_queue();
                 Progress::Done(result)
@@ -1207,9 +1212,18 @@ impl Transaction<'_> {
     }
 
     /// The error for a TCKEYREF; drops cached definitions it proves stale.
-    fn refusal(&self, client_op: u32, error: ErrorCode) -> ClientError {
+    fn refusal(&self, client_op: u32, error: ErrorCode, index_id: u32) -> ClientError {
         let queued = &self.body().queued;
         let failed = queued.iter().find(|op| op.op.0 == client_op);
+        if error == ErrorCode::DuplicateKey && index_id != 0 {
+            let index = failed
+                .and_then(|op| op.table.def().indexes.iter().find(|i| i.id == index_id))
+                .map_or_else(|| format!("#{index_id}"), |index| index.name.clone());
+            return ClientError::DuplicateUniqueKey {
+                index,
+                op: failed.map(|op| op.op),
+            };
+        }
         if matches!(
             error,
             ErrorCode::SchemaVersionMismatch | ErrorCode::UnknownTable

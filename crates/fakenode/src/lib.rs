@@ -963,6 +963,7 @@ impl FakeState {
                             transaction_id,
                             client_op,
                             error: ErrorCode::UnknownTransaction,
+                            index_id: 0,
                         }
                         .into(),
                     );
@@ -999,6 +1000,7 @@ impl FakeState {
                             transaction_id,
                             client_op: u32::MAX,
                             error: ErrorCode::UnknownTransaction,
+                            index_id: 0,
                         }
                         .into(),
                     ),
@@ -1279,6 +1281,7 @@ impl FakeState {
                     transaction_id,
                     client_op,
                     error,
+                    index_id: 0,
                 }
                 .into(),
             );
@@ -1296,6 +1299,7 @@ impl FakeState {
                             transaction_id,
                             client_op: op.client_op,
                             error,
+                            index_id: 0,
                         }
                         .into(),
                     );
@@ -1310,6 +1314,7 @@ impl FakeState {
                         transaction_id,
                         client_op,
                         error: ErrorCode::OutOfSignalMemory,
+                        index_id: 0,
                     }
                     .into(),
                 );

@@ -23,16 +23,19 @@ fn table(indexes: usize) -> TableDef {
             id: 1,
             name: "by_a".into(),
             columns: vec![1],
+            unique: None,
         },
         IndexDef {
             id: 2,
             name: "by_b".into(),
             columns: vec![2],
+            unique: None,
         },
         IndexDef {
             id: 3,
             name: "by_s_a".into(),
             columns: vec![3, 1],
+            unique: None,
         },
     ];
     TableDef {

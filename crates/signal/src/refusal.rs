@@ -83,7 +83,8 @@ mod tests {
             TcKeyRef {
                 transaction_id: TransactionId(9),
                 client_op: u32::MAX,
-                error: ErrorCode::BadRequest
+                error: ErrorCode::BadRequest,
+                index_id: 0
             }
         );
     }
@@ -103,6 +104,7 @@ mod tests {
             transaction_id: TransactionId(1),
             client_op: 0,
             error: ErrorCode::BadRequest,
+            index_id: 0,
         }
         .into();
         assert!(Signal::refusal(&reply).is_none());

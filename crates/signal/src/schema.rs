@@ -157,6 +157,35 @@ pub struct IndexDef {
     pub name: String,
     /// Column ids, in index order.
     pub columns: Vec<u16>,
+    /// A unique index: no two rows hold the same non-NULL values in its
+    /// columns. Kept in a hidden table of its own besides the ordered
+    /// index (docs/design/scans-and-indexes.md §5).
+    pub unique: Option<UniqueTable>,
+}
+
+/// The hidden table of a unique index: keyed on the index's columns, its
+/// rows hold the base row's primary key. Its id and version come from
+/// the same counters as every table's (dict assigns both at create; a
+/// create request leaves them 0), so no table id is ever shared.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct UniqueTable {
+    /// The hidden table's id (0 in a create request).
+    pub table_id: u32,
+    /// Its version (0 in a create request: not assigned yet).
+    pub table_version: u32,
+}
+
+impl UniqueTable {
+    /// A unique index in a create request (dict assigns the table).
+    pub const REQUESTED: UniqueTable = UniqueTable {
+        table_id: 0,
+        table_version: 0,
+    };
+
+    /// Whether dict assigned the hidden table.
+    pub fn is_assigned(self) -> bool {
+        self.table_version != 0
+    }
 }
 
 /// A table as `dict` knows it.
@@ -312,8 +341,92 @@ impl TableDef {
                     ));
                 }
             }
+            if let Some(unique) = index.unique {
+                self.validate_unique(position, index, unique)?;
+            }
         }
         Ok(())
+    }
+
+    /// A unique index's hidden table: its row fits, and an assigned table
+    /// id is this table's own and no other index's.
+    fn validate_unique(
+        &self,
+        position: usize,
+        index: &IndexDef,
+        unique: UniqueTable,
+    ) -> Result<(), String> {
+        let columns = index.columns.iter().chain(&self.primary_key);
+        if index.columns.len() + self.primary_key.len() > MAX_COLUMNS {
+            return Err(format!(
+                "unique index {:?}: its columns and the primary key's are more than \
+                 {MAX_COLUMNS}",
+                index.name
+            ));
+        }
+        let row_bytes: usize = columns
+            .map(|&column| self.columns[column as usize].column_type.max_value_bytes() + 2)
+            .sum();
+        if row_bytes > MAX_ROW_BYTES {
+            return Err(format!(
+                "unique index {:?}: its columns and the primary key add up to {row_bytes} \
+                 bytes, at most {MAX_ROW_BYTES}",
+                index.name
+            ));
+        }
+        if !unique.is_assigned() {
+            return Ok(());
+        }
+        let shared = unique.table_id == self.id
+            || self.indexes[..position]
+                .iter()
+                .filter_map(|other| other.unique)
+                .any(|other| other.is_assigned() && other.table_id == unique.table_id);
+        if shared {
+            return Err(format!(
+                "unique index {:?}: its hidden table id {} is taken",
+                index.name, unique.table_id
+            ));
+        }
+        Ok(())
+    }
+
+    /// The unique indexes, in index order.
+    pub fn unique_indexes(&self) -> impl Iterator<Item = &IndexDef> {
+        self.indexes.iter().filter(|index| index.unique.is_some())
+    }
+
+    /// The hidden table of unique index `index` of this table (`None` for
+    /// an index that is not unique): keyed on the index's columns, NOT
+    /// NULL (a row with a NULL in them has no entry; SQL allows many), its
+    /// other columns the base table's primary key in key order, so hidden
+    /// column `index.columns.len() + i` is primary-key column i. It has as
+    /// many partitions as the base table and is placed by the base
+    /// table's map, by the hash of its own key. Every block and client
+    /// derives it the same way from the base definition; it is never
+    /// sent or stored on its own. Its name (`t#unique#1`) and its
+    /// primary-key columns' (`#primary0`) hold a `#`, which no user's
+    /// name may, so they never clash with a user's.
+    pub fn unique_index_table(&self, index: &IndexDef) -> Option<TableDef> {
+        let unique = index.unique?;
+        let key = index.columns.iter().map(|&column| {
+            let base = &self.columns[column as usize];
+            ColumnDef::new(&base.name, base.column_type, false)
+        });
+        let primary = self.primary_key.iter().enumerate().map(|(at, &column)| {
+            let base = &self.columns[column as usize];
+            ColumnDef::new(&format!("#primary{at}"), base.column_type, false)
+        });
+        Some(TableDef {
+            id: unique.table_id,
+            version: unique.table_version,
+            name: format!("{}#unique#{}", self.name, index.id),
+            columns: key.chain(primary).collect(),
+            primary_key: (0..index.columns.len() as u16).collect(),
+            partitions: self.partitions,
+            indexes: Vec::new(),
+            revision: 0,
+        })
     }
 
     /// The index named `name` (case-insensitive).
@@ -360,6 +473,21 @@ impl TableDef {
             }
         }
         writer.u32(self.revision);
+        let unique: Vec<_> = self
+            .indexes
+            .iter()
+            .filter_map(|index| Some((index.id, index.unique?)))
+            .collect();
+        // Definitions without unique indexes end at the revision, as they
+        // did before unique indexes existed.
+        if !unique.is_empty() {
+            writer.u16(unique.len() as u16);
+            for (index_id, table) in unique {
+                writer.u32(index_id);
+                writer.u32(table.table_id);
+                writer.u32(table.table_version);
+            }
+        }
     }
 
     /// Encodes into a new vector (schema operations only; not a hot path).
@@ -421,7 +549,12 @@ impl TableDef {
                 for _ in 0..column_count {
                     columns.push(reader.u16().map_err(malformed)?);
                 }
-                indexes.push(IndexDef { id, name, columns });
+                indexes.push(IndexDef {
+                    id,
+                    name,
+                    columns,
+                    unique: None,
+                });
             }
         }
         // Definitions written before index changes existed end here: their
@@ -431,6 +564,23 @@ impl TableDef {
         } else {
             reader.u32().map_err(malformed)?
         };
+        if !reader.is_empty() {
+            let count = reader.u16().map_err(malformed)? as usize;
+            for _ in 0..count {
+                let index_id = reader.u32().map_err(malformed)?;
+                let table = UniqueTable {
+                    table_id: reader.u32().map_err(malformed)?,
+                    table_version: reader.u32().map_err(malformed)?,
+                };
+                let index = indexes
+                    .iter_mut()
+                    .find(|index| index.id == index_id)
+                    .ok_or_else(|| format!("unique index {index_id} is no index of the table"))?;
+                if index.unique.replace(table).is_some() {
+                    return Err(format!("index {index_id} is unique twice"));
+                }
+            }
+        }
         if !reader.is_empty() {
             return Err("trailing bytes after table definition".into());
         }
@@ -553,6 +703,7 @@ mod tests {
             id,
             name: name.into(),
             columns: columns.to_vec(),
+            unique: None,
         }
     }
 
@@ -583,6 +734,75 @@ mod tests {
             if let Ok(table) = TableDef::decode(&bytes[..cut]) {
                 assert_eq!(table.validate(), Ok(()));
             }
+        }
+    }
+
+    #[test]
+    fn unique_indexes_round_trip_and_derive_their_hidden_table() {
+        let mut unique = index(2, "by_b_a", &[2, 1]);
+        unique.unique = Some(UniqueTable {
+            table_id: 9,
+            table_version: 3,
+        });
+        let with = table(vec![index(1, "by_a", &[1]), unique]);
+        assert_eq!(with.validate(), Ok(()));
+        assert_eq!(TableDef::decode(&with.encode_to_vec()), Ok(with.clone()));
+        assert_eq!(with.unique_indexes().count(), 1);
+        assert_eq!(with.unique_index_table(&with.indexes[0]), None);
+        let hidden = with.unique_index_table(&with.indexes[1]).expect("unique");
+        assert_eq!((hidden.id, hidden.version), (9, 3));
+        assert_eq!(hidden.name, "t#unique#2");
+        assert_eq!(hidden.primary_key, vec![0, 1]);
+        let columns: Vec<(&str, ColumnType, bool)> = hidden
+            .columns
+            .iter()
+            .map(|column| (column.name.as_str(), column.column_type, column.nullable))
+            .collect();
+        assert_eq!(
+            columns,
+            vec![
+                ("b", ColumnType::Double, false),
+                ("a", ColumnType::VarChar(10), false),
+                ("#primary0", ColumnType::Int { unsigned: false }, false)
+            ]
+        );
+        // A hidden table id that is the table's own, or another index's.
+        let mut own = with.clone();
+        own.indexes[1].unique = Some(UniqueTable {
+            table_id: 4,
+            table_version: 1,
+        });
+        assert!(own.validate().unwrap_err().contains("is taken"));
+        // A create request's (not yet assigned) ids are never taken.
+        let mut requested = with.clone();
+        requested.indexes[0].unique = Some(UniqueTable::REQUESTED);
+        requested.indexes[1].unique = Some(UniqueTable::REQUESTED);
+        assert_eq!(requested.validate(), Ok(()));
+        // A hidden table of more than MAX_COLUMNS columns is refused.
+        let mut wide = table(Vec::new());
+        wide.columns = (0..MAX_COLUMNS)
+            .map(|at| {
+                ColumnDef::new(
+                    &format!("c{at}"),
+                    ColumnType::Int { unsigned: false },
+                    false,
+                )
+            })
+            .collect();
+        wide.primary_key = (0..MAX_COLUMNS as u16).collect();
+        wide.indexes = vec![unique_on(&[0])];
+        assert!(wide.validate().unwrap_err().contains("more than"));
+        // A unique entry naming no index does not decode.
+        let mut bytes = with.encode_to_vec();
+        let at = bytes.len() - 12;
+        bytes[at..at + 4].copy_from_slice(&7u32.to_le_bytes());
+        assert!(TableDef::decode(&bytes).unwrap_err().contains("no index"));
+    }
+
+    fn unique_on(columns: &[u16]) -> IndexDef {
+        IndexDef {
+            unique: Some(UniqueTable::REQUESTED),
+            ..index(1, "u", columns)
         }
     }
 

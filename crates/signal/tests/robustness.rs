@@ -108,6 +108,7 @@ fn random_wire_signal(rng: &mut XorShift, pool: &'static SectionPool) -> Signal 
             transaction_id: TransactionId(rng.next_u64()),
             client_op: edgy_u32(rng),
             error,
+            index_id: 0,
         }
         .into(),
         5 => TransIdAi {

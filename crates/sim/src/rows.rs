@@ -42,6 +42,7 @@ pub fn bank_table() -> TableDef {
         id,
         name: name.into(),
         columns,
+        unique: None,
     };
     TableDef {
         indexes: vec![

@@ -69,6 +69,7 @@ fn table_definition() -> TableDef {
                 id: at as u32 + 1,
                 name: (*name).into(),
                 columns: columns.iter().map(|&column| column as u16).collect(),
+                unique: None,
             })
             .collect(),
     }

@@ -136,6 +136,7 @@ impl Dict {
             id: revision,
             name: change.index.clone(),
             columns,
+            unique: None,
         });
         new.revision = revision;
         // Columns named twice, say.
@@ -150,6 +151,9 @@ impl Dict {
         let Some(index) = table.index(&change.index) else {
             return Err(ErrorCode::UnknownIndex);
         };
+        if index.unique.is_some() {
+            return Err(ErrorCode::UniqueIndexChange);
+        }
         if table.revision >= MAX_INDEX_ID {
             return Err(ErrorCode::TooManyIndexes);
         }

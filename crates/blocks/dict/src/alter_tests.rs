@@ -71,6 +71,7 @@ fn golden_trace_of_create_and_drop_index() {
         id: 1,
         name: "by_v".into(),
         columns: vec![1],
+        unique: None,
     };
     assert_eq!((new.id, new.version, new.revision), (table_id, version, 1));
     assert_eq!(new.indexes, std::slice::from_ref(&expected_index));

@@ -39,7 +39,7 @@ use crate::tables::TableState;
 use crate::Dict;
 use kernel::faults::FaultPoint;
 use kernel::Context;
-use signal::schema::TableDef;
+use signal::schema::{TableDef, UniqueTable};
 use signal::signals::{DiAddTabConf, DiAddTabReq, DictAddTabReq, LqhAddTabReq, TcAddTabReq};
 use signal::{BlockKind, BlockRef, ErrorCode};
 use std::sync::Arc;
@@ -56,10 +56,28 @@ impl Dict {
         if self.tables.by_name(&table.name).is_some() {
             return self.refuse(requester, request_id, ErrorCode::TableExists, ctx);
         }
-        let id = self.tables.lowest_free_id();
-        if id as usize >= signal::codec::MAX_TABLE_VERSIONS {
+        // The table's id, then one for each unique index's hidden table.
+        let hidden = table.unique_indexes().count();
+        let ids = self.tables.lowest_free_ids(1 + hidden);
+        if ids
+            .iter()
+            .any(|&id| id as usize >= signal::codec::MAX_TABLE_VERSIONS)
+        {
             // A take-over lists every table in one section.
             return self.refuse(requester, request_id, ErrorCode::TooManyTables, ctx);
+        }
+        let id = ids[0];
+        let mut table = table;
+        for (index, &hidden_id) in table
+            .indexes
+            .iter_mut()
+            .filter(|index| index.unique.is_some())
+            .zip(&ids[1..])
+        {
+            index.unique = Some(UniqueTable {
+                table_id: hidden_id,
+                table_version: self.tables.next_version(hidden_id),
+            });
         }
         let table = Arc::new(TableDef {
             id,

@@ -555,6 +555,8 @@ pub(crate) fn decode_stored_schema(bytes: &[u8]) -> Result<StoredSchema, Damage>
         reason: error.to_string(),
     })?;
     let mut names = HashSet::with_capacity(schema.tables.len());
+    // Unique indexes' hidden tables: ids no table and no other index holds.
+    let mut hidden_ids = HashSet::new();
     let mut tables = Vec::with_capacity(schema.tables.len());
     for (index, stored) in schema.tables.iter().enumerate() {
         let damage = |reason: String| Damage {
@@ -595,6 +597,24 @@ pub(crate) fn decode_stored_schema(bytes: &[u8]) -> Result<StoredSchema, Damage>
                 "the name {:?} is stored twice",
                 definition.name
             )));
+        }
+        for index in definition.unique_indexes() {
+            let unique = index.unique.expect("a unique index");
+            let id = unique.table_id;
+            let last_version = schema.id_versions.get(id as usize);
+            if !unique.is_assigned() || last_version != Some(&unique.table_version) {
+                return Err(damage(format!(
+                    "unique index {}'s hidden table {id} version {} is not its id's last \
+                     version",
+                    index.id, unique.table_version
+                )));
+            }
+            if schema.tables.iter().any(|other| other.id == id) || !hidden_ids.insert(id) {
+                return Err(damage(format!(
+                    "unique index {}'s hidden table id {id} is another table's",
+                    index.id
+                )));
+            }
         }
         tables.push((Arc::new(definition), Arc::new(map)));
     }

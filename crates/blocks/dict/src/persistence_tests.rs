@@ -1171,6 +1171,11 @@ fn stored_tables_that_do_not_decode_or_agree_are_refused_with_their_offset() {
             },
             "stored twice",
         ),
+        (
+            with_unique(&good, 0, 1),
+            "hidden table id 0 is another table's",
+        ),
+        (with_unique(&good, 2, 3), "is not its id's last version"),
     ];
     for (schema, reason) in cases {
         let damage = match decode_stored_schema(&schema_file::encode(&schema)) {
@@ -1185,6 +1190,40 @@ fn stored_tables_that_do_not_decode_or_agree_are_refused_with_their_offset() {
         );
         assert!(damage.reason.starts_with("table 1: "), "{}", damage.reason);
     }
+}
+
+/// `good` with a unique index on table 1's `v`, its hidden table
+/// `hidden_id` at `version` (the file's last version of that id is 1).
+fn with_unique(good: &Schema, hidden_id: u32, version: u32) -> Schema {
+    let mut schema = good.clone();
+    schema.id_versions = vec![1, 1, 1];
+    let mut definition = (*assigned("b", 1, 1)).clone();
+    definition.indexes.push(signal::schema::IndexDef {
+        id: 1,
+        name: "by_v".into(),
+        columns: vec![1],
+        unique: Some(signal::schema::UniqueTable {
+            table_id: hidden_id,
+            table_version: version,
+        }),
+    });
+    definition.revision = 1;
+    schema.tables[1].definition = definition.encode_to_vec();
+    schema
+}
+
+#[test]
+fn a_stored_unique_index_is_read_back_with_its_hidden_table() {
+    let good = {
+        let (mut dict, mut ctx, mut disk) = started();
+        create(&mut dict, &mut ctx, &mut disk, "a");
+        create(&mut dict, &mut ctx, &mut disk, "b");
+        schema_file::decode(disk.schema_file()).expect("a written file")
+    };
+    let schema = with_unique(&good, 2, 1);
+    let stored = decode_stored_schema(&schema_file::encode(&schema)).expect("a good file");
+    let unique = stored.tables[1].0.indexes[0].unique;
+    assert_eq!(unique.map(|unique| unique.table_id), Some(2));
 }
 
 /// A file dict wrote, then damaged: every single flipped byte and every

@@ -38,6 +38,10 @@ pub(crate) struct Tables {
     names: HashMap<String, u32>,
     /// Index = table id: the version the id last had (0: never used).
     versions: Vec<u32>,
+    /// The ids unique indexes' hidden tables hold: hidden id -> base id
+    /// (docs/design/scans-and-indexes.md §5). A hidden table has no entry
+    /// of its own; it comes and goes with its base table's.
+    hidden: HashMap<u32, u32>,
 }
 
 impl Tables {
@@ -71,14 +75,43 @@ impl Tables {
         self.entries.get(table_id as usize)?.as_ref()
     }
 
-    /// The lowest id no table holds.
-    pub(crate) fn lowest_free_id(&self) -> u32 {
-        let free = self
-            .entries
-            .iter()
-            .position(Option::is_none)
-            .unwrap_or(self.entries.len());
-        u32::try_from(free).expect("fewer than 2^32 tables")
+    /// The lowest `count` ids no table (hidden ones too) holds.
+    pub(crate) fn lowest_free_ids(&self, count: usize) -> Vec<u32> {
+        let taken = |id: u32| {
+            self.entries.get(id as usize).is_some_and(Option::is_some)
+                || self.hidden.contains_key(&id)
+        };
+        (0..=u32::MAX)
+            .filter(|&id| !taken(id))
+            .take(count)
+            .collect()
+    }
+
+    /// Takes the ids and versions of `definition`'s unique indexes' hidden
+    /// tables.
+    fn register_hidden(&mut self, definition: &TableDef) {
+        for index in definition.unique_indexes() {
+            let unique = index.unique.expect("a unique index");
+            let id = unique.table_id as usize;
+            assert!(
+                unique.is_assigned()
+                    && self.entries.get(id).is_none_or(Option::is_none)
+                    && !self.hidden.contains_key(&unique.table_id),
+                "hidden table id {id} of table {} is taken",
+                definition.id
+            );
+            if self.entries.len() <= id {
+                self.entries.resize_with(id + 1, || None);
+                self.versions.resize(id + 1, 0);
+            }
+            assert!(
+                unique.table_version >= self.versions[id],
+                "hidden table id {id} gets version {}, below its last one",
+                unique.table_version
+            );
+            self.versions[id] = unique.table_version;
+            self.hidden.insert(unique.table_id, definition.id);
+        }
     }
 
     /// The version a table created with id `table_id` gets.
@@ -123,6 +156,7 @@ impl Tables {
             definition.name
         );
         self.versions[id] = definition.version;
+        self.register_hidden(&definition);
         self.entries[id] = Some(TableEntry {
             definition,
             state: TableState::Creating,
@@ -204,6 +238,7 @@ impl Tables {
             entries: Vec::new(),
             names: HashMap::with_capacity(tables.len()),
             versions: Vec::new(),
+            hidden: HashMap::new(),
         };
         restored.entries.resize_with(id_versions.len(), || None);
         for (definition, map) in tables {
@@ -225,6 +260,16 @@ impl Tables {
                 "restored table name {:?} twice",
                 definition.name
             );
+            for index in definition.unique_indexes() {
+                let unique = index.unique.expect("a unique index");
+                let previous = restored.hidden.insert(unique.table_id, definition.id);
+                assert!(
+                    previous.is_none()
+                        && id_versions.get(unique.table_id as usize) == Some(&unique.table_version),
+                    "restored hidden table {} twice or without its id's last version",
+                    unique.table_id
+                );
+            }
             restored.entries[id] = Some(TableEntry {
                 definition,
                 state: TableState::Online,
@@ -258,5 +303,10 @@ impl Tables {
         );
         let removed = self.names.remove(&entry.definition.name);
         assert_eq!(removed, Some(table_id), "name and id registries disagree");
+        for index in entry.definition.unique_indexes() {
+            let unique = index.unique.expect("a unique index");
+            let base = self.hidden.remove(&unique.table_id);
+            assert_eq!(base, Some(table_id), "hidden table registry disagrees");
+        }
     }
 }

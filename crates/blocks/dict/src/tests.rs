@@ -817,3 +817,59 @@ fn stray_drop_report_stops_the_node() {
         },
     );
 }
+
+/// A unique index's hidden table takes the next free id with that id's
+/// next version, and no other table takes it while its base table lives;
+/// a drop of the base table frees both. The index cannot be dropped alone.
+#[test]
+fn a_unique_index_reserves_its_hidden_table_id_until_its_table_is_dropped() {
+    let (mut dict, mut ctx) = started();
+    let mut with_unique = definition("u");
+    with_unique.indexes.push(signal::schema::IndexDef {
+        id: 1,
+        name: "by_v".into(),
+        columns: vec![1],
+        unique: Some(signal::schema::UniqueTable::REQUESTED),
+    });
+    let request = create_request(&ctx, 9, &with_unique);
+    deliver(&mut dict, &mut ctx, API, request);
+    let table = match &ctx.sent[0].envelope.signal {
+        Signal::DiAddTabReq(request) => Arc::clone(&request.table),
+        other => panic!("expected DiAddTabReq, got {other:?}"),
+    };
+    let unique = table.indexes[0].unique.expect("unique");
+    assert_eq!((table.id, unique.table_id, unique.table_version), (0, 1, 1));
+    answer_create(&mut dict, &mut ctx, table.id);
+    ctx.sent.clear();
+    // The next table skips the hidden id.
+    let (next, _) = create(&mut dict, &mut ctx, "t2");
+    assert_eq!(next, 2);
+    // Dropping the index alone is refused.
+    let change = signal::schema::IndexChange {
+        table: "u".into(),
+        index: "by_v".into(),
+        columns: Vec::new(),
+    };
+    let request = signal::signals::DropIndexReq {
+        request_id: 4,
+        change: ctx.pool().copy_from(&change.encode_to_vec()).unwrap(),
+    };
+    deliver(&mut dict, &mut ctx, API, request);
+    assert_eq!(
+        ctx.take_trace(),
+        vec![line(DICT, API, schema_ref(4, ErrorCode::UniqueIndexChange))]
+    );
+    // Dropped with its table: both ids are free again, each at its next
+    // version.
+    drop_table(&mut dict, &mut ctx, "u", 0);
+    let (first, version) = create(&mut dict, &mut ctx, "t3");
+    assert_eq!((first, version), (0, 2));
+    let request = create_request(&ctx, 9, &with_unique);
+    deliver(&mut dict, &mut ctx, API, request);
+    let table = match &ctx.sent[0].envelope.signal {
+        Signal::DiAddTabReq(request) => Arc::clone(&request.table),
+        other => panic!("expected DiAddTabReq, got {other:?}"),
+    };
+    let unique = table.indexes[0].unique.expect("unique");
+    assert_eq!((table.id, unique.table_id, unique.table_version), (1, 3, 1));
+}

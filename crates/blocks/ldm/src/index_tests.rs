@@ -29,11 +29,13 @@ pub(crate) fn indexed_table() -> TableDef {
             id: BY_V,
             name: "by_v".into(),
             columns: vec![V],
+            unique: None,
         },
         IndexDef {
             id: BY_S_V,
             name: "by_s_v".into(),
             columns: vec![S, V],
+            unique: None,
         },
     ];
     table.validate().expect("valid");

@@ -83,6 +83,7 @@ use kernel::{send, Block, Context};
 use lcp::PartitionLcp;
 use operation::{Operation, OperationPool};
 use rowstore::{PageMemory, Partition, RowLayout};
+use signal::schema::TableDef;
 use signal::signals::*;
 use signal::{codec, BlockRef, Envelope, Signal};
 use std::collections::VecDeque;
@@ -121,6 +122,9 @@ pub(crate) struct TableState {
     /// Operations in flight prepared before the last build began (under
     /// an older epoch): that build finishes only once they are gone.
     pub(crate) operations_before_build: u32,
+    /// A unique index's hidden table: its base table's id (it is added
+    /// and dropped with it, and left out of a take-over's answer).
+    pub(crate) hidden_of: Option<u32>,
 }
 
 /// A partition as this ldm holds it: its rows, and what the ldm keeps
@@ -271,7 +275,8 @@ impl Ldm {
         let tables = self.tables.iter().enumerate();
         tables
             .filter_map(|(id, table)| {
-                let definition = &table.as_ref()?.definition;
+                let table = table.as_ref().filter(|table| table.hidden_of.is_none())?;
+                let definition = &table.definition;
                 Some((id as u32, definition.version, definition.revision))
             })
             .collect()
@@ -326,10 +331,30 @@ impl Ldm {
 
     fn add_table(&mut self, from: BlockRef, request: LqhAddTabReq, ctx: &mut dyn Context) {
         let table = request.table;
+        // Each unique index's hidden table, placed by the base table's map
+        // (docs/design/scans-and-indexes.md §5).
+        for index in table.unique_indexes() {
+            let hidden = table
+                .unique_index_table(index)
+                .expect("a unique index has a hidden table");
+            self.register_table(Arc::new(hidden), &request.map, Some(table.id));
+        }
+        self.register_table(Arc::clone(&table), &request.map, None);
+        // A table created while the node runs: its partitions get an empty
+        // first LCP, and the conf waits for it.
+        if self.lcp_create_table(table.id, from, ctx) {
+            return;
+        }
+        send(ctx, self.address, from, AddTabConf { table_id: table.id });
+    }
+
+    /// Takes table `table` in, with the partitions of `map` this instance
+    /// holds.
+    fn register_table(&mut self, table: Arc<TableDef>, map: &PartitionMap, hidden_of: Option<u32>) {
         let layout = RowLayout::new(&table);
         let mut partitions: Vec<Option<PartitionState>> =
             (0..table.partitions).map(|_| None).collect();
-        for (number, placement) in request.map.partitions.iter().enumerate() {
+        for (number, placement) in map.partitions.iter().enumerate() {
             let mine = placement.ldm_instance == self.address.instance
                 && placement.replicas.contains(&self.address.node);
             if mine {
@@ -360,19 +385,14 @@ impl Ldm {
             "dict added table {id} twice without a drop"
         );
         self.tables[id] = Some(TableState {
-            definition: Arc::clone(&table),
+            definition: table,
             layout,
             partitions,
             active_operations: 0,
             build_epoch: 0,
             operations_before_build: 0,
+            hidden_of,
         });
-        // A table created while the node runs: its partitions get an empty
-        // first LCP, and the conf waits for it.
-        if self.lcp_create_table(table.id, from, ctx) {
-            return;
-        }
-        send(ctx, self.address, from, AddTabConf { table_id: table.id });
     }
 
     fn drop_table(&mut self, from: BlockRef, order: DropTabOrd, ctx: &mut dyn Context) {
@@ -380,18 +400,35 @@ impl Ldm {
         // A table whose first (empty) LCP is still being written waits
         // for it too: a take-over may drop a table it just created.
         let creating = self.lcp.creating(order.table_id);
-        let busy = match self.tables.get_mut(id).and_then(Option::as_mut) {
-            Some(table) if table.active_operations > 0 || creating => true,
-            Some(table) => {
-                for partition in table.partitions.iter_mut().flatten() {
-                    partition.store.release(&mut self.memory);
+        // A base table goes with its unique indexes' hidden tables (a
+        // hidden table is never dropped alone).
+        let base = self.tables.get(id).and_then(Option::as_ref);
+        let base = base.filter(|table| table.hidden_of.is_none());
+        let ids: Vec<u32> = base.map_or(Vec::new(), |table| {
+            let hidden = table
+                .definition
+                .unique_indexes()
+                .filter_map(|index| index.unique);
+            std::iter::once(order.table_id)
+                .chain(hidden.map(|unique| unique.table_id))
+                .collect()
+        });
+        let busy = creating
+            || ids.iter().any(|&id| {
+                self.tables[id as usize]
+                    .as_ref()
+                    .is_some_and(|table| table.active_operations > 0)
+            });
+        if !busy {
+            for id in ids {
+                if let Some(mut table) = self.tables[id as usize].take() {
+                    for partition in table.partitions.iter_mut().flatten() {
+                        partition.store.release(&mut self.memory);
+                    }
                 }
-                self.tables[id] = None;
-                self.forget_build(order.table_id);
-                false
+                self.forget_build(id);
             }
-            None => false,
-        };
+        }
         send(
             ctx,
             self.address,

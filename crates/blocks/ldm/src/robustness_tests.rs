@@ -761,6 +761,7 @@ fn api_requests_addressed_to_the_ldm_are_refused_not_panicked_on() {
         transaction_id,
         client_op,
         error: ErrorCode::BadRequest,
+        index_id: 0,
     };
     let schema_refused = |request_id| SchemaRef {
         request_id,

@@ -283,6 +283,7 @@ fn misaddressed_transaction_request_gets_a_ref_not_a_panic() {
                 transaction_id,
                 client_op: 3,
                 error: ErrorCode::BadRequest,
+                index_id: 0,
             }
         )]
     );

@@ -101,6 +101,11 @@ impl Tc {
                         transaction_id,
                         client_op,
                         error,
+                        index_id: if error == ErrorCode::DuplicateKey {
+                            record.duplicate_index
+                        } else {
+                            0
+                        },
                     },
                 ),
                 AbortReply::RollbackConf => send(

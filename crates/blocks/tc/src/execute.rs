@@ -1,7 +1,7 @@
 //! Executing a batch: TCKEYREQ in, LQHKEYREQ out to the partition's ldm,
 //! LQHKEYCONF/REF back, TCKEYCONF (or commit) when the batch is done.
 
-use crate::records::{AbortReply, OpPhase, TransactionState, NIL};
+use crate::records::{AbortReply, OpPhase, OpRole, TransactionState, NIL};
 use crate::Tc;
 use kernel::{send, Context};
 use signal::attr::key_hash;
@@ -9,6 +9,19 @@ use signal::partition::bucket;
 use signal::signals::ReplicaChain;
 use signal::signals::*;
 use signal::{BlockKind, BlockRef, ErrorCode, Gci};
+
+/// Where an operation goes.
+pub(crate) struct Route {
+    /// The primary replica's ldm.
+    pub(crate) ldm: BlockRef,
+    /// The replicas it runs on (the primary alone for a read).
+    pub(crate) chain: ReplicaChain,
+    pub(crate) partition: u32,
+    pub(crate) hash: signal::attr::KeyHash,
+    /// The table has unique indexes, or is one's hidden table: a write
+    /// takes the path of `unique.rs`.
+    pub(crate) unique_indexes: bool,
+}
 
 impl Tc {
     pub(crate) fn tc_key_req(&mut self, from: BlockRef, request: TcKeyReq, ctx: &mut dyn Context) {
@@ -77,6 +90,7 @@ impl Tc {
                     transaction_id,
                     client_op,
                     error,
+                    index_id: 0,
                 },
             );
             None
@@ -160,46 +174,71 @@ impl Tc {
     }
 
     /// Sends an accepted operation of `transaction` to its partition's
-    /// primary ldm, or aborts the transaction when it cannot go.
-    fn execute_operation(&mut self, transaction: u32, request: TcKeyReq, ctx: &mut dyn Context) {
-        let address = self.config.address;
-        let transaction_id = request.transaction_id;
-        let now = ctx.now_ms();
-        let record = &self.records.transactions[transaction as usize];
-        if record.op_count >= self.config.max_operations_per_transaction {
-            return self.start_abort(
-                transaction,
-                AbortReply::Error {
-                    error: ErrorCode::TooManyOperations,
-                    client_op: request.client_op,
-                },
-                ctx,
-            );
-        }
+    /// primary ldm, or aborts the transaction when it cannot go. A write
+    /// of a table with unique indexes keeps them too (`unique.rs`).
+    pub(crate) fn execute_operation(
+        &mut self,
+        transaction: u32,
+        request: TcKeyReq,
+        ctx: &mut dyn Context,
+    ) {
         let route = match self.route(&request) {
             Ok(route) => route,
             Err(error) => {
-                return self.start_abort(
-                    transaction,
-                    AbortReply::Error {
-                        error,
-                        client_op: request.client_op,
-                    },
-                    ctx,
-                );
+                let client_op = request.client_op;
+                return self.abort_for(transaction, error, client_op, ctx);
             }
         };
+        let record = &mut self.records.transactions[transaction as usize];
+        if !record.before_images.is_empty() && record.waits_for_before_image(&request, route.hash) {
+            return self.defer_operation(transaction, request, route.hash, ctx);
+        }
+        if route.unique_indexes && request.kind != OperationKind::Read {
+            return self.execute_unique_indexed_write(transaction, request, route, ctx);
+        }
+        self.send_operation(transaction, request, route, OpRole::Client, ctx);
+    }
+
+    /// Aborts `transaction` for `error` of client operation `client_op`.
+    pub(crate) fn abort_for(
+        &mut self,
+        transaction: u32,
+        error: ErrorCode,
+        client_op: u32,
+        ctx: &mut dyn Context,
+    ) {
+        self.start_abort(transaction, AbortReply::Error { error, client_op }, ctx);
+    }
+
+    /// Sends `request` (a client's or one the tc made, as `role` says)
+    /// along `route` as an operation of `transaction`: its record, or
+    /// `None` when none was left and the transaction is aborting.
+    pub(crate) fn send_operation(
+        &mut self,
+        transaction: u32,
+        request: TcKeyReq,
+        route: Route,
+        role: OpRole,
+        ctx: &mut dyn Context,
+    ) -> Option<u32> {
+        let address = self.config.address;
+        let now = ctx.now_ms();
+        let record = &self.records.transactions[transaction as usize];
+        if record.op_count >= self.config.max_operations_per_transaction {
+            let client_op = request.client_op;
+            self.abort_for(transaction, ErrorCode::TooManyOperations, client_op, ctx);
+            return None;
+        }
         let Some(op) = self.records.seize_operation(transaction) else {
-            return self.start_abort(
+            let client_op = request.client_op;
+            self.abort_for(
                 transaction,
-                AbortReply::Error {
-                    error: ErrorCode::OutOfOperationRecords,
-                    client_op: request.client_op,
-                },
+                ErrorCode::OutOfOperationRecords,
+                client_op,
                 ctx,
             );
+            return None;
         };
-        let (ldm, chain, partition, hash) = route;
         let operation = &mut self.records.operations[op as usize];
         operation.phase = OpPhase::Sent;
         operation.client_op = request.client_op;
@@ -209,43 +248,44 @@ impl Tc {
         } else {
             LockMode::Exclusive
         };
-        operation.primary = ldm;
-        operation.ldm = ldm;
-        operation.chain = chain;
+        operation.primary = route.ldm;
+        operation.ldm = route.ldm;
+        operation.chain = route.chain;
         operation.ignore_missing = request.flags & tc_key_flags::IGNORE_MISSING != 0;
+        operation.role = role;
         let record = &mut self.records.transactions[transaction as usize];
         record.outstanding += 1;
-        record.batch_ops += 1;
+        if matches!(role, OpRole::Client | OpRole::BeforeImage) {
+            record.batch_ops += 1;
+        }
         record.last_progress_ms = now;
         self.counters.operations += 1;
         send(
             ctx,
             address,
-            ldm,
+            route.ldm,
             LqhKeyReq {
                 tc: address,
                 tc_op: op,
-                chain,
+                chain: route.chain,
                 position: 0,
                 row_id: NIL,
                 previous_op: NIL,
-                transaction_id,
+                transaction_id: request.transaction_id,
                 kind: request.kind,
                 lock: request.lock,
                 table_id: request.table_id,
-                partition,
-                hash,
+                partition: route.partition,
+                hash: route.hash,
                 key: request.key,
                 attr: request.attr,
             },
         );
+        Some(op)
     }
 
     /// The ldm, partition and hash of an operation's key.
-    fn route(
-        &self,
-        request: &TcKeyReq,
-    ) -> Result<(BlockRef, ReplicaChain, u32, signal::attr::KeyHash), ErrorCode> {
+    pub(crate) fn route(&self, request: &TcKeyReq) -> Result<Route, ErrorCode> {
         let table = self
             .tables
             .get(request.table_id as usize)
@@ -264,12 +304,13 @@ impl Tc {
         } else {
             chain
         };
-        Ok((
-            BlockRef::new(chain.primary(), BlockKind::Ldm, placement.ldm_instance),
+        Ok(Route {
+            ldm: BlockRef::new(chain.primary(), BlockKind::Ldm, placement.ldm_instance),
             chain,
             partition,
             hash,
-        ))
+            unique_indexes: !table.unique.is_empty() || table.hidden_of.is_some(),
+        })
     }
 
     /// The transaction of operation `tc_op`, which ldm `from` answered:
@@ -336,9 +377,19 @@ impl Tc {
             OpPhase::Prepared
         };
         let client_op = operation.client_op;
+        let role = operation.role;
         let (api, transaction_id) = (record.api, record.transaction_id);
         record.outstanding -= 1;
         record.last_progress_ms = ctx.now_ms();
+        match role {
+            // The row a unique-indexed write needs: the tc's, not the
+            // client's.
+            OpRole::BeforeImage => {
+                return self.before_image_read(transaction, conf.tc_op, conf.data, ctx)
+            }
+            OpRole::InsertForWrite => return self.inserted_for_write(transaction, conf.tc_op, ctx),
+            OpRole::Client | OpRole::Triggered { .. } => {}
+        }
         let ends_committing_batch =
             record.commit_requested && record.batch_closed && record.outstanding == 0;
         if let Some(data) = conf.data {
@@ -390,7 +441,27 @@ impl Tc {
             operation.phase = OpPhase::Released;
             record.outstanding -= 1;
             record.last_progress_ms = ctx.now_ms();
+            if operation.role == OpRole::BeforeImage {
+                // A write of a row not there: it inserts.
+                return self.before_image_read(transaction, refusal.tc_op, None, ctx);
+            }
             return self.maybe_batch_done(transaction, ctx);
+        }
+        if operation.role == OpRole::InsertForWrite
+            && refusal.error == ErrorCode::DuplicateKey
+            && from == operation.primary
+        {
+            // Another transaction inserted the row the write found
+            // missing: nothing is held; the write starts again.
+            operation.phase = OpPhase::Released;
+            record.outstanding -= 1;
+            record.last_progress_ms = ctx.now_ms();
+            return self.insert_for_write_refused(transaction, refusal.tc_op, ctx);
+        }
+        if let (ErrorCode::DuplicateKey, OpRole::Triggered { index_id }) =
+            (refusal.error, operation.role)
+        {
+            record.duplicate_index = index_id;
         }
         // A refusal from the primary means nothing is held anywhere. A
         // refusal from a backup means the replicas before it hold the

@@ -19,7 +19,8 @@
 //! `durability` (commit phases per GCI for the master dih's GCP_FLUSH_REQ,
 //! the complete GCI and API nodes' GCI_WAIT_REQs), `failover` (routes and
 //! transactions when data nodes fail), `takeover` (the transactions of a
-//! failed node's tcs).
+//! failed node's tcs), `unique` (keeping unique indexes' hidden tables
+//! in the transactions that write their base tables).
 
 mod abort;
 #[cfg(test)]
@@ -40,6 +41,9 @@ mod takeover;
 mod takeover_tests;
 #[cfg(test)]
 mod tests;
+mod unique;
+#[cfg(test)]
+mod unique_tests;
 
 use durability::Durability;
 use kernel::node_failures::NodeFailures;
@@ -79,6 +83,21 @@ pub(crate) struct TableRoute {
     /// The map routed with: `created` under the agreed membership
     /// (`NodeFailures::route`).
     pub(crate) map: Arc<PartitionMap>,
+    /// The table's unique indexes, which its writes keep (`unique.rs`).
+    pub(crate) unique: Vec<UniqueIndex>,
+    /// A unique index's hidden table: its base table's id. Clients may
+    /// read it, never write it.
+    pub(crate) hidden_of: Option<u32>,
+}
+
+/// A unique index as a tc keeps it.
+pub(crate) struct UniqueIndex {
+    pub(crate) index_id: u32,
+    /// The base table's columns, in index order.
+    pub(crate) columns: Vec<u16>,
+    /// The hidden table's id and version.
+    pub(crate) table_id: u32,
+    pub(crate) table_version: u32,
 }
 
 /// Counters for reports and tests.
@@ -185,7 +204,8 @@ impl Tc {
         let tables = self.tables.iter().enumerate();
         tables
             .filter_map(|(id, route)| {
-                let definition = &route.as_ref()?.definition;
+                let route = route.as_ref().filter(|route| route.hidden_of.is_none())?;
+                let definition = &route.definition;
                 Some((id as u32, definition.version, definition.revision))
             })
             .collect()
@@ -232,6 +252,7 @@ impl Tc {
             transaction_id,
             client_op: u32::MAX,
             error,
+            index_id: 0,
         };
         send(ctx, self.config.address, to, refusal);
     }
@@ -333,16 +354,42 @@ impl Tc {
     }
 
     fn add_table(&mut self, from: BlockRef, request: TcAddTabReq, ctx: &mut dyn Context) {
-        let id = request.table.id as usize;
-        if self.tables.len() <= id {
-            self.tables.resize_with(id + 1, || None);
-        }
+        let table = &request.table;
+        let id = table.id as usize;
         let map = self.node_failures.route(&request.map);
         self.map_version = self.map_version.max(map.version);
-        self.tables[id] = Some(TableRoute {
+        // Each unique index's hidden table, placed by the base table's map
+        // (docs/design/scans-and-indexes.md §5).
+        let mut unique = Vec::new();
+        for index in table.unique_indexes() {
+            let hidden = table
+                .unique_index_table(index)
+                .expect("a unique index has a hidden table");
+            unique.push(UniqueIndex {
+                index_id: index.id,
+                columns: index.columns.clone(),
+                table_id: hidden.id,
+                table_version: hidden.version,
+            });
+            let created = Arc::new(PartitionMap {
+                table_id: hidden.id,
+                ..(*request.map).clone()
+            });
+            let route = TableRoute {
+                definition: Arc::new(hidden),
+                map: self.node_failures.route(&created),
+                created,
+                unique: Vec::new(),
+                hidden_of: Some(table.id),
+            };
+            self.set_route(route);
+        }
+        self.set_route(TableRoute {
             definition: request.table,
             created: request.map,
             map,
+            unique,
+            hidden_of: None,
         });
         send(
             ctx,
@@ -354,9 +401,23 @@ impl Tc {
         );
     }
 
+    fn set_route(&mut self, route: TableRoute) {
+        let id = route.definition.id as usize;
+        if self.tables.len() <= id {
+            self.tables.resize_with(id + 1, || None);
+        }
+        self.tables[id] = Some(route);
+    }
+
     fn drop_table(&mut self, from: BlockRef, order: DropTabOrd, ctx: &mut dyn Context) {
-        if let Some(slot) = self.tables.get_mut(order.table_id as usize) {
-            *slot = None;
+        // A base table goes with its unique indexes' hidden tables (a
+        // hidden table is never dropped alone).
+        let slot = self.tables.get_mut(order.table_id as usize);
+        let base = slot.filter(|slot| slot.as_ref().is_some_and(|route| route.hidden_of.is_none()));
+        if let Some(route) = base.and_then(Option::take) {
+            for index in route.unique {
+                self.tables[index.table_id as usize] = None;
+            }
         }
         send(
             ctx,

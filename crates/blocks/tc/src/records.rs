@@ -2,7 +2,8 @@
 //! (max_concurrent_transactions, max_concurrent_operations) so that the hot
 //! path never allocates and running out is an ordinary, retryable error.
 
-use signal::signals::{LockMode, OperationKind, ReadRow, ReplicaChain};
+use signal::attr::KeyHash;
+use signal::signals::{LockMode, OperationKind, ReadRow, ReplicaChain, TcKeyReq};
 use signal::{BlockKind, BlockRef, ErrorCode, Gci, NodeId, TransactionId};
 use stdx::FixedMap;
 
@@ -85,6 +86,17 @@ pub struct Transaction {
     /// for the TCKEYCONF that ends the transaction (one signal to the
     /// client instead of two).
     pub last_row: Option<ReadRow>,
+    /// With an abort for DuplicateKey: the unique index whose value was
+    /// repeated (0: the primary key's), named in the TCKEYREF.
+    pub duplicate_index: u32,
+    /// Before-image reads in flight (`unique.rs`): (operation, table,
+    /// key hash). A later operation of the transaction on the same row
+    /// waits until the read's write is sent, so the row's operations
+    /// reach the ldm in the client's order.
+    pub before_images: Vec<(u32, u32, KeyHash)>,
+    /// Operations waiting for a before-image of their row, in arrival
+    /// order, with their key's hash.
+    pub deferred: Vec<(KeyHash, TcKeyReq)>,
     pub previous_active: u32,
     pub next_active: u32,
     pub next_waiting_for_gci: u32,
@@ -111,6 +123,9 @@ impl Transaction {
             api_failed: false,
             reply_owed: false,
             last_row: None,
+            duplicate_index: 0,
+            before_images: Vec::new(),
+            deferred: Vec::new(),
             previous_active: NIL,
             next_active: NIL,
             next_waiting_for_gci: NIL,
@@ -138,6 +153,34 @@ pub enum OpPhase {
     Aborting,
 }
 
+/// Why an operation is in its transaction (docs/design/scans-and-indexes.md
+/// §5: how a tc keeps unique indexes).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum OpRole {
+    /// A client's operation as it sent it: counted in its batch, a read's
+    /// row goes back to the client.
+    Client,
+    /// The exclusive read of a row's before-image that a client's update,
+    /// delete or write of a table with unique indexes needs first: it
+    /// stands for the client's operation in its batch (and holds it in
+    /// `pending`); its row stays in the tc.
+    BeforeImage,
+    /// An operation the tc added: a client's write sent after its
+    /// before-image (index 0), or the insert or delete of a unique index's
+    /// hidden row (that index's id). Not counted in the batch; a
+    /// DuplicateKey from it names `index_id`.
+    Triggered {
+        /// The unique index whose hidden row it writes (0: none).
+        index_id: u32,
+    },
+    /// A client's write of a row its before-image found missing, sent as
+    /// an insert alone (holding the write in `pending`): prepared, the
+    /// hidden rows' inserts follow; refused with DuplicateKey (another
+    /// transaction inserted the row meanwhile), the write starts again.
+    /// Not counted in the batch.
+    InsertForWrite,
+}
+
 /// One operation.
 pub struct TcOperation {
     pub phase: OpPhase,
@@ -163,6 +206,11 @@ pub struct TcOperation {
     /// A read asked with `tc_key_flags::IGNORE_MISSING`: its row missing
     /// at the primary answers no row, not an abort.
     pub ignore_missing: bool,
+    /// Why the operation is here.
+    pub role: OpRole,
+    /// With `OpRole::BeforeImage` or `OpRole::InsertForWrite`: the
+    /// client's write, sent once the row is read (or started again).
+    pub pending: Option<Box<TcKeyReq>>,
     next_free: u32,
 }
 
@@ -181,6 +229,8 @@ impl TcOperation {
             chain: ReplicaChain::new(&[NodeId(0)]),
             resolving: false,
             ignore_missing: false,
+            role: OpRole::Client,
+            pending: None,
             next_free,
         }
     }
@@ -258,6 +308,8 @@ impl Records {
     /// Frees all operations of a transaction (it keeps its record).
     pub fn release_operations(&mut self, index: u32) {
         let record = &mut self.transactions[index as usize];
+        record.before_images.clear();
+        record.deferred.clear();
         let mut op = record.first_op;
         record.first_op = NIL;
         record.last_op = NIL;

@@ -52,7 +52,8 @@ fn assert_refused(b: &mut Bench, from: BlockRef, request: TcKeyReq, error: Error
             TcKeyRef {
                 transaction_id,
                 client_op,
-                error
+                error,
+                index_id: 0
             }
         )]
     );
@@ -351,7 +352,8 @@ fn forged_and_misdirected_requests_are_bad_requests() {
             TcKeyRef {
                 transaction_id: t,
                 client_op: 3,
-                error: ErrorCode::BadRequest
+                error: ErrorCode::BadRequest,
+                index_id: 0
             }
         )]
     );
@@ -364,7 +366,8 @@ fn forged_and_misdirected_requests_are_bad_requests() {
             TcKeyRef {
                 transaction_id: t,
                 client_op: NO_OP,
-                error: ErrorCode::UnknownTransaction
+                error: ErrorCode::UnknownTransaction,
+                index_id: 0
             }
         )]
     );

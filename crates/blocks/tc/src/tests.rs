@@ -114,6 +114,7 @@ pub(crate) fn refusal_line(
             transaction_id,
             client_op,
             error,
+            index_id: 0,
         },
     )
 }

@@ -72,6 +72,7 @@ fn api_signals_round_trip() {
             transaction_id: TransactionId(1),
             client_op: 2,
             error: ErrorCode::DuplicateKey,
+            index_id: 0,
         }
         .into(),
     );

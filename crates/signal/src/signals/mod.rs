@@ -183,7 +183,7 @@ signal_table! {
     /// ending with one flagged EXECUTE (or COMMIT).
     #[derive(Debug, PartialEq)]
     20 TcKeyReq: Api -> Tc, api_request
-        refused_by TcKeyRef { transaction_id, client_op }
+        refused_by TcKeyRef { transaction_id, client_op, index_id = 0 }
         checked_by checks::tc_key_req
     {
         /// Transaction the operation belongs to.
@@ -235,6 +235,9 @@ signal_table! {
         client_op: u32,
         /// Why.
         error: ErrorCode,
+        /// With [`ErrorCode::DuplicateKey`]: the unique index whose value
+        /// the operation would have repeated (0: the primary key's).
+        index_id: u32,
     }
 
     /// tc -> API. Row data of one read operation; arrives before the batch's
@@ -253,7 +256,7 @@ signal_table! {
     /// API -> tc. Commit a transaction whose batches have all executed.
     #[derive(Debug, PartialEq)]
     24 TcCommitReq: Api -> Tc, api_request
-        refused_by TcKeyRef { transaction_id, client_op = u32::MAX }
+        refused_by TcKeyRef { transaction_id, client_op = u32::MAX, index_id = 0 }
     {
         /// Transaction.
         transaction_id: TransactionId,
@@ -262,7 +265,7 @@ signal_table! {
     /// API -> tc. Abort a transaction and release its locks.
     #[derive(Debug, PartialEq)]
     25 TcRollbackReq: Api -> Tc, api_request
-        refused_by TcKeyRef { transaction_id, client_op = u32::MAX }
+        refused_by TcKeyRef { transaction_id, client_op = u32::MAX, index_id = 0 }
     {
         /// Transaction.
         transaction_id: TransactionId,

@@ -253,42 +253,53 @@ impl Ldm {
             tables, redo, lcp, ..
         } = self;
         let redo = redo.as_ref().expect("LCPs run only with a redo log");
-        let table = tables[table_id as usize].as_mut().expect("just added");
+        let base = tables[table_id as usize].as_ref().expect("just added");
+        // The table's unique indexes' hidden tables were added with it.
+        let hidden = base
+            .definition
+            .unique_indexes()
+            .filter_map(|index| index.unique);
+        let ids: Vec<u32> = std::iter::once(table_id)
+            .chain(hidden.map(|unique| unique.table_id))
+            .collect();
         let mut controls = Vec::new();
-        for partition in table.partitions.iter_mut().flatten() {
-            let part_index = redo.index_of(partition.redo_part);
-            let redo_start_lsn = redo.parts[part_index]
-                .appender
-                .as_ref()
-                .expect("the redo log is ready")
-                .next_lsn();
-            let lcp_id = partition.lcp.next_lcp_id;
-            let header = DataFileHeader {
-                file_number: file_number(lcp_id),
-                lcp_id,
-                table_id,
-                table_version: table.definition.version,
-                partition: partition.store.id,
-                full_parts: PartRange::ALL,
-                row_id_page_shift: DEFAULT_ROW_ID_PAGE_SHIFT,
-            };
-            let mut bytes = Vec::new();
-            let summary = DataFileWriter::new(header, &mut bytes).finish(&mut bytes);
-            controls.push(ControlFile {
-                lcp_id,
-                previous_lcp_id: 0,
-                table_id,
-                table_version: table.definition.version,
-                partition: partition.store.id,
-                row_id_page_shift: DEFAULT_ROW_ID_PAGE_SHIFT,
-                max_gci_completed: lcp.flushed_gci(),
-                max_gci_written: 0,
-                redo_start_lsn,
-                row_count: 0,
-                max_page_count: 0,
-                data_files: vec![summary.entry(&header)],
-            });
-            partition.lcp.creating = true;
+        for id in ids {
+            let table = tables[id as usize].as_mut().expect("just added");
+            for partition in table.partitions.iter_mut().flatten() {
+                let part_index = redo.index_of(partition.redo_part);
+                let redo_start_lsn = redo.parts[part_index]
+                    .appender
+                    .as_ref()
+                    .expect("the redo log is ready")
+                    .next_lsn();
+                let lcp_id = partition.lcp.next_lcp_id;
+                let header = DataFileHeader {
+                    file_number: file_number(lcp_id),
+                    lcp_id,
+                    table_id: id,
+                    table_version: table.definition.version,
+                    partition: partition.store.id,
+                    full_parts: PartRange::ALL,
+                    row_id_page_shift: DEFAULT_ROW_ID_PAGE_SHIFT,
+                };
+                let mut bytes = Vec::new();
+                let summary = DataFileWriter::new(header, &mut bytes).finish(&mut bytes);
+                controls.push(ControlFile {
+                    lcp_id,
+                    previous_lcp_id: 0,
+                    table_id: id,
+                    table_version: table.definition.version,
+                    partition: partition.store.id,
+                    row_id_page_shift: DEFAULT_ROW_ID_PAGE_SHIFT,
+                    max_gci_completed: lcp.flushed_gci(),
+                    max_gci_written: 0,
+                    redo_start_lsn,
+                    row_count: 0,
+                    max_page_count: 0,
+                    data_files: vec![summary.entry(&header)],
+                });
+                partition.lcp.creating = true;
+            }
         }
         if controls.is_empty() {
             return false;
@@ -383,12 +394,10 @@ impl Ldm {
             return;
         }
         let creation = self.lcp.creations.remove(position);
-        if let Some(table) = self
-            .tables
-            .get_mut(table_id as usize)
-            .and_then(Option::as_mut)
-        {
-            for control in creation.controls {
+        // The controls of the table's unique indexes' hidden tables too.
+        for control in creation.controls {
+            let table = self.tables.get_mut(control.table_id as usize);
+            if let Some(table) = table.and_then(Option::as_mut) {
                 if let Some(partition) = table.partitions[control.partition as usize].as_mut() {
                     partition.lcp.creating = false;
                     let file = control.data_files[0].file_number;

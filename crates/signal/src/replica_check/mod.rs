@@ -37,6 +37,10 @@
 //! );
 //! ```
 
+mod unique;
+
+pub use unique::UniqueProblem;
+
 use crate::attr::AttrIter;
 use crate::ids::{Gci, NodeId};
 use crate::order;
@@ -293,6 +297,13 @@ pub enum MismatchKind {
         /// What is wrong.
         problem: IndexProblem,
     },
+    /// A unique index's hidden table disagrees with the table's rows.
+    Unique {
+        /// The index.
+        index: u32,
+        /// What is wrong.
+        problem: UniqueProblem,
+    },
     /// Both have the row with different values (key columns included).
     Values {
         /// The reference replica.
@@ -351,6 +362,7 @@ impl Mismatch {
     /// {"kind":"missing_row","table_id":T,"partition":P,"row_id":R,"present_on":N,"missing_on":N}
     /// {"kind":"gci","table_id":T,"partition":P,"row_id":R,"reference_node":N,"reference_gci":G,"node":N,"gci":G}
     /// {"kind":"values","table_id":T,"partition":P,"row_id":R,"reference_node":N,"node":N,"column":C or null}
+    /// {"kind":"unique","table_id":T,"partition":P,"row_id":R,"index":I,"problem":"missing_hidden_row"}
     /// ```
     ///
     /// GCIs are the full 64-bit value (as `show` prints `latest_gci`).
@@ -360,6 +372,7 @@ impl Mismatch {
             MismatchKind::Gci { .. } => "gci",
             MismatchKind::Values { .. } => "values",
             MismatchKind::Index { .. } => "index",
+            MismatchKind::Unique { .. } => "unique",
         };
         // Writing to a String cannot fail.
         let _ = write!(
@@ -394,6 +407,9 @@ impl Mismatch {
                 r#","node":{node},"index":{index},"problem":"{}"}}"#,
                 problem.name()
             ),
+            MismatchKind::Unique { index, problem } => {
+                write!(out, r#","index":{index},"problem":"{}"}}"#, problem.name())
+            }
             MismatchKind::Values {
                 reference,
                 node,
@@ -438,6 +454,9 @@ impl fmt::Display for Mismatch {
                 index,
                 problem,
             } => write!(f, "index {index} on node {node}: {}", problem.name()),
+            MismatchKind::Unique { index, problem } => {
+                write!(f, "unique index {index}: {}", problem.name())
+            }
             MismatchKind::Values {
                 reference,
                 node,

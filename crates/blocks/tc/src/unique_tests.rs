@@ -1,0 +1,687 @@
+//! How a tc keeps a unique index (`unique.rs`): the operations it adds to
+//! a client's insert, update, delete and write of a table with a unique
+//! index, the DuplicateKey naming the index, and the refusal of a
+//! client's write to the hidden table. The test plays dict, dih, the ldms
+//! and the API, as in `tests.rs`.
+
+use crate::tests::{config, partition_map, txn, API, COMMIT, DICT, DIH, EXECUTE, G1, START, TC};
+use crate::tests::{MEMBERSHIP, NODE};
+use crate::{Tc, TcConfig};
+use kernel::testing::{column, deliver, RecordingContext};
+use kernel::Context;
+use signal::attr::{AttrIter, AttrWriter};
+use signal::schema::{ColumnType, IndexDef, TableDef, UniqueTable};
+use signal::signals::*;
+use signal::{BlockRef, ErrorCode, Section, Signal, TransactionId};
+use std::sync::Arc;
+
+const TABLE: u32 = 3;
+const VERSION: u32 = 7;
+const HIDDEN: u32 = 4;
+const HIDDEN_VERSION: u32 = 2;
+const INDEX: u32 = 1;
+/// The indexed column (VARCHAR, NULL allowed) and another one.
+const EMAIL: u16 = 1;
+const V: u16 = 2;
+
+fn table() -> TableDef {
+    let table = TableDef {
+        id: TABLE,
+        version: VERSION,
+        name: "users".into(),
+        columns: vec![
+            column("k", ColumnType::Int { unsigned: false }, false),
+            column("email", ColumnType::VarChar(20), true),
+            column("v", ColumnType::Int { unsigned: false }, true),
+        ],
+        primary_key: vec![0],
+        partitions: 2,
+        indexes: vec![IndexDef {
+            id: INDEX,
+            name: "by_email".into(),
+            columns: vec![EMAIL],
+            unique: Some(UniqueTable {
+                table_id: HIDDEN,
+                table_version: HIDDEN_VERSION,
+            }),
+        }],
+        revision: INDEX,
+    };
+    table.validate().expect("valid");
+    table
+}
+
+/// Attribute entries: (column, value or NULL).
+type Entries<'a> = &'a [(u16, Option<&'a [u8]>)];
+
+struct Bench {
+    tc: Tc,
+    ctx: RecordingContext,
+}
+
+/// What the tc sent an ldm, decoded.
+#[derive(Debug, PartialEq)]
+struct Sent {
+    ldm: BlockRef,
+    tc_op: u32,
+    table_id: u32,
+    kind: OperationKind,
+    lock: LockMode,
+    key: Vec<(u16, Option<Vec<u8>>)>,
+    attr: Option<Vec<(u16, Option<Vec<u8>>)>>,
+    /// The attribute section's bytes (a read's projection: column ids).
+    raw_attr: Option<Vec<u8>>,
+}
+
+fn entries(section: &[u8]) -> Vec<(u16, Option<Vec<u8>>)> {
+    AttrIter::new(section)
+        .map(|entry| {
+            let entry = entry.expect("well formed");
+            (entry.column, entry.value.map(<[u8]>::to_vec))
+        })
+        .collect()
+}
+
+fn int(k: i32) -> Option<Vec<u8>> {
+    Some(k.to_le_bytes().to_vec())
+}
+
+fn text(s: &str) -> Option<Vec<u8>> {
+    Some(s.as_bytes().to_vec())
+}
+
+impl Bench {
+    fn new() -> Bench {
+        // A write of a table with a unique index takes up to four
+        // operation records.
+        let config = TcConfig {
+            max_operations: 64,
+            max_operations_per_transaction: 32,
+            ..config()
+        };
+        let mut bench = Bench {
+            tc: Tc::new(config),
+            ctx: RecordingContext::new(),
+        };
+        for &phase in signal::phases::PHASES {
+            bench.deliver(MEMBERSHIP, StartPhaseReq { phase });
+        }
+        bench.deliver(DIH, GcpCommit { gci: G1 });
+        let table = table();
+        let map = Arc::new(partition_map(&table));
+        let table = Arc::new(table);
+        bench.deliver(DICT, TcAddTabReq { table, map });
+        bench.ctx.sent.clear();
+        bench
+    }
+
+    fn deliver(&mut self, from: BlockRef, signal: impl Into<Signal>) {
+        deliver(&mut self.tc, &mut self.ctx, from, signal);
+    }
+
+    fn section(&self, entries: Entries<'_>) -> Section {
+        let mut section = self.ctx.pool().alloc(128).expect("room");
+        let mut writer = AttrWriter::new(section.as_mut_slice());
+        for &(column, value) in entries {
+            writer.push(column, value).expect("fits");
+        }
+        let used = writer.len();
+        section.set_len(used);
+        section
+    }
+
+    fn request(
+        &self,
+        t: TransactionId,
+        kind: OperationKind,
+        k: i32,
+        attr: Option<Entries<'_>>,
+    ) -> TcKeyReq {
+        TcKeyReq {
+            transaction_id: t,
+            client_op: 0,
+            flags: START | EXECUTE,
+            kind,
+            lock: LockMode::Exclusive,
+            table_id: TABLE,
+            table_version: VERSION,
+            key: self.section(&[(0, Some(&k.to_le_bytes()))]),
+            attr: attr.map(|entries| self.section(entries)),
+        }
+    }
+
+    /// Every signal sent since the last call: the LQHKEYREQs decoded, the
+    /// rest as they are.
+    fn take(&mut self) -> (Vec<Sent>, Vec<Signal>) {
+        let mut requests = Vec::new();
+        let mut others = Vec::new();
+        for sent in self.ctx.sent.drain(..) {
+            match sent.envelope.signal {
+                Signal::LqhKeyReq(request) => requests.push(Sent {
+                    ldm: sent.envelope.to,
+                    tc_op: request.tc_op,
+                    table_id: request.table_id,
+                    kind: request.kind,
+                    lock: request.lock,
+                    key: entries(request.key.as_slice()),
+                    attr: (request.kind != OperationKind::Read)
+                        .then(|| request.attr.as_ref().map(|attr| entries(attr.as_slice())))
+                        .flatten(),
+                    raw_attr: request.attr.map(|attr| attr.as_slice().to_vec()),
+                }),
+                other => others.push(other),
+            }
+        }
+        (requests, others)
+    }
+
+    fn prepared(&mut self, sent: &Sent, data: Option<Entries<'_>>) {
+        let data = data.map(|entries| self.section(entries));
+        let conf = LqhKeyConf {
+            tc_op: sent.tc_op,
+            ldm_op: 100 + sent.tc_op,
+            data,
+            released: false,
+        };
+        self.deliver(sent.ldm, conf);
+    }
+}
+
+fn batch_answered(others: &[Signal], t: TransactionId) {
+    assert!(
+        matches!(
+            others,
+            [Signal::TcKeyConf(TcKeyConf { transaction_id, operations: 1, committed: false, .. })]
+                if *transaction_id == t
+        ),
+        "expected one TCKEYCONF for the client's one operation, got {others:?}"
+    );
+}
+
+/// The one signal sent, when it is a TCKEYREF.
+fn only_refusal(others: &[Signal]) -> Option<&TcKeyRef> {
+    match others {
+        [Signal::TcKeyRef(refusal)] => Some(refusal),
+        _ => None,
+    }
+}
+
+#[test]
+fn an_insert_inserts_the_hidden_row_in_the_same_transaction() {
+    let mut b = Bench::new();
+    let t = txn(API, 1);
+    let email: &[u8] = b"ada@x";
+    let request = b.request(t, OperationKind::Insert, 5, Some(&[(EMAIL, Some(email))]));
+    b.deliver(API, request);
+    let (sent, others) = b.take();
+    assert!(others.is_empty());
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(
+        (sent[0].table_id, sent[0].kind),
+        (TABLE, OperationKind::Insert)
+    );
+    // The hidden row: key the email (hidden column 0), then the primary key
+    // (hidden column 1).
+    assert_eq!(sent[1].table_id, HIDDEN);
+    assert_eq!(sent[1].kind, OperationKind::Insert);
+    assert_eq!(sent[1].key, vec![(0, text("ada@x"))]);
+    assert_eq!(sent[1].attr, Some(vec![(1, int(5))]));
+    b.prepared(&sent[0], None);
+    assert!(b.take().1.is_empty(), "answered before the hidden insert");
+    b.prepared(&sent[1], None);
+    batch_answered(&b.take().1, t);
+}
+
+#[test]
+fn an_insert_with_a_null_in_the_index_has_no_hidden_row() {
+    let mut b = Bench::new();
+    let t = txn(API, 1);
+    let v: &[u8] = &1i32.to_le_bytes();
+    // Left out, and NULL: no hidden row either way.
+    for attr in [vec![(V, Some(v))], vec![(EMAIL, None), (V, Some(v))]] {
+        let request = b.request(t, OperationKind::Insert, 5, Some(&attr));
+        b.deliver(API, request);
+        let (sent, _) = b.take();
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        assert_eq!(sent[0].table_id, TABLE);
+        b.prepared(&sent[0], None);
+        batch_answered(&b.take().1, t);
+        b.deliver(API, TcRollbackReq { transaction_id: t });
+        b.take();
+        // (the rollback's ABORT answered)
+        b.deliver(
+            sent[0].ldm,
+            AbortConf {
+                tc_op: sent[0].tc_op,
+            },
+        );
+        b.take();
+    }
+    assert_eq!(b.tc.transactions_in_use(), 0);
+}
+
+#[test]
+fn a_duplicate_value_aborts_with_duplicate_key_naming_the_index() {
+    let mut b = Bench::new();
+    let t = txn(API, 1);
+    let email: &[u8] = b"ada@x";
+    let request = b.request(t, OperationKind::Insert, 5, Some(&[(EMAIL, Some(email))]));
+    b.deliver(API, request);
+    let (sent, _) = b.take();
+    b.prepared(&sent[0], None);
+    b.deliver(
+        sent[1].ldm,
+        LqhKeyRef {
+            tc_op: sent[1].tc_op,
+            error: ErrorCode::DuplicateKey,
+        },
+    );
+    // The base insert is aborted; the hidden one held nothing.
+    let (_, others) = b.take();
+    assert!(
+        matches!(&others[..], [Signal::AbortReq(abort)] if abort.tc_op == sent[0].tc_op),
+        "{others:?}"
+    );
+    b.deliver(
+        sent[0].ldm,
+        AbortConf {
+            tc_op: sent[0].tc_op,
+        },
+    );
+    let (_, others) = b.take();
+    assert_eq!(
+        only_refusal(&others),
+        Some(&TcKeyRef {
+            transaction_id: t,
+            client_op: 0,
+            error: ErrorCode::DuplicateKey,
+            index_id: INDEX,
+        })
+    );
+}
+
+#[test]
+fn an_update_of_the_indexed_column_reads_the_row_then_moves_its_hidden_row() {
+    let mut b = Bench::new();
+    let t = txn(API, 1);
+    let new: &[u8] = b"bob@x";
+    let request = b.request(t, OperationKind::Update, 5, Some(&[(EMAIL, Some(new))]));
+    b.deliver(API, request);
+    let (sent, others) = b.take();
+    assert!(others.is_empty());
+    // First the row's indexed columns, read with an exclusive lock.
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(
+        (sent[0].table_id, sent[0].kind, sent[0].lock),
+        (TABLE, OperationKind::Read, LockMode::Exclusive)
+    );
+    assert_eq!(
+        sent[0].raw_attr,
+        Some(EMAIL.to_le_bytes().to_vec()),
+        "projection"
+    );
+    let old: &[u8] = b"ada@x";
+    b.prepared(&sent[0], Some(&[(EMAIL, Some(old))]));
+    let (then, others) = b.take();
+    assert!(others.is_empty(), "nothing to the client: {others:?}");
+    let shape: Vec<_> = then.iter().map(|s| (s.table_id, s.kind)).collect();
+    assert_eq!(
+        shape,
+        vec![
+            (TABLE, OperationKind::Update),
+            (HIDDEN, OperationKind::Delete),
+            (HIDDEN, OperationKind::Insert)
+        ]
+    );
+    assert_eq!(then[1].key, vec![(0, text("ada@x"))]);
+    assert_eq!(then[2].key, vec![(0, text("bob@x"))]);
+    assert_eq!(then[2].attr, Some(vec![(1, int(5))]));
+    for sent in &then {
+        b.prepared(sent, None);
+    }
+    batch_answered(&b.take().1, t);
+    // Commit: every operation, the read's lock too, commits.
+    b.deliver(API, TcCommitReq { transaction_id: t });
+    let (_, others) = b.take();
+    let commits = others
+        .iter()
+        .filter(|signal| matches!(signal, Signal::CommitReq(_)))
+        .count();
+    assert_eq!(commits, 4, "{others:?}");
+}
+
+#[test]
+fn an_update_that_leaves_the_index_alone_is_sent_as_it_is() {
+    let mut b = Bench::new();
+    let t = txn(API, 1);
+    let v: &[u8] = &9i32.to_le_bytes();
+    let request = b.request(t, OperationKind::Update, 5, Some(&[(V, Some(v))]));
+    b.deliver(API, request);
+    let (sent, _) = b.take();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(
+        (sent[0].table_id, sent[0].kind),
+        (TABLE, OperationKind::Update)
+    );
+    // Same value with other trailing spaces (PAD SPACE): the same key,
+    // so the hidden row stays.
+    let t = txn(API, 2);
+    let same: &[u8] = b"ada@x  ";
+    let request = b.request(t, OperationKind::Update, 6, Some(&[(EMAIL, Some(same))]));
+    b.deliver(API, request);
+    let (sent, _) = b.take();
+    let old: &[u8] = b"ada@x";
+    b.prepared(&sent[0], Some(&[(EMAIL, Some(old))]));
+    let (then, _) = b.take();
+    let shape: Vec<_> = then.iter().map(|s| (s.table_id, s.kind)).collect();
+    assert_eq!(shape, vec![(TABLE, OperationKind::Update)]);
+}
+
+#[test]
+fn a_delete_removes_the_hidden_row_and_a_write_of_a_missing_row_inserts_it() {
+    let mut b = Bench::new();
+    let t = txn(API, 1);
+    let request = b.request(t, OperationKind::Delete, 5, None);
+    b.deliver(API, request);
+    let (sent, _) = b.take();
+    assert_eq!(sent[0].kind, OperationKind::Read);
+    let old: &[u8] = b"ada@x";
+    b.prepared(&sent[0], Some(&[(EMAIL, Some(old))]));
+    let (then, _) = b.take();
+    let shape: Vec<_> = then.iter().map(|s| (s.table_id, s.kind)).collect();
+    assert_eq!(
+        shape,
+        vec![
+            (TABLE, OperationKind::Delete),
+            (HIDDEN, OperationKind::Delete)
+        ]
+    );
+    assert_eq!(then[1].key, vec![(0, text("ada@x"))]);
+
+    // A write whose row is not there: the read finds nothing, the write
+    // goes as an insert, alone; prepared, the hidden row follows.
+    let t = txn(API, 2);
+    let email: &[u8] = b"eve@x";
+    let request = b.request(t, OperationKind::Write, 6, Some(&[(EMAIL, Some(email))]));
+    b.deliver(API, request);
+    let (sent, _) = b.take();
+    assert_eq!(sent[0].kind, OperationKind::Read);
+    b.deliver(
+        sent[0].ldm,
+        LqhKeyRef {
+            tc_op: sent[0].tc_op,
+            error: ErrorCode::NoSuchRow,
+        },
+    );
+    let (insert, _) = b.take();
+    let shape: Vec<_> = insert.iter().map(|s| (s.table_id, s.kind)).collect();
+    assert_eq!(shape, vec![(TABLE, OperationKind::Insert)]);
+    b.prepared(&insert[0], None);
+    let (hidden, others) = b.take();
+    assert!(others.is_empty(), "{others:?}");
+    let shape: Vec<_> = hidden.iter().map(|s| (s.table_id, s.kind)).collect();
+    assert_eq!(shape, vec![(HIDDEN, OperationKind::Insert)]);
+    assert_eq!(hidden[0].key, vec![(0, text("eve@x"))]);
+    b.prepared(&hidden[0], None);
+    batch_answered(&b.take().1, t);
+}
+
+#[test]
+fn a_write_whose_row_another_transaction_inserted_meanwhile_updates_it() {
+    let mut b = Bench::new();
+    let t = txn(API, 1);
+    let email: &[u8] = b"eve@x";
+    let request = b.request(t, OperationKind::Write, 6, Some(&[(EMAIL, Some(email))]));
+    b.deliver(API, request);
+    let (sent, _) = b.take();
+    b.deliver(
+        sent[0].ldm,
+        LqhKeyRef {
+            tc_op: sent[0].tc_op,
+            error: ErrorCode::NoSuchRow,
+        },
+    );
+    let (insert, _) = b.take();
+    // The row is there by now: the insert is refused at the primary...
+    b.deliver(
+        insert[0].ldm,
+        LqhKeyRef {
+            tc_op: insert[0].tc_op,
+            error: ErrorCode::DuplicateKey,
+        },
+    );
+    // ... and the write reads the row again, then updates it.
+    let (again, others) = b.take();
+    assert!(others.is_empty(), "no abort: {others:?}");
+    let shape: Vec<_> = again.iter().map(|s| (s.table_id, s.kind)).collect();
+    assert_eq!(shape, vec![(TABLE, OperationKind::Read)]);
+    let old: &[u8] = b"old@x";
+    b.prepared(&again[0], Some(&[(EMAIL, Some(old))]));
+    let (then, _) = b.take();
+    let shape: Vec<_> = then.iter().map(|s| (s.table_id, s.kind)).collect();
+    assert_eq!(
+        shape,
+        vec![
+            (TABLE, OperationKind::Update),
+            (HIDDEN, OperationKind::Delete),
+            (HIDDEN, OperationKind::Insert)
+        ]
+    );
+    for sent in &then {
+        b.prepared(sent, None);
+    }
+    batch_answered(&b.take().1, t);
+}
+
+#[test]
+fn a_delete_of_a_row_that_is_not_there_fails_as_without_an_index() {
+    let mut b = Bench::new();
+    let t = txn(API, 1);
+    let request = b.request(t, OperationKind::Delete, 5, None);
+    b.deliver(API, request);
+    let (sent, _) = b.take();
+    b.deliver(
+        sent[0].ldm,
+        LqhKeyRef {
+            tc_op: sent[0].tc_op,
+            error: ErrorCode::NoSuchRow,
+        },
+    );
+    let (more, others) = b.take();
+    assert!(more.is_empty());
+    assert_eq!(
+        only_refusal(&others),
+        Some(&TcKeyRef {
+            transaction_id: t,
+            client_op: 0,
+            error: ErrorCode::NoSuchRow,
+            index_id: 0,
+        })
+    );
+    assert_eq!(b.tc.transactions_in_use(), 0);
+}
+
+#[test]
+fn clients_may_read_a_hidden_table_but_never_write_it() {
+    let mut b = Bench::new();
+    let t = txn(API, 1);
+    let email: &[u8] = b"ada@x";
+    let mut read = b.request(t, OperationKind::Read, 0, None);
+    read.table_id = HIDDEN;
+    read.table_version = HIDDEN_VERSION;
+    read.key = b.section(&[(0, Some(email))]);
+    read.flags |= COMMIT;
+    b.deliver(API, read);
+    let (sent, _) = b.take();
+    assert_eq!(
+        (sent[0].table_id, sent[0].kind),
+        (HIDDEN, OperationKind::Read)
+    );
+    b.deliver(
+        sent[0].ldm,
+        LqhKeyRef {
+            tc_op: sent[0].tc_op,
+            error: ErrorCode::NoSuchRow,
+        },
+    );
+    b.take();
+
+    let t = txn(API, 2);
+    let mut insert = b.request(
+        t,
+        OperationKind::Insert,
+        0,
+        Some(&[(1, Some(&5i32.to_le_bytes()))]),
+    );
+    insert.table_id = HIDDEN;
+    insert.table_version = HIDDEN_VERSION;
+    insert.key = b.section(&[(0, Some(email))]);
+    b.deliver(API, insert);
+    let (sent, others) = b.take();
+    assert!(sent.is_empty());
+    assert_eq!(
+        only_refusal(&others),
+        Some(&TcKeyRef {
+            transaction_id: t,
+            client_op: 0,
+            error: ErrorCode::BadRequest,
+            index_id: 0,
+        })
+    );
+    assert_eq!(b.tc.transactions_in_use(), 0);
+    let _ = (TC, NODE);
+}
+
+#[test]
+fn a_drop_takes_the_hidden_table_with_it_and_a_take_over_hears_only_the_base() {
+    let mut b = Bench::new();
+    assert_eq!(b.tc.table_versions(), vec![(TABLE, VERSION, INDEX)]);
+    b.deliver(DICT, DropTabOrd { table_id: TABLE });
+    b.take();
+    assert!(b.tc.tables.iter().all(Option::is_none));
+}
+
+#[test]
+fn a_later_operation_on_the_same_row_waits_for_the_before_image_write() {
+    let mut b = Bench::new();
+    let t = txn(API, 1);
+    let (y, z): (&[u8], &[u8]) = (b"y@x", b"z@x");
+    let mut first = b.request(t, OperationKind::Update, 5, Some(&[(EMAIL, Some(y))]));
+    first.flags = START;
+    b.deliver(API, first);
+    // Another row's insert goes at once; the same row's update and read
+    // wait, in order.
+    let mut other = b.request(t, OperationKind::Read, 6, None);
+    other.flags = 0;
+    b.deliver(API, other);
+    let mut second = b.request(t, OperationKind::Update, 5, Some(&[(EMAIL, Some(z))]));
+    second.flags = 0;
+    b.deliver(API, second);
+    let mut read = b.request(t, OperationKind::Read, 5, None);
+    read.flags = EXECUTE;
+    b.deliver(API, read);
+    let (sent, _) = b.take();
+    let shape: Vec<_> = sent.iter().map(|s| (s.kind, s.key.clone())).collect();
+    assert_eq!(
+        shape,
+        vec![
+            (OperationKind::Read, vec![(0, int(5))]),
+            (OperationKind::Read, vec![(0, int(6))])
+        ],
+        "the before-image, then the other row's read"
+    );
+    let old: &[u8] = b"x@x";
+    b.prepared(&sent[0], Some(&[(EMAIL, Some(old))]));
+    // The first write with its hidden rows, then the second update's
+    // before-image read (which sees the first write): the read of row 5
+    // still waits behind it.
+    let (then, _) = b.take();
+    let shape: Vec<_> = then.iter().map(|s| (s.table_id, s.kind)).collect();
+    assert_eq!(
+        shape,
+        vec![
+            (TABLE, OperationKind::Update),
+            (HIDDEN, OperationKind::Delete),
+            (HIDDEN, OperationKind::Insert),
+            (TABLE, OperationKind::Read)
+        ]
+    );
+    b.prepared(&then[3], Some(&[(EMAIL, Some(y))]));
+    let (last, _) = b.take();
+    let shape: Vec<_> = last.iter().map(|s| (s.table_id, s.kind)).collect();
+    assert_eq!(
+        shape,
+        vec![
+            (TABLE, OperationKind::Update),
+            (HIDDEN, OperationKind::Delete),
+            (HIDDEN, OperationKind::Insert),
+            (TABLE, OperationKind::Read)
+        ],
+        "the second write moves y to z, then the waiting read goes"
+    );
+    assert_eq!(last[1].key, vec![(0, text("y@x"))]);
+    assert_eq!(last[2].key, vec![(0, text("z@x"))]);
+    for sent in then[..3].iter().chain(&last).chain(&sent[1..]) {
+        b.prepared(sent, None);
+    }
+    let (_, others) = b.take();
+    assert!(
+        matches!(
+            &others[..],
+            [Signal::TcKeyConf(TcKeyConf { operations: 4, .. })]
+        ),
+        "the client's four operations answered once: {others:?}"
+    );
+}
+
+#[test]
+fn an_abort_drops_the_operations_waiting_for_a_before_image() {
+    let mut b = Bench::new();
+    let t = txn(API, 1);
+    let mut delete = b.request(t, OperationKind::Delete, 5, None);
+    delete.flags = START;
+    b.deliver(API, delete);
+    let email: &[u8] = b"a@x";
+    let mut insert = b.request(t, OperationKind::Insert, 5, Some(&[(EMAIL, Some(email))]));
+    insert.flags = EXECUTE;
+    b.deliver(API, insert);
+    let (sent, _) = b.take();
+    assert_eq!(sent.len(), 1, "the insert waits for the delete: {sent:?}");
+    b.deliver(
+        sent[0].ldm,
+        LqhKeyRef {
+            tc_op: sent[0].tc_op,
+            error: ErrorCode::NoSuchRow,
+        },
+    );
+    let (more, others) = b.take();
+    assert!(more.is_empty(), "the waiting insert was dropped: {more:?}");
+    assert!(only_refusal(&others).is_some_and(|r| r.error == ErrorCode::NoSuchRow));
+    assert_eq!(b.tc.transactions_in_use(), 0);
+    assert_eq!(b.tc.records.operations_in_use, 0);
+}
+
+#[test]
+fn a_unique_index_of_primary_key_columns_leaves_other_updates_alone() {
+    let mut b = Bench::new();
+    // The table again, its unique index on the key column.
+    let mut table = table();
+    table.indexes[0].columns = vec![0];
+    let map = Arc::new(partition_map(&table));
+    b.deliver(DICT, DropTabOrd { table_id: TABLE });
+    b.deliver(
+        DICT,
+        TcAddTabReq {
+            table: Arc::new(table),
+            map,
+        },
+    );
+    b.take();
+    let t = txn(API, 1);
+    let v: &[u8] = &3i32.to_le_bytes();
+    let request = b.request(t, OperationKind::Update, 5, Some(&[(V, Some(v))]));
+    b.deliver(API, request);
+    let (sent, _) = b.take();
+    let shape: Vec<_> = sent.iter().map(|s| (s.table_id, s.kind)).collect();
+    assert_eq!(shape, vec![(TABLE, OperationKind::Update)]);
+}
