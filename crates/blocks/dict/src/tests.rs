@@ -818,6 +818,14 @@ fn stray_drop_report_stops_the_node() {
     );
 }
 
+/// The table a create asks dih to place.
+fn placed(ctx: &RecordingContext) -> Arc<TableDef> {
+    match &ctx.sent[0].envelope.signal {
+        Signal::DiAddTabReq(request) => Arc::clone(&request.table),
+        other => panic!("expected DiAddTabReq, got {other:?}"),
+    }
+}
+
 /// A unique index's hidden table takes the next free id with that id's
 /// next version, and no other table takes it while its base table lives;
 /// a drop of the base table frees both. The index cannot be dropped alone.
@@ -833,10 +841,7 @@ fn a_unique_index_reserves_its_hidden_table_id_until_its_table_is_dropped() {
     });
     let request = create_request(&ctx, 9, &with_unique);
     deliver(&mut dict, &mut ctx, API, request);
-    let table = match &ctx.sent[0].envelope.signal {
-        Signal::DiAddTabReq(request) => Arc::clone(&request.table),
-        other => panic!("expected DiAddTabReq, got {other:?}"),
-    };
+    let table = placed(&ctx);
     let unique = table.indexes[0].unique.expect("unique");
     assert_eq!((table.id, unique.table_id, unique.table_version), (0, 1, 1));
     answer_create(&mut dict, &mut ctx, table.id);
@@ -866,10 +871,7 @@ fn a_unique_index_reserves_its_hidden_table_id_until_its_table_is_dropped() {
     assert_eq!((first, version), (0, 2));
     let request = create_request(&ctx, 9, &with_unique);
     deliver(&mut dict, &mut ctx, API, request);
-    let table = match &ctx.sent[0].envelope.signal {
-        Signal::DiAddTabReq(request) => Arc::clone(&request.table),
-        other => panic!("expected DiAddTabReq, got {other:?}"),
-    };
+    let table = placed(&ctx);
     let unique = table.indexes[0].unique.expect("unique");
     assert_eq!((table.id, unique.table_id, unique.table_version), (1, 3, 1));
 }

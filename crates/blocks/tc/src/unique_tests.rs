@@ -175,6 +175,15 @@ impl Bench {
         (requests, others)
     }
 
+    /// Plays the ldm: LQHKEYREF for `sent`.
+    fn refused(&mut self, sent: &Sent, error: ErrorCode) {
+        let refusal = LqhKeyRef {
+            tc_op: sent.tc_op,
+            error,
+        };
+        self.deliver(sent.ldm, refusal);
+    }
+
     fn prepared(&mut self, sent: &Sent, data: Option<Entries<'_>>) {
         let data = data.map(|entries| self.section(entries));
         let conf = LqhKeyConf {
@@ -185,6 +194,19 @@ impl Bench {
         };
         self.deliver(sent.ldm, conf);
     }
+}
+
+/// What an update that moves a row's value sends: the write, the old
+/// hidden row's delete, the new one's insert.
+const MOVED: [(u32, OperationKind); 3] = [
+    (TABLE, OperationKind::Update),
+    (HIDDEN, OperationKind::Delete),
+    (HIDDEN, OperationKind::Insert),
+];
+
+/// (table, kind) of each operation sent.
+fn shape(sent: &[Sent]) -> Vec<(u32, OperationKind)> {
+    sent.iter().map(|sent| (sent.table_id, sent.kind)).collect()
 }
 
 fn batch_answered(others: &[Signal], t: TransactionId) {
@@ -269,13 +291,7 @@ fn a_duplicate_value_aborts_with_duplicate_key_naming_the_index() {
     b.deliver(API, request);
     let (sent, _) = b.take();
     b.prepared(&sent[0], None);
-    b.deliver(
-        sent[1].ldm,
-        LqhKeyRef {
-            tc_op: sent[1].tc_op,
-            error: ErrorCode::DuplicateKey,
-        },
-    );
+    b.refused(&sent[1], ErrorCode::DuplicateKey);
     // The base insert is aborted; the hidden one held nothing.
     let (_, others) = b.take();
     assert!(
@@ -324,15 +340,7 @@ fn an_update_of_the_indexed_column_reads_the_row_then_moves_its_hidden_row() {
     b.prepared(&sent[0], Some(&[(EMAIL, Some(old))]));
     let (then, others) = b.take();
     assert!(others.is_empty(), "nothing to the client: {others:?}");
-    let shape: Vec<_> = then.iter().map(|s| (s.table_id, s.kind)).collect();
-    assert_eq!(
-        shape,
-        vec![
-            (TABLE, OperationKind::Update),
-            (HIDDEN, OperationKind::Delete),
-            (HIDDEN, OperationKind::Insert)
-        ]
-    );
+    assert_eq!(shape(&then), MOVED.to_vec());
     assert_eq!(then[1].key, vec![(0, text("ada@x"))]);
     assert_eq!(then[2].key, vec![(0, text("bob@x"))]);
     assert_eq!(then[2].attr, Some(vec![(1, int(5))]));
@@ -373,8 +381,7 @@ fn an_update_that_leaves_the_index_alone_is_sent_as_it_is() {
     let old: &[u8] = b"ada@x";
     b.prepared(&sent[0], Some(&[(EMAIL, Some(old))]));
     let (then, _) = b.take();
-    let shape: Vec<_> = then.iter().map(|s| (s.table_id, s.kind)).collect();
-    assert_eq!(shape, vec![(TABLE, OperationKind::Update)]);
+    assert_eq!(shape(&then), vec![(TABLE, OperationKind::Update)]);
 }
 
 #[test]
@@ -388,9 +395,8 @@ fn a_delete_removes_the_hidden_row_and_a_write_of_a_missing_row_inserts_it() {
     let old: &[u8] = b"ada@x";
     b.prepared(&sent[0], Some(&[(EMAIL, Some(old))]));
     let (then, _) = b.take();
-    let shape: Vec<_> = then.iter().map(|s| (s.table_id, s.kind)).collect();
     assert_eq!(
-        shape,
+        shape(&then),
         vec![
             (TABLE, OperationKind::Delete),
             (HIDDEN, OperationKind::Delete)
@@ -406,21 +412,13 @@ fn a_delete_removes_the_hidden_row_and_a_write_of_a_missing_row_inserts_it() {
     b.deliver(API, request);
     let (sent, _) = b.take();
     assert_eq!(sent[0].kind, OperationKind::Read);
-    b.deliver(
-        sent[0].ldm,
-        LqhKeyRef {
-            tc_op: sent[0].tc_op,
-            error: ErrorCode::NoSuchRow,
-        },
-    );
+    b.refused(&sent[0], ErrorCode::NoSuchRow);
     let (insert, _) = b.take();
-    let shape: Vec<_> = insert.iter().map(|s| (s.table_id, s.kind)).collect();
-    assert_eq!(shape, vec![(TABLE, OperationKind::Insert)]);
+    assert_eq!(shape(&insert), vec![(TABLE, OperationKind::Insert)]);
     b.prepared(&insert[0], None);
     let (hidden, others) = b.take();
     assert!(others.is_empty(), "{others:?}");
-    let shape: Vec<_> = hidden.iter().map(|s| (s.table_id, s.kind)).collect();
-    assert_eq!(shape, vec![(HIDDEN, OperationKind::Insert)]);
+    assert_eq!(shape(&hidden), vec![(HIDDEN, OperationKind::Insert)]);
     assert_eq!(hidden[0].key, vec![(0, text("eve@x"))]);
     b.prepared(&hidden[0], None);
     batch_answered(&b.take().1, t);
@@ -434,39 +432,18 @@ fn a_write_whose_row_another_transaction_inserted_meanwhile_updates_it() {
     let request = b.request(t, OperationKind::Write, 6, Some(&[(EMAIL, Some(email))]));
     b.deliver(API, request);
     let (sent, _) = b.take();
-    b.deliver(
-        sent[0].ldm,
-        LqhKeyRef {
-            tc_op: sent[0].tc_op,
-            error: ErrorCode::NoSuchRow,
-        },
-    );
+    b.refused(&sent[0], ErrorCode::NoSuchRow);
     let (insert, _) = b.take();
     // The row is there by now: the insert is refused at the primary...
-    b.deliver(
-        insert[0].ldm,
-        LqhKeyRef {
-            tc_op: insert[0].tc_op,
-            error: ErrorCode::DuplicateKey,
-        },
-    );
+    b.refused(&insert[0], ErrorCode::DuplicateKey);
     // ... and the write reads the row again, then updates it.
     let (again, others) = b.take();
     assert!(others.is_empty(), "no abort: {others:?}");
-    let shape: Vec<_> = again.iter().map(|s| (s.table_id, s.kind)).collect();
-    assert_eq!(shape, vec![(TABLE, OperationKind::Read)]);
+    assert_eq!(shape(&again), vec![(TABLE, OperationKind::Read)]);
     let old: &[u8] = b"old@x";
     b.prepared(&again[0], Some(&[(EMAIL, Some(old))]));
     let (then, _) = b.take();
-    let shape: Vec<_> = then.iter().map(|s| (s.table_id, s.kind)).collect();
-    assert_eq!(
-        shape,
-        vec![
-            (TABLE, OperationKind::Update),
-            (HIDDEN, OperationKind::Delete),
-            (HIDDEN, OperationKind::Insert)
-        ]
-    );
+    assert_eq!(shape(&then), MOVED.to_vec());
     for sent in &then {
         b.prepared(sent, None);
     }
@@ -480,13 +457,7 @@ fn a_delete_of_a_row_that_is_not_there_fails_as_without_an_index() {
     let request = b.request(t, OperationKind::Delete, 5, None);
     b.deliver(API, request);
     let (sent, _) = b.take();
-    b.deliver(
-        sent[0].ldm,
-        LqhKeyRef {
-            tc_op: sent[0].tc_op,
-            error: ErrorCode::NoSuchRow,
-        },
-    );
+    b.refused(&sent[0], ErrorCode::NoSuchRow);
     let (more, others) = b.take();
     assert!(more.is_empty());
     assert_eq!(
@@ -517,13 +488,7 @@ fn clients_may_read_a_hidden_table_but_never_write_it() {
         (sent[0].table_id, sent[0].kind),
         (HIDDEN, OperationKind::Read)
     );
-    b.deliver(
-        sent[0].ldm,
-        LqhKeyRef {
-            tc_op: sent[0].tc_op,
-            error: ErrorCode::NoSuchRow,
-        },
-    );
+    b.refused(&sent[0], ErrorCode::NoSuchRow);
     b.take();
 
     let t = txn(API, 2);
@@ -581,9 +546,9 @@ fn a_later_operation_on_the_same_row_waits_for_the_before_image_write() {
     read.flags = EXECUTE;
     b.deliver(API, read);
     let (sent, _) = b.take();
-    let shape: Vec<_> = sent.iter().map(|s| (s.kind, s.key.clone())).collect();
+    let kinds_and_keys: Vec<_> = sent.iter().map(|s| (s.kind, s.key.clone())).collect();
     assert_eq!(
-        shape,
+        kinds_and_keys,
         vec![
             (OperationKind::Read, vec![(0, int(5))]),
             (OperationKind::Read, vec![(0, int(6))])
@@ -596,27 +561,15 @@ fn a_later_operation_on_the_same_row_waits_for_the_before_image_write() {
     // before-image read (which sees the first write): the read of row 5
     // still waits behind it.
     let (then, _) = b.take();
-    let shape: Vec<_> = then.iter().map(|s| (s.table_id, s.kind)).collect();
     assert_eq!(
-        shape,
-        vec![
-            (TABLE, OperationKind::Update),
-            (HIDDEN, OperationKind::Delete),
-            (HIDDEN, OperationKind::Insert),
-            (TABLE, OperationKind::Read)
-        ]
+        shape(&then),
+        [&MOVED[..], &[(TABLE, OperationKind::Read)]].concat()
     );
     b.prepared(&then[3], Some(&[(EMAIL, Some(y))]));
     let (last, _) = b.take();
-    let shape: Vec<_> = last.iter().map(|s| (s.table_id, s.kind)).collect();
     assert_eq!(
-        shape,
-        vec![
-            (TABLE, OperationKind::Update),
-            (HIDDEN, OperationKind::Delete),
-            (HIDDEN, OperationKind::Insert),
-            (TABLE, OperationKind::Read)
-        ],
+        shape(&last),
+        [&MOVED[..], &[(TABLE, OperationKind::Read)]].concat(),
         "the second write moves y to z, then the waiting read goes"
     );
     assert_eq!(last[1].key, vec![(0, text("y@x"))]);
@@ -647,13 +600,7 @@ fn an_abort_drops_the_operations_waiting_for_a_before_image() {
     b.deliver(API, insert);
     let (sent, _) = b.take();
     assert_eq!(sent.len(), 1, "the insert waits for the delete: {sent:?}");
-    b.deliver(
-        sent[0].ldm,
-        LqhKeyRef {
-            tc_op: sent[0].tc_op,
-            error: ErrorCode::NoSuchRow,
-        },
-    );
+    b.refused(&sent[0], ErrorCode::NoSuchRow);
     let (more, others) = b.take();
     assert!(more.is_empty(), "the waiting insert was dropped: {more:?}");
     assert!(only_refusal(&others).is_some_and(|r| r.error == ErrorCode::NoSuchRow));
@@ -682,6 +629,5 @@ fn a_unique_index_of_primary_key_columns_leaves_other_updates_alone() {
     let request = b.request(t, OperationKind::Update, 5, Some(&[(V, Some(v))]));
     b.deliver(API, request);
     let (sent, _) = b.take();
-    let shape: Vec<_> = sent.iter().map(|s| (s.table_id, s.kind)).collect();
-    assert_eq!(shape, vec![(TABLE, OperationKind::Update)]);
+    assert_eq!(shape(&sent), vec![(TABLE, OperationKind::Update)]);
 }
