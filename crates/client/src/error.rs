@@ -199,7 +199,7 @@ impl ClientError {
     /// ```
     pub fn failed_op(&self) -> Option<OpId> {
         match self {
-            ClientError::Operation { op, .. } => *op,
+            ClientError::Operation { op, .. } | ClientError::DuplicateUniqueKey { op, .. } => *op,
             _ => None,
         }
     }

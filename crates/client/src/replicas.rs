@@ -302,7 +302,11 @@ impl Cluster {
             // the rows.
             for (index, hidden) in table.unique_index_tables() {
                 let hidden_rows = self.check_table(hidden, &mut report)?;
-                report.check_unique_index(table.def(), index, &rows, &hidden_rows);
+                let map = self.routing_map(hidden).ok_or_else(|| {
+                    ClientError::Protocol(format!("table {name:?} came without a partition map"))
+                })?;
+                let rows = (&rows[..], &hidden_rows[..]);
+                report.check_unique_index(table.def(), index, rows, &map.bucket_partitions);
             }
         }
         Ok(report)

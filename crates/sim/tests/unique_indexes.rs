@@ -346,93 +346,102 @@ fn break_with(result: Result<client::Outcome, ClientError>, indexes: &[&str], st
 /// is found through each index by its values.
 fn unique_values_survive_the_death_of(victim: u16, seed: u64) {
     const CLIENTS: u16 = 4;
-    let results = Harness::new(seed)
-        .nodes(2, 2)
-        .kill_at(signal::NodeId(victim), 1_500_000)
-        .run_clients(CLIENTS, move |client, cluster, context| {
-            // Client 0 creates the table, the others wait for it.
-            if client == 0 {
-                cluster.create_table(&table_definition()).expect("create");
+    let work = move |client: u16,
+                     cluster: &client::Cluster,
+                     context: &sim::hosted::HostedContext| {
+        // Client 0 creates the table, the others wait for it.
+        if client == 0 {
+            cluster.create_table(&table_definition()).expect("create");
+        }
+        let table = loop {
+            match cluster.table("people") {
+                Ok(table) => break table,
+                Err(_) => context.sleep(std::time::Duration::from_millis(10)),
             }
-            let table = loop {
-                match cluster.table("people") {
-                    Ok(table) => break table,
-                    Err(_) => context.sleep(std::time::Duration::from_millis(10)),
+        };
+        let mut random = XorShift::new(seed + u64::from(client));
+        let mut outcomes = BTreeMap::<&'static str, u32>::new();
+        while context.now_us() < 4_000_000 {
+            let k = random.below(20);
+            let mut transaction = cluster.transaction();
+            let queued = match random.below(5) {
+                0 => transaction.delete(&table, &[Value::UInt(k)]),
+                1 => {
+                    let email = draw(&mut random, EMAIL);
+                    transaction.update(&table, &[Value::UInt(k)], &[("email", email)])
+                }
+                _ => {
+                    let named: Vec<(&str, Value)> = std::iter::once(("k", Value::UInt(k)))
+                        .chain(
+                            (1..COLUMNS).map(|column| (NAMES[column], draw(&mut random, column))),
+                        )
+                        .collect();
+                    transaction.write(&table, &named)
                 }
             };
-            let mut random = XorShift::new(seed + u64::from(client));
-            let mut outcomes = BTreeMap::<&'static str, u32>::new();
-            while context.now_us() < 4_000_000 {
-                let k = random.below(20);
-                let mut transaction = cluster.transaction();
-                let queued = match random.below(5) {
-                    0 => transaction.delete(&table, &[Value::UInt(k)]),
-                    1 => {
-                        let email = draw(&mut random, EMAIL);
-                        transaction.update(&table, &[Value::UInt(k)], &[("email", email)])
-                    }
-                    _ => {
-                        let named: Vec<(&str, Value)> = std::iter::once(("k", Value::UInt(k)))
-                            .chain(
-                                (1..COLUMNS)
-                                    .map(|column| (NAMES[column], draw(&mut random, column))),
-                            )
-                            .collect();
-                        transaction.write(&table, &named)
-                    }
-                };
-                queued.expect("queued");
-                let outcome = match transaction.execute(Commit::Yes) {
-                    Ok(_) => "committed",
-                    Err(ClientError::DuplicateUniqueKey { .. }) => "duplicate",
-                    Err(error) if error.code() == Some(client::ErrorCode::NoSuchRow) => "no row",
-                    Err(ClientError::OutcomeUnknown { .. }) => "unknown",
-                    Err(error) if error.is_temporary() => {
-                        context.sleep(std::time::Duration::from_millis(5));
-                        "temporary"
-                    }
-                    Err(error) => panic!("seed {seed}: an unexpected error: {error:?}"),
-                };
-                *outcomes.entry(outcome).or_default() += 1;
-            }
-            if client != 0 {
-                return (outcomes, 0);
-            }
-            // The others have stopped by now.
-            context.sleep(std::time::Duration::from_secs(1));
-            let report = cluster.check_replicas().expect("the replica check");
-            assert!(report.is_consistent(), "seed {seed}: {report}");
-            // Every row is found by its values through each index.
-            let rows = cluster
-                .scan(
-                    &table,
-                    client::Access::Table,
-                    &client::ScanOptions::default(),
-                )
-                .expect("a scan of every row");
-            let mut checked = 0;
-            for row in &rows.rows {
-                let values = row.values();
-                for (index, (name, columns)) in UNIQUE.iter().enumerate() {
-                    if unique_key(values, index).is_none() {
-                        continue;
-                    }
-                    let key: Vec<Value> = columns.iter().map(|&c| values[c].clone()).collect();
-                    let mut transaction = cluster.transaction();
-                    let found = transaction
-                        .read_by_unique_index(&table, name, &key, LockMode::CommittedRead)
-                        .expect("a lookup");
-                    let found = found.map(|found| found.values()[K].clone());
-                    assert_eq!(
-                        found.as_ref(),
-                        Some(&values[K]),
-                        "seed {seed}: {name} {key:?}"
-                    );
-                    checked += 1;
+            queued.expect("queued");
+            let outcome = match transaction.execute(Commit::Yes) {
+                Ok(_) => "committed",
+                Err(ClientError::DuplicateUniqueKey { .. }) => "duplicate",
+                Err(error) if error.code() == Some(client::ErrorCode::NoSuchRow) => "no row",
+                Err(ClientError::OutcomeUnknown { .. }) => "unknown",
+                Err(error) if error.is_temporary() => {
+                    context.sleep(std::time::Duration::from_millis(5));
+                    "temporary"
                 }
+                Err(error) => panic!("seed {seed}: an unexpected error: {error:?}"),
+            };
+            *outcomes.entry(outcome).or_default() += 1;
+        }
+        if client != 0 {
+            return (outcomes, 0);
+        }
+        // The others have stopped by now.
+        context.sleep(std::time::Duration::from_secs(1));
+        let report = cluster.check_replicas().expect("the replica check");
+        assert!(report.is_consistent(), "seed {seed}: {report}");
+        // Every row is found by its values through each index.
+        let rows = cluster
+            .scan(
+                &table,
+                client::Access::Table,
+                &client::ScanOptions::default(),
+            )
+            .expect("a scan of every row");
+        let mut checked = 0;
+        for row in &rows.rows {
+            let values = row.values();
+            for (index, (name, columns)) in UNIQUE.iter().enumerate() {
+                if unique_key(values, index).is_none() {
+                    continue;
+                }
+                let key: Vec<Value> = columns.iter().map(|&c| values[c].clone()).collect();
+                let mut transaction = cluster.transaction();
+                let found = transaction
+                    .read_by_unique_index(&table, name, &key, LockMode::CommittedRead)
+                    .expect("a lookup");
+                let found = found.map(|found| found.values()[K].clone());
+                assert_eq!(
+                    found.as_ref(),
+                    Some(&values[K]),
+                    "seed {seed}: {name} {key:?}"
+                );
+                checked += 1;
             }
-            (outcomes, checked)
-        });
+        }
+        (outcomes, checked)
+    };
+    // Transactions of the dead node's tcs the survivors took over.
+    let taken_over = |simulation: &sim::Simulation| -> u64 {
+        let counters = simulation.tcs().map(|tc| tc.counters());
+        counters
+            .map(|counters| counters.takeover_commits + counters.takeover_aborts)
+            .sum()
+    };
+    let (results, _, taken_over) = Harness::new(seed)
+        .nodes(2, 2)
+        .kill_at(signal::NodeId(victim), 1_500_000)
+        .run_clients_then(CLIENTS, work, taken_over);
     let mut outcomes = BTreeMap::<&str, u32>::new();
     for (client_outcomes, _) in &results {
         for (outcome, count) in client_outcomes {
@@ -440,7 +449,10 @@ fn unique_values_survive_the_death_of(victim: u16, seed: u64) {
         }
     }
     let checked = results[0].1;
-    eprintln!("seed {seed}, node {victim} killed: {outcomes:?}, {checked} lookups");
+    eprintln!(
+        "seed {seed}, node {victim} killed: {outcomes:?}, {taken_over} taken over, {checked} lookups"
+    );
+    assert!(taken_over > 0, "no transaction was in flight at the death");
     assert!(
         outcomes["committed"] > 50 && outcomes["duplicate"] > 5,
         "{outcomes:?}"

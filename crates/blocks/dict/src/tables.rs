@@ -137,7 +137,7 @@ impl Tables {
     fn insert(&mut self, definition: Arc<TableDef>) {
         let id = definition.id as usize;
         assert!(
-            self.by_id(definition.id).is_none(),
+            self.by_id(definition.id).is_none() && !self.hidden.contains_key(&definition.id),
             "table id {id} is taken"
         );
         assert!(

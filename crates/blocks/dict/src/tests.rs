@@ -874,4 +874,8 @@ fn a_unique_index_reserves_its_hidden_table_id_until_its_table_is_dropped() {
     let table = placed(&ctx);
     let unique = table.indexes[0].unique.expect("unique");
     assert_eq!((table.id, unique.table_id, unique.table_version), (1, 3, 1));
+    assert_eq!(
+        table.version, 2,
+        "id 1 was the hidden table's, at version 1"
+    );
 }

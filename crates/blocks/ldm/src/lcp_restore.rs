@@ -122,7 +122,7 @@ impl Ldm {
                 partitions.push((table_id as u32, partition.store.id));
                 if restored_gci > 0 {
                     // Built from the rows once they are all in
-                    // (`restore::build_restored_indexes`).
+                    // (`restore::build_restored_indexes_step`).
                     partition.store.defer_ordered_indexes();
                 }
             }

@@ -550,6 +550,9 @@ impl Block for Ldm {
             Signal::RestoreReq(request) => self.restore(from, request.restored_gci.0, ctx),
             Signal::FsConf(conf) => self.fs_answer(conf.token, conf.result, ctx),
             Signal::ContinueB(job) if job.job == alter::job::BUILD => self.build_step(ctx),
+            Signal::ContinueB(job) if job.job == restore::job::BUILD_INDEXES => {
+                self.build_restored_indexes_step(ctx)
+            }
             Signal::ContinueB(job) if job.job >= copy::job::SEND => {
                 self.copy_continue(job.job, ctx)
             }

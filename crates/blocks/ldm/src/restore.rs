@@ -14,7 +14,8 @@
 //!            replay its changes with GCI <= restored, by row id, each
 //!              partition from its own redo start (hash index kept as
 //!              rows are placed)
-//!            build every ordered index from the rows, sorted
+//!            build every ordered index from the rows, sorted, one
+//!              partition a signal (the phase's time is measured)
 //!            resume each part: invalidation record, written, every file
 //!              fsynced ---------------------------------------------------> conf
 //! ```
@@ -40,7 +41,7 @@ use signal::attr::key_hash;
 use signal::fs::{FileName, FsDone, FsError, FsErrorKind, FsOperation, OpenMode};
 use signal::schema::TableDef;
 use signal::section::MAX_SECTION_BYTES;
-use signal::signals::RestoreConf;
+use signal::signals::{ContinueB, RestoreConf};
 use signal::BlockRef;
 use storage::redo::{
     oldest_start_lsn, scan_part, Change, Operation as RedoOperation, PartScan, RedoAppender,
@@ -64,6 +65,28 @@ pub(crate) struct Restore {
     replayed: u64,
     /// The local checkpoints being loaded (the first step).
     pub(crate) lcp: Option<crate::lcp_restore::LcpRestore>,
+    /// The ordered indexes being built from the restored rows, one
+    /// partition a signal (`job::BUILD_INDEXES`): so the phase's time is
+    /// measured (a block's clock moves between signals only) and other
+    /// signals run between partitions.
+    index_build: Option<IndexBuild>,
+}
+
+/// The build of the restored partitions' ordered indexes.
+struct IndexBuild {
+    started_ms: u64,
+    /// Entries built so far.
+    entries: u64,
+    /// The redo log became ready meanwhile: the restore finishes once the
+    /// build does.
+    finish_waits: bool,
+}
+
+/// ContinueB jobs of the restore.
+pub(crate) mod job {
+    /// Build the ordered indexes of the next partition restored without
+    /// them.
+    pub const BUILD_INDEXES: u32 = 21;
 }
 
 impl Ldm {
@@ -100,6 +123,7 @@ impl Ldm {
             highest_gci: 0,
             replayed: 0,
             lcp: None,
+            index_build: None,
         });
         // Restored GCI 0: the LCP step deletes what the rolled-back run
         // left, then formats the redo log (`lcp_restore.rs`).
@@ -288,7 +312,14 @@ impl Ldm {
             count: restore.replayed,
             unit: "row changes replayed",
         });
-        self.build_restored_indexes(ctx);
+        if self.has_deferred_indexes() {
+            restore.index_build = Some(IndexBuild {
+                started_ms: ctx.now_ms(),
+                entries: 0,
+                finish_waits: false,
+            });
+            continue_build(self.address, ctx);
+        }
         restore.files = Vec::new();
         restore.started_ms = ctx.now_ms();
         redo.sync_resumed(self.address, ctx);
@@ -296,45 +327,73 @@ impl Ldm {
         self.restore = Some(restore);
     }
 
-    /// Every row is restored: builds every ordered index of every
-    /// partition from its rows, sorted (the restore put the rows in
-    /// without them, `lcp_restore_start`): a pass over each index's
-    /// entries rather than a descent per row. DataMemory without room for
-    /// them stops the node, as for the rows.
-    fn build_restored_indexes(&mut self, ctx: &mut dyn Context) {
-        let deferred = self
-            .tables
+    /// Whether a partition was restored without its ordered indexes.
+    fn has_deferred_indexes(&self) -> bool {
+        self.tables
             .iter()
             .flatten()
             .flat_map(|table| table.partitions.iter().flatten())
-            .any(|partition| partition.store.ordered_deferred());
-        if !deferred {
-            return;
+            .any(|partition| partition.store.ordered_deferred())
+    }
+
+    /// ContinueB `job::BUILD_INDEXES`: every row is restored; builds every
+    /// ordered index of the next partition restored without them from its
+    /// rows, sorted (the restore put the rows in without them,
+    /// `lcp_restore_start`): a pass over each index's entries rather than a
+    /// descent per row. The last one reports the phase, and finishes the
+    /// restore if the redo log is ready. DataMemory without room for them
+    /// stops the node, as for the rows.
+    pub(crate) fn build_restored_indexes_step(&mut self, ctx: &mut dyn Context) {
+        let built = self.build_next_partition_indexes(ctx);
+        let Some(restore) = self.restore.as_mut() else {
+            panic!(
+                "ldm {}: an index build step outside a restore",
+                self.address
+            );
+        };
+        let build = restore
+            .index_build
+            .as_mut()
+            .expect("a build step of a running build");
+        if let Some(entries) = built {
+            build.entries += entries;
+            return continue_build(self.address, ctx);
         }
-        let started_ms = ctx.now_ms();
-        let mut entries = 0;
+        let build = restore.index_build.take().expect("checked just now");
+        ctx.report(Report::Phase {
+            name: "build ordered indexes",
+            elapsed_ms: ctx.now_ms().saturating_sub(build.started_ms),
+            count: build.entries,
+            unit: "index entries",
+        });
+        if build.finish_waits {
+            self.restore_finished(ctx);
+        }
+    }
+
+    /// Builds the ordered indexes of the first partition restored without
+    /// them: the entries built, `None` when none is left.
+    fn build_next_partition_indexes(&mut self, ctx: &mut dyn Context) -> Option<u64> {
         for (table_id, table) in self.tables.iter_mut().enumerate() {
             let Some(table) = table else { continue };
             for partition in table.partitions.iter_mut().flatten() {
-                match partition
+                if !partition.store.ordered_deferred() {
+                    continue;
+                }
+                return match partition
                     .store
                     .build_deferred_indexes(&mut self.memory, &table.layout)
                 {
-                    Ok(built) => entries += built,
+                    Ok(built) => Some(built),
                     Err(_) => ctx.fatal(format!(
                         "ldm {}: DataMemory is too small for the ordered indexes of the \
                          restored rows (table {table_id}, partition {})",
                         self.address, partition.store.id
                     )),
-                }
+                };
             }
         }
-        ctx.report(Report::Phase {
-            name: "build ordered indexes",
-            elapsed_ms: ctx.now_ms().saturating_sub(started_ms),
-            count: entries,
-            unit: "index entries",
-        });
+        None
     }
 
     /// Scans redo part `part` (its `files`) from where its partitions
@@ -410,9 +469,17 @@ impl Ldm {
 
     /// The redo log is formatted, or resumed and fsynced: the restore is done.
     pub(crate) fn restore_finished(&mut self, ctx: &mut dyn Context) {
-        // Built after the replay, which every restore of a GCI runs; a
-        // guard should a path ever skip it.
-        self.build_restored_indexes(ctx);
+        if let Some(build) = self.restore.as_mut().and_then(|r| r.index_build.as_mut()) {
+            // The ordered indexes are still being built: finished by the
+            // build's last step.
+            build.finish_waits = true;
+            return;
+        }
+        assert!(
+            !self.has_deferred_indexes(),
+            "ldm {}: the restore ends with partitions lacking their ordered indexes",
+            self.address
+        );
         let restore = self
             .restore
             .take()
@@ -677,4 +744,12 @@ fn remove_row(
     }
     partition.free_row(memory, layout, row, Some(gci));
     Ok(())
+}
+
+/// Asks for the next step of the restored indexes' build.
+fn continue_build(ldm: BlockRef, ctx: &mut dyn Context) {
+    let step = ContinueB {
+        job: job::BUILD_INDEXES,
+    };
+    send(ctx, ldm, ldm, step);
 }

@@ -257,13 +257,12 @@ impl Tc {
     fn insert_for_write(&mut self, transaction: u32, request: TcKeyReq, ctx: &mut dyn Context) {
         let client_op = request.client_op;
         let pool = request.key.pool();
-        let attr = request
-            .attr
-            .as_ref()
-            .map(|attr| pool.copy_from(attr.as_slice()));
-        let (Some(key), Some(attr)) =
-            (pool.copy_from(request.key.as_slice()), attr.unwrap_or(None))
-        else {
+        // A write may carry no attribute section (the key alone).
+        let values = request.attr.as_ref().map_or(&[][..], Section::as_slice);
+        let (Some(key), Some(attr)) = (
+            pool.copy_from(request.key.as_slice()),
+            pool.copy_from(values),
+        ) else {
             return self.abort_for(transaction, ErrorCode::OutOfSignalMemory, client_op, ctx);
         };
         let insert = TcKeyReq {

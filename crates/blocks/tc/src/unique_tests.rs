@@ -534,7 +534,7 @@ fn a_later_operation_on_the_same_row_waits_for_the_before_image_write() {
     let mut first = b.request(t, OperationKind::Update, 5, Some(&[(EMAIL, Some(y))]));
     first.flags = START;
     b.deliver(API, first);
-    // Another row's insert goes at once; the same row's update and read
+    // Another row's read goes at once; the same row's update and read
     // wait, in order.
     let mut other = b.request(t, OperationKind::Read, 6, None);
     other.flags = 0;
@@ -558,7 +558,8 @@ fn a_later_operation_on_the_same_row_waits_for_the_before_image_write() {
     let old: &[u8] = b"x@x";
     b.prepared(&sent[0], Some(&[(EMAIL, Some(old))]));
     // The first write with its hidden rows, then the second update's
-    // before-image read (which sees the first write): the read of row 5
+    // before-image read (sent after the first write, so the ldm answers
+    // it with the first write's value, played here): the read of row 5
     // still waits behind it.
     let (then, _) = b.take();
     assert_eq!(
@@ -630,4 +631,72 @@ fn a_unique_index_of_primary_key_columns_leaves_other_updates_alone() {
     b.deliver(API, request);
     let (sent, _) = b.take();
     assert_eq!(shape(&sent), vec![(TABLE, OperationKind::Update)]);
+}
+
+#[test]
+fn a_waiting_operation_that_commits_the_batch_commits_it() {
+    let mut b = Bench::new();
+    let t = txn(API, 1);
+    let (y, z): (&[u8], &[u8]) = (b"y@x", b"z@x");
+    let mut first = b.request(t, OperationKind::Update, 5, Some(&[(EMAIL, Some(y))]));
+    first.flags = START;
+    b.deliver(API, first);
+    let mut last = b.request(t, OperationKind::Update, 5, Some(&[(EMAIL, Some(z))]));
+    last.flags = COMMIT;
+    b.deliver(API, last);
+    let (read, _) = b.take();
+    assert_eq!(shape(&read), vec![(TABLE, OperationKind::Read)]);
+    let old: &[u8] = b"x@x";
+    b.prepared(&read[0], Some(&[(EMAIL, Some(old))]));
+    let (then, _) = b.take();
+    b.prepared(&then[3], Some(&[(EMAIL, Some(y))]));
+    let (last, _) = b.take();
+    assert_eq!(shape(&last), MOVED.to_vec());
+    for sent in then[..3].iter().chain(&last) {
+        b.prepared(sent, None);
+    }
+    // Every operation prepared: the commit goes to all eight (the two
+    // before-images' locks too).
+    let (_, others) = b.take();
+    let commits = others
+        .iter()
+        .filter(|signal| matches!(signal, Signal::CommitReq(_)))
+        .count();
+    assert_eq!(commits, 8, "{others:?}");
+}
+
+#[test]
+fn an_operation_waits_behind_the_insert_a_write_of_a_missing_row_became() {
+    let mut b = Bench::new();
+    let t = txn(API, 1);
+    let email: &[u8] = b"eve@x";
+    let mut write = b.request(t, OperationKind::Write, 6, Some(&[(EMAIL, Some(email))]));
+    write.flags = START;
+    b.deliver(API, write);
+    let mut read = b.request(t, OperationKind::Read, 6, None);
+    read.flags = EXECUTE;
+    b.deliver(API, read);
+    let (sent, _) = b.take();
+    assert_eq!(
+        shape(&sent),
+        vec![(TABLE, OperationKind::Read)],
+        "the read waits"
+    );
+    b.refused(&sent[0], ErrorCode::NoSuchRow);
+    let (insert, _) = b.take();
+    assert_eq!(
+        shape(&insert),
+        vec![(TABLE, OperationKind::Insert)],
+        "still waits"
+    );
+    b.prepared(&insert[0], None);
+    let (then, _) = b.take();
+    assert_eq!(
+        shape(&then),
+        vec![
+            (HIDDEN, OperationKind::Insert),
+            (TABLE, OperationKind::Read)
+        ],
+        "the hidden row, then the read that waited"
+    );
 }

@@ -492,7 +492,9 @@ impl<'c> ScanCursor<'c> {
     /// The partition map this scan routed by may be out of date: routing
     /// asks dict for a newer one (`Cluster::routing_map`).
     fn map_is_stale(&self) {
-        self.cluster.map_is_stale(self.table.name(), &self.map);
+        // A unique index's hidden table is routed by its base table's map.
+        let name = self.table.base_table().unwrap_or(self.table.name());
+        self.cluster.map_is_stale(name, &self.map);
     }
 
     /// The partition whose next row comes first in the scan's order.

@@ -5,9 +5,13 @@
 //! compare as keys do (PAD SPACE text without trailing spaces).
 
 use super::{Mismatch, MismatchKind, ReplicaCheckReport, ScanRow};
-use crate::attr::{canonical, AttrIter};
+use crate::attr::{canonical, key_hash, AttrIter, AttrWriter};
+use crate::partition::bucket;
 use crate::schema::{IndexDef, TableDef};
 use std::collections::BTreeMap;
+
+/// A row with its partition.
+pub type PlacedRow = (u32, ScanRow);
 
 /// How a unique index disagrees with its table's rows.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -20,6 +24,9 @@ pub enum UniqueProblem {
     ExtraHiddenRow,
     /// Two rows hold the same values (the second one is named).
     Repeated,
+    /// A hidden row sits in another partition than its key hashes to (no
+    /// lookup would find it).
+    Misplaced,
 }
 
 impl UniqueProblem {
@@ -28,6 +35,7 @@ impl UniqueProblem {
             UniqueProblem::MissingHiddenRow => "missing_hidden_row",
             UniqueProblem::ExtraHiddenRow => "extra_hidden_row",
             UniqueProblem::Repeated => "repeated",
+            UniqueProblem::Misplaced => "misplaced",
         }
     }
 }
@@ -47,16 +55,34 @@ fn key_of(table: &TableDef, columns: &[u16], row: &ScanRow) -> Option<Vec<Vec<u8
         .collect()
 }
 
+/// The key section of `row` (its `key` columns' entries, in key order).
+fn key_section(key: &[u16], row: &ScanRow) -> Option<Vec<u8>> {
+    let mut section = Vec::new();
+    for &column in key {
+        let start = section.len();
+        let entry = AttrIter::new(&row.values)
+            .filter_map(Result::ok)
+            .find(|entry| entry.column == column)?;
+        let value = entry.value?;
+        section.resize(start + crate::attr::entry_bytes(value.len()), 0);
+        AttrWriter::new(&mut section[start..])
+            .push(column, Some(value))
+            .ok()?;
+    }
+    Some(section)
+}
+
 impl ReplicaCheckReport {
     /// Checks unique index `index` of `table`: `rows` are the table's
     /// rows and `hidden_rows` its hidden table's, each with its partition
-    /// (from the reference replica of every partition).
+    /// (from the reference replica of every partition), placed by
+    /// `bucket_partitions` (the table's map).
     pub fn check_unique_index(
         &mut self,
         table: &TableDef,
         index: &IndexDef,
-        rows: &[(u32, ScanRow)],
-        hidden_rows: &[(u32, ScanRow)],
+        (rows, hidden_rows): (&[PlacedRow], &[PlacedRow]),
+        bucket_partitions: &[u32],
     ) {
         let Some(hidden) = table.unique_index_table(index) else {
             return;
@@ -94,6 +120,13 @@ impl ReplicaCheckReport {
             (hidden_key.len() as u16..hidden.columns.len() as u16).collect();
         let mut found = std::collections::BTreeSet::new();
         for (partition, row) in hidden_rows {
+            let placed = key_section(&hidden_key, row)
+                .and_then(|key| key_hash(&hidden, &key).ok())
+                .and_then(|hash| bucket_partitions.get(bucket(hash) as usize));
+            if placed != Some(partition) {
+                record(hidden.id, *partition, row.row_id, UniqueProblem::Misplaced);
+                continue;
+            }
             let key = key_of(&hidden, &hidden_key, row);
             let primary = key_of(&hidden, &hidden_primary, row);
             let names_its_row = match (&key, &primary) {
@@ -174,7 +207,9 @@ mod tests {
     ) -> Vec<(u32, u32, UniqueProblem)> {
         let table = table();
         let mut report = ReplicaCheckReport::new();
-        report.check_unique_index(&table, &table.indexes[0], rows, hidden);
+        // One partition: every row is where its key hashes to.
+        let one_partition = vec![0; crate::partition::BUCKETS as usize];
+        report.check_unique_index(&table, &table.indexes[0], (rows, hidden), &one_partition);
         report
             .details
             .iter()
@@ -222,6 +257,19 @@ mod tests {
             rows[0].clone(),
             row(12, &[(0, Some(&two)), (1, Some(b"ann"))]),
         ];
-        assert!(problems(&repeated, &good).contains(&(1, 12, UniqueProblem::Repeated)));
+        assert_eq!(
+            problems(&repeated, &good),
+            vec![(1, 12, UniqueProblem::Repeated)]
+        );
+        // A hidden row in a partition its key does not hash to.
+        let mut misplaced = good.clone();
+        misplaced[0].0 = 1;
+        assert_eq!(
+            problems(&rows, &misplaced),
+            vec![
+                (2, 5, UniqueProblem::Misplaced),
+                (1, 10, UniqueProblem::MissingHiddenRow)
+            ]
+        );
     }
 }
