@@ -77,9 +77,9 @@ struct IndexBuild {
     started_ms: u64,
     /// Entries built so far.
     entries: u64,
-    /// The redo log became ready meanwhile: the restore finishes once the
-    /// build does.
-    finish_waits: bool,
+    /// The redo log became ready meanwhile (at this time): the restore
+    /// finishes once the build does.
+    finish_waits: Option<u64>,
 }
 
 /// ContinueB jobs of the restore.
@@ -316,7 +316,7 @@ impl Ldm {
             restore.index_build = Some(IndexBuild {
                 started_ms: ctx.now_ms(),
                 entries: 0,
-                finish_waits: false,
+                finish_waits: None,
             });
             continue_build(self.address, ctx);
         }
@@ -366,8 +366,8 @@ impl Ldm {
             count: build.entries,
             unit: "index entries",
         });
-        if build.finish_waits {
-            self.restore_finished(ctx);
+        if let Some(ready_ms) = build.finish_waits {
+            self.finish_restore(ready_ms, ctx);
         }
     }
 
@@ -472,9 +472,15 @@ impl Ldm {
         if let Some(build) = self.restore.as_mut().and_then(|r| r.index_build.as_mut()) {
             // The ordered indexes are still being built: finished by the
             // build's last step.
-            build.finish_waits = true;
+            build.finish_waits = Some(ctx.now_ms());
             return;
         }
+        self.finish_restore(ctx.now_ms(), ctx);
+    }
+
+    /// The redo log became ready at `ready_ms` and every ordered index is
+    /// built: the restore is done.
+    fn finish_restore(&mut self, ready_ms: u64, ctx: &mut dyn Context) {
         assert!(
             !self.has_deferred_indexes(),
             "ldm {}: the restore ends with partitions lacking their ordered indexes",
@@ -492,7 +498,7 @@ impl Ldm {
         let parts = self.redo.as_ref().map_or(0, |redo| redo.parts.len());
         ctx.report(Report::Phase {
             name,
-            elapsed_ms: ctx.now_ms().saturating_sub(restore.started_ms),
+            elapsed_ms: ready_ms.saturating_sub(restore.started_ms),
             count: parts as u64,
             unit: "redo parts",
         });
