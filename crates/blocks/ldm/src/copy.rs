@@ -15,6 +15,10 @@
 //!   |  next partition; all copied: phase confirmed
 //! ```
 //!
+//! A partition copied into empty (an initial node restart) builds its
+//! ordered indexes from its rows once its copy is done, sorted, instead
+//! of keeping them row by row meanwhile (`Partition::defer_ordered_indexes`).
+//!
 //! Why the rows meet the chain's writes in the right order: the primary
 //! attaches N before its walk starts, so a write prepared after that
 //! reaches N; a write prepared before holds its row (operation link set)
@@ -250,6 +254,14 @@ impl Ldm {
         };
         if let Some(state) = self.partition_state_mut(table_id, partition) {
             state.applying = true;
+            // Copied into an empty partition (an initial node restart):
+            // the ordered indexes are built from the rows once they are
+            // all in, sorted, not kept row by row (as a restore does).
+            // Nothing reads them meanwhile: a starting node serves no
+            // scan, and the chain's writes are applied by row id.
+            if state.store.ordered_indexes_empty() && !state.store.ordered_deferred() {
+                state.store.defer_ordered_indexes();
+            }
         }
         let since_gci = signal::Gci(self.restored_gci);
         let request = CopyFragReq {
@@ -384,10 +396,37 @@ impl Ldm {
             if let Some(state) = self.partition_state_mut(request.table_id, request.partition) {
                 state.applying = false;
             }
+            self.copy_build_indexes(request.table_id, request.partition, ctx);
             let incoming = self.copies.incoming.as_mut().expect("checked");
             incoming.pending.pop_front();
             incoming.source = None;
             self.copy_next(ctx);
+        }
+    }
+
+    /// The copy of a partition is done: builds the ordered indexes its
+    /// copy deferred (`copy_next`), from its rows, sorted. DataMemory
+    /// without room for them stops the node, as for the rows.
+    fn copy_build_indexes(&mut self, table_id: u32, partition: u32, ctx: &mut dyn Context) {
+        let Some(table) = self
+            .tables
+            .get_mut(table_id as usize)
+            .and_then(Option::as_mut)
+        else {
+            return;
+        };
+        let Some(Some(state)) = table.partitions.get_mut(partition as usize) else {
+            return;
+        };
+        let built = state
+            .store
+            .build_deferred_indexes(&mut self.memory, &table.layout);
+        if built.is_err() {
+            ctx.fatal(format!(
+                "ldm {}: node restart: DataMemory is too small for the ordered indexes of \
+                 table {table_id} partition {partition}",
+                self.address
+            ));
         }
     }
 

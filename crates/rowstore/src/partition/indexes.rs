@@ -432,16 +432,23 @@ impl Partition {
     }
 
     /// From now on rows come and go without the ordered indexes, which
-    /// must be empty: a restore loads the rows first and builds every
-    /// index from them at the end (`build_deferred_indexes`), sorted,
-    /// rather than descending each tree once per row.
+    /// must be empty: a restore, or a node restart's copy into an empty
+    /// partition, loads the rows first and builds every index from them
+    /// at the end (`build_deferred_indexes`), sorted, rather than
+    /// descending each tree once per row.
     pub fn defer_ordered_indexes(&mut self) {
         assert!(
-            self.ordered.is_empty() && self.secondary.iter().all(|index| index.tree.is_empty()),
+            self.ordered_indexes_empty(),
             "partition {}: ordered indexes deferred once they hold entries",
             self.id
         );
         self.ordered_deferred = true;
+    }
+
+    /// Whether every ordered index is empty, so they may be deferred
+    /// (`defer_ordered_indexes`).
+    pub fn ordered_indexes_empty(&self) -> bool {
+        self.ordered.is_empty() && self.secondary.iter().all(|index| index.tree.is_empty())
     }
 
     /// Whether the ordered indexes wait to be built from the rows
