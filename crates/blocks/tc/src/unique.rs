@@ -19,9 +19,12 @@
 //! batch. A hidden insert that finds its key is the index's duplicate: the
 //! transaction aborts with DuplicateKey naming the index. A row with a
 //! NULL in an index's columns has no hidden row (SQL allows many NULLs).
-//! A write of a row that is not there inserts it (sent as an insert: a
-//! row inserted meanwhile by another transaction makes it fail with
-//! DuplicateKey instead of leaving that row's hidden rows behind).
+//! A write of a row that is not there is sent as an insert, alone
+//! (`OpRole::InsertForWrite`): prepared, its hidden rows follow; refused
+//! because another transaction inserted the row meanwhile, the write
+//! starts again from a new before-image read. Later operations of the
+//! transaction on the same row wait (`Transaction::deferred`) until the
+//! row's writes are sent, so they reach the ldm in the client's order.
 //!
 //! Everything is an ordinary operation of the transaction, so commit,
 //! abort, a failure's resolve and a tc take-over treat them as any other:
