@@ -130,9 +130,14 @@ struct QueuedOp {
     op: OpId,
     kind: OperationKind,
     lock: LockMode,
-    /// `tc_key_flags::IGNORE_MISSING`, or 0.
+    /// `tc_key_flags::IGNORE_MISSING`, `THROUGH_UNIQUE_INDEX`, or 0.
     flags: u8,
+    /// The table whose rows the operation reads or writes (its rows are
+    /// decoded by it).
     table: Arc<Table>,
+    /// A read through a unique index: the index's hidden table, which the
+    /// request names (`table` is the one whose row comes back).
+    through: Option<Arc<Table>>,
     key: Range<usize>,
     attr: Option<Range<usize>>,
 }
@@ -381,6 +386,7 @@ impl Transaction<'_> {
             lock,
             flags: 0,
             table: Arc::clone(table),
+            through: None,
             key,
             attr,
         });
@@ -949,14 +955,15 @@ impl Transaction<'_> {
                 Some(range) => Some(section_from(&bytes[range.clone()])?),
                 None => None,
             };
+            let named = op.through.as_ref().unwrap_or(&op.table).def();
             let signal: Signal = TcKeyReq {
                 transaction_id: self.id,
                 client_op: op.op.0,
                 flags,
                 kind: op.kind,
                 lock: op.lock,
-                table_id: op.table.def().id,
-                table_version: op.table.def().version,
+                table_id: named.id,
+                table_version: named.version,
                 key: section_from(&bytes[op.key.clone()])?,
                 attr,
             }

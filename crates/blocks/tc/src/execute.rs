@@ -189,6 +189,9 @@ impl Tc {
                 return self.abort_for(transaction, error, client_op, ctx);
             }
         };
+        if request.flags & tc_key_flags::THROUGH_UNIQUE_INDEX != 0 {
+            return self.read_through_unique_index(transaction, request, ctx);
+        }
         let record = &mut self.records.transactions[transaction as usize];
         if !record.before_images.is_empty() && record.waits_for_before_image(&request, route.hash) {
             return self.defer_operation(transaction, request, route.hash, ctx);
@@ -255,7 +258,10 @@ impl Tc {
         operation.role = role;
         let record = &mut self.records.transactions[transaction as usize];
         record.outstanding += 1;
-        if matches!(role, OpRole::Client | OpRole::BeforeImage) {
+        if matches!(
+            role,
+            OpRole::Client | OpRole::BeforeImage | OpRole::IndexRead
+        ) {
             record.batch_ops += 1;
         }
         record.last_progress_ms = now;
@@ -388,8 +394,16 @@ impl Tc {
                 return self.before_image_read(transaction, conf.tc_op, conf.data, ctx)
             }
             OpRole::InsertForWrite => return self.inserted_for_write(transaction, conf.tc_op, ctx),
-            OpRole::Client | OpRole::Triggered { .. } => {}
+            OpRole::IndexRead => return self.index_read(transaction, conf.tc_op, conf.data, ctx),
+            OpRole::IndexRow { checked: true }
+                if !self.index_row_holds_values(conf.tc_op, conf.data.as_ref()) =>
+            {
+                // Changed between the two reads: no such row now.
+                return self.index_row_missing(transaction, conf.tc_op, ctx);
+            }
+            OpRole::Client | OpRole::Triggered { .. } | OpRole::IndexRow { .. } => {}
         }
+        let record = &mut self.records.transactions[transaction as usize];
         let ends_committing_batch =
             record.commit_requested && record.batch_closed && record.outstanding == 0;
         if let Some(data) = conf.data {
@@ -441,9 +455,16 @@ impl Tc {
             operation.phase = OpPhase::Released;
             record.outstanding -= 1;
             record.last_progress_ms = ctx.now_ms();
-            if operation.role == OpRole::BeforeImage {
+            match operation.role {
                 // A write of a row not there: it inserts.
-                return self.before_image_read(transaction, refusal.tc_op, None, ctx);
+                OpRole::BeforeImage => {
+                    return self.before_image_read(transaction, refusal.tc_op, None, ctx)
+                }
+                // No hidden row: no row for the client.
+                OpRole::IndexRead => {
+                    return self.index_row_missing(transaction, refusal.tc_op, ctx)
+                }
+                _ => {}
             }
             return self.maybe_batch_done(transaction, ctx);
         }

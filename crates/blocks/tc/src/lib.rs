@@ -20,7 +20,8 @@
 //! the complete GCI and API nodes' GCI_WAIT_REQs), `failover` (routes and
 //! transactions when data nodes fail), `takeover` (the transactions of a
 //! failed node's tcs), `unique` (keeping unique indexes' hidden tables
-//! in the transactions that write their base tables).
+//! in the transactions that write their base tables), `unique_read`
+//! (reads through a unique index in one round trip).
 
 mod abort;
 #[cfg(test)]
@@ -42,6 +43,7 @@ mod takeover_tests;
 #[cfg(test)]
 mod tests;
 mod unique;
+mod unique_read;
 #[cfg(test)]
 mod unique_tests;
 

@@ -179,6 +179,19 @@ pub enum OpRole {
     /// transaction inserted the row meanwhile), the write starts again.
     /// Not counted in the batch.
     InsertForWrite,
+    /// A client's read through a unique index
+    /// (`tc_key_flags::THROUGH_UNIQUE_INDEX`): the hidden row's read,
+    /// holding the client's request in `pending`. Counted in the batch;
+    /// its row (the primary key) stays in the tc.
+    IndexRead,
+    /// The read of the row an `IndexRead` found, whose row goes to the
+    /// client; `checked`: a committed read, answered only if the row
+    /// still holds the index's values (the request in `pending` says
+    /// them). Not counted in the batch.
+    IndexRow {
+        /// Check the row's values.
+        checked: bool,
+    },
 }
 
 /// One operation.

@@ -700,3 +700,112 @@ fn an_operation_waits_behind_the_insert_a_write_of_a_missing_row_became() {
         "the hidden row, then the read that waited"
     );
 }
+
+/// A read through the unique index as the client sends it: the hidden
+/// table named, the key the index's values.
+fn through_index(b: &Bench, t: TransactionId, email: &[u8], lock: LockMode, flags: u8) -> TcKeyReq {
+    let mut read = b.request(t, OperationKind::Read, 0, None);
+    read.table_id = HIDDEN;
+    read.table_version = HIDDEN_VERSION;
+    read.key = b.section(&[(0, Some(email))]);
+    read.lock = lock;
+    read.flags = START | EXECUTE | tc_key_flags::THROUGH_UNIQUE_INDEX | flags;
+    read
+}
+
+#[test]
+fn a_read_through_the_unique_index_reads_the_hidden_row_then_the_row() {
+    let mut b = Bench::new();
+    let t = txn(API, 1);
+    let email: &[u8] = b"ada@x";
+    b.deliver(API, through_index(&b, t, email, LockMode::Shared, 0));
+    let (sent, _) = b.take();
+    assert_eq!(shape(&sent), vec![(HIDDEN, OperationKind::Read)]);
+    assert_eq!(sent[0].lock, LockMode::Shared);
+    assert_eq!(
+        sent[0].raw_attr,
+        Some(1u16.to_le_bytes().to_vec()),
+        "the key column"
+    );
+    b.prepared(&sent[0], Some(&[(1, Some(&5i32.to_le_bytes()))]));
+    let (row, _) = b.take();
+    assert_eq!(shape(&row), vec![(TABLE, OperationKind::Read)]);
+    assert_eq!(
+        (row[0].key.clone(), row[0].lock),
+        (vec![(0, int(5))], LockMode::Shared)
+    );
+    let five: &[u8] = &5i32.to_le_bytes();
+    b.prepared(&row[0], Some(&[(0, Some(five)), (EMAIL, Some(email))]));
+    let (_, others) = b.take();
+    assert!(
+        matches!(
+            &others[..],
+            [Signal::TransIdAi(row), Signal::TcKeyConf(TcKeyConf { operations: 1, .. })]
+                if row.client_op == 0
+        ),
+        "the row, then the batch's one operation: {others:?}"
+    );
+}
+
+#[test]
+fn a_read_through_the_unique_index_of_no_row_answers_none_or_fails() {
+    let mut b = Bench::new();
+    let email: &[u8] = b"nobody@x";
+    // Asked to tolerate it: no row, the transaction goes on.
+    let t = txn(API, 1);
+    let read = through_index(
+        &b,
+        t,
+        email,
+        LockMode::CommittedRead,
+        tc_key_flags::IGNORE_MISSING,
+    );
+    b.deliver(API, read);
+    let (sent, _) = b.take();
+    b.refused(&sent[0], ErrorCode::NoSuchRow);
+    batch_answered(&b.take().1, t);
+    // Not asked to: NoSuchRow, as a key read of a missing row.
+    let t = txn(API, 2);
+    b.deliver(API, through_index(&b, t, email, LockMode::CommittedRead, 0));
+    let (sent, _) = b.take();
+    b.refused(&sent[0], ErrorCode::NoSuchRow);
+    let (_, others) = b.take();
+    assert!(only_refusal(&others).is_some_and(|r| r.error == ErrorCode::NoSuchRow));
+}
+
+#[test]
+fn a_committed_read_through_the_index_of_a_row_that_moved_answers_none() {
+    let mut b = Bench::new();
+    let t = txn(API, 1);
+    let email: &[u8] = b"ada@x";
+    let read = through_index(
+        &b,
+        t,
+        email,
+        LockMode::CommittedRead,
+        tc_key_flags::IGNORE_MISSING,
+    );
+    b.deliver(API, read);
+    let (sent, _) = b.take();
+    b.prepared(&sent[0], Some(&[(1, Some(&5i32.to_le_bytes()))]));
+    let (row, _) = b.take();
+    // The row holds another email by the time it is read.
+    let moved: &[u8] = b"bob@x";
+    b.prepared(
+        &row[0],
+        Some(&[(0, Some(&5i32.to_le_bytes())), (EMAIL, Some(moved))]),
+    );
+    batch_answered(&b.take().1, t);
+}
+
+#[test]
+fn only_a_read_of_a_hidden_table_goes_through_an_index() {
+    let mut b = Bench::new();
+    let t = txn(API, 1);
+    let mut read = b.request(t, OperationKind::Read, 5, None);
+    read.flags |= tc_key_flags::THROUGH_UNIQUE_INDEX;
+    b.deliver(API, read);
+    let (sent, others) = b.take();
+    assert!(sent.is_empty());
+    assert!(only_refusal(&others).is_some_and(|r| r.error == ErrorCode::BadRequest));
+}

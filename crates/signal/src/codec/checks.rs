@@ -11,14 +11,15 @@ use crate::signals::{
     LqhAddTabReq, LqhKeyReq, PartitionMap, SchemaSyncReq, TcAddTabReq, TcKeyReq,
 };
 
-/// Only the flags a client may set, IGNORE_MISSING on reads only.
+/// Only the flags a client may set, IGNORE_MISSING and
+/// THROUGH_UNIQUE_INDEX on reads only.
 pub(crate) fn tc_key_req(request: &TcKeyReq) -> Result<(), WireError> {
     if request.flags & !tc_key_flags::ALL != 0 {
         return Err(WireError::BadField("TcKeyReq flags"));
     }
-    let ignores_missing = request.flags & tc_key_flags::IGNORE_MISSING != 0;
-    if ignores_missing && request.kind != crate::signals::OperationKind::Read {
-        return Err(WireError::BadField("TcKeyReq IGNORE_MISSING on a write"));
+    let read_flags = tc_key_flags::IGNORE_MISSING | tc_key_flags::THROUGH_UNIQUE_INDEX;
+    if request.flags & read_flags != 0 && request.kind != crate::signals::OperationKind::Read {
+        return Err(WireError::BadField("TcKeyReq a read's flag on a write"));
     }
     Ok(())
 }

@@ -1208,6 +1208,6 @@ fn ignore_missing_is_taken_on_reads_and_refused_on_writes() {
             request(OperationKind::Delete, LockMode::Exclusive).into(),
             |_| {}
         ),
-        WireError::BadField("TcKeyReq IGNORE_MISSING on a write")
+        WireError::BadField("TcKeyReq a read's flag on a write")
     );
 }

@@ -123,8 +123,15 @@ pub mod tc_key_flags {
     /// that may have been deleted since (NDB's AO_IgnoreError on a read).
     /// Reads only.
     pub const IGNORE_MISSING: u8 = 8;
+    /// A read of a unique index's hidden table answered with the row the
+    /// hidden row names, in one round trip (the tc reads both, with the
+    /// read's lock; a committed read is answered only if the row still
+    /// holds the index's values): the key is the index's values, the
+    /// attribute section the projection of the base table's columns.
+    /// Reads of a hidden table only.
+    pub const THROUGH_UNIQUE_INDEX: u8 = 16;
     /// Every flag a client may set.
-    pub const ALL: u8 = START | EXECUTE | COMMIT | IGNORE_MISSING;
+    pub const ALL: u8 = START | EXECUTE | COMMIT | IGNORE_MISSING | THROUGH_UNIQUE_INDEX;
 }
 
 /// Flags and limits of a [`ScanReq`](super::ScanReq).
