@@ -395,13 +395,15 @@ impl Tc {
             }
             OpRole::InsertForWrite => return self.inserted_for_write(transaction, conf.tc_op, ctx),
             OpRole::IndexRead => return self.index_read(transaction, conf.tc_op, conf.data, ctx),
-            OpRole::IndexRow { checked: true }
-                if !self.index_row_holds_values(conf.tc_op, conf.data.as_ref()) =>
-            {
-                // Changed between the two reads: no such row now.
-                return self.index_row_missing(transaction, conf.tc_op, ctx);
+            OpRole::IndexRow { checked } => {
+                if checked && !self.index_row_holds_values(conf.tc_op, conf.data.as_ref()) {
+                    // Changed between the two reads: no such row now.
+                    return self.index_row_missing(transaction, conf.tc_op, ctx);
+                }
+                // Its request's sections go back to the pool.
+                self.records.operations[conf.tc_op as usize].pending = None;
             }
-            OpRole::Client | OpRole::Triggered { .. } | OpRole::IndexRow { .. } => {}
+            OpRole::Client | OpRole::Triggered { .. } => {}
         }
         let record = &mut self.records.transactions[transaction as usize];
         let ends_committing_batch =

@@ -366,9 +366,12 @@ impl Tc {
         request: &TcKeyReq,
         old_row: Option<&Section>,
     ) -> Result<Vec<(u32, TcKeyReq)>, ErrorCode> {
+        // Dropped since the write was routed (the tc drops a table's
+        // routes at once; its operations in flight go on).
         let route = self.tables[request.table_id as usize]
             .as_ref()
-            .expect("a routed table");
+            .filter(|route| route.definition.version == request.table_version)
+            .ok_or(ErrorCode::UnknownTable)?;
         let table = &route.definition;
         let key = request.key.as_slice();
         let attr = request.attr.as_ref().map_or(&[][..], Section::as_slice);

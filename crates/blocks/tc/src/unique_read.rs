@@ -95,11 +95,13 @@ impl Tc {
             .take()
             .expect("an index read holds its request");
         let client_op = request.client_op;
-        let hidden = self.tables[request.table_id as usize]
-            .as_ref()
-            .expect("read a moment ago");
-        let base_id = hidden.hidden_of.expect("a hidden table");
-        let Some(base) = self.tables[base_id as usize].as_ref() else {
+        // Dropped (or even its id reused) between the two reads: the tc
+        // drops a table's routes at once, its operations in flight go on.
+        let hidden = self.tables[request.table_id as usize].as_ref();
+        let base = hidden
+            .and_then(|hidden| hidden.hidden_of)
+            .and_then(|base_id| self.tables[base_id as usize].as_ref());
+        let Some(base) = base else {
             return self.abort_for(transaction, ErrorCode::UnknownTable, client_op, ctx);
         };
         let Some(index) = base.unique.iter().find(|i| i.table_id == request.table_id) else {

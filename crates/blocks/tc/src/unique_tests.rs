@@ -809,3 +809,61 @@ fn only_a_read_of_a_hidden_table_goes_through_an_index() {
     assert!(sent.is_empty());
     assert!(only_refusal(&others).is_some_and(|r| r.error == ErrorCode::BadRequest));
 }
+
+#[test]
+fn a_table_dropped_between_a_lookups_two_reads_aborts_it() {
+    let mut b = Bench::new();
+    let t = txn(API, 1);
+    let email: &[u8] = b"ada@x";
+    b.deliver(API, through_index(&b, t, email, LockMode::Shared, 0));
+    let (sent, _) = b.take();
+    // The drop reaches the tc first (it drops routes at once), the ldm's
+    // answer after.
+    b.deliver(DICT, DropTabOrd { table_id: TABLE });
+    b.take();
+    b.prepared(&sent[0], Some(&[(1, Some(&5i32.to_le_bytes()))]));
+    let (more, others) = b.take();
+    assert!(more.is_empty(), "{more:?}");
+    assert!(
+        others
+            .iter()
+            .any(|signal| matches!(signal, Signal::AbortReq(_))),
+        "the hidden read's lock released: {others:?}"
+    );
+    b.deliver(
+        sent[0].ldm,
+        AbortConf {
+            tc_op: sent[0].tc_op,
+        },
+    );
+    let (_, others) = b.take();
+    assert!(only_refusal(&others).is_some_and(|r| r.error == ErrorCode::UnknownTable));
+}
+
+#[test]
+fn a_table_dropped_between_a_before_image_and_its_write_aborts_it() {
+    let mut b = Bench::new();
+    let t = txn(API, 1);
+    let new: &[u8] = b"bob@x";
+    let request = b.request(t, OperationKind::Update, 5, Some(&[(EMAIL, Some(new))]));
+    b.deliver(API, request);
+    let (sent, _) = b.take();
+    b.deliver(DICT, DropTabOrd { table_id: TABLE });
+    b.take();
+    let old: &[u8] = b"ada@x";
+    b.prepared(&sent[0], Some(&[(EMAIL, Some(old))]));
+    let (more, others) = b.take();
+    assert!(more.is_empty(), "{more:?}");
+    b.deliver(
+        sent[0].ldm,
+        AbortConf {
+            tc_op: sent[0].tc_op,
+        },
+    );
+    let (_, after) = b.take();
+    let refusal = only_refusal(&after).or_else(|| only_refusal(&others));
+    assert!(
+        refusal.is_some_and(|r| r.error == ErrorCode::UnknownTable),
+        "{others:?} {after:?}"
+    );
+}

@@ -823,19 +823,39 @@ pub fn fresh_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// Where test clusters' ports come from: below the kernel's ephemeral
+/// range (32768 and up on Linux), from which a port given by `bind(0)`
+/// would come. While a node of a test restarts, its port is free, and an
+/// outgoing connection anywhere on the machine could take it as its local
+/// end: the node could not listen on it again ("address already in use").
+const TEST_PORTS: std::ops::Range<u32> = 20_000..32_000;
+
+/// The next candidate port of this process (test binaries running side
+/// by side start at different places, by pid).
+static NEXT_PORT: AtomicU32 = AtomicU32::new(0);
+
+/// A listener on a port of [`TEST_PORTS`] nobody listens on right now.
+fn bind_test_port() -> TcpListener {
+    let span = TEST_PORTS.end - TEST_PORTS.start;
+    let start = std::process::id().wrapping_mul(7_919) % span;
+    for _ in 0..span {
+        let next = NEXT_PORT.fetch_add(1, Ordering::Relaxed);
+        let port = TEST_PORTS.start + (start + next) % span;
+        if let Ok(listener) = TcpListener::bind(("127.0.0.1", port as u16)) {
+            return listener;
+        }
+    }
+    panic!("no free loopback port in {TEST_PORTS:?}")
+}
+
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("can bind a loopback port")
-        .port()
+    bind_test_port().local_addr().expect("bound").port()
 }
 
 /// `count` different free ports (all held while the next is picked).
 fn free_ports(count: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..count)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("can bind a loopback port"))
-        .collect();
+    let listeners: Vec<TcpListener> = (0..count).map(|_| bind_test_port()).collect();
     listeners
         .iter()
         .map(|listener| listener.local_addr().expect("bound").port())
