@@ -204,6 +204,12 @@ const MOVED: [(u32, OperationKind); 3] = [
     (HIDDEN, OperationKind::Insert),
 ];
 
+/// The COMMITs among `others`.
+fn commits(others: &[Signal]) -> usize {
+    let commit = |signal: &&Signal| matches!(signal, Signal::CommitReq(_));
+    others.iter().filter(commit).count()
+}
+
 /// (table, kind) of each operation sent.
 fn shape(sent: &[Sent]) -> Vec<(u32, OperationKind)> {
     sent.iter().map(|sent| (sent.table_id, sent.kind)).collect()
@@ -351,11 +357,7 @@ fn an_update_of_the_indexed_column_reads_the_row_then_moves_its_hidden_row() {
     // Commit: every operation, the read's lock too, commits.
     b.deliver(API, TcCommitReq { transaction_id: t });
     let (_, others) = b.take();
-    let commits = others
-        .iter()
-        .filter(|signal| matches!(signal, Signal::CommitReq(_)))
-        .count();
-    assert_eq!(commits, 4, "{others:?}");
+    assert_eq!(commits(&others), 4, "{others:?}");
 }
 
 #[test]
@@ -658,11 +660,7 @@ fn a_waiting_operation_that_commits_the_batch_commits_it() {
     // Every operation prepared: the commit goes to all eight (the two
     // before-images' locks too).
     let (_, others) = b.take();
-    let commits = others
-        .iter()
-        .filter(|signal| matches!(signal, Signal::CommitReq(_)))
-        .count();
-    assert_eq!(commits, 8, "{others:?}");
+    assert_eq!(commits(&others), 8, "{others:?}");
 }
 
 #[test]
