@@ -140,6 +140,25 @@ pub const fn entry_bytes(value_length: usize) -> usize {
     4 + value_length
 }
 
+/// Appends one entry (not NULL) to `out`, growing it; `Err` for a value
+/// too long for the encoding. For sections built off the hot paths (a
+/// unique index's rows, the replica checker's keys).
+///
+/// ```
+/// let mut out = Vec::new();
+/// signal::attr::append_entry(&mut out, 3, b"ab").unwrap();
+/// assert_eq!(out, [3, 0, 2, 0, b'a', b'b']);
+/// ```
+pub fn append_entry(out: &mut Vec<u8>, column: u16, value: &[u8]) -> Result<(), ErrorCode> {
+    let start = out.len();
+    out.resize(start + entry_bytes(value.len()), 0);
+    let pushed = AttrWriter::new(&mut out[start..]).push(column, Some(value));
+    if pushed.is_err() {
+        out.truncate(start);
+    }
+    pushed
+}
+
 /// Checks that `value` fits `column_type` (inlined: the client runs it in
 /// its per-column row decoding loops).
 #[inline]

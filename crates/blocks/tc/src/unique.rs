@@ -35,7 +35,7 @@ use crate::execute::Route;
 use crate::records::{OpRole, Transaction, TransactionState};
 use crate::{Tc, UniqueIndex};
 use kernel::Context;
-use signal::attr::{key_values_equal, AttrIter, AttrWriter, KeyHash};
+use signal::attr::{append_entry, key_values_equal, AttrIter, KeyHash};
 use signal::schema::ColumnType;
 use signal::section::Section;
 use signal::signals::{tc_key_flags, LockMode, OperationKind, TcKeyReq};
@@ -483,9 +483,7 @@ fn encode<'a>(
     values: impl Iterator<Item = &'a [u8]>,
 ) -> Result<(), ErrorCode> {
     for (at, value) in values.enumerate() {
-        let start = out.len();
-        out.resize(start + signal::attr::entry_bytes(value.len()), 0);
-        AttrWriter::new(&mut out[start..]).push((first + at) as u16, Some(value))?;
+        append_entry(out, (first + at) as u16, value)?;
     }
     Ok(())
 }

@@ -23,7 +23,7 @@
 use crate::records::{OpRole, TransactionState};
 use crate::Tc;
 use kernel::Context;
-use signal::attr::{key_values_equal, AttrIter, AttrWriter};
+use signal::attr::{append_entry, key_values_equal, AttrIter};
 use signal::section::Section;
 use signal::signals::{tc_key_flags, LockMode, OperationKind, TcKeyReq};
 use signal::ErrorCode;
@@ -119,12 +119,7 @@ impl Tc {
             let Ok(Some(value)) = value else {
                 return self.abort_for(transaction, ErrorCode::BadRequest, client_op, ctx);
             };
-            let start = key.len();
-            key.resize(start + signal::attr::entry_bytes(value.len()), 0);
-            if AttrWriter::new(&mut key[start..])
-                .push(column, Some(value))
-                .is_err()
-            {
+            if append_entry(&mut key, column, value).is_err() {
                 return self.abort_for(transaction, ErrorCode::BadRequest, client_op, ctx);
             }
         }

@@ -5,7 +5,7 @@
 //! compare as keys do (PAD SPACE text without trailing spaces).
 
 use super::{Mismatch, MismatchKind, ReplicaCheckReport, ScanRow};
-use crate::attr::{canonical, key_hash, AttrIter, AttrWriter};
+use crate::attr::{append_entry, canonical, key_hash, AttrIter};
 use crate::partition::bucket;
 use crate::schema::{IndexDef, TableDef};
 use std::collections::BTreeMap;
@@ -59,15 +59,10 @@ fn key_of(table: &TableDef, columns: &[u16], row: &ScanRow) -> Option<Vec<Vec<u8
 fn key_section(key: &[u16], row: &ScanRow) -> Option<Vec<u8>> {
     let mut section = Vec::new();
     for &column in key {
-        let start = section.len();
         let entry = AttrIter::new(&row.values)
             .filter_map(Result::ok)
             .find(|entry| entry.column == column)?;
-        let value = entry.value?;
-        section.resize(start + crate::attr::entry_bytes(value.len()), 0);
-        AttrWriter::new(&mut section[start..])
-            .push(column, Some(value))
-            .ok()?;
+        append_entry(&mut section, column, entry.value?).ok()?;
     }
     Some(section)
 }
