@@ -8,7 +8,7 @@
 mod common;
 
 use common::{
-    assert_thread_roles, data_node, data_nodes_in, free_port, fresh_dir, parse_json, process_alive,
+    assert_thread_roles, data_node, data_nodes_in, fresh_dir, parse_json, process_alive,
     run_tessera, send_signal, threads_of_node, threads_of_node2, wait_timeout, ClusterOptions,
     TestCluster, TESSERA,
 };
@@ -304,15 +304,8 @@ fn bench_every_phase(mgmd: &str, records: u64, extra: &[&str]) {
     }
 }
 
-fn free_port_pair() -> u16 {
-    for _ in 0..100 {
-        let port = free_port();
-        if port < u16::MAX - 20 && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no two consecutive free ports");
-}
+/// The ports a demo uses: its base port and the nineteen after it.
+const DEMO_PORTS: u32 = 20;
 
 /// A running `tessera demo` whose ready line was read.
 struct StartedDemo {
@@ -329,7 +322,7 @@ struct StartedDemo {
 fn start_demo(dir: &Path) -> StartedDemo {
     for attempt in 0..5 {
         let data_dir = dir.join(format!("data{attempt}"));
-        let base_port = free_port_pair();
+        let base_port = common::free_port_block(DEMO_PORTS);
         let mut demo = Command::new(TESSERA)
             .args([
                 "demo",
@@ -381,8 +374,18 @@ fn start_demo(dir: &Path) -> StartedDemo {
                 // The demo exited without a ready line.
                 let _ = wait_timeout(&mut demo, Duration::from_secs(30));
                 let mut text = stderr.join().unwrap_or_default();
-                for log in ["mgmd.log", "node2.log"] {
-                    text.push_str(&std::fs::read_to_string(data_dir.join(log)).unwrap_or_default());
+                // Every process's log: the mgmd's and each data node's.
+                let mut logs: Vec<PathBuf> = std::fs::read_dir(&data_dir)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|entry| entry.path())
+                    .filter(|path| path.extension().is_some_and(|extension| extension == "log"))
+                    .collect();
+                logs.sort();
+                for log in logs {
+                    text.push_str(&format!("--- {}\n", log.display()));
+                    text.push_str(&std::fs::read_to_string(&log).unwrap_or_default());
                 }
                 if text.to_lowercase().contains("address already in use") {
                     continue;
@@ -482,7 +485,7 @@ fn demo_prints_ready_and_stops_everything_on_sigterm() {
 fn demo_refuses_a_non_empty_data_dir() {
     let dir = fresh_dir("demo-non-empty");
     std::fs::write(dir.join("precious.txt"), "keep me").expect("write");
-    let port = free_port_pair().to_string();
+    let port = common::free_port_block(DEMO_PORTS).to_string();
     let finished = run_tessera(
         &[
             "demo",

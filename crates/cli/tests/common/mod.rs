@@ -848,6 +848,31 @@ fn bind_test_port() -> TcpListener {
     panic!("no free loopback port in {TEST_PORTS:?}")
 }
 
+/// The first of `count` consecutive ports nobody listens on right now,
+/// taken from this process's counter as a whole, so no other test of the
+/// process is handed one of them (a demo uses the twenty ports from its
+/// base port, and names only the first).
+pub fn free_port_block(count: u32) -> u16 {
+    assert!(count > 0, "a block holds at least one port");
+    let span = TEST_PORTS.end - TEST_PORTS.start;
+    let start = std::process::id().wrapping_mul(7_919) % span;
+    for _ in 0..span / count {
+        let first = (start + NEXT_PORT.fetch_add(count, Ordering::Relaxed)) % span;
+        if first + count > span {
+            continue; // would wrap past the range's end
+        }
+        let first = TEST_PORTS.start + first;
+        let all_free = (first..first + count)
+            .map(|port| TcpListener::bind(("127.0.0.1", port as u16)))
+            .collect::<Result<Vec<_>, _>>()
+            .is_ok();
+        if all_free {
+            return first as u16;
+        }
+    }
+    panic!("no {count} consecutive free loopback ports in {TEST_PORTS:?}")
+}
+
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
     bind_test_port().local_addr().expect("bound").port()
