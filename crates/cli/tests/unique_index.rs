@@ -5,7 +5,8 @@
 //! kept from there on. Checked by looking rows up through it, by writes
 //! of a repeated value (refused, naming the index), and by `check
 //! replicas`, which compares every replica of the hidden table and the
-//! hidden rows with the table's rows.
+//! hidden rows with the table's rows. Then it is dropped alone, and stays
+//! dropped through another whole-cluster restart.
 
 mod common;
 
@@ -98,12 +99,20 @@ fn assert_index_serves(cluster: &Cluster, emails: &Emails, when: &str) {
 }
 
 fn check_replicas(cluster: &TestCluster, emails: &Emails, when: &str) {
+    check_replicas_of(cluster, emails, true, when);
+}
+
+/// `check replicas` finds no mismatch, and checks the rows and (`indexed`)
+/// one hidden row for each email.
+fn check_replicas_of(cluster: &TestCluster, emails: &Emails, indexed: bool, when: &str) {
     let check = cluster.mgm_json("check replicas");
     let check: Json = serde_json::from_str(check.stdout.trim())
         .unwrap_or_else(|error| panic!("check replicas printed no JSON ({error})"));
     assert_eq!(check["mismatches"], 0, "{when}: {check}");
-    // The rows, and one hidden row for each email.
-    let hidden = emails.values().filter(|email| email.is_some()).count();
+    let hidden = match indexed {
+        true => emails.values().filter(|email| email.is_some()).count(),
+        false => 0,
+    };
     assert_eq!(
         check["rows_checked"],
         emails.len() + hidden,
@@ -174,4 +183,30 @@ fn a_unique_index_survives_a_node_restart_and_a_whole_cluster_restart() {
     let client = cluster.connect();
     assert_index_serves(&client, &emails, "after the whole-cluster restart");
     check_replicas(&cluster, &emails, "after the whole-cluster restart");
+
+    // Dropped alone: emails may repeat, no hidden rows are left, and a
+    // whole-cluster restart brings neither the index nor its rows back.
+    client
+        .drop_index("users", "by_email")
+        .expect("drop the unique index");
+    client.invalidate_table("users");
+    let table = client.table("users").expect("the table");
+    assert!(table.unique_index_table("by_email").is_err());
+    let repeated = emails[&1].clone();
+    settled("a durable repeated email", || {
+        let mut transaction = client.transaction();
+        let email = Value::from(repeated.as_deref().expect("row 1 has an email"));
+        transaction.write(&table, &[("k", Value::UInt(2)), ("email", email)])?;
+        transaction.commit_durable()
+    });
+    emails.insert(2, repeated);
+    check_replicas_of(&cluster, &emails, false, "after the drop");
+    drop(table);
+    drop(client);
+    cluster.kill_data_nodes();
+    cluster.restart_data_nodes();
+    let client = cluster.connect();
+    let table = client.table("users").expect("the table after the restart");
+    assert!(table.def().indexes.is_empty(), "{:?}", table.def().indexes);
+    check_replicas_of(&cluster, &emails, false, "after the drop and a restart");
 }

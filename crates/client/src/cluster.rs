@@ -985,8 +985,9 @@ impl Cluster {
         self.index_change(table, index, columns, true)
     }
 
-    /// Drops the ordered index `index` of table `table`: no definition
-    /// handed out names it from then on, and every data node frees it.
+    /// Drops the index `index` of table `table`: no definition handed
+    /// out names it from then on, and every data node frees it (a unique
+    /// index's hidden table too, once no write keeps it).
     /// Errors: `UnknownIndex`, `UnknownTable`.
     ///
     /// ```no_run

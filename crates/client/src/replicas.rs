@@ -291,6 +291,10 @@ impl Cluster {
         // Dead replicas are out of every map: say whose they are.
         report.dead_nodes = self.data_nodes_down_now()?;
         for name in self.list_tables()? {
+            // The definition as dict holds it now: a cached one may name
+            // an index dropped since (the check would find it missing),
+            // or lack one created since (left unchecked).
+            self.invalidate_table(&name);
             let table = match self.table(&name) {
                 Ok(table) => table,
                 // Dropped since the listing: nothing to check.

@@ -156,9 +156,6 @@ error_codes! {
     /// A table has at most 16 indexes besides its primary key, and 65,535
     /// index changes in its life.
     TooManyIndexes = 4029, Permanent, "too many indexes: a table has at most 16";
-    /// A unique index is, for now, declared with its table and dropped
-    /// with it: dropping one alone is refused.
-    UniqueIndexChange = 4030, Permanent, "a unique index is dropped only with its table (an online drop of one is not built yet)";
     /// An API node's registration did not carry the token mgmd issued
     /// with its node id (or carried one of an older allocation of the
     /// id): the data node refuses it and closes the connection.

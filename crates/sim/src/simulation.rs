@@ -532,8 +532,9 @@ impl Simulation {
     }
 
     /// Whether `nodes` agree on the schema: every tc, ldm and dict of them
-    /// holds the same tables (id, version), every ldm and dict the same
-    /// index revision of each, and no dict is still taking the master
+    /// holds the same tables (id, version) and index revision of each,
+    /// every tc and ldm the hidden tables of the unique indexes those
+    /// revisions name and no others, and no dict is still taking the master
     /// role over. `Err` says who differs from whom. (A create
     /// or drop a failed master dict had under way is finished or undone
     /// everywhere: docs/design/0016-schema-takeover.md.)
@@ -550,7 +551,9 @@ impl Simulation {
                 .collect()
         };
         for tc in self.tcs().filter(|tc| mine(kernel::Block::address(*tc))) {
-            held.push((kernel::Block::address(tc), versions(&tc.table_versions())));
+            let tables = tc.table_versions();
+            held.push((kernel::Block::address(tc), versions(&tables)));
+            revisions.push((kernel::Block::address(tc), tables));
         }
         for ldm in self.ldms().filter(|ldm| mine(kernel::Block::address(*ldm))) {
             let tables = ldm.table_versions();
@@ -569,7 +572,7 @@ impl Simulation {
             held.push((address, versions(&tables)));
             revisions.push((address, tables));
         }
-        // Indexes too: every ldm and dict at the same revision of each.
+        // Indexes too: every tc, ldm and dict at the same revision of each.
         if let Some((first, tables)) = revisions.first() {
             for (block, other) in &revisions {
                 if other != tables {
@@ -578,6 +581,33 @@ impl Simulation {
                          {block} holds {other:?}"
                     ));
                 }
+            }
+        }
+        // The hidden tables every tc and ldm holds: those of the unique
+        // indexes the dicts' definitions name (a unique index dropped
+        // alone takes its table with it everywhere).
+        let named: Vec<(u32, u32)> = {
+            let dict = self
+                .dicts()
+                .find(|dict| mine(kernel::Block::address(*dict)));
+            let mut named: Vec<(u32, u32)> =
+                dict.map(|dict| dict.hidden_tables()).unwrap_or_default();
+            named.sort_unstable();
+            named
+        };
+        let mut hidden: Vec<(BlockRef, Vec<(u32, u32)>)> = Vec::new();
+        for tc in self.tcs().filter(|tc| mine(kernel::Block::address(*tc))) {
+            hidden.push((kernel::Block::address(tc), tc.hidden_tables()));
+        }
+        for ldm in self.ldms().filter(|ldm| mine(kernel::Block::address(*ldm))) {
+            hidden.push((kernel::Block::address(ldm), ldm.hidden_tables()));
+        }
+        for (block, mut tables) in hidden {
+            tables.sort_unstable();
+            if tables != named {
+                return Err(format!(
+                    "{block} holds hidden tables (id, base) {tables:?}, the dicts name {named:?}"
+                ));
             }
         }
         let Some((first, tables)) = held.first().cloned() else {

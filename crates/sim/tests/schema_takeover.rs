@@ -198,6 +198,7 @@ fn run_index_case(
     (nodes, replicas): (u16, u16),
     point: FaultPoint,
     action: FaultAction,
+    unique: bool,
 ) -> IndexOutcome {
     let survivors: Vec<NodeId> = (3..2 + nodes).map(NodeId).collect();
     let checked = survivors.clone();
@@ -207,14 +208,30 @@ fn run_index_case(
         .fault_with(NodeId(2), point, action)
         .run_then(
             move |cluster, context| {
-                let table = create_kv_table(cluster, "kept");
+                let table = if unique {
+                    // Declared with the table: a unique index's drop takes
+                    // its hidden table with it everywhere.
+                    let mut definition = kv_table_definition("kept");
+                    definition.indexes.push(client::IndexDef {
+                        id: 1,
+                        name: "by_v".into(),
+                        columns: vec![1],
+                        unique: Some(client::UniqueTable::REQUESTED),
+                    });
+                    cluster.create_table(&definition).unwrap();
+                    cluster.table("kept").unwrap()
+                } else {
+                    create_kv_table(cluster, "kept")
+                };
                 // Above the keys write_through_each writes.
                 for k in 100..150 {
                     sim::harness::insert_settled(cluster, &table, k);
                 }
                 let changed = if dropping {
-                    // A create runs first; its points are not armed.
-                    cluster.create_index("kept", "by_v", &["v"]).unwrap();
+                    if !unique {
+                        // A create runs first; its points are not armed.
+                        cluster.create_index("kept", "by_v", &["v"]).unwrap();
+                    }
                     cluster.drop_index("kept", "by_v")
                 } else {
                     cluster.create_index("kept", "by_v", &["v"])
@@ -268,7 +285,7 @@ fn an_index_change_the_master_dict_died_in_ends_everywhere_or_nowhere() {
         for action in [FaultAction::Crash, stall] {
             for shape in [(2, 2), (3, 3)] {
                 seed += 1;
-                let outcome = run_index_case(seed, shape, point, action);
+                let outcome = run_index_case(seed, shape, point, action, false);
                 let case = format!("seed {seed}, shape {shape:?}, {point:?} {action}");
                 if let Err(disagreement) = &outcome.agreed {
                     panic!("{case}: {disagreement}");
@@ -285,6 +302,29 @@ fn an_index_change_the_master_dict_died_in_ends_everywhere_or_nowhere() {
                     }
                     _ => {}
                 }
+            }
+        }
+    }
+}
+
+/// The president dies where a drop of a unique index (declared with its
+/// table) reached one dict: the drop is finished (a stalled president)
+/// or not, and either way every survivor's tcs and ldms hold exactly the
+/// hidden tables the dicts' definitions name (`schema_agreement`).
+#[test]
+fn a_unique_index_drop_the_master_dict_died_in_ends_everywhere_or_nowhere() {
+    let point = FaultPoint::IndexDropAfterFirstDictionary;
+    let mut seed = 200;
+    for action in [FaultAction::Crash, FaultAction::Delay { ms: 3_000 }] {
+        for shape in [(2, 2), (3, 3)] {
+            seed += 1;
+            let outcome = run_index_case(seed, shape, point, action, true);
+            let case = format!("seed {seed}, shape {shape:?}, {point:?} {action}");
+            if let Err(disagreement) = &outcome.agreed {
+                panic!("{case}: {disagreement}");
+            }
+            if let FaultAction::Delay { .. } = action {
+                assert!(!outcome.exists, "{case}: a drop a dict took is finished");
             }
         }
     }

@@ -339,6 +339,50 @@ fn break_with(result: Result<client::Outcome, ClientError>, indexes: &[&str], st
     }
 }
 
+/// Random writes, deletes and updates of 20 rows with values that repeat
+/// until `until_us` of simulated time, each committed alone: how many
+/// ended each way.
+fn random_writes(
+    cluster: &client::Cluster,
+    table: &std::sync::Arc<client::Table>,
+    random: &mut XorShift,
+    until_us: u64,
+    context: &sim::hosted::HostedContext,
+) -> BTreeMap<&'static str, u32> {
+    let mut outcomes = BTreeMap::<&'static str, u32>::new();
+    while context.now_us() < until_us {
+        let k = random.below(20);
+        let mut transaction = cluster.transaction();
+        let queued = match random.below(5) {
+            0 => transaction.delete(table, &[Value::UInt(k)]),
+            1 => {
+                let email = draw(random, EMAIL);
+                transaction.update(table, &[Value::UInt(k)], &[("email", email)])
+            }
+            _ => {
+                let named: Vec<(&str, Value)> = std::iter::once(("k", Value::UInt(k)))
+                    .chain((1..COLUMNS).map(|column| (NAMES[column], draw(random, column))))
+                    .collect();
+                transaction.write(table, &named)
+            }
+        };
+        queued.expect("queued");
+        let outcome = match transaction.execute(Commit::Yes) {
+            Ok(_) => "committed",
+            Err(ClientError::DuplicateUniqueKey { .. }) => "duplicate",
+            Err(error) if error.code() == Some(client::ErrorCode::NoSuchRow) => "no row",
+            Err(ClientError::OutcomeUnknown { .. }) => "unknown",
+            Err(error) if error.is_temporary() => {
+                context.sleep(std::time::Duration::from_millis(5));
+                "temporary"
+            }
+            Err(error) => panic!("an unexpected error: {error:?}"),
+        };
+        *outcomes.entry(outcome).or_default() += 1;
+    }
+    outcomes
+}
+
 /// Writes of four clients that move unique values between rows while
 /// data node `victim` dies (its tcs' transactions taken over, its replicas routed around):
 /// whatever each transaction's outcome, the hidden tables end equal to
@@ -346,91 +390,58 @@ fn break_with(result: Result<client::Outcome, ClientError>, indexes: &[&str], st
 /// is found through each index by its values.
 fn unique_values_survive_the_death_of(victim: u16, seed: u64) {
     const CLIENTS: u16 = 4;
-    let work = move |client: u16,
-                     cluster: &client::Cluster,
-                     context: &sim::hosted::HostedContext| {
-        // Client 0 creates the table, the others wait for it.
-        if client == 0 {
-            cluster.create_table(&table_definition()).expect("create");
-        }
-        let table = loop {
-            match cluster.table("people") {
-                Ok(table) => break table,
-                Err(_) => context.sleep(std::time::Duration::from_millis(10)),
+    let work =
+        move |client: u16, cluster: &client::Cluster, context: &sim::hosted::HostedContext| {
+            // Client 0 creates the table, the others wait for it.
+            if client == 0 {
+                cluster.create_table(&table_definition()).expect("create");
             }
+            let table = loop {
+                match cluster.table("people") {
+                    Ok(table) => break table,
+                    Err(_) => context.sleep(std::time::Duration::from_millis(10)),
+                }
+            };
+            let mut random = XorShift::new(seed + u64::from(client));
+            let outcomes = random_writes(cluster, &table, &mut random, 4_000_000, context);
+            if client != 0 {
+                return (outcomes, 0);
+            }
+            // The others have stopped by now.
+            context.sleep(std::time::Duration::from_secs(1));
+            let report = cluster.check_replicas().expect("the replica check");
+            assert!(report.is_consistent(), "seed {seed}: {report}");
+            // Every row is found by its values through each index.
+            let rows = cluster
+                .scan(
+                    &table,
+                    client::Access::Table,
+                    &client::ScanOptions::default(),
+                )
+                .expect("a scan of every row");
+            let mut checked = 0;
+            for row in &rows.rows {
+                let values = row.values();
+                for (index, (name, columns)) in UNIQUE.iter().enumerate() {
+                    if unique_key(values, index).is_none() {
+                        continue;
+                    }
+                    let key: Vec<Value> = columns.iter().map(|&c| values[c].clone()).collect();
+                    let mut transaction = cluster.transaction();
+                    let found = transaction
+                        .read_by_unique_index(&table, name, &key, LockMode::CommittedRead)
+                        .expect("a lookup");
+                    let found = found.map(|found| found.values()[K].clone());
+                    assert_eq!(
+                        found.as_ref(),
+                        Some(&values[K]),
+                        "seed {seed}: {name} {key:?}"
+                    );
+                    checked += 1;
+                }
+            }
+            (outcomes, checked)
         };
-        let mut random = XorShift::new(seed + u64::from(client));
-        let mut outcomes = BTreeMap::<&'static str, u32>::new();
-        while context.now_us() < 4_000_000 {
-            let k = random.below(20);
-            let mut transaction = cluster.transaction();
-            let queued = match random.below(5) {
-                0 => transaction.delete(&table, &[Value::UInt(k)]),
-                1 => {
-                    let email = draw(&mut random, EMAIL);
-                    transaction.update(&table, &[Value::UInt(k)], &[("email", email)])
-                }
-                _ => {
-                    let named: Vec<(&str, Value)> = std::iter::once(("k", Value::UInt(k)))
-                        .chain(
-                            (1..COLUMNS).map(|column| (NAMES[column], draw(&mut random, column))),
-                        )
-                        .collect();
-                    transaction.write(&table, &named)
-                }
-            };
-            queued.expect("queued");
-            let outcome = match transaction.execute(Commit::Yes) {
-                Ok(_) => "committed",
-                Err(ClientError::DuplicateUniqueKey { .. }) => "duplicate",
-                Err(error) if error.code() == Some(client::ErrorCode::NoSuchRow) => "no row",
-                Err(ClientError::OutcomeUnknown { .. }) => "unknown",
-                Err(error) if error.is_temporary() => {
-                    context.sleep(std::time::Duration::from_millis(5));
-                    "temporary"
-                }
-                Err(error) => panic!("seed {seed}: an unexpected error: {error:?}"),
-            };
-            *outcomes.entry(outcome).or_default() += 1;
-        }
-        if client != 0 {
-            return (outcomes, 0);
-        }
-        // The others have stopped by now.
-        context.sleep(std::time::Duration::from_secs(1));
-        let report = cluster.check_replicas().expect("the replica check");
-        assert!(report.is_consistent(), "seed {seed}: {report}");
-        // Every row is found by its values through each index.
-        let rows = cluster
-            .scan(
-                &table,
-                client::Access::Table,
-                &client::ScanOptions::default(),
-            )
-            .expect("a scan of every row");
-        let mut checked = 0;
-        for row in &rows.rows {
-            let values = row.values();
-            for (index, (name, columns)) in UNIQUE.iter().enumerate() {
-                if unique_key(values, index).is_none() {
-                    continue;
-                }
-                let key: Vec<Value> = columns.iter().map(|&c| values[c].clone()).collect();
-                let mut transaction = cluster.transaction();
-                let found = transaction
-                    .read_by_unique_index(&table, name, &key, LockMode::CommittedRead)
-                    .expect("a lookup");
-                let found = found.map(|found| found.values()[K].clone());
-                assert_eq!(
-                    found.as_ref(),
-                    Some(&values[K]),
-                    "seed {seed}: {name} {key:?}"
-                );
-                checked += 1;
-            }
-        }
-        (outcomes, checked)
-    };
     // Transactions of the dead node's tcs the survivors took over.
     let taken_over = |simulation: &sim::Simulation| -> u64 {
         let counters = simulation.tcs().map(|tc| tc.counters());
@@ -468,4 +479,125 @@ fn unique_indexes_survive_the_death_of_a_data_node() {
 #[test]
 fn unique_indexes_survive_the_death_of_the_president() {
     unique_values_survive_the_death_of(2, 43);
+}
+
+/// A unique index dropped alone while two clients write rows whose values
+/// repeat: after the drop no write is refused for its values, no tc, ldm
+/// or dict holds its hidden table, the other unique index still holds
+/// exactly the rows' values (the replica checker), and every block is at
+/// the drop's revision.
+#[test]
+fn a_unique_index_dropped_under_writes_is_gone_and_the_other_one_kept() {
+    const WRITERS: u16 = 2;
+    let work = |client: u16, cluster: &client::Cluster, context: &sim::hosted::HostedContext| {
+        if client == 0 {
+            cluster.create_table(&table_definition()).expect("create");
+        }
+        let table = loop {
+            match cluster.table("people") {
+                Ok(table) => break table,
+                Err(_) => context.sleep(std::time::Duration::from_millis(10)),
+            }
+        };
+        let hidden = table
+            .unique_index_table("by_email")
+            .expect("by_email's table")
+            .def()
+            .id;
+        assert_eq!(hidden, 1, "by_email's table has the id the check looks at");
+        if client == WRITERS {
+            // The dropper, once the writers have been at it a while.
+            context.sleep(std::time::Duration::from_secs(1));
+            cluster
+                .drop_index("people", "by_email")
+                .expect("drop by_email");
+            let dropped_at = context.now_us();
+            cluster.invalidate_table("people");
+            let fresh = cluster.table("people").expect("the table");
+            assert!(fresh.unique_index_table("by_email").is_err());
+            assert!(fresh.unique_index_table("by_a_b").is_ok());
+            return (BTreeMap::new(), dropped_at, hidden);
+        }
+        let mut random = XorShift::new(51 + u64::from(client));
+        let before = random_writes(cluster, &table, &mut random, 1_000_000, context);
+        let after = random_writes(cluster, &table, &mut random, 3_000_000, context);
+        let mut outcomes = before;
+        for (outcome, count) in after {
+            *outcomes.entry(outcome).or_default() += count;
+        }
+        if client == 0 {
+            context.sleep(std::time::Duration::from_millis(500));
+            let report = cluster.check_replicas().expect("the replica check");
+            assert!(report.is_consistent(), "{report}");
+            // Emails repeat now that nothing keeps them unique.
+            let rows = cluster
+                .scan(
+                    &table,
+                    client::Access::Table,
+                    &client::ScanOptions::default(),
+                )
+                .expect("a scan of every row");
+            let emails: Vec<Value> = rows
+                .rows
+                .iter()
+                .map(|row| canonical(&row.values()[EMAIL]))
+                .filter(|email| !matches!(email, Value::Null))
+                .collect();
+            let distinct: std::collections::BTreeSet<String> =
+                emails.iter().map(|email| format!("{email:?}")).collect();
+            assert!(
+                distinct.len() < emails.len(),
+                "no email repeats after the drop: {emails:?}"
+            );
+        }
+        (outcomes, 0, hidden)
+    };
+    // Every tc's, ldm's and dict's revision of the table, and whether any
+    // ldm still holds the dropped index's hidden table.
+    // The hidden table's id: the table's first free id after the base's.
+    let hidden = 1;
+    let after = move |simulation: &sim::Simulation| {
+        let mut revisions = std::collections::BTreeSet::new();
+        for tc in simulation.tcs() {
+            revisions.extend(tc.table_versions());
+        }
+        for ldm in simulation.ldms() {
+            revisions.extend(ldm.table_versions());
+        }
+        for dict in simulation.dicts() {
+            revisions.extend(dict.table_versions());
+        }
+        (
+            revisions,
+            simulation
+                .ldms()
+                .map(|ldm| ldm.partitions_of(hidden))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let (results, _, (revisions, held)) =
+        Harness::new(53)
+            .nodes(2, 2)
+            .run_clients_then(WRITERS + 1, work, after);
+    assert!(
+        results[WRITERS as usize].1 > 0,
+        "the drop finished while the writers wrote"
+    );
+    let mut outcomes = BTreeMap::<&str, u32>::new();
+    for (client_outcomes, ..) in &results {
+        for (outcome, count) in client_outcomes {
+            *outcomes.entry(outcome).or_default() += count;
+        }
+    }
+    eprintln!("{outcomes:?}; revisions {revisions:?}");
+    assert!(outcomes["committed"] > 50, "{outcomes:?}");
+    assert_eq!(
+        revisions.len(),
+        1,
+        "every block at one revision of the one table: {revisions:?}"
+    );
+    assert!(
+        held.iter().all(Vec::is_empty),
+        "an ldm still holds the hidden table: {held:?}"
+    );
 }

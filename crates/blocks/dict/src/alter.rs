@@ -11,9 +11,11 @@
 //!   |                 |-LqhAlterTabReq{r+1}->|  build it over the rows
 //!   |                 |<-AlterTabRep{r+1}----|  while writes go on
 //!   |                 |  (every ldm built it; an AlterTabRef from any
-//!   |                 |   sends every ldm, then every dict, r's indexes
+//!   |                 |   sends every ldm, tc, then dict, r's indexes
 //!   |                 |   as r+2, and the client is refused: revisions
 //!   |                 |   only rise, so r+1's index id is never reused)
+//!   |                 |-TcAlterTabReq{r+1}-->| every tc
+//!   |                 |<-AlterTabRep{r+1}----|
 //!   |                 |-- DictAlterTabReq{r+1, schema version + 1} --->|
 //!   |                 |<-- AlterTabRep{r+1} ---------------------------|
 //!   |                 |  r+1 here, schema file written
@@ -23,8 +25,11 @@
 //!   |-DropIndexReq--->|-- DictAlterTabReq{r+1} ----------------------->|
 //!   |                 |<-- AlterTabRep ---------------------------------|
 //!   |                 |  r+1 here (no dict hands the index out now)
-//!   |                 |-LqhAlterTabReq{r+1}->|  drop it, nodes freed
-//!   |                 |<-AlterTabRep{r+1}----|
+//!   |                 |-TcAlterTabReq{r+1}-->| every tc: a unique index's
+//!   |                 |<-AlterTabRep{r+1}----| hidden rows are kept no more
+//!   |                 |-LqhAlterTabReq{r+1}->|  drop it, nodes freed (and a
+//!   |                 |<-AlterTabRep{r+1}----|  unique index's hidden table,
+//!   |                 |                       once no operation uses it)
 //!   |                 |  schema file written
 //!   |<-AlterTabConf---|
 //! ```
@@ -34,8 +39,9 @@
 //! definition naming an index some ldm lacks. A client holding an older
 //! definition still works (its operations name the unchanged version);
 //! a scan of an index an ldm no longer has is refused with UnknownIndex
-//! and the client refreshes. tc routes by the primary key alone and takes
-//! no part.
+//! and the client refreshes. The tcs follow every revision; what they do
+//! with it is keep the hidden tables of the unique indexes it names
+//! (docs/design/0026-unique-indexes.md).
 //!
 //! When a participant dies: an ldm or dict, so it is not waited for (its
 //! node restarts with the definition the master holds then, building
@@ -51,7 +57,7 @@ use crate::Dict;
 use kernel::faults::FaultPoint;
 use kernel::{Context, Report};
 use signal::schema::{IndexChange, IndexDef, TableDef, MAX_INDEXES, MAX_INDEX_ID};
-use signal::signals::{AlterTabRef, AlterTabRep, DictAlterTabReq, LqhAlterTabReq};
+use signal::signals::{AlterTabRef, AlterTabRep, DictAlterTabReq, LqhAlterTabReq, TcAlterTabReq};
 use signal::{BlockKind, BlockRef, ErrorCode};
 use std::sync::Arc;
 
@@ -151,9 +157,6 @@ impl Dict {
         let Some(index) = table.index(&change.index) else {
             return Err(ErrorCode::UnknownIndex);
         };
-        if index.unique.is_some() {
-            return Err(ErrorCode::UniqueIndexChange);
-        }
         if table.revision >= MAX_INDEX_ID {
             return Err(ErrorCode::TooManyIndexes);
         }
@@ -179,6 +182,16 @@ impl Dict {
                 table: Arc::clone(table),
             };
             kernel::send(ctx, self.address, ldm, request);
+        }
+    }
+
+    fn send_to_tcs(&mut self, table: &Arc<TableDef>, ctx: &mut dyn Context) {
+        self.tcs.start_round();
+        for &tc in self.tcs.members() {
+            let request = TcAlterTabReq {
+                table: Arc::clone(table),
+            };
+            kernel::send(ctx, self.address, tc, request);
         }
     }
 
@@ -230,6 +243,7 @@ impl Dict {
                 AlterStep::Building | AlterStep::Dropping | AlterStep::RollingBack,
                 BlockKind::Ldm,
             ) => &mut self.ldms,
+            (AlterStep::Switching, BlockKind::Tc) => &mut self.tcs,
             (AlterStep::Announcing, BlockKind::Dict) => &mut self.dicts,
             _ => return,
         };
@@ -292,6 +306,7 @@ impl Dict {
         else {
             unreachable!("alter_answered runs within an alter");
         };
+        let dropping = new.indexes.len() < previous.indexes.len();
         match *step {
             AlterStep::Building if self.ldms.is_complete() => {
                 if error.is_some() {
@@ -306,33 +321,46 @@ impl Dict {
                     let back = Arc::clone(new);
                     return self.send_to_ldms(&back, ctx);
                 }
+                *step = AlterStep::Switching;
+                let new = Arc::clone(new);
+                self.send_to_tcs(&new, ctx)
+            }
+            AlterStep::RollingBack if self.ldms.is_complete() => {
+                // The tcs, the other dicts and this one take the
+                // roll-back's revision too; the client is refused once it
+                // is saved.
+                *step = AlterStep::Switching;
+                let new = Arc::clone(new);
+                self.send_to_tcs(&new, ctx)
+            }
+            AlterStep::Switching if self.tcs.is_complete() => {
+                let new = Arc::clone(new);
+                if dropping {
+                    // No tc keeps a dropped unique index's hidden rows now:
+                    // the ldms may drop its table.
+                    *step = AlterStep::Dropping;
+                    return self.send_to_ldms(&new, ctx);
+                }
                 *step = AlterStep::Announcing;
                 self.announce_alter(ctx)
             }
             AlterStep::Announcing if self.dicts.is_complete() => {
                 let new = Arc::clone(new);
-                let dropping = new.indexes.len() < previous.indexes.len();
                 *step = if dropping {
-                    AlterStep::Dropping
+                    AlterStep::Switching
                 } else {
                     AlterStep::Saving
                 };
                 self.tables.replace_definition(Arc::clone(&new));
                 self.bump_schema_version(ctx);
                 if dropping {
-                    return self.send_to_ldms(&new, ctx);
+                    return self.send_to_tcs(&new, ctx);
                 }
                 self.save_schema(AfterSave::AnswerClient, ctx);
             }
             AlterStep::Dropping if self.ldms.is_complete() => {
                 *step = AlterStep::Saving;
                 self.save_schema(AfterSave::AnswerClient, ctx);
-            }
-            AlterStep::RollingBack if self.ldms.is_complete() => {
-                // The other dicts and this one take the roll-back's
-                // revision too; the client is refused once it is saved.
-                *step = AlterStep::Announcing;
-                self.announce_alter(ctx)
             }
             _ => {}
         }

@@ -1,8 +1,8 @@
-//! dict's index changes (`alter.rs`) on one node with two ldms: the golden
+//! dict's index changes (`alter.rs`) on one node with two ldms and a tc: the golden
 //! traces of a create and a drop, a build an ldm could not finish rolled
 //! back at every ldm, every refusal, and index ids never reused.
 
-use crate::tests::{create, get, schema_ref, started, API, DICT, LDM0, LDM1};
+use crate::tests::{create, get, schema_ref, started, API, DICT, LDM0, LDM1, TC0};
 use crate::Dict;
 use kernel::testing::{deliver, line, RecordingContext};
 use kernel::Context;
@@ -46,6 +46,29 @@ fn sent_to_ldms(ctx: &mut RecordingContext) -> Arc<TableDef> {
     assert_eq!((first, second), (LDM0, LDM1));
     assert_eq!(table, again);
     table
+}
+
+/// The definition the tc was sent, checked.
+fn sent_to_tc(ctx: &mut RecordingContext) -> Arc<TableDef> {
+    let sent: Vec<_> = ctx.sent.drain(..).collect();
+    assert_eq!(sent.len(), 1, "one request, to the tc: {sent:?}");
+    let sent = sent.into_iter().next().unwrap();
+    assert_eq!(sent.envelope.to, TC0);
+    match sent.envelope.signal {
+        Signal::TcAlterTabReq(request) => request.table,
+        other => panic!("expected TcAlterTabReq, got {other:?}"),
+    }
+}
+
+/// The tc takes the revision `ctx` last sent it.
+fn switch_tc(dict: &mut Dict, ctx: &mut RecordingContext, expected: &TableDef) {
+    let table = sent_to_tc(ctx);
+    assert_eq!(*table, *expected, "the tc gets the ldms' revision");
+    let report = AlterTabRep {
+        table_id: table.id,
+        revision: table.revision,
+    };
+    deliver(dict, ctx, TC0, report);
 }
 
 fn answer_ldms(dict: &mut Dict, ctx: &mut RecordingContext, table: &TableDef) {
@@ -96,6 +119,8 @@ fn golden_trace_of_create_and_drop_index() {
             revision: 1,
         },
     );
+    // Then the tc, then (no other dicts here) the answer.
+    switch_tc(&mut dict, &mut ctx, &new);
     assert_eq!(
         ctx.take_trace(),
         [line(
@@ -112,12 +137,23 @@ fn golden_trace_of_create_and_drop_index() {
     assert_eq!((fetched.version, fetched.revision), (version, 1));
     assert_eq!(fetched.indexes, [expected_index]);
 
-    // Dropped: gone from the definition first, then from every ldm.
+    // Dropped: gone from the definition first, then from the tc, then
+    // from every ldm.
     let request = drop_index(&ctx, 4, &change("t1", "BY_V", &[]));
     deliver(&mut dict, &mut ctx, API, request);
-    let new = sent_to_ldms(&mut ctx);
+    let new = sent_to_tc(&mut ctx);
     assert_eq!((new.revision, new.indexes.len()), (2, 0));
     assert!(get(&mut dict, &mut ctx, "t1").unwrap().indexes.is_empty());
+    deliver(
+        &mut dict,
+        &mut ctx,
+        TC0,
+        AlterTabRep {
+            table_id,
+            revision: 2,
+        },
+    );
+    assert_eq!(sent_to_ldms(&mut ctx), new);
     answer_ldms(&mut dict, &mut ctx, &new);
     assert_eq!(
         ctx.take_trace(),
@@ -184,6 +220,7 @@ fn a_build_an_ldm_could_not_finish_is_rolled_back_everywhere() {
         "the old indexes, under a revision above the failed one's"
     );
     answer_ldms(&mut dict, &mut ctx, &back);
+    switch_tc(&mut dict, &mut ctx, &back);
     assert_eq!(
         ctx.take_trace(),
         [line(DICT, API, schema_ref(3, ErrorCode::TableFull))]
@@ -206,6 +243,7 @@ fn bad_index_changes_are_refused_with_their_error() {
     deliver(&mut dict, &mut ctx, API, request);
     let new = sent_to_ldms(&mut ctx);
     answer_ldms(&mut dict, &mut ctx, &new);
+    switch_tc(&mut dict, &mut ctx, &new);
     ctx.sent.clear();
     let creates = [
         (change("nope", "x", &["v"]), ErrorCode::UnknownTable),
@@ -261,6 +299,7 @@ fn bad_index_changes_are_refused_with_their_error() {
         deliver(&mut dict, &mut ctx, API, request);
         let new = sent_to_ldms(&mut ctx);
         answer_ldms(&mut dict, &mut ctx, &new);
+        switch_tc(&mut dict, &mut ctx, &new);
         ctx.sent.clear();
     }
     let request = create_index(&ctx, 60, &change("t1", "one_more", &["k"]));

@@ -319,6 +319,20 @@ impl Dict {
             .collect()
     }
 
+    /// (hidden table id, base table id) of every unique index of the
+    /// online tables, for the simulator's schema agreement.
+    pub fn hidden_tables(&self) -> Vec<(u32, u32)> {
+        let online = self.tables.stored();
+        online
+            .filter(|entry| entry.state == tables::TableState::Online)
+            .flat_map(|entry| {
+                let definition = &entry.definition;
+                let hidden = definition.unique_indexes().filter_map(|index| index.unique);
+                hidden.map(|unique| (unique.table_id, definition.id))
+            })
+            .collect()
+    }
+
     /// Whether a take-over of the master role is under way.
     pub fn is_taking_over(&self) -> bool {
         self.takeover.is_some()

@@ -88,6 +88,11 @@ pub(crate) enum Operation {
 pub(crate) enum AlterStep {
     /// A create: waiting for every ldm to build the new index.
     Building,
+    /// Waiting for every tc to take the new revision (after the ldms'
+    /// build or roll-back, before the dicts; a drop: after the dicts,
+    /// before the ldms), which then keeps the hidden tables of the unique
+    /// indexes it names and no others.
+    Switching,
     /// Waiting for every other dict to take the new revision.
     Announcing,
     /// A drop: waiting for every ldm to drop the index.
@@ -392,6 +397,7 @@ impl Dict {
                 AlterStep::Building | AlterStep::Dropping | AlterStep::RollingBack if ldms => {
                     self.alter_answered(ctx)
                 }
+                AlterStep::Switching if tcs => self.alter_answered(ctx),
                 AlterStep::Announcing if dicts => self.alter_answered(ctx),
                 _ => {}
             },

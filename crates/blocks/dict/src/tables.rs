@@ -6,7 +6,7 @@
 //! counter of an id survives the drop, so a recreated table gets version+1
 //! and a client holding the old definition is told it is stale.
 
-use signal::schema::TableDef;
+use signal::schema::{TableDef, UniqueTable};
 use signal::signals::PartitionMap;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -92,26 +92,29 @@ impl Tables {
     fn register_hidden(&mut self, definition: &TableDef) {
         for index in definition.unique_indexes() {
             let unique = index.unique.expect("a unique index");
-            let id = unique.table_id as usize;
-            assert!(
-                unique.is_assigned()
-                    && self.entries.get(id).is_none_or(Option::is_none)
-                    && !self.hidden.contains_key(&unique.table_id),
-                "hidden table id {id} of table {} is taken",
-                definition.id
-            );
-            if self.entries.len() <= id {
-                self.entries.resize_with(id + 1, || None);
-                self.versions.resize(id + 1, 0);
-            }
-            assert!(
-                unique.table_version >= self.versions[id],
-                "hidden table id {id} gets version {}, below its last one",
-                unique.table_version
-            );
-            self.versions[id] = unique.table_version;
-            self.hidden.insert(unique.table_id, definition.id);
+            self.register_hidden_table(definition.id, unique);
         }
+    }
+
+    fn register_hidden_table(&mut self, base: u32, unique: UniqueTable) {
+        let id = unique.table_id as usize;
+        assert!(
+            unique.is_assigned()
+                && self.entries.get(id).is_none_or(Option::is_none)
+                && !self.hidden.contains_key(&unique.table_id),
+            "hidden table id {id} of table {base} is taken"
+        );
+        if self.entries.len() <= id {
+            self.entries.resize_with(id + 1, || None);
+            self.versions.resize(id + 1, 0);
+        }
+        assert!(
+            unique.table_version >= self.versions[id],
+            "hidden table id {id} gets version {}, below its last one",
+            unique.table_version
+        );
+        self.versions[id] = unique.table_version;
+        self.hidden.insert(unique.table_id, base);
     }
 
     /// The version a table created with id `table_id` gets.
@@ -188,7 +191,23 @@ impl Tables {
             "table {}: an index change replaced the table itself",
             definition.id
         );
-        entry.definition = definition;
+        let previous = std::mem::replace(&mut entry.definition, Arc::clone(&definition));
+        // The hidden tables of unique indexes dropped free their ids; those
+        // of unique indexes created take theirs.
+        let hidden = |table: &TableDef| -> Vec<UniqueTable> {
+            table
+                .unique_indexes()
+                .filter_map(|index| index.unique)
+                .collect()
+        };
+        let (before, after) = (hidden(&previous), hidden(&definition));
+        for unique in before.iter().filter(|unique| !after.contains(unique)) {
+            let base = self.hidden.remove(&unique.table_id);
+            assert_eq!(base, Some(definition.id), "hidden table registry disagrees");
+        }
+        for &unique in after.iter().filter(|unique| !before.contains(unique)) {
+            self.register_hidden_table(definition.id, unique);
+        }
     }
 
     /// Records the distribution dih chose for table `table_id`.

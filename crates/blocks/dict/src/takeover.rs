@@ -42,7 +42,7 @@ use signal::codec::{decode_table_versions, encode_table_versions};
 use signal::schema::TableDef;
 use signal::signals::{
     ContinueB, DictAddTabReq, DictAlterTabReq, DictTakeoverConf, DictTakeoverDoneOrd,
-    DictTakeoverReq, DropTabOrd, LqhAlterTabReq, PartitionMap,
+    DictTakeoverReq, DropTabOrd, LqhAlterTabReq, PartitionMap, TcAlterTabReq,
 };
 use signal::{BlockKind, BlockRef, Envelope, NodeSet, Signal};
 use std::collections::{BTreeMap, BTreeSet};
@@ -61,13 +61,13 @@ pub(crate) struct Takeover {
     held: BTreeMap<u32, Vec<(BlockRef, u32)>>,
     /// Tables other dicts hold and this one lacks, with their maps.
     offered: BTreeMap<u32, (Arc<TableDef>, Arc<PartitionMap>)>,
-    /// Every ldm's and dict's index revision of each table it holds:
+    /// Every tc's, ldm's and dict's index revision of each table it holds:
     /// id -> (holder, version, revision).
     revisions: BTreeMap<u32, Vec<(BlockRef, u32, u32)>>,
     /// Revisions of tables other dicts hold above this one's, the highest
     /// of each.
     offered_revisions: BTreeMap<u32, Arc<TableDef>>,
-    /// The tables that stay, with the revision every ldm and dict ends at.
+    /// The tables that stay, with the revision every tc, ldm and dict ends at.
     aligning: Vec<Arc<TableDef>>,
     /// The highest schema version any dict had.
     highest_schema_version: u32,
@@ -273,11 +273,8 @@ impl Dict {
         takeover.highest_schema_version = takeover.highest_schema_version.max(conf.schema_version);
         for (id, version, revision) in tables {
             takeover.held.entry(id).or_default().push((from, version));
-            if from.kind != BlockKind::Tc {
-                // tc takes no part in index changes.
-                let holders = takeover.revisions.entry(id).or_default();
-                holders.push((from, version, revision));
-            }
+            let holders = takeover.revisions.entry(id).or_default();
+            holders.push((from, version, revision));
         }
         self.takeover_answered(ctx);
     }
@@ -481,7 +478,7 @@ impl Dict {
         }
     }
 
-    /// Brings every live ldm and dict holding a table that stays to the
+    /// Brings every live tc, ldm and dict holding a table that stays to the
     /// revision decided for it (`chosen_revision`): a change of indexes
     /// that reached a dict is finished, one that reached none is undone.
     fn takeover_align(&mut self, ctx: &mut dyn Context) {
@@ -509,6 +506,10 @@ impl Dict {
                         table: Arc::clone(&table),
                     }
                     .into(),
+                    BlockKind::Tc => TcAlterTabReq {
+                        table: Arc::clone(&table),
+                    }
+                    .into(),
                     _ => DictAlterTabReq {
                         schema_version,
                         table: Arc::clone(&table),
@@ -528,7 +529,7 @@ impl Dict {
         self.takeover_step_done(ctx);
     }
 
-    /// AlterTabRep or AlterTabRef from an ldm or dict the take-over
+    /// AlterTabRep or AlterTabRef from a tc, ldm or dict the take-over
     /// aligned.
     pub(crate) fn takeover_aligned(
         &mut self,

@@ -17,6 +17,10 @@
 //!   |                                   |   again, revision r back)
 //! ```
 //!
+//! A unique index dropped alone takes its hidden table with it (design
+//! 0026): the revision is answered once no operation uses that table
+//! (the tcs stopped sending new ones before the ldms hear of the drop).
+//!
 //! Why an index is only finished once the operations prepared before its
 //! build began are gone: those promised no node for it at prepare, so
 //! their commits insert into it with whatever DataMemory has and may find
@@ -156,26 +160,65 @@ impl Ldm {
             }
         }
         table.definition = Arc::clone(&new);
-        if building.is_empty() {
-            let me = self.address;
-            return send(ctx, me, from, AlterTabRep { table_id, revision });
+        if !building.is_empty() {
+            // Every operation in flight now was prepared without promising
+            // the new indexes a node.
+            table.operations_before_build = table.active_operations;
+            table.build_epoch += 1;
+            ctx.report(Report::Log(format!(
+                "ldm {}: building index(es) {building:?} of table {table_id} (revision {revision})",
+                self.address
+            )));
         }
-        // Every operation in flight now was prepared without promising the
-        // new indexes a node.
-        table.operations_before_build = table.active_operations;
-        table.build_epoch += 1;
-        ctx.report(Report::Log(format!(
-            "ldm {}: building index(es) {building:?} of table {table_id} (revision {revision})",
-            self.address
-        )));
-        self.builds.alters.push(TableAlter {
+        let alter = TableAlter {
             table_id,
             revision,
             previous,
             requester: from,
             building,
-        });
+        };
+        if alter.building.is_empty() && self.drop_unnamed_hidden_tables(table_id) {
+            let me = self.address;
+            return send(ctx, me, from, AlterTabRep { table_id, revision });
+        }
+        self.builds.alters.push(alter);
         self.schedule_build(0, ctx);
+    }
+
+    /// Drops the hidden tables of `table_id`'s unique indexes that its
+    /// definition no longer names (design 0026), each once no operation
+    /// uses it: the tcs stopped sending new ones before this revision came,
+    /// and those in flight finish first. Returns whether none is left.
+    fn drop_unnamed_hidden_tables(&mut self, table_id: u32) -> bool {
+        let definition = Arc::clone(
+            &self.tables[table_id as usize]
+                .as_ref()
+                .expect("a table being altered is held")
+                .definition,
+        );
+        let named = |hidden: u32| {
+            definition
+                .unique_indexes()
+                .any(|index| index.unique.is_some_and(|unique| unique.table_id == hidden))
+        };
+        let mut left = false;
+        for id in 0..self.tables.len() {
+            let Some(hidden) = self.tables[id].as_ref() else {
+                continue;
+            };
+            if hidden.hidden_of != Some(table_id) || named(id as u32) {
+                continue;
+            }
+            if hidden.active_operations > 0 || self.lcp.creating(id as u32) {
+                left = true;
+                continue;
+            }
+            let mut hidden = self.tables[id].take().expect("held just now");
+            for partition in hidden.partitions.iter_mut().flatten() {
+                partition.store.release(&mut self.memory);
+            }
+        }
+        !left
     }
 
     fn schedule_build(&mut self, delay_ms: u64, ctx: &mut dyn Context) {
@@ -208,10 +251,13 @@ impl Ldm {
                 Step::Failed => self.build_failed(at, ctx),
                 Step::WalksDone => {
                     let alter = &self.builds.alters[at];
-                    let table = self.tables[alter.table_id as usize]
+                    let table_id = alter.table_id;
+                    let table = self.tables[table_id as usize]
                         .as_ref()
                         .expect("a table being altered is held (a drop ends its build)");
-                    if table.operations_before_build > 0 {
+                    if table.operations_before_build > 0
+                        || !self.drop_unnamed_hidden_tables(table_id)
+                    {
                         waiting = true;
                         at += 1;
                     } else {
@@ -271,10 +317,12 @@ impl Ldm {
                 partition.store.finish_index_build(id);
             }
         }
-        ctx.report(Report::Log(format!(
-            "ldm {}: index(es) {:?} of table {} built (revision {})",
-            self.address, alter.building, alter.table_id, alter.revision
-        )));
+        if !alter.building.is_empty() {
+            ctx.report(Report::Log(format!(
+                "ldm {}: index(es) {:?} of table {} built (revision {})",
+                self.address, alter.building, alter.table_id, alter.revision
+            )));
+        }
         let answer = AlterTabRep {
             table_id: alter.table_id,
             revision: alter.revision,

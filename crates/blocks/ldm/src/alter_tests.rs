@@ -5,13 +5,16 @@
 //! answers, and then every index equals the rows (the model, the scans
 //! and `check_ordered`). Also: a building index is not scanned, a change
 //! rolled back mid-build drops it, DataMemory running out fails the build
-//! cleanly, and a drop frees an index.
+//! cleanly, and a drop frees an index (a unique index's hidden table once
+//! no operation uses it).
 
 use crate::alter::job;
 use crate::index_tests::{assert_unknown_index, check, indexed_table, Model, BY_V};
 use crate::tests::*;
 use kernel::testing::line;
-use signal::schema::TableDef;
+use signal::attr::key_hash;
+use signal::partition::bucket;
+use signal::schema::{IndexDef, TableDef, UniqueTable};
 use signal::signals::{
     AlterTabRef, AlterTabRep, ContinueB, LockMode, LqhAlterTabReq, OperationKind,
 };
@@ -337,4 +340,67 @@ fn a_build_datamemory_cannot_hold_fails_and_changes_nothing() {
     b.assert_quiet();
     // The rows are all there.
     assert_eq!(b.ldm.rows(TABLE_ID), model.len() as u64);
+}
+
+#[test]
+fn a_unique_index_dropped_alone_takes_its_hidden_table_once_no_operation_uses_it() {
+    const HIDDEN: u32 = 9;
+    let mut with_unique = table();
+    with_unique.indexes.push(IndexDef {
+        id: 1,
+        name: "u_v".into(),
+        columns: vec![V],
+        unique: Some(UniqueTable {
+            table_id: HIDDEN,
+            table_version: 1,
+        }),
+    });
+    with_unique.revision = 1;
+    let hidden = with_unique
+        .unique_index_table(&with_unique.indexes[0])
+        .expect("a hidden table");
+    let mut b = Bench::build_with(16 * MIB, 1, LDM, with_unique);
+    assert!(b.ldm.tables[HIDDEN as usize].is_some());
+    // The hidden row a tc writes for an insert of v = 5, prepared.
+    let key = b.section(&[(0, Some(&5i64.to_le_bytes()))]);
+    let hash = key_hash(&hidden, key.as_slice()).expect("a valid key");
+    let mut request = b.request(txn(1), OperationKind::Insert, LockMode::Exclusive, 1, None);
+    request.table_id = HIDDEN;
+    request.partition = b.map.bucket_partitions[bucket(hash) as usize];
+    request.hash = hash;
+    request.key = key;
+    request.attr = Some(b.section(&[(1, Some(&1i32.to_le_bytes()))]));
+    let tc_op = request.tc_op;
+    let ldm_op = match &b.send(request)[..] {
+        [(_, Answer::Conf { ldm_op, .. })] => *ldm_op,
+        other => panic!("expected the hidden insert prepared, got {other:?}"),
+    };
+    let op = Op {
+        transaction_id: txn(1),
+        tc_op,
+        ldm_op,
+    };
+
+    // The index dropped: its ordered index at once, its hidden table only
+    // once the operation on it is done.
+    b.deliver(
+        DICT,
+        LqhAlterTabReq {
+            table: without_indexes(2),
+        },
+    );
+    assert!(matches!(next(&mut b), Next::Job));
+    assert!(matches!(step(&mut b), Next::Job), "waits for the operation");
+    assert!(b.ldm.tables[HIDDEN as usize].is_some());
+    b.commit_all(&[op], gci(2));
+    match step(&mut b) {
+        Next::Answered(Signal::AlterTabRep(report)) => assert_eq!(report.revision, 2),
+        Next::Answered(other) => panic!("expected AlterTabRep, got {other:?}"),
+        Next::Job => panic!("the operation is done: the drop should finish"),
+    }
+    assert!(b.ldm.tables[HIDDEN as usize].is_none());
+    let base = b.ldm.tables[TABLE_ID as usize].as_ref().expect("held");
+    for partition in base.partitions.iter().flatten() {
+        assert!(partition.store.secondary_indexes().is_empty());
+    }
 }

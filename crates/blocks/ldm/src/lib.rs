@@ -282,6 +282,15 @@ impl Ldm {
             .collect()
     }
 
+    /// (id, base table id) of every unique index's hidden table this ldm
+    /// holds, for the simulator's schema agreement.
+    pub fn hidden_tables(&self) -> Vec<(u32, u32)> {
+        let tables = self.tables.iter().enumerate();
+        tables
+            .filter_map(|(id, table)| Some((id as u32, table.as_ref()?.hidden_of?)))
+            .collect()
+    }
+
     /// The partitions of `table_id` this ldm holds.
     pub fn partitions_of(&self, table_id: u32) -> Vec<u32> {
         self.tables
@@ -404,15 +413,18 @@ impl Ldm {
         // hidden table is never dropped alone).
         let base = self.tables.get(id).and_then(Option::as_ref);
         let base = base.filter(|table| table.hidden_of.is_none());
-        let ids: Vec<u32> = base.map_or(Vec::new(), |table| {
-            let hidden = table
-                .definition
-                .unique_indexes()
-                .filter_map(|index| index.unique);
-            std::iter::once(order.table_id)
-                .chain(hidden.map(|unique| unique.table_id))
-                .collect()
+        // (Those of unique indexes dropped alone, still in use, too.)
+        let hidden = self.tables.iter().enumerate().filter(|(_, table)| {
+            table
+                .as_ref()
+                .is_some_and(|table| table.hidden_of == Some(order.table_id))
         });
+        let ids: Vec<u32> = match base {
+            Some(_) => std::iter::once(order.table_id)
+                .chain(hidden.map(|(id, _)| id as u32))
+                .collect(),
+            None => Vec::new(),
+        };
         let busy = creating
             || ids.iter().any(|&id| {
                 self.tables[id as usize]

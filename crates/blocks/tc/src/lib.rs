@@ -21,11 +21,13 @@
 //! transactions when data nodes fail), `takeover` (the transactions of a
 //! failed node's tcs), `unique` (keeping unique indexes' hidden tables
 //! in the transactions that write their base tables), `unique_read`
-//! (reads through a unique index in one round trip).
+//! (reads through a unique index in one round trip), `alter` (a table's
+//! index list changing: the hidden tables it keeps).
 
 mod abort;
 #[cfg(test)]
 mod abort_tests;
+mod alter;
 mod commit;
 mod durability;
 #[cfg(test)]
@@ -199,9 +201,7 @@ impl Tc {
 
     /// (id, version, index revision) of every table this tc routes: its
     /// answer to a master dict's take-over, and what the simulator
-    /// compares. tc routes by the primary key alone and is told nothing
-    /// of index changes, so its revision is the table's at create (a
-    /// take-over looks at ldms' and dicts' revisions only).
+    /// compares.
     pub fn table_versions(&self) -> Vec<(u32, u32, u32)> {
         let tables = self.tables.iter().enumerate();
         tables
@@ -210,6 +210,15 @@ impl Tc {
                 let definition = &route.definition;
                 Some((id as u32, definition.version, definition.revision))
             })
+            .collect()
+    }
+
+    /// (id, base table id) of every unique index's hidden table this tc
+    /// routes, for the simulator's schema agreement.
+    pub fn hidden_tables(&self) -> Vec<(u32, u32)> {
+        let tables = self.tables.iter().enumerate();
+        tables
+            .filter_map(|(id, route)| Some((id as u32, route.as_ref()?.hidden_of?)))
             .collect()
     }
 
@@ -360,30 +369,8 @@ impl Tc {
         let id = table.id as usize;
         let map = self.node_failures.route(&request.map);
         self.map_version = self.map_version.max(map.version);
-        // Each unique index's hidden table, placed by the base table's map
-        // (docs/design/scans-and-indexes.md §5).
-        let mut unique = Vec::new();
-        for index in table.unique_indexes() {
-            let hidden = table
-                .unique_index_table(index)
-                .expect("a unique index has a hidden table");
-            unique.push(UniqueIndex {
-                index_id: index.id,
-                columns: index.columns.clone(),
-                table_id: hidden.id,
-                table_version: hidden.version,
-            });
-            let created = Arc::new(PartitionMap {
-                table_id: hidden.id,
-                ..(*request.map).clone()
-            });
-            let route = TableRoute {
-                definition: Arc::new(hidden),
-                map: self.node_failures.route(&created),
-                created,
-                unique: Vec::new(),
-                hidden_of: Some(table.id),
-            };
+        let (unique, hidden) = self.unique_routes(table, &request.map);
+        for route in hidden {
             self.set_route(route);
         }
         self.set_route(TableRoute {
@@ -486,6 +473,7 @@ impl Block for Tc {
             Signal::GcpPrepare(request) => self.gcp_prepare(from, request, ctx),
             Signal::GcpCommit(request) => self.gcp_commit(from, request, ctx),
             Signal::TcAddTabReq(request) => self.add_table(from, request, ctx),
+            Signal::TcAlterTabReq(request) => self.alter_table(from, request, ctx),
             Signal::DropTabOrd(order) => self.drop_table(from, order, ctx),
             Signal::DictTakeoverReq(request) => {
                 let tables = self.table_versions();

@@ -529,6 +529,68 @@ fn a_drop_takes_the_hidden_table_with_it_and_a_take_over_hears_only_the_base() {
 }
 
 #[test]
+fn a_revision_without_the_unique_index_stops_keeping_it_and_one_with_it_starts_again() {
+    let mut b = Bench::new();
+    let with = Arc::new(table());
+    let without = Arc::new(TableDef {
+        indexes: Vec::new(),
+        revision: INDEX + 1,
+        ..table()
+    });
+    b.deliver(DICT, TcAlterTabReq { table: without });
+    let (_, others) = b.take();
+    let answered = |others: &[Signal], table_id, revision| {
+        matches!(others, [Signal::AlterTabRep(report)]
+            if *report == AlterTabRep { table_id, revision })
+    };
+    assert!(answered(&others, TABLE, INDEX + 1), "{others:?}");
+    assert_eq!(b.tc.table_versions(), vec![(TABLE, VERSION, INDEX + 1)]);
+    assert!(b.tc.tables[HIDDEN as usize].is_none(), "its route is gone");
+    // A write is sent as it is; a read of the hidden table is refused.
+    let email: &[u8] = b"ada@x";
+    let insert = b.request(
+        txn(API, 1),
+        OperationKind::Insert,
+        5,
+        Some(&[(EMAIL, Some(email))]),
+    );
+    b.deliver(API, insert);
+    let (sent, _) = b.take();
+    assert_eq!(shape(&sent), [(TABLE, OperationKind::Insert)]);
+    let t = txn(API, 2);
+    b.deliver(API, through_index(&b, t, email, LockMode::Shared, 0));
+    let refusal = only_refusal(&b.take().1).expect("refused").error;
+    assert_eq!(refusal, ErrorCode::UnknownTable);
+    // Back (a take-over rolling the drop back, say): kept again.
+    let back = Arc::new(TableDef {
+        revision: INDEX + 2,
+        ..TableDef::clone(&with)
+    });
+    b.deliver(DICT, TcAlterTabReq { table: back });
+    b.take();
+    let insert = b.request(
+        txn(API, 3),
+        OperationKind::Insert,
+        6,
+        Some(&[(EMAIL, Some(b"bob@x".as_slice()))]),
+    );
+    b.deliver(API, insert);
+    let (sent, _) = b.take();
+    assert_eq!(
+        shape(&sent),
+        [
+            (TABLE, OperationKind::Insert),
+            (HIDDEN, OperationKind::Insert)
+        ]
+    );
+    // A revision of a table the tc does not hold is answered all the same.
+    let other = Arc::new(TableDef { id: 40, ..table() });
+    b.deliver(DICT, TcAlterTabReq { table: other });
+    let (_, others) = b.take();
+    assert!(answered(&others, 40, INDEX), "{others:?}");
+}
+
+#[test]
 fn a_later_operation_on_the_same_row_waits_for_the_before_image_write() {
     let mut b = Bench::new();
     let t = txn(API, 1);

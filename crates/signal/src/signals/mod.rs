@@ -1130,10 +1130,10 @@ signal_table! {
         table: Arc<TableDef>,
     }
 
-    /// ldm or dict -> the master dict. The table's indexes are those of
-    /// revision `revision` here.
+    /// ldm, tc or dict -> the master dict. The table's indexes are those
+    /// of revision `revision` here.
     #[derive(Debug, PartialEq)]
-    214 AlterTabRep: Ldm | Dict -> Dict, node {
+    214 AlterTabRep: Ldm | Tc | Dict -> Dict, node {
         /// Table.
         table_id: u32,
         /// Echoed.
@@ -1162,6 +1162,17 @@ signal_table! {
         /// Schema version after the change.
         schema_version: u32,
         /// The definition.
+        table: Arc<TableDef>,
+    }
+
+    /// master dict -> tc. The table's indexes are now `table`'s (a higher
+    /// or, rolling a change back, lower revision): keep the hidden tables
+    /// of the unique indexes it names, and no others, from now on
+    /// (docs/design/0026-unique-indexes.md). Answered with
+    /// [`AlterTabRep`]. A tc that does not hold the table answers too.
+    #[derive(Debug)]
+    217 TcAlterTabReq: Dict -> Tc, node {
+        /// The definition with its new index list and revision.
         table: Arc<TableDef>,
     }
 
