@@ -6,7 +6,8 @@
 //! of a repeated value (refused, naming the index), and by `check
 //! replicas`, which compares every replica of the hidden table and the
 //! hidden rows with the table's rows. Then it is dropped alone, and stays
-//! dropped through another whole-cluster restart.
+//! dropped through another whole-cluster restart; and created again on
+//! the live table, refused while two rows repeat a value.
 
 mod common;
 
@@ -209,4 +210,24 @@ fn a_unique_index_survives_a_node_restart_and_a_whole_cluster_restart() {
     let table = client.table("users").expect("the table after the restart");
     assert!(table.def().indexes.is_empty(), "{:?}", table.def().indexes);
     check_replicas_of(&cluster, &emails, false, "after the drop and a restart");
+
+    // Created again on the live table: refused while rows 1 and 2 repeat
+    // an email (the table left as it was), then built once they do not.
+    let refused = client.create_unique_index("users", "by_email", &["email"]);
+    assert_eq!(
+        refused.as_ref().err().and_then(ClientError::code),
+        Some(client::ErrorCode::DuplicateKey),
+        "{refused:?}"
+    );
+    client.invalidate_table("users");
+    let table = client.table("users").expect("the table");
+    assert!(table.def().indexes.is_empty(), "{:?}", table.def().indexes);
+    check_replicas_of(&cluster, &emails, false, "after the refused create");
+    set(&client, &table, 2, email(2).as_deref());
+    emails.insert(2, email(2));
+    client
+        .create_unique_index("users", "by_email", &["email"])
+        .expect("created on the live table");
+    assert_index_serves(&client, &emails, "created on the live table");
+    check_replicas(&cluster, &emails, "created on the live table");
 }

@@ -982,7 +982,35 @@ impl Cluster {
                 detail: format!("index {index:?} on table {table:?}: name at least one column"),
             });
         }
-        self.index_change(table, index, columns, true)
+        self.index_change(table, index, columns, Change::Create { unique: false })
+    }
+
+    /// Creates the unique index `index` of table `table` on `columns`
+    /// while the table is read and written (docs/design/0026-unique-indexes.md):
+    /// every row's values are checked, and from its return on no two
+    /// rows hold the same values in them (rows with a NULL in one are
+    /// not held to it). Errors as [`Cluster::create_index`], and
+    /// `DuplicateKey` when two rows hold the same values: the table is
+    /// left as it was, without the index.
+    ///
+    /// ```no_run
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// cluster.create_unique_index("users", "by_email", &["email"])?;
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn create_unique_index(
+        &self,
+        table: &str,
+        index: &str,
+        columns: &[&str],
+    ) -> Result<(), ClientError> {
+        if columns.is_empty() {
+            return Err(ClientError::Invalid {
+                code: ErrorCode::BadTableDefinition,
+                detail: format!("index {index:?} on table {table:?}: name at least one column"),
+            });
+        }
+        self.index_change(table, index, columns, Change::Create { unique: true })
     }
 
     /// Drops the index `index` of table `table`: no definition handed
@@ -996,7 +1024,7 @@ impl Cluster {
     /// # Ok::<(), client::ClientError>(())
     /// ```
     pub fn drop_index(&self, table: &str, index: &str) -> Result<(), ClientError> {
-        self.index_change(table, index, &[], false)
+        self.index_change(table, index, &[], Change::Drop)
     }
 
     fn index_change(
@@ -1004,12 +1032,14 @@ impl Cluster {
         table: &str,
         index: &str,
         columns: &[&str],
-        create: bool,
+        change: Change,
     ) -> Result<(), ClientError> {
+        let create = matches!(change, Change::Create { .. });
         let change = IndexChange {
             table: table.to_owned(),
             index: index.to_owned(),
             columns: columns.iter().map(|&column| column.to_owned()).collect(),
+            unique: matches!(change, Change::Create { unique: true }),
         };
         let bytes = change.encode_to_vec();
         // The dict checks the names again; here a bad one is the caller's
@@ -1352,4 +1382,11 @@ fn incarnation() -> u32 {
         hasher.write_u128(since_epoch.as_nanos());
     }
     hasher.finish() as u32
+}
+
+/// An index change a client asks for.
+#[derive(Clone, Copy)]
+enum Change {
+    Create { unique: bool },
+    Drop,
 }

@@ -83,6 +83,10 @@ fault_points! {
     /// The master dict told one other dict, the highest, that an index is
     /// dropped; every ldm still holds it.
     IndexDropAfterFirstDictionary = 19, "INDEX_DROP_AFTER_FIRST_DICTIONARY";
+    /// Every tc keeps a new unique index, building, and the master dict
+    /// asked its node's tc to build the index's hidden rows (no dict
+    /// hands the index out).
+    UniqueIndexAfterBuildRequest = 20, "UNIQUE_INDEX_AFTER_BUILD_REQUEST";
 }
 
 /// What an armed point does when a node reaches it.
@@ -146,6 +150,7 @@ impl FaultPoint {
                 | FaultPoint::IndexAfterBuildRequests
                 | FaultPoint::IndexAfterFirstAnnounce
                 | FaultPoint::IndexDropAfterFirstDictionary
+                | FaultPoint::UniqueIndexAfterBuildRequest
         )
     }
 

@@ -611,6 +611,9 @@ pub struct IndexChange {
     pub index: String,
     /// Its columns in index order (empty to drop).
     pub columns: Vec<String>,
+    /// Create a unique index (docs/design/0026-unique-indexes.md): one
+    /// that refuses a value two rows would hold.
+    pub unique: bool,
 }
 
 impl IndexChange {
@@ -623,6 +626,11 @@ impl IndexChange {
         writer.u16(self.columns.len() as u16);
         for column in &self.columns {
             writer.bytes16(column.as_bytes());
+        }
+        // A trailing flag, only when set: an older change reads as one
+        // of an ordered index.
+        if self.unique {
+            writer.u8(1);
         }
         buffer
     }
@@ -643,6 +651,13 @@ impl IndexChange {
         for _ in 0..count {
             columns.push(reader.string16().map_err(malformed)?);
         }
+        let unique = match reader.is_empty() {
+            true => false,
+            false => match reader.u8().map_err(malformed)? {
+                1 => true,
+                flag => return Err(format!("bad unique flag {flag} in index change")),
+            },
+        };
         if !reader.is_empty() {
             return Err("trailing bytes after index change".into());
         }
@@ -658,6 +673,7 @@ impl IndexChange {
             table,
             index,
             columns,
+            unique,
         })
     }
 }
@@ -812,6 +828,7 @@ mod tests {
             table: "t".into(),
             index: "by_a".into(),
             columns: vec!["a".into(), "b".into()],
+            unique: false,
         };
         let bytes = change.encode_to_vec();
         assert_eq!(IndexChange::decode(&bytes), Ok(change.clone()));
@@ -820,6 +837,17 @@ mod tests {
         }
         let mut trailing = bytes.clone();
         trailing.push(0);
+        assert!(IndexChange::decode(&trailing).is_err());
+        // Unique: one byte more, and nothing after it.
+        let unique = IndexChange {
+            unique: true,
+            ..change.clone()
+        };
+        let unique_bytes = unique.encode_to_vec();
+        assert_eq!(unique_bytes.len(), bytes.len() + 1);
+        assert_eq!(IndexChange::decode(&unique_bytes), Ok(unique));
+        let mut trailing = unique_bytes.clone();
+        trailing.push(1);
         assert!(IndexChange::decode(&trailing).is_err());
         let bad = |edit: &dyn Fn(&mut IndexChange)| {
             let mut bad = change.clone();

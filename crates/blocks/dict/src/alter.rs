@@ -56,8 +56,11 @@ use crate::requests::{AlterStep, Operation};
 use crate::Dict;
 use kernel::faults::FaultPoint;
 use kernel::{Context, Report};
-use signal::schema::{IndexChange, IndexDef, TableDef, MAX_INDEXES, MAX_INDEX_ID};
-use signal::signals::{AlterTabRef, AlterTabRep, DictAlterTabReq, LqhAlterTabReq, TcAlterTabReq};
+use signal::schema::{IndexChange, IndexDef, TableDef, UniqueTable, MAX_INDEXES, MAX_INDEX_ID};
+use signal::signals::{
+    AlterTabRef, AlterTabRep, BuildUniqueConf, BuildUniqueRef, BuildUniqueReq, DictAlterTabReq,
+    LqhAlterTabReq, TcAlterTabReq,
+};
 use signal::{BlockKind, BlockRef, ErrorCode};
 use std::sync::Arc;
 
@@ -137,12 +140,21 @@ impl Dict {
             .collect::<Option<Vec<u16>>>()
             .ok_or(ErrorCode::UnknownColumn)?;
         let revision = table.revision + 1;
+        // A unique index's hidden table takes the lowest free id, at that
+        // id's next version, as at a table's create.
+        let unique = change.unique.then(|| {
+            let id = self.tables.lowest_free_ids(1)[0];
+            UniqueTable {
+                table_id: id,
+                table_version: self.tables.next_version(id),
+            }
+        });
         let mut new = table.clone();
         new.indexes.push(IndexDef {
             id: revision,
             name: change.index.clone(),
             columns,
-            unique: None,
+            unique,
         });
         new.revision = revision;
         // Columns named twice, say.
@@ -185,10 +197,13 @@ impl Dict {
         }
     }
 
-    fn send_to_tcs(&mut self, table: &Arc<TableDef>, ctx: &mut dyn Context) {
+    /// Sends every tc the revision `table`, with the unique index whose
+    /// hidden rows are being built (`building`, 0: none).
+    fn send_to_tcs(&mut self, table: &Arc<TableDef>, building: u32, ctx: &mut dyn Context) {
         self.tcs.start_round();
         for &tc in self.tcs.members() {
             let request = TcAlterTabReq {
+                building,
                 table: Arc::clone(table),
             };
             kernel::send(ctx, self.address, tc, request);
@@ -243,7 +258,10 @@ impl Dict {
                 AlterStep::Building | AlterStep::Dropping | AlterStep::RollingBack,
                 BlockKind::Ldm,
             ) => &mut self.ldms,
-            (AlterStep::Switching, BlockKind::Tc) => &mut self.tcs,
+            (
+                AlterStep::Switching | AlterStep::Settling | AlterStep::RollingBackTcs,
+                BlockKind::Tc,
+            ) => &mut self.tcs,
             (AlterStep::Announcing, BlockKind::Dict) => &mut self.dicts,
             _ => return,
         };
@@ -307,31 +325,17 @@ impl Dict {
             unreachable!("alter_answered runs within an alter");
         };
         let dropping = new.indexes.len() < previous.indexes.len();
+        // A unique index this change creates: its hidden rows are built
+        // between the tcs' switch and the dicts' announce.
+        let building = created_unique_index(previous, new);
         match *step {
             AlterStep::Building if self.ldms.is_complete() => {
                 if error.is_some() {
-                    // Back to the previous indexes, under a revision above
-                    // the one that failed, so that the failed index's id
-                    // is never handed out again (revisions only rise).
-                    *step = AlterStep::RollingBack;
-                    *new = Arc::new(TableDef {
-                        revision: new.revision + 1,
-                        ..TableDef::clone(previous)
-                    });
-                    let back = Arc::clone(new);
-                    return self.send_to_ldms(&back, ctx);
+                    return self.roll_back_alter(ctx);
                 }
                 *step = AlterStep::Switching;
                 let new = Arc::clone(new);
-                self.send_to_tcs(&new, ctx)
-            }
-            AlterStep::RollingBack if self.ldms.is_complete() => {
-                // The tcs, the other dicts and this one take the
-                // roll-back's revision too; the client is refused once it
-                // is saved.
-                *step = AlterStep::Switching;
-                let new = Arc::clone(new);
-                self.send_to_tcs(&new, ctx)
+                self.send_to_tcs(&new, building.unwrap_or(0), ctx)
             }
             AlterStep::Switching if self.tcs.is_complete() => {
                 let new = Arc::clone(new);
@@ -341,6 +345,37 @@ impl Dict {
                     *step = AlterStep::Dropping;
                     return self.send_to_ldms(&new, ctx);
                 }
+                if let Some(index_id) = building {
+                    // Every tc keeps the index from every write now, and
+                    // no transaction from before runs: the rows that were
+                    // there get their hidden rows.
+                    *step = AlterStep::Populating;
+                    let builder = BlockRef::new(self.address.node, BlockKind::Tc, 0);
+                    let request = BuildUniqueReq {
+                        table_id: new.id,
+                        table_version: new.version,
+                        index_id,
+                    };
+                    kernel::send(ctx, self.address, builder, request);
+                    return ctx.fault_point(FaultPoint::UniqueIndexAfterBuildRequest);
+                }
+                *step = AlterStep::Announcing;
+                self.announce_alter(ctx)
+            }
+            AlterStep::Settling if self.tcs.is_complete() => {
+                *step = AlterStep::Announcing;
+                self.announce_alter(ctx)
+            }
+            AlterStep::RollingBackTcs if self.tcs.is_complete() => {
+                // No tc keeps the failed index: every ldm drops it (a
+                // unique index's hidden table with it).
+                *step = AlterStep::RollingBack;
+                let back = Arc::clone(new);
+                self.send_to_ldms(&back, ctx)
+            }
+            AlterStep::RollingBack if self.ldms.is_complete() => {
+                // The other dicts and this one take the roll-back's
+                // revision too; the client is refused once it is saved.
                 *step = AlterStep::Announcing;
                 self.announce_alter(ctx)
             }
@@ -354,7 +389,7 @@ impl Dict {
                 self.tables.replace_definition(Arc::clone(&new));
                 self.bump_schema_version(ctx);
                 if dropping {
-                    return self.send_to_tcs(&new, ctx);
+                    return self.send_to_tcs(&new, 0, ctx);
                 }
                 self.save_schema(AfterSave::AnswerClient, ctx);
             }
@@ -364,6 +399,67 @@ impl Dict {
             }
             _ => {}
         }
+    }
+
+    /// The create failed (`error` says why): back to the previous indexes,
+    /// under a revision above the one that failed, so that the failed
+    /// index's id is never handed out again (revisions only rise). The
+    /// tcs first, so no write keeps a hidden table the ldms then drop.
+    fn roll_back_alter(&mut self, ctx: &mut dyn Context) {
+        let Some(Operation::Alter {
+            new,
+            previous,
+            step,
+            ..
+        }) = &mut self.running
+        else {
+            unreachable!("roll_back_alter runs within an alter");
+        };
+        *step = AlterStep::RollingBackTcs;
+        *new = Arc::new(TableDef {
+            revision: new.revision + 1,
+            ..TableDef::clone(previous)
+        });
+        let back = Arc::clone(new);
+        self.send_to_tcs(&back, 0, ctx)
+    }
+
+    /// BUILD_UNIQUE_CONF from this node's tc: every row has its hidden
+    /// row; the tcs keep the index as any from now on.
+    pub(crate) fn unique_index_built(&mut self, conf: BuildUniqueConf, ctx: &mut dyn Context) {
+        let Some(Operation::Alter { new, step, .. }) = &mut self.running else {
+            return;
+        };
+        if *step != AlterStep::Populating || conf.table_id != new.id {
+            return;
+        }
+        ctx.report(Report::Log(format!(
+            "dict {}: unique index {} of table {}: {} hidden rows built",
+            self.address, conf.index_id, conf.table_id, conf.rows
+        )));
+        *step = AlterStep::Settling;
+        let new = Arc::clone(new);
+        self.send_to_tcs(&new, 0, ctx)
+    }
+
+    /// BUILD_UNIQUE_REF from this node's tc: two rows hold a value (or the
+    /// build could not go on): the index is rolled back everywhere.
+    pub(crate) fn unique_index_refused(&mut self, refusal: BuildUniqueRef, ctx: &mut dyn Context) {
+        let Some(Operation::Alter {
+            new, step, error, ..
+        }) = &mut self.running
+        else {
+            return;
+        };
+        if *step != AlterStep::Populating || refusal.table_id != new.id {
+            return;
+        }
+        ctx.report(Report::Log(format!(
+            "dict {}: unique index {} of table {} not created ({:?})",
+            self.address, refusal.index_id, refusal.table_id, refusal.error
+        )));
+        error.get_or_insert(refusal.error);
+        self.roll_back_alter(ctx)
     }
 
     /// At a dict that is not the master: the master changed a table's
@@ -402,4 +498,13 @@ impl Dict {
         };
         self.save_schema(confirm, ctx);
     }
+}
+
+/// The unique index `new` adds to `previous`, if it adds one.
+fn created_unique_index(previous: &TableDef, new: &TableDef) -> Option<u32> {
+    let added = new
+        .indexes
+        .iter()
+        .find(|index| !previous.indexes.iter().any(|held| held.id == index.id))?;
+    added.unique.map(|_| added.id)
 }

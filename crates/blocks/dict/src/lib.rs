@@ -418,6 +418,8 @@ impl kernel::Block for Dict {
                 self.takeover_aligned(from, refusal.table_id, refusal.revision, ctx)
             }
             Signal::AlterTabRef(refusal) => self.alter_refused(from, refusal, ctx),
+            Signal::BuildUniqueConf(conf) => self.unique_index_built(conf, ctx),
+            Signal::BuildUniqueRef(refusal) => self.unique_index_refused(refusal, ctx),
             Signal::DictTakeoverConf(conf) => self.takeover_conf(from, conf, ctx),
             // From the master dict (at the others; at a master taking
             // over, from the other dicts).

@@ -93,12 +93,23 @@ pub(crate) enum AlterStep {
     /// before the ldms), which then keeps the hidden tables of the unique
     /// indexes it names and no others.
     Switching,
+    /// A unique index created on a live table: waiting for this node's
+    /// tc to build its hidden rows (every tc keeps it, building, since
+    /// `Switching`).
+    Populating,
+    /// Its hidden rows are built: waiting for every tc to keep it as any
+    /// unique index (the same revision, nothing building).
+    Settling,
     /// Waiting for every other dict to take the new revision.
     Announcing,
     /// A drop: waiting for every ldm to drop the index.
     Dropping,
-    /// A create an ldm could not build: waiting for every ldm to drop it
-    /// again, under the next revision (which the dicts then take).
+    /// A create that failed (an ldm could not build the index, or two
+    /// rows hold a new unique index's value): waiting for every tc to
+    /// stop keeping it, under the next revision.
+    RollingBackTcs,
+    /// Then for every ldm to drop it again, under that revision (which the
+    /// dicts then take).
     RollingBack,
     /// The new revision here; waiting for this dict's schema file.
     Saving,
@@ -397,7 +408,9 @@ impl Dict {
                 AlterStep::Building | AlterStep::Dropping | AlterStep::RollingBack if ldms => {
                     self.alter_answered(ctx)
                 }
-                AlterStep::Switching if tcs => self.alter_answered(ctx),
+                AlterStep::Switching | AlterStep::Settling | AlterStep::RollingBackTcs if tcs => {
+                    self.alter_answered(ctx)
+                }
                 AlterStep::Announcing if dicts => self.alter_answered(ctx),
                 _ => {}
             },

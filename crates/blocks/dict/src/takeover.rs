@@ -506,7 +506,10 @@ impl Dict {
                         table: Arc::clone(&table),
                     }
                     .into(),
+                    // Nothing building: a unique index reaches a dict
+                    // only once built, and one no dict holds is undone.
                     BlockKind::Tc => TcAlterTabReq {
+                        building: 0,
                         table: Arc::clone(&table),
                     }
                     .into(),

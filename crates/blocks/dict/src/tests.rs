@@ -855,6 +855,7 @@ fn a_unique_index_reserves_its_hidden_table_id_until_its_table_is_dropped() {
         table: "u".into(),
         index: "by_v".into(),
         columns: Vec::new(),
+        unique: false,
     };
     let request = signal::signals::DropIndexReq {
         request_id: 4,

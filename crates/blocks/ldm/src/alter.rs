@@ -37,7 +37,9 @@
 use crate::Ldm;
 use kernel::{send, Context, Report};
 use signal::schema::TableDef;
-use signal::signals::{AlterTabRef, AlterTabRep, ContinueB, LqhAlterTabReq};
+use signal::signals::{
+    AlterTabRef, AlterTabRep, ContinueB, LqhAlterTabReq, PartitionMap, PartitionPlacement,
+};
 use signal::{BlockRef, Envelope, ErrorCode};
 use std::sync::Arc;
 
@@ -177,12 +179,80 @@ impl Ldm {
             requester: from,
             building,
         };
-        if alter.building.is_empty() && self.drop_unnamed_hidden_tables(table_id) {
+        self.add_named_hidden_tables(table_id, ctx);
+        if alter.building.is_empty()
+            && self.drop_unnamed_hidden_tables(table_id)
+            && !self.hidden_tables_creating(table_id)
+        {
             let me = self.address;
             return send(ctx, me, from, AlterTabRep { table_id, revision });
         }
         self.builds.alters.push(alter);
         self.schedule_build(0, ctx);
+    }
+
+    /// Registers the hidden table of each unique index `table_id`'s
+    /// definition names that this ldm does not hold yet (one created on
+    /// the live table, design 0026): empty, placed as the base table's
+    /// partitions here, each with its empty first LCP written before the
+    /// change is answered (`hidden_tables_creating`), so that a restart
+    /// never reads an older table's files under its id.
+    fn add_named_hidden_tables(&mut self, table_id: u32, ctx: &mut dyn Context) {
+        let base = self.tables[table_id as usize]
+            .as_ref()
+            .expect("a table being altered is held");
+        let definition = Arc::clone(&base.definition);
+        let instance = self.address.instance;
+        // The base table's placement of the partitions held here (the
+        // others name no replica, so none is taken).
+        let partitions = base
+            .partitions
+            .iter()
+            .map(|partition| PartitionPlacement {
+                node_group: 0,
+                replicas: partition
+                    .as_ref()
+                    .map_or(Vec::new(), |partition| partition.replicas.clone()),
+                ldm_instance: instance,
+                redo_part: partition
+                    .as_ref()
+                    .map_or(0, |partition| partition.redo_part),
+            })
+            .collect();
+        let map = PartitionMap {
+            table_id,
+            version: 0,
+            bucket_partitions: Vec::new(),
+            partitions,
+        };
+        for index in definition.unique_indexes() {
+            let unique = index.unique.expect("a unique index");
+            let held = self
+                .tables
+                .get(unique.table_id as usize)
+                .is_some_and(Option::is_some);
+            if held {
+                continue;
+            }
+            let hidden = definition
+                .unique_index_table(index)
+                .expect("a unique index has a hidden table");
+            self.register_table(Arc::new(hidden), &map, Some(table_id));
+            self.lcp_create_tables(unique.table_id, vec![unique.table_id], None, ctx);
+        }
+    }
+
+    /// Whether the first LCP of a hidden table of `table_id` is still
+    /// being written.
+    fn hidden_tables_creating(&self, table_id: u32) -> bool {
+        let tables = self.tables.iter().enumerate();
+        tables
+            .filter(|(_, table)| {
+                table
+                    .as_ref()
+                    .is_some_and(|table| table.hidden_of == Some(table_id))
+            })
+            .any(|(id, _)| self.lcp.creating(id as u32))
     }
 
     /// Drops the hidden tables of `table_id`'s unique indexes that its
@@ -257,6 +327,7 @@ impl Ldm {
                         .expect("a table being altered is held (a drop ends its build)");
                     if table.operations_before_build > 0
                         || !self.drop_unnamed_hidden_tables(table_id)
+                        || self.hidden_tables_creating(table_id)
                     {
                         waiting = true;
                         at += 1;

@@ -98,7 +98,9 @@ impl Tc {
         if !self.started {
             return refuse(ctx, ErrorCode::NodeNotStarted);
         }
-        if from.kind != BlockKind::Api || transaction_id.api_node() != from.node {
+        // An API node's, or (a unique index's build) this tc's own.
+        let client = from.kind == BlockKind::Api || from == address;
+        if !client || transaction_id.api_node() != from.node {
             return refuse(ctx, ErrorCode::BadRequest);
         }
         let now = ctx.now_ms();
@@ -118,7 +120,11 @@ impl Tc {
             }
             None if flags & tc_key_flags::START != 0 => {
                 match self.records.seize_transaction(transaction_id, from, now) {
-                    Some(index) => index,
+                    Some(index) => {
+                        let epoch = self.switches.epoch;
+                        self.records.transactions[index as usize].switch_epoch = epoch;
+                        index
+                    }
                     // No record to remember this refusal in: the rest of
                     // the batch, if any, is refused as UnknownTransaction,
                     // one TCKEYREF per operation; a client drops refusals
@@ -403,6 +409,9 @@ impl Tc {
                 // Its request's sections go back to the pool.
                 self.records.operations[conf.tc_op as usize].pending = None;
             }
+            OpRole::HiddenCheck { .. } => {
+                return self.hidden_row_checked(transaction, conf.tc_op, conf.data, ctx)
+            }
             OpRole::Client | OpRole::Triggered { .. } => {}
         }
         let record = &mut self.records.transactions[transaction as usize];
@@ -465,6 +474,10 @@ impl Tc {
                 // No hidden row: no row for the client.
                 OpRole::IndexRead => {
                     return self.index_row_missing(transaction, refusal.tc_op, ctx)
+                }
+                // No hidden row to delete (the build has not reached it).
+                OpRole::HiddenCheck { .. } => {
+                    return self.hidden_row_checked(transaction, refusal.tc_op, None, ctx)
                 }
                 _ => {}
             }

@@ -58,6 +58,7 @@ impl Tc {
             return;
         }
         let failed = self.node_failures.failed();
+        self.build_without(failed, ctx);
         let mut transaction = self.records.active_head;
         while transaction != NIL {
             let record = &self.records.transactions[transaction as usize];

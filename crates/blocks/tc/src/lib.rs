@@ -22,7 +22,8 @@
 //! failed node's tcs), `unique` (keeping unique indexes' hidden tables
 //! in the transactions that write their base tables), `unique_read`
 //! (reads through a unique index in one round trip), `alter` (a table's
-//! index list changing: the hidden tables it keeps).
+//! index list changing: the hidden tables it keeps), `unique_build` (the
+//! hidden rows of a unique index created on a table that holds rows).
 
 mod abort;
 #[cfg(test)]
@@ -45,6 +46,7 @@ mod takeover_tests;
 #[cfg(test)]
 mod tests;
 mod unique;
+mod unique_build;
 mod unique_read;
 #[cfg(test)]
 mod unique_tests;
@@ -102,6 +104,9 @@ pub(crate) struct UniqueIndex {
     /// The hidden table's id and version.
     pub(crate) table_id: u32,
     pub(crate) table_version: u32,
+    /// Its hidden rows are being built (design 0026): a delete of an old
+    /// value removes the hidden row only if it names the row.
+    pub(crate) building: bool,
 }
 
 /// Counters for reports and tests.
@@ -156,6 +161,12 @@ pub struct Tc {
     pub(crate) draining: Option<BlockRef>,
     /// TC_DRAIN_CONF was sent.
     pub(crate) drained: bool,
+    /// Unique index builds' switches waiting for the transactions from
+    /// before them (`alter.rs`).
+    pub(crate) switches: alter::Switches,
+    /// The hidden rows of a unique index this tc builds, if any
+    /// (`unique_build.rs`).
+    pub(crate) unique_build: Option<unique_build::UniqueBuild>,
 }
 
 impl Tc {
@@ -179,6 +190,8 @@ impl Tc {
             takeover: takeover::Takeover::default(),
             draining: None,
             drained: false,
+            switches: alter::Switches::default(),
+            unique_build: None,
         }
     }
 
@@ -474,6 +487,23 @@ impl Block for Tc {
             Signal::GcpCommit(request) => self.gcp_commit(from, request, ctx),
             Signal::TcAddTabReq(request) => self.add_table(from, request, ctx),
             Signal::TcAlterTabReq(request) => self.alter_table(from, request, ctx),
+            Signal::BuildUniqueReq(request) if from.node == self.config.address.node => {
+                self.build_unique(from, request, ctx)
+            }
+            // Answers to the build's own scans and transactions.
+            Signal::ScanPartitionConf(conf) => self.build_scanned(from, conf, ctx),
+            Signal::ScanPartitionRef(refusal) => self.build_scan_refused(from, refusal, ctx),
+            Signal::TransIdAi(read) if from == self.config.address => self.build_row(read),
+            Signal::TcKeyConf(conf) if from == self.config.address => {
+                self.build_round_done(conf, ctx)
+            }
+            Signal::TcKeyRef(refusal) if from == self.config.address => {
+                self.build_round_refused(refusal, ctx)
+            }
+            Signal::TcRollbackConf(_) if from == self.config.address => {}
+            Signal::ContinueB(ContinueB {
+                job: unique_build::UNIQUE_BUILD_RETRY_JOB,
+            }) => self.build_retry(ctx),
             Signal::DropTabOrd(order) => self.drop_table(from, order, ctx),
             Signal::DictTakeoverReq(request) => {
                 let tables = self.table_versions();
@@ -496,6 +526,7 @@ impl Block for Tc {
                 self.timeout_scan(ctx);
                 self.schedule_timeout_scan(ctx);
                 self.answer_if_drained(ctx);
+                self.answer_switches(ctx);
             }
             Signal::TcDrainReq(_)
                 if from.node == self.config.address.node && from.kind == BlockKind::Membership =>

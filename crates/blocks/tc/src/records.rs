@@ -97,6 +97,10 @@ pub struct Transaction {
     /// Operations waiting for a before-image of their row, in arrival
     /// order, with their key's hash.
     pub deferred: Vec<(KeyHash, TcKeyReq)>,
+    /// The tc's switch count when the transaction began: a unique
+    /// index's build waits for the transactions that began before its
+    /// switch (`alter.rs`).
+    pub switch_epoch: u32,
     pub previous_active: u32,
     pub next_active: u32,
     pub next_waiting_for_gci: u32,
@@ -126,6 +130,7 @@ impl Transaction {
             duplicate_index: 0,
             before_images: Vec::new(),
             deferred: Vec::new(),
+            switch_epoch: 0,
             previous_active: NIL,
             next_active: NIL,
             next_waiting_for_gci: NIL,
@@ -191,6 +196,14 @@ pub enum OpRole {
     IndexRow {
         /// Check the row's values.
         checked: bool,
+    },
+    /// While a unique index is built: the exclusive read of the hidden
+    /// row a write's delete of an old value would remove, holding the
+    /// delete in `pending`; the delete goes only if the hidden row names
+    /// the writer's row. Not counted in the batch.
+    HiddenCheck {
+        /// The unique index.
+        index_id: u32,
     },
 }
 

@@ -75,7 +75,12 @@ impl Tc {
             .as_ref()
             .expect("routed a moment ago");
         if table.hidden_of.is_some() {
-            // Only the tc writes a unique index's rows.
+            // Only the tc writes a unique index's rows: in a client's
+            // transaction as below, or in a build's own (`unique_build`).
+            if self.records.transactions[transaction as usize].api == self.config.address {
+                self.send_operation(transaction, request, route, OpRole::Client, ctx);
+                return;
+            }
             let client_op = request.client_op;
             return self.abort_for(transaction, ErrorCode::BadRequest, client_op, ctx);
         }
@@ -344,6 +349,15 @@ impl Tc {
         ctx: &mut dyn Context,
     ) {
         for (index_id, hidden) in changes {
+            if hidden.kind == OperationKind::Delete && hidden.attr.is_some() {
+                if self
+                    .check_hidden_row(transaction, index_id, hidden, ctx)
+                    .is_none()
+                {
+                    return;
+                }
+                continue;
+            }
             let route = match self.route(&hidden) {
                 Ok(route) => route,
                 Err(error) => return self.abort_for(transaction, error, client_op, ctx),
@@ -356,6 +370,108 @@ impl Tc {
                 return;
             }
         }
+    }
+
+    /// A hidden row's delete while its index is built (`delete` carries
+    /// the row's primary key as its attributes): first an exclusive read
+    /// of the hidden row (`OpRole::HiddenCheck`), since the build may not
+    /// have inserted it yet, or another row's may hold the value (two
+    /// rows held it before the build, which will fail on it: deleting
+    /// that row's entry would hide the repeat). `None` when the
+    /// transaction is aborting.
+    fn check_hidden_row(
+        &mut self,
+        transaction: u32,
+        index_id: u32,
+        delete: TcKeyReq,
+        ctx: &mut dyn Context,
+    ) -> Option<u32> {
+        let client_op = delete.client_op;
+        let Some(hidden) = self.tables[delete.table_id as usize].as_ref() else {
+            self.abort_for(transaction, ErrorCode::UnknownTable, client_op, ctx);
+            return None;
+        };
+        // The hidden row's primary-key columns (after the index's).
+        let definition = &hidden.definition;
+        let first = definition.primary_key.len() as u16;
+        let projection: Vec<u8> = (first..definition.columns.len() as u16)
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        let pool = delete.key.pool();
+        let (Some(key), Some(attr)) = (
+            pool.copy_from(delete.key.as_slice()),
+            pool.copy_from(&projection),
+        ) else {
+            self.abort_for(transaction, ErrorCode::OutOfSignalMemory, client_op, ctx);
+            return None;
+        };
+        let read = TcKeyReq {
+            transaction_id: delete.transaction_id,
+            client_op,
+            flags: tc_key_flags::IGNORE_MISSING,
+            kind: OperationKind::Read,
+            lock: LockMode::Exclusive,
+            table_id: delete.table_id,
+            table_version: delete.table_version,
+            key,
+            attr: Some(attr),
+        };
+        let route = match self.route(&read) {
+            Ok(route) => route,
+            Err(error) => {
+                self.abort_for(transaction, error, client_op, ctx);
+                return None;
+            }
+        };
+        let role = OpRole::HiddenCheck { index_id };
+        let op = self.send_operation(transaction, read, route, role, ctx)?;
+        self.records.operations[op as usize].pending = Some(Box::new(delete));
+        Some(op)
+    }
+
+    /// The hidden row a building index's delete checks (`op`) answered:
+    /// `data` its primary-key columns, `None` when there is none. The
+    /// delete goes only if they name the writer's row.
+    pub(crate) fn hidden_row_checked(
+        &mut self,
+        transaction: u32,
+        op: u32,
+        data: Option<Section>,
+        ctx: &mut dyn Context,
+    ) {
+        let OpRole::HiddenCheck { index_id } = self.records.operations[op as usize].role else {
+            unreachable!("a hidden row's check");
+        };
+        let mut delete = *self.records.operations[op as usize]
+            .pending
+            .take()
+            .expect("a hidden row's check holds its delete");
+        let names_the_row = match (&data, &delete.attr) {
+            (Some(found), Some(expected)) => self
+                .tables
+                .get(delete.table_id as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|hidden| {
+                    same_entries(&hidden.definition, found.as_slice(), expected.as_slice())
+                }),
+            _ => false,
+        };
+        if names_the_row {
+            delete.attr = None;
+            let client_op = delete.client_op;
+            let route = match self.route(&delete) {
+                Ok(route) => route,
+                Err(error) => return self.abort_for(transaction, error, client_op, ctx),
+            };
+            let role = OpRole::Triggered { index_id };
+            if self
+                .send_operation(transaction, delete, route, role, ctx)
+                .is_none()
+            {
+                return;
+            }
+        }
+        self.maybe_batch_done(transaction, ctx);
     }
 
     /// The hidden rows' deletes and inserts (with their index ids) that
@@ -429,10 +545,10 @@ impl Tc {
                 })
             };
             if let Some(values) = &old_key {
-                changes.push((
-                    index.index_id,
-                    hidden(OperationKind::Delete, values, false)?,
-                ));
+                // While the index is built, the delete carries the row's
+                // primary key: the hidden row goes only if it names it.
+                let delete = hidden(OperationKind::Delete, values, index.building)?;
+                changes.push((index.index_id, delete));
             }
             if let Some(values) = &new_key {
                 changes.push((index.index_id, hidden(OperationKind::Insert, values, true)?));
@@ -473,6 +589,33 @@ fn same_key(types: &[ColumnType], a: Option<&[&[u8]]>, b: Option<&[&[u8]]>) -> b
             .zip(a.iter().zip(b))
             .all(|(&column_type, (a, b))| key_values_equal(column_type, a, b)),
         _ => false,
+    }
+}
+
+/// Whether two runs of attribute entries of `table`'s columns name the
+/// same columns with the same values (PAD SPACE text compares without
+/// trailing spaces).
+fn same_entries(table: &signal::schema::TableDef, a: &[u8], b: &[u8]) -> bool {
+    let mut a = AttrIter::new(a);
+    let mut b = AttrIter::new(b);
+    loop {
+        match (a.next(), b.next()) {
+            (None, None) => return true,
+            (Some(Ok(a)), Some(Ok(b))) if a.column == b.column => {
+                let Some(column) = table.columns.get(a.column as usize) else {
+                    return false;
+                };
+                let equal = match (a.value, b.value) {
+                    (Some(a), Some(b)) => key_values_equal(column.column_type, a, b),
+                    (None, None) => true,
+                    _ => false,
+                };
+                if !equal {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
     }
 }
 

@@ -537,7 +537,13 @@ fn a_revision_without_the_unique_index_stops_keeping_it_and_one_with_it_starts_a
         revision: INDEX + 1,
         ..table()
     });
-    b.deliver(DICT, TcAlterTabReq { table: without });
+    b.deliver(
+        DICT,
+        TcAlterTabReq {
+            building: 0,
+            table: without,
+        },
+    );
     let (_, others) = b.take();
     let answered = |others: &[Signal], table_id, revision| {
         matches!(others, [Signal::AlterTabRep(report)]
@@ -566,7 +572,13 @@ fn a_revision_without_the_unique_index_stops_keeping_it_and_one_with_it_starts_a
         revision: INDEX + 2,
         ..TableDef::clone(&with)
     });
-    b.deliver(DICT, TcAlterTabReq { table: back });
+    b.deliver(
+        DICT,
+        TcAlterTabReq {
+            building: 0,
+            table: back,
+        },
+    );
     b.take();
     let insert = b.request(
         txn(API, 3),
@@ -585,7 +597,13 @@ fn a_revision_without_the_unique_index_stops_keeping_it_and_one_with_it_starts_a
     );
     // A revision of a table the tc does not hold is answered all the same.
     let other = Arc::new(TableDef { id: 40, ..table() });
-    b.deliver(DICT, TcAlterTabReq { table: other });
+    b.deliver(
+        DICT,
+        TcAlterTabReq {
+            building: 0,
+            table: other,
+        },
+    );
     let (_, others) = b.take();
     assert!(answered(&others, 40, INDEX), "{others:?}");
 }
@@ -925,5 +943,138 @@ fn a_table_dropped_between_a_before_image_and_its_write_aborts_it() {
     assert!(
         refusal.is_some_and(|r| r.error == ErrorCode::UnknownTable),
         "{others:?} {after:?}"
+    );
+}
+
+/// The table at the next revision, its unique index being built.
+fn building(b: &mut Bench) -> Vec<Signal> {
+    let table = Arc::new(TableDef {
+        revision: INDEX + 1,
+        ..table()
+    });
+    b.deliver(
+        DICT,
+        TcAlterTabReq {
+            building: INDEX,
+            table,
+        },
+    );
+    b.take().1
+}
+
+fn switched(others: &[Signal]) -> bool {
+    matches!(others, [Signal::AlterTabRep(report)]
+        if *report == AlterTabRep { table_id: TABLE, revision: INDEX + 1 })
+}
+
+#[test]
+fn while_a_unique_index_is_built_a_delete_removes_only_a_hidden_row_naming_its_row() {
+    let mut b = Bench::new();
+    assert!(switched(&building(&mut b)), "nothing ran before: at once");
+    // (k, its email, what its hidden row names: None no hidden row).
+    let cases: [(i32, &[u8], Option<i32>); 3] = [
+        (5, b"ada@x", Some(5)),
+        (6, b"bob@x", None),
+        (7, b"cat@x", Some(8)),
+    ];
+    for (n, (k, email, named)) in cases.into_iter().enumerate() {
+        let t = txn(API, 1 + n as u64);
+        let request = b.request(t, OperationKind::Delete, k, None);
+        b.deliver(API, request);
+        let (read, _) = b.take();
+        b.prepared(&read[0], Some(&[(EMAIL, Some(email))]));
+        // The delete, and an exclusive read of the hidden row first.
+        let (sent, others) = b.take();
+        assert!(others.is_empty(), "{others:?}");
+        assert_eq!(
+            shape(&sent),
+            [
+                (TABLE, OperationKind::Delete),
+                (HIDDEN, OperationKind::Read)
+            ]
+        );
+        assert_eq!(sent[1].lock, LockMode::Exclusive);
+        assert_eq!(sent[1].key, vec![(0, Some(email.to_vec()))]);
+        b.prepared(&sent[0], None);
+        match named {
+            Some(holder) => b.prepared(&sent[1], Some(&[(1, int(holder).as_deref())])),
+            None => b.refused(&sent[1], ErrorCode::NoSuchRow),
+        }
+        let (then, others) = b.take();
+        if named == Some(k) {
+            // It names the row: deleted.
+            assert_eq!(shape(&then), [(HIDDEN, OperationKind::Delete)]);
+            assert!(others.is_empty());
+            b.prepared(&then[0], None);
+            batch_answered(&b.take().1, t);
+        } else {
+            // Not built yet, or another row's (a repeat the build will
+            // find): left alone.
+            assert!(then.is_empty(), "k {k}: {then:?}");
+            batch_answered(&others, t);
+        }
+    }
+}
+
+#[test]
+fn a_switch_to_a_building_unique_index_waits_for_the_transactions_from_before_it() {
+    let mut b = Bench::new();
+    // A transaction from before: an insert, prepared, not committed.
+    let early = txn(API, 1);
+    let request = b.request(
+        early,
+        OperationKind::Insert,
+        5,
+        Some(&[(EMAIL, Some(b"ada@x".as_slice()))]),
+    );
+    b.deliver(API, request);
+    let (sent, _) = b.take();
+    for sent in &sent {
+        b.prepared(sent, None);
+    }
+    batch_answered(&b.take().1, early);
+    assert!(building(&mut b).is_empty(), "waits for the insert's end");
+    // One that begins after the switch does not hold it back.
+    let late = txn(API, 2);
+    let request = b.request(late, OperationKind::Read, 9, None);
+    b.deliver(API, request);
+    b.take();
+    let scan = || ContinueB {
+        job: crate::TIMEOUT_SCAN_JOB,
+    };
+    b.deliver(TC, scan());
+    let (_, others) = b.take();
+    assert!(!others
+        .iter()
+        .any(|signal| matches!(signal, Signal::AlterTabRep(_))));
+    // The early one ends: the next timeout scan answers.
+    b.deliver(
+        API,
+        TcRollbackReq {
+            transaction_id: early,
+        },
+    );
+    let (_, others) = b.take();
+    let aborts: Vec<(BlockRef, u32)> = others
+        .iter()
+        .filter_map(|signal| match signal {
+            Signal::AbortReq(abort) => Some(abort.tc_op),
+            _ => None,
+        })
+        .zip(&sent)
+        .map(|(tc_op, sent)| (sent.ldm, tc_op))
+        .collect();
+    assert_eq!(aborts.len(), 2, "{others:?}");
+    for (ldm, tc_op) in aborts {
+        b.deliver(ldm, AbortConf { tc_op });
+    }
+    b.take();
+    b.deliver(TC, scan());
+    let (_, others) = b.take();
+    assert!(
+        others.iter().any(
+            |signal| matches!(signal, Signal::AlterTabRep(report) if report.revision == INDEX + 1)
+        ),
+        "{others:?}"
     );
 }

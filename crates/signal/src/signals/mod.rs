@@ -182,7 +182,7 @@ signal_table! {
     /// API -> tc. One operation of a transaction; a batch is a run of these
     /// ending with one flagged EXECUTE (or COMMIT).
     #[derive(Debug, PartialEq)]
-    20 TcKeyReq: Api -> Tc, api_request
+    20 TcKeyReq: Api | Tc -> Tc, api_request
         refused_by TcKeyRef { transaction_id, client_op, index_id = 0 }
         checked_by checks::tc_key_req
     {
@@ -208,7 +208,7 @@ signal_table! {
 
     /// tc -> API. The batch executed (and committed when asked).
     #[derive(Debug, PartialEq)]
-    21 TcKeyConf: Tc -> Api, api_reply {
+    21 TcKeyConf: Tc -> Api | Tc, api_reply {
         /// Transaction.
         transaction_id: TransactionId,
         /// Operations of the batch confirmed.
@@ -228,7 +228,7 @@ signal_table! {
 
     /// tc -> API. The transaction failed and has been aborted, every lock released.
     #[derive(Debug, PartialEq)]
-    22 TcKeyRef: Tc -> Api, api_reply {
+    22 TcKeyRef: Tc -> Api | Tc, api_reply {
         /// Transaction.
         transaction_id: TransactionId,
         /// The operation that failed (u32::MAX when none in particular).
@@ -244,7 +244,7 @@ signal_table! {
     /// [`TcKeyConf`] (which carries the last read's row itself when the batch
     /// commits).
     #[derive(Debug, PartialEq)]
-    23 TransIdAi: Tc -> Api, api_reply {
+    23 TransIdAi: Tc -> Api | Tc, api_reply {
         /// Transaction.
         transaction_id: TransactionId,
         /// The read operation.
@@ -255,7 +255,7 @@ signal_table! {
 
     /// API -> tc. Commit a transaction whose batches have all executed.
     #[derive(Debug, PartialEq)]
-    24 TcCommitReq: Api -> Tc, api_request
+    24 TcCommitReq: Api | Tc -> Tc, api_request
         refused_by TcKeyRef { transaction_id, client_op = u32::MAX, index_id = 0 }
     {
         /// Transaction.
@@ -264,7 +264,7 @@ signal_table! {
 
     /// API -> tc. Abort a transaction and release its locks.
     #[derive(Debug, PartialEq)]
-    25 TcRollbackReq: Api -> Tc, api_request
+    25 TcRollbackReq: Api | Tc -> Tc, api_request
         refused_by TcKeyRef { transaction_id, client_op = u32::MAX, index_id = 0 }
     {
         /// Transaction.
@@ -273,7 +273,7 @@ signal_table! {
 
     /// tc -> API. The transaction is rolled back.
     #[derive(Debug, PartialEq)]
-    26 TcRollbackConf: Tc -> Api, api_reply {
+    26 TcRollbackConf: Tc -> Api | Tc, api_reply {
         /// Transaction.
         transaction_id: TransactionId,
     }
@@ -473,7 +473,7 @@ signal_table! {
     /// API -> ldm. Read a batch of rows of one partition replica in row-id
     /// order, for the replica checker.
     #[derive(Debug, PartialEq)]
-    80 ScanPartitionReq: Api -> Ldm, api_request
+    80 ScanPartitionReq: Api | Tc -> Ldm, api_request
         refused_by ScanPartitionRef { request_id }
     {
         /// Client's number for the request, echoed.
@@ -492,7 +492,7 @@ signal_table! {
     /// (u64), length (u32) and that many bytes of attribute entries of every
     /// column.
     #[derive(Debug, PartialEq)]
-    81 ScanPartitionConf: Ldm -> Api, api_reply {
+    81 ScanPartitionConf: Ldm -> Api | Tc, api_reply {
         /// Echoed.
         request_id: u32,
         /// Where the next batch starts.
@@ -505,7 +505,7 @@ signal_table! {
 
     /// ldm -> API. The scan failed.
     #[derive(Debug, PartialEq)]
-    82 ScanPartitionRef: Ldm -> Api, api_reply {
+    82 ScanPartitionRef: Ldm -> Api | Tc, api_reply {
         /// Echoed.
         request_id: u32,
         /// Why.
@@ -1169,11 +1169,56 @@ signal_table! {
     /// or, rolling a change back, lower revision): keep the hidden tables
     /// of the unique indexes it names, and no others, from now on
     /// (docs/design/0026-unique-indexes.md). Answered with
-    /// [`AlterTabRep`]. A tc that does not hold the table answers too.
+    /// [`AlterTabRep`], once every transaction that wrote before it has
+    /// ended when it starts the building of a unique index. A tc that
+    /// does not hold the table answers too.
     #[derive(Debug)]
     217 TcAlterTabReq: Dict -> Tc, node {
+        /// A unique index of `table` whose hidden rows are being built (0:
+        /// none): its hidden rows are kept tolerantly, a delete removing
+        /// only a hidden row that names its row.
+        building: u32,
         /// The definition with its new index list and revision.
         table: Arc<TableDef>,
+    }
+
+    /// master dict -> a tc of its node. Insert the hidden row of every row
+    /// of the table for unique index `index_id` (its tcs keep it, building,
+    /// from every write since): in transactions of the tc's own, each row
+    /// read with a shared lock. Answered with [`BuildUniqueConf`] once
+    /// every row has its hidden row, or [`BuildUniqueRef`]: DuplicateKey
+    /// when two rows hold one value, or the error that stopped it.
+    #[derive(Debug, PartialEq)]
+    218 BuildUniqueReq: Dict -> Tc, local {
+        /// Table.
+        table_id: u32,
+        /// Its version.
+        table_version: u32,
+        /// The unique index.
+        index_id: u32,
+    }
+
+    /// tc -> dict. Every row has its hidden row.
+    #[derive(Debug, PartialEq)]
+    219 BuildUniqueConf: Tc -> Dict, local {
+        /// Echoed.
+        table_id: u32,
+        /// Echoed.
+        index_id: u32,
+        /// Rows the build inserted a hidden row for.
+        rows: u64,
+    }
+
+    /// tc -> dict. The build stopped; the hidden rows it inserted stay
+    /// (the dict drops the hidden table with the index).
+    #[derive(Debug, PartialEq)]
+    220 BuildUniqueRef: Tc -> Dict, local {
+        /// Echoed.
+        table_id: u32,
+        /// Echoed.
+        index_id: u32,
+        /// Why: DuplicateKey when two rows hold one value.
+        error: ErrorCode,
     }
 
     // ---- Membership and start phases: 240..=279 (room for heartbeats, node failure and arbitration)

@@ -245,23 +245,43 @@ impl Ldm {
         requester: BlockRef,
         ctx: &mut dyn Context,
     ) -> bool {
+        // The table's unique indexes' hidden tables were added with it.
+        let ids: Vec<u32> = match self.tables[table_id as usize].as_ref() {
+            Some(base) => {
+                let hidden = base
+                    .definition
+                    .unique_indexes()
+                    .filter_map(|index| index.unique);
+                std::iter::once(table_id)
+                    .chain(hidden.map(|unique| unique.table_id))
+                    .collect()
+            }
+            None => unreachable!("table {table_id} was just added"),
+        };
+        self.lcp_create_tables(table_id, ids, Some(requester), ctx)
+    }
+
+    /// The empty first LCP of every partition of tables `ids`, known as
+    /// `key` (the base table's id) until written; then `requester`, if
+    /// any, hears ADD_TAB_CONF (a unique index created on a live table
+    /// waits for `LcpEngine::creating` instead). Returns whether there is
+    /// anything to wait for.
+    pub(crate) fn lcp_create_tables(
+        &mut self,
+        key: u32,
+        ids: Vec<u32>,
+        requester: Option<BlockRef>,
+        ctx: &mut dyn Context,
+    ) -> bool {
         if !self.lcp.started {
             // A restart re-adding its tables: their LCPs are on disk.
             return false;
         }
+        let table_id = key;
         let Ldm {
             tables, redo, lcp, ..
         } = self;
         let redo = redo.as_ref().expect("LCPs run only with a redo log");
-        let base = tables[table_id as usize].as_ref().expect("just added");
-        // The table's unique indexes' hidden tables were added with it.
-        let hidden = base
-            .definition
-            .unique_indexes()
-            .filter_map(|index| index.unique);
-        let ids: Vec<u32> = std::iter::once(table_id)
-            .chain(hidden.map(|unique| unique.table_id))
-            .collect();
         let mut controls = Vec::new();
         for id in ids {
             let table = tables[id as usize].as_mut().expect("just added");
@@ -410,11 +430,8 @@ impl Ldm {
             }
         }
         self.lcp_check_restorable(ctx);
-        send(
-            ctx,
-            self.address,
-            creation.requester,
-            AddTabConf { table_id },
-        );
+        if let Some(requester) = creation.requester {
+            send(ctx, self.address, requester, AddTabConf { table_id });
+        }
     }
 }

@@ -314,7 +314,7 @@ struct Running {
 /// A create table's partitions getting their first, empty LCP.
 struct Creation {
     table_id: u32,
-    requester: BlockRef,
+    requester: Option<BlockRef>,
     /// Each partition's control file (written to both slots).
     controls: Vec<ControlFile>,
     /// Requests sent once `sent`, and not yet answered.

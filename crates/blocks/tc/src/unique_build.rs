@@ -1,0 +1,713 @@
+//! BUILD_UNIQUE_REQ: the hidden rows of a unique index created on a table
+//! that holds rows and is written meanwhile (docs/design/0026-unique-indexes.md,
+//! "Creating one on a live table"). The tcs keep the index, building,
+//! from every write since their switch; this build inserts the hidden row
+//! of each row that was there before, in transactions of this tc's own
+//! (NDB's TRIX and DBUTIL run such a build through DBTC the same way).
+//!
+//! ```text
+//!  for each partition, BATCH rows at a time:
+//!   ScanPartitionReq -> its primary ldm     the rows' primary keys (committed)
+//!   round 1: shared reads of the rows       each row's indexed values now,
+//!            (IGNORE_MISSING)               locked to the commit
+//!   round 2: shared reads of their hidden   none: to insert; naming the row:
+//!            rows (IGNORE_MISSING)          a write's trigger got there
+//!                                           first; naming another row: a
+//!                                           duplicate, the build stops
+//!   round 3: the missing hidden rows' inserts, COMMIT
+//! ```
+//!
+//! A row's lock is held from round 1 to the commit, so no write changes it
+//! between its read and its hidden row's insert; a write of it after the
+//! commit is one the tcs keep the index for. A row a committed-read scan
+//! cannot see (inserted by a transaction still running) is one a
+//! transaction from after the switch inserted, with its hidden row: the
+//! switch waited for every transaction from before it (`alter.rs`). Two
+//! rows of one batch with one value are a duplicate too.
+//!
+//! When something fails: an aborted round (a lock wait timeout, a node
+//! failure, a hidden row inserted meanwhile by another writer: round 2
+//! then sees it) runs the batch again from round 1, a few times with a
+//! growing delay before the build gives up with the error; a scan refused
+//! or lost with its node is sent again to the partition's primary under
+//! the routes as they are then. This tc's node dying takes the master
+//! dict with it (the build runs beside it), whose take-over rolls the
+//! index back.
+
+use crate::{Tc, UniqueIndex};
+use kernel::{send, Context, Report};
+use signal::attr::{append_entry, key_values_equal, AttrIter};
+use signal::error::ErrorClass;
+use signal::replica_check::ScanBatch;
+use signal::signals::*;
+use signal::{BlockKind, BlockRef, Envelope, ErrorCode, NodeSet, TransactionId};
+
+/// Periodic job: a build's batch again, after a failed round.
+pub const UNIQUE_BUILD_RETRY_JOB: u32 = 2;
+
+/// Rows a batch takes (fewer when the tc's pools are small: a batch's
+/// transaction holds up to three operations a row).
+const BATCH_ROWS: u32 = 64;
+
+/// Rounds a batch may fail in a row before the build gives up.
+const MAX_ATTEMPTS: u32 = 20;
+
+/// One row of the batch.
+struct BatchRow {
+    /// Its primary key's entries, as a key section carries them.
+    key: Vec<u8>,
+    /// Its primary key's values, for the hidden row.
+    primary: Vec<Vec<u8>>,
+    /// Its indexed values under the lock (round 1): `None` not read yet
+    /// or no row any more; an inner `None` a NULL.
+    values: Option<Vec<Option<Vec<u8>>>>,
+    /// Its hidden row's primary-key entries (round 2), if there is one.
+    hidden: Option<Vec<u8>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Phase {
+    /// A partition scan is in flight at `ldm`.
+    Scanning {
+        ldm: BlockRef,
+    },
+    Locking,
+    Checking,
+    Inserting,
+    /// A failed round waits for its retry job.
+    Waiting,
+}
+
+/// The build this tc runs (at most one at a time: dict runs one index
+/// change at a time).
+pub(crate) struct UniqueBuild {
+    requester: BlockRef,
+    table_id: u32,
+    table_version: u32,
+    index: UniqueIndex,
+    /// The partition being walked and where its next batch starts.
+    partition: u32,
+    next_row: u32,
+    /// The scan said this batch is the partition's last.
+    partition_done: bool,
+    rows: Vec<BatchRow>,
+    /// The batch's rows that need their hidden row inserted (round 3).
+    inserting: Vec<usize>,
+    phase: Phase,
+    scan_request: u32,
+    transaction: TransactionId,
+    transactions: u64,
+    attempts: u32,
+    inserted: u64,
+}
+
+impl Tc {
+    /// BUILD_UNIQUE_REQ from the master dict of this node.
+    pub(crate) fn build_unique(
+        &mut self,
+        from: BlockRef,
+        request: BuildUniqueReq,
+        ctx: &mut dyn Context,
+    ) {
+        if let Some(build) = self.unique_build.take() {
+            // Replaced: a master dict runs one change at a time, so the
+            // one before was abandoned (its answer would go nowhere).
+            self.roll_back_build_transaction(&build, ctx);
+        }
+        let refuse = |ctx: &mut dyn Context, me: BlockRef, error| {
+            let refusal = BuildUniqueRef {
+                table_id: request.table_id,
+                index_id: request.index_id,
+                error,
+            };
+            send(ctx, me, from, refusal);
+        };
+        let me = self.config.address;
+        let Some(route) = self
+            .tables
+            .get(request.table_id as usize)
+            .and_then(Option::as_ref)
+            .filter(|route| route.definition.version == request.table_version)
+        else {
+            return refuse(ctx, me, ErrorCode::UnknownTable);
+        };
+        let Some(index) = route
+            .unique
+            .iter()
+            .find(|index| index.index_id == request.index_id && index.building)
+        else {
+            return refuse(ctx, me, ErrorCode::UnknownIndex);
+        };
+        let index = UniqueIndex {
+            index_id: index.index_id,
+            columns: index.columns.clone(),
+            table_id: index.table_id,
+            table_version: index.table_version,
+            building: true,
+        };
+        ctx.report(Report::Log(format!(
+            "tc {me}: building the hidden rows of unique index {} of table {}",
+            request.index_id, request.table_id
+        )));
+        self.unique_build = Some(UniqueBuild {
+            requester: from,
+            table_id: request.table_id,
+            table_version: request.table_version,
+            index,
+            partition: 0,
+            next_row: 0,
+            partition_done: false,
+            rows: Vec::new(),
+            inserting: Vec::new(),
+            phase: Phase::Waiting,
+            scan_request: 0,
+            transaction: TransactionId(0),
+            transactions: 0,
+            attempts: 0,
+            inserted: 0,
+        });
+        self.scan_next_batch(ctx);
+    }
+
+    /// Rows a batch takes with this tc's pools.
+    fn batch_rows(&self) -> u32 {
+        let by_transaction = self.config.max_operations_per_transaction / 3;
+        let by_pool = self.config.max_operations / 4;
+        BATCH_ROWS.min(by_transaction).min(by_pool).max(1)
+    }
+
+    /// Asks the primary of the partition being walked for its next rows,
+    /// or answers once every partition is walked.
+    fn scan_next_batch(&mut self, ctx: &mut dyn Context) {
+        let max_rows = self.batch_rows();
+        let me = self.config.address;
+        let Some(build) = self.unique_build.as_mut() else {
+            return;
+        };
+        let Some(route) = self
+            .tables
+            .get(build.table_id as usize)
+            .and_then(Option::as_ref)
+            .filter(|route| route.definition.version == build.table_version)
+        else {
+            return self.end_build(Err(ErrorCode::UnknownTable), ctx);
+        };
+        if build.partition >= route.definition.partitions {
+            let rows = build.inserted;
+            return self.end_build(Ok(rows), ctx);
+        }
+        let placement = &route.map.partitions[build.partition as usize];
+        let Some(&primary) = placement.replicas.first() else {
+            // No replica of it alive: the cluster has stopped.
+            return self.end_build(Err(ErrorCode::NodeFailureAbort), ctx);
+        };
+        let ldm = BlockRef::new(primary, BlockKind::Ldm, placement.ldm_instance);
+        build.scan_request = build.scan_request.wrapping_add(1);
+        build.phase = Phase::Scanning { ldm };
+        let request = ScanPartitionReq {
+            request_id: build.scan_request,
+            table_id: build.table_id,
+            partition: build.partition,
+            start_row: build.next_row,
+            max_rows,
+        };
+        send(ctx, me, ldm, request);
+    }
+
+    /// SCAN_PARTITIONCONF: the batch's rows, then round 1.
+    pub(crate) fn build_scanned(
+        &mut self,
+        from: BlockRef,
+        conf: ScanPartitionConf,
+        ctx: &mut dyn Context,
+    ) {
+        let Some(build) = self.unique_build.as_mut() else {
+            return;
+        };
+        if build.phase != (Phase::Scanning { ldm: from }) || conf.request_id != build.scan_request {
+            return;
+        }
+        let Some(route) = self.tables[build.table_id as usize].as_ref() else {
+            return self.end_build(Err(ErrorCode::UnknownTable), ctx);
+        };
+        let primary_key = &route.definition.primary_key;
+        let mut rows = Vec::new();
+        for row in ScanBatch::new(conf.rows.as_slice()) {
+            let Ok(row) = row else {
+                // Our own ldm's bytes: a bug, but the build just stops.
+                return self.end_build(Err(ErrorCode::BadRequest), ctx);
+            };
+            let mut key = Vec::new();
+            let mut primary = Vec::new();
+            for &column in primary_key {
+                let entry = AttrIter::new(row.values)
+                    .filter_map(Result::ok)
+                    .find(|entry| entry.column == column);
+                let Some(value) = entry.and_then(|entry| entry.value) else {
+                    return self.end_build(Err(ErrorCode::BadRequest), ctx);
+                };
+                if append_entry(&mut key, column, value).is_err() {
+                    return self.end_build(Err(ErrorCode::BadRequest), ctx);
+                }
+                primary.push(value.to_vec());
+            }
+            rows.push(BatchRow {
+                key,
+                primary,
+                values: None,
+                hidden: None,
+            });
+        }
+        let build = self.unique_build.as_mut().expect("checked above");
+        build.next_row = conf.next_row;
+        build.partition_done = conf.done;
+        build.rows = rows;
+        build.attempts = 0;
+        self.run_batch(ctx);
+    }
+
+    /// SCAN_PARTITIONREF: asked again after a pause, at the primary then.
+    pub(crate) fn build_scan_refused(
+        &mut self,
+        from: BlockRef,
+        refusal: ScanPartitionRef,
+        ctx: &mut dyn Context,
+    ) {
+        let Some(build) = self.unique_build.as_mut() else {
+            return;
+        };
+        if build.phase != (Phase::Scanning { ldm: from })
+            || refusal.request_id != build.scan_request
+        {
+            return;
+        }
+        if refusal.error.class() != ErrorClass::Temporary {
+            return self.end_build(Err(refusal.error), ctx);
+        }
+        self.retry_build(refusal.error, ctx);
+    }
+
+    /// Round 1 of the batch (again), or the next batch when it is empty.
+    fn run_batch(&mut self, ctx: &mut dyn Context) {
+        let build = self.unique_build.as_mut().expect("a build runs");
+        if build.rows.is_empty() {
+            return self.next_batch(ctx);
+        }
+        for row in &mut build.rows {
+            row.values = None;
+            row.hidden = None;
+        }
+        build.transactions += 1;
+        let own = u64::from(self.config.address.node.0) << 48;
+        let instance = u64::from(self.config.address.instance) << 40;
+        build.transaction = TransactionId(own | instance | build.transactions);
+        build.phase = Phase::Locking;
+        let projection: Vec<u8> = build
+            .index
+            .columns
+            .iter()
+            .flat_map(|column| column.to_le_bytes())
+            .collect();
+        let requests: Vec<(usize, Vec<u8>, Vec<u8>)> = build
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(at, row)| (at, row.key.clone(), projection.clone()))
+            .collect();
+        let (table_id, table_version) = (build.table_id, build.table_version);
+        self.send_round(table_id, table_version, requests, LockMode::Shared, ctx);
+    }
+
+    /// Sends one round: a read (`lock`, tolerating a missing row) or, with
+    /// `LockMode::Exclusive`, an insert per (batch row, key, attributes),
+    /// to this tc itself, numbered by the row; the last closes the batch
+    /// (and commits, for inserts).
+    fn send_round(
+        &mut self,
+        table_id: u32,
+        table_version: u32,
+        requests: Vec<(usize, Vec<u8>, Vec<u8>)>,
+        lock: LockMode,
+        ctx: &mut dyn Context,
+    ) {
+        let me = self.config.address;
+        let build = self.unique_build.as_ref().expect("a build runs");
+        let transaction_id = build.transaction;
+        let first_round = build.phase == Phase::Locking;
+        let insert = lock == LockMode::Exclusive;
+        let count = requests.len();
+        let mut sections = Vec::with_capacity(count);
+        for (row, key, attr) in &requests {
+            let pool = ctx.pool();
+            match (pool.copy_from(key), pool.copy_from(attr)) {
+                (Some(key), Some(attr)) => sections.push((*row, key, attr)),
+                // The pool is short: nothing of the round is sent (an open
+                // transaction is rolled back), and the batch runs again.
+                _ => return self.build_round_failed(ErrorCode::OutOfSignalMemory, ctx),
+            }
+        }
+        for (at, (row, key, attr)) in sections.into_iter().enumerate() {
+            let mut flags = if insert {
+                0
+            } else {
+                tc_key_flags::IGNORE_MISSING
+            };
+            if at == 0 && first_round {
+                flags |= tc_key_flags::START;
+            }
+            if at + 1 == count {
+                flags |= if insert {
+                    tc_key_flags::COMMIT
+                } else {
+                    tc_key_flags::EXECUTE
+                };
+            }
+            let request = TcKeyReq {
+                transaction_id,
+                client_op: row as u32,
+                flags,
+                kind: if insert {
+                    OperationKind::Insert
+                } else {
+                    OperationKind::Read
+                },
+                lock,
+                table_id,
+                table_version,
+                key,
+                attr: Some(attr),
+            };
+            send(ctx, me, me, request);
+        }
+    }
+
+    /// TRANSID_AI of the build's own transaction: a row of round 1 or 2.
+    pub(crate) fn build_row(&mut self, read: TransIdAi) {
+        let Some(build) = self.unique_build.as_mut() else {
+            return;
+        };
+        if read.transaction_id != build.transaction {
+            return;
+        }
+        let Some(row) = build.rows.get_mut(read.client_op as usize) else {
+            return;
+        };
+        match build.phase {
+            Phase::Locking => {
+                let mut values = vec![None; build.index.columns.len()];
+                for entry in AttrIter::new(read.data.as_slice()).filter_map(Result::ok) {
+                    let at = build.index.columns.iter().position(|&c| c == entry.column);
+                    if let Some(at) = at {
+                        values[at] = entry.value.map(<[u8]>::to_vec);
+                    }
+                }
+                row.values = Some(values);
+            }
+            Phase::Checking => row.hidden = Some(read.data.as_slice().to_vec()),
+            _ => {}
+        }
+    }
+
+    /// TCKEYCONF of the build's own transaction: the round is done.
+    pub(crate) fn build_round_done(&mut self, conf: TcKeyConf, ctx: &mut dyn Context) {
+        let Some(build) = self.unique_build.as_mut() else {
+            return;
+        };
+        if conf.transaction_id != build.transaction {
+            return;
+        }
+        match build.phase {
+            Phase::Locking => self.check_hidden_rows(ctx),
+            Phase::Checking => self.insert_hidden_rows(ctx),
+            Phase::Inserting if conf.committed => {
+                build.inserted += build.inserting.len() as u64;
+                self.next_batch(ctx);
+            }
+            _ => {}
+        }
+    }
+
+    /// Round 2: the hidden rows of the rows whose values are all set; a
+    /// value two rows of the batch hold is a duplicate at once.
+    fn check_hidden_rows(&mut self, ctx: &mut dyn Context) {
+        let build = self.unique_build.as_mut().expect("a build runs");
+        let Some(hidden) = self.tables[build.index.table_id as usize].as_ref() else {
+            return self.end_build(Err(ErrorCode::UnknownTable), ctx);
+        };
+        let definition = &hidden.definition;
+        let types: Vec<_> = (0..build.index.columns.len())
+            .map(|at| definition.columns[at].column_type)
+            .collect();
+        let indexed = |row: &BatchRow| -> Option<Vec<Vec<u8>>> {
+            row.values.as_ref()?.iter().cloned().collect()
+        };
+        let keys: Vec<Option<Vec<Vec<u8>>>> = build.rows.iter().map(indexed).collect();
+        let same = |a: &[Vec<u8>], b: &[Vec<u8>]| {
+            types
+                .iter()
+                .zip(a.iter().zip(b))
+                .all(|(&column_type, (a, b))| key_values_equal(column_type, a, b))
+        };
+        for (at, key) in keys.iter().enumerate() {
+            let Some(key) = key else { continue };
+            let repeated = keys[..at].iter().flatten().any(|other| same(other, key));
+            if repeated {
+                return self.end_build(Err(ErrorCode::DuplicateKey), ctx);
+            }
+        }
+        let first = build.index.columns.len() as u16;
+        let projection: Vec<u8> = (first..definition.columns.len() as u16)
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        let mut requests = Vec::new();
+        for (at, key) in keys.iter().enumerate() {
+            let Some(key) = key else { continue };
+            let mut bytes = Vec::new();
+            for (column, value) in key.iter().enumerate() {
+                if append_entry(&mut bytes, column as u16, value).is_err() {
+                    return self.end_build(Err(ErrorCode::BadRequest), ctx);
+                }
+            }
+            requests.push((at, bytes, projection.clone()));
+        }
+        build.phase = Phase::Checking;
+        build.inserting = requests.iter().map(|&(at, ..)| at).collect();
+        if requests.is_empty() {
+            return self.commit_batch(ctx);
+        }
+        let (table_id, table_version) = (build.index.table_id, build.index.table_version);
+        self.send_round(table_id, table_version, requests, LockMode::Shared, ctx);
+    }
+
+    /// Round 3: each hidden row found must name its row (else two rows
+    /// hold the value); the missing ones are inserted, and the batch
+    /// commits.
+    fn insert_hidden_rows(&mut self, ctx: &mut dyn Context) {
+        let build = self.unique_build.as_mut().expect("a build runs");
+        let Some(hidden) = self.tables[build.index.table_id as usize].as_ref() else {
+            return self.end_build(Err(ErrorCode::UnknownTable), ctx);
+        };
+        let definition = &hidden.definition;
+        let first = build.index.columns.len();
+        let read: Vec<usize> = std::mem::take(&mut build.inserting);
+        let mut missing = Vec::new();
+        for &at in &read {
+            let row = &build.rows[at];
+            match &row.hidden {
+                None => missing.push(at),
+                Some(entries) => {
+                    let names_the_row = AttrIter::new(entries)
+                        .map(|entry| entry.ok())
+                        .zip(row.primary.iter().enumerate())
+                        .all(|(entry, (at, value))| {
+                            entry.is_some_and(|entry| {
+                                let column = first + at;
+                                entry.column as usize == column
+                                    && entry.value.is_some_and(|found| {
+                                        let column_type = definition.columns[column].column_type;
+                                        key_values_equal(column_type, found, value)
+                                    })
+                            })
+                        });
+                    if !names_the_row {
+                        return self.end_build(Err(ErrorCode::DuplicateKey), ctx);
+                    }
+                }
+            }
+        }
+        let mut requests = Vec::new();
+        for &at in &missing {
+            let row = &build.rows[at];
+            let values = row.values.as_ref().expect("read in round 1");
+            let mut key = Vec::new();
+            let mut attr = Vec::new();
+            let encoded = values
+                .iter()
+                .enumerate()
+                .try_for_each(|(column, value)| {
+                    let value = value.as_deref().expect("every value set");
+                    append_entry(&mut key, column as u16, value)
+                })
+                .and_then(|()| {
+                    row.primary.iter().enumerate().try_for_each(|(at, value)| {
+                        append_entry(&mut attr, (first + at) as u16, value)
+                    })
+                });
+            if encoded.is_err() {
+                return self.end_build(Err(ErrorCode::BadRequest), ctx);
+            }
+            requests.push((at, key, attr));
+        }
+        build.inserting = missing;
+        if requests.is_empty() {
+            return self.commit_batch(ctx);
+        }
+        build.phase = Phase::Inserting;
+        let (table_id, table_version) = (build.index.table_id, build.index.table_version);
+        self.send_round(table_id, table_version, requests, LockMode::Exclusive, ctx);
+    }
+
+    /// A batch with nothing to insert commits its locks away.
+    fn commit_batch(&mut self, ctx: &mut dyn Context) {
+        let build = self.unique_build.as_mut().expect("a build runs");
+        build.phase = Phase::Inserting;
+        build.inserting.clear();
+        let me = self.config.address;
+        let request = TcCommitReq {
+            transaction_id: build.transaction,
+        };
+        send(ctx, me, me, request);
+    }
+
+    /// The batch committed: the next one of the partition, or of the next
+    /// partition.
+    fn next_batch(&mut self, ctx: &mut dyn Context) {
+        let build = self.unique_build.as_mut().expect("a build runs");
+        build.rows.clear();
+        build.attempts = 0;
+        if build.partition_done {
+            build.partition += 1;
+            build.next_row = 0;
+            build.partition_done = false;
+        }
+        self.scan_next_batch(ctx);
+    }
+
+    /// TCKEYREF of the build's own transaction (aborted by the tc).
+    pub(crate) fn build_round_refused(&mut self, refusal: TcKeyRef, ctx: &mut dyn Context) {
+        let Some(build) = self.unique_build.as_ref() else {
+            return;
+        };
+        if refusal.transaction_id != build.transaction {
+            return;
+        }
+        // Nothing is open at the tc any more.
+        self.unique_build.as_mut().expect("checked above").phase = Phase::Waiting;
+        self.build_round_failed(refusal.error, ctx);
+    }
+
+    /// A round failed and its transaction is gone (or rolled back here):
+    /// a duplicate inserted meanwhile or a temporary error runs the batch
+    /// again after a pause; anything else ends the build.
+    fn build_round_failed(&mut self, error: ErrorCode, ctx: &mut dyn Context) {
+        let retried = error == ErrorCode::DuplicateKey || error.class() == ErrorClass::Temporary;
+        if !retried {
+            return self.end_build(Err(error), ctx);
+        }
+        self.retry_build(error, ctx);
+    }
+
+    fn retry_build(&mut self, error: ErrorCode, ctx: &mut dyn Context) {
+        let build = self.unique_build.as_mut().expect("a build runs");
+        let open = matches!(
+            build.phase,
+            Phase::Locking | Phase::Checking | Phase::Inserting
+        );
+        if open {
+            let me = self.config.address;
+            let request = TcRollbackReq {
+                transaction_id: build.transaction,
+            };
+            send(ctx, me, me, request);
+        }
+        // Answers of the failed round that are still on their way are
+        // told apart by the transaction id.
+        build.transaction = TransactionId(0);
+        build.attempts += 1;
+        if build.attempts > MAX_ATTEMPTS {
+            return self.end_build(Err(error), ctx);
+        }
+        build.phase = Phase::Waiting;
+        let delay = 10 * u64::from(build.attempts);
+        let me = self.config.address;
+        let job = Envelope {
+            from: me,
+            to: me,
+            signal: ContinueB {
+                job: UNIQUE_BUILD_RETRY_JOB,
+            }
+            .into(),
+        };
+        ctx.send_delayed(job, delay);
+    }
+
+    /// CONTINUEB(UNIQUE_BUILD_RETRY_JOB): the failed batch again, or its
+    /// scan.
+    pub(crate) fn build_retry(&mut self, ctx: &mut dyn Context) {
+        let Some(build) = self.unique_build.as_ref() else {
+            return;
+        };
+        if build.phase != Phase::Waiting {
+            return;
+        }
+        if build.rows.is_empty() {
+            // The scan failed, not a round.
+            return self.scan_next_batch(ctx);
+        }
+        self.run_batch(ctx);
+    }
+
+    /// Data nodes failed: a scan waiting on one of them is asked again
+    /// (the build's transactions hear of it from the tc as any client's).
+    pub(crate) fn build_without(&mut self, failed: NodeSet, ctx: &mut dyn Context) {
+        let Some(build) = self.unique_build.as_mut() else {
+            return;
+        };
+        if let Phase::Scanning { ldm } = build.phase {
+            if failed.contains(ldm.node) {
+                build.phase = Phase::Waiting;
+                build.rows.clear();
+                self.retry_build(ErrorCode::NodeFailureAbort, ctx);
+            }
+        }
+    }
+
+    /// Rolls back the build's transaction if a round left one open.
+    fn roll_back_build_transaction(&mut self, build: &UniqueBuild, ctx: &mut dyn Context) {
+        let open = matches!(
+            build.phase,
+            Phase::Locking | Phase::Checking | Phase::Inserting
+        );
+        if open {
+            let me = self.config.address;
+            let request = TcRollbackReq {
+                transaction_id: build.transaction,
+            };
+            send(ctx, me, me, request);
+        }
+    }
+
+    /// The build is over: `Ok(rows inserted)` or why it stopped.
+    fn end_build(&mut self, result: Result<u64, ErrorCode>, ctx: &mut dyn Context) {
+        let build = self.unique_build.take().expect("a build runs");
+        let me = self.config.address;
+        let (table_id, index_id) = (build.table_id, build.index.index_id);
+        match result {
+            Ok(rows) => {
+                ctx.report(Report::Log(format!(
+                    "tc {me}: unique index {index_id} of table {table_id}: {rows} hidden rows \
+                     built"
+                )));
+                let conf = BuildUniqueConf {
+                    table_id,
+                    index_id,
+                    rows,
+                };
+                send(ctx, me, build.requester, conf);
+            }
+            Err(error) => {
+                self.roll_back_build_transaction(&build, ctx);
+                ctx.report(Report::Log(format!(
+                    "tc {me}: unique index {index_id} of table {table_id}: the build stopped \
+                     ({error:?})"
+                )));
+                let refusal = BuildUniqueRef {
+                    table_id,
+                    index_id,
+                    error,
+                };
+                send(ctx, me, build.requester, refusal);
+            }
+        }
+    }
+}
