@@ -11,6 +11,8 @@
 //! - `CREATE INDEX` on n with nothing else running: rows a second;
 //! - again while one client updates n of random rows in a loop: rows a
 //!   second of the build, and the updates a second before and during it;
+//! - both again as a unique index (`create_unique_index`), before them,
+//!   the writer giving each row a value no other row holds;
 //! - 100-row primary-key ranges, 2,000 of them, read committed and with
 //!   exclusive locks (each in its own transaction): ranges a second.
 //!
@@ -72,6 +74,62 @@ fn main() {
         rows as f64 / seconds
     );
     cluster.drop_index(TABLE, "by_n").expect("drop");
+
+    // As a unique index (docs/design/0026-unique-indexes.md), before any
+    // update repeats a value: the rows' hidden rows built in
+    // transactions of a tc's own. Its writer gives each row a value no
+    // other row holds.
+    let seconds = time(|| {
+        cluster
+            .create_unique_index(TABLE, "unique_n", &["n"])
+            .expect("create unique")
+    });
+    println!(
+        "create unique index, idle:   {:>9.0} rows/s ({seconds:.2} s)",
+        rows as f64 / seconds
+    );
+    cluster.drop_index(TABLE, "unique_n").expect("drop");
+    let running = Arc::new(AtomicBool::new(true));
+    let updates = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (cluster, running, updates) = (cluster.clone(), running.clone(), updates.clone());
+        std::thread::spawn(move || {
+            let table = cluster.table(TABLE).unwrap();
+            let (mut k, mut round): (u64, i64) = (1, 0);
+            while running.load(Ordering::Relaxed) {
+                k = (k * 6_364_136_223_846_793_005 + 1) % rows.max(1);
+                round += 1;
+                // Negative, and apart by the key space: held by no row.
+                let n = -1 - (round * rows as i64 + k as i64);
+                let mut transaction = cluster.transaction();
+                let set = [("n", Value::Int(n))];
+                if transaction.update(&table, &[Value::UInt(k)], &set).is_ok()
+                    && transaction.execute(Commit::Yes).is_ok()
+                {
+                    updates.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let _ = updates.swap(0, Ordering::Relaxed);
+    std::thread::sleep(Duration::from_secs(2));
+    let before = updates.swap(0, Ordering::Relaxed) as f64 / 2.0;
+    let seconds = time(|| {
+        cluster
+            .create_unique_index(TABLE, "unique_n", &["n"])
+            .expect("create unique")
+    });
+    let during = updates.swap(0, Ordering::Relaxed) as f64 / seconds;
+    running.store(false, Ordering::Relaxed);
+    writer.join().unwrap();
+    println!(
+        "create unique index, under updates: {:>9.0} rows/s ({seconds:.2} s); updates/s \
+         {before:.0} before, {during:.0} during",
+        rows as f64 / seconds
+    );
+
+    cluster.drop_index(TABLE, "unique_n").expect("drop");
 
     // Under an update load.
     let running = Arc::new(AtomicBool::new(true));

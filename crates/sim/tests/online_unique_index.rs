@@ -263,3 +263,83 @@ fn a_unique_index_build_the_master_died_in_is_undone_everywhere() {
         agreed.unwrap_or_else(|disagreement| panic!("{action}: {disagreement}"));
     }
 }
+
+/// A data node that is not the master's (node 3) dies while the build
+/// walks, and a writer goes on: the walk waits for the failure to be
+/// handled, starts again, and the index holds every row.
+#[test]
+fn a_unique_index_built_while_a_data_node_dies_holds_every_row() {
+    const ROWS: u64 = 20_000;
+    // A value no other row holds (rounds apart by the rows).
+    let fresh_value =
+        |k: u64, round: u64| (!k.is_multiple_of(10)).then_some((k + ROWS * round) as i64);
+    let restarts = |simulation: &sim::Simulation| -> u64 {
+        let counters = simulation.tcs().map(|tc| tc.counters());
+        counters
+            .map(|counters| counters.unique_build_restarts)
+            .sum()
+    };
+    let (results, _, restarts) = Harness::new(81)
+        .nodes(2, 2)
+        .kill_at(NodeId(3), KILL_AT_US)
+        .run_clients_then(
+            2,
+            move |client, cluster, context| {
+                if client == 1 {
+                    while !exists(cluster, "loaded") {
+                        context.sleep(Duration::from_millis(5));
+                    }
+                    let started = context.now_us();
+                    loop {
+                        match cluster.create_unique_index("t", "by_v", &["v"]) {
+                            Ok(()) => break,
+                            Err(error) if error.is_temporary() => {
+                                context.sleep(Duration::from_millis(50))
+                            }
+                            Err(error) => panic!("create by_v: {error:?}"),
+                        }
+                    }
+                    marker(cluster, "indexed");
+                    return (started, context.now_us());
+                }
+                cluster.create_table(&definition()).expect("create t");
+                let table = cluster.table("t").unwrap();
+                let mut model = Model::new();
+                for first in (0..ROWS).step_by(200) {
+                    let mut transaction = cluster.transaction();
+                    for k in first..first + 200 {
+                        let v = fresh_value(k, 0).map_or(Value::Null, Value::Int);
+                        transaction
+                            .insert(&table, &[("k", Value::UInt(k)), ("v", v)])
+                            .unwrap();
+                        model.insert(k, fresh_value(k, 0));
+                    }
+                    transaction.execute(Commit::Yes).expect("the load");
+                }
+                marker(cluster, "loaded");
+                let mut random = XorShift::new(9);
+                let mut round = 1;
+                while !exists(cluster, "indexed") {
+                    for _ in 0..20 {
+                        let k = random.below(ROWS);
+                        round += 1;
+                        write(cluster, &table, &mut model, k, Some(fresh_value(k, round)));
+                    }
+                }
+                context.sleep(Duration::from_millis(200));
+                assert_index_holds(cluster, &model);
+                (0, 0)
+            },
+            restarts,
+        );
+    let (started, created) = results[1];
+    eprintln!("create from {started} us to {created} us; node 3 killed at {KILL_AT_US} us");
+    assert!(
+        (started..created).contains(&KILL_AT_US),
+        "the node died during the create ({started}..{created} us)"
+    );
+    assert_eq!(restarts, 1, "the walk started again once after the failure");
+}
+
+/// When node 3 dies in the test above: within its build (the test checks).
+const KILL_AT_US: u64 = 1_000_000;

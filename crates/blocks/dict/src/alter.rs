@@ -416,6 +416,17 @@ impl Dict {
             unreachable!("roll_back_alter runs within an alter");
         };
         *step = AlterStep::RollingBackTcs;
+        // The failed unique index's hidden table was registered at the
+        // tcs and ldms under its (id, version): the next table at that id
+        // takes the version after it.
+        if let Some(index_id) = created_unique_index(previous, new) {
+            let index = new.indexes.iter().find(|index| index.id == index_id);
+            let unique = index.and_then(|index| index.unique);
+            if let Some(unique) = unique {
+                self.tables
+                    .note_version(unique.table_id, unique.table_version);
+            }
+        }
         *new = Arc::new(TableDef {
             revision: new.revision + 1,
             ..TableDef::clone(previous)

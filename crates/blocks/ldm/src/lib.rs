@@ -427,9 +427,10 @@ impl Ldm {
         };
         let busy = creating
             || ids.iter().any(|&id| {
-                self.tables[id as usize]
-                    .as_ref()
-                    .is_some_and(|table| table.active_operations > 0)
+                self.lcp.creating(id)
+                    || self.tables[id as usize]
+                        .as_ref()
+                        .is_some_and(|table| table.active_operations > 0)
             });
         if !busy {
             for id in ids {

@@ -247,6 +247,7 @@ impl Tc {
             );
             false
         });
+        self.build_durable(ctx);
     }
 
     /// GCI_WAIT_REQ from an API node (anything in it may be wrong).

@@ -129,6 +129,9 @@ pub struct TcCounters {
     /// LQHKEYCONF/REF from another node's ldm for an operation that
     /// awaited none (late signals), dropped.
     pub stray_ldm_answers: u64,
+    /// Walks of a unique index's build started again after a node
+    /// failure (`unique_build.rs`).
+    pub unique_build_restarts: u64,
 }
 
 /// The tc block.
@@ -167,6 +170,7 @@ pub struct Tc {
     /// The hidden rows of a unique index this tc builds, if any
     /// (`unique_build.rs`).
     pub(crate) unique_build: Option<unique_build::UniqueBuild>,
+    pub(crate) build_transactions: unique_build::BuildTransactions,
 }
 
 impl Tc {
@@ -192,6 +196,7 @@ impl Tc {
             drained: false,
             switches: alter::Switches::default(),
             unique_build: None,
+            build_transactions: unique_build::BuildTransactions::default(),
         }
     }
 
@@ -502,7 +507,7 @@ impl Block for Tc {
             }
             Signal::TcRollbackConf(_) if from == self.config.address => {}
             Signal::ContinueB(ContinueB {
-                job: unique_build::UNIQUE_BUILD_RETRY_JOB,
+                job: unique_build::UNIQUE_BUILD_JOB,
             }) => self.build_retry(ctx),
             Signal::DropTabOrd(order) => self.drop_table(from, order, ctx),
             Signal::DictTakeoverReq(request) => {

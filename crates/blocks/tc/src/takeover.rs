@@ -94,6 +94,11 @@ pub(crate) struct Takeover {
 }
 
 impl Tc {
+    /// Whether this tc is taking over failed tcs' transactions now.
+    pub(crate) fn takeover_running(&self) -> bool {
+        self.takeover.membership_id != 0
+    }
+
     /// At NODE_FAIL_COMPLETE_REP: if this tc takes over for the cluster
     /// and every change installed here is handled everywhere, start again
     /// for every node failed so far. (A change installed but not yet

@@ -446,16 +446,23 @@ impl Tc {
             .pending
             .take()
             .expect("a hidden row's check holds its delete");
-        let names_the_row = match (&data, &delete.attr) {
-            (Some(found), Some(expected)) => self
-                .tables
-                .get(delete.table_id as usize)
-                .and_then(Option::as_ref)
-                .is_some_and(|hidden| {
-                    same_entries(&hidden.definition, found.as_slice(), expected.as_slice())
-                }),
-            _ => false,
-        };
+        // The index dropped (a roll-back, a take-over) since the check
+        // went: its hidden rows are nobody's to keep any more.
+        let kept = self
+            .tables
+            .get(delete.table_id as usize)
+            .is_some_and(Option::is_some);
+        let names_the_row = kept
+            && match (&data, &delete.attr) {
+                (Some(found), Some(expected)) => self
+                    .tables
+                    .get(delete.table_id as usize)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|hidden| {
+                        same_entries(&hidden.definition, found.as_slice(), expected.as_slice())
+                    }),
+                _ => false,
+            };
         if names_the_row {
             delete.attr = None;
             let client_op = delete.client_op;

@@ -30,9 +30,16 @@
 //! then sees it) runs the batch again from round 1, a few times with a
 //! growing delay before the build gives up with the error; a scan refused
 //! or lost with its node is sent again to the partition's primary under
-//! the routes as they are then. This tc's node dying takes the master
-//! dict with it (the build runs beside it), whose take-over rolls the
-//! index back.
+//! the routes as they are then. While a node failure is handled the walk
+//! waits, and then starts again from the first partition: a transaction
+//! from before the switch on the failed node's tc, which no switch waited
+//! for, is finished by this tc's take-over, and may put a row behind the
+//! walk. This tc's node dying takes the master dict with it (the build
+//! runs beside it), whose take-over rolls the index back.
+//!
+//! The build answers once the GCI of its last batch is durable: the dicts
+//! then write the index into their schema files, and a restart must find
+//! every hidden row the build inserted.
 
 use crate::{Tc, UniqueIndex};
 use kernel::{send, Context, Report};
@@ -40,17 +47,26 @@ use signal::attr::{append_entry, key_values_equal, AttrIter};
 use signal::error::ErrorClass;
 use signal::replica_check::ScanBatch;
 use signal::signals::*;
-use signal::{BlockKind, BlockRef, Envelope, ErrorCode, NodeSet, TransactionId};
+use signal::{BlockKind, BlockRef, Envelope, ErrorCode, Gci, NodeSet, TransactionId};
 
-/// Periodic job: a build's batch again, after a failed round.
-pub const UNIQUE_BUILD_RETRY_JOB: u32 = 2;
+/// A build's next step: its next batch, or (delayed) a failed one again.
+/// Each batch starts from this job, which the thread runs behind what
+/// arrived meanwhile (the block thread's rule for a CONTINUEB a block
+/// sends itself): the build's signals all stay on the thread when the tc
+/// runs on the ldm's, and chained directly they kept key operations
+/// from other clients waiting, and their replies in the outbox, for as
+/// long as the build ran.
+pub const UNIQUE_BUILD_JOB: u32 = 2;
 
 /// Rows a batch takes (fewer when the tc's pools are small: a batch's
 /// transaction holds up to three operations a row).
-const BATCH_ROWS: u32 = 64;
+const BATCH_ROWS: u32 = 32;
 
 /// Rounds a batch may fail in a row before the build gives up.
 const MAX_ATTEMPTS: u32 = 20;
+
+/// How often a build waiting for a node failure's handling looks again.
+const FAILURE_POLL_MS: u64 = 20;
 
 /// One row of the batch.
 struct BatchRow {
@@ -76,6 +92,8 @@ enum Phase {
     Inserting,
     /// A failed round waits for its retry job.
     Waiting,
+    /// Every row walked: waiting for the last batch's GCI to be durable.
+    Durable,
 }
 
 /// The build this tc runs (at most one at a time: dict runs one index
@@ -96,10 +114,22 @@ pub(crate) struct UniqueBuild {
     phase: Phase,
     scan_request: u32,
     transaction: TransactionId,
-    transactions: u64,
     attempts: u32,
     inserted: u64,
+    /// The membership the walk began under: a change of it (a node
+    /// failed, its tc's transactions taken over) starts the walk again
+    /// once settled, since a transaction from before the switch, taken
+    /// over, may commit a row behind the walk.
+    membership_id: u32,
+    /// The highest GCI a batch committed in: the build answers once it is
+    /// durable, so that a restart never finds the index without them.
+    last_gci: Gci,
 }
+
+/// The tc's count of the builds' transactions (their ids), kept across
+/// builds so that a late answer of an earlier build's never matches.
+#[derive(Default)]
+pub(crate) struct BuildTransactions(u64);
 
 impl Tc {
     /// BUILD_UNIQUE_REQ from the master dict of this node.
@@ -162,9 +192,10 @@ impl Tc {
             phase: Phase::Waiting,
             scan_request: 0,
             transaction: TransactionId(0),
-            transactions: 0,
             attempts: 0,
             inserted: 0,
+            membership_id: self.node_failures.membership_id(),
+            last_gci: Gci(0),
         });
         self.scan_next_batch(ctx);
     }
@@ -179,6 +210,9 @@ impl Tc {
     /// Asks the primary of the partition being walked for its next rows,
     /// or answers once every partition is walked.
     fn scan_next_batch(&mut self, ctx: &mut dyn Context) {
+        if !self.build_may_walk() {
+            return self.wait_for_failures(ctx);
+        }
         let max_rows = self.batch_rows();
         let me = self.config.address;
         let Some(build) = self.unique_build.as_mut() else {
@@ -193,8 +227,9 @@ impl Tc {
             return self.end_build(Err(ErrorCode::UnknownTable), ctx);
         };
         if build.partition >= route.definition.partitions {
-            let rows = build.inserted;
-            return self.end_build(Ok(rows), ctx);
+            // Walked: answered once the last batch's GCI is durable.
+            build.phase = Phase::Durable;
+            return self.build_durable(ctx);
         }
         let placement = &route.map.partitions[build.partition as usize];
         let Some(&primary) = placement.replicas.first() else {
@@ -289,6 +324,9 @@ impl Tc {
 
     /// Round 1 of the batch (again), or the next batch when it is empty.
     fn run_batch(&mut self, ctx: &mut dyn Context) {
+        if !self.build_may_walk() {
+            return self.wait_for_failures(ctx);
+        }
         let build = self.unique_build.as_mut().expect("a build runs");
         if build.rows.is_empty() {
             return self.next_batch(ctx);
@@ -297,10 +335,10 @@ impl Tc {
             row.values = None;
             row.hidden = None;
         }
-        build.transactions += 1;
+        self.build_transactions.0 += 1;
         let own = u64::from(self.config.address.node.0) << 48;
         let instance = u64::from(self.config.address.instance) << 40;
-        build.transaction = TransactionId(own | instance | build.transactions);
+        build.transaction = TransactionId(own | instance | self.build_transactions.0);
         build.phase = Phase::Locking;
         let projection: Vec<u8> = build
             .index
@@ -421,6 +459,7 @@ impl Tc {
             Phase::Checking => self.insert_hidden_rows(ctx),
             Phase::Inserting if conf.committed => {
                 build.inserted += build.inserting.len() as u64;
+                build.last_gci = build.last_gci.max(conf.gci);
                 self.next_batch(ctx);
             }
             _ => {}
@@ -560,7 +599,7 @@ impl Tc {
     }
 
     /// The batch committed: the next one of the partition, or of the next
-    /// partition.
+    /// partition, from the build's job.
     fn next_batch(&mut self, ctx: &mut dyn Context) {
         let build = self.unique_build.as_mut().expect("a build runs");
         build.rows.clear();
@@ -570,7 +609,12 @@ impl Tc {
             build.next_row = 0;
             build.partition_done = false;
         }
-        self.scan_next_batch(ctx);
+        build.phase = Phase::Waiting;
+        let me = self.config.address;
+        let job = ContinueB {
+            job: UNIQUE_BUILD_JOB,
+        };
+        send(ctx, me, me, job);
     }
 
     /// TCKEYREF of the build's own transaction (aborted by the tc).
@@ -595,6 +639,23 @@ impl Tc {
             return self.end_build(Err(error), ctx);
         }
         self.retry_build(error, ctx);
+    }
+
+    /// A node failure is being handled: the batch waits (without
+    /// counting an attempt) and looks again shortly.
+    fn wait_for_failures(&mut self, ctx: &mut dyn Context) {
+        let build = self.unique_build.as_mut().expect("a build runs");
+        build.phase = Phase::Waiting;
+        let me = self.config.address;
+        let job = Envelope {
+            from: me,
+            to: me,
+            signal: ContinueB {
+                job: UNIQUE_BUILD_JOB,
+            }
+            .into(),
+        };
+        ctx.send_delayed(job, FAILURE_POLL_MS);
     }
 
     fn retry_build(&mut self, error: ErrorCode, ctx: &mut dyn Context) {
@@ -624,15 +685,15 @@ impl Tc {
             from: me,
             to: me,
             signal: ContinueB {
-                job: UNIQUE_BUILD_RETRY_JOB,
+                job: UNIQUE_BUILD_JOB,
             }
             .into(),
         };
         ctx.send_delayed(job, delay);
     }
 
-    /// CONTINUEB(UNIQUE_BUILD_RETRY_JOB): the failed batch again, or its
-    /// scan.
+    /// CONTINUEB(UNIQUE_BUILD_JOB): the next batch's scan, or a failed
+    /// batch (or scan) again.
     pub(crate) fn build_retry(&mut self, ctx: &mut dyn Context) {
         let Some(build) = self.unique_build.as_ref() else {
             return;
@@ -641,10 +702,46 @@ impl Tc {
             return;
         }
         if build.rows.is_empty() {
-            // The scan failed, not a round.
+            // The next batch, or a scan that failed.
             return self.scan_next_batch(ctx);
         }
         self.run_batch(ctx);
+    }
+
+    /// A GCI became durable (GCP_DURABLE_REP), or the walk ended: the
+    /// build answers once its last batch's GCI is.
+    pub(crate) fn build_durable(&mut self, ctx: &mut dyn Context) {
+        let complete = self.durability.complete_gci;
+        let Some(build) = self.unique_build.as_ref() else {
+            return;
+        };
+        if build.phase == Phase::Durable && build.last_gci <= complete {
+            let rows = build.inserted;
+            self.end_build(Ok(rows), ctx);
+        }
+    }
+
+    /// Whether the walk may go on: no node failure is being handled here
+    /// (every change installed is complete, no take-over of a failed
+    /// tc's transactions runs). After one, the walk starts again from
+    /// the first partition: a transaction from before the switch that a
+    /// take-over committed may have put a row behind it (rows that have
+    /// their hidden row are only read again).
+    fn build_may_walk(&mut self) -> bool {
+        if !self.node_failures.all_complete() || self.takeover_running() {
+            return false;
+        }
+        let membership_id = self.node_failures.membership_id();
+        let build = self.unique_build.as_mut().expect("a build runs");
+        if build.membership_id != membership_id {
+            self.counters.unique_build_restarts += 1;
+            build.membership_id = membership_id;
+            build.partition = 0;
+            build.next_row = 0;
+            build.partition_done = false;
+            build.rows.clear();
+        }
+        true
     }
 
     /// Data nodes failed: a scan waiting on one of them is asked again
