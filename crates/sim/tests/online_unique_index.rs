@@ -74,7 +74,13 @@ fn write(cluster: &Cluster, table: &Arc<Table>, model: &mut Model, k: u64, v: Op
                 model.remove(&k);
                 return;
             }
-            Err(error) if error.is_temporary() => continue,
+            // A write (an upsert) or a delete again settles an outcome
+            // a lost connection left unknown.
+            Err(error)
+                if error.is_temporary() || matches!(error, ClientError::OutcomeUnknown { .. }) =>
+            {
+                continue
+            }
             Err(error) => panic!("writing {k}: {error:?}"),
         }
     }

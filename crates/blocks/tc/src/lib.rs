@@ -508,7 +508,7 @@ impl Block for Tc {
             Signal::TcRollbackConf(_) if from == self.config.address => {}
             Signal::ContinueB(ContinueB {
                 job: unique_build::UNIQUE_BUILD_JOB,
-            }) => self.build_retry(ctx),
+            }) => self.build_step(ctx),
             Signal::DropTabOrd(order) => self.drop_table(from, order, ctx),
             Signal::DictTakeoverReq(request) => {
                 let tables = self.table_versions();

@@ -6,7 +6,7 @@
 //! (NDB's TRIX and DBUTIL run such a build through DBTC the same way).
 //!
 //! ```text
-//!  for each partition, BATCH rows at a time:
+//!  WALKERS partitions at a time (a walker each), BATCH_ROWS rows a batch:
 //!   ScanPartitionReq -> its primary ldm     the rows' primary keys (committed)
 //!   round 1: shared reads of the rows       each row's indexed values now,
 //!            (IGNORE_MISSING)               locked to the commit
@@ -23,7 +23,9 @@
 //! cannot see (inserted by a transaction still running) is one a
 //! transaction from after the switch inserted, with its hidden row: the
 //! switch waited for every transaction from before it (`alter.rs`). Two
-//! rows of one batch with one value are a duplicate too.
+//! rows of one batch with one value are a duplicate too; two of batches
+//! of different walkers both insert, and one insert fails with
+//! DuplicateKey: its batch runs again and its round 2 finds the other.
 //!
 //! When something fails: an aborted round (a lock wait timeout, a node
 //! failure, a hidden row inserted meanwhile by another writer: round 2
@@ -49,18 +51,21 @@ use signal::replica_check::ScanBatch;
 use signal::signals::*;
 use signal::{BlockKind, BlockRef, Envelope, ErrorCode, Gci, NodeSet, TransactionId};
 
-/// A build's next step: its next batch, or (delayed) a failed one again.
-/// Each batch starts from this job, which the thread runs behind what
-/// arrived meanwhile (the block thread's rule for a CONTINUEB a block
-/// sends itself): the build's signals all stay on the thread when the tc
-/// runs on the ldm's, and chained directly they kept key operations
-/// from other clients waiting, and their replies in the outbox, for as
-/// long as the build ran.
+/// A build's next steps: the walkers whose time has come take their next
+/// batch (or a failed one again). Each batch starts from this job, which
+/// the thread runs behind what arrived meanwhile (the block thread's rule
+/// for a CONTINUEB a block sends itself): the build's signals all stay on
+/// the thread when the tc runs on the ldm's, and chained directly they
+/// kept key operations from other clients waiting, and their replies in
+/// the outbox, for as long as the build ran.
 pub const UNIQUE_BUILD_JOB: u32 = 2;
 
 /// Rows a batch takes (fewer when the tc's pools are small: a batch's
 /// transaction holds up to three operations a row).
 const BATCH_ROWS: u32 = 32;
+
+/// Partitions walked at once, each by a walker with one batch in flight.
+const WALKERS: u32 = 4;
 
 /// Rounds a batch may fail in a row before the build gives up.
 const MAX_ATTEMPTS: u32 = 20;
@@ -68,7 +73,7 @@ const MAX_ATTEMPTS: u32 = 20;
 /// How often a build waiting for a node failure's handling looks again.
 const FAILURE_POLL_MS: u64 = 20;
 
-/// One row of the batch.
+/// One row of a batch.
 struct BatchRow {
     /// Its primary key's entries, as a key section carries them.
     key: Vec<u8>,
@@ -83,17 +88,64 @@ struct BatchRow {
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Phase {
-    /// A partition scan is in flight at `ldm`.
+    /// The partition scan `request` is in flight at `ldm`.
     Scanning {
         ldm: BlockRef,
+        request: u32,
     },
     Locking,
     Checking,
     Inserting,
-    /// A failed round waits for its retry job.
+    /// Waiting for the build's job to take the next batch (or the failed
+    /// one again) from `ready_at_ms` on.
     Waiting,
-    /// Every row walked: waiting for the last batch's GCI to be durable.
-    Durable,
+    /// No partition left to take.
+    Idle,
+}
+
+/// One partition's walk.
+struct Walker {
+    /// The walk (`UniqueBuild::generation`) it takes partitions for.
+    generation: u32,
+    /// The partition it walks, and where its next batch starts.
+    partition: Option<u32>,
+    next_row: u32,
+    /// The scan said the batch is the partition's last.
+    partition_done: bool,
+    /// The batch: none between batches; kept after a failed round, to
+    /// run it again.
+    rows: Vec<BatchRow>,
+    /// Round 2's rows, then round 3's.
+    inserting: Vec<usize>,
+    phase: Phase,
+    ready_at_ms: u64,
+    transaction: TransactionId,
+    attempts: u32,
+}
+
+impl Walker {
+    fn new(generation: u32) -> Walker {
+        Walker {
+            generation,
+            partition: None,
+            next_row: 0,
+            partition_done: false,
+            rows: Vec::new(),
+            inserting: Vec::new(),
+            phase: Phase::Waiting,
+            ready_at_ms: 0,
+            transaction: TransactionId(0),
+            attempts: 0,
+        }
+    }
+
+    /// A round's transaction is open at the tc.
+    fn in_transaction(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Locking | Phase::Checking | Phase::Inserting
+        )
+    }
 }
 
 /// The build this tc runs (at most one at a time: dict runs one index
@@ -102,34 +154,34 @@ pub(crate) struct UniqueBuild {
     requester: BlockRef,
     table_id: u32,
     table_version: u32,
+    partitions: u32,
     index: UniqueIndex,
-    /// The partition being walked and where its next batch starts.
-    partition: u32,
-    next_row: u32,
-    /// The scan said this batch is the partition's last.
-    partition_done: bool,
-    rows: Vec<BatchRow>,
-    /// The batch's rows that need their hidden row inserted (round 3).
-    inserting: Vec<usize>,
-    phase: Phase,
-    scan_request: u32,
-    transaction: TransactionId,
-    attempts: u32,
-    inserted: u64,
+    walkers: Vec<Walker>,
+    /// The next partition no walker of this walk has taken.
+    next_partition: u32,
+    /// Rises each time the walk starts again from the first partition.
+    generation: u32,
     /// The membership the walk began under: a change of it (a node
     /// failed, its tc's transactions taken over) starts the walk again
     /// once settled, since a transaction from before the switch, taken
     /// over, may commit a row behind the walk.
     membership_id: u32,
+    inserted: u64,
     /// The highest GCI a batch committed in: the build answers once it is
     /// durable, so that a restart never finds the index without them.
     last_gci: Gci,
+    /// Every partition walked: waiting for `last_gci` to be durable.
+    walked: bool,
 }
 
-/// The tc's count of the builds' transactions (their ids), kept across
-/// builds so that a late answer of an earlier build's never matches.
+/// The tc's count of the builds' transactions and scans (their ids), kept
+/// across builds so that a late answer of an earlier build's never
+/// matches.
 #[derive(Default)]
-pub(crate) struct BuildTransactions(u64);
+pub(crate) struct BuildTransactions {
+    transactions: u64,
+    scans: u32,
+}
 
 impl Tc {
     /// BUILD_UNIQUE_REQ from the master dict of this node.
@@ -142,7 +194,7 @@ impl Tc {
         if let Some(build) = self.unique_build.take() {
             // Replaced: a master dict runs one change at a time, so the
             // one before was abandoned (its answer would go nowhere).
-            self.roll_back_build_transaction(&build, ctx);
+            self.roll_back_build_transactions(&build, ctx);
         }
         let refuse = |ctx: &mut dyn Context, me: BlockRef, error| {
             let refusal = BuildUniqueRef {
@@ -175,49 +227,134 @@ impl Tc {
             table_version: index.table_version,
             building: true,
         };
+        let partitions = route.definition.partitions;
         ctx.report(Report::Log(format!(
             "tc {me}: building the hidden rows of unique index {} of table {}",
             request.index_id, request.table_id
         )));
+        let walkers = WALKERS.min(partitions).max(1);
         self.unique_build = Some(UniqueBuild {
             requester: from,
             table_id: request.table_id,
             table_version: request.table_version,
+            partitions,
             index,
-            partition: 0,
-            next_row: 0,
-            partition_done: false,
-            rows: Vec::new(),
-            inserting: Vec::new(),
-            phase: Phase::Waiting,
-            scan_request: 0,
-            transaction: TransactionId(0),
-            attempts: 0,
-            inserted: 0,
+            walkers: (0..walkers).map(|_| Walker::new(0)).collect(),
+            next_partition: 0,
+            generation: 0,
             membership_id: self.node_failures.membership_id(),
+            inserted: 0,
             last_gci: Gci(0),
+            walked: false,
         });
-        self.scan_next_batch(ctx);
+        self.build_step(ctx);
     }
 
-    /// Rows a batch takes with this tc's pools.
+    /// Rows a batch takes with this tc's pools (the walkers' batches run
+    /// at once).
     fn batch_rows(&self) -> u32 {
         let by_transaction = self.config.max_operations_per_transaction / 3;
-        let by_pool = self.config.max_operations / 4;
+        let by_pool = self.config.max_operations / (4 * WALKERS);
         BATCH_ROWS.min(by_transaction).min(by_pool).max(1)
     }
 
-    /// Asks the primary of the partition being walked for its next rows,
-    /// or answers once every partition is walked.
-    fn scan_next_batch(&mut self, ctx: &mut dyn Context) {
-        if !self.build_may_walk() {
-            return self.wait_for_failures(ctx);
-        }
-        let max_rows = self.batch_rows();
-        let me = self.config.address;
-        let Some(build) = self.unique_build.as_mut() else {
+    /// CONTINUEB(UNIQUE_BUILD_JOB), or the build's start: every waiting
+    /// walker whose time has come takes its next batch; the job comes
+    /// back for those whose time has not.
+    pub(crate) fn build_step(&mut self, ctx: &mut dyn Context) {
+        let now = ctx.now_ms();
+        let Some(build) = self.unique_build.as_ref() else {
             return;
         };
+        let ready: Vec<usize> = (0..build.walkers.len())
+            .filter(|&w| {
+                let walker = &build.walkers[w];
+                walker.phase == Phase::Waiting && walker.ready_at_ms <= now
+            })
+            .collect();
+        for w in ready {
+            if self.unique_build.is_none() {
+                return; // Ended by an earlier walker's step.
+            }
+            self.walker_step(w, ctx);
+        }
+        let Some(build) = self.unique_build.as_ref() else {
+            return;
+        };
+        let later = build
+            .walkers
+            .iter()
+            .filter(|walker| walker.phase == Phase::Waiting)
+            .map(|walker| walker.ready_at_ms)
+            .min();
+        if let Some(at) = later {
+            self.schedule_build_job(at.saturating_sub(now), ctx);
+        }
+    }
+
+    fn schedule_build_job(&self, delay_ms: u64, ctx: &mut dyn Context) {
+        let me = self.config.address;
+        let job = Envelope {
+            from: me,
+            to: me,
+            signal: ContinueB {
+                job: UNIQUE_BUILD_JOB,
+            }
+            .into(),
+        };
+        match delay_ms {
+            0 => ctx.send(job),
+            delay => ctx.send_delayed(job, delay),
+        }
+    }
+
+    /// Walker `w` waits for the job, `delay_ms` from now.
+    fn walker_waits(&mut self, w: usize, delay_ms: u64, ctx: &mut dyn Context) {
+        let now = ctx.now_ms();
+        let build = self.unique_build.as_mut().expect("a build runs");
+        let walker = &mut build.walkers[w];
+        walker.phase = Phase::Waiting;
+        walker.ready_at_ms = now + delay_ms;
+        self.schedule_build_job(delay_ms, ctx);
+    }
+
+    /// Walker `w`'s next batch: the failed one again, the next of its
+    /// partition, or the first of the next partition nobody took.
+    fn walker_step(&mut self, w: usize, ctx: &mut dyn Context) {
+        if !self.build_may_walk() {
+            // Not counted as an attempt: the failure is handled soon.
+            return self.walker_waits(w, FAILURE_POLL_MS, ctx);
+        }
+        let build = self.unique_build.as_mut().expect("a build runs");
+        let generation = build.generation;
+        let walker = &mut build.walkers[w];
+        if walker.generation != generation {
+            *walker = Walker::new(generation);
+        }
+        if !walker.rows.is_empty() {
+            return self.run_batch(w, ctx);
+        }
+        if walker.partition.is_none() || walker.partition_done {
+            if build.next_partition >= build.partitions {
+                build.walkers[w].phase = Phase::Idle;
+                return self.build_walked(ctx);
+            }
+            let walker = &mut build.walkers[w];
+            walker.partition = Some(build.next_partition);
+            walker.next_row = 0;
+            walker.partition_done = false;
+            build.next_partition += 1;
+        }
+        self.scan_next_batch(w, ctx);
+    }
+
+    /// Asks the primary of walker `w`'s partition for its next rows.
+    fn scan_next_batch(&mut self, w: usize, ctx: &mut dyn Context) {
+        let max_rows = self.batch_rows();
+        let me = self.config.address;
+        self.build_transactions.scans = self.build_transactions.scans.wrapping_add(1);
+        let request_id = self.build_transactions.scans;
+        let build = self.unique_build.as_mut().expect("a build runs");
         let Some(route) = self
             .tables
             .get(build.table_id as usize)
@@ -226,27 +363,44 @@ impl Tc {
         else {
             return self.end_build(Err(ErrorCode::UnknownTable), ctx);
         };
-        if build.partition >= route.definition.partitions {
-            // Walked: answered once the last batch's GCI is durable.
-            build.phase = Phase::Durable;
-            return self.build_durable(ctx);
-        }
-        let placement = &route.map.partitions[build.partition as usize];
+        let walker = &mut build.walkers[w];
+        let partition = walker.partition.expect("a walker scans its partition");
+        let placement = &route.map.partitions[partition as usize];
         let Some(&primary) = placement.replicas.first() else {
             // No replica of it alive: the cluster has stopped.
             return self.end_build(Err(ErrorCode::NodeFailureAbort), ctx);
         };
         let ldm = BlockRef::new(primary, BlockKind::Ldm, placement.ldm_instance);
-        build.scan_request = build.scan_request.wrapping_add(1);
-        build.phase = Phase::Scanning { ldm };
+        walker.phase = Phase::Scanning {
+            ldm,
+            request: request_id,
+        };
         let request = ScanPartitionReq {
-            request_id: build.scan_request,
+            request_id,
             table_id: build.table_id,
-            partition: build.partition,
-            start_row: build.next_row,
+            partition,
+            start_row: walker.next_row,
             max_rows,
         };
         send(ctx, me, ldm, request);
+    }
+
+    /// The walker whose scan `request` ldm `from` answers.
+    fn scanning_walker(&self, from: BlockRef, request: u32) -> Option<usize> {
+        let build = self.unique_build.as_ref()?;
+        build
+            .walkers
+            .iter()
+            .position(|walker| walker.phase == Phase::Scanning { ldm: from, request })
+    }
+
+    /// The walker whose round's transaction is `transaction_id`.
+    fn transacting_walker(&self, transaction_id: TransactionId) -> Option<usize> {
+        let build = self.unique_build.as_ref()?;
+        build
+            .walkers
+            .iter()
+            .position(|walker| walker.in_transaction() && walker.transaction == transaction_id)
     }
 
     /// SCAN_PARTITIONCONF: the batch's rows, then round 1.
@@ -256,12 +410,10 @@ impl Tc {
         conf: ScanPartitionConf,
         ctx: &mut dyn Context,
     ) {
-        let Some(build) = self.unique_build.as_mut() else {
+        let Some(w) = self.scanning_walker(from, conf.request_id) else {
             return;
         };
-        if build.phase != (Phase::Scanning { ldm: from }) || conf.request_id != build.scan_request {
-            return;
-        }
+        let build = self.unique_build.as_mut().expect("found a walker");
         let Some(route) = self.tables[build.table_id as usize].as_ref() else {
             return self.end_build(Err(ErrorCode::UnknownTable), ctx);
         };
@@ -293,12 +445,15 @@ impl Tc {
                 hidden: None,
             });
         }
-        let build = self.unique_build.as_mut().expect("checked above");
-        build.next_row = conf.next_row;
-        build.partition_done = conf.done;
-        build.rows = rows;
-        build.attempts = 0;
-        self.run_batch(ctx);
+        let walker = &mut build.walkers[w];
+        walker.next_row = conf.next_row;
+        walker.partition_done = conf.done;
+        walker.rows = rows;
+        walker.attempts = 0;
+        if walker.rows.is_empty() {
+            return self.batch_done(w, ctx);
+        }
+        self.run_batch(w, ctx);
     }
 
     /// SCAN_PARTITIONREF: asked again after a pause, at the primary then.
@@ -308,60 +463,52 @@ impl Tc {
         refusal: ScanPartitionRef,
         ctx: &mut dyn Context,
     ) {
-        let Some(build) = self.unique_build.as_mut() else {
+        let Some(w) = self.scanning_walker(from, refusal.request_id) else {
             return;
         };
-        if build.phase != (Phase::Scanning { ldm: from })
-            || refusal.request_id != build.scan_request
-        {
-            return;
-        }
         if refusal.error.class() != ErrorClass::Temporary {
             return self.end_build(Err(refusal.error), ctx);
         }
-        self.retry_build(refusal.error, ctx);
+        self.retry_batch(w, refusal.error, ctx);
     }
 
-    /// Round 1 of the batch (again), or the next batch when it is empty.
-    fn run_batch(&mut self, ctx: &mut dyn Context) {
-        if !self.build_may_walk() {
-            return self.wait_for_failures(ctx);
-        }
-        let build = self.unique_build.as_mut().expect("a build runs");
-        if build.rows.is_empty() {
-            return self.next_batch(ctx);
-        }
-        for row in &mut build.rows {
-            row.values = None;
-            row.hidden = None;
-        }
-        self.build_transactions.0 += 1;
+    /// Round 1 of walker `w`'s batch (again).
+    fn run_batch(&mut self, w: usize, ctx: &mut dyn Context) {
+        self.build_transactions.transactions += 1;
         let own = u64::from(self.config.address.node.0) << 48;
         let instance = u64::from(self.config.address.instance) << 40;
-        build.transaction = TransactionId(own | instance | self.build_transactions.0);
-        build.phase = Phase::Locking;
+        let transaction = TransactionId(own | instance | self.build_transactions.transactions);
+        let build = self.unique_build.as_mut().expect("a build runs");
         let projection: Vec<u8> = build
             .index
             .columns
             .iter()
             .flat_map(|column| column.to_le_bytes())
             .collect();
-        let requests: Vec<(usize, Vec<u8>, Vec<u8>)> = build
+        let (table_id, table_version) = (build.table_id, build.table_version);
+        let walker = &mut build.walkers[w];
+        for row in &mut walker.rows {
+            row.values = None;
+            row.hidden = None;
+        }
+        walker.transaction = transaction;
+        walker.phase = Phase::Locking;
+        let requests: Vec<(usize, Vec<u8>, Vec<u8>)> = walker
             .rows
             .iter()
             .enumerate()
             .map(|(at, row)| (at, row.key.clone(), projection.clone()))
             .collect();
-        let (table_id, table_version) = (build.table_id, build.table_version);
-        self.send_round(table_id, table_version, requests, LockMode::Shared, ctx);
+        self.send_round(w, table_id, table_version, requests, LockMode::Shared, ctx);
     }
 
-    /// Sends one round: a read (`lock`, tolerating a missing row) or, with
-    /// `LockMode::Exclusive`, an insert per (batch row, key, attributes),
-    /// to this tc itself, numbered by the row; the last closes the batch
-    /// (and commits, for inserts).
+    /// Sends one round of walker `w`: a read (`lock`, tolerating a missing
+    /// row) or, with `LockMode::Exclusive`, an insert per (batch row, key,
+    /// attributes), to this tc itself, numbered by the row; the last
+    /// closes the batch (and commits, for inserts).
     fn send_round(
         &mut self,
+        w: usize,
         table_id: u32,
         table_version: u32,
         requests: Vec<(usize, Vec<u8>, Vec<u8>)>,
@@ -370,8 +517,9 @@ impl Tc {
     ) {
         let me = self.config.address;
         let build = self.unique_build.as_ref().expect("a build runs");
-        let transaction_id = build.transaction;
-        let first_round = build.phase == Phase::Locking;
+        let walker = &build.walkers[w];
+        let transaction_id = walker.transaction;
+        let first_round = walker.phase == Phase::Locking;
         let insert = lock == LockMode::Exclusive;
         let count = requests.len();
         let mut sections = Vec::with_capacity(count);
@@ -381,7 +529,7 @@ impl Tc {
                 (Some(key), Some(attr)) => sections.push((*row, key, attr)),
                 // The pool is short: nothing of the round is sent (an open
                 // transaction is rolled back), and the batch runs again.
-                _ => return self.build_round_failed(ErrorCode::OutOfSignalMemory, ctx),
+                _ => return self.retry_batch(w, ErrorCode::OutOfSignalMemory, ctx),
             }
         }
         for (at, (row, key, attr)) in sections.into_iter().enumerate() {
@@ -419,22 +567,22 @@ impl Tc {
         }
     }
 
-    /// TRANSID_AI of the build's own transaction: a row of round 1 or 2.
+    /// TRANSID_AI of a build's transaction: a row of round 1 or 2.
     pub(crate) fn build_row(&mut self, read: TransIdAi) {
-        let Some(build) = self.unique_build.as_mut() else {
+        let Some(w) = self.transacting_walker(read.transaction_id) else {
             return;
         };
-        if read.transaction_id != build.transaction {
-            return;
-        }
-        let Some(row) = build.rows.get_mut(read.client_op as usize) else {
+        let build = self.unique_build.as_mut().expect("found a walker");
+        let columns = &build.index.columns;
+        let walker = &mut build.walkers[w];
+        let Some(row) = walker.rows.get_mut(read.client_op as usize) else {
             return;
         };
-        match build.phase {
+        match walker.phase {
             Phase::Locking => {
-                let mut values = vec![None; build.index.columns.len()];
+                let mut values = vec![None; columns.len()];
                 for entry in AttrIter::new(read.data.as_slice()).filter_map(Result::ok) {
-                    let at = build.index.columns.iter().position(|&c| c == entry.column);
+                    let at = columns.iter().position(|&c| c == entry.column);
                     if let Some(at) = at {
                         values[at] = entry.value.map(<[u8]>::to_vec);
                     }
@@ -446,29 +594,27 @@ impl Tc {
         }
     }
 
-    /// TCKEYCONF of the build's own transaction: the round is done.
+    /// TCKEYCONF of a build's transaction: the round is done.
     pub(crate) fn build_round_done(&mut self, conf: TcKeyConf, ctx: &mut dyn Context) {
-        let Some(build) = self.unique_build.as_mut() else {
+        let Some(w) = self.transacting_walker(conf.transaction_id) else {
             return;
         };
-        if conf.transaction_id != build.transaction {
-            return;
-        }
-        match build.phase {
-            Phase::Locking => self.check_hidden_rows(ctx),
-            Phase::Checking => self.insert_hidden_rows(ctx),
+        let build = self.unique_build.as_mut().expect("found a walker");
+        match build.walkers[w].phase {
+            Phase::Locking => self.check_hidden_rows(w, ctx),
+            Phase::Checking => self.insert_hidden_rows(w, ctx),
             Phase::Inserting if conf.committed => {
-                build.inserted += build.inserting.len() as u64;
+                build.inserted += build.walkers[w].inserting.len() as u64;
                 build.last_gci = build.last_gci.max(conf.gci);
-                self.next_batch(ctx);
+                self.batch_done(w, ctx);
             }
             _ => {}
         }
     }
 
-    /// Round 2: the hidden rows of the rows whose values are all set; a
-    /// value two rows of the batch hold is a duplicate at once.
-    fn check_hidden_rows(&mut self, ctx: &mut dyn Context) {
+    /// Round 2: the hidden rows of walker `w`'s rows whose values are all
+    /// set; a value two rows of the batch hold is a duplicate at once.
+    fn check_hidden_rows(&mut self, w: usize, ctx: &mut dyn Context) {
         let build = self.unique_build.as_mut().expect("a build runs");
         let Some(hidden) = self.tables[build.index.table_id as usize].as_ref() else {
             return self.end_build(Err(ErrorCode::UnknownTable), ctx);
@@ -477,10 +623,11 @@ impl Tc {
         let types: Vec<_> = (0..build.index.columns.len())
             .map(|at| definition.columns[at].column_type)
             .collect();
+        let walker = &mut build.walkers[w];
         let indexed = |row: &BatchRow| -> Option<Vec<Vec<u8>>> {
             row.values.as_ref()?.iter().cloned().collect()
         };
-        let keys: Vec<Option<Vec<Vec<u8>>>> = build.rows.iter().map(indexed).collect();
+        let keys: Vec<Option<Vec<Vec<u8>>>> = walker.rows.iter().map(indexed).collect();
         let same = |a: &[Vec<u8>], b: &[Vec<u8>]| {
             types
                 .iter()
@@ -509,29 +656,31 @@ impl Tc {
             }
             requests.push((at, bytes, projection.clone()));
         }
-        build.phase = Phase::Checking;
-        build.inserting = requests.iter().map(|&(at, ..)| at).collect();
+        let walker = &mut build.walkers[w];
+        walker.phase = Phase::Checking;
+        walker.inserting = requests.iter().map(|&(at, ..)| at).collect();
         if requests.is_empty() {
-            return self.commit_batch(ctx);
+            return self.commit_batch(w, ctx);
         }
         let (table_id, table_version) = (build.index.table_id, build.index.table_version);
-        self.send_round(table_id, table_version, requests, LockMode::Shared, ctx);
+        self.send_round(w, table_id, table_version, requests, LockMode::Shared, ctx);
     }
 
     /// Round 3: each hidden row found must name its row (else two rows
     /// hold the value); the missing ones are inserted, and the batch
     /// commits.
-    fn insert_hidden_rows(&mut self, ctx: &mut dyn Context) {
+    fn insert_hidden_rows(&mut self, w: usize, ctx: &mut dyn Context) {
         let build = self.unique_build.as_mut().expect("a build runs");
         let Some(hidden) = self.tables[build.index.table_id as usize].as_ref() else {
             return self.end_build(Err(ErrorCode::UnknownTable), ctx);
         };
         let definition = &hidden.definition;
         let first = build.index.columns.len();
-        let read: Vec<usize> = std::mem::take(&mut build.inserting);
+        let walker = &mut build.walkers[w];
+        let read: Vec<usize> = std::mem::take(&mut walker.inserting);
         let mut missing = Vec::new();
         for &at in &read {
-            let row = &build.rows[at];
+            let row = &walker.rows[at];
             match &row.hidden {
                 None => missing.push(at),
                 Some(entries) => {
@@ -556,7 +705,7 @@ impl Tc {
         }
         let mut requests = Vec::new();
         for &at in &missing {
-            let row = &build.rows[at];
+            let row = &walker.rows[at];
             let values = row.values.as_ref().expect("read in round 1");
             let mut key = Vec::new();
             let mut attr = Vec::new();
@@ -577,135 +726,98 @@ impl Tc {
             }
             requests.push((at, key, attr));
         }
-        build.inserting = missing;
+        walker.inserting = missing;
         if requests.is_empty() {
-            return self.commit_batch(ctx);
+            return self.commit_batch(w, ctx);
         }
-        build.phase = Phase::Inserting;
+        walker.phase = Phase::Inserting;
         let (table_id, table_version) = (build.index.table_id, build.index.table_version);
-        self.send_round(table_id, table_version, requests, LockMode::Exclusive, ctx);
+        self.send_round(
+            w,
+            table_id,
+            table_version,
+            requests,
+            LockMode::Exclusive,
+            ctx,
+        );
     }
 
     /// A batch with nothing to insert commits its locks away.
-    fn commit_batch(&mut self, ctx: &mut dyn Context) {
+    fn commit_batch(&mut self, w: usize, ctx: &mut dyn Context) {
         let build = self.unique_build.as_mut().expect("a build runs");
-        build.phase = Phase::Inserting;
-        build.inserting.clear();
+        let walker = &mut build.walkers[w];
+        walker.phase = Phase::Inserting;
+        walker.inserting.clear();
         let me = self.config.address;
         let request = TcCommitReq {
-            transaction_id: build.transaction,
+            transaction_id: walker.transaction,
         };
         send(ctx, me, me, request);
     }
 
-    /// The batch committed: the next one of the partition, or of the next
-    /// partition, from the build's job.
-    fn next_batch(&mut self, ctx: &mut dyn Context) {
+    /// Walker `w`'s batch committed (or was empty): its next one, from the
+    /// build's job.
+    fn batch_done(&mut self, w: usize, ctx: &mut dyn Context) {
         let build = self.unique_build.as_mut().expect("a build runs");
-        build.rows.clear();
-        build.attempts = 0;
-        if build.partition_done {
-            build.partition += 1;
-            build.next_row = 0;
-            build.partition_done = false;
-        }
-        build.phase = Phase::Waiting;
-        let me = self.config.address;
-        let job = ContinueB {
-            job: UNIQUE_BUILD_JOB,
-        };
-        send(ctx, me, me, job);
+        let walker = &mut build.walkers[w];
+        walker.rows.clear();
+        walker.attempts = 0;
+        self.walker_waits(w, 0, ctx);
     }
 
-    /// TCKEYREF of the build's own transaction (aborted by the tc).
+    /// TCKEYREF of a build's transaction (aborted by the tc).
     pub(crate) fn build_round_refused(&mut self, refusal: TcKeyRef, ctx: &mut dyn Context) {
-        let Some(build) = self.unique_build.as_ref() else {
+        let Some(w) = self.transacting_walker(refusal.transaction_id) else {
             return;
         };
-        if refusal.transaction_id != build.transaction {
-            return;
-        }
         // Nothing is open at the tc any more.
-        self.unique_build.as_mut().expect("checked above").phase = Phase::Waiting;
-        self.build_round_failed(refusal.error, ctx);
-    }
-
-    /// A round failed and its transaction is gone (or rolled back here):
-    /// a duplicate inserted meanwhile or a temporary error runs the batch
-    /// again after a pause; anything else ends the build.
-    fn build_round_failed(&mut self, error: ErrorCode, ctx: &mut dyn Context) {
+        let build = self.unique_build.as_mut().expect("found a walker");
+        build.walkers[w].phase = Phase::Waiting;
+        let error = refusal.error;
         let retried = error == ErrorCode::DuplicateKey || error.class() == ErrorClass::Temporary;
         if !retried {
             return self.end_build(Err(error), ctx);
         }
-        self.retry_build(error, ctx);
+        self.retry_batch(w, error, ctx);
     }
 
-    /// A node failure is being handled: the batch waits (without
-    /// counting an attempt) and looks again shortly.
-    fn wait_for_failures(&mut self, ctx: &mut dyn Context) {
-        let build = self.unique_build.as_mut().expect("a build runs");
-        build.phase = Phase::Waiting;
+    /// Walker `w`'s round or scan failed with `error`: its batch runs
+    /// again after a pause growing with the attempts, the build ending
+    /// after too many.
+    fn retry_batch(&mut self, w: usize, error: ErrorCode, ctx: &mut dyn Context) {
         let me = self.config.address;
-        let job = Envelope {
-            from: me,
-            to: me,
-            signal: ContinueB {
-                job: UNIQUE_BUILD_JOB,
-            }
-            .into(),
-        };
-        ctx.send_delayed(job, FAILURE_POLL_MS);
-    }
-
-    fn retry_build(&mut self, error: ErrorCode, ctx: &mut dyn Context) {
         let build = self.unique_build.as_mut().expect("a build runs");
-        let open = matches!(
-            build.phase,
-            Phase::Locking | Phase::Checking | Phase::Inserting
-        );
-        if open {
-            let me = self.config.address;
+        let walker = &mut build.walkers[w];
+        if walker.in_transaction() {
             let request = TcRollbackReq {
-                transaction_id: build.transaction,
+                transaction_id: walker.transaction,
             };
             send(ctx, me, me, request);
         }
-        // Answers of the failed round that are still on their way are
-        // told apart by the transaction id.
-        build.transaction = TransactionId(0);
-        build.attempts += 1;
-        if build.attempts > MAX_ATTEMPTS {
+        // Answers of the failed round still on their way are told apart
+        // by the transaction id.
+        walker.transaction = TransactionId(0);
+        walker.phase = Phase::Waiting;
+        walker.attempts += 1;
+        if walker.attempts > MAX_ATTEMPTS {
             return self.end_build(Err(error), ctx);
         }
-        build.phase = Phase::Waiting;
-        let delay = 10 * u64::from(build.attempts);
-        let me = self.config.address;
-        let job = Envelope {
-            from: me,
-            to: me,
-            signal: ContinueB {
-                job: UNIQUE_BUILD_JOB,
-            }
-            .into(),
-        };
-        ctx.send_delayed(job, delay);
+        let delay = 10 * u64::from(walker.attempts);
+        self.walker_waits(w, delay, ctx);
     }
 
-    /// CONTINUEB(UNIQUE_BUILD_JOB): the next batch's scan, or a failed
-    /// batch (or scan) again.
-    pub(crate) fn build_retry(&mut self, ctx: &mut dyn Context) {
-        let Some(build) = self.unique_build.as_ref() else {
-            return;
-        };
-        if build.phase != Phase::Waiting {
-            return;
+    /// A walker found no partition left: once every walker has, the build
+    /// waits for its last GCI to be durable.
+    fn build_walked(&mut self, ctx: &mut dyn Context) {
+        let build = self.unique_build.as_mut().expect("a build runs");
+        if build
+            .walkers
+            .iter()
+            .all(|walker| walker.phase == Phase::Idle)
+        {
+            build.walked = true;
+            self.build_durable(ctx);
         }
-        if build.rows.is_empty() {
-            // The next batch, or a scan that failed.
-            return self.scan_next_batch(ctx);
-        }
-        self.run_batch(ctx);
     }
 
     /// A GCI became durable (GCP_DURABLE_REP), or the walk ended: the
@@ -715,7 +827,7 @@ impl Tc {
         let Some(build) = self.unique_build.as_ref() else {
             return;
         };
-        if build.phase == Phase::Durable && build.last_gci <= complete {
+        if build.walked && build.last_gci <= complete {
             let rows = build.inserted;
             self.end_build(Ok(rows), ctx);
         }
@@ -736,10 +848,13 @@ impl Tc {
         if build.membership_id != membership_id {
             self.counters.unique_build_restarts += 1;
             build.membership_id = membership_id;
-            build.partition = 0;
-            build.next_row = 0;
-            build.partition_done = false;
-            build.rows.clear();
+            build.generation += 1;
+            build.next_partition = 0;
+            for walker in &mut build.walkers {
+                if walker.phase == Phase::Idle {
+                    walker.phase = Phase::Waiting;
+                }
+            }
         }
         true
     }
@@ -747,28 +862,30 @@ impl Tc {
     /// Data nodes failed: a scan waiting on one of them is asked again
     /// (the build's transactions hear of it from the tc as any client's).
     pub(crate) fn build_without(&mut self, failed: NodeSet, ctx: &mut dyn Context) {
-        let Some(build) = self.unique_build.as_mut() else {
+        let Some(build) = self.unique_build.as_ref() else {
             return;
         };
-        if let Phase::Scanning { ldm } = build.phase {
-            if failed.contains(ldm.node) {
-                build.phase = Phase::Waiting;
-                build.rows.clear();
-                self.retry_build(ErrorCode::NodeFailureAbort, ctx);
-            }
+        let lost: Vec<usize> = (0..build.walkers.len())
+            .filter(|&w| {
+                matches!(build.walkers[w].phase,
+                    Phase::Scanning { ldm, .. } if failed.contains(ldm.node))
+            })
+            .collect();
+        for w in lost {
+            self.walker_waits(w, FAILURE_POLL_MS, ctx);
         }
     }
 
-    /// Rolls back the build's transaction if a round left one open.
-    fn roll_back_build_transaction(&mut self, build: &UniqueBuild, ctx: &mut dyn Context) {
-        let open = matches!(
-            build.phase,
-            Phase::Locking | Phase::Checking | Phase::Inserting
-        );
-        if open {
-            let me = self.config.address;
+    /// Rolls back every transaction a walker's round left open.
+    fn roll_back_build_transactions(&mut self, build: &UniqueBuild, ctx: &mut dyn Context) {
+        let me = self.config.address;
+        for walker in build
+            .walkers
+            .iter()
+            .filter(|walker| walker.in_transaction())
+        {
             let request = TcRollbackReq {
-                transaction_id: build.transaction,
+                transaction_id: walker.transaction,
             };
             send(ctx, me, me, request);
         }
@@ -793,7 +910,7 @@ impl Tc {
                 send(ctx, me, build.requester, conf);
             }
             Err(error) => {
-                self.roll_back_build_transaction(&build, ctx);
+                self.roll_back_build_transactions(&build, ctx);
                 ctx.report(Report::Log(format!(
                     "tc {me}: unique index {index_id} of table {table_id}: the build stopped \
                      ({error:?})"
