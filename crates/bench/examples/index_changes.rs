@@ -89,74 +89,25 @@ fn main() {
         rows as f64 / seconds
     );
     cluster.drop_index(TABLE, "unique_n").expect("drop");
-    let running = Arc::new(AtomicBool::new(true));
-    let updates = Arc::new(AtomicU64::new(0));
-    let writer = {
-        let (cluster, running, updates) = (cluster.clone(), running.clone(), updates.clone());
-        std::thread::spawn(move || {
-            let table = cluster.table(TABLE).unwrap();
-            let (mut k, mut round): (u64, i64) = (1, 0);
-            while running.load(Ordering::Relaxed) {
-                k = (k * 6_364_136_223_846_793_005 + 1) % rows.max(1);
-                round += 1;
-                // Negative, and apart by the key space: held by no row.
-                let n = -1 - (round * rows as i64 + k as i64);
-                let mut transaction = cluster.transaction();
-                let set = [("n", Value::Int(n))];
-                if transaction.update(&table, &[Value::UInt(k)], &set).is_ok()
-                    && transaction.execute(Commit::Yes).is_ok()
-                {
-                    updates.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        })
-    };
-    std::thread::sleep(Duration::from_secs(2));
-    let _ = updates.swap(0, Ordering::Relaxed);
-    std::thread::sleep(Duration::from_secs(2));
-    let before = updates.swap(0, Ordering::Relaxed) as f64 / 2.0;
-    let seconds = time(|| {
+    // Negative, and apart by the key space: held by no row.
+    let fresh = move |k: u64, round: i64| -1 - (round * rows as i64 + k as i64);
+    let (seconds, before, during) = while_updating(&cluster, rows, fresh, || {
         cluster
             .create_unique_index(TABLE, "unique_n", &["n"])
             .expect("create unique")
     });
-    let during = updates.swap(0, Ordering::Relaxed) as f64 / seconds;
-    running.store(false, Ordering::Relaxed);
-    writer.join().unwrap();
     println!(
         "create unique index, under updates: {:>9.0} rows/s ({seconds:.2} s); updates/s \
          {before:.0} before, {during:.0} during",
         rows as f64 / seconds
     );
-
     cluster.drop_index(TABLE, "unique_n").expect("drop");
 
-    // Under an update load.
-    let running = Arc::new(AtomicBool::new(true));
-    let updates = Arc::new(AtomicU64::new(0));
-    let writer = {
-        let (cluster, running, updates) = (cluster.clone(), running.clone(), updates.clone());
-        std::thread::spawn(move || {
-            let table = cluster.table(TABLE).unwrap();
-            let mut k: u64 = 1;
-            while running.load(Ordering::Relaxed) {
-                k = (k * 6_364_136_223_846_793_005 + 1) % rows.max(1);
-                let mut transaction = cluster.transaction();
-                let set = [("n", Value::Int(n_of(k + 7)))];
-                if transaction.update(&table, &[Value::UInt(k)], &set).is_ok()
-                    && transaction.execute(Commit::Yes).is_ok()
-                {
-                    updates.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        })
-    };
-    std::thread::sleep(Duration::from_secs(2));
-    let before = updates.swap(0, Ordering::Relaxed) as f64 / 2.0;
-    let seconds = time(|| cluster.create_index(TABLE, "by_n", &["n"]).expect("create"));
-    let during = updates.swap(0, Ordering::Relaxed) as f64 / seconds;
-    running.store(false, Ordering::Relaxed);
-    writer.join().unwrap();
+    // Under an update load that repeats values.
+    let repeating = |k: u64, _| n_of(k + 7);
+    let (seconds, before, during) = while_updating(&cluster, rows, repeating, || {
+        cluster.create_index(TABLE, "by_n", &["n"]).expect("create")
+    });
     println!(
         "create index, under updates: {:>9.0} rows/s ({seconds:.2} s); updates/s {before:.0} \
          before, {during:.0} during",
@@ -192,6 +143,47 @@ fn main() {
         );
     }
     cluster.drop_table(TABLE).expect("drop the table");
+}
+
+/// Runs `change` while one client updates n of random rows to
+/// `value(k, round)`, one update a transaction: the seconds it took, and
+/// the updates a second before it (after two seconds of warming up) and
+/// during it.
+fn while_updating(
+    cluster: &Arc<Cluster>,
+    rows: u64,
+    value: impl Fn(u64, i64) -> i64 + Send + 'static,
+    change: impl FnOnce(),
+) -> (f64, f64, f64) {
+    let running = Arc::new(AtomicBool::new(true));
+    let updates = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (cluster, running, updates) = (cluster.clone(), running.clone(), updates.clone());
+        std::thread::spawn(move || {
+            let table = cluster.table(TABLE).unwrap();
+            let (mut k, mut round): (u64, i64) = (1, 0);
+            while running.load(Ordering::Relaxed) {
+                k = (k * 6_364_136_223_846_793_005 + 1) % rows.max(1);
+                round += 1;
+                let mut transaction = cluster.transaction();
+                let set = [("n", Value::Int(value(k, round)))];
+                if transaction.update(&table, &[Value::UInt(k)], &set).is_ok()
+                    && transaction.execute(Commit::Yes).is_ok()
+                {
+                    updates.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    updates.swap(0, Ordering::Relaxed);
+    std::thread::sleep(Duration::from_secs(2));
+    let before = updates.swap(0, Ordering::Relaxed) as f64 / 2.0;
+    let seconds = time(change);
+    let during = updates.swap(0, Ordering::Relaxed) as f64 / seconds;
+    running.store(false, Ordering::Relaxed);
+    writer.join().unwrap();
+    (seconds, before, during)
 }
 
 fn column(name: &str, column_type: client::ColumnType) -> client::ColumnDef {

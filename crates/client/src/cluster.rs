@@ -976,12 +976,6 @@ impl Cluster {
         index: &str,
         columns: &[&str],
     ) -> Result<(), ClientError> {
-        if columns.is_empty() {
-            return Err(ClientError::Invalid {
-                code: ErrorCode::BadTableDefinition,
-                detail: format!("index {index:?} on table {table:?}: name at least one column"),
-            });
-        }
         self.index_change(table, index, columns, Change::Create { unique: false })
     }
 
@@ -1004,12 +998,6 @@ impl Cluster {
         index: &str,
         columns: &[&str],
     ) -> Result<(), ClientError> {
-        if columns.is_empty() {
-            return Err(ClientError::Invalid {
-                code: ErrorCode::BadTableDefinition,
-                detail: format!("index {index:?} on table {table:?}: name at least one column"),
-            });
-        }
         self.index_change(table, index, columns, Change::Create { unique: true })
     }
 
@@ -1035,6 +1023,12 @@ impl Cluster {
         change: Change,
     ) -> Result<(), ClientError> {
         let create = matches!(change, Change::Create { .. });
+        if create && columns.is_empty() {
+            return Err(ClientError::Invalid {
+                code: ErrorCode::BadTableDefinition,
+                detail: format!("index {index:?} on table {table:?}: name at least one column"),
+            });
+        }
         let change = IndexChange {
             table: table.to_owned(),
             index: index.to_owned(),

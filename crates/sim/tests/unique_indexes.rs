@@ -339,6 +339,19 @@ fn break_with(result: Result<client::Outcome, ClientError>, indexes: &[&str], st
     }
 }
 
+/// The table "people", waiting until another client has created it.
+fn people_once_created(
+    cluster: &client::Cluster,
+    context: &sim::hosted::HostedContext,
+) -> std::sync::Arc<client::Table> {
+    loop {
+        match cluster.table("people") {
+            Ok(table) => return table,
+            Err(_) => context.sleep(std::time::Duration::from_millis(10)),
+        }
+    }
+}
+
 /// Random writes, deletes and updates of 20 rows with values that repeat
 /// until `until_us` of simulated time, each committed alone: how many
 /// ended each way.
@@ -396,12 +409,7 @@ fn unique_values_survive_the_death_of(victim: u16, seed: u64) {
             if client == 0 {
                 cluster.create_table(&table_definition()).expect("create");
             }
-            let table = loop {
-                match cluster.table("people") {
-                    Ok(table) => break table,
-                    Err(_) => context.sleep(std::time::Duration::from_millis(10)),
-                }
-            };
+            let table = people_once_created(cluster, context);
             let mut random = XorShift::new(seed + u64::from(client));
             let outcomes = random_writes(cluster, &table, &mut random, 4_000_000, context);
             if client != 0 {
@@ -493,12 +501,7 @@ fn a_unique_index_dropped_under_writes_is_gone_and_the_other_one_kept() {
         if client == 0 {
             cluster.create_table(&table_definition()).expect("create");
         }
-        let table = loop {
-            match cluster.table("people") {
-                Ok(table) => break table,
-                Err(_) => context.sleep(std::time::Duration::from_millis(10)),
-            }
-        };
+        let table = people_once_created(cluster, context);
         let hidden = table
             .unique_index_table("by_email")
             .expect("by_email's table")

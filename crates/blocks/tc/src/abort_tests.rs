@@ -499,3 +499,52 @@ fn a_read_that_ignores_a_missing_row_goes_on_without_it() {
     );
     b.assert_quiet();
 }
+
+#[test]
+fn a_commit_of_a_transaction_a_node_failure_aborted_between_batches_hears_why() {
+    use signal::{NodeId, NodeSet};
+    // Two replicas a partition: this node's and node 3's.
+    let mut b = Bench::unstarted(config());
+    let mut map = (*b.map).clone();
+    for placement in &mut map.partitions {
+        placement.replicas = vec![NODE, NodeId(3)];
+    }
+    b.map = std::sync::Arc::new(map);
+    b.start();
+    b.ctx.sent.clear();
+    let t = txn(API, 1);
+    let request = b.insert(t, 7, START | EXECUTE, 1);
+    b.deliver(API, request);
+    let [(ldm, op)] = b.take_lqh_key_reqs()[..] else {
+        panic!("one LQHKEYREQ")
+    };
+    b.prepared(ldm, op, 40);
+    b.trace();
+    // Idle, its write on node 3 too: node 3 fails.
+    let membership_id = 2;
+    b.deliver(
+        MEMBERSHIP,
+        NodeFailRep {
+            membership_id,
+            live: NodeSet::of([NODE]),
+            failed: NodeSet::of([NodeId(3)]),
+            president: NODE,
+            starting: NodeSet::EMPTY,
+            returned: NodeSet::EMPTY,
+        },
+    );
+    b.deliver(MEMBERSHIP, NodeFailCompleteRep { membership_id });
+    b.deliver(ldm, AbortConf { tc_op: op });
+    b.trace();
+    // The client, between batches, commits: it hears the abort's error,
+    // not that the transaction is unknown, and the record is free.
+    b.deliver(API, TcCommitReq { transaction_id: t });
+    let refused: Vec<String> = b
+        .trace()
+        .into_iter()
+        .filter(|line| line.contains("TcKeyRef"))
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(refused[0].contains("NodeFailureAbort"), "{refused:?}");
+    assert_eq!(b.tc.transactions_in_use(), 0);
+}

@@ -565,6 +565,24 @@ impl Tc {
                 record.commit_requested = true;
                 self.decide_commit(index, ctx);
             }
+            // Aborted between batches (a node failure, say): the commit
+            // hears why, as an operation would (`accept_operation`).
+            Some(index)
+                if self.records.transactions[index as usize].api == from
+                    && self.records.transactions[index as usize].reply_owed =>
+            {
+                let record = &mut self.records.transactions[index as usize];
+                record.reply_owed = false;
+                // Still aborting: its end answers (`finish_abort`).
+                if record.state == TransactionState::AbortedAwaitingBatchEnd {
+                    let error = match record.abort_reply {
+                        AbortReply::Error { error, .. } => error,
+                        _ => ErrorCode::TransactionAborted,
+                    };
+                    self.records.release_transaction(index);
+                    self.refuse_whole_transaction(ctx, from, transaction_id, error);
+                }
+            }
             _ => self.refuse_whole_transaction(
                 ctx,
                 from,

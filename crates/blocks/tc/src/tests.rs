@@ -188,7 +188,9 @@ pub(crate) struct Bench {
     pub(crate) tc: Tc,
     pub(crate) ctx: RecordingContext,
     table: Arc<TableDef>,
-    map: Arc<PartitionMap>,
+    /// The map the table is added with (replaced before `start`, a test
+    /// places its partitions elsewhere).
+    pub(crate) map: Arc<PartitionMap>,
 }
 
 impl Bench {

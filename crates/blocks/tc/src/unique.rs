@@ -387,34 +387,12 @@ impl Tc {
         ctx: &mut dyn Context,
     ) -> Option<u32> {
         let client_op = delete.client_op;
-        let Some(hidden) = self.tables[delete.table_id as usize].as_ref() else {
-            self.abort_for(transaction, ErrorCode::UnknownTable, client_op, ctx);
-            return None;
-        };
-        // The hidden row's primary-key columns (after the index's).
-        let definition = &hidden.definition;
-        let first = definition.primary_key.len() as u16;
-        let projection: Vec<u8> = (first..definition.columns.len() as u16)
-            .flat_map(u16::to_le_bytes)
-            .collect();
-        let pool = delete.key.pool();
-        let (Some(key), Some(attr)) = (
-            pool.copy_from(delete.key.as_slice()),
-            pool.copy_from(&projection),
-        ) else {
-            self.abort_for(transaction, ErrorCode::OutOfSignalMemory, client_op, ctx);
-            return None;
-        };
-        let read = TcKeyReq {
-            transaction_id: delete.transaction_id,
-            client_op,
-            flags: tc_key_flags::IGNORE_MISSING,
-            kind: OperationKind::Read,
-            lock: LockMode::Exclusive,
-            table_id: delete.table_id,
-            table_version: delete.table_version,
-            key,
-            attr: Some(attr),
+        let read = match self.hidden_row_read(&delete, LockMode::Exclusive) {
+            Ok(read) => read,
+            Err(error) => {
+                self.abort_for(transaction, error, client_op, ctx);
+                return None;
+            }
         };
         let route = match self.route(&read) {
             Ok(route) => route,

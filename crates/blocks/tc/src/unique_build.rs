@@ -172,6 +172,9 @@ pub(crate) struct UniqueBuild {
     last_gci: Gci,
     /// Every partition walked: waiting for `last_gci` to be durable.
     walked: bool,
+    /// When the build's job queued last is due (none queued: `None`):
+    /// a walker waiting for a later time needs no other.
+    job_due: Option<u64>,
 }
 
 /// The tc's count of the builds' transactions and scans (their ids), kept
@@ -246,6 +249,7 @@ impl Tc {
             inserted: 0,
             last_gci: Gci(0),
             walked: false,
+            job_due: None,
         });
         self.build_step(ctx);
     }
@@ -263,9 +267,10 @@ impl Tc {
     /// back for those whose time has not.
     pub(crate) fn build_step(&mut self, ctx: &mut dyn Context) {
         let now = ctx.now_ms();
-        let Some(build) = self.unique_build.as_ref() else {
+        let Some(build) = self.unique_build.as_mut() else {
             return;
         };
+        build.job_due = None;
         let ready: Vec<usize> = (0..build.walkers.len())
             .filter(|&w| {
                 let walker = &build.walkers[w];
@@ -292,7 +297,15 @@ impl Tc {
         }
     }
 
-    fn schedule_build_job(&self, delay_ms: u64, ctx: &mut dyn Context) {
+    fn schedule_build_job(&mut self, delay_ms: u64, ctx: &mut dyn Context) {
+        let due = ctx.now_ms() + delay_ms;
+        let Some(build) = self.unique_build.as_mut() else {
+            return;
+        };
+        if build.job_due.is_some_and(|queued| queued <= due) {
+            return;
+        }
+        build.job_due = Some(due);
         let me = self.config.address;
         let job = Envelope {
             from: me,
@@ -684,19 +697,21 @@ impl Tc {
             match &row.hidden {
                 None => missing.push(at),
                 Some(entries) => {
-                    let names_the_row = AttrIter::new(entries)
-                        .map(|entry| entry.ok())
-                        .zip(row.primary.iter().enumerate())
-                        .all(|(entry, (at, value))| {
-                            entry.is_some_and(|entry| {
-                                let column = first + at;
-                                entry.column as usize == column
-                                    && entry.value.is_some_and(|found| {
-                                        let column_type = definition.columns[column].column_type;
-                                        key_values_equal(column_type, found, value)
-                                    })
-                            })
-                        });
+                    let names_the_row = AttrIter::new(entries).count() == row.primary.len()
+                        && AttrIter::new(entries)
+                            .map(|entry| entry.ok())
+                            .zip(row.primary.iter().enumerate())
+                            .all(|(entry, (at, value))| {
+                                entry.is_some_and(|entry| {
+                                    let column = first + at;
+                                    entry.column as usize == column
+                                        && entry.value.is_some_and(|found| {
+                                            let column_type =
+                                                definition.columns[column].column_type;
+                                            key_values_equal(column_type, found, value)
+                                        })
+                                })
+                            });
                     if !names_the_row {
                         return self.end_build(Err(ErrorCode::DuplicateKey), ctx);
                     }
@@ -827,10 +842,24 @@ impl Tc {
         let Some(build) = self.unique_build.as_ref() else {
             return;
         };
-        if build.walked && build.last_gci <= complete {
-            let rows = build.inserted;
-            self.end_build(Ok(rows), ctx);
+        if !build.walked || build.last_gci > complete {
+            return;
         }
+        // A node failure meanwhile: the walk starts again once it is
+        // handled (`build_may_walk`), as a walker's next batch would.
+        let membership_id = build.membership_id;
+        let settled = self.node_failures.all_complete() && !self.takeover_running();
+        if !settled || self.node_failures.membership_id() != membership_id {
+            let build = self.unique_build.as_mut().expect("a build runs");
+            build.walked = false;
+            for walker in &mut build.walkers {
+                walker.phase = Phase::Waiting;
+                walker.ready_at_ms = 0;
+            }
+            return self.schedule_build_job(FAILURE_POLL_MS, ctx);
+        }
+        let rows = build.inserted;
+        self.end_build(Ok(rows), ctx);
     }
 
     /// Whether the walk may go on: no node failure is being handled here

@@ -45,29 +45,9 @@ impl Tc {
             // Only a read, of a hidden table.
             return self.abort_for(transaction, ErrorCode::BadRequest, client_op, ctx);
         };
-        // The hidden row's primary-key columns (after the index's).
-        let definition = &hidden.definition;
-        let first = definition.primary_key.len() as u16;
-        let projection: Vec<u8> = (first..definition.columns.len() as u16)
-            .flat_map(u16::to_le_bytes)
-            .collect();
-        let pool = request.key.pool();
-        let (Some(key), Some(attr)) = (
-            pool.copy_from(request.key.as_slice()),
-            pool.copy_from(&projection),
-        ) else {
-            return self.abort_for(transaction, ErrorCode::OutOfSignalMemory, client_op, ctx);
-        };
-        let read = TcKeyReq {
-            transaction_id: request.transaction_id,
-            client_op,
-            flags: tc_key_flags::IGNORE_MISSING,
-            kind: OperationKind::Read,
-            lock: request.lock,
-            table_id: request.table_id,
-            table_version: request.table_version,
-            key,
-            attr: Some(attr),
+        let read = match self.hidden_row_read(&request, request.lock) {
+            Ok(read) => read,
+            Err(error) => return self.abort_for(transaction, error, client_op, ctx),
         };
         let route = match self.route(&read) {
             Ok(route) => route,
@@ -76,6 +56,42 @@ impl Tc {
         if let Some(op) = self.send_operation(transaction, read, route, OpRole::IndexRead, ctx) {
             self.records.operations[op as usize].pending = Some(Box::new(request));
         }
+    }
+
+    /// A read, with `lock` and tolerating a missing row, of the hidden row
+    /// `like` names (its hidden table and key), returning the row's
+    /// primary-key columns (the hidden table's after the index's).
+    pub(crate) fn hidden_row_read(
+        &self,
+        like: &TcKeyReq,
+        lock: LockMode,
+    ) -> Result<TcKeyReq, ErrorCode> {
+        let hidden = self.tables[like.table_id as usize]
+            .as_ref()
+            .ok_or(ErrorCode::UnknownTable)?;
+        let definition = &hidden.definition;
+        let first = definition.primary_key.len() as u16;
+        let projection: Vec<u8> = (first..definition.columns.len() as u16)
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        let pool = like.key.pool();
+        let (Some(key), Some(attr)) = (
+            pool.copy_from(like.key.as_slice()),
+            pool.copy_from(&projection),
+        ) else {
+            return Err(ErrorCode::OutOfSignalMemory);
+        };
+        Ok(TcKeyReq {
+            transaction_id: like.transaction_id,
+            client_op: like.client_op,
+            flags: tc_key_flags::IGNORE_MISSING,
+            kind: OperationKind::Read,
+            lock,
+            table_id: like.table_id,
+            table_version: like.table_version,
+            key,
+            attr: Some(attr),
+        })
     }
 
     /// The hidden row's read `op` answered with `data` (the row's primary
