@@ -339,6 +339,23 @@ fn break_with(result: Result<client::Outcome, ClientError>, indexes: &[&str], st
     }
 }
 
+/// Every row of `table`, once the replica checker found every replica
+/// and hidden table consistent.
+fn consistent_rows(
+    cluster: &client::Cluster,
+    table: &std::sync::Arc<client::Table>,
+) -> client::ScanResult {
+    let report = cluster.check_replicas().expect("the replica check");
+    assert!(report.is_consistent(), "{report}");
+    cluster
+        .scan(
+            table,
+            client::Access::Table,
+            &client::ScanOptions::default(),
+        )
+        .expect("a scan of every row")
+}
+
 /// The table "people", waiting until another client has created it.
 fn people_once_created(
     cluster: &client::Cluster,
@@ -417,16 +434,8 @@ fn unique_values_survive_the_death_of(victim: u16, seed: u64) {
             }
             // The others have stopped by now.
             context.sleep(std::time::Duration::from_secs(1));
-            let report = cluster.check_replicas().expect("the replica check");
-            assert!(report.is_consistent(), "seed {seed}: {report}");
             // Every row is found by its values through each index.
-            let rows = cluster
-                .scan(
-                    &table,
-                    client::Access::Table,
-                    &client::ScanOptions::default(),
-                )
-                .expect("a scan of every row");
+            let rows = consistent_rows(cluster, &table);
             let mut checked = 0;
             for row in &rows.rows {
                 let values = row.values();
@@ -530,16 +539,8 @@ fn a_unique_index_dropped_under_writes_is_gone_and_the_other_one_kept() {
         }
         if client == 0 {
             context.sleep(std::time::Duration::from_millis(500));
-            let report = cluster.check_replicas().expect("the replica check");
-            assert!(report.is_consistent(), "{report}");
             // Emails repeat now that nothing keeps them unique.
-            let rows = cluster
-                .scan(
-                    &table,
-                    client::Access::Table,
-                    &client::ScanOptions::default(),
-                )
-                .expect("a scan of every row");
+            let rows = consistent_rows(cluster, &table);
             let emails: Vec<Value> = rows
                 .rows
                 .iter()

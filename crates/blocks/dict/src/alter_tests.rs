@@ -61,15 +61,16 @@ fn sent_to_tc(ctx: &mut RecordingContext) -> Arc<TableDef> {
     }
 }
 
+/// The tc confirms revision `revision` of table `table_id`.
+fn tc_answers(dict: &mut Dict, ctx: &mut RecordingContext, table_id: u32, revision: u32) {
+    deliver(dict, ctx, TC0, AlterTabRep { table_id, revision });
+}
+
 /// The tc takes the revision `ctx` last sent it.
 fn switch_tc(dict: &mut Dict, ctx: &mut RecordingContext, expected: &TableDef) {
     let table = sent_to_tc(ctx);
     assert_eq!(*table, *expected, "the tc gets the ldms' revision");
-    let report = AlterTabRep {
-        table_id: table.id,
-        revision: table.revision,
-    };
-    deliver(dict, ctx, TC0, report);
+    tc_answers(dict, ctx, table.id, table.revision);
 }
 
 fn answer_ldms(dict: &mut Dict, ctx: &mut RecordingContext, table: &TableDef) {
@@ -145,15 +146,7 @@ fn golden_trace_of_create_and_drop_index() {
     let new = sent_to_tc(&mut ctx);
     assert_eq!((new.revision, new.indexes.len()), (2, 0));
     assert!(get(&mut dict, &mut ctx, "t1").unwrap().indexes.is_empty());
-    deliver(
-        &mut dict,
-        &mut ctx,
-        TC0,
-        AlterTabRep {
-            table_id,
-            revision: 2,
-        },
-    );
+    tc_answers(&mut dict, &mut ctx, table_id, 2);
     assert_eq!(sent_to_ldms(&mut ctx), new);
     answer_ldms(&mut dict, &mut ctx, &new);
     assert_eq!(
@@ -222,15 +215,7 @@ fn a_build_an_ldm_could_not_finish_is_rolled_back_everywhere() {
         (2, 0),
         "the old indexes, under a revision above the failed one's"
     );
-    deliver(
-        &mut dict,
-        &mut ctx,
-        TC0,
-        AlterTabRep {
-            table_id,
-            revision: 2,
-        },
-    );
+    tc_answers(&mut dict, &mut ctx, table_id, 2);
     assert_eq!(sent_to_ldms(&mut ctx), back);
     answer_ldms(&mut dict, &mut ctx, &back);
     assert_eq!(
