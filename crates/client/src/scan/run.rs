@@ -142,6 +142,10 @@ impl Cursor {
     }
 }
 
+/// Requests to one data node sent in one write: the connection, their
+/// frames, and each request's cursor (by position) and id.
+type Write = (Arc<NodeConnection>, FrameBuilder, Vec<(usize, u32)>);
+
 /// A scan in progress: an iterator over its rows, each batch asked for
 /// when the rows before it are used up ([`Cluster::scan_cursor`]). A
 /// cursor dropped before its end forgets its requests: the data nodes hold
@@ -324,10 +328,46 @@ impl<'c> ScanCursor<'c> {
             .unwrap_or(u32::MAX)
             .min(self.plan.batch_rows);
         let walk = &self.plan.walks[self.next_walk - 1];
+        // The requests to one data node go in one write.
+        let mut writes: Vec<Write> = Vec::new();
         for at in 0..self.cursors.len() {
             let cursor = &self.cursors[at];
-            if cursor.needs_batch() && cursor.waiting.is_none() {
-                let request_id = self.send_request(walk, cursor, max_rows)?;
+            if !cursor.needs_batch() || cursor.waiting.is_some() {
+                continue;
+            }
+            let write = match writes
+                .iter()
+                .position(|(connection, ..)| Arc::ptr_eq(connection, &cursor.connection))
+            {
+                Some(write) => write,
+                None => {
+                    let connection = Arc::clone(&cursor.connection);
+                    writes.push((connection, FrameBuilder::default(), Vec::new()));
+                    writes.len() - 1
+                }
+            };
+            let (_, frames, asked) = &mut writes[write];
+            match self.push_request(walk, cursor, max_rows, frames) {
+                Ok(request_id) => asked.push((at, request_id)),
+                Err(error) => {
+                    // Nothing was sent: forget the requests made so far.
+                    for (connection, _, asked) in &writes {
+                        for &(_, request_id) in asked {
+                            connection.dispatch.unregister_request(request_id);
+                        }
+                    }
+                    return Err(error);
+                }
+            }
+        }
+        for (connection, mut frames, asked) in writes {
+            if let Err(error) = connection.send(&mut frames) {
+                for (_, request_id) in asked {
+                    connection.dispatch.unregister_request(request_id);
+                }
+                return Err(error);
+            }
+            for (at, request_id) in asked {
                 self.cursors[at].waiting = Some(request_id);
                 self.statistics.requests += 1;
             }
@@ -335,13 +375,14 @@ impl<'c> ScanCursor<'c> {
         Ok(())
     }
 
-    /// Sends `cursor`'s next SCAN_REQ, its answer to go to the shared
-    /// slot; the request's id.
-    fn send_request(
+    /// Adds `cursor`'s next SCAN_REQ to `frames`, its answer to go to the
+    /// shared slot; the request's id.
+    fn push_request(
         &self,
         walk: &Walk,
         cursor: &Cursor,
         max_rows: u32,
+        frames: &mut FrameBuilder,
     ) -> Result<u32, ClientError> {
         let table = &self.table;
         let mut flags = 0;
@@ -390,13 +431,7 @@ impl<'c> ScanCursor<'c> {
                 bounds: section_from(&bounds)?,
                 program: section_from(&self.plan.program)?,
             };
-            let mut frames = FrameBuilder::default();
-            frames.push(&connection.envelope(
-                BlockKind::Ldm,
-                cursor.ldm_instance,
-                signal.into(),
-            ))?;
-            connection.send(&mut frames)
+            frames.push(&connection.envelope(BlockKind::Ldm, cursor.ldm_instance, signal.into()))
         })();
         if let Err(error) = sent {
             connection.dispatch.unregister_request(request_id);
