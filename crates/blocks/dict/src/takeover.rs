@@ -89,8 +89,10 @@ enum Step {
     DroppingAt(BlockKind),
     /// Giving the tables that stay to the dicts that lack them.
     Announcing,
-    /// Bringing every ldm and dict to each table's decided index
-    /// revision.
+    /// Bringing every tc to each table's decided index revision, then
+    /// (`Aligning`) every ldm and dict: the tcs first, so that no write
+    /// keeps a unique index's hidden table an ldm is dropping.
+    AligningTcs,
     Aligning,
     /// Waiting for this dict's schema file.
     Saving,
@@ -455,6 +457,10 @@ impl Dict {
                 self.takeover_step_done(ctx);
             }
             Step::Announcing => {
+                takeover.step = Step::AligningTcs;
+                self.takeover_align(ctx);
+            }
+            Step::AligningTcs => {
                 takeover.step = Step::Aligning;
                 self.takeover_align(ctx);
             }
@@ -485,9 +491,15 @@ impl Dict {
         let takeover = self.takeover.as_mut().expect("a take-over runs");
         let failed = self.node_failures.failed();
         let schema_version = takeover.highest_schema_version;
+        let tcs = takeover.step == Step::AligningTcs;
         let mut changes = 0;
-        for table in std::mem::take(&mut takeover.aligning) {
+        let tables = match tcs {
+            true => takeover.aligning.clone(),
+            false => std::mem::take(&mut takeover.aligning),
+        };
+        for table in tables {
             let holders = takeover.revisions.get(&table.id).into_iter().flatten();
+            let holders = holders.filter(|(block, ..)| (block.kind == BlockKind::Tc) == tcs);
             for &(block, version, revision) in holders {
                 // An ldm at the decided revision is asked too: it answers
                 // once a unique index's hidden table that revision drops
@@ -544,7 +556,8 @@ impl Dict {
         ctx: &mut dyn Context,
     ) {
         let takeover = self.takeover.as_mut().expect("a take-over runs");
-        if takeover.step == Step::Aligning && takeover.pending.remove(&(from, table_id)) {
+        let aligning = matches!(takeover.step, Step::AligningTcs | Step::Aligning);
+        if aligning && takeover.pending.remove(&(from, table_id)) {
             self.takeover_step_done(ctx);
         }
     }
@@ -575,7 +588,9 @@ impl Dict {
         match takeover.step {
             Step::Waiting | Step::Saving => {}
             Step::Querying => self.takeover_answered(ctx),
-            Step::DroppingAt(_) | Step::Announcing | Step::Aligning => self.takeover_step_done(ctx),
+            Step::DroppingAt(_) | Step::Announcing | Step::AligningTcs | Step::Aligning => {
+                self.takeover_step_done(ctx)
+            }
         }
     }
 }
