@@ -141,8 +141,11 @@ impl Tc {
                         self.start_abort(index, AbortReply::RollbackConf, ctx)
                     }
                     TransactionState::Aborting => {
-                        self.records.transactions[index as usize].abort_reply =
-                            AbortReply::RollbackConf;
+                        // Its end answers, the rollback now (an abort
+                        // between batches owed the client nothing else).
+                        let record = &mut self.records.transactions[index as usize];
+                        record.abort_reply = AbortReply::RollbackConf;
+                        record.reply_owed = false;
                     }
                     // Aborted already, and the client told; it gives up the
                     // rest of its batch.

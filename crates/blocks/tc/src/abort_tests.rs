@@ -500,10 +500,11 @@ fn a_read_that_ignores_a_missing_row_goes_on_without_it() {
     b.assert_quiet();
 }
 
-#[test]
-fn a_commit_of_a_transaction_a_node_failure_aborted_between_batches_hears_why() {
+/// A bench whose partitions have a replica on node 3 too, with a
+/// transaction of one prepared insert, idle, that node 3's failure is
+/// aborting: its ldm and operation.
+fn aborted_between_batches(t: TransactionId) -> (Bench, BlockRef, u32) {
     use signal::{NodeId, NodeSet};
-    // Two replicas a partition: this node's and node 3's.
     let mut b = Bench::unstarted(config());
     let mut map = (*b.map).clone();
     for placement in &mut map.partitions {
@@ -512,7 +513,6 @@ fn a_commit_of_a_transaction_a_node_failure_aborted_between_batches_hears_why() 
     b.map = std::sync::Arc::new(map);
     b.start();
     b.ctx.sent.clear();
-    let t = txn(API, 1);
     let request = b.insert(t, 7, START | EXECUTE, 1);
     b.deliver(API, request);
     let [(ldm, op)] = b.take_lqh_key_reqs()[..] else {
@@ -520,7 +520,6 @@ fn a_commit_of_a_transaction_a_node_failure_aborted_between_batches_hears_why() 
     };
     b.prepared(ldm, op, 40);
     b.trace();
-    // Idle, its write on node 3 too: node 3 fails.
     let membership_id = 2;
     b.deliver(
         MEMBERSHIP,
@@ -534,6 +533,14 @@ fn a_commit_of_a_transaction_a_node_failure_aborted_between_batches_hears_why() 
         },
     );
     b.deliver(MEMBERSHIP, NodeFailCompleteRep { membership_id });
+    b.trace();
+    (b, ldm, op)
+}
+
+#[test]
+fn a_commit_of_a_transaction_a_node_failure_aborted_between_batches_hears_why() {
+    let t = txn(API, 1);
+    let (mut b, ldm, op) = aborted_between_batches(t);
     b.deliver(ldm, AbortConf { tc_op: op });
     b.trace();
     // The client, between batches, commits: it hears the abort's error,
@@ -546,5 +553,19 @@ fn a_commit_of_a_transaction_a_node_failure_aborted_between_batches_hears_why() 
         .collect();
     assert_eq!(refused.len(), 1, "{refused:?}");
     assert!(refused[0].contains("NodeFailureAbort"), "{refused:?}");
+    assert_eq!(b.tc.transactions_in_use(), 0);
+}
+
+#[test]
+fn a_rollback_while_a_node_failure_aborts_the_transaction_is_answered() {
+    let t = txn(API, 1);
+    let (mut b, ldm, op) = aborted_between_batches(t);
+    b.deliver(API, TcRollbackReq { transaction_id: t });
+    assert!(b.trace().is_empty(), "answered once the abort ends");
+    b.deliver(ldm, AbortConf { tc_op: op });
+    assert_eq!(
+        b.trace(),
+        [line(TC, API, TcRollbackConf { transaction_id: t })]
+    );
     assert_eq!(b.tc.transactions_in_use(), 0);
 }
