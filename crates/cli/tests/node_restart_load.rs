@@ -382,17 +382,8 @@ impl Worker {
 }
 
 /// Runs `attempt` until it succeeds, retrying temporary errors.
-fn settled<T>(what: &str, mut attempt: impl FnMut() -> Result<T, ClientError>) -> T {
-    let deadline = Instant::now() + PROGRESS_DEADLINE;
-    loop {
-        match attempt() {
-            Ok(value) => return value,
-            Err(error) if error.is_temporary() && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(error) => panic!("{what}: {error}"),
-        }
-    }
+fn settled<T>(what: &str, attempt: impl FnMut() -> Result<T, ClientError>) -> T {
+    common::settled(what, PROGRESS_DEADLINE, attempt)
 }
 
 /// After the load: the balances still sum to the total, every key the

@@ -19,7 +19,7 @@ use serde_json::Value as Json;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const ROWS: u32 = 2_000;
 
@@ -28,17 +28,8 @@ type Emails = BTreeMap<u32, Option<String>>;
 
 /// Runs `attempt` until it succeeds, retrying temporary errors (a failure
 /// being handled) for up to a minute.
-fn settled<T>(what: &str, mut attempt: impl FnMut() -> Result<T, ClientError>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        match attempt() {
-            Ok(value) => return value,
-            Err(error) if error.is_temporary() && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(error) => panic!("{what}: {error}"),
-        }
-    }
+fn settled<T>(what: &str, attempt: impl FnMut() -> Result<T, ClientError>) -> T {
+    common::settled(what, Duration::from_secs(60), attempt)
 }
 
 /// Writes k's email (its whole row).

@@ -48,7 +48,7 @@ pub(crate) const START: u8 = tc_key_flags::START;
 pub(crate) const EXECUTE: u8 = tc_key_flags::EXECUTE;
 pub(crate) const COMMIT: u8 = tc_key_flags::COMMIT;
 
-type Entries<'a> = &'a [(u16, Option<&'a [u8]>)];
+pub(crate) type Entries<'a> = &'a [(u16, Option<&'a [u8]>)];
 
 pub(crate) fn table() -> TableDef {
     let table = TableDef {
@@ -73,6 +73,18 @@ pub(crate) fn table() -> TableDef {
 /// `LDM_INSTANCES` ldm threads and four redo log parts.
 pub(crate) fn partition_map(table: &TableDef) -> PartitionMap {
     one_node_map(table, NODE, LDM_INSTANCES, |partition| partition % 4)
+}
+
+/// Attribute entries `entries` in a section of `ctx`'s pool.
+pub(crate) fn section_of(ctx: &RecordingContext, entries: Entries<'_>) -> Section {
+    let mut section = ctx.pool().alloc(128).expect("pool has room");
+    let mut writer = AttrWriter::new(section.as_mut_slice());
+    for &(column, value) in entries {
+        writer.push(column, value).expect("fits");
+    }
+    let used = writer.len();
+    section.set_len(used);
+    section
 }
 
 pub(crate) fn txn(api: BlockRef, n: u64) -> TransactionId {
@@ -232,14 +244,7 @@ impl Bench {
     }
 
     pub(crate) fn section(&self, entries: Entries<'_>) -> Section {
-        let mut section = self.ctx.pool().alloc(128).expect("pool has room");
-        let mut writer = AttrWriter::new(section.as_mut_slice());
-        for &(column, value) in entries {
-            writer.push(column, value).expect("fits");
-        }
-        let used = writer.len();
-        section.set_len(used);
-        section
+        section_of(&self.ctx, entries)
     }
 
     pub(crate) fn key(&self, k: i32) -> Section {

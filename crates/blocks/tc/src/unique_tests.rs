@@ -8,8 +8,7 @@ use crate::tests::{config, partition_map, txn, API, COMMIT, DICT, DIH, EXECUTE, 
 use crate::tests::{MEMBERSHIP, NODE};
 use crate::{Tc, TcConfig};
 use kernel::testing::{column, deliver, RecordingContext};
-use kernel::Context;
-use signal::attr::{AttrIter, AttrWriter};
+use signal::attr::AttrIter;
 use signal::schema::{ColumnType, IndexDef, TableDef, UniqueTable};
 use signal::signals::*;
 use signal::{BlockRef, ErrorCode, Section, Signal, TransactionId};
@@ -120,14 +119,7 @@ impl Bench {
     }
 
     fn section(&self, entries: Entries<'_>) -> Section {
-        let mut section = self.ctx.pool().alloc(128).expect("room");
-        let mut writer = AttrWriter::new(section.as_mut_slice());
-        for &(column, value) in entries {
-            writer.push(column, value).expect("fits");
-        }
-        let used = writer.len();
-        section.set_len(used);
-        section
+        crate::tests::section_of(&self.ctx, entries)
     }
 
     fn request(

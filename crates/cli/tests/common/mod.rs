@@ -1347,3 +1347,23 @@ pub fn record_restart(ledger: &str, restored: &str) {
         .unwrap_or_else(|error| panic!("cannot open the ledger {ledger}: {error}"));
     writeln!(file, "r {restored}").expect("append the restart to the ledger");
 }
+
+/// Runs `attempt` until it succeeds, retrying temporary errors (a failure
+/// being handled) for up to `within`; panics with `what` on any other
+/// error, or once that time is up.
+pub fn settled<T>(
+    what: &str,
+    within: std::time::Duration,
+    mut attempt: impl FnMut() -> Result<T, client::ClientError>,
+) -> T {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        match attempt() {
+            Ok(value) => return value,
+            Err(error) if error.is_temporary() && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            Err(error) => panic!("{what}: {error}"),
+        }
+    }
+}
