@@ -1,5 +1,5 @@
 //! The checks of a decoded signal that look at more than one field: named
-//! by `checked_by` in the signal table (`signals/mod.rs`) and run after
+//! by `checked_by` in the signal table (`signals/table/`) and run after
 //! every field has been read and checked on its own.
 
 use super::maps::{decode_table_versions, for_each_table_name};

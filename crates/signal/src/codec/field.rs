@@ -1,5 +1,5 @@
 //! [`Field`]: how one field of a signal is written and read back. The
-//! signal table (`signals/mod.rs`) builds every signal's codec from its
+//! signal table (`signals/table/`) builds every signal's codec from its
 //! fields' impls, in declaration order; the checks of a value that needs
 //! no other field (a node id in 1..=255, an enum byte, a 0/1 flag, a
 //! replica chain, a table definition) live here, so every signal holding

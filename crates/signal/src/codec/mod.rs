@@ -34,7 +34,7 @@
 //! - `decode`: [`SignalDecoder`], one signal record at a time, and the
 //!   in-place decoding of an API node's two read replies.
 //! - `field`: [`Field`], the bytes and checks of each kind of field; the
-//!   signal table (`signals/mod.rs`) makes every signal's codec of its
+//!   signal table (`signals/table/`) makes every signal's codec of its
 //!   fields' impls, in declaration order.
 //! - `checks`: the checks of a signal that look at several fields.
 //! - `maps`: the section encodings carried inside signals: the partition map

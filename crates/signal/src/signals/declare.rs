@@ -1,5 +1,5 @@
 //! `signal_table!`: turns the one declaration of each signal (in
-//! `signals/mod.rs`) into everything that has to agree on it, so nothing
+//! `signals/table/`) into everything that has to agree on it, so nothing
 //! is kept in step by hand:
 //!
 //! - the signal's struct, its `NUMBER` and its `Signal` variant (with
