@@ -89,6 +89,24 @@ enum Command {
         #[arg(long)]
         wait: bool,
     },
+    /// Run a SQL node: a stateless MySQL-protocol front end to the
+    /// cluster (MySQL Cluster's mysqld). Connect with `mariadb -h HOST -P
+    /// PORT -u root`; any number can serve one cluster.
+    Sql {
+        /// Address of the mgmd, HOST:PORT.
+        #[arg(long)]
+        mgmd: String,
+        /// The MySQL port to listen on.
+        #[arg(long, default_value_t = 3306)]
+        port: u16,
+        /// The address to listen on.
+        #[arg(long, default_value = "127.0.0.1")]
+        bind: String,
+        /// Worker threads: statements running at once (connections are
+        /// served by this pool, never a thread each).
+        #[arg(long, default_value_t = 64)]
+        workers: usize,
+    },
     /// Load generators.
     Bench {
         #[command(subcommand)]
@@ -304,6 +322,12 @@ fn main() -> ExitCode {
         Command::Bench {
             bench: BenchCommand::Failover(args),
         } => run_failover(args),
+        Command::Sql {
+            mgmd,
+            port,
+            bind,
+            workers,
+        } => run_sql(&mgmd, &bind, port, workers),
         Command::Secret { file } => admission::ClusterSecret::create_file(&file)
             .map_err(|error| format!("cannot write a new secret to {}: {error}", file.display())),
         Command::Demo(options) => demo::run(options),
@@ -314,6 +338,20 @@ fn main() -> ExitCode {
             eprintln!("tessera: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `tessera sql`: serves until the process is stopped (a SQL node keeps
+/// nothing: stopping it loses only its connections' open transactions,
+/// which roll back).
+fn run_sql(mgmd: &str, bind: &str, port: u16, workers: usize) -> Result<(), String> {
+    let address: std::net::SocketAddr = format!("{bind}:{port}")
+        .parse()
+        .map_err(|error| format!("bad --bind {bind:?}: {error}"))?;
+    let server = sqlnode::start(mgmd, address, workers)?;
+    println!("sql node listening on {}", server.address());
+    loop {
+        std::thread::park();
     }
 }
 

@@ -262,7 +262,8 @@ impl<'a> Transaction<'a> {
         }
     }
 
-    pub(crate) fn cluster(&self) -> &'a Cluster {
+    /// The cluster the transaction runs in.
+    pub fn cluster(&self) -> &'a Cluster {
         self.cluster
     }
 

@@ -15,8 +15,12 @@ pub const MAX_VAR_BYTES: u16 = 16_000;
 pub const MAX_COLUMNS: usize = 256;
 /// Largest sum of column widths in one row (fixed + variable).
 pub const MAX_ROW_BYTES: usize = 24_000;
-/// Longest table or column name.
+/// Longest column or index name, and longest part of a table name.
 pub const MAX_NAME_BYTES: usize = 64;
+/// The separator of a table name's two parts, `database/table` (the SQL
+/// node's names; NDB's are `database/def/table`). A table name holds at
+/// most one.
+pub const TABLE_NAME_SEPARATOR: char = '/';
 /// Most ordered indexes a table has besides its primary key's.
 pub const MAX_INDEXES: usize = 16;
 /// Most columns in an index.
@@ -233,7 +237,7 @@ pub struct TableDef {
 impl TableDef {
     /// Checks every rule a table must follow; the error says which one failed.
     pub fn validate(&self) -> Result<(), String> {
-        validate_name("table name", &self.name)?;
+        validate_table_name(&self.name)?;
         if self.columns.is_empty() {
             return Err("a table needs at least one column".into());
         }
@@ -661,7 +665,7 @@ impl IndexChange {
         if !reader.is_empty() {
             return Err("trailing bytes after index change".into());
         }
-        validate_name("table name", &table)?;
+        validate_table_name(&table)?;
         validate_name("index name", &index)?;
         if index.eq_ignore_ascii_case("PRIMARY") {
             return Err("an index may not be named PRIMARY (the primary key's)".into());
@@ -675,6 +679,18 @@ impl IndexChange {
             columns,
             unique,
         })
+    }
+}
+
+/// A table name: a name as [`validate_name`] checks, or two of them joined
+/// by [`TABLE_NAME_SEPARATOR`] (a SQL database's table).
+pub fn validate_table_name(name: &str) -> Result<(), String> {
+    match name.split_once(TABLE_NAME_SEPARATOR) {
+        None => validate_name("table name", name),
+        Some((database, table)) => {
+            validate_name("database name", database)?;
+            validate_name("table name", table)
+        }
     }
 }
 
@@ -720,6 +736,21 @@ mod tests {
             name: name.into(),
             columns: columns.to_vec(),
             unique: None,
+        }
+    }
+
+    #[test]
+    fn a_table_name_may_name_its_database_once() {
+        assert!(validate_table_name("sbtest1").is_ok());
+        assert!(validate_table_name("sbtest/sbtest1").is_ok());
+        for bad in [
+            "/t",
+            "db/",
+            "a/b/c",
+            "db/t-1",
+            &format!("{}/t", "d".repeat(65)),
+        ] {
+            assert!(validate_table_name(bad).is_err(), "{bad:?} accepted");
         }
     }
 

@@ -1,0 +1,688 @@
+//! Reaching a plan's rows once its parameters are known: key lookups in
+//! one batch, unique lookups, range and full scans with the part of the
+//! WHERE clause the data nodes can evaluate pushed to them as a filter,
+//! only the columns the statement reads, and locks when asked
+//! (FOR UPDATE, FOR SHARE, UPDATE and DELETE).
+//!
+//! Bounds and keys must be values of the column's type that compare as
+//! the column's values do: `id = '5'` looks up 5, `id = 5.5` finds no row,
+//! and a text column compared with a number (which MySQL compares as
+//! doubles) cannot use its index: the access falls back to a full scan
+//! and the WHERE check in the SQL node decides.
+
+use crate::catalog::SqlTable;
+use crate::error::{SqlError, SqlResult};
+use crate::expr::{Environment, Expr, Inputs};
+use crate::plan::{flip, split_and, AccessPlan, IndexRange};
+use crate::value;
+use client::{
+    Access, ClientError, ColumnType, Commit, CompareOp, Filter, KeyRange, LockMode, ScanOptions,
+    Transaction, Value,
+};
+use std::cmp::Ordering;
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// Rows fetched, with what it cost.
+#[derive(Debug, Default)]
+pub struct Fetched {
+    /// The rows (every column; those not asked for are NULL).
+    pub rows: Vec<Vec<Value>>,
+    /// Rows the data nodes sent.
+    pub fetched: u64,
+}
+
+/// What to fetch and how.
+pub struct Request<'a> {
+    /// The table.
+    pub table: &'a Arc<SqlTable>,
+    /// The access path.
+    pub access: &'a AccessPlan,
+    /// The WHERE clause (pushed where it can be; checked by the caller).
+    pub filter: Option<&'a Expr>,
+    /// Parameters by slot.
+    pub params: &'a [Value],
+    /// The lock to take on each row.
+    pub lock: LockMode,
+    /// The columns needed (None: all).
+    pub needed: Option<&'a [usize]>,
+    /// Stop after this many rows, when the whole WHERE clause was pushed
+    /// (the caller passes it only when no row can be dropped afterwards).
+    pub limit: Option<u64>,
+    /// How the lookup batch executes: `Commit::Yes` when the statement
+    /// ends with it (an autocommit read).
+    pub commit: Commit,
+}
+
+/// A key value as a lookup can use it.
+enum KeyValue {
+    /// This value of the column's type.
+    Key(Value),
+    /// No row can hold it (NULL, or a number no integer column holds).
+    NoMatch,
+    /// It compares with the column in a way a lookup cannot follow.
+    Unusable,
+}
+
+fn key_value(value: &Value, column_type: ColumnType) -> KeyValue {
+    if value.is_null() {
+        return KeyValue::NoMatch;
+    }
+    if let Some(exact) = value::fit_exactly(value, column_type) {
+        return KeyValue::Key(exact);
+    }
+    let numeric_column = matches!(
+        column_type,
+        ColumnType::Int { .. } | ColumnType::BigInt { .. }
+    );
+    match (value, numeric_column) {
+        // A string or double against an integer column compares as a
+        // double: only an integral one can match.
+        (Value::Bytes(_) | Value::Double(_), true) => {
+            let x = value::to_f64(value);
+            if x != x.trunc() {
+                return KeyValue::NoMatch;
+            }
+            match value::fit_exactly(&Value::Double(x), column_type) {
+                Some(key) => KeyValue::Key(key),
+                None => KeyValue::NoMatch,
+            }
+        }
+        // Out of an integer column's range.
+        (Value::Int(_) | Value::UInt(_), true) => KeyValue::NoMatch,
+        _ => KeyValue::Unusable,
+    }
+}
+
+fn eval_constant(expr: &Expr, params: &[Value], environment: &dyn Environment) -> SqlResult<Value> {
+    let inputs = Inputs {
+        row: &[],
+        aggregates: &[],
+        params,
+    };
+    expr.eval(&inputs, environment)
+}
+
+/// A key of `columns` from `exprs`: `Ok(None)` when no row can match,
+/// `Err(())` when a lookup cannot be used.
+fn lookup_key(
+    table: &SqlTable,
+    columns: &[usize],
+    exprs: &[Expr],
+    params: &[Value],
+    environment: &dyn Environment,
+) -> SqlResult<Result<Option<Vec<Value>>, ()>> {
+    let mut key = Vec::with_capacity(exprs.len());
+    for (column, expr) in columns.iter().zip(exprs) {
+        let value = eval_constant(expr, params, environment)?;
+        match key_value(&value, table.columns[*column].column_type) {
+            KeyValue::Key(value) => key.push(value),
+            KeyValue::NoMatch => return Ok(Ok(None)),
+            KeyValue::Unusable => return Ok(Err(())),
+        }
+    }
+    Ok(Ok(Some(key)))
+}
+
+/// Fetches the rows `request` names, in `transaction`.
+pub fn fetch(
+    request: &Request<'_>,
+    transaction: &mut Transaction<'static>,
+    environment: &dyn Environment,
+) -> SqlResult<Fetched> {
+    let table = request.table;
+    let name = table.cluster_name();
+    let refused = |error: ClientError| SqlError::from_client(&error, &name);
+    let key_columns: Vec<usize> = table
+        .def()
+        .primary_key
+        .iter()
+        .map(|c| *c as usize)
+        .collect();
+    let lookups =
+        |keys: Vec<Vec<Value>>, transaction: &mut Transaction<'static>| -> SqlResult<Fetched> {
+            let mut ops = Vec::with_capacity(keys.len());
+            for key in &keys {
+                ops.push(
+                    transaction
+                        .read_if_exists(&table.table, key, request.lock)
+                        .map_err(refused)?,
+                );
+            }
+            transaction.execute(request.commit).map_err(refused)?;
+            let rows: Vec<Vec<Value>> = ops
+                .into_iter()
+                .filter_map(|op| transaction.get(op).map(|row| row.values().to_vec()))
+                .collect();
+            Ok(Fetched {
+                fetched: rows.len() as u64,
+                rows,
+            })
+        };
+    match request.access {
+        AccessPlan::NoTable => Ok(Fetched::default()),
+        AccessPlan::PrimaryKey(exprs) => {
+            match lookup_key(table, &key_columns, exprs, request.params, environment)? {
+                Ok(Some(key)) => lookups(vec![key], transaction),
+                Ok(None) => finish_empty(transaction, request.commit, &name),
+                Err(()) => scan(request, &AccessPlan::FullScan, transaction, environment),
+            }
+        }
+        AccessPlan::PrimaryKeys(list) => {
+            let mut keys = Vec::with_capacity(list.len());
+            for exprs in list {
+                match lookup_key(table, &key_columns, exprs, request.params, environment)? {
+                    Ok(Some(key)) => keys.push(key),
+                    Ok(None) => {}
+                    Err(()) => {
+                        return scan(request, &AccessPlan::FullScan, transaction, environment)
+                    }
+                }
+            }
+            // The same key twice is one row (IN (1, 1)).
+            let mut unique: Vec<Vec<Value>> = Vec::with_capacity(keys.len());
+            for key in keys {
+                if !unique.iter().any(|k| keys_equal(k, &key)) {
+                    unique.push(key);
+                }
+            }
+            if unique.is_empty() {
+                return finish_empty(transaction, request.commit, &name);
+            }
+            lookups(unique, transaction)
+        }
+        AccessPlan::UniqueKey { index, values } => {
+            let Some(definition) = table.def().index(index) else {
+                return scan(request, &AccessPlan::FullScan, transaction, environment);
+            };
+            let columns: Vec<usize> = definition.columns.iter().map(|c| *c as usize).collect();
+            match lookup_key(table, &columns, values, request.params, environment)? {
+                Ok(Some(key)) => {
+                    let op = transaction
+                        .read_unique(&table.table, index, &key, request.lock)
+                        .map_err(refused)?;
+                    transaction.execute(request.commit).map_err(refused)?;
+                    let rows: Vec<Vec<Value>> = transaction
+                        .get(op)
+                        .map(|row| row.values().to_vec())
+                        .into_iter()
+                        .collect();
+                    Ok(Fetched {
+                        fetched: rows.len() as u64,
+                        rows,
+                    })
+                }
+                Ok(None) => finish_empty(transaction, request.commit, &name),
+                Err(()) => scan(request, &AccessPlan::FullScan, transaction, environment),
+            }
+        }
+        AccessPlan::Ranges { .. } | AccessPlan::FullScan => {
+            scan(request, request.access, transaction, environment)
+        }
+    }
+}
+
+fn keys_equal(a: &[Value], b: &[Value]) -> bool {
+    a.iter()
+        .zip(b)
+        .all(|(x, y)| value::compare(x, y) == Some(Ordering::Equal))
+}
+
+/// Ends the statement's round of `transaction` when no row needs fetching.
+fn finish_empty(
+    transaction: &mut Transaction<'static>,
+    commit: Commit,
+    name: &str,
+) -> SqlResult<Fetched> {
+    if commit != Commit::No {
+        transaction
+            .execute(commit)
+            .map_err(|error| SqlError::from_client(&error, name))?;
+    }
+    Ok(Fetched::default())
+}
+
+/// The index columns a range access walks.
+fn index_columns(table: &SqlTable, index: Option<&str>) -> Option<Vec<usize>> {
+    match index {
+        None => Some(
+            table
+                .def()
+                .primary_key
+                .iter()
+                .map(|c| *c as usize)
+                .collect(),
+        ),
+        Some(name) => Some(
+            table
+                .def()
+                .index(name)?
+                .columns
+                .iter()
+                .map(|c| *c as usize)
+                .collect(),
+        ),
+    }
+}
+
+/// The key ranges of `ranges` over `columns`: `Ok(None)` when no row can
+/// be in any; `Err(())` when a bound cannot be used.
+fn key_ranges(
+    table: &SqlTable,
+    columns: &[usize],
+    ranges: &[IndexRange],
+    params: &[Value],
+    environment: &dyn Environment,
+) -> SqlResult<Result<Vec<KeyRange>, ()>> {
+    let mut out: Vec<Range> = Vec::new();
+    'ranges: for range in ranges {
+        let prefix = match lookup_key(table, columns, &range.prefix, params, environment)? {
+            Ok(Some(prefix)) => prefix,
+            Ok(None) => continue,
+            Err(()) => return Ok(Err(())),
+        };
+        let next_type = columns
+            .get(prefix.len())
+            .map(|c| table.columns[*c].column_type);
+        let mut ends = [None, None];
+        for (slot, end) in [&range.low, &range.high].into_iter().enumerate() {
+            let Some(end) = end else { continue };
+            let Some(column_type) = next_type else {
+                return Ok(Err(()));
+            };
+            let value = eval_constant(&end.value, params, environment)?;
+            if value.is_null() {
+                continue 'ranges;
+            }
+            match value::fit_exactly(&value, column_type) {
+                Some(bound) => ends[slot] = Some((bound, end.inclusive)),
+                None => return Ok(Err(())),
+            }
+        }
+        let [low, high] = ends;
+        out.push((prefix, low, high));
+    }
+    merge_ranges(&mut out);
+    Ok(Ok(out
+        .into_iter()
+        .map(|(prefix, low, high)| {
+            let bound = |end: Option<(Value, bool)>| match end {
+                None if prefix.is_empty() => Bound::Unbounded,
+                None => Bound::Included(prefix.clone()),
+                Some((value, inclusive)) => {
+                    let mut values = prefix.clone();
+                    values.push(value);
+                    match inclusive {
+                        true => Bound::Included(values),
+                        false => Bound::Excluded(values),
+                    }
+                }
+            };
+            KeyRange {
+                low: bound(low),
+                high: bound(high),
+            }
+        })
+        .collect()))
+}
+
+type Range = (Vec<Value>, Option<(Value, bool)>, Option<(Value, bool)>);
+
+/// Sorts ranges of one prefix by their low end and joins those that
+/// overlap, so no row is read twice (MySQL's range optimizer does the
+/// same: `k BETWEEN 1 AND 5 OR k BETWEEN 3 AND 9` reads 1..9 once).
+fn merge_ranges(ranges: &mut Vec<Range>) {
+    if ranges.len() < 2 || ranges.iter().any(|r| !keys_equal(&r.0, &ranges[0].0)) {
+        return;
+    }
+    let low_order = |a: &Option<(Value, bool)>, b: &Option<(Value, bool)>| match (a, b) {
+        (None, None) => Ordering::Equal,
+        (None, _) => Ordering::Less,
+        (_, None) => Ordering::Greater,
+        (Some((x, xi)), Some((y, yi))) => value::order(x, y).then(yi.cmp(xi)),
+    };
+    ranges.sort_by(|a, b| low_order(&a.1, &b.1));
+    let mut merged: Vec<Range> = Vec::with_capacity(ranges.len());
+    for range in ranges.drain(..) {
+        if let Some(last) = merged.last_mut() {
+            // Overlapping or touching: the next low is at or below the last high.
+            let touches = match (&last.2, &range.1) {
+                (None, _) | (_, None) => true,
+                (Some((high, high_inclusive)), Some((low, low_inclusive))) => {
+                    match value::order(low, high) {
+                        Ordering::Less => true,
+                        Ordering::Equal => *high_inclusive || *low_inclusive,
+                        Ordering::Greater => false,
+                    }
+                }
+            };
+            if touches {
+                let higher = match (&last.2, &range.2) {
+                    (None, _) | (_, None) => None,
+                    (Some(a), Some(b)) => Some(match value::order(&a.0, &b.0) {
+                        Ordering::Less => b.clone(),
+                        Ordering::Greater => a.clone(),
+                        Ordering::Equal => (a.0.clone(), a.1 || b.1),
+                    }),
+                };
+                last.2 = higher;
+                continue;
+            }
+        }
+        merged.push(range);
+    }
+    *ranges = merged;
+}
+
+/// The part of `filter` the data nodes can evaluate, with the parameters
+/// bound, and whether that is all of it.
+pub fn pushed_filter(
+    table: &SqlTable,
+    filter: &Expr,
+    params: &[Value],
+    environment: &dyn Environment,
+) -> SqlResult<(Option<Filter>, bool)> {
+    let mut conjuncts = Vec::new();
+    split_and(filter, &mut conjuncts);
+    let mut parts = Vec::new();
+    let mut whole = true;
+    for conjunct in conjuncts {
+        match to_filter(table, conjunct, params, environment)? {
+            Some(part) => parts.push(part),
+            None => whole = false,
+        }
+    }
+    Ok(match parts.len() {
+        0 => (None, whole),
+        1 => (parts.pop(), whole),
+        _ => (Some(Filter::And(parts)), whole),
+    })
+}
+
+/// `expr` as a data-node filter, when it is one with the same meaning.
+fn to_filter(
+    table: &SqlTable,
+    expr: &Expr,
+    params: &[Value],
+    environment: &dyn Environment,
+) -> SqlResult<Option<Filter>> {
+    let column = |e: &Expr| match e {
+        Expr::Column(index) => Some(*index),
+        _ => None,
+    };
+    let constant = |column: usize, e: &Expr| -> SqlResult<Option<Value>> {
+        if !e.is_constant() {
+            return Ok(None);
+        }
+        let value = eval_constant(e, params, environment)?;
+        if value.is_null() {
+            return Ok(None);
+        }
+        Ok(value::fit_exactly(
+            &value,
+            table.columns[column].column_type,
+        ))
+    };
+    let name = |index: usize| table.columns[index].name.clone();
+    Ok(match expr {
+        Expr::Compare(op, a, b) => {
+            let (index, op, k) = match (column(a), column(b)) {
+                (Some(index), None) => (index, *op, b.as_ref()),
+                (None, Some(index)) => (index, flip(*op), a.as_ref()),
+                (Some(left), Some(right)) => {
+                    let (lt, rt) = (
+                        table.columns[left].column_type,
+                        table.columns[right].column_type,
+                    );
+                    if signal_comparable(lt, rt) {
+                        return Ok(Some(Filter::Columns {
+                            left: name(left),
+                            op: *op,
+                            right: name(right),
+                        }));
+                    }
+                    return Ok(None);
+                }
+                _ => return Ok(None),
+            };
+            constant(index, k)?.map(|value| Filter::compare(&name(index), op, value))
+        }
+        Expr::Between {
+            expr,
+            low,
+            high,
+            negated: false,
+        } => match column(expr) {
+            Some(index) => match (constant(index, low)?, constant(index, high)?) {
+                (Some(low), Some(high)) => Some(Filter::And(vec![
+                    Filter::compare(&name(index), CompareOp::GreaterOrEqual, low),
+                    Filter::compare(&name(index), CompareOp::LessOrEqual, high),
+                ])),
+                _ => None,
+            },
+            None => None,
+        },
+        Expr::InList {
+            expr,
+            list,
+            negated: false,
+        } => match column(expr) {
+            Some(index) => {
+                let mut parts = Vec::with_capacity(list.len());
+                for item in list {
+                    match constant(index, item)? {
+                        Some(value) => {
+                            parts.push(Filter::compare(&name(index), CompareOp::Equal, value))
+                        }
+                        None => return Ok(None),
+                    }
+                }
+                Some(Filter::Or(parts))
+            }
+            None => None,
+        },
+        Expr::IsNull(inner, negated) => column(inner).map(|index| match negated {
+            false => Filter::IsNull(name(index)),
+            true => Filter::IsNotNull(name(index)),
+        }),
+        Expr::And(a, b) => match (
+            to_filter(table, a, params, environment)?,
+            to_filter(table, b, params, environment)?,
+        ) {
+            (Some(a), Some(b)) => Some(Filter::And(vec![a, b])),
+            _ => None,
+        },
+        Expr::Or(a, b) => match (
+            to_filter(table, a, params, environment)?,
+            to_filter(table, b, params, environment)?,
+        ) {
+            (Some(a), Some(b)) => Some(Filter::Or(vec![a, b])),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+/// Whether the data nodes compare two columns of these types as SQL does.
+fn signal_comparable(a: ColumnType, b: ColumnType) -> bool {
+    let integer = |t| matches!(t, ColumnType::Int { .. } | ColumnType::BigInt { .. });
+    let text = |t| matches!(t, ColumnType::Char(_) | ColumnType::VarChar(_));
+    (integer(a) && integer(b)) || (text(a) && text(b)) || a == b
+}
+
+/// A range or full scan, locked or committed.
+fn scan(
+    request: &Request<'_>,
+    access: &AccessPlan,
+    transaction: &mut Transaction<'static>,
+    environment: &dyn Environment,
+) -> SqlResult<Fetched> {
+    let table = request.table;
+    let name = table.cluster_name();
+    let refused = |error: ClientError| SqlError::from_client(&error, &name);
+    let (filter, whole) = match request.filter {
+        Some(filter) => pushed_filter(table, filter, request.params, environment)?,
+        None => (None, true),
+    };
+    let columns = request.needed.and_then(|needed| {
+        (needed.len() < table.columns.len() && !needed.is_empty()).then(|| {
+            needed
+                .iter()
+                .map(|i| table.columns[*i].name.clone())
+                .collect()
+        })
+    });
+    let options = ScanOptions {
+        ordered: false,
+        limit: if whole { request.limit } else { None },
+        filter,
+        columns,
+        ..ScanOptions::default()
+    };
+    let (ranges, index) = match access {
+        AccessPlan::Ranges { index, ranges } => {
+            let Some(columns) = index_columns(table, index.as_deref()) else {
+                return scan(request, &AccessPlan::FullScan, transaction, environment);
+            };
+            match key_ranges(table, &columns, ranges, request.params, environment)? {
+                Ok(key_ranges) if key_ranges.is_empty() => {
+                    return finish_empty(transaction, request.commit, &name)
+                }
+                Ok(key_ranges) => (Some(key_ranges), index.clone()),
+                Err(()) => (None, None),
+            }
+        }
+        _ => (None, None),
+    };
+    let access = match (&ranges, &index) {
+        (Some(ranges), None) => Access::PrimaryKey(ranges),
+        (Some(ranges), Some(index)) => Access::Index(index, ranges),
+        (None, _) => Access::Table,
+    };
+    let rows: Vec<Vec<Value>> = if request.lock == LockMode::CommittedRead {
+        let result = transaction
+            .cluster()
+            .scan(&table.table, access, &options)
+            .map_err(refused)?;
+        finish_empty(transaction, request.commit, &name)?;
+        result
+            .rows
+            .into_iter()
+            .map(|row| row.values().to_vec())
+            .collect()
+    } else {
+        let options = ScanOptions {
+            columns: None,
+            ..options
+        };
+        let rows = transaction
+            .scan_locked(&table.table, access, &options, request.lock)
+            .map_err(refused)?;
+        finish_empty(transaction, request.commit, &name)?;
+        rows.into_iter().map(|row| row.values().to_vec()).collect()
+    };
+    Ok(Fetched {
+        fetched: rows.len() as u64,
+        rows,
+    })
+}
+
+/// How many rows the data nodes count for `request` (COUNT(*) with the
+/// whole WHERE clause pushed): `None` when the count cannot be pushed.
+pub fn count(
+    request: &Request<'_>,
+    transaction: &mut Transaction<'static>,
+    environment: &dyn Environment,
+) -> SqlResult<Option<u64>> {
+    let table = request.table;
+    let name = table.cluster_name();
+    let (filter, whole) = match request.filter {
+        Some(filter) => pushed_filter(table, filter, request.params, environment)?,
+        None => (None, true),
+    };
+    if !whole || request.lock != LockMode::CommittedRead {
+        return Ok(None);
+    }
+    let ranges = match request.access {
+        AccessPlan::Ranges { index, ranges } => {
+            let Some(columns) = index_columns(table, index.as_deref()) else {
+                return Ok(None);
+            };
+            match key_ranges(table, &columns, ranges, request.params, environment)? {
+                Ok(key_ranges) => Some((key_ranges, index.clone())),
+                Err(()) => return Ok(None),
+            }
+        }
+        AccessPlan::FullScan => None,
+        _ => return Ok(None),
+    };
+    if let Some((ranges, _)) = &ranges {
+        if ranges.is_empty() {
+            finish_empty(transaction, request.commit, &name)?;
+            return Ok(Some(0));
+        }
+    }
+    let access = match &ranges {
+        Some((ranges, None)) => Access::PrimaryKey(ranges),
+        Some((ranges, Some(index))) => Access::Index(index, ranges),
+        None => Access::Table,
+    };
+    let options = ScanOptions {
+        filter,
+        ..ScanOptions::default()
+    };
+    let counted = transaction
+        .cluster()
+        .count(&table.table, access, &options)
+        .map_err(|error| SqlError::from_client(&error, &name))?;
+    finish_empty(transaction, request.commit, &name)?;
+    Ok(Some(counted))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(low: i64, high: i64) -> Range {
+        (
+            Vec::new(),
+            Some((Value::Int(low), true)),
+            Some((Value::Int(high), true)),
+        )
+    }
+
+    #[test]
+    fn overlapping_ranges_merge_and_apart_ones_stay() {
+        let mut ranges = vec![
+            range(10, 20),
+            range(1, 5),
+            range(4, 8),
+            range(30, 40),
+            range(20, 25),
+        ];
+        merge_ranges(&mut ranges);
+        assert_eq!(ranges, vec![range(1, 8), range(10, 25), range(30, 40)]);
+    }
+
+    #[test]
+    fn a_key_compared_across_types_finds_what_mysql_finds() {
+        let int = ColumnType::Int { unsigned: false };
+        assert!(matches!(
+            key_value(&Value::from("5"), int),
+            KeyValue::Key(Value::Int(5))
+        ));
+        assert!(matches!(
+            key_value(&Value::Double(5.5), int),
+            KeyValue::NoMatch
+        ));
+        assert!(matches!(
+            key_value(&Value::Int(1 << 40), int),
+            KeyValue::NoMatch
+        ));
+        assert!(matches!(
+            key_value(&Value::Int(5), ColumnType::Char(4)),
+            KeyValue::Unusable
+        ));
+        assert!(matches!(key_value(&Value::Null, int), KeyValue::NoMatch));
+    }
+}

@@ -1,0 +1,607 @@
+//! The SQL node's view of the schema, all of it kept in the cluster so
+//! every SQL node sees the same (docs/design/0027-sql-node.md, "Schema"):
+//!
+//! - a SQL table `db.t` is the cluster table `db/t` (NDB names its tables
+//!   `db/def/t` the same way);
+//! - databases are the rows of the system table `tessera$databases`;
+//! - what SQL declares that the cluster's definition has no place for
+//!   (the declared type, `DEFAULT`, `AUTO_INCREMENT`) is a row of
+//!   `tessera$tables`, keyed by the table's name and stamped with its id
+//!   and version so a row left by a dropped table of the same name is
+//!   never taken for the new one's; a table without its row (created by
+//!   the native API, or a SQL node that died between the two writes) reads
+//!   with the types its definition gives and no defaults;
+//! - AUTO_INCREMENT values come from `tessera$auto_increment` in ranges
+//!   (`auto_increment`).
+//!
+//! Definitions are cached per SQL node; a statement that finds its cached
+//! definition stale (the table dropped and created again, or changed by
+//! another SQL node) drops it from the cache and plans again.
+
+use crate::error::{codes, SqlError, SqlResult};
+use crate::value;
+use client::{Cluster, ColumnDef, ColumnType, Commit, LockMode, Table, TableDef, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// The system table of databases.
+pub const DATABASES: &str = "tessera$databases";
+/// The system table of SQL declarations.
+pub const TABLES: &str = "tessera$tables";
+/// The system table of AUTO_INCREMENT counters.
+pub const AUTO_INCREMENT: &str = "tessera$auto_increment";
+
+/// Longest declaration (JSON) a table's row holds.
+const MAX_DECLARATION_BYTES: u16 = 16_000;
+
+/// A column as SQL declared it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SqlColumn {
+    /// Its name.
+    pub name: String,
+    /// How the cluster stores it.
+    pub column_type: ColumnType,
+    /// The type as declared, for DESCRIBE and SHOW CREATE TABLE ("int",
+    /// "char(120)").
+    pub declared: String,
+    /// The values a narrower integer type allows (TINYINT's -128..=127),
+    /// checked by the SQL node since the cluster stores it as INT.
+    pub range: Option<(i64, i64)>,
+    /// NULL allowed.
+    pub nullable: bool,
+    /// The DEFAULT, fitted to the column (`None`: no DEFAULT clause).
+    pub default: Option<Value>,
+    /// AUTO_INCREMENT.
+    pub auto_increment: bool,
+}
+
+/// A SQL table: the cluster's table and its SQL declarations.
+#[derive(Debug)]
+pub struct SqlTable {
+    /// Its database.
+    pub database: String,
+    /// Its name in the database.
+    pub name: String,
+    /// The cluster's table.
+    pub table: Arc<Table>,
+    /// Its columns, in the cluster definition's order.
+    pub columns: Vec<SqlColumn>,
+    /// The AUTO_INCREMENT column's index.
+    pub auto_increment: Option<usize>,
+}
+
+impl SqlTable {
+    /// The cluster's definition.
+    pub fn def(&self) -> &TableDef {
+        self.table.def()
+    }
+
+    /// The index of column `name` (case-insensitive, as MySQL's).
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns
+            .iter()
+            .position(|column| column.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The cluster table's name, `database/name`.
+    pub fn cluster_name(&self) -> String {
+        cluster_name(&self.database, &self.name)
+    }
+}
+
+/// The cluster's name of SQL table `database.table`.
+pub fn cluster_name(database: &str, table: &str) -> String {
+    format!("{database}/{table}")
+}
+
+/// Checks a database or table name: MySQL allows more, the cluster
+/// stores ASCII letters, digits, `_` and `$`, at most 64 bytes.
+pub fn check_name(what: &str, name: &str) -> SqlResult<()> {
+    let code = match what {
+        "database" => codes::WRONG_DB_NAME,
+        _ => codes::WRONG_TABLE_NAME,
+    };
+    if name.len() > 64 {
+        return Err(SqlError::new(
+            codes::TOO_LONG_IDENT,
+            format!("Identifier name '{name}' is too long"),
+        ));
+    }
+    let fine = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$');
+    if !fine {
+        return Err(SqlError::new(
+            code,
+            format!(
+                "Incorrect {what} name '{name}' (Tessera takes ASCII letters, digits, '_' and '$')"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The column a cluster type reads as when no declaration is stored.
+fn undeclared(column: &ColumnDef) -> SqlColumn {
+    let declared = match column.column_type {
+        ColumnType::Int { unsigned: false } => "int".to_string(),
+        ColumnType::Int { unsigned: true } => "int unsigned".to_string(),
+        ColumnType::BigInt { unsigned: false } => "bigint".to_string(),
+        ColumnType::BigInt { unsigned: true } => "bigint unsigned".to_string(),
+        ColumnType::Double => "double".to_string(),
+        ColumnType::Char(n) => format!("char({n})"),
+        ColumnType::VarChar(n) => format!("varchar({n})"),
+        ColumnType::VarBinary(n) => format!("varbinary({n})"),
+    };
+    SqlColumn {
+        name: column.name.clone(),
+        column_type: column.column_type,
+        declared,
+        range: None,
+        nullable: column.nullable,
+        default: None,
+        auto_increment: false,
+    }
+}
+
+/// The declarations of `columns` as the JSON `tessera$tables` keeps.
+fn encode_declarations(columns: &[SqlColumn]) -> Vec<u8> {
+    let list: Vec<serde_json::Value> = columns
+        .iter()
+        .map(|column| {
+            let default = match &column.default {
+                None => serde_json::Value::Null,
+                Some(Value::Null) => serde_json::json!({ "null": true }),
+                Some(value) => serde_json::json!({ "text": value::display(value) }),
+            };
+            serde_json::json!({
+                "name": column.name,
+                "declared": column.declared,
+                "range": column.range.map(|(low, high)| vec![low, high]),
+                "default": default,
+                "auto_increment": column.auto_increment,
+            })
+        })
+        .collect();
+    serde_json::json!({ "columns": list })
+        .to_string()
+        .into_bytes()
+}
+
+/// The columns of `def` with the declarations in `json` laid over them
+/// (by name; a column the JSON does not know reads undeclared).
+fn decode_declarations(def: &TableDef, json: &[u8]) -> Option<Vec<SqlColumn>> {
+    let parsed: serde_json::Value = serde_json::from_slice(json).ok()?;
+    let list = parsed.get("columns")?.as_array()?;
+    let mut columns: Vec<SqlColumn> = def.columns.iter().map(undeclared).collect();
+    for entry in list {
+        let name = entry.get("name")?.as_str()?;
+        let Some(column) = columns.iter_mut().find(|c| c.name == name) else {
+            continue;
+        };
+        if let Some(declared) = entry.get("declared").and_then(|d| d.as_str()) {
+            column.declared = declared.to_string();
+        }
+        column.range = entry.get("range").and_then(|range| {
+            let range = range.as_array()?;
+            Some((range.first()?.as_i64()?, range.get(1)?.as_i64()?))
+        });
+        column.auto_increment = entry
+            .get("auto_increment")
+            .and_then(|a| a.as_bool())
+            .unwrap_or(false);
+        column.default = match entry.get("default") {
+            Some(serde_json::Value::Object(object)) if object.contains_key("null") => {
+                Some(Value::Null)
+            }
+            Some(serde_json::Value::Object(object)) => {
+                let text = object.get("text")?.as_str()?;
+                value::fit(&Value::from(text), column.column_type, name).ok()
+            }
+            _ => None,
+        };
+    }
+    Some(columns)
+}
+
+/// The schema as SQL sees it, cached, over one cluster connection.
+pub struct Catalog {
+    cluster: &'static Cluster,
+    tables: Mutex<HashMap<(String, String), Arc<SqlTable>>>,
+}
+
+impl Catalog {
+    /// A catalog over `cluster`, creating the system tables if this is
+    /// the first SQL node the cluster has seen.
+    pub fn open(cluster: &'static Cluster) -> SqlResult<Catalog> {
+        let catalog = Catalog {
+            cluster,
+            tables: Mutex::new(HashMap::new()),
+        };
+        catalog.create_system_tables()?;
+        Ok(catalog)
+    }
+
+    /// The cluster connection.
+    pub fn cluster(&self) -> &'static Cluster {
+        self.cluster
+    }
+
+    fn create_system_tables(&self) -> SqlResult<()> {
+        let varchar = |name: &str, n| ColumnDef::new(name, ColumnType::VarChar(n), false);
+        let unsigned = |name: &str| ColumnDef::new(name, ColumnType::Int { unsigned: true }, false);
+        let big = |name: &str| ColumnDef::new(name, ColumnType::BigInt { unsigned: true }, false);
+        let system = [
+            TableDef {
+                name: DATABASES.into(),
+                columns: vec![varchar("name", 64)],
+                primary_key: vec![0],
+                ..empty_def()
+            },
+            TableDef {
+                name: TABLES.into(),
+                columns: vec![
+                    varchar("name", 129),
+                    unsigned("id"),
+                    unsigned("version"),
+                    ColumnDef::new(
+                        "declarations",
+                        ColumnType::VarBinary(MAX_DECLARATION_BYTES),
+                        false,
+                    ),
+                ],
+                primary_key: vec![0],
+                ..empty_def()
+            },
+            TableDef {
+                name: AUTO_INCREMENT.into(),
+                columns: vec![big("table_key"), big("next")],
+                primary_key: vec![0],
+                ..empty_def()
+            },
+        ];
+        for def in system {
+            match self.cluster.table(&def.name) {
+                Ok(_) => continue,
+                Err(error) if error.code() == Some(client::ErrorCode::UnknownTable) => {}
+                Err(error) => return Err(SqlError::from_client(&error, &def.name)),
+            }
+            match self.cluster.create_table(&def) {
+                Ok(_) => {}
+                // Another SQL node created it first.
+                Err(error) if error.code() == Some(client::ErrorCode::TableExists) => {}
+                Err(error) => return Err(SqlError::from_client(&error, &def.name)),
+            }
+        }
+        Ok(())
+    }
+
+    fn system_table(&self, name: &str) -> SqlResult<Arc<Table>> {
+        self.cluster
+            .table(name)
+            .map_err(|error| SqlError::from_client(&error, name))
+    }
+
+    /// The SQL table `database.name`, from the cache or the cluster.
+    pub fn table(&self, database: &str, name: &str) -> SqlResult<Arc<SqlTable>> {
+        let key = (database.to_string(), name.to_string());
+        if let Some(table) = self.tables.lock().expect("catalog lock").get(&key) {
+            return Ok(Arc::clone(table));
+        }
+        let full = cluster_name(database, name);
+        let table = match self.cluster.table(&full) {
+            Ok(table) => table,
+            Err(error) if error.code() == Some(client::ErrorCode::UnknownTable) => {
+                return Err(SqlError::no_such_table(database, name))
+            }
+            Err(error) => return Err(SqlError::from_client(&error, &full)),
+        };
+        let columns = self
+            .declarations(&full, table.def())?
+            .unwrap_or_else(|| table.def().columns.iter().map(undeclared).collect());
+        let auto_increment = columns.iter().position(|column| column.auto_increment);
+        let sql_table = Arc::new(SqlTable {
+            database: database.to_string(),
+            name: name.to_string(),
+            table,
+            columns,
+            auto_increment,
+        });
+        self.tables
+            .lock()
+            .expect("catalog lock")
+            .insert(key, Arc::clone(&sql_table));
+        Ok(sql_table)
+    }
+
+    /// Forgets the cached `database.name` (it changed or was dropped).
+    pub fn invalidate(&self, database: &str, name: &str) {
+        self.tables
+            .lock()
+            .expect("catalog lock")
+            .remove(&(database.to_string(), name.to_string()));
+        self.cluster.invalidate_table(&cluster_name(database, name));
+    }
+
+    /// The declarations row of cluster table `full`, when it is this
+    /// table's (same id and version).
+    fn declarations(&self, full: &str, def: &TableDef) -> SqlResult<Option<Vec<SqlColumn>>> {
+        let tables = self.system_table(TABLES)?;
+        let mut transaction = self.cluster.transaction();
+        let read = transaction
+            .read_if_exists(&tables, &[Value::from(full)], LockMode::CommittedRead)
+            .map_err(|error| SqlError::from_client(&error, TABLES))?;
+        transaction
+            .execute(Commit::Yes)
+            .map_err(|error| SqlError::from_client(&error, TABLES))?;
+        let Some(row) = transaction.get(read) else {
+            return Ok(None);
+        };
+        let same = row.get_u64("id") == Some(def.id as u64)
+            && row.get_u64("version") == Some(def.version as u64);
+        if !same {
+            return Ok(None);
+        }
+        let json = row
+            .get("declarations")
+            .and_then(|d| d.as_bytes())
+            .unwrap_or(b"");
+        Ok(decode_declarations(def, json))
+    }
+
+    /// Creates the table `def` (named `database/table`) with its SQL
+    /// declarations. The database must exist.
+    pub fn create_table(
+        &self,
+        database: &str,
+        table: &str,
+        def: &TableDef,
+        columns: &[SqlColumn],
+    ) -> SqlResult<()> {
+        self.require_database(database)?;
+        let full = cluster_name(database, table);
+        let created = self
+            .cluster
+            .create_table(def)
+            .map_err(|error| match error.code() {
+                Some(client::ErrorCode::TableExists) => SqlError::new(
+                    codes::TABLE_EXISTS,
+                    format!("Table '{table}' already exists"),
+                ),
+                Some(client::ErrorCode::BadTableDefinition) => {
+                    SqlError::new(codes::WRONG_TABLE_NAME, format!("{error}"))
+                }
+                _ => SqlError::from_client(&error, &full),
+            })?;
+        let tables = self.system_table(TABLES)?;
+        let mut transaction = self.cluster.transaction();
+        let written = transaction
+            .write(
+                &tables,
+                &[
+                    ("name", Value::from(full.as_str())),
+                    ("id", Value::UInt(created.id as u64)),
+                    ("version", Value::UInt(created.version as u64)),
+                    ("declarations", Value::Bytes(encode_declarations(columns))),
+                ],
+            )
+            .and_then(|_| transaction.execute(Commit::Yes));
+        if let Err(error) = written {
+            // The table without its declarations would read with no
+            // defaults: undo it rather than leave it half made.
+            let _ = self.cluster.drop_table(&full);
+            return Err(SqlError::from_client(&error, TABLES));
+        }
+        self.invalidate(database, table);
+        Ok(())
+    }
+
+    /// Drops `database.table` and its rows in the system tables.
+    pub fn drop_table(&self, database: &str, table: &str) -> SqlResult<()> {
+        let full = cluster_name(database, table);
+        let dropped = self.cluster.table(&full).map(|t| t.def().clone());
+        self.invalidate(database, table);
+        match self.cluster.drop_table(&full) {
+            Ok(()) => {}
+            Err(error) if error.code() == Some(client::ErrorCode::UnknownTable) => {
+                return Err(SqlError::new(
+                    codes::BAD_TABLE,
+                    format!("Unknown table '{database}.{table}'"),
+                ))
+            }
+            Err(error) => return Err(SqlError::from_client(&error, &full)),
+        }
+        // The system rows go best-effort: a row left behind names an id
+        // and version no table has again.
+        let _ = self.delete_row(TABLES, Value::from(full.as_str()));
+        if let Ok(def) = dropped {
+            let _ = self.delete_row(AUTO_INCREMENT, Value::UInt(auto_increment_key(&def)));
+        }
+        self.invalidate(database, table);
+        Ok(())
+    }
+
+    fn delete_row(&self, system: &str, key: Value) -> Result<(), client::ClientError> {
+        let table = self.cluster.table(system)?;
+        let mut transaction = self.cluster.transaction();
+        let read =
+            transaction.read_if_exists(&table, std::slice::from_ref(&key), LockMode::Exclusive)?;
+        transaction.execute(Commit::No)?;
+        if transaction.get(read).is_some() {
+            transaction.delete(&table, &[key])?;
+        }
+        transaction.execute(Commit::Yes)?;
+        Ok(())
+    }
+
+    /// The databases, sorted.
+    pub fn databases(&self) -> SqlResult<Vec<String>> {
+        let table = self.system_table(DATABASES)?;
+        let scanned = self
+            .cluster
+            .scan(
+                &table,
+                client::Access::Table,
+                &client::ScanOptions::default(),
+            )
+            .map_err(|error| SqlError::from_client(&error, DATABASES))?;
+        let mut names: Vec<String> = scanned
+            .rows
+            .iter()
+            .filter_map(|row| row.get("name")?.as_str().map(str::to_string))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Whether database `name` exists.
+    pub fn database_exists(&self, name: &str) -> SqlResult<bool> {
+        let table = self.system_table(DATABASES)?;
+        let mut transaction = self.cluster.transaction();
+        let read = transaction
+            .read_if_exists(&table, &[Value::from(name)], LockMode::CommittedRead)
+            .map_err(|error| SqlError::from_client(&error, DATABASES))?;
+        transaction
+            .execute(Commit::Yes)
+            .map_err(|error| SqlError::from_client(&error, DATABASES))?;
+        Ok(transaction.get(read).is_some())
+    }
+
+    /// Error 1049 unless database `name` exists.
+    pub fn require_database(&self, name: &str) -> SqlResult<()> {
+        match self.database_exists(name)? {
+            true => Ok(()),
+            false => Err(SqlError::new(
+                codes::BAD_DB,
+                format!("Unknown database '{name}'"),
+            )),
+        }
+    }
+
+    /// Creates database `name`; `Ok(false)` when it existed and
+    /// `if_not_exists` was given.
+    pub fn create_database(&self, name: &str, if_not_exists: bool) -> SqlResult<bool> {
+        check_name("database", name)?;
+        let table = self.system_table(DATABASES)?;
+        let mut transaction = self.cluster.transaction();
+        let inserted = transaction
+            .insert(&table, &[("name", Value::from(name))])
+            .and_then(|_| transaction.execute(Commit::Yes));
+        match inserted {
+            Ok(_) => Ok(true),
+            Err(error) if error.code() == Some(client::ErrorCode::DuplicateKey) => {
+                match if_not_exists {
+                    true => Ok(false),
+                    false => Err(SqlError::new(
+                        codes::DB_CREATE_EXISTS,
+                        format!("Can't create database '{name}'; database exists"),
+                    )),
+                }
+            }
+            Err(error) => Err(SqlError::from_client(&error, DATABASES)),
+        }
+    }
+
+    /// Drops database `name` and every table in it; the number of tables
+    /// dropped, or `None` when it did not exist and `if_exists` was given.
+    pub fn drop_database(&self, name: &str, if_exists: bool) -> SqlResult<Option<usize>> {
+        if !self.database_exists(name)? {
+            return match if_exists {
+                true => Ok(None),
+                false => Err(SqlError::new(
+                    codes::DB_DROP_EXISTS,
+                    format!("Can't drop database '{name}'; database doesn't exist"),
+                )),
+            };
+        }
+        let tables = self.tables_of(name)?;
+        for table in &tables {
+            match self.drop_table(name, table) {
+                Ok(()) => {}
+                Err(error) if error.code == codes::BAD_TABLE => {}
+                Err(error) => return Err(error),
+            }
+        }
+        self.delete_row(DATABASES, Value::from(name))
+            .map_err(|error| SqlError::from_client(&error, DATABASES))?;
+        Ok(Some(tables.len()))
+    }
+
+    /// The tables of database `name`, sorted.
+    pub fn tables_of(&self, database: &str) -> SqlResult<Vec<String>> {
+        let names = self
+            .cluster
+            .list_tables()
+            .map_err(|error| SqlError::from_client(&error, "(every table)"))?;
+        let prefix = format!("{database}/");
+        Ok(names
+            .iter()
+            .filter_map(|name| name.strip_prefix(&prefix).map(str::to_string))
+            .collect())
+    }
+}
+
+/// The key of a table's AUTO_INCREMENT counter: its id and version, so a
+/// table created again under a name starts from 1.
+pub fn auto_increment_key(def: &TableDef) -> u64 {
+    (def.id as u64) << 32 | def.version as u64
+}
+
+/// A definition with nothing in it, to fill with `..`.
+pub fn empty_def() -> TableDef {
+    TableDef {
+        id: 0,
+        version: 0,
+        name: String::new(),
+        columns: Vec::new(),
+        primary_key: Vec::new(),
+        partitions: 0,
+        indexes: Vec::new(),
+        revision: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declarations_round_trip_and_a_missing_column_reads_undeclared() {
+        let def = TableDef {
+            name: "db/t".into(),
+            columns: vec![
+                ColumnDef::new("id", ColumnType::Int { unsigned: false }, false),
+                ColumnDef::new("k", ColumnType::Int { unsigned: false }, false),
+                ColumnDef::new("c", ColumnType::Char(10), true),
+            ],
+            primary_key: vec![0],
+            ..empty_def()
+        };
+        let mut columns: Vec<SqlColumn> = def.columns.iter().map(undeclared).collect();
+        columns[0].auto_increment = true;
+        columns[0].declared = "integer".into();
+        columns[1].default = Some(Value::Int(0));
+        columns[1].range = Some((-128, 127));
+        columns[2].default = Some(Value::Null);
+        let json = encode_declarations(&columns[..2]);
+        let decoded = decode_declarations(&def, &json).unwrap();
+        assert_eq!(decoded[..2], columns[..2]);
+        assert_eq!(decoded[2], undeclared(&def.columns[2]));
+        let json = encode_declarations(&columns);
+        assert_eq!(decode_declarations(&def, &json).unwrap(), columns);
+    }
+
+    #[test]
+    fn names_outside_the_cluster_alphabet_are_refused() {
+        assert!(check_name("database", "sbtest").is_ok());
+        assert_eq!(
+            check_name("database", "my-db").unwrap_err().code,
+            codes::WRONG_DB_NAME
+        );
+        assert_eq!(
+            check_name("table", &"t".repeat(65)).unwrap_err().code,
+            codes::TOO_LONG_IDENT
+        );
+    }
+}

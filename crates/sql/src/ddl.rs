@@ -1,0 +1,403 @@
+//! Schema statements: CREATE TABLE (the SQL types mapped to the
+//! cluster's column types, DEFAULT, AUTO_INCREMENT, PRIMARY KEY, KEY,
+//! INDEX and UNIQUE clauses; ENGINE and other table options accepted and
+//! ignored), CREATE [UNIQUE] INDEX, DROP INDEX, DROP TABLE, TRUNCATE.
+
+use crate::catalog::{check_name, empty_def, Catalog, SqlColumn};
+use crate::error::{codes, SqlError, SqlResult};
+use crate::expr::{Compiler, Inputs};
+use crate::value;
+use client::{ColumnDef, ColumnType, IndexDef, TableDef, UniqueTable, Value};
+use sqlparser::ast;
+
+/// The cluster type, declared name and integer range of a SQL type.
+/// A cluster type, its declared name, and a narrower integer's range.
+type Declared = (ColumnType, String, Option<(i64, i64)>);
+
+fn column_type(data_type: &ast::DataType) -> SqlResult<Declared> {
+    use ast::DataType as D;
+    let int = |unsigned| ColumnType::Int { unsigned };
+    let big = |unsigned| ColumnType::BigInt { unsigned };
+    let length = |length: &Option<ast::CharacterLength>, default: u64| match length {
+        None => Ok(default),
+        Some(ast::CharacterLength::IntegerLength { length, .. }) => Ok(*length),
+        Some(ast::CharacterLength::Max) => Err(SqlError::unsupported("length MAX")),
+    };
+    let bounded = |n: u64, most: u16, what: &str| {
+        u16::try_from(n)
+            .ok()
+            .filter(|n| *n >= 1 && *n <= most)
+            .ok_or_else(|| {
+                SqlError::new(
+                    1074,
+                    format!("Column length too big for {what}({n}) (max = {most}); use a shorter length"),
+                )
+            })
+    };
+    Ok(match data_type {
+        D::TinyInt(_) | D::Bool | D::Boolean => (int(false), "tinyint".into(), Some((-128, 127))),
+        D::TinyIntUnsigned(_) => (int(true), "tinyint unsigned".into(), Some((0, 255))),
+        D::SmallInt(_) => (int(false), "smallint".into(), Some((-32768, 32767))),
+        D::SmallIntUnsigned(_) => (int(true), "smallint unsigned".into(), Some((0, 65535))),
+        D::MediumInt(_) => (int(false), "mediumint".into(), Some((-8388608, 8388607))),
+        D::MediumIntUnsigned(_) => (int(true), "mediumint unsigned".into(), Some((0, 16777215))),
+        D::Int(_) | D::Integer(_) => (int(false), "int".into(), None),
+        D::IntUnsigned(_) | D::IntegerUnsigned(_) => (int(true), "int unsigned".into(), None),
+        D::BigInt(_) => (big(false), "bigint".into(), None),
+        D::BigIntUnsigned(_) => (big(true), "bigint unsigned".into(), None),
+        D::Double(_) | D::DoublePrecision | D::Real | D::Float(_) => {
+            (ColumnType::Double, "double".into(), None)
+        }
+        D::Char(n) | D::Character(n) => {
+            let n = bounded(length(n, 1)?, 255, "char")?;
+            (ColumnType::Char(n), format!("char({n})"), None)
+        }
+        D::Varchar(n) | D::CharacterVarying(n) | D::CharVarying(n) | D::Nvarchar(n) => {
+            let Some(n) = n else {
+                return Err(SqlError::parse("VARCHAR needs a length"));
+            };
+            let n = bounded(length(&Some(*n), 0)?, 16_000, "varchar")?;
+            (ColumnType::VarChar(n), format!("varchar({n})"), None)
+        }
+        D::Binary(n) => {
+            let n = bounded(n.unwrap_or(1), 255, "binary")?;
+            (ColumnType::VarBinary(n), format!("binary({n})"), None)
+        }
+        D::Varbinary(n) => {
+            let n = match n {
+                Some(ast::BinaryLength::IntegerLength { length }) => *length,
+                _ => return Err(SqlError::parse("VARBINARY needs a length")),
+            };
+            let n = bounded(n, 16_000, "varbinary")?;
+            (ColumnType::VarBinary(n), format!("varbinary({n})"), None)
+        }
+        other => return Err(SqlError::unsupported(format!("column type {other}"))),
+    })
+}
+
+fn constant(expr: &ast::Expr) -> SqlResult<Value> {
+    let mut compiler = Compiler::new(None, None);
+    let compiled = compiler.compile(expr)?;
+    struct NoSession;
+    impl crate::expr::Environment for NoSession {
+        fn session_value(&self, _: &crate::expr::SessionValue) -> SqlResult<Value> {
+            Err(SqlError::unsupported("a session value in a DEFAULT"))
+        }
+    }
+    let inputs = Inputs {
+        row: &[],
+        aggregates: &[],
+        params: &[],
+    };
+    compiled.eval(&inputs, &NoSession)
+}
+
+fn index_columns(columns: &[ast::IndexColumn], table: &[SqlColumn]) -> SqlResult<Vec<u16>> {
+    columns
+        .iter()
+        .map(|column| {
+            let name = match &column.column.expr {
+                ast::Expr::Identifier(ident) => ident.value.clone(),
+                other => return Err(SqlError::unsupported(format!("index on {other}"))),
+            };
+            table
+                .iter()
+                .position(|c| c.name.eq_ignore_ascii_case(&name))
+                .map(|i| i as u16)
+                .ok_or_else(|| {
+                    SqlError::new(
+                        codes::KEY_COLUMN_DOES_NOT_EXIST,
+                        format!("Key column '{name}' doesn't exist in table"),
+                    )
+                })
+        })
+        .collect()
+}
+
+/// The cluster definition and the SQL declarations of a CREATE TABLE.
+pub fn table_definition(
+    create: &ast::CreateTable,
+    database: &str,
+    table: &str,
+) -> SqlResult<(TableDef, Vec<SqlColumn>)> {
+    check_name("table", table)?;
+    if create.query.is_some() {
+        return Err(SqlError::unsupported("CREATE TABLE ... SELECT"));
+    }
+    let mut columns = Vec::with_capacity(create.columns.len());
+    let mut primary_key: Option<Vec<u16>> = None;
+    let mut unique_columns = Vec::new();
+    for (index, column) in create.columns.iter().enumerate() {
+        let (column_type, declared, range) = column_type(&column.data_type)?;
+        let mut sql = SqlColumn {
+            name: column.name.value.clone(),
+            column_type,
+            declared,
+            range,
+            nullable: true,
+            default: None,
+            auto_increment: false,
+        };
+        for option in &column.options {
+            match &option.option {
+                ast::ColumnOption::Null => sql.nullable = true,
+                ast::ColumnOption::NotNull => sql.nullable = false,
+                ast::ColumnOption::Default(expr) => {
+                    let value = constant(expr)?;
+                    sql.default = Some(match value.is_null() {
+                        true => Value::Null,
+                        false => value::fit(&value, column_type, &sql.name).map_err(|_| {
+                            SqlError::new(1067, format!("Invalid default value for '{}'", sql.name))
+                        })?,
+                    });
+                }
+                ast::ColumnOption::Unique {
+                    is_primary: true, ..
+                } => {
+                    if primary_key.replace(vec![index as u16]).is_some() {
+                        return Err(SqlError::new(
+                            codes::MULTIPLE_PRI_KEY,
+                            "Multiple primary key defined",
+                        ));
+                    }
+                }
+                ast::ColumnOption::Unique {
+                    is_primary: false, ..
+                } => unique_columns.push(index as u16),
+                ast::ColumnOption::DialectSpecific(tokens)
+                    if tokens
+                        .iter()
+                        .any(|t| t.to_string().eq_ignore_ascii_case("AUTO_INCREMENT")) =>
+                {
+                    sql.auto_increment = true;
+                }
+                ast::ColumnOption::Comment(_)
+                | ast::ColumnOption::CharacterSet(_)
+                | ast::ColumnOption::Collation(_) => {}
+                other => return Err(SqlError::unsupported(format!("column option {other}"))),
+            }
+        }
+        if sql.auto_increment
+            && !matches!(
+                column_type,
+                ColumnType::Int { .. } | ColumnType::BigInt { .. }
+            )
+        {
+            return Err(SqlError::new(
+                1063,
+                format!("Incorrect column specifier for column '{}'", sql.name),
+            ));
+        }
+        columns.push(sql);
+    }
+    let mut indexes: Vec<IndexDef> = Vec::new();
+    let mut add_index =
+        |name: Option<String>, columns_of: Vec<u16>, unique: bool, columns: &[SqlColumn]| {
+            let name = name.unwrap_or_else(|| {
+                // MySQL names an unnamed index after its first column.
+                let base = columns[columns_of[0] as usize].name.clone();
+                let mut name = base.clone();
+                let mut n = 2;
+                while indexes
+                    .iter()
+                    .any(|i: &IndexDef| i.name.eq_ignore_ascii_case(&name))
+                {
+                    name = format!("{base}_{n}");
+                    n += 1;
+                }
+                name
+            });
+            if indexes.iter().any(|i| i.name.eq_ignore_ascii_case(&name)) {
+                return Err(SqlError::new(
+                    codes::DUP_KEYNAME,
+                    format!("Duplicate key name '{name}'"),
+                ));
+            }
+            indexes.push(IndexDef {
+                id: indexes.len() as u32 + 1,
+                name,
+                columns: columns_of,
+                unique: unique.then_some(UniqueTable {
+                    table_id: 0,
+                    table_version: 0,
+                }),
+            });
+            Ok(())
+        };
+    for column in unique_columns {
+        add_index(None, vec![column], true, &columns)?;
+    }
+    for constraint in &create.constraints {
+        match constraint {
+            ast::TableConstraint::PrimaryKey { columns: key, .. } => {
+                if primary_key.replace(index_columns(key, &columns)?).is_some() {
+                    return Err(SqlError::new(
+                        codes::MULTIPLE_PRI_KEY,
+                        "Multiple primary key defined",
+                    ));
+                }
+            }
+            ast::TableConstraint::Unique {
+                name,
+                index_name,
+                columns: of,
+                ..
+            } => {
+                let name = index_name
+                    .as_ref()
+                    .or(name.as_ref())
+                    .map(|n| n.value.clone());
+                add_index(name, index_columns(of, &columns)?, true, &columns)?;
+            }
+            ast::TableConstraint::Index {
+                name, columns: of, ..
+            } => {
+                add_index(
+                    name.as_ref().map(|n| n.value.clone()),
+                    index_columns(of, &columns)?,
+                    false,
+                    &columns,
+                )?;
+            }
+            other => return Err(SqlError::unsupported(format!("{other}"))),
+        }
+    }
+    let Some(primary_key) = primary_key else {
+        return Err(SqlError::new(
+            codes::REQUIRES_PRIMARY_KEY,
+            "This table type requires a primary key (Tessera tables are keyed by it)",
+        ));
+    };
+    for key in &primary_key {
+        // A primary key column is NOT NULL, as MySQL makes it.
+        columns[*key as usize].nullable = false;
+    }
+    if let Some(auto) = columns.iter().position(|c| c.auto_increment) {
+        let keyed = primary_key.first() == Some(&(auto as u16))
+            || indexes
+                .iter()
+                .any(|i| i.columns.first() == Some(&(auto as u16)));
+        if !keyed || columns.iter().filter(|c| c.auto_increment).count() > 1 {
+            return Err(SqlError::new(
+                1075,
+                "Incorrect table definition; there can be only one auto column and it must be defined as a key",
+            ));
+        }
+    }
+    let def = TableDef {
+        name: crate::catalog::cluster_name(database, table),
+        columns: columns
+            .iter()
+            .map(|c| ColumnDef::new(&c.name, c.column_type, c.nullable))
+            .collect(),
+        primary_key,
+        indexes,
+        revision: 0,
+        ..empty_def()
+    };
+    def.validate().map_err(|reason| {
+        let code = match reason.contains("row too large") {
+            true => codes::TOO_BIG_ROWSIZE,
+            false => 1005,
+        };
+        SqlError::new(
+            code,
+            format!("Can't create table '{database}.{table}': {reason}"),
+        )
+    })?;
+    Ok((def, columns))
+}
+
+/// CREATE TABLE.
+pub fn create_table(
+    catalog: &Catalog,
+    create: &ast::CreateTable,
+    database: &str,
+    table: &str,
+) -> SqlResult<()> {
+    let (def, columns) = table_definition(create, database, table)?;
+    match catalog.create_table(database, table, &def, &columns) {
+        Err(error) if error.code == codes::TABLE_EXISTS && create.if_not_exists => Ok(()),
+        other => other,
+    }
+}
+
+/// CREATE [UNIQUE] INDEX.
+pub fn create_index(
+    catalog: &Catalog,
+    create: &ast::CreateIndex,
+    database: &str,
+    table: &str,
+) -> SqlResult<()> {
+    let sql_table = catalog.table(database, table)?;
+    let Some(name) = &create.name else {
+        return Err(SqlError::parse("CREATE INDEX needs a name"));
+    };
+    let index = name.to_string();
+    let columns: Vec<String> = index_columns(&create.columns, &sql_table.columns)?
+        .into_iter()
+        .map(|c| sql_table.columns[c as usize].name.clone())
+        .collect();
+    let names: Vec<&str> = columns.iter().map(String::as_str).collect();
+    let cluster = catalog.cluster();
+    let full = sql_table.cluster_name();
+    let created = match create.unique {
+        true => cluster.create_unique_index(&full, &index, &names),
+        false => cluster.create_index(&full, &index, &names),
+    };
+    catalog.invalidate(database, table);
+    match created {
+        Ok(_) => Ok(()),
+        Err(error)
+            if error.code() == Some(client::ErrorCode::IndexExists) && create.if_not_exists =>
+        {
+            Ok(())
+        }
+        Err(error) if error.code() == Some(client::ErrorCode::IndexExists) => Err(SqlError::new(
+            codes::DUP_KEYNAME,
+            format!("Duplicate key name '{index}'"),
+        )),
+        Err(error) if error.code() == Some(client::ErrorCode::DuplicateKey) => Err(SqlError::new(
+            codes::DUP_ENTRY,
+            format!("Duplicate entry for key '{table}.{index}': two rows hold one value"),
+        )),
+        Err(error) => Err(SqlError::from_client(&error, &full)),
+    }
+}
+
+/// DROP INDEX name ON table.
+pub fn drop_index(catalog: &Catalog, database: &str, table: &str, index: &str) -> SqlResult<()> {
+    let sql_table = catalog.table(database, table)?;
+    let full = sql_table.cluster_name();
+    let dropped = catalog.cluster().drop_index(&full, index);
+    catalog.invalidate(database, table);
+    match dropped {
+        Ok(()) => Ok(()),
+        Err(error) if error.code() == Some(client::ErrorCode::UnknownIndex) => Err(SqlError::new(
+            codes::CANT_DROP_FIELD_OR_KEY,
+            format!("Can't DROP '{index}'; check that column/key exists"),
+        )),
+        Err(error) => Err(SqlError::from_client(&error, &full)),
+    }
+}
+
+/// TRUNCATE: the table dropped and created again empty, as NDB does it
+/// (its AUTO_INCREMENT counter starts again from 1).
+pub fn truncate(catalog: &Catalog, database: &str, table: &str) -> SqlResult<()> {
+    let sql_table = catalog.table(database, table)?;
+    let mut def = sql_table.def().clone();
+    def.id = 0;
+    def.version = 0;
+    def.revision = 0;
+    for index in &mut def.indexes {
+        if let Some(unique) = &mut index.unique {
+            *unique = UniqueTable {
+                table_id: 0,
+                table_version: 0,
+            };
+        }
+    }
+    let columns = sql_table.columns.clone();
+    catalog.drop_table(database, table)?;
+    catalog.create_table(database, table, &def, &columns)
+}

@@ -1,0 +1,293 @@
+//! The errors a statement ends with, as MySQL numbers them: each carries
+//! MySQL's error number, its SQLSTATE and a message, so that clients and
+//! drivers that react to a number (sysbench ignores 1205 and 1213 and
+//! restarts the transaction) react to ours the same way. A data node's
+//! refusal becomes the MySQL error that means the same
+//! (docs/design/0027-sql-node.md, "Errors").
+
+use client::{ClientError, ErrorClass, ErrorCode};
+use std::fmt;
+
+/// A MySQL error: number, SQLSTATE, message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SqlError {
+    /// MySQL's error number (1064, 1146, ...).
+    pub code: u16,
+    /// The SQLSTATE, five characters.
+    pub state: &'static str,
+    /// The message, as MySQL words it where one exists.
+    pub message: String,
+    /// The statement met a table definition other than the one it was
+    /// planned with: plan it again.
+    pub schema_changed: bool,
+}
+
+/// The MySQL error numbers the SQL node uses, with their SQLSTATEs.
+pub mod codes {
+    /// Can't create database; database exists.
+    pub const DB_CREATE_EXISTS: u16 = 1007;
+    /// Can't drop database; database doesn't exist.
+    pub const DB_DROP_EXISTS: u16 = 1008;
+    /// Access denied for user.
+    pub const ACCESS_DENIED: u16 = 1045;
+    /// No database selected.
+    pub const NO_DB: u16 = 1046;
+    /// Unknown command.
+    pub const UNKNOWN_COM: u16 = 1047;
+    /// Column cannot be null.
+    pub const BAD_NULL: u16 = 1048;
+    /// Unknown database.
+    pub const BAD_DB: u16 = 1049;
+    /// Table already exists.
+    pub const TABLE_EXISTS: u16 = 1050;
+    /// Unknown table (in DROP TABLE).
+    pub const BAD_TABLE: u16 = 1051;
+    /// Column is ambiguous.
+    pub const NON_UNIQ: u16 = 1052;
+    /// Unknown column.
+    pub const BAD_FIELD: u16 = 1054;
+    /// Identifier name is too long.
+    pub const TOO_LONG_IDENT: u16 = 1059;
+    /// Duplicate column name.
+    pub const DUP_FIELDNAME: u16 = 1060;
+    /// Duplicate key name.
+    pub const DUP_KEYNAME: u16 = 1061;
+    /// Duplicate entry for key.
+    pub const DUP_ENTRY: u16 = 1062;
+    /// Parse error.
+    pub const PARSE: u16 = 1064;
+    /// Multiple primary key defined.
+    pub const MULTIPLE_PRI_KEY: u16 = 1068;
+    /// Key column doesn't exist in table.
+    pub const KEY_COLUMN_DOES_NOT_EXIST: u16 = 1072;
+    /// Can't DROP; check that column/key exists.
+    pub const CANT_DROP_FIELD_OR_KEY: u16 = 1091;
+    /// Unknown thread id (KILL).
+    pub const NO_SUCH_THREAD: u16 = 1094;
+    /// Incorrect database name.
+    pub const WRONG_DB_NAME: u16 = 1102;
+    /// Incorrect table name.
+    pub const WRONG_TABLE_NAME: u16 = 1103;
+    /// Unknown error.
+    pub const UNKNOWN_ERROR: u16 = 1105;
+    /// Invalid use of group function.
+    pub const INVALID_GROUP_FUNC_USE: u16 = 1111;
+    /// The table is full.
+    pub const RECORD_FILE_FULL: u16 = 1114;
+    /// Row size too large.
+    pub const TOO_BIG_ROWSIZE: u16 = 1118;
+    /// Column count doesn't match value count.
+    pub const WRONG_VALUE_COUNT_ON_ROW: u16 = 1136;
+    /// Table doesn't exist.
+    pub const NO_SUCH_TABLE: u16 = 1146;
+    /// Packet bigger than max_allowed_packet.
+    pub const NET_PACKET_TOO_LARGE: u16 = 1153;
+    /// This table type requires a primary key.
+    pub const REQUIRES_PRIMARY_KEY: u16 = 1173;
+    /// Unknown system variable.
+    pub const UNKNOWN_SYSTEM_VARIABLE: u16 = 1193;
+    /// Lock wait timeout exceeded.
+    pub const LOCK_WAIT_TIMEOUT: u16 = 1205;
+    /// Incorrect arguments.
+    pub const WRONG_ARGUMENTS: u16 = 1210;
+    /// Deadlock found; try restarting transaction.
+    pub const LOCK_DEADLOCK: u16 = 1213;
+    /// Variable can't be set to the value.
+    pub const WRONG_VALUE_FOR_VAR: u16 = 1231;
+    /// This version doesn't yet support the feature.
+    pub const NOT_SUPPORTED_YET: u16 = 1235;
+    /// Unknown prepared statement handler.
+    pub const UNKNOWN_STMT_HANDLER: u16 = 1243;
+    /// Out of range value for column.
+    pub const WARN_DATA_OUT_OF_RANGE: u16 = 1264;
+    /// This command is not supported in the prepared statement protocol yet.
+    pub const UNSUPPORTED_PS: u16 = 1295;
+    /// Got temporary error from the storage engine.
+    pub const GET_TEMPORARY_ERRMSG: u16 = 1297;
+    /// Query execution was interrupted.
+    pub const QUERY_INTERRUPTED: u16 = 1317;
+    /// Field doesn't have a default value.
+    pub const NO_DEFAULT_FOR_FIELD: u16 = 1364;
+    /// Incorrect value for a column.
+    pub const TRUNCATED_WRONG_VALUE_FOR_FIELD: u16 = 1366;
+    /// Data too long for column.
+    pub const DATA_TOO_LONG: u16 = 1406;
+}
+
+/// The SQLSTATE MySQL gives an error number.
+fn state_of(code: u16) -> &'static str {
+    use codes::*;
+    match code {
+        ACCESS_DENIED => "28000",
+        NO_DB => "3D000",
+        UNKNOWN_COM | NET_PACKET_TOO_LARGE => "08S01",
+        BAD_NULL | DUP_ENTRY => "23000",
+        BAD_DB
+        | PARSE
+        | DUP_KEYNAME
+        | CANT_DROP_FIELD_OR_KEY
+        | TOO_LONG_IDENT
+        | WRONG_DB_NAME
+        | WRONG_TABLE_NAME
+        | MULTIPLE_PRI_KEY
+        | KEY_COLUMN_DOES_NOT_EXIST
+        | TOO_BIG_ROWSIZE
+        | REQUIRES_PRIMARY_KEY
+        | WRONG_VALUE_FOR_VAR
+        | NOT_SUPPORTED_YET
+        | DUP_FIELDNAME => "42000",
+        TABLE_EXISTS => "42S01",
+        BAD_TABLE | NO_SUCH_TABLE => "42S02",
+        BAD_FIELD => "42S22",
+        NON_UNIQ => "23000",
+        WRONG_VALUE_COUNT_ON_ROW => "21S01",
+        LOCK_DEADLOCK => "40001",
+        WARN_DATA_OUT_OF_RANGE => "22003",
+        DATA_TOO_LONG => "22001",
+        TRUNCATED_WRONG_VALUE_FOR_FIELD => "HY000",
+        QUERY_INTERRUPTED => "70100",
+        _ => "HY000",
+    }
+}
+
+impl SqlError {
+    /// The error `code` with MySQL's SQLSTATE for it.
+    pub fn new(code: u16, message: impl Into<String>) -> SqlError {
+        SqlError {
+            code,
+            state: state_of(code),
+            message: message.into(),
+            schema_changed: false,
+        }
+    }
+
+    /// A parse error, worded as MySQL's.
+    pub fn parse(detail: impl fmt::Display) -> SqlError {
+        SqlError::new(
+            codes::PARSE,
+            format!("You have an error in your SQL syntax: {detail}"),
+        )
+    }
+
+    /// What the SQL node does not do (yet).
+    pub fn unsupported(what: impl fmt::Display) -> SqlError {
+        SqlError::new(
+            codes::NOT_SUPPORTED_YET,
+            format!("This version of Tessera doesn't yet support '{what}'"),
+        )
+    }
+
+    /// Table `database.table` doesn't exist.
+    pub fn no_such_table(database: &str, table: &str) -> SqlError {
+        SqlError::new(
+            codes::NO_SUCH_TABLE,
+            format!("Table '{database}.{table}' doesn't exist"),
+        )
+    }
+
+    /// Unknown column `column` in `place`.
+    pub fn bad_field(column: &str, place: &str) -> SqlError {
+        SqlError::new(
+            codes::BAD_FIELD,
+            format!("Unknown column '{column}' in '{place}'"),
+        )
+    }
+
+    /// A data node's or the client library's refusal as the MySQL error
+    /// that means the same. `table` names the table for the message.
+    ///
+    /// Every temporary error that rolled the transaction back is 1213
+    /// (SQLSTATE 40001, "transaction rolled back: retry it"), the error
+    /// drivers and sysbench retry on, except a lock wait timeout, which
+    /// is MySQL's own 1205; the message says what really happened.
+    pub fn from_client(error: &ClientError, table: &str) -> SqlError {
+        let mut mapped = SqlError::map_client(error, table);
+        mapped.schema_changed = matches!(
+            error.code(),
+            Some(
+                ErrorCode::SchemaVersionMismatch
+                    | ErrorCode::UnknownTable
+                    | ErrorCode::UnknownIndex
+            )
+        );
+        mapped
+    }
+
+    fn map_client(error: &ClientError, table: &str) -> SqlError {
+        let code = error.code();
+        match (code, error.class()) {
+            (Some(ErrorCode::DuplicateKey), _) => {
+                let key = match error {
+                    ClientError::DuplicateUniqueKey { index, .. } => index.as_str(),
+                    _ => "PRIMARY",
+                };
+                SqlError::new(
+                    codes::DUP_ENTRY,
+                    format!("Duplicate entry for key '{table}.{key}'"),
+                )
+            }
+            (Some(ErrorCode::LockWaitTimeout), _) => SqlError::new(
+                codes::LOCK_WAIT_TIMEOUT,
+                "Lock wait timeout exceeded; try restarting transaction",
+            ),
+            (Some(ErrorCode::TableFull), _) => SqlError::new(
+                codes::RECORD_FILE_FULL,
+                format!("The table '{table}' is full"),
+            ),
+            (Some(ErrorCode::UnknownTable), _) => {
+                let (database, name) = table.split_once('/').unwrap_or(("", table));
+                SqlError::no_such_table(database, name)
+            }
+            (Some(ErrorCode::TableExists), _) => SqlError::new(
+                codes::TABLE_EXISTS,
+                format!("Table '{}' already exists", table.replace('/', ".")),
+            ),
+            (Some(ErrorCode::NullNotAllowed), _) => {
+                SqlError::new(codes::BAD_NULL, format!("Column cannot be null: {error}"))
+            }
+            (Some(ErrorCode::ValueTooLong), _) => {
+                SqlError::new(codes::DATA_TOO_LONG, format!("Data too long: {error}"))
+            }
+            (Some(ErrorCode::RowTooLarge), _) => SqlError::new(
+                codes::TOO_BIG_ROWSIZE,
+                format!("Row size too large: {error}"),
+            ),
+            (Some(ErrorCode::IndexExists), _) => {
+                SqlError::new(codes::DUP_KEYNAME, format!("Duplicate key name: {error}"))
+            }
+            (Some(ErrorCode::UnknownIndex), _) => SqlError::new(
+                codes::CANT_DROP_FIELD_OR_KEY,
+                format!("Can't DROP; check that the index exists: {error}"),
+            ),
+            (_, Some(ErrorClass::Temporary)) => SqlError::new(
+                codes::LOCK_DEADLOCK,
+                format!("Transaction rolled back: {error}; try restarting transaction"),
+            ),
+            // A commit whose outcome is unknown may have committed: not
+            // an error to retry blindly.
+            (_, Some(ErrorClass::OutcomeUnknown)) => SqlError::new(
+                codes::UNKNOWN_ERROR,
+                format!("The outcome of the commit is unknown: {error}"),
+            ),
+            _ if error.is_temporary() => SqlError::new(
+                codes::LOCK_DEADLOCK,
+                format!("Transaction rolled back: {error}; try restarting transaction"),
+            ),
+            _ => SqlError::new(
+                codes::UNKNOWN_ERROR,
+                format!("Got error from the cluster: {error}"),
+            ),
+        }
+    }
+}
+
+impl fmt::Display for SqlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ERROR {} ({}): {}", self.code, self.state, self.message)
+    }
+}
+
+impl std::error::Error for SqlError {}
+
+/// A statement's result or its error.
+pub type SqlResult<T> = Result<T, SqlError>;

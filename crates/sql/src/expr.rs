@@ -1,0 +1,875 @@
+//! Expressions: compiled once from the parser's tree into [`Expr`]
+//! (columns resolved to their index in the row, `?` placeholders to
+//! parameter slots, aggregates to their result's slot) and evaluated per
+//! row with SQL's three-valued logic and MySQL's conversions.
+//!
+//! Placeholders are numbered by where they stand in the statement's text,
+//! not by the order the compiler meets them, so a statement's parts can
+//! be compiled in any order.
+
+use crate::catalog::SqlTable;
+use crate::error::{codes, SqlError, SqlResult};
+use crate::value::{self, Arithmetic};
+use client::{CompareOp, Value};
+use sqlparser::ast;
+use std::cmp::Ordering;
+
+/// A compiled expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    /// The row's column at this index.
+    Column(usize),
+    /// A constant.
+    Literal(Value),
+    /// A parameter's slot (see [`Compiler::parameter_order`]).
+    Param(usize),
+    /// NOT.
+    Not(Box<Expr>),
+    /// Unary minus.
+    Negate(Box<Expr>),
+    /// Arithmetic.
+    Arithmetic(Arithmetic, Box<Expr>, Box<Expr>),
+    /// A comparison.
+    Compare(CompareOp, Box<Expr>, Box<Expr>),
+    /// `<=>`: equal, NULL-safe.
+    NullSafeEqual(Box<Expr>, Box<Expr>),
+    /// AND.
+    And(Box<Expr>, Box<Expr>),
+    /// OR.
+    Or(Box<Expr>, Box<Expr>),
+    /// XOR.
+    Xor(Box<Expr>, Box<Expr>),
+    /// IS [NOT] NULL.
+    IsNull(Box<Expr>, bool),
+    /// `expr [NOT] BETWEEN low AND high`.
+    Between {
+        /// The value tested.
+        expr: Box<Expr>,
+        /// The low end (included).
+        low: Box<Expr>,
+        /// The high end (included).
+        high: Box<Expr>,
+        /// NOT BETWEEN.
+        negated: bool,
+    },
+    /// `expr [NOT] IN (list)`.
+    InList {
+        /// The value tested.
+        expr: Box<Expr>,
+        /// The list.
+        list: Vec<Expr>,
+        /// NOT IN.
+        negated: bool,
+    },
+    /// `expr [NOT] LIKE pattern`.
+    Like {
+        /// The value tested.
+        expr: Box<Expr>,
+        /// The pattern.
+        pattern: Box<Expr>,
+        /// NOT LIKE.
+        negated: bool,
+    },
+    /// A value of the session (`@@var`, `DATABASE()`, ...).
+    Session(SessionValue),
+    /// A scalar function.
+    Function(Function, Vec<Expr>),
+    /// The result of the aggregate in this slot.
+    Aggregate(usize),
+}
+
+/// What a session answers for an expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SessionValue {
+    /// `@@[scope.]name`.
+    SystemVariable {
+        /// The name, lower case.
+        name: String,
+        /// `@@global.`.
+        global: bool,
+    },
+    /// `@name`.
+    UserVariable(String),
+    /// `DATABASE()`.
+    Database,
+    /// `LAST_INSERT_ID()`.
+    LastInsertId,
+    /// `CONNECTION_ID()`.
+    ConnectionId,
+    /// `VERSION()`.
+    Version,
+    /// `USER()`, `CURRENT_USER()`.
+    User,
+    /// `FOUND_ROWS()` / `ROW_COUNT()`.
+    RowCount,
+}
+
+/// A scalar function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Function {
+    /// COALESCE and IFNULL: the first non-NULL argument.
+    Coalesce,
+    /// IF(c, a, b).
+    If,
+    /// CONCAT: NULL if any argument is.
+    Concat,
+    /// LENGTH in bytes.
+    Length,
+    /// UPPER.
+    Upper,
+    /// LOWER.
+    Lower,
+    /// ABS.
+    Abs,
+}
+
+/// An aggregate function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AggregateFunction {
+    /// COUNT(*).
+    CountRows,
+    /// COUNT(expr): non-NULL values.
+    Count,
+    /// SUM.
+    Sum,
+    /// MIN.
+    Min,
+    /// MAX.
+    Max,
+    /// AVG.
+    Average,
+}
+
+/// An aggregate of a query: its function and argument (over the table's row).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Aggregate {
+    /// The function.
+    pub function: AggregateFunction,
+    /// Its argument (none for COUNT(*)).
+    pub argument: Option<Expr>,
+    /// `COUNT(DISTINCT x)` and the like.
+    pub distinct: bool,
+}
+
+/// What an evaluation needs beyond the row: the parameters and the session.
+pub trait Environment {
+    /// The value of a session expression.
+    fn session_value(&self, value: &SessionValue) -> SqlResult<Value>;
+}
+
+/// A compiler of expressions over one table (or none).
+pub struct Compiler<'a> {
+    table: Option<&'a SqlTable>,
+    /// The names the table goes by (its name and its alias).
+    table_names: Vec<String>,
+    /// The placeholders met, by where they stand: (line, column).
+    placeholders: Vec<(u64, u64)>,
+    /// Aggregates are allowed and collected here.
+    aggregates: Option<Vec<Aggregate>>,
+    /// Where in the statement the compiler is, for messages.
+    pub place: &'static str,
+}
+
+impl<'a> Compiler<'a> {
+    /// A compiler over `table` (known as `alias` too).
+    pub fn new(table: Option<&'a SqlTable>, alias: Option<&str>) -> Compiler<'a> {
+        let mut table_names = Vec::new();
+        if let Some(table) = table {
+            table_names.push(table.name.clone());
+        }
+        if let Some(alias) = alias {
+            table_names.push(alias.to_string());
+        }
+        Compiler {
+            table,
+            table_names,
+            placeholders: Vec::new(),
+            aggregates: None,
+            place: "field list",
+        }
+    }
+
+    /// Lets the next expressions hold aggregates (a query's select list,
+    /// HAVING, ORDER BY).
+    pub fn allow_aggregates(&mut self) {
+        if self.aggregates.is_none() {
+            self.aggregates = Some(Vec::new());
+        }
+    }
+
+    /// Stops allowing aggregates and returns those met.
+    pub fn take_aggregates(&mut self) -> Vec<Aggregate> {
+        self.aggregates.take().unwrap_or_default()
+    }
+
+    /// Allows aggregates again, with `aggregates` as those met so far.
+    pub fn set_aggregates(&mut self, aggregates: Vec<Aggregate>) {
+        self.aggregates = Some(aggregates);
+    }
+
+    /// The aggregate in `slot`.
+    pub fn aggregate(&self, slot: usize) -> Option<&Aggregate> {
+        self.aggregates.as_ref()?.get(slot)
+    }
+
+    /// How many placeholders were met.
+    pub fn parameter_count(&self) -> usize {
+        self.placeholders.len()
+    }
+
+    /// For each slot, the parameter's position in the statement (0 is the
+    /// first `?` in the text).
+    pub fn parameter_order(&self) -> Vec<usize> {
+        let mut by_place: Vec<usize> = (0..self.placeholders.len()).collect();
+        by_place.sort_by_key(|slot| self.placeholders[*slot]);
+        let mut order = vec![0; by_place.len()];
+        for (position, slot) in by_place.into_iter().enumerate() {
+            order[slot] = position;
+        }
+        order
+    }
+
+    /// The index of the column named `name` (qualified by `qualifier`).
+    pub fn column(&self, qualifier: Option<&str>, name: &str) -> SqlResult<usize> {
+        let full = match qualifier {
+            Some(q) => format!("{q}.{name}"),
+            None => name.to_string(),
+        };
+        let unknown = || SqlError::bad_field(&full, self.place);
+        let table = self.table.ok_or_else(unknown)?;
+        if let Some(qualifier) = qualifier {
+            if !self
+                .table_names
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(qualifier))
+            {
+                return Err(unknown());
+            }
+        }
+        table.column_index(name).ok_or_else(unknown)
+    }
+
+    /// Compiles `expr`.
+    pub fn compile(&mut self, expr: &ast::Expr) -> SqlResult<Expr> {
+        use ast::Expr as E;
+        Ok(match expr {
+            E::Identifier(ident) => self.identifier(None, ident)?,
+            E::CompoundIdentifier(parts) => match parts.as_slice() {
+                [first, name] if first.value.starts_with("@@") => {
+                    system_variable(&format!("{}.{}", first.value, name.value))
+                }
+                [table, name] => Expr::Column(self.column(Some(&table.value), &name.value)?),
+                [_database, table, name] => {
+                    Expr::Column(self.column(Some(&table.value), &name.value)?)
+                }
+                _ => return Err(SqlError::bad_field(&expr.to_string(), self.place)),
+            },
+            E::Value(value) => self.literal(value)?,
+            E::Nested(inner) => self.compile(inner)?,
+            E::UnaryOp { op, expr: inner } => {
+                let inner = Box::new(self.compile(inner)?);
+                match op {
+                    ast::UnaryOperator::Not => Expr::Not(inner),
+                    ast::UnaryOperator::Minus => match *inner {
+                        Expr::Literal(Value::Int(x)) => Expr::Literal(Value::Int(-x)),
+                        Expr::Literal(Value::Double(x)) => Expr::Literal(Value::Double(-x)),
+                        other => Expr::Negate(Box::new(other)),
+                    },
+                    ast::UnaryOperator::Plus => *inner,
+                    other => return Err(SqlError::unsupported(format!("operator {other}"))),
+                }
+            }
+            E::BinaryOp { left, op, right } => {
+                let l = Box::new(self.compile(left)?);
+                let r = Box::new(self.compile(right)?);
+                use ast::BinaryOperator as B;
+                match op {
+                    B::Plus => Expr::Arithmetic(Arithmetic::Add, l, r),
+                    B::Minus => Expr::Arithmetic(Arithmetic::Subtract, l, r),
+                    B::Multiply => Expr::Arithmetic(Arithmetic::Multiply, l, r),
+                    B::Divide => Expr::Arithmetic(Arithmetic::Divide, l, r),
+                    B::Modulo => Expr::Arithmetic(Arithmetic::Modulo, l, r),
+                    B::MyIntegerDivide => Expr::Arithmetic(Arithmetic::IntegerDivide, l, r),
+                    B::Eq => Expr::Compare(CompareOp::Equal, l, r),
+                    B::NotEq => Expr::Compare(CompareOp::NotEqual, l, r),
+                    B::Lt => Expr::Compare(CompareOp::Less, l, r),
+                    B::LtEq => Expr::Compare(CompareOp::LessOrEqual, l, r),
+                    B::Gt => Expr::Compare(CompareOp::Greater, l, r),
+                    B::GtEq => Expr::Compare(CompareOp::GreaterOrEqual, l, r),
+                    B::Spaceship => Expr::NullSafeEqual(l, r),
+                    B::And => Expr::And(l, r),
+                    B::Or => Expr::Or(l, r),
+                    B::Xor => Expr::Xor(l, r),
+                    other => return Err(SqlError::unsupported(format!("operator {other}"))),
+                }
+            }
+            E::IsNull(inner) => Expr::IsNull(Box::new(self.compile(inner)?), false),
+            E::IsNotNull(inner) => Expr::IsNull(Box::new(self.compile(inner)?), true),
+            E::IsTrue(inner) => Expr::Compare(
+                CompareOp::NotEqual,
+                Box::new(Expr::Function(
+                    Function::Coalesce,
+                    vec![self.compile(inner)?, Expr::Literal(Value::Int(0))],
+                )),
+                Box::new(Expr::Literal(Value::Int(0))),
+            ),
+            E::IsFalse(inner) => Expr::Compare(
+                CompareOp::Equal,
+                Box::new(Expr::Function(
+                    Function::Coalesce,
+                    vec![self.compile(inner)?, Expr::Literal(Value::Int(1))],
+                )),
+                Box::new(Expr::Literal(Value::Int(0))),
+            ),
+            E::Between {
+                expr: inner,
+                negated,
+                low,
+                high,
+            } => Expr::Between {
+                expr: Box::new(self.compile(inner)?),
+                low: Box::new(self.compile(low)?),
+                high: Box::new(self.compile(high)?),
+                negated: *negated,
+            },
+            E::InList {
+                expr: inner,
+                list,
+                negated,
+            } => Expr::InList {
+                expr: Box::new(self.compile(inner)?),
+                list: list
+                    .iter()
+                    .map(|e| self.compile(e))
+                    .collect::<SqlResult<_>>()?,
+                negated: *negated,
+            },
+            E::Like {
+                negated,
+                expr: inner,
+                pattern,
+                escape_char: None,
+                any: false,
+            } => Expr::Like {
+                expr: Box::new(self.compile(inner)?),
+                pattern: Box::new(self.compile(pattern)?),
+                negated: *negated,
+            },
+            E::Function(function) => self.function(function)?,
+            E::Cast { expr: inner, .. } => self.compile(inner)?,
+            other => return Err(SqlError::unsupported(format!("expression {other}"))),
+        })
+    }
+
+    fn identifier(&mut self, qualifier: Option<&str>, ident: &ast::Ident) -> SqlResult<Expr> {
+        let name = &ident.value;
+        if ident.quote_style.is_none() {
+            if name.starts_with("@@") {
+                return Ok(system_variable(name));
+            }
+            if let Some(user) = name.strip_prefix('@') {
+                return Ok(Expr::Session(SessionValue::UserVariable(
+                    user.to_ascii_lowercase(),
+                )));
+            }
+            match name.to_ascii_uppercase().as_str() {
+                "TRUE" => return Ok(Expr::Literal(Value::Int(1))),
+                "FALSE" => return Ok(Expr::Literal(Value::Int(0))),
+                "CURRENT_USER" => return Ok(Expr::Session(SessionValue::User)),
+                _ => {}
+            }
+        }
+        Ok(Expr::Column(self.column(qualifier, name)?))
+    }
+
+    fn literal(&mut self, value: &ast::ValueWithSpan) -> SqlResult<Expr> {
+        use ast::Value as V;
+        Ok(Expr::Literal(match &value.value {
+            V::Number(text, _) => number(text)?,
+            V::SingleQuotedString(text) | V::DoubleQuotedString(text) => Value::from(text.as_str()),
+            V::HexStringLiteral(hex) => Value::Bytes(decode_hex(hex)?),
+            V::Boolean(b) => Value::Int(*b as i64),
+            V::Null => Value::Null,
+            V::Placeholder(text) if text == "?" => {
+                let start = value.span.start;
+                self.placeholders.push((start.line, start.column));
+                return Ok(Expr::Param(self.placeholders.len() - 1));
+            }
+            other => return Err(SqlError::unsupported(format!("literal {other}"))),
+        }))
+    }
+
+    fn function(&mut self, function: &ast::Function) -> SqlResult<Expr> {
+        let name = function.name.to_string().to_ascii_uppercase();
+        let (args, distinct, star) = match &function.args {
+            ast::FunctionArguments::None => (Vec::new(), false, false),
+            ast::FunctionArguments::List(list) => {
+                let distinct = matches!(
+                    list.duplicate_treatment,
+                    Some(ast::DuplicateTreatment::Distinct)
+                );
+                let mut args = Vec::new();
+                let mut star = false;
+                for arg in &list.args {
+                    match arg {
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => args.push(e),
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Wildcard) => star = true,
+                        other => return Err(SqlError::unsupported(format!("argument {other}"))),
+                    }
+                }
+                (args, distinct, star)
+            }
+            ast::FunctionArguments::Subquery(_) => return Err(SqlError::unsupported("subqueries")),
+        };
+        let aggregate = match name.as_str() {
+            "COUNT" if star => Some(AggregateFunction::CountRows),
+            "COUNT" => Some(AggregateFunction::Count),
+            "SUM" => Some(AggregateFunction::Sum),
+            "MIN" => Some(AggregateFunction::Min),
+            "MAX" => Some(AggregateFunction::Max),
+            "AVG" => Some(AggregateFunction::Average),
+            _ => None,
+        };
+        if let Some(aggregate) = aggregate {
+            if self.aggregates.is_none() {
+                return Err(SqlError::new(
+                    codes::INVALID_GROUP_FUNC_USE,
+                    "Invalid use of group function",
+                ));
+            }
+            let argument = match (aggregate, args.as_slice()) {
+                (AggregateFunction::CountRows, []) => None,
+                (_, [argument]) => {
+                    // An aggregate's argument is over the row, never another
+                    // aggregate.
+                    let saved = self.aggregates.take();
+                    let compiled = self.compile(argument);
+                    self.aggregates = saved;
+                    Some(compiled?)
+                }
+                _ => return Err(wrong_arguments(&name)),
+            };
+            let list = self.aggregates.as_mut().expect("checked above");
+            list.push(Aggregate {
+                function: aggregate,
+                argument,
+                distinct,
+            });
+            return Ok(Expr::Aggregate(list.len() - 1));
+        }
+        let session = |value| Ok(Expr::Session(value));
+        let compiled: Vec<Expr> = args
+            .iter()
+            .map(|a| self.compile(a))
+            .collect::<SqlResult<_>>()?;
+        let arity = |n: usize| match compiled.len() == n {
+            true => Ok(()),
+            false => Err(wrong_arguments(&name)),
+        };
+        let scalar = match name.as_str() {
+            "DATABASE" | "SCHEMA" => return arity(0).and(session(SessionValue::Database)),
+            "LAST_INSERT_ID" => return arity(0).and(session(SessionValue::LastInsertId)),
+            "CONNECTION_ID" => return arity(0).and(session(SessionValue::ConnectionId)),
+            "VERSION" => return arity(0).and(session(SessionValue::Version)),
+            "USER" | "CURRENT_USER" | "SESSION_USER" | "SYSTEM_USER" => {
+                return arity(0).and(session(SessionValue::User))
+            }
+            "FOUND_ROWS" | "ROW_COUNT" => return arity(0).and(session(SessionValue::RowCount)),
+            "COALESCE" if !compiled.is_empty() => Function::Coalesce,
+            "IFNULL" => arity(2).map(|_| Function::Coalesce)?,
+            "IF" => arity(3).map(|_| Function::If)?,
+            "CONCAT" if !compiled.is_empty() => Function::Concat,
+            "LENGTH" | "OCTET_LENGTH" => arity(1).map(|_| Function::Length)?,
+            "UPPER" | "UCASE" => arity(1).map(|_| Function::Upper)?,
+            "LOWER" | "LCASE" => arity(1).map(|_| Function::Lower)?,
+            "ABS" => arity(1).map(|_| Function::Abs)?,
+            _ => {
+                return Err(SqlError::new(
+                    1305,
+                    format!("FUNCTION {} does not exist", function.name),
+                ))
+            }
+        };
+        Ok(Expr::Function(scalar, compiled))
+    }
+}
+
+fn wrong_arguments(name: &str) -> SqlError {
+    SqlError::new(
+        1582,
+        format!("Incorrect parameter count in the call to native function '{name}'"),
+    )
+}
+
+fn system_variable(text: &str) -> Expr {
+    let name = text.trim_start_matches("@@").to_ascii_lowercase();
+    let (global, name) = match name.split_once('.') {
+        Some(("global", rest)) => (true, rest.to_string()),
+        Some(("session" | "local", rest)) => (false, rest.to_string()),
+        _ => (false, name),
+    };
+    Expr::Session(SessionValue::SystemVariable { name, global })
+}
+
+/// A numeric literal: an integer when it is one and fits, else a double.
+fn number(text: &str) -> SqlResult<Value> {
+    if let Ok(x) = text.parse::<i64>() {
+        return Ok(Value::Int(x));
+    }
+    if let Ok(x) = text.parse::<u64>() {
+        return Ok(Value::UInt(x));
+    }
+    text.parse::<f64>()
+        .map(Value::Double)
+        .map_err(|_| SqlError::parse(format!("bad number {text}")))
+}
+
+fn decode_hex(hex: &str) -> SqlResult<Vec<u8>> {
+    let padded = if hex.len() % 2 == 1 {
+        format!("0{hex}")
+    } else {
+        hex.to_string()
+    };
+    (0..padded.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&padded[i..i + 2], 16))
+        .collect::<Result<_, _>>()
+        .map_err(|_| SqlError::parse(format!("bad hex literal X'{hex}'")))
+}
+
+/// The values an evaluation reads: the row, the aggregates' results, the
+/// parameters (by slot).
+pub struct Inputs<'a> {
+    /// The table's row (empty without a table).
+    pub row: &'a [Value],
+    /// The aggregates' results.
+    pub aggregates: &'a [Value],
+    /// Parameter values by slot.
+    pub params: &'a [Value],
+}
+
+impl Expr {
+    /// Whether the expression reads no column and no aggregate: a
+    /// constant once its parameters are bound.
+    pub fn is_constant(&self) -> bool {
+        match self {
+            Expr::Column(_) | Expr::Aggregate(_) => false,
+            Expr::Literal(_) | Expr::Param(_) | Expr::Session(_) => true,
+            Expr::Not(e) | Expr::Negate(e) | Expr::IsNull(e, _) => e.is_constant(),
+            Expr::Arithmetic(_, a, b)
+            | Expr::Compare(_, a, b)
+            | Expr::NullSafeEqual(a, b)
+            | Expr::And(a, b)
+            | Expr::Or(a, b)
+            | Expr::Xor(a, b) => a.is_constant() && b.is_constant(),
+            Expr::Between {
+                expr, low, high, ..
+            } => expr.is_constant() && low.is_constant() && high.is_constant(),
+            Expr::InList { expr, list, .. } => {
+                expr.is_constant() && list.iter().all(Expr::is_constant)
+            }
+            Expr::Like { expr, pattern, .. } => expr.is_constant() && pattern.is_constant(),
+            Expr::Function(_, args) => args.iter().all(Expr::is_constant),
+        }
+    }
+
+    /// Evaluates the expression.
+    pub fn eval(&self, inputs: &Inputs<'_>, environment: &dyn Environment) -> SqlResult<Value> {
+        let eval = |e: &Expr| e.eval(inputs, environment);
+        Ok(match self {
+            Expr::Column(index) => inputs.row.get(*index).cloned().unwrap_or(Value::Null),
+            Expr::Literal(value) => value.clone(),
+            Expr::Param(slot) => inputs.params.get(*slot).cloned().unwrap_or(Value::Null),
+            Expr::Aggregate(slot) => inputs.aggregates.get(*slot).cloned().unwrap_or(Value::Null),
+            Expr::Not(e) => value::boolean(value::truth(&eval(e)?).map(|t| !t)),
+            Expr::Negate(e) => value::arithmetic(Arithmetic::Subtract, &Value::Int(0), &eval(e)?)?,
+            Expr::Arithmetic(op, a, b) => value::arithmetic(*op, &eval(a)?, &eval(b)?)?,
+            Expr::Compare(op, a, b) => {
+                let ordering = value::compare(&eval(a)?, &eval(b)?);
+                value::boolean(ordering.map(|o| compare_holds(*op, o)))
+            }
+            Expr::NullSafeEqual(a, b) => {
+                let (a, b) = (eval(a)?, eval(b)?);
+                value::boolean(Some(match (a.is_null(), b.is_null()) {
+                    (true, true) => true,
+                    (false, false) => value::compare(&a, &b) == Some(Ordering::Equal),
+                    _ => false,
+                }))
+            }
+            Expr::And(a, b) => {
+                let a = value::truth(&eval(a)?);
+                if a == Some(false) {
+                    return Ok(Value::Int(0));
+                }
+                let b = value::truth(&eval(b)?);
+                value::boolean(match (a, b) {
+                    (_, Some(false)) => Some(false),
+                    (Some(true), Some(true)) => Some(true),
+                    _ => None,
+                })
+            }
+            Expr::Or(a, b) => {
+                let a = value::truth(&eval(a)?);
+                if a == Some(true) {
+                    return Ok(Value::Int(1));
+                }
+                let b = value::truth(&eval(b)?);
+                value::boolean(match (a, b) {
+                    (_, Some(true)) => Some(true),
+                    (Some(false), Some(false)) => Some(false),
+                    _ => None,
+                })
+            }
+            Expr::Xor(a, b) => {
+                let (a, b) = (value::truth(&eval(a)?), value::truth(&eval(b)?));
+                value::boolean(a.zip(b).map(|(a, b)| a != b))
+            }
+            Expr::IsNull(e, negated) => value::boolean(Some(eval(e)?.is_null() != *negated)),
+            Expr::Between {
+                expr,
+                low,
+                high,
+                negated,
+            } => {
+                let x = eval(expr)?;
+                let above = value::compare(&x, &eval(low)?).map(|o| o != Ordering::Less);
+                let below = value::compare(&x, &eval(high)?).map(|o| o != Ordering::Greater);
+                let inside = match (above, below) {
+                    (Some(false), _) | (_, Some(false)) => Some(false),
+                    (Some(true), Some(true)) => Some(true),
+                    _ => None,
+                };
+                value::boolean(inside.map(|t| t != *negated))
+            }
+            Expr::InList {
+                expr,
+                list,
+                negated,
+            } => {
+                let x = eval(expr)?;
+                let mut found = Some(false);
+                for item in list {
+                    match value::compare(&x, &eval(item)?) {
+                        Some(Ordering::Equal) => {
+                            found = Some(true);
+                            break;
+                        }
+                        None => found = None,
+                        Some(_) => {}
+                    }
+                }
+                value::boolean(found.map(|t| t != *negated))
+            }
+            Expr::Like {
+                expr,
+                pattern,
+                negated,
+            } => {
+                let (x, p) = (eval(expr)?, eval(pattern)?);
+                if x.is_null() || p.is_null() {
+                    return Ok(Value::Null);
+                }
+                let text = |v: &Value| match v {
+                    Value::Bytes(bytes) => bytes.clone(),
+                    other => value::display(other).into_bytes(),
+                };
+                value::boolean(Some(like(&text(&x), &text(&p)) != *negated))
+            }
+            Expr::Session(value) => environment.session_value(value)?,
+            Expr::Function(function, args) => {
+                let mut values = Vec::with_capacity(args.len());
+                for arg in args {
+                    values.push(eval(arg)?);
+                }
+                apply(*function, values)?
+            }
+        })
+    }
+}
+
+/// Whether `ordering` satisfies `op`.
+pub fn compare_holds(op: CompareOp, ordering: Ordering) -> bool {
+    match op {
+        CompareOp::Equal => ordering == Ordering::Equal,
+        CompareOp::NotEqual => ordering != Ordering::Equal,
+        CompareOp::Less => ordering == Ordering::Less,
+        CompareOp::LessOrEqual => ordering != Ordering::Greater,
+        CompareOp::Greater => ordering == Ordering::Greater,
+        CompareOp::GreaterOrEqual => ordering != Ordering::Less,
+    }
+}
+
+fn apply(function: Function, mut values: Vec<Value>) -> SqlResult<Value> {
+    Ok(match function {
+        Function::Coalesce => values
+            .into_iter()
+            .find(|v| !v.is_null())
+            .unwrap_or(Value::Null),
+        Function::If => {
+            let otherwise = values.pop().unwrap_or(Value::Null);
+            let then = values.pop().unwrap_or(Value::Null);
+            match values.first().and_then(value::truth) {
+                Some(true) => then,
+                _ => otherwise,
+            }
+        }
+        Function::Concat => {
+            let mut out = Vec::new();
+            for v in &values {
+                if !value::write_text(v, &mut out) {
+                    return Ok(Value::Null);
+                }
+            }
+            Value::Bytes(out)
+        }
+        Function::Length => match &values[0] {
+            Value::Null => Value::Null,
+            v => {
+                let mut out = Vec::new();
+                value::write_text(v, &mut out);
+                Value::Int(out.len() as i64)
+            }
+        },
+        Function::Upper | Function::Lower => match &values[0] {
+            Value::Null => Value::Null,
+            v => {
+                let text = value::display(v);
+                Value::from(match function {
+                    Function::Upper => text.to_uppercase(),
+                    _ => text.to_lowercase(),
+                })
+            }
+        },
+        Function::Abs => match &values[0] {
+            Value::Null => Value::Null,
+            Value::Int(x) => Value::Int(
+                x.checked_abs()
+                    .ok_or_else(|| SqlError::new(1690, "BIGINT value is out of range in abs()"))?,
+            ),
+            Value::UInt(x) => Value::UInt(*x),
+            v => Value::Double(value::to_f64(v).abs()),
+        },
+    })
+}
+
+/// SQL LIKE: `%` any run, `_` one character (a UTF-8 character), `\`
+/// escapes the next; compared as bytes otherwise.
+pub fn like(value: &[u8], pattern: &[u8]) -> bool {
+    // Iterative matching with one backtrack point, linear in practice.
+    let (mut v, mut p) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    let char_len = |bytes: &[u8], at: usize| -> usize {
+        let lead = bytes[at];
+        match lead {
+            0x00..=0x7F => 1,
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => 1,
+        }
+        .min(bytes.len() - at)
+    };
+    while v < value.len() {
+        if p < pattern.len() {
+            match pattern[p] {
+                b'%' => {
+                    star = Some((p, v));
+                    p += 1;
+                    continue;
+                }
+                b'_' => {
+                    v += char_len(value, v);
+                    p += 1;
+                    continue;
+                }
+                b'\\' if p + 1 < pattern.len() && pattern[p + 1] == value[v] => {
+                    v += 1;
+                    p += 2;
+                    continue;
+                }
+                c if c != b'\\' && c == value[v] => {
+                    v += 1;
+                    p += 1;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        match star {
+            Some((star_p, star_v)) => {
+                let next = star_v + char_len(value, star_v);
+                star = Some((star_p, next));
+                p = star_p + 1;
+                v = next;
+            }
+            None => return false,
+        }
+    }
+    pattern[p..].iter().all(|c| *c == b'%')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoSession;
+    impl Environment for NoSession {
+        fn session_value(&self, _: &SessionValue) -> SqlResult<Value> {
+            Ok(Value::Null)
+        }
+    }
+
+    fn eval_sql(sql: &str, params: &[Value]) -> SqlResult<Value> {
+        let dialect = sqlparser::dialect::MySqlDialect {};
+        let expr = sqlparser::parser::Parser::new(&dialect)
+            .try_with_sql(sql)
+            .unwrap()
+            .parse_expr()
+            .unwrap();
+        let mut compiler = Compiler::new(None, None);
+        let compiled = compiler.compile(&expr)?;
+        let order = compiler.parameter_order();
+        let bound: Vec<Value> = order
+            .iter()
+            .map(|position| params[*position].clone())
+            .collect();
+        let inputs = Inputs {
+            row: &[],
+            aggregates: &[],
+            params: &bound,
+        };
+        compiled.eval(&inputs, &NoSession)
+    }
+
+    #[test]
+    fn three_valued_logic_and_mysql_conversions() {
+        assert_eq!(eval_sql("1 + 2 * 3", &[]), Ok(Value::Int(7)));
+        assert_eq!(eval_sql("NULL AND 0", &[]), Ok(Value::Int(0)));
+        assert_eq!(eval_sql("NULL OR 0", &[]), Ok(Value::Null));
+        assert_eq!(eval_sql("'10' = 10", &[]), Ok(Value::Int(1)));
+        assert_eq!(eval_sql("5 BETWEEN 1 AND NULL", &[]), Ok(Value::Null));
+        assert_eq!(eval_sql("5 IN (1, NULL, 5)", &[]), Ok(Value::Int(1)));
+        assert_eq!(eval_sql("5 NOT IN (1, NULL)", &[]), Ok(Value::Null));
+        assert_eq!(eval_sql("NULL <=> NULL", &[]), Ok(Value::Int(1)));
+        assert_eq!(eval_sql("CONCAT('a', 1, 'b')", &[]), Ok(Value::from("a1b")));
+        assert_eq!(eval_sql("IFNULL(NULL, 3)", &[]), Ok(Value::Int(3)));
+    }
+
+    #[test]
+    fn placeholders_are_numbered_by_their_place_in_the_text() {
+        let params = [Value::Int(10), Value::Int(3)];
+        assert_eq!(eval_sql("? - ?", &params), Ok(Value::Int(7)));
+    }
+
+    #[test]
+    fn like_matches_as_mysql() {
+        assert!(like(b"abc", b"a%"));
+        assert!(like(b"abc", b"%c"));
+        assert!(like(b"abc", b"a_c"));
+        assert!(!like(b"abc", b"a_"));
+        assert!(like(b"a%c", b"a\\%c"));
+        assert!(!like(b"abc", b"a\\%c"));
+        assert!(like(b"", b"%"));
+        assert!(like(b"mississippi", b"%ss%ss%"));
+    }
+}

@@ -1,0 +1,163 @@
+//! sql: the SQL engine of `tessera sql`, MySQL's dialect over the
+//! cluster's native API. It parses with the `sqlparser` crate, plans and
+//! executes with its own planner and executor (key lookups and scans of
+//! the client API, sorting and aggregation in the SQL node), and keeps
+//! its schema in the cluster, so any number of SQL nodes serve one
+//! cluster (docs/design/0027-sql-node.md). It knows no wire format: the
+//! `sqlnode` crate speaks MySQL's protocol and calls a [`Session`] per
+//! connection.
+//!
+//! Codemap:
+//! - `session`: [`Session`], a connection's state (database, autocommit,
+//!   its open transaction, prepared statements, variables) and the
+//!   statement dispatch;
+//! - `parse`: MySQL-isms the parser lacks rewritten, and the parse cache;
+//! - `plan`: statements compiled into plans, the access path chosen;
+//! - `access`: reaching a plan's rows (lookups, scans, pushed filters);
+//! - `execute`: running plans (WHERE, aggregates, ORDER BY, writes);
+//! - `expr`: expressions compiled and evaluated; `value`: SQL's rules
+//!   for values;
+//! - `catalog`: databases, tables and their SQL declarations in the
+//!   cluster's system tables; `auto_increment`: ranges of values;
+//! - `ddl`, `show`, `variables`: schema statements, SHOW, system
+//!   variables;
+//! - `result`, `error`: what a statement returns.
+//!
+//! Architecture invariant: the engine depends on `client` (never on a
+//! block or the wire protocol); a SQL node's only state is caches and its
+//! connections' sessions.
+
+mod access;
+mod auto_increment;
+pub mod catalog;
+mod ddl;
+pub mod error;
+mod execute;
+pub mod expr;
+mod parse;
+pub mod plan;
+pub mod result;
+mod session;
+mod show;
+pub mod value;
+pub mod variables;
+
+pub use error::{codes, SqlError, SqlResult};
+pub use result::{ColumnKind, OutputColumn, Response};
+pub use session::{Prepared, Session};
+
+use auto_increment::AutoIncrement;
+use catalog::Catalog;
+use client::Cluster;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// A connection as SHOW PROCESSLIST lists it.
+#[derive(Clone, Debug)]
+pub struct Process {
+    /// The connection id.
+    pub id: u32,
+    /// The user.
+    pub user: String,
+    /// The client's address.
+    pub host: String,
+    /// The current database.
+    pub database: Option<String>,
+    /// What it does: "Query", "Sleep", ...
+    pub command: &'static str,
+    /// Seconds in that state.
+    pub seconds: u64,
+    /// The statement running, if any.
+    pub info: Option<String>,
+}
+
+/// What the engine asks of the server that runs it.
+pub trait Server: Send + Sync {
+    /// The connections.
+    fn processes(&self) -> Vec<Process>;
+    /// KILL `id` (only its running statement when `query_only`); false
+    /// when there is no such connection.
+    fn kill(&self, id: u32, query_only: bool) -> bool;
+}
+
+/// Counters of the whole SQL node (SHOW GLOBAL STATUS).
+#[derive(Default)]
+pub struct Statistics {
+    /// Statements run.
+    pub queries: AtomicU64,
+    /// SELECTs.
+    pub selects: AtomicU64,
+    /// INSERTs.
+    pub inserts: AtomicU64,
+    /// UPDATEs.
+    pub updates: AtomicU64,
+    /// DELETEs.
+    pub deletes: AtomicU64,
+    /// Transactions committed (explicit COMMIT and autocommit writes).
+    pub commits: AtomicU64,
+    /// Transactions rolled back.
+    pub rollbacks: AtomicU64,
+    /// Rows the data nodes sent.
+    pub rows_fetched: AtomicU64,
+    /// Rows sent to clients.
+    pub rows_sent: AtomicU64,
+    /// Statements retried after a temporary error in autocommit.
+    pub retries: AtomicU64,
+    /// Errors by MySQL error number.
+    pub errors: Mutex<BTreeMap<u16, u64>>,
+}
+
+impl Statistics {
+    /// Counts one error.
+    pub fn error(&self, code: u16) {
+        *self
+            .errors
+            .lock()
+            .expect("errors lock")
+            .entry(code)
+            .or_default() += 1;
+    }
+
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// What every session of a SQL node shares.
+pub struct Engine {
+    /// The schema.
+    pub catalog: Catalog,
+    auto_increment: AutoIncrement,
+    /// Counters.
+    pub statistics: Statistics,
+    parse_cache: parse::Cache,
+    server: Arc<dyn Server>,
+    started: Instant,
+}
+
+impl Engine {
+    /// An engine over `cluster` (which lives as long as the process),
+    /// creating the cluster's SQL system tables if they are missing.
+    pub fn new(cluster: &'static Cluster, server: Arc<dyn Server>) -> SqlResult<Arc<Engine>> {
+        Ok(Arc::new(Engine {
+            catalog: Catalog::open(cluster)?,
+            auto_increment: AutoIncrement::default(),
+            statistics: Statistics::default(),
+            parse_cache: parse::Cache::default(),
+            server,
+            started: Instant::now(),
+        }))
+    }
+
+    /// The cluster connection.
+    pub fn cluster(&self) -> &'static Cluster {
+        self.catalog.cluster()
+    }
+
+    /// Seconds since the engine started.
+    pub fn uptime(&self) -> u64 {
+        self.started.elapsed().as_secs()
+    }
+}

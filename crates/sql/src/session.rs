@@ -1,0 +1,1005 @@
+//! A connection's session: its database, autocommit, open transaction,
+//! prepared statements and variables, and the dispatch of each statement
+//! to what runs it (docs/design/0027-sql-node.md, "Transactions").
+//!
+//! Transactions: in autocommit each data statement is its own cluster
+//! transaction, its last round trip committing; BEGIN (or autocommit off)
+//! opens one that the statements share until COMMIT or ROLLBACK, begun
+//! lazily at its first statement. Isolation is READ COMMITTED, as NDB's:
+//! a plain SELECT reads committed rows without locks, FOR UPDATE and
+//! FOR SHARE lock. An error that aborted the cluster transaction (a lock
+//! wait timeout, a node failure) ends the SQL transaction: the client
+//! hears 1205 or 1213 and starts again. A statement in autocommit that
+//! failed with a temporary error before anything committed is retried
+//! here, a few times, before the client hears of it.
+
+use crate::error::{codes, SqlError, SqlResult};
+use crate::execute::{self, Run, StatementCounts};
+use crate::expr::{Environment, SessionValue};
+use crate::plan::{self, table_name, Compiled, Plan};
+use crate::result::{OutputColumn, Response};
+use crate::{ddl, show, value, variables, Engine, Statistics};
+use client::{Commit, Transaction, TransactionState, Value};
+use sqlparser::ast;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Attempts of an autocommit statement that meets temporary errors.
+const AUTOCOMMIT_ATTEMPTS: u32 = 4;
+
+/// A prepared statement.
+#[derive(Clone)]
+pub struct Prepared {
+    /// The statement.
+    statement: Arc<ast::Statement>,
+    /// Its plan, for a data statement (compiled again when stale).
+    compiled: Option<Arc<Compiled>>,
+    /// Placeholders.
+    pub params: usize,
+    /// The result columns (empty when it returns none or they are only
+    /// known when it runs).
+    pub columns: Vec<OutputColumn>,
+}
+
+/// One connection's state.
+pub struct Session {
+    engine: Arc<Engine>,
+    /// The connection id.
+    id: u32,
+    user: String,
+    database: Option<String>,
+    autocommit: bool,
+    /// Inside BEGIN ... COMMIT (or with autocommit off).
+    explicit: bool,
+    transaction: Option<Transaction<'static>>,
+    variables: HashMap<String, Value>,
+    user_variables: HashMap<String, Value>,
+    last_insert_id: u64,
+    row_count: i64,
+    prepared: HashMap<u32, Prepared>,
+    next_statement_id: u32,
+    /// What the last statement fetched and sent.
+    last_counts: StatementCounts,
+    /// Rows fetched by this session's statements.
+    fetched_total: u64,
+}
+
+/// An environment answering session values.
+struct SessionView<'a> {
+    session: &'a Session,
+}
+
+impl Environment for SessionView<'_> {
+    fn session_value(&self, value: &SessionValue) -> SqlResult<Value> {
+        self.session.session_value(value)
+    }
+}
+
+impl Session {
+    /// A session for connection `id` of `user`, in `database` if given
+    /// (which must exist).
+    pub fn new(
+        engine: Arc<Engine>,
+        id: u32,
+        user: &str,
+        database: Option<&str>,
+    ) -> SqlResult<Session> {
+        let mut session = Session {
+            engine,
+            id,
+            user: user.to_string(),
+            database: None,
+            autocommit: true,
+            explicit: false,
+            transaction: None,
+            variables: HashMap::new(),
+            user_variables: HashMap::new(),
+            last_insert_id: 0,
+            row_count: 0,
+            prepared: HashMap::new(),
+            next_statement_id: 1,
+            last_counts: StatementCounts::default(),
+            fetched_total: 0,
+        };
+        if let Some(database) = database {
+            session.use_database(database)?;
+        }
+        Ok(session)
+    }
+
+    /// The current database.
+    pub fn database(&self) -> Option<&str> {
+        self.database.as_deref()
+    }
+
+    /// Whether a transaction is open (SERVER_STATUS_IN_TRANS).
+    pub fn in_transaction(&self) -> bool {
+        self.explicit
+    }
+
+    /// Whether autocommit is on (SERVER_STATUS_AUTOCOMMIT).
+    pub fn autocommit(&self) -> bool {
+        self.autocommit
+    }
+
+    /// USE / COM_INIT_DB.
+    pub fn use_database(&mut self, name: &str) -> SqlResult<()> {
+        self.engine.catalog.require_database(name)?;
+        self.database = Some(name.to_string());
+        Ok(())
+    }
+
+    fn statistics(&self) -> &Statistics {
+        &self.engine.statistics
+    }
+
+    /// Runs the statements of `text` (COM_QUERY): a result per statement,
+    /// stopping at the first error, which is the last.
+    pub fn query(&mut self, text: &str) -> Vec<SqlResult<Response>> {
+        let statements = match self.engine.parse_cache.parse(text) {
+            Ok(statements) => statements,
+            Err(error) => {
+                self.statistics().error(error.code);
+                return vec![Err(error)];
+            }
+        };
+        if statements.is_empty() {
+            return vec![Err(SqlError::new(1065, "Query was empty"))];
+        }
+        let mut results = Vec::with_capacity(statements.len());
+        for statement in statements.iter() {
+            let result = self.run(statement, None, &[]);
+            let failed = result.is_err();
+            results.push(result);
+            if failed {
+                break;
+            }
+        }
+        results
+    }
+
+    /// COM_STMT_PREPARE: the statement's id, parameter count and columns.
+    pub fn prepare(&mut self, text: &str) -> SqlResult<(u32, Prepared)> {
+        let mut statements = crate::parse::parse(text)?;
+        if statements.len() != 1 {
+            return Err(SqlError::new(
+                codes::UNSUPPORTED_PS,
+                "This command is not supported in the prepared statement protocol yet: one statement at a time",
+            ));
+        }
+        let statement = Arc::new(statements.pop().expect("one statement"));
+        let compiled = plan::compile(&statement, &self.engine.catalog, self.database.as_deref())?
+            .map(Arc::new);
+        let (params, columns) = match &compiled {
+            Some(compiled) => (
+                compiled.parameter_order.len(),
+                match &compiled.plan {
+                    Plan::Select(select) => select.columns.clone(),
+                    _ => Vec::new(),
+                },
+            ),
+            None => (count_placeholders(&statement.to_string()), Vec::new()),
+        };
+        if compiled.is_none() && params > 0 {
+            return Err(SqlError::new(
+                codes::UNSUPPORTED_PS,
+                "This command is not supported in the prepared statement protocol yet: placeholders outside SELECT, INSERT, UPDATE and DELETE",
+            ));
+        }
+        let prepared = Prepared {
+            statement,
+            compiled,
+            params,
+            columns,
+        };
+        let id = self.next_statement_id;
+        self.next_statement_id = self.next_statement_id.wrapping_add(1).max(1);
+        self.prepared.insert(id, prepared.clone());
+        Ok((id, prepared))
+    }
+
+    /// The prepared statement `id`.
+    pub fn prepared(&self, id: u32) -> Option<&Prepared> {
+        self.prepared.get(&id)
+    }
+
+    /// COM_STMT_CLOSE.
+    pub fn close_statement(&mut self, id: u32) {
+        self.prepared.remove(&id);
+    }
+
+    /// COM_STMT_EXECUTE with `params` in statement order.
+    pub fn execute(&mut self, id: u32, params: &[Value]) -> SqlResult<Response> {
+        let Some(prepared) = self.prepared.get(&id).cloned() else {
+            let error = SqlError::new(
+                codes::UNKNOWN_STMT_HANDLER,
+                format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
+            );
+            self.statistics().error(error.code);
+            return Err(error);
+        };
+        let result = self.run(&prepared.statement, prepared.compiled.clone(), params);
+        if let Err(error) = &result {
+            if error.schema_changed {
+                // The plan named a table since changed: plan again next time.
+                if let Some(entry) = self.prepared.get_mut(&id) {
+                    entry.compiled = None;
+                }
+            }
+        }
+        result
+    }
+
+    /// The connection closes: an open transaction rolls back.
+    pub fn end(&mut self) {
+        if let Some(mut transaction) = self.transaction.take() {
+            let _ = transaction.rollback();
+        }
+        self.explicit = false;
+    }
+
+    /// Runs one statement, counting it.
+    fn run(
+        &mut self,
+        statement: &ast::Statement,
+        compiled: Option<Arc<Compiled>>,
+        params: &[Value],
+    ) -> SqlResult<Response> {
+        let statistics = &self.engine.statistics;
+        statistics.queries.fetch_add(1, Ordering::Relaxed);
+        self.last_counts = StatementCounts::default();
+        let result = self.dispatch(statement, compiled, params);
+        let statistics = &self.engine.statistics;
+        Statistics::add(&statistics.rows_fetched, self.last_counts.fetched);
+        Statistics::add(&statistics.rows_sent, self.last_counts.sent);
+        self.fetched_total += self.last_counts.fetched;
+        match &result {
+            Ok(Response::Ok { affected_rows, .. }) => self.row_count = *affected_rows as i64,
+            Ok(Response::Rows { .. }) => self.row_count = -1,
+            Err(error) => {
+                self.row_count = -1;
+                statistics.error(error.code);
+            }
+        }
+        result
+    }
+
+    fn dispatch(
+        &mut self,
+        statement: &ast::Statement,
+        compiled: Option<Arc<Compiled>>,
+        params: &[Value],
+    ) -> SqlResult<Response> {
+        use ast::Statement as S;
+        let engine = Arc::clone(&self.engine);
+        let catalog = &engine.catalog;
+        match statement {
+            S::Query(_) | S::Insert(_) | S::Update { .. } | S::Delete(_) => {
+                self.run_data(statement, compiled, params)
+            }
+            S::Explain {
+                statement: inner, ..
+            } => self.explain(inner),
+            S::StartTransaction { .. } => {
+                self.commit_open()?;
+                self.explicit = true;
+                Ok(Response::ok())
+            }
+            S::Commit { .. } => {
+                self.commit_open()?;
+                self.explicit = !self.autocommit;
+                Ok(Response::ok())
+            }
+            S::Rollback {
+                savepoint: None, ..
+            } => {
+                if let Some(mut transaction) = self.transaction.take() {
+                    let _ = transaction.rollback();
+                    self.statistics().rollbacks.fetch_add(1, Ordering::Relaxed);
+                }
+                self.explicit = !self.autocommit;
+                Ok(Response::ok())
+            }
+            S::Set(set) => self.set(set),
+            S::Use(ast::Use::Object(name) | ast::Use::Database(name) | ast::Use::Schema(name)) => {
+                self.use_database(name.to_string().trim_matches('`'))?;
+                Ok(Response::ok())
+            }
+            S::CreateDatabase {
+                db_name,
+                if_not_exists,
+                ..
+            }
+            | S::CreateSchema {
+                schema_name: ast::SchemaName::Simple(db_name),
+                if_not_exists,
+                ..
+            } => {
+                let created = catalog.create_database(&db_name.to_string(), *if_not_exists)?;
+                Ok(Response::affected(created as u64))
+            }
+            S::Drop {
+                object_type,
+                if_exists,
+                names,
+                table,
+                ..
+            } => self.drop(*object_type, *if_exists, names, table.as_ref()),
+            S::CreateTable(create) => {
+                let (database, table) = table_name(&create.name, self.database.as_deref())?;
+                self.commit_open()?;
+                ddl::create_table(catalog, create, &database, &table)?;
+                Ok(Response::ok())
+            }
+            S::CreateIndex(create) => {
+                let (database, table) = table_name(&create.table_name, self.database.as_deref())?;
+                self.commit_open()?;
+                ddl::create_index(catalog, create, &database, &table)?;
+                Ok(Response::ok())
+            }
+            S::Truncate { table_names, .. } => {
+                self.commit_open()?;
+                for target in table_names {
+                    let (database, table) = table_name(&target.name, self.database.as_deref())?;
+                    ddl::truncate(catalog, &database, &table)?;
+                }
+                Ok(Response::ok())
+            }
+            S::ShowDatabases { show_options, .. } | S::ShowSchemas { show_options, .. } => {
+                show::databases(
+                    catalog,
+                    like_filter_position(show_options.filter_position.as_ref()),
+                )
+            }
+            S::ShowTables {
+                full, show_options, ..
+            } => {
+                let database = match &show_options.show_in {
+                    Some(ast::ShowStatementIn {
+                        parent_name: Some(name),
+                        ..
+                    }) => name.to_string(),
+                    _ => self.current_database()?.to_string(),
+                };
+                show::tables(
+                    catalog,
+                    &database,
+                    *full,
+                    like_filter_position(show_options.filter_position.as_ref()),
+                )
+            }
+            S::ShowCreate {
+                obj_type: ast::ShowCreateObject::Table,
+                obj_name,
+            } => {
+                let (database, table) = table_name(obj_name, self.database.as_deref())?;
+                Ok(show::create_table(&*catalog.table(&database, &table)?))
+            }
+            S::ExplainTable {
+                table_name: name, ..
+            } => {
+                let (database, table) = table_name(name, self.database.as_deref())?;
+                Ok(show::columns(&*catalog.table(&database, &table)?))
+            }
+            S::ShowColumns { show_options, .. } => {
+                let Some(ast::ShowStatementIn {
+                    parent_name: Some(name),
+                    ..
+                }) = &show_options.show_in
+                else {
+                    return Err(SqlError::parse("SHOW COLUMNS needs FROM table"));
+                };
+                let (database, table) = table_name(name, self.database.as_deref())?;
+                Ok(show::columns(&*catalog.table(&database, &table)?))
+            }
+            S::ShowVariables { filter, global, .. } => {
+                Ok(self.show_variables(filter.as_ref(), *global))
+            }
+            S::ShowStatus { filter, global, .. } => Ok(self.show_status(filter.as_ref(), *global)),
+            S::ShowVariable { variable } => {
+                let words: Vec<String> = variable
+                    .iter()
+                    .map(|w| w.value.to_ascii_uppercase())
+                    .collect();
+                match words
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .as_slice()
+                {
+                    ["PROCESSLIST"] => Ok(self.processlist()),
+                    ["WARNINGS"] | ["ERRORS"] => Ok(Response::text_rows(
+                        &["Level", "Code", "Message"],
+                        Vec::new(),
+                    )),
+                    ["ENGINES"] => Ok(Response::text_rows(
+                        &[
+                            "Engine",
+                            "Support",
+                            "Comment",
+                            "Transactions",
+                            "XA",
+                            "Savepoints",
+                        ],
+                        vec![[
+                            "ndbcluster",
+                            "DEFAULT",
+                            "Tessera: distributed, in memory, synchronously replicated",
+                            "YES",
+                            "NO",
+                            "NO",
+                        ]
+                        .iter()
+                        .map(|s| Value::from(*s))
+                        .collect()],
+                    )),
+                    _ => Err(SqlError::unsupported(format!("SHOW {}", words.join(" ")))),
+                }
+            }
+            S::Kill { modifier, id } => {
+                let query_only = matches!(modifier, Some(ast::KillType::Query));
+                let id = u32::try_from(*id).unwrap_or(0);
+                match self.engine.server.kill(id, query_only) {
+                    true => Ok(Response::ok()),
+                    false => Err(SqlError::new(
+                        codes::NO_SUCH_THREAD,
+                        format!("Unknown thread id: {id}"),
+                    )),
+                }
+            }
+            other => Err(SqlError::unsupported(first_words(&other.to_string()))),
+        }
+    }
+
+    fn current_database(&self) -> SqlResult<&str> {
+        self.database
+            .as_deref()
+            .ok_or_else(|| SqlError::new(codes::NO_DB, "No database selected"))
+    }
+
+    /// Commits the open transaction (BEGIN, COMMIT, DDL and SET autocommit
+    /// do, as MySQL's implicit commit).
+    fn commit_open(&mut self) -> SqlResult<()> {
+        let Some(mut transaction) = self.transaction.take() else {
+            return Ok(());
+        };
+        self.explicit = false;
+        match transaction.execute(Commit::Yes) {
+            Ok(_) => {
+                self.statistics().commits.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(error) => Err(SqlError::from_client(&error, "")),
+        }
+    }
+
+    fn drop(
+        &mut self,
+        object_type: ast::ObjectType,
+        if_exists: bool,
+        names: &[ast::ObjectName],
+        table: Option<&ast::ObjectName>,
+    ) -> SqlResult<Response> {
+        let engine = Arc::clone(&self.engine);
+        let catalog = &engine.catalog;
+        self.commit_open()?;
+        match object_type {
+            ast::ObjectType::Table => {
+                let mut missing = Vec::new();
+                for name in names {
+                    let (database, table) = table_name(name, self.database.as_deref())?;
+                    match catalog.drop_table(&database, &table) {
+                        Ok(()) => {}
+                        Err(error) if error.code == codes::BAD_TABLE => {
+                            missing.push(format!("{database}.{table}"))
+                        }
+                        Err(error) => return Err(error),
+                    }
+                }
+                match (missing.is_empty(), if_exists) {
+                    (false, false) => Err(SqlError::new(
+                        codes::BAD_TABLE,
+                        format!("Unknown table '{}'", missing.join(",")),
+                    )),
+                    _ => Ok(Response::ok()),
+                }
+            }
+            ast::ObjectType::Database | ast::ObjectType::Schema => {
+                let [name] = names else {
+                    return Err(SqlError::parse("DROP DATABASE names one database"));
+                };
+                let name = name.to_string();
+                let dropped = catalog.drop_database(&name, if_exists)?;
+                if self.database.as_deref() == Some(name.as_str()) && dropped.is_some() {
+                    self.database = None;
+                }
+                Ok(Response::affected(dropped.unwrap_or(0) as u64))
+            }
+            ast::ObjectType::Index => {
+                let Some(table) = table else {
+                    return Err(SqlError::parse("DROP INDEX needs ON table"));
+                };
+                let (database, table) = table_name(table, self.database.as_deref())?;
+                for name in names {
+                    ddl::drop_index(catalog, &database, &table, &name.to_string())?;
+                }
+                Ok(Response::ok())
+            }
+            other => Err(SqlError::unsupported(format!("DROP {other}"))),
+        }
+    }
+
+    /// Runs a data statement with its transaction, retrying an
+    /// autocommit statement after a temporary error, and planning again
+    /// once when its plan's table changed.
+    fn run_data(
+        &mut self,
+        statement: &ast::Statement,
+        compiled: Option<Arc<Compiled>>,
+        params: &[Value],
+    ) -> SqlResult<Response> {
+        let mut compiled = match compiled {
+            Some(compiled) => compiled,
+            None => self.compile(statement)?,
+        };
+        let mut replanned = false;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let autocommit = !self.explicit && self.autocommit;
+            if !self.autocommit {
+                // With autocommit off every statement is in a transaction.
+                self.explicit = true;
+            }
+            let result = self.run_compiled(&compiled, params, autocommit);
+            let Err(error) = result else {
+                return result;
+            };
+            if error.schema_changed && !replanned {
+                replanned = true;
+                if let Some(table) = compiled.table() {
+                    self.engine.catalog.invalidate(&table.database, &table.name);
+                }
+                compiled = self.compile(statement)?;
+                if autocommit {
+                    continue;
+                }
+            }
+            let retry =
+                autocommit && error.code == codes::LOCK_DEADLOCK && attempt < AUTOCOMMIT_ATTEMPTS;
+            if !retry {
+                return Err(error);
+            }
+            self.statistics().retries.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(5 << attempt));
+        }
+    }
+
+    fn compile(&self, statement: &ast::Statement) -> SqlResult<Arc<Compiled>> {
+        match plan::compile(statement, &self.engine.catalog, self.database.as_deref())? {
+            Some(compiled) => Ok(Arc::new(compiled)),
+            None => Err(SqlError::unsupported(first_words(&statement.to_string()))),
+        }
+    }
+
+    fn run_compiled(
+        &mut self,
+        compiled: &Compiled,
+        params: &[Value],
+        autocommit: bool,
+    ) -> SqlResult<Response> {
+        let bound = compiled.bind(params)?;
+        let cluster = self.engine.cluster();
+        let mut transaction = self
+            .transaction
+            .take()
+            .unwrap_or_else(|| cluster.transaction());
+        let commit = if autocommit { Commit::Yes } else { Commit::No };
+        let mut counts = StatementCounts::default();
+        let result = {
+            let view = SessionView { session: self };
+            let mut run = Run {
+                transaction: &mut transaction,
+                commit,
+                params: &bound,
+                environment: &view,
+                counts: &mut counts,
+            };
+            match &compiled.plan {
+                Plan::Select(select) => execute::select(select, &mut run),
+                Plan::Insert(insert) => {
+                    execute::insert(insert, &mut run, &self.engine.auto_increment)
+                }
+                Plan::Update(write) => execute::update(write, &mut run),
+                Plan::Delete(write) => execute::delete(write, &mut run),
+            }
+        };
+        self.last_counts = counts;
+        let statistics = &self.engine.statistics;
+        let counter = match &compiled.plan {
+            Plan::Select(_) => &statistics.selects,
+            Plan::Insert(_) => &statistics.inserts,
+            Plan::Update(_) => &statistics.updates,
+            Plan::Delete(_) => &statistics.deletes,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        let state = transaction.state();
+        match (&result, autocommit) {
+            (Ok(response), true) => {
+                if let Response::Ok { last_insert_id, .. } = response {
+                    if *last_insert_id != 0 {
+                        self.last_insert_id = *last_insert_id;
+                    }
+                }
+                if state == TransactionState::Committed && !matches!(compiled.plan, Plan::Select(_))
+                {
+                    statistics.commits.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            (Ok(response), false) => {
+                if let Response::Ok { last_insert_id, .. } = response {
+                    if *last_insert_id != 0 {
+                        self.last_insert_id = *last_insert_id;
+                    }
+                }
+                self.transaction = Some(transaction);
+            }
+            (Err(_), _) => match state {
+                // Nothing reached the cluster, or what did is still open:
+                // an explicit transaction goes on (MySQL rolls back only
+                // the statement; here the statement had queued nothing
+                // that ran).
+                TransactionState::Idle if !autocommit => self.transaction = Some(transaction),
+                TransactionState::Active if !autocommit => self.transaction = Some(transaction),
+                TransactionState::Active | TransactionState::Idle => {
+                    let _ = transaction.rollback();
+                }
+                // Aborted or unknown: the transaction is over.
+                _ => {
+                    self.explicit = !self.autocommit;
+                    statistics.rollbacks.fetch_add(1, Ordering::Relaxed);
+                }
+            },
+        }
+        result
+    }
+
+    fn explain(&mut self, statement: &ast::Statement) -> SqlResult<Response> {
+        let compiled = self.compile(statement)?;
+        let (table, access, steps) = match &compiled.plan {
+            Plan::Select(select) => {
+                let mut steps = Vec::new();
+                if !select.aggregates.is_empty() {
+                    steps.push("aggregate".to_string());
+                }
+                if !select.order_by.is_empty() {
+                    steps.push(match select.limit {
+                        Some(limit) => format!("top-{} sort", limit + select.offset),
+                        None => "sort".to_string(),
+                    });
+                }
+                if select.distinct {
+                    steps.push("distinct".to_string());
+                }
+                if select.limit.is_some() && select.order_by.is_empty() {
+                    steps.push("limit".to_string());
+                }
+                let lock = match select.lock {
+                    client::LockMode::Exclusive => " (locks: exclusive)",
+                    client::LockMode::Shared => " (locks: shared)",
+                    _ => "",
+                };
+                (
+                    select.table.as_ref().map(|t| t.name.clone()),
+                    format!("{}{lock}", select.access.describe()),
+                    steps,
+                )
+            }
+            Plan::Insert(insert) => (
+                Some(insert.table.name.clone()),
+                format!(
+                    "insert of {} row{}",
+                    insert.rows.len(),
+                    if insert.rows.len() == 1 { "" } else { "s" }
+                ),
+                Vec::new(),
+            ),
+            Plan::Update(write) | Plan::Delete(write) => (
+                Some(write.table.name.clone()),
+                format!("{} (locks: exclusive)", write.access.describe()),
+                vec![match &compiled.plan {
+                    Plan::Update(_) => "update by primary key".to_string(),
+                    _ => "delete by primary key".to_string(),
+                }],
+            ),
+        };
+        Ok(Response::text_rows(
+            &["table", "access", "sql_node"],
+            vec![vec![
+                table
+                    .map(|t| Value::from(t.as_str()))
+                    .unwrap_or(Value::Null),
+                Value::from(access.as_str()),
+                Value::from(steps.join(", ").as_str()),
+            ]],
+        ))
+    }
+
+    fn set(&mut self, set: &ast::Set) -> SqlResult<Response> {
+        let assignments: Vec<(Option<ast::ContextModifier>, String, &ast::Expr)> = match set {
+            ast::Set::SingleAssignment {
+                scope,
+                variable,
+                values,
+                ..
+            } => {
+                let [value] = values.as_slice() else {
+                    return Err(SqlError::parse("SET takes one value"));
+                };
+                vec![(*scope, variable.to_string(), value)]
+            }
+            ast::Set::MultipleAssignments { assignments } => assignments
+                .iter()
+                .map(|a| (a.scope, a.name.to_string(), &a.value))
+                .collect(),
+            ast::Set::SetNames { .. } | ast::Set::SetNamesDefault {} => return Ok(Response::ok()),
+            ast::Set::SetTransaction { .. } => return Ok(Response::ok()),
+            other => return Err(SqlError::unsupported(first_words(&other.to_string()))),
+        };
+        for (scope, name, expr) in assignments {
+            let lower = name.to_ascii_lowercase();
+            let (global, name) = match lower.split_once('.') {
+                Some(("@@global", rest)) => (true, rest.to_string()),
+                Some(("@@session" | "@@local", rest)) => (false, rest.to_string()),
+                _ => (
+                    matches!(scope, Some(ast::ContextModifier::Global)),
+                    lower.clone(),
+                ),
+            };
+            let value = self.constant(expr)?;
+            if let Some(user) = name.strip_prefix('@').filter(|n| !n.starts_with('@')) {
+                self.user_variables.insert(user.to_string(), value);
+                continue;
+            }
+            let name = name.trim_start_matches("@@").to_string();
+            if global {
+                return Err(SqlError::new(
+                    codes::WRONG_VALUE_FOR_VAR,
+                    format!("Variable '{name}' cannot be set globally on a SQL node: each SQL node keeps its own session settings"),
+                ));
+            }
+            if variables::default_of(&name).is_none() {
+                return Err(SqlError::new(
+                    codes::UNKNOWN_SYSTEM_VARIABLE,
+                    format!("Unknown system variable '{name}'"),
+                ));
+            }
+            if name == "autocommit" {
+                let on = match &value {
+                    Value::Bytes(text) => {
+                        matches!(text.to_ascii_uppercase().as_slice(), b"ON" | b"1" | b"TRUE")
+                    }
+                    other => value::truth(other).unwrap_or(false),
+                };
+                if on && !self.autocommit {
+                    // Turning autocommit on commits the open transaction.
+                    self.commit_open()?;
+                    self.explicit = false;
+                }
+                self.autocommit = on;
+                self.variables.insert(name, Value::Int(on as i64));
+                continue;
+            }
+            self.variables.insert(name, value);
+        }
+        Ok(Response::ok())
+    }
+
+    fn constant(&self, expr: &ast::Expr) -> SqlResult<Value> {
+        // `SET sql_mode = STRICT_ALL_TABLES` names a value as a word.
+        if let ast::Expr::Identifier(ident) = expr {
+            if !ident.value.starts_with('@') {
+                return Ok(Value::from(ident.value.as_str()));
+            }
+        }
+        let mut compiler = crate::expr::Compiler::new(None, None);
+        let compiled = compiler.compile(expr)?;
+        let inputs = crate::expr::Inputs {
+            row: &[],
+            aggregates: &[],
+            params: &[],
+        };
+        compiled.eval(&inputs, &SessionView { session: self })
+    }
+
+    fn session_value(&self, value: &SessionValue) -> SqlResult<Value> {
+        Ok(match value {
+            SessionValue::SystemVariable { name, global } => {
+                let session = (!global).then(|| self.variables.get(name)).flatten();
+                match (session, name.as_str()) {
+                    (Some(value), _) => value.clone(),
+                    (None, "autocommit") => Value::Int(self.autocommit as i64),
+                    (None, "last_insert_id" | "identity") => Value::UInt(self.last_insert_id),
+                    (None, "hostname") => Value::from("tessera"),
+                    (None, _) => variables::default_of(name).ok_or_else(|| {
+                        SqlError::new(
+                            codes::UNKNOWN_SYSTEM_VARIABLE,
+                            format!("Unknown system variable '{name}'"),
+                        )
+                    })?,
+                }
+            }
+            SessionValue::UserVariable(name) => self
+                .user_variables
+                .get(name)
+                .cloned()
+                .unwrap_or(Value::Null),
+            SessionValue::Database => self
+                .database
+                .as_deref()
+                .map(Value::from)
+                .unwrap_or(Value::Null),
+            SessionValue::LastInsertId => Value::UInt(self.last_insert_id),
+            SessionValue::ConnectionId => Value::UInt(self.id as u64),
+            SessionValue::Version => Value::from(variables::VERSION),
+            SessionValue::User => Value::from(format!("{}@localhost", self.user).as_str()),
+            SessionValue::RowCount => Value::Int(self.row_count),
+        })
+    }
+
+    fn show_variables(&self, filter: Option<&ast::ShowStatementFilter>, global: bool) -> Response {
+        let pattern = like_filter(filter);
+        let rows = variables::defaults()
+            .into_iter()
+            .filter(|(name, _)| variables::name_matches(name, pattern))
+            .map(|(name, default)| {
+                let value = match global {
+                    true => default,
+                    false => self
+                        .session_value(&SessionValue::SystemVariable {
+                            name: name.to_string(),
+                            global: false,
+                        })
+                        .unwrap_or(default),
+                };
+                vec![
+                    Value::from(name),
+                    Value::from(value::display(&value).as_str()),
+                ]
+            })
+            .collect();
+        Response::text_rows(&["Variable_name", "Value"], rows)
+    }
+
+    fn show_status(&self, filter: Option<&ast::ShowStatementFilter>, global: bool) -> Response {
+        let statistics = self.statistics();
+        let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+        let mut status: Vec<(String, u64)> = vec![
+            ("Com_commit".into(), load(&statistics.commits)),
+            ("Com_delete".into(), load(&statistics.deletes)),
+            ("Com_insert".into(), load(&statistics.inserts)),
+            ("Com_rollback".into(), load(&statistics.rollbacks)),
+            ("Com_select".into(), load(&statistics.selects)),
+            ("Com_update".into(), load(&statistics.updates)),
+            ("Queries".into(), load(&statistics.queries)),
+            ("Questions".into(), load(&statistics.queries)),
+            ("Rows_sent".into(), load(&statistics.rows_sent)),
+            (
+                "Tessera_autocommit_retries".into(),
+                load(&statistics.retries),
+            ),
+            (
+                "Tessera_rows_fetched".into(),
+                match global {
+                    true => load(&statistics.rows_fetched),
+                    false => self.fetched_total,
+                },
+            ),
+            (
+                "Tessera_last_statement_rows_fetched".into(),
+                self.last_counts.fetched,
+            ),
+            (
+                "Threads_connected".into(),
+                self.engine.server.processes().len() as u64,
+            ),
+            ("Uptime".into(), self.engine.uptime()),
+        ];
+        for (code, count) in statistics.errors.lock().expect("errors lock").iter() {
+            status.push((format!("Tessera_errors_{code}"), *count));
+        }
+        status.sort();
+        let pattern = like_filter(filter);
+        let rows = status
+            .into_iter()
+            .filter(|(name, _)| variables::name_matches(name, pattern))
+            .map(|(name, value)| {
+                vec![
+                    Value::from(name.as_str()),
+                    Value::from(value.to_string().as_str()),
+                ]
+            })
+            .collect();
+        Response::text_rows(&["Variable_name", "Value"], rows)
+    }
+
+    fn processlist(&self) -> Response {
+        let rows = self
+            .engine
+            .server
+            .processes()
+            .into_iter()
+            .map(|p| {
+                vec![
+                    Value::UInt(p.id as u64),
+                    Value::from(p.user.as_str()),
+                    Value::from(p.host.as_str()),
+                    p.database
+                        .as_deref()
+                        .map(Value::from)
+                        .unwrap_or(Value::Null),
+                    Value::from(p.command),
+                    Value::UInt(p.seconds),
+                    Value::from(""),
+                    p.info.as_deref().map(Value::from).unwrap_or(Value::Null),
+                ]
+            })
+            .collect();
+        Response::text_rows(
+            &[
+                "Id", "User", "Host", "db", "Command", "Time", "State", "Info",
+            ],
+            rows,
+        )
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// The LIKE pattern of a SHOW statement's filter.
+fn like_filter(filter: Option<&ast::ShowStatementFilter>) -> Option<&str> {
+    match filter {
+        Some(ast::ShowStatementFilter::Like(pattern)) => Some(pattern.as_str()),
+        _ => None,
+    }
+}
+
+fn like_filter_position(position: Option<&ast::ShowStatementFilterPosition>) -> Option<&str> {
+    match position {
+        Some(
+            ast::ShowStatementFilterPosition::Infix(filter)
+            | ast::ShowStatementFilterPosition::Suffix(filter),
+        ) => like_filter(Some(filter)),
+        None => None,
+    }
+}
+
+/// The first words of a statement, for an "unsupported" message.
+fn first_words(text: &str) -> String {
+    text.split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `?` placeholders outside quotes.
+fn count_placeholders(text: &str) -> usize {
+    let mut count = 0;
+    let mut quote: Option<char> = None;
+    for c in text.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"' | '`') => quote = Some(c),
+            (None, '?') => count += 1,
+            _ => {}
+        }
+    }
+    count
+}

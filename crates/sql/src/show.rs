@@ -1,0 +1,156 @@
+//! SHOW and DESCRIBE: databases, tables, a table's columns and its
+//! CREATE TABLE, as MySQL words their output, so the `mariadb` client and
+//! tools read them.
+
+use crate::catalog::{Catalog, SqlTable};
+use crate::error::SqlResult;
+use crate::result::Response;
+use crate::value;
+use client::Value;
+
+/// SHOW DATABASES.
+pub fn databases(catalog: &Catalog, pattern: Option<&str>) -> SqlResult<Response> {
+    let rows = catalog
+        .databases()?
+        .into_iter()
+        .filter(|name| crate::variables::name_matches(name, pattern))
+        .map(|name| vec![Value::from(name.as_str())])
+        .collect();
+    Ok(Response::text_rows(&["Database"], rows))
+}
+
+/// SHOW [FULL] TABLES.
+pub fn tables(
+    catalog: &Catalog,
+    database: &str,
+    full: bool,
+    pattern: Option<&str>,
+) -> SqlResult<Response> {
+    catalog.require_database(database)?;
+    let names: Vec<String> = catalog
+        .tables_of(database)?
+        .into_iter()
+        .filter(|name| crate::variables::name_matches(name, pattern))
+        .collect();
+    let heading = format!("Tables_in_{database}");
+    let rows = names
+        .iter()
+        .map(|name| {
+            let mut row = vec![Value::from(name.as_str())];
+            if full {
+                row.push(Value::from("BASE TABLE"));
+            }
+            row
+        })
+        .collect();
+    Ok(match full {
+        true => Response::text_rows(&[&heading, "Table_type"], rows),
+        false => Response::text_rows(&[&heading], rows),
+    })
+}
+
+fn key_of(table: &SqlTable, index: usize) -> &'static str {
+    let id = index as u16;
+    let def = table.def();
+    if def.primary_key.contains(&id) {
+        "PRI"
+    } else if def
+        .indexes
+        .iter()
+        .any(|i| i.unique.is_some() && i.columns.len() == 1 && i.columns[0] == id)
+    {
+        "UNI"
+    } else if def.indexes.iter().any(|i| i.columns.first() == Some(&id)) {
+        "MUL"
+    } else {
+        ""
+    }
+}
+
+/// DESCRIBE / SHOW COLUMNS.
+pub fn columns(table: &SqlTable) -> Response {
+    let rows = table
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(index, column)| {
+            vec![
+                Value::from(column.name.as_str()),
+                Value::from(column.declared.as_str()),
+                Value::from(if column.nullable { "YES" } else { "NO" }),
+                Value::from(key_of(table, index)),
+                match &column.default {
+                    None | Some(Value::Null) => Value::Null,
+                    Some(value) => Value::from(value::display(value).as_str()),
+                },
+                Value::from(if column.auto_increment {
+                    "auto_increment"
+                } else {
+                    ""
+                }),
+            ]
+        })
+        .collect();
+    Response::text_rows(&["Field", "Type", "Null", "Key", "Default", "Extra"], rows)
+}
+
+fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+/// The CREATE TABLE statement that makes `table` again.
+pub fn create_statement(table: &SqlTable) -> String {
+    let def = table.def();
+    let mut lines = Vec::new();
+    for column in &table.columns {
+        let mut line = format!("  `{}` {}", column.name, column.declared);
+        if !column.nullable {
+            line.push_str(" NOT NULL");
+        }
+        if column.auto_increment {
+            line.push_str(" AUTO_INCREMENT");
+        }
+        match &column.default {
+            Some(Value::Null) => line.push_str(" DEFAULT NULL"),
+            Some(value) => line.push_str(&format!(" DEFAULT {}", quote(&value::display(value)))),
+            None if column.nullable => line.push_str(" DEFAULT NULL"),
+            None => {}
+        }
+        lines.push(line);
+    }
+    let names = |columns: &[u16]| {
+        columns
+            .iter()
+            .map(|c| format!("`{}`", table.columns[*c as usize].name))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    lines.push(format!("  PRIMARY KEY ({})", names(&def.primary_key)));
+    for index in &def.indexes {
+        let kind = match index.unique {
+            Some(_) => "UNIQUE KEY",
+            None => "KEY",
+        };
+        lines.push(format!(
+            "  {kind} `{}` ({})",
+            index.name,
+            names(&index.columns)
+        ));
+    }
+    format!(
+        "CREATE TABLE `{}` (\n{}\n) ENGINE=ndbcluster DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+        table.name,
+        lines.join(",\n")
+    )
+}
+
+/// SHOW CREATE TABLE.
+pub fn create_table(table: &SqlTable) -> Response {
+    Response::text_rows(
+        &["Table", "Create Table"],
+        vec![vec![
+            Value::from(table.name.as_str()),
+            Value::from(create_statement(table).as_str()),
+        ]],
+    )
+}

@@ -1,0 +1,80 @@
+//! System variables: the ones drivers and tools ask for when they connect
+//! (`SELECT @@max_allowed_packet, @@wait_timeout`, `SHOW VARIABLES`) with
+//! MySQL 8.0's defaults, and the few that change what the SQL node does
+//! (`autocommit`). A session's SET keeps its value for the session;
+//! `SET GLOBAL` is refused: a SQL node keeps no state of its own.
+
+use client::Value;
+
+/// What the SQL node calls itself: a MySQL 8.0 version, so drivers pick
+/// their 8.0 behaviour, then Tessera's.
+pub const VERSION: &str = concat!("8.0.36-tessera-", env!("CARGO_PKG_VERSION"));
+
+/// The variables and their defaults (names lower case, sorted).
+pub fn defaults() -> Vec<(&'static str, Value)> {
+    let text = |s: &str| Value::from(s);
+    let int = Value::Int;
+    vec![
+        ("auto_increment_increment", int(1)),
+        ("auto_increment_offset", int(1)),
+        ("autocommit", int(1)),
+        ("character_set_client", text("utf8mb4")),
+        ("character_set_connection", text("utf8mb4")),
+        ("character_set_database", text("utf8mb4")),
+        ("character_set_results", text("utf8mb4")),
+        ("character_set_server", text("utf8mb4")),
+        ("collation_connection", text("utf8mb4_bin")),
+        ("collation_database", text("utf8mb4_bin")),
+        ("collation_server", text("utf8mb4_bin")),
+        ("default_storage_engine", text("ndbcluster")),
+        ("have_ssl", text("DISABLED")),
+        ("init_connect", text("")),
+        ("innodb_lock_wait_timeout", int(50)),
+        ("interactive_timeout", int(28800)),
+        ("license", text("Apache-2.0")),
+        ("lock_wait_timeout", int(31536000)),
+        ("lower_case_table_names", int(0)),
+        ("max_allowed_packet", int(67108864)),
+        ("max_connections", int(4096)),
+        ("net_buffer_length", int(16384)),
+        ("net_read_timeout", int(30)),
+        ("net_write_timeout", int(60)),
+        ("performance_schema", int(0)),
+        ("query_cache_size", int(0)),
+        ("query_cache_type", text("OFF")),
+        ("socket", text("")),
+        ("sql_auto_is_null", int(0)),
+        ("sql_mode", text("ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION")),
+        ("sql_select_limit", Value::UInt(u64::MAX)),
+        ("system_time_zone", text("UTC")),
+        ("time_zone", text("SYSTEM")),
+        ("transaction_isolation", text("READ-COMMITTED")),
+        ("transaction_read_only", int(0)),
+        ("tx_isolation", text("READ-COMMITTED")),
+        ("tx_read_only", int(0)),
+        ("version", text(VERSION)),
+        ("version_comment", text("Tessera: a distributed in-memory database in NDB's architecture")),
+        ("version_compile_machine", text(std::env::consts::ARCH)),
+        ("version_compile_os", text(std::env::consts::OS)),
+        ("wait_timeout", int(28800)),
+    ]
+}
+
+/// The default of `name` (lower case), if it is a variable.
+pub fn default_of(name: &str) -> Option<Value> {
+    defaults()
+        .into_iter()
+        .find(|(known, _)| *known == name)
+        .map(|(_, value)| value)
+}
+
+/// A LIKE pattern over variable names (case-insensitive, as MySQL's).
+pub fn name_matches(name: &str, pattern: Option<&str>) -> bool {
+    match pattern {
+        None => true,
+        Some(pattern) => crate::expr::like(
+            name.to_ascii_lowercase().as_bytes(),
+            pattern.to_ascii_lowercase().as_bytes(),
+        ),
+    }
+}

@@ -1,0 +1,481 @@
+//! One client connection's protocol: the handshake and authentication,
+//! then each command packet answered (docs/design/0027-sql-node.md,
+//! "Protocol"). Bytes in, bytes out: `server` moves them on the socket.
+//!
+//! Authentication, for now: user `root` with no password from a loopback
+//! address, as a fresh MySQL install; anyone else gets 1045. Both
+//! `mysql_native_password` (advertised) and `caching_sha2_password`
+//! clients are accepted: with an empty password both send an empty
+//! response and need no further exchange.
+
+use client::Value;
+use mysql_protocol::{self as wire, Command, PacketWriter, ParamType, ParamValue, WireError};
+use sql::{codes, Session, SqlError};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use crate::encode::Framing;
+
+/// The largest packet a client may send (max_allowed_packet).
+pub const MAX_PACKET: usize = 64 << 20;
+
+/// The capabilities the server offers.
+pub const SERVER_CAPABILITIES: u32 = wire::CLIENT_LONG_PASSWORD
+    | wire::CLIENT_FOUND_ROWS
+    | wire::CLIENT_LONG_FLAG
+    | wire::CLIENT_CONNECT_WITH_DB
+    | wire::CLIENT_PROTOCOL_41
+    | wire::CLIENT_INTERACTIVE
+    | wire::CLIENT_TRANSACTIONS
+    | wire::CLIENT_SECURE_CONNECTION
+    | wire::CLIENT_MULTI_STATEMENTS
+    | wire::CLIENT_MULTI_RESULTS
+    | wire::CLIENT_PS_MULTI_RESULTS
+    | wire::CLIENT_PLUGIN_AUTH
+    | wire::CLIENT_CONNECT_ATTRS
+    | wire::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+    | wire::CLIENT_DEPRECATE_EOF;
+
+/// Where a connection is in its life.
+enum Phase {
+    /// The greeting is to be sent.
+    Greeting,
+    /// Waiting for the client's handshake response.
+    Handshake,
+    /// Serving commands.
+    Commands(Box<Session>),
+    /// Closed: nothing more is read or written.
+    Closed,
+}
+
+/// What a prepared statement keeps between executions on the wire side.
+#[derive(Default)]
+struct Statement {
+    /// The parameter types the first execution sent.
+    types: Vec<ParamType>,
+    /// COM_STMT_SEND_LONG_DATA's bytes, per parameter.
+    long_data: Vec<Option<Vec<u8>>>,
+}
+
+/// A connection's protocol state.
+pub struct Connection {
+    /// The connection id.
+    pub id: u32,
+    peer: SocketAddr,
+    engine: Arc<sql::Engine>,
+    phase: Phase,
+    scramble: [u8; 20],
+    capabilities: u32,
+    statements: HashMap<u32, Statement>,
+    /// The statement running, for SHOW PROCESSLIST.
+    pub info: Option<String>,
+    /// The user, once authenticated.
+    pub user: String,
+}
+
+impl Connection {
+    /// A connection from `peer`.
+    pub fn new(
+        id: u32,
+        peer: SocketAddr,
+        engine: Arc<sql::Engine>,
+        scramble: [u8; 20],
+    ) -> Connection {
+        Connection {
+            id,
+            peer,
+            engine,
+            phase: Phase::Greeting,
+            scramble,
+            capabilities: 0,
+            statements: HashMap::new(),
+            info: None,
+            user: String::new(),
+        }
+    }
+
+    /// Whether the connection is over.
+    pub fn is_closed(&self) -> bool {
+        matches!(self.phase, Phase::Closed)
+    }
+
+    /// Whether its session is inside a transaction.
+    pub fn in_transaction(&self) -> bool {
+        matches!(&self.phase, Phase::Commands(session) if session.in_transaction())
+    }
+
+    /// The current database.
+    pub fn database(&self) -> Option<String> {
+        match &self.phase {
+            Phase::Commands(session) => session.database().map(str::to_string),
+            _ => None,
+        }
+    }
+
+    /// Writes the greeting if it is due.
+    pub fn greet(&mut self, out: &mut Vec<u8>) {
+        if !matches!(self.phase, Phase::Greeting) {
+            return;
+        }
+        let mut writer = PacketWriter::new(0);
+        let start = writer.begin(out);
+        wire::Handshake {
+            server_version: sql::variables::VERSION,
+            connection_id: self.id,
+            scramble: &self.scramble,
+            capabilities: SERVER_CAPABILITIES,
+            charset: wire::UTF8MB4_GENERAL_CI,
+            status: wire::SERVER_STATUS_AUTOCOMMIT,
+            auth_plugin: "mysql_native_password",
+        }
+        .encode(out);
+        writer.finish(out, start);
+        self.phase = Phase::Handshake;
+    }
+
+    /// Takes the complete packets at the front of `input` (removing
+    /// them) and writes the answers to `out`. A malformed or oversized
+    /// packet closes the connection (after an error packet where the
+    /// protocol allows one).
+    pub fn receive(&mut self, input: &mut Vec<u8>, out: &mut Vec<u8>) {
+        let mut consumed = 0;
+        while !self.is_closed() {
+            let packet = match wire::take_packet(&input[consumed..], MAX_PACKET) {
+                Ok(Some(packet)) => packet,
+                Ok(None) => break,
+                Err(WireError::TooLarge { .. }) => {
+                    let error = SqlError::new(
+                        codes::NET_PACKET_TOO_LARGE,
+                        "Got a packet bigger than 'max_allowed_packet' bytes",
+                    );
+                    let mut writer = PacketWriter::new(0);
+                    self.framing(out, &mut writer).error(&error);
+                    self.phase = Phase::Closed;
+                    break;
+                }
+                Err(_) => {
+                    self.phase = Phase::Closed;
+                    break;
+                }
+            };
+            consumed += packet.consumed;
+            let payload = packet.payload.into_owned();
+            let sequence = packet.sequence;
+            self.handle(&payload, sequence, out);
+        }
+        input.drain(..consumed);
+    }
+
+    fn framing<'a>(&self, out: &'a mut Vec<u8>, writer: &'a mut PacketWriter) -> Framing<'a> {
+        let mut status = 0;
+        if let Phase::Commands(session) = &self.phase {
+            if session.autocommit() {
+                status |= wire::SERVER_STATUS_AUTOCOMMIT;
+            }
+            if session.in_transaction() {
+                status |= wire::SERVER_STATUS_IN_TRANS;
+            }
+        } else {
+            status |= wire::SERVER_STATUS_AUTOCOMMIT;
+        }
+        Framing {
+            out,
+            writer,
+            deprecate_eof: self.capabilities & wire::CLIENT_DEPRECATE_EOF != 0,
+            found_rows: self.capabilities & wire::CLIENT_FOUND_ROWS != 0,
+            status,
+        }
+    }
+
+    fn handle(&mut self, payload: &[u8], sequence: u8, out: &mut Vec<u8>) {
+        let mut writer = PacketWriter::new(sequence.wrapping_add(1));
+        match &self.phase {
+            Phase::Handshake => self.authenticate(payload, &mut writer, out),
+            Phase::Commands(_) => self.command(payload, &mut writer, out),
+            Phase::Greeting | Phase::Closed => self.phase = Phase::Closed,
+        }
+    }
+
+    fn authenticate(&mut self, payload: &[u8], writer: &mut PacketWriter, out: &mut Vec<u8>) {
+        let response = match wire::decode_handshake_response(payload) {
+            Ok(wire::HandshakeResponseOrSsl::Response(response)) => response,
+            Ok(wire::HandshakeResponseOrSsl::SslRequest { .. }) => {
+                let error =
+                    SqlError::new(codes::ACCESS_DENIED, "TLS is not offered by this server");
+                self.framing(out, writer).error(&error);
+                self.phase = Phase::Closed;
+                return;
+            }
+            Err(error) => {
+                let error = SqlError::new(1043, format!("Bad handshake: {error}"));
+                self.framing(out, writer).error(&error);
+                self.phase = Phase::Closed;
+                return;
+            }
+        };
+        self.capabilities = response.capabilities & SERVER_CAPABILITIES;
+        let host = self.peer.ip().to_string();
+        let with_password = if response.auth_response.is_empty() {
+            "NO"
+        } else {
+            "YES"
+        };
+        let allowed = response.user == "root"
+            && self.peer.ip().is_loopback()
+            && response.auth_response.is_empty();
+        if !allowed {
+            let error = SqlError::new(
+                codes::ACCESS_DENIED,
+                format!(
+                    "Access denied for user '{}'@'{host}' (using password: {with_password})",
+                    response.user
+                ),
+            );
+            self.framing(out, writer).error(&error);
+            self.phase = Phase::Closed;
+            return;
+        }
+        self.user = response.user.clone();
+        let session = Session::new(
+            Arc::clone(&self.engine),
+            self.id,
+            &response.user,
+            response.database.as_deref(),
+        );
+        match session {
+            Ok(session) => {
+                self.phase = Phase::Commands(Box::new(session));
+                self.framing(out, writer).ok(0, 0, "");
+            }
+            Err(error) => {
+                self.framing(out, writer).error(&error);
+                self.phase = Phase::Closed;
+            }
+        }
+    }
+
+    fn command(&mut self, payload: &[u8], writer: &mut PacketWriter, out: &mut Vec<u8>) {
+        let command = match wire::decode_command(payload) {
+            Ok(command) => command,
+            Err(_) => {
+                self.phase = Phase::Closed;
+                return;
+            }
+        };
+        let Phase::Commands(session) = &mut self.phase else {
+            return;
+        };
+        match command {
+            Command::Quit => self.phase = Phase::Closed,
+            Command::Ping | Command::SetOption(_) | Command::Debug => {
+                self.framing(out, writer).ok(0, 0, "")
+            }
+            Command::ResetConnection => {
+                let user = self.user.clone();
+                let database = session.database().map(str::to_string);
+                session.end();
+                self.statements.clear();
+                match Session::new(
+                    Arc::clone(&self.engine),
+                    self.id,
+                    &user,
+                    database.as_deref(),
+                ) {
+                    Ok(fresh) => **session = fresh,
+                    Err(error) => return self.framing(out, writer).error(&error),
+                }
+                self.framing(out, writer).ok(0, 0, "");
+            }
+            Command::InitDb(name) => {
+                let name = String::from_utf8_lossy(name).into_owned();
+                match session.use_database(&name) {
+                    Ok(()) => self.framing(out, writer).ok(0, 0, ""),
+                    Err(error) => self.framing(out, writer).error(&error),
+                }
+            }
+            Command::Query(text) => {
+                let text = String::from_utf8_lossy(text).into_owned();
+                self.info = Some(text.chars().take(1024).collect());
+                let results = session.query(&text);
+                let count = results.len();
+                for (index, result) in results.into_iter().enumerate() {
+                    let mut framing = self.framing(out, writer);
+                    if index + 1 < count {
+                        framing.status |= wire::SERVER_MORE_RESULTS_EXISTS;
+                    }
+                    match result {
+                        Ok(response) => framing.response(&response, false),
+                        Err(error) => framing.error(&error),
+                    }
+                }
+                self.info = None;
+            }
+            Command::StmtPrepare(text) => {
+                let text = String::from_utf8_lossy(text).into_owned();
+                match session.prepare(&text) {
+                    Ok((id, prepared)) => {
+                        self.statements.insert(id, Statement::default());
+                        let columns = prepared.columns.clone();
+                        let params = prepared.params;
+                        let mut framing = self.framing(out, writer);
+                        let ok = wire::response::PrepareOk {
+                            statement_id: id,
+                            columns: columns.len() as u16,
+                            params: params as u16,
+                            warnings: 0,
+                        };
+                        let start = framing.writer.begin(framing.out);
+                        ok.encode(framing.out);
+                        framing.writer.finish(framing.out, start);
+                        if params > 0 {
+                            let placeholders: Vec<sql::OutputColumn> = (0..params)
+                                .map(|_| {
+                                    sql::OutputColumn::computed("?", sql::ColumnKind::Binary(0))
+                                })
+                                .collect();
+                            framing.columns(&placeholders);
+                            framing.end_of(false);
+                        }
+                        if !columns.is_empty() {
+                            framing.columns(&columns);
+                            framing.end_of(false);
+                        }
+                    }
+                    Err(error) => self.framing(out, writer).error(&error),
+                }
+            }
+            Command::StmtExecute(execute) => {
+                let id = execute.statement_id;
+                let Some(param_count) = session.prepared(id).map(|p| p.params) else {
+                    let error = SqlError::new(
+                        codes::UNKNOWN_STMT_HANDLER,
+                        format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
+                    );
+                    return self.framing(out, writer).error(&error);
+                };
+                let statement = self.statements.entry(id).or_default();
+                let params = match wire::decode_execute_params(
+                    execute.rest,
+                    param_count,
+                    &mut statement.types,
+                    &statement.long_data,
+                ) {
+                    Ok(params) => params.iter().map(param_value).collect::<Vec<_>>(),
+                    Err(error) => {
+                        let error = SqlError::new(
+                            codes::WRONG_ARGUMENTS,
+                            format!("Incorrect arguments to mysqld_stmt_execute: {error}"),
+                        );
+                        return self.framing(out, writer).error(&error);
+                    }
+                };
+                statement.long_data.clear();
+                let result = session.execute(id, &params);
+                let mut framing = self.framing(out, writer);
+                match result {
+                    Ok(response) => framing.response(&response, true),
+                    Err(error) => framing.error(&error),
+                }
+            }
+            Command::StmtSendLongData {
+                statement_id,
+                param,
+                data,
+            } => {
+                // No answer, as MySQL's.
+                if let Some(statement) = self.statements.get_mut(&statement_id) {
+                    let param = param as usize;
+                    if param < 65_536 {
+                        if statement.long_data.len() <= param {
+                            statement.long_data.resize(param + 1, None);
+                        }
+                        let slot = statement.long_data[param].get_or_insert_with(Vec::new);
+                        if slot.len() + data.len() <= MAX_PACKET {
+                            slot.extend_from_slice(data);
+                        }
+                    }
+                }
+            }
+            Command::StmtClose(id) => {
+                session.close_statement(id);
+                self.statements.remove(&id);
+            }
+            Command::StmtReset(id) => {
+                if let Some(statement) = self.statements.get_mut(&id) {
+                    statement.long_data.clear();
+                }
+                self.framing(out, writer).ok(0, 0, "");
+            }
+            Command::ProcessKill(id) => {
+                let results = session.query(&format!("KILL {id}"));
+                match results.into_iter().next() {
+                    Some(Err(error)) => self.framing(out, writer).error(&error),
+                    _ => self.framing(out, writer).ok(0, 0, ""),
+                }
+            }
+            Command::Statistics => {
+                let text = format!("Uptime: {}  Threads: 1  Questions: 0", self.engine.uptime());
+                let start = writer.begin(out);
+                out.extend_from_slice(text.as_bytes());
+                writer.finish(out, start);
+            }
+            Command::FieldList(_) => self.framing(out, writer).end_of(true),
+            Command::StmtFetch { .. } | Command::ChangeUser | Command::Other(_) => {
+                let error = SqlError::new(codes::UNKNOWN_COM, "Unknown command");
+                self.framing(out, writer).error(&error);
+            }
+        }
+    }
+
+    /// The connection is closing: its transaction rolls back.
+    pub fn close(&mut self) {
+        if let Phase::Commands(session) = &mut self.phase {
+            session.end();
+        }
+        self.phase = Phase::Closed;
+    }
+}
+
+/// A binary-protocol parameter as a value.
+fn param_value(param: &ParamValue<'_>) -> Value {
+    match *param {
+        ParamValue::Null => Value::Null,
+        ParamValue::Int(x) => Value::Int(x),
+        ParamValue::UInt(x) => Value::UInt(x),
+        ParamValue::Double(x) => Value::Double(x),
+        ParamValue::Bytes(bytes) => Value::Bytes(bytes.to_vec()),
+        ParamValue::DateTime {
+            year,
+            month,
+            day,
+            hour,
+            minute,
+            second,
+            microsecond,
+        } => {
+            let mut text =
+                format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02}:{second:02}");
+            if microsecond != 0 {
+                text.push_str(&format!(".{microsecond:06}"));
+            }
+            Value::from(text.as_str())
+        }
+        ParamValue::Time {
+            negative,
+            days,
+            hour,
+            minute,
+            second,
+            microsecond,
+        } => {
+            let hours = days as u64 * 24 + hour as u64;
+            let sign = if negative { "-" } else { "" };
+            let mut text = format!("{sign}{hours:02}:{minute:02}:{second:02}");
+            if microsecond != 0 {
+                text.push_str(&format!(".{microsecond:06}"));
+            }
+            Value::from(text.as_str())
+        }
+    }
+}

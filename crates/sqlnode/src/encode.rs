@@ -1,0 +1,223 @@
+//! A statement's result in MySQL's protocol: OK and ERR packets, result
+//! sets in the text protocol (COM_QUERY) and the binary one
+//! (COM_STMT_EXECUTE), column definitions from the engine's columns.
+
+use mysql_protocol::{self as wire, ColumnType, OkPacket, PacketWriter};
+use sql::{ColumnKind, OutputColumn, Response, SqlError};
+
+/// utf8mb4 with a binary collation: how the cluster compares text.
+const UTF8MB4_BIN: u16 = 46;
+
+/// What the encoders need of the connection.
+pub struct Framing<'a> {
+    /// Where packets go.
+    pub out: &'a mut Vec<u8>,
+    /// Sequence ids.
+    pub writer: &'a mut PacketWriter,
+    /// CLIENT_DEPRECATE_EOF: result sets end with an OK, no EOF between.
+    pub deprecate_eof: bool,
+    /// CLIENT_FOUND_ROWS: UPDATE reports rows matched.
+    pub found_rows: bool,
+    /// Server status flags for OK and EOF.
+    pub status: u16,
+}
+
+impl Framing<'_> {
+    fn packet(&mut self, payload: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.writer.begin(self.out);
+        payload(self.out);
+        self.writer.finish(self.out, start);
+    }
+
+    /// An OK.
+    pub fn ok(&mut self, affected_rows: u64, last_insert_id: u64, info: &str) {
+        let status = self.status;
+        self.packet(|out| {
+            wire::response::encode_ok(
+                out,
+                &OkPacket {
+                    affected_rows,
+                    last_insert_id,
+                    status,
+                    warnings: 0,
+                    info,
+                },
+            )
+        });
+    }
+
+    /// An ERR.
+    pub fn error(&mut self, error: &SqlError) {
+        let mut state = [b'H', b'Y', b'0', b'0', b'0'];
+        if error.state.len() == 5 {
+            state.copy_from_slice(error.state.as_bytes());
+        }
+        self.packet(|out| wire::response::encode_err(out, error.code, &state, &error.message));
+    }
+
+    /// The end of a list of definitions or rows.
+    pub fn end_of(&mut self, rows: bool) {
+        let status = self.status;
+        match (self.deprecate_eof, rows) {
+            (true, true) => self.packet(|out| {
+                wire::response::encode_eof_ok(
+                    out,
+                    &OkPacket {
+                        affected_rows: 0,
+                        last_insert_id: 0,
+                        status,
+                        warnings: 0,
+                        info: "",
+                    },
+                )
+            }),
+            (true, false) => {}
+            (false, _) => self.packet(|out| wire::response::encode_eof(out, 0, status)),
+        }
+    }
+
+    /// Column definitions.
+    pub fn columns(&mut self, columns: &[OutputColumn]) {
+        for column in columns {
+            self.packet(|out| definition(column).encode(out));
+        }
+    }
+
+    /// A statement's response (text protocol when `binary` is false).
+    pub fn response(&mut self, response: &Response, binary: bool) {
+        match response {
+            Response::Ok {
+                affected_rows,
+                matched_rows,
+                last_insert_id,
+                info,
+            } => {
+                let affected = if self.found_rows {
+                    *matched_rows
+                } else {
+                    *affected_rows
+                };
+                self.ok(affected, *last_insert_id, info);
+            }
+            Response::Rows { columns, rows } => {
+                self.packet(|out| wire::response::encode_column_count(out, columns.len() as u64));
+                self.columns(columns);
+                self.end_of(false);
+                let mut text = Vec::new();
+                for row in rows {
+                    match binary {
+                        false => self.packet(|out| text_row(out, row, &mut text)),
+                        true => self.packet(|out| binary_row(out, columns, row)),
+                    }
+                }
+                self.end_of(true);
+            }
+        }
+    }
+}
+
+fn text_row(out: &mut Vec<u8>, row: &[client::Value], scratch: &mut Vec<u8>) {
+    for value in row {
+        scratch.clear();
+        if sql::value::write_text(value, scratch) {
+            wire::put_lenenc_bytes(out, scratch);
+        } else {
+            out.push(wire::lenenc::LENENC_NULL);
+        }
+    }
+}
+
+fn binary_row(out: &mut Vec<u8>, columns: &[OutputColumn], row: &[client::Value]) {
+    use client::Value;
+    let bitmap = wire::response::begin_binary_row(out, columns.len());
+    let mut text = Vec::new();
+    for (index, (column, value)) in columns.iter().zip(row).enumerate() {
+        if value.is_null() || column.kind == ColumnKind::Null {
+            wire::response::set_binary_null(out, bitmap, index);
+            continue;
+        }
+        let integer = || match value {
+            Value::Int(x) => *x,
+            Value::UInt(x) => *x as i64,
+            other => sql::value::to_f64(other).round() as i64,
+        };
+        match column.kind {
+            ColumnKind::Int { .. } => {
+                wire::response::put_binary_int(out, ColumnType::Long, integer())
+            }
+            ColumnKind::BigInt { .. } => {
+                wire::response::put_binary_int(out, ColumnType::LongLong, integer())
+            }
+            ColumnKind::Double => wire::response::put_binary_double(out, sql::value::to_f64(value)),
+            ColumnKind::Char(_)
+            | ColumnKind::Text(_)
+            | ColumnKind::Binary(_)
+            | ColumnKind::Null => {
+                text.clear();
+                sql::value::write_text(value, &mut text);
+                wire::response::put_binary_bytes(out, &text);
+            }
+        }
+    }
+}
+
+/// The wire definition of a result column.
+pub fn definition(column: &OutputColumn) -> wire::ColumnDefinition<'_> {
+    let binary_charset = u16::from(wire::BINARY_CHARSET);
+    let (column_type, length, charset, mut flags, decimals) = match column.kind {
+        ColumnKind::Int { unsigned } => (
+            ColumnType::Long,
+            11,
+            binary_charset,
+            wire::NUM_FLAG | unsigned_flag(unsigned),
+            0,
+        ),
+        ColumnKind::BigInt { unsigned } => (
+            ColumnType::LongLong,
+            20,
+            binary_charset,
+            wire::NUM_FLAG | unsigned_flag(unsigned),
+            0,
+        ),
+        ColumnKind::Double => (ColumnType::Double, 22, binary_charset, wire::NUM_FLAG, 31),
+        ColumnKind::Char(n) => (ColumnType::String, n * 4, UTF8MB4_BIN, 0, 0),
+        ColumnKind::Text(n) => (ColumnType::VarString, n * 4, UTF8MB4_BIN, 0, 0),
+        ColumnKind::Binary(n) => (
+            ColumnType::VarString,
+            n,
+            binary_charset,
+            wire::BINARY_FLAG,
+            0,
+        ),
+        ColumnKind::Null => (ColumnType::Null, 0, binary_charset, 0, 0),
+    };
+    if column.not_null {
+        flags |= wire::NOT_NULL_FLAG;
+    }
+    if column.primary_key {
+        flags |= wire::PRI_KEY_FLAG;
+    }
+    if column.auto_increment {
+        flags |= wire::AUTO_INCREMENT_FLAG;
+    }
+    wire::ColumnDefinition {
+        schema: &column.database,
+        table: &column.table,
+        org_table: &column.table,
+        name: &column.name,
+        org_name: &column.org_name,
+        charset,
+        column_length: length,
+        column_type,
+        flags,
+        decimals,
+    }
+}
+
+fn unsigned_flag(unsigned: bool) -> u16 {
+    if unsigned {
+        wire::UNSIGNED_FLAG
+    } else {
+        0
+    }
+}

@@ -1,0 +1,494 @@
+//! The SQL node's server: one poller thread and a fixed pool of worker
+//! threads serve every connection (seed 004's thread pool, not a thread
+//! per connection; docs/design/0027-sql-node.md, "Threads").
+//!
+//! The poller only watches sockets: a connection with bytes to read is
+//! handed to the pool's queue once (a connection being served is only
+//! marked to look again). A worker owns the connection while it serves
+//! it: it reads everything there is, answers every complete command
+//! (running statements synchronously against the cluster), writes the
+//! answers, and gives the connection back. A connection inside a
+//! transaction goes to the front queue: its locks are held until it
+//! moves on, so it must not wait behind new work.
+
+use crate::connection::{Connection, MAX_PACKET};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const LISTENER: Token = Token(0);
+const WAKER: Token = Token(1);
+/// How long a worker waits for a client to take a response.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Who owns a connection's I/O right now.
+#[derive(Default)]
+struct Ownership {
+    /// A worker has it (or it waits in the queue).
+    busy: bool,
+    /// Bytes arrived while busy: look again before giving it back.
+    poked: bool,
+}
+
+/// A connection as the server holds it.
+struct Client {
+    id: u32,
+    peer: SocketAddr,
+    ownership: Mutex<Ownership>,
+    io: Mutex<ClientIo>,
+    fd: i32,
+    since: Mutex<Instant>,
+    killed: AtomicBool,
+    /// Its session is inside a transaction (set by its worker).
+    in_transaction: AtomicBool,
+}
+
+struct ClientIo {
+    stream: TcpStream,
+    input: Vec<u8>,
+    output: Vec<u8>,
+    protocol: Connection,
+}
+
+/// The work queues: connections in a transaction first.
+#[derive(Default)]
+struct Queues {
+    front: VecDeque<Arc<Client>>,
+    back: VecDeque<Arc<Client>>,
+    stopping: bool,
+}
+
+struct Shared {
+    queues: Mutex<Queues>,
+    ready: Condvar,
+    clients: Mutex<HashMap<u32, Arc<Client>>>,
+    registry: mio::Registry,
+    engine: Mutex<Option<Arc<sql::Engine>>>,
+    next_id: AtomicU32,
+}
+
+/// A running SQL node server.
+pub struct SqlServer {
+    shared: Arc<Shared>,
+    address: SocketAddr,
+    waker: Arc<Waker>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// The engine's view of the server (SHOW PROCESSLIST, KILL).
+struct ServerView {
+    shared: std::sync::Weak<Shared>,
+}
+
+impl sql::Server for ServerView {
+    fn processes(&self) -> Vec<sql::Process> {
+        let Some(shared) = self.shared.upgrade() else {
+            return Vec::new();
+        };
+        let clients: Vec<Arc<Client>> = shared
+            .clients
+            .lock()
+            .expect("clients lock")
+            .values()
+            .cloned()
+            .collect();
+        let mut list: Vec<sql::Process> = clients
+            .iter()
+            .map(|client| {
+                // A connection being served is not waited for: its
+                // details show as unknown.
+                let (user, database, info) = match client.io.try_lock() {
+                    Ok(io) => (
+                        io.protocol.user.clone(),
+                        io.protocol.database(),
+                        io.protocol.info.clone(),
+                    ),
+                    Err(_) => ("root".to_string(), None, Some("(running)".to_string())),
+                };
+                let busy = client.ownership.lock().expect("ownership lock").busy;
+                sql::Process {
+                    id: client.id,
+                    user,
+                    host: client.peer.to_string(),
+                    database,
+                    command: if busy { "Query" } else { "Sleep" },
+                    seconds: client.since.lock().expect("since lock").elapsed().as_secs(),
+                    info,
+                }
+            })
+            .collect();
+        list.sort_by_key(|p| p.id);
+        list
+    }
+
+    fn kill(&self, id: u32, query_only: bool) -> bool {
+        let Some(shared) = self.shared.upgrade() else {
+            return false;
+        };
+        let Some(client) = shared
+            .clients
+            .lock()
+            .expect("clients lock")
+            .get(&id)
+            .cloned()
+        else {
+            return false;
+        };
+        if !query_only {
+            // The socket shut: its worker or the poller closes it.
+            client.killed.store(true, Ordering::Relaxed);
+            // SAFETY: `fd` belongs to the client's stream, alive while the
+            // client is in the table; shutdown does not close it.
+            unsafe {
+                libc::shutdown(client.fd, libc::SHUT_RDWR);
+            }
+        }
+        // A statement runs to its end (statements are short; KILL QUERY
+        // stops nothing mid-statement yet).
+        true
+    }
+}
+
+impl SqlServer {
+    /// Listens on `address` and serves with `workers` threads; the engine
+    /// comes from `engine`, given the server's view (for SHOW PROCESSLIST).
+    pub fn start(
+        address: SocketAddr,
+        workers: usize,
+        engine: impl FnOnce(Arc<dyn sql::Server>) -> sql::SqlResult<Arc<sql::Engine>>,
+    ) -> io::Result<SqlServer> {
+        let poll = Poll::new()?;
+        let mut listener = TcpListener::bind(address)?;
+        let address = listener.local_addr()?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let shared = Arc::new(Shared {
+            queues: Mutex::new(Queues::default()),
+            ready: Condvar::new(),
+            clients: Mutex::new(HashMap::new()),
+            registry: poll.registry().try_clone()?,
+            engine: Mutex::new(None),
+            next_id: AtomicU32::new(1),
+        });
+        let view: Arc<dyn sql::Server> = Arc::new(ServerView {
+            shared: Arc::downgrade(&shared),
+        });
+        let engine = engine(view).map_err(|error| io::Error::other(error.to_string()))?;
+        *shared.engine.lock().expect("engine lock") = Some(engine);
+        let mut threads = Vec::new();
+        for index in 0..workers.max(1) {
+            let shared = Arc::clone(&shared);
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("sql-worker-{index}"))
+                    .spawn(move || worker(&shared))?,
+            );
+        }
+        let poller_shared = Arc::clone(&shared);
+        threads.push(
+            std::thread::Builder::new()
+                .name("sql-poll".into())
+                .spawn(move || poller(poll, listener, &poller_shared))?,
+        );
+        Ok(SqlServer {
+            shared,
+            address,
+            waker,
+            threads,
+        })
+    }
+
+    /// Where it listens.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Stops every thread and closes every connection.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.shared.queues.lock().expect("queues lock").stopping = true;
+        self.shared.ready.notify_all();
+        let _ = self.waker.wake();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+        let clients: Vec<Arc<Client>> = self
+            .shared
+            .clients
+            .lock()
+            .expect("clients lock")
+            .drain()
+            .map(|(_, c)| c)
+            .collect();
+        for client in clients {
+            client.io.lock().expect("io lock").protocol.close();
+        }
+    }
+}
+
+impl Drop for SqlServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn stopping(shared: &Shared) -> bool {
+    shared.queues.lock().expect("queues lock").stopping
+}
+
+fn poller(mut poll: Poll, listener: TcpListener, shared: &Arc<Shared>) {
+    let mut events = Events::with_capacity(1024);
+    loop {
+        if let Err(error) = poll.poll(&mut events, None) {
+            if error.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            eprintln!("sql node: poll failed: {error}");
+            return;
+        }
+        if stopping(shared) {
+            return;
+        }
+        for event in events.iter() {
+            match event.token() {
+                LISTENER => accept(&listener, shared),
+                WAKER => {}
+                Token(token) => {
+                    let id = (token - 2) as u32;
+                    let client = shared
+                        .clients
+                        .lock()
+                        .expect("clients lock")
+                        .get(&id)
+                        .cloned();
+                    if let Some(client) = client {
+                        dispatch(shared, client);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn accept(listener: &TcpListener, shared: &Arc<Shared>) {
+    loop {
+        let (mut stream, peer) = match listener.accept() {
+            Ok(accepted) => accepted,
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => return,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => {
+                // Out of file descriptors and the like: drop this one and
+                // carry on serving the others.
+                eprintln!("sql node: accept failed: {error}");
+                return;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+        if shared
+            .registry
+            .register(&mut stream, Token(id as usize + 2), Interest::READABLE)
+            .is_err()
+        {
+            continue;
+        }
+        let engine = shared
+            .engine
+            .lock()
+            .expect("engine lock")
+            .clone()
+            .expect("the engine is set before serving");
+        let fd = stream.as_raw_fd();
+        let client = Arc::new(Client {
+            id,
+            peer,
+            ownership: Mutex::new(Ownership::default()),
+            io: Mutex::new(ClientIo {
+                stream,
+                input: Vec::new(),
+                output: Vec::new(),
+                protocol: Connection::new(id, peer, engine, scramble()),
+            }),
+            fd,
+            since: Mutex::new(Instant::now()),
+            killed: AtomicBool::new(false),
+            in_transaction: AtomicBool::new(false),
+        });
+        shared
+            .clients
+            .lock()
+            .expect("clients lock")
+            .insert(id, Arc::clone(&client));
+        dispatch(shared, client);
+    }
+}
+
+/// 20 random scramble bytes, printable and never 0 (as MySQL's).
+fn scramble() -> [u8; 20] {
+    let mut bytes = [0u8; 20];
+    // SAFETY: getrandom writes at most `len` bytes into the buffer.
+    let filled = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if filled != bytes.len() as isize {
+        let seed = Instant::now().elapsed().as_nanos() as u64 ^ std::process::id() as u64;
+        for (i, byte) in bytes.iter_mut().enumerate() {
+            *byte = (seed.rotate_left(i as u32 * 7) & 0xFF) as u8;
+        }
+    }
+    for byte in &mut bytes {
+        *byte = 33 + (*byte % 94);
+    }
+    bytes
+}
+
+/// Queues `client` for a worker unless one has it already.
+fn dispatch(shared: &Shared, client: Arc<Client>) {
+    {
+        let mut ownership = client.ownership.lock().expect("ownership lock");
+        if ownership.busy {
+            ownership.poked = true;
+            return;
+        }
+        ownership.busy = true;
+    }
+    let mut queues = shared.queues.lock().expect("queues lock");
+    match client.in_transaction.load(Ordering::Relaxed) {
+        true => queues.front.push_back(client),
+        false => queues.back.push_back(client),
+    }
+    drop(queues);
+    shared.ready.notify_one();
+}
+
+fn worker(shared: &Arc<Shared>) {
+    loop {
+        let client = {
+            let mut queues = shared.queues.lock().expect("queues lock");
+            loop {
+                if queues.stopping {
+                    return;
+                }
+                if let Some(client) = queues.front.pop_front().or_else(|| queues.back.pop_front()) {
+                    break client;
+                }
+                queues = shared.ready.wait(queues).expect("queues lock");
+            }
+        };
+        serve(shared, client);
+    }
+}
+
+/// Serves `client` until it has nothing more to answer, then gives it back.
+fn serve(shared: &Arc<Shared>, client: Arc<Client>) {
+    loop {
+        let closed = {
+            let mut io = client.io.lock().expect("io lock");
+            let io = &mut *io;
+            io.protocol.greet(&mut io.output);
+            let mut closed = client.killed.load(Ordering::Relaxed) || read_available(io);
+            if !closed {
+                *client.since.lock().expect("since lock") = Instant::now();
+                let ClientIo {
+                    input,
+                    output,
+                    protocol,
+                    ..
+                } = io;
+                protocol.receive(input, output);
+            }
+            closed |= write_all(io).is_err();
+            closed |= io.protocol.is_closed();
+            if closed {
+                io.protocol.close();
+                let _ = shared.registry.deregister(&mut io.stream);
+            }
+            client
+                .in_transaction
+                .store(io.protocol.in_transaction(), Ordering::Relaxed);
+            closed
+        };
+        if closed {
+            shared
+                .clients
+                .lock()
+                .expect("clients lock")
+                .remove(&client.id);
+            return;
+        }
+        let mut ownership = client.ownership.lock().expect("ownership lock");
+        if ownership.poked {
+            ownership.poked = false;
+            continue;
+        }
+        ownership.busy = false;
+        return;
+    }
+}
+
+/// Reads everything the socket holds; true when the peer closed or the
+/// input grew past what a packet may be.
+fn read_available(io: &mut ClientIo) -> bool {
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        match io.stream.read(&mut chunk) {
+            Ok(0) => return true,
+            Ok(n) => {
+                io.input.extend_from_slice(&chunk[..n]);
+                if io.input.len() > MAX_PACKET + 64 * 1024 {
+                    // More than one whole packet buffered unanswered: the
+                    // decoder refuses oversized ones first, so this is a
+                    // client flooding without reading.
+                    return true;
+                }
+            }
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return true,
+        }
+    }
+}
+
+/// Writes the pending output, waiting for the socket when it is full.
+fn write_all(io: &mut ClientIo) -> io::Result<()> {
+    let mut written = 0;
+    let deadline = Instant::now() + WRITE_TIMEOUT;
+    while written < io.output.len() {
+        match io.stream.write(&io.output[written..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => written += n,
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+                let mut poll_fd = libc::pollfd {
+                    fd: io.stream.as_raw_fd(),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd for the duration of the call.
+                unsafe {
+                    libc::poll(
+                        &mut poll_fd,
+                        1,
+                        left.as_millis().min(i32::MAX as u128) as i32,
+                    );
+                }
+            }
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    io.output.clear();
+    Ok(())
+}
