@@ -249,12 +249,10 @@ impl Session {
     ) -> SqlResult<Response> {
         let statistics = &self.engine.statistics;
         statistics.queries.fetch_add(1, Ordering::Relaxed);
-        self.last_counts = StatementCounts::default();
+        // SHOW STATUS reports the last data statement's counts: only a
+        // data statement replaces them.
         let result = self.dispatch(statement, compiled, params);
         let statistics = &self.engine.statistics;
-        Statistics::add(&statistics.rows_fetched, self.last_counts.fetched);
-        Statistics::add(&statistics.rows_sent, self.last_counts.sent);
-        self.fetched_total += self.last_counts.fetched;
         match &result {
             Ok(Response::Ok { affected_rows, .. }) => self.row_count = *affected_rows as i64,
             Ok(Response::Rows { .. }) => self.row_count = -1,
@@ -618,6 +616,9 @@ impl Session {
         };
         self.last_counts = counts;
         let statistics = &self.engine.statistics;
+        Statistics::add(&statistics.rows_fetched, counts.fetched);
+        Statistics::add(&statistics.rows_sent, counts.sent);
+        self.fetched_total += counts.fetched;
         let counter = match &compiled.plan {
             Plan::Select(_) => &statistics.selects,
             Plan::Insert(_) => &statistics.inserts,

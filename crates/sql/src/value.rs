@@ -196,7 +196,7 @@ pub fn arithmetic(op: Arithmetic, a: &Value, b: &Value) -> SqlResult<Value> {
                 match (unsigned, i64::try_from(result), u64::try_from(result)) {
                     (true, _, Ok(value)) => Value::UInt(value),
                     (_, Ok(value), _) => Value::Int(value),
-                        _ => return Err(out_of_range()),
+                    _ => return Err(out_of_range()),
                 },
             )
         }

@@ -1,0 +1,255 @@
+//! `tessera sql` on a real cluster (two data nodes, replicas 2), reached
+//! by the `mariadb` command-line client as a user would: the schema
+//! sysbench creates, writes and reads of every access path, EXPLAIN of
+//! each sysbench statement shape, the rows a statement fetched from the
+//! data nodes (SHOW STATUS), transactions, MySQL's error numbers, the
+//! root-from-loopback rule, and a malformed handshake that closes its
+//! own connection and nothing else (docs/design/0027-sql-node.md).
+
+mod common;
+
+use common::{ClusterOptions, TestCluster};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `tessera sql` child process, killed on drop.
+struct SqlNode {
+    child: Child,
+    port: u16,
+}
+
+impl SqlNode {
+    fn start(cluster: &TestCluster) -> SqlNode {
+        let port = common::free_port();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args([
+                "sql",
+                "--mgmd",
+                &cluster.mgmd_addr(),
+                "--port",
+                &port.to_string(),
+                "--workers",
+                "8",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("tessera sql starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout piped"))
+            .read_line(&mut line)
+            .expect("tessera sql prints its address");
+        assert!(
+            line.contains("sql node listening on"),
+            "unexpected first line {line:?}"
+        );
+        SqlNode { child, port }
+    }
+}
+
+impl Drop for SqlNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `sql` with the mariadb client (tab-separated, no headers);
+/// `Ok(stdout)` or `Err(stderr)`.
+fn mariadb(node: &SqlNode, user: &str, sql: &str) -> Result<String, String> {
+    let output = Command::new("mariadb")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-P",
+            &node.port.to_string(),
+            "-u",
+            user,
+            "--batch",
+            "--skip-column-names",
+            "-e",
+            sql,
+        ])
+        .output()
+        .expect("the mariadb client is installed (.ci/run installs it)");
+    match output.status.success() {
+        true => Ok(String::from_utf8_lossy(&output.stdout).into_owned()),
+        false => Err(String::from_utf8_lossy(&output.stderr).into_owned()),
+    }
+}
+
+fn query(node: &SqlNode, sql: &str) -> String {
+    mariadb(node, "root", sql).unwrap_or_else(|error| panic!("{sql}: {error}"))
+}
+
+fn error_of(node: &SqlNode, sql: &str) -> String {
+    match mariadb(node, "root", sql) {
+        Ok(output) => panic!("{sql} succeeded with {output:?}"),
+        Err(error) => error,
+    }
+}
+
+const SCHEMA: &str = "CREATE DATABASE sbtest; USE sbtest; CREATE TABLE sbtest1(
+  id INTEGER NOT NULL AUTO_INCREMENT,
+  k INTEGER DEFAULT '0' NOT NULL,
+  c CHAR(120) DEFAULT '' NOT NULL,
+  pad CHAR(60) DEFAULT '' NOT NULL,
+  PRIMARY KEY (id)
+) /*! ENGINE = innodb */; CREATE INDEX k_1 ON sbtest1(k)";
+
+#[test]
+fn the_mariadb_client_runs_sysbench_shaped_sql() {
+    let cluster = TestCluster::start(ClusterOptions::pair("sql"));
+    let node = SqlNode::start(&cluster);
+    assert!(query(&node, "SELECT @@version_comment LIMIT 1").contains("Tessera"));
+    query(&node, SCHEMA);
+    // 200 rows in one statement, ids generated: k = id % 10, c = 'c<id>'.
+    let values: Vec<String> = (1..=200)
+        .map(|i| format!("({}, 'c{i}', 'p')", i % 10))
+        .collect();
+    query(
+        &node,
+        &format!(
+            "INSERT INTO sbtest.sbtest1 (k, c, pad) VALUES {}",
+            values.join(",")
+        ),
+    );
+    let db = |sql: &str| query(&node, &format!("USE sbtest; {sql}"));
+    assert_eq!(db("SELECT c FROM sbtest1 WHERE id = 7"), "c7\n");
+    assert_eq!(
+        db("SELECT COUNT(*), SUM(k), MIN(id), MAX(id) FROM sbtest1"),
+        "200\t900\t1\t200\n"
+    );
+    assert_eq!(
+        db("SELECT SUM(k) FROM sbtest1 WHERE id BETWEEN 11 AND 20"),
+        "45\n"
+    );
+    assert_eq!(
+        db("SELECT c FROM sbtest1 WHERE id BETWEEN 11 AND 13 ORDER BY c DESC"),
+        "c13\nc12\nc11\n"
+    );
+    assert_eq!(
+        db("SELECT DISTINCT k FROM sbtest1 WHERE id BETWEEN 1 AND 30 ORDER BY k LIMIT 3"),
+        "0\n1\n2\n"
+    );
+    assert_eq!(
+        db("SELECT COUNT(k) FROM sbtest1 WHERE k BETWEEN 1 AND 2 OR k BETWEEN 2 AND 3"),
+        "60\n"
+    );
+    assert_eq!(
+        db("SELECT id FROM sbtest1 WHERE id IN (3, 500, 3, 4) ORDER BY id"),
+        "3\n4\n"
+    );
+    assert_eq!(db("SELECT id FROM sbtest1 WHERE c = 'c150'"), "150\n");
+
+    // The plan of each sysbench statement shape, and what it fetched.
+    let explain = |sql: &str| db(&format!("EXPLAIN {sql}"));
+    assert!(explain("SELECT c FROM sbtest1 WHERE id=1").contains("primary key lookup"));
+    assert!(explain("SELECT c FROM sbtest1 WHERE id BETWEEN 1 AND 100")
+        .contains("primary key range scan"));
+    assert!(explain("SELECT SUM(k) FROM sbtest1 WHERE id BETWEEN 1 AND 100").contains("aggregate"));
+    assert!(
+        explain("SELECT c FROM sbtest1 WHERE id BETWEEN 1 AND 100 ORDER BY c").contains("sort")
+    );
+    assert!(
+        explain("SELECT DISTINCT c FROM sbtest1 WHERE id BETWEEN 1 AND 100 ORDER BY c")
+            .contains("distinct")
+    );
+    assert!(explain("UPDATE sbtest1 SET k=k+1 WHERE id=1").contains("primary key lookup"));
+    assert!(explain("DELETE FROM sbtest1 WHERE id=1").contains("primary key lookup"));
+    assert!(
+        explain("SELECT COUNT(k) FROM sbtest1 WHERE k BETWEEN 1 AND 2 OR k BETWEEN 5 AND 6")
+            .contains("index range scan (k_1, 2 ranges)")
+    );
+    assert!(explain("SELECT c FROM sbtest1 WHERE pad = 'x'").contains("full scan"));
+    let fetched = |sql: &str| -> u64 {
+        let out = db(&format!(
+            "{sql}; SHOW STATUS LIKE 'Tessera_last_statement_rows_fetched'"
+        ));
+        out.lines()
+            .last()
+            .and_then(|l| l.split('\t').nth(1))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(fetched("SELECT c FROM sbtest1 WHERE id = 5"), 1);
+    assert!(fetched("SELECT c FROM sbtest1 WHERE id BETWEEN 1 AND 100") <= 100);
+    assert_eq!(
+        fetched("SELECT c FROM sbtest1 WHERE id BETWEEN 1 AND 100"),
+        100
+    );
+
+    // Writes: by key, a rollback that leaves the row, a commit that keeps it.
+    db("UPDATE sbtest1 SET k=k+1 WHERE id=1; DELETE FROM sbtest1 WHERE id=2");
+    assert_eq!(db("SELECT k FROM sbtest1 WHERE id = 1"), "2\n");
+    assert_eq!(db("SELECT COUNT(*) FROM sbtest1 WHERE id = 2"), "0\n");
+    db("BEGIN; UPDATE sbtest1 SET c='gone' WHERE id=3; ROLLBACK");
+    assert_eq!(db("SELECT c FROM sbtest1 WHERE id = 3"), "c3\n");
+    db("START TRANSACTION; SELECT c FROM sbtest1 WHERE id=3 FOR UPDATE; UPDATE sbtest1 SET c='kept' WHERE id=3; COMMIT");
+    assert_eq!(db("SELECT c FROM sbtest1 WHERE id = 3"), "kept\n");
+    db("INSERT INTO sbtest1 (id, k, c, pad) VALUES (2, 0, 'back', '')");
+    assert_eq!(db("SELECT c FROM sbtest1 WHERE id = 2"), "back\n");
+    // The next generated id is above every explicit one.
+    db("INSERT INTO sbtest1 (id, k, c, pad) VALUES (1000, 0, 'x', '')");
+    let id: u64 =
+        db("INSERT INTO sbtest1 (k, c, pad) VALUES (0, 'y', ''); SELECT LAST_INSERT_ID()")
+            .trim()
+            .parse()
+            .unwrap();
+    assert!(id > 1000, "generated {id}");
+
+    // MySQL's error numbers.
+    assert!(error_of(
+        &node,
+        "USE sbtest; INSERT INTO sbtest1 (id, k) VALUES (1, 0)"
+    )
+    .contains("ERROR 1062"));
+    assert!(error_of(&node, "USE sbtest; SELECT * FROM nothing").contains("ERROR 1146"));
+    assert!(error_of(&node, "USE nothing").contains("ERROR 1049"));
+    assert!(error_of(&node, "SELECT * FROM sbtest1").contains("ERROR 1046"));
+    assert!(error_of(&node, "USE sbtest; SELECT nope FROM sbtest1").contains("ERROR 1054"));
+    assert!(error_of(&node, "SELEC 1").contains("ERROR 1064"));
+    assert!(error_of(
+        &node,
+        "USE sbtest; CREATE TABLE sbtest1 (a INT PRIMARY KEY)"
+    )
+    .contains("ERROR 1050"));
+    assert!(error_of(&node, "CREATE DATABASE sbtest").contains("ERROR 1007"));
+    let denied = mariadb(&node, "bob", "SELECT 1").unwrap_err();
+    assert!(denied.contains("ERROR 1045"), "{denied}");
+
+    // SHOW and DESCRIBE.
+    assert!(query(&node, "SHOW DATABASES").contains("sbtest"));
+    assert_eq!(db("SHOW TABLES"), "sbtest1\n");
+    assert!(db("DESCRIBE sbtest1").starts_with("id\tint\tNO\tPRI\tNULL\tauto_increment\n"));
+    assert!(db("SHOW CREATE TABLE sbtest1").contains("KEY `k_1` (`k`)"));
+
+    // A malformed handshake closes that connection; the server serves on.
+    let mut stream = TcpStream::connect(("127.0.0.1", node.port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut greeting = [0u8; 4];
+    stream.read_exact(&mut greeting).unwrap();
+    let length = u32::from_le_bytes([greeting[0], greeting[1], greeting[2], 0]) as usize;
+    let mut rest = vec![0u8; length];
+    stream.read_exact(&mut rest).unwrap();
+    stream.write_all(&[3, 0, 0, 1, 0xde, 0xad, 0xbe]).unwrap();
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the connection stayed open"
+    );
+    assert_eq!(query(&node, "SELECT 1 + 1"), "2\n");
+
+    // TRUNCATE and DROP DATABASE.
+    db("TRUNCATE TABLE sbtest1");
+    assert_eq!(db("SELECT COUNT(*) FROM sbtest1"), "0\n");
+    query(&node, "DROP DATABASE sbtest");
+    assert!(!query(&node, "SHOW DATABASES").contains("sbtest"));
+}
