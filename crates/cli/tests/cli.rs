@@ -524,6 +524,7 @@ fn every_subcommand_has_help() {
         &["--help"][..],
         &["mgmd", "--help"][..],
         &["node", "--help"][..],
+        &["sql", "--help"][..],
         &["mgm", "--help"][..],
         &["bench", "--help"][..],
         &["bench", "keylookup", "--help"][..],
