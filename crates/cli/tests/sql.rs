@@ -8,77 +8,10 @@
 
 mod common;
 
-use common::{ClusterOptions, TestCluster};
-use std::io::{BufRead, BufReader, Read, Write};
+use common::{mariadb, ClusterOptions, SqlNode, TestCluster};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A `tessera sql` child process, killed on drop.
-struct SqlNode {
-    child: Child,
-    port: u16,
-}
-
-impl SqlNode {
-    fn start(cluster: &TestCluster) -> SqlNode {
-        let port = common::free_port();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
-            .args([
-                "sql",
-                "--mgmd",
-                &cluster.mgmd_addr(),
-                "--port",
-                &port.to_string(),
-                "--workers",
-                "8",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("tessera sql starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout piped"))
-            .read_line(&mut line)
-            .expect("tessera sql prints its address");
-        assert!(
-            line.contains("sql node listening on"),
-            "unexpected first line {line:?}"
-        );
-        SqlNode { child, port }
-    }
-}
-
-impl Drop for SqlNode {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Runs `sql` with the mariadb client (tab-separated, no headers);
-/// `Ok(stdout)` or `Err(stderr)`.
-fn mariadb(node: &SqlNode, user: &str, sql: &str) -> Result<String, String> {
-    let output = Command::new("mariadb")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-P",
-            &node.port.to_string(),
-            "-u",
-            user,
-            "--batch",
-            "--skip-column-names",
-            "-e",
-            sql,
-        ])
-        .output()
-        .expect("the mariadb client is installed (.ci/run installs it)");
-    match output.status.success() {
-        true => Ok(String::from_utf8_lossy(&output.stdout).into_owned()),
-        false => Err(String::from_utf8_lossy(&output.stderr).into_owned()),
-    }
-}
 
 fn query(node: &SqlNode, sql: &str) -> String {
     mariadb(node, "root", sql).unwrap_or_else(|error| panic!("{sql}: {error}"))

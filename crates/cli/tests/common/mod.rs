@@ -23,7 +23,7 @@ use mgmd::client::MgmClient;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::Read;
+use std::io::{BufRead, Read};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -1365,5 +1365,80 @@ pub fn settled<T>(
             }
             Err(error) => panic!("{what}: {error}"),
         }
+    }
+}
+
+/// A `tessera sql` child process, killed on drop.
+pub struct SqlNode {
+    child: Child,
+    /// Its MySQL port.
+    pub port: u16,
+    /// Kept open, so the node never writes to a closed pipe.
+    _stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl SqlNode {
+    /// Starts one for `cluster` and waits until it listens.
+    pub fn start(cluster: &TestCluster) -> SqlNode {
+        let port = free_port();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args([
+                "sql",
+                "--mgmd",
+                &cluster.mgmd_addr(),
+                "--port",
+                &port.to_string(),
+                "--workers",
+                "8",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("tessera sql starts");
+        let mut line = String::new();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout piped"));
+        stdout
+            .read_line(&mut line)
+            .expect("tessera sql prints its address");
+        assert!(
+            line.contains("sql node listening on"),
+            "unexpected first line {line:?}"
+        );
+        SqlNode {
+            child,
+            port,
+            _stdout: stdout,
+        }
+    }
+}
+
+impl Drop for SqlNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `sql` with the mariadb client (tab-separated, no headers);
+/// `Ok(stdout)` or `Err(stderr)`.
+pub fn mariadb(node: &SqlNode, user: &str, sql: &str) -> Result<String, String> {
+    let output = Command::new("mariadb")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-P",
+            &node.port.to_string(),
+            "-u",
+            user,
+            "--batch",
+            "--skip-column-names",
+            "-e",
+            sql,
+        ])
+        .output()
+        .expect("the mariadb client is installed (.ci/run installs it)");
+    match output.status.success() {
+        true => Ok(String::from_utf8_lossy(&output.stdout).into_owned()),
+        false => Err(String::from_utf8_lossy(&output.stderr).into_owned()),
     }
 }
