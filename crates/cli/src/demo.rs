@@ -1,7 +1,8 @@
 //! `tessera demo`: a whole local cluster on loopback in one command. It
 //! writes a config into its data directory, starts an mgmd and the data
 //! nodes as child processes in its own process group, waits until every
-//! node is started, prints one `ready mgmd=...` line, and stops everything
+//! node is started, starts a SQL node (`tessera sql`, on the last of its
+//! ports), prints one `ready mgmd=... sql=...` line, and stops everything
 //! it started on Ctrl-C or SIGTERM (or when a child dies). A new cluster
 //! gets a new cluster secret in its data directory (`cluster.secret`).
 //!
@@ -118,9 +119,22 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
             ));
         }
         wait_for_started(&mgmd_address, node_ids.len(), &mut children, &data_dir)?;
+        // The SQL node takes the last of the demo's ports.
+        let sql_port = (mgmd_port + 19).to_string();
+        children.push((
+            "sql".into(),
+            spawn(
+                &executable,
+                &["sql", "--mgmd", &mgmd_address, "--port", &sql_port],
+                &data_dir.join("sql.log"),
+            )?,
+        ));
+        let sql_address = format!("127.0.0.1:{sql_port}");
+        wait_for_listener(&sql_address, &mut children, &data_dir)?;
         println!(
-            "ready mgmd={mgmd_address} data_dir={} (try: tessera mgm --mgmd {mgmd_address} -e show; \
-             tessera bench keylookup --mgmd {mgmd_address} --records 100000)",
+            "ready mgmd={mgmd_address} sql={sql_address} data_dir={} (try: tessera mgm --mgmd \
+             {mgmd_address} -e show; mariadb -h 127.0.0.1 -P {sql_port} -u root; tessera bench \
+             keylookup --mgmd {mgmd_address} --records 100000)",
             data_dir.display()
         );
         let _ = std::io::stdout().flush();
@@ -163,6 +177,34 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
     stop_children(&mut children);
     eprintln!("tessera demo: stopped");
     result
+}
+
+/// Waits until something listens on `address` (the SQL node, once it
+/// has joined the cluster and made its system tables).
+fn wait_for_listener(
+    address: &str,
+    children: &mut Vec<(String, Child)>,
+    data_dir: &Path,
+) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if std::net::TcpStream::connect(address).is_ok() {
+            return Ok(());
+        }
+        if let Some(name) = exited_child(children) {
+            return Err(format!(
+                "{name} exited; see the logs in {}",
+                data_dir.display()
+            ));
+        }
+        if Instant::now() > deadline || stdx::stop::requested() {
+            return Err(format!(
+                "the SQL node did not listen on {address}; see {}",
+                data_dir.join("sql.log").display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// One look at mgmd's `show` for the progress of node restarts (mgmd

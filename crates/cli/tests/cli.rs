@@ -415,6 +415,22 @@ fn demo_prints_ready_and_stops_everything_on_sigterm() {
         "{ready:?} should start with {prefix:?}"
     );
     assert!(ready.starts_with("ready mgmd=127.0.0.1:"));
+    let sql_port = base_port + 19;
+    assert!(
+        ready.contains(&format!(" sql=127.0.0.1:{sql_port} ")),
+        "{ready:?} should name the SQL node"
+    );
+    // Its SQL node answers the mariadb client.
+    let answer = std::process::Command::new("mariadb")
+        .args(["-h", "127.0.0.1", "-P", &sql_port.to_string(), "-u", "root"])
+        .args(["--batch", "--skip-column-names", "-e", "SELECT 6 * 7"])
+        .output()
+        .expect("the mariadb client is installed (.ci/run installs it)");
+    assert_eq!(
+        String::from_utf8_lossy(&answer.stdout),
+        "42\n",
+        "{answer:?}"
+    );
 
     // The cluster it announced works, and names its processes.
     let mgmd = format!("127.0.0.1:{base_port}");
