@@ -1,0 +1,228 @@
+//! `tessera sql` through a MySQL client library (`mysql_async`), the way
+//! an application reaches it: the driver's own connection queries,
+//! prepared statements in the binary protocol with parameters and
+//! results of every column type (NULLs included), a statement executed
+//! again with other parameter values and types, transactions committed
+//! and rolled back, multi-statement text queries, and MySQL's error
+//! numbers and SQLSTATEs as the driver reports them
+//! (docs/design/0027-sql-node.md).
+
+mod common;
+
+use common::{ClusterOptions, SqlNode, TestCluster};
+use mysql_async::prelude::*;
+use mysql_async::{Conn, Error, Opts, OptsBuilder, Row, TxOpts};
+
+async fn connect(node: &SqlNode) -> Conn {
+    let opts: Opts = OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(node.port)
+        .user(Some("root"))
+        .into();
+    Conn::new(opts).await.expect("the driver connects")
+}
+
+fn server_code(error: &Error) -> (u16, String) {
+    match error {
+        Error::Server(server) => (server.code, server.state.clone()),
+        other => panic!("not a server error: {other:?}"),
+    }
+}
+
+#[test]
+fn a_driver_runs_prepared_statements_and_transactions() {
+    let cluster = TestCluster::start(ClusterOptions::pair("sql_driver"));
+    let node = SqlNode::start(&cluster);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut conn = connect(&node).await;
+        conn.query_drop("CREATE DATABASE app").await.unwrap();
+        conn.query_drop(
+            "CREATE TABLE app.items (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, \
+             qty INT, price DOUBLE, name VARCHAR(40) NOT NULL, code CHAR(4), blob_ VARBINARY(8), \
+             UNIQUE KEY by_name (name))",
+        )
+        .await
+        .unwrap();
+        conn.query_drop("USE app").await.unwrap();
+
+        // Prepared inserts: one statement, many executions, NULLs.
+        let insert = conn
+            .prep("INSERT INTO items (id, qty, price, name, code, blob_) VALUES (?, ?, ?, ?, ?, ?)")
+            .await
+            .unwrap();
+        for id in 1u64..=20 {
+            let qty: Option<i32> = (id % 5 != 0).then_some(id as i32 * -3);
+            let code: Option<String> = (id % 2 == 0).then(|| format!("c{id}"));
+            conn.exec_drop(
+                &insert,
+                (
+                    id,
+                    qty,
+                    id as f64 / 4.0,
+                    format!("item {id}"),
+                    code,
+                    vec![id as u8, 0xFF],
+                ),
+            )
+            .await
+            .unwrap();
+        }
+        // The same statement with other parameter types: text for numbers.
+        conn.exec_drop(
+            &insert,
+            ("21", "7", "2.5", "item 21", None::<String>, None::<Vec<u8>>),
+        )
+        .await
+        .unwrap();
+
+        // Reads in the binary protocol, typed.
+        let row: Option<(
+            u64,
+            Option<i32>,
+            f64,
+            String,
+            Option<String>,
+            Option<Vec<u8>>,
+        )> = conn
+            .exec_first(
+                "SELECT id, qty, price, name, code, blob_ FROM items WHERE id = ?",
+                (4u64,),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            row,
+            Some((
+                4,
+                Some(-12),
+                1.0,
+                "item 4".into(),
+                Some("c4".into()),
+                Some(vec![4, 0xFF])
+            ))
+        );
+        let row: Option<(u64, Option<i32>, Option<String>)> = conn
+            .exec_first("SELECT id, qty, code FROM items WHERE id = ?", (5u64,))
+            .await
+            .unwrap();
+        assert_eq!(row, Some((5, None, None)));
+        let row: Option<(u64, i32, f64)> = conn
+            .exec_first(
+                "SELECT id, qty, price FROM items WHERE name = ?",
+                ("item 21",),
+            )
+            .await
+            .unwrap();
+        assert_eq!(row, Some((21, 7, 2.5)));
+        let ids: Vec<u64> = conn
+            .exec(
+                "SELECT id FROM items WHERE id BETWEEN ? AND ? ORDER BY id DESC",
+                (3u64, 6u64),
+            )
+            .await
+            .unwrap();
+        assert_eq!(ids, vec![6, 5, 4, 3]);
+        let (count, sum): (i64, i64) = conn
+            .exec_first(
+                "SELECT COUNT(*), SUM(qty) FROM items WHERE qty IS NOT NULL",
+                (),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        // qty = -3 id for ids not divisible by 5 (16 of 1..=20), and 7.
+        let expected: i64 = (1..=20)
+            .filter(|id| id % 5 != 0)
+            .map(|id| id * -3)
+            .sum::<i64>()
+            + 7;
+        assert_eq!((count, sum), (17, expected));
+
+        // Text protocol, several statements in one query.
+        let names: Vec<String> = conn
+            .query("SELECT name FROM items WHERE id = 1; SELECT name FROM items WHERE id = 2")
+            .await
+            .unwrap();
+        assert_eq!(names, vec!["item 1".to_string()]);
+        let mut result = conn
+            .query_iter("UPDATE items SET qty = 0 WHERE id = 1; SELECT qty FROM items WHERE id = 1")
+            .await
+            .unwrap();
+        assert_eq!(result.affected_rows(), 1);
+        let _: Vec<Row> = result.collect().await.unwrap();
+        let qty: Vec<i32> = result.collect().await.unwrap();
+        assert_eq!(qty, vec![0]);
+        drop(result);
+
+        // Transactions: a rollback leaves nothing, a commit keeps all.
+        let mut transaction = conn.start_transaction(TxOpts::default()).await.unwrap();
+        transaction
+            .exec_drop("UPDATE items SET name = ? WHERE id = ?", ("renamed", 1u64))
+            .await
+            .unwrap();
+        transaction
+            .exec_drop("DELETE FROM items WHERE id = ?", (2u64,))
+            .await
+            .unwrap();
+        transaction.rollback().await.unwrap();
+        let name: Option<String> = conn
+            .exec_first("SELECT name FROM items WHERE id = 1", ())
+            .await
+            .unwrap();
+        assert_eq!(name.as_deref(), Some("item 1"));
+        let mut transaction = conn.start_transaction(TxOpts::default()).await.unwrap();
+        let locked: Option<i32> = transaction
+            .exec_first("SELECT qty FROM items WHERE id = ? FOR UPDATE", (3u64,))
+            .await
+            .unwrap();
+        assert_eq!(locked, Some(-9));
+        transaction
+            .exec_drop("UPDATE items SET qty = qty + 100 WHERE id = ?", (3u64,))
+            .await
+            .unwrap();
+        transaction.commit().await.unwrap();
+        let qty: Option<i32> = conn
+            .exec_first("SELECT qty FROM items WHERE id = 3", ())
+            .await
+            .unwrap();
+        assert_eq!(qty, Some(91));
+
+        // Errors as the driver sees them.
+        let duplicate = conn
+            .exec_drop(
+                &insert,
+                (1u64, 1, 1.0, "other", None::<String>, None::<Vec<u8>>),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(server_code(&duplicate), (1062, "23000".into()));
+        let unique = conn
+            .exec_drop(
+                &insert,
+                (99u64, 1, 1.0, "item 3", None::<String>, None::<Vec<u8>>),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(server_code(&unique).0, 1062);
+        let missing = conn.query_drop("SELECT * FROM nowhere").await.unwrap_err();
+        assert_eq!(server_code(&missing), (1146, "42S02".into()));
+        let syntax = conn.query_drop("SELEKT 1").await.unwrap_err();
+        assert_eq!(server_code(&syntax), (1064, "42000".into()));
+        let null = conn
+            .exec_drop(
+                "INSERT INTO items (id, name) VALUES (?, ?)",
+                (50u64, None::<String>),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(server_code(&null).0, 1048);
+        // The connection is fine after errors.
+        let one: Option<i64> = conn.query_first("SELECT 1").await.unwrap();
+        assert_eq!(one, Some(1));
+        conn.disconnect().await.unwrap();
+    });
+}
