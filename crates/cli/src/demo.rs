@@ -183,7 +183,7 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
 /// has joined the cluster and made its system tables).
 fn wait_for_listener(
     address: &str,
-    children: &mut Vec<(String, Child)>,
+    children: &mut [(String, Child)],
     data_dir: &Path,
 ) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(120);
