@@ -13,6 +13,16 @@ use common::{ClusterOptions, SqlNode, TestCluster};
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Error, Opts, OptsBuilder, Row, TxOpts};
 
+/// An item as the test reads it back: id, qty, price, name, code, blob_.
+type ItemRow = (
+    u64,
+    Option<i32>,
+    f64,
+    String,
+    Option<String>,
+    Option<Vec<u8>>,
+);
+
 async fn connect(node: &SqlNode) -> Conn {
     let opts: Opts = OptsBuilder::default()
         .ip_or_hostname("127.0.0.1")
@@ -80,14 +90,7 @@ fn a_driver_runs_prepared_statements_and_transactions() {
         .unwrap();
 
         // Reads in the binary protocol, typed.
-        let row: Option<(
-            u64,
-            Option<i32>,
-            f64,
-            String,
-            Option<String>,
-            Option<Vec<u8>>,
-        )> = conn
+        let row: Option<ItemRow> = conn
             .exec_first(
                 "SELECT id, qty, price, name, code, blob_ FROM items WHERE id = ?",
                 (4u64,),
