@@ -74,6 +74,9 @@ pub mod codes {
     pub const INVALID_GROUP_FUNC_USE: u16 = 1111;
     /// The table is full.
     pub const RECORD_FILE_FULL: u16 = 1114;
+    /// Got error during COMMIT: the SQL node's answer when a commit's
+    /// outcome is unknown.
+    pub const ERROR_DURING_COMMIT: u16 = 1180;
     /// Row size too large.
     pub const TOO_BIG_ROWSIZE: u16 = 1118;
     /// Column count doesn't match value count.
@@ -266,8 +269,8 @@ impl SqlError {
             // A commit whose outcome is unknown may have committed: not
             // an error to retry blindly.
             (_, Some(ErrorClass::OutcomeUnknown)) => SqlError::new(
-                codes::UNKNOWN_ERROR,
-                format!("The outcome of the commit is unknown: {error}"),
+                codes::ERROR_DURING_COMMIT,
+                format!("Got error during COMMIT: its outcome is unknown (it may have committed): {error}"),
             ),
             _ if error.is_temporary() => SqlError::new(
                 codes::LOCK_DEADLOCK,
