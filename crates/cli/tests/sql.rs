@@ -145,6 +145,11 @@ fn the_mariadb_client_runs_sysbench_shaped_sql() {
     assert!(error_of(&node, "SELECT * FROM sbtest1").contains("ERROR 1046"));
     assert!(error_of(&node, "USE sbtest; SELECT nope FROM sbtest1").contains("ERROR 1054"));
     assert!(error_of(&node, "SELEC 1").contains("ERROR 1064"));
+    // Text the parser panics on (caught: a syntax error), and text nested
+    // past its depth limit.
+    assert!(error_of(&node, "SELECT 1 DIV").contains("ERROR 1064"));
+    let deep = format!("SELECT {}1{}", "(".repeat(5000), ")".repeat(5000));
+    assert!(error_of(&node, &deep).contains("ERROR 1064"));
     assert!(error_of(
         &node,
         "USE sbtest; CREATE TABLE sbtest1 (a INT PRIMARY KEY)"

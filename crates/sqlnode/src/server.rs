@@ -404,7 +404,19 @@ fn serve(shared: &Arc<Shared>, client: Arc<Client>) {
                     protocol,
                     ..
                 } = io;
-                protocol.receive(input, output);
+                // A panic serving one connection (a bug) closes that
+                // connection; the worker and every other connection
+                // carry on.
+                let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    protocol.receive(input, output)
+                }));
+                if served.is_err() {
+                    eprintln!(
+                        "sql node: connection {} closed after a panic serving it",
+                        client.id
+                    );
+                    closed = true;
+                }
             }
             closed |= write_all(io).is_err();
             closed |= io.protocol.is_closed();
