@@ -199,16 +199,14 @@ mod fuzz {
             let expr = std::panic::catch_unwind(|| {
                 Parser::new(&dialect).try_with_sql(&text).ok()?.parse_expr().ok()
             });
-            if let Ok(expr) = expr {
-                if let Some(expr) = expr {
-                    let mut compiler = Compiler::new(None, None);
-                    if let Ok(compiled) = compiler.compile(&expr) {
-                        let bound: Vec<Value> = (0..compiler.parameter_count())
-                            .map(|i| params.get(i).map_or(Value::Null, |x| Value::Int(*x)))
-                            .collect();
-                        let inputs = Inputs { row: &[], aggregates: &[], params: &bound };
-                        let _ = compiled.eval(&inputs, &NoSession);
-                    }
+            if let Ok(Some(expr)) = expr {
+                let mut compiler = Compiler::new(None, None);
+                if let Ok(compiled) = compiler.compile(&expr) {
+                    let bound: Vec<Value> = (0..compiler.parameter_count())
+                        .map(|i| params.get(i).map_or(Value::Null, |x| Value::Int(*x)))
+                        .collect();
+                    let inputs = Inputs { row: &[], aggregates: &[], params: &bound };
+                    let _ = compiled.eval(&inputs, &NoSession);
                 }
             }
         }
