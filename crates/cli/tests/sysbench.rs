@@ -239,8 +239,8 @@ fn sysbench_carries_on_when_a_data_node_is_killed_mid_run() {
     // The last seconds ran on the survivor.
     let last = stdout
         .lines()
-        .filter(|line| line.starts_with('['))
-        .last()
+        .rev()
+        .find(|line| line.starts_with('['))
         .unwrap_or("");
     assert!(
         !last.contains("tps: 0.00"),
