@@ -589,11 +589,10 @@ impl Session {
         autocommit: bool,
     ) -> SqlResult<Response> {
         let bound = compiled.bind(params)?;
-        let cluster = self.engine.cluster();
-        let mut transaction = self
-            .transaction
-            .take()
-            .unwrap_or_else(|| cluster.transaction());
+        let mut transaction = match self.transaction.take() {
+            Some(open) => open,
+            None => self.begin_for(compiled, &bound),
+        };
         let commit = if autocommit { Commit::Yes } else { Commit::No };
         let mut counts = StatementCounts::default();
         let result = {
@@ -665,6 +664,71 @@ impl Session {
             },
         }
         result
+    }
+
+    /// A new transaction for `compiled`, on the tc of the data node that
+    /// holds its key's primary replica when the statement names one key
+    /// (NDB's distribution awareness: the lookup then never crosses
+    /// between data nodes), else on any.
+    fn begin_for(&self, compiled: &Compiled, params: &[Value]) -> Transaction<'static> {
+        let cluster = self.engine.cluster();
+        let (table, exprs): (&crate::catalog::SqlTable, Vec<&crate::expr::Expr>) = match &compiled
+            .plan
+        {
+            Plan::Select(select) => match (&select.table, &select.access) {
+                (Some(table), crate::plan::AccessPlan::PrimaryKey(exprs)) => {
+                    (table, exprs.iter().collect())
+                }
+                _ => return cluster.transaction(),
+            },
+            Plan::Update(write) | Plan::Delete(write) => match &write.access {
+                crate::plan::AccessPlan::PrimaryKey(exprs) => {
+                    (&write.table, exprs.iter().collect())
+                }
+                _ => return cluster.transaction(),
+            },
+            Plan::Insert(insert) => {
+                let Some(row) = insert.rows.first() else {
+                    return cluster.transaction();
+                };
+                let exprs: Option<Vec<&crate::expr::Expr>> = insert
+                    .table
+                    .def()
+                    .primary_key
+                    .iter()
+                    .map(|key| {
+                        let position = insert.targets.iter().position(|t| *t == *key as usize)?;
+                        row[position].as_ref()
+                    })
+                    .collect();
+                match exprs {
+                    Some(exprs) => (&insert.table, exprs),
+                    None => return cluster.transaction(),
+                }
+            }
+        };
+        let view = SessionView { session: self };
+        let inputs = crate::expr::Inputs {
+            row: &[],
+            aggregates: &[],
+            params,
+        };
+        let key: Option<Vec<Value>> = table
+            .def()
+            .primary_key
+            .iter()
+            .zip(exprs)
+            .map(|(column, expr)| {
+                let value = expr.eval(&inputs, &view).ok()?;
+                value::fit_exactly(&value, table.columns[*column as usize].column_type)
+            })
+            .collect();
+        match key {
+            Some(key) => cluster
+                .transaction_with_hint(&table.table, &key)
+                .unwrap_or_else(|_| cluster.transaction()),
+            None => cluster.transaction(),
+        }
     }
 
     fn explain(&mut self, statement: &ast::Statement) -> SqlResult<Response> {

@@ -1,13 +1,15 @@
-//! The SQL node's server: one poller thread and a fixed pool of worker
-//! threads serve every connection (seed 004's thread pool, not a thread
-//! per connection; docs/design/0027-sql-node.md, "Threads").
+//! The SQL node's server: a fixed pool of worker threads serves every
+//! connection (seed 004's thread pool, not a thread per connection;
+//! docs/design/0027-sql-node.md, "Threads").
 //!
-//! The poller only watches sockets: a connection with bytes to read is
-//! handed to the pool's queue once (a connection being served is only
-//! marked to look again). A worker owns the connection while it serves
-//! it: it reads everything there is, answers every complete command
-//! (running statements synchronously against the cluster), writes the
-//! answers, and gives the connection back. A connection inside a
+//! Leader/follower: one idle worker at a time waits on the sockets; when
+//! connections have bytes to read it claims them, serves the first itself
+//! (no hand-off between threads) and queues the rest for the others,
+//! waking one to lead meanwhile. A connection is claimed once (one being
+//! served is only marked to look again). A worker owns the connection
+//! while it serves it: it reads everything there is, answers every
+//! complete command (running statements synchronously against the
+//! cluster), writes the answers, and gives the connection back. A connection inside a
 //! transaction goes to the front queue: its locks are held until it
 //! moves on, so it must not wait behind new work.
 
@@ -66,6 +68,10 @@ struct Queues {
 }
 
 struct Shared {
+    /// The poll and its events: held by the one worker that waits on the
+    /// sockets (the leader).
+    poll: Mutex<(Poll, Events)>,
+    listener: TcpListener,
     queues: Mutex<Queues>,
     ready: Condvar,
     clients: Mutex<HashMap<u32, Arc<Client>>>,
@@ -170,11 +176,14 @@ impl SqlServer {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let registry = poll.registry().try_clone()?;
         let shared = Arc::new(Shared {
+            poll: Mutex::new((poll, Events::with_capacity(1024))),
+            listener,
             queues: Mutex::new(Queues::default()),
             ready: Condvar::new(),
             clients: Mutex::new(HashMap::new()),
-            registry: poll.registry().try_clone()?,
+            registry,
             engine: Mutex::new(None),
             next_id: AtomicU32::new(1),
         });
@@ -192,12 +201,6 @@ impl SqlServer {
                     .spawn(move || worker(&shared))?,
             );
         }
-        let poller_shared = Arc::clone(&shared);
-        threads.push(
-            std::thread::Builder::new()
-                .name("sql-poll".into())
-                .spawn(move || poller(poll, listener, &poller_shared))?,
-        );
         Ok(SqlServer {
             shared,
             address,
@@ -243,47 +246,11 @@ impl Drop for SqlServer {
     }
 }
 
-fn stopping(shared: &Shared) -> bool {
-    shared.queues.lock().expect("queues lock").stopping
-}
-
-fn poller(mut poll: Poll, listener: TcpListener, shared: &Arc<Shared>) {
-    let mut events = Events::with_capacity(1024);
+/// Takes every waiting connection; each new one is claimed into `claimed`
+/// (its greeting is due).
+fn accept(shared: &Arc<Shared>, claimed: &mut Vec<Arc<Client>>) {
     loop {
-        if let Err(error) = poll.poll(&mut events, None) {
-            if error.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            eprintln!("sql node: poll failed: {error}");
-            return;
-        }
-        if stopping(shared) {
-            return;
-        }
-        for event in events.iter() {
-            match event.token() {
-                LISTENER => accept(&listener, shared),
-                WAKER => {}
-                Token(token) => {
-                    let id = (token - 2) as u32;
-                    let client = shared
-                        .clients
-                        .lock()
-                        .expect("clients lock")
-                        .get(&id)
-                        .cloned();
-                    if let Some(client) = client {
-                        dispatch(shared, client);
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn accept(listener: &TcpListener, shared: &Arc<Shared>) {
-    loop {
-        let (mut stream, peer) = match listener.accept() {
+        let (mut stream, peer) = match shared.listener.accept() {
             Ok(accepted) => accepted,
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => return,
             Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
@@ -330,7 +297,7 @@ fn accept(listener: &TcpListener, shared: &Arc<Shared>) {
             .lock()
             .expect("clients lock")
             .insert(id, Arc::clone(&client));
-        dispatch(shared, client);
+        claimed.extend(claim(&client));
     }
 }
 
@@ -351,40 +318,119 @@ fn scramble() -> [u8; 20] {
     bytes
 }
 
-/// Queues `client` for a worker unless one has it already.
-fn dispatch(shared: &Shared, client: Arc<Client>) {
-    {
-        let mut ownership = client.ownership.lock().expect("ownership lock");
-        if ownership.busy {
-            ownership.poked = true;
-            return;
-        }
-        ownership.busy = true;
+/// Marks `client` as taken by a worker, unless one has it already (then
+/// it is told to look again before giving it back): the client to serve,
+/// or `None`.
+fn claim(client: &Arc<Client>) -> Option<Arc<Client>> {
+    let mut ownership = client.ownership.lock().expect("ownership lock");
+    if ownership.busy {
+        ownership.poked = true;
+        return None;
     }
-    let mut queues = shared.queues.lock().expect("queues lock");
-    match client.in_transaction.load(Ordering::Relaxed) {
-        true => queues.front.push_back(client),
-        false => queues.back.push_back(client),
-    }
-    drop(queues);
-    shared.ready.notify_one();
+    ownership.busy = true;
+    Some(Arc::clone(client))
 }
 
+/// Queues claimed clients for the other workers, those in a transaction
+/// first.
+fn enqueue(shared: &Shared, clients: impl IntoIterator<Item = Arc<Client>>) {
+    let mut queues = shared.queues.lock().expect("queues lock");
+    let mut queued = 0;
+    for client in clients {
+        match client.in_transaction.load(Ordering::Relaxed) {
+            true => queues.front.push_back(client),
+            false => queues.back.push_back(client),
+        }
+        queued += 1;
+    }
+    drop(queues);
+    for _ in 0..queued {
+        shared.ready.notify_one();
+    }
+}
+
+/// A worker: serves queued clients; with none queued, becomes the leader
+/// that waits on the sockets if no other worker is, and serves the first
+/// ready client itself (leader/follower: a request is read by the thread
+/// that answers it, with no hand-off, whenever a worker is idle); else
+/// waits for queued work.
 fn worker(shared: &Arc<Shared>) {
+    let mut claimed: Vec<Arc<Client>> = Vec::new();
     loop {
-        let client = {
+        let queued = {
             let mut queues = shared.queues.lock().expect("queues lock");
-            loop {
-                if queues.stopping {
-                    return;
-                }
-                if let Some(client) = queues.front.pop_front().or_else(|| queues.back.pop_front()) {
-                    break client;
-                }
-                queues = shared.ready.wait(queues).expect("queues lock");
+            if queues.stopping {
+                return;
+            }
+            match queues.front.pop_front().or_else(|| queues.back.pop_front()) {
+                Some(client) => Some(client),
+                None => match shared.poll.try_lock() {
+                    // Lead: poll below, without the queue's lock.
+                    Ok(guard) => {
+                        drop(queues);
+                        lead(shared, guard, &mut claimed);
+                        None
+                    }
+                    Err(_) => {
+                        // Another worker leads: wait for work, and look
+                        // again now and then in case the leader is busy
+                        // serving.
+                        let _ = shared
+                            .ready
+                            .wait_timeout(queues, Duration::from_millis(50))
+                            .expect("queues lock");
+                        None
+                    }
+                },
             }
         };
-        serve(shared, client);
+        if let Some(client) = queued {
+            serve(shared, client);
+            continue;
+        }
+        if claimed.is_empty() {
+            continue;
+        }
+        // The first ready client is this worker's; the others go to the
+        // queue, and an idle worker is woken to lead while this one serves.
+        let first = claimed.remove(0);
+        enqueue(shared, claimed.drain(..));
+        shared.ready.notify_one();
+        serve(shared, first);
+    }
+}
+
+/// Waits on the sockets once and claims the clients with bytes to read.
+fn lead(
+    shared: &Arc<Shared>,
+    mut guard: std::sync::MutexGuard<'_, (Poll, Events)>,
+    claimed: &mut Vec<Arc<Client>>,
+) {
+    let (poll, events) = &mut *guard;
+    if let Err(error) = poll.poll(events, Some(Duration::from_millis(500))) {
+        if error.kind() != io::ErrorKind::Interrupted {
+            eprintln!("sql node: poll failed: {error}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        return;
+    }
+    for event in events.iter() {
+        match event.token() {
+            LISTENER => accept(shared, claimed),
+            WAKER => {}
+            Token(token) => {
+                let id = (token - 2) as u32;
+                let client = shared
+                    .clients
+                    .lock()
+                    .expect("clients lock")
+                    .get(&id)
+                    .cloned();
+                if let Some(client) = client {
+                    claimed.extend(claim(&client));
+                }
+            }
+        }
     }
 }
 
