@@ -139,7 +139,7 @@ with open(data, "w") as out:
     for label, t, m in rows:
         out.write(f"\"{label}\" {t} {m}\n")
 script = f"""
-set terminal png size 1200,600
+set terminal png size 1200,600 noenhanced
 set output '{png}'
 set title 'sysbench TPS: Tessera (2 data nodes, replicas 2, 1 SQL node) and MariaDB (InnoDB), one 2-core machine'
 set style data histograms
