@@ -133,12 +133,7 @@ pub fn fetch(
     let table = request.table;
     let name = table.cluster_name();
     let refused = |error: ClientError| SqlError::from_client(&error, &name);
-    let key_columns: Vec<usize> = table
-        .def()
-        .primary_key
-        .iter()
-        .map(|c| *c as usize)
-        .collect();
+    let key_columns = table.key_columns();
     let lookups =
         |keys: Vec<Vec<Value>>, transaction: &mut Transaction<'static>| -> SqlResult<Fetched> {
             let mut ops = Vec::with_capacity(keys.len());

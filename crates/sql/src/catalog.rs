@@ -83,6 +83,11 @@ impl SqlTable {
             .position(|column| column.name.eq_ignore_ascii_case(name))
     }
 
+    /// The primary key's columns, by index.
+    pub fn key_columns(&self) -> Vec<usize> {
+        self.def().primary_key.iter().map(|c| *c as usize).collect()
+    }
+
     /// The cluster table's name, `database/name`.
     pub fn cluster_name(&self) -> String {
         cluster_name(&self.database, &self.name)

@@ -491,12 +491,7 @@ fn key_of(table: &SqlTable, row: &[Value]) -> Vec<Value> {
 pub fn update(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
     let table = &plan.table;
     let rows = rows_to_write(plan, run)?;
-    let key_columns: Vec<usize> = table
-        .def()
-        .primary_key
-        .iter()
-        .map(|c| *c as usize)
-        .collect();
+    let key_columns = table.key_columns();
     let (mut matched, mut changed) = (0u64, 0u64);
     let name = table.cluster_name();
     let refused = |error: ClientError| SqlError::from_client(&error, &name);

@@ -270,23 +270,13 @@ pub fn compile(
                     .ok_or_else(|| SqlError::bad_field(&column, "field list"))?;
                 compiled_assignments.push((index, compiler.compile(&assignment.value)?));
             }
-            compiler.place = "where clause";
-            let filter = selection
-                .as_ref()
-                .map(|e| compiler.compile(e))
-                .transpose()?;
-            let limit = limit.as_ref().map(constant_count).transpose()?;
-            let access = choose_access(&sql_table, filter.as_ref());
-            Compiled {
-                parameter_order: compiler.parameter_order(),
-                plan: Plan::Update(WritePlan {
-                    table: Arc::clone(&sql_table),
-                    access,
-                    filter,
-                    assignments: compiled_assignments,
-                    limit,
-                }),
-            }
+            write_plan(
+                &sql_table,
+                compiler,
+                selection.as_ref(),
+                limit.as_ref(),
+                compiled_assignments,
+            )?
         }
         ast::Statement::Delete(delete) => {
             let from = match &delete.from {
@@ -298,31 +288,49 @@ pub fn compile(
                 return Err(SqlError::unsupported("multi-table DELETE"));
             }
             let (sql_table, alias) = single_table(&from[0], catalog, database)?;
-            let mut compiler = Compiler::new(Some(&sql_table), alias.as_deref());
-            compiler.place = "where clause";
-            let filter = delete
-                .selection
-                .as_ref()
-                .map(|e| compiler.compile(e))
-                .transpose()?;
+            let compiler = Compiler::new(Some(&sql_table), alias.as_deref());
             if !delete.order_by.is_empty() {
                 return Err(SqlError::unsupported("DELETE ... ORDER BY"));
             }
-            let limit = delete.limit.as_ref().map(constant_count).transpose()?;
-            let access = choose_access(&sql_table, filter.as_ref());
-            Compiled {
-                parameter_order: compiler.parameter_order(),
-                plan: Plan::Delete(WritePlan {
-                    table: Arc::clone(&sql_table),
-                    access,
-                    filter,
-                    assignments: Vec::new(),
-                    limit,
-                }),
-            }
+            write_plan(
+                &sql_table,
+                compiler,
+                delete.selection.as_ref(),
+                delete.limit.as_ref(),
+                Vec::new(),
+            )?
         }
         _ => return Ok(None),
     }))
+}
+
+/// An UPDATE (with `assignments`) or a DELETE (without): its WHERE and
+/// LIMIT compiled, its access chosen.
+fn write_plan(
+    table: &Arc<SqlTable>,
+    mut compiler: Compiler<'_>,
+    selection: Option<&ast::Expr>,
+    limit: Option<&ast::Expr>,
+    assignments: Vec<(usize, Expr)>,
+) -> SqlResult<Compiled> {
+    compiler.place = "where clause";
+    let filter = selection.map(|e| compiler.compile(e)).transpose()?;
+    let limit = limit.map(constant_count).transpose()?;
+    let update = !assignments.is_empty();
+    let write = WritePlan {
+        table: Arc::clone(table),
+        access: choose_access(table, filter.as_ref()),
+        filter,
+        assignments,
+        limit,
+    };
+    Ok(Compiled {
+        parameter_order: compiler.parameter_order(),
+        plan: match update {
+            true => Plan::Update(write),
+            false => Plan::Delete(write),
+        },
+    })
 }
 
 fn last_ident(name: &ast::ObjectName) -> String {
@@ -674,7 +682,7 @@ pub fn choose_access(table: &SqlTable, filter: Option<&Expr>) -> AccessPlan {
         })
     };
     let def = table.def();
-    let key: Vec<usize> = def.primary_key.iter().map(|c| *c as usize).collect();
+    let key = table.key_columns();
     // 1. The whole primary key.
     if let Some(values) = key.iter().map(|c| equal_to(*c)).collect::<Option<Vec<_>>>() {
         return AccessPlan::PrimaryKey(values);
