@@ -24,6 +24,23 @@ fn error_of(node: &SqlNode, sql: &str) -> String {
     }
 }
 
+/// One packet: its sequence id and payload.
+fn read_packet(stream: &mut TcpStream) -> (u8, Vec<u8>) {
+    let mut header = [0u8; 4];
+    stream.read_exact(&mut header).unwrap();
+    let length = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
+    let mut payload = vec![0u8; length];
+    stream.read_exact(&mut payload).unwrap();
+    (header[3], payload)
+}
+
+fn write_packet(stream: &mut TcpStream, sequence: u8, payload: &[u8]) {
+    let mut packet = (payload.len() as u32).to_le_bytes()[..3].to_vec();
+    packet.push(sequence);
+    packet.extend_from_slice(payload);
+    stream.write_all(&packet).unwrap();
+}
+
 const SCHEMA: &str = "CREATE DATABASE sbtest; USE sbtest; CREATE TABLE sbtest1(
   id INTEGER NOT NULL AUTO_INCREMENT,
   k INTEGER DEFAULT '0' NOT NULL,
@@ -159,6 +176,10 @@ fn the_mariadb_client_runs_sysbench_shaped_sql() {
     let denied = mariadb(&node, "bob", "SELECT 1").unwrap_err();
     assert!(denied.contains("ERROR 1045"), "{denied}");
 
+    // SHOW PROCESSLIST names the statement running: the SHOW itself.
+    let processes = query(&node, "SHOW PROCESSLIST");
+    assert!(processes.contains("SHOW PROCESSLIST"), "{processes}");
+
     // SHOW and DESCRIBE.
     assert!(query(&node, "SHOW DATABASES").contains("sbtest"));
     assert_eq!(db("SHOW TABLES"), "sbtest1\n");
@@ -170,12 +191,8 @@ fn the_mariadb_client_runs_sysbench_shaped_sql() {
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
-    let mut greeting = [0u8; 4];
-    stream.read_exact(&mut greeting).unwrap();
-    let length = u32::from_le_bytes([greeting[0], greeting[1], greeting[2], 0]) as usize;
-    let mut rest = vec![0u8; length];
-    stream.read_exact(&mut rest).unwrap();
-    stream.write_all(&[3, 0, 0, 1, 0xde, 0xad, 0xbe]).unwrap();
+    read_packet(&mut stream);
+    write_packet(&mut stream, 1, &[0xde, 0xad, 0xbe]);
     let started = Instant::now();
     let mut answer = Vec::new();
     let _ = stream.read_to_end(&mut answer);
@@ -184,6 +201,32 @@ fn the_mariadb_client_runs_sysbench_shaped_sql() {
         "the connection stayed open"
     );
     assert_eq!(query(&node, "SELECT 1 + 1"), "2\n");
+
+    // A client that speaks caching_sha2_password (MySQL 8's default) logs
+    // in as root without a password, and is then served.
+    for plugin in ["caching_sha2_password", "mysql_native_password"] {
+        let mut stream = TcpStream::connect(("127.0.0.1", node.port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let (_, greeting) = read_packet(&mut stream);
+        assert_eq!(greeting[0], 10, "protocol 10");
+        let capabilities: u32 = 0x200 | 0x8000 | 0x80000 | 0x200000;
+        let mut response = capabilities.to_le_bytes().to_vec();
+        response.extend_from_slice(&(1u32 << 24).to_le_bytes());
+        response.push(45);
+        response.extend_from_slice(&[0; 23]);
+        response.extend_from_slice(b"root\0");
+        response.push(0); // an empty auth response, length-encoded
+        response.extend_from_slice(plugin.as_bytes());
+        response.push(0);
+        write_packet(&mut stream, 1, &response);
+        let (_, ok) = read_packet(&mut stream);
+        assert_eq!(ok[0], 0x00, "{plugin}: not an OK: {ok:?}");
+        write_packet(&mut stream, 0, b"\x03SELECT 40 + 2");
+        let (_, columns) = read_packet(&mut stream);
+        assert_eq!(columns, [1], "{plugin}: one column");
+    }
 
     // TRUNCATE and DROP DATABASE.
     db("TRUNCATE TABLE sbtest1");

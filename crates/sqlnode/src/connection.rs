@@ -58,6 +58,18 @@ struct Statement {
     long_data: Vec<Option<Vec<u8>>>,
 }
 
+/// What SHOW PROCESSLIST shows of a connection, kept apart from the
+/// connection so it can be read while a worker serves it.
+#[derive(Clone, Debug, Default)]
+pub struct Activity {
+    /// The user, once authenticated.
+    pub user: String,
+    /// The current database.
+    pub database: Option<String>,
+    /// The statement running.
+    pub info: Option<String>,
+}
+
 /// A connection's protocol state.
 pub struct Connection {
     /// The connection id.
@@ -68,19 +80,20 @@ pub struct Connection {
     scramble: [u8; 20],
     capabilities: u32,
     statements: HashMap<u32, Statement>,
-    /// The statement running, for SHOW PROCESSLIST.
-    pub info: Option<String>,
+    /// What SHOW PROCESSLIST shows.
+    activity: Arc<std::sync::Mutex<Activity>>,
     /// The user, once authenticated.
-    pub user: String,
+    user: String,
 }
 
 impl Connection {
-    /// A connection from `peer`.
+    /// A connection from `peer`, showing what it does in `activity`.
     pub fn new(
         id: u32,
         peer: SocketAddr,
         engine: Arc<sql::Engine>,
         scramble: [u8; 20],
+        activity: Arc<std::sync::Mutex<Activity>>,
     ) -> Connection {
         Connection {
             id,
@@ -90,7 +103,7 @@ impl Connection {
             scramble,
             capabilities: 0,
             statements: HashMap::new(),
-            info: None,
+            activity,
             user: String::new(),
         }
     }
@@ -237,6 +250,7 @@ impl Connection {
             return;
         }
         self.user = response.user.clone();
+        self.show_running(None);
         let session = Session::new(
             Arc::clone(&self.engine),
             self.id,
@@ -256,6 +270,23 @@ impl Connection {
     }
 
     fn command(&mut self, payload: &[u8], writer: &mut PacketWriter, out: &mut Vec<u8>) {
+        let running = match wire::decode_command(payload) {
+            Ok(Command::Query(text)) => {
+                Some(String::from_utf8_lossy(&text[..text.len().min(1024)]).into_owned())
+            }
+            Ok(Command::StmtExecute(execute)) => {
+                Some(format!("(prepared statement {})", execute.statement_id))
+            }
+            _ => None,
+        };
+        if running.is_some() {
+            self.show_running(running);
+        }
+        self.run_command(payload, writer, out);
+        self.show_running(None);
+    }
+
+    fn run_command(&mut self, payload: &[u8], writer: &mut PacketWriter, out: &mut Vec<u8>) {
         let command = match wire::decode_command(payload) {
             Ok(command) => command,
             Err(_) => {
@@ -296,7 +327,6 @@ impl Connection {
             }
             Command::Query(text) => {
                 let text = String::from_utf8_lossy(text).into_owned();
-                self.info = Some(text.chars().take(1024).collect());
                 let results = session.query(&text);
                 let count = results.len();
                 for (index, result) in results.into_iter().enumerate() {
@@ -309,7 +339,6 @@ impl Connection {
                         Err(error) => framing.error(&error),
                     }
                 }
-                self.info = None;
             }
             Command::StmtPrepare(text) => {
                 let text = String::from_utf8_lossy(text).into_owned();
@@ -426,6 +455,16 @@ impl Connection {
                 self.framing(out, writer).error(&error);
             }
         }
+    }
+
+    /// Updates what SHOW PROCESSLIST shows: the statement running (None
+    /// when done) and the current database.
+    fn show_running(&self, info: Option<String>) {
+        let database = self.database();
+        let mut activity = self.activity.lock().expect("activity lock");
+        activity.info = info;
+        activity.database = database;
+        activity.user.clone_from(&self.user);
     }
 
     /// The connection is closing: its transaction rolls back.

@@ -13,7 +13,7 @@
 //! transaction goes to the front queue: its locks are held until it
 //! moves on, so it must not wait behind new work.
 
-use crate::connection::{Connection, MAX_PACKET};
+use crate::connection::{Activity, Connection, MAX_PACKET};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::collections::{HashMap, VecDeque};
@@ -50,6 +50,8 @@ struct Client {
     killed: AtomicBool,
     /// Its session is inside a transaction (set by its worker).
     in_transaction: AtomicBool,
+    /// What SHOW PROCESSLIST shows of it.
+    activity: Arc<Mutex<Activity>>,
 }
 
 struct ClientIo {
@@ -108,16 +110,11 @@ impl sql::Server for ServerView {
         let mut list: Vec<sql::Process> = clients
             .iter()
             .map(|client| {
-                // A connection being served is not waited for: its
-                // details show as unknown.
-                let (user, database, info) = match client.io.try_lock() {
-                    Ok(io) => (
-                        io.protocol.user.clone(),
-                        io.protocol.database(),
-                        io.protocol.info.clone(),
-                    ),
-                    Err(_) => ("root".to_string(), None, Some("(running)".to_string())),
-                };
+                let Activity {
+                    user,
+                    database,
+                    info,
+                } = client.activity.lock().expect("activity lock").clone();
                 let busy = client.ownership.lock().expect("ownership lock").busy;
                 sql::Process {
                     id: client.id,
@@ -277,6 +274,7 @@ fn accept(shared: &Arc<Shared>, claimed: &mut Vec<Arc<Client>>) {
             .clone()
             .expect("the engine is set before serving");
         let fd = stream.as_raw_fd();
+        let activity = Arc::new(Mutex::new(Activity::default()));
         let client = Arc::new(Client {
             id,
             peer,
@@ -285,12 +283,13 @@ fn accept(shared: &Arc<Shared>, claimed: &mut Vec<Arc<Client>>) {
                 stream,
                 input: Vec::new(),
                 output: Vec::new(),
-                protocol: Connection::new(id, peer, engine, scramble()),
+                protocol: Connection::new(id, peer, engine, scramble(), Arc::clone(&activity)),
             }),
             fd,
             since: Mutex::new(Instant::now()),
             killed: AtomicBool::new(false),
             in_transaction: AtomicBool::new(false),
+            activity,
         });
         shared
             .clients
