@@ -176,6 +176,32 @@ fn the_mariadb_client_runs_sysbench_shaped_sql() {
     let denied = mariadb(&node, "bob", "SELECT 1").unwrap_err();
     assert!(denied.contains("ERROR 1045"), "{denied}");
 
+    // Edges: WHERE without FROM, LIMIT to the end, a literal the parser
+    // takes but is no hex, a chain of operators past the limit.
+    assert_eq!(db("SELECT 1 WHERE 1 = 0"), "");
+    assert_eq!(
+        db("SELECT id FROM sbtest1 WHERE id < 5 ORDER BY id LIMIT 1, 18446744073709551615"),
+        "2\n3\n4\n"
+    );
+    assert!(error_of(&node, "SELECT X'éa'").contains("ERROR 1064"));
+    let chain = format!("SELECT {}1", "1 + ".repeat(sql::MAX_OPERATORS + 1));
+    assert!(error_of(&node, &chain).contains("ERROR 1064"));
+    // A write that fails inside a transaction rolls all of it back: its
+    // first row, queued before the second failed, never commits.
+    let long = "x".repeat(200);
+    let output = std::process::Command::new("mariadb")
+        .args(["-h", "127.0.0.1", "-P", &node.port.to_string(), "-u", "root", "--force", "sbtest"])
+        .arg("-e")
+        .arg(format!("BEGIN; INSERT INTO sbtest1 (id, k, c) VALUES (5000, 1, 'a'), (5001, 1, '{long}'); COMMIT"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("ERROR 1406") && stderr.contains("rolled back"),
+        "{stderr}"
+    );
+    assert_eq!(db("SELECT COUNT(*) FROM sbtest1 WHERE id = 5000"), "0\n");
+
     // SHOW PROCESSLIST names the statement running: the SHOW itself.
     let processes = query(&node, "SHOW PROCESSLIST");
     assert!(processes.contains("SHOW PROCESSLIST"), "{processes}");
@@ -223,6 +249,10 @@ fn the_mariadb_client_runs_sysbench_shaped_sql() {
         write_packet(&mut stream, 1, &response);
         let (_, ok) = read_packet(&mut stream);
         assert_eq!(ok[0], 0x00, "{plugin}: not an OK: {ok:?}");
+        // Without CLIENT_MULTI_STATEMENTS a second statement is refused.
+        write_packet(&mut stream, 0, b"\x03SELECT 1; DROP DATABASE sbtest");
+        let (_, refused) = read_packet(&mut stream);
+        assert_eq!(refused[0], 0xFF, "{plugin}: not an error: {refused:?}");
         write_packet(&mut stream, 0, b"\x03SELECT 40 + 2");
         let (_, columns) = read_packet(&mut stream);
         assert_eq!(columns, [1], "{plugin}: one column");

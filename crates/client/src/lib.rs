@@ -76,6 +76,9 @@ pub use scan::{
 };
 pub use session::{AsyncSession, Completion};
 pub use signal::scan_program::CompareOp;
+/// The most nodes, and the deepest nesting, of a scan filter the data
+/// nodes take.
+pub use signal::scan_program::{MAX_DEPTH as FILTER_MAX_DEPTH, MAX_NODES as FILTER_MAX_NODES};
 pub use table::{ColumnSelector, Row, Table};
 pub use transaction::{Commit, OpId, Outcome, Transaction, TransactionState};
 pub use value::Value;

@@ -387,11 +387,39 @@ pub fn pushed_filter(
             None => whole = false,
         }
     }
-    Ok(match parts.len() {
-        0 => (None, whole),
-        1 => (parts.pop(), whole),
-        _ => (Some(Filter::And(parts)), whole),
-    })
+    let filter = match parts.len() {
+        0 => None,
+        1 => parts.pop(),
+        _ => Some(Filter::And(parts)),
+    };
+    // A program too big for the data nodes is not pushed at all: the SQL
+    // node's check of the WHERE clause does the whole work then.
+    match filter {
+        Some(filter) if !fits_a_program(&filter) => Ok((None, false)),
+        filter => Ok((filter, whole)),
+    }
+}
+
+/// Whether the data nodes take `filter`: at most
+/// `client::FILTER_MAX_NODES` nodes, nested less than
+/// `client::FILTER_MAX_DEPTH` deep.
+fn fits_a_program(filter: &Filter) -> bool {
+    fn measure(filter: &Filter, depth: usize, nodes: &mut usize) -> usize {
+        *nodes += 1;
+        match filter {
+            Filter::And(parts) | Filter::Or(parts) => parts
+                .iter()
+                .map(|part| measure(part, depth + 1, nodes))
+                .max()
+                .unwrap_or(depth),
+            Filter::Not(inner) => measure(inner, depth + 1, nodes),
+            _ => depth,
+        }
+    }
+    let mut nodes = 0;
+    let depth = measure(filter, 1, &mut nodes);
+    // A margin below the limits: the encoder may add nodes of its own.
+    nodes * 2 <= client::FILTER_MAX_NODES && depth < client::FILTER_MAX_DEPTH
 }
 
 /// `expr` as a data-node filter, when it is one with the same meaning.
@@ -491,7 +519,17 @@ fn to_filter(
             to_filter(table, a, params, environment)?,
             to_filter(table, b, params, environment)?,
         ) {
-            (Some(a), Some(b)) => Some(Filter::Or(vec![a, b])),
+            // A chain of ORs is one OR of many parts, not a deep tree.
+            (Some(a), Some(b)) => {
+                let mut parts = Vec::new();
+                for part in [a, b] {
+                    match part {
+                        Filter::Or(inner) => parts.extend(inner),
+                        other => parts.push(other),
+                    }
+                }
+                Some(Filter::Or(parts))
+            }
             _ => None,
         },
         _ => None,

@@ -51,7 +51,7 @@ impl AutoIncrement {
                 let wanted = range.size.max((count - values.len()) as u64);
                 let start = reserve(cluster, key, wanted, None)?;
                 range.next = start;
-                range.end = start + wanted;
+                range.end = start.checked_add(wanted).ok_or_else(exhausted)?;
             }
             values.push(range.next);
             range.next += 1;
@@ -76,11 +76,21 @@ impl AutoIncrement {
         }
         // At or above the counter, maybe: move the counter past it
         // (reserve does nothing when the counter is already higher).
-        reserve(cluster, key, 0, Some(value + 1))?;
+        // The largest value leaves the counter at the end: the next value
+        // to generate is then refused.
+        reserve(cluster, key, 0, Some(value.saturating_add(1)))?;
         range.next = 0;
         range.end = 0;
         Ok(())
     }
+}
+
+/// The counter has no values left.
+fn exhausted() -> SqlError {
+    SqlError::new(
+        1467,
+        "Failed to read auto-increment value from storage engine: the counter is at its end",
+    )
 }
 
 /// Moves the counter `key` on by `count` (or to at least `at_least`) in
@@ -91,13 +101,16 @@ fn reserve(cluster: &Cluster, key: u64, count: u64, at_least: Option<u64>) -> Sq
     let mut attempt = 0;
     loop {
         let mut transaction = cluster.transaction();
-        let result: Result<u64, client::ClientError> = (|| {
+        // `None`: the counter cannot move on by `count`.
+        let result: Result<Option<u64>, client::ClientError> = (|| {
             let read =
                 transaction.read_if_exists(&table, &[Value::UInt(key)], LockMode::Exclusive)?;
             transaction.execute(Commit::No)?;
             let current = transaction.get(read).and_then(|row| row.get_u64("next"));
             let start = current.unwrap_or(1).max(at_least.unwrap_or(0));
-            let next = start + count;
+            let Some(next) = start.checked_add(count) else {
+                return Ok(None);
+            };
             let row = [("table_key", Value::UInt(key)), ("next", Value::UInt(next))];
             match current {
                 Some(current) if current == next => {}
@@ -109,10 +122,11 @@ fn reserve(cluster: &Cluster, key: u64, count: u64, at_least: Option<u64>) -> Sq
                 }
             }
             transaction.execute(Commit::Yes)?;
-            Ok(start)
+            Ok(Some(start))
         })();
         match result {
-            Ok(start) => return Ok(start),
+            Ok(Some(start)) => return Ok(start),
+            Ok(None) => return Err(exhausted()),
             // Two nodes creating the row at once, or a lock wait: again.
             Err(error)
                 if attempt < 10

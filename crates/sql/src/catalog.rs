@@ -23,6 +23,7 @@ use crate::value;
 use client::{Cluster, ColumnDef, ColumnType, Commit, LockMode, Table, TableDef, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// The system table of databases.
 pub const DATABASES: &str = "tessera$databases";
@@ -68,6 +69,9 @@ pub struct SqlTable {
     pub columns: Vec<SqlColumn>,
     /// The AUTO_INCREMENT column's index.
     pub auto_increment: Option<usize>,
+    /// Its declarations row was found (else its columns read as their
+    /// cluster types, with no defaults).
+    pub declared: bool,
 }
 
 impl SqlTable {
@@ -213,8 +217,17 @@ fn decode_declarations(def: &TableDef, json: &[u8]) -> Option<Vec<SqlColumn>> {
 /// The schema as SQL sees it, cached, over one cluster connection.
 pub struct Catalog {
     cluster: &'static Cluster,
-    tables: Mutex<HashMap<(String, String), Arc<SqlTable>>>,
+    /// Cached tables, with when they were read.
+    tables: Mutex<HashMap<(String, String), Cached>>,
 }
+
+/// A cached table and when it was read.
+type Cached = (Arc<SqlTable>, Instant);
+
+/// How long a table read without its declarations row is trusted: the
+/// row is written just after the table is created, so another SQL node
+/// may read the table in between; it looks again after this.
+const UNDECLARED_FOR: Duration = Duration::from_secs(1);
 
 impl Catalog {
     /// A catalog over `cluster`, creating the system tables if this is
@@ -291,8 +304,10 @@ impl Catalog {
     /// The SQL table `database.name`, from the cache or the cluster.
     pub fn table(&self, database: &str, name: &str) -> SqlResult<Arc<SqlTable>> {
         let key = (database.to_string(), name.to_string());
-        if let Some(table) = self.tables.lock().expect("catalog lock").get(&key) {
-            return Ok(Arc::clone(table));
+        if let Some((table, read_at)) = self.tables.lock().expect("catalog lock").get(&key) {
+            if table.declared || read_at.elapsed() < UNDECLARED_FOR {
+                return Ok(Arc::clone(table));
+            }
         }
         let full = cluster_name(database, name);
         let table = match self.cluster.table(&full) {
@@ -302,9 +317,10 @@ impl Catalog {
             }
             Err(error) => return Err(SqlError::from_client(&error, &full)),
         };
-        let columns = self
-            .declarations(&full, table.def())?
-            .unwrap_or_else(|| table.def().columns.iter().map(undeclared).collect());
+        let declarations = self.declarations(&full, table.def())?;
+        let declared = declarations.is_some();
+        let columns =
+            declarations.unwrap_or_else(|| table.def().columns.iter().map(undeclared).collect());
         let auto_increment = columns.iter().position(|column| column.auto_increment);
         let sql_table = Arc::new(SqlTable {
             database: database.to_string(),
@@ -312,11 +328,12 @@ impl Catalog {
             table,
             columns,
             auto_increment,
+            declared,
         });
         self.tables
             .lock()
             .expect("catalog lock")
-            .insert(key, Arc::clone(&sql_table));
+            .insert(key, (Arc::clone(&sql_table), Instant::now()));
         Ok(sql_table)
     }
 

@@ -63,7 +63,11 @@ pub fn select(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
                     .execute(run.commit)
                     .map_err(|e| SqlError::from_client(&e, ""))?;
             }
-            vec![Vec::new()]
+            // One empty row, which WHERE may take away (SELECT 1 WHERE 0).
+            match passes(plan.filter.as_ref(), &[], run)? {
+                true => vec![Vec::new()],
+                false => Vec::new(),
+            }
         }
         Some(table) => {
             if let Some(count) = pushed_count(plan, table, run)? {
@@ -89,7 +93,7 @@ pub fn select(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
                 lock: plan.lock,
                 needed: Some(&plan.needed),
                 limit: match unordered {
-                    true => plan.limit.map(|limit| limit + plan.offset),
+                    true => plan.limit.map(|limit| limit.saturating_add(plan.offset)),
                     false => None,
                 },
                 commit: run.commit,
@@ -129,7 +133,7 @@ pub fn select(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
     let offset = (plan.offset as usize).min(out.len());
     out.drain(..offset);
     if let Some(limit) = plan.limit {
-        out.truncate(limit as usize);
+        out.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
     }
     run.counts.sent += out.len() as u64;
     Ok(Response::Rows {
@@ -220,7 +224,9 @@ fn sorted_output(
     };
     // DISTINCT removes rows after the sort: every row must be sorted then.
     let wanted = match (plan.limit, plan.distinct) {
-        (Some(limit), false) => Some((limit + plan.offset) as usize),
+        (Some(limit), false) => {
+            Some(usize::try_from(limit.saturating_add(plan.offset)).unwrap_or(usize::MAX))
+        }
         _ => None,
     };
     match wanted {

@@ -525,6 +525,9 @@ fn number(text: &str) -> SqlResult<Value> {
 }
 
 fn decode_hex(hex: &str) -> SqlResult<Vec<u8>> {
+    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(SqlError::parse(format!("bad hex literal X'{hex}'")));
+    }
     let padded = if hex.len() % 2 == 1 {
         format!("0{hex}")
     } else {

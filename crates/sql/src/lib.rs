@@ -43,6 +43,7 @@ pub mod value;
 pub mod variables;
 
 pub use error::{codes, SqlError, SqlResult};
+pub use parse::{MAX_OPERATORS, STATEMENT_STACK_BYTES};
 pub use result::{ColumnKind, OutputColumn, Response};
 pub use session::{Prepared, Session};
 

@@ -42,6 +42,57 @@ impl Cache {
     }
 }
 
+/// The stack a thread running statements needs: expressions are compiled,
+/// evaluated and dropped recursively, one frame per operator of a chain
+/// (`1+1+1+...` is as deep as it is long; the parser's nesting limit does
+/// not see it), and [`MAX_OPERATORS`] of them must fit.
+pub const STATEMENT_STACK_BYTES: usize = 64 << 20;
+
+/// The most operators a statement may hold (outside string literals):
+/// a longer chain is refused as too complex before the parser builds it,
+/// so no text can overflow a worker's stack (MySQL refuses such text with
+/// a stack overrun error).
+pub const MAX_OPERATORS: usize = 20_000;
+
+/// Operators in `text` outside quoted strings and names: symbols, and
+/// the words AND, OR, XOR, DIV, MOD, NOT, BETWEEN, LIKE, IN.
+fn operators(text: &str) -> usize {
+    let mut count = 0;
+    let mut quote: Option<u8> = None;
+    let bytes = text.as_bytes();
+    let mut word_start = None;
+    for (at, &byte) in bytes.iter().enumerate() {
+        if let Some(q) = quote {
+            if byte == q {
+                quote = None;
+            }
+            continue;
+        }
+        let in_word = byte.is_ascii_alphanumeric() || byte == b'_';
+        match (in_word, word_start) {
+            (true, None) => word_start = Some(at),
+            (false, Some(start)) => {
+                let word = &bytes[start..at];
+                let operator = [
+                    "AND", "OR", "XOR", "DIV", "MOD", "NOT", "BETWEEN", "LIKE", "IN",
+                ]
+                .iter()
+                .any(|w| word.eq_ignore_ascii_case(w.as_bytes()));
+                count += operator as usize;
+                word_start = None;
+            }
+            _ => {}
+        }
+        match byte {
+            b'\'' | b'"' | b'`' => quote = Some(byte),
+            b'+' | b'-' | b'*' | b'/' | b'%' | b'=' | b'<' | b'>' | b'!' | b'&' | b'|' | b'^'
+            | b'(' => count += 1,
+            _ => {}
+        }
+    }
+    count
+}
+
 /// Parses `text` (one statement or several separated by `;`).
 ///
 /// The parser can panic on some input (sqlparser 0.59's MySQL dialect
@@ -50,6 +101,11 @@ impl Cache {
 /// the syntax error it is. The parser holds no lock and shares nothing,
 /// so nothing is left half-changed.
 pub fn parse(text: &str) -> SqlResult<Vec<Statement>> {
+    if operators(text) > MAX_OPERATORS {
+        return Err(SqlError::parse(format!(
+            "the statement is too complex: more than {MAX_OPERATORS} operators"
+        )));
+    }
     let rewritten = rewrite(text);
     let source = rewritten.as_deref().unwrap_or(text);
     let parsed = std::panic::catch_unwind(|| Parser::parse_sql(&MySqlDialect {}, source));
@@ -84,6 +140,48 @@ fn rewrite(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_longest_operator_chain_allowed_runs_on_a_statement_stack() {
+        let chain = |terms: usize| format!("SELECT {}1", "1 + ".repeat(terms));
+        assert_eq!(parse(&chain(MAX_OPERATORS + 1)).unwrap_err().code, 1064);
+        let text = chain(MAX_OPERATORS - 10);
+        let evaluated = std::thread::Builder::new()
+            .stack_size(STATEMENT_STACK_BYTES)
+            .spawn(move || {
+                let statements = parse(&text).unwrap();
+                let sqlparser::ast::Statement::Query(query) = &statements[0] else {
+                    panic!("a query");
+                };
+                let sqlparser::ast::SetExpr::Select(select) = query.body.as_ref() else {
+                    panic!("a select");
+                };
+                let sqlparser::ast::SelectItem::UnnamedExpr(expr) = &select.projection[0] else {
+                    panic!("an expression");
+                };
+                let mut compiler = crate::expr::Compiler::new(None, None);
+                let compiled = compiler.compile(expr).unwrap();
+                struct NoSession;
+                impl crate::expr::Environment for NoSession {
+                    fn session_value(
+                        &self,
+                        _: &crate::expr::SessionValue,
+                    ) -> SqlResult<client::Value> {
+                        Ok(client::Value::Null)
+                    }
+                }
+                let inputs = crate::expr::Inputs {
+                    row: &[],
+                    aggregates: &[],
+                    params: &[],
+                };
+                compiled.eval(&inputs, &NoSession).unwrap()
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(evaluated, client::Value::Int(MAX_OPERATORS as i64 - 9));
+    }
 
     #[test]
     fn mysql_isms_parse() {

@@ -606,6 +606,9 @@ fn describe_output(
     table: Option<&SqlTable>,
     compiler: &Compiler<'_>,
 ) -> OutputColumn {
+    // The declared kind must fit every value the expression can give:
+    // the binary protocol sends values as their column's type says.
+    // Where the value's type is not certain, text.
     let kind = match expr {
         Expr::Column(index) => {
             if let Some(table) = table {
@@ -615,7 +618,8 @@ fn describe_output(
             }
             ColumnKind::Text(255)
         }
-        Expr::Literal(Value::Int(_) | Value::UInt(_)) => ColumnKind::BigInt { unsigned: false },
+        Expr::Literal(Value::Int(_)) => ColumnKind::BigInt { unsigned: false },
+        Expr::Literal(Value::UInt(_)) => ColumnKind::BigInt { unsigned: true },
         Expr::Literal(Value::Double(_)) => ColumnKind::Double,
         Expr::Literal(Value::Null) => ColumnKind::Null,
         Expr::Aggregate(slot) => match compiler.aggregate(*slot) {
@@ -635,13 +639,13 @@ fn describe_output(
                 let column_type = table.expect("checked").columns[*index].column_type;
                 match (function, column_type) {
                     (_, ColumnType::Double) => ColumnKind::Double,
-                    (AggregateFunction::Sum, _) => ColumnKind::BigInt { unsigned: false },
+                    // An integer sum may pass 64 bits: MySQL's DECIMAL.
+                    (AggregateFunction::Sum, _) => ColumnKind::Decimal,
                     _ => ColumnKind::of(column_type),
                 }
             }
-            _ => ColumnKind::Double,
+            _ => ColumnKind::Text(255),
         },
-        Expr::Arithmetic(..) | Expr::Negate(_) => ColumnKind::BigInt { unsigned: false },
         Expr::Compare(..)
         | Expr::And(..)
         | Expr::Or(..)
@@ -652,14 +656,8 @@ fn describe_output(
         | Expr::InList { .. }
         | Expr::Like { .. }
         | Expr::NullSafeEqual(..) => ColumnKind::BigInt { unsigned: false },
+        // Arithmetic gives integers or doubles, by its operands' values.
         _ => ColumnKind::Text(255),
-    };
-    // Arithmetic may give doubles: the binary protocol writes whatever the
-    // value is as the declared kind, so a double kind is only declared
-    // where the value is always one.
-    let kind = match (expr, kind) {
-        (Expr::Arithmetic(..), _) => ColumnKind::Text(64),
-        (_, kind) => kind,
     };
     OutputColumn::computed(name, kind)
 }

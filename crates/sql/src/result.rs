@@ -20,6 +20,9 @@ pub enum ColumnKind {
     },
     /// A double.
     Double,
+    /// An exact number sent as text (MySQL's DECIMAL: what SUM of
+    /// integers is).
+    Decimal,
     /// Fixed-length text of at most n bytes (CHAR: STRING on the wire).
     Char(u32),
     /// Text of at most n bytes (VAR_STRING).

@@ -116,7 +116,9 @@ impl Session {
 
     /// Whether a transaction is open (SERVER_STATUS_IN_TRANS).
     pub fn in_transaction(&self) -> bool {
-        self.explicit
+        // After BEGIN at once; with autocommit off, once a statement
+        // opened one.
+        (self.explicit && self.autocommit) || self.transaction.is_some()
     }
 
     /// Whether autocommit is on (SERVER_STATUS_AUTOCOMMIT).
@@ -136,8 +138,10 @@ impl Session {
     }
 
     /// Runs the statements of `text` (COM_QUERY): a result per statement,
-    /// stopping at the first error, which is the last.
-    pub fn query(&mut self, text: &str) -> Vec<SqlResult<Response>> {
+    /// stopping at the first error, which is the last. Several statements
+    /// only when the client allowed them (`multi`: CLIENT_MULTI_STATEMENTS),
+    /// so text built by a client that did not cannot smuggle in a second.
+    pub fn query(&mut self, text: &str, multi: bool) -> Vec<SqlResult<Response>> {
         let statements = match self.engine.parse_cache.parse(text) {
             Ok(statements) => statements,
             Err(error) => {
@@ -147,6 +151,13 @@ impl Session {
         };
         if statements.is_empty() {
             return vec![Err(SqlError::new(1065, "Query was empty"))];
+        }
+        if statements.len() > 1 && !multi {
+            let error = SqlError::parse(
+                "several statements in one query, and the client did not ask for them (CLIENT_MULTI_STATEMENTS)",
+            );
+            self.statistics().error(error.code);
+            return vec![Err(error)];
         }
         let mut results = Vec::with_capacity(statements.len());
         for statement in statements.iter() {
@@ -646,22 +657,38 @@ impl Session {
                 }
                 self.transaction = Some(transaction);
             }
-            (Err(_), _) => match state {
-                // Nothing reached the cluster, or what did is still open:
-                // an explicit transaction goes on (MySQL rolls back only
-                // the statement; here the statement had queued nothing
-                // that ran).
-                TransactionState::Idle if !autocommit => self.transaction = Some(transaction),
-                TransactionState::Active if !autocommit => self.transaction = Some(transaction),
-                TransactionState::Active | TransactionState::Idle => {
-                    let _ = transaction.rollback();
-                }
-                // Aborted or unknown: the transaction is over.
-                _ => {
-                    self.explicit = !self.autocommit;
+            (Err(_), _) => {
+                let wrote = !matches!(compiled.plan, Plan::Select(_));
+                let ended = match state {
+                    // A read that failed queued nothing: an explicit
+                    // transaction goes on.
+                    TransactionState::Idle | TransactionState::Active if !autocommit && !wrote => {
+                        self.transaction = Some(transaction);
+                        false
+                    }
+                    // A write that failed may have queued, or sent, part
+                    // of its rows: the whole transaction rolls back (NDB's
+                    // rule), so half a statement never commits.
+                    TransactionState::Idle | TransactionState::Active => {
+                        let _ = transaction.rollback();
+                        true
+                    }
+                    // Aborted or unknown: the transaction is over.
+                    _ => true,
+                };
+                if ended {
                     statistics.rollbacks.fetch_add(1, Ordering::Relaxed);
+                    if !autocommit {
+                        // As after InnoDB's deadlock rollback, the session
+                        // is out of the transaction; the error says so.
+                        self.explicit = !self.autocommit;
+                        return result.map_err(|mut error| {
+                            error.message.push_str(" (the transaction was rolled back)");
+                            error
+                        });
+                    }
                 }
-            },
+            }
         }
         result
     }
@@ -741,7 +768,7 @@ impl Session {
                 }
                 if !select.order_by.is_empty() {
                     steps.push(match select.limit {
-                        Some(limit) => format!("top-{} sort", limit + select.offset),
+                        Some(limit) => format!("top-{} sort", limit.saturating_add(select.offset)),
                         None => "sort".to_string(),
                     });
                 }

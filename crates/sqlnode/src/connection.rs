@@ -80,6 +80,9 @@ pub struct Connection {
     scramble: [u8; 20],
     capabilities: u32,
     statements: HashMap<u32, Statement>,
+    /// Several statements in one COM_QUERY: the client's capability, then
+    /// what COM_SET_OPTION says.
+    multi_statements: bool,
     /// What SHOW PROCESSLIST shows.
     activity: Arc<std::sync::Mutex<Activity>>,
     /// The user, once authenticated.
@@ -103,6 +106,7 @@ impl Connection {
             scramble,
             capabilities: 0,
             statements: HashMap::new(),
+            multi_statements: false,
             activity,
             user: String::new(),
         }
@@ -228,6 +232,7 @@ impl Connection {
             }
         };
         self.capabilities = response.capabilities & SERVER_CAPABILITIES;
+        self.multi_statements = self.capabilities & wire::CLIENT_MULTI_STATEMENTS != 0;
         let host = self.peer.ip().to_string();
         let with_password = if response.auth_response.is_empty() {
             "NO"
@@ -327,7 +332,7 @@ impl Connection {
             }
             Command::Query(text) => {
                 let text = String::from_utf8_lossy(text).into_owned();
-                let results = session.query(&text);
+                let results = session.query(&text, self.multi_statements);
                 let count = results.len();
                 for (index, result) in results.into_iter().enumerate() {
                     let mut framing = self.framing(out, writer);
@@ -343,6 +348,18 @@ impl Connection {
             Command::StmtPrepare(text) => {
                 let text = String::from_utf8_lossy(text).into_owned();
                 match session.prepare(&text) {
+                    Ok((id, _))
+                        if session
+                            .prepared(id)
+                            .is_some_and(|p| p.params > u16::MAX as usize) =>
+                    {
+                        session.close_statement(id);
+                        let error = SqlError::new(
+                            1390,
+                            "Prepared statement contains too many placeholders",
+                        );
+                        self.framing(out, writer).error(&error);
+                    }
                     Ok((id, prepared)) => {
                         self.statements.insert(id, Statement::default());
                         let columns = prepared.columns.clone();
@@ -412,17 +429,19 @@ impl Connection {
                 param,
                 data,
             } => {
-                // No answer, as MySQL's.
+                // No answer, as MySQL's. Only for a parameter the statement
+                // has, and at most MAX_PACKET bytes a statement in all.
+                let params = session.prepared(statement_id).map_or(0, |p| p.params);
                 if let Some(statement) = self.statements.get_mut(&statement_id) {
                     let param = param as usize;
-                    if param < 65_536 {
+                    let held: usize = statement.long_data.iter().flatten().map(Vec::len).sum();
+                    if param < params && held + data.len() <= MAX_PACKET {
                         if statement.long_data.len() <= param {
                             statement.long_data.resize(param + 1, None);
                         }
-                        let slot = statement.long_data[param].get_or_insert_with(Vec::new);
-                        if slot.len() + data.len() <= MAX_PACKET {
-                            slot.extend_from_slice(data);
-                        }
+                        statement.long_data[param]
+                            .get_or_insert_with(Vec::new)
+                            .extend_from_slice(data);
                     }
                 }
             }
@@ -437,7 +456,7 @@ impl Connection {
                 self.framing(out, writer).ok(0, 0, "");
             }
             Command::ProcessKill(id) => {
-                let results = session.query(&format!("KILL {id}"));
+                let results = session.query(&format!("KILL {id}"), false);
                 match results.into_iter().next() {
                     Some(Err(error)) => self.framing(out, writer).error(&error),
                     _ => self.framing(out, writer).ok(0, 0, ""),

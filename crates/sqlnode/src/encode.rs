@@ -149,7 +149,8 @@ fn binary_row(out: &mut Vec<u8>, columns: &[OutputColumn], row: &[client::Value]
                 wire::response::put_binary_int(out, ColumnType::LongLong, integer())
             }
             ColumnKind::Double => wire::response::put_binary_double(out, sql::value::to_f64(value)),
-            ColumnKind::Char(_)
+            ColumnKind::Decimal
+            | ColumnKind::Char(_)
             | ColumnKind::Text(_)
             | ColumnKind::Binary(_)
             | ColumnKind::Null => {
@@ -180,6 +181,13 @@ pub fn definition(column: &OutputColumn) -> wire::ColumnDefinition<'_> {
             0,
         ),
         ColumnKind::Double => (ColumnType::Double, 22, binary_charset, wire::NUM_FLAG, 31),
+        ColumnKind::Decimal => (
+            ColumnType::NewDecimal,
+            66,
+            binary_charset,
+            wire::NUM_FLAG,
+            0,
+        ),
         ColumnKind::Char(n) => (ColumnType::String, n * 4, UTF8MB4_BIN, 0, 0),
         ColumnKind::Text(n) => (ColumnType::VarString, n * 4, UTF8MB4_BIN, 0, 0),
         ColumnKind::Binary(n) => (

@@ -195,6 +195,9 @@ impl SqlServer {
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("sql-worker-{index}"))
+                    // Reserved, not committed: pages are touched only by
+                    // deep expressions (sql::STATEMENT_STACK_BYTES).
+                    .stack_size(sql::STATEMENT_STACK_BYTES)
                     .spawn(move || worker(&shared))?,
             );
         }
