@@ -256,6 +256,17 @@ fn the_mariadb_client_runs_sysbench_shaped_sql() {
         write_packet(&mut stream, 0, b"\x03SELECT 40 + 2");
         let (_, columns) = read_packet(&mut stream);
         assert_eq!(columns, [1], "{plugin}: one column");
+        // The rest of the result: its column, EOF, the row, EOF.
+        let rest: Vec<Vec<u8>> = (0..4).map(|_| read_packet(&mut stream).1).collect();
+        assert_eq!(rest[2], b"\x0242", "{plugin}: the row");
+        // Idle past its wait_timeout, the connection is closed.
+        write_packet(&mut stream, 0, b"\x03SET SESSION wait_timeout = 1");
+        let (_, set) = read_packet(&mut stream);
+        assert_eq!(set[0], 0x00, "{plugin}: SET answered {set:?}");
+        let mut after = Vec::new();
+        stream
+            .read_to_end(&mut after)
+            .expect("the server closes the idle connection (the read times out if not)");
     }
 
     // TRUNCATE and DROP DATABASE.

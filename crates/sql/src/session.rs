@@ -121,6 +121,19 @@ impl Session {
         (self.explicit && self.autocommit) || self.transaction.is_some()
     }
 
+    /// Seconds an idle connection is kept: `wait_timeout` (MySQL's
+    /// default 28,800 unless the session set it).
+    pub fn wait_timeout(&self) -> u64 {
+        self.variables
+            .get("wait_timeout")
+            .and_then(|value| {
+                value
+                    .as_u64()
+                    .or_else(|| value::display(value).parse().ok())
+            })
+            .unwrap_or(28_800)
+    }
+
     /// Whether autocommit is on (SERVER_STATUS_AUTOCOMMIT).
     pub fn autocommit(&self) -> bool {
         self.autocommit

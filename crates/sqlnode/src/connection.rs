@@ -17,6 +17,10 @@ use std::sync::Arc;
 
 use crate::encode::Framing;
 
+/// Seconds a client has to complete the handshake (MySQL's
+/// connect_timeout).
+pub const CONNECT_TIMEOUT_SECONDS: u64 = 10;
+
 /// The largest packet a client may send (max_allowed_packet).
 pub const MAX_PACKET: usize = 64 << 20;
 
@@ -115,6 +119,15 @@ impl Connection {
     /// Whether the connection is over.
     pub fn is_closed(&self) -> bool {
         matches!(self.phase, Phase::Closed)
+    }
+
+    /// Seconds the connection may stay idle: until it authenticates,
+    /// `CONNECT_TIMEOUT`; then its session's `wait_timeout`.
+    pub fn idle_limit(&self) -> u64 {
+        match &self.phase {
+            Phase::Commands(session) => session.wait_timeout(),
+            _ => CONNECT_TIMEOUT_SECONDS,
+        }
     }
 
     /// Whether its session is inside a transaction.

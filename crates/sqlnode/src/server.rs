@@ -20,7 +20,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -52,6 +52,8 @@ struct Client {
     in_transaction: AtomicBool,
     /// What SHOW PROCESSLIST shows of it.
     activity: Arc<Mutex<Activity>>,
+    /// Seconds it may stay idle before it is closed (set by its worker).
+    idle_limit: AtomicU64,
 }
 
 struct ClientIo {
@@ -78,6 +80,8 @@ struct Shared {
     ready: Condvar,
     clients: Mutex<HashMap<u32, Arc<Client>>>,
     registry: mio::Registry,
+    /// When idle connections were last looked for.
+    last_sweep: Mutex<Instant>,
     engine: Mutex<Option<Arc<sql::Engine>>>,
     next_id: AtomicU32,
 }
@@ -181,6 +185,7 @@ impl SqlServer {
             ready: Condvar::new(),
             clients: Mutex::new(HashMap::new()),
             registry,
+            last_sweep: Mutex::new(Instant::now()),
             engine: Mutex::new(None),
             next_id: AtomicU32::new(1),
         });
@@ -293,6 +298,7 @@ fn accept(shared: &Arc<Shared>, claimed: &mut Vec<Arc<Client>>) {
             killed: AtomicBool::new(false),
             in_transaction: AtomicBool::new(false),
             activity,
+            idle_limit: AtomicU64::new(crate::connection::CONNECT_TIMEOUT_SECONDS),
         });
         shared
             .clients
@@ -402,6 +408,36 @@ fn worker(shared: &Arc<Shared>) {
     }
 }
 
+/// About once a second, claims the connections idle past their limit
+/// (`wait_timeout`, or the handshake's `connect_timeout`), marked to be
+/// closed by whoever serves them.
+fn sweep_idle(shared: &Arc<Shared>, claimed: &mut Vec<Arc<Client>>) {
+    {
+        let mut last = shared.last_sweep.lock().expect("sweep lock");
+        if last.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        *last = Instant::now();
+    }
+    let clients: Vec<Arc<Client>> = shared
+        .clients
+        .lock()
+        .expect("clients lock")
+        .values()
+        .cloned()
+        .collect();
+    for client in clients {
+        let idle = client.since.lock().expect("since lock").elapsed();
+        if idle.as_secs() < client.idle_limit.load(Ordering::Relaxed) {
+            continue;
+        }
+        if let Some(claimed_client) = claim(&client) {
+            claimed_client.killed.store(true, Ordering::Relaxed);
+            claimed.push(claimed_client);
+        }
+    }
+}
+
 /// Waits on the sockets once and claims the clients with bytes to read.
 fn lead(
     shared: &Arc<Shared>,
@@ -416,6 +452,7 @@ fn lead(
         }
         return;
     }
+    sweep_idle(shared, claimed);
     for event in events.iter() {
         match event.token() {
             LISTENER => accept(shared, claimed),
@@ -475,6 +512,11 @@ fn serve(shared: &Arc<Shared>, client: Arc<Client>) {
             client
                 .in_transaction
                 .store(io.protocol.in_transaction(), Ordering::Relaxed);
+            client
+                .idle_limit
+                .store(io.protocol.idle_limit(), Ordering::Relaxed);
+            // Idle from the end of what it asked, not its start.
+            *client.since.lock().expect("since lock") = Instant::now();
             closed
         };
         if closed {
