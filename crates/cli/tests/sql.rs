@@ -202,6 +202,45 @@ fn the_mariadb_client_runs_sysbench_shaped_sql() {
     );
     assert_eq!(db("SELECT COUNT(*) FROM sbtest1 WHERE id = 5000"), "0\n");
 
+    // KILL QUERY stops a running statement (SLEEP checks between steps),
+    // and the connection goes on.
+    assert_eq!(query(&node, "SELECT SLEEP(0.1)"), "0\n");
+    let sleeper = std::process::Command::new("mariadb")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-P",
+            &node.port.to_string(),
+            "-u",
+            "root",
+        ])
+        .args(["-e", "SELECT SLEEP(300); SELECT 'still here'"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let id = loop {
+        assert!(
+            Instant::now() < deadline,
+            "the SLEEP never showed in SHOW PROCESSLIST"
+        );
+        let processes = query(&node, "SHOW PROCESSLIST");
+        let sleeping = processes
+            .lines()
+            .find(|line| line.contains("SLEEP(300)"))
+            .and_then(|line| line.split('\t').next().map(str::to_string));
+        if let Some(id) = sleeping {
+            break id;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    query(&node, &format!("KILL QUERY {id}"));
+    let stopped = sleeper.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&stopped.stderr);
+    assert!(stderr.contains("ERROR 1317"), "{stderr}");
+    assert!(error_of(&node, "KILL 999999").contains("ERROR 1094"));
+
     // SHOW PROCESSLIST names the statement running: the SHOW itself.
     let processes = query(&node, "SHOW PROCESSLIST");
     assert!(processes.contains("SHOW PROCESSLIST"), "{processes}");

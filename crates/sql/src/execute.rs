@@ -42,6 +42,14 @@ pub struct Run<'a> {
     pub counts: &'a mut StatementCounts,
 }
 
+/// Error 1317 if KILL QUERY asked the statement to stop.
+fn check_interrupt(run: &Run<'_>) -> SqlResult<()> {
+    match run.environment.interrupted() {
+        true => Err(crate::expr::interrupted()),
+        false => Ok(()),
+    }
+}
+
 fn passes(filter: Option<&Expr>, row: &[Value], run: &Run<'_>) -> SqlResult<bool> {
     let Some(filter) = filter else {
         return Ok(true);
@@ -442,6 +450,7 @@ pub fn insert(
             .insert(&table.table, &values)
             .map_err(|error| SqlError::from_client(&error, &table.cluster_name()))?;
         if (number + 1) % WRITE_BATCH == 0 && number + 1 < count {
+            check_interrupt(run)?;
             flush(run.transaction, Commit::No, table)?;
         }
     }
@@ -472,6 +481,7 @@ fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Vec<Vec<Value
     };
     let Fetched { rows, fetched } = access::fetch(&request, run.transaction, run.environment)?;
     run.counts.fetched += fetched;
+    check_interrupt(run)?;
     let mut kept = Vec::with_capacity(rows.len());
     for row in rows {
         if plan.limit.is_some_and(|limit| kept.len() as u64 >= limit) {
@@ -546,6 +556,7 @@ pub fn update(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
                 .map_err(refused)?;
         }
         if (number + 1) % WRITE_BATCH == 0 {
+            check_interrupt(run)?;
             flush(run.transaction, Commit::No, table)?;
         }
     }
@@ -567,6 +578,7 @@ pub fn delete(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
             .delete(&table.table, &key_of(table, row))
             .map_err(|error| SqlError::from_client(&error, &table.cluster_name()))?;
         if (number + 1) % WRITE_BATCH == 0 {
+            check_interrupt(run)?;
             flush(run.transaction, Commit::No, table)?;
         }
     }

@@ -121,6 +121,9 @@ pub enum Function {
     Lower,
     /// ABS.
     Abs,
+    /// SLEEP(seconds): waits, and answers 0; KILL QUERY ends it early
+    /// with error 1317.
+    Sleep,
 }
 
 /// An aggregate function.
@@ -155,6 +158,11 @@ pub struct Aggregate {
 pub trait Environment {
     /// The value of a session expression.
     fn session_value(&self, value: &SessionValue) -> SqlResult<Value>;
+
+    /// Whether the statement was asked to stop (KILL QUERY).
+    fn interrupted(&self) -> bool {
+        false
+    }
 }
 
 /// A compiler of expressions over one table (or none).
@@ -483,6 +491,7 @@ impl<'a> Compiler<'a> {
             "UPPER" | "UCASE" => arity(1).map(|_| Function::Upper)?,
             "LOWER" | "LCASE" => arity(1).map(|_| Function::Lower)?,
             "ABS" => arity(1).map(|_| Function::Abs)?,
+            "SLEEP" => arity(1).map(|_| Function::Sleep)?,
             _ => {
                 return Err(SqlError::new(
                     1305,
@@ -684,10 +693,15 @@ impl Expr {
                 for arg in args {
                     values.push(eval(arg)?);
                 }
-                apply(*function, values)?
+                apply(*function, values, environment)?
             }
         })
     }
+}
+
+/// The error of a statement stopped by KILL QUERY.
+pub fn interrupted() -> SqlError {
+    SqlError::new(codes::QUERY_INTERRUPTED, "Query execution was interrupted")
 }
 
 /// Whether `ordering` satisfies `op`.
@@ -702,8 +716,34 @@ pub fn compare_holds(op: CompareOp, ordering: Ordering) -> bool {
     }
 }
 
-fn apply(function: Function, mut values: Vec<Value>) -> SqlResult<Value> {
+fn apply(
+    function: Function,
+    mut values: Vec<Value>,
+    environment: &dyn Environment,
+) -> SqlResult<Value> {
     Ok(match function {
+        Function::Sleep => {
+            let seconds = value::to_f64(&values[0]);
+            if !seconds.is_finite() || seconds < 0.0 {
+                return Err(SqlError::new(
+                    codes::WRONG_ARGUMENTS,
+                    "Incorrect arguments to sleep.",
+                ));
+            }
+            // Slept in short steps, so KILL QUERY is heard within one.
+            let deadline = std::time::Instant::now()
+                + std::time::Duration::from_secs_f64(seconds.min(365.0 * 86_400.0));
+            loop {
+                if environment.interrupted() {
+                    return Err(interrupted());
+                }
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    break Value::Int(0);
+                }
+                std::thread::sleep(left.min(std::time::Duration::from_millis(10)));
+            }
+        }
         Function::Coalesce => values
             .into_iter()
             .find(|v| !v.is_null())

@@ -22,7 +22,7 @@ use crate::{ddl, show, value, variables, Engine, Statistics};
 use client::{Commit, Transaction, TransactionState, Value};
 use sqlparser::ast;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,6 +64,9 @@ pub struct Session {
     last_counts: StatementCounts,
     /// Rows fetched by this session's statements.
     fetched_total: u64,
+    /// Set by KILL QUERY from another connection: the running statement
+    /// stops at its next check (between rows and round trips).
+    interrupt: Arc<AtomicBool>,
 }
 
 /// An environment answering session values.
@@ -75,16 +78,21 @@ impl Environment for SessionView<'_> {
     fn session_value(&self, value: &SessionValue) -> SqlResult<Value> {
         self.session.session_value(value)
     }
+
+    fn interrupted(&self) -> bool {
+        self.session.interrupt.load(Ordering::Relaxed)
+    }
 }
 
 impl Session {
     /// A session for connection `id` of `user`, in `database` if given
-    /// (which must exist).
+    /// (which must exist); `interrupt` is the flag KILL QUERY sets.
     pub fn new(
         engine: Arc<Engine>,
         id: u32,
         user: &str,
         database: Option<&str>,
+        interrupt: Arc<AtomicBool>,
     ) -> SqlResult<Session> {
         let mut session = Session {
             engine,
@@ -102,6 +110,7 @@ impl Session {
             next_statement_id: 1,
             last_counts: StatementCounts::default(),
             fetched_total: 0,
+            interrupt,
         };
         if let Some(database) = database {
             session.use_database(database)?;
@@ -273,6 +282,8 @@ impl Session {
     ) -> SqlResult<Response> {
         let statistics = &self.engine.statistics;
         statistics.queries.fetch_add(1, Ordering::Relaxed);
+        // A KILL QUERY that came between statements stops nothing.
+        self.interrupt.store(false, Ordering::Relaxed);
         // SHOW STATUS reports the last data statement's counts: only a
         // data statement replaces them.
         let result = self.dispatch(statement, compiled, params);

@@ -89,6 +89,8 @@ pub struct Connection {
     multi_statements: bool,
     /// What SHOW PROCESSLIST shows.
     activity: Arc<std::sync::Mutex<Activity>>,
+    /// The flag KILL QUERY sets, handed to the session.
+    interrupt: Arc<std::sync::atomic::AtomicBool>,
     /// The user, once authenticated.
     user: String,
 }
@@ -101,6 +103,7 @@ impl Connection {
         engine: Arc<sql::Engine>,
         scramble: [u8; 20],
         activity: Arc<std::sync::Mutex<Activity>>,
+        interrupt: Arc<std::sync::atomic::AtomicBool>,
     ) -> Connection {
         Connection {
             id,
@@ -112,6 +115,7 @@ impl Connection {
             statements: HashMap::new(),
             multi_statements: false,
             activity,
+            interrupt,
             user: String::new(),
         }
     }
@@ -274,6 +278,7 @@ impl Connection {
             self.id,
             &response.user,
             response.database.as_deref(),
+            Arc::clone(&self.interrupt),
         );
         match session {
             Ok(session) => {
@@ -330,6 +335,7 @@ impl Connection {
                     self.id,
                     &user,
                     database.as_deref(),
+                    Arc::clone(&self.interrupt),
                 ) {
                     Ok(fresh) => **session = fresh,
                     Err(error) => return self.framing(out, writer).error(&error),

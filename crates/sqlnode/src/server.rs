@@ -54,6 +54,8 @@ struct Client {
     activity: Arc<Mutex<Activity>>,
     /// Seconds it may stay idle before it is closed (set by its worker).
     idle_limit: AtomicU64,
+    /// KILL QUERY: its running statement stops at its next check.
+    interrupt: Arc<AtomicBool>,
 }
 
 struct ClientIo {
@@ -148,8 +150,10 @@ impl sql::Server for ServerView {
         else {
             return false;
         };
+        // The running statement stops at its next check.
+        client.interrupt.store(true, Ordering::Relaxed);
         if !query_only {
-            // The socket shut: its worker or the poller closes it.
+            // The socket shut: its worker or the leader closes it.
             client.killed.store(true, Ordering::Relaxed);
             // SAFETY: `fd` belongs to the client's stream, alive while the
             // client is in the table; shutdown does not close it.
@@ -157,8 +161,6 @@ impl sql::Server for ServerView {
                 libc::shutdown(client.fd, libc::SHUT_RDWR);
             }
         }
-        // A statement runs to its end (statements are short; KILL QUERY
-        // stops nothing mid-statement yet).
         true
     }
 }
@@ -283,6 +285,7 @@ fn accept(shared: &Arc<Shared>, claimed: &mut Vec<Arc<Client>>) {
             .expect("the engine is set before serving");
         let fd = stream.as_raw_fd();
         let activity = Arc::new(Mutex::new(Activity::default()));
+        let interrupt = Arc::new(AtomicBool::new(false));
         let client = Arc::new(Client {
             id,
             peer,
@@ -291,7 +294,14 @@ fn accept(shared: &Arc<Shared>, claimed: &mut Vec<Arc<Client>>) {
                 stream,
                 input: Vec::new(),
                 output: Vec::new(),
-                protocol: Connection::new(id, peer, engine, scramble(), Arc::clone(&activity)),
+                protocol: Connection::new(
+                    id,
+                    peer,
+                    engine,
+                    scramble(),
+                    Arc::clone(&activity),
+                    Arc::clone(&interrupt),
+                ),
             }),
             fd,
             since: Mutex::new(Instant::now()),
@@ -299,6 +309,7 @@ fn accept(shared: &Arc<Shared>, claimed: &mut Vec<Arc<Client>>) {
             in_transaction: AtomicBool::new(false),
             activity,
             idle_limit: AtomicU64::new(crate::connection::CONNECT_TIMEOUT_SECONDS),
+            interrupt,
         });
         shared
             .clients
