@@ -217,6 +217,8 @@ fn decode_declarations(def: &TableDef, json: &[u8]) -> Option<Vec<SqlColumn>> {
 /// The schema as SQL sees it, cached, over one cluster connection.
 pub struct Catalog {
     cluster: &'static Cluster,
+    /// Partitions of a table SQL creates (see [`Catalog::partitions`]).
+    partitions: u32,
     /// Cached tables, with when they were read.
     tables: Mutex<HashMap<(String, String), Cached>>,
 }
@@ -233,12 +235,29 @@ impl Catalog {
     /// A catalog over `cluster`, creating the system tables if this is
     /// the first SQL node the cluster has seen.
     pub fn open(cluster: &'static Cluster) -> SqlResult<Catalog> {
-        let catalog = Catalog {
+        let mut catalog = Catalog {
             cluster,
+            partitions: 0,
             tables: Mutex::new(HashMap::new()),
         };
         catalog.create_system_tables()?;
+        // The cluster's default (node groups x ldm threads, as the system
+        // table got) times the replicas: every ldm thread of every node is
+        // primary for a partition (NDB's default), so reads, which go to
+        // primaries, use every data node. With the default alone and one
+        // ldm thread, every primary of a table sits on one node.
+        let system = catalog.system_table(DATABASES)?;
+        let replicas = system
+            .map()
+            .and_then(|map| map.partitions.first())
+            .map_or(1, |placement| placement.replicas.len() as u32);
+        catalog.partitions = (system.def().partitions * replicas).clamp(1, 1024);
         Ok(catalog)
+    }
+
+    /// How many partitions a table SQL creates gets.
+    pub fn partitions(&self) -> u32 {
+        self.partitions
     }
 
     /// The cluster connection.

@@ -315,7 +315,8 @@ pub fn create_table(
     database: &str,
     table: &str,
 ) -> SqlResult<()> {
-    let (def, columns) = table_definition(create, database, table)?;
+    let (mut def, columns) = table_definition(create, database, table)?;
+    def.partitions = catalog.partitions();
     match catalog.create_table(database, table, &def, &columns) {
         Err(error) if error.code == codes::TABLE_EXISTS && create.if_not_exists => Ok(()),
         other => other,
