@@ -4,7 +4,9 @@
 //! each sysbench statement shape, the rows a statement fetched from the
 //! data nodes (SHOW STATUS), transactions, MySQL's error numbers, the
 //! root-from-loopback rule, and a malformed handshake that closes its
-//! own connection and nothing else (docs/design/0027-sql-node.md).
+//! own connection and nothing else; and a SQL node killed in the middle
+//! of a transaction, which leaves no lock and no write behind
+//! (docs/design/0027-sql-node.md).
 
 mod common;
 
@@ -313,4 +315,59 @@ fn the_mariadb_client_runs_sysbench_shaped_sql() {
     assert_eq!(db("SELECT COUNT(*) FROM sbtest1"), "0\n");
     query(&node, "DROP DATABASE sbtest");
     assert!(!query(&node, "SHOW DATABASES").contains("sbtest"));
+}
+
+#[test]
+fn a_sql_node_killed_mid_transaction_leaves_no_lock_and_no_write_behind() {
+    let cluster = TestCluster::start(ClusterOptions::pair("sql_kill"));
+    let mut first = SqlNode::start(&cluster);
+    let second = SqlNode::start(&cluster);
+    query(
+        &first,
+        "CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY, v INT); INSERT INTO d.t VALUES (1, 0)",
+    );
+    // A transaction on the first SQL node updates the row (locking it)
+    // and waits.
+    let mut holder = std::process::Command::new("mariadb")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-P",
+            &first.port.to_string(),
+            "-u",
+            "root",
+        ])
+        .args([
+            "-e",
+            "BEGIN; UPDATE d.t SET v = 1 WHERE id = 1; SELECT SLEEP(300)",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !query(&first, "SHOW PROCESSLIST").contains("SLEEP(300)") {
+        assert!(
+            Instant::now() < deadline,
+            "the holder never reached its SLEEP"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    first.kill();
+    // The cluster finds the API node gone and aborts its transaction: the
+    // lock goes, and the update never commits. Until then the second SQL
+    // node's update waits for the lock and may time out (1205): again.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        match mariadb(&second, "root", "UPDATE d.t SET v = v + 10 WHERE id = 1") {
+            Ok(_) => break,
+            Err(error) if error.contains("1205") || error.contains("1213") => {
+                assert!(Instant::now() < deadline, "the lock never went: {error}");
+            }
+            Err(error) => panic!("update on the second SQL node: {error}"),
+        }
+    }
+    assert_eq!(query(&second, "SELECT v FROM d.t WHERE id = 1"), "10\n");
+    // Its client heard its SQL node go.
+    let _ = holder.wait();
 }

@@ -1412,6 +1412,14 @@ impl SqlNode {
     }
 }
 
+impl SqlNode {
+    /// SIGKILL, and waits for it to be gone.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for SqlNode {
     fn drop(&mut self) {
         let _ = self.child.kill();
