@@ -134,11 +134,6 @@ impl Connection {
         }
     }
 
-    /// Whether its session is inside a transaction.
-    pub fn in_transaction(&self) -> bool {
-        matches!(&self.phase, Phase::Commands(session) if session.in_transaction())
-    }
-
     /// The current database.
     pub fn database(&self) -> Option<String> {
         match &self.phase {

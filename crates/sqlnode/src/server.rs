@@ -2,38 +2,39 @@
 //! connection (seed 004's thread pool, not a thread per connection;
 //! docs/design/0027-sql-node.md, "Threads").
 //!
-//! Leader/follower: one idle worker at a time waits on the sockets; when
-//! connections have bytes to read it claims them, serves the first itself
-//! (no hand-off between threads) and queues the rest for the others,
-//! waking one to lead meanwhile. A connection is claimed once (one being
-//! served is only marked to look again). A worker owns the connection
-//! while it serves it: it reads everything there is, answers every
+//! Every idle worker waits in `epoll_wait` on one shared epoll set, taking
+//! one event at a time. A connection is registered one-shot: its event
+//! goes to exactly one worker and the connection stays silent until that
+//! worker re-arms it, once it has read everything there is, answered every
 //! complete command (running statements synchronously against the
-//! cluster), writes the answers, and gives the connection back. A connection inside a
-//! transaction goes to the front queue: its locks are held until it
-//! moves on, so it must not wait behind new work.
+//! cluster) and written the answers. So a request is read by the thread
+//! that answers it, with no hand-off between threads, and no two workers
+//! ever serve one connection. Re-arming is level-triggered: bytes that
+//! arrived meanwhile raise the event again at once.
 
 use crate::connection::{Activity, Connection, MAX_PACKET};
-use mio::net::{TcpListener, TcpStream};
-use mio::{Events, Interest, Poll, Token, Waker};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-const LISTENER: Token = Token(0);
-const WAKER: Token = Token(1);
+/// The epoll token of the listener; a client's is its id + 2.
+const LISTENER: u64 = 0;
+/// The epoll token of the stop eventfd.
+const STOP: u64 = 1;
+/// How often an idle worker wakes to look for idle connections.
+const SWEEP_EVERY_MS: i32 = 500;
 /// How long a worker waits for a client to take a response.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Who owns a connection's I/O right now.
 #[derive(Default)]
 struct Ownership {
-    /// A worker has it (or it waits in the queue).
+    /// A worker has it.
     busy: bool,
     /// Bytes arrived while busy: look again before giving it back.
     poked: bool,
@@ -48,8 +49,6 @@ struct Client {
     fd: i32,
     since: Mutex<Instant>,
     killed: AtomicBool,
-    /// Its session is inside a transaction (set by its worker).
-    in_transaction: AtomicBool,
     /// What SHOW PROCESSLIST shows of it.
     activity: Arc<Mutex<Activity>>,
     /// Seconds it may stay idle before it is closed (set by its worker).
@@ -65,23 +64,14 @@ struct ClientIo {
     protocol: Connection,
 }
 
-/// The work queues: connections in a transaction first.
-#[derive(Default)]
-struct Queues {
-    front: VecDeque<Arc<Client>>,
-    back: VecDeque<Arc<Client>>,
-    stopping: bool,
-}
-
 struct Shared {
-    /// The poll and its events: held by the one worker that waits on the
-    /// sockets (the leader).
-    poll: Mutex<(Poll, Events)>,
+    /// The epoll set every idle worker waits on.
+    epoll: Epoll,
     listener: TcpListener,
-    queues: Mutex<Queues>,
-    ready: Condvar,
+    /// Written once to stop: level-triggered, it wakes every worker.
+    stop: OwnedFd,
+    stopping: AtomicBool,
     clients: Mutex<HashMap<u32, Arc<Client>>>,
-    registry: mio::Registry,
     /// When idle connections were last looked for.
     last_sweep: Mutex<Instant>,
     engine: Mutex<Option<Arc<sql::Engine>>>,
@@ -92,8 +82,77 @@ struct Shared {
 pub struct SqlServer {
     shared: Arc<Shared>,
     address: SocketAddr,
-    waker: Arc<Waker>,
     threads: Vec<JoinHandle<()>>,
+}
+
+/// An epoll set, through libc (a set many threads wait on at once, which
+/// mio's `Poll` is not).
+struct Epoll {
+    fd: OwnedFd,
+}
+
+impl Epoll {
+    fn new() -> io::Result<Epoll> {
+        // SAFETY: epoll_create1 has no memory preconditions; the fd it
+        // returns is owned here.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor nobody else owns.
+        Ok(Epoll {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    fn control(&self, operation: i32, fd: RawFd, token: u64, events: u32) -> io::Result<()> {
+        let mut event = libc::epoll_event { events, u64: token };
+        // SAFETY: a valid epoll fd and event for the call's duration.
+        let done = unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), operation, fd, &mut event) };
+        match done {
+            0 => Ok(()),
+            _ => Err(io::Error::last_os_error()),
+        }
+    }
+
+    /// Watches `fd` for one readable event (then silent until re-armed).
+    fn add_one_shot(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        let events = (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLONESHOT) as u32;
+        self.control(libc::EPOLL_CTL_ADD, fd, token, events)
+    }
+
+    /// Watches `fd` again after its one event was served.
+    fn rearm(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        let events = (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLONESHOT) as u32;
+        self.control(libc::EPOLL_CTL_MOD, fd, token, events)
+    }
+
+    /// Watches `fd` for every readable event, waking one waiter each.
+    fn add_shared(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        let events = (libc::EPOLLIN | libc::EPOLLEXCLUSIVE) as u32;
+        self.control(libc::EPOLL_CTL_ADD, fd, token, events)
+    }
+
+    /// Watches `fd` level-triggered for every waiter (the stop signal).
+    fn add_for_all(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        self.control(libc::EPOLL_CTL_ADD, fd, token, libc::EPOLLIN as u32)
+    }
+
+    fn delete(&self, fd: RawFd) {
+        let _ = self.control(libc::EPOLL_CTL_DEL, fd, 0, 0);
+    }
+
+    /// One event's token, or `None` after `timeout_ms`.
+    fn wait_one(&self, timeout_ms: i32) -> io::Result<Option<u64>> {
+        let mut event = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: room for the one event asked for.
+        let count = unsafe { libc::epoll_wait(self.fd.as_raw_fd(), &mut event, 1, timeout_ms) };
+        match count {
+            1 => Ok(Some(event.u64)),
+            0 => Ok(None),
+            _ => Err(io::Error::last_os_error()),
+        }
+    }
 }
 
 /// The engine's view of the server (SHOW PROCESSLIST, KILL).
@@ -153,7 +212,7 @@ impl sql::Server for ServerView {
         // The running statement stops at its next check.
         client.interrupt.store(true, Ordering::Relaxed);
         if !query_only {
-            // The socket shut: its worker or the leader closes it.
+            // The socket shut: the worker its event wakes closes it.
             client.killed.store(true, Ordering::Relaxed);
             // SAFETY: `fd` belongs to the client's stream, alive while the
             // client is in the table; shutdown does not close it.
@@ -173,20 +232,25 @@ impl SqlServer {
         workers: usize,
         engine: impl FnOnce(Arc<dyn sql::Server>) -> sql::SqlResult<Arc<sql::Engine>>,
     ) -> io::Result<SqlServer> {
-        let poll = Poll::new()?;
-        let mut listener = TcpListener::bind(address)?;
+        let listener = TcpListener::bind(address)?;
+        listener.set_nonblocking(true)?;
         let address = listener.local_addr()?;
-        poll.registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)?;
-        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-        let registry = poll.registry().try_clone()?;
+        let epoll = Epoll::new()?;
+        epoll.add_shared(listener.as_raw_fd(), LISTENER)?;
+        // SAFETY: eventfd has no memory preconditions; its fd is owned here.
+        let stop = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if stop < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor nobody else owns.
+        let stop = unsafe { OwnedFd::from_raw_fd(stop) };
+        epoll.add_for_all(stop.as_raw_fd(), STOP)?;
         let shared = Arc::new(Shared {
-            poll: Mutex::new((poll, Events::with_capacity(1024))),
+            epoll,
             listener,
-            queues: Mutex::new(Queues::default()),
-            ready: Condvar::new(),
+            stop,
+            stopping: AtomicBool::new(false),
             clients: Mutex::new(HashMap::new()),
-            registry,
             last_sweep: Mutex::new(Instant::now()),
             engine: Mutex::new(None),
             next_id: AtomicU32::new(1),
@@ -211,7 +275,6 @@ impl SqlServer {
         Ok(SqlServer {
             shared,
             address,
-            waker,
             threads,
         })
     }
@@ -227,9 +290,12 @@ impl SqlServer {
     }
 
     fn shutdown(&mut self) {
-        self.shared.queues.lock().expect("queues lock").stopping = true;
-        self.shared.ready.notify_all();
-        let _ = self.waker.wake();
+        self.shared.stopping.store(true, Ordering::Relaxed);
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes from a live buffer to the eventfd.
+        unsafe {
+            libc::write(self.shared.stop.as_raw_fd(), one.as_ptr().cast(), one.len());
+        }
         for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
@@ -254,10 +320,10 @@ impl Drop for SqlServer {
 }
 
 /// Takes every waiting connection; each new one is claimed into `claimed`
-/// (its greeting is due).
+/// (its greeting is due) and watched from then on.
 fn accept(shared: &Arc<Shared>, claimed: &mut Vec<Arc<Client>>) {
     loop {
-        let (mut stream, peer) = match shared.listener.accept() {
+        let (stream, peer) = match shared.listener.accept() {
             Ok(accepted) => accepted,
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => return,
             Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
@@ -268,15 +334,11 @@ fn accept(shared: &Arc<Shared>, claimed: &mut Vec<Arc<Client>>) {
                 return;
             }
         };
-        let _ = stream.set_nodelay(true);
-        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-        if shared
-            .registry
-            .register(&mut stream, Token(id as usize + 2), Interest::READABLE)
-            .is_err()
-        {
+        if stream.set_nonblocking(true).is_err() {
             continue;
         }
+        let _ = stream.set_nodelay(true);
+        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
         let engine = shared
             .engine
             .lock()
@@ -306,7 +368,6 @@ fn accept(shared: &Arc<Shared>, claimed: &mut Vec<Arc<Client>>) {
             fd,
             since: Mutex::new(Instant::now()),
             killed: AtomicBool::new(false),
-            in_transaction: AtomicBool::new(false),
             activity,
             idle_limit: AtomicU64::new(crate::connection::CONNECT_TIMEOUT_SECONDS),
             interrupt,
@@ -316,7 +377,12 @@ fn accept(shared: &Arc<Shared>, claimed: &mut Vec<Arc<Client>>) {
             .lock()
             .expect("clients lock")
             .insert(id, Arc::clone(&client));
+        // Claimed first, then watched: an event before the greeting is
+        // only a poke.
         claimed.extend(claim(&client));
+        if shared.epoll.add_one_shot(fd, id as u64 + 2).is_err() {
+            client.killed.store(true, Ordering::Relaxed);
+        }
     }
 }
 
@@ -350,78 +416,50 @@ fn claim(client: &Arc<Client>) -> Option<Arc<Client>> {
     Some(Arc::clone(client))
 }
 
-/// Queues claimed clients for the other workers, those in a transaction
-/// first.
-fn enqueue(shared: &Shared, clients: impl IntoIterator<Item = Arc<Client>>) {
-    let mut queues = shared.queues.lock().expect("queues lock");
-    let mut queued = 0;
-    for client in clients {
-        match client.in_transaction.load(Ordering::Relaxed) {
-            true => queues.front.push_back(client),
-            false => queues.back.push_back(client),
-        }
-        queued += 1;
-    }
-    drop(queues);
-    for _ in 0..queued {
-        shared.ready.notify_one();
-    }
-}
-
-/// A worker: serves queued clients; with none queued, becomes the leader
-/// that waits on the sockets if no other worker is, and serves the first
-/// ready client itself (leader/follower: a request is read by the thread
-/// that answers it, with no hand-off, whenever a worker is idle); else
-/// waits for queued work.
+/// A worker: waits for one event at a time on the shared epoll set and
+/// serves what it finds; about once a second it also closes connections
+/// idle past their limit.
 fn worker(shared: &Arc<Shared>) {
     let mut claimed: Vec<Arc<Client>> = Vec::new();
     loop {
-        let queued = {
-            let mut queues = shared.queues.lock().expect("queues lock");
-            if queues.stopping {
-                return;
-            }
-            match queues.front.pop_front().or_else(|| queues.back.pop_front()) {
-                Some(client) => Some(client),
-                None => match shared.poll.try_lock() {
-                    // Lead: poll below, without the queue's lock.
-                    Ok(guard) => {
-                        drop(queues);
-                        lead(shared, guard, &mut claimed);
-                        None
-                    }
-                    Err(_) => {
-                        // Another worker leads: wait for work, and look
-                        // again now and then in case the leader is busy
-                        // serving.
-                        let _ = shared
-                            .ready
-                            .wait_timeout(queues, Duration::from_millis(50))
-                            .expect("queues lock");
-                        None
-                    }
-                },
+        if shared.stopping.load(Ordering::Relaxed) {
+            return;
+        }
+        let token = match shared.epoll.wait_one(SWEEP_EVERY_MS) {
+            Ok(token) => token,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => {
+                eprintln!("sql node: epoll_wait failed: {error}");
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
             }
         };
-        if let Some(client) = queued {
+        sweep_idle(shared, &mut claimed);
+        match token {
+            None | Some(STOP) => {}
+            Some(LISTENER) => accept(shared, &mut claimed),
+            Some(token) => {
+                let id = (token - 2) as u32;
+                let client = shared
+                    .clients
+                    .lock()
+                    .expect("clients lock")
+                    .get(&id)
+                    .cloned();
+                if let Some(client) = client {
+                    claimed.extend(claim(&client));
+                }
+            }
+        }
+        for client in claimed.drain(..) {
             serve(shared, client);
-            continue;
         }
-        if claimed.is_empty() {
-            continue;
-        }
-        // The first ready client is this worker's; the others go to the
-        // queue, and an idle worker is woken to lead while this one serves.
-        let first = claimed.remove(0);
-        enqueue(shared, claimed.drain(..));
-        shared.ready.notify_one();
-        serve(shared, first);
     }
 }
 
 /// About once a second, claims the connections idle past their limit
 /// (`wait_timeout`, or the handshake's `connect_timeout`), marked to be
-/// closed by whoever serves them.
+/// closed by the worker that serves them.
 fn sweep_idle(shared: &Arc<Shared>, claimed: &mut Vec<Arc<Client>>) {
     {
         let mut last = shared.last_sweep.lock().expect("sweep lock");
@@ -445,41 +483,6 @@ fn sweep_idle(shared: &Arc<Shared>, claimed: &mut Vec<Arc<Client>>) {
         if let Some(claimed_client) = claim(&client) {
             claimed_client.killed.store(true, Ordering::Relaxed);
             claimed.push(claimed_client);
-        }
-    }
-}
-
-/// Waits on the sockets once and claims the clients with bytes to read.
-fn lead(
-    shared: &Arc<Shared>,
-    mut guard: std::sync::MutexGuard<'_, (Poll, Events)>,
-    claimed: &mut Vec<Arc<Client>>,
-) {
-    let (poll, events) = &mut *guard;
-    if let Err(error) = poll.poll(events, Some(Duration::from_millis(500))) {
-        if error.kind() != io::ErrorKind::Interrupted {
-            eprintln!("sql node: poll failed: {error}");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        return;
-    }
-    sweep_idle(shared, claimed);
-    for event in events.iter() {
-        match event.token() {
-            LISTENER => accept(shared, claimed),
-            WAKER => {}
-            Token(token) => {
-                let id = (token - 2) as u32;
-                let client = shared
-                    .clients
-                    .lock()
-                    .expect("clients lock")
-                    .get(&id)
-                    .cloned();
-                if let Some(client) = client {
-                    claimed.extend(claim(&client));
-                }
-            }
         }
     }
 }
@@ -518,11 +521,8 @@ fn serve(shared: &Arc<Shared>, client: Arc<Client>) {
             closed |= io.protocol.is_closed();
             if closed {
                 io.protocol.close();
-                let _ = shared.registry.deregister(&mut io.stream);
+                shared.epoll.delete(io.stream.as_raw_fd());
             }
-            client
-                .in_transaction
-                .store(io.protocol.in_transaction(), Ordering::Relaxed);
             client
                 .idle_limit
                 .store(io.protocol.idle_limit(), Ordering::Relaxed);
@@ -544,6 +544,14 @@ fn serve(shared: &Arc<Shared>, client: Arc<Client>) {
             continue;
         }
         ownership.busy = false;
+        drop(ownership);
+        // Given back first, then watched again: an event from here on
+        // finds it free. Bytes already waiting raise it at once.
+        if shared.epoll.rearm(client.fd, client.id as u64 + 2).is_err() {
+            // Not watched, it would hang: close it at the next look.
+            client.killed.store(true, Ordering::Relaxed);
+            let _ = claim(&client).map(|claimed| serve(shared, claimed));
+        }
         return;
     }
 }
