@@ -462,7 +462,11 @@ fn worker(shared: &Arc<Shared>) {
 /// closed by the worker that serves them.
 fn sweep_idle(shared: &Arc<Shared>, claimed: &mut Vec<Arc<Client>>) {
     {
-        let mut last = shared.last_sweep.lock().expect("sweep lock");
+        // Looked at after every event: another worker sweeping, or a sweep
+        // less than a second ago, and this one goes on at once.
+        let Ok(mut last) = shared.last_sweep.try_lock() else {
+            return;
+        };
         if last.elapsed() < Duration::from_secs(1) {
             return;
         }
