@@ -78,6 +78,19 @@ struct Shared {
     next_id: AtomicU32,
 }
 
+impl Shared {
+    /// The connections now (a copy: the lock is not held while they are
+    /// looked at).
+    fn clients_now(&self) -> Vec<Arc<Client>> {
+        self.clients
+            .lock()
+            .expect("clients lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+}
+
 /// A running SQL node server.
 pub struct SqlServer {
     shared: Arc<Shared>,
@@ -165,13 +178,7 @@ impl sql::Server for ServerView {
         let Some(shared) = self.shared.upgrade() else {
             return Vec::new();
         };
-        let clients: Vec<Arc<Client>> = shared
-            .clients
-            .lock()
-            .expect("clients lock")
-            .values()
-            .cloned()
-            .collect();
+        let clients = shared.clients_now();
         let mut list: Vec<sql::Process> = clients
             .iter()
             .map(|client| {
@@ -472,13 +479,7 @@ fn sweep_idle(shared: &Arc<Shared>, claimed: &mut Vec<Arc<Client>>) {
         }
         *last = Instant::now();
     }
-    let clients: Vec<Arc<Client>> = shared
-        .clients
-        .lock()
-        .expect("clients lock")
-        .values()
-        .cloned()
-        .collect();
+    let clients = shared.clients_now();
     for client in clients {
         let idle = client.since.lock().expect("since lock").elapsed();
         if idle.as_secs() < client.idle_limit.load(Ordering::Relaxed) {
