@@ -131,8 +131,8 @@ pub fn fetch(
     environment: &dyn Environment,
 ) -> SqlResult<Fetched> {
     let table = request.table;
-    let name = table.cluster_name();
-    let refused = |error: ClientError| SqlError::from_client(&error, &name);
+    // The name only when an error needs it: not formatted per statement.
+    let refused = |error: ClientError| SqlError::from_client(&error, &table.cluster_name());
     let key_columns = table.key_columns();
     let lookups =
         |keys: Vec<Vec<Value>>, transaction: &mut Transaction<'static>| -> SqlResult<Fetched> {
@@ -159,7 +159,7 @@ pub fn fetch(
         AccessPlan::PrimaryKey(exprs) => {
             match lookup_key(table, &key_columns, exprs, request.params, environment)? {
                 Ok(Some(key)) => lookups(vec![key], transaction),
-                Ok(None) => finish_empty(transaction, request.commit, &name),
+                Ok(None) => finish_empty(transaction, request.commit, table),
                 Err(()) => scan(request, &AccessPlan::FullScan, transaction, environment),
             }
         }
@@ -182,7 +182,7 @@ pub fn fetch(
                 }
             }
             if unique.is_empty() {
-                return finish_empty(transaction, request.commit, &name);
+                return finish_empty(transaction, request.commit, table);
             }
             lookups(unique, transaction)
         }
@@ -207,7 +207,7 @@ pub fn fetch(
                         rows,
                     })
                 }
-                Ok(None) => finish_empty(transaction, request.commit, &name),
+                Ok(None) => finish_empty(transaction, request.commit, table),
                 Err(()) => scan(request, &AccessPlan::FullScan, transaction, environment),
             }
         }
@@ -227,12 +227,12 @@ fn keys_equal(a: &[Value], b: &[Value]) -> bool {
 fn finish_empty(
     transaction: &mut Transaction<'static>,
     commit: Commit,
-    name: &str,
+    table: &SqlTable,
 ) -> SqlResult<Fetched> {
     if commit != Commit::No {
         transaction
             .execute(commit)
-            .map_err(|error| SqlError::from_client(&error, name))?;
+            .map_err(|error| SqlError::from_client(&error, &table.cluster_name()))?;
     }
     Ok(Fetched::default())
 }
@@ -551,8 +551,8 @@ fn scan(
     environment: &dyn Environment,
 ) -> SqlResult<Fetched> {
     let table = request.table;
-    let name = table.cluster_name();
-    let refused = |error: ClientError| SqlError::from_client(&error, &name);
+    // The name only when an error needs it: not formatted per statement.
+    let refused = |error: ClientError| SqlError::from_client(&error, &table.cluster_name());
     let (filter, whole) = match request.filter {
         Some(filter) => pushed_filter(table, filter, request.params, environment)?,
         None => (None, true),
@@ -579,7 +579,7 @@ fn scan(
             };
             match key_ranges(table, &columns, ranges, request.params, environment)? {
                 Ok(key_ranges) if key_ranges.is_empty() => {
-                    return finish_empty(transaction, request.commit, &name)
+                    return finish_empty(transaction, request.commit, table)
                 }
                 Ok(key_ranges) => (Some(key_ranges), index.clone()),
                 Err(()) => (None, None),
@@ -597,7 +597,7 @@ fn scan(
             .cluster()
             .scan(&table.table, access, &options)
             .map_err(refused)?;
-        finish_empty(transaction, request.commit, &name)?;
+        finish_empty(transaction, request.commit, table)?;
         result
             .rows
             .into_iter()
@@ -611,7 +611,7 @@ fn scan(
         let rows = transaction
             .scan_locked(&table.table, access, &options, request.lock)
             .map_err(refused)?;
-        finish_empty(transaction, request.commit, &name)?;
+        finish_empty(transaction, request.commit, table)?;
         rows.into_iter().map(|row| row.values().to_vec()).collect()
     };
     Ok(Fetched {
@@ -628,7 +628,6 @@ pub fn count(
     environment: &dyn Environment,
 ) -> SqlResult<Option<u64>> {
     let table = request.table;
-    let name = table.cluster_name();
     let (filter, whole) = match request.filter {
         Some(filter) => pushed_filter(table, filter, request.params, environment)?,
         None => (None, true),
@@ -651,7 +650,7 @@ pub fn count(
     };
     if let Some((ranges, _)) = &ranges {
         if ranges.is_empty() {
-            finish_empty(transaction, request.commit, &name)?;
+            finish_empty(transaction, request.commit, table)?;
             return Ok(Some(0));
         }
     }
@@ -667,8 +666,8 @@ pub fn count(
     let counted = transaction
         .cluster()
         .count(&table.table, access, &options)
-        .map_err(|error| SqlError::from_client(&error, &name))?;
-    finish_empty(transaction, request.commit, &name)?;
+        .map_err(|error| SqlError::from_client(&error, &table.cluster_name()))?;
+    finish_empty(transaction, request.commit, table)?;
     Ok(Some(counted))
 }
 

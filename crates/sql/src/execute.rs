@@ -15,6 +15,7 @@ use crate::value;
 use client::{ClientError, Commit, LockMode, Transaction, Value};
 use std::cmp::Ordering;
 use std::collections::HashSet;
+use std::sync::Arc;
 
 /// Most operations sent in one round trip of a long write.
 const WRITE_BATCH: usize = 1000;
@@ -87,7 +88,7 @@ pub fn select(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
                 };
                 run.counts.sent += rows.len() as u64;
                 return Ok(Response::Rows {
-                    columns: plan.columns.clone(),
+                    columns: Arc::clone(&plan.columns),
                     rows,
                 });
             }
@@ -145,7 +146,7 @@ pub fn select(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
     }
     run.counts.sent += out.len() as u64;
     Ok(Response::Rows {
-        columns: plan.columns.clone(),
+        columns: Arc::clone(&plan.columns),
         rows: out,
     })
 }

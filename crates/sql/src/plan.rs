@@ -127,7 +127,7 @@ pub struct SelectPlan {
     /// The output expressions.
     pub output: Vec<Expr>,
     /// Their columns.
-    pub columns: Vec<OutputColumn>,
+    pub columns: Arc<[OutputColumn]>,
     /// SELECT DISTINCT.
     pub distinct: bool,
     /// ORDER BY: expressions over the row (or the aggregates), descending.
@@ -547,7 +547,7 @@ fn compile_select(
             filter,
             aggregates,
             output,
-            columns,
+            columns: columns.into(),
             distinct: matches!(select.distinct, Some(ast::Distinct::Distinct)),
             order_by,
             limit,

@@ -121,8 +121,8 @@ pub enum Response {
     },
     /// Rows.
     Rows {
-        /// The columns.
-        columns: Vec<OutputColumn>,
+        /// The columns (shared with the plan: not copied per statement).
+        columns: std::sync::Arc<[OutputColumn]>,
         /// The rows, each a value per column.
         rows: Vec<Vec<Value>>,
     },
@@ -147,7 +147,11 @@ impl Response {
     /// Rows of text columns named `names`.
     pub fn text_rows(names: &[&str], rows: Vec<Vec<Value>>) -> Response {
         Response::Rows {
-            columns: names.iter().map(|name| OutputColumn::text(name)).collect(),
+            columns: names
+                .iter()
+                .map(|name| OutputColumn::text(name))
+                .collect::<Vec<_>>()
+                .into(),
             rows,
         }
     }

@@ -40,7 +40,7 @@ pub struct Prepared {
     pub params: usize,
     /// The result columns (empty when it returns none or they are only
     /// known when it runs).
-    pub columns: Vec<OutputColumn>,
+    pub columns: Arc<[OutputColumn]>,
 }
 
 /// One connection's state.
@@ -209,11 +209,14 @@ impl Session {
             Some(compiled) => (
                 compiled.parameter_order.len(),
                 match &compiled.plan {
-                    Plan::Select(select) => select.columns.clone(),
-                    _ => Vec::new(),
+                    Plan::Select(select) => Arc::clone(&select.columns),
+                    _ => Arc::from(Vec::new()),
                 },
             ),
-            None => (count_placeholders(&statement.to_string()), Vec::new()),
+            None => (
+                count_placeholders(&statement.to_string()),
+                Arc::from(Vec::new()),
+            ),
         };
         if compiled.is_none() && params > 0 {
             return Err(SqlError::new(
@@ -245,7 +248,11 @@ impl Session {
 
     /// COM_STMT_EXECUTE with `params` in statement order.
     pub fn execute(&mut self, id: u32, params: &[Value]) -> SqlResult<Response> {
-        let Some(prepared) = self.prepared.get(&id).cloned() else {
+        let Some((statement, compiled)) = self
+            .prepared
+            .get(&id)
+            .map(|p| (Arc::clone(&p.statement), p.compiled.clone()))
+        else {
             let error = SqlError::new(
                 codes::UNKNOWN_STMT_HANDLER,
                 format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
@@ -253,7 +260,7 @@ impl Session {
             self.statistics().error(error.code);
             return Err(error);
         };
-        let result = self.run(&prepared.statement, prepared.compiled.clone(), params);
+        let result = self.run(&statement, compiled, params);
         if let Err(error) = &result {
             if error.schema_changed {
                 // The plan named a table since changed: plan again next time.
