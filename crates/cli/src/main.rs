@@ -103,7 +103,9 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1")]
         bind: String,
         /// Worker threads: statements running at once (connections are
-        /// served by this pool, never a thread each).
+        /// served by this pool, never a thread each). Workers stalled on
+        /// one statement (a lock wait) for 20 ms are made up for by more,
+        /// which retire when idle.
         #[arg(long, default_value_t = 64)]
         workers: usize,
     },

@@ -228,4 +228,69 @@ fn a_driver_runs_prepared_statements_and_transactions() {
         assert_eq!(one, Some(1));
         conn.disconnect().await.unwrap();
     });
+    a_lock_wait_does_not_hold_the_only_worker(&cluster);
+}
+
+/// A statement waiting for a row lock holds its worker. With one worker,
+/// the transaction holding the lock must still get to commit: the pool
+/// starts another worker while the first is stalled, and the waiting
+/// statement then goes on instead of timing out (1205).
+fn a_lock_wait_does_not_hold_the_only_worker(cluster: &TestCluster) {
+    let single = SqlNode::start_with_workers(cluster, 1);
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    // The holder's connection lives in one runtime throughout.
+    let holder_runtime = runtime();
+    let mut holder = holder_runtime.block_on(async {
+        let mut holder = connect(&single).await;
+        holder
+            .query_drop("CREATE TABLE app.locks (id INT PRIMARY KEY, v INT)")
+            .await
+            .unwrap();
+        holder
+            .query_drop("INSERT INTO app.locks VALUES (1, 0)")
+            .await
+            .unwrap();
+        holder.query_drop("BEGIN").await.unwrap();
+        holder
+            .query_drop("UPDATE app.locks SET v = 1 WHERE id = 1")
+            .await
+            .unwrap();
+        holder
+    });
+    let port = single.port;
+    let waiter = std::thread::spawn(move || {
+        runtime().block_on(async {
+            let opts: Opts = OptsBuilder::default()
+                .ip_or_hostname("127.0.0.1")
+                .tcp_port(port)
+                .user(Some("root"))
+                .into();
+            let mut waiter = Conn::new(opts).await.expect("the driver connects");
+            let updated = waiter
+                .query_drop("UPDATE app.locks SET v = v + 10 WHERE id = 1")
+                .await;
+            let value: Option<i32> = waiter
+                .query_first("SELECT v FROM app.locks WHERE id = 1")
+                .await
+                .unwrap();
+            (updated, value)
+        })
+    });
+    // Time for the update to reach the lock and wait on it (were it not
+    // waiting yet, the commit below would simply come first).
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    holder_runtime.block_on(async {
+        holder
+            .query_drop("COMMIT")
+            .await
+            .expect("the lock holder commits while a statement waits for its lock");
+    });
+    let (updated, value) = waiter.join().expect("waiter thread");
+    updated.expect("the waiting update goes on once the lock is free");
+    assert_eq!(value, Some(11), "both updates applied, in order");
 }

@@ -495,10 +495,12 @@ impl Drop for NodeConnection {
 /// The process-wide section pool of the client. Sections live only while
 /// one signal is encoded or decoded (the dispatch copies row data out), so
 /// the pool needs about one section per thread using the client per class;
-/// the OS maps its pages only when used.
+/// the OS maps its pages only when used. Uncached: a program may use the
+/// client from a thousand threads (an SQL node's workers), and per-thread
+/// caches of two batches each would strand the whole pool.
 pub(crate) fn section_pool() -> &'static SectionPool {
     static POOL: std::sync::OnceLock<&'static SectionPool> = std::sync::OnceLock::new();
-    POOL.get_or_init(|| SectionPool::leak([4_096, 2_048, 512, 128, 64, 32]))
+    POOL.get_or_init(|| SectionPool::leak_uncached([4_096, 2_048, 512, 128, 64, 32]))
 }
 
 /// The receive side of one connection: bytes from the data node in,

@@ -153,6 +153,19 @@ impl SectionPool {
     /// and a `'static` pool lets sections drop without carrying an `Arc`.
     /// Memory is zeroed lazily by the OS, so large counts cost little until used.
     pub fn leak(counts: [u32; CLASS_SIZES.len()]) -> &'static SectionPool {
+        SectionPool::leak_with(counts, true)
+    }
+
+    /// As [`SectionPool::leak`], but no thread keeps free buffers for
+    /// itself: for a pool shared by any number of threads that each hold a
+    /// section only briefly (a client library's application threads, an
+    /// SQL node's workers). Thread caches would strand up to two batches
+    /// per thread, and a thousand threads would strand the whole pool.
+    pub fn leak_uncached(counts: [u32; CLASS_SIZES.len()]) -> &'static SectionPool {
+        SectionPool::leak_with(counts, false)
+    }
+
+    fn leak_with(counts: [u32; CLASS_SIZES.len()], caching: bool) -> &'static SectionPool {
         let classes = CLASS_SIZES
             .iter()
             .zip(counts)
@@ -171,7 +184,7 @@ impl SectionPool {
                     storage,
                     count,
                     depot: Mutex::new(depot),
-                    cached: count >= CACHED_CLASS_MIN_BATCHES * 2 * BATCH,
+                    cached: caching && count >= CACHED_CLASS_MIN_BATCHES * 2 * BATCH,
                 }
             })
             .collect();
@@ -412,6 +425,50 @@ mod tests {
         drop(a);
         assert!(pool.alloc(5).is_some());
         drop((b, c));
+    }
+
+    #[test]
+    fn an_uncached_pool_strands_nothing_in_the_threads_that_used_it() {
+        const COUNT: usize = CACHED_CLASS_MIN_BATCHES * 2 * BATCH;
+        let counts = [COUNT as u32, 1, 1, 1, 1, 1];
+        for (pool, strands) in [
+            (SectionPool::leak(counts), true),
+            (SectionPool::leak_uncached(counts), false),
+        ] {
+            // Threads that each took and freed a few sections and live on
+            // (a server's idle workers).
+            let (done, finish) = std::sync::mpsc::channel::<()>();
+            let finish = std::sync::Arc::new(std::sync::Mutex::new(finish));
+            let (used, wait_used) = std::sync::mpsc::channel();
+            let threads: Vec<_> = (0..4)
+                .map(|_| {
+                    let used = used.clone();
+                    let finish = finish.clone();
+                    std::thread::spawn(move || {
+                        let taken: Vec<Section> =
+                            (0..40).map(|_| pool.alloc(10).expect("free")).collect();
+                        drop(taken);
+                        used.send(()).expect("main waits");
+                        let _ = finish.lock().expect("finish lock").recv();
+                    })
+                })
+                .collect();
+            for _ in 0..4 {
+                wait_used.recv().expect("thread used the pool");
+            }
+            let available = (0..COUNT)
+                .take_while(|_| pool.alloc(10).map(std::mem::forget).is_some())
+                .count();
+            assert_eq!(
+                available < COUNT,
+                strands,
+                "{available} of {COUNT} sections free while other threads idle"
+            );
+            drop(done);
+            for thread in threads {
+                thread.join().expect("thread");
+            }
+        }
     }
 
     #[test]

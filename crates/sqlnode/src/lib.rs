@@ -2,7 +2,8 @@
 //! client/server protocol over the cluster (docs/design/0027-sql-node.md).
 //!
 //! Codemap:
-//! - `server`: the listener, the poller thread and the worker pool;
+//! - `server`: the listener, the shared epoll set and the workers;
+//! - `pool`: how many workers run (a base, and more while some stall);
 //! - `connection`: one connection's protocol (handshake, authentication,
 //!   commands) over the `sql` engine's session;
 //! - `encode`: results as OK, ERR and result-set packets.
@@ -13,6 +14,7 @@
 
 mod connection;
 mod encode;
+mod pool;
 mod server;
 
 pub use connection::MAX_PACKET;
@@ -22,7 +24,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// Connects to the cluster through mgmd at `mgmd` and serves SQL on
-/// `address` with `workers` threads.
+/// `address` with `workers` threads (more while some stall on locks).
 pub fn start(mgmd: &str, address: SocketAddr, workers: usize) -> Result<SqlServer, String> {
     let cluster = client::Cluster::connect(mgmd)
         .map_err(|error| format!("connecting to the cluster at {mgmd}: {error}"))?;

@@ -1,6 +1,7 @@
-//! The SQL node's server: a fixed pool of worker threads serves every
+//! The SQL node's server: a pool of worker threads serves every
 //! connection (seed 004's thread pool, not a thread per connection;
-//! docs/design/0027-sql-node.md, "Threads").
+//! docs/design/0027-sql-node.md, "Threads"). The pool's size is `pool`'s:
+//! a base, and more while workers stall.
 //!
 //! Every idle worker waits in `epoll_wait` on one shared epoll set, taking
 //! one event at a time. A connection is registered one-shot: its event
@@ -13,6 +14,7 @@
 //! arrived meanwhile raise the event again at once.
 
 use crate::connection::{Activity, Connection, MAX_PACKET};
+use crate::pool::{Pool, WorkerState};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -76,6 +78,13 @@ struct Shared {
     last_sweep: Mutex<Instant>,
     engine: Mutex<Option<Arc<sql::Engine>>>,
     next_id: AtomicU32,
+    /// How many workers run, and which are stalled.
+    pool: Pool,
+    /// Every worker thread started (finished ones are pruned as new ones
+    /// start), joined when the server stops.
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Numbers the worker threads' names.
+    next_worker: AtomicU32,
 }
 
 impl Shared {
@@ -95,7 +104,8 @@ impl Shared {
 pub struct SqlServer {
     shared: Arc<Shared>,
     address: SocketAddr,
-    threads: Vec<JoinHandle<()>>,
+    /// Starts workers while others stall.
+    monitor: Option<JoinHandle<()>>,
 }
 
 /// An epoll set, through libc (a set many threads wait on at once, which
@@ -232,8 +242,9 @@ impl sql::Server for ServerView {
 }
 
 impl SqlServer {
-    /// Listens on `address` and serves with `workers` threads; the engine
-    /// comes from `engine`, given the server's view (for SHOW PROCESSLIST).
+    /// Listens on `address` and serves with `workers` threads (more while
+    /// some stall: `pool`); the engine comes from `engine`, given the
+    /// server's view (for SHOW PROCESSLIST).
     pub fn start(
         address: SocketAddr,
         workers: usize,
@@ -261,29 +272,30 @@ impl SqlServer {
             last_sweep: Mutex::new(Instant::now()),
             engine: Mutex::new(None),
             next_id: AtomicU32::new(1),
+            pool: Pool::new(workers),
+            threads: Mutex::new(Vec::new()),
+            next_worker: AtomicU32::new(0),
         });
         let view: Arc<dyn sql::Server> = Arc::new(ServerView {
             shared: Arc::downgrade(&shared),
         });
         let engine = engine(view).map_err(|error| io::Error::other(error.to_string()))?;
         *shared.engine.lock().expect("engine lock") = Some(engine);
-        let mut threads = Vec::new();
-        for index in 0..workers.max(1) {
-            let shared = Arc::clone(&shared);
-            threads.push(
-                std::thread::Builder::new()
-                    .name(format!("sql-worker-{index}"))
-                    // Reserved, not committed: pages are touched only by
-                    // deep expressions (sql::STATEMENT_STACK_BYTES).
-                    .stack_size(sql::STATEMENT_STACK_BYTES)
-                    .spawn(move || worker(&shared))?,
-            );
-        }
-        Ok(SqlServer {
-            shared,
+        let mut server = SqlServer {
+            shared: Arc::clone(&shared),
             address,
-            threads,
-        })
+            monitor: None,
+        };
+        // On an error here, dropping `server` stops what was started.
+        for _ in 0..shared.pool.base() {
+            start_worker(&shared)?;
+        }
+        server.monitor = Some(
+            std::thread::Builder::new()
+                .name("sql-pool".to_string())
+                .spawn(move || monitor(&shared))?,
+        );
+        Ok(server)
     }
 
     /// Where it listens.
@@ -303,7 +315,13 @@ impl SqlServer {
         unsafe {
             libc::write(self.shared.stop.as_raw_fd(), one.as_ptr().cast(), one.len());
         }
-        for thread in self.threads.drain(..) {
+        // The monitor first: no worker starts after this.
+        self.shared.pool.wake_monitor();
+        if let Some(monitor) = self.monitor.take() {
+            let _ = monitor.join();
+        }
+        let threads = std::mem::take(&mut *self.shared.threads.lock().expect("threads lock"));
+        for thread in threads {
             let _ = thread.join();
         }
         let clients: Vec<Arc<Client>> = self
@@ -426,18 +444,81 @@ fn claim(client: &Arc<Client>) -> Option<Arc<Client>> {
 /// A worker: waits for one event at a time on the shared epoll set and
 /// serves what it finds; about once a second it also closes connections
 /// idle past their limit.
-fn worker(shared: &Arc<Shared>) {
+/// Starts one more worker thread.
+fn start_worker(shared: &Arc<Shared>) -> io::Result<()> {
+    let state = shared.pool.join();
+    let index = shared.next_worker.fetch_add(1, Ordering::Relaxed);
+    let started = {
+        let shared = Arc::clone(shared);
+        let state = Arc::clone(&state);
+        std::thread::Builder::new()
+            .name(format!("sql-worker-{index}"))
+            // Reserved, not committed: pages are touched only by deep
+            // expressions (sql::STATEMENT_STACK_BYTES).
+            .stack_size(sql::STATEMENT_STACK_BYTES)
+            .spawn(move || worker(&shared, &state))
+    };
+    match started {
+        Ok(thread) => {
+            let mut threads = shared.threads.lock().expect("threads lock");
+            threads.retain(|thread| !thread.is_finished());
+            threads.push(thread);
+            Ok(())
+        }
+        Err(error) => {
+            shared.pool.abandon(&state);
+            Err(error)
+        }
+    }
+}
+
+/// Starts workers while others stall (`pool`), until the server stops.
+fn monitor(shared: &Arc<Shared>) {
+    let stopping = || shared.stopping.load(Ordering::Relaxed);
+    let mut refused = false;
+    while let Some(shortfall) = shared.pool.next_shortfall(&stopping) {
+        for _ in 0..shortfall {
+            if let Err(error) = start_worker(shared) {
+                // The process's thread limit: the pool works on with the
+                // threads it has. Said once, until a start succeeds.
+                if !refused {
+                    eprintln!(
+                        "sql node: cannot start another worker ({} running): {error}",
+                        shared.pool.size()
+                    );
+                }
+                refused = true;
+                break;
+            }
+            refused = false;
+        }
+    }
+}
+
+fn worker(shared: &Arc<Shared>, state: &WorkerState) {
     let mut claimed: Vec<Arc<Client>> = Vec::new();
     loop {
         if shared.stopping.load(Ordering::Relaxed) {
             return;
         }
+        shared.pool.idle(state);
         let token = match shared.epoll.wait_one(SWEEP_EVERY_MS) {
-            Ok(token) => token,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Ok(None) => {
+                if shared.pool.retire_or_stay(state) {
+                    return;
+                }
+                None
+            }
+            Ok(token) => {
+                shared.pool.busy(state);
+                token
+            }
             Err(error) => {
-                eprintln!("sql node: epoll_wait failed: {error}");
-                std::thread::sleep(Duration::from_millis(10));
+                shared.pool.busy(state);
+                if error.kind() != io::ErrorKind::Interrupted {
+                    eprintln!("sql node: epoll_wait failed: {error}");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
                 continue;
             }
         };

@@ -1380,6 +1380,11 @@ pub struct SqlNode {
 impl SqlNode {
     /// Starts one for `cluster` and waits until it listens.
     pub fn start(cluster: &TestCluster) -> SqlNode {
+        SqlNode::start_with_workers(cluster, 8)
+    }
+
+    /// As `start`, with `workers` base workers.
+    pub fn start_with_workers(cluster: &TestCluster, workers: usize) -> SqlNode {
         let port = free_port();
         let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
             .args([
@@ -1389,7 +1394,7 @@ impl SqlNode {
                 "--port",
                 &port.to_string(),
                 "--workers",
-                "8",
+                &workers.to_string(),
             ])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
