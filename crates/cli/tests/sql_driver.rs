@@ -233,8 +233,9 @@ fn a_driver_runs_prepared_statements_and_transactions() {
 
 /// A statement waiting for a row lock holds its worker. With one worker,
 /// the transaction holding the lock must still get to commit: the pool
-/// starts another worker while the first is stalled, and the waiting
-/// statement then goes on instead of timing out (1205).
+/// starts another worker while the first is stalled (which answers SHOW
+/// PROCESSLIST meanwhile), and the waiting statement then goes on instead
+/// of timing out (1205).
 fn a_lock_wait_does_not_hold_the_only_worker(cluster: &TestCluster) {
     let single = SqlNode::start_with_workers(cluster, 1);
     let runtime = || {
@@ -281,10 +282,31 @@ fn a_lock_wait_does_not_hold_the_only_worker(cluster: &TestCluster) {
             (updated, value)
         })
     });
-    // Time for the update to reach the lock and wait on it (were it not
-    // waiting yet, the commit below would simply come first).
-    std::thread::sleep(std::time::Duration::from_millis(200));
     holder_runtime.block_on(async {
+        // The update is running: its worker waits on the lock. The only
+        // base worker is that one, so the answer to this comes from a
+        // worker the pool started.
+        let started = std::time::Instant::now();
+        loop {
+            let processes: Vec<Row> = holder.query("SHOW PROCESSLIST").await.unwrap();
+            let waiting = processes.iter().any(|process| {
+                let command: Option<String> = process.get("Command");
+                let info: Option<Option<String>> = process.get("Info");
+                command.as_deref() == Some("Query")
+                    && info.flatten().is_some_and(|info| info.contains("v + 10"))
+            });
+            if waiting {
+                break;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "the update never showed as running: {processes:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // Time for it to reach the data node's lock queue (were it not
+        // there yet, the commit would simply come first).
+        std::thread::sleep(std::time::Duration::from_millis(100));
         holder
             .query_drop("COMMIT")
             .await

@@ -896,6 +896,22 @@ impl Row {
         })
     }
 
+    /// The values by column id, taken out of the row: what
+    /// [`Row::values`] shows, without copying them.
+    ///
+    /// ```
+    /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
+    /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: true }] };
+    /// # let table = std::sync::Arc::new(client::Table::new(def));
+    /// let row = client::Table::decode_row(&table, &[]).unwrap();
+    /// assert_eq!(row.into_values(), vec![client::Value::Null]);
+    /// ```
+    pub fn into_values(mut self) -> Vec<Value> {
+        self.values();
+        self.values.take().unwrap_or_default()
+    }
+
     /// The table the row belongs to.
     ///
     /// ```

@@ -333,6 +333,25 @@ impl Transaction<'_> {
         self.body().commit_gci
     }
 
+    /// Whether ending the transaction now can change nothing: it is open,
+    /// and everything it queued or ran read without a lock (committed
+    /// reads). It holds no lock and wrote nothing, so committing it and
+    /// dropping it (which rolls it back at the tc without waiting) end it
+    /// alike, and dropping saves the commit's round trip.
+    ///
+    /// ```no_run
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// assert!(cluster.transaction().holds_nothing());
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn holds_nothing(&self) -> bool {
+        matches!(
+            self.state,
+            TransactionState::Idle | TransactionState::Active
+        ) && self.body().batch.is_none()
+            && !self.body().locked
+    }
+
     /// Operations queued and not yet executed.
     ///
     /// ```no_run
@@ -381,6 +400,7 @@ impl Transaction<'_> {
         let op = OpId(self.next_op);
         self.next_op += 1;
         body.wrote |= kind != OperationKind::Read;
+        body.locked |= kind != OperationKind::Read || lock != LockMode::CommittedRead;
         body.queued.push(QueuedOp {
             op,
             kind,

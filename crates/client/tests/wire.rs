@@ -296,6 +296,37 @@ fn reads_return_rows_and_commits_return_the_gci() {
 }
 
 #[test]
+fn only_a_transaction_of_committed_reads_holds_nothing() {
+    let (_node, cluster) = start_with_table(Default::default());
+    insert_accounts(&cluster, 0..2);
+    let table = cluster.table("accounts").expect("table");
+    let key = [Value::from(1u32)];
+    let mut reads = cluster.transaction();
+    assert!(reads.holds_nothing(), "nothing sent yet");
+    reads
+        .read(&table, &key, LockMode::CommittedRead)
+        .expect("key");
+    reads.execute(Commit::No).expect("read");
+    assert_eq!(reads.state(), TransactionState::Active);
+    assert!(reads.holds_nothing(), "committed reads take no lock");
+    reads.read(&table, &key, LockMode::Shared).expect("key");
+    assert!(!reads.holds_nothing(), "a locking read queued");
+    reads.execute(Commit::No).expect("locked read");
+    assert!(!reads.holds_nothing(), "the lock is held until the end");
+    reads.execute(Commit::Yes).expect("commit");
+    assert!(!reads.holds_nothing(), "committed: over");
+
+    let mut write = cluster.transaction();
+    write
+        .update(&table, &key, &[("owner", Value::from("x"))])
+        .expect("key");
+    assert!(!write.holds_nothing(), "a write queued");
+    write.execute(Commit::No).expect("update");
+    assert!(!write.holds_nothing());
+    write.rollback().expect("rollback");
+}
+
+#[test]
 fn a_refused_operation_names_code_class_and_op_and_aborts() {
     let (node, cluster) = start_with_table(Default::default());
     insert_accounts(&cluster, 0..2);

@@ -601,7 +601,7 @@ fn scan(
         result
             .rows
             .into_iter()
-            .map(|row| row.values().to_vec())
+            .map(client::Row::into_values)
             .collect()
     } else {
         let options = ScanOptions {
@@ -612,7 +612,7 @@ fn scan(
             .scan_locked(&table.table, access, &options, request.lock)
             .map_err(refused)?;
         finish_empty(transaction, request.commit, table)?;
-        rows.into_iter().map(|row| row.values().to_vec()).collect()
+        rows.into_iter().map(client::Row::into_values).collect()
     };
     Ok(Fetched {
         fetched: rows.len() as u64,

@@ -16,7 +16,7 @@ use crate::catalog::{auto_increment_key, SqlTable, AUTO_INCREMENT};
 use crate::error::{SqlError, SqlResult};
 use client::{Cluster, Commit, LockMode, Value};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 const FIRST_RANGE: u64 = 16;
 const LARGEST_RANGE: u64 = 1024;
@@ -32,19 +32,27 @@ struct Range {
     size: u64,
 }
 
-/// The node's ranges, by the tables' counter keys.
+/// The node's ranges, by the tables' counter keys. Each table's range has
+/// a lock of its own, held while a new range is reserved (a round trip to
+/// the cluster, more under contention): inserts into other tables go on.
 #[derive(Default)]
 pub struct AutoIncrement {
-    ranges: Mutex<HashMap<u64, Range>>,
+    ranges: Mutex<HashMap<u64, Arc<Mutex<Range>>>>,
 }
 
 impl AutoIncrement {
+    /// Table `key`'s range (made empty on first use).
+    fn range_of(&self, key: u64) -> Arc<Mutex<Range>> {
+        let mut ranges = self.ranges.lock().expect("auto-increment lock");
+        Arc::clone(ranges.entry(key).or_default())
+    }
+
     /// `count` new values for `table`, rising.
     pub fn take(&self, cluster: &Cluster, table: &SqlTable, count: usize) -> SqlResult<Vec<u64>> {
         let key = auto_increment_key(table.def());
         let mut values = Vec::with_capacity(count);
-        let mut ranges = self.ranges.lock().expect("auto-increment lock");
-        let range = ranges.entry(key).or_default();
+        let range = self.range_of(key);
+        let mut range = range.lock().expect("auto-increment range lock");
         while values.len() < count {
             if range.next == range.end {
                 range.size = (range.size * 2).clamp(FIRST_RANGE, LARGEST_RANGE);
@@ -63,8 +71,8 @@ impl AutoIncrement {
     /// generated values must be above it.
     pub fn note_explicit(&self, cluster: &Cluster, table: &SqlTable, value: u64) -> SqlResult<()> {
         let key = auto_increment_key(table.def());
-        let mut ranges = self.ranges.lock().expect("auto-increment lock");
-        let range = ranges.entry(key).or_default();
+        let range = self.range_of(key);
+        let mut range = range.lock().expect("auto-increment range lock");
         if value < range.next {
             return Ok(());
         }

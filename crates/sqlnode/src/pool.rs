@@ -12,11 +12,11 @@
 //! the same: a monitor, woken only when no worker is idle, looks every
 //! [`STALL_LIMIT`]; if fewer than `base` workers are free or busy for less
 //! than the limit, it starts enough new ones to make `base` again (at most
-//! [`MAX_WORKERS`] in all). Workers beyond the base retire after an idle
-//! wait with no event.
+//! [`MAX_WORKERS`] in all). A worker whose wait for events times out
+//! retires if the workers not stalled are more than the base.
 //!
 //! ```text
-//!   worker: idle ──event──> busy(since) ──done──> idle ──timeout, above base──> retired
+//!   worker: idle ──event──> busy(since) ──done──> idle ──timeout, serving > base──> retired
 //!   monitor: asleep ──no worker idle──> every STALL_LIMIT: count busy > limit, start workers
 //! ```
 
@@ -84,11 +84,12 @@ impl Pool {
         self.total.load(Ordering::Relaxed)
     }
 
-    /// A new worker's state, counted in the pool (busy: it has not waited
-    /// for events yet).
+    /// A new worker's state, counted in the pool and as serving (not
+    /// stalled) until it first waits for events: on a loaded machine a new
+    /// thread may take longer than the stall limit to run at all, and
+    /// counting it stalled would start more on every look.
     pub(crate) fn join(&self) -> Arc<WorkerState> {
         let state = Arc::new(WorkerState::default());
-        state.busy_since.store(self.now_mark(), Ordering::Relaxed);
         let mut workers = self.workers.lock().expect("pool workers lock");
         workers.retain(|worker| !worker.retired.load(Ordering::Relaxed));
         workers.push(Arc::clone(&state));
@@ -112,6 +113,11 @@ impl Pool {
     /// The last idle worker to become busy wakes the monitor.
     pub(crate) fn busy(&self, state: &WorkerState) {
         state.busy_since.store(self.now_mark(), Ordering::Relaxed);
+        self.leave_idle();
+    }
+
+    /// One idle worker fewer; the last wakes the monitor.
+    fn leave_idle(&self) {
         if self.idle.fetch_sub(1, Ordering::AcqRel) == 1 {
             let sleeping = self.monitor_sleeping.lock().expect("monitor lock");
             if *sleeping {
@@ -121,27 +127,35 @@ impl Pool {
     }
 
     /// `state`'s worker waited for events and none came: it leaves the
-    /// pool (true) if the pool is above its base. Either way it is no
-    /// longer idle; when it stays, it is busy as after [`Pool::busy`].
+    /// pool (true) if the workers not stalled, itself included, are more
+    /// than the base (a worker that retired while others stall would only
+    /// be started again). Either way it is no longer idle; when it stays,
+    /// it is busy as after [`Pool::busy`].
     pub(crate) fn retire_or_stay(&self, state: &WorkerState) -> bool {
-        let mut total = self.total.load(Ordering::Relaxed);
-        while total > self.base {
-            match self.total.compare_exchange_weak(
-                total,
-                total - 1,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => {
-                    state.retired.store(true, Ordering::Relaxed);
-                    self.idle.fetch_sub(1, Ordering::AcqRel);
-                    return true;
-                }
-                Err(now) => total = now,
+        self.retire_or_stay_at(state, self.now_mark())
+    }
+
+    fn retire_or_stay_at(&self, state: &WorkerState, now_mark: u64) -> bool {
+        let retire = {
+            // Under the workers' lock, so that two retiring at once do not
+            // both count the other as serving.
+            let workers = self.workers.lock().expect("pool workers lock");
+            let stalled = Self::stalled_among(&workers, self.stall_mark(now_mark));
+            let serving = self.size().saturating_sub(stalled);
+            if serving > self.base {
+                state.retired.store(true, Ordering::Relaxed);
+                self.total.fetch_sub(1, Ordering::AcqRel);
+                true
+            } else {
+                false
             }
+        };
+        if retire {
+            self.leave_idle();
+        } else {
+            self.busy(state);
         }
-        self.busy(state);
-        false
+        retire
     }
 
     /// The monitor's wait: returns once some worker is idle no more and
@@ -188,21 +202,30 @@ impl Pool {
         if self.idle.load(Ordering::Acquire) > 0 {
             return 0;
         }
-        let limit_mark = now_mark.saturating_sub(STALL_LIMIT.as_micros() as u64);
         let workers = self.workers.lock().expect("pool workers lock");
-        let stalled = workers
-            .iter()
-            .filter(|worker| !worker.retired.load(Ordering::Relaxed))
-            .filter(|worker| {
-                let since = worker.busy_since.load(Ordering::Relaxed);
-                since != 0 && since <= limit_mark
-            })
-            .count();
+        let stalled = Self::stalled_among(&workers, self.stall_mark(now_mark));
         let total = self.size();
         let serving = total.saturating_sub(stalled);
         self.base
             .saturating_sub(serving)
             .min(MAX_WORKERS.saturating_sub(total))
+    }
+
+    /// Workers busy since `stall_mark` or before.
+    fn stalled_among(workers: &[Arc<WorkerState>], stall_mark: u64) -> usize {
+        workers
+            .iter()
+            .filter(|worker| !worker.retired.load(Ordering::Relaxed))
+            .filter(|worker| {
+                let since = worker.busy_since.load(Ordering::Relaxed);
+                since != 0 && since <= stall_mark
+            })
+            .count()
+    }
+
+    /// A worker busy since this mark or before has stalled at `now_mark`.
+    fn stall_mark(&self, now_mark: u64) -> u64 {
+        now_mark.saturating_sub(STALL_LIMIT.as_micros() as u64)
     }
 
     fn now_mark(&self) -> u64 {
@@ -223,6 +246,11 @@ mod tests {
     fn stalled_workers_are_made_up_for_up_to_the_base() {
         let pool = Pool::new(3);
         let workers: Vec<_> = (0..3).map(|_| pool.join()).collect();
+        assert_eq!(
+            pool.shortfall_at(after_the_limit(&pool)),
+            0,
+            "started, not yet waiting: serving"
+        );
         for worker in &workers {
             pool.idle(worker);
         }
@@ -242,21 +270,27 @@ mod tests {
         std::thread::sleep(Duration::from_micros(2));
         pool.idle(&workers[0]);
         pool.busy(&workers[0]);
-        assert!(pool.now_mark() > later - STALL_LIMIT.as_micros() as u64);
         assert_eq!(pool.shortfall_at(later), 2);
-        // Two started to make up for them: busy, not stalled.
+        // Two started to make up for them: serving.
         let extra: Vec<_> = (0..2).map(|_| pool.join()).collect();
         assert_eq!(pool.size(), 5);
         assert_eq!(pool.shortfall_at(later), 0);
-        // An extra worker's wait times out: above the base, it retires;
-        // then the pool is at its base and the next one stays.
+        // An extra worker's wait times out while the two still stall: it
+        // stays (the serving would fall below the base).
         pool.idle(&extra[0]);
-        assert!(pool.retire_or_stay(&extra[0]));
+        assert!(!pool.retire_or_stay_at(&extra[0], later));
+        // The stalls are over (as at `before`): the extras retire, then
+        // the pool is at its base and the next one stays.
+        pool.idle(&extra[0]);
+        assert!(pool.retire_or_stay_at(&extra[0], before));
         pool.idle(&extra[1]);
-        assert!(pool.retire_or_stay(&extra[1]));
+        assert!(pool.retire_or_stay_at(&extra[1], before));
         assert_eq!(pool.size(), 3);
         pool.idle(&workers[0]);
-        assert!(!pool.retire_or_stay(&workers[0]), "the base stays");
+        assert!(
+            !pool.retire_or_stay_at(&workers[0], before),
+            "the base stays"
+        );
         assert_eq!(pool.size(), 3);
         // The retired are forgotten: only the base's stalls count.
         assert_eq!(pool.shortfall_at(after_the_limit(&pool)), 3);
@@ -266,8 +300,11 @@ mod tests {
     fn the_pool_never_grows_past_its_maximum() {
         let pool = Pool::new(MAX_WORKERS);
         let workers: Vec<_> = (0..MAX_WORKERS).map(|_| pool.join()).collect();
+        for worker in &workers {
+            pool.idle(worker);
+            pool.busy(worker);
+        }
         assert_eq!(pool.shortfall_at(after_the_limit(&pool)), 0);
-        drop(workers);
     }
 
     #[test]

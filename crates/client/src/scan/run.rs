@@ -589,6 +589,8 @@ fn decode_rows(
 ) -> Result<(), ClientError> {
     let malformed =
         || ClientError::Protocol(format!("malformed scan rows of table {:?}", table.name()));
+    // Room for the batch's rows at once, not doubling row by row.
+    out.reserve(count_rows(bytes));
     while !bytes.is_empty() {
         let prefix = bytes.get(..ROW_PREFIX_BYTES).ok_or_else(malformed)?;
         let length = u32::from_le_bytes(prefix[12..16].try_into().map_err(|_| malformed())?);
@@ -600,6 +602,21 @@ fn decode_rows(
         bytes = &bytes[end..];
     }
     Ok(())
+}
+
+/// How many whole rows `bytes` holds (those of a malformed tail are not
+/// counted: decoding reports them).
+fn count_rows(mut bytes: &[u8]) -> usize {
+    let mut count = 0;
+    while let Some(prefix) = bytes.get(..ROW_PREFIX_BYTES) {
+        let length = u32::from_le_bytes([prefix[12], prefix[13], prefix[14], prefix[15]]);
+        let Some(rest) = bytes.get(ROW_PREFIX_BYTES + length as usize..) else {
+            break;
+        };
+        count += 1;
+        bytes = rest;
+    }
+    count
 }
 
 /// How two rows' values of `columns` compare, column by column, in the

@@ -31,6 +31,9 @@ pub(crate) struct Body {
     /// outcome only then (a transaction of reads changed nothing, and is
     /// simply retried).
     pub(super) wrote: bool,
+    /// An operation that writes or takes a lock was queued: the
+    /// transaction may hold something at the data nodes.
+    pub(super) locked: bool,
     pub(super) queued: Vec<QueuedOp>,
     /// Key and attribute bytes of the queued operations, after the key of
     /// the hint (see `hint`).
@@ -141,6 +144,7 @@ impl Body {
         body.batch = None;
         body.commit_gci = None;
         body.wrote = false;
+        body.locked = false;
         keep_empty(&mut body.queued, KEPT_OPERATIONS);
         body.clear_bytes();
         keep_empty(&mut body.bytes, KEPT_BYTES);
