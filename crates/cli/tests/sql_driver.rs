@@ -151,6 +151,38 @@ fn a_driver_runs_prepared_statements_and_transactions() {
             .await
             .unwrap();
         assert_eq!(names, vec!["item 1".to_string()]);
+        // Their key lookups are read together, ahead of them: a row, no
+        // row, a row; then a range, which reads for itself.
+        let read_ahead = |rows: Vec<(String, String)>| -> u64 {
+            rows.first().expect("the counter").1.parse().expect("a number")
+        };
+        let before = read_ahead(
+            conn.query("SHOW GLOBAL STATUS LIKE 'Tessera_lookups_read_ahead'")
+                .await
+                .unwrap(),
+        );
+        let mut result = conn
+            .query_iter(
+                "SELECT name FROM items WHERE id = 7; SELECT name FROM items WHERE id = 4242; \
+                 SELECT name, qty FROM items WHERE id = 8; SELECT id FROM items WHERE id BETWEEN 9 AND 10",
+            )
+            .await
+            .unwrap();
+        let first: Vec<String> = result.collect().await.unwrap();
+        let missing: Vec<String> = result.collect().await.unwrap();
+        let third: Vec<(String, i32)> = result.collect().await.unwrap();
+        let range: Vec<u64> = result.collect().await.unwrap();
+        drop(result);
+        assert_eq!(first, vec!["item 7".to_string()]);
+        assert!(missing.is_empty());
+        assert_eq!(third, vec![("item 8".to_string(), -24)]);
+        assert_eq!(range, vec![9, 10]);
+        let after = read_ahead(
+            conn.query("SHOW GLOBAL STATUS LIKE 'Tessera_lookups_read_ahead'")
+                .await
+                .unwrap(),
+        );
+        assert_eq!(after - before, 3, "the three lookups were read ahead");
         let mut result = conn
             .query_iter("UPDATE items SET qty = 0 WHERE id = 1; SELECT qty FROM items WHERE id = 1")
             .await

@@ -105,7 +105,7 @@ fn eval_constant(expr: &Expr, params: &[Value], environment: &dyn Environment) -
 
 /// A key of `columns` from `exprs`: `Ok(None)` when no row can match,
 /// `Err(())` when a lookup cannot be used.
-fn lookup_key(
+pub(crate) fn lookup_key(
     table: &SqlTable,
     columns: &[usize],
     exprs: &[Expr],
@@ -158,6 +158,19 @@ pub fn fetch(
         AccessPlan::NoTable => Ok(Fetched::default()),
         AccessPlan::PrimaryKey(exprs) => {
             match lookup_key(table, &key_columns, exprs, request.params, environment)? {
+                Ok(Some(key)) if request.lock == LockMode::CommittedRead => {
+                    match environment.read_ahead(&table.table, &key) {
+                        Some(row) => {
+                            finish_empty(transaction, request.commit, table)?;
+                            let rows: Vec<Vec<Value>> = row.into_iter().collect();
+                            Ok(Fetched {
+                                fetched: rows.len() as u64,
+                                rows,
+                            })
+                        }
+                        None => lookups(vec![key], transaction),
+                    }
+                }
                 Ok(Some(key)) => lookups(vec![key], transaction),
                 Ok(None) => finish_empty(transaction, request.commit, table),
                 Err(()) => scan(request, &AccessPlan::FullScan, transaction, environment),
@@ -217,7 +230,7 @@ pub fn fetch(
     }
 }
 
-fn keys_equal(a: &[Value], b: &[Value]) -> bool {
+pub(crate) fn keys_equal(a: &[Value], b: &[Value]) -> bool {
     a.iter()
         .zip(b)
         .all(|(x, y)| value::compare(x, y) == Some(Ordering::Equal))

@@ -163,6 +163,13 @@ pub trait Environment {
     fn interrupted(&self) -> bool {
         false
     }
+
+    /// The row a read without a lock of `key` in `table` returns, when the
+    /// statements of one query had their key lookups read together ahead
+    /// of them (`Some(None)`: no such row); `None`: not read ahead.
+    fn read_ahead(&self, _table: &client::Table, _key: &[Value]) -> Option<Option<Vec<Value>>> {
+        None
+    }
 }
 
 /// A compiler of expressions over one table (or none).

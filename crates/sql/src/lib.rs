@@ -106,6 +106,9 @@ pub struct Statistics {
     pub rows_sent: AtomicU64,
     /// Statements retried after a temporary error in autocommit.
     pub retries: AtomicU64,
+    /// Key lookups of a query's statements read together, in one round
+    /// trip, ahead of the statements (multi-statement COM_QUERY).
+    pub lookups_read_ahead: AtomicU64,
     /// Errors by MySQL error number.
     pub errors: Mutex<BTreeMap<u16, u64>>,
 }

@@ -16,9 +16,9 @@
 use crate::error::{codes, SqlError, SqlResult};
 use crate::execute::{self, Run, StatementCounts};
 use crate::expr::{Environment, SessionValue};
-use crate::plan::{self, table_name, Compiled, Plan};
+use crate::plan::{self, table_name, AccessPlan, Compiled, Plan};
 use crate::result::{OutputColumn, Response};
-use crate::{ddl, show, value, variables, Engine, Statistics};
+use crate::{access, ddl, show, value, variables, Engine, Statistics};
 use client::{Commit, LockMode, Transaction, TransactionState, Value};
 use sqlparser::ast;
 use std::collections::HashMap;
@@ -67,6 +67,18 @@ pub struct Session {
     /// Set by KILL QUERY from another connection: the running statement
     /// stops at its next check (between rows and round trips).
     interrupt: Arc<AtomicBool>,
+    /// Rows the key lookups of the running query's statements read
+    /// together ahead of them (`read_lookups_ahead`); empty between
+    /// queries.
+    read_ahead: Vec<ReadAhead>,
+}
+
+/// A key lookup read ahead of its statement.
+struct ReadAhead {
+    table: Arc<client::Table>,
+    key: Vec<Value>,
+    /// The row, or `None`: no row has the key.
+    row: Option<Vec<Value>>,
 }
 
 /// An environment answering session values.
@@ -81,6 +93,18 @@ impl Environment for SessionView<'_> {
 
     fn interrupted(&self) -> bool {
         self.session.interrupt.load(Ordering::Relaxed)
+    }
+
+    fn read_ahead(&self, table: &client::Table, key: &[Value]) -> Option<Option<Vec<Value>>> {
+        self.session
+            .read_ahead
+            .iter()
+            .find(|read| {
+                std::ptr::eq(&*read.table, table)
+                    && read.key.len() == key.len()
+                    && access::keys_equal(&read.key, key)
+            })
+            .map(|read| read.row.clone())
     }
 }
 
@@ -111,6 +135,7 @@ impl Session {
             last_counts: StatementCounts::default(),
             fetched_total: 0,
             interrupt,
+            read_ahead: Vec::new(),
         };
         if let Some(database) = database {
             session.use_database(database)?;
@@ -181,16 +206,93 @@ impl Session {
             self.statistics().error(error.code);
             return vec![Err(error)];
         }
+        let compiled = self.read_lookups_ahead(&statements);
         let mut results = Vec::with_capacity(statements.len());
-        for statement in statements.iter() {
-            let result = self.run(statement, None, &[]);
+        for (statement, compiled) in statements.iter().zip(compiled) {
+            let result = self.run(statement, compiled, &[]);
             let failed = result.is_err();
             results.push(result);
             if failed {
                 break;
             }
         }
+        self.read_ahead.clear();
         results
+    }
+
+    /// Key lookups batched across statements (docs/design/0027-sql-node.md,
+    /// "Plans"): the leading statements of a multi-statement query that
+    /// are each one key lookup without a lock, and would run on their own
+    /// (no transaction holding anything: autocommit, or nothing written or
+    /// locked yet), have their rows read in one cluster transaction, one
+    /// round trip, before the first of them runs; each then takes its row
+    /// from `read_ahead`. The run stops at the first other statement, so
+    /// no write or SET comes between a read and its statement, and the
+    /// client sent them all at once: reading them together is a READ
+    /// COMMITTED execution of the query. Returns the statements' plans,
+    /// as far as they were compiled, for `run` to reuse.
+    fn read_lookups_ahead(&mut self, statements: &[ast::Statement]) -> Vec<Option<Arc<Compiled>>> {
+        let mut compiled: Vec<Option<Arc<Compiled>>> = vec![None; statements.len()];
+        let alone = self
+            .transaction
+            .as_ref()
+            .is_none_or(|open| open.holds_nothing());
+        if statements.len() < 2 || !alone {
+            return compiled;
+        }
+        let mut lookups: Vec<(Arc<client::Table>, Vec<Value>)> = Vec::new();
+        for (index, statement) in statements.iter().enumerate() {
+            if !matches!(statement, ast::Statement::Query(_)) {
+                break;
+            }
+            let Ok(plan) = self.compile(statement) else {
+                break;
+            };
+            let lookup = match &plan.plan {
+                Plan::Select(select) if select.lock == LockMode::CommittedRead => {
+                    match (&select.table, &select.access) {
+                        (Some(table), AccessPlan::PrimaryKey(exprs)) => {
+                            let view = SessionView { session: self };
+                            match access::lookup_key(table, &table.key_columns(), exprs, &[], &view)
+                            {
+                                Ok(Ok(Some(key))) => Some((Arc::clone(&table.table), key)),
+                                _ => None,
+                            }
+                        }
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            compiled[index] = Some(plan);
+            match lookup {
+                Some(lookup) => lookups.push(lookup),
+                None => break,
+            }
+        }
+        if lookups.len() < 2 {
+            return compiled;
+        }
+        let mut transaction = self.engine.cluster().transaction();
+        let queued: Result<Vec<_>, _> = lookups
+            .iter()
+            .map(|(table, key)| transaction.read_if_exists(table, key, LockMode::CommittedRead))
+            .collect();
+        // On any error the statements read for themselves (and report it).
+        let Ok(reads) = queued else {
+            return compiled;
+        };
+        if transaction.execute(Commit::Yes).is_err() {
+            return compiled;
+        }
+        self.statistics()
+            .lookups_read_ahead
+            .fetch_add(lookups.len() as u64, Ordering::Relaxed);
+        for ((table, key), read) in lookups.into_iter().zip(reads) {
+            let row = transaction.get(read).map(|row| row.values().to_vec());
+            self.read_ahead.push(ReadAhead { table, key, row });
+        }
+        compiled
     }
 
     /// COM_STMT_PREPARE: the statement's id, parameter count and columns.
@@ -1067,6 +1169,10 @@ impl Session {
             (
                 "Tessera_last_statement_rows_fetched".into(),
                 self.last_counts.fetched,
+            ),
+            (
+                "Tessera_lookups_read_ahead".into(),
+                load(&statistics.lookups_read_ahead),
             ),
             (
                 "Threads_connected".into(),
