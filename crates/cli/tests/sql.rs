@@ -109,7 +109,13 @@ fn the_mariadb_client_runs_sysbench_shaped_sql() {
         explain("SELECT DISTINCT c FROM sbtest1 WHERE id BETWEEN 1 AND 100 ORDER BY c")
             .contains("distinct")
     );
-    assert!(explain("UPDATE sbtest1 SET k=k+1 WHERE id=1").contains("primary key lookup"));
+    let increment = explain("UPDATE sbtest1 SET k=k+1 WHERE id=1");
+    assert!(increment.contains("primary key lookup"), "{increment}");
+    assert!(
+        increment.contains("increment by primary key at the data node"),
+        "{increment}"
+    );
+    assert!(explain("UPDATE sbtest1 SET c='x' WHERE id=1").contains("\tupdate by primary key"));
     assert!(explain("DELETE FROM sbtest1 WHERE id=1").contains("primary key lookup"));
     assert!(
         explain("SELECT COUNT(k) FROM sbtest1 WHERE k BETWEEN 1 AND 2 OR k BETWEEN 5 AND 6")
@@ -132,6 +138,13 @@ fn the_mariadb_client_runs_sysbench_shaped_sql() {
     assert_eq!(
         fetched("SELECT c FROM sbtest1 WHERE id BETWEEN 1 AND 100"),
         100
+    );
+
+    // sysbench's update_index: no row read, one round trip.
+    assert_eq!(fetched("UPDATE sbtest1 SET k=k+1 WHERE id=3"), 0);
+    assert_eq!(
+        fetched("UPDATE sbtest1 SET k=k+1 WHERE id=3 AND c <> ''"),
+        1
     );
 
     // Writes: by key, a rollback that leaves the row, a commit that keeps it.

@@ -31,6 +31,7 @@ use crate::durable::{DurableWait, WaitAnswer};
 use crate::error::ClientError;
 use crate::table::{ColumnSelector, Row, Table};
 use crate::value::Value;
+use signal::schema::ColumnType;
 use signal::signals::{
     tc_key_flags, LockMode, OperationKind, TcCommitReq, TcKeyReq, TcRollbackReq,
 };
@@ -497,6 +498,68 @@ impl Transaction<'_> {
             table.encode_row(set, bytes, None)?;
             Ok((key_start..attr_start, Some(attr_start..bytes.len())))
         })
+    }
+
+    /// Queues additions to integer columns of the row with `key`, done by
+    /// the data node in one round trip (`SET k = k + 1` without reading
+    /// the row first). Fails on execute with NoSuchRow if there is no row,
+    /// and ValueOutOfRange if a column is NULL or a sum leaves the column
+    /// type's range (the transaction is then aborted, as on any refused
+    /// operation). Columns of a unique index cannot be incremented
+    /// (BadRequest): the index is kept from new values, which only the
+    /// data node knows here.
+    ///
+    /// ```no_run
+    /// # let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// # let table = cluster.table("t")?;
+    /// let mut transaction = cluster.transaction();
+    /// transaction.increment(&table, &[client::Value::UInt(1)], &[("hits", 1)])?;
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn increment<C: ColumnSelector>(
+        &mut self,
+        table: &Arc<Table>,
+        key: &[Value],
+        deltas: &[(C, i64)],
+    ) -> Result<OpId, ClientError> {
+        let mut columns = Vec::with_capacity(deltas.len());
+        for (column, delta) in deltas {
+            let id = table.column_id(column)?;
+            let column_type = table.def().columns[id as usize].column_type;
+            if !matches!(
+                column_type,
+                ColumnType::Int { .. } | ColumnType::BigInt { .. }
+            ) {
+                return Err(ClientError::Invalid {
+                    code: ErrorCode::BadValue,
+                    detail: format!(
+                        "column {} of table {:?} is not an integer: it cannot be incremented",
+                        column.describe(),
+                        table.name()
+                    ),
+                });
+            }
+            columns.push((id, *delta));
+        }
+        self.queue(
+            OperationKind::Increment,
+            LockMode::Exclusive,
+            table,
+            |bytes| {
+                let key_start = bytes.len();
+                table.encode_key(key, bytes)?;
+                let attr_start = bytes.len();
+                for (id, delta) in &columns {
+                    signal::attr::append_entry(bytes, *id, &delta.to_le_bytes()).map_err(
+                        |code| ClientError::Invalid {
+                            code,
+                            detail: format!("an increment of table {:?}", table.name()),
+                        },
+                    )?;
+                }
+                Ok((key_start..attr_start, Some(attr_start..bytes.len())))
+            },
+        )
     }
 
     /// Queues a delete of the row with `key`. Fails on execute with

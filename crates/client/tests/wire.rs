@@ -327,6 +327,55 @@ fn only_a_transaction_of_committed_reads_holds_nothing() {
 }
 
 #[test]
+fn an_increment_adds_in_one_round_trip_and_refuses_what_does_not_fit() {
+    let (node, cluster) = start_with_table(Default::default());
+    insert_accounts(&cluster, 1..2);
+    let table = cluster.table("accounts").expect("table");
+    let key = [Value::from(1u32)];
+    node.clear_received();
+    let mut transaction = cluster.transaction();
+    transaction
+        .increment(&table, &key, &[("balance", 7)])
+        .expect("an integer column");
+    transaction.execute(Commit::Yes).expect("incremented");
+    let received = node.received();
+    assert_eq!(
+        named(&received, "TcKeyReq").len(),
+        1,
+        "one operation, no read first"
+    );
+    let mut read = cluster.transaction();
+    let op = read
+        .read(&table, &key, LockMode::CommittedRead)
+        .expect("key");
+    read.execute(Commit::Yes).expect("read");
+    assert_eq!(
+        read.get(op).and_then(|row| row.get("balance").cloned()),
+        Some(Value::Int(107))
+    );
+
+    let not_integer = cluster
+        .transaction()
+        .increment(&table, &key, &[("owner", 1)])
+        .unwrap_err();
+    assert_eq!(not_integer.code(), Some(ErrorCode::BadValue));
+    let mut past_the_range = cluster.transaction();
+    past_the_range
+        .increment(&table, &key, &[("balance", i64::MAX)])
+        .expect("queued");
+    let error = past_the_range.execute(Commit::Yes).unwrap_err();
+    assert_eq!(error.code(), Some(ErrorCode::ValueOutOfRange));
+    let mut missing = cluster.transaction();
+    missing
+        .increment(&table, &[Value::from(9u32)], &[("balance", 1)])
+        .expect("queued");
+    assert_eq!(
+        missing.execute(Commit::Yes).unwrap_err().code(),
+        Some(ErrorCode::NoSuchRow)
+    );
+}
+
+#[test]
 fn a_refused_operation_names_code_class_and_op_and_aborts() {
     let (node, cluster) = start_with_table(Default::default());
     insert_accounts(&cluster, 0..2);

@@ -1397,6 +1397,30 @@ impl FakeState {
                 transaction.pending.insert(key, Some(image));
                 Ok(None)
             }
+            OperationKind::Increment => {
+                let mut image = current.ok_or(ErrorCode::NoSuchRow)?;
+                for entry in AttrIter::new(attr) {
+                    let entry = entry?;
+                    let column = table
+                        .columns
+                        .get(entry.column as usize)
+                        .ok_or(ErrorCode::UnknownColumn)?;
+                    let delta = entry
+                        .value
+                        .and_then(|value| value.try_into().ok())
+                        .map(i64::from_le_bytes)
+                        .ok_or(ErrorCode::BadRequest)?;
+                    let now = image
+                        .get(&entry.column)
+                        .cloned()
+                        .flatten()
+                        .ok_or(ErrorCode::ValueOutOfRange)?;
+                    let (sum, len) = signal::attr::add_to_integer(column.column_type, &now, delta)?;
+                    image.insert(entry.column, Some(sum[..len].to_vec()));
+                }
+                transaction.pending.insert(key, Some(image));
+                Ok(None)
+            }
             OperationKind::Delete => {
                 current.ok_or(ErrorCode::NoSuchRow)?;
                 transaction.pending.insert(key, None);

@@ -197,6 +197,11 @@ impl RowLayout {
         }
     }
 
+    /// The type of column `column` (`None`: no such column).
+    pub fn column_type(&self, column: usize) -> Option<ColumnType> {
+        self.columns.get(column).map(|place| place.column_type)
+    }
+
     /// The value of column `column` (`None` for NULL).
     #[inline]
     pub fn value<'a>(&self, view: RowView<'a>, column: usize) -> Option<&'a [u8]> {

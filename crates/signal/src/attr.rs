@@ -182,6 +182,64 @@ pub fn check_value(column_type: ColumnType, value: &[u8]) -> Result<(), ErrorCod
     }
 }
 
+/// `current`, a value of the integer column type `column_type`, plus
+/// `delta`: the sum's bytes (the first `len` of the array, as the column
+/// stores it), ValueOutOfRange when the sum leaves the type's range, and
+/// BadValue when the column is not an integer or `current` not its width.
+///
+/// ```
+/// use signal::attr::add_to_integer;
+/// use signal::schema::ColumnType;
+/// let int = ColumnType::Int { unsigned: false };
+/// let (sum, len) = add_to_integer(int, &41i32.to_le_bytes(), 1).unwrap();
+/// assert_eq!(&sum[..len], &42i32.to_le_bytes());
+/// assert!(add_to_integer(int, &i32::MAX.to_le_bytes(), 1).is_err());
+/// let unsigned = ColumnType::BigInt { unsigned: true };
+/// assert!(add_to_integer(unsigned, &0u64.to_le_bytes(), -1).is_err());
+/// ```
+pub fn add_to_integer(
+    column_type: ColumnType,
+    current: &[u8],
+    delta: i64,
+) -> Result<([u8; 8], usize), ErrorCode> {
+    let (value, low, high, len): (i128, i128, i128, usize) = match column_type {
+        ColumnType::Int { unsigned: false } => (
+            i32::from_le_bytes(current.try_into().map_err(|_| ErrorCode::BadValue)?).into(),
+            i32::MIN.into(),
+            i32::MAX.into(),
+            4,
+        ),
+        ColumnType::Int { unsigned: true } => (
+            u32::from_le_bytes(current.try_into().map_err(|_| ErrorCode::BadValue)?).into(),
+            0,
+            u32::MAX.into(),
+            4,
+        ),
+        ColumnType::BigInt { unsigned: false } => (
+            i64::from_le_bytes(current.try_into().map_err(|_| ErrorCode::BadValue)?).into(),
+            i64::MIN.into(),
+            i64::MAX.into(),
+            8,
+        ),
+        ColumnType::BigInt { unsigned: true } => (
+            u64::from_le_bytes(current.try_into().map_err(|_| ErrorCode::BadValue)?).into(),
+            0,
+            u64::MAX.into(),
+            8,
+        ),
+        _ => return Err(ErrorCode::BadValue),
+    };
+    let sum = value + i128::from(delta);
+    if sum < low || sum > high {
+        return Err(ErrorCode::ValueOutOfRange);
+    }
+    let mut bytes = [0u8; 8];
+    // Two's complement: the low `len` bytes of the sum are the column's
+    // encoding, signed or not, once the range is checked.
+    bytes[..len].copy_from_slice(&sum.to_le_bytes()[..len]);
+    Ok((bytes, len))
+}
+
 /// The canonical form of a value of `column_type` (trailing spaces dropped
 /// for CHAR and VARCHAR).
 #[inline]

@@ -148,6 +148,9 @@ error_codes! {
     BadFilter = 4027, Permanent, "malformed scan filter: it does not fit the table's columns";
     /// A scan asked for batches larger than a data node sends.
     ScanBatchTooLarge = 4028, Permanent, "scan batch too large: at most 128 KiB of rows a batch";
+    /// An increment would leave its column's integer range, or found the
+    /// column NULL (`OperationKind::Increment`).
+    ValueOutOfRange = 4030, Permanent, "an increment would leave the column's range, or the column is NULL";
     /// A table already has an index of that name.
     IndexExists = 4244, Permanent, "index already exists: the table has an index of that name";
     /// The table has no index of that name (or the definition naming it is

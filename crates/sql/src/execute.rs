@@ -506,6 +506,11 @@ fn key_of(table: &SqlTable, row: &[Value]) -> Vec<Value> {
 
 /// Runs an UPDATE.
 pub fn update(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
+    if let Some(increments) = &plan.increments {
+        if let Some(response) = increment_by_key(plan, increments, run)? {
+            return Ok(response);
+        }
+    }
     let table = &plan.table;
     let rows = rows_to_write(plan, run)?;
     let key_columns = table.key_columns();
@@ -568,6 +573,61 @@ pub fn update(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
         last_insert_id: 0,
         info: format!("Rows matched: {matched}  Changed: {changed}  Warnings: 0"),
     })
+}
+
+/// An autocommit UPDATE whose plan is increments (`WritePlan::increments`)
+/// done by the data node in one round trip; `None` when it must run as any
+/// UPDATE: inside a transaction (where a missing row would abort the whole
+/// transaction), with a key that cannot be looked up, or when the data
+/// node refused the sums (a NULL column, a sum out of range: the general
+/// path then gives MySQL's answer, in a new transaction, the refused one
+/// having changed nothing).
+fn increment_by_key(
+    plan: &WritePlan,
+    increments: &[(usize, i64)],
+    run: &mut Run<'_>,
+) -> SqlResult<Option<Response>> {
+    use client::TransactionState;
+    let crate::plan::AccessPlan::PrimaryKey(exprs) = &plan.access else {
+        return Ok(None);
+    };
+    if run.commit != Commit::Yes || run.transaction.state() != TransactionState::Idle {
+        return Ok(None);
+    }
+    let table = &plan.table;
+    let key = match access::lookup_key(
+        table,
+        &table.key_columns(),
+        exprs,
+        run.params,
+        run.environment,
+    )? {
+        Ok(Some(key)) => key,
+        Ok(None) | Err(()) => return Ok(None),
+    };
+    let deltas: Vec<(u16, i64)> = increments
+        .iter()
+        .map(|&(column, delta)| (column as u16, delta))
+        .collect();
+    let refused = |error: ClientError| SqlError::from_client(&error, &table.cluster_name());
+    run.transaction
+        .increment(&table.table, &key, &deltas)
+        .map_err(refused)?;
+    let changed = match run.transaction.execute(Commit::Yes) {
+        Ok(_) => 1,
+        Err(error) if error.code() == Some(client::ErrorCode::NoSuchRow) => 0,
+        Err(error) if error.code() == Some(client::ErrorCode::ValueOutOfRange) => {
+            *run.transaction = run.transaction.cluster().transaction();
+            return Ok(None);
+        }
+        Err(error) => return Err(refused(error)),
+    };
+    Ok(Some(Response::Ok {
+        affected_rows: changed,
+        matched_rows: changed,
+        last_insert_id: 0,
+        info: format!("Rows matched: {changed}  Changed: {changed}  Warnings: 0"),
+    }))
 }
 
 /// Runs a DELETE.

@@ -979,6 +979,9 @@ impl Session {
                 Some(write.table.name.clone()),
                 format!("{} (locks: exclusive)", write.access.describe()),
                 vec![match &compiled.plan {
+                    Plan::Update(update) if update.increments.is_some() => {
+                        "increment by primary key at the data node (autocommit)".to_string()
+                    }
                     Plan::Update(_) => "update by primary key".to_string(),
                     _ => "delete by primary key".to_string(),
                 }],

@@ -191,12 +191,22 @@ pub fn arithmetic(op: Arithmetic, a: &Value, b: &Value) -> SqlResult<Value> {
                 Arithmetic::Divide => unreachable!("handled above"),
             };
             let result = result.ok_or_else(out_of_range)?;
+            // With an UNSIGNED operand the result is UNSIGNED (MySQL's
+            // rule): below zero is out of its range, as above its top.
             let unsigned = matches!(a, Value::UInt(_)) || matches!(b, Value::UInt(_));
             Ok(
                 match (unsigned, i64::try_from(result), u64::try_from(result)) {
                     (true, _, Ok(value)) => Value::UInt(value),
-                    (_, Ok(value), _) => Value::Int(value),
-                    _ => return Err(out_of_range()),
+                    (true, _, Err(_)) => {
+                        return Err(SqlError::new(
+                            1690,
+                            format!(
+                                "BIGINT UNSIGNED value is out of range in '{a:?} {op:?} {b:?}'"
+                            ),
+                        ))
+                    }
+                    (false, Ok(value), _) => Value::Int(value),
+                    (false, Err(_), _) => return Err(out_of_range()),
                 },
             )
         }

@@ -478,3 +478,97 @@ fn reads_are_refused_once_the_read_lease_runs_out_and_writes_are_not() {
     let answers = b.send(request);
     assert!(!lease_refused(&answers), "{answers:?}");
 }
+
+#[test]
+fn an_increment_adds_to_integer_columns_within_their_range() {
+    let mut b = Bench::new();
+    b.insert(1, 1, 10, Some(b"text"), None);
+    let delta = |d: i64| d.to_le_bytes();
+    b.write(
+        2,
+        OperationKind::Increment,
+        1,
+        Some(&[(V, Some(&delta(5)))]),
+        gci(2),
+    );
+    assert_eq!(b.read(1), Some(row(1, 15, Some(b"text"), None)));
+    b.write(
+        3,
+        OperationKind::Increment,
+        1,
+        Some(&[(V, Some(&delta(-20)))]),
+        gci(3),
+    );
+    assert_eq!(b.read(1), Some(row(1, -5, Some(b"text"), None)));
+    b.write(
+        4,
+        OperationKind::Update,
+        1,
+        Some(&[(V, Some(&int(i64::MAX - 1)))]),
+        gci(4),
+    );
+    let refused = |b: &mut Bench, t: u64, k: i32, values: &[(u16, Option<&[u8]>)]| {
+        b.refused(
+            txn(t),
+            OperationKind::Increment,
+            LockMode::Exclusive,
+            k,
+            Some(values),
+        )
+    };
+    assert_eq!(
+        refused(&mut b, 5, 1, &[(V, Some(&delta(2)))]),
+        ErrorCode::ValueOutOfRange,
+        "past the column type's range"
+    );
+    assert_eq!(
+        refused(&mut b, 6, 1, &[(S, Some(&delta(1)))]),
+        ErrorCode::BadValue,
+        "not an integer column"
+    );
+    assert_eq!(
+        refused(&mut b, 7, 1, &[(V, Some(&[1, 0, 0, 0]))]),
+        ErrorCode::BadRequest,
+        "a delta is 8 bytes"
+    );
+    assert_eq!(
+        refused(&mut b, 8, 1, &[(K, Some(&delta(1)))]),
+        ErrorCode::BadRequest,
+        "the key does not change"
+    );
+    assert_eq!(
+        refused(&mut b, 9, 2, &[(V, Some(&delta(1)))]),
+        ErrorCode::NoSuchRow
+    );
+    // Refusals change nothing, and the lock each held is free again.
+    assert_eq!(b.read(1), Some(row(1, i64::MAX - 1, Some(b"text"), None)));
+    b.write(
+        10,
+        OperationKind::Increment,
+        1,
+        Some(&[(V, Some(&delta(1)))]),
+        gci(5),
+    );
+    assert_eq!(b.read(1), Some(row(1, i64::MAX, Some(b"text"), None)));
+    b.assert_quiet();
+}
+
+#[test]
+fn an_increment_of_a_null_column_is_refused() {
+    // The bench's integer columns are NOT NULL: its nullable column b
+    // stands in, a NULL being refused before the column's type is looked
+    // at (`incremented` reads the value first).
+    let mut b = Bench::new();
+    b.insert(1, 1, 10, None, None);
+    assert_eq!(
+        b.refused(
+            txn(2),
+            OperationKind::Increment,
+            LockMode::Exclusive,
+            1,
+            Some(&[(B, Some(&1i64.to_le_bytes()))]),
+        ),
+        ErrorCode::ValueOutOfRange,
+        "column b is NULL"
+    );
+}

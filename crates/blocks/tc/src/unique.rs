@@ -96,6 +96,24 @@ impl Tc {
                 let touched = |index: &&UniqueIndex| index.columns.iter().any(|c| set.contains(c));
                 table.unique.iter().filter(touched).collect()
             }
+            OperationKind::Increment => {
+                let set: Vec<u16> = AttrIter::new(attr)
+                    .filter_map(Result::ok)
+                    .map(|entry| entry.column)
+                    .collect();
+                if table
+                    .unique
+                    .iter()
+                    .any(|index| index.columns.iter().any(|c| set.contains(c)))
+                {
+                    // A unique index is kept from a write's new values,
+                    // which an increment does not carry (the ldm computes
+                    // them): refused; a client reads and updates instead.
+                    let client_op = request.client_op;
+                    return self.abort_for(transaction, ErrorCode::BadRequest, client_op, ctx);
+                }
+                Vec::new()
+            }
             OperationKind::Delete | OperationKind::Write => table.unique.iter().collect(),
             OperationKind::Read => unreachable!("reads keep no index"),
         };

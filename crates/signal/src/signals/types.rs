@@ -70,6 +70,14 @@ pub enum OperationKind {
     Write = 4,
     /// Delete an existing row; fails with NoSuchRow.
     Delete = 5,
+    /// Add to integer columns of an existing row, in one round trip
+    /// (`UPDATE t SET k = k + 1 WHERE id = ?`): each attribute entry names
+    /// an INT or BIGINT column and holds an 8-byte signed delta
+    /// ([`crate::attr::add_to_integer`]). The column must hold a value
+    /// and the sum must fit its type, else ValueOutOfRange; fails with
+    /// NoSuchRow. The primary computes the after-image, and its backups
+    /// get that image as an Update.
+    Increment = 6,
 }
 
 impl OperationKind {
@@ -81,6 +89,7 @@ impl OperationKind {
             3 => OperationKind::Update,
             4 => OperationKind::Write,
             5 => OperationKind::Delete,
+            6 => OperationKind::Increment,
             _ => return None,
         })
     }

@@ -446,11 +446,27 @@ impl<'a> Slots<'a, '_> {
         for (&(account, _, balance), amount) in job.reads.iter().zip(amounts) {
             let note = plans::random_note(&mut self.random);
             let new_balance = balance + amount;
-            let values = update_values(new_balance, id, note.clone());
             let key = [Value::UInt(account.into())];
-            transaction
-                .update(table, &key, &values)
-                .unwrap_or_else(|e| fail(e));
+            // A quarter of the writes set the balance read (over any junk
+            // written above), the writer and the note, and let the data
+            // node add the amount (an increment, on the transaction's own
+            // image of the row after the update): the balance the ledger
+            // expects is the same. Chosen from the ids, so the seeds'
+            // random streams stay as they were.
+            if (id ^ u64::from(account)) % 4 == 0 {
+                let values = update_values(balance, id, note.clone());
+                transaction
+                    .update(table, &key, &values)
+                    .unwrap_or_else(|e| fail(e));
+                transaction
+                    .increment(table, &key, &[(rows::BALANCE, amount)])
+                    .unwrap_or_else(|e| fail(e));
+            } else {
+                let values = update_values(new_balance, id, note.clone());
+                transaction
+                    .update(table, &key, &values)
+                    .unwrap_or_else(|e| fail(e));
+            }
             writes.push(Written {
                 account,
                 balance: new_balance,
