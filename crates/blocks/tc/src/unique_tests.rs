@@ -379,6 +379,33 @@ fn an_update_that_leaves_the_index_alone_is_sent_as_it_is() {
 }
 
 #[test]
+fn an_increment_of_an_indexed_column_is_refused_and_of_another_sent_as_it_is() {
+    let mut b = Bench::new();
+    let delta: &[u8] = &1i64.to_le_bytes();
+    // The index is kept from new values, which an increment does not
+    // carry: refused before anything is sent.
+    let t = txn(API, 1);
+    let request = b.request(
+        t,
+        OperationKind::Increment,
+        5,
+        Some(&[(EMAIL, Some(delta))]),
+    );
+    b.deliver(API, request);
+    let (sent, others) = b.take();
+    assert!(sent.is_empty(), "{sent:?}");
+    assert_eq!(
+        only_refusal(&others).map(|refusal| refusal.error),
+        Some(ErrorCode::BadRequest)
+    );
+    let t = txn(API, 2);
+    let request = b.request(t, OperationKind::Increment, 5, Some(&[(V, Some(delta))]));
+    b.deliver(API, request);
+    let (sent, _) = b.take();
+    assert_eq!(shape(&sent), vec![(TABLE, OperationKind::Increment)]);
+}
+
+#[test]
 fn a_delete_removes_the_hidden_row_and_a_write_of_a_missing_row_inserts_it() {
     let mut b = Bench::new();
     let t = txn(API, 1);
