@@ -183,6 +183,21 @@ fn a_driver_runs_prepared_statements_and_transactions() {
                 .unwrap(),
         );
         assert_eq!(after - before, 3, "the three lookups were read ahead");
+        // Only the leading reads use what was read: a read after a write
+        // of the same row reads it again.
+        let mut result = conn
+            .query_iter(
+                "SELECT name FROM items WHERE id = 7; SELECT name FROM items WHERE id = 8; \
+                 UPDATE items SET name = 'item 7b' WHERE id = 7; SELECT name FROM items WHERE id = 7",
+            )
+            .await
+            .unwrap();
+        let _: Vec<String> = result.collect().await.unwrap();
+        let _: Vec<String> = result.collect().await.unwrap();
+        let _: Vec<Row> = result.collect().await.unwrap();
+        let after_write: Vec<String> = result.collect().await.unwrap();
+        drop(result);
+        assert_eq!(after_write, vec!["item 7b".to_string()]);
         let mut result = conn
             .query_iter("UPDATE items SET qty = 0 WHERE id = 1; SELECT qty FROM items WHERE id = 1")
             .await

@@ -75,6 +75,8 @@ pub use scan::{
     DEFAULT_BATCH_ROWS,
 };
 pub use session::{AsyncSession, Completion};
+/// The most columns one [`Transaction::increment`] adds to.
+pub use signal::attr::MAX_INCREMENTS;
 pub use signal::scan_program::CompareOp;
 /// The most nodes, and the deepest nesting, of a scan filter the data
 /// nodes take.

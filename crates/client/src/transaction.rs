@@ -522,9 +522,22 @@ impl Transaction<'_> {
         key: &[Value],
         deltas: &[(C, i64)],
     ) -> Result<OpId, ClientError> {
-        let mut columns = Vec::with_capacity(deltas.len());
+        if deltas.is_empty() || deltas.len() > signal::attr::MAX_INCREMENTS {
+            return Err(ClientError::Usage(format!(
+                "an increment adds to 1 to {} columns, not {}",
+                signal::attr::MAX_INCREMENTS,
+                deltas.len()
+            )));
+        }
+        let mut columns: Vec<(u16, i64)> = Vec::with_capacity(deltas.len());
         for (column, delta) in deltas {
             let id = table.column_id(column)?;
+            if columns.iter().any(|(seen, _)| *seen == id) {
+                return Err(ClientError::Usage(format!(
+                    "an increment names column {} twice",
+                    column.describe()
+                )));
+            }
             let column_type = table.def().columns[id as usize].column_type;
             if !matches!(
                 column_type,

@@ -26,7 +26,7 @@
 use signal::attr::AttrIter;
 use signal::codec;
 use signal::codec::FrameAssembler;
-use signal::schema::TableDef;
+use signal::schema::{ColumnType, TableDef};
 use signal::signals::*;
 use signal::{
     BlockKind, BlockRef, Envelope, ErrorCode, Gci, NodeId, SectionPool, Signal, TransactionId,
@@ -1398,6 +1398,21 @@ impl FakeState {
                 Ok(None)
             }
             OperationKind::Increment => {
+                // As a data node: a unique index's columns are refused (by
+                // the tc), then no row, then each column's type, NULL and
+                // range (by the ldm); a key column cannot change.
+                let mut seen: Vec<u16> = Vec::new();
+                for entry in AttrIter::new(attr) {
+                    let column = entry?.column;
+                    let unique = table
+                        .indexes
+                        .iter()
+                        .any(|index| index.unique.is_some() && index.columns.contains(&column));
+                    if unique || seen.contains(&column) {
+                        return Err(ErrorCode::BadRequest);
+                    }
+                    seen.push(column);
+                }
                 let mut image = current.ok_or(ErrorCode::NoSuchRow)?;
                 for entry in AttrIter::new(attr) {
                     let entry = entry?;
@@ -1405,6 +1420,15 @@ impl FakeState {
                         .columns
                         .get(entry.column as usize)
                         .ok_or(ErrorCode::UnknownColumn)?;
+                    if !matches!(
+                        column.column_type,
+                        ColumnType::Int { .. } | ColumnType::BigInt { .. }
+                    ) {
+                        return Err(ErrorCode::BadValue);
+                    }
+                    if table.primary_key.contains(&entry.column) {
+                        return Err(ErrorCode::BadRequest);
+                    }
                     let delta = entry
                         .value
                         .and_then(|value| value.try_into().ok())

@@ -182,6 +182,10 @@ pub fn check_value(column_type: ColumnType, value: &[u8]) -> Result<(), ErrorCod
     }
 }
 
+/// The most columns one increment operation adds to (its entries are
+/// turned into ordinary changes in a buffer of fixed size on the ldm).
+pub const MAX_INCREMENTS: usize = 32;
+
 /// `current`, a value of the integer column type `column_type`, plus
 /// `delta`: the sum's bytes (the first `len` of the array, as the column
 /// stores it), ValueOutOfRange when the sum leaves the type's range, and

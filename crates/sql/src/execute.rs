@@ -616,7 +616,20 @@ fn increment_by_key(
     let changed = match run.transaction.execute(Commit::Yes) {
         Ok(_) => 1,
         Err(error) if error.code() == Some(client::ErrorCode::NoSuchRow) => 0,
-        Err(error) if error.code() == Some(client::ErrorCode::ValueOutOfRange) => {
+        // A NULL or a sum out of range (MySQL's answer is the general
+        // path's), or refused by the tc: a unique index on the column
+        // that this plan's definition predates (added since, or by
+        // another SQL node). The refused transaction changed nothing.
+        Err(error)
+            if matches!(
+                error.code(),
+                Some(client::ErrorCode::ValueOutOfRange | client::ErrorCode::BadRequest)
+            ) =>
+        {
+            if error.code() == Some(client::ErrorCode::BadRequest) {
+                // Planned again from the current definition next time.
+                run.environment.table_changed(table);
+            }
             *run.transaction = run.transaction.cluster().transaction();
             return Ok(None);
         }

@@ -170,6 +170,11 @@ pub trait Environment {
     fn read_ahead(&self, _table: &client::Table, _key: &[Value]) -> Option<Option<Vec<Value>>> {
         None
     }
+
+    /// The cluster refused a statement in a way that says `table`'s
+    /// definition changed since it was planned: forget it, so that the
+    /// next statements are planned from the current one.
+    fn table_changed(&self, _table: &crate::catalog::SqlTable) {}
 }
 
 /// A compiler of expressions over one table (or none).
@@ -601,7 +606,7 @@ impl Expr {
             Expr::Param(slot) => inputs.params.get(*slot).cloned().unwrap_or(Value::Null),
             Expr::Aggregate(slot) => inputs.aggregates.get(*slot).cloned().unwrap_or(Value::Null),
             Expr::Not(e) => value::boolean(value::truth(&eval(e)?).map(|t| !t)),
-            Expr::Negate(e) => value::arithmetic(Arithmetic::Subtract, &Value::Int(0), &eval(e)?)?,
+            Expr::Negate(e) => value::negate(&eval(e)?)?,
             Expr::Arithmetic(op, a, b) => value::arithmetic(*op, &eval(a)?, &eval(b)?)?,
             Expr::Compare(op, a, b) => {
                 let ordering = value::compare(&eval(a)?, &eval(b)?);

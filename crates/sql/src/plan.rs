@@ -365,6 +365,9 @@ fn increments_of(
     let AccessPlan::PrimaryKey(_) = access else {
         return None;
     };
+    if assignments.len() > client::MAX_INCREMENTS {
+        return None;
+    }
     let mut conjuncts = Vec::new();
     split_and(filter?, &mut conjuncts);
     let key_columns = table.key_columns();

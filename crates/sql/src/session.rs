@@ -67,10 +67,14 @@ pub struct Session {
     /// Set by KILL QUERY from another connection: the running statement
     /// stops at its next check (between rows and round trips).
     interrupt: Arc<AtomicBool>,
-    /// Rows the key lookups of the running query's statements read
-    /// together ahead of them (`read_lookups_ahead`); empty between
-    /// queries.
+    /// Rows the key lookups of the running query's leading statements
+    /// read together ahead of them (`read_lookups_ahead`); emptied before
+    /// any other statement runs, and between queries.
     read_ahead: Vec<ReadAhead>,
+    /// With autocommit off, a SELECT ran on its own (`run_compiled`):
+    /// MySQL counts the session in a transaction from then on, until
+    /// COMMIT or ROLLBACK, though it holds no cluster transaction.
+    reads_in_transaction: bool,
 }
 
 /// A key lookup read ahead of its statement.
@@ -93,6 +97,13 @@ impl Environment for SessionView<'_> {
 
     fn interrupted(&self) -> bool {
         self.session.interrupt.load(Ordering::Relaxed)
+    }
+
+    fn table_changed(&self, table: &crate::catalog::SqlTable) {
+        self.session
+            .engine
+            .catalog
+            .invalidate(&table.database, &table.name);
     }
 
     fn read_ahead(&self, table: &client::Table, key: &[Value]) -> Option<Option<Vec<Value>>> {
@@ -136,6 +147,7 @@ impl Session {
             fetched_total: 0,
             interrupt,
             read_ahead: Vec::new(),
+            reads_in_transaction: false,
         };
         if let Some(database) = database {
             session.use_database(database)?;
@@ -152,7 +164,9 @@ impl Session {
     pub fn in_transaction(&self) -> bool {
         // After BEGIN at once; with autocommit off, once a statement
         // opened one.
-        (self.explicit && self.autocommit) || self.transaction.is_some()
+        (self.explicit && self.autocommit)
+            || self.transaction.is_some()
+            || self.reads_in_transaction
     }
 
     /// Seconds an idle connection is kept: `wait_timeout` (MySQL's
@@ -206,9 +220,14 @@ impl Session {
             self.statistics().error(error.code);
             return vec![Err(error)];
         }
-        let compiled = self.read_lookups_ahead(&statements);
+        let (compiled, leading) = self.read_lookups_ahead(&statements);
         let mut results = Vec::with_capacity(statements.len());
-        for (statement, compiled) in statements.iter().zip(compiled) {
+        for (index, (statement, compiled)) in statements.iter().zip(compiled).enumerate() {
+            if index == leading {
+                // Past the statements read for: later ones read for
+                // themselves (after a write, a SLEEP, ...).
+                self.read_ahead.clear();
+            }
             let result = self.run(statement, compiled, &[]);
             let failed = result.is_err();
             results.push(result);
@@ -230,15 +249,19 @@ impl Session {
     /// no write or SET comes between a read and its statement, and the
     /// client sent them all at once: reading them together is a READ
     /// COMMITTED execution of the query. Returns the statements' plans,
-    /// as far as they were compiled, for `run` to reuse.
-    fn read_lookups_ahead(&mut self, statements: &[ast::Statement]) -> Vec<Option<Arc<Compiled>>> {
+    /// as far as they were compiled, for `run` to reuse, and how many
+    /// leading statements the rows read are for (only those may use them).
+    fn read_lookups_ahead(
+        &mut self,
+        statements: &[ast::Statement],
+    ) -> (Vec<Option<Arc<Compiled>>>, usize) {
         let mut compiled: Vec<Option<Arc<Compiled>>> = vec![None; statements.len()];
         let alone = self
             .transaction
             .as_ref()
             .is_none_or(|open| open.holds_nothing());
         if statements.len() < 2 || !alone {
-            return compiled;
+            return (compiled, 0);
         }
         let mut lookups: Vec<(Arc<client::Table>, Vec<Value>)> = Vec::new();
         for (index, statement) in statements.iter().enumerate() {
@@ -270,8 +293,9 @@ impl Session {
                 None => break,
             }
         }
-        if lookups.len() < 2 {
-            return compiled;
+        let leading = lookups.len();
+        if leading < 2 {
+            return (compiled, 0);
         }
         let mut transaction = self.engine.cluster().transaction();
         let queued: Result<Vec<_>, _> = lookups
@@ -280,10 +304,10 @@ impl Session {
             .collect();
         // On any error the statements read for themselves (and report it).
         let Ok(reads) = queued else {
-            return compiled;
+            return (compiled, 0);
         };
         if transaction.execute(Commit::Yes).is_err() {
-            return compiled;
+            return (compiled, 0);
         }
         self.statistics()
             .lookups_read_ahead
@@ -292,7 +316,7 @@ impl Session {
             let row = transaction.get(read).map(|row| row.values().to_vec());
             self.read_ahead.push(ReadAhead { table, key, row });
         }
-        compiled
+        (compiled, leading)
     }
 
     /// COM_STMT_PREPARE: the statement's id, parameter count and columns.
@@ -380,6 +404,7 @@ impl Session {
             let _ = transaction.rollback();
         }
         self.explicit = false;
+        self.reads_in_transaction = false;
     }
 
     /// Runs one statement, counting it.
@@ -437,6 +462,7 @@ impl Session {
             S::Rollback {
                 savepoint: None, ..
             } => {
+                self.reads_in_transaction = false;
                 if let Some(mut transaction) = self.transaction.take() {
                     let _ = transaction.rollback();
                     self.statistics().rollbacks.fetch_add(1, Ordering::Relaxed);
@@ -604,6 +630,7 @@ impl Session {
     /// Commits the open transaction (BEGIN, COMMIT, DDL and SET autocommit
     /// do, as MySQL's implicit commit).
     fn commit_open(&mut self) -> SqlResult<()> {
+        self.reads_in_transaction = false;
         let Some(mut transaction) = self.transaction.take() else {
             return Ok(());
         };
@@ -761,6 +788,7 @@ impl Session {
             return self.run_in_transaction(compiled, params, autocommit);
         }
         let open = self.transaction.take();
+        self.reads_in_transaction |= !autocommit && !self.autocommit;
         let result = self.run_in_transaction(compiled, params, true);
         debug_assert!(
             self.transaction.is_none(),
@@ -859,6 +887,7 @@ impl Session {
                         // As after InnoDB's deadlock rollback, the session
                         // is out of the transaction; the error says so.
                         self.explicit = !self.autocommit;
+                        self.reads_in_transaction = false;
                         return result.map_err(|mut error| {
                             error.message.push_str(" (the transaction was rolled back)");
                             error

@@ -191,9 +191,14 @@ pub fn arithmetic(op: Arithmetic, a: &Value, b: &Value) -> SqlResult<Value> {
                 Arithmetic::Divide => unreachable!("handled above"),
             };
             let result = result.ok_or_else(out_of_range)?;
-            // With an UNSIGNED operand the result is UNSIGNED (MySQL's
-            // rule): below zero is out of its range, as above its top.
-            let unsigned = matches!(a, Value::UInt(_)) || matches!(b, Value::UInt(_));
+            // With an UNSIGNED operand a sum, difference or product is
+            // UNSIGNED (MySQL's rule): below zero is out of its range, as
+            // above its top. DIV and MOD keep their signed results (a
+            // remainder's sign is its dividend's).
+            let unsigned = matches!(
+                op,
+                Arithmetic::Add | Arithmetic::Subtract | Arithmetic::Multiply
+            ) && (matches!(a, Value::UInt(_)) || matches!(b, Value::UInt(_)));
             Ok(
                 match (unsigned, i64::try_from(result), u64::try_from(result)) {
                     (true, _, Ok(value)) => Value::UInt(value),
@@ -223,6 +228,24 @@ pub fn arithmetic(op: Arithmetic, a: &Value, b: &Value) -> SqlResult<Value> {
                 Arithmetic::Divide => unreachable!("handled above"),
             })
         }
+    }
+}
+
+/// Unary minus: `-x` is signed even for an UNSIGNED `x` (MySQL's
+/// `-CAST(5 AS UNSIGNED)` is -5); 1690 only when it does not fit a BIGINT.
+pub fn negate(value: &Value) -> SqlResult<Value> {
+    match value {
+        Value::Null => Ok(Value::Null),
+        Value::Int(_) | Value::UInt(_) => {
+            let x = integer_of(value).expect("an integer");
+            i64::try_from(-x).map(Value::Int).map_err(|_| {
+                SqlError::new(
+                    1690,
+                    format!("BIGINT value is out of range in '-({value:?})'"),
+                )
+            })
+        }
+        other => arithmetic(Arithmetic::Subtract, &Value::Int(0), other),
     }
 }
 

@@ -415,7 +415,6 @@ fn accept(shared: &Arc<Shared>, claimed: &mut Vec<Arc<Client>>) {
     }
 }
 
-/// 20 random scramble bytes, printable and never 0 (as MySQL's).
 /// Probes a connection that has been silent for a minute, so that a
 /// client whose host vanished (no FIN, no RST) is closed within about two
 /// minutes and its open transaction rolled back, its locks freed, instead
@@ -443,6 +442,7 @@ fn keep_alive(stream: &TcpStream) {
     }
 }
 
+/// 20 random scramble bytes, printable and never 0 (as MySQL's).
 fn scramble() -> [u8; 20] {
     let mut bytes = [0u8; 20];
     // SAFETY: getrandom writes at most `len` bytes into the buffer.

@@ -535,14 +535,15 @@ fn visible_view<'a>(
 }
 
 /// Room for the changes an increment becomes: an entry (4-byte head, at
-/// most 8 bytes of value) for each of up to 32 columns.
-const INCREMENT_CHANGES_BYTES: usize = 32 * 12;
+/// most 8 bytes of value) for each of its columns.
+const INCREMENT_CHANGES_BYTES: usize = signal::attr::MAX_INCREMENTS * 12;
 
 /// The changes `increments` (entries of 8-byte deltas) make to `base`:
 /// each column's sum, as an ordinary entry in `out`; returns the bytes
-/// used. ValueOutOfRange for a NULL column or a sum outside its type,
-/// BadValue for a column that is not an integer, BadRequest for a
-/// malformed entry or more increments than `out` holds.
+/// used. BadValue for a column that is not an integer, ValueOutOfRange
+/// for a NULL column or a sum outside its type, BadRequest for a
+/// malformed entry, a column named twice or more increments than `out`
+/// holds.
 fn incremented(
     layout: &RowLayout,
     base: RowView<'_>,
@@ -550,10 +551,24 @@ fn incremented(
     out: &mut [u8],
 ) -> Result<usize, ErrorCode> {
     let mut writer = signal::attr::AttrWriter::new(out);
-    for entry in AttrIter::new(increments) {
+    for (position, entry) in AttrIter::new(increments).enumerate() {
         let entry = entry?;
         let column = entry.column as usize;
         let column_type = layout.column_type(column).ok_or(ErrorCode::UnknownColumn)?;
+        if !matches!(
+            column_type,
+            signal::schema::ColumnType::Int { .. } | signal::schema::ColumnType::BigInt { .. }
+        ) {
+            return Err(ErrorCode::BadValue);
+        }
+        // Each sum is from the base: a column twice would keep only the
+        // last. At most MAX_INCREMENTS entries, so the look back is short.
+        let twice = AttrIter::new(increments)
+            .take(position)
+            .any(|earlier| earlier.is_ok_and(|earlier| earlier.column == entry.column));
+        if twice {
+            return Err(ErrorCode::BadRequest);
+        }
         let delta = entry
             .value
             .and_then(|value| <[u8; 8]>::try_from(value).ok())

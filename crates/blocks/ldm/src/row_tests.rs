@@ -540,6 +540,16 @@ fn an_increment_adds_to_integer_columns_within_their_range() {
         refused(&mut b, 9, 2, &[(V, Some(&delta(1)))]),
         ErrorCode::NoSuchRow
     );
+    assert_eq!(
+        refused(
+            &mut b,
+            11,
+            1,
+            &[(V, Some(&delta(-1))), (V, Some(&delta(-1)))]
+        ),
+        ErrorCode::BadRequest,
+        "a column twice"
+    );
     // Refusals change nothing, and the lock each held is free again.
     assert_eq!(b.read(1), Some(row(1, i64::MAX - 1, Some(b"text"), None)));
     b.write(
@@ -554,10 +564,9 @@ fn an_increment_adds_to_integer_columns_within_their_range() {
 }
 
 #[test]
-fn an_increment_of_a_null_column_is_refused() {
-    // The bench's integer columns are NOT NULL: its nullable column b
-    // stands in, a NULL being refused before the column's type is looked
-    // at (`incremented` reads the value first).
+fn an_increment_of_a_column_that_is_no_integer_is_refused_null_or_not() {
+    // The bench's integer columns are NOT NULL and its nullable ones are
+    // not integers: the type is checked first.
     let mut b = Bench::new();
     b.insert(1, 1, 10, None, None);
     assert_eq!(
@@ -568,7 +577,7 @@ fn an_increment_of_a_null_column_is_refused() {
             1,
             Some(&[(B, Some(&1i64.to_le_bytes()))]),
         ),
-        ErrorCode::ValueOutOfRange,
-        "column b is NULL"
+        ErrorCode::BadValue,
+        "column b is NULL, and no integer"
     );
 }
