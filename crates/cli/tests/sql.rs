@@ -383,4 +383,53 @@ fn a_sql_node_killed_mid_transaction_leaves_no_lock_and_no_write_behind() {
     assert_eq!(query(&second, "SELECT v FROM d.t WHERE id = 1"), "10\n");
     // Its client heard its SQL node go.
     let _ = holder.wait();
+
+    // A TRUNCATE whose SQL node died between its drop and its create: the
+    // next SQL node to find the table gone finishes it, declarations and
+    // all, the AUTO_INCREMENT counting from 1 again.
+    query(
+        &second,
+        "CREATE TABLE d.counted (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(10) DEFAULT 'x', KEY by_name (name)); \
+         INSERT INTO d.counted (name) VALUES ('a'), ('b')",
+    );
+    let described = query(&second, "DESCRIBE d.counted");
+    let engine = engine_beside(&cluster);
+    interrupted_truncate(&engine, "d", "counted");
+    assert_eq!(query(&second, "SELECT COUNT(*) FROM d.counted"), "0\n");
+    assert_eq!(query(&second, "DESCRIBE d.counted"), described);
+    query(&second, "INSERT INTO d.counted (name) VALUES ('c')");
+    assert_eq!(query(&second, "SELECT id, name FROM d.counted"), "1\tc\n");
+    // One that is dropped before anyone finished it is dropped.
+    interrupted_truncate(&engine, "d", "counted");
+    query(&second, "DROP TABLE d.counted");
+    assert!(error_of(&second, "SELECT * FROM d.counted").contains("1146"));
+}
+
+/// An SQL engine in this process, over its own connection to `cluster`.
+fn engine_beside(cluster: &TestCluster) -> std::sync::Arc<sql::Engine> {
+    struct NoConnections;
+    impl sql::Server for NoConnections {
+        fn processes(&self) -> Vec<sql::Process> {
+            Vec::new()
+        }
+        fn kill(&self, _id: u32, _query_only: bool) -> bool {
+            false
+        }
+    }
+    let connection = client::Cluster::connect(&cluster.mgmd_addr()).expect("connect");
+    let connection: &'static client::Cluster = Box::leak(Box::new(connection));
+    sql::Engine::new(connection, std::sync::Arc::new(NoConnections)).expect("engine")
+}
+
+/// The first half of a TRUNCATE of `database.table` (its definition
+/// recorded, the table dropped), as a SQL node that died before the
+/// second leaves it.
+fn interrupted_truncate(engine: &sql::Engine, database: &str, table: &str) {
+    let sql_table = engine.catalog.table(database, table).expect("the table");
+    let mut def = sql_table.def().clone();
+    (def.id, def.version, def.revision) = (0, 0, 0);
+    engine
+        .catalog
+        .begin_truncate(database, table, &def, &sql_table.columns)
+        .expect("the first half");
 }

@@ -156,6 +156,13 @@ fn undeclared(column: &ColumnDef) -> SqlColumn {
 
 /// The declarations of `columns` as the JSON `tessera$tables` keeps.
 fn encode_declarations(columns: &[SqlColumn]) -> Vec<u8> {
+    encode_declarations_with(columns, None)
+}
+
+/// As `encode_declarations`, with the definition of a TRUNCATE under way
+/// (`"truncating"`, the encoded definition in hex): what a SQL node that
+/// finds the cluster table gone creates again (`Catalog::table`).
+fn encode_declarations_with(columns: &[SqlColumn], truncating: Option<&TableDef>) -> Vec<u8> {
     let list: Vec<serde_json::Value> = columns
         .iter()
         .map(|column| {
@@ -173,9 +180,30 @@ fn encode_declarations(columns: &[SqlColumn]) -> Vec<u8> {
             })
         })
         .collect();
-    serde_json::json!({ "columns": list })
-        .to_string()
-        .into_bytes()
+    let mut json = serde_json::json!({ "columns": list });
+    if let Some(def) = truncating {
+        let hex: String = def
+            .encode_to_vec()
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        json["truncating"] = serde_json::Value::String(hex);
+    }
+    json.to_string().into_bytes()
+}
+
+/// The definition a TRUNCATE under way left in the declarations `json`.
+fn truncating_definition(json: &[u8]) -> Option<TableDef> {
+    let parsed: serde_json::Value = serde_json::from_slice(json).ok()?;
+    let hex = parsed.get("truncating")?.as_str()?;
+    if hex.len() % 2 != 0 || !hex.is_ascii() {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(&hex[at..at + 2], 16).ok())
+        .collect();
+    TableDef::decode(&bytes?).ok()
 }
 
 /// The columns of `def` with the declarations in `json` laid over them
@@ -332,7 +360,12 @@ impl Catalog {
         let table = match self.cluster.table(&full) {
             Ok(table) => table,
             Err(error) if error.code() == Some(client::ErrorCode::UnknownTable) => {
-                return Err(SqlError::no_such_table(database, name))
+                // A TRUNCATE that dropped the table and never created it
+                // again (its SQL node died between): finished here.
+                if self.finish_truncate(database, name)? {
+                    return self.table(database, name);
+                }
+                return Err(SqlError::no_such_table(database, name));
             }
             Err(error) => return Err(SqlError::from_client(&error, &full)),
         };
@@ -438,6 +471,108 @@ impl Catalog {
         Ok(())
     }
 
+    /// TRUNCATE's first half: records the table's definition (`def`, ids
+    /// cleared) in its declarations row as a TRUNCATE under way, then
+    /// drops the cluster table. [`Catalog::finish_truncate`] creates it
+    /// again, from this call's SQL node or, should that die between the
+    /// two, from whichever SQL node next finds the table gone: a TRUNCATE
+    /// never leaves the table dropped.
+    pub fn begin_truncate(
+        &self,
+        database: &str,
+        table: &str,
+        def: &TableDef,
+        columns: &[SqlColumn],
+    ) -> SqlResult<()> {
+        let full = cluster_name(database, table);
+        let current = self
+            .cluster
+            .table(&full)
+            .map_err(|error| SqlError::from_client(&error, &full))?;
+        self.write_declarations(
+            &full,
+            current.def().id,
+            current.def().version,
+            &encode_declarations_with(columns, Some(def)),
+        )?;
+        self.invalidate(database, table);
+        match self.cluster.drop_table(&full) {
+            Ok(()) => {}
+            Err(error) if error.code() == Some(client::ErrorCode::UnknownTable) => {}
+            Err(error) => return Err(SqlError::from_client(&error, &full)),
+        }
+        // The old table's AUTO_INCREMENT counter goes (best effort, as in
+        // DROP): the new table counts from 1, as after MySQL's TRUNCATE.
+        let _ = self.delete_row(
+            AUTO_INCREMENT,
+            Value::UInt(auto_increment_key(current.def())),
+        );
+        Ok(())
+    }
+
+    /// TRUNCATE's second half, or the end of one whose SQL node died:
+    /// when `database.table`'s declarations row holds a TRUNCATE under
+    /// way and the cluster table is gone, creates it again (empty) with
+    /// its declarations. Returns whether there was one (true also when
+    /// another SQL node created it first).
+    pub fn finish_truncate(&self, database: &str, table: &str) -> SqlResult<bool> {
+        let full = cluster_name(database, table);
+        let Some(json) = self.declarations_row(&full)? else {
+            return Ok(false);
+        };
+        let Some(def) = truncating_definition(&json) else {
+            return Ok(false);
+        };
+        let columns = decode_declarations(&def, &json)
+            .unwrap_or_else(|| def.columns.iter().map(undeclared).collect());
+        match self.create_table(database, table, &def, &columns) {
+            Ok(()) => Ok(true),
+            Err(error) if error.code == codes::TABLE_EXISTS => {
+                self.invalidate(database, table);
+                Ok(true)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// The declarations JSON of cluster table `full`'s row, whatever
+    /// table id it names.
+    fn declarations_row(&self, full: &str) -> SqlResult<Option<Vec<u8>>> {
+        let tables = self.system_table(TABLES)?;
+        let mut transaction = self.cluster.transaction();
+        let read = transaction
+            .read_if_exists(&tables, &[Value::from(full)], LockMode::CommittedRead)
+            .map_err(|error| SqlError::from_client(&error, TABLES))?;
+        transaction
+            .execute(Commit::Yes)
+            .map_err(|error| SqlError::from_client(&error, TABLES))?;
+        Ok(transaction.get(read).map(|row| {
+            row.get("declarations")
+                .and_then(|d| d.as_bytes())
+                .unwrap_or(b"")
+                .to_vec()
+        }))
+    }
+
+    /// Writes cluster table `full`'s declarations row.
+    fn write_declarations(&self, full: &str, id: u32, version: u32, json: &[u8]) -> SqlResult<()> {
+        let tables = self.system_table(TABLES)?;
+        let mut transaction = self.cluster.transaction();
+        transaction
+            .write(
+                &tables,
+                &[
+                    ("name", Value::from(full)),
+                    ("id", Value::UInt(id as u64)),
+                    ("version", Value::UInt(version as u64)),
+                    ("declarations", Value::Bytes(json.to_vec())),
+                ],
+            )
+            .and_then(|_| transaction.execute(Commit::Yes))
+            .map(|_| ())
+            .map_err(|error| SqlError::from_client(&error, TABLES))
+    }
+
     /// Drops `database.table` and its rows in the system tables.
     pub fn drop_table(&self, database: &str, table: &str) -> SqlResult<()> {
         let full = cluster_name(database, table);
@@ -446,10 +581,17 @@ impl Catalog {
         match self.cluster.drop_table(&full) {
             Ok(()) => {}
             Err(error) if error.code() == Some(client::ErrorCode::UnknownTable) => {
-                return Err(SqlError::new(
-                    codes::BAD_TABLE,
-                    format!("Unknown table '{database}.{table}'"),
-                ))
+                // A TRUNCATE under way (its SQL node died after the drop)
+                // is a table to drop: its row goes.
+                let truncating = self
+                    .declarations_row(&full)?
+                    .is_some_and(|json| truncating_definition(&json).is_some());
+                if !truncating {
+                    return Err(SqlError::new(
+                        codes::BAD_TABLE,
+                        format!("Unknown table '{database}.{table}'"),
+                    ));
+                }
             }
             Err(error) => return Err(SqlError::from_client(&error, &full)),
         }
@@ -631,6 +773,13 @@ mod tests {
         assert_eq!(decoded[2], undeclared(&def.columns[2]));
         let json = encode_declarations(&columns);
         assert_eq!(decode_declarations(&def, &json).unwrap(), columns);
+        assert!(truncating_definition(&json).is_none());
+        // A TRUNCATE under way keeps the definition beside them.
+        let json = encode_declarations_with(&columns, Some(&def));
+        assert_eq!(decode_declarations(&def, &json).unwrap(), columns);
+        assert_eq!(truncating_definition(&json), Some(def));
+        assert!(truncating_definition(br#"{"columns":[],"truncating":"0g"}"#).is_none());
+        assert!(truncating_definition(br#"{"columns":[],"truncating":"00"}"#).is_none());
     }
 
     #[test]

@@ -399,6 +399,10 @@ pub fn truncate(catalog: &Catalog, database: &str, table: &str) -> SqlResult<()>
         }
     }
     let columns = sql_table.columns.clone();
-    catalog.drop_table(database, table)?;
-    catalog.create_table(database, table, &def, &columns)
+    // In two halves, the definition recorded before the drop: a SQL node
+    // that dies between them leaves the TRUNCATE for the next one that
+    // finds the table gone to finish, never the table dropped.
+    catalog.begin_truncate(database, table, &def, &columns)?;
+    catalog.finish_truncate(database, table)?;
+    Ok(())
 }
