@@ -401,27 +401,12 @@ impl Catalog {
     /// The declarations row of cluster table `full`, when it is this
     /// table's (same id and version).
     fn declarations(&self, full: &str, def: &TableDef) -> SqlResult<Option<Vec<SqlColumn>>> {
-        let tables = self.system_table(TABLES)?;
-        let mut transaction = self.cluster.transaction();
-        let read = transaction
-            .read_if_exists(&tables, &[Value::from(full)], LockMode::CommittedRead)
-            .map_err(|error| SqlError::from_client(&error, TABLES))?;
-        transaction
-            .execute(Commit::Yes)
-            .map_err(|error| SqlError::from_client(&error, TABLES))?;
-        let Some(row) = transaction.get(read) else {
-            return Ok(None);
-        };
-        let same = row.get_u64("id") == Some(def.id as u64)
-            && row.get_u64("version") == Some(def.version as u64);
-        if !same {
-            return Ok(None);
-        }
-        let json = row
-            .get("declarations")
-            .and_then(|d| d.as_bytes())
-            .unwrap_or(b"");
-        Ok(decode_declarations(def, json))
+        Ok(match self.declarations_row(full)? {
+            Some((id, version, json)) if id == def.id as u64 && version == def.version as u64 => {
+                decode_declarations(def, &json)
+            }
+            _ => None,
+        })
     }
 
     /// Creates the table `def` (named `database/table`) with its SQL
@@ -448,24 +433,12 @@ impl Catalog {
                 }
                 _ => SqlError::from_client(&error, &full),
             })?;
-        let tables = self.system_table(TABLES)?;
-        let mut transaction = self.cluster.transaction();
-        let written = transaction
-            .write(
-                &tables,
-                &[
-                    ("name", Value::from(full.as_str())),
-                    ("id", Value::UInt(created.id as u64)),
-                    ("version", Value::UInt(created.version as u64)),
-                    ("declarations", Value::Bytes(encode_declarations(columns))),
-                ],
-            )
-            .and_then(|_| transaction.execute(Commit::Yes));
-        if let Err(error) = written {
+        let json = encode_declarations(columns);
+        if let Err(error) = self.write_declarations(&full, created.id, created.version, &json) {
             // The table without its declarations would read with no
             // defaults: undo it rather than leave it half made.
             let _ = self.cluster.drop_table(&full);
-            return Err(SqlError::from_client(&error, TABLES));
+            return Err(error);
         }
         self.invalidate(database, table);
         Ok(())
@@ -517,7 +490,7 @@ impl Catalog {
     /// another SQL node created it first).
     pub fn finish_truncate(&self, database: &str, table: &str) -> SqlResult<bool> {
         let full = cluster_name(database, table);
-        let Some(json) = self.declarations_row(&full)? else {
+        let Some((_, _, json)) = self.declarations_row(&full)? else {
             return Ok(false);
         };
         let Some(def) = truncating_definition(&json) else {
@@ -535,9 +508,9 @@ impl Catalog {
         }
     }
 
-    /// The declarations JSON of cluster table `full`'s row, whatever
-    /// table id it names.
-    fn declarations_row(&self, full: &str) -> SqlResult<Option<Vec<u8>>> {
+    /// Cluster table `full`'s declarations row, whatever table it names:
+    /// (table id, version, declarations JSON).
+    fn declarations_row(&self, full: &str) -> SqlResult<Option<(u64, u64, Vec<u8>)>> {
         let tables = self.system_table(TABLES)?;
         let mut transaction = self.cluster.transaction();
         let read = transaction
@@ -547,10 +520,12 @@ impl Catalog {
             .execute(Commit::Yes)
             .map_err(|error| SqlError::from_client(&error, TABLES))?;
         Ok(transaction.get(read).map(|row| {
-            row.get("declarations")
-                .and_then(|d| d.as_bytes())
-                .unwrap_or(b"")
-                .to_vec()
+            let json = row.get("declarations").and_then(|d| d.as_bytes());
+            (
+                row.get_u64("id").unwrap_or(0),
+                row.get_u64("version").unwrap_or(0),
+                json.unwrap_or(b"").to_vec(),
+            )
         }))
     }
 
@@ -585,7 +560,7 @@ impl Catalog {
                 // is a table to drop: its row goes.
                 let truncating = self
                     .declarations_row(&full)?
-                    .is_some_and(|json| truncating_definition(&json).is_some());
+                    .is_some_and(|(_, _, json)| truncating_definition(&json).is_some());
                 if !truncating {
                     return Err(SqlError::new(
                         codes::BAD_TABLE,
