@@ -311,3 +311,49 @@ fn after_a_majority_ring_under_inserts_the_nodes_that_left_restart_and_copy() {
         agreement.unwrap_or_else(|error| panic!("seed {seed}: {error}"));
     }
 }
+
+/// What the fault harness saw once (design 0019, finding 12): the link
+/// between the president and the other node of its group goes silent
+/// one way, then, a moment later, the other way (TCP under heavy loss
+/// into one node stalls both directions). The node that stopped hearing
+/// the president first reports the cut, but its report is held; the
+/// president, hearing only its own report, chooses itself to leave. If
+/// the reporter also left by itself when its report went unanswered,
+/// both nodes of the group would go at once, and with them the cluster.
+/// The second direction's start is swept so that the president's choice
+/// falls on every side of the reporter's deadline.
+#[test]
+fn a_cut_to_the_president_costs_one_node_of_its_group() {
+    for step in 0..24u64 {
+        let seed = 200 + step;
+        let mut simulation = started(seed);
+        let nodes = simulation.world().data_nodes().to_vec();
+        let (president, reporter) = (nodes[0], nodes[1]);
+        run_for(&mut simulation, seed * 7_000);
+        simulation.inject(Fault::Partition {
+            from: president,
+            to: reporter,
+            duration_us: 20 * DETECTION_US,
+        });
+        // 300 to 760 ms later: the president's own report is settled
+        // 2 intervals after it, the reporter leaves by itself 4 intervals
+        // after its own, 2 intervals earlier.
+        run_for(&mut simulation, 300_000 + step * 20_000);
+        simulation.inject(Fault::Partition {
+            from: reporter,
+            to: president,
+            duration_us: 20 * DETECTION_US,
+        });
+        run_for(&mut simulation, 8 * DETECTION_US);
+        let what = format!("step {step}, link {president}-{reporter} cut one way, then the other");
+        let alive = running(&simulation);
+        assert_eq!(
+            alive.len(),
+            3,
+            "{what}: stopped {:?}\nlast log lines:\n{}",
+            simulation.world().stopped(),
+            recent_logs(&simulation)
+        );
+        assert_agreed(&simulation, &what);
+    }
+}

@@ -44,7 +44,11 @@
 //!   the one cut off, and leaves);
 //! - the president, before it settles a cut: the reporter sends its
 //!   report (or its withdrawal) again to the next president; one that
-//!   hears nothing back within four intervals leaves by itself;
+//!   hears nothing back within four intervals leaves by itself, unless
+//!   the suspect is the president: it settles that cut itself (the
+//!   report reaches it, or it misses the reporter and reports the cut
+//!   itself), so the reporter asks again, and the two ends never both
+//!   leave;
 //! - a ping or an answer that is late, duplicated or of a check already
 //!   over: ignored (matched by check and suspect).
 //!
@@ -64,7 +68,8 @@ const ASKING_INTERVALS: u64 = 2;
 /// chooses.
 const GATHERING_INTERVALS: u64 = 2;
 /// Heartbeat intervals a reporter waits for the president to settle its
-/// cut before it leaves by itself.
+/// cut before it leaves by itself (or, the suspect being the president,
+/// asks again).
 const REPORTED_INTERVALS: u64 = 4;
 
 /// This node's checks and, at the president, the cuts reported to it.
@@ -416,6 +421,17 @@ impl Membership {
                     self.send_cut_report(index, false, ctx)
                 }
                 Stage::Withdrawing { to, .. } if to != president => {
+                    self.send_cut_report(index, true, ctx)
+                }
+                // The suspect is the president: it settles the cut itself,
+                // taking out this node or leaving (it hears the report, or
+                // misses this node and reports the cut to itself). Leaving
+                // here as well would take both ends, which may be all of a
+                // node group (design 0019, finding 12): ask again instead.
+                Stage::Reported { until_ms, .. } if now >= until_ms && suspect == president => {
+                    self.send_cut_report(index, false, ctx)
+                }
+                Stage::Withdrawing { until_ms, .. } if now >= until_ms && suspect == president => {
                     self.send_cut_report(index, true, ctx)
                 }
                 Stage::Reported { until_ms, .. } if now >= until_ms => {

@@ -1,7 +1,8 @@
 //! The connectivity check's golden traces (`connectivity.rs`): a
 //! suspect that answers is not failed, a node that hears none of the
 //! members it asks leaves, a suspect others still hear is a bad link the
-//! president settles (or, without a settlement, the reporter leaves),
+//! president settles (or, without a settlement, the reporter leaves,
+//! unless the suspect is the president: it asks again),
 //! the president's choice of who leaves, and the read lease as the
 //! earliest of every peer's acks.
 
@@ -115,25 +116,100 @@ fn a_suspect_others_still_hear_is_a_bad_link_the_president_settles() {
             if line.contains("{3} still hear it: a bad link; asking president 1")),
         "{reports:?}"
     );
-    let report = signal::signals::CmLinkCutRep {
+    let report = || signal::signals::CmLinkCutRep {
         membership_id: 1,
         suspect: NodeId(1),
         withdraw: false,
     };
     assert!(ctx
         .take_trace()
-        .contains(&line(me, membership_of(1), report)));
-    // No settlement comes: node 2 leaves by itself four intervals later.
+        .contains(&line(me, membership_of(1), report())));
+    // No settlement comes. The suspect is the president, which settles
+    // this cut itself (it may choose to leave): node 2 does not leave too,
+    // but asks again every four intervals (design 0019, finding 12).
+    for round in 0..3 {
+        for _ in 0..3 {
+            heartbeat_timer(&mut node, &mut ctx);
+            deliver(&mut node, &mut ctx, membership_of(3), heartbeat(1));
+        }
+        assert!(ctx.take_reports().is_empty());
+        assert!(!ctx
+            .take_trace()
+            .iter()
+            .any(|line| line.contains("CmLinkCutRep")));
+        heartbeat_timer(&mut node, &mut ctx);
+        assert!(ctx.take_reports().is_empty(), "round {round}");
+        assert!(ctx
+            .take_trace()
+            .contains(&line(me, membership_of(1), report())));
+        deliver(&mut node, &mut ctx, membership_of(3), heartbeat(1));
+    }
+}
+
+/// Node 2 of 1, 2 and 3 (president 1) stopped hearing node 3, which node
+/// 1 still hears: the cut is reported to node 1.
+fn reported_cut_of_node_3(ctx: &mut RecordingContext) -> Membership {
+    let mut node = formed_middle_node(ctx);
+    for _ in 0..HEARTBEAT_MISSED {
+        heartbeat_timer(&mut node, ctx);
+        deliver(&mut node, ctx, membership_of(1), heartbeat(1));
+    }
+    assert_eq!(node.suspected(), &[NodeId(3)]);
+    let hears = signal::signals::CmPingConf {
+        check: 1,
+        suspect: NodeId(3),
+        hears: true,
+    };
+    deliver(&mut node, ctx, membership_of(1), hears);
+    for _ in 0..2 {
+        heartbeat_timer(&mut node, ctx);
+        deliver(&mut node, ctx, membership_of(1), heartbeat(1));
+    }
+    let report = signal::signals::CmLinkCutRep {
+        membership_id: 1,
+        suspect: NodeId(3),
+        withdraw: false,
+    };
+    assert!(ctx
+        .take_trace()
+        .contains(&line(membership_of(2), membership_of(1), report)));
+    ctx.take_reports();
+    node
+}
+
+#[test]
+fn a_reporter_whose_cut_to_another_member_is_not_settled_leaves_by_itself() {
+    let mut ctx = RecordingContext::new();
+    let mut node = reported_cut_of_node_3(&mut ctx);
+    // The report may not have reached the president: four intervals
+    // without a settlement and node 2 leaves by itself.
     for _ in 0..3 {
         heartbeat_timer(&mut node, &mut ctx);
-        deliver(&mut node, &mut ctx, membership_of(3), heartbeat(1));
+        deliver(&mut node, &mut ctx, membership_of(1), heartbeat(1));
     }
     assert!(ctx.take_reports().is_empty());
     heartbeat_timer(&mut node, &mut ctx);
     let reports = ctx.take_reports();
     assert!(
         matches!(&reports[..], [Report::Shutdown(why)]
-            if why.starts_with("this node does not hear node 1, which other members still hear")),
+            if why.starts_with("this node does not hear node 3, which other members still hear")),
+        "{reports:?}"
+    );
+}
+
+#[test]
+fn a_withdrawal_that_gets_no_answer_makes_the_reporter_leave() {
+    let mut ctx = RecordingContext::new();
+    let mut node = reported_cut_of_node_3(&mut ctx);
+    deliver(&mut node, &mut ctx, membership_of(3), heartbeat(7));
+    for _ in 0..5 {
+        heartbeat_timer(&mut node, &mut ctx);
+        deliver(&mut node, &mut ctx, membership_of(1), heartbeat(1));
+    }
+    let reports = ctx.take_reports();
+    assert!(
+        matches!(&reports[..], [Report::Shutdown(why)]
+            if why.contains("the president did not confirm dropping the report")),
         "{reports:?}"
     );
 }
@@ -367,18 +443,35 @@ fn a_reported_suspect_heard_again_is_not_acked_until_the_president_drops_the_rep
 }
 
 #[test]
-fn a_withdrawal_that_gets_no_answer_makes_the_reporter_leave() {
+fn a_withdrawal_to_the_president_it_suspected_is_sent_again_until_answered() {
     let mut ctx = RecordingContext::new();
     let mut node = reported_cut_of_node_1(&mut ctx);
     deliver(&mut node, &mut ctx, membership_of(1), heartbeat(7));
-    for _ in 0..5 {
+    let withdrawal = line(
+        membership_of(2),
+        membership_of(1),
+        signal::signals::CmLinkCutRep {
+            membership_id: 1,
+            suspect: NodeId(1),
+            withdraw: true,
+        },
+    );
+    let mut sent = 0;
+    for _ in 0..9 {
         heartbeat_timer(&mut node, &mut ctx);
         deliver(&mut node, &mut ctx, membership_of(3), heartbeat(1));
+        let trace = ctx.take_trace();
+        sent += trace.iter().filter(|&entry| *entry == withdrawal).count();
     }
+    // Sent at the first tick, and again four and eight intervals later;
+    // node 2 stays (the president settles the cut, whichever it is).
+    assert_eq!(sent, 3);
+    assert!(ctx.take_reports().is_empty());
+    let conf = signal::signals::CmLinkCutConf { suspect: NodeId(1) };
+    deliver(&mut node, &mut ctx, membership_of(1), conf);
     let reports = ctx.take_reports();
     assert!(
-        matches!(&reports[..], [Report::Shutdown(why)]
-            if why.contains("the president did not confirm dropping the report")),
+        matches!(&reports[..], [Report::Log(line)] if line.contains("the president dropped the report")),
         "{reports:?}"
     );
 }
