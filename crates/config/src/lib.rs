@@ -183,11 +183,19 @@ pub struct ThreadCounts {
     /// coordinator and the partition's owner, so there are fewer hand-offs
     /// and wake-ups, which is what costs most on a machine with few cores.
     pub tc_on_ldm: bool,
+    /// The receive and send work runs on ldm thread 0, beside its blocks,
+    /// instead of on threads of their own: a key lookup whose partition is
+    /// on that thread then wakes one thread of the data node, not three.
+    /// For machines with few cores, where wake-ups cost more than the work:
+    /// on by default with 2 cores or fewer.
+    pub network_on_ldm: bool,
 }
 
 impl ThreadCounts {
     /// The counts used for keys left out of `[threads]`, derived from the
-    /// number of cores as RonDB does: half the cores run ldm threads.
+    /// number of cores as RonDB does: half the cores run ldm threads. With
+    /// 2 cores or fewer the network runs on ldm thread 0
+    /// (`network_on_ldm`; measured in docs/benchmarks.md).
     pub fn automatic(cores: usize) -> ThreadCounts {
         let ldm = u32::try_from(cores / 2).unwrap_or(u32::MAX).clamp(2, 32);
         ThreadCounts {
@@ -198,6 +206,7 @@ impl ThreadCounts {
             main: 1,
             spin_us: 0,
             tc_on_ldm: false,
+            network_on_ldm: cores <= 2,
         }
     }
 }
@@ -285,7 +294,16 @@ const CLUSTER_KEYS: &[&str] = &[
     // Refused with a hint: the config text is served to every client.
     "secret",
 ];
-const THREAD_KEYS: &[&str] = &["ldm", "tc", "recv", "send", "main", "spin_us", "tc_on_ldm"];
+const THREAD_KEYS: &[&str] = &[
+    "ldm",
+    "tc",
+    "recv",
+    "send",
+    "main",
+    "spin_us",
+    "tc_on_ldm",
+    "network_on_ldm",
+];
 const DATA_NODE_KEYS: &[&str] = &["id", "host", "port", "data_dir"];
 
 const U32_MAX: i64 = u32::MAX as i64;
@@ -614,6 +632,9 @@ fn parse_threads(
         main: pick(t.integer("main", 1, 1)?, auto.main),
         spin_us: pick(t.integer("spin_us", 0, U32_MAX)?, auto.spin_us),
         tc_on_ldm: auto.tc_on_ldm,
+        network_on_ldm: t
+            .boolean("network_on_ldm")?
+            .map_or(auto.network_on_ldm, |value| value.value),
     };
     let mut counts = counts;
     if let Some(tc_on_ldm) = t.boolean("tc_on_ldm")? {

@@ -109,6 +109,7 @@ fn full_file_with_two_node_groups() {
             main: 1,
             spin_us: 50,
             tc_on_ldm: false,
+            network_on_ldm: automatic_network_on_ldm(),
         }
     );
     assert_eq!(c.node_groups(), 2);
@@ -130,6 +131,20 @@ fn partial_threads_table_fills_in_automatic_counts() {
             ..auto
         }
     );
+}
+
+#[test]
+fn network_on_ldm_threads() {
+    let c = parse(&format!("{MGMD}[threads]\nnetwork_on_ldm = true\n{NODE2}")).expect("valid");
+    assert!(c.threads.network_on_ldm);
+    let c = parse(&format!("{MGMD}[threads]\nnetwork_on_ldm = false\n{NODE2}")).expect("valid");
+    assert!(!c.threads.network_on_ldm);
+    let text = format!("{MGMD}[threads]\nnetwork_on_ldm = \"yes\"\n{NODE2}");
+    let line = 1 + text
+        .lines()
+        .position(|l| l.starts_with("network_on_ldm"))
+        .expect("line");
+    expect_err(&text, "threads.network_on_ldm", Some(line), "a boolean");
 }
 
 #[test]
@@ -159,12 +174,21 @@ fn tc_on_ldm_threads() {
     expect_err(&text, "threads.tc_on_ldm", Some(line), "a boolean");
 }
 
+/// What a `[threads]` table without `network_on_ldm` gets on this machine.
+fn automatic_network_on_ldm() -> bool {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    ThreadCounts::automatic(cores).network_on_ldm
+}
+
 #[test]
 fn automatic_thread_counts() {
     let t = |cores| {
         let c = ThreadCounts::automatic(cores);
         (c.ldm, c.tc, c.recv, c.send, c.main, c.spin_us)
     };
+    let network_on_ldm = |cores| ThreadCounts::automatic(cores).network_on_ldm;
+    assert!(network_on_ldm(1) && network_on_ldm(2));
+    assert!(!network_on_ldm(3) && !network_on_ldm(64));
     assert_eq!(t(1), (2, 1, 1, 1, 1, 0));
     assert_eq!(t(4), (2, 1, 1, 1, 1, 0));
     assert_eq!(t(8), (4, 2, 1, 1, 1, 0));
@@ -226,6 +250,7 @@ fn example_file_parses() {
             main: 1,
             spin_us: 0,
             tc_on_ldm: false,
+            network_on_ldm: automatic_network_on_ldm(),
         }
     );
     assert_eq!(c.data_nodes.len(), 1);

@@ -663,6 +663,7 @@ mod end_to_end {
             spin_us: 0,
             seed: 1,
             signs_of_life: Arc::new(kernel::liveness::SignsOfLife::new(1)),
+            network: None,
         };
         let blocks: Vec<Box<dyn Block>> = vec![Box::new(Writer(answers))];
         let block = std::thread::spawn(move || block_thread::run(setup, blocks));

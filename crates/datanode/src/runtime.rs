@@ -623,30 +623,6 @@ pub fn start(
     let signs_of_life = Arc::new(kernel::liveness::SignsOfLife::new(
         transport::registry::NODE_SLOTS,
     ));
-    let mut threads = Vec::new();
-    for (index, (name, role, inbox, outbox, stats, node_blocks)) in
-        block_threads.into_iter().enumerate()
-    {
-        let setup = BlockThreadSetup {
-            name: name.clone(),
-            role,
-            inbox,
-            outbox,
-            pool,
-            epoch,
-            stats,
-            reports: status.clone(),
-            shutdown: shutdown.clone(),
-            spin_us: config.threads.spin_us,
-            seed: u64::from(pid) << 32 | index as u64,
-            signs_of_life: signs_of_life.clone(),
-        };
-        let handle = std::thread::Builder::new()
-            .name(name.clone())
-            .spawn(move || block_thread::run(setup, node_blocks))
-            .map_err(|error| format!("cannot start thread {name}: {error}"))?;
-        threads.push(handle);
-    }
     let recv_setup = RecvSetup {
         own_node: node,
         listener,
@@ -666,12 +642,6 @@ pub fn start(
             missed: u32::from(config.cluster.api_heartbeat_missed()),
         },
     };
-    threads.push(
-        std::thread::Builder::new()
-            .name("recv".into())
-            .spawn(move || transport::run_recv_thread(recv_setup))
-            .map_err(|error| format!("cannot start thread recv: {error}"))?,
-    );
     let send_setup = SendSetup {
         own_node: node,
         incarnation,
@@ -680,12 +650,58 @@ pub fn start(
         stats: send_stats,
         shutdown: shutdown.clone(),
     };
-    threads.push(
-        std::thread::Builder::new()
-            .name("send".into())
-            .spawn(move || transport::run_send_thread(send_setup))
-            .map_err(|error| format!("cannot start thread send: {error}"))?,
-    );
+    // `network_on_ldm`: the receive and send loops run on ldm thread 0
+    // (placed first), beside its blocks; otherwise on threads of their own.
+    let (mut network, network_threads) = if config.threads.network_on_ldm {
+        let network = transport::NetworkOnThread::new(
+            node,
+            transport::RecvLoop::new(recv_setup),
+            transport::SendLoop::new(send_setup),
+        );
+        let network: Box<dyn kernel::block_thread::Network> = Box::new(network);
+        (Some(network), None)
+    } else {
+        (None, Some((recv_setup, send_setup)))
+    };
+    let mut threads = Vec::new();
+    for (index, (name, role, inbox, outbox, stats, node_blocks)) in
+        block_threads.into_iter().enumerate()
+    {
+        let setup = BlockThreadSetup {
+            name: name.clone(),
+            role,
+            inbox,
+            outbox,
+            pool,
+            epoch,
+            stats,
+            reports: status.clone(),
+            shutdown: shutdown.clone(),
+            spin_us: config.threads.spin_us,
+            seed: u64::from(pid) << 32 | index as u64,
+            signs_of_life: signs_of_life.clone(),
+            network: if index == 0 { network.take() } else { None },
+        };
+        let handle = std::thread::Builder::new()
+            .name(name.clone())
+            .spawn(move || block_thread::run(setup, node_blocks))
+            .map_err(|error| format!("cannot start thread {name}: {error}"))?;
+        threads.push(handle);
+    }
+    if let Some((recv_setup, send_setup)) = network_threads {
+        threads.push(
+            std::thread::Builder::new()
+                .name("recv".into())
+                .spawn(move || transport::run_recv_thread(recv_setup))
+                .map_err(|error| format!("cannot start thread recv: {error}"))?,
+        );
+        threads.push(
+            std::thread::Builder::new()
+                .name("send".into())
+                .spawn(move || transport::run_send_thread(send_setup))
+                .map_err(|error| format!("cannot start thread send: {error}"))?,
+        );
+    }
     let arbiter = Arbiter::new(
         node,
         format!("{}:{}", config.mgmd.host, config.mgmd.port),

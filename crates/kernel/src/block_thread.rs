@@ -34,6 +34,35 @@ pub trait ReportSink: Send + Sync {
     }
 }
 
+/// Socket work a block thread does between its batches when the node runs
+/// its network on that thread (`[threads] network_on_ldm`): reading frames
+/// into signals and writing what blocks sent to other nodes, so that a key
+/// lookup wakes one thread of the data node instead of three. Implemented
+/// by the transport; the kernel only calls it.
+pub trait Network: Send {
+    /// Binds `waker` (the thread's inbox waker) so that a producer's wake
+    /// ends [`Network::sleep`]. Called once, on the thread.
+    fn bind(&mut self, waker: &crate::waker::Waker);
+
+    /// Does what is ready now, never blocking: returns whether it found
+    /// anything to do (then the thread looks at its queues again before
+    /// sleeping).
+    fn work(&mut self) -> bool;
+
+    /// The first half of the sleep protocol for the network's own queues
+    /// (`kernel::waker`): false when work arrived meanwhile, and the thread
+    /// must not sleep.
+    fn prepare_sleep(&mut self) -> bool;
+
+    /// Sleeps until a socket is ready, a producer wakes the thread, or at
+    /// most `timeout` passes; ends the sleep protocol either way.
+    fn sleep(&mut self, timeout: Duration);
+
+    /// The thread stops: what blocks sent still goes out (bounded), then
+    /// every connection closes.
+    fn finish(&mut self);
+}
+
 /// Everything a block thread needs besides its blocks.
 pub struct BlockThreadSetup {
     /// Thread name, e.g. "ldm1".
@@ -60,6 +89,8 @@ pub struct BlockThreadSetup {
     pub seed: u64,
     /// The receive thread's signs of life from other data nodes.
     pub signs_of_life: Arc<crate::liveness::SignsOfLife>,
+    /// The node's sockets, when they are served on this thread.
+    pub network: Option<Box<dyn Network>>,
 }
 
 struct ThreadContext {
@@ -263,8 +294,12 @@ pub fn run(setup: BlockThreadSetup, mut blocks: Vec<Box<dyn Block>>) {
         spin_us,
         seed,
         signs_of_life,
+        mut network,
     } = setup;
-    inbox.waker.bind_current_thread();
+    match network.as_mut() {
+        Some(network) => network.bind(&inbox.waker),
+        None => inbox.waker.bind_current_thread(),
+    }
     // A debugging aid for the no-allocation promise: past this many
     // signals, every allocation on this thread prints its backtrace.
     let mut trap_after_signals: Option<u64> =
@@ -326,6 +361,9 @@ pub fn run(setup: BlockThreadSetup, mut blocks: Vec<Box<dyn Block>>) {
             executed += 1;
         }
         let blocked = ctx.outbox.flush();
+        // What the blocks sent to other nodes leaves now, and what arrived
+        // is read into this thread's queues for the next round.
+        let networked = network.as_mut().is_some_and(|network| network.work());
         ThreadStats::add(&stats.signals, executed);
         signals_so_far += executed;
         assert!(
@@ -339,7 +377,7 @@ pub fn run(setup: BlockThreadSetup, mut blocks: Vec<Box<dyn Block>>) {
         stats
             .allocations
             .store(stdx::alloc_counter::thread_allocations(), Ordering::Relaxed);
-        if executed > 0 {
+        if executed > 0 || networked {
             idle_since = None;
             continue;
         }
@@ -360,6 +398,12 @@ pub fn run(setup: BlockThreadSetup, mut blocks: Vec<Box<dyn Block>>) {
             inbox.waker.cancel_sleep();
             continue;
         }
+        if let Some(network) = network.as_mut() {
+            if !network.prepare_sleep() {
+                inbox.waker.cancel_sleep();
+                continue;
+            }
+        }
         let now = epoch.elapsed().as_millis() as u64;
         let timeout_ms = match ctx.timers.next_due_ms() {
             Some(due) => due.saturating_sub(now).clamp(1, 1000),
@@ -367,8 +411,17 @@ pub fn run(setup: BlockThreadSetup, mut blocks: Vec<Box<dyn Block>>) {
         };
         ThreadStats::add(&stats.sleeps, 1);
         let asleep_at = Instant::now();
-        inbox.waker.park(Duration::from_millis(timeout_ms));
+        match network.as_mut() {
+            Some(network) => {
+                network.sleep(Duration::from_millis(timeout_ms));
+                inbox.waker.cancel_sleep();
+            }
+            None => inbox.waker.park(Duration::from_millis(timeout_ms)),
+        }
         ctx.load.asleep += asleep_at.elapsed();
         idle_since = None;
+    }
+    if let Some(network) = network.as_mut() {
+        network.finish();
     }
 }

@@ -428,6 +428,9 @@ struct Dispatch {
     /// admitted: a token of an older one is refused.
     api_allocations: Vec<u64>,
     signs_of_life: Arc<kernel::liveness::SignsOfLife>,
+    /// This thread runs the blocks its signals go to (see
+    /// [`RecvLoop::beside_blocks`]).
+    blocks_beside: bool,
 }
 
 impl Dispatch {
@@ -583,16 +586,6 @@ impl Dispatch {
             .min()
     }
 
-    /// Publishes what is staged and waits for block threads to free sections.
-    fn wait_for_sections(&mut self) -> Result<(), CloseReason> {
-        self.outbox.flush();
-        if self.shutdown.load(Ordering::Relaxed) {
-            return Err(CloseReason::Shutdown);
-        }
-        std::thread::sleep(OUT_OF_SECTIONS_PAUSE);
-        Ok(())
-    }
-
     /// The established link to data node `node` closed: cut it for good
     /// and tell membership (once).
     fn data_node_link_failed(&mut self, node: NodeId) {
@@ -674,7 +667,12 @@ fn finish_connect(
 
 /// Reads what the socket holds (up to [`READS_PER_ROUND`] reads) and routes
 /// every complete frame. `Ok(true)` when the socket may hold more.
-fn serve(connection: &mut Connection, dispatch: &mut Dispatch) -> Result<bool, CloseReason> {
+fn serve(connection: &mut Connection, dispatch: &mut Dispatch) -> Result<Served, CloseReason> {
+    // A frame put aside for want of sections goes first, and no byte more
+    // is read until it is through.
+    if connection.assembler.held().is_some() && !route_frames(connection, dispatch)? {
+        return Ok(Served::Held);
+    }
     let mut reads = 0;
     while reads < READS_PER_ROUND {
         let result = connection.assembler.read_from(&mut connection.stream);
@@ -688,27 +686,49 @@ fn serve(connection: &mut Connection, dispatch: &mut Dispatch) -> Result<bool, C
                     dispatch.signs_of_life.mark(peer.node);
                 }
                 ThreadStats::add(&dispatch.stats.bytes, read as u64);
-                route_frames(connection, dispatch)?;
+                if !route_frames(connection, dispatch)? {
+                    return Ok(Served::Held);
+                }
             }
-            Err(error) if error.kind() == ErrorKind::WouldBlock => return Ok(false),
+            Err(error) if error.kind() == ErrorKind::WouldBlock => return Ok(Served::Drained),
             Err(error) if error.kind() == ErrorKind::Interrupted => {}
             Err(error) => return Err(CloseReason::Io(error)),
         }
     }
-    Ok(true)
+    Ok(Served::More)
 }
 
-/// Routes the signals of every complete frame in the connection's buffer.
-fn route_frames(connection: &mut Connection, dispatch: &mut Dispatch) -> Result<(), CloseReason> {
+/// How a connection's round ended.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Served {
+    /// Everything readable was read and routed.
+    Drained,
+    /// The round's reads were used up: more may wait.
+    More,
+    /// A data node's frame waits for sections (`FrameAssembler::hold`).
+    Held,
+}
+
+/// Routes the signals of every complete frame in the connection's buffer,
+/// the held rest of one first. Returns false when a data node's signal
+/// found no sections free: the rest of its frame is held (the receive
+/// loop never waits for the block threads, which may be this thread).
+fn route_frames(connection: &mut Connection, dispatch: &mut Dispatch) -> Result<bool, CloseReason> {
     loop {
-        let (header, body) = match connection.assembler.next_frame() {
-            Ok(Some(frame)) => frame,
-            Ok(None) => return Ok(()),
-            Err(error) => return Err(CloseReason::Stream(error)),
+        let held = connection.assembler.held();
+        let resumed = held.is_some();
+        let (header, body, signal_count) = match held {
+            Some(held) => held,
+            None => match connection.assembler.next_frame() {
+                Ok(Some((header, body))) => (header, body, header.signal_count),
+                Ok(None) => return Ok(true),
+                Err(error) => return Err(CloseReason::Stream(error)),
+            },
         };
-        ThreadStats::add(&dispatch.stats.frames, 1);
-        let mut decoder =
-            SignalDecoder::new(body, header.signal_count, header.sender, dispatch.own_node);
+        if !resumed {
+            ThreadStats::add(&dispatch.stats.frames, 1);
+        }
+        let mut decoder = SignalDecoder::new(body, signal_count, header.sender, dispatch.own_node);
         let mut admitted_now = false;
         let peer = match connection.peer {
             Some(peer) => peer,
@@ -762,11 +782,23 @@ fn route_frames(connection: &mut Connection, dispatch: &mut Dispatch) -> Result<
                 Err(WireError::OutOfSections) if !peer.data_node => {
                     dispatch.refuse_for_sections(&mut decoder)?
                 }
-                // From a data node, the decoder did not advance: the same
-                // signal is retried once block threads have freed sections.
-                Err(WireError::OutOfSections) => dispatch.wait_for_sections()?,
+                // From a data node, the decoder did not advance: the rest
+                // of the frame is held and retried once block threads have
+                // freed sections.
+                Err(WireError::OutOfSections) => {
+                    let (unread, remaining) = (decoder.unread_bytes(), decoder.remaining());
+                    if resumed {
+                        connection.assembler.shrink_held(unread, remaining);
+                    } else {
+                        connection.assembler.hold(header, unread, remaining);
+                    }
+                    return Ok(false);
+                }
                 Err(error) => return Err(CloseReason::Decode(error)),
             }
+        }
+        if resumed {
+            connection.assembler.release();
         }
         if admitted_now {
             // Past admission, frames may be as large as any.
@@ -783,6 +815,9 @@ struct Connections {
     free_slots: Vec<usize>,
     /// Connections to serve this round (readable, or cut short last round).
     ready: Vec<usize>,
+    /// Connections whose frame waits for sections: served again next
+    /// pass, after a pause when the thread has nothing else to do.
+    held: Vec<usize>,
     /// `accept` failed; try again after a pause.
     accept_again: bool,
     /// See [`RecvSetup::identify_timeout`].
@@ -1108,129 +1143,197 @@ fn data_links(own_node: NodeId, data_nodes: Vec<DataNodePeer>) -> Vec<DataNodeLi
     links
 }
 
-/// Runs the receive thread until `shutdown` is set. Call on its own thread.
-///
-/// Panics only when the operating system refuses the poll itself at start
-/// (the node cannot serve without it); nothing a peer sends panics.
-pub fn run_recv_thread(setup: RecvSetup) {
-    let RecvSetup {
-        own_node,
-        listener,
-        outbox,
-        pool,
-        connections: registry,
-        stats,
-        shutdown,
-        tc_instances,
-        incarnation,
-        data_nodes,
-        identify_timeout,
-        secret,
-        api_heartbeat,
-        signs_of_life,
-    } = setup;
-    if let Err(error) = listener.set_nonblocking(true) {
-        panic!("recv thread of node {own_node}: cannot make the listener non-blocking: {error}");
-    }
-    let poll = Poll::new()
-        .unwrap_or_else(|error| panic!("recv thread of node {own_node}: no poll: {error}"));
-    let source_ip = match listener.local_addr() {
-        Ok(std::net::SocketAddr::V4(address)) if !address.ip().is_unspecified() => {
-            Some(*address.ip())
+/// The receive thread's work, one pass at a time: run by a thread of its
+/// own ([`run_recv_thread`]) or by a block thread beside its blocks
+/// ([`crate::NetworkOnThread`]).
+pub struct RecvLoop {
+    own_node: NodeId,
+    dispatch: Dispatch,
+    connections: Connections,
+    events: Events,
+    serving: Vec<usize>,
+    queues_full: bool,
+    last_sweep: Instant,
+    last_liveness_check: Instant,
+    api_heartbeat: ApiHeartbeatLimits,
+}
+
+impl RecvLoop {
+    /// Sets the loop up: the listener polled, the links to dial listed.
+    ///
+    /// Panics when the operating system refuses the poll or the listener.
+    pub fn new(setup: RecvSetup) -> RecvLoop {
+        let RecvSetup {
+            own_node,
+            listener,
+            outbox,
+            pool,
+            connections: registry,
+            stats,
+            shutdown,
+            tc_instances,
+            incarnation,
+            data_nodes,
+            identify_timeout,
+            secret,
+            api_heartbeat,
+            signs_of_life,
+        } = setup;
+        if let Err(error) = listener.set_nonblocking(true) {
+            panic!(
+                "recv thread of node {own_node}: cannot make the listener non-blocking: {error}"
+            );
         }
-        _ => None,
-    };
-    let mut listener = TcpListener::from_std(listener);
-    if let Err(error) = poll
-        .registry()
-        .register(&mut listener, LISTENER_TOKEN, Interest::READABLE)
-    {
-        panic!("recv thread of node {own_node}: cannot poll the listener: {error}");
+        let poll = Poll::new()
+            .unwrap_or_else(|error| panic!("recv thread of node {own_node}: no poll: {error}"));
+        let source_ip = match listener.local_addr() {
+            Ok(std::net::SocketAddr::V4(address)) if !address.ip().is_unspecified() => {
+                Some(*address.ip())
+            }
+            _ => None,
+        };
+        let mut listener = TcpListener::from_std(listener);
+        if let Err(error) =
+            poll.registry()
+                .register(&mut listener, LISTENER_TOKEN, Interest::READABLE)
+        {
+            panic!("recv thread of node {own_node}: cannot poll the listener: {error}");
+        }
+        let dispatch = Dispatch {
+            own_node,
+            outbox,
+            pool,
+            // Two buffers of every class: the sections of one request.
+            refusal_pool: SectionPool::leak([2; 6]),
+            registry,
+            stats,
+            shutdown,
+            tc_instances,
+            incarnation,
+            links: data_links(own_node, data_nodes),
+            source_ip,
+            secret,
+            api_allocations: vec![0; NODE_SLOTS],
+            signs_of_life,
+            blocks_beside: false,
+        };
+        let connections = Connections {
+            poll,
+            listener,
+            slots: (0..MAX_CONNECTIONS).map(|_| None).collect(),
+            // Reversed so slot 0 is used first (tidier logs, nothing more).
+            free_slots: (0..MAX_CONNECTIONS).rev().collect(),
+            ready: Vec::with_capacity(MAX_CONNECTIONS),
+            held: Vec::with_capacity(MAX_CONNECTIONS),
+            accept_again: false,
+            identify_timeout,
+        };
+        RecvLoop {
+            own_node,
+            dispatch,
+            connections,
+            events: Events::with_capacity(1024),
+            serving: Vec::with_capacity(MAX_CONNECTIONS),
+            queues_full: false,
+            last_sweep: Instant::now(),
+            last_liveness_check: Instant::now(),
+            api_heartbeat,
+        }
     }
-    let mut dispatch = Dispatch {
-        own_node,
-        outbox,
-        pool,
-        // Two buffers of every class: the sections of one request.
-        refusal_pool: SectionPool::leak([2; 6]),
-        registry,
-        stats,
-        shutdown,
-        tc_instances,
-        incarnation,
-        links: data_links(own_node, data_nodes),
-        source_ip,
-        secret,
-        api_allocations: vec![0; NODE_SLOTS],
-        signs_of_life,
-    };
-    let mut connections = Connections {
-        poll,
-        listener,
-        slots: (0..MAX_CONNECTIONS).map(|_| None).collect(),
-        // Reversed so slot 0 is used first (tidier logs, nothing more).
-        free_slots: (0..MAX_CONNECTIONS).rev().collect(),
-        ready: Vec::with_capacity(MAX_CONNECTIONS),
-        accept_again: false,
-        identify_timeout,
-    };
-    let mut events = Events::with_capacity(1024);
-    let mut serving: Vec<usize> = Vec::with_capacity(MAX_CONNECTIONS);
-    let mut queues_full = false;
-    let mut last_sweep = Instant::now();
-    let mut last_liveness_check = Instant::now();
-    while !dispatch.shutdown.load(Ordering::Relaxed) {
-        if queues_full {
+
+    /// This loop runs on a block thread, beside the blocks its signals go
+    /// to: it must never wait for them (they run only once it returns).
+    pub fn beside_blocks(&mut self) {
+        self.dispatch.blocks_beside = true;
+    }
+
+    /// The poll of this loop's listener and sockets, for a thread that
+    /// sleeps on several polls.
+    pub fn poll_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.connections.poll.as_raw_fd()
+    }
+
+    /// Whether a connection is left to serve at once (it had more to read
+    /// than one round takes), or signals wait for room in a block thread's
+    /// queue: then the caller must not sleep.
+    pub fn has_work(&self) -> bool {
+        !self.connections.ready.is_empty() || self.queues_full
+    }
+
+    /// How long this loop may sleep when idle: its sweeps and dials are due
+    /// then (and a late wake-up shows the thread was stalled).
+    pub fn idle_timeout(&self) -> Duration {
+        if !self.connections.held.is_empty() {
+            return OUT_OF_SECTIONS_PAUSE;
+        }
+        if self.connections.accept_again {
+            return ACCEPT_RETRY_PAUSE;
+        }
+        let idle = POLL_TIMEOUT.min(self.api_heartbeat.interval);
+        self.dispatch
+            .next_dial_in(Instant::now())
+            .map_or(idle, |wait| wait.min(idle))
+    }
+
+    /// One pass: polls for at most `timeout` (zero: only what is ready),
+    /// accepts, dials, reads every ready connection once round, sweeps,
+    /// and publishes what it decoded. Returns whether it found anything
+    /// to do.
+    pub fn turn(&mut self, timeout: Duration) -> bool {
+        let own_node = self.own_node;
+        let dispatch = &mut self.dispatch;
+        let connections = &mut self.connections;
+        if self.queues_full {
             // Stop reading until the block threads catch up: TCP then
             // pushes back on the clients instead of our memory growing.
             if dispatch.outbox.flush() {
-                std::thread::sleep(QUEUES_FULL_PAUSE);
-                continue;
+                if !dispatch.blocks_beside {
+                    std::thread::sleep(QUEUES_FULL_PAUSE);
+                }
+                return true;
             }
-            queues_full = false;
+            self.queues_full = false;
         }
-        let timeout = if !connections.ready.is_empty() {
-            Duration::ZERO
-        } else if connections.accept_again {
-            ACCEPT_RETRY_PAUSE
+        // Frames held for want of sections are tried again each pass.
+        for slot in std::mem::take(&mut connections.held) {
+            connections.queue(slot);
+        }
+        let timeout = if connections.ready.is_empty() {
+            timeout
         } else {
-            ThreadStats::add(&dispatch.stats.sleeps, 1);
-            // Wakes at least once per heartbeat interval, so a late
-            // wake-up means this thread was stalled.
-            let idle = POLL_TIMEOUT.min(api_heartbeat.interval);
-            dispatch
-                .next_dial_in(Instant::now())
-                .map_or(idle, |wait| wait.min(idle))
+            Duration::ZERO
         };
-        if let Err(error) = connections.poll.poll(&mut events, Some(timeout)) {
+        if let Err(error) = connections.poll.poll(&mut self.events, Some(timeout)) {
             if error.kind() == ErrorKind::Interrupted {
-                continue;
+                return true;
             }
             panic!("recv thread of node {own_node}: poll failed: {error}");
         }
+        let mut found = !self.events.is_empty() || !connections.ready.is_empty();
         if connections.accept_again {
             connections.accept_all(own_node);
         }
-        for event in events.iter() {
+        for event in self.events.iter() {
             match event.token() {
                 LISTENER_TOKEN => connections.accept_all(own_node),
                 Token(token) => connections.queue(token - 1),
             }
         }
-        connections.dial_due(&mut dispatch);
-        std::mem::swap(&mut serving, &mut connections.ready);
-        for slot in serving.drain(..) {
+        connections.dial_due(dispatch);
+        std::mem::swap(&mut self.serving, &mut connections.ready);
+        for slot in self.serving.drain(..) {
             let Some(connection) = connections.slots[slot].as_mut() else {
                 continue;
             };
             connection.queued = false;
             if connection.connecting.is_some() {
                 let registry = connections.poll.registry();
-                match finish_connect(connection, slot, registry, &dispatch) {
+                match finish_connect(connection, slot, registry, dispatch) {
                     Ok(true) => {}
                     Ok(false) => continue,
                     Err(reason) => {
-                        connections.close(slot, reason, &mut dispatch);
+                        connections.close(slot, reason, dispatch);
                         continue;
                     }
                 }
@@ -1238,33 +1341,59 @@ pub fn run_recv_thread(setup: RecvSetup) {
             let Some(connection) = connections.slots[slot].as_mut() else {
                 continue;
             };
-            match serve(connection, &mut dispatch) {
-                Ok(true) => connections.queue(slot),
-                Ok(false) => {}
-                Err(reason) => connections.close(slot, reason, &mut dispatch),
+            match serve(connection, dispatch) {
+                Ok(Served::More) => connections.queue(slot),
+                Ok(Served::Drained) => {}
+                Ok(Served::Held) => connections.held.push(slot),
+                Err(reason) => connections.close(slot, reason, dispatch),
             }
         }
         let now = Instant::now();
-        if now.saturating_duration_since(last_sweep) >= POLL_TIMEOUT {
-            last_sweep = now;
-            connections.close_unidentified(now, &mut dispatch);
+        if now.saturating_duration_since(self.last_sweep) >= POLL_TIMEOUT {
+            self.last_sweep = now;
+            connections.close_unidentified(now, dispatch);
         }
-        let since_check = now.saturating_duration_since(last_liveness_check);
-        if since_check >= api_heartbeat.interval {
-            last_liveness_check = now;
-            let stalled = since_check >= api_heartbeat.interval * 2;
-            connections.check_api_liveness(api_heartbeat, stalled, &mut dispatch);
+        let since_check = now.saturating_duration_since(self.last_liveness_check);
+        if since_check >= self.api_heartbeat.interval {
+            self.last_liveness_check = now;
+            let stalled = since_check >= self.api_heartbeat.interval * 2;
+            connections.check_api_liveness(self.api_heartbeat, stalled, dispatch);
         }
-        queues_full = dispatch.outbox.flush();
+        self.queues_full = dispatch.outbox.flush();
+        found |= self.queues_full;
         dispatch
             .stats
             .allocations
             .store(stdx::alloc_counter::thread_allocations(), Ordering::Relaxed);
+        found
     }
-    for slot in 0..MAX_CONNECTIONS {
-        connections.close(slot, CloseReason::Shutdown, &mut dispatch);
+
+    /// Stopping: every connection closed, what was decoded published.
+    pub fn finish(&mut self) {
+        for slot in 0..MAX_CONNECTIONS {
+            self.connections
+                .close(slot, CloseReason::Shutdown, &mut self.dispatch);
+        }
+        self.dispatch.outbox.flush();
     }
-    dispatch.outbox.flush();
+}
+
+/// Runs the receive thread until `shutdown` is set. Call on its own thread.
+///
+/// Panics when the operating system refuses the poll or the listener at
+/// start; nothing a peer sends panics.
+pub fn run_recv_thread(setup: RecvSetup) {
+    let mut recv = RecvLoop::new(setup);
+    while !recv.dispatch.shutdown.load(Ordering::Relaxed) {
+        let timeout = if recv.has_work() {
+            Duration::ZERO
+        } else {
+            ThreadStats::add(&recv.dispatch.stats.sleeps, 1);
+            recv.idle_timeout()
+        };
+        recv.turn(timeout);
+    }
+    recv.finish();
 }
 
 #[cfg(test)]

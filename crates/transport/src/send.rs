@@ -394,91 +394,181 @@ impl Sender {
     }
 }
 
+/// The send thread's work, one pass at a time: run by a thread of its own
+/// ([`run_send_thread`]) or by a block thread beside its blocks
+/// ([`crate::NetworkOnThread`]).
+pub struct SendLoop {
+    own_node: NodeId,
+    inbox: Inbox,
+    poll: Poll,
+    events: Events,
+    sender: Sender,
+    shutdown: Arc<AtomicBool>,
+}
+
+impl SendLoop {
+    /// Sets the loop up; the inbox's waker is left for the caller to bind
+    /// ([`SendLoop::bind_own_waker`], or a block thread's wake).
+    ///
+    /// Panics when the operating system refuses the poll.
+    pub fn new(setup: SendSetup) -> SendLoop {
+        let SendSetup {
+            own_node,
+            incarnation,
+            inbox,
+            connections: registry,
+            stats,
+            shutdown,
+        } = setup;
+        let poll = Poll::new()
+            .unwrap_or_else(|error| panic!("send thread of node {own_node}: no poll: {error}"));
+        let poll_registry = poll.registry().try_clone().unwrap_or_else(|error| {
+            panic!("send thread of node {own_node}: no poll registry: {error}")
+        });
+        let sender = Sender {
+            own_node,
+            incarnation,
+            generation: registry.generation().wrapping_sub(1),
+            registry,
+            snapshot: Vec::with_capacity(NODE_SLOTS),
+            peers: (0..NODE_SLOTS).map(|_| None).collect(),
+            dirty: Vec::with_capacity(NODE_SLOTS),
+            waiting_writable: 0,
+            poll_registry,
+            stats,
+        };
+        SendLoop {
+            own_node,
+            inbox,
+            poll,
+            events: Events::with_capacity(NODE_SLOTS + 1),
+            sender,
+            shutdown,
+        }
+    }
+
+    /// A thread of its own: a producer's wake interrupts this loop's poll.
+    fn bind_own_waker(&mut self) {
+        let own_node = self.own_node;
+        let waker = mio::Waker::new(self.poll.registry(), WAKER_TOKEN).unwrap_or_else(|error| {
+            panic!("send thread of node {own_node}: no poll waker: {error}")
+        });
+        self.inbox.waker.bind_hook(Box::new(move || {
+            // Fails only if the eventfd is full, and then the poll is awake anyway.
+            let _ = waker.wake();
+        }));
+    }
+
+    /// The inbox's waker (bound by whoever sleeps for this loop).
+    pub fn waker(&self) -> &Arc<kernel::waker::Waker> {
+        &self.inbox.waker
+    }
+
+    /// The poll of this loop's sockets (ready when one that refused bytes
+    /// becomes writable), for a thread that sleeps on several polls.
+    pub fn poll_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.poll.as_raw_fd()
+    }
+
+    /// Takes a batch off the inbox, writes it, and writes to sockets that
+    /// became writable; returns whether the inbox had anything.
+    pub fn work(&mut self) -> bool {
+        let sender = &mut self.sender;
+        if sender.registry.generation() != sender.generation {
+            sender.refresh();
+        }
+        let drained = self
+            .inbox
+            .drain(DRAIN_BATCH, |envelope| sender.append(envelope));
+        sender.flush_dirty();
+        sender
+            .stats
+            .allocations
+            .store(stdx::alloc_counter::thread_allocations(), Ordering::Relaxed);
+        // Look for writable sockets without sleeping, and only when some
+        // connection waits for one.
+        if sender.waiting_writable > 0 {
+            poll_once(
+                &mut self.poll,
+                &mut self.events,
+                Duration::ZERO,
+                self.own_node,
+            );
+            sender.handle_events(&self.events);
+        }
+        drained > 0
+    }
+
+    /// The first half of the sleep protocol (`kernel::waker`): false when
+    /// work arrived meanwhile (then the caller must not sleep).
+    pub fn prepare_sleep(&mut self) -> bool {
+        self.inbox.waker.prepare_sleep();
+        if self.inbox.has_pending() {
+            self.inbox.waker.cancel_sleep();
+            return false;
+        }
+        true
+    }
+
+    /// The caller woke (or never slept after [`SendLoop::prepare_sleep`]).
+    pub fn cancel_sleep(&mut self) {
+        self.inbox.waker.cancel_sleep();
+    }
+
+    /// Stopping: what the blocks sent before the stop still goes out (a
+    /// graceful stop waits for the tcs to answer every transaction, and
+    /// those answers may still be queued here), for at most FINAL_FLUSH.
+    pub fn finish(&mut self) {
+        let deadline = std::time::Instant::now() + FINAL_FLUSH;
+        loop {
+            let sender = &mut self.sender;
+            let drained = self
+                .inbox
+                .drain(DRAIN_BATCH, |envelope| sender.append(envelope));
+            sender.flush_dirty();
+            if drained == 0 && sender.waiting_writable == 0 {
+                break;
+            }
+            if std::time::Instant::now() >= deadline {
+                break;
+            }
+            if sender.waiting_writable > 0 {
+                poll_once(
+                    &mut self.poll,
+                    &mut self.events,
+                    Duration::from_millis(5),
+                    self.own_node,
+                );
+                sender.handle_events(&self.events);
+            }
+        }
+    }
+}
+
 /// Runs the send thread until `shutdown` is set. Call on its own thread.
 ///
 /// Panics when the operating system refuses the poll at start, and when a
 /// block addressed a node-internal signal to another node (a bug, named in
 /// the message); nothing a peer does panics.
 pub fn run_send_thread(setup: SendSetup) {
-    let SendSetup {
-        own_node,
-        incarnation,
-        mut inbox,
-        connections: registry,
-        stats,
-        shutdown,
-    } = setup;
-    let mut poll = Poll::new()
-        .unwrap_or_else(|error| panic!("send thread of node {own_node}: no poll: {error}"));
-    let waker = mio::Waker::new(poll.registry(), WAKER_TOKEN)
-        .unwrap_or_else(|error| panic!("send thread of node {own_node}: no poll waker: {error}"));
-    inbox.waker.bind_hook(Box::new(move || {
-        // Fails only if the eventfd is full, and then the poll is awake anyway.
-        let _ = waker.wake();
-    }));
-    let poll_registry = poll.registry().try_clone().unwrap_or_else(|error| {
-        panic!("send thread of node {own_node}: no poll registry: {error}")
-    });
-    let mut sender = Sender {
-        own_node,
-        incarnation,
-        generation: registry.generation().wrapping_sub(1),
-        registry,
-        snapshot: Vec::with_capacity(NODE_SLOTS),
-        peers: (0..NODE_SLOTS).map(|_| None).collect(),
-        dirty: Vec::with_capacity(NODE_SLOTS),
-        waiting_writable: 0,
-        poll_registry,
-        stats,
-    };
-    let mut events = Events::with_capacity(NODE_SLOTS + 1);
-    while !shutdown.load(Ordering::Relaxed) {
-        if sender.registry.generation() != sender.generation {
-            sender.refresh();
-        }
-        let drained = inbox.drain(DRAIN_BATCH, |envelope| sender.append(envelope));
-        sender.flush_dirty();
-        sender
-            .stats
-            .allocations
-            .store(stdx::alloc_counter::thread_allocations(), Ordering::Relaxed);
-        if drained > 0 {
-            // Busy: look for writable sockets without sleeping, and only
-            // when some connection waits for one.
-            if sender.waiting_writable > 0 {
-                poll_once(&mut poll, &mut events, Duration::ZERO, own_node);
-                sender.handle_events(&events);
-            }
+    let mut send = SendLoop::new(setup);
+    send.bind_own_waker();
+    while !send.shutdown.load(Ordering::Relaxed) {
+        if send.work() || !send.prepare_sleep() {
             continue;
         }
-        inbox.waker.prepare_sleep();
-        if inbox.has_pending() {
-            inbox.waker.cancel_sleep();
-            continue;
-        }
-        ThreadStats::add(&sender.stats.sleeps, 1);
-        poll_once(&mut poll, &mut events, POLL_TIMEOUT, own_node);
-        inbox.waker.cancel_sleep();
-        sender.handle_events(&events);
+        ThreadStats::add(&send.sender.stats.sleeps, 1);
+        poll_once(
+            &mut send.poll,
+            &mut send.events,
+            POLL_TIMEOUT,
+            send.own_node,
+        );
+        send.cancel_sleep();
+        send.sender.handle_events(&send.events);
     }
-    // Stopping: what the blocks sent before the stop still goes out (a
-    // graceful stop waits for the tcs to answer every transaction, and
-    // those answers may still be queued here), for at most FINAL_FLUSH.
-    let deadline = std::time::Instant::now() + FINAL_FLUSH;
-    loop {
-        let drained = inbox.drain(DRAIN_BATCH, |envelope| sender.append(envelope));
-        sender.flush_dirty();
-        if drained == 0 && sender.waiting_writable == 0 {
-            break;
-        }
-        if std::time::Instant::now() >= deadline {
-            break;
-        }
-        if sender.waiting_writable > 0 {
-            poll_once(&mut poll, &mut events, Duration::from_millis(5), own_node);
-            sender.handle_events(&events);
-        }
-    }
+    send.finish();
 }
 
 fn poll_once(poll: &mut Poll, events: &mut Events, timeout: Duration, own_node: NodeId) {

@@ -100,6 +100,30 @@ fn lqh_key_req(node: &TestNode) -> LqhKeyReq {
 /// lost or reordered.
 #[test]
 fn a_data_nodes_signals_wait_for_sections_without_being_lost() {
+    signals_wait_for_sections(false);
+}
+
+/// The same with node 2's receive and send loops run by the thread that
+/// consumes its blocks' signals (`network_on_ldm`): the frame waits, held,
+/// while the loop returns, since the sections it needs are freed only by
+/// that thread. Waiting inside the loop would hang this test for ever, so a
+/// watchdog ends the process instead.
+#[test]
+fn on_the_blocks_thread_a_data_nodes_signals_wait_for_sections_without_waiting_for_the_thread() {
+    let finished = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watched = finished.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(common::PATIENCE * 2);
+        if !watched.load(std::sync::atomic::Ordering::Relaxed) {
+            eprintln!("the receive loop beside the blocks waited for them: hung");
+            std::process::abort();
+        }
+    });
+    signals_wait_for_sections(true);
+    finished.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn signals_wait_for_sections(beside_blocks: bool) {
     let (listener_1, listener_2) = (listen(), listen());
     let peers = vec![
         DataNodePeer {
@@ -113,10 +137,33 @@ fn a_data_nodes_signals_wait_for_sections_without_being_lost() {
     ];
     let mut node_1 = TestNode::start_data_node(NodeId(1), 11, listener_1, peers.clone(), SECTIONS);
     // Two small sections: one LqhKeyReq (key and attr) at a time.
-    let mut node_2 =
-        TestNode::start_data_node(NodeId(2), 22, listener_2, peers, [2, 1, 1, 1, 1, 1]);
-    expect_connected(&mut node_1, 2, 22);
-    expect_connected(&mut node_2, 1, 11);
+    let small = [2, 1, 1, 1, 1, 1];
+    let mut node_2 = if beside_blocks {
+        TestNode::start_data_node_beside_blocks(NodeId(2), 22, listener_2, peers, small)
+    } else {
+        TestNode::start_data_node(NodeId(2), 22, listener_2, peers, small)
+    };
+    // Node 2's loops run only when the test looks at it: node 1 dials it,
+    // so both must be looked at until they are connected.
+    let mut connected = (false, false);
+    let deadline = std::time::Instant::now() + common::PATIENCE;
+    while connected != (true, true) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the nodes never connected"
+        );
+        if !connected.0 {
+            if let Some(seen) = node_1.try_next_signal() {
+                connected.0 = is_connected(&seen, 1, 2, 22);
+            }
+        }
+        if !connected.1 {
+            if let Some(seen) = node_2.try_next_signal() {
+                connected.1 = is_connected(&seen, 2, 1, 11);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
     node_1.wait_until("node 2 registered on node 1", |node| {
         node.registry.connected_nodes() == vec![NodeId(2)]
     });
@@ -140,14 +187,32 @@ fn a_data_nodes_signals_wait_for_sections_without_being_lost() {
         };
         assert_eq!(request.tc_op, tc_op, "signals keep their order");
         // Held until the next is taken: the pool has room for one.
-        std::thread::sleep(Duration::from_millis(20));
-        assert!(
-            node_2.try_next_signal().is_none(),
-            "a section appeared from an exhausted pool"
-        );
+        for _ in 0..20 {
+            std::thread::sleep(Duration::from_millis(1));
+            assert!(
+                node_2.try_next_signal().is_none(),
+                "a section appeared from an exhausted pool"
+            );
+        }
         drop(request);
     }
-    assert!(node_2.registry.connected_nodes() == vec![NodeId(1)]);
+    node_2.wait_until("node 1 registered on node 2", |node| {
+        node.registry.connected_nodes() == vec![NodeId(1)]
+    });
+}
+
+/// Whether `seen` is node `node`'s NodeConnectedRep for `peer` of
+/// `incarnation`.
+fn is_connected(seen: &Envelope, node: u16, peer: u16, incarnation: u32) -> bool {
+    let membership = at(node, BlockKind::Membership, 0);
+    assert_eq!((seen.from, seen.to), (membership, membership), "{seen:?}");
+    match &seen.signal {
+        Signal::NodeConnectedRep(rep) => {
+            assert_eq!((rep.node, rep.incarnation), (NodeId(peer), incarnation));
+            true
+        }
+        other => panic!("expected NodeConnectedRep, got {other:?}"),
+    }
 }
 
 #[test]

@@ -17,6 +17,20 @@ pub struct FrameAssembler {
     /// Largest frame taken: `MAX_FRAME_BYTES`, or less while a connection
     /// has not said who it is (`set_frame_limit`).
     frame_limit: usize,
+    /// The end of the body of the frame `next_frame` returned last.
+    last_body_end: usize,
+    /// The undecoded rest of a frame put aside with [`FrameAssembler::hold`].
+    held: Option<Held>,
+}
+
+/// The undecoded signals of a frame kept for later.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    header: FrameHeader,
+    /// Where the rest lies in the buffer.
+    start: usize,
+    end: usize,
+    remaining: u16,
 }
 
 /// Why a connection must be closed.
@@ -77,6 +91,8 @@ impl FrameAssembler {
             expected_sequence: 0,
             peer: None,
             frame_limit: codec::MAX_FRAME_BYTES,
+            last_body_end: 0,
+            held: None,
         }
     }
 
@@ -91,11 +107,7 @@ impl FrameAssembler {
     /// Reads once from `source` into the free space. Returns bytes read
     /// (0 = end of stream), or the I/O error (WouldBlock included).
     pub fn read_from(&mut self, source: &mut impl Read) -> std::io::Result<usize> {
-        if self.start > 0 && (self.end == self.buffer.len() || self.start == self.end) {
-            self.buffer.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-        }
+        self.compact_if_full();
         if self.end == self.buffer.len() {
             // Only reached for a frame larger than the buffer (bounded by
             // MAX_FRAME_BYTES, checked in `next_frame` before growing).
@@ -110,15 +122,87 @@ impl FrameAssembler {
     /// Appends bytes (for tests and in-memory transports).
     pub fn push_bytes(&mut self, bytes: &[u8]) {
         if self.buffer.len() - self.end < bytes.len() {
-            self.buffer.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
+            self.compact();
             if self.buffer.len() - self.end < bytes.len() {
                 self.buffer.resize(self.end + bytes.len(), 0);
             }
         }
         self.buffer[self.end..self.end + bytes.len()].copy_from_slice(bytes);
         self.end += bytes.len();
+    }
+
+    /// Moves the bytes still needed (a held rest, then what follows the
+    /// frames taken) to the front, when the buffer is full or nothing
+    /// follows.
+    fn compact_if_full(&mut self) {
+        let live = self.held.map_or(self.start, |held| held.start);
+        if live > 0 && (self.end == self.buffer.len() || self.start == self.end) {
+            self.compact();
+        }
+    }
+
+    fn compact(&mut self) {
+        let live = self.held.map_or(self.start, |held| held.start);
+        self.buffer.copy_within(live..self.end, 0);
+        self.end -= live;
+        self.start -= live;
+        self.last_body_end = self.last_body_end.saturating_sub(live);
+        if let Some(held) = self.held.as_mut() {
+            held.start -= live;
+            held.end -= live;
+        }
+    }
+
+    /// Keeps the undecoded rest of the frame `next_frame` returned last:
+    /// its last `unread_bytes` bytes of body, holding `remaining` signals
+    /// (a decoder's [`SignalDecoder::unread_bytes`] and
+    /// [`SignalDecoder::remaining`] after it stopped). [`FrameAssembler::held`]
+    /// hands it back until [`FrameAssembler::release`]; bytes read meanwhile
+    /// queue behind it. Used when the signals cannot be taken now (no
+    /// sections free) by a reader that must not wait.
+    ///
+    /// [`SignalDecoder::unread_bytes`]: crate::codec::SignalDecoder::unread_bytes
+    /// [`SignalDecoder::remaining`]: crate::codec::SignalDecoder::remaining
+    pub fn hold(&mut self, header: FrameHeader, unread_bytes: usize, remaining: u16) {
+        assert!(
+            self.held.is_none() && unread_bytes <= self.last_body_end,
+            "hold: one rest at a time, of the frame taken last"
+        );
+        self.held = Some(Held {
+            header,
+            start: self.last_body_end - unread_bytes,
+            end: self.last_body_end,
+            remaining,
+        });
+    }
+
+    /// The rest kept by [`FrameAssembler::hold`]: the frame's header, the
+    /// undecoded body and its signal count.
+    pub fn held(&self) -> Option<(FrameHeader, &[u8], u16)> {
+        self.held.map(|held| {
+            (
+                held.header,
+                &self.buffer[held.start..held.end],
+                held.remaining,
+            )
+        })
+    }
+
+    /// Some of the held rest was decoded: `unread_bytes` bytes holding
+    /// `remaining` signals are left.
+    pub fn shrink_held(&mut self, unread_bytes: usize, remaining: u16) {
+        let held = self.held.as_mut().expect("shrink_held: a rest is held");
+        assert!(
+            unread_bytes <= held.end - held.start && remaining <= held.remaining,
+            "shrink_held: the rest only shrinks"
+        );
+        held.start = held.end - unread_bytes;
+        held.remaining = remaining;
+    }
+
+    /// The held rest was decoded (or is to be dropped): frames follow.
+    pub fn release(&mut self) {
+        self.held = None;
     }
 
     /// The next complete, verified frame: its header and its signal body.
@@ -152,6 +236,7 @@ impl FrameAssembler {
         }
         let frame_start = self.start;
         self.start += frame_bytes;
+        self.last_body_end = self.start;
         self.expected_sequence += 1;
         let frame = &self.buffer[frame_start..frame_start + frame_bytes];
         let body = codec::verify_frame(frame, &header).map_err(StreamError::Wire)?;
@@ -275,5 +360,82 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A frame of `count` TC_COMMIT_REQs numbered from `first`.
+    fn frame_of(sequence: u64, first: u64, count: u16) -> Vec<u8> {
+        let mut out = Vec::new();
+        let start = codec::begin_frame(&mut out);
+        for id in first..first + u64::from(count) {
+            let envelope = Envelope {
+                from: BlockRef::new(NodeId(130), BlockKind::Api, 0),
+                to: BlockRef::new(NodeId(2), BlockKind::Tc, 0),
+                signal: TcCommitReq {
+                    transaction_id: TransactionId(id),
+                }
+                .into(),
+            };
+            codec::encode_signal(&mut out, &envelope).expect("wire signal");
+        }
+        codec::finish_frame(&mut out, start, NodeId(130), 1, sequence, count);
+        out
+    }
+
+    fn ids(decoder: &mut codec::SignalDecoder<'_>, pool: &'static crate::SectionPool) -> Vec<u64> {
+        let mut seen = Vec::new();
+        while let Some(envelope) = decoder.next(pool).expect("valid") {
+            let crate::Signal::TcCommitReq(request) = envelope.signal else {
+                panic!("{envelope:?}");
+            };
+            seen.push(request.transaction_id.0);
+        }
+        seen
+    }
+
+    /// A rest held for later survives the bytes read meanwhile (the buffer
+    /// compacted under it), shrinks as it is decoded, and the frames after
+    /// it come out in order once it is released.
+    #[test]
+    fn a_held_rest_survives_later_reads_and_frames_follow_it() {
+        let pool = crate::SectionPool::leak([1; 6]);
+        let mut assembler = FrameAssembler::new();
+        assembler.push_bytes(&frame_of(0, 0, 5));
+        let (header, body) = assembler.next_frame().expect("valid").expect("a frame");
+        let mut decoder =
+            codec::SignalDecoder::new(body, header.signal_count, header.sender, NodeId(2));
+        assert!(decoder.next(pool).expect("valid").is_some());
+        let (unread, remaining) = (decoder.unread_bytes(), decoder.remaining());
+        assert_eq!(remaining, 4);
+        assembler.hold(header, unread, remaining);
+        // Enough frames behind it to make the buffer compact and grow.
+        let mut sequence = 1;
+        let mut next_id = 5;
+        while sequence < 400 {
+            assembler.push_bytes(&frame_of(sequence, next_id, 100));
+            sequence += 1;
+            next_id += 100;
+        }
+        let (held_header, rest, held_remaining) = assembler.held().expect("held");
+        assert_eq!((held_header, held_remaining), (header, 4));
+        let mut decoder = codec::SignalDecoder::new(rest, held_remaining, header.sender, NodeId(2));
+        assert!(decoder.next(pool).expect("valid").is_some());
+        let (unread, remaining) = (decoder.unread_bytes(), decoder.remaining());
+        assembler.shrink_held(unread, remaining);
+        let (_, rest, held_remaining) = assembler.held().expect("held");
+        let mut decoder = codec::SignalDecoder::new(rest, held_remaining, header.sender, NodeId(2));
+        assert_eq!(ids(&mut decoder, pool), [2, 3, 4]);
+        assembler.release();
+        let mut expected_id = 5;
+        let mut frames = 0;
+        while let Some((header, body)) = assembler.next_frame().expect("valid") {
+            let mut decoder =
+                codec::SignalDecoder::new(body, header.signal_count, header.sender, NodeId(2));
+            for id in ids(&mut decoder, pool) {
+                assert_eq!(id, expected_id);
+                expected_id += 1;
+            }
+            frames += 1;
+        }
+        assert_eq!((frames, expected_id), (399, next_id));
     }
 }

@@ -29,6 +29,17 @@ impl<'a> SignalDecoder<'a> {
         }
     }
 
+    /// Signals not decoded yet.
+    pub fn remaining(&self) -> u16 {
+        self.remaining
+    }
+
+    /// Bytes of the body not decoded yet (the records of the remaining
+    /// signals).
+    pub fn unread_bytes(&self) -> usize {
+        self.body.len()
+    }
+
     /// The next signal, `Ok(None)` at the end. On [`WireError::OutOfSections`]
     /// the decoder has not advanced, so the caller may retry later.
     pub fn next(&mut self, pool: &'static SectionPool) -> Result<Option<Envelope>, WireError> {

@@ -73,6 +73,10 @@ pub struct TestNode {
     received: VecDeque<Envelope>,
     shutdown: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
+    /// The receive and send loops, when they run on the test's thread
+    /// beside its blocks (`start_data_node_beside_blocks`) instead of on
+    /// threads of their own.
+    network: Option<transport::NetworkOnThread>,
     // Unused ends of the mesh, kept so that no queue loses its consumer.
     _recv_inbox: Inbox,
     _send_outbox: Outbox,
@@ -97,6 +101,45 @@ impl TestNode {
         listener: TcpListener,
         data_nodes: Vec<DataNodePeer>,
         section_counts: [u32; 6],
+    ) -> TestNode {
+        TestNode::start_with(
+            node,
+            incarnation,
+            listener,
+            data_nodes,
+            section_counts,
+            false,
+        )
+    }
+
+    /// As `start_data_node`, with the receive and send loops run by the
+    /// test's own thread between its looks at the blocks' inbox, as a block
+    /// thread runs them with `network_on_ldm`: they must never wait for the
+    /// blocks.
+    pub fn start_data_node_beside_blocks(
+        node: NodeId,
+        incarnation: u32,
+        listener: TcpListener,
+        data_nodes: Vec<DataNodePeer>,
+        section_counts: [u32; 6],
+    ) -> TestNode {
+        TestNode::start_with(
+            node,
+            incarnation,
+            listener,
+            data_nodes,
+            section_counts,
+            true,
+        )
+    }
+
+    fn start_with(
+        node: NodeId,
+        incarnation: u32,
+        listener: TcpListener,
+        data_nodes: Vec<DataNodePeer>,
+        section_counts: [u32; 6],
+        beside_blocks: bool,
     ) -> TestNode {
         let pool = SectionPool::leak(section_counts);
         let router = Router {
@@ -140,16 +183,26 @@ impl TestNode {
             stats: send_stats.clone(),
             shutdown: shutdown.clone(),
         };
-        let threads = vec![
-            std::thread::Builder::new()
-                .name("recv".into())
-                .spawn(move || transport::run_recv_thread(recv))
-                .expect("spawn recv"),
-            std::thread::Builder::new()
-                .name("send".into())
-                .spawn(move || transport::run_send_thread(send))
-                .expect("spawn send"),
-        ];
+        let (threads, network) = if beside_blocks {
+            let network = transport::NetworkOnThread::new(
+                node,
+                transport::RecvLoop::new(recv),
+                transport::SendLoop::new(send),
+            );
+            (Vec::new(), Some(network))
+        } else {
+            let threads = vec![
+                std::thread::Builder::new()
+                    .name("recv".into())
+                    .spawn(move || transport::run_recv_thread(recv))
+                    .expect("spawn recv"),
+                std::thread::Builder::new()
+                    .name("send".into())
+                    .spawn(move || transport::run_send_thread(send))
+                    .expect("spawn send"),
+            ];
+            (threads, None)
+        };
         TestNode {
             node,
             incarnation,
@@ -163,13 +216,19 @@ impl TestNode {
             received: VecDeque::new(),
             shutdown,
             threads,
+            network,
             _recv_inbox: recv_inbox,
             _send_outbox: send_outbox,
         }
     }
 
-    /// Takes whatever reached the blocks, without waiting.
+    /// Takes whatever reached the blocks, without waiting (after a pass of
+    /// the network loops, when they run on this thread).
     fn collect(&mut self) {
+        if let Some(network) = self.network.as_mut() {
+            use kernel::block_thread::Network;
+            network.work();
+        }
         let received = &mut self.received;
         self.block_inbox
             .drain(1024, |envelope| received.push_back(envelope));
@@ -204,14 +263,16 @@ impl TestNode {
         while self.block_outbox.flush() {
             std::thread::sleep(Duration::from_millis(1));
         }
+        self.collect();
     }
 
     /// Waits until `condition` holds (checked every millisecond).
-    pub fn wait_until(&self, what: &str, mut condition: impl FnMut(&TestNode) -> bool) {
+    pub fn wait_until(&mut self, what: &str, mut condition: impl FnMut(&TestNode) -> bool) {
         let deadline = Instant::now() + PATIENCE;
         while !condition(self) {
             assert!(Instant::now() < deadline, "waited in vain for: {what}");
             std::thread::sleep(Duration::from_millis(1));
+            self.collect();
         }
     }
 }
@@ -219,6 +280,10 @@ impl TestNode {
 impl Drop for TestNode {
     fn drop(&mut self) {
         self.shutdown.store(true, Ordering::Relaxed);
+        if let Some(network) = self.network.as_mut() {
+            use kernel::block_thread::Network;
+            network.finish();
+        }
         for thread in self.threads.drain(..) {
             let finished = thread.join();
             if !std::thread::panicking() {
