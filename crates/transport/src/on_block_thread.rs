@@ -42,8 +42,9 @@ impl NetworkOnThread {
     ///
     /// Panics when the operating system refuses the poll (the node cannot
     /// serve without it).
-    pub fn new(own_node: NodeId, mut recv: RecvLoop, send: SendLoop) -> NetworkOnThread {
+    pub fn new(own_node: NodeId, mut recv: RecvLoop, mut send: SendLoop) -> NetworkOnThread {
         recv.beside_blocks();
+        send.beside_blocks();
         let poll = Poll::new()
             .unwrap_or_else(|error| panic!("network of node {own_node}: no poll: {error}"));
         let registry = poll.registry();

@@ -1152,6 +1152,9 @@ pub struct RecvLoop {
     connections: Connections,
     events: Events,
     serving: Vec<usize>,
+    /// The held connections being tried again (swapped with
+    /// `Connections::held`, so that neither list allocates).
+    held_retry: Vec<usize>,
     queues_full: bool,
     last_sweep: Instant,
     last_liveness_check: Instant,
@@ -1234,6 +1237,7 @@ impl RecvLoop {
             connections,
             events: Events::with_capacity(1024),
             serving: Vec::with_capacity(MAX_CONNECTIONS),
+            held_retry: Vec::with_capacity(MAX_CONNECTIONS),
             queues_full: false,
             last_sweep: Instant::now(),
             last_liveness_check: Instant::now(),
@@ -1295,10 +1299,6 @@ impl RecvLoop {
             }
             self.queues_full = false;
         }
-        // Frames held for want of sections are tried again each pass.
-        for slot in std::mem::take(&mut connections.held) {
-            connections.queue(slot);
-        }
         let timeout = if connections.ready.is_empty() {
             timeout
         } else {
@@ -1311,6 +1311,13 @@ impl RecvLoop {
             panic!("recv thread of node {own_node}: poll failed: {error}");
         }
         let mut found = !self.events.is_empty() || !connections.ready.is_empty();
+        // Frames held for want of sections are tried again each pass, but
+        // are no reason not to sleep: the pause of `idle_timeout` comes
+        // between tries when nothing else is to be done.
+        std::mem::swap(&mut connections.held, &mut self.held_retry);
+        for slot in self.held_retry.drain(..) {
+            connections.queue(slot);
+        }
         if connections.accept_again {
             connections.accept_all(own_node);
         }
@@ -1361,10 +1368,13 @@ impl RecvLoop {
         }
         self.queues_full = dispatch.outbox.flush();
         found |= self.queues_full;
-        dispatch
-            .stats
-            .allocations
-            .store(stdx::alloc_counter::thread_allocations(), Ordering::Relaxed);
+        if !dispatch.blocks_beside {
+            // Beside the blocks, the thread's count is the block thread's.
+            dispatch
+                .stats
+                .allocations
+                .store(stdx::alloc_counter::thread_allocations(), Ordering::Relaxed);
+        }
         found
     }
 

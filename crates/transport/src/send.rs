@@ -404,6 +404,8 @@ pub struct SendLoop {
     events: Events,
     sender: Sender,
     shutdown: Arc<AtomicBool>,
+    /// Run by a block thread (see [`SendLoop::beside_blocks`]).
+    beside_blocks: bool,
 }
 
 impl SendLoop {
@@ -444,7 +446,14 @@ impl SendLoop {
             events: Events::with_capacity(NODE_SLOTS + 1),
             sender,
             shutdown,
+            beside_blocks: false,
         }
+    }
+
+    /// This loop runs on a block thread: the thread's counters are the
+    /// block thread's to report.
+    pub fn beside_blocks(&mut self) {
+        self.beside_blocks = true;
     }
 
     /// A thread of its own: a producer's wake interrupts this loop's poll.
@@ -482,10 +491,13 @@ impl SendLoop {
             .inbox
             .drain(DRAIN_BATCH, |envelope| sender.append(envelope));
         sender.flush_dirty();
-        sender
-            .stats
-            .allocations
-            .store(stdx::alloc_counter::thread_allocations(), Ordering::Relaxed);
+        if !self.beside_blocks {
+            // Beside the blocks, the thread's count is the block thread's.
+            sender
+                .stats
+                .allocations
+                .store(stdx::alloc_counter::thread_allocations(), Ordering::Relaxed);
+        }
         // Look for writable sockets without sleeping, and only when some
         // connection waits for one.
         if sender.waiting_writable > 0 {
