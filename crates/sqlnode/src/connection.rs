@@ -63,7 +63,9 @@ struct Statement {
 }
 
 /// What SHOW PROCESSLIST shows of a connection, kept apart from the
-/// connection so it can be read while a worker serves it.
+/// connection so it can be read while a worker serves it. Written twice
+/// per statement, so without allocating once warm: the text buffer is
+/// reused, the database copied only when it changes.
 #[derive(Clone, Debug, Default)]
 pub struct Activity {
     /// The user, once authenticated.
@@ -71,7 +73,32 @@ pub struct Activity {
     /// The current database.
     pub database: Option<String>,
     /// The statement running.
-    pub info: Option<String>,
+    pub running: Running,
+    /// The text of the last COM_QUERY (its buffer, reused).
+    text: String,
+}
+
+/// The statement a connection runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Running {
+    /// None.
+    #[default]
+    Nothing,
+    /// A COM_QUERY (its text in [`Activity`]).
+    Text,
+    /// A prepared statement's execution.
+    Prepared(u32),
+}
+
+impl Activity {
+    /// SHOW PROCESSLIST's Info column.
+    pub fn info(&self) -> Option<String> {
+        match self.running {
+            Running::Nothing => None,
+            Running::Text => Some(self.text.clone()),
+            Running::Prepared(id) => Some(format!("(prepared statement {id})")),
+        }
+    }
 }
 
 /// A connection's protocol state.
@@ -131,14 +158,6 @@ impl Connection {
         match &self.phase {
             Phase::Commands(session) => session.wait_timeout(),
             _ => CONNECT_TIMEOUT_SECONDS,
-        }
-    }
-
-    /// The current database.
-    pub fn database(&self) -> Option<String> {
-        match &self.phase {
-            Phase::Commands(session) => session.database().map(str::to_string),
-            _ => None,
         }
     }
 
@@ -267,7 +286,7 @@ impl Connection {
             return;
         }
         self.user = response.user.clone();
-        self.show_running(None);
+        self.show_running(Running::Nothing, &[]);
         let session = Session::new(
             Arc::clone(&self.engine),
             self.id,
@@ -289,19 +308,17 @@ impl Connection {
 
     fn command(&mut self, payload: &[u8], writer: &mut PacketWriter, out: &mut Vec<u8>) {
         let running = match wire::decode_command(payload) {
-            Ok(Command::Query(text)) => {
-                Some(String::from_utf8_lossy(&text[..text.len().min(1024)]).into_owned())
-            }
+            Ok(Command::Query(text)) => Some((Running::Text, &text[..text.len().min(1024)])),
             Ok(Command::StmtExecute(execute)) => {
-                Some(format!("(prepared statement {})", execute.statement_id))
+                Some((Running::Prepared(execute.statement_id), &[][..]))
             }
             _ => None,
         };
-        if running.is_some() {
-            self.show_running(running);
+        if let Some((running, text)) = running {
+            self.show_running(running, text);
         }
         self.run_command(payload, writer, out);
-        self.show_running(None);
+        self.show_running(Running::Nothing, &[]);
     }
 
     fn run_command(&mut self, payload: &[u8], writer: &mut PacketWriter, out: &mut Vec<u8>) {
@@ -492,12 +509,23 @@ impl Connection {
 
     /// Updates what SHOW PROCESSLIST shows: the statement running (None
     /// when done) and the current database.
-    fn show_running(&self, info: Option<String>) {
-        let database = self.database();
+    fn show_running(&self, running: Running, text: &[u8]) {
+        let database = match &self.phase {
+            Phase::Commands(session) => session.database(),
+            _ => None,
+        };
         let mut activity = self.activity.lock().expect("activity lock");
-        activity.info = info;
-        activity.database = database;
-        activity.user.clone_from(&self.user);
+        activity.running = running;
+        if running == Running::Text {
+            activity.text.clear();
+            activity.text.push_str(&String::from_utf8_lossy(text));
+        }
+        if activity.database.as_deref() != database {
+            activity.database = database.map(str::to_string);
+        }
+        if activity.user != self.user {
+            activity.user.clone_from(&self.user);
+        }
     }
 
     /// The connection is closing: its transaction rolls back.

@@ -192,11 +192,14 @@ impl sql::Server for ServerView {
         let mut list: Vec<sql::Process> = clients
             .iter()
             .map(|client| {
-                let Activity {
-                    user,
-                    database,
-                    info,
-                } = client.activity.lock().expect("activity lock").clone();
+                let (user, database, info) = {
+                    let activity = client.activity.lock().expect("activity lock");
+                    (
+                        activity.user.clone(),
+                        activity.database.clone(),
+                        activity.info(),
+                    )
+                };
                 let busy = client.ownership.lock().expect("ownership lock").busy;
                 sql::Process {
                     id: client.id,
@@ -673,8 +676,11 @@ fn serve(shared: &Arc<Shared>, client: Arc<Client>) {
     }
 }
 
-/// Reads everything the socket holds; true when the peer closed or the
-/// input grew past what a packet may be.
+/// Reads what the socket holds; true when the peer closed or the input
+/// grew past what a packet may be. A read that does not fill the chunk
+/// took everything there was: the next read would only say WouldBlock (a
+/// system call per statement saved), and bytes that come later raise the
+/// connection again when it is re-armed.
 fn read_available(io: &mut ClientIo) -> bool {
     let mut chunk = [0u8; 16 * 1024];
     loop {
@@ -687,6 +693,9 @@ fn read_available(io: &mut ClientIo) -> bool {
                     // decoder refuses oversized ones first, so this is a
                     // client flooding without reading.
                     return true;
+                }
+                if n < chunk.len() {
+                    return false;
                 }
             }
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => return false,
