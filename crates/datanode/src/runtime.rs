@@ -567,15 +567,22 @@ pub fn start(
     let io_stats = Arc::new(ThreadStats::default());
     let file_service = FileService::new(&data_dir, pool, io_stats.clone())
         .map_err(|error| format!("node {node}: {error}"))?;
+    // With `network_on_ldm` the two loops run on ldm thread 0: their
+    // counters stay apart, under names that say where they run.
+    let (recv_name, send_name) = if config.threads.network_on_ldm {
+        ("recv (on ldm0)", "send (on ldm0)")
+    } else {
+        ("recv", "send")
+    };
     infos.push(ThreadInfo {
-        name: "recv".into(),
+        name: recv_name.into(),
         role: ThreadRole::Recv,
         stats: recv_stats.clone(),
         waker: recv_inbox.waker.clone(),
         partitions: Vec::new(),
     });
     infos.push(ThreadInfo {
-        name: "send".into(),
+        name: send_name.into(),
         role: ThreadRole::Send,
         stats: send_stats.clone(),
         waker: send_inbox.waker.clone(),

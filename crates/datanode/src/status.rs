@@ -26,7 +26,8 @@ const SHUTDOWN_LINGER: Duration = Duration::from_millis(600);
 
 /// One thread, as reports show it.
 pub struct ThreadInfo {
-    /// Name ("ldm0", "tc0", "main", "recv", "send", "io").
+    /// Name ("ldm0", "tc0", "main", "recv", "send", "io"; "recv (on ldm0)"
+    /// and "send (on ldm0)" with `network_on_ldm`).
     pub name: String,
     /// Role.
     pub role: ThreadRole,
