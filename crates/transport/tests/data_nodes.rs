@@ -138,11 +138,7 @@ fn signals_wait_for_sections(beside_blocks: bool) {
     let mut node_1 = TestNode::start_data_node(NodeId(1), 11, listener_1, peers.clone(), SECTIONS);
     // Two small sections: one LqhKeyReq (key and attr) at a time.
     let small = [2, 1, 1, 1, 1, 1];
-    let mut node_2 = if beside_blocks {
-        TestNode::start_data_node_beside_blocks(NodeId(2), 22, listener_2, peers, small)
-    } else {
-        TestNode::start_data_node(NodeId(2), 22, listener_2, peers, small)
-    };
+    let mut node_2 = TestNode::start_with(NodeId(2), 22, listener_2, peers, small, beside_blocks);
     // Node 2's loops run only when the test looks at it: node 1 dials it,
     // so both must be looked at until they are connected.
     let mut connected = (false, false);

@@ -155,25 +155,7 @@ fn reported_cut_of_node_3(ctx: &mut RecordingContext) -> Membership {
         deliver(&mut node, ctx, membership_of(1), heartbeat(1));
     }
     assert_eq!(node.suspected(), &[NodeId(3)]);
-    let hears = signal::signals::CmPingConf {
-        check: 1,
-        suspect: NodeId(3),
-        hears: true,
-    };
-    deliver(&mut node, ctx, membership_of(1), hears);
-    for _ in 0..2 {
-        heartbeat_timer(&mut node, ctx);
-        deliver(&mut node, ctx, membership_of(1), heartbeat(1));
-    }
-    let report = signal::signals::CmLinkCutRep {
-        membership_id: 1,
-        suspect: NodeId(3),
-        withdraw: false,
-    };
-    assert!(ctx
-        .take_trace()
-        .contains(&line(membership_of(2), membership_of(1), report)));
-    ctx.take_reports();
+    report_the_cut(&mut node, ctx, 3, 1);
     node
 }
 
@@ -366,26 +348,33 @@ fn a_president_every_other_member_reports_leaves_itself() {
 /// that it hears node 1: after the window, the cut is reported to node 1.
 fn reported_cut_of_node_1(ctx: &mut RecordingContext) -> Membership {
     let mut node = checking_node_1(ctx);
+    report_the_cut(&mut node, ctx, 1, 3);
+    node
+}
+
+/// Node 2, checking `suspect` (check 1), hears from `witness` that it
+/// still hears the suspect: after the window, it reports the cut to
+/// president 1.
+fn report_the_cut(node: &mut Membership, ctx: &mut RecordingContext, suspect: u16, witness: u16) {
     let hears = signal::signals::CmPingConf {
         check: 1,
-        suspect: NodeId(1),
+        suspect: NodeId(suspect),
         hears: true,
     };
-    deliver(&mut node, ctx, membership_of(3), hears);
+    deliver(node, ctx, membership_of(witness), hears);
     for _ in 0..2 {
-        heartbeat_timer(&mut node, ctx);
-        deliver(&mut node, ctx, membership_of(3), heartbeat(1));
+        heartbeat_timer(node, ctx);
+        deliver(node, ctx, membership_of(witness), heartbeat(1));
     }
     let report = signal::signals::CmLinkCutRep {
         membership_id: 1,
-        suspect: NodeId(1),
+        suspect: NodeId(suspect),
         withdraw: false,
     };
     assert!(ctx
         .take_trace()
         .contains(&line(membership_of(2), membership_of(1), report)));
     ctx.take_reports();
-    node
 }
 
 #[test]

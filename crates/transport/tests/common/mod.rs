@@ -112,28 +112,12 @@ impl TestNode {
         )
     }
 
-    /// As `start_data_node`, with the receive and send loops run by the
-    /// test's own thread between its looks at the blocks' inbox, as a block
-    /// thread runs them with `network_on_ldm`: they must never wait for the
-    /// blocks.
-    pub fn start_data_node_beside_blocks(
-        node: NodeId,
-        incarnation: u32,
-        listener: TcpListener,
-        data_nodes: Vec<DataNodePeer>,
-        section_counts: [u32; 6],
-    ) -> TestNode {
-        TestNode::start_with(
-            node,
-            incarnation,
-            listener,
-            data_nodes,
-            section_counts,
-            true,
-        )
-    }
-
-    fn start_with(
+    /// Starts data node `node` as `start_data_node` does; with
+    /// `beside_blocks`, the receive and send loops are run by the test's
+    /// own thread between its looks at the blocks' inbox, as a block
+    /// thread runs them with `network_on_ldm`: they must never wait for
+    /// the blocks.
+    pub fn start_with(
         node: NodeId,
         incarnation: u32,
         listener: TcpListener,
