@@ -237,8 +237,13 @@ pub fn run(options: NodeOptions) -> Result<(), StartFailure> {
     } else {
         format!("{} tc threads", config.threads.tc)
     };
+    let network_placement = if config.threads.network_on_ldm {
+        "receive and send on ldm thread 0"
+    } else {
+        "receive and send threads"
+    };
     eprintln!(
-        "tessera node {node}: pid {pid}, incarnation {incarnation}, listening on {}:{}, {} ldm threads, {tc_placement}",
+        "tessera node {node}: pid {pid}, incarnation {incarnation}, listening on {}:{}, {} ldm threads, {tc_placement}, {network_placement}",
         node_config.host, node_config.port, config.threads.ldm
     );
     let _pusher = session.spawn_status_pusher_with(
