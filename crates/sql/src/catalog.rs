@@ -511,22 +511,35 @@ impl Catalog {
     /// Cluster table `full`'s declarations row, whatever table it names:
     /// (table id, version, declarations JSON).
     fn declarations_row(&self, full: &str) -> SqlResult<Option<(u64, u64, Vec<u8>)>> {
-        let tables = self.system_table(TABLES)?;
+        self.read_system_row(TABLES, full, |row| {
+            row.map(|row| {
+                let json = row.get("declarations").and_then(|d| d.as_bytes());
+                (
+                    row.get_u64("id").unwrap_or(0),
+                    row.get_u64("version").unwrap_or(0),
+                    json.unwrap_or(b"").to_vec(),
+                )
+            })
+        })
+    }
+
+    /// Reads the row of system table `system` whose key is `key` (a
+    /// committed read in a transaction of its own) and hands it to `then`.
+    fn read_system_row<T>(
+        &self,
+        system: &str,
+        key: &str,
+        then: impl FnOnce(Option<&client::Row>) -> T,
+    ) -> SqlResult<T> {
+        let table = self.system_table(system)?;
         let mut transaction = self.cluster.transaction();
         let read = transaction
-            .read_if_exists(&tables, &[Value::from(full)], LockMode::CommittedRead)
-            .map_err(|error| SqlError::from_client(&error, TABLES))?;
+            .read_if_exists(&table, &[Value::from(key)], LockMode::CommittedRead)
+            .map_err(|error| SqlError::from_client(&error, system))?;
         transaction
             .execute(Commit::Yes)
-            .map_err(|error| SqlError::from_client(&error, TABLES))?;
-        Ok(transaction.get(read).map(|row| {
-            let json = row.get("declarations").and_then(|d| d.as_bytes());
-            (
-                row.get_u64("id").unwrap_or(0),
-                row.get_u64("version").unwrap_or(0),
-                json.unwrap_or(b"").to_vec(),
-            )
-        }))
+            .map_err(|error| SqlError::from_client(&error, system))?;
+        Ok(then(transaction.get(read)))
     }
 
     /// Writes cluster table `full`'s declarations row.
@@ -615,15 +628,7 @@ impl Catalog {
 
     /// Whether database `name` exists.
     pub fn database_exists(&self, name: &str) -> SqlResult<bool> {
-        let table = self.system_table(DATABASES)?;
-        let mut transaction = self.cluster.transaction();
-        let read = transaction
-            .read_if_exists(&table, &[Value::from(name)], LockMode::CommittedRead)
-            .map_err(|error| SqlError::from_client(&error, DATABASES))?;
-        transaction
-            .execute(Commit::Yes)
-            .map_err(|error| SqlError::from_client(&error, DATABASES))?;
-        Ok(transaction.get(read).is_some())
+        self.read_system_row(DATABASES, name, |row| row.is_some())
     }
 
     /// Error 1049 unless database `name` exists.

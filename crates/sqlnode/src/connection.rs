@@ -307,21 +307,6 @@ impl Connection {
     }
 
     fn command(&mut self, payload: &[u8], writer: &mut PacketWriter, out: &mut Vec<u8>) {
-        let running = match wire::decode_command(payload) {
-            Ok(Command::Query(text)) => Some((Running::Text, &text[..text.len().min(1024)])),
-            Ok(Command::StmtExecute(execute)) => {
-                Some((Running::Prepared(execute.statement_id), &[][..]))
-            }
-            _ => None,
-        };
-        if let Some((running, text)) = running {
-            self.show_running(running, text);
-        }
-        self.run_command(payload, writer, out);
-        self.show_running(Running::Nothing, &[]);
-    }
-
-    fn run_command(&mut self, payload: &[u8], writer: &mut PacketWriter, out: &mut Vec<u8>) {
         let command = match wire::decode_command(payload) {
             Ok(command) => command,
             Err(_) => {
@@ -329,6 +314,21 @@ impl Connection {
                 return;
             }
         };
+        let running = match &command {
+            Command::Query(text) => Some((Running::Text, &text[..text.len().min(1024)])),
+            Command::StmtExecute(execute) => {
+                Some((Running::Prepared(execute.statement_id), &[][..]))
+            }
+            _ => None,
+        };
+        if let Some((running, text)) = running {
+            self.show_running(running, text);
+        }
+        self.run_command(command, writer, out);
+        self.show_running(Running::Nothing, &[]);
+    }
+
+    fn run_command(&mut self, command: Command<'_>, writer: &mut PacketWriter, out: &mut Vec<u8>) {
         let Phase::Commands(session) = &mut self.phase else {
             return;
         };
