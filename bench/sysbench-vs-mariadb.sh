@@ -15,8 +15,8 @@
 # usage: bench/sysbench-vs-mariadb.sh
 # env:   SECONDS_EACH (30), TABLES (4), TABLE_SIZE (100000), THREADS
 #        ("8 32 1024"), WORKLOADS ("oltp_point_select oltp_read_only
-#        oltp_read_write oltp_update_index"), WORKERS (SQL node workers,
-#        64), TESSERA (binary; default target/release/tessera), WORK
+#        oltp_read_write oltp_update_index"), SQL_THREADS (the SQL node's
+#        --threads; default: its own, one per core), TESSERA (binary; default target/release/tessera), WORK
 #        (scratch dir), PORT (first port), OUT (also write the table
 #        there), PNG (the chart; default WORK/sysbench-vs-mariadb.png)
 set -euo pipefail
@@ -25,7 +25,7 @@ tables=${TABLES:-4}
 table_size=${TABLE_SIZE:-100000}
 threads_list=${THREADS:-8 32 1024}
 workloads=${WORKLOADS:-oltp_point_select oltp_read_only oltp_read_write oltp_update_index}
-workers=${WORKERS:-64}
+sql_threads=${SQL_THREADS:+--threads $SQL_THREADS}
 here=$(cd "$(dirname "$0")/.." && pwd)
 tessera=${TESSERA:-$here/target/release/tessera}
 work=${WORK:-/tmp/tessera-sysbench-vs-mariadb}
@@ -91,7 +91,7 @@ kill "$mariadb_pid"; wait "$mariadb_pid" 2> /dev/null || true
 
 # --- Tessera ---------------------------------------------------------------
 cluster_start "$tessera" "$work/tessera" 2 2 "ldm = 1\ntc = 1\ntc_on_ldm = true" 4G
-"$tessera" sql --mgmd 127.0.0.1:$port --port $((port + 50)) --workers "$workers" > "$work/sql.log" 2>&1 &
+"$tessera" sql --mgmd 127.0.0.1:$port --port $((port + 50)) $sql_threads > "$work/sql.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 200); do mariadb -h 127.0.0.1 -P $((port + 50)) -uroot -e 'select 1' > /dev/null 2>&1 && break; sleep 0.2; done
 mariadb -h 127.0.0.1 -P $((port + 50)) -uroot -e 'create database sbtest'

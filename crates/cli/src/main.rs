@@ -102,12 +102,11 @@ enum Command {
         /// The address to listen on.
         #[arg(long, default_value = "127.0.0.1")]
         bind: String,
-        /// Worker threads: statements running at once (connections are
-        /// served by this pool, never a thread each). Workers stalled on
-        /// one statement (a lock wait) for 20 ms are made up for by more,
-        /// which retire when idle.
-        #[arg(long, default_value_t = 64)]
-        workers: usize,
+        /// Threads serving connections (event loops; never a thread per
+        /// connection): each runs many statements at once, suspending
+        /// each while it waits for the cluster. Default: one per core.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+        threads: Option<u16>,
     },
     /// Load generators.
     Bench {
@@ -328,8 +327,8 @@ fn main() -> ExitCode {
             mgmd,
             port,
             bind,
-            workers,
-        } => run_sql(&mgmd, &bind, port, workers),
+            threads,
+        } => run_sql(&mgmd, &bind, port, threads.map(usize::from)),
         Command::Secret { file } => admission::ClusterSecret::create_file(&file)
             .map_err(|error| format!("cannot write a new secret to {}: {error}", file.display())),
         Command::Demo(options) => demo::run(options),
@@ -346,11 +345,11 @@ fn main() -> ExitCode {
 /// `tessera sql`: serves until the process is stopped (a SQL node keeps
 /// nothing: stopping it loses only its connections' open transactions,
 /// which roll back).
-fn run_sql(mgmd: &str, bind: &str, port: u16, workers: usize) -> Result<(), String> {
+fn run_sql(mgmd: &str, bind: &str, port: u16, threads: Option<usize>) -> Result<(), String> {
     let address: std::net::SocketAddr = format!("{bind}:{port}")
         .parse()
         .map_err(|error| format!("bad --bind {bind:?}: {error}"))?;
-    let server = sqlnode::start(mgmd, address, workers)?;
+    let server = sqlnode::start(mgmd, address, threads)?;
     println!("sql node listening on {}", server.address());
     loop {
         std::thread::park();

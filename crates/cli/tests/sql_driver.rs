@@ -275,16 +275,16 @@ fn a_driver_runs_prepared_statements_and_transactions() {
         assert_eq!(one, Some(1));
         conn.disconnect().await.unwrap();
     });
-    a_lock_wait_does_not_hold_the_only_worker(&cluster);
+    a_lock_wait_does_not_hold_the_only_thread(&cluster);
 }
 
-/// A statement waiting for a row lock holds its worker. With one worker,
-/// the transaction holding the lock must still get to commit: the pool
-/// starts another worker while the first is stalled (which answers SHOW
-/// PROCESSLIST meanwhile), and the waiting statement then goes on instead
-/// of timing out (1205).
-fn a_lock_wait_does_not_hold_the_only_worker(cluster: &TestCluster) {
-    let single = SqlNode::start_with_workers(cluster, 1);
+/// A statement waiting for a row lock suspends its task, not its thread.
+/// With one thread serving every connection, the transaction holding the
+/// lock must still get to commit (and SHOW PROCESSLIST be answered
+/// meanwhile), and the waiting statement then goes on instead of timing
+/// out (1205).
+fn a_lock_wait_does_not_hold_the_only_thread(cluster: &TestCluster) {
+    let single = SqlNode::start_with_threads(cluster, 1);
     let runtime = || {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -330,9 +330,8 @@ fn a_lock_wait_does_not_hold_the_only_worker(cluster: &TestCluster) {
         })
     });
     holder_runtime.block_on(async {
-        // The update is running: its worker waits on the lock. The only
-        // base worker is that one, so the answer to this comes from a
-        // worker the pool started.
+        // The update is running: its task waits on the lock. The one
+        // thread answers this meanwhile.
         let started = std::time::Instant::now();
         loop {
             let processes: Vec<Row> = holder.query("SHOW PROCESSLIST").await.unwrap();

@@ -27,6 +27,7 @@
 //! registering new ones fails at once, so no caller waits for a reply that
 //! cannot come.
 
+use crate::cooperative::WakeUp;
 use crate::environment::Clock;
 use crate::id_hash::IdMap;
 use signal::codec::ApiReply;
@@ -34,20 +35,20 @@ use signal::signals::{ApiRegConf, GciWaitConf, GciWaitRef, TcKeyConf};
 use signal::{ErrorCode, Gci, NodeId, Signal, TransactionId};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 /// One waiter's state plus the condvar its waiter sleeps on.
 pub(crate) struct Slot<T> {
     state: Mutex<T>,
-    ready: Condvar,
+    ready: WakeUp,
 }
 
 impl<T> Slot<T> {
     pub(crate) fn new(state: T) -> Slot<T> {
         Slot {
             state: Mutex::new(state),
-            ready: Condvar::new(),
+            ready: WakeUp::default(),
         }
     }
 
@@ -179,7 +180,7 @@ struct InboxState {
 #[derive(Default)]
 pub(crate) struct Inbox {
     state: Mutex<InboxState>,
-    ready: Condvar,
+    ready: WakeUp,
 }
 
 impl Inbox {

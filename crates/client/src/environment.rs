@@ -19,8 +19,9 @@
 //! wait: the system's, or a driver's. Nothing else in the client calls
 //! `Instant::now`, sleeps or waits on a condvar directly.
 
+use crate::cooperative::WakeUp;
 use crate::error::ClientError;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 pub use crate::connection::Inbound;
@@ -103,10 +104,11 @@ impl Clock {
         matches!(self, Clock::Driven(_))
     }
 
-    /// Sleeps for `duration`.
+    /// Sleeps for `duration` (a task running on a scheduler suspends:
+    /// `cooperative`).
     pub(crate) fn sleep(&self, duration: Duration) {
         match self {
-            Clock::System => std::thread::sleep(duration),
+            Clock::System => crate::cooperative::sleep(duration),
             Clock::Driven(driver) => {
                 let until = driver.now() + duration;
                 while driver.now() < until {
@@ -116,28 +118,37 @@ impl Clock {
         }
     }
 
-    /// Waits on `condvar` (notified by whoever changes the state behind
+    /// Waits on `wake_up` (notified by whoever changes the state behind
     /// `mutex`) until it is notified or `deadline` passes, which must be
-    /// later than now; returns the state locked again. Like a condvar wait,
-    /// it may return early: callers re-check their condition.
+    /// later than now; returns the state locked again. A task running on a
+    /// scheduler suspends instead of blocking its thread (`cooperative`).
+    /// Like a condvar wait, it may return early: callers re-check their
+    /// condition.
     pub(crate) fn wait<'guard, T>(
         &self,
         mutex: &'guard Mutex<T>,
-        condvar: &Condvar,
+        wake_up: &WakeUp,
         guard: MutexGuard<'guard, T>,
         deadline: Option<Instant>,
     ) -> MutexGuard<'guard, T> {
         match self {
-            Clock::System => match deadline {
-                Some(deadline) => {
-                    let timeout = deadline.saturating_duration_since(Instant::now());
-                    condvar
-                        .wait_timeout(guard, timeout)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0
+            Clock::System => {
+                let guard = match wake_up.wait_as_task(mutex, guard, deadline) {
+                    Ok(relocked) => return relocked,
+                    Err(guard) => guard,
+                };
+                let condvar = wake_up.condvar();
+                match deadline {
+                    Some(deadline) => {
+                        let timeout = deadline.saturating_duration_since(Instant::now());
+                        condvar
+                            .wait_timeout(guard, timeout)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0
+                    }
+                    None => condvar.wait(guard).unwrap_or_else(PoisonError::into_inner),
                 }
-                None => condvar.wait(guard).unwrap_or_else(PoisonError::into_inner),
-            },
+            }
             Clock::Driven(driver) => {
                 // The driver hands the turn to whoever delivers; the lock
                 // must be free for them.

@@ -24,6 +24,9 @@
 //!   and the thread that opens a lost one again once the node is back.
 //! - `environment`: the seam to the world: the transport, the clock and
 //!   the waits (TCP and the system clock, or a simulator's).
+//! - `cooperative`: waits that suspend a task instead of blocking its
+//!   thread, when a scheduler runs many tasks on one thread (the SQL
+//!   node's connections); the condvar-or-waker every waiter waits on.
 //! - `tcp`: the production transport, with a receive thread per connection.
 //! - `dispatch`: the in-flight table the receive threads answer into, and
 //!   the inboxes replies are posted to.
@@ -32,7 +35,8 @@
 //!
 //! Architecture invariant: the client depends on `signal`, `config` and
 //! `mgmclient`, never on a block; it reads the time, sleeps and waits
-//! only through `environment::Clock`.
+//! only through `environment::Clock` (whose system waits and sleeps are
+//! `cooperative`'s).
 //!
 //! ```no_run
 //! use client::{Cluster, Commit, Value};
@@ -51,6 +55,7 @@
 
 mod cluster;
 mod connection;
+pub mod cooperative;
 mod dispatch;
 mod durable;
 pub mod environment;

@@ -52,7 +52,9 @@ impl AutoIncrement {
         let key = auto_increment_key(table.def());
         let mut values = Vec::with_capacity(count);
         let range = self.range_of(key);
-        let mut range = range.lock().expect("auto-increment range lock");
+        // Held across the round trip: taken without blocking a thread
+        // that runs other connections' tasks (one may hold it).
+        let mut range = client::cooperative::lock(&range);
         while values.len() < count {
             if range.next == range.end {
                 range.size = (range.size * 2).clamp(FIRST_RANGE, LARGEST_RANGE);
@@ -72,7 +74,7 @@ impl AutoIncrement {
     pub fn note_explicit(&self, cluster: &Cluster, table: &SqlTable, value: u64) -> SqlResult<()> {
         let key = auto_increment_key(table.def());
         let range = self.range_of(key);
-        let mut range = range.lock().expect("auto-increment range lock");
+        let mut range = client::cooperative::lock(&range);
         if value < range.next {
             return Ok(());
         }

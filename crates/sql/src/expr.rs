@@ -753,7 +753,7 @@ fn apply(
                 if left.is_zero() {
                     break Value::Int(0);
                 }
-                std::thread::sleep(left.min(std::time::Duration::from_millis(10)));
+                client::cooperative::sleep(left.min(std::time::Duration::from_millis(10)));
             }
         }
         Function::Coalesce => values

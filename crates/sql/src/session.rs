@@ -750,7 +750,7 @@ impl Session {
                 return Err(error);
             }
             self.statistics().retries.fetch_add(1, Ordering::Relaxed);
-            std::thread::sleep(Duration::from_millis(5 << attempt));
+            client::cooperative::sleep(Duration::from_millis(5 << attempt));
         }
     }
 

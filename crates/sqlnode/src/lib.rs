@@ -2,8 +2,14 @@
 //! client/server protocol over the cluster (docs/design/0027-sql-node.md).
 //!
 //! Codemap:
-//! - `server`: the listener, the shared epoll set and the workers;
-//! - `pool`: how many workers run (a base, and more while some stall);
+//! - `server`: the listener, the table of connections, starting and
+//!   stopping the event loops;
+//! - `event_loop`: one loop thread: its epoll set, serving each ready
+//!   connection in a task, idle connections closed;
+//! - `task`: connection tasks as stackful coroutines whose waits for the
+//!   cluster suspend them (`client::cooperative`), their wakes and
+//!   deadlines;
+//! - `epoll`: the epoll set the loops wait on;
 //! - `connection`: one connection's protocol (handshake, authentication,
 //!   commands) over the `sql` engine's session;
 //! - `encode`: results as OK, ERR and result-set packets.
@@ -14,8 +20,10 @@
 
 mod connection;
 mod encode;
-mod pool;
+mod epoll;
+mod event_loop;
 mod server;
+mod task;
 
 pub use connection::MAX_PACKET;
 pub use server::SqlServer;
@@ -24,14 +32,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// Connects to the cluster through mgmd at `mgmd` and serves SQL on
-/// `address` with `workers` threads (more while some stall on locks).
-pub fn start(mgmd: &str, address: SocketAddr, workers: usize) -> Result<SqlServer, String> {
+/// `address` with `loops` event-loop threads (`None`: one per core).
+pub fn start(mgmd: &str, address: SocketAddr, loops: Option<usize>) -> Result<SqlServer, String> {
+    let loops = loops.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
     let cluster = client::Cluster::connect(mgmd)
         .map_err(|error| format!("connecting to the cluster at {mgmd}: {error}"))?;
     // The cluster connection lives as long as the process: sessions'
     // transactions borrow it for 'static.
     let cluster: &'static client::Cluster = Box::leak(Box::new(cluster));
-    SqlServer::start(address, workers, |server| sql::Engine::new(cluster, server))
+    SqlServer::start(address, loops, |server| sql::Engine::new(cluster, server))
         .map_err(|error| format!("starting the SQL node on {address}: {error}"))
 }
 

@@ -1380,11 +1380,16 @@ pub struct SqlNode {
 impl SqlNode {
     /// Starts one for `cluster` and waits until it listens.
     pub fn start(cluster: &TestCluster) -> SqlNode {
-        SqlNode::start_with_workers(cluster, 8)
+        SqlNode::start_with(cluster, &[])
     }
 
-    /// As `start`, with `workers` base workers.
-    pub fn start_with_workers(cluster: &TestCluster, workers: usize) -> SqlNode {
+    /// As `start`, with `threads` event loops serving connections.
+    pub fn start_with_threads(cluster: &TestCluster, threads: usize) -> SqlNode {
+        SqlNode::start_with(cluster, &["--threads", &threads.to_string()])
+    }
+
+    /// As `start`, with `extra` arguments for `tessera sql`.
+    fn start_with(cluster: &TestCluster, extra: &[&str]) -> SqlNode {
         let port = free_port();
         let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
             .args([
@@ -1393,9 +1398,8 @@ impl SqlNode {
                 &cluster.mgmd_addr(),
                 "--port",
                 &port.to_string(),
-                "--workers",
-                &workers.to_string(),
             ])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

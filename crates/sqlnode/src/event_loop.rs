@@ -1,0 +1,340 @@
+//! One event loop of the SQL node: a thread that waits on its epoll set
+//! (its connections, the shared listener, its wake eventfd), serves each
+//! ready connection in a task, resumes the tasks their replies or
+//! deadlines wake, and closes its connections idle past their limit
+//! (docs/design/0027-sql-node.md, "Threads").
+//!
+//! A connection is registered one-shot: its event starts exactly one task,
+//! and the connection stays silent until that task has read everything
+//! there is, answered every complete command and written the answers, and
+//! re-armed it (level-triggered: bytes that came meanwhile raise it again
+//! at once). A task whose client does not take its output fast enough
+//! waits for the socket to drain, suspended like any other wait, so a slow
+//! reader holds up nobody else.
+
+use crate::connection::MAX_PACKET;
+use crate::epoll::{Epoll, Event};
+use crate::server::{self, Client, ClientIo, Shared};
+use crate::task::{Tasks, WakeQueue};
+use std::io::{self, Read, Write};
+use std::net::TcpListener;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The epoll token of the listener; a client's is its id + 2.
+const LISTENER: u64 = 0;
+/// The epoll token of the loop's wake eventfd.
+const WAKE: u64 = 1;
+/// How often a loop looks for idle connections.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// How long a task waits for a client to take a response.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Events taken from the set at once.
+const EVENTS_AT_ONCE: usize = 256;
+
+/// A client's token in its loop's set.
+pub(crate) fn client_token(id: u32) -> u64 {
+    id as u64 + 2
+}
+
+/// What other threads reach of a loop.
+pub(crate) struct LoopShared {
+    index: usize,
+    epoll: Epoll,
+    /// Tasks woken by other threads; its eventfd wakes the loop.
+    pub(crate) wakes: Arc<WakeQueue>,
+    /// Connections another loop accepted for this one.
+    incoming: Mutex<Vec<Arc<Client>>>,
+}
+
+impl LoopShared {
+    pub(crate) fn new(index: usize, listener: &TcpListener) -> io::Result<LoopShared> {
+        let epoll = Epoll::new()?;
+        epoll.add_exclusive(listener.as_raw_fd(), LISTENER)?;
+        let wakes = Arc::new(WakeQueue::new()?);
+        epoll.add(wakes.fd(), WAKE)?;
+        Ok(LoopShared {
+            index,
+            epoll,
+            wakes,
+            incoming: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Hands this loop a connection another loop accepted for it.
+    fn hand_over(&self, client: Arc<Client>) {
+        self.incoming.lock().expect("incoming lock").push(client);
+        self.wakes.poke();
+    }
+}
+
+/// Runs loop `index` until the server stops.
+pub(crate) fn run(shared: &Arc<Shared>, index: usize) {
+    let this = Arc::clone(&shared.loops[index]);
+    let mut tasks = Tasks::new(Arc::clone(&this.wakes));
+    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS_AT_ONCE];
+    let mut last_sweep = Instant::now();
+    while !shared.stopping.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        let mut wake_by = last_sweep + SWEEP_EVERY;
+        if let Some(deadline) = tasks.next_deadline() {
+            wake_by = wake_by.min(deadline);
+        }
+        let timeout_ms = if this.wakes.prepare_sleep() {
+            // Rounded up: a wait shorter than its deadline would only
+            // come round again.
+            let left = wake_by.saturating_duration_since(now);
+            left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
+        } else {
+            0
+        };
+        let ready = match this.epoll.wait(&mut events, timeout_ms) {
+            Ok(ready) => ready,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => 0,
+            Err(error) => {
+                eprintln!("sql node: epoll_wait failed: {error}");
+                std::thread::sleep(Duration::from_millis(10));
+                0
+            }
+        };
+        this.wakes.awake();
+        for event in &events[..ready] {
+            on_event(shared, &this, &mut tasks, event);
+        }
+        tasks.resume_woken(Instant::now());
+        if last_sweep.elapsed() >= SWEEP_EVERY {
+            last_sweep = Instant::now();
+            sweep_idle(shared, &this, &mut tasks);
+        }
+    }
+    tasks.abandon();
+}
+
+fn on_event(shared: &Arc<Shared>, this: &Arc<LoopShared>, tasks: &mut Tasks, event: &Event) {
+    match event.u64 {
+        LISTENER => {
+            for client in server::accept(shared) {
+                if client.home == this.index {
+                    take_on(shared, this, tasks, client);
+                } else {
+                    shared.loops[client.home].hand_over(client);
+                }
+            }
+        }
+        WAKE => {
+            this.wakes.drain();
+            let incoming = std::mem::take(&mut *this.incoming.lock().expect("incoming lock"));
+            for client in incoming {
+                take_on(shared, this, tasks, client);
+            }
+        }
+        token => {
+            let id = (token - 2) as u32;
+            if tasks.serves(id) {
+                // Its task waits for the socket to take more output.
+                tasks.resume_serving(id);
+            } else if let Some(client) = shared.client(id) {
+                if let Some(client) = server::claim(&client) {
+                    start_serving(shared, this, tasks, client);
+                }
+            }
+        }
+    }
+}
+
+/// A new connection of this loop: its greeting is due, then it is watched.
+fn take_on(shared: &Arc<Shared>, this: &Arc<LoopShared>, tasks: &mut Tasks, client: Arc<Client>) {
+    // Claimed first, then watched: an event before the greeting is only a
+    // poke.
+    let claimed = server::claim(&client);
+    if this.epoll.add_one_shot(client.fd, client.token()).is_err() {
+        client.killed.store(true, Ordering::Relaxed);
+    }
+    if let Some(client) = claimed {
+        start_serving(shared, this, tasks, client);
+    }
+}
+
+/// Starts the task that serves `client` (claimed for it).
+fn start_serving(
+    shared: &Arc<Shared>,
+    this: &Arc<LoopShared>,
+    tasks: &mut Tasks,
+    client: Arc<Client>,
+) {
+    let id = client.id;
+    let body = {
+        let shared = Arc::clone(shared);
+        let this = Arc::clone(this);
+        let client = Arc::clone(&client);
+        move || serve(&shared, &this, client)
+    };
+    if let Err(error) = tasks.start(id, body) {
+        // No stack to be had: the connection is closed, the others go on.
+        eprintln!("sql node: connection {id} closed: no task for it ({error})");
+        close(shared, this, &client);
+    }
+}
+
+/// About once a second, closes this loop's connections idle past their
+/// limit (`wait_timeout`, or the handshake's `connect_timeout`): claimed,
+/// marked, and served by a task that closes them.
+fn sweep_idle(shared: &Arc<Shared>, this: &Arc<LoopShared>, tasks: &mut Tasks) {
+    for client in shared.clients_now() {
+        if client.home != this.index {
+            continue;
+        }
+        let idle = client.since.lock().expect("since lock").elapsed();
+        if idle.as_secs() < client.idle_limit.load(Ordering::Relaxed) {
+            continue;
+        }
+        if let Some(claimed) = server::claim(&client) {
+            claimed.killed.store(true, Ordering::Relaxed);
+            start_serving(shared, this, tasks, claimed);
+        }
+    }
+}
+
+/// A task's body: serves `client` until it has nothing more to answer,
+/// then gives it back (or closes it).
+fn serve(shared: &Arc<Shared>, this: &Arc<LoopShared>, client: Arc<Client>) {
+    // A panic serving one connection (a bug) closes that connection; the
+    // loop and every other connection carry on.
+    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        serve_until_idle(shared, this, &client)
+    }));
+    if served.is_err() {
+        eprintln!(
+            "sql node: connection {} closed after a panic serving it",
+            client.id
+        );
+        close(shared, this, &client);
+    }
+}
+
+fn serve_until_idle(shared: &Arc<Shared>, this: &Arc<LoopShared>, client: &Arc<Client>) {
+    loop {
+        let closed = {
+            let mut io = client
+                .io
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let io = &mut *io;
+            io.protocol.greet(&mut io.output);
+            let mut closed = client.killed.load(Ordering::Relaxed) || read_available(io);
+            if !closed {
+                *client.since.lock().expect("since lock") = Instant::now();
+                let ClientIo {
+                    input,
+                    output,
+                    protocol,
+                    ..
+                } = io;
+                protocol.receive(input, output);
+            }
+            closed |= write_all(this, client, io).is_err();
+            closed |= io.protocol.is_closed();
+            client
+                .idle_limit
+                .store(io.protocol.idle_limit(), Ordering::Relaxed);
+            // Idle from the end of what it asked, not its start.
+            *client.since.lock().expect("since lock") = Instant::now();
+            closed
+        };
+        if closed {
+            close(shared, this, client);
+            return;
+        }
+        let mut ownership = client.ownership.lock().expect("ownership lock");
+        if ownership.poked {
+            ownership.poked = false;
+            continue;
+        }
+        ownership.busy = false;
+        drop(ownership);
+        // Given back first, then watched again: an event from here on
+        // finds it free. Bytes already waiting raise it at once.
+        if this.epoll.rearm(client.fd, client.token()).is_err() {
+            // Not watched, it would hang: closed now.
+            close(shared, this, client);
+        }
+        return;
+    }
+}
+
+/// Closes `client`'s connection and forgets it.
+fn close(shared: &Arc<Shared>, this: &Arc<LoopShared>, client: &Arc<Client>) {
+    {
+        let mut io = client
+            .io
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        io.protocol.close();
+        this.epoll.delete(io.stream.as_raw_fd());
+    }
+    shared
+        .clients
+        .lock()
+        .expect("clients lock")
+        .remove(&client.id);
+}
+
+/// Reads what the socket holds; true when the peer closed or the input
+/// grew past what a packet may be. A read that does not fill the chunk
+/// took everything there was: the next read would only say WouldBlock (a
+/// system call per statement saved), and bytes that come later raise the
+/// connection again when it is re-armed.
+fn read_available(io: &mut ClientIo) -> bool {
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        match io.stream.read(&mut chunk) {
+            Ok(0) => return true,
+            Ok(n) => {
+                io.input.extend_from_slice(&chunk[..n]);
+                if io.input.len() > MAX_PACKET + 64 * 1024 {
+                    // More than one whole packet buffered unanswered: the
+                    // decoder refuses oversized ones first, so this is a
+                    // client flooding without reading.
+                    return true;
+                }
+                if n < chunk.len() {
+                    return false;
+                }
+            }
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return true,
+        }
+    }
+}
+
+/// Writes the pending output; while the socket is full, the task waits
+/// for it to drain (its loop serves the others meanwhile), up to
+/// `WRITE_TIMEOUT`.
+fn write_all(this: &LoopShared, client: &Client, io: &mut ClientIo) -> io::Result<()> {
+    let mut written = 0;
+    let deadline = Instant::now() + WRITE_TIMEOUT;
+    while written < io.output.len() {
+        match io.stream.write(&io.output[written..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => written += n,
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+                this.epoll.rearm_writable(client.fd, client.token())?;
+                let suspended = client::cooperative::suspend(Some(deadline));
+                assert!(
+                    suspended,
+                    "connections are served only by tasks, whose waits suspend"
+                );
+            }
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    io.output.clear();
+    Ok(())
+}

@@ -1,0 +1,397 @@
+//! Connection tasks: the work of serving one connection's ready requests
+//! runs as a stackful coroutine on its event loop's thread, and every wait
+//! for the cluster (a reply, a lock, a retry's pause) suspends the task
+//! instead of the thread (`client::cooperative`), so one thread keeps many
+//! statements in flight (docs/design/0027-sql-node.md, "Threads").
+//!
+//! - [`Tasks`]: one loop's tasks: started, resumed when woken, their
+//!   deadlines, their stacks kept for the next.
+//! - [`WakeQueue`]: where wakers from other threads (the client's receive
+//!   threads) leave the tasks to resume, and the eventfd that wakes the
+//!   loop when it sleeps.
+//!
+//! A task is suspended in one wait at a time, numbered; a waker names the
+//! wait it was made for, and a wake for an older wait is dropped (the
+//! client's waiters check again after any resumption, so an early one
+//! would only cost time). A task never moves to another thread: its
+//! stack may hold references to the thread's locals.
+
+use client::cooperative::{self, Scheduler};
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+use std::cell::Cell;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Wake, Waker};
+use std::time::Instant;
+
+/// Stacks kept for later tasks beyond which finished tasks' stacks are
+/// freed (each is `sql::STATEMENT_STACK_BYTES` of address space).
+const SPARE_STACKS: usize = 4096;
+
+/// What a task hands its loop when it suspends: the deadline to resume it
+/// by (`None`: only when woken).
+type Suspension = Option<Instant>;
+
+type TaskCoroutine = Coroutine<(), Suspension, (), DefaultStack>;
+
+/// A task's number on its loop (never reused).
+pub(crate) type TaskId = u64;
+
+/// Wakes left for one loop by other threads.
+pub(crate) struct WakeQueue {
+    woken: Mutex<Vec<(TaskId, u32)>>,
+    /// The loop is about to sleep, or sleeps, in its poll: a wake pokes it.
+    sleeping: AtomicBool,
+    /// Written to wake the loop from its poll; in the loop's epoll set.
+    eventfd: OwnedFd,
+}
+
+impl WakeQueue {
+    pub(crate) fn new() -> io::Result<WakeQueue> {
+        // SAFETY: eventfd has no memory preconditions; its fd is owned here.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(WakeQueue {
+            woken: Mutex::new(Vec::new()),
+            sleeping: AtomicBool::new(false),
+            // SAFETY: a fresh descriptor nobody else owns.
+            eventfd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    pub(crate) fn fd(&self) -> RawFd {
+        self.eventfd.as_raw_fd()
+    }
+
+    /// Task `task` may resume from its wait `wait`.
+    fn wake(&self, task: TaskId, wait: u32) {
+        self.woken
+            .lock()
+            .expect("wake queue lock")
+            .push((task, wait));
+        // After the push: a loop that looked at the queue before it said
+        // it sleeps, and is poked.
+        if self.sleeping.swap(false, Ordering::SeqCst) {
+            self.poke();
+        }
+    }
+
+    /// Wakes the loop from its poll (a new connection for it, a stop).
+    pub(crate) fn poke(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes from a live buffer to the eventfd.
+        unsafe {
+            libc::write(self.eventfd.as_raw_fd(), one.as_ptr().cast(), one.len());
+        }
+    }
+
+    /// Empties the eventfd after it woke the loop.
+    pub(crate) fn drain(&self) {
+        let mut count = [0u8; 8];
+        // SAFETY: reads at most 8 bytes into a live buffer.
+        unsafe {
+            libc::read(
+                self.eventfd.as_raw_fd(),
+                count.as_mut_ptr().cast(),
+                count.len(),
+            );
+        }
+    }
+
+    /// The loop is about to sleep in its poll: true when it may (nothing
+    /// was woken); from here until [`WakeQueue::awake`], a wake pokes it.
+    pub(crate) fn prepare_sleep(&self) -> bool {
+        self.sleeping.store(true, Ordering::SeqCst);
+        if self.woken.lock().expect("wake queue lock").is_empty() {
+            return true;
+        }
+        self.sleeping.store(false, Ordering::SeqCst);
+        false
+    }
+
+    /// The loop is back from its poll: wakes need not poke it.
+    pub(crate) fn awake(&self) {
+        self.sleeping.store(false, Ordering::SeqCst);
+    }
+
+    /// Moves the wakes left so far to `out`.
+    fn take(&self, out: &mut Vec<(TaskId, u32)>) {
+        std::mem::swap(out, &mut *self.woken.lock().expect("wake queue lock"));
+    }
+}
+
+/// A waker for one wait of one task.
+struct TaskWaker {
+    queue: Arc<WakeQueue>,
+    task: TaskId,
+    wait: u32,
+}
+
+impl Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        self.queue.wake(self.task, self.wait);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.queue.wake(self.task, self.wait);
+    }
+}
+
+/// The scheduler a task's waits see (`client::cooperative`).
+struct TaskScheduler {
+    task: TaskId,
+    /// The number of the task's current (or next) wait.
+    wait: Cell<u32>,
+    /// The task's yielder, set when its coroutine starts.
+    yielder: Cell<*const Yielder<(), Suspension>>,
+    queue: Arc<WakeQueue>,
+}
+
+impl Scheduler for TaskScheduler {
+    fn waker(&self) -> Waker {
+        Waker::from(Arc::new(TaskWaker {
+            queue: Arc::clone(&self.queue),
+            task: self.task,
+            wait: self.wait.get(),
+        }))
+    }
+
+    fn suspend(&self, deadline: Option<Instant>) {
+        let yielder = self.yielder.get();
+        assert!(
+            !yielder.is_null(),
+            "a task suspends only from inside its coroutine, which sets its yielder first"
+        );
+        // SAFETY: the yielder lives on the coroutine's stack for as long as
+        // the coroutine runs, and only the coroutine itself calls suspend
+        // (the scheduler is installed only while it runs).
+        unsafe { (*yielder).suspend(deadline) };
+        self.wait.set(self.wait.get().wrapping_add(1));
+    }
+}
+
+struct Task {
+    coroutine: TaskCoroutine,
+    /// Boxed: the coroutine and the thread's scheduler slot point to it.
+    scheduler: Box<TaskScheduler>,
+    /// The connection it serves.
+    client: u32,
+}
+
+/// One loop's tasks.
+pub(crate) struct Tasks {
+    queue: Arc<WakeQueue>,
+    suspended: HashMap<TaskId, Task>,
+    /// The task serving each connection that has one.
+    serving: HashMap<u32, TaskId>,
+    next: TaskId,
+    stacks: Vec<DefaultStack>,
+    /// Deadlines: when, which task, which wait.
+    timers: BinaryHeap<Reverse<(Instant, TaskId, u32)>>,
+    woken: Vec<(TaskId, u32)>,
+}
+
+impl Tasks {
+    pub(crate) fn new(queue: Arc<WakeQueue>) -> Tasks {
+        Tasks {
+            queue,
+            suspended: HashMap::new(),
+            serving: HashMap::new(),
+            next: 0,
+            stacks: Vec::new(),
+            timers: BinaryHeap::new(),
+            woken: Vec::new(),
+        }
+    }
+
+    /// Whether a task serves connection `client` now.
+    pub(crate) fn serves(&self, client: u32) -> bool {
+        self.serving.contains_key(&client)
+    }
+
+    /// Starts a task serving connection `client` with `body`, and runs it
+    /// until it first suspends or ends.
+    pub(crate) fn start(&mut self, client: u32, body: impl FnOnce() + 'static) -> io::Result<()> {
+        let stack = match self.stacks.pop() {
+            Some(stack) => stack,
+            None => DefaultStack::new(sql::STATEMENT_STACK_BYTES)?,
+        };
+        let id = self.next;
+        self.next += 1;
+        let scheduler = Box::new(TaskScheduler {
+            task: id,
+            wait: Cell::new(0),
+            yielder: Cell::new(std::ptr::null()),
+            queue: Arc::clone(&self.queue),
+        });
+        let scheduler_at: *const TaskScheduler = &*scheduler;
+        let coroutine =
+            Coroutine::with_stack(stack, move |yielder: &Yielder<(), Suspension>, ()| {
+                // SAFETY: the scheduler is boxed in the task, which outlives its
+                // coroutine; nothing else writes its yielder.
+                unsafe { (*scheduler_at).yielder.set(yielder) };
+                body();
+            });
+        self.serving.insert(client, id);
+        self.run(Task {
+            coroutine,
+            scheduler,
+            client,
+        });
+        Ok(())
+    }
+
+    /// Resumes connection `client`'s task (an event on its socket, which
+    /// it waits for when its output is full), if it has one.
+    pub(crate) fn resume_serving(&mut self, client: u32) {
+        if let Some(task) = self.serving.get(&client).copied() {
+            if let Some(task) = self.suspended.remove(&task) {
+                self.run(task);
+            }
+        }
+    }
+
+    /// Resumes the tasks woken from other threads and those whose
+    /// deadline passed.
+    pub(crate) fn resume_woken(&mut self, now: Instant) {
+        let mut woken = std::mem::take(&mut self.woken);
+        self.queue.take(&mut woken);
+        for &(task, wait) in &woken {
+            self.resume_wait(task, wait);
+        }
+        woken.clear();
+        self.woken = woken;
+        while let Some(&Reverse((deadline, task, wait))) = self.timers.peek() {
+            if deadline > now {
+                break;
+            }
+            self.timers.pop();
+            self.resume_wait(task, wait);
+        }
+    }
+
+    /// When the next deadline is, if any task has one.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse((deadline, ..))| *deadline)
+    }
+
+    /// Resumes `task` if it still waits in wait `wait`.
+    fn resume_wait(&mut self, task: TaskId, wait: u32) {
+        let current = self
+            .suspended
+            .get(&task)
+            .is_some_and(|suspended| suspended.scheduler.wait.get() == wait);
+        if current {
+            let task = self.suspended.remove(&task).expect("looked up just now");
+            self.run(task);
+        }
+    }
+
+    /// Runs `task` until it suspends (kept, with its deadline) or ends
+    /// (its stack kept for the next).
+    fn run(&mut self, mut task: Task) {
+        let result = cooperative::run(&*task.scheduler, || task.coroutine.resume(()));
+        match result {
+            CoroutineResult::Yield(deadline) => {
+                let id = task.scheduler.task;
+                if let Some(deadline) = deadline {
+                    self.timers
+                        .push(Reverse((deadline, id, task.scheduler.wait.get())));
+                }
+                self.suspended.insert(id, task);
+            }
+            CoroutineResult::Return(()) => {
+                self.serving.remove(&task.client);
+                if self.stacks.len() < SPARE_STACKS {
+                    self.stacks.push(task.coroutine.into_stack());
+                }
+            }
+        }
+    }
+
+    /// The loop stops: suspended tasks are left where they are, never
+    /// resumed or unwound (unwinding would run their waits' cleanup, which
+    /// may wait again). Their connections are closed by the server; the
+    /// process is ending.
+    pub(crate) fn abandon(&mut self) {
+        for (_, task) in self.suspended.drain() {
+            std::mem::forget(task);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::rc::Rc;
+
+    #[test]
+    fn a_task_suspended_in_a_wait_resumes_when_woken_for_that_wait_only() {
+        let queue = Arc::new(WakeQueue::new().unwrap());
+        let mut tasks = Tasks::new(Arc::clone(&queue));
+        let steps = Rc::new(Cell::new(0));
+        let wakers: Rc<std::cell::RefCell<Vec<Waker>>> = Rc::default();
+        {
+            let steps = Rc::clone(&steps);
+            let wakers = Rc::clone(&wakers);
+            tasks
+                .start(7, move || {
+                    for _ in 0..2 {
+                        wakers.borrow_mut().push(
+                            cooperative::waker().expect("a task's body runs with its scheduler"),
+                        );
+                        assert!(cooperative::suspend(None));
+                        steps.set(steps.get() + 1);
+                    }
+                })
+                .unwrap();
+        }
+        assert!(tasks.serves(7));
+        assert_eq!(steps.get(), 0, "suspended in its first wait");
+        // The first wait's waker resumes it once; woken again for the same
+        // (now old) wait, it stays in its second wait.
+        let first = wakers.borrow()[0].clone();
+        first.wake_by_ref();
+        assert!(!queue.prepare_sleep(), "a wake keeps the loop awake");
+        tasks.resume_woken(Instant::now());
+        assert_eq!(steps.get(), 1);
+        first.wake();
+        tasks.resume_woken(Instant::now());
+        assert_eq!(steps.get(), 1, "a wake for an older wait is dropped");
+        let second = wakers.borrow()[1].clone();
+        second.wake();
+        tasks.resume_woken(Instant::now());
+        assert_eq!(steps.get(), 2);
+        assert!(!tasks.serves(7), "an ended task serves nothing");
+        assert_eq!(tasks.stacks.len(), 1, "its stack is kept for the next");
+    }
+
+    #[test]
+    fn a_deadline_resumes_a_task_nobody_wakes() {
+        let queue = Arc::new(WakeQueue::new().unwrap());
+        let mut tasks = Tasks::new(queue);
+        let done = Rc::new(Cell::new(false));
+        let deadline = Instant::now() + std::time::Duration::from_secs(3600);
+        {
+            let done = Rc::clone(&done);
+            tasks
+                .start(1, move || {
+                    cooperative::suspend(Some(deadline));
+                    done.set(true);
+                })
+                .unwrap();
+        }
+        assert_eq!(tasks.next_deadline(), Some(deadline));
+        tasks.resume_woken(Instant::now());
+        assert!(!done.get(), "not before its deadline");
+        tasks.resume_woken(deadline);
+        assert!(done.get());
+    }
+}
