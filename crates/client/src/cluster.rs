@@ -64,6 +64,9 @@ pub struct ConnectOptions {
     /// thread per `Cluster`, `reconnect.rs`); off, a lost connection
     /// stays lost for the `Cluster`'s life.
     pub reconnect: bool,
+    /// Data-node connections are read by whoever polls this receiver (an
+    /// application's event loop) instead of a receive thread each.
+    pub receiver: Option<Arc<crate::polled::Receiver>>,
 }
 
 impl Default for ConnectOptions {
@@ -73,6 +76,7 @@ impl Default for ConnectOptions {
             register_retry_interval: Duration::from_millis(100),
             reply_timeout: Duration::from_secs(60),
             reconnect: true,
+            receiver: None,
         }
     }
 }
@@ -1255,6 +1259,7 @@ impl Opening {
             transport: Arc::new(TcpTransport {
                 retry_interval: options.register_retry_interval,
                 write_timeout: options.reply_timeout,
+                receiver: options.receiver.clone(),
             }),
             clock: Clock::System,
             // One incarnation for every connection of this process's life.

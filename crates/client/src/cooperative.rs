@@ -21,7 +21,7 @@
 //! the holder. [`lock`] takes such a lock without blocking the thread.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::task::Waker;
 use std::time::{Duration, Instant};
@@ -122,26 +122,62 @@ pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// What one waiter of the client waits on: a condvar when the waiter is a
-/// thread, its waker when it is a task.
+/// thread, its waker when it is a task. A notify costs a system call only
+/// when a thread waits (a condvar's notify makes one even with nobody
+/// waiting; the receive threads notify for every reply).
 #[derive(Default)]
 pub(crate) struct WakeUp {
     condvar: Condvar,
+    /// Threads waiting on `condvar` (counted under the waiters' state lock,
+    /// before they wait).
+    threads_waiting: AtomicUsize,
     /// A task waits: its waker is in `task`.
     task_waits: AtomicBool,
     task: Mutex<Option<Waker>>,
 }
 
 impl WakeUp {
-    /// Wakes one waiter.
+    /// Wakes one waiter. Called after the state the waiters check changed
+    /// (under their lock): a waiter that counted itself before then is
+    /// seen here, and one that comes later sees the change.
     pub(crate) fn notify_one(&self) {
         self.wake_task();
-        self.condvar.notify_one();
+        if self.threads_waiting.load(Ordering::SeqCst) > 0 {
+            self.condvar.notify_one();
+        }
     }
 
     /// Wakes every waiter.
     pub(crate) fn notify_all(&self) {
         self.wake_task();
-        self.condvar.notify_all();
+        if self.threads_waiting.load(Ordering::SeqCst) > 0 {
+            self.condvar.notify_all();
+        }
+    }
+
+    /// A thread waits on the condvar (its state lock held) until
+    /// `deadline`, or for a notify when `None`; the state locked again.
+    pub(crate) fn wait_as_thread<'guard, T>(
+        &self,
+        guard: MutexGuard<'guard, T>,
+        deadline: Option<Instant>,
+    ) -> MutexGuard<'guard, T> {
+        self.threads_waiting.fetch_add(1, Ordering::SeqCst);
+        let guard = match deadline {
+            Some(deadline) => {
+                let timeout = deadline.saturating_duration_since(Instant::now());
+                self.condvar
+                    .wait_timeout(guard, timeout)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0
+            }
+            None => self
+                .condvar
+                .wait(guard)
+                .unwrap_or_else(PoisonError::into_inner),
+        };
+        self.threads_waiting.fetch_sub(1, Ordering::SeqCst);
+        guard
     }
 
     fn wake_task(&self) {
@@ -181,11 +217,6 @@ impl WakeUp {
             Some(()) => Ok(mutex.lock().unwrap_or_else(PoisonError::into_inner)),
             None => Err(guard.expect("the guard is kept when no task waits")),
         }
-    }
-
-    /// The condvar, for a thread's wait.
-    pub(crate) fn condvar(&self) -> &Condvar {
-        &self.condvar
     }
 }
 

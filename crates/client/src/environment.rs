@@ -137,17 +137,7 @@ impl Clock {
                     Ok(relocked) => return relocked,
                     Err(guard) => guard,
                 };
-                let condvar = wake_up.condvar();
-                match deadline {
-                    Some(deadline) => {
-                        let timeout = deadline.saturating_duration_since(Instant::now());
-                        condvar
-                            .wait_timeout(guard, timeout)
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .0
-                    }
-                    None => condvar.wait(guard).unwrap_or_else(PoisonError::into_inner),
-                }
+                wake_up.wait_as_thread(guard, deadline)
             }
             Clock::Driven(driver) => {
                 // The driver hands the turn to whoever delivers; the lock

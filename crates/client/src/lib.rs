@@ -28,6 +28,9 @@
 //!   thread, when a scheduler runs many tasks on one thread (the SQL
 //!   node's connections); the condvar-or-waker every waiter waits on.
 //! - `tcp`: the production transport, with a receive thread per connection.
+//! - `polled`: [`Receiver`], the production transport's receive side read
+//!   by an application's event loop instead (a thread stands in while no
+//!   loop polls).
 //! - `dispatch`: the in-flight table the receive threads answer into, and
 //!   the inboxes replies are posted to.
 //! - `id_hash`: the cheap hasher of the maps keyed by ids the client
@@ -62,6 +65,7 @@ pub mod environment;
 mod error;
 mod heartbeat;
 mod id_hash;
+mod polled;
 mod reconnect;
 mod replicas;
 mod scan;
@@ -74,6 +78,7 @@ pub mod value;
 pub use cluster::{Cluster, ConnectOptions};
 pub use connection::PROTOCOL_VERSION;
 pub use error::ClientError;
+pub use polled::Receiver;
 pub use replicas::{PartitionScan, ScannedRow};
 pub use scan::{
     Access, Filter, KeyRange, ScanCursor, ScanOptions, ScanResult, ScanStatistics,

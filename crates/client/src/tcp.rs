@@ -1,5 +1,6 @@
 //! The production transport: one TCP connection per data node, with a
-//! receive thread that reads into the connection's [`Inbound`].
+//! receive thread that reads into the connection's [`Inbound`], or read
+//! by whoever polls a [`Receiver`] (`polled`).
 //!
 //! ```text
 //!  NodeConnection::send ──> TcpLink::write (write timeout) ──> socket
@@ -8,6 +9,7 @@
 
 use crate::environment::{Inbound, Link, Transport};
 use crate::error::ClientError;
+use crate::polled::Receiver;
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
 use std::sync::Mutex;
@@ -21,6 +23,9 @@ pub(crate) struct TcpTransport {
     /// A node that stops reading must not block senders forever: a write
     /// that cannot finish in time ends the connection.
     pub write_timeout: Duration,
+    /// Connections are read by this receiver's poller instead of a
+    /// thread each.
+    pub receiver: Option<std::sync::Arc<Receiver>>,
 }
 
 impl Transport for TcpTransport {
@@ -40,6 +45,9 @@ impl Transport for TcpTransport {
         stream
             .set_write_timeout(Some(self.write_timeout))
             .map_err(connect_error)?;
+        if let Some(receiver) = &self.receiver {
+            return receiver.register(stream, inbound).map_err(connect_error);
+        }
         let receive_stream = stream.try_clone().map_err(connect_error)?;
         let receive_thread = std::thread::Builder::new()
             .name(format!("tessera-recv-{addr}"))

@@ -23,10 +23,12 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The epoll token of the listener; a client's is its id + 2.
+/// The epoll token of the listener; a client's is its id + 3.
 const LISTENER: u64 = 0;
 /// The epoll token of the loop's wake eventfd.
 const WAKE: u64 = 1;
+/// The epoll token of the cluster connection's receiver (first loop).
+const RECEIVE: u64 = 2;
 /// How often a loop looks for idle connections.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// How long a task waits for a client to take a response.
@@ -36,7 +38,7 @@ const EVENTS_AT_ONCE: usize = 256;
 
 /// A client's token in its loop's set.
 pub(crate) fn client_token(id: u32) -> u64 {
-    id as u64 + 2
+    id as u64 + 3
 }
 
 /// What other threads reach of a loop.
@@ -47,19 +49,29 @@ pub(crate) struct LoopShared {
     pub(crate) wakes: Arc<WakeQueue>,
     /// Connections another loop accepted for this one.
     incoming: Mutex<Vec<Arc<Client>>>,
+    /// The cluster connection's receive side, read by this loop.
+    receiver: Option<Arc<client::Receiver>>,
 }
 
 impl LoopShared {
-    pub(crate) fn new(index: usize, listener: &TcpListener) -> io::Result<LoopShared> {
+    pub(crate) fn new(
+        index: usize,
+        listener: &TcpListener,
+        receiver: Option<Arc<client::Receiver>>,
+    ) -> io::Result<LoopShared> {
         let epoll = Epoll::new()?;
         epoll.add_exclusive(listener.as_raw_fd(), LISTENER)?;
         let wakes = Arc::new(WakeQueue::new()?);
         epoll.add(wakes.fd(), WAKE)?;
+        if let Some(receiver) = &receiver {
+            epoll.add(receiver.fd(), RECEIVE)?;
+        }
         Ok(LoopShared {
             index,
             epoll,
             wakes,
             incoming: Mutex::new(Vec::new()),
+            receiver,
         })
     }
 
@@ -76,6 +88,9 @@ pub(crate) fn run(shared: &Arc<Shared>, index: usize) {
     let mut tasks = Tasks::new(Arc::clone(&this.wakes));
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS_AT_ONCE];
     let mut last_sweep = Instant::now();
+    if let Some(receiver) = &this.receiver {
+        receiver.take_over();
+    }
     while !shared.stopping.load(Ordering::Relaxed) {
         let now = Instant::now();
         let mut wake_by = last_sweep + SWEEP_EVERY;
@@ -90,6 +105,9 @@ pub(crate) fn run(shared: &Arc<Shared>, index: usize) {
         } else {
             0
         };
+        if let Some(receiver) = &this.receiver {
+            receiver.polling(true);
+        }
         let ready = match this.epoll.wait(&mut events, timeout_ms) {
             Ok(ready) => ready,
             Err(error) if error.kind() == io::ErrorKind::Interrupted => 0,
@@ -100,6 +118,9 @@ pub(crate) fn run(shared: &Arc<Shared>, index: usize) {
             }
         };
         this.wakes.awake();
+        if let Some(receiver) = &this.receiver {
+            receiver.polling(false);
+        }
         for event in &events[..ready] {
             on_event(shared, &this, &mut tasks, event);
         }
@@ -108,6 +129,9 @@ pub(crate) fn run(shared: &Arc<Shared>, index: usize) {
             last_sweep = Instant::now();
             sweep_idle(shared, &this, &mut tasks);
         }
+    }
+    if let Some(receiver) = &this.receiver {
+        receiver.give_back();
     }
     tasks.abandon();
 }
@@ -123,6 +147,11 @@ fn on_event(shared: &Arc<Shared>, this: &Arc<LoopShared>, tasks: &mut Tasks, eve
                 }
             }
         }
+        RECEIVE => {
+            if let Some(receiver) = &this.receiver {
+                receiver.receive_ready();
+            }
+        }
         WAKE => {
             this.wakes.drain();
             let incoming = std::mem::take(&mut *this.incoming.lock().expect("incoming lock"));
@@ -131,7 +160,7 @@ fn on_event(shared: &Arc<Shared>, this: &Arc<LoopShared>, tasks: &mut Tasks, eve
             }
         }
         token => {
-            let id = (token - 2) as u32;
+            let id = (token - 3) as u32;
             if tasks.serves(id) {
                 // Its task waits for the socket to take more output.
                 tasks.resume_serving(id);

@@ -37,13 +37,23 @@ pub fn start(mgmd: &str, address: SocketAddr, loops: Option<usize>) -> Result<Sq
     let loops = loops.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
-    let cluster = client::Cluster::connect(mgmd)
+    // The first loop reads the data nodes' replies itself (a thread stands
+    // in until it starts, and while it is away from its poll).
+    let receiver = client::Receiver::new()
+        .map_err(|error| format!("starting the cluster connection's receiver: {error}"))?;
+    let options = client::ConnectOptions {
+        receiver: Some(Arc::clone(&receiver)),
+        ..Default::default()
+    };
+    let cluster = client::Cluster::connect_with(mgmd, options)
         .map_err(|error| format!("connecting to the cluster at {mgmd}: {error}"))?;
     // The cluster connection lives as long as the process: sessions'
     // transactions borrow it for 'static.
     let cluster: &'static client::Cluster = Box::leak(Box::new(cluster));
-    SqlServer::start(address, loops, |server| sql::Engine::new(cluster, server))
-        .map_err(|error| format!("starting the SQL node on {address}: {error}"))
+    SqlServer::start(address, loops, Some(receiver), |server| {
+        sql::Engine::new(cluster, server)
+    })
+    .map_err(|error| format!("starting the SQL node on {address}: {error}"))
 }
 
 /// The engine type, for those that build a server themselves.

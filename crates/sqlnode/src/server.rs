@@ -167,19 +167,24 @@ impl sql::Server for ServerView {
 }
 
 impl SqlServer {
-    /// Listens on `address` and serves with `loops` event-loop threads;
+    /// Listens on `address` and serves with `loops` event-loop threads,
+    /// the first reading the cluster's replies from `receiver` when given;
     /// the engine comes from `engine`, given the server's view (for SHOW
     /// PROCESSLIST).
     pub fn start(
         address: SocketAddr,
         loops: usize,
+        receiver: Option<Arc<client::Receiver>>,
         engine: impl FnOnce(Arc<dyn sql::Server>) -> sql::SqlResult<Arc<sql::Engine>>,
     ) -> io::Result<SqlServer> {
         let listener = TcpListener::bind(address)?;
         listener.set_nonblocking(true)?;
         let address = listener.local_addr()?;
         let loops = (0..loops.max(1))
-            .map(|index| LoopShared::new(index, &listener).map(Arc::new))
+            .map(|index| {
+                let receiver = if index == 0 { receiver.clone() } else { None };
+                LoopShared::new(index, &listener, receiver).map(Arc::new)
+            })
             .collect::<io::Result<Vec<_>>>()?;
         let shared = Arc::new(Shared {
             listener,
