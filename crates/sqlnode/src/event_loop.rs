@@ -16,7 +16,7 @@ use crate::connection::MAX_PACKET;
 use crate::epoll::{Epoll, Event};
 use crate::server::{self, Client, ClientIo, Shared};
 use crate::task::{Tasks, WakeQueue};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
@@ -49,8 +49,11 @@ pub(crate) struct LoopShared {
     pub(crate) wakes: Arc<WakeQueue>,
     /// Connections another loop accepted for this one.
     incoming: Mutex<Vec<Arc<Client>>>,
-    /// The cluster connection's receive side, read by this loop.
+    /// The cluster connection's receive side: the first loop owns it
+    /// (sleeps on it too); the others read it after each round of work,
+    /// so that under load replies for their tasks need no wake-up.
     receiver: Option<Arc<client::Receiver>>,
+    owns_receiver: bool,
 }
 
 impl LoopShared {
@@ -63,7 +66,8 @@ impl LoopShared {
         epoll.add_exclusive(listener.as_raw_fd(), LISTENER)?;
         let wakes = Arc::new(WakeQueue::new()?);
         epoll.add(wakes.fd(), WAKE)?;
-        if let Some(receiver) = &receiver {
+        let owns_receiver = index == 0 && receiver.is_some();
+        if let Some(receiver) = receiver.as_ref().filter(|_| owns_receiver) {
             epoll.add(receiver.fd(), RECEIVE)?;
         }
         Ok(LoopShared {
@@ -72,6 +76,7 @@ impl LoopShared {
             wakes,
             incoming: Mutex::new(Vec::new()),
             receiver,
+            owns_receiver,
         })
     }
 
@@ -88,7 +93,8 @@ pub(crate) fn run(shared: &Arc<Shared>, index: usize) {
     let mut tasks = Tasks::new(Arc::clone(&this.wakes));
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS_AT_ONCE];
     let mut last_sweep = Instant::now();
-    if let Some(receiver) = &this.receiver {
+    let owned = this.receiver.as_ref().filter(|_| this.owns_receiver);
+    if let Some(receiver) = owned {
         receiver.take_over();
     }
     while !shared.stopping.load(Ordering::Relaxed) {
@@ -105,7 +111,7 @@ pub(crate) fn run(shared: &Arc<Shared>, index: usize) {
         } else {
             0
         };
-        if let Some(receiver) = &this.receiver {
+        if let Some(receiver) = owned {
             receiver.polling(true);
         }
         let ready = match this.epoll.wait(&mut events, timeout_ms) {
@@ -118,11 +124,16 @@ pub(crate) fn run(shared: &Arc<Shared>, index: usize) {
             }
         };
         this.wakes.awake();
-        if let Some(receiver) = &this.receiver {
+        if let Some(receiver) = owned {
             receiver.polling(false);
         }
         for event in &events[..ready] {
             on_event(shared, &this, &mut tasks, event);
+        }
+        if ready > 0 && !this.owns_receiver {
+            if let Some(receiver) = &this.receiver {
+                receiver.receive_ready();
+            }
         }
         tasks.resume_woken(Instant::now());
         if last_sweep.elapsed() >= SWEEP_EVERY {
@@ -130,7 +141,7 @@ pub(crate) fn run(shared: &Arc<Shared>, index: usize) {
             sweep_idle(shared, &this, &mut tasks);
         }
     }
-    if let Some(receiver) = &this.receiver {
+    if let Some(receiver) = owned {
         receiver.give_back();
     }
     tasks.abandon();
@@ -314,27 +325,49 @@ fn close(shared: &Arc<Shared>, this: &Arc<LoopShared>, client: &Arc<Client>) {
 /// grew past what a packet may be. A read that does not fill the chunk
 /// took everything there was: the next read would only say WouldBlock (a
 /// system call per statement saved), and bytes that come later raise the
-/// connection again when it is re-armed.
+/// connection again when it is re-armed. Bytes go straight into the
+/// input's spare room: no chunk on the task's stack to clear and copy.
 fn read_available(io: &mut ClientIo) -> bool {
-    let mut chunk = [0u8; 16 * 1024];
+    const CHUNK: usize = 16 * 1024;
     loop {
-        match io.stream.read(&mut chunk) {
-            Ok(0) => return true,
-            Ok(n) => {
-                io.input.extend_from_slice(&chunk[..n]);
+        let start = io.input.len();
+        io.input.reserve(CHUNK);
+        let spare = io.input.spare_capacity_mut();
+        // SAFETY: recv writes at most CHUNK bytes, within the spare room
+        // just reserved; only the bytes it reports written are then
+        // counted as the input's.
+        let read = unsafe {
+            libc::recv(
+                io.stream.as_raw_fd(),
+                spare.as_mut_ptr().cast(),
+                CHUNK.min(spare.len()),
+                0,
+            )
+        };
+        match read {
+            0 => return true,
+            read if read > 0 => {
+                let read = read as usize;
+                // SAFETY: recv initialized these `read` bytes.
+                unsafe { io.input.set_len(start + read) };
                 if io.input.len() > MAX_PACKET + 64 * 1024 {
                     // More than one whole packet buffered unanswered: the
                     // decoder refuses oversized ones first, so this is a
                     // client flooding without reading.
                     return true;
                 }
-                if n < chunk.len() {
+                if read < CHUNK {
                     return false;
                 }
             }
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => return false,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return true,
+            _ => {
+                let error = io::Error::last_os_error();
+                match error.kind() {
+                    io::ErrorKind::WouldBlock => return false,
+                    io::ErrorKind::Interrupted => continue,
+                    _ => return true,
+                }
+            }
         }
     }
 }

@@ -181,10 +181,7 @@ impl SqlServer {
         listener.set_nonblocking(true)?;
         let address = listener.local_addr()?;
         let loops = (0..loops.max(1))
-            .map(|index| {
-                let receiver = if index == 0 { receiver.clone() } else { None };
-                LoopShared::new(index, &listener, receiver).map(Arc::new)
-            })
+            .map(|index| LoopShared::new(index, &listener, receiver.clone()).map(Arc::new))
             .collect::<io::Result<Vec<_>>>()?;
         let shared = Arc::new(Shared {
             listener,
