@@ -16,8 +16,8 @@
 //! gives it back), the receiver's own thread reads, so connecting and
 //! registering need no loop. While a loop owns it, the thread sleeps and
 //! looks every `FALLBACK_LOOK`: an owner out of its poll for longer than
-//! that (a long statement) has its sockets read by the thread meanwhile,
-//! so replies and heartbeats never wait for it. Two readers of one
+//! that (a long statement) has its sockets read by the thread until it is
+//! back, so replies and heartbeats wait for it at most that long. Two readers of one
 //! connection never overlap: each connection is read under its own lock,
 //! and a reader that finds it taken leaves it to the other.
 
@@ -363,7 +363,7 @@ impl Shared {
 }
 
 /// The fallback thread: reads while no loop owns the receiver, and
-/// stands in for an owner away from its poll.
+/// stands in for an owner away from its poll for as long as it is away.
 fn fallback(shared: &Shared) {
     while !shared.stopping.load(Ordering::SeqCst) {
         if !shared.owned.load(Ordering::SeqCst) {
@@ -372,8 +372,11 @@ fn fallback(shared: &Shared) {
             continue;
         }
         std::thread::park_timeout(FALLBACK_LOOK);
-        if shared.owned.load(Ordering::SeqCst) && shared.owner_is_away() {
-            shared.receive_ready();
+        while shared.owned.load(Ordering::SeqCst)
+            && shared.owner_is_away()
+            && !shared.stopping.load(Ordering::SeqCst)
+        {
+            shared.wait_and_receive(FALLBACK_LOOK.as_millis() as i32);
         }
     }
 }

@@ -139,12 +139,12 @@ pub(crate) fn run(shared: &Arc<Shared>, index: usize) {
         if last_sweep.elapsed() >= SWEEP_EVERY {
             last_sweep = Instant::now();
             sweep_idle(shared, &this, &mut tasks);
+            tasks.trim_spare_stacks();
         }
     }
     if let Some(receiver) = owned {
         receiver.give_back();
     }
-    tasks.abandon();
 }
 
 fn on_event(shared: &Arc<Shared>, this: &Arc<LoopShared>, tasks: &mut Tasks, event: &Event) {
@@ -250,7 +250,13 @@ fn serve(shared: &Arc<Shared>, this: &Arc<LoopShared>, client: Arc<Client>) {
             "sql node: connection {} closed after a panic serving it",
             client.id
         );
-        close(shared, this, &client);
+        // Closing ends its session, which may run into the same bug.
+        let closed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            close(shared, this, &client)
+        }));
+        if closed.is_err() {
+            forget(shared, this, &client);
+        }
     }
 }
 
@@ -297,7 +303,10 @@ fn serve_until_idle(shared: &Arc<Shared>, this: &Arc<LoopShared>, client: &Arc<C
         // Given back first, then watched again: an event from here on
         // finds it free. Bytes already waiting raise it at once.
         if this.epoll.rearm(client.fd, client.token()).is_err() {
-            // Not watched, it would hang: closed now.
+            // Not watched, it would hang: closed now, taken back first
+            // (nothing else claims it meanwhile: claims are made on this
+            // loop's thread, which runs this task).
+            client.ownership.lock().expect("ownership lock").busy = true;
             close(shared, this, client);
         }
         return;
@@ -312,7 +321,19 @@ fn close(shared: &Arc<Shared>, this: &Arc<LoopShared>, client: &Arc<Client>) {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         io.protocol.close();
-        this.epoll.delete(io.stream.as_raw_fd());
+    }
+    forget(shared, this, client);
+}
+
+/// Stops watching `client` and drops it from the table (its socket closes
+/// with the last reference).
+fn forget(shared: &Arc<Shared>, this: &Arc<LoopShared>, client: &Arc<Client>) {
+    this.epoll.delete(client.fd);
+    // SAFETY: `fd` belongs to the client's stream, alive while it is held;
+    // shutdown does not close it. The peer sees the end at once, whoever
+    // still holds the client.
+    unsafe {
+        libc::shutdown(client.fd, libc::SHUT_RDWR);
     }
     shared
         .clients

@@ -29,9 +29,14 @@ use std::sync::{Arc, Mutex};
 use std::task::{Wake, Waker};
 use std::time::Instant;
 
-/// Stacks kept for later tasks beyond which finished tasks' stacks are
-/// freed (each is `sql::STATEMENT_STACK_BYTES` of address space).
+/// Finished tasks' stacks kept for the next, at most (each is
+/// `sql::STATEMENT_STACK_BYTES` of address space, and the pages a task
+/// touched stay with it). Freeing and mapping a stack per task costs more
+/// than the task under load; stacks left unused for a whole trim interval
+/// are freed (`Tasks::trim_spare_stacks`), down to `KEPT_STACKS`.
 const SPARE_STACKS: usize = 4096;
+/// Spare stacks never freed by a trim.
+const KEPT_STACKS: usize = 16;
 
 /// What a task hands its loop when it suspends: the deadline to resume it
 /// by (`None`: only when woken).
@@ -193,7 +198,11 @@ pub(crate) struct Tasks {
     serving: HashMap<u32, TaskId>,
     next: TaskId,
     stacks: Vec<DefaultStack>,
-    /// Deadlines: when, which task, which wait.
+    /// The fewest spare stacks since the last trim: that many went unused.
+    stacks_unused: usize,
+    /// Deadlines: when, which task, which wait. An entry stays after its
+    /// task resumed otherwise (most waits end long before their reply
+    /// timeout) until it comes due or the heap is pruned.
     timers: BinaryHeap<Reverse<(Instant, TaskId, u32)>>,
     woken: Vec<(TaskId, u32)>,
 }
@@ -206,6 +215,7 @@ impl Tasks {
             serving: HashMap::new(),
             next: 0,
             stacks: Vec::new(),
+            stacks_unused: 0,
             timers: BinaryHeap::new(),
             woken: Vec::new(),
         }
@@ -223,6 +233,7 @@ impl Tasks {
             Some(stack) => stack,
             None => DefaultStack::new(sql::STATEMENT_STACK_BYTES)?,
         };
+        self.stacks_unused = self.stacks_unused.min(self.stacks.len());
         let id = self.next;
         self.next += 1;
         let scheduler = Box::new(TaskScheduler {
@@ -295,32 +306,72 @@ impl Tasks {
     }
 
     /// Runs `task` until it suspends (kept, with its deadline) or ends
-    /// (its stack kept for the next).
+    /// (its stack kept for the next). A panic that escapes the task's body
+    /// (its body catches its own: this is the net under it) ends the task
+    /// and its stack, never the loop.
     fn run(&mut self, mut task: Task) {
-        let result = cooperative::run(&*task.scheduler, || task.coroutine.resume(()));
-        match result {
-            CoroutineResult::Yield(deadline) => {
+        let resumed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            cooperative::run(&*task.scheduler, || task.coroutine.resume(()))
+        }));
+        match resumed {
+            Ok(CoroutineResult::Yield(deadline)) => {
                 let id = task.scheduler.task;
                 if let Some(deadline) = deadline {
                     self.timers
                         .push(Reverse((deadline, id, task.scheduler.wait.get())));
                 }
                 self.suspended.insert(id, task);
+                if self.timers.len() > 2 * self.suspended.len() + 64 {
+                    self.prune_timers();
+                }
             }
-            CoroutineResult::Return(()) => {
+            Ok(CoroutineResult::Return(())) => {
                 self.serving.remove(&task.client);
                 if self.stacks.len() < SPARE_STACKS {
                     self.stacks.push(task.coroutine.into_stack());
                 }
             }
+            Err(_) => {
+                eprintln!(
+                    "sql node: a task serving connection {} ended in a panic",
+                    task.client
+                );
+                self.serving.remove(&task.client);
+            }
         }
     }
 
-    /// The loop stops: suspended tasks are left where they are, never
-    /// resumed or unwound (unwinding would run their waits' cleanup, which
-    /// may wait again). Their connections are closed by the server; the
-    /// process is ending.
-    pub(crate) fn abandon(&mut self) {
+    /// Drops the deadlines of waits that are over: at most as many stay
+    /// as tasks are suspended, so the heap stays within twice that (plus
+    /// a little), each entry pruned once.
+    fn prune_timers(&mut self) {
+        let suspended = &self.suspended;
+        self.timers.retain(|Reverse((_, task, wait))| {
+            suspended
+                .get(task)
+                .is_some_and(|suspended| suspended.scheduler.wait.get() == *wait)
+        });
+    }
+
+    /// Frees the spare stacks no task took since the last trim (keeping
+    /// `KEPT_STACKS`): after a burst of connections, their stacks and the
+    /// pages they touched go back.
+    pub(crate) fn trim_spare_stacks(&mut self) {
+        let free = self.stacks_unused.saturating_sub(KEPT_STACKS);
+        let keep = self.stacks.len() - free.min(self.stacks.len());
+        self.stacks.truncate(keep);
+        self.stacks_unused = self.stacks.len();
+    }
+}
+
+impl Drop for Tasks {
+    /// The loop ends (the server stops, or the loop's thread unwinds):
+    /// suspended tasks are left where they are, never resumed or unwound
+    /// (unwinding would run their waits' cleanup, which may wait again,
+    /// and corosensei unwinds by a panic their bodies would catch). Their
+    /// transactions are not rolled back here: the process is ending, and
+    /// the cluster aborts a departed API node's transactions.
+    fn drop(&mut self) {
         for (_, task) in self.suspended.drain() {
             std::mem::forget(task);
         }
@@ -393,5 +444,85 @@ mod tests {
         assert!(!done.get(), "not before its deadline");
         tasks.resume_woken(deadline);
         assert!(done.get());
+    }
+
+    #[test]
+    fn deadlines_of_finished_waits_do_not_pile_up() {
+        let queue = Arc::new(WakeQueue::new().unwrap());
+        let mut tasks = Tasks::new(Arc::clone(&queue));
+        let far = Instant::now() + std::time::Duration::from_secs(3600);
+        let wakers: Rc<std::cell::RefCell<Vec<Waker>>> = Rc::default();
+        {
+            let wakers = Rc::clone(&wakers);
+            // Many waits with a far deadline, each ended by its waker
+            // long before it (as replies end waits for their timeouts).
+            tasks
+                .start(1, move || {
+                    for _ in 0..10_000 {
+                        wakers.borrow_mut().push(cooperative::waker().unwrap());
+                        cooperative::suspend(Some(far));
+                    }
+                })
+                .unwrap();
+        }
+        for _ in 0..10_000 {
+            let waker = wakers.borrow_mut().pop().expect("the task waits");
+            waker.wake();
+            tasks.resume_woken(Instant::now());
+            assert!(
+                tasks.timers.len() <= 2 * tasks.suspended.len() + 65,
+                "{} deadlines kept for {} suspended tasks",
+                tasks.timers.len(),
+                tasks.suspended.len()
+            );
+        }
+        assert!(!tasks.serves(1));
+    }
+
+    #[test]
+    fn spare_stacks_unused_for_a_trim_interval_are_freed() {
+        let queue = Arc::new(WakeQueue::new().unwrap());
+        let mut tasks = Tasks::new(queue);
+        // A burst: 40 tasks suspended at once, then all ended.
+        let wakers: Rc<std::cell::RefCell<Vec<Waker>>> = Rc::default();
+        for client in 0..40 {
+            let wakers = Rc::clone(&wakers);
+            tasks
+                .start(client, move || {
+                    wakers.borrow_mut().push(cooperative::waker().unwrap());
+                    cooperative::suspend(None);
+                })
+                .unwrap();
+        }
+        for waker in wakers.borrow_mut().drain(..) {
+            waker.wake();
+        }
+        tasks.resume_woken(Instant::now());
+        assert_eq!(tasks.stacks.len(), 40);
+        // The first trim only starts counting; one task between uses one.
+        tasks.trim_spare_stacks();
+        assert_eq!(tasks.stacks.len(), 40);
+        tasks.start(99, || {}).unwrap();
+        tasks.trim_spare_stacks();
+        assert_eq!(
+            tasks.stacks.len(),
+            KEPT_STACKS + 1,
+            "the stacks no task took since the last trim are freed, but the kept ones"
+        );
+    }
+
+    #[test]
+    fn a_panic_escaping_a_task_ends_the_task_not_the_loop() {
+        let queue = Arc::new(WakeQueue::new().unwrap());
+        let mut tasks = Tasks::new(queue);
+        tasks
+            .start(5, || panic!("a bug the task's body did not catch"))
+            .unwrap();
+        assert!(!tasks.serves(5));
+        // The loop's tasks go on.
+        let ran = Rc::new(Cell::new(false));
+        let ran_too = Rc::clone(&ran);
+        tasks.start(6, move || ran_too.set(true)).unwrap();
+        assert!(ran.get());
     }
 }
