@@ -6,10 +6,13 @@
 //! that wrote nothing never waits; the async session hands durable commits
 //! back only once durable.
 
+mod common;
+
 use client::{
-    AsyncSession, ClientError, Cluster, ColumnDef, ColumnType, Commit, Completion, ConnectOptions,
-    ErrorCode, Gci, LockMode, TableDef, TransactionState, Value,
+    AsyncSession, ClientError, Cluster, Commit, Completion, ConnectOptions, ErrorCode, Gci,
+    LockMode, TransactionState, Value,
 };
+use common::kv_table;
 use fakenode::{FakeCluster, FakeDataNode, FakeDataNodeOptions};
 use signal::{BlockKind, NodeId};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,34 +22,13 @@ const API_NODE: u16 = 200;
 /// Above every GCI the tests' commits get (the fake numbers them 1/0, 2/0, ...).
 const FAR_AHEAD: Gci = Gci::from_parts(1000, 0);
 
-fn table_def() -> TableDef {
-    let column = |name: &str, column_type| ColumnDef {
-        name: name.into(),
-        column_type,
-        nullable: false,
-    };
-    TableDef {
-        indexes: Vec::new(),
-        revision: 0,
-        id: 0,
-        version: 0,
-        name: "kv".into(),
-        partitions: 0,
-        primary_key: vec![0],
-        columns: vec![
-            column("k", ColumnType::Int { unsigned: true }),
-            column("v", ColumnType::BigInt { unsigned: false }),
-        ],
-    }
-}
-
 /// A fake node with the table, whose complete GCI the test moves (none
 /// complete yet), and a client connected to it.
 fn start_with(options: ConnectOptions) -> (FakeDataNode, Cluster) {
     let node = FakeDataNode::start(FakeDataNodeOptions::default()).expect("fake node listens");
     let cluster = Cluster::connect_direct_with(&node.addr().to_string(), API_NODE, options)
         .expect("client registers");
-    cluster.create_table(&table_def()).expect("create table");
+    cluster.create_table(&kv_table()).expect("create table");
     node.set_complete_gci(Gci(0));
     (node, cluster)
 }
@@ -244,7 +226,7 @@ fn a_wait_whose_connection_is_lost_is_asked_again_on_another_node() {
     let fake = FakeCluster::start(FakeDataNodeOptions::default(), &[2, 3]).expect("fake nodes");
     let mgmd = fake.start_mgmd().expect("mgmd starts");
     let cluster = Cluster::connect(&mgmd.local_addr().to_string()).expect("connects");
-    cluster.create_table(&table_def()).expect("create table");
+    cluster.create_table(&kv_table()).expect("create table");
     fake.set_complete_gci(Gci(0));
     let mut transaction = cluster
         .transaction_on_node(NodeId(2))

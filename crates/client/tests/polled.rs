@@ -5,37 +5,16 @@
 //! never polls (the thread stands in), and after the owner gives it back;
 //! a lost connection fails its waiters.
 
-use client::{
-    ClientError, Cluster, ColumnDef, ColumnType, Commit, ConnectOptions, ErrorCode, LockMode,
-    Receiver, TableDef, Value,
-};
+mod common;
+
+use client::{ClientError, Cluster, Commit, ConnectOptions, ErrorCode, LockMode, Receiver, Value};
+use common::kv_table;
 use fakenode::{FakeDataNode, FakeDataNodeOptions};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const API_NODE: u16 = 200;
-
-fn table_def() -> TableDef {
-    let column = |name: &str, column_type| ColumnDef {
-        name: name.into(),
-        column_type,
-        nullable: false,
-    };
-    TableDef {
-        indexes: Vec::new(),
-        revision: 0,
-        id: 0,
-        version: 0,
-        name: "kv".into(),
-        partitions: 0,
-        primary_key: vec![0],
-        columns: vec![
-            column("k", ColumnType::Int { unsigned: true }),
-            column("v", ColumnType::BigInt { unsigned: false }),
-        ],
-    }
-}
 
 /// A fake node with the table and a client reading through `receiver`.
 fn start(receiver: &Arc<Receiver>) -> (FakeDataNode, Cluster) {
@@ -46,7 +25,7 @@ fn start(receiver: &Arc<Receiver>) -> (FakeDataNode, Cluster) {
     };
     let cluster = Cluster::connect_direct_with(&node.addr().to_string(), API_NODE, options)
         .expect("client registers through the receiver's thread");
-    cluster.create_table(&table_def()).expect("create table");
+    cluster.create_table(&kv_table()).expect("create table");
     (node, cluster)
 }
 
