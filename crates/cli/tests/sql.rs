@@ -10,8 +10,11 @@
 
 mod common;
 
-use common::{mariadb, ClusterOptions, SqlNode, TestCluster};
-use std::io::{Read, Write};
+use common::{
+    mariadb, mysql_read_packet as read_packet, mysql_write_packet as write_packet, ClusterOptions,
+    SqlNode, TestCluster,
+};
+use std::io::Read;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -24,23 +27,6 @@ fn error_of(node: &SqlNode, sql: &str) -> String {
         Ok(output) => panic!("{sql} succeeded with {output:?}"),
         Err(error) => error,
     }
-}
-
-/// One packet: its sequence id and payload.
-fn read_packet(stream: &mut TcpStream) -> (u8, Vec<u8>) {
-    let mut header = [0u8; 4];
-    stream.read_exact(&mut header).unwrap();
-    let length = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
-    let mut payload = vec![0u8; length];
-    stream.read_exact(&mut payload).unwrap();
-    (header[3], payload)
-}
-
-fn write_packet(stream: &mut TcpStream, sequence: u8, payload: &[u8]) {
-    let mut packet = (payload.len() as u32).to_le_bytes()[..3].to_vec();
-    packet.push(sequence);
-    packet.extend_from_slice(payload);
-    stream.write_all(&packet).unwrap();
 }
 
 const SCHEMA: &str = "CREATE DATABASE sbtest; USE sbtest; CREATE TABLE sbtest1(

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{ClusterOptions, SqlNode, TestCluster};
+use common::{mysql_read_packet, mysql_write_packet, ClusterOptions, SqlNode, TestCluster};
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Error, Opts, OptsBuilder, Row, TxOpts};
 
@@ -275,7 +275,9 @@ fn a_driver_runs_prepared_statements_and_transactions() {
         assert_eq!(one, Some(1));
         conn.disconnect().await.unwrap();
     });
-    a_lock_wait_does_not_hold_the_only_thread(&cluster);
+    let single = SqlNode::start_with_threads(&cluster, 1);
+    a_lock_wait_does_not_hold_the_only_thread(&single);
+    a_client_that_does_not_read_holds_up_nobody(&single);
 }
 
 /// A statement waiting for a row lock suspends its task, not its thread.
@@ -283,8 +285,7 @@ fn a_driver_runs_prepared_statements_and_transactions() {
 /// lock must still get to commit (and SHOW PROCESSLIST be answered
 /// meanwhile), and the waiting statement then goes on instead of timing
 /// out (1205).
-fn a_lock_wait_does_not_hold_the_only_thread(cluster: &TestCluster) {
-    let single = SqlNode::start_with_threads(cluster, 1);
+fn a_lock_wait_does_not_hold_the_only_thread(single: &SqlNode) {
     let runtime = || {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -294,7 +295,7 @@ fn a_lock_wait_does_not_hold_the_only_thread(cluster: &TestCluster) {
     // The holder's connection lives in one runtime throughout.
     let holder_runtime = runtime();
     let mut holder = holder_runtime.block_on(async {
-        let mut holder = connect(&single).await;
+        let mut holder = connect(single).await;
         holder
             .query_drop("CREATE TABLE app.locks (id INT PRIMARY KEY, v INT)")
             .await
@@ -361,4 +362,102 @@ fn a_lock_wait_does_not_hold_the_only_thread(cluster: &TestCluster) {
     let (updated, value) = waiter.join().expect("waiter thread");
     updated.expect("the waiting update goes on once the lock is free");
     assert_eq!(value, Some(11), "both updates applied, in order");
+}
+
+/// A client that asks for a large result and does not read it: its
+/// task waits for the socket to drain, suspended, and the one thread
+/// serving every connection answers another client meanwhile. A write
+/// that blocked the thread would hold the other client's answer until
+/// the write timed out and closed the slow connection, whose rows then
+/// could not all be read.
+fn a_client_that_does_not_read_holds_up_nobody(single: &SqlNode) {
+    const ROWS: usize = 1000;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut writer = runtime.block_on(async {
+        let mut writer = connect(single).await;
+        writer
+            .query_drop("CREATE TABLE app.wide (id INT PRIMARY KEY, body VARCHAR(8000) NOT NULL)")
+            .await
+            .unwrap();
+        // 8 MB of rows: more than the server's socket send buffer (4 MB
+        // at most here) and the slow client's small receive buffer hold.
+        let body = "x".repeat(8000);
+        for batch in 0..ROWS / 100 {
+            let rows: Vec<String> = (0..100)
+                .map(|row| format!("({}, '{body}')", batch * 100 + row))
+                .collect();
+            writer
+                .query_drop(format!("INSERT INTO app.wide VALUES {}", rows.join(", ")))
+                .await
+                .unwrap();
+        }
+        writer
+    });
+    // The slow client, on a raw socket with a small receive buffer: logs
+    // in, asks for every row, and reads nothing.
+    let mut slow = std::net::TcpStream::connect(("127.0.0.1", single.port)).unwrap();
+    set_receive_buffer(&slow, 4096);
+    let (_, greeting) = mysql_read_packet(&mut slow);
+    assert_eq!(greeting[0], 10, "protocol 10");
+    let capabilities: u32 = 0x200 | 0x8000 | 0x80000;
+    let mut response = capabilities.to_le_bytes().to_vec();
+    response.extend_from_slice(&(1u32 << 24).to_le_bytes());
+    response.push(45);
+    response.extend_from_slice(&[0; 23]);
+    response.extend_from_slice(b"root\0");
+    response.push(0);
+    response.extend_from_slice(b"mysql_native_password\0");
+    mysql_write_packet(&mut slow, 1, &response);
+    let (_, ok) = mysql_read_packet(&mut slow);
+    assert_eq!(ok[0], 0x00, "logged in: {ok:?}");
+    mysql_write_packet(&mut slow, 0, b"\x03SELECT id, body FROM app.wide");
+    // Another client is answered while those rows wait.
+    runtime.block_on(async {
+        let answer: Option<i64> = writer
+            .query_first("SELECT COUNT(*) FROM app.wide WHERE id < 10")
+            .await
+            .expect("answered while another client's result waits to be read");
+        assert_eq!(answer, Some(10));
+    });
+    // Then the slow client reads, with room to read fast: the column
+    // count, two columns, EOF, the rows, EOF; every row there.
+    set_receive_buffer(&slow, 4 << 20);
+    let mut eofs = 0;
+    let mut rows = 0;
+    let mut first = true;
+    while eofs < 2 {
+        let (_, packet) = mysql_read_packet(&mut slow);
+        assert_ne!(packet[0], 0xFF, "an error instead of rows: {packet:?}");
+        if first {
+            first = false;
+        } else if packet[0] == 0xFE && packet.len() < 9 {
+            eofs += 1;
+        } else if eofs == 1 {
+            rows += 1;
+        }
+    }
+    assert_eq!(rows, ROWS, "every row reached the slow client");
+    runtime.block_on(async {
+        writer.query_drop("DROP TABLE app.wide").await.unwrap();
+    });
+}
+
+/// Shrinks `stream`'s receive buffer (and so the window its peer may
+/// fill).
+fn set_receive_buffer(stream: &std::net::TcpStream, bytes: libc::c_int) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a live socket and a c_int option value of its size.
+    let done = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&bytes as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(done, 0, "setsockopt SO_RCVBUF");
 }

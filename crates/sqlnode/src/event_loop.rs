@@ -394,16 +394,22 @@ fn read_available(io: &mut ClientIo) -> bool {
 }
 
 /// Writes the pending output; while the socket is full, the task waits
-/// for it to drain (its loop serves the others meanwhile), up to
-/// `WRITE_TIMEOUT`.
+/// for it to drain (its loop serves the others meanwhile). A client that
+/// takes nothing for `WRITE_TIMEOUT` is given up (MySQL's
+/// net_write_timeout); one that reads slowly but reads is served to the
+/// end, however long its result.
 fn write_all(this: &LoopShared, client: &Client, io: &mut ClientIo) -> io::Result<()> {
     let mut written = 0;
-    let deadline = Instant::now() + WRITE_TIMEOUT;
+    let mut deadline = None;
     while written < io.output.len() {
         match io.stream.write(&io.output[written..]) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => written += n,
+            Ok(n) => {
+                written += n;
+                deadline = None;
+            }
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                let deadline = *deadline.get_or_insert_with(|| Instant::now() + WRITE_TIMEOUT);
                 if Instant::now() >= deadline {
                     return Err(io::ErrorKind::TimedOut.into());
                 }

@@ -1459,3 +1459,22 @@ pub fn mariadb(node: &SqlNode, user: &str, sql: &str) -> Result<String, String> 
         false => Err(String::from_utf8_lossy(&output.stderr).into_owned()),
     }
 }
+
+/// One MySQL protocol packet off `stream`: its sequence id and payload.
+pub fn mysql_read_packet(stream: &mut std::net::TcpStream) -> (u8, Vec<u8>) {
+    let mut header = [0u8; 4];
+    stream.read_exact(&mut header).unwrap();
+    let length = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
+    let mut payload = vec![0u8; length];
+    stream.read_exact(&mut payload).unwrap();
+    (header[3], payload)
+}
+
+/// One MySQL protocol packet onto `stream`.
+pub fn mysql_write_packet(stream: &mut std::net::TcpStream, sequence: u8, payload: &[u8]) {
+    use std::io::Write;
+    let mut packet = (payload.len() as u32).to_le_bytes()[..3].to_vec();
+    packet.push(sequence);
+    packet.extend_from_slice(payload);
+    stream.write_all(&packet).unwrap();
+}
