@@ -26,11 +26,12 @@ use crate::environment::Link;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use stdx::epoll::{Epoll, EventFd, NO_EVENT};
 
 /// How often the fallback thread looks whether the owner still polls.
 const FALLBACK_LOOK: Duration = Duration::from_millis(20);
@@ -38,6 +39,8 @@ const FALLBACK_LOOK: Duration = Duration::from_millis(20);
 const KICK: u64 = 0;
 /// `owner_seen`'s value while the owner waits in its poll.
 const IN_POLL: u64 = u64::MAX;
+/// Every connection and the kick are watched level-triggered for reading.
+const READ: u32 = libc::EPOLLIN as u32;
 /// Ready sockets taken from the set at once.
 const EVENTS_AT_ONCE: usize = 64;
 
@@ -58,8 +61,8 @@ pub struct Receiver {
 
 struct Shared {
     /// Every connection's socket (level-triggered) and the kick eventfd.
-    epoll: OwnedFd,
-    kick: OwnedFd,
+    epoll: Epoll,
+    kick: EventFd,
     connections: Mutex<HashMap<u64, Slot>>,
     next_token: AtomicU64,
     /// A loop owns the polling.
@@ -84,20 +87,7 @@ impl Receiver {
     /// A receiver and its fallback thread, which reads until a loop takes
     /// over.
     pub fn new() -> io::Result<Arc<Receiver>> {
-        // SAFETY: epoll_create1 and eventfd have no memory preconditions;
-        // the fds they return are owned here.
-        let (epoll, kick) = unsafe {
-            let epoll = libc::epoll_create1(libc::EPOLL_CLOEXEC);
-            if epoll < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            let epoll = OwnedFd::from_raw_fd(epoll);
-            let kick = libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK);
-            if kick < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            (epoll, OwnedFd::from_raw_fd(kick))
-        };
+        let (epoll, kick) = (Epoll::new()?, EventFd::new()?);
         let shared = Arc::new(Shared {
             epoll,
             kick,
@@ -108,7 +98,7 @@ impl Receiver {
             epoch: Instant::now(),
             stopping: AtomicBool::new(false),
         });
-        shared.control(libc::EPOLL_CTL_ADD, shared.kick.as_raw_fd(), KICK)?;
+        shared.epoll.add(shared.kick.fd(), KICK, READ)?;
         let thread = {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
@@ -124,7 +114,7 @@ impl Receiver {
     /// The descriptor an owner's loop watches (readable while some
     /// connection has bytes).
     pub fn fd(&self) -> RawFd {
-        self.shared.epoll.as_raw_fd()
+        self.shared.epoll.fd()
     }
 
     /// The calling loop reads from now on ([`Receiver::receive_ready`] when
@@ -134,7 +124,7 @@ impl Receiver {
             .owner_seen
             .store(self.shared.now(), Ordering::SeqCst);
         self.shared.owned.store(true, Ordering::SeqCst);
-        self.shared.kick();
+        self.shared.kick.signal();
     }
 
     /// The owner stops reading; the fallback thread reads again.
@@ -182,7 +172,7 @@ impl Receiver {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(token, slot);
-        if let Err(error) = self.shared.control(libc::EPOLL_CTL_ADD, fd, token) {
+        if let Err(error) = self.shared.epoll.add(fd, token, READ) {
             self.shared
                 .end(token, format!("cannot watch the socket: {error}"));
             return Err(error);
@@ -198,7 +188,7 @@ impl Receiver {
 impl Drop for Receiver {
     fn drop(&mut self) {
         self.shared.stopping.store(true, Ordering::SeqCst);
-        self.shared.kick();
+        self.shared.kick.signal();
         self.wake_fallback();
         let thread = self
             .thread
@@ -216,49 +206,14 @@ impl Shared {
         self.epoch.elapsed().as_micros() as u64
     }
 
-    fn control(&self, operation: i32, fd: RawFd, token: u64) -> io::Result<()> {
-        let mut event = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: token,
-        };
-        // SAFETY: a valid epoll fd and event for the call's duration.
-        let done = unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), operation, fd, &mut event) };
-        match done {
-            0 => Ok(()),
-            _ => Err(io::Error::last_os_error()),
-        }
-    }
-
-    fn kick(&self) {
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: writes 8 bytes from a live buffer to the eventfd.
-        unsafe {
-            libc::write(self.kick.as_raw_fd(), one.as_ptr().cast(), one.len());
-        }
-    }
-
     /// Waits up to `timeout_ms` (-1: no limit) for ready connections and
     /// reads them.
     fn wait_and_receive(&self, timeout_ms: i32) {
-        let mut events = [libc::epoll_event { events: 0, u64: 0 }; EVENTS_AT_ONCE];
-        // SAFETY: room for `EVENTS_AT_ONCE` events.
-        let ready = unsafe {
-            libc::epoll_wait(
-                self.epoll.as_raw_fd(),
-                events.as_mut_ptr(),
-                EVENTS_AT_ONCE as i32,
-                timeout_ms,
-            )
-        };
-        for event in events.iter().take(ready.max(0) as usize) {
+        let mut events = [NO_EVENT; EVENTS_AT_ONCE];
+        let ready = self.epoll.wait(&mut events, timeout_ms).unwrap_or(0);
+        for event in &events[..ready] {
             match event.u64 {
-                KICK => {
-                    let mut count = [0u8; 8];
-                    // SAFETY: reads at most 8 bytes into a live buffer.
-                    unsafe {
-                        libc::read(self.kick.as_raw_fd(), count.as_mut_ptr().cast(), 8);
-                    }
-                }
+                KICK => self.kick.drain(),
                 token => self.receive(token),
             }
         }
@@ -324,7 +279,7 @@ impl Shared {
             .remove(&token);
         let Some(slot) = slot else { return };
         let polled = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
-        self.close(token, polled, reason);
+        self.close(polled, reason);
     }
 
     /// Ends connection `token` unless a reader has it now (that reader
@@ -343,12 +298,12 @@ impl Shared {
         connections.remove(&token);
         drop(connections);
         let polled = polled.take();
-        self.close(token, polled, reason);
+        self.close(polled, reason);
     }
 
-    fn close(&self, token: u64, polled: Option<Polled>, reason: String) {
+    fn close(&self, polled: Option<Polled>, reason: String) {
         if let Some(Polled { stream, inbound }) = polled {
-            let _ = self.control(libc::EPOLL_CTL_DEL, stream.as_raw_fd(), token);
+            self.epoll.delete(stream.as_raw_fd());
             let _ = stream.shutdown(Shutdown::Both);
             inbound.close(reason);
         }

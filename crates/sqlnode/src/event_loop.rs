@@ -13,7 +13,6 @@
 //! reader holds up nobody else.
 
 use crate::connection::MAX_PACKET;
-use crate::epoll::{Epoll, Event};
 use crate::server::{self, Client, ClientIo, Shared};
 use crate::task::{Tasks, WakeQueue};
 use std::io::{self, Write};
@@ -22,6 +21,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use stdx::epoll::{Epoll, Event, NO_EVENT};
 
 /// The epoll token of the listener; a client's is its id + 3.
 const LISTENER: u64 = 0;
@@ -35,6 +35,14 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Events taken from the set at once.
 const EVENTS_AT_ONCE: usize = 256;
+/// A connection waits for one readable event (then silent until re-armed).
+const READ_ONE_SHOT: u32 = (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLONESHOT) as u32;
+/// A connection's task waits for one event of room to write.
+const WRITE_ONE_SHOT: u32 = (libc::EPOLLOUT | libc::EPOLLONESHOT) as u32;
+/// The listener, in every loop's set: each connection wakes one loop.
+const EXCLUSIVE_READ: u32 = (libc::EPOLLIN | libc::EPOLLEXCLUSIVE) as u32;
+/// Level-triggered reading (the wake eventfd, the receiver's set).
+const READ: u32 = libc::EPOLLIN as u32;
 
 /// A client's token in its loop's set.
 pub(crate) fn client_token(id: u32) -> u64 {
@@ -63,12 +71,12 @@ impl LoopShared {
         receiver: Option<Arc<client::Receiver>>,
     ) -> io::Result<LoopShared> {
         let epoll = Epoll::new()?;
-        epoll.add_exclusive(listener.as_raw_fd(), LISTENER)?;
+        epoll.add(listener.as_raw_fd(), LISTENER, EXCLUSIVE_READ)?;
         let wakes = Arc::new(WakeQueue::new()?);
-        epoll.add(wakes.fd(), WAKE)?;
+        epoll.add(wakes.fd(), WAKE, READ)?;
         let owns_receiver = index == 0 && receiver.is_some();
         if let Some(receiver) = receiver.as_ref().filter(|_| owns_receiver) {
-            epoll.add(receiver.fd(), RECEIVE)?;
+            epoll.add(receiver.fd(), RECEIVE, READ)?;
         }
         Ok(LoopShared {
             index,
@@ -91,7 +99,7 @@ impl LoopShared {
 pub(crate) fn run(shared: &Arc<Shared>, index: usize) {
     let this = Arc::clone(&shared.loops[index]);
     let mut tasks = Tasks::new(Arc::clone(&this.wakes));
-    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS_AT_ONCE];
+    let mut events = vec![NO_EVENT; EVENTS_AT_ONCE];
     let mut last_sweep = Instant::now();
     let owned = this.receiver.as_ref().filter(|_| this.owns_receiver);
     if let Some(receiver) = owned {
@@ -189,7 +197,11 @@ fn take_on(shared: &Arc<Shared>, this: &Arc<LoopShared>, tasks: &mut Tasks, clie
     // Claimed first, then watched: an event before the greeting is only a
     // poke.
     let claimed = server::claim(&client);
-    if this.epoll.add_one_shot(client.fd, client.token()).is_err() {
+    if this
+        .epoll
+        .add(client.fd, client.token(), READ_ONE_SHOT)
+        .is_err()
+    {
         client.killed.store(true, Ordering::Relaxed);
     }
     if let Some(client) = claimed {
@@ -302,7 +314,11 @@ fn serve_until_idle(shared: &Arc<Shared>, this: &Arc<LoopShared>, client: &Arc<C
         drop(ownership);
         // Given back first, then watched again: an event from here on
         // finds it free. Bytes already waiting raise it at once.
-        if this.epoll.rearm(client.fd, client.token()).is_err() {
+        if this
+            .epoll
+            .modify(client.fd, client.token(), READ_ONE_SHOT)
+            .is_err()
+        {
             // Not watched, it would hang: closed now, taken back first
             // (nothing else claims it meanwhile: claims are made on this
             // loop's thread, which runs this task).
@@ -413,7 +429,8 @@ fn write_all(this: &LoopShared, client: &Client, io: &mut ClientIo) -> io::Resul
                 if Instant::now() >= deadline {
                     return Err(io::ErrorKind::TimedOut.into());
                 }
-                this.epoll.rearm_writable(client.fd, client.token())?;
+                this.epoll
+                    .modify(client.fd, client.token(), WRITE_ONE_SHOT)?;
                 let suspended = client::cooperative::suspend(Some(deadline));
                 assert!(
                     suspended,

@@ -9,7 +9,6 @@
 //! - `task`: connection tasks as stackful coroutines whose waits for the
 //!   cluster suspend them (`client::cooperative`), their wakes and
 //!   deadlines;
-//! - `epoll`: the epoll set the loops wait on;
 //! - `connection`: one connection's protocol (handshake, authentication,
 //!   commands) over the `sql` engine's session;
 //! - `encode`: results as OK, ERR and result-set packets.
@@ -20,7 +19,6 @@
 
 mod connection;
 mod encode;
-mod epoll;
 mod event_loop;
 mod server;
 mod task;

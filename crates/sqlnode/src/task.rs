@@ -23,11 +23,12 @@ use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Wake, Waker};
 use std::time::Instant;
+use stdx::epoll::EventFd;
 
 /// Finished tasks' stacks kept for the next, at most (each is
 /// `sql::STATEMENT_STACK_BYTES` of address space, and the pages a task
@@ -53,26 +54,20 @@ pub(crate) struct WakeQueue {
     /// The loop is about to sleep, or sleeps, in its poll: a wake pokes it.
     sleeping: AtomicBool,
     /// Written to wake the loop from its poll; in the loop's epoll set.
-    eventfd: OwnedFd,
+    eventfd: EventFd,
 }
 
 impl WakeQueue {
     pub(crate) fn new() -> io::Result<WakeQueue> {
-        // SAFETY: eventfd has no memory preconditions; its fd is owned here.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
         Ok(WakeQueue {
             woken: Mutex::new(Vec::new()),
             sleeping: AtomicBool::new(false),
-            // SAFETY: a fresh descriptor nobody else owns.
-            eventfd: unsafe { OwnedFd::from_raw_fd(fd) },
+            eventfd: EventFd::new()?,
         })
     }
 
     pub(crate) fn fd(&self) -> RawFd {
-        self.eventfd.as_raw_fd()
+        self.eventfd.fd()
     }
 
     /// Task `task` may resume from its wait `wait`.
@@ -90,24 +85,12 @@ impl WakeQueue {
 
     /// Wakes the loop from its poll (a new connection for it, a stop).
     pub(crate) fn poke(&self) {
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: writes 8 bytes from a live buffer to the eventfd.
-        unsafe {
-            libc::write(self.eventfd.as_raw_fd(), one.as_ptr().cast(), one.len());
-        }
+        self.eventfd.signal();
     }
 
     /// Empties the eventfd after it woke the loop.
     pub(crate) fn drain(&self) {
-        let mut count = [0u8; 8];
-        // SAFETY: reads at most 8 bytes into a live buffer.
-        unsafe {
-            libc::read(
-                self.eventfd.as_raw_fd(),
-                count.as_mut_ptr().cast(),
-                count.len(),
-            );
-        }
+        self.eventfd.drain();
     }
 
     /// The loop is about to sleep in its poll: true when it may (nothing
