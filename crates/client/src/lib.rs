@@ -100,6 +100,7 @@ pub use value::Value;
 pub use signal::error::ErrorClass;
 pub use signal::schema::{
     ColumnDef, ColumnType, IndexDef, TableDef, UniqueTable, MAX_COLUMNS, MAX_INDEXES,
+    MAX_ROW_BYTES, MAX_VAR_BYTES,
 };
 pub use signal::signals::{ApiToken, LockMode};
 pub use signal::{ErrorCode, Gci, TransactionId};

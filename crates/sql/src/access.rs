@@ -10,14 +10,16 @@
 //! doubles) cannot use its index: the access falls back to a full scan
 //! and the WHERE check in the SQL node decides.
 
+use crate::catalog::SqlColumn;
 use crate::catalog::SqlTable;
 use crate::error::{SqlError, SqlResult};
 use crate::expr::{Environment, Expr, Inputs};
 use crate::plan::{flip, split_and, AccessPlan, IndexRange};
+use crate::types::{self, SqlType};
 use crate::value;
+use crate::value::Value;
 use client::{
-    Access, ClientError, ColumnType, Commit, CompareOp, Filter, KeyRange, LockMode, ScanOptions,
-    Transaction, Value,
+    Access, ClientError, Commit, CompareOp, Filter, KeyRange, LockMode, ScanOptions, Transaction,
 };
 use std::cmp::Ordering;
 use std::ops::Bound;
@@ -56,35 +58,33 @@ pub struct Request<'a> {
 
 /// A key value as a lookup can use it.
 enum KeyValue {
-    /// This value of the column's type.
-    Key(Value),
+    /// This value of the column's type, as the cluster stores it.
+    Key(client::Value),
     /// No row can hold it (NULL, or a number no integer column holds).
     NoMatch,
     /// It compares with the column in a way a lookup cannot follow.
     Unusable,
 }
 
-fn key_value(value: &Value, column_type: ColumnType) -> KeyValue {
+fn key_value(value: &Value, column: &SqlColumn, zone: i64) -> KeyValue {
+    let sql_type = &column.sql_type;
     if value.is_null() {
         return KeyValue::NoMatch;
     }
-    if let Some(exact) = value::fit_exactly(value, column_type) {
-        return KeyValue::Key(exact);
+    if let Some(exact) = value::fit_exactly(value, sql_type) {
+        return KeyValue::Key(types::store(&exact, sql_type, zone));
     }
-    let numeric_column = matches!(
-        column_type,
-        ColumnType::Int { .. } | ColumnType::BigInt { .. }
-    );
+    let numeric_column = sql_type.is_integer();
     match (value, numeric_column) {
         // A string or double against an integer column compares as a
         // double: only an integral one can match.
-        (Value::Bytes(_) | Value::Double(_), true) => {
+        (Value::Bytes(_) | Value::Double(_) | Value::Decimal(_), true) => {
             let x = value::to_f64(value);
             if x != x.trunc() {
                 return KeyValue::NoMatch;
             }
-            match value::fit_exactly(&Value::Double(x), column_type) {
-                Some(key) => KeyValue::Key(key),
+            match value::fit_exactly(&Value::Double(x), sql_type) {
+                Some(key) => KeyValue::Key(types::store(&key, sql_type, zone)),
                 None => KeyValue::NoMatch,
             }
         }
@@ -103,19 +103,20 @@ fn eval_constant(expr: &Expr, params: &[Value], environment: &dyn Environment) -
     expr.eval(&inputs, environment)
 }
 
-/// A key of `columns` from `exprs`: `Ok(None)` when no row can match,
-/// `Err(())` when a lookup cannot be used.
+/// A key of `columns` from `exprs`, as the cluster stores it: `Ok(None)`
+/// when no row can match, `Err(())` when a lookup cannot be used.
 pub(crate) fn lookup_key(
     table: &SqlTable,
     columns: &[usize],
     exprs: &[Expr],
     params: &[Value],
     environment: &dyn Environment,
-) -> SqlResult<Result<Option<Vec<Value>>, ()>> {
+) -> SqlResult<Result<Option<Vec<client::Value>>, ()>> {
     let mut key = Vec::with_capacity(exprs.len());
+    let zone = environment.zone_offset();
     for (column, expr) in columns.iter().zip(exprs) {
         let value = eval_constant(expr, params, environment)?;
-        match key_value(&value, table.columns[*column].column_type) {
+        match key_value(&value, &table.columns[*column], zone) {
             KeyValue::Key(value) => key.push(value),
             KeyValue::NoMatch => return Ok(Ok(None)),
             KeyValue::Unusable => return Ok(Err(())),
@@ -134,26 +135,32 @@ pub fn fetch(
     // The name only when an error needs it: not formatted per statement.
     let refused = |error: ClientError| SqlError::from_client(&error, &table.cluster_name());
     let key_columns = table.key_columns();
-    let lookups =
-        |keys: Vec<Vec<Value>>, transaction: &mut Transaction<'static>| -> SqlResult<Fetched> {
-            let mut ops = Vec::with_capacity(keys.len());
-            for key in &keys {
-                ops.push(
-                    transaction
-                        .read_if_exists(&table.table, key, request.lock)
-                        .map_err(refused)?,
-                );
-            }
-            transaction.execute(request.commit).map_err(refused)?;
-            let rows: Vec<Vec<Value>> = ops
-                .into_iter()
-                .filter_map(|op| transaction.get(op).map(|row| row.values().to_vec()))
-                .collect();
-            Ok(Fetched {
-                fetched: rows.len() as u64,
-                rows,
+    let zone = environment.zone_offset();
+    let lookups = |keys: Vec<Vec<client::Value>>,
+                   transaction: &mut Transaction<'static>|
+     -> SqlResult<Fetched> {
+        let mut ops = Vec::with_capacity(keys.len());
+        for key in &keys {
+            ops.push(
+                transaction
+                    .read_if_exists(&table.table, key, request.lock)
+                    .map_err(refused)?,
+            );
+        }
+        transaction.execute(request.commit).map_err(refused)?;
+        let rows: Vec<Vec<Value>> = ops
+            .into_iter()
+            .filter_map(|op| {
+                transaction
+                    .get(op)
+                    .map(|row| load_row(table, row.values().to_vec(), zone))
             })
-        };
+            .collect();
+        Ok(Fetched {
+            fetched: rows.len() as u64,
+            rows,
+        })
+    };
     match request.access {
         AccessPlan::NoTable => Ok(Fetched::default()),
         AccessPlan::PrimaryKey(exprs) => {
@@ -188,9 +195,9 @@ pub fn fetch(
                 }
             }
             // The same key twice is one row (IN (1, 1)).
-            let mut unique: Vec<Vec<Value>> = Vec::with_capacity(keys.len());
+            let mut unique: Vec<Vec<client::Value>> = Vec::with_capacity(keys.len());
             for key in keys {
-                if !unique.iter().any(|k| keys_equal(k, &key)) {
+                if !unique.contains(&key) {
                     unique.push(key);
                 }
             }
@@ -212,7 +219,7 @@ pub fn fetch(
                     transaction.execute(request.commit).map_err(refused)?;
                     let rows: Vec<Vec<Value>> = transaction
                         .get(op)
-                        .map(|row| row.values().to_vec())
+                        .map(|row| load_row(table, row.values().to_vec(), zone))
                         .into_iter()
                         .collect();
                     Ok(Fetched {
@@ -230,10 +237,12 @@ pub fn fetch(
     }
 }
 
-pub(crate) fn keys_equal(a: &[Value], b: &[Value]) -> bool {
-    a.iter()
-        .zip(b)
-        .all(|(x, y)| value::compare(x, y) == Some(Ordering::Equal))
+/// A row as the cluster returned it, in SQL values (`types::load`).
+pub(crate) fn load_row(table: &SqlTable, row: Vec<client::Value>, zone: i64) -> Vec<Value> {
+    row.into_iter()
+        .zip(&table.columns)
+        .map(|(stored, column)| types::load(stored, &column.sql_type, zone))
+        .collect()
 }
 
 /// Ends the statement's round of `transaction` when no row needs fetching.
@@ -291,19 +300,22 @@ fn key_ranges(
         };
         let next_type = columns
             .get(prefix.len())
-            .map(|c| table.columns[*c].column_type);
+            .map(|c| &table.columns[*c].sql_type);
         let mut ends = [None, None];
         for (slot, end) in [&range.low, &range.high].into_iter().enumerate() {
             let Some(end) = end else { continue };
-            let Some(column_type) = next_type else {
+            let Some(sql_type) = next_type.filter(|t| t.orders_as_stored()) else {
                 return Ok(Err(()));
             };
             let value = eval_constant(&end.value, params, environment)?;
             if value.is_null() {
                 continue 'ranges;
             }
-            match value::fit_exactly(&value, column_type) {
-                Some(bound) => ends[slot] = Some((bound, end.inclusive)),
+            match value::fit_exactly(&value, sql_type) {
+                Some(bound) => {
+                    let stored = types::store(&bound, sql_type, environment.zone_offset());
+                    ends[slot] = Some((stored, end.inclusive))
+                }
                 None => return Ok(Err(())),
             }
         }
@@ -314,7 +326,7 @@ fn key_ranges(
     Ok(Ok(out
         .into_iter()
         .map(|(prefix, low, high)| {
-            let bound = |end: Option<(Value, bool)>| match end {
+            let bound = |end: Option<(client::Value, bool)>| match end {
                 None if prefix.is_empty() => Bound::Unbounded,
                 None => Bound::Included(prefix.clone()),
                 Some((value, inclusive)) => {
@@ -334,21 +346,27 @@ fn key_ranges(
         .collect()))
 }
 
-type Range = (Vec<Value>, Option<(Value, bool)>, Option<(Value, bool)>);
+/// A range in stored values: the prefix, then the low and high ends.
+type Range = (
+    Vec<client::Value>,
+    Option<(client::Value, bool)>,
+    Option<(client::Value, bool)>,
+);
 
 /// Sorts ranges of one prefix by their low end and joins those that
 /// overlap, so no row is read twice (MySQL's range optimizer does the
 /// same: `k BETWEEN 1 AND 5 OR k BETWEEN 3 AND 9` reads 1..9 once).
 fn merge_ranges(ranges: &mut Vec<Range>) {
-    if ranges.len() < 2 || ranges.iter().any(|r| !keys_equal(&r.0, &ranges[0].0)) {
+    if ranges.len() < 2 || ranges.iter().any(|r| r.0 != ranges[0].0) {
         return;
     }
-    let low_order = |a: &Option<(Value, bool)>, b: &Option<(Value, bool)>| match (a, b) {
-        (None, None) => Ordering::Equal,
-        (None, _) => Ordering::Less,
-        (_, None) => Ordering::Greater,
-        (Some((x, xi)), Some((y, yi))) => value::order(x, y).then(yi.cmp(xi)),
-    };
+    let low_order =
+        |a: &Option<(client::Value, bool)>, b: &Option<(client::Value, bool)>| match (a, b) {
+            (None, None) => Ordering::Equal,
+            (None, _) => Ordering::Less,
+            (_, None) => Ordering::Greater,
+            (Some((x, xi)), Some((y, yi))) => stored_order(x, y).then(yi.cmp(xi)),
+        };
     ranges.sort_by(|a, b| low_order(&a.1, &b.1));
     let mut merged: Vec<Range> = Vec::with_capacity(ranges.len());
     for range in ranges.drain(..) {
@@ -357,7 +375,7 @@ fn merge_ranges(ranges: &mut Vec<Range>) {
             let touches = match (&last.2, &range.1) {
                 (None, _) | (_, None) => true,
                 (Some((high, high_inclusive)), Some((low, low_inclusive))) => {
-                    match value::order(low, high) {
+                    match stored_order(low, high) {
                         Ordering::Less => true,
                         Ordering::Equal => *high_inclusive || *low_inclusive,
                         Ordering::Greater => false,
@@ -367,7 +385,7 @@ fn merge_ranges(ranges: &mut Vec<Range>) {
             if touches {
                 let higher = match (&last.2, &range.2) {
                     (None, _) | (_, None) => None,
-                    (Some(a), Some(b)) => Some(match value::order(&a.0, &b.0) {
+                    (Some(a), Some(b)) => Some(match stored_order(&a.0, &b.0) {
                         Ordering::Less => b.clone(),
                         Ordering::Greater => a.clone(),
                         Ordering::Equal => (a.0.clone(), a.1 || b.1),
@@ -446,7 +464,7 @@ fn to_filter(
         Expr::Column(index) => Some(*index),
         _ => None,
     };
-    let constant = |column: usize, e: &Expr| -> SqlResult<Option<Value>> {
+    let constant = |column: usize, e: &Expr| -> SqlResult<Option<client::Value>> {
         if !e.is_constant() {
             return Ok(None);
         }
@@ -454,10 +472,9 @@ fn to_filter(
         if value.is_null() {
             return Ok(None);
         }
-        Ok(value::fit_exactly(
-            &value,
-            table.columns[column].column_type,
-        ))
+        let sql_type = &table.columns[column].sql_type;
+        Ok(value::fit_exactly(&value, sql_type)
+            .map(|exact| types::store(&exact, sql_type, environment.zone_offset())))
     };
     let name = |index: usize| table.columns[index].name.clone();
     Ok(match expr {
@@ -467,8 +484,8 @@ fn to_filter(
                 (None, Some(index)) => (index, flip(*op), a.as_ref()),
                 (Some(left), Some(right)) => {
                     let (lt, rt) = (
-                        table.columns[left].column_type,
-                        table.columns[right].column_type,
+                        &table.columns[left].sql_type,
+                        &table.columns[right].sql_type,
                     );
                     if signal_comparable(lt, rt) {
                         return Ok(Some(Filter::Columns {
@@ -481,6 +498,11 @@ fn to_filter(
                 }
                 _ => return Ok(None),
             };
+            let ordered = matches!(op, CompareOp::Equal | CompareOp::NotEqual)
+                || table.columns[index].sql_type.orders_as_stored();
+            if !ordered {
+                return Ok(None);
+            }
             constant(index, k)?.map(|value| Filter::compare(&name(index), op, value))
         }
         Expr::Between {
@@ -488,7 +510,7 @@ fn to_filter(
             low,
             high,
             negated: false,
-        } => match column(expr) {
+        } => match column(expr).filter(|i| table.columns[*i].sql_type.orders_as_stored()) {
             Some(index) => match (constant(index, low)?, constant(index, high)?) {
                 (Some(low), Some(high)) => Some(Filter::And(vec![
                     Filter::compare(&name(index), CompareOp::GreaterOrEqual, low),
@@ -550,10 +572,17 @@ fn to_filter(
 }
 
 /// Whether the data nodes compare two columns of these types as SQL does.
-fn signal_comparable(a: ColumnType, b: ColumnType) -> bool {
-    let integer = |t| matches!(t, ColumnType::Int { .. } | ColumnType::BigInt { .. });
-    let text = |t| matches!(t, ColumnType::Char(_) | ColumnType::VarChar(_));
-    (integer(a) && integer(b)) || (text(a) && text(b)) || a == b
+fn signal_comparable(a: &SqlType, b: &SqlType) -> bool {
+    a.stored_alike(b)
+}
+
+/// How two stored values of one column compare: as the cluster orders
+/// them (the stored forms order as their SQL values do).
+fn stored_order(a: &client::Value, b: &client::Value) -> Ordering {
+    value::order(
+        &Value::from_stored(a.clone()),
+        &Value::from_stored(b.clone()),
+    )
 }
 
 /// A range or full scan, locked or committed.
@@ -566,6 +595,7 @@ fn scan(
     let table = request.table;
     // The name only when an error needs it: not formatted per statement.
     let refused = |error: ClientError| SqlError::from_client(&error, &table.cluster_name());
+    let zone = environment.zone_offset();
     let (filter, whole) = match request.filter {
         Some(filter) => pushed_filter(table, filter, request.params, environment)?,
         None => (None, true),
@@ -614,7 +644,7 @@ fn scan(
         result
             .rows
             .into_iter()
-            .map(client::Row::into_values)
+            .map(|row| load_row(table, row.into_values(), zone))
             .collect()
     } else {
         let options = ScanOptions {
@@ -625,7 +655,9 @@ fn scan(
             .scan_locked(&table.table, access, &options, request.lock)
             .map_err(refused)?;
         finish_empty(transaction, request.commit, table)?;
-        rows.into_iter().map(client::Row::into_values).collect()
+        rows.into_iter()
+            .map(|row| load_row(table, row.into_values(), zone))
+            .collect()
     };
     Ok(Fetched {
         fetched: rows.len() as u64,
@@ -691,8 +723,8 @@ mod tests {
     fn range(low: i64, high: i64) -> Range {
         (
             Vec::new(),
-            Some((Value::Int(low), true)),
-            Some((Value::Int(high), true)),
+            Some((client::Value::Int(low), true)),
+            Some((client::Value::Int(high), true)),
         )
     }
 
@@ -709,25 +741,65 @@ mod tests {
         assert_eq!(ranges, vec![range(1, 8), range(10, 25), range(30, 40)]);
     }
 
+    fn column(sql_type: SqlType) -> SqlColumn {
+        SqlColumn {
+            name: "c".into(),
+            sql_type,
+            nullable: true,
+            default: None,
+            auto_increment: false,
+        }
+    }
+
     #[test]
     fn a_key_compared_across_types_finds_what_mysql_finds() {
-        let int = ColumnType::Int { unsigned: false };
+        let int = column(SqlType::Integer {
+            bytes: 4,
+            unsigned: false,
+        });
         assert!(matches!(
-            key_value(&Value::from("5"), int),
-            KeyValue::Key(Value::Int(5))
+            key_value(&Value::from("5"), &int, 0),
+            KeyValue::Key(client::Value::Int(5))
         ));
         assert!(matches!(
-            key_value(&Value::Double(5.5), int),
+            key_value(&Value::Double(5.5), &int, 0),
             KeyValue::NoMatch
         ));
         assert!(matches!(
-            key_value(&Value::Int(1 << 40), int),
+            key_value(&Value::Int(1 << 40), &int, 0),
             KeyValue::NoMatch
         ));
         assert!(matches!(
-            key_value(&Value::Int(5), ColumnType::Char(4)),
+            key_value(&Value::Int(5), &column(SqlType::Char(4)), 0),
             KeyValue::Unusable
         ));
-        assert!(matches!(key_value(&Value::Null, int), KeyValue::NoMatch));
+        assert!(matches!(
+            key_value(&Value::Null, &int, 0),
+            KeyValue::NoMatch
+        ));
+        // A DATE key from text; a datetime with a time of day is no date.
+        let date = column(SqlType::Date);
+        let packed = crate::temporal::Date::new(2024, 1, 31).unwrap().pack();
+        assert!(matches!(
+            key_value(&Value::from("2024-01-31"), &date, 0),
+            KeyValue::Key(client::Value::Int(k)) if k == packed
+        ));
+        assert!(matches!(
+            key_value(&Value::from("2024-01-31 10:00:00"), &date, 0),
+            KeyValue::Unusable
+        ));
+        // A DECIMAL(5,2) key: 1.5 is 150 stored; 1.505 is in no row.
+        let decimal = column(SqlType::Decimal {
+            precision: 5,
+            scale: 2,
+        });
+        assert!(matches!(
+            key_value(&Value::from("1.5"), &decimal, 0),
+            KeyValue::Key(client::Value::Int(150))
+        ));
+        assert!(matches!(
+            key_value(&Value::Double(1.505), &decimal, 0),
+            KeyValue::Unusable
+        ));
     }
 }

@@ -19,8 +19,10 @@
 //! another SQL node) drops it from the cache and plans again.
 
 use crate::error::{codes, SqlError, SqlResult};
+use crate::types::{self, SqlType};
 use crate::value;
-use client::{Cluster, ColumnDef, ColumnType, Commit, LockMode, Table, TableDef, Value};
+use crate::value::Value;
+use client::{Cluster, ColumnDef, ColumnType, Commit, LockMode, Table, TableDef};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -40,14 +42,8 @@ const MAX_DECLARATION_BYTES: u16 = 16_000;
 pub struct SqlColumn {
     /// Its name.
     pub name: String,
-    /// How the cluster stores it.
-    pub column_type: ColumnType,
-    /// The type as declared, for DESCRIBE and SHOW CREATE TABLE ("int",
-    /// "char(120)").
-    pub declared: String,
-    /// The values a narrower integer type allows (TINYINT's -128..=127),
-    /// checked by the SQL node since the cluster stores it as INT.
-    pub range: Option<(i64, i64)>,
+    /// Its SQL type (how the cluster stores it: `SqlType::storage`).
+    pub sql_type: SqlType,
     /// NULL allowed.
     pub nullable: bool,
     /// The DEFAULT, fitted to the column (`None`: no DEFAULT clause).
@@ -133,24 +129,19 @@ pub fn check_name(what: &str, name: &str) -> SqlResult<()> {
 
 /// The column a cluster type reads as when no declaration is stored.
 fn undeclared(column: &ColumnDef) -> SqlColumn {
-    let declared = match column.column_type {
-        ColumnType::Int { unsigned: false } => "int".to_string(),
-        ColumnType::Int { unsigned: true } => "int unsigned".to_string(),
-        ColumnType::BigInt { unsigned: false } => "bigint".to_string(),
-        ColumnType::BigInt { unsigned: true } => "bigint unsigned".to_string(),
-        ColumnType::Double => "double".to_string(),
-        ColumnType::Char(n) => format!("char({n})"),
-        ColumnType::VarChar(n) => format!("varchar({n})"),
-        ColumnType::VarBinary(n) => format!("varbinary({n})"),
-    };
     SqlColumn {
         name: column.name.clone(),
-        column_type: column.column_type,
-        declared,
-        range: None,
+        sql_type: SqlType::of_storage(column.column_type),
         nullable: column.nullable,
         default: None,
         auto_increment: false,
+    }
+}
+
+impl SqlColumn {
+    /// How the cluster stores it.
+    pub fn storage(&self) -> client::ColumnType {
+        self.sql_type.storage()
     }
 }
 
@@ -173,8 +164,7 @@ fn encode_declarations_with(columns: &[SqlColumn], truncating: Option<&TableDef>
             };
             serde_json::json!({
                 "name": column.name,
-                "declared": column.declared,
-                "range": column.range.map(|(low, high)| vec![low, high]),
+                "declared": column.sql_type.declared(),
                 "default": default,
                 "auto_increment": column.auto_increment,
             })
@@ -217,13 +207,16 @@ fn decode_declarations(def: &TableDef, json: &[u8]) -> Option<Vec<SqlColumn>> {
         let Some(column) = columns.iter_mut().find(|c| c.name == name) else {
             continue;
         };
-        if let Some(declared) = entry.get("declared").and_then(|d| d.as_str()) {
-            column.declared = declared.to_string();
+        // A declaration that does not parse, or names a type the cluster
+        // column cannot hold, is ignored: the column reads as its
+        // cluster type.
+        if let Some(sql_type) = entry
+            .get("declared")
+            .and_then(|d| d.as_str())
+            .and_then(|declared| types::of_declaration(declared, column.storage()))
+        {
+            column.sql_type = sql_type;
         }
-        column.range = entry.get("range").and_then(|range| {
-            let range = range.as_array()?;
-            Some((range.first()?.as_i64()?, range.get(1)?.as_i64()?))
-        });
         column.auto_increment = entry
             .get("auto_increment")
             .and_then(|a| a.as_bool())
@@ -234,7 +227,7 @@ fn decode_declarations(def: &TableDef, json: &[u8]) -> Option<Vec<SqlColumn>> {
             }
             Some(serde_json::Value::Object(object)) => {
                 let text = object.get("text")?.as_str()?;
-                value::fit(&Value::from(text), column.column_type, name).ok()
+                value::fit(&Value::from(text), &column.sql_type, name).ok()
             }
             _ => None,
         };
@@ -478,7 +471,7 @@ impl Catalog {
         // DROP): the new table counts from 1, as after MySQL's TRUNCATE.
         let _ = self.delete_row(
             AUTO_INCREMENT,
-            Value::UInt(auto_increment_key(current.def())),
+            client::Value::UInt(auto_increment_key(current.def())),
         );
         Ok(())
     }
@@ -534,7 +527,7 @@ impl Catalog {
         let table = self.system_table(system)?;
         let mut transaction = self.cluster.transaction();
         let read = transaction
-            .read_if_exists(&table, &[Value::from(key)], LockMode::CommittedRead)
+            .read_if_exists(&table, &[client::Value::from(key)], LockMode::CommittedRead)
             .map_err(|error| SqlError::from_client(&error, system))?;
         transaction
             .execute(Commit::Yes)
@@ -550,10 +543,10 @@ impl Catalog {
             .write(
                 &tables,
                 &[
-                    ("name", Value::from(full)),
-                    ("id", Value::UInt(id as u64)),
-                    ("version", Value::UInt(version as u64)),
-                    ("declarations", Value::Bytes(json.to_vec())),
+                    ("name", client::Value::from(full)),
+                    ("id", client::Value::UInt(id as u64)),
+                    ("version", client::Value::UInt(version as u64)),
+                    ("declarations", client::Value::Bytes(json.to_vec())),
                 ],
             )
             .and_then(|_| transaction.execute(Commit::Yes))
@@ -585,15 +578,18 @@ impl Catalog {
         }
         // The system rows go best-effort: a row left behind names an id
         // and version no table has again.
-        let _ = self.delete_row(TABLES, Value::from(full.as_str()));
+        let _ = self.delete_row(TABLES, client::Value::from(full.as_str()));
         if let Ok(def) = dropped {
-            let _ = self.delete_row(AUTO_INCREMENT, Value::UInt(auto_increment_key(&def)));
+            let _ = self.delete_row(
+                AUTO_INCREMENT,
+                client::Value::UInt(auto_increment_key(&def)),
+            );
         }
         self.invalidate(database, table);
         Ok(())
     }
 
-    fn delete_row(&self, system: &str, key: Value) -> Result<(), client::ClientError> {
+    fn delete_row(&self, system: &str, key: client::Value) -> Result<(), client::ClientError> {
         let table = self.cluster.table(system)?;
         let mut transaction = self.cluster.transaction();
         let read =
@@ -649,7 +645,7 @@ impl Catalog {
         let table = self.system_table(DATABASES)?;
         let mut transaction = self.cluster.transaction();
         let inserted = transaction
-            .insert(&table, &[("name", Value::from(name))])
+            .insert(&table, &[("name", client::Value::from(name))])
             .and_then(|_| transaction.execute(Commit::Yes));
         match inserted {
             Ok(_) => Ok(true),
@@ -686,7 +682,7 @@ impl Catalog {
                 Err(error) => return Err(error),
             }
         }
-        self.delete_row(DATABASES, Value::from(name))
+        self.delete_row(DATABASES, client::Value::from(name))
             .map_err(|error| SqlError::from_client(&error, DATABASES))?;
         Ok(Some(tables.len()))
     }
@@ -743,9 +739,11 @@ mod tests {
         };
         let mut columns: Vec<SqlColumn> = def.columns.iter().map(undeclared).collect();
         columns[0].auto_increment = true;
-        columns[0].declared = "integer".into();
         columns[1].default = Some(Value::Int(0));
-        columns[1].range = Some((-128, 127));
+        columns[1].sql_type = SqlType::Integer {
+            bytes: 1,
+            unsigned: false,
+        };
         columns[2].default = Some(Value::Null);
         let json = encode_declarations(&columns[..2]);
         let decoded = decode_declarations(&def, &json).unwrap();

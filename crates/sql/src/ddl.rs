@@ -6,74 +6,11 @@
 use crate::catalog::{check_name, empty_def, Catalog, SqlColumn};
 use crate::error::{codes, SqlError, SqlResult};
 use crate::expr::{Compiler, Inputs};
+use crate::types::{self, SqlType};
 use crate::value;
-use client::{ColumnDef, ColumnType, IndexDef, TableDef, UniqueTable, Value};
+use crate::value::Value;
+use client::{ColumnDef, IndexDef, TableDef, UniqueTable};
 use sqlparser::ast;
-
-/// The cluster type, declared name and integer range of a SQL type.
-/// A cluster type, its declared name, and a narrower integer's range.
-type Declared = (ColumnType, String, Option<(i64, i64)>);
-
-fn column_type(data_type: &ast::DataType) -> SqlResult<Declared> {
-    use ast::DataType as D;
-    let int = |unsigned| ColumnType::Int { unsigned };
-    let big = |unsigned| ColumnType::BigInt { unsigned };
-    let length = |length: &Option<ast::CharacterLength>, default: u64| match length {
-        None => Ok(default),
-        Some(ast::CharacterLength::IntegerLength { length, .. }) => Ok(*length),
-        Some(ast::CharacterLength::Max) => Err(SqlError::unsupported("length MAX")),
-    };
-    let bounded = |n: u64, most: u16, what: &str| {
-        u16::try_from(n)
-            .ok()
-            .filter(|n| *n >= 1 && *n <= most)
-            .ok_or_else(|| {
-                SqlError::new(
-                    1074,
-                    format!("Column length too big for {what}({n}) (max = {most}); use a shorter length"),
-                )
-            })
-    };
-    Ok(match data_type {
-        D::TinyInt(_) | D::Bool | D::Boolean => (int(false), "tinyint".into(), Some((-128, 127))),
-        D::TinyIntUnsigned(_) => (int(true), "tinyint unsigned".into(), Some((0, 255))),
-        D::SmallInt(_) => (int(false), "smallint".into(), Some((-32768, 32767))),
-        D::SmallIntUnsigned(_) => (int(true), "smallint unsigned".into(), Some((0, 65535))),
-        D::MediumInt(_) => (int(false), "mediumint".into(), Some((-8388608, 8388607))),
-        D::MediumIntUnsigned(_) => (int(true), "mediumint unsigned".into(), Some((0, 16777215))),
-        D::Int(_) | D::Integer(_) => (int(false), "int".into(), None),
-        D::IntUnsigned(_) | D::IntegerUnsigned(_) => (int(true), "int unsigned".into(), None),
-        D::BigInt(_) => (big(false), "bigint".into(), None),
-        D::BigIntUnsigned(_) => (big(true), "bigint unsigned".into(), None),
-        D::Double(_) | D::DoublePrecision | D::Real | D::Float(_) => {
-            (ColumnType::Double, "double".into(), None)
-        }
-        D::Char(n) | D::Character(n) => {
-            let n = bounded(length(n, 1)?, 255, "char")?;
-            (ColumnType::Char(n), format!("char({n})"), None)
-        }
-        D::Varchar(n) | D::CharacterVarying(n) | D::CharVarying(n) | D::Nvarchar(n) => {
-            let Some(n) = n else {
-                return Err(SqlError::parse("VARCHAR needs a length"));
-            };
-            let n = bounded(length(&Some(*n), 0)?, 16_000, "varchar")?;
-            (ColumnType::VarChar(n), format!("varchar({n})"), None)
-        }
-        D::Binary(n) => {
-            let n = bounded(n.unwrap_or(1), 255, "binary")?;
-            (ColumnType::VarBinary(n), format!("binary({n})"), None)
-        }
-        D::Varbinary(n) => {
-            let n = match n {
-                Some(ast::BinaryLength::IntegerLength { length }) => *length,
-                _ => return Err(SqlError::parse("VARBINARY needs a length")),
-            };
-            let n = bounded(n, 16_000, "varbinary")?;
-            (ColumnType::VarBinary(n), format!("varbinary({n})"), None)
-        }
-        other => return Err(SqlError::unsupported(format!("column type {other}"))),
-    })
-}
 
 fn constant(expr: &ast::Expr) -> SqlResult<Value> {
     let mut compiler = Compiler::new(None, None);
@@ -114,6 +51,38 @@ fn index_columns(columns: &[ast::IndexColumn], table: &[SqlColumn]) -> SqlResult
         .collect()
 }
 
+/// Gives each TEXT and BLOB column declared without a size of its own
+/// an equal share of the room the row's other columns leave (at most
+/// what one VARCHAR holds): a row is stored whole, so that room is all
+/// they can have (docs/design/0028-sql-types.md, "TEXT and BLOB").
+fn allot_text_room(columns: &mut [SqlColumn]) {
+    let unsized_column = |c: &SqlColumn| {
+        matches!(
+            c.sql_type,
+            SqlType::Text(types::UNSIZED) | SqlType::Blob(types::UNSIZED)
+        )
+    };
+    let count = columns.iter().filter(|c| unsized_column(c)).count();
+    if count == 0 {
+        return;
+    }
+    // As the cluster counts a row: each column's largest value and 2 bytes.
+    let used: usize = columns
+        .iter()
+        .filter(|c| !unsized_column(c))
+        .map(|c| c.storage().max_value_bytes() + 2)
+        .sum::<usize>()
+        + 2 * count;
+    let room = client::MAX_ROW_BYTES.saturating_sub(used) / count;
+    let each = room.clamp(1, client::MAX_VAR_BYTES as usize) as u16;
+    for column in columns.iter_mut().filter(|c| unsized_column(c)) {
+        column.sql_type = match column.sql_type {
+            SqlType::Text(_) => SqlType::Text(each),
+            _ => SqlType::Blob(each),
+        };
+    }
+}
+
 /// The cluster definition and the SQL declarations of a CREATE TABLE.
 pub fn table_definition(
     create: &ast::CreateTable,
@@ -128,12 +97,10 @@ pub fn table_definition(
     let mut primary_key: Option<Vec<u16>> = None;
     let mut unique_columns = Vec::new();
     for (index, column) in create.columns.iter().enumerate() {
-        let (column_type, declared, range) = column_type(&column.data_type)?;
+        let sql_type = types::of_data_type(&column.data_type)?;
         let mut sql = SqlColumn {
             name: column.name.value.clone(),
-            column_type,
-            declared,
-            range,
+            sql_type,
             nullable: true,
             default: None,
             auto_increment: false,
@@ -146,7 +113,7 @@ pub fn table_definition(
                     let value = constant(expr)?;
                     sql.default = Some(match value.is_null() {
                         true => Value::Null,
-                        false => value::fit(&value, column_type, &sql.name).map_err(|_| {
+                        false => value::fit(&value, &sql.sql_type, &sql.name).map_err(|_| {
                             SqlError::new(1067, format!("Invalid default value for '{}'", sql.name))
                         })?,
                     });
@@ -177,12 +144,7 @@ pub fn table_definition(
                 other => return Err(SqlError::unsupported(format!("column option {other}"))),
             }
         }
-        if sql.auto_increment
-            && !matches!(
-                column_type,
-                ColumnType::Int { .. } | ColumnType::BigInt { .. }
-            )
-        {
+        if sql.auto_increment && !sql.sql_type.is_integer() {
             return Err(SqlError::new(
                 1063,
                 format!("Incorrect column specifier for column '{}'", sql.name),
@@ -190,6 +152,7 @@ pub fn table_definition(
         }
         columns.push(sql);
     }
+    allot_text_room(&mut columns);
     let mut indexes: Vec<IndexDef> = Vec::new();
     let mut add_index =
         |name: Option<String>, columns_of: Vec<u16>, unique: bool, columns: &[SqlColumn]| {
@@ -288,7 +251,7 @@ pub fn table_definition(
         name: crate::catalog::cluster_name(database, table),
         columns: columns
             .iter()
-            .map(|c| ColumnDef::new(&c.name, c.column_type, c.nullable))
+            .map(|c| ColumnDef::new(&c.name, c.storage(), c.nullable))
             .collect(),
         primary_key,
         indexes,

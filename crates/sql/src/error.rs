@@ -103,6 +103,10 @@ pub mod codes {
     pub const UNKNOWN_STMT_HANDLER: u16 = 1243;
     /// Out of range value for column.
     pub const WARN_DATA_OUT_OF_RANGE: u16 = 1264;
+    /// A value is not one of an ENUM's members.
+    pub const DATA_TRUNCATED: u16 = 1265;
+    /// Text that is not a date or time where one is needed.
+    pub const TRUNCATED_WRONG_VALUE: u16 = 1292;
     /// This command is not supported in the prepared statement protocol yet.
     pub const UNSUPPORTED_PS: u16 = 1295;
     /// Got temporary error from the storage engine.

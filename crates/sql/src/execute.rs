@@ -7,12 +7,15 @@
 use crate::access::{self, Fetched, Request};
 use crate::auto_increment::AutoIncrement;
 use crate::catalog::SqlTable;
+use crate::decimal::Decimal;
 use crate::error::{codes, SqlError, SqlResult};
 use crate::expr::{Aggregate, AggregateFunction, Environment, Expr, Inputs};
 use crate::plan::{InsertPlan, SelectPlan, WritePlan};
 use crate::result::Response;
+use crate::types;
 use crate::value;
-use client::{ClientError, Commit, LockMode, Transaction, Value};
+use crate::value::Value;
+use client::{ClientError, Commit, LockMode, Transaction};
 use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -265,7 +268,9 @@ fn aggregate(
     let mut results = Vec::with_capacity(aggregates.len());
     for aggregate in aggregates {
         let mut count: i64 = 0;
-        let mut integer_sum: Option<i128> = Some(0);
+        // Exact while every value is an integer or a DECIMAL (SUM and AVG
+        // are then DECIMALs, as MySQL's), else a double.
+        let mut exact_sum: Option<Decimal> = Decimal::from_integer(0);
         let mut double_sum = 0f64;
         let mut best: Option<Value> = None;
         let mut seen = HashSet::new();
@@ -292,10 +297,17 @@ fn aggregate(
                 }
             }
             count += 1;
-            match &value {
-                Value::Int(x) => integer_sum = integer_sum.and_then(|s| s.checked_add(*x as i128)),
-                Value::UInt(x) => integer_sum = integer_sum.and_then(|s| s.checked_add(*x as i128)),
-                _ => integer_sum = None,
+            if let Some(sum) = exact_sum {
+                exact_sum = match &value {
+                    Value::Int(x) => {
+                        Decimal::from_integer(*x as i128).and_then(|x| sum.checked_add(x))
+                    }
+                    Value::UInt(x) => {
+                        Decimal::from_integer(*x as i128).and_then(|x| sum.checked_add(x))
+                    }
+                    Value::Decimal(x) => sum.checked_add(*x),
+                    _ => None,
+                };
             }
             double_sum += value::to_f64(&value);
             let better = |current: &Value| {
@@ -316,23 +328,27 @@ fn aggregate(
         results.push(match aggregate.function {
             AggregateFunction::CountRows | AggregateFunction::Count => Value::Int(count),
             AggregateFunction::Sum if count == 0 => Value::Null,
-            AggregateFunction::Sum => match integer_sum {
-                Some(sum) => match i64::try_from(sum) {
-                    Ok(sum) => Value::Int(sum),
-                    Err(_) => Value::Double(sum as f64),
-                },
+            AggregateFunction::Sum => match exact_sum {
+                Some(sum) => Value::Decimal(sum),
                 None => Value::Double(double_sum),
             },
             AggregateFunction::Average if count == 0 => Value::Null,
-            AggregateFunction::Average => Value::Double(double_sum / count as f64),
+            AggregateFunction::Average => {
+                match exact_sum
+                    .and_then(|sum| sum.checked_div(Decimal::from_integer(count as i128)?))
+                {
+                    Some(average) => Value::Decimal(average),
+                    None => Value::Double(double_sum / count as f64),
+                }
+            }
             AggregateFunction::Min | AggregateFunction::Max => best.unwrap_or(Value::Null),
         });
     }
     Ok(results)
 }
 
-/// Checks and converts `value` for column `index` of `table`: its type,
-/// the range a narrower declared integer allows, NOT NULL.
+/// Checks and converts `value` for column `index` of `table`: its type
+/// (`value::fit`), NOT NULL.
 pub fn fit_column(table: &SqlTable, index: usize, value: &Value) -> SqlResult<Value> {
     let column = &table.columns[index];
     if value.is_null() {
@@ -344,16 +360,7 @@ pub fn fit_column(table: &SqlTable, index: usize, value: &Value) -> SqlResult<Va
         }
         return Ok(Value::Null);
     }
-    let fitted = value::fit(value, column.column_type, &column.name)?;
-    if let (Some((low, high)), Some(x)) = (column.range, fitted.as_i64()) {
-        if x < low || x > high {
-            return Err(SqlError::new(
-                codes::WARN_DATA_OUT_OF_RANGE,
-                format!("Out of range value for column '{}' at row 1", column.name),
-            ));
-        }
-    }
-    Ok(fitted)
+    value::fit(value, &column.sql_type, &column.name)
 }
 
 /// Executes what is queued in `transaction` (a round trip), mapping errors.
@@ -428,8 +435,9 @@ pub fn insert(
         }
     }
     let count = rows.len();
+    let zone = run.environment.zone_offset();
     for (number, row) in rows.into_iter().enumerate() {
-        let mut values: Vec<(u16, Value)> = Vec::with_capacity(width);
+        let mut values: Vec<(u16, client::Value)> = Vec::with_capacity(width);
         for (index, given) in row.into_iter().enumerate() {
             let column = &table.columns[index];
             let value = match given {
@@ -445,7 +453,8 @@ pub fn insert(
                     }
                 },
             };
-            values.push((index as u16, fit_column(table, index, &value)?));
+            let fitted = fit_column(table, index, &value)?;
+            values.push((index as u16, types::store(&fitted, &column.sql_type, zone)));
         }
         run.transaction
             .insert(&table.table, &values)
@@ -495,12 +504,34 @@ fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Vec<Vec<Value
     Ok(kept)
 }
 
-fn key_of(table: &SqlTable, row: &[Value]) -> Vec<Value> {
+/// The primary key of `row`, as the cluster stores it.
+fn key_of(table: &SqlTable, row: &[Value], zone: i64) -> Vec<client::Value> {
     table
         .def()
         .primary_key
         .iter()
-        .map(|c| row[*c as usize].clone())
+        .map(|c| {
+            types::store(
+                &row[*c as usize],
+                &table.columns[*c as usize].sql_type,
+                zone,
+            )
+        })
+        .collect()
+}
+
+/// Columns `columns` of `row`, as the cluster stores them.
+fn stored_columns(
+    table: &SqlTable,
+    row: &[Value],
+    columns: impl Iterator<Item = usize>,
+    zone: i64,
+) -> Vec<(u16, client::Value)> {
+    columns
+        .map(|i| {
+            let stored = types::store(&row[i], &table.columns[i].sql_type, zone);
+            (i as u16, stored)
+        })
         .collect()
 }
 
@@ -517,6 +548,7 @@ pub fn update(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
     let (mut matched, mut changed) = (0u64, 0u64);
     let name = table.cluster_name();
     let refused = |error: ClientError| SqlError::from_client(&error, &name);
+    let zone = run.environment.zone_offset();
     for (number, old) in rows.iter().enumerate() {
         matched += 1;
         let mut new = old.clone();
@@ -542,23 +574,16 @@ pub fn update(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
         if changed_columns.iter().any(|c| key_columns.contains(c)) {
             // A new primary key is a new row: delete, then insert.
             run.transaction
-                .delete(&table.table, &key_of(table, old))
+                .delete(&table.table, &key_of(table, old, zone))
                 .map_err(refused)?;
-            let values: Vec<(u16, Value)> = new
-                .iter()
-                .enumerate()
-                .map(|(i, v)| (i as u16, v.clone()))
-                .collect();
+            let values = stored_columns(table, &new, 0..new.len(), zone);
             run.transaction
                 .insert(&table.table, &values)
                 .map_err(refused)?;
         } else {
-            let set: Vec<(u16, Value)> = changed_columns
-                .iter()
-                .map(|i| (*i as u16, new[*i].clone()))
-                .collect();
+            let set = stored_columns(table, &new, changed_columns.iter().copied(), zone);
             run.transaction
-                .update(&table.table, &key_of(table, old), &set)
+                .update(&table.table, &key_of(table, old, zone), &set)
                 .map_err(refused)?;
         }
         if (number + 1) % WRITE_BATCH == 0 {
@@ -647,9 +672,10 @@ fn increment_by_key(
 pub fn delete(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
     let table = &plan.table;
     let rows = rows_to_write(plan, run)?;
+    let zone = run.environment.zone_offset();
     for (number, row) in rows.iter().enumerate() {
         run.transaction
-            .delete(&table.table, &key_of(table, row))
+            .delete(&table.table, &key_of(table, row, zone))
             .map_err(|error| SqlError::from_client(&error, &table.cluster_name()))?;
         if (number + 1) % WRITE_BATCH == 0 {
             check_interrupt(run)?;

@@ -9,8 +9,9 @@
 
 use crate::catalog::SqlTable;
 use crate::error::{codes, SqlError, SqlResult};
+use crate::value::Value;
 use crate::value::{self, Arithmetic};
-use client::{CompareOp, Value};
+use client::CompareOp;
 use sqlparser::ast;
 use std::cmp::Ordering;
 
@@ -167,8 +168,18 @@ pub trait Environment {
     /// The row a read without a lock of `key` in `table` returns, when the
     /// statements of one query had their key lookups read together ahead
     /// of them (`Some(None)`: no such row); `None`: not read ahead.
-    fn read_ahead(&self, _table: &client::Table, _key: &[Value]) -> Option<Option<Vec<Value>>> {
+    fn read_ahead(
+        &self,
+        _table: &client::Table,
+        _key: &[client::Value],
+    ) -> Option<Option<Vec<Value>>> {
         None
+    }
+
+    /// The session's time zone as seconds east of UTC (TIMESTAMP values
+    /// are stored in UTC and shown in it).
+    fn zone_offset(&self) -> i64 {
+        0
     }
 
     /// The cluster refused a statement in a way that says `table`'s
@@ -539,6 +550,13 @@ fn number(text: &str) -> SqlResult<Value> {
     }
     if let Ok(x) = text.parse::<u64>() {
         return Ok(Value::UInt(x));
+    }
+    // Digits with a point are an exact DECIMAL (MySQL's literal rule);
+    // with an exponent, a double.
+    if !text.contains(['e', 'E']) {
+        if let Some(decimal) = crate::decimal::Decimal::parse(text) {
+            return Ok(Value::Decimal(decimal));
+        }
     }
     text.parse::<f64>()
         .map(Value::Double)

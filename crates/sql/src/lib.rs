@@ -31,6 +31,7 @@ mod access;
 mod auto_increment;
 pub mod catalog;
 mod ddl;
+pub mod decimal;
 pub mod error;
 mod execute;
 pub mod expr;
@@ -39,6 +40,8 @@ pub mod plan;
 pub mod result;
 mod session;
 mod show;
+pub mod temporal;
+pub mod types;
 pub mod value;
 pub mod variables;
 

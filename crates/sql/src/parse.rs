@@ -166,8 +166,8 @@ mod tests {
                     fn session_value(
                         &self,
                         _: &crate::expr::SessionValue,
-                    ) -> SqlResult<client::Value> {
-                        Ok(client::Value::Null)
+                    ) -> SqlResult<crate::value::Value> {
+                        Ok(crate::value::Value::Null)
                     }
                 }
                 let inputs = crate::expr::Inputs {
@@ -180,7 +180,10 @@ mod tests {
             .unwrap()
             .join()
             .unwrap();
-        assert_eq!(evaluated, client::Value::Int(MAX_OPERATORS as i64 - 9));
+        assert_eq!(
+            evaluated,
+            crate::value::Value::Int(MAX_OPERATORS as i64 - 9)
+        );
     }
 
     #[test]
@@ -200,7 +203,7 @@ mod tests {
 mod fuzz {
     use super::*;
     use crate::expr::{Compiler, Environment, Inputs, SessionValue};
-    use client::Value;
+    use crate::value::Value;
     use proptest::prelude::*;
 
     /// Pieces of SQL, so generated text reaches past the tokenizer.

@@ -20,8 +20,10 @@ use crate::catalog::{Catalog, SqlTable};
 use crate::error::{codes, SqlError, SqlResult};
 use crate::expr::{Aggregate, AggregateFunction, Compiler, Expr};
 use crate::result::{ColumnKind, OutputColumn};
+use crate::types::SqlType;
 use crate::value::Arithmetic;
-use client::{ColumnType, CompareOp, LockMode, Value};
+use crate::value::Value;
+use client::{CompareOp, LockMode};
 use sqlparser::ast;
 use std::sync::Arc;
 
@@ -404,13 +406,11 @@ fn increments_of(
             _ => magnitude,
         };
         let sql_column = &table.columns[*column];
-        let integer = matches!(
-            sql_column.column_type,
-            ColumnType::Int { .. } | ColumnType::BigInt { .. }
-        );
+        // Only a type as wide as its storage: the data node checks the
+        // sum against the stored type's range, not a narrower SQL one.
+        let integer = matches!(sql_column.sql_type, SqlType::Integer { bytes: 4 | 8, .. });
         if delta == 0
             || !integer
-            || sql_column.range.is_some()
             || key_columns.contains(column)
             || in_unique_index(*column)
             || increments.iter().any(|(seen, _)| seen == column)
@@ -710,6 +710,10 @@ fn describe_output(
         Expr::Literal(Value::Int(_)) => ColumnKind::BigInt { unsigned: false },
         Expr::Literal(Value::UInt(_)) => ColumnKind::BigInt { unsigned: true },
         Expr::Literal(Value::Double(_)) => ColumnKind::Double,
+        Expr::Literal(Value::Decimal(x)) => ColumnKind::Decimal {
+            precision: x.precision().max(x.scale() + 1),
+            scale: x.scale(),
+        },
         Expr::Literal(Value::Null) => ColumnKind::Null,
         Expr::Aggregate(slot) => match compiler.aggregate(*slot) {
             Some(Aggregate {
@@ -717,20 +721,22 @@ fn describe_output(
                 ..
             }) => ColumnKind::BigInt { unsigned: false },
             Some(Aggregate {
-                function: AggregateFunction::Average,
-                ..
-            }) => ColumnKind::Double,
-            Some(Aggregate {
                 argument: Some(Expr::Column(index)),
                 function,
                 ..
             }) if table.is_some() => {
-                let column_type = table.expect("checked").columns[*index].column_type;
-                match (function, column_type) {
-                    (_, ColumnType::Double) => ColumnKind::Double,
-                    // An integer sum may pass 64 bits: MySQL's DECIMAL.
-                    (AggregateFunction::Sum, _) => ColumnKind::Decimal,
-                    _ => ColumnKind::of(column_type),
+                let sql_type = &table.expect("checked").columns[*index].sql_type;
+                match (function, sql_type) {
+                    (_, SqlType::Double | SqlType::Float) => ColumnKind::Double,
+                    // Exact sums and averages are DECIMALs (an integer sum
+                    // may pass 64 bits), as MySQL's.
+                    (AggregateFunction::Sum | AggregateFunction::Average, t)
+                        if t.is_integer() || matches!(t, SqlType::Decimal { .. }) =>
+                    {
+                        ColumnKind::Decimal
+                    }
+                    (AggregateFunction::Sum | AggregateFunction::Average, _) => ColumnKind::Double,
+                    _ => ColumnKind::of(sql_type),
                 }
             }
             _ => ColumnKind::Text(255),

@@ -3,13 +3,16 @@
 //! text or binary protocol; this crate knows no wire format.
 
 use crate::catalog::{SqlColumn, SqlTable};
-use client::{ColumnType, Value};
+use crate::types::SqlType;
+use crate::value::Value;
 
 /// A result column's type, as the wire protocol describes it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ColumnKind {
-    /// A 32-bit integer (MySQL's INT: LONG on the wire).
+    /// An integer of 1, 2, 3 or 4 bytes (TINY, SHORT, INT24, LONG).
     Int {
+        /// Its width in bytes.
+        bytes: u8,
         /// UNSIGNED.
         unsigned: bool,
     },
@@ -18,31 +21,82 @@ pub enum ColumnKind {
         /// UNSIGNED.
         unsigned: bool,
     },
+    /// A single-precision float (FLOAT).
+    Float,
     /// A double.
     Double,
-    /// An exact number sent as text (MySQL's DECIMAL: what SUM of
-    /// integers is).
-    Decimal,
+    /// An exact number sent as text (NEWDECIMAL), with its precision
+    /// and scale when known (what SUM of integers is: precision 65,
+    /// scale 0).
+    Decimal {
+        /// Digits in all.
+        precision: u8,
+        /// Digits after the point.
+        scale: u8,
+    },
+    /// DATE.
+    Date,
+    /// DATETIME with its fractional digits.
+    DateTime(u8),
+    /// TIMESTAMP with its fractional digits.
+    Timestamp(u8),
+    /// TIME with its fractional digits.
+    Time(u8),
+    /// YEAR.
+    Year,
     /// Fixed-length text of at most n bytes (CHAR: STRING on the wire).
     Char(u32),
     /// Text of at most n bytes (VAR_STRING).
     Text(u32),
+    /// TEXT: text of at most n bytes (BLOB on the wire, a text charset).
+    LongText(u32),
     /// Bytes of at most n (VAR_STRING, binary character set).
     Binary(u32),
+    /// BLOB: bytes of at most n (BLOB on the wire, binary charset).
+    Blob(u32),
+    /// ENUM: text (STRING with the ENUM flag), at most n bytes.
+    Enum(u32),
     /// Always NULL.
     Null,
 }
 
 impl ColumnKind {
-    /// The kind of a cluster column type.
-    pub fn of(column_type: ColumnType) -> ColumnKind {
-        match column_type {
-            ColumnType::Int { unsigned } => ColumnKind::Int { unsigned },
-            ColumnType::BigInt { unsigned } => ColumnKind::BigInt { unsigned },
-            ColumnType::Double => ColumnKind::Double,
-            ColumnType::Char(n) => ColumnKind::Char(n as u32),
-            ColumnType::VarChar(n) => ColumnKind::Text(n as u32),
-            ColumnType::VarBinary(n) => ColumnKind::Binary(n as u32),
+    /// A DECIMAL of unknown precision (a sum, an average).
+    #[allow(non_upper_case_globals)]
+    pub const Decimal: ColumnKind = ColumnKind::Decimal {
+        precision: 65,
+        scale: 0,
+    };
+
+    /// The kind of a SQL column type.
+    pub fn of(sql_type: &SqlType) -> ColumnKind {
+        match sql_type {
+            SqlType::Integer { bytes: 8, unsigned } => ColumnKind::BigInt {
+                unsigned: *unsigned,
+            },
+            SqlType::Integer { bytes, unsigned } => ColumnKind::Int {
+                bytes: *bytes,
+                unsigned: *unsigned,
+            },
+            SqlType::Float => ColumnKind::Float,
+            SqlType::Double => ColumnKind::Double,
+            SqlType::Decimal { precision, scale } => ColumnKind::Decimal {
+                precision: *precision,
+                scale: *scale,
+            },
+            SqlType::Date => ColumnKind::Date,
+            SqlType::DateTime { fsp } => ColumnKind::DateTime(*fsp),
+            SqlType::Timestamp { fsp } => ColumnKind::Timestamp(*fsp),
+            SqlType::Time { fsp } => ColumnKind::Time(*fsp),
+            SqlType::Year => ColumnKind::Year,
+            SqlType::Char(n) => ColumnKind::Char(*n as u32),
+            SqlType::VarChar(n) => ColumnKind::Text(*n as u32),
+            SqlType::Text(n) => ColumnKind::LongText(*n as u32),
+            SqlType::VarBinary(n) => ColumnKind::Binary(*n as u32),
+            SqlType::Blob(n) => ColumnKind::Blob(*n as u32),
+            SqlType::Enum(members) => {
+                ColumnKind::Enum(members.iter().map(|m| m.len()).max().unwrap_or(1) as u32)
+            }
         }
     }
 }
@@ -77,7 +131,7 @@ impl OutputColumn {
             org_name: column.name.clone(),
             table: table.name.clone(),
             database: table.database.clone(),
-            kind: ColumnKind::of(column.column_type),
+            kind: ColumnKind::of(&column.sql_type),
             not_null: !column.nullable,
             primary_key: table.def().primary_key.contains(&(index as u16)),
             auto_increment: column.auto_increment,

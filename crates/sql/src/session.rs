@@ -18,8 +18,9 @@ use crate::execute::{self, Run, StatementCounts};
 use crate::expr::{Environment, SessionValue};
 use crate::plan::{self, table_name, AccessPlan, Compiled, Plan};
 use crate::result::{OutputColumn, Response};
+use crate::value::Value;
 use crate::{access, ddl, show, value, variables, Engine, Statistics};
-use client::{Commit, LockMode, Transaction, TransactionState, Value};
+use client::{Commit, LockMode, Transaction, TransactionState};
 use sqlparser::ast;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,12 +76,15 @@ pub struct Session {
     /// MySQL counts the session in a transaction from then on, until
     /// COMMIT or ROLLBACK, though it holds no cluster transaction.
     reads_in_transaction: bool,
+    /// `time_zone` as seconds east of UTC.
+    zone: i64,
 }
 
 /// A key lookup read ahead of its statement.
 struct ReadAhead {
     table: Arc<client::Table>,
-    key: Vec<Value>,
+    /// The key as the cluster stores it.
+    key: Vec<client::Value>,
     /// The row, or `None`: no row has the key.
     row: Option<Vec<Value>>,
 }
@@ -106,16 +110,20 @@ impl Environment for SessionView<'_> {
             .invalidate(&table.database, &table.name);
     }
 
-    fn read_ahead(&self, table: &client::Table, key: &[Value]) -> Option<Option<Vec<Value>>> {
+    fn read_ahead(
+        &self,
+        table: &client::Table,
+        key: &[client::Value],
+    ) -> Option<Option<Vec<Value>>> {
         self.session
             .read_ahead
             .iter()
-            .find(|read| {
-                std::ptr::eq(&*read.table, table)
-                    && read.key.len() == key.len()
-                    && access::keys_equal(&read.key, key)
-            })
+            .find(|read| std::ptr::eq(&*read.table, table) && read.key == key)
             .map(|read| read.row.clone())
+    }
+
+    fn zone_offset(&self) -> i64 {
+        self.session.zone_offset()
     }
 }
 
@@ -139,6 +147,7 @@ impl Session {
             transaction: None,
             variables: HashMap::new(),
             user_variables: HashMap::new(),
+            zone: 0,
             last_insert_id: 0,
             row_count: 0,
             prepared: HashMap::new(),
@@ -263,7 +272,7 @@ impl Session {
         if statements.len() < 2 || !alone {
             return (compiled, 0);
         }
-        let mut lookups: Vec<(Arc<client::Table>, Vec<Value>)> = Vec::new();
+        let mut lookups: Vec<(Arc<crate::catalog::SqlTable>, Vec<client::Value>)> = Vec::new();
         for (index, statement) in statements.iter().enumerate() {
             if !matches!(statement, ast::Statement::Query(_)) {
                 break;
@@ -278,7 +287,7 @@ impl Session {
                             let view = SessionView { session: self };
                             match access::lookup_key(table, &table.key_columns(), exprs, &[], &view)
                             {
-                                Ok(Ok(Some(key))) => Some((Arc::clone(&table.table), key)),
+                                Ok(Ok(Some(key))) => Some((Arc::clone(table), key)),
                                 _ => None,
                             }
                         }
@@ -300,7 +309,9 @@ impl Session {
         let mut transaction = self.engine.cluster().transaction();
         let queued: Result<Vec<_>, _> = lookups
             .iter()
-            .map(|(table, key)| transaction.read_if_exists(table, key, LockMode::CommittedRead))
+            .map(|(table, key)| {
+                transaction.read_if_exists(&table.table, key, LockMode::CommittedRead)
+            })
             .collect();
         // On any error the statements read for themselves (and report it).
         let Ok(reads) = queued else {
@@ -312,9 +323,16 @@ impl Session {
         self.statistics()
             .lookups_read_ahead
             .fetch_add(lookups.len() as u64, Ordering::Relaxed);
+        let zone = self.zone_offset();
         for ((table, key), read) in lookups.into_iter().zip(reads) {
-            let row = transaction.get(read).map(|row| row.values().to_vec());
-            self.read_ahead.push(ReadAhead { table, key, row });
+            let row = transaction
+                .get(read)
+                .map(|row| access::load_row(&table, row.values().to_vec(), zone));
+            self.read_ahead.push(ReadAhead {
+                table: Arc::clone(&table.table),
+                key,
+                row,
+            });
         }
         (compiled, leading)
     }
@@ -946,14 +964,17 @@ impl Session {
             aggregates: &[],
             params,
         };
-        let key: Option<Vec<Value>> = table
+        let zone = self.zone_offset();
+        let key: Option<Vec<client::Value>> = table
             .def()
             .primary_key
             .iter()
             .zip(exprs)
             .map(|(column, expr)| {
                 let value = expr.eval(&inputs, &view).ok()?;
-                value::fit_exactly(&value, table.columns[*column as usize].column_type)
+                let sql_type = &table.columns[*column as usize].sql_type;
+                let exact = value::fit_exactly(&value, sql_type)?;
+                Some(crate::types::store(&exact, sql_type, zone))
             })
             .collect();
         match key {
@@ -1077,6 +1098,15 @@ impl Session {
                     format!("Unknown system variable '{name}'"),
                 ));
             }
+            if name == "time_zone" {
+                let text = value::display(&value);
+                self.zone = crate::temporal::zone_offset(&text).ok_or_else(|| {
+                    SqlError::new(
+                        1298,
+                        format!("Unknown or incorrect time zone: '{text}' (a SQL node takes SYSTEM, UTC or an offset such as '+02:00')"),
+                    )
+                })?;
+            }
             if name == "autocommit" {
                 let on = match &value {
                     Value::Bytes(text) => {
@@ -1096,6 +1126,11 @@ impl Session {
             self.variables.insert(name, value);
         }
         Ok(Response::ok())
+    }
+
+    /// The session's time zone, seconds east of UTC.
+    fn zone_offset(&self) -> i64 {
+        self.zone
     }
 
     fn constant(&self, expr: &ast::Expr) -> SqlResult<Value> {

@@ -6,7 +6,7 @@ use crate::catalog::{Catalog, SqlTable};
 use crate::error::SqlResult;
 use crate::result::Response;
 use crate::value;
-use client::Value;
+use crate::value::Value;
 
 /// SHOW DATABASES.
 pub fn databases(catalog: &Catalog, pattern: Option<&str>) -> SqlResult<Response> {
@@ -76,7 +76,7 @@ pub fn columns(table: &SqlTable) -> Response {
         .map(|(index, column)| {
             vec![
                 Value::from(column.name.as_str()),
-                Value::from(column.declared.as_str()),
+                Value::from(column.sql_type.declared().as_str()),
                 Value::from(if column.nullable { "YES" } else { "NO" }),
                 Value::from(key_of(table, index)),
                 match &column.default {
@@ -103,7 +103,7 @@ pub fn create_statement(table: &SqlTable) -> String {
     let def = table.def();
     let mut lines = Vec::new();
     for column in &table.columns {
-        let mut line = format!("  `{}` {}", column.name, column.declared);
+        let mut line = format!("  `{}` {}", column.name, column.sql_type.declared());
         if !column.nullable {
             line.push_str(" NOT NULL");
         }

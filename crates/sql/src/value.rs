@@ -1,13 +1,120 @@
-//! SQL's rules for values (the client's [`Value`]): how two compare
-//! (numbers as numbers, text as the cluster orders it: bytes with PAD
-//! SPACE), what is true, arithmetic with MySQL's results, the text a
-//! value is sent as, and fitting a value to a column's type on its way
-//! into the cluster (a string '0' into an INT column, as sysbench's
-//! `DEFAULT '0'` asks).
+//! SQL's values and their rules: how two compare (numbers as numbers,
+//! text as the cluster orders it: bytes with PAD SPACE, dates as dates),
+//! what is true, arithmetic with MySQL's results (integers exact, DECIMAL
+//! exact with MySQL's scales, the rest as doubles), the text a value is
+//! sent as, and fitting a value to a column's type on its way into the
+//! cluster (a string '0' into an INT column, as sysbench's `DEFAULT '0'`
+//! asks; '2024-01-31' into a DATE). How a fitted value is stored is
+//! `types::store`.
 
+use crate::decimal::Decimal;
 use crate::error::{codes, SqlError, SqlResult};
-use client::{ColumnType, Value};
+use crate::temporal::{Date, DateTime, Time};
+use crate::types::SqlType;
 use std::cmp::Ordering;
+
+/// A SQL value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// NULL.
+    Null,
+    /// A signed integer.
+    Int(i64),
+    /// An unsigned integer.
+    UInt(u64),
+    /// A double (FLOAT and DOUBLE).
+    Double(f64),
+    /// An exact decimal (DECIMAL).
+    Decimal(Decimal),
+    /// Text or bytes (CHAR, VARCHAR, TEXT, BINARY, BLOB, ENUM).
+    Bytes(Vec<u8>),
+    /// A DATE.
+    Date(Date),
+    /// A DATETIME or TIMESTAMP (in the session's time zone).
+    DateTime(DateTime),
+    /// A TIME.
+    Time(Time),
+}
+
+impl Value {
+    /// Whether it is NULL.
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// The value as a signed integer, when it is an integer that fits.
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Int(value) => Some(*value),
+            Value::UInt(value) => i64::try_from(*value).ok(),
+            _ => None,
+        }
+    }
+
+    /// The value as an unsigned integer, when it is a non-negative integer.
+    pub fn as_u64(&self) -> Option<u64> {
+        match self {
+            Value::Int(value) => u64::try_from(*value).ok(),
+            Value::UInt(value) => Some(*value),
+            _ => None,
+        }
+    }
+
+    /// The bytes of text.
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Value::Bytes(bytes) => Some(bytes),
+            _ => None,
+        }
+    }
+
+    /// Text as a string, when it is UTF-8.
+    pub fn as_str(&self) -> Option<&str> {
+        self.as_bytes().and_then(|b| std::str::from_utf8(b).ok())
+    }
+
+    /// A value the cluster returned for a column it declares nothing more
+    /// of (system tables, a table without SQL declarations).
+    pub fn from_stored(value: client::Value) -> Value {
+        match value {
+            client::Value::Null => Value::Null,
+            client::Value::Int(x) => Value::Int(x),
+            client::Value::UInt(x) => Value::UInt(x),
+            client::Value::Double(x) => Value::Double(x),
+            client::Value::Bytes(bytes) => Value::Bytes(bytes),
+        }
+    }
+}
+
+impl From<&str> for Value {
+    fn from(text: &str) -> Value {
+        Value::Bytes(text.as_bytes().to_vec())
+    }
+}
+
+impl From<String> for Value {
+    fn from(text: String) -> Value {
+        Value::Bytes(text.into_bytes())
+    }
+}
+
+impl From<Vec<u8>> for Value {
+    fn from(bytes: Vec<u8>) -> Value {
+        Value::Bytes(bytes)
+    }
+}
+
+impl From<f64> for Value {
+    fn from(x: f64) -> Value {
+        Value::Double(x)
+    }
+}
+
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(value: Option<T>) -> Value {
+        value.map_or(Value::Null, Into::into)
+    }
+}
 
 /// How `a` and `b` compare, or `None` when either is NULL (SQL's unknown).
 pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
@@ -18,9 +125,87 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (Value::Int(x), Value::UInt(y)) => Some(compare_signed_unsigned(*x, *y)),
         (Value::UInt(x), Value::Int(y)) => Some(compare_signed_unsigned(*y, *x).reverse()),
         (Value::Bytes(x), Value::Bytes(y)) => Some(compare_padded(x, y)),
+        // Exact numbers exactly: a DECIMAL with an integer or a DECIMAL.
+        (Value::Decimal(x), other) | (other, Value::Decimal(x))
+            if matches!(other, Value::Int(_) | Value::UInt(_) | Value::Decimal(_)) =>
+        {
+            let y = exact_of(other).expect("an exact number");
+            let ordering = x.compare(y);
+            Some(match matches!(a, Value::Decimal(_)) {
+                true => ordering,
+                false => ordering.reverse(),
+            })
+        }
+        // Dates and times with each other, or with text or a number that
+        // reads as one (MySQL converts the constant to the column's type);
+        // text that does not read as one compares as text.
+        (Value::Date(_) | Value::DateTime(_), _) | (_, Value::Date(_) | Value::DateTime(_)) => {
+            match (datetime_of(a), datetime_of(b)) {
+                (Some(x), Some(y)) => Some(x.compare(y)),
+                _ => Some(compare_padded(&text_of(a), &text_of(b))),
+            }
+        }
+        (Value::Time(x), other) | (other, Value::Time(x)) => {
+            let y = match other {
+                Value::Time(y) => Some(*y),
+                Value::Bytes(bytes) => std::str::from_utf8(bytes).ok().and_then(Time::parse),
+                Value::Int(n) => Time::from_number(*n),
+                _ => None,
+            };
+            let ordering = match y {
+                Some(y) => x.micros.cmp(&y.micros),
+                None => compare_doubles(time_number(*x), to_f64(other)),
+            };
+            Some(match matches!(a, Value::Time(_)) {
+                true => ordering,
+                false => ordering.reverse(),
+            })
+        }
         // A number with text or a double: as doubles (MySQL converts the
         // string to a number).
         _ => Some(compare_doubles(to_f64(a), to_f64(b))),
+    }
+}
+
+/// A TIME as the number MySQL makes of it (`10:30:05` is 103005).
+fn time_number(time: Time) -> f64 {
+    let magnitude = time.micros.abs();
+    let seconds = magnitude / 1_000_000;
+    let number = (seconds / 3600 * 10_000 + seconds / 60 % 60 * 100 + seconds % 60) as f64
+        + (magnitude % 1_000_000) as f64 / 1e6;
+    if time.micros < 0 {
+        -number
+    } else {
+        number
+    }
+}
+
+/// A value as a date and time, when it is one or reads as one.
+pub fn datetime_of(value: &Value) -> Option<DateTime> {
+    match value {
+        Value::Date(date) => Some(date.at_midnight()),
+        Value::DateTime(datetime) => Some(*datetime),
+        Value::Bytes(bytes) => std::str::from_utf8(bytes).ok().and_then(DateTime::parse),
+        Value::Int(x) => DateTime::from_number(*x),
+        Value::UInt(x) => i64::try_from(*x).ok().and_then(DateTime::from_number),
+        _ => None,
+    }
+}
+
+/// The text form of a value, for comparing it as text.
+fn text_of(value: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_text(value, &mut out);
+    out
+}
+
+/// An integer or DECIMAL as a DECIMAL.
+fn exact_of(value: &Value) -> Option<Decimal> {
+    match value {
+        Value::Int(x) => Decimal::from_integer(*x as i128),
+        Value::UInt(x) => Decimal::from_integer(*x as i128),
+        Value::Decimal(x) => Some(*x),
+        _ => None,
     }
 }
 
@@ -70,14 +255,29 @@ fn compare_padded(a: &[u8], b: &[u8]) -> Ordering {
 }
 
 /// A value as a double: numbers as they are, text by MySQL's rule (its
-/// longest numeric prefix, 0 when there is none), NULL as 0.
+/// longest numeric prefix, 0 when there is none), dates and times as
+/// MySQL's numbers of them (20240131, 103005), NULL as 0.
 pub fn to_f64(value: &Value) -> f64 {
     match value {
         Value::Null => 0.0,
         Value::Int(x) => *x as f64,
         Value::UInt(x) => *x as f64,
         Value::Double(x) => *x,
+        Value::Decimal(x) => x.to_f64(),
         Value::Bytes(bytes) => parse_number_prefix(bytes),
+        Value::Date(date) => {
+            (date.year as i64 * 10_000 + date.month as i64 * 100 + date.day as i64) as f64
+        }
+        Value::DateTime(datetime) => {
+            let date = datetime.date;
+            let (hour, minute, second, micro) = datetime.clock();
+            ((date.year as i64 * 10_000 + date.month as i64 * 100 + date.day as i64) * 1_000_000
+                + hour * 10_000
+                + minute * 100
+                + second) as f64
+                + micro as f64 / 1e6
+        }
+        Value::Time(time) => time_number(*time),
     }
 }
 
@@ -128,7 +328,8 @@ pub fn truth(value: &Value) -> Option<bool> {
         Value::Int(x) => Some(*x != 0),
         Value::UInt(x) => Some(*x != 0),
         Value::Double(x) => Some(*x != 0.0),
-        Value::Bytes(_) => Some(to_f64(value) != 0.0),
+        Value::Decimal(x) => Some(!x.is_zero()),
+        _ => Some(to_f64(value) != 0.0),
     }
 }
 
@@ -150,7 +351,8 @@ pub enum Arithmetic {
     Subtract,
     /// `*`.
     Multiply,
-    /// `/`: always a double (MySQL's is a DECIMAL).
+    /// `/`: a DECIMAL for exact operands (4 more digits than the
+    /// dividend), else a double.
     Divide,
     /// `DIV`: integer division.
     IntegerDivide,
@@ -171,14 +373,51 @@ pub fn arithmetic(op: Arithmetic, a: &Value, b: &Value) -> SqlResult<Value> {
             format!("BIGINT value is out of range in '{a:?} {op:?} {b:?}'"),
         )
     };
+    let decimal_out_of_range = || {
+        SqlError::new(
+            1690,
+            format!("DECIMAL value is out of range in '{a:?} {op:?} {b:?}'"),
+        )
+    };
+    let exact = exact_of(a).zip(exact_of(b));
     match (op, integers) {
-        (Arithmetic::Divide, _) => {
-            let divisor = to_f64(b);
-            Ok(if divisor == 0.0 {
-                Value::Null
-            } else {
-                Value::Double(to_f64(a) / divisor)
-            })
+        // Exact operands divide exactly (MySQL's `/` is a DECIMAL with 4
+        // more digits than the dividend); by zero, NULL.
+        (Arithmetic::Divide, _) => match exact {
+            Some((_, y)) if y.is_zero() => Ok(Value::Null),
+            Some((x, y)) => x
+                .checked_div(y)
+                .map(Value::Decimal)
+                .ok_or_else(decimal_out_of_range),
+            None => {
+                let divisor = to_f64(b);
+                Ok(if divisor == 0.0 {
+                    Value::Null
+                } else {
+                    Value::Double(to_f64(a) / divisor)
+                })
+            }
+        },
+        (_, None) if exact.is_some() => {
+            let (x, y) = exact.expect("checked");
+            let result = match op {
+                Arithmetic::Add => x.checked_add(y),
+                Arithmetic::Subtract => x.checked_sub(y),
+                Arithmetic::Multiply => x.checked_mul(y),
+                Arithmetic::IntegerDivide | Arithmetic::Modulo if y.is_zero() => {
+                    return Ok(Value::Null)
+                }
+                Arithmetic::IntegerDivide => {
+                    let quotient = x.checked_div(y).ok_or_else(decimal_out_of_range)?;
+                    let whole = quotient.truncate(0).parts().0;
+                    return i64::try_from(whole)
+                        .map(Value::Int)
+                        .map_err(|_| out_of_range());
+                }
+                Arithmetic::Modulo => x.checked_rem(y),
+                Arithmetic::Divide => unreachable!("handled above"),
+            };
+            result.map(Value::Decimal).ok_or_else(decimal_out_of_range)
         }
         (_, Some((x, y))) => {
             let result = match op {
@@ -245,6 +484,7 @@ pub fn negate(value: &Value) -> SqlResult<Value> {
                 )
             })
         }
+        Value::Decimal(x) => Ok(Value::Decimal(x.negate())),
         other => arithmetic(Arithmetic::Subtract, &Value::Int(0), other),
     }
 }
@@ -272,7 +512,11 @@ pub fn write_text(value: &Value, out: &mut Vec<u8>) -> bool {
             let _ = write!(out, "{x}");
         }
         Value::Double(x) => write_double(*x, out),
+        Value::Decimal(x) => x.write_text(out),
         Value::Bytes(bytes) => out.extend_from_slice(bytes),
+        Value::Date(date) => date.write_text(out),
+        Value::DateTime(datetime) => datetime.write_text(out),
+        Value::Time(time) => time.write_text(out),
     }
     true
 }
@@ -299,80 +543,190 @@ pub fn display(value: &Value) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// `value` as the cluster stores a column of `column_type`: an integer
-/// in range, a double, bytes; text to a number as MySQL's strict mode
-/// (digits only, else error 1366); a number to text as its text form.
-/// NULL stays NULL (the cluster refuses it where NOT NULL).
-pub fn fit(value: &Value, column_type: ColumnType, column: &str) -> SqlResult<Value> {
-    let out_of_range = || {
-        SqlError::new(
-            codes::WARN_DATA_OUT_OF_RANGE,
-            format!("Out of range value for column '{column}'"),
-        )
-    };
-    let integer = |value: &Value| -> SqlResult<i128> {
-        match value {
-            Value::Int(x) => Ok(*x as i128),
-            Value::UInt(x) => Ok(*x as i128),
-            Value::Double(x) => Ok(x.round() as i128),
-            Value::Bytes(bytes) => {
-                let text = std::str::from_utf8(bytes).unwrap_or("").trim();
-                if let Ok(x) = text.parse::<i128>() {
-                    return Ok(x);
-                }
-                match text.parse::<f64>() {
-                    Ok(x) if x.is_finite() => Ok(x.round() as i128),
-                    _ => Err(SqlError::new(
-                        codes::TRUNCATED_WRONG_VALUE_FOR_FIELD,
-                        format!("Incorrect integer value: '{text}' for column '{column}'"),
-                    )),
-                }
-            }
-            Value::Null => unreachable!("NULL handled by the caller"),
-        }
-    };
+/// `value` fitted to a column of `sql_type`, as MySQL's strict mode fits
+/// it: an integer in range, a double, a DECIMAL rounded to its scale and
+/// within its precision, a date or time read from text or a number, text
+/// within its length, an ENUM member; what does not fit is an error
+/// (1264 out of range, 1366 or 1292 not a value of the type, 1406 too
+/// long, 1265 not a member). NULL stays NULL (the cluster refuses it
+/// where NOT NULL).
+pub fn fit(value: &Value, sql_type: &SqlType, column: &str) -> SqlResult<Value> {
     if value.is_null() {
         return Ok(Value::Null);
     }
-    Ok(match column_type {
-        ColumnType::Int { unsigned: false } => {
-            let x = integer(value)?;
-            Value::Int(i32::try_from(x).map_err(|_| out_of_range())? as i64)
-        }
-        ColumnType::Int { unsigned: true } => {
-            let x = integer(value)?;
-            Value::UInt(u32::try_from(x).map_err(|_| out_of_range())? as u64)
-        }
-        ColumnType::BigInt { unsigned: false } => {
-            Value::Int(i64::try_from(integer(value)?).map_err(|_| out_of_range())?)
-        }
-        ColumnType::BigInt { unsigned: true } => {
-            Value::UInt(u64::try_from(integer(value)?).map_err(|_| out_of_range())?)
-        }
-        ColumnType::Double => match value {
-            Value::Bytes(bytes) => {
-                let text = std::str::from_utf8(bytes).unwrap_or("").trim();
-                Value::Double(text.parse().map_err(|_| {
-                    SqlError::new(
-                        codes::TRUNCATED_WRONG_VALUE_FOR_FIELD,
-                        format!("Incorrect double value: '{text}' for column '{column}'"),
-                    )
-                })?)
+    let out_of_range = || {
+        SqlError::new(
+            codes::WARN_DATA_OUT_OF_RANGE,
+            format!("Out of range value for column '{column}' at row 1"),
+        )
+    };
+    let incorrect = |code: u16, kind: &str| {
+        SqlError::new(
+            code,
+            format!(
+                "Incorrect {kind} value: '{}' for column '{column}' at row 1",
+                display(value)
+            ),
+        )
+    };
+    let text = || std::str::from_utf8(value.as_bytes().unwrap_or(b"")).unwrap_or("");
+    Ok(match sql_type {
+        SqlType::Integer { .. } => {
+            let x = match value {
+                Value::Int(x) => *x as i128,
+                Value::UInt(x) => *x as i128,
+                Value::Double(x) if x.is_finite() => x.round() as i128,
+                Value::Double(_) => return Err(out_of_range()),
+                Value::Decimal(x) => x.round_to_integer(),
+                Value::Bytes(_) => {
+                    let text = text().trim();
+                    match text.parse::<i128>() {
+                        Ok(x) => x,
+                        Err(_) => match text.parse::<f64>() {
+                            Ok(x) if x.is_finite() => x.round() as i128,
+                            _ => {
+                                return Err(incorrect(
+                                    codes::TRUNCATED_WRONG_VALUE_FOR_FIELD,
+                                    "integer",
+                                ))
+                            }
+                        },
+                    }
+                }
+                other => to_f64(other).round() as i128,
+            };
+            let (low, high) = sql_type.integer_range().expect("an integer type");
+            if x < low || x > high {
+                return Err(out_of_range());
             }
-            other => Value::Double(to_f64(other)),
+            match i64::try_from(x) {
+                Ok(x) if low < 0 => Value::Int(x),
+                _ => Value::UInt(x as u64),
+            }
+        }
+        SqlType::Year => {
+            let (x, from_text) = match value {
+                Value::Bytes(_) => match text().trim().parse::<i64>() {
+                    Ok(x) => (x, true),
+                    Err(_) => {
+                        return Err(incorrect(codes::TRUNCATED_WRONG_VALUE_FOR_FIELD, "integer"))
+                    }
+                },
+                other => match fit(
+                    other,
+                    &SqlType::Integer {
+                        bytes: 8,
+                        unsigned: false,
+                    },
+                    column,
+                )? {
+                    Value::Int(x) => (x, false),
+                    _ => return Err(out_of_range()),
+                },
+            };
+            // Two digits are 1970-2069; the number 0 is the zero year,
+            // the text '0' or '00' the year 2000.
+            let year = match x {
+                0 if !from_text => 0,
+                0..=69 => 2000 + x,
+                70..=99 => 1900 + x,
+                _ => x,
+            };
+            if year != 0 && !(1901..=2155).contains(&year) {
+                return Err(out_of_range());
+            }
+            Value::Int(year)
+        }
+        SqlType::Float | SqlType::Double => {
+            let x = match value {
+                Value::Bytes(_) => text()
+                    .trim()
+                    .parse::<f64>()
+                    .map_err(|_| incorrect(codes::TRUNCATED_WRONG_VALUE_FOR_FIELD, "double"))?,
+                other => to_f64(other),
+            };
+            if !x.is_finite() {
+                return Err(out_of_range());
+            }
+            match sql_type {
+                SqlType::Float if x.abs() > f32::MAX as f64 => return Err(out_of_range()),
+                SqlType::Float => Value::Double(crate::types::single_precision(x)),
+                _ => Value::Double(x),
+            }
+        }
+        SqlType::Decimal { precision, scale } => {
+            let decimal = match value {
+                Value::Bytes(_) => Decimal::parse(text())
+                    .ok_or_else(|| incorrect(codes::TRUNCATED_WRONG_VALUE_FOR_FIELD, "decimal"))?,
+                Value::Double(x) => Decimal::from_f64(*x).ok_or_else(out_of_range)?,
+                other => match exact_of(other) {
+                    Some(x) => x,
+                    None => Decimal::from_f64(to_f64(other)).ok_or_else(out_of_range)?,
+                },
+            };
+            Value::Decimal(decimal.fit(*precision, *scale).ok_or_else(out_of_range)?)
+        }
+        SqlType::Date => match value {
+            Value::Date(date) => Value::Date(*date),
+            other => Value::Date(
+                datetime_of(other)
+                    .ok_or_else(|| incorrect(codes::TRUNCATED_WRONG_VALUE, "date"))?
+                    .date,
+            ),
         },
-        ColumnType::Char(n) | ColumnType::VarChar(n) | ColumnType::VarBinary(n) => {
-            let bytes = match value {
+        SqlType::DateTime { fsp } | SqlType::Timestamp { fsp } => {
+            let datetime = datetime_of(value)
+                .ok_or_else(|| incorrect(codes::TRUNCATED_WRONG_VALUE, "datetime"))?;
+            Value::DateTime(datetime.round(*fsp).ok_or_else(out_of_range)?)
+        }
+        SqlType::Time { fsp } => {
+            let time = match value {
+                Value::Time(time) => Some(*time),
+                Value::Bytes(_) => Time::parse(text()),
+                Value::Int(x) => Time::from_number(*x),
+                Value::DateTime(datetime) => Time::new(datetime.micros, datetime.fsp),
+                _ => None,
+            }
+            .ok_or_else(|| incorrect(codes::TRUNCATED_WRONG_VALUE, "time"))?;
+            Value::Time(time.round(*fsp).ok_or_else(out_of_range)?)
+        }
+        SqlType::Enum(members) => {
+            let found = match value {
+                Value::Bytes(bytes) => {
+                    let end = bytes.iter().rposition(|b| *b != b' ').map_or(0, |i| i + 1);
+                    members.iter().find(|m| m.as_bytes() == &bytes[..end])
+                }
+                other => other
+                    .as_u64()
+                    .filter(|n| *n >= 1)
+                    .and_then(|n| members.get(n as usize - 1)),
+            };
+            match found {
+                Some(member) => Value::Bytes(member.as_bytes().to_vec()),
+                None => {
+                    return Err(SqlError::new(
+                        codes::DATA_TRUNCATED,
+                        format!("Data truncated for column '{column}' at row 1"),
+                    ))
+                }
+            }
+        }
+        SqlType::Char(n)
+        | SqlType::VarChar(n)
+        | SqlType::Text(n)
+        | SqlType::VarBinary(n)
+        | SqlType::Blob(n) => {
+            let mut bytes = match value {
                 Value::Bytes(bytes) => bytes.clone(),
                 other => display(other).into_bytes(),
             };
             // CHAR keeps no trailing spaces, and MySQL cuts them off
             // silently where they alone overflow.
-            let mut bytes = bytes;
-            if bytes.len() > n as usize && bytes[n as usize..].iter().all(|b| *b == b' ') {
-                bytes.truncate(n as usize);
+            let n = *n as usize;
+            if bytes.len() > n && bytes[n..].iter().all(|b| *b == b' ') {
+                bytes.truncate(n);
             }
-            if bytes.len() > n as usize {
+            if bytes.len() > n {
                 return Err(SqlError::new(
                     codes::DATA_TOO_LONG,
                     format!("Data too long for column '{column}' at row 1"),
@@ -383,32 +737,56 @@ pub fn fit(value: &Value, column_type: ColumnType, column: &str) -> SqlResult<Va
     })
 }
 
-/// Whether `value` converts exactly to `column_type` with [`fit`]'s rules
+/// Whether `value` converts exactly to `sql_type` with [`fit`]'s rules
 /// and compares the same as the column's values would: a key or bound a
-/// lookup can use as it is. `None` when it cannot (the caller then finds
-/// no row, or filters in the SQL node).
-pub fn fit_exactly(value: &Value, column_type: ColumnType) -> Option<Value> {
-    match (value, column_type) {
+/// lookup can use as it is (then stored with `types::store`). `None`
+/// when it cannot (the caller then finds no row, or filters in the SQL
+/// node).
+pub fn fit_exactly(value: &Value, sql_type: &SqlType) -> Option<Value> {
+    let fitted = || fit(value, sql_type, "").ok();
+    match (value, sql_type) {
         (Value::Null, _) => None,
-        (Value::Bytes(_), ColumnType::Char(_) | ColumnType::VarChar(_)) => {
-            fit(value, column_type, "").ok()
-        }
-        (Value::Bytes(_), ColumnType::VarBinary(_)) => fit(value, column_type, "").ok(),
-        (Value::Int(_) | Value::UInt(_), ColumnType::Int { .. } | ColumnType::BigInt { .. }) => {
-            fit(value, column_type, "").ok()
-        }
-        (Value::Double(x), ColumnType::Int { .. } | ColumnType::BigInt { .. })
-            if *x == x.trunc() =>
-        {
-            fit(value, column_type, "").ok()
-        }
-        (Value::Bytes(bytes), ColumnType::Int { .. } | ColumnType::BigInt { .. }) => {
+        (Value::Bytes(_), t) if t.is_text() => fitted(),
+        (Value::Bytes(_), SqlType::VarBinary(_) | SqlType::Blob(_) | SqlType::Enum(_)) => fitted(),
+        (Value::Int(_) | Value::UInt(_), SqlType::Integer { .. } | SqlType::Year) => fitted(),
+        (Value::Double(x), SqlType::Integer { .. }) if *x == x.trunc() => fitted(),
+        (Value::Decimal(x), SqlType::Integer { .. }) if x.truncate(0) == *x => fitted(),
+        (Value::Bytes(bytes), SqlType::Integer { .. }) => {
             let text = std::str::from_utf8(bytes).ok()?.trim();
             let x: i128 = text.parse().ok()?;
-            fit(&Value::Int(i64::try_from(x).ok()?), column_type, "").ok()
+            fit(&Value::Int(i64::try_from(x).ok()?), sql_type, "").ok()
         }
-        (Value::Int(_) | Value::UInt(_) | Value::Double(_), ColumnType::Double) => {
-            fit(value, column_type, "").ok()
+        (
+            Value::Int(_) | Value::UInt(_) | Value::Double(_) | Value::Decimal(_),
+            SqlType::Double,
+        ) => fitted(),
+        (Value::Int(_) | Value::UInt(_) | Value::Double(_) | Value::Decimal(_), SqlType::Float) => {
+            let x = to_f64(value);
+            (crate::types::single_precision(x) == x).then(fitted)?
+        }
+        (
+            Value::Int(_) | Value::UInt(_) | Value::Decimal(_) | Value::Bytes(_) | Value::Double(_),
+            SqlType::Decimal { .. },
+        ) => {
+            // Only where rounding to the column's scale changes nothing.
+            let fitted = fitted()?;
+            (compare(&fitted, value) == Some(Ordering::Equal)).then_some(fitted)
+        }
+        (_, SqlType::Date) => {
+            let datetime = datetime_of(value)?;
+            (datetime.micros == 0).then_some(Value::Date(datetime.date))
+        }
+        (_, SqlType::DateTime { fsp } | SqlType::Timestamp { fsp }) => {
+            let datetime = datetime_of(value)?;
+            (datetime.round(*fsp)? == datetime).then_some(Value::DateTime(datetime.round(*fsp)?))
+        }
+        (Value::Time(_) | Value::Bytes(_) | Value::Int(_), SqlType::Time { .. }) => {
+            // Exact when rounding to the column's digits changed nothing.
+            let Value::Time(time) = fitted()? else {
+                return None;
+            };
+            let full = fit(value, &SqlType::Time { fsp: 6 }, "").ok()?;
+            matches!(full, Value::Time(t) if t.micros == time.micros).then_some(Value::Time(time))
         }
         _ => None,
     }
@@ -427,6 +805,17 @@ pub fn group_key(value: &Value, out: &mut Vec<u8>) {
             out.push(1);
             out.extend_from_slice(&(*x as i128).to_le_bytes());
         }
+        Value::Decimal(x) => match x.normalized() {
+            (mantissa, 0) => {
+                out.push(1);
+                out.extend_from_slice(&mantissa.to_le_bytes());
+            }
+            (mantissa, scale) => {
+                out.push(4);
+                out.extend_from_slice(&mantissa.to_le_bytes());
+                out.push(scale);
+            }
+        },
         Value::Double(x) => {
             out.push(2);
             let x = if *x == 0.0 { 0.0 } else { *x };
@@ -438,9 +827,20 @@ pub fn group_key(value: &Value, out: &mut Vec<u8>) {
             out.extend_from_slice(&(end as u32).to_le_bytes());
             out.extend_from_slice(&bytes[..end]);
         }
+        Value::Date(date) => {
+            out.push(5);
+            out.extend_from_slice(&date.at_midnight().epoch_micros().to_le_bytes());
+        }
+        Value::DateTime(datetime) => {
+            out.push(5);
+            out.extend_from_slice(&datetime.epoch_micros().to_le_bytes());
+        }
+        Value::Time(time) => {
+            out.push(6);
+            out.extend_from_slice(&time.micros.to_le_bytes());
+        }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -482,11 +882,21 @@ mod tests {
 
     #[test]
     fn fit_converts_as_strict_mode_does() {
-        let int = ColumnType::Int { unsigned: false };
+        let int = &SqlType::Integer {
+            bytes: 4,
+            unsigned: false,
+        };
         assert_eq!(fit(&Value::from("0"), int, "k"), Ok(Value::Int(0)));
         assert_eq!(fit(&Value::from("abc"), int, "k").unwrap_err().code, 1366);
         assert_eq!(fit(&Value::Int(1 << 40), int, "k").unwrap_err().code, 1264);
-        let char3 = ColumnType::Char(3);
+        let tiny = &SqlType::Integer {
+            bytes: 1,
+            unsigned: true,
+        };
+        assert_eq!(fit(&Value::Int(255), tiny, "k"), Ok(Value::UInt(255)));
+        assert_eq!(fit(&Value::Int(256), tiny, "k").unwrap_err().code, 1264);
+        assert_eq!(fit(&Value::Int(-1), tiny, "k").unwrap_err().code, 1264);
+        let char3 = &SqlType::Char(3);
         assert_eq!(
             fit(&Value::from("ab  "), char3, "c"),
             Ok(Value::from("ab "))
@@ -496,6 +906,79 @@ mod tests {
             1406
         );
         assert_eq!(fit(&Value::Int(12), char3, "c"), Ok(Value::from("12")));
+    }
+
+    #[test]
+    fn fit_reads_decimals_dates_and_members() {
+        let text = |value: SqlResult<Value>| match value {
+            Ok(value) => display(&value),
+            Err(error) => format!("error {}", error.code),
+        };
+        let money = &SqlType::Decimal {
+            precision: 5,
+            scale: 2,
+        };
+        assert_eq!(text(fit(&Value::from("12.345"), money, "m")), "12.35");
+        assert_eq!(text(fit(&Value::Int(7), money, "m")), "7.00");
+        assert_eq!(text(fit(&Value::Double(0.1), money, "m")), "0.10");
+        assert_eq!(text(fit(&Value::from("1000"), money, "m")), "error 1264");
+        assert_eq!(text(fit(&Value::from("x"), money, "m")), "error 1366");
+        let date = &SqlType::Date;
+        assert_eq!(
+            text(fit(&Value::from("2024-02-29"), date, "d")),
+            "2024-02-29"
+        );
+        assert_eq!(text(fit(&Value::Int(20240131), date, "d")), "2024-01-31");
+        assert_eq!(
+            text(fit(&Value::from("2023-02-29"), date, "d")),
+            "error 1292"
+        );
+        let stamp = &SqlType::DateTime { fsp: 2 };
+        assert_eq!(
+            text(fit(&Value::from("2024-01-31 10:00:00.125"), stamp, "t")),
+            "2024-01-31 10:00:00.13"
+        );
+        let time = &SqlType::Time { fsp: 0 };
+        assert_eq!(text(fit(&Value::from("-10:30"), time, "t")), "-10:30:00");
+        let year = &SqlType::Year;
+        assert_eq!(text(fit(&Value::Int(24), year, "y")), "2024");
+        assert_eq!(text(fit(&Value::Int(1800), year, "y")), "error 1264");
+        let members = &SqlType::Enum(vec!["small".to_string(), "large".to_string()].into());
+        assert_eq!(text(fit(&Value::from("large "), members, "e")), "large");
+        assert_eq!(text(fit(&Value::from("LARGE"), members, "e")), "error 1265");
+        assert_eq!(text(fit(&Value::Int(1), members, "e")), "small");
+        assert_eq!(text(fit(&Value::from("huge"), members, "e")), "error 1265");
+        let float = &SqlType::Float;
+        assert_eq!(text(fit(&Value::from("1.1"), float, "f")), "1.1");
+    }
+
+    #[test]
+    fn values_of_different_kinds_compare_as_mysql_does() {
+        let decimal = Value::Decimal(Decimal::parse("1.50").unwrap());
+        assert_eq!(compare(&decimal, &Value::Int(1)), Some(Ordering::Greater));
+        assert_eq!(compare(&Value::Int(2), &decimal), Some(Ordering::Greater));
+        let date = Value::Date(Date::new(2024, 1, 31).unwrap());
+        assert_eq!(
+            compare(&date, &Value::from("2024-01-31")),
+            Some(Ordering::Equal)
+        );
+        assert_eq!(
+            compare(&Value::from("2024-02-01"), &date),
+            Some(Ordering::Greater)
+        );
+        assert_eq!(
+            compare(&date, &Value::from("2024-01-31 00:00:01")),
+            Some(Ordering::Less)
+        );
+        let quotient = arithmetic(Arithmetic::Divide, &Value::Int(7), &Value::Int(2));
+        assert_eq!(quotient.map(|v| display(&v)), Ok("3.5000".to_string()));
+        let sum = arithmetic(Arithmetic::Add, &decimal, &Value::Int(1));
+        assert_eq!(sum.map(|v| display(&v)), Ok("2.50".to_string()));
+        let mut a = Vec::new();
+        let mut b = Vec::new();
+        group_key(&decimal, &mut a);
+        group_key(&Value::Decimal(Decimal::parse("1.5").unwrap()), &mut b);
+        assert_eq!(a, b);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! (`autocommit`). A session's SET keeps its value for the session;
 //! `SET GLOBAL` is refused: a SQL node keeps no state of its own.
 
-use client::Value;
+use crate::value::Value;
 
 /// What the SQL node calls itself: a MySQL 8.0 version, so drivers pick
 /// their 8.0 behaviour, then Tessera's.

@@ -8,8 +8,8 @@
 //! clients are accepted: with an empty password both send an empty
 //! response and need no further exchange.
 
-use client::Value;
 use mysql_protocol::{self as wire, Command, PacketWriter, ParamType, ParamValue, WireError};
+use sql::value::Value;
 use sql::{codes, Session, SqlError};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -537,8 +537,12 @@ impl Connection {
     }
 }
 
-/// A binary-protocol parameter as a value.
+/// A binary-protocol parameter as a value: dates and times as the
+/// typed values they are (a date and time the calendar does not have,
+/// such as MySQL's zero date, as its text, which a column then refuses
+/// with the usual error).
 fn param_value(param: &ParamValue<'_>) -> Value {
+    use sql::temporal::{Date, DateTime, Time, MICROS_PER_SECOND};
     match *param {
         ParamValue::Null => Value::Null,
         ParamValue::Int(x) => Value::Int(x),
@@ -554,12 +558,31 @@ fn param_value(param: &ParamValue<'_>) -> Value {
             second,
             microsecond,
         } => {
-            let mut text =
-                format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02}:{second:02}");
-            if microsecond != 0 {
-                text.push_str(&format!(".{microsecond:06}"));
+            let date = Date::new(year as i64, month as i64, day as i64);
+            let datetime = date.and_then(|date| {
+                DateTime::new(
+                    date,
+                    hour as i64,
+                    minute as i64,
+                    second as i64,
+                    microsecond as i64,
+                )
+            });
+            match (date, datetime) {
+                (Some(date), Some(_))
+                    if hour == 0 && minute == 0 && second == 0 && microsecond == 0 =>
+                {
+                    Value::Date(date)
+                }
+                (_, Some(mut datetime)) => {
+                    datetime.fsp = if microsecond != 0 { 6 } else { 0 };
+                    Value::DateTime(datetime)
+                }
+                _ => Value::from(
+                    format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02}:{second:02}")
+                        .as_str(),
+                ),
             }
-            Value::from(text.as_str())
         }
         ParamValue::Time {
             negative,
@@ -569,13 +592,16 @@ fn param_value(param: &ParamValue<'_>) -> Value {
             second,
             microsecond,
         } => {
-            let hours = days as u64 * 24 + hour as u64;
-            let sign = if negative { "-" } else { "" };
-            let mut text = format!("{sign}{hours:02}:{minute:02}:{second:02}");
-            if microsecond != 0 {
-                text.push_str(&format!(".{microsecond:06}"));
+            let seconds =
+                (days as i64 * 24 + hour as i64) * 3600 + minute as i64 * 60 + second as i64;
+            let micros = seconds * MICROS_PER_SECOND + microsecond as i64;
+            let fsp = if microsecond != 0 { 6 } else { 0 };
+            match Time::new(if negative { -micros } else { micros }, fsp) {
+                Some(time) => Value::Time(time),
+                None => {
+                    Value::from(format!("{}{seconds}", if negative { "-" } else { "" }).as_str())
+                }
             }
-            Value::from(text.as_str())
         }
     }
 }

@@ -3,6 +3,7 @@
 //! (COM_STMT_EXECUTE), column definitions from the engine's columns.
 
 use mysql_protocol::{self as wire, ColumnType, OkPacket, PacketWriter};
+use sql::value::Value;
 use sql::{ColumnKind, OutputColumn, Response, SqlError};
 
 /// utf8mb4 with a binary collation: how the cluster compares text.
@@ -116,7 +117,7 @@ impl Framing<'_> {
     }
 }
 
-fn text_row(out: &mut Vec<u8>, row: &[client::Value], scratch: &mut Vec<u8>) {
+fn text_row(out: &mut Vec<u8>, row: &[Value], scratch: &mut Vec<u8>) {
     for value in row {
         scratch.clear();
         if sql::value::write_text(value, scratch) {
@@ -127,8 +128,7 @@ fn text_row(out: &mut Vec<u8>, row: &[client::Value], scratch: &mut Vec<u8>) {
     }
 }
 
-fn binary_row(out: &mut Vec<u8>, columns: &[OutputColumn], row: &[client::Value]) {
-    use client::Value;
+fn binary_row(out: &mut Vec<u8>, columns: &[OutputColumn], row: &[Value]) {
     let bitmap = wire::response::begin_binary_row(out, columns.len());
     let mut text = Vec::new();
     for (index, (column, value)) in columns.iter().zip(row).enumerate() {
@@ -141,18 +141,69 @@ fn binary_row(out: &mut Vec<u8>, columns: &[OutputColumn], row: &[client::Value]
             Value::UInt(x) => *x as i64,
             other => sql::value::to_f64(other).round() as i64,
         };
-        match column.kind {
-            ColumnKind::Int { .. } => {
-                wire::response::put_binary_int(out, ColumnType::Long, integer())
+        match &column.kind {
+            ColumnKind::Int { bytes, .. } => {
+                let wire_type = match bytes {
+                    1 => ColumnType::Tiny,
+                    2 => ColumnType::Short,
+                    3 => ColumnType::Int24,
+                    _ => ColumnType::Long,
+                };
+                wire::response::put_binary_int(out, wire_type, integer())
             }
+            ColumnKind::Year => wire::response::put_binary_int(out, ColumnType::Year, integer()),
             ColumnKind::BigInt { .. } => {
                 wire::response::put_binary_int(out, ColumnType::LongLong, integer())
             }
+            ColumnKind::Float => {
+                wire::response::put_binary_float(out, sql::value::to_f64(value) as f32)
+            }
             ColumnKind::Double => wire::response::put_binary_double(out, sql::value::to_f64(value)),
-            ColumnKind::Decimal
+            ColumnKind::Date | ColumnKind::DateTime(_) | ColumnKind::Timestamp(_) => {
+                match sql::value::datetime_of(value) {
+                    Some(datetime) => {
+                        let (hour, minute, second, micro) = datetime.clock();
+                        let date = datetime.date;
+                        wire::response::put_binary_date_time(
+                            out,
+                            date.year,
+                            date.month,
+                            date.day,
+                            hour as u8,
+                            minute as u8,
+                            second as u8,
+                            micro as u32,
+                        );
+                    }
+                    // Not a date (a stored value that did not decode):
+                    // the zero date rather than bytes the client misreads.
+                    None => wire::response::put_binary_date_time(out, 0, 0, 0, 0, 0, 0, 0),
+                }
+            }
+            ColumnKind::Time(_) => {
+                let micros = match value {
+                    Value::Time(time) => time.micros,
+                    _ => 0,
+                };
+                let magnitude = micros.unsigned_abs();
+                let seconds = magnitude / 1_000_000;
+                wire::response::put_binary_time(
+                    out,
+                    micros < 0,
+                    (seconds / 86_400) as u32,
+                    (seconds / 3600 % 24) as u8,
+                    (seconds / 60 % 60) as u8,
+                    (seconds % 60) as u8,
+                    (magnitude % 1_000_000) as u32,
+                );
+            }
+            ColumnKind::Decimal { .. }
             | ColumnKind::Char(_)
             | ColumnKind::Text(_)
+            | ColumnKind::LongText(_)
             | ColumnKind::Binary(_)
+            | ColumnKind::Blob(_)
+            | ColumnKind::Enum(_)
             | ColumnKind::Null => {
                 text.clear();
                 sql::value::write_text(value, &mut text);
@@ -166,13 +217,21 @@ fn binary_row(out: &mut Vec<u8>, columns: &[OutputColumn], row: &[client::Value]
 pub fn definition(column: &OutputColumn) -> wire::ColumnDefinition<'_> {
     let binary_charset = u16::from(wire::BINARY_CHARSET);
     let (column_type, length, charset, mut flags, decimals) = match column.kind {
-        ColumnKind::Int { unsigned } => (
-            ColumnType::Long,
-            11,
-            binary_charset,
-            wire::NUM_FLAG | unsigned_flag(unsigned),
-            0,
-        ),
+        ColumnKind::Int { bytes, unsigned } => {
+            let (wire_type, width) = match bytes {
+                1 => (ColumnType::Tiny, 4),
+                2 => (ColumnType::Short, 6),
+                3 => (ColumnType::Int24, 9),
+                _ => (ColumnType::Long, 11),
+            };
+            (
+                wire_type,
+                width,
+                binary_charset,
+                wire::NUM_FLAG | unsigned_flag(unsigned),
+                0,
+            )
+        }
         ColumnKind::BigInt { unsigned } => (
             ColumnType::LongLong,
             20,
@@ -180,16 +239,48 @@ pub fn definition(column: &OutputColumn) -> wire::ColumnDefinition<'_> {
             wire::NUM_FLAG | unsigned_flag(unsigned),
             0,
         ),
+        ColumnKind::Float => (ColumnType::Float, 12, binary_charset, wire::NUM_FLAG, 31),
         ColumnKind::Double => (ColumnType::Double, 22, binary_charset, wire::NUM_FLAG, 31),
-        ColumnKind::Decimal => (
+        ColumnKind::Decimal { precision, scale } => (
             ColumnType::NewDecimal,
-            66,
+            // Digits, a point when there is a scale, and a sign.
+            precision as u32 + u32::from(scale > 0) + 1,
             binary_charset,
             wire::NUM_FLAG,
+            scale,
+        ),
+        ColumnKind::Date => (ColumnType::Date, 10, binary_charset, wire::BINARY_FLAG, 0),
+        ColumnKind::DateTime(fsp) => (
+            ColumnType::DateTime,
+            19 + fraction_width(fsp),
+            binary_charset,
+            wire::BINARY_FLAG,
+            fsp,
+        ),
+        ColumnKind::Timestamp(fsp) => (
+            ColumnType::Timestamp,
+            19 + fraction_width(fsp),
+            binary_charset,
+            wire::BINARY_FLAG | wire::TIMESTAMP_FLAG,
+            fsp,
+        ),
+        ColumnKind::Time(fsp) => (
+            ColumnType::Time,
+            10 + fraction_width(fsp),
+            binary_charset,
+            wire::BINARY_FLAG,
+            fsp,
+        ),
+        ColumnKind::Year => (
+            ColumnType::Year,
+            4,
+            binary_charset,
+            wire::NUM_FLAG | wire::UNSIGNED_FLAG | wire::ZEROFILL_FLAG,
             0,
         ),
         ColumnKind::Char(n) => (ColumnType::String, n * 4, UTF8MB4_BIN, 0, 0),
         ColumnKind::Text(n) => (ColumnType::VarString, n * 4, UTF8MB4_BIN, 0, 0),
+        ColumnKind::LongText(n) => (ColumnType::Blob, n, UTF8MB4_BIN, wire::BLOB_FLAG, 0),
         ColumnKind::Binary(n) => (
             ColumnType::VarString,
             n,
@@ -197,6 +288,14 @@ pub fn definition(column: &OutputColumn) -> wire::ColumnDefinition<'_> {
             wire::BINARY_FLAG,
             0,
         ),
+        ColumnKind::Blob(n) => (
+            ColumnType::Blob,
+            n,
+            binary_charset,
+            wire::BINARY_FLAG | wire::BLOB_FLAG,
+            0,
+        ),
+        ColumnKind::Enum(n) => (ColumnType::String, n * 4, UTF8MB4_BIN, wire::ENUM_FLAG, 0),
         ColumnKind::Null => (ColumnType::Null, 0, binary_charset, 0, 0),
     };
     if column.not_null {
@@ -219,6 +318,14 @@ pub fn definition(column: &OutputColumn) -> wire::ColumnDefinition<'_> {
         column_type,
         flags,
         decimals,
+    }
+}
+
+/// Characters a fraction of `fsp` digits adds: its point and digits.
+fn fraction_width(fsp: u8) -> u32 {
+    match fsp {
+        0 => 0,
+        fsp => fsp as u32 + 1,
     }
 }
 
