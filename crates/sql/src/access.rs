@@ -237,6 +237,35 @@ pub fn fetch(
     }
 }
 
+/// A stored key as bytes equal exactly when the keys are (for finding
+/// equal keys in a batch).
+pub(crate) fn encode_stored_key(key: &[client::Value]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for value in key {
+        match value {
+            client::Value::Null => out.push(0),
+            client::Value::Int(x) => {
+                out.push(1);
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+            client::Value::UInt(x) => {
+                out.push(2);
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+            client::Value::Double(x) => {
+                out.push(3);
+                out.extend_from_slice(&x.to_bits().to_le_bytes());
+            }
+            client::Value::Bytes(bytes) => {
+                out.push(4);
+                out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+                out.extend_from_slice(bytes);
+            }
+        }
+    }
+    out
+}
+
 /// A row as the cluster returned it, in SQL values (`types::load`).
 pub(crate) fn load_row(table: &SqlTable, row: Vec<client::Value>, zone: i64) -> Vec<Value> {
     row.into_iter()

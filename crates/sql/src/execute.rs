@@ -10,7 +10,7 @@ use crate::catalog::SqlTable;
 use crate::decimal::Decimal;
 use crate::error::{codes, SqlError, SqlResult};
 use crate::expr::{Aggregate, AggregateFunction, Environment, Expr, Inputs};
-use crate::plan::{InsertPlan, SelectPlan, WritePlan};
+use crate::plan::{AccessPlan, IndexRange, InsertPlan, JoinPlan, RangeEnd, SelectPlan, WritePlan};
 use crate::result::Response;
 use crate::types;
 use crate::value;
@@ -66,6 +66,10 @@ fn passes(filter: Option<&Expr>, row: &[Value], run: &Run<'_>) -> SqlResult<bool
     Ok(value::truth(&filter.eval(&inputs, run.environment)?) == Some(true))
 }
 
+/// Rows of a SELECT on their way out: each joined row with the results
+/// of its group's aggregates (empty without aggregates).
+type Grouped = Vec<(Vec<Value>, Vec<Value>)>;
+
 /// Runs a SELECT.
 pub fn select(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
     let rows = match &plan.table {
@@ -82,25 +86,34 @@ pub fn select(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
             }
         }
         Some(table) => {
-            if let Some(count) = pushed_count(plan, table, run)? {
-                let aggregates = [Value::Int(count as i64)];
-                let row = output_row(plan, &[], &aggregates, run)?;
-                let rows = match plan.limit == Some(0) || plan.offset > 0 {
-                    true => Vec::new(),
-                    false => vec![row],
-                };
-                run.counts.sent += rows.len() as u64;
-                return Ok(Response::Rows {
-                    columns: Arc::clone(&plan.columns),
-                    rows,
-                });
+            let simple = plan.joins.is_empty() && plan.group_by.is_empty() && plan.having.is_none();
+            if simple {
+                if let Some(count) = pushed_count(plan, table, run)? {
+                    let aggregates = [Value::Int(count as i64)];
+                    let row = output_row(plan, &[], &aggregates, run)?;
+                    let rows = match plan.limit == Some(0) || plan.offset > 0 {
+                        true => Vec::new(),
+                        false => vec![row],
+                    };
+                    run.counts.sent += rows.len() as u64;
+                    return Ok(Response::Rows {
+                        columns: Arc::clone(&plan.columns),
+                        rows,
+                    });
+                }
             }
             let unordered =
-                plan.aggregates.is_empty() && !plan.distinct && plan.order_by.is_empty();
+                simple && plan.aggregates.is_empty() && !plan.distinct && plan.order_by.is_empty();
+            // With joins every fetch stays open; the statement's end
+            // commits once they are all done.
+            let commit = match plan.joins.is_empty() {
+                true => run.commit,
+                false => Commit::No,
+            };
             let request = Request {
                 table,
                 access: &plan.access,
-                filter: plan.filter.as_ref(),
+                filter: plan.scan_filter.as_ref(),
                 params: run.params,
                 lock: plan.lock,
                 needed: Some(&plan.needed),
@@ -108,31 +121,61 @@ pub fn select(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
                     true => plan.limit.map(|limit| limit.saturating_add(plan.offset)),
                     false => None,
                 },
-                commit: run.commit,
+                commit,
             };
             let Fetched { rows, fetched } =
                 access::fetch(&request, run.transaction, run.environment)?;
             run.counts.fetched += fetched;
             let mut kept = Vec::with_capacity(rows.len());
             for row in rows {
-                if passes(plan.filter.as_ref(), &row, run)? {
+                if passes(plan.scan_filter.as_ref(), &row, run)? {
                     kept.push(row);
+                }
+            }
+            if !plan.joins.is_empty() {
+                for join in &plan.joins {
+                    kept = join_rows(kept, join, plan, run)?;
+                }
+                kept = keep_passing(kept, plan.filter.as_ref(), run)?;
+                if run.commit != Commit::No {
+                    run.transaction
+                        .execute(run.commit)
+                        .map_err(|e| SqlError::from_client(&e, &table.cluster_name()))?;
                 }
             }
             kept
         }
     };
-    let mut out: Vec<Vec<Value>> = if !plan.aggregates.is_empty() {
-        let results = aggregate(&plan.aggregates, &rows, run)?;
-        vec![output_row(plan, &[], &results, run)?]
-    } else if plan.order_by.is_empty() {
-        let mut out = Vec::with_capacity(rows.len());
-        for row in &rows {
-            out.push(output_row(plan, row, &[], run)?);
+    let grouped: Grouped = if !plan.aggregates.is_empty() || !plan.group_by.is_empty() {
+        group(plan, rows, run)?
+    } else {
+        rows.into_iter().map(|row| (row, Vec::new())).collect()
+    };
+    let grouped = match &plan.having {
+        None => grouped,
+        Some(having) => {
+            let mut kept = Vec::with_capacity(grouped.len());
+            for (row, aggregates) in grouped {
+                let inputs = Inputs {
+                    row: &row,
+                    aggregates: &aggregates,
+                    params: run.params,
+                };
+                if value::truth(&having.eval(&inputs, run.environment)?) == Some(true) {
+                    kept.push((row, aggregates));
+                }
+            }
+            kept
+        }
+    };
+    let mut out: Vec<Vec<Value>> = if plan.order_by.is_empty() {
+        let mut out = Vec::with_capacity(grouped.len());
+        for (row, aggregates) in &grouped {
+            out.push(output_row(plan, row, aggregates, run)?);
         }
         out
     } else {
-        sorted_output(plan, &rows, run)?
+        sorted_output(plan, &grouped, run)?
     };
     if plan.distinct {
         let mut seen = HashSet::with_capacity(out.len());
@@ -152,6 +195,234 @@ pub fn select(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
         columns: Arc::clone(&plan.columns),
         rows: out,
     })
+}
+
+/// The rows of `rows` that pass `filter`.
+fn keep_passing(
+    rows: Vec<Vec<Value>>,
+    filter: Option<&Expr>,
+    run: &Run<'_>,
+) -> SqlResult<Vec<Vec<Value>>> {
+    if filter.is_none() {
+        return Ok(rows);
+    }
+    let mut kept = Vec::with_capacity(rows.len());
+    for row in rows {
+        if passes(filter, &row, run)? {
+            kept.push(row);
+        }
+    }
+    Ok(kept)
+}
+
+/// Most rows of the earlier tables whose keys into a joined table are
+/// looked up in one round trip.
+const JOIN_BATCH: usize = 1000;
+
+/// `outer` followed by `inner` (or NULLs, `width` of them).
+fn joined(outer: &[Value], inner: Option<&[Value]>, width: usize) -> Vec<Value> {
+    let mut row = Vec::with_capacity(outer.len() + width);
+    row.extend_from_slice(outer);
+    match inner {
+        Some(inner) => row.extend_from_slice(inner),
+        None => row.resize(outer.len() + width, Value::Null),
+    }
+    row
+}
+
+/// Joins `rows` (the earlier tables' joined rows) with `join`'s table: a
+/// nested loop whose inner side is fetched once when its access reads no
+/// earlier value, by batched key lookups when it is a primary key of
+/// earlier values, else fetched for each earlier row with its values
+/// bound (docs/design/0029-joins-and-grouping.md).
+fn join_rows(
+    rows: Vec<Vec<Value>>,
+    join: &JoinPlan,
+    plan: &SelectPlan,
+    run: &mut Run<'_>,
+) -> SqlResult<Vec<Vec<Value>>> {
+    let width = join.table.columns.len();
+    let mut out = Vec::new();
+    // Pairs an earlier row with its candidates, keeping those the join's
+    // condition accepts (or the earlier row alone, NULL-extended, for a
+    // LEFT JOIN without one).
+    let mut pair = |outer: &[Value], candidates: &[Vec<Value>], run: &Run<'_>| -> SqlResult<()> {
+        let mut matched = false;
+        for inner in candidates {
+            let row = joined(outer, Some(inner), width);
+            if passes(join.condition.as_ref(), &row, run)? {
+                out.push(row);
+                matched = true;
+            }
+        }
+        if !matched && join.left {
+            out.push(joined(outer, None, width));
+        }
+        Ok(())
+    };
+    if !join.correlated {
+        let inner = fetch_joined(join, &join.access, plan, run)?;
+        for outer in &rows {
+            check_interrupt(run)?;
+            pair(outer, &inner, run)?;
+        }
+        return Ok(out);
+    }
+    if let AccessPlan::PrimaryKey(exprs) = &join.access {
+        for chunk in rows.chunks(JOIN_BATCH) {
+            check_interrupt(run)?;
+            let found = lookup_batch(join, exprs, chunk, plan, run)?;
+            for (outer, row) in chunk.iter().zip(found) {
+                pair(outer, row.as_slice(), run)?;
+            }
+        }
+        return Ok(out);
+    }
+    for outer in &rows {
+        check_interrupt(run)?;
+        let access = bind_access(&join.access, outer);
+        let inner = fetch_joined(join, &access, plan, run)?;
+        pair(outer, &inner, run)?;
+    }
+    Ok(out)
+}
+
+/// `access` with the earlier tables' values of `outer` in place of its
+/// `Outer` columns.
+fn bind_access(access: &AccessPlan, outer: &[Value]) -> AccessPlan {
+    let bind = |exprs: &[Expr]| exprs.iter().map(|e| e.bind_outer(outer)).collect();
+    match access {
+        AccessPlan::NoTable | AccessPlan::FullScan => access.clone(),
+        AccessPlan::PrimaryKey(exprs) => AccessPlan::PrimaryKey(bind(exprs)),
+        AccessPlan::PrimaryKeys(keys) => {
+            AccessPlan::PrimaryKeys(keys.iter().map(|k| bind(k)).collect())
+        }
+        AccessPlan::UniqueKey { index, values } => AccessPlan::UniqueKey {
+            index: index.clone(),
+            values: bind(values),
+        },
+        AccessPlan::Ranges { index, ranges } => AccessPlan::Ranges {
+            index: index.clone(),
+            ranges: ranges
+                .iter()
+                .map(|range| IndexRange {
+                    prefix: bind(&range.prefix),
+                    low: range.low.as_ref().map(|end| RangeEnd {
+                        value: end.value.bind_outer(outer),
+                        inclusive: end.inclusive,
+                    }),
+                    high: range.high.as_ref().map(|end| RangeEnd {
+                        value: end.value.bind_outer(outer),
+                        inclusive: end.inclusive,
+                    }),
+                })
+                .collect(),
+        },
+    }
+}
+
+/// The joined table's rows `access` reaches, those passing its own
+/// conditions.
+fn fetch_joined(
+    join: &JoinPlan,
+    access: &AccessPlan,
+    plan: &SelectPlan,
+    run: &mut Run<'_>,
+) -> SqlResult<Vec<Vec<Value>>> {
+    let request = Request {
+        table: &join.table,
+        access,
+        filter: join.scan_filter.as_ref(),
+        params: run.params,
+        lock: plan.lock,
+        needed: Some(&join.needed),
+        limit: None,
+        commit: Commit::No,
+    };
+    let Fetched { rows, fetched } = access::fetch(&request, run.transaction, run.environment)?;
+    run.counts.fetched += fetched;
+    keep_passing(rows, join.scan_filter.as_ref(), run)
+}
+
+/// The joined table's row for each of `outers` (none, or the one its
+/// primary key names), every key of the batch read in one round trip.
+fn lookup_batch(
+    join: &JoinPlan,
+    exprs: &[Expr],
+    outers: &[Vec<Value>],
+    plan: &SelectPlan,
+    run: &mut Run<'_>,
+) -> SqlResult<Vec<Vec<Vec<Value>>>> {
+    let table = &join.table;
+    let refused = |error: ClientError| SqlError::from_client(&error, &table.cluster_name());
+    let key_columns = table.key_columns();
+    let zone = run.environment.zone_offset();
+    // Each earlier row's key; equal keys are read once.
+    enum Slot {
+        Key(usize),
+        NoMatch,
+        /// A value no lookup can use (compared as MySQL compares it, it
+        /// may still match): every row is a candidate, the join's
+        /// condition decides.
+        Scan,
+    }
+    let mut slots: Vec<Slot> = Vec::with_capacity(outers.len());
+    let mut keys: Vec<Vec<client::Value>> = Vec::new();
+    let mut slot_of: std::collections::HashMap<Vec<u8>, usize> = Default::default();
+    for outer in outers {
+        let bound: Vec<Expr> = exprs.iter().map(|e| e.bind_outer(outer)).collect();
+        match access::lookup_key(table, &key_columns, &bound, run.params, run.environment)? {
+            Ok(Some(key)) => {
+                let encoded = access::encode_stored_key(&key);
+                let slot = *slot_of.entry(encoded).or_insert_with(|| {
+                    keys.push(key);
+                    keys.len() - 1
+                });
+                slots.push(Slot::Key(slot));
+            }
+            Ok(None) => slots.push(Slot::NoMatch),
+            Err(()) => slots.push(Slot::Scan),
+        }
+    }
+    let mut ops = Vec::with_capacity(keys.len());
+    for key in &keys {
+        ops.push(
+            run.transaction
+                .read_if_exists(&table.table, key, plan.lock)
+                .map_err(refused)?,
+        );
+    }
+    if !ops.is_empty() {
+        run.transaction.execute(Commit::No).map_err(refused)?;
+    }
+    let rows: Vec<Option<Vec<Value>>> = ops
+        .into_iter()
+        .map(|op| {
+            run.transaction
+                .get(op)
+                .map(|row| access::load_row(table, row.values().to_vec(), zone))
+        })
+        .collect();
+    run.counts.fetched += rows.iter().flatten().count() as u64;
+    let mut found = Vec::with_capacity(outers.len());
+    let mut everything: Option<Vec<Vec<Value>>> = None;
+    for slot in slots {
+        let candidates = match slot {
+            Slot::Key(slot) => match &rows[slot] {
+                Some(row) if passes(join.scan_filter.as_ref(), row, run)? => vec![row.clone()],
+                _ => Vec::new(),
+            },
+            Slot::NoMatch => Vec::new(),
+            Slot::Scan => {
+                if everything.is_none() {
+                    everything = Some(fetch_joined(join, &AccessPlan::FullScan, plan, run)?);
+                }
+                everything.clone().expect("fetched")
+            }
+        };
+        found.push(candidates);
+    }
+    Ok(found)
 }
 
 /// COUNT(*) (or COUNT of a NOT NULL column) alone, with the whole WHERE
@@ -201,16 +472,12 @@ fn output_row(
 /// The output rows in ORDER BY's order; with a LIMIT only the first
 /// OFFSET + LIMIT are sorted (a top-N: partitioned in linear time, then
 /// the few sorted).
-fn sorted_output(
-    plan: &SelectPlan,
-    rows: &[Vec<Value>],
-    run: &Run<'_>,
-) -> SqlResult<Vec<Vec<Value>>> {
+fn sorted_output(plan: &SelectPlan, rows: &Grouped, run: &Run<'_>) -> SqlResult<Vec<Vec<Value>>> {
     let mut keyed: Vec<(Vec<Value>, usize)> = Vec::with_capacity(rows.len());
-    for (index, row) in rows.iter().enumerate() {
+    for (index, (row, aggregates)) in rows.iter().enumerate() {
         let inputs = Inputs {
             row,
-            aggregates: &[],
+            aggregates,
             params: run.params,
         };
         let keys = plan
@@ -255,96 +522,167 @@ fn sorted_output(
     }
     keyed
         .iter()
-        .map(|(_, index)| output_row(plan, &rows[*index], &[], run))
+        .map(|(_, index)| {
+            let (row, aggregates) = &rows[*index];
+            output_row(plan, row, aggregates, run)
+        })
         .collect()
 }
 
-/// The aggregates' results over `rows`.
-fn aggregate(
-    aggregates: &[Aggregate],
-    rows: &[Vec<Value>],
-    run: &Run<'_>,
-) -> SqlResult<Vec<Value>> {
-    let mut results = Vec::with_capacity(aggregates.len());
-    for aggregate in aggregates {
-        let mut count: i64 = 0;
-        // Exact while every value is an integer or a DECIMAL (SUM and AVG
-        // are then DECIMALs, as MySQL's), else a double.
-        let mut exact_sum: Option<Decimal> = Decimal::from_integer(0);
-        let mut double_sum = 0f64;
-        let mut best: Option<Value> = None;
-        let mut seen = HashSet::new();
-        for row in rows {
-            let value = match &aggregate.argument {
-                None => Value::Int(1),
-                Some(argument) => {
-                    let inputs = Inputs {
-                        row,
-                        aggregates: &[],
-                        params: run.params,
-                    };
-                    argument.eval(&inputs, run.environment)?
-                }
-            };
-            if value.is_null() {
-                continue;
-            }
-            if aggregate.distinct {
-                let mut key = Vec::new();
-                value::group_key(&value, &mut key);
-                if !seen.insert(key) {
-                    continue;
-                }
-            }
-            count += 1;
-            if let Some(sum) = exact_sum {
-                exact_sum = match &value {
-                    Value::Int(x) => {
-                        Decimal::from_integer(*x as i128).and_then(|x| sum.checked_add(x))
-                    }
-                    Value::UInt(x) => {
-                        Decimal::from_integer(*x as i128).and_then(|x| sum.checked_add(x))
-                    }
-                    Value::Decimal(x) => sum.checked_add(*x),
-                    _ => None,
-                };
-            }
-            double_sum += value::to_f64(&value);
-            let better = |current: &Value| {
-                let ordering = value::order(&value, current);
-                match aggregate.function {
-                    AggregateFunction::Min => ordering == Ordering::Less,
-                    _ => ordering == Ordering::Greater,
-                }
-            };
-            if matches!(
-                aggregate.function,
-                AggregateFunction::Min | AggregateFunction::Max
-            ) && best.as_ref().is_none_or(better)
-            {
-                best = Some(value);
+/// One aggregate's running state over a group's rows.
+struct Accumulator {
+    count: i64,
+    /// Exact while every value is an integer or a DECIMAL (SUM and AVG
+    /// are then DECIMALs, as MySQL's), else a double.
+    exact_sum: Option<Decimal>,
+    double_sum: f64,
+    best: Option<Value>,
+    /// The values seen, for DISTINCT.
+    seen: HashSet<Vec<u8>>,
+}
+
+impl Accumulator {
+    fn new() -> Accumulator {
+        Accumulator {
+            count: 0,
+            exact_sum: Decimal::from_integer(0),
+            double_sum: 0.0,
+            best: None,
+            seen: HashSet::new(),
+        }
+    }
+
+    /// Takes one row's value of the aggregate's argument.
+    fn add(&mut self, aggregate: &Aggregate, value: Value) {
+        if value.is_null() {
+            return;
+        }
+        if aggregate.distinct {
+            let mut key = Vec::new();
+            value::group_key(&value, &mut key);
+            if !self.seen.insert(key) {
+                return;
             }
         }
-        results.push(match aggregate.function {
-            AggregateFunction::CountRows | AggregateFunction::Count => Value::Int(count),
-            AggregateFunction::Sum if count == 0 => Value::Null,
-            AggregateFunction::Sum => match exact_sum {
-                Some(sum) => Value::Decimal(sum),
-                None => Value::Double(double_sum),
-            },
-            AggregateFunction::Average if count == 0 => Value::Null,
-            AggregateFunction::Average => {
-                match exact_sum
-                    .and_then(|sum| sum.checked_div(Decimal::from_integer(count as i128)?))
-                {
-                    Some(average) => Value::Decimal(average),
-                    None => Value::Double(double_sum / count as f64),
+        self.count += 1;
+        match aggregate.function {
+            AggregateFunction::CountRows | AggregateFunction::Count => {}
+            AggregateFunction::Sum | AggregateFunction::Average => {
+                if let Some(sum) = self.exact_sum {
+                    self.exact_sum = match &value {
+                        Value::Int(x) => {
+                            Decimal::from_integer(*x as i128).and_then(|x| sum.checked_add(x))
+                        }
+                        Value::UInt(x) => {
+                            Decimal::from_integer(*x as i128).and_then(|x| sum.checked_add(x))
+                        }
+                        Value::Decimal(x) => sum.checked_add(*x),
+                        _ => None,
+                    };
+                }
+                self.double_sum += value::to_f64(&value);
+            }
+            AggregateFunction::Min | AggregateFunction::Max => {
+                let better = |current: &Value| {
+                    let ordering = value::order(&value, current);
+                    match aggregate.function {
+                        AggregateFunction::Min => ordering == Ordering::Less,
+                        _ => ordering == Ordering::Greater,
+                    }
+                };
+                if self.best.as_ref().is_none_or(better) {
+                    self.best = Some(value);
                 }
             }
-            AggregateFunction::Min | AggregateFunction::Max => best.unwrap_or(Value::Null),
-        });
+        }
     }
-    Ok(results)
+
+    /// The aggregate's result.
+    fn finish(self, aggregate: &Aggregate) -> Value {
+        match aggregate.function {
+            AggregateFunction::CountRows | AggregateFunction::Count => Value::Int(self.count),
+            AggregateFunction::Sum if self.count == 0 => Value::Null,
+            AggregateFunction::Sum => match self.exact_sum {
+                Some(sum) => Value::Decimal(sum),
+                None => Value::Double(self.double_sum),
+            },
+            AggregateFunction::Average if self.count == 0 => Value::Null,
+            AggregateFunction::Average => {
+                let count = Decimal::from_integer(self.count as i128);
+                match self
+                    .exact_sum
+                    .zip(count)
+                    .and_then(|(sum, n)| sum.checked_div(n))
+                {
+                    Some(average) => Value::Decimal(average),
+                    None => Value::Double(self.double_sum / self.count as f64),
+                }
+            }
+            AggregateFunction::Min | AggregateFunction::Max => self.best.unwrap_or(Value::Null),
+        }
+    }
+}
+
+/// `rows` in groups by GROUP BY's values, in the order each group was
+/// first met: each group's first row and its aggregates' results.
+/// Without GROUP BY the rows are one group, even when there are none
+/// (`SELECT COUNT(*)` of no rows is one row, 0).
+fn group(plan: &SelectPlan, rows: Vec<Vec<Value>>, run: &Run<'_>) -> SqlResult<Grouped> {
+    let mut groups: Vec<(Vec<Value>, Vec<Accumulator>)> = Vec::new();
+    let mut index_of: std::collections::HashMap<Vec<u8>, usize> = Default::default();
+    let fresh = || plan.aggregates.iter().map(|_| Accumulator::new()).collect();
+    if plan.group_by.is_empty() {
+        groups.push((Vec::new(), fresh()));
+    }
+    for (number, row) in rows.into_iter().enumerate() {
+        if number % 1024 == 1023 {
+            check_interrupt(run)?;
+        }
+        let inputs = Inputs {
+            row: &row,
+            aggregates: &[],
+            params: run.params,
+        };
+        let slot = if plan.group_by.is_empty() {
+            0
+        } else {
+            let mut key = Vec::new();
+            for expr in &plan.group_by {
+                value::group_key(&expr.eval(&inputs, run.environment)?, &mut key);
+            }
+            match index_of.get(&key) {
+                Some(slot) => *slot,
+                None => {
+                    index_of.insert(key, groups.len());
+                    groups.push((Vec::new(), fresh()));
+                    groups.len() - 1
+                }
+            }
+        };
+        let (first, accumulators) = &mut groups[slot];
+        for (aggregate, accumulator) in plan.aggregates.iter().zip(accumulators.iter_mut()) {
+            let value = match &aggregate.argument {
+                None => Value::Int(1),
+                Some(argument) => argument.eval(&inputs, run.environment)?,
+            };
+            accumulator.add(aggregate, value);
+        }
+        if first.is_empty() {
+            *first = row;
+        }
+    }
+    Ok(groups
+        .into_iter()
+        .map(|(first, accumulators)| {
+            let results = plan
+                .aggregates
+                .iter()
+                .zip(accumulators)
+                .map(|(aggregate, accumulator)| accumulator.finish(aggregate))
+                .collect();
+            (first, results)
+        })
+        .collect())
 }
 
 /// Checks and converts `value` for column `index` of `table`: its type

@@ -77,6 +77,10 @@ pub enum Expr {
     Function(Function, Vec<Expr>),
     /// The result of the aggregate in this slot.
     Aggregate(usize),
+    /// A column of an earlier table of a join, in a later table's access
+    /// path: a constant for each row of the earlier tables, bound to its
+    /// value (`bind_outer`) before the path is used.
+    Outer(usize),
 }
 
 /// What a session answers for an expression.
@@ -188,11 +192,41 @@ pub trait Environment {
     fn table_changed(&self, _table: &crate::catalog::SqlTable) {}
 }
 
-/// A compiler of expressions over one table (or none).
+/// A table a compiler resolves column names in: its columns are the
+/// row's from `offset` on (a join's row is its tables' rows end to end).
+pub struct Scope<'a> {
+    /// The table.
+    pub table: &'a SqlTable,
+    /// The names it goes by: its name, or its alias when it has one.
+    pub names: Vec<String>,
+    /// Where its columns start in the row.
+    pub offset: usize,
+}
+
+impl<'a> Scope<'a> {
+    /// `table` at `offset`, known by `alias` if given, else its name.
+    pub fn new(table: &'a SqlTable, alias: Option<&str>, offset: usize) -> Scope<'a> {
+        let names = match alias {
+            Some(alias) => vec![alias.to_string()],
+            None => vec![table.name.clone()],
+        };
+        Scope {
+            table,
+            names,
+            offset,
+        }
+    }
+}
+
+/// A compiler of expressions over the tables of a statement (or none).
 pub struct Compiler<'a> {
-    table: Option<&'a SqlTable>,
-    /// The names the table goes by (its name and its alias).
-    table_names: Vec<String>,
+    scopes: Vec<Scope<'a>>,
+    /// The select list's aliases and their expressions, which HAVING and
+    /// ORDER BY may name where no column has the name.
+    aliases: Vec<(String, Expr)>,
+    /// Columns a join's USING made one: unqualified, they name the
+    /// first table's, not an ambiguous pair.
+    merged: Vec<String>,
     /// The placeholders met, by where they stand: (line, column).
     placeholders: Vec<(u64, u64)>,
     /// Aggregates are allowed and collected here.
@@ -204,20 +238,43 @@ pub struct Compiler<'a> {
 impl<'a> Compiler<'a> {
     /// A compiler over `table` (known as `alias` too).
     pub fn new(table: Option<&'a SqlTable>, alias: Option<&str>) -> Compiler<'a> {
-        let mut table_names = Vec::new();
-        if let Some(table) = table {
-            table_names.push(table.name.clone());
-        }
-        if let Some(alias) = alias {
-            table_names.push(alias.to_string());
-        }
+        let scopes = table
+            .map(|table| {
+                let mut scope = Scope::new(table, None, 0);
+                scope.names.extend(alias.map(str::to_string));
+                scope
+            })
+            .into_iter()
+            .collect();
+        Compiler::over(scopes)
+    }
+
+    /// A compiler over several tables (a join's).
+    pub fn over(scopes: Vec<Scope<'a>>) -> Compiler<'a> {
         Compiler {
-            table,
-            table_names,
+            scopes,
+            aliases: Vec::new(),
+            merged: Vec::new(),
             placeholders: Vec::new(),
             aggregates: None,
             place: "field list",
         }
+    }
+
+    /// The tables it resolves names in.
+    pub fn scopes(&self) -> &[Scope<'a>] {
+        &self.scopes
+    }
+
+    /// Names the columns a join's USING made one.
+    pub fn set_merged(&mut self, merged: Vec<String>) {
+        self.merged = merged;
+    }
+
+    /// Lets the next expressions name the select list's aliases (HAVING,
+    /// ORDER BY), where no column has the name.
+    pub fn set_aliases(&mut self, aliases: Vec<(String, Expr)>) {
+        self.aliases = aliases;
     }
 
     /// Lets the next expressions hold aggregates (a query's select list,
@@ -260,24 +317,32 @@ impl<'a> Compiler<'a> {
         order
     }
 
-    /// The index of the column named `name` (qualified by `qualifier`).
+    /// The index in the row of the column named `name` (qualified by
+    /// `qualifier`): 1054 when no table has it, 1052 when several do.
     pub fn column(&self, qualifier: Option<&str>, name: &str) -> SqlResult<usize> {
         let full = match qualifier {
             Some(q) => format!("{q}.{name}"),
             None => name.to_string(),
         };
-        let unknown = || SqlError::bad_field(&full, self.place);
-        let table = self.table.ok_or_else(unknown)?;
-        if let Some(qualifier) = qualifier {
-            if !self
-                .table_names
-                .iter()
-                .any(|t| t.eq_ignore_ascii_case(qualifier))
-            {
-                return Err(unknown());
-            }
+        let mut found = self
+            .scopes
+            .iter()
+            .filter(|scope| {
+                qualifier.is_none_or(|q| scope.names.iter().any(|n| n.eq_ignore_ascii_case(q)))
+            })
+            .filter_map(|scope| scope.table.column_index(name).map(|i| scope.offset + i));
+        let first = found
+            .next()
+            .ok_or_else(|| SqlError::bad_field(&full, self.place))?;
+        let merged =
+            qualifier.is_none() && self.merged.iter().any(|m| m.eq_ignore_ascii_case(name));
+        if found.next().is_some() && !merged {
+            return Err(SqlError::new(
+                codes::NON_UNIQ,
+                format!("Column '{full}' in {} is ambiguous", self.place),
+            ));
         }
-        table.column_index(name).ok_or_else(unknown)
+        Ok(first)
     }
 
     /// Compiles `expr`.
@@ -410,7 +475,16 @@ impl<'a> Compiler<'a> {
                 _ => {}
             }
         }
-        Ok(Expr::Column(self.column(qualifier, name)?))
+        match self.column(qualifier, name) {
+            Ok(index) => Ok(Expr::Column(index)),
+            Err(error) if error.code == codes::BAD_FIELD && qualifier.is_none() => self
+                .aliases
+                .iter()
+                .find(|(alias, _)| alias.eq_ignore_ascii_case(name))
+                .map(|(_, expr)| expr.clone())
+                .ok_or(error),
+            Err(error) => Err(error),
+        }
     }
 
     fn literal(&mut self, value: &ast::ValueWithSpan) -> SqlResult<Expr> {
@@ -596,7 +670,7 @@ impl Expr {
     pub fn is_constant(&self) -> bool {
         match self {
             Expr::Column(_) | Expr::Aggregate(_) => false,
-            Expr::Literal(_) | Expr::Param(_) | Expr::Session(_) => true,
+            Expr::Literal(_) | Expr::Param(_) | Expr::Session(_) | Expr::Outer(_) => true,
             Expr::Not(e) | Expr::Negate(e) | Expr::IsNull(e, _) => e.is_constant(),
             Expr::Arithmetic(_, a, b)
             | Expr::Compare(_, a, b)
@@ -615,6 +689,79 @@ impl Expr {
         }
     }
 
+    /// The expression with each column (`Column` and `Outer`) replaced by
+    /// what `leaf` makes of it; `None` when `leaf` refuses one.
+    pub fn transform(&self, leaf: &mut dyn FnMut(&Expr) -> Option<Expr>) -> Option<Expr> {
+        let mut boxed = |e: &Expr| e.transform(leaf).map(Box::new);
+        Some(match self {
+            Expr::Column(_) | Expr::Outer(_) => return leaf(self),
+            Expr::Literal(_) | Expr::Param(_) | Expr::Session(_) | Expr::Aggregate(_) => {
+                self.clone()
+            }
+            Expr::Not(e) => Expr::Not(boxed(e)?),
+            Expr::Negate(e) => Expr::Negate(boxed(e)?),
+            Expr::IsNull(e, negated) => Expr::IsNull(boxed(e)?, *negated),
+            Expr::Arithmetic(op, a, b) => Expr::Arithmetic(*op, boxed(a)?, boxed(b)?),
+            Expr::Compare(op, a, b) => Expr::Compare(*op, boxed(a)?, boxed(b)?),
+            Expr::NullSafeEqual(a, b) => Expr::NullSafeEqual(boxed(a)?, boxed(b)?),
+            Expr::And(a, b) => Expr::And(boxed(a)?, boxed(b)?),
+            Expr::Or(a, b) => Expr::Or(boxed(a)?, boxed(b)?),
+            Expr::Xor(a, b) => Expr::Xor(boxed(a)?, boxed(b)?),
+            Expr::Between {
+                expr,
+                low,
+                high,
+                negated,
+            } => Expr::Between {
+                expr: boxed(expr)?,
+                low: boxed(low)?,
+                high: boxed(high)?,
+                negated: *negated,
+            },
+            Expr::InList {
+                expr,
+                list,
+                negated,
+            } => Expr::InList {
+                expr: boxed(expr)?,
+                list: list
+                    .iter()
+                    .map(|e| e.transform(leaf))
+                    .collect::<Option<_>>()?,
+                negated: *negated,
+            },
+            Expr::Like {
+                expr,
+                pattern,
+                negated,
+            } => Expr::Like {
+                expr: boxed(expr)?,
+                pattern: boxed(pattern)?,
+                negated: *negated,
+            },
+            Expr::Function(function, args) => Expr::Function(
+                *function,
+                args.iter()
+                    .map(|e| e.transform(leaf))
+                    .collect::<Option<_>>()?,
+            ),
+        })
+    }
+
+    /// The expression with every `Outer` column replaced by its value in
+    /// `outer` (the earlier tables' part of a join's row).
+    pub fn bind_outer(&self, outer: &[Value]) -> Expr {
+        self.transform(&mut |leaf| {
+            Some(match leaf {
+                Expr::Outer(index) => {
+                    Expr::Literal(outer.get(*index).cloned().unwrap_or(Value::Null))
+                }
+                other => other.clone(),
+            })
+        })
+        .expect("binding refuses no column")
+    }
+
     /// Evaluates the expression.
     pub fn eval(&self, inputs: &Inputs<'_>, environment: &dyn Environment) -> SqlResult<Value> {
         let eval = |e: &Expr| e.eval(inputs, environment);
@@ -623,6 +770,12 @@ impl Expr {
             Expr::Literal(value) => value.clone(),
             Expr::Param(slot) => inputs.params.get(*slot).cloned().unwrap_or(Value::Null),
             Expr::Aggregate(slot) => inputs.aggregates.get(*slot).cloned().unwrap_or(Value::Null),
+            Expr::Outer(index) => {
+                return Err(SqlError::new(
+                    codes::UNKNOWN_ERROR,
+                    format!("internal: outer column {index} evaluated unbound"),
+                ))
+            }
             Expr::Not(e) => value::boolean(value::truth(&eval(e)?).map(|t| !t)),
             Expr::Negate(e) => value::negate(&eval(e)?)?,
             Expr::Arithmetic(op, a, b) => value::arithmetic(*op, &eval(a)?, &eval(b)?)?,

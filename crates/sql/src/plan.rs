@@ -18,7 +18,7 @@
 
 use crate::catalog::{Catalog, SqlTable};
 use crate::error::{codes, SqlError, SqlResult};
-use crate::expr::{Aggregate, AggregateFunction, Compiler, Expr};
+use crate::expr::{Aggregate, AggregateFunction, Compiler, Expr, Scope};
 use crate::result::{ColumnKind, OutputColumn};
 use crate::types::SqlType;
 use crate::value::Arithmetic;
@@ -119,13 +119,26 @@ fn plural(n: usize) -> &'static str {
 /// A compiled SELECT.
 #[derive(Debug)]
 pub struct SelectPlan {
-    /// The table (None without FROM).
+    /// The first table (None without FROM).
     pub table: Option<Arc<SqlTable>>,
-    /// How the rows are reached.
+    /// How the first table's rows are reached.
     pub access: AccessPlan,
-    /// The WHERE clause.
+    /// The WHERE clause, over the joined row (with a join, the inner
+    /// joins' ON clauses too).
     pub filter: Option<Expr>,
-    /// The aggregates (over the table's rows); the output then reads them.
+    /// The part of it on the first table alone, which its fetch pushes
+    /// where it can (the whole WHERE without a join).
+    pub scan_filter: Option<Expr>,
+    /// The tables joined to the first, in order; a joined row is every
+    /// table's row end to end.
+    pub joins: Vec<JoinPlan>,
+    /// Columns of the joined row.
+    pub width: usize,
+    /// GROUP BY's expressions.
+    pub group_by: Vec<Expr>,
+    /// HAVING, over a group's first row and its aggregates.
+    pub having: Option<Expr>,
+    /// The aggregates (over each group's rows); the output then reads them.
     pub aggregates: Vec<Aggregate>,
     /// The output expressions.
     pub output: Vec<Expr>,
@@ -141,7 +154,8 @@ pub struct SelectPlan {
     pub offset: u64,
     /// FOR UPDATE / FOR SHARE.
     pub lock: LockMode,
-    /// Columns the statement reads (the rest need not come back).
+    /// Columns of the first table the statement reads (the rest need not
+    /// come back).
     pub needed: Vec<usize>,
 }
 
@@ -181,7 +195,7 @@ pub struct WritePlan {
 #[derive(Debug)]
 pub enum Plan {
     /// SELECT.
-    Select(SelectPlan),
+    Select(Box<SelectPlan>),
     /// INSERT.
     Insert(InsertPlan),
     /// UPDATE.
@@ -460,6 +474,164 @@ fn constant_count(expr: &ast::Expr) -> SqlResult<u64> {
     }
 }
 
+/// A table of a SELECT's FROM clause, before compiling.
+struct Source<'q> {
+    table: Arc<SqlTable>,
+    alias: Option<String>,
+    /// LEFT JOIN (else an inner join, or the first table).
+    left: bool,
+    /// Its ON clause.
+    on: Option<&'q ast::Expr>,
+    /// USING's columns.
+    using: Vec<String>,
+}
+
+/// The tables of a FROM clause, in order: the first, then each joined.
+fn sources<'q>(
+    from: &'q [ast::TableWithJoins],
+    catalog: &Catalog,
+    database: Option<&str>,
+) -> SqlResult<Vec<Source<'q>>> {
+    let table_of = |factor: &ast::TableFactor| -> SqlResult<(Arc<SqlTable>, Option<String>)> {
+        match factor {
+            ast::TableFactor::Table { name, alias, .. } => {
+                let (database, table) = table_name(name, database)?;
+                let sql_table = catalog.table(&database, &table)?;
+                Ok((sql_table, alias.as_ref().map(|a| a.name.value.clone())))
+            }
+            other => Err(SqlError::unsupported(format!("FROM {other}"))),
+        }
+    };
+    let mut sources = Vec::new();
+    for item in from {
+        let (table, alias) = table_of(&item.relation)?;
+        sources.push(Source {
+            table,
+            alias,
+            left: false,
+            on: None,
+            using: Vec::new(),
+        });
+        for join in &item.joins {
+            use ast::JoinOperator as J;
+            let (left, constraint) = match &join.join_operator {
+                J::Join(c) | J::Inner(c) | J::CrossJoin(c) | J::StraightJoin(c) => (false, c),
+                J::Left(c) | J::LeftOuter(c) => (true, c),
+                other => {
+                    let text = format!("{other:?}");
+                    let kind = text.split('(').next().unwrap_or("this");
+                    return Err(SqlError::unsupported(format!("{kind} joins")));
+                }
+            };
+            let (table, alias) = table_of(&join.relation)?;
+            let (on, using) = match constraint {
+                ast::JoinConstraint::On(on) => (Some(on), Vec::new()),
+                ast::JoinConstraint::Using(columns) => {
+                    (None, columns.iter().map(last_ident).collect())
+                }
+                ast::JoinConstraint::None => (None, Vec::new()),
+                ast::JoinConstraint::Natural => return Err(SqlError::unsupported("NATURAL joins")),
+            };
+            sources.push(Source {
+                table,
+                alias,
+                left,
+                on,
+                using,
+            });
+        }
+    }
+    for (index, source) in sources.iter().enumerate() {
+        let name = source.alias.as_deref().unwrap_or(&source.table.name);
+        let repeated = sources[..index].iter().any(|earlier| {
+            earlier
+                .alias
+                .as_deref()
+                .unwrap_or(&earlier.table.name)
+                .eq_ignore_ascii_case(name)
+        });
+        if repeated {
+            return Err(SqlError::new(
+                1066,
+                format!("Not unique table/alias: '{name}'"),
+            ));
+        }
+    }
+    Ok(sources)
+}
+
+/// The conjuncts of `expr` (an AND's parts), owned.
+fn conjuncts_of(expr: Option<&Expr>) -> Vec<Expr> {
+    let mut parts = Vec::new();
+    if let Some(expr) = expr {
+        split_and(expr, &mut parts);
+    }
+    parts.into_iter().cloned().collect()
+}
+
+/// The AND of `parts` (`None` when there are none).
+fn and_of(parts: Vec<Expr>) -> Option<Expr> {
+    parts
+        .into_iter()
+        .reduce(|a, b| Expr::And(Box::new(a), Box::new(b)))
+}
+
+/// `expr` over one table of a join's row (its columns at `offset`,
+/// `width` of them): its columns renumbered from 0, an earlier table's
+/// as `Outer`; `None` when it reads a later table.
+fn localize(expr: &Expr, offset: usize, width: usize) -> Option<Expr> {
+    expr.transform(&mut |leaf| match leaf {
+        Expr::Column(index) if *index >= offset + width => None,
+        Expr::Column(index) if *index >= offset => Some(Expr::Column(index - offset)),
+        Expr::Column(index) => Some(Expr::Outer(*index)),
+        other => Some(other.clone()),
+    })
+}
+
+/// Whether `expr` reads an earlier table's column (`Outer`).
+fn reads_outer(expr: &Expr) -> bool {
+    let mut found = false;
+    expr.transform(&mut |leaf| {
+        found |= matches!(leaf, Expr::Outer(_));
+        Some(leaf.clone())
+    });
+    found
+}
+
+/// The highest column `expr` reads, if any.
+fn last_column(expr: &Expr) -> Option<usize> {
+    let mut columns = Vec::new();
+    collect_columns(expr, &mut columns);
+    columns.into_iter().max()
+}
+
+/// How one joined table is read, for each row of the tables before it.
+#[derive(Debug)]
+pub struct JoinPlan {
+    /// The table.
+    pub table: Arc<SqlTable>,
+    /// Where its columns start in the joined row.
+    pub offset: usize,
+    /// LEFT JOIN: a row of the earlier tables with no match is kept,
+    /// this table's columns NULL.
+    pub left: bool,
+    /// How its rows are reached; `Outer` columns stand for the earlier
+    /// tables' values (bound per row).
+    pub access: AccessPlan,
+    /// Whether `access` reads the earlier tables' values: else its rows
+    /// are fetched once for all the earlier rows.
+    pub correlated: bool,
+    /// What a pair of an earlier row and one of this table's rows must
+    /// satisfy to be joined (over the joined row): a LEFT JOIN's ON, an
+    /// inner join's conditions that read this table and no later one.
+    pub condition: Option<Expr>,
+    /// The conditions on this table alone (its own column numbers), which
+    /// the data nodes may evaluate.
+    pub scan_filter: Option<Expr>,
+    /// Its columns the statement reads.
+    pub needed: Vec<usize>,
+}
+
 fn compile_select(
     query: &ast::Query,
     catalog: &Catalog,
@@ -471,36 +643,65 @@ fn compile_select(
     if query.with.is_some() {
         return Err(SqlError::unsupported("WITH"));
     }
-    let (table, alias) = match select.from.as_slice() {
-        [] => (None, None),
-        [from] => {
-            let (table, alias) = single_table(from, catalog, database)?;
-            (Some(table), alias)
-        }
-        _ => return Err(SqlError::unsupported("joins")),
-    };
-    let has_group_by = match &select.group_by {
-        ast::GroupByExpr::Expressions(list, _) => !list.is_empty(),
-        ast::GroupByExpr::All(_) => true,
-    };
-    if has_group_by || select.having.is_some() {
-        return Err(SqlError::unsupported("GROUP BY"));
+    let sources = sources(&select.from, catalog, database)?;
+    let mut scopes = Vec::with_capacity(sources.len());
+    let mut offset = 0;
+    for source in &sources {
+        scopes.push(Scope::new(&source.table, source.alias.as_deref(), offset));
+        offset += source.table.columns.len();
     }
-    let mut compiler = Compiler::new(table.as_deref(), alias.as_deref());
+    let width = offset;
+    let offsets: Vec<usize> = scopes.iter().map(|s| s.offset).collect();
+    let mut compiler = Compiler::over(scopes);
+    compiler.set_merged(sources.iter().flat_map(|s| s.using.clone()).collect());
     compiler.allow_aggregates();
     let mut output = Vec::new();
     let mut columns = Vec::new();
-    let mut aliases = Vec::new();
+    let mut aliases: Vec<(String, Expr)> = Vec::new();
     for item in &select.projection {
         match item {
             ast::SelectItem::Wildcard(_) | ast::SelectItem::QualifiedWildcard(..) => {
-                let Some(table) = &table else {
+                if sources.is_empty() {
                     return Err(SqlError::new(codes::NO_SUCH_TABLE, "No tables used"));
+                }
+                let qualifier = match item {
+                    ast::SelectItem::QualifiedWildcard(kind, _) => Some(kind.to_string()),
+                    _ => None,
                 };
-                for (index, column) in table.columns.iter().enumerate() {
-                    output.push(Expr::Column(index));
-                    columns.push(OutputColumn::of_column(table, column));
-                    aliases.push(column.name.clone());
+                let qualifier = qualifier.map(|q| q.rsplit('.').next().unwrap_or("").to_string());
+                let mut any = false;
+                for (source, offset) in sources.iter().zip(&offsets) {
+                    let name = source.alias.as_deref().unwrap_or(&source.table.name);
+                    if qualifier
+                        .as_deref()
+                        .is_some_and(|q| !q.eq_ignore_ascii_case(name))
+                    {
+                        continue;
+                    }
+                    any = true;
+                    for (index, column) in source.table.columns.iter().enumerate() {
+                        // A USING column shows once, as the earlier table's.
+                        let merged = source
+                            .using
+                            .iter()
+                            .any(|u| u.eq_ignore_ascii_case(&column.name));
+                        if merged && qualifier.is_none() {
+                            continue;
+                        }
+                        output.push(Expr::Column(offset + index));
+                        let mut described = OutputColumn::of_column(&source.table, column);
+                        if let Some(alias) = &source.alias {
+                            described.table = alias.clone();
+                        }
+                        columns.push(described);
+                        aliases.push((column.name.clone(), Expr::Column(offset + index)));
+                    }
+                }
+                if !any {
+                    return Err(SqlError::new(
+                        codes::BAD_TABLE,
+                        format!("Unknown table '{}'", qualifier.unwrap_or_default()),
+                    ));
                 }
             }
             ast::SelectItem::UnnamedExpr(expr) => {
@@ -512,41 +713,93 @@ fn compile_select(
                     }
                     other => other.to_string(),
                 };
-                columns.push(describe_output(
-                    &compiled,
-                    &name,
-                    table.as_deref(),
-                    &compiler,
-                ));
-                aliases.push(name);
+                columns.push(describe_output(&compiled, &name, &compiler));
+                aliases.push((name, compiled.clone()));
                 output.push(compiled);
             }
             ast::SelectItem::ExprWithAlias { expr, alias } => {
                 let compiled = compiler.compile(expr)?;
-                columns.push(describe_output(
-                    &compiled,
-                    &alias.value,
-                    table.as_deref(),
-                    &compiler,
-                ));
-                aliases.push(alias.value.clone());
+                columns.push(describe_output(&compiled, &alias.value, &compiler));
+                aliases.push((alias.value.clone(), compiled.clone()));
                 output.push(compiled);
             }
         }
     }
-    // Aggregates of the select list are known now; ORDER BY may add more.
+    // WHERE and ON hold no aggregate (error 1111); the select list's come
+    // back after.
+    let saved = compiler.take_aggregates();
     compiler.place = "where clause";
-    let filter = {
-        // WHERE holds no aggregate (error 1111); the select list's come back after.
-        let saved = compiler.take_aggregates();
-        let filter = select
-            .selection
-            .as_ref()
-            .map(|e| compiler.compile(e))
-            .transpose();
-        compiler.set_aggregates(saved);
-        filter?
-    };
+    let filter = select
+        .selection
+        .as_ref()
+        .map(|e| compiler.compile(e))
+        .transpose();
+    compiler.place = "on clause";
+    let mut ons: Vec<Option<Expr>> = Vec::with_capacity(sources.len());
+    for (index, source) in sources.iter().enumerate() {
+        let mut parts = Vec::new();
+        if let Some(on) = source.on {
+            parts.push(compiler.compile(on)?);
+        }
+        // USING (c): the earlier tables' c equals this one's.
+        for name in &source.using {
+            let this = source
+                .table
+                .column_index(name)
+                .map(|i| offsets[index] + i)
+                .ok_or_else(|| SqlError::bad_field(name, "from clause"))?;
+            let earlier = sources[..index]
+                .iter()
+                .zip(&offsets)
+                .find_map(|(s, o)| s.table.column_index(name).map(|i| o + i))
+                .ok_or_else(|| SqlError::bad_field(name, "from clause"))?;
+            parts.push(Expr::Compare(
+                CompareOp::Equal,
+                Box::new(Expr::Column(earlier)),
+                Box::new(Expr::Column(this)),
+            ));
+        }
+        ons.push(and_of(parts));
+    }
+    let filter = filter?;
+    compiler.place = "group statement";
+    let mut group_by = Vec::new();
+    if let ast::GroupByExpr::Expressions(list, modifiers) = &select.group_by {
+        if !modifiers.is_empty() {
+            return Err(SqlError::unsupported("GROUP BY modifiers"));
+        }
+        compiler.set_aliases(aliases.clone());
+        for expr in list {
+            group_by.push(match expr {
+                ast::Expr::Value(value) if matches!(value.value, ast::Value::Number(..)) => {
+                    let position = constant_count(expr)? as usize;
+                    output
+                        .get(position.wrapping_sub(1))
+                        .cloned()
+                        .ok_or_else(|| {
+                            SqlError::bad_field(&position.to_string(), "group statement")
+                        })?
+                }
+                other => compiler.compile(other)?,
+            });
+        }
+    } else {
+        return Err(SqlError::unsupported("GROUP BY ALL"));
+    }
+    if group_by.iter().any(|e| matches!(e, Expr::Aggregate(_))) {
+        return Err(SqlError::new(
+            codes::INVALID_GROUP_FUNC_USE,
+            "Can't group on an aggregate",
+        ));
+    }
+    compiler.set_aggregates(saved);
+    compiler.set_aliases(aliases.clone());
+    compiler.place = "having clause";
+    let having = select
+        .having
+        .as_ref()
+        .map(|e| compiler.compile(e))
+        .transpose()?;
     compiler.place = "order clause";
     let mut order_by = Vec::new();
     if let Some(order) = &query.order_by {
@@ -564,35 +817,22 @@ fn compile_select(
                         .cloned()
                         .ok_or_else(|| SqlError::bad_field(&position.to_string(), "order clause"))?
                 }
-                // ORDER BY an output alias.
-                ast::Expr::Identifier(ident)
-                    if table
-                        .as_ref()
-                        .is_none_or(|t| t.column_index(&ident.value).is_none()) =>
-                {
-                    let position = aliases
-                        .iter()
-                        .position(|a| a.eq_ignore_ascii_case(&ident.value))
-                        .ok_or_else(|| SqlError::bad_field(&ident.value, "order clause"))?;
-                    output[position].clone()
-                }
                 other => compiler.compile(other)?,
             };
             order_by.push((expr, descending));
         }
     }
     let aggregates = compiler.take_aggregates();
-    if !aggregates.is_empty() {
-        // Without GROUP BY, every output column must be an aggregate or a
-        // constant: a bare column would pick an arbitrary row's value.
-        if let Some(bare) = output.iter().find(|e| reads_row_outside_aggregates(e)) {
-            return Err(SqlError::new(
-                1140,
-                format!(
-                    "In aggregated query without GROUP BY, expression {bare:?} is not an aggregate"
-                ),
-            ));
-        }
+    let grouped = !aggregates.is_empty() || !group_by.is_empty();
+    if grouped {
+        check_grouping(
+            &output,
+            having.as_ref(),
+            &order_by,
+            &group_by,
+            &sources,
+            &offsets,
+        )?;
     }
     let (limit, offset) = match &query.limit_clause {
         None => (None, 0),
@@ -613,27 +853,111 @@ fn compile_select(
         Some(ast::LockType::Update) => LockMode::Exclusive,
         Some(ast::LockType::Share) => LockMode::Shared,
     };
-    let access = match &table {
-        None => AccessPlan::NoTable,
-        Some(table) => choose_access(table, filter.as_ref()),
+    // The conditions every joined row must meet: WHERE and the inner
+    // joins' ON clauses (a LEFT JOIN's ON only decides its matches).
+    let mut pool = conjuncts_of(filter.as_ref());
+    for (source, on) in sources.iter().zip(&ons) {
+        if !source.left {
+            pool.extend(conjuncts_of(on.as_ref()));
+        }
+    }
+    let mut needed_global = Vec::new();
+    {
+        let mut note = |e: &Expr| collect_columns(e, &mut needed_global);
+        output.iter().for_each(&mut note);
+        pool.iter().for_each(&mut note);
+        ons.iter().flatten().for_each(&mut note);
+        order_by.iter().for_each(|(e, _)| note(e));
+        group_by.iter().for_each(&mut note);
+        having.iter().for_each(&mut note);
+        aggregates
+            .iter()
+            .filter_map(|a| a.argument.as_ref())
+            .for_each(&mut note);
+    }
+    needed_global.sort_unstable();
+    needed_global.dedup();
+    let needed_of = |offset: usize, columns: usize| -> Vec<usize> {
+        needed_global
+            .iter()
+            .filter(|c| **c >= offset && **c < offset + columns)
+            .map(|c| c - offset)
+            .collect()
     };
-    let mut needed = Vec::new();
-    let mut note = |e: &Expr| collect_columns(e, &mut needed);
-    output.iter().for_each(&mut note);
-    filter.iter().for_each(&mut note);
-    order_by.iter().for_each(|(e, _)| note(e));
-    aggregates
-        .iter()
-        .filter_map(|a| a.argument.as_ref())
-        .for_each(&mut note);
-    needed.sort_unstable();
-    needed.dedup();
+    let (table, access, scan_filter, needed) = match sources.first() {
+        None => (None, AccessPlan::NoTable, filter.clone(), Vec::new()),
+        Some(first) => {
+            let columns = first.table.columns.len();
+            let own: Vec<Expr> = pool
+                .iter()
+                .filter(|c| last_column(c).is_none_or(|last| last < columns))
+                .cloned()
+                .collect();
+            let scan_filter = match sources.len() {
+                1 => filter.clone(),
+                _ => and_of(own),
+            };
+            let access = choose_access(&first.table, scan_filter.as_ref());
+            (
+                Some(Arc::clone(&first.table)),
+                access,
+                scan_filter,
+                needed_of(0, columns),
+            )
+        }
+    };
+    let mut joins = Vec::new();
+    for (index, source) in sources.iter().enumerate().skip(1) {
+        let offset = offsets[index];
+        let columns = source.table.columns.len();
+        let end = offset + columns;
+        let reads_this = |c: &&Expr| {
+            let mut read = Vec::new();
+            collect_columns(c, &mut read);
+            read.iter().any(|i| *i >= offset && *i < end) && read.iter().all(|i| *i < end)
+        };
+        // What decides a match: a LEFT JOIN's own ON; for an inner join,
+        // every condition on this table and the earlier ones.
+        let deciding: Vec<Expr> = match source.left {
+            true => conjuncts_of(ons[index].as_ref()),
+            false => pool.iter().filter(reads_this).cloned().collect(),
+        };
+        let local: Vec<Expr> = deciding
+            .iter()
+            .filter_map(|c| localize(c, offset, columns))
+            .collect();
+        let own: Vec<Expr> = local.iter().filter(|c| !reads_outer(c)).cloned().collect();
+        let access = choose_access(&source.table, and_of(local).as_ref());
+        let correlated = access_reads_outer(&access);
+        joins.push(JoinPlan {
+            table: Arc::clone(&source.table),
+            offset,
+            left: source.left,
+            access,
+            correlated,
+            condition: match source.left {
+                true => ons[index].clone(),
+                false => and_of(deciding),
+            },
+            scan_filter: and_of(own),
+            needed: needed_of(offset, columns),
+        });
+    }
+    let filter = match joins.is_empty() {
+        true => filter,
+        false => and_of(pool),
+    };
     Ok(Compiled {
         parameter_order: compiler.parameter_order(),
-        plan: Plan::Select(SelectPlan {
+        plan: Plan::Select(Box::new(SelectPlan {
             table,
             access,
             filter,
+            scan_filter,
+            joins,
+            width,
+            group_by,
+            having,
             aggregates,
             output,
             columns: columns.into(),
@@ -643,21 +967,114 @@ fn compile_select(
             offset,
             lock,
             needed,
-        }),
+        })),
     })
 }
 
-fn reads_row_outside_aggregates(expr: &Expr) -> bool {
-    let mut columns = Vec::new();
-    collect_columns(expr, &mut columns);
-    !columns.is_empty()
+/// Whether an access path reads an earlier table's values.
+fn access_reads_outer(access: &AccessPlan) -> bool {
+    let any = |exprs: &[Expr]| exprs.iter().any(reads_outer);
+    match access {
+        AccessPlan::NoTable | AccessPlan::FullScan => false,
+        AccessPlan::PrimaryKey(exprs) => any(exprs),
+        AccessPlan::PrimaryKeys(keys) => keys.iter().any(|k| any(k)),
+        AccessPlan::UniqueKey { values, .. } => any(values),
+        AccessPlan::Ranges { ranges, .. } => ranges.iter().any(|range| {
+            any(&range.prefix)
+                || [&range.low, &range.high]
+                    .into_iter()
+                    .flatten()
+                    .any(|end| reads_outer(&end.value))
+        }),
+    }
+}
+
+/// ONLY_FULL_GROUP_BY: outside aggregates, the select list, HAVING and
+/// ORDER BY may read only what is grouped on, or any column of a table
+/// whose whole primary key is grouped on (it has one row per group).
+/// Without GROUP BY, every output is an aggregate or a constant.
+fn check_grouping(
+    output: &[Expr],
+    having: Option<&Expr>,
+    order_by: &[(Expr, bool)],
+    group_by: &[Expr],
+    sources: &[Source<'_>],
+    offsets: &[usize],
+) -> SqlResult<()> {
+    let mut grouped_columns = Vec::new();
+    for expr in group_by {
+        if let Expr::Column(index) = expr {
+            grouped_columns.push(*index);
+        }
+    }
+    let determined = |column: usize| {
+        if grouped_columns.contains(&column) {
+            return true;
+        }
+        sources.iter().zip(offsets).any(|(source, offset)| {
+            let columns = source.table.columns.len();
+            column >= *offset
+                && column < offset + columns
+                && source
+                    .table
+                    .key_columns()
+                    .iter()
+                    .all(|k| grouped_columns.contains(&(offset + k)))
+        })
+    };
+    let check = |expr: &Expr, position: Option<usize>| -> SqlResult<()> {
+        if group_by.iter().any(|g| g == expr) {
+            return Ok(());
+        }
+        let mut read = Vec::new();
+        collect_columns(expr, &mut read);
+        if let Some(column) = read.into_iter().find(|c| !determined(*c)) {
+            if group_by.is_empty() {
+                return Err(SqlError::new(
+                    1140,
+                    "In aggregated query without GROUP BY, an expression of the select list reads a column outside an aggregate; this is incompatible with sql_mode=only_full_group_by",
+                ));
+            }
+            let name = sources
+                .iter()
+                .zip(offsets)
+                .find_map(|(source, offset)| {
+                    let local = column.checked_sub(*offset)?;
+                    source.table.columns.get(local).map(|c| c.name.clone())
+                })
+                .unwrap_or_default();
+            let place = match position {
+                Some(n) => format!("Expression #{n} of SELECT list"),
+                None => "An expression of HAVING or ORDER BY".to_string(),
+            };
+            return Err(SqlError::new(
+                1055,
+                format!("{place} is not in GROUP BY clause and contains nonaggregated column '{name}' which is not functionally dependent on columns in GROUP BY clause; this is incompatible with sql_mode=only_full_group_by"),
+            ));
+        }
+        Ok(())
+    };
+    for (position, expr) in output.iter().enumerate() {
+        check(expr, Some(position + 1))?;
+    }
+    if let Some(having) = having {
+        check(having, None)?;
+    }
+    for (expr, _) in order_by {
+        check(expr, None)?;
+    }
+    Ok(())
 }
 
 /// The columns `expr` reads (outside aggregates).
 pub fn collect_columns(expr: &Expr, out: &mut Vec<usize>) {
     match expr {
         Expr::Column(index) => out.push(*index),
-        Expr::Literal(_) | Expr::Param(_) | Expr::Session(_) | Expr::Aggregate(_) => {}
+        Expr::Literal(_)
+        | Expr::Param(_)
+        | Expr::Session(_)
+        | Expr::Aggregate(_)
+        | Expr::Outer(_) => {}
         Expr::Not(e) | Expr::Negate(e) | Expr::IsNull(e, _) => collect_columns(e, out),
         Expr::Arithmetic(_, a, b)
         | Expr::Compare(_, a, b)
@@ -689,20 +1106,25 @@ pub fn collect_columns(expr: &Expr, out: &mut Vec<usize>) {
 }
 
 /// The result column an output expression makes.
-fn describe_output(
-    expr: &Expr,
-    name: &str,
-    table: Option<&SqlTable>,
-    compiler: &Compiler<'_>,
-) -> OutputColumn {
+fn describe_output(expr: &Expr, name: &str, compiler: &Compiler<'_>) -> OutputColumn {
+    // The table a joined row's column belongs to, and its own number.
+    let column_of = |index: usize| {
+        compiler.scopes().iter().find_map(|scope| {
+            let local = index.checked_sub(scope.offset)?;
+            (local < scope.table.columns.len()).then_some((scope, local))
+        })
+    };
     // The declared kind must fit every value the expression can give:
     // the binary protocol sends values as their column's type says.
     // Where the value's type is not certain, text.
     let kind = match expr {
         Expr::Column(index) => {
-            if let Some(table) = table {
-                let mut column = OutputColumn::of_column(table, &table.columns[*index]);
+            if let Some((scope, local)) = column_of(*index) {
+                let mut column = OutputColumn::of_column(scope.table, &scope.table.columns[local]);
                 column.name = name.to_string();
+                if let Some(alias) = scope.names.first() {
+                    column.table = alias.clone();
+                }
                 return column;
             }
             ColumnKind::Text(255)
@@ -724,8 +1146,9 @@ fn describe_output(
                 argument: Some(Expr::Column(index)),
                 function,
                 ..
-            }) if table.is_some() => {
-                let sql_type = &table.expect("checked").columns[*index].sql_type;
+            }) if column_of(*index).is_some() => {
+                let (scope, local) = column_of(*index).expect("checked");
+                let sql_type = &scope.table.columns[local].sql_type;
                 match (function, sql_type) {
                     (_, SqlType::Double | SqlType::Float) => ColumnKind::Double,
                     // Exact sums and averages are DECIMALs (an integer sum

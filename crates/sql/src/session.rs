@@ -283,6 +283,7 @@ impl Session {
             let lookup = match &plan.plan {
                 Plan::Select(select) if select.lock == LockMode::CommittedRead => {
                     match (&select.table, &select.access) {
+                        _ if !select.joins.is_empty() || !select.group_by.is_empty() => None,
                         (Some(table), AccessPlan::PrimaryKey(exprs)) => {
                             let view = SessionView { session: self };
                             match access::lookup_key(table, &table.key_columns(), exprs, &[], &view)
@@ -990,8 +991,14 @@ impl Session {
         let (table, access, steps) = match &compiled.plan {
             Plan::Select(select) => {
                 let mut steps = Vec::new();
+                if !select.group_by.is_empty() {
+                    steps.push("group".to_string());
+                }
                 if !select.aggregates.is_empty() {
                     steps.push("aggregate".to_string());
+                }
+                if select.having.is_some() {
+                    steps.push("having".to_string());
                 }
                 if !select.order_by.is_empty() {
                     steps.push(match select.limit {
@@ -1037,16 +1044,32 @@ impl Session {
                 }],
             ),
         };
-        Ok(Response::text_rows(
-            &["table", "access", "sql_node"],
-            vec![vec![
-                table
-                    .map(|t| Value::from(t.as_str()))
-                    .unwrap_or(Value::Null),
-                Value::from(access.as_str()),
-                Value::from(steps.join(", ").as_str()),
-            ]],
-        ))
+        let mut rows = vec![vec![
+            table
+                .map(|t| Value::from(t.as_str()))
+                .unwrap_or(Value::Null),
+            Value::from(access.as_str()),
+            Value::from(steps.join(", ").as_str()),
+        ]];
+        // A joined table's row: how it is read for the earlier rows.
+        if let Plan::Select(select) = &compiled.plan {
+            for join in &select.joins {
+                let how = match (join.correlated, &join.access) {
+                    (false, access) => format!("{}, once", access.describe()),
+                    (true, crate::plan::AccessPlan::PrimaryKey(_)) => {
+                        "primary key lookups, batched over the earlier rows".to_string()
+                    }
+                    (true, access) => format!("{} for each earlier row", access.describe()),
+                };
+                let kind = if join.left { "left join" } else { "join" };
+                rows.push(vec![
+                    Value::from(join.table.name.as_str()),
+                    Value::from(format!("{kind}: {how}")),
+                    Value::from(""),
+                ]);
+            }
+        }
+        Ok(Response::text_rows(&["table", "access", "sql_node"], rows))
     }
 
     fn set(&mut self, set: &ast::Set) -> SqlResult<Response> {
