@@ -10,7 +10,9 @@ use crate::catalog::SqlTable;
 use crate::decimal::Decimal;
 use crate::error::{codes, SqlError, SqlResult};
 use crate::expr::{Aggregate, AggregateFunction, Environment, Expr, Inputs};
-use crate::plan::{AccessPlan, IndexRange, InsertPlan, JoinPlan, RangeEnd, SelectPlan, WritePlan};
+use crate::plan::{
+    AccessPlan, Conflict, IndexRange, InsertPlan, JoinPlan, RangeEnd, SelectPlan, WritePlan,
+};
 use crate::result::Response;
 use crate::types;
 use crate::value;
@@ -713,8 +715,8 @@ fn flush(
         .map_err(|error: ClientError| SqlError::from_client(&error, &table.cluster_name()))
 }
 
-/// Runs an INSERT; returns the response and the first generated
-/// AUTO_INCREMENT value.
+/// Runs an INSERT (or REPLACE, INSERT IGNORE, ON DUPLICATE KEY UPDATE,
+/// INSERT ... SELECT).
 pub fn insert(
     plan: &InsertPlan,
     run: &mut Run<'_>,
@@ -724,19 +726,44 @@ pub fn insert(
     let cluster = run.transaction.cluster();
     let width = table.columns.len();
     let mut rows: Vec<Vec<Option<Value>>> = Vec::with_capacity(plan.rows.len());
-    let inputs = Inputs {
-        row: &[],
-        aggregates: &[],
-        params: run.params,
-    };
-    for exprs in &plan.rows {
-        let mut row: Vec<Option<Value>> = vec![None; width];
-        for (target, expr) in plan.targets.iter().zip(exprs) {
-            if let Some(expr) = expr {
-                row[*target] = Some(expr.eval(&inputs, run.environment)?);
+    match &plan.select {
+        Some(select_plan) => {
+            // The query runs in the statement's transaction; the inserts
+            // commit it.
+            let mut query = Run {
+                transaction: run.transaction,
+                commit: Commit::No,
+                params: run.params,
+                environment: run.environment,
+                counts: run.counts,
+            };
+            let Response::Rows { rows: selected, .. } = select(select_plan, &mut query)? else {
+                unreachable!("a SELECT answers rows")
+            };
+            for values in selected {
+                let mut row: Vec<Option<Value>> = vec![None; width];
+                for (target, value) in plan.targets.iter().zip(values) {
+                    row[*target] = Some(value);
+                }
+                rows.push(row);
             }
         }
-        rows.push(row);
+        None => {
+            let inputs = Inputs {
+                row: &[],
+                aggregates: &[],
+                params: run.params,
+            };
+            for exprs in &plan.rows {
+                let mut row: Vec<Option<Value>> = vec![None; width];
+                for (target, expr) in plan.targets.iter().zip(exprs) {
+                    if let Some(expr) = expr {
+                        row[*target] = Some(expr.eval(&inputs, run.environment)?);
+                    }
+                }
+                rows.push(row);
+            }
+        }
     }
     // AUTO_INCREMENT: NULL, 0 or no value generates one; an explicit one
     // moves the counter past it.
@@ -772,10 +799,10 @@ pub fn insert(
             }
         }
     }
-    let count = rows.len();
-    let zone = run.environment.zone_offset();
-    for (number, row) in rows.into_iter().enumerate() {
-        let mut values: Vec<(u16, client::Value)> = Vec::with_capacity(width);
+    // Every column's value: given, or its DEFAULT, fitted to its type.
+    let mut full: Vec<Vec<Value>> = Vec::with_capacity(rows.len());
+    for row in rows {
+        let mut values = Vec::with_capacity(width);
         for (index, given) in row.into_iter().enumerate() {
             let column = &table.columns[index];
             let value = match given {
@@ -791,28 +818,309 @@ pub fn insert(
                     }
                 },
             };
-            let fitted = fit_column(table, index, &value)?;
-            values.push((index as u16, types::store(&fitted, &column.sql_type, zone)));
+            values.push(fit_column(table, index, &value)?);
         }
-        run.transaction
-            .insert(&table.table, &values)
-            .map_err(|error| SqlError::from_client(&error, &table.cluster_name()))?;
-        if (number + 1) % WRITE_BATCH == 0 && number + 1 < count {
-            check_interrupt(run)?;
-            flush(run.transaction, Commit::No, table)?;
-        }
+        full.push(values);
     }
+    let count = full.len();
+    let (affected, matched) = match &plan.conflict {
+        Conflict::Error => {
+            let zone = run.environment.zone_offset();
+            for (number, row) in full.iter().enumerate() {
+                let values = stored_columns(table, row, 0..width, zone);
+                run.transaction
+                    .insert(&table.table, &values)
+                    .map_err(|error| SqlError::from_client(&error, &table.cluster_name()))?;
+                if (number + 1) % WRITE_BATCH == 0 && number + 1 < count {
+                    check_interrupt(run)?;
+                    flush(run.transaction, Commit::No, table)?;
+                }
+            }
+            (count as u64, count as u64)
+        }
+        conflict => {
+            let mut affected = 0;
+            let mut matched = 0;
+            for chunk in full.chunks(WRITE_BATCH) {
+                check_interrupt(run)?;
+                let (a, m) = upsert(table, chunk, conflict, run)?;
+                affected += a;
+                matched += m;
+            }
+            (affected, matched)
+        }
+    };
     flush(run.transaction, run.commit, table)?;
-    let count = count as u64;
+    let skipped = count as u64 - matched.min(count as u64);
     Ok(Response::Ok {
-        affected_rows: count,
-        matched_rows: count,
+        affected_rows: affected,
+        matched_rows: matched,
         last_insert_id: first_generated,
         info: match count {
             1 => String::new(),
-            _ => format!("Records: {count}  Duplicates: 0  Warnings: 0"),
+            _ => format!(
+                "Records: {count}  Duplicates: {}  Warnings: 0",
+                match plan.conflict {
+                    Conflict::Ignore => skipped,
+                    _ => affected.saturating_sub(count as u64),
+                }
+            ),
         },
     })
+}
+
+/// Executes what is queued when `table` has unique indexes: a delete
+/// that must be done before an insert of the same unique values (a
+/// batch's operations on different rows run in any order, and the
+/// insert's unique index row would meet the deleted row's).
+fn flush_if_unique(run: &mut Run<'_>, table: &SqlTable) -> SqlResult<()> {
+    if table
+        .def()
+        .indexes
+        .iter()
+        .any(|index| index.unique.is_some())
+    {
+        flush(run.transaction, Commit::No, table)?;
+    }
+    Ok(())
+}
+
+/// A row of `table` as it stands for an upsert: read before the
+/// statement, or as the statement left it.
+struct Known {
+    row: Option<Vec<Value>>,
+}
+
+/// Inserts `rows` (fitted, complete) into `table`, each meeting an
+/// existing key as `conflict` says; returns (affected, matched) rows as
+/// MySQL counts them: an insert 1, a REPLACE 1 plus the rows it deleted,
+/// an update 2 (1 matched when it changed nothing), a skipped row 0.
+///
+/// Every existing row the new rows' keys name, by primary key and by
+/// each unique index, is read first with an exclusive lock, all in one
+/// round trip; the rows are then decided in order, each seeing what the
+/// ones before it did (docs/design/0030-upserts.md). A row another
+/// transaction inserts meanwhile makes the insert fail with 1062, which
+/// an autocommit statement retries.
+fn upsert(
+    table: &Arc<SqlTable>,
+    rows: &[Vec<Value>],
+    conflict: &Conflict,
+    run: &mut Run<'_>,
+) -> SqlResult<(u64, u64)> {
+    let refused = |error: ClientError| SqlError::from_client(&error, &table.cluster_name());
+    let zone = run.environment.zone_offset();
+    let width = table.columns.len();
+    let unique: Vec<(String, Vec<usize>)> = table
+        .def()
+        .indexes
+        .iter()
+        .filter(|index| index.unique.is_some())
+        .map(|index| {
+            let columns = index.columns.iter().map(|c| *c as usize).collect();
+            (index.name.clone(), columns)
+        })
+        .collect();
+    // Read what every row's keys name.
+    let mut by_key: Vec<client::OpId> = Vec::with_capacity(rows.len());
+    let mut by_unique: Vec<Vec<Option<client::OpId>>> = Vec::with_capacity(rows.len());
+    for row in rows {
+        let key = key_of(table, row, zone);
+        by_key.push(
+            run.transaction
+                .read_if_exists(&table.table, &key, LockMode::Exclusive)
+                .map_err(refused)?,
+        );
+        let mut reads = Vec::with_capacity(unique.len());
+        for (name, columns) in &unique {
+            // A NULL never conflicts in a unique index.
+            if columns.iter().any(|c| row[*c].is_null()) {
+                reads.push(None);
+                continue;
+            }
+            let values: Vec<client::Value> = columns
+                .iter()
+                .map(|c| types::store(&row[*c], &table.columns[*c].sql_type, zone))
+                .collect();
+            reads.push(Some(
+                run.transaction
+                    .read_unique(&table.table, name, &values, LockMode::Exclusive)
+                    .map_err(refused)?,
+            ));
+        }
+        by_unique.push(reads);
+    }
+    flush(run.transaction, Commit::No, table)?;
+    // What each key holds now: read, then as this statement changed it.
+    let mut known: std::collections::HashMap<Vec<u8>, Known> = Default::default();
+    let key_bytes = |row: &[Value]| access::encode_stored_key(&key_of(table, row, zone));
+    for (handle, reads) in by_key.iter().zip(&by_unique) {
+        for handle in std::iter::once(Some(handle)).chain(reads.iter().map(Option::as_ref)) {
+            let Some(handle) = handle else { continue };
+            if let Some(found) = run.transaction.get(*handle) {
+                let row = access::load_row(table, found.values().to_vec(), zone);
+                known
+                    .entry(key_bytes(&row))
+                    .or_insert(Known { row: Some(row) });
+            }
+        }
+    }
+    for row in rows {
+        known.entry(key_bytes(row)).or_insert(Known { row: None });
+    }
+    // The existing row that `row`'s primary key or a unique value names.
+    let conflicts = |known: &std::collections::HashMap<Vec<u8>, Known>, row: &[Value]| {
+        let mut found: Vec<Vec<Value>> = Vec::new();
+        if let Some(Known {
+            row: Some(existing),
+        }) = known.get(&key_bytes(row))
+        {
+            found.push(existing.clone());
+        }
+        for (_, columns) in &unique {
+            if columns.iter().any(|c| row[*c].is_null()) {
+                continue;
+            }
+            for entry in known.values() {
+                let Some(existing) = &entry.row else { continue };
+                let same = columns
+                    .iter()
+                    .all(|c| value::compare(&existing[*c], &row[*c]) == Some(Ordering::Equal));
+                if same
+                    && !found
+                        .iter()
+                        .any(|f| key_of(table, f, zone) == key_of(table, existing, zone))
+                {
+                    found.push(existing.clone());
+                }
+            }
+        }
+        found
+    };
+    let mut touched: HashSet<Vec<u8>> = HashSet::new();
+    let mut affected = 0u64;
+    let mut matched = 0u64;
+    for row in rows {
+        let key = key_bytes(row);
+        let in_the_way = conflicts(&known, row);
+        // A key this statement already wrote: what is queued goes first,
+        // so the operations on it run in order.
+        let again = std::iter::once(&key)
+            .chain(&in_the_way.iter().map(|r| key_bytes(r)).collect::<Vec<_>>())
+            .any(|k| touched.contains(k));
+        if again {
+            flush(run.transaction, Commit::No, table)?;
+            touched.clear();
+        }
+        match conflict {
+            _ if in_the_way.is_empty() => {
+                let values = stored_columns(table, row, 0..width, zone);
+                run.transaction
+                    .insert(&table.table, &values)
+                    .map_err(refused)?;
+                known.insert(
+                    key.clone(),
+                    Known {
+                        row: Some(row.clone()),
+                    },
+                );
+                touched.insert(key);
+                affected += 1;
+                matched += 1;
+            }
+            Conflict::Ignore => {}
+            Conflict::Replace => {
+                let mut replaced_in_place = false;
+                for existing in &in_the_way {
+                    let existing_key = key_bytes(existing);
+                    if existing_key == key {
+                        replaced_in_place = true;
+                        continue;
+                    }
+                    run.transaction
+                        .delete(&table.table, &key_of(table, existing, zone))
+                        .map_err(refused)?;
+                    known.insert(existing_key.clone(), Known { row: None });
+                    touched.insert(existing_key);
+                }
+                if in_the_way.len() > usize::from(replaced_in_place) {
+                    // The rows in the way hold the new row's unique values:
+                    // their deletes must be done before it is written (a
+                    // batch's operations on different rows run in any order).
+                    flush(run.transaction, Commit::No, table)?;
+                    touched.clear();
+                }
+                let values = stored_columns(table, row, 0..width, zone);
+                match replaced_in_place {
+                    true => run.transaction.write(&table.table, &values),
+                    false => run.transaction.insert(&table.table, &values),
+                }
+                .map_err(refused)?;
+                known.insert(
+                    key.clone(),
+                    Known {
+                        row: Some(row.clone()),
+                    },
+                );
+                touched.insert(key);
+                let deleted = in_the_way.len() as u64;
+                affected += 1 + deleted;
+                matched += 1 + deleted;
+            }
+            Conflict::Update(assignments) => {
+                let existing = &in_the_way[0];
+                let mut new = existing.clone();
+                for (column, expr) in assignments {
+                    // Each assignment sees the ones before it; VALUES(c)
+                    // reads the row that was to be inserted.
+                    let mut both = new.clone();
+                    both.extend_from_slice(row);
+                    let inputs = Inputs {
+                        row: &both,
+                        aggregates: &[],
+                        params: run.params,
+                    };
+                    let value = expr.eval(&inputs, run.environment)?;
+                    new[*column] = fit_column(table, *column, &value)?;
+                }
+                let changed: Vec<usize> = (0..width).filter(|i| existing[*i] != new[*i]).collect();
+                let existing_key = key_bytes(existing);
+                if changed.is_empty() {
+                    matched += 1;
+                    continue;
+                }
+                let key_changed = changed.iter().any(|c| table.key_columns().contains(c));
+                if key_changed {
+                    run.transaction
+                        .delete(&table.table, &key_of(table, existing, zone))
+                        .map_err(refused)?;
+                    // The new row may keep the old one's unique values.
+                    flush_if_unique(run, table)?;
+                    touched.clear();
+                    let values = stored_columns(table, &new, 0..width, zone);
+                    run.transaction
+                        .insert(&table.table, &values)
+                        .map_err(refused)?;
+                    known.insert(existing_key.clone(), Known { row: None });
+                    touched.insert(existing_key);
+                    let new_key = key_bytes(&new);
+                    known.insert(new_key.clone(), Known { row: Some(new) });
+                    touched.insert(new_key);
+                } else {
+                    let set = stored_columns(table, &new, changed.into_iter(), zone);
+                    run.transaction
+                        .update(&table.table, &key_of(table, existing, zone), &set)
+                        .map_err(refused)?;
+                    known.insert(existing_key.clone(), Known { row: Some(new) });
+                    touched.insert(existing_key);
+                }
+                affected += 2;
+                matched += 2;
+            }
+            Conflict::Error => unreachable!("plain inserts do not come here"),
+        }
+    }
+    Ok((affected, matched))
 }
 
 /// The rows an UPDATE or DELETE changes, locked.
@@ -914,6 +1222,8 @@ pub fn update(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
             run.transaction
                 .delete(&table.table, &key_of(table, old, zone))
                 .map_err(refused)?;
+            // The new row may keep the old one's unique values.
+            flush_if_unique(run, table)?;
             let values = stored_columns(table, &new, 0..new.len(), zone);
             run.transaction
                 .insert(&table.table, &values)

@@ -227,6 +227,9 @@ pub struct Compiler<'a> {
     /// Columns a join's USING made one: unqualified, they name the
     /// first table's, not an ambiguous pair.
     merged: Vec<String>,
+    /// In ON DUPLICATE KEY UPDATE, where `VALUES(c)` (the row that was
+    /// to be inserted) starts in the row.
+    values_offset: Option<usize>,
     /// The placeholders met, by where they stand: (line, column).
     placeholders: Vec<(u64, u64)>,
     /// Aggregates are allowed and collected here.
@@ -255,6 +258,7 @@ impl<'a> Compiler<'a> {
             scopes,
             aliases: Vec::new(),
             merged: Vec::new(),
+            values_offset: None,
             placeholders: Vec::new(),
             aggregates: None,
             place: "field list",
@@ -264,6 +268,17 @@ impl<'a> Compiler<'a> {
     /// The tables it resolves names in.
     pub fn scopes(&self) -> &[Scope<'a>] {
         &self.scopes
+    }
+
+    /// Resolves names in `scopes` from now on.
+    pub fn set_scopes(&mut self, scopes: Vec<Scope<'a>>) {
+        self.scopes = scopes;
+    }
+
+    /// Lets `VALUES(c)` name the column of the row to insert, which
+    /// starts at `offset` (ON DUPLICATE KEY UPDATE).
+    pub fn set_values_offset(&mut self, offset: Option<usize>) {
+        self.values_offset = offset;
     }
 
     /// Names the columns a join's USING made one.
@@ -561,6 +576,16 @@ impl<'a> Compiler<'a> {
                 distinct,
             });
             return Ok(Expr::Aggregate(list.len() - 1));
+        }
+        if name == "VALUES" {
+            let (Some(offset), [ast::Expr::Identifier(column)]) =
+                (self.values_offset, args.as_slice())
+            else {
+                return Err(SqlError::unsupported(
+                    "VALUES() outside ON DUPLICATE KEY UPDATE",
+                ));
+            };
+            return Ok(Expr::Column(offset + self.column(None, &column.value)?));
         }
         let session = |value| Ok(Expr::Session(value));
         let compiled: Vec<Expr> = args

@@ -159,7 +159,23 @@ pub struct SelectPlan {
     pub needed: Vec<usize>,
 }
 
-/// A compiled INSERT.
+/// What an INSERT does with a row whose primary key or unique index
+/// value a row of the table already has.
+#[derive(Debug)]
+pub enum Conflict {
+    /// Fails with 1062 (INSERT).
+    Error,
+    /// Skips the row (INSERT IGNORE).
+    Ignore,
+    /// Deletes the rows in the way, then inserts (REPLACE).
+    Replace,
+    /// Updates the row in the way with these assignments (ON DUPLICATE
+    /// KEY UPDATE); they read the existing row as columns 0.., and the
+    /// row that was to be inserted (`VALUES(c)`) after it.
+    Update(Vec<(usize, Expr)>),
+}
+
+/// A compiled INSERT (or REPLACE).
 #[derive(Debug)]
 pub struct InsertPlan {
     /// The table.
@@ -168,6 +184,10 @@ pub struct InsertPlan {
     pub targets: Vec<usize>,
     /// The rows (`None`: DEFAULT).
     pub rows: Vec<Vec<Option<Expr>>>,
+    /// INSERT ... SELECT: the rows are this query's.
+    pub select: Option<Box<SelectPlan>>,
+    /// What a row that meets an existing key does.
+    pub conflict: Conflict,
 }
 
 /// A compiled UPDATE or DELETE.
@@ -1411,28 +1431,40 @@ fn compile_insert(
     catalog: &Catalog,
     database: Option<&str>,
 ) -> SqlResult<Compiled> {
-    if insert.on.is_some() || insert.ignore || insert.replace_into || !insert.assignments.is_empty()
-    {
-        return Err(SqlError::unsupported(
-            "INSERT IGNORE, REPLACE, ON DUPLICATE KEY UPDATE and INSERT ... SET",
-        ));
-    }
     let ast::TableObject::TableName(name) = &insert.table else {
         return Err(SqlError::unsupported("INSERT INTO a function"));
     };
+    if insert.insert_alias.is_some() {
+        return Err(SqlError::unsupported("INSERT ... AS alias"));
+    }
+    let current_database = database;
     let (database, table) = table_name(name, database)?;
     let sql_table = catalog.table(&database, &table)?;
-    let targets: Vec<usize> = if insert.columns.is_empty() {
+    let column_of = |name: &str| {
+        sql_table
+            .column_index(name)
+            .ok_or_else(|| SqlError::bad_field(name, "field list"))
+    };
+    // INSERT ... SET a = 1, b = 2 is one row.
+    let set_row: Vec<(usize, &ast::Expr)> = insert
+        .assignments
+        .iter()
+        .map(|assignment| match &assignment.target {
+            ast::AssignmentTarget::ColumnName(name) => {
+                Ok((column_of(&last_ident(name))?, &assignment.value))
+            }
+            _ => Err(SqlError::unsupported("tuple assignments")),
+        })
+        .collect::<SqlResult<_>>()?;
+    let targets: Vec<usize> = if !set_row.is_empty() {
+        set_row.iter().map(|(column, _)| *column).collect()
+    } else if insert.columns.is_empty() {
         (0..sql_table.columns.len()).collect()
     } else {
         insert
             .columns
             .iter()
-            .map(|ident| {
-                sql_table
-                    .column_index(&ident.value)
-                    .ok_or_else(|| SqlError::bad_field(&ident.value, "field list"))
-            })
+            .map(|ident| column_of(&ident.value))
             .collect::<SqlResult<_>>()?
     };
     for (i, target) in targets.iter().enumerate() {
@@ -1446,46 +1478,99 @@ fn compile_insert(
             ));
         }
     }
-    let source = insert
-        .source
-        .as_ref()
-        .ok_or_else(|| SqlError::parse("INSERT without VALUES"))?;
-    let ast::SetExpr::Values(values) = source.body.as_ref() else {
-        return Err(SqlError::unsupported("INSERT ... SELECT"));
-    };
     let mut compiler = Compiler::new(None, None);
-    let mut rows = Vec::with_capacity(values.rows.len());
-    for (number, row) in values.rows.iter().enumerate() {
-        if row.len() != targets.len() {
-            return Err(SqlError::new(
-                codes::WRONG_VALUE_COUNT_ON_ROW,
-                format!(
-                    "Column count doesn't match value count at row {}",
-                    number + 1
-                ),
-            ));
+    let mut rows = Vec::new();
+    let mut select = None;
+    let mut parameter_order = None;
+    let compile_value = |compiler: &mut Compiler<'_>, e: &ast::Expr| match e {
+        // DEFAULT in VALUES: the column's default.
+        ast::Expr::Identifier(ident)
+            if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("DEFAULT") =>
+        {
+            Ok(None)
         }
-        let compiled = row
+        other => compiler.compile(other).map(Some),
+    };
+    if !set_row.is_empty() {
+        let row = set_row
             .iter()
-            .map(|e| match e {
-                // DEFAULT in VALUES: the column's default.
-                ast::Expr::Identifier(ident)
-                    if ident.quote_style.is_none()
-                        && ident.value.eq_ignore_ascii_case("DEFAULT") =>
-                {
-                    Ok(None)
-                }
-                other => compiler.compile(other).map(Some),
-            })
+            .map(|(_, e)| compile_value(&mut compiler, e))
             .collect::<SqlResult<Vec<_>>>()?;
-        rows.push(compiled);
+        rows.push(row);
+    } else {
+        let source = insert
+            .source
+            .as_ref()
+            .ok_or_else(|| SqlError::parse("INSERT without VALUES"))?;
+        match source.body.as_ref() {
+            ast::SetExpr::Values(values) => {
+                for (number, row) in values.rows.iter().enumerate() {
+                    if row.len() != targets.len() {
+                        return Err(SqlError::new(
+                            codes::WRONG_VALUE_COUNT_ON_ROW,
+                            format!(
+                                "Column count doesn't match value count at row {}",
+                                number + 1
+                            ),
+                        ));
+                    }
+                    let compiled = row
+                        .iter()
+                        .map(|e| compile_value(&mut compiler, e))
+                        .collect::<SqlResult<Vec<_>>>()?;
+                    rows.push(compiled);
+                }
+            }
+            ast::SetExpr::Select(_) | ast::SetExpr::Query(_) => {
+                let compiled = compile_select(source, catalog, current_database)?;
+                let Plan::Select(plan) = compiled.plan else {
+                    unreachable!("a query compiles to a SELECT")
+                };
+                if plan.output.len() != targets.len() {
+                    return Err(SqlError::new(
+                        codes::WRONG_VALUE_COUNT_ON_ROW,
+                        "Column count doesn't match value count at row 1",
+                    ));
+                }
+                parameter_order = Some(compiled.parameter_order);
+                select = Some(plan);
+            }
+            other => return Err(SqlError::unsupported(format!("INSERT ... {other}"))),
+        }
     }
+    let conflict = match (&insert.on, insert.replace_into, insert.ignore) {
+        (Some(ast::OnInsert::DuplicateKeyUpdate(assignments)), false, _) => {
+            if select.is_some() {
+                return Err(SqlError::unsupported(
+                    "INSERT ... SELECT ... ON DUPLICATE KEY UPDATE",
+                ));
+            }
+            // The existing row's columns, then VALUES(c): the new row's.
+            compiler.set_scopes(vec![Scope::new(&sql_table, None, 0)]);
+            compiler.set_values_offset(Some(sql_table.columns.len()));
+            let mut compiled = Vec::with_capacity(assignments.len());
+            for assignment in assignments {
+                let ast::AssignmentTarget::ColumnName(name) = &assignment.target else {
+                    return Err(SqlError::unsupported("tuple assignments"));
+                };
+                let column = column_of(&last_ident(name))?;
+                compiled.push((column, compiler.compile(&assignment.value)?));
+            }
+            Conflict::Update(compiled)
+        }
+        (Some(_), _, _) => return Err(SqlError::unsupported("this ON clause of INSERT")),
+        (None, true, _) => Conflict::Replace,
+        (None, false, true) => Conflict::Ignore,
+        (None, false, false) => Conflict::Error,
+    };
     Ok(Compiled {
-        parameter_order: compiler.parameter_order(),
+        parameter_order: parameter_order.unwrap_or_else(|| compiler.parameter_order()),
         plan: Plan::Insert(InsertPlan {
             table: sql_table,
             targets,
             rows,
+            select,
+            conflict,
         }),
     })
 }

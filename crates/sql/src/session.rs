@@ -763,8 +763,14 @@ impl Session {
                     continue;
                 }
             }
-            let retry =
-                autocommit && error.code == codes::LOCK_DEADLOCK && attempt < AUTOCOMMIT_ATTEMPTS;
+            // An upsert that met a row inserted since it looked: again,
+            // now that the row is there to be seen.
+            let raced = error.code == codes::DUP_ENTRY
+                && matches!(&compiled.plan, Plan::Insert(insert)
+                    if !matches!(insert.conflict, crate::plan::Conflict::Error));
+            let retry = autocommit
+                && (error.code == codes::LOCK_DEADLOCK || raced)
+                && attempt < AUTOCOMMIT_ATTEMPTS;
             if !retry {
                 return Err(error);
             }
