@@ -107,6 +107,16 @@ enum Command {
         /// each while it waits for the cluster. Default: one per core.
         #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
         threads: Option<u16>,
+        /// TLS: the certificate chain (PEM) the SQL port offers; clients
+        /// ask for TLS as MySQL's do (`--ssl`, `sslMode=REQUIRED`).
+        #[arg(long, requires = "tls_key")]
+        tls_cert: Option<std::path::PathBuf>,
+        /// TLS: the certificate's private key (PEM).
+        #[arg(long, requires = "tls_cert")]
+        tls_key: Option<std::path::PathBuf>,
+        /// Refuse logins that do not come over TLS (error 3159).
+        #[arg(long)]
+        require_secure_transport: bool,
     },
     /// Load generators.
     Bench {
@@ -328,7 +338,19 @@ fn main() -> ExitCode {
             port,
             bind,
             threads,
-        } => run_sql(&mgmd, &bind, port, threads.map(usize::from)),
+            tls_cert,
+            tls_key,
+            require_secure_transport,
+        } => {
+            let options = sqlnode::Options {
+                loops: threads.map(usize::from),
+                tls: tls_cert
+                    .zip(tls_key)
+                    .map(|(certificate, key)| sqlnode::TlsFiles { certificate, key }),
+                require_secure_transport,
+            };
+            run_sql(&mgmd, &bind, port, options)
+        }
         Command::Secret { file } => admission::ClusterSecret::create_file(&file)
             .map_err(|error| format!("cannot write a new secret to {}: {error}", file.display())),
         Command::Demo(options) => demo::run(options),
@@ -345,11 +367,11 @@ fn main() -> ExitCode {
 /// `tessera sql`: serves until the process is stopped (a SQL node keeps
 /// nothing: stopping it loses only its connections' open transactions,
 /// which roll back).
-fn run_sql(mgmd: &str, bind: &str, port: u16, threads: Option<usize>) -> Result<(), String> {
+fn run_sql(mgmd: &str, bind: &str, port: u16, options: sqlnode::Options) -> Result<(), String> {
     let address: std::net::SocketAddr = format!("{bind}:{port}")
         .parse()
         .map_err(|error| format!("bad --bind {bind:?}: {error}"))?;
-    let server = sqlnode::start(mgmd, address, threads)?;
+    let server = sqlnode::start(mgmd, address, options)?;
     println!("sql node listening on {}", server.address());
     loop {
         std::thread::park();

@@ -2,7 +2,9 @@
 //! `mysql_native_password` (SHA-1) and the fast path of
 //! `caching_sha2_password` (SHA-256), for both sides: what a client sends
 //! (used by tests and tools) and how a server verifies it from a stored
-//! hash without knowing the password.
+//! hash without knowing the password; and the salted SHA-256 crypt a
+//! server stores for caching_sha2_password and checks a password sent
+//! over TLS against (its full authentication).
 //!
 //! Empty passwords: clients send an empty auth response for both plugins
 //! instead of a scramble. The server checks "stored password is empty and
@@ -109,6 +111,141 @@ pub fn verify_caching_sha2_fast(
     equal_in_constant_time(&sha256(&[&candidate_stage1]), sha256_sha256_password)
 }
 
+/// Rounds of SHA-256 crypt in a stored caching_sha2_password hash
+/// (MySQL's default, written `005` in thousands).
+pub const CACHING_SHA2_ROUNDS: u32 = 5000;
+
+/// Bytes of salt in a stored caching_sha2_password hash.
+pub const CACHING_SHA2_SALT_BYTES: usize = 20;
+
+/// The alphabet of SHA-crypt's base 64.
+const CRYPT_ALPHABET: &[u8; 64] =
+    b"./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// `bytes` repeated to `length` bytes.
+fn repeated(bytes: &[u8; 32], length: usize) -> Vec<u8> {
+    bytes.iter().copied().cycle().take(length).collect()
+}
+
+/// SHA-256 crypt (Ulrich Drepper's "Unix crypt using SHA-256", the `$5$`
+/// scheme) of `password` with `salt` and `rounds`: the 43 characters of
+/// its hash.
+pub fn sha256_crypt(password: &[u8], salt: &[u8], rounds: u32) -> String {
+    let alternate = sha256(&[password, salt, password]);
+    let mut context = Sha256::new();
+    context.update(password);
+    context.update(salt);
+    let mut left = password.len();
+    while left > 32 {
+        context.update(alternate);
+        left -= 32;
+    }
+    context.update(&alternate[..left]);
+    let mut bits = password.len();
+    while bits > 0 {
+        if bits & 1 == 1 {
+            context.update(alternate);
+        } else {
+            context.update(password);
+        }
+        bits >>= 1;
+    }
+    let mut current: [u8; 32] = context.finalize().into();
+    let mut context = Sha256::new();
+    for _ in 0..password.len() {
+        context.update(password);
+    }
+    let password_sequence = repeated(&context.finalize().into(), password.len());
+    let mut context = Sha256::new();
+    for _ in 0..16 + current[0] as usize {
+        context.update(salt);
+    }
+    let salt_sequence = repeated(&context.finalize().into(), salt.len());
+    for round in 0..rounds {
+        let mut context = Sha256::new();
+        if round % 2 == 1 {
+            context.update(&password_sequence);
+        } else {
+            context.update(current);
+        }
+        if round % 3 != 0 {
+            context.update(&salt_sequence);
+        }
+        if round % 7 != 0 {
+            context.update(&password_sequence);
+        }
+        if round % 2 == 1 {
+            context.update(current);
+        } else {
+            context.update(&password_sequence);
+        }
+        current = context.finalize().into();
+    }
+    let mut out = String::with_capacity(43);
+    let mut put = |b2: u8, b1: u8, b0: u8, characters: usize| {
+        let mut word = ((b2 as u32) << 16) | ((b1 as u32) << 8) | b0 as u32;
+        for _ in 0..characters {
+            out.push(CRYPT_ALPHABET[(word & 0x3f) as usize] as char);
+            word >>= 6;
+        }
+    };
+    let c = current;
+    for (a, b, d) in [
+        (0, 10, 20),
+        (21, 1, 11),
+        (12, 22, 2),
+        (3, 13, 23),
+        (24, 4, 14),
+        (15, 25, 5),
+        (6, 16, 26),
+        (27, 7, 17),
+        (18, 28, 8),
+        (9, 19, 29),
+    ] {
+        put(c[a], c[b], c[d], 4);
+    }
+    put(0, c[31], c[30], 3);
+    out
+}
+
+/// What MySQL stores for a caching_sha2_password account:
+/// `$A$005$`, the salt (20 characters) and the SHA-256 crypt hash (43).
+/// `salt` must be 20 characters of the crypt alphabet (`crypt_salt`).
+pub fn caching_sha2_stored(password: &[u8], salt: &[u8]) -> String {
+    let hash = sha256_crypt(password, salt, CACHING_SHA2_ROUNDS);
+    format!(
+        "$A${:03}${}{hash}",
+        CACHING_SHA2_ROUNDS / 1000,
+        String::from_utf8_lossy(salt)
+    )
+}
+
+/// A salt for [`caching_sha2_stored`] from 20 random bytes.
+pub fn crypt_salt(random: &[u8; CACHING_SHA2_SALT_BYTES]) -> [u8; CACHING_SHA2_SALT_BYTES] {
+    random.map(|byte| CRYPT_ALPHABET[(byte & 0x3f) as usize])
+}
+
+/// Whether `password` is the one `stored` (from [`caching_sha2_stored`])
+/// was made from: the full authentication of caching_sha2_password,
+/// where the client sends its password (over TLS).
+pub fn verify_caching_sha2_stored(stored: &str, password: &[u8]) -> bool {
+    let Some(rest) = stored.strip_prefix("$A$") else {
+        return false;
+    };
+    let Some((rounds, salted)) = rest.split_once('$') else {
+        return false;
+    };
+    let Ok(thousands) = rounds.parse::<u32>() else {
+        return false;
+    };
+    if salted.len() != CACHING_SHA2_SALT_BYTES + 43 || !(1..=1000).contains(&thousands) {
+        return false;
+    }
+    let (salt, hash) = salted.split_at(CACHING_SHA2_SALT_BYTES);
+    let computed = sha256_crypt(password, salt.as_bytes(), thousands * 1000);
+    equal_in_constant_time(computed.as_bytes(), hash.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,6 +322,26 @@ mod tests {
             caching_sha2_stage2(b"secret").to_vec(),
             from_hex("3881219d087dd9c634373fd33dfa33a2cb6bfc6c520b64b8bb60ef2ceb534ae7")
         );
+    }
+
+    #[test]
+    fn sha256_crypt_matches_the_published_vectors() {
+        // From the SHA-crypt specification's tests (glibc crypt(3) agrees).
+        assert_eq!(
+            sha256_crypt(b"Hello world!", b"saltstring", 5000),
+            "5B8vYYiY.CVt1RlTTf8KbXBH3hsxY/GNooZaBBGWEc5"
+        );
+        assert_eq!(
+            sha256_crypt(b"Hello world!", b"saltstringsaltst", 10000),
+            "3xv.VbSHBb41AL9AvLeujZkZRBAwqFMz2.opqey6IcA"
+        );
+        let salt = crypt_salt(&[7u8; 20]);
+        let stored = caching_sha2_stored(b"secret", &salt);
+        assert!(stored.starts_with("$A$005$"));
+        assert!(verify_caching_sha2_stored(&stored, b"secret"));
+        assert!(!verify_caching_sha2_stored(&stored, b"Secret"));
+        assert!(!verify_caching_sha2_stored("$A$005$short", b"secret"));
+        assert!(!verify_caching_sha2_stored("", b"secret"));
     }
 
     #[test]

@@ -318,7 +318,9 @@ impl Catalog {
                 primary_key: vec![0],
                 ..empty_def()
             },
-        ];
+        ]
+        .into_iter()
+        .chain(crate::accounts::system_tables());
         for def in system {
             match self.cluster.table(&def.name) {
                 Ok(_) => continue,

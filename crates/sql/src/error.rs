@@ -30,6 +30,10 @@ pub mod codes {
     pub const DB_DROP_EXISTS: u16 = 1008;
     /// Access denied for user.
     pub const ACCESS_DENIED: u16 = 1045;
+    /// Access denied to a database (no privilege there).
+    pub const ACCESS_DENIED_FOR_DB: u16 = 1044;
+    /// A command denied on a table (its privilege not held).
+    pub const TABLE_ACCESS_DENIED: u16 = 1142;
     /// No database selected.
     pub const NO_DB: u16 = 1046;
     /// Unknown command.

@@ -28,6 +28,7 @@
 //! connections' sessions.
 
 mod access;
+pub mod accounts;
 mod auto_increment;
 pub mod catalog;
 mod ddl;
@@ -136,6 +137,10 @@ impl Statistics {
 pub struct Engine {
     /// The schema.
     pub catalog: Catalog,
+    /// Users and privileges.
+    pub accounts: accounts::Accounts,
+    /// caching_sha2_password's fast-path cache of this SQL node.
+    pub fast_auth: accounts::FastAuthCache,
     auto_increment: AutoIncrement,
     /// Counters.
     pub statistics: Statistics,
@@ -150,6 +155,8 @@ impl Engine {
     pub fn new(cluster: &'static Cluster, server: Arc<dyn Server>) -> SqlResult<Arc<Engine>> {
         Ok(Arc::new(Engine {
             catalog: Catalog::open(cluster)?,
+            accounts: accounts::Accounts::new(cluster),
+            fast_auth: accounts::FastAuthCache::default(),
             auto_increment: AutoIncrement::default(),
             statistics: Statistics::default(),
             parse_cache: parse::Cache::default(),

@@ -118,10 +118,97 @@ pub fn parse(text: &str) -> SqlResult<Vec<Statement>> {
     }
 }
 
+/// The MySQL version executable comments are compared with: 8.0.36.
+const COMMENT_VERSION: u32 = 80036;
+
+/// `text` with MySQL's executable comments opened: `/*!40101 SET ... */`
+/// runs its text on a server at or above that version (8.0.36 here: what
+/// mysqldump's preamble relies on), `/*!...*/` always; `/*M!...*/` is
+/// MariaDB's alone and stays a comment. Quoted text is left as it is.
+/// `None` when there is none.
+fn open_executable_comments(text: &str) -> Option<String> {
+    if !text.contains("/*!") {
+        return None;
+    }
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut quote: Option<u8> = None;
+    let mut at = 0;
+    let mut copied = 0;
+    let mut inside = false;
+    let mut opened = false;
+    while at < bytes.len() {
+        let byte = bytes[at];
+        if let Some(q) = quote {
+            if byte == b'\\' && q != b'`' {
+                at += 2;
+                continue;
+            }
+            if byte == q {
+                quote = None;
+            }
+            at += 1;
+            continue;
+        }
+        match byte {
+            b'\'' | b'"' | b'`' => quote = Some(byte),
+            b'/' if bytes[at..].starts_with(b"/*!") && !inside => {
+                out.push_str(&text[copied..at]);
+                let mut start = at + 3;
+                let digits = bytes[start..]
+                    .iter()
+                    .take_while(|b| b.is_ascii_digit())
+                    .count();
+                let version: Option<u32> = match digits {
+                    5 | 6 => text[start..start + digits].parse().ok(),
+                    _ => None,
+                };
+                start += if version.is_some() { digits } else { 0 };
+                opened = true;
+                if version.is_some_and(|v| v > COMMENT_VERSION) {
+                    // For a newer server: a comment here.
+                    let end = text[start..]
+                        .find("*/")
+                        .map_or(text.len(), |e| start + e + 2);
+                    out.push(' ');
+                    at = end;
+                    copied = end;
+                    continue;
+                }
+                out.push(' ');
+                inside = true;
+                at = start;
+                copied = start;
+                continue;
+            }
+            b'*' if inside && bytes[at..].starts_with(b"*/") => {
+                out.push_str(&text[copied..at]);
+                out.push(' ');
+                inside = false;
+                at += 2;
+                copied = at;
+                continue;
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    out.push_str(&text[copied.min(text.len())..]);
+    opened.then_some(out)
+}
+
 /// `text` with what the parser lacks replaced, or `None` when nothing
 /// is. Only a whole statement or its very end is rewritten, never text
 /// inside it (a string literal may hold the same words).
 fn rewrite(text: &str) -> Option<String> {
+    if let Some(opened) = open_executable_comments(text) {
+        return Some(rewrite_statement(&opened).unwrap_or(opened));
+    }
+    rewrite_statement(text)
+}
+
+/// The whole-statement and tail rewrites of [`rewrite`].
+fn rewrite_statement(text: &str) -> Option<String> {
     let trimmed = text.trim_end_matches(|c: char| c.is_whitespace() || c == ';');
     if trimmed
         .trim_start()
@@ -140,6 +227,26 @@ fn rewrite(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn executable_comments_run_up_to_our_version() {
+        let open = |text| {
+            open_executable_comments(text)
+                .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "))
+        };
+        assert_eq!(
+            open("/*!40101 SET @x = 1 */").as_deref(),
+            Some("SET @x = 1")
+        );
+        assert_eq!(
+            open("SELECT /*!40001 SQL_NO_CACHE */ * FROM t").as_deref(),
+            Some("SELECT SQL_NO_CACHE * FROM t")
+        );
+        assert_eq!(open("/*!90000 SET @x = 1 */").as_deref(), Some(""));
+        assert_eq!(open("SELECT '/*!40101 not a comment */'"), None);
+        assert_eq!(open("SELECT 1"), None);
+        assert_eq!(parse("/*!40101 SET @x = 1 */").unwrap().len(), 1);
+    }
 
     #[test]
     fn the_longest_operator_chain_allowed_runs_on_a_statement_stack() {

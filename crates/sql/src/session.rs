@@ -13,6 +13,7 @@
 //! failed with a temporary error before anything committed is retried
 //! here, a few times, before the client hears of it.
 
+use crate::accounts::{self, Account, Grants, Privileges};
 use crate::error::{codes, SqlError, SqlResult};
 use crate::execute::{self, Run, StatementCounts};
 use crate::expr::{Environment, SessionValue};
@@ -25,10 +26,14 @@ use sqlparser::ast;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Attempts of an autocommit statement that meets temporary errors.
 const AUTOCOMMIT_ATTEMPTS: u32 = 4;
+
+/// How long a session's copy of its grants is used before it is read
+/// again.
+const GRANTS_FRESH: Duration = Duration::from_secs(1);
 
 /// A prepared statement.
 #[derive(Clone)]
@@ -49,7 +54,7 @@ pub struct Session {
     engine: Arc<Engine>,
     /// The connection id.
     id: u32,
-    user: String,
+
     database: Option<String>,
     autocommit: bool,
     /// Inside BEGIN ... COMMIT (or with autocommit off).
@@ -78,6 +83,11 @@ pub struct Session {
     reads_in_transaction: bool,
     /// `time_zone` as seconds east of UTC.
     zone: i64,
+    /// The account it logged in as.
+    account: Account,
+    /// What the account was granted, as read at `grants_read`.
+    grants: Grants,
+    grants_read: Instant,
 }
 
 /// A key lookup read ahead of its statement.
@@ -128,19 +138,23 @@ impl Environment for SessionView<'_> {
 }
 
 impl Session {
-    /// A session for connection `id` of `user`, in `database` if given
-    /// (which must exist); `interrupt` is the flag KILL QUERY sets.
+    /// A session for connection `id` of `account` (authenticated), in
+    /// `database` if given (which must exist, and where it must hold a
+    /// privilege); `interrupt` is the flag KILL QUERY sets.
     pub fn new(
         engine: Arc<Engine>,
         id: u32,
-        user: &str,
+        account: Account,
         database: Option<&str>,
         interrupt: Arc<AtomicBool>,
     ) -> SqlResult<Session> {
+        let grants = engine.accounts.grants(&account)?;
         let mut session = Session {
             engine,
             id,
-            user: user.to_string(),
+            account,
+            grants,
+            grants_read: Instant::now(),
             database: None,
             autocommit: true,
             explicit: false,
@@ -199,6 +213,10 @@ impl Session {
     /// USE / COM_INIT_DB.
     pub fn use_database(&mut self, name: &str) -> SqlResult<()> {
         self.engine.catalog.require_database(name)?;
+        self.refresh_grants()?;
+        if !self.grants.any_in(name) {
+            return Err(self.database_denied(name));
+        }
         self.database = Some(name.to_string());
         Ok(())
     }
@@ -212,6 +230,14 @@ impl Session {
     /// only when the client allowed them (`multi`: CLIENT_MULTI_STATEMENTS),
     /// so text built by a client that did not cannot smuggle in a second.
     pub fn query(&mut self, text: &str, multi: bool) -> Vec<SqlResult<Response>> {
+        if let Some(parsed) = accounts::parse(text) {
+            self.statistics().queries.fetch_add(1, Ordering::Relaxed);
+            let result = parsed.and_then(|statement| self.account_statement(&statement));
+            if let Err(error) = &result {
+                self.statistics().error(error.code);
+            }
+            return vec![result];
+        }
         let statements = match self.engine.parse_cache.parse(text) {
             Ok(statements) => statements,
             Err(error) => {
@@ -452,6 +478,111 @@ impl Session {
         result
     }
 
+    /// CREATE USER, DROP USER, ALTER USER, GRANT, REVOKE, SHOW GRANTS.
+    fn account_statement(&mut self, statement: &accounts::Statement) -> SqlResult<Response> {
+        self.refresh_grants()?;
+        if !matches!(statement, accounts::Statement::ShowGrants { .. }) {
+            // An account change commits the open transaction, as DDL does.
+            self.commit_open()?;
+        }
+        let engine = Arc::clone(&self.engine);
+        let database = self.database.clone();
+        engine
+            .accounts
+            .run(statement, &self.account, &self.grants, database.as_deref())
+    }
+
+    /// The account's grants, read again from the cluster when a second
+    /// old: a GRANT or REVOKE on any SQL node reaches open sessions
+    /// within a second (docs/design/0031-users-and-grants.md).
+    fn refresh_grants(&mut self) -> SqlResult<()> {
+        if self.account.is_root() || self.grants_read.elapsed() < GRANTS_FRESH {
+            return Ok(());
+        }
+        self.grants = self.engine.accounts.grants(&self.account)?;
+        self.grants_read = Instant::now();
+        Ok(())
+    }
+
+    fn database_denied(&self, database: &str) -> SqlError {
+        SqlError::new(
+            codes::ACCESS_DENIED_FOR_DB,
+            format!(
+                "Access denied for user {} to database '{database}'",
+                self.account.quoted()
+            ),
+        )
+    }
+
+    /// Error 1142 unless the account holds `needed` at `database`.`table`
+    /// (`command` names the statement in the message).
+    fn require(
+        &mut self,
+        command: &str,
+        database: &str,
+        table: &str,
+        needed: Privileges,
+    ) -> SqlResult<()> {
+        self.refresh_grants()?;
+        if self.grants.allows(database, table, needed) {
+            return Ok(());
+        }
+        if table == "*" {
+            return Err(self.database_denied(database));
+        }
+        Err(SqlError::new(
+            codes::TABLE_ACCESS_DENIED,
+            format!(
+                "{command} command denied to user {} for table '{table}'",
+                self.account.quoted()
+            ),
+        ))
+    }
+
+    /// Checks a data statement's privileges on every table it reads or
+    /// writes.
+    fn authorize(&mut self, plan: &Plan) -> SqlResult<()> {
+        if self.account.is_root() {
+            return Ok(());
+        }
+        let mut checks: Vec<(&'static str, Arc<crate::catalog::SqlTable>, Privileges)> = Vec::new();
+        let reads = |select: &crate::plan::SelectPlan, checks: &mut Vec<_>| {
+            for table in select
+                .table
+                .iter()
+                .chain(select.joins.iter().map(|j| &j.table))
+            {
+                checks.push(("SELECT", Arc::clone(table), Privileges::SELECT));
+            }
+        };
+        match plan {
+            Plan::Select(select) => reads(select, &mut checks),
+            Plan::Insert(insert) => {
+                let needed = match insert.conflict {
+                    crate::plan::Conflict::Replace => Privileges::INSERT.union(Privileges::DELETE),
+                    crate::plan::Conflict::Update(_) => {
+                        Privileges::INSERT.union(Privileges::UPDATE)
+                    }
+                    _ => Privileges::INSERT,
+                };
+                checks.push(("INSERT", Arc::clone(&insert.table), needed));
+                if let Some(select) = &insert.select {
+                    reads(select, &mut checks);
+                }
+            }
+            Plan::Update(write) => {
+                checks.push(("UPDATE", Arc::clone(&write.table), Privileges::UPDATE))
+            }
+            Plan::Delete(write) => {
+                checks.push(("DELETE", Arc::clone(&write.table), Privileges::DELETE))
+            }
+        }
+        for (command, table, needed) in checks {
+            self.require(command, &table.database, &table.name, needed)?;
+        }
+        Ok(())
+    }
+
     fn dispatch(
         &mut self,
         statement: &ast::Statement,
@@ -504,6 +635,7 @@ impl Session {
                 if_not_exists,
                 ..
             } => {
+                self.require("CREATE", &db_name.to_string(), "*", Privileges::CREATE)?;
                 let created = catalog.create_database(&db_name.to_string(), *if_not_exists)?;
                 Ok(Response::affected(created as u64))
             }
@@ -516,12 +648,14 @@ impl Session {
             } => self.drop(*object_type, *if_exists, names, table.as_ref()),
             S::CreateTable(create) => {
                 let (database, table) = table_name(&create.name, self.database.as_deref())?;
+                self.require("CREATE", &database, &table, Privileges::CREATE)?;
                 self.commit_open()?;
                 ddl::create_table(catalog, create, &database, &table)?;
                 Ok(Response::ok())
             }
             S::CreateIndex(create) => {
                 let (database, table) = table_name(&create.table_name, self.database.as_deref())?;
+                self.require("INDEX", &database, &table, Privileges::INDEX)?;
                 self.commit_open()?;
                 ddl::create_index(catalog, create, &database, &table)?;
                 Ok(Response::ok())
@@ -530,15 +664,32 @@ impl Session {
                 self.commit_open()?;
                 for target in table_names {
                     let (database, table) = table_name(&target.name, self.database.as_deref())?;
+                    self.require("DROP", &database, &table, Privileges::DROP)?;
                     ddl::truncate(catalog, &database, &table)?;
                 }
                 Ok(Response::ok())
             }
             S::ShowDatabases { show_options, .. } | S::ShowSchemas { show_options, .. } => {
-                show::databases(
+                let shown = show::databases(
                     catalog,
                     like_filter_position(show_options.filter_position.as_ref()),
-                )
+                )?;
+                // Only the databases the account holds a privilege in.
+                self.refresh_grants()?;
+                Ok(match shown {
+                    Response::Rows { columns, rows } => Response::Rows {
+                        columns,
+                        rows: rows
+                            .into_iter()
+                            .filter(|row| {
+                                row.first()
+                                    .and_then(Value::as_str)
+                                    .is_some_and(|name| self.grants.any_in(name))
+                            })
+                            .collect(),
+                    },
+                    other => other,
+                })
             }
             S::ShowTables {
                 full, show_options, ..
@@ -562,12 +713,14 @@ impl Session {
                 obj_name,
             } => {
                 let (database, table) = table_name(obj_name, self.database.as_deref())?;
+                self.require_any(&database, &table)?;
                 Ok(show::create_table(&*catalog.table(&database, &table)?))
             }
             S::ExplainTable {
                 table_name: name, ..
             } => {
                 let (database, table) = table_name(name, self.database.as_deref())?;
+                self.require_any(&database, &table)?;
                 Ok(show::columns(&*catalog.table(&database, &table)?))
             }
             S::ShowColumns { show_options, .. } => {
@@ -579,6 +732,7 @@ impl Session {
                     return Err(SqlError::parse("SHOW COLUMNS needs FROM table"));
                 };
                 let (database, table) = table_name(name, self.database.as_deref())?;
+                self.require_any(&database, &table)?;
                 Ok(show::columns(&*catalog.table(&database, &table)?))
             }
             S::ShowVariables { filter, global, .. } => {
@@ -625,6 +779,26 @@ impl Session {
                     _ => Err(SqlError::unsupported(format!("SHOW {}", words.join(" ")))),
                 }
             }
+            // A read lock takes nothing (docs/design/0031-users-and-grants.md,
+            // "LOCK TABLES"): a table lock would not hold on the cluster's
+            // other SQL nodes (NDB's are per SQL node too), and what it is
+            // asked for most (mysqldump) reads committed rows anyway. A
+            // write lock, which an application would rely on to exclude
+            // writers, is refused.
+            S::LockTables { tables } => {
+                for lock in tables {
+                    let table = lock.table.value.clone();
+                    let database = self.current_database()?.to_string();
+                    self.require("LOCK TABLES", &database, &table, Privileges::SELECT)?;
+                    if matches!(lock.lock_type, ast::LockTableType::Write { .. }) {
+                        return Err(SqlError::unsupported(format!(
+                            "LOCK TABLES {table} WRITE (a write lock would not exclude the other SQL nodes' writers; use a transaction and SELECT ... FOR UPDATE)"
+                        )));
+                    }
+                }
+                Ok(Response::ok())
+            }
+            S::UnlockTables => Ok(Response::ok()),
             S::Kill { modifier, id } => {
                 let query_only = matches!(modifier, Some(ast::KillType::Query));
                 let id = u32::try_from(*id).unwrap_or(0);
@@ -638,6 +812,27 @@ impl Session {
             }
             other => Err(SqlError::unsupported(first_words(&other.to_string()))),
         }
+    }
+
+    /// Error 1142 unless the account holds some privilege on the table
+    /// (what SHOW CREATE TABLE and DESCRIBE need).
+    fn require_any(&mut self, database: &str, table: &str) -> SqlResult<()> {
+        self.refresh_grants()?;
+        if !self
+            .grants
+            .at(database, table)
+            .without(Privileges::GRANT_OPTION)
+            .is_empty()
+        {
+            return Ok(());
+        }
+        Err(SqlError::new(
+            codes::TABLE_ACCESS_DENIED,
+            format!(
+                "SELECT command denied to user {} for table '{table}'",
+                self.account.quoted()
+            ),
+        ))
     }
 
     fn current_database(&self) -> SqlResult<&str> {
@@ -686,6 +881,7 @@ impl Session {
                 let mut missing = Vec::new();
                 for name in names {
                     let (database, table) = table_name(name, self.database.as_deref())?;
+                    self.require("DROP", &database, &table, Privileges::DROP)?;
                     match catalog.drop_table(&database, &table) {
                         Ok(()) => {}
                         Err(error) if error.code == codes::BAD_TABLE => {
@@ -707,6 +903,7 @@ impl Session {
                     return Err(SqlError::parse("DROP DATABASE names one database"));
                 };
                 let name = name.to_string();
+                self.require("DROP", &name, "*", Privileges::DROP)?;
                 let dropped = catalog.drop_database(&name, if_exists)?;
                 if self.database.as_deref() == Some(name.as_str()) && dropped.is_some() {
                     self.database = None;
@@ -718,6 +915,7 @@ impl Session {
                     return Err(SqlError::parse("DROP INDEX needs ON table"));
                 };
                 let (database, table) = table_name(table, self.database.as_deref())?;
+                self.require("INDEX", &database, &table, Privileges::INDEX)?;
                 for name in names {
                     ddl::drop_index(catalog, &database, &table, &name.to_string())?;
                 }
@@ -740,6 +938,7 @@ impl Session {
             Some(compiled) => compiled,
             None => self.compile(statement)?,
         };
+        self.authorize(&compiled.plan)?;
         let mut replanned = false;
         let mut attempt = 0;
         loop {
@@ -1209,7 +1408,9 @@ impl Session {
             SessionValue::LastInsertId => Value::UInt(self.last_insert_id),
             SessionValue::ConnectionId => Value::UInt(self.id as u64),
             SessionValue::Version => Value::from(variables::VERSION),
-            SessionValue::User => Value::from(format!("{}@localhost", self.user).as_str()),
+            SessionValue::User => {
+                Value::from(format!("{}@{}", self.account.user, self.account.host))
+            }
             SessionValue::RowCount => Value::Int(self.row_count),
         })
     }

@@ -2,11 +2,14 @@
 //! then each command packet answered (docs/design/0027-sql-node.md,
 //! "Protocol"). Bytes in, bytes out: `server` moves them on the socket.
 //!
-//! Authentication, for now: user `root` with no password from a loopback
-//! address, as a fresh MySQL install; anyone else gets 1045. Both
-//! `mysql_native_password` (advertised) and `caching_sha2_password`
-//! clients are accepted: with an empty password both send an empty
-//! response and need no further exchange.
+//! Authentication (docs/design/0031-users-and-grants.md): the account
+//! the user name and address find in the cluster, verified by its plugin
+//! (`mysql_native_password`, advertised; `caching_sha2_password`, its
+//! fast path from this SQL node's cache, its full path, the password
+//! itself, only over TLS), after an auth switch when the client answered
+//! with the other plugin. `root` with no account of its own has no
+//! password and logs in from loopback only, as a fresh MySQL install.
+//! Anything else gets 1045.
 
 use mysql_protocol::{self as wire, Command, PacketWriter, ParamType, ParamValue, WireError};
 use sql::value::Value;
@@ -47,10 +50,24 @@ enum Phase {
     Greeting,
     /// Waiting for the client's handshake response.
     Handshake,
+    /// Waiting for the answer to an auth switch: the scramble answered
+    /// with the account's own plugin.
+    AuthSwitch(Box<Login>),
+    /// caching_sha2_password's full authentication: waiting for the
+    /// password (over TLS).
+    FullAuthentication(Box<Login>),
     /// Serving commands.
     Commands(Box<Session>),
     /// Closed: nothing more is read or written.
     Closed,
+}
+
+/// A login under way: the account found, what the client asked for.
+struct Login {
+    account: sql::accounts::Account,
+    /// The user name as the client sent it.
+    user: String,
+    database: Option<String>,
 }
 
 /// What a prepared statement keeps between executions on the wire side.
@@ -118,8 +135,29 @@ pub struct Connection {
     activity: Arc<std::sync::Mutex<Activity>>,
     /// The flag KILL QUERY sets, handed to the session.
     interrupt: Arc<std::sync::atomic::AtomicBool>,
-    /// The user, once authenticated.
+    /// The account, once authenticated.
+    account: Option<sql::accounts::Account>,
+    /// The user name the client gave (for SHOW PROCESSLIST).
     user: String,
+    /// Whether the connection runs over TLS (a password may be sent in
+    /// it).
+    secure: bool,
+    /// Whether TLS is offered (the server has a certificate).
+    tls_offered: bool,
+    /// Whether a login must come over TLS (`--require-secure-transport`).
+    require_secure: bool,
+    /// The client asked for TLS: the bytes after its request are TLS
+    /// records, for the socket side to take over.
+    tls_requested: bool,
+}
+
+/// How a server's connections may be secured.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Security {
+    /// TLS is offered.
+    pub tls_offered: bool,
+    /// A login without TLS is refused (error 3159).
+    pub require_secure: bool,
 }
 
 impl Connection {
@@ -131,6 +169,7 @@ impl Connection {
         scramble: [u8; 20],
         activity: Arc<std::sync::Mutex<Activity>>,
         interrupt: Arc<std::sync::atomic::AtomicBool>,
+        security: Security,
     ) -> Connection {
         Connection {
             id,
@@ -143,7 +182,31 @@ impl Connection {
             multi_statements: false,
             activity,
             interrupt,
+            account: None,
             user: String::new(),
+            secure: false,
+            tls_offered: security.tls_offered,
+            require_secure: security.require_secure,
+            tls_requested: false,
+        }
+    }
+
+    /// Whether the client asked for TLS since the last call: the socket
+    /// side then runs every byte through TLS, the input left unread
+    /// included (`secured` says it has).
+    pub fn take_tls_request(&mut self) -> bool {
+        std::mem::take(&mut self.tls_requested)
+    }
+
+    /// The connection runs over TLS from now on.
+    pub fn secured(&mut self) {
+        self.secure = true;
+    }
+
+    fn capabilities_offered(&self) -> u32 {
+        match self.tls_offered {
+            true => SERVER_CAPABILITIES | wire::CLIENT_SSL,
+            false => SERVER_CAPABILITIES,
         }
     }
 
@@ -172,7 +235,7 @@ impl Connection {
             server_version: sql::variables::VERSION,
             connection_id: self.id,
             scramble: &self.scramble,
-            capabilities: SERVER_CAPABILITIES,
+            capabilities: self.capabilities_offered(),
             charset: wire::UTF8MB4_GENERAL_CI,
             status: wire::SERVER_STATUS_AUTOCOMMIT,
             auth_plugin: "mysql_native_password",
@@ -211,6 +274,10 @@ impl Connection {
             let payload = packet.payload.into_owned();
             let sequence = packet.sequence;
             self.handle(&payload, sequence, out);
+            if self.tls_requested {
+                // What follows is TLS records, not packets.
+                break;
+            }
         }
         input.drain(..consumed);
     }
@@ -240,6 +307,9 @@ impl Connection {
         let mut writer = PacketWriter::new(sequence.wrapping_add(1));
         match &self.phase {
             Phase::Handshake => self.authenticate(payload, &mut writer, out),
+            Phase::AuthSwitch(_) | Phase::FullAuthentication(_) => {
+                self.continue_login(payload, &mut writer, out)
+            }
             Phase::Commands(_) => self.command(payload, &mut writer, out),
             Phase::Greeting | Phase::Closed => self.phase = Phase::Closed,
         }
@@ -248,11 +318,19 @@ impl Connection {
     fn authenticate(&mut self, payload: &[u8], writer: &mut PacketWriter, out: &mut Vec<u8>) {
         let response = match wire::decode_handshake_response(payload) {
             Ok(wire::HandshakeResponseOrSsl::Response(response)) => response,
-            Ok(wire::HandshakeResponseOrSsl::SslRequest { .. }) => {
-                let error =
-                    SqlError::new(codes::ACCESS_DENIED, "TLS is not offered by this server");
-                self.framing(out, writer).error(&error);
-                self.phase = Phase::Closed;
+            Ok(wire::HandshakeResponseOrSsl::SslRequest { capabilities }) => {
+                if !self.tls_offered || self.secure {
+                    let error = SqlError::new(
+                        codes::ACCESS_DENIED,
+                        "TLS is not offered by this SQL node (start it with --tls-cert and --tls-key)",
+                    );
+                    self.framing(out, writer).error(&error);
+                    self.phase = Phase::Closed;
+                    return;
+                }
+                // The handshake response follows inside TLS.
+                self.capabilities = capabilities & self.capabilities_offered();
+                self.tls_requested = true;
                 return;
             }
             Err(error) => {
@@ -262,40 +340,176 @@ impl Connection {
                 return;
             }
         };
-        self.capabilities = response.capabilities & SERVER_CAPABILITIES;
+        self.capabilities = response.capabilities & self.capabilities_offered();
         self.multi_statements = self.capabilities & wire::CLIENT_MULTI_STATEMENTS != 0;
-        let host = self.peer.ip().to_string();
-        let with_password = if response.auth_response.is_empty() {
-            "NO"
-        } else {
-            "YES"
-        };
-        let allowed = response.user == "root"
-            && self.peer.ip().is_loopback()
-            && response.auth_response.is_empty();
-        if !allowed {
+        if self.require_secure && !self.secure {
             let error = SqlError::new(
-                codes::ACCESS_DENIED,
-                format!(
-                    "Access denied for user '{}'@'{host}' (using password: {with_password})",
-                    response.user
-                ),
+                3159,
+                "Connections using insecure transport are prohibited while --require_secure_transport=ON.",
             );
             self.framing(out, writer).error(&error);
             self.phase = Phase::Closed;
             return;
         }
-        self.user = response.user.clone();
+        let with_password = !response.auth_response.is_empty();
+        let account = match self.engine.accounts.find(&response.user, self.peer.ip()) {
+            Ok(Some(account)) => account,
+            Ok(None) => return self.deny(&response.user, with_password, writer, out),
+            Err(error) => {
+                self.framing(out, writer).error(&error);
+                self.phase = Phase::Closed;
+                return;
+            }
+        };
+        let login = Box::new(Login {
+            account,
+            user: response.user.clone(),
+            database: response.database.clone(),
+        });
+        let client_plugin = response
+            .auth_plugin
+            .as_deref()
+            .unwrap_or("mysql_native_password");
+        let no_password = login.account.authentication.is_empty() && !with_password;
+        if !no_password && client_plugin != login.account.plugin.name() {
+            // The client answered with another plugin: ask again with the
+            // account's (the same scramble).
+            let plugin = login.account.plugin.name();
+            let start = writer.begin(out);
+            wire::encode_auth_switch(out, plugin, &self.scramble);
+            writer.finish(out, start);
+            self.phase = Phase::AuthSwitch(login);
+            return;
+        }
+        self.verify(login, &response.auth_response, writer, out);
+    }
+
+    /// An answer after the handshake response: to an auth switch, or the
+    /// password of caching_sha2_password's full authentication.
+    fn continue_login(&mut self, payload: &[u8], writer: &mut PacketWriter, out: &mut Vec<u8>) {
+        match std::mem::replace(&mut self.phase, Phase::Closed) {
+            Phase::AuthSwitch(login) => self.verify(login, payload, writer, out),
+            Phase::FullAuthentication(login) => {
+                // The password, NUL-terminated, over TLS only: in the clear
+                // it would be readable on the way (clients ask for an RSA
+                // key instead, which this server does not offer).
+                let password = payload.strip_suffix(&[0]).unwrap_or(payload);
+                let stored = String::from_utf8_lossy(&login.account.authentication).into_owned();
+                if !self.secure
+                    || !mysql_protocol::auth::verify_caching_sha2_stored(&stored, password)
+                {
+                    let message = match self.secure {
+                        true => None,
+                        false => Some("caching_sha2_password sends the password on a first login to a SQL node: connect with TLS (once done, this SQL node's cache lets the fast path in without it)"),
+                    };
+                    return self.deny_with(&login.user, true, message, writer, out);
+                }
+                let proof = mysql_protocol::auth::caching_sha2_stage2(password);
+                self.engine.fast_auth.remember(&login.account, proof);
+                self.finish_login(*login, writer, out);
+            }
+            _ => self.phase = Phase::Closed,
+        }
+    }
+
+    /// Checks `response` to the scramble against `login`'s account.
+    fn verify(
+        &mut self,
+        login: Box<Login>,
+        response: &[u8],
+        writer: &mut PacketWriter,
+        out: &mut Vec<u8>,
+    ) {
+        use sql::accounts::Plugin;
+        let stored = &login.account.authentication;
+        let with_password = !response.is_empty();
+        if stored.is_empty() || response.is_empty() {
+            // No password: only the empty answer; a password: never it.
+            return match stored.is_empty() && response.is_empty() {
+                true => self.finish_login(*login, writer, out),
+                false => self.deny(&login.user, with_password, writer, out),
+            };
+        }
+        match login.account.plugin {
+            Plugin::Native => {
+                let good = <&[u8; 20]>::try_from(stored.as_slice()).is_ok_and(|stage2| {
+                    mysql_protocol::auth::verify_native_password(stage2, &self.scramble, response)
+                });
+                match good {
+                    true => self.finish_login(*login, writer, out),
+                    false => self.deny(&login.user, with_password, writer, out),
+                }
+            }
+            Plugin::CachingSha2 => {
+                let cached = self.engine.fast_auth.proof(&login.account);
+                let fast = cached.is_some_and(|proof| {
+                    mysql_protocol::auth::verify_caching_sha2_fast(&proof, &self.scramble, response)
+                });
+                let start = writer.begin(out);
+                match fast {
+                    true => {
+                        wire::encode_auth_more_data(out, &[0x03]);
+                        writer.finish(out, start);
+                        self.finish_login(*login, writer, out);
+                    }
+                    false => {
+                        // Not in the cache (or a wrong password): the
+                        // password itself decides.
+                        wire::encode_auth_more_data(out, &[0x04]);
+                        writer.finish(out, start);
+                        self.phase = Phase::FullAuthentication(login);
+                    }
+                }
+            }
+        }
+    }
+
+    fn deny(
+        &mut self,
+        user: &str,
+        with_password: bool,
+        writer: &mut PacketWriter,
+        out: &mut Vec<u8>,
+    ) {
+        self.deny_with(user, with_password, None, writer, out);
+    }
+
+    fn deny_with(
+        &mut self,
+        user: &str,
+        with_password: bool,
+        reason: Option<&str>,
+        writer: &mut PacketWriter,
+        out: &mut Vec<u8>,
+    ) {
+        let host = self.peer.ip().to_string();
+        let using = if with_password { "YES" } else { "NO" };
+        let mut message =
+            format!("Access denied for user '{user}'@'{host}' (using password: {using})");
+        if let Some(reason) = reason {
+            message.push_str(": ");
+            message.push_str(reason);
+        }
+        let error = SqlError::new(codes::ACCESS_DENIED, message);
+        self.framing(out, writer).error(&error);
+        self.phase = Phase::Closed;
+    }
+
+    /// The account proved: a session in the asked-for database (where it
+    /// must hold a privilege: 1044 otherwise), and the OK.
+    fn finish_login(&mut self, login: Login, writer: &mut PacketWriter, out: &mut Vec<u8>) {
+        self.user = login.user.clone();
         self.show_running(Running::Nothing, &[]);
         let session = Session::new(
             Arc::clone(&self.engine),
             self.id,
-            &response.user,
-            response.database.as_deref(),
+            login.account.clone(),
+            login.database.as_deref(),
             Arc::clone(&self.interrupt),
         );
         match session {
             Ok(session) => {
+                self.account = Some(login.account);
                 self.phase = Phase::Commands(Box::new(session));
                 self.framing(out, writer).ok(0, 0, "");
             }
@@ -338,14 +552,14 @@ impl Connection {
                 self.framing(out, writer).ok(0, 0, "")
             }
             Command::ResetConnection => {
-                let user = self.user.clone();
+                let account = self.account.clone().expect("a session has its account");
                 let database = session.database().map(str::to_string);
                 session.end();
                 self.statements.clear();
                 match Session::new(
                     Arc::clone(&self.engine),
                     self.id,
-                    &user,
+                    account,
                     database.as_deref(),
                     Arc::clone(&self.interrupt),
                 ) {

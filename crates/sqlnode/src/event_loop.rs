@@ -15,6 +15,7 @@
 use crate::connection::MAX_PACKET;
 use crate::server::{self, Client, ClientIo, Shared};
 use crate::task::{Tasks, WakeQueue};
+use crate::tls::Tls;
 use std::io::{self, Write};
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
@@ -281,7 +282,7 @@ fn serve_until_idle(shared: &Arc<Shared>, this: &Arc<LoopShared>, client: &Arc<C
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             let io = &mut *io;
             io.protocol.greet(&mut io.output);
-            let mut closed = client.killed.load(Ordering::Relaxed) || read_available(io);
+            let mut closed = client.killed.load(Ordering::Relaxed) || receive_bytes(io);
             if !closed {
                 *client.since.lock().expect("since lock") = Instant::now();
                 let ClientIo {
@@ -291,6 +292,12 @@ fn serve_until_idle(shared: &Arc<Shared>, this: &Arc<LoopShared>, client: &Arc<C
                     ..
                 } = io;
                 protocol.receive(input, output);
+                if io.protocol.take_tls_request() {
+                    closed |= start_tls(shared, io).is_err();
+                }
+            }
+            if let Some(tls) = &mut io.tls {
+                closed |= tls.encrypt(&mut io.output).is_err();
             }
             closed |= write_all(this, client, io).is_err();
             closed |= io.protocol.is_closed();
@@ -358,24 +365,56 @@ fn forget(shared: &Arc<Shared>, this: &Arc<LoopShared>, client: &Arc<Client>) {
         .remove(&client.id);
 }
 
+/// Reads what the socket holds into the connection's input (through
+/// its TLS session when it has one); true when the peer closed, sent
+/// what does not decode as TLS, or flooded.
+fn receive_bytes(io: &mut ClientIo) -> bool {
+    let Some(tls) = &mut io.tls else {
+        return read_available(&io.stream, &mut io.input);
+    };
+    let closed = read_available(&io.stream, &mut io.records);
+    // Records that came with the end are still taken (a last statement
+    // and the client's close).
+    tls.decrypt(&mut io.records, &mut io.input).is_err() || closed
+}
+
+/// The client asked for TLS: from here on its bytes go through a TLS
+/// session, those already read after its request first.
+fn start_tls(shared: &Shared, io: &mut ClientIo) -> io::Result<()> {
+    let config = shared
+        .tls
+        .as_ref()
+        .ok_or_else(|| io::Error::other("TLS requested where none is offered"))?;
+    let mut tls = Tls::new(config)?;
+    io.records.append(&mut io.input);
+    tls.decrypt(&mut io.records, &mut io.input)?;
+    io.tls = Some(tls);
+    io.protocol.secured();
+    // Plaintext that came in the same read as the handshake's end.
+    if !io.input.is_empty() {
+        io.protocol.receive(&mut io.input, &mut io.output);
+    }
+    Ok(())
+}
+
 /// Reads what the socket holds; true when the peer closed or the input
 /// grew past what a packet may be. A read that does not fill the chunk
 /// took everything there was: the next read would only say WouldBlock (a
 /// system call per statement saved), and bytes that come later raise the
 /// connection again when it is re-armed. Bytes go straight into the
 /// input's spare room: no chunk on the task's stack to clear and copy.
-fn read_available(io: &mut ClientIo) -> bool {
+fn read_available(stream: &std::net::TcpStream, into: &mut Vec<u8>) -> bool {
     const CHUNK: usize = 16 * 1024;
     loop {
-        let start = io.input.len();
-        io.input.reserve(CHUNK);
-        let spare = io.input.spare_capacity_mut();
+        let start = into.len();
+        into.reserve(CHUNK);
+        let spare = into.spare_capacity_mut();
         // SAFETY: recv writes at most CHUNK bytes, within the spare room
         // just reserved; only the bytes it reports written are then
         // counted as the input's.
         let read = unsafe {
             libc::recv(
-                io.stream.as_raw_fd(),
+                stream.as_raw_fd(),
                 spare.as_mut_ptr().cast(),
                 CHUNK.min(spare.len()),
                 0,
@@ -386,8 +425,8 @@ fn read_available(io: &mut ClientIo) -> bool {
             read if read > 0 => {
                 let read = read as usize;
                 // SAFETY: recv initialized these `read` bytes.
-                unsafe { io.input.set_len(start + read) };
-                if io.input.len() > MAX_PACKET + 64 * 1024 {
+                unsafe { into.set_len(start + read) };
+                if into.len() > MAX_PACKET + 64 * 1024 {
                     // More than one whole packet buffered unanswered: the
                     // decoder refuses oversized ones first, so this is a
                     // client flooding without reading.

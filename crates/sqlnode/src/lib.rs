@@ -11,7 +11,9 @@
 //!   deadlines;
 //! - `connection`: one connection's protocol (handshake, authentication,
 //!   commands) over the `sql` engine's session;
-//! - `encode`: results as OK, ERR and result-set packets.
+//! - `encode`: results as OK, ERR and result-set packets;
+//! - `tls`: TLS on the SQL port: the certificate, and records to and
+//!   from a connection's plaintext.
 //!
 //! Architecture invariant: the wire codec is `mysql_protocol`'s (pure
 //! code over bytes), the SQL is `sql`'s; this crate owns only sockets,
@@ -22,17 +24,40 @@ mod encode;
 mod event_loop;
 mod server;
 mod task;
+mod tls;
 
 pub use connection::MAX_PACKET;
-pub use server::SqlServer;
+pub use server::{ServerSecurity, SqlServer};
+pub use tls::TlsFiles;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+/// How `tessera sql` runs.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Event-loop threads (`None`: one per core).
+    pub loops: Option<usize>,
+    /// The certificate and key TLS is offered with (`None`: no TLS).
+    pub tls: Option<TlsFiles>,
+    /// Logins must come over TLS (MySQL's require_secure_transport).
+    pub require_secure_transport: bool,
+}
+
 /// Connects to the cluster through mgmd at `mgmd` and serves SQL on
-/// `address` with `loops` event-loop threads (`None`: one per core).
-pub fn start(mgmd: &str, address: SocketAddr, loops: Option<usize>) -> Result<SqlServer, String> {
-    let loops = loops.unwrap_or_else(|| {
+/// `address` as `options` say.
+pub fn start(mgmd: &str, address: SocketAddr, options: Options) -> Result<SqlServer, String> {
+    let tls = options.tls.as_ref().map(tls::server_config).transpose()?;
+    if options.require_secure_transport && tls.is_none() {
+        return Err(
+            "--require-secure-transport needs TLS: give --tls-cert and --tls-key".to_string(),
+        );
+    }
+    let security = ServerSecurity {
+        tls,
+        require_secure: options.require_secure_transport,
+    };
+    let loops = options.loops.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
     // The first loop reads the data nodes' replies itself (a thread stands
@@ -48,7 +73,7 @@ pub fn start(mgmd: &str, address: SocketAddr, loops: Option<usize>) -> Result<Sq
     // The cluster connection lives as long as the process: sessions'
     // transactions borrow it for 'static.
     let cluster: &'static client::Cluster = Box::leak(Box::new(cluster));
-    SqlServer::start(address, loops, Some(receiver), |server| {
+    SqlServer::start(address, loops, Some(receiver), security, |server| {
         sql::Engine::new(cluster, server)
     })
     .map_err(|error| format!("starting the SQL node on {address}: {error}"))

@@ -11,8 +11,9 @@
 //! statement waiting for a row lock holds nothing but its own task.
 //! SHOW PROCESSLIST and KILL see every connection through the table.
 
-use crate::connection::{Activity, Connection};
+use crate::connection::{Activity, Connection, Security};
 use crate::event_loop::{self, LoopShared};
+use crate::tls::Tls;
 use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -63,10 +64,18 @@ pub(crate) struct ClientIo {
     pub(crate) input: Vec<u8>,
     pub(crate) output: Vec<u8>,
     pub(crate) protocol: Connection,
+    /// The TLS session, once the client asked for one.
+    pub(crate) tls: Option<Tls>,
+    /// TLS records read and not yet decrypted.
+    pub(crate) records: Vec<u8>,
 }
 
 pub(crate) struct Shared {
     pub(crate) listener: TcpListener,
+    /// The TLS configuration, when TLS is offered.
+    pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
+    /// Logins must come over TLS.
+    require_secure: bool,
     pub(crate) stopping: AtomicBool,
     pub(crate) clients: Mutex<HashMap<u32, Arc<Client>>>,
     engine: Mutex<Option<Arc<sql::Engine>>>,
@@ -166,6 +175,15 @@ impl sql::Server for ServerView {
     }
 }
 
+/// How a server's connections are secured.
+#[derive(Clone, Default)]
+pub struct ServerSecurity {
+    /// TLS's configuration, when it is offered.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Logins without TLS are refused.
+    pub require_secure: bool,
+}
+
 impl SqlServer {
     /// Listens on `address` and serves with `loops` event-loop threads,
     /// the first reading the cluster's replies from `receiver` when given;
@@ -175,6 +193,7 @@ impl SqlServer {
         address: SocketAddr,
         loops: usize,
         receiver: Option<Arc<client::Receiver>>,
+        security: ServerSecurity,
         engine: impl FnOnce(Arc<dyn sql::Server>) -> sql::SqlResult<Arc<sql::Engine>>,
     ) -> io::Result<SqlServer> {
         let listener = TcpListener::bind(address)?;
@@ -185,6 +204,8 @@ impl SqlServer {
             .collect::<io::Result<Vec<_>>>()?;
         let shared = Arc::new(Shared {
             listener,
+            tls: security.tls,
+            require_secure: security.require_secure,
             stopping: AtomicBool::new(false),
             clients: Mutex::new(HashMap::new()),
             engine: Mutex::new(None),
@@ -307,6 +328,8 @@ pub(crate) fn accept(shared: &Shared) -> Vec<Arc<Client>> {
                 stream,
                 input: Vec::new(),
                 output: Vec::new(),
+                tls: None,
+                records: Vec::new(),
                 protocol: Connection::new(
                     id,
                     peer,
@@ -314,6 +337,10 @@ pub(crate) fn accept(shared: &Shared) -> Vec<Arc<Client>> {
                     scramble(),
                     Arc::clone(&activity),
                     Arc::clone(&interrupt),
+                    Security {
+                        tls_offered: shared.tls.is_some(),
+                        require_secure: shared.require_secure,
+                    },
                 ),
             }),
             fd,

@@ -1388,8 +1388,29 @@ impl SqlNode {
         SqlNode::start_with(cluster, &["--threads", &threads.to_string()])
     }
 
+    /// As `start`, offering TLS with the certificate and key `files`
+    /// makes (and, with `require_secure`, refusing logins without it).
+    pub fn start_with_tls(
+        cluster: &TestCluster,
+        files: &TlsFiles,
+        require_secure: bool,
+    ) -> SqlNode {
+        let certificate = files.certificate.to_string_lossy().into_owned();
+        let key = files.key.to_string_lossy().into_owned();
+        let mut extra = vec![
+            "--tls-cert",
+            certificate.as_str(),
+            "--tls-key",
+            key.as_str(),
+        ];
+        if require_secure {
+            extra.push("--require-secure-transport");
+        }
+        SqlNode::start_with(cluster, &extra)
+    }
+
     /// As `start`, with `extra` arguments for `tessera sql`.
-    fn start_with(cluster: &TestCluster, extra: &[&str]) -> SqlNode {
+    pub fn start_with(cluster: &TestCluster, extra: &[&str]) -> SqlNode {
         let port = free_port();
         let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
             .args([
@@ -1433,6 +1454,97 @@ impl Drop for SqlNode {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A self-signed certificate and its key for a SQL node's TLS, made with
+/// the openssl command (.ci/run installs it) in a directory of their own.
+pub struct TlsFiles {
+    /// The certificate (PEM).
+    pub certificate: std::path::PathBuf,
+    /// Its key (PEM).
+    pub key: std::path::PathBuf,
+}
+
+impl TlsFiles {
+    /// Makes them under the system's temporary directory, named for `test`.
+    pub fn make(test: &str) -> TlsFiles {
+        let dir = std::env::temp_dir().join(format!("tessera-tls-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let certificate = dir.join("cert.pem");
+        let key = dir.join("key.pem");
+        let status = Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=localhost",
+                "-keyout",
+            ])
+            .arg(&key)
+            .arg("-out")
+            .arg(&certificate)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("the openssl command is installed (.ci/run installs it)");
+        assert!(status.success(), "openssl made a certificate");
+        TlsFiles { certificate, key }
+    }
+}
+
+/// How `mariadb_login` connects.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Login<'a> {
+    /// The user.
+    pub user: &'a str,
+    /// The password (`None`: none given).
+    pub password: Option<&'a str>,
+    /// Over TLS (the certificate not verified).
+    pub tls: bool,
+    /// The database to start in.
+    pub database: Option<&'a str>,
+    /// The address to connect to (`None`: 127.0.0.1).
+    pub host: Option<&'a str>,
+}
+
+/// Runs `sql` with the mariadb client logged in as `login` says
+/// (tab-separated, no headers); `Ok(stdout)` or `Err(stderr)`.
+pub fn mariadb_login(node: &SqlNode, login: Login<'_>, sql: &str) -> Result<String, String> {
+    let mut command = Command::new("mariadb");
+    command.args([
+        "-h",
+        login.host.unwrap_or("127.0.0.1"),
+        "-P",
+        &node.port.to_string(),
+        "-u",
+        login.user,
+        "--batch",
+        "--skip-column-names",
+        "--connect-timeout=20",
+    ]);
+    if let Some(password) = login.password {
+        command.arg(format!("--password={password}"));
+    }
+    match login.tls {
+        true => command.args(["--ssl", "--ssl-verify-server-cert=0"]),
+        false => command.arg("--skip-ssl"),
+    };
+    if let Some(database) = login.database {
+        command.arg(database);
+    }
+    let output = command
+        .args(["-e", sql])
+        .output()
+        .expect("the mariadb client is installed (.ci/run installs it)");
+    match output.status.success() {
+        true => Ok(String::from_utf8_lossy(&output.stdout).into_owned()),
+        false => Err(String::from_utf8_lossy(&output.stderr).into_owned()),
     }
 }
 
