@@ -132,8 +132,8 @@ fn accounts_and_grants_hold_across_sql_nodes() {
     );
     let databases = mariadb_login(&second, app("secret", false), "SHOW DATABASES").unwrap();
     assert_eq!(
-        databases, "shop\n",
-        "only the databases it holds a privilege in"
+        databases, "information_schema\nshop\n",
+        "only the databases it holds a privilege in, and information_schema"
     );
     let denied = mariadb_login(&second, app("secret", false), "CREATE USER 'x'@'%'").unwrap_err();
     assert_eq!(code(&denied), 1227, "{denied}");
@@ -226,4 +226,112 @@ fn require_secure_transport_refuses_plain_logins() {
     let refused = mariadb_login(&node, user(false), "SELECT 1").unwrap_err();
     assert_eq!(code(&refused), 3159, "{refused}");
     assert_eq!(mariadb_login(&node, user(true), "SELECT 1").unwrap(), "1\n");
+}
+
+#[test]
+fn mysqldump_dumps_and_restores_as_accounts_without_root() {
+    let cluster = TestCluster::start(ClusterOptions::pair("mysqldump"));
+    let tls = TlsFiles::make("mysqldump");
+    let node = SqlNode::start_with_tls(&cluster, &tls, false);
+    root(
+        &node,
+        "CREATE DATABASE shop; CREATE DATABASE copy; \
+         CREATE TABLE shop.items (id INT NOT NULL PRIMARY KEY, code VARCHAR(12) NOT NULL, \
+         price DECIMAL(8,2), made DATETIME(3), note TEXT, UNIQUE KEY by_code (code), \
+         KEY by_price (price)); \
+         INSERT INTO shop.items VALUES (1, 'a', 1.50, '2024-01-31 10:30:00.250', 'it''s'), \
+         (2, 'b', NULL, NULL, NULL), (3, 'c', -7, '1999-12-31 23:59:59', 'tab\there'); \
+         CREATE USER 'backup'@'%' IDENTIFIED BY 'b-pw'; GRANT SELECT ON shop.* TO 'backup'@'%'; \
+         CREATE USER 'loader'@'%' IDENTIFIED WITH mysql_native_password BY 'l-pw'; \
+         GRANT ALL ON copy.* TO 'loader'@'%'",
+    );
+    let backup = Login {
+        user: "backup",
+        password: Some("b-pw"),
+        tls: true,
+        database: Some("shop"),
+        ..Login::default()
+    };
+    let indexes = mariadb_login(&node, backup, "SHOW INDEX FROM items").unwrap();
+    let keys: Vec<Vec<&str>> = indexes
+        .lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.split('\t').collect();
+            vec![
+                fields[0], fields[1], fields[2], fields[3], fields[4], fields[10],
+            ]
+        })
+        .collect();
+    assert_eq!(
+        keys,
+        vec![
+            vec!["items", "0", "PRIMARY", "1", "id", "BTREE"],
+            vec!["items", "0", "by_code", "1", "code", "BTREE"],
+            vec!["items", "1", "by_price", "1", "price", "BTREE"],
+        ]
+    );
+    let status = mariadb_login(&node, backup, "SHOW TABLE STATUS LIKE 'item%'").unwrap();
+    let fields: Vec<&str> = status.trim_end().split('\t').collect();
+    assert_eq!(
+        &fields[..5],
+        ["items", "ndbcluster", "10", "Dynamic", "3"],
+        "{status}"
+    );
+
+    let port = node.port.to_string();
+    let dump = std::process::Command::new("mysqldump")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-P",
+            &port,
+            "-u",
+            "backup",
+            "--password=b-pw",
+        ])
+        .args(["--ssl", "--ssl-verify-server-cert=0", "shop"])
+        .output()
+        .expect("mysqldump is installed with the mariadb client");
+    assert!(
+        dump.status.success(),
+        "mysqldump: {}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    let restore = std::process::Command::new("mariadb")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-P",
+            &port,
+            "-u",
+            "loader",
+            "--password=l-pw",
+        ])
+        .args(["--skip-ssl", "copy"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = restore.stdin.as_ref().unwrap();
+        stdin.write_all(&dump.stdout).unwrap();
+    }
+    let restored = restore.wait_with_output().unwrap();
+    assert!(
+        restored.status.success(),
+        "restore: {}",
+        String::from_utf8_lossy(&restored.stderr)
+    );
+    let read = |database: &str| {
+        root(
+            &node,
+            &format!(
+                "SELECT * FROM {database}.items ORDER BY id; SHOW CREATE TABLE {database}.items"
+            ),
+        )
+    };
+    assert_eq!(read("copy"), read("shop"));
+    assert!(read("copy").contains("2024-01-31 10:30:00.250"));
 }

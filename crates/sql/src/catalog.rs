@@ -68,6 +68,9 @@ pub struct SqlTable {
     /// Its declarations row was found (else its columns read as their
     /// cluster types, with no defaults).
     pub declared: bool,
+    /// An information_schema view: no cluster table, rows made by the
+    /// SQL node.
+    pub view: Option<crate::information_schema::View>,
 }
 
 impl SqlTable {
@@ -91,6 +94,21 @@ impl SqlTable {
     /// The cluster table's name, `database/name`.
     pub fn cluster_name(&self) -> String {
         cluster_name(&self.database, &self.name)
+    }
+}
+
+/// Error 1044 for a change to information_schema, which no one may make
+/// (its views are the SQL node's; root included, as in MySQL).
+pub fn refuse_information_schema(database: &str) -> SqlResult<()> {
+    match crate::information_schema::is_it(database) {
+        true => Err(SqlError::new(
+            codes::ACCESS_DENIED_FOR_DB,
+            format!(
+                "Access denied to database '{}': its views are made by the SQL node",
+                crate::information_schema::NAME
+            ),
+        )),
+        false => Ok(()),
     }
 }
 
@@ -345,6 +363,10 @@ impl Catalog {
 
     /// The SQL table `database.name`, from the cache or the cluster.
     pub fn table(&self, database: &str, name: &str) -> SqlResult<Arc<SqlTable>> {
+        if crate::information_schema::is_it(database) {
+            return crate::information_schema::table(name)
+                .ok_or_else(|| SqlError::no_such_table(database, name));
+        }
         let key = (database.to_string(), name.to_string());
         if let Some((table, read_at)) = self.tables.lock().expect("catalog lock").get(&key) {
             if table.declared || read_at.elapsed() < UNDECLARED_FOR {
@@ -376,6 +398,7 @@ impl Catalog {
             columns,
             auto_increment,
             declared,
+            view: None,
         });
         self.tables
             .lock()
@@ -626,6 +649,9 @@ impl Catalog {
 
     /// Whether database `name` exists.
     pub fn database_exists(&self, name: &str) -> SqlResult<bool> {
+        if crate::information_schema::is_it(name) {
+            return Ok(true);
+        }
         self.read_system_row(DATABASES, name, |row| row.is_some())
     }
 
@@ -643,6 +669,7 @@ impl Catalog {
     /// Creates database `name`; `Ok(false)` when it existed and
     /// `if_not_exists` was given.
     pub fn create_database(&self, name: &str, if_not_exists: bool) -> SqlResult<bool> {
+        refuse_information_schema(name)?;
         check_name("database", name)?;
         let table = self.system_table(DATABASES)?;
         let mut transaction = self.cluster.transaction();
@@ -667,6 +694,7 @@ impl Catalog {
     /// Drops database `name` and every table in it; the number of tables
     /// dropped, or `None` when it did not exist and `if_exists` was given.
     pub fn drop_database(&self, name: &str, if_exists: bool) -> SqlResult<Option<usize>> {
+        refuse_information_schema(name)?;
         if !self.database_exists(name)? {
             return match if_exists {
                 true => Ok(None),
@@ -691,6 +719,12 @@ impl Catalog {
 
     /// The tables of database `name`, sorted.
     pub fn tables_of(&self, database: &str) -> SqlResult<Vec<String>> {
+        if crate::information_schema::is_it(database) {
+            return Ok(crate::information_schema::view_names()
+                .into_iter()
+                .map(str::to_string)
+                .collect());
+        }
         let names = self
             .cluster
             .list_tables()

@@ -186,6 +186,16 @@ pub trait Environment {
         0
     }
 
+    /// The rows of an information_schema view, as the session may see
+    /// them; `needed` the columns read (`None`: all).
+    fn view_rows(
+        &self,
+        _view: crate::information_schema::View,
+        _needed: Option<&[usize]>,
+    ) -> SqlResult<Vec<Vec<Value>>> {
+        Ok(Vec::new())
+    }
+
     /// The cluster refused a statement in a way that says `table`'s
     /// definition changed since it was planned: forget it, so that the
     /// next statements are planned from the current one.

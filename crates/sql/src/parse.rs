@@ -207,9 +207,136 @@ fn rewrite(text: &str) -> Option<String> {
     rewrite_statement(text)
 }
 
+/// A name as SHOW statements give it: backticks taken off.
+fn bare(name: &str) -> String {
+    name.trim_matches('`').to_string()
+}
+
+/// A string literal of `text`.
+fn literal(text: &str) -> String {
+    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+/// SHOW INDEX and SHOW TABLE STATUS as the queries of information_schema
+/// they are (MySQL's columns and names); `None` for other text.
+fn show_as_query(trimmed: &str) -> Option<String> {
+    let words: Vec<&str> = trimmed.split_whitespace().collect();
+    let upper: Vec<String> = words.iter().map(|w| w.to_ascii_uppercase()).collect();
+    let upper: Vec<&str> = upper.iter().map(String::as_str).collect();
+    let database_of = |rest: &[&str], rest_upper: &[&str]| -> Option<(String, usize)> {
+        match rest_upper.first() {
+            Some(&"FROM") | Some(&"IN") => Some((literal(&bare(rest.get(1)?)), 2)),
+            _ => Some(("DATABASE()".to_string(), 0)),
+        }
+    };
+    match upper.as_slice() {
+        ["SHOW", "INDEX" | "INDEXES" | "KEYS", "FROM" | "IN", ..] => {
+            let named = bare(words.get(3)?);
+            // `FROM db.t` or `FROM t [FROM db]`.
+            let (database, table, used) = match named.split_once('.') {
+                Some((database, table)) => (literal(&bare(database)), bare(table), 4),
+                None => {
+                    let (database, more) = database_of(&words[4..], &upper[4..])?;
+                    (database, named, 4 + more)
+                }
+            };
+            if used != words.len() {
+                return None;
+            }
+            Some(format!(
+                "SELECT `TABLE_NAME` AS `Table`, `NON_UNIQUE` AS `Non_unique`, `INDEX_NAME` AS `Key_name`, \
+                 `SEQ_IN_INDEX` AS `Seq_in_index`, `COLUMN_NAME` AS `Column_name`, `COLLATION` AS `Collation`, \
+                 `CARDINALITY` AS `Cardinality`, `SUB_PART` AS `Sub_part`, `PACKED` AS `Packed`, \
+                 `NULLABLE` AS `Null`, `INDEX_TYPE` AS `Index_type`, `COMMENT` AS `Comment`, \
+                 `INDEX_COMMENT` AS `Index_comment`, `IS_VISIBLE` AS `Visible`, `EXPRESSION` AS `Expression` \
+                 FROM information_schema.`STATISTICS` WHERE `TABLE_SCHEMA` = {database} AND `TABLE_NAME` = {}",
+                literal(&table)
+            ))
+        }
+        ["SHOW", "TABLE", "STATUS", ..] => {
+            let (database, used) = database_of(&words[3..], &upper[3..])?;
+            let rest = &upper[3 + used..];
+            let like = match rest {
+                [] => String::new(),
+                ["LIKE", ..] => {
+                    // The pattern is the quoted rest of the text.
+                    let at = trimmed.to_ascii_uppercase().rfind("LIKE")? + 4;
+                    format!(" AND `TABLE_NAME` LIKE {}", trimmed[at..].trim())
+                }
+                _ => return None,
+            };
+            Some(format!(
+                "SELECT `TABLE_NAME` AS `Name`, `ENGINE` AS `Engine`, `VERSION` AS `Version`, \
+                 `ROW_FORMAT` AS `Row_format`, `TABLE_ROWS` AS `Rows`, `AVG_ROW_LENGTH` AS `Avg_row_length`, \
+                 `DATA_LENGTH` AS `Data_length`, `MAX_DATA_LENGTH` AS `Max_data_length`, \
+                 `INDEX_LENGTH` AS `Index_length`, `DATA_FREE` AS `Data_free`, \
+                 `AUTO_INCREMENT` AS `Auto_increment`, `CREATE_TIME` AS `Create_time`, \
+                 `UPDATE_TIME` AS `Update_time`, `CHECK_TIME` AS `Check_time`, \
+                 `TABLE_COLLATION` AS `Collation`, `CHECKSUM` AS `Checksum`, \
+                 `CREATE_OPTIONS` AS `Create_options`, `TABLE_COMMENT` AS `Comment` \
+                 FROM information_schema.`TABLES` WHERE `TABLE_SCHEMA` = {database}{like}"
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// Whether `text` is `ALTER TABLE t DISABLE KEYS` or `... ENABLE KEYS`
+/// (executable comments opened): MyISAM's switch for its non-unique
+/// indexes, which mysqldump's dumps send around their INSERTs; InnoDB
+/// and NDB keep every index current and do nothing, nor does Tessera.
+pub fn is_keys_switch(text: &str) -> bool {
+    let opened = open_executable_comments(text);
+    let text = opened.as_deref().unwrap_or(text);
+    let words: Vec<String> = text
+        .trim_end_matches(|c: char| c.is_whitespace() || c == ';')
+        .split_whitespace()
+        .map(str::to_ascii_uppercase)
+        .collect();
+    matches!(
+        words
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice(),
+        ["ALTER", "TABLE", _, "DISABLE" | "ENABLE", "KEYS"]
+    )
+}
+
+/// A SELECT without the hints right after its keyword that change no
+/// result (`SQL_NO_CACHE`, which mysqldump sends, `SQL_CACHE`,
+/// `SQL_BUFFER_RESULT`, `SQL_SMALL_RESULT`, `SQL_BIG_RESULT`,
+/// `HIGH_PRIORITY`); `None` when it has none.
+fn without_select_hints(text: &str) -> Option<String> {
+    const HINTS: [&str; 6] = [
+        "SQL_NO_CACHE",
+        "SQL_CACHE",
+        "SQL_BUFFER_RESULT",
+        "SQL_SMALL_RESULT",
+        "SQL_BIG_RESULT",
+        "HIGH_PRIORITY",
+    ];
+    let (keyword, rest) = text.split_once(char::is_whitespace)?;
+    if !keyword.eq_ignore_ascii_case("SELECT") {
+        return None;
+    }
+    let rest = rest.trim_start();
+    let (word, after) = rest.split_once(char::is_whitespace)?;
+    HINTS
+        .iter()
+        .any(|hint| hint.eq_ignore_ascii_case(word))
+        .then(|| format!("SELECT {after}"))
+}
+
 /// The whole-statement and tail rewrites of [`rewrite`].
 fn rewrite_statement(text: &str) -> Option<String> {
     let trimmed = text.trim_end_matches(|c: char| c.is_whitespace() || c == ';');
+    if let Some(query) = show_as_query(trimmed.trim_start()) {
+        return Some(query);
+    }
+    if let Some(plain) = without_select_hints(trimmed.trim_start()) {
+        return Some(rewrite_statement(&plain).unwrap_or(plain));
+    }
     if trimmed
         .trim_start()
         .eq_ignore_ascii_case("SHOW FULL PROCESSLIST")

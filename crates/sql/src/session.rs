@@ -135,6 +135,19 @@ impl Environment for SessionView<'_> {
     fn zone_offset(&self) -> i64 {
         self.session.zone_offset()
     }
+
+    fn view_rows(
+        &self,
+        view: crate::information_schema::View,
+        needed: Option<&[usize]>,
+    ) -> SqlResult<Vec<Vec<Value>>> {
+        let source = crate::information_schema::Source {
+            catalog: &self.session.engine.catalog,
+            grants: &self.session.grants,
+            needed,
+        };
+        crate::information_schema::rows(view, &source)
+    }
 }
 
 impl Session {
@@ -214,7 +227,7 @@ impl Session {
     pub fn use_database(&mut self, name: &str) -> SqlResult<()> {
         self.engine.catalog.require_database(name)?;
         self.refresh_grants()?;
-        if !self.grants.any_in(name) {
+        if !self.grants.any_in(name) && !crate::information_schema::is_it(name) {
             return Err(self.database_denied(name));
         }
         self.database = Some(name.to_string());
@@ -230,6 +243,10 @@ impl Session {
     /// only when the client allowed them (`multi`: CLIENT_MULTI_STATEMENTS),
     /// so text built by a client that did not cannot smuggle in a second.
     pub fn query(&mut self, text: &str, multi: bool) -> Vec<SqlResult<Response>> {
+        if crate::parse::is_keys_switch(text) {
+            self.statistics().queries.fetch_add(1, Ordering::Relaxed);
+            return vec![Ok(Response::ok())];
+        }
         if let Some(parsed) = accounts::parse(text) {
             self.statistics().queries.fetch_add(1, Ordering::Relaxed);
             let result = parsed.and_then(|statement| self.account_statement(&statement));
@@ -523,6 +540,13 @@ impl Session {
         table: &str,
         needed: Privileges,
     ) -> SqlResult<()> {
+        if crate::information_schema::is_it(database) {
+            // Everyone reads it (each sees what it may); no one changes it.
+            return match needed == Privileges::SELECT {
+                true => Ok(()),
+                false => crate::catalog::refuse_information_schema(database),
+            };
+        }
         self.refresh_grants()?;
         if self.grants.allows(database, table, needed) {
             return Ok(());
@@ -542,6 +566,14 @@ impl Session {
     /// Checks a data statement's privileges on every table it reads or
     /// writes.
     fn authorize(&mut self, plan: &Plan) -> SqlResult<()> {
+        let written = match plan {
+            Plan::Select(_) => None,
+            Plan::Insert(insert) => Some(&insert.table),
+            Plan::Update(write) | Plan::Delete(write) => Some(&write.table),
+        };
+        if let Some(table) = written {
+            crate::catalog::refuse_information_schema(&table.database)?;
+        }
         if self.account.is_root() {
             return Ok(());
         }
@@ -682,9 +714,10 @@ impl Session {
                         rows: rows
                             .into_iter()
                             .filter(|row| {
-                                row.first()
-                                    .and_then(Value::as_str)
-                                    .is_some_and(|name| self.grants.any_in(name))
+                                row.first().and_then(Value::as_str).is_some_and(|name| {
+                                    self.grants.any_in(name)
+                                        || crate::information_schema::is_it(name)
+                                })
                             })
                             .collect(),
                     },
@@ -779,22 +812,20 @@ impl Session {
                     _ => Err(SqlError::unsupported(format!("SHOW {}", words.join(" ")))),
                 }
             }
-            // A read lock takes nothing (docs/design/0031-users-and-grants.md,
+            // Accepted, taking no lock (docs/design/0031-users-and-grants.md,
             // "LOCK TABLES"): a table lock would not hold on the cluster's
-            // other SQL nodes (NDB's are per SQL node too), and what it is
-            // asked for most (mysqldump) reads committed rows anyway. A
-            // write lock, which an application would rely on to exclude
-            // writers, is refused.
+            // other SQL nodes (NDB's are per SQL node too); mysqldump's
+            // dumps take read locks and their restores write locks.
             S::LockTables { tables } => {
                 for lock in tables {
                     let table = lock.table.value.clone();
                     let database = self.current_database()?.to_string();
-                    self.require("LOCK TABLES", &database, &table, Privileges::SELECT)?;
-                    if matches!(lock.lock_type, ast::LockTableType::Write { .. }) {
-                        return Err(SqlError::unsupported(format!(
-                            "LOCK TABLES {table} WRITE (a write lock would not exclude the other SQL nodes' writers; use a transaction and SELECT ... FOR UPDATE)"
-                        )));
-                    }
+                    let needed = match lock.lock_type {
+                        ast::LockTableType::Write { .. } => Privileges::INSERT,
+                        ast::LockTableType::Read { .. } => Privileges::SELECT,
+                    };
+                    self.require("LOCK TABLES", &database, &table, needed)?;
+                    catalog.table(&database, &table)?;
                 }
                 Ok(Response::ok())
             }

@@ -10,8 +10,9 @@ use crate::value::Value;
 
 /// SHOW DATABASES.
 pub fn databases(catalog: &Catalog, pattern: Option<&str>) -> SqlResult<Response> {
-    let rows = catalog
-        .databases()?
+    let mut names = vec![crate::information_schema::NAME.to_string()];
+    names.extend(catalog.databases()?);
+    let rows = names
         .into_iter()
         .filter(|name| crate::variables::name_matches(name, pattern))
         .map(|name| vec![Value::from(name.as_str())])
@@ -49,7 +50,8 @@ pub fn tables(
     })
 }
 
-fn key_of(table: &SqlTable, index: usize) -> &'static str {
+/// COLUMNS's and DESCRIBE's key: PRI, UNI, MUL or nothing.
+pub(crate) fn key_of(table: &SqlTable, index: usize) -> &'static str {
     let id = index as u16;
     let def = table.def();
     if def.primary_key.contains(&id) {
