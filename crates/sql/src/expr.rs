@@ -107,6 +107,15 @@ pub enum SessionValue {
     User,
     /// `FOUND_ROWS()` / `ROW_COUNT()`.
     RowCount,
+    /// NOW(fsp), CURRENT_TIMESTAMP: the statement's start in the session's
+    /// zone.
+    Now(u8),
+    /// UTC_TIMESTAMP().
+    UtcNow,
+    /// CURDATE(), CURRENT_DATE.
+    Today,
+    /// CURTIME(), CURRENT_TIME.
+    TimeOfDay,
 }
 
 /// A scalar function.
@@ -129,6 +138,58 @@ pub enum Function {
     /// SLEEP(seconds): waits, and answers 0; KILL QUERY ends it early
     /// with error 1317.
     Sleep,
+    /// SUBSTRING(s, position[, length]).
+    Substring,
+    /// LEFT(s, n).
+    Left,
+    /// RIGHT(s, n).
+    Right,
+    /// CHAR_LENGTH: characters.
+    CharLength,
+    /// REPLACE(s, from, to).
+    Replace,
+    /// TRIM, LTRIM, RTRIM.
+    Trim(crate::functions::Side),
+    /// CONCAT_WS(separator, ...).
+    ConcatWithSeparator,
+    /// LPAD and RPAD.
+    Pad {
+        /// LPAD.
+        left: bool,
+    },
+    /// LOCATE(needle, haystack[, start]) (and INSTR, its arguments swapped).
+    Locate,
+    /// ROUND(x[, d]).
+    Round,
+    /// TRUNCATE(x, d).
+    Truncate,
+    /// FLOOR.
+    Floor,
+    /// CEILING.
+    Ceiling,
+    /// GREATEST.
+    Greatest,
+    /// LEAST.
+    Least,
+    /// NULLIF(a, b).
+    NullIf,
+    /// DATE_ADD and DATE_SUB, `d + INTERVAL n unit`.
+    DateAdd {
+        /// The interval's unit.
+        unit: crate::temporal::IntervalUnit,
+        /// DATE_SUB.
+        subtract: bool,
+    },
+    /// YEAR(), MONTH(), ... SECOND().
+    DatePart(crate::functions::Part),
+    /// DATE(x).
+    DateOf,
+    /// DATEDIFF(a, b).
+    DateDiff,
+    /// UNIX_TIMESTAMP(d).
+    UnixTimestamp,
+    /// CAST(x AS target).
+    Cast(crate::functions::CastTarget),
 }
 
 /// An aggregate function.
@@ -400,6 +461,13 @@ impl<'a> Compiler<'a> {
                     other => return Err(SqlError::unsupported(format!("operator {other}"))),
                 }
             }
+            E::BinaryOp {
+                left,
+                op: op @ (ast::BinaryOperator::Plus | ast::BinaryOperator::Minus),
+                right,
+            } if matches!(right.as_ref(), ast::Expr::Interval(_)) => {
+                self.date_add(left, right, *op == ast::BinaryOperator::Minus)?
+            }
             E::BinaryOp { left, op, right } => {
                 let l = Box::new(self.compile(left)?);
                 let r = Box::new(self.compile(right)?);
@@ -477,8 +545,140 @@ impl<'a> Compiler<'a> {
                 negated: *negated,
             },
             E::Function(function) => self.function(function)?,
-            E::Cast { expr: inner, .. } => self.compile(inner)?,
+            E::Cast {
+                expr: inner,
+                data_type,
+                ..
+            } => Expr::Function(
+                Function::Cast(Self::cast_target(data_type)?),
+                vec![self.compile(inner)?],
+            ),
+            E::Case {
+                operand,
+                conditions,
+                else_result,
+                ..
+            } => {
+                // Nested IFs: CASE x WHEN v THEN r ... is IF(x = v, r, ...).
+                let operand = operand.as_ref().map(|o| self.compile(o)).transpose()?;
+                let mut result = match else_result {
+                    Some(otherwise) => self.compile(otherwise)?,
+                    None => Expr::Literal(Value::Null),
+                };
+                for branch in conditions.iter().rev() {
+                    let condition = self.compile(&branch.condition)?;
+                    let condition = match &operand {
+                        Some(operand) => Expr::Compare(
+                            CompareOp::Equal,
+                            Box::new(operand.clone()),
+                            Box::new(condition),
+                        ),
+                        None => condition,
+                    };
+                    let then = self.compile(&branch.result)?;
+                    result = Expr::Function(Function::If, vec![condition, then, result]);
+                }
+                result
+            }
+            E::Substring {
+                expr: inner,
+                substring_from,
+                substring_for,
+                ..
+            } => {
+                let mut args = vec![self.compile(inner)?];
+                args.push(match substring_from {
+                    Some(from) => self.compile(from)?,
+                    None => Expr::Literal(Value::Int(1)),
+                });
+                if let Some(length) = substring_for {
+                    args.push(self.compile(length)?);
+                }
+                Expr::Function(Function::Substring, args)
+            }
+            E::Trim {
+                expr: inner,
+                trim_where,
+                trim_what,
+                trim_characters: None,
+            } => {
+                use crate::functions::Side;
+                let side = match trim_where {
+                    Some(ast::TrimWhereField::Leading) => Side::Leading,
+                    Some(ast::TrimWhereField::Trailing) => Side::Trailing,
+                    _ => Side::Both,
+                };
+                let mut args = vec![self.compile(inner)?];
+                if let Some(what) = trim_what {
+                    args.push(self.compile(what)?);
+                }
+                Expr::Function(Function::Trim(side), args)
+            }
+            E::Ceil { expr: inner, .. } => {
+                Expr::Function(Function::Ceiling, vec![self.compile(inner)?])
+            }
+            E::Floor { expr: inner, .. } => {
+                Expr::Function(Function::Floor, vec![self.compile(inner)?])
+            }
             other => return Err(SqlError::unsupported(format!("expression {other}"))),
+        })
+    }
+
+    /// `date + INTERVAL amount unit` (or minus): DATE_ADD and DATE_SUB.
+    /// A bare number for the interval is days (ADDDATE's short form).
+    fn date_add(
+        &mut self,
+        date: &ast::Expr,
+        interval: &ast::Expr,
+        subtract: bool,
+    ) -> SqlResult<Expr> {
+        let (amount, unit) = match interval {
+            ast::Expr::Interval(interval) => {
+                let unit_name = interval
+                    .leading_field
+                    .as_ref()
+                    .map(|field| field.to_string())
+                    .unwrap_or_else(|| "DAY".into());
+                let unit = crate::temporal::IntervalUnit::named(&unit_name)
+                    .ok_or_else(|| SqlError::unsupported(format!("INTERVAL unit {unit_name}")))?;
+                (self.compile(&interval.value)?, unit)
+            }
+            other => (self.compile(other)?, crate::temporal::IntervalUnit::Day),
+        };
+        Ok(Expr::Function(
+            Function::DateAdd { unit, subtract },
+            vec![self.compile(date)?, amount],
+        ))
+    }
+
+    /// CAST's target type.
+    fn cast_target(data_type: &ast::DataType) -> SqlResult<crate::functions::CastTarget> {
+        use crate::functions::CastTarget as C;
+        use ast::DataType as D;
+        let name = data_type.to_string().to_ascii_uppercase();
+        Ok(match data_type {
+            D::Signed | D::SignedInteger => C::Signed,
+            D::Unsigned | D::UnsignedInteger => C::Unsigned,
+            D::Double(_) | D::DoublePrecision | D::Real | D::Float(_) => C::Double,
+            D::Char(_) | D::Character(_) | D::Varchar(_) | D::Binary(_) | D::Text => C::Char,
+            D::Date => C::Date,
+            D::Datetime(fsp) | D::Timestamp(fsp, _) => C::DateTime {
+                fsp: fsp.unwrap_or(0).min(6) as u8,
+            },
+            D::Time(fsp, _) => C::Time {
+                fsp: fsp.unwrap_or(0).min(6) as u8,
+            },
+            D::Decimal(_) | D::Numeric(_) | D::Dec(_) => {
+                match crate::types::of_data_type(data_type)? {
+                    crate::types::SqlType::Decimal { precision, scale } => {
+                        C::Decimal { precision, scale }
+                    }
+                    _ => unreachable!("a DECIMAL type"),
+                }
+            }
+            _ if name.starts_with("SIGNED") => C::Signed,
+            _ if name.starts_with("UNSIGNED") => C::Unsigned,
+            other => return Err(SqlError::unsupported(format!("CAST AS {other}"))),
         })
     }
 
@@ -497,6 +697,11 @@ impl<'a> Compiler<'a> {
                 "TRUE" => return Ok(Expr::Literal(Value::Int(1))),
                 "FALSE" => return Ok(Expr::Literal(Value::Int(0))),
                 "CURRENT_USER" => return Ok(Expr::Session(SessionValue::User)),
+                "CURRENT_TIMESTAMP" | "LOCALTIME" | "LOCALTIMESTAMP" => {
+                    return Ok(Expr::Session(SessionValue::Now(0)))
+                }
+                "CURRENT_DATE" => return Ok(Expr::Session(SessionValue::Today)),
+                "CURRENT_TIME" => return Ok(Expr::Session(SessionValue::TimeOfDay)),
                 _ => {}
             }
         }
@@ -597,6 +802,17 @@ impl<'a> Compiler<'a> {
             };
             return Ok(Expr::Column(offset + self.column(None, &column.value)?));
         }
+        if matches!(
+            name.as_str(),
+            "DATE_ADD" | "ADDDATE" | "DATE_SUB" | "SUBDATE"
+        ) {
+            // Its INTERVAL argument is not an expression of its own.
+            let subtract = name == "DATE_SUB" || name == "SUBDATE";
+            let [date, amount] = args.as_slice() else {
+                return Err(wrong_arguments(&name));
+            };
+            return self.date_add(date, amount, subtract);
+        }
         let session = |value| Ok(Expr::Session(value));
         let compiled: Vec<Expr> = args
             .iter()
@@ -624,6 +840,68 @@ impl<'a> Compiler<'a> {
             "LOWER" | "LCASE" => arity(1).map(|_| Function::Lower)?,
             "ABS" => arity(1).map(|_| Function::Abs)?,
             "SLEEP" => arity(1).map(|_| Function::Sleep)?,
+            "SUBSTRING" | "SUBSTR" | "MID" if (2..=3).contains(&compiled.len()) => {
+                Function::Substring
+            }
+            "LEFT" => arity(2).map(|_| Function::Left)?,
+            "RIGHT" => arity(2).map(|_| Function::Right)?,
+            "CHAR_LENGTH" | "CHARACTER_LENGTH" => arity(1).map(|_| Function::CharLength)?,
+            "REPLACE" => arity(3).map(|_| Function::Replace)?,
+            "TRIM" => arity(1).map(|_| Function::Trim(crate::functions::Side::Both))?,
+            "LTRIM" => arity(1).map(|_| Function::Trim(crate::functions::Side::Leading))?,
+            "RTRIM" => arity(1).map(|_| Function::Trim(crate::functions::Side::Trailing))?,
+            "CONCAT_WS" if compiled.len() >= 2 => Function::ConcatWithSeparator,
+            "LPAD" => arity(3).map(|_| Function::Pad { left: true })?,
+            "RPAD" => arity(3).map(|_| Function::Pad { left: false })?,
+            "LOCATE" if (2..=3).contains(&compiled.len()) => Function::Locate,
+            "INSTR" => {
+                arity(2)?;
+                let mut swapped = compiled;
+                swapped.swap(0, 1);
+                return Ok(Expr::Function(Function::Locate, swapped));
+            }
+            "ROUND" if (1..=2).contains(&compiled.len()) => Function::Round,
+            "TRUNCATE" => arity(2).map(|_| Function::Truncate)?,
+            "FLOOR" => arity(1).map(|_| Function::Floor)?,
+            "CEIL" | "CEILING" => arity(1).map(|_| Function::Ceiling)?,
+            "MOD" => {
+                arity(2)?;
+                let mut args = compiled.into_iter();
+                let (a, b) = (args.next().expect("two"), args.next().expect("two"));
+                return Ok(Expr::Arithmetic(
+                    Arithmetic::Modulo,
+                    Box::new(a),
+                    Box::new(b),
+                ));
+            }
+            "GREATEST" if compiled.len() >= 2 => Function::Greatest,
+            "LEAST" if compiled.len() >= 2 => Function::Least,
+            "NULLIF" => arity(2).map(|_| Function::NullIf)?,
+            "YEAR" => arity(1).map(|_| Function::DatePart(crate::functions::Part::Year))?,
+            "MONTH" => arity(1).map(|_| Function::DatePart(crate::functions::Part::Month))?,
+            "DAY" | "DAYOFMONTH" => {
+                arity(1).map(|_| Function::DatePart(crate::functions::Part::Day))?
+            }
+            "HOUR" => arity(1).map(|_| Function::DatePart(crate::functions::Part::Hour))?,
+            "MINUTE" => arity(1).map(|_| Function::DatePart(crate::functions::Part::Minute))?,
+            "SECOND" => arity(1).map(|_| Function::DatePart(crate::functions::Part::Second))?,
+            "DATE" => arity(1).map(|_| Function::DateOf)?,
+            "DATEDIFF" => arity(2).map(|_| Function::DateDiff)?,
+            "UNIX_TIMESTAMP" if compiled.is_empty() => {
+                return Ok(Expr::Function(
+                    Function::UnixTimestamp,
+                    vec![Expr::Session(SessionValue::Now(6))],
+                ))
+            }
+            "UNIX_TIMESTAMP" => arity(1).map(|_| Function::UnixTimestamp)?,
+            "NOW" | "CURRENT_TIMESTAMP" | "LOCALTIME" | "LOCALTIMESTAMP" | "SYSDATE" => {
+                return fraction_digits(&compiled, &name)
+                    .map(|fsp| Expr::Session(SessionValue::Now(fsp)))
+            }
+            "UTC_TIMESTAMP" => return arity(0).and(session(SessionValue::UtcNow)),
+            "CURDATE" | "CURRENT_DATE" => return arity(0).and(session(SessionValue::Today)),
+            "CURTIME" | "CURRENT_TIME" => return arity(0).and(session(SessionValue::TimeOfDay)),
+
             _ => {
                 return Err(SqlError::new(
                     1305,
@@ -917,6 +1195,21 @@ impl Expr {
     }
 }
 
+/// NOW()'s fractional digits: none, or a constant 0 to 6.
+fn fraction_digits(args: &[Expr], name: &str) -> SqlResult<u8> {
+    match args {
+        [] => Ok(0),
+        [Expr::Literal(value)] => match value.as_u64() {
+            Some(fsp) if fsp <= 6 => Ok(fsp as u8),
+            _ => Err(SqlError::new(
+                1426,
+                format!("Too-big precision specified for '{name}'. Maximum is 6."),
+            )),
+        },
+        _ => Err(wrong_arguments(name)),
+    }
+}
+
 /// The error of a statement stopped by KILL QUERY.
 pub fn interrupted() -> SqlError {
     SqlError::new(codes::QUERY_INTERRUPTED, "Query execution was interrupted")
@@ -935,6 +1228,26 @@ pub fn compare_holds(op: CompareOp, ordering: Ordering) -> bool {
 }
 
 fn apply(
+    function: Function,
+    values: Vec<Value>,
+    environment: &dyn Environment,
+) -> SqlResult<Value> {
+    Ok(match function {
+        Function::Coalesce
+        | Function::If
+        | Function::Concat
+        | Function::Length
+        | Function::Upper
+        | Function::Lower
+        | Function::Abs
+        | Function::Sleep => return apply_basic(function, values, environment),
+        other => crate::functions::apply(other, &values, environment.zone_offset())?,
+    })
+}
+
+/// The first functions: SLEEP, COALESCE, IF, CONCAT, LENGTH, UPPER,
+/// LOWER, ABS.
+fn apply_basic(
     function: Function,
     mut values: Vec<Value>,
     environment: &dyn Environment,
@@ -1010,6 +1323,7 @@ fn apply(
             Value::UInt(x) => Value::UInt(*x),
             v => Value::Double(value::to_f64(v).abs()),
         },
+        other => unreachable!("{other:?} is evaluated by the functions module"),
     })
 }
 

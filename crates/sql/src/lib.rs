@@ -36,6 +36,7 @@ pub mod decimal;
 pub mod error;
 mod execute;
 pub mod expr;
+pub mod functions;
 pub mod information_schema;
 mod parse;
 pub mod plan;

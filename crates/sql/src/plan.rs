@@ -1194,6 +1194,35 @@ fn describe_output(expr: &Expr, name: &str, compiler: &Compiler<'_>) -> OutputCo
         | Expr::InList { .. }
         | Expr::Like { .. }
         | Expr::NullSafeEqual(..) => ColumnKind::BigInt { unsigned: false },
+        Expr::Session(crate::expr::SessionValue::Now(fsp)) => ColumnKind::DateTime(*fsp),
+        Expr::Session(crate::expr::SessionValue::UtcNow) => ColumnKind::DateTime(0),
+        Expr::Session(crate::expr::SessionValue::Today) => ColumnKind::Date,
+        Expr::Session(crate::expr::SessionValue::TimeOfDay) => ColumnKind::Time(0),
+        Expr::Function(
+            crate::expr::Function::DatePart(_)
+            | crate::expr::Function::CharLength
+            | crate::expr::Function::Locate
+            | crate::expr::Function::DateDiff
+            | crate::expr::Function::Length,
+            _,
+        ) => ColumnKind::BigInt { unsigned: false },
+        Expr::Function(crate::expr::Function::DateOf, _) => ColumnKind::Date,
+        Expr::Function(crate::expr::Function::Cast(target), _) => {
+            use crate::functions::CastTarget as C;
+            match target {
+                C::Signed => ColumnKind::BigInt { unsigned: false },
+                C::Unsigned => ColumnKind::BigInt { unsigned: true },
+                C::Decimal { precision, scale } => ColumnKind::Decimal {
+                    precision: *precision,
+                    scale: *scale,
+                },
+                C::Double => ColumnKind::Double,
+                C::Char => ColumnKind::Text(255),
+                C::Date => ColumnKind::Date,
+                C::DateTime { fsp } => ColumnKind::DateTime(*fsp),
+                C::Time { fsp } => ColumnKind::Time(*fsp),
+            }
+        }
         // Arithmetic gives integers or doubles, by its operands' values.
         _ => ColumnKind::Text(255),
     };

@@ -83,6 +83,9 @@ pub struct Session {
     reads_in_transaction: bool,
     /// `time_zone` as seconds east of UTC.
     zone: i64,
+    /// When the running statement began: NOW() is the same all through
+    /// it, as MySQL's.
+    statement_started: std::time::SystemTime,
     /// The account it logged in as.
     account: Account,
     /// What the account was granted, as read at `grants_read`.
@@ -175,6 +178,7 @@ impl Session {
             variables: HashMap::new(),
             user_variables: HashMap::new(),
             zone: 0,
+            statement_started: std::time::SystemTime::now(),
             last_insert_id: 0,
             row_count: 0,
             prepared: HashMap::new(),
@@ -480,6 +484,7 @@ impl Session {
         statistics.queries.fetch_add(1, Ordering::Relaxed);
         // A KILL QUERY that came between statements stops nothing.
         self.interrupt.store(false, Ordering::Relaxed);
+        self.statement_started = std::time::SystemTime::now();
         // SHOW STATUS reports the last data statement's counts: only a
         // data statement replaces them.
         let result = self.dispatch(statement, compiled, params);
@@ -1443,6 +1448,14 @@ impl Session {
                 Value::from(format!("{}@{}", self.account.user, self.account.host))
             }
             SessionValue::RowCount => Value::Int(self.row_count),
+            SessionValue::Now(fsp) => {
+                crate::functions::now(self.statement_started, self.zone, *fsp)
+            }
+            SessionValue::UtcNow => crate::functions::now(self.statement_started, 0, 0),
+            SessionValue::Today => crate::functions::today(self.statement_started, self.zone),
+            SessionValue::TimeOfDay => {
+                crate::functions::time_of_day(self.statement_started, self.zone)
+            }
         })
     }
 
