@@ -51,6 +51,7 @@ fn main() {
         partitions: 0,
         indexes: Vec::new(),
         revision: 0,
+        partition_key: Vec::new(),
     };
     cluster.create_table(&definition).expect("create the table");
     let table = cluster.table(TABLE).unwrap();

@@ -136,6 +136,7 @@ fn create(cluster: &Cluster, name: &str, unique: bool) -> Arc<Table> {
         partitions: 0,
         indexes,
         revision: 0,
+        partition_key: Vec::new(),
     };
     cluster.create_table(&definition).expect("create the table");
     cluster.table(name).expect("the table")

@@ -96,6 +96,7 @@ pub fn run(options: &FailoverOptions, kill: impl FnOnce()) -> Result<FailoverRep
         ],
         primary_key: vec![0],
         partitions: 0,
+        partition_key: Vec::new(),
     };
     match setup.create_table(&definition) {
         Ok(_) => {}

@@ -44,6 +44,7 @@ pub(crate) fn table_definition(name: &str, columns: u32) -> TableDef {
             column("k".into(), int),
             column("round".into(), ColumnType::BigInt { unsigned: true }),
         ],
+        partition_key: Vec::new(),
     };
     definition
         .columns

@@ -445,6 +445,7 @@ fn verify_only_needs_an_existing_keylookup_table_and_a_readable_ledger() {
                 column_type: client::ColumnType::Int { unsigned: true },
                 nullable: false,
             }],
+            partition_key: Vec::new(),
         })
         .expect("create");
     let error = keylookup::run(&verify).unwrap_err();

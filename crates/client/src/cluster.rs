@@ -907,6 +907,7 @@ impl Cluster {
     ///     indexes: Vec::new(), revision: 0,
     ///     id: 0, version: 0, name: "t".into(), partitions: 0, primary_key: vec![0],
     ///     columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: true }, nullable: false }],
+    ///     partition_key: Vec::new(),
     /// })?;
     /// println!("table id {}", created.id);
     /// # Ok::<(), client::ClientError>(())

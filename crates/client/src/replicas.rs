@@ -448,6 +448,7 @@ mod tests {
                 column_type: ColumnType::Int { unsigned: true },
                 nullable: false,
             }],
+            partition_key: Vec::new(),
         }));
         let mut entry = Vec::new();
         table

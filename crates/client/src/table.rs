@@ -23,6 +23,7 @@ use std::sync::{Arc, OnceLock};
 ///     indexes: Vec::new(), revision: 0,
 ///     id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
 ///     columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }],
+///     partition_key: Vec::new(),
 /// });
 /// assert_eq!("K".column_id(table.def()), Some(0));
 /// assert_eq!(0u16.column_id(table.def()), Some(0));
@@ -96,6 +97,7 @@ const ABSENT: u16 = u16::MAX;
 ///         ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: true }, nullable: false },
 ///         ColumnDef { name: "v".into(), column_type: ColumnType::VarChar(8), nullable: true },
 ///     ],
+///     partition_key: Vec::new(),
 /// });
 /// let mut key = Vec::new();
 /// table.encode_key(&[Value::UInt(5)], &mut key).unwrap();
@@ -130,6 +132,7 @@ impl Table {
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
     /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    ///     partition_key: Vec::new(),
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
     /// let table = client::Table::new(def);
     /// assert_eq!(table.name(), "t");
@@ -187,6 +190,7 @@ impl Table {
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
     /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    ///     partition_key: Vec::new(),
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// use signal::signals::{PartitionMap, PartitionPlacement};
     /// use signal::NodeId;
@@ -240,6 +244,7 @@ impl Table {
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
     /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    ///     partition_key: Vec::new(),
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
     /// assert!(client::Table::new(def).map().is_none());
     /// ```
@@ -252,6 +257,7 @@ impl Table {
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
     /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    ///     partition_key: Vec::new(),
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
     /// assert_eq!(client::Table::new(def).map_version(), 0);
     /// ```
@@ -266,6 +272,7 @@ impl Table {
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
     /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 4, primary_key: vec![0],
+    ///     partition_key: Vec::new(),
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// let table = client::Table::new(def);
     /// assert!(table.partition(&[client::Value::Int(9)]).unwrap() < 4);
@@ -309,6 +316,7 @@ impl Table {
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
     /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 4, primary_key: vec![0],
+    ///     partition_key: Vec::new(),
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// let table = client::Table::new(def);
     /// assert!(table.placement(&[client::Value::Int(9)]).unwrap().is_none());
@@ -338,6 +346,7 @@ impl Table {
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
     /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    ///     partition_key: Vec::new(),
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
     /// let table = client::Table::new(def);
     /// assert_eq!(table.def().columns.len(), 1);
@@ -351,6 +360,7 @@ impl Table {
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
     /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    ///     partition_key: Vec::new(),
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
     /// assert_eq!(client::Table::new(def).name(), "t");
     /// ```
@@ -363,6 +373,7 @@ impl Table {
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
     /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    ///     partition_key: Vec::new(),
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Double, nullable: false }] };
     /// let table = client::Table::new(def);
     /// assert_eq!(table.column_id("k").unwrap(), 0);
@@ -405,6 +416,7 @@ impl Table {
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
     /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    ///     partition_key: Vec::new(),
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// let table = client::Table::new(def);
     /// let mut key = Vec::new();
@@ -442,6 +454,7 @@ impl Table {
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
     /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    ///     partition_key: Vec::new(),
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// use client::Value;
     /// let table = client::Table::new(def);
@@ -516,6 +529,7 @@ impl Table {
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
     /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    ///     partition_key: Vec::new(),
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// use client::{Table, Value};
     /// use std::sync::Arc;
@@ -814,6 +828,7 @@ pub(crate) struct RowStorage {
 /// ```
 /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
 /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+///     partition_key: Vec::new(),
 /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
 /// use client::{Table, Value};
 /// use std::sync::Arc;
@@ -839,6 +854,7 @@ impl Row {
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
     /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    ///     partition_key: Vec::new(),
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// # let table = std::sync::Arc::new(client::Table::new(def));
     /// let row = client::Table::decode_row(&table, &[]).unwrap();
@@ -857,6 +873,7 @@ impl Row {
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
     /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    ///     partition_key: Vec::new(),
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// use client::{Table, Value};
     /// let table = std::sync::Arc::new(Table::new(def));
@@ -877,6 +894,7 @@ impl Row {
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
     /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    ///     partition_key: Vec::new(),
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// # let table = std::sync::Arc::new(client::Table::new(def));
     /// let row = client::Table::decode_row(&table, &[]).unwrap();
@@ -902,6 +920,7 @@ impl Row {
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
     /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    ///     partition_key: Vec::new(),
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: true }] };
     /// # let table = std::sync::Arc::new(client::Table::new(def));
     /// let row = client::Table::decode_row(&table, &[]).unwrap();
@@ -917,6 +936,7 @@ impl Row {
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
     /// # let def = TableDef { indexes: vec![], revision: 0, id: 1, version: 1, name: "t".into(), partitions: 1, primary_key: vec![0],
+    ///     partition_key: Vec::new(),
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: false }] };
     /// # let table = std::sync::Arc::new(client::Table::new(def));
     /// let row = client::Table::decode_row(&table, &[]).unwrap();
@@ -992,6 +1012,7 @@ mod tests {
                 column("balance", ColumnType::Double, false),
                 column("note", ColumnType::VarBinary(3), true),
             ],
+            partition_key: Vec::new(),
         }))
     }
 
@@ -1115,6 +1136,7 @@ mod tests {
                 column("huge", ColumnType::BigInt { unsigned: true }, true),
                 column("real", ColumnType::Double, true),
             ],
+            partition_key: Vec::new(),
         }))
     }
 

@@ -31,6 +31,7 @@ fn accounts(partitions: u32) -> TableDef {
             column("id", ColumnType::Int { unsigned: true }, false),
             column("balance", ColumnType::BigInt { unsigned: false }, false),
         ],
+        partition_key: Vec::new(),
     }
 }
 

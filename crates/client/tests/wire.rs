@@ -43,6 +43,7 @@ fn accounts() -> TableDef {
             column("balance", ColumnType::BigInt { unsigned: false }, false),
             column("owner", ColumnType::VarChar(8), true),
         ],
+        partition_key: Vec::new(),
     }
 }
 
@@ -806,6 +807,7 @@ fn counters() -> TableDef {
             column("total", ColumnType::BigInt { unsigned: false }),
             column("count", ColumnType::Int { unsigned: true }),
         ],
+        partition_key: Vec::new(),
     }
 }
 

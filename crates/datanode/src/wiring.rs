@@ -387,6 +387,7 @@ data_dir = "n2"
             }],
             primary_key: vec![0],
             partitions: 0,
+            partition_key: Vec::new(),
         };
         let api = BlockRef::new(NodeId(200), BlockKind::Api, 0);
         let pool = cluster.nodes[0].1.pool();

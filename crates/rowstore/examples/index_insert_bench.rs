@@ -52,6 +52,7 @@ fn table(indexes: usize) -> TableDef {
         partitions: 1,
         indexes: all[..indexes].to_vec(),
         revision: 0,
+        partition_key: Vec::new(),
     }
 }
 

@@ -545,6 +545,7 @@ mod tests {
             ],
             primary_key: vec![0],
             partitions: 1,
+            partition_key: Vec::new(),
         }
     }
 
@@ -673,6 +674,7 @@ mod tests {
             ],
             primary_key: vec![0],
             partitions: 1,
+            partition_key: Vec::new(),
         };
         let layout = RowLayout::new(&table);
         assert!(layout.plain_read.is_some(), "numbers only: plain path");

@@ -40,6 +40,7 @@
 //!     }],
 //!     primary_key: vec![0],
 //!     partitions: 1,
+//!     partition_key: Vec::new(),
 //! };
 //! let layout = RowLayout::new(&table);
 //! let mut memory = PageMemory::new(4 * PAGE_SIZE as u64);
@@ -331,6 +332,7 @@ mod tests {
             ],
             primary_key: vec![0],
             partitions: 1,
+            partition_key: Vec::new(),
         })
     }
 

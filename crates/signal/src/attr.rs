@@ -287,8 +287,16 @@ impl KeyHash {
 
 /// Checks a key section against `table` (exactly the primary-key columns,
 /// in order, not NULL, fitting their types) and hashes its canonical form.
+///
+/// With a partition key (`TableDef::partition_key`), the distribution
+/// half is the same hash of the partition key's values alone, so rows
+/// that share them share a partition; the index half stays the whole
+/// key's.
 pub fn key_hash(table: &TableDef, key: &[u8]) -> Result<KeyHash, ErrorCode> {
     let mut crc = 0u32;
+    // The partition key's values, in the partition key's order.
+    let mut partition_values: [&[u8]; 8] = [&[]; 8];
+    let partitioned = !table.partition_key.is_empty() && table.partition_key != table.primary_key;
     let mut entries = AttrIter::new(key);
     for &column in &table.primary_key {
         let entry = entries.next().ok_or(ErrorCode::NullNotAllowed)??;
@@ -301,9 +309,107 @@ pub fn key_hash(table: &TableDef, key: &[u8]) -> Result<KeyHash, ErrorCode> {
         let canonical_value = canonical(column_type, value);
         crc = stdx::crc::crc32c_append(crc, &(canonical_value.len() as u16).to_le_bytes());
         crc = stdx::crc::crc32c_append(crc, canonical_value);
+        if partitioned {
+            if let Some(position) = table.partition_key.iter().position(|c| *c == column) {
+                if position < partition_values.len() {
+                    partition_values[position] = canonical_value;
+                }
+            }
+        }
     }
     if entries.next().is_some() {
         return Err(ErrorCode::BadRequest);
     }
-    Ok(KeyHash(fmix64(crc as u64 ^ 0x5bd1_e995_0000_0000)))
+    let whole = fmix64(crc as u64 ^ 0x5bd1_e995_0000_0000);
+    if !partitioned {
+        return Ok(KeyHash(whole));
+    }
+    let mut partition_crc = 0u32;
+    for value in &partition_values[..table.partition_key.len().min(partition_values.len())] {
+        partition_crc =
+            stdx::crc::crc32c_append(partition_crc, &(value.len() as u16).to_le_bytes());
+        partition_crc = stdx::crc::crc32c_append(partition_crc, value);
+    }
+    let distribution = fmix64(partition_crc as u64 ^ 0x5bd1_e995_0000_0000);
+    Ok(KeyHash(
+        (distribution & 0xFFFF_FFFF_0000_0000) | (whole & 0xFFFF_FFFF),
+    ))
+}
+
+#[cfg(test)]
+mod partition_key_tests {
+    use super::*;
+    use crate::schema::{ColumnDef, ColumnType};
+
+    fn table(partition_key: Vec<u16>) -> TableDef {
+        TableDef {
+            id: 1,
+            version: 1,
+            name: "db/stock".into(),
+            columns: vec![
+                ColumnDef::new("w_id", ColumnType::Int { unsigned: false }, false),
+                ColumnDef::new("i_id", ColumnType::Int { unsigned: false }, false),
+            ],
+            primary_key: vec![0, 1],
+            partition_key,
+            partitions: 8,
+            indexes: Vec::new(),
+            revision: 0,
+        }
+    }
+
+    fn key(w_id: i32, i_id: i32) -> Vec<u8> {
+        let mut key = Vec::new();
+        append_entry(&mut key, 0, &w_id.to_le_bytes()).unwrap();
+        append_entry(&mut key, 1, &i_id.to_le_bytes()).unwrap();
+        key
+    }
+
+    #[test]
+    fn rows_sharing_the_partition_key_share_a_partition() {
+        let partitioned = table(vec![0]);
+        let a = key_hash(&partitioned, &key(7, 1)).unwrap();
+        let b = key_hash(&partitioned, &key(7, 2)).unwrap();
+        assert_eq!(a.distribution_hash(), b.distribution_hash());
+        assert_ne!(a.index_hash(), b.index_hash());
+        // The index half is the whole key's, as without a partition key.
+        let whole = table(Vec::new());
+        assert_eq!(
+            key_hash(&whole, &key(7, 1)).unwrap().index_hash(),
+            a.index_hash()
+        );
+        // Different warehouses spread.
+        let spread: std::collections::HashSet<u32> = (1..50)
+            .map(|w| {
+                key_hash(&partitioned, &key(w, 1))
+                    .unwrap()
+                    .distribution_hash()
+                    % 8
+            })
+            .collect();
+        assert!(spread.len() > 4, "{spread:?}");
+        // The whole key as partition key is the default.
+        assert_eq!(
+            key_hash(&table(vec![0, 1]), &key(7, 1)).unwrap(),
+            key_hash(&whole, &key(7, 1)).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_partition_key_round_trips_and_must_be_in_the_primary_key() {
+        let partitioned = table(vec![0]);
+        let decoded = TableDef::decode(&partitioned.encode_to_vec()).unwrap();
+        assert_eq!(decoded, partitioned);
+        let plain = table(Vec::new());
+        assert_eq!(TableDef::decode(&plain.encode_to_vec()).unwrap(), plain);
+        let mut outside = table(vec![0]);
+        outside.columns.push(ColumnDef::new(
+            "v",
+            ColumnType::Int { unsigned: false },
+            true,
+        ));
+        outside.partition_key = vec![2];
+        assert!(outside.validate().is_err());
+        assert!(table(vec![0, 0]).validate().is_err());
+    }
 }

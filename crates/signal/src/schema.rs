@@ -204,6 +204,7 @@ impl UniqueTable {
 ///         ColumnDef { name: "v".into(), column_type: ColumnType::VarChar(20), nullable: true },
 ///     ],
 ///     primary_key: vec![0],
+///     partition_key: Vec::new(),
 /// };
 /// assert!(table.validate().is_ok());
 /// let bytes = table.encode_to_vec();
@@ -221,6 +222,12 @@ pub struct TableDef {
     pub columns: Vec<ColumnDef>,
     /// Column ids of the primary key, in key order.
     pub primary_key: Vec<u16>,
+    /// The primary-key columns whose values alone place a row in a
+    /// partition (NDB's `PARTITION BY KEY (w_id)`): rows that share them
+    /// share a partition, so one transaction over them stays on one node
+    /// group. Empty: the whole primary key (docs/design/data-and-routing.md,
+    /// "canonical keys and the hash").
+    pub partition_key: Vec<u16>,
     /// Number of partitions (0 in a create request: dict picks the default).
     pub partitions: u32,
     /// Ordered indexes besides the primary key's.
@@ -279,6 +286,16 @@ impl TableDef {
         }
         if self.primary_key.is_empty() {
             return Err("a table needs a primary key".into());
+        }
+        for (position, column) in self.partition_key.iter().enumerate() {
+            if !self.primary_key.contains(column) {
+                return Err(format!(
+                    "partition key column {column} is not in the primary key"
+                ));
+            }
+            if self.partition_key[..position].contains(column) {
+                return Err(format!("partition key column {column} is named twice"));
+            }
         }
         for (position, &column) in self.primary_key.iter().enumerate() {
             let Some(def) = self.columns.get(column as usize) else {
@@ -430,6 +447,7 @@ impl TableDef {
             partitions: self.partitions,
             indexes: Vec::new(),
             revision: 0,
+            partition_key: Vec::new(),
         })
     }
 
@@ -482,14 +500,21 @@ impl TableDef {
             .iter()
             .filter_map(|index| Some((index.id, index.unique?)))
             .collect();
-        // Definitions without unique indexes end at the revision, as they
-        // did before unique indexes existed.
-        if !unique.is_empty() {
+        // Definitions without unique indexes or a partition key end at the
+        // revision, as they did before unique indexes existed; one with a
+        // partition key has the unique section (maybe empty) before it.
+        if !unique.is_empty() || !self.partition_key.is_empty() {
             writer.u16(unique.len() as u16);
             for (index_id, table) in unique {
                 writer.u32(index_id);
                 writer.u32(table.table_id);
                 writer.u32(table.table_version);
+            }
+        }
+        if !self.partition_key.is_empty() {
+            writer.u16(self.partition_key.len() as u16);
+            for &column in &self.partition_key {
+                writer.u16(column);
             }
         }
     }
@@ -585,6 +610,16 @@ impl TableDef {
                 }
             }
         }
+        let mut partition_key = Vec::new();
+        if !reader.is_empty() {
+            let count = reader.u16().map_err(malformed)? as usize;
+            if count > MAX_COLUMNS {
+                return Err("partition key too long".into());
+            }
+            for _ in 0..count {
+                partition_key.push(reader.u16().map_err(malformed)?);
+            }
+        }
         if !reader.is_empty() {
             return Err("trailing bytes after table definition".into());
         }
@@ -596,6 +631,7 @@ impl TableDef {
             name,
             columns,
             primary_key,
+            partition_key,
             partitions,
         };
         table.validate()?;
@@ -727,6 +763,7 @@ mod tests {
             partitions: 2,
             revision: indexes.iter().map(|index| index.id).max().unwrap_or(0),
             indexes,
+            partition_key: Vec::new(),
         }
     }
 

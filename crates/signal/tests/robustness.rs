@@ -600,6 +600,7 @@ fn tables() -> Vec<TableDef> {
             columns,
             primary_key,
             partitions: 4,
+            partition_key: Vec::new(),
         };
         table.validate().expect("test tables are valid");
         table
@@ -792,6 +793,7 @@ fn random_table(rng: &mut XorShift) -> TableDef {
         columns,
         primary_key: vec![0],
         partitions: edgy_u32(rng),
+        partition_key: Vec::new(),
     }
 }
 

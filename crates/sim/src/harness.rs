@@ -337,6 +337,7 @@ pub fn table_definition(name: &str, columns: &[(&str, ColumnType, bool)]) -> Tab
             .collect(),
         primary_key: vec![0],
         partitions: 0,
+        partition_key: Vec::new(),
     }
 }
 

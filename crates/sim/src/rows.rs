@@ -61,6 +61,7 @@ pub fn bank_table() -> TableDef {
         ],
         primary_key: vec![ID],
         partitions: 0,
+        partition_key: Vec::new(),
     }
 }
 

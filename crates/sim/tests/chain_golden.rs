@@ -42,6 +42,7 @@ fn table() -> TableDef {
         ],
         primary_key: vec![0],
         partitions: 1,
+        partition_key: Vec::new(),
     }
 }
 

@@ -72,6 +72,7 @@ fn table_definition() -> TableDef {
                 unique: None,
             })
             .collect(),
+        partition_key: Vec::new(),
     }
 }
 

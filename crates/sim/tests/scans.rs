@@ -41,6 +41,7 @@ fn table_definition() -> TableDef {
         ],
         primary_key: vec![0, 1],
         partitions: 0,
+        partition_key: Vec::new(),
     }
 }
 

@@ -60,6 +60,7 @@ fn table_definition() -> TableDef {
         partitions: 0,
         revision: 0,
         indexes,
+        partition_key: Vec::new(),
     }
 }
 

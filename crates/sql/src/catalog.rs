@@ -754,6 +754,7 @@ pub fn empty_def() -> TableDef {
         partitions: 0,
         indexes: Vec::new(),
         revision: 0,
+        partition_key: Vec::new(),
     }
 }
 

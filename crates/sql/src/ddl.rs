@@ -277,9 +277,37 @@ pub fn create_table(
     create: &ast::CreateTable,
     database: &str,
     table: &str,
+    partition_by: &[String],
 ) -> SqlResult<()> {
     let (mut def, columns) = table_definition(create, database, table)?;
     def.partitions = catalog.partitions();
+    // PARTITION BY KEY (columns): they alone place a row (every one in
+    // the primary key, as MySQL requires).
+    for name in partition_by {
+        let column = columns
+            .iter()
+            .position(|c| c.name.eq_ignore_ascii_case(name))
+            .ok_or_else(|| {
+                SqlError::new(
+                    codes::KEY_COLUMN_DOES_NOT_EXIST,
+                    format!("Field in list of fields for partition function not found in table: '{name}'"),
+                )
+            })? as u16;
+        if !def.primary_key.contains(&column) {
+            return Err(SqlError::new(
+                1503,
+                "A PRIMARY KEY must include all columns in the table's partitioning function",
+            ));
+        }
+        if !def.partition_key.contains(&column) {
+            def.partition_key.push(column);
+        }
+    }
+    if def.partition_key.len() > 8 {
+        return Err(SqlError::unsupported(
+            "a partition key of more than 8 columns",
+        ));
+    }
     match catalog.create_table(database, table, &def, &columns) {
         Err(error) if error.code == codes::TABLE_EXISTS && create.if_not_exists => Ok(()),
         other => other,

@@ -281,6 +281,48 @@ fn show_as_query(trimmed: &str) -> Option<String> {
     }
 }
 
+/// A CREATE TABLE's `PARTITION BY KEY (columns) [PARTITIONS n]` clause
+/// (or mysqldump's `/*!50100 PARTITION BY KEY (...) */`): the text
+/// without it, and the columns. The cluster places rows by those columns
+/// alone (NDB's practice; its partitions are the cluster's own, so a
+/// count asked for is not kept). `None` when there is none.
+pub fn partition_by_key(text: &str) -> Option<(String, Vec<String>)> {
+    let opened = open_executable_comments(text);
+    let text = opened.as_deref().unwrap_or(text);
+    let trimmed = text.trim_end_matches(|c: char| c.is_whitespace() || c == ';');
+    if !trimmed
+        .trim_start()
+        .get(..12)
+        .is_some_and(|start| start.eq_ignore_ascii_case("CREATE TABLE"))
+    {
+        return None;
+    }
+    let upper = trimmed.to_ascii_uppercase();
+    let at = upper.rfind("PARTITION BY")?;
+    let clause = upper[at..].split_whitespace().collect::<Vec<_>>().join(" ");
+    // LINEAR KEY is KEY to the cluster: its hash is its own anyway.
+    let after_key = clause
+        .strip_prefix("PARTITION BY KEY")
+        .or_else(|| clause.strip_prefix("PARTITION BY LINEAR KEY"))?;
+    let open = trimmed[at..].find('(')? + at;
+    let close = trimmed[open..].find(')')? + open;
+    let columns: Vec<String> = trimmed[open + 1..close]
+        .split(',')
+        .map(|c| c.trim().trim_matches('`').to_string())
+        .filter(|c| !c.is_empty())
+        .collect();
+    let rest = trimmed[close + 1..].split_whitespace().collect::<Vec<_>>();
+    let rest_ok = match rest.as_slice() {
+        [] => true,
+        [word, count] => word.eq_ignore_ascii_case("PARTITIONS") && count.parse::<u32>().is_ok(),
+        _ => false,
+    };
+    if columns.is_empty() || !rest_ok || !after_key.trim_start().starts_with('(') {
+        return None;
+    }
+    Some((trimmed[..at].to_string(), columns))
+}
+
 /// Whether `text` is `ALTER TABLE t DISABLE KEYS` or `... ENABLE KEYS`
 /// (executable comments opened): MyISAM's switch for its non-unique
 /// indexes, which mysqldump's dumps send around their INSERTs; InnoDB

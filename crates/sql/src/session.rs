@@ -251,6 +251,14 @@ impl Session {
             self.statistics().queries.fetch_add(1, Ordering::Relaxed);
             return vec![Ok(Response::ok())];
         }
+        if let Some((create, columns)) = crate::parse::partition_by_key(text) {
+            self.statistics().queries.fetch_add(1, Ordering::Relaxed);
+            let result = self.create_partitioned(&create, &columns);
+            if let Err(error) = &result {
+                self.statistics().error(error.code);
+            }
+            return vec![result];
+        }
         if let Some(parsed) = accounts::parse(text) {
             self.statistics().queries.fetch_add(1, Ordering::Relaxed);
             let result = parsed.and_then(|statement| self.account_statement(&statement));
@@ -500,6 +508,20 @@ impl Session {
         result
     }
 
+    /// CREATE TABLE ... PARTITION BY KEY (columns).
+    fn create_partitioned(&mut self, text: &str, columns: &[String]) -> SqlResult<Response> {
+        let statements = crate::parse::parse(text)?;
+        let [ast::Statement::CreateTable(create)] = statements.as_slice() else {
+            return Err(SqlError::parse("PARTITION BY KEY ends one CREATE TABLE"));
+        };
+        let (database, table) = table_name(&create.name, self.database.as_deref())?;
+        self.require("CREATE", &database, &table, Privileges::CREATE)?;
+        self.commit_open()?;
+        let engine = Arc::clone(&self.engine);
+        ddl::create_table(&engine.catalog, create, &database, &table, columns)?;
+        Ok(Response::ok())
+    }
+
     /// CREATE USER, DROP USER, ALTER USER, GRANT, REVOKE, SHOW GRANTS.
     fn account_statement(&mut self, statement: &accounts::Statement) -> SqlResult<Response> {
         self.refresh_grants()?;
@@ -687,7 +709,7 @@ impl Session {
                 let (database, table) = table_name(&create.name, self.database.as_deref())?;
                 self.require("CREATE", &database, &table, Privileges::CREATE)?;
                 self.commit_open()?;
-                ddl::create_table(catalog, create, &database, &table)?;
+                ddl::create_table(catalog, create, &database, &table, &[])?;
                 Ok(Response::ok())
             }
             S::CreateIndex(create) => {

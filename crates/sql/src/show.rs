@@ -139,8 +139,15 @@ pub fn create_statement(table: &SqlTable) -> String {
             names(&index.columns)
         ));
     }
+    let partitioning = match def.partition_key.is_empty() {
+        true => String::new(),
+        false => format!(
+            "\n/*!50100 PARTITION BY KEY ({}) */",
+            names(&def.partition_key)
+        ),
+    };
     format!(
-        "CREATE TABLE `{}` (\n{}\n) ENGINE=ndbcluster DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+        "CREATE TABLE `{}` (\n{}\n) ENGINE=ndbcluster DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin{partitioning}",
         table.name,
         lines.join(",\n")
     )

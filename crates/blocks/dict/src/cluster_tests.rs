@@ -71,6 +71,7 @@ fn definition(name: &str, partitions: u32) -> TableDef {
         }],
         primary_key: vec![0],
         partitions,
+        partition_key: Vec::new(),
     }
 }
 

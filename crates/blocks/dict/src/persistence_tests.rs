@@ -267,6 +267,7 @@ fn definition(name: &str) -> TableDef {
         ],
         primary_key: vec![0],
         partitions: 0,
+        partition_key: Vec::new(),
     }
 }
 

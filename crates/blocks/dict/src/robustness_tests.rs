@@ -60,6 +60,7 @@ fn valid_table(rng: &mut XorShift) -> TableDef {
             3 => 1 + rng.below(8) as u32,
             _ => 0,
         },
+        partition_key: Vec::new(),
     }
 }
 

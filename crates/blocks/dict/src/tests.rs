@@ -80,6 +80,7 @@ pub(crate) fn definition(name: &str) -> TableDef {
         ],
         primary_key: vec![0],
         partitions: 0,
+        partition_key: Vec::new(),
     }
 }
 

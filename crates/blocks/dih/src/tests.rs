@@ -635,6 +635,7 @@ fn table(id: u32, partitions: u32) -> TableDef {
         }],
         primary_key: vec![0],
         partitions,
+        partition_key: Vec::new(),
     }
 }
 

@@ -60,6 +60,7 @@ pub(crate) fn table(version: u32) -> TableDef {
         ],
         primary_key: vec![0],
         partitions: PARTITIONS,
+        partition_key: Vec::new(),
     };
     table.validate().expect("test table is valid");
     table

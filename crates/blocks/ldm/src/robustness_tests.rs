@@ -48,6 +48,7 @@ fn shapes() -> Vec<TableDef> {
             columns,
             primary_key,
             partitions: 2,
+            partition_key: Vec::new(),
         };
         table.validate().expect("test tables are valid");
         table

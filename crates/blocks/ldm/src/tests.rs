@@ -64,6 +64,7 @@ pub(crate) fn table() -> TableDef {
         ],
         primary_key: vec![K],
         partitions: 2,
+        partition_key: Vec::new(),
     };
     table.validate().expect("test table is valid");
     table

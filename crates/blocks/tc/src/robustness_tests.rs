@@ -59,6 +59,7 @@ fn table() -> TableDef {
         ],
         primary_key: vec![1, 0],
         partitions: 3,
+        partition_key: Vec::new(),
     };
     table.validate().expect("test table is valid");
     table

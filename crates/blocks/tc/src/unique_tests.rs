@@ -45,6 +45,7 @@ fn table() -> TableDef {
             }),
         }],
         revision: INDEX,
+        partition_key: Vec::new(),
     };
     table.validate().expect("valid");
     table

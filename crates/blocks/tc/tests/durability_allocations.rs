@@ -57,6 +57,7 @@ impl Driver {
             }],
             primary_key: vec![0],
             partitions: 2,
+            partition_key: Vec::new(),
         };
         table.validate().expect("valid table");
         let map = one_node_map(&table, NODE, 2, |partition| partition);

@@ -1104,6 +1104,7 @@ pub fn definition(name: &str, columns: Vec<ColumnDef>, primary_key: Vec<u16>) ->
         columns,
         primary_key,
         partitions: 0,
+        partition_key: Vec::new(),
     }
 }
 

@@ -21,5 +21,6 @@ pub fn kv_table() -> TableDef {
             column("k", ColumnType::Int { unsigned: true }),
             column("v", ColumnType::BigInt { unsigned: false }),
         ],
+        partition_key: Vec::new(),
     }
 }

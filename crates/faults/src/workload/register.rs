@@ -28,6 +28,7 @@ pub fn table() -> TableDef {
         ],
         primary_key: vec![0],
         partitions: 0,
+        partition_key: Vec::new(),
     }
 }
 

@@ -33,6 +33,7 @@ pub fn table(name: &str) -> TableDef {
         )],
         primary_key: vec![0],
         partitions: 0,
+        partition_key: Vec::new(),
     }
 }
 

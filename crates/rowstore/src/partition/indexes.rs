@@ -799,6 +799,7 @@ mod tests {
             partitions: 1,
             indexes: Vec::new(),
             revision: 0,
+            partition_key: Vec::new(),
         }
     }
 

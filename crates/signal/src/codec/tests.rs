@@ -214,6 +214,7 @@ fn test_table() -> crate::schema::TableDef {
         ],
         primary_key: vec![0],
         partitions: 3,
+        partition_key: Vec::new(),
     }
 }
 

@@ -174,6 +174,7 @@ mod tests {
                 }),
             }],
             revision: 1,
+            partition_key: Vec::new(),
         }
     }
 

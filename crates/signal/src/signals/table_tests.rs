@@ -85,6 +85,7 @@ fn sample_table() -> TableDef {
         }],
         primary_key: vec![0],
         partitions: 2,
+        partition_key: Vec::new(),
     }
 }
 
