@@ -11,15 +11,19 @@ use crate::decimal::Decimal;
 use crate::error::{codes, SqlError, SqlResult};
 use crate::expr::{Aggregate, AggregateFunction, Environment, Expr, Inputs};
 use crate::plan::{
-    AccessPlan, Conflict, IndexRange, InsertPlan, JoinPlan, RangeEnd, SelectPlan, WritePlan,
+    AccessPlan, Conflict, IndexRange, InsertPlan, JoinPlan, RangeEnd, SelectPlan, SubqueryPlan,
+    WritePlan,
 };
 use crate::result::Response;
 use crate::types;
 use crate::value;
 use crate::value::Value;
 use client::{ClientError, Commit, LockMode, Transaction};
+use std::cell::RefCell;
 use std::cmp::Ordering;
+use std::collections::HashMap;
 use std::collections::HashSet;
+use std::rc::Rc;
 use std::sync::Arc;
 
 /// Most operations sent in one round trip of a long write.
@@ -72,8 +76,130 @@ fn passes(filter: Option<&Expr>, row: &[Value], run: &Run<'_>) -> SqlResult<bool
 /// of its group's aggregates (empty without aggregates).
 type Grouped = Vec<(Vec<Value>, Vec<Value>)>;
 
+/// An environment that answers a statement's subqueries (design 0033):
+/// each runs as a query of its own in a cluster transaction of its own
+/// (reads of committed rows, as the statement's own reads are), once when
+/// it reads nothing of the enclosing row, else once for each distinct set
+/// of the enclosing row's values it reads. Everything else is asked of
+/// the statement's environment.
+struct WithSubqueries<'a> {
+    inner: &'a dyn Environment,
+    subqueries: &'a [SubqueryPlan],
+    /// For each slot, the enclosing row's columns it reads.
+    reads: Vec<Vec<usize>>,
+    cluster: &'static client::Cluster,
+    /// For each slot, its rows by the values it read of the enclosing row.
+    results: RefCell<Vec<HashMap<Vec<u8>, SubqueryRows>>>,
+}
+
+/// A subquery's rows, shared by the rows of the enclosing query that
+/// asked for them.
+type SubqueryRows = Rc<Vec<Vec<Value>>>;
+
+impl<'a> WithSubqueries<'a> {
+    fn new(
+        inner: &'a dyn Environment,
+        subqueries: &'a [SubqueryPlan],
+        cluster: &'static client::Cluster,
+    ) -> WithSubqueries<'a> {
+        WithSubqueries {
+            inner,
+            subqueries,
+            reads: subqueries
+                .iter()
+                .map(|s| crate::plan::outer_columns(&s.plan))
+                .collect(),
+            cluster,
+            results: RefCell::new(vec![HashMap::new(); subqueries.len()]),
+        }
+    }
+}
+
+impl Environment for WithSubqueries<'_> {
+    fn session_value(&self, value: &crate::expr::SessionValue) -> SqlResult<Value> {
+        self.inner.session_value(value)
+    }
+
+    fn interrupted(&self) -> bool {
+        self.inner.interrupted()
+    }
+
+    fn read_ahead(
+        &self,
+        table: &client::Table,
+        key: &[client::Value],
+    ) -> Option<Option<Vec<Value>>> {
+        self.inner.read_ahead(table, key)
+    }
+
+    fn table_changed(&self, table: &SqlTable) {
+        self.inner.table_changed(table)
+    }
+
+    fn zone_offset(&self) -> i64 {
+        self.inner.zone_offset()
+    }
+
+    fn view_rows(
+        &self,
+        view: crate::information_schema::View,
+        needed: Option<&[usize]>,
+    ) -> SqlResult<Vec<Vec<Value>>> {
+        self.inner.view_rows(view, needed)
+    }
+
+    fn subquery_rows(
+        &self,
+        slot: usize,
+        row: &[Value],
+        params: &[Value],
+    ) -> SqlResult<Rc<Vec<Vec<Value>>>> {
+        let subquery = self.subqueries.get(slot).ok_or_else(|| {
+            SqlError::new(
+                codes::UNKNOWN_ERROR,
+                format!("internal: no subquery {slot}"),
+            )
+        })?;
+        let mut key = Vec::new();
+        for column in &self.reads[slot] {
+            value::group_key(row.get(*column).unwrap_or(&Value::Null), &mut key);
+        }
+        if let Some(rows) = self.results.borrow()[slot].get(&key) {
+            return Ok(Rc::clone(rows));
+        }
+        let bound;
+        let plan = match subquery.correlated {
+            true => {
+                bound = subquery.plan.bind_outer(row);
+                &bound
+            }
+            false => &*subquery.plan,
+        };
+        let mut transaction = self.cluster.transaction();
+        let mut counts = StatementCounts::default();
+        let mut run = Run {
+            transaction: &mut transaction,
+            commit: Commit::Yes,
+            params,
+            environment: self,
+            counts: &mut counts,
+        };
+        let Response::Rows { rows, .. } = select(plan, &mut run)? else {
+            unreachable!("a query answers rows")
+        };
+        let rows = Rc::new(rows);
+        self.results.borrow_mut()[slot].insert(key, Rc::clone(&rows));
+        Ok(rows)
+    }
+}
+
 /// Runs a SELECT.
 pub fn select(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
+    with_subqueries(&plan.subqueries, run, |run| select_rows(plan, run))
+}
+
+/// Runs a SELECT whose subqueries (if any) its environment answers.
+fn select_rows(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
     let rows = match &plan.table {
         None => {
             if run.commit != Commit::No {
@@ -1183,6 +1309,31 @@ fn stored_columns(
 
 /// Runs an UPDATE.
 pub fn update(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
+    with_subqueries(&plan.subqueries, run, |run| update_rows(plan, run))
+}
+
+/// Runs `body` with `subqueries` answered by the run's environment.
+fn with_subqueries(
+    subqueries: &[SubqueryPlan],
+    run: &mut Run<'_>,
+    body: impl FnOnce(&mut Run<'_>) -> SqlResult<Response>,
+) -> SqlResult<Response> {
+    if subqueries.is_empty() {
+        return body(run);
+    }
+    let cluster = run.transaction.cluster();
+    let environment = WithSubqueries::new(run.environment, subqueries, cluster);
+    let mut inner = Run {
+        transaction: run.transaction,
+        commit: run.commit,
+        params: run.params,
+        environment: &environment,
+        counts: run.counts,
+    };
+    body(&mut inner)
+}
+
+fn update_rows(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
     if let Some(increments) = &plan.increments {
         if let Some(response) = increment_by_key(plan, increments, run)? {
             return Ok(response);
@@ -1318,6 +1469,10 @@ fn increment_by_key(
 
 /// Runs a DELETE.
 pub fn delete(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
+    with_subqueries(&plan.subqueries, run, |run| delete_rows(plan, run))
+}
+
+fn delete_rows(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
     let table = &plan.table;
     let rows = rows_to_write(plan, run)?;
     let zone = run.environment.zone_offset();

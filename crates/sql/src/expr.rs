@@ -79,8 +79,59 @@ pub enum Expr {
     Aggregate(usize),
     /// A column of an earlier table of a join, in a later table's access
     /// path: a constant for each row of the earlier tables, bound to its
-    /// value (`bind_outer`) before the path is used.
+    /// value (`bind_outer`) before the path is used. In a subquery, a
+    /// column of the enclosing query's row.
     Outer(usize),
+    /// A subquery's result, tested: its one value, whether it has rows, or
+    /// whether a value is among its values.
+    Subquery {
+        /// The subquery's slot in its statement.
+        slot: usize,
+        /// It reads the enclosing row (so it runs per row, and is no
+        /// constant).
+        correlated: bool,
+        /// What is asked of it.
+        test: SubqueryTest,
+    },
+}
+
+/// What a subquery expression asks of the subquery's rows.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SubqueryTest {
+    /// `(SELECT x ...)`: its one value (NULL for no row, 1242 for more).
+    Scalar,
+    /// `[NOT] EXISTS (SELECT ...)`.
+    Exists {
+        /// NOT EXISTS.
+        negated: bool,
+    },
+    /// `expr [NOT] IN (SELECT x ...)`, with IN's NULL rules.
+    In {
+        /// The value looked for.
+        expr: Box<Expr>,
+        /// NOT IN.
+        negated: bool,
+    },
+}
+
+/// Error 1241 unless a subquery gives one column.
+fn one_column(columns: usize) -> SqlResult<()> {
+    match columns {
+        1 => Ok(()),
+        _ => Err(SqlError::new(1241, "Operand should contain 1 column(s)")),
+    }
+}
+
+/// For each slot, the parameter's position in the statement, from the
+/// placeholders' places.
+pub fn parameter_order_of(placeholders: &[(u64, u64)]) -> Vec<usize> {
+    let mut by_place: Vec<usize> = (0..placeholders.len()).collect();
+    by_place.sort_by_key(|slot| placeholders[*slot]);
+    let mut order = vec![0; by_place.len()];
+    for (position, slot) in by_place.into_iter().enumerate() {
+        order[slot] = position;
+    }
+    order
 }
 
 /// What a session answers for an expression.
@@ -247,6 +298,17 @@ pub trait Environment {
         0
     }
 
+    /// The rows of subquery `slot` of the running statement, for the
+    /// enclosing query's `row` (a correlated subquery reads it).
+    fn subquery_rows(
+        &self,
+        slot: usize,
+        _row: &[Value],
+        _params: &[Value],
+    ) -> SqlResult<std::rc::Rc<Vec<Vec<Value>>>> {
+        Err(SqlError::unsupported(format!("subquery {slot} here")))
+    }
+
     /// The rows of an information_schema view, as the session may see
     /// them; `needed` the columns read (`None`: all).
     fn view_rows(
@@ -265,6 +327,7 @@ pub trait Environment {
 
 /// A table a compiler resolves column names in: its columns are the
 /// row's from `offset` on (a join's row is its tables' rows end to end).
+#[derive(Clone)]
 pub struct Scope<'a> {
     /// The table.
     pub table: &'a SqlTable,
@@ -301,6 +364,13 @@ pub struct Compiler<'a> {
     /// In ON DUPLICATE KEY UPDATE, where `VALUES(c)` (the row that was
     /// to be inserted) starts in the row.
     values_offset: Option<usize>,
+    /// In a subquery, the enclosing query's tables: a name none of its
+    /// own has is looked for there, and is an `Outer` column.
+    outer: Vec<Scope<'a>>,
+    /// Where subqueries are compiled from (none: subqueries refused).
+    catalog: Option<(&'a crate::catalog::Catalog, Option<&'a str>)>,
+    /// The subqueries met, by slot.
+    subqueries: Vec<crate::plan::SubqueryPlan>,
     /// The placeholders met, by where they stand: (line, column).
     placeholders: Vec<(u64, u64)>,
     /// Aggregates are allowed and collected here.
@@ -330,6 +400,9 @@ impl<'a> Compiler<'a> {
             aliases: Vec::new(),
             merged: Vec::new(),
             values_offset: None,
+            outer: Vec::new(),
+            catalog: None,
+            subqueries: Vec::new(),
             placeholders: Vec::new(),
             aggregates: None,
             place: "field list",
@@ -339,6 +412,66 @@ impl<'a> Compiler<'a> {
     /// The tables it resolves names in.
     pub fn scopes(&self) -> &[Scope<'a>] {
         &self.scopes
+    }
+
+    /// The enclosing query's tables (for a subquery).
+    pub fn set_outer(&mut self, outer: Vec<Scope<'a>>) {
+        self.outer = outer;
+    }
+
+    /// Lets the compiler compile subqueries, over `catalog` in `database`.
+    pub fn set_subquery_context(
+        &mut self,
+        catalog: &'a crate::catalog::Catalog,
+        database: Option<&'a str>,
+    ) {
+        self.catalog = Some((catalog, database));
+    }
+
+    /// The subqueries met so far.
+    pub fn subqueries(&self) -> &[crate::plan::SubqueryPlan] {
+        &self.subqueries
+    }
+
+    /// Takes the subqueries met.
+    pub fn take_subqueries(&mut self) -> Vec<crate::plan::SubqueryPlan> {
+        std::mem::take(&mut self.subqueries)
+    }
+
+    /// Continues the numbering of `placeholders` (an enclosing
+    /// statement's); give them back with `give_placeholders_to`.
+    pub fn take_placeholders_from(&mut self, placeholders: &mut Vec<(u64, u64)>) {
+        self.placeholders = std::mem::take(placeholders);
+    }
+
+    /// Hands the placeholders met back to the enclosing statement.
+    pub fn give_placeholders_to(&mut self, placeholders: &mut Vec<(u64, u64)>) {
+        *placeholders = std::mem::take(&mut self.placeholders);
+    }
+
+    /// Compiles a subquery in a slot of its own: `Ok((slot, correlated,
+    /// columns))`.
+    fn subquery(&mut self, query: &ast::Query) -> SqlResult<(usize, bool, usize)> {
+        let Some((catalog, database)) = self.catalog else {
+            return Err(SqlError::unsupported("a subquery here"));
+        };
+        // One level of correlation: the enclosing query's own tables.
+        let outer = self.scopes.clone();
+        let mut placeholders = std::mem::take(&mut self.placeholders);
+        let compiled =
+            crate::plan::select_plan(query, catalog, database, &outer, &mut placeholders);
+        self.placeholders = placeholders;
+        let plan = compiled?;
+        if plan.lock != client::LockMode::CommittedRead {
+            return Err(SqlError::unsupported("a locking read in a subquery"));
+        }
+        let correlated = crate::plan::reads_outer_anywhere(&plan);
+        let columns = plan.output.len();
+        self.subqueries.push(crate::plan::SubqueryPlan {
+            plan: Box::new(plan),
+            correlated,
+        });
+        Ok((self.subqueries.len() - 1, correlated, columns))
     }
 
     /// Resolves names in `scopes` from now on.
@@ -394,13 +527,7 @@ impl<'a> Compiler<'a> {
     /// For each slot, the parameter's position in the statement (0 is the
     /// first `?` in the text).
     pub fn parameter_order(&self) -> Vec<usize> {
-        let mut by_place: Vec<usize> = (0..self.placeholders.len()).collect();
-        by_place.sort_by_key(|slot| self.placeholders[*slot]);
-        let mut order = vec![0; by_place.len()];
-        for (position, slot) in by_place.into_iter().enumerate() {
-            order[slot] = position;
-        }
-        order
+        parameter_order_of(&self.placeholders)
     }
 
     /// The index in the row of the column named `name` (qualified by
@@ -431,6 +558,22 @@ impl<'a> Compiler<'a> {
         Ok(first)
     }
 
+    /// A column of this query's tables, or else of the enclosing query's
+    /// (an `Outer` column, in a subquery).
+    fn column_or_outer(&self, qualifier: Option<&str>, name: &str) -> SqlResult<Expr> {
+        match self.column(qualifier, name) {
+            Ok(index) => Ok(Expr::Column(index)),
+            Err(error) if error.code == codes::BAD_FIELD && !self.outer.is_empty() => {
+                let enclosing = Compiler::over(self.outer.clone());
+                match enclosing.column(qualifier, name) {
+                    Ok(index) => Ok(Expr::Outer(index)),
+                    Err(_) => Err(error),
+                }
+            }
+            Err(error) => Err(error),
+        }
+    }
+
     /// Compiles `expr`.
     pub fn compile(&mut self, expr: &ast::Expr) -> SqlResult<Expr> {
         use ast::Expr as E;
@@ -440,9 +583,9 @@ impl<'a> Compiler<'a> {
                 [first, name] if first.value.starts_with("@@") => {
                     system_variable(&format!("{}.{}", first.value, name.value))
                 }
-                [table, name] => Expr::Column(self.column(Some(&table.value), &name.value)?),
+                [table, name] => self.column_or_outer(Some(&table.value), &name.value)?,
                 [_database, table, name] => {
-                    Expr::Column(self.column(Some(&table.value), &name.value)?)
+                    self.column_or_outer(Some(&table.value), &name.value)?
                 }
                 _ => return Err(SqlError::bad_field(&expr.to_string(), self.place)),
             },
@@ -544,6 +687,40 @@ impl<'a> Compiler<'a> {
                 pattern: Box::new(self.compile(pattern)?),
                 negated: *negated,
             },
+            E::Subquery(query) => {
+                let (slot, correlated, columns) = self.subquery(query)?;
+                one_column(columns)?;
+                Expr::Subquery {
+                    slot,
+                    correlated,
+                    test: SubqueryTest::Scalar,
+                }
+            }
+            E::Exists { subquery, negated } => {
+                let (slot, correlated, _) = self.subquery(subquery)?;
+                Expr::Subquery {
+                    slot,
+                    correlated,
+                    test: SubqueryTest::Exists { negated: *negated },
+                }
+            }
+            E::InSubquery {
+                expr: inner,
+                subquery,
+                negated,
+            } => {
+                let tested = Box::new(self.compile(inner)?);
+                let (slot, correlated, columns) = self.subquery(subquery)?;
+                one_column(columns)?;
+                Expr::Subquery {
+                    slot,
+                    correlated,
+                    test: SubqueryTest::In {
+                        expr: tested,
+                        negated: *negated,
+                    },
+                }
+            }
             E::Function(function) => self.function(function)?,
             E::Cast {
                 expr: inner,
@@ -705,8 +882,8 @@ impl<'a> Compiler<'a> {
                 _ => {}
             }
         }
-        match self.column(qualifier, name) {
-            Ok(index) => Ok(Expr::Column(index)),
+        match self.column_or_outer(qualifier, name) {
+            Ok(expr) => Ok(expr),
             Err(error) if error.code == codes::BAD_FIELD && qualifier.is_none() => self
                 .aliases
                 .iter()
@@ -999,6 +1176,15 @@ impl Expr {
             }
             Expr::Like { expr, pattern, .. } => expr.is_constant() && pattern.is_constant(),
             Expr::Function(_, args) => args.iter().all(Expr::is_constant),
+            Expr::Subquery {
+                correlated, test, ..
+            } => {
+                !correlated
+                    && match test {
+                        SubqueryTest::In { expr, .. } => expr.is_constant(),
+                        _ => true,
+                    }
+            }
         }
     }
 
@@ -1058,6 +1244,21 @@ impl Expr {
                     .map(|e| e.transform(leaf))
                     .collect::<Option<_>>()?,
             ),
+            Expr::Subquery {
+                slot,
+                correlated,
+                test,
+            } => Expr::Subquery {
+                slot: *slot,
+                correlated: *correlated,
+                test: match test {
+                    SubqueryTest::In { expr, negated } => SubqueryTest::In {
+                        expr: boxed(expr)?,
+                        negated: *negated,
+                    },
+                    other => other.clone(),
+                },
+            },
         })
     }
 
@@ -1190,6 +1391,40 @@ impl Expr {
                     values.push(eval(arg)?);
                 }
                 apply(*function, values, environment)?
+            }
+            Expr::Subquery { slot, test, .. } => {
+                let rows = environment.subquery_rows(*slot, inputs.row, inputs.params)?;
+                match test {
+                    SubqueryTest::Scalar => match rows.as_slice() {
+                        [] => Value::Null,
+                        [row] => row.first().cloned().unwrap_or(Value::Null),
+                        _ => return Err(SqlError::new(1242, "Subquery returns more than 1 row")),
+                    },
+                    SubqueryTest::Exists { negated } => {
+                        value::boolean(Some(rows.is_empty() == *negated))
+                    }
+                    SubqueryTest::In { expr, negated } => {
+                        // IN's rules: a match is true; else any NULL (in
+                        // the list or looked for) makes it unknown.
+                        let x = eval(expr)?;
+                        if rows.is_empty() {
+                            return Ok(value::boolean(Some(*negated)));
+                        }
+                        let mut found = Some(false);
+                        for row in rows.iter() {
+                            let item = row.first().cloned().unwrap_or(Value::Null);
+                            match value::compare(&x, &item) {
+                                Some(Ordering::Equal) => {
+                                    found = Some(true);
+                                    break;
+                                }
+                                None => found = None,
+                                Some(_) => {}
+                            }
+                        }
+                        value::boolean(found.map(|t| t != *negated))
+                    }
+                }
             }
         })
     }

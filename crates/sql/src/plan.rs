@@ -117,8 +117,10 @@ fn plural(n: usize) -> &'static str {
 }
 
 /// A compiled SELECT.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct SelectPlan {
+    /// Its subqueries, by slot (`Expr::Subquery`).
+    pub subqueries: Vec<SubqueryPlan>,
     /// The first table (None without FROM).
     pub table: Option<Arc<SqlTable>>,
     /// How the first table's rows are reached.
@@ -209,6 +211,8 @@ pub struct WritePlan {
     /// data node to add, in one round trip instead of a read and a write
     /// (`increments_of`).
     pub increments: Option<Vec<(usize, i64)>>,
+    /// The subqueries of its WHERE clause and assignments, by slot.
+    pub subqueries: Vec<SubqueryPlan>,
 }
 
 /// A compiled statement of the data kind.
@@ -301,6 +305,7 @@ pub fn compile(
         } => {
             let (sql_table, alias) = single_table(table, catalog, database)?;
             let mut compiler = Compiler::new(Some(&sql_table), alias.as_deref());
+            compiler.set_subquery_context(catalog, database);
             compiler.place = "field list";
             let mut compiled_assignments = Vec::new();
             for assignment in assignments {
@@ -331,7 +336,8 @@ pub fn compile(
                 return Err(SqlError::unsupported("multi-table DELETE"));
             }
             let (sql_table, alias) = single_table(&from[0], catalog, database)?;
-            let compiler = Compiler::new(Some(&sql_table), alias.as_deref());
+            let mut compiler = Compiler::new(Some(&sql_table), alias.as_deref());
+            compiler.set_subquery_context(catalog, database);
             if !delete.order_by.is_empty() {
                 return Err(SqlError::unsupported("DELETE ... ORDER BY"));
             }
@@ -372,6 +378,7 @@ fn write_plan(
         assignments,
         limit,
         increments,
+        subqueries: compiler.take_subqueries(),
     };
     Ok(Compiled {
         parameter_order: compiler.parameter_order(),
@@ -626,7 +633,7 @@ fn last_column(expr: &Expr) -> Option<usize> {
 }
 
 /// How one joined table is read, for each row of the tables before it.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct JoinPlan {
     /// The table.
     pub table: Arc<SqlTable>,
@@ -657,6 +664,35 @@ fn compile_select(
     catalog: &Catalog,
     database: Option<&str>,
 ) -> SqlResult<Compiled> {
+    let mut placeholders = Vec::new();
+    let plan = select_plan(query, catalog, database, &[], &mut placeholders)?;
+    Ok(Compiled {
+        parameter_order: crate::expr::parameter_order_of(&placeholders),
+        plan: Plan::Select(Box::new(plan)),
+    })
+}
+
+/// A subquery of a statement: its plan, and whether it reads the
+/// enclosing query's row (`Outer` columns), which makes it run once per
+/// row instead of once (docs/design/0033-subqueries.md).
+#[derive(Clone, Debug)]
+pub struct SubqueryPlan {
+    /// The query.
+    pub plan: Box<SelectPlan>,
+    /// It reads the enclosing query's row.
+    pub correlated: bool,
+}
+
+/// Compiles a SELECT: over `outer`'s tables too when it is a subquery
+/// (their columns become `Outer`), its placeholders numbered in
+/// `placeholders` with the enclosing statement's.
+pub(crate) fn select_plan(
+    query: &ast::Query,
+    catalog: &Catalog,
+    database: Option<&str>,
+    outer: &[Scope<'_>],
+    placeholders: &mut Vec<(u64, u64)>,
+) -> SqlResult<SelectPlan> {
     let ast::SetExpr::Select(select) = query.body.as_ref() else {
         return Err(SqlError::unsupported(format!("{}", query.body)));
     };
@@ -674,6 +710,9 @@ fn compile_select(
     let offsets: Vec<usize> = scopes.iter().map(|s| s.offset).collect();
     let mut compiler = Compiler::over(scopes);
     compiler.set_merged(sources.iter().flat_map(|s| s.using.clone()).collect());
+    compiler.set_outer(outer.to_vec());
+    compiler.set_subquery_context(catalog, database);
+    compiler.take_placeholders_from(placeholders);
     compiler.allow_aggregates();
     let mut output = Vec::new();
     let mut columns = Vec::new();
@@ -895,6 +934,12 @@ fn compile_select(
             .filter_map(|a| a.argument.as_ref())
             .for_each(&mut note);
     }
+    // What the correlated subqueries read of this query's row.
+    for subquery in compiler_subqueries_peek(&compiler) {
+        if subquery.correlated {
+            needed_global.extend(outer_columns(&subquery.plan));
+        }
+    }
     needed_global.sort_unstable();
     needed_global.dedup();
     let needed_of = |offset: usize, columns: usize| -> Vec<usize> {
@@ -967,28 +1012,33 @@ fn compile_select(
         true => filter,
         false => and_of(pool),
     };
-    Ok(Compiled {
-        parameter_order: compiler.parameter_order(),
-        plan: Plan::Select(Box::new(SelectPlan {
-            table,
-            access,
-            filter,
-            scan_filter,
-            joins,
-            width,
-            group_by,
-            having,
-            aggregates,
-            output,
-            columns: columns.into(),
-            distinct: matches!(select.distinct, Some(ast::Distinct::Distinct)),
-            order_by,
-            limit,
-            offset,
-            lock,
-            needed,
-        })),
+    let subqueries = compiler.take_subqueries();
+    compiler.give_placeholders_to(placeholders);
+    Ok(SelectPlan {
+        subqueries,
+        table,
+        access,
+        filter,
+        scan_filter,
+        joins,
+        width,
+        group_by,
+        having,
+        aggregates,
+        output,
+        columns: columns.into(),
+        distinct: matches!(select.distinct, Some(ast::Distinct::Distinct)),
+        order_by,
+        limit,
+        offset,
+        lock,
+        needed,
     })
+}
+
+/// The subqueries a compiler has met so far.
+fn compiler_subqueries_peek<'c>(compiler: &'c Compiler<'_>) -> &'c [SubqueryPlan] {
+    compiler.subqueries()
 }
 
 /// Whether an access path reads an earlier table's values.
@@ -1122,7 +1172,145 @@ pub fn collect_columns(expr: &Expr, out: &mut Vec<usize>) {
             list.iter().for_each(|e| collect_columns(e, out));
         }
         Expr::Function(_, args) => args.iter().for_each(|e| collect_columns(e, out)),
+        // A subquery's own columns are its own; the enclosing row's it reads
+        // are noted by `outer_columns`.
+        Expr::Subquery { test, .. } => {
+            if let crate::expr::SubqueryTest::In { expr, .. } = test {
+                collect_columns(expr, out);
+            }
+        }
     }
+}
+
+/// Calls `visit` on every expression of an access path.
+fn visit_access(access: &AccessPlan, visit: &mut dyn FnMut(&Expr)) {
+    match access {
+        AccessPlan::NoTable | AccessPlan::FullScan => {}
+        AccessPlan::PrimaryKey(exprs) => exprs.iter().for_each(&mut *visit),
+        AccessPlan::PrimaryKeys(keys) => keys.iter().flatten().for_each(&mut *visit),
+        AccessPlan::UniqueKey { values, .. } => values.iter().for_each(&mut *visit),
+        AccessPlan::Ranges { ranges, .. } => {
+            for range in ranges {
+                range.prefix.iter().for_each(&mut *visit);
+                for end in [&range.low, &range.high].into_iter().flatten() {
+                    visit(&end.value);
+                }
+            }
+        }
+    }
+}
+
+/// An access path with `map` applied to each expression.
+fn map_access(access: &AccessPlan, map: &mut dyn FnMut(&Expr) -> Expr) -> AccessPlan {
+    fn all(exprs: &[Expr], map: &mut dyn FnMut(&Expr) -> Expr) -> Vec<Expr> {
+        exprs.iter().map(map).collect()
+    }
+    match access {
+        AccessPlan::NoTable | AccessPlan::FullScan => access.clone(),
+        AccessPlan::PrimaryKey(exprs) => AccessPlan::PrimaryKey(all(exprs, map)),
+        AccessPlan::PrimaryKeys(keys) => {
+            AccessPlan::PrimaryKeys(keys.iter().map(|k| all(k, map)).collect())
+        }
+        AccessPlan::UniqueKey { index, values } => AccessPlan::UniqueKey {
+            index: index.clone(),
+            values: all(values, map),
+        },
+        AccessPlan::Ranges { index, ranges } => {
+            let mut mapped = Vec::with_capacity(ranges.len());
+            for range in ranges {
+                let end = |end: &Option<RangeEnd>, map: &mut dyn FnMut(&Expr) -> Expr| {
+                    end.as_ref().map(|end| RangeEnd {
+                        value: map(&end.value),
+                        inclusive: end.inclusive,
+                    })
+                };
+                mapped.push(IndexRange {
+                    prefix: all(&range.prefix, map),
+                    low: end(&range.low, map),
+                    high: end(&range.high, map),
+                });
+            }
+            AccessPlan::Ranges {
+                index: index.clone(),
+                ranges: mapped,
+            }
+        }
+    }
+}
+
+impl SelectPlan {
+    /// Calls `visit` on every expression of the plan (its subqueries'
+    /// aside).
+    pub fn visit_exprs(&self, visit: &mut dyn FnMut(&Expr)) {
+        visit_access(&self.access, visit);
+        for expr in self
+            .filter
+            .iter()
+            .chain(&self.scan_filter)
+            .chain(&self.group_by)
+            .chain(&self.having)
+            .chain(&self.output)
+            .chain(self.order_by.iter().map(|(e, _)| e))
+            .chain(self.aggregates.iter().filter_map(|a| a.argument.as_ref()))
+        {
+            visit(expr);
+        }
+        for join in &self.joins {
+            visit_access(&join.access, visit);
+            for expr in join.condition.iter().chain(&join.scan_filter) {
+                visit(expr);
+            }
+        }
+    }
+
+    /// The plan with `map` applied to every expression (its subqueries'
+    /// aside).
+    pub fn map_exprs(&self, map: &mut dyn FnMut(&Expr) -> Expr) -> SelectPlan {
+        let mut plan = self.clone();
+        plan.access = map_access(&self.access, map);
+        plan.filter = self.filter.as_ref().map(&mut *map);
+        plan.scan_filter = self.scan_filter.as_ref().map(&mut *map);
+        plan.group_by = self.group_by.iter().map(&mut *map).collect();
+        plan.having = self.having.as_ref().map(&mut *map);
+        plan.output = self.output.iter().map(&mut *map).collect();
+        plan.order_by = self.order_by.iter().map(|(e, d)| (map(e), *d)).collect();
+        for aggregate in &mut plan.aggregates {
+            aggregate.argument = aggregate.argument.as_ref().map(&mut *map);
+        }
+        for join in &mut plan.joins {
+            join.access = map_access(&join.access, map);
+            join.condition = join.condition.as_ref().map(&mut *map);
+            join.scan_filter = join.scan_filter.as_ref().map(&mut *map);
+        }
+        plan
+    }
+
+    /// The plan of a correlated subquery for one row of the enclosing
+    /// query: its `Outer` columns replaced by that row's values.
+    pub fn bind_outer(&self, row: &[Value]) -> SelectPlan {
+        self.map_exprs(&mut |e| e.bind_outer(row))
+    }
+}
+
+/// The enclosing row's columns a subquery's plan reads (`Outer`).
+pub fn outer_columns(plan: &SelectPlan) -> Vec<usize> {
+    let mut found = Vec::new();
+    plan.visit_exprs(&mut |expr| {
+        expr.transform(&mut |leaf| {
+            if let Expr::Outer(index) = leaf {
+                found.push(*index);
+            }
+            Some(leaf.clone())
+        });
+    });
+    found.sort_unstable();
+    found.dedup();
+    found
+}
+
+/// Whether a plan reads the enclosing query's row anywhere.
+pub fn reads_outer_anywhere(plan: &SelectPlan) -> bool {
+    !outer_columns(plan).is_empty()
 }
 
 /// The result column an output expression makes.
