@@ -23,8 +23,10 @@
 pub mod failover;
 pub mod keylookup;
 mod ledger;
+pub mod mysql;
 mod report;
 mod rows;
+pub mod tpcc;
 
 pub use report::{KeylookupReport, PhaseReport};
 
@@ -43,6 +45,9 @@ pub enum BenchError {
     Options(String),
     /// The ledger could not be read, parsed or written.
     Ledger(String),
+    /// A MySQL server refused or broke a connection or a statement the
+    /// benchmark needs (the SQL benchmarks' setup).
+    Sql(String),
     /// Connecting or preparing the table failed.
     Setup {
         /// What was being done.
@@ -57,6 +62,7 @@ impl fmt::Display for BenchError {
         match self {
             BenchError::Options(message) => write!(f, "invalid options: {message}"),
             BenchError::Ledger(message) => write!(f, "ledger: {message}"),
+            BenchError::Sql(message) => write!(f, "{message}"),
             BenchError::Setup { context, source } => write!(f, "{context}: {source}"),
         }
     }
@@ -66,7 +72,7 @@ impl std::error::Error for BenchError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BenchError::Setup { source, .. } => Some(source),
-            BenchError::Options(_) | BenchError::Ledger(_) => None,
+            BenchError::Options(_) | BenchError::Ledger(_) | BenchError::Sql(_) => None,
         }
     }
 }

@@ -143,6 +143,46 @@ enum BenchCommand {
     /// One-row writes while a data node is killed (SIGKILL): how long after
     /// the kill the first new transaction commits, and commits per 100 ms.
     Failover(FailoverArgs),
+    /// TPC-C (DBT2's workload) through the MySQL protocol, against
+    /// `tessera sql` or any MySQL server: tpmC, latencies, consistency.
+    Tpcc(TpccArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct TpccArgs {
+    /// The MySQL server, HOST:PORT.
+    #[arg(long)]
+    mysql: String,
+    /// Its user.
+    #[arg(long, default_value = "root")]
+    user: String,
+    /// The user's password (an account with mysql_native_password, or
+    /// caching_sha2_password after one TLS login to that server).
+    #[arg(long, default_value = "")]
+    password: String,
+    /// The database (created by --load).
+    #[arg(long, default_value = "tpcc")]
+    database: String,
+    /// Warehouses (the scale: 10 districts, 30,000 customers and 100,000
+    /// stock rows each).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    warehouses: u32,
+    /// Drop and create the database and load its initial population first.
+    #[arg(long)]
+    load: bool,
+    /// Seconds of the transaction mix (0: load and check only).
+    #[arg(long, default_value_t = 60)]
+    duration: u64,
+    /// Connections running the mix (a terminal each; keying and think
+    /// times off).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    connections: u32,
+    /// Create the tables without PARTITION BY KEY on the warehouse.
+    #[arg(long)]
+    no_partitioning: bool,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -333,6 +373,9 @@ fn main() -> ExitCode {
         Command::Bench {
             bench: BenchCommand::Failover(args),
         } => run_failover(args),
+        Command::Bench {
+            bench: BenchCommand::Tpcc(args),
+        } => return run_tpcc(args),
         Command::Sql {
             mgmd,
             port,
@@ -403,6 +446,41 @@ fn check_replicas(mgmd: &str, json: bool) -> ExitCode {
         }
         Err(error) => {
             eprintln!("tessera mgm: check replicas: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `tessera bench tpcc`: exits non-zero when a consistency condition
+/// failed (the figures are printed either way).
+fn run_tpcc(args: TpccArgs) -> ExitCode {
+    let options = bench::tpcc::TpccOptions {
+        mysql: args.mysql,
+        user: args.user,
+        password: args.password,
+        database: args.database,
+        warehouses: args.warehouses,
+        load: args.load,
+        duration: Duration::from_secs(args.duration),
+        connections: args.connections,
+        partitioned: !args.no_partitioning,
+    };
+    match bench::tpcc::run(&options) {
+        Ok(report) => {
+            match args.json {
+                true => println!("{}", report.to_json()),
+                false => print!("{}", report.to_text()),
+            }
+            match report.is_consistent() {
+                true => ExitCode::SUCCESS,
+                false => {
+                    eprintln!("bench tpcc: a consistency condition failed");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Err(error) => {
+            eprintln!("bench tpcc: {error}");
             ExitCode::FAILURE
         }
     }

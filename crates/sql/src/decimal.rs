@@ -53,7 +53,8 @@ impl Decimal {
 
     /// `mantissa / 10^scale`, when it holds at most 38 digits.
     pub fn new(mantissa: i128, scale: u8) -> Option<Decimal> {
-        (scale <= MAX_SCALE && mantissa.abs() < Self::LIMIT).then_some(Decimal { mantissa, scale })
+        (scale <= MAX_SCALE && mantissa.unsigned_abs() < Self::LIMIT as u128)
+            .then_some(Decimal { mantissa, scale })
     }
 
     /// An integer, scale 0.

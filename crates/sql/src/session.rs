@@ -694,8 +694,9 @@ impl Session {
                 if_not_exists,
                 ..
             } => {
-                self.require("CREATE", &db_name.to_string(), "*", Privileges::CREATE)?;
-                let created = catalog.create_database(&db_name.to_string(), *if_not_exists)?;
+                let name = object_name(db_name);
+                self.require("CREATE", &name, "*", Privileges::CREATE)?;
+                let created = catalog.create_database(&name, *if_not_exists)?;
                 Ok(Response::affected(created as u64))
             }
             S::Drop {
@@ -960,7 +961,7 @@ impl Session {
                 let [name] = names else {
                     return Err(SqlError::parse("DROP DATABASE names one database"));
                 };
-                let name = name.to_string();
+                let name = object_name(name);
                 self.require("DROP", &name, "*", Privileges::DROP)?;
                 let dropped = catalog.drop_database(&name, if_exists)?;
                 if self.database.as_deref() == Some(name.as_str()) && dropped.is_some() {
@@ -1596,6 +1597,14 @@ impl Drop for Session {
     fn drop(&mut self) {
         self.end();
     }
+}
+
+/// A one-part name as written, its quotes off (`shop`, `` `shop` ``).
+fn object_name(name: &ast::ObjectName) -> String {
+    name.0
+        .last()
+        .and_then(|part| part.as_ident())
+        .map_or_else(|| name.to_string(), |ident| ident.value.clone())
 }
 
 /// The LIKE pattern of a SHOW statement's filter.

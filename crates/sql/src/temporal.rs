@@ -403,7 +403,7 @@ fn write_fraction(out: &mut Vec<u8>, micro: i64, fsp: u8) {
 impl Time {
     /// A span, when within TIME's range.
     pub fn new(micros: i64, fsp: u8) -> Option<Time> {
-        (micros.abs() <= MAX_TIME_MICROS).then_some(Time { micros, fsp })
+        (micros.unsigned_abs() <= MAX_TIME_MICROS as u64).then_some(Time { micros, fsp })
     }
 
     /// Reads `[-][D ]HH:MM[:SS[.ffffff]]`, `HHMMSS[.ffffff]`, `MMSS`, `SS`.
@@ -454,7 +454,7 @@ impl Time {
 
     /// From a number `HHMMSS`.
     pub fn from_number(number: i64) -> Option<Time> {
-        let magnitude = number.abs();
+        let magnitude = number.checked_abs()?;
         let (hours, minutes, seconds) =
             (magnitude / 10_000, magnitude / 100 % 100, magnitude % 100);
         if minutes >= 60 || seconds >= 60 {
@@ -727,6 +727,8 @@ mod tests {
         assert_eq!(time_text(Time::parse("12:30")), "12:30:00");
         assert_eq!(time_text(Time::from_number(-123)), "-00:01:23");
         assert_eq!(time_text(Time::parse("x")), "none");
+        assert_eq!(time_text(Time::from_number(i64::MIN)), "none");
+        assert_eq!(time_text(Time::new(i64::MIN, 0)), "none");
     }
 
     #[test]

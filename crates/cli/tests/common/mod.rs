@@ -1444,6 +1444,11 @@ impl SqlNode {
 }
 
 impl SqlNode {
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL, and waits for it to be gone.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
