@@ -335,3 +335,88 @@ fn mysqldump_dumps_and_restores_as_accounts_without_root() {
     assert_eq!(read("copy"), read("shop"));
     assert!(read("copy").contains("2024-01-31 10:30:00.250"));
 }
+
+#[test]
+fn subqueries_kill_and_the_process_list_respect_privileges() {
+    let cluster = TestCluster::start(ClusterOptions::pair("privileged_reads"));
+    let tls = TlsFiles::make("privileged_reads");
+    let node = SqlNode::start_with_tls(&cluster, &tls, false);
+    root(
+        &node,
+        "CREATE DATABASE shop; CREATE DATABASE hr; \
+         CREATE TABLE shop.items (id INT PRIMARY KEY, name VARCHAR(200)); \
+         CREATE TABLE hr.secrets (id INT PRIMARY KEY, pay INT); \
+         INSERT INTO hr.secrets VALUES (1, 100); \
+         CREATE USER 'app'@'%' IDENTIFIED WITH mysql_native_password BY 'pw'; \
+         GRANT SELECT, INSERT, DELETE ON shop.* TO 'app'@'%'",
+    );
+    let app = Login {
+        user: "app",
+        password: Some("pw"),
+        ..Login::default()
+    };
+    // No way around a missing grant through a subquery.
+    for sql in [
+        "SELECT (SELECT pay FROM hr.secrets WHERE id = 1)",
+        "SELECT id FROM shop.items WHERE id IN (SELECT id FROM hr.secrets)",
+        "DELETE FROM shop.items WHERE EXISTS (SELECT 1 FROM hr.secrets WHERE pay > 50)",
+        "INSERT INTO shop.items SELECT id, 'x' FROM hr.secrets",
+        "EXPLAIN SELECT * FROM hr.secrets",
+    ] {
+        let denied = mariadb_login(&node, app, sql).unwrap_err();
+        assert_eq!(code(&denied), 1142, "{sql}: {denied}");
+    }
+    // Another account's connection: neither seen nor ended.
+    let list = mariadb_login(&node, app, "SHOW PROCESSLIST").unwrap();
+    assert!(list.lines().all(|line| line.contains("\tapp\t")), "{list}");
+    // Root's connection, open meanwhile.
+    let mut root_connection = bench::mysql::Connection::connect(&bench::mysql::ConnectOptions {
+        address: format!("127.0.0.1:{}", node.port),
+        user: "root".into(),
+        password: String::new(),
+        database: None,
+    })
+    .unwrap();
+    let root_id = root_connection
+        .query("SELECT CONNECTION_ID()")
+        .unwrap()
+        .scalar()
+        .unwrap()
+        .to_string();
+    let list = mariadb_login(&node, app, "SHOW PROCESSLIST").unwrap();
+    assert!(!list.contains("\troot\t"), "{list}");
+    let refused = mariadb_login(&node, app, &format!("KILL {root_id}")).unwrap_err();
+    assert_eq!(code(&refused), 1095, "{refused}");
+    assert!(
+        root_connection.query("SELECT 1").is_ok(),
+        "root's connection lives"
+    );
+    // Over TLS, a statement (110 KB) and a result larger than TLS's
+    // buffers (16 KiB in, 64 KiB out by default).
+    let rows: Vec<String> = (0..700)
+        .map(|id| format!("({id}, '{}')", "x".repeat(150)))
+        .collect();
+    let tls_app = Login { tls: true, ..app };
+    mariadb_login(
+        &node,
+        tls_app,
+        &format!("INSERT INTO shop.items VALUES {}", rows.join(", ")),
+    )
+    .unwrap();
+    let all = mariadb_login(&node, tls_app, "SELECT * FROM shop.items").unwrap();
+    assert_eq!(all.lines().count(), 700);
+    // Root may not be dropped: root would be the built-in account again.
+    let refused = mariadb_login(
+        &node,
+        Login {
+            user: "root",
+            ..Login::default()
+        },
+        "DROP USER 'root'@'localhost'",
+    )
+    .unwrap_err();
+    assert_eq!(code(&refused), 1396, "{refused}");
+    // Root for other hosts is another account: loopback's root stays.
+    root(&node, "CREATE USER 'root'@'10.%' IDENTIFIED BY 'elsewhere'");
+    assert_eq!(root(&node, "SELECT 1"), "1\n");
+}

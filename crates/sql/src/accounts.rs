@@ -243,6 +243,19 @@ impl Account {
     }
 }
 
+/// Statement text as SHOW PROCESSLIST shows it: an account statement's
+/// passwords are not shown.
+pub fn masked(text: &str) -> String {
+    match parse(text) {
+        Some(_) if text.to_ascii_uppercase().contains("IDENTIFIED") => {
+            let upper = text.to_ascii_uppercase();
+            let cut = upper.find("IDENTIFIED").unwrap_or(text.len());
+            format!("{}IDENTIFIED BY <secret>", &text[..cut])
+        }
+        _ => text.to_string(),
+    }
+}
+
 /// The names an address is known by for host patterns: its text, and
 /// `localhost` for a loopback address.
 fn host_names(address: IpAddr) -> Vec<String> {
@@ -377,7 +390,9 @@ impl Accounts {
         Ok(match found {
             Some(account) => Some(account),
             None if user == "root" && address.is_loopback() => {
-                // Built in until an account named root exists for loopback.
+                // `root`@`localhost` is built in until it is stored (ALTER
+                // USER gives it a password); it cannot be dropped, so a
+                // stored one never gives way to the built-in again.
                 Some(Account::built_in_root())
             }
             None => None,
@@ -453,6 +468,17 @@ impl Accounts {
             }
             Statement::DropUser { if_exists, users } => {
                 administer()?;
+                if users
+                    .iter()
+                    .any(|user| user.user == "root" && user.host == "localhost" && !user.current)
+                {
+                    // Without it root would be the built-in account again,
+                    // which has no password.
+                    return Err(SqlError::new(
+                        1396,
+                        "Operation DROP USER failed for 'root'@'localhost': it is the administrator; give it a new password instead (ALTER USER)",
+                    ));
+                }
                 for user in users {
                     self.drop(user, *if_exists)?;
                 }

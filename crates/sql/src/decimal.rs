@@ -149,6 +149,14 @@ impl Decimal {
         if kept < digits.len() && digits[kept] >= 5 {
             mantissa += 1;
         }
+        if mantissa == 0 {
+            // Zero at any exponent (`0e2147483647`).
+            return Decimal::new(0, scale.clamp(0, MAX_SCALE as i64) as u8);
+        }
+        if scale < -(MAX_PRECISION as i64) {
+            // More digits than any DECIMAL holds.
+            return None;
+        }
         // A negative scale (digits before an exponent): zeros to append.
         while scale < 0 {
             mantissa = mantissa.checked_mul(10)?;
@@ -386,6 +394,8 @@ mod tests {
         assert!(Decimal::parse("1.2.3").is_none());
         assert!(Decimal::parse("").is_none());
         assert!(Decimal::parse(".").is_none());
+        assert_eq!(d("0e2147483647").to_string(), "0");
+        assert!(Decimal::parse("1e2147483647").is_none());
         assert!(Decimal::parse(&"9".repeat(39)).is_none());
         assert_eq!(d(&"9".repeat(38)).precision(), 38);
     }

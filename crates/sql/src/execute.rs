@@ -1079,7 +1079,16 @@ fn upsert(
     flush(run.transaction, Commit::No, table)?;
     // What each key holds now: read, then as this statement changed it.
     let mut known: std::collections::HashMap<Vec<u8>, Known> = Default::default();
-    let key_bytes = |row: &[Value]| access::encode_stored_key(&key_of(table, row, zone));
+    // Keys as the cluster compares them: text without trailing spaces
+    // (PAD SPACE), everything else byte for byte.
+    let key_bytes = |row: &[Value]| {
+        let key: Vec<client::Value> = table
+            .key_columns()
+            .into_iter()
+            .map(|c| stored_canonical(table, c, &row[c], zone))
+            .collect();
+        access::encode_stored_key(&key)
+    };
     for (handle, reads) in by_key.iter().zip(&by_unique) {
         for handle in std::iter::once(Some(handle)).chain(reads.iter().map(Option::as_ref)) {
             let Some(handle) = handle else { continue };
@@ -1109,9 +1118,10 @@ fn upsert(
             }
             for entry in known.values() {
                 let Some(existing) = &entry.row else { continue };
-                let same = columns
-                    .iter()
-                    .all(|c| value::compare(&existing[*c], &row[*c]) == Some(Ordering::Equal));
+                let same = columns.iter().all(|c| {
+                    stored_canonical(table, *c, &existing[*c], zone)
+                        == stored_canonical(table, *c, &row[*c], zone)
+                });
                 if same
                     && !found
                         .iter()
@@ -1246,7 +1256,25 @@ fn upsert(
             Conflict::Error => unreachable!("plain inserts do not come here"),
         }
     }
+    // What is queued goes before the next chunk reads: a row it inserts
+    // must be seen there.
+    flush(run.transaction, Commit::No, table)?;
     Ok((affected, matched))
+}
+
+/// Column `column`'s `value` as the cluster stores and compares it in a
+/// key: CHAR and VARCHAR without trailing spaces (PAD SPACE), every other
+/// kind byte for byte (VARBINARY's trailing spaces count).
+fn stored_canonical(table: &SqlTable, column: usize, value: &Value, zone: i64) -> client::Value {
+    let sql_type = &table.columns[column].sql_type;
+    match types::store(value, sql_type, zone) {
+        client::Value::Bytes(mut bytes) if sql_type.is_text() => {
+            let end = bytes.iter().rposition(|b| *b != b' ').map_or(0, |i| i + 1);
+            bytes.truncate(end);
+            client::Value::Bytes(bytes)
+        }
+        other => other,
+    }
 }
 
 /// The rows an UPDATE or DELETE changes, locked.

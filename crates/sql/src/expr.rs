@@ -1356,17 +1356,7 @@ impl Expr {
                 negated,
             } => {
                 let x = eval(expr)?;
-                let mut found = Some(false);
-                for item in list {
-                    match value::compare(&x, &eval(item)?) {
-                        Some(Ordering::Equal) => {
-                            found = Some(true);
-                            break;
-                        }
-                        None => found = None,
-                        Some(_) => {}
-                    }
-                }
+                let found = membership(&x, list.iter().map(eval))?;
                 value::boolean(found.map(|t| t != *negated))
             }
             Expr::Like {
@@ -1407,21 +1397,10 @@ impl Expr {
                         // IN's rules: a match is true; else any NULL (in
                         // the list or looked for) makes it unknown.
                         let x = eval(expr)?;
-                        if rows.is_empty() {
-                            return Ok(value::boolean(Some(*negated)));
-                        }
-                        let mut found = Some(false);
-                        for row in rows.iter() {
-                            let item = row.first().cloned().unwrap_or(Value::Null);
-                            match value::compare(&x, &item) {
-                                Some(Ordering::Equal) => {
-                                    found = Some(true);
-                                    break;
-                                }
-                                None => found = None,
-                                Some(_) => {}
-                            }
-                        }
+                        let items = rows
+                            .iter()
+                            .map(|row| Ok(row.first().cloned().unwrap_or(Value::Null)));
+                        let found = membership(&x, items)?;
                         value::boolean(found.map(|t| t != *negated))
                     }
                 }
@@ -1443,6 +1422,24 @@ fn fraction_digits(args: &[Expr], name: &str) -> SqlResult<u8> {
         },
         _ => Err(wrong_arguments(name)),
     }
+}
+
+/// Whether `x` is among `items`, by IN's rules: a match is true;
+/// otherwise a NULL (looked for, or among them) makes it unknown; no items
+/// is false.
+fn membership(
+    x: &Value,
+    items: impl IntoIterator<Item = SqlResult<Value>>,
+) -> SqlResult<Option<bool>> {
+    let mut found = Some(false);
+    for item in items {
+        match value::compare(x, &item?) {
+            Some(Ordering::Equal) => return Ok(Some(true)),
+            None => found = None,
+            Some(_) => {}
+        }
+    }
+    Ok(found)
 }
 
 /// The error of a statement stopped by KILL QUERY.

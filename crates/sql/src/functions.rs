@@ -11,6 +11,10 @@ use crate::temporal::{add_interval, DateTime, IntervalUnit, Time};
 use crate::types::SqlType;
 use crate::value::{self, Value};
 
+/// The longest text a function makes (MySQL's max_allowed_packet, 64
+/// MiB here): a longer one is NULL, as MySQL's.
+const MAX_RESULT_BYTES: usize = 64 << 20;
+
 /// What CAST converts to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CastTarget {
@@ -167,8 +171,10 @@ fn round(value: &Value, digits: i64, truncate: bool) -> SqlResult<Value> {
                 };
                 match integer_input {
                     true => match value {
-                        Value::UInt(_) => Value::UInt(kept.max(0) as u64),
-                        _ => Value::Int(kept as i64),
+                        Value::UInt(_) => {
+                            Value::UInt(u64::try_from(kept.max(0)).map_err(|_| out_of_range())?)
+                        }
+                        _ => Value::Int(i64::try_from(kept).map_err(|_| out_of_range())?),
                     },
                     false => Value::Decimal(Decimal::from_integer(kept).ok_or_else(out_of_range)?),
                 }
@@ -492,6 +498,9 @@ pub fn apply(function: crate::expr::Function, values: &[Value], zone: i64) -> Sq
                         out.push(text[at]);
                         at += 1;
                     }
+                    if out.len() > MAX_RESULT_BYTES {
+                        return Ok(Value::Null);
+                    }
                 }
                 Value::Bytes(out)
             }
@@ -513,6 +522,11 @@ pub fn apply(function: crate::expr::Function, values: &[Value], zone: i64) -> Sq
             };
             let chars = characters(&bytes);
             let length = length.max(0) as usize;
+            if length > MAX_RESULT_BYTES {
+                // Longer than a packet may be: NULL, as MySQL answers past
+                // max_allowed_packet.
+                return Ok(Value::Null);
+            }
             if length <= chars.len() {
                 return Ok(Value::Bytes(chars[..length].concat()));
             }
@@ -656,6 +670,8 @@ mod tests {
         assert_eq!(run(F::Round, &[d("-2.5")]), "-3");
         assert_eq!(run(F::Truncate, &[d("2.349"), Value::Int(2)]), "2.34");
         assert_eq!(run(F::Round, &[Value::Int(1234), Value::Int(-2)]), "1200");
+        let too_big = apply(F::Round, &[Value::Int(i64::MAX), Value::Int(-1)], 0);
+        assert_eq!(too_big.unwrap_err().code, 1690);
         assert_eq!(run(F::Round, &[Value::Double(2.5)]), "3");
         assert_eq!(run(F::Floor, &[d("-1.5")]), "-2");
         assert_eq!(run(F::Ceiling, &[d("1.2")]), "2");

@@ -74,6 +74,26 @@ fn number(name: &str) -> (String, SqlType) {
     )
 }
 
+/// The row counts, sizes, times and checksum FILES and PARTITIONS share.
+fn sizes_and_times() -> Vec<(String, SqlType)> {
+    let mut columns: Vec<(String, SqlType)> = [
+        "TABLE_ROWS",
+        "AVG_ROW_LENGTH",
+        "DATA_LENGTH",
+        "MAX_DATA_LENGTH",
+        "INDEX_LENGTH",
+        "DATA_FREE",
+    ]
+    .iter()
+    .map(|field| number(field))
+    .collect();
+    for field in ["CREATE_TIME", "UPDATE_TIME", "CHECK_TIME"] {
+        columns.push((field.into(), SqlType::DateTime { fsp: 0 }));
+    }
+    columns.push(number("CHECKSUM"));
+    columns
+}
+
 fn columns_of(view: View) -> Vec<(String, SqlType)> {
     let name = |n: &str| text(n, 64);
     match view {
@@ -193,20 +213,7 @@ fn columns_of(view: View) -> Vec<(String, SqlType)> {
             columns.push(number("TRANSACTION_COUNTER"));
             columns.push(number("VERSION"));
             columns.push(text("ROW_FORMAT", 10));
-            for field in [
-                "TABLE_ROWS",
-                "AVG_ROW_LENGTH",
-                "DATA_LENGTH",
-                "MAX_DATA_LENGTH",
-                "INDEX_LENGTH",
-                "DATA_FREE",
-            ] {
-                columns.push(number(field));
-            }
-            for field in ["CREATE_TIME", "UPDATE_TIME", "CHECK_TIME"] {
-                columns.push((field.into(), SqlType::DateTime { fsp: 0 }));
-            }
-            columns.push(number("CHECKSUM"));
+            columns.extend(sizes_and_times());
             columns.push(text("STATUS", 20));
             columns.push(text("EXTRA", 255));
             columns
@@ -229,20 +236,7 @@ fn columns_of(view: View) -> Vec<(String, SqlType)> {
             columns.push(text("PARTITION_EXPRESSION", 2048));
             columns.push(text("SUBPARTITION_EXPRESSION", 2048));
             columns.push(text("PARTITION_DESCRIPTION", 2048));
-            for field in [
-                "TABLE_ROWS",
-                "AVG_ROW_LENGTH",
-                "DATA_LENGTH",
-                "MAX_DATA_LENGTH",
-                "INDEX_LENGTH",
-                "DATA_FREE",
-            ] {
-                columns.push(number(field));
-            }
-            for field in ["CREATE_TIME", "UPDATE_TIME", "CHECK_TIME"] {
-                columns.push((field.into(), SqlType::DateTime { fsp: 0 }));
-            }
-            columns.push(number("CHECKSUM"));
+            columns.extend(sizes_and_times());
             columns.push(text("PARTITION_COMMENT", 2048));
             columns.push(text("NODEGROUP", 256));
             columns.push(name("TABLESPACE_NAME"));

@@ -953,9 +953,12 @@ pub(crate) fn select_plan(
         None => (None, AccessPlan::NoTable, filter.clone(), Vec::new()),
         Some(first) => {
             let columns = first.table.columns.len();
+            // A correlated subquery may read any table of the joined row:
+            // it is checked on the whole row only, at the end.
             let own: Vec<Expr> = pool
                 .iter()
                 .filter(|c| last_column(c).is_none_or(|last| last < columns))
+                .filter(|c| sources.len() == 1 || !has_correlated_subquery(c))
                 .cloned()
                 .collect();
             let scan_filter = match sources.len() {
@@ -979,7 +982,9 @@ pub(crate) fn select_plan(
         let reads_this = |c: &&Expr| {
             let mut read = Vec::new();
             collect_columns(c, &mut read);
-            read.iter().any(|i| *i >= offset && *i < end) && read.iter().all(|i| *i < end)
+            read.iter().any(|i| *i >= offset && *i < end)
+                && read.iter().all(|i| *i < end)
+                && !has_correlated_subquery(c)
         };
         // What decides a match: a LEFT JOIN's own ON; for an inner join,
         // every condition on this table and the earlier ones.
@@ -989,6 +994,7 @@ pub(crate) fn select_plan(
         };
         let local: Vec<Expr> = deciding
             .iter()
+            .filter(|c| !has_correlated_subquery(c))
             .filter_map(|c| localize(c, offset, columns))
             .collect();
         let own: Vec<Expr> = local.iter().filter(|c| !reads_outer(c)).cloned().collect();
@@ -1306,6 +1312,44 @@ pub fn outer_columns(plan: &SelectPlan) -> Vec<usize> {
     found.sort_unstable();
     found.dedup();
     found
+}
+
+/// Whether `expr` holds a subquery that reads the enclosing row (which
+/// may be any of a join's tables: it is evaluated on the whole row).
+fn has_correlated_subquery(expr: &Expr) -> bool {
+    match expr {
+        Expr::Subquery {
+            correlated, test, ..
+        } => {
+            *correlated
+                || matches!(test, crate::expr::SubqueryTest::In { expr, .. } if has_correlated_subquery(expr))
+        }
+        Expr::Column(_)
+        | Expr::Outer(_)
+        | Expr::Literal(_)
+        | Expr::Param(_)
+        | Expr::Session(_)
+        | Expr::Aggregate(_) => false,
+        Expr::Not(e) | Expr::Negate(e) | Expr::IsNull(e, _) => has_correlated_subquery(e),
+        Expr::Arithmetic(_, a, b)
+        | Expr::Compare(_, a, b)
+        | Expr::NullSafeEqual(a, b)
+        | Expr::And(a, b)
+        | Expr::Or(a, b)
+        | Expr::Xor(a, b)
+        | Expr::Like {
+            expr: a,
+            pattern: b,
+            ..
+        } => has_correlated_subquery(a) || has_correlated_subquery(b),
+        Expr::Between {
+            expr, low, high, ..
+        } => [expr, low, high].iter().any(|e| has_correlated_subquery(e)),
+        Expr::InList { expr, list, .. } => {
+            has_correlated_subquery(expr) || list.iter().any(has_correlated_subquery)
+        }
+        Expr::Function(_, args) => args.iter().any(has_correlated_subquery),
+    }
 }
 
 /// Whether a plan reads the enclosing query's row anywhere.

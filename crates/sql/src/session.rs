@@ -604,18 +604,9 @@ impl Session {
         if self.account.is_root() {
             return Ok(());
         }
-        let mut checks: Vec<(&'static str, Arc<crate::catalog::SqlTable>, Privileges)> = Vec::new();
-        let reads = |select: &crate::plan::SelectPlan, checks: &mut Vec<_>| {
-            for table in select
-                .table
-                .iter()
-                .chain(select.joins.iter().map(|j| &j.table))
-            {
-                checks.push(("SELECT", Arc::clone(table), Privileges::SELECT));
-            }
-        };
+        let mut checks: Vec<Check> = Vec::new();
         match plan {
-            Plan::Select(select) => reads(select, &mut checks),
+            Plan::Select(select) => reads_of(select, &mut checks),
             Plan::Insert(insert) => {
                 let needed = match insert.conflict {
                     crate::plan::Conflict::Replace => Privileges::INSERT.union(Privileges::DELETE),
@@ -626,14 +617,18 @@ impl Session {
                 };
                 checks.push(("INSERT", Arc::clone(&insert.table), needed));
                 if let Some(select) = &insert.select {
-                    reads(select, &mut checks);
+                    reads_of(select, &mut checks);
                 }
             }
-            Plan::Update(write) => {
-                checks.push(("UPDATE", Arc::clone(&write.table), Privileges::UPDATE))
-            }
-            Plan::Delete(write) => {
-                checks.push(("DELETE", Arc::clone(&write.table), Privileges::DELETE))
+            Plan::Update(write) | Plan::Delete(write) => {
+                let (command, needed) = match plan {
+                    Plan::Update(_) => ("UPDATE", Privileges::UPDATE),
+                    _ => ("DELETE", Privileges::DELETE),
+                };
+                checks.push((command, Arc::clone(&write.table), needed));
+                for subquery in &write.subqueries {
+                    reads_of(&subquery.plan, &mut checks);
+                }
             }
         }
         for (command, table, needed) in checks {
@@ -861,6 +856,25 @@ impl Session {
             S::Kill { modifier, id } => {
                 let query_only = matches!(modifier, Some(ast::KillType::Query));
                 let id = u32::try_from(*id).unwrap_or(0);
+                // Another account's connection only for an administrator
+                // (MySQL's CONNECTION_ADMIN; here, CREATE USER on *.*).
+                let owner = self
+                    .engine
+                    .server
+                    .processes()
+                    .into_iter()
+                    .find(|process| process.id == id)
+                    .map(|process| process.user);
+                if owner
+                    .as_deref()
+                    .is_some_and(|user| user != self.account.user)
+                    && !self.is_administrator()
+                {
+                    return Err(SqlError::new(
+                        1095,
+                        format!("You are not owner of thread {id}"),
+                    ));
+                }
                 match self.engine.server.kill(id, query_only) {
                     true => Ok(Response::ok()),
                     false => Err(SqlError::new(
@@ -1252,6 +1266,7 @@ impl Session {
 
     fn explain(&mut self, statement: &ast::Statement) -> SqlResult<Response> {
         let compiled = self.compile(statement)?;
+        self.authorize(&compiled.plan)?;
         let (table, access, steps) = match &compiled.plan {
             Plan::Select(select) => {
                 let mut steps = Vec::new();
@@ -1562,12 +1577,22 @@ impl Session {
         Response::text_rows(&["Variable_name", "Value"], rows)
     }
 
+    /// Whether the account administers the SQL node: sees and ends every
+    /// connection (CREATE USER on *.*, root's).
+    fn is_administrator(&self) -> bool {
+        self.account.is_root() || self.grants.allows("*", "*", Privileges::CREATE_USER)
+    }
+
     fn processlist(&self) -> Response {
+        let everyone = self.is_administrator();
         let rows = self
             .engine
             .server
             .processes()
             .into_iter()
+            // Another account's connections only for an administrator
+            // (MySQL's PROCESS privilege).
+            .filter(|p| everyone || p.user == self.account.user)
             .map(|p| {
                 vec![
                     Value::UInt(p.id as u64),
@@ -1580,7 +1605,10 @@ impl Session {
                     Value::from(p.command),
                     Value::UInt(p.seconds),
                     Value::from(""),
-                    p.info.as_deref().map(Value::from).unwrap_or(Value::Null),
+                    p.info
+                        .as_deref()
+                        .map(|info| Value::from(crate::accounts::masked(info)))
+                        .unwrap_or(Value::Null),
                 ]
             })
             .collect();
@@ -1596,6 +1624,24 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         self.end();
+    }
+}
+
+/// A privilege a statement needs: its command's name, the table, what.
+type Check = (&'static str, Arc<crate::catalog::SqlTable>, Privileges);
+
+/// SELECT on every table `select` reads, its subqueries' at any depth
+/// included.
+fn reads_of(select: &crate::plan::SelectPlan, checks: &mut Vec<Check>) {
+    for table in select
+        .table
+        .iter()
+        .chain(select.joins.iter().map(|j| &j.table))
+    {
+        checks.push(("SELECT", Arc::clone(table), Privileges::SELECT));
+    }
+    for subquery in &select.subqueries {
+        reads_of(&subquery.plan, checks);
     }
 }
 

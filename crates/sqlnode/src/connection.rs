@@ -808,7 +808,11 @@ fn param_value(param: &ParamValue<'_>) -> Value {
         } => {
             let seconds =
                 (days as i64 * 24 + hour as i64) * 3600 + minute as i64 * 60 + second as i64;
-            let micros = seconds * MICROS_PER_SECOND + microsecond as i64;
+            // A day count past TIME's range saturates, and TIME refuses it
+            // below: never a wrapped value that would pass.
+            let micros = seconds
+                .saturating_mul(MICROS_PER_SECOND)
+                .saturating_add(microsecond as i64);
             let fsp = if microsecond != 0 { 6 } else { 0 };
             match Time::new(if negative { -micros } else { micros }, fsp) {
                 Some(time) => Value::Time(time),

@@ -68,7 +68,10 @@ pub(crate) struct Tls {
 impl Tls {
     /// A session under `config`.
     pub(crate) fn new(config: &Arc<ServerConfig>) -> io::Result<Tls> {
-        let session = ServerConnection::new(Arc::clone(config)).map_err(io::Error::other)?;
+        let mut session = ServerConnection::new(Arc::clone(config)).map_err(io::Error::other)?;
+        // Records to send are taken out after every command; a large
+        // result must fit meanwhile (rustls's default stops at 64 KiB).
+        session.set_buffer_limit(None);
         Ok(Tls { session })
     }
 
@@ -82,12 +85,26 @@ impl Tls {
     ) -> io::Result<()> {
         let mut rest = &records[..];
         while !rest.is_empty() {
-            self.session.read_tls(&mut rest)?;
+            let taken = self.session.read_tls(&mut rest)?;
             self.session
                 .process_new_packets()
                 .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))?;
+            // Taken out now: rustls takes no more records while 16 KiB of
+            // plaintext waits.
+            self.take_plaintext(plaintext)?;
+            if taken == 0 {
+                // The peer closed its side (close_notify): what follows is
+                // not read, and the connection ends.
+                records.clear();
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
         }
         records.clear();
+        Ok(())
+    }
+
+    /// Appends the plaintext waiting in the session to `plaintext`.
+    fn take_plaintext(&mut self, plaintext: &mut Vec<u8>) -> io::Result<()> {
         let mut chunk = [0u8; 16 * 1024];
         loop {
             match self.session.reader().read(&mut chunk) {
