@@ -391,6 +391,62 @@ fn a_sql_node_killed_mid_transaction_leaves_no_lock_and_no_write_behind() {
     assert!(error_of(&second, "SELECT * FROM d.counted").contains("1146"));
 }
 
+/// `SELECT ... ORDER BY <the key's order> LIMIT 1 FOR UPDATE` (a queue's
+/// head, TPC-C's Delivery) reads in key order and locks the one row it
+/// returns: another transaction may change the rows behind it meanwhile.
+#[test]
+fn a_locking_read_with_limit_in_key_order_locks_only_the_rows_it_returns() {
+    let cluster = TestCluster::start(ClusterOptions::pair("sql_queue"));
+    let node = SqlNode::start(&cluster);
+    query(
+        &node,
+        "CREATE DATABASE q; CREATE TABLE q.queue (shard INT NOT NULL, id INT NOT NULL, v INT, \
+         PRIMARY KEY (shard, id)) PARTITION BY KEY (shard); \
+         INSERT INTO q.queue VALUES (1, 1, 0), (1, 2, 0), (1, 3, 0), (2, 1, 0)",
+    );
+    let engine = engine_beside(&cluster);
+    let session = |id| {
+        sql::Session::new(
+            std::sync::Arc::clone(&engine),
+            id,
+            sql::accounts::Account::built_in_root(),
+            Some("q"),
+            std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        )
+        .expect("a session")
+    };
+    let run = |session: &mut sql::Session, sql: &str| {
+        let mut results = session.query(sql, false);
+        assert_eq!(results.len(), 1, "{sql}");
+        results
+            .pop()
+            .unwrap()
+            .unwrap_or_else(|error| panic!("{sql}: {error:?}"))
+    };
+    let (mut holder, mut other) = (session(1), session(2));
+    run(&mut holder, "START TRANSACTION");
+    let head = run(
+        &mut holder,
+        "SELECT id FROM queue WHERE shard = 1 ORDER BY id LIMIT 1 FOR UPDATE",
+    );
+    assert!(format!("{head:?}").contains("Int(1)"), "{head:?}");
+    // The rows behind the head are free: this does not wait (a lock held
+    // on them would end it in a lock wait timeout, 1205).
+    run(
+        &mut other,
+        "UPDATE queue SET v = 5 WHERE shard = 1 AND id = 3",
+    );
+    run(&mut holder, "DELETE FROM queue WHERE shard = 1 AND id = 1");
+    run(&mut holder, "COMMIT");
+    assert_eq!(
+        query(
+            &node,
+            "SELECT id, v FROM q.queue WHERE shard = 1 ORDER BY id"
+        ),
+        "2\t0\n3\t5\n"
+    );
+}
+
 /// An SQL engine in this process, over its own connection to `cluster`.
 fn engine_beside(cluster: &TestCluster) -> std::sync::Arc<sql::Engine> {
     struct NoConnections;

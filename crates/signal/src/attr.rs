@@ -324,16 +324,52 @@ pub fn key_hash(table: &TableDef, key: &[u8]) -> Result<KeyHash, ErrorCode> {
     if !partitioned {
         return Ok(KeyHash(whole));
     }
+    let distribution =
+        distribution_of(&partition_values[..table.partition_key.len().min(partition_values.len())]);
+    Ok(KeyHash(
+        (distribution & 0xFFFF_FFFF_0000_0000) | (whole & 0xFFFF_FFFF),
+    ))
+}
+
+/// The distribution half of a partition key's canonical values, in the
+/// partition key's order.
+fn distribution_of(values: &[&[u8]]) -> u64 {
     let mut partition_crc = 0u32;
-    for value in &partition_values[..table.partition_key.len().min(partition_values.len())] {
+    for value in values {
         partition_crc =
             stdx::crc::crc32c_append(partition_crc, &(value.len() as u16).to_le_bytes());
         partition_crc = stdx::crc::crc32c_append(partition_crc, value);
     }
-    let distribution = fmix64(partition_crc as u64 ^ 0x5bd1_e995_0000_0000);
-    Ok(KeyHash(
-        (distribution & 0xFFFF_FFFF_0000_0000) | (whole & 0xFFFF_FFFF),
-    ))
+    fmix64(partition_crc as u64 ^ 0x5bd1_e995_0000_0000)
+}
+
+/// The distribution hash (`KeyHash::distribution_hash`) every row of
+/// `table` whose partition-key columns hold `entries` has: attribute
+/// entries of exactly the partition key's columns, in its order, not
+/// NULL. What a scan whose bounds pin those columns uses to reach the one
+/// partition holding its rows. Only for a table with a partition key of
+/// its own (`TableDef::partition_key` set and not the primary key): any
+/// other spreads its rows by the whole key.
+pub fn partition_key_hash(table: &TableDef, entries: &[u8]) -> Result<u32, ErrorCode> {
+    if table.partition_key.is_empty() || table.partition_key == table.primary_key {
+        return Err(ErrorCode::BadRequest);
+    }
+    let mut values: [&[u8]; 8] = [&[]; 8];
+    let mut iter = AttrIter::new(entries);
+    for (position, &column) in table.partition_key.iter().enumerate() {
+        let entry = iter.next().ok_or(ErrorCode::BadRequest)??;
+        if entry.column != column || position >= values.len() {
+            return Err(ErrorCode::BadRequest);
+        }
+        let value = entry.value.ok_or(ErrorCode::NullNotAllowed)?;
+        let column_type = table.columns[column as usize].column_type;
+        check_value(column_type, value)?;
+        values[position] = canonical(column_type, value);
+    }
+    if iter.next().is_some() {
+        return Err(ErrorCode::BadRequest);
+    }
+    Ok((distribution_of(&values[..table.partition_key.len()]) >> 32) as u32)
 }
 
 #[cfg(test)]
@@ -393,6 +429,26 @@ mod partition_key_tests {
             key_hash(&table(vec![0, 1]), &key(7, 1)).unwrap(),
             key_hash(&whole, &key(7, 1)).unwrap()
         );
+    }
+
+    #[test]
+    fn a_partition_key_alone_hashes_as_its_rows_do() {
+        let partitioned = table(vec![0]);
+        let mut entries = Vec::new();
+        append_entry(&mut entries, 0, &7i32.to_le_bytes()).unwrap();
+        let alone = partition_key_hash(&partitioned, &entries).unwrap();
+        for i_id in [1, 2, 99_999] {
+            let row = key_hash(&partitioned, &key(7, i_id)).unwrap();
+            assert_eq!(alone, row.distribution_hash());
+        }
+        // Not the partition key's columns, or a table spread by its whole
+        // key: no partition follows from them.
+        let mut wrong = Vec::new();
+        append_entry(&mut wrong, 1, &7i32.to_le_bytes()).unwrap();
+        assert!(partition_key_hash(&partitioned, &wrong).is_err());
+        assert!(partition_key_hash(&partitioned, &[]).is_err());
+        assert!(partition_key_hash(&table(Vec::new()), &entries).is_err());
+        assert!(partition_key_hash(&table(vec![0, 1]), &entries).is_err());
     }
 
     #[test]

@@ -51,6 +51,10 @@ pub struct Request<'a> {
     /// Stop after this many rows, when the whole WHERE clause was pushed
     /// (the caller passes it only when no row can be dropped afterwards).
     pub limit: Option<u64>,
+    /// Read a scan in its index's order, descending with `Some(true)`
+    /// (the plan's `scan_order`), so that `limit` keeps the first rows of
+    /// that order; `None`: in any order.
+    pub order: Option<bool>,
     /// How the lookup batch executes: `Commit::Yes` when the statement
     /// ends with it (an autocommit read).
     pub commit: Commit,
@@ -667,6 +671,21 @@ fn scan(
             }
         }
         _ => (None, None),
+    };
+    // In order across the partitions (their rows merged), and from the
+    // top for a descending one; with several ranges (walked one after
+    // another) only unordered, and then no row may be left out.
+    let options = match (request.order, &ranges) {
+        (Some(descending), Some(ranges)) if ranges.len() == 1 => ScanOptions {
+            ordered: true,
+            descending,
+            ..options
+        },
+        (Some(_), _) => ScanOptions {
+            limit: None,
+            ..options
+        },
+        (None, _) => options,
     };
     let access = match (&ranges, &index) {
         (Some(ranges), None) => Access::PrimaryKey(ranges),

@@ -232,6 +232,7 @@ fn select_rows(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
             }
             let unordered =
                 simple && plan.aggregates.is_empty() && !plan.distinct && plan.order_by.is_empty();
+            let scan_ordered = plan.scan_order.is_some() && plan.limit.is_some();
             // With joins every fetch stays open; the statement's end
             // commits once they are all done.
             let commit = match plan.joins.is_empty() {
@@ -245,10 +246,14 @@ fn select_rows(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
                 params: run.params,
                 lock: plan.lock,
                 needed: Some(&plan.needed),
-                limit: match unordered {
+                // Unordered, or read in ORDER BY's order: the first
+                // LIMIT + OFFSET rows are the answer's (they are still
+                // sorted below, a no-op on so few).
+                limit: match unordered || scan_ordered {
                     true => plan.limit.map(|limit| limit.saturating_add(plan.offset)),
                     false => None,
                 },
+                order: plan.scan_order.filter(|_| scan_ordered),
                 commit,
             };
             let Fetched { rows, fetched } =
@@ -465,6 +470,7 @@ fn fetch_joined(
         lock: plan.lock,
         needed: Some(&join.needed),
         limit: None,
+        order: None,
         commit: Commit::No,
     };
     let Fetched { rows, fetched } = access::fetch(&request, run.transaction, run.environment)?;
@@ -575,6 +581,7 @@ fn pushed_count(plan: &SelectPlan, table: &SqlTable, run: &mut Run<'_>) -> SqlRe
         lock: plan.lock,
         needed: None,
         limit: None,
+        order: None,
         commit: run.commit,
     };
     access::count(&request, run.transaction, run.environment)
@@ -1287,6 +1294,7 @@ fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Vec<Vec<Value
         lock: LockMode::Exclusive,
         needed: None,
         limit: None,
+        order: None,
         commit: Commit::No,
     };
     let Fetched { rows, fetched } = access::fetch(&request, run.transaction, run.environment)?;

@@ -154,6 +154,11 @@ pub struct SelectPlan {
     pub limit: Option<u64>,
     /// OFFSET.
     pub offset: u64,
+    /// The access path's own order gives ORDER BY's (`Some(descending)`):
+    /// a scan read in that order can stop after LIMIT + OFFSET rows (and
+    /// a locking one lock only those), where any other must read every
+    /// row to sort them (`scan_order`).
+    pub scan_order: Option<bool>,
     /// FOR UPDATE / FOR SHARE.
     pub lock: LockMode,
     /// Columns of the first table the statement reads (the rest need not
@@ -1020,6 +1025,14 @@ pub(crate) fn select_plan(
     };
     let subqueries = compiler.take_subqueries();
     compiler.give_placeholders_to(placeholders);
+    let distinct = matches!(select.distinct, Some(ast::Distinct::Distinct));
+    let scan_order = match (
+        &table,
+        joins.is_empty() && !grouped && having.is_none() && !distinct,
+    ) {
+        (Some(table), true) => scan_order(table, &access, &order_by),
+        _ => None,
+    };
     Ok(SelectPlan {
         subqueries,
         table,
@@ -1033,13 +1046,69 @@ pub(crate) fn select_plan(
         aggregates,
         output,
         columns: columns.into(),
-        distinct: matches!(select.distinct, Some(ast::Distinct::Distinct)),
+        distinct,
         order_by,
         limit,
         offset,
+        scan_order,
         lock,
         needed,
     })
+}
+
+/// Whether reading `access` in its index's order (ascending or, with
+/// `Some(true)`, descending) gives `order_by`'s order: one range of the
+/// primary key or an ordered index, and ORDER BY naming plain columns of
+/// that index in its order, each after the range's leading equalities
+/// (columns the range pins may come anywhere: all its rows share their
+/// value), all in one direction, and of types whose stored values order
+/// as their SQL values do. Rows equal on every ORDER BY column may come
+/// in any order, as SQL allows.
+fn scan_order(table: &SqlTable, access: &AccessPlan, order_by: &[(Expr, bool)]) -> Option<bool> {
+    let AccessPlan::Ranges { index, ranges } = access else {
+        return None;
+    };
+    let [range] = ranges.as_slice() else {
+        return None;
+    };
+    if order_by.is_empty() {
+        return None;
+    }
+    let columns: Vec<usize> = match index {
+        None => table
+            .def()
+            .primary_key
+            .iter()
+            .map(|c| *c as usize)
+            .collect(),
+        Some(name) => table
+            .def()
+            .index(name)?
+            .columns
+            .iter()
+            .map(|c| *c as usize)
+            .collect(),
+    };
+    let pinned = &columns[..range.prefix.len().min(columns.len())];
+    let mut next = pinned.len();
+    let mut direction = None;
+    for (expr, descending) in order_by {
+        let Expr::Column(column) = expr else {
+            return None;
+        };
+        if !table.columns.get(*column)?.sql_type.orders_as_stored() {
+            return None;
+        }
+        if pinned.contains(column) {
+            continue;
+        }
+        if columns.get(next) != Some(column) || *direction.get_or_insert(*descending) != *descending
+        {
+            return None;
+        }
+        next += 1;
+    }
+    Some(direction.unwrap_or(false))
 }
 
 /// The subqueries a compiler has met so far.

@@ -1280,9 +1280,16 @@ impl Session {
                     steps.push("having".to_string());
                 }
                 if !select.order_by.is_empty() {
-                    steps.push(match select.limit {
-                        Some(limit) => format!("top-{} sort", limit.saturating_add(select.offset)),
-                        None => "sort".to_string(),
+                    steps.push(match (select.limit, select.scan_order) {
+                        (Some(limit), Some(descending)) => format!(
+                            "first {} in index order{}",
+                            limit.saturating_add(select.offset),
+                            if descending { " (descending)" } else { "" }
+                        ),
+                        (Some(limit), None) => {
+                            format!("top-{} sort", limit.saturating_add(select.offset))
+                        }
+                        (None, _) => "sort".to_string(),
                     });
                 }
                 if select.distinct {

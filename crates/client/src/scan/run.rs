@@ -20,6 +20,7 @@ use signal::signals::{scan_flags, PartitionMap, ScanReq};
 use signal::BlockKind;
 use std::cmp::Ordering;
 use std::collections::VecDeque;
+use std::ops::Bound;
 use std::sync::Arc;
 
 /// Bytes before each row's attribute entries: row id, GCI, length.
@@ -53,8 +54,9 @@ pub(super) struct Walk {
     low: Vec<u8>,
     high: Vec<u8>,
     inclusive: u8,
-    /// The bucket of the range's key when the range is a single whole
-    /// key: only its partition can hold it.
+    /// The bucket every row of the range is in, when the range pins it:
+    /// a single whole primary key, or equal bounds on every column of
+    /// the table's partition key. Only its partition can hold the rows.
     bucket: Option<u32>,
 }
 
@@ -89,13 +91,16 @@ impl Walk {
         };
         let low = entries(&range.low, scan_flags::LOW_INCLUSIVE)?;
         let high = entries(&range.high, scan_flags::HIGH_INCLUSIVE)?;
-        // Rows are placed by the primary key: only its ranges can prune.
+        // Rows are placed by the primary key, or by the partition key when
+        // the table has one: a range that pins either reaches one
+        // partition.
         let bucket = match index {
             0 => single_key(table, range)
                 .map(|key| table.bucket(key))
                 .transpose()?,
             _ => None,
-        };
+        }
+        .or_else(|| pinned_bucket(table, columns, range));
         Ok(Walk {
             index,
             low,
@@ -104,6 +109,46 @@ impl Walk {
             bucket,
         })
     }
+}
+
+/// The bucket of the rows of `range` (bounds over `columns`, an index's
+/// or the primary key's) when its bounds agree on a leading run of
+/// columns holding every column of the table's partition key: each row
+/// between the bounds has those values, so all of them hash alike.
+/// `None` for a table without a partition key of its own, an open bound,
+/// or a partition-key column the bounds leave free.
+fn pinned_bucket(table: &Table, columns: &[u16], range: &KeyRange) -> Option<u32> {
+    let def = table.def();
+    if def.partition_key.is_empty() || def.partition_key == def.primary_key {
+        return None;
+    }
+    let (Bound::Included(low) | Bound::Excluded(low)) = &range.low else {
+        return None;
+    };
+    let (Bound::Included(high) | Bound::Excluded(high)) = &range.high else {
+        return None;
+    };
+    let agreed = low.iter().zip(high).take_while(|(a, b)| a == b).count();
+    let mut entries = Vec::new();
+    for &column in &def.partition_key {
+        let position = columns.iter().position(|c| *c == column)?;
+        if position >= agreed {
+            return None;
+        }
+        let column_def = &def.columns[column as usize];
+        crate::value::push_entry(
+            &mut entries,
+            column,
+            column_def.column_type,
+            column_def.nullable,
+            &low[position],
+        )
+        .ok()?;
+    }
+    let distribution = signal::attr::partition_key_hash(def, &entries).ok()?;
+    Some(signal::partition::bucket(signal::attr::KeyHash(
+        u64::from(distribution) << 32,
+    )))
 }
 
 /// What a scan cost so far.
