@@ -436,7 +436,20 @@ fn a_locking_read_with_limit_in_key_order_locks_only_the_rows_it_returns() {
         &mut other,
         "UPDATE queue SET v = 5 WHERE shard = 1 AND id = 3",
     );
+    // The head is deleted as the transaction holds it, without a read.
+    let reused = |session: &mut sql::Session| {
+        let status = run(
+            session,
+            "SHOW GLOBAL STATUS LIKE 'Tessera_locked_rows_reused'",
+        );
+        let sql::Response::Rows { rows, .. } = status else {
+            panic!("SHOW STATUS answers rows: {status:?}");
+        };
+        rows[0][1].as_str().unwrap().parse::<u64>().unwrap()
+    };
+    let before = reused(&mut holder);
     run(&mut holder, "DELETE FROM queue WHERE shard = 1 AND id = 1");
+    assert_eq!(reused(&mut holder), before + 1);
     run(&mut holder, "COMMIT");
     assert_eq!(
         query(

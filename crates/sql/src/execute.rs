@@ -10,6 +10,7 @@ use crate::catalog::SqlTable;
 use crate::decimal::Decimal;
 use crate::error::{codes, SqlError, SqlResult};
 use crate::expr::{Aggregate, AggregateFunction, Environment, Expr, Inputs};
+use crate::locked_rows::LockedRows;
 use crate::plan::{
     AccessPlan, Conflict, IndexRange, InsertPlan, JoinPlan, RangeEnd, SelectPlan, SubqueryPlan,
     WritePlan,
@@ -36,6 +37,8 @@ pub struct StatementCounts {
     pub fetched: u64,
     /// Rows sent to the client.
     pub sent: u64,
+    /// Rows to write taken from the transaction's locked rows, unread.
+    pub locked_rows_reused: u64,
 }
 
 /// The inputs of a run.
@@ -50,6 +53,8 @@ pub struct Run<'a> {
     pub environment: &'a dyn Environment,
     /// Counts to add to.
     pub counts: &'a mut StatementCounts,
+    /// The rows the transaction holds locked, as it last saw them.
+    pub locked: &'a mut LockedRows,
 }
 
 /// Error 1317 if KILL QUERY asked the statement to stop.
@@ -183,6 +188,7 @@ impl Environment for WithSubqueries<'_> {
             params,
             environment: self,
             counts: &mut counts,
+            locked: &mut LockedRows::default(),
         };
         let Response::Rows { rows, .. } = select(plan, &mut run)? else {
             unreachable!("a query answers rows")
@@ -256,9 +262,21 @@ fn select_rows(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
                 order: plan.scan_order.filter(|_| scan_ordered),
                 commit,
             };
+            settle(table, &plan.access, run)?;
             let Fetched { rows, fetched } =
                 access::fetch(&request, run.transaction, run.environment)?;
             run.counts.fetched += fetched;
+            if plan.lock == LockMode::Exclusive && table.view.is_none() {
+                // Whole rows (a locked read returns every column), each
+                // locked until the transaction ends. (A shared lock would
+                // have to be upgraded by the write, which can wait: such
+                // a row is read again.)
+                let zone = run.environment.zone_offset();
+                for row in &rows {
+                    let key = key_of(table, row, zone);
+                    run.locked.remember(run.transaction, zone, table, &key, row);
+                }
+            }
             let mut kept = Vec::with_capacity(rows.len());
             for row in rows {
                 if passes(plan.scan_filter.as_ref(), &row, run)? {
@@ -374,6 +392,7 @@ fn join_rows(
     plan: &SelectPlan,
     run: &mut Run<'_>,
 ) -> SqlResult<Vec<Vec<Value>>> {
+    run.locked.settle_table(run.transaction, &join.table)?;
     let width = join.table.columns.len();
     let mut out = Vec::new();
     // Pairs an earlier row with its candidates, keeping those the join's
@@ -856,6 +875,8 @@ pub fn insert(
     auto_increment: &AutoIncrement,
 ) -> SqlResult<Response> {
     let table = &plan.table;
+    // An insert may meet a row whose write waits (a deleted key).
+    run.locked.settle_table(run.transaction, table)?;
     let cluster = run.transaction.cluster();
     let width = table.columns.len();
     let mut rows: Vec<Vec<Option<Value>>> = Vec::with_capacity(plan.rows.len());
@@ -869,6 +890,7 @@ pub fn insert(
                 params: run.params,
                 environment: run.environment,
                 counts: run.counts,
+                locked: run.locked,
             };
             let Response::Rows { rows: selected, .. } = select(select_plan, &mut query)? else {
                 unreachable!("a SELECT answers rows")
@@ -1285,7 +1307,32 @@ fn stored_canonical(table: &SqlTable, column: usize, value: &Value, zone: i64) -
 }
 
 /// The rows an UPDATE or DELETE changes, locked.
-fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Vec<Vec<Value>>> {
+/// The rows an UPDATE or DELETE writes, and whether they are the one row
+/// its key names as the transaction holds it locked (unread:
+/// `locked_rows`).
+fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<(Vec<Vec<Value>>, bool)> {
+    let table = &plan.table;
+    settle(table, &plan.access, run)?;
+    if let crate::plan::AccessPlan::PrimaryKey(exprs) = &plan.access {
+        let key = access::lookup_key(
+            table,
+            &table.key_columns(),
+            exprs,
+            run.params,
+            run.environment,
+        )?;
+        let zone = run.environment.zone_offset();
+        if let Ok(Some(key)) = key {
+            if let Some(row) = run.locked.get(run.transaction, zone, table, &key) {
+                run.counts.locked_rows_reused += 1;
+                let rows = match passes(plan.filter.as_ref(), &row, run)? {
+                    true if plan.limit != Some(0) => vec![row],
+                    _ => Vec::new(),
+                };
+                return Ok((rows, true));
+            }
+        }
+    }
     let request = Request {
         table: &plan.table,
         access: &plan.access,
@@ -1309,7 +1356,29 @@ fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Vec<Vec<Value
             kept.push(row);
         }
     }
-    Ok(kept)
+    Ok((kept, false))
+}
+
+/// Sends the writes waiting in the transaction (`locked_rows`) that the
+/// coming fetch of `table` by `access` could meet: those of the row its
+/// key names, or of any row of the table for any other access.
+fn settle(table: &SqlTable, access: &crate::plan::AccessPlan, run: &mut Run<'_>) -> SqlResult<()> {
+    if let crate::plan::AccessPlan::PrimaryKey(exprs) = access {
+        let key = access::lookup_key(
+            table,
+            &table.key_columns(),
+            exprs,
+            run.params,
+            run.environment,
+        )?;
+        if let Ok(key) = key {
+            return match key {
+                Some(key) => run.locked.settle_key(run.transaction, table, &key),
+                None => Ok(()),
+            };
+        }
+    }
+    run.locked.settle_table(run.transaction, table)
 }
 
 /// The primary key of `row`, as the cluster stores it.
@@ -1365,6 +1434,7 @@ fn with_subqueries(
         params: run.params,
         environment: &environment,
         counts: run.counts,
+        locked: run.locked,
     };
     body(&mut inner)
 }
@@ -1376,7 +1446,16 @@ fn update_rows(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
         }
     }
     let table = &plan.table;
-    let rows = rows_to_write(plan, run)?;
+    let (rows, held) = rows_to_write(plan, run)?;
+    // A held row's new values can fail on nothing but a unique index
+    // (design 0034): the write may wait for the next round trip.
+    let mut deferrable = held
+        && run.commit == Commit::No
+        && !table
+            .def()
+            .indexes
+            .iter()
+            .any(|index| index.unique.is_some());
     let key_columns = table.key_columns();
     let (mut matched, mut changed) = (0u64, 0u64);
     let name = table.cluster_name();
@@ -1400,14 +1479,20 @@ fn update_rows(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
         // not changed).
         let differs = |i: usize| old[i] != new[i];
         let changed_columns: Vec<usize> = (0..new.len()).filter(|i| differs(*i)).collect();
+        let old_key = key_of(table, old, zone);
         if changed_columns.is_empty() {
+            // Read with an exclusive lock (or remembered so): held.
+            run.locked
+                .remember(run.transaction, zone, table, &old_key, old);
             continue;
         }
         changed += 1;
         if changed_columns.iter().any(|c| key_columns.contains(c)) {
             // A new primary key is a new row: delete, then insert.
+            deferrable = false;
+            run.locked.forget(table, &old_key);
             run.transaction
-                .delete(&table.table, &key_of(table, old, zone))
+                .delete(&table.table, &old_key)
                 .map_err(refused)?;
             // The new row may keep the old one's unique values.
             flush_if_unique(run, table)?;
@@ -1418,15 +1503,24 @@ fn update_rows(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
         } else {
             let set = stored_columns(table, &new, changed_columns.iter().copied(), zone);
             run.transaction
-                .update(&table.table, &key_of(table, old, zone), &set)
+                .update(&table.table, &old_key, &set)
                 .map_err(refused)?;
+            // The row as this transaction leaves it (should the update
+            // fail, the transaction ends and the image with it).
+            run.locked
+                .remember(run.transaction, zone, table, &old_key, &new);
+            if deferrable {
+                run.locked.defer(run.transaction, table, &old_key);
+            }
         }
         if (number + 1) % WRITE_BATCH == 0 {
             check_interrupt(run)?;
             flush(run.transaction, Commit::No, table)?;
         }
     }
-    flush(run.transaction, run.commit, table)?;
+    if !deferrable {
+        flush(run.transaction, run.commit, table)?;
+    }
     Ok(Response::Ok {
         affected_rows: changed,
         matched_rows: matched,
@@ -1510,17 +1604,27 @@ pub fn delete(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
 
 fn delete_rows(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
     let table = &plan.table;
-    let rows = rows_to_write(plan, run)?;
+    let (rows, held) = rows_to_write(plan, run)?;
+    // Deleting a held row cannot fail on the data: it may wait for the
+    // next round trip (design 0034).
+    let deferrable = held && run.commit == Commit::No;
     let zone = run.environment.zone_offset();
     for (number, row) in rows.iter().enumerate() {
+        let key = key_of(table, row, zone);
+        run.locked.forget(table, &key);
+        if deferrable {
+            run.locked.defer(run.transaction, table, &key);
+        }
         run.transaction
-            .delete(&table.table, &key_of(table, row, zone))
+            .delete(&table.table, &key)
             .map_err(|error| SqlError::from_client(&error, &table.cluster_name()))?;
         if (number + 1) % WRITE_BATCH == 0 {
             check_interrupt(run)?;
             flush(run.transaction, Commit::No, table)?;
         }
     }
-    flush(run.transaction, run.commit, table)?;
+    if !deferrable {
+        flush(run.transaction, run.commit, table)?;
+    }
     Ok(Response::affected(rows.len() as u64))
 }

@@ -38,6 +38,7 @@ mod execute;
 pub mod expr;
 pub mod functions;
 pub mod information_schema;
+pub mod locked_rows;
 mod parse;
 pub mod plan;
 pub mod result;
@@ -115,6 +116,9 @@ pub struct Statistics {
     /// Key lookups of a query's statements read together, in one round
     /// trip, ahead of the statements (multi-statement COM_QUERY).
     pub lookups_read_ahead: AtomicU64,
+    /// Rows an UPDATE or DELETE took from what its transaction holds
+    /// locked instead of reading them (`locked_rows`).
+    pub locked_rows_reused: AtomicU64,
     /// Errors by MySQL error number.
     pub errors: Mutex<BTreeMap<u16, u64>>,
 }

@@ -17,6 +17,7 @@ use crate::accounts::{self, Account, Grants, Privileges};
 use crate::error::{codes, SqlError, SqlResult};
 use crate::execute::{self, Run, StatementCounts};
 use crate::expr::{Environment, SessionValue};
+use crate::locked_rows::LockedRows;
 use crate::plan::{self, table_name, AccessPlan, Compiled, Plan};
 use crate::result::{OutputColumn, Response};
 use crate::value::Value;
@@ -81,6 +82,8 @@ pub struct Session {
     /// MySQL counts the session in a transaction from then on, until
     /// COMMIT or ROLLBACK, though it holds no cluster transaction.
     reads_in_transaction: bool,
+    /// The rows the open transaction holds locked, as it last saw them.
+    locked_rows: LockedRows,
     /// `time_zone` as seconds east of UTC.
     zone: i64,
     /// When the running statement began: NOW() is the same all through
@@ -188,6 +191,7 @@ impl Session {
             interrupt,
             read_ahead: Vec::new(),
             reads_in_transaction: false,
+            locked_rows: LockedRows::default(),
         };
         if let Some(database) = database {
             session.use_database(database)?;
@@ -1108,6 +1112,8 @@ impl Session {
         };
         let commit = if autocommit { Commit::Yes } else { Commit::No };
         let mut counts = StatementCounts::default();
+        // Out of the session while the run borrows it as its environment.
+        let mut locked = std::mem::take(&mut self.locked_rows);
         let result = {
             let view = SessionView { session: self };
             let mut run = Run {
@@ -1116,20 +1122,26 @@ impl Session {
                 params: &bound,
                 environment: &view,
                 counts: &mut counts,
+                locked: &mut locked,
             };
             match &compiled.plan {
                 Plan::Select(select) => execute::select(select, &mut run),
                 Plan::Insert(insert) => {
-                    execute::insert(insert, &mut run, &self.engine.auto_increment)
+                    let result = execute::insert(insert, &mut run, &self.engine.auto_increment);
+                    // Upserts and REPLACE change rows without their images.
+                    run.locked.forget_table(&insert.table);
+                    result
                 }
                 Plan::Update(write) => execute::update(write, &mut run),
                 Plan::Delete(write) => execute::delete(write, &mut run),
             }
         };
+        self.locked_rows = locked;
         self.last_counts = counts;
         let statistics = &self.engine.statistics;
         Statistics::add(&statistics.rows_fetched, counts.fetched);
         Statistics::add(&statistics.rows_sent, counts.sent);
+        Statistics::add(&statistics.locked_rows_reused, counts.locked_rows_reused);
         self.fetched_total += counts.fetched;
         let counter = match &compiled.plan {
             Plan::Select(_) => &statistics.selects,
@@ -1559,6 +1571,10 @@ impl Session {
             (
                 "Tessera_lookups_read_ahead".into(),
                 load(&statistics.lookups_read_ahead),
+            ),
+            (
+                "Tessera_locked_rows_reused".into(),
+                load(&statistics.locked_rows_reused),
             ),
             (
                 "Threads_connected".into(),

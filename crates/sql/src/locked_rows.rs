@@ -1,0 +1,205 @@
+//! The rows an open transaction holds locked, as it last saw or wrote
+//! them (docs/design/0034-fewer-round-trips.md, "Locked rows").
+//!
+//! A row read with an exclusive lock (`SELECT ... FOR UPDATE`, or the
+//! read of an UPDATE) cannot change under its holder until the holder's
+//! transaction ends: no other transaction can write it. Its image is
+//! therefore still the row when a later statement of the same
+//! transaction updates or deletes it by primary key, and that statement
+//! needs no read of its own: one round trip (the write) instead of two,
+//! the pattern of every read-modify-write transaction (TPC-C's New-Order
+//! and Payment, a queue's head).
+//!
+//! The images belong to one transaction (by its id): a new transaction
+//! finds none. This transaction's own writes keep them true: an UPDATE
+//! by this session stores the new image, a DELETE or a key change drops
+//! it, and any other write of a table (INSERT, REPLACE, upserts) drops
+//! every image of that table.
+//!
+//! Such a write cannot fail on the data (the row is there, held, and the
+//! new values already fit their columns), so it need not run at once: it
+//! waits in the transaction (`defer`) and goes to the data nodes with the
+//! transaction's next round trip, the next statement's read or the
+//! commit, as NDB's SQL node batches writes. Its keys are remembered
+//! until then: an operation on one of them, or a scan or insert of the
+//! table, first sends what waits (`settle_key`, `settle_table`), so one
+//! batch never holds two operations on one row.
+
+use crate::catalog::SqlTable;
+use crate::error::{SqlError, SqlResult};
+use crate::value::Value;
+use client::{Transaction, TransactionId, TransactionState};
+use std::collections::{HashMap, HashSet};
+
+/// At most this many images per transaction: past it, rows are read
+/// again (a transaction locking more is a bulk one, where a read per
+/// row is not the cost that matters).
+const MOST_ROWS: usize = 4096;
+
+/// (table id, table version, the encoded primary key).
+type RowKey = (u32, u32, Vec<u8>);
+
+/// The images of one transaction's locked rows.
+#[derive(Default)]
+pub struct LockedRows {
+    /// The transaction, and the session time zone the images were
+    /// loaded in (a TIMESTAMP's value depends on it).
+    owner: Option<(TransactionId, i64)>,
+    rows: HashMap<RowKey, Vec<Value>>,
+    /// The rows whose writes wait in the transaction, and its id.
+    deferred: Option<TransactionId>,
+    waiting: HashSet<RowKey>,
+}
+
+impl LockedRows {
+    /// The images, emptied first when they were another transaction's
+    /// or loaded in another time zone (`zone`, seconds east of UTC).
+    /// `None` when `transaction` holds nothing to remember.
+    fn of(
+        &mut self,
+        transaction: &Transaction<'_>,
+        zone: i64,
+    ) -> Option<&mut HashMap<RowKey, Vec<Value>>> {
+        if transaction.state() != TransactionState::Active {
+            return None;
+        }
+        let owner = Some((transaction.id(), zone));
+        if self.owner != owner {
+            self.rows.clear();
+            self.owner = owner;
+        }
+        Some(&mut self.rows)
+    }
+
+    fn key(table: &SqlTable, key: &[client::Value]) -> Option<RowKey> {
+        let mut bytes = Vec::new();
+        table.table.encode_key(key, &mut bytes).ok()?;
+        let def = table.def();
+        Some((def.id, def.version, bytes))
+    }
+
+    /// Remembers `row` (every column, loaded in time zone `zone`) of
+    /// `table`, whose primary key is `key`, as `transaction` holds it
+    /// locked.
+    pub fn remember(
+        &mut self,
+        transaction: &Transaction<'_>,
+        zone: i64,
+        table: &SqlTable,
+        key: &[client::Value],
+        row: &[Value],
+    ) {
+        let Some(key) = Self::key(table, key) else {
+            return;
+        };
+        let Some(rows) = self.of(transaction, zone) else {
+            return;
+        };
+        if rows.len() < MOST_ROWS || rows.contains_key(&key) {
+            rows.insert(key, row.to_vec());
+        }
+    }
+
+    /// The image of the row of `table` with primary key `key`, loaded in
+    /// time zone `zone`, if `transaction` holds it locked and remembered
+    /// it.
+    pub fn get(
+        &mut self,
+        transaction: &Transaction<'_>,
+        zone: i64,
+        table: &SqlTable,
+        key: &[client::Value],
+    ) -> Option<Vec<Value>> {
+        let key = Self::key(table, key)?;
+        self.of(transaction, zone)?.get(&key).cloned()
+    }
+
+    /// Forgets the row of `table` with primary key `key` (deleted, or
+    /// moved to another key).
+    pub fn forget(&mut self, table: &SqlTable, key: &[client::Value]) {
+        if let Some(key) = Self::key(table, key) {
+            self.rows.remove(&key);
+        }
+    }
+
+    /// Notes that the write of the row of `table` with primary key `key`
+    /// waits in `transaction`, queued and not executed.
+    pub fn defer(
+        &mut self,
+        transaction: &Transaction<'_>,
+        table: &SqlTable,
+        key: &[client::Value],
+    ) {
+        let Some(key) = Self::key(table, key) else {
+            return;
+        };
+        if self.deferred != Some(transaction.id()) {
+            self.waiting.clear();
+            self.deferred = Some(transaction.id());
+        }
+        self.waiting.insert(key);
+    }
+
+    /// The rows whose writes still wait in `transaction`: none once
+    /// anything executed its queue.
+    fn waiting(&mut self, transaction: &Transaction<'_>) -> &HashSet<RowKey> {
+        if self.deferred != Some(transaction.id()) || transaction.pending_operations() == 0 {
+            self.waiting.clear();
+            self.deferred = None;
+        }
+        &self.waiting
+    }
+
+    /// Sends the writes waiting in `transaction` when one of them is of
+    /// the row of `table` with primary key `key`, before an operation on
+    /// it joins the queue.
+    pub fn settle_key(
+        &mut self,
+        transaction: &mut Transaction<'static>,
+        table: &SqlTable,
+        key: &[client::Value],
+    ) -> SqlResult<()> {
+        let Some(key) = Self::key(table, key) else {
+            return Ok(());
+        };
+        match self.waiting(transaction).contains(&key) {
+            true => self.send(transaction, table),
+            false => Ok(()),
+        }
+    }
+
+    /// Sends the writes waiting in `transaction` when any is of a row of
+    /// `table`, before a scan or an insert of it.
+    pub fn settle_table(
+        &mut self,
+        transaction: &mut Transaction<'static>,
+        table: &SqlTable,
+    ) -> SqlResult<()> {
+        let def = table.def();
+        let waits = self
+            .waiting(transaction)
+            .iter()
+            .any(|(id, version, _)| (*id, *version) == (def.id, def.version));
+        match waits {
+            true => self.send(transaction, table),
+            false => Ok(()),
+        }
+    }
+
+    fn send(&mut self, transaction: &mut Transaction<'static>, table: &SqlTable) -> SqlResult<()> {
+        self.waiting.clear();
+        self.deferred = None;
+        transaction
+            .execute(client::Commit::No)
+            .map(|_| ())
+            .map_err(|error| SqlError::from_client(&error, &table.cluster_name()))
+    }
+
+    /// Forgets every row of `table` (written by a statement that keeps
+    /// no images).
+    pub fn forget_table(&mut self, table: &SqlTable) {
+        let def = table.def();
+        self.rows
+            .retain(|(id, version, _), _| (*id, *version) != (def.id, def.version));
+    }
+}
