@@ -10,17 +10,21 @@
 # partitioned on the warehouse (PARTITION BY KEY), as NDB's DBT2 runs
 # them. The same command loads WAREHOUSES into each, then runs the
 # standard mix (keying and think times off) at each connection count for
-# SECONDS, and checks TPC-C's consistency conditions 1-4 after each run.
+# SECONDS, once per statement mode (text statements, and prepared ones:
+# `--prepared`), and checks TPC-C's consistency conditions 1-4 after
+# each run.
 # Prints one table of tpmC with the Tessera/MariaDB ratio, and each run's
 # JSON report is kept in WORK.
 #
 # usage: bench/tpcc-vs-mariadb.sh
-# env:   WAREHOUSES (4), CONNECTIONS ("8 32"), SECONDS_EACH (60), TESSERA
+# env:   WAREHOUSES (4), CONNECTIONS ("8 32"), MODES ("text prepared"),
+#        SECONDS_EACH (60), TESSERA
 #        (binary; default target/release/tessera), WORK (scratch dir), PORT
 #        (first port), OUT (also write the table there)
 set -euo pipefail
 warehouses=${WAREHOUSES:-4}
 connections_list=${CONNECTIONS:-8 32}
+modes=${MODES:-text prepared}
 seconds=${SECONDS_EACH:-60}
 here=$(cd "$(dirname "$0")/.." && pwd)
 tessera=${TESSERA:-$here/target/release/tessera}
@@ -44,8 +48,9 @@ source "$here/bench/cluster.sh"
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done; wait 2> /dev/null || true; }
 trap cleanup EXIT
 
-# run SYSTEM PORT: load, then the mix at every connection count, into
-# $work/SYSTEM-CONNECTIONS.json; a run whose consistency check fails says so.
+# run SYSTEM PORT: load, then the mix in every mode at every connection
+# count, into $work/SYSTEM-MODE-CONNECTIONS.json; a run whose consistency
+# check fails says so.
 run() {
   local system=$1 sql_port=$2 status=0
   local started=$SECONDS
@@ -53,12 +58,16 @@ run() {
     --duration 0 --json > "$work/$system-load.json" 2> "$work/$system-load.log" \
     || { echo "$system: load failed: see $work/$system-load.log" >&2; return 1; }
   echo "$system: loaded $warehouses warehouses in $((SECONDS - started)) s" >&2
-  for connections in $connections_list; do
-    echo "$system: $connections connections, $seconds s" >&2
-    "$tessera" bench tpcc --mysql 127.0.0.1:"$sql_port" --warehouses "$warehouses" \
-      --duration "$seconds" --connections "$connections" --json \
-      > "$work/$system-$connections.json" 2> "$work/$system-$connections.log" || status=1
-    [ $status = 0 ] || echo "$system: $connections connections: a consistency condition failed or the run broke: see $work/$system-$connections.*" >&2
+  for mode in $modes; do
+    local flag=""
+    [ "$mode" = prepared ] && flag=--prepared
+    for connections in $connections_list; do
+      echo "$system: $mode statements, $connections connections, $seconds s" >&2
+      "$tessera" bench tpcc --mysql 127.0.0.1:"$sql_port" --warehouses "$warehouses" \
+        --duration "$seconds" --connections "$connections" $flag --json \
+        > "$work/$system-$mode-$connections.json" 2> "$work/$system-$mode-$connections.log" || status=1
+      [ $status = 0 ] || echo "$system: $mode, $connections connections: a consistency condition failed or the run broke: see $work/$system-$mode-$connections.*" >&2
+    done
   done
   return $status
 }
@@ -86,9 +95,9 @@ run tessera $((port + 50)) || true
 "$tessera" mgm --mgmd 127.0.0.1:$port -e "check replicas" > "$work/check-replicas.log" 2>&1 || true
 
 # --- the table ---------------------------------------------------------------
-python3 - "$work" "$connections_list" "$warehouses" <<'EOP' | tee "${OUT:-/dev/null}"
+python3 - "$work" "$connections_list" "$warehouses" "$modes" <<'EOP' | tee "${OUT:-/dev/null}"
 import json, os, sys
-work, connections_list, warehouses = sys.argv[1], sys.argv[2].split(), sys.argv[3]
+work, connections_list, warehouses, modes = sys.argv[1], sys.argv[2].split(), sys.argv[3], sys.argv[4].split()
 def read(name):
     try:
         return json.load(open(os.path.join(work, name)))
@@ -99,10 +108,10 @@ for system, report in loads.items():
     seconds = report.get("load_seconds") if report else None
     print(f"{system}: {warehouses} warehouses loaded in {seconds:.1f} s" if seconds else f"{system}: load failed")
 print()
-print("| connections | Tessera tpmC | MariaDB tpmC | ratio | Tessera New-Order p95 ms | MariaDB New-Order p95 ms | Tessera retried | MariaDB retried | Tessera errors | MariaDB errors | consistency (Tessera / MariaDB) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
-for connections in connections_list:
-    t, m = read(f"tessera-{connections}.json"), read(f"mariadb-{connections}.json")
+print("| statements | connections | Tessera tpmC | MariaDB tpmC | ratio | Tessera New-Order p50 / p95 ms | MariaDB New-Order p50 / p95 ms | Tessera retried | MariaDB retried | Tessera errors | MariaDB errors | consistency (Tessera / MariaDB) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+for mode, connections in [(mode, c) for mode in modes for c in connections_list]:
+    t, m = read(f"tessera-{mode}-{connections}.json"), read(f"mariadb-{mode}-{connections}.json")
     def field(report, *path):
         value = report
         for key in path:
@@ -122,8 +131,10 @@ for connections in connections_list:
     tt, mt = field(t, "tpmc"), field(m, "tpmc")
     ratio = f"{tt / mt:.2f}" if tt and mt else "-"
     fmt = lambda x: f"{x:,.0f}" if isinstance(x, (int, float)) else "-"
-    p95 = lambda r: f"{field(r, 'transactions', 'new_order', 'p95_ms'):.1f}" if field(r, 'transactions', 'new_order', 'p95_ms') is not None else "-"
-    print(f"| {connections} | {fmt(tt)} | {fmt(mt)} | {ratio} | {p95(t)} | {p95(m)} | {total(t, 'retried')} | {total(m, 'retried')} | {total(t, 'errors')} | {total(m, 'errors')} | {consistency(t)} / {consistency(m)} |")
+    def latency(r):
+        p50, p95 = field(r, 'transactions', 'new_order', 'p50_ms'), field(r, 'transactions', 'new_order', 'p95_ms')
+        return f"{p50:.1f} / {p95:.1f}" if p50 is not None and p95 is not None else "-"
+    print(f"| {mode} | {connections} | {fmt(tt)} | {fmt(mt)} | {ratio} | {latency(t)} | {latency(m)} | {total(t, 'retried')} | {total(m, 'retried')} | {total(t, 'errors')} | {total(m, 'errors')} | {consistency(t)} / {consistency(m)} |")
 try:
     check = open(os.path.join(work, "check-replicas.log")).read().strip().splitlines()[-1]
     print(f"\ncheck replicas after the Tessera runs: {check}")

@@ -1,12 +1,16 @@
 //! A small blocking MySQL client for the SQL benchmarks: one TCP
 //! connection, the handshake (mysql_native_password, and
 //! caching_sha2_password's fast path), text queries and their results,
-//! MySQL's errors. Its packets are `mysql_protocol`'s, the same codec the
-//! SQL node speaks, so a benchmark runs the same way against `tessera
-//! sql` and MariaDB. Values travel as text: statements carry their
-//! values as literals (`quote` makes text safe to put in one).
+//! statements with `?` parameters run either as text (the values put in
+//! as literals) or prepared (COM_STMT_PREPARE once per text, then
+//! COM_STMT_EXECUTE with binary values and binary rows), MySQL's errors.
+//! Its packets are `mysql_protocol`'s, the same codec the SQL node
+//! speaks, so a benchmark runs the same way against `tessera sql` and
+//! MariaDB. Results come back as text either way (`quote` makes text
+//! safe to put in a literal).
 
-use mysql_protocol::{self as wire, PacketWriter, Reader};
+use mysql_protocol::{self as wire, ColumnType, PacketWriter, Reader};
+use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -22,6 +26,24 @@ pub struct ConnectOptions {
     pub password: String,
     /// The database to start in.
     pub database: Option<String>,
+    /// Run statements with parameters prepared (server-side), not as
+    /// text.
+    pub prepared: bool,
+}
+
+/// A statement parameter's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Param<'a> {
+    /// An integer.
+    Int(i64),
+    /// Text.
+    Text(&'a str),
+}
+
+/// A statement the server prepared.
+struct Prepared {
+    id: u32,
+    params: usize,
 }
 
 /// An error: the server's (its number and message) or the connection's
@@ -108,6 +130,9 @@ const MAX_PACKET: usize = 64 << 20;
 pub struct Connection {
     stream: TcpStream,
     input: Vec<u8>,
+    prepared: bool,
+    /// Statements prepared on this connection, by text.
+    statements: HashMap<String, Prepared>,
 }
 
 impl Connection {
@@ -121,6 +146,8 @@ impl Connection {
         let mut connection = Connection {
             stream,
             input: Vec::new(),
+            prepared: options.prepared,
+            statements: HashMap::new(),
         };
         connection.log_in(options)?;
         Ok(connection)
@@ -240,6 +267,118 @@ impl Connection {
         }
     }
 
+    /// Runs `sql` with its `?` placeholders taking `params` in order:
+    /// prepared (once per text on this connection) when the connection
+    /// was opened so, else as text with the values as literals.
+    pub fn run(&mut self, sql: &str, params: &[Param<'_>]) -> Result<QueryResult, MysqlError> {
+        if !self.prepared {
+            return self.query(&interpolate(sql, params)?);
+        }
+        let (id, count) = match self.statements.get(sql) {
+            Some(prepared) => (prepared.id, prepared.params),
+            None => {
+                let prepared = self.prepare(sql)?;
+                let taken = (prepared.id, prepared.params);
+                self.statements.insert(sql.to_string(), prepared);
+                taken
+            }
+        };
+        if count != params.len() {
+            return Err(MysqlError::client(format!(
+                "{sql:?} has {count} parameters, {} given",
+                params.len()
+            )));
+        }
+        self.execute(id, params)
+    }
+
+    /// COM_STMT_PREPARE: the statement's id and parameter count.
+    fn prepare(&mut self, sql: &str) -> Result<Prepared, MysqlError> {
+        let mut payload = Vec::with_capacity(sql.len() + 1);
+        payload.push(0x16);
+        payload.extend_from_slice(sql.as_bytes());
+        self.write_packet(0, &payload)?;
+        let (_, first) = self.read_packet()?;
+        match first.first() {
+            Some(0x00) => {}
+            Some(0xFF) => return Err(server_error(&first)),
+            _ => return Err(MysqlError::client("an unexpected answer to a prepare")),
+        }
+        let mut reader = Reader::new(&first[1..]);
+        let id = reader.u32()?;
+        let columns = reader.u16()? as usize;
+        let params = reader.u16()? as usize;
+        // The parameters' and the columns' definitions, each run ended by
+        // an EOF (no CLIENT_DEPRECATE_EOF).
+        for count in [params, columns] {
+            if count > 0 {
+                for _ in 0..=count {
+                    self.read_packet()?;
+                }
+            }
+        }
+        Ok(Prepared { id, params })
+    }
+
+    /// COM_STMT_EXECUTE of statement `id` with `params`.
+    fn execute(&mut self, id: u32, params: &[Param<'_>]) -> Result<QueryResult, MysqlError> {
+        let mut payload = vec![0x17];
+        payload.extend_from_slice(&id.to_le_bytes());
+        payload.push(0); // no cursor
+        payload.extend_from_slice(&1u32.to_le_bytes()); // iterations
+        if !params.is_empty() {
+            payload.extend(std::iter::repeat_n(0u8, params.len().div_ceil(8))); // no NULLs
+            payload.push(1); // types follow
+            for param in params {
+                let column_type = match param {
+                    Param::Int(_) => ColumnType::LongLong,
+                    Param::Text(_) => ColumnType::VarString,
+                };
+                payload.extend_from_slice(&[column_type.as_u8(), 0]);
+            }
+            for param in params {
+                match param {
+                    Param::Int(value) => payload.extend_from_slice(&value.to_le_bytes()),
+                    Param::Text(text) => wire::put_lenenc_bytes(&mut payload, text.as_bytes()),
+                }
+            }
+        }
+        self.write_packet(0, &payload)?;
+        let (_, first) = self.read_packet()?;
+        let columns = match first.first() {
+            Some(0x00) => return ok_result(&first),
+            Some(0xFF) => return Err(server_error(&first)),
+            _ => Reader::new(&first)
+                .lenenc_int()?
+                .ok_or_else(|| MysqlError::client("a result set without a column count"))?
+                as usize,
+        };
+        let mut types = Vec::with_capacity(columns);
+        for _ in 0..columns {
+            let (_, definition) = self.read_packet()?;
+            types.push(column_type(&definition)?);
+        }
+        let (_, eof) = self.read_packet()?;
+        if eof.first() != Some(&0xFE) {
+            return Err(MysqlError::client("no EOF after the column definitions"));
+        }
+        let mut rows = Vec::new();
+        loop {
+            let (_, packet) = self.read_packet()?;
+            match packet.first() {
+                Some(0xFE) if packet.len() < 9 => break,
+                Some(0xFF) => return Err(server_error(&packet)),
+                Some(0x00) => rows.push(binary_row(&packet, &types)?),
+                _ => return Err(MysqlError::client("a binary row without its 0x00 header")),
+            }
+        }
+        Ok(QueryResult {
+            rows,
+            affected_rows: 0,
+            last_insert_id: 0,
+        })
+    }
+
     /// Runs one statement (COM_QUERY).
     pub fn query(&mut self, sql: &str) -> Result<QueryResult, MysqlError> {
         let mut payload = Vec::with_capacity(sql.len() + 1);
@@ -248,16 +387,7 @@ impl Connection {
         self.write_packet(0, &payload)?;
         let (_, first) = self.read_packet()?;
         match first.first() {
-            Some(0x00) => {
-                let mut reader = Reader::new(&first[1..]);
-                let affected_rows = reader.lenenc_int()?.unwrap_or(0);
-                let last_insert_id = reader.lenenc_int()?.unwrap_or(0);
-                Ok(QueryResult {
-                    rows: Vec::new(),
-                    affected_rows,
-                    last_insert_id,
-                })
-            }
+            Some(0x00) => ok_result(&first),
             Some(0xFF) => Err(server_error(&first)),
             _ => {
                 let columns = Reader::new(&first)
@@ -304,6 +434,117 @@ impl Connection {
             }
         }
     }
+}
+
+/// An OK packet's counts.
+fn ok_result(packet: &[u8]) -> Result<QueryResult, MysqlError> {
+    let mut reader = Reader::new(&packet[1..]);
+    let affected_rows = reader.lenenc_int()?.unwrap_or(0);
+    let last_insert_id = reader.lenenc_int()?.unwrap_or(0);
+    Ok(QueryResult {
+        rows: Vec::new(),
+        affected_rows,
+        last_insert_id,
+    })
+}
+
+/// `sql` with each `?` outside quotes replaced by its parameter as a
+/// literal.
+fn interpolate(sql: &str, params: &[Param<'_>]) -> Result<String, MysqlError> {
+    let mut out = String::with_capacity(sql.len() + 16 * params.len());
+    let mut values = params.iter();
+    let mut quoted: Option<char> = None;
+    for character in sql.chars() {
+        match (quoted, character) {
+            (Some(open), c) if c == open => quoted = None,
+            (None, '\'' | '"' | '`') => quoted = Some(character),
+            (None, '?') => {
+                match values.next() {
+                    Some(Param::Int(value)) => out.push_str(&value.to_string()),
+                    Some(Param::Text(text)) => out.push_str(&quote(text)),
+                    None => {
+                        return Err(MysqlError::client(format!(
+                            "{sql:?} has more parameters than the {} given",
+                            params.len()
+                        )))
+                    }
+                }
+                continue;
+            }
+            _ => {}
+        }
+        out.push(character);
+    }
+    match values.next() {
+        Some(_) => Err(MysqlError::client(format!(
+            "{sql:?} has fewer parameters than the {} given",
+            params.len()
+        ))),
+        None => Ok(out),
+    }
+}
+
+/// A column definition's type.
+fn column_type(definition: &[u8]) -> Result<ColumnType, MysqlError> {
+    let mut reader = Reader::new(definition);
+    for _ in 0..6 {
+        reader.lenenc_bytes()?; // catalog, schema, table, org_table, name, org_name
+    }
+    reader.lenenc_int()?; // length of the fixed fields
+    reader.u16()?; // character set
+    reader.u32()?; // display length
+    let byte = reader.u8()?;
+    ColumnType::from_u8(byte)
+        .ok_or_else(|| MysqlError::client(format!("a column of unknown type {byte}")))
+}
+
+/// A binary result row's values, as text (`None`: NULL), as the text
+/// protocol would give them for the types the benchmarks read.
+fn binary_row(packet: &[u8], types: &[ColumnType]) -> Result<Vec<Option<String>>, MysqlError> {
+    let bitmap_bytes = (types.len() + 7 + 2) / 8;
+    let bitmap = packet
+        .get(1..1 + bitmap_bytes)
+        .ok_or_else(|| MysqlError::client("a binary row shorter than its NULL bitmap"))?;
+    let mut reader = Reader::new(&packet[1 + bitmap_bytes..]);
+    let mut row = Vec::with_capacity(types.len());
+    for (index, column_type) in types.iter().enumerate() {
+        let bit = index + 2;
+        if bitmap[bit / 8] & (1 << (bit % 8)) != 0 {
+            row.push(None);
+            continue;
+        }
+        let text = match column_type {
+            ColumnType::Tiny => (reader.u8()? as i8).to_string(),
+            ColumnType::Short | ColumnType::Year => (reader.u16()? as i16).to_string(),
+            ColumnType::Long | ColumnType::Int24 => (reader.u32()? as i32).to_string(),
+            ColumnType::LongLong => (reader.u64()? as i64).to_string(),
+            ColumnType::Float => f32::from_bits(reader.u32()?).to_string(),
+            ColumnType::Double => f64::from_bits(reader.u64()?).to_string(),
+            ColumnType::Date | ColumnType::DateTime | ColumnType::Timestamp => {
+                let length = reader.u8()? as usize;
+                let bytes = reader.bytes(length)?;
+                let field = |at: usize| bytes.get(at).copied().unwrap_or(0);
+                let year = u16::from_le_bytes([field(0), field(1)]);
+                let mut text = format!("{year:04}-{:02}-{:02}", field(2), field(3));
+                if *column_type != ColumnType::Date {
+                    text.push_str(&format!(" {:02}:{:02}:{:02}", field(4), field(5), field(6)));
+                }
+                text
+            }
+            ColumnType::Time => {
+                let length = reader.u8()? as usize;
+                let bytes = reader.bytes(length)?;
+                let field = |at: usize| bytes.get(at).copied().unwrap_or(0);
+                let days = u32::from_le_bytes([field(1), field(2), field(3), field(4)]);
+                let sign = if field(0) == 1 { "-" } else { "" };
+                let hours = days * 24 + u32::from(field(5));
+                format!("{sign}{hours:02}:{:02}:{:02}", field(6), field(7))
+            }
+            _ => String::from_utf8_lossy(reader.lenenc_bytes()?).into_owned(),
+        };
+        row.push(Some(text));
+    }
+    Ok(row)
 }
 
 /// The login answer `plugin` computes for `password` (empty for none).
@@ -355,6 +596,51 @@ pub fn quote(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parameters_become_literals_outside_quotes_only() {
+        let text = interpolate(
+            "SELECT '?', ? FROM t WHERE a = ? AND `b?` = ?",
+            &[Param::Int(-5), Param::Text("it's"), Param::Int(7)],
+        )
+        .unwrap();
+        assert_eq!(text, "SELECT '?', -5 FROM t WHERE a = 'it''s' AND `b?` = 7");
+        assert!(interpolate("SELECT ?, ?", &[Param::Int(1)]).is_err());
+        assert!(interpolate("SELECT ?", &[Param::Int(1), Param::Int(2)]).is_err());
+    }
+
+    #[test]
+    fn binary_rows_read_as_the_text_protocol_would() {
+        // Columns: INT, NULL (a VARCHAR), BIGINT, DATETIME, VARCHAR.
+        let types = [
+            ColumnType::Long,
+            ColumnType::VarString,
+            ColumnType::LongLong,
+            ColumnType::DateTime,
+            ColumnType::VarString,
+        ];
+        let mut packet = vec![0x00];
+        // NULL bitmap with offset 2: column 1 is bit 3.
+        packet.push(1 << 3);
+        packet.extend_from_slice(&(-7i32).to_le_bytes());
+        packet.extend_from_slice(&(1i64 << 40).to_le_bytes());
+        packet.extend_from_slice(&[7, 0xE8, 0x07, 11, 29, 13, 5, 9]);
+        wire::put_lenenc_bytes(&mut packet, b"abc");
+        let row = binary_row(&packet, &types).unwrap();
+        assert_eq!(
+            row,
+            vec![
+                Some("-7".to_string()),
+                None,
+                Some((1i64 << 40).to_string()),
+                Some("2024-11-29 13:05:09".to_string()),
+                Some("abc".to_string()),
+            ]
+        );
+        // Cut short: an error, not a panic.
+        assert!(binary_row(&packet[..packet.len() - 2], &types).is_err());
+        assert!(binary_row(&[0x00], &types).is_err());
+    }
 
     #[test]
     fn quoting_keeps_text_inside_its_literal() {

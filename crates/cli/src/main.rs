@@ -180,6 +180,10 @@ struct TpccArgs {
     /// Create the tables without PARTITION BY KEY on the warehouse.
     #[arg(long)]
     no_partitioning: bool,
+    /// Run the transactions' statements prepared (the binary protocol:
+    /// each text prepared once per connection), not as text.
+    #[arg(long)]
+    prepared: bool,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -464,6 +468,7 @@ fn run_tpcc(args: TpccArgs) -> ExitCode {
         duration: Duration::from_secs(args.duration),
         connections: args.connections,
         partitioned: !args.no_partitioning,
+        prepared: args.prepared,
     };
     match bench::tpcc::run(&options) {
         Ok(report) => {

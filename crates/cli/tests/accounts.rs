@@ -375,6 +375,7 @@ fn subqueries_kill_and_the_process_list_respect_privileges() {
         user: "root".into(),
         password: String::new(),
         database: None,
+        prepared: false,
     })
     .unwrap();
     let root_id = root_connection

@@ -244,6 +244,7 @@ fn generated_statements_never_crash_hang_or_bloat_the_sql_node() {
         user: "root".into(),
         password: String::new(),
         database: None,
+        prepared: false,
     })
     .expect("root connects");
     for setup in [
@@ -287,6 +288,7 @@ fn generated_statements_never_crash_hang_or_bloat_the_sql_node() {
         user: "root".into(),
         password: String::new(),
         database: Some("fuzz".into()),
+        prepared: false,
     });
     assert!(fresh.is_ok(), "a new connection is served");
     let after = resident_kib(pid);

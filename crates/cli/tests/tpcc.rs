@@ -1,7 +1,8 @@
 //! `tessera bench tpcc` against `tessera sql` on a real cluster (two data
-//! nodes, replicas 2): it loads one warehouse, runs the standard mix, and
-//! the TPC-C consistency conditions hold afterwards; its JSON report
-//! carries tpmC and every transaction type's counts and percentiles.
+//! nodes, replicas 2): it loads one warehouse, runs the standard mix with
+//! text statements and then prepared ones, and the TPC-C consistency
+//! conditions hold after each; its JSON report carries tpmC and every
+//! transaction type's counts and percentiles.
 
 mod common;
 
@@ -16,41 +17,48 @@ fn tpcc_loads_runs_the_mix_and_stays_consistent() {
         ..ClusterOptions::pair("tpcc")
     });
     let node = SqlNode::start(&cluster);
-    let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["bench", "tpcc", "--mysql"])
-        .arg(format!("127.0.0.1:{}", node.port))
-        .args([
-            "--warehouses",
-            "1",
-            "--load",
-            "--duration",
-            "8",
-            "--connections",
-            "4",
-            "--json",
-        ])
-        .output()
-        .expect("tessera bench tpcc runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}\n{stderr}");
-    let report: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
-    assert_eq!(report["consistency"], "ok", "{report}");
-    assert!(report["tpmc"].as_f64().unwrap() > 0.0, "{report}");
-    for kind in [
-        "new_order",
-        "payment",
-        "order_status",
-        "delivery",
-        "stock_level",
-    ] {
-        let transaction = &report["transactions"][kind];
-        assert!(
-            transaction["count"].as_u64().unwrap() > 0,
-            "{kind}: {report}"
-        );
-        assert!(transaction["p95_ms"].as_f64().is_some(), "{kind}: {report}");
-        assert_eq!(transaction["errors"], 0, "{kind}: {report}");
+    for (first, mode) in [(true, None), (false, Some("--prepared"))] {
+        let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args(["bench", "tpcc", "--mysql"])
+            .arg(format!("127.0.0.1:{}", node.port))
+            .args([
+                "--warehouses",
+                "1",
+                "--duration",
+                "8",
+                "--connections",
+                "4",
+                "--json",
+            ])
+            .args(first.then_some("--load"))
+            .args(mode)
+            .output()
+            .expect("tessera bench tpcc runs");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{mode:?}: {stdout}\n{stderr}");
+        let report: serde_json::Value =
+            serde_json::from_str(stdout.trim()).expect("one JSON object");
+        assert_eq!(report["consistency"], "ok", "{mode:?}: {report}");
+        assert!(report["tpmc"].as_f64().unwrap() > 0.0, "{mode:?}: {report}");
+        for kind in [
+            "new_order",
+            "payment",
+            "order_status",
+            "delivery",
+            "stock_level",
+        ] {
+            let transaction = &report["transactions"][kind];
+            assert!(
+                transaction["count"].as_u64().unwrap() > 0,
+                "{mode:?} {kind}: {report}"
+            );
+            assert!(
+                transaction["p95_ms"].as_f64().is_some(),
+                "{mode:?} {kind}: {report}"
+            );
+            assert_eq!(transaction["errors"], 0, "{mode:?} {kind}: {report}");
+        }
     }
     // Every replica holds the same rows after the mix.
     let check = Command::new(env!("CARGO_BIN_EXE_tessera"))

@@ -1317,22 +1317,13 @@ impl Tokens {
 /// The account statement `text` is, `None` when it is none (the other
 /// parser reads it), or the error in it.
 pub fn parse(text: &str) -> Option<SqlResult<Statement>> {
-    let start = text.trim_start();
-    let first_two: Vec<String> = start
-        .split_whitespace()
-        .take(2)
-        .map(str::to_ascii_uppercase)
-        .collect();
-    let words: Vec<&str> = first_two.iter().map(String::as_str).collect();
-    let account_statement = matches!(
-        words.as_slice(),
-        ["CREATE", "USER"]
-            | ["DROP", "USER"]
-            | ["ALTER", "USER"]
-            | ["SHOW", "GRANTS"]
-            | ["GRANT", ..]
-            | ["REVOKE", ..]
-    );
+    let mut words = text.split_whitespace();
+    let (first, second) = (words.next()?, words.next().unwrap_or(""));
+    let is = |word: &str, expected: &str| word.eq_ignore_ascii_case(expected);
+    let account_statement = is(first, "GRANT")
+        || is(first, "REVOKE")
+        || (is(second, "USER") && (is(first, "CREATE") || is(first, "DROP") || is(first, "ALTER")))
+        || (is(first, "SHOW") && is(second, "GRANTS"));
     if !account_statement {
         return None;
     }

@@ -217,9 +217,25 @@ fn literal(text: &str) -> String {
     format!("'{}'", text.replace('\\', "\\\\").replace('\'', "''"))
 }
 
+/// Whether `text`'s first word (after leading whitespace) is `word`, in
+/// any case: the cheap test that keeps the rewrites below off the
+/// statements they are not for (every statement passes them).
+fn first_word_is(text: &str, word: &str) -> bool {
+    let text = text.trim_start();
+    text.get(..word.len())
+        .is_some_and(|start| start.eq_ignore_ascii_case(word))
+        && text[word.len()..]
+            .chars()
+            .next()
+            .is_none_or(|next| !(next.is_ascii_alphanumeric() || next == '_'))
+}
+
 /// SHOW INDEX and SHOW TABLE STATUS as the queries of information_schema
 /// they are (MySQL's columns and names); `None` for other text.
 fn show_as_query(trimmed: &str) -> Option<String> {
+    if !first_word_is(trimmed, "SHOW") {
+        return None;
+    }
     let words: Vec<&str> = trimmed.split_whitespace().collect();
     let upper: Vec<String> = words.iter().map(|w| w.to_ascii_uppercase()).collect();
     let upper: Vec<&str> = upper.iter().map(String::as_str).collect();
@@ -330,6 +346,9 @@ pub fn partition_by_key(text: &str) -> Option<(String, Vec<String>)> {
 pub fn is_keys_switch(text: &str) -> bool {
     let opened = open_executable_comments(text);
     let text = opened.as_deref().unwrap_or(text);
+    if !first_word_is(text, "ALTER") {
+        return false;
+    }
     let words: Vec<String> = text
         .trim_end_matches(|c: char| c.is_whitespace() || c == ';')
         .split_whitespace()
@@ -396,6 +415,21 @@ fn rewrite_statement(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_first_word_is_a_whole_word_in_any_case() {
+        assert!(first_word_is("  show index from t", "SHOW"));
+        assert!(first_word_is("SHOW", "SHOW"));
+        assert!(first_word_is("Alter\ttable t", "ALTER"));
+        assert!(!first_word_is("SHOWS", "SHOW"));
+        assert!(!first_word_is("show_x", "SHOW"));
+        assert!(!first_word_is("SELECT 1", "SHOW"));
+        assert!(!first_word_is("SH", "SHOW"));
+        // Not a char boundary: no panic, no match.
+        assert!(!first_word_is("séle", "SEL"));
+        assert!(is_keys_switch("/*!40000 ALTER TABLE `t` DISABLE KEYS */"));
+        assert!(!is_keys_switch("SELECT 'ALTER TABLE t DISABLE KEYS'"));
+    }
 
     #[test]
     fn executable_comments_run_up_to_our_version() {

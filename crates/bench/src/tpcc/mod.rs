@@ -97,6 +97,9 @@ pub struct TpccOptions {
     /// (`PARTITION BY KEY (x_w_id)`), so a warehouse's rows share a
     /// partition.
     pub partitioned: bool,
+    /// Run the transactions' statements prepared (COM_STMT_PREPARE once
+    /// per connection, then COM_STMT_EXECUTE), not as text.
+    pub prepared: bool,
 }
 
 impl Default for TpccOptions {
@@ -111,6 +114,7 @@ impl Default for TpccOptions {
             duration: Duration::from_secs(60),
             connections: 8,
             partitioned: true,
+            prepared: false,
         }
     }
 }
@@ -154,6 +158,7 @@ impl TpccOptions {
             user: self.user.clone(),
             password: self.password.clone(),
             database: database.map(str::to_string),
+            prepared: self.prepared,
         }
     }
 }

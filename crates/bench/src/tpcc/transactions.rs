@@ -8,7 +8,7 @@
 use super::random::{last_name, NurandConstants, Random};
 use super::values::{format_cents, parse_cents};
 use super::{retryable, CUSTOMERS_PER_DISTRICT, DISTRICTS_PER_WAREHOUSE, ITEMS};
-use crate::mysql::{self, Connection, MysqlError, QueryResult};
+use crate::mysql::{Connection, MysqlError, Param, QueryResult};
 use std::fmt;
 use std::str::FromStr;
 
@@ -386,61 +386,77 @@ impl Input {
     }
 }
 
+/// An integer parameter.
+fn int(value: impl Into<i64>) -> Param<'static> {
+    Param::Int(value.into())
+}
+
 /// New-Order (clause 2.4.2).
 fn new_order(connection: &mut Connection, input: &NewOrderInput) -> Result<Outcome, Failure> {
     let warehouse_id = input.warehouse_id;
     let district_id = input.district_id;
     let customer_id = input.customer_id;
-    connection.query(&format!(
-        "SELECT w_tax FROM warehouse WHERE w_id = {warehouse_id}"
-    ))?;
-    let district = connection.query(&format!(
-        "SELECT d_tax, d_next_o_id FROM district \
-         WHERE d_w_id = {warehouse_id} AND d_id = {district_id} FOR UPDATE"
-    ))?;
+    connection.run(
+        "SELECT w_tax FROM warehouse WHERE w_id = ?",
+        &[int(warehouse_id)],
+    )?;
+    let district = connection.run(
+        "SELECT d_tax, d_next_o_id FROM district WHERE d_w_id = ? AND d_id = ? FOR UPDATE",
+        &[int(warehouse_id), int(district_id)],
+    )?;
     let order_id: u32 = parsed(first_row(&district, "district")?, 1, "d_next_o_id")?;
-    connection.query(&format!(
-        "UPDATE district SET d_next_o_id = d_next_o_id + 1 \
-         WHERE d_w_id = {warehouse_id} AND d_id = {district_id}"
-    ))?;
-    let customer = connection.query(&format!(
+    connection.run(
+        "UPDATE district SET d_next_o_id = d_next_o_id + 1 WHERE d_w_id = ? AND d_id = ?",
+        &[int(warehouse_id), int(district_id)],
+    )?;
+    let customer = connection.run(
         "SELECT c_discount, c_last, c_credit FROM customer \
-         WHERE c_w_id = {warehouse_id} AND c_d_id = {district_id} AND c_id = {customer_id}"
-    ))?;
+         WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?",
+        &[int(warehouse_id), int(district_id), int(customer_id)],
+    )?;
     first_row(&customer, "customer")?;
-    let all_local = u32::from(
-        input
-            .lines
-            .iter()
-            .all(|line| line.supply_warehouse_id == warehouse_id),
-    );
-    let line_count = input.lines.len();
-    connection.query(&format!(
+    let all_local = input
+        .lines
+        .iter()
+        .all(|line| line.supply_warehouse_id == warehouse_id);
+    let line_count = input.lines.len() as i64;
+    connection.run(
         "INSERT INTO orders (o_id, o_d_id, o_w_id, o_c_id, o_entry_d, o_carrier_id, o_ol_cnt, \
-         o_all_local) VALUES ({order_id}, {district_id}, {warehouse_id}, {customer_id}, NOW(), \
-         NULL, {line_count}, {all_local})"
-    ))?;
-    connection.query(&format!(
-        "INSERT INTO new_order (no_o_id, no_d_id, no_w_id) \
-         VALUES ({order_id}, {district_id}, {warehouse_id})"
-    ))?;
+         o_all_local) VALUES (?, ?, ?, ?, NOW(), NULL, ?, ?)",
+        &[
+            int(order_id),
+            int(district_id),
+            int(warehouse_id),
+            int(customer_id),
+            int(line_count),
+            int(all_local),
+        ],
+    )?;
+    connection.run(
+        "INSERT INTO new_order (no_o_id, no_d_id, no_w_id) VALUES (?, ?, ?)",
+        &[int(order_id), int(district_id), int(warehouse_id)],
+    )?;
+    // The stock row's district information column is named by the
+    // district: one statement text per district.
+    let stock_query = format!(
+        "SELECT s_quantity, s_data, s_dist_{district_id:02} FROM stock \
+         WHERE s_w_id = ? AND s_i_id = ? FOR UPDATE"
+    );
     for (index, line) in input.lines.iter().enumerate() {
-        let line_number = index + 1;
+        let line_number = index as i64 + 1;
         let item_id = line.item_id;
         let supply_warehouse_id = line.supply_warehouse_id;
-        let item = connection.query(&format!(
-            "SELECT i_price, i_name, i_data FROM item WHERE i_id = {item_id}"
-        ))?;
+        let item = connection.run(
+            "SELECT i_price, i_name, i_data FROM item WHERE i_id = ?",
+            &[int(item_id)],
+        )?;
         let Some(item_row) = item.rows.first() else {
             // Clause 2.4.2.3: an unused item rolls the whole order back.
             connection.query("ROLLBACK")?;
             return Ok(Outcome::RolledBack);
         };
         let price_cents = money(item_row, 0, "i_price")?;
-        let stock = connection.query(&format!(
-            "SELECT s_quantity, s_data, s_dist_{district_id:02} FROM stock \
-             WHERE s_w_id = {supply_warehouse_id} AND s_i_id = {item_id} FOR UPDATE"
-        ))?;
+        let stock = connection.run(&stock_query, &[int(supply_warehouse_id), int(item_id)])?;
         let stock_row = first_row(&stock, "stock")?;
         let stock_quantity: i64 = parsed(stock_row, 0, "s_quantity")?;
         let district_information = field(stock_row, 2, "s_dist")?;
@@ -452,20 +468,36 @@ fn new_order(connection: &mut Connection, input: &NewOrderInput) -> Result<Outco
         } else {
             stock_quantity - quantity + 91
         };
-        let remote = u32::from(supply_warehouse_id != warehouse_id);
-        connection.query(&format!(
-            "UPDATE stock SET s_quantity = {new_quantity}, s_ytd = s_ytd + {quantity}, \
-             s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + {remote} \
-             WHERE s_w_id = {supply_warehouse_id} AND s_i_id = {item_id}"
-        ))?;
-        let amount = format_cents(quantity * price_cents);
-        connection.query(&format!(
+        let remote = supply_warehouse_id != warehouse_id;
+        connection.run(
+            "UPDATE stock SET s_quantity = ?, s_ytd = s_ytd + ?, \
+             s_order_cnt = s_order_cnt + 1, s_remote_cnt = s_remote_cnt + ? \
+             WHERE s_w_id = ? AND s_i_id = ?",
+            &[
+                int(new_quantity),
+                int(quantity),
+                int(remote),
+                int(supply_warehouse_id),
+                int(item_id),
+            ],
+        )?;
+        // Amounts go as cents over 100: an exact DECIMAL on every server.
+        connection.run(
             "INSERT INTO order_line (ol_o_id, ol_d_id, ol_w_id, ol_number, ol_i_id, \
              ol_supply_w_id, ol_delivery_d, ol_quantity, ol_amount, ol_dist_info) VALUES \
-             ({order_id}, {district_id}, {warehouse_id}, {line_number}, {item_id}, \
-             {supply_warehouse_id}, NULL, {quantity}, {amount}, {})",
-            mysql::quote(district_information)
-        ))?;
+             (?, ?, ?, ?, ?, ?, NULL, ?, ? / 100, ?)",
+            &[
+                int(order_id),
+                int(district_id),
+                int(warehouse_id),
+                int(line_number),
+                int(item_id),
+                int(supply_warehouse_id),
+                int(quantity),
+                int(quantity * price_cents),
+                Param::Text(district_information),
+            ],
+        )?;
     }
     Ok(Outcome::Committed)
 }
@@ -476,23 +508,26 @@ fn payment(connection: &mut Connection, input: &PaymentInput) -> Result<Outcome,
     let district_id = input.district_id;
     let customer_warehouse_id = input.customer_warehouse_id;
     let customer_district_id = input.customer_district_id;
-    let amount = format_cents(input.amount_cents);
-    connection.query(&format!(
-        "UPDATE warehouse SET w_ytd = w_ytd + {amount} WHERE w_id = {warehouse_id}"
-    ))?;
-    let warehouse = connection.query(&format!(
+    let cents = input.amount_cents;
+    connection.run(
+        "UPDATE warehouse SET w_ytd = w_ytd + ? / 100 WHERE w_id = ?",
+        &[int(cents), int(warehouse_id)],
+    )?;
+    let warehouse = connection.run(
         "SELECT w_name, w_street_1, w_street_2, w_city, w_state, w_zip FROM warehouse \
-         WHERE w_id = {warehouse_id}"
-    ))?;
+         WHERE w_id = ?",
+        &[int(warehouse_id)],
+    )?;
     let warehouse_name = field(first_row(&warehouse, "warehouse")?, 0, "w_name")?;
-    connection.query(&format!(
-        "UPDATE district SET d_ytd = d_ytd + {amount} \
-         WHERE d_w_id = {warehouse_id} AND d_id = {district_id}"
-    ))?;
-    let district = connection.query(&format!(
+    connection.run(
+        "UPDATE district SET d_ytd = d_ytd + ? / 100 WHERE d_w_id = ? AND d_id = ?",
+        &[int(cents), int(warehouse_id), int(district_id)],
+    )?;
+    let district = connection.run(
         "SELECT d_name, d_street_1, d_street_2, d_city, d_state, d_zip FROM district \
-         WHERE d_w_id = {warehouse_id} AND d_id = {district_id}"
-    ))?;
+         WHERE d_w_id = ? AND d_id = ?",
+        &[int(warehouse_id), int(district_id)],
+    )?;
     let district_name = field(first_row(&district, "district")?, 0, "d_name")?;
     let customer_id = find_customer(
         connection,
@@ -500,48 +535,77 @@ fn payment(connection: &mut Connection, input: &PaymentInput) -> Result<Outcome,
         customer_district_id,
         &input.customer,
     )?;
-    let customer_key = format!(
-        "c_w_id = {customer_warehouse_id} AND c_d_id = {customer_district_id} \
-         AND c_id = {customer_id}"
-    );
-    let customer = connection.query(&format!(
+    let customer_key = [
+        int(customer_warehouse_id),
+        int(customer_district_id),
+        int(customer_id),
+    ];
+    let customer = connection.run(
         "SELECT c_first, c_middle, c_last, c_street_1, c_street_2, c_city, c_state, c_zip, \
          c_phone, c_since, c_credit, c_credit_lim, c_discount, c_balance FROM customer \
-         WHERE {customer_key} FOR UPDATE"
-    ))?;
+         WHERE c_w_id = ? AND c_d_id = ? AND c_id = ? FOR UPDATE",
+        &customer_key,
+    )?;
     let credit = field(first_row(&customer, "customer")?, 10, "c_credit")?;
-    let mut changes = format!(
-        "c_balance = c_balance - {amount}, c_ytd_payment = c_ytd_payment + {amount}, \
-         c_payment_cnt = c_payment_cnt + 1"
-    );
     // CHAR values may come back padded on some servers.
     if credit.trim_end() == "BC" {
-        let data =
-            connection.query(&format!("SELECT c_data FROM customer WHERE {customer_key}"))?;
+        let data = connection.run(
+            "SELECT c_data FROM customer WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?",
+            &customer_key,
+        )?;
         let old_data = field(first_row(&data, "customer")?, 0, "c_data")?;
         // Clause 2.5.2.2: the payment goes in front of the bad-credit
         // customer's history, which is cut at 500 characters.
         let new_data: String = format!(
             "{customer_id} {customer_district_id} {customer_warehouse_id} {district_id} \
-             {warehouse_id} {amount}|{old_data}"
+             {warehouse_id} {}|{old_data}",
+            format_cents(cents)
         )
         .chars()
         .take(500)
         .collect();
-        changes.push_str(", c_data = ");
-        changes.push_str(&mysql::quote(&new_data));
+        connection.run(
+            "UPDATE customer SET c_balance = c_balance - ? / 100, \
+             c_ytd_payment = c_ytd_payment + ? / 100, c_payment_cnt = c_payment_cnt + 1, \
+             c_data = ? WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?",
+            &[
+                int(cents),
+                int(cents),
+                Param::Text(&new_data),
+                customer_key[0],
+                customer_key[1],
+                customer_key[2],
+            ],
+        )?;
+    } else {
+        connection.run(
+            "UPDATE customer SET c_balance = c_balance - ? / 100, \
+             c_ytd_payment = c_ytd_payment + ? / 100, c_payment_cnt = c_payment_cnt + 1 \
+             WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?",
+            &[
+                int(cents),
+                int(cents),
+                customer_key[0],
+                customer_key[1],
+                customer_key[2],
+            ],
+        )?;
     }
-    connection.query(&format!(
-        "UPDATE customer SET {changes} WHERE {customer_key}"
-    ))?;
     // h_data is the two names separated by four spaces (clause 2.5.2.2).
     let history_data = format!("{warehouse_name}    {district_name}");
-    connection.query(&format!(
+    connection.run(
         "INSERT INTO history (h_c_id, h_c_d_id, h_c_w_id, h_d_id, h_w_id, h_date, h_amount, \
-         h_data) VALUES ({customer_id}, {customer_district_id}, {customer_warehouse_id}, \
-         {district_id}, {warehouse_id}, NOW(), {amount}, {})",
-        mysql::quote(&history_data)
-    ))?;
+         h_data) VALUES (?, ?, ?, ?, ?, NOW(), ? / 100, ?)",
+        &[
+            int(customer_id),
+            int(customer_district_id),
+            int(customer_warehouse_id),
+            int(district_id),
+            int(warehouse_id),
+            int(cents),
+            Param::Text(&history_data),
+        ],
+    )?;
     Ok(Outcome::Committed)
 }
 
@@ -550,24 +614,24 @@ fn order_status(connection: &mut Connection, input: &OrderStatusInput) -> Result
     let warehouse_id = input.warehouse_id;
     let district_id = input.district_id;
     let customer_id = find_customer(connection, warehouse_id, district_id, &input.customer)?;
-    let customer = connection.query(&format!(
+    let customer = connection.run(
         "SELECT c_balance, c_first, c_middle, c_last FROM customer \
-         WHERE c_w_id = {warehouse_id} AND c_d_id = {district_id} AND c_id = {customer_id}"
-    ))?;
+         WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?",
+        &[int(warehouse_id), int(district_id), int(customer_id)],
+    )?;
     first_row(&customer, "customer")?;
-    let order = connection.query(&format!(
+    let order = connection.run(
         "SELECT o_id, o_carrier_id, o_entry_d FROM orders \
-         WHERE o_w_id = {warehouse_id} AND o_d_id = {district_id} AND o_c_id = {customer_id} \
-         ORDER BY o_id DESC LIMIT 1"
-    ))?;
-    // Every loaded customer has an order; one that has none has no lines.
+         WHERE o_w_id = ? AND o_d_id = ? AND o_c_id = ? ORDER BY o_id DESC LIMIT 1",
+        &[int(warehouse_id), int(district_id), int(customer_id)],
+    )?;
     if let Some(order_row) = order.rows.first() {
         let order_id: u32 = parsed(order_row, 0, "o_id")?;
-        connection.query(&format!(
+        connection.run(
             "SELECT ol_i_id, ol_supply_w_id, ol_quantity, ol_amount, ol_delivery_d \
-             FROM order_line \
-             WHERE ol_w_id = {warehouse_id} AND ol_d_id = {district_id} AND ol_o_id = {order_id}"
-        ))?;
+             FROM order_line WHERE ol_w_id = ? AND ol_d_id = ? AND ol_o_id = ?",
+            &[int(warehouse_id), int(district_id), int(order_id)],
+        )?;
     }
     Ok(Outcome::Committed)
 }
@@ -577,53 +641,58 @@ fn delivery(connection: &mut Connection, input: &DeliveryInput) -> Result<Outcom
     let warehouse_id = input.warehouse_id;
     let carrier_id = input.carrier_id;
     for district_id in 1..=DISTRICTS_PER_WAREHOUSE {
-        let oldest = connection.query(&format!(
-            "SELECT no_o_id FROM new_order WHERE no_w_id = {warehouse_id} \
-             AND no_d_id = {district_id} ORDER BY no_o_id LIMIT 1 FOR UPDATE"
-        ))?;
-        // No undelivered order: the district is skipped (clause 2.7.4.2).
+        let oldest = connection.run(
+            "SELECT no_o_id FROM new_order WHERE no_w_id = ? AND no_d_id = ? \
+             ORDER BY no_o_id LIMIT 1 FOR UPDATE",
+            &[int(warehouse_id), int(district_id)],
+        )?;
         let Some(oldest_row) = oldest.rows.first() else {
             continue;
         };
         let order_id: u32 = parsed(oldest_row, 0, "no_o_id")?;
-        let deleted = connection.query(&format!(
-            "DELETE FROM new_order WHERE no_w_id = {warehouse_id} AND no_d_id = {district_id} \
-             AND no_o_id = {order_id}"
-        ))?;
-        // Another Delivery took it first.
+        let key = [int(warehouse_id), int(district_id), int(order_id)];
+        let deleted = connection.run(
+            "DELETE FROM new_order WHERE no_w_id = ? AND no_d_id = ? AND no_o_id = ?",
+            &key,
+        )?;
         if deleted.affected_rows == 0 {
             continue;
         }
-        let order = connection.query(&format!(
-            "SELECT o_c_id FROM orders WHERE o_w_id = {warehouse_id} AND o_d_id = {district_id} \
-             AND o_id = {order_id}"
-        ))?;
+        let order = connection.run(
+            "SELECT o_c_id FROM orders WHERE o_w_id = ? AND o_d_id = ? AND o_id = ?",
+            &key,
+        )?;
         let customer_id: u32 = parsed(first_row(&order, "orders")?, 0, "o_c_id")?;
-        connection.query(&format!(
-            "UPDATE orders SET o_carrier_id = {carrier_id} WHERE o_w_id = {warehouse_id} \
-             AND o_d_id = {district_id} AND o_id = {order_id}"
-        ))?;
-        let lines_key = format!(
-            "ol_w_id = {warehouse_id} AND ol_d_id = {district_id} AND ol_o_id = {order_id}"
-        );
-        connection.query(&format!(
-            "UPDATE order_line SET ol_delivery_d = NOW() WHERE {lines_key}"
-        ))?;
-        let total = connection.query(&format!(
-            "SELECT SUM(ol_amount) FROM order_line WHERE {lines_key}"
-        ))?;
-        // SUM over no rows is NULL: nothing to pay.
+        connection.run(
+            "UPDATE orders SET o_carrier_id = ? WHERE o_w_id = ? AND o_d_id = ? AND o_id = ?",
+            &[int(carrier_id), key[0], key[1], key[2]],
+        )?;
+        connection.run(
+            "UPDATE order_line SET ol_delivery_d = NOW() \
+             WHERE ol_w_id = ? AND ol_d_id = ? AND ol_o_id = ?",
+            &key,
+        )?;
+        let total = connection.run(
+            "SELECT SUM(ol_amount) FROM order_line \
+             WHERE ol_w_id = ? AND ol_d_id = ? AND ol_o_id = ?",
+            &key,
+        )?;
         let total_cents = match total.scalar() {
             Some(text) => parse_cents(text)
                 .ok_or_else(|| Failure::Data(format!("SUM(ol_amount) is not money: {text:?}")))?,
             None => 0,
         };
-        connection.query(&format!(
-            "UPDATE customer SET c_balance = c_balance + {}, \
+        connection.run(
+            "UPDATE customer SET c_balance = c_balance + ? / 100, \
              c_delivery_cnt = c_delivery_cnt + 1 \
-             WHERE c_w_id = {warehouse_id} AND c_d_id = {district_id} AND c_id = {customer_id}",
-            format_cents(total_cents)
-        ))?;
+             WHERE c_w_id = ? AND c_d_id = ? AND c_id = ?",
+            &[
+                int(total_cents),
+                int(warehouse_id),
+                int(district_id),
+                int(customer_id),
+            ],
+        )?;
     }
     Ok(Outcome::Committed)
 }
@@ -632,19 +701,25 @@ fn delivery(connection: &mut Connection, input: &DeliveryInput) -> Result<Outcom
 fn stock_level(connection: &mut Connection, input: &StockLevelInput) -> Result<Outcome, Failure> {
     let warehouse_id = input.warehouse_id;
     let district_id = input.district_id;
-    let threshold = input.threshold;
-    let district = connection.query(&format!(
-        "SELECT d_next_o_id FROM district WHERE d_w_id = {warehouse_id} AND d_id = {district_id}"
-    ))?;
+    let district = connection.run(
+        "SELECT d_next_o_id FROM district WHERE d_w_id = ? AND d_id = ?",
+        &[int(warehouse_id), int(district_id)],
+    )?;
     let next_order_id: u32 = parsed(first_row(&district, "district")?, 0, "d_next_o_id")?;
     let oldest_order_id = next_order_id.saturating_sub(STOCK_LEVEL_ORDERS);
-    connection.query(&format!(
+    connection.run(
         "SELECT COUNT(DISTINCT s.s_i_id) FROM order_line ol \
          JOIN stock s ON s.s_w_id = ol.ol_w_id AND s.s_i_id = ol.ol_i_id \
-         WHERE ol.ol_w_id = {warehouse_id} AND ol.ol_d_id = {district_id} \
-         AND ol.ol_o_id < {next_order_id} AND ol.ol_o_id >= {oldest_order_id} \
-         AND s.s_quantity < {threshold}"
-    ))?;
+         WHERE ol.ol_w_id = ? AND ol.ol_d_id = ? AND ol.ol_o_id < ? AND ol.ol_o_id >= ? \
+         AND s.s_quantity < ?",
+        &[
+            int(warehouse_id),
+            int(district_id),
+            int(next_order_id),
+            int(oldest_order_id),
+            int(input.threshold),
+        ],
+    )?;
     Ok(Outcome::Committed)
 }
 
@@ -663,11 +738,11 @@ fn find_customer(
             last_name: name,
             fallback_id,
         } => {
-            let found = connection.query(&format!(
-                "SELECT c_id FROM customer WHERE c_w_id = {warehouse_id} \
-                 AND c_d_id = {district_id} AND c_last = {} ORDER BY c_first",
-                mysql::quote(name)
-            ))?;
+            let found = connection.run(
+                "SELECT c_id FROM customer WHERE c_w_id = ? AND c_d_id = ? AND c_last = ? \
+                 ORDER BY c_first",
+                &[int(warehouse_id), int(district_id), Param::Text(name)],
+            )?;
             match middle_row(&found.rows) {
                 Some(row) => parsed(row, 0, "c_id"),
                 None => Ok(*fallback_id),
