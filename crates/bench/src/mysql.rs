@@ -484,8 +484,8 @@ fn interpolate(sql: &str, params: &[Param<'_>]) -> Result<String, MysqlError> {
     }
 }
 
-/// A column definition's type.
-fn column_type(definition: &[u8]) -> Result<ColumnType, MysqlError> {
+/// A column definition's type, and whether it is UNSIGNED.
+fn column_type(definition: &[u8]) -> Result<(ColumnType, bool), MysqlError> {
     let mut reader = Reader::new(definition);
     for _ in 0..6 {
         reader.lenenc_bytes()?; // catalog, schema, table, org_table, name, org_name
@@ -494,29 +494,39 @@ fn column_type(definition: &[u8]) -> Result<ColumnType, MysqlError> {
     reader.u16()?; // character set
     reader.u32()?; // display length
     let byte = reader.u8()?;
-    ColumnType::from_u8(byte)
-        .ok_or_else(|| MysqlError::client(format!("a column of unknown type {byte}")))
+    let flags = reader.u16()?;
+    let column_type = ColumnType::from_u8(byte)
+        .ok_or_else(|| MysqlError::client(format!("a column of unknown type {byte}")))?;
+    Ok((column_type, flags & wire::UNSIGNED_FLAG != 0))
 }
 
 /// A binary result row's values, as text (`None`: NULL), as the text
 /// protocol would give them for the types the benchmarks read.
-fn binary_row(packet: &[u8], types: &[ColumnType]) -> Result<Vec<Option<String>>, MysqlError> {
+fn binary_row(
+    packet: &[u8],
+    types: &[(ColumnType, bool)],
+) -> Result<Vec<Option<String>>, MysqlError> {
     let bitmap_bytes = (types.len() + 7 + 2) / 8;
     let bitmap = packet
         .get(1..1 + bitmap_bytes)
         .ok_or_else(|| MysqlError::client("a binary row shorter than its NULL bitmap"))?;
     let mut reader = Reader::new(&packet[1 + bitmap_bytes..]);
     let mut row = Vec::with_capacity(types.len());
-    for (index, column_type) in types.iter().enumerate() {
+    for (index, (column_type, unsigned)) in types.iter().enumerate() {
         let bit = index + 2;
         if bitmap[bit / 8] & (1 << (bit % 8)) != 0 {
             row.push(None);
             continue;
         }
+        let unsigned = *unsigned;
         let text = match column_type {
+            ColumnType::Tiny if unsigned => reader.u8()?.to_string(),
             ColumnType::Tiny => (reader.u8()? as i8).to_string(),
+            ColumnType::Short | ColumnType::Year if unsigned => reader.u16()?.to_string(),
             ColumnType::Short | ColumnType::Year => (reader.u16()? as i16).to_string(),
+            ColumnType::Long | ColumnType::Int24 if unsigned => reader.u32()?.to_string(),
             ColumnType::Long | ColumnType::Int24 => (reader.u32()? as i32).to_string(),
+            ColumnType::LongLong if unsigned => reader.u64()?.to_string(),
             ColumnType::LongLong => (reader.u64()? as i64).to_string(),
             ColumnType::Float => f32::from_bits(reader.u32()?).to_string(),
             ColumnType::Double => f64::from_bits(reader.u64()?).to_string(),
@@ -613,11 +623,11 @@ mod tests {
     fn binary_rows_read_as_the_text_protocol_would() {
         // Columns: INT, NULL (a VARCHAR), BIGINT, DATETIME, VARCHAR.
         let types = [
-            ColumnType::Long,
-            ColumnType::VarString,
-            ColumnType::LongLong,
-            ColumnType::DateTime,
-            ColumnType::VarString,
+            (ColumnType::Long, false),
+            (ColumnType::VarString, false),
+            (ColumnType::LongLong, false),
+            (ColumnType::DateTime, false),
+            (ColumnType::VarString, false),
         ];
         let mut packet = vec![0x00];
         // NULL bitmap with offset 2: column 1 is bit 3.
@@ -640,6 +650,14 @@ mod tests {
         // Cut short: an error, not a panic.
         assert!(binary_row(&packet[..packet.len() - 2], &types).is_err());
         assert!(binary_row(&[0x00], &types).is_err());
+        // UNSIGNED reads unsigned.
+        let unsigned = [(ColumnType::Long, true)];
+        let mut packet = vec![0x00, 0];
+        packet.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(
+            binary_row(&packet, &unsigned).unwrap(),
+            vec![Some(u32::MAX.to_string())]
+        );
     }
 
     #[test]

@@ -1306,31 +1306,20 @@ fn stored_canonical(table: &SqlTable, column: usize, value: &Value, zone: i64) -
     }
 }
 
-/// The rows an UPDATE or DELETE changes, locked.
 /// The rows an UPDATE or DELETE writes, and whether they are the one row
 /// its key names as the transaction holds it locked (unread:
 /// `locked_rows`).
 fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<(Vec<Vec<Value>>, bool)> {
     let table = &plan.table;
-    settle(table, &plan.access, run)?;
-    if let crate::plan::AccessPlan::PrimaryKey(exprs) = &plan.access {
-        let key = access::lookup_key(
-            table,
-            &table.key_columns(),
-            exprs,
-            run.params,
-            run.environment,
-        )?;
+    if let Some(key) = settle(table, &plan.access, run)? {
         let zone = run.environment.zone_offset();
-        if let Ok(Some(key)) = key {
-            if let Some(row) = run.locked.get(run.transaction, zone, table, &key) {
-                run.counts.locked_rows_reused += 1;
-                let rows = match passes(plan.filter.as_ref(), &row, run)? {
-                    true if plan.limit != Some(0) => vec![row],
-                    _ => Vec::new(),
-                };
-                return Ok((rows, true));
-            }
+        if let Some(row) = run.locked.get(run.transaction, zone, table, &key) {
+            run.counts.locked_rows_reused += 1;
+            let rows = match passes(plan.filter.as_ref(), &row, run)? {
+                true if plan.limit != Some(0) => vec![row],
+                _ => Vec::new(),
+            };
+            return Ok((rows, true));
         }
     }
     let request = Request {
@@ -1361,24 +1350,39 @@ fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<(Vec<Vec<Valu
 
 /// Sends the writes waiting in the transaction (`locked_rows`) that the
 /// coming fetch of `table` by `access` could meet: those of the row its
-/// key names, or of any row of the table for any other access.
-fn settle(table: &SqlTable, access: &crate::plan::AccessPlan, run: &mut Run<'_>) -> SqlResult<()> {
+/// key names, or of any row of the table for any other access (and for a
+/// key whose value may change between evaluations, as `RAND()`'s: the
+/// fetch evaluates it again). The key, when it names one row and is
+/// settled alone.
+fn settle(
+    table: &SqlTable,
+    access: &crate::plan::AccessPlan,
+    run: &mut Run<'_>,
+) -> SqlResult<Option<Vec<client::Value>>> {
     if let crate::plan::AccessPlan::PrimaryKey(exprs) = access {
-        let key = access::lookup_key(
-            table,
-            &table.key_columns(),
-            exprs,
-            run.params,
-            run.environment,
-        )?;
-        if let Ok(key) = key {
-            return match key {
-                Some(key) => run.locked.settle_key(run.transaction, table, &key),
-                None => Ok(()),
-            };
+        if exprs
+            .iter()
+            .all(|expr| matches!(expr, Expr::Literal(_) | Expr::Param(_)))
+        {
+            let key = access::lookup_key(
+                table,
+                &table.key_columns(),
+                exprs,
+                run.params,
+                run.environment,
+            )?;
+            match key {
+                Ok(Some(key)) => {
+                    run.locked.settle_key(run.transaction, table, &key)?;
+                    return Ok(Some(key));
+                }
+                Ok(None) => return Ok(None),
+                Err(()) => {}
+            }
         }
     }
-    run.locked.settle_table(run.transaction, table)
+    run.locked.settle_table(run.transaction, table)?;
+    Ok(None)
 }
 
 /// The primary key of `row`, as the cluster stores it.
@@ -1496,6 +1500,9 @@ fn update_rows(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
                 .map_err(refused)?;
             // The new row may keep the old one's unique values.
             flush_if_unique(run, table)?;
+            // Nor may it share a batch with a waiting write of its key.
+            run.locked
+                .settle_key(run.transaction, table, &key_of(table, &new, zone))?;
             let values = stored_columns(table, &new, 0..new.len(), zone);
             run.transaction
                 .insert(&table.table, &values)

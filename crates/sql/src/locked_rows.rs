@@ -27,6 +27,7 @@
 
 use crate::catalog::SqlTable;
 use crate::error::{SqlError, SqlResult};
+use crate::types::SqlType;
 use crate::value::Value;
 use client::{Transaction, TransactionId, TransactionState};
 use std::collections::{HashMap, HashSet};
@@ -38,6 +39,26 @@ const MOST_ROWS: usize = 4096;
 
 /// (table id, table version, the encoded primary key).
 type RowKey = (u32, u32, Vec<u8>);
+
+fn without_trailing_spaces(bytes: &[u8]) -> &[u8] {
+    let end = bytes.iter().rposition(|b| *b != b' ').map_or(0, |i| i + 1);
+    &bytes[..end]
+}
+
+/// `row` as a read of it would give it back: CHAR loses its trailing
+/// spaces in the cluster (MySQL's CHAR does on retrieval), so an image
+/// made from the values an UPDATE wrote must lose them too.
+fn as_stored(table: &SqlTable, row: &[Value]) -> Vec<Value> {
+    row.iter()
+        .zip(&table.columns)
+        .map(|(value, column)| match (value, &column.sql_type) {
+            (Value::Bytes(bytes), SqlType::Char(_)) => {
+                Value::Bytes(without_trailing_spaces(bytes).to_vec())
+            }
+            (value, _) => value.clone(),
+        })
+        .collect()
+}
 
 /// The images of one transaction's locked rows.
 #[derive(Default)]
@@ -71,9 +92,24 @@ impl LockedRows {
         Some(&mut self.rows)
     }
 
+    /// The key as the cluster compares it: text without trailing spaces
+    /// (PAD SPACE), so `'a'` and `'a '` name one row here as they do
+    /// there.
     fn key(table: &SqlTable, key: &[client::Value]) -> Option<RowKey> {
+        let canonical: Vec<client::Value> = key
+            .iter()
+            .zip(&table.def().primary_key)
+            .map(|(value, column)| match value {
+                client::Value::Bytes(bytes)
+                    if table.columns[*column as usize].sql_type.is_text() =>
+                {
+                    client::Value::Bytes(without_trailing_spaces(bytes).to_vec())
+                }
+                other => other.clone(),
+            })
+            .collect();
         let mut bytes = Vec::new();
-        table.table.encode_key(key, &mut bytes).ok()?;
+        table.table.encode_key(&canonical, &mut bytes).ok()?;
         let def = table.def();
         Some((def.id, def.version, bytes))
     }
@@ -96,7 +132,7 @@ impl LockedRows {
             return;
         };
         if rows.len() < MOST_ROWS || rows.contains_key(&key) {
-            rows.insert(key, row.to_vec());
+            rows.insert(key, as_stored(table, row));
         }
     }
 

@@ -1056,13 +1056,32 @@ pub(crate) fn select_plan(
     })
 }
 
+/// Whether the SQL node's sort orders values of `sql_type` as an
+/// ordered index does: numbers, dates and times, and PAD SPACE text (not
+/// ENUM, whose members' numbers are indexed; not binary strings, which
+/// the index orders byte by byte where the sort pads them; not floats,
+/// whose -0 and +0 the two may place apart).
+fn sorts_as_indexed(sql_type: &SqlType) -> bool {
+    sql_type.is_integer()
+        || sql_type.is_text()
+        || matches!(
+            sql_type,
+            SqlType::Decimal { .. }
+                | SqlType::Date
+                | SqlType::DateTime { .. }
+                | SqlType::Timestamp { .. }
+                | SqlType::Time { .. }
+                | SqlType::Year
+        )
+}
+
 /// Whether reading `access` in its index's order (ascending or, with
 /// `Some(true)`, descending) gives `order_by`'s order: one range of the
 /// primary key or an ordered index, and ORDER BY naming plain columns of
 /// that index in its order, each after the range's leading equalities
 /// (columns the range pins may come anywhere: all its rows share their
-/// value), all in one direction, and of types whose stored values order
-/// as their SQL values do. Rows equal on every ORDER BY column may come
+/// value), all in one direction, and of types the SQL node sorts as the
+/// index orders them (`sorts_as_indexed`). Rows equal on every ORDER BY column may come
 /// in any order, as SQL allows.
 fn scan_order(table: &SqlTable, access: &AccessPlan, order_by: &[(Expr, bool)]) -> Option<bool> {
     let AccessPlan::Ranges { index, ranges } = access else {
@@ -1096,7 +1115,7 @@ fn scan_order(table: &SqlTable, access: &AccessPlan, order_by: &[(Expr, bool)]) 
         let Expr::Column(column) = expr else {
             return None;
         };
-        if !table.columns.get(*column)?.sql_type.orders_as_stored() {
+        if !sorts_as_indexed(&table.columns.get(*column)?.sql_type) {
             return None;
         }
         if pinned.contains(column) {
