@@ -10,21 +10,23 @@
 # partitioned on the warehouse (PARTITION BY KEY), as NDB's DBT2 runs
 # them. The same command loads WAREHOUSES into each, then runs the
 # standard mix (keying and think times off) at each connection count for
-# SECONDS, once per statement mode (text statements, and prepared ones:
-# `--prepared`), and checks TPC-C's consistency conditions 1-4 after
-# each run.
+# SECONDS, once per statement mode (text statements; prepared ones,
+# `--prepared`; prepared with each transaction's INSERTs batched where
+# the server can, `--prepared --batching`, NDB's
+# transaction_allow_batching, which MariaDB lacks and runs without), and
+# checks TPC-C's consistency conditions 1-4 after each run.
 # Prints one table of tpmC with the Tessera/MariaDB ratio, and each run's
 # JSON report is kept in WORK.
 #
 # usage: bench/tpcc-vs-mariadb.sh
-# env:   WAREHOUSES (4), CONNECTIONS ("8 32"), MODES ("text prepared"),
+# env:   WAREHOUSES (4), CONNECTIONS ("8 32"), MODES ("text prepared batched"),
 #        SECONDS_EACH (60), TESSERA
 #        (binary; default target/release/tessera), WORK (scratch dir), PORT
 #        (first port), OUT (also write the table there)
 set -euo pipefail
 warehouses=${WAREHOUSES:-4}
 connections_list=${CONNECTIONS:-8 32}
-modes=${MODES:-text prepared}
+modes=${MODES:-text prepared batched}
 seconds=${SECONDS_EACH:-60}
 here=$(cd "$(dirname "$0")/.." && pwd)
 tessera=${TESSERA:-$here/target/release/tessera}
@@ -61,6 +63,7 @@ run() {
   for mode in $modes; do
     local flag=""
     [ "$mode" = prepared ] && flag=--prepared
+    [ "$mode" = batched ] && flag="--prepared --batching"
     for connections in $connections_list; do
       echo "$system: $mode statements, $connections connections, $seconds s" >&2
       "$tessera" bench tpcc --mysql 127.0.0.1:"$sql_port" --warehouses "$warehouses" \

@@ -29,6 +29,10 @@ pub struct ConnectOptions {
     /// Run statements with parameters prepared (server-side), not as
     /// text.
     pub prepared: bool,
+    /// Ask the server to let a transaction's INSERTs wait for its next
+    /// round trip (NDB's `transaction_allow_batching`), where it knows
+    /// the variable; a server that does not runs without.
+    pub batching: bool,
 }
 
 /// A statement parameter's value.
@@ -123,6 +127,9 @@ const CAPABILITIES: u32 = wire::CLIENT_LONG_PASSWORD
     | wire::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
     | wire::CLIENT_MULTI_RESULTS;
 
+/// ER_UNKNOWN_SYSTEM_VARIABLE.
+const UNKNOWN_SYSTEM_VARIABLE: u16 = 1193;
+
 /// Largest packet accepted from the server.
 const MAX_PACKET: usize = 64 << 20;
 
@@ -150,6 +157,14 @@ impl Connection {
             statements: HashMap::new(),
         };
         connection.log_in(options)?;
+        if options.batching {
+            match connection.query("SET SESSION transaction_allow_batching = 1") {
+                Err(error) if error.code == UNKNOWN_SYSTEM_VARIABLE => {}
+                other => {
+                    other?;
+                }
+            }
+        }
         Ok(connection)
     }
 

@@ -184,6 +184,12 @@ struct TpccArgs {
     /// each text prepared once per connection), not as text.
     #[arg(long)]
     prepared: bool,
+    /// Ask the server to send each transaction's INSERTs with its next
+    /// round trip (NDB's transaction_allow_batching; a duplicate key then
+    /// fails a later statement or the COMMIT). Servers without the
+    /// variable run without it.
+    #[arg(long)]
+    batching: bool,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -469,6 +475,7 @@ fn run_tpcc(args: TpccArgs) -> ExitCode {
         connections: args.connections,
         partitioned: !args.no_partitioning,
         prepared: args.prepared,
+        batching: args.batching,
     };
     match bench::tpcc::run(&options) {
         Ok(report) => {

@@ -376,6 +376,7 @@ fn subqueries_kill_and_the_process_list_respect_privileges() {
         password: String::new(),
         database: None,
         prepared: false,
+        batching: false,
     })
     .unwrap();
     let root_id = root_connection

@@ -245,6 +245,7 @@ fn generated_statements_never_crash_hang_or_bloat_the_sql_node() {
         password: String::new(),
         database: None,
         prepared: false,
+        batching: false,
     })
     .expect("root connects");
     for setup in [
@@ -289,6 +290,7 @@ fn generated_statements_never_crash_hang_or_bloat_the_sql_node() {
         password: String::new(),
         database: Some("fuzz".into()),
         prepared: false,
+        batching: false,
     });
     assert!(fresh.is_ok(), "a new connection is served");
     let after = resident_kib(pid);

@@ -1,6 +1,7 @@
 //! `tessera bench tpcc` against `tessera sql` on a real cluster (two data
 //! nodes, replicas 2): it loads one warehouse, runs the standard mix with
-//! text statements and then prepared ones, and the TPC-C consistency
+//! text statements, then prepared ones, then prepared ones with the
+//! transactions' INSERTs batched (`--batching`), and the TPC-C consistency
 //! conditions hold after each; its JSON report carries tpmC and every
 //! transaction type's counts and percentiles.
 
@@ -17,7 +18,12 @@ fn tpcc_loads_runs_the_mix_and_stays_consistent() {
         ..ClusterOptions::pair("tpcc")
     });
     let node = SqlNode::start(&cluster);
-    for (first, mode) in [(true, None), (false, Some("--prepared"))] {
+    let modes: [(bool, &[&str]); 3] = [
+        (true, &[]),
+        (false, &["--prepared"]),
+        (false, &["--prepared", "--batching"]),
+    ];
+    for (first, mode) in modes {
         let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
             .args(["bench", "tpcc", "--mysql"])
             .arg(format!("127.0.0.1:{}", node.port))

@@ -145,6 +145,10 @@ impl Environment for WithSubqueries<'_> {
         self.inner.zone_offset()
     }
 
+    fn batches_inserts(&self) -> bool {
+        self.inner.batches_inserts()
+    }
+
     fn view_rows(
         &self,
         view: crate::information_schema::View,
@@ -875,8 +879,6 @@ pub fn insert(
     auto_increment: &AutoIncrement,
 ) -> SqlResult<Response> {
     let table = &plan.table;
-    // An insert may meet a row whose write waits (a deleted key).
-    run.locked.settle_table(run.transaction, table)?;
     let cluster = run.transaction.cluster();
     let width = table.columns.len();
     let mut rows: Vec<Vec<Option<Value>>> = Vec::with_capacity(plan.rows.len());
@@ -978,14 +980,34 @@ pub fn insert(
         full.push(values);
     }
     let count = full.len();
+    // With transaction_allow_batching, a plain INSERT inside a transaction
+    // goes with the next round trip, as NDB's SQL node batches it: a
+    // duplicate key then fails that statement or the COMMIT, rolling the
+    // transaction back (design 0034).
+    let unique = has_unique_index(table);
+    let waits = matches!(plan.conflict, Conflict::Error)
+        && !unique
+        && run.commit == Commit::No
+        && count <= WRITE_BATCH
+        && run.environment.batches_inserts();
     let (affected, matched) = match &plan.conflict {
         Conflict::Error => {
             let zone = run.environment.zone_offset();
             for (number, row) in full.iter().enumerate() {
+                // A row whose write waits (a deleted key) goes first; with
+                // a unique index, any of the table's waiting writes.
+                let key = key_of(table, row, zone);
+                match unique {
+                    true => run.locked.settle_table(run.transaction, table)?,
+                    false => run.locked.settle_key(run.transaction, table, &key)?,
+                }
                 let values = stored_columns(table, row, 0..width, zone);
                 run.transaction
                     .insert(&table.table, &values)
                     .map_err(|error| SqlError::from_client(&error, &table.cluster_name()))?;
+                if waits {
+                    run.locked.defer(run.transaction, table, &key);
+                }
                 if (number + 1) % WRITE_BATCH == 0 && number + 1 < count {
                     check_interrupt(run)?;
                     flush(run.transaction, Commit::No, table)?;
@@ -994,6 +1016,8 @@ pub fn insert(
             (count as u64, count as u64)
         }
         conflict => {
+            // The rows in the way are read: the waiting writes go first.
+            run.locked.settle_table(run.transaction, table)?;
             let mut affected = 0;
             let mut matched = 0;
             for chunk in full.chunks(WRITE_BATCH) {
@@ -1005,7 +1029,9 @@ pub fn insert(
             (affected, matched)
         }
     };
-    flush(run.transaction, run.commit, table)?;
+    if !waits {
+        flush(run.transaction, run.commit, table)?;
+    }
     let skipped = count as u64 - matched.min(count as u64);
     Ok(Response::Ok {
         affected_rows: affected,
@@ -1024,17 +1050,23 @@ pub fn insert(
     })
 }
 
+/// Whether `table` has a unique secondary index: writes of two rows can
+/// then meet in it, so they must not share a round trip in which the
+/// cluster may run them in either order.
+fn has_unique_index(table: &SqlTable) -> bool {
+    table
+        .def()
+        .indexes
+        .iter()
+        .any(|index| index.unique.is_some())
+}
+
 /// Executes what is queued when `table` has unique indexes: a delete
 /// that must be done before an insert of the same unique values (a
 /// batch's operations on different rows run in any order, and the
 /// insert's unique index row would meet the deleted row's).
 fn flush_if_unique(run: &mut Run<'_>, table: &SqlTable) -> SqlResult<()> {
-    if table
-        .def()
-        .indexes
-        .iter()
-        .any(|index| index.unique.is_some())
-    {
+    if has_unique_index(table) {
         flush(run.transaction, Commit::No, table)?;
     }
     Ok(())
@@ -1453,13 +1485,7 @@ fn update_rows(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
     let (rows, held) = rows_to_write(plan, run)?;
     // A held row's new values can fail on nothing but a unique index
     // (design 0034): the write may wait for the next round trip.
-    let mut deferrable = held
-        && run.commit == Commit::No
-        && !table
-            .def()
-            .indexes
-            .iter()
-            .any(|index| index.unique.is_some());
+    let mut deferrable = held && run.commit == Commit::No && !has_unique_index(table);
     let key_columns = table.key_columns();
     let (mut matched, mut changed) = (0u64, 0u64);
     let name = table.cluster_name();

@@ -298,6 +298,12 @@ pub trait Environment {
         0
     }
 
+    /// Whether the session lets a transaction's INSERTs wait for its next
+    /// round trip (`transaction_allow_batching`, design 0034).
+    fn batches_inserts(&self) -> bool {
+        false
+    }
+
     /// The rows of subquery `slot` of the running statement, for the
     /// enclosing query's `row` (a correlated subquery reads it).
     fn subquery_rows(

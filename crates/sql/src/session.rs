@@ -84,6 +84,9 @@ pub struct Session {
     reads_in_transaction: bool,
     /// The rows the open transaction holds locked, as it last saw them.
     locked_rows: LockedRows,
+    /// `transaction_allow_batching`: INSERTs inside a transaction wait
+    /// for its next round trip.
+    batch_inserts: bool,
     /// `time_zone` as seconds east of UTC.
     zone: i64,
     /// When the running statement began: NOW() is the same all through
@@ -142,6 +145,10 @@ impl Environment for SessionView<'_> {
         self.session.zone_offset()
     }
 
+    fn batches_inserts(&self) -> bool {
+        self.session.batch_inserts
+    }
+
     fn view_rows(
         &self,
         view: crate::information_schema::View,
@@ -153,6 +160,16 @@ impl Environment for SessionView<'_> {
             needed,
         };
         crate::information_schema::rows(view, &source)
+    }
+}
+
+/// A switch variable's value: ON, 1 or TRUE (any case), or a true number.
+fn switched_on(value: &Value) -> bool {
+    match value {
+        Value::Bytes(text) => {
+            matches!(text.to_ascii_uppercase().as_slice(), b"ON" | b"1" | b"TRUE")
+        }
+        other => value::truth(other).unwrap_or(false),
     }
 }
 
@@ -192,6 +209,7 @@ impl Session {
             read_ahead: Vec::new(),
             reads_in_transaction: false,
             locked_rows: LockedRows::default(),
+            batch_inserts: false,
         };
         if let Some(database) = database {
             session.use_database(database)?;
@@ -1429,18 +1447,19 @@ impl Session {
                 })?;
             }
             if name == "autocommit" {
-                let on = match &value {
-                    Value::Bytes(text) => {
-                        matches!(text.to_ascii_uppercase().as_slice(), b"ON" | b"1" | b"TRUE")
-                    }
-                    other => value::truth(other).unwrap_or(false),
-                };
+                let on = switched_on(&value);
                 if on && !self.autocommit {
                     // Turning autocommit on commits the open transaction.
                     self.commit_open()?;
                     self.explicit = false;
                 }
                 self.autocommit = on;
+                self.variables.insert(name, Value::Int(on as i64));
+                continue;
+            }
+            if name == "transaction_allow_batching" {
+                let on = switched_on(&value);
+                self.batch_inserts = on;
                 self.variables.insert(name, Value::Int(on as i64));
                 continue;
             }

@@ -61,6 +61,7 @@ pub fn defaults() -> Vec<(&'static str, Value)> {
         ("sql_warnings", int(0)),
         ("system_time_zone", text("UTC")),
         ("time_zone", text("SYSTEM")),
+        ("transaction_allow_batching", int(0)),
         ("transaction_isolation", text("READ-COMMITTED")),
         ("transaction_read_only", int(0)),
         ("unique_checks", int(1)),

@@ -100,6 +100,9 @@ pub struct TpccOptions {
     /// Run the transactions' statements prepared (COM_STMT_PREPARE once
     /// per connection, then COM_STMT_EXECUTE), not as text.
     pub prepared: bool,
+    /// Ask the server to batch each transaction's INSERTs with its next
+    /// round trip (`transaction_allow_batching`), where it can.
+    pub batching: bool,
 }
 
 impl Default for TpccOptions {
@@ -115,6 +118,7 @@ impl Default for TpccOptions {
             connections: 8,
             partitioned: true,
             prepared: false,
+            batching: false,
         }
     }
 }
@@ -159,6 +163,7 @@ impl TpccOptions {
             password: self.password.clone(),
             database: database.map(str::to_string),
             prepared: self.prepared,
+            batching: self.batching,
         }
     }
 }
