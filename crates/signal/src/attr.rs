@@ -244,16 +244,22 @@ pub fn add_to_integer(
     Ok((bytes, len))
 }
 
-/// The canonical form of a value of `column_type` (trailing spaces dropped
-/// for CHAR and VARCHAR).
+/// The canonical form of a value of `column_type`: trailing spaces dropped
+/// for CHAR and VARCHAR, and a DOUBLE's -0 made +0 (the two compare
+/// equal, in SQL and in an ordered index, so they must hash alike and be
+/// one key).
 #[inline]
 pub fn canonical(column_type: ColumnType, value: &[u8]) -> &[u8] {
+    /// +0.0's bytes.
+    static POSITIVE_ZERO: [u8; 8] = [0; 8];
     if column_type.pads_spaces() {
         let mut end = value.len();
         while end > 0 && value[end - 1] == b' ' {
             end -= 1;
         }
         &value[..end]
+    } else if column_type == ColumnType::Double && value == (-0.0f64).to_le_bytes() {
+        &POSITIVE_ZERO
     } else {
         value
     }
@@ -428,6 +434,51 @@ mod partition_key_tests {
         assert_eq!(
             key_hash(&table(vec![0, 1]), &key(7, 1)).unwrap(),
             key_hash(&whole, &key(7, 1)).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_double_minus_zero_is_the_key_plus_zero_is() {
+        let double = |partition_key: Vec<u16>| TableDef {
+            columns: vec![
+                ColumnDef::new("d", ColumnType::Double, false),
+                ColumnDef::new("i", ColumnType::Int { unsigned: false }, false),
+            ],
+            ..table(partition_key)
+        };
+        let key = |d: f64| {
+            let mut key = Vec::new();
+            append_entry(&mut key, 0, &d.to_le_bytes()).unwrap();
+            append_entry(&mut key, 1, &1i32.to_le_bytes()).unwrap();
+            key
+        };
+        let (minus, plus) = ((-0.0f64).to_le_bytes(), 0.0f64.to_le_bytes());
+        assert!(key_values_equal(ColumnType::Double, &minus, &plus));
+        assert!(!key_values_equal(
+            ColumnType::Double,
+            &minus,
+            &1.0f64.to_le_bytes()
+        ));
+        // Bytes of other types are compared as they are.
+        let int = ColumnType::BigInt { unsigned: false };
+        assert!(!key_values_equal(int, &minus, &plus));
+        for partition_key in [Vec::new(), vec![0]] {
+            let table = double(partition_key);
+            assert_eq!(
+                key_hash(&table, &key(-0.0)).unwrap(),
+                key_hash(&table, &key(0.0)).unwrap()
+            );
+        }
+        let table = double(vec![0]);
+        let alone = |d: f64| {
+            let mut entries = Vec::new();
+            append_entry(&mut entries, 0, &d.to_le_bytes()).unwrap();
+            partition_key_hash(&table, &entries).unwrap()
+        };
+        assert_eq!(alone(-0.0), alone(0.0));
+        assert_eq!(
+            alone(0.0),
+            key_hash(&table, &key(-0.0)).unwrap().distribution_hash()
         );
     }
 

@@ -1324,18 +1324,10 @@ fn upsert(
 }
 
 /// Column `column`'s `value` as the cluster stores and compares it in a
-/// key: CHAR and VARCHAR without trailing spaces (PAD SPACE), every other
-/// kind byte for byte (VARBINARY's trailing spaces count).
+/// key (`types::canonical_key_value`).
 fn stored_canonical(table: &SqlTable, column: usize, value: &Value, zone: i64) -> client::Value {
     let sql_type = &table.columns[column].sql_type;
-    match types::store(value, sql_type, zone) {
-        client::Value::Bytes(mut bytes) if sql_type.is_text() => {
-            let end = bytes.iter().rposition(|b| *b != b' ').map_or(0, |i| i + 1);
-            bytes.truncate(end);
-            client::Value::Bytes(bytes)
-        }
-        other => other,
-    }
+    types::canonical_key_value(types::store(value, sql_type, zone), sql_type)
 }
 
 /// The rows an UPDATE or DELETE writes, and whether they are the one row

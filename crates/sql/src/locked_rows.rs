@@ -27,7 +27,7 @@
 
 use crate::catalog::SqlTable;
 use crate::error::{SqlError, SqlResult};
-use crate::types::SqlType;
+use crate::types::{self, SqlType};
 use crate::value::Value;
 use client::{Transaction, TransactionId, TransactionState};
 use std::collections::{HashMap, HashSet};
@@ -92,20 +92,16 @@ impl LockedRows {
         Some(&mut self.rows)
     }
 
-    /// The key as the cluster compares it: text without trailing spaces
-    /// (PAD SPACE), so `'a'` and `'a '` name one row here as they do
+    /// The key as the cluster compares it (`types::canonical_key_value`),
+    /// so `'a'` and `'a '`, or -0 and 0, name one row here as they do
     /// there.
     fn key(table: &SqlTable, key: &[client::Value]) -> Option<RowKey> {
         let canonical: Vec<client::Value> = key
             .iter()
             .zip(&table.def().primary_key)
-            .map(|(value, column)| match value {
-                client::Value::Bytes(bytes)
-                    if table.columns[*column as usize].sql_type.is_text() =>
-                {
-                    client::Value::Bytes(without_trailing_spaces(bytes).to_vec())
-                }
-                other => other.clone(),
+            .map(|(value, column)| {
+                let sql_type = &table.columns[*column as usize].sql_type;
+                types::canonical_key_value(value.clone(), sql_type)
             })
             .collect();
         let mut bytes = Vec::new();

@@ -407,6 +407,22 @@ pub fn of_declaration(declared: &str, storage: ColumnType) -> Option<SqlType> {
     (sql_type.storage() == storage).then_some(sql_type)
 }
 
+/// A stored key value of `sql_type` as the cluster compares it in a key
+/// (`signal::attr::canonical`): text without trailing spaces (PAD SPACE;
+/// VARBINARY's count), a DOUBLE's -0 as +0, every other value as it is.
+pub fn canonical_key_value(value: client::Value, sql_type: &SqlType) -> client::Value {
+    match value {
+        client::Value::Bytes(mut bytes) if sql_type.is_text() => {
+            let end = bytes.iter().rposition(|b| *b != b' ').map_or(0, |i| i + 1);
+            bytes.truncate(end);
+            client::Value::Bytes(bytes)
+        }
+        // A float pattern compares with ==, so it takes -0 as well.
+        client::Value::Double(0.0) => client::Value::Double(0.0),
+        other => other,
+    }
+}
+
 /// `value`, already fitted to `sql_type` (`value::fit`), in its stored
 /// form; `zone` is the session's offset from UTC in seconds, for
 /// TIMESTAMP.
@@ -505,6 +521,24 @@ pub fn single_precision(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_values_are_canonical_as_the_cluster_compares_them() {
+        let bytes = |text: &[u8]| client::Value::Bytes(text.to_vec());
+        let key = canonical_key_value;
+        assert_eq!(key(bytes(b"a  "), &SqlType::VarChar(8)), bytes(b"a"));
+        assert_eq!(key(bytes(b"a  "), &SqlType::VarBinary(8)), bytes(b"a  "));
+        let zero = key(client::Value::Double(-0.0), &SqlType::Double);
+        assert!(
+            matches!(zero, client::Value::Double(x) if x.to_bits() == 0),
+            "{zero:?}"
+        );
+        let other = key(client::Value::Double(-1.5), &SqlType::Double);
+        assert!(
+            matches!(other, client::Value::Double(x) if x == -1.5),
+            "{other:?}"
+        );
+    }
 
     #[test]
     fn declarations_round_trip() {
