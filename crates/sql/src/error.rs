@@ -232,9 +232,15 @@ impl SqlError {
                     ClientError::DuplicateUniqueKey { index, .. } => index.as_str(),
                     _ => "PRIMARY",
                 };
+                // A round trip carrying several tables' writes (a
+                // COMMIT's) may not know whose key it was.
+                let qualified = match table {
+                    "" => key.to_string(),
+                    table => format!("{table}.{key}"),
+                };
                 SqlError::new(
                     codes::DUP_ENTRY,
-                    format!("Duplicate entry for key '{table}.{key}'"),
+                    format!("Duplicate entry for key '{qualified}'"),
                 )
             }
             (Some(ErrorCode::LockWaitTimeout), _) => SqlError::new(

@@ -70,6 +70,9 @@ pub struct LockedRows {
     /// The rows whose writes wait in the transaction, and its id.
     deferred: Option<TransactionId>,
     waiting: HashSet<RowKey>,
+    /// The cluster names of the tables those rows are of, so an error
+    /// their round trip brings can name its table.
+    waiting_tables: Vec<String>,
 }
 
 impl LockedRows {
@@ -166,20 +169,40 @@ impl LockedRows {
             return;
         };
         if self.deferred != Some(transaction.id()) {
-            self.waiting.clear();
+            self.clear_waiting();
             self.deferred = Some(transaction.id());
         }
         self.waiting.insert(key);
+        let name = table.cluster_name();
+        if !self.waiting_tables.contains(&name) {
+            self.waiting_tables.push(name);
+        }
     }
 
     /// The rows whose writes still wait in `transaction`: none once
     /// anything executed its queue.
     fn waiting(&mut self, transaction: &Transaction<'_>) -> &HashSet<RowKey> {
         if self.deferred != Some(transaction.id()) || transaction.pending_operations() == 0 {
-            self.waiting.clear();
-            self.deferred = None;
+            self.clear_waiting();
         }
         &self.waiting
+    }
+
+    fn clear_waiting(&mut self) {
+        self.waiting.clear();
+        self.waiting_tables.clear();
+        self.deferred = None;
+    }
+
+    /// The cluster name of the table whose writes wait in `transaction`,
+    /// when they are all of one table: the table an error of the round
+    /// trip that carries them (a COMMIT's) is about.
+    pub fn waiting_table(&mut self, transaction: &Transaction<'_>) -> Option<String> {
+        self.waiting(transaction);
+        match self.waiting_tables.as_slice() {
+            [name] => Some(name.clone()),
+            _ => None,
+        }
     }
 
     /// Sends the writes waiting in `transaction` when one of them is of
@@ -219,12 +242,14 @@ impl LockedRows {
     }
 
     fn send(&mut self, transaction: &mut Transaction<'static>, table: &SqlTable) -> SqlResult<()> {
-        self.waiting.clear();
-        self.deferred = None;
+        let name = self
+            .waiting_table(transaction)
+            .unwrap_or_else(|| table.cluster_name());
+        self.clear_waiting();
         transaction
             .execute(client::Commit::No)
             .map(|_| ())
-            .map_err(|error| SqlError::from_client(&error, &table.cluster_name()))
+            .map_err(|error| SqlError::from_client(&error, &name))
     }
 
     /// Forgets every row of `table` (written by a statement that keeps

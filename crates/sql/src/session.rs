@@ -952,12 +952,17 @@ impl Session {
             self.statistics().commits.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
+        // An error is of a write that waited for this round trip.
+        let waiting = self.locked_rows.waiting_table(&transaction);
         match transaction.execute(Commit::Yes) {
             Ok(_) => {
                 self.statistics().commits.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
-            Err(error) => Err(SqlError::from_client(&error, "")),
+            Err(error) => Err(SqlError::from_client(
+                &error,
+                waiting.as_deref().unwrap_or(""),
+            )),
         }
     }
 
