@@ -207,10 +207,22 @@ pub fn fetch(
                     }
                 }
             }
-            // The same key twice is one row (IN (1, 1)).
+            // The same key twice is one row (IN (1, 1), or IN ('a', 'a ')
+            // of a PAD SPACE column): keys compared as the cluster does.
+            let canonical = |key: &[client::Value]| -> Vec<client::Value> {
+                key.iter()
+                    .zip(&key_columns)
+                    .map(|(value, &column)| {
+                        types::canonical_key_value(value.clone(), &table.columns[column].sql_type)
+                    })
+                    .collect()
+            };
             let mut unique: Vec<Vec<client::Value>> = Vec::with_capacity(keys.len());
+            let mut seen: Vec<Vec<client::Value>> = Vec::with_capacity(keys.len());
             for key in keys {
-                if !unique.contains(&key) {
+                let canonical = canonical(&key);
+                if !seen.contains(&canonical) {
+                    seen.push(canonical);
                     unique.push(key);
                 }
             }
@@ -250,8 +262,10 @@ pub fn fetch(
     }
 }
 
-/// A stored key as bytes equal exactly when the keys are (for finding
-/// equal keys in a batch).
+/// A stored key as bytes, equal when the values are (for finding equal
+/// keys in a batch). Keys the cluster takes as equal may still differ
+/// here ('a' and 'a ' of a PAD SPACE column, -0 and 0): they then cost a
+/// lookup each, never a wrong row.
 pub(crate) fn encode_stored_key(key: &[client::Value]) -> Vec<u8> {
     let mut out = Vec::new();
     for value in key {

@@ -985,7 +985,7 @@ pub fn insert(
     // duplicate key then fails that statement or the COMMIT, rolling the
     // transaction back (design 0034).
     let unique = has_unique_index(table);
-    let waits = matches!(plan.conflict, Conflict::Error)
+    let mut waits = matches!(plan.conflict, Conflict::Error)
         && !unique
         && run.commit == Commit::No
         && count <= WRITE_BATCH
@@ -995,11 +995,19 @@ pub fn insert(
             let zone = run.environment.zone_offset();
             for (number, row) in full.iter().enumerate() {
                 // A row whose write waits (a deleted key) goes first; with
-                // a unique index, any of the table's waiting writes.
+                // a unique index, any of the table's waiting writes. Once
+                // a key of this statement had a write waiting (a row
+                // deleted, or a key repeated in the statement), the
+                // statement runs its rows at once, so that a duplicate
+                // among them fails it and not a later one.
                 let key = key_of(table, row, zone);
                 match unique {
                     true => run.locked.settle_table(run.transaction, table)?,
-                    false => run.locked.settle_key(run.transaction, table, &key)?,
+                    false => {
+                        if run.locked.settle_key(run.transaction, table, &key)? {
+                            waits = false;
+                        }
+                    }
                 }
                 let values = stored_columns(table, row, 0..width, zone);
                 run.transaction
@@ -1007,6 +1015,12 @@ pub fn insert(
                     .map_err(|error| SqlError::from_client(&error, &table.cluster_name()))?;
                 if waits {
                     run.locked.defer(run.transaction, table, &key);
+                    // Writes wait a batch at most: a transaction of many
+                    // INSERTs and no reads sends them as it goes.
+                    if run.transaction.pending_operations() >= WRITE_BATCH {
+                        check_interrupt(run)?;
+                        flush(run.transaction, Commit::No, table)?;
+                    }
                 }
                 if (number + 1) % WRITE_BATCH == 0 && number + 1 < count {
                     check_interrupt(run)?;
@@ -1140,8 +1154,7 @@ fn upsert(
     flush(run.transaction, Commit::No, table)?;
     // What each key holds now: read, then as this statement changed it.
     let mut known: std::collections::HashMap<Vec<u8>, Known> = Default::default();
-    // Keys as the cluster compares them: text without trailing spaces
-    // (PAD SPACE), everything else byte for byte.
+    // Keys as the cluster compares them (`types::canonical_key_value`).
     let key_bytes = |row: &[Value]| {
         let key: Vec<client::Value> = table
             .key_columns()

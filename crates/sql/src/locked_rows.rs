@@ -21,9 +21,11 @@
 //! waits in the transaction (`defer`) and goes to the data nodes with the
 //! transaction's next round trip, the next statement's read or the
 //! commit, as NDB's SQL node batches writes. Its keys are remembered
-//! until then: an operation on one of them, or a scan or insert of the
-//! table, first sends what waits (`settle_key`, `settle_table`), so one
-//! batch never holds two operations on one row.
+//! until then: an operation on one of them (an INSERT of the key
+//! included), or a scan or upsert of the table, first sends what waits
+//! (`settle_key`, `settle_table`), so one batch never holds two
+//! operations on one row. A session with `transaction_allow_batching`
+//! lets its plain INSERTs wait the same way.
 
 use crate::catalog::SqlTable;
 use crate::error::{SqlError, SqlResult};
@@ -207,24 +209,25 @@ impl LockedRows {
 
     /// Sends the writes waiting in `transaction` when one of them is of
     /// the row of `table` with primary key `key`, before an operation on
-    /// it joins the queue.
+    /// it joins the queue. Whether it sent them.
     pub fn settle_key(
         &mut self,
         transaction: &mut Transaction<'static>,
         table: &SqlTable,
         key: &[client::Value],
-    ) -> SqlResult<()> {
+    ) -> SqlResult<bool> {
         let Some(key) = Self::key(table, key) else {
-            return Ok(());
+            return Ok(false);
         };
         match self.waiting(transaction).contains(&key) {
-            true => self.send(transaction, table),
-            false => Ok(()),
+            true => self.send(transaction, table).map(|()| true),
+            false => Ok(false),
         }
     }
 
     /// Sends the writes waiting in `transaction` when any is of a row of
-    /// `table`, before a scan or an insert of it.
+    /// `table`, before a scan or an upsert of it (or an insert, when the
+    /// table has a unique index).
     pub fn settle_table(
         &mut self,
         transaction: &mut Transaction<'static>,

@@ -163,14 +163,32 @@ impl Environment for SessionView<'_> {
     }
 }
 
-/// A switch variable's value: ON, 1 or TRUE (any case), or a true number.
-fn switched_on(value: &Value) -> bool {
-    match value {
-        Value::Bytes(text) => {
-            matches!(text.to_ascii_uppercase().as_slice(), b"ON" | b"1" | b"TRUE")
-        }
-        other => value::truth(other).unwrap_or(false),
-    }
+/// Switch variable `name`'s new `value`: ON, TRUE or 1 (any case, as a
+/// word or a number) is on, OFF, FALSE or 0 off, anything else MySQL's
+/// 1231.
+fn switched_on(name: &str, value: &Value) -> SqlResult<bool> {
+    let on = match value {
+        Value::Bytes(text) => match text.to_ascii_uppercase().as_slice() {
+            b"ON" | b"TRUE" | b"1" => Some(true),
+            b"OFF" | b"FALSE" | b"0" => Some(false),
+            _ => None,
+        },
+        Value::Null => None,
+        other => match other.as_i64() {
+            Some(1) => Some(true),
+            Some(0) => Some(false),
+            _ => None,
+        },
+    };
+    on.ok_or_else(|| {
+        SqlError::new(
+            codes::WRONG_VALUE_FOR_VAR,
+            format!(
+                "Variable '{name}' can't be set to the value of '{}'",
+                value::display(value)
+            ),
+        )
+    })
 }
 
 impl Session {
@@ -959,10 +977,23 @@ impl Session {
                 self.statistics().commits.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
-            Err(error) => Err(SqlError::from_client(
-                &error,
-                waiting.as_deref().unwrap_or(""),
-            )),
+            Err(error) => {
+                let mut mapped = SqlError::from_client(&error, waiting.as_deref().unwrap_or(""));
+                // A refused operation aborted the transaction: it was
+                // rolled back, as a failed statement's is (an unknown
+                // outcome is not said to be).
+                if matches!(
+                    error,
+                    client::ClientError::Operation { .. }
+                        | client::ClientError::DuplicateUniqueKey { .. }
+                ) {
+                    self.statistics().rollbacks.fetch_add(1, Ordering::Relaxed);
+                    mapped
+                        .message
+                        .push_str(" (the transaction was rolled back)");
+                }
+                Err(mapped)
+            }
         }
     }
 
@@ -1452,7 +1483,7 @@ impl Session {
                 })?;
             }
             if name == "autocommit" {
-                let on = switched_on(&value);
+                let on = switched_on(&name, &value)?;
                 if on && !self.autocommit {
                     // Turning autocommit on commits the open transaction.
                     self.commit_open()?;
@@ -1463,7 +1494,7 @@ impl Session {
                 continue;
             }
             if name == "transaction_allow_batching" {
-                let on = switched_on(&value);
+                let on = switched_on(&name, &value)?;
                 self.batch_inserts = on;
                 self.variables.insert(name, Value::Int(on as i64));
                 continue;
