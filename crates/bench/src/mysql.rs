@@ -359,6 +359,18 @@ impl Connection {
             }
         }
         self.write_packet(0, &payload)?;
+        self.read_result(|packet, types| match packet.first() {
+            Some(0x00) => binary_row(packet, types),
+            _ => Err(MysqlError::client("a binary row without its 0x00 header")),
+        })
+    }
+
+    /// Reads a statement's answer: an OK, an error, or a result set whose
+    /// rows `row` decodes (given the columns' types and signedness).
+    fn read_result(
+        &mut self,
+        mut row: impl FnMut(&[u8], &[(ColumnType, bool)]) -> Result<Vec<Option<String>>, MysqlError>,
+    ) -> Result<QueryResult, MysqlError> {
         let (_, first) = self.read_packet()?;
         let columns = match first.first() {
             Some(0x00) => return ok_result(&first),
@@ -383,8 +395,7 @@ impl Connection {
             match packet.first() {
                 Some(0xFE) if packet.len() < 9 => break,
                 Some(0xFF) => return Err(server_error(&packet)),
-                Some(0x00) => rows.push(binary_row(&packet, &types)?),
-                _ => return Err(MysqlError::client("a binary row without its 0x00 header")),
+                _ => rows.push(row(&packet, &types)?),
             }
         }
         Ok(QueryResult {
@@ -400,55 +411,24 @@ impl Connection {
         payload.push(0x03);
         payload.extend_from_slice(sql.as_bytes());
         self.write_packet(0, &payload)?;
-        let (_, first) = self.read_packet()?;
-        match first.first() {
-            Some(0x00) => ok_result(&first),
-            Some(0xFF) => Err(server_error(&first)),
-            _ => {
-                let columns = Reader::new(&first)
-                    .lenenc_int()?
-                    .ok_or_else(|| MysqlError::client("a result set without a column count"))?
-                    as usize;
-                for _ in 0..columns {
-                    self.read_packet()?;
-                }
-                // The EOF after the definitions.
-                let (_, eof) = self.read_packet()?;
-                if eof.first() != Some(&0xFE) {
-                    return Err(MysqlError::client("no EOF after the column definitions"));
-                }
-                let mut rows = Vec::new();
-                loop {
-                    let (_, packet) = self.read_packet()?;
-                    match packet.first() {
-                        Some(0xFE) if packet.len() < 9 => break,
-                        Some(0xFF) => return Err(server_error(&packet)),
-                        _ => {
-                            let mut reader = Reader::new(&packet);
-                            let mut row = Vec::with_capacity(columns);
-                            for _ in 0..columns {
-                                if reader.remaining() > 0
-                                    && packet[packet.len() - reader.remaining()] == 0xFB
-                                {
-                                    reader.u8()?;
-                                    row.push(None);
-                                } else {
-                                    let bytes = reader.lenenc_bytes()?;
-                                    row.push(Some(String::from_utf8_lossy(bytes).into_owned()));
-                                }
-                            }
-                            rows.push(row);
-                        }
-                    }
-                }
-                Ok(QueryResult {
-                    rows,
-                    affected_rows: 0,
-                    last_insert_id: 0,
-                })
-            }
+        self.read_result(|packet, types| text_row(packet, types.len()))
+    }
+}
+
+/// A text protocol row of `columns` values (NULL as 0xFB).
+fn text_row(packet: &[u8], columns: usize) -> Result<Vec<Option<String>>, MysqlError> {
+    let mut reader = Reader::new(packet);
+    let mut row = Vec::with_capacity(columns);
+    for _ in 0..columns {
+        if reader.remaining() > 0 && packet[packet.len() - reader.remaining()] == 0xFB {
+            reader.u8()?;
+            row.push(None);
+        } else {
+            let bytes = reader.lenenc_bytes()?;
+            row.push(Some(String::from_utf8_lossy(bytes).into_owned()));
         }
     }
+    Ok(row)
 }
 
 /// An OK packet's counts.

@@ -315,29 +315,6 @@ fn finish_empty(
     Ok(Fetched::default())
 }
 
-/// The index columns a range access walks.
-fn index_columns(table: &SqlTable, index: Option<&str>) -> Option<Vec<usize>> {
-    match index {
-        None => Some(
-            table
-                .def()
-                .primary_key
-                .iter()
-                .map(|c| *c as usize)
-                .collect(),
-        ),
-        Some(name) => Some(
-            table
-                .def()
-                .index(name)?
-                .columns
-                .iter()
-                .map(|c| *c as usize)
-                .collect(),
-        ),
-    }
-}
-
 /// The key ranges of `ranges` over `columns`: `Ok(None)` when no row can
 /// be in any; `Err(())` when a bound cannot be used.
 fn key_ranges(
@@ -673,7 +650,7 @@ fn scan(
     };
     let (ranges, index) = match access {
         AccessPlan::Ranges { index, ranges } => {
-            let Some(columns) = index_columns(table, index.as_deref()) else {
+            let Some(columns) = table.index_columns(index.as_deref()) else {
                 return scan(request, &AccessPlan::FullScan, transaction, environment);
             };
             match key_ranges(table, &columns, ranges, request.params, environment)? {
@@ -756,7 +733,7 @@ pub fn count(
     }
     let ranges = match request.access {
         AccessPlan::Ranges { index, ranges } => {
-            let Some(columns) = index_columns(table, index.as_deref()) else {
+            let Some(columns) = table.index_columns(index.as_deref()) else {
                 return Ok(None);
             };
             match key_ranges(table, &columns, ranges, request.params, environment)? {

@@ -91,6 +91,22 @@ impl SqlTable {
         self.def().primary_key.iter().map(|c| *c as usize).collect()
     }
 
+    /// The columns of ordered index `index`, or of the primary key for
+    /// `None`, in the index's order; `None` when no such index exists.
+    pub fn index_columns(&self, index: Option<&str>) -> Option<Vec<usize>> {
+        match index {
+            None => Some(self.key_columns()),
+            Some(name) => Some(
+                self.def()
+                    .index(name)?
+                    .columns
+                    .iter()
+                    .map(|c| *c as usize)
+                    .collect(),
+            ),
+        }
+    }
+
     /// The cluster table's name, `database/name`.
     pub fn cluster_name(&self) -> String {
         cluster_name(&self.database, &self.name)

@@ -1166,30 +1166,59 @@ impl Expr {
     pub fn is_constant(&self) -> bool {
         match self {
             Expr::Column(_) | Expr::Aggregate(_) => false,
-            Expr::Literal(_) | Expr::Param(_) | Expr::Session(_) | Expr::Outer(_) => true,
-            Expr::Not(e) | Expr::Negate(e) | Expr::IsNull(e, _) => e.is_constant(),
+            Expr::Subquery {
+                correlated: true, ..
+            } => false,
+            _ => {
+                let mut constant = true;
+                self.for_each_child(&mut |child| constant &= child.is_constant());
+                constant
+            }
+        }
+    }
+
+    /// Calls `visit` on each expression directly inside this one (an IN
+    /// subquery's left operand included; a subquery's own plan is not an
+    /// expression of this query).
+    pub fn for_each_child(&self, visit: &mut dyn FnMut(&Expr)) {
+        match self {
+            Expr::Column(_)
+            | Expr::Literal(_)
+            | Expr::Param(_)
+            | Expr::Session(_)
+            | Expr::Aggregate(_)
+            | Expr::Outer(_) => {}
+            Expr::Not(e) | Expr::Negate(e) | Expr::IsNull(e, _) => visit(e),
             Expr::Arithmetic(_, a, b)
             | Expr::Compare(_, a, b)
             | Expr::NullSafeEqual(a, b)
             | Expr::And(a, b)
             | Expr::Or(a, b)
-            | Expr::Xor(a, b) => a.is_constant() && b.is_constant(),
+            | Expr::Xor(a, b)
+            | Expr::Like {
+                expr: a,
+                pattern: b,
+                ..
+            } => {
+                visit(a);
+                visit(b);
+            }
             Expr::Between {
                 expr, low, high, ..
-            } => expr.is_constant() && low.is_constant() && high.is_constant(),
-            Expr::InList { expr, list, .. } => {
-                expr.is_constant() && list.iter().all(Expr::is_constant)
-            }
-            Expr::Like { expr, pattern, .. } => expr.is_constant() && pattern.is_constant(),
-            Expr::Function(_, args) => args.iter().all(Expr::is_constant),
-            Expr::Subquery {
-                correlated, test, ..
             } => {
-                !correlated
-                    && match test {
-                        SubqueryTest::In { expr, .. } => expr.is_constant(),
-                        _ => true,
-                    }
+                visit(expr);
+                visit(low);
+                visit(high);
+            }
+            Expr::InList { expr, list, .. } => {
+                visit(expr);
+                list.iter().for_each(visit);
+            }
+            Expr::Function(_, args) => args.iter().for_each(visit),
+            Expr::Subquery { test, .. } => {
+                if let SubqueryTest::In { expr, .. } = test {
+                    visit(expr);
+                }
             }
         }
     }

@@ -1093,21 +1093,7 @@ fn scan_order(table: &SqlTable, access: &AccessPlan, order_by: &[(Expr, bool)]) 
     if order_by.is_empty() {
         return None;
     }
-    let columns: Vec<usize> = match index {
-        None => table
-            .def()
-            .primary_key
-            .iter()
-            .map(|c| *c as usize)
-            .collect(),
-        Some(name) => table
-            .def()
-            .index(name)?
-            .columns
-            .iter()
-            .map(|c| *c as usize)
-            .collect(),
-    };
+    let columns = table.index_columns(index.as_deref())?;
     let pinned = &columns[..range.prefix.len().min(columns.len())];
     let mut next = pinned.len();
     let mut direction = None;
@@ -1232,47 +1218,11 @@ fn check_grouping(
 
 /// The columns `expr` reads (outside aggregates).
 pub fn collect_columns(expr: &Expr, out: &mut Vec<usize>) {
+    // A subquery's own columns are its own (not among its children); the
+    // enclosing row's it reads are noted by `outer_columns`.
     match expr {
         Expr::Column(index) => out.push(*index),
-        Expr::Literal(_)
-        | Expr::Param(_)
-        | Expr::Session(_)
-        | Expr::Aggregate(_)
-        | Expr::Outer(_) => {}
-        Expr::Not(e) | Expr::Negate(e) | Expr::IsNull(e, _) => collect_columns(e, out),
-        Expr::Arithmetic(_, a, b)
-        | Expr::Compare(_, a, b)
-        | Expr::NullSafeEqual(a, b)
-        | Expr::And(a, b)
-        | Expr::Or(a, b)
-        | Expr::Xor(a, b)
-        | Expr::Like {
-            expr: a,
-            pattern: b,
-            ..
-        } => {
-            collect_columns(a, out);
-            collect_columns(b, out);
-        }
-        Expr::Between {
-            expr, low, high, ..
-        } => {
-            collect_columns(expr, out);
-            collect_columns(low, out);
-            collect_columns(high, out);
-        }
-        Expr::InList { expr, list, .. } => {
-            collect_columns(expr, out);
-            list.iter().for_each(|e| collect_columns(e, out));
-        }
-        Expr::Function(_, args) => args.iter().for_each(|e| collect_columns(e, out)),
-        // A subquery's own columns are its own; the enclosing row's it reads
-        // are noted by `outer_columns`.
-        Expr::Subquery { test, .. } => {
-            if let crate::expr::SubqueryTest::In { expr, .. } = test {
-                collect_columns(expr, out);
-            }
-        }
+        _ => expr.for_each_child(&mut |child| collect_columns(child, out)),
     }
 }
 
@@ -1407,36 +1357,13 @@ pub fn outer_columns(plan: &SelectPlan) -> Vec<usize> {
 fn has_correlated_subquery(expr: &Expr) -> bool {
     match expr {
         Expr::Subquery {
-            correlated, test, ..
-        } => {
-            *correlated
-                || matches!(test, crate::expr::SubqueryTest::In { expr, .. } if has_correlated_subquery(expr))
+            correlated: true, ..
+        } => true,
+        _ => {
+            let mut found = false;
+            expr.for_each_child(&mut |child| found |= has_correlated_subquery(child));
+            found
         }
-        Expr::Column(_)
-        | Expr::Outer(_)
-        | Expr::Literal(_)
-        | Expr::Param(_)
-        | Expr::Session(_)
-        | Expr::Aggregate(_) => false,
-        Expr::Not(e) | Expr::Negate(e) | Expr::IsNull(e, _) => has_correlated_subquery(e),
-        Expr::Arithmetic(_, a, b)
-        | Expr::Compare(_, a, b)
-        | Expr::NullSafeEqual(a, b)
-        | Expr::And(a, b)
-        | Expr::Or(a, b)
-        | Expr::Xor(a, b)
-        | Expr::Like {
-            expr: a,
-            pattern: b,
-            ..
-        } => has_correlated_subquery(a) || has_correlated_subquery(b),
-        Expr::Between {
-            expr, low, high, ..
-        } => [expr, low, high].iter().any(|e| has_correlated_subquery(e)),
-        Expr::InList { expr, list, .. } => {
-            has_correlated_subquery(expr) || list.iter().any(has_correlated_subquery)
-        }
-        Expr::Function(_, args) => args.iter().any(has_correlated_subquery),
     }
 }
 
