@@ -1,0 +1,493 @@
+//! INSERT and its forms (REPLACE, INSERT IGNORE, ON DUPLICATE KEY UPDATE,
+//! INSERT ... SELECT): rows evaluated, AUTO_INCREMENT and defaults
+//! filled in, then inserted in batches, or, for the upsert forms, the
+//! rows in their way read by primary and unique keys and each new row
+//! decided in order (docs/design/0030-upserts.md). A plain INSERT's
+//! writes may wait for the next round trip (design 0034).
+
+use super::{check_interrupt, fit_column, flush, key_of, select, stored_columns, Run, WRITE_BATCH};
+use crate::access;
+use crate::auto_increment::AutoIncrement;
+use crate::catalog::SqlTable;
+use crate::error::{codes, SqlError, SqlResult};
+use crate::expr::Inputs;
+use crate::plan::{Conflict, InsertPlan};
+use crate::result::Response;
+use crate::types;
+use crate::value;
+use crate::value::Value;
+use client::{ClientError, Commit, LockMode};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// Runs an INSERT (or REPLACE, INSERT IGNORE, ON DUPLICATE KEY UPDATE,
+/// INSERT ... SELECT).
+pub fn insert(
+    plan: &InsertPlan,
+    run: &mut Run<'_>,
+    auto_increment: &AutoIncrement,
+) -> SqlResult<Response> {
+    let table = &plan.table;
+    let cluster = run.transaction.cluster();
+    let width = table.columns.len();
+    let mut rows: Vec<Vec<Option<Value>>> = Vec::with_capacity(plan.rows.len());
+    match &plan.select {
+        Some(select_plan) => {
+            // The query runs in the statement's transaction; the inserts
+            // commit it.
+            let mut query = Run {
+                transaction: run.transaction,
+                commit: Commit::No,
+                params: run.params,
+                environment: run.environment,
+                counts: run.counts,
+                locked: run.locked,
+            };
+            let Response::Rows { rows: selected, .. } = select(select_plan, &mut query)? else {
+                unreachable!("a SELECT answers rows")
+            };
+            for values in selected {
+                let mut row: Vec<Option<Value>> = vec![None; width];
+                for (target, value) in plan.targets.iter().zip(values) {
+                    row[*target] = Some(value);
+                }
+                rows.push(row);
+            }
+        }
+        None => {
+            let inputs = Inputs {
+                row: &[],
+                aggregates: &[],
+                params: run.params,
+            };
+            for exprs in &plan.rows {
+                let mut row: Vec<Option<Value>> = vec![None; width];
+                for (target, expr) in plan.targets.iter().zip(exprs) {
+                    if let Some(expr) = expr {
+                        row[*target] = Some(expr.eval(&inputs, run.environment)?);
+                    }
+                }
+                rows.push(row);
+            }
+        }
+    }
+    // AUTO_INCREMENT: NULL, 0 or no value generates one; an explicit one
+    // moves the counter past it.
+    let mut first_generated = 0;
+    if let Some(column) = table.auto_increment {
+        let generate = |value: &Option<Value>| match value {
+            None | Some(Value::Null) => true,
+            Some(value) => value.as_i64() == Some(0) || value::to_f64(value) == 0.0,
+        };
+        let wanted = rows.iter().filter(|row| generate(&row[column])).count();
+        let mut highest_explicit = None;
+        for row in &rows {
+            if let Some(value) = &row[column] {
+                if !generate(&row[column]) {
+                    let fitted = fit_column(table, column, value)?;
+                    if let Some(x) = fitted.as_u64() {
+                        highest_explicit = highest_explicit.max(Some(x));
+                    }
+                }
+            }
+        }
+        if let Some(highest) = highest_explicit {
+            auto_increment.note_explicit(cluster, table, highest)?;
+        }
+        if wanted > 0 {
+            let values = auto_increment.take(cluster, table, wanted)?;
+            first_generated = values[0];
+            let mut values = values.into_iter();
+            for row in &mut rows {
+                if generate(&row[column]) {
+                    row[column] = Some(Value::UInt(values.next().expect("one value per row")));
+                }
+            }
+        }
+    }
+    // Every column's value: given, or its DEFAULT, fitted to its type.
+    let mut full: Vec<Vec<Value>> = Vec::with_capacity(rows.len());
+    for row in rows {
+        let mut values = Vec::with_capacity(width);
+        for (index, given) in row.into_iter().enumerate() {
+            let column = &table.columns[index];
+            let value = match given {
+                Some(value) => value,
+                None => match &column.default {
+                    Some(default) => default.clone(),
+                    None if column.nullable => Value::Null,
+                    None => {
+                        return Err(SqlError::new(
+                            codes::NO_DEFAULT_FOR_FIELD,
+                            format!("Field '{}' doesn't have a default value", column.name),
+                        ))
+                    }
+                },
+            };
+            values.push(fit_column(table, index, &value)?);
+        }
+        full.push(values);
+    }
+    let count = full.len();
+    // With transaction_allow_batching, a plain INSERT inside a transaction
+    // goes with the next round trip, as NDB's SQL node batches it: a
+    // duplicate key then fails that statement or the COMMIT, rolling the
+    // transaction back (design 0034).
+    let unique = has_unique_index(table);
+    let mut waits = matches!(plan.conflict, Conflict::Error)
+        && !unique
+        && run.commit == Commit::No
+        && count <= WRITE_BATCH
+        && run.environment.batches_inserts();
+    let (affected, matched) = match &plan.conflict {
+        Conflict::Error => {
+            let zone = run.environment.zone_offset();
+            for (number, row) in full.iter().enumerate() {
+                // A row whose write waits (a deleted key) goes first; with
+                // a unique index, any of the table's waiting writes. Once
+                // a key of this statement had a write waiting (a row
+                // deleted, or a key repeated in the statement), the
+                // statement runs its rows at once, so that a duplicate
+                // among them fails it and not a later one.
+                let key = key_of(table, row, zone);
+                match unique {
+                    true => run.locked.settle_table(run.transaction, table)?,
+                    false => {
+                        if run.locked.settle_key(run.transaction, table, &key)? {
+                            waits = false;
+                        }
+                    }
+                }
+                let values = stored_columns(table, row, 0..width, zone);
+                run.transaction
+                    .insert(&table.table, &values)
+                    .map_err(|error| SqlError::from_client(&error, &table.cluster_name()))?;
+                if waits {
+                    run.locked.defer(run.transaction, table, &key);
+                    // Writes wait a batch at most: a transaction of many
+                    // INSERTs and no reads sends them as it goes.
+                    if run.transaction.pending_operations() >= WRITE_BATCH {
+                        check_interrupt(run)?;
+                        flush(run.transaction, Commit::No, table)?;
+                    }
+                }
+                if (number + 1) % WRITE_BATCH == 0 && number + 1 < count {
+                    check_interrupt(run)?;
+                    flush(run.transaction, Commit::No, table)?;
+                }
+            }
+            (count as u64, count as u64)
+        }
+        conflict => {
+            // The rows in the way are read: the waiting writes go first.
+            run.locked.settle_table(run.transaction, table)?;
+            let mut affected = 0;
+            let mut matched = 0;
+            for chunk in full.chunks(WRITE_BATCH) {
+                check_interrupt(run)?;
+                let (a, m) = upsert(table, chunk, conflict, run)?;
+                affected += a;
+                matched += m;
+            }
+            (affected, matched)
+        }
+    };
+    if !waits {
+        flush(run.transaction, run.commit, table)?;
+    }
+    let skipped = count as u64 - matched.min(count as u64);
+    Ok(Response::Ok {
+        affected_rows: affected,
+        matched_rows: matched,
+        last_insert_id: first_generated,
+        info: match count {
+            1 => String::new(),
+            _ => format!(
+                "Records: {count}  Duplicates: {}  Warnings: 0",
+                match plan.conflict {
+                    Conflict::Ignore => skipped,
+                    _ => affected.saturating_sub(count as u64),
+                }
+            ),
+        },
+    })
+}
+
+/// Whether `table` has a unique secondary index: writes of two rows can
+/// then meet in it, so they must not share a round trip in which the
+/// cluster may run them in either order.
+pub(super) fn has_unique_index(table: &SqlTable) -> bool {
+    table
+        .def()
+        .indexes
+        .iter()
+        .any(|index| index.unique.is_some())
+}
+
+/// Executes what is queued when `table` has unique indexes: a delete
+/// that must be done before an insert of the same unique values (a
+/// batch's operations on different rows run in any order, and the
+/// insert's unique index row would meet the deleted row's).
+pub(super) fn flush_if_unique(run: &mut Run<'_>, table: &SqlTable) -> SqlResult<()> {
+    if has_unique_index(table) {
+        flush(run.transaction, Commit::No, table)?;
+    }
+    Ok(())
+}
+
+/// A row of `table` as it stands for an upsert: read before the
+/// statement, or as the statement left it.
+struct Known {
+    row: Option<Vec<Value>>,
+}
+
+/// Inserts `rows` (fitted, complete) into `table`, each meeting an
+/// existing key as `conflict` says; returns (affected, matched) rows as
+/// MySQL counts them: an insert 1, a REPLACE 1 plus the rows it deleted,
+/// an update 2 (1 matched when it changed nothing), a skipped row 0.
+///
+/// Every existing row the new rows' keys name, by primary key and by
+/// each unique index, is read first with an exclusive lock, all in one
+/// round trip; the rows are then decided in order, each seeing what the
+/// ones before it did (docs/design/0030-upserts.md). A row another
+/// transaction inserts meanwhile makes the insert fail with 1062, which
+/// an autocommit statement retries.
+fn upsert(
+    table: &Arc<SqlTable>,
+    rows: &[Vec<Value>],
+    conflict: &Conflict,
+    run: &mut Run<'_>,
+) -> SqlResult<(u64, u64)> {
+    let refused = |error: ClientError| SqlError::from_client(&error, &table.cluster_name());
+    let zone = run.environment.zone_offset();
+    let width = table.columns.len();
+    let unique: Vec<(String, Vec<usize>)> = table
+        .def()
+        .indexes
+        .iter()
+        .filter(|index| index.unique.is_some())
+        .map(|index| {
+            let columns = index.columns.iter().map(|c| *c as usize).collect();
+            (index.name.clone(), columns)
+        })
+        .collect();
+    // Read what every row's keys name.
+    let mut by_key: Vec<client::OpId> = Vec::with_capacity(rows.len());
+    let mut by_unique: Vec<Vec<Option<client::OpId>>> = Vec::with_capacity(rows.len());
+    for row in rows {
+        let key = key_of(table, row, zone);
+        by_key.push(
+            run.transaction
+                .read_if_exists(&table.table, &key, LockMode::Exclusive)
+                .map_err(refused)?,
+        );
+        let mut reads = Vec::with_capacity(unique.len());
+        for (name, columns) in &unique {
+            // A NULL never conflicts in a unique index.
+            if columns.iter().any(|c| row[*c].is_null()) {
+                reads.push(None);
+                continue;
+            }
+            let values: Vec<client::Value> = columns
+                .iter()
+                .map(|c| types::store(&row[*c], &table.columns[*c].sql_type, zone))
+                .collect();
+            reads.push(Some(
+                run.transaction
+                    .read_unique(&table.table, name, &values, LockMode::Exclusive)
+                    .map_err(refused)?,
+            ));
+        }
+        by_unique.push(reads);
+    }
+    flush(run.transaction, Commit::No, table)?;
+    // What each key holds now: read, then as this statement changed it.
+    let mut known: std::collections::HashMap<Vec<u8>, Known> = Default::default();
+    // Keys as the cluster compares them (`types::canonical_key_value`).
+    let key_bytes = |row: &[Value]| {
+        let key: Vec<client::Value> = table
+            .key_columns()
+            .into_iter()
+            .map(|c| stored_canonical(table, c, &row[c], zone))
+            .collect();
+        access::encode_stored_key(&key)
+    };
+    for (handle, reads) in by_key.iter().zip(&by_unique) {
+        for handle in std::iter::once(Some(handle)).chain(reads.iter().map(Option::as_ref)) {
+            let Some(handle) = handle else { continue };
+            if let Some(found) = run.transaction.get(*handle) {
+                let row = access::load_row(table, found.values().to_vec(), zone);
+                known
+                    .entry(key_bytes(&row))
+                    .or_insert(Known { row: Some(row) });
+            }
+        }
+    }
+    for row in rows {
+        known.entry(key_bytes(row)).or_insert(Known { row: None });
+    }
+    // The existing row that `row`'s primary key or a unique value names.
+    let conflicts = |known: &std::collections::HashMap<Vec<u8>, Known>, row: &[Value]| {
+        let mut found: Vec<Vec<Value>> = Vec::new();
+        if let Some(Known {
+            row: Some(existing),
+        }) = known.get(&key_bytes(row))
+        {
+            found.push(existing.clone());
+        }
+        for (_, columns) in &unique {
+            if columns.iter().any(|c| row[*c].is_null()) {
+                continue;
+            }
+            for entry in known.values() {
+                let Some(existing) = &entry.row else { continue };
+                let same = columns.iter().all(|c| {
+                    stored_canonical(table, *c, &existing[*c], zone)
+                        == stored_canonical(table, *c, &row[*c], zone)
+                });
+                if same
+                    && !found
+                        .iter()
+                        .any(|f| key_of(table, f, zone) == key_of(table, existing, zone))
+                {
+                    found.push(existing.clone());
+                }
+            }
+        }
+        found
+    };
+    let mut touched: HashSet<Vec<u8>> = HashSet::new();
+    let mut affected = 0u64;
+    let mut matched = 0u64;
+    for row in rows {
+        let key = key_bytes(row);
+        let in_the_way = conflicts(&known, row);
+        // A key this statement already wrote: what is queued goes first,
+        // so the operations on it run in order.
+        let again = std::iter::once(&key)
+            .chain(&in_the_way.iter().map(|r| key_bytes(r)).collect::<Vec<_>>())
+            .any(|k| touched.contains(k));
+        if again {
+            flush(run.transaction, Commit::No, table)?;
+            touched.clear();
+        }
+        match conflict {
+            _ if in_the_way.is_empty() => {
+                let values = stored_columns(table, row, 0..width, zone);
+                run.transaction
+                    .insert(&table.table, &values)
+                    .map_err(refused)?;
+                known.insert(
+                    key.clone(),
+                    Known {
+                        row: Some(row.clone()),
+                    },
+                );
+                touched.insert(key);
+                affected += 1;
+                matched += 1;
+            }
+            Conflict::Ignore => {}
+            Conflict::Replace => {
+                let mut replaced_in_place = false;
+                for existing in &in_the_way {
+                    let existing_key = key_bytes(existing);
+                    if existing_key == key {
+                        replaced_in_place = true;
+                        continue;
+                    }
+                    run.transaction
+                        .delete(&table.table, &key_of(table, existing, zone))
+                        .map_err(refused)?;
+                    known.insert(existing_key.clone(), Known { row: None });
+                    touched.insert(existing_key);
+                }
+                if in_the_way.len() > usize::from(replaced_in_place) {
+                    // The rows in the way hold the new row's unique values:
+                    // their deletes must be done before it is written (a
+                    // batch's operations on different rows run in any order).
+                    flush(run.transaction, Commit::No, table)?;
+                    touched.clear();
+                }
+                let values = stored_columns(table, row, 0..width, zone);
+                match replaced_in_place {
+                    true => run.transaction.write(&table.table, &values),
+                    false => run.transaction.insert(&table.table, &values),
+                }
+                .map_err(refused)?;
+                known.insert(
+                    key.clone(),
+                    Known {
+                        row: Some(row.clone()),
+                    },
+                );
+                touched.insert(key);
+                let deleted = in_the_way.len() as u64;
+                affected += 1 + deleted;
+                matched += 1 + deleted;
+            }
+            Conflict::Update(assignments) => {
+                let existing = &in_the_way[0];
+                let mut new = existing.clone();
+                for (column, expr) in assignments {
+                    // Each assignment sees the ones before it; VALUES(c)
+                    // reads the row that was to be inserted.
+                    let mut both = new.clone();
+                    both.extend_from_slice(row);
+                    let inputs = Inputs {
+                        row: &both,
+                        aggregates: &[],
+                        params: run.params,
+                    };
+                    let value = expr.eval(&inputs, run.environment)?;
+                    new[*column] = fit_column(table, *column, &value)?;
+                }
+                let changed: Vec<usize> = (0..width).filter(|i| existing[*i] != new[*i]).collect();
+                let existing_key = key_bytes(existing);
+                if changed.is_empty() {
+                    matched += 1;
+                    continue;
+                }
+                let key_changed = changed.iter().any(|c| table.key_columns().contains(c));
+                if key_changed {
+                    run.transaction
+                        .delete(&table.table, &key_of(table, existing, zone))
+                        .map_err(refused)?;
+                    // The new row may keep the old one's unique values.
+                    flush_if_unique(run, table)?;
+                    touched.clear();
+                    let values = stored_columns(table, &new, 0..width, zone);
+                    run.transaction
+                        .insert(&table.table, &values)
+                        .map_err(refused)?;
+                    known.insert(existing_key.clone(), Known { row: None });
+                    touched.insert(existing_key);
+                    let new_key = key_bytes(&new);
+                    known.insert(new_key.clone(), Known { row: Some(new) });
+                    touched.insert(new_key);
+                } else {
+                    let set = stored_columns(table, &new, changed.into_iter(), zone);
+                    run.transaction
+                        .update(&table.table, &key_of(table, existing, zone), &set)
+                        .map_err(refused)?;
+                    known.insert(existing_key.clone(), Known { row: Some(new) });
+                    touched.insert(existing_key);
+                }
+                affected += 2;
+                matched += 2;
+            }
+            Conflict::Error => unreachable!("plain inserts do not come here"),
+        }
+    }
+    // What is queued goes before the next chunk reads: a row it inserts
+    // must be seen there.
+    flush(run.transaction, Commit::No, table)?;
+    Ok((affected, matched))
+}
+
+/// Column `column`'s `value` as the cluster stores and compares it in a
+/// key (`types::canonical_key_value`).
+fn stored_canonical(table: &SqlTable, column: usize, value: &Value, zone: i64) -> client::Value {
+    let sql_type = &table.columns[column].sql_type;
+    types::canonical_key_value(types::store(value, sql_type, zone), sql_type)
+}
