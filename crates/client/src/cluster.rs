@@ -1206,7 +1206,7 @@ impl Cluster {
     /// for its answer; a refusal becomes `ClientError::Schema` about `table`.
     pub(crate) fn request_on(
         &self,
-        connection: &NodeConnection,
+        connection: &Arc<NodeConnection>,
         to: (BlockKind, u16),
         table: &str,
         build: &impl Fn(u32) -> Result<Signal, ClientError>,

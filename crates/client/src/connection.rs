@@ -6,7 +6,8 @@
 //! [`Transport`] opened (TCP in production, see `tcp`).
 //!
 //! ```text
-//!  app threads ──FrameBuilder──> sequence lock: seal, Link::write ──> data node
+//!  app threads ──FrameBuilder──> outgoing lock: seal, Link::write ──> data node
+//!  loop tasks  ──FrameBuilder──> outgoing lock: seal, gather ... flush ──┘
 //!  data node ──> Inbound: FrameAssembler -> SignalDecoder -> Dispatch slots
 //! ```
 
@@ -149,6 +150,23 @@ pub(crate) struct SendFailure {
     pub maybe_received: bool,
 }
 
+/// A connection's send state, under one lock.
+#[derive(Default)]
+struct Outgoing {
+    /// The next frame's sequence number.
+    sequence: u64,
+    /// Sealed frames a task sent while its thread gathers (`gather`),
+    /// written by the thread's next flush or before the next write.
+    gathered: Vec<u8>,
+}
+
+/// Gathered bytes past this are written at once, with the send that
+/// crossed it.
+const GATHER_LIMIT: usize = 64 * 1024;
+/// A gathered buffer grown past this by a burst is given back after its
+/// write.
+const GATHER_KEEP: usize = 1 << 20;
+
 /// The connection to one data node.
 pub(crate) struct NodeConnection {
     /// Address connected to (for messages).
@@ -161,9 +179,10 @@ pub(crate) struct NodeConnection {
     /// What mgmd issued with `api_node`, sent in API_REGREQ.
     token: ApiToken,
     incarnation: u32,
-    /// The next frame's sequence number; held while writing, so that
-    /// frames reach the link in sequence order.
-    sequence: Mutex<u64>,
+    /// The next frame's sequence number and the frames gathered for a
+    /// later write (`gather`); held while writing, so that frames reach
+    /// the link in sequence order.
+    outgoing: Mutex<Outgoing>,
     /// Waiters of this connection.
     pub dispatch: Arc<Dispatch>,
     /// The data node's heartbeat settings, from API_REGCONF
@@ -256,7 +275,7 @@ impl NodeConnection {
             api_node,
             token,
             incarnation,
-            sequence: Mutex::new(0),
+            outgoing: Mutex::new(Outgoing::default()),
             dispatch,
             heartbeat: HeartbeatSettings::default(),
             sent: AtomicBool::new(false),
@@ -287,7 +306,7 @@ impl NodeConnection {
                     .into(),
                 ),
             )?;
-            self.send(&mut frames)?;
+            self.send_now(&mut frames)?;
             let attempt_deadline = (clock.now() + retry_interval).min(deadline);
             let (mut registration, _) =
                 self.dispatch
@@ -378,21 +397,26 @@ impl NodeConnection {
     }
 
     /// Numbers the frames in `frames`, seals them and writes them all at
-    /// once. A failed write shuts the link down, so the receive side ends
-    /// and fails every waiter.
-    pub(crate) fn send(&self, frames: &mut FrameBuilder) -> Result<(), ClientError> {
+    /// once (or gathers them for the thread's flush, `gather`). A failed
+    /// write shuts the link down, so the receive side ends and fails every
+    /// waiter.
+    pub(crate) fn send(self: &Arc<Self>, frames: &mut FrameBuilder) -> Result<(), ClientError> {
         self.send_reporting(frames).map_err(|failure| failure.error)
     }
 
     /// [`NodeConnection::send`], telling a failure before any byte went
     /// out from a failed write, after which the node may have received
     /// some of the frames (and acted on them: a commit among them may
-    /// have been applied).
-    pub(crate) fn send_reporting(&self, frames: &mut FrameBuilder) -> Result<(), SendFailure> {
+    /// have been applied). Gathered frames cannot fail here: a failure of
+    /// their later write reaches the waiters as a lost connection.
+    pub(crate) fn send_reporting(
+        self: &Arc<Self>,
+        frames: &mut FrameBuilder,
+    ) -> Result<(), SendFailure> {
         if frames.frames.is_empty() {
             return Ok(());
         }
-        let mut sequence = self.sequence.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut outgoing = self.outgoing.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(reason) = self.dispatch.closed_reason() {
             return Err(SendFailure {
                 error: self.lost(reason),
@@ -401,16 +425,69 @@ impl NodeConnection {
         }
         // Sequence numbers must reach the wire in order, so they are
         // assigned under the same lock as the write.
-        *sequence = frames.seal(self.api_node, self.incarnation, *sequence);
-        if let Err(error) = self.link.write(&frames.bytes) {
-            self.link.shutdown();
-            return Err(SendFailure {
-                error: self.lost(format!("write failed: {error}")),
+        outgoing.sequence = frames.seal(self.api_node, self.incarnation, outgoing.sequence);
+        if crate::gather::active() && outgoing.gathered.len() + frames.bytes.len() <= GATHER_LIMIT {
+            let first = outgoing.gathered.is_empty();
+            outgoing.gathered.extend_from_slice(&frames.bytes);
+            drop(outgoing);
+            self.sent.store(true, Ordering::Relaxed);
+            if first {
+                crate::gather::note(self);
+            }
+            return Ok(());
+        }
+        self.write_sealed(&mut outgoing, &frames.bytes)
+            .map_err(|error| SendFailure {
+                error,
                 maybe_received: true,
-            });
+            })
+    }
+
+    /// Seals and writes `frames` at once, after anything gathered: the
+    /// connection's own sends (registration, heartbeats), never gathered.
+    fn send_now(&self, frames: &mut FrameBuilder) -> Result<(), ClientError> {
+        if frames.frames.is_empty() {
+            return Ok(());
+        }
+        let mut outgoing = self.outgoing.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(reason) = self.dispatch.closed_reason() {
+            return Err(self.lost(reason));
+        }
+        outgoing.sequence = frames.seal(self.api_node, self.incarnation, outgoing.sequence);
+        self.write_sealed(&mut outgoing, &frames.bytes)
+    }
+
+    /// Writes what is gathered, then `bytes` (sealed under the same hold
+    /// of the lock).
+    fn write_sealed(&self, outgoing: &mut Outgoing, bytes: &[u8]) -> Result<(), ClientError> {
+        let written = if outgoing.gathered.is_empty() {
+            self.link.write(bytes)
+        } else {
+            outgoing.gathered.extend_from_slice(bytes);
+            let written = self.link.write(&outgoing.gathered);
+            outgoing.empty_gathered();
+            written
+        };
+        if let Err(error) = written {
+            self.link.shutdown();
+            return Err(self.lost(format!("write failed: {error}")));
         }
         self.sent.store(true, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Writes the frames gathered for this connection, if any (`gather`).
+    /// A failed write shuts the link down: its waiters hear of it.
+    pub(crate) fn flush_gathered(&self) {
+        let mut outgoing = self.outgoing.lock().unwrap_or_else(PoisonError::into_inner);
+        if outgoing.gathered.is_empty() {
+            return;
+        }
+        let written = self.link.write(&outgoing.gathered);
+        outgoing.empty_gathered();
+        if written.is_err() {
+            self.link.shutdown();
+        }
     }
 
     /// One heartbeat interval passed (`heartbeat.rs`): counts it silent
@@ -449,9 +526,20 @@ impl NodeConnection {
         let heartbeat = ApiHeartbeatReq { count };
         let pushed = frames.push(&self.envelope(BlockKind::Membership, 0, heartbeat.into()));
         // A failed write closes the connection; its waiters hear of it.
-        if pushed.is_ok() && self.send(frames).is_ok() {
+        if pushed.is_ok() && self.send_now(frames).is_ok() {
             // The heartbeat itself does not count as traffic.
             self.sent.store(false, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Outgoing {
+    /// Empties the gathered frames after their write, keeping a usual
+    /// round's room.
+    fn empty_gathered(&mut self) {
+        self.gathered.clear();
+        if self.gathered.capacity() > GATHER_KEEP {
+            self.gathered.shrink_to(GATHER_LIMIT);
         }
     }
 }
@@ -638,6 +726,185 @@ mod tests {
             }
         }
         assert_eq!(ids, [1, 4]);
+    }
+
+    /// A link that records each write.
+    struct RecordingLink(Arc<Mutex<Vec<Vec<u8>>>>);
+
+    impl Link for RecordingLink {
+        fn write(&self, bytes: &[u8]) -> std::io::Result<()> {
+            self.0.lock().unwrap().push(bytes.to_vec());
+            Ok(())
+        }
+
+        fn shutdown(&self) {}
+    }
+
+    /// A scheduler whose task never waits (the sends below do not).
+    struct NeverWaits;
+
+    impl crate::cooperative::Scheduler for NeverWaits {
+        fn waker(&self) -> std::task::Waker {
+            std::task::Waker::noop().clone()
+        }
+
+        fn suspend(&self, _deadline: Option<Instant>) {
+            unreachable!("nothing here waits");
+        }
+    }
+
+    /// The sequence numbers of the frames in `bytes`, in order, read by
+    /// the connection's one assembler (which refuses a frame out of
+    /// sequence).
+    fn sequences(assembler: &mut FrameAssembler, bytes: &[u8]) -> Vec<u64> {
+        assembler.push_bytes(bytes);
+        let mut sequences = Vec::new();
+        while let Some((header, _)) = assembler.next_frame().unwrap() {
+            sequences.push(header.sequence);
+        }
+        sequences
+    }
+
+    #[test]
+    fn a_tasks_sends_wait_for_the_flush_and_keep_their_sequence() {
+        let writes = Arc::new(Mutex::new(Vec::new()));
+        let connection = Arc::new(NodeConnection::assembled(
+            "test",
+            Arc::new(AtomicU16::new(2)),
+            (NodeId(200), ApiToken::NONE, 1),
+            Arc::new(Dispatch::new()),
+            Box::new(RecordingLink(Arc::clone(&writes))),
+        ));
+        let one_frame = |id: u64| {
+            let mut frames = FrameBuilder::default();
+            frames
+                .push(
+                    &connection.envelope(
+                        BlockKind::Tc,
+                        0,
+                        signal::signals::TcCommitReq {
+                            transaction_id: TransactionId(id),
+                        }
+                        .into(),
+                    ),
+                )
+                .unwrap();
+            frames
+        };
+        let written = || std::mem::take(&mut *writes.lock().unwrap());
+        let mut assembler = FrameAssembler::new();
+        let mut read = |writes: Vec<Vec<u8>>| {
+            (writes.iter())
+                .map(|write| sequences(&mut assembler, write))
+                .collect::<Vec<_>>()
+        };
+
+        // A thread that does not gather writes at once, even in a task.
+        crate::cooperative::run(&NeverWaits, || connection.send(&mut one_frame(1))).unwrap();
+        assert_eq!(read(written()), [vec![0]]);
+
+        let gathering = crate::gather::on_this_thread();
+        // Outside a task, a gathering thread's send is written at once too.
+        connection.send(&mut one_frame(2)).unwrap();
+        assert_eq!(read(written()), [vec![1]]);
+        // Two tasks' sends wait for the flush, which writes them at once.
+        for id in [3, 4] {
+            crate::cooperative::run(&NeverWaits, || connection.send(&mut one_frame(id))).unwrap();
+        }
+        assert!(written().is_empty());
+        crate::gather::flush();
+        assert_eq!(read(written()), [vec![2, 3]]);
+        // The connection's own send (a heartbeat) goes out after what is
+        // gathered, in one write and in sequence.
+        crate::cooperative::run(&NeverWaits, || connection.send(&mut one_frame(5))).unwrap();
+        connection.send_now(&mut one_frame(6)).unwrap();
+        assert_eq!(read(written()), [vec![4, 5]]);
+        crate::gather::flush();
+        assert!(written().is_empty());
+        // Dropping the gathering flushes what is left.
+        crate::cooperative::run(&NeverWaits, || connection.send(&mut one_frame(7))).unwrap();
+        drop(gathering);
+        assert_eq!(read(written()), [vec![6]]);
+        crate::cooperative::run(&NeverWaits, || connection.send(&mut one_frame(8))).unwrap();
+        assert_eq!(read(written()), [vec![7]]);
+    }
+
+    #[test]
+    fn a_closed_connection_refuses_a_gathered_send_before_any_byte() {
+        let writes = Arc::new(Mutex::new(Vec::new()));
+        let dispatch = Arc::new(Dispatch::new());
+        let connection = Arc::new(NodeConnection::assembled(
+            "test",
+            Arc::new(AtomicU16::new(2)),
+            (NodeId(200), ApiToken::NONE, 1),
+            Arc::clone(&dispatch),
+            Box::new(RecordingLink(Arc::clone(&writes))),
+        ));
+        dispatch.close("gone".to_string());
+        let mut frames = FrameBuilder::default();
+        frames
+            .push(
+                &connection.envelope(
+                    BlockKind::Tc,
+                    0,
+                    signal::signals::TcCommitReq {
+                        transaction_id: TransactionId(1),
+                    }
+                    .into(),
+                ),
+            )
+            .unwrap();
+        let _gathering = crate::gather::on_this_thread();
+        let failure =
+            crate::cooperative::run(&NeverWaits, || connection.send_reporting(&mut frames))
+                .expect_err("refused");
+        assert!(!failure.maybe_received);
+        crate::gather::flush();
+        assert!(writes.lock().unwrap().is_empty());
+    }
+
+    /// A link whose writes fail; counts its shutdowns.
+    struct BrokenLink(Arc<AtomicU32>);
+
+    impl Link for BrokenLink {
+        fn write(&self, _bytes: &[u8]) -> std::io::Result<()> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+
+        fn shutdown(&self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn a_failed_flush_shuts_the_link_down_so_the_waiters_hear_of_it() {
+        let shutdowns = Arc::new(AtomicU32::new(0));
+        let connection = Arc::new(NodeConnection::assembled(
+            "test",
+            Arc::new(AtomicU16::new(2)),
+            (NodeId(200), ApiToken::NONE, 1),
+            Arc::new(Dispatch::new()),
+            Box::new(BrokenLink(Arc::clone(&shutdowns))),
+        ));
+        let mut frames = FrameBuilder::default();
+        frames
+            .push(
+                &connection.envelope(
+                    BlockKind::Tc,
+                    0,
+                    signal::signals::TcCommitReq {
+                        transaction_id: TransactionId(1),
+                    }
+                    .into(),
+                ),
+            )
+            .unwrap();
+        let _gathering = crate::gather::on_this_thread();
+        // Gathered: nothing is written yet, so nothing fails yet.
+        crate::cooperative::run(&NeverWaits, || connection.send(&mut frames)).unwrap();
+        assert_eq!(shutdowns.load(Ordering::Relaxed), 0);
+        crate::gather::flush();
+        assert_eq!(shutdowns.load(Ordering::Relaxed), 1);
     }
 
     #[test]

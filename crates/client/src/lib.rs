@@ -63,6 +63,7 @@ mod dispatch;
 mod durable;
 pub mod environment;
 mod error;
+pub mod gather;
 mod heartbeat;
 mod id_hash;
 mod polled;

@@ -1,8 +1,9 @@
 //! One event loop of the SQL node: a thread that waits on its epoll set
 //! (its connections, the shared listener, its wake eventfd), serves each
 //! ready connection in a task, resumes the tasks their replies or
-//! deadlines wake, and closes its connections idle past their limit
-//! (docs/design/0027-sql-node.md, "Threads").
+//! deadlines wake, writes what its tasks sent the data nodes once per
+//! round (`client::gather`), and closes its connections idle past their
+//! limit (docs/design/0027-sql-node.md, "Threads").
 //!
 //! A connection is registered one-shot: its event starts exactly one task,
 //! and the connection stays silent until that task has read everything
@@ -106,6 +107,9 @@ pub(crate) fn run(shared: &Arc<Shared>, index: usize) {
     if let Some(receiver) = owned {
         receiver.take_over();
     }
+    // The tasks' requests to the data nodes wait for the end of the
+    // round, then go out with one write per node (flushed by the drop too).
+    let _gathering = client::gather::on_this_thread();
     while !shared.stopping.load(Ordering::Relaxed) {
         let now = Instant::now();
         let mut wake_by = last_sweep + SWEEP_EVERY;
@@ -120,6 +124,8 @@ pub(crate) fn run(shared: &Arc<Shared>, index: usize) {
         } else {
             0
         };
+        // Everything the round's tasks sent goes out before the loop sleeps.
+        client::gather::flush();
         if let Some(receiver) = owned {
             receiver.polling(true);
         }
