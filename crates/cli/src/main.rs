@@ -12,9 +12,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 // Counts heap allocations per thread, so `all report threads` can show that
-// the ldm and tc threads do not allocate once warm.
+// the ldm and tc threads do not allocate once warm. The allocator under it
+// is mimalloc: the SQL node allocates per statement on two threads, where
+// glibc's malloc took about a sixth of its CPU (docs/benchmarks.md, "TPC-C
+// against MariaDB").
 #[global_allocator]
-static ALLOCATOR: stdx::alloc_counter::CountingAllocator = stdx::alloc_counter::CountingAllocator;
+static ALLOCATOR: stdx::alloc_counter::CountingAllocator<mimalloc::MiMalloc> =
+    stdx::alloc_counter::CountingAllocator(mimalloc::MiMalloc);
 
 /// Tessera: a distributed, in-memory, synchronously replicated
 /// transactional database in the architecture of MySQL Cluster (NDB).

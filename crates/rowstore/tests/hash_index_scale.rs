@@ -12,7 +12,7 @@ use stdx::mix::XorShift;
 
 // Counts heap allocations so the test can prove the hot path makes none.
 #[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
+static ALLOCATOR: CountingAllocator = CountingAllocator(std::alloc::System);
 
 const ROWS: u32 = 2_000_000;
 

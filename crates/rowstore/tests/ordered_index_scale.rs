@@ -12,7 +12,7 @@ use stdx::alloc_counter::{thread_allocations, CountingAllocator};
 use stdx::mix::XorShift;
 
 #[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
+static ALLOCATOR: CountingAllocator = CountingAllocator(std::alloc::System);
 
 const ROWS: u32 = 1_000_000;
 

@@ -18,39 +18,41 @@ thread_local! {
     static TRAP: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Wraps the system allocator and counts allocations made by each thread.
+/// Wraps an allocator (the system's unless told) and counts the
+/// allocations made by each thread.
 ///
 /// ```
-/// // In a binary: #[global_allocator] static A: stdx::alloc_counter::CountingAllocator = stdx::alloc_counter::CountingAllocator;
+/// // In a binary: #[global_allocator] static A: stdx::alloc_counter::CountingAllocator =
+/// //     stdx::alloc_counter::CountingAllocator(std::alloc::System);
 /// let before = stdx::alloc_counter::thread_allocations();
 /// assert!(stdx::alloc_counter::thread_allocations() >= before);
 /// ```
-pub struct CountingAllocator;
+pub struct CountingAllocator<Inner: GlobalAlloc = System>(pub Inner);
 
-// SAFETY: every call is forwarded unchanged to `System`; the counter is a
-// thread-local `Cell` that never allocates.
-unsafe impl GlobalAlloc for CountingAllocator {
+// SAFETY: every call is forwarded unchanged to the inner allocator; the
+// counter is a thread-local `Cell` that never allocates.
+unsafe impl<Inner: GlobalAlloc> GlobalAlloc for CountingAllocator<Inner> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count_one();
         // SAFETY: forwarded with the caller's guarantees.
-        unsafe { System.alloc(layout) }
+        unsafe { self.0.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         count_one();
         // SAFETY: forwarded with the caller's guarantees.
-        unsafe { System.alloc_zeroed(layout) }
+        unsafe { self.0.alloc_zeroed(layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         count_one();
         // SAFETY: forwarded with the caller's guarantees.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        unsafe { self.0.realloc(ptr, layout, new_size) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: forwarded with the caller's guarantees.
-        unsafe { System.dealloc(ptr, layout) }
+        unsafe { self.0.dealloc(ptr, layout) }
     }
 }
 

@@ -12,7 +12,8 @@ use signal::{BlockKind, Signal, TransactionId};
 use std::time::Duration;
 
 #[global_allocator]
-static ALLOCATOR: stdx::alloc_counter::CountingAllocator = stdx::alloc_counter::CountingAllocator;
+static ALLOCATOR: stdx::alloc_counter::CountingAllocator =
+    stdx::alloc_counter::CountingAllocator(std::alloc::System);
 
 /// `count` round trips: the client sends a commit, the block answers it.
 fn round_trips(node: &mut TestNode, client: &mut Client, first: u64, count: u64) {

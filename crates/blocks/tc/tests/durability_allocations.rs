@@ -19,7 +19,7 @@ use tc::{Tc, TcConfig};
 
 // Counts heap allocations so the test can prove the measured rounds make none.
 #[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
+static ALLOCATOR: CountingAllocator = CountingAllocator(std::alloc::System);
 
 const NODE: NodeId = NodeId(2);
 const TC: BlockRef = BlockRef::new(NODE, BlockKind::Tc, 0);
