@@ -460,6 +460,91 @@ fn a_locking_read_with_limit_in_key_order_locks_only_the_rows_it_returns() {
     );
 }
 
+/// A committed read in a transaction, of a row whose primary replica is
+/// on another data node than the transaction's tc, is made at that node
+/// by a transaction of its own, and sees what any committed read sees;
+/// once the transaction writes to the table, its reads of the table stay
+/// in it and see its own changes.
+#[test]
+fn committed_reads_of_a_table_the_transaction_has_not_written_go_to_the_primary() {
+    let cluster = TestCluster::start(ClusterOptions::pair("sql_primary_reads"));
+    let node = SqlNode::start(&cluster);
+    let values: Vec<String> = (1..=16).map(|k| format!("({k}, {k})")).collect();
+    query(
+        &node,
+        &format!(
+            "CREATE DATABASE p; CREATE TABLE p.t (k INT PRIMARY KEY, v INT); \
+             INSERT INTO p.t VALUES {}; CREATE TABLE p.u (k INT PRIMARY KEY, v INT); \
+             INSERT INTO p.u VALUES (1, 1)",
+            values.join(", ")
+        ),
+    );
+    let engine = engine_beside(&cluster);
+    let session = |id| {
+        sql::Session::new(
+            std::sync::Arc::clone(&engine),
+            id,
+            sql::accounts::Account::built_in_root(),
+            Some("p"),
+            std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        )
+        .expect("a session")
+    };
+    let run = |session: &mut sql::Session, sql: &str| {
+        let mut results = session.query(sql, false);
+        assert_eq!(results.len(), 1, "{sql}");
+        let response = results
+            .pop()
+            .unwrap()
+            .unwrap_or_else(|error| panic!("{sql}: {error:?}"));
+        format!("{response:?}")
+    };
+    let at_primary = |session: &mut sql::Session| {
+        let mut results =
+            session.query("SHOW GLOBAL STATUS LIKE 'Tessera_reads_at_primary'", false);
+        let Some(Ok(sql::Response::Rows { rows, .. })) = results.pop() else {
+            panic!("SHOW STATUS answers rows");
+        };
+        rows[0][1].as_str().unwrap().parse::<u64>().unwrap()
+    };
+    let read_all = |session: &mut sql::Session, expected: &dyn Fn(i64) -> i64| {
+        for k in 1..=16 {
+            let row = run(session, &format!("SELECT v FROM t WHERE k = {k}"));
+            assert!(
+                row.contains(&format!("Int({})", expected(k))),
+                "k = {k}: {row}"
+            );
+        }
+    };
+    let (mut reader, mut writer) = (session(1), session(2));
+    // A write holds the transaction to its tc (a transaction that holds
+    // nothing is begun afresh at each statement's key).
+    run(&mut reader, "START TRANSACTION");
+    run(&mut reader, "UPDATE u SET v = 2 WHERE k = 1");
+    let before = at_primary(&mut reader);
+    read_all(&mut reader, &|k| k);
+    let elsewhere = at_primary(&mut reader) - before;
+    // The transaction's tc is on one of the two nodes; the keys' primaries
+    // are on both.
+    assert!(
+        elsewhere > 0 && elsewhere < 16,
+        "{elsewhere} of 16 read at the primary"
+    );
+    // Another transaction's commit is seen on both paths (READ COMMITTED).
+    run(&mut writer, "UPDATE t SET v = v + 100");
+    read_all(&mut reader, &|k| k + 100);
+    // The transaction's own change of the table is read in it.
+    run(&mut reader, "UPDATE t SET v = v + 1000");
+    let before = at_primary(&mut reader);
+    read_all(&mut reader, &|k| k + 1100);
+    assert_eq!(at_primary(&mut reader), before);
+    run(&mut reader, "ROLLBACK");
+    assert_eq!(
+        query(&node, "SELECT SUM(v) FROM p.t"),
+        format!("{}\n", (1..=16).map(|k| k + 100).sum::<i64>())
+    );
+}
+
 /// An SQL engine in this process, over its own connection to `cluster`.
 fn engine_beside(cluster: &TestCluster) -> std::sync::Arc<sql::Engine> {
     struct NoConnections;

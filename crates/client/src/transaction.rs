@@ -353,6 +353,23 @@ impl Transaction<'_> {
             && !self.body().locked
     }
 
+    /// Whether the transaction queued a write to `table` (executed or
+    /// not): a committed read of one of its rows elsewhere could miss
+    /// the transaction's own change.
+    ///
+    /// ```no_run
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// let table = cluster.table("t")?;
+    /// let mut transaction = cluster.transaction();
+    /// assert!(!transaction.has_written(&table));
+    /// transaction.delete(&table, &[client::Value::UInt(1)])?;
+    /// assert!(transaction.has_written(&table));
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn has_written(&self, table: &Table) -> bool {
+        self.body().written_tables.contains(&table.def().id)
+    }
+
     /// Operations queued and not yet executed.
     ///
     /// ```no_run
@@ -402,6 +419,10 @@ impl Transaction<'_> {
         self.next_op += 1;
         body.wrote |= kind != OperationKind::Read;
         body.locked |= kind != OperationKind::Read || lock != LockMode::CommittedRead;
+        let table_id = table.def().id;
+        if kind != OperationKind::Read && !body.written_tables.contains(&table_id) {
+            body.written_tables.push(table_id);
+        }
         body.queued.push(QueuedOp {
             op,
             kind,

@@ -32,6 +32,20 @@ pub struct Fetched {
     pub rows: Vec<Vec<Value>>,
     /// Rows the data nodes sent.
     pub fetched: u64,
+    /// The row was read at its primary's data node, outside the
+    /// transaction (`read_at_primary`).
+    pub at_primary: bool,
+}
+
+impl Fetched {
+    /// `rows`, read in the statement's transaction.
+    fn of(rows: Vec<Vec<Value>>) -> Fetched {
+        Fetched {
+            fetched: rows.len() as u64,
+            rows,
+            at_primary: false,
+        }
+    }
 }
 
 /// What to fetch and how.
@@ -140,10 +154,7 @@ pub fn fetch(
         // Made by the SQL node: every row, which the WHERE check narrows.
         finish_empty(transaction, request.commit, table)?;
         let rows = environment.view_rows(view, request.needed)?;
-        return Ok(Fetched {
-            fetched: rows.len() as u64,
-            rows,
-        });
+        return Ok(Fetched::of(rows));
     }
     // The name only when an error needs it: not formatted per statement.
     let refused = |error: ClientError| SqlError::from_client(&error, &table.cluster_name());
@@ -169,10 +180,7 @@ pub fn fetch(
                     .map(|row| load_row(table, row.values().to_vec(), zone))
             })
             .collect();
-        Ok(Fetched {
-            fetched: rows.len() as u64,
-            rows,
-        })
+        Ok(Fetched::of(rows))
     };
     match request.access {
         AccessPlan::NoTable => Ok(Fetched::default()),
@@ -183,12 +191,12 @@ pub fn fetch(
                         Some(row) => {
                             finish_empty(transaction, request.commit, table)?;
                             let rows: Vec<Vec<Value>> = row.into_iter().collect();
-                            Ok(Fetched {
-                                fetched: rows.len() as u64,
-                                rows,
-                            })
+                            Ok(Fetched::of(rows))
                         }
-                        None => lookups(vec![key], transaction),
+                        None => match read_at_primary(request, &key, transaction, zone)? {
+                            Some(fetched) => Ok(fetched),
+                            None => lookups(vec![key], transaction),
+                        },
                     }
                 }
                 Ok(Some(key)) => lookups(vec![key], transaction),
@@ -247,10 +255,7 @@ pub fn fetch(
                         .map(|row| load_row(table, row.values().to_vec(), zone))
                         .into_iter()
                         .collect();
-                    Ok(Fetched {
-                        fetched: rows.len() as u64,
-                        rows,
-                    })
+                    Ok(Fetched::of(rows))
                 }
                 Ok(None) => finish_empty(transaction, request.commit, table),
                 Err(()) => scan(request, &AccessPlan::FullScan, transaction, environment),
@@ -302,6 +307,49 @@ pub(crate) fn load_row(table: &SqlTable, row: Vec<client::Value>, zone: i64) -> 
 }
 
 /// Ends the statement's round of `transaction` when no row needs fetching.
+/// A committed read of one key, in a transaction whose tc runs on
+/// another data node than the key's primary replica, made by a
+/// transaction of its own on the primary's node: the tc then reaches the
+/// row on its own node, two messages instead of four (the transaction's
+/// tc would send the read across to the primary's node and take its
+/// answer back). Only while the transaction has written nothing to the
+/// table, so no change of its own can be missed; both reads see the
+/// latest committed row, as READ COMMITTED asks. `None`: the read is
+/// made in the transaction (docs/design/0034-fewer-round-trips.md §8).
+fn read_at_primary(
+    request: &Request<'_>,
+    key: &[client::Value],
+    transaction: &Transaction<'static>,
+    zone: i64,
+) -> SqlResult<Option<Fetched>> {
+    let table = request.table;
+    if request.commit != Commit::No || transaction.has_written(&table.table) {
+        return Ok(None);
+    }
+    let refused = |error: ClientError| SqlError::from_client(&error, &table.cluster_name());
+    let cluster = transaction.cluster();
+    match cluster.primary_node(&table.table, key).map_err(refused)? {
+        Some(node) if node != transaction.node() => {}
+        _ => return Ok(None),
+    }
+    let mut own = cluster
+        .transaction_with_hint(&table.table, key)
+        .map_err(refused)?;
+    let op = own
+        .read_if_exists(&table.table, key, LockMode::CommittedRead)
+        .map_err(refused)?;
+    own.execute(Commit::Yes).map_err(refused)?;
+    let rows: Vec<Vec<Value>> = own
+        .get(op)
+        .map(|row| load_row(table, row.values().to_vec(), zone))
+        .into_iter()
+        .collect();
+    Ok(Some(Fetched {
+        at_primary: true,
+        ..Fetched::of(rows)
+    }))
+}
+
 fn finish_empty(
     transaction: &mut Transaction<'static>,
     commit: Commit,
@@ -707,10 +755,7 @@ fn scan(
             .map(|row| load_row(table, row.into_values(), zone))
             .collect()
     };
-    Ok(Fetched {
-        fetched: rows.len() as u64,
-        rows,
-    })
+    Ok(Fetched::of(rows))
 }
 
 /// How many rows the data nodes count for `request` (COUNT(*) with the

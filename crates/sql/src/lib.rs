@@ -119,6 +119,9 @@ pub struct Statistics {
     /// Rows an UPDATE or DELETE took from what its transaction holds
     /// locked instead of reading them (`locked_rows`).
     pub locked_rows_reused: AtomicU64,
+    /// Committed reads in a transaction made by a transaction of their
+    /// own on the row's primary's data node (`access`).
+    pub reads_at_primary: AtomicU64,
     /// Errors by MySQL error number.
     pub errors: Mutex<BTreeMap<u16, u64>>,
 }

@@ -34,6 +34,8 @@ pub(crate) struct Body {
     /// An operation that writes or takes a lock was queued: the
     /// transaction may hold something at the data nodes.
     pub(super) locked: bool,
+    /// The ids of the tables a write was queued to (few: a linear list).
+    pub(super) written_tables: Vec<u32>,
     pub(super) queued: Vec<QueuedOp>,
     /// Key and attribute bytes of the queued operations, after the key of
     /// the hint (see `hint`).
@@ -145,6 +147,7 @@ impl Body {
         body.commit_gci = None;
         body.wrote = false;
         body.locked = false;
+        body.written_tables.clear();
         keep_empty(&mut body.queued, KEPT_OPERATIONS);
         body.clear_bytes();
         keep_empty(&mut body.bytes, KEPT_BYTES);

@@ -42,6 +42,8 @@ pub struct StatementCounts {
     pub sent: u64,
     /// Rows to write taken from the transaction's locked rows, unread.
     pub locked_rows_reused: u64,
+    /// Committed reads made at the row's primary, outside the transaction.
+    pub reads_at_primary: u64,
 }
 
 /// The inputs of a run.
@@ -270,9 +272,13 @@ fn select_rows(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
                 commit,
             };
             settle(table, &plan.access, run)?;
-            let Fetched { rows, fetched } =
-                access::fetch(&request, run.transaction, run.environment)?;
+            let Fetched {
+                rows,
+                fetched,
+                at_primary,
+            } = access::fetch(&request, run.transaction, run.environment)?;
             run.counts.fetched += fetched;
+            run.counts.reads_at_primary += u64::from(at_primary);
             if plan.lock == LockMode::Exclusive && table.view.is_none() {
                 // Whole rows (a locked read returns every column), each
                 // locked until the transaction ends. (A shared lock would
@@ -499,7 +505,7 @@ fn fetch_joined(
         order: None,
         commit: Commit::No,
     };
-    let Fetched { rows, fetched } = access::fetch(&request, run.transaction, run.environment)?;
+    let Fetched { rows, fetched, .. } = access::fetch(&request, run.transaction, run.environment)?;
     run.counts.fetched += fetched;
     keep_passing(rows, join.scan_filter.as_ref(), run)
 }
@@ -901,7 +907,7 @@ fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<(Vec<Vec<Valu
         order: None,
         commit: Commit::No,
     };
-    let Fetched { rows, fetched } = access::fetch(&request, run.transaction, run.environment)?;
+    let Fetched { rows, fetched, .. } = access::fetch(&request, run.transaction, run.environment)?;
     run.counts.fetched += fetched;
     check_interrupt(run)?;
     let mut kept = Vec::with_capacity(rows.len());

@@ -1171,6 +1171,7 @@ impl Session {
         Statistics::add(&statistics.rows_fetched, counts.fetched);
         Statistics::add(&statistics.rows_sent, counts.sent);
         Statistics::add(&statistics.locked_rows_reused, counts.locked_rows_reused);
+        Statistics::add(&statistics.reads_at_primary, counts.reads_at_primary);
         self.fetched_total += counts.fetched;
         let counter = match &compiled.plan {
             Plan::Select(_) => &statistics.selects,

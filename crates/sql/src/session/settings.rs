@@ -257,6 +257,10 @@ impl Session {
                 load(&statistics.locked_rows_reused),
             ),
             (
+                "Tessera_reads_at_primary".into(),
+                load(&statistics.reads_at_primary),
+            ),
+            (
                 "Threads_connected".into(),
                 self.engine.server.processes().len() as u64,
             ),
