@@ -508,7 +508,8 @@ fn committed_reads_of_a_table_the_transaction_has_not_written_go_to_the_primary(
         rows[0][1].as_str().unwrap().parse::<u64>().unwrap()
     };
     let read_all = |session: &mut sql::Session, expected: &dyn Fn(i64) -> i64| {
-        for k in 1..=16 {
+        // Key 1 last: its read sends a write of key 1 waiting before it.
+        for k in (1..=16).rev() {
             let row = run(session, &format!("SELECT v FROM t WHERE k = {k}"));
             assert!(
                 row.contains(&format!("Int({})", expected(k))),
@@ -543,6 +544,17 @@ fn committed_reads_of_a_table_the_transaction_has_not_written_go_to_the_primary(
         query(&node, "SELECT SUM(v) FROM p.t"),
         format!("{}\n", (1..=16).map(|k| k + 100).sum::<i64>())
     );
+    // A write still waiting for a round trip (of a row the transaction
+    // holds) counts as written too.
+    run(&mut reader, "START TRANSACTION");
+    run(&mut reader, "UPDATE u SET v = 3 WHERE k = 1");
+    run(&mut reader, "SELECT v FROM t WHERE k = 1 FOR UPDATE");
+    run(&mut reader, "UPDATE t SET v = 5000 WHERE k = 1");
+    let before = at_primary(&mut reader);
+    read_all(&mut reader, &|k| if k == 1 { 5000 } else { k + 100 });
+    assert_eq!(at_primary(&mut reader), before);
+    run(&mut reader, "COMMIT");
+    assert_eq!(query(&node, "SELECT v FROM p.t WHERE k = 1"), "5000\n");
 }
 
 /// An SQL engine in this process, over its own connection to `cluster`.

@@ -427,13 +427,13 @@ impl NodeConnection {
         // assigned under the same lock as the write.
         outgoing.sequence = frames.seal(self.api_node, self.incarnation, outgoing.sequence);
         if crate::gather::active() && outgoing.gathered.len() + frames.bytes.len() <= GATHER_LIMIT {
-            let first = outgoing.gathered.is_empty();
             outgoing.gathered.extend_from_slice(&frames.bytes);
             drop(outgoing);
             self.sent.store(true, Ordering::Relaxed);
-            if first {
-                crate::gather::note(self);
-            }
+            // Noted on every append, not only the one that found the
+            // buffer empty: this thread's flush must write what this
+            // thread gathered, whether or not another loop flushes first.
+            crate::gather::note(self);
             return Ok(());
         }
         self.write_sealed(&mut outgoing, &frames.bytes)
@@ -477,7 +477,9 @@ impl NodeConnection {
     }
 
     /// Writes the frames gathered for this connection, if any (`gather`).
-    /// A failed write shuts the link down: its waiters hear of it.
+    /// A failed write ends the connection at once: the link is shut down
+    /// and every waiter fails as on a lost connection (a commit among the
+    /// frames with an unknown outcome), and later sends are refused.
     pub(crate) fn flush_gathered(&self) {
         let mut outgoing = self.outgoing.lock().unwrap_or_else(PoisonError::into_inner);
         if outgoing.gathered.is_empty() {
@@ -485,8 +487,10 @@ impl NodeConnection {
         }
         let written = self.link.write(&outgoing.gathered);
         outgoing.empty_gathered();
-        if written.is_err() {
+        drop(outgoing);
+        if let Err(error) = written {
             self.link.shutdown();
+            self.dispatch.close(format!("write failed: {error}"));
         }
     }
 
@@ -905,6 +909,74 @@ mod tests {
         assert_eq!(shutdowns.load(Ordering::Relaxed), 0);
         crate::gather::flush();
         assert_eq!(shutdowns.load(Ordering::Relaxed), 1);
+        // The waiters are failed now, not when the receive side notices,
+        // and a later send is refused before any byte.
+        assert!(connection
+            .dispatch
+            .closed_reason()
+            .is_some_and(|reason| reason.contains("write failed")));
+        let failure =
+            crate::cooperative::run(&NeverWaits, || connection.send_reporting(&mut frames))
+                .expect_err("refused");
+        assert!(!failure.maybe_received);
+    }
+
+    #[test]
+    fn a_loop_flushes_what_it_gathered_even_onto_a_buffer_another_loop_began() {
+        let writes = Arc::new(Mutex::new(Vec::new()));
+        let connection = Arc::new(NodeConnection::assembled(
+            "test",
+            Arc::new(AtomicU16::new(2)),
+            (NodeId(200), ApiToken::NONE, 1),
+            Arc::new(Dispatch::new()),
+            Box::new(RecordingLink(Arc::clone(&writes))),
+        ));
+        let send = |connection: &Arc<NodeConnection>, id: u64| {
+            let mut frames = FrameBuilder::default();
+            frames
+                .push(
+                    &connection.envelope(
+                        BlockKind::Tc,
+                        0,
+                        signal::signals::TcCommitReq {
+                            transaction_id: TransactionId(id),
+                        }
+                        .into(),
+                    ),
+                )
+                .unwrap();
+            crate::cooperative::run(&NeverWaits, || connection.send(&mut frames)).unwrap();
+        };
+        // Another loop's task begins the buffer and that loop is still in
+        // its round (it does not flush).
+        let (began, finish) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+        // What this loop's flush wrote while the other loop was still in
+        // its round (checked once both threads are done, so that a failure
+        // cannot leave the other waiting).
+        let (before_flush, flushed) = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let _gathering = crate::gather::on_this_thread();
+                send(&connection, 1);
+                began.wait();
+                finish.wait();
+            });
+            began.wait();
+            let _gathering = crate::gather::on_this_thread();
+            send(&connection, 2);
+            let before_flush = writes.lock().unwrap().len();
+            crate::gather::flush();
+            let flushed = std::mem::take(&mut *writes.lock().unwrap());
+            finish.wait();
+            (before_flush, flushed)
+        });
+        assert_eq!(before_flush, 0);
+        // This loop's flush wrote both: its own request was not left for
+        // the other loop's round.
+        let mut assembler = FrameAssembler::new();
+        let read: Vec<Vec<u64>> = (flushed.iter())
+            .map(|write| sequences(&mut assembler, write))
+            .collect();
+        assert_eq!(read, [vec![0, 1]]);
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //!
 //! ```text
 //!  task: send ──> connection's outgoing buffer (sealed, in sequence)
-//!                 └─ noted in this thread's list when it turns non-empty
+//!                 └─ the connection noted in this thread's list
 //!  loop: round of tasks ... flush() ──> one write per noted connection
 //! ```
 //!
@@ -20,10 +20,11 @@
 //! (connecting, heartbeats, a plain application thread) write at once,
 //! after whatever is gathered for the same connection, so frames reach
 //! the link in sequence order. A task only ever waits by suspending, so
-//! its loop always reaches its flush before it sleeps. A write that fails
-//! shuts the link down, and every waiter of the connection hears of the
-//! loss as it would of a lost connection (a commit's outcome then
-//! unknown).
+//! its loop always reaches its flush before it sleeps, and that flush
+//! writes every connection the loop's tasks sent on, whichever loop's
+//! task began its buffer. A write that fails ends the connection: every
+//! waiter hears of the loss as it would of a lost connection (a commit's
+//! outcome then unknown).
 
 use crate::connection::NodeConnection;
 use std::cell::{Cell, RefCell};
@@ -32,8 +33,8 @@ use std::sync::Arc;
 thread_local! {
     /// This thread gathers its tasks' sends.
     static ON: Cell<bool> = const { Cell::new(false) };
-    /// The connections whose outgoing buffer this thread's tasks made
-    /// non-empty since its last flush.
+    /// The connections this thread's tasks gathered sends on since its
+    /// last flush.
     static NOTED: RefCell<Vec<Arc<NodeConnection>>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -65,7 +66,7 @@ pub(crate) fn active() -> bool {
     ON.with(Cell::get) && crate::cooperative::in_task()
 }
 
-/// `connection`'s outgoing buffer turned non-empty on this thread.
+/// A task of this thread gathered a send on `connection`.
 pub(crate) fn note(connection: &Arc<NodeConnection>) {
     NOTED.with(|noted| {
         let mut noted = noted.borrow_mut();

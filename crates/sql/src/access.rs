@@ -306,7 +306,6 @@ pub(crate) fn load_row(table: &SqlTable, row: Vec<client::Value>, zone: i64) -> 
         .collect()
 }
 
-/// Ends the statement's round of `transaction` when no row needs fetching.
 /// A committed read of one key, in a transaction whose tc runs on
 /// another data node than the key's primary replica, made by a
 /// transaction of its own on the primary's node: the tc then reaches the
@@ -314,8 +313,10 @@ pub(crate) fn load_row(table: &SqlTable, row: Vec<client::Value>, zone: i64) -> 
 /// tc would send the read across to the primary's node and take its
 /// answer back). Only while the transaction has written nothing to the
 /// table, so no change of its own can be missed; both reads see the
-/// latest committed row, as READ COMMITTED asks. `None`: the read is
-/// made in the transaction (docs/design/0034-fewer-round-trips.md §8).
+/// latest committed row, as READ COMMITTED asks. The transaction may be
+/// the user's or a statement's own (a join's inner lookups in
+/// autocommit): it goes on either way. `None`: the read is made in the
+/// transaction (docs/design/0034-fewer-round-trips.md §8).
 fn read_at_primary(
     request: &Request<'_>,
     key: &[client::Value],
@@ -350,6 +351,7 @@ fn read_at_primary(
     }))
 }
 
+/// Ends the statement's round of `transaction` when no row needs fetching.
 fn finish_empty(
     transaction: &mut Transaction<'static>,
     commit: Commit,

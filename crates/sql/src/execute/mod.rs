@@ -505,8 +505,13 @@ fn fetch_joined(
         order: None,
         commit: Commit::No,
     };
-    let Fetched { rows, fetched, .. } = access::fetch(&request, run.transaction, run.environment)?;
+    let Fetched {
+        rows,
+        fetched,
+        at_primary,
+    } = access::fetch(&request, run.transaction, run.environment)?;
     run.counts.fetched += fetched;
+    run.counts.reads_at_primary += u64::from(at_primary);
     keep_passing(rows, join.scan_filter.as_ref(), run)
 }
 
@@ -907,8 +912,13 @@ fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<(Vec<Vec<Valu
         order: None,
         commit: Commit::No,
     };
-    let Fetched { rows, fetched, .. } = access::fetch(&request, run.transaction, run.environment)?;
+    let Fetched {
+        rows,
+        fetched,
+        at_primary,
+    } = access::fetch(&request, run.transaction, run.environment)?;
     run.counts.fetched += fetched;
+    run.counts.reads_at_primary += u64::from(at_primary);
     check_interrupt(run)?;
     let mut kept = Vec::with_capacity(rows.len());
     for row in rows {
