@@ -405,24 +405,8 @@ fn a_locking_read_with_limit_in_key_order_locks_only_the_rows_it_returns() {
          INSERT INTO q.queue VALUES (1, 1, 0), (1, 2, 0), (1, 3, 0), (2, 1, 0)",
     );
     let engine = engine_beside(&cluster);
-    let session = |id| {
-        sql::Session::new(
-            std::sync::Arc::clone(&engine),
-            id,
-            sql::accounts::Account::built_in_root(),
-            Some("q"),
-            std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
-        )
-        .expect("a session")
-    };
-    let run = |session: &mut sql::Session, sql: &str| {
-        let mut results = session.query(sql, false);
-        assert_eq!(results.len(), 1, "{sql}");
-        results
-            .pop()
-            .unwrap()
-            .unwrap_or_else(|error| panic!("{sql}: {error:?}"))
-    };
+    let session = |id| root_session(&engine, id, "q");
+    let run = run_one;
     let (mut holder, mut other) = (session(1), session(2));
     run(&mut holder, "START TRANSACTION");
     let head = run(
@@ -480,25 +464,8 @@ fn committed_reads_of_a_table_the_transaction_has_not_written_go_to_the_primary(
         ),
     );
     let engine = engine_beside(&cluster);
-    let session = |id| {
-        sql::Session::new(
-            std::sync::Arc::clone(&engine),
-            id,
-            sql::accounts::Account::built_in_root(),
-            Some("p"),
-            std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
-        )
-        .expect("a session")
-    };
-    let run = |session: &mut sql::Session, sql: &str| {
-        let mut results = session.query(sql, false);
-        assert_eq!(results.len(), 1, "{sql}");
-        let response = results
-            .pop()
-            .unwrap()
-            .unwrap_or_else(|error| panic!("{sql}: {error:?}"));
-        format!("{response:?}")
-    };
+    let session = |id| root_session(&engine, id, "p");
+    let run = |session: &mut sql::Session, sql: &str| format!("{:?}", run_one(session, sql));
     let at_primary = |session: &mut sql::Session| {
         let mut results =
             session.query("SHOW GLOBAL STATUS LIKE 'Tessera_reads_at_primary'", false);
@@ -555,6 +522,28 @@ fn committed_reads_of_a_table_the_transaction_has_not_written_go_to_the_primary(
     assert_eq!(at_primary(&mut reader), before);
     run(&mut reader, "COMMIT");
     assert_eq!(query(&node, "SELECT v FROM p.t WHERE k = 1"), "5000\n");
+}
+
+/// A session of the built-in root on `engine`, in `database`.
+fn root_session(engine: &std::sync::Arc<sql::Engine>, id: u32, database: &str) -> sql::Session {
+    sql::Session::new(
+        std::sync::Arc::clone(engine),
+        id,
+        sql::accounts::Account::built_in_root(),
+        Some(database),
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    )
+    .expect("a session")
+}
+
+/// Runs one statement in `session`; it must succeed.
+fn run_one(session: &mut sql::Session, sql: &str) -> sql::Response {
+    let mut results = session.query(sql, false);
+    assert_eq!(results.len(), 1, "{sql}");
+    results
+        .pop()
+        .unwrap()
+        .unwrap_or_else(|error| panic!("{sql}: {error:?}"))
 }
 
 /// An SQL engine in this process, over its own connection to `cluster`.

@@ -769,32 +769,38 @@ mod tests {
         sequences
     }
 
-    #[test]
-    fn a_tasks_sends_wait_for_the_flush_and_keep_their_sequence() {
-        let writes = Arc::new(Mutex::new(Vec::new()));
-        let connection = Arc::new(NodeConnection::assembled(
+    /// A connection from API node 200 to data node 2 over `link`.
+    fn connection_over(dispatch: Arc<Dispatch>, link: Box<dyn Link>) -> Arc<NodeConnection> {
+        Arc::new(NodeConnection::assembled(
             "test",
             Arc::new(AtomicU16::new(2)),
             (NodeId(200), ApiToken::NONE, 1),
+            dispatch,
+            link,
+        ))
+    }
+
+    /// One frame of one signal (TC_COMMITREQ of `id`) for `connection`'s
+    /// node.
+    fn commit_frame(connection: &NodeConnection, id: u64) -> FrameBuilder {
+        let mut frames = FrameBuilder::default();
+        let commit = TcCommitReq {
+            transaction_id: TransactionId(id),
+        };
+        frames
+            .push(&connection.envelope(BlockKind::Tc, 0, commit.into()))
+            .unwrap();
+        frames
+    }
+
+    #[test]
+    fn a_tasks_sends_wait_for_the_flush_and_keep_their_sequence() {
+        let writes = Arc::new(Mutex::new(Vec::new()));
+        let connection = connection_over(
             Arc::new(Dispatch::new()),
             Box::new(RecordingLink(Arc::clone(&writes))),
-        ));
-        let one_frame = |id: u64| {
-            let mut frames = FrameBuilder::default();
-            frames
-                .push(
-                    &connection.envelope(
-                        BlockKind::Tc,
-                        0,
-                        signal::signals::TcCommitReq {
-                            transaction_id: TransactionId(id),
-                        }
-                        .into(),
-                    ),
-                )
-                .unwrap();
-            frames
-        };
+        );
+        let one_frame = |id: u64| commit_frame(&connection, id);
         let written = || std::mem::take(&mut *writes.lock().unwrap());
         let mut assembler = FrameAssembler::new();
         let mut read = |writes: Vec<Vec<u8>>| {
@@ -837,27 +843,12 @@ mod tests {
     fn a_closed_connection_refuses_a_gathered_send_before_any_byte() {
         let writes = Arc::new(Mutex::new(Vec::new()));
         let dispatch = Arc::new(Dispatch::new());
-        let connection = Arc::new(NodeConnection::assembled(
-            "test",
-            Arc::new(AtomicU16::new(2)),
-            (NodeId(200), ApiToken::NONE, 1),
+        let connection = connection_over(
             Arc::clone(&dispatch),
             Box::new(RecordingLink(Arc::clone(&writes))),
-        ));
+        );
         dispatch.close("gone".to_string());
-        let mut frames = FrameBuilder::default();
-        frames
-            .push(
-                &connection.envelope(
-                    BlockKind::Tc,
-                    0,
-                    signal::signals::TcCommitReq {
-                        transaction_id: TransactionId(1),
-                    }
-                    .into(),
-                ),
-            )
-            .unwrap();
+        let mut frames = commit_frame(&connection, 1);
         let _gathering = crate::gather::on_this_thread();
         let failure =
             crate::cooperative::run(&NeverWaits, || connection.send_reporting(&mut frames))
@@ -883,26 +874,11 @@ mod tests {
     #[test]
     fn a_failed_flush_shuts_the_link_down_so_the_waiters_hear_of_it() {
         let shutdowns = Arc::new(AtomicU32::new(0));
-        let connection = Arc::new(NodeConnection::assembled(
-            "test",
-            Arc::new(AtomicU16::new(2)),
-            (NodeId(200), ApiToken::NONE, 1),
+        let connection = connection_over(
             Arc::new(Dispatch::new()),
             Box::new(BrokenLink(Arc::clone(&shutdowns))),
-        ));
-        let mut frames = FrameBuilder::default();
-        frames
-            .push(
-                &connection.envelope(
-                    BlockKind::Tc,
-                    0,
-                    signal::signals::TcCommitReq {
-                        transaction_id: TransactionId(1),
-                    }
-                    .into(),
-                ),
-            )
-            .unwrap();
+        );
+        let mut frames = commit_frame(&connection, 1);
         let _gathering = crate::gather::on_this_thread();
         // Gathered: nothing is written yet, so nothing fails yet.
         crate::cooperative::run(&NeverWaits, || connection.send(&mut frames)).unwrap();
@@ -924,27 +900,12 @@ mod tests {
     #[test]
     fn a_loop_flushes_what_it_gathered_even_onto_a_buffer_another_loop_began() {
         let writes = Arc::new(Mutex::new(Vec::new()));
-        let connection = Arc::new(NodeConnection::assembled(
-            "test",
-            Arc::new(AtomicU16::new(2)),
-            (NodeId(200), ApiToken::NONE, 1),
+        let connection = connection_over(
             Arc::new(Dispatch::new()),
             Box::new(RecordingLink(Arc::clone(&writes))),
-        ));
+        );
         let send = |connection: &Arc<NodeConnection>, id: u64| {
-            let mut frames = FrameBuilder::default();
-            frames
-                .push(
-                    &connection.envelope(
-                        BlockKind::Tc,
-                        0,
-                        signal::signals::TcCommitReq {
-                            transaction_id: TransactionId(id),
-                        }
-                        .into(),
-                    ),
-                )
-                .unwrap();
+            let mut frames = commit_frame(connection, id);
             crate::cooperative::run(&NeverWaits, || connection.send(&mut frames)).unwrap();
         };
         // Another loop's task begins the buffer and that loop is still in
