@@ -520,6 +520,23 @@ fn committed_reads_of_a_table_the_transaction_has_not_written_go_to_the_primary(
     let before = at_primary(&mut reader);
     read_all(&mut reader, &|k| if k == 1 { 5000 } else { k + 100 });
     assert_eq!(at_primary(&mut reader), before);
+    // The held row is read from the transaction's image of it, its
+    // waiting write included, without a round trip: COMMIT carries the
+    // write.
+    let reused = |session: &mut sql::Session| {
+        let status = run_one(
+            session,
+            "SHOW GLOBAL STATUS LIKE 'Tessera_locked_rows_reused'",
+        );
+        let sql::Response::Rows { rows, .. } = status else {
+            panic!("SHOW STATUS answers rows: {status:?}");
+        };
+        rows[0][1].as_str().unwrap().parse::<u64>().unwrap()
+    };
+    let before = reused(&mut reader);
+    let row = run(&mut reader, "SELECT v FROM t WHERE k = 1");
+    assert!(row.contains("Int(5000)"), "{row}");
+    assert_eq!(reused(&mut reader), before + 1);
     run(&mut reader, "COMMIT");
     assert_eq!(query(&node, "SELECT v FROM p.t WHERE k = 1"), "5000\n");
 }

@@ -116,8 +116,9 @@ pub struct Statistics {
     /// Key lookups of a query's statements read together, in one round
     /// trip, ahead of the statements (multi-statement COM_QUERY).
     pub lookups_read_ahead: AtomicU64,
-    /// Rows an UPDATE or DELETE took from what its transaction holds
-    /// locked instead of reading them (`locked_rows`).
+    /// Rows an UPDATE, DELETE or committed read by key took from what
+    /// its transaction holds locked instead of reading them
+    /// (`locked_rows`).
     pub locked_rows_reused: AtomicU64,
     /// Committed reads in a transaction made by a transaction of their
     /// own on the row's primary's data node (`access`).

@@ -8,7 +8,8 @@
 //! transaction updates or deletes it by primary key, and that statement
 //! needs no read of its own: one round trip (the write) instead of two,
 //! the pattern of every read-modify-write transaction (TPC-C's New-Order
-//! and Payment, a queue's head).
+//! and Payment, a queue's head). A committed read of the row by its key
+//! takes the image as well: no round trip at all.
 //!
 //! The images belong to one transaction (by its id): a new transaction
 //! finds none. This transaction's own writes keep them true: an UPDATE

@@ -40,7 +40,8 @@ pub struct StatementCounts {
     pub fetched: u64,
     /// Rows sent to the client.
     pub sent: u64,
-    /// Rows to write taken from the transaction's locked rows, unread.
+    /// Rows taken from the transaction's locked rows, unread (to write,
+    /// or for a committed read by key).
     pub locked_rows_reused: u64,
     /// Committed reads made at the row's primary, outside the transaction.
     pub reads_at_primary: u64,
@@ -271,12 +272,28 @@ fn select_rows(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
                 order: plan.scan_order.filter(|_| scan_ordered),
                 commit,
             };
-            settle(table, &plan.access, run)?;
+            let held = match plan.lock == LockMode::CommittedRead && run.commit == Commit::No {
+                true => held_image(table, &plan.access, run)?,
+                false => None,
+            };
             let Fetched {
                 rows,
                 fetched,
                 at_primary,
-            } = access::fetch(&request, run.transaction, run.environment)?;
+            } = match held {
+                Some(row) => {
+                    run.counts.locked_rows_reused += 1;
+                    Fetched {
+                        rows: vec![row],
+                        fetched: 0,
+                        at_primary: false,
+                    }
+                }
+                None => {
+                    settle(table, &plan.access, run)?;
+                    access::fetch(&request, run.transaction, run.environment)?
+                }
+            };
             run.counts.fetched += fetched;
             run.counts.reads_at_primary += u64::from(at_primary);
             if plan.lock == LockMode::Exclusive && table.view.is_none() {
@@ -938,6 +955,41 @@ fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<(Vec<Vec<Valu
 /// key whose value may change between evaluations, as `RAND()`'s: the
 /// fetch evaluates it again). The key, when it names one row and is
 /// settled alone.
+/// The row a committed read of one primary key names, from the image
+/// of it the transaction holds locked (`locked_rows`): no other
+/// transaction can have changed it, and the image carries this
+/// transaction's own writes of it, those still waiting for a round trip
+/// included, so it is what a read would return, without one (and the
+/// waiting writes go on waiting). `None`: not such a read, or no image.
+fn held_image(
+    table: &SqlTable,
+    access: &crate::plan::AccessPlan,
+    run: &mut Run<'_>,
+) -> SqlResult<Option<Vec<Value>>> {
+    let crate::plan::AccessPlan::PrimaryKey(exprs) = access else {
+        return Ok(None);
+    };
+    if table.view.is_some()
+        || !exprs
+            .iter()
+            .all(|expr| matches!(expr, Expr::Literal(_) | Expr::Param(_)))
+    {
+        return Ok(None);
+    }
+    let key = access::lookup_key(
+        table,
+        &table.key_columns(),
+        exprs,
+        run.params,
+        run.environment,
+    )?;
+    let Ok(Some(key)) = key else {
+        return Ok(None);
+    };
+    let zone = run.environment.zone_offset();
+    Ok(run.locked.get(run.transaction, zone, table, &key))
+}
+
 fn settle(
     table: &SqlTable,
     access: &crate::plan::AccessPlan,
