@@ -421,16 +421,7 @@ fn a_locking_read_with_limit_in_key_order_locks_only_the_rows_it_returns() {
         "UPDATE queue SET v = 5 WHERE shard = 1 AND id = 3",
     );
     // The head is deleted as the transaction holds it, without a read.
-    let reused = |session: &mut sql::Session| {
-        let status = run(
-            session,
-            "SHOW GLOBAL STATUS LIKE 'Tessera_locked_rows_reused'",
-        );
-        let sql::Response::Rows { rows, .. } = status else {
-            panic!("SHOW STATUS answers rows: {status:?}");
-        };
-        rows[0][1].as_str().unwrap().parse::<u64>().unwrap()
-    };
+    let reused = |session: &mut sql::Session| global_status(session, "Tessera_locked_rows_reused");
     let before = reused(&mut holder);
     run(&mut holder, "DELETE FROM queue WHERE shard = 1 AND id = 1");
     assert_eq!(reused(&mut holder), before + 1);
@@ -466,16 +457,10 @@ fn committed_reads_of_a_table_the_transaction_has_not_written_go_to_the_primary(
     let engine = engine_beside(&cluster);
     let session = |id| root_session(&engine, id, "p");
     let run = |session: &mut sql::Session, sql: &str| format!("{:?}", run_one(session, sql));
-    let at_primary = |session: &mut sql::Session| {
-        let mut results =
-            session.query("SHOW GLOBAL STATUS LIKE 'Tessera_reads_at_primary'", false);
-        let Some(Ok(sql::Response::Rows { rows, .. })) = results.pop() else {
-            panic!("SHOW STATUS answers rows");
-        };
-        rows[0][1].as_str().unwrap().parse::<u64>().unwrap()
-    };
+    let at_primary =
+        |session: &mut sql::Session| global_status(session, "Tessera_reads_at_primary");
     let read_all = |session: &mut sql::Session, expected: &dyn Fn(i64) -> i64| {
-        // Key 1 last: its read sends a write of key 1 waiting before it.
+        // Key 1 last: a write of it may be waiting.
         for k in (1..=16).rev() {
             let row = run(session, &format!("SELECT v FROM t WHERE k = {k}"));
             assert!(
@@ -523,16 +508,7 @@ fn committed_reads_of_a_table_the_transaction_has_not_written_go_to_the_primary(
     // The held row is read from the transaction's image of it, its
     // waiting write included, without a round trip: COMMIT carries the
     // write.
-    let reused = |session: &mut sql::Session| {
-        let status = run_one(
-            session,
-            "SHOW GLOBAL STATUS LIKE 'Tessera_locked_rows_reused'",
-        );
-        let sql::Response::Rows { rows, .. } = status else {
-            panic!("SHOW STATUS answers rows: {status:?}");
-        };
-        rows[0][1].as_str().unwrap().parse::<u64>().unwrap()
-    };
+    let reused = |session: &mut sql::Session| global_status(session, "Tessera_locked_rows_reused");
     let before = reused(&mut reader);
     let row = run(&mut reader, "SELECT v FROM t WHERE k = 1");
     assert!(row.contains("Int(5000)"), "{row}");
@@ -561,6 +537,15 @@ fn run_one(session: &mut sql::Session, sql: &str) -> sql::Response {
         .pop()
         .unwrap()
         .unwrap_or_else(|error| panic!("{sql}: {error:?}"))
+}
+
+/// The value of the global status variable `name`, a count.
+fn global_status(session: &mut sql::Session, name: &str) -> u64 {
+    let status = run_one(session, &format!("SHOW GLOBAL STATUS LIKE '{name}'"));
+    let sql::Response::Rows { rows, .. } = status else {
+        panic!("SHOW STATUS answers rows: {status:?}");
+    };
+    rows[0][1].as_str().unwrap().parse::<u64>().unwrap()
 }
 
 /// An SQL engine in this process, over its own connection to `cluster`.

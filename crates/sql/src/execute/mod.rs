@@ -949,12 +949,33 @@ fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<(Vec<Vec<Valu
     Ok((kept, false))
 }
 
-/// Sends the writes waiting in the transaction (`locked_rows`) that the
-/// coming fetch of `table` by `access` could meet: those of the row its
-/// key names, or of any row of the table for any other access (and for a
-/// key whose value may change between evaluations, as `RAND()`'s: the
-/// fetch evaluates it again). The key, when it names one row and is
-/// settled alone.
+/// The key `access` names when it is a primary key of literals and
+/// parameters: `Ok(Some(key))`, or `Ok(None)` when no row can match.
+/// `Err(())` for any other access, and for a key whose value may change
+/// between evaluations, as `RAND()`'s (the fetch evaluates it again).
+fn constant_key(
+    table: &SqlTable,
+    access: &crate::plan::AccessPlan,
+    run: &Run<'_>,
+) -> SqlResult<Result<Option<Vec<client::Value>>, ()>> {
+    let crate::plan::AccessPlan::PrimaryKey(exprs) = access else {
+        return Ok(Err(()));
+    };
+    if !exprs
+        .iter()
+        .all(|expr| matches!(expr, Expr::Literal(_) | Expr::Param(_)))
+    {
+        return Ok(Err(()));
+    }
+    access::lookup_key(
+        table,
+        &table.key_columns(),
+        exprs,
+        run.params,
+        run.environment,
+    )
+}
+
 /// The row a committed read of one primary key names, from the image
 /// of it the transaction holds locked (`locked_rows`): no other
 /// transaction can have changed it, and the image carries this
@@ -966,59 +987,37 @@ fn held_image(
     access: &crate::plan::AccessPlan,
     run: &mut Run<'_>,
 ) -> SqlResult<Option<Vec<Value>>> {
-    let crate::plan::AccessPlan::PrimaryKey(exprs) = access else {
-        return Ok(None);
-    };
-    if table.view.is_some()
-        || !exprs
-            .iter()
-            .all(|expr| matches!(expr, Expr::Literal(_) | Expr::Param(_)))
-    {
+    if table.view.is_some() {
         return Ok(None);
     }
-    let key = access::lookup_key(
-        table,
-        &table.key_columns(),
-        exprs,
-        run.params,
-        run.environment,
-    )?;
-    let Ok(Some(key)) = key else {
+    let Ok(Some(key)) = constant_key(table, access, run)? else {
         return Ok(None);
     };
     let zone = run.environment.zone_offset();
     Ok(run.locked.get(run.transaction, zone, table, &key))
 }
 
+/// Sends the writes waiting in the transaction (`locked_rows`) that the
+/// coming fetch of `table` by `access` could meet: those of the row its
+/// key names, or of any row of the table for any other access (and for a
+/// key whose value may change between evaluations). The key, when it
+/// names one row and is settled alone.
 fn settle(
     table: &SqlTable,
     access: &crate::plan::AccessPlan,
     run: &mut Run<'_>,
 ) -> SqlResult<Option<Vec<client::Value>>> {
-    if let crate::plan::AccessPlan::PrimaryKey(exprs) = access {
-        if exprs
-            .iter()
-            .all(|expr| matches!(expr, Expr::Literal(_) | Expr::Param(_)))
-        {
-            let key = access::lookup_key(
-                table,
-                &table.key_columns(),
-                exprs,
-                run.params,
-                run.environment,
-            )?;
-            match key {
-                Ok(Some(key)) => {
-                    run.locked.settle_key(run.transaction, table, &key)?;
-                    return Ok(Some(key));
-                }
-                Ok(None) => return Ok(None),
-                Err(()) => {}
-            }
+    match constant_key(table, access, run)? {
+        Ok(Some(key)) => {
+            run.locked.settle_key(run.transaction, table, &key)?;
+            Ok(Some(key))
+        }
+        Ok(None) => Ok(None),
+        Err(()) => {
+            run.locked.settle_table(run.transaction, table)?;
+            Ok(None)
         }
     }
-    run.locked.settle_table(run.transaction, table)?;
-    Ok(None)
 }
 
 /// The primary key of `row`, as the cluster stores it.
