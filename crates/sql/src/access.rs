@@ -328,14 +328,14 @@ fn read_at_primary(
         return Ok(None);
     }
     let refused = |error: ClientError| SqlError::from_client(&error, &table.cluster_name());
-    let cluster = transaction.cluster();
-    match cluster.primary_node(&table.table, key).map_err(refused)? {
-        Some(node) if node != transaction.node() => {}
-        _ => return Ok(None),
-    }
-    let mut own = cluster
+    // Placed by the key (its hash taken once, here): on the
+    // transaction's own node, it is dropped unused, having sent nothing.
+    let mut own = (transaction.cluster())
         .transaction_with_hint(&table.table, key)
         .map_err(refused)?;
+    if own.node() == transaction.node() {
+        return Ok(None);
+    }
     let op = own
         .read_if_exists(&table.table, key, LockMode::CommittedRead)
         .map_err(refused)?;

@@ -273,29 +273,19 @@ fn select_rows(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
                 commit,
             };
             let held = match plan.lock == LockMode::CommittedRead && run.commit == Commit::No {
-                true => held_image(table, &plan.access, run)?,
-                false => None,
+                true => held_image_or_settle(table, &plan.access, run)?,
+                false => {
+                    settle(table, &plan.access, run)?;
+                    None
+                }
             };
-            let Fetched {
-                rows,
-                fetched,
-                at_primary,
-            } = match held {
+            let rows = match held {
                 Some(row) => {
                     run.counts.locked_rows_reused += 1;
-                    Fetched {
-                        rows: vec![row],
-                        fetched: 0,
-                        at_primary: false,
-                    }
+                    vec![row]
                 }
-                None => {
-                    settle(table, &plan.access, run)?;
-                    access::fetch(&request, run.transaction, run.environment)?
-                }
+                None => fetch(&request, run)?,
             };
-            run.counts.fetched += fetched;
-            run.counts.reads_at_primary += u64::from(at_primary);
             if plan.lock == LockMode::Exclusive && table.view.is_none() {
                 // Whole rows (a locked read returns every column), each
                 // locked until the transaction ends. (A shared lock would
@@ -522,13 +512,7 @@ fn fetch_joined(
         order: None,
         commit: Commit::No,
     };
-    let Fetched {
-        rows,
-        fetched,
-        at_primary,
-    } = access::fetch(&request, run.transaction, run.environment)?;
-    run.counts.fetched += fetched;
-    run.counts.reads_at_primary += u64::from(at_primary);
+    let rows = fetch(&request, run)?;
     keep_passing(rows, join.scan_filter.as_ref(), run)
 }
 
@@ -929,13 +913,7 @@ fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<(Vec<Vec<Valu
         order: None,
         commit: Commit::No,
     };
-    let Fetched {
-        rows,
-        fetched,
-        at_primary,
-    } = access::fetch(&request, run.transaction, run.environment)?;
-    run.counts.fetched += fetched;
-    run.counts.reads_at_primary += u64::from(at_primary);
+    let rows = fetch(&request, run)?;
     check_interrupt(run)?;
     let mut kept = Vec::with_capacity(rows.len());
     for row in rows {
@@ -947,6 +925,19 @@ fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<(Vec<Vec<Valu
         }
     }
     Ok((kept, false))
+}
+
+/// The rows `request` names, fetched in the run's transaction, with
+/// what it cost counted.
+fn fetch(request: &Request<'_>, run: &mut Run<'_>) -> SqlResult<Vec<Vec<Value>>> {
+    let Fetched {
+        rows,
+        fetched,
+        at_primary,
+    } = access::fetch(request, run.transaction, run.environment)?;
+    run.counts.fetched += fetched;
+    run.counts.reads_at_primary += u64::from(at_primary);
+    Ok(rows)
 }
 
 /// The key `access` names when it is a primary key of literals and
@@ -976,25 +967,27 @@ fn constant_key(
     )
 }
 
-/// The row a committed read of one primary key names, from the image
+/// For a committed read: the row its primary key names, from the image
 /// of it the transaction holds locked (`locked_rows`): no other
 /// transaction can have changed it, and the image carries this
 /// transaction's own writes of it, those still waiting for a round trip
 /// included, so it is what a read would return, without one (and the
-/// waiting writes go on waiting). `None`: not such a read, or no image.
-fn held_image(
+/// waiting writes go on waiting). `None` when there is no such image,
+/// after settling as `settle` does (the key evaluated once for both).
+fn held_image_or_settle(
     table: &SqlTable,
     access: &crate::plan::AccessPlan,
     run: &mut Run<'_>,
 ) -> SqlResult<Option<Vec<Value>>> {
-    if table.view.is_some() {
-        return Ok(None);
+    let key = constant_key(table, access, run)?;
+    if let (Ok(Some(key)), None) = (&key, table.view) {
+        let zone = run.environment.zone_offset();
+        if let Some(row) = run.locked.get(run.transaction, zone, table, key) {
+            return Ok(Some(row));
+        }
     }
-    let Ok(Some(key)) = constant_key(table, access, run)? else {
-        return Ok(None);
-    };
-    let zone = run.environment.zone_offset();
-    Ok(run.locked.get(run.transaction, zone, table, &key))
+    settle_for(table, key, run)?;
+    Ok(None)
 }
 
 /// Sends the writes waiting in the transaction (`locked_rows`) that the
@@ -1007,7 +1000,17 @@ fn settle(
     access: &crate::plan::AccessPlan,
     run: &mut Run<'_>,
 ) -> SqlResult<Option<Vec<client::Value>>> {
-    match constant_key(table, access, run)? {
+    let key = constant_key(table, access, run)?;
+    settle_for(table, key, run)
+}
+
+/// `settle` for the key `constant_key` gave.
+fn settle_for(
+    table: &SqlTable,
+    key: Result<Option<Vec<client::Value>>, ()>,
+    run: &mut Run<'_>,
+) -> SqlResult<Option<Vec<client::Value>>> {
+    match key {
         Ok(Some(key)) => {
             run.locked.settle_key(run.transaction, table, &key)?;
             Ok(Some(key))
