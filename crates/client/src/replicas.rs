@@ -12,7 +12,7 @@ use signal::replica_check::{decode_scan_batch, ReplicaCheckReport, ReplicaRows, 
 use signal::scan_bounds::{self, ScanBounds};
 use signal::scan_program::ProgramWriter;
 use signal::signals::{scan_flags, ListTablesReq, ScanPartitionReq, ScanReq};
-use signal::{BlockKind, Gci, NodeId};
+use signal::{BlockKind, Gci, NodeId, TransactionId};
 use std::sync::Arc;
 
 /// One row of a partition replica, as its ldm holds it.
@@ -205,6 +205,7 @@ impl Cluster {
                     max_rows: 1000,
                     max_bytes: scan_flags::MAX_BATCH_BYTES,
                     resume_row,
+                    transaction_id: TransactionId(0),
                     bounds: section_from(&bounds)?,
                     program: section_from(&program)?,
                 }

@@ -381,7 +381,7 @@ impl Transaction<'_> {
         self.body().queued.len()
     }
 
-    fn check_open(&self) -> Result<(), ClientError> {
+    pub(crate) fn check_open(&self) -> Result<(), ClientError> {
         match self.state {
             TransactionState::Idle | TransactionState::Active => Ok(()),
             TransactionState::Committed => Err(ClientError::Usage(

@@ -735,7 +735,6 @@ fn scan(
     };
     let rows: Vec<Vec<Value>> = if request.lock == LockMode::CommittedRead {
         let result = transaction
-            .cluster()
             .scan(&table.table, access, &options)
             .map_err(refused)?;
         finish_empty(transaction, request.commit, table)?;
@@ -807,7 +806,6 @@ pub fn count(
         ..ScanOptions::default()
     };
     let counted = transaction
-        .cluster()
         .count(&table.table, access, &options)
         .map_err(|error| SqlError::from_client(&error, &table.cluster_name()))?;
     finish_empty(transaction, request.commit, table)?;

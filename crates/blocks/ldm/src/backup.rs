@@ -131,6 +131,7 @@ impl Ldm {
         debug_assert_eq!(partition.state(memory, row), RowState::Reserved);
         partition.set_op_link(memory, row, index);
         operations[index].prepared_new_row(row, image_section);
+        self.list_written(index);
         Outcome::Done {
             data: None,
             released: false,

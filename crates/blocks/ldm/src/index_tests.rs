@@ -13,7 +13,7 @@ use signal::scan_bounds::{self, ScanBounds};
 use signal::scan_program::ProgramWriter;
 use signal::schema::{IndexDef, TableDef};
 use signal::signals::{scan_flags, LockMode, OperationKind, ScanReq};
-use signal::{BlockKind, BlockRef, ErrorCode, NodeId, Signal};
+use signal::{BlockKind, BlockRef, ErrorCode, NodeId, Signal, TransactionId};
 use std::collections::BTreeMap;
 use stdx::mix::XorShift;
 
@@ -52,6 +52,20 @@ pub(crate) type Model = BTreeMap<i32, (i64, Option<Vec<u8>>)>;
 /// The keys of partition `partition` through index `index`, whole, in
 /// index order (several batches).
 pub(crate) fn scan_index(b: &mut Bench, partition: u32, index: u32) -> Vec<i32> {
+    scan_keys(b, API, partition, index, TransactionId(0), false)
+}
+
+/// The keys `from` reads from partition `partition` through index `index`
+/// (or in row order, `scan_flags::ROW_ORDER`), whole, in the walk's order,
+/// three rows a batch, seeing the own writes of `seen_as` (0: none).
+pub(crate) fn scan_keys(
+    b: &mut Bench,
+    from: BlockRef,
+    partition: u32,
+    index: u32,
+    seen_as: TransactionId,
+    descending: bool,
+) -> Vec<i32> {
     let mut keys = Vec::new();
     let mut resume: Option<(Vec<u8>, u32)> = None;
     loop {
@@ -66,20 +80,29 @@ pub(crate) fn scan_index(b: &mut Bench, partition: u32, index: u32) -> Vec<i32> 
             &mut bounds,
         )
         .unwrap();
+        if index == scan_flags::ROW_ORDER {
+            // A full scan has no bounds.
+            bounds.clear();
+        }
+        let mut flags = if resume.is_some() {
+            scan_flags::RESUME
+        } else {
+            0
+        };
+        if descending {
+            flags |= scan_flags::DESCENDING;
+        }
         let signal = ScanReq {
             request_id: 1,
             table_id: TABLE_ID,
             table_version: b.table.version,
             partition,
             index,
-            flags: if resume.is_some() {
-                scan_flags::RESUME
-            } else {
-                0
-            },
+            flags,
             max_rows: 3,
             max_bytes: 0,
             resume_row: resume.as_ref().map_or(0, |&(_, row)| row),
+            transaction_id: seen_as,
             bounds: b.ctx.pool().copy_from(&bounds).unwrap(),
             program: b
                 .ctx
@@ -87,7 +110,7 @@ pub(crate) fn scan_index(b: &mut Bench, partition: u32, index: u32) -> Vec<i32> 
                 .copy_from(&ProgramWriter::new(&[K]).finish().unwrap())
                 .unwrap(),
         };
-        b.deliver(API, signal);
+        b.deliver(from, signal);
         let sent = b.ctx.sent.pop().expect("an answer");
         let Signal::ScanConf(conf) = sent.envelope.signal else {
             panic!("a scan batch, got {:?}", sent.envelope.signal)
@@ -99,7 +122,11 @@ pub(crate) fn scan_index(b: &mut Bench, partition: u32, index: u32) -> Vec<i32> 
         if conf.done {
             return keys;
         }
-        resume = Some((conf.resume_key.as_slice().to_vec(), conf.resume_row));
+        if index == scan_flags::ROW_ORDER {
+            resume = Some((Vec::new(), conf.resume_row));
+        } else {
+            resume = Some((conf.resume_key.as_slice().to_vec(), conf.resume_row));
+        }
     }
 }
 
@@ -118,7 +145,9 @@ pub(crate) fn expected(b: &Bench, model: &Model, partition: u32, index: u32) -> 
             (*k, *v, trimmed, b.row_id(*k).expect("a live row"))
         })
         .collect();
-    if index == BY_V {
+    if index == 0 {
+        rows.sort_by_key(|(k, ..)| *k);
+    } else if index == BY_V {
         rows.sort_by_key(|(_, v, _, row)| (*v, *row));
     } else {
         rows.sort_by(|a, b| (&a.2, a.1, a.3).cmp(&(&b.2, b.1, b.3)));
@@ -270,6 +299,7 @@ pub(crate) fn assert_unknown_index(b: &mut Bench, index: u32) {
         max_rows: 3,
         max_bytes: 0,
         resume_row: 0,
+        transaction_id: TransactionId(0),
         bounds: b.ctx.pool().copy_from(&[0, 0, 0, 0, 0, 0]).unwrap(),
         program: b
             .ctx
@@ -326,4 +356,164 @@ fn a_later_write_committed_first_is_not_undone_by_an_earlier_one() {
     let mut model = Model::new();
     model.insert(7, (20, Some(b"b".to_vec())));
     check(&mut b, &model, "after the commits out of order");
+}
+
+/// The API node of the transactions `txn` makes.
+const OWNER: BlockRef = BlockRef::new(NodeId(10), BlockKind::Api, 0);
+
+/// A scan naming an open transaction sees its prepared writes (inserts,
+/// updates in place and moving the row in an index, deletes, several
+/// writes of one row) in every walk, forwards and backwards, resumed
+/// every three rows; a scan naming no transaction, or another one, sees
+/// only what is committed; after an abort or a commit both agree.
+#[test]
+fn a_transactions_scans_see_its_own_prepared_writes() {
+    let mut b = bench();
+    let mut committed = Model::new();
+    let mut random = XorShift::new(11);
+    let mut t = 1;
+    for round in 0..80 {
+        t += 1;
+        let transaction = txn(t);
+        let mut own = committed.clone();
+        let mut ops = Vec::new();
+        for _ in 0..1 + random.below(6) {
+            let k = random.below(24) as i32;
+            let v = random.below(6) as i64 - 3;
+            let v_bytes = v.to_le_bytes();
+            let s: Option<Vec<u8>> = match random.below(4) {
+                0 => None,
+                n => Some(vec![b'a' + n as u8; (n % 3) as usize + 1]),
+            };
+            let moved = [(V, Some(&v_bytes[..])), (S, s.as_deref())];
+            let b_value = [9u8; 2];
+            let in_place = [(B, Some(&b_value[..]))];
+            let (kind, attr): (OperationKind, Option<Entries<'_>>) =
+                match (own.contains_key(&k), random.below(3)) {
+                    (false, _) => (OperationKind::Insert, Some(&moved)),
+                    (true, 0) => (OperationKind::Update, Some(&moved)),
+                    (true, 1) => (OperationKind::Update, Some(&in_place)),
+                    (true, _) => (OperationKind::Delete, None),
+                };
+            let (op, _) = b.prepare(transaction, kind, LockMode::Exclusive, k, attr);
+            ops.push(op);
+            match (kind, attr) {
+                (OperationKind::Delete, _) => {
+                    own.remove(&k);
+                }
+                (_, Some(attr)) if attr.len() == 2 => {
+                    own.insert(k, (v, s));
+                }
+                _ => {}
+            }
+        }
+        for partition in 0..2 {
+            for index in [0, BY_V, BY_S_V] {
+                for descending in [false, true] {
+                    let what = format!(
+                        "round {round}, partition {partition}, index {index}, descending {descending}"
+                    );
+                    let mut mine = expected(&b, &own, partition, index);
+                    let mut theirs = expected(&b, &committed, partition, index);
+                    if descending {
+                        mine.reverse();
+                        theirs.reverse();
+                    }
+                    let seen = scan_keys(&mut b, OWNER, partition, index, transaction, descending);
+                    assert_eq!(seen, mine, "{what}: the transaction's own scan");
+                    let seen = scan_keys(&mut b, OWNER, partition, index, txn(1 << 40), descending);
+                    assert_eq!(seen, theirs, "{what}: another transaction's scan");
+                    let seen =
+                        scan_keys(&mut b, API, partition, index, TransactionId(0), descending);
+                    assert_eq!(seen, theirs, "{what}: a scan of committed rows");
+                }
+            }
+            let sorted = |mut keys: Vec<i32>| {
+                keys.sort_unstable();
+                keys
+            };
+            let in_partition = |b: &Bench, model: &Model| -> Vec<i32> {
+                model
+                    .keys()
+                    .copied()
+                    .filter(|&k| b.route(k).0 == partition)
+                    .collect()
+            };
+            let seen = scan_keys(
+                &mut b,
+                OWNER,
+                partition,
+                scan_flags::ROW_ORDER,
+                transaction,
+                false,
+            );
+            assert_eq!(
+                sorted(seen),
+                in_partition(&b, &own),
+                "round {round}: own full scan"
+            );
+            let seen = scan_keys(
+                &mut b,
+                API,
+                partition,
+                scan_flags::ROW_ORDER,
+                TransactionId(0),
+                false,
+            );
+            assert_eq!(
+                sorted(seen),
+                in_partition(&b, &committed),
+                "round {round}: full scan"
+            );
+        }
+        if random.below(4) == 0 {
+            for op in ops.iter().rev() {
+                b.abort(transaction, op.tc_op);
+            }
+        } else {
+            b.commit_all(&ops, gci(3));
+            committed = own;
+        }
+        check(&mut b, &committed, &format!("round {round}"));
+    }
+}
+
+/// A scan naming a transaction of another API node is refused: one client
+/// must not read another's uncommitted writes.
+#[test]
+fn a_scan_naming_another_api_nodes_transaction_is_refused() {
+    let mut b = bench();
+    let (op, _) = b.prepare(
+        txn(2),
+        OperationKind::Insert,
+        LockMode::Exclusive,
+        1,
+        Some(&[(V, Some(&5i64.to_le_bytes()))]),
+    );
+    let signal = ScanReq {
+        request_id: 1,
+        table_id: TABLE_ID,
+        table_version: b.table.version,
+        partition: b.route(1).0,
+        index: BY_V,
+        flags: 0,
+        max_rows: 10,
+        max_bytes: 0,
+        resume_row: 0,
+        transaction_id: txn(2),
+        bounds: b.ctx.pool().copy_from(&[0, 0, 0, 0, 0, 0]).unwrap(),
+        program: b
+            .ctx
+            .pool()
+            .copy_from(&ProgramWriter::new(&[K]).finish().unwrap())
+            .unwrap(),
+    };
+    b.deliver(API, signal);
+    let sent = b.ctx.sent.pop().expect("an answer");
+    match sent.envelope.signal {
+        Signal::ScanRef(refused) => assert_eq!(refused.error, ErrorCode::BadRequest),
+        other => panic!("refused, got {other:?}"),
+    }
+    b.abort(txn(2), op.tc_op);
+    b.assert_quiet();
 }

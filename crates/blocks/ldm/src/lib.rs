@@ -64,6 +64,7 @@ mod lcp_tests;
 mod lock_tests;
 mod locks;
 pub mod operation;
+mod own_writes;
 mod prepare;
 mod redo_log;
 mod resolve;
@@ -145,6 +146,9 @@ pub(crate) struct PartitionState {
     /// At a restarting node, while the partition is being copied: writes
     /// from the chain are applied by row id at commit (`copy`).
     pub(crate) applying: bool,
+    /// The first of the operations prepared here with a row image, which
+    /// a transaction's own scans look through (`own_writes`), or NIL.
+    pub(crate) written_head: u32,
 }
 
 /// The layout of `operation`'s table and the partition it runs in. Both
@@ -201,6 +205,9 @@ pub struct Ldm {
     pub(crate) restored_gci: u64,
     /// Index builds under way (`alter`).
     pub(crate) builds: alter::Builds,
+    /// An index scan's rows its transaction wrote away from their entries,
+    /// with their operations (`client_scan`): kept for its capacity.
+    pub(crate) scan_placed: Vec<(rowstore::Entry, u32)>,
 }
 
 impl Ldm {
@@ -220,6 +227,7 @@ impl Ldm {
             copies: copy::Copies::default(),
             restored_gci: 0,
             builds: alter::Builds::default(),
+            scan_placed: Vec::new(),
         }
     }
 
@@ -382,6 +390,7 @@ impl Ldm {
                     replicas: placement.replicas.clone(),
                     attached: None,
                     applying: false,
+                    written_head: operation::NIL,
                 });
             }
         }
@@ -462,6 +471,7 @@ impl Ldm {
             self.restart.retain(|&queued| queued != index);
         }
         self.release_redo_reservation(index);
+        self.unlist_written(index);
         let table_id = self.operations[index].table_id;
         let build_epoch = self.operations[index].build_epoch;
         self.operations.release(index);

@@ -96,6 +96,12 @@ pub struct Operation {
     pub applier: bool,
     /// Next operation in the row's lock queue.
     pub next_in_row: u32,
+    /// On its partition's list of prepared row images (`own_writes`):
+    /// the neighbours there, NIL at the ends.
+    pub(crate) written_prev: u32,
+    pub(crate) written_next: u32,
+    /// Whether it is on that list.
+    pub(crate) written_listed: bool,
     /// Room reserved in a redo part for this write's record: (the ldm's
     /// local part index, record bytes). Given back at commit or release.
     pub redo_reservation: Option<(usize, usize)>,
@@ -175,6 +181,9 @@ impl Operation {
             new_row: false,
             applier: false,
             next_in_row: NIL,
+            written_prev: NIL,
+            written_next: NIL,
+            written_listed: false,
             redo_reservation: None,
             next_free,
         }

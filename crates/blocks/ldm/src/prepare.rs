@@ -439,6 +439,9 @@ impl Ldm {
         operation.new_var = new_var;
         operation.index_nodes = index_nodes;
         operation.state = OpState::Prepared;
+        if image_kind == ImageKind::Row {
+            self.list_written(index);
+        }
         Outcome::Done {
             data,
             released: false,
@@ -481,6 +484,7 @@ impl Ldm {
         }
         partition.set_op_link(memory, row, index);
         operations[index].prepared_new_row(row, image);
+        self.list_written(index);
         Outcome::Done {
             data: None,
             released: false,

@@ -13,8 +13,10 @@
 //! lock stays until the transaction ends, as NDB's does for a row the
 //! scan stood on). A row is returned only as it is under the lock: no
 //! other transaction can change it until this one commits or rolls back.
-//! What a scan does not see: rows inserted, or changed to meet the
-//! filter, behind its position (as any read-committed scan).
+//! The scan is the transaction's (`own`): it finds the rows the
+//! transaction inserted and judges those it updated by their new values.
+//! What a scan does not see: rows other transactions insert, or change
+//! to meet the filter, behind its position (as any read-committed scan).
 
 use super::{Access, ScanOptions};
 use crate::error::ClientError;
@@ -69,9 +71,8 @@ impl Transaction<'_> {
         options: &ScanOptions,
         lock: LockMode,
     ) -> Result<Vec<Row>, ClientError> {
-        let cluster = self.cluster();
         if lock == LockMode::CommittedRead {
-            return Ok(cluster.scan(table, access, options)?.rows);
+            return Ok(self.scan(table, access, options)?.rows);
         }
         let limit = options.limit.unwrap_or(u64::MAX);
         if limit == 0 {
@@ -97,7 +98,9 @@ impl Transaction<'_> {
         };
         let per_round = (options.batch_rows.max(1) as usize).min(LOCK_BATCH);
         let key_columns = table.def().primary_key.clone();
-        let mut cursor = match cluster.scan_cursor(table, access, &scan) {
+        // The transaction's own writes show: its inserts are found, its
+        // deletes are not, and its updates are judged by their values.
+        let mut cursor = match self.scan_cursor(table, access, &scan) {
             Ok(cursor) => cursor,
             Err(error) => return Err(self.end_after(error)),
         };

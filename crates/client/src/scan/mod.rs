@@ -14,11 +14,13 @@
 //! fixes the whole primary key reads only the partition that can hold it.
 //!
 //! A committed read takes no locks: a row changed during the scan may be
-//! seen before or after its change. A node that fails or loses its read
+//! seen before or after its change. A transaction's scans (`own`) also
+//! see its own uncommitted writes (design 0035). A node that fails or loses its read
 //! lease during the scan fails it with a temporary error: scan again.
 
 mod filter;
 mod locking;
+mod own;
 mod run;
 
 pub use filter::Filter;
@@ -31,7 +33,7 @@ use crate::value::{push_entry, Value};
 use run::{Plan, Walk};
 use signal::scan_program::ProgramWriter;
 use signal::signals::scan_flags;
-use signal::ErrorCode;
+use signal::{ErrorCode, TransactionId};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -161,7 +163,19 @@ impl Cluster {
         access: Access<'_>,
         options: &ScanOptions,
     ) -> Result<ScanResult, ClientError> {
-        let mut cursor = self.scan_cursor(table, access, options)?;
+        self.scan_as(table, access, options, TransactionId(0))
+    }
+
+    /// [`Cluster::scan`], seeing the own writes of `transaction_id` (0:
+    /// none).
+    fn scan_as(
+        &self,
+        table: &Arc<Table>,
+        access: Access<'_>,
+        options: &ScanOptions,
+        transaction_id: TransactionId,
+    ) -> Result<ScanResult, ClientError> {
+        let mut cursor = self.scan_cursor_as(table, access, options, transaction_id)?;
         let mut rows = Vec::new();
         for row in cursor.by_ref() {
             rows.push(row?);
@@ -186,7 +200,20 @@ impl Cluster {
         access: Access<'_>,
         options: &ScanOptions,
     ) -> Result<ScanCursor<'_>, ClientError> {
-        let (table, plan) = self.plan(table, access, options, false)?;
+        self.scan_cursor_as(table, access, options, TransactionId(0))
+    }
+
+    /// [`Cluster::scan_cursor`], seeing the own writes of
+    /// `transaction_id` (0: none).
+    fn scan_cursor_as(
+        &self,
+        table: &Arc<Table>,
+        access: Access<'_>,
+        options: &ScanOptions,
+        transaction_id: TransactionId,
+    ) -> Result<ScanCursor<'_>, ClientError> {
+        let (table, mut plan) = self.plan(table, access, options, false)?;
+        plan.transaction_id = transaction_id;
         ScanCursor::new(self, &table, plan)
     }
 
@@ -227,7 +254,20 @@ impl Cluster {
         access: Access<'_>,
         options: &ScanOptions,
     ) -> Result<u64, ClientError> {
-        let (table, plan) = self.plan(table, access, options, true)?;
+        self.count_as(table, access, options, TransactionId(0))
+    }
+
+    /// [`Cluster::count`], counting the own writes of `transaction_id`
+    /// (0: none).
+    fn count_as(
+        &self,
+        table: &Arc<Table>,
+        access: Access<'_>,
+        options: &ScanOptions,
+        transaction_id: TransactionId,
+    ) -> Result<u64, ClientError> {
+        let (table, mut plan) = self.plan(table, access, options, true)?;
+        plan.transaction_id = transaction_id;
         let mut cursor = ScanCursor::new(self, &table, plan)?;
         if let Some(Err(error)) = cursor.next() {
             return Err(error);
@@ -347,6 +387,7 @@ impl Plan {
             },
             batch_rows: options.batch_rows.max(1),
             batch_bytes: options.batch_bytes,
+            transaction_id: TransactionId(0),
         })
     }
 }

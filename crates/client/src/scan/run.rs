@@ -17,7 +17,7 @@ use crate::value::Value;
 use signal::order;
 use signal::scan_bounds::{self, ScanBounds};
 use signal::signals::{scan_flags, PartitionMap, ScanReq};
-use signal::BlockKind;
+use signal::{BlockKind, TransactionId};
 use std::cmp::Ordering;
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -42,6 +42,9 @@ pub(super) struct Plan {
     pub(super) limit: u64,
     pub(super) batch_rows: u32,
     pub(super) batch_bytes: u32,
+    /// The transaction whose own uncommitted writes the scan sees
+    /// (`TransactionId(0)`: none).
+    pub(super) transaction_id: TransactionId,
 }
 
 /// One walk over the partitions: the whole of each in row order, or one
@@ -473,6 +476,7 @@ impl<'c> ScanCursor<'c> {
                 max_rows,
                 max_bytes: self.plan.batch_bytes,
                 resume_row: cursor.resume.as_ref().map_or(0, |&(_, row)| row),
+                transaction_id: self.plan.transaction_id,
                 bounds: section_from(&bounds)?,
                 program: section_from(&self.plan.program)?,
             };

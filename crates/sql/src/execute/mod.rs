@@ -611,6 +611,8 @@ fn pushed_count(plan: &SelectPlan, table: &SqlTable, run: &mut Run<'_>) -> SqlRe
     if !only_count || plan.lock != LockMode::CommittedRead {
         return Ok(None);
     }
+    // The count sees the transaction's own writes, those waiting too.
+    settle(table, &plan.access, run)?;
     let request = Request {
         table: plan.table.as_ref().expect("a table scan has a table"),
         access: &plan.access,

@@ -6,9 +6,13 @@
 //! the scan is looked at exactly once, whatever was inserted or deleted
 //! between batches.
 
-use super::{Batch, Offer};
+use super::{Batch, Offer, OwnWrites};
+use crate::operation::{OpState, OperationPool};
+use crate::own_writes::{own_row, written, Own};
 use rowstore::ordered_key::{KeyBound, OrderedKey};
-use rowstore::{Entry, OrderedIndex, PageMemory, Partition, Position, RowLayout};
+use rowstore::{
+    Entry, OrderedIndex, PageMemory, Partition, Position, RowLayout, RowState, RowView,
+};
 use signal::scan_bounds;
 use signal::section::SectionPool;
 use signal::signals::{scan_flags, ScanReq};
@@ -18,12 +22,20 @@ use std::cmp::Ordering;
 /// Walks the index from the request's start until the batch is spent or
 /// the bound is passed: whether the walk ended, and the row id and key of
 /// the entry to resume after.
+///
+/// With `own`, the transaction's own writes show: an entry whose row it
+/// deleted is skipped, one whose row it updated without changing this
+/// index's key shows its image, and the rows it inserted or moved in
+/// this index (whose entries, if any, are skipped) are placed by the
+/// keys of their images into `placed` and merged into the walk.
 pub(super) fn walk(
     memory: &PageMemory,
     partition: &Partition,
     request: &ScanReq,
     batch: &mut Batch<'_>,
     pool: &'static SectionPool,
+    own: Option<&OwnWrites<'_>>,
+    placed: &mut Vec<(Entry, u32)>,
 ) -> Result<(bool, u32, Option<Section>), ErrorCode> {
     let layout = batch.layout;
     let (key, index) = partition
@@ -37,26 +49,95 @@ pub(super) fn walk(
         index,
         key,
     };
-    let mut last: Option<Entry> = None;
+    placed.clear();
+    if let Some(own) = own {
+        scan.place_own(&walk, own, placed);
+    }
+    let image = |operation: u32| -> RowView<'_> {
+        let operations = own
+            .expect("only a scan with a transaction places rows")
+            .operations;
+        image_of(operations, layout, operation)
+    };
+    let mut next_placed = 0;
+    // The last entry looked at, and the operation whose image it showed
+    // when it was a placed row.
+    let mut last: Option<(Entry, Option<u32>)> = None;
     let mut at = scan.start(&walk);
     let mut done = true;
-    while let Some(position) = at {
-        let entry = scan.index.entry(memory, position);
-        if !scan.within(&walk, entry) {
-            break;
-        }
+    loop {
+        let from_tree = at
+            .map(|position| (position, scan.index.entry(memory, position)))
+            .filter(|&(_, entry)| scan.within(&walk, entry));
+        let from_placed = placed.get(next_placed).copied();
+        // Which comes first in the walk's direction.
+        let take_placed = match (from_tree, from_placed) {
+            (None, None) => break,
+            (None, Some(_)) => true,
+            (Some(_), None) => false,
+            (Some((_, entry)), Some((mine, operation))) => {
+                let order = key.order(
+                    layout,
+                    entry,
+                    mine,
+                    || image(operation),
+                    |row| partition.view(memory, layout, row),
+                );
+                if walk.descending {
+                    order == Ordering::Less
+                } else {
+                    order == Ordering::Greater
+                }
+            }
+        };
         if batch.is_spent() {
             done = false;
             break;
         }
-        let view = partition.view(memory, layout, entry.row);
-        let gci = partition.gci(memory, entry.row);
-        let verify = || partition.verify_checksum(memory, layout, entry.row);
-        if batch.offer(entry.row, view, gci, verify)? == Offer::Full {
+        if take_placed {
+            let (entry, operation) = from_placed.expect("chosen");
+            let gci = partition.gci(memory, entry.row);
+            if batch.offer(entry.row, image(operation), gci, || {})? == Offer::Full {
+                done = false;
+                break;
+            }
+            last = Some((entry, Some(operation)));
+            next_placed += 1;
+            continue;
+        }
+        let (position, entry) = from_tree.expect("chosen");
+        let committed = partition.view(memory, layout, entry.row);
+        let shown = match own {
+            Some(own) => own_row(
+                own.operations,
+                memory,
+                layout,
+                partition,
+                entry.row,
+                own.transaction_id,
+            ),
+            None => Own::Committed,
+        };
+        let offered = match shown {
+            Own::Committed => {
+                let gci = partition.gci(memory, entry.row);
+                let verify = || partition.verify_checksum(memory, layout, entry.row);
+                Some(batch.offer(entry.row, committed, gci, verify)?)
+            }
+            // Updated in place: shown here with its image.
+            Own::Row { view, .. } if key.compare(layout, view, committed) == Ordering::Equal => {
+                let gci = partition.gci(memory, entry.row);
+                Some(batch.offer(entry.row, view, gci, || {})?)
+            }
+            // Moved by the transaction (placed by its image's key), or
+            // deleted by it.
+            Own::Row { .. } | Own::Deleted => None,
+        };
+        if offered == Some(Offer::Full) {
             done = false;
             break;
         }
-        last = Some(entry);
+        last = Some((entry, None));
         at = if walk.descending {
             scan.index.prev(memory, position)
         } else {
@@ -66,17 +147,29 @@ pub(super) fn walk(
     if done {
         return Ok((true, 0, None));
     }
-    let last = last.expect("a batch looks at its first entry: it is refused if that does not fit");
+    let (last, operation) =
+        last.expect("a batch looks at its first entry: it is refused if that does not fit");
     let mut section = pool
         .alloc_leaving_reserve(key.entries_max_bytes())
         .ok_or(ErrorCode::OutOfSignalMemory)?;
-    let length = key.write_entries(
-        layout,
-        partition.view(memory, layout, last.row),
-        section.as_mut_slice(),
-    )?;
+    let view = match operation {
+        Some(operation) => image(operation),
+        None => partition.view(memory, layout, last.row),
+    };
+    let length = key.write_entries(layout, view, section.as_mut_slice())?;
     section.set_len(length);
     Ok((false, last.row, Some(section)))
+}
+
+/// The row image operation `operation` keeps.
+fn image_of<'a>(operations: &'a OperationPool, layout: &RowLayout, operation: u32) -> RowView<'a> {
+    layout.image_view(
+        operations[operation]
+            .image
+            .as_ref()
+            .expect("a prepared write keeps its image")
+            .as_slice(),
+    )
 }
 
 /// The walk's bounds, checked against the index's key.
@@ -132,6 +225,85 @@ impl Scan<'_> {
         self.key.compare_bound(self.layout, entry, bound, |row| {
             self.partition.view(self.memory, self.layout, row)
         })
+    }
+
+    /// Puts into `placed`, in the walk's order, the rows `own`'s
+    /// transaction wrote in this partition whose images this index does
+    /// not hold where they belong (inserted, revived after a committed
+    /// delete, or updated to another key in this index) and that lie
+    /// within the walk's bounds, past its resume point.
+    fn place_own(&self, walk: &Walk<'_>, own: &OwnWrites<'_>, placed: &mut Vec<(Entry, u32)>) {
+        let (memory, layout, partition, key) = (self.memory, self.layout, self.partition, self.key);
+        for operation in written(own.operations, own.written_head) {
+            let record = &own.operations[operation];
+            if record.transaction_id != own.transaction_id || record.state != OpState::Prepared {
+                continue;
+            }
+            let row = record.row;
+            // The row's latest image of the transaction's, looked at once.
+            let view = match own_row(
+                own.operations,
+                memory,
+                layout,
+                partition,
+                row,
+                own.transaction_id,
+            ) {
+                Own::Row {
+                    operation: latest,
+                    view,
+                } if latest == operation => view,
+                _ => continue,
+            };
+            if partition.state(memory, row) == RowState::Live
+                && key.compare(layout, view, partition.view(memory, layout, row)) == Ordering::Equal
+            {
+                // Its entry is where its image belongs: the walk shows it.
+                continue;
+            }
+            let entry = Entry {
+                prefix: key.prefix(layout, view),
+                row,
+            };
+            let compare = |bound: &KeyBound<'_>| key.compare_bound(layout, entry, bound, |_| view);
+            let below_low = walk.low.columns() > 0
+                && match compare(&walk.low) {
+                    Ordering::Less => true,
+                    Ordering::Equal => !walk.low_inclusive,
+                    Ordering::Greater => false,
+                };
+            let above_high = walk.high.columns() > 0
+                && match compare(&walk.high) {
+                    Ordering::Greater => true,
+                    Ordering::Equal => !walk.high_inclusive,
+                    Ordering::Less => false,
+                };
+            let passed = walk.resume.as_ref().is_some_and(|resume| {
+                let order = compare(&resume.0).then(row.cmp(&resume.1));
+                if walk.descending {
+                    order != Ordering::Less
+                } else {
+                    order != Ordering::Greater
+                }
+            });
+            if !below_low && !above_high && !passed {
+                placed.push((entry, operation));
+            }
+        }
+        placed.sort_unstable_by(|&(a, a_operation), &(b, b_operation)| {
+            let order = key.order(
+                layout,
+                a,
+                b,
+                || image_of(own.operations, layout, b_operation),
+                |_| image_of(own.operations, layout, a_operation),
+            );
+            if walk.descending {
+                order.reverse()
+            } else {
+                order
+            }
+        });
     }
 
     /// How `entry` stands relative to the resume point (key, row id).

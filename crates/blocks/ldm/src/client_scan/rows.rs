@@ -3,7 +3,8 @@
 //! point is the row id of the first slot not looked at; rows never move,
 //! so resuming there visits every row that lived through the scan once.
 
-use super::{Batch, Offer};
+use super::{Batch, Offer, OwnWrites};
+use crate::own_writes::{own_row, Own};
 use rowstore::{PageMemory, Partition, RowIdCursor, SlotHolds};
 use signal::signals::{scan_flags, ScanReq};
 use signal::ErrorCode;
@@ -13,11 +14,15 @@ const SLOTS_PER_BATCH: u32 = 4 * super::EXAMINE_PER_BATCH;
 
 /// Walks from the request's resume row (or the first) until the batch is
 /// spent or the partition ends: whether it ended, and where to resume.
+/// With `own`, a row the transaction wrote shows as it wrote it: its
+/// insert's reserved slot and its update's image are offered, its delete
+/// skipped.
 pub(super) fn walk(
     memory: &PageMemory,
     partition: &Partition,
     request: &ScanReq,
     batch: &mut Batch<'_>,
+    own: Option<&OwnWrites<'_>>,
 ) -> Result<(bool, u32), ErrorCode> {
     // Bounds and directions belong to an index.
     let index_only =
@@ -40,12 +45,36 @@ pub(super) fn walk(
             return Ok((false, cursor.row_id()));
         }
         slots += 1;
-        if let SlotHolds::Committed { gci } = slot.holds {
-            let view = partition.view(memory, layout, slot.row_id);
-            let verify = || partition.verify_checksum(memory, layout, slot.row_id);
-            if batch.offer(slot.row_id, view, gci, verify)? == Offer::Full {
-                return Ok((false, cursor.row_id()));
+        let (committed, gci) = match slot.holds {
+            SlotHolds::Committed { gci } => (true, gci),
+            SlotHolds::Reserved { gci } => (false, gci),
+            _ => {
+                cursor.advance();
+                continue;
             }
+        };
+        let shown = match own {
+            Some(own) => own_row(
+                own.operations,
+                memory,
+                layout,
+                partition,
+                slot.row_id,
+                own.transaction_id,
+            ),
+            None => Own::Committed,
+        };
+        let offered = match shown {
+            Own::Committed if committed => {
+                let view = partition.view(memory, layout, slot.row_id);
+                let verify = || partition.verify_checksum(memory, layout, slot.row_id);
+                Some(batch.offer(slot.row_id, view, gci, verify)?)
+            }
+            Own::Row { view, .. } => Some(batch.offer(slot.row_id, view, gci, || {})?),
+            Own::Committed | Own::Deleted => None,
+        };
+        if offered == Some(Offer::Full) {
+            return Ok((false, cursor.row_id()));
         }
         cursor.advance();
     }

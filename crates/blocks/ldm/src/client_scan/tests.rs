@@ -11,7 +11,7 @@ use signal::replica_check::decode_scan_batch;
 use signal::scan_bounds::{self, ScanBounds};
 use signal::scan_program::{CompareOp, ProgramWriter};
 use signal::signals::{scan_flags, OperationKind, ScanReq};
-use signal::{BlockKind, BlockRef, ErrorCode, NodeId, Section, Signal};
+use signal::{BlockKind, BlockRef, ErrorCode, NodeId, Section, Signal, TransactionId};
 use std::ops::Bound;
 use stdx::mix::XorShift;
 
@@ -42,6 +42,8 @@ struct Request {
     max_bytes: u32,
     program: Vec<u8>,
     count: bool,
+    /// The transaction whose own writes the scan sees (0: none).
+    transaction_id: TransactionId,
 }
 
 impl Request {
@@ -57,6 +59,7 @@ impl Request {
             max_bytes: 0,
             program: ProgramWriter::new(&[]).finish().unwrap(),
             count: false,
+            transaction_id: TransactionId(0),
         }
     }
 
@@ -122,6 +125,7 @@ fn request_signal(b: &Bench, request: &Request) -> ScanReq {
         max_rows: request.max_rows,
         max_bytes: request.max_bytes,
         resume_row: request.resume.as_ref().map_or(0, |&(_, row)| row),
+        transaction_id: request.transaction_id,
         bounds: section_of(b, &bounds),
         program: section_of(b, &request.program),
     }
@@ -832,6 +836,14 @@ fn random_requests_are_answered_never_panicked_on() {
             max_bytes: [0, 20, 100, 4096, scan_flags::MAX_BATCH_BYTES, u32::MAX]
                 [random.below(6) as usize],
             resume_row: [0, 3, u32::MAX, random.next_u64() as u32][random.below(4) as usize],
+            // None, one of the sender's (that wrote nothing here), anyone's.
+            transaction_id: TransactionId(
+                [
+                    0,
+                    (API.node.0 as u64) << 48 | random.below(1000),
+                    random.next_u64(),
+                ][random.below(3) as usize],
+            ),
             bounds: section_of(&b, &bounds),
             program: section_of(&b, &program),
         };

@@ -65,7 +65,10 @@ macro_rules! scans_signals {
             /// the scan is seen exactly once. A batch ends at `max_rows` rows or
             /// `max_bytes` bytes returned, or after a bounded number of rows
             /// examined. Refused with ReadLeaseExpired when this node's read
-            /// lease ran out.
+            /// lease ran out. With a `transaction_id` (one of the sending API
+            /// node's) the transaction's own prepared writes show through: its
+            /// inserts and updates as it wrote them, its deletes gone (NDB's
+            /// read of the latest copy in the same transaction; design 0035).
             #[derive(Debug, PartialEq)]
             83 ScanReq: Api -> Ldm, api_request
                 refused_by ScanRef { request_id }
@@ -92,6 +95,9 @@ macro_rules! scans_signals {
                 /// With RESUME: the row id to resume at (row order) or after
                 /// (an index, with the key in `bounds`).
                 resume_row: u32,
+                /// The transaction whose own uncommitted writes the scan sees
+                /// (`TransactionId(0)`: none, committed rows only).
+                transaction_id: TransactionId,
                 /// The low bound, the high bound and the resume key
                 /// ([`crate::scan_bounds`]); all empty for a row-order scan.
                 bounds: Section,

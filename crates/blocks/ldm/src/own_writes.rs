@@ -1,0 +1,145 @@
+//! What a transaction's own scans see of its uncommitted writes (design
+//! 0035): a row it inserted or updated as it wrote it, a row it deleted
+//! not at all, as its key reads already do (`prepare::visible_view`).
+//!
+//! A prepared write keeps its after-image in its operation record and
+//! leaves the row, the hash index and the ordered indexes as committed
+//! until commit. A full scan visits every slot, so it finds the rows it
+//! must show differently through their lock queues. An index scan walks
+//! entries placed by committed keys, and a row the transaction inserted,
+//! or updated so that its key in the index changed, is not where the
+//! transaction's image puts it. So every operation prepared with a row
+//! image is also on its partition's list of written rows, from prepare
+//! to its release: an index scan for a transaction that wrote the
+//! partition looks through that list for the rows it must place itself.
+//! The list costs a write two links at prepare and two at release.
+
+use crate::operation::{ImageKind, OpState, OperationPool, NIL};
+use crate::{layout_and_partition_state, Ldm};
+use rowstore::{PageMemory, Partition, RowLayout, RowView};
+use signal::TransactionId;
+
+/// What a transaction's own prepared writes make of one row.
+pub(crate) enum Own<'a> {
+    /// Nothing of its own: the row as committed.
+    Committed,
+    /// Its delete: no row.
+    Deleted,
+    /// Its insert or update: the image operation `operation` holds.
+    Row { operation: u32, view: RowView<'a> },
+}
+
+/// `transaction_id`'s latest prepared image of `row` (`Committed` when
+/// the transaction has prepared nothing there, or the row has no lock
+/// queue at all, which costs one header read).
+#[inline]
+pub(crate) fn own_row<'a>(
+    operations: &'a OperationPool,
+    memory: &PageMemory,
+    layout: &RowLayout,
+    partition: &Partition,
+    row: u32,
+    transaction_id: TransactionId,
+) -> Own<'a> {
+    let mut latest = None;
+    let mut current = partition.op_link(memory, row);
+    while current != NIL {
+        let operation = &operations[current];
+        if operation.granted
+            && operation.state == OpState::Prepared
+            && operation.transaction_id == transaction_id
+            && operation.image_kind != ImageKind::None
+        {
+            latest = Some(current);
+        }
+        current = operation.next_in_row;
+    }
+    let Some(latest) = latest else {
+        return Own::Committed;
+    };
+    let operation = &operations[latest];
+    match operation.image_kind {
+        ImageKind::Deleted => Own::Deleted,
+        _ => Own::Row {
+            operation: latest,
+            view: layout.image_view(
+                operation
+                    .image
+                    .as_ref()
+                    .expect("a prepared write keeps its image")
+                    .as_slice(),
+            ),
+        },
+    }
+}
+
+/// The operations on a partition's list of written rows, from `head`.
+pub(crate) fn written<'a>(
+    operations: &'a OperationPool,
+    head: u32,
+) -> impl Iterator<Item = u32> + 'a {
+    let mut current = head;
+    std::iter::from_fn(move || {
+        if current == NIL {
+            return None;
+        }
+        let this = current;
+        current = operations[this].written_next;
+        Some(this)
+    })
+}
+
+impl Ldm {
+    /// Puts operation `index`, just prepared with a row image, on its
+    /// partition's list of written rows.
+    pub(crate) fn list_written(&mut self, index: u32) {
+        let Ldm {
+            operations, tables, ..
+        } = self;
+        let operation = &operations[index];
+        assert!(
+            !operation.written_listed && operation.image_kind == ImageKind::Row,
+            "operation {index}: listed as written twice, or without a row image"
+        );
+        let (_, partition) = layout_and_partition_state(tables, operation);
+        let head = partition.written_head;
+        if head != NIL {
+            operations[head].written_prev = index;
+        }
+        let operation = &mut operations[index];
+        operation.written_next = head;
+        operation.written_prev = NIL;
+        operation.written_listed = true;
+        partition.written_head = index;
+    }
+
+    /// Takes operation `index` off its partition's list of written rows,
+    /// if it is on it (at its release).
+    pub(crate) fn unlist_written(&mut self, index: u32) {
+        let Ldm {
+            operations, tables, ..
+        } = self;
+        let operation = &operations[index];
+        if !operation.written_listed {
+            return;
+        }
+        let (prev, next) = (operation.written_prev, operation.written_next);
+        let (_, partition) = layout_and_partition_state(tables, operation);
+        if prev == NIL {
+            assert_eq!(
+                partition.written_head, index,
+                "operation {index}: first on no list of written rows"
+            );
+            partition.written_head = next;
+        } else {
+            operations[prev].written_next = next;
+        }
+        if next != NIL {
+            operations[next].written_prev = prev;
+        }
+        let operation = &mut operations[index];
+        operation.written_prev = NIL;
+        operation.written_next = NIL;
+        operation.written_listed = false;
+    }
+}
