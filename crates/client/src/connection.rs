@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 /// The protocol version this client speaks in API_REGREQ.
 ///
 /// ```
-/// assert_eq!(client::PROTOCOL_VERSION, 1);
+/// assert_eq!(client::PROTOCOL_VERSION, 2);
 /// ```
 pub const PROTOCOL_VERSION: u16 = signal::signals::API_PROTOCOL_VERSION;
 

@@ -370,6 +370,16 @@ impl Transaction<'_> {
         self.body().written_tables.contains(&table.def().id)
     }
 
+    /// Whether a write to `table` is queued and not yet executed: a scan
+    /// that must see the transaction's own writes sends it first.
+    pub(crate) fn has_queued_write_to(&self, table: &Table) -> bool {
+        let id = table.def().id;
+        self.body()
+            .queued
+            .iter()
+            .any(|queued| queued.kind != OperationKind::Read && queued.table.def().id == id)
+    }
+
     /// Operations queued and not yet executed.
     ///
     /// ```no_run

@@ -53,7 +53,7 @@ impl Scenario {
         scenario.send(
             BlockRef::new(DATA_NODE, BlockKind::Membership, 0),
             ApiRegReq {
-                protocol_version: 1,
+                protocol_version: signal::signals::API_PROTOCOL_VERSION,
                 token: signal::signals::ApiToken::NONE,
             },
         );

@@ -119,7 +119,7 @@ fn register(membership: &mut Membership, ctx: &mut RecordingContext) -> Vec<Stri
         ctx,
         API,
         ApiRegReq {
-            protocol_version: 1,
+            protocol_version: signal::signals::API_PROTOCOL_VERSION,
             token: signal::signals::ApiToken::NONE,
         },
     );
@@ -245,7 +245,7 @@ fn registration_from_a_data_node_block_is_ignored() {
         &mut ctx,
         TC0,
         ApiRegReq {
-            protocol_version: 1,
+            protocol_version: signal::signals::API_PROTOCOL_VERSION,
             token: signal::signals::ApiToken::NONE,
         },
     );

@@ -38,8 +38,10 @@ impl Transaction<'_> {
     /// exclusive) and returned as it stands under the lock, in the scan's
     /// order, at most `options.limit` of them. Update or delete them by
     /// their primary key in this transaction; others wait for its end. With
-    /// `LockMode::CommittedRead` it is [`crate::Cluster::scan`] (no lock).
-    /// Operations queued and not yet executed go with the first batch of
+    /// `LockMode::CommittedRead` it is [`Transaction::scan`] (no lock).
+    /// The scan sees the transaction's own writes: when a write to `table`
+    /// is queued, what the transaction queued is executed before the scan
+    /// begins; otherwise queued operations go with the first batch of
     /// locks (and stay queued when the scan finds no row). A lock that
     /// waits too long fails the transaction with LockWaitTimeout, as any
     /// locking read; a scan that fails (its data node lost) rolls the

@@ -1,10 +1,12 @@
 //! A transaction's scans: what it has written shows through (design
 //! 0035). A scan of a table the transaction wrote names the transaction
 //! in its requests, and the data nodes show its inserts and updates as it
-//! wrote them and leave out what it deleted, as its key reads do. Writes
-//! still queued in the transaction are executed first, so that the data
-//! nodes hold them (every replica of their rows has prepared them once
-//! `execute` returns, so the replica the scan reads has them).
+//! wrote them and leave out what it deleted, as its key reads do. When a
+//! write to the table is still queued, the transaction executes what it
+//! queued first (every operation: `execute` sends them all), so that the
+//! data nodes hold it (every replica of its row has prepared it once
+//! `execute` returns, so the replica the scan reads has it). Writes
+//! queued to other tables alone stay queued.
 //!
 //! A table the transaction has not written is scanned as by
 //! [`Cluster::scan`](crate::Cluster::scan), committed rows only, with no
@@ -69,13 +71,15 @@ impl<'a> Transaction<'a> {
     }
 
     /// Whose writes a scan of `table` sees: this transaction's once it
-    /// has written the table (after executing what it queued), else only
-    /// committed rows.
+    /// has written the table (after executing what it queued when a
+    /// write to the table waits among it), else only committed rows.
     fn scan_view(&mut self, table: &Table) -> Result<TransactionId, ClientError> {
         if !self.has_written(table) {
             return Ok(TransactionId(0));
         }
-        if self.pending_operations() > 0 {
+        // Writes to other tables may stay queued: the scan needs only
+        // this table's at the data nodes.
+        if self.has_queued_write_to(table) {
             self.execute(Commit::No)?;
         } else {
             self.check_open()?;

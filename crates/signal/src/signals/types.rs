@@ -19,8 +19,8 @@ pub struct Envelope {
 
 /// The version of the API protocol (the signals an API node exchanges with
 /// data nodes) that this build speaks: API_REGREQ carries it and a data
-/// node refuses another with API_REGREF.
-pub const API_PROTOCOL_VERSION: u16 = 1;
+/// node refuses another with API_REGREF. 2: SCAN_REQ names a transaction.
+pub const API_PROTOCOL_VERSION: u16 = 2;
 
 /// What mgmd issued an API node with its id (docs/design/0007-groundwork.md,
 /// "Authenticated admission"): the allocation's number and an HMAC-SHA256

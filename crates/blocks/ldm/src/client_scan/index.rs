@@ -96,8 +96,8 @@ pub(super) fn walk(
         }
         if take_placed {
             let (entry, operation) = from_placed.expect("chosen");
-            let gci = partition.gci(memory, entry.row);
-            if batch.offer(entry.row, image(operation), gci, || {})? == Offer::Full {
+            // An uncommitted image has no commit GCI.
+            if batch.offer(entry.row, image(operation), 0, || {})? == Offer::Full {
                 done = false;
                 break;
             }
@@ -126,12 +126,15 @@ pub(super) fn walk(
             }
             // Updated in place: shown here with its image.
             Own::Row { view, .. } if key.compare(layout, view, committed) == Ordering::Equal => {
-                let gci = partition.gci(memory, entry.row);
-                Some(batch.offer(entry.row, view, gci, || {})?)
+                Some(batch.offer(entry.row, view, 0, || {})?)
             }
             // Moved by the transaction (placed by its image's key), or
-            // deleted by it.
-            Own::Row { .. } | Own::Deleted => None,
+            // deleted by it: looked at, so that a long run of them still
+            // ends batches.
+            Own::Row { .. } | Own::Deleted => {
+                batch.pass();
+                None
+            }
         };
         if offered == Some(Offer::Full) {
             done = false;

@@ -235,6 +235,13 @@ impl Batch<'_> {
             || self.work >= WORK_PER_BATCH
     }
 
+    /// Counts a row looked at and not offered (one the scan's own
+    /// transaction deleted or moved), so that a run of them ends the
+    /// batch as rows offered do.
+    fn pass(&mut self) {
+        self.examined += 1;
+    }
+
     /// Applies the program to the live row `row` (`view`, committed at
     /// `gci`); `verify` checks its checksum when it is returned.
     fn offer(

@@ -70,7 +70,8 @@ pub(super) fn walk(
                 let verify = || partition.verify_checksum(memory, layout, slot.row_id);
                 Some(batch.offer(slot.row_id, view, gci, verify)?)
             }
-            Own::Row { view, .. } => Some(batch.offer(slot.row_id, view, gci, || {})?),
+            // An uncommitted image has no commit GCI.
+            Own::Row { view, .. } => Some(batch.offer(slot.row_id, view, 0, || {})?),
             Own::Committed | Own::Deleted => None,
         };
         if offered == Some(Offer::Full) {

@@ -106,7 +106,8 @@ macro_rules! scans_signals {
             }
 
             /// ldm -> API. A batch of a scan: each row is row id (u32), GCI
-            /// (u64), length (u32) and that many bytes of attribute entries of the
+            /// (u64: its last committed change's; 0 for a row shown with the
+            /// scan's transaction's own uncommitted image), length (u32) and that many bytes of attribute entries of the
             /// projected columns (none with COUNT). Where to resume: `resume_row`,
             /// and for an index scan `resume_key`, the key of the last entry the
             /// batch looked at, which need not be a row it returned.
