@@ -3,9 +3,12 @@
 //! every column type (signed and unsigned integers, DOUBLE, CHAR and
 //! VARCHAR with PAD SPACE, VARBINARY, NULL-able or not, one and two
 //! columns) on 2 nodes with 2 replicas; random inserts, updates and
-//! deletes, each followed by scans of random indexes with random bounds
-//! on one or two leading columns (NULL bounds too), both directions,
-//! merged or not, with filters, projections and limits, and counts. At
+//! deletes, one to three a transaction, each followed by scans of random
+//! indexes with random bounds on one or two leading columns (NULL bounds
+//! too), both directions, merged or not, with filters, projections and
+//! limits, and counts: half of them from inside the transaction before
+//! it commits or rolls back, which must see its own writes (design 0035),
+//! the others after it committed. At
 //! the end the replica checker compares every replica's indexes with its
 //! rows.
 
@@ -194,44 +197,62 @@ fn index_scans_match_a_model_through_changes() {
         let mut random = XorShift::new(23);
         let mut scans = 0;
         for step in 0..150 {
-            let k = random.below(40);
+            // One to three changes in one transaction (a row may change
+            // twice), seen by the scans below either from inside the
+            // transaction before it ends, or once it committed.
+            let mut own = model.clone();
             let mut transaction = cluster.transaction();
-            match model.get(&k) {
-                Some(_) if random.below(3) == 0 => {
-                    transaction.delete(&table, &[Value::UInt(k)]).unwrap();
-                    model.remove(&k);
-                }
-                Some(row) => {
-                    // Change one or two columns, indexed or not.
-                    let mut row = row.clone();
-                    let mut changes = Vec::new();
-                    let first = 1 + random.below(6) as usize;
-                    let second = 1 + (first + random.below(5) as usize) % 6;
-                    for column in [first, second]
-                        .into_iter()
-                        .take(1 + random.below(2) as usize)
-                    {
-                        row[column] = draw(&mut random, column);
-                        changes.push((NAMES[column], row[column].clone()));
+            for _ in 0..1 + random.below(3) {
+                let k = random.below(40);
+                match own.get(&k) {
+                    Some(_) if random.below(3) == 0 => {
+                        transaction.delete(&table, &[Value::UInt(k)]).unwrap();
+                        own.remove(&k);
                     }
-                    transaction
-                        .update(&table, &[Value::UInt(k)], &changes)
-                        .unwrap();
-                    model.insert(k, row);
-                }
-                None => {
-                    let mut row = vec![Value::UInt(k)];
-                    row.extend((1..7).map(|column| draw(&mut random, column)));
-                    let named: Vec<(&str, Value)> = (0..7)
-                        .map(|column| (NAMES[column], row[column].clone()))
-                        .collect();
-                    transaction.insert(&table, &named).unwrap();
-                    model.insert(k, row);
+                    Some(row) => {
+                        // Change one or two columns, indexed or not.
+                        let mut row = row.clone();
+                        let mut changes = Vec::new();
+                        let first = 1 + random.below(6) as usize;
+                        let second = 1 + (first + random.below(5) as usize) % 6;
+                        for column in [first, second]
+                            .into_iter()
+                            .take(1 + random.below(2) as usize)
+                        {
+                            row[column] = draw(&mut random, column);
+                            changes.push((NAMES[column], row[column].clone()));
+                        }
+                        transaction
+                            .update(&table, &[Value::UInt(k)], &changes)
+                            .unwrap();
+                        own.insert(k, row);
+                    }
+                    None => {
+                        let mut row = vec![Value::UInt(k)];
+                        row.extend((1..7).map(|column| draw(&mut random, column)));
+                        let named: Vec<(&str, Value)> = (0..7)
+                            .map(|column| (NAMES[column], row[column].clone()))
+                            .collect();
+                        transaction.insert(&table, &named).unwrap();
+                        own.insert(k, row);
+                    }
                 }
             }
-            transaction
-                .execute(Commit::Yes)
-                .expect("the change commits");
+            let inside = random.below(2) == 0;
+            if inside {
+                // Sometimes the first scan executes what is queued.
+                if random.below(2) == 0 {
+                    transaction
+                        .execute(Commit::No)
+                        .expect("the changes prepare");
+                }
+            } else {
+                transaction
+                    .execute(Commit::Yes)
+                    .expect("the changes commit");
+                model = own.clone();
+            }
+            let seen = if inside { &own } else { &model };
 
             for _ in 0..3 {
                 let (name, columns) = INDEXES[random.below(INDEXES.len() as u64) as usize];
@@ -261,7 +282,7 @@ fn index_scans_match_a_model_through_changes() {
                         .find(|order| *order != Ordering::Equal)
                         .unwrap_or(Ordering::Equal)
                 };
-                let mut expected: Vec<Vec<Value>> = model
+                let mut expected: Vec<Vec<Value>> = seen
                     .values()
                     .filter(|row| within(columns, row, &range))
                     .filter(|row| filter_u.is_none_or(|u| row[U].as_u64().unwrap() <= u))
@@ -272,7 +293,11 @@ fn index_scans_match_a_model_through_changes() {
                     expected.reverse();
                 }
                 if random.below(5) == 0 {
-                    let count = cluster.count(&table, access, &options).expect("count");
+                    let count = match inside {
+                        true => transaction.count(&table, access, &options),
+                        false => cluster.count(&table, access, &options),
+                    }
+                    .expect("count");
                     assert_eq!(
                         count,
                         expected.len() as u64,
@@ -281,16 +306,21 @@ fn index_scans_match_a_model_through_changes() {
                     scans += 1;
                     continue;
                 }
-                let found = cluster.scan(&table, access, &options).expect("the scan");
+                let found = match inside {
+                    true => transaction.scan(&table, access, &options),
+                    false => cluster.scan(&table, access, &options),
+                }
+                .expect("the scan");
                 let found: Vec<Vec<Value>> = found.rows.iter().map(values_of).collect();
                 let limit = options.limit.map_or(usize::MAX, |limit| limit as usize);
-                let context = format!("step {step}: {name} {range:?} {options:?}");
+                let context =
+                    format!("step {step} (inside {inside}): {name} {range:?} {options:?}");
                 assert_eq!(found.len(), expected.len().min(limit), "{context}");
                 // Every row found is one the model has, with the columns
                 // asked for (the others NULL).
                 for row in &found {
                     let k = key_of(row);
-                    let mut model_row = model[&k].clone();
+                    let mut model_row = seen[&k].clone();
                     if options.columns.is_some() {
                         for column in [I, U, D, C, VC] {
                             if !(options.ordered && columns.contains(&column)) {
@@ -339,6 +369,18 @@ fn index_scans_match_a_model_through_changes() {
                     );
                 }
                 scans += 1;
+            }
+            if inside {
+                // Rolled back one time in four, else committed: the
+                // committed rows become what the transaction saw.
+                if random.below(4) == 0 {
+                    transaction.rollback().expect("the rollback");
+                } else {
+                    transaction
+                        .execute(Commit::Yes)
+                        .expect("the changes commit");
+                    model = own;
+                }
             }
         }
         let report = cluster.check_replicas().expect("the replica check");
