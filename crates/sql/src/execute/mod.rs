@@ -88,11 +88,13 @@ fn passes(filter: Option<&Expr>, row: &[Value], run: &Run<'_>) -> SqlResult<bool
 type Grouped = Vec<(Vec<Value>, Vec<Value>)>;
 
 /// An environment that answers a statement's subqueries (design 0033):
-/// each runs as a query of its own in a cluster transaction of its own
-/// (reads of committed rows, as the statement's own reads are), once when
-/// it reads nothing of the enclosing row, else once for each distinct set
-/// of the enclosing row's values it reads. Everything else is asked of
-/// the statement's environment.
+/// each runs as a query of its own, once when it reads nothing of the
+/// enclosing row, else once for each distinct set of the enclosing row's
+/// values it reads. One that reads nothing of the row, in an open
+/// transaction, ran before the statement in its transaction
+/// (`with_subqueries`); the others run here in a cluster transaction of
+/// their own (reads of committed rows). Everything else is asked of the
+/// statement's environment.
 struct WithSubqueries<'a> {
     inner: &'a dyn Environment,
     subqueries: &'a [SubqueryPlan],
@@ -1072,6 +1074,30 @@ fn with_subqueries(
     }
     let cluster = run.transaction.cluster();
     let environment = WithSubqueries::new(run.environment, subqueries, cluster);
+    if run.commit == Commit::No {
+        // In an open transaction, a subquery that reads nothing of the
+        // enclosing row runs first, in the transaction, so that it sees
+        // the transaction's own writes as the statement does (design
+        // 0035); a correlated one runs in a transaction of its own, row
+        // by row.
+        for (slot, subquery) in subqueries.iter().enumerate() {
+            if subquery.correlated || !environment.reads[slot].is_empty() {
+                continue;
+            }
+            let mut first = Run {
+                transaction: run.transaction,
+                commit: Commit::No,
+                params: run.params,
+                environment: run.environment,
+                counts: run.counts,
+                locked: run.locked,
+            };
+            let Response::Rows { rows, .. } = select(&subquery.plan, &mut first)? else {
+                unreachable!("a query answers rows")
+            };
+            environment.results.borrow_mut()[slot].insert(Vec::new(), Rc::new(rows));
+        }
+    }
     let mut inner = Run {
         transaction: run.transaction,
         commit: run.commit,
