@@ -15,7 +15,7 @@ use std::time::Duration;
 /// ```
 /// use client::ClientError;
 /// use signal::ErrorCode;
-/// let error = ClientError::Operation { code: ErrorCode::LockWaitTimeout, op: None };
+/// let error = ClientError::Operation { code: ErrorCode::LockWaitTimeout, op: None, table: None };
 /// assert_eq!(error.code(), Some(ErrorCode::LockWaitTimeout));
 /// assert!(error.is_temporary());
 /// ```
@@ -46,6 +46,9 @@ pub enum ClientError {
         code: ErrorCode,
         /// The operation that failed, when the data node named one.
         op: Option<OpId>,
+        /// The name of that operation's table, when known: a round trip
+        /// carrying several tables' operations fails on one of them.
+        table: Option<String>,
     },
     /// A write would have repeated the value of a unique index (code
     /// DuplicateKey, class Constraint): the transaction is aborted, as
@@ -55,6 +58,8 @@ pub enum ClientError {
         index: String,
         /// The operation that wrote it.
         op: Option<OpId>,
+        /// The name of that operation's table, when known.
+        table: Option<String>,
     },
     /// The data node refused a schema request (create, drop, get).
     Schema {
@@ -154,7 +159,7 @@ impl ClientError {
     /// ```
     /// use client::ClientError;
     /// use signal::{error::ErrorClass, ErrorCode};
-    /// let error = ClientError::Operation { code: ErrorCode::DuplicateKey, op: None };
+    /// let error = ClientError::Operation { code: ErrorCode::DuplicateKey, op: None, table: None };
     /// assert_eq!(error.class(), Some(ErrorClass::Constraint));
     /// ```
     pub fn class(&self) -> Option<ErrorClass> {
@@ -167,7 +172,7 @@ impl ClientError {
     /// ```
     /// use client::ClientError;
     /// use signal::ErrorCode;
-    /// let error = ClientError::Operation { code: ErrorCode::NoSuchRow, op: None };
+    /// let error = ClientError::Operation { code: ErrorCode::NoSuchRow, op: None, table: None };
     /// assert!(!error.is_temporary());
     /// ```
     pub fn is_temporary(&self) -> bool {
@@ -204,6 +209,23 @@ impl ClientError {
         }
     }
 
+    /// The name of the table of the operation that failed, when the data
+    /// node named the operation: the table an error of a round trip that
+    /// carried several tables' operations is about.
+    ///
+    /// ```
+    /// use client::ClientError;
+    /// let error = ClientError::Usage("x".into());
+    /// assert_eq!(error.failed_table(), None);
+    /// ```
+    pub fn failed_table(&self) -> Option<&str> {
+        match self {
+            ClientError::Operation { table, .. }
+            | ClientError::DuplicateUniqueKey { table, .. } => table.as_deref(),
+            _ => None,
+        }
+    }
+
     /// A short stable label for counting errors: the code's number, or the
     /// variant's name when there is no code (`"timeout"`, `"protocol"`, ...);
     /// an unknown outcome names its cause after a slash.
@@ -211,7 +233,7 @@ impl ClientError {
     /// ```
     /// use client::ClientError;
     /// use signal::ErrorCode;
-    /// let error = ClientError::Operation { code: ErrorCode::DuplicateKey, op: None };
+    /// let error = ClientError::Operation { code: ErrorCode::DuplicateKey, op: None, table: None };
     /// assert_eq!(error.label(), "630");
     /// let timeout = ClientError::Timeout { what: "a commit", waited: Default::default() };
     /// let unknown = ClientError::OutcomeUnknown { cause: Box::new(timeout) };
@@ -253,14 +275,18 @@ impl ClientError {
                 addr: addr.clone(),
                 waited: *waited,
             },
-            ClientError::Operation { code, op } => ClientError::Operation {
+            ClientError::Operation { code, op, table } => ClientError::Operation {
                 code: *code,
                 op: *op,
+                table: table.clone(),
             },
-            ClientError::DuplicateUniqueKey { index, op } => ClientError::DuplicateUniqueKey {
-                index: index.clone(),
-                op: *op,
-            },
+            ClientError::DuplicateUniqueKey { index, op, table } => {
+                ClientError::DuplicateUniqueKey {
+                    index: index.clone(),
+                    op: *op,
+                    table: table.clone(),
+                }
+            }
             ClientError::Schema { code, table } => ClientError::Schema {
                 code: *code,
                 table: table.clone(),
@@ -304,10 +330,14 @@ impl fmt::Display for ClientError {
                 "data node at {addr} did not finish starting within {} ms",
                 waited.as_millis()
             ),
-            ClientError::Operation { code, op: Some(op) } => {
+            ClientError::Operation {
+                code, op: Some(op), ..
+            } => {
                 write!(f, "operation {} failed: {code}", op.index())
             }
-            ClientError::Operation { code, op: None } => write!(f, "transaction failed: {code}"),
+            ClientError::Operation { code, op: None, .. } => {
+                write!(f, "transaction failed: {code}")
+            }
             ClientError::DuplicateUniqueKey { index, .. } => write!(
                 f,
                 "duplicate value for unique index {index:?}: {}",

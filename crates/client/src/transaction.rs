@@ -400,6 +400,7 @@ impl Transaction<'_> {
             TransactionState::Aborted => Err(ClientError::Operation {
                 code: ErrorCode::TransactionAborted,
                 op: None,
+                table: None,
             }),
             TransactionState::Unknown => Err(ClientError::Usage(
                 "the transaction's outcome is unknown after an earlier error; start a new one"
@@ -1194,6 +1195,7 @@ impl Transaction<'_> {
                     Err(ClientError::Operation {
                         code: ErrorCode::TransactionAborted,
                         op: None,
+                        table: None,
                     })
                 })
             }
@@ -1357,6 +1359,7 @@ impl Transaction<'_> {
             return ClientError::DuplicateUniqueKey {
                 index,
                 op: failed.map(|op| op.op),
+                table: failed.map(|op| op.table.name().to_string()),
             };
         }
         if matches!(
@@ -1375,6 +1378,7 @@ impl Transaction<'_> {
         ClientError::Operation {
             code: error,
             op: failed.map(|op| op.op),
+            table: failed.map(|op| op.table.name().to_string()),
         }
     }
 

@@ -224,7 +224,11 @@ impl SqlError {
         mapped
     }
 
+    /// `table` is the statement's; an error the data node tied to one
+    /// operation names that operation's table instead (a write that waited
+    /// for a later statement's round trip fails there).
     fn map_client(error: &ClientError, table: &str) -> SqlError {
+        let table = error.failed_table().unwrap_or(table);
         let code = error.code();
         match (code, error.class()) {
             (Some(ErrorCode::DuplicateKey), _) => {

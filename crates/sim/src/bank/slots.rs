@@ -690,7 +690,9 @@ impl<'a> Slots<'a, '_> {
         let id = transaction.id().0;
         let heard_committed = transaction.state() == TransactionState::Committed;
         match (error, transaction.commit_gci()) {
-            (ClientError::Operation { code, op }, _) => self.refused(transaction, job, code, op),
+            (ClientError::Operation { code, op, .. }, _) => {
+                self.refused(transaction, job, code, op)
+            }
             // A durable commit heard committed whose wait for durability
             // failed (refused, or cut by a crash): committed in its GCI,
             // its durability unconfirmed.
