@@ -364,8 +364,9 @@ const OWNER: BlockRef = BlockRef::new(NodeId(10), BlockKind::Api, 0);
 /// A scan naming an open transaction sees its prepared writes (inserts,
 /// updates in place and moving the row in an index, deletes, several
 /// writes of one row) in every walk, forwards and backwards, resumed
-/// every three rows; a scan naming no transaction, or another one, sees
-/// only what is committed; after an abort or a commit both agree.
+/// every three rows, and not another open transaction's inserts; a scan
+/// naming no transaction, or another one, sees only what is committed;
+/// after an abort or a commit both agree.
 #[test]
 fn a_transactions_scans_see_its_own_prepared_writes() {
     let mut b = bench();
@@ -377,6 +378,24 @@ fn a_transactions_scans_see_its_own_prepared_writes() {
         let transaction = txn(t);
         let mut own = committed.clone();
         let mut ops = Vec::new();
+        // Another transaction's prepared inserts, of keys no one else
+        // writes, which no scan here may show.
+        let other = txn(t + (1 << 30));
+        let other_ops: Vec<_> = (0..2)
+            .map(|i| {
+                let k = 1000 + round * 2 + i;
+                let v = (i as i64).to_le_bytes();
+                let attr = [(V, Some(&v[..])), (S, Some(&b"zz"[..]))];
+                b.prepare(
+                    other,
+                    OperationKind::Insert,
+                    LockMode::Exclusive,
+                    k,
+                    Some(&attr),
+                )
+                .0
+            })
+            .collect();
         for _ in 0..1 + random.below(6) {
             let k = random.below(24) as i32;
             let v = random.below(6) as i64 - 3;
@@ -465,6 +484,9 @@ fn a_transactions_scans_see_its_own_prepared_writes() {
                 in_partition(&b, &committed),
                 "round {round}: full scan"
             );
+        }
+        for op in other_ops.iter().rev() {
+            b.abort(other, op.tc_op);
         }
         if random.below(4) == 0 {
             for op in ops.iter().rev() {

@@ -146,9 +146,6 @@ pub(crate) struct PartitionState {
     /// At a restarting node, while the partition is being copied: writes
     /// from the chain are applied by row id at commit (`copy`).
     pub(crate) applying: bool,
-    /// The first of the operations prepared here with a row image, which
-    /// a transaction's own scans look through (`own_writes`), or NIL.
-    pub(crate) written_head: u32,
 }
 
 /// The layout of `operation`'s table and the partition it runs in. Both
@@ -208,6 +205,9 @@ pub struct Ldm {
     /// An index scan's rows its transaction wrote away from their entries,
     /// with their operations (`client_scan`): kept for its capacity.
     pub(crate) scan_placed: Vec<(rowstore::Entry, u32)>,
+    /// Each transaction's last operation prepared here with a row image,
+    /// the head of its list of written rows (`own_writes`).
+    pub(crate) written_by_transaction: stdx::FixedMap,
 }
 
 impl Ldm {
@@ -228,6 +228,9 @@ impl Ldm {
             restored_gci: 0,
             builds: alter::Builds::default(),
             scan_placed: Vec::new(),
+            // A transaction with a listed operation has one entry: never
+            // more than the operation records.
+            written_by_transaction: stdx::FixedMap::with_capacity(config.max_operations as usize),
         }
     }
 
@@ -390,7 +393,6 @@ impl Ldm {
                     replicas: placement.replicas.clone(),
                     attached: None,
                     applying: false,
-                    written_head: operation::NIL,
                 });
             }
         }

@@ -96,8 +96,8 @@ pub struct Operation {
     pub applier: bool,
     /// Next operation in the row's lock queue.
     pub next_in_row: u32,
-    /// On its partition's list of prepared row images (`own_writes`):
-    /// the neighbours there, NIL at the ends.
+    /// On its transaction's list of prepared row images here
+    /// (`own_writes`): the neighbours there, NIL at the ends.
     pub(crate) written_prev: u32,
     pub(crate) written_next: u32,
     /// Whether it is on that list.

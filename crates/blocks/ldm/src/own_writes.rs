@@ -9,13 +9,15 @@
 //! entries placed by committed keys, and a row the transaction inserted,
 //! or updated so that its key in the index changed, is not where the
 //! transaction's image puts it. So every operation prepared with a row
-//! image is also on its partition's list of written rows, from prepare
-//! to its release: an index scan for a transaction that wrote the
-//! partition looks through that list for the rows it must place itself.
-//! The list costs a write two links at prepare and two at release.
+//! image is also on its transaction's list of written rows at this ldm,
+//! from prepare to its release (its head found by transaction id): an
+//! index scan for a transaction looks through that list, its own writes
+//! only, for the rows it must place itself. The list costs a write two
+//! links at prepare and two at release, and its transaction's first and
+//! last a map entry.
 
 use crate::operation::{ImageKind, OpState, OperationPool, NIL};
-use crate::{layout_and_partition_state, Ldm};
+use crate::Ldm;
 use rowstore::{PageMemory, Partition, RowLayout, RowView};
 use signal::TransactionId;
 
@@ -73,7 +75,7 @@ pub(crate) fn own_row<'a>(
     }
 }
 
-/// The operations on a partition's list of written rows, from `head`.
+/// The operations on a transaction's list of written rows, from `head`.
 pub(crate) fn written<'a>(
     operations: &'a OperationPool,
     head: u32,
@@ -90,54 +92,66 @@ pub(crate) fn written<'a>(
 }
 
 impl Ldm {
-    /// Puts operation `index`, just prepared with a row image, on its
-    /// partition's list of written rows.
+    /// The head of `transaction_id`'s list of written rows here, or NIL.
+    pub(crate) fn written_head(&self, transaction_id: TransactionId) -> u32 {
+        self.written_by_transaction
+            .get(transaction_id.0)
+            .unwrap_or(NIL)
+    }
+
+    /// Puts operation `index`, just prepared with a row image, at the head
+    /// of its transaction's list of written rows.
     pub(crate) fn list_written(&mut self, index: u32) {
-        let Ldm {
-            operations, tables, ..
-        } = self;
-        let operation = &operations[index];
+        let operation = &self.operations[index];
         assert!(
             !operation.written_listed && operation.image_kind == ImageKind::Row,
             "operation {index}: listed as written twice, or without a row image"
         );
-        let (_, partition) = layout_and_partition_state(tables, operation);
-        let head = partition.written_head;
+        let transaction_id = operation.transaction_id;
+        let head = self.written_head(transaction_id);
         if head != NIL {
-            operations[head].written_prev = index;
+            self.operations[head].written_prev = index;
         }
-        let operation = &mut operations[index];
+        let operation = &mut self.operations[index];
         operation.written_next = head;
         operation.written_prev = NIL;
         operation.written_listed = true;
-        partition.written_head = index;
+        self.written_by_transaction
+            .insert(transaction_id.0, index)
+            .expect(
+                "a transaction with a listed operation has one entry: no more than the records",
+            );
     }
 
-    /// Takes operation `index` off its partition's list of written rows,
+    /// Takes operation `index` off its transaction's list of written rows,
     /// if it is on it (at its release).
     pub(crate) fn unlist_written(&mut self, index: u32) {
-        let Ldm {
-            operations, tables, ..
-        } = self;
-        let operation = &operations[index];
+        let operation = &self.operations[index];
         if !operation.written_listed {
             return;
         }
         let (prev, next) = (operation.written_prev, operation.written_next);
-        let (_, partition) = layout_and_partition_state(tables, operation);
+        let transaction_id = operation.transaction_id;
         if prev == NIL {
             assert_eq!(
-                partition.written_head, index,
+                self.written_head(transaction_id),
+                index,
                 "operation {index}: first on no list of written rows"
             );
-            partition.written_head = next;
+            if next == NIL {
+                self.written_by_transaction.remove(transaction_id.0);
+            } else {
+                self.written_by_transaction
+                    .insert(transaction_id.0, next)
+                    .expect("replaces the transaction's entry");
+            }
         } else {
-            operations[prev].written_next = next;
+            self.operations[prev].written_next = next;
         }
         if next != NIL {
-            operations[next].written_prev = prev;
+            self.operations[next].written_prev = prev;
         }
-        let operation = &mut operations[index];
+        let operation = &mut self.operations[index];
         operation.written_prev = NIL;
         operation.written_next = NIL;
         operation.written_listed = false;

@@ -239,7 +239,11 @@ impl Scan<'_> {
         let (memory, layout, partition, key) = (self.memory, self.layout, self.partition, self.key);
         for operation in written(own.operations, own.written_head) {
             let record = &own.operations[operation];
-            if record.transaction_id != own.transaction_id || record.state != OpState::Prepared {
+            debug_assert_eq!(record.transaction_id, own.transaction_id);
+            if record.table_id != own.table_id
+                || record.partition != own.partition
+                || record.state != OpState::Prepared
+            {
                 continue;
             }
             let row = record.row;

@@ -18,7 +18,8 @@
 //! transaction's own prepared writes (`own_writes`; design 0035): both
 //! walks show its inserts and updates as it wrote them and skip its
 //! deletes, and an index walk merges in, at their keys, the rows whose
-//! entries are not where its images put them. Nothing is kept here between batches: the answer says
+//! entries are not where its images put them, found on the transaction's
+//! list of written rows. Nothing is kept here between batches: the answer says
 //! where to resume (the next row id, or the last index entry looked at),
 //! and the next request brings it back, so a client that stops asking
 //! leaves nothing behind, and a row that did not change during the scan
@@ -142,10 +143,12 @@ impl Ldm {
             work: 0,
         };
         let store = &partition.store;
-        let own = (transaction_id != TransactionId(0)).then_some(OwnWrites {
+        let own = (transaction_id != TransactionId(0)).then(|| OwnWrites {
             operations: &self.operations,
             transaction_id,
-            written_head: partition.written_head,
+            table_id: request.table_id,
+            partition: request.partition,
+            written_head: self.written_head(transaction_id),
         });
         let (done, resume_row, resume_key) = match request.index {
             scan_flags::ROW_ORDER => {
@@ -197,7 +200,11 @@ impl Ldm {
 struct OwnWrites<'a> {
     operations: &'a OperationPool,
     transaction_id: TransactionId,
-    /// The partition's list of operations prepared with a row image.
+    /// The table and partition scanned.
+    table_id: u32,
+    partition: u32,
+    /// The transaction's list of operations prepared here with a row
+    /// image (every table's and partition's).
     written_head: u32,
 }
 
