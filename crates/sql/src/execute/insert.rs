@@ -5,7 +5,10 @@
 //! decided in order (docs/design/0030-upserts.md). A plain INSERT's
 //! writes may wait for the next round trip (design 0034).
 
-use super::{check_interrupt, fit_column, flush, key_of, select, stored_columns, Run, WRITE_BATCH};
+use super::{
+    check_interrupt, fit_column, flush, key_of, query_in_transaction, stored_columns, Run,
+    WRITE_BATCH,
+};
 use crate::access;
 use crate::auto_increment::AutoIncrement;
 use crate::catalog::SqlTable;
@@ -35,18 +38,7 @@ pub fn insert(
         Some(select_plan) => {
             // The query runs in the statement's transaction; the inserts
             // commit it.
-            let mut query = Run {
-                transaction: run.transaction,
-                commit: Commit::No,
-                params: run.params,
-                environment: run.environment,
-                counts: run.counts,
-                locked: run.locked,
-            };
-            let Response::Rows { rows: selected, .. } = select(select_plan, &mut query)? else {
-                unreachable!("a SELECT answers rows")
-            };
-            for values in selected {
+            for values in query_in_transaction(select_plan, run)? {
                 let mut row: Vec<Option<Value>> = vec![None; width];
                 for (target, value) in plan.targets.iter().zip(values) {
                     row[*target] = Some(value);

@@ -211,6 +211,23 @@ impl Environment for WithSubqueries<'_> {
     }
 }
 
+/// Runs a query in the statement's transaction without ending it (for a
+/// statement that goes on to use its rows): its rows.
+fn query_in_transaction(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Vec<Vec<Value>>> {
+    let mut query = Run {
+        transaction: run.transaction,
+        commit: Commit::No,
+        params: run.params,
+        environment: run.environment,
+        counts: run.counts,
+        locked: run.locked,
+    };
+    let Response::Rows { rows, .. } = select(plan, &mut query)? else {
+        unreachable!("a query answers rows")
+    };
+    Ok(rows)
+}
+
 /// Runs a SELECT.
 pub fn select(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
     with_subqueries(&plan.subqueries, run, |run| select_rows(plan, run))
@@ -1084,17 +1101,7 @@ fn with_subqueries(
             if subquery.correlated || !environment.reads[slot].is_empty() {
                 continue;
             }
-            let mut first = Run {
-                transaction: run.transaction,
-                commit: Commit::No,
-                params: run.params,
-                environment: run.environment,
-                counts: run.counts,
-                locked: run.locked,
-            };
-            let Response::Rows { rows, .. } = select(&subquery.plan, &mut first)? else {
-                unreachable!("a query answers rows")
-            };
+            let rows = query_in_transaction(&subquery.plan, run)?;
             environment.results.borrow_mut()[slot].insert(Vec::new(), Rc::new(rows));
         }
     }

@@ -8,7 +8,7 @@
 
 use super::{Batch, Offer, OwnWrites};
 use crate::operation::{OpState, OperationPool};
-use crate::own_writes::{own_row, written, Own};
+use crate::own_writes::{written, Own};
 use rowstore::ordered_key::{KeyBound, OrderedKey};
 use rowstore::{
     Entry, OrderedIndex, PageMemory, Partition, Position, RowLayout, RowState, RowView,
@@ -107,17 +107,7 @@ pub(super) fn walk(
         }
         let (position, entry) = from_tree.expect("chosen");
         let committed = partition.view(memory, layout, entry.row);
-        let shown = match own {
-            Some(own) => own_row(
-                own.operations,
-                memory,
-                layout,
-                partition,
-                entry.row,
-                own.transaction_id,
-            ),
-            None => Own::Committed,
-        };
+        let shown = OwnWrites::shown(own, memory, layout, partition, entry.row);
         let offered = match shown {
             Own::Committed => {
                 let gci = partition.gci(memory, entry.row);
@@ -248,14 +238,7 @@ impl Scan<'_> {
             }
             let row = record.row;
             // The row's latest image of the transaction's, looked at once.
-            let view = match own_row(
-                own.operations,
-                memory,
-                layout,
-                partition,
-                row,
-                own.transaction_id,
-            ) {
+            let view = match OwnWrites::shown(Some(own), memory, layout, partition, row) {
                 Own::Row {
                     operation: latest,
                     view,

@@ -41,6 +41,7 @@ mod rows;
 mod tests;
 
 use crate::operation::OperationPool;
+use crate::own_writes::{own_row, Own};
 use crate::{Ldm, TableState};
 use kernel::{send, Context};
 use rowstore::{Entry, RowLayout, RowView};
@@ -206,6 +207,30 @@ struct OwnWrites<'a> {
     /// The transaction's list of operations prepared here with a row
     /// image (every table's and partition's).
     written_head: u32,
+}
+
+impl<'a> OwnWrites<'a> {
+    /// What the scan shows of `row` (`Own::Committed` for a scan naming
+    /// no transaction).
+    fn shown(
+        own: Option<&OwnWrites<'a>>,
+        memory: &rowstore::PageMemory,
+        layout: &RowLayout,
+        partition: &rowstore::Partition,
+        row: u32,
+    ) -> Own<'a> {
+        match own {
+            Some(own) => own_row(
+                own.operations,
+                memory,
+                layout,
+                partition,
+                row,
+                own.transaction_id,
+            ),
+            None => Own::Committed,
+        }
+    }
 }
 
 /// What a batch did with a row offered to it.

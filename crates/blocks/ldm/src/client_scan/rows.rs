@@ -4,7 +4,7 @@
 //! so resuming there visits every row that lived through the scan once.
 
 use super::{Batch, Offer, OwnWrites};
-use crate::own_writes::{own_row, Own};
+use crate::own_writes::Own;
 use rowstore::{PageMemory, Partition, RowIdCursor, SlotHolds};
 use signal::signals::{scan_flags, ScanReq};
 use signal::ErrorCode;
@@ -53,17 +53,7 @@ pub(super) fn walk(
                 continue;
             }
         };
-        let shown = match own {
-            Some(own) => own_row(
-                own.operations,
-                memory,
-                layout,
-                partition,
-                slot.row_id,
-                own.transaction_id,
-            ),
-            None => Own::Committed,
-        };
+        let shown = OwnWrites::shown(own, memory, layout, partition, slot.row_id);
         let offered = match shown {
             Own::Committed if committed => {
                 let view = partition.view(memory, layout, slot.row_id);
