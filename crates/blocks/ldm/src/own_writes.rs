@@ -16,6 +16,7 @@
 //! links at prepare and two at release, and its transaction's first and
 //! last a map entry.
 
+use crate::locks::latest_image_of_transaction;
 use crate::operation::{ImageKind, OpState, OperationPool, NIL};
 use crate::Ldm;
 use rowstore::{PageMemory, Partition, RowLayout, RowView};
@@ -31,9 +32,11 @@ pub(crate) enum Own<'a> {
     Row { operation: u32, view: RowView<'a> },
 }
 
-/// `transaction_id`'s latest prepared image of `row` (`Committed` when
-/// the transaction has prepared nothing there, or the row has no lock
-/// queue at all, which costs one header read).
+/// `transaction_id`'s latest image of `row` while it is prepared
+/// (`Committed` when the transaction wrote nothing there, or the row has
+/// no lock queue at all, which costs one header read; also once that
+/// image is installed: a backup keeps the committed record, without its
+/// image, until COMPLETE).
 #[inline]
 pub(crate) fn own_row<'a>(
     operations: &'a OperationPool,
@@ -43,36 +46,33 @@ pub(crate) fn own_row<'a>(
     row: u32,
     transaction_id: TransactionId,
 ) -> Own<'a> {
-    let mut latest = None;
-    let mut current = partition.op_link(memory, row);
-    while current != NIL {
-        let operation = &operations[current];
-        if operation.granted
-            && operation.state == OpState::Prepared
-            && operation.transaction_id == transaction_id
-            && operation.image_kind != ImageKind::None
-        {
-            latest = Some(current);
+    match latest_image_of_transaction(operations, memory, partition, row, transaction_id) {
+        Some(latest) if operations[latest].state == OpState::Prepared => {
+            match operations[latest].image_kind {
+                ImageKind::Deleted => Own::Deleted,
+                _ => Own::Row {
+                    operation: latest,
+                    view: prepared_image(operations, layout, latest),
+                },
+            }
         }
-        current = operation.next_in_row;
+        _ => Own::Committed,
     }
-    let Some(latest) = latest else {
-        return Own::Committed;
-    };
-    let operation = &operations[latest];
-    match operation.image_kind {
-        ImageKind::Deleted => Own::Deleted,
-        _ => Own::Row {
-            operation: latest,
-            view: layout.image_view(
-                operation
-                    .image
-                    .as_ref()
-                    .expect("a prepared write keeps its image")
-                    .as_slice(),
-            ),
-        },
-    }
+}
+
+/// The after-image prepared operation `operation` keeps.
+pub(crate) fn prepared_image<'a>(
+    operations: &'a OperationPool,
+    layout: &RowLayout,
+    operation: u32,
+) -> RowView<'a> {
+    layout.image_view(
+        operations[operation]
+            .image
+            .as_ref()
+            .expect("a prepared write keeps its image")
+            .as_slice(),
+    )
 }
 
 /// The operations on a transaction's list of written rows, from `head`.
@@ -94,6 +94,11 @@ pub(crate) fn written<'a>(
 impl Ldm {
     /// The head of `transaction_id`'s list of written rows here, or NIL.
     pub(crate) fn written_head(&self, transaction_id: TransactionId) -> u32 {
+        if transaction_id.0 == u64::MAX {
+            // The map's reserved key: no transaction has it (its API node
+            // would be 65535), whatever a request names.
+            return NIL;
+        }
         self.written_by_transaction
             .get(transaction_id.0)
             .unwrap_or(NIL)

@@ -7,8 +7,8 @@
 //! between batches.
 
 use super::{Batch, Offer, OwnWrites};
-use crate::operation::{OpState, OperationPool};
-use crate::own_writes::{written, Own};
+use crate::operation::OpState;
+use crate::own_writes::{prepared_image, written, Own};
 use rowstore::ordered_key::{KeyBound, OrderedKey};
 use rowstore::{
     Entry, OrderedIndex, PageMemory, Partition, Position, RowLayout, RowState, RowView,
@@ -57,7 +57,7 @@ pub(super) fn walk(
         let operations = own
             .expect("only a scan with a transaction places rows")
             .operations;
-        image_of(operations, layout, operation)
+        prepared_image(operations, layout, operation)
     };
     let mut next_placed = 0;
     // The last entry looked at, and the operation whose image it showed
@@ -152,17 +152,6 @@ pub(super) fn walk(
     let length = key.write_entries(layout, view, section.as_mut_slice())?;
     section.set_len(length);
     Ok((false, last.row, Some(section)))
-}
-
-/// The row image operation `operation` keeps.
-fn image_of<'a>(operations: &'a OperationPool, layout: &RowLayout, operation: u32) -> RowView<'a> {
-    layout.image_view(
-        operations[operation]
-            .image
-            .as_ref()
-            .expect("a prepared write keeps its image")
-            .as_slice(),
-    )
 }
 
 /// The walk's bounds, checked against the index's key.
@@ -285,8 +274,8 @@ impl Scan<'_> {
                 layout,
                 a,
                 b,
-                || image_of(own.operations, layout, b_operation),
-                |_| image_of(own.operations, layout, a_operation),
+                || prepared_image(own.operations, layout, b_operation),
+                |_| prepared_image(own.operations, layout, a_operation),
             );
             if walk.descending {
                 order.reverse()
