@@ -1,0 +1,65 @@
+#!/bin/bash
+# One TPC-C run against Tessera (two data nodes, replicas 2, one SQL node,
+# as tpcc-vs-mariadb.sh) or MariaDB (innodb_flush_log_at_trx_commit = 2),
+# with a look at the machine in its middle (docs/benchmarks.md "Both
+# systems' CPU per transaction, from one profile each"):
+#   WHAT=perf    perf record -a -g -e cpu-clock for PROFILE_SECONDS into
+#                WORK/perf.data; report it by thread with
+#                `perf report -i WORK/perf.data --no-children --sort comm -g none`
+#   WHAT=strace  strace -c -f of the benchmark client into WORK/strace.txt
+#   WHAT=none    nothing: tpmC alone (for before/after pairs of binaries)
+# Prints tpmC and the consistency check.
+#
+# usage: bench/profile-tpcc.sh tessera|mariadb [TESSERA_BINARY]
+# env:   WHAT (perf), CONNECTIONS (16), WAREHOUSES (2), SECONDS_EACH (40),
+#        PROFILE_SECONDS (20), SPIN_US (the data nodes' spin_us; 0),
+#        WORK (scratch dir), PORT (29100)
+set -euo pipefail
+system=${1:?tessera or mariadb}
+here=$(cd "$(dirname "$0")/.." && pwd)
+tessera=${2:-$here/target/release/tessera}
+what=${WHAT:-perf}
+connections=${CONNECTIONS:-16}
+warehouses=${WAREHOUSES:-2}
+seconds=${SECONDS_EACH:-40}
+profile_seconds=${PROFILE_SECONDS:-20}
+work=${WORK:-$(mktemp -d /tmp/profile-tpcc.XXXXXX)}
+port=${PORT:-29100}
+sql_port=$((port + 50))
+mkdir -p "$work"
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done; wait 2> /dev/null || true; }
+trap cleanup EXIT
+
+case $system in
+  tessera)
+    source "$here/bench/cluster.sh"
+    cluster_start "$tessera" "$work/cluster" 2 2 "ldm = 1\ntc = 1\ntc_on_ldm = true\nspin_us = ${SPIN_US:-0}" 4G
+    "$tessera" sql --mgmd 127.0.0.1:$port --port $sql_port > "$work/sql.log" 2>&1 &
+    pids+=($!)
+    ;;
+  mariadb)
+    mariadb-install-db --no-defaults --datadir="$work/mariadb" --user="$(id -un)" \
+      --auth-root-authentication-method=normal > "$work/mariadb-install.log" 2>&1
+    /usr/sbin/mariadbd --no-defaults --datadir="$work/mariadb" --socket="$work/mariadb.sock" \
+      --port=$sql_port --bind-address=127.0.0.1 --user="$(id -un)" --innodb-buffer-pool-size=4G \
+      --innodb-flush-log-at-trx-commit=2 --max-connections=2100 > "$work/mariadb.log" 2>&1 &
+    pids+=($!)
+    ;;
+  *) echo "tessera or mariadb, not $system" >&2; exit 2 ;;
+esac
+for _ in $(seq 1 200); do (exec 3<> "/dev/tcp/127.0.0.1/$sql_port") 2> /dev/null && break; sleep 0.2; done
+"$tessera" bench tpcc --mysql 127.0.0.1:$sql_port --warehouses "$warehouses" --load --duration 0 \
+  > "$work/load.log" 2>&1
+"$tessera" bench tpcc --mysql 127.0.0.1:$sql_port --warehouses "$warehouses" --duration "$seconds" \
+  --connections "$connections" --prepared --batching --json > "$work/run.json" &
+bench=$!
+sleep $(((seconds - profile_seconds) / 2))
+case $what in
+  perf) perf record -a -g -e cpu-clock -F 999 -o "$work/perf.data" -- sleep "$profile_seconds" > /dev/null 2>&1 ;;
+  strace) timeout "$profile_seconds" strace -c -f -p $bench -o "$work/strace.txt" > /dev/null 2>&1 || true ;;
+  none) ;;
+  *) echo "WHAT is perf, strace or none" >&2 ;;
+esac
+wait $bench
+python3 -c "import json; r = json.load(open('$work/run.json')); print('$system: tpmC', round(r['tpmc']), 'consistency', r['consistency'], '(work: $work)')"
