@@ -517,6 +517,75 @@ fn committed_reads_of_a_table_the_transaction_has_not_written_go_to_the_primary(
     assert_eq!(query(&node, "SELECT v FROM p.t WHERE k = 1"), "5000\n");
 }
 
+/// A transaction whose first statement reaches its rows by a range that
+/// pins the partition key (TPC-C's Delivery: the oldest new order of a
+/// district, FOR UPDATE, then its order lines) runs on the tc of that
+/// partition's primary, as one begun by a primary key does: a committed
+/// read of a row with the same partition key in another table (placed
+/// alike) is then made in the transaction, at its own tc, never at the
+/// primary by a transaction of its own.
+#[test]
+fn a_transaction_begun_by_a_range_of_one_partition_runs_at_its_primary() {
+    let cluster = TestCluster::start(ClusterOptions::pair("sql_partition_hint"));
+    let node = SqlNode::start(&cluster);
+    let shards = 16;
+    let stock: Vec<String> = (1..=shards)
+        .flat_map(|w| (1..=3).map(move |id| format!("({w}, {id}, 0)")))
+        .collect();
+    let district: Vec<String> = (1..=shards).map(|w| format!("({w}, {w})")).collect();
+    query(
+        &node,
+        &format!(
+            "CREATE DATABASE h; CREATE TABLE h.stock (w INT NOT NULL, id INT NOT NULL, v INT, \
+             PRIMARY KEY (w, id)) PARTITION BY KEY (w); INSERT INTO h.stock VALUES {}; \
+             CREATE TABLE h.district (w INT NOT NULL PRIMARY KEY, v INT) PARTITION BY KEY (w); \
+             INSERT INTO h.district VALUES {}",
+            stock.join(", "),
+            district.join(", ")
+        ),
+    );
+    let engine = engine_beside(&cluster);
+    let mut session = root_session(&engine, 1, "h");
+    let at_primary =
+        |session: &mut sql::Session| global_status(session, "Tessera_reads_at_primary");
+    let mut elsewhere = 0;
+    for w in 1..=shards {
+        for first in [
+            format!("SELECT id FROM stock WHERE w = {w} ORDER BY id LIMIT 1 FOR UPDATE"),
+            format!("UPDATE stock SET v = v + 1 WHERE w = {w} AND id >= 2"),
+            format!("DELETE FROM stock WHERE w = {w} AND id BETWEEN 2 AND 3"),
+        ] {
+            run_one(&mut session, "START TRANSACTION");
+            run_one(&mut session, &first);
+            let before = at_primary(&mut session);
+            let row = run_one(
+                &mut session,
+                &format!("SELECT v FROM district WHERE w = {w}"),
+            );
+            assert!(format!("{row:?}").contains(&format!("Int({w})")), "{row:?}");
+            assert_eq!(at_primary(&mut session), before, "{first}");
+            // The other partitions are on both nodes: some of their rows
+            // are read at their primary (so the check above can fail).
+            for other in (1..=shards).filter(|other| *other != w) {
+                run_one(
+                    &mut session,
+                    &format!("SELECT v FROM district WHERE w = {other}"),
+                );
+            }
+            elsewhere += at_primary(&mut session) - before;
+            run_one(&mut session, "ROLLBACK");
+        }
+    }
+    assert!(
+        elsewhere > 0,
+        "no read of another partition was made at its primary"
+    );
+    assert_eq!(
+        query(&node, "SELECT COUNT(*), SUM(v) FROM h.stock"),
+        format!("{}\t0\n", shards * 3)
+    );
+}
+
 /// A session of the built-in root on `engine`, in `database`.
 fn root_session(engine: &std::sync::Arc<sql::Engine>, id: u32, database: &str) -> sql::Session {
     sql::Session::new(

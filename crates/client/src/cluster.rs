@@ -598,6 +598,49 @@ impl Cluster {
         let mut body = Body::take();
         let encoded = body.encode_hint(table, key)?;
         let placement = self.placement_of_key_section(table, encoded)?;
+        Ok(self.transaction_at(placement, body))
+    }
+
+    /// Starts a transaction on the tc of the data node holding the
+    /// primary replica of the rows whose partition-key columns hold
+    /// `values` (in the partition key's order): for a first statement
+    /// that reaches its rows by a range pinning the partition key, not by
+    /// one primary key (NDB's distribution awareness for a scan of one
+    /// partition). Round robin, as [`Cluster::transaction`], when the
+    /// table has no partition key of its own or `values` do not fit it: a
+    /// hint only places the tc, every operation is routed by its own key.
+    ///
+    /// ```no_run
+    /// use client::Value;
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// let table = cluster.table("db/order_line")?;
+    /// let transaction = cluster.transaction_with_partition_hint(&table, &[Value::Int(3)]);
+    /// println!("warehouse 3's rows are coordinated on node {}", transaction.node());
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn transaction_with_partition_hint(
+        &self,
+        table: &Arc<Table>,
+        values: &[Value],
+    ) -> Transaction<'_> {
+        let placement = table
+            .bucket_of_partition_values(values.iter())
+            .and_then(|bucket| {
+                let map = self.routing_map(table)?;
+                let partition = map.bucket_partitions[bucket as usize];
+                Some((map, partition))
+            });
+        self.transaction_at(placement, Body::take())
+    }
+
+    /// A transaction on the tc that holds `placement`'s partition (the
+    /// first connected replica, primary first), numbered like its ldm
+    /// instance; round robin without one.
+    fn transaction_at(
+        &self,
+        placement: Option<(Arc<PartitionMap>, u32)>,
+        body: Box<Body>,
+    ) -> Transaction<'_> {
         let (id, counter) = self.next_transaction();
         let connection = placement.and_then(|(map, partition)| {
             let placement = &map.partitions[partition as usize];
@@ -615,7 +658,7 @@ impl Cluster {
             }
             None => self.round_robin(counter),
         };
-        Ok(Transaction::new(self, id, connection, tc_instance, body))
+        Transaction::new(self, id, connection, tc_instance, body)
     }
 
     /// Starts a transaction on a tc of data node `node` (round robin over

@@ -290,6 +290,40 @@ impl Table {
         self.bucket_of_key_section(&bytes)
     }
 
+    /// The bucket of every row whose partition-key columns hold `values`
+    /// (one per column, in the partition key's order): each such row
+    /// hashes alike, so they all live in one partition. `None` for a
+    /// table without a partition key of its own (its rows spread by the
+    /// whole primary key), or values that do not fit the columns.
+    pub(crate) fn bucket_of_partition_values<'a>(
+        &self,
+        values: impl ExactSizeIterator<Item = &'a Value>,
+    ) -> Option<u32> {
+        let def = &self.def;
+        if def.partition_key.is_empty()
+            || def.partition_key == def.primary_key
+            || values.len() != def.partition_key.len()
+        {
+            return None;
+        }
+        let mut entries = Vec::new();
+        for (&column, value) in def.partition_key.iter().zip(values) {
+            let column_def = &def.columns[column as usize];
+            crate::value::push_entry(
+                &mut entries,
+                column,
+                column_def.column_type,
+                column_def.nullable,
+                value,
+            )
+            .ok()?;
+        }
+        let distribution = signal::attr::partition_key_hash(def, &entries).ok()?;
+        Some(signal::partition::bucket(signal::attr::KeyHash(
+            u64::from(distribution) << 32,
+        )))
+    }
+
     /// [`Table::bucket`] for an encoded key section.
     fn bucket_of_key_section(&self, key: &[u8]) -> Result<u32, ClientError> {
         let hash = signal::attr::key_hash(&self.def, key).map_err(|code| ClientError::Invalid {

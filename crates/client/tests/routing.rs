@@ -174,6 +174,83 @@ fn the_client_connects_to_every_node_and_hints_route_to_the_primary() {
     assert_eq!(setup.fake.nodes()[0].row_count("accounts"), 64);
 }
 
+/// Rows keyed (warehouse, id), placed by the warehouse alone (`PARTITION
+/// BY KEY (warehouse)`).
+fn by_warehouse(partitions: u32) -> TableDef {
+    let column = |name: &str| ColumnDef {
+        name: name.into(),
+        column_type: ColumnType::Int { unsigned: true },
+        nullable: false,
+    };
+    TableDef {
+        indexes: Vec::new(),
+        revision: 0,
+        id: 0,
+        version: 0,
+        name: "stock".into(),
+        partitions,
+        primary_key: vec![0, 1],
+        columns: vec![column("warehouse"), column("id"), column("quantity")],
+        partition_key: vec![0],
+    }
+}
+
+#[test]
+fn a_partition_hint_starts_the_transaction_where_those_rows_primary_lives() {
+    let setup = setup(&[2, 3]);
+    let cluster = setup.connect();
+    cluster.create_table(&by_warehouse(4)).expect("create");
+    let table = cluster.table("stock").expect("table");
+    let mut nodes = std::collections::BTreeSet::new();
+    for warehouse in 0..32u32 {
+        let hinted = cluster.transaction_with_partition_hint(&table, &[Value::from(warehouse)]);
+        let placement = table
+            .placement(&[Value::from(warehouse), Value::from(7u32)])
+            .expect("key")
+            .expect("the map comes with the definition");
+        let instances = cluster.tc_instances_on(hinted.node()).expect("a data node");
+        assert_eq!(
+            (hinted.node(), hinted.tc_instance()),
+            (placement.replicas[0], placement.ldm_instance % instances),
+            "warehouse {warehouse}"
+        );
+        for id in [0u32, 1, 1000, 99_999] {
+            let mut bytes = Vec::new();
+            table
+                .encode_key(&[Value::from(warehouse), Value::from(id)], &mut bytes)
+                .expect("key");
+            let primary = setup
+                .fake
+                .primary_of("stock", &bytes)
+                .expect("table exists");
+            assert_eq!(
+                hinted.node(),
+                NodeId(primary),
+                "warehouse {warehouse}, id {id}"
+            );
+        }
+        nodes.insert(hinted.node());
+    }
+    assert_eq!(nodes.len(), 2, "warehouses on both nodes: {nodes:?}");
+    // Values that do not fit the partition key, or a table placed by its
+    // whole primary key, give no hint: round robin, as unhinted.
+    cluster.create_table(&accounts(4)).expect("create");
+    let accounts = cluster.table("accounts").expect("table");
+    for (table, values) in [
+        (&table, vec![Value::from(1u32), Value::from(2u32)]),
+        (&table, vec![Value::from("one")]),
+        (&accounts, vec![Value::from(1u32)]),
+    ] {
+        let placements: std::collections::BTreeSet<(NodeId, u16)> = (0..4)
+            .map(|_| {
+                let transaction = cluster.transaction_with_partition_hint(table, &values);
+                (transaction.node(), transaction.tc_instance())
+            })
+            .collect();
+        assert_eq!(placements.len(), 4, "{values:?}: {placements:?}");
+    }
+}
+
 #[test]
 fn unhinted_transactions_go_round_robin_over_nodes_and_tc_instances() {
     let setup = setup(&[2, 3]);

@@ -121,10 +121,6 @@ impl Walk {
 /// `None` for a table without a partition key of its own, an open bound,
 /// or a partition-key column the bounds leave free.
 fn pinned_bucket(table: &Table, columns: &[u16], range: &KeyRange) -> Option<u32> {
-    let def = table.def();
-    if def.partition_key.is_empty() || def.partition_key == def.primary_key {
-        return None;
-    }
     let (Bound::Included(low) | Bound::Excluded(low)) = &range.low else {
         return None;
     };
@@ -132,26 +128,15 @@ fn pinned_bucket(table: &Table, columns: &[u16], range: &KeyRange) -> Option<u32
         return None;
     };
     let agreed = low.iter().zip(high).take_while(|(a, b)| a == b).count();
-    let mut entries = Vec::new();
-    for &column in &def.partition_key {
+    let mut values = Vec::with_capacity(table.def().partition_key.len());
+    for &column in &table.def().partition_key {
         let position = columns.iter().position(|c| *c == column)?;
         if position >= agreed {
             return None;
         }
-        let column_def = &def.columns[column as usize];
-        crate::value::push_entry(
-            &mut entries,
-            column,
-            column_def.column_type,
-            column_def.nullable,
-            &low[position],
-        )
-        .ok()?;
+        values.push(&low[position]);
     }
-    let distribution = signal::attr::partition_key_hash(def, &entries).ok()?;
-    Some(signal::partition::bucket(signal::attr::KeyHash(
-        u64::from(distribution) << 32,
-    )))
+    table.bucket_of_partition_values(values.into_iter())
 }
 
 /// What a scan cost so far.

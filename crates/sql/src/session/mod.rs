@@ -1239,26 +1239,19 @@ impl Session {
     }
 
     /// A new transaction for `compiled`, on the tc of the data node that
-    /// holds its key's primary replica when the statement names one key
-    /// (NDB's distribution awareness: the lookup then never crosses
-    /// between data nodes), else on any.
+    /// holds the primary replica of its rows when the statement names one
+    /// key, or a range that pins the table's partition key (NDB's
+    /// distribution awareness: the statement's operations, and the
+    /// commit of what it writes, then never cross between data nodes),
+    /// else on any.
     fn begin_for(&self, compiled: &Compiled, params: &[Value]) -> Transaction<'static> {
         let cluster = self.engine.cluster();
-        let (table, exprs): (&crate::catalog::SqlTable, Vec<&crate::expr::Expr>) = match &compiled
-            .plan
-        {
-            Plan::Select(select) => match (&select.table, &select.access) {
-                (Some(table), crate::plan::AccessPlan::PrimaryKey(exprs)) => {
-                    (table, exprs.iter().collect())
-                }
-                _ => return cluster.transaction(),
+        let (table, access) = match &compiled.plan {
+            Plan::Select(select) => match &select.table {
+                Some(table) => (table, &select.access),
+                None => return cluster.transaction(),
             },
-            Plan::Update(write) | Plan::Delete(write) => match &write.access {
-                crate::plan::AccessPlan::PrimaryKey(exprs) => {
-                    (&write.table, exprs.iter().collect())
-                }
-                _ => return cluster.transaction(),
-            },
+            Plan::Update(write) | Plan::Delete(write) => (&write.table, &write.access),
             Plan::Insert(insert) => {
                 let Some(row) = insert.rows.first() else {
                     return cluster.transaction();
@@ -1274,11 +1267,56 @@ impl Session {
                     })
                     .collect();
                 match exprs {
-                    Some(exprs) => (&insert.table, exprs),
+                    Some(exprs) => {
+                        return self.hinted(&insert.table, HintColumns::PrimaryKey, exprs, params)
+                    }
                     None => return cluster.transaction(),
                 }
             }
         };
+        match access {
+            crate::plan::AccessPlan::PrimaryKey(exprs) => self.hinted(
+                table,
+                HintColumns::PrimaryKey,
+                exprs.iter().collect(),
+                params,
+            ),
+            crate::plan::AccessPlan::Ranges { index, ranges } if ranges.len() == 1 => {
+                let Some(columns) = table.index_columns(index.as_deref()) else {
+                    return cluster.transaction();
+                };
+                let prefix = &ranges[0].prefix;
+                let exprs: Option<Vec<&crate::expr::Expr>> = table
+                    .def()
+                    .partition_key
+                    .iter()
+                    .map(|column| {
+                        let position = columns.iter().position(|c| *c == *column as usize)?;
+                        prefix.get(position)
+                    })
+                    .collect();
+                match exprs {
+                    Some(exprs) if !exprs.is_empty() => {
+                        self.hinted(table, HintColumns::PartitionKey, exprs, params)
+                    }
+                    _ => cluster.transaction(),
+                }
+            }
+            _ => cluster.transaction(),
+        }
+    }
+
+    /// A transaction on the tc that holds the row(s) whose `columns` hold
+    /// the values of `exprs`; on any tc when a value does not fit its
+    /// column exactly (the statement then finds no row by it anyway).
+    fn hinted(
+        &self,
+        table: &crate::catalog::SqlTable,
+        columns: HintColumns,
+        exprs: Vec<&crate::expr::Expr>,
+        params: &[Value],
+    ) -> Transaction<'static> {
+        let cluster = self.engine.cluster();
         let view = SessionView { session: self };
         let inputs = crate::expr::Inputs {
             row: &[],
@@ -1286,9 +1324,11 @@ impl Session {
             params,
         };
         let zone = self.zone_offset();
-        let key: Option<Vec<client::Value>> = table
-            .def()
-            .primary_key
+        let column_ids = match columns {
+            HintColumns::PrimaryKey => &table.def().primary_key,
+            HintColumns::PartitionKey => &table.def().partition_key,
+        };
+        let values: Option<Vec<client::Value>> = column_ids
             .iter()
             .zip(exprs)
             .map(|(column, expr)| {
@@ -1298,11 +1338,14 @@ impl Session {
                 Some(crate::types::store(&exact, sql_type, zone))
             })
             .collect();
-        match key {
-            Some(key) => cluster
+        match (values, columns) {
+            (Some(key), HintColumns::PrimaryKey) => cluster
                 .transaction_with_hint(&table.table, &key)
                 .unwrap_or_else(|_| cluster.transaction()),
-            None => cluster.transaction(),
+            (Some(values), HintColumns::PartitionKey) => {
+                cluster.transaction_with_partition_hint(&table.table, &values)
+            }
+            (None, _) => cluster.transaction(),
         }
     }
 
@@ -1422,4 +1465,13 @@ fn count_placeholders(text: &str) -> usize {
         }
     }
     count
+}
+
+/// Which of a table's columns a transaction's hint gives values for.
+#[derive(Clone, Copy)]
+enum HintColumns {
+    /// The whole primary key: the hint is one row.
+    PrimaryKey,
+    /// The partition key alone: the rows of one partition.
+    PartitionKey,
 }
