@@ -15,8 +15,10 @@
 # usage: bench/profile-tpcc.sh tessera|mariadb [TESSERA_BINARY]
 # env:   WHAT (perf), CONNECTIONS (16), WAREHOUSES (2), SECONDS_EACH (40),
 #        PROFILE_SECONDS (20), SPIN_US (the data nodes' spin_us; 0),
-#        WORK (scratch dir), PORT (29100), SERVER_NICE (renice every server
-#        thread to it before the run: their priority over the client's)
+#        WORK (scratch dir), PORT (29100), KEEP_DATA (keep the servers'
+#        data), SERVER_NICE (renice every server thread to it before the
+#        run: their priority over the client's), SQL_ARGS (more arguments
+#        of `tessera sql`, such as `--threads 1`)
 set -euo pipefail
 system=${1:?tessera or mariadb}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,14 +33,21 @@ port=${PORT:-29100}
 sql_port=$((port + 50))
 mkdir -p "$work"
 pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done; wait 2> /dev/null || true; }
+# The servers' data (a gigabyte or more a run) goes with them, unless
+# KEEP_DATA is set; logs, the profile and the run's JSON stay in WORK.
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
+  wait 2> /dev/null || true
+  [ -n "${KEEP_DATA:-}" ] || rm -rf "$work"/cluster/node*/ "$work"/mariadb
+}
 trap cleanup EXIT
 
 case $system in
   tessera)
     source "$here/bench/cluster.sh"
     cluster_start "$tessera" "$work/cluster" 2 2 "ldm = 1\ntc = 1\ntc_on_ldm = true\nspin_us = ${SPIN_US:-0}" 4G
-    "$tessera" sql --mgmd 127.0.0.1:$port --port $sql_port > "$work/sql.log" 2>&1 &
+    # shellcheck disable=SC2086 # SQL_ARGS is a list of words
+    "$tessera" sql --mgmd 127.0.0.1:$port --port $sql_port ${SQL_ARGS:-} > "$work/sql.log" 2>&1 &
     pids+=($!)
     ;;
   mariadb)
