@@ -80,7 +80,7 @@ case $what in
   strace) timeout "$profile_seconds" strace -c -f -p $bench -o "$work/strace.txt" > /dev/null 2>&1 || true ;;
   syscalls) perf trace -s -a -o "$work/syscalls.txt" -- sleep "$profile_seconds" > /dev/null 2>&1 || true ;;
   none) ;;
-  *) echo "WHAT is perf, strace or none" >&2 ;;
+  *) echo "WHAT is perf, strace, syscalls or none" >&2 ;;
 esac
 wait $bench
 ticks > "$work/ticks.after"

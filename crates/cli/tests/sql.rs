@@ -517,13 +517,17 @@ fn committed_reads_of_a_table_the_transaction_has_not_written_go_to_the_primary(
     assert_eq!(query(&node, "SELECT v FROM p.t WHERE k = 1"), "5000\n");
 }
 
-/// A transaction whose first statement reaches its rows by a range that
-/// pins the partition key (TPC-C's Delivery: the oldest new order of a
-/// district, FOR UPDATE, then its order lines) runs on the tc of that
-/// partition's primary, as one begun by a primary key does: a committed
-/// read of a row with the same partition key in another table (placed
-/// alike) is then made in the transaction, at its own tc, never at the
-/// primary by a transaction of its own.
+/// A transaction whose first statement reaches its rows by a range whose
+/// equality prefix gives the partition key one value (TPC-C's Delivery:
+/// the oldest new order of a district, FOR UPDATE, then its order lines)
+/// runs on the tc of that partition's primary, as one begun by a primary
+/// key does: a committed read of a row with the same partition key in
+/// another table (placed alike) is then made in the transaction, at its
+/// own tc, never at the primary by a transaction of its own. Covered: a
+/// one-column partition key and a two-column one in another order than
+/// the primary key's, ranges of the primary key and of a secondary
+/// index, several ranges of one prefix, and a list of primary keys
+/// (placed by the first).
 #[test]
 fn a_transaction_begun_by_a_range_of_one_partition_runs_at_its_primary() {
     let cluster = TestCluster::start(ClusterOptions::pair("sql_partition_hint"));
@@ -533,15 +537,26 @@ fn a_transaction_begun_by_a_range_of_one_partition_runs_at_its_primary() {
         .flat_map(|w| (1..=3).map(move |id| format!("({w}, {id}, 0)")))
         .collect();
     let district: Vec<String> = (1..=shards).map(|w| format!("({w}, {w})")).collect();
+    let lines: Vec<String> = (1..=shards)
+        .flat_map(|w| (1..=3).map(move |o| format!("({w}, 7, {o}, {o})")))
+        .collect();
+    let districts: Vec<String> = (1..=shards).map(|w| format!("({w}, 7, {w})")).collect();
     query(
         &node,
         &format!(
             "CREATE DATABASE h; CREATE TABLE h.stock (w INT NOT NULL, id INT NOT NULL, v INT, \
              PRIMARY KEY (w, id)) PARTITION BY KEY (w); INSERT INTO h.stock VALUES {}; \
              CREATE TABLE h.district (w INT NOT NULL PRIMARY KEY, v INT) PARTITION BY KEY (w); \
-             INSERT INTO h.district VALUES {}",
+             INSERT INTO h.district VALUES {}; \
+             CREATE TABLE h.lines (w INT NOT NULL, d INT NOT NULL, o INT NOT NULL, x INT, \
+             PRIMARY KEY (w, d, o), KEY by_x (d, w, x)) PARTITION BY KEY (d, w); \
+             INSERT INTO h.lines VALUES {}; \
+             CREATE TABLE h.districts (w INT NOT NULL, d INT NOT NULL, v INT, \
+             PRIMARY KEY (w, d)) PARTITION BY KEY (d, w); INSERT INTO h.districts VALUES {}",
             stock.join(", "),
-            district.join(", ")
+            district.join(", "),
+            lines.join(", "),
+            districts.join(", ")
         ),
     );
     let engine = engine_beside(&cluster);
@@ -550,27 +565,56 @@ fn a_transaction_begun_by_a_range_of_one_partition_runs_at_its_primary() {
         |session: &mut sql::Session| global_status(session, "Tessera_reads_at_primary");
     let mut elsewhere = 0;
     for w in 1..=shards {
-        for first in [
-            format!("SELECT id FROM stock WHERE w = {w} ORDER BY id LIMIT 1 FOR UPDATE"),
-            format!("UPDATE stock SET v = v + 1 WHERE w = {w} AND id >= 2"),
-            format!("DELETE FROM stock WHERE w = {w} AND id BETWEEN 2 AND 3"),
-        ] {
+        let by_w = |w: i64| format!("SELECT v FROM district WHERE w = {w}");
+        let by_dw = |w: i64| format!("SELECT v FROM districts WHERE w = {w} AND d = 7");
+        let stock_of = |w: i64| format!("SELECT w FROM stock WHERE w = {w} AND id = 1");
+        let cases: [(String, &dyn Fn(i64) -> String); 8] = [
+            (
+                format!("SELECT v FROM district WHERE w IN ({w}, 999) FOR UPDATE"),
+                &stock_of,
+            ),
+            (
+                format!("SELECT id FROM stock WHERE w = {w} ORDER BY id LIMIT 1 FOR UPDATE"),
+                &by_w,
+            ),
+            (
+                format!("UPDATE stock SET v = v + 1 WHERE w = {w} AND id >= 2"),
+                &by_w,
+            ),
+            (
+                format!("DELETE FROM stock WHERE w = {w} AND id BETWEEN 2 AND 3"),
+                &by_w,
+            ),
+            (
+                format!("UPDATE stock SET v = v + 1 WHERE w = {w} AND id IN (2, 3)"),
+                &by_w,
+            ),
+            (
+                format!("UPDATE stock SET v = v + 1 WHERE w = {w} AND (id < 2 OR id > 2)"),
+                &by_w,
+            ),
+            (
+                format!(
+                    "SELECT o FROM lines WHERE w = {w} AND d = 7 ORDER BY o LIMIT 1 FOR UPDATE"
+                ),
+                &by_dw,
+            ),
+            (
+                format!("SELECT o FROM lines WHERE d = 7 AND w = {w} AND x >= 2 FOR UPDATE"),
+                &by_dw,
+            ),
+        ];
+        for (first, read) in cases {
             run_one(&mut session, "START TRANSACTION");
             run_one(&mut session, &first);
             let before = at_primary(&mut session);
-            let row = run_one(
-                &mut session,
-                &format!("SELECT v FROM district WHERE w = {w}"),
-            );
+            let row = run_one(&mut session, &read(w));
             assert!(format!("{row:?}").contains(&format!("Int({w})")), "{row:?}");
             assert_eq!(at_primary(&mut session), before, "{first}");
             // The other partitions are on both nodes: some of their rows
             // are read at their primary (so the check above can fail).
             for other in (1..=shards).filter(|other| *other != w) {
-                run_one(
-                    &mut session,
-                    &format!("SELECT v FROM district WHERE w = {other}"),
-                );
+                run_one(&mut session, &read(other));
             }
             elsewhere += at_primary(&mut session) - before;
             run_one(&mut session, "ROLLBACK");

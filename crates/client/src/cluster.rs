@@ -607,8 +607,9 @@ impl Cluster {
     /// that reaches its rows by a range pinning the partition key, not by
     /// one primary key (NDB's distribution awareness for a scan of one
     /// partition). Round robin, as [`Cluster::transaction`], when the
-    /// table has no partition key of its own or `values` do not fit it: a
-    /// hint only places the tc, every operation is routed by its own key.
+    /// table has no partition key of its own, `values` do not fit it, or
+    /// there is no map of the table: a hint only places the tc, every
+    /// operation is routed by its own key.
     ///
     /// ```no_run
     /// use client::Value;

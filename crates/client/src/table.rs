@@ -308,7 +308,9 @@ impl Table {
         }
         let mut entries = Vec::new();
         for (&column, value) in def.partition_key.iter().zip(values) {
-            let column_def = &def.columns[column as usize];
+            // A definition the client refused to check names no column
+            // here: no hint, rather than a panic.
+            let column_def = def.columns.get(column as usize)?;
             crate::value::push_entry(
                 &mut entries,
                 column,

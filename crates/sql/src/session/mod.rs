@@ -1240,7 +1240,8 @@ impl Session {
 
     /// A new transaction for `compiled`, on the tc of the data node that
     /// holds the primary replica of its rows when the statement names one
-    /// key, or a range that pins the table's partition key (NDB's
+    /// key (or a list of keys: the first's), or ranges whose equality
+    /// prefix gives the table's partition key one value (NDB's
     /// distribution awareness: the statement's operations, and the
     /// commit of what it writes, then never cross between data nodes),
     /// else on any.
@@ -1281,18 +1282,35 @@ impl Session {
                 exprs.iter().collect(),
                 params,
             ),
-            crate::plan::AccessPlan::Ranges { index, ranges } if ranges.len() == 1 => {
+            // Several keys (IN): each is routed by itself, the first
+            // places the transaction (as NDB's first key does).
+            crate::plan::AccessPlan::PrimaryKeys(keys) => match keys.first() {
+                Some(exprs) => self.hinted(
+                    table,
+                    HintColumns::PrimaryKey,
+                    exprs.iter().collect(),
+                    params,
+                ),
+                None => cluster.transaction(),
+            },
+            crate::plan::AccessPlan::Ranges { index, ranges } => {
                 let Some(columns) = table.index_columns(index.as_deref()) else {
                     return cluster.transaction();
                 };
-                let prefix = &ranges[0].prefix;
+                // The partition key's values, when every range's equality
+                // prefix gives them, and gives the same ones (an IN list
+                // on a later column makes several ranges of one prefix).
                 let exprs: Option<Vec<&crate::expr::Expr>> = table
                     .def()
                     .partition_key
                     .iter()
                     .map(|column| {
                         let position = columns.iter().position(|c| *c == *column as usize)?;
-                        prefix.get(position)
+                        let first = ranges.first()?.prefix.get(position)?;
+                        ranges
+                            .iter()
+                            .all(|range| range.prefix.get(position) == Some(first))
+                            .then_some(first)
                     })
                     .collect();
                 match exprs {
