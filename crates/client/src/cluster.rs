@@ -626,11 +626,7 @@ impl Cluster {
     ) -> Transaction<'_> {
         let placement = table
             .bucket_of_partition_values(values.iter())
-            .and_then(|bucket| {
-                let map = self.routing_map(table)?;
-                let partition = map.bucket_partitions[bucket as usize];
-                Some((map, partition))
-            });
+            .and_then(|bucket| self.placement_of_bucket(table, bucket));
         self.transaction_at(placement, Body::take())
     }
 
@@ -720,16 +716,19 @@ impl Cluster {
                 code,
                 detail: format!("a key of table {:?}", table.name()),
             })?;
-        let Some(map) = self.routing_map(table) else {
-            return Ok(None);
-        };
-        let bucket = signal::partition::bucket(hash) as usize;
-        let partition = map.bucket_partitions[bucket];
+        Ok(self.placement_of_bucket(table, signal::partition::bucket(hash)))
+    }
+
+    /// The routing map of `table` and the partition of `bucket`; `None`
+    /// when the table has no map.
+    fn placement_of_bucket(&self, table: &Table, bucket: u32) -> Option<(Arc<PartitionMap>, u32)> {
+        let map = self.routing_map(table)?;
+        let partition = map.bucket_partitions[bucket as usize];
         debug_assert!(
             (partition as usize) < map.partitions.len(),
             "decode_partition_map checks every bucket names a partition"
         );
-        Ok(Some((map, partition)))
+        Some((map, partition))
     }
 
     /// The freshest map of `table` at hand: its own if it is current, else
