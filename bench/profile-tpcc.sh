@@ -8,7 +8,12 @@
 #                `perf report -i WORK/perf.data --no-children --sort comm -g none`
 #   WHAT=strace  strace -c -f of the benchmark client into WORK/strace.txt
 #   WHAT=syscalls perf trace -s -a for PROFILE_SECONDS into WORK/syscalls.txt:
-#                every thread's system calls by kind, with counts
+#                every thread's system calls by kind, with counts; prints
+#                each thread name's calls per client statement (the
+#                client's threads make one sendto per statement)
+#   WHAT=switches each thread's context switches (voluntary and not) over
+#                PROFILE_SECONDS, from /proc, per transaction of that
+#                window (the run's transactions times its share of the run)
 #   WHAT=none    nothing: tpmC alone (for before/after pairs of binaries)
 # Prints tpmC, the consistency check and the server's CPU per transaction.
 #
@@ -79,8 +84,21 @@ case $what in
   perf) perf record -a -g -e cpu-clock -F 999 -o "$work/perf.data" -- sleep "$profile_seconds" > /dev/null 2>&1 ;;
   strace) timeout "$profile_seconds" strace -c -f -p $bench -o "$work/strace.txt" > /dev/null 2>&1 || true ;;
   syscalls) perf trace -s -a -o "$work/syscalls.txt" -- sleep "$profile_seconds" > /dev/null 2>&1 || true ;;
+  switches)
+    switches() {
+      for pid in "${pids[@]}" $bench; do
+        for task in /proc/"$pid"/task/*; do
+          printf '%s %s %s\n' "$(cat "/proc/$pid/comm")" "$(cat "$task/comm")" \
+            "$(awk '/ctxt_switches/ {n += $2} END {print n}' "$task/status")"
+        done
+      done 2> /dev/null
+    }
+    switches > "$work/switches.before"
+    sleep "$profile_seconds"
+    switches > "$work/switches.after"
+    ;;
   none) ;;
-  *) echo "WHAT is perf, strace, syscalls or none" >&2 ;;
+  *) echo "WHAT is perf, strace, syscalls, switches or none" >&2 ;;
 esac
 wait $bench
 ticks > "$work/ticks.after"
@@ -100,3 +118,46 @@ parts = f"SQL node {ms[-1]:.2f}, data nodes {sum(ms[1:-1]):.2f}, " if system == 
 print(f"{system}: tpmC {round(run['tpmc'])} consistency {run['consistency']}; server CPU per "
       f"transaction {sum(ms):.2f} ms ({parts}{count} transactions) (work: {work})")
 EOF
+case $what in
+  syscalls)
+    # Calls per client statement, summed by thread name.
+    python3 - "$work/syscalls.txt" << 'EOF'
+import collections, re, sys
+calls = collections.defaultdict(collections.Counter)
+name = None
+for line in open(sys.argv[1]):
+    thread = re.match(r" (\S+) \((\d+)\), \d+ events", line)
+    if thread:
+        name = thread.group(1)
+        continue
+    row = re.match(r"\s+(\w+)\s+(\d+)\s+\d+\s", line)
+    if row and name and row.group(1) != "syscall":
+        calls[name][row.group(1)] += int(row.group(2))
+statements = calls["tessera"]["sendto"] or 1
+print(f"{statements} client statements traced; calls per statement by thread name:")
+for thread, counted in sorted(calls.items()):
+    if sum(counted.values()) >= statements / 10:
+        print(f"  {thread}: " + ", ".join(f"{call} {n / statements:.2f}" for call, n in counted.most_common()))
+EOF
+    ;;
+  switches)
+    python3 - "$work" "$seconds" "$profile_seconds" << 'EOF'
+import collections, json, sys
+work, seconds, window = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+run = json.load(open(f"{work}/run.json"))
+transactions = sum(t["count"] for t in run["transactions"].values()) * window / seconds
+def load(path):
+    counts = collections.Counter()
+    for line in open(path):
+        process, thread, n = line.rsplit(" ", 2)
+        counts[f"{process}:{thread}"] += int(n)
+    return counts
+before, after = load(f"{work}/switches.before"), load(f"{work}/switches.after")
+print(f"context switches per transaction (about {transactions:.0f} in the window):")
+for key in sorted(after):
+    delta = after[key] - before.get(key, 0)
+    if delta > transactions / 10:
+        print(f"  {key}: {delta / transactions:.1f}")
+EOF
+    ;;
+esac
