@@ -31,7 +31,7 @@ pub fn insert(
     auto_increment: &AutoIncrement,
 ) -> SqlResult<Response> {
     let table = &plan.table;
-    let cluster = run.transaction.cluster();
+    let cluster = run.transaction.borrow().cluster();
     let width = table.columns.len();
     let mut rows: Vec<Vec<Option<Value>>> = Vec::with_capacity(plan.rows.len());
     match &plan.select {
@@ -143,36 +143,43 @@ pub fn insert(
                 // among them fails it and not a later one.
                 let key = key_of(table, row, zone);
                 match unique {
-                    true => run.locked.settle_table(run.transaction, table)?,
+                    true => run
+                        .locked
+                        .settle_table(&mut run.transaction.borrow_mut(), table)?,
                     false => {
-                        if run.locked.settle_key(run.transaction, table, &key)? {
+                        if run
+                            .locked
+                            .settle_key(&mut run.transaction.borrow_mut(), table, &key)?
+                        {
                             waits = false;
                         }
                     }
                 }
                 let values = stored_columns(table, row, 0..width, zone);
                 run.transaction
+                    .borrow_mut()
                     .insert(&table.table, &values)
                     .map_err(|error| SqlError::from_client(&error, &table.cluster_name()))?;
                 if waits {
-                    run.locked.defer(run.transaction, table, &key);
+                    run.locked.defer(&run.transaction.borrow(), table, &key);
                     // Writes wait a batch at most: a transaction of many
                     // INSERTs and no reads sends them as it goes.
-                    if run.transaction.pending_operations() >= WRITE_BATCH {
+                    if run.transaction.borrow().pending_operations() >= WRITE_BATCH {
                         check_interrupt(run)?;
-                        flush(run.transaction, Commit::No, table)?;
+                        flush(&mut run.transaction.borrow_mut(), Commit::No, table)?;
                     }
                 }
                 if (number + 1) % WRITE_BATCH == 0 && number + 1 < count {
                     check_interrupt(run)?;
-                    flush(run.transaction, Commit::No, table)?;
+                    flush(&mut run.transaction.borrow_mut(), Commit::No, table)?;
                 }
             }
             (count as u64, count as u64)
         }
         conflict => {
             // The rows in the way are read: the waiting writes go first.
-            run.locked.settle_table(run.transaction, table)?;
+            run.locked
+                .settle_table(&mut run.transaction.borrow_mut(), table)?;
             let mut affected = 0;
             let mut matched = 0;
             for chunk in full.chunks(WRITE_BATCH) {
@@ -185,7 +192,7 @@ pub fn insert(
         }
     };
     if !waits {
-        flush(run.transaction, run.commit, table)?;
+        flush(&mut run.transaction.borrow_mut(), run.commit, table)?;
     }
     let skipped = count as u64 - matched.min(count as u64);
     Ok(Response::Ok {
@@ -222,7 +229,7 @@ pub(super) fn has_unique_index(table: &SqlTable) -> bool {
 /// insert's unique index row would meet the deleted row's).
 pub(super) fn flush_if_unique(run: &mut Run<'_>, table: &SqlTable) -> SqlResult<()> {
     if has_unique_index(table) {
-        flush(run.transaction, Commit::No, table)?;
+        flush(&mut run.transaction.borrow_mut(), Commit::No, table)?;
     }
     Ok(())
 }
@@ -270,6 +277,7 @@ fn upsert(
         let key = key_of(table, row, zone);
         by_key.push(
             run.transaction
+                .borrow_mut()
                 .read_if_exists(&table.table, &key, LockMode::Exclusive)
                 .map_err(refused)?,
         );
@@ -286,13 +294,14 @@ fn upsert(
                 .collect();
             reads.push(Some(
                 run.transaction
+                    .borrow_mut()
                     .read_unique(&table.table, name, &values, LockMode::Exclusive)
                     .map_err(refused)?,
             ));
         }
         by_unique.push(reads);
     }
-    flush(run.transaction, Commit::No, table)?;
+    flush(&mut run.transaction.borrow_mut(), Commit::No, table)?;
     // What each key holds now: read, then as this statement changed it.
     let mut known: std::collections::HashMap<Vec<u8>, Known> = Default::default();
     // Keys as the cluster compares them (`types::canonical_key_value`).
@@ -307,7 +316,7 @@ fn upsert(
     for (handle, reads) in by_key.iter().zip(&by_unique) {
         for handle in std::iter::once(Some(handle)).chain(reads.iter().map(Option::as_ref)) {
             let Some(handle) = handle else { continue };
-            if let Some(found) = run.transaction.get(*handle) {
+            if let Some(found) = run.transaction.borrow().get(*handle) {
                 let row = access::load_row(table, found.values().to_vec(), zone);
                 known
                     .entry(key_bytes(&row))
@@ -360,13 +369,14 @@ fn upsert(
             .chain(&in_the_way.iter().map(|r| key_bytes(r)).collect::<Vec<_>>())
             .any(|k| touched.contains(k));
         if again {
-            flush(run.transaction, Commit::No, table)?;
+            flush(&mut run.transaction.borrow_mut(), Commit::No, table)?;
             touched.clear();
         }
         match conflict {
             _ if in_the_way.is_empty() => {
                 let values = stored_columns(table, row, 0..width, zone);
                 run.transaction
+                    .borrow_mut()
                     .insert(&table.table, &values)
                     .map_err(refused)?;
                 known.insert(
@@ -389,6 +399,7 @@ fn upsert(
                         continue;
                     }
                     run.transaction
+                        .borrow_mut()
                         .delete(&table.table, &key_of(table, existing, zone))
                         .map_err(refused)?;
                     known.insert(existing_key.clone(), Known { row: None });
@@ -398,13 +409,13 @@ fn upsert(
                     // The rows in the way hold the new row's unique values:
                     // their deletes must be done before it is written (a
                     // batch's operations on different rows run in any order).
-                    flush(run.transaction, Commit::No, table)?;
+                    flush(&mut run.transaction.borrow_mut(), Commit::No, table)?;
                     touched.clear();
                 }
                 let values = stored_columns(table, row, 0..width, zone);
                 match replaced_in_place {
-                    true => run.transaction.write(&table.table, &values),
-                    false => run.transaction.insert(&table.table, &values),
+                    true => run.transaction.borrow_mut().write(&table.table, &values),
+                    false => run.transaction.borrow_mut().insert(&table.table, &values),
                 }
                 .map_err(refused)?;
                 known.insert(
@@ -443,6 +454,7 @@ fn upsert(
                 let key_changed = changed.iter().any(|c| table.key_columns().contains(c));
                 if key_changed {
                     run.transaction
+                        .borrow_mut()
                         .delete(&table.table, &key_of(table, existing, zone))
                         .map_err(refused)?;
                     // The new row may keep the old one's unique values.
@@ -450,6 +462,7 @@ fn upsert(
                     touched.clear();
                     let values = stored_columns(table, &new, 0..width, zone);
                     run.transaction
+                        .borrow_mut()
                         .insert(&table.table, &values)
                         .map_err(refused)?;
                     known.insert(existing_key.clone(), Known { row: None });
@@ -460,6 +473,7 @@ fn upsert(
                 } else {
                     let set = stored_columns(table, &new, changed.into_iter(), zone);
                     run.transaction
+                        .borrow_mut()
                         .update(&table.table, &key_of(table, existing, zone), &set)
                         .map_err(refused)?;
                     known.insert(existing_key.clone(), Known { row: Some(new) });
@@ -473,7 +487,7 @@ fn upsert(
     }
     // What is queued goes before the next chunk reads: a row it inserts
     // must be seen there.
-    flush(run.transaction, Commit::No, table)?;
+    flush(&mut run.transaction.borrow_mut(), Commit::No, table)?;
     Ok((affected, matched))
 }
 

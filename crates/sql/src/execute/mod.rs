@@ -49,8 +49,11 @@ pub struct StatementCounts {
 
 /// The inputs of a run.
 pub struct Run<'a> {
-    /// The transaction.
-    pub transaction: &'a mut Transaction<'static>,
+    /// The transaction, shared with the statement's environment: a
+    /// correlated subquery runs in it from inside an expression's
+    /// evaluation (`WithSubqueries`). Each use borrows it for one call,
+    /// never across an evaluation.
+    pub transaction: &'a RefCell<Transaction<'static>>,
     /// How the statement's last round trip ends (Yes in autocommit).
     pub commit: Commit,
     /// Parameters by slot.
@@ -90,17 +93,21 @@ type Grouped = Vec<(Vec<Value>, Vec<Value>)>;
 /// An environment that answers a statement's subqueries (design 0033):
 /// each runs as a query of its own, once when it reads nothing of the
 /// enclosing row, else once for each distinct set of the enclosing row's
-/// values it reads. One that reads nothing of the row, in an open
-/// transaction, ran before the statement in its transaction
-/// (`with_subqueries`); the others run here in a cluster transaction of
-/// their own (reads of committed rows). Everything else is asked of the
-/// statement's environment.
+/// values it reads. In an open transaction they all run in it, so they
+/// see its writes as the statement does (design 0035): one that reads
+/// nothing of the row ran before the statement (`with_subqueries`), a
+/// correlated one runs here. In autocommit they run in a cluster
+/// transaction of their own (reads of committed rows). Everything else
+/// is asked of the statement's environment.
 struct WithSubqueries<'a> {
     inner: &'a dyn Environment,
     subqueries: &'a [SubqueryPlan],
     /// For each slot, the enclosing row's columns it reads.
     reads: Vec<Vec<usize>>,
     cluster: &'static client::Cluster,
+    /// The statement's transaction when it stays open after the
+    /// statement (None in autocommit).
+    open: Option<&'a RefCell<Transaction<'static>>>,
     /// For each slot, its rows by the values it read of the enclosing row.
     results: RefCell<Vec<HashMap<Vec<u8>, SubqueryRows>>>,
 }
@@ -114,6 +121,7 @@ impl<'a> WithSubqueries<'a> {
         inner: &'a dyn Environment,
         subqueries: &'a [SubqueryPlan],
         cluster: &'static client::Cluster,
+        open: Option<&'a RefCell<Transaction<'static>>>,
     ) -> WithSubqueries<'a> {
         WithSubqueries {
             inner,
@@ -123,6 +131,7 @@ impl<'a> WithSubqueries<'a> {
                 .map(|s| crate::plan::outer_columns(&s.plan))
                 .collect(),
             cluster,
+            open,
             results: RefCell::new(vec![HashMap::new(); subqueries.len()]),
         }
     }
@@ -192,14 +201,26 @@ impl Environment for WithSubqueries<'_> {
             }
             false => &*subquery.plan,
         };
-        let mut transaction = self.cluster.transaction();
+        let own;
+        let (transaction, commit) = match self.open {
+            Some(open) => {
+                settle_for_subquery(open)?;
+                (open, Commit::No)
+            }
+            None => {
+                own = RefCell::new(self.cluster.transaction());
+                (&own, Commit::Yes)
+            }
+        };
         let mut counts = StatementCounts::default();
         let mut run = Run {
-            transaction: &mut transaction,
-            commit: Commit::Yes,
+            transaction,
+            commit,
             params,
             environment: self,
             counts: &mut counts,
+            // Empty: no images to reuse (a subquery reads without a
+            // lock), and nothing waits once settled.
             locked: &mut LockedRows::default(),
         };
         let Response::Rows { rows, .. } = select(plan, &mut run)? else {
@@ -209,6 +230,30 @@ impl Environment for WithSubqueries<'_> {
         self.results.borrow_mut()[slot].insert(key, Rc::clone(&rows));
         Ok(rows)
     }
+}
+
+/// Readies the open transaction for a correlated subquery run in it
+/// while the statement evaluates an expression: the writes queued in it
+/// (a statement's earlier rows, or writes deferred by earlier
+/// statements: `locked_rows`) go to the data nodes first, so the
+/// subquery's reads see them and no batch holds two operations on one
+/// row. The subquery runs with no images of locked rows, and this keeps
+/// the statement's own images true: they go on saying "nothing waits"
+/// once the queue is empty. An internal error, not a panic, if the
+/// statement holds the transaction borrowed across an evaluation.
+fn settle_for_subquery(open: &RefCell<Transaction<'static>>) -> SqlResult<()> {
+    let Ok(mut transaction) = open.try_borrow_mut() else {
+        return Err(SqlError::new(
+            codes::UNKNOWN_ERROR,
+            "internal: a subquery ran while its statement held the transaction",
+        ));
+    };
+    if transaction.pending_operations() > 0 {
+        transaction
+            .execute(Commit::No)
+            .map_err(|error| SqlError::from_client(&error, ""))?;
+    }
+    Ok(())
 }
 
 /// Runs a query in the statement's transaction without ending it (for a
@@ -239,6 +284,7 @@ fn select_rows(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
         None => {
             if run.commit != Commit::No {
                 run.transaction
+                    .borrow_mut()
                     .execute(run.commit)
                     .map_err(|e| SqlError::from_client(&e, ""))?;
             }
@@ -313,7 +359,8 @@ fn select_rows(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
                 let zone = run.environment.zone_offset();
                 for row in &rows {
                     let key = key_of(table, row, zone);
-                    run.locked.remember(run.transaction, zone, table, &key, row);
+                    run.locked
+                        .remember(&run.transaction.borrow(), zone, table, &key, row);
                 }
             }
             let mut kept = Vec::with_capacity(rows.len());
@@ -329,6 +376,7 @@ fn select_rows(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
                 kept = keep_passing(kept, plan.filter.as_ref(), run)?;
                 if run.commit != Commit::No {
                     run.transaction
+                        .borrow_mut()
                         .execute(run.commit)
                         .map_err(|e| SqlError::from_client(&e, &table.cluster_name()))?;
                 }
@@ -431,7 +479,8 @@ fn join_rows(
     plan: &SelectPlan,
     run: &mut Run<'_>,
 ) -> SqlResult<Vec<Vec<Value>>> {
-    run.locked.settle_table(run.transaction, &join.table)?;
+    run.locked
+        .settle_table(&mut run.transaction.borrow_mut(), &join.table)?;
     let width = join.table.columns.len();
     let mut out = Vec::new();
     // Pairs an earlier row with its candidates, keeping those the join's
@@ -579,17 +628,22 @@ fn lookup_batch(
     for key in &keys {
         ops.push(
             run.transaction
+                .borrow_mut()
                 .read_if_exists(&table.table, key, plan.lock)
                 .map_err(refused)?,
         );
     }
     if !ops.is_empty() {
-        run.transaction.execute(Commit::No).map_err(refused)?;
+        run.transaction
+            .borrow_mut()
+            .execute(Commit::No)
+            .map_err(refused)?;
     }
     let rows: Vec<Option<Vec<Value>>> = ops
         .into_iter()
         .map(|op| {
             run.transaction
+                .borrow_mut()
                 .get(op)
                 .map(|row| access::load_row(table, row.values().to_vec(), zone))
         })
@@ -643,7 +697,7 @@ fn pushed_count(plan: &SelectPlan, table: &SqlTable, run: &mut Run<'_>) -> SqlRe
         order: None,
         commit: run.commit,
     };
-    access::count(&request, run.transaction, run.environment)
+    access::count(&request, &mut run.transaction.borrow_mut(), run.environment)
 }
 
 fn output_row(
@@ -914,7 +968,8 @@ fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<(Vec<Vec<Valu
     let table = &plan.table;
     if let Some(key) = settle(table, &plan.access, run)? {
         let zone = run.environment.zone_offset();
-        if let Some(row) = run.locked.get(run.transaction, zone, table, &key) {
+        let held = run.locked.get(&run.transaction.borrow(), zone, table, &key);
+        if let Some(row) = held {
             run.counts.locked_rows_reused += 1;
             let rows = match passes(plan.filter.as_ref(), &row, run)? {
                 true if plan.limit != Some(0) => vec![row],
@@ -955,7 +1010,7 @@ fn fetch(request: &Request<'_>, run: &mut Run<'_>) -> SqlResult<Vec<Vec<Value>>>
         rows,
         fetched,
         at_primary,
-    } = access::fetch(request, run.transaction, run.environment)?;
+    } = access::fetch(request, &mut run.transaction.borrow_mut(), run.environment)?;
     run.counts.fetched += fetched;
     run.counts.reads_at_primary += u64::from(at_primary);
     Ok(rows)
@@ -1003,7 +1058,8 @@ fn held_image_or_settle(
     let key = constant_key(table, access, run)?;
     if let (Ok(Some(key)), None) = (&key, table.view) {
         let zone = run.environment.zone_offset();
-        if let Some(row) = run.locked.get(run.transaction, zone, table, key) {
+        let held = run.locked.get(&run.transaction.borrow(), zone, table, key);
+        if let Some(row) = held {
             return Ok(Some(row));
         }
     }
@@ -1033,12 +1089,14 @@ fn settle_for(
 ) -> SqlResult<Option<Vec<client::Value>>> {
     match key {
         Ok(Some(key)) => {
-            run.locked.settle_key(run.transaction, table, &key)?;
+            run.locked
+                .settle_key(&mut run.transaction.borrow_mut(), table, &key)?;
             Ok(Some(key))
         }
         Ok(None) => Ok(None),
         Err(()) => {
-            run.locked.settle_table(run.transaction, table)?;
+            run.locked
+                .settle_table(&mut run.transaction.borrow_mut(), table)?;
             Ok(None)
         }
     }
@@ -1089,14 +1147,15 @@ fn with_subqueries(
     if subqueries.is_empty() {
         return body(run);
     }
-    let cluster = run.transaction.cluster();
-    let environment = WithSubqueries::new(run.environment, subqueries, cluster);
+    let cluster = run.transaction.borrow().cluster();
+    let open = (run.commit == Commit::No).then_some(run.transaction);
+    let environment = WithSubqueries::new(run.environment, subqueries, cluster, open);
     if run.commit == Commit::No {
         // In an open transaction, a subquery that reads nothing of the
         // enclosing row runs first, in the transaction, so that it sees
         // the transaction's own writes as the statement does (design
-        // 0035); a correlated one runs in a transaction of its own, row
-        // by row.
+        // 0035); a correlated one runs in it row by row, as the
+        // statement evaluates it.
         for (slot, subquery) in subqueries.iter().enumerate() {
             if subquery.correlated || !environment.reads[slot].is_empty() {
                 continue;
@@ -1132,8 +1191,12 @@ fn update_rows(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
     let name = table.cluster_name();
     let refused = |error: ClientError| SqlError::from_client(&error, &name);
     let zone = run.environment.zone_offset();
-    for (number, old) in rows.iter().enumerate() {
-        matched += 1;
+    // Every row's new values before any row is written: a subquery in an
+    // assignment, run in the open transaction, reads the rows as they
+    // were before the statement, as MariaDB's UPDATE of a table its
+    // subquery reads does.
+    let mut news = Vec::with_capacity(rows.len());
+    for old in &rows {
         let mut new = old.clone();
         for (column, expr) in &plan.assignments {
             // Each assignment sees the ones before it (MySQL's order).
@@ -1145,6 +1208,10 @@ fn update_rows(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
             let value = expr.eval(&inputs, run.environment)?;
             new[*column] = fit_column(table, *column, &value)?;
         }
+        news.push(new);
+    }
+    for (number, (old, new)) in rows.iter().zip(news).enumerate() {
+        matched += 1;
         // Fitted to the column, a new value has the old one's form: equal
         // values are equal Values (as MySQL, an unchanged row is matched,
         // not changed).
@@ -1154,7 +1221,7 @@ fn update_rows(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
         if changed_columns.is_empty() {
             // Read with an exclusive lock (or remembered so): held.
             run.locked
-                .remember(run.transaction, zone, table, &old_key, old);
+                .remember(&run.transaction.borrow(), zone, table, &old_key, old);
             continue;
         }
         changed += 1;
@@ -1163,37 +1230,43 @@ fn update_rows(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
             deferrable = false;
             run.locked.forget(table, &old_key);
             run.transaction
+                .borrow_mut()
                 .delete(&table.table, &old_key)
                 .map_err(refused)?;
             // The new row may keep the old one's unique values.
             flush_if_unique(run, table)?;
             // Nor may it share a batch with a waiting write of its key.
-            run.locked
-                .settle_key(run.transaction, table, &key_of(table, &new, zone))?;
+            run.locked.settle_key(
+                &mut run.transaction.borrow_mut(),
+                table,
+                &key_of(table, &new, zone),
+            )?;
             let values = stored_columns(table, &new, 0..new.len(), zone);
             run.transaction
+                .borrow_mut()
                 .insert(&table.table, &values)
                 .map_err(refused)?;
         } else {
             let set = stored_columns(table, &new, changed_columns.iter().copied(), zone);
             run.transaction
+                .borrow_mut()
                 .update(&table.table, &old_key, &set)
                 .map_err(refused)?;
             // The row as this transaction leaves it (should the update
             // fail, the transaction ends and the image with it).
             run.locked
-                .remember(run.transaction, zone, table, &old_key, &new);
+                .remember(&run.transaction.borrow(), zone, table, &old_key, &new);
             if deferrable {
-                run.locked.defer(run.transaction, table, &old_key);
+                run.locked.defer(&run.transaction.borrow(), table, &old_key);
             }
         }
         if (number + 1) % WRITE_BATCH == 0 {
             check_interrupt(run)?;
-            flush(run.transaction, Commit::No, table)?;
+            flush(&mut run.transaction.borrow_mut(), Commit::No, table)?;
         }
     }
     if !deferrable {
-        flush(run.transaction, run.commit, table)?;
+        flush(&mut run.transaction.borrow_mut(), run.commit, table)?;
     }
     Ok(Response::Ok {
         affected_rows: changed,
@@ -1219,7 +1292,7 @@ fn increment_by_key(
     let crate::plan::AccessPlan::PrimaryKey(exprs) = &plan.access else {
         return Ok(None);
     };
-    if run.commit != Commit::Yes || run.transaction.state() != TransactionState::Idle {
+    if run.commit != Commit::Yes || run.transaction.borrow().state() != TransactionState::Idle {
         return Ok(None);
     }
     let table = &plan.table;
@@ -1239,9 +1312,11 @@ fn increment_by_key(
         .collect();
     let refused = |error: ClientError| SqlError::from_client(&error, &table.cluster_name());
     run.transaction
+        .borrow_mut()
         .increment(&table.table, &key, &deltas)
         .map_err(refused)?;
-    let changed = match run.transaction.execute(Commit::Yes) {
+    let executed = run.transaction.borrow_mut().execute(Commit::Yes);
+    let changed = match executed {
         Ok(_) => 1,
         Err(error) if error.code() == Some(client::ErrorCode::NoSuchRow) => 0,
         // A NULL or a sum out of range (MySQL's answer is the general
@@ -1258,7 +1333,8 @@ fn increment_by_key(
                 // Planned again from the current definition next time.
                 run.environment.table_changed(table);
             }
-            *run.transaction = run.transaction.cluster().transaction();
+            let fresh = run.transaction.borrow().cluster().transaction();
+            *run.transaction.borrow_mut() = fresh;
             return Ok(None);
         }
         Err(error) => return Err(refused(error)),
@@ -1287,18 +1363,19 @@ fn delete_rows(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
         let key = key_of(table, row, zone);
         run.locked.forget(table, &key);
         if deferrable {
-            run.locked.defer(run.transaction, table, &key);
+            run.locked.defer(&run.transaction.borrow(), table, &key);
         }
         run.transaction
+            .borrow_mut()
             .delete(&table.table, &key)
             .map_err(|error| SqlError::from_client(&error, &table.cluster_name()))?;
         if (number + 1) % WRITE_BATCH == 0 {
             check_interrupt(run)?;
-            flush(run.transaction, Commit::No, table)?;
+            flush(&mut run.transaction.borrow_mut(), Commit::No, table)?;
         }
     }
     if !deferrable {
-        flush(run.transaction, run.commit, table)?;
+        flush(&mut run.transaction.borrow_mut(), run.commit, table)?;
     }
     Ok(Response::affected(rows.len() as u64))
 }

@@ -24,6 +24,7 @@ use crate::value::Value;
 use crate::{access, ddl, show, value, Engine, Statistics};
 use client::{Commit, LockMode, Transaction, TransactionState};
 use sqlparser::ast;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -1135,10 +1136,10 @@ impl Session {
         autocommit: bool,
     ) -> SqlResult<Response> {
         let bound = compiled.bind(params)?;
-        let mut transaction = match self.transaction.take() {
+        let transaction = RefCell::new(match self.transaction.take() {
             Some(open) => open,
             None => self.begin_for(compiled, &bound),
-        };
+        });
         let commit = if autocommit { Commit::Yes } else { Commit::No };
         let mut counts = StatementCounts::default();
         // Out of the session while the run borrows it as its environment.
@@ -1146,7 +1147,7 @@ impl Session {
         let result = {
             let view = SessionView { session: self };
             let mut run = Run {
-                transaction: &mut transaction,
+                transaction: &transaction,
                 commit,
                 params: &bound,
                 environment: &view,
@@ -1180,6 +1181,7 @@ impl Session {
             Plan::Delete(_) => &statistics.deletes,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        let mut transaction = transaction.into_inner();
         let state = transaction.state();
         match (&result, autocommit) {
             (Ok(response), true) => {
