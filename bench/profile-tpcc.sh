@@ -6,6 +6,9 @@
 #   WHAT=perf    perf record -a -g -e cpu-clock for PROFILE_SECONDS into
 #                WORK/perf.data; report it by thread with
 #                `perf report -i WORK/perf.data --no-children --sort comm -g none`
+#                (PERF_ARGS replaces "-a -g -e cpu-clock -F 999", e.g.
+#                "-a --call-graph dwarf,16384 -e cpu-clock -F 250" for stacks
+#                through code built without frame pointers)
 #   WHAT=strace  strace -c -f of the benchmark client into WORK/strace.txt
 #   WHAT=syscalls perf trace -s -a for PROFILE_SECONDS into WORK/syscalls.txt:
 #                every thread's system calls by kind, with counts; prints
@@ -19,6 +22,7 @@
 #
 # usage: bench/profile-tpcc.sh tessera|mariadb [TESSERA_BINARY]
 # env:   WHAT (perf), CONNECTIONS (16), WAREHOUSES (2), SECONDS_EACH (40),
+#        DATA_NODES (2), REPLICAS (2),
 #        PROFILE_SECONDS (20), SPIN_US (the data nodes' spin_us; 0),
 #        WORK (scratch dir), PORT (29100), KEEP_DATA (keep the servers'
 #        data), SERVER_NICE (renice every server thread to it before the
@@ -50,7 +54,7 @@ trap cleanup EXIT
 case $system in
   tessera)
     source "$here/bench/cluster.sh"
-    cluster_start "$tessera" "$work/cluster" 2 2 "ldm = 1\ntc = 1\ntc_on_ldm = true\nspin_us = ${SPIN_US:-0}" 4G
+    cluster_start "$tessera" "$work/cluster" "${DATA_NODES:-2}" "${REPLICAS:-2}" "ldm = 1\ntc = 1\ntc_on_ldm = true\nspin_us = ${SPIN_US:-0}" 4G
     # shellcheck disable=SC2086 # SQL_ARGS is a list of words
     "$tessera" sql --mgmd 127.0.0.1:$port --port $sql_port ${SQL_ARGS:-} > "$work/sql.log" 2>&1 &
     pids+=($!)
@@ -81,7 +85,9 @@ ticks > "$work/ticks.before"
 bench=$!
 sleep $(((seconds - profile_seconds) / 2))
 case $what in
-  perf) perf record -a -g -e cpu-clock -F 999 -o "$work/perf.data" -- sleep "$profile_seconds" > /dev/null 2>&1 ;;
+  # shellcheck disable=SC2086 # PERF_ARGS is a list of words
+  perf) perf record ${PERF_ARGS:--a -g -e cpu-clock -F 999} -o "$work/perf.data" -- sleep "$profile_seconds" \
+    > /dev/null 2>&1 ;;
   strace) timeout "$profile_seconds" strace -c -f -p $bench -o "$work/strace.txt" > /dev/null 2>&1 || true ;;
   syscalls) perf trace -s -a -o "$work/syscalls.txt" -- sleep "$profile_seconds" > /dev/null 2>&1 || true ;;
   switches)

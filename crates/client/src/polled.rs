@@ -23,7 +23,7 @@
 
 use crate::connection::Inbound;
 use crate::environment::Link;
-use std::collections::HashMap;
+use crate::id_hash::IdMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
@@ -63,7 +63,7 @@ struct Shared {
     /// Every connection's socket (level-triggered) and the kick eventfd.
     epoll: Epoll,
     kick: EventFd,
-    connections: Mutex<HashMap<u64, Slot>>,
+    connections: Mutex<IdMap<u64, Slot>>,
     next_token: AtomicU64,
     /// A loop owns the polling.
     owned: AtomicBool,
@@ -91,7 +91,7 @@ impl Receiver {
         let shared = Arc::new(Shared {
             epoll,
             kick,
-            connections: Mutex::new(HashMap::new()),
+            connections: Mutex::new(IdMap::default()),
             next_token: AtomicU64::new(KICK + 1),
             owned: AtomicBool::new(false),
             owner_seen: AtomicU64::new(0),

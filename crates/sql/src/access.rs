@@ -177,7 +177,7 @@ pub fn fetch(
             .filter_map(|op| {
                 transaction
                     .get(op)
-                    .map(|row| load_row(table, row.values().to_vec(), zone))
+                    .map(|row| load_row(table, row.to_values(), zone))
             })
             .collect();
         Ok(Fetched::of(rows))
@@ -252,7 +252,7 @@ pub fn fetch(
                     transaction.execute(request.commit).map_err(refused)?;
                     let rows: Vec<Vec<Value>> = transaction
                         .get(op)
-                        .map(|row| load_row(table, row.values().to_vec(), zone))
+                        .map(|row| load_row(table, row.to_values(), zone))
                         .into_iter()
                         .collect();
                     Ok(Fetched::of(rows))
@@ -342,7 +342,7 @@ fn read_at_primary(
     own.execute(Commit::Yes).map_err(refused)?;
     let rows: Vec<Vec<Value>> = own
         .get(op)
-        .map(|row| load_row(table, row.values().to_vec(), zone))
+        .map(|row| load_row(table, row.to_values(), zone))
         .into_iter()
         .collect();
     Ok(Some(Fetched {

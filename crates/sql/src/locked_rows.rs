@@ -33,7 +33,7 @@ use crate::error::{SqlError, SqlResult};
 use crate::types::{self, SqlType};
 use crate::value::Value;
 use client::{Transaction, TransactionId, TransactionState};
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 
 /// At most this many images per transaction: past it, rows are read
 /// again (a transaction locking more is a bulk one, where a read per

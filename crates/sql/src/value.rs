@@ -795,6 +795,12 @@ pub fn fit_exactly(value: &Value, sql_type: &SqlType) -> Option<Value> {
 /// Bytes that are equal exactly when two values are equal for DISTINCT
 /// and grouping (text without its trailing spaces, numbers by value).
 pub fn group_key(value: &Value, out: &mut Vec<u8>) {
+    // Room for the largest entry at once: one allocation for a fresh key,
+    // not one for the tag and another for the value.
+    out.reserve(match value {
+        Value::Bytes(bytes) => 5 + bytes.len(),
+        _ => 18,
+    });
     match value {
         Value::Null => out.push(0),
         Value::Int(x) => {

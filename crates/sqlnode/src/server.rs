@@ -14,7 +14,7 @@
 use crate::connection::{Activity, Connection, Security};
 use crate::event_loop::{self, LoopShared};
 use crate::tls::Tls;
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;

@@ -20,7 +20,7 @@ use crate::types;
 use crate::value;
 use crate::value::Value;
 use client::{ClientError, Commit, LockMode};
-use std::collections::HashSet;
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::sync::Arc;
 
 /// Runs an INSERT (or REPLACE, INSERT IGNORE, ON DUPLICATE KEY UPDATE,
@@ -303,7 +303,7 @@ fn upsert(
     }
     flush(&mut run.transaction.borrow_mut(), Commit::No, table)?;
     // What each key holds now: read, then as this statement changed it.
-    let mut known: std::collections::HashMap<Vec<u8>, Known> = Default::default();
+    let mut known: HashMap<Vec<u8>, Known> = HashMap::new();
     // Keys as the cluster compares them (`types::canonical_key_value`).
     let key_bytes = |row: &[Value]| {
         let key: Vec<client::Value> = table
@@ -317,7 +317,7 @@ fn upsert(
         for handle in std::iter::once(Some(handle)).chain(reads.iter().map(Option::as_ref)) {
             let Some(handle) = handle else { continue };
             if let Some(found) = run.transaction.borrow().get(*handle) {
-                let row = access::load_row(table, found.values().to_vec(), zone);
+                let row = access::load_row(table, found.to_values(), zone);
                 known
                     .entry(key_bytes(&row))
                     .or_insert(Known { row: Some(row) });
@@ -328,7 +328,7 @@ fn upsert(
         known.entry(key_bytes(row)).or_insert(Known { row: None });
     }
     // The existing row that `row`'s primary key or a unique value names.
-    let conflicts = |known: &std::collections::HashMap<Vec<u8>, Known>, row: &[Value]| {
+    let conflicts = |known: &HashMap<Vec<u8>, Known>, row: &[Value]| {
         let mut found: Vec<Vec<Value>> = Vec::new();
         if let Some(Known {
             row: Some(existing),

@@ -18,10 +18,9 @@ use crate::types;
 use crate::value;
 use crate::value::Value;
 use client::{ClientError, Commit, LockMode, Transaction};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::cell::RefCell;
 use std::cmp::Ordering;
-use std::collections::HashMap;
-use std::collections::HashSet;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -608,7 +607,7 @@ fn lookup_batch(
     }
     let mut slots: Vec<Slot> = Vec::with_capacity(outers.len());
     let mut keys: Vec<Vec<client::Value>> = Vec::new();
-    let mut slot_of: std::collections::HashMap<Vec<u8>, usize> = Default::default();
+    let mut slot_of: HashMap<Vec<u8>, usize> = HashMap::new();
     for outer in outers {
         let bound: Vec<Expr> = exprs.iter().map(|e| e.bind_outer(outer)).collect();
         match access::lookup_key(table, &key_columns, &bound, run.params, run.environment)? {
@@ -645,7 +644,7 @@ fn lookup_batch(
             run.transaction
                 .borrow_mut()
                 .get(op)
-                .map(|row| access::load_row(table, row.values().to_vec(), zone))
+                .map(|row| access::load_row(table, row.to_values(), zone))
         })
         .collect();
     run.counts.fetched += rows.iter().flatten().count() as u64;
@@ -877,7 +876,7 @@ impl Accumulator {
 /// (`SELECT COUNT(*)` of no rows is one row, 0).
 fn group(plan: &SelectPlan, rows: Vec<Vec<Value>>, run: &Run<'_>) -> SqlResult<Grouped> {
     let mut groups: Vec<(Vec<Value>, Vec<Accumulator>)> = Vec::new();
-    let mut index_of: std::collections::HashMap<Vec<u8>, usize> = Default::default();
+    let mut index_of: HashMap<Vec<u8>, usize> = HashMap::new();
     let fresh = || plan.aggregates.iter().map(|_| Accumulator::new()).collect();
     if plan.group_by.is_empty() {
         groups.push((Vec::new(), fresh()));

@@ -23,9 +23,9 @@ use crate::result::{OutputColumn, Response};
 use crate::value::Value;
 use crate::{access, ddl, show, value, Engine, Statistics};
 use client::{Commit, LockMode, Transaction, TransactionState};
+use foldhash::{HashMap, HashMapExt};
 use sqlparser::ast;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -399,7 +399,7 @@ impl Session {
         for ((table, key), read) in lookups.into_iter().zip(reads) {
             let row = transaction
                 .get(read)
-                .map(|row| access::load_row(&table, row.values().to_vec(), zone));
+                .map(|row| access::load_row(&table, row.to_values(), zone));
             self.read_ahead.push(ReadAhead {
                 table: Arc::clone(&table.table),
                 key,
