@@ -940,10 +940,16 @@ impl Row {
         self.values.get_or_init(|| self.decode_values())
     }
 
-    /// The values by column id, as [`Row::values`] shows them, in a vector
-    /// of the caller's: decoded from the row data without keeping a copy
-    /// in the row, for a caller that converts them once (half the
-    /// allocations of `values().to_vec()`).
+    fn decode_values(&self) -> Vec<Value> {
+        (0..self.spans.len().min(self.table.def.columns.len()))
+            .map(|column| self.decode_value(column))
+            .collect()
+    }
+
+    /// Column `column`'s value (by column id), decoded from the row data
+    /// without touching [`Row::values`]: for a caller that converts each
+    /// value into its own vector (no vector of these in between). NULL
+    /// for a column the table does not have.
     ///
     /// ```
     /// # use signal::schema::{ColumnDef, ColumnType, TableDef};
@@ -952,25 +958,19 @@ impl Row {
     /// #   columns: vec![ColumnDef { name: "k".into(), column_type: ColumnType::Int { unsigned: false }, nullable: true }] };
     /// # let table = std::sync::Arc::new(client::Table::new(def));
     /// let row = client::Table::decode_row(&table, &[]).unwrap();
-    /// assert_eq!(row.to_values(), row.values());
+    /// assert_eq!(row.decode_value(0), client::Value::Null);
+    /// assert_eq!(row.decode_value(7), client::Value::Null);
     /// ```
-    pub fn to_values(&self) -> Vec<Value> {
-        match self.values.get() {
-            Some(values) => values.clone(),
-            None => self.decode_values(),
+    pub fn decode_value(&self, column: usize) -> Value {
+        let (Some(&span), Some(definition)) =
+            (self.spans.get(column), self.table.def.columns.get(column))
+        else {
+            return Value::Null;
+        };
+        match self.bytes_of(span) {
+            None => Value::Null,
+            Some(bytes) => checked_value(definition.column_type, bytes),
         }
-    }
-
-    fn decode_values(&self) -> Vec<Value> {
-        let columns = &self.table.def.columns;
-        self.spans
-            .iter()
-            .zip(columns)
-            .map(|(&span, column)| match self.bytes_of(span) {
-                None => Value::Null,
-                Some(bytes) => checked_value(column.column_type, bytes),
-            })
-            .collect()
     }
 
     /// The values by column id, taken out of the row: what

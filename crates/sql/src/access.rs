@@ -174,11 +174,7 @@ pub fn fetch(
         transaction.execute(request.commit).map_err(refused)?;
         let rows: Vec<Vec<Value>> = ops
             .into_iter()
-            .filter_map(|op| {
-                transaction
-                    .get(op)
-                    .map(|row| load_row(table, row.to_values(), zone))
-            })
+            .filter_map(|op| transaction.get(op).map(|row| load_row(table, row, zone)))
             .collect();
         Ok(Fetched::of(rows))
     };
@@ -252,7 +248,7 @@ pub fn fetch(
                     transaction.execute(request.commit).map_err(refused)?;
                     let rows: Vec<Vec<Value>> = transaction
                         .get(op)
-                        .map(|row| load_row(table, row.to_values(), zone))
+                        .map(|row| load_row(table, row, zone))
                         .into_iter()
                         .collect();
                     Ok(Fetched::of(rows))
@@ -298,11 +294,14 @@ pub(crate) fn encode_stored_key(key: &[client::Value]) -> Vec<u8> {
     out
 }
 
-/// A row as the cluster returned it, in SQL values (`types::load`).
-pub(crate) fn load_row(table: &SqlTable, row: Vec<client::Value>, zone: i64) -> Vec<Value> {
-    row.into_iter()
-        .zip(&table.columns)
-        .map(|(stored, column)| types::load(stored, &column.sql_type, zone))
+/// A row as the cluster returned it, in SQL values (`types::load`),
+/// each decoded straight from the row data.
+pub(crate) fn load_row(table: &SqlTable, row: &client::Row, zone: i64) -> Vec<Value> {
+    table
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(index, column)| types::load(row.decode_value(index), &column.sql_type, zone))
         .collect()
 }
 
@@ -342,7 +341,7 @@ fn read_at_primary(
     own.execute(Commit::Yes).map_err(refused)?;
     let rows: Vec<Vec<Value>> = own
         .get(op)
-        .map(|row| load_row(table, row.to_values(), zone))
+        .map(|row| load_row(table, row, zone))
         .into_iter()
         .collect();
     Ok(Some(Fetched {
@@ -741,7 +740,7 @@ fn scan(
         result
             .rows
             .into_iter()
-            .map(|row| load_row(table, row.into_values(), zone))
+            .map(|row| load_row(table, &row, zone))
             .collect()
     } else {
         let options = ScanOptions {
@@ -753,7 +752,7 @@ fn scan(
             .map_err(refused)?;
         finish_empty(transaction, request.commit, table)?;
         rows.into_iter()
-            .map(|row| load_row(table, row.into_values(), zone))
+            .map(|row| load_row(table, &row, zone))
             .collect()
     };
     Ok(Fetched::of(rows))

@@ -317,7 +317,7 @@ fn upsert(
         for handle in std::iter::once(Some(handle)).chain(reads.iter().map(Option::as_ref)) {
             let Some(handle) = handle else { continue };
             if let Some(found) = run.transaction.borrow().get(*handle) {
-                let row = access::load_row(table, found.to_values(), zone);
+                let row = access::load_row(table, found, zone);
                 known
                     .entry(key_bytes(&row))
                     .or_insert(Known { row: Some(row) });

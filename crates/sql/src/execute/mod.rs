@@ -644,7 +644,7 @@ fn lookup_batch(
             run.transaction
                 .borrow_mut()
                 .get(op)
-                .map(|row| access::load_row(table, row.to_values(), zone))
+                .map(|row| access::load_row(table, row, zone))
         })
         .collect();
     run.counts.fetched += rows.iter().flatten().count() as u64;

@@ -399,7 +399,7 @@ impl Session {
         for ((table, key), read) in lookups.into_iter().zip(reads) {
             let row = transaction
                 .get(read)
-                .map(|row| access::load_row(&table, row.to_values(), zone));
+                .map(|row| access::load_row(&table, row, zone));
             self.read_ahead.push(ReadAhead {
                 table: Arc::clone(&table.table),
                 key,
