@@ -133,7 +133,8 @@ fn main() {
                 let mut transaction = cluster.transaction();
                 let found = transaction
                     .scan_locked(&table, Access::PrimaryKey(&range), &options, lock)
-                    .expect("a range");
+                    .expect("a range")
+                    .rows;
                 assert_eq!(found.len() as u64, 100.min(rows), "a whole range");
                 transaction.execute(Commit::Yes).expect("commit");
             }

@@ -132,6 +132,16 @@ fn the_mariadb_client_runs_sysbench_shaped_sql() {
         fetched("UPDATE sbtest1 SET k=k+1 WHERE id=3 AND c <> ''"),
         1
     );
+    // A queue's head read with a lock (TPC-C's Delivery): each partition
+    // sends at most the limit, as for the same read without a lock, not a
+    // batch of the 190 rows that follow.
+    let head = "SELECT c FROM sbtest1 WHERE id >= 10 ORDER BY id LIMIT 1";
+    let unlocked = fetched(head);
+    let locked = fetched(&format!("BEGIN; {head} FOR UPDATE"));
+    assert!(
+        locked <= unlocked && unlocked < 20,
+        "LIMIT 1 received {unlocked} rows, with FOR UPDATE {locked}"
+    );
 
     // Writes: by key, a rollback that leaves the row, a commit that keeps it.
     db("UPDATE sbtest1 SET k=k+1 WHERE id=1; DELETE FROM sbtest1 WHERE id=2");

@@ -84,7 +84,8 @@ fn a_row_a_locking_scan_returned_stays_locked_until_its_commit() {
                         &options,
                         LockMode::Exclusive,
                     )
-                    .expect("a locking scan");
+                    .expect("a locking scan")
+                    .rows;
                 let keys: Vec<u64> = rows.iter().map(|row| row.get_u64("k").unwrap()).collect();
                 assert_eq!(keys, (10..20).collect::<Vec<_>>(), "the range, in order");
                 // The other client now tries to update row 15; it must wait.
@@ -197,9 +198,9 @@ fn overlapping_locking_scans_lose_no_update() {
                     let mut transaction = cluster.transaction();
                     let result = transaction
                         .scan_locked(&table, Access::Table, &options, LockMode::Exclusive)
-                        .and_then(|rows| {
+                        .and_then(|result| {
                             let mut keys = Vec::new();
-                            for row in &rows {
+                            for row in &result.rows {
                                 assert_ne!(
                                     row.get_u64("g"),
                                     Some(u64::from(index)),
@@ -289,12 +290,24 @@ fn a_limited_locking_scan_through_an_index_locks_only_what_it_returns() {
                 let none = transaction
                     .scan_locked(&table, access, &options(0), LockMode::Exclusive)
                     .unwrap();
-                assert!(none.is_empty(), "a limit of 0");
-                let rows = transaction
+                assert!(none.rows.is_empty(), "a limit of 0");
+                let result = transaction
                     .scan_locked(&table, access, &options(2), LockMode::Exclusive)
                     .unwrap();
-                let keys: Vec<u64> = rows.iter().map(|row| row.get_u64("k").unwrap()).collect();
+                let keys: Vec<u64> = result
+                    .rows
+                    .iter()
+                    .map(|row| row.get_u64("k").unwrap())
+                    .collect();
                 assert_eq!(keys, [1, 4], "group 1 in key order, two of them");
+                // Each partition sent a batch of at most the limit, not
+                // the group's 20 rows.
+                assert!(
+                    result.matched <= 2 * u64::from(result.partitions_scanned),
+                    "a limit of 2 received {} rows from {} partitions",
+                    result.matched,
+                    result.partitions_scanned
+                );
                 let marker = client::TableDef {
                     name: "locked".into(),
                     ..definition()

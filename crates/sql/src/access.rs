@@ -732,30 +732,28 @@ fn scan(
         (Some(ranges), Some(index)) => Access::Index(index, ranges),
         (None, _) => Access::Table,
     };
-    let rows: Vec<Vec<Value>> = if request.lock == LockMode::CommittedRead {
-        let result = transaction
-            .scan(&table.table, access, &options)
-            .map_err(refused)?;
-        finish_empty(transaction, request.commit, table)?;
-        result
-            .rows
-            .into_iter()
-            .map(|row| load_row(table, &row, zone))
-            .collect()
+    let result = if request.lock == LockMode::CommittedRead {
+        transaction.scan(&table.table, access, &options)
     } else {
         let options = ScanOptions {
             columns: None,
             ..options
         };
-        let rows = transaction
-            .scan_locked(&table.table, access, &options, request.lock)
-            .map_err(refused)?;
-        finish_empty(transaction, request.commit, table)?;
-        rows.into_iter()
-            .map(|row| load_row(table, &row, zone))
-            .collect()
-    };
-    Ok(Fetched::of(rows))
+        transaction.scan_locked(&table.table, access, &options, request.lock)
+    }
+    .map_err(refused)?;
+    finish_empty(transaction, request.commit, table)?;
+    let rows = result
+        .rows
+        .iter()
+        .map(|row| load_row(table, row, zone))
+        .collect();
+    // The rows the data nodes sent, those a limit left unread included.
+    Ok(Fetched {
+        rows,
+        fetched: result.matched,
+        at_primary: false,
+    })
 }
 
 /// How many rows the data nodes count for `request` (COUNT(*) with the

@@ -18,7 +18,7 @@
 //! What a scan does not see: rows other transactions insert, or change
 //! to meet the filter, behind its position (as any read-committed scan).
 
-use super::{Access, ScanOptions};
+use super::{Access, ScanOptions, ScanResult, ScanStatistics};
 use crate::error::ClientError;
 use crate::table::{Row, Table};
 use crate::transaction::{Commit, Transaction};
@@ -47,7 +47,10 @@ impl Transaction<'_> {
     /// locking read; a scan that fails (its data node lost) rolls the
     /// transaction back. Each row comes once; a row whose indexed values
     /// changed between the scan and its lock is left out (it changed
-    /// during the scan).
+    /// during the scan). The result's `matched` counts the rows the scan
+    /// received (locked or not); a limited scan asks each partition for a
+    /// batch no larger than its limit, so `LIMIT 1 FOR UPDATE` (a queue's
+    /// head) reads one row per partition, not a batch of them.
     ///
     /// ```no_run
     /// use client::{Access, CompareOp, Filter, ScanOptions, Value};
@@ -59,7 +62,7 @@ impl Transaction<'_> {
     ///     filter: Some(Filter::compare("balance", CompareOp::Less, Value::Int(0))),
     ///     ..ScanOptions::default()
     /// };
-    /// for row in transaction.scan_locked(&table, Access::Table, &options, LockMode::Exclusive)? {
+    /// for row in transaction.scan_locked(&table, Access::Table, &options, LockMode::Exclusive)?.rows {
     ///     let key = [row.get("id").unwrap().clone()];
     ///     transaction.update(&table, &key, &[("balance", Value::Int(0))])?;
     /// }
@@ -72,19 +75,24 @@ impl Transaction<'_> {
         access: Access<'_>,
         options: &ScanOptions,
         lock: LockMode,
-    ) -> Result<Vec<Row>, ClientError> {
+    ) -> Result<ScanResult, ClientError> {
         if lock == LockMode::CommittedRead {
-            return Ok(self.scan(table, access, options)?.rows);
+            return self.scan(table, access, options);
         }
         let limit = options.limit.unwrap_or(u64::MAX);
         if limit == 0 {
-            return Ok(Vec::new());
+            return Ok(ScanResult::default());
         }
         // The rows whole (a locked read returns every column), and no
-        // limit: a row may drop out once locked.
+        // limit: a row may drop out once locked, and the next batch then
+        // brings more. A batch no larger than the limit: what a batch
+        // holds past it is read, sent and decoded for nothing.
         let scan = ScanOptions {
             limit: None,
             columns: None,
+            batch_rows: options
+                .batch_rows
+                .min(u32::try_from(limit).unwrap_or(u32::MAX)),
             ..options.clone()
         };
         let filter = recheck_program(table, options)?;
@@ -120,7 +128,7 @@ impl Transaction<'_> {
                 }
             }
             if seen.is_empty() {
-                return Ok(locked);
+                return Ok(locked_result(locked, cursor.statistics()));
             }
             let mut reads = Vec::with_capacity(seen.len());
             for row in &seen {
@@ -153,7 +161,7 @@ impl Transaction<'_> {
                 }
                 locked.push(row.clone());
                 if locked.len() as u64 >= limit {
-                    return Ok(locked);
+                    return Ok(locked_result(locked, cursor.statistics()));
                 }
             }
         }
@@ -198,4 +206,15 @@ fn meets(filter: &Option<Program>, row: &Row) -> bool {
     program
         .filter()
         .matches(|column| row.raw(column), &mut work)
+}
+
+/// The rows a locking scan returns, with what its scan cost.
+fn locked_result(rows: Vec<Row>, statistics: ScanStatistics) -> ScanResult {
+    ScanResult {
+        rows,
+        matched: statistics.matched,
+        partitions_scanned: statistics.partitions_scanned,
+        requests: statistics.requests,
+        examined: statistics.examined,
+    }
 }
