@@ -1174,6 +1174,23 @@ fn with_subqueries(
     body(&mut inner)
 }
 
+/// The row `old` with the UPDATE's assignments applied, each value
+/// fitted to its column.
+fn new_values(plan: &WritePlan, old: &[Value], run: &Run<'_>) -> SqlResult<Vec<Value>> {
+    let mut new = old.to_vec();
+    for (column, expr) in &plan.assignments {
+        // Each assignment sees the ones before it (MySQL's order).
+        let inputs = Inputs {
+            row: &new,
+            aggregates: &[],
+            params: run.params,
+        };
+        let value = expr.eval(&inputs, run.environment)?;
+        new[*column] = fit_column(&plan.table, *column, &value)?;
+    }
+    Ok(new)
+}
+
 fn update_rows(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
     if let Some(increments) = &plan.increments {
         if let Some(response) = increment_by_key(plan, increments, run)? {
@@ -1190,26 +1207,29 @@ fn update_rows(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
     let name = table.cluster_name();
     let refused = |error: ClientError| SqlError::from_client(&error, &name);
     let zone = run.environment.zone_offset();
-    // Every row's new values before any row is written: a subquery in an
-    // assignment, run in the open transaction, reads the rows as they
-    // were before the statement, as MariaDB's UPDATE of a table its
-    // subquery reads does.
-    let mut news = Vec::with_capacity(rows.len());
-    for old in &rows {
-        let mut new = old.clone();
-        for (column, expr) in &plan.assignments {
-            // Each assignment sees the ones before it (MySQL's order).
-            let inputs = Inputs {
-                row: &new,
-                aggregates: &[],
-                params: run.params,
-            };
-            let value = expr.eval(&inputs, run.environment)?;
-            new[*column] = fit_column(table, *column, &value)?;
+    // With subqueries, every row's new values before any row is written:
+    // a subquery in an assignment, run in the open transaction, reads the
+    // rows as they were before the statement (as MariaDB's UPDATE of a
+    // table its subquery reads does). Without, each row's as it comes (no
+    // second copy of every row).
+    let mut computed = match plan.subqueries.is_empty() {
+        true => None,
+        false => {
+            let mut news = Vec::with_capacity(rows.len());
+            for (number, old) in rows.iter().enumerate() {
+                if number % WRITE_BATCH == WRITE_BATCH - 1 {
+                    check_interrupt(run)?;
+                }
+                news.push(new_values(plan, old, run)?);
+            }
+            Some(news.into_iter())
         }
-        news.push(new);
-    }
-    for (number, (old, new)) in rows.iter().zip(news).enumerate() {
+    };
+    for (number, old) in rows.iter().enumerate() {
+        let new = match computed.as_mut().and_then(Iterator::next) {
+            Some(new) => new,
+            None => new_values(plan, old, run)?,
+        };
         matched += 1;
         // Fitted to the column, a new value has the old one's form: equal
         // values are equal Values (as MySQL, an unchanged row is matched,
