@@ -471,6 +471,19 @@ impl Table {
                 ),
             });
         }
+        // Room for every entry at once (a number's is at most 8 bytes):
+        // a key encoded into a fresh vector, as callers that keep keys do,
+        // would otherwise grow it entry by entry.
+        out.reserve(
+            key.iter()
+                .map(|value| {
+                    signal::attr::entry_bytes(match value {
+                        Value::Bytes(bytes) => bytes.len(),
+                        _ => 8,
+                    })
+                })
+                .sum(),
+        );
         let start = out.len();
         for (&column, value) in self.def.primary_key.iter().zip(key) {
             if let Err(error) = self.push(out, column, value) {

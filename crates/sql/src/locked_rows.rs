@@ -122,17 +122,7 @@ impl LockedRows {
                 &canonical
             }
         };
-        // Room for every entry at once (a header and at most 8 bytes for
-        // a number): the key is encoded several times per row written, and
-        // growing the vector entry by entry was most of its cost.
-        let room = canonical
-            .iter()
-            .map(|value| match value {
-                client::Value::Bytes(bytes) => 8 + bytes.len(),
-                _ => 16,
-            })
-            .sum();
-        let mut bytes = Vec::with_capacity(room);
+        let mut bytes = Vec::new();
         table.table.encode_key(canonical, &mut bytes).ok()?;
         let def = table.def();
         Some((def.id, def.version, bytes))

@@ -18,7 +18,7 @@
 //! What a scan does not see: rows other transactions insert, or change
 //! to meet the filter, behind its position (as any read-committed scan).
 
-use super::{Access, ScanOptions, ScanResult, ScanStatistics};
+use super::{Access, ScanOptions, ScanResult};
 use crate::error::ClientError;
 use crate::table::{Row, Table};
 use crate::transaction::{Commit, Transaction};
@@ -128,7 +128,7 @@ impl Transaction<'_> {
                 }
             }
             if seen.is_empty() {
-                return Ok(locked_result(locked, cursor.statistics()));
+                return Ok(ScanResult::of(locked, cursor.statistics()));
             }
             let mut reads = Vec::with_capacity(seen.len());
             for row in &seen {
@@ -161,7 +161,7 @@ impl Transaction<'_> {
                 }
                 locked.push(row.clone());
                 if locked.len() as u64 >= limit {
-                    return Ok(locked_result(locked, cursor.statistics()));
+                    return Ok(ScanResult::of(locked, cursor.statistics()));
                 }
             }
         }
@@ -206,15 +206,4 @@ fn meets(filter: &Option<Program>, row: &Row) -> bool {
     program
         .filter()
         .matches(|column| row.raw(column), &mut work)
-}
-
-/// The rows a locking scan returns, with what its scan cost.
-fn locked_result(rows: Vec<Row>, statistics: ScanStatistics) -> ScanResult {
-    ScanResult {
-        rows,
-        matched: statistics.matched,
-        partitions_scanned: statistics.partitions_scanned,
-        requests: statistics.requests,
-        examined: statistics.examined,
-    }
 }

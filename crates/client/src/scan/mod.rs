@@ -135,6 +135,19 @@ pub struct ScanResult {
     pub examined: u64,
 }
 
+impl ScanResult {
+    /// `rows`, with what the scan that found them cost.
+    pub(crate) fn of(rows: Vec<Row>, statistics: ScanStatistics) -> ScanResult {
+        ScanResult {
+            rows,
+            matched: statistics.matched,
+            partitions_scanned: statistics.partitions_scanned,
+            requests: statistics.requests,
+            examined: statistics.examined,
+        }
+    }
+}
+
 impl Cluster {
     /// The committed rows of `table` that `access` reaches and
     /// `options.filter` takes.
@@ -180,14 +193,7 @@ impl Cluster {
         for row in cursor.by_ref() {
             rows.push(row?);
         }
-        let statistics = cursor.statistics();
-        Ok(ScanResult {
-            rows,
-            matched: statistics.matched,
-            partitions_scanned: statistics.partitions_scanned,
-            requests: statistics.requests,
-            examined: statistics.examined,
-        })
+        Ok(ScanResult::of(rows, cursor.statistics()))
     }
 
     /// [`Cluster::scan`] as an iterator over the rows: each partition's
