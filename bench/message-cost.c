@@ -4,11 +4,21 @@
  * "TPC-C against MariaDB", what was tried): two processes pass 100 bytes
  * back and forth 200,000 times with blocking reads, as a SQL node and a
  * data node do when neither has other work, and the user and system CPU
- * of both is divided by the round trips.
+ * of both is divided by the round trips. `futex` passes the turn through
+ * shared memory instead and wakes the other side with a futex, as a
+ * shared-memory transport does when its reader sleeps: no network stack,
+ * only the sleep and the wake-up. Under `taskset -c 0` both processes
+ * share one CPU, and a wake-up needs no interrupt to the other CPU.
  *
  * usage: gcc -O2 -o /tmp/message-cost bench/message-cost.c
- *        /tmp/message-cost tcp; /tmp/message-cost unix
+ *        /tmp/message-cost tcp|unix|futex
+ *        taskset -c 0 /tmp/message-cost tcp|unix|futex
  */
+#define _GNU_SOURCE
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -67,33 +77,59 @@ static void connected_pair(int unix_socket, int sockets[2]) {
 
 static double seconds(struct timeval t) { return t.tv_sec + t.tv_usec / 1e6; }
 
+/* Waits until the shared turn is `mine`, asleep on the futex meanwhile. */
+static void wait_turn(atomic_int *turn, int mine) {
+    while (atomic_load(turn) != mine) syscall(SYS_futex, turn, FUTEX_WAIT, !mine, NULL, NULL, 0);
+}
+
+/* Hands the turn to the other side and wakes it. */
+static void give_turn(atomic_int *turn, int mine) {
+    atomic_store(turn, !mine);
+    syscall(SYS_futex, turn, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
 int main(int argc, char **argv) {
-    if (argc != 2 || (strcmp(argv[1], "tcp") != 0 && strcmp(argv[1], "unix") != 0)) {
-        fprintf(stderr, "usage: %s tcp|unix\n", argv[0]);
+    if (argc != 2 || (strcmp(argv[1], "tcp") != 0 && strcmp(argv[1], "unix") != 0 &&
+                      strcmp(argv[1], "futex") != 0)) {
+        fprintf(stderr, "usage: %s tcp|unix|futex\n", argv[0]);
         return 2;
     }
+    int futex = strcmp(argv[1], "futex") == 0;
     int unix_socket = strcmp(argv[1], "unix") == 0;
     int sockets[2];
     char buffer[MESSAGE];
     memset(buffer, 1, sizeof buffer);
-    connected_pair(unix_socket, sockets);
+    /* The futex mode's shared turn: 0 the parent's, 1 the child's. */
+    atomic_int *turn = mmap(NULL, sizeof *turn, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (turn == MAP_FAILED) fail("mmap");
+    atomic_store(turn, 0);
+    if (!futex) connected_pair(unix_socket, sockets);
     struct timespec start, end;
     clock_gettime(CLOCK_MONOTONIC, &start);
     pid_t child = fork();
     if (child < 0) fail("fork");
-    if (child == 0) {
+    if (futex) {
+        int mine = child == 0;
+        for (int i = 0; i < ROUND_TRIPS; i++) {
+            wait_turn(turn, mine);
+            give_turn(turn, mine);
+        }
+        if (child == 0) return 0;
+    } else if (child == 0) {
         /* The echoing side, until the parent closes its end. */
         close(sockets[0]);
         while (read_message(sockets[1], buffer))
             if (write(sockets[1], buffer, MESSAGE) != MESSAGE) fail("write");
         return 0;
     }
-    close(sockets[1]);
-    for (int i = 0; i < ROUND_TRIPS; i++) {
-        if (write(sockets[0], buffer, MESSAGE) != MESSAGE) fail("write");
-        if (!read_message(sockets[0], buffer)) fail("read");
+    if (!futex) {
+        close(sockets[1]);
+        for (int i = 0; i < ROUND_TRIPS; i++) {
+            if (write(sockets[0], buffer, MESSAGE) != MESSAGE) fail("write");
+            if (!read_message(sockets[0], buffer)) fail("read");
+        }
+        close(sockets[0]);
     }
-    close(sockets[0]);
     waitpid(child, NULL, 0);
     clock_gettime(CLOCK_MONOTONIC, &end);
     struct rusage parent, children;

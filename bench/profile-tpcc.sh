@@ -17,6 +17,10 @@
 #   WHAT=switches each thread's context switches (voluntary and not) over
 #                PROFILE_SECONDS, from /proc, per transaction of that
 #                window (the run's transactions times its share of the run)
+#   WHAT=wakeups perf record of the scheduler's wake-ups and switches for
+#                PROFILE_SECONDS into WORK/sched.data; prints wake-ups and
+#                context switches per transaction, who woke whom, and how
+#                many went to the other CPU, or to an idle one
 #   WHAT=none    nothing: tpmC alone (for before/after pairs of binaries)
 # Prints tpmC, the consistency check and the server's CPU per transaction.
 #
@@ -90,6 +94,8 @@ case $what in
     > /dev/null 2>&1 ;;
   strace) timeout "$profile_seconds" strace -c -f -p $bench -o "$work/strace.txt" > /dev/null 2>&1 || true ;;
   syscalls) perf trace -s -a -o "$work/syscalls.txt" -- sleep "$profile_seconds" > /dev/null 2>&1 || true ;;
+  wakeups) perf record -a -e sched:sched_wakeup -e sched:sched_switch -o "$work/sched.data" \
+    -- sleep "$profile_seconds" > /dev/null 2>&1 ;;
   switches)
     switches() {
       for pid in "${pids[@]}" $bench; do
@@ -104,7 +110,7 @@ case $what in
     switches > "$work/switches.after"
     ;;
   none) ;;
-  *) echo "WHAT is perf, strace, syscalls, switches or none" >&2 ;;
+  *) echo "WHAT is perf, strace, syscalls, switches, wakeups or none" >&2 ;;
 esac
 wait $bench
 ticks > "$work/ticks.after"
@@ -164,6 +170,46 @@ for key in sorted(after):
     delta = after[key] - before.get(key, 0)
     if delta > transactions / 10:
         print(f"  {key}: {delta / transactions:.1f}")
+EOF
+    ;;
+  wakeups)
+    perf script -i "$work/sched.data" -F comm,cpu,event,trace 2> /dev/null > "$work/sched.txt"
+    python3 - "$work" "$seconds" "$profile_seconds" << 'EOF'
+import collections, json, re, sys
+work, seconds, window = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+run = json.load(open(f"{work}/run.json"))
+transactions = sum(t["count"] for t in run["transactions"].values()) * window / seconds
+# Thread names as perf prints them; the benchmark client's threads are
+# named after its binary.
+name = lambda comm: "client" if comm == "tessera" else comm
+wakes, other_cpu, idle_cpu = collections.Counter(), collections.Counter(), collections.Counter()
+running = {}  # cpu -> the thread it last switched to
+switches = 0
+for line in open(f"{work}/sched.txt"):
+    event = re.match(r"\s*(.*?)\s+\[(\d+)\]\s+sched:(\w+):\s+(.*)", line)
+    if not event:
+        continue
+    comm, cpu, kind, rest = event.group(1), int(event.group(2)), event.group(3), event.group(4)
+    if kind == "sched_switch":
+        switches += 1
+        running[cpu] = re.search(r"next_comm=(.*?) next_pid=", rest).group(1)
+        continue
+    woken = re.search(r"comm=(.*?) pid=\d+ prio=\d+ target_cpu=(\d+)", rest)
+    pair = (name(comm), name(woken.group(1)))
+    wakes[pair] += 1
+    target = int(woken.group(2))
+    if target != cpu:
+        other_cpu[pair] += 1
+        if running.get(target, "swapper").startswith("swapper"):
+            idle_cpu[pair] += 1
+per = lambda n: n / max(transactions, 1)
+print(f"per transaction (about {transactions:.0f} in the window): {per(switches):.1f} context switches, "
+      f"{per(sum(wakes.values())):.1f} wake-ups ({per(sum(other_cpu.values())):.1f} to the other CPU, "
+      f"{per(sum(idle_cpu.values())):.1f} of them to an idle one)")
+for (waker, woken), n in wakes.most_common():
+    if n >= transactions / 2:
+        print(f"  {waker} -> {woken}: {per(n):.1f} ({per(other_cpu[waker, woken]):.1f} other CPU, "
+              f"{per(idle_cpu[waker, woken]):.1f} idle)")
 EOF
     ;;
 esac
