@@ -640,6 +640,64 @@ fn a_transaction_begun_by_a_range_of_one_partition_runs_at_its_primary() {
     );
 }
 
+/// A write of a held row waits in the transaction for its next round
+/// trip (design 0034), and the SQL node notes its key so that another
+/// operation on that row sends it first. Once another statement's round
+/// trips sent the queue, the note is forgotten: an INSERT of the key
+/// deleted earlier, after a later write was queued, costs one round trip
+/// (its own, carrying the later write), not a second one to send a write
+/// that no longer waits. `Tessera_execute_count` counts the round trips;
+/// the engine here has its cluster connection to itself.
+#[test]
+fn a_write_sent_by_another_statement_no_longer_counts_as_waiting() {
+    let cluster = TestCluster::start(ClusterOptions::pair("sql_waiting_writes"));
+    let node = SqlNode::start(&cluster);
+    query(
+        &node,
+        "CREATE DATABASE w; CREATE TABLE w.t (k INT NOT NULL PRIMARY KEY, v INT); \
+         INSERT INTO w.t VALUES (1, 1), (2, 2), (3, 3); \
+         CREATE TABLE w.other (k INT NOT NULL PRIMARY KEY, v INT); \
+         INSERT INTO w.other VALUES (1, 1)",
+    );
+    let engine = engine_beside(&cluster);
+    let mut session = root_session(&engine, 1, "w");
+    let run = run_one;
+    let executes = |session: &mut sql::Session| global_status(session, "Tessera_execute_count");
+    run(&mut session, "START TRANSACTION");
+    run(&mut session, "SELECT v FROM t WHERE k = 1 FOR UPDATE");
+    run(&mut session, "SELECT v FROM t WHERE k = 2 FOR UPDATE");
+    // Held: the delete waits for the next round trip.
+    let before = executes(&mut session);
+    run(&mut session, "DELETE FROM t WHERE k = 1");
+    assert_eq!(
+        executes(&mut session),
+        before,
+        "the delete of a held row waits"
+    );
+    // A row not held is read, then written: the delete goes with the read.
+    run(&mut session, "UPDATE other SET v = v + 1 WHERE k = 1");
+    // A second held row's write waits in a new queue.
+    let before = executes(&mut session);
+    run(&mut session, "UPDATE t SET v = 20 WHERE k = 2");
+    assert_eq!(
+        executes(&mut session),
+        before,
+        "the update of a held row waits"
+    );
+    run(&mut session, "INSERT INTO t VALUES (1, 100)");
+    assert_eq!(
+        executes(&mut session),
+        before + 1,
+        "the INSERT takes one round trip: the deleted key's write went before"
+    );
+    run(&mut session, "COMMIT");
+    assert_eq!(
+        query(&node, "SELECT k, v FROM w.t ORDER BY k"),
+        "1\t100\n2\t20\n3\t3\n"
+    );
+    assert_eq!(query(&node, "SELECT v FROM w.other"), "2\n");
+}
+
 /// A session of the built-in root on `engine`, in `database`.
 fn root_session(engine: &std::sync::Arc<sql::Engine>, id: u32, database: &str) -> sql::Session {
     sql::Session::new(

@@ -108,6 +108,8 @@ pub struct Cluster {
     tc_slots: Vec<(usize, u16)>,
     options: ConnectOptions,
     transaction_counter: AtomicU64,
+    /// Batches of key operations sent (`Cluster::executes`).
+    executes: AtomicU64,
     request_counter: AtomicU32,
     /// The highest distribution version seen in any reply.
     map_version: AtomicU32,
@@ -408,6 +410,7 @@ impl Cluster {
             transaction_counter: AtomicU64::new(
                 (u64::from(incarnation) << 16) & (TRANSACTION_COUNTER_MASK >> 1),
             ),
+            executes: AtomicU64::new(0),
             // Same reason as the transaction counter: a reused API node id
             // must not meet late schema replies meant for its previous owner.
             request_counter: AtomicU32::new(incarnation),
@@ -431,6 +434,30 @@ impl Cluster {
     /// ```
     pub fn api_node(&self) -> u16 {
         self.api_node.0
+    }
+
+    /// The batches of key operations this connection's transactions sent
+    /// to the data nodes so far (each execute and each commit that had
+    /// something to send): its round trips for key operations, scans
+    /// apart. NDB's `Ndb_execute_count`.
+    ///
+    /// ```no_run
+    /// let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// let table = cluster.table("t")?;
+    /// let before = cluster.executes();
+    /// let mut transaction = cluster.transaction();
+    /// transaction.delete(&table, &[client::Value::UInt(1)])?;
+    /// transaction.execute(client::Commit::Yes)?;
+    /// assert_eq!(cluster.executes(), before + 1);
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn executes(&self) -> u64 {
+        self.executes.load(Ordering::Relaxed)
+    }
+
+    /// Counts a batch of key operations sent.
+    pub(crate) fn count_execute(&self) {
+        self.executes.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Whether every data-node connection is up. A lost one is opened

@@ -391,6 +391,23 @@ impl Transaction<'_> {
         self.body().queued.len()
     }
 
+    /// The first operation queued and not yet executed: it names the
+    /// queue, since a queue that was sent and filled again starts with a
+    /// later operation.
+    ///
+    /// ```no_run
+    /// # let cluster = client::Cluster::connect("127.0.0.1:11860")?;
+    /// # let table = cluster.table("t")?;
+    /// let mut transaction = cluster.transaction();
+    /// assert_eq!(transaction.first_pending_operation(), None);
+    /// let op = transaction.delete(&table, &[client::Value::UInt(1)])?;
+    /// assert_eq!(transaction.first_pending_operation(), Some(op));
+    /// # Ok::<(), client::ClientError>(())
+    /// ```
+    pub fn first_pending_operation(&self) -> Option<OpId> {
+        self.body().queued.first().map(|queued| queued.op)
+    }
+
     pub(crate) fn check_open(&self) -> Result<(), ClientError> {
         match self.state {
             TransactionState::Idle | TransactionState::Active => Ok(()),
@@ -982,6 +999,7 @@ impl Transaction<'_> {
 
     /// The prepared request was written to the data node.
     pub(crate) fn sent(&mut self) {
+        self.cluster().count_execute();
         if let Some(Batch {
             kind: BatchKind::Operations { .. },
             ..

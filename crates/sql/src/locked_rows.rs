@@ -32,7 +32,7 @@ use crate::catalog::SqlTable;
 use crate::error::{SqlError, SqlResult};
 use crate::types::{self, SqlType};
 use crate::value::Value;
-use client::{Transaction, TransactionId, TransactionState};
+use client::{OpId, Transaction, TransactionId, TransactionState};
 use foldhash::{HashMap, HashSet};
 
 /// At most this many images per transaction: past it, rows are read
@@ -70,8 +70,12 @@ pub struct LockedRows {
     /// loaded in (a TIMESTAMP's value depends on it).
     owner: Option<(TransactionId, i64)>,
     rows: HashMap<RowKey, Vec<Value>>,
-    /// The rows whose writes wait in the transaction, and its id.
-    deferred: Option<TransactionId>,
+    /// The rows whose writes wait queued in a transaction, the
+    /// transaction's id and the first operation of that queue: once the
+    /// queue is sent (by whatever runs it: a read's round trip, a
+    /// subquery's flush), the transaction's queue starts with another
+    /// operation or is empty, and the rows noted no longer wait.
+    deferred: Option<(TransactionId, OpId)>,
     waiting: HashSet<RowKey>,
     /// The cluster names of the tables those rows are of, so an error
     /// their round trip brings can name its table.
@@ -173,7 +177,8 @@ impl LockedRows {
     }
 
     /// Notes that the write of the row of `table` with primary key `key`
-    /// waits in `transaction`, queued and not executed.
+    /// waits in `transaction`: queued there (before this call) and not
+    /// executed.
     pub fn defer(
         &mut self,
         transaction: &Transaction<'_>,
@@ -183,9 +188,15 @@ impl LockedRows {
         let Some(key) = Self::key(table, key) else {
             return;
         };
-        if self.deferred != Some(transaction.id()) {
+        // Callers queue the write first; with nothing queued, nothing
+        // waits to be noted.
+        let Some(first) = transaction.first_pending_operation() else {
+            return;
+        };
+        let queue = Some((transaction.id(), first));
+        if self.deferred != queue {
             self.clear_waiting();
-            self.deferred = Some(transaction.id());
+            self.deferred = queue;
         }
         self.waiting.insert(key);
         let name = table.cluster_name();
@@ -195,9 +206,12 @@ impl LockedRows {
     }
 
     /// The rows whose writes still wait in `transaction`: none once
-    /// anything executed its queue.
+    /// anything executed the queue they were noted in.
     fn waiting(&mut self, transaction: &Transaction<'_>) -> &HashSet<RowKey> {
-        if self.deferred != Some(transaction.id()) || transaction.pending_operations() == 0 {
+        let queue = transaction
+            .first_pending_operation()
+            .map(|first| (transaction.id(), first));
+        if self.deferred != queue {
             self.clear_waiting();
         }
         &self.waiting

@@ -1381,13 +1381,13 @@ fn delete_rows(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
     for (number, row) in rows.iter().enumerate() {
         let key = key_of(table, row, zone);
         run.locked.forget(table, &key);
-        if deferrable {
-            run.locked.defer(&run.transaction.borrow(), table, &key);
-        }
         run.transaction
             .borrow_mut()
             .delete(&table.table, &key)
             .map_err(|error| SqlError::from_client(&error, &table.cluster_name()))?;
+        if deferrable {
+            run.locked.defer(&run.transaction.borrow(), table, &key);
+        }
         if (number + 1) % WRITE_BATCH == 0 {
             check_interrupt(run)?;
             flush(&mut run.transaction.borrow_mut(), Commit::No, table)?;

@@ -261,6 +261,10 @@ impl Session {
                 load(&statistics.reads_at_primary),
             ),
             (
+                "Tessera_execute_count".into(),
+                self.engine.catalog.cluster().executes(),
+            ),
+            (
                 "Threads_connected".into(),
                 self.engine.server.processes().len() as u64,
             ),
