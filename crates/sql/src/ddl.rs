@@ -93,6 +93,12 @@ pub fn table_definition(
     if create.query.is_some() {
         return Err(SqlError::unsupported("CREATE TABLE ... SELECT"));
     }
+    // A table private to a session, dropped with it, is not built: made
+    // as an ordinary table, it would be seen by every session and outlive
+    // this one.
+    if create.temporary {
+        return Err(SqlError::unsupported("CREATE TEMPORARY TABLE"));
+    }
     let mut columns = Vec::with_capacity(create.columns.len());
     let mut primary_key: Option<Vec<u16>> = None;
     let mut unique_columns = Vec::new();

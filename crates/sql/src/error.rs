@@ -107,6 +107,8 @@ pub mod codes {
     pub const UNKNOWN_STMT_HANDLER: u16 = 1243;
     /// Out of range value for column.
     pub const WARN_DATA_OUT_OF_RANGE: u16 = 1264;
+    /// A value of an expression is out of its type's range.
+    pub const DATA_OUT_OF_RANGE: u16 = 1690;
     /// A value is not one of an ENUM's members.
     pub const DATA_TRUNCATED: u16 = 1265;
     /// Text that is not a date or time where one is needed.
@@ -153,7 +155,7 @@ fn state_of(code: u16) -> &'static str {
         NON_UNIQ => "23000",
         WRONG_VALUE_COUNT_ON_ROW => "21S01",
         LOCK_DEADLOCK => "40001",
-        WARN_DATA_OUT_OF_RANGE => "22003",
+        WARN_DATA_OUT_OF_RANGE | DATA_OUT_OF_RANGE => "22003",
         DATA_TOO_LONG => "22001",
         TRUNCATED_WRONG_VALUE_FOR_FIELD => "HY000",
         QUERY_INTERRUPTED => "70100",

@@ -194,7 +194,7 @@ fn round(value: &Value, digits: i64, truncate: bool) -> SqlResult<Value> {
 }
 
 fn out_of_range() -> SqlError {
-    SqlError::new(1690, "DECIMAL value is out of range")
+    SqlError::new(codes::DATA_OUT_OF_RANGE, "DECIMAL value is out of range")
 }
 
 /// FLOOR and CEILING: integers stay, DECIMALs become integers exactly.

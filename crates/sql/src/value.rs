@@ -360,6 +360,19 @@ pub enum Arithmetic {
     Modulo,
 }
 
+impl std::fmt::Display for Arithmetic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Arithmetic::Add => "+",
+            Arithmetic::Subtract => "-",
+            Arithmetic::Multiply => "*",
+            Arithmetic::Divide => "/",
+            Arithmetic::IntegerDivide => "DIV",
+            Arithmetic::Modulo => "%",
+        })
+    }
+}
+
 /// `a op b` with MySQL's rules: NULL in, NULL out; integers stay integers
 /// (an overflow is error 1690); a division by zero is NULL.
 pub fn arithmetic(op: Arithmetic, a: &Value, b: &Value) -> SqlResult<Value> {
@@ -367,18 +380,8 @@ pub fn arithmetic(op: Arithmetic, a: &Value, b: &Value) -> SqlResult<Value> {
         return Ok(Value::Null);
     }
     let integers = integer_of(a).zip(integer_of(b));
-    let out_of_range = || {
-        SqlError::new(
-            1690,
-            format!("BIGINT value is out of range in '{a:?} {op:?} {b:?}'"),
-        )
-    };
-    let decimal_out_of_range = || {
-        SqlError::new(
-            1690,
-            format!("DECIMAL value is out of range in '{a:?} {op:?} {b:?}'"),
-        )
-    };
+    let out_of_range =
+        |kind: &str| out_of_range(kind, &format!("({} {op} {})", display(a), display(b)));
     let exact = exact_of(a).zip(exact_of(b));
     match (op, integers) {
         // Exact operands divide exactly (MySQL's `/` is a DECIMAL with 4
@@ -388,14 +391,13 @@ pub fn arithmetic(op: Arithmetic, a: &Value, b: &Value) -> SqlResult<Value> {
             Some((x, y)) => x
                 .checked_div(y)
                 .map(Value::Decimal)
-                .ok_or_else(decimal_out_of_range),
+                .ok_or_else(|| out_of_range("DECIMAL")),
             None => {
                 let divisor = to_f64(b);
-                Ok(if divisor == 0.0 {
-                    Value::Null
-                } else {
-                    Value::Double(to_f64(a) / divisor)
-                })
+                if divisor == 0.0 {
+                    return Ok(Value::Null);
+                }
+                finite(to_f64(a) / divisor).ok_or_else(|| out_of_range("DOUBLE"))
             }
         },
         (_, None) if exact.is_some() => {
@@ -408,16 +410,18 @@ pub fn arithmetic(op: Arithmetic, a: &Value, b: &Value) -> SqlResult<Value> {
                     return Ok(Value::Null)
                 }
                 Arithmetic::IntegerDivide => {
-                    let quotient = x.checked_div(y).ok_or_else(decimal_out_of_range)?;
+                    let quotient = x.checked_div(y).ok_or_else(|| out_of_range("DECIMAL"))?;
                     let whole = quotient.truncate(0).parts().0;
                     return i64::try_from(whole)
                         .map(Value::Int)
-                        .map_err(|_| out_of_range());
+                        .map_err(|_| out_of_range("BIGINT"));
                 }
                 Arithmetic::Modulo => x.checked_rem(y),
                 Arithmetic::Divide => unreachable!("handled above"),
             };
-            result.map(Value::Decimal).ok_or_else(decimal_out_of_range)
+            result
+                .map(Value::Decimal)
+                .ok_or_else(|| out_of_range("DECIMAL"))
         }
         (_, Some((x, y))) => {
             let result = match op {
@@ -429,7 +433,7 @@ pub fn arithmetic(op: Arithmetic, a: &Value, b: &Value) -> SqlResult<Value> {
                 Arithmetic::Modulo => x.checked_rem(y),
                 Arithmetic::Divide => unreachable!("handled above"),
             };
-            let result = result.ok_or_else(out_of_range)?;
+            let result = result.ok_or_else(|| out_of_range("BIGINT"))?;
             // With an UNSIGNED operand a sum, difference or product is
             // UNSIGNED (MySQL's rule): below zero is out of its range, as
             // above its top. DIV and MOD keep their signed results (a
@@ -441,25 +445,19 @@ pub fn arithmetic(op: Arithmetic, a: &Value, b: &Value) -> SqlResult<Value> {
             Ok(
                 match (unsigned, i64::try_from(result), u64::try_from(result)) {
                     (true, _, Ok(value)) => Value::UInt(value),
-                    (true, _, Err(_)) => {
-                        return Err(SqlError::new(
-                            1690,
-                            format!(
-                                "BIGINT UNSIGNED value is out of range in '{a:?} {op:?} {b:?}'"
-                            ),
-                        ))
-                    }
+                    (true, _, Err(_)) => return Err(out_of_range("BIGINT UNSIGNED")),
                     (false, Ok(value), _) => Value::Int(value),
-                    (false, Err(_), _) => return Err(out_of_range()),
+                    (false, Err(_), _) => return Err(out_of_range("BIGINT")),
                 },
             )
         }
         (_, None) => {
             let (x, y) = (to_f64(a), to_f64(b));
+            let double = |result: f64| finite(result).ok_or_else(|| out_of_range("DOUBLE"));
             Ok(match op {
-                Arithmetic::Add => Value::Double(x + y),
-                Arithmetic::Subtract => Value::Double(x - y),
-                Arithmetic::Multiply => Value::Double(x * y),
+                Arithmetic::Add => double(x + y)?,
+                Arithmetic::Subtract => double(x - y)?,
+                Arithmetic::Multiply => double(x * y)?,
                 Arithmetic::IntegerDivide if y == 0.0 => Value::Null,
                 Arithmetic::IntegerDivide => Value::Int((x / y).trunc() as i64),
                 Arithmetic::Modulo if y == 0.0 => Value::Null,
@@ -470,6 +468,21 @@ pub fn arithmetic(op: Arithmetic, a: &Value, b: &Value) -> SqlResult<Value> {
     }
 }
 
+/// Error 1690: a `kind` value (BIGINT, DECIMAL, DOUBLE...) out of range
+/// in `expression`, as MySQL words it.
+fn out_of_range(kind: &str, expression: &str) -> SqlError {
+    SqlError::new(
+        codes::DATA_OUT_OF_RANGE,
+        format!("{kind} value is out of range in '{expression}'"),
+    )
+}
+
+/// A double that is a number: MySQL has no infinities (nor NaN), a result
+/// beyond the range of DOUBLE is an error.
+fn finite(x: f64) -> Option<Value> {
+    x.is_finite().then_some(Value::Double(x))
+}
+
 /// Unary minus: `-x` is signed even for an UNSIGNED `x` (MySQL's
 /// `-CAST(5 AS UNSIGNED)` is -5); 1690 only when it does not fit a BIGINT.
 pub fn negate(value: &Value) -> SqlResult<Value> {
@@ -477,12 +490,9 @@ pub fn negate(value: &Value) -> SqlResult<Value> {
         Value::Null => Ok(Value::Null),
         Value::Int(_) | Value::UInt(_) => {
             let x = integer_of(value).expect("an integer");
-            i64::try_from(-x).map(Value::Int).map_err(|_| {
-                SqlError::new(
-                    1690,
-                    format!("BIGINT value is out of range in '-({value:?})'"),
-                )
-            })
+            i64::try_from(-x)
+                .map(Value::Int)
+                .map_err(|_| out_of_range("BIGINT", &format!("-({})", display(value))))
         }
         Value::Decimal(x) => Ok(Value::Decimal(x.negate())),
         other => arithmetic(Arithmetic::Subtract, &Value::Int(0), other),
@@ -850,6 +860,38 @@ pub fn group_key(value: &Value, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn out_of_range_names_the_type_and_the_expression_as_mysql_does() {
+        let error =
+            arithmetic(Arithmetic::Add, &Value::UInt(u64::MAX), &Value::Int(1)).unwrap_err();
+        assert_eq!(error.code, codes::DATA_OUT_OF_RANGE);
+        assert_eq!(
+            error.message,
+            "BIGINT UNSIGNED value is out of range in '(18446744073709551615 + 1)'"
+        );
+        let error =
+            arithmetic(Arithmetic::Multiply, &Value::Double(1e308), &Value::Int(10)).unwrap_err();
+        assert_eq!(
+            error.message,
+            "DOUBLE value is out of range in '(1e308 * 10)'"
+        );
+        let error = negate(&Value::Int(i64::MIN)).unwrap_err();
+        assert_eq!(
+            error.message,
+            "BIGINT value is out of range in '-(-9223372036854775808)'"
+        );
+        assert_eq!(
+            arithmetic(
+                Arithmetic::Divide,
+                &Value::Double(1e300),
+                &Value::Double(1e-300)
+            )
+            .unwrap_err()
+            .code,
+            codes::DATA_OUT_OF_RANGE
+        );
+    }
 
     #[test]
     fn numbers_compare_as_numbers_and_text_pads_spaces() {

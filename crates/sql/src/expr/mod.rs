@@ -769,11 +769,14 @@ fn apply_basic(
         },
         Function::Abs => match &values[0] {
             Value::Null => Value::Null,
-            Value::Int(x) => Value::Int(
-                x.checked_abs()
-                    .ok_or_else(|| SqlError::new(1690, "BIGINT value is out of range in abs()"))?,
-            ),
+            Value::Int(x) => Value::Int(x.checked_abs().ok_or_else(|| {
+                SqlError::new(
+                    codes::DATA_OUT_OF_RANGE,
+                    format!("BIGINT value is out of range in 'abs({x})'"),
+                )
+            })?),
             Value::UInt(x) => Value::UInt(*x),
+            Value::Decimal(x) => Value::Decimal(x.abs()),
             v => Value::Double(value::to_f64(v).abs()),
         },
         other => unreachable!("{other:?} is evaluated by the functions module"),

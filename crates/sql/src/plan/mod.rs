@@ -728,11 +728,17 @@ pub(crate) fn select_plan(
                 if sources.is_empty() {
                     return Err(SqlError::new(codes::NO_SUCH_TABLE, "No tables used"));
                 }
+                // `t.*` (or `db.t.*`): the columns of the source named t.
                 let qualifier = match item {
-                    ast::SelectItem::QualifiedWildcard(kind, _) => Some(kind.to_string()),
+                    ast::SelectItem::QualifiedWildcard(
+                        ast::SelectItemQualifiedWildcardKind::ObjectName(name),
+                        _,
+                    ) => Some(last_ident(name)),
+                    ast::SelectItem::QualifiedWildcard(kind, _) => {
+                        return Err(SqlError::unsupported(kind))
+                    }
                     _ => None,
                 };
-                let qualifier = qualifier.map(|q| q.rsplit('.').next().unwrap_or("").to_string());
                 let mut any = false;
                 for (source, offset) in sources.iter().zip(&offsets) {
                     let name = source.alias.as_deref().unwrap_or(&source.table.name);
