@@ -379,7 +379,7 @@ fn a_client_that_does_not_read_holds_up_nobody(single: &SqlNode) {
     let mut writer = runtime.block_on(async {
         let mut writer = connect(single).await;
         writer
-            .query_drop("CREATE TABLE app.wide (id INT PRIMARY KEY, body VARCHAR(8000) NOT NULL)")
+            .query_drop("CREATE TABLE app.wide (id INT PRIMARY KEY, body TEXT NOT NULL)")
             .await
             .unwrap();
         // 8 MB of rows: more than the server's socket send buffer (4 MB

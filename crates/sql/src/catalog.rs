@@ -238,16 +238,17 @@ fn decode_declarations(def: &TableDef, json: &[u8]) -> Option<Vec<SqlColumn>> {
     let mut columns: Vec<SqlColumn> = def.columns.iter().map(undeclared).collect();
     for entry in list {
         let name = entry.get("name")?.as_str()?;
-        let Some(column) = columns.iter_mut().find(|c| c.name == name) else {
+        let Some(at) = columns.iter().position(|c| c.name == name) else {
             continue;
         };
+        let (column, stored) = (&mut columns[at], def.columns[at].column_type);
         // A declaration that does not parse, or names a type the cluster
         // column cannot hold, is ignored: the column reads as its
         // cluster type.
         if let Some(sql_type) = entry
             .get("declared")
             .and_then(|d| d.as_str())
-            .and_then(|declared| types::of_declaration(declared, column.storage()))
+            .and_then(|declared| types::of_declaration(declared, stored))
         {
             column.sql_type = sql_type;
         }

@@ -59,9 +59,14 @@ pub fn view_names() -> Vec<&'static str> {
     VIEWS.iter().map(|(_, name)| *name).collect()
 }
 
-/// Text of up to 64 bytes, or a longer text.
-fn text(name: &str, bytes: u16) -> (String, SqlType) {
-    (name.to_string(), SqlType::VarChar(bytes))
+/// Text of up to `characters` characters: a VARCHAR up to 255, a TEXT
+/// beyond (as MySQL declares its longer columns, COLUMN_TYPE's say).
+fn text(name: &str, characters: u16) -> (String, SqlType) {
+    let sql_type = match characters {
+        0..=255 => SqlType::VarChar(characters),
+        _ => SqlType::Text(characters),
+    };
+    (name.to_string(), sql_type)
 }
 
 fn number(name: &str) -> (String, SqlType) {
@@ -528,6 +533,13 @@ fn column_row(table: &SqlTable, position: usize, column: &SqlColumn) -> Vec<Valu
         SqlType::Date | SqlType::Year => (None, None, None, None),
     };
     let is_text = column.sql_type.is_text() || matches!(column.sql_type, SqlType::Enum(_));
+    // CHAR and VARCHAR count characters, of up to 4 bytes each.
+    let octet_length = match &column.sql_type {
+        SqlType::Char(n) | SqlType::VarChar(n) => {
+            Some(*n as u64 * crate::types::BYTES_PER_CHARACTER as u64)
+        }
+        _ => character_length,
+    };
     let key = crate::show::key_of(table, position);
     vec![
         text("def"),
@@ -542,7 +554,7 @@ fn column_row(table: &SqlTable, position: usize, column: &SqlColumn) -> Vec<Valu
         text(if column.nullable { "YES" } else { "NO" }),
         Value::from(data_type),
         character_length.map_or(Value::Null, number),
-        character_length.map_or(Value::Null, number),
+        octet_length.map_or(Value::Null, number),
         precision.map_or(Value::Null, number),
         scale.map_or(Value::Null, number),
         datetime_precision.map_or(Value::Null, number),

@@ -76,12 +76,12 @@ pub enum SqlType {
     },
     /// YEAR: 1901 to 2155, or 0.
     Year,
-    /// CHAR(n): text without trailing spaces.
+    /// CHAR(n): up to n characters, without trailing spaces.
     Char(u16),
-    /// VARCHAR(n).
+    /// VARCHAR(n): up to n characters.
     VarChar(u16),
-    /// TINYTEXT, TEXT, MEDIUMTEXT, LONGTEXT: text up to the bytes the
-    /// table's row leaves it.
+    /// TINYTEXT, TEXT, MEDIUMTEXT, LONGTEXT: text up to n bytes, the
+    /// bytes the table's row leaves it (MySQL counts a TEXT in bytes).
     Text(u16),
     /// BINARY(n) (kept without MySQL's zero padding) and VARBINARY(n).
     VarBinary(u16),
@@ -110,8 +110,10 @@ impl SqlType {
             SqlType::DateTime { .. } | SqlType::Timestamp { .. } | SqlType::Time { .. } => {
                 ColumnType::BigInt { unsigned: false }
             }
-            SqlType::Char(n) => ColumnType::Char(*n),
-            SqlType::VarChar(n) | SqlType::Text(n) => ColumnType::VarChar(*n),
+            // Room for n characters of utf8mb4, kept without the trailing
+            // spaces a CHAR drops (docs/design/0028-sql-types.md).
+            SqlType::Char(n) | SqlType::VarChar(n) => ColumnType::VarChar(n * BYTES_PER_CHARACTER),
+            SqlType::Text(n) => ColumnType::VarChar(*n),
             SqlType::VarBinary(n) | SqlType::Blob(n) => ColumnType::VarBinary(*n),
             SqlType::Enum(_) => ColumnType::Int { unsigned: true },
         }
@@ -259,6 +261,10 @@ fn fsp(precision: Option<u64>, what: &str) -> SqlResult<u8> {
     }
 }
 
+/// The most bytes a character takes: text is utf8mb4, so a CHAR(n) or
+/// VARCHAR(n), which counts characters, is stored in room for 4n bytes.
+pub const BYTES_PER_CHARACTER: u16 = 4;
+
 /// The bytes a TEXT or BLOB column may hold before the row's room is
 /// shared out (`ddl` gives each what the row leaves it).
 pub const UNSIZED: u16 = 0;
@@ -343,7 +349,7 @@ pub fn of_data_type(data_type: &ast::DataType) -> SqlResult<SqlType> {
             };
             SqlType::VarChar(bounded(
                 length(&Some(*n), 0)?,
-                client::MAX_VAR_BYTES,
+                client::MAX_VAR_BYTES / BYTES_PER_CHARACTER,
                 "varchar",
             )?)
         }

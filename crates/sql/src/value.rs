@@ -468,6 +468,36 @@ pub fn arithmetic(op: Arithmetic, a: &Value, b: &Value) -> SqlResult<Value> {
     }
 }
 
+/// Where the first `characters` characters of `text` end, when it has
+/// more than that; `None` when it has no more. Text is UTF-8; a byte of
+/// it that is not counts as a character of its own (so `characters`
+/// characters never take more than 4 bytes each).
+fn nth_character_end(text: &[u8], characters: usize) -> Option<usize> {
+    // Cheap when every byte is a character, the common case.
+    if text.len() <= characters {
+        return None;
+    }
+    let mut counted = 0;
+    let mut at = 0;
+    for chunk in text.utf8_chunks() {
+        for (offset, _) in chunk.valid().char_indices() {
+            if counted == characters {
+                return Some(at + offset);
+            }
+            counted += 1;
+        }
+        at += chunk.valid().len();
+        for index in 0..chunk.invalid().len() {
+            if counted == characters {
+                return Some(at + index);
+            }
+            counted += 1;
+        }
+        at += chunk.invalid().len();
+    }
+    None
+}
+
 /// Error 1690: a `kind` value (BIGINT, DECIMAL, DOUBLE...) out of range
 /// in `expression`, as MySQL words it.
 fn out_of_range(kind: &str, expression: &str) -> SqlError {
@@ -721,11 +751,31 @@ pub fn fit(value: &Value, sql_type: &SqlType, column: &str) -> SqlResult<Value> 
                 }
             }
         }
-        SqlType::Char(n)
-        | SqlType::VarChar(n)
-        | SqlType::Text(n)
-        | SqlType::VarBinary(n)
-        | SqlType::Blob(n) => {
+        SqlType::Char(n) | SqlType::VarChar(n) => {
+            let mut bytes = match value {
+                Value::Bytes(bytes) => bytes.clone(),
+                other => display(other).into_bytes(),
+            };
+            // n counts characters: spaces past them are cut off silently,
+            // anything else past them is too long.
+            if let Some(end) = nth_character_end(&bytes, *n as usize) {
+                if !bytes[end..].iter().all(|b| *b == b' ') {
+                    return Err(SqlError::new(
+                        codes::DATA_TOO_LONG,
+                        format!("Data too long for column '{column}' at row 1"),
+                    ));
+                }
+                bytes.truncate(end);
+            }
+            // CHAR keeps no trailing spaces (MySQL drops them on
+            // retrieval; the cluster's column keeps what it is given).
+            if matches!(sql_type, SqlType::Char(_)) {
+                let kept = bytes.iter().rposition(|b| *b != b' ').map_or(0, |i| i + 1);
+                bytes.truncate(kept);
+            }
+            Value::Bytes(bytes)
+        }
+        SqlType::Text(n) | SqlType::VarBinary(n) | SqlType::Blob(n) => {
             let mut bytes = match value {
                 Value::Bytes(bytes) => bytes.clone(),
                 other => display(other).into_bytes(),
@@ -945,9 +995,37 @@ mod tests {
         assert_eq!(fit(&Value::Int(256), tiny, "k").unwrap_err().code, 1264);
         assert_eq!(fit(&Value::Int(-1), tiny, "k").unwrap_err().code, 1264);
         let char3 = &SqlType::Char(3);
+        // CHAR drops trailing spaces; spaces past its length go silently.
+        assert_eq!(fit(&Value::from("ab  "), char3, "c"), Ok(Value::from("ab")));
+        // Its length counts characters, of up to 4 bytes each.
+        assert_eq!(fit(&Value::from("éé€"), char3, "c"), Ok(Value::from("éé€")));
         assert_eq!(
-            fit(&Value::from("ab  "), char3, "c"),
-            Ok(Value::from("ab "))
+            fit(&Value::from("😀😀😀 "), char3, "c"),
+            Ok(Value::from("😀😀😀"))
+        );
+        assert_eq!(
+            fit(&Value::from("éé€x"), char3, "c").unwrap_err().code,
+            codes::DATA_TOO_LONG
+        );
+        let varchar2 = &SqlType::VarChar(2);
+        assert_eq!(
+            fit(&Value::from("é "), varchar2, "v"),
+            Ok(Value::from("é "))
+        );
+        assert_eq!(
+            fit(&Value::from("é   "), varchar2, "v"),
+            Ok(Value::from("é "))
+        );
+        // A byte that is not UTF-8 counts as a character of its own.
+        assert_eq!(
+            fit(&Value::Bytes(vec![0xff, b'a', 0xfe]), varchar2, "v")
+                .unwrap_err()
+                .code,
+            codes::DATA_TOO_LONG
+        );
+        assert_eq!(
+            fit(&Value::Bytes(vec![0xff, 0xfe]), varchar2, "v"),
+            Ok(Value::Bytes(vec![0xff, 0xfe]))
         );
         assert_eq!(
             fit(&Value::from("abcd"), char3, "c").unwrap_err().code,
