@@ -250,6 +250,11 @@ fn a_driver_runs_prepared_statements_and_transactions() {
             .await
             .unwrap_err();
         assert_eq!(server_code(&duplicate), (1062, "23000".into()));
+        // The key is named as MySQL 8 names it: table.key, no database.
+        assert!(
+            format!("{duplicate}").contains("for key 'items.PRIMARY'"),
+            "{duplicate}"
+        );
         let unique = conn
             .exec_drop(
                 &insert,
@@ -258,6 +263,16 @@ fn a_driver_runs_prepared_statements_and_transactions() {
             .await
             .unwrap_err();
         assert_eq!(server_code(&unique).0, 1062);
+        let message = format!("{unique}");
+        assert!(message.contains("for key 'items.") && !message.contains('/'), "{message}");
+        let overflow = conn
+            .query_drop("SELECT 18446744073709551615 + 1")
+            .await
+            .unwrap_err();
+        assert_eq!(server_code(&overflow), (1690, "22003".into()));
+        // A connection pool's check.
+        let dual: Option<i64> = conn.query_first("SELECT 1 FROM DUAL").await.unwrap();
+        assert_eq!(dual, Some(1));
         let missing = conn.query_drop("SELECT * FROM nowhere").await.unwrap_err();
         assert_eq!(server_code(&missing), (1146, "42S02".into()));
         let syntax = conn.query_drop("SELEKT 1").await.unwrap_err();

@@ -85,6 +85,16 @@ pub mod codes {
     pub const TOO_BIG_ROWSIZE: u16 = 1118;
     /// Column count doesn't match value count.
     pub const WRONG_VALUE_COUNT_ON_ROW: u16 = 1136;
+    /// A column neither grouped on nor determined by the grouping.
+    pub const WRONG_FIELD_WITH_GROUP: u16 = 1055;
+    /// Not unique table/alias.
+    pub const NONUNIQ_TABLE: u16 = 1066;
+    /// Aggregates and plain columns mixed without GROUP BY.
+    pub const MIX_OF_GROUP_FUNC_AND_FIELDS: u16 = 1140;
+    /// FUNCTION does not exist.
+    pub const SP_DOES_NOT_EXIST: u16 = 1305;
+    /// Incorrect parameter count in the call to a native function.
+    pub const WRONG_PARAMCOUNT_TO_NATIVE_FCT: u16 = 1582;
     /// Table doesn't exist.
     pub const NO_SUCH_TABLE: u16 = 1146;
     /// Packet bigger than max_allowed_packet.
@@ -148,7 +158,12 @@ fn state_of(code: u16) -> &'static str {
         | REQUIRES_PRIMARY_KEY
         | WRONG_VALUE_FOR_VAR
         | NOT_SUPPORTED_YET
-        | DUP_FIELDNAME => "42000",
+        | DUP_FIELDNAME
+        | WRONG_FIELD_WITH_GROUP
+        | NONUNIQ_TABLE
+        | MIX_OF_GROUP_FUNC_AND_FIELDS
+        | SP_DOES_NOT_EXIST
+        | WRONG_PARAMCOUNT_TO_NATIVE_FCT => "42000",
         TABLE_EXISTS => "42S01",
         BAD_TABLE | NO_SUCH_TABLE => "42S02",
         BAD_FIELD => "42S22",
@@ -156,6 +171,8 @@ fn state_of(code: u16) -> &'static str {
         WRONG_VALUE_COUNT_ON_ROW => "21S01",
         LOCK_DEADLOCK => "40001",
         WARN_DATA_OUT_OF_RANGE | DATA_OUT_OF_RANGE => "22003",
+        TRUNCATED_WRONG_VALUE => "22007",
+        DATA_TRUNCATED => "01000",
         DATA_TOO_LONG => "22001",
         TRUNCATED_WRONG_VALUE_FOR_FIELD => "HY000",
         QUERY_INTERRUPTED => "70100",
@@ -238,9 +255,11 @@ impl SqlError {
                     ClientError::DuplicateUniqueKey { index, .. } => index.as_str(),
                     _ => "PRIMARY",
                 };
-                // A round trip carrying several tables' writes (a
-                // COMMIT's) may not know whose key it was.
-                let qualified = match table {
+                // As MySQL 8 names a key: its table, without the
+                // database (the cluster's name is `database/table`). A
+                // round trip carrying several tables' writes (a COMMIT's)
+                // may not know whose key it was.
+                let qualified = match table.rsplit('/').next().unwrap_or(table) {
                     "" => key.to_string(),
                     table => format!("{table}.{key}"),
                 };

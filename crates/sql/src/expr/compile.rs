@@ -770,7 +770,7 @@ impl<'a> Compiler<'a> {
 
             _ => {
                 return Err(SqlError::new(
-                    1305,
+                    codes::SP_DOES_NOT_EXIST,
                     format!("FUNCTION {} does not exist", function.name),
                 ))
             }
@@ -781,7 +781,7 @@ impl<'a> Compiler<'a> {
 
 pub(super) fn wrong_arguments(name: &str) -> SqlError {
     SqlError::new(
-        1582,
+        codes::WRONG_PARAMCOUNT_TO_NATIVE_FCT,
         format!("Incorrect parameter count in the call to native function '{name}'"),
     )
 }

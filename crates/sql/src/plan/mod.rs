@@ -534,6 +534,21 @@ fn sources<'q>(
             other => Err(SqlError::unsupported(format!("FROM {other}"))),
         }
     };
+    // `FROM DUAL` names no table (MySQL's word for a SELECT of
+    // constants; pools validate connections with `SELECT 1 FROM DUAL`).
+    if let [ast::TableWithJoins {
+        relation: ast::TableFactor::Table {
+            name, alias: None, ..
+        },
+        joins,
+    }] = from
+    {
+        if joins.is_empty()
+            && matches!(name.0.as_slice(), [part] if part.as_ident().is_some_and(|ident| ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("DUAL")))
+        {
+            return Ok(Vec::new());
+        }
+    }
     let mut sources = Vec::new();
     for item in from {
         let (table, alias) = table_of(&item.relation)?;
@@ -584,7 +599,7 @@ fn sources<'q>(
         });
         if repeated {
             return Err(SqlError::new(
-                1066,
+                codes::NONUNIQ_TABLE,
                 format!("Not unique table/alias: '{name}'"),
             ));
         }
@@ -1127,7 +1142,7 @@ fn check_grouping(
         if let Some(column) = read.into_iter().find(|c| !determined(*c)) {
             if group_by.is_empty() {
                 return Err(SqlError::new(
-                    1140,
+                    codes::MIX_OF_GROUP_FUNC_AND_FIELDS,
                     "In aggregated query without GROUP BY, an expression of the select list reads a column outside an aggregate; this is incompatible with sql_mode=only_full_group_by",
                 ));
             }
@@ -1144,7 +1159,7 @@ fn check_grouping(
                 None => "An expression of HAVING or ORDER BY".to_string(),
             };
             return Err(SqlError::new(
-                1055,
+                codes::WRONG_FIELD_WITH_GROUP,
                 format!("{place} is not in GROUP BY clause and contains nonaggregated column '{name}' which is not functionally dependent on columns in GROUP BY clause; this is incompatible with sql_mode=only_full_group_by"),
             ));
         }
