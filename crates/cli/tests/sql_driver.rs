@@ -273,6 +273,20 @@ fn a_driver_runs_prepared_statements_and_transactions() {
         // A connection pool's check.
         let dual: Option<i64> = conn.query_first("SELECT 1 FROM DUAL").await.unwrap();
         assert_eq!(dual, Some(1));
+        // Session numbers come typed as numbers, for drivers that map
+        // result types (a string '1' is not the number 1 to them).
+        let typed: Vec<Row> = conn
+            .query("SELECT LAST_INSERT_ID(), @@autocommit, CONNECTION_ID()")
+            .await
+            .unwrap();
+        for column in typed[0].columns_ref() {
+            assert_eq!(
+                column.column_type(),
+                mysql_async::consts::ColumnType::MYSQL_TYPE_LONGLONG,
+                "{}",
+                column.name_str()
+            );
+        }
         let missing = conn.query_drop("SELECT * FROM nowhere").await.unwrap_err();
         assert_eq!(server_code(&missing), (1146, "42S02".into()));
         let syntax = conn.query_drop("SELEKT 1").await.unwrap_err();

@@ -1402,6 +1402,20 @@ fn describe_output(expr: &Expr, name: &str, compiler: &Compiler<'_>) -> OutputCo
         | Expr::InList { .. }
         | Expr::Like { .. }
         | Expr::NullSafeEqual(..) => ColumnKind::BigInt { unsigned: false },
+        // Numbers as MySQL types them, so that a typed driver reads a
+        // number (LAST_INSERT_ID(), @@autocommit); other variables are
+        // text, whatever SET gave them.
+        Expr::Session(
+            crate::expr::SessionValue::LastInsertId | crate::expr::SessionValue::ConnectionId,
+        ) => ColumnKind::BigInt { unsigned: true },
+        Expr::Session(crate::expr::SessionValue::RowCount) => {
+            ColumnKind::BigInt { unsigned: false }
+        }
+        Expr::Session(crate::expr::SessionValue::SystemVariable { name, .. })
+            if name == "autocommit" =>
+        {
+            ColumnKind::BigInt { unsigned: false }
+        }
         Expr::Session(crate::expr::SessionValue::Now(fsp)) => ColumnKind::DateTime(*fsp),
         Expr::Session(crate::expr::SessionValue::UtcNow) => ColumnKind::DateTime(0),
         Expr::Session(crate::expr::SessionValue::Today) => ColumnKind::Date,
