@@ -126,6 +126,9 @@ fn any_null(values: &[Value]) -> bool {
 /// ROUND(x, d) and TRUNCATE(x, d): exact for integers and DECIMALs
 /// (half away from zero), by doubles otherwise.
 fn round(value: &Value, digits: i64, truncate: bool) -> SqlResult<Value> {
+    // A double's digits run from about 10^308 to 10^-324: beyond those
+    // places rounding keeps nothing, or changes nothing.
+    let double_digits = digits.clamp(-400, 400) as i32;
     let digits = digits.clamp(-38, 30);
     Ok(match value {
         Value::Null => Value::Null,
@@ -182,13 +185,21 @@ fn round(value: &Value, digits: i64, truncate: bool) -> SqlResult<Value> {
         }
         other => {
             let x = value::to_f64(other);
-            let factor = 10f64.powi(digits as i32);
+            let factor = 10f64.powi(double_digits);
             let scaled = x * factor;
+            // A double rounds half to even, as MySQL's (the C library's
+            // rint): ROUND(2.5e0) is 2.
             let rounded = match truncate {
                 true => scaled.trunc(),
-                false => scaled.round(),
+                false => scaled.round_ties_even(),
             };
-            Value::Double(rounded / factor)
+            match (factor == 0.0, scaled.is_finite() && factor.is_finite()) {
+                // More digits to the left than a double has: all gone.
+                (true, _) => Value::Double(0.0),
+                // More to the right than it has: nothing to round.
+                (false, false) => Value::Double(x),
+                (false, true) => Value::Double(rounded / factor),
+            }
         }
     })
 }

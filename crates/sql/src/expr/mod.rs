@@ -760,11 +760,23 @@ fn apply_basic(
         Function::Upper | Function::Lower => match &values[0] {
             Value::Null => Value::Null,
             v => {
+                // One character for one, as MySQL maps case: a character
+                // whose other case is several (ß, upper) stays as it is.
+                fn one_for_one(mut mapped: impl Iterator<Item = char>, c: char) -> char {
+                    match (mapped.next(), mapped.next()) {
+                        (Some(other), None) => other,
+                        _ => c,
+                    }
+                }
                 let text = value::display(v);
-                Value::from(match function {
-                    Function::Upper => text.to_uppercase(),
-                    _ => text.to_lowercase(),
-                })
+                let mapped: String = text
+                    .chars()
+                    .map(|c| match function {
+                        Function::Upper => one_for_one(c.to_uppercase(), c),
+                        _ => one_for_one(c.to_lowercase(), c),
+                    })
+                    .collect();
+                Value::from(mapped)
             }
         },
         Function::Abs => match &values[0] {
