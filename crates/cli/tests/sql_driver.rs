@@ -273,6 +273,22 @@ fn a_driver_runs_prepared_statements_and_transactions() {
         // A connection pool's check.
         let dual: Option<i64> = conn.query_first("SELECT 1 FROM DUAL").await.unwrap();
         assert_eq!(dual, Some(1));
+        // The upsert idiom: the OK packet's insert id is the updated row's.
+        conn.query_drop(
+            "CREATE TABLE app.tags (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, \
+             name VARCHAR(20) NOT NULL, UNIQUE KEY by_name (name))",
+        )
+        .await
+        .unwrap();
+        let upsert = "INSERT INTO app.tags (name) VALUES (?) \
+                      ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)";
+        conn.exec_drop(upsert, ("red",)).await.unwrap();
+        conn.exec_drop(upsert, ("blue",)).await.unwrap();
+        let blue = conn.last_insert_id();
+        conn.exec_drop(upsert, ("red",)).await.unwrap();
+        assert_eq!(conn.last_insert_id(), Some(1));
+        conn.exec_drop(upsert, ("blue",)).await.unwrap();
+        assert_eq!(conn.last_insert_id(), blue);
         // Session numbers come typed as numbers, for drivers that map
         // result types (a string '1' is not the number 1 to them).
         let typed: Vec<Row> = conn

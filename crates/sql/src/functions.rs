@@ -124,7 +124,7 @@ fn any_null(values: &[Value]) -> bool {
 }
 
 /// ROUND(x, d) and TRUNCATE(x, d): exact for integers and DECIMALs
-/// (half away from zero), by doubles otherwise.
+/// (half away from zero), by doubles otherwise (half to even).
 fn round(value: &Value, digits: i64, truncate: bool) -> SqlResult<Value> {
     // A double's digits run from about 10^308 to 10^-324: beyond those
     // places rounding keeps nothing, or changes nothing.

@@ -157,6 +157,10 @@ impl Environment for WithSubqueries<'_> {
         self.inner.table_changed(table)
     }
 
+    fn set_last_insert_id(&self, id: u64) {
+        self.inner.set_last_insert_id(id)
+    }
+
     fn zone_offset(&self) -> i64 {
         self.inner.zone_offset()
     }

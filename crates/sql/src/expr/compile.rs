@@ -690,7 +690,8 @@ impl<'a> Compiler<'a> {
         };
         let scalar = match name.as_str() {
             "DATABASE" | "SCHEMA" => return arity(0).and(session(SessionValue::Database)),
-            "LAST_INSERT_ID" => return arity(0).and(session(SessionValue::LastInsertId)),
+            "LAST_INSERT_ID" if compiled.is_empty() => return session(SessionValue::LastInsertId),
+            "LAST_INSERT_ID" => arity(1).map(|_| Function::SetLastInsertId)?,
             "CONNECTION_ID" => return arity(0).and(session(SessionValue::ConnectionId)),
             "VERSION" => return arity(0).and(session(SessionValue::Version)),
             "USER" | "CURRENT_USER" | "SESSION_USER" | "SYSTEM_USER" => {

@@ -176,6 +176,10 @@ pub enum SessionValue {
 /// A scalar function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Function {
+    /// LAST_INSERT_ID(x): x, which LAST_INSERT_ID() then answers and the
+    /// statement reports as its insert id (the upsert idiom
+    /// `ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)`).
+    SetLastInsertId,
     /// COALESCE and IFNULL: the first non-NULL argument.
     Coalesce,
     /// IF(c, a, b).
@@ -333,6 +337,10 @@ pub trait Environment {
     /// definition changed since it was planned: forget it, so that the
     /// next statements are planned from the current one.
     fn table_changed(&self, _table: &crate::catalog::SqlTable) {}
+
+    /// LAST_INSERT_ID(x) ran: the session's insert id is to be `id` once
+    /// the statement is done.
+    fn set_last_insert_id(&self, _id: u64) {}
 }
 
 /// The values an evaluation reads: the row, the aggregates' results, the
@@ -694,6 +702,23 @@ fn apply(
         | Function::Lower
         | Function::Abs
         | Function::Sleep => return apply_basic(function, values, environment),
+        Function::SetLastInsertId => {
+            let value = values.into_iter().next().unwrap_or(Value::Null);
+            // MySQL keeps the argument as a BIGINT UNSIGNED (NULL as 0).
+            let id = match &value {
+                Value::Null => 0,
+                other => match crate::functions::apply(
+                    Function::Cast(crate::functions::CastTarget::Unsigned),
+                    std::slice::from_ref(other),
+                    0,
+                )? {
+                    Value::UInt(id) => id,
+                    other => other.as_u64().unwrap_or(0),
+                },
+            };
+            environment.set_last_insert_id(id);
+            value
+        }
         other => crate::functions::apply(other, &values, environment.zone_offset())?,
     })
 }

@@ -68,6 +68,8 @@ pub struct Session {
     variables: HashMap<String, Value>,
     user_variables: HashMap<String, Value>,
     last_insert_id: u64,
+    /// What LAST_INSERT_ID(x) set during the running statement.
+    insert_id_set: std::cell::Cell<Option<u64>>,
     row_count: i64,
     prepared: HashMap<u32, Prepared>,
     next_statement_id: u32,
@@ -133,6 +135,10 @@ impl Environment for SessionView<'_> {
             .invalidate(&table.database, &table.name);
     }
 
+    fn set_last_insert_id(&self, id: u64) {
+        self.session.insert_id_set.set(Some(id));
+    }
+
     fn read_ahead(
         &self,
         table: &client::Table,
@@ -194,6 +200,7 @@ impl Session {
             zone: 0,
             statement_started: std::time::SystemTime::now(),
             last_insert_id: 0,
+            insert_id_set: std::cell::Cell::new(None),
             row_count: 0,
             prepared: HashMap::new(),
             next_statement_id: 1,
@@ -511,7 +518,16 @@ impl Session {
         self.statement_started = std::time::SystemTime::now();
         // SHOW STATUS reports the last data statement's counts: only a
         // data statement replaces them.
-        let result = self.dispatch(statement, compiled, params);
+        self.insert_id_set.set(None);
+        let mut result = self.dispatch(statement, compiled, params);
+        // LAST_INSERT_ID(x) sets the insert id the statement reports and
+        // the session remembers.
+        if let (Some(id), Ok(response)) = (self.insert_id_set.take(), &mut result) {
+            self.last_insert_id = id;
+            if let Response::Ok { last_insert_id, .. } = response {
+                *last_insert_id = id;
+            }
+        }
         let statistics = &self.engine.statistics;
         match &result {
             Ok(Response::Ok { affected_rows, .. }) => self.row_count = *affected_rows as i64,
