@@ -66,6 +66,9 @@ pub fn insert(
     // AUTO_INCREMENT: NULL, 0 or no value generates one; an explicit one
     // moves the counter past it.
     let mut first_generated = 0;
+    // Per row, whether its AUTO_INCREMENT value was generated (empty when
+    // none was).
+    let mut generated_rows: Vec<bool> = Vec::new();
     if let Some(column) = table.auto_increment {
         let generate = |value: &Option<Value>| match value {
             None | Some(Value::Null) => true,
@@ -91,9 +94,11 @@ pub fn insert(
             first_generated = values[0];
             let mut values = values.into_iter();
             for row in &mut rows {
-                if generate(&row[column]) {
+                let generated = generate(&row[column]);
+                if generated {
                     row[column] = Some(Value::UInt(values.next().expect("one value per row")));
                 }
+                generated_rows.push(generated);
             }
         }
     }
@@ -182,12 +187,31 @@ pub fn insert(
                 .settle_table(&mut run.transaction.borrow_mut(), table)?;
             let mut affected = 0;
             let mut matched = 0;
-            for chunk in full.chunks(WRITE_BATCH) {
+            // The insert id is the first generated one of a row inserted
+            // (none when every row was ignored or updated: the session's
+            // stays as it was, as MySQL's).
+            let mut first_inserted = None;
+            for (number, chunk) in full.chunks(WRITE_BATCH).enumerate() {
                 check_interrupt(run)?;
-                let (a, m) = upsert(table, chunk, conflict, run)?;
-                affected += a;
-                matched += m;
+                let start = number * WRITE_BATCH;
+                let generated = generated_rows
+                    .get(start..start + chunk.len())
+                    .unwrap_or(&[]);
+                let outcome = upsert(table, chunk, conflict, run)?;
+                affected += outcome.affected;
+                matched += outcome.matched;
+                if first_inserted.is_none() {
+                    first_inserted = outcome
+                        .inserted
+                        .iter()
+                        .find(|row| generated.get(**row) == Some(&true))
+                        .map(|row| start + row);
+                }
             }
+            first_generated = match (first_inserted, table.auto_increment) {
+                (Some(row), Some(column)) => full[row][column].as_u64().unwrap_or(0),
+                _ => 0,
+            };
             (affected, matched)
         }
     };
@@ -256,7 +280,7 @@ fn upsert(
     rows: &[Vec<Value>],
     conflict: &Conflict,
     run: &mut Run<'_>,
-) -> SqlResult<(u64, u64)> {
+) -> SqlResult<Upserted> {
     let refused = |error: ClientError| SqlError::from_client(&error, &table.cluster_name());
     let zone = run.environment.zone_offset();
     let width = table.columns.len();
@@ -360,7 +384,8 @@ fn upsert(
     let mut touched: HashSet<Vec<u8>> = HashSet::new();
     let mut affected = 0u64;
     let mut matched = 0u64;
-    for row in rows {
+    let mut inserted = Vec::new();
+    for (number, row) in rows.iter().enumerate() {
         let key = key_bytes(row);
         let in_the_way = conflicts(&known, row);
         // A key this statement already wrote: what is queued goes first,
@@ -388,6 +413,7 @@ fn upsert(
                 touched.insert(key);
                 affected += 1;
                 matched += 1;
+                inserted.push(number);
             }
             Conflict::Ignore => {}
             Conflict::Replace => {
@@ -428,6 +454,7 @@ fn upsert(
                 let deleted = in_the_way.len() as u64;
                 affected += 1 + deleted;
                 matched += 1 + deleted;
+                inserted.push(number);
             }
             Conflict::Update(assignments) => {
                 let existing = &in_the_way[0];
@@ -488,7 +515,22 @@ fn upsert(
     // What is queued goes before the next chunk reads: a row it inserts
     // must be seen there.
     flush(&mut run.transaction.borrow_mut(), Commit::No, table)?;
-    Ok((affected, matched))
+    Ok(Upserted {
+        affected,
+        matched,
+        inserted,
+    })
+}
+
+/// What `upsert` did with its rows.
+struct Upserted {
+    /// MySQL's affected rows: 1 an insert, 2 an update, 1 + deleted a
+    /// REPLACE.
+    affected: u64,
+    /// The same, with updates that changed nothing counted.
+    matched: u64,
+    /// The rows (by number) written as new rows: inserted, or REPLACEd.
+    inserted: Vec<usize>,
 }
 
 /// Column `column`'s `value` as the cluster stores and compares it in a
