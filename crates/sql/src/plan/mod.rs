@@ -1412,7 +1412,10 @@ fn describe_output(expr: &Expr, name: &str, compiler: &Compiler<'_>) -> OutputCo
             ColumnKind::BigInt { unsigned: false }
         }
         Expr::Session(crate::expr::SessionValue::SystemVariable { name, .. })
-            if name == "autocommit" =>
+            if matches!(
+                name.as_str(),
+                "autocommit" | "warning_count" | "error_count" | "in_transaction"
+            ) =>
         {
             ColumnKind::BigInt { unsigned: false }
         }

@@ -68,6 +68,8 @@ pub struct Session {
     variables: HashMap<String, Value>,
     user_variables: HashMap<String, Value>,
     last_insert_id: u64,
+    /// The last statement ended in an error (`@@error_count`).
+    last_statement_failed: bool,
     /// What LAST_INSERT_ID(x) set during the running statement.
     insert_id_set: std::cell::Cell<Option<u64>>,
     row_count: i64,
@@ -201,6 +203,7 @@ impl Session {
             statement_started: std::time::SystemTime::now(),
             last_insert_id: 0,
             insert_id_set: std::cell::Cell::new(None),
+            last_statement_failed: false,
             row_count: 0,
             prepared: HashMap::new(),
             next_statement_id: 1,
@@ -529,6 +532,7 @@ impl Session {
             }
         }
         let statistics = &self.engine.statistics;
+        self.last_statement_failed = result.is_err();
         match &result {
             Ok(Response::Ok { affected_rows, .. }) => self.row_count = *affected_rows as i64,
             Ok(Response::Rows { .. }) => self.row_count = -1,
