@@ -380,7 +380,7 @@ pub fn arithmetic(op: Arithmetic, a: &Value, b: &Value) -> SqlResult<Value> {
         return Ok(Value::Null);
     }
     let integers = integer_of(a).zip(integer_of(b));
-    let out_of_range =
+    let overflow =
         |kind: &str| out_of_range(kind, &format!("({} {op} {})", display(a), display(b)));
     let exact = exact_of(a).zip(exact_of(b));
     match (op, integers) {
@@ -391,13 +391,13 @@ pub fn arithmetic(op: Arithmetic, a: &Value, b: &Value) -> SqlResult<Value> {
             Some((x, y)) => x
                 .checked_div(y)
                 .map(Value::Decimal)
-                .ok_or_else(|| out_of_range("DECIMAL")),
+                .ok_or_else(|| overflow("DECIMAL")),
             None => {
                 let divisor = to_f64(b);
                 if divisor == 0.0 {
                     return Ok(Value::Null);
                 }
-                finite(to_f64(a) / divisor).ok_or_else(|| out_of_range("DOUBLE"))
+                finite(to_f64(a) / divisor).ok_or_else(|| overflow("DOUBLE"))
             }
         },
         (_, None) if exact.is_some() => {
@@ -410,18 +410,18 @@ pub fn arithmetic(op: Arithmetic, a: &Value, b: &Value) -> SqlResult<Value> {
                     return Ok(Value::Null)
                 }
                 Arithmetic::IntegerDivide => {
-                    let quotient = x.checked_div(y).ok_or_else(|| out_of_range("DECIMAL"))?;
+                    let quotient = x.checked_div(y).ok_or_else(|| overflow("DECIMAL"))?;
                     let whole = quotient.truncate(0).parts().0;
                     return i64::try_from(whole)
                         .map(Value::Int)
-                        .map_err(|_| out_of_range("BIGINT"));
+                        .map_err(|_| overflow("BIGINT"));
                 }
                 Arithmetic::Modulo => x.checked_rem(y),
                 Arithmetic::Divide => unreachable!("handled above"),
             };
             result
                 .map(Value::Decimal)
-                .ok_or_else(|| out_of_range("DECIMAL"))
+                .ok_or_else(|| overflow("DECIMAL"))
         }
         (_, Some((x, y))) => {
             let result = match op {
@@ -433,7 +433,7 @@ pub fn arithmetic(op: Arithmetic, a: &Value, b: &Value) -> SqlResult<Value> {
                 Arithmetic::Modulo => x.checked_rem(y),
                 Arithmetic::Divide => unreachable!("handled above"),
             };
-            let result = result.ok_or_else(|| out_of_range("BIGINT"))?;
+            let result = result.ok_or_else(|| overflow("BIGINT"))?;
             // With an UNSIGNED operand a sum, difference or product is
             // UNSIGNED (MySQL's rule): below zero is out of its range, as
             // above its top. DIV and MOD keep their signed results (a
@@ -445,15 +445,15 @@ pub fn arithmetic(op: Arithmetic, a: &Value, b: &Value) -> SqlResult<Value> {
             Ok(
                 match (unsigned, i64::try_from(result), u64::try_from(result)) {
                     (true, _, Ok(value)) => Value::UInt(value),
-                    (true, _, Err(_)) => return Err(out_of_range("BIGINT UNSIGNED")),
+                    (true, _, Err(_)) => return Err(overflow("BIGINT UNSIGNED")),
                     (false, Ok(value), _) => Value::Int(value),
-                    (false, Err(_), _) => return Err(out_of_range("BIGINT")),
+                    (false, Err(_), _) => return Err(overflow("BIGINT")),
                 },
             )
         }
         (_, None) => {
             let (x, y) = (to_f64(a), to_f64(b));
-            let double = |result: f64| finite(result).ok_or_else(|| out_of_range("DOUBLE"));
+            let double = |result: f64| finite(result).ok_or_else(|| overflow("DOUBLE"));
             Ok(match op {
                 Arithmetic::Add => double(x + y)?,
                 Arithmetic::Subtract => double(x - y)?,
