@@ -533,11 +533,9 @@ fn column_row(table: &SqlTable, position: usize, column: &SqlColumn) -> Vec<Valu
         SqlType::Date | SqlType::Year => (None, None, None, None),
     };
     let is_text = column.sql_type.is_text() || matches!(column.sql_type, SqlType::Enum(_));
-    // CHAR and VARCHAR count characters, of up to 4 bytes each.
+    // VARCHAR counts characters, of up to 4 bytes each.
     let octet_length = match &column.sql_type {
-        SqlType::Char(n) | SqlType::VarChar(n) => {
-            Some(*n as u64 * crate::types::BYTES_PER_CHARACTER as u64)
-        }
+        SqlType::VarChar(n) => Some(*n as u64 * crate::types::BYTES_PER_CHARACTER as u64),
         _ => character_length,
     };
     let key = crate::show::key_of(table, position);

@@ -76,7 +76,8 @@ pub enum SqlType {
     },
     /// YEAR: 1901 to 2155, or 0.
     Year,
-    /// CHAR(n): up to n characters, without trailing spaces.
+    /// CHAR(n): up to n bytes, without trailing spaces (fixed room in
+    /// the row: n counts bytes, not characters; design 0028).
     Char(u16),
     /// VARCHAR(n): up to n characters.
     VarChar(u16),
@@ -110,9 +111,9 @@ impl SqlType {
             SqlType::DateTime { .. } | SqlType::Timestamp { .. } | SqlType::Time { .. } => {
                 ColumnType::BigInt { unsigned: false }
             }
-            // Room for n characters of utf8mb4, kept without the trailing
-            // spaces a CHAR drops (docs/design/0028-sql-types.md).
-            SqlType::Char(n) | SqlType::VarChar(n) => ColumnType::VarChar(n * BYTES_PER_CHARACTER),
+            SqlType::Char(n) => ColumnType::Char(*n),
+            // Room for n characters of utf8mb4 (docs/design/0028-sql-types.md).
+            SqlType::VarChar(n) => ColumnType::VarChar(n * BYTES_PER_CHARACTER),
             SqlType::Text(n) => ColumnType::VarChar(*n),
             SqlType::VarBinary(n) | SqlType::Blob(n) => ColumnType::VarBinary(*n),
             SqlType::Enum(_) => ColumnType::Int { unsigned: true },
@@ -261,8 +262,8 @@ fn fsp(precision: Option<u64>, what: &str) -> SqlResult<u8> {
     }
 }
 
-/// The most bytes a character takes: text is utf8mb4, so a CHAR(n) or
-/// VARCHAR(n), which counts characters, is stored in room for 4n bytes.
+/// The most bytes a character takes: text is utf8mb4, so a VARCHAR(n),
+/// which counts characters, is stored in room for 4n bytes.
 pub const BYTES_PER_CHARACTER: u16 = 4;
 
 /// The bytes a TEXT or BLOB column may hold before the row's room is

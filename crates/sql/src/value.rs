@@ -751,7 +751,7 @@ pub fn fit(value: &Value, sql_type: &SqlType, column: &str) -> SqlResult<Value> 
                 }
             }
         }
-        SqlType::Char(n) | SqlType::VarChar(n) => {
+        SqlType::VarChar(n) => {
             let mut bytes = match value {
                 Value::Bytes(bytes) => bytes.clone(),
                 other => display(other).into_bytes(),
@@ -767,15 +767,11 @@ pub fn fit(value: &Value, sql_type: &SqlType, column: &str) -> SqlResult<Value> 
                 }
                 bytes.truncate(end);
             }
-            // CHAR keeps no trailing spaces (MySQL drops them on
-            // retrieval; the cluster's column keeps what it is given).
-            if matches!(sql_type, SqlType::Char(_)) {
-                let kept = bytes.iter().rposition(|b| *b != b' ').map_or(0, |i| i + 1);
-                bytes.truncate(kept);
-            }
             Value::Bytes(bytes)
         }
-        SqlType::Text(n) | SqlType::VarBinary(n) | SqlType::Blob(n) => {
+        // CHAR counts bytes (its room in the row is fixed; the cluster's
+        // CHAR drops its trailing spaces), as TEXT and the binary types do.
+        SqlType::Char(n) | SqlType::Text(n) | SqlType::VarBinary(n) | SqlType::Blob(n) => {
             let mut bytes = match value {
                 Value::Bytes(bytes) => bytes.clone(),
                 other => display(other).into_bytes(),
@@ -995,16 +991,28 @@ mod tests {
         assert_eq!(fit(&Value::Int(256), tiny, "k").unwrap_err().code, 1264);
         assert_eq!(fit(&Value::Int(-1), tiny, "k").unwrap_err().code, 1264);
         let char3 = &SqlType::Char(3);
-        // CHAR drops trailing spaces; spaces past its length go silently.
-        assert_eq!(fit(&Value::from("ab  "), char3, "c"), Ok(Value::from("ab")));
-        // Its length counts characters, of up to 4 bytes each.
-        assert_eq!(fit(&Value::from("éé€"), char3, "c"), Ok(Value::from("éé€")));
+        // Spaces past CHAR's length go silently (the cluster drops the
+        // rest); its length counts bytes.
         assert_eq!(
-            fit(&Value::from("😀😀😀 "), char3, "c"),
+            fit(&Value::from("ab  "), char3, "c"),
+            Ok(Value::from("ab "))
+        );
+        assert_eq!(
+            fit(&Value::from("éé"), char3, "c").unwrap_err().code,
+            codes::DATA_TOO_LONG
+        );
+        // VARCHAR's length counts characters, of up to 4 bytes each.
+        let varchar3 = &SqlType::VarChar(3);
+        assert_eq!(
+            fit(&Value::from("éé€"), varchar3, "v"),
+            Ok(Value::from("éé€"))
+        );
+        assert_eq!(
+            fit(&Value::from("😀😀😀 "), varchar3, "v"),
             Ok(Value::from("😀😀😀"))
         );
         assert_eq!(
-            fit(&Value::from("éé€x"), char3, "c").unwrap_err().code,
+            fit(&Value::from("éé€x"), varchar3, "v").unwrap_err().code,
             codes::DATA_TOO_LONG
         );
         let varchar2 = &SqlType::VarChar(2);
