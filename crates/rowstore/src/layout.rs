@@ -45,6 +45,9 @@ pub struct RowLayout {
     pub fixed_body_bytes: usize,
     /// Number of var columns.
     pub var_columns: usize,
+    /// A primary-key column is a var column (an update then takes its
+    /// bytes from the key, not the old row).
+    var_in_key: bool,
     /// Largest var part.
     pub var_max_bytes: usize,
     /// Largest read result (attribute entries of every column).
@@ -143,8 +146,13 @@ impl RowLayout {
                 })
             })
             .collect::<Option<Vec<_>>>();
+        let var_in_key = table
+            .primary_key
+            .iter()
+            .any(|&column| matches!(columns[column as usize].place, Place::Var(_)));
         RowLayout {
             plain_read,
+            var_in_key,
             columns,
             primary_key: table.primary_key.clone(),
             null_bytes,
@@ -337,11 +345,7 @@ impl RowLayout {
         // one copy, not one per column (TPC-C's stock, district and
         // customer updates change numbers only).
         if let Some(base) = base {
-            let var_in_key = self
-                .primary_key
-                .iter()
-                .any(|&column| matches!(self.columns[column as usize].place, Place::Var(_)));
-            if !var_in_key && assigned_var.iter().all(|bits| *bits == 0) {
+            if !self.var_in_key && assigned_var.iter().all(|bits| *bits == 0) {
                 let bytes = self.var_part_bytes(base.var);
                 var_area[..bytes].copy_from_slice(&base.var[..bytes]);
                 return Ok(self.fixed_body_bytes + bytes);

@@ -519,6 +519,28 @@ struct Source<'q> {
 }
 
 /// The tables of a FROM clause, in order: the first, then each joined.
+/// `FROM DUAL`: no table (MySQL's word for a SELECT of constants; pools
+/// validate connections with `SELECT 1 FROM DUAL`). A quoted `DUAL` is a
+/// table's name.
+fn is_dual(from: &[ast::TableWithJoins]) -> bool {
+    let [ast::TableWithJoins {
+        relation: ast::TableFactor::Table {
+            name, alias: None, ..
+        },
+        joins,
+    }] = from
+    else {
+        return false;
+    };
+    let [part] = name.0.as_slice() else {
+        return false;
+    };
+    joins.is_empty()
+        && part.as_ident().is_some_and(|ident| {
+            ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("DUAL")
+        })
+}
+
 fn sources<'q>(
     from: &'q [ast::TableWithJoins],
     catalog: &Catalog,
@@ -534,20 +556,8 @@ fn sources<'q>(
             other => Err(SqlError::unsupported(format!("FROM {other}"))),
         }
     };
-    // `FROM DUAL` names no table (MySQL's word for a SELECT of
-    // constants; pools validate connections with `SELECT 1 FROM DUAL`).
-    if let [ast::TableWithJoins {
-        relation: ast::TableFactor::Table {
-            name, alias: None, ..
-        },
-        joins,
-    }] = from
-    {
-        if joins.is_empty()
-            && matches!(name.0.as_slice(), [part] if part.as_ident().is_some_and(|ident| ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("DUAL")))
-        {
-            return Ok(Vec::new());
-        }
+    if is_dual(from) {
+        return Ok(Vec::new());
     }
     let mut sources = Vec::new();
     for item in from {
