@@ -82,10 +82,21 @@ fn assert_index_serves(cluster: &Cluster, emails: &Emails, when: &str) {
     let mut transaction = cluster.transaction();
     let taken = Value::from(taken.as_deref().expect("some"));
     transaction
-        .update(&table, &[Value::UInt(other.into())], &[("email", taken)])
+        .update(
+            &table,
+            &[Value::UInt(other.into())],
+            &[("email", taken.clone())],
+        )
         .unwrap();
     match transaction.execute(Commit::Yes) {
-        Err(ClientError::DuplicateUniqueKey { index, .. }) => assert_eq!(index, "by_email"),
+        Err(ClientError::DuplicateKey {
+            index: Some(index),
+            entry,
+            ..
+        }) => {
+            assert_eq!(index, "by_email");
+            assert_eq!(entry, vec![taken], "{when}: the value repeated");
+        }
         other => panic!("{when}: a repeated email: {other:?}"),
     }
 }

@@ -5,6 +5,7 @@
 //! transaction may help (`is_temporary()`).
 
 use crate::transaction::OpId;
+use crate::Value;
 use signal::error::ErrorClass;
 use signal::{ErrorCode, Gci, NodeId};
 use std::fmt;
@@ -50,12 +51,18 @@ pub enum ClientError {
         /// carrying several tables' operations fails on one of them.
         table: Option<String>,
     },
-    /// A write would have repeated the value of a unique index (code
-    /// DuplicateKey, class Constraint): the transaction is aborted, as
-    /// with [`ClientError::Operation`].
-    DuplicateUniqueKey {
-        /// The unique index whose value was repeated.
-        index: String,
+    /// A write would have repeated the value of the primary key or of a
+    /// unique index (code DuplicateKey, class Constraint): the transaction
+    /// is aborted, as with [`ClientError::Operation`].
+    DuplicateKey {
+        /// The unique index whose value was repeated; `None`: the primary
+        /// key.
+        index: Option<String>,
+        /// The value repeated, one per column of the key in the key's
+        /// order, when the client can tell it: empty when the data node
+        /// named no operation, or the write did not carry every column of
+        /// the key (an UPDATE of one column of a two-column unique index).
+        entry: Vec<Value>,
         /// The operation that wrote it.
         op: Option<OpId>,
         /// The name of that operation's table, when known.
@@ -141,7 +148,7 @@ impl ClientError {
     /// ```
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
-            ClientError::DuplicateUniqueKey { .. } => Some(ErrorCode::DuplicateKey),
+            ClientError::DuplicateKey { .. } => Some(ErrorCode::DuplicateKey),
             ClientError::Operation { code, .. }
             | ClientError::Schema { code, .. }
             | ClientError::Invalid { code, .. }
@@ -204,7 +211,7 @@ impl ClientError {
     /// ```
     pub fn failed_op(&self) -> Option<OpId> {
         match self {
-            ClientError::Operation { op, .. } | ClientError::DuplicateUniqueKey { op, .. } => *op,
+            ClientError::Operation { op, .. } | ClientError::DuplicateKey { op, .. } => *op,
             _ => None,
         }
     }
@@ -220,8 +227,9 @@ impl ClientError {
     /// ```
     pub fn failed_table(&self) -> Option<&str> {
         match self {
-            ClientError::Operation { table, .. }
-            | ClientError::DuplicateUniqueKey { table, .. } => table.as_deref(),
+            ClientError::Operation { table, .. } | ClientError::DuplicateKey { table, .. } => {
+                table.as_deref()
+            }
             _ => None,
         }
     }
@@ -280,13 +288,17 @@ impl ClientError {
                 op: *op,
                 table: table.clone(),
             },
-            ClientError::DuplicateUniqueKey { index, op, table } => {
-                ClientError::DuplicateUniqueKey {
-                    index: index.clone(),
-                    op: *op,
-                    table: table.clone(),
-                }
-            }
+            ClientError::DuplicateKey {
+                index,
+                entry,
+                op,
+                table,
+            } => ClientError::DuplicateKey {
+                index: index.clone(),
+                entry: entry.clone(),
+                op: *op,
+                table: table.clone(),
+            },
             ClientError::Schema { code, table } => ClientError::Schema {
                 code: *code,
                 table: table.clone(),
@@ -338,7 +350,12 @@ impl fmt::Display for ClientError {
             ClientError::Operation { code, op: None, .. } => {
                 write!(f, "transaction failed: {code}")
             }
-            ClientError::DuplicateUniqueKey { index, .. } => write!(
+            ClientError::DuplicateKey { index: None, .. } => {
+                write!(f, "duplicate primary key: {}", ErrorCode::DuplicateKey)
+            }
+            ClientError::DuplicateKey {
+                index: Some(index), ..
+            } => write!(
                 f,
                 "duplicate value for unique index {index:?}: {}",
                 ErrorCode::DuplicateKey

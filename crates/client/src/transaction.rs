@@ -1366,16 +1366,51 @@ impl Transaction<'_> {
         }
     }
 
+    /// The value `op` would have repeated in the primary key (`index_id`
+    /// 0) or in unique index `index_id`, one per column of the key, read
+    /// back from the request's own sections; empty when the request did
+    /// not carry every column of the key (a unique column it left alone
+    /// reads NULL here, and NULLs are never duplicates).
+    fn repeated_entry(&self, op: &QueuedOp, index_id: u32) -> Vec<Value> {
+        let bytes = &self.body().bytes;
+        let def = op.table.def();
+        let (columns, section) = if index_id == 0 {
+            (&def.primary_key, Some(op.key.clone()))
+        } else {
+            match def.indexes.iter().find(|index| index.id == index_id) {
+                Some(index) => (&index.columns, op.attr.clone()),
+                None => return Vec::new(),
+            }
+        };
+        let Some(row) = section
+            .and_then(|range| bytes.get(range))
+            .and_then(|data| Table::decode_row(&op.table, data).ok())
+        else {
+            return Vec::new();
+        };
+        let entry: Vec<Value> = columns
+            .iter()
+            .map(|&column| row.decode_value(column as usize))
+            .collect();
+        if entry.contains(&Value::Null) {
+            return Vec::new();
+        }
+        entry
+    }
+
     /// The error for a TCKEYREF; drops cached definitions it proves stale.
     fn refusal(&self, client_op: u32, error: ErrorCode, index_id: u32) -> ClientError {
         let queued = &self.body().queued;
         let failed = queued.iter().find(|op| op.op.0 == client_op);
-        if error == ErrorCode::DuplicateKey && index_id != 0 {
-            let index = failed
-                .and_then(|op| op.table.def().indexes.iter().find(|i| i.id == index_id))
-                .map_or_else(|| format!("#{index_id}"), |index| index.name.clone());
-            return ClientError::DuplicateUniqueKey {
+        if error == ErrorCode::DuplicateKey {
+            let index = (index_id != 0).then(|| {
+                failed
+                    .and_then(|op| op.table.def().indexes.iter().find(|i| i.id == index_id))
+                    .map_or_else(|| format!("#{index_id}"), |index| index.name.clone())
+            });
+            return ClientError::DuplicateKey {
                 index,
+                entry: failed.map_or_else(Vec::new, |op| self.repeated_entry(op, index_id)),
                 op: failed.map(|op| op.op),
                 table: failed.map(|op| op.table.name().to_string()),
             };

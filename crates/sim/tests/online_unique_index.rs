@@ -174,7 +174,14 @@ fn a_unique_index_created_under_writes_holds_every_row() {
                 )
                 .unwrap();
             match transaction.execute(Commit::Yes) {
-                Err(ClientError::DuplicateUniqueKey { index, .. }) => assert_eq!(index, "by_v"),
+                Err(ClientError::DuplicateKey {
+                    index: Some(index),
+                    entry,
+                    ..
+                }) => {
+                    assert_eq!(index, "by_v");
+                    assert_eq!(entry, vec![Value::Int(taken.unwrap())]);
+                }
                 other => panic!("a repeated value: {other:?}"),
             }
             writes

@@ -330,7 +330,9 @@ fn unique_indexes_match_a_model_through_changes() {
 /// DuplicateKey naming one of them.
 fn break_with(result: Result<client::Outcome, ClientError>, indexes: &[&str], step: usize) {
     match result {
-        Err(ClientError::DuplicateUniqueKey { index, .. }) => {
+        Err(ClientError::DuplicateKey {
+            index: Some(index), ..
+        }) => {
             assert!(
                 indexes.contains(&index.as_str()),
                 "step {step}: {index} not in {indexes:?}"
@@ -400,7 +402,7 @@ fn random_writes(
         queued.expect("queued");
         let outcome = match transaction.execute(Commit::Yes) {
             Ok(_) => "committed",
-            Err(ClientError::DuplicateUniqueKey { .. }) => "duplicate",
+            Err(ClientError::DuplicateKey { index: Some(_), .. }) => "duplicate",
             Err(error) if error.code() == Some(client::ErrorCode::NoSuchRow) => "no row",
             Err(ClientError::OutcomeUnknown { .. }) => "unknown",
             Err(error) if error.is_temporary() => {

@@ -5,11 +5,13 @@
 //! refusal becomes the MySQL error that means the same
 //! (docs/design/0027-sql-node.md, "Errors").
 
+use crate::types::SqlType;
+use crate::value::Value;
 use client::{ClientError, ErrorClass, ErrorCode};
 use std::fmt;
 
 /// A MySQL error: number, SQLSTATE, message.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SqlError {
     /// MySQL's error number (1064, 1146, ...).
     pub code: u16,
@@ -20,6 +22,34 @@ pub struct SqlError {
     /// The statement met a table definition other than the one it was
     /// planned with: plan it again.
     pub schema_changed: bool,
+    /// A duplicate key's value, as the cluster stores it: the message
+    /// shows it as stored until the session words it with the key's SQL
+    /// types ([`SqlError::word_duplicate`]), which only the catalog knows.
+    pub duplicate: Option<Box<DuplicateEntry>>,
+}
+
+/// What a duplicate-key error (1062) repeated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DuplicateEntry {
+    /// The table's cluster name, `database/table`.
+    pub table: String,
+    /// The unique index, `None` for the primary key.
+    pub index: Option<String>,
+    /// The stored values, one per column of the key, in the key's order.
+    pub entry: Vec<client::Value>,
+}
+
+/// A key's value as MySQL shows it in 1062's message: its columns'
+/// texts joined by '-' ('1-abc' for a two-column key).
+fn entry_text(values: impl Iterator<Item = Value>) -> String {
+    let mut text = Vec::new();
+    for (at, value) in values.enumerate() {
+        if at > 0 {
+            text.push(b'-');
+        }
+        crate::value::write_text(&value, &mut text);
+    }
+    String::from_utf8_lossy(&text).into_owned()
 }
 
 /// The MySQL error numbers the SQL node uses, with their SQLSTATEs.
@@ -188,7 +218,37 @@ impl SqlError {
             state: state_of(code),
             message: message.into(),
             schema_changed: false,
+            duplicate: None,
         }
+    }
+
+    /// Words a duplicate key's value with the SQL types of its columns
+    /// (a DATE as '2024-05-01', not as the integer stored): `sql_types`
+    /// gives them for the entry's table and key, `zone` is the session's
+    /// time zone (a TIMESTAMP's). Leaves the message as it is when the
+    /// types are not known (a table dropped since).
+    pub fn word_duplicate(
+        &mut self,
+        sql_types: impl FnOnce(&DuplicateEntry) -> Option<Vec<SqlType>>,
+        zone: i64,
+    ) {
+        let Some(duplicate) = self.duplicate.take() else {
+            return;
+        };
+        let Some(types) = sql_types(&duplicate).filter(|t| t.len() == duplicate.entry.len()) else {
+            return;
+        };
+        let stored = entry_text(duplicate.entry.iter().cloned().map(Value::from_stored));
+        let worded = entry_text(
+            duplicate
+                .entry
+                .iter()
+                .zip(&types)
+                .map(|(value, sql_type)| crate::types::load(value.clone(), sql_type, zone)),
+        );
+        self.message = self
+            .message
+            .replacen(&format!("'{stored}'"), &format!("'{worded}'"), 1);
     }
 
     /// A parse error, worded as MySQL's.
@@ -251,10 +311,11 @@ impl SqlError {
         let code = error.code();
         match (code, error.class()) {
             (Some(ErrorCode::DuplicateKey), _) => {
-                let key = match error {
-                    ClientError::DuplicateUniqueKey { index, .. } => index.as_str(),
-                    _ => "PRIMARY",
+                let (index, entry) = match error {
+                    ClientError::DuplicateKey { index, entry, .. } => (index.as_deref(), &entry[..]),
+                    _ => (None, &[][..]),
                 };
+                let key = index.unwrap_or("PRIMARY");
                 // As MySQL 8 names a key: its table, without the
                 // database (the cluster's name is `database/table`). A
                 // round trip carrying several tables' writes (a COMMIT's)
@@ -263,10 +324,25 @@ impl SqlError {
                     "" => key.to_string(),
                     table => format!("{table}.{key}"),
                 };
-                SqlError::new(
+                if entry.is_empty() {
+                    // The client could not tell the value (the write did
+                    // not carry the whole key).
+                    return SqlError::new(
+                        codes::DUP_ENTRY,
+                        format!("Duplicate entry for key '{qualified}'"),
+                    );
+                }
+                let stored = entry_text(entry.iter().cloned().map(Value::from_stored));
+                let mut mapped = SqlError::new(
                     codes::DUP_ENTRY,
-                    format!("Duplicate entry for key '{qualified}'"),
-                )
+                    format!("Duplicate entry '{stored}' for key '{qualified}'"),
+                );
+                mapped.duplicate = Some(Box::new(DuplicateEntry {
+                    table: table.to_string(),
+                    index: index.map(str::to_string),
+                    entry: entry.to_vec(),
+                }));
+                mapped
             }
             (Some(ErrorCode::LockWaitTimeout), _) => SqlError::new(
                 codes::LOCK_WAIT_TIMEOUT,

@@ -531,6 +531,9 @@ impl Session {
                 *last_insert_id = id;
             }
         }
+        if let Err(error) = &mut result {
+            self.word_duplicate(error);
+        }
         let statistics = &self.engine.statistics;
         self.last_statement_failed = result.is_err();
         match &result {
@@ -542,6 +545,24 @@ impl Session {
             }
         }
         result
+    }
+
+    /// A 1062's value as SQL shows it, with its key's column types from
+    /// the catalog (the error was made where only stored values are known).
+    fn word_duplicate(&self, error: &mut SqlError) {
+        let catalog = &self.engine.catalog;
+        error.word_duplicate(
+            |duplicate| {
+                let (database, name) = duplicate.table.split_once('/')?;
+                let table = catalog.table(database, name).ok()?;
+                let columns = table.index_columns(duplicate.index.as_deref())?;
+                columns
+                    .iter()
+                    .map(|&column| Some(table.columns.get(column)?.sql_type.clone()))
+                    .collect()
+            },
+            self.zone_offset(),
+        );
     }
 
     /// CREATE TABLE ... PARTITION BY KEY (columns).
@@ -981,7 +1002,7 @@ impl Session {
                 if matches!(
                     error,
                     client::ClientError::Operation { .. }
-                        | client::ClientError::DuplicateUniqueKey { .. }
+                        | client::ClientError::DuplicateKey { .. }
                 ) {
                     self.statistics().rollbacks.fetch_add(1, Ordering::Relaxed);
                     mapped
