@@ -129,6 +129,24 @@ fn a_driver_runs_prepared_statements_and_transactions() {
             .await
             .unwrap();
         assert_eq!(ids, vec![6, 5, 4, 3]);
+        // A UNION's parameters are numbered across its SELECTs, and its
+        // column comes back in the binary protocol as the union's type
+        // (a BIGINT and a number's text: text).
+        let united: Vec<(String,)> = conn
+            .exec(
+                "SELECT id FROM items WHERE id = ? UNION ALL SELECT name FROM items WHERE id = ? \
+                 ORDER BY 1 LIMIT 5",
+                (4u64, 2u64),
+            )
+            .await
+            .unwrap();
+        let name: Option<String> = conn
+            .exec_first("SELECT name FROM items WHERE id = 2", ())
+            .await
+            .unwrap();
+        let mut expected = vec!["4".to_string(), name.expect("item 2")];
+        expected.sort();
+        assert_eq!(united.into_iter().map(|(text,)| text).collect::<Vec<_>>(), expected);
         let (count, sum): (i64, i64) = conn
             .exec_first(
                 "SELECT COUNT(*), SUM(qty) FROM items WHERE qty IS NOT NULL",

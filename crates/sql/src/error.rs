@@ -115,6 +115,8 @@ pub mod codes {
     pub const TOO_BIG_ROWSIZE: u16 = 1118;
     /// Column count doesn't match value count.
     pub const WRONG_VALUE_COUNT_ON_ROW: u16 = 1136;
+    /// The SELECTs of a UNION give different numbers of columns.
+    pub const WRONG_NUMBER_OF_COLUMNS_IN_SELECT: u16 = 1222;
     /// A column neither grouped on nor determined by the grouping.
     pub const WRONG_FIELD_WITH_GROUP: u16 = 1055;
     /// Not unique table/alias.
@@ -199,6 +201,7 @@ fn state_of(code: u16) -> &'static str {
         BAD_FIELD => "42S22",
         NON_UNIQ => "23000",
         WRONG_VALUE_COUNT_ON_ROW => "21S01",
+        WRONG_NUMBER_OF_COLUMNS_IN_SELECT => "21000",
         LOCK_DEADLOCK => "40001",
         WARN_DATA_OUT_OF_RANGE | DATA_OUT_OF_RANGE => "22003",
         TRUNCATED_WRONG_VALUE => "22007",

@@ -61,6 +61,79 @@ pub enum ColumnKind {
 }
 
 impl ColumnKind {
+    /// The type of a UNION's column whose SELECTs give `self` and
+    /// `other`, as MySQL aggregates types, simplified: integers of one
+    /// signedness give the wider, of both a DECIMAL(20); exact numbers a
+    /// DECIMAL; numbers with a FLOAT or DOUBLE a DOUBLE; anything else
+    /// text wide enough for either's text.
+    pub fn unite(self, other: ColumnKind) -> ColumnKind {
+        use ColumnKind::*;
+        let integer = |kind: &ColumnKind| match kind {
+            Int { unsigned, .. } | BigInt { unsigned } => Some(*unsigned),
+            Year => Some(true),
+            _ => None,
+        };
+        let exact = |kind: &ColumnKind| integer(kind).is_some() || matches!(kind, Decimal { .. });
+        let number = |kind: &ColumnKind| exact(kind) || matches!(kind, Float | Double);
+        let scale = |kind: &ColumnKind| match kind {
+            Decimal { scale, .. } => *scale,
+            _ => 0,
+        };
+        match (self, other) {
+            (a, b) if a == b => a,
+            (Null, kind) | (kind, Null) => kind,
+            (
+                Int { bytes: a, unsigned },
+                Int {
+                    bytes: b,
+                    unsigned: other_unsigned,
+                },
+            ) if unsigned == other_unsigned => Int {
+                bytes: a.max(b),
+                unsigned,
+            },
+            (a, b) if integer(&a).is_some() && integer(&a) == integer(&b) => BigInt {
+                unsigned: integer(&a) == Some(true),
+            },
+            (a, b) if integer(&a).is_some() && integer(&b).is_some() => Decimal {
+                precision: 20,
+                scale: 0,
+            },
+            (a, b) if exact(&a) && exact(&b) => Decimal {
+                precision: 65,
+                scale: scale(&a).max(scale(&b)),
+            },
+            (a, b) if number(&a) && number(&b) => Double,
+            (a, b) => {
+                let width = a.text_width().max(b.text_width());
+                match (a, b) {
+                    (LongText(_) | Blob(_), _) | (_, LongText(_) | Blob(_)) => LongText(width),
+                    _ => Text(width),
+                }
+            }
+        }
+    }
+
+    /// The most characters a value of this kind shows as text.
+    fn text_width(&self) -> u32 {
+        match self {
+            ColumnKind::Int { .. } | ColumnKind::BigInt { .. } => 20,
+            ColumnKind::Float | ColumnKind::Double => 23,
+            ColumnKind::Decimal { precision, .. } => *precision as u32 + 2,
+            ColumnKind::Date => 10,
+            ColumnKind::DateTime(_) | ColumnKind::Timestamp(_) => 26,
+            ColumnKind::Time(_) => 17,
+            ColumnKind::Year => 4,
+            ColumnKind::Char(n)
+            | ColumnKind::Text(n)
+            | ColumnKind::LongText(n)
+            | ColumnKind::Binary(n)
+            | ColumnKind::Blob(n)
+            | ColumnKind::Enum(n) => *n,
+            ColumnKind::Null => 0,
+        }
+    }
+
     /// A DECIMAL of unknown precision (a sum, an average).
     #[allow(non_upper_case_globals)]
     pub const Decimal: ColumnKind = ColumnKind::Decimal {
@@ -155,6 +228,16 @@ impl OutputColumn {
     /// A text column of SHOW output.
     pub fn text(name: &str) -> OutputColumn {
         OutputColumn::computed(name, ColumnKind::Text(1024))
+    }
+
+    /// This column as a UNION's, whose later SELECT gives `other` in its
+    /// place: the first SELECT's name, a type that holds both (as
+    /// [`ColumnKind::unite`]), NOT NULL only if both are.
+    pub fn unite(&mut self, other: &OutputColumn) {
+        self.kind = self.kind.clone().unite(other.kind.clone());
+        self.not_null &= other.not_null;
+        self.primary_key = false;
+        self.auto_increment = false;
     }
 }
 

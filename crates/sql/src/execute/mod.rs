@@ -11,9 +11,9 @@ use crate::error::{codes, SqlError, SqlResult};
 use crate::expr::{Aggregate, AggregateFunction, Environment, Expr, Inputs};
 use crate::locked_rows::LockedRows;
 use crate::plan::{
-    AccessPlan, IndexRange, JoinPlan, RangeEnd, SelectPlan, SubqueryPlan, WritePlan,
+    AccessPlan, IndexRange, JoinPlan, RangeEnd, SelectPlan, SubqueryPlan, UnionPlan, WritePlan,
 };
-use crate::result::Response;
+use crate::result::{ColumnKind, OutputColumn, Response};
 use crate::types;
 use crate::value;
 use crate::value::Value;
@@ -278,7 +278,133 @@ fn query_in_transaction(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Vec<V
 
 /// Runs a SELECT.
 pub fn select(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
-    with_subqueries(&plan.subqueries, run, |run| select_rows(plan, run))
+    with_subqueries(&plan.subqueries, run, |run| match &plan.union {
+        None => select_rows(plan, run),
+        Some(union) => union_rows(plan, union, run),
+    })
+}
+
+/// Runs a UNION (`first` and `union`'s SELECTs, each on its own) in
+/// one transaction, whose end (in autocommit) commits after the last:
+/// the rows of each in turn, a UNION DISTINCT taking the duplicates out
+/// of all the rows so far (as MySQL's: a DISTINCT union wins over the
+/// ALL unions to its left), then the whole's ORDER BY and LIMIT.
+fn union_rows(first: &SelectPlan, union: &UnionPlan, run: &mut Run<'_>) -> SqlResult<Response> {
+    let (commit, sent) = (run.commit, run.counts.sent);
+    run.commit = Commit::No;
+    let rows = union_parts(first, union, run);
+    run.commit = commit;
+    let mut rows = rows?;
+    if commit != Commit::No {
+        run.transaction
+            .borrow_mut()
+            .execute(commit)
+            .map_err(|error| SqlError::from_client(&error, ""))?;
+    }
+    if !union.order_by.is_empty() {
+        rows.sort_by(|a, b| {
+            for &(column, descending) in &union.order_by {
+                let ordering = value::order(&a[column], &b[column]);
+                let ordering = if descending {
+                    ordering.reverse()
+                } else {
+                    ordering
+                };
+                if ordering != Ordering::Equal {
+                    return ordering;
+                }
+            }
+            Ordering::Equal
+        });
+    }
+    let offset = (union.offset as usize).min(rows.len());
+    rows.drain(..offset);
+    if let Some(limit) = union.limit {
+        rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    }
+    run.counts.sent = sent + rows.len() as u64;
+    Ok(Response::Rows {
+        columns: Arc::clone(&first.columns),
+        rows,
+    })
+}
+
+/// The rows of a UNION's SELECTs, duplicates taken out where a UNION
+/// DISTINCT says, in no particular order.
+fn union_parts(
+    first: &SelectPlan,
+    union: &UnionPlan,
+    run: &mut Run<'_>,
+) -> SqlResult<Vec<Vec<Value>>> {
+    let Response::Rows { mut rows, .. } = select_rows(first, run)? else {
+        unreachable!("a query answers rows")
+    };
+    united(&mut rows, &first.columns);
+    for (part, distinct) in &union.parts {
+        check_interrupt(run)?;
+        let Response::Rows { rows: mut more, .. } = select(part, run)? else {
+            unreachable!("a query answers rows")
+        };
+        united(&mut more, &first.columns);
+        rows.extend(more);
+        if *distinct {
+            let mut seen = HashSet::with_capacity(rows.len());
+            rows.retain(|row| {
+                let mut key = Vec::new();
+                row.iter().for_each(|v| value::group_key(v, &mut key));
+                seen.insert(key)
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// `rows` of one SELECT of a UNION with their values in the union's
+/// column types where these differ in kind: numbers in a text column as
+/// their text, in a DOUBLE column as doubles, in a DECIMAL at its
+/// scale, so that `SELECT 1 UNION SELECT '1'` is one row, as in MySQL,
+/// and ORDER BY compares like with like.
+fn united(rows: &mut [Vec<Value>], columns: &[OutputColumn]) {
+    for (at, column) in columns.iter().enumerate() {
+        let convert: fn(&Value, u8) -> Option<Value> = match column.kind {
+            ColumnKind::Text(_) | ColumnKind::LongText(_) | ColumnKind::Char(_) => {
+                |value, _| match value {
+                    Value::Bytes(_) => None,
+                    other => {
+                        let mut bytes = Vec::new();
+                        value::write_text(other, &mut bytes);
+                        Some(Value::Bytes(bytes))
+                    }
+                }
+            }
+            ColumnKind::Double | ColumnKind::Float => |value, _| match value {
+                Value::Double(_) => None,
+                other => Some(Value::Double(value::to_f64(other))),
+            },
+            ColumnKind::Decimal { .. } => |value, scale| {
+                let decimal = match value {
+                    Value::Decimal(decimal) if decimal.scale() == scale => return None,
+                    Value::Decimal(decimal) => *decimal,
+                    Value::Int(x) => Decimal::from_integer(*x as i128)?,
+                    Value::UInt(x) => Decimal::from_integer(*x as i128)?,
+                    _ => return None,
+                };
+                decimal.rescale(scale).map(Value::Decimal)
+            },
+            _ => continue,
+        };
+        let scale = match column.kind {
+            ColumnKind::Decimal { scale, .. } => scale,
+            _ => 0,
+        };
+        for row in rows.iter_mut() {
+            if let Some(value) = row.get_mut(at).filter(|value| !value.is_null()) {
+                if let Some(converted) = convert(value, scale) {
+                    *value = converted;
+                }
+            }
+        }
+    }
 }
 
 /// Runs a SELECT whose subqueries (if any) its environment answers.

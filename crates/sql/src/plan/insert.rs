@@ -104,7 +104,9 @@ pub(super) fn compile_insert(
                     rows.push(compiled);
                 }
             }
-            ast::SetExpr::Select(_) | ast::SetExpr::Query(_) => {
+            ast::SetExpr::Select(_)
+            | ast::SetExpr::Query(_)
+            | ast::SetExpr::SetOperation { .. } => {
                 let compiled = compile_select(source, catalog, current_database)?;
                 let Plan::Select(plan) = compiled.plan else {
                     unreachable!("a query compiles to a SELECT")

@@ -99,6 +99,36 @@ impl Session {
                     Value::from(""),
                 ]);
             }
+            // A UNION's later SELECTs, one row each (their joins not
+            // shown), then what is done with all their rows.
+            if let Some(union) = &select.union {
+                for (part, distinct) in &union.parts {
+                    let kind = if *distinct {
+                        "union distinct"
+                    } else {
+                        "union all"
+                    };
+                    rows.push(vec![
+                        part.table
+                            .as_ref()
+                            .map_or(Value::Null, |t| Value::from(t.name.as_str())),
+                        Value::from(format!("{kind}: {}", part.access.describe())),
+                        Value::from(""),
+                    ]);
+                }
+                let mut steps = Vec::new();
+                if !union.order_by.is_empty() {
+                    steps.push("sort");
+                }
+                if union.limit.is_some() || union.offset > 0 {
+                    steps.push("limit");
+                }
+                rows.push(vec![
+                    Value::Null,
+                    Value::from("union result"),
+                    Value::from(steps.join(", ").as_str()),
+                ]);
+            }
         }
         Ok(Response::text_rows(&["table", "access", "sql_node"], rows))
     }

@@ -364,7 +364,12 @@ impl Session {
             let lookup = match &plan.plan {
                 Plan::Select(select) if select.lock == LockMode::CommittedRead => {
                     match (&select.table, &select.access) {
-                        _ if !select.joins.is_empty() || !select.group_by.is_empty() => None,
+                        _ if !select.joins.is_empty()
+                            || !select.group_by.is_empty()
+                            || select.union.is_some() =>
+                        {
+                            None
+                        }
                         (Some(table), AccessPlan::PrimaryKey(exprs)) => {
                             let view = SessionView { session: self };
                             match access::lookup_key(table, &table.key_columns(), exprs, &[], &view)
@@ -1475,6 +1480,9 @@ fn reads_of(select: &crate::plan::SelectPlan, checks: &mut Vec<Check>) {
     }
     for subquery in &select.subqueries {
         reads_of(&subquery.plan, checks);
+    }
+    for (part, _) in select.union.iter().flat_map(|union| &union.parts) {
+        reads_of(part, checks);
     }
 }
 
