@@ -129,6 +129,22 @@ fn a_driver_runs_prepared_statements_and_transactions() {
             .await
             .unwrap();
         assert_eq!(ids, vec![6, 5, 4, 3]);
+        // LIMIT and OFFSET as parameters (a driver's pagination), bound
+        // at each execution of one prepared statement.
+        let page = "SELECT id FROM items WHERE id BETWEEN ? AND ? ORDER BY id LIMIT ? OFFSET ?";
+        let first: Vec<u64> = conn.exec(page, (3u64, 9u64, 2u64, 0u64)).await.unwrap();
+        let second: Vec<u64> = conn.exec(page, (3u64, 9u64, 3u64, 2u64)).await.unwrap();
+        assert_eq!((first, second), (vec![3, 4], vec![5, 6, 7]));
+        let comma: Vec<u64> = conn
+            .exec("SELECT id FROM items ORDER BY id DESC LIMIT ?, ?", (1u64, 2u64))
+            .await
+            .unwrap();
+        assert_eq!(comma, vec![20, 19]);
+        let negative = conn
+            .exec::<u64, _, _>("SELECT id FROM items LIMIT ?", (-1i64,))
+            .await
+            .unwrap_err();
+        assert_eq!(server_code(&negative).0, 1210, "{negative}");
         // A UNION's parameters are numbered across its SELECTs, and its
         // column comes back in the binary protocol as the union's type
         // (a BIGINT and a number's text: text).

@@ -278,6 +278,9 @@ fn query_in_transaction(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Vec<V
 
 /// Runs a SELECT.
 pub fn select(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
+    if plan.limit_parameters.is_some() {
+        return select(&plan.with_limits(run.params)?, run);
+    }
     with_subqueries(&plan.subqueries, run, |run| match &plan.union {
         None => select_rows(plan, run),
         Some(union) => union_rows(plan, union, run),

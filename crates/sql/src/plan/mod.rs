@@ -154,6 +154,11 @@ pub struct SelectPlan {
     pub limit: Option<u64>,
     /// OFFSET.
     pub offset: u64,
+    /// LIMIT or OFFSET given as `?` in a prepared statement: their
+    /// slots, bound at each execution (`SelectPlan::with_limits`).
+    /// Until then a LIMIT parameter stands in `limit` as `u64::MAX`, so
+    /// that what the plan chose for a LIMIT holds.
+    pub limit_parameters: Option<LimitParameters>,
     /// The access path's own order gives ORDER BY's (`Some(descending)`):
     /// a scan read in that order can stop after LIMIT + OFFSET rows (and
     /// a locking one lock only those), where any other must read every
@@ -167,6 +172,45 @@ pub struct SelectPlan {
     /// This SELECT is the first of a UNION: the others, and what is done
     /// with all their rows. `columns` are then the union's.
     pub union: Option<Box<UnionPlan>>,
+}
+
+/// The parameter slots of a SELECT's `LIMIT ?` and `OFFSET ?`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LimitParameters {
+    /// LIMIT's slot.
+    pub limit: Option<usize>,
+    /// OFFSET's slot.
+    pub offset: Option<usize>,
+}
+
+impl SelectPlan {
+    /// The plan with its LIMIT and OFFSET parameters bound to `params`
+    /// (by slot): error 1210 for a value that is not a count.
+    pub fn with_limits(&self, params: &[Value]) -> SqlResult<SelectPlan> {
+        let mut plan = self.clone();
+        let Some(parameters) = plan.limit_parameters.take() else {
+            return Ok(plan);
+        };
+        let count = |slot: usize| -> SqlResult<u64> {
+            let refused = || SqlError::new(codes::WRONG_ARGUMENTS, "Incorrect arguments to LIMIT");
+            match params.get(slot).ok_or_else(refused)? {
+                Value::Int(x) => u64::try_from(*x).map_err(|_| refused()),
+                Value::UInt(x) => Ok(*x),
+                Value::Bytes(text) => std::str::from_utf8(text)
+                    .ok()
+                    .and_then(|text| text.trim().parse().ok())
+                    .ok_or_else(refused),
+                _ => Err(refused()),
+            }
+        };
+        if let Some(slot) = parameters.limit {
+            plan.limit = Some(count(slot)?);
+        }
+        if let Some(slot) = parameters.offset {
+            plan.offset = count(slot)?;
+        }
+        Ok(plan)
+    }
 }
 
 /// The SELECTs after the first of a UNION, and the order and LIMIT of
@@ -959,7 +1003,7 @@ pub(crate) fn select_plan(
             &offsets,
         )?;
     }
-    let (limit, offset) = limit_and_offset(query)?;
+    let (limit, offset, limit_parameters) = select_limits(query, &mut compiler)?;
     let lock = match query.locks.first().map(|lock| &lock.lock_type) {
         None => LockMode::CommittedRead,
         Some(ast::LockType::Update) => LockMode::Exclusive,
@@ -1098,11 +1142,63 @@ pub(crate) fn select_plan(
         order_by,
         limit,
         offset,
+        limit_parameters,
         scan_order,
         lock,
         needed,
         union: None,
     })
+}
+
+/// A SELECT's LIMIT and OFFSET: constants, or `?` (a prepared
+/// statement's parameters, numbered with the statement's others by
+/// `compiler`), whose slots come back for the execution to bind.
+fn select_limits(
+    query: &ast::Query,
+    compiler: &mut Compiler<'_>,
+) -> SqlResult<(Option<u64>, u64, Option<LimitParameters>)> {
+    let (limit, offset) = match &query.limit_clause {
+        None => return Ok((None, 0, None)),
+        Some(ast::LimitClause::LimitOffset { limit, offset, .. }) => {
+            (limit.as_ref(), offset.as_ref().map(|o| &o.value))
+        }
+        Some(ast::LimitClause::OffsetCommaLimit { offset, limit }) => (Some(limit), Some(offset)),
+    };
+    let mut parameters = LimitParameters::default();
+    let mut slot = |expr: &ast::Expr| -> SqlResult<Option<usize>> {
+        let ast::Expr::Value(value) = expr else {
+            return Ok(None);
+        };
+        if !matches!(&value.value, ast::Value::Placeholder(text) if text == "?") {
+            return Ok(None);
+        }
+        match compiler.compile(expr)? {
+            Expr::Param(slot) => Ok(Some(slot)),
+            other => unreachable!("a placeholder compiles to a parameter, not {other:?}"),
+        }
+    };
+    let limit = match limit {
+        None => None,
+        Some(expr) => match slot(expr)? {
+            Some(at) => {
+                parameters.limit = Some(at);
+                Some(u64::MAX)
+            }
+            None => Some(constant_count(expr)?),
+        },
+    };
+    let offset = match offset {
+        None => 0,
+        Some(expr) => match slot(expr)? {
+            Some(at) => {
+                parameters.offset = Some(at);
+                0
+            }
+            None => constant_count(expr)?,
+        },
+    };
+    let bound = parameters.limit.is_some() || parameters.offset.is_some();
+    Ok((limit, offset, bound.then_some(parameters)))
 }
 
 /// A query's LIMIT and OFFSET (constants).

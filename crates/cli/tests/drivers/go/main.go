@@ -438,6 +438,15 @@ func deleteAndDrop(db *sql.DB) error {
 	if err := check("customer ids left", "1,2,5", strings.Join(ids, ",")); err != nil {
 		return err
 	}
+	// Pagination with parameters: the driver prepares it on the server,
+	// LIMIT and OFFSET included.
+	var paged int
+	if err := db.QueryRow("SELECT id FROM customer ORDER BY id LIMIT ? OFFSET ?", 1, 1).Scan(&paged); err != nil {
+		return fmt.Errorf("page of ids: %w", err)
+	}
+	if err := check("second customer id", "2", strconv.Itoa(paged)); err != nil {
+		return err
+	}
 	for _, q := range []string{"DROP TABLE orders", "DROP TABLE customer"} {
 		if _, err := db.Exec(q); err != nil {
 			return fmt.Errorf("%s: %w", q, err)
