@@ -108,6 +108,17 @@ fn accounts_and_grants_hold_across_sql_nodes() {
         mariadb_login(&second, app("secret", false), "SELECT name FROM shop.items").unwrap(),
         "pen\n"
     );
+    // A derived table and a UNION need the grants of the tables they read.
+    assert_eq!(
+        mariadb_login(
+            &second,
+            app("secret", false),
+            "SELECT n FROM (SELECT name AS n FROM shop.items) AS d \
+             UNION ALL SELECT name FROM shop.items"
+        )
+        .unwrap(),
+        "pen\npen\n"
+    );
     let denied = mariadb_login(
         &second,
         app("secret", false),
@@ -144,6 +155,13 @@ fn accounts_and_grants_hold_across_sql_nodes() {
     let denied =
         mariadb_login(&second, app("secret", false), "SELECT * FROM shop.items").unwrap_err();
     assert_eq!(code(&denied), 1142, "{denied}");
+    for sql in [
+        "SELECT * FROM (SELECT name FROM shop.items) AS d",
+        "SELECT 1 UNION SELECT name FROM shop.items",
+    ] {
+        let denied = mariadb_login(&second, app("secret", false), sql).unwrap_err();
+        assert_eq!(code(&denied), 1142, "{sql}: {denied}");
+    }
 
     // A password changed on the first node: the second node's fast path
     // for the old one is void.

@@ -156,6 +156,13 @@ pub fn fetch(
         let rows = environment.view_rows(view, request.needed)?;
         return Ok(Fetched::of(rows));
     }
+    if let Some(slot) = table.derived {
+        // A derived table: its subquery's rows (run once per statement),
+        // which the WHERE check narrows.
+        let rows = environment.subquery_rows(slot, &[], request.params)?;
+        finish_empty(transaction, request.commit, table)?;
+        return Ok(Fetched::of(rows.as_ref().clone()));
+    }
     // The name only when an error needs it: not formatted per statement.
     let refused = |error: ClientError| SqlError::from_client(&error, &table.cluster_name());
     let key_columns = table.key_columns();
@@ -764,7 +771,7 @@ pub fn count(
     environment: &dyn Environment,
 ) -> SqlResult<Option<u64>> {
     let table = request.table;
-    if table.view.is_some() {
+    if table.made_by_sql_node() {
         return Ok(None);
     }
     let (filter, whole) = match request.filter {

@@ -71,6 +71,9 @@ pub struct SqlTable {
     /// An information_schema view: no cluster table, rows made by the
     /// SQL node.
     pub view: Option<crate::information_schema::View>,
+    /// A derived table (`FROM (SELECT ...) AS d`): no cluster table, its
+    /// rows those of the statement's subquery in this slot.
+    pub derived: Option<usize>,
 }
 
 impl SqlTable {
@@ -105,6 +108,13 @@ impl SqlTable {
                     .collect(),
             ),
         }
+    }
+
+    /// Its rows are made by the SQL node (an information_schema view or a
+    /// derived table): read whole, never locked, no access path but a
+    /// full read.
+    pub fn made_by_sql_node(&self) -> bool {
+        self.view.is_some() || self.derived.is_some()
     }
 
     /// The cluster table's name, `database/name`.
@@ -416,6 +426,7 @@ impl Catalog {
             auto_increment,
             declared,
             view: None,
+            derived: None,
         });
         self.tables
             .lock()

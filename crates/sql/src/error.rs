@@ -84,6 +84,8 @@ pub mod codes {
     pub const TOO_LONG_IDENT: u16 = 1059;
     /// Duplicate column name.
     pub const DUP_FIELDNAME: u16 = 1060;
+    /// A derived table without an alias.
+    pub const DERIVED_MUST_HAVE_ALIAS: u16 = 1248;
     /// Duplicate key name.
     pub const DUP_KEYNAME: u16 = 1061;
     /// Duplicate entry for key.
@@ -191,6 +193,7 @@ fn state_of(code: u16) -> &'static str {
         | WRONG_VALUE_FOR_VAR
         | NOT_SUPPORTED_YET
         | DUP_FIELDNAME
+        | DERIVED_MUST_HAVE_ALIAS
         | WRONG_FIELD_WITH_GROUP
         | NONUNIQ_TABLE
         | MIX_OF_GROUP_FUNC_AND_FIELDS

@@ -322,6 +322,7 @@ pub fn table(name: &str) -> Option<Arc<SqlTable>> {
         auto_increment: None,
         declared: true,
         view: Some(*view),
+        derived: None,
     }))
 }
 

@@ -114,6 +114,38 @@ impl ColumnKind {
         }
     }
 
+    /// The SQL type a derived table's column of this kind reads as.
+    pub fn sql_type(&self) -> SqlType {
+        let length = |n: u32| n.min(u16::MAX as u32) as u16;
+        match self {
+            ColumnKind::Int { bytes, unsigned } => SqlType::Integer {
+                bytes: *bytes,
+                unsigned: *unsigned,
+            },
+            ColumnKind::BigInt { unsigned } => SqlType::Integer {
+                bytes: 8,
+                unsigned: *unsigned,
+            },
+            ColumnKind::Float => SqlType::Float,
+            ColumnKind::Double => SqlType::Double,
+            ColumnKind::Decimal { precision, scale } => SqlType::Decimal {
+                precision: *precision,
+                scale: *scale,
+            },
+            ColumnKind::Date => SqlType::Date,
+            ColumnKind::DateTime(fsp) => SqlType::DateTime { fsp: *fsp },
+            ColumnKind::Timestamp(fsp) => SqlType::Timestamp { fsp: *fsp },
+            ColumnKind::Time(fsp) => SqlType::Time { fsp: *fsp },
+            ColumnKind::Year => SqlType::Year,
+            ColumnKind::Char(n) => SqlType::Char(length(*n)),
+            ColumnKind::Text(n) | ColumnKind::Enum(n) => SqlType::VarChar(length(*n)),
+            ColumnKind::LongText(n) => SqlType::Text(length(*n)),
+            ColumnKind::Binary(n) => SqlType::VarBinary(length(*n)),
+            ColumnKind::Blob(n) => SqlType::Blob(length(*n)),
+            ColumnKind::Null => SqlType::VarChar(0),
+        }
+    }
+
     /// The most characters a value of this kind shows as text.
     fn text_width(&self) -> u32 {
         match self {

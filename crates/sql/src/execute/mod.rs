@@ -483,7 +483,7 @@ fn select_rows(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
                 }
                 None => fetch(&request, run)?,
             };
-            if plan.lock == LockMode::Exclusive && table.view.is_none() {
+            if plan.lock == LockMode::Exclusive && !table.made_by_sql_node() {
                 // Whole rows (a locked read returns every column), each
                 // locked until the transaction ends. (A shared lock would
                 // have to be upgraded by the write, which can wait: such
@@ -1188,7 +1188,7 @@ fn held_image_or_settle(
     run: &mut Run<'_>,
 ) -> SqlResult<Option<Vec<Value>>> {
     let key = constant_key(table, access, run)?;
-    if let (Ok(Some(key)), None) = (&key, table.view) {
+    if let (Ok(Some(key)), false) = (&key, table.made_by_sql_node()) {
         let zone = run.environment.zone_offset();
         let held = run.locked.get(&run.transaction.borrow(), zone, table, key);
         if let Some(row) = held {

@@ -138,6 +138,16 @@ impl<'a> Compiler<'a> {
         *placeholders = std::mem::take(&mut self.placeholders);
     }
 
+    /// Takes `plan` (a derived table's: it reads no enclosing row) as the
+    /// next subquery slot, and returns the slot.
+    pub fn add_subquery(&mut self, plan: crate::plan::SelectPlan) -> usize {
+        self.subqueries.push(crate::plan::SubqueryPlan {
+            plan: Box::new(plan),
+            correlated: false,
+        });
+        self.subqueries.len() - 1
+    }
+
     /// Compiles a subquery in a slot of its own: `Ok((slot, correlated,
     /// columns))`.
     fn subquery(&mut self, query: &ast::Query) -> SqlResult<(usize, bool, usize)> {

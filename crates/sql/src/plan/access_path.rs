@@ -84,6 +84,10 @@ pub(super) fn scan_order(
 
 /// The access path for `filter` over `table` (see the module's list).
 pub fn choose_access(table: &SqlTable, filter: Option<&Expr>) -> AccessPlan {
+    if table.made_by_sql_node() {
+        // Its rows come whole from the SQL node: no key to look up.
+        return AccessPlan::FullScan;
+    }
     let mut conjuncts = Vec::new();
     if let Some(filter) = filter {
         split_and(filter, &mut conjuncts);

@@ -9,13 +9,14 @@
 //! nodes can evaluate is pushed to them as a filter at execution, once
 //! the parameters are known (`access`).
 
-use crate::catalog::{Catalog, SqlTable};
+use crate::catalog::{Catalog, SqlColumn, SqlTable};
 use crate::error::{codes, SqlError, SqlResult};
 use crate::expr::{Aggregate, AggregateFunction, Compiler, Expr, Scope};
 use crate::result::{ColumnKind, OutputColumn};
 use crate::types::SqlType;
 use crate::value::Arithmetic;
 use crate::value::Value;
+use client::{ColumnDef, TableDef};
 use client::{CompareOp, LockMode};
 use sqlparser::ast;
 use std::sync::Arc;
@@ -578,6 +579,9 @@ struct Source<'q> {
     on: Option<&'q ast::Expr>,
     /// USING's columns.
     using: Vec<String>,
+    /// A derived table's query, compiled: it goes to the statement's
+    /// subqueries, in the slot `table.derived` names.
+    derived: Option<SelectPlan>,
 }
 
 /// The tables of a FROM clause, in order: the first, then each joined.
@@ -607,13 +611,42 @@ fn sources<'q>(
     from: &'q [ast::TableWithJoins],
     catalog: &Catalog,
     database: Option<&str>,
+    placeholders: &mut Vec<(u64, u64)>,
 ) -> SqlResult<Vec<Source<'q>>> {
-    let table_of = |factor: &ast::TableFactor| -> SqlResult<(Arc<SqlTable>, Option<String>)> {
+    let mut derived_tables = 0;
+    let mut table_of = |factor: &ast::TableFactor| -> SqlResult<TableOf> {
         match factor {
             ast::TableFactor::Table { name, alias, .. } => {
                 let (database, table) = table_name(name, database)?;
                 let sql_table = catalog.table(&database, &table)?;
-                Ok((sql_table, alias.as_ref().map(|a| a.name.value.clone())))
+                Ok((
+                    sql_table,
+                    alias.as_ref().map(|a| a.name.value.clone()),
+                    None,
+                ))
+            }
+            ast::TableFactor::Derived {
+                lateral: false,
+                subquery,
+                alias,
+            } => {
+                let Some(alias) = alias else {
+                    return Err(SqlError::new(
+                        codes::DERIVED_MUST_HAVE_ALIAS,
+                        "Every derived table must have its own alias",
+                    ));
+                };
+                if !alias.columns.is_empty() {
+                    return Err(SqlError::unsupported("a derived table's column list"));
+                }
+                // Its own query: no enclosing row to read (not LATERAL).
+                let plan = select_plan(subquery, catalog, database, &[], placeholders)?;
+                if plan.lock != LockMode::CommittedRead {
+                    return Err(SqlError::unsupported("a locking read in a derived table"));
+                }
+                let table = derived_table(&alias.name.value, &plan, derived_tables)?;
+                derived_tables += 1;
+                Ok((table, Some(alias.name.value.clone()), Some(plan)))
             }
             other => Err(SqlError::unsupported(format!("FROM {other}"))),
         }
@@ -623,13 +656,14 @@ fn sources<'q>(
     }
     let mut sources = Vec::new();
     for item in from {
-        let (table, alias) = table_of(&item.relation)?;
+        let (table, alias, derived) = table_of(&item.relation)?;
         sources.push(Source {
             table,
             alias,
             left: false,
             on: None,
             using: Vec::new(),
+            derived,
         });
         for join in &item.joins {
             use ast::JoinOperator as J;
@@ -642,7 +676,7 @@ fn sources<'q>(
                     return Err(SqlError::unsupported(format!("{kind} joins")));
                 }
             };
-            let (table, alias) = table_of(&join.relation)?;
+            let (table, alias, derived) = table_of(&join.relation)?;
             let (on, using) = match constraint {
                 ast::JoinConstraint::On(on) => (Some(on), Vec::new()),
                 ast::JoinConstraint::Using(columns) => {
@@ -657,6 +691,7 @@ fn sources<'q>(
                 left,
                 on,
                 using,
+                derived,
             });
         }
     }
@@ -677,6 +712,57 @@ fn sources<'q>(
         }
     }
     Ok(sources)
+}
+
+/// A FROM clause's table: the table, its alias, and a derived table's
+/// compiled query.
+type TableOf = (Arc<SqlTable>, Option<String>, Option<SelectPlan>);
+
+/// The table a derived table's rows are read as: named `alias`, its
+/// columns the query's (each type as the result column's), its rows the
+/// statement's subquery in `slot` (docs/design/0033-subqueries.md,
+/// "Derived tables").
+fn derived_table(alias: &str, plan: &SelectPlan, slot: usize) -> SqlResult<Arc<SqlTable>> {
+    let mut columns: Vec<SqlColumn> = Vec::with_capacity(plan.columns.len());
+    for column in plan.columns.iter() {
+        if columns
+            .iter()
+            .any(|c| c.name.eq_ignore_ascii_case(&column.name))
+        {
+            return Err(SqlError::new(
+                codes::DUP_FIELDNAME,
+                format!("Duplicate column name '{}'", column.name),
+            ));
+        }
+        columns.push(SqlColumn {
+            name: column.name.clone(),
+            sql_type: column.kind.sql_type(),
+            nullable: true,
+            default: None,
+            auto_increment: false,
+        });
+    }
+    let def = TableDef {
+        name: alias.to_string(),
+        // The key a definition needs (never used: the rows are read whole).
+        columns: columns
+            .iter()
+            .enumerate()
+            .map(|(index, c)| ColumnDef::new(&c.name, c.storage(), index != 0))
+            .collect(),
+        primary_key: vec![0],
+        ..crate::catalog::empty_def()
+    };
+    Ok(Arc::new(SqlTable {
+        database: String::new(),
+        name: alias.to_string(),
+        table: Arc::new(client::Table::new(def)),
+        columns,
+        auto_increment: None,
+        declared: true,
+        view: None,
+        derived: Some(slot),
+    }))
 }
 
 /// The conjuncts of `expr` (an AND's parts), owned.
@@ -803,7 +889,11 @@ pub(crate) fn select_plan(
         }
         other => return Err(SqlError::unsupported(format!("{other}"))),
     };
-    let sources = sources(&select.from, catalog, database)?;
+    let mut sources = sources(&select.from, catalog, database, placeholders)?;
+    let derived: Vec<SelectPlan> = sources
+        .iter_mut()
+        .filter_map(|s| s.derived.take())
+        .collect();
     let mut scopes = Vec::with_capacity(sources.len());
     let mut offset = 0;
     for source in &sources {
@@ -818,6 +908,11 @@ pub(crate) fn select_plan(
     compiler.set_subquery_context(catalog, database);
     compiler.take_placeholders_from(placeholders);
     compiler.allow_aggregates();
+    // The derived tables' queries take the first subquery slots, in the
+    // order `sources` numbered them.
+    for plan in derived {
+        compiler.add_subquery(plan);
+    }
     let mut output = Vec::new();
     let mut columns = Vec::new();
     let mut aliases: Vec<(String, Expr)> = Vec::new();
