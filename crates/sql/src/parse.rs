@@ -55,7 +55,8 @@ pub const STATEMENT_STACK_BYTES: usize = 64 << 20;
 pub const MAX_OPERATORS: usize = 20_000;
 
 /// Operators in `text` outside quoted strings and names: symbols, and
-/// the words AND, OR, XOR, DIV, MOD, NOT, BETWEEN, LIKE, IN.
+/// the words AND, OR, XOR, DIV, MOD, NOT, BETWEEN, LIKE, IN, and UNION
+/// (a union's SELECTs are a chain too, each with a plan of its own).
 fn operators(text: &str) -> usize {
     let mut count = 0;
     let mut quote: Option<u8> = None;
@@ -74,7 +75,7 @@ fn operators(text: &str) -> usize {
             (false, Some(start)) => {
                 let word = &bytes[start..at];
                 let operator = [
-                    "AND", "OR", "XOR", "DIV", "MOD", "NOT", "BETWEEN", "LIKE", "IN",
+                    "AND", "OR", "XOR", "DIV", "MOD", "NOT", "BETWEEN", "LIKE", "IN", "UNION",
                 ]
                 .iter()
                 .any(|w| word.eq_ignore_ascii_case(w.as_bytes()));
@@ -532,6 +533,10 @@ mod tests {
         assert_eq!(parse("SELEC 1").unwrap_err().code, 1064);
         // The parser panics on this one; the caller gets 1064.
         assert_eq!(parse("SELECT 1 DIV").unwrap_err().code, 1064);
+        // A union's SELECTs count as a chain's operators.
+        let union = |parts: usize| vec!["SELECT 1"; parts].join(" UNION ALL ");
+        assert!(parse(&union(1_000)).is_ok());
+        assert_eq!(parse(&union(MAX_OPERATORS + 2)).unwrap_err().code, 1064);
     }
 }
 
