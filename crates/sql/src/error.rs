@@ -84,6 +84,9 @@ pub mod codes {
     pub const TOO_LONG_IDENT: u16 = 1059;
     /// Duplicate column name.
     pub const DUP_FIELDNAME: u16 = 1060;
+    /// A common table expression's column list and SELECT list differ
+    /// in length.
+    pub const VIEW_WRONG_LIST: u16 = 1353;
     /// A derived table without an alias.
     pub const DERIVED_MUST_HAVE_ALIAS: u16 = 1248;
     /// Duplicate key name.

@@ -60,6 +60,8 @@ pub struct Compiler<'a> {
     catalog: Option<(&'a crate::catalog::Catalog, Option<&'a str>)>,
     /// The subqueries met, by slot.
     subqueries: Vec<crate::plan::SubqueryPlan>,
+    /// The common table expressions its subqueries may name.
+    ctes: crate::plan::Ctes,
     /// The placeholders met, by where they stand: (line, column).
     placeholders: Vec<(u64, u64)>,
     /// Aggregates are allowed and collected here.
@@ -92,6 +94,7 @@ impl<'a> Compiler<'a> {
             outer: Vec::new(),
             catalog: None,
             subqueries: Vec::new(),
+            ctes: crate::plan::Ctes::default(),
             placeholders: Vec::new(),
             aggregates: None,
             place: "field list",
@@ -115,6 +118,11 @@ impl<'a> Compiler<'a> {
         database: Option<&'a str>,
     ) {
         self.catalog = Some((catalog, database));
+    }
+
+    /// Lets the subqueries compiled here name `ctes` (the WITHs around).
+    pub fn set_ctes(&mut self, ctes: crate::plan::Ctes) {
+        self.ctes = ctes;
     }
 
     /// The subqueries met so far.
@@ -157,8 +165,14 @@ impl<'a> Compiler<'a> {
         // One level of correlation: the enclosing query's own tables.
         let outer = self.scopes.clone();
         let mut placeholders = std::mem::take(&mut self.placeholders);
-        let compiled =
-            crate::plan::select_plan(query, catalog, database, &outer, &mut placeholders);
+        let compiled = crate::plan::select_plan(
+            query,
+            catalog,
+            database,
+            &outer,
+            &mut placeholders,
+            &self.ctes,
+        );
         self.placeholders = placeholders;
         let plan = compiled?;
         if plan.lock != client::LockMode::CommittedRead {

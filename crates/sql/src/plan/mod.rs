@@ -612,10 +612,36 @@ fn sources<'q>(
     catalog: &Catalog,
     database: Option<&str>,
     placeholders: &mut Vec<(u64, u64)>,
+    ctes: &Ctes,
 ) -> SqlResult<Vec<Source<'q>>> {
     let mut derived_tables = 0;
     let mut table_of = |factor: &ast::TableFactor| -> SqlResult<TableOf> {
         match factor {
+            // A common table expression: a derived table of its query,
+            // compiled where it is named (each naming its own run).
+            ast::TableFactor::Table { name, alias, .. } if ctes.find(name).is_some() => {
+                let (cte, visible) = ctes.find(name).expect("found above");
+                let mut plan =
+                    select_plan(&cte.query, catalog, database, &[], placeholders, &visible)?;
+                if !cte.columns.is_empty() {
+                    if cte.columns.len() != plan.columns.len() {
+                        return Err(SqlError::new(
+                            codes::VIEW_WRONG_LIST,
+                            "In definition of view, derived table or common table expression, \
+                             SELECT list and column names list have different column counts",
+                        ));
+                    }
+                    let mut columns = plan.columns.to_vec();
+                    for (column, name) in columns.iter_mut().zip(&cte.columns) {
+                        column.name = name.clone();
+                    }
+                    plan.columns = columns.into();
+                }
+                let alias = alias.as_ref().map_or(&cte.name, |a| &a.name.value);
+                let table = derived_table(alias, &plan, derived_tables)?;
+                derived_tables += 1;
+                Ok((table, Some(alias.clone()), Some(plan)))
+            }
             ast::TableFactor::Table { name, alias, .. } => {
                 let (database, table) = table_name(name, database)?;
                 let sql_table = catalog.table(&database, &table)?;
@@ -640,7 +666,7 @@ fn sources<'q>(
                     return Err(SqlError::unsupported("a derived table's column list"));
                 }
                 // Its own query: no enclosing row to read (not LATERAL).
-                let plan = select_plan(subquery, catalog, database, &[], placeholders)?;
+                let plan = select_plan(subquery, catalog, database, &[], placeholders, ctes)?;
                 if plan.lock != LockMode::CommittedRead {
                     return Err(SqlError::unsupported("a locking read in a derived table"));
                 }
@@ -712,6 +738,87 @@ fn sources<'q>(
         }
     }
     Ok(sources)
+}
+
+/// One common table expression of a WITH: its name, column names (if
+/// given) and query.
+#[derive(Debug)]
+pub struct Cte {
+    name: String,
+    columns: Vec<String>,
+    query: ast::Query,
+}
+
+/// The common table expressions a query may name: those of every WITH
+/// around it, inner ones after outer ones (a later one hides an earlier
+/// of its name). Shared by the subqueries compiled inside (one copy of
+/// each WITH's queries per statement).
+#[derive(Clone, Debug, Default)]
+pub struct Ctes {
+    list: std::rc::Rc<[Cte]>,
+    visible: usize,
+}
+
+impl Ctes {
+    /// These and `with`'s, each of which sees those before it.
+    fn with(&self, with: &ast::With) -> SqlResult<Ctes> {
+        if with.recursive {
+            return Err(SqlError::unsupported("WITH RECURSIVE"));
+        }
+        let mut list: Vec<Cte> = Vec::with_capacity(self.visible + with.cte_tables.len());
+        for cte in &self.list[..self.visible] {
+            list.push(Cte {
+                name: cte.name.clone(),
+                columns: cte.columns.clone(),
+                query: cte.query.clone(),
+            });
+        }
+        let outer = list.len();
+        for cte in &with.cte_tables {
+            let name = cte.alias.name.value.clone();
+            if list[outer..]
+                .iter()
+                .any(|c| c.name.eq_ignore_ascii_case(&name))
+            {
+                return Err(SqlError::new(
+                    codes::NONUNIQ_TABLE,
+                    format!("Not unique table/alias: '{name}'"),
+                ));
+            }
+            list.push(Cte {
+                name,
+                columns: cte
+                    .alias
+                    .columns
+                    .iter()
+                    .map(|c| c.name.value.clone())
+                    .collect(),
+                query: (*cte.query).clone(),
+            });
+        }
+        let visible = list.len();
+        Ok(Ctes {
+            list: list.into(),
+            visible,
+        })
+    }
+
+    /// The expression `name` names (a one-part name), and those its own
+    /// query may name: the ones before it.
+    fn find(&self, name: &ast::ObjectName) -> Option<(&Cte, Ctes)> {
+        let [part] = name.0.as_slice() else {
+            return None;
+        };
+        let ident = part.as_ident()?;
+        let at = self.list[..self.visible]
+            .iter()
+            .rposition(|cte| cte.name.eq_ignore_ascii_case(&ident.value))?;
+        let visible = Ctes {
+            list: std::rc::Rc::clone(&self.list),
+            visible: at,
+        };
+        Some((&self.list[at], visible))
+    }
 }
 
 /// A FROM clause's table: the table, its alias, and a derived table's
@@ -843,7 +950,14 @@ fn compile_select(
     database: Option<&str>,
 ) -> SqlResult<Compiled> {
     let mut placeholders = Vec::new();
-    let plan = select_plan(query, catalog, database, &[], &mut placeholders)?;
+    let plan = select_plan(
+        query,
+        catalog,
+        database,
+        &[],
+        &mut placeholders,
+        &Ctes::default(),
+    )?;
     Ok(Compiled {
         parameter_order: crate::expr::parameter_order_of(&placeholders),
         plan: Plan::Select(Box::new(plan)),
@@ -870,14 +984,20 @@ pub(crate) fn select_plan(
     database: Option<&str>,
     outer: &[Scope<'_>],
     placeholders: &mut Vec<(u64, u64)>,
+    ctes: &Ctes,
 ) -> SqlResult<SelectPlan> {
-    if query.with.is_some() {
-        return Err(SqlError::unsupported("WITH"));
-    }
+    let extended;
+    let ctes = match &query.with {
+        None => ctes,
+        Some(with) => {
+            extended = ctes.with(with)?;
+            &extended
+        }
+    };
     let select = match query.body.as_ref() {
         ast::SetExpr::Select(select) => select,
         ast::SetExpr::SetOperation { .. } => {
-            return union_plan(query, catalog, database, outer, placeholders)
+            return union_plan(query, catalog, database, outer, placeholders, ctes)
         }
         // `(SELECT ...)`: the parenthesized query alone.
         ast::SetExpr::Query(inner)
@@ -885,11 +1005,11 @@ pub(crate) fn select_plan(
                 && query.limit_clause.is_none()
                 && query.locks.is_empty() =>
         {
-            return select_plan(inner, catalog, database, outer, placeholders)
+            return select_plan(inner, catalog, database, outer, placeholders, ctes)
         }
         other => return Err(SqlError::unsupported(format!("{other}"))),
     };
-    let mut sources = sources(&select.from, catalog, database, placeholders)?;
+    let mut sources = sources(&select.from, catalog, database, placeholders, ctes)?;
     let derived: Vec<SelectPlan> = sources
         .iter_mut()
         .filter_map(|s| s.derived.take())
@@ -906,6 +1026,7 @@ pub(crate) fn select_plan(
     compiler.set_merged(sources.iter().flat_map(|s| s.using.clone()).collect());
     compiler.set_outer(outer.to_vec());
     compiler.set_subquery_context(catalog, database);
+    compiler.set_ctes(ctes.clone());
     compiler.take_placeholders_from(placeholders);
     compiler.allow_aggregates();
     // The derived tables' queries take the first subquery slots, in the
@@ -1325,6 +1446,7 @@ fn union_plan(
     database: Option<&str>,
     outer: &[Scope<'_>],
     placeholders: &mut Vec<(u64, u64)>,
+    ctes: &Ctes,
 ) -> SqlResult<SelectPlan> {
     if !query.locks.is_empty() {
         return Err(SqlError::unsupported("FOR UPDATE or FOR SHARE of a UNION"));
@@ -1334,7 +1456,7 @@ fn union_plan(
     for (operand, distinct) in operands {
         let plan = match operand {
             ast::SetExpr::Query(inner) => {
-                select_plan(inner, catalog, database, outer, placeholders)?
+                select_plan(inner, catalog, database, outer, placeholders, ctes)?
             }
             select => {
                 // The SELECT alone: the ORDER BY, LIMIT and the rest
@@ -1351,7 +1473,7 @@ fn union_plan(
                     format_clause: None,
                     pipe_operators: Vec::new(),
                 };
-                select_plan(&part, catalog, database, outer, placeholders)?
+                select_plan(&part, catalog, database, outer, placeholders, ctes)?
             }
         };
         if plan.lock != LockMode::CommittedRead {
