@@ -621,6 +621,7 @@ fn sources<'q>(
             // compiled where it is named (each naming its own run).
             ast::TableFactor::Table { name, alias, .. } if ctes.find(name).is_some() => {
                 let (cte, visible) = ctes.find(name).expect("found above");
+                ctes.count_naming()?;
                 let mut plan =
                     select_plan(&cte.query, catalog, database, &[], placeholders, &visible)?;
                 if !cte.columns.is_empty() {
@@ -757,7 +758,15 @@ pub struct Cte {
 pub struct Ctes {
     list: std::rc::Rc<[Cte]>,
     visible: usize,
+    /// The statement's namings of common table expressions so far,
+    /// shared by all its `Ctes`: each compiles its query again, so
+    /// expressions that name an earlier one twice would double the work
+    /// at each level without a bound.
+    named: std::rc::Rc<std::cell::Cell<usize>>,
 }
+
+/// The most namings of common table expressions one statement may make.
+const MAX_CTE_NAMINGS: usize = 1_000;
 
 impl Ctes {
     /// These and `with`'s, each of which sees those before it.
@@ -800,6 +809,7 @@ impl Ctes {
         Ok(Ctes {
             list: list.into(),
             visible,
+            named: std::rc::Rc::clone(&self.named),
         })
     }
 
@@ -816,8 +826,22 @@ impl Ctes {
         let visible = Ctes {
             list: std::rc::Rc::clone(&self.list),
             visible: at,
+            named: std::rc::Rc::clone(&self.named),
         };
         Some((&self.list[at], visible))
+    }
+
+    /// Counts one naming of an expression: an error past
+    /// `MAX_CTE_NAMINGS` in the statement.
+    fn count_naming(&self) -> SqlResult<()> {
+        let named = self.named.get() + 1;
+        self.named.set(named);
+        match named > MAX_CTE_NAMINGS {
+            true => Err(SqlError::unsupported(format!(
+                "more than {MAX_CTE_NAMINGS} namings of common table expressions in one statement"
+            ))),
+            false => Ok(()),
+        }
     }
 }
 
