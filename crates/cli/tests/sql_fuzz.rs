@@ -133,7 +133,7 @@ fn expression(random: &mut Random, depth: u32, qualified: bool) -> String {
 
 fn statement(random: &mut Random) -> String {
     let table = random.pick(&TABLES);
-    match random.below(14) {
+    match random.below(16) {
         0..=3 => {
             let select = expression(random, 2, false);
             let filter = expression(random, 2, false);
@@ -215,6 +215,37 @@ fn statement(random: &mut Random) -> String {
                 0 => whole.chars().take(cut).collect(),
                 1 => format!("{whole} {}", random.pick(&[")", "((", "'", "SELECT", ";", "\\"])),
                 _ => whole.replace(' ', random.pick(&["  ", "\t", " /* c */ "])),
+            }
+        }
+        13 => {
+            let mut select = || {
+                format!(
+                    "SELECT {}, id FROM {} WHERE {}",
+                    column(random, false),
+                    random.pick(&TABLES),
+                    expression(random, 1, false)
+                )
+            };
+            let (left, right) = (select(), select());
+            let union = random.pick(&["UNION", "UNION ALL", "UNION DISTINCT"]);
+            let tail = random.pick(&["", " ORDER BY 1", " ORDER BY 2 DESC LIMIT 3", " LIMIT 2 OFFSET 1"]);
+            format!("{left} {union} {right}{tail}")
+        }
+        14 => {
+            let inner = format!(
+                "SELECT {} AS v, COUNT(*) AS n FROM {} GROUP BY 1",
+                column(random, false),
+                random.pick(&TABLES)
+            );
+            let joined = random.pick(&COLUMNS);
+            match random.below(3) {
+                0 => format!("SELECT COUNT(*), MAX(n), MIN(v) FROM ({inner}) AS d WHERE n > 0"),
+                1 => format!(
+                    "WITH d AS ({inner}) SELECT d.v, {table}.id FROM {table} {} JOIN d ON d.v = \
+                     {table}.{joined} ORDER BY 2 LIMIT 5",
+                    random.pick(&["", "LEFT"])
+                ),
+                _ => format!("SELECT id FROM {table} WHERE {joined} IN (SELECT v FROM ({inner}) AS d)"),
             }
         }
         _ => format!(
