@@ -138,7 +138,9 @@ fn transfer(
     match transaction.execute(Commit::Yes) {
         Ok(_) => (Seen::Acknowledged, None),
         // The data node answered: the transaction was aborted.
-        Err(error @ ClientError::Operation { .. }) => (Seen::Failed, Some(error)),
+        Err(error @ (ClientError::Operation { .. } | ClientError::DuplicateKey { .. })) => {
+            (Seen::Failed, Some(error))
+        }
         Err(error) => (Seen::Unknown, Some(error)),
     }
 }

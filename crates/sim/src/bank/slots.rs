@@ -693,6 +693,9 @@ impl<'a> Slots<'a, '_> {
             (ClientError::Operation { code, op, .. }, _) => {
                 self.refused(transaction, job, code, op)
             }
+            (ClientError::DuplicateKey { op, .. }, _) => {
+                self.refused(transaction, job, ErrorCode::DuplicateKey, op)
+            }
             // A durable commit heard committed whose wait for durability
             // failed (refused, or cut by a crash): committed in its GCI,
             // its durability unconfirmed.
