@@ -333,7 +333,8 @@ fn union_rows(first: &SelectPlan, union: &UnionPlan, run: &mut Run<'_>) -> SqlRe
 }
 
 /// The rows of a UNION's SELECTs, duplicates taken out where a UNION
-/// DISTINCT says, in no particular order.
+/// DISTINCT says: the last DISTINCT union's takes them out of every row
+/// before it, once, and the UNION ALLs after it only add.
 fn union_parts(
     first: &SelectPlan,
     union: &UnionPlan,
@@ -343,23 +344,30 @@ fn union_parts(
         unreachable!("a query answers rows")
     };
     united(&mut rows, &first.columns);
-    for (part, distinct) in &union.parts {
+    let last_distinct = union.parts.iter().rposition(|(_, distinct)| *distinct);
+    for (at, (part, _)) in union.parts.iter().enumerate() {
         check_interrupt(run)?;
         let Response::Rows { rows: mut more, .. } = select(part, run)? else {
             unreachable!("a query answers rows")
         };
         united(&mut more, &first.columns);
         rows.extend(more);
-        if *distinct {
-            let mut seen = HashSet::with_capacity(rows.len());
-            rows.retain(|row| {
-                let mut key = Vec::new();
-                row.iter().for_each(|v| value::group_key(v, &mut key));
-                seen.insert(key)
-            });
+        if Some(at) == last_distinct {
+            remove_duplicates(&mut rows);
         }
     }
     Ok(rows)
+}
+
+/// `rows` without the repeats of an earlier row (DISTINCT: equal as
+/// GROUP BY's values are, `value::group_key`).
+fn remove_duplicates(rows: &mut Vec<Vec<Value>>) {
+    let mut seen = HashSet::with_capacity(rows.len());
+    rows.retain(|row| {
+        let mut key = Vec::new();
+        row.iter().for_each(|v| value::group_key(v, &mut key));
+        seen.insert(key)
+    });
 }
 
 /// `rows` of one SELECT of a UNION with their values in the union's
@@ -548,12 +556,7 @@ fn select_rows(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
         sorted_output(plan, &grouped, run)?
     };
     if plan.distinct {
-        let mut seen = HashSet::with_capacity(out.len());
-        out.retain(|row| {
-            let mut key = Vec::new();
-            row.iter().for_each(|v| value::group_key(v, &mut key));
-            seen.insert(key)
-        });
+        remove_duplicates(&mut out);
     }
     let offset = (plan.offset as usize).min(out.len());
     out.drain(..offset);
@@ -919,7 +922,13 @@ struct Accumulator {
     best: Option<Value>,
     /// The values seen, for DISTINCT.
     seen: HashSet<Vec<u8>>,
+    /// GROUP_CONCAT's texts, each with its ORDER BY values.
+    texts: Vec<(Vec<Value>, Vec<u8>)>,
 }
+
+/// The longest GROUP_CONCAT result: longer ones are cut there (MariaDB's
+/// default `group_concat_max_len`, 1 MiB; MySQL's is 1 KiB).
+const GROUP_CONCAT_MAX_BYTES: usize = 1 << 20;
 
 impl Accumulator {
     fn new() -> Accumulator {
@@ -929,11 +938,13 @@ impl Accumulator {
             double_sum: 0.0,
             best: None,
             seen: HashSet::new(),
+            texts: Vec::new(),
         }
     }
 
-    /// Takes one row's value of the aggregate's argument.
-    fn add(&mut self, aggregate: &Aggregate, value: Value) {
+    /// Takes one row's value of the aggregate's argument (with its
+    /// GROUP_CONCAT ORDER BY values, `keys`).
+    fn add(&mut self, aggregate: &Aggregate, value: Value, keys: Vec<Value>) {
         if value.is_null() {
             return;
         }
@@ -947,6 +958,11 @@ impl Accumulator {
         self.count += 1;
         match aggregate.function {
             AggregateFunction::CountRows | AggregateFunction::Count => {}
+            AggregateFunction::GroupConcat => {
+                let mut text = Vec::new();
+                value::write_text(&value, &mut text);
+                self.texts.push((keys, text));
+            }
             AggregateFunction::Sum | AggregateFunction::Average => {
                 if let Some(sum) = self.exact_sum {
                     self.exact_sum = match &value {
@@ -999,6 +1015,40 @@ impl Accumulator {
                 }
             }
             AggregateFunction::Min | AggregateFunction::Max => self.best.unwrap_or(Value::Null),
+            AggregateFunction::GroupConcat if self.texts.is_empty() => Value::Null,
+            AggregateFunction::GroupConcat => {
+                let concat = aggregate.concat.as_deref();
+                let mut texts = self.texts;
+                if let Some(order_by) = concat.map(|c| &c.order_by).filter(|o| !o.is_empty()) {
+                    texts.sort_by(|(a, _), (b, _)| {
+                        for ((x, y), (_, descending)) in a.iter().zip(b).zip(order_by) {
+                            let ordering = value::order(x, y);
+                            let ordering = if *descending {
+                                ordering.reverse()
+                            } else {
+                                ordering
+                            };
+                            if ordering != Ordering::Equal {
+                                return ordering;
+                            }
+                        }
+                        Ordering::Equal
+                    });
+                }
+                let separator = concat.map_or(&b","[..], |c| &c.separator[..]);
+                let mut joined = Vec::new();
+                for (at, (_, text)) in texts.iter().enumerate() {
+                    if at > 0 {
+                        joined.extend_from_slice(separator);
+                    }
+                    joined.extend_from_slice(text);
+                    if joined.len() >= GROUP_CONCAT_MAX_BYTES {
+                        joined.truncate(GROUP_CONCAT_MAX_BYTES);
+                        break;
+                    }
+                }
+                Value::Bytes(joined)
+            }
         }
     }
 }
@@ -1045,7 +1095,15 @@ fn group(plan: &SelectPlan, rows: Vec<Vec<Value>>, run: &Run<'_>) -> SqlResult<G
                 None => Value::Int(1),
                 Some(argument) => argument.eval(&inputs, run.environment)?,
             };
-            accumulator.add(aggregate, value);
+            let keys = match aggregate.concat.as_deref() {
+                Some(concat) if !value.is_null() => concat
+                    .order_by
+                    .iter()
+                    .map(|(expr, _)| expr.eval(&inputs, run.environment))
+                    .collect::<SqlResult<Vec<_>>>()?,
+                _ => Vec::new(),
+            };
+            accumulator.add(aggregate, value, keys);
         }
         if first.is_empty() {
             *first = row;

@@ -6,10 +6,12 @@
 
 use super::{
     fraction_digits, one_column, parameter_order_of, Aggregate, AggregateFunction, Expr, Function,
-    SessionValue, SubqueryTest,
+    GroupConcat, SessionValue, SubqueryTest,
 };
 use crate::catalog::SqlTable;
 use crate::error::{codes, SqlError, SqlResult};
+use crate::functions::math::MathFunction;
+use crate::functions::strings::DigestKind;
 use crate::value::{Arithmetic, Value};
 use client::CompareOp;
 use sqlparser::ast;
@@ -154,6 +156,59 @@ impl<'a> Compiler<'a> {
             correlated: false,
         });
         self.subqueries.len() - 1
+    }
+
+    /// An aggregate's argument and, for GROUP_CONCAT, its ORDER BY and
+    /// SEPARATOR; `GROUP_CONCAT(a, b)` concatenates its arguments per row.
+    fn aggregate_arguments(
+        &mut self,
+        aggregate: AggregateFunction,
+        name: &str,
+        args: &[&ast::Expr],
+        clauses: &[ast::FunctionArgumentClause],
+    ) -> SqlResult<(Option<Expr>, Option<Box<GroupConcat>>)> {
+        if aggregate != AggregateFunction::GroupConcat {
+            return match (aggregate, args) {
+                (AggregateFunction::CountRows, []) => Ok((None, None)),
+                (_, [argument]) => Ok((Some(self.compile(argument)?), None)),
+                _ => Err(wrong_arguments(name)),
+            };
+        }
+        let compiled: Vec<Expr> = args
+            .iter()
+            .map(|a| self.compile(a))
+            .collect::<SqlResult<_>>()?;
+        let argument = match compiled.len() {
+            0 => return Err(wrong_arguments(name)),
+            1 => compiled.into_iter().next().expect("one"),
+            _ => Expr::Function(Function::Concat, compiled),
+        };
+        let mut concat = GroupConcat {
+            order_by: Vec::new(),
+            separator: b",".to_vec(),
+        };
+        for clause in clauses {
+            match clause {
+                ast::FunctionArgumentClause::OrderBy(items) => {
+                    for item in items {
+                        let descending = item.options.asc == Some(false);
+                        concat
+                            .order_by
+                            .push((self.compile(&item.expr)?, descending));
+                    }
+                }
+                ast::FunctionArgumentClause::Separator(separator) => {
+                    let (ast::Value::SingleQuotedString(text)
+                    | ast::Value::DoubleQuotedString(text)) = separator
+                    else {
+                        return Err(SqlError::unsupported(format!("SEPARATOR {separator}")));
+                    };
+                    concat.separator = text.as_bytes().to_vec();
+                }
+                other => return Err(SqlError::unsupported(format!("GROUP_CONCAT's {other}"))),
+            }
+        }
+        Ok((Some(argument), Some(Box::new(concat))))
     }
 
     /// Compiles a subquery in a slot of its own: `Ok((slot, correlated,
@@ -626,9 +681,11 @@ impl<'a> Compiler<'a> {
 
     fn function(&mut self, function: &ast::Function) -> SqlResult<Expr> {
         let name = function.name.to_string().to_ascii_uppercase();
+        let mut clauses: &[ast::FunctionArgumentClause] = &[];
         let (args, distinct, star) = match &function.args {
             ast::FunctionArguments::None => (Vec::new(), false, false),
             ast::FunctionArguments::List(list) => {
+                clauses = &list.clauses;
                 let distinct = matches!(
                     list.duplicate_treatment,
                     Some(ast::DuplicateTreatment::Distinct)
@@ -646,7 +703,11 @@ impl<'a> Compiler<'a> {
             }
             ast::FunctionArguments::Subquery(_) => return Err(SqlError::unsupported("subqueries")),
         };
+        if !clauses.is_empty() && name != "GROUP_CONCAT" {
+            return Err(SqlError::unsupported(format!("{function}")));
+        }
         let aggregate = match name.as_str() {
+            "GROUP_CONCAT" => Some(AggregateFunction::GroupConcat),
             "COUNT" if star => Some(AggregateFunction::CountRows),
             "COUNT" => Some(AggregateFunction::Count),
             "SUM" => Some(AggregateFunction::Sum),
@@ -662,23 +723,18 @@ impl<'a> Compiler<'a> {
                     "Invalid use of group function",
                 ));
             }
-            let argument = match (aggregate, args.as_slice()) {
-                (AggregateFunction::CountRows, []) => None,
-                (_, [argument]) => {
-                    // An aggregate's argument is over the row, never another
-                    // aggregate.
-                    let saved = self.aggregates.take();
-                    let compiled = self.compile(argument);
-                    self.aggregates = saved;
-                    Some(compiled?)
-                }
-                _ => return Err(wrong_arguments(&name)),
-            };
+            // An aggregate's argument is over the row, never another
+            // aggregate.
+            let saved = self.aggregates.take();
+            let compiled = self.aggregate_arguments(aggregate, &name, &args, clauses);
+            self.aggregates = saved;
+            let (argument, concat) = compiled?;
             let list = self.aggregates.as_mut().expect("checked above");
             list.push(Aggregate {
                 function: aggregate,
                 argument,
                 distinct,
+                concat,
             });
             return Ok(Expr::Aggregate(list.len() - 1));
         }
@@ -702,6 +758,19 @@ impl<'a> Compiler<'a> {
                 return Err(wrong_arguments(&name));
             };
             return self.date_add(date, amount, subtract);
+        }
+        if name == "TIMESTAMPDIFF" {
+            // Its first argument is a unit, not an expression.
+            let [ast::Expr::Identifier(unit), from, to] = args.as_slice() else {
+                return Err(wrong_arguments(&name));
+            };
+            let unit = crate::temporal::IntervalUnit::named(&unit.value)
+                .ok_or_else(|| SqlError::unsupported(format!("TIMESTAMPDIFF unit {unit}")))?;
+            let (from, to) = (self.compile(from)?, self.compile(to)?);
+            return Ok(Expr::Function(
+                Function::TimestampDiff(unit),
+                vec![from, to],
+            ));
         }
         let session = |value| Ok(Expr::Session(value));
         let compiled: Vec<Expr> = args
@@ -777,6 +846,48 @@ impl<'a> Compiler<'a> {
             "MINUTE" => arity(1).map(|_| Function::DatePart(crate::functions::Part::Minute))?,
             "SECOND" => arity(1).map(|_| Function::DatePart(crate::functions::Part::Second))?,
             "DATE" => arity(1).map(|_| Function::DateOf)?,
+            "DAYOFWEEK" => {
+                arity(1).map(|_| Function::DatePart(crate::functions::Part::DayOfWeek))?
+            }
+            "WEEKDAY" => arity(1).map(|_| Function::DatePart(crate::functions::Part::Weekday))?,
+            "DAYOFYEAR" => {
+                arity(1).map(|_| Function::DatePart(crate::functions::Part::DayOfYear))?
+            }
+            "QUARTER" => arity(1).map(|_| Function::DatePart(crate::functions::Part::Quarter))?,
+            "DATE_FORMAT" => arity(2).map(|_| Function::DateFormat)?,
+            "DAYNAME" => arity(1).map(|_| Function::DayName)?,
+            "MONTHNAME" => arity(1).map(|_| Function::MonthName)?,
+            "LAST_DAY" => arity(1).map(|_| Function::LastDay)?,
+            "FROM_UNIXTIME" if compiled.len() == 2 => {
+                // FROM_UNIXTIME(n, format): the moment, formatted.
+                let mut args = compiled.into_iter();
+                let (seconds, format) = (args.next().expect("two"), args.next().expect("two"));
+                let moment = Expr::Function(Function::FromUnixTime, vec![seconds]);
+                return Ok(Expr::Function(Function::DateFormat, vec![moment, format]));
+            }
+            "FROM_UNIXTIME" => arity(1).map(|_| Function::FromUnixTime)?,
+            "SQRT" => arity(1).map(|_| Function::Math(MathFunction::SquareRoot))?,
+            "EXP" => arity(1).map(|_| Function::Math(MathFunction::Exponential))?,
+            "LN" => arity(1).map(|_| Function::Math(MathFunction::NaturalLog))?,
+            "LOG" if compiled.len() == 1 => Function::Math(MathFunction::NaturalLog),
+            "LOG" => arity(2).map(|_| Function::Log)?,
+            "LOG2" => arity(1).map(|_| Function::Math(MathFunction::Log2))?,
+            "LOG10" => arity(1).map(|_| Function::Math(MathFunction::Log10))?,
+            "POW" | "POWER" => arity(2).map(|_| Function::Power)?,
+            "SIGN" => arity(1).map(|_| Function::Sign)?,
+            "REPEAT" => arity(2).map(|_| Function::Repeat)?,
+            "SPACE" => arity(1).map(|_| Function::Space)?,
+            "REVERSE" => arity(1).map(|_| Function::Reverse)?,
+            "HEX" => arity(1).map(|_| Function::Hex)?,
+            "UNHEX" => arity(1).map(|_| Function::Unhex)?,
+            "MD5" => arity(1).map(|_| Function::Digest(DigestKind::Md5))?,
+            "SHA1" | "SHA" => arity(1).map(|_| Function::Digest(DigestKind::Sha1))?,
+            "SHA2" => arity(2).map(|_| Function::Digest(DigestKind::Sha2))?,
+            "ASCII" => arity(1).map(|_| Function::Ascii)?,
+            "FIND_IN_SET" => arity(2).map(|_| Function::FindInSet)?,
+            "FIELD" if compiled.len() >= 2 => Function::Field,
+            "ELT" if compiled.len() >= 2 => Function::Element,
+            "STRCMP" => arity(2).map(|_| Function::StrCmp)?,
             "DATEDIFF" => arity(2).map(|_| Function::DateDiff)?,
             "UNIX_TIMESTAMP" if compiled.is_empty() => {
                 return Ok(Expr::Function(

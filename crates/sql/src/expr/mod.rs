@@ -249,6 +249,48 @@ pub enum Function {
     UnixTimestamp,
     /// CAST(x AS target).
     Cast(crate::functions::CastTarget),
+    /// SQRT, EXP, LN, LOG2, LOG10 (and LOG of one argument).
+    Math(crate::functions::math::MathFunction),
+    /// LOG(base, x).
+    Log,
+    /// POW(x, y), POWER.
+    Power,
+    /// SIGN(x).
+    Sign,
+    /// REPEAT(s, n).
+    Repeat,
+    /// SPACE(n).
+    Space,
+    /// REVERSE(s).
+    Reverse,
+    /// HEX(x).
+    Hex,
+    /// UNHEX(s).
+    Unhex,
+    /// MD5(s), SHA1(s), SHA2(s, bits).
+    Digest(crate::functions::strings::DigestKind),
+    /// ASCII(s).
+    Ascii,
+    /// FIND_IN_SET(s, list).
+    FindInSet,
+    /// FIELD(s, a, b, ...).
+    Field,
+    /// ELT(n, a, b, ...).
+    Element,
+    /// STRCMP(a, b).
+    StrCmp,
+    /// DATE_FORMAT(d, format).
+    DateFormat,
+    /// DAYNAME(d).
+    DayName,
+    /// MONTHNAME(d).
+    MonthName,
+    /// LAST_DAY(d).
+    LastDay,
+    /// FROM_UNIXTIME(seconds).
+    FromUnixTime,
+    /// TIMESTAMPDIFF(unit, a, b).
+    TimestampDiff(crate::temporal::IntervalUnit),
 }
 
 /// An aggregate function.
@@ -266,6 +308,18 @@ pub enum AggregateFunction {
     Max,
     /// AVG.
     Average,
+    /// GROUP_CONCAT: the values' texts joined (see [`GroupConcat`]).
+    GroupConcat,
+}
+
+/// GROUP_CONCAT's ORDER BY and SEPARATOR.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupConcat {
+    /// The order of the values within the group: expressions over the
+    /// row, descending.
+    pub order_by: Vec<(Expr, bool)>,
+    /// Between two values (',' unless SEPARATOR gives another).
+    pub separator: Vec<u8>,
 }
 
 /// An aggregate of a query: its function and argument (over the table's row).
@@ -277,6 +331,8 @@ pub struct Aggregate {
     pub argument: Option<Expr>,
     /// `COUNT(DISTINCT x)` and the like.
     pub distinct: bool,
+    /// GROUP_CONCAT's order and separator (`None` for the others).
+    pub concat: Option<Box<GroupConcat>>,
 }
 
 /// What an evaluation needs beyond the row: the parameters and the session.

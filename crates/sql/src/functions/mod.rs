@@ -1,9 +1,15 @@
 //! The scalar functions beyond the first few (`expr::Function` names
 //! them all): text (SUBSTRING, LEFT, RIGHT, TRIM, REPLACE, CHAR_LENGTH,
-//! CONCAT_WS, LPAD, RPAD, LOCATE), numbers (ROUND, TRUNCATE, FLOOR,
-//! CEILING, MOD, GREATEST, LEAST, NULLIF), dates and times (DATE_ADD,
-//! DATE_SUB, DATE, YEAR ... SECOND, DATEDIFF, UNIX_TIMESTAMP) and CAST,
-//! each with MySQL's results for NULL and for its types.
+//! CONCAT_WS, LPAD, RPAD, LOCATE; more in `strings`), numbers (ROUND,
+//! TRUNCATE, FLOOR, CEILING, MOD, GREATEST, LEAST, NULLIF; more in
+//! `math`), dates and times (DATE_ADD, DATE_SUB, DATE, YEAR ... SECOND,
+//! DAYOFWEEK, DAYOFYEAR, WEEKDAY, QUARTER, DATEDIFF, UNIX_TIMESTAMP;
+//! more in `calendar`) and CAST, each with MySQL's results for NULL and
+//! for its types.
+
+pub mod calendar;
+pub mod math;
+pub mod strings;
 
 use crate::decimal::Decimal;
 use crate::error::{codes, SqlError, SqlResult};
@@ -62,6 +68,14 @@ pub enum Part {
     Minute,
     /// SECOND.
     Second,
+    /// DAYOFWEEK: 1 for Sunday to 7.
+    DayOfWeek,
+    /// WEEKDAY: 0 for Monday to 6.
+    Weekday,
+    /// DAYOFYEAR: from 1.
+    DayOfYear,
+    /// QUARTER: 1 to 4.
+    Quarter,
 }
 
 /// Text of a value (NULL stays `None`).
@@ -376,6 +390,10 @@ pub fn part(value: &Value, part: Part) -> Value {
         Part::Hour => hour,
         Part::Minute => minute,
         Part::Second => second,
+        Part::DayOfWeek => calendar::day_of_week(datetime.date) as i64 + 1,
+        Part::Weekday => (calendar::day_of_week(datetime.date) as i64 + 6) % 7,
+        Part::DayOfYear => calendar::day_of_year(datetime.date),
+        Part::Quarter => (datetime.date.month as i64 - 1) / 3 + 1,
     })
 }
 
@@ -596,6 +614,27 @@ pub fn apply(function: crate::expr::Function, values: &[Value], zone: i64) -> Sq
         F::DateDiff => date_diff(first(), &values[1]),
         F::UnixTimestamp => unix_timestamp(first(), zone),
         F::Cast(target) => cast(first(), target)?,
+        F::Math(function) => math::unary(function, first())?,
+        F::Log => math::log(first(), &values[1])?,
+        F::Power => math::power(first(), &values[1])?,
+        F::Sign => math::sign(first()),
+        F::Repeat => strings::repeat(first(), &values[1]),
+        F::Space => strings::space(first()),
+        F::Reverse => strings::reverse(first()),
+        F::Hex => strings::hex(first()),
+        F::Unhex => strings::unhex(first()),
+        F::Digest(kind) => strings::digest(kind, first(), values.get(1)),
+        F::Ascii => strings::ascii(first()),
+        F::FindInSet => strings::find_in_set(first(), &values[1]),
+        F::Field => strings::field(values),
+        F::Element => strings::element(values),
+        F::StrCmp => strings::strcmp(first(), &values[1]),
+        F::DateFormat => calendar::date_format(first(), &values[1]),
+        F::DayName => calendar::day_name(first()),
+        F::MonthName => calendar::month_name(first()),
+        F::LastDay => calendar::last_day(first()),
+        F::FromUnixTime => calendar::from_unixtime(first(), zone),
+        F::TimestampDiff(unit) => calendar::timestamp_diff(unit, first(), &values[1]),
         other => {
             return Err(SqlError::new(
                 codes::UNKNOWN_ERROR,

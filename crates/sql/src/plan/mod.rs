@@ -615,6 +615,16 @@ fn sources<'q>(
     ctes: &Ctes,
 ) -> SqlResult<Vec<Source<'q>>> {
     let mut derived_tables = 0;
+    // A derived table's (or a common table expression's) plan as a
+    // table named `alias`, in the next subquery slot.
+    let mut derive = |alias: &str, plan: SelectPlan| -> SqlResult<TableOf> {
+        if plan.lock != LockMode::CommittedRead {
+            return Err(SqlError::unsupported("a locking read in a derived table"));
+        }
+        let table = derived_table(alias, &plan, derived_tables)?;
+        derived_tables += 1;
+        Ok((table, Some(alias.to_string()), Some(plan)))
+    };
     let mut table_of = |factor: &ast::TableFactor| -> SqlResult<TableOf> {
         match factor {
             // A common table expression: a derived table of its query,
@@ -638,10 +648,7 @@ fn sources<'q>(
                     }
                     plan.columns = columns.into();
                 }
-                let alias = alias.as_ref().map_or(&cte.name, |a| &a.name.value);
-                let table = derived_table(alias, &plan, derived_tables)?;
-                derived_tables += 1;
-                Ok((table, Some(alias.clone()), Some(plan)))
+                derive(alias.as_ref().map_or(&cte.name, |a| &a.name.value), plan)
             }
             ast::TableFactor::Table { name, alias, .. } => {
                 let (database, table) = table_name(name, database)?;
@@ -668,12 +675,7 @@ fn sources<'q>(
                 }
                 // Its own query: no enclosing row to read (not LATERAL).
                 let plan = select_plan(subquery, catalog, database, &[], placeholders, ctes)?;
-                if plan.lock != LockMode::CommittedRead {
-                    return Err(SqlError::unsupported("a locking read in a derived table"));
-                }
-                let table = derived_table(&alias.name.value, &plan, derived_tables)?;
-                derived_tables += 1;
-                Ok((table, Some(alias.name.value.clone()), Some(plan)))
+                derive(&alias.name.value, plan)
             }
             other => Err(SqlError::unsupported(format!("FROM {other}"))),
         }
@@ -743,7 +745,7 @@ fn sources<'q>(
 
 /// One common table expression of a WITH: its name, column names (if
 /// given) and query.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Cte {
     name: String,
     columns: Vec<String>,
@@ -775,13 +777,7 @@ impl Ctes {
             return Err(SqlError::unsupported("WITH RECURSIVE"));
         }
         let mut list: Vec<Cte> = Vec::with_capacity(self.visible + with.cte_tables.len());
-        for cte in &self.list[..self.visible] {
-            list.push(Cte {
-                name: cte.name.clone(),
-                columns: cte.columns.clone(),
-                query: cte.query.clone(),
-            });
-        }
+        list.extend_from_slice(&self.list[..self.visible]);
         let outer = list.len();
         for cte in &with.cte_tables {
             let name = cte.alias.name.value.clone();
@@ -1249,6 +1245,12 @@ pub(crate) fn select_plan(
         Some(ast::LockType::Update) => LockMode::Exclusive,
         Some(ast::LockType::Share) => LockMode::Shared,
     };
+    if lock != LockMode::CommittedRead && sources.iter().any(|s| s.table.derived.is_some()) {
+        // Its rows are the SQL node's: nothing to lock them with.
+        return Err(SqlError::unsupported(
+            "FOR UPDATE or FOR SHARE of a derived table",
+        ));
+    }
     // The conditions every joined row must meet: WHERE and the inner
     // joins' ON clauses (a LEFT JOIN's ON only decides its matches).
     let mut pool = conjuncts_of(filter.as_ref());
@@ -1779,6 +1781,12 @@ impl SelectPlan {
             .chain(&self.output)
             .chain(self.order_by.iter().map(|(e, _)| e))
             .chain(self.aggregates.iter().filter_map(|a| a.argument.as_ref()))
+            .chain(
+                self.aggregates
+                    .iter()
+                    .filter_map(|a| a.concat.as_deref())
+                    .flat_map(|c| c.order_by.iter().map(|(e, _)| e)),
+            )
         {
             visit(expr);
         }
@@ -1806,6 +1814,11 @@ impl SelectPlan {
         plan.order_by = self.order_by.iter().map(|(e, d)| (map(e), *d)).collect();
         for aggregate in &mut plan.aggregates {
             aggregate.argument = aggregate.argument.as_ref().map(&mut *map);
+            if let Some(concat) = &mut aggregate.concat {
+                for (expr, _) in &mut concat.order_by {
+                    *expr = map(expr);
+                }
+            }
         }
         for join in &mut plan.joins {
             join.access = map_access(&join.access, map);
@@ -1901,6 +1914,10 @@ fn describe_output(expr: &Expr, name: &str, compiler: &Compiler<'_>) -> OutputCo
                 ..
             }) => ColumnKind::BigInt { unsigned: false },
             Some(Aggregate {
+                function: AggregateFunction::GroupConcat,
+                ..
+            }) => ColumnKind::LongText(1 << 20),
+            Some(Aggregate {
                 argument: Some(Expr::Column(index)),
                 function,
                 ..
@@ -1958,10 +1975,25 @@ fn describe_output(expr: &Expr, name: &str, compiler: &Compiler<'_>) -> OutputCo
             | crate::expr::Function::CharLength
             | crate::expr::Function::Locate
             | crate::expr::Function::DateDiff
-            | crate::expr::Function::Length,
+            | crate::expr::Function::Length
+            | crate::expr::Function::Sign
+            | crate::expr::Function::Ascii
+            | crate::expr::Function::FindInSet
+            | crate::expr::Function::Field
+            | crate::expr::Function::StrCmp
+            | crate::expr::Function::TimestampDiff(_),
             _,
         ) => ColumnKind::BigInt { unsigned: false },
-        Expr::Function(crate::expr::Function::DateOf, _) => ColumnKind::Date,
+        Expr::Function(
+            crate::expr::Function::Math(_)
+            | crate::expr::Function::Log
+            | crate::expr::Function::Power,
+            _,
+        ) => ColumnKind::Double,
+        Expr::Function(crate::expr::Function::DateOf | crate::expr::Function::LastDay, _) => {
+            ColumnKind::Date
+        }
+        Expr::Function(crate::expr::Function::FromUnixTime, _) => ColumnKind::DateTime(0),
         Expr::Function(crate::expr::Function::Cast(target), _) => {
             use crate::functions::CastTarget as C;
             match target {

@@ -1,0 +1,136 @@
+//! Numeric functions past arithmetic and rounding: SQRT, EXP, LN, LOG,
+//! LOG2, LOG10, POW and SIGN, as MySQL computes them: doubles, NULL where
+//! the function is undefined (SQRT of a negative, LN of 0), error 1690
+//! where the result is too large for a double.
+
+use crate::error::{codes, SqlError, SqlResult};
+use crate::value::{self, Value};
+
+/// A function of one number giving a double.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MathFunction {
+    /// SQRT.
+    SquareRoot,
+    /// EXP.
+    Exponential,
+    /// LN, and LOG of one argument.
+    NaturalLog,
+    /// LOG2.
+    Log2,
+    /// LOG10.
+    Log10,
+}
+
+impl MathFunction {
+    /// Its name, for messages.
+    fn name(self) -> &'static str {
+        match self {
+            MathFunction::SquareRoot => "sqrt",
+            MathFunction::Exponential => "exp",
+            MathFunction::NaturalLog => "ln",
+            MathFunction::Log2 => "log2",
+            MathFunction::Log10 => "log10",
+        }
+    }
+}
+
+/// `function(x)`.
+pub fn unary(function: MathFunction, x: &Value) -> SqlResult<Value> {
+    if x.is_null() {
+        return Ok(Value::Null);
+    }
+    let x = value::to_f64(x);
+    let result = match function {
+        MathFunction::SquareRoot => (x >= 0.0).then(|| x.sqrt()),
+        MathFunction::Exponential => Some(x.exp()),
+        MathFunction::NaturalLog => (x > 0.0).then(|| x.ln()),
+        MathFunction::Log2 => (x > 0.0).then(|| x.log2()),
+        MathFunction::Log10 => (x > 0.0).then(|| x.log10()),
+    };
+    double(result, || format!("{}({x})", function.name()))
+}
+
+/// LOG(base, x): NULL for a base that is not above 0 or is 1, or an x
+/// that is not above 0.
+pub fn log(base: &Value, x: &Value) -> SqlResult<Value> {
+    if base.is_null() || x.is_null() {
+        return Ok(Value::Null);
+    }
+    let (base, x) = (value::to_f64(base), value::to_f64(x));
+    let defined = base > 0.0 && base != 1.0 && x > 0.0;
+    double(defined.then(|| x.ln() / base.ln()), || {
+        format!("log({base},{x})")
+    })
+}
+
+/// POW(x, y): NULL where it is not a real number (a negative base to a
+/// fractional power).
+pub fn power(x: &Value, y: &Value) -> SqlResult<Value> {
+    if x.is_null() || y.is_null() {
+        return Ok(Value::Null);
+    }
+    let (x, y) = (value::to_f64(x), value::to_f64(y));
+    let result = x.powf(y);
+    double((!result.is_nan()).then_some(result), || {
+        format!("pow({x},{y})")
+    })
+}
+
+/// SIGN(x): -1, 0 or 1.
+pub fn sign(x: &Value) -> Value {
+    if x.is_null() {
+        return Value::Null;
+    }
+    let x = value::to_f64(x);
+    Value::Int(if x > 0.0 {
+        1
+    } else if x < 0.0 {
+        -1
+    } else {
+        0
+    })
+}
+
+/// A double result: NULL when undefined (`None`), error 1690 when it
+/// overflowed, naming `expression` as MySQL does.
+fn double(result: Option<f64>, expression: impl FnOnce() -> String) -> SqlResult<Value> {
+    match result {
+        None => Ok(Value::Null),
+        Some(result) if result.is_finite() => Ok(Value::Double(result)),
+        Some(_) => Err(SqlError::new(
+            codes::DATA_OUT_OF_RANGE,
+            format!("DOUBLE value is out of range in '{}'", expression()),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn undefined_is_null_and_overflow_an_error() {
+        let f = |x: f64| Value::Double(x);
+        assert_eq!(unary(MathFunction::SquareRoot, &f(16.0)).unwrap(), f(4.0));
+        assert_eq!(
+            unary(MathFunction::SquareRoot, &f(-1.0)).unwrap(),
+            Value::Null
+        );
+        assert_eq!(
+            unary(MathFunction::NaturalLog, &Value::Int(0)).unwrap(),
+            Value::Null
+        );
+        assert_eq!(unary(MathFunction::Log2, &Value::Int(8)).unwrap(), f(3.0));
+        assert_eq!(log(&Value::Int(1), &Value::Int(100)).unwrap(), Value::Null);
+        assert_eq!(log(&Value::Int(10), &Value::Int(100)).unwrap(), f(2.0));
+        assert_eq!(power(&Value::Int(2), &Value::Int(10)).unwrap(), f(1024.0));
+        assert_eq!(power(&Value::Int(-8), &f(0.5)).unwrap(), Value::Null);
+        let overflow = unary(MathFunction::Exponential, &Value::Int(1000)).unwrap_err();
+        assert_eq!(overflow.code, codes::DATA_OUT_OF_RANGE);
+        assert_eq!(sign(&Value::Int(-7)), Value::Int(-1));
+        assert_eq!(
+            unary(MathFunction::Exponential, &Value::Null).unwrap(),
+            Value::Null
+        );
+    }
+}
