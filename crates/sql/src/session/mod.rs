@@ -64,6 +64,10 @@ pub struct Session {
     autocommit: bool,
     /// Inside BEGIN ... COMMIT (or with autocommit off).
     explicit: bool,
+    /// The open transaction's savepoints, oldest first (design 0027,
+    /// "Transactions": kept as names; ROLLBACK TO one rolls the whole
+    /// transaction back).
+    savepoints: Vec<String>,
     transaction: Option<Transaction<'static>>,
     variables: HashMap<String, Value>,
     user_variables: HashMap<String, Value>,
@@ -196,6 +200,7 @@ impl Session {
             database: None,
             autocommit: true,
             explicit: false,
+            savepoints: Vec::new(),
             transaction: None,
             variables: HashMap::new(),
             user_variables: HashMap::new(),
@@ -509,6 +514,7 @@ impl Session {
             let _ = transaction.rollback();
         }
         self.explicit = false;
+        self.savepoints.clear();
         self.reads_in_transaction = false;
     }
 
@@ -725,10 +731,47 @@ impl Session {
                 self.explicit = !self.autocommit;
                 Ok(Response::ok())
             }
+            S::Savepoint { name } => {
+                // Outside a transaction a savepoint ends with the
+                // statement, as MySQL's.
+                if self.explicit || !self.autocommit {
+                    self.savepoints
+                        .retain(|s| !s.eq_ignore_ascii_case(&name.value));
+                    self.savepoints.push(name.value.clone());
+                }
+                Ok(Response::ok())
+            }
+            S::ReleaseSavepoint { name } => {
+                let at = self.savepoint(&name.value)?;
+                self.savepoints.truncate(at);
+                Ok(Response::ok())
+            }
+            S::Rollback {
+                savepoint: Some(name),
+                ..
+            } => {
+                self.savepoint(&name.value)?;
+                // The cluster cannot undo part of a transaction: all of it
+                // rolls back, and the error says so (as NDB's engine
+                // refuses a partial rollback), never leaving the writes
+                // after the savepoint to commit.
+                self.reads_in_transaction = false;
+                self.savepoints.clear();
+                if let Some(mut transaction) = self.transaction.take() {
+                    let _ = transaction.rollback();
+                    self.statistics().rollbacks.fetch_add(1, Ordering::Relaxed);
+                }
+                self.explicit = !self.autocommit;
+                Err(SqlError::unsupported(format!(
+                    "ROLLBACK TO SAVEPOINT {} (the transaction was rolled back)",
+                    name.value
+                )))
+            }
             S::Rollback {
                 savepoint: None, ..
             } => {
                 self.reads_in_transaction = false;
+                self.savepoints.clear();
                 if let Some(mut transaction) = self.transaction.take() {
                     let _ = transaction.rollback();
                     self.statistics().rollbacks.fetch_add(1, Ordering::Relaxed);
@@ -976,10 +1019,25 @@ impl Session {
             .ok_or_else(|| SqlError::new(codes::NO_DB, "No database selected"))
     }
 
+    /// The position of savepoint `name` among the transaction's: 1305
+    /// when it has none of that name.
+    fn savepoint(&self, name: &str) -> SqlResult<usize> {
+        self.savepoints
+            .iter()
+            .position(|s| s.eq_ignore_ascii_case(name))
+            .ok_or_else(|| {
+                SqlError::new(
+                    codes::SP_DOES_NOT_EXIST,
+                    format!("SAVEPOINT {name} does not exist"),
+                )
+            })
+    }
+
     /// Commits the open transaction (BEGIN, COMMIT, DDL and SET autocommit
     /// do, as MySQL's implicit commit).
     fn commit_open(&mut self) -> SqlResult<()> {
         self.reads_in_transaction = false;
+        self.savepoints.clear();
         let Some(mut transaction) = self.transaction.take() else {
             return Ok(());
         };
@@ -1275,6 +1333,7 @@ impl Session {
                         // is out of the transaction; the error says so.
                         self.explicit = !self.autocommit;
                         self.reads_in_transaction = false;
+                        self.savepoints.clear();
                         return result.map_err(|mut error| {
                             error.message.push_str(" (the transaction was rolled back)");
                             error
