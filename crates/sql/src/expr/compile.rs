@@ -888,6 +888,30 @@ impl<'a> Compiler<'a> {
             "FIELD" if compiled.len() >= 2 => Function::Field,
             "ELT" if compiled.len() >= 2 => Function::Element,
             "STRCMP" => arity(2).map(|_| Function::StrCmp)?,
+            "RAND" => {
+                let start = function
+                    .name
+                    .0
+                    .first()
+                    .and_then(|part| part.as_ident())
+                    .map_or((0, 0), |ident| {
+                        (ident.span.start.line, ident.span.start.column)
+                    });
+                let seeded = |seed: i64| {
+                    session(SessionValue::Random(Some(super::RandomSeed {
+                        seed,
+                        at: start,
+                    })))
+                };
+                return match compiled.as_slice() {
+                    [] => session(SessionValue::Random(None)),
+                    [Expr::Literal(Value::Int(seed))] => seeded(*seed),
+                    [Expr::Literal(Value::UInt(seed))] => seeded(*seed as i64),
+                    [_] => Err(SqlError::unsupported("RAND of a seed that is not a number")),
+                    _ => Err(wrong_arguments(&name)),
+                };
+            }
+            "UUID" => return arity(0).and(session(SessionValue::Uuid)),
             "DATEDIFF" => arity(2).map(|_| Function::DateDiff)?,
             "UNIX_TIMESTAMP" if compiled.is_empty() => {
                 return Ok(Expr::Function(

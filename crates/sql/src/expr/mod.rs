@@ -138,6 +138,16 @@ pub fn parameter_order_of(placeholders: &[(u64, u64)]) -> Vec<usize> {
     order
 }
 
+/// A RAND(n)'s seed and where it stands in the statement's text (which
+/// tells two RAND(n) of one statement apart).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RandomSeed {
+    /// n.
+    pub seed: i64,
+    /// The line and column of the call.
+    pub at: (u64, u64),
+}
+
 /// What a session answers for an expression.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SessionValue {
@@ -171,6 +181,14 @@ pub enum SessionValue {
     Today,
     /// CURTIME(), CURRENT_TIME.
     TimeOfDay,
+    /// RAND(), or RAND(n) with a constant seed: the next value of the
+    /// session's generator, or of this RAND(n)'s own generator, seeded
+    /// with n when the statement first calls it (as MySQL's: each RAND(n)
+    /// of a statement its own sequence). A new value each evaluation:
+    /// never a constant.
+    Random(Option<RandomSeed>),
+    /// UUID(): a new version-1 UUID each evaluation.
+    Uuid,
 }
 
 /// A scalar function.
@@ -419,6 +437,8 @@ impl Expr {
             Expr::Subquery {
                 correlated: true, ..
             } => false,
+            // A new value each row: `WHERE RAND() < 0.1` samples rows.
+            Expr::Session(SessionValue::Random(_) | SessionValue::Uuid) => false,
             _ => {
                 let mut constant = true;
                 self.for_each_child(&mut |child| constant &= child.is_constant());

@@ -91,6 +91,43 @@ pub fn sign(x: &Value) -> Value {
     })
 }
 
+/// MySQL's RAND() generator (`my_rnd`): RAND(n) gives the same sequence
+/// as MySQL's and MariaDB's for the same n.
+#[derive(Clone, Copy, Debug)]
+pub struct MySqlRandom {
+    seed1: u64,
+    seed2: u64,
+}
+
+/// The generator's modulus.
+const RANDOM_MAX: u64 = 0x3FFF_FFFF;
+
+impl MySqlRandom {
+    /// Seeded as RAND(n) seeds it: from n's low 32 bits.
+    pub fn seeded(n: i64) -> MySqlRandom {
+        let n = n as u32;
+        MySqlRandom::from_seeds(
+            n.wrapping_mul(0x10001).wrapping_add(55_555_555) as u64,
+            n.wrapping_mul(0x1000_0001) as u64,
+        )
+    }
+
+    /// Seeded from two values (a session's: random ones).
+    pub fn from_seeds(seed1: u64, seed2: u64) -> MySqlRandom {
+        MySqlRandom {
+            seed1: seed1 % RANDOM_MAX,
+            seed2: seed2 % RANDOM_MAX,
+        }
+    }
+
+    /// The next value, at least 0 and below 1.
+    pub fn next_f64(&mut self) -> f64 {
+        self.seed1 = (self.seed1 * 3 + self.seed2) % RANDOM_MAX;
+        self.seed2 = (self.seed1 + self.seed2 + 33) % RANDOM_MAX;
+        self.seed1 as f64 / RANDOM_MAX as f64
+    }
+}
+
 /// A double result: NULL when undefined (`None`), error 1690 when it
 /// overflowed, naming `expression` as MySQL does.
 fn double(result: Option<f64>, expression: impl FnOnce() -> String) -> SqlResult<Value> {

@@ -107,6 +107,20 @@ pub fn digest(kind: DigestKind, s: &Value, bits: Option<&Value>) -> Value {
     Value::from(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
 }
 
+/// A version-1 UUID's text for `unix_ticks` (100 ns since 1970) with
+/// `noise` for its clock sequence and node (the node's multicast bit set,
+/// as for a node that is no network card's address).
+pub fn uuid_v1(unix_ticks: u64, noise: u64) -> String {
+    // 100 ns intervals from 1582-10-15 to 1970-01-01.
+    let ticks = unix_ticks.wrapping_add(0x01B2_1DD2_1381_4000);
+    let time_low = ticks & 0xFFFF_FFFF;
+    let time_mid = (ticks >> 32) & 0xFFFF;
+    let time_high = ((ticks >> 48) & 0x0FFF) | 0x1000;
+    let clock_sequence = ((noise >> 48) & 0x3FFF) | 0x8000;
+    let node = (noise & 0xFFFF_FFFF_FFFF) | 0x0100_0000_0000;
+    format!("{time_low:08x}-{time_mid:04x}-{time_high:04x}-{clock_sequence:04x}-{node:012x}")
+}
+
 /// ASCII(s): its first byte, 0 for ''.
 pub fn ascii(s: &Value) -> Value {
     match text(s) {

@@ -1970,6 +1970,8 @@ fn describe_output(expr: &Expr, name: &str, compiler: &Compiler<'_>) -> OutputCo
         Expr::Session(crate::expr::SessionValue::UtcNow) => ColumnKind::DateTime(0),
         Expr::Session(crate::expr::SessionValue::Today) => ColumnKind::Date,
         Expr::Session(crate::expr::SessionValue::TimeOfDay) => ColumnKind::Time(0),
+        Expr::Session(crate::expr::SessionValue::Random(_)) => ColumnKind::Double,
+        Expr::Session(crate::expr::SessionValue::Uuid) => ColumnKind::Text(36),
         Expr::Function(
             crate::expr::Function::DatePart(_)
             | crate::expr::Function::CharLength

@@ -104,6 +104,15 @@ pub struct Session {
     /// When the running statement began: NOW() is the same all through
     /// it, as MySQL's.
     statement_started: std::time::SystemTime,
+    /// RAND()'s generator, seeded from the process's randomness when the
+    /// session begins (the SQL node is at the edge: no block's
+    /// determinism is at stake).
+    random: std::cell::Cell<crate::functions::math::MySqlRandom>,
+    /// The running statement's RAND(n) generators, one per call.
+    seeded_random:
+        std::cell::RefCell<HashMap<crate::expr::RandomSeed, crate::functions::math::MySqlRandom>>,
+    /// UUID()'s last timestamp, so that two in one tick differ.
+    uuid_last: std::cell::Cell<u64>,
     /// The account it logged in as.
     account: Account,
     /// What the account was granted, as read at `grants_read`.
@@ -206,6 +215,9 @@ impl Session {
             user_variables: HashMap::new(),
             zone: 0,
             statement_started: std::time::SystemTime::now(),
+            random: std::cell::Cell::new(entropy_random()),
+            seeded_random: std::cell::RefCell::new(HashMap::new()),
+            uuid_last: std::cell::Cell::new(0),
             last_insert_id: 0,
             insert_id_set: std::cell::Cell::new(None),
             last_statement_failed: false,
@@ -530,6 +542,7 @@ impl Session {
         // A KILL QUERY that came between statements stops nothing.
         self.interrupt.store(false, Ordering::Relaxed);
         self.statement_started = std::time::SystemTime::now();
+        self.seeded_random.borrow_mut().clear();
         // SHOW STATUS reports the last data statement's counts: only a
         // data statement replaces them.
         self.insert_id_set.set(None);
@@ -1545,6 +1558,18 @@ fn reads_of(select: &crate::plan::SelectPlan, checks: &mut Vec<Check>) {
     for (part, _) in select.union.iter().flat_map(|union| &union.parts) {
         reads_of(part, checks);
     }
+}
+
+/// A RAND() generator seeded from the process's randomness (std's
+/// per-hasher random keys).
+fn entropy_random() -> crate::functions::math::MySqlRandom {
+    use std::hash::{BuildHasher, Hasher};
+    let seed = |salt: u64| {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u64(salt);
+        hasher.finish()
+    };
+    crate::functions::math::MySqlRandom::from_seeds(seed(1), seed(2))
 }
 
 /// A one-part name as written, its quotes off (`shop`, `` `shop` ``).

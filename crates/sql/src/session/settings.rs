@@ -189,6 +189,32 @@ impl Session {
             SessionValue::TimeOfDay => {
                 crate::functions::time_of_day(self.statement_started, self.zone)
             }
+            SessionValue::Random(None) => {
+                let mut random = self.random.get();
+                let next = random.next_f64();
+                self.random.set(random);
+                Value::Double(next)
+            }
+            SessionValue::Random(Some(call)) => Value::Double(
+                self.seeded_random
+                    .borrow_mut()
+                    .entry(*call)
+                    .or_insert_with(|| crate::functions::math::MySqlRandom::seeded(call.seed))
+                    .next_f64(),
+            ),
+            SessionValue::Uuid => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |since| since.as_nanos() as u64 / 100);
+                let ticks = now.max(self.uuid_last.get() + 1);
+                self.uuid_last.set(ticks);
+                let mut random = self.random.get();
+                let (a, b) = (random.next_f64(), random.next_f64());
+                self.random.set(random);
+                let noise =
+                    ((a * (1u64 << 32) as f64) as u64) << 32 | (b * (1u64 << 32) as f64) as u64;
+                Value::from(crate::functions::strings::uuid_v1(ticks, noise))
+            }
         })
     }
 
