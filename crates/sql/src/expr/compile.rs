@@ -681,6 +681,17 @@ impl<'a> Compiler<'a> {
 
     fn function(&mut self, function: &ast::Function) -> SqlResult<Expr> {
         let name = function.name.to_string().to_ascii_uppercase();
+        // What the parser takes around a call and nothing here computes
+        // is refused, never ignored: `SUM(x) OVER ()` summed as a group
+        // would be a wrong answer, not an error.
+        if function.over.is_some()
+            || function.filter.is_some()
+            || function.null_treatment.is_some()
+            || !function.within_group.is_empty()
+            || !matches!(function.parameters, ast::FunctionArguments::None)
+        {
+            return Err(SqlError::unsupported(format!("{function}")));
+        }
         let mut clauses: &[ast::FunctionArgumentClause] = &[];
         let (args, distinct, star) = match &function.args {
             ast::FunctionArguments::None => (Vec::new(), false, false),
