@@ -83,7 +83,7 @@ fn expression(random: &mut Random, depth: u32, qualified: bool) -> String {
     }
     let a = expression(random, depth - 1, qualified);
     let b = expression(random, depth - 1, qualified);
-    match random.below(16) {
+    match random.below(17) {
         0 => format!("{a} + {b}"),
         1 => format!("{a} * {b}"),
         2 => format!("{a} / {b}"),
@@ -133,7 +133,7 @@ fn expression(random: &mut Random, depth: u32, qualified: bool) -> String {
 
 fn statement(random: &mut Random) -> String {
     let table = random.pick(&TABLES);
-    match random.below(16) {
+    match random.below(17) {
         0..=3 => {
             let select = expression(random, 2, false);
             let filter = expression(random, 2, false);
@@ -248,6 +248,17 @@ fn statement(random: &mut Random) -> String {
                 _ => format!("SELECT id FROM {table} WHERE {joined} IN (SELECT v FROM ({inner}) AS d)"),
             }
         }
+        15 => format!(
+            "SELECT id, {}() OVER (PARTITION BY {} ORDER BY {} DESC), SUM({}) OVER (ORDER BY id), \
+             LAG({}) OVER (ORDER BY {}) FROM {table} WHERE {} ORDER BY 2 LIMIT 5",
+            random.pick(&["ROW_NUMBER", "RANK", "DENSE_RANK"]),
+            column(random, false),
+            column(random, false),
+            column(random, false),
+            column(random, false),
+            column(random, false),
+            expression(random, 1, false)
+        ),
         _ => format!(
             "SELECT (SELECT MAX({}) FROM b WHERE b.k = a.k), COUNT(DISTINCT {}) FROM a GROUP BY a.id",
             random.pick(&COLUMNS),

@@ -87,6 +87,9 @@ pub mod codes {
     /// A common table expression's column list and SELECT list differ
     /// in length.
     pub const VIEW_WRONG_LIST: u16 = 1353;
+    /// A window function where none may stand (WHERE, HAVING, GROUP BY),
+    /// or inside another.
+    pub const WINDOW_INVALID_USE: u16 = 3593;
     /// A derived table without an alias.
     pub const DERIVED_MUST_HAVE_ALIAS: u16 = 1248;
     /// Duplicate key name.

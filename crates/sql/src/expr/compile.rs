@@ -6,7 +6,7 @@
 
 use super::{
     fraction_digits, one_column, parameter_order_of, Aggregate, AggregateFunction, Expr, Function,
-    GroupConcat, SessionValue, SubqueryTest,
+    GroupConcat, SessionValue, SubqueryTest, WindowFunction, WindowKind,
 };
 use crate::catalog::SqlTable;
 use crate::error::{codes, SqlError, SqlResult};
@@ -68,6 +68,8 @@ pub struct Compiler<'a> {
     placeholders: Vec<(u64, u64)>,
     /// Aggregates are allowed and collected here.
     aggregates: Option<Vec<Aggregate>>,
+    /// The window functions met, by slot (allowed where aggregates are).
+    windows: Vec<WindowFunction>,
     /// Where in the statement the compiler is, for messages.
     pub place: &'static str,
 }
@@ -99,6 +101,7 @@ impl<'a> Compiler<'a> {
             ctes: crate::plan::Ctes::default(),
             placeholders: Vec::new(),
             aggregates: None,
+            windows: Vec::new(),
             place: "field list",
         }
     }
@@ -156,6 +159,80 @@ impl<'a> Compiler<'a> {
             correlated: false,
         });
         self.subqueries.len() - 1
+    }
+
+    /// `name(args) OVER (...)`, in a window slot of its own: allowed where
+    /// aggregates are (the select list, ORDER BY), its arguments,
+    /// PARTITION BY and ORDER BY over the (grouped) row, aggregates in
+    /// them allowed, another window function not.
+    fn window_function(
+        &mut self,
+        name: &str,
+        args: &[&ast::Expr],
+        star: bool,
+        over: &ast::WindowType,
+    ) -> SqlResult<Expr> {
+        if self.aggregates.is_none() {
+            return Err(SqlError::new(
+                codes::WINDOW_INVALID_USE,
+                format!("You cannot use the window function '{name}' in this context."),
+            ));
+        }
+        let ast::WindowType::WindowSpec(spec) = over else {
+            return Err(SqlError::unsupported("named windows"));
+        };
+        if spec.window_name.is_some() || spec.window_frame.is_some() {
+            return Err(SqlError::unsupported(format!(
+                "a window frame: OVER ({spec})"
+            )));
+        }
+        let kind = match (name, args.len(), star) {
+            ("ROW_NUMBER", 0, false) => WindowKind::RowNumber,
+            ("RANK", 0, false) => WindowKind::Rank,
+            ("DENSE_RANK", 0, false) => WindowKind::DenseRank,
+            ("LAG", 1..=3, false) => WindowKind::Lag,
+            ("LEAD", 1..=3, false) => WindowKind::Lead,
+            ("COUNT", 0, true) => WindowKind::Aggregate(AggregateFunction::CountRows),
+            ("COUNT", 1, false) => WindowKind::Aggregate(AggregateFunction::Count),
+            ("SUM", 1, false) => WindowKind::Aggregate(AggregateFunction::Sum),
+            ("AVG", 1, false) => WindowKind::Aggregate(AggregateFunction::Average),
+            ("MIN", 1, false) => WindowKind::Aggregate(AggregateFunction::Min),
+            ("MAX", 1, false) => WindowKind::Aggregate(AggregateFunction::Max),
+            (
+                "ROW_NUMBER" | "RANK" | "DENSE_RANK" | "LAG" | "LEAD" | "COUNT" | "SUM" | "AVG"
+                | "MIN" | "MAX",
+                _,
+                _,
+            ) => return Err(wrong_arguments(name)),
+            _ => return Err(SqlError::unsupported(format!("the window function {name}"))),
+        };
+        let before = self.windows.len();
+        let arguments = args
+            .iter()
+            .map(|a| self.compile(a))
+            .collect::<SqlResult<Vec<_>>>()?;
+        let partition_by = spec
+            .partition_by
+            .iter()
+            .map(|e| self.compile(e))
+            .collect::<SqlResult<Vec<_>>>()?;
+        let mut order_by = Vec::with_capacity(spec.order_by.len());
+        for item in &spec.order_by {
+            order_by.push((self.compile(&item.expr)?, item.options.asc == Some(false)));
+        }
+        if self.windows.len() != before {
+            return Err(SqlError::new(
+                codes::WINDOW_INVALID_USE,
+                format!("You cannot nest a window function in the window function '{name}'."),
+            ));
+        }
+        self.windows.push(WindowFunction {
+            kind,
+            arguments,
+            partition_by,
+            order_by,
+        });
+        Ok(Expr::Window(self.windows.len() - 1))
     }
 
     /// An aggregate's argument and, for GROUP_CONCAT, its ORDER BY and
@@ -280,6 +357,16 @@ impl<'a> Compiler<'a> {
     /// Allows aggregates again, with `aggregates` as those met so far.
     pub fn set_aggregates(&mut self, aggregates: Vec<Aggregate>) {
         self.aggregates = Some(aggregates);
+    }
+
+    /// Takes the window functions met.
+    pub fn take_windows(&mut self) -> Vec<WindowFunction> {
+        std::mem::take(&mut self.windows)
+    }
+
+    /// The window function in `slot`.
+    pub fn window(&self, slot: usize) -> Option<&WindowFunction> {
+        self.windows.get(slot)
     }
 
     /// The aggregate in `slot`.
@@ -684,8 +771,7 @@ impl<'a> Compiler<'a> {
         // What the parser takes around a call and nothing here computes
         // is refused, never ignored: `SUM(x) OVER ()` summed as a group
         // would be a wrong answer, not an error.
-        if function.over.is_some()
-            || function.filter.is_some()
+        if function.filter.is_some()
             || function.null_treatment.is_some()
             || !function.within_group.is_empty()
             || !matches!(function.parameters, ast::FunctionArguments::None)
@@ -714,6 +800,12 @@ impl<'a> Compiler<'a> {
             }
             ast::FunctionArguments::Subquery(_) => return Err(SqlError::unsupported("subqueries")),
         };
+        if let Some(over) = &function.over {
+            if !clauses.is_empty() || distinct {
+                return Err(SqlError::unsupported(format!("{function}")));
+            }
+            return self.window_function(&name, &args, star, over);
+        }
         if !clauses.is_empty() && name != "GROUP_CONCAT" {
             return Err(SqlError::unsupported(format!("{function}")));
         }

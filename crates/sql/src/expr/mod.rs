@@ -81,6 +81,11 @@ pub enum Expr {
     Function(Function, Vec<Expr>),
     /// The result of the aggregate in this slot.
     Aggregate(usize),
+    /// The result of the window function in this slot: only while the
+    /// query compiles, which then reads it as the aggregate slot after
+    /// its aggregates' (`plan`: window values are appended to each row's
+    /// aggregate results).
+    Window(usize),
     /// A column of an earlier table of a join, in a later table's access
     /// path: a constant for each row of the earlier tables, bound to its
     /// value (`bind_outer`) before the path is used. In a subquery, a
@@ -330,6 +335,41 @@ pub enum AggregateFunction {
     GroupConcat,
 }
 
+/// A window function of a query: `f(...) OVER (PARTITION BY ... ORDER BY
+/// ...)`, computed over the query's rows once they are grouped and
+/// HAVING has kept them (docs/design/0029-joins-and-grouping.md,
+/// "Window functions").
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowFunction {
+    /// What it computes.
+    pub kind: WindowKind,
+    /// Its arguments, over the (grouped) row.
+    pub arguments: Vec<Expr>,
+    /// PARTITION BY.
+    pub partition_by: Vec<Expr>,
+    /// ORDER BY within the partition, descending.
+    pub order_by: Vec<(Expr, bool)>,
+}
+
+/// What a window function computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowKind {
+    /// ROW_NUMBER(): 1, 2, ... in the partition's order.
+    RowNumber,
+    /// RANK(): 1 + the rows before with other ORDER BY values (gaps).
+    Rank,
+    /// DENSE_RANK(): 1 + the distinct ORDER BY values before.
+    DenseRank,
+    /// LAG(x[, n[, default]]): x of the row n before.
+    Lag,
+    /// LEAD(x[, n[, default]]): x of the row n after.
+    Lead,
+    /// COUNT, SUM, AVG, MIN, MAX over the partition, or with ORDER BY
+    /// over the rows up to the current one and its peers (SQL's default
+    /// frame).
+    Aggregate(AggregateFunction),
+}
+
 /// GROUP_CONCAT's ORDER BY and SEPARATOR.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupConcat {
@@ -433,7 +473,7 @@ impl Expr {
     /// constant once its parameters are bound.
     pub fn is_constant(&self) -> bool {
         match self {
-            Expr::Column(_) | Expr::Aggregate(_) => false,
+            Expr::Column(_) | Expr::Aggregate(_) | Expr::Window(_) => false,
             Expr::Subquery {
                 correlated: true, ..
             } => false,
@@ -457,6 +497,7 @@ impl Expr {
             | Expr::Param(_)
             | Expr::Session(_)
             | Expr::Aggregate(_)
+            | Expr::Window(_)
             | Expr::Outer(_) => {}
             Expr::Not(e) | Expr::Negate(e) | Expr::IsNull(e, _) => visit(e),
             Expr::Arithmetic(_, a, b)
@@ -493,12 +534,13 @@ impl Expr {
         }
     }
 
-    /// The expression with each column (`Column` and `Outer`) replaced by
-    /// what `leaf` makes of it; `None` when `leaf` refuses one.
+    /// The expression with each column (`Column` and `Outer`) and window
+    /// result (`Window`) replaced by what `leaf` makes of it; `None` when
+    /// `leaf` refuses one.
     pub fn transform(&self, leaf: &mut dyn FnMut(&Expr) -> Option<Expr>) -> Option<Expr> {
         let mut boxed = |e: &Expr| e.transform(leaf).map(Box::new);
         Some(match self {
-            Expr::Column(_) | Expr::Outer(_) => return leaf(self),
+            Expr::Column(_) | Expr::Outer(_) | Expr::Window(_) => return leaf(self),
             Expr::Literal(_) | Expr::Param(_) | Expr::Session(_) | Expr::Aggregate(_) => {
                 self.clone()
             }
@@ -593,6 +635,12 @@ impl Expr {
                 return Err(SqlError::new(
                     codes::UNKNOWN_ERROR,
                     format!("internal: outer column {index} evaluated unbound"),
+                ))
+            }
+            Expr::Window(slot) => {
+                return Err(SqlError::new(
+                    codes::UNKNOWN_ERROR,
+                    format!("internal: window function {slot} evaluated before its query planned"),
                 ))
             }
             Expr::Not(e) => value::boolean(value::truth(&eval(e)?).map(|t| !t)),

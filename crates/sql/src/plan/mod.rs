@@ -173,6 +173,10 @@ pub struct SelectPlan {
     /// This SELECT is the first of a UNION: the others, and what is done
     /// with all their rows. `columns` are then the union's.
     pub union: Option<Box<UnionPlan>>,
+    /// Its window functions, by slot: each row's results follow its
+    /// aggregates' (`output` and `order_by` read window `w` as aggregate
+    /// slot `aggregates.len() + w`).
+    pub windows: Vec<crate::expr::WindowFunction>,
 }
 
 /// The parameter slots of a SELECT's `LIMIT ?` and `OFFSET ?`.
@@ -841,6 +845,25 @@ impl Ctes {
     }
 }
 
+/// The expressions a window function reads.
+fn window_exprs(window: &crate::expr::WindowFunction) -> impl Iterator<Item = &Expr> {
+    window
+        .arguments
+        .iter()
+        .chain(&window.partition_by)
+        .chain(window.order_by.iter().map(|(e, _)| e))
+}
+
+/// Whether `expr` reads a window function's result.
+fn reads_window(expr: &Expr) -> bool {
+    let mut found = false;
+    expr.transform(&mut |leaf| {
+        found |= matches!(leaf, Expr::Window(_));
+        Some(leaf.clone())
+    });
+    found
+}
+
 /// A FROM clause's table: the table, its alias, and a derived table's
 /// compiled query.
 type TableOf = (Arc<SqlTable>, Option<String>, Option<SelectPlan>);
@@ -1228,10 +1251,18 @@ pub(crate) fn select_plan(
         }
     }
     let aggregates = compiler.take_aggregates();
+    let windows = compiler.take_windows();
     let grouped = !aggregates.is_empty() || !group_by.is_empty();
     if grouped {
+        // A window function's arguments, partitions and order are over
+        // the grouped rows, as the select list is.
+        let read: Vec<Expr> = output
+            .iter()
+            .cloned()
+            .chain(windows.iter().flat_map(window_exprs).cloned())
+            .collect();
         check_grouping(
-            &output,
+            &read,
             having.as_ref(),
             &order_by,
             &group_by,
@@ -1239,6 +1270,26 @@ pub(crate) fn select_plan(
             &offsets,
         )?;
     }
+    if having.as_ref().is_some_and(reads_window) || filter.as_ref().is_some_and(reads_window) {
+        return Err(SqlError::new(
+            codes::WINDOW_INVALID_USE,
+            "You cannot use a window function in WHERE or HAVING.",
+        ));
+    }
+    // Window results are read as the aggregate slots after the
+    // aggregates' own: each row's aggregate results get them appended.
+    let window_slot = |expr: &Expr| {
+        expr.transform(&mut |leaf| match leaf {
+            Expr::Window(slot) => Some(Expr::Aggregate(aggregates.len() + slot)),
+            other => Some(other.clone()),
+        })
+        .expect("no leaf is refused")
+    };
+    let output: Vec<Expr> = output.iter().map(window_slot).collect();
+    let order_by: Vec<(Expr, bool)> = order_by
+        .iter()
+        .map(|(expr, descending)| (window_slot(expr), *descending))
+        .collect();
     let (limit, offset, limit_parameters) = select_limits(query, &mut compiler)?;
     let lock = match query.locks.first().map(|lock| &lock.lock_type) {
         None => LockMode::CommittedRead,
@@ -1272,6 +1323,12 @@ pub(crate) fn select_plan(
             .iter()
             .filter_map(|a| a.argument.as_ref())
             .for_each(&mut note);
+        aggregates
+            .iter()
+            .filter_map(|a| a.concat.as_deref())
+            .flat_map(|c| c.order_by.iter().map(|(e, _)| e))
+            .for_each(&mut note);
+        windows.iter().flat_map(window_exprs).for_each(&mut note);
     }
     // What the correlated subqueries read of this query's row.
     for subquery in compiler_subqueries_peek(&compiler) {
@@ -1362,7 +1419,7 @@ pub(crate) fn select_plan(
     let distinct = matches!(select.distinct, Some(ast::Distinct::Distinct));
     let scan_order = match (
         &table,
-        joins.is_empty() && !grouped && having.is_none() && !distinct,
+        joins.is_empty() && !grouped && having.is_none() && !distinct && windows.is_empty(),
     ) {
         (Some(table), true) => scan_order(table, &access, &order_by),
         _ => None,
@@ -1389,6 +1446,7 @@ pub(crate) fn select_plan(
         lock,
         needed,
         union: None,
+        windows,
     })
 }
 
@@ -1799,6 +1857,9 @@ impl SelectPlan {
         for (part, _) in self.union.iter().flat_map(|union| &union.parts) {
             part.visit_exprs(visit);
         }
+        for expr in self.windows.iter().flat_map(window_exprs) {
+            visit(expr);
+        }
     }
 
     /// The plan with `map` applied to every expression (its subqueries'
@@ -1828,6 +1889,14 @@ impl SelectPlan {
         if let Some(union) = &mut plan.union {
             for (part, _) in &mut union.parts {
                 *part = part.map_exprs(map);
+            }
+        }
+        for window in &mut plan.windows {
+            for expr in window.arguments.iter_mut().chain(&mut window.partition_by) {
+                *expr = map(expr);
+            }
+            for (expr, _) in &mut window.order_by {
+                *expr = map(expr);
             }
         }
         plan
@@ -1908,6 +1977,30 @@ fn describe_output(expr: &Expr, name: &str, compiler: &Compiler<'_>) -> OutputCo
             scale: x.scale(),
         },
         Expr::Literal(Value::Null) => ColumnKind::Null,
+        Expr::Window(slot) => {
+            use crate::expr::WindowKind as W;
+            match compiler.window(*slot) {
+                Some(window) => match window.kind {
+                    W::RowNumber
+                    | W::Rank
+                    | W::DenseRank
+                    | W::Aggregate(AggregateFunction::CountRows | AggregateFunction::Count) => {
+                        ColumnKind::BigInt { unsigned: false }
+                    }
+                    // The value of a row's argument: the argument's kind
+                    // (LAG's default may be of another: text then).
+                    W::Aggregate(AggregateFunction::Min | AggregateFunction::Max)
+                    | W::Lag
+                    | W::Lead
+                        if window.arguments.len() < 3 =>
+                    {
+                        return describe_output(&window.arguments[0], name, compiler)
+                    }
+                    _ => ColumnKind::Text(255),
+                },
+                None => ColumnKind::Text(255),
+            }
+        }
         Expr::Aggregate(slot) => match compiler.aggregate(*slot) {
             Some(Aggregate {
                 function: AggregateFunction::CountRows | AggregateFunction::Count,
