@@ -772,6 +772,22 @@ pub fn auto_increment_key(def: &TableDef) -> u64 {
 }
 
 /// A definition with nothing in it, to fill with `..`.
+/// The cluster definition of a table whose rows the SQL node makes (an
+/// information_schema view, a derived table): `columns`, and the key a
+/// definition needs, never used (such a table is read whole).
+pub fn made_table_def(name: String, columns: &[SqlColumn]) -> TableDef {
+    TableDef {
+        name,
+        columns: columns
+            .iter()
+            .enumerate()
+            .map(|(index, c)| ColumnDef::new(&c.name, c.storage(), index != 0))
+            .collect(),
+        primary_key: vec![0],
+        ..empty_def()
+    }
+}
+
 pub fn empty_def() -> TableDef {
     TableDef {
         id: 0,

@@ -13,7 +13,6 @@ use crate::catalog::{Catalog, SqlColumn, SqlTable};
 use crate::error::SqlResult;
 use crate::types::SqlType;
 use crate::value::Value;
-use client::{ColumnDef, TableDef};
 use std::sync::Arc;
 
 /// The database's name.
@@ -303,17 +302,7 @@ pub fn table(name: &str) -> Option<Arc<SqlTable>> {
             auto_increment: false,
         })
         .collect();
-    let def = TableDef {
-        name: format!("{NAME}/{canonical}"),
-        // The key a definition needs (never used: a view is read whole).
-        columns: columns
-            .iter()
-            .enumerate()
-            .map(|(index, c)| ColumnDef::new(&c.name, c.storage(), index != 0))
-            .collect(),
-        primary_key: vec![0],
-        ..crate::catalog::empty_def()
-    };
+    let def = crate::catalog::made_table_def(format!("{NAME}/{canonical}"), &columns);
     Some(Arc::new(SqlTable {
         database: NAME.to_string(),
         name: canonical.to_string(),

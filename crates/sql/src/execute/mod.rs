@@ -306,18 +306,12 @@ fn union_rows(first: &SelectPlan, union: &UnionPlan, run: &mut Run<'_>) -> SqlRe
     }
     if !union.order_by.is_empty() {
         rows.sort_by(|a, b| {
-            for &(column, descending) in &union.order_by {
-                let ordering = value::order(&a[column], &b[column]);
-                let ordering = if descending {
-                    ordering.reverse()
-                } else {
-                    ordering
-                };
-                if ordering != Ordering::Equal {
-                    return ordering;
-                }
-            }
-            Ordering::Equal
+            compare_in_order(
+                union
+                    .order_by
+                    .iter()
+                    .map(|&(column, descending)| (&a[column], &b[column], descending)),
+            )
         });
     }
     let offset = (union.offset as usize).min(rows.len());
@@ -923,9 +917,20 @@ fn compare_sort_keys<'a>(
     b: &[Value],
     descending: impl IntoIterator<Item = &'a bool>,
 ) -> Ordering {
-    for ((x, y), descending) in a.iter().zip(b).zip(descending) {
+    compare_in_order(
+        a.iter()
+            .zip(b)
+            .zip(descending)
+            .map(|((x, y), descending)| (x, y, *descending)),
+    )
+}
+
+/// The first unequal pair's order, reversed where it is descending
+/// (`Equal` when every pair is).
+fn compare_in_order<'a>(pairs: impl Iterator<Item = (&'a Value, &'a Value, bool)>) -> Ordering {
+    for (x, y, descending) in pairs {
         let ordering = value::order(x, y);
-        let ordering = if *descending {
+        let ordering = if descending {
             ordering.reverse()
         } else {
             ordering

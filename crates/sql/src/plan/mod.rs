@@ -16,7 +16,6 @@ use crate::result::{ColumnKind, OutputColumn};
 use crate::types::SqlType;
 use crate::value::Arithmetic;
 use crate::value::Value;
-use client::{ColumnDef, TableDef};
 use client::{CompareOp, LockMode};
 use sqlparser::ast;
 use std::sync::Arc;
@@ -856,9 +855,15 @@ fn window_exprs(window: &crate::expr::WindowFunction) -> impl Iterator<Item = &E
 
 /// Whether `expr` reads a window function's result.
 fn reads_window(expr: &Expr) -> bool {
+    has_leaf(expr, |leaf| matches!(leaf, Expr::Window(_)))
+}
+
+/// Whether `expr` has a leaf (a column, an earlier table's column, a
+/// window result) that `wanted` picks.
+fn has_leaf(expr: &Expr, wanted: impl Fn(&Expr) -> bool) -> bool {
     let mut found = false;
     expr.transform(&mut |leaf| {
-        found |= matches!(leaf, Expr::Window(_));
+        found |= wanted(leaf);
         Some(leaf.clone())
     });
     found
@@ -892,21 +897,13 @@ fn derived_table(alias: &str, plan: &SelectPlan, slot: usize) -> SqlResult<Arc<S
             auto_increment: false,
         });
     }
-    let def = TableDef {
-        name: alias.to_string(),
-        // The key a definition needs (never used: the rows are read whole).
-        columns: columns
-            .iter()
-            .enumerate()
-            .map(|(index, c)| ColumnDef::new(&c.name, c.storage(), index != 0))
-            .collect(),
-        primary_key: vec![0],
-        ..crate::catalog::empty_def()
-    };
     Ok(Arc::new(SqlTable {
         database: String::new(),
         name: alias.to_string(),
-        table: Arc::new(client::Table::new(def)),
+        table: Arc::new(client::Table::new(crate::catalog::made_table_def(
+            alias.to_string(),
+            &columns,
+        ))),
         columns,
         auto_increment: None,
         declared: true,
@@ -945,12 +942,7 @@ fn localize(expr: &Expr, offset: usize, width: usize) -> Option<Expr> {
 
 /// Whether `expr` reads an earlier table's column (`Outer`).
 fn reads_outer(expr: &Expr) -> bool {
-    let mut found = false;
-    expr.transform(&mut |leaf| {
-        found |= matches!(leaf, Expr::Outer(_));
-        Some(leaf.clone())
-    });
-    found
+    has_leaf(expr, |leaf| matches!(leaf, Expr::Outer(_)))
 }
 
 /// The highest column `expr` reads, if any.

@@ -768,13 +768,7 @@ impl Session {
                 // rolls back, and the error says so (as NDB's engine
                 // refuses a partial rollback), never leaving the writes
                 // after the savepoint to commit.
-                self.reads_in_transaction = false;
-                self.savepoints.clear();
-                if let Some(mut transaction) = self.transaction.take() {
-                    let _ = transaction.rollback();
-                    self.statistics().rollbacks.fetch_add(1, Ordering::Relaxed);
-                }
-                self.explicit = !self.autocommit;
+                self.roll_back_open();
                 Err(SqlError::unsupported(format!(
                     "ROLLBACK TO SAVEPOINT {} (the transaction was rolled back)",
                     name.value
@@ -783,13 +777,7 @@ impl Session {
             S::Rollback {
                 savepoint: None, ..
             } => {
-                self.reads_in_transaction = false;
-                self.savepoints.clear();
-                if let Some(mut transaction) = self.transaction.take() {
-                    let _ = transaction.rollback();
-                    self.statistics().rollbacks.fetch_add(1, Ordering::Relaxed);
-                }
-                self.explicit = !self.autocommit;
+                self.roll_back_open();
                 Ok(Response::ok())
             }
             S::Set(set) => self.set(set),
@@ -1030,6 +1018,18 @@ impl Session {
         self.database
             .as_deref()
             .ok_or_else(|| SqlError::new(codes::NO_DB, "No database selected"))
+    }
+
+    /// Rolls the open transaction back (ROLLBACK, and ROLLBACK TO a
+    /// savepoint, which can do no less).
+    fn roll_back_open(&mut self) {
+        self.reads_in_transaction = false;
+        self.savepoints.clear();
+        if let Some(mut transaction) = self.transaction.take() {
+            let _ = transaction.rollback();
+            self.statistics().rollbacks.fetch_add(1, Ordering::Relaxed);
+        }
+        self.explicit = !self.autocommit;
     }
 
     /// The position of savepoint `name` among the transaction's: 1305
