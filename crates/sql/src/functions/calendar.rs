@@ -89,15 +89,17 @@ pub fn from_unixtime(seconds: &Value, zone: i64) -> Value {
             Some(whole) => (whole.checked_mul(MICROS_PER_SECOND), 0),
             None => return Value::Null,
         },
-        other => ((value::to_f64(other) * 1e6).round() as i64)
-            .checked_mul(1)
-            .map_or((None, 6), |micros| (Some(micros), 6)),
+        // A fraction of a second: microseconds (a double too large for
+        // them saturates, and is no date).
+        other => (Some((value::to_f64(other) * 1e6).round() as i64), 6),
     };
-    let Some(micros) = micros.filter(|m| *m >= 0) else {
+    let Some(micros) = micros
+        .filter(|m| *m >= 0)
+        .and_then(|m| m.checked_add(zone * MICROS_PER_SECOND))
+    else {
         return Value::Null;
     };
-    DateTime::from_epoch_micros(micros + zone * MICROS_PER_SECOND, fsp)
-        .map_or(Value::Null, Value::DateTime)
+    DateTime::from_epoch_micros(micros, fsp).map_or(Value::Null, Value::DateTime)
 }
 
 /// TIMESTAMPDIFF(unit, a, b): `b - a` in whole units, toward zero;
@@ -273,6 +275,14 @@ mod tests {
             "1970-01-01 01:00:00"
         );
         assert_eq!(from_unixtime(&Value::Int(-1), 0), Value::Null);
+        assert_eq!(
+            from_unixtime(&Value::Int(i64::MAX / 1_000_000), 50_400),
+            Value::Null
+        );
+        assert_eq!(
+            shown(from_unixtime(&Value::Double(1.5), 0)),
+            "1970-01-01 00:00:01.500000"
+        );
         let diff =
             |unit, a: &str, b: &str| shown(timestamp_diff(unit, &Value::from(a), &Value::from(b)));
         assert_eq!(diff(IntervalUnit::Month, "2024-01-31", "2024-02-29"), "0");
