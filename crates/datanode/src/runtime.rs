@@ -412,6 +412,13 @@ impl NodeRuntime {
             while !self.status.ready_to_stop.load(Ordering::SeqCst) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(10));
             }
+            if self.status.ready_to_stop.load(Ordering::SeqCst) {
+                // The tcs go on refusing new transactions for a moment: a
+                // request already on its way gets NodeShuttingDown (the
+                // client retries elsewhere) instead of meeting a closed
+                // link with its outcome unknown (design 0018, item 12).
+                std::thread::sleep(STOP_LINGER);
+            }
         }
         self.stop();
     }
@@ -427,6 +434,11 @@ impl NodeRuntime {
         }
     }
 }
+
+/// How long a gracefully stopping node goes on refusing transactions
+/// after its own have finished, before it closes its links: several
+/// client round trips on a loaded host.
+const STOP_LINGER: Duration = Duration::from_millis(300);
 
 /// Every data node of the config with its address (the first `host:port`
 /// resolves to).
