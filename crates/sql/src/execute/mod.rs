@@ -11,9 +11,9 @@ use crate::error::{codes, SqlError, SqlResult};
 use crate::expr::{Aggregate, AggregateFunction, Environment, Expr, Inputs};
 use crate::locked_rows::LockedRows;
 use crate::plan::{
-    AccessPlan, IndexRange, JoinPlan, RangeEnd, SelectPlan, SubqueryPlan, UnionPlan, WritePlan,
+    AccessPlan, IndexRange, JoinPlan, RangeEnd, SelectPlan, SubqueryPlan, WritePlan,
 };
-use crate::result::{ColumnKind, OutputColumn, Response};
+use crate::result::Response;
 use crate::types;
 use crate::value;
 use crate::value::Value;
@@ -26,8 +26,13 @@ use std::sync::Arc;
 
 mod insert;
 
+mod union;
+mod windows;
+
 pub use insert::insert;
 use insert::{flush_if_unique, has_unique_index};
+use union::union_rows;
+use windows::compute_windows;
 
 /// Most operations sent in one round trip of a long write.
 const WRITE_BATCH: usize = 1000;
@@ -287,72 +292,6 @@ pub fn select(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
     })
 }
 
-/// Runs a UNION (`first` and `union`'s SELECTs, each on its own) in
-/// one transaction, whose end (in autocommit) commits after the last:
-/// the rows of each in turn, a UNION DISTINCT taking the duplicates out
-/// of all the rows so far (as MySQL's: a DISTINCT union wins over the
-/// ALL unions to its left), then the whole's ORDER BY and LIMIT.
-fn union_rows(first: &SelectPlan, union: &UnionPlan, run: &mut Run<'_>) -> SqlResult<Response> {
-    let (commit, sent) = (run.commit, run.counts.sent);
-    run.commit = Commit::No;
-    let rows = union_parts(first, union, run);
-    run.commit = commit;
-    let mut rows = rows?;
-    if commit != Commit::No {
-        run.transaction
-            .borrow_mut()
-            .execute(commit)
-            .map_err(|error| SqlError::from_client(&error, ""))?;
-    }
-    if !union.order_by.is_empty() {
-        rows.sort_by(|a, b| {
-            compare_in_order(
-                union
-                    .order_by
-                    .iter()
-                    .map(|&(column, descending)| (&a[column], &b[column], descending)),
-            )
-        });
-    }
-    let offset = (union.offset as usize).min(rows.len());
-    rows.drain(..offset);
-    if let Some(limit) = union.limit {
-        rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    }
-    run.counts.sent = sent + rows.len() as u64;
-    Ok(Response::Rows {
-        columns: Arc::clone(&first.columns),
-        rows,
-    })
-}
-
-/// The rows of a UNION's SELECTs, duplicates taken out where a UNION
-/// DISTINCT says: the last DISTINCT union's takes them out of every row
-/// before it, once, and the UNION ALLs after it only add.
-fn union_parts(
-    first: &SelectPlan,
-    union: &UnionPlan,
-    run: &mut Run<'_>,
-) -> SqlResult<Vec<Vec<Value>>> {
-    let Response::Rows { mut rows, .. } = select_rows(first, run)? else {
-        unreachable!("a query answers rows")
-    };
-    united(&mut rows, &first.columns);
-    let last_distinct = union.parts.iter().rposition(|(_, distinct)| *distinct);
-    for (at, (part, _)) in union.parts.iter().enumerate() {
-        check_interrupt(run)?;
-        let Response::Rows { rows: mut more, .. } = select(part, run)? else {
-            unreachable!("a query answers rows")
-        };
-        united(&mut more, &first.columns);
-        rows.extend(more);
-        if Some(at) == last_distinct {
-            remove_duplicates(&mut rows);
-        }
-    }
-    Ok(rows)
-}
-
 /// `rows` without the repeats of an earlier row (DISTINCT: equal as
 /// GROUP BY's values are, `value::group_key`).
 fn remove_duplicates(rows: &mut Vec<Vec<Value>>) {
@@ -362,54 +301,6 @@ fn remove_duplicates(rows: &mut Vec<Vec<Value>>) {
         row.iter().for_each(|v| value::group_key(v, &mut key));
         seen.insert(key)
     });
-}
-
-/// `rows` of one SELECT of a UNION with their values in the union's
-/// column types where these differ in kind: numbers in a text column as
-/// their text, in a DOUBLE column as doubles, in a DECIMAL at its
-/// scale, so that `SELECT 1 UNION SELECT '1'` is one row, as in MySQL,
-/// and ORDER BY compares like with like.
-fn united(rows: &mut [Vec<Value>], columns: &[OutputColumn]) {
-    for (at, column) in columns.iter().enumerate() {
-        let convert: fn(&Value, u8) -> Option<Value> = match column.kind {
-            ColumnKind::Text(_) | ColumnKind::LongText(_) | ColumnKind::Char(_) => {
-                |value, _| match value {
-                    Value::Bytes(_) => None,
-                    other => {
-                        let mut bytes = Vec::new();
-                        value::write_text(other, &mut bytes);
-                        Some(Value::Bytes(bytes))
-                    }
-                }
-            }
-            ColumnKind::Double | ColumnKind::Float => |value, _| match value {
-                Value::Double(_) => None,
-                other => Some(Value::Double(value::to_f64(other))),
-            },
-            ColumnKind::Decimal { .. } => |value, scale| {
-                let decimal = match value {
-                    Value::Decimal(decimal) if decimal.scale() == scale => return None,
-                    Value::Decimal(decimal) => *decimal,
-                    Value::Int(x) => Decimal::from_integer(*x as i128)?,
-                    Value::UInt(x) => Decimal::from_integer(*x as i128)?,
-                    _ => return None,
-                };
-                decimal.rescale(scale).map(Value::Decimal)
-            },
-            _ => continue,
-        };
-        let scale = match column.kind {
-            ColumnKind::Decimal { scale, .. } => scale,
-            _ => 0,
-        };
-        for row in rows.iter_mut() {
-            if let Some(value) = row.get_mut(at).filter(|value| !value.is_null()) {
-                if let Some(converted) = convert(value, scale) {
-                    *value = converted;
-                }
-            }
-        }
-    }
 }
 
 /// Runs a SELECT whose subqueries (if any) its environment answers.
@@ -901,15 +792,6 @@ fn sorted_output(plan: &SelectPlan, rows: &Grouped, run: &Run<'_>) -> SqlResult<
         .collect()
 }
 
-/// One row's part in a window function: its partition's key, its
-/// ORDER BY values, its arguments, and where it stands among the rows.
-struct WindowRow {
-    partition: Vec<u8>,
-    order: Vec<Value>,
-    arguments: Vec<Value>,
-    index: usize,
-}
-
 /// How two rows' ORDER BY values compare, each pair ascending or
 /// `descending`.
 fn compare_sort_keys<'a>(
@@ -940,145 +822,6 @@ fn compare_in_order<'a>(pairs: impl Iterator<Item = (&'a Value, &'a Value, bool)
         }
     }
     Ordering::Equal
-}
-
-/// Each window function's value for each of `rows` (the grouped rows
-/// HAVING kept, with their aggregate results), appended to the row's
-/// aggregate results in slot order, where the select list and ORDER BY
-/// read them (docs/design/0029-joins-and-grouping.md, "Window
-/// functions").
-fn compute_windows(plan: &SelectPlan, rows: &mut Grouped, run: &Run<'_>) -> SqlResult<()> {
-    for window in &plan.windows {
-        check_interrupt(run)?;
-        let mut keyed = Vec::with_capacity(rows.len());
-        for (index, (row, aggregates)) in rows.iter().enumerate() {
-            let inputs = Inputs {
-                row,
-                aggregates,
-                params: run.params,
-            };
-            let eval = |expr: &Expr| expr.eval(&inputs, run.environment);
-            let mut partition = Vec::new();
-            for expr in &window.partition_by {
-                value::group_key(&eval(expr)?, &mut partition);
-            }
-            keyed.push(WindowRow {
-                partition,
-                order: window
-                    .order_by
-                    .iter()
-                    .map(|(e, _)| eval(e))
-                    .collect::<SqlResult<_>>()?,
-                arguments: window
-                    .arguments
-                    .iter()
-                    .map(eval)
-                    .collect::<SqlResult<_>>()?,
-                index,
-            });
-        }
-        let descending: Vec<bool> = window.order_by.iter().map(|(_, d)| *d).collect();
-        // Stable: rows the ORDER BY does not tell apart keep their order.
-        keyed.sort_by(|a, b| {
-            a.partition
-                .cmp(&b.partition)
-                .then_with(|| compare_sort_keys(&a.order, &b.order, &descending))
-        });
-        let mut values = vec![Value::Null; rows.len()];
-        for partition in keyed.chunk_by(|a, b| a.partition == b.partition) {
-            window_values(window, partition, &descending, &mut values)?;
-        }
-        for ((_, aggregates), value) in rows.iter_mut().zip(values) {
-            aggregates.push(value);
-        }
-    }
-    Ok(())
-}
-
-/// `window`'s values for one partition's rows, in its order, into
-/// `values` by each row's index.
-fn window_values(
-    window: &crate::expr::WindowFunction,
-    partition: &[WindowRow],
-    descending: &[bool],
-    values: &mut [Value],
-) -> SqlResult<()> {
-    use crate::expr::WindowKind as W;
-    let peers = |a: &WindowRow, b: &WindowRow| {
-        compare_sort_keys(&a.order, &b.order, descending) == Ordering::Equal
-    };
-    match window.kind {
-        W::RowNumber => {
-            for (at, row) in partition.iter().enumerate() {
-                values[row.index] = Value::Int(at as i64 + 1);
-            }
-        }
-        W::Rank | W::DenseRank => {
-            let (mut rank, mut dense) = (0, 0);
-            for (at, row) in partition.iter().enumerate() {
-                if at == 0 || !peers(&partition[at - 1], row) {
-                    rank = at as i64 + 1;
-                    dense += 1;
-                }
-                values[row.index] = Value::Int(match window.kind {
-                    W::Rank => rank,
-                    _ => dense,
-                });
-            }
-        }
-        W::Lag | W::Lead => {
-            for (at, row) in partition.iter().enumerate() {
-                let offset = match row.arguments.get(1) {
-                    None => 1,
-                    Some(offset) => match offset {
-                        Value::Int(n) if *n >= 0 => *n as usize,
-                        Value::UInt(n) => usize::try_from(*n).unwrap_or(usize::MAX),
-                        _ => {
-                            return Err(SqlError::new(
-                                codes::WRONG_ARGUMENTS,
-                                "Incorrect arguments to LAG or LEAD: the offset is a count",
-                            ))
-                        }
-                    },
-                };
-                let target = match window.kind {
-                    W::Lag => at.checked_sub(offset),
-                    _ => at.checked_add(offset),
-                };
-                values[row.index] = match target.and_then(|t| partition.get(t)) {
-                    Some(other) => other.arguments[0].clone(),
-                    None => row.arguments.get(2).cloned().unwrap_or(Value::Null),
-                };
-            }
-        }
-        W::Aggregate(function) => {
-            let aggregate = Aggregate {
-                function,
-                argument: None,
-                distinct: false,
-                concat: None,
-            };
-            let argument =
-                |row: &WindowRow| row.arguments.first().cloned().unwrap_or(Value::Int(1));
-            // Without ORDER BY the frame is the whole partition; with it,
-            // the rows up to the current one and its peers.
-            let frames: Vec<&[WindowRow]> = match window.order_by.is_empty() {
-                true => vec![partition],
-                false => partition.chunk_by(|a, b| peers(a, b)).collect(),
-            };
-            let mut accumulator = Accumulator::new();
-            for frame in frames {
-                for row in frame {
-                    accumulator.add(&aggregate, argument(row), Vec::new());
-                }
-                let value = accumulator.clone().finish(&aggregate);
-                for row in frame {
-                    values[row.index] = value.clone();
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 /// One aggregate's running state over a group's rows.

@@ -16,7 +16,6 @@
 use crate::accounts::{self, Account, Grants, Privileges};
 use crate::error::{codes, SqlError, SqlResult};
 use crate::execute::{self, Run, StatementCounts};
-use crate::expr::{Environment, SessionValue};
 use crate::locked_rows::LockedRows;
 use crate::plan::{self, table_name, AccessPlan, Compiled, Plan};
 use crate::result::{OutputColumn, Response};
@@ -30,8 +29,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use environment::{entropy_random, SessionView};
+
+mod environment;
 mod explain;
 mod settings;
+mod transactions;
 
 /// Attempts of an autocommit statement that meets temporary errors.
 const AUTOCOMMIT_ATTEMPTS: u32 = 4;
@@ -127,65 +130,6 @@ struct ReadAhead {
     key: Vec<client::Value>,
     /// The row, or `None`: no row has the key.
     row: Option<Vec<Value>>,
-}
-
-/// An environment answering session values.
-struct SessionView<'a> {
-    session: &'a Session,
-}
-
-impl Environment for SessionView<'_> {
-    fn session_value(&self, value: &SessionValue) -> SqlResult<Value> {
-        self.session.session_value(value)
-    }
-
-    fn interrupted(&self) -> bool {
-        self.session.interrupt.load(Ordering::Relaxed)
-    }
-
-    fn table_changed(&self, table: &crate::catalog::SqlTable) {
-        self.session
-            .engine
-            .catalog
-            .invalidate(&table.database, &table.name);
-    }
-
-    fn set_last_insert_id(&self, id: u64) {
-        self.session.insert_id_set.set(Some(id));
-    }
-
-    fn read_ahead(
-        &self,
-        table: &client::Table,
-        key: &[client::Value],
-    ) -> Option<Option<Vec<Value>>> {
-        self.session
-            .read_ahead
-            .iter()
-            .find(|read| std::ptr::eq(&*read.table, table) && read.key == key)
-            .map(|read| read.row.clone())
-    }
-
-    fn zone_offset(&self) -> i64 {
-        self.session.zone_offset()
-    }
-
-    fn batches_inserts(&self) -> bool {
-        self.session.batch_inserts
-    }
-
-    fn view_rows(
-        &self,
-        view: crate::information_schema::View,
-        needed: Option<&[usize]>,
-    ) -> SqlResult<Vec<Vec<Value>>> {
-        let source = crate::information_schema::Source {
-            catalog: &self.session.engine.catalog,
-            grants: &self.session.grants,
-            needed,
-        };
-        crate::information_schema::rows(view, &source)
-    }
 }
 
 impl Session {
@@ -1020,76 +964,6 @@ impl Session {
             .ok_or_else(|| SqlError::new(codes::NO_DB, "No database selected"))
     }
 
-    /// Rolls the open transaction back (ROLLBACK, and ROLLBACK TO a
-    /// savepoint, which can do no less).
-    fn roll_back_open(&mut self) {
-        self.reads_in_transaction = false;
-        self.savepoints.clear();
-        if let Some(mut transaction) = self.transaction.take() {
-            let _ = transaction.rollback();
-            self.statistics().rollbacks.fetch_add(1, Ordering::Relaxed);
-        }
-        self.explicit = !self.autocommit;
-    }
-
-    /// The position of savepoint `name` among the transaction's: 1305
-    /// when it has none of that name.
-    fn savepoint(&self, name: &str) -> SqlResult<usize> {
-        self.savepoints
-            .iter()
-            .position(|s| s.eq_ignore_ascii_case(name))
-            .ok_or_else(|| {
-                SqlError::new(
-                    codes::SP_DOES_NOT_EXIST,
-                    format!("SAVEPOINT {name} does not exist"),
-                )
-            })
-    }
-
-    /// Commits the open transaction (BEGIN, COMMIT, DDL and SET autocommit
-    /// do, as MySQL's implicit commit).
-    fn commit_open(&mut self) -> SqlResult<()> {
-        self.reads_in_transaction = false;
-        self.savepoints.clear();
-        let Some(mut transaction) = self.transaction.take() else {
-            return Ok(());
-        };
-        self.explicit = false;
-        if transaction.holds_nothing() {
-            // Only committed reads (sysbench's read-only transactions): no
-            // lock to release and nothing to commit. Dropped, it is rolled
-            // back at the tc without a wait: one round trip fewer.
-            drop(transaction);
-            self.statistics().commits.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
-        }
-        // An error is of a write that waited for this round trip.
-        let waiting = self.locked_rows.waiting_table(&transaction);
-        match transaction.execute(Commit::Yes) {
-            Ok(_) => {
-                self.statistics().commits.fetch_add(1, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(error) => {
-                let mut mapped = SqlError::from_client(&error, waiting.as_deref().unwrap_or(""));
-                // A refused operation aborted the transaction: it was
-                // rolled back, as a failed statement's is (an unknown
-                // outcome is not said to be).
-                if matches!(
-                    error,
-                    client::ClientError::Operation { .. }
-                        | client::ClientError::DuplicateKey { .. }
-                ) {
-                    self.statistics().rollbacks.fetch_add(1, Ordering::Relaxed);
-                    mapped
-                        .message
-                        .push_str(" (the transaction was rolled back)");
-                }
-                Err(mapped)
-            }
-        }
-    }
-
     fn drop(
         &mut self,
         object_type: ast::ObjectType,
@@ -1558,18 +1432,6 @@ fn reads_of(select: &crate::plan::SelectPlan, checks: &mut Vec<Check>) {
     for (part, _) in select.union.iter().flat_map(|union| &union.parts) {
         reads_of(part, checks);
     }
-}
-
-/// A RAND() generator seeded from the process's randomness (std's
-/// per-hasher random keys).
-fn entropy_random() -> crate::functions::math::MySqlRandom {
-    use std::hash::{BuildHasher, Hasher};
-    let seed = |salt: u64| {
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u64(salt);
-        hasher.finish()
-    };
-    crate::functions::math::MySqlRandom::from_seeds(seed(1), seed(2))
 }
 
 /// A one-part name as written, its quotes off (`shop`, `` `shop` ``).
