@@ -226,10 +226,25 @@ fn statement(random: &mut Random) -> String {
                     expression(random, 1, false)
                 )
             };
-            let (left, right) = (select(), select());
-            let union = random.pick(&["UNION", "UNION ALL", "UNION DISTINCT"]);
+            let (left, middle, right) = (select(), select(), select());
+            const OPERATIONS: [&str; 9] = [
+                "UNION",
+                "UNION ALL",
+                "UNION DISTINCT",
+                "INTERSECT",
+                "INTERSECT ALL",
+                "EXCEPT",
+                "EXCEPT ALL",
+                "EXCEPT DISTINCT",
+                "INTERSECT DISTINCT",
+            ];
+            let (first, second) = (random.pick(&OPERATIONS), random.pick(&OPERATIONS));
             let tail = random.pick(&["", " ORDER BY 1", " ORDER BY 2 DESC LIMIT 3", " LIMIT 2 OFFSET 1"]);
-            format!("{left} {union} {right}{tail}")
+            match random.below(3) {
+                0 => format!("{left} {first} {right}{tail}"),
+                1 => format!("{left} {first} {middle} {second} {right}{tail}"),
+                _ => format!("({left} {first} {middle}) {second} ({right}){tail}"),
+            }
         }
         14 => {
             let inner = format!(

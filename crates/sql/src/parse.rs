@@ -55,8 +55,9 @@ pub const STATEMENT_STACK_BYTES: usize = 64 << 20;
 pub const MAX_OPERATORS: usize = 20_000;
 
 /// Operators in `text` outside quoted strings and names: symbols, and
-/// the words AND, OR, XOR, DIV, MOD, NOT, BETWEEN, LIKE, IN, and UNION
-/// (a union's SELECTs are a chain too, each with a plan of its own).
+/// the words AND, OR, XOR, DIV, MOD, NOT, BETWEEN, LIKE, IN, and UNION,
+/// INTERSECT and EXCEPT (a set operation's SELECTs are a chain too, each
+/// with a plan of its own).
 fn operators(text: &str) -> usize {
     let mut count = 0;
     let mut quote: Option<u8> = None;
@@ -75,7 +76,18 @@ fn operators(text: &str) -> usize {
             (false, Some(start)) => {
                 let word = &bytes[start..at];
                 let operator = [
-                    "AND", "OR", "XOR", "DIV", "MOD", "NOT", "BETWEEN", "LIKE", "IN", "UNION",
+                    "AND",
+                    "OR",
+                    "XOR",
+                    "DIV",
+                    "MOD",
+                    "NOT",
+                    "BETWEEN",
+                    "LIKE",
+                    "IN",
+                    "UNION",
+                    "INTERSECT",
+                    "EXCEPT",
                 ]
                 .iter()
                 .any(|w| word.eq_ignore_ascii_case(w.as_bytes()));
@@ -537,6 +549,11 @@ mod tests {
         let union = |parts: usize| vec!["SELECT 1"; parts].join(" UNION ALL ");
         assert!(parse(&union(1_000)).is_ok());
         assert_eq!(parse(&union(MAX_OPERATORS + 2)).unwrap_err().code, 1064);
+        let intersect = |parts: usize| vec!["SELECT 1"; parts].join(" INTERSECT ");
+        assert!(parse(&intersect(1_000)).is_ok());
+        assert_eq!(parse(&intersect(MAX_OPERATORS + 2)).unwrap_err().code, 1064);
+        let except = vec!["SELECT 1"; MAX_OPERATORS + 2].join(" EXCEPT ALL ");
+        assert_eq!(parse(&except).unwrap_err().code, 1064);
     }
 }
 

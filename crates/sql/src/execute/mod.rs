@@ -296,11 +296,14 @@ pub fn select(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
 /// GROUP BY's values are, `value::group_key`).
 fn remove_duplicates(rows: &mut Vec<Vec<Value>>) {
     let mut seen = HashSet::with_capacity(rows.len());
-    rows.retain(|row| {
-        let mut key = Vec::new();
-        row.iter().for_each(|v| value::group_key(v, &mut key));
-        seen.insert(key)
-    });
+    rows.retain(|row| seen.insert(row_key(row)));
+}
+
+/// A row's values as one key, equal for rows DISTINCT calls equal.
+fn row_key(row: &[Value]) -> Vec<u8> {
+    let mut key = Vec::new();
+    row.iter().for_each(|v| value::group_key(v, &mut key));
+    key
 }
 
 /// Runs a SELECT whose subqueries (if any) its environment answers.

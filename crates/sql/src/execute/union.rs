@@ -1,22 +1,27 @@
-//! Running a UNION: each SELECT in turn in one transaction, their
-//! values made of the union's column types, duplicates out where a
-//! UNION DISTINCT says, then the whole's ORDER BY and LIMIT
-//! (docs/design/0029-joins-and-grouping.md, "UNION").
+//! Running a UNION, INTERSECT or EXCEPT: each SELECT in turn in one
+//! transaction, their values made of the whole's column types, their
+//! rows combined as the plan's steps say, then the whole's ORDER BY and
+//! LIMIT (docs/design/0029-joins-and-grouping.md, "UNION, INTERSECT and
+//! EXCEPT").
 
-use super::{check_interrupt, compare_in_order, remove_duplicates, select, select_rows, Run};
+use super::{
+    check_interrupt, compare_in_order, remove_duplicates, row_key, select, select_rows, Run,
+};
 use crate::decimal::Decimal;
 use crate::error::{SqlError, SqlResult};
-use crate::plan::{SelectPlan, UnionPlan};
+use crate::plan::{SelectPlan, SetKind, SetOperation, SetStep, UnionPlan};
 use crate::result::{ColumnKind, OutputColumn, Response};
 use crate::value::{self, Value};
 use client::Commit;
+use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Runs a UNION (`first` and `union`'s SELECTs, each on its own) in
-/// one transaction, whose end (in autocommit) commits after the last:
-/// the rows of each in turn, a UNION DISTINCT taking the duplicates out
-/// of all the rows so far (as MySQL's: a DISTINCT union wins over the
-/// ALL unions to its left), then the whole's ORDER BY and LIMIT.
+/// Runs a set operation (`first` and `union`'s SELECTs, each on its
+/// own) in one transaction, whose end (in autocommit) commits after the
+/// last: the rows of each in turn, combined as the steps say (a UNION
+/// DISTINCT takes the duplicates out of all the rows to its left, so it
+/// wins over the UNION ALLs there, as in MySQL), then the whole's ORDER
+/// BY and LIMIT.
 pub(super) fn union_rows(
     first: &SelectPlan,
     union: &UnionPlan,
@@ -24,15 +29,31 @@ pub(super) fn union_rows(
 ) -> SqlResult<Response> {
     let (commit, sent) = (run.commit, run.counts.sent);
     run.commit = Commit::No;
-    let rows = union_parts(first, union, run);
+    let rows = set_rows(first, &first.columns, union, run);
     run.commit = commit;
-    let mut rows = rows?;
+    let rows = rows?;
     if commit != Commit::No {
         run.transaction
             .borrow_mut()
             .execute(commit)
             .map_err(|error| SqlError::from_client(&error, ""))?;
     }
+    run.counts.sent = sent + rows.len() as u64;
+    Ok(Response::Rows {
+        columns: Arc::clone(&first.columns),
+        rows,
+    })
+}
+
+/// The rows of a set operation whose values compare as `columns`:
+/// its SELECTs' rows combined, then its ORDER BY and LIMIT.
+fn set_rows(
+    first: &SelectPlan,
+    columns: &[OutputColumn],
+    union: &UnionPlan,
+    run: &mut Run<'_>,
+) -> SqlResult<Vec<Vec<Value>>> {
+    let mut rows = union_parts(first, columns, union, run)?;
     if !union.order_by.is_empty() {
         rows.sort_by(|a, b| {
             compare_in_order(
@@ -48,38 +69,87 @@ pub(super) fn union_rows(
     if let Some(limit) = union.limit {
         rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
     }
-    run.counts.sent = sent + rows.len() as u64;
-    Ok(Response::Rows {
-        columns: Arc::clone(&first.columns),
-        rows,
-    })
+    Ok(rows)
 }
 
-/// The rows of a UNION's SELECTs, duplicates taken out where a UNION
-/// DISTINCT says: the last DISTINCT union's takes them out of every row
-/// before it, once, and the UNION ALLs after it only add.
+/// The rows of a set operation's SELECTs combined as its steps say
+/// (postfix: each SELECT's rows pushed, each operation taking the two
+/// results before it), each SELECT's values first made of the whole's
+/// column types so that rows compare alike.
 fn union_parts(
     first: &SelectPlan,
+    columns: &[OutputColumn],
     union: &UnionPlan,
     run: &mut Run<'_>,
 ) -> SqlResult<Vec<Vec<Value>>> {
-    let Response::Rows { mut rows, .. } = select_rows(first, run)? else {
-        unreachable!("a query answers rows")
-    };
-    united(&mut rows, &first.columns);
-    let last_distinct = union.parts.iter().rposition(|(_, distinct)| *distinct);
-    for (at, (part, _)) in union.parts.iter().enumerate() {
+    let mut results: Vec<Vec<Vec<Value>>> = Vec::new();
+    for step in &union.steps {
         check_interrupt(run)?;
-        let Response::Rows { rows: mut more, .. } = select(part, run)? else {
-            unreachable!("a query answers rows")
-        };
-        united(&mut more, &first.columns);
-        rows.extend(more);
-        if Some(at) == last_distinct {
-            remove_duplicates(&mut rows);
+        match *step {
+            SetStep::Rows(n) => {
+                let mut rows = match (n, &union.first_set) {
+                    (0, Some((own, own_columns))) => set_rows(first, own_columns, own, run)?,
+                    (n, _) => {
+                        let answer = match n {
+                            0 => select_rows(first, run)?,
+                            n => select(&union.parts[n - 1], run)?,
+                        };
+                        let Response::Rows { rows, .. } = answer else {
+                            unreachable!("a query answers rows")
+                        };
+                        rows
+                    }
+                };
+                united(&mut rows, columns);
+                results.push(rows);
+            }
+            SetStep::Combine(operation) => {
+                let right = results.pop().expect("a set operation has a right side");
+                let left = results.last_mut().expect("a set operation has a left side");
+                combine(left, right, operation);
+            }
         }
     }
+    let rows = results
+        .pop()
+        .expect("a set operation's steps leave one result");
+    assert!(
+        results.is_empty(),
+        "a set operation's steps leave one result"
+    );
     Ok(rows)
+}
+
+/// `left` made `left <operation> right`. Rows are equal as DISTINCT
+/// compares them (NULL equal to NULL). UNION ALL keeps every row of
+/// both; INTERSECT ALL a row as often as both have it; EXCEPT ALL as
+/// often as `left` has it more than `right` does; without ALL each
+/// result keeps one row of each value.
+fn combine(left: &mut Vec<Vec<Value>>, right: Vec<Vec<Value>>, operation: SetOperation) {
+    match operation.kind {
+        SetKind::Union => left.extend(right),
+        SetKind::Intersect | SetKind::Except => {
+            let mut counts: HashMap<Vec<u8>, usize> = HashMap::with_capacity(right.len());
+            for row in &right {
+                *counts.entry(row_key(row)).or_default() += 1;
+            }
+            let intersect = operation.kind == SetKind::Intersect;
+            left.retain(|row| match counts.get_mut(&row_key(row)) {
+                // Without ALL the count is never used up: every equal
+                // row of `left` matches, and the duplicates go below.
+                Some(count) if *count > 0 => {
+                    if operation.all {
+                        *count -= 1;
+                    }
+                    intersect
+                }
+                _ => !intersect,
+            });
+        }
+    }
+    if !operation.all {
+        remove_duplicates(left);
+    }
 }
 
 /// `rows` of one SELECT of a UNION with their values in the union's

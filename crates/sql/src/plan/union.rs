@@ -1,8 +1,11 @@
-//! UNION: the SELECTs of `A UNION [ALL | DISTINCT] B ...` compiled into
-//! the first one's plan (docs/design/0029-joins-and-grouping.md,
-//! "UNION").
+//! UNION, INTERSECT and EXCEPT: the SELECTs of `A UNION [ALL |
+//! DISTINCT] B INTERSECT C ...` compiled into the first one's plan, with
+//! the steps that combine their rows (docs/design/0029-joins-and-grouping.md,
+//! "UNION, INTERSECT and EXCEPT").
 
-use super::{constant_count, select_plan, Ctes, SelectPlan, UnionPlan};
+use super::{
+    constant_count, select_plan, Ctes, SelectPlan, SetKind, SetOperation, SetStep, UnionPlan,
+};
 use crate::catalog::Catalog;
 use crate::error::{codes, SqlError, SqlResult};
 use crate::expr::Scope;
@@ -28,11 +31,12 @@ fn limit_and_offset(query: &ast::Query) -> SqlResult<(Option<u64>, u64)> {
     })
 }
 
-/// Compiles `SELECT ... UNION [ALL | DISTINCT] SELECT ...`: each SELECT
-/// on its own (a parenthesized one with its own ORDER BY and LIMIT),
-/// the first carrying the rest, their columns' types made one, and the
-/// ORDER BY and LIMIT of the whole, whose ORDER BY names output columns
-/// by name or position (as MySQL's: a union's rows have no tables).
+/// Compiles `SELECT ... UNION | INTERSECT | EXCEPT [ALL | DISTINCT]
+/// SELECT ...`: each SELECT on its own (a parenthesized one with its own
+/// ORDER BY and LIMIT), the first carrying the rest, their columns'
+/// types made one, and the ORDER BY and LIMIT of the whole, whose ORDER
+/// BY names output columns by name or position (as MySQL's: the rows of
+/// a set operation have no tables).
 pub(super) fn union_plan(
     query: &ast::Query,
     catalog: &Catalog,
@@ -42,11 +46,13 @@ pub(super) fn union_plan(
     ctes: &Ctes,
 ) -> SqlResult<SelectPlan> {
     if !query.locks.is_empty() {
-        return Err(SqlError::unsupported("FOR UPDATE or FOR SHARE of a UNION"));
+        return Err(SqlError::unsupported(
+            "FOR UPDATE or FOR SHARE of a UNION, INTERSECT or EXCEPT",
+        ));
     }
-    let operands = union_operands(&query.body)?;
+    let (operands, steps) = set_steps(&query.body)?;
     let mut parts = Vec::with_capacity(operands.len());
-    for (operand, distinct) in operands {
+    for operand in operands {
         let plan = match operand {
             ast::SetExpr::Query(inner) => {
                 select_plan(inner, catalog, database, outer, placeholders, ctes)?
@@ -70,12 +76,14 @@ pub(super) fn union_plan(
             }
         };
         if plan.lock != LockMode::CommittedRead {
-            return Err(SqlError::unsupported("FOR UPDATE or FOR SHARE in a UNION"));
+            return Err(SqlError::unsupported(
+                "FOR UPDATE or FOR SHARE in a UNION, INTERSECT or EXCEPT",
+            ));
         }
-        parts.push((plan, distinct));
+        parts.push(plan);
     }
-    let mut columns: Vec<OutputColumn> = parts[0].0.columns.to_vec();
-    for (part, _) in &parts[1..] {
+    let mut columns: Vec<OutputColumn> = parts[0].columns.to_vec();
+    for part in &parts[1..] {
         if part.columns.len() != columns.len() {
             return Err(SqlError::new(
                 codes::WRONG_NUMBER_OF_COLUMNS_IN_SELECT,
@@ -106,7 +114,7 @@ pub(super) fn union_plan(
                     .ok_or_else(|| SqlError::bad_field(&name.value, "order clause"))?,
                 other => {
                     return Err(SqlError::unsupported(format!(
-                        "ORDER BY {other} of a UNION (name an output column)"
+                        "ORDER BY {other} of a UNION, INTERSECT or EXCEPT (name an output column)"
                     )))
                 }
             };
@@ -115,10 +123,15 @@ pub(super) fn union_plan(
     }
     let (limit, offset) = limit_and_offset(query)?;
     let mut parts = parts.into_iter();
-    let (mut first, _) = parts.next().expect("a UNION has two SELECTs or more");
-    first.columns = columns.into();
+    let mut first = parts
+        .next()
+        .expect("a set operation has two SELECTs or more");
+    let own_columns = std::mem::replace(&mut first.columns, columns.into());
+    let first_set = first.union.take().map(|own| (own, own_columns));
     first.union = Some(Box::new(UnionPlan {
         parts: parts.collect(),
+        steps,
+        first_set,
         order_by,
         limit,
         offset,
@@ -126,44 +139,56 @@ pub(super) fn union_plan(
     Ok(first)
 }
 
-/// The SELECTs of a UNION in order, each with whether UNION DISTINCT
-/// joins it to those before (for the first, unused). The parser builds
-/// `A UNION B UNION C` leaning left; its left spine is walked in a loop,
-/// so a long union takes no stack.
-fn union_operands(body: &ast::SetExpr) -> SqlResult<Vec<(&ast::SetExpr, bool)>> {
+/// The SELECTs of a set operation in the order written, and the steps
+/// that combine their rows in postfix order (`UnionPlan::steps`). The
+/// parser builds `A UNION B UNION C` leaning left and gives INTERSECT
+/// the tighter binding (`A UNION B INTERSECT C` is `A UNION (B
+/// INTERSECT C)`, as in MySQL and MariaDB); the tree is walked with a
+/// stack of its own, so a long chain takes no thread stack.
+fn set_steps(body: &ast::SetExpr) -> SqlResult<(Vec<&ast::SetExpr>, Vec<SetStep>)> {
+    enum Visit<'a> {
+        Enter(&'a ast::SetExpr),
+        Combine(SetOperation),
+    }
     let mut operands = Vec::new();
-    let mut at = body;
-    loop {
-        match at {
-            ast::SetExpr::SetOperation {
-                op: ast::SetOperator::Union,
+    let mut steps = Vec::new();
+    let mut pending = vec![Visit::Enter(body)];
+    while let Some(visit) = pending.pop() {
+        match visit {
+            Visit::Enter(ast::SetExpr::SetOperation {
+                op,
                 set_quantifier,
                 left,
                 right,
-            } => {
-                let distinct = match set_quantifier {
-                    ast::SetQuantifier::All => false,
-                    ast::SetQuantifier::Distinct | ast::SetQuantifier::None => true,
-                    other => return Err(SqlError::unsupported(format!("UNION {other}"))),
+            }) => {
+                let kind = match op {
+                    ast::SetOperator::Union => SetKind::Union,
+                    ast::SetOperator::Intersect => SetKind::Intersect,
+                    ast::SetOperator::Except => SetKind::Except,
+                    ast::SetOperator::Minus => {
+                        return Err(SqlError::parse(
+                            "MINUS is not a set operation here; EXCEPT is",
+                        ))
+                    }
                 };
-                operands.push((right.as_ref(), distinct));
-                at = left;
+                let all = match set_quantifier {
+                    ast::SetQuantifier::All => true,
+                    ast::SetQuantifier::Distinct | ast::SetQuantifier::None => false,
+                    other => return Err(SqlError::unsupported(format!("{op} {other}"))),
+                };
+                pending.push(Visit::Combine(SetOperation { kind, all }));
+                pending.push(Visit::Enter(right));
+                pending.push(Visit::Enter(left));
             }
-            first => {
-                operands.push((first, true));
-                break;
+            Visit::Enter(operand @ (ast::SetExpr::Select(_) | ast::SetExpr::Query(_))) => {
+                steps.push(SetStep::Rows(operands.len()));
+                operands.push(operand);
             }
+            Visit::Enter(other) => {
+                return Err(SqlError::unsupported(format!("a set operation of {other}")))
+            }
+            Visit::Combine(operation) => steps.push(SetStep::Combine(operation)),
         }
     }
-    operands.reverse();
-    for (operand, _) in &operands {
-        match operand {
-            ast::SetExpr::Select(_) | ast::SetExpr::Query(_) => {}
-            ast::SetExpr::SetOperation { op, .. } => {
-                return Err(SqlError::unsupported(format!("{op}")))
-            }
-            other => return Err(SqlError::unsupported(format!("UNION of {other}"))),
-        }
-    }
-    Ok(operands)
+    Ok((operands, steps))
 }

@@ -91,7 +91,7 @@ impl SelectPlan {
                 visit(expr);
             }
         }
-        for (part, _) in self.union.iter().flat_map(|union| &union.parts) {
+        for part in self.union.iter().flat_map(|union| union.all_parts()) {
             part.visit_exprs(visit);
         }
         for expr in self.windows.iter().flat_map(window_exprs) {
@@ -124,9 +124,7 @@ impl SelectPlan {
             join.scan_filter = join.scan_filter.as_ref().map(&mut *map);
         }
         if let Some(union) = &mut plan.union {
-            for (part, _) in &mut union.parts {
-                *part = part.map_exprs(map);
-            }
+            union.map_parts(&mut |part| part.map_exprs(map));
         }
         for window in &mut plan.windows {
             for expr in window.arguments.iter_mut().chain(&mut window.partition_by) {

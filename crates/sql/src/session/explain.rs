@@ -3,7 +3,7 @@
 
 use super::Session;
 use crate::error::SqlResult;
-use crate::plan::Plan;
+use crate::plan::{Plan, SetStep, UnionPlan};
 use crate::result::Response;
 use crate::value::Value;
 use sqlparser::ast;
@@ -99,24 +99,13 @@ impl Session {
                     Value::from(""),
                 ]);
             }
-            // A UNION's later SELECTs, one row each (their joins not
-            // shown), then what is done with all their rows.
+            // A set operation's later SELECTs, one row each (their
+            // joins not shown), then how their rows combine and what is
+            // done with the whole.
             if let Some(union) = &select.union {
-                for (part, distinct) in &union.parts {
-                    let kind = if *distinct {
-                        "union distinct"
-                    } else {
-                        "union all"
-                    };
-                    rows.push(vec![
-                        part.table
-                            .as_ref()
-                            .map_or(Value::Null, |t| Value::from(t.name.as_str())),
-                        Value::from(format!("{kind}: {}", part.access.describe())),
-                        Value::from(""),
-                    ]);
-                }
-                let mut steps = Vec::new();
+                set_part_rows(union, "", &mut rows);
+                let combined = describe_steps(union, "");
+                let mut steps = vec![combined.as_str()];
                 if !union.order_by.is_empty() {
                     steps.push("sort");
                 }
@@ -132,4 +121,61 @@ impl Session {
         }
         Ok(Response::text_rows(&["table", "access", "sql_node"], rows))
     }
+}
+
+/// One row for each SELECT of a set operation after the first, named
+/// by its number (`select 3`; `select 1.2` for the second of a
+/// parenthesized first operand's).
+fn set_part_rows(union: &UnionPlan, prefix: &str, rows: &mut Vec<Vec<Value>>) {
+    if let Some((own, _)) = &union.first_set {
+        set_part_rows(own, &format!("{prefix}1."), rows);
+    }
+    for (n, part) in union.parts.iter().enumerate() {
+        rows.push(vec![
+            part.table
+                .as_ref()
+                .map_or(Value::Null, |t| Value::from(t.name.as_str())),
+            Value::from(format!(
+                "select {prefix}{}: {}",
+                n + 2,
+                part.access.describe()
+            )),
+            Value::from(""),
+        ]);
+    }
+}
+
+/// A set operation's steps as an expression of its SELECTs' numbers
+/// (`1 union all (2 intersect 3)`), for EXPLAIN.
+fn describe_steps(union: &UnionPlan, prefix: &str) -> String {
+    // Each result so far, and whether it needs parentheses as a left
+    // operand (a parenthesized first operand's) or as a right one (any
+    // combination: the steps lean left).
+    let mut described: Vec<(String, bool, bool)> = Vec::new();
+    for step in &union.steps {
+        match step {
+            SetStep::Rows(0) if union.first_set.is_some() => {
+                let (own, _) = union.first_set.as_ref().expect("checked");
+                let text = describe_steps(own, &format!("{prefix}1."));
+                described.push((text, true, true));
+            }
+            SetStep::Rows(n) => described.push((format!("{prefix}{}", n + 1), false, false)),
+            SetStep::Combine(operation) => {
+                let (right, _, right_combined) = described.pop().expect("a right side");
+                let (left, left_nested, _) = described.pop().expect("a left side");
+                let wrapped = |text: String, wrap: bool| match wrap {
+                    true => format!("({text})"),
+                    false => text,
+                };
+                let text = format!(
+                    "{} {} {}",
+                    wrapped(left, left_nested),
+                    operation.describe(),
+                    wrapped(right, right_combined)
+                );
+                described.push((text, false, true));
+            }
+        }
+    }
+    described.pop().map(|(text, ..)| text).unwrap_or_default()
 }

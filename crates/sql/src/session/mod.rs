@@ -1429,7 +1429,7 @@ fn reads_of(select: &crate::plan::SelectPlan, checks: &mut Vec<Check>) {
     for subquery in &select.subqueries {
         reads_of(&subquery.plan, checks);
     }
-    for (part, _) in select.union.iter().flat_map(|union| &union.parts) {
+    for part in select.union.iter().flat_map(|union| union.all_parts()) {
         reads_of(part, checks);
     }
 }
