@@ -105,12 +105,27 @@ fn expression(random: &mut Random, depth: u32, qualified: bool) -> String {
                 "FLOOR",
                 "YEAR",
                 "DATE",
-                "CHAR_LENGTH"
+                "CHAR_LENGTH",
+                "WEEK",
+                "YEARWEEK",
+                "WEEKOFYEAR"
             ])
         ),
         12 => format!(
             "{}({a}, {b})",
-            random.pick(&["IFNULL", "CONCAT", "GREATEST", "NULLIF", "MOD", "LEFT", "DATEDIFF"])
+            random.pick(&[
+                "IFNULL",
+                "CONCAT",
+                "GREATEST",
+                "NULLIF",
+                "MOD",
+                "LEFT",
+                "DATEDIFF",
+                "STR_TO_DATE",
+                "FORMAT",
+                "WEEK",
+                "DATE_FORMAT"
+            ])
         ),
         13 => format!("CASE WHEN {a} THEN {b} ELSE {} END", literal(random)),
         14 => format!(

@@ -175,6 +175,8 @@ pub mod codes {
     pub const TRUNCATED_WRONG_VALUE_FOR_FIELD: u16 = 1366;
     /// Data too long for column.
     pub const DATA_TOO_LONG: u16 = 1406;
+    /// Incorrect value (a DATE, TIME or TIMESTAMP literal's text).
+    pub const WRONG_VALUE: u16 = 1525;
 }
 
 /// The SQLSTATE MySQL gives an error number.

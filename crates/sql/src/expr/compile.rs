@@ -585,6 +585,7 @@ impl<'a> Compiler<'a> {
                 Function::Cast(Self::cast_target(data_type)?),
                 vec![self.compile(inner)?],
             ),
+            E::TypedString(typed) => Expr::Literal(Self::typed_literal(typed)?),
             E::Case {
                 operand,
                 conditions,
@@ -681,6 +682,36 @@ impl<'a> Compiler<'a> {
             Function::DateAdd { unit, subtract },
             vec![self.compile(date)?, amount],
         ))
+    }
+
+    /// `DATE '2024-03-09'`, `TIME '10:30:00'`, `TIMESTAMP '2024-03-09
+    /// 10:30:00'` (a DATETIME, as MySQL's): the value, read once; text
+    /// that is not one is error 1525, as MySQL's.
+    fn typed_literal(typed: &ast::TypedString) -> SqlResult<Value> {
+        use crate::temporal::{Date, DateTime, Time};
+        let text = match &typed.value.value {
+            ast::Value::SingleQuotedString(text) | ast::Value::DoubleQuotedString(text) => text,
+            other => {
+                return Err(SqlError::unsupported(format!(
+                    "{} {other}",
+                    typed.data_type
+                )))
+            }
+        };
+        let (value, kind) = match &typed.data_type {
+            ast::DataType::Date => (Date::parse(text).map(Value::Date), "DATE"),
+            ast::DataType::Time(..) => (Time::parse(text).map(Value::Time), "TIME"),
+            ast::DataType::Timestamp(..) | ast::DataType::Datetime(_) => {
+                (DateTime::parse(text).map(Value::DateTime), "DATETIME")
+            }
+            other => return Err(SqlError::unsupported(format!("{other} '...' literals"))),
+        };
+        value.ok_or_else(|| {
+            SqlError::new(
+                codes::WRONG_VALUE,
+                format!("Incorrect {kind} value: '{text}'"),
+            )
+        })
     }
 
     /// CAST's target type.
@@ -969,6 +1000,19 @@ impl<'a> Compiler<'a> {
                 return Ok(Expr::Function(Function::DateFormat, vec![moment, format]));
             }
             "FROM_UNIXTIME" => arity(1).map(|_| Function::FromUnixTime)?,
+            "WEEK" if (1..=2).contains(&compiled.len()) => Function::Week,
+            "WEEKOFYEAR" => {
+                // WEEK(d, 3): weeks from Monday, week 1 the first with
+                // four days of the year.
+                arity(1)?;
+                let mut args = compiled;
+                args.push(Expr::Literal(Value::Int(3)));
+                return Ok(Expr::Function(Function::Week, args));
+            }
+            "YEARWEEK" if (1..=2).contains(&compiled.len()) => Function::YearWeek,
+            "STR_TO_DATE" => arity(2).map(|_| Function::StrToDate)?,
+            "CONVERT_TZ" => arity(3).map(|_| Function::ConvertTz)?,
+            "FORMAT" if (2..=3).contains(&compiled.len()) => Function::Format,
             "SQRT" => arity(1).map(|_| Function::Math(MathFunction::SquareRoot))?,
             "EXP" => arity(1).map(|_| Function::Math(MathFunction::Exponential))?,
             "LN" => arity(1).map(|_| Function::Math(MathFunction::NaturalLog))?,

@@ -314,6 +314,16 @@ pub enum Function {
     FromUnixTime,
     /// TIMESTAMPDIFF(unit, a, b).
     TimestampDiff(crate::temporal::IntervalUnit),
+    /// WEEK(d[, mode]), and WEEKOFYEAR(d) as WEEK(d, 3).
+    Week,
+    /// YEARWEEK(d[, mode]).
+    YearWeek,
+    /// STR_TO_DATE(text, format).
+    StrToDate,
+    /// CONVERT_TZ(d, from, to).
+    ConvertTz,
+    /// FORMAT(x, decimals[, locale]).
+    Format,
 }
 
 /// An aggregate function.

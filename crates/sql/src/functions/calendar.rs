@@ -1,13 +1,14 @@
 //! Date functions past the parts and arithmetic: DATE_FORMAT, DAYNAME,
-//! MONTHNAME, LAST_DAY, FROM_UNIXTIME and TIMESTAMPDIFF, in English as
-//! MySQL's default `lc_time_names` (en_US) words them.
+//! MONTHNAME, LAST_DAY, FROM_UNIXTIME, TIMESTAMPDIFF, WEEK, YEARWEEK
+//! and CONVERT_TZ, in English as MySQL's default `lc_time_names` (en_US)
+//! words them.
 
 use super::integer;
 use crate::temporal::{days_in_month, Date, DateTime, IntervalUnit};
 use crate::value::{self, Value};
 use std::fmt::Write;
 
-const DAY_NAMES: [&str; 7] = [
+pub(super) const DAY_NAMES: [&str; 7] = [
     "Sunday",
     "Monday",
     "Tuesday",
@@ -17,7 +18,7 @@ const DAY_NAMES: [&str; 7] = [
     "Saturday",
 ];
 
-const MONTH_NAMES: [&str; 12] = [
+pub(super) const MONTH_NAMES: [&str; 12] = [
     "January",
     "February",
     "March",
@@ -152,6 +153,10 @@ pub fn date_format(d: &Value, format: &Value) -> Value {
     let (hour, minute, second, micro) = datetime.clock();
     let twelve = |hour: i64| (hour + 11) % 12 + 1;
     let weekday = day_of_week(date);
+    // %V and %X, %v and %x: weeks of a year of weeks, from Sunday or
+    // from Monday.
+    let sunday_weeks = WeekRule(WeekRule::WEEK_YEAR | WeekRule::FIRST_WEEKDAY);
+    let monday_weeks = WeekRule(WeekRule::WEEK_YEAR | WeekRule::MONDAY_FIRST);
     let mut out = String::with_capacity(format.len() + 16);
     let mut specifiers = format.chars();
     while let Some(c) = specifiers.next() {
@@ -188,8 +193,20 @@ pub fn date_format(d: &Value, format: &Value) -> Value {
             ),
             'S' | 's' => write!(out, "{second:02}"),
             'T' => write!(out, "{hour:02}:{minute:02}:{second:02}"),
-            'U' => write!(out, "{:02}", week_from(date, 0)),
-            'u' => write!(out, "{:02}", week_from(date, 1)),
+            'U' => write!(
+                out,
+                "{:02}",
+                week_of(date, WeekRule(WeekRule::FIRST_WEEKDAY)).0
+            ),
+            'u' => write!(
+                out,
+                "{:02}",
+                week_of(date, WeekRule(WeekRule::MONDAY_FIRST)).0
+            ),
+            'V' => write!(out, "{:02}", week_of(date, sunday_weeks).0),
+            'v' => write!(out, "{:02}", week_of(date, monday_weeks).0),
+            'X' => write!(out, "{:04}", week_of(date, sunday_weeks).1),
+            'x' => write!(out, "{:04}", week_of(date, monday_weeks).1),
             'W' => write!(out, "{}", DAY_NAMES[weekday]),
             'w' => write!(out, "{weekday}"),
             'Y' => write!(out, "{:04}", date.year),
@@ -211,32 +228,153 @@ fn ordinal_suffix(day: u8) -> &'static str {
     }
 }
 
-/// The week of the year, 00 to 53, weeks beginning on Sunday (`first`
-/// 0: `%U`, MySQL's mode 0: the days before the year's first Sunday are
-/// week 0) or Monday (1: `%u`, mode 1: week 1 is the first with four or
-/// more days in the year).
-fn week_from(date: Date, first: usize) -> i64 {
-    let january_first = Date::new(date.year as i64, 1, 1).expect("January 1st");
-    let start_weekday = (day_of_week(january_first) + 7 - first) % 7;
-    let day = day_of_year(date) - 1;
-    match first {
-        // Mode 0: week 1 begins on the year's first Sunday.
-        0 => {
-            let first_sunday = ((7 - start_weekday) % 7) as i64;
-            match day < first_sunday {
-                true => 0,
-                false => (day - first_sunday) / 7 + 1,
-            }
+/// How a week number is counted: MySQL's `calc_week` flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WeekRule(u8);
+
+impl WeekRule {
+    /// Weeks begin on Monday (else Sunday).
+    const MONDAY_FIRST: u8 = 1;
+    /// Week numbers run 1 to 53, a date early in January belonging to
+    /// the last week of the year before (else 0 to 53).
+    const WEEK_YEAR: u8 = 2;
+    /// Week 1 is the first with the first day of the week in it (else
+    /// the first with four days or more in the year).
+    const FIRST_WEEKDAY: u8 = 4;
+
+    /// WEEK's and YEARWEEK's `mode` (0 to 7; only its low three bits
+    /// count, as in MySQL).
+    pub fn of_mode(mode: i64) -> WeekRule {
+        let mut rule = (mode & 7) as u8;
+        if rule & Self::MONDAY_FIRST == 0 {
+            rule ^= Self::FIRST_WEEKDAY;
         }
-        // Mode 1: a first week of at least four days counts as week 1.
-        _ => {
-            let week = (day + start_weekday as i64) / 7;
-            if start_weekday <= 3 {
-                week + 1
-            } else {
-                week
-            }
+        WeekRule(rule)
+    }
+
+    /// The rule with week numbers of a year of weeks (YEARWEEK's).
+    pub fn with_week_year(self) -> WeekRule {
+        WeekRule(self.0 | Self::WEEK_YEAR)
+    }
+
+    fn has(self, flag: u8) -> bool {
+        self.0 & flag != 0
+    }
+}
+
+/// Days in `year`.
+fn days_in_year(year: i64) -> i64 {
+    match Date::new(year, 2, 29) {
+        Some(_) => 366,
+        None => 365,
+    }
+}
+
+/// The week of `date` and the year the week belongs to, as MySQL's
+/// `calc_week` counts them.
+pub fn week_of(date: Date, rule: WeekRule) -> (i64, i64) {
+    let monday_first = rule.has(WeekRule::MONDAY_FIRST);
+    let mut week_year = rule.has(WeekRule::WEEK_YEAR);
+    let first_weekday = rule.has(WeekRule::FIRST_WEEKDAY);
+    let day_number = date.days();
+    let mut first_day = Date::new(date.year as i64, 1, 1)
+        .expect("January 1st")
+        .days();
+    // January 1st's weekday, 0 for the week's first day.
+    let mut weekday = match monday_first {
+        true => (day_of_week(Date::from_days(first_day).expect("a date")) + 6) % 7,
+        false => day_of_week(Date::from_days(first_day).expect("a date")),
+    } as i64;
+    let mut year = date.year as i64;
+    // Whether a year's first days before its week 1 make a week 0.
+    let short_first_week =
+        |weekday: i64| (first_weekday && weekday != 0) || (!first_weekday && weekday >= 4);
+    if date.month == 1 && (date.day as i64) <= 7 - weekday {
+        if !week_year && short_first_week(weekday) {
+            return (0, year);
         }
+        week_year = true;
+        year -= 1;
+        let days = days_in_year(year);
+        first_day -= days;
+        weekday = (weekday + 53 * 7 - days) % 7;
+    }
+    let days = match short_first_week(weekday) {
+        true => day_number - (first_day + (7 - weekday)),
+        false => day_number - (first_day - weekday),
+    };
+    if week_year && days >= 52 * 7 {
+        let weekday = (weekday + days_in_year(year)) % 7;
+        if !short_first_week(weekday) {
+            return (1, year + 1);
+        }
+    }
+    (days / 7 + 1, year)
+}
+
+/// WEEK(d, mode).
+pub fn week(d: &Value, mode: Option<&Value>) -> Value {
+    let mode = match mode {
+        None => 0,
+        Some(mode) => match integer(mode) {
+            Some(mode) => mode,
+            None => return Value::Null,
+        },
+    };
+    match value::datetime_of(d) {
+        Some(datetime) => Value::Int(week_of(datetime.date, WeekRule::of_mode(mode)).0),
+        None => Value::Null,
+    }
+}
+
+/// YEARWEEK(d, mode): the year and week, `year * 100 + week`.
+pub fn year_week(d: &Value, mode: Option<&Value>) -> Value {
+    let mode = match mode {
+        None => 0,
+        Some(mode) => match integer(mode) {
+            Some(mode) => mode,
+            None => return Value::Null,
+        },
+    };
+    match value::datetime_of(d) {
+        Some(datetime) => {
+            let rule = WeekRule::of_mode(mode).with_week_year();
+            let (week, year) = week_of(datetime.date, rule);
+            Value::Int(year * 100 + week)
+        }
+        None => Value::Null,
+    }
+}
+
+/// CONVERT_TZ(d, from, to): `d` read in zone `from` and written in zone
+/// `to`, each as `time_zone` takes it (an offset such as `+02:00`,
+/// SYSTEM or UTC; NULL for a named zone, as MySQL answers without its
+/// time zone tables). A moment outside TIMESTAMP's range comes back as
+/// it was, as MySQL's does.
+pub fn convert_tz(d: &Value, from: &Value, to: &Value) -> Value {
+    let zone = |value: &Value| {
+        let text = super::text(value)?;
+        crate::temporal::zone_offset(std::str::from_utf8(&text).ok()?)
+    };
+    let (Some(datetime), Some(from), Some(to)) = (value::datetime_of(d), zone(from), zone(to))
+    else {
+        return Value::Null;
+    };
+    let micros = datetime.date.days() * crate::temporal::MICROS_PER_DAY + datetime.micros;
+    let utc_seconds = micros.div_euclid(MICROS_PER_SECOND) - from;
+    // TIMESTAMP's range: 1970-01-01 00:00:01 to 2038-01-19 03:14:07 UTC.
+    if !(1..=i32::MAX as i64).contains(&utc_seconds) {
+        return Value::DateTime(datetime);
+    }
+    let moved = micros + (to - from) * MICROS_PER_SECOND;
+    let days = moved.div_euclid(crate::temporal::MICROS_PER_DAY);
+    match Date::from_days(days) {
+        Some(date) => Value::DateTime(DateTime {
+            date,
+            micros: moved.rem_euclid(crate::temporal::MICROS_PER_DAY),
+            fsp: datetime.fsp,
+        }),
+        None => Value::Null,
     }
 }
 
@@ -261,6 +399,8 @@ mod tests {
         assert_eq!(week("2024-01-01", "%U %u"), "00 01");
         assert_eq!(week("2023-01-01", "%U %u"), "01 00");
         assert_eq!(week("2024-12-31", "%U %u"), "52 53");
+        assert_eq!(week("2021-01-01", "%V %X %v %x"), "52 2020 53 2020");
+        assert_eq!(week("2024-12-30", "%V %X %v %x"), "52 2024 01 2025");
         assert_eq!(ordinal_suffix(11), "th");
         assert_eq!(ordinal_suffix(22), "nd");
         assert_eq!(shown(day_name(&Value::from("2024-01-01"))), "Monday");

@@ -1,7 +1,8 @@
 //! Numeric functions past arithmetic and rounding: SQRT, EXP, LN, LOG,
 //! LOG2, LOG10, POW and SIGN, as MySQL computes them: doubles, NULL where
 //! the function is undefined (SQRT of a negative, LN of 0), error 1690
-//! where the result is too large for a double.
+//! where the result is too large for a double; and FORMAT, a number as
+//! text with a locale's separators.
 
 use crate::error::{codes, SqlError, SqlResult};
 use crate::value::{self, Value};
@@ -139,6 +140,99 @@ fn double(result: Option<f64>, expression: impl FnOnce() -> String) -> SqlResult
             format!("DOUBLE value is out of range in '{}'", expression()),
         )),
     }
+}
+
+/// The most decimals FORMAT writes (MariaDB's; MySQL's is 30).
+const FORMAT_MAX_DECIMALS: i64 = 38;
+
+/// The separators of the locales FORMAT knows, as MariaDB's tables have
+/// them: (names, between thousands, before the decimals). A locale not
+/// listed formats as en_US, MySQL's answer to a locale it does not know.
+const FORMAT_LOCALES: [(&[&str], &str, &str); 5] = [
+    (
+        &[
+            "en_US", "en_GB", "en_AU", "en_CA", "en_NZ", "en_IE", "en_ZA", "es_MX", "ja_JP",
+            "zh_CN", "zh_TW", "ko_KR",
+        ],
+        ",",
+        ".",
+    ),
+    (
+        &[
+            "de_DE", "es_ES", "da_DK", "tr_TR", "nb_NO", "uk_UA", "hu_HU",
+        ],
+        ".",
+        ",",
+    ),
+    (
+        &[
+            "fr_FR", "it_IT", "pt_BR", "pt_PT", "nl_NL", "de_AT", "pl_PL", "el_GR",
+        ],
+        "",
+        ",",
+    ),
+    (&["ru_RU", "sv_SE", "fi_FI", "cs_CZ"], " ", ","),
+    (&["de_CH"], "'", "."),
+];
+
+/// FORMAT(x, decimals[, locale]): `x` rounded to `decimals` places
+/// (exact numbers half away from zero, doubles and text as doubles), its
+/// whole part in groups of three: `FORMAT(1234.5, 2)` is `1,234.50`.
+pub fn format(x: &Value, decimals: &Value, locale: Option<&Value>) -> SqlResult<Value> {
+    let Some(decimals) = super::integer(decimals) else {
+        return Ok(Value::Null);
+    };
+    let decimals = decimals.clamp(0, FORMAT_MAX_DECIMALS);
+    let plain = match x {
+        Value::Null => return Ok(Value::Null),
+        Value::Int(_) | Value::UInt(_) | Value::Decimal(_) => {
+            let rounded = super::round(x, decimals, false)?;
+            let mut text = Vec::new();
+            value::write_text(&rounded, &mut text);
+            let mut text = String::from_utf8(text).expect("a number's text is ASCII");
+            let written = text
+                .split_once('.')
+                .map_or(0, |(_, fraction)| fraction.len());
+            if written == 0 && decimals > 0 {
+                text.push('.');
+            }
+            text.extend(std::iter::repeat_n('0', decimals as usize - written));
+            text
+        }
+        other => {
+            let rounded = super::round(&Value::Double(value::to_f64(other)), decimals, false)?;
+            format!("{:.*}", decimals as usize, value::to_f64(&rounded))
+        }
+    };
+    let locale = locale.and_then(super::text).unwrap_or_default();
+    let (thousands, point) = FORMAT_LOCALES
+        .iter()
+        .find(|(names, ..)| {
+            names
+                .iter()
+                .any(|n| n.as_bytes().eq_ignore_ascii_case(&locale))
+        })
+        .map_or((",", "."), |(_, thousands, point)| (*thousands, *point));
+    let (sign, unsigned) = match plain.strip_prefix('-') {
+        // Rounded to zero, a negative number loses its sign, as in MySQL.
+        Some(rest) if rest.bytes().any(|b| (b'1'..=b'9').contains(&b)) => ("-", rest),
+        Some(rest) => ("", rest),
+        None => ("", plain.as_str()),
+    };
+    let (whole, fraction) = unsigned.split_once('.').unwrap_or((unsigned, ""));
+    let mut out = String::with_capacity(plain.len() + whole.len() / 3 + 2);
+    out.push_str(sign);
+    for (at, digit) in whole.chars().enumerate() {
+        if at > 0 && (whole.len() - at) % 3 == 0 {
+            out.push_str(thousands);
+        }
+        out.push(digit);
+    }
+    if !fraction.is_empty() {
+        out.push_str(point);
+        out.push_str(fraction);
+    }
+    Ok(Value::from(out))
 }
 
 #[cfg(test)]

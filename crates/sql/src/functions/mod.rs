@@ -9,6 +9,7 @@
 
 pub mod calendar;
 pub mod math;
+pub mod reading_dates;
 pub mod strings;
 
 use crate::decimal::Decimal;
@@ -635,6 +636,11 @@ pub fn apply(function: crate::expr::Function, values: &[Value], zone: i64) -> Sq
         F::LastDay => calendar::last_day(first()),
         F::FromUnixTime => calendar::from_unixtime(first(), zone),
         F::TimestampDiff(unit) => calendar::timestamp_diff(unit, first(), &values[1]),
+        F::Week => calendar::week(first(), values.get(1)),
+        F::YearWeek => calendar::year_week(first(), values.get(1)),
+        F::StrToDate => reading_dates::str_to_date(first(), &values[1])?,
+        F::ConvertTz => calendar::convert_tz(first(), &values[1], &values[2]),
+        F::Format => math::format(first(), &values[1], values.get(2))?,
         other => {
             return Err(SqlError::new(
                 codes::UNKNOWN_ERROR,

@@ -138,7 +138,9 @@ pub(super) fn describe_output(expr: &Expr, name: &str, compiler: &Compiler<'_>) 
             | crate::expr::Function::FindInSet
             | crate::expr::Function::Field
             | crate::expr::Function::StrCmp
-            | crate::expr::Function::TimestampDiff(_),
+            | crate::expr::Function::TimestampDiff(_)
+            | crate::expr::Function::Week
+            | crate::expr::Function::YearWeek,
             _,
         ) => ColumnKind::BigInt { unsigned: false },
         Expr::Function(
@@ -150,7 +152,24 @@ pub(super) fn describe_output(expr: &Expr, name: &str, compiler: &Compiler<'_>) 
         Expr::Function(crate::expr::Function::DateOf | crate::expr::Function::LastDay, _) => {
             ColumnKind::Date
         }
-        Expr::Function(crate::expr::Function::FromUnixTime, _) => ColumnKind::DateTime(0),
+        Expr::Function(
+            crate::expr::Function::FromUnixTime | crate::expr::Function::ConvertTz,
+            _,
+        ) => ColumnKind::DateTime(0),
+        // STR_TO_DATE's type is its format's, when the format is known.
+        Expr::Function(crate::expr::Function::StrToDate, arguments)
+            if matches!(arguments.get(1), Some(Expr::Literal(Value::Bytes(_)))) =>
+        {
+            let Some(Expr::Literal(Value::Bytes(format))) = arguments.get(1) else {
+                unreachable!("matched above")
+            };
+            use crate::functions::reading_dates::{read_kind, ReadKind};
+            match read_kind(format) {
+                ReadKind::Date => ColumnKind::Date,
+                ReadKind::DateTime(fsp) => ColumnKind::DateTime(fsp),
+                ReadKind::Time(fsp) => ColumnKind::Time(fsp),
+            }
+        }
         Expr::Function(crate::expr::Function::Cast(target), _) => {
             use crate::functions::CastTarget as C;
             match target {
