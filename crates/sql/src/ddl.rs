@@ -284,7 +284,7 @@ pub fn create_table(
     database: &str,
     table: &str,
     partition_by: &[String],
-) -> SqlResult<()> {
+) -> SqlResult<Existed> {
     let (mut def, columns) = table_definition(create, database, table)?;
     def.partitions = catalog.partitions();
     // PARTITION BY KEY (columns): they alone place a row (every one in
@@ -315,10 +315,15 @@ pub fn create_table(
         ));
     }
     match catalog.create_table(database, table, &def, &columns) {
-        Err(error) if error.code == codes::TABLE_EXISTS && create.if_not_exists => Ok(()),
-        other => other,
+        Err(error) if error.code == codes::TABLE_EXISTS && create.if_not_exists => Ok(Some(error)),
+        Err(error) => Err(error),
+        Ok(()) => Ok(None),
     }
 }
+
+/// What a CREATE ... IF NOT EXISTS found in its way: the error it would
+/// have been without IF NOT EXISTS, now a note (`None`: created).
+pub type Existed = Option<SqlError>;
 
 /// CREATE [UNIQUE] INDEX.
 pub fn create_index(
@@ -326,7 +331,7 @@ pub fn create_index(
     create: &ast::CreateIndex,
     database: &str,
     table: &str,
-) -> SqlResult<()> {
+) -> SqlResult<Existed> {
     let sql_table = catalog.table(database, table)?;
     let Some(name) = &create.name else {
         return Err(SqlError::parse("CREATE INDEX needs a name"));
@@ -345,11 +350,14 @@ pub fn create_index(
     };
     catalog.invalidate(database, table);
     match created {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(None),
         Err(error)
             if error.code() == Some(client::ErrorCode::IndexExists) && create.if_not_exists =>
         {
-            Ok(())
+            Ok(Some(SqlError::new(
+                codes::DUP_KEYNAME,
+                format!("Duplicate key name '{index}'"),
+            )))
         }
         Err(error) if error.code() == Some(client::ErrorCode::IndexExists) => Err(SqlError::new(
             codes::DUP_KEYNAME,

@@ -177,6 +177,8 @@ pub mod codes {
     pub const DATA_TOO_LONG: u16 = 1406;
     /// Incorrect value (a DATE, TIME or TIMESTAMP literal's text).
     pub const WRONG_VALUE: u16 = 1525;
+    /// Division by 0 (a warning, an error in a value to store).
+    pub const DIVISION_BY_ZERO: u16 = 1365;
 }
 
 /// The SQLSTATE MySQL gives an error number.
@@ -220,6 +222,7 @@ fn state_of(code: u16) -> &'static str {
         DATA_TOO_LONG => "22001",
         TRUNCATED_WRONG_VALUE_FOR_FIELD => "HY000",
         QUERY_INTERRUPTED => "70100",
+        DIVISION_BY_ZERO => "22012",
         _ => "HY000",
     }
 }

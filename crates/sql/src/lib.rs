@@ -33,6 +33,7 @@ mod auto_increment;
 pub mod catalog;
 mod ddl;
 pub mod decimal;
+pub mod diagnostics;
 pub mod error;
 mod execute;
 pub mod expr;

@@ -284,7 +284,11 @@ impl Connection {
 
     fn framing<'a>(&self, out: &'a mut Vec<u8>, writer: &'a mut PacketWriter) -> Framing<'a> {
         let mut status = 0;
+        let mut warnings = 0;
         if let Phase::Commands(session) = &self.phase {
+            // A single statement's (COM_STMT_EXECUTE's); a query's
+            // statements each set their own.
+            warnings = session.warnings_of(0);
             if session.autocommit() {
                 status |= wire::SERVER_STATUS_AUTOCOMMIT;
             }
@@ -300,6 +304,7 @@ impl Connection {
             deprecate_eof: self.capabilities & wire::CLIENT_DEPRECATE_EOF != 0,
             found_rows: self.capabilities & wire::CLIENT_FOUND_ROWS != 0,
             status,
+            warnings,
         }
     }
 
@@ -579,8 +584,10 @@ impl Connection {
                 let text = String::from_utf8_lossy(text).into_owned();
                 let results = session.query(&text, self.multi_statements);
                 let count = results.len();
+                let warnings: Vec<u16> = (0..count).map(|i| session.warnings_of(i)).collect();
                 for (index, result) in results.into_iter().enumerate() {
                     let mut framing = self.framing(out, writer);
+                    framing.warnings = warnings[index];
                     if index + 1 < count {
                         framing.status |= wire::SERVER_MORE_RESULTS_EXISTS;
                     }

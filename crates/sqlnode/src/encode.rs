@@ -21,6 +21,8 @@ pub struct Framing<'a> {
     pub found_rows: bool,
     /// Server status flags for OK and EOF.
     pub status: u16,
+    /// The statement's warning count, for OK and EOF.
+    pub warnings: u16,
 }
 
 impl Framing<'_> {
@@ -32,7 +34,7 @@ impl Framing<'_> {
 
     /// An OK.
     pub fn ok(&mut self, affected_rows: u64, last_insert_id: u64, info: &str) {
-        let status = self.status;
+        let (status, warnings) = (self.status, self.warnings);
         self.packet(|out| {
             wire::response::encode_ok(
                 out,
@@ -40,7 +42,7 @@ impl Framing<'_> {
                     affected_rows,
                     last_insert_id,
                     status,
-                    warnings: 0,
+                    warnings,
                     info,
                 },
             )
@@ -58,7 +60,7 @@ impl Framing<'_> {
 
     /// The end of a list of definitions or rows.
     pub fn end_of(&mut self, rows: bool) {
-        let status = self.status;
+        let (status, warnings) = (self.status, self.warnings);
         match (self.deprecate_eof, rows) {
             (true, true) => self.packet(|out| {
                 wire::response::encode_eof_ok(
@@ -67,13 +69,13 @@ impl Framing<'_> {
                         affected_rows: 0,
                         last_insert_id: 0,
                         status,
-                        warnings: 0,
+                        warnings,
                         info: "",
                     },
                 )
             }),
             (true, false) => {}
-            (false, _) => self.packet(|out| wire::response::encode_eof(out, 0, status)),
+            (false, _) => self.packet(|out| wire::response::encode_eof(out, warnings, status)),
         }
     }
 

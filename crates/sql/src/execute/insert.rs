@@ -12,6 +12,7 @@ use super::{
 use crate::access;
 use crate::auto_increment::AutoIncrement;
 use crate::catalog::SqlTable;
+use crate::diagnostics::Level;
 use crate::error::{codes, SqlError, SqlResult};
 use crate::expr::Inputs;
 use crate::plan::{Conflict, InsertPlan};
@@ -30,6 +31,9 @@ pub fn insert(
     run: &mut Run<'_>,
     auto_increment: &AutoIncrement,
 ) -> SqlResult<Response> {
+    // IGNORE makes what strict mode fails on a warning (MySQL's rule).
+    let _storing = (!matches!(plan.conflict, Conflict::Ignore))
+        .then(|| super::Storing::begin(run.environment));
     let table = &plan.table;
     let cluster = run.transaction.borrow().cluster();
     let width = table.columns.len();
@@ -226,14 +230,55 @@ pub fn insert(
         info: match count {
             1 => String::new(),
             _ => format!(
-                "Records: {count}  Duplicates: {}  Warnings: 0",
+                "Records: {count}  Duplicates: {}  Warnings: {}",
                 match plan.conflict {
                     Conflict::Ignore => skipped,
                     _ => affected.saturating_sub(count as u64),
-                }
+                },
+                run.environment.warning_count()
             ),
         },
     })
+}
+
+/// The 1062 warning of a row INSERT IGNORE leaves out, worded as the
+/// error would be: the key `row` repeats of `existing` (its primary key,
+/// else the unique index whose values the two share) and `row`'s value.
+fn duplicate_message(
+    table: &SqlTable,
+    row: &[Value],
+    existing: &[Value],
+    unique: &[(String, Vec<usize>)],
+    zone: i64,
+) -> String {
+    let same = |columns: &[usize]| {
+        columns.iter().all(|c| {
+            stored_canonical(table, *c, &existing[*c], zone)
+                == stored_canonical(table, *c, &row[*c], zone)
+        })
+    };
+    let primary = table.key_columns();
+    let (index, columns) = match same(&primary) {
+        true => ("PRIMARY", primary.as_slice()),
+        false => unique
+            .iter()
+            .find(|(_, columns)| same(columns))
+            .map_or(("PRIMARY", primary.as_slice()), |(name, columns)| {
+                (name.as_str(), columns.as_slice())
+            }),
+    };
+    let mut entry = Vec::new();
+    for (at, column) in columns.iter().enumerate() {
+        if at > 0 {
+            entry.push(b'-');
+        }
+        value::write_text(&row[*column], &mut entry);
+    }
+    format!(
+        "Duplicate entry '{}' for key '{}.{index}'",
+        String::from_utf8_lossy(&entry),
+        table.name
+    )
 }
 
 /// Whether `table` has a unique secondary index: writes of two rows can
@@ -415,7 +460,11 @@ fn upsert(
                 matched += 1;
                 inserted.push(number);
             }
-            Conflict::Ignore => {}
+            Conflict::Ignore => {
+                let message = duplicate_message(table, row, &in_the_way[0], &unique, zone);
+                run.environment
+                    .raise(Level::Warning, codes::DUP_ENTRY, &message);
+            }
             Conflict::Replace => {
                 let mut replaced_in_place = false;
                 for existing in &in_the_way {

@@ -166,6 +166,22 @@ impl Environment for WithSubqueries<'_> {
         self.inner.set_last_insert_id(id)
     }
 
+    fn warn(&self, code: u16, message: &str) -> SqlResult<()> {
+        self.inner.warn(code, message)
+    }
+
+    fn set_storing(&self, storing: bool) {
+        self.inner.set_storing(storing)
+    }
+
+    fn raise(&self, level: crate::diagnostics::Level, code: u16, message: &str) {
+        self.inner.raise(level, code, message)
+    }
+
+    fn warning_count(&self) -> usize {
+        self.inner.warning_count()
+    }
+
     fn zone_offset(&self) -> i64 {
         self.inner.zone_offset()
     }
@@ -1270,9 +1286,28 @@ fn with_subqueries(
     body(&mut inner)
 }
 
+/// While it lives, the statement's values are being computed to be
+/// stored: a warning is an error (MySQL's strict mode, design 0027,
+/// "Warnings").
+pub(crate) struct Storing<'a>(&'a dyn Environment);
+
+impl<'a> Storing<'a> {
+    pub(crate) fn begin(environment: &'a dyn Environment) -> Storing<'a> {
+        environment.set_storing(true);
+        Storing(environment)
+    }
+}
+
+impl Drop for Storing<'_> {
+    fn drop(&mut self) {
+        self.0.set_storing(false);
+    }
+}
+
 /// The row `old` with the UPDATE's assignments applied, each value
 /// fitted to its column.
 fn new_values(plan: &WritePlan, old: &[Value], run: &Run<'_>) -> SqlResult<Vec<Value>> {
+    let _storing = Storing::begin(run.environment);
     let mut new = old.to_vec();
     for (column, expr) in &plan.assignments {
         // Each assignment sees the ones before it (MySQL's order).
@@ -1387,7 +1422,10 @@ fn update_rows(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
         affected_rows: changed,
         matched_rows: matched,
         last_insert_id: 0,
-        info: format!("Rows matched: {matched}  Changed: {changed}  Warnings: 0"),
+        info: format!(
+            "Rows matched: {matched}  Changed: {changed}  Warnings: {}",
+            run.environment.warning_count()
+        ),
     })
 }
 
@@ -1458,7 +1496,10 @@ fn increment_by_key(
         affected_rows: changed,
         matched_rows: changed,
         last_insert_id: 0,
-        info: format!("Rows matched: {changed}  Changed: {changed}  Warnings: 0"),
+        info: format!(
+            "Rows matched: {changed}  Changed: {changed}  Warnings: {}",
+            run.environment.warning_count()
+        ),
     }))
 }
 

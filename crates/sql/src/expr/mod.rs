@@ -465,6 +465,28 @@ pub trait Environment {
     /// LAST_INSERT_ID(x) ran: the session's insert id is to be `id` once
     /// the statement is done.
     fn set_last_insert_id(&self, _id: u64) {}
+
+    /// The evaluation met what MySQL makes a warning (a division by
+    /// zero): recorded for SHOW WARNINGS, or, while the statement
+    /// computes values to store (`set_storing`), the statement's error,
+    /// as in MySQL's strict mode.
+    fn warn(&self, _code: u16, _message: &str) -> SqlResult<()> {
+        Ok(())
+    }
+
+    /// Records a condition for SHOW WARNINGS as it is (a row INSERT
+    /// IGNORE left out is a warning, whatever the statement stores).
+    fn raise(&self, _level: crate::diagnostics::Level, _code: u16, _message: &str) {}
+
+    /// The conditions the statement raised so far (the info text's
+    /// "Warnings: n").
+    fn warning_count(&self) -> usize {
+        0
+    }
+
+    /// Whether the values computed from now on are to be stored (an
+    /// INSERT's, an UPDATE's SET): a warning is then an error.
+    fn set_storing(&self, _storing: bool) {}
 }
 
 /// The values an evaluation reads: the row, the aggregates' results, the
@@ -655,7 +677,19 @@ impl Expr {
             }
             Expr::Not(e) => value::boolean(value::truth(&eval(e)?).map(|t| !t)),
             Expr::Negate(e) => value::negate(&eval(e)?)?,
-            Expr::Arithmetic(op, a, b) => value::arithmetic(*op, &eval(a)?, &eval(b)?)?,
+            Expr::Arithmetic(op, a, b) => {
+                let (a, b) = (eval(a)?, eval(b)?);
+                let result = value::arithmetic(*op, &a, &b)?;
+                let divides = matches!(
+                    op,
+                    Arithmetic::Divide | Arithmetic::IntegerDivide | Arithmetic::Modulo
+                );
+                if divides && result.is_null() && !a.is_null() && !b.is_null() {
+                    // NULL from two values: the divisor was zero.
+                    environment.warn(codes::DIVISION_BY_ZERO, "Division by 0")?;
+                }
+                result
+            }
             Expr::Compare(op, a, b) => {
                 let ordering = value::compare(&eval(a)?, &eval(b)?);
                 value::boolean(ordering.map(|o| compare_holds(*op, o)))

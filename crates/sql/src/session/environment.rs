@@ -1,9 +1,11 @@
 //! What a statement's expressions ask of their session: its values,
 //! KILL QUERY, the rows read ahead, the time zone, the
-//! information_schema views as the account may see them.
+//! information_schema views as the account may see them, and where
+//! their warnings go.
 
 use super::Session;
-use crate::error::SqlResult;
+use crate::diagnostics::Level;
+use crate::error::{SqlError, SqlResult};
 use crate::expr::{Environment, SessionValue};
 use crate::value::Value;
 use std::sync::atomic::Ordering;
@@ -47,6 +49,31 @@ impl Environment for SessionView<'_> {
 
     fn zone_offset(&self) -> i64 {
         self.session.zone_offset()
+    }
+
+    fn warn(&self, code: u16, message: &str) -> SqlResult<()> {
+        match self.session.storing.get() {
+            true => Err(SqlError::new(code, message)),
+            false => {
+                self.raise(Level::Warning, code, message);
+                Ok(())
+            }
+        }
+    }
+
+    fn raise(&self, level: Level, code: u16, message: &str) {
+        self.session
+            .diagnostics
+            .borrow_mut()
+            .raise(level, code, message);
+    }
+
+    fn set_storing(&self, storing: bool) {
+        self.session.storing.set(storing);
+    }
+
+    fn warning_count(&self) -> usize {
+        self.session.diagnostics.borrow().count()
     }
 
     fn batches_inserts(&self) -> bool {

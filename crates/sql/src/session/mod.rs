@@ -14,6 +14,7 @@
 //! here, a few times, before the client hears of it.
 
 use crate::accounts::{self, Account, Grants, Privileges};
+use crate::diagnostics::{Diagnostics, Level};
 use crate::error::{codes, SqlError, SqlResult};
 use crate::execute::{self, Run, StatementCounts};
 use crate::locked_rows::LockedRows;
@@ -31,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use environment::{entropy_random, SessionView};
 
+mod diagnostics_text;
 mod environment;
 mod explain;
 mod settings;
@@ -75,8 +77,13 @@ pub struct Session {
     variables: HashMap<String, Value>,
     user_variables: HashMap<String, Value>,
     last_insert_id: u64,
-    /// The last statement ended in an error (`@@error_count`).
-    last_statement_failed: bool,
+    /// The conditions the last statement raised (SHOW WARNINGS).
+    diagnostics: std::cell::RefCell<Diagnostics>,
+    /// The warning count of each statement of the last query.
+    statement_warnings: Vec<u16>,
+    /// The running statement computes values to store: a warning is an
+    /// error (`Environment::set_storing`).
+    storing: std::cell::Cell<bool>,
     /// What LAST_INSERT_ID(x) set during the running statement.
     insert_id_set: std::cell::Cell<Option<u64>>,
     row_count: i64,
@@ -164,7 +171,9 @@ impl Session {
             uuid_last: std::cell::Cell::new(0),
             last_insert_id: 0,
             insert_id_set: std::cell::Cell::new(None),
-            last_statement_failed: false,
+            diagnostics: std::cell::RefCell::new(Diagnostics::default()),
+            statement_warnings: Vec::new(),
+            storing: std::cell::Cell::new(false),
             row_count: 0,
             prepared: HashMap::new(),
             next_statement_id: 1,
@@ -234,42 +243,49 @@ impl Session {
     /// only when the client allowed them (`multi`: CLIENT_MULTI_STATEMENTS),
     /// so text built by a client that did not cannot smuggle in a second.
     pub fn query(&mut self, text: &str, multi: bool) -> Vec<SqlResult<Response>> {
+        self.statement_warnings.clear();
+        if let Some(shown) = diagnostics_text::parse(text) {
+            // SHOW WARNINGS and its kin read the last statement's
+            // conditions and leave them.
+            self.statistics().queries.fetch_add(1, Ordering::Relaxed);
+            let response = self.show_diagnostics(shown);
+            self.statement_warnings.push(0);
+            return vec![Ok(response)];
+        }
         if crate::parse::is_keys_switch(text) {
             self.statistics().queries.fetch_add(1, Ordering::Relaxed);
-            return vec![Ok(Response::ok())];
+            self.diagnostics.get_mut().clear();
+            return self.alone(Ok(Response::ok()));
         }
         if let Some((create, columns)) = crate::parse::partition_by_key(text) {
             self.statistics().queries.fetch_add(1, Ordering::Relaxed);
+            self.diagnostics.get_mut().clear();
             let result = self.create_partitioned(&create, &columns);
-            if let Err(error) = &result {
-                self.statistics().error(error.code);
-            }
-            return vec![result];
+            return self.alone(result);
         }
         if let Some(parsed) = accounts::parse(text) {
             self.statistics().queries.fetch_add(1, Ordering::Relaxed);
+            self.diagnostics.get_mut().clear();
             let result = parsed.and_then(|statement| self.account_statement(&statement));
-            if let Err(error) = &result {
-                self.statistics().error(error.code);
-            }
-            return vec![result];
+            return self.alone(result);
         }
         let statements = match self.engine.parse_cache.parse(text) {
             Ok(statements) => statements,
             Err(error) => {
-                self.statistics().error(error.code);
-                return vec![Err(error)];
+                self.diagnostics.get_mut().clear();
+                return self.alone(Err(error));
             }
         };
         if statements.is_empty() {
-            return vec![Err(SqlError::new(1065, "Query was empty"))];
+            self.diagnostics.get_mut().clear();
+            return self.alone(Err(SqlError::new(1065, "Query was empty")));
         }
         if statements.len() > 1 && !multi {
             let error = SqlError::parse(
                 "several statements in one query, and the client did not ask for them (CLIENT_MULTI_STATEMENTS)",
             );
-            self.statistics().error(error.code);
-            return vec![Err(error)];
+            self.diagnostics.get_mut().clear();
+            return self.alone(Err(error));
         }
         let (compiled, leading) = self.read_lookups_ahead(&statements);
         let mut results = Vec::with_capacity(statements.len());
@@ -288,6 +304,68 @@ impl Session {
         }
         self.read_ahead.clear();
         results
+    }
+
+    /// The outcome of a query that ran no statement through `run` (a
+    /// parse error, an account statement): its error counted and kept
+    /// for SHOW WARNINGS.
+    fn alone(&mut self, result: SqlResult<Response>) -> Vec<SqlResult<Response>> {
+        if let Err(error) = &result {
+            self.statistics().error(error.code);
+            self.diagnostics
+                .get_mut()
+                .raise(Level::Error, error.code, error.message.as_str());
+        }
+        self.statement_warnings.push(self.warning_count());
+        vec![result]
+    }
+
+    /// Conditions the last statement raised: the warning count of its
+    /// OK or EOF packet (`@@warning_count`).
+    pub fn warning_count(&self) -> u16 {
+        self.diagnostics.borrow().count().min(u16::MAX as usize) as u16
+    }
+
+    /// The warning count the OK or EOF packet of the `index`th statement
+    /// of the last query or execution says (its statements all ran
+    /// before their responses are sent): the conditions it raised.
+    pub fn warnings_of(&self, index: usize) -> u16 {
+        self.statement_warnings.get(index).copied().unwrap_or(0)
+    }
+
+    /// SHOW WARNINGS, SHOW ERRORS, SHOW COUNT(*) WARNINGS or ERRORS.
+    fn show_diagnostics(&self, shown: diagnostics_text::Shown) -> Response {
+        let diagnostics = self.diagnostics.borrow();
+        match shown {
+            diagnostics_text::Shown::Count { errors } => {
+                let (name, count) = match errors {
+                    true => ("@@session.error_count", diagnostics.errors()),
+                    false => ("@@session.warning_count", diagnostics.count()),
+                };
+                Response::Rows {
+                    columns: Arc::from(vec![OutputColumn::computed(
+                        name,
+                        crate::result::ColumnKind::BigInt { unsigned: false },
+                    )]),
+                    rows: vec![vec![Value::Int(count as i64)]],
+                }
+            }
+            diagnostics_text::Shown::List {
+                errors,
+                offset,
+                limit,
+            } => Response::Rows {
+                columns: Arc::from(vec![
+                    OutputColumn::computed("Level", crate::result::ColumnKind::Text(7)),
+                    OutputColumn::computed(
+                        "Code",
+                        crate::result::ColumnKind::BigInt { unsigned: true },
+                    ),
+                    OutputColumn::computed("Message", crate::result::ColumnKind::Text(512)),
+                ]),
+                rows: diagnostics.rows(errors, offset, limit),
+            },
+        }
     }
 
     /// Key lookups batched across statements (docs/design/0027-sql-node.md,
@@ -387,6 +465,17 @@ impl Session {
 
     /// COM_STMT_PREPARE: the statement's id, parameter count and columns.
     pub fn prepare(&mut self, text: &str) -> SqlResult<(u32, Prepared)> {
+        self.diagnostics.get_mut().clear();
+        let prepared = self.prepare_text(text);
+        if let Err(error) = &prepared {
+            self.diagnostics
+                .get_mut()
+                .raise(Level::Error, error.code, error.message.as_str());
+        }
+        prepared
+    }
+
+    fn prepare_text(&mut self, text: &str) -> SqlResult<(u32, Prepared)> {
         let mut statements = crate::parse::parse(text)?;
         if statements.len() != 1 {
             return Err(SqlError::new(
@@ -440,6 +529,7 @@ impl Session {
 
     /// COM_STMT_EXECUTE with `params` in statement order.
     pub fn execute(&mut self, id: u32, params: &[Value]) -> SqlResult<Response> {
+        self.statement_warnings.clear();
         let Some((statement, compiled)) = self
             .prepared
             .get(&id)
@@ -450,6 +540,9 @@ impl Session {
                 format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
             );
             self.statistics().error(error.code);
+            let diagnostics = self.diagnostics.get_mut();
+            diagnostics.clear();
+            diagnostics.raise(Level::Error, error.code, error.message.as_str());
             return Err(error);
         };
         let result = self.run(&statement, compiled, params);
@@ -483,6 +576,13 @@ impl Session {
     ) -> SqlResult<Response> {
         let statistics = &self.engine.statistics;
         statistics.queries.fetch_add(1, Ordering::Relaxed);
+        // A statement that reads the diagnostics leaves them; any other
+        // begins its own.
+        self.storing.set(false);
+        let diagnostic = diagnostics_text::reads_diagnostics(statement);
+        if !diagnostic {
+            self.diagnostics.get_mut().clear();
+        }
         // A KILL QUERY that came between statements stops nothing.
         self.interrupt.store(false, Ordering::Relaxed);
         self.statement_started = std::time::SystemTime::now();
@@ -502,8 +602,19 @@ impl Session {
         if let Err(error) = &mut result {
             self.word_duplicate(error);
         }
+        if let Err(error) = &result {
+            self.diagnostics
+                .get_mut()
+                .raise(Level::Error, error.code, error.message.as_str());
+        }
+        // A diagnostic statement raised nothing of its own (its packets
+        // say 0, as MySQL's).
+        let raised = match diagnostic {
+            true => 0,
+            false => self.warning_count(),
+        };
+        self.statement_warnings.push(raised);
         let statistics = &self.engine.statistics;
-        self.last_statement_failed = result.is_err();
         match &result {
             Ok(Response::Ok { affected_rows, .. }) => self.row_count = *affected_rows as i64,
             Ok(Response::Rows { .. }) => self.row_count = -1,
@@ -543,8 +654,19 @@ impl Session {
         self.require("CREATE", &database, &table, Privileges::CREATE)?;
         self.commit_open()?;
         let engine = Arc::clone(&self.engine);
-        ddl::create_table(&engine.catalog, create, &database, &table, columns)?;
+        let existed = ddl::create_table(&engine.catalog, create, &database, &table, columns)?;
+        self.note(existed);
         Ok(Response::ok())
+    }
+
+    /// What a statement's IF EXISTS or IF NOT EXISTS turned from an error
+    /// into a note (MySQL's: `DROP TABLE IF EXISTS` of no table, 1051).
+    fn note(&self, passed: Option<SqlError>) {
+        if let Some(error) = passed {
+            self.diagnostics
+                .borrow_mut()
+                .raise(Level::Note, error.code, error.message);
+        }
     }
 
     /// CREATE USER, DROP USER, ALTER USER, GRANT, REVOKE, SHOW GRANTS.
@@ -742,6 +864,12 @@ impl Session {
                 let name = object_name(db_name);
                 self.require("CREATE", &name, "*", Privileges::CREATE)?;
                 let created = catalog.create_database(&name, *if_not_exists)?;
+                if !created {
+                    self.note(Some(SqlError::new(
+                        codes::DB_CREATE_EXISTS,
+                        format!("Can't create database '{name}'; database exists"),
+                    )));
+                }
                 Ok(Response::affected(created as u64))
             }
             S::Drop {
@@ -755,14 +883,16 @@ impl Session {
                 let (database, table) = table_name(&create.name, self.database.as_deref())?;
                 self.require("CREATE", &database, &table, Privileges::CREATE)?;
                 self.commit_open()?;
-                ddl::create_table(catalog, create, &database, &table, &[])?;
+                let existed = ddl::create_table(catalog, create, &database, &table, &[])?;
+                self.note(existed);
                 Ok(Response::ok())
             }
             S::CreateIndex(create) => {
                 let (database, table) = table_name(&create.table_name, self.database.as_deref())?;
                 self.require("INDEX", &database, &table, Privileges::INDEX)?;
                 self.commit_open()?;
-                ddl::create_index(catalog, create, &database, &table)?;
+                let existed = ddl::create_index(catalog, create, &database, &table)?;
+                self.note(existed);
                 Ok(Response::ok())
             }
             S::Truncate { table_names, .. } => {
@@ -857,10 +987,13 @@ impl Session {
                     .as_slice()
                 {
                     ["PROCESSLIST"] => Ok(self.processlist()),
-                    ["WARNINGS"] | ["ERRORS"] => Ok(Response::text_rows(
-                        &["Level", "Code", "Message"],
-                        Vec::new(),
-                    )),
+                    [which @ ("WARNINGS" | "ERRORS")] => {
+                        Ok(self.show_diagnostics(diagnostics_text::Shown::List {
+                            errors: *which == "ERRORS",
+                            offset: 0,
+                            limit: None,
+                        }))
+                    }
                     ["ENGINES"] => Ok(Response::text_rows(
                         &[
                             "Engine",
@@ -988,12 +1121,17 @@ impl Session {
                         Err(error) => return Err(error),
                     }
                 }
+                let unknown = SqlError::new(
+                    codes::BAD_TABLE,
+                    format!("Unknown table '{}'", missing.join(",")),
+                );
                 match (missing.is_empty(), if_exists) {
-                    (false, false) => Err(SqlError::new(
-                        codes::BAD_TABLE,
-                        format!("Unknown table '{}'", missing.join(",")),
-                    )),
-                    _ => Ok(Response::ok()),
+                    (true, _) => Ok(Response::ok()),
+                    (false, false) => Err(unknown),
+                    (false, true) => {
+                        self.note(Some(unknown));
+                        Ok(Response::ok())
+                    }
                 }
             }
             ast::ObjectType::Database | ast::ObjectType::Schema => {
@@ -1005,6 +1143,12 @@ impl Session {
                 let dropped = catalog.drop_database(&name, if_exists)?;
                 if self.database.as_deref() == Some(name.as_str()) && dropped.is_some() {
                     self.database = None;
+                }
+                if dropped.is_none() {
+                    self.note(Some(SqlError::new(
+                        codes::DB_DROP_EXISTS,
+                        format!("Can't drop database '{name}'; database doesn't exist"),
+                    )));
                 }
                 Ok(Response::affected(dropped.unwrap_or(0) as u64))
             }

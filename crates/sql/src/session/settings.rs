@@ -150,9 +150,8 @@ impl Session {
                 match (session, name.as_str()) {
                     (Some(value), _) => value.clone(),
                     (None, "autocommit") => Value::Int(self.autocommit as i64),
-                    // Tessera raises no warnings: a condition is an error.
-                    (None, "warning_count") => Value::Int(0),
-                    (None, "error_count") => Value::Int(self.last_statement_failed as i64),
+                    (None, "warning_count") => Value::Int(self.diagnostics.borrow().count() as i64),
+                    (None, "error_count") => Value::Int(self.diagnostics.borrow().errors() as i64),
                     (None, "in_transaction") => Value::Int(self.in_transaction() as i64),
                     (None, "last_insert_id" | "identity") => Value::UInt(self.last_insert_id),
                     (None, "hostname") => Value::from("tessera"),
