@@ -279,12 +279,22 @@ fn statement(random: &mut Random) -> String {
             }
         }
         15 => format!(
-            "SELECT id, {}() OVER (PARTITION BY {} ORDER BY {} DESC), SUM({}) OVER (ORDER BY id), \
+            "SELECT id, {}() OVER (PARTITION BY {} ORDER BY {} DESC), {}({}) OVER (ORDER BY id{}), \
              LAG({}) OVER (ORDER BY {}) FROM {table} WHERE {} ORDER BY 2 LIMIT 5",
-            random.pick(&["ROW_NUMBER", "RANK", "DENSE_RANK"]),
+            random.pick(&["ROW_NUMBER", "RANK", "DENSE_RANK", "PERCENT_RANK", "CUME_DIST"]),
             column(random, false),
             column(random, false),
+            random.pick(&["SUM", "MIN", "COUNT", "FIRST_VALUE", "LAST_VALUE"]),
             column(random, false),
+            random.pick(&[
+                "",
+                " ROWS 2 PRECEDING",
+                " ROWS BETWEEN 1 PRECEDING AND 3 FOLLOWING",
+                " ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING",
+                " RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING",
+                " ROWS BETWEEN 5 FOLLOWING AND 2 FOLLOWING",
+                " ROWS BETWEEN 18446744073709551615 PRECEDING AND 18446744073709551615 FOLLOWING",
+            ]),
             column(random, false),
             column(random, false),
             expression(random, 1, false)

@@ -179,6 +179,22 @@ pub mod codes {
     pub const WRONG_VALUE: u16 = 1525;
     /// Division by 0 (a warning, an error in a value to store).
     pub const DIVISION_BY_ZERO: u16 = 1365;
+    /// A window name no WINDOW clause defines.
+    pub const WINDOW_NO_SUCH_WINDOW: u16 = 3579;
+    /// A window naming one with a frame.
+    pub const WINDOW_NO_INHERIT_FRAME: u16 = 3580;
+    /// A window naming another with a PARTITION BY of its own.
+    pub const WINDOW_NO_CHILD_PARTITIONING: u16 = 3581;
+    /// A window naming another writing ORDER BY again.
+    pub const WINDOW_NO_REDEFINE_ORDER_BY: u16 = 3582;
+    /// Windows naming each other in a circle.
+    pub const WINDOW_CIRCULARITY: u16 = 3583;
+    /// A frame starting UNBOUNDED FOLLOWING.
+    pub const WINDOW_FRAME_START_ILLEGAL: u16 = 3584;
+    /// A frame ending UNBOUNDED PRECEDING.
+    pub const WINDOW_FRAME_END_ILLEGAL: u16 = 3585;
+    /// A frame offset that is not a non-negative integer.
+    pub const WINDOW_FRAME_ILLEGAL: u16 = 3586;
 }
 
 /// The SQLSTATE MySQL gives an error number.

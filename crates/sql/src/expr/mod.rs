@@ -359,6 +359,38 @@ pub struct WindowFunction {
     pub partition_by: Vec<Expr>,
     /// ORDER BY within the partition, descending.
     pub order_by: Vec<(Expr, bool)>,
+    /// The frame written (`ROWS` or `RANGE BETWEEN ...`); `None`: SQL's
+    /// default, the partition's rows up to the current one's last peer
+    /// with ORDER BY, the whole partition without.
+    pub frame: Option<WindowFrame>,
+}
+
+/// A window's frame: the rows of its partition an aggregate or
+/// FIRST_VALUE, LAST_VALUE, NTH_VALUE reads for each row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowFrame {
+    /// ROWS (bounds count rows) or RANGE (bounds are peer groups: RANGE
+    /// with offsets is not built).
+    pub rows: bool,
+    /// Where it begins.
+    pub start: FrameBound,
+    /// Where it ends (included).
+    pub end: FrameBound,
+}
+
+/// One end of a window frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameBound {
+    /// UNBOUNDED PRECEDING: the partition's first row.
+    UnboundedPreceding,
+    /// `n PRECEDING`.
+    Preceding(u64),
+    /// CURRENT ROW (with RANGE, its first or last peer).
+    CurrentRow,
+    /// `n FOLLOWING`.
+    Following(u64),
+    /// UNBOUNDED FOLLOWING: the partition's last row.
+    UnboundedFollowing,
 }
 
 /// What a window function computes.
@@ -374,10 +406,34 @@ pub enum WindowKind {
     Lag,
     /// LEAD(x[, n[, default]]): x of the row n after.
     Lead,
-    /// COUNT, SUM, AVG, MIN, MAX over the partition, or with ORDER BY
-    /// over the rows up to the current one and its peers (SQL's default
-    /// frame).
+    /// COUNT, SUM, AVG, MIN, MAX over the frame.
     Aggregate(AggregateFunction),
+    /// FIRST_VALUE(x): x of the frame's first row.
+    FirstValue,
+    /// LAST_VALUE(x): x of the frame's last row.
+    LastValue,
+    /// NTH_VALUE(x, n): x of the frame's nth row.
+    NthValue,
+    /// NTILE(n): the bucket, 1 to n, of n as equal as can be.
+    Ntile,
+    /// PERCENT_RANK(): (RANK() - 1) / (rows - 1).
+    PercentRank,
+    /// CUME_DIST(): the share of rows up to the current one's last peer.
+    CumeDist,
+}
+
+impl WindowKind {
+    /// Whether the function reads a frame (the others read the whole
+    /// partition and ignore one written, as MySQL's do).
+    pub fn reads_frame(self) -> bool {
+        matches!(
+            self,
+            WindowKind::Aggregate(_)
+                | WindowKind::FirstValue
+                | WindowKind::LastValue
+                | WindowKind::NthValue
+        )
+    }
 }
 
 /// GROUP_CONCAT's ORDER BY and SEPARATOR.

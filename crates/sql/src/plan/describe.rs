@@ -46,8 +46,13 @@ pub(super) fn describe_output(expr: &Expr, name: &str, compiler: &Compiler<'_>) 
                     W::RowNumber
                     | W::Rank
                     | W::DenseRank
+                    | W::Ntile
                     | W::Aggregate(AggregateFunction::CountRows | AggregateFunction::Count) => {
                         ColumnKind::BigInt { unsigned: false }
+                    }
+                    W::PercentRank | W::CumeDist => ColumnKind::Double,
+                    W::FirstValue | W::LastValue | W::NthValue => {
+                        return describe_output(&window.arguments[0], name, compiler)
                     }
                     // The value of a row's argument: the argument's kind
                     // (LAG's default may be of another: text then).

@@ -1010,6 +1010,7 @@ pub(crate) fn select_plan(
     compiler.set_ctes(ctes.clone());
     compiler.take_placeholders_from(placeholders);
     compiler.allow_aggregates();
+    compiler.set_named_windows(&select.named_window);
     // The derived tables' queries take the first subquery slots, in the
     // order `sources` numbered them.
     for plan in derived {
