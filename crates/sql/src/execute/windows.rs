@@ -66,7 +66,7 @@ pub(super) fn compute_windows(
         });
         let mut values = vec![Value::Null; rows.len()];
         for partition in keyed.chunk_by(|a, b| a.partition == b.partition) {
-            window_values(window, partition, &descending, &mut values)?;
+            window_values(window, partition, &descending, &mut values, run)?;
         }
         for ((_, aggregates), value) in rows.iter_mut().zip(values) {
             aggregates.push(value);
@@ -82,6 +82,7 @@ fn window_values(
     partition: &[WindowRow],
     descending: &[bool],
     values: &mut [Value],
+    run: &Run<'_>,
 ) -> SqlResult<()> {
     use crate::expr::WindowKind as W;
     let peers = |a: &WindowRow, b: &WindowRow| {
@@ -209,6 +210,9 @@ fn window_values(
                 }
             } else {
                 for (row, (low, high)) in partition.iter().zip(&frames) {
+                    // Wide sliding frames cost rows times width: KILL
+                    // QUERY is heard between rows.
+                    check_interrupt(run)?;
                     let mut accumulator = Accumulator::new();
                     for framed in partition.get(*low..*high).unwrap_or_default() {
                         accumulator.add(&aggregate, argument(framed), Vec::new());
