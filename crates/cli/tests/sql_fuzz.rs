@@ -268,12 +268,22 @@ fn statement(random: &mut Random) -> String {
                 random.pick(&TABLES)
             );
             let joined = random.pick(&COLUMNS);
-            match random.below(3) {
+            match random.below(4) {
                 0 => format!("SELECT COUNT(*), MAX(n), MIN(v) FROM ({inner}) AS d WHERE n > 0"),
                 1 => format!(
                     "WITH d AS ({inner}) SELECT d.v, {table}.id FROM {table} {} JOIN d ON d.v = \
                      {table}.{joined} ORDER BY 2 LIMIT 5",
                     random.pick(&["", "LEFT"])
+                ),
+                2 => format!(
+                    "WITH RECURSIVE r (v, n) AS (SELECT {}, 1 FROM {table} WHERE {} UNION{} \
+                     SELECT {}, n + 1 FROM r JOIN {table} ON {table}.id = r.n WHERE n < {}) \
+                     SELECT COUNT(*), MAX(n) FROM r",
+                    column(random, false),
+                    expression(random, 1, false),
+                    random.pick(&["", " ALL"]),
+                    expression(random, 1, false).replace(&format!("{table}."), ""),
+                    random.below(50)
                 ),
                 _ => format!("SELECT id FROM {table} WHERE {joined} IN (SELECT v FROM ({inner}) AS d)"),
             }

@@ -195,6 +195,18 @@ pub mod codes {
     pub const WINDOW_FRAME_END_ILLEGAL: u16 = 3585;
     /// A frame offset that is not a non-negative integer.
     pub const WINDOW_FRAME_ILLEGAL: u16 = 3586;
+    /// A recursive common table expression without a UNION.
+    pub const CTE_RECURSIVE_REQUIRES_UNION: u16 = 3573;
+    /// A recursive one whose non-recursive SELECTs do not come first.
+    pub const CTE_RECURSIVE_REQUIRES_NONRECURSIVE_FIRST: u16 = 3574;
+    /// A recursive SELECT with an aggregate or window function.
+    pub const CTE_RECURSIVE_FORBIDS_AGGREGATION: u16 = 3575;
+    /// A recursive SELECT reading the expression on a LEFT JOIN's right.
+    pub const CTE_RECURSIVE_FORBIDDEN_JOIN_ORDER: u16 = 3576;
+    /// A recursive SELECT naming the expression other than once in FROM.
+    pub const CTE_RECURSIVE_REQUIRES_SINGLE_REFERENCE: u16 = 3577;
+    /// A recursion past `cte_max_recursion_depth`.
+    pub const CTE_MAX_RECURSION_DEPTH: u16 = 3636;
 }
 
 /// The SQLSTATE MySQL gives an error number.

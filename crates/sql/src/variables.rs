@@ -27,6 +27,7 @@ pub fn defaults() -> Vec<(&'static str, Value)> {
         ("collation_connection", text("utf8mb4_bin")),
         ("collation_database", text("utf8mb4_bin")),
         ("collation_server", text("utf8mb4_bin")),
+        ("cte_max_recursion_depth", int(1000)),
         ("default_storage_engine", text("ndbcluster")),
         ("default_week_format", int(0)),
         ("div_precision_increment", int(4)),

@@ -157,7 +157,7 @@ fn combine(left: &mut Vec<Vec<Value>>, right: Vec<Vec<Value>>, operation: SetOpe
 /// their text, in a DOUBLE column as doubles, in a DECIMAL at its
 /// scale, so that `SELECT 1 UNION SELECT '1'` is one row, as in MySQL,
 /// and ORDER BY compares like with like.
-fn united(rows: &mut [Vec<Value>], columns: &[OutputColumn]) {
+pub(super) fn united(rows: &mut [Vec<Value>], columns: &[OutputColumn]) {
     for (at, column) in columns.iter().enumerate() {
         let convert: fn(&Value, u8) -> Option<Value> = match column.kind {
             ColumnKind::Text(_) | ColumnKind::LongText(_) | ColumnKind::Char(_) => {

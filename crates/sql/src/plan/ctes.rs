@@ -1,7 +1,8 @@
 //! Derived tables and common table expressions: the table a FROM
 //! clause reads for `(SELECT ...) AS d` or a WITH's name, and the
-//! expressions each query may name (docs/design/0033-subqueries.md,
-//! "Derived tables").
+//! expressions each query may name, a recursive one's own name inside
+//! its query included (docs/design/0033-subqueries.md, "Derived
+//! tables", "WITH RECURSIVE").
 
 use super::SelectPlan;
 use crate::catalog::{SqlColumn, SqlTable};
@@ -16,6 +17,20 @@ pub struct Cte {
     pub(super) name: String,
     pub(super) columns: Vec<String>,
     pub(super) query: ast::Query,
+    /// Of a WITH RECURSIVE, and its query names it.
+    pub(super) recursive: bool,
+}
+
+/// Inside a recursive expression's recursive SELECTs, what its name
+/// reads: the rows of the step before (docs/design/0033-subqueries.md,
+/// "WITH RECURSIVE").
+#[derive(Debug)]
+pub(super) struct Working {
+    pub(super) name: String,
+    /// The non-recursive part's plan, whose columns the rows have.
+    pub(super) anchor: SelectPlan,
+    /// How often the SELECT being compiled named it.
+    pub(super) references: std::cell::Cell<usize>,
 }
 
 /// The common table expressions a query may name: those of every WITH
@@ -31,6 +46,8 @@ pub struct Ctes {
     /// expressions that name an earlier one twice would double the work
     /// at each level without a bound.
     named: std::rc::Rc<std::cell::Cell<usize>>,
+    /// Inside a recursive expression's query: the expression itself.
+    working: Option<std::rc::Rc<Working>>,
 }
 
 /// The most namings of common table expressions one statement may make.
@@ -39,9 +56,6 @@ const MAX_CTE_NAMINGS: usize = 1_000;
 impl Ctes {
     /// These and `with`'s, each of which sees those before it.
     pub(super) fn with(&self, with: &ast::With) -> SqlResult<Ctes> {
-        if with.recursive {
-            return Err(SqlError::unsupported("WITH RECURSIVE"));
-        }
         let mut list: Vec<Cte> = Vec::with_capacity(self.visible + with.cte_tables.len());
         list.extend_from_slice(&self.list[..self.visible]);
         let outer = list.len();
@@ -64,6 +78,7 @@ impl Ctes {
                     .iter()
                     .map(|c| c.name.value.clone())
                     .collect(),
+                recursive: with.recursive && names(&cte.query.to_string(), &cte.alias.name.value),
                 query: (*cte.query).clone(),
             });
         }
@@ -72,7 +87,28 @@ impl Ctes {
             list: list.into(),
             visible,
             named: std::rc::Rc::clone(&self.named),
+            working: self.working.clone(),
         })
+    }
+
+    /// These, with `working` what its name reads (a recursive
+    /// expression's own query).
+    pub(super) fn with_working(&self, working: std::rc::Rc<Working>) -> Ctes {
+        Ctes {
+            working: Some(working),
+            ..self.clone()
+        }
+    }
+
+    /// The recursive expression `name` names inside its own query.
+    pub(super) fn working(&self, name: &ast::ObjectName) -> Option<&Working> {
+        let [part] = name.0.as_slice() else {
+            return None;
+        };
+        let ident = part.as_ident()?;
+        self.working
+            .as_deref()
+            .filter(|working| working.name.eq_ignore_ascii_case(&ident.value))
     }
 
     /// The expression `name` names (a one-part name), and those its own
@@ -89,6 +125,7 @@ impl Ctes {
             list: std::rc::Rc::clone(&self.list),
             visible: at,
             named: std::rc::Rc::clone(&self.named),
+            working: self.working.clone(),
         };
         Some((&self.list[at], visible))
     }
@@ -148,4 +185,18 @@ pub(super) fn derived_table(
         view: None,
         derived: Some(slot),
     }))
+}
+
+/// Whether `text` (a query as SQL) holds `name` as a word of its own,
+/// compared without case: a query that may name a recursive expression.
+/// A column of that name counts too; compiling tells (`Working`).
+pub(super) fn names(text: &str, name: &str) -> bool {
+    let word = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
+    let lower = text.to_lowercase();
+    let name = name.to_lowercase();
+    lower.match_indices(&name).any(|(at, _)| {
+        let before = lower[..at].chars().next_back();
+        let after = lower[at + name.len()..].chars().next();
+        !before.is_some_and(word) && !after.is_some_and(word)
+    })
 }

@@ -24,16 +24,20 @@ mod access_path;
 mod ctes;
 mod describe;
 mod insert;
+mod recursive;
+mod sources;
 mod union;
 mod visit;
 
 use access_path::scan_order;
 pub use access_path::{choose_access, flip, split_and};
-use ctes::derived_table;
 pub use ctes::{Cte, Ctes};
 use describe::describe_output;
 use insert::compile_insert;
+pub use recursive::RecursivePlan;
+use sources::{sources, Source};
 use union::union_plan;
+pub use union::{SetKind, SetOperation, SetStep, UnionPlan};
 use visit::has_correlated_subquery;
 pub use visit::{outer_columns, reads_outer_anywhere};
 
@@ -183,6 +187,14 @@ pub struct SelectPlan {
     /// others, and what is done with all their rows. `columns` are then
     /// the whole's.
     pub union: Option<Box<UnionPlan>>,
+    /// This SELECT (with its union, if any) is the non-recursive part of
+    /// a recursive common table expression: the recursive SELECTs that
+    /// run over the rows of the step before until none come.
+    pub recursive: Option<Box<RecursivePlan>>,
+    /// This plan stands for a recursive common table expression's rows
+    /// of the step before, inside its recursive SELECTs: never run, its
+    /// rows given by the step (its `columns` are the expression's).
+    pub working_table: bool,
     /// Its window functions, by slot: each row's results follow its
     /// aggregates' (`output` and `order_by` read window `w` as aggregate
     /// slot `aggregates.len() + w`).
@@ -225,93 +237,6 @@ impl SelectPlan {
             plan.offset = count(slot)?;
         }
         Ok(plan)
-    }
-}
-
-/// The SELECTs after the first of a UNION, INTERSECT or EXCEPT, how
-/// their rows combine, and the order and LIMIT of the whole
-/// (docs/design/0029-joins-and-grouping.md, "UNION, INTERSECT and
-/// EXCEPT").
-#[derive(Clone, Debug)]
-pub struct UnionPlan {
-    /// Each SELECT after the first, in the order written.
-    pub parts: Vec<SelectPlan>,
-    /// How the SELECTs' rows combine, in postfix order: SELECT `n`'s
-    /// rows (0 the first, `n` `parts[n - 1]`), or the two results
-    /// before combined by an operation.
-    pub steps: Vec<SetStep>,
-    /// When the first SELECT is itself a parenthesized set operation,
-    /// `(A UNION B) INTERSECT C`'s `A UNION B`: its own steps and the
-    /// columns its rows compare as (the first plan carries this one).
-    pub first_set: Option<(Box<UnionPlan>, Arc<[OutputColumn]>)>,
-    /// ORDER BY of the whole: output column positions, descending.
-    pub order_by: Vec<(usize, bool)>,
-    /// LIMIT of the whole.
-    pub limit: Option<u64>,
-    /// OFFSET of the whole.
-    pub offset: u64,
-}
-
-impl UnionPlan {
-    /// Every SELECT after the first, those of a parenthesized first set
-    /// operation's included.
-    pub fn all_parts(&self) -> Vec<&SelectPlan> {
-        let mut parts: Vec<&SelectPlan> = self.parts.iter().collect();
-        let mut nested = self.first_set.as_ref();
-        while let Some((own, _)) = nested {
-            parts.extend(&own.parts);
-            nested = own.first_set.as_ref();
-        }
-        parts
-    }
-
-    /// Every SELECT after the first (as `all_parts`) replaced by `map`'s.
-    pub fn map_parts(&mut self, map: &mut dyn FnMut(&SelectPlan) -> SelectPlan) {
-        for part in &mut self.parts {
-            *part = map(part);
-        }
-        if let Some((own, _)) = &mut self.first_set {
-            own.map_parts(map);
-        }
-    }
-}
-
-/// One step of combining a set operation's SELECTs (`UnionPlan::steps`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SetStep {
-    /// The rows of SELECT `n` (0 the first).
-    Rows(usize),
-    /// The two results before, the earlier on the left, made one.
-    Combine(SetOperation),
-}
-
-/// UNION, INTERSECT or EXCEPT, and whether of all rows (`ALL`) or of
-/// distinct ones (`DISTINCT`, the default).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SetOperation {
-    pub kind: SetKind,
-    pub all: bool,
-}
-
-/// Which set operation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SetKind {
-    Union,
-    Intersect,
-    Except,
-}
-
-impl SetOperation {
-    /// As SQL writes it: `union all`, `intersect`...
-    pub fn describe(self) -> &'static str {
-        match (self.kind, self.all) {
-            (SetKind::Union, false) => "union",
-            (SetKind::Union, true) => "union all",
-            (SetKind::Intersect, false) => "intersect",
-            (SetKind::Intersect, true) => "intersect all",
-            (SetKind::Except, false) => "except",
-            (SetKind::Except, true) => "except all",
-        }
     }
 }
 
@@ -655,180 +580,6 @@ fn constant_count(expr: &ast::Expr) -> SqlResult<u64> {
     }
 }
 
-/// A table of a SELECT's FROM clause, before compiling.
-struct Source<'q> {
-    table: Arc<SqlTable>,
-    alias: Option<String>,
-    /// LEFT JOIN (else an inner join, or the first table).
-    left: bool,
-    /// Its ON clause.
-    on: Option<&'q ast::Expr>,
-    /// USING's columns.
-    using: Vec<String>,
-    /// A derived table's query, compiled: it goes to the statement's
-    /// subqueries, in the slot `table.derived` names.
-    derived: Option<SelectPlan>,
-}
-
-/// The tables of a FROM clause, in order: the first, then each joined.
-/// `FROM DUAL`: no table (MySQL's word for a SELECT of constants; pools
-/// validate connections with `SELECT 1 FROM DUAL`). A quoted `DUAL` is a
-/// table's name.
-fn is_dual(from: &[ast::TableWithJoins]) -> bool {
-    let [ast::TableWithJoins {
-        relation: ast::TableFactor::Table {
-            name, alias: None, ..
-        },
-        joins,
-    }] = from
-    else {
-        return false;
-    };
-    let [part] = name.0.as_slice() else {
-        return false;
-    };
-    joins.is_empty()
-        && part.as_ident().is_some_and(|ident| {
-            ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("DUAL")
-        })
-}
-
-fn sources<'q>(
-    from: &'q [ast::TableWithJoins],
-    catalog: &Catalog,
-    database: Option<&str>,
-    placeholders: &mut Vec<(u64, u64)>,
-    ctes: &Ctes,
-) -> SqlResult<Vec<Source<'q>>> {
-    let mut derived_tables = 0;
-    // A derived table's (or a common table expression's) plan as a
-    // table named `alias`, in the next subquery slot.
-    let mut derive = |alias: &str, plan: SelectPlan| -> SqlResult<TableOf> {
-        if plan.lock != LockMode::CommittedRead {
-            return Err(SqlError::unsupported("a locking read in a derived table"));
-        }
-        let table = derived_table(alias, &plan, derived_tables)?;
-        derived_tables += 1;
-        Ok((table, Some(alias.to_string()), Some(plan)))
-    };
-    let mut table_of = |factor: &ast::TableFactor| -> SqlResult<TableOf> {
-        match factor {
-            // A common table expression: a derived table of its query,
-            // compiled where it is named (each naming its own run).
-            ast::TableFactor::Table { name, alias, .. } if ctes.find(name).is_some() => {
-                let (cte, visible) = ctes.find(name).expect("found above");
-                ctes.count_naming()?;
-                let mut plan =
-                    select_plan(&cte.query, catalog, database, &[], placeholders, &visible)?;
-                if !cte.columns.is_empty() {
-                    if cte.columns.len() != plan.columns.len() {
-                        return Err(SqlError::new(
-                            codes::VIEW_WRONG_LIST,
-                            "In definition of view, derived table or common table expression, \
-                             SELECT list and column names list have different column counts",
-                        ));
-                    }
-                    let mut columns = plan.columns.to_vec();
-                    for (column, name) in columns.iter_mut().zip(&cte.columns) {
-                        column.name = name.clone();
-                    }
-                    plan.columns = columns.into();
-                }
-                derive(alias.as_ref().map_or(&cte.name, |a| &a.name.value), plan)
-            }
-            ast::TableFactor::Table { name, alias, .. } => {
-                let (database, table) = table_name(name, database)?;
-                let sql_table = catalog.table(&database, &table)?;
-                Ok((
-                    sql_table,
-                    alias.as_ref().map(|a| a.name.value.clone()),
-                    None,
-                ))
-            }
-            ast::TableFactor::Derived {
-                lateral: false,
-                subquery,
-                alias,
-            } => {
-                let Some(alias) = alias else {
-                    return Err(SqlError::new(
-                        codes::DERIVED_MUST_HAVE_ALIAS,
-                        "Every derived table must have its own alias",
-                    ));
-                };
-                if !alias.columns.is_empty() {
-                    return Err(SqlError::unsupported("a derived table's column list"));
-                }
-                // Its own query: no enclosing row to read (not LATERAL).
-                let plan = select_plan(subquery, catalog, database, &[], placeholders, ctes)?;
-                derive(&alias.name.value, plan)
-            }
-            other => Err(SqlError::unsupported(format!("FROM {other}"))),
-        }
-    };
-    if is_dual(from) {
-        return Ok(Vec::new());
-    }
-    let mut sources = Vec::new();
-    for item in from {
-        let (table, alias, derived) = table_of(&item.relation)?;
-        sources.push(Source {
-            table,
-            alias,
-            left: false,
-            on: None,
-            using: Vec::new(),
-            derived,
-        });
-        for join in &item.joins {
-            use ast::JoinOperator as J;
-            let (left, constraint) = match &join.join_operator {
-                J::Join(c) | J::Inner(c) | J::CrossJoin(c) | J::StraightJoin(c) => (false, c),
-                J::Left(c) | J::LeftOuter(c) => (true, c),
-                other => {
-                    let text = format!("{other:?}");
-                    let kind = text.split('(').next().unwrap_or("this");
-                    return Err(SqlError::unsupported(format!("{kind} joins")));
-                }
-            };
-            let (table, alias, derived) = table_of(&join.relation)?;
-            let (on, using) = match constraint {
-                ast::JoinConstraint::On(on) => (Some(on), Vec::new()),
-                ast::JoinConstraint::Using(columns) => {
-                    (None, columns.iter().map(last_ident).collect())
-                }
-                ast::JoinConstraint::None => (None, Vec::new()),
-                ast::JoinConstraint::Natural => return Err(SqlError::unsupported("NATURAL joins")),
-            };
-            sources.push(Source {
-                table,
-                alias,
-                left,
-                on,
-                using,
-                derived,
-            });
-        }
-    }
-    for (index, source) in sources.iter().enumerate() {
-        let name = source.alias.as_deref().unwrap_or(&source.table.name);
-        let repeated = sources[..index].iter().any(|earlier| {
-            earlier
-                .alias
-                .as_deref()
-                .unwrap_or(&earlier.table.name)
-                .eq_ignore_ascii_case(name)
-        });
-        if repeated {
-            return Err(SqlError::new(
-                codes::NONUNIQ_TABLE,
-                format!("Not unique table/alias: '{name}'"),
-            ));
-        }
-    }
-    Ok(sources)
-}
-
 /// The expressions a window function reads.
 fn window_exprs(window: &crate::expr::WindowFunction) -> impl Iterator<Item = &Expr> {
     window
@@ -853,10 +604,6 @@ fn has_leaf(expr: &Expr, wanted: impl Fn(&Expr) -> bool) -> bool {
     });
     found
 }
-
-/// A FROM clause's table: the table, its alias, and a derived table's
-/// compiled query.
-type TableOf = (Arc<SqlTable>, Option<String>, Option<SelectPlan>);
 
 /// The conjuncts of `expr` (an AND's parts), owned.
 fn conjuncts_of(expr: Option<&Expr>) -> Vec<Expr> {
@@ -1385,6 +1132,8 @@ pub(crate) fn select_plan(
         lock,
         needed,
         union: None,
+        recursive: None,
+        working_table: false,
         windows,
     })
 }

@@ -3,15 +3,101 @@
 //! the steps that combine their rows (docs/design/0029-joins-and-grouping.md,
 //! "UNION, INTERSECT and EXCEPT").
 
-use super::{
-    constant_count, select_plan, Ctes, SelectPlan, SetKind, SetOperation, SetStep, UnionPlan,
-};
+use super::{constant_count, select_plan, Ctes, SelectPlan};
 use crate::catalog::Catalog;
 use crate::error::{codes, SqlError, SqlResult};
 use crate::expr::Scope;
 use crate::result::OutputColumn;
 use client::LockMode;
 use sqlparser::ast;
+use std::sync::Arc;
+
+/// The SELECTs after the first of a UNION, INTERSECT or EXCEPT, how
+/// their rows combine, and the order and LIMIT of the whole
+/// (docs/design/0029-joins-and-grouping.md, "UNION, INTERSECT and
+/// EXCEPT").
+#[derive(Clone, Debug)]
+pub struct UnionPlan {
+    /// Each SELECT after the first, in the order written.
+    pub parts: Vec<SelectPlan>,
+    /// How the SELECTs' rows combine, in postfix order: SELECT `n`'s
+    /// rows (0 the first, `n` `parts[n - 1]`), or the two results
+    /// before combined by an operation.
+    pub steps: Vec<SetStep>,
+    /// When the first SELECT is itself a parenthesized set operation,
+    /// `(A UNION B) INTERSECT C`'s `A UNION B`: its own steps and the
+    /// columns its rows compare as (the first plan carries this one).
+    pub first_set: Option<(Box<UnionPlan>, Arc<[OutputColumn]>)>,
+    /// ORDER BY of the whole: output column positions, descending.
+    pub order_by: Vec<(usize, bool)>,
+    /// LIMIT of the whole.
+    pub limit: Option<u64>,
+    /// OFFSET of the whole.
+    pub offset: u64,
+}
+
+impl UnionPlan {
+    /// Every SELECT after the first, those of a parenthesized first set
+    /// operation's included.
+    pub fn all_parts(&self) -> Vec<&SelectPlan> {
+        let mut parts: Vec<&SelectPlan> = self.parts.iter().collect();
+        let mut nested = self.first_set.as_ref();
+        while let Some((own, _)) = nested {
+            parts.extend(&own.parts);
+            nested = own.first_set.as_ref();
+        }
+        parts
+    }
+
+    /// Every SELECT after the first (as `all_parts`) replaced by `map`'s.
+    pub fn map_parts(&mut self, map: &mut dyn FnMut(&SelectPlan) -> SelectPlan) {
+        for part in &mut self.parts {
+            *part = map(part);
+        }
+        if let Some((own, _)) = &mut self.first_set {
+            own.map_parts(map);
+        }
+    }
+}
+
+/// One step of combining a set operation's SELECTs (`UnionPlan::steps`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetStep {
+    /// The rows of SELECT `n` (0 the first).
+    Rows(usize),
+    /// The two results before, the earlier on the left, made one.
+    Combine(SetOperation),
+}
+
+/// UNION, INTERSECT or EXCEPT, and whether of all rows (`ALL`) or of
+/// distinct ones (`DISTINCT`, the default).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SetOperation {
+    pub kind: SetKind,
+    pub all: bool,
+}
+
+/// Which set operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetKind {
+    Union,
+    Intersect,
+    Except,
+}
+
+impl SetOperation {
+    /// As SQL writes it: `union all`, `intersect`...
+    pub fn describe(self) -> &'static str {
+        match (self.kind, self.all) {
+            (SetKind::Union, false) => "union",
+            (SetKind::Union, true) => "union all",
+            (SetKind::Intersect, false) => "intersect",
+            (SetKind::Intersect, true) => "intersect all",
+            (SetKind::Except, false) => "except",
+            (SetKind::Except, true) => "except all",
+        }
+    }
+}
 
 /// A query's LIMIT and OFFSET (constants).
 fn limit_and_offset(query: &ast::Query) -> SqlResult<(Option<u64>, u64)> {

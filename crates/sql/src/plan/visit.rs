@@ -94,6 +94,9 @@ impl SelectPlan {
         for part in self.union.iter().flat_map(|union| union.all_parts()) {
             part.visit_exprs(visit);
         }
+        for step in self.recursive.iter().flat_map(|r| &r.steps) {
+            step.visit_exprs(visit);
+        }
         for expr in self.windows.iter().flat_map(window_exprs) {
             visit(expr);
         }
@@ -125,6 +128,11 @@ impl SelectPlan {
         }
         if let Some(union) = &mut plan.union {
             union.map_parts(&mut |part| part.map_exprs(map));
+        }
+        if let Some(recursive) = &mut plan.recursive {
+            for step in &mut recursive.steps {
+                *step = step.map_exprs(map);
+            }
         }
         for window in &mut plan.windows {
             for expr in window.arguments.iter_mut().chain(&mut window.partition_by) {

@@ -32,11 +32,12 @@ use std::time::{Duration, Instant};
 
 use environment::{entropy_random, SessionView};
 
-mod diagnostics_text;
 mod environment;
 mod explain;
+mod privileges;
 mod settings;
 mod transactions;
+mod warnings;
 
 /// Attempts of an autocommit statement that meets temporary errors.
 const AUTOCOMMIT_ATTEMPTS: u32 = 4;
@@ -244,7 +245,7 @@ impl Session {
     /// so text built by a client that did not cannot smuggle in a second.
     pub fn query(&mut self, text: &str, multi: bool) -> Vec<SqlResult<Response>> {
         self.statement_warnings.clear();
-        if let Some(shown) = diagnostics_text::parse(text) {
+        if let Some(shown) = warnings::parse(text) {
             // SHOW WARNINGS and its kin read the last statement's
             // conditions and leave them.
             self.statistics().queries.fetch_add(1, Ordering::Relaxed);
@@ -304,68 +305,6 @@ impl Session {
         }
         self.read_ahead.clear();
         results
-    }
-
-    /// The outcome of a query that ran no statement through `run` (a
-    /// parse error, an account statement): its error counted and kept
-    /// for SHOW WARNINGS.
-    fn alone(&mut self, result: SqlResult<Response>) -> Vec<SqlResult<Response>> {
-        if let Err(error) = &result {
-            self.statistics().error(error.code);
-            self.diagnostics
-                .get_mut()
-                .raise(Level::Error, error.code, error.message.as_str());
-        }
-        self.statement_warnings.push(self.warning_count());
-        vec![result]
-    }
-
-    /// Conditions the last statement raised: the warning count of its
-    /// OK or EOF packet (`@@warning_count`).
-    pub fn warning_count(&self) -> u16 {
-        self.diagnostics.borrow().count().min(u16::MAX as usize) as u16
-    }
-
-    /// The warning count the OK or EOF packet of the `index`th statement
-    /// of the last query or execution says (its statements all ran
-    /// before their responses are sent): the conditions it raised.
-    pub fn warnings_of(&self, index: usize) -> u16 {
-        self.statement_warnings.get(index).copied().unwrap_or(0)
-    }
-
-    /// SHOW WARNINGS, SHOW ERRORS, SHOW COUNT(*) WARNINGS or ERRORS.
-    fn show_diagnostics(&self, shown: diagnostics_text::Shown) -> Response {
-        let diagnostics = self.diagnostics.borrow();
-        match shown {
-            diagnostics_text::Shown::Count { errors } => {
-                let (name, count) = match errors {
-                    true => ("@@session.error_count", diagnostics.errors()),
-                    false => ("@@session.warning_count", diagnostics.count()),
-                };
-                Response::Rows {
-                    columns: Arc::from(vec![OutputColumn::computed(
-                        name,
-                        crate::result::ColumnKind::BigInt { unsigned: false },
-                    )]),
-                    rows: vec![vec![Value::Int(count as i64)]],
-                }
-            }
-            diagnostics_text::Shown::List {
-                errors,
-                offset,
-                limit,
-            } => Response::Rows {
-                columns: Arc::from(vec![
-                    OutputColumn::computed("Level", crate::result::ColumnKind::Text(7)),
-                    OutputColumn::computed(
-                        "Code",
-                        crate::result::ColumnKind::BigInt { unsigned: true },
-                    ),
-                    OutputColumn::computed("Message", crate::result::ColumnKind::Text(512)),
-                ]),
-                rows: diagnostics.rows(errors, offset, limit),
-            },
-        }
     }
 
     /// Key lookups batched across statements (docs/design/0027-sql-node.md,
@@ -579,7 +518,7 @@ impl Session {
         // A statement that reads the diagnostics leaves them; any other
         // begins its own.
         self.storing.set(false);
-        let diagnostic = diagnostics_text::reads_diagnostics(statement);
+        let diagnostic = warnings::reads_diagnostics(statement);
         if !diagnostic {
             self.diagnostics.get_mut().clear();
         }
@@ -659,16 +598,6 @@ impl Session {
         Ok(Response::ok())
     }
 
-    /// What a statement's IF EXISTS or IF NOT EXISTS turned from an error
-    /// into a note (MySQL's: `DROP TABLE IF EXISTS` of no table, 1051).
-    fn note(&self, passed: Option<SqlError>) {
-        if let Some(error) = passed {
-            self.diagnostics
-                .borrow_mut()
-                .raise(Level::Note, error.code, error.message);
-        }
-    }
-
     /// CREATE USER, DROP USER, ALTER USER, GRANT, REVOKE, SHOW GRANTS.
     fn account_statement(&mut self, statement: &accounts::Statement) -> SqlResult<Response> {
         self.refresh_grants()?;
@@ -681,107 +610,6 @@ impl Session {
         engine
             .accounts
             .run(statement, &self.account, &self.grants, database.as_deref())
-    }
-
-    /// The account's grants, read again from the cluster when a second
-    /// old: a GRANT or REVOKE on any SQL node reaches open sessions
-    /// within a second (docs/design/0031-users-and-grants.md).
-    fn refresh_grants(&mut self) -> SqlResult<()> {
-        if self.account.is_root() || self.grants_read.elapsed() < GRANTS_FRESH {
-            return Ok(());
-        }
-        self.grants = self.engine.accounts.grants(&self.account)?;
-        self.grants_read = Instant::now();
-        Ok(())
-    }
-
-    fn database_denied(&self, database: &str) -> SqlError {
-        SqlError::new(
-            codes::ACCESS_DENIED_FOR_DB,
-            format!(
-                "Access denied for user {} to database '{database}'",
-                self.account.quoted()
-            ),
-        )
-    }
-
-    /// Error 1142 unless the account holds `needed` at `database`.`table`
-    /// (`command` names the statement in the message).
-    fn require(
-        &mut self,
-        command: &str,
-        database: &str,
-        table: &str,
-        needed: Privileges,
-    ) -> SqlResult<()> {
-        if crate::information_schema::is_it(database) {
-            // Everyone reads it (each sees what it may); no one changes it.
-            return match needed == Privileges::SELECT {
-                true => Ok(()),
-                false => crate::catalog::refuse_information_schema(database),
-            };
-        }
-        self.refresh_grants()?;
-        if self.grants.allows(database, table, needed) {
-            return Ok(());
-        }
-        if table == "*" {
-            return Err(self.database_denied(database));
-        }
-        Err(SqlError::new(
-            codes::TABLE_ACCESS_DENIED,
-            format!(
-                "{command} command denied to user {} for table '{table}'",
-                self.account.quoted()
-            ),
-        ))
-    }
-
-    /// Checks a data statement's privileges on every table it reads or
-    /// writes.
-    fn authorize(&mut self, plan: &Plan) -> SqlResult<()> {
-        let written = match plan {
-            Plan::Select(_) => None,
-            Plan::Insert(insert) => Some(&insert.table),
-            Plan::Update(write) | Plan::Delete(write) => Some(&write.table),
-        };
-        if let Some(table) = written {
-            crate::catalog::refuse_information_schema(&table.database)?;
-        }
-        if self.account.is_root() {
-            return Ok(());
-        }
-        let mut checks: Vec<Check> = Vec::new();
-        match plan {
-            Plan::Select(select) => reads_of(select, &mut checks),
-            Plan::Insert(insert) => {
-                let needed = match insert.conflict {
-                    crate::plan::Conflict::Replace => Privileges::INSERT.union(Privileges::DELETE),
-                    crate::plan::Conflict::Update(_) => {
-                        Privileges::INSERT.union(Privileges::UPDATE)
-                    }
-                    _ => Privileges::INSERT,
-                };
-                checks.push(("INSERT", Arc::clone(&insert.table), needed));
-                if let Some(select) = &insert.select {
-                    reads_of(select, &mut checks);
-                }
-            }
-            Plan::Update(write) | Plan::Delete(write) => {
-                let (command, needed) = match plan {
-                    Plan::Update(_) => ("UPDATE", Privileges::UPDATE),
-                    _ => ("DELETE", Privileges::DELETE),
-                };
-                checks.push((command, Arc::clone(&write.table), needed));
-                for subquery in &write.subqueries {
-                    reads_of(&subquery.plan, &mut checks);
-                }
-            }
-        }
-        for (command, table, needed) in checks {
-            self.require(command, &table.database, &table.name, needed)?;
-        }
-        Ok(())
     }
 
     fn dispatch(
@@ -988,7 +816,7 @@ impl Session {
                 {
                     ["PROCESSLIST"] => Ok(self.processlist()),
                     [which @ ("WARNINGS" | "ERRORS")] => {
-                        Ok(self.show_diagnostics(diagnostics_text::Shown::List {
+                        Ok(self.show_diagnostics(warnings::Shown::List {
                             errors: *which == "ERRORS",
                             offset: 0,
                             limit: None,
@@ -1068,27 +896,6 @@ impl Session {
             }
             other => Err(SqlError::unsupported(first_words(&other.to_string()))),
         }
-    }
-
-    /// Error 1142 unless the account holds some privilege on the table
-    /// (what SHOW CREATE TABLE and DESCRIBE need).
-    fn require_any(&mut self, database: &str, table: &str) -> SqlResult<()> {
-        self.refresh_grants()?;
-        if !self
-            .grants
-            .at(database, table)
-            .without(Privileges::GRANT_OPTION)
-            .is_empty()
-        {
-            return Ok(());
-        }
-        Err(SqlError::new(
-            codes::TABLE_ACCESS_DENIED,
-            format!(
-                "SELECT command denied to user {} for table '{table}'",
-                self.account.quoted()
-            ),
-        ))
     }
 
     fn current_database(&self) -> SqlResult<&str> {
@@ -1288,6 +1095,7 @@ impl Session {
                 environment: &view,
                 counts: &mut counts,
                 locked: &mut locked,
+                working: None,
             };
             match &compiled.plan {
                 Plan::Select(select) => execute::select(select, &mut run),
@@ -1552,29 +1360,6 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         self.end();
-    }
-}
-
-/// A privilege a statement needs: its command's name, the table, what.
-type Check = (&'static str, Arc<crate::catalog::SqlTable>, Privileges);
-
-/// SELECT on every table `select` reads, its subqueries' at any depth
-/// included.
-fn reads_of(select: &crate::plan::SelectPlan, checks: &mut Vec<Check>) {
-    // A derived table's tables are its query's, among the subqueries.
-    for table in select
-        .table
-        .iter()
-        .chain(select.joins.iter().map(|j| &j.table))
-        .filter(|table| table.derived.is_none())
-    {
-        checks.push(("SELECT", Arc::clone(table), Privileges::SELECT));
-    }
-    for subquery in &select.subqueries {
-        reads_of(&subquery.plan, checks);
-    }
-    for part in select.union.iter().flat_map(|union| union.all_parts()) {
-        reads_of(part, checks);
     }
 }
 

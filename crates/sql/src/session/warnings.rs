@@ -1,11 +1,92 @@
-//! The statements that read the diagnostics area rather than clear it
-//! (docs/design/0027-sql-node.md, "Warnings"): SHOW WARNINGS, SHOW
-//! ERRORS (each with `LIMIT [offset,] count`), SHOW COUNT(*) WARNINGS
-//! and ERRORS, read from their text (the parser knows only some of these
+//! A session's warnings (docs/design/0027-sql-node.md, "Warnings"): the
+//! counts its packets carry, and the statements that read the
+//! diagnostics area rather than clear it: SHOW WARNINGS, SHOW ERRORS
+//! (each with `LIMIT [offset,] count`), SHOW COUNT(*) WARNINGS and
+//! ERRORS, read from their text (the parser knows only some of these
 //! forms), and a SELECT without tables that reads `@@warning_count` or
 //! `@@error_count`.
 
+use super::Session;
+use crate::diagnostics::Level;
+use crate::error::{SqlError, SqlResult};
+use crate::result::{OutputColumn, Response};
+use crate::value::Value;
 use sqlparser::ast;
+use std::sync::Arc;
+
+impl Session {
+    /// The outcome of a query that ran no statement through `run` (a
+    /// parse error, an account statement): its error counted and kept
+    /// for SHOW WARNINGS.
+    pub(super) fn alone(&mut self, result: SqlResult<Response>) -> Vec<SqlResult<Response>> {
+        if let Err(error) = &result {
+            self.statistics().error(error.code);
+            self.diagnostics
+                .get_mut()
+                .raise(Level::Error, error.code, error.message.as_str());
+        }
+        self.statement_warnings.push(self.warning_count());
+        vec![result]
+    }
+
+    /// Conditions the last statement raised: the warning count of its
+    /// OK or EOF packet (`@@warning_count`).
+    pub fn warning_count(&self) -> u16 {
+        self.diagnostics.borrow().count().min(u16::MAX as usize) as u16
+    }
+
+    /// The warning count the OK or EOF packet of the `index`th statement
+    /// of the last query or execution says (its statements all ran
+    /// before their responses are sent): the conditions it raised.
+    pub fn warnings_of(&self, index: usize) -> u16 {
+        self.statement_warnings.get(index).copied().unwrap_or(0)
+    }
+
+    /// SHOW WARNINGS, SHOW ERRORS, SHOW COUNT(*) WARNINGS or ERRORS.
+    pub(super) fn show_diagnostics(&self, shown: Shown) -> Response {
+        let diagnostics = self.diagnostics.borrow();
+        match shown {
+            Shown::Count { errors } => {
+                let (name, count) = match errors {
+                    true => ("@@session.error_count", diagnostics.errors()),
+                    false => ("@@session.warning_count", diagnostics.count()),
+                };
+                Response::Rows {
+                    columns: Arc::from(vec![OutputColumn::computed(
+                        name,
+                        crate::result::ColumnKind::BigInt { unsigned: false },
+                    )]),
+                    rows: vec![vec![Value::Int(count as i64)]],
+                }
+            }
+            Shown::List {
+                errors,
+                offset,
+                limit,
+            } => Response::Rows {
+                columns: Arc::from(vec![
+                    OutputColumn::computed("Level", crate::result::ColumnKind::Text(7)),
+                    OutputColumn::computed(
+                        "Code",
+                        crate::result::ColumnKind::BigInt { unsigned: true },
+                    ),
+                    OutputColumn::computed("Message", crate::result::ColumnKind::Text(512)),
+                ]),
+                rows: diagnostics.rows(errors, offset, limit),
+            },
+        }
+    }
+
+    /// What a statement's IF EXISTS or IF NOT EXISTS turned from an error
+    /// into a note (MySQL's: `DROP TABLE IF EXISTS` of no table, 1051).
+    pub(super) fn note(&self, passed: Option<SqlError>) {
+        if let Some(error) = passed {
+            self.diagnostics
+                .borrow_mut()
+                .raise(Level::Note, error.code, error.message);
+        }
+    }
+}
 
 /// What a diagnostic SHOW asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
