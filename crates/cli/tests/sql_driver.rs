@@ -337,6 +337,31 @@ fn a_driver_runs_prepared_statements_and_transactions() {
                 column.name_str()
             );
         }
+        // Unaliased expressions are named by their text as written, as
+        // MySQL names them: a client reading rows by name finds them.
+        let named: Vec<Row> = conn
+            .query("SELECT count(*), 1+1, 'ok', CONCAT('a',name), id /* c */ + 1, name FROM items WHERE id = 1 GROUP BY id, name")
+            .await
+            .unwrap();
+        let names: Vec<String> = named[0]
+            .columns_ref()
+            .iter()
+            .map(|c| c.name_str().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            ["count(*)", "1+1", "ok", "CONCAT('a',name)", "id  + 1", "name"]
+        );
+        let prepared: Vec<Row> = conn
+            .exec("SELECT upper( name ), ? + 1 FROM items WHERE id = ?", (1, 1))
+            .await
+            .unwrap();
+        let names: Vec<String> = prepared[0]
+            .columns_ref()
+            .iter()
+            .map(|c| c.name_str().into_owned())
+            .collect();
+        assert_eq!(names, ["upper( name )", "? + 1"]);
         let missing = conn.query_drop("SELECT * FROM nowhere").await.unwrap_err();
         assert_eq!(server_code(&missing), (1146, "42S02".into()));
         let syntax = conn.query_drop("SELEKT 1").await.unwrap_err();

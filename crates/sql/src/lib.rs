@@ -31,6 +31,7 @@ mod access;
 pub mod accounts;
 mod auto_increment;
 pub mod catalog;
+mod column_names;
 mod ddl;
 pub mod decimal;
 pub mod diagnostics;

@@ -123,7 +123,10 @@ pub fn parse(text: &str) -> SqlResult<Vec<Statement>> {
     let source = rewritten.as_deref().unwrap_or(text);
     let parsed = quietly_caught(|| Parser::parse_sql(&MySqlDialect {}, source));
     match parsed {
-        Ok(Ok(statements)) => Ok(statements),
+        Ok(Ok(mut statements)) => {
+            crate::column_names::name_select_items(source, &mut statements);
+            Ok(statements)
+        }
         Ok(Err(error)) => Err(SqlError::parse(
             error.to_string().trim_start_matches("sql parser error: "),
         )),
@@ -505,7 +508,10 @@ mod tests {
                 let sqlparser::ast::SetExpr::Select(select) = query.body.as_ref() else {
                     panic!("a select");
                 };
-                let sqlparser::ast::SelectItem::UnnamedExpr(expr) = &select.projection[0] else {
+                // Named by its text (`column_names`): an alias now.
+                let (sqlparser::ast::SelectItem::UnnamedExpr(expr)
+                | sqlparser::ast::SelectItem::ExprWithAlias { expr, .. }) = &select.projection[0]
+                else {
                     panic!("an expression");
                 };
                 let mut compiler = crate::expr::Compiler::new(None, None);
