@@ -519,7 +519,7 @@ pub fn zone_offset(name: &str) -> Option<i64> {
     };
     let (hours, minutes) = rest.split_once(':')?;
     let (hours, minutes): (i64, i64) = (hours.parse().ok()?, minutes.parse().ok()?);
-    if !(0..60).contains(&minutes) || hours < 0 {
+    if !(0..60).contains(&minutes) || !(0..=14).contains(&hours) {
         return None;
     }
     let offset = sign * (hours * 3600 + minutes * 60);
@@ -761,6 +761,9 @@ mod tests {
     #[test]
     fn zones_are_offsets() {
         assert_eq!(zone_offset("SYSTEM"), Some(0));
+        // Hours past any zone's, however many digits, are none.
+        assert_eq!(zone_offset("+9999999999999999:00"), None);
+        assert_eq!(zone_offset("+15:00"), None);
         assert_eq!(zone_offset("+05:30"), Some(19_800));
         assert_eq!(zone_offset("-08:00"), Some(-28_800));
         assert_eq!(zone_offset("+15:00"), None);

@@ -284,11 +284,7 @@ impl Connection {
 
     fn framing<'a>(&self, out: &'a mut Vec<u8>, writer: &'a mut PacketWriter) -> Framing<'a> {
         let mut status = 0;
-        let mut warnings = 0;
         if let Phase::Commands(session) = &self.phase {
-            // A single statement's (COM_STMT_EXECUTE's); a query's
-            // statements each set their own.
-            warnings = session.warnings_of(0);
             if session.autocommit() {
                 status |= wire::SERVER_STATUS_AUTOCOMMIT;
             }
@@ -304,7 +300,9 @@ impl Connection {
             deprecate_eof: self.capabilities & wire::CLIENT_DEPRECATE_EOF != 0,
             found_rows: self.capabilities & wire::CLIENT_FOUND_ROWS != 0,
             status,
-            warnings,
+            // Only a statement's answer counts its warnings: the query's
+            // and the execution's set them.
+            warnings: 0,
         }
     }
 
@@ -670,7 +668,9 @@ impl Connection {
                 };
                 statement.long_data.clear();
                 let result = session.execute(id, &params);
+                let warnings = session.warnings_of(0);
                 let mut framing = self.framing(out, writer);
+                framing.warnings = warnings;
                 match result {
                     Ok(response) => framing.response(&response, true),
                     Err(error) => framing.error(&error),

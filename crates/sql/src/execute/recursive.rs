@@ -14,9 +14,21 @@ use std::collections::HashSet;
 use std::rc::Rc;
 use std::sync::Arc;
 
-/// The most rows one recursive expression may hold: its rows are kept
-/// in the SQL node's memory, and a recursion can make them without end.
-const MAX_RECURSIVE_ROWS: usize = 10_000_000;
+/// The most bytes of values one recursive expression may hold, about:
+/// its rows are kept in the SQL node's memory, and a recursion can make
+/// them without end.
+const MOST_RECURSIVE_BYTES: usize = 256 << 20;
+
+/// About what a row's values take in memory.
+fn row_bytes(row: &[Value]) -> usize {
+    row.iter()
+        .map(|value| match value {
+            Value::Bytes(bytes) => std::mem::size_of::<Value>() + bytes.len(),
+            _ => std::mem::size_of::<Value>(),
+        })
+        .sum::<usize>()
+        + std::mem::size_of::<Vec<Value>>()
+}
 
 /// Runs `plan`, a recursive expression's non-recursive part carrying
 /// `recursive`, in one transaction whose end (in autocommit) commits
@@ -63,9 +75,12 @@ fn iterate(
         rows.retain(|row| seen.insert(row_key(row)));
     }
     let most_steps = most_steps(run)?;
-    let mut working = Rc::new(rows.clone());
+    let mut bytes: usize = rows.iter().map(|row| row_bytes(row)).sum();
+    // Each step's rows, shared with the next step as its working table
+    // (never copied), all put together at the end.
+    let mut made_by_steps: Vec<Rc<Vec<Vec<Value>>>> = vec![Rc::new(rows)];
     let mut steps = 0u64;
-    while !working.is_empty() {
+    while made_by_steps.last().is_some_and(|rows| !rows.is_empty()) {
         check_interrupt(run)?;
         steps += 1;
         if steps > most_steps {
@@ -77,6 +92,7 @@ fn iterate(
                 ),
             ));
         }
+        let working = Rc::clone(made_by_steps.last().expect("checked"));
         let mut made = Vec::new();
         for step in &recursive.steps {
             let before = run.working.replace(Rc::clone(&working));
@@ -86,19 +102,25 @@ fn iterate(
                 unreachable!("a query answers rows")
             };
             united(&mut more, &plan.columns);
+            if recursive.distinct {
+                more.retain(|row| seen.insert(row_key(row)));
+            }
+            bytes += more.iter().map(|row| row_bytes(row)).sum::<usize>();
+            if bytes > MOST_RECURSIVE_BYTES {
+                return Err(SqlError::unsupported(format!(
+                    "a recursive common table expression ('{}') of more than {} MiB of rows",
+                    recursive.name,
+                    MOST_RECURSIVE_BYTES >> 20
+                )));
+            }
             made.append(&mut more);
         }
-        if recursive.distinct {
-            made.retain(|row| seen.insert(row_key(row)));
-        }
-        if rows.len() + made.len() > MAX_RECURSIVE_ROWS {
-            return Err(SqlError::unsupported(format!(
-                "a recursive common table expression ('{}') of more than {MAX_RECURSIVE_ROWS} rows",
-                recursive.name
-            )));
-        }
-        rows.extend(made.iter().cloned());
-        working = Rc::new(made);
+        made_by_steps.push(Rc::new(made));
+    }
+    let mut rows = Vec::with_capacity(made_by_steps.iter().map(|rows| rows.len()).sum());
+    for made in made_by_steps {
+        // The last holder of each step's rows: the steps are done.
+        rows.extend(Rc::try_unwrap(made).unwrap_or_else(|shared| shared.as_ref().clone()));
     }
     Ok(rows)
 }

@@ -268,6 +268,9 @@ pub(super) fn with_subqueries(
             {
                 continue;
             }
+            let _storing = subquery
+                .stored
+                .then(|| super::Storing::begin(run.environment));
             let rows = query_in_transaction(&subquery.plan, run)?;
             environment.results.borrow_mut()[slot].insert(Vec::new(), Rc::new(rows));
         }

@@ -161,6 +161,7 @@ impl<'a> Compiler<'a> {
         self.subqueries.push(crate::plan::SubqueryPlan {
             plan: Box::new(plan),
             correlated: false,
+            stored: false,
         });
         self.subqueries.len() - 1
     }
@@ -301,7 +302,10 @@ impl<'a> Compiler<'a> {
                     "ORDER BY is in the window it names already",
                 );
             }
-            if base.window_frame.is_some() {
+            // `OVER w` (or a window naming w and adding nothing) is w,
+            // its frame included; one that adds to w may not have one.
+            let adds = !spec.order_by.is_empty() || spec.window_frame.is_some();
+            if base.window_frame.is_some() && adds {
                 return refused(
                     codes::WINDOW_NO_INHERIT_FRAME,
                     "a window with a frame cannot be named by another",
@@ -314,7 +318,7 @@ impl<'a> Compiler<'a> {
                     true => base.order_by,
                     false => spec.order_by,
                 },
-                window_frame: spec.window_frame,
+                window_frame: spec.window_frame.or(base.window_frame),
             };
         }
         Err(SqlError::new(
@@ -403,6 +407,7 @@ impl<'a> Compiler<'a> {
         self.subqueries.push(crate::plan::SubqueryPlan {
             plan: Box::new(plan),
             correlated,
+            stored: false,
         });
         Ok((self.subqueries.len() - 1, correlated, columns))
     }
@@ -787,7 +792,13 @@ impl<'a> Compiler<'a> {
             }
         };
         let (value, kind) = match &typed.data_type {
-            ast::DataType::Date => (Date::parse(text).map(Value::Date), "DATE"),
+            // A date alone: a time after it is an error here, as in MySQL.
+            ast::DataType::Date => (
+                Date::parse(text)
+                    .filter(|_| !text.contains(':'))
+                    .map(Value::Date),
+                "DATE",
+            ),
             ast::DataType::Time(..) => (Time::parse(text).map(Value::Time), "TIME"),
             ast::DataType::Timestamp(..) | ast::DataType::Datetime(_) => {
                 (DateTime::parse(text).map(Value::DateTime), "DATETIME")

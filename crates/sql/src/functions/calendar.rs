@@ -312,30 +312,19 @@ pub fn week_of(date: Date, rule: WeekRule) -> (i64, i64) {
     (days / 7 + 1, year)
 }
 
-/// WEEK(d, mode).
+/// WEEK(d, mode): a mode left out or NULL is 0.
 pub fn week(d: &Value, mode: Option<&Value>) -> Value {
-    let mode = match mode {
-        None => 0,
-        Some(mode) => match integer(mode) {
-            Some(mode) => mode,
-            None => return Value::Null,
-        },
-    };
+    let mode = mode.and_then(integer).unwrap_or(0);
     match value::datetime_of(d) {
         Some(datetime) => Value::Int(week_of(datetime.date, WeekRule::of_mode(mode)).0),
         None => Value::Null,
     }
 }
 
-/// YEARWEEK(d, mode): the year and week, `year * 100 + week`.
+/// YEARWEEK(d, mode): the year and week, `year * 100 + week`; a mode
+/// left out or NULL is 0.
 pub fn year_week(d: &Value, mode: Option<&Value>) -> Value {
-    let mode = match mode {
-        None => 0,
-        Some(mode) => match integer(mode) {
-            Some(mode) => mode,
-            None => return Value::Null,
-        },
-    };
+    let mode = mode.and_then(integer).unwrap_or(0);
     match value::datetime_of(d) {
         Some(datetime) => {
             let rule = WeekRule::of_mode(mode).with_week_year();

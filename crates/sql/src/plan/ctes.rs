@@ -27,8 +27,10 @@ pub struct Cte {
 #[derive(Debug)]
 pub(super) struct Working {
     pub(super) name: String,
-    /// The non-recursive part's plan, whose columns the rows have.
-    pub(super) anchor: SelectPlan,
+    /// The non-recursive part's plan, whose columns the rows have;
+    /// `None` while a query is only being probed for naming it (its
+    /// compiling then stops at the first naming).
+    pub(super) anchor: Option<SelectPlan>,
     /// How often the SELECT being compiled named it.
     pub(super) references: std::cell::Cell<usize>,
 }

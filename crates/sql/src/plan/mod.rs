@@ -450,6 +450,18 @@ fn write_plan(
         true => increments_of(table, &access, filter.as_ref(), &assignments),
         false => None,
     };
+    let mut subqueries = compiler.take_subqueries();
+    // A subquery an assignment reads gives a value to store: what it
+    // raises is an error (strict mode), wherever it runs.
+    let mut stored = Vec::new();
+    for (_, expr) in &assignments {
+        visit::subquery_slots(expr, &mut stored);
+    }
+    for slot in stored {
+        if let Some(subquery) = subqueries.get_mut(slot) {
+            subquery.stored = true;
+        }
+    }
     let write = WritePlan {
         table: Arc::clone(table),
         access,
@@ -457,7 +469,7 @@ fn write_plan(
         assignments,
         limit,
         increments,
-        subqueries: compiler.take_subqueries(),
+        subqueries,
     };
     Ok(Compiled {
         parameter_order: compiler.parameter_order(),
@@ -701,6 +713,10 @@ pub struct SubqueryPlan {
     pub plan: Box<SelectPlan>,
     /// It reads the enclosing query's row.
     pub correlated: bool,
+    /// An UPDATE's assignment reads it: its values are to be stored, so
+    /// a warning it raises is an error, also when it runs before the
+    /// statement (design 0027, "Warnings").
+    pub stored: bool,
 }
 
 /// Compiles a SELECT: over `outer`'s tables too when it is a subquery

@@ -26,18 +26,44 @@ pub struct RecursivePlan {
 
 /// The plan of recursive expression `cte`: its non-recursive SELECTs
 /// (the first ones, which do not name it) as one query, carrying the
-/// recursive ones (`SelectPlan::recursive`). Each recursive SELECT names
-/// the expression once, in its FROM, not on the right of a LEFT JOIN,
-/// and has no aggregate or window function (MySQL's rules, its errors).
+/// recursive ones (`SelectPlan::recursive`); `None` when its query does
+/// not name it after all (an ordinary expression of a WITH RECURSIVE).
+/// Each recursive SELECT names the expression once, in its FROM, not on
+/// the right of a LEFT JOIN, and has no aggregate or window function
+/// (MySQL's rules, its errors).
 pub(super) fn recursive_plan(
     cte: &Cte,
     visible: &Ctes,
     catalog: &Catalog,
     database: Option<&str>,
     placeholders: &mut Vec<(u64, u64)>,
-) -> SqlResult<SelectPlan> {
+) -> SqlResult<Option<SelectPlan>> {
     let query = &cte.query;
     let name = &cte.name;
+    // Whether a query names the expression as a table, anywhere in it:
+    // compiled with the name standing for a probe, which counts it (and
+    // stops the compiling there). A column or alias of the name is not
+    // a naming; compiling tells them apart where the text cannot.
+    let names_itself = |query: &ast::Query, placeholders: &[(u64, u64)]| {
+        let probe = Rc::new(Working {
+            name: name.clone(),
+            anchor: None,
+            references: std::cell::Cell::new(0),
+        });
+        let mut scratch = placeholders.to_vec();
+        let _ = select_plan(
+            query,
+            catalog,
+            database,
+            &[],
+            &mut scratch,
+            &visible.with_working(Rc::clone(&probe)),
+        );
+        probe.references.get() > 0
+    };
+    if !names_itself(query, placeholders) {
+        return Ok(None);
+    }
     if query.with.is_some()
         || query.order_by.is_some()
         || query.limit_clause.is_some()
@@ -53,15 +79,15 @@ pub(super) fn recursive_plan(
             format!("Recursive Common Table Expression '{name}' should contain a UNION"),
         )
     })?;
-    let anchors = operands
+    let recursive: Vec<bool> = operands
         .iter()
-        .take_while(|operand| !names(&operand.to_string(), name))
-        .count();
-    if anchors == 0
-        || operands[anchors..]
-            .iter()
-            .any(|operand| !names(&operand.to_string(), name))
-    {
+        .map(|operand| {
+            names(&operand.to_string(), name)
+                && names_itself(&query_of((*operand).clone()), placeholders)
+        })
+        .collect();
+    let anchors = recursive.iter().take_while(|r| !**r).count();
+    if anchors == 0 || recursive[anchors..].iter().any(|r| !*r) {
         return Err(SqlError::new(
             codes::CTE_RECURSIVE_REQUIRES_NONRECURSIVE_FIRST,
             format!(
@@ -94,7 +120,7 @@ pub(super) fn recursive_plan(
     name_columns(&mut anchor, &cte.columns)?;
     let working = Rc::new(Working {
         name: name.clone(),
-        anchor: anchor.clone(),
+        anchor: Some(anchor.clone()),
         references: std::cell::Cell::new(0),
     });
     let inside = visible.with_working(Rc::clone(&working));
@@ -167,7 +193,7 @@ pub(super) fn recursive_plan(
         steps,
         distinct: distinct_joins[anchors - 1..].iter().any(|d| *d),
     }));
-    Ok(anchor)
+    Ok(Some(anchor))
 }
 
 /// A common table expression's columns named by its column list, if it

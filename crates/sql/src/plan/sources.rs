@@ -76,7 +76,12 @@ pub(super) fn sources<'q>(
             ast::TableFactor::Table { name, alias, .. } if ctes.working(name).is_some() => {
                 let working = ctes.working(name).expect("found above");
                 working.references.set(working.references.get() + 1);
-                let mut plan = working.anchor.clone();
+                let Some(mut plan) = working.anchor.clone() else {
+                    return Err(SqlError::new(
+                        codes::UNKNOWN_ERROR,
+                        "internal: a probe for a recursive expression's name",
+                    ));
+                };
                 plan.working_table = true;
                 derive(
                     alias.as_ref().map_or(&working.name, |a| &a.name.value),
@@ -86,11 +91,15 @@ pub(super) fn sources<'q>(
             ast::TableFactor::Table { name, alias, .. } if ctes.find(name).is_some() => {
                 let (cte, visible) = ctes.find(name).expect("found above");
                 ctes.count_naming()?;
-                let mut plan = match cte.recursive {
+                let recursive = match cte.recursive {
                     true => {
                         recursive::recursive_plan(cte, &visible, catalog, database, placeholders)?
                     }
-                    false => {
+                    false => None,
+                };
+                let mut plan = match recursive {
+                    Some(plan) => plan,
+                    None => {
                         select_plan(&cte.query, catalog, database, &[], placeholders, &visible)?
                     }
                 };

@@ -183,6 +183,14 @@ pub(super) fn has_correlated_subquery(expr: &Expr) -> bool {
     }
 }
 
+/// The subquery slots `expr` reads, into `slots`.
+pub(super) fn subquery_slots(expr: &Expr, slots: &mut Vec<usize>) {
+    if let Expr::Subquery { slot, .. } = expr {
+        slots.push(*slot);
+    }
+    expr.for_each_child(&mut |child| subquery_slots(child, slots));
+}
+
 /// Whether a plan reads the enclosing query's row anywhere.
 pub fn reads_outer_anywhere(plan: &SelectPlan) -> bool {
     !outer_columns(plan).is_empty()

@@ -226,6 +226,8 @@ impl Session {
 
     /// USE / COM_INIT_DB.
     pub fn use_database(&mut self, name: &str) -> SqlResult<()> {
+        // COM_INIT_DB is a statement too: it begins its own diagnostics.
+        self.diagnostics.get_mut().clear();
         self.engine.catalog.require_database(name)?;
         self.refresh_grants()?;
         if !self.grants.any_in(name) && !crate::information_schema::is_it(name) {
@@ -996,6 +998,11 @@ impl Session {
             if !self.autocommit {
                 // With autocommit off every statement is in a transaction.
                 self.explicit = true;
+            }
+            // An attempt again raises its conditions again: only the
+            // last attempt's stand.
+            if attempt > 1 {
+                self.diagnostics.get_mut().clear();
             }
             let result = self.run_compiled(&compiled, params, autocommit);
             let Err(error) = result else {
