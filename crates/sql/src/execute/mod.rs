@@ -109,6 +109,32 @@ pub fn select(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
     })
 }
 
+/// The rows `body` makes from several queries run in the statement's
+/// transaction, none of them ending it; then (in autocommit) the commit,
+/// after the last. A union's and a recursion's rows, as `columns`.
+fn in_one_transaction(
+    columns: &Arc<[crate::result::OutputColumn]>,
+    run: &mut Run<'_>,
+    body: impl FnOnce(&mut Run<'_>) -> SqlResult<Vec<Vec<Value>>>,
+) -> SqlResult<Response> {
+    let (commit, sent) = (run.commit, run.counts.sent);
+    run.commit = Commit::No;
+    let rows = body(run);
+    run.commit = commit;
+    let rows = rows?;
+    if commit != Commit::No {
+        run.transaction
+            .borrow_mut()
+            .execute(commit)
+            .map_err(|error| SqlError::from_client(&error, ""))?;
+    }
+    run.counts.sent = sent + rows.len() as u64;
+    Ok(Response::Rows {
+        columns: Arc::clone(columns),
+        rows,
+    })
+}
+
 /// A SELECT's rows, a UNION's whole, without a recursion it carries.
 fn anchor_rows(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
     match &plan.union {

@@ -3,16 +3,14 @@
 //! step makes no row (docs/design/0033-subqueries.md, "WITH RECURSIVE").
 
 use super::union::united;
-use super::{anchor_rows, check_interrupt, row_key, select, Run};
+use super::{anchor_rows, check_interrupt, in_one_transaction, row_key, select, Run};
 use crate::error::{codes, SqlError, SqlResult};
 use crate::expr::SessionValue;
 use crate::plan::{RecursivePlan, SelectPlan};
 use crate::result::Response;
 use crate::value::Value;
-use client::Commit;
 use std::collections::HashSet;
 use std::rc::Rc;
-use std::sync::Arc;
 
 /// The most bytes of values one recursive expression may hold, about:
 /// its rows are kept in the SQL node's memory, and a recursion can make
@@ -38,22 +36,7 @@ pub(super) fn recursive_rows(
     recursive: &RecursivePlan,
     run: &mut Run<'_>,
 ) -> SqlResult<Response> {
-    let (commit, sent) = (run.commit, run.counts.sent);
-    run.commit = Commit::No;
-    let rows = iterate(plan, recursive, run);
-    run.commit = commit;
-    let rows = rows?;
-    if commit != Commit::No {
-        run.transaction
-            .borrow_mut()
-            .execute(commit)
-            .map_err(|error| SqlError::from_client(&error, ""))?;
-    }
-    run.counts.sent = sent + rows.len() as u64;
-    Ok(Response::Rows {
-        columns: Arc::clone(&plan.columns),
-        rows,
-    })
+    in_one_transaction(&plan.columns, run, |run| iterate(plan, recursive, run))
 }
 
 /// The expression's rows: the non-recursive part's, then each step's,

@@ -5,16 +5,15 @@
 //! EXCEPT").
 
 use super::{
-    check_interrupt, compare_in_order, remove_duplicates, row_key, select, select_rows, Run,
+    check_interrupt, compare_in_order, in_one_transaction, remove_duplicates, row_key, select,
+    select_rows, Run,
 };
 use crate::decimal::Decimal;
-use crate::error::{SqlError, SqlResult};
+use crate::error::SqlResult;
 use crate::plan::{SelectPlan, SetKind, SetOperation, SetStep, UnionPlan};
 use crate::result::{ColumnKind, OutputColumn, Response};
 use crate::value::{self, Value};
-use client::Commit;
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// Runs a set operation (`first` and `union`'s SELECTs, each on its
 /// own) in one transaction, whose end (in autocommit) commits after the
@@ -27,21 +26,8 @@ pub(super) fn union_rows(
     union: &UnionPlan,
     run: &mut Run<'_>,
 ) -> SqlResult<Response> {
-    let (commit, sent) = (run.commit, run.counts.sent);
-    run.commit = Commit::No;
-    let rows = set_rows(first, &first.columns, union, run);
-    run.commit = commit;
-    let rows = rows?;
-    if commit != Commit::No {
-        run.transaction
-            .borrow_mut()
-            .execute(commit)
-            .map_err(|error| SqlError::from_client(&error, ""))?;
-    }
-    run.counts.sent = sent + rows.len() as u64;
-    Ok(Response::Rows {
-        columns: Arc::clone(&first.columns),
-        rows,
+    in_one_transaction(&first.columns, run, |run| {
+        set_rows(first, &first.columns, union, run)
     })
 }
 

@@ -251,14 +251,16 @@ impl<'a> Compiler<'a> {
     /// MySQL's: `OVER w` is w; `OVER (w ORDER BY ...)` adds what w leaves
     /// out, and may not write again what w has; w may name another).
     fn window_spec(&self, over: &ast::WindowType) -> SqlResult<ast::WindowSpec> {
+        // `w` alone: a window that names w and adds nothing.
+        let naming = |name: &ast::Ident| ast::WindowSpec {
+            window_name: Some(name.clone()),
+            partition_by: Vec::new(),
+            order_by: Vec::new(),
+            window_frame: None,
+        };
         let mut spec = match over {
             ast::WindowType::WindowSpec(spec) => spec.clone(),
-            ast::WindowType::NamedWindow(name) => ast::WindowSpec {
-                window_name: Some(name.clone()),
-                partition_by: Vec::new(),
-                order_by: Vec::new(),
-                window_frame: None,
-            },
+            ast::WindowType::NamedWindow(name) => naming(name),
         };
         // A chain of names ends within as many steps as there are names.
         for _ in 0..=self.named_windows.len() {
@@ -277,12 +279,7 @@ impl<'a> Compiler<'a> {
                 })?;
             let base = match &definition.1 {
                 ast::NamedWindowExpr::WindowSpec(base) => base.clone(),
-                ast::NamedWindowExpr::NamedWindow(other) => ast::WindowSpec {
-                    window_name: Some(other.clone()),
-                    partition_by: Vec::new(),
-                    order_by: Vec::new(),
-                    window_frame: None,
-                },
+                ast::NamedWindowExpr::NamedWindow(other) => naming(other),
             };
             let refused = |code, what: &str| {
                 Err(SqlError::new(

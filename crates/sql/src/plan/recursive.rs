@@ -256,8 +256,9 @@ fn union_operands(body: &ast::SetExpr) -> Option<(Vec<&ast::SetExpr>, Vec<bool>)
     Some((operands, distinct))
 }
 
-/// `body` as a query of its own.
-fn query_of(body: ast::SetExpr) -> ast::Query {
+/// `body` as a query of its own (a set operation's SELECT apart from
+/// the whole's ORDER BY and LIMIT).
+pub(super) fn query_of(body: ast::SetExpr) -> ast::Query {
     ast::Query {
         with: None,
         body: Box::new(body),

@@ -146,18 +146,7 @@ pub(super) fn union_plan(
             select => {
                 // The SELECT alone: the ORDER BY, LIMIT and the rest
                 // written after the last SELECT are the whole's.
-                let part = ast::Query {
-                    with: None,
-                    body: Box::new(select.clone()),
-                    order_by: None,
-                    limit_clause: None,
-                    fetch: None,
-                    locks: Vec::new(),
-                    for_clause: None,
-                    settings: None,
-                    format_clause: None,
-                    pipe_operators: Vec::new(),
-                };
+                let part = super::recursive::query_of(select.clone());
                 select_plan(&part, catalog, database, outer, placeholders, ctes)?
             }
         };
