@@ -37,8 +37,9 @@ pub struct DemoOptions {
     /// Replicas per partition (1 to 4).
     #[arg(long, default_value_t = 2)]
     replicas: u8,
-    /// DataMemory per data node.
-    #[arg(long, default_value = "256M")]
+    /// DataMemory per data node: the default holds TPC-C's one warehouse
+    /// and a few minutes of its new orders (the README's example).
+    #[arg(long, default_value = "512M")]
     data_memory: String,
 }
 
