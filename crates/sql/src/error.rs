@@ -179,6 +179,11 @@ pub mod codes {
     pub const WRONG_VALUE: u16 = 1525;
     /// Division by 0 (a warning, an error in a value to store).
     pub const DIVISION_BY_ZERO: u16 = 1365;
+    /// Incorrect value for a function (STR_TO_DATE of text that is no
+    /// date).
+    pub const WRONG_VALUE_FOR_TYPE: u16 = 1411;
+    /// Unknown locale (FORMAT's).
+    pub const UNKNOWN_LOCALE: u16 = 1649;
     /// A window name no WINDOW clause defines.
     pub const WINDOW_NO_SUCH_WINDOW: u16 = 3579;
     /// A window naming one with a frame.

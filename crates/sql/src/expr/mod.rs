@@ -943,6 +943,37 @@ fn apply(
             environment.set_last_insert_id(id);
             value
         }
+        Function::StrToDate => {
+            let read = crate::functions::apply(function, &values, environment.zone_offset())?;
+            if read.is_null() && !values.iter().any(Value::is_null) {
+                // Text that is no date by the format: NULL and 1411, an
+                // error where the value is stored (MySQL's strict mode).
+                let mut text = Vec::new();
+                value::write_text(&values[0], &mut text);
+                environment.warn(
+                    codes::WRONG_VALUE_FOR_TYPE,
+                    &format!(
+                        "Incorrect datetime value: '{}' for function str_to_date",
+                        String::from_utf8_lossy(&text)
+                    ),
+                )?;
+            }
+            read
+        }
+        Function::Format => {
+            if let Some(locale) = values.get(2).filter(|l| !l.is_null()) {
+                let mut name = Vec::new();
+                value::write_text(locale, &mut name);
+                if !crate::functions::math::known_locale(&name) {
+                    environment.raise(
+                        crate::diagnostics::Level::Warning,
+                        codes::UNKNOWN_LOCALE,
+                        &format!("Unknown locale: '{}'", String::from_utf8_lossy(&name)),
+                    );
+                }
+            }
+            crate::functions::apply(function, &values, environment.zone_offset())?
+        }
         other => crate::functions::apply(other, &values, environment.zone_offset())?,
     })
 }

@@ -175,6 +175,25 @@ const FORMAT_LOCALES: [(&[&str], &str, &str); 5] = [
     (&["de_CH"], "'", "."),
 ];
 
+/// The separators of `locale` (between thousands, before the decimals),
+/// when FORMAT knows it.
+fn separators(locale: &[u8]) -> Option<(&'static str, &'static str)> {
+    FORMAT_LOCALES
+        .iter()
+        .find(|(names, ..)| {
+            names
+                .iter()
+                .any(|n| n.as_bytes().eq_ignore_ascii_case(locale))
+        })
+        .map(|(_, thousands, point)| (*thousands, *point))
+}
+
+/// Whether FORMAT knows `locale` (else it formats as en_US, with
+/// warning 1649).
+pub fn known_locale(locale: &[u8]) -> bool {
+    separators(locale).is_some()
+}
+
 /// FORMAT(x, decimals[, locale]): `x` rounded to `decimals` places
 /// (exact numbers half away from zero, doubles and text as doubles), its
 /// whole part in groups of three: `FORMAT(1234.5, 2)` is `1,234.50`.
@@ -205,14 +224,7 @@ pub fn format(x: &Value, decimals: &Value, locale: Option<&Value>) -> SqlResult<
         }
     };
     let locale = locale.and_then(super::text).unwrap_or_default();
-    let (thousands, point) = FORMAT_LOCALES
-        .iter()
-        .find(|(names, ..)| {
-            names
-                .iter()
-                .any(|n| n.as_bytes().eq_ignore_ascii_case(&locale))
-        })
-        .map_or((",", "."), |(_, thousands, point)| (*thousands, *point));
+    let (thousands, point) = separators(&locale).unwrap_or((",", "."));
     let (sign, unsigned) = match plain.strip_prefix('-') {
         // Rounded to zero, a negative number loses its sign, as in MySQL.
         Some(rest) if rest.bytes().any(|b| (b'1'..=b'9').contains(&b)) => ("-", rest),
