@@ -55,7 +55,7 @@ pub struct Time {
 }
 
 /// Whether `year` is a leap year.
-fn leap(year: i64) -> bool {
+pub fn leap(year: i64) -> bool {
     (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
 }
 
@@ -164,7 +164,7 @@ impl Date {
 
 /// A two-digit year read as MySQL reads it: 70-99 are 1970-1999, 0-69
 /// are 2000-2069 (only where the text gave two digits).
-fn two_digit_year(year: i64, two_digits: bool) -> i64 {
+pub fn two_digit_year(year: i64, two_digits: bool) -> i64 {
     match (two_digits, year) {
         (true, 0..=69) => year + 2000,
         (true, 70..=99) => year + 1900,

@@ -264,10 +264,7 @@ impl WeekRule {
 
 /// Days in `year`.
 fn days_in_year(year: i64) -> i64 {
-    match Date::new(year, 2, 29) {
-        Some(_) => 366,
-        None => 365,
-    }
+    365 + crate::temporal::leap(year) as i64
 }
 
 /// The week of `date` and the year the week belongs to, as MySQL's

@@ -5,7 +5,7 @@
 
 use super::calendar::{DAY_NAMES, MONTH_NAMES};
 use crate::error::{SqlError, SqlResult};
-use crate::temporal::{Date, DateTime, Time, MICROS_PER_SECOND};
+use crate::temporal::{two_digit_year, Date, DateTime, Time, MICROS_PER_SECOND};
 use crate::value::Value;
 
 /// What STR_TO_DATE makes of a format.
@@ -115,15 +115,11 @@ fn read(text: &[u8], format: &[u8], fields: &mut Fields) -> SqlResult<Option<usi
         let rest = &text[at..];
         let read = match format[specifiers] {
             b'Y' => number(rest, 4).map(|(year, used)| {
-                fields.year = if used <= 2 {
-                    two_digit_year(year)
-                } else {
-                    year
-                };
+                fields.year = two_digit_year(year, used <= 2);
                 used
             }),
             b'y' => number(rest, 2).map(|(year, used)| {
-                fields.year = two_digit_year(year);
+                fields.year = two_digit_year(year, true);
                 used
             }),
             b'm' | b'c' => number(rest, 2).map(|(month, used)| {
@@ -206,16 +202,6 @@ fn read(text: &[u8], format: &[u8], fields: &mut Fields) -> SqlResult<Option<usi
         specifiers += 1;
     }
     Ok(Some(at))
-}
-
-/// A two-digit year as MySQL places it: 00-69 in 2000-2069, 70-99 in
-/// 1970-1999.
-fn two_digit_year(year: i64) -> i64 {
-    match year {
-        0..=69 => year + 2000,
-        70..=99 => year + 1900,
-        other => other,
-    }
 }
 
 /// An unsigned number of at most `most` digits at the start of `text`,
