@@ -362,6 +362,49 @@ fn a_driver_runs_prepared_statements_and_transactions() {
             .map(|c| c.name_str().into_owned())
             .collect();
         assert_eq!(names, ["upper( name )", "? + 1"]);
+        // Computed columns are typed as MySQL types them, so that the
+        // binary protocol sends numbers a driver reads as numbers: an
+        // integer sum, an exact quotient, a double, a DECIMAL CASE whose
+        // other branch is 0 (shown with the column's digits).
+        use mysql_async::consts::ColumnType as Wire;
+        let (qty, price): (i64, f64) = conn
+            .exec_first("SELECT qty, price FROM items WHERE id = ?", (2u64,))
+            .await
+            .unwrap()
+            .unwrap();
+        let computed: Vec<Row> = conn
+            .exec(
+                "SELECT qty * 2, qty / 4, price + 1, \
+                 CASE WHEN id = 1 THEN CAST(qty AS DECIMAL(6,2)) ELSE 0 END, SUM(qty) \
+                 FROM items WHERE id = ? GROUP BY id, qty, price",
+                (2u64,),
+            )
+            .await
+            .unwrap();
+        let types: Vec<Wire> = computed[0]
+            .columns_ref()
+            .iter()
+            .map(|c| c.column_type())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                Wire::MYSQL_TYPE_LONGLONG,
+                Wire::MYSQL_TYPE_NEWDECIMAL,
+                Wire::MYSQL_TYPE_DOUBLE,
+                Wire::MYSQL_TYPE_NEWDECIMAL,
+                Wire::MYSQL_TYPE_NEWDECIMAL,
+            ]
+        );
+        let values = computed[0].clone().unwrap();
+        assert_eq!(values[0], mysql_async::Value::Int(qty * 2));
+        assert_eq!(
+            values[1],
+            mysql_async::Value::Bytes(format!("{:.4}", qty as f64 / 4.0).into_bytes())
+        );
+        assert_eq!(values[2], mysql_async::Value::Double(price + 1.0));
+        assert_eq!(values[3], mysql_async::Value::Bytes(b"0.00".to_vec()));
+        assert_eq!(values[4], mysql_async::Value::Bytes(qty.to_string().into_bytes()));
         let missing = conn.query_drop("SELECT * FROM nowhere").await.unwrap_err();
         assert_eq!(server_code(&missing), (1146, "42S02".into()));
         let syntax = conn.query_drop("SELEKT 1").await.unwrap_err();

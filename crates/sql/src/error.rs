@@ -151,6 +151,8 @@ pub mod codes {
     pub const LOCK_DEADLOCK: u16 = 1213;
     /// Variable can't be set to the value.
     pub const WRONG_VALUE_FOR_VAR: u16 = 1231;
+    /// Incorrect argument type to variable.
+    pub const WRONG_TYPE_FOR_VAR: u16 = 1232;
     /// This version doesn't yet support the feature.
     pub const NOT_SUPPORTED_YET: u16 = 1235;
     /// Unknown prepared statement handler.
@@ -234,6 +236,7 @@ fn state_of(code: u16) -> &'static str {
         | TOO_BIG_ROWSIZE
         | REQUIRES_PRIMARY_KEY
         | WRONG_VALUE_FOR_VAR
+        | WRONG_TYPE_FOR_VAR
         | NOT_SUPPORTED_YET
         | DUP_FIELDNAME
         | DERIVED_MUST_HAVE_ALIAS

@@ -114,6 +114,29 @@ impl ColumnKind {
         }
     }
 
+    /// Appends the text form of `value` in a column of this kind (`false`
+    /// for NULL, which the protocol marks apart): a DECIMAL column's
+    /// value shows the column's digits after the point, as MySQL's does
+    /// (`CASE WHEN a THEN price ELSE 0 END` gives `0.00`).
+    pub fn write_text(&self, value: &Value, out: &mut Vec<u8>) -> bool {
+        if let ColumnKind::Decimal { scale, .. } = *self {
+            let exact = match value {
+                Value::Int(x) => crate::decimal::Decimal::from_integer(*x as i128),
+                Value::UInt(x) => crate::decimal::Decimal::from_integer(*x as i128),
+                Value::Decimal(x) => Some(*x),
+                _ => None,
+            };
+            // Only ever more digits: a value is never rounded here.
+            if let Some(padded) = exact
+                .filter(|x| x.scale() < scale)
+                .and_then(|x| x.rescale(scale))
+            {
+                return crate::value::write_text(&Value::Decimal(padded), out);
+            }
+        }
+        crate::value::write_text(value, out)
+    }
+
     /// The SQL type a derived table's column of this kind reads as.
     pub fn sql_type(&self) -> SqlType {
         let length = |n: u32| n.min(u16::MAX as u32) as u16;

@@ -76,6 +76,32 @@ pub fn defaults() -> Vec<(&'static str, Value)> {
     ]
 }
 
+/// The variables that are switches, 1 or 0 (ON or OFF): a word other
+/// than ON, OFF, TRUE or FALSE is a wrong value for them (1231), where
+/// it is a wrong type (1232) for a variable that holds a count.
+const SWITCHES: &[&str] = &[
+    "autocommit",
+    "big_tables",
+    "explicit_defaults_for_timestamp",
+    "foreign_key_checks",
+    "sql_auto_is_null",
+    "sql_big_selects",
+    "sql_log_bin",
+    "sql_notes",
+    "sql_quote_show_create",
+    "sql_safe_updates",
+    "sql_warnings",
+    "transaction_allow_batching",
+    "transaction_read_only",
+    "tx_read_only",
+    "unique_checks",
+];
+
+/// Whether variable `name` (lower case) is a switch.
+pub fn is_switch(name: &str) -> bool {
+    SWITCHES.contains(&name)
+}
+
 /// The default of `name` (lower case), if it is a variable.
 pub fn default_of(name: &str) -> Option<Value> {
     defaults()

@@ -109,7 +109,7 @@ impl Framing<'_> {
                 let mut text = Vec::new();
                 for row in rows {
                     match binary {
-                        false => self.packet(|out| text_row(out, row, &mut text)),
+                        false => self.packet(|out| text_row(out, columns, row, &mut text)),
                         true => self.packet(|out| binary_row(out, columns, row)),
                     }
                 }
@@ -119,10 +119,10 @@ impl Framing<'_> {
     }
 }
 
-fn text_row(out: &mut Vec<u8>, row: &[Value], scratch: &mut Vec<u8>) {
-    for value in row {
+fn text_row(out: &mut Vec<u8>, columns: &[OutputColumn], row: &[Value], scratch: &mut Vec<u8>) {
+    for (column, value) in columns.iter().zip(row) {
         scratch.clear();
-        if sql::value::write_text(value, scratch) {
+        if column.kind.write_text(value, scratch) {
             wire::put_lenenc_bytes(out, scratch);
         } else {
             out.push(wire::lenenc::LENENC_NULL);
@@ -208,7 +208,7 @@ fn binary_row(out: &mut Vec<u8>, columns: &[OutputColumn], row: &[Value]) {
             | ColumnKind::Enum(_)
             | ColumnKind::Null => {
                 text.clear();
-                sql::value::write_text(value, &mut text);
+                column.kind.write_text(value, &mut text);
                 wire::response::put_binary_bytes(out, &text);
             }
         }

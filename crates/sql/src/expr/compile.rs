@@ -1159,8 +1159,9 @@ impl<'a> Compiler<'a> {
             "UNIX_TIMESTAMP" if compiled.is_empty() => {
                 return Ok(Expr::Function(
                     Function::UnixTimestamp,
-                    vec![Expr::Session(SessionValue::Now(6))],
-                ))
+                    // Whole seconds, as MySQL's UNIX_TIMESTAMP() is.
+                    vec![Expr::Session(SessionValue::Now(0))],
+                ));
             }
             "UNIX_TIMESTAMP" => arity(1).map(|_| Function::UnixTimestamp)?,
             "NOW" | "CURRENT_TIMESTAMP" | "LOCALTIME" | "LOCALTIMESTAMP" | "SYSDATE" => {

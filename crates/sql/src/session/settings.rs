@@ -40,6 +40,34 @@ fn switched_on(name: &str, value: &Value) -> SqlResult<bool> {
     })
 }
 
+/// The value an integer variable `name` takes from SET's `value`: a
+/// switch's as [`switched_on`] reads it; for a count, an integer as it
+/// is, ON or TRUE as 1, OFF or FALSE as 0, and other text or a number
+/// that is not an integer MySQL's 1232 (NULL 1231). So the variable
+/// reads back as the number its column is announced as.
+fn integer_setting(name: &str, value: Value) -> SqlResult<Value> {
+    if variables::is_switch(name) {
+        return switched_on(name, &value).map(|on| Value::Int(on as i64));
+    }
+    match &value {
+        Value::Int(_) | Value::UInt(_) => Ok(value),
+        Value::Null => Err(SqlError::new(
+            codes::WRONG_VALUE_FOR_VAR,
+            format!("Variable '{name}' can't be set to the value of 'NULL'"),
+        )),
+        Value::Bytes(text) if matches!(text.to_ascii_uppercase().as_slice(), b"ON" | b"TRUE") => {
+            Ok(Value::Int(1))
+        }
+        Value::Bytes(text) if matches!(text.to_ascii_uppercase().as_slice(), b"OFF" | b"FALSE") => {
+            Ok(Value::Int(0))
+        }
+        _ => Err(SqlError::new(
+            codes::WRONG_TYPE_FOR_VAR,
+            format!("Incorrect argument type to variable '{name}'"),
+        )),
+    }
+}
+
 impl Session {
     pub(super) fn set(&mut self, set: &ast::Set) -> SqlResult<Response> {
         let assignments: Vec<(Option<ast::ContextModifier>, String, &ast::Expr)> = match set {
@@ -72,6 +100,7 @@ impl Session {
                     lower.clone(),
                 ),
             };
+            let is_default = matches!(expr, ast::Expr::Identifier(word) if word.value.eq_ignore_ascii_case("DEFAULT"));
             let value = self.constant(expr)?;
             if let Some(user) = name.strip_prefix('@').filter(|n| !n.starts_with('@')) {
                 self.user_variables.insert(user.to_string(), value);
@@ -84,12 +113,21 @@ impl Session {
                     format!("Variable '{name}' cannot be set globally on a SQL node: each SQL node keeps its own session settings"),
                 ));
             }
-            if variables::default_of(&name).is_none() {
+            let Some(default) = variables::default_of(&name) else {
                 return Err(SqlError::new(
                     codes::UNKNOWN_SYSTEM_VARIABLE,
                     format!("Unknown system variable '{name}'"),
                 ));
-            }
+            };
+            // `= DEFAULT` sets the variable's default back.
+            let value = match is_default {
+                true => default.clone(),
+                false => value,
+            };
+            let value = match default {
+                Value::Int(_) | Value::UInt(_) => integer_setting(&name, value)?,
+                _ => value,
+            };
             if name == "time_zone" {
                 let text = value::display(&value);
                 self.zone = crate::temporal::zone_offset(&text).ok_or_else(|| {
