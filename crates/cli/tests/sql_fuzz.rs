@@ -83,7 +83,29 @@ fn expression(random: &mut Random, depth: u32, qualified: bool) -> String {
     }
     let a = expression(random, depth - 1, qualified);
     let b = expression(random, depth - 1, qualified);
-    match random.below(17) {
+    match random.below(21) {
+        17 => format!("{a} {} {b}", random.pick(&["DIV", "MOD", "%", "-"])),
+        18 => {
+            let row = format!("({}, {})", literal(random), literal(random));
+            match random.pick(&["=", "<>", "<", ">=", "<=>", "IN", "NOT IN"]) {
+                list @ ("IN" | "NOT IN") => format!("({a}, {b}) {list} ({row}, (1, 2))"),
+                op => format!("({a}, {b}) {op} {row}"),
+            }
+        }
+        19 => {
+            format!("{a} {} {b}", random.pick(&["REGEXP", "NOT RLIKE", "LIKE"]))
+                + random.pick(&["", "", " ESCAPE '|'"])
+        }
+        20 => format!(
+            "{}({a}, {b}{})",
+            random.pick(&[
+                "REGEXP_LIKE",
+                "REGEXP_SUBSTR",
+                "REGEXP_INSTR",
+                "REGEXP_REPLACE"
+            ]),
+            random.pick(&["", ", 'x'", ", 'i'"])
+        ),
         0 => format!("{a} + {b}"),
         1 => format!("{a} * {b}"),
         2 => format!("{a} / {b}"),

@@ -12,8 +12,8 @@
 //! when its tokens cannot be matched to its items one for one the items
 //! keep the parser's rendering.
 
+use crate::dialect::TesseraDialect;
 use sqlparser::ast::{self, Statement};
-use sqlparser::dialect::MySqlDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer, Whitespace};
 use std::ops::Range;
@@ -27,7 +27,7 @@ pub fn name_select_items(source: &str, statements: &mut [Statement]) {
     if !statements.iter().any(needs_names) {
         return;
     }
-    let Ok(tokens) = Tokenizer::new(&MySqlDialect {}, source).tokenize_with_location() else {
+    let Ok(tokens) = Tokenizer::new(&TesseraDialect::new(), source).tokenize_with_location() else {
         return;
     };
     let offsets = byte_offsets(source, &tokens);
@@ -300,7 +300,8 @@ mod tests {
     use super::*;
 
     fn names(sql: &str) -> Vec<String> {
-        let mut statements = sqlparser::parser::Parser::parse_sql(&MySqlDialect {}, sql).unwrap();
+        let mut statements =
+            sqlparser::parser::Parser::parse_sql(&TesseraDialect::new(), sql).unwrap();
         name_select_items(sql, &mut statements);
         let Statement::Query(query) = &statements[0] else {
             panic!("a query")
@@ -351,7 +352,8 @@ mod tests {
         );
         // Each statement of several its own.
         let sql = "SELECT 1+1; SELECT 2+2 FROM t";
-        let mut statements = sqlparser::parser::Parser::parse_sql(&MySqlDialect {}, sql).unwrap();
+        let mut statements =
+            sqlparser::parser::Parser::parse_sql(&TesseraDialect::new(), sql).unwrap();
         name_select_items(sql, &mut statements);
         assert!(statements[1].to_string().contains("AS `2+2`"));
         // A long one is cut.

@@ -35,6 +35,7 @@ mod column_names;
 mod ddl;
 pub mod decimal;
 pub mod diagnostics;
+pub mod dialect;
 pub mod error;
 mod execute;
 pub mod expr;

@@ -4,9 +4,9 @@
 //! parsed, and the parse kept by statement text: a parse costs tens of
 //! microseconds, a hit a hash lookup.
 
+use crate::dialect::TesseraDialect;
 use crate::error::{SqlError, SqlResult};
 use sqlparser::ast::Statement;
-use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -121,7 +121,7 @@ pub fn parse(text: &str) -> SqlResult<Vec<Statement>> {
     }
     let rewritten = rewrite(text);
     let source = rewritten.as_deref().unwrap_or(text);
-    let parsed = quietly_caught(|| Parser::parse_sql(&MySqlDialect {}, source));
+    let parsed = quietly_caught(|| Parser::parse_sql(&TesseraDialect::new(), source));
     match parsed {
         Ok(Ok(mut statements)) => {
             crate::column_names::name_select_items(source, &mut statements);
@@ -660,7 +660,7 @@ mod fuzz {
             let text = pieces.join(" ");
             let _ = parse(&text);
             // As an expression: compiled with no table and evaluated.
-            let dialect = MySqlDialect {};
+            let dialect = TesseraDialect::new();
             let expr = quietly_caught(|| {
                 Parser::new(&dialect).try_with_sql(&text).ok()?.parse_expr().ok()
             });

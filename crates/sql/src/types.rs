@@ -401,7 +401,7 @@ pub fn of_data_type(data_type: &ast::DataType) -> SqlResult<SqlType> {
 pub fn of_declaration(declared: &str, storage: ColumnType) -> Option<SqlType> {
     let sql = format!("CREATE TABLE t (c {declared})");
     let statements =
-        sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::MySqlDialect {}, &sql).ok()?;
+        sqlparser::parser::Parser::parse_sql(&crate::dialect::TesseraDialect::new(), &sql).ok()?;
     let ast::Statement::CreateTable(create) = statements.first()? else {
         return None;
     };
@@ -589,7 +589,7 @@ mod tests {
     fn of_declaration_any(declared: &str) -> SqlType {
         let sql = format!("CREATE TABLE t (c {declared})");
         let statements =
-            sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::MySqlDialect {}, &sql)
+            sqlparser::parser::Parser::parse_sql(&crate::dialect::TesseraDialect::new(), &sql)
                 .unwrap();
         let ast::Statement::CreateTable(create) = &statements[0] else {
             unreachable!()

@@ -4,6 +4,7 @@
 //! numbered by their place in the text, aggregates and subqueries given
 //! slots, functions and their arguments checked.
 
+use super::rows;
 use super::{
     fraction_digits, one_column, parameter_order_of, Aggregate, AggregateFunction, Expr,
     FrameBound, Function, GroupConcat, SessionValue, SubqueryTest, WindowFrame, WindowFunction,
@@ -12,6 +13,7 @@ use super::{
 use crate::catalog::SqlTable;
 use crate::error::{codes, SqlError, SqlResult};
 use crate::functions::math::MathFunction;
+use crate::functions::patterns::RegexpFunction;
 use crate::functions::strings::DigestKind;
 use crate::value::{Arithmetic, Value};
 use client::CompareOp;
@@ -556,6 +558,14 @@ impl<'a> Compiler<'a> {
             } if matches!(right.as_ref(), ast::Expr::Interval(_)) => {
                 self.date_add(left, right, *op == ast::BinaryOperator::Minus)?
             }
+            E::BinaryOp { left, op, right }
+                if rows::compares(op)
+                    && (rows::row_of(left).is_some() || rows::row_of(right).is_some()) =>
+            {
+                self.compare_rows(left, op, right)?
+            }
+            // A row anywhere else is one column too many.
+            E::Tuple(_) => return Err(rows::wrong_width(1)),
             E::BinaryOp { left, op, right } => {
                 let l = Box::new(self.compile(left)?);
                 let r = Box::new(self.compile(right)?);
@@ -613,6 +623,15 @@ impl<'a> Compiler<'a> {
                 expr: inner,
                 list,
                 negated,
+            } if rows::row_of(inner).is_some()
+                || list.iter().any(|e| rows::row_of(e).is_some()) =>
+            {
+                self.row_in_list(inner, list, *negated)?
+            }
+            E::InList {
+                expr: inner,
+                list,
+                negated,
             } => Expr::InList {
                 expr: Box::new(self.compile(inner)?),
                 list: list
@@ -625,13 +644,31 @@ impl<'a> Compiler<'a> {
                 negated,
                 expr: inner,
                 pattern,
-                escape_char: None,
+                escape_char,
                 any: false,
             } => Expr::Like {
                 expr: Box::new(self.compile(inner)?),
-                pattern: Box::new(self.compile(pattern)?),
+                pattern: Box::new(match escape_char {
+                    None => self.compile(pattern)?,
+                    Some(escape) => like_with_escape(self.compile(pattern)?, escape)?,
+                }),
                 negated: *negated,
             },
+            E::RLike {
+                negated,
+                expr: inner,
+                pattern,
+                ..
+            } => {
+                let matches = Expr::Function(
+                    Function::Regexp(RegexpFunction::Like),
+                    vec![self.compile(inner)?, self.compile(pattern)?],
+                );
+                match negated {
+                    true => Expr::Not(Box::new(matches)),
+                    false => matches,
+                }
+            }
             E::Subquery(query) => {
                 let (slot, correlated, columns) = self.subquery(query)?;
                 one_column(columns)?;
@@ -648,6 +685,9 @@ impl<'a> Compiler<'a> {
                     correlated,
                     test: SubqueryTest::Exists { negated: *negated },
                 }
+            }
+            E::InSubquery { expr: inner, .. } if rows::row_of(inner).is_some() => {
+                return Err(SqlError::unsupported("a row constructor IN a subquery"))
             }
             E::InSubquery {
                 expr: inner,
@@ -1037,6 +1077,22 @@ impl<'a> Compiler<'a> {
             "RIGHT" => arity(2).map(|_| Function::Right)?,
             "CHAR_LENGTH" | "CHARACTER_LENGTH" => arity(1).map(|_| Function::CharLength)?,
             "REPLACE" => arity(3).map(|_| Function::Replace)?,
+            "REGEXP_LIKE" if (2..=3).contains(&compiled.len()) => {
+                Function::Regexp(RegexpFunction::Like)
+            }
+            "REGEXP_REPLACE" if compiled.len() > 3 => {
+                return Err(SqlError::unsupported(
+                    "REGEXP_REPLACE with a position, an occurrence or a match type",
+                ))
+            }
+            "REGEXP_REPLACE" => arity(3).map(|_| Function::Regexp(RegexpFunction::Replace))?,
+            "REGEXP_SUBSTR" | "REGEXP_INSTR" if compiled.len() > 2 => {
+                return Err(SqlError::unsupported(format!(
+                    "{name} with a position, an occurrence or a match type"
+                )))
+            }
+            "REGEXP_SUBSTR" => arity(2).map(|_| Function::Regexp(RegexpFunction::Substring))?,
+            "REGEXP_INSTR" => arity(2).map(|_| Function::Regexp(RegexpFunction::Position))?,
             "TRIM" => arity(1).map(|_| Function::Trim(crate::functions::Side::Both))?,
             "LTRIM" => arity(1).map(|_| Function::Trim(crate::functions::Side::Leading))?,
             "RTRIM" => arity(1).map(|_| Function::Trim(crate::functions::Side::Trailing))?,
@@ -1293,4 +1349,52 @@ fn decode_hex(hex: &str) -> SqlResult<Vec<u8>> {
         .map(|i| u8::from_str_radix(&padded[i..i + 2], 16))
         .collect::<Result<_, _>>()
         .map_err(|_| SqlError::parse(format!("bad hex literal X'{hex}'")))
+}
+
+/// A LIKE pattern with an ESCAPE character, turned into the backslash
+/// escapes `like` reads: the escape character makes the next character
+/// literal, a backslash is then an ordinary character; `ESCAPE ''` has
+/// no escape character at all. The pattern must be a constant here.
+fn like_with_escape(pattern: Expr, escape: &ast::Value) -> SqlResult<Expr> {
+    let escape = match escape {
+        ast::Value::SingleQuotedString(text) | ast::Value::DoubleQuotedString(text) => text,
+        _ => return Err(SqlError::parse("ESCAPE takes a quoted character")),
+    };
+    let escape = match escape.chars().collect::<Vec<char>>().as_slice() {
+        [] => None,
+        [one] => Some(*one),
+        _ => return Err(SqlError::new(1210, "Incorrect arguments to ESCAPE")),
+    };
+    let Expr::Literal(Value::Bytes(bytes)) = &pattern else {
+        return match pattern {
+            Expr::Literal(Value::Null) => Ok(pattern),
+            _ => Err(SqlError::unsupported(
+                "LIKE ... ESCAPE with a pattern that is not a constant",
+            )),
+        };
+    };
+    if escape == Some('\\') {
+        return Ok(pattern);
+    }
+    let text = String::from_utf8_lossy(bytes);
+    let mut rewritten = String::with_capacity(text.len() + 4);
+    let mut characters = text.chars();
+    while let Some(c) = characters.next() {
+        match c {
+            c if Some(c) == escape => match characters.next() {
+                Some(next) => {
+                    rewritten.push('\\');
+                    rewritten.push(next);
+                }
+                // A trailing escape character stands for itself.
+                None => {
+                    rewritten.push('\\');
+                    rewritten.push(c);
+                }
+            },
+            '\\' => rewritten.push_str("\\\\"),
+            c => rewritten.push(c),
+        }
+    }
+    Ok(Expr::Literal(Value::from(rewritten)))
 }

@@ -15,6 +15,7 @@ use client::CompareOp;
 use std::cmp::Ordering;
 
 mod compile;
+mod rows;
 
 use compile::wrong_arguments;
 pub use compile::{Compiler, Scope};
@@ -324,6 +325,8 @@ pub enum Function {
     ConvertTz,
     /// FORMAT(x, decimals[, locale]).
     Format,
+    /// REGEXP, RLIKE and the REGEXP_ functions.
+    Regexp(crate::functions::patterns::RegexpFunction),
 }
 
 /// An aggregate function.
@@ -1143,7 +1146,7 @@ mod tests {
     }
 
     fn eval_sql(sql: &str, params: &[Value]) -> SqlResult<Value> {
-        let dialect = sqlparser::dialect::MySqlDialect {};
+        let dialect = crate::dialect::TesseraDialect::new();
         let expr = sqlparser::parser::Parser::new(&dialect)
             .try_with_sql(sql)
             .unwrap()

@@ -9,6 +9,7 @@
 
 pub mod calendar;
 pub mod math;
+pub mod patterns;
 pub mod reading_dates;
 pub mod strings;
 
@@ -641,6 +642,7 @@ pub fn apply(function: crate::expr::Function, values: &[Value], zone: i64) -> Sq
         F::StrToDate => reading_dates::str_to_date(first(), &values[1])?,
         F::ConvertTz => calendar::convert_tz(first(), &values[1], &values[2]),
         F::Format => math::format(first(), &values[1], values.get(2))?,
+        F::Regexp(which) => patterns::apply(which, values)?,
         other => {
             return Err(SqlError::new(
                 codes::UNKNOWN_ERROR,

@@ -92,17 +92,7 @@ pub fn choose_access(table: &SqlTable, filter: Option<&Expr>) -> AccessPlan {
     if let Some(filter) = filter {
         split_and(filter, &mut conjuncts);
     }
-    let equal_to = |column: usize| -> Option<Expr> {
-        conjuncts.iter().find_map(|c| match c {
-            Expr::Compare(CompareOp::Equal, a, b) => match (a.as_ref(), b.as_ref()) {
-                (Expr::Column(x), k) | (k, Expr::Column(x)) if *x == column && k.is_constant() => {
-                    Some(k.clone())
-                }
-                _ => None,
-            },
-            _ => None,
-        })
-    };
+    let equal_to = |column: usize| equal_in(&conjuncts, column);
     let def = table.def();
     let key = table.key_columns();
     // 1. The whole primary key.
@@ -126,6 +116,11 @@ pub fn choose_access(table: &SqlTable, filter: Option<&Expr>) -> AccessPlan {
         if let Some(list) = list {
             return AccessPlan::PrimaryKeys(list.into_iter().map(|v| vec![v]).collect());
         }
+    }
+    // 2'. An OR of conjunctions that each fix the whole primary key:
+    // `(a, b) IN ((1, 2), (3, 4))` as it compiles.
+    if let Some(keys) = conjuncts.iter().find_map(|c| keys_of_disjunction(c, &key)) {
+        return AccessPlan::PrimaryKeys(keys);
     }
     // 3. A unique index, whole.
     for index in &def.indexes {
@@ -195,6 +190,51 @@ pub fn choose_access(table: &SqlTable, filter: Option<&Expr>) -> AccessPlan {
     match best {
         Some((_, access)) => access,
         None => AccessPlan::FullScan,
+    }
+}
+
+/// The constant a conjunct sets `column` equal to.
+fn equal_in(conjuncts: &[&Expr], column: usize) -> Option<Expr> {
+    conjuncts.iter().find_map(|c| match c {
+        Expr::Compare(CompareOp::Equal, a, b) => match (a.as_ref(), b.as_ref()) {
+            (Expr::Column(x), k) | (k, Expr::Column(x)) if *x == column && k.is_constant() => {
+                Some(k.clone())
+            }
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+/// The keys on `columns` an OR names when each of its terms fixes every
+/// one of them: `(a = 1 AND b = 2) OR (a = 3 AND b = 4)`.
+fn keys_of_disjunction(expr: &Expr, columns: &[usize]) -> Option<Vec<Vec<Expr>>> {
+    let Expr::Or(..) = expr else {
+        return None;
+    };
+    let mut terms = Vec::new();
+    split_or(expr, &mut terms);
+    terms
+        .into_iter()
+        .map(|term| {
+            let mut conjuncts = Vec::new();
+            split_and(term, &mut conjuncts);
+            columns
+                .iter()
+                .map(|column| equal_in(&conjuncts, *column))
+                .collect()
+        })
+        .collect()
+}
+
+/// The terms of an OR tree.
+fn split_or<'e>(expr: &'e Expr, out: &mut Vec<&'e Expr>) {
+    match expr {
+        Expr::Or(a, b) => {
+            split_or(a, out);
+            split_or(b, out);
+        }
+        other => out.push(other),
     }
 }
 

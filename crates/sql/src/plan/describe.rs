@@ -14,6 +14,7 @@
 //! a text form.
 
 use crate::expr::{Aggregate, AggregateFunction, Compiler, Expr, Function, WindowKind};
+use crate::functions::patterns::RegexpFunction;
 use crate::result::{ColumnKind, OutputColumn};
 use crate::value::{self, Arithmetic, Value};
 
@@ -217,7 +218,8 @@ fn function_kind(
         | Function::StrCmp
         | Function::TimestampDiff(_)
         | Function::Week
-        | Function::YearWeek => integer,
+        | Function::YearWeek
+        | Function::Regexp(RegexpFunction::Like | RegexpFunction::Position) => integer,
         Function::SetLastInsertId => ColumnKind::BigInt { unsigned: true },
         Function::Math(_) | Function::Log | Function::Power => ColumnKind::Double,
         // Whole seconds, or with microseconds when the time has them.
