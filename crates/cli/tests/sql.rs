@@ -445,6 +445,90 @@ fn a_locking_read_with_limit_in_key_order_locks_only_the_rows_it_returns() {
     );
 }
 
+/// SKIP LOCKED and NOWAIT, as a job queue's consumers use them: while
+/// one transaction holds the queue's head, another takes the next rows
+/// (by a scan, by key and through a unique index) without waiting, and a
+/// NOWAIT read of a held row fails at once with MySQL's 3572, rolling
+/// its transaction back; the holder's rows and commit are untouched.
+#[test]
+fn skip_locked_takes_the_rows_no_other_holds_and_nowait_fails_at_once() {
+    let cluster = TestCluster::start(ClusterOptions::pair("sql_skip_locked"));
+    let node = SqlNode::start(&cluster);
+    query(
+        &node,
+        "CREATE DATABASE j; CREATE TABLE j.jobs (id INT PRIMARY KEY, name VARCHAR(20), \
+         state VARCHAR(10), UNIQUE KEY by_name (name)); \
+         INSERT INTO j.jobs VALUES (1, 'a', 'new'), (2, 'b', 'new'), (3, 'c', 'new'), \
+         (4, 'd', 'new'), (5, 'e', 'new')",
+    );
+    let engine = engine_beside(&cluster);
+    let session = |id| root_session(&engine, id, "j");
+    let (mut holder, mut worker) = (session(1), session(2));
+    let ids = |response: &sql::Response| -> Vec<String> {
+        let sql::Response::Rows { rows, .. } = response else {
+            panic!("rows: {response:?}");
+        };
+        rows.iter().map(|row| format!("{:?}", row[0])).collect()
+    };
+    run_one(&mut holder, "START TRANSACTION");
+    let held = run_one(
+        &mut holder,
+        "SELECT id FROM jobs ORDER BY id LIMIT 2 FOR UPDATE SKIP LOCKED",
+    );
+    assert_eq!(ids(&held), ["Int(1)", "Int(2)"]);
+    // The next consumer skips the held rows, by a scan, by key and
+    // through the unique index, and goes on in its transaction.
+    run_one(&mut worker, "START TRANSACTION");
+    let next = run_one(
+        &mut worker,
+        "SELECT id FROM jobs WHERE state = 'new' ORDER BY id LIMIT 2 FOR UPDATE SKIP LOCKED",
+    );
+    assert_eq!(ids(&next), ["Int(3)", "Int(4)"]);
+    let by_key = run_one(
+        &mut worker,
+        "SELECT id FROM jobs WHERE id IN (1, 5) FOR UPDATE SKIP LOCKED",
+    );
+    assert_eq!(ids(&by_key), ["Int(5)"]);
+    let by_name = run_one(
+        &mut worker,
+        "SELECT id FROM jobs WHERE name = 'b' FOR SHARE SKIP LOCKED",
+    );
+    assert!(ids(&by_name).is_empty(), "{by_name:?}");
+    run_one(
+        &mut worker,
+        "UPDATE jobs SET state = 'taken' WHERE id IN (3, 4)",
+    );
+    run_one(&mut worker, "COMMIT");
+    // NOWAIT: the held row is 3572 at once; a free row reads as ever.
+    let mut impatient = session(3);
+    let free = run_one(
+        &mut impatient,
+        "SELECT id FROM jobs WHERE id = 5 FOR UPDATE NOWAIT",
+    );
+    assert_eq!(ids(&free), ["Int(5)"]);
+    run_one(&mut impatient, "START TRANSACTION");
+    let mut results = impatient.query("SELECT id FROM jobs WHERE id = 1 FOR UPDATE NOWAIT", false);
+    let error = results
+        .pop()
+        .unwrap()
+        .expect_err("a NOWAIT read of a held row");
+    assert_eq!(error.code, 3572, "{error:?}");
+    let explained = query(
+        &node,
+        "EXPLAIN SELECT id FROM j.jobs FOR UPDATE SKIP LOCKED",
+    );
+    assert!(explained.contains("skipping locked rows"), "{explained}");
+    run_one(
+        &mut holder,
+        "UPDATE jobs SET state = 'taken' WHERE id IN (1, 2)",
+    );
+    run_one(&mut holder, "COMMIT");
+    assert_eq!(
+        query(&node, "SELECT id, state FROM j.jobs ORDER BY id"),
+        "1\ttaken\n2\ttaken\n3\ttaken\n4\ttaken\n5\tnew\n"
+    );
+}
+
 /// A committed read in a transaction, of a row whose primary replica is
 /// on another data node than the transaction's tc, is made at that node
 /// by a transaction of its own, and sees what any committed read sees;

@@ -93,7 +93,7 @@ pub use signal::scan_program::CompareOp;
 /// nodes take.
 pub use signal::scan_program::{MAX_DEPTH as FILTER_MAX_DEPTH, MAX_NODES as FILTER_MAX_NODES};
 pub use table::{ColumnSelector, Row, Table};
-pub use transaction::{Commit, OpId, Outcome, Transaction, TransactionState};
+pub use transaction::{Commit, LockWait, OpId, Outcome, Transaction, TransactionState};
 pub use value::Value;
 
 // The signal types an application needs with this API, so that it can

@@ -69,6 +69,20 @@ impl OpId {
     }
 }
 
+/// What a locking read does about a row another transaction holds
+/// locked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LockWait {
+    /// Wait for the lock (until the lock-wait timeout), as every locking
+    /// read does by default.
+    #[default]
+    Wait,
+    /// Fail the transaction at once with `LockNotAvailable` (NOWAIT).
+    NoWait,
+    /// Return no row and go on (SKIP LOCKED).
+    SkipLocked,
+}
+
 /// Whether `execute` also commits.
 ///
 /// ```
@@ -689,6 +703,33 @@ impl Transaction<'_> {
         let op = self.read(table, key, lock)?;
         let queued = self.body_mut().queued.last_mut().expect("queued just now");
         queued.flags = tc_key_flags::IGNORE_MISSING;
+        Ok(op)
+    }
+
+    /// As [`Transaction::read_if_exists`], and with what a row another
+    /// transaction holds locked does to a locking read: wait for it (`Wait`), fail the transaction at
+    /// once with `LockNotAvailable` (`NoWait`, SQL's NOWAIT), or return no
+    /// row, the transaction going on (`SkipLocked`, SQL's SKIP LOCKED).
+    pub fn read_locking(
+        &mut self,
+        table: &Arc<Table>,
+        key: &[Value],
+        lock: LockMode,
+        wait: LockWait,
+    ) -> Result<OpId, ClientError> {
+        if wait != LockWait::Wait && lock == LockMode::CommittedRead {
+            return Err(ClientError::Invalid {
+                code: ErrorCode::BadRequest,
+                detail: "NoWait and SkipLocked are for locking reads".into(),
+            });
+        }
+        let op = self.read_if_exists(table, key, lock)?;
+        let queued = self.body_mut().queued.last_mut().expect("queued just now");
+        queued.flags |= match wait {
+            LockWait::Wait => 0,
+            LockWait::NoWait => tc_key_flags::NO_WAIT,
+            LockWait::SkipLocked => tc_key_flags::SKIP_LOCKED,
+        };
         Ok(op)
     }
 

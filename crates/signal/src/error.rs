@@ -71,6 +71,9 @@ error_codes! {
     DuplicateKey = 630, Constraint, "duplicate key";
     /// A lock was not granted within the lock-wait timeout (deadlock detection).
     LockWaitTimeout = 266, Temporary, "lock wait timeout: transaction aborted, probably a deadlock";
+    /// A read asked not to wait (NOWAIT, SKIP LOCKED) found its row locked
+    /// by another transaction.
+    LockNotAvailable = 4031, Temporary, "lock not available: the row is locked by another transaction and the read was asked not to wait";
     NodeShuttingDown = 270, Temporary, "the data node is stopping and begins no new transaction: retry (another node takes it)";
     /// DataMemory of the partition's ldm is exhausted.
     TableFull = 827, Temporary, "table is full: DataMemory exhausted (increase data_memory)";

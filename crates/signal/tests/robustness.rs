@@ -273,6 +273,7 @@ fn random_data_node_signal(rng: &mut XorShift, pool: &'static SectionPool) -> Si
                 hash: KeyHash(rng.next_u64()),
                 key: section(rng),
                 attr: flag(rng).then(|| section(rng)),
+                no_wait: false,
             }
             .into()
         }

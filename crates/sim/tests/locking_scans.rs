@@ -10,8 +10,13 @@
 //!   committed), which a committed-read scan followed by updates would
 //!   not guarantee. A row deleted between the scan and its lock is left
 //!   out, not an error.
+//! - NOWAIT and SKIP LOCKED: while one transaction holds rows locked, a
+//!   locking scan that skips locked rows returns the others and its
+//!   transaction goes on to commit; a read that may not wait fails its
+//!   transaction with LockNotAvailable while the lock is still held, and
+//!   the holder's lock and commit are untouched by either.
 
-use client::{Access, Commit, CompareOp, Filter, KeyRange, LockMode, ScanOptions, Value};
+use client::{Access, Commit, CompareOp, Filter, KeyRange, LockMode, LockWait, ScanOptions, Value};
 use sim::harness::Harness;
 use std::ops::Bound;
 use std::time::Duration;
@@ -335,4 +340,141 @@ fn a_limited_locking_scan_through_an_index_locks_only_what_it_returns() {
         results[1],
         results[0]
     );
+}
+
+#[test]
+fn skip_locked_leaves_held_rows_out_and_nowait_fails_while_they_are_held() {
+    Harness::new(23)
+        .nodes(2, 2)
+        .run_clients(2, |index, cluster, context| {
+            let marker = |name: &str| client::TableDef {
+                name: name.into(),
+                ..definition()
+            };
+            let range = |low: u64, high: u64| {
+                [KeyRange {
+                    low: Bound::Included(vec![Value::UInt(low)]),
+                    high: Bound::Excluded(vec![Value::UInt(high)]),
+                }]
+            };
+            let options = ScanOptions {
+                ordered: true,
+                ..ScanOptions::default()
+            };
+            if index == 0 {
+                // The holder: rows 10..20 locked until the other client
+                // has tried them.
+                let table = load(cluster);
+                let mut holder = cluster.transaction();
+                let held = holder
+                    .scan_locked(
+                        &table,
+                        Access::PrimaryKey(&range(10, 20)),
+                        &options,
+                        LockMode::Exclusive,
+                    )
+                    .expect("the holder's scan")
+                    .rows;
+                assert_eq!(held.len(), 10);
+                cluster.create_table(&marker("held")).unwrap();
+                wait_for(cluster, context, "tried");
+                for k in 10..20 {
+                    holder
+                        .update(&table, &[Value::UInt(k)], &[("n", Value::Int(1))])
+                        .unwrap();
+                }
+                holder
+                    .execute(Commit::Yes)
+                    .expect("the holder commits, its locks untouched by the others' attempts");
+                cluster.create_table(&marker("released")).unwrap();
+                return;
+            }
+            wait_for(cluster, context, "held");
+            let table = cluster.table("counters").unwrap();
+            // SKIP LOCKED: every row of 0..30 but the held ones, and the
+            // transaction goes on to write and commit.
+            let mut skipper = cluster.transaction();
+            let rows = skipper
+                .scan_locked_waiting(
+                    &table,
+                    Access::PrimaryKey(&range(0, 30)),
+                    &options,
+                    LockMode::Exclusive,
+                    LockWait::SkipLocked,
+                )
+                .expect("a scan skipping locked rows")
+                .rows;
+            let keys: Vec<u64> = rows.iter().map(|row| row.get_u64("k").unwrap()).collect();
+            let expected: Vec<u64> = (0..10).chain(20..30).collect();
+            assert_eq!(keys, expected, "the rows no other transaction holds");
+            let single = skipper
+                .read_locking(
+                    &table,
+                    &[Value::UInt(15)],
+                    LockMode::Shared,
+                    LockWait::SkipLocked,
+                )
+                .unwrap();
+            skipper
+                .update(&table, &[Value::UInt(0)], &[("n", Value::Int(5))])
+                .unwrap();
+            skipper
+                .execute(Commit::Yes)
+                .expect("the skipping transaction commits");
+            assert!(
+                skipper.get(single).is_none(),
+                "a held row read with SKIP LOCKED is no row"
+            );
+            // NOWAIT: the held row fails the transaction at once.
+            let mut impatient = cluster.transaction();
+            impatient
+                .read_locking(
+                    &table,
+                    &[Value::UInt(15)],
+                    LockMode::Exclusive,
+                    LockWait::NoWait,
+                )
+                .unwrap();
+            let error = impatient
+                .execute(Commit::No)
+                .expect_err("a NOWAIT read of a held row");
+            assert_eq!(
+                error.code(),
+                Some(client::ErrorCode::LockNotAvailable),
+                "{error:?}"
+            );
+            // A row nobody holds is read with NOWAIT as any other.
+            let mut free = cluster.transaction();
+            let read = free
+                .read_locking(
+                    &table,
+                    &[Value::UInt(25)],
+                    LockMode::Exclusive,
+                    LockWait::NoWait,
+                )
+                .unwrap();
+            free.execute(Commit::Yes)
+                .expect("a NOWAIT read of a free row");
+            assert!(free.get(read).is_some());
+            cluster.create_table(&marker("tried")).unwrap();
+            // Once the holder has committed, the rows are free again.
+            wait_for(cluster, context, "released");
+            let mut after = cluster.transaction();
+            let read = after
+                .read_locking(
+                    &table,
+                    &[Value::UInt(15)],
+                    LockMode::Exclusive,
+                    LockWait::NoWait,
+                )
+                .unwrap();
+            after.execute(Commit::Yes).expect("the released row");
+            assert_eq!(
+                after
+                    .get(read)
+                    .and_then(|row| row.get("n"))
+                    .and_then(Value::as_i64),
+                Some(1)
+            );
+        });
 }

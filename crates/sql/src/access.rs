@@ -19,7 +19,8 @@ use crate::types::{self, SqlType};
 use crate::value;
 use crate::value::Value;
 use client::{
-    Access, ClientError, Commit, CompareOp, Filter, KeyRange, LockMode, ScanOptions, Transaction,
+    Access, ClientError, Commit, CompareOp, Filter, KeyRange, LockMode, LockWait, ScanOptions,
+    Transaction,
 };
 use std::cmp::Ordering;
 use std::ops::Bound;
@@ -60,6 +61,9 @@ pub struct Request<'a> {
     pub params: &'a [Value],
     /// The lock to take on each row.
     pub lock: LockMode,
+    /// What a row another transaction holds locked does to a locking
+    /// read (NOWAIT, SKIP LOCKED).
+    pub wait: LockWait,
     /// The columns needed (None: all).
     pub needed: Option<&'a [usize]>,
     /// Stop after this many rows, when the whole WHERE clause was pushed
@@ -174,7 +178,7 @@ pub fn fetch(
         for key in &keys {
             ops.push(
                 transaction
-                    .read_if_exists(&table.table, key, request.lock)
+                    .read_locking(&table.table, key, request.lock, request.wait)
                     .map_err(refused)?,
             );
         }
@@ -241,6 +245,22 @@ pub fn fetch(
                 return finish_empty(transaction, request.commit, table);
             }
             lookups(unique, transaction)
+        }
+        // A read through a unique index waits for the row's lock: NOWAIT
+        // and SKIP LOCKED lock the rows a scan of the index finds instead.
+        AccessPlan::UniqueKey { index, values } if request.wait != LockWait::Wait => {
+            let ranges = vec![crate::plan::IndexRange {
+                prefix: values.clone(),
+                low: None,
+                high: None,
+            }];
+            let index = Some(index.clone());
+            scan(
+                request,
+                &AccessPlan::Ranges { index, ranges },
+                transaction,
+                environment,
+            )
         }
         AccessPlan::UniqueKey { index, values } => {
             let Some(definition) = table.def().index(index) else {
@@ -746,7 +766,7 @@ fn scan(
             columns: None,
             ..options
         };
-        transaction.scan_locked(&table.table, access, &options, request.lock)
+        transaction.scan_locked_waiting(&table.table, access, &options, request.lock, request.wait)
     }
     .map_err(refused)?;
     finish_empty(transaction, request.commit, table)?;

@@ -151,6 +151,8 @@ pub mod codes {
     pub const LOCK_DEADLOCK: u16 = 1213;
     /// Variable can't be set to the value.
     pub const WRONG_VALUE_FOR_VAR: u16 = 1231;
+    /// A NOWAIT read found its row locked.
+    pub const LOCK_NOWAIT: u16 = 3572;
     /// Incorrect argument type to variable.
     pub const WRONG_TYPE_FOR_VAR: u16 = 1232;
     /// This version doesn't yet support the feature.
@@ -400,6 +402,10 @@ impl SqlError {
             (Some(ErrorCode::LockWaitTimeout), _) => SqlError::new(
                 codes::LOCK_WAIT_TIMEOUT,
                 "Lock wait timeout exceeded; try restarting transaction",
+            ),
+            (Some(ErrorCode::LockNotAvailable), _) => SqlError::new(
+                codes::LOCK_NOWAIT,
+                "Statement aborted because lock(s) could not be acquired immediately and NOWAIT is set.",
             ),
             (Some(ErrorCode::TableFull), _) => SqlError::new(
                 codes::RECORD_FILE_FULL,

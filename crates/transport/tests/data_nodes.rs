@@ -91,6 +91,7 @@ fn lqh_key_req(node: &TestNode) -> LqhKeyReq {
         hash: KeyHash(0x1234_5678_9abc_def0),
         key: node.pool.copy_from(b"key").expect("room"),
         attr: Some(node.pool.copy_from(b"row image").expect("room")),
+        no_wait: false,
     }
 }
 

@@ -619,6 +619,7 @@ impl Node {
             hash,
             key: self.key(k),
             attr,
+            no_wait: false,
         };
         self.deliver(TC, request);
         match self.take_one().signal {

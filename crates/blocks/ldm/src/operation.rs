@@ -94,6 +94,9 @@ pub struct Operation {
     /// A write at a restarting node's partition being copied: applied by
     /// row id at commit, holding no lock and logging nothing (`copy`).
     pub applier: bool,
+    /// A locking read asked not to wait: a lock not granted at once
+    /// fails it with LockNotAvailable (NOWAIT, SKIP LOCKED).
+    pub no_wait: bool,
     /// Next operation in the row's lock queue.
     pub next_in_row: u32,
     /// On its transaction's list of prepared row images here
@@ -180,6 +183,7 @@ impl Operation {
             forwarded: false,
             new_row: false,
             applier: false,
+            no_wait: false,
             next_in_row: NIL,
             written_prev: NIL,
             written_next: NIL,

@@ -145,6 +145,7 @@ impl Ldm {
         operation.target_row = request.row_id;
         operation.redo_reservation = redo_reservation;
         operation.applier = applier;
+        operation.no_wait = request.no_wait;
         self.execute(index, ctx);
     }
 
@@ -251,6 +252,7 @@ impl Ldm {
             hash: operation.hash,
             key,
             attr: image,
+            no_wait: false,
         };
         send(ctx, self.address, next, request);
     }
@@ -354,8 +356,12 @@ impl Ldm {
             return self.prepare_insert_of_absent_key(index, key, changes, pool);
         };
 
-        // The row exists (live, or reserved by some insert): queue for its lock.
+        // The row exists (live, or reserved by some insert): queue for its
+        // lock, unless the read was asked not to wait (it holds nothing).
         if !can_grant(operations, memory, partition, row, index) {
+            if operations[index].no_wait {
+                return Outcome::Failed(ErrorCode::LockNotAvailable);
+            }
             return wait_on_row(operations, memory, partition, row, index);
         }
         append_to_row(operations, memory, partition, row, index);

@@ -458,6 +458,7 @@ impl Fuzz {
             hash,
             key: self.section(key),
             attr: attr.map(|bytes| self.section(bytes)),
+            no_wait: false,
         };
         deliver(&mut self.ldm, &mut self.ctx, TC, request);
         let answer = self.ctx.sent.pop().expect("every LQHKEYREQ is answered");

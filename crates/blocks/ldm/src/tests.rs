@@ -234,6 +234,7 @@ impl Bench {
             hash,
             key: self.key(k),
             attr: attr.map(|entries| self.section(entries)),
+            no_wait: false,
         }
     }
 

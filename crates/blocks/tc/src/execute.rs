@@ -261,6 +261,8 @@ impl Tc {
         operation.ldm = route.ldm;
         operation.chain = route.chain;
         operation.ignore_missing = request.flags & tc_key_flags::IGNORE_MISSING != 0;
+        operation.skip_locked = request.flags & tc_key_flags::SKIP_LOCKED != 0;
+        let no_wait = request.flags & (tc_key_flags::NO_WAIT | tc_key_flags::SKIP_LOCKED) != 0;
         operation.role = role;
         let record = &mut self.records.transactions[transaction as usize];
         record.outstanding += 1;
@@ -291,6 +293,7 @@ impl Tc {
                 hash: route.hash,
                 key: request.key,
                 attr: request.attr,
+                no_wait,
             },
         );
         Some(op)
@@ -457,6 +460,17 @@ impl Tc {
             OpPhase::Sent,
             "LQHKEYREF for an operation not in flight"
         );
+        let skipped = operation.skip_locked
+            && refusal.error == ErrorCode::LockNotAvailable
+            && operation.role == OpRole::Client;
+        if skipped && from == operation.primary {
+            // A read asked to skip a row another transaction holds: it
+            // holds nothing and returns no row; the transaction goes on.
+            operation.phase = OpPhase::Released;
+            record.outstanding -= 1;
+            record.last_progress_ms = ctx.now_ms();
+            return self.maybe_batch_done(transaction, ctx);
+        }
         if operation.ignore_missing
             && refusal.error == ErrorCode::NoSuchRow
             && from == operation.primary

@@ -232,6 +232,9 @@ pub struct TcOperation {
     /// A read asked with `tc_key_flags::IGNORE_MISSING`: its row missing
     /// at the primary answers no row, not an abort.
     pub ignore_missing: bool,
+    /// A read asked with `tc_key_flags::SKIP_LOCKED`: its row locked by
+    /// another transaction, it returns no row and the transaction goes on.
+    pub skip_locked: bool,
     /// Why the operation is here.
     pub role: OpRole,
     /// With `OpRole::BeforeImage` or `OpRole::InsertForWrite`: the
@@ -255,6 +258,7 @@ impl TcOperation {
             chain: ReplicaChain::new(&[NodeId(0)]),
             resolving: false,
             ignore_missing: false,
+            skip_locked: false,
             role: OpRole::Client,
             pending: None,
             next_free,

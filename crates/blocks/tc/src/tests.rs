@@ -359,6 +359,7 @@ impl Bench {
                 hash,
                 key: request.key,
                 attr: request.attr,
+                no_wait: false,
             },
         )
     }

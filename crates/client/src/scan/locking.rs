@@ -21,7 +21,7 @@
 use super::{Access, ScanOptions, ScanResult};
 use crate::error::ClientError;
 use crate::table::{Row, Table};
-use crate::transaction::{Commit, Transaction};
+use crate::transaction::{Commit, LockWait, Transaction};
 use crate::value::Value;
 use signal::scan_program::{Program, ProgramWriter};
 use signal::signals::LockMode;
@@ -75,6 +75,22 @@ impl Transaction<'_> {
         access: Access<'_>,
         options: &ScanOptions,
         lock: LockMode,
+    ) -> Result<ScanResult, ClientError> {
+        self.scan_locked_waiting(table, access, options, lock, LockWait::Wait)
+    }
+
+    /// As [`Transaction::scan_locked`], with what a row another
+    /// transaction holds locked does to the scan: wait for it, fail the
+    /// transaction with `LockNotAvailable` at once (`NoWait`), or be left
+    /// out (`SkipLocked`: a queue's consumers each take rows no other
+    /// holds).
+    pub fn scan_locked_waiting(
+        &mut self,
+        table: &Arc<Table>,
+        access: Access<'_>,
+        options: &ScanOptions,
+        lock: LockMode,
+        wait: LockWait,
     ) -> Result<ScanResult, ClientError> {
         if lock == LockMode::CommittedRead {
             return self.scan(table, access, options);
@@ -136,12 +152,13 @@ impl Transaction<'_> {
                     .iter()
                     .map(|&column| row.values()[column as usize].clone())
                     .collect();
-                reads.push(self.read_if_exists(table, &key, lock)?);
+                reads.push(self.read_locking(table, &key, lock, wait)?);
             }
             self.execute(Commit::No)?;
             for (read, scanned) in reads.into_iter().zip(&seen) {
                 let Some(row) = self.get(read) else {
-                    // Deleted since the scan saw it.
+                    // Deleted since the scan saw it, or (SkipLocked)
+                    // locked by another transaction.
                     continue;
                 };
                 // Moved in the index since the scan saw it: where it is

@@ -21,14 +21,29 @@ pub(crate) fn tc_key_req(request: &TcKeyReq) -> Result<(), WireError> {
     if request.flags & read_flags != 0 && request.kind != crate::signals::OperationKind::Read {
         return Err(WireError::BadField("TcKeyReq a read's flag on a write"));
     }
+    let lock_flags = tc_key_flags::NO_WAIT | tc_key_flags::SKIP_LOCKED;
+    if request.flags & lock_flags != 0 && !locking_read(request.kind, request.lock) {
+        return Err(WireError::BadField(
+            "TcKeyReq NO_WAIT or SKIP_LOCKED on no locking read",
+        ));
+    }
     Ok(())
 }
 
-/// The coordinator is a tc, and the receiver's position is in the chain.
+/// A read that takes a lock.
+fn locking_read(kind: crate::signals::OperationKind, lock: crate::signals::LockMode) -> bool {
+    kind == crate::signals::OperationKind::Read && lock != crate::signals::LockMode::CommittedRead
+}
+
+/// The coordinator is a tc, the receiver's position is in the chain, and
+/// only a locking read declines to wait.
 pub(crate) fn lqh_key_req(request: &LqhKeyReq) -> Result<(), WireError> {
     coordinating_tc(request.tc)?;
     if request.position >= request.chain.length {
         return Err(WireError::BadField("chain position"));
+    }
+    if request.no_wait && !locking_read(request.kind, request.lock) {
+        return Err(WireError::BadField("LqhKeyReq no_wait on no locking read"));
     }
     Ok(())
 }

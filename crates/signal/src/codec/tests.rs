@@ -270,6 +270,7 @@ fn lqh_key_req(pool: &'static SectionPool, attr: bool) -> LqhKeyReq {
         hash: KeyHash(0xdead_beef_0bad_f00d),
         key: pool.copy_from(b"key bytes").expect("room"),
         attr: attr.then(|| pool.copy_from(b"after image").expect("room")),
+        no_wait: false,
     }
 }
 
@@ -534,6 +535,14 @@ fn invalid_data_node_fields_are_refused() {
         ("attr flag 2", byte(66, 2), bad("LqhKeyReq attr")),
         ("operation kind 0", byte(35, 0), bad("LqhKeyReq kind")),
         ("lock mode 3", byte(36, 3), bad("LqhKeyReq lock")),
+        (
+            "no_wait on an insert (its last byte)",
+            Box::new(|b| {
+                let last = b.len() - 1;
+                b[last] = 1;
+            }),
+            bad("LqhKeyReq no_wait on no locking read"),
+        ),
         (
             "truncated",
             Box::new(|b| b.truncate(50)),

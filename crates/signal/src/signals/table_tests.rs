@@ -141,6 +141,8 @@ fn valid_samples(pool: &'static SectionPool) -> Vec<Signal> {
                 request.offset = 0;
                 request.total_bytes = request.data.len() as u32 + 5;
             }
+            // Only a locking read may decline to wait.
+            Signal::LqhKeyReq(request) => request.kind = OperationKind::Read,
             _ => {}
         }
     }

@@ -139,8 +139,17 @@ pub mod tc_key_flags {
     /// attribute section the projection of the base table's columns.
     /// Reads of a hidden table only.
     pub const THROUGH_UNIQUE_INDEX: u8 = 16;
+    /// A locking read whose row another transaction holds locked fails at
+    /// once with LockNotAvailable, aborting the transaction, instead of
+    /// waiting (SQL's NOWAIT). Locking reads only.
+    pub const NO_WAIT: u8 = 32;
+    /// A locking read whose row another transaction holds locked returns
+    /// no row at once and the transaction goes on (SQL's SKIP LOCKED).
+    /// Locking reads only.
+    pub const SKIP_LOCKED: u8 = 64;
     /// Every flag a client may set.
-    pub const ALL: u8 = START | EXECUTE | COMMIT | IGNORE_MISSING | THROUGH_UNIQUE_INDEX;
+    pub const ALL: u8 =
+        START | EXECUTE | COMMIT | IGNORE_MISSING | THROUGH_UNIQUE_INDEX | NO_WAIT | SKIP_LOCKED;
 }
 
 /// Flags and limits of a [`ScanReq`](super::ScanReq).

@@ -15,7 +15,7 @@ use crate::result::Response;
 use crate::types;
 use crate::value;
 use crate::value::Value;
-use client::{ClientError, Commit, LockMode, Transaction};
+use client::{ClientError, Commit, LockMode, LockWait, Transaction};
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::cell::RefCell;
 use std::cmp::Ordering;
@@ -208,6 +208,7 @@ fn select_rows(plan: &SelectPlan, run: &mut Run<'_>) -> SqlResult<Response> {
                 filter: plan.scan_filter.as_ref(),
                 params: run.params,
                 lock: plan.lock,
+                wait: plan.lock_wait,
                 needed: Some(&plan.needed),
                 // Unordered, or read in ORDER BY's order: the first
                 // LIMIT + OFFSET rows are the answer's (they are still
@@ -455,6 +456,7 @@ fn fetch_joined(
         filter: join.scan_filter.as_ref(),
         params: run.params,
         lock: plan.lock,
+        wait: plan.lock_wait,
         needed: Some(&join.needed),
         limit: None,
         order: None,
@@ -509,7 +511,7 @@ fn lookup_batch(
         ops.push(
             run.transaction
                 .borrow_mut()
-                .read_if_exists(&table.table, key, plan.lock)
+                .read_locking(&table.table, key, plan.lock, plan.lock_wait)
                 .map_err(refused)?,
         );
     }
@@ -572,6 +574,7 @@ fn pushed_count(plan: &SelectPlan, table: &SqlTable, run: &mut Run<'_>) -> SqlRe
         filter: plan.filter.as_ref(),
         params: run.params,
         lock: plan.lock,
+        wait: plan.lock_wait,
         needed: None,
         limit: None,
         order: None,
@@ -930,6 +933,7 @@ fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<(Vec<Vec<Valu
         filter: plan.filter.as_ref(),
         params: run.params,
         lock: LockMode::Exclusive,
+        wait: LockWait::Wait,
         needed: None,
         limit: None,
         order: None,

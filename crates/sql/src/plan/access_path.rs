@@ -82,6 +82,32 @@ pub(super) fn scan_order(
     Some(direction.unwrap_or(false))
 }
 
+/// A scan of all of `table` in the order of its primary key or of an
+/// ordered index, when that order is `order_by`'s (`scan_order`).
+pub(super) fn ordered_whole(table: &SqlTable, order_by: &[(Expr, bool)]) -> Option<AccessPlan> {
+    if order_by.is_empty() || table.made_by_sql_node() {
+        return None;
+    }
+    let whole = |index: Option<String>| AccessPlan::Ranges {
+        index,
+        ranges: vec![IndexRange {
+            prefix: Vec::new(),
+            low: None,
+            high: None,
+        }],
+    };
+    std::iter::once(None)
+        .chain(
+            table
+                .def()
+                .indexes
+                .iter()
+                .map(|index| Some(index.name.clone())),
+        )
+        .map(whole)
+        .find(|access| scan_order(table, access, order_by).is_some())
+}
+
 /// The access path for `filter` over `table` (see the module's list).
 pub fn choose_access(table: &SqlTable, filter: Option<&Expr>) -> AccessPlan {
     if table.made_by_sql_node() {

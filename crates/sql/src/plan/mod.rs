@@ -16,7 +16,7 @@ use crate::result::OutputColumn;
 use crate::types::SqlType;
 use crate::value::Arithmetic;
 use crate::value::Value;
-use client::{CompareOp, LockMode};
+use client::{CompareOp, LockMode, LockWait};
 use sqlparser::ast;
 use std::sync::Arc;
 
@@ -180,6 +180,9 @@ pub struct SelectPlan {
     pub scan_order: Option<bool>,
     /// FOR UPDATE / FOR SHARE.
     pub lock: LockMode,
+    /// NOWAIT / SKIP LOCKED: what a row another transaction holds
+    /// locked does to the locking read.
+    pub lock_wait: LockWait,
     /// Columns of the first table the statement reads (the rest need not
     /// come back).
     pub needed: Vec<usize>,
@@ -998,6 +1001,16 @@ pub(crate) fn select_plan(
         Some(ast::LockType::Update) => LockMode::Exclusive,
         Some(ast::LockType::Share) => LockMode::Shared,
     };
+    if query.locks.len() > 1 || query.locks.iter().any(|lock| lock.of.is_some()) {
+        return Err(SqlError::unsupported(
+            "FOR UPDATE OF a table, or more than one locking clause",
+        ));
+    }
+    let lock_wait = match query.locks.first().and_then(|lock| lock.nonblock.as_ref()) {
+        None => LockWait::Wait,
+        Some(ast::NonBlock::Nowait) => LockWait::NoWait,
+        Some(ast::NonBlock::SkipLocked) => LockWait::SkipLocked,
+    };
     if lock != LockMode::CommittedRead && sources.iter().any(|s| s.table.derived.is_some()) {
         // Its rows are the SQL node's: nothing to lock them with.
         return Err(SqlError::unsupported(
@@ -1119,10 +1132,19 @@ pub(crate) fn select_plan(
     let subqueries = compiler.take_subqueries();
     compiler.give_placeholders_to(placeholders);
     let distinct = matches!(select.distinct, Some(ast::Distinct::Distinct));
-    let scan_order = match (
-        &table,
-        joins.is_empty() && !grouped && having.is_none() && !distinct && windows.is_empty(),
-    ) {
+    let plain = joins.is_empty() && !grouped && having.is_none() && !distinct && windows.is_empty();
+    // ORDER BY with a LIMIT over a whole table: read it in the order of
+    // an index that gives ORDER BY's, so that the scan can stop at the
+    // limit, and a locking read locks only the rows it returns (a queue's
+    // `ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED`).
+    let limited = limit.is_some() || limit_parameters.is_some();
+    let access = match (&table, &access) {
+        (Some(table), AccessPlan::FullScan) if plain && limited => {
+            access_path::ordered_whole(table, &order_by).unwrap_or(access)
+        }
+        _ => access,
+    };
+    let scan_order = match (&table, plain) {
         (Some(table), true) => scan_order(table, &access, &order_by),
         _ => None,
     };
@@ -1146,6 +1168,7 @@ pub(crate) fn select_plan(
         limit_parameters,
         scan_order,
         lock,
+        lock_wait,
         needed,
         union: None,
         recursive: None,

@@ -43,10 +43,22 @@ impl Session {
                 if select.limit.is_some() && select.order_by.is_empty() {
                     steps.push("limit".to_string());
                 }
-                let lock = match select.lock {
-                    client::LockMode::Exclusive => " (locks: exclusive)",
-                    client::LockMode::Shared => " (locks: shared)",
-                    _ => "",
+                let lock = match (select.lock, select.lock_wait) {
+                    (client::LockMode::CommittedRead, _) => "",
+                    (client::LockMode::Exclusive, client::LockWait::Wait) => " (locks: exclusive)",
+                    (client::LockMode::Shared, client::LockWait::Wait) => " (locks: shared)",
+                    (client::LockMode::Exclusive, client::LockWait::NoWait) => {
+                        " (locks: exclusive, no wait)"
+                    }
+                    (client::LockMode::Shared, client::LockWait::NoWait) => {
+                        " (locks: shared, no wait)"
+                    }
+                    (client::LockMode::Exclusive, client::LockWait::SkipLocked) => {
+                        " (locks: exclusive, skipping locked rows)"
+                    }
+                    (client::LockMode::Shared, client::LockWait::SkipLocked) => {
+                        " (locks: shared, skipping locked rows)"
+                    }
                 };
                 (
                     select.table.as_ref().map(|t| t.name.clone()),

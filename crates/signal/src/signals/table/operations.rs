@@ -52,6 +52,10 @@ macro_rules! operations_signals {
                 key: Section,
                 /// Attribute section.
                 attr: Option<Section>,
+                /// A lock not granted at once is refused with LockNotAvailable
+                /// instead of waited for (SQL's NOWAIT and SKIP LOCKED).
+                /// Locking reads only.
+                no_wait: bool,
             }
 
             /// ldm -> tc. The operation is prepared (row locked, after-image kept) or,
