@@ -405,6 +405,16 @@ fn a_driver_runs_prepared_statements_and_transactions() {
         assert_eq!(values[2], mysql_async::Value::Double(price + 1.0));
         assert_eq!(values[3], mysql_async::Value::Bytes(b"0.00".to_vec()));
         assert_eq!(values[4], mysql_async::Value::Bytes(qty.to_string().into_bytes()));
+        // A row comparison with placeholders (keyset pagination): each
+        // `?` is one parameter, however the comparison expands.
+        let page: Vec<u64> = conn
+            .exec(
+                "SELECT id FROM items WHERE (id, name) > (?, ?) ORDER BY id LIMIT 2",
+                (3u64, "item 3"),
+            )
+            .await
+            .unwrap();
+        assert_eq!(page, [4, 5]);
         let missing = conn.query_drop("SELECT * FROM nowhere").await.unwrap_err();
         assert_eq!(server_code(&missing), (1146, "42S02".into()));
         let syntax = conn.query_drop("SELEKT 1").await.unwrap_err();

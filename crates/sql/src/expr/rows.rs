@@ -6,9 +6,14 @@
 //! comparison that is NULL leaves the whole NULL unless another element
 //! decides it. A key lookup is then found in the ANDs and ORs by the
 //! access planner as for a comparison written out by hand.
+//!
+//! Each element is compiled once and its compiled form copied where the
+//! expansion needs it again: compiling a `?` twice would count it as two
+//! parameters.
 
 use super::{Compiler, Expr};
 use crate::error::{SqlError, SqlResult};
+use client::CompareOp;
 use sqlparser::ast;
 
 /// The elements of a row constructor (`None` for a single value).
@@ -25,7 +30,55 @@ pub(super) fn wrong_width(columns: usize) -> SqlError {
     SqlError::new(1241, format!("Operand should contain {columns} column(s)"))
 }
 
+/// Whether `op` compares (the operators a row constructor takes).
+pub(super) fn compares(op: &ast::BinaryOperator) -> bool {
+    use ast::BinaryOperator as B;
+    matches!(
+        op,
+        B::Eq | B::NotEq | B::Lt | B::LtEq | B::Gt | B::GtEq | B::Spaceship
+    )
+}
+
+/// A compiled operand: a value, or a row of them.
+#[derive(Clone)]
+enum Operand {
+    Value(Expr),
+    Row(Vec<Operand>),
+}
+
+impl Operand {
+    fn width(&self) -> usize {
+        match self {
+            Operand::Value(_) => 1,
+            Operand::Row(elements) => elements.len(),
+        }
+    }
+}
+
+/// A comparison of rows, by its operator.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RowOp {
+    Equal,
+    NullSafeEqual,
+    NotEqual,
+    /// `<`, `<=`, `>`, `>=`: the order its last elements take.
+    Order(CompareOp),
+}
+
 impl Compiler<'_> {
+    /// `expr` compiled, row constructors kept as rows.
+    fn operand(&mut self, expr: &ast::Expr) -> SqlResult<Operand> {
+        Ok(match row_of(expr) {
+            Some(elements) => Operand::Row(
+                elements
+                    .iter()
+                    .map(|element| self.operand(element))
+                    .collect::<SqlResult<_>>()?,
+            ),
+            None => Operand::Value(self.compile(expr)?),
+        })
+    }
+
     /// `left op right` where either side is a row constructor.
     pub(super) fn compare_rows(
         &mut self,
@@ -33,63 +86,23 @@ impl Compiler<'_> {
         op: &ast::BinaryOperator,
         right: &ast::Expr,
     ) -> SqlResult<Expr> {
-        let width = |expr: &ast::Expr| row_of(expr).map_or(1, <[ast::Expr]>::len);
-        let (Some(lefts), Some(rights)) = (row_of(left), row_of(right)) else {
-            // A row beside a single value: the value is one column.
-            return Err(wrong_width(width(left).max(width(right))));
-        };
-        if lefts.len() != rights.len() {
-            return Err(wrong_width(lefts.len()));
-        }
         use ast::BinaryOperator as B;
-        // Each pair compiled as its own comparison, so that rows of rows
-        // work too.
-        let pair = |compiler: &mut Self, index: usize, op: B| {
-            compiler.compile(&ast::Expr::BinaryOp {
-                left: Box::new(lefts[index].clone()),
-                op,
-                right: Box::new(rights[index].clone()),
-            })
+        let op = match op {
+            B::Eq => RowOp::Equal,
+            B::Spaceship => RowOp::NullSafeEqual,
+            B::NotEq => RowOp::NotEqual,
+            B::Lt => RowOp::Order(CompareOp::Less),
+            B::LtEq => RowOp::Order(CompareOp::LessOrEqual),
+            B::Gt => RowOp::Order(CompareOp::Greater),
+            B::GtEq => RowOp::Order(CompareOp::GreaterOrEqual),
+            other => {
+                return Err(SqlError::unsupported(format!(
+                    "operator {other} between rows"
+                )))
+            }
         };
-        let last = lefts.len() - 1;
-        match op {
-            B::Eq | B::Spaceship => {
-                let mut all = pair(self, last, op.clone())?;
-                for index in (0..last).rev() {
-                    all = Expr::And(Box::new(pair(self, index, op.clone())?), Box::new(all));
-                }
-                Ok(all)
-            }
-            B::NotEq => {
-                let mut any = pair(self, last, B::NotEq)?;
-                for index in (0..last).rev() {
-                    any = Expr::Or(Box::new(pair(self, index, B::NotEq)?), Box::new(any));
-                }
-                Ok(any)
-            }
-            // The first element that differs decides: a < x, or a = x and
-            // the rest in order; the last element takes the operator as
-            // written (`<=` lets equal rows through).
-            B::Lt | B::LtEq | B::Gt | B::GtEq => {
-                let strict = match op {
-                    B::Lt | B::LtEq => B::Lt,
-                    _ => B::Gt,
-                };
-                let mut order = pair(self, last, op.clone())?;
-                for index in (0..last).rev() {
-                    let decided = pair(self, index, strict.clone())?;
-                    let equal = pair(self, index, B::Eq)?;
-                    order = Expr::Or(
-                        Box::new(decided),
-                        Box::new(Expr::And(Box::new(equal), Box::new(order))),
-                    );
-                }
-                Ok(order)
-            }
-            other => Err(SqlError::unsupported(format!(
-                "operator {other} between rows"
-            ))),
-        }
+        let (left, right) = (self.operand(left)?, self.operand(right)?);
+        compare(&left, op, &right)
     }
 
     /// `(a, b) [NOT] IN ((1, 2), (3, 4))`: an OR of row equalities.
@@ -99,9 +112,10 @@ impl Compiler<'_> {
         list: &[ast::Expr],
         negated: bool,
     ) -> SqlResult<Expr> {
+        let row = self.operand(row)?;
         let mut any: Option<Expr> = None;
         for item in list {
-            let equal = self.compare_rows(row, &ast::BinaryOperator::Eq, item)?;
+            let equal = compare(&row, RowOp::Equal, &self.operand(item)?)?;
             any = Some(match any {
                 None => equal,
                 Some(before) => Expr::Or(Box::new(before), Box::new(equal)),
@@ -115,11 +129,46 @@ impl Compiler<'_> {
     }
 }
 
-/// Whether `op` compares (the operators a row constructor takes).
-pub(super) fn compares(op: &ast::BinaryOperator) -> bool {
-    use ast::BinaryOperator as B;
-    matches!(
-        op,
-        B::Eq | B::NotEq | B::Lt | B::LtEq | B::Gt | B::GtEq | B::Spaceship
-    )
+/// `left op right`, element by element.
+fn compare(left: &Operand, op: RowOp, right: &Operand) -> SqlResult<Expr> {
+    let (lefts, rights) = match (left, right) {
+        (Operand::Value(left), Operand::Value(right)) => {
+            let (left, right) = (Box::new(left.clone()), Box::new(right.clone()));
+            return Ok(match op {
+                RowOp::Equal => Expr::Compare(CompareOp::Equal, left, right),
+                RowOp::NullSafeEqual => Expr::NullSafeEqual(left, right),
+                RowOp::NotEqual => Expr::Compare(CompareOp::NotEqual, left, right),
+                RowOp::Order(order) => Expr::Compare(order, left, right),
+            });
+        }
+        (Operand::Row(lefts), Operand::Row(rights)) if lefts.len() == rights.len() => {
+            (lefts, rights)
+        }
+        // A row beside a value, or rows of different widths.
+        _ => return Err(wrong_width(left.width())),
+    };
+    let last = lefts.len() - 1;
+    let and = |a: Expr, b: Expr| Expr::And(Box::new(a), Box::new(b));
+    let or = |a: Expr, b: Expr| Expr::Or(Box::new(a), Box::new(b));
+    let mut whole = compare(&lefts[last], op, &rights[last])?;
+    for index in (0..last).rev() {
+        let (l, r) = (&lefts[index], &rights[index]);
+        whole = match op {
+            RowOp::Equal | RowOp::NullSafeEqual => and(compare(l, op, r)?, whole),
+            RowOp::NotEqual => or(compare(l, op, r)?, whole),
+            // The first element that differs decides: a < x, or a = x
+            // and the rest in order; the last element takes the
+            // operator as written (`<=` lets equal rows through).
+            RowOp::Order(order) => {
+                let strict = match order {
+                    CompareOp::Less | CompareOp::LessOrEqual => CompareOp::Less,
+                    _ => CompareOp::Greater,
+                };
+                let decided = compare(l, RowOp::Order(strict), r)?;
+                let equal = compare(l, RowOp::Equal, r)?;
+                or(decided, and(equal, whole))
+            }
+        };
+    }
+    Ok(whole)
 }

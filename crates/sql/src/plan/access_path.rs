@@ -326,6 +326,14 @@ fn ranges_on(conjuncts: &[&Expr], column: usize) -> Option<Vec<Ends>> {
                 if let Some(ranges) = or_ranges(conjunct, column) {
                     return Some(ranges);
                 }
+                if let Some((l, h)) = or_hull(conjunct, column) {
+                    if low.is_none() {
+                        low = l;
+                    }
+                    if high.is_none() {
+                        high = h;
+                    }
+                }
             }
             _ => {}
         }
@@ -333,6 +341,53 @@ fn ranges_on(conjuncts: &[&Expr], column: usize) -> Option<Vec<Ends>> {
     match (low, high) {
         (None, None) => None,
         ends => Some(vec![ends]),
+    }
+}
+
+/// One range on `column` holding every row an OR lets through, when each
+/// of its terms bounds the column from the same constant: what a row
+/// comparison compiles to, `(a, b) > (x, y)` being `a > x OR (a = x AND
+/// b > y)`, whose rows all have `a >= x` (keyset pagination starts its
+/// scan there). The WHERE check then takes the rows the OR does.
+fn or_hull(expr: &Expr, column: usize) -> Option<Ends> {
+    let mut terms = Vec::new();
+    split_or(expr, &mut terms);
+    let mut hull: Option<Ends> = None;
+    for term in terms {
+        let mut conjuncts = Vec::new();
+        split_and(term, &mut conjuncts);
+        // A term that fixes the column is the range [k, k].
+        let ends = match equal_in(&conjuncts, column) {
+            Some(k) => {
+                let end = Some(RangeEnd {
+                    value: k,
+                    inclusive: true,
+                });
+                (end.clone(), end)
+            }
+            None => match ranges_on(&conjuncts, column)?.as_slice() {
+                [ends] => ends.clone(),
+                _ => return None,
+            },
+        };
+        hull = Some(match hull {
+            None => ends,
+            Some((low, high)) => (merge_end(low, ends.0)?, merge_end(high, ends.1)?),
+        });
+    }
+    hull
+}
+
+/// The looser of two ends from one constant: unbounded if either is, and
+/// inclusive if either is; `None` (no hull) when the constants differ.
+fn merge_end(a: Option<RangeEnd>, b: Option<RangeEnd>) -> Option<Option<RangeEnd>> {
+    match (a, b) {
+        (Some(a), Some(b)) if a.value == b.value => Some(Some(RangeEnd {
+            value: a.value,
+            inclusive: a.inclusive || b.inclusive,
+        })),
+        (Some(_), Some(_)) => None,
+        _ => Some(None),
     }
 }
 
