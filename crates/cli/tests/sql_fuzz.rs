@@ -87,8 +87,14 @@ fn expression(random: &mut Random, depth: u32, qualified: bool) -> String {
         17 => format!("{a} {} {b}", random.pick(&["DIV", "MOD", "%", "-"])),
         18 => {
             let row = format!("({}, {})", literal(random), literal(random));
-            match random.pick(&["=", "<>", "<", ">=", "<=>", "IN", "NOT IN"]) {
+            match random.pick(&["=", "<>", "<", ">=", "<=>", "IN", "NOT IN", "IN (SELECT"]) {
                 list @ ("IN" | "NOT IN") => format!("({a}, {b}) {list} ({row}, (1, 2))"),
+                "IN (SELECT" => format!(
+                    "({a}, {b}) IN (SELECT {}, {} FROM {})",
+                    column(random, false),
+                    column(random, false),
+                    random.pick(&TABLES)
+                ),
                 op => format!("({a}, {b}) {op} {row}"),
             }
         }

@@ -686,22 +686,29 @@ impl<'a> Compiler<'a> {
                     test: SubqueryTest::Exists { negated: *negated },
                 }
             }
-            E::InSubquery { expr: inner, .. } if rows::row_of(inner).is_some() => {
-                return Err(SqlError::unsupported("a row constructor IN a subquery"))
-            }
             E::InSubquery {
                 expr: inner,
                 subquery,
                 negated,
             } => {
-                let tested = Box::new(self.compile(inner)?);
+                // A row is looked for among the subquery's rows, each of
+                // its width.
+                let tested = match rows::row_of(inner) {
+                    Some(elements) => elements
+                        .iter()
+                        .map(|element| self.compile(element))
+                        .collect::<SqlResult<Vec<_>>>()?,
+                    None => vec![self.compile(inner)?],
+                };
                 let (slot, correlated, columns) = self.subquery(subquery)?;
-                one_column(columns)?;
+                if columns != tested.len() {
+                    return Err(rows::wrong_width(tested.len()));
+                }
                 Expr::Subquery {
                     slot,
                     correlated,
                     test: SubqueryTest::In {
-                        expr: tested,
+                        exprs: tested,
                         negated: *negated,
                     },
                 }

@@ -115,10 +115,11 @@ pub enum SubqueryTest {
         /// NOT EXISTS.
         negated: bool,
     },
-    /// `expr [NOT] IN (SELECT x ...)`, with IN's NULL rules.
+    /// `expr [NOT] IN (SELECT x ...)`, or a row's `(a, b) [NOT] IN
+    /// (SELECT x, y ...)`, with IN's NULL rules.
     In {
-        /// The value looked for.
-        expr: Box<Expr>,
+        /// The value looked for (one), or the row's values.
+        exprs: Vec<Expr>,
         /// NOT IN.
         negated: bool,
     },
@@ -618,8 +619,8 @@ impl Expr {
             }
             Expr::Function(_, args) => args.iter().for_each(visit),
             Expr::Subquery { test, .. } => {
-                if let SubqueryTest::In { expr, .. } = test {
-                    visit(expr);
+                if let SubqueryTest::In { exprs, .. } = test {
+                    exprs.iter().for_each(visit);
                 }
             }
         }
@@ -690,8 +691,11 @@ impl Expr {
                 slot: *slot,
                 correlated: *correlated,
                 test: match test {
-                    SubqueryTest::In { expr, negated } => SubqueryTest::In {
-                        expr: boxed(expr)?,
+                    SubqueryTest::In { exprs, negated } => SubqueryTest::In {
+                        exprs: exprs
+                            .iter()
+                            .map(|e| e.transform(leaf))
+                            .collect::<Option<_>>()?,
                         negated: *negated,
                     },
                     other => other.clone(),
@@ -849,14 +853,23 @@ impl Expr {
                     SubqueryTest::Exists { negated } => {
                         value::boolean(Some(rows.is_empty() == *negated))
                     }
-                    SubqueryTest::In { expr, negated } => {
+                    SubqueryTest::In { exprs, negated } => {
                         // IN's rules: a match is true; else any NULL (in
                         // the list or looked for) makes it unknown.
-                        let x = eval(expr)?;
-                        let items = rows
-                            .iter()
-                            .map(|row| Ok(row.first().cloned().unwrap_or(Value::Null)));
-                        let found = membership(&x, items)?;
+                        let found = match exprs.as_slice() {
+                            [expr] => {
+                                let x = eval(expr)?;
+                                let items = rows
+                                    .iter()
+                                    .map(|row| Ok(row.first().cloned().unwrap_or(Value::Null)));
+                                membership(&x, items)?
+                            }
+                            exprs => {
+                                let looked_for =
+                                    exprs.iter().map(eval).collect::<SqlResult<Vec<_>>>()?;
+                                row_membership(&looked_for, &rows)
+                            }
+                        };
                         value::boolean(found.map(|t| t != *negated))
                     }
                 }
@@ -878,6 +891,33 @@ fn fraction_digits(args: &[Expr], name: &str) -> SqlResult<u8> {
         },
         _ => Err(wrong_arguments(name)),
     }
+}
+
+/// Whether the row `x` is among `rows`, by IN's rules on rows: a row
+/// matches when every element is equal; a row with no unequal element
+/// but a NULL comparison makes the answer unknown unless another row
+/// matches.
+fn row_membership(x: &[Value], rows: &[Vec<Value>]) -> Option<bool> {
+    let mut found = Some(false);
+    for row in rows {
+        let mut equal = Some(true);
+        for (a, b) in x.iter().zip(row) {
+            match value::compare(a, b) {
+                Some(Ordering::Equal) => {}
+                None => equal = None,
+                Some(_) => {
+                    equal = Some(false);
+                    break;
+                }
+            }
+        }
+        match equal {
+            Some(true) => return Some(true),
+            None => found = None,
+            Some(false) => {}
+        }
+    }
+    found
 }
 
 /// Whether `x` is among `items`, by IN's rules: a match is true;
