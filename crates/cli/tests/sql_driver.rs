@@ -430,6 +430,30 @@ fn a_driver_runs_prepared_statements_and_transactions() {
         // The connection is fine after errors.
         let one: Option<i64> = conn.query_first("SELECT 1").await.unwrap();
         assert_eq!(one, Some(1));
+        // LIMIT ? in UPDATE and DELETE, bound at each execution.
+        conn.exec_drop("UPDATE items SET qty = 100 WHERE id > ? LIMIT ?", (15u64, 2u64))
+            .await
+            .unwrap();
+        assert_eq!(conn.affected_rows(), 2);
+        let updated: Option<i64> = conn
+            .query_first("SELECT COUNT(*) FROM items WHERE qty = 100")
+            .await
+            .unwrap();
+        assert_eq!(updated, Some(2));
+        let before: Option<i64> = conn.query_first("SELECT COUNT(*) FROM items").await.unwrap();
+        conn.exec_drop("DELETE FROM items WHERE id > ? ORDER BY id DESC LIMIT ?", (15u64, 3u64))
+            .await
+            .unwrap();
+        assert_eq!(conn.affected_rows(), 3);
+        let after: Option<i64> = conn.query_first("SELECT COUNT(*) FROM items").await.unwrap();
+        assert_eq!(after, before.map(|n| n - 3));
+        let highest: Option<u64> = conn.query_first("SELECT MAX(id) FROM items").await.unwrap();
+        assert!(highest.is_some_and(|id| id <= 18), "the highest ids went first: {highest:?}");
+        let refused = conn
+            .exec_drop("DELETE FROM items WHERE id > ? LIMIT ?", (15u64, -1i64))
+            .await
+            .unwrap_err();
+        assert_eq!(server_code(&refused).0, 1210);
         conn.disconnect().await.unwrap();
     });
     let single = SqlNode::start_with_threads(&cluster, 1);

@@ -915,13 +915,14 @@ fn flush(
 /// `locked_rows`).
 fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<(Vec<Vec<Value>>, bool)> {
     let table = &plan.table;
+    let limit = plan.limit_for(run.params)?;
     if let Some(key) = settle(table, &plan.access, run)? {
         let zone = run.environment.zone_offset();
         let held = run.locked.get(&run.transaction.borrow(), zone, table, &key);
         if let Some(row) = held {
             run.counts.locked_rows_reused += 1;
             let rows = match passes(plan.filter.as_ref(), &row, run)? {
-                true if plan.limit != Some(0) => vec![row],
+                true if limit != Some(0) => vec![row],
                 _ => Vec::new(),
             };
             return Ok((rows, true));
@@ -942,12 +943,36 @@ fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<(Vec<Vec<Valu
     let rows = fetch(&request, run)?;
     check_interrupt(run)?;
     let mut kept = Vec::with_capacity(rows.len());
+    // With ORDER BY, every row that passes is kept, then the first ones
+    // by the order.
+    let cut_early = plan.order_by.is_empty();
     for row in rows {
-        if plan.limit.is_some_and(|limit| kept.len() as u64 >= limit) {
+        if cut_early && limit.is_some_and(|limit| kept.len() as u64 >= limit) {
             break;
         }
         if passes(plan.filter.as_ref(), &row, run)? {
             kept.push(row);
+        }
+    }
+    if !plan.order_by.is_empty() {
+        let mut keyed = Vec::with_capacity(kept.len());
+        for row in kept {
+            let inputs = Inputs {
+                row: &row,
+                aggregates: &[],
+                params: run.params,
+            };
+            let keys = plan
+                .order_by
+                .iter()
+                .map(|(e, _)| e.eval(&inputs, run.environment))
+                .collect::<SqlResult<Vec<_>>>()?;
+            keyed.push((keys, row));
+        }
+        keyed.sort_by(|a, b| compare_sort_keys(&a.0, &b.0, plan.order_by.iter().map(|(_, d)| d)));
+        kept = keyed.into_iter().map(|(_, row)| row).collect();
+        if let Some(limit) = limit {
+            kept.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
         }
     }
     Ok((kept, false))

@@ -213,6 +213,17 @@ pub struct LimitParameters {
     pub offset: Option<usize>,
 }
 
+impl WritePlan {
+    /// Its LIMIT, the parameter's value bound (error 1210 for a value
+    /// that is not a count).
+    pub fn limit_for(&self, params: &[Value]) -> SqlResult<Option<u64>> {
+        match self.limit_parameter {
+            Some(slot) => count_parameter(params, slot).map(Some),
+            None => Ok(self.limit),
+        }
+    }
+}
+
 impl SelectPlan {
     /// The plan with its LIMIT and OFFSET parameters bound to `params`
     /// (by slot): error 1210 for a value that is not a count.
@@ -221,18 +232,7 @@ impl SelectPlan {
         let Some(parameters) = plan.limit_parameters.take() else {
             return Ok(plan);
         };
-        let count = |slot: usize| -> SqlResult<u64> {
-            let refused = || SqlError::new(codes::WRONG_ARGUMENTS, "Incorrect arguments to LIMIT");
-            match params.get(slot).ok_or_else(refused)? {
-                Value::Int(x) => u64::try_from(*x).map_err(|_| refused()),
-                Value::UInt(x) => Ok(*x),
-                Value::Bytes(text) => std::str::from_utf8(text)
-                    .ok()
-                    .and_then(|text| text.trim().parse().ok())
-                    .ok_or_else(refused),
-                _ => Err(refused()),
-            }
-        };
+        let count = |slot: usize| count_parameter(params, slot);
         if let Some(slot) = parameters.limit {
             plan.limit = Some(count(slot)?);
         }
@@ -287,6 +287,12 @@ pub struct WritePlan {
     pub assignments: Vec<(usize, Expr)>,
     /// LIMIT.
     pub limit: Option<u64>,
+    /// `LIMIT ?`: the parameter's slot, bound at each execution
+    /// (`WritePlan::limit_for`).
+    pub limit_parameter: Option<usize>,
+    /// DELETE's ORDER BY: the rows are taken in this order (with LIMIT,
+    /// the first ones).
+    pub order_by: Vec<(Expr, bool)>,
     /// An UPDATE of one row by its whole primary key whose assignments
     /// each add a constant to an INT or BIGINT column (`SET k = k + 1`):
     /// the columns and deltas, which an autocommit statement sends to the
@@ -405,6 +411,7 @@ pub fn compile(
                 compiler,
                 selection.as_ref(),
                 limit.as_ref(),
+                &[],
                 compiled_assignments,
             )?
         }
@@ -420,14 +427,12 @@ pub fn compile(
             let (sql_table, alias) = single_table(&from[0], catalog, database)?;
             let mut compiler = Compiler::new(Some(&sql_table), alias.as_deref());
             compiler.set_subquery_context(catalog, database);
-            if !delete.order_by.is_empty() {
-                return Err(SqlError::unsupported("DELETE ... ORDER BY"));
-            }
             write_plan(
                 &sql_table,
                 compiler,
                 delete.selection.as_ref(),
                 delete.limit.as_ref(),
+                &delete.order_by,
                 Vec::new(),
             )?
         }
@@ -435,21 +440,38 @@ pub fn compile(
     }))
 }
 
-/// An UPDATE (with `assignments`) or a DELETE (without): its WHERE and
-/// LIMIT compiled, its access chosen.
+/// An UPDATE (with `assignments`) or a DELETE (without): its WHERE,
+/// ORDER BY (DELETE's) and LIMIT (a count or `?`) compiled, its access
+/// chosen.
 fn write_plan(
     table: &Arc<SqlTable>,
     mut compiler: Compiler<'_>,
     selection: Option<&ast::Expr>,
     limit: Option<&ast::Expr>,
+    order: &[ast::OrderByExpr],
     assignments: Vec<(usize, Expr)>,
 ) -> SqlResult<Compiled> {
     compiler.place = "where clause";
     let filter = selection.map(|e| compiler.compile(e)).transpose()?;
-    let limit = limit.map(constant_count).transpose()?;
+    compiler.place = "order clause";
+    let mut order_by = Vec::with_capacity(order.len());
+    for item in order {
+        order_by.push((
+            compiler.compile(&item.expr)?,
+            item.options.asc == Some(false),
+        ));
+    }
+    let (limit, limit_parameter) = match limit {
+        Some(expr) if is_placeholder(expr) => match compiler.compile(expr)? {
+            Expr::Param(slot) => (None, Some(slot)),
+            other => unreachable!("a placeholder compiles to a parameter, not {other:?}"),
+        },
+        Some(expr) => (Some(constant_count(expr)?), None),
+        None => (None, None),
+    };
     let update = !assignments.is_empty();
     let access = choose_access(table, filter.as_ref());
-    let increments = match update && limit != Some(0) {
+    let increments = match update && limit != Some(0) && limit_parameter.is_none() {
         true => increments_of(table, &access, filter.as_ref(), &assignments),
         false => None,
     };
@@ -471,6 +493,8 @@ fn write_plan(
         filter,
         assignments,
         limit,
+        limit_parameter,
+        order_by,
         increments,
         subqueries,
     };
@@ -1180,6 +1204,26 @@ pub(crate) fn select_plan(
 /// A SELECT's LIMIT and OFFSET: constants, or `?` (a prepared
 /// statement's parameters, numbered with the statement's others by
 /// `compiler`), whose slots come back for the execution to bind.
+/// The count a LIMIT or OFFSET parameter in `slot` gives: error 1210
+/// for a value that is not one.
+fn count_parameter(params: &[Value], slot: usize) -> SqlResult<u64> {
+    let refused = || SqlError::new(codes::WRONG_ARGUMENTS, "Incorrect arguments to LIMIT");
+    match params.get(slot).ok_or_else(refused)? {
+        Value::Int(x) => u64::try_from(*x).map_err(|_| refused()),
+        Value::UInt(x) => Ok(*x),
+        Value::Bytes(text) => std::str::from_utf8(text)
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .ok_or_else(refused),
+        _ => Err(refused()),
+    }
+}
+
+/// Whether `expr` is a `?`.
+fn is_placeholder(expr: &ast::Expr) -> bool {
+    matches!(expr, ast::Expr::Value(value) if matches!(&value.value, ast::Value::Placeholder(text) if text == "?"))
+}
+
 fn select_limits(
     query: &ast::Query,
     compiler: &mut Compiler<'_>,
@@ -1193,10 +1237,7 @@ fn select_limits(
     };
     let mut parameters = LimitParameters::default();
     let mut slot = |expr: &ast::Expr| -> SqlResult<Option<usize>> {
-        let ast::Expr::Value(value) = expr else {
-            return Ok(None);
-        };
-        if !matches!(&value.value, ast::Value::Placeholder(text) if text == "?") {
+        if !is_placeholder(expr) {
             return Ok(None);
         }
         match compiler.compile(expr)? {
