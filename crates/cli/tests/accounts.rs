@@ -256,7 +256,7 @@ fn mysqldump_dumps_and_restores_as_accounts_without_root() {
         "CREATE DATABASE shop; CREATE DATABASE copy; \
          CREATE TABLE shop.items (id INT NOT NULL PRIMARY KEY, code VARCHAR(12) NOT NULL, \
          price DECIMAL(8,2), made DATETIME(3), note TEXT, UNIQUE KEY by_code (code), \
-         KEY by_price (price)); \
+         KEY by_price (price), CONSTRAINT price_sane CHECK (price > -100)); \
          INSERT INTO shop.items VALUES (1, 'a', 1.50, '2024-01-31 10:30:00.250', 'it''s'), \
          (2, 'b', NULL, NULL, NULL), (3, 'c', -7, '1999-12-31 23:59:59', 'tab\there'); \
          CREATE USER 'backup'@'%' IDENTIFIED BY 'b-pw'; GRANT SELECT ON shop.* TO 'backup'@'%'; \
@@ -352,6 +352,7 @@ fn mysqldump_dumps_and_restores_as_accounts_without_root() {
     };
     assert_eq!(read("copy"), read("shop"));
     assert!(read("copy").contains("2024-01-31 10:30:00.250"));
+    assert!(read("copy").contains("CONSTRAINT `price_sane` CHECK"), "{}", read("copy"));
 }
 
 #[test]

@@ -836,8 +836,13 @@ fn interrupted_truncate(engine: &sql::Engine, database: &str, table: &str) {
     let sql_table = engine.catalog.table(database, table).expect("the table");
     let mut def = sql_table.def().clone();
     (def.id, def.version, def.revision) = (0, 0, 0);
+    let checks: Vec<sql::checks::CheckDeclaration> = sql_table
+        .checks
+        .iter()
+        .map(|check| check.declaration.clone())
+        .collect();
     engine
         .catalog
-        .begin_truncate(database, table, &def, &sql_table.columns)
+        .begin_truncate(database, table, &def, &sql_table.columns, &checks)
         .expect("the first half");
 }

@@ -18,6 +18,7 @@
 //! definition stale (the table dropped and created again, or changed by
 //! another SQL node) drops it from the cache and plans again.
 
+use crate::checks::CheckDeclaration;
 use crate::error::{codes, SqlError, SqlResult};
 use crate::types::{self, SqlType};
 use crate::value;
@@ -74,6 +75,8 @@ pub struct SqlTable {
     /// A derived table (`FROM (SELECT ...) AS d`): no cluster table, its
     /// rows those of the statement's subquery in this slot.
     pub derived: Option<usize>,
+    /// Its CHECK constraints, compiled over its row.
+    pub checks: Vec<crate::checks::CheckConstraint>,
 }
 
 impl SqlTable {
@@ -189,15 +192,20 @@ impl SqlColumn {
     }
 }
 
-/// The declarations of `columns` as the JSON `tessera$tables` keeps.
-fn encode_declarations(columns: &[SqlColumn]) -> Vec<u8> {
-    encode_declarations_with(columns, None)
+/// The declarations of `columns` and `checks` as the JSON
+/// `tessera$tables` keeps.
+fn encode_declarations(columns: &[SqlColumn], checks: &[CheckDeclaration]) -> Vec<u8> {
+    encode_declarations_with(columns, checks, None)
 }
 
 /// As `encode_declarations`, with the definition of a TRUNCATE under way
 /// (`"truncating"`, the encoded definition in hex): what a SQL node that
 /// finds the cluster table gone creates again (`Catalog::table`).
-fn encode_declarations_with(columns: &[SqlColumn], truncating: Option<&TableDef>) -> Vec<u8> {
+fn encode_declarations_with(
+    columns: &[SqlColumn],
+    checks: &[CheckDeclaration],
+    truncating: Option<&TableDef>,
+) -> Vec<u8> {
     let list: Vec<serde_json::Value> = columns
         .iter()
         .map(|column| {
@@ -215,6 +223,9 @@ fn encode_declarations_with(columns: &[SqlColumn], truncating: Option<&TableDef>
         })
         .collect();
     let mut json = serde_json::json!({ "columns": list });
+    if !checks.is_empty() {
+        json["checks"] = crate::checks::to_json(checks);
+    }
     if let Some(def) = truncating {
         let hex: String = def
             .encode_to_vec()
@@ -242,6 +253,12 @@ fn truncating_definition(json: &[u8]) -> Option<TableDef> {
 
 /// The columns of `def` with the declarations in `json` laid over them
 /// (by name; a column the JSON does not know reads undeclared).
+/// The CHECK constraints the declarations `json` keeps.
+fn decode_checks(json: &[u8]) -> Vec<CheckDeclaration> {
+    let parsed: Option<serde_json::Value> = serde_json::from_slice(json).ok();
+    crate::checks::from_json(parsed.as_ref().and_then(|p| p.get("checks")))
+}
+
 fn decode_declarations(def: &TableDef, json: &[u8]) -> Option<Vec<SqlColumn>> {
     let parsed: serde_json::Value = serde_json::from_slice(json).ok()?;
     let list = parsed.get("columns")?.as_array()?;
@@ -415,10 +432,14 @@ impl Catalog {
         };
         let declarations = self.declarations(&full, table.def())?;
         let declared = declarations.is_some();
-        let columns =
-            declarations.unwrap_or_else(|| table.def().columns.iter().map(undeclared).collect());
+        let (columns, checks) = declarations.unwrap_or_else(|| {
+            (
+                table.def().columns.iter().map(undeclared).collect(),
+                Vec::new(),
+            )
+        });
         let auto_increment = columns.iter().position(|column| column.auto_increment);
-        let sql_table = Arc::new(SqlTable {
+        let mut sql_table = SqlTable {
             database: database.to_string(),
             name: name.to_string(),
             table,
@@ -427,7 +448,10 @@ impl Catalog {
             declared,
             view: None,
             derived: None,
-        });
+            checks: Vec::new(),
+        };
+        sql_table.checks = crate::checks::compile(&sql_table, &checks)?;
+        let sql_table = Arc::new(sql_table);
         self.tables
             .lock()
             .expect("catalog lock")
@@ -446,10 +470,14 @@ impl Catalog {
 
     /// The declarations row of cluster table `full`, when it is this
     /// table's (same id and version).
-    fn declarations(&self, full: &str, def: &TableDef) -> SqlResult<Option<Vec<SqlColumn>>> {
+    fn declarations(
+        &self,
+        full: &str,
+        def: &TableDef,
+    ) -> SqlResult<Option<(Vec<SqlColumn>, Vec<CheckDeclaration>)>> {
         Ok(match self.declarations_row(full)? {
             Some((id, version, json)) if id == def.id as u64 && version == def.version as u64 => {
-                decode_declarations(def, &json)
+                decode_declarations(def, &json).map(|columns| (columns, decode_checks(&json)))
             }
             _ => None,
         })
@@ -463,6 +491,7 @@ impl Catalog {
         table: &str,
         def: &TableDef,
         columns: &[SqlColumn],
+        checks: &[CheckDeclaration],
     ) -> SqlResult<()> {
         self.require_database(database)?;
         let full = cluster_name(database, table);
@@ -479,7 +508,7 @@ impl Catalog {
                 }
                 _ => SqlError::from_client(&error, &full),
             })?;
-        let json = encode_declarations(columns);
+        let json = encode_declarations(columns, checks);
         if let Err(error) = self.write_declarations(&full, created.id, created.version, &json) {
             // The table without its declarations would read with no
             // defaults: undo it rather than leave it half made.
@@ -502,6 +531,7 @@ impl Catalog {
         table: &str,
         def: &TableDef,
         columns: &[SqlColumn],
+        checks: &[CheckDeclaration],
     ) -> SqlResult<()> {
         let full = cluster_name(database, table);
         let current = self
@@ -512,7 +542,7 @@ impl Catalog {
             &full,
             current.def().id,
             current.def().version,
-            &encode_declarations_with(columns, Some(def)),
+            &encode_declarations_with(columns, checks, Some(def)),
         )?;
         self.invalidate(database, table);
         match self.cluster.drop_table(&full) {
@@ -544,7 +574,7 @@ impl Catalog {
         };
         let columns = decode_declarations(&def, &json)
             .unwrap_or_else(|| def.columns.iter().map(undeclared).collect());
-        match self.create_table(database, table, &def, &columns) {
+        match self.create_table(database, table, &def, &columns, &decode_checks(&json)) {
             Ok(()) => Ok(true),
             Err(error) if error.code == codes::TABLE_EXISTS => {
                 self.invalidate(database, table);
@@ -826,16 +856,24 @@ mod tests {
             unsigned: false,
         };
         columns[2].default = Some(Value::Null);
-        let json = encode_declarations(&columns[..2]);
+        let json = encode_declarations(&columns[..2], &[]);
         let decoded = decode_declarations(&def, &json).unwrap();
         assert_eq!(decoded[..2], columns[..2]);
         assert_eq!(decoded[2], undeclared(&def.columns[2]));
-        let json = encode_declarations(&columns);
+        assert!(decode_checks(&json).is_empty());
+        let checks = [CheckDeclaration {
+            name: "t_chk_1".into(),
+            clause: "k >= 0".into(),
+            enforced: true,
+        }];
+        let json = encode_declarations(&columns, &checks);
         assert_eq!(decode_declarations(&def, &json).unwrap(), columns);
+        assert_eq!(decode_checks(&json), checks);
         assert!(truncating_definition(&json).is_none());
         // A TRUNCATE under way keeps the definition beside them.
-        let json = encode_declarations_with(&columns, Some(&def));
+        let json = encode_declarations_with(&columns, &checks, Some(&def));
         assert_eq!(decode_declarations(&def, &json).unwrap(), columns);
+        assert_eq!(decode_checks(&json), checks);
         assert_eq!(truncating_definition(&json), Some(def));
         assert!(truncating_definition(br#"{"columns":[],"truncating":"0g"}"#).is_none());
         assert!(truncating_definition(br#"{"columns":[],"truncating":"00"}"#).is_none());

@@ -1,9 +1,10 @@
 //! Schema statements: CREATE TABLE (the SQL types mapped to the
 //! cluster's column types, DEFAULT, AUTO_INCREMENT, PRIMARY KEY, KEY,
-//! INDEX and UNIQUE clauses; ENGINE and other table options accepted and
-//! ignored), CREATE [UNIQUE] INDEX, DROP INDEX, DROP TABLE, TRUNCATE.
+//! INDEX, UNIQUE and CHECK clauses; ENGINE and other table options
+//! accepted and ignored), CREATE [UNIQUE] INDEX, DROP INDEX, DROP TABLE, TRUNCATE.
 
 use crate::catalog::{check_name, empty_def, Catalog, SqlColumn};
+use crate::checks::CheckDeclaration;
 use crate::error::{codes, SqlError, SqlResult};
 use crate::expr::{Compiler, Inputs};
 use crate::types::{self, SqlType};
@@ -83,12 +84,13 @@ fn allot_text_room(columns: &mut [SqlColumn]) {
     }
 }
 
-/// The cluster definition and the SQL declarations of a CREATE TABLE.
+/// The cluster definition and the SQL declarations of a CREATE TABLE:
+/// its columns and its CHECK constraints.
 pub fn table_definition(
     create: &ast::CreateTable,
     database: &str,
     table: &str,
-) -> SqlResult<(TableDef, Vec<SqlColumn>)> {
+) -> SqlResult<(TableDef, Vec<SqlColumn>, Vec<CheckDeclaration>)> {
     check_name("table", table)?;
     if create.query.is_some() {
         return Err(SqlError::unsupported("CREATE TABLE ... SELECT"));
@@ -147,6 +149,8 @@ pub fn table_definition(
                 ast::ColumnOption::Comment(_)
                 | ast::ColumnOption::CharacterSet(_)
                 | ast::ColumnOption::Collation(_) => {}
+                // Compiled with the table's others (`checks::declared`).
+                ast::ColumnOption::Check(_) => {}
                 other => return Err(SqlError::unsupported(format!("column option {other}"))),
             }
         }
@@ -228,6 +232,7 @@ pub fn table_definition(
                     &columns,
                 )?;
             }
+            ast::TableConstraint::Check { .. } => {}
             other => return Err(SqlError::unsupported(format!("{other}"))),
         }
     }
@@ -274,7 +279,8 @@ pub fn table_definition(
             format!("Can't create table '{database}.{table}': {reason}"),
         )
     })?;
-    Ok((def, columns))
+    let checks = crate::checks::declared(create, table, &columns)?;
+    Ok((def, columns, checks))
 }
 
 /// CREATE TABLE.
@@ -285,7 +291,7 @@ pub fn create_table(
     table: &str,
     partition_by: &[String],
 ) -> SqlResult<Existed> {
-    let (mut def, columns) = table_definition(create, database, table)?;
+    let (mut def, columns, checks) = table_definition(create, database, table)?;
     def.partitions = catalog.partitions();
     // PARTITION BY KEY (columns): they alone place a row (every one in
     // the primary key, as MySQL requires).
@@ -314,7 +320,7 @@ pub fn create_table(
             "a partition key of more than 8 columns",
         ));
     }
-    match catalog.create_table(database, table, &def, &columns) {
+    match catalog.create_table(database, table, &def, &columns, &checks) {
         Err(error) if error.code == codes::TABLE_EXISTS && create.if_not_exists => Ok(Some(error)),
         Err(error) => Err(error),
         Ok(()) => Ok(None),
@@ -404,10 +410,15 @@ pub fn truncate(catalog: &Catalog, database: &str, table: &str) -> SqlResult<()>
         }
     }
     let columns = sql_table.columns.clone();
+    let checks: Vec<CheckDeclaration> = sql_table
+        .checks
+        .iter()
+        .map(|check| check.declaration.clone())
+        .collect();
     // In two halves, the definition recorded before the drop: a SQL node
     // that dies between them leaves the TRUNCATE for the next one that
     // finds the table gone to finish, never the table dropped.
-    catalog.begin_truncate(database, table, &def, &columns)?;
+    catalog.begin_truncate(database, table, &def, &columns, &checks)?;
     catalog.finish_truncate(database, table)?;
     Ok(())
 }

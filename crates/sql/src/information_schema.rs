@@ -36,9 +36,17 @@ pub enum View {
     Partitions,
     /// TRIGGERS: none (Tessera has no triggers).
     Triggers,
+    /// TABLE_CONSTRAINTS: each table's primary key, unique indexes and
+    /// CHECK constraints.
+    TableConstraints,
+    /// CHECK_CONSTRAINTS: each CHECK constraint's condition.
+    CheckConstraints,
+    /// KEY_COLUMN_USAGE: the columns of each primary key and unique
+    /// index (ORMs read a table's keys here).
+    KeyColumnUsage,
 }
 
-const VIEWS: [(View, &str); 7] = [
+const VIEWS: [(View, &str); 10] = [
     (View::Schemata, "SCHEMATA"),
     (View::Tables, "TABLES"),
     (View::Columns, "COLUMNS"),
@@ -46,6 +54,9 @@ const VIEWS: [(View, &str); 7] = [
     (View::Files, "FILES"),
     (View::Partitions, "PARTITIONS"),
     (View::Triggers, "TRIGGERS"),
+    (View::TableConstraints, "TABLE_CONSTRAINTS"),
+    (View::CheckConstraints, "CHECK_CONSTRAINTS"),
+    (View::KeyColumnUsage, "KEY_COLUMN_USAGE"),
 ];
 
 /// Whether `database` is information_schema (any case, as MySQL).
@@ -246,6 +257,35 @@ fn columns_of(view: View) -> Vec<(String, SqlType)> {
             columns.push(name("TABLESPACE_NAME"));
             columns
         }
+        View::TableConstraints => vec![
+            name("CONSTRAINT_CATALOG"),
+            name("CONSTRAINT_SCHEMA"),
+            name("CONSTRAINT_NAME"),
+            name("TABLE_SCHEMA"),
+            name("TABLE_NAME"),
+            text("CONSTRAINT_TYPE", 11),
+            text("ENFORCED", 3),
+        ],
+        View::CheckConstraints => vec![
+            name("CONSTRAINT_CATALOG"),
+            name("CONSTRAINT_SCHEMA"),
+            name("CONSTRAINT_NAME"),
+            text("CHECK_CLAUSE", 4096),
+        ],
+        View::KeyColumnUsage => vec![
+            name("CONSTRAINT_CATALOG"),
+            name("CONSTRAINT_SCHEMA"),
+            name("CONSTRAINT_NAME"),
+            name("TABLE_CATALOG"),
+            name("TABLE_SCHEMA"),
+            name("TABLE_NAME"),
+            name("COLUMN_NAME"),
+            number("ORDINAL_POSITION"),
+            number("POSITION_IN_UNIQUE_CONSTRAINT"),
+            name("REFERENCED_TABLE_SCHEMA"),
+            name("REFERENCED_TABLE_NAME"),
+            name("REFERENCED_COLUMN_NAME"),
+        ],
         View::Triggers => {
             let mut columns: Vec<(String, SqlType)> = [
                 "TRIGGER_CATALOG",
@@ -312,6 +352,7 @@ pub fn table(name: &str) -> Option<Arc<SqlTable>> {
         declared: true,
         view: Some(*view),
         derived: None,
+        checks: Vec::new(),
     }))
 }
 
@@ -465,6 +506,70 @@ pub fn rows(view: View, source: &Source<'_>) -> SqlResult<Vec<Vec<Value>>> {
             rows
         }
         View::Files | View::Triggers => Vec::new(),
+        View::TableConstraints => {
+            let mut rows = Vec::new();
+            for table in source.visible_tables()? {
+                let row = |name: &str, kind: &str, enforced: bool| {
+                    vec![
+                        text("def"),
+                        text(&table.database),
+                        text(name),
+                        text(&table.database),
+                        text(&table.name),
+                        text(kind),
+                        text(if enforced { "YES" } else { "NO" }),
+                    ]
+                };
+                for (name, _) in keys_of(&table) {
+                    let kind = match name == "PRIMARY" {
+                        true => "PRIMARY KEY",
+                        false => "UNIQUE",
+                    };
+                    rows.push(row(&name, kind, true));
+                }
+                for check in &table.checks {
+                    let declaration = &check.declaration;
+                    rows.push(row(&declaration.name, "CHECK", declaration.enforced));
+                }
+            }
+            rows
+        }
+        View::CheckConstraints => {
+            let mut rows = Vec::new();
+            for table in source.visible_tables()? {
+                for check in &table.checks {
+                    rows.push(vec![
+                        text("def"),
+                        text(&table.database),
+                        text(&check.declaration.name),
+                        text(&check.declaration.clause),
+                    ]);
+                }
+            }
+            rows
+        }
+        View::KeyColumnUsage => {
+            let mut rows = Vec::new();
+            for table in source.visible_tables()? {
+                for (name, columns) in keys_of(&table) {
+                    for (position, column) in columns.iter().enumerate() {
+                        let mut row = vec![
+                            text("def"),
+                            text(&table.database),
+                            text(&name),
+                            text("def"),
+                            text(&table.database),
+                            text(&table.name),
+                            text(&table.columns[*column as usize].name),
+                            number(position as u64 + 1),
+                        ];
+                        row.resize(12, Value::Null);
+                        rows.push(row);
+                    }
+                }
+            }
+            rows
+        }
         View::Partitions => {
             let mut rows = Vec::new();
             for table in source.visible_tables()? {
@@ -477,6 +582,20 @@ pub fn rows(view: View, source: &Source<'_>) -> SqlResult<Vec<Vec<Value>>> {
             rows
         }
     })
+}
+
+/// A table's keys, as the constraint views name them: `PRIMARY` and its
+/// columns, then each unique index's.
+fn keys_of(table: &SqlTable) -> Vec<(String, Vec<u16>)> {
+    let def = table.def();
+    std::iter::once(("PRIMARY".to_string(), def.primary_key.clone()))
+        .chain(
+            def.indexes
+                .iter()
+                .filter(|index| index.unique.is_some())
+                .map(|index| (index.name.clone(), index.columns.clone())),
+        )
+        .collect()
 }
 
 /// COLUMNS's row of one column.

@@ -31,6 +31,7 @@ mod access;
 pub mod accounts;
 mod auto_increment;
 pub mod catalog;
+pub mod checks;
 mod column_names;
 mod ddl;
 pub mod decimal;

@@ -139,6 +139,18 @@ pub fn create_statement(table: &SqlTable) -> String {
             names(&index.columns)
         ));
     }
+    for check in &table.checks {
+        let declaration = &check.declaration;
+        lines.push(format!(
+            "  CONSTRAINT `{}` CHECK ({}){}",
+            declaration.name,
+            declaration.clause,
+            match declaration.enforced {
+                true => "",
+                false => " /*!80016 NOT ENFORCED */",
+            }
+        ));
+    }
     let partitioning = match def.partition_key.is_empty() {
         true => String::new(),
         false => format!(

@@ -130,6 +130,33 @@ pub fn insert(
         full.push(values);
     }
     let count = full.len();
+    // CHECK constraints, on every row before any is written (as MySQL
+    // checks a row before its write, an upsert's too); INSERT IGNORE
+    // leaves a violating row out with a warning.
+    if !table.checks.is_empty() {
+        let mut kept = Vec::with_capacity(full.len());
+        let mut kept_generated = Vec::with_capacity(generated_rows.len());
+        for (number, row) in full.into_iter().enumerate() {
+            match crate::checks::verify(table, &row, run.environment) {
+                Ok(()) => {
+                    kept.push(row);
+                    if let Some(generated) = generated_rows.get(number) {
+                        kept_generated.push(*generated);
+                    }
+                }
+                Err(error)
+                    if crate::checks::is_violation(&error)
+                        && matches!(plan.conflict, Conflict::Ignore) =>
+                {
+                    run.environment
+                        .raise(Level::Warning, error.code, &error.message);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        full = kept;
+        generated_rows = kept_generated;
+    }
     // With transaction_allow_batching, a plain INSERT inside a transaction
     // goes with the next round trip, as NDB's SQL node batches it: a
     // duplicate key then fails that statement or the COMMIT, rolling the
@@ -521,6 +548,7 @@ fn upsert(
                     let value = expr.eval(&inputs, run.environment)?;
                     new[*column] = fit_column(table, *column, &value)?;
                 }
+                crate::checks::verify(table, &new, run.environment)?;
                 let changed: Vec<usize> = (0..width).filter(|i| existing[*i] != new[*i]).collect();
                 let existing_key = key_bytes(existing);
                 if changed.is_empty() {

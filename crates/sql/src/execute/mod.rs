@@ -1146,6 +1146,7 @@ fn new_values(plan: &WritePlan, old: &[Value], run: &Run<'_>) -> SqlResult<Vec<V
         let value = expr.eval(&inputs, run.environment)?;
         new[*column] = fit_column(&plan.table, *column, &value)?;
     }
+    crate::checks::verify(&plan.table, &new, run.environment)?;
     Ok(new)
 }
 

@@ -186,6 +186,7 @@ pub(super) fn derived_table(
         declared: true,
         view: None,
         derived: Some(slot),
+        checks: Vec::new(),
     }))
 }
 
