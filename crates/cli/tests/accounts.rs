@@ -352,7 +352,11 @@ fn mysqldump_dumps_and_restores_as_accounts_without_root() {
     };
     assert_eq!(read("copy"), read("shop"));
     assert!(read("copy").contains("2024-01-31 10:30:00.250"));
-    assert!(read("copy").contains("CONSTRAINT `price_sane` CHECK"), "{}", read("copy"));
+    assert!(
+        read("copy").contains("CONSTRAINT `price_sane` CHECK"),
+        "{}",
+        read("copy")
+    );
 }
 
 #[test]

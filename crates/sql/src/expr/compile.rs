@@ -1159,7 +1159,16 @@ impl<'a> Compiler<'a> {
                 return Ok(Expr::Function(Function::DateFormat, vec![moment, format]));
             }
             "FROM_UNIXTIME" => arity(1).map(|_| Function::FromUnixTime)?,
-            "WEEK" if (1..=2).contains(&compiled.len()) => Function::Week,
+            // Without a mode, the session's @@default_week_format.
+            "WEEK" if compiled.len() == 1 => {
+                let mut args = compiled;
+                args.push(Expr::Session(SessionValue::SystemVariable {
+                    name: "default_week_format".into(),
+                    global: false,
+                }));
+                return Ok(Expr::Function(Function::Week, args));
+            }
+            "WEEK" if compiled.len() == 2 => Function::Week,
             "WEEKOFYEAR" => {
                 // WEEK(d, 3): weeks from Monday, week 1 the first with
                 // four days of the year.
