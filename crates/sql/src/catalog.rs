@@ -450,7 +450,7 @@ impl Catalog {
             derived: None,
             checks: Vec::new(),
         };
-        sql_table.checks = crate::checks::compile(&sql_table, &checks)?;
+        sql_table.checks = crate::checks::compile(&sql_table, &checks);
         let sql_table = Arc::new(sql_table);
         self.tables
             .lock()

@@ -42,8 +42,11 @@ pub struct CheckDeclaration {
 pub struct CheckConstraint {
     /// As declared.
     pub declaration: CheckDeclaration,
-    /// The condition over the table's row.
-    pub condition: Expr,
+    /// The condition over the table's row; the error that compiling it
+    /// now gives, for a kept condition this SQL node cannot compile (a
+    /// newer or older node's rules): the table's rows can still be read,
+    /// and every write is refused with it rather than left unchecked.
+    pub condition: Result<Expr, SqlError>,
 }
 
 /// The CHECK constraints a CREATE TABLE of `table` with `columns`
@@ -95,14 +98,43 @@ pub fn declared(
             ));
         }
         let declaration = CheckDeclaration {
+            clause: clause_of(expr, &name)?,
             name,
-            clause: expr.to_string(),
             enforced,
         };
         compile_one(&scratch, &declaration)?;
         declarations.push(declaration);
     }
     Ok(declarations)
+}
+
+/// The text a condition is kept as, which must read back as the same
+/// condition: the parser prints a string's value without escaping its
+/// backslashes (`'^\\d'` would come back as `'^d'`), so they are
+/// doubled, and the text is parsed again to prove it. One that cannot be
+/// made to read back is refused rather than kept as another condition.
+fn clause_of(expr: &ast::Expr, name: &str) -> SqlResult<String> {
+    let printed = expr.to_string();
+    let reads_back = |text: &str| parse(text, name).is_ok_and(|parsed| parsed == *expr);
+    if reads_back(&printed) {
+        return Ok(printed);
+    }
+    let escaped = printed.replace('\\', "\\\\");
+    if reads_back(&escaped) {
+        return Ok(escaped);
+    }
+    Err(SqlError::unsupported(format!(
+        "check constraint '{name}': a condition whose text does not read back as itself"
+    )))
+}
+
+/// `clause` parsed as an expression.
+fn parse(clause: &str, name: &str) -> SqlResult<ast::Expr> {
+    let dialect = crate::dialect::TesseraDialect::new();
+    sqlparser::parser::Parser::new(&dialect)
+        .try_with_sql(clause)
+        .and_then(|mut parser| parser.parse_expr())
+        .map_err(|error| SqlError::parse(format!("check constraint '{name}': {error}")))
 }
 
 /// A table of `columns` to compile checks over before the table exists.
@@ -125,29 +157,18 @@ fn scratch_table(name: &str, columns: &[SqlColumn]) -> SqlTable {
 
 /// The declarations compiled over `table`'s row (as the catalog loads
 /// the table).
-pub fn compile(
-    table: &SqlTable,
-    declarations: &[CheckDeclaration],
-) -> SqlResult<Vec<CheckConstraint>> {
+pub fn compile(table: &SqlTable, declarations: &[CheckDeclaration]) -> Vec<CheckConstraint> {
     declarations
         .iter()
-        .map(|declaration| {
-            Ok(CheckConstraint {
-                declaration: declaration.clone(),
-                condition: compile_one(table, declaration)?,
-            })
+        .map(|declaration| CheckConstraint {
+            declaration: declaration.clone(),
+            condition: compile_one(table, declaration),
         })
         .collect()
 }
 
 fn compile_one(table: &SqlTable, declaration: &CheckDeclaration) -> SqlResult<Expr> {
-    let dialect = crate::dialect::TesseraDialect::new();
-    let parsed = sqlparser::parser::Parser::new(&dialect)
-        .try_with_sql(&declaration.clause)
-        .and_then(|mut parser| parser.parse_expr())
-        .map_err(|error| {
-            SqlError::parse(format!("check constraint '{}': {error}", declaration.name))
-        })?;
+    let parsed = parse(&declaration.clause, &declaration.name)?;
     let mut compiler = Compiler::new(Some(table), None);
     compiler.place = "check constraint";
     let condition = compiler.compile(&parsed)?;
@@ -189,7 +210,16 @@ pub fn verify(table: &SqlTable, row: &[Value], environment: &dyn Environment) ->
             aggregates: &[],
             params: &[],
         };
-        if value::truth(&check.condition.eval(&inputs, environment)?) == Some(false) {
+        let condition = check.condition.as_ref().map_err(|error| {
+            SqlError::new(
+                error.code,
+                format!(
+                    "Check constraint '{}' cannot be evaluated here ({}): writes to '{}' are refused",
+                    check.declaration.name, error.message, table.name
+                ),
+            )
+        })?;
+        if value::truth(&condition.eval(&inputs, environment)?) == Some(false) {
             return Err(SqlError::new(
                 CHECK_VIOLATED,
                 format!("Check constraint '{}' is violated.", check.declaration.name),

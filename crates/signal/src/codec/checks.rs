@@ -27,6 +27,13 @@ pub(crate) fn tc_key_req(request: &TcKeyReq) -> Result<(), WireError> {
             "TcKeyReq NO_WAIT or SKIP_LOCKED on no locking read",
         ));
     }
+    // A read through a unique index is two reads the tc makes: neither
+    // declines to wait (a caller scans the index instead).
+    if request.flags & lock_flags != 0 && request.flags & tc_key_flags::THROUGH_UNIQUE_INDEX != 0 {
+        return Err(WireError::BadField(
+            "TcKeyReq NO_WAIT or SKIP_LOCKED through a unique index",
+        ));
+    }
     Ok(())
 }
 

@@ -1221,3 +1221,46 @@ fn ignore_missing_is_taken_on_reads_and_refused_on_writes() {
         WireError::BadField("TcKeyReq a read's flag on a write")
     );
 }
+
+#[test]
+fn no_wait_and_skip_locked_are_taken_on_locking_reads_only() {
+    let pool = pool();
+    let request = |flags, kind, lock| TcKeyReq {
+        transaction_id: TransactionId(99),
+        client_op: 4,
+        flags: tc_key_flags::START | tc_key_flags::EXECUTE | flags,
+        kind,
+        lock,
+        table_id: 3,
+        table_version: 1,
+        key: pool.copy_from(b"key").expect("room"),
+        attr: None,
+    };
+    for flag in [tc_key_flags::NO_WAIT, tc_key_flags::SKIP_LOCKED] {
+        round_trip(request(flag, OperationKind::Read, LockMode::Shared).into());
+        let refused = [
+            (
+                request(flag, OperationKind::Read, LockMode::CommittedRead),
+                "TcKeyReq NO_WAIT or SKIP_LOCKED on no locking read",
+            ),
+            (
+                request(flag, OperationKind::Update, LockMode::Exclusive),
+                "TcKeyReq NO_WAIT or SKIP_LOCKED on no locking read",
+            ),
+            (
+                request(
+                    flag | tc_key_flags::THROUGH_UNIQUE_INDEX,
+                    OperationKind::Read,
+                    LockMode::Exclusive,
+                ),
+                "TcKeyReq NO_WAIT or SKIP_LOCKED through a unique index",
+            ),
+        ];
+        for (request, why) in refused {
+            assert_eq!(
+                decode_mangled(request.into(), |_| {}),
+                WireError::BadField(why)
+            );
+        }
+    }
+}

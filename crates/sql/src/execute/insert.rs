@@ -132,7 +132,9 @@ pub fn insert(
     let count = full.len();
     // CHECK constraints, on every row before any is written (as MySQL
     // checks a row before its write, an upsert's too); INSERT IGNORE
-    // leaves a violating row out with a warning.
+    // leaves a violating row out with a warning (not counted as a
+    // duplicate).
+    let mut check_skipped = 0u64;
     if !table.checks.is_empty() {
         let mut kept = Vec::with_capacity(full.len());
         let mut kept_generated = Vec::with_capacity(generated_rows.len());
@@ -150,6 +152,7 @@ pub fn insert(
                 {
                     run.environment
                         .raise(Level::Warning, error.code, &error.message);
+                    check_skipped += 1;
                 }
                 Err(error) => return Err(error),
             }
@@ -259,7 +262,7 @@ pub fn insert(
             _ => format!(
                 "Records: {count}  Duplicates: {}  Warnings: {}",
                 match plan.conflict {
-                    Conflict::Ignore => skipped,
+                    Conflict::Ignore => skipped.saturating_sub(check_skipped),
                     _ => affected.saturating_sub(count as u64),
                 },
                 run.environment.warning_count()

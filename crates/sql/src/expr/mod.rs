@@ -984,7 +984,12 @@ fn apply(
                 },
             };
             environment.set_last_insert_id(id);
-            value
+            // The value kept, as MySQL returns it (`LAST_INSERT_ID(-1)` is
+            // 18446744073709551615): what its BIGINT UNSIGNED column holds.
+            match value {
+                Value::Null => Value::Null,
+                _ => Value::UInt(id),
+            }
         }
         Function::StrToDate => {
             let read = crate::functions::apply(function, &values, environment.zone_offset())?;
@@ -1205,6 +1210,24 @@ mod tests {
             params: &bound,
         };
         compiled.eval(&inputs, &NoSession)
+    }
+
+    #[test]
+    fn rows_are_bounded_and_long_lists_of_rows_stay_shallow() {
+        let wide = vec!["1"; 300].join(", ");
+        let error = eval_sql(&format!("({wide}) = ({wide})"), &[]).unwrap_err();
+        assert_eq!(error.code, codes::NOT_SUPPORTED_YET);
+        // An OR chain this long would overflow the test thread's stack
+        // when evaluated: the alternatives are a balanced tree.
+        let list: Vec<String> = (0..100_000).map(|i| format!("({i}, {i})")).collect();
+        let list = list.join(", ");
+        let found = eval_sql(&format!("(99999, 99999) IN ({list})"), &[]).unwrap();
+        assert_eq!(found, Value::Int(1));
+        let missing = eval_sql(&format!("(5, 6) IN ({list})"), &[]).unwrap();
+        assert_eq!(missing, Value::Int(0));
+        // One `?` is one parameter, however often the expansion reads it.
+        let order = eval_sql("(1, 2) < (?, ?)", &[Value::Int(1), Value::Int(3)]).unwrap();
+        assert_eq!(order, Value::Int(1));
     }
 
     #[test]

@@ -9,7 +9,10 @@
 //!
 //! Each element is compiled once and its compiled form copied where the
 //! expansion needs it again: compiling a `?` twice would count it as two
-//! parameters.
+//! parameters. A row has at most `MAX_ROW_WIDTH` elements (the
+//! expansion's depth grows with its width, and evaluating it recurses),
+//! and an IN list's alternatives are joined as a balanced tree of ORs,
+//! so that a list of any length stays shallow.
 
 use super::{Compiler, Expr};
 use crate::error::{SqlError, SqlResult};
@@ -24,6 +27,10 @@ pub(super) fn row_of(expr: &ast::Expr) -> Option<&[ast::Expr]> {
         _ => None,
     }
 }
+
+/// The most elements a row constructor may have (a table has at most
+/// 4,096 columns in MySQL; rows compared in SQL have a few).
+const MAX_ROW_WIDTH: usize = 256;
 
 /// MySQL's 1241: an operand with the wrong number of columns.
 pub(super) fn wrong_width(columns: usize) -> SqlError {
@@ -69,6 +76,11 @@ impl Compiler<'_> {
     /// `expr` compiled, row constructors kept as rows.
     fn operand(&mut self, expr: &ast::Expr) -> SqlResult<Operand> {
         Ok(match row_of(expr) {
+            Some(elements) if elements.len() > MAX_ROW_WIDTH => {
+                return Err(SqlError::unsupported(format!(
+                    "a row of more than {MAX_ROW_WIDTH} values"
+                )))
+            }
             Some(elements) => Operand::Row(
                 elements
                     .iter()
@@ -113,20 +125,34 @@ impl Compiler<'_> {
         negated: bool,
     ) -> SqlResult<Expr> {
         let row = self.operand(row)?;
-        let mut any: Option<Expr> = None;
+        let mut alternatives = Vec::with_capacity(list.len());
         for item in list {
-            let equal = compare(&row, RowOp::Equal, &self.operand(item)?)?;
-            any = Some(match any {
-                None => equal,
-                Some(before) => Expr::Or(Box::new(before), Box::new(equal)),
-            });
+            alternatives.push(compare(&row, RowOp::Equal, &self.operand(item)?)?);
         }
-        let any = any.ok_or_else(|| SqlError::parse("IN () needs a value"))?;
+        let any =
+            balanced_or(alternatives).ok_or_else(|| SqlError::parse("IN () needs a value"))?;
         Ok(match negated {
             true => Expr::Not(Box::new(any)),
             false => any,
         })
     }
+}
+
+/// The OR of `terms` as a balanced tree (depth the logarithm of their
+/// number); `None` for none.
+fn balanced_or(mut terms: Vec<Expr>) -> Option<Expr> {
+    while terms.len() > 1 {
+        let mut paired = Vec::with_capacity(terms.len().div_ceil(2));
+        let mut rest = terms.into_iter();
+        while let Some(first) = rest.next() {
+            paired.push(match rest.next() {
+                Some(second) => Expr::Or(Box::new(first), Box::new(second)),
+                None => first,
+            });
+        }
+        terms = paired;
+    }
+    terms.pop()
 }
 
 /// `left op right`, element by element.

@@ -415,7 +415,15 @@ pub fn unix_timestamp(value: &Value, zone: i64) -> Value {
             let micros = datetime.epoch_micros() - zone * 1_000_000;
             match micros % 1_000_000 {
                 0 => Value::Int(micros / 1_000_000),
-                _ => Value::Decimal(Decimal::new(micros as i128, 6).expect("fits")),
+                // With the time's fractional digits, as MySQL shows it.
+                _ => {
+                    let exact = Decimal::new(micros as i128, 6).expect("fits");
+                    let digits = match datetime.fsp {
+                        0 => 6,
+                        fsp => fsp.min(6),
+                    };
+                    Value::Decimal(exact.rescale(digits).unwrap_or(exact))
+                }
             }
         }
         None => Value::Null,

@@ -149,11 +149,25 @@ pub fn apply(function: RegexpFunction, values: &[Value]) -> SqlResult<Value> {
             let Some(replacement) = text(&values[2]) else {
                 return Ok(Value::Null);
             };
-            let replaced = regex.replace_all(&subject, replacement.as_slice());
-            match replaced.len() > MAX_RESULT_BYTES {
-                // Longer than a packet may be: NULL, as MySQL answers.
+            // Built match by match, its length checked as it grows: a
+            // pattern that matches everywhere (`x*`) with a long
+            // replacement would otherwise build terabytes first.
+            let mut out = Vec::with_capacity(subject.len());
+            let mut at = 0;
+            for captures in regex.captures_iter(&subject) {
+                let whole = captures.get(0).expect("a match has its whole");
+                out.extend_from_slice(&subject[at..whole.start()]);
+                captures.expand(&replacement, &mut out);
+                at = whole.end();
+                if out.len() > MAX_RESULT_BYTES {
+                    // Longer than a packet may be: NULL, as MySQL answers.
+                    return Ok(Value::Null);
+                }
+            }
+            out.extend_from_slice(&subject[at..]);
+            match out.len() > MAX_RESULT_BYTES {
                 true => Value::Null,
-                false => Value::Bytes(replaced.into_owned()),
+                false => Value::Bytes(out),
             }
         }
     })
@@ -184,6 +198,10 @@ mod tests {
             Value::from("smith, john")
         );
         assert_eq!(
+            run(Replace, &["abc", "x*", "-"]).unwrap(),
+            Value::from("-a-b-c-")
+        );
+        assert_eq!(
             run(Substring, &["order 1234 ok", "[0-9]+"]).unwrap(),
             Value::from("1234")
         );
@@ -205,5 +223,18 @@ mod tests {
         // A pattern the size limit refuses.
         let huge = "(a{1000}){1000}";
         assert!(run(RegexpFunction::Like, &["a", huge]).is_err());
+        // A result past the limit is NULL, found before it is all built:
+        // a replacement of 1 MiB at each of 2 Mi places.
+        let subject = "a".repeat(2 << 20);
+        let replacement = "b".repeat(1 << 20);
+        let values = [
+            Value::from(subject),
+            Value::from("x*"),
+            Value::from(replacement),
+        ];
+        assert_eq!(
+            apply(RegexpFunction::Replace, &values).unwrap(),
+            Value::Null
+        );
     }
 }

@@ -227,16 +227,17 @@ fn function_kind(
             None => integer,
             Some(Expr::Literal(text @ Value::Bytes(_))) => match value::datetime_of(text)? {
                 datetime if datetime.clock().3 == 0 => integer,
-                _ => ColumnKind::Decimal {
-                    precision: 17,
-                    scale: 6,
+                datetime => ColumnKind::Decimal {
+                    precision: 11 + datetime.fsp.clamp(1, 6),
+                    scale: datetime.fsp.clamp(1, 6),
                 },
             },
+            // The time's fractional digits, as the value has them.
             Some(time) => match kind_of(time, compiler)? {
                 ColumnKind::Date | ColumnKind::DateTime(0) | ColumnKind::Timestamp(0) => integer,
-                ColumnKind::DateTime(_) | ColumnKind::Timestamp(_) => ColumnKind::Decimal {
-                    precision: 17,
-                    scale: 6,
+                ColumnKind::DateTime(fsp) | ColumnKind::Timestamp(fsp) => ColumnKind::Decimal {
+                    precision: 11 + fsp.min(6),
+                    scale: fsp.min(6),
                 },
                 _ => return None,
             },
@@ -468,14 +469,24 @@ impl Number {
             },
         ) = (left, right)
         {
-            let digits = left_digits.max(right_digits);
+            // The digits the result may have (a BIGINT's 20 at most: past
+            // that the evaluator refuses it with 1690), which an exact
+            // number the integer later meets takes as its precision.
+            let digits = match operator {
+                Arithmetic::Multiply => left_digits.saturating_add(right_digits),
+                Arithmetic::Add | Arithmetic::Subtract => {
+                    left_digits.max(right_digits).saturating_add(1)
+                }
+                _ => left_digits.max(right_digits),
+            }
+            .min(20);
             match operator {
                 // With an UNSIGNED operand a sum, difference or product
                 // is UNSIGNED.
                 Arithmetic::Add | Arithmetic::Subtract | Arithmetic::Multiply => {
                     return Integer {
                         unsigned: left_unsigned || right_unsigned,
-                        digits: (digits + 1).min(20),
+                        digits,
                     }
                 }
                 Arithmetic::Modulo => {
