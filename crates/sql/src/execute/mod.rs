@@ -611,12 +611,7 @@ fn sorted_output(plan: &SelectPlan, rows: &Grouped, run: &Run<'_>) -> SqlResult<
             aggregates,
             params: run.params,
         };
-        let keys = plan
-            .order_by
-            .iter()
-            .map(|(e, _)| e.eval(&inputs, run.environment))
-            .collect::<SqlResult<Vec<_>>>()?;
-        keyed.push((keys, index));
+        keyed.push((sort_keys(&plan.order_by, &inputs, run)?, index));
     }
     let compare = |a: &(Vec<Value>, usize), b: &(Vec<Value>, usize)| -> Ordering {
         compare_sort_keys(&a.0, &b.0, plan.order_by.iter().map(|(_, d)| d)).then(a.1.cmp(&b.1))
@@ -646,6 +641,18 @@ fn sorted_output(plan: &SelectPlan, rows: &Grouped, run: &Run<'_>) -> SqlResult<
             let (row, aggregates) = &rows[*index];
             output_row(plan, row, aggregates, run)
         })
+        .collect()
+}
+
+/// A row's ORDER BY values.
+fn sort_keys(
+    order_by: &[(Expr, bool)],
+    inputs: &Inputs<'_>,
+    run: &Run<'_>,
+) -> SqlResult<Vec<Value>> {
+    order_by
+        .iter()
+        .map(|(expr, _)| expr.eval(inputs, run.environment))
         .collect()
 }
 
@@ -962,12 +969,7 @@ fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<(Vec<Vec<Valu
                 aggregates: &[],
                 params: run.params,
             };
-            let keys = plan
-                .order_by
-                .iter()
-                .map(|(e, _)| e.eval(&inputs, run.environment))
-                .collect::<SqlResult<Vec<_>>>()?;
-            keyed.push((keys, row));
+            keyed.push((sort_keys(&plan.order_by, &inputs, run)?, row));
         }
         keyed.sort_by(|a, b| compare_sort_keys(&a.0, &b.0, plan.order_by.iter().map(|(_, d)| d)));
         kept = keyed.into_iter().map(|(_, row)| row).collect();
