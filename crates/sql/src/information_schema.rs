@@ -44,9 +44,15 @@ pub enum View {
     /// KEY_COLUMN_USAGE: the columns of each primary key and unique
     /// index (ORMs read a table's keys here).
     KeyColumnUsage,
+    /// REFERENTIAL_CONSTRAINTS: none (no foreign keys are built); there
+    /// for the tools that read a table's foreign keys here (Rails'
+    /// schema dumper).
+    ReferentialConstraints,
+    /// VIEWS: none (no views are built).
+    Views,
 }
 
-const VIEWS: [(View, &str); 10] = [
+const VIEWS: [(View, &str); 12] = [
     (View::Schemata, "SCHEMATA"),
     (View::Tables, "TABLES"),
     (View::Columns, "COLUMNS"),
@@ -57,6 +63,8 @@ const VIEWS: [(View, &str); 10] = [
     (View::TableConstraints, "TABLE_CONSTRAINTS"),
     (View::CheckConstraints, "CHECK_CONSTRAINTS"),
     (View::KeyColumnUsage, "KEY_COLUMN_USAGE"),
+    (View::ReferentialConstraints, "REFERENTIAL_CONSTRAINTS"),
+    (View::Views, "VIEWS"),
 ];
 
 /// Whether `database` is information_schema (any case, as MySQL).
@@ -286,6 +294,31 @@ fn columns_of(view: View) -> Vec<(String, SqlType)> {
             name("REFERENCED_TABLE_NAME"),
             name("REFERENCED_COLUMN_NAME"),
         ],
+        View::ReferentialConstraints => vec![
+            name("CONSTRAINT_CATALOG"),
+            name("CONSTRAINT_SCHEMA"),
+            name("CONSTRAINT_NAME"),
+            name("UNIQUE_CONSTRAINT_CATALOG"),
+            name("UNIQUE_CONSTRAINT_SCHEMA"),
+            name("UNIQUE_CONSTRAINT_NAME"),
+            text("MATCH_OPTION", 7),
+            text("UPDATE_RULE", 11),
+            text("DELETE_RULE", 11),
+            name("TABLE_NAME"),
+            name("REFERENCED_TABLE_NAME"),
+        ],
+        View::Views => vec![
+            name("TABLE_CATALOG"),
+            name("TABLE_SCHEMA"),
+            name("TABLE_NAME"),
+            text("VIEW_DEFINITION", 4096),
+            text("CHECK_OPTION", 8),
+            text("IS_UPDATABLE", 3),
+            text("DEFINER", 288),
+            text("SECURITY_TYPE", 7),
+            name("CHARACTER_SET_CLIENT"),
+            name("COLLATION_CONNECTION"),
+        ],
         View::Triggers => {
             let mut columns: Vec<(String, SqlType)> = [
                 "TRIGGER_CATALOG",
@@ -505,7 +538,7 @@ pub fn rows(view: View, source: &Source<'_>) -> SqlResult<Vec<Vec<Value>>> {
             }
             rows
         }
-        View::Files | View::Triggers => Vec::new(),
+        View::Files | View::Triggers | View::ReferentialConstraints | View::Views => Vec::new(),
         View::TableConstraints => {
             let mut rows = Vec::new();
             for table in source.visible_tables()? {
