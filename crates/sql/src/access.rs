@@ -246,22 +246,6 @@ pub fn fetch(
             }
             lookups(unique, transaction)
         }
-        // A read through a unique index waits for the row's lock: NOWAIT
-        // and SKIP LOCKED lock the rows a scan of the index finds instead.
-        AccessPlan::UniqueKey { index, values } if request.wait != LockWait::Wait => {
-            let ranges = vec![crate::plan::IndexRange {
-                prefix: values.clone(),
-                low: None,
-                high: None,
-            }];
-            let index = Some(index.clone());
-            scan(
-                request,
-                &AccessPlan::Ranges { index, ranges },
-                transaction,
-                environment,
-            )
-        }
         AccessPlan::UniqueKey { index, values } => {
             let Some(definition) = table.def().index(index) else {
                 return scan(request, &AccessPlan::FullScan, transaction, environment);

@@ -68,7 +68,7 @@ impl Dialect for TesseraDialect {
     }
 
     fn get_next_precedence(&self, parser: &Parser) -> Option<Result<u8, ParserError>> {
-        match parser.peek_token().token {
+        match &parser.peek_token_ref().token {
             Token::Word(word) if word.keyword == Keyword::MOD => {
                 Some(Ok(self.prec_value(Precedence::MulDivModOp)))
             }

@@ -16,7 +16,7 @@ use super::{AccessPlan, IndexRange, RangeEnd};
 use crate::catalog::SqlTable;
 use crate::expr::Expr;
 use crate::types::SqlType;
-use client::CompareOp;
+use client::{CompareOp, LockWait};
 
 /// Whether the SQL node's sort orders values of `sql_type` as an
 /// ordered index does: numbers, dates and times, and PAD SPACE text (not
@@ -106,6 +106,24 @@ pub(super) fn ordered_whole(table: &SqlTable, order_by: &[(Expr, bool)]) -> Opti
         )
         .map(whole)
         .find(|access| scan_order(table, access, order_by).is_some())
+}
+
+/// `access` for a locking read that `wait`s as asked: a read through a
+/// unique index is two reads the tc makes, which always wait for their
+/// locks, so NOWAIT and SKIP LOCKED lock the rows a scan of the index
+/// finds instead.
+pub(super) fn for_lock_wait(access: AccessPlan, wait: LockWait) -> AccessPlan {
+    match access {
+        AccessPlan::UniqueKey { index, values } if wait != LockWait::Wait => AccessPlan::Ranges {
+            index: Some(index),
+            ranges: vec![IndexRange {
+                prefix: values,
+                low: None,
+                high: None,
+            }],
+        },
+        other => other,
+    }
 }
 
 /// The access path for `filter` over `table` (see the module's list).

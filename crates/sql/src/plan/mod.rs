@@ -1104,6 +1104,7 @@ pub(crate) fn select_plan(
                 _ => and_of(own),
             };
             let access = choose_access(&first.table, scan_filter.as_ref());
+            let access = access_path::for_lock_wait(access, lock_wait);
             (
                 Some(Arc::clone(&first.table)),
                 access,
@@ -1137,6 +1138,7 @@ pub(crate) fn select_plan(
             .collect();
         let own: Vec<Expr> = local.iter().filter(|c| !reads_outer(c)).cloned().collect();
         let access = choose_access(&source.table, and_of(local).as_ref());
+        let access = access_path::for_lock_wait(access, lock_wait);
         let correlated = access_reads_outer(&access);
         joins.push(JoinPlan {
             table: Arc::clone(&source.table),
