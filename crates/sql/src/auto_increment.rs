@@ -93,6 +93,20 @@ impl AutoIncrement {
         range.end = 0;
         Ok(())
     }
+
+    /// ALTER TABLE ... AUTO_INCREMENT = `value`: values generated from
+    /// now on are at least `value` (the counter never goes back: values
+    /// below it may be in use). Other SQL nodes finish the ranges they
+    /// hold first, as they do after an explicit value.
+    pub fn raise(&self, cluster: &Cluster, table: &SqlTable, value: u64) -> SqlResult<()> {
+        let key = auto_increment_key(table.def());
+        let range = self.range_of(key);
+        let mut range = client::cooperative::lock(&range);
+        reserve(cluster, key, 0, Some(value.max(1)))?;
+        range.next = 0;
+        range.end = 0;
+        Ok(())
+    }
 }
 
 /// The counter has no values left.

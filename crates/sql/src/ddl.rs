@@ -52,6 +52,18 @@ fn index_columns(columns: &[ast::IndexColumn], table: &[SqlColumn]) -> SqlResult
         .collect()
 }
 
+/// The name MySQL gives an unnamed index: its first column's, with `_2`,
+/// `_3`... after it while `indexes` holds that name.
+pub fn unnamed_index_name(first_column: &str, indexes: &[IndexDef]) -> String {
+    let mut name = first_column.to_string();
+    let mut n = 2;
+    while indexes.iter().any(|i| i.name.eq_ignore_ascii_case(&name)) {
+        name = format!("{first_column}_{n}");
+        n += 1;
+    }
+    name
+}
+
 /// Gives each TEXT and BLOB column declared without a size of its own
 /// an equal share of the room the row's other columns leave (at most
 /// what one VARCHAR holds): a row is stored whole, so that room is all
@@ -167,18 +179,7 @@ pub fn table_definition(
     let mut add_index =
         |name: Option<String>, columns_of: Vec<u16>, unique: bool, columns: &[SqlColumn]| {
             let name = name.unwrap_or_else(|| {
-                // MySQL names an unnamed index after its first column.
-                let base = columns[columns_of[0] as usize].name.clone();
-                let mut name = base.clone();
-                let mut n = 2;
-                while indexes
-                    .iter()
-                    .any(|i: &IndexDef| i.name.eq_ignore_ascii_case(&name))
-                {
-                    name = format!("{base}_{n}");
-                    n += 1;
-                }
-                name
+                unnamed_index_name(&columns[columns_of[0] as usize].name, &indexes)
             });
             if indexes.iter().any(|i| i.name.eq_ignore_ascii_case(&name)) {
                 return Err(SqlError::new(
@@ -338,33 +339,48 @@ pub fn create_index(
     database: &str,
     table: &str,
 ) -> SqlResult<Existed> {
-    let sql_table = catalog.table(database, table)?;
     let Some(name) = &create.name else {
         return Err(SqlError::parse("CREATE INDEX needs a name"));
     };
-    let index = name.to_string();
-    let columns: Vec<String> = index_columns(&create.columns, &sql_table.columns)?
+    match add_index(
+        catalog,
+        database,
+        table,
+        &name.to_string(),
+        &create.columns,
+        create.unique,
+    ) {
+        Err(error) if error.code == codes::DUP_KEYNAME && create.if_not_exists => Ok(Some(error)),
+        Err(error) => Err(error),
+        Ok(()) => Ok(None),
+    }
+}
+
+/// Builds index `index` over `columns` of `database.table`, unique or
+/// not, on the live table (docs/design/0024-online-index-changes.md).
+pub fn add_index(
+    catalog: &Catalog,
+    database: &str,
+    table: &str,
+    index: &str,
+    columns: &[ast::IndexColumn],
+    unique: bool,
+) -> SqlResult<()> {
+    let sql_table = catalog.table(database, table)?;
+    let columns: Vec<String> = index_columns(columns, &sql_table.columns)?
         .into_iter()
         .map(|c| sql_table.columns[c as usize].name.clone())
         .collect();
     let names: Vec<&str> = columns.iter().map(String::as_str).collect();
     let cluster = catalog.cluster();
     let full = sql_table.cluster_name();
-    let created = match create.unique {
-        true => cluster.create_unique_index(&full, &index, &names),
-        false => cluster.create_index(&full, &index, &names),
+    let created = match unique {
+        true => cluster.create_unique_index(&full, index, &names),
+        false => cluster.create_index(&full, index, &names),
     };
     catalog.invalidate(database, table);
     match created {
-        Ok(_) => Ok(None),
-        Err(error)
-            if error.code() == Some(client::ErrorCode::IndexExists) && create.if_not_exists =>
-        {
-            Ok(Some(SqlError::new(
-                codes::DUP_KEYNAME,
-                format!("Duplicate key name '{index}'"),
-            )))
-        }
+        Ok(_) => Ok(()),
         Err(error) if error.code() == Some(client::ErrorCode::IndexExists) => Err(SqlError::new(
             codes::DUP_KEYNAME,
             format!("Duplicate key name '{index}'"),

@@ -111,6 +111,9 @@ impl Dialect for TesseraDialect {
     }
 
     fn parse_statement(&self, parser: &mut Parser) -> Option<Result<Statement, ParserError>> {
+        if parser.parse_keywords(&[Keyword::ALTER, Keyword::TABLE]) {
+            return Some(alter_table(parser));
+        }
         self.mysql.parse_statement(parser)
     }
 
@@ -174,6 +177,78 @@ impl Dialect for TesseraDialect {
     fn supports_cross_join_constraint(&self) -> bool {
         self.mysql.supports_cross_join_constraint()
     }
+}
+
+/// ALTER TABLE after its two words, with what sqlparser's MySQL dialect
+/// does not read: `DROP KEY name` (DROP INDEX's other spelling), and the
+/// table options (`ENGINE = e`, `[DEFAULT] CHARSET`/`CHARACTER SET`,
+/// `COLLATE`, `COMMENT`, `ROW_FORMAT`, `CONVERT TO CHARACTER SET c
+/// [COLLATE k]`), each kept as a one-option `SetOptionsParens` (the only
+/// operation that carries a key and a value) for the SQL node to accept
+/// or refuse.
+fn alter_table(parser: &mut Parser) -> Result<Statement, ParserError> {
+    use sqlparser::ast::{AlterTableOperation, Ident, SqlOption};
+    let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+    let name = parser.parse_object_name(false)?;
+    let option = |key: &str, value: Expr| AlterTableOperation::SetOptionsParens {
+        options: vec![SqlOption::KeyValue {
+            key: Ident::new(key),
+            value,
+        }],
+    };
+    let operations = parser.parse_comma_separated(|parser| {
+        if parser.parse_keywords(&[Keyword::DROP, Keyword::KEY]) {
+            return Ok(AlterTableOperation::DropIndex {
+                name: parser.parse_identifier()?,
+            });
+        }
+        if parser.parse_keywords(&[Keyword::CONVERT, Keyword::TO]) {
+            if !parser.parse_keywords(&[Keyword::CHARACTER, Keyword::SET]) {
+                parser.expect_keyword_is(Keyword::CHARSET)?;
+            }
+            let charset = parser.parse_expr()?;
+            if parser.parse_keyword(Keyword::COLLATE) {
+                parser.parse_expr()?;
+            }
+            return Ok(option("CHARACTER SET", charset));
+        }
+        let key = if parser.parse_keywords(&[Keyword::CHARACTER, Keyword::SET])
+            || parser.parse_keywords(&[Keyword::DEFAULT, Keyword::CHARACTER, Keyword::SET])
+            || parser.parse_keywords(&[Keyword::DEFAULT, Keyword::CHARSET])
+        {
+            "CHARACTER SET"
+        } else if parser.parse_keywords(&[Keyword::DEFAULT, Keyword::COLLATE]) {
+            "COLLATE"
+        } else if let Some(keyword) = parser.parse_one_of_keywords(&[
+            Keyword::ENGINE,
+            Keyword::CHARSET,
+            Keyword::COLLATE,
+            Keyword::COMMENT,
+            Keyword::ROW_FORMAT,
+        ]) {
+            match keyword {
+                Keyword::ENGINE => "ENGINE",
+                Keyword::CHARSET => "CHARACTER SET",
+                Keyword::COLLATE => "COLLATE",
+                Keyword::COMMENT => "COMMENT",
+                _ => "ROW_FORMAT",
+            }
+        } else {
+            return parser.parse_alter_table_operation();
+        };
+        let _ = parser.consume_token(&Token::Eq);
+        Ok(option(key, parser.parse_expr()?))
+    })?;
+    Ok(Statement::AlterTable {
+        name,
+        if_exists,
+        only: false,
+        operations,
+        location: None,
+        on_cluster: None,
+        iceberg: false,
+        end_token: sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+    })
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@
 
 mod access;
 pub mod accounts;
+mod alter_table;
 mod auto_increment;
 pub mod catalog;
 pub mod checks;

@@ -717,6 +717,29 @@ impl Session {
                 self.note(existed);
                 Ok(Response::ok())
             }
+            S::AlterTable {
+                name,
+                if_exists,
+                operations,
+                ..
+            } => {
+                let (database, table) = table_name(name, self.database.as_deref())?;
+                self.require("ALTER", &database, &table, Privileges::ALTER)?;
+                self.commit_open()?;
+                match crate::alter_table::alter_table(
+                    catalog,
+                    &engine.auto_increment,
+                    &database,
+                    &table,
+                    operations,
+                ) {
+                    Err(error) if error.code == codes::NO_SUCH_TABLE && *if_exists => {
+                        self.note(Some(error));
+                        Ok(Response::ok())
+                    }
+                    result => result.map(|()| Response::ok()),
+                }
+            }
             S::CreateIndex(create) => {
                 let (database, table) = table_name(&create.table_name, self.database.as_deref())?;
                 self.require("INDEX", &database, &table, Privileges::INDEX)?;
