@@ -259,6 +259,7 @@ fn mysqldump_dumps_and_restores_as_accounts_without_root() {
          KEY by_price (price), CONSTRAINT price_sane CHECK (price > -100)); \
          INSERT INTO shop.items VALUES (1, 'a', 1.50, '2024-01-31 10:30:00.250', 'it''s'), \
          (2, 'b', NULL, NULL, NULL), (3, 'c', -7, '1999-12-31 23:59:59', 'tab\there'); \
+         CREATE VIEW shop.cheap AS SELECT code, price*2 FROM items WHERE price < 5; \
          CREATE USER 'backup'@'%' IDENTIFIED BY 'b-pw'; GRANT SELECT ON shop.* TO 'backup'@'%'; \
          CREATE USER 'loader'@'%' IDENTIFIED WITH mysql_native_password BY 'l-pw'; \
          GRANT ALL ON copy.* TO 'loader'@'%'",
@@ -351,6 +352,20 @@ fn mysqldump_dumps_and_restores_as_accounts_without_root() {
         )
     };
     assert_eq!(read("copy"), read("shop"));
+    // The view, made again in the database it was restored into.
+    let view = |database: &str| {
+        root(
+            &node,
+            &format!(
+                "SELECT * FROM {database}.cheap ORDER BY code; SHOW FULL TABLES FROM {database}"
+            ),
+        )
+    };
+    assert_eq!(view("copy"), view("shop"));
+    assert_eq!(
+        view("copy"),
+        "a\t3.00\nc\t-14.00\ncheap\tVIEW\nitems\tBASE TABLE\n"
+    );
     assert!(read("copy").contains("2024-01-31 10:30:00.250"));
     assert!(
         read("copy").contains("CONSTRAINT `price_sane` CHECK"),

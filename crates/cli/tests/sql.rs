@@ -846,3 +846,80 @@ fn interrupted_truncate(engine: &sql::Engine, database: &str, table: &str) {
         .begin_truncate(database, table, &def, &sql_table.columns, &checks)
         .expect("the first half");
 }
+
+/// A view made on one SQL node is read on another at once; replaced or
+/// dropped there, it is read as it is now by a statement the first
+/// prepared before. A reader needs a privilege on the view and SELECT on
+/// the tables it reads (SQL SECURITY INVOKER; docs/design/0037-views.md).
+#[test]
+fn views_are_shared_by_every_sql_node_and_read_with_the_readers_privileges() {
+    let cluster = TestCluster::start(ClusterOptions::pair("sql_views"));
+    let first = SqlNode::start(&cluster);
+    let second = SqlNode::start(&cluster);
+    query(
+        &first,
+        "CREATE DATABASE v; CREATE TABLE v.t (id INT PRIMARY KEY, secret INT); \
+         INSERT INTO v.t VALUES (1, 10), (2, 20), (3, 30); \
+         CREATE VIEW v.open AS SELECT id FROM v.t",
+    );
+    assert_eq!(
+        query(&second, "SELECT * FROM v.open ORDER BY id"),
+        "1\n2\n3\n"
+    );
+
+    let engine = engine_beside(&cluster);
+    let mut session = root_session(&engine, 1, "v");
+    let (statement, _) = session
+        .prepare("SELECT COUNT(*) FROM open WHERE id > ?")
+        .expect("prepared");
+    let count = |session: &mut sql::Session| match session
+        .execute(statement, &[sql::value::Value::Int(0)])
+    {
+        Ok(sql::Response::Rows { rows, .. }) => Ok(rows[0][0].clone()),
+        Ok(other) => panic!("rows expected: {other:?}"),
+        Err(error) => Err(error.code),
+    };
+    assert_eq!(count(&mut session), Ok(sql::value::Value::Int(3)));
+    query(
+        &second,
+        "CREATE OR REPLACE VIEW v.open AS SELECT id FROM v.t WHERE id >= 2",
+    );
+    assert_eq!(count(&mut session), Ok(sql::value::Value::Int(2)));
+    query(&second, "DROP VIEW v.open");
+    assert_eq!(count(&mut session), Err(1146));
+
+    query(
+        &first,
+        "CREATE VIEW v.ids AS SELECT id FROM v.t; \
+         CREATE USER 'viewer'@'%' IDENTIFIED WITH mysql_native_password BY 'pw'; GRANT SELECT ON v.ids TO 'viewer'@'%'",
+    );
+    let viewer = |sql: &str| {
+        common::mariadb_login(
+            &second,
+            common::Login {
+                user: "viewer",
+                password: Some("pw"),
+                tls: false,
+                database: Some("v"),
+                host: None,
+            },
+            sql,
+        )
+    };
+    // The view alone is not enough: its table is read as the reader.
+    let refused = viewer("SELECT COUNT(*) FROM ids").unwrap_err();
+    assert!(refused.contains("1142"), "{refused}");
+    query(&first, "GRANT SELECT ON v.t TO 'viewer'@'%'");
+    assert_eq!(viewer("SELECT COUNT(*) FROM ids").unwrap(), "3\n");
+    // A view of a table the creator cannot read is refused, as is one
+    // without CREATE.
+    query(
+        &first,
+        "CREATE TABLE v.hidden (id INT PRIMARY KEY); GRANT CREATE ON v.* TO 'viewer'@'%'",
+    );
+    let refused = viewer("CREATE VIEW peek AS SELECT id FROM hidden").unwrap_err();
+    assert!(refused.contains("1142"), "{refused}");
+    viewer("CREATE VIEW mine AS SELECT id FROM t WHERE id = 1").unwrap();
+    assert_eq!(query(&first, "SELECT * FROM v.mine"), "1\n");
+    assert!(query(&first, "SHOW CREATE VIEW v.mine").contains("SQL SECURITY INVOKER VIEW `mine`"));
+}

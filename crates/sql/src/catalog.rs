@@ -113,6 +113,12 @@ impl SqlTable {
         }
     }
 
+    /// A view's rows, read through its query (a derived table in the
+    /// view's database, under its name).
+    pub fn is_view(&self) -> bool {
+        self.derived.is_some() && !self.database.is_empty()
+    }
+
     /// Its rows are made by the SQL node (an information_schema view or a
     /// derived table): read whole, never locked, no access path but a
     /// full read.
@@ -382,6 +388,7 @@ impl Catalog {
             },
         ]
         .into_iter()
+        .chain([crate::views::system_table()])
         .chain(crate::accounts::system_tables());
         for def in system {
             match self.cluster.table(&def.name) {
@@ -399,7 +406,7 @@ impl Catalog {
         Ok(())
     }
 
-    fn system_table(&self, name: &str) -> SqlResult<Arc<Table>> {
+    pub(crate) fn system_table(&self, name: &str) -> SqlResult<Arc<Table>> {
         self.cluster
             .table(name)
             .map_err(|error| SqlError::from_client(&error, name))
@@ -494,6 +501,12 @@ impl Catalog {
         checks: &[CheckDeclaration],
     ) -> SqlResult<()> {
         self.require_database(database)?;
+        if self.view(database, table)?.is_some() {
+            return Err(SqlError::new(
+                codes::TABLE_EXISTS,
+                format!("Table '{table}' already exists"),
+            ));
+        }
         let full = cluster_name(database, table);
         let created = self
             .cluster
@@ -601,7 +614,7 @@ impl Catalog {
 
     /// Reads the row of system table `system` whose key is `key` (a
     /// committed read in a transaction of its own) and hands it to `then`.
-    fn read_system_row<T>(
+    pub(crate) fn read_system_row<T>(
         &self,
         system: &str,
         key: &str,
@@ -761,6 +774,9 @@ impl Catalog {
                     format!("Can't drop database '{name}'; database doesn't exist"),
                 )),
             };
+        }
+        for view in self.views_of(Some(name))? {
+            self.drop_view(name, &view.name)?;
         }
         let tables = self.tables_of(name)?;
         for table in &tables {

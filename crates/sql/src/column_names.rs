@@ -8,7 +8,8 @@
 //!
 //! The parser keeps no text, so the names are read from the statement's
 //! tokens, right after parsing, and written into its tree as aliases.
-//! Only the first SELECT of each query statement names the columns;
+//! Only the first SELECT of each query statement (or CREATE VIEW's
+//! query) names the columns;
 //! when its tokens cannot be matched to its items one for one the items
 //! keep the parser's rendering.
 
@@ -59,7 +60,7 @@ pub fn name_select_items(source: &str, statements: &mut [Statement]) {
         if !needs_names(statement) {
             continue;
         }
-        let Statement::Query(query) = statement else {
+        let Some(query) = query_of(statement) else {
             continue;
         };
         let ast::SetExpr::Select(select) = first_select(&mut query.body) else {
@@ -90,8 +91,9 @@ pub fn name_select_items(source: &str, statements: &mut [Statement]) {
 /// Whether `statement` is a query whose first SELECT has an unaliased
 /// expression that is not a column (a column is named by itself).
 fn needs_names(statement: &Statement) -> bool {
-    let Statement::Query(query) = statement else {
-        return false;
+    let query = match statement {
+        Statement::Query(query) | Statement::CreateView { query, .. } => query,
+        _ => return false,
     };
     let mut body = query.body.as_ref();
     while let ast::SetExpr::SetOperation { left, .. } = body {
@@ -104,6 +106,15 @@ fn needs_names(statement: &Statement) -> bool {
         .projection
         .iter()
         .any(|item| matches!(item, ast::SelectItem::UnnamedExpr(expr) if !is_column(expr)))
+}
+
+/// The query of a query statement, or of CREATE VIEW (whose columns are
+/// named as its query's would be).
+fn query_of(statement: &mut Statement) -> Option<&mut ast::Query> {
+    match statement {
+        Statement::Query(query) | Statement::CreateView { query, .. } => Some(query),
+        _ => None,
+    }
 }
 
 /// A column, written bare, qualified or in parentheses.

@@ -87,6 +87,19 @@ pub mod codes {
     /// A common table expression's column list and SELECT list differ
     /// in length.
     pub const VIEW_WRONG_LIST: u16 = 1353;
+    /// A view's query no longer compiles (a table or column it names is
+    /// gone, or the reader lacks a privilege it needs).
+    pub const VIEW_INVALID: u16 = 1356;
+    /// A view names itself, directly or through others.
+    pub const VIEW_RECURSIVE: u16 = 1462;
+    /// A view's query has a parameter or variable.
+    pub const VIEW_SELECT_VARIABLE: u16 = 1351;
+    /// DROP VIEW of a table (or the reverse).
+    pub const WRONG_OBJECT: u16 = 1347;
+    /// UPDATE or DELETE of a view.
+    pub const NON_UPDATABLE_TABLE: u16 = 1288;
+    /// INSERT into a view.
+    pub const NON_INSERTABLE_TABLE: u16 = 1471;
     /// A window function where none may stand (WHERE, HAVING, GROUP BY),
     /// or inside another.
     pub const WINDOW_INVALID_USE: u16 = 3593;

@@ -48,7 +48,7 @@ pub enum View {
     /// for the tools that read a table's foreign keys here (Rails'
     /// schema dumper).
     ReferentialConstraints,
-    /// VIEWS: none (no views are built).
+    /// VIEWS: the views (docs/design/0037-views.md).
     Views,
 }
 
@@ -435,6 +435,24 @@ impl Source<'_> {
         Ok(tables)
     }
 
+    /// Every view the reader holds a privilege on, database by database.
+    fn visible_views(&self) -> SqlResult<Vec<crate::views::View>> {
+        let databases = self.visible_databases()?;
+        Ok(self
+            .catalog
+            .views_of(None)?
+            .into_iter()
+            .filter(|view| {
+                databases.contains(&view.database)
+                    && !self
+                        .grants
+                        .at(&view.database, &view.name)
+                        .without(crate::accounts::Privileges::GRANT_OPTION)
+                        .is_empty()
+            })
+            .collect())
+    }
+
     fn needs(&self, column: usize) -> bool {
         self.needed.is_none_or(|needed| needed.contains(&column))
     }
@@ -520,8 +538,37 @@ pub fn rows(view: View, source: &Source<'_>) -> SqlResult<Vec<Vec<Value>>> {
                     text(""),
                 ]);
             }
+            for view in source.visible_views()? {
+                let mut row = vec![
+                    text("def"),
+                    text(&view.database),
+                    text(&view.name),
+                    text("VIEW"),
+                ];
+                row.resize(21, Value::Null);
+                row[20] = text("VIEW");
+                rows.push(row);
+            }
             rows
         }
+        View::Views => source
+            .visible_views()?
+            .into_iter()
+            .map(|view| {
+                vec![
+                    text("def"),
+                    text(&view.database),
+                    text(&view.name),
+                    text(&view.query),
+                    text("NONE"),
+                    text("NO"),
+                    text(&view.definer.replace('`', "")),
+                    text("INVOKER"),
+                    text("utf8mb4"),
+                    text("utf8mb4_bin"),
+                ]
+            })
+            .collect(),
         View::Columns => {
             let mut rows = Vec::new();
             for table in source.visible_tables()? {
@@ -538,7 +585,7 @@ pub fn rows(view: View, source: &Source<'_>) -> SqlResult<Vec<Vec<Value>>> {
             }
             rows
         }
-        View::Files | View::Triggers | View::ReferentialConstraints | View::Views => Vec::new(),
+        View::Files | View::Triggers | View::ReferentialConstraints => Vec::new(),
         View::TableConstraints => {
             let mut rows = Vec::new();
             for table in source.visible_tables()? {

@@ -53,6 +53,7 @@ pub mod temporal;
 pub mod types;
 pub mod value;
 pub mod variables;
+pub mod views;
 
 pub use error::{codes, SqlError, SqlResult};
 pub use parse::{MAX_OPERATORS, STATEMENT_STACK_BYTES};

@@ -28,18 +28,28 @@ pub fn tables(
     pattern: Option<&str>,
 ) -> SqlResult<Response> {
     catalog.require_database(database)?;
-    let names: Vec<String> = catalog
+    let mut names: Vec<(String, &str)> = catalog
         .tables_of(database)?
         .into_iter()
-        .filter(|name| crate::variables::name_matches(name, pattern))
+        .map(|name| (name, "BASE TABLE"))
         .collect();
+    if !crate::information_schema::is_it(database) {
+        names.extend(
+            catalog
+                .views_of(Some(database))?
+                .into_iter()
+                .map(|view| (view.name, "VIEW")),
+        );
+    }
+    names.retain(|(name, _)| crate::variables::name_matches(name, pattern));
+    names.sort();
     let heading = format!("Tables_in_{database}");
     let rows = names
         .iter()
-        .map(|name| {
+        .map(|(name, kind)| {
             let mut row = vec![Value::from(name.as_str())];
             if full {
-                row.push(Value::from("BASE TABLE"));
+                row.push(Value::from(*kind));
             }
             row
         })
@@ -54,7 +64,10 @@ pub fn tables(
 pub(crate) fn key_of(table: &SqlTable, index: usize) -> &'static str {
     let id = index as u16;
     let def = table.def();
-    if def.primary_key.contains(&id) {
+    if table.is_view() {
+        // Its rows are its query's: no key of its own.
+        ""
+    } else if def.primary_key.contains(&id) {
         "PRI"
     } else if def
         .indexes

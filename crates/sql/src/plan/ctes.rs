@@ -50,7 +50,17 @@ pub struct Ctes {
     named: std::rc::Rc<std::cell::Cell<usize>>,
     /// Inside a recursive expression's query: the expression itself.
     working: Option<std::rc::Rc<Working>>,
+    /// How many views' queries this query is inside.
+    view_depth: usize,
+    /// At CREATE VIEW, the view being made (its database and name): its
+    /// query may not read it, through other views either (it would name
+    /// itself), so the name is taken for a missing table, as MySQL does.
+    defining: Option<std::rc::Rc<(String, String)>>,
 }
+
+/// The most views one may be inside (a view naming a view...): deeper
+/// is taken for a view that names itself through others.
+const MAX_VIEW_DEPTH: usize = 32;
 
 /// The most namings of common table expressions one statement may make.
 const MAX_CTE_NAMINGS: usize = 1_000;
@@ -90,6 +100,8 @@ impl Ctes {
             visible,
             named: std::rc::Rc::clone(&self.named),
             working: self.working.clone(),
+            view_depth: self.view_depth,
+            defining: self.defining.clone(),
         })
     }
 
@@ -128,8 +140,46 @@ impl Ctes {
             visible: at,
             named: std::rc::Rc::clone(&self.named),
             working: self.working.clone(),
+            view_depth: self.view_depth,
+            defining: self.defining.clone(),
         };
         Some((&self.list[at], visible))
+    }
+
+    /// What the query of view `database.name`, named here, may name: no
+    /// common table expression of the statement (a view's query is its
+    /// own), counted as a naming. 1462 past `MAX_VIEW_DEPTH` views deep.
+    pub(super) fn for_view(&self, database: &str, name: &str) -> SqlResult<Ctes> {
+        self.count_naming()?;
+        if self.view_depth >= MAX_VIEW_DEPTH {
+            return Err(SqlError::new(
+                codes::VIEW_RECURSIVE,
+                format!("`{database}`.`{name}` contains view recursion"),
+            ));
+        }
+        Ok(Ctes {
+            list: Vec::new().into(),
+            visible: 0,
+            named: std::rc::Rc::clone(&self.named),
+            working: None,
+            view_depth: self.view_depth + 1,
+            defining: self.defining.clone(),
+        })
+    }
+
+    /// What CREATE VIEW's query for view `database.name` may name.
+    pub(super) fn defining(database: &str, name: &str) -> Ctes {
+        Ctes {
+            defining: Some(std::rc::Rc::new((database.to_string(), name.to_string()))),
+            ..Ctes::default()
+        }
+    }
+
+    /// Whether `database.name` is the view being made.
+    pub(super) fn is_defining(&self, database: &str, name: &str) -> bool {
+        self.defining
+            .as_deref()
+            .is_some_and(|(d, n)| d == database && n.eq_ignore_ascii_case(name))
     }
 
     /// Counts one naming of an expression: an error past
@@ -149,8 +199,10 @@ impl Ctes {
 /// The table a derived table's rows are read as: named `alias`, its
 /// columns the query's (each type as the result column's), its rows the
 /// statement's subquery in `slot` (docs/design/0033-subqueries.md,
-/// "Derived tables").
+/// "Derived tables"). A view's is in its `database`, under its name
+/// (`SqlTable::is_view`); a derived table's database is empty.
 pub(super) fn derived_table(
+    database: &str,
     alias: &str,
     plan: &SelectPlan,
     slot: usize,
@@ -175,7 +227,7 @@ pub(super) fn derived_table(
         });
     }
     Ok(Arc::new(SqlTable {
-        database: String::new(),
+        database: database.to_string(),
         name: alias.to_string(),
         table: Arc::new(client::Table::new(crate::catalog::made_table_def(
             alias.to_string(),

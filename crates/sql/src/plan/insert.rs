@@ -22,7 +22,9 @@ pub(super) fn compile_insert(
     }
     let current_database = database;
     let (database, table) = table_name(name, database)?;
-    let sql_table = catalog.table(&database, &table)?;
+    let sql_table = catalog
+        .table(&database, &table)
+        .map_err(|error| catalog.not_a_table(&database, &table, "INSERT", error))?;
     let column_of = |name: &str| {
         sql_table
             .column_index(name)

@@ -36,6 +36,7 @@ use describe::describe_output;
 use insert::compile_insert;
 pub use recursive::RecursivePlan;
 use sources::{sources, Source};
+pub use sources::{view_query, view_table};
 use union::union_plan;
 pub use union::{SetKind, SetOperation, SetStep, UnionPlan};
 use visit::has_correlated_subquery;
@@ -335,6 +336,42 @@ impl Compiled {
         }
     }
 
+    /// Whether the plan reads a view: its plan holds the view's query as
+    /// it was when compiled, so a prepared statement compiles it again
+    /// each time (a view replaced or dropped meanwhile, on any SQL node,
+    /// is then seen).
+    pub fn names_view(&self) -> bool {
+        fn reads_view(select: &SelectPlan) -> bool {
+            select
+                .table
+                .iter()
+                .chain(select.joins.iter().map(|join| &join.table))
+                .any(|table| table.is_view())
+                || select
+                    .subqueries
+                    .iter()
+                    .any(|subquery| reads_view(&subquery.plan))
+                || select
+                    .union
+                    .iter()
+                    .flat_map(|union| union.all_parts())
+                    .any(reads_view)
+                || select
+                    .recursive
+                    .iter()
+                    .flat_map(|recursive| &recursive.steps)
+                    .any(reads_view)
+        }
+        match &self.plan {
+            Plan::Select(select) => reads_view(select),
+            Plan::Insert(insert) => insert.select.as_deref().is_some_and(reads_view),
+            Plan::Update(write) | Plan::Delete(write) => write
+                .subqueries
+                .iter()
+                .any(|subquery| reads_view(&subquery.plan)),
+        }
+    }
+
     /// The parameters in slot order, from the values in statement order.
     pub fn bind(&self, params: &[Value]) -> SqlResult<Vec<Value>> {
         if params.len() != self.parameter_order.len() {
@@ -391,7 +428,7 @@ pub fn compile(
             or: None,
             limit,
         } => {
-            let (sql_table, alias) = single_table(table, catalog, database)?;
+            let (sql_table, alias) = single_table(table, catalog, database, "UPDATE")?;
             let mut compiler = Compiler::new(Some(&sql_table), alias.as_deref());
             compiler.set_subquery_context(catalog, database);
             compiler.place = "field list";
@@ -424,7 +461,7 @@ pub fn compile(
             if !delete.tables.is_empty() || delete.using.is_some() || from.len() != 1 {
                 return Err(SqlError::unsupported("multi-table DELETE"));
             }
-            let (sql_table, alias) = single_table(&from[0], catalog, database)?;
+            let (sql_table, alias) = single_table(&from[0], catalog, database, "DELETE")?;
             let mut compiler = Compiler::new(Some(&sql_table), alias.as_deref());
             compiler.set_subquery_context(catalog, database);
             write_plan(
@@ -592,10 +629,12 @@ fn last_ident(name: &ast::ObjectName) -> String {
         .unwrap_or_default()
 }
 
+/// The one table `command` (UPDATE or DELETE) writes, and its alias.
 fn single_table(
     from: &ast::TableWithJoins,
     catalog: &Catalog,
     database: Option<&str>,
+    command: &str,
 ) -> SqlResult<(Arc<SqlTable>, Option<String>)> {
     if !from.joins.is_empty() {
         return Err(SqlError::unsupported("joins"));
@@ -603,7 +642,9 @@ fn single_table(
     match &from.relation {
         ast::TableFactor::Table { name, alias, .. } => {
             let (database, table) = table_name(name, database)?;
-            let sql_table = catalog.table(&database, &table)?;
+            let sql_table = catalog
+                .table(&database, &table)
+                .map_err(|error| catalog.not_a_table(&database, &table, command, error))?;
             Ok((sql_table, alias.as_ref().map(|a| a.name.value.clone())))
         }
         other => Err(SqlError::unsupported(format!("FROM {other}"))),

@@ -59,14 +59,18 @@ pub(super) fn sources<'q>(
     let mut derived_tables = 0;
     // A derived table's (or a common table expression's) plan as a
     // table named `alias`, in the next subquery slot.
-    let mut derive = |alias: &str, plan: SelectPlan| -> SqlResult<TableOf> {
-        if plan.lock != LockMode::CommittedRead {
-            return Err(SqlError::unsupported("a locking read in a derived table"));
-        }
-        let table = derived_table(alias, &plan, derived_tables)?;
-        derived_tables += 1;
-        Ok((table, Some(alias.to_string()), Some(plan)))
-    };
+    // A view's table is named as the view, in its database, whatever
+    // its alias (`view`: its database and name).
+    let mut derive_table =
+        |view: Option<(&str, &str)>, alias: &str, plan: SelectPlan| -> SqlResult<TableOf> {
+            if plan.lock != LockMode::CommittedRead {
+                return Err(SqlError::unsupported("a locking read in a derived table"));
+            }
+            let (database, name) = view.unwrap_or(("", alias));
+            let table = derived_table(database, name, &plan, derived_tables)?;
+            derived_tables += 1;
+            Ok((table, Some(alias.to_string()), Some(plan)))
+        };
     let mut table_of = |factor: &ast::TableFactor| -> SqlResult<TableOf> {
         match factor {
             // A common table expression: a derived table of its query,
@@ -83,7 +87,8 @@ pub(super) fn sources<'q>(
                     ));
                 };
                 plan.working_table = true;
-                derive(
+                derive_table(
+                    None,
                     alias.as_ref().map_or(&working.name, |a| &a.name.value),
                     plan,
                 )
@@ -104,16 +109,35 @@ pub(super) fn sources<'q>(
                     }
                 };
                 recursive::name_columns(&mut plan, &cte.columns)?;
-                derive(alias.as_ref().map_or(&cte.name, |a| &a.name.value), plan)
+                derive_table(
+                    None,
+                    alias.as_ref().map_or(&cte.name, |a| &a.name.value),
+                    plan,
+                )
             }
             ast::TableFactor::Table { name, alias, .. } => {
                 let (database, table) = table_name(name, database)?;
-                let sql_table = catalog.table(&database, &table)?;
-                Ok((
-                    sql_table,
-                    alias.as_ref().map(|a| a.name.value.clone()),
-                    None,
-                ))
+                if ctes.is_defining(&database, &table) {
+                    return Err(SqlError::no_such_table(&database, &table));
+                }
+                let missing = match catalog.table(&database, &table) {
+                    Ok(sql_table) => {
+                        return Ok((
+                            sql_table,
+                            alias.as_ref().map(|a| a.name.value.clone()),
+                            None,
+                        ))
+                    }
+                    Err(error) if error.code == codes::NO_SUCH_TABLE => error,
+                    Err(error) => return Err(error),
+                };
+                // Not a table: a view, or nothing.
+                let Some(view) = catalog.view(&database, &table)? else {
+                    return Err(missing);
+                };
+                let plan = view_plan(&view, catalog, placeholders, ctes)?;
+                let alias = alias.as_ref().map_or(&view.name, |a| &a.name.value);
+                derive_table(Some((&view.database, &view.name)), alias, plan)
             }
             ast::TableFactor::Derived {
                 lateral: false,
@@ -131,7 +155,7 @@ pub(super) fn sources<'q>(
                 }
                 // Its own query: no enclosing row to read (not LATERAL).
                 let plan = select_plan(subquery, catalog, database, &[], placeholders, ctes)?;
-                derive(&alias.name.value, plan)
+                derive_table(None, &alias.name.value, plan)
             }
             other => Err(SqlError::unsupported(format!("FROM {other}"))),
         }
@@ -197,6 +221,77 @@ pub(super) fn sources<'q>(
         }
     }
     Ok(sources)
+}
+
+/// The plan of `view`'s query, compiled in its database with its
+/// columns' names; 1356 when it no longer compiles.
+pub(crate) fn view_plan(
+    view: &crate::views::View,
+    catalog: &Catalog,
+    placeholders: &mut Vec<(u64, u64)>,
+    ctes: &Ctes,
+) -> SqlResult<SelectPlan> {
+    let inner = ctes.for_view(&view.database, &view.name)?;
+    let query = view.parsed()?;
+    let compiled = select_plan(
+        &query,
+        catalog,
+        Some(&view.database),
+        &[],
+        placeholders,
+        &inner,
+    )
+    .and_then(|mut plan| {
+        recursive::name_columns(&mut plan, &view.columns)?;
+        Ok(plan)
+    });
+    compiled.map_err(|error| match error.code {
+        codes::NO_SUCH_TABLE | codes::BAD_FIELD | codes::VIEW_WRONG_LIST => SqlError::new(
+            codes::VIEW_INVALID,
+            format!(
+                "View '{}.{}' references invalid table(s) or column(s) or function(s) or definer/invoker of view lack rights to use them",
+                view.database, view.name
+            ),
+        ),
+        _ => error,
+    })
+}
+
+/// The table `view` reads as (for DESCRIBE and SHOW COLUMNS): its
+/// columns with the types its query gives them.
+pub fn view_table(view: &crate::views::View, catalog: &Catalog) -> SqlResult<Arc<SqlTable>> {
+    let plan = view_plan(view, catalog, &mut Vec::new(), &Ctes::default())?;
+    derived_table(&view.database, &view.name, &plan, 0)
+}
+
+/// The query of view `database.name`, compiled in `database` as CREATE
+/// VIEW checks it: 1351 for a parameter, 1235 for a locking read, 1146
+/// where it reads the view itself.
+pub fn view_query(
+    query: &ast::Query,
+    catalog: &Catalog,
+    database: &str,
+    name: &str,
+) -> SqlResult<SelectPlan> {
+    let mut placeholders = Vec::new();
+    let plan = select_plan(
+        query,
+        catalog,
+        Some(database),
+        &[],
+        &mut placeholders,
+        &Ctes::defining(database, name),
+    )?;
+    if !placeholders.is_empty() {
+        return Err(SqlError::new(
+            codes::VIEW_SELECT_VARIABLE,
+            "View's SELECT contains a variable or parameter",
+        ));
+    }
+    if plan.lock != LockMode::CommittedRead {
+        return Err(SqlError::unsupported("a locking read in a view"));
+    }
+    Ok(plan)
 }
 
 /// A FROM clause's table: the table, its alias, and a derived table's

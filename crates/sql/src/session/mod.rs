@@ -14,6 +14,7 @@
 //! here, a few times, before the client hears of it.
 
 use crate::accounts::{self, Account, Grants, Privileges};
+use crate::catalog::{Catalog, SqlTable};
 use crate::diagnostics::{Diagnostics, Level};
 use crate::error::{codes, SqlError, SqlResult};
 use crate::execute::{self, Run, StatementCounts};
@@ -21,7 +22,7 @@ use crate::locked_rows::LockedRows;
 use crate::plan::{self, table_name, AccessPlan, Compiled, Plan};
 use crate::result::{OutputColumn, Response};
 use crate::value::Value;
-use crate::{access, ddl, show, value, Engine, Statistics};
+use crate::{access, ddl, show, value, views, Engine, Statistics};
 use client::{Commit, LockMode, Transaction, TransactionState};
 use foldhash::{HashMap, HashMapExt};
 use sqlparser::ast;
@@ -448,7 +449,7 @@ impl Session {
         }
         let prepared = Prepared {
             statement,
-            compiled,
+            compiled: compiled.filter(|compiled| !compiled.names_view()),
             params,
             columns,
         };
@@ -740,6 +741,30 @@ impl Session {
                     result => result.map(|()| Response::ok()),
                 }
             }
+            S::CreateView {
+                or_replace,
+                name,
+                columns,
+                query,
+                materialized: false,
+                temporary: false,
+                ..
+            } => {
+                let (database, view) = table_name(name, self.database.as_deref())?;
+                self.require("CREATE VIEW", &database, &view, Privileges::CREATE)?;
+                self.commit_open()?;
+                let definer = format!(
+                    "`{}`@`{}`",
+                    self.account.user.replace('`', "``"),
+                    self.account.host.replace('`', "``")
+                );
+                let (definition, plan) =
+                    views::definition(catalog, &database, &view, columns, query, definer)?;
+                // The creator reads what the view reads.
+                self.authorize(&Plan::Select(Box::new(plan)))?;
+                catalog.create_view(&definition, *or_replace)?;
+                Ok(Response::ok())
+            }
             S::CreateIndex(create) => {
                 let (database, table) = table_name(&create.table_name, self.database.as_deref())?;
                 self.require("INDEX", &database, &table, Privileges::INDEX)?;
@@ -803,14 +828,35 @@ impl Session {
             } => {
                 let (database, table) = table_name(obj_name, self.database.as_deref())?;
                 self.require_any(&database, &table)?;
-                Ok(show::create_table(&*catalog.table(&database, &table)?))
+                match catalog.table(&database, &table) {
+                    Ok(table) => Ok(show::create_table(&table)),
+                    // A view's is its CREATE VIEW, as MySQL shows it.
+                    Err(missing) => match catalog.view(&database, &table)? {
+                        Some(view) => Ok(view.show_create()),
+                        None => Err(missing),
+                    },
+                }
+            }
+            S::ShowCreate {
+                obj_type: ast::ShowCreateObject::View,
+                obj_name,
+            } => {
+                let (database, view) = table_name(obj_name, self.database.as_deref())?;
+                self.require_any(&database, &view)?;
+                match catalog.view(&database, &view)? {
+                    Some(view) => Ok(view.show_create()),
+                    None => {
+                        catalog.table(&database, &view)?;
+                        Err(not_a_view(&database, &view))
+                    }
+                }
             }
             S::ExplainTable {
                 table_name: name, ..
             } => {
                 let (database, table) = table_name(name, self.database.as_deref())?;
                 self.require_any(&database, &table)?;
-                Ok(show::columns(&*catalog.table(&database, &table)?))
+                Ok(show::columns(&*table_or_view(catalog, &database, &table)?))
             }
             S::ShowColumns { show_options, .. } => {
                 let Some(ast::ShowStatementIn {
@@ -822,7 +868,7 @@ impl Session {
                 };
                 let (database, table) = table_name(name, self.database.as_deref())?;
                 self.require_any(&database, &table)?;
-                Ok(show::columns(&*catalog.table(&database, &table)?))
+                Ok(show::columns(&*table_or_view(catalog, &database, &table)?))
             }
             S::ShowVariables { filter, global, .. } => {
                 Ok(self.show_variables(filter.as_ref(), *global))
@@ -884,7 +930,7 @@ impl Session {
                         ast::LockTableType::Read { .. } => Privileges::SELECT,
                     };
                     self.require("LOCK TABLES", &database, &table, needed)?;
-                    catalog.table(&database, &table)?;
+                    table_or_view(catalog, &database, &table)?;
                 }
                 Ok(Response::ok())
             }
@@ -952,6 +998,32 @@ impl Session {
                         }
                         Err(error) => return Err(error),
                     }
+                }
+                let unknown = SqlError::new(
+                    codes::BAD_TABLE,
+                    format!("Unknown table '{}'", missing.join(",")),
+                );
+                match (missing.is_empty(), if_exists) {
+                    (true, _) => Ok(Response::ok()),
+                    (false, false) => Err(unknown),
+                    (false, true) => {
+                        self.note(Some(unknown));
+                        Ok(Response::ok())
+                    }
+                }
+            }
+            ast::ObjectType::View => {
+                let mut missing = Vec::new();
+                for name in names {
+                    let (database, view) = table_name(name, self.database.as_deref())?;
+                    self.require("DROP", &database, &view, Privileges::DROP)?;
+                    if catalog.drop_view(&database, &view)? {
+                        continue;
+                    }
+                    if catalog.table(&database, &view).is_ok() {
+                        return Err(not_a_view(&database, &view));
+                    }
+                    missing.push(format!("{database}.{view}"));
                 }
                 let unknown = SqlError::new(
                     codes::BAD_TABLE,
@@ -1391,6 +1463,28 @@ impl Drop for Session {
     fn drop(&mut self) {
         self.end();
     }
+}
+
+/// The table `database.table`, or the table a view of that name reads
+/// as (DESCRIBE and SHOW COLUMNS of a view).
+fn table_or_view(catalog: &Catalog, database: &str, table: &str) -> SqlResult<Arc<SqlTable>> {
+    match catalog.table(database, table) {
+        Err(missing) if missing.code == codes::NO_SUCH_TABLE => {
+            match catalog.view(database, table)? {
+                Some(view) => plan::view_table(&view, catalog),
+                None => Err(missing),
+            }
+        }
+        found => found,
+    }
+}
+
+/// 1347: `database.name` is a table where a view was named.
+fn not_a_view(database: &str, name: &str) -> SqlError {
+    SqlError::new(
+        codes::WRONG_OBJECT,
+        format!("'{database}.{name}' is not of type 'VIEW'"),
+    )
 }
 
 /// A one-part name as written, its quotes off (`shop`, `` `shop` ``).

@@ -139,12 +139,14 @@ type Check = (&'static str, Arc<crate::catalog::SqlTable>, Privileges);
 /// SELECT on every table `select` reads, its subqueries' at any depth
 /// included.
 fn reads_of(select: &crate::plan::SelectPlan, checks: &mut Vec<Check>) {
-    // A derived table's tables are its query's, among the subqueries.
+    // A derived table's tables are its query's, among the subqueries; a
+    // view is read with the reader's privileges on it and on its tables
+    // (SQL SECURITY INVOKER).
     for table in select
         .table
         .iter()
         .chain(select.joins.iter().map(|j| &j.table))
-        .filter(|table| table.derived.is_none())
+        .filter(|table| table.derived.is_none() || table.is_view())
     {
         checks.push(("SELECT", Arc::clone(table), Privileges::SELECT));
     }
