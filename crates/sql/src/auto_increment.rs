@@ -12,7 +12,7 @@
 //! above the counter moves the counter past it, so a generated value
 //! never repeats an explicit one.
 
-use crate::catalog::{auto_increment_key, SqlTable, AUTO_INCREMENT};
+use crate::catalog::{auto_increment_key, hidden_key_counter, SqlTable, AUTO_INCREMENT};
 use crate::error::{SqlError, SqlResult};
 use client::{Cluster, Commit, LockMode, Value};
 use std::collections::HashMap;
@@ -47,9 +47,23 @@ impl AutoIncrement {
         Arc::clone(ranges.entry(key).or_default())
     }
 
-    /// `count` new values for `table`, rising.
+    /// `count` new values for `table`'s AUTO_INCREMENT column, rising.
     pub fn take(&self, cluster: &Cluster, table: &SqlTable, count: usize) -> SqlResult<Vec<u64>> {
-        let key = auto_increment_key(table.def());
+        self.take_from(cluster, auto_increment_key(table.def()), count)
+    }
+
+    /// `count` new values for `table`'s hidden key, from a counter of its
+    /// own (an AUTO_INCREMENT column beside it keeps MySQL's numbering).
+    pub fn take_hidden(
+        &self,
+        cluster: &Cluster,
+        table: &SqlTable,
+        count: usize,
+    ) -> SqlResult<Vec<u64>> {
+        self.take_from(cluster, hidden_key_counter(table.def()), count)
+    }
+
+    fn take_from(&self, cluster: &Cluster, key: u64, count: usize) -> SqlResult<Vec<u64>> {
         let mut values = Vec::with_capacity(count);
         let range = self.range_of(key);
         // Held across the round trip: taken without blocking a thread

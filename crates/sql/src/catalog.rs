@@ -85,11 +85,27 @@ impl SqlTable {
         self.table.def()
     }
 
-    /// The index of column `name` (case-insensitive, as MySQL's).
+    /// The index of column `name` (case-insensitive, as MySQL's); the
+    /// hidden key has none.
     pub fn column_index(&self, name: &str) -> Option<usize> {
         self.columns
             .iter()
-            .position(|column| column.name.eq_ignore_ascii_case(name))
+            .position(|column| column.name.eq_ignore_ascii_case(name) && !column.is_hidden())
+    }
+
+    /// The hidden key's index, when the table was created without a
+    /// primary key.
+    pub fn hidden_key(&self) -> Option<usize> {
+        self.columns.iter().position(SqlColumn::is_hidden)
+    }
+
+    /// Its columns as SQL sees them: all but the hidden key, with their
+    /// indexes (which are the cluster's column ids).
+    pub fn visible_columns(&self) -> impl Iterator<Item = (usize, &SqlColumn)> {
+        self.columns
+            .iter()
+            .enumerate()
+            .filter(|(_, column)| !column.is_hidden())
     }
 
     /// The primary key's columns, by index.
@@ -191,7 +207,18 @@ fn undeclared(column: &ColumnDef) -> SqlColumn {
     }
 }
 
+/// The column a table created without a primary key is keyed by (NDB's
+/// hidden key): unsigned 64-bit values from a counter of its own, never
+/// shown to SQL (docs/design/0038-hidden-primary-key.md).
+pub const HIDDEN_KEY: &str = "$PK";
+
 impl SqlColumn {
+    /// The hidden key: no statement names it, `*` leaves it out, and no
+    /// description of the table shows it.
+    pub fn is_hidden(&self) -> bool {
+        self.name == HIDDEN_KEY
+    }
+
     /// How the cluster stores it.
     pub fn storage(&self) -> client::ColumnType {
         self.sql_type.storage()
@@ -565,10 +592,12 @@ impl Catalog {
         }
         // The old table's AUTO_INCREMENT counter goes (best effort, as in
         // DROP): the new table counts from 1, as after MySQL's TRUNCATE.
-        let _ = self.delete_row(
-            AUTO_INCREMENT,
-            client::Value::UInt(auto_increment_key(current.def())),
-        );
+        for key in [
+            auto_increment_key(current.def()),
+            hidden_key_counter(current.def()),
+        ] {
+            let _ = self.delete_row(AUTO_INCREMENT, client::Value::UInt(key));
+        }
         Ok(())
     }
 
@@ -676,10 +705,9 @@ impl Catalog {
         // and version no table has again.
         let _ = self.delete_row(TABLES, client::Value::from(full.as_str()));
         if let Ok(def) = dropped {
-            let _ = self.delete_row(
-                AUTO_INCREMENT,
-                client::Value::UInt(auto_increment_key(&def)),
-            );
+            for key in [auto_increment_key(&def), hidden_key_counter(&def)] {
+                let _ = self.delete_row(AUTO_INCREMENT, client::Value::UInt(key));
+            }
         }
         self.invalidate(database, table);
         Ok(())
@@ -815,6 +843,13 @@ impl Catalog {
 /// table created again under a name starts from 1.
 pub fn auto_increment_key(def: &TableDef) -> u64 {
     (def.id as u64) << 32 | def.version as u64
+}
+
+/// The key of the counter a table's hidden key takes its values from: its
+/// AUTO_INCREMENT counter's key with the top bit set (table ids are the
+/// lowest free, far below 2^31, so the two never meet).
+pub fn hidden_key_counter(def: &TableDef) -> u64 {
+    auto_increment_key(def) | 1 << 63
 }
 
 /// A definition with nothing in it, to fill with `..`.

@@ -3,7 +3,7 @@
 //! INDEX, UNIQUE and CHECK clauses; ENGINE and other table options
 //! accepted and ignored), CREATE [UNIQUE] INDEX, DROP INDEX, DROP TABLE, TRUNCATE.
 
-use crate::catalog::{check_name, empty_def, Catalog, SqlColumn};
+use crate::catalog::{check_name, empty_def, Catalog, SqlColumn, HIDDEN_KEY};
 use crate::checks::CheckDeclaration;
 use crate::error::{codes, SqlError, SqlResult};
 use crate::expr::{Compiler, Inputs};
@@ -117,6 +117,15 @@ pub fn table_definition(
     let mut primary_key: Option<Vec<u16>> = None;
     let mut unique_columns = Vec::new();
     for (index, column) in create.columns.iter().enumerate() {
+        if column.name.value.eq_ignore_ascii_case(HIDDEN_KEY) {
+            return Err(SqlError::new(
+                codes::WRONG_COLUMN_NAME,
+                format!(
+                    "Incorrect column name '{}' (the hidden key's)",
+                    column.name.value
+                ),
+            ));
+        }
         let sql_type = types::of_data_type(&column.data_type)?;
         let mut sql = SqlColumn {
             name: column.name.value.clone(),
@@ -174,7 +183,6 @@ pub fn table_definition(
         }
         columns.push(sql);
     }
-    allot_text_room(&mut columns);
     let mut indexes: Vec<IndexDef> = Vec::new();
     let mut add_index =
         |name: Option<String>, columns_of: Vec<u16>, unique: bool, columns: &[SqlColumn]| {
@@ -237,12 +245,22 @@ pub fn table_definition(
             other => return Err(SqlError::unsupported(format!("{other}"))),
         }
     }
-    let Some(primary_key) = primary_key else {
-        return Err(SqlError::new(
-            codes::REQUIRES_PRIMARY_KEY,
-            "This table type requires a primary key (Tessera tables are keyed by it)",
-        ));
-    };
+    // A table without a primary key is keyed by a hidden column, last
+    // (docs/design/0038-hidden-primary-key.md).
+    let primary_key = primary_key.unwrap_or_else(|| {
+        columns.push(SqlColumn {
+            name: HIDDEN_KEY.to_string(),
+            sql_type: SqlType::Integer {
+                bytes: 8,
+                unsigned: true,
+            },
+            nullable: false,
+            default: None,
+            auto_increment: false,
+        });
+        vec![columns.len() as u16 - 1]
+    });
+    allot_text_room(&mut columns);
     for key in &primary_key {
         // A primary key column is NOT NULL, as MySQL makes it.
         columns[*key as usize].nullable = false;

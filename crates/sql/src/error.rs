@@ -84,6 +84,8 @@ pub mod codes {
     pub const TOO_LONG_IDENT: u16 = 1059;
     /// Duplicate column name.
     pub const DUP_FIELDNAME: u16 = 1060;
+    /// A column name that may not be used.
+    pub const WRONG_COLUMN_NAME: u16 = 1166;
     /// A common table expression's column list and SELECT list differ
     /// in length.
     pub const VIEW_WRONG_LIST: u16 = 1353;

@@ -572,7 +572,7 @@ pub fn rows(view: View, source: &Source<'_>) -> SqlResult<Vec<Vec<Value>>> {
         View::Columns => {
             let mut rows = Vec::new();
             for table in source.visible_tables()? {
-                for (position, column) in table.columns.iter().enumerate() {
+                for (position, column) in table.visible_columns() {
                     rows.push(column_row(&table, position, column));
                 }
             }
@@ -668,7 +668,10 @@ pub fn rows(view: View, source: &Source<'_>) -> SqlResult<Vec<Vec<Value>>> {
 /// columns, then each unique index's.
 fn keys_of(table: &SqlTable) -> Vec<(String, Vec<u16>)> {
     let def = table.def();
+    // A hidden key is no key SQL shows.
+    let primary = table.hidden_key().is_none();
     std::iter::once(("PRIMARY".to_string(), def.primary_key.clone()))
+        .filter(|_| primary)
         .chain(
             def.indexes
                 .iter()
@@ -775,7 +778,11 @@ fn index_rows(table: &SqlTable) -> Vec<Vec<Value>> {
     let text = |t: &str| Value::from(t);
     let number = |n: u64| Value::UInt(n);
     let def = table.def();
-    let mut indexes: Vec<(&str, bool, &[u16])> = vec![("PRIMARY", true, &def.primary_key)];
+    let mut indexes: Vec<(&str, bool, &[u16])> = Vec::new();
+    // A hidden key is no index SQL shows.
+    if table.hidden_key().is_none() {
+        indexes.push(("PRIMARY", true, &def.primary_key));
+    }
     for index in &def.indexes {
         indexes.push((&index.name, index.unique.is_some(), &index.columns));
     }

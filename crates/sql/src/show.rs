@@ -67,7 +67,7 @@ pub(crate) fn key_of(table: &SqlTable, index: usize) -> &'static str {
     if table.is_view() {
         // Its rows are its query's: no key of its own.
         ""
-    } else if def.primary_key.contains(&id) {
+    } else if def.primary_key.contains(&id) && table.hidden_key().is_none() {
         "PRI"
     } else if def
         .indexes
@@ -85,9 +85,7 @@ pub(crate) fn key_of(table: &SqlTable, index: usize) -> &'static str {
 /// DESCRIBE / SHOW COLUMNS.
 pub fn columns(table: &SqlTable) -> Response {
     let rows = table
-        .columns
-        .iter()
-        .enumerate()
+        .visible_columns()
         .map(|(index, column)| {
             vec![
                 Value::from(column.name.as_str()),
@@ -117,7 +115,7 @@ fn quote(text: &str) -> String {
 pub fn create_statement(table: &SqlTable) -> String {
     let def = table.def();
     let mut lines = Vec::new();
-    for column in &table.columns {
+    for (_, column) in table.visible_columns() {
         let mut line = format!("  `{}` {}", column.name, column.sql_type.declared());
         if !column.nullable {
             line.push_str(" NOT NULL");
@@ -140,7 +138,11 @@ pub fn create_statement(table: &SqlTable) -> String {
             .collect::<Vec<_>>()
             .join(",")
     };
-    lines.push(format!("  PRIMARY KEY ({})", names(&def.primary_key)));
+    // A hidden key is no PRIMARY KEY of the statement's: the table made
+    // again from it gets one of its own.
+    if table.hidden_key().is_none() {
+        lines.push(format!("  PRIMARY KEY ({})", names(&def.primary_key)));
+    }
     for index in &def.indexes {
         let kind = match index.unique {
             Some(_) => "UNIQUE KEY",

@@ -106,6 +106,13 @@ pub fn insert(
             }
         }
     }
+    // The hidden key: a new value for every row (no statement names it).
+    if let Some(hidden) = table.hidden_key() {
+        let values = auto_increment.take_hidden(cluster, table, rows.len())?;
+        for (row, value) in rows.iter_mut().zip(values) {
+            row[hidden] = Some(Value::UInt(value));
+        }
+    }
     // Every column's value: given, or its DEFAULT, fitted to its type.
     let mut full: Vec<Vec<Value>> = Vec::with_capacity(rows.len());
     for row in rows {

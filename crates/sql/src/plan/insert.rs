@@ -44,7 +44,10 @@ pub(super) fn compile_insert(
     let targets: Vec<usize> = if !set_row.is_empty() {
         set_row.iter().map(|(column, _)| *column).collect()
     } else if insert.columns.is_empty() {
-        (0..sql_table.columns.len()).collect()
+        sql_table
+            .visible_columns()
+            .map(|(index, _)| index)
+            .collect()
     } else {
         insert
             .columns

@@ -880,7 +880,7 @@ pub(crate) fn select_plan(
                         continue;
                     }
                     any = true;
-                    for (index, column) in source.table.columns.iter().enumerate() {
+                    for (index, column) in source.table.visible_columns() {
                         // A USING column shows once, as the earlier table's.
                         let merged = source
                             .using
