@@ -29,6 +29,10 @@ pub struct Scope<'a> {
     pub names: Vec<String>,
     /// Where its columns start in the row.
     pub offset: usize,
+    /// Its columns are named only with its name before them (an
+    /// INSERT's row alias without column aliases, whose columns have the
+    /// table's names: unqualified, those are the existing row's).
+    pub qualified_only: bool,
 }
 
 impl<'a> Scope<'a> {
@@ -42,6 +46,7 @@ impl<'a> Scope<'a> {
             table,
             names,
             offset,
+            qualified_only: false,
         }
     }
 }
@@ -487,8 +492,9 @@ impl<'a> Compiler<'a> {
         let mut found = self
             .scopes
             .iter()
-            .filter(|scope| {
-                qualifier.is_none_or(|q| scope.names.iter().any(|n| n.eq_ignore_ascii_case(q)))
+            .filter(|scope| match qualifier {
+                None => !scope.qualified_only,
+                Some(q) => scope.names.iter().any(|n| n.eq_ignore_ascii_case(q)),
             })
             .filter_map(|scope| scope.table.column_index(name).map(|i| scope.offset + i));
         let first = found

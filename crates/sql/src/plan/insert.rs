@@ -4,10 +4,11 @@
 //! feeds it (docs/design/0030-upserts.md).
 
 use super::{compile_select, last_ident, table_name, Compiled, Conflict, InsertPlan, Plan};
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, SqlTable};
 use crate::error::{codes, SqlError, SqlResult};
 use crate::expr::{Compiler, Scope};
 use sqlparser::ast;
+use std::sync::Arc;
 
 pub(super) fn compile_insert(
     insert: &ast::Insert,
@@ -17,9 +18,6 @@ pub(super) fn compile_insert(
     let ast::TableObject::TableName(name) = &insert.table else {
         return Err(SqlError::unsupported("INSERT INTO a function"));
     };
-    if insert.insert_alias.is_some() {
-        return Err(SqlError::unsupported("INSERT ... AS alias"));
-    }
     let current_database = database;
     let (database, table) = table_name(name, database)?;
     let sql_table = catalog
@@ -66,6 +64,12 @@ pub(super) fn compile_insert(
             ));
         }
     }
+    // The row alias's table, made before the compiler that borrows it.
+    let aliased = insert
+        .insert_alias
+        .as_ref()
+        .map(|alias| row_alias(&sql_table, &targets, alias))
+        .transpose()?;
     let mut compiler = Compiler::new(None, None);
     let mut rows = Vec::new();
     let mut select = None;
@@ -135,9 +139,18 @@ pub(super) fn compile_insert(
                     "INSERT ... SELECT ... ON DUPLICATE KEY UPDATE",
                 ));
             }
-            // The existing row's columns, then VALUES(c): the new row's.
-            compiler.set_scopes(vec![Scope::new(&sql_table, None, 0)]);
-            compiler.set_values_offset(Some(sql_table.columns.len()));
+            // The existing row's columns, then VALUES(c): the new row's,
+            // which MySQL 8.0.19's row alias names too (`AS new [(a, b)]
+            // ... UPDATE c = new.a`; Rails 7.1 writes its upserts so).
+            let width = sql_table.columns.len();
+            let mut scopes = vec![Scope::new(&sql_table, None, 0)];
+            if let Some((table, qualified_only)) = &aliased {
+                let mut scope = Scope::new(table, None, width);
+                scope.qualified_only = *qualified_only;
+                scopes.push(scope);
+            }
+            compiler.set_scopes(scopes);
+            compiler.set_values_offset(Some(width));
             let mut compiled = Vec::with_capacity(assignments.len());
             for assignment in assignments {
                 let ast::AssignmentTarget::ColumnName(name) = &assignment.target else {
@@ -149,6 +162,11 @@ pub(super) fn compile_insert(
             Conflict::Update(compiled)
         }
         (Some(_), _, _) => return Err(SqlError::unsupported("this ON clause of INSERT")),
+        (None, ..) if insert.insert_alias.is_some() => {
+            return Err(SqlError::unsupported(
+                "INSERT ... AS alias without ON DUPLICATE KEY UPDATE",
+            ))
+        }
         (None, true, _) => Conflict::Replace,
         (None, false, true) => Conflict::Ignore,
         (None, false, false) => Conflict::Error,
@@ -163,4 +181,50 @@ pub(super) fn compile_insert(
             conflict,
         }),
     })
+}
+
+/// The table an INSERT's row alias names (`AS new` or `AS new(a, b)`):
+/// the new row's columns, under the table's names, or under the column
+/// aliases for the statement's columns in order; and whether its columns
+/// need the alias before them (no column aliases).
+fn row_alias(
+    table: &SqlTable,
+    targets: &[usize],
+    alias: &ast::InsertAliases,
+) -> SqlResult<(SqlTable, bool)> {
+    let name = last_ident(&alias.row_alias);
+    let mut columns = table.columns.clone();
+    let qualified_only = match alias.col_aliases.as_deref() {
+        None | Some([]) => true,
+        Some(names) => {
+            if names.len() != targets.len() {
+                return Err(SqlError::new(
+                    codes::WRONG_VALUE_COUNT_ON_ROW,
+                    "Column count doesn't match value count at row 1",
+                ));
+            }
+            // Only the aliases name columns (an empty name matches none).
+            for column in &mut columns {
+                column.name.clear();
+            }
+            for (target, name) in targets.iter().zip(names) {
+                columns[*target].name = name.value.clone();
+            }
+            false
+        }
+    };
+    Ok((
+        SqlTable {
+            database: table.database.clone(),
+            name,
+            table: Arc::clone(&table.table),
+            columns,
+            auto_increment: None,
+            declared: true,
+            view: None,
+            derived: None,
+            checks: Vec::new(),
+        },
+        qualified_only,
+    ))
 }
