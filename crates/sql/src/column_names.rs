@@ -93,6 +93,9 @@ pub fn name_select_items(source: &str, statements: &mut [Statement]) {
 fn needs_names(statement: &Statement) -> bool {
     let query = match statement {
         Statement::Query(query) | Statement::CreateView { query, .. } => query,
+        Statement::CreateTable(ast::CreateTable {
+            query: Some(query), ..
+        }) => query,
         _ => return false,
     };
     let mut body = query.body.as_ref();
@@ -108,11 +111,14 @@ fn needs_names(statement: &Statement) -> bool {
         .any(|item| matches!(item, ast::SelectItem::UnnamedExpr(expr) if !is_column(expr)))
 }
 
-/// The query of a query statement, or of CREATE VIEW (whose columns are
-/// named as its query's would be).
+/// The query of a query statement, or of CREATE VIEW or CREATE TABLE
+/// ... SELECT (whose columns are named as its query's would be).
 fn query_of(statement: &mut Statement) -> Option<&mut ast::Query> {
     match statement {
         Statement::Query(query) | Statement::CreateView { query, .. } => Some(query),
+        Statement::CreateTable(ast::CreateTable {
+            query: Some(query), ..
+        }) => Some(query),
         _ => None,
     }
 }

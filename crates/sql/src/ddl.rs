@@ -3,7 +3,7 @@
 //! INDEX, UNIQUE and CHECK clauses; ENGINE and other table options
 //! accepted and ignored), CREATE [UNIQUE] INDEX, DROP INDEX, DROP TABLE, TRUNCATE.
 
-use crate::catalog::{check_name, empty_def, Catalog, SqlColumn, HIDDEN_KEY};
+use crate::catalog::{check_name, empty_def, Catalog, SqlColumn, SqlTable, HIDDEN_KEY};
 use crate::checks::CheckDeclaration;
 use crate::error::{codes, SqlError, SqlResult};
 use crate::expr::{Compiler, Inputs};
@@ -427,11 +427,10 @@ pub fn drop_index(catalog: &Catalog, database: &str, table: &str, index: &str) -
     }
 }
 
-/// TRUNCATE: the table dropped and created again empty, as NDB does it
-/// (its AUTO_INCREMENT counter starts again from 1).
-pub fn truncate(catalog: &Catalog, database: &str, table: &str) -> SqlResult<()> {
-    let sql_table = catalog.table(database, table)?;
-    let mut def = sql_table.def().clone();
+/// What makes `table` again, empty: its definition with the ids the
+/// cluster gives cleared, its columns and its CHECK constraints.
+fn made_again(table: &SqlTable) -> (TableDef, Vec<SqlColumn>, Vec<CheckDeclaration>) {
+    let mut def = table.def().clone();
     def.id = 0;
     def.version = 0;
     def.revision = 0;
@@ -443,12 +442,95 @@ pub fn truncate(catalog: &Catalog, database: &str, table: &str) -> SqlResult<()>
             };
         }
     }
-    let columns = sql_table.columns.clone();
-    let checks: Vec<CheckDeclaration> = sql_table
+    let checks = table
         .checks
         .iter()
         .map(|check| check.declaration.clone())
         .collect();
+    (def, table.columns.clone(), checks)
+}
+
+/// CREATE TABLE `database.table` LIKE `source`: the same columns,
+/// indexes, CHECK constraints (those named after the source, `s_chk_n`,
+/// named after the new table) and partitioning, empty.
+pub fn create_table_like(
+    catalog: &Catalog,
+    database: &str,
+    table: &str,
+    source: &SqlTable,
+    if_not_exists: bool,
+) -> SqlResult<Existed> {
+    check_name("table", table)?;
+    if source.made_by_sql_node() {
+        return Err(SqlError::unsupported(
+            "CREATE TABLE ... LIKE a view or an information_schema table",
+        ));
+    }
+    let (mut def, columns, mut checks) = made_again(source);
+    def.name = crate::catalog::cluster_name(database, table);
+    let generated = format!("{}_chk_", source.name);
+    for check in &mut checks {
+        if let Some(number) = check.name.strip_prefix(&generated) {
+            check.name = format!("{table}_chk_{number}");
+        }
+    }
+    match catalog.create_table(database, table, &def, &columns, &checks) {
+        Err(error) if error.code == codes::TABLE_EXISTS && if_not_exists => Ok(Some(error)),
+        Err(error) => Err(error),
+        Ok(()) => Ok(None),
+    }
+}
+
+/// The CREATE TABLE of CREATE TABLE ... SELECT: `create`'s own columns,
+/// then each of the query's `columns` it does not declare, typed as the
+/// query's result column (MySQL's rule), and no query.
+pub fn create_for_query(
+    create: &ast::CreateTable,
+    columns: &[crate::result::OutputColumn],
+) -> SqlResult<ast::CreateTable> {
+    let mut made = create.clone();
+    made.query = None;
+    for (at, column) in columns.iter().enumerate() {
+        if columns[..at]
+            .iter()
+            .any(|earlier| earlier.name.eq_ignore_ascii_case(&column.name))
+        {
+            return Err(SqlError::new(
+                codes::DUP_FIELDNAME,
+                format!("Duplicate column name '{}'", column.name),
+            ));
+        }
+        if made
+            .columns
+            .iter()
+            .any(|declared| declared.name.value.eq_ignore_ascii_case(&column.name))
+        {
+            continue;
+        }
+        let declared = column.kind.sql_type().declared();
+        let dialect = crate::dialect::TesseraDialect::new();
+        let data_type = sqlparser::parser::Parser::new(&dialect)
+            .try_with_sql(&declared)
+            .and_then(|mut parser| parser.parse_data_type())
+            .map_err(|error| {
+                SqlError::unsupported(format!(
+                    "a column of type {declared} from a query ({error})"
+                ))
+            })?;
+        made.columns.push(ast::ColumnDef {
+            name: ast::Ident::with_quote('`', column.name.clone()),
+            data_type,
+            options: Vec::new(),
+        });
+    }
+    Ok(made)
+}
+
+/// TRUNCATE: the table dropped and created again empty, as NDB does it
+/// (its AUTO_INCREMENT counter starts again from 1).
+pub fn truncate(catalog: &Catalog, database: &str, table: &str) -> SqlResult<()> {
+    let sql_table = catalog.table(database, table)?;
+    let (def, columns, checks) = made_again(&sql_table);
     // In two halves, the definition recorded before the drop: a SQL node
     // that dies between them leaves the TRUNCATE for the next one that
     // finds the table gone to finish, never the table dropped.

@@ -586,6 +586,62 @@ impl Session {
         );
     }
 
+    /// CREATE TABLE ... [AS] SELECT: the table made with the query's
+    /// columns after its own (`ddl::create_for_query`), then filled by an
+    /// INSERT ... SELECT in a transaction of its own. A failed INSERT
+    /// drops the table again, so the statement leaves nothing behind (as
+    /// MySQL 8's atomic CREATE ... SELECT).
+    fn create_table_select(
+        &mut self,
+        create: &ast::CreateTable,
+        query: &ast::Query,
+        database: &str,
+        table: &str,
+    ) -> SqlResult<Response> {
+        let engine = Arc::clone(&self.engine);
+        let catalog = &engine.catalog;
+        let compiled = self.compile(&ast::Statement::Query(Box::new(query.clone())))?;
+        let Plan::Select(select) = &compiled.plan else {
+            return Err(SqlError::parse("CREATE TABLE ... SELECT needs a query"));
+        };
+        if !compiled.parameter_order.is_empty() {
+            return Err(SqlError::new(
+                codes::UNSUPPORTED_PS,
+                "This command is not supported in the prepared statement protocol yet: placeholders in CREATE TABLE ... SELECT",
+            ));
+        }
+        self.authorize(&compiled.plan)?;
+        let made = ddl::create_for_query(create, &select.columns)?;
+        let existed = ddl::create_table(catalog, &made, database, table, &[])?;
+        if existed.is_some() {
+            // IF NOT EXISTS over a table that exists: no row goes in.
+            self.note(existed);
+            return Ok(Response::ok());
+        }
+        let quoted = |name: &str| format!("`{}`", name.replace('`', "``"));
+        let columns: Vec<String> = select.columns.iter().map(|c| quoted(&c.name)).collect();
+        let text = format!(
+            "INSERT INTO {}.{} ({}) SELECT 1",
+            quoted(database),
+            quoted(table),
+            columns.join(", ")
+        );
+        let filled = crate::parse::parse(&text).and_then(|mut statements| {
+            let Some(ast::Statement::Insert(mut insert)) = statements.pop() else {
+                return Err(SqlError::parse("CREATE TABLE ... SELECT's INSERT"));
+            };
+            insert.source = Some(Box::new(query.clone()));
+            let result = self.run(&ast::Statement::Insert(insert), None, &[]);
+            // DDL commits as it ends (MySQL's implicit commit).
+            result.and_then(|response| self.commit_open().map(|()| response))
+        });
+        if filled.is_err() {
+            self.roll_back_open();
+            let _ = catalog.drop_table(database, table);
+        }
+        filled
+    }
+
     /// CREATE TABLE ... PARTITION BY KEY (columns).
     fn create_partitioned(&mut self, text: &str, columns: &[String]) -> SqlResult<Response> {
         let statements = crate::parse::parse(text)?;
@@ -714,6 +770,28 @@ impl Session {
                 let (database, table) = table_name(&create.name, self.database.as_deref())?;
                 self.require("CREATE", &database, &table, Privileges::CREATE)?;
                 self.commit_open()?;
+                if let Some(
+                    ast::CreateTableLikeKind::Plain(like)
+                    | ast::CreateTableLikeKind::Parenthesized(like),
+                ) = &create.like
+                {
+                    let (source_database, source) =
+                        table_name(&like.name, self.database.as_deref())?;
+                    self.require("SELECT", &source_database, &source, Privileges::SELECT)?;
+                    let source = catalog.table(&source_database, &source)?;
+                    let existed = ddl::create_table_like(
+                        catalog,
+                        &database,
+                        &table,
+                        &source,
+                        create.if_not_exists,
+                    )?;
+                    self.note(existed);
+                    return Ok(Response::ok());
+                }
+                if let Some(query) = &create.query {
+                    return self.create_table_select(create, query, &database, &table);
+                }
                 let existed = ddl::create_table(catalog, create, &database, &table, &[])?;
                 self.note(existed);
                 Ok(Response::ok())
