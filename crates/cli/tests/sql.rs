@@ -923,3 +923,51 @@ fn views_are_shared_by_every_sql_node_and_read_with_the_readers_privileges() {
     assert_eq!(query(&first, "SELECT * FROM v.mine"), "1\n");
     assert!(query(&first, "SHOW CREATE VIEW v.mine").contains("SQL SECURITY INVOKER VIEW `mine`"));
 }
+
+/// A multi-table UPDATE prepared with parameters in its ON, SET and
+/// WHERE takes them in the statement's order, and a table without a
+/// primary key (keyed by its hidden one) is written through a join.
+#[test]
+fn a_prepared_joined_update_binds_its_parameters_in_statement_order() {
+    let cluster = TestCluster::start(ClusterOptions::pair("sql_joined_update"));
+    let node = SqlNode::start(&cluster);
+    query(
+        &node,
+        "CREATE DATABASE j; CREATE TABLE j.a (id INT PRIMARY KEY, v INT); \
+         CREATE TABLE j.b (a_id INT, kind INT, w INT); \
+         INSERT INTO j.a VALUES (1, 0), (2, 0); \
+         INSERT INTO j.b VALUES (1, 7, 10), (2, 8, 20), (2, 7, 30)",
+    );
+    let engine = engine_beside(&cluster);
+    let mut session = root_session(&engine, 1, "j");
+    let (statement, _) = session
+        .prepare("UPDATE a JOIN b ON b.a_id = a.id AND b.kind = ? SET a.v = b.w + ? WHERE a.id > ?")
+        .expect("prepared");
+    let values = [7, 1, 1].map(sql::value::Value::Int);
+    match session.execute(statement, &values) {
+        Ok(sql::Response::Ok { affected_rows, .. }) => assert_eq!(affected_rows, 1),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        query(&node, "SELECT id, v FROM j.a ORDER BY id"),
+        "1\t0\n2\t31\n"
+    );
+    // The table without a key, written through the join.
+    query(
+        &node,
+        "UPDATE j.b JOIN j.a ON j.a.id = j.b.a_id SET w = w + a.v WHERE a.id = 2; \
+         DELETE j.b FROM j.b JOIN j.a ON j.a.id = j.b.a_id WHERE b.kind = 8",
+    );
+    assert_eq!(
+        query(&node, "SELECT a_id, kind, w FROM j.b ORDER BY a_id, kind"),
+        "1\t7\t10\n2\t7\t61\n"
+    );
+    let explained = query(
+        &node,
+        "EXPLAIN UPDATE j.a JOIN j.b ON b.a_id = a.id SET a.v = b.w",
+    );
+    assert!(
+        explained.contains("update of a by primary key, each row once"),
+        "{explained}"
+    );
+}

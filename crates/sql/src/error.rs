@@ -84,6 +84,10 @@ pub mod codes {
     pub const TOO_LONG_IDENT: u16 = 1059;
     /// Duplicate column name.
     pub const DUP_FIELDNAME: u16 = 1060;
+    /// Clauses that may not go together (LIMIT in a multi-table UPDATE).
+    pub const WRONG_USAGE: u16 = 1221;
+    /// A multi-table DELETE names a table its FROM does not have.
+    pub const UNKNOWN_TABLE: u16 = 1109;
     /// A column name that may not be used.
     pub const WRONG_COLUMN_NAME: u16 = 1166;
     /// A common table expression's column list and SELECT list differ

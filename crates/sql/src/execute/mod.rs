@@ -922,6 +922,23 @@ fn flush(
 /// `locked_rows`).
 fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<(Vec<Vec<Value>>, bool)> {
     let table = &plan.table;
+    if let Some(join) = &plan.joined {
+        // A multi-table write: the join's rows, locked, each row of the
+        // table once (the first of its key), the assignments' values
+        // after it.
+        let rows = subqueries::query_in_transaction(join, run)?;
+        check_interrupt(run)?;
+        let key_columns = table.key_columns();
+        let mut seen = HashSet::with_capacity(rows.len());
+        let rows = rows
+            .into_iter()
+            .filter(|row| {
+                let key: Vec<Value> = key_columns.iter().map(|&c| row[c].clone()).collect();
+                seen.insert(row_key(&key))
+            })
+            .collect();
+        return Ok((rows, false));
+    }
     let limit = plan.limit_for(run.params)?;
     if let Some(key) = settle(table, &plan.access, run)? {
         let zone = run.environment.zone_offset();
@@ -1137,6 +1154,8 @@ impl Drop for Storing<'_> {
 /// fitted to its column.
 fn new_values(plan: &WritePlan, old: &[Value], run: &Run<'_>) -> SqlResult<Vec<Value>> {
     let _storing = Storing::begin(run.environment);
+    // A joined write's row goes on past the table's with the values the
+    // assignments read.
     let mut new = old.to_vec();
     for (column, expr) in &plan.assignments {
         // Each assignment sees the ones before it (MySQL's order).
@@ -1148,6 +1167,7 @@ fn new_values(plan: &WritePlan, old: &[Value], run: &Run<'_>) -> SqlResult<Vec<V
         let value = expr.eval(&inputs, run.environment)?;
         new[*column] = fit_column(&plan.table, *column, &value)?;
     }
+    new.truncate(plan.table.columns.len());
     crate::checks::verify(&plan.table, &new, run.environment)?;
     Ok(new)
 }
@@ -1186,11 +1206,13 @@ fn update_rows(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<Response> {
             Some(news.into_iter())
         }
     };
-    for (number, old) in rows.iter().enumerate() {
+    for (number, read) in rows.iter().enumerate() {
         let new = match computed.as_mut().and_then(Iterator::next) {
             Some(new) => new,
-            None => new_values(plan, old, run)?,
+            None => new_values(plan, read, run)?,
         };
+        // The table's row (a joined write's goes on with other values).
+        let old = &read[..new.len()];
         matched += 1;
         // Fitted to the column, a new value has the old one's form: equal
         // values are equal Values (as MySQL, an unchanged row is matched,

@@ -24,6 +24,7 @@ mod access_path;
 mod ctes;
 mod describe;
 mod insert;
+mod joined_write;
 mod recursive;
 mod sources;
 mod union;
@@ -302,6 +303,12 @@ pub struct WritePlan {
     pub increments: Option<Vec<(usize, i64)>>,
     /// The subqueries of its WHERE clause and assignments, by slot.
     pub subqueries: Vec<SubqueryPlan>,
+    /// A multi-table UPDATE or DELETE: the join that finds the rows,
+    /// locking them, whose output is the table's whole row and then each
+    /// assignment's value (which the assignments, `Column(width + i)`,
+    /// read); `access`, `filter` and the rest are then unused
+    /// (`joined_write`).
+    pub joined: Option<Box<SelectPlan>>,
 }
 
 /// A compiled statement of the data kind.
@@ -365,10 +372,13 @@ impl Compiled {
         match &self.plan {
             Plan::Select(select) => reads_view(select),
             Plan::Insert(insert) => insert.select.as_deref().is_some_and(reads_view),
-            Plan::Update(write) | Plan::Delete(write) => write
-                .subqueries
-                .iter()
-                .any(|subquery| reads_view(&subquery.plan)),
+            Plan::Update(write) | Plan::Delete(write) => {
+                write
+                    .subqueries
+                    .iter()
+                    .any(|subquery| reads_view(&subquery.plan))
+                    || write.joined.as_deref().is_some_and(reads_view)
+            }
         }
     }
 
@@ -427,6 +437,30 @@ pub fn compile(
             returning: None,
             or: None,
             limit,
+        } if !table.joins.is_empty() => {
+            if limit.is_some() {
+                return Err(SqlError::new(
+                    codes::WRONG_USAGE,
+                    "Incorrect usage of UPDATE and LIMIT",
+                ));
+            }
+            joined(
+                std::slice::from_ref(table),
+                selection.as_ref(),
+                joined_write::Target::Assigned(assignments),
+                catalog,
+                database,
+                true,
+            )?
+        }
+        ast::Statement::Update {
+            table,
+            assignments,
+            from: None,
+            selection,
+            returning: None,
+            or: None,
+            limit,
         } => {
             let (sql_table, alias) = single_table(table, catalog, database, "UPDATE")?;
             let mut compiler = Compiler::new(Some(&sql_table), alias.as_deref());
@@ -459,7 +493,35 @@ pub fn compile(
                 }
             };
             if !delete.tables.is_empty() || delete.using.is_some() || from.len() != 1 {
-                return Err(SqlError::unsupported("multi-table DELETE"));
+                if delete.limit.is_some() || !delete.order_by.is_empty() {
+                    return Err(SqlError::new(
+                        codes::WRONG_USAGE,
+                        "Incorrect usage of DELETE and ORDER BY or LIMIT",
+                    ));
+                }
+                // `DELETE t FROM <join>`, or `DELETE FROM t USING <join>`.
+                let (target, source) = match (&delete.tables[..], &delete.using) {
+                    ([target], None) => (target, from),
+                    ([], Some(using)) if from.len() == 1 && from[0].joins.is_empty() => {
+                        let ast::TableFactor::Table { name, .. } = &from[0].relation else {
+                            return Err(SqlError::unsupported("DELETE FROM a derived table"));
+                        };
+                        (name, using)
+                    }
+                    _ => {
+                        return Err(SqlError::unsupported(
+                            "DELETE of more than one table in one statement",
+                        ))
+                    }
+                };
+                return Ok(Some(joined(
+                    source,
+                    delete.selection.as_ref(),
+                    joined_write::Target::Named(target),
+                    catalog,
+                    database,
+                    false,
+                )?));
             }
             let (sql_table, alias) = single_table(&from[0], catalog, database, "DELETE")?;
             let mut compiler = Compiler::new(Some(&sql_table), alias.as_deref());
@@ -475,6 +537,33 @@ pub fn compile(
         }
         _ => return Ok(None),
     }))
+}
+
+/// A multi-table UPDATE (`update`) or DELETE, compiled.
+fn joined(
+    from: &[ast::TableWithJoins],
+    selection: Option<&ast::Expr>,
+    target: joined_write::Target<'_>,
+    catalog: &Catalog,
+    database: Option<&str>,
+    update: bool,
+) -> SqlResult<Compiled> {
+    let mut placeholders = Vec::new();
+    let write = joined_write::joined_write(
+        from,
+        selection,
+        target,
+        catalog,
+        database,
+        &mut placeholders,
+    )?;
+    Ok(Compiled {
+        parameter_order: crate::expr::parameter_order_of(&placeholders),
+        plan: match update {
+            true => Plan::Update(write),
+            false => Plan::Delete(write),
+        },
+    })
 }
 
 /// An UPDATE (with `assignments`) or a DELETE (without): its WHERE,
@@ -537,6 +626,7 @@ fn write_plan(
         order_by,
         increments,
         subqueries,
+        joined: None,
     };
     Ok(Compiled {
         parameter_order: compiler.parameter_order(),

@@ -75,6 +75,23 @@ impl Session {
                 ),
                 Vec::new(),
             ),
+            // A multi-table write: the join's first table, then its
+            // joined ones below.
+            Plan::Update(write) | Plan::Delete(write) if write.joined.is_some() => {
+                let join = write.joined.as_deref().expect("matched above");
+                let verb = match &compiled.plan {
+                    Plan::Update(_) => "update",
+                    _ => "delete",
+                };
+                (
+                    join.table.as_ref().map(|t| t.name.clone()),
+                    format!("{} (locks: exclusive)", join.access.describe()),
+                    vec![format!(
+                        "{verb} of {} by primary key, each row once",
+                        write.table.name
+                    )],
+                )
+            }
             Plan::Update(write) | Plan::Delete(write) => (
                 Some(write.table.name.clone()),
                 format!("{} (locks: exclusive)", write.access.describe()),
@@ -95,7 +112,12 @@ impl Session {
             Value::from(steps.join(", ").as_str()),
         ]];
         // A joined table's row: how it is read for the earlier rows.
-        if let Plan::Select(select) = &compiled.plan {
+        let joining = match &compiled.plan {
+            Plan::Select(select) => Some(&**select),
+            Plan::Update(write) | Plan::Delete(write) => write.joined.as_deref(),
+            Plan::Insert(_) => None,
+        };
+        if let Some(select) = joining {
             for join in &select.joins {
                 let how = match (join.correlated, &join.access) {
                     (false, access) => format!("{}, once", access.describe()),

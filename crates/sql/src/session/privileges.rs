@@ -103,6 +103,10 @@ impl Session {
                 for subquery in &write.subqueries {
                     reads_of(&subquery.plan, &mut checks);
                 }
+                // A multi-table write reads every table it joins.
+                if let Some(join) = &write.joined {
+                    reads_of(join, &mut checks);
+                }
             }
         }
         for (command, table, needed) in checks {
