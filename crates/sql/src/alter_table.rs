@@ -57,6 +57,8 @@ pub fn alter_table(
     }
     let mut names: Vec<String> = indexes.iter().map(|index| index.name.clone()).collect();
     for added in &changes.added {
+        // Its columns exist (1072) and are columns (not expressions).
+        ddl::index_columns(added.columns, &sql_table.columns)?;
         if names
             .iter()
             .any(|name| name.eq_ignore_ascii_case(&added.name))
@@ -94,7 +96,8 @@ pub fn alter_table(
         built.push(&added.name);
     }
     for name in &changes.dropped {
-        ddl::drop_index(catalog, database, table, name)?;
+        ddl::drop_index(catalog, database, table, name)
+            .map_err(|error| undo(catalog, database, table, &built, error))?;
     }
     // From here a failure cannot give the dropped indexes back: the
     // builds before stay, and the error says which index failed.

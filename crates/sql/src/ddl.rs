@@ -30,7 +30,10 @@ fn constant(expr: &ast::Expr) -> SqlResult<Value> {
     compiled.eval(&inputs, &NoSession)
 }
 
-fn index_columns(columns: &[ast::IndexColumn], table: &[SqlColumn]) -> SqlResult<Vec<u16>> {
+pub(crate) fn index_columns(
+    columns: &[ast::IndexColumn],
+    table: &[SqlColumn],
+) -> SqlResult<Vec<u16>> {
     columns
         .iter()
         .map(|column| {
@@ -40,7 +43,7 @@ fn index_columns(columns: &[ast::IndexColumn], table: &[SqlColumn]) -> SqlResult
             };
             table
                 .iter()
-                .position(|c| c.name.eq_ignore_ascii_case(&name))
+                .position(|c| c.name.eq_ignore_ascii_case(&name) && !c.is_hidden())
                 .map(|i| i as u16)
                 .ok_or_else(|| {
                     SqlError::new(
@@ -317,7 +320,7 @@ pub fn create_table(
     for name in partition_by {
         let column = columns
             .iter()
-            .position(|c| c.name.eq_ignore_ascii_case(name))
+            .position(|c| c.name.eq_ignore_ascii_case(name) && !c.is_hidden())
             .ok_or_else(|| {
                 SqlError::new(
                     codes::KEY_COLUMN_DOES_NOT_EXIST,

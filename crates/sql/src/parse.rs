@@ -58,7 +58,7 @@ pub const MAX_OPERATORS: usize = 20_000;
 /// the words AND, OR, XOR, DIV, MOD, NOT, BETWEEN, LIKE, IN, and UNION,
 /// INTERSECT and EXCEPT (a set operation's SELECTs are a chain too, each
 /// with a plan of its own).
-fn operators(text: &str) -> usize {
+pub(crate) fn operators(text: &str) -> usize {
     let mut count = 0;
     let mut quote: Option<u8> = None;
     let bytes = text.as_bytes();
@@ -144,7 +144,9 @@ thread_local! {
 /// error, and must not reach the node's log (one line per statement,
 /// for anyone who can connect). The process's own hook still reports
 /// every other panic, on every other thread and outside `f`.
-fn quietly_caught<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> std::thread::Result<T> {
+pub(crate) fn quietly_caught<T>(
+    f: impl FnOnce() -> T + std::panic::UnwindSafe,
+) -> std::thread::Result<T> {
     static QUIET_HOOK: std::sync::Once = std::sync::Once::new();
     QUIET_HOOK.call_once(|| {
         let report = std::panic::take_hook();
@@ -493,25 +495,22 @@ mod tests {
         assert_eq!(parse("/*!40101 SET @x = 1 */").unwrap().len(), 1);
     }
 
-    #[test]
-    fn the_longest_operator_chain_allowed_runs_on_a_statement_stack() {
-        let chain = |terms: usize| format!("SELECT {}1", "1 + ".repeat(terms));
-        assert_eq!(parse(&chain(MAX_OPERATORS + 1)).unwrap_err().code, 1064);
-        let text = chain(MAX_OPERATORS - 10);
-        let evaluated = std::thread::Builder::new()
+    /// `SELECT 1 + 1 + ... + 1` of `terms` operators, parsed, compiled
+    /// and evaluated on a thread with a statement's stack.
+    fn chain_on_a_statement_stack(terms: usize) -> crate::value::Value {
+        let text = format!("SELECT {}1", "1 + ".repeat(terms));
+        std::thread::Builder::new()
             .stack_size(STATEMENT_STACK_BYTES)
             .spawn(move || {
-                let statements = parse(&text).unwrap();
+                let dialect = TesseraDialect::new();
+                let statements = Parser::parse_sql(&dialect, &text).unwrap();
                 let sqlparser::ast::Statement::Query(query) = &statements[0] else {
                     panic!("a query");
                 };
                 let sqlparser::ast::SetExpr::Select(select) = query.body.as_ref() else {
                     panic!("a select");
                 };
-                // Named by its text (`column_names`): an alias now.
-                let (sqlparser::ast::SelectItem::UnnamedExpr(expr)
-                | sqlparser::ast::SelectItem::ExprWithAlias { expr, .. }) = &select.projection[0]
-                else {
+                let sqlparser::ast::SelectItem::UnnamedExpr(expr) = &select.projection[0] else {
                     panic!("an expression");
                 };
                 let mut compiler = crate::expr::Compiler::new(None, None);
@@ -534,10 +533,24 @@ mod tests {
             })
             .unwrap()
             .join()
-            .unwrap();
+            .unwrap()
+    }
+
+    #[test]
+    fn the_longest_operator_chain_allowed_runs_on_a_statement_stack() {
+        let chain = |terms: usize| format!("SELECT {}1", "1 + ".repeat(terms));
+        assert_eq!(parse(&chain(MAX_OPERATORS + 1)).unwrap_err().code, 1064);
+        assert!(parse(&chain(MAX_OPERATORS - 10)).is_ok());
         assert_eq!(
-            evaluated,
+            chain_on_a_statement_stack(MAX_OPERATORS - 10),
             crate::value::Value::Int(MAX_OPERATORS as i64 - 9)
+        );
+        // A view's operators (at most a quarter of a statement's) can
+        // nest at the bottom of the statement's own chain.
+        let terms = MAX_OPERATORS + crate::views::MAX_VIEW_OPERATORS;
+        assert_eq!(
+            chain_on_a_statement_stack(terms),
+            crate::value::Value::Int(terms as i64 + 1)
         );
     }
 

@@ -19,6 +19,12 @@ use sqlparser::ast;
 /// The system table of views.
 pub const VIEWS: &str = "tessera$views";
 
+/// The most operators the views one statement names may hold together
+/// (and so one view's query): a statement's stack is sized for
+/// `parse::MAX_OPERATORS` in its own text, and this share more (a view's
+/// compiling and evaluation nest in the statement's).
+pub const MAX_VIEW_OPERATORS: usize = crate::parse::MAX_OPERATORS / 4;
+
 /// Longest definition (JSON) a view's row holds.
 const MAX_DEFINITION_BYTES: u16 = 16_000;
 
@@ -145,13 +151,20 @@ fn quoted(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
 }
 
+/// `text` parsed as a query, as a statement's text is: a panic of the
+/// parser is a syntax error (`parse::quietly_caught`).
 fn parse_query(text: &str) -> SqlResult<ast::Query> {
     let dialect = crate::dialect::TesseraDialect::new();
-    sqlparser::parser::Parser::new(&dialect)
-        .try_with_sql(text)
-        .and_then(|mut parser| parser.parse_query())
-        .map(|query| *query)
-        .map_err(|error| SqlError::parse(error.to_string()))
+    let parsed = crate::parse::quietly_caught(|| {
+        sqlparser::parser::Parser::new(&dialect)
+            .try_with_sql(text)
+            .and_then(|mut parser| parser.parse_query())
+    });
+    match parsed {
+        Ok(Ok(query)) => Ok(*query),
+        Ok(Err(error)) => Err(SqlError::parse(error.to_string())),
+        Err(_) => Err(SqlError::parse("the parser gave up on a view's text")),
+    }
 }
 
 /// The text `query` is kept as, which must parse back as the same query:
@@ -211,6 +224,11 @@ pub fn definition(
         query: text_of(query)?,
         definer,
     };
+    if crate::parse::operators(&view.query) > MAX_VIEW_OPERATORS {
+        return Err(SqlError::unsupported(format!(
+            "a view of more than {MAX_VIEW_OPERATORS} operators"
+        )));
+    }
     Ok((view, plan))
 }
 

@@ -925,7 +925,10 @@ fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<(Vec<Vec<Valu
     if let Some(join) = &plan.joined {
         // A multi-table write: the join's rows, locked, each row of the
         // table once (the first of its key), the assignments' values
-        // after it.
+        // after it. They are values to store: a warning computing them
+        // is an error (strict mode), as in a single-table UPDATE.
+        let environment = run.environment;
+        let _storing = (!plan.assignments.is_empty()).then(|| Storing::begin(environment));
         let rows = subqueries::query_in_transaction(join, run)?;
         check_interrupt(run)?;
         let key_columns = table.key_columns();
@@ -934,7 +937,9 @@ fn rows_to_write(plan: &WritePlan, run: &mut Run<'_>) -> SqlResult<(Vec<Vec<Valu
             .into_iter()
             .filter(|row| {
                 let key: Vec<Value> = key_columns.iter().map(|&c| row[c].clone()).collect();
-                seen.insert(row_key(&key))
+                // A LEFT JOIN's missing row (its key NULL, which no
+                // stored row's is) is no row to write.
+                !key.iter().any(Value::is_null) && seen.insert(row_key(&key))
             })
             .collect();
         return Ok((rows, false));

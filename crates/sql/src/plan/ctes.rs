@@ -7,6 +7,7 @@
 use super::SelectPlan;
 use crate::catalog::{SqlColumn, SqlTable};
 use crate::error::{codes, SqlError, SqlResult};
+use crate::views::MAX_VIEW_OPERATORS;
 use sqlparser::ast;
 use std::sync::Arc;
 
@@ -52,6 +53,11 @@ pub struct Ctes {
     working: Option<std::rc::Rc<Working>>,
     /// How many views' queries this query is inside.
     view_depth: usize,
+    /// The operators of the views' queries the statement has expanded so
+    /// far, shared by all its `Ctes`: one view's compiling can sit at the
+    /// bottom of another's chain of operators, so their sum is bounded
+    /// (`MAX_VIEW_OPERATORS`), as a statement's own text is.
+    view_operators: std::rc::Rc<std::cell::Cell<usize>>,
     /// At CREATE VIEW, the view being made (its database and name): its
     /// query may not read it, through other views either (it would name
     /// itself), so the name is taken for a missing table, as MySQL does.
@@ -101,6 +107,7 @@ impl Ctes {
             named: std::rc::Rc::clone(&self.named),
             working: self.working.clone(),
             view_depth: self.view_depth,
+            view_operators: std::rc::Rc::clone(&self.view_operators),
             defining: self.defining.clone(),
         })
     }
@@ -141,6 +148,7 @@ impl Ctes {
             named: std::rc::Rc::clone(&self.named),
             working: self.working.clone(),
             view_depth: self.view_depth,
+            view_operators: std::rc::Rc::clone(&self.view_operators),
             defining: self.defining.clone(),
         };
         Some((&self.list[at], visible))
@@ -149,8 +157,16 @@ impl Ctes {
     /// What the query of view `database.name`, named here, may name: no
     /// common table expression of the statement (a view's query is its
     /// own), counted as a naming. 1462 past `MAX_VIEW_DEPTH` views deep.
-    pub(super) fn for_view(&self, database: &str, name: &str) -> SqlResult<Ctes> {
+    pub(super) fn for_view(&self, view: &crate::views::View) -> SqlResult<Ctes> {
+        let (database, name) = (&view.database, &view.name);
         self.count_naming()?;
+        let operators = self.view_operators.get() + crate::parse::operators(&view.query);
+        self.view_operators.set(operators);
+        if operators > MAX_VIEW_OPERATORS {
+            return Err(SqlError::unsupported(format!(
+                "views of more than {MAX_VIEW_OPERATORS} operators together in one statement"
+            )));
+        }
         if self.view_depth >= MAX_VIEW_DEPTH {
             return Err(SqlError::new(
                 codes::VIEW_RECURSIVE,
@@ -163,6 +179,7 @@ impl Ctes {
             named: std::rc::Rc::clone(&self.named),
             working: None,
             view_depth: self.view_depth + 1,
+            view_operators: std::rc::Rc::clone(&self.view_operators),
             defining: self.defining.clone(),
         })
     }

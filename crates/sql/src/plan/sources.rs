@@ -231,7 +231,7 @@ pub(crate) fn view_plan(
     placeholders: &mut Vec<(u64, u64)>,
     ctes: &Ctes,
 ) -> SqlResult<SelectPlan> {
-    let inner = ctes.for_view(&view.database, &view.name)?;
+    let inner = ctes.for_view(view)?;
     let query = view.parsed()?;
     let compiled = select_plan(
         &query,

@@ -830,6 +830,10 @@ impl Session {
             } => {
                 let (database, view) = table_name(name, self.database.as_deref())?;
                 self.require("CREATE VIEW", &database, &view, Privileges::CREATE)?;
+                if *or_replace {
+                    // Replacing a view drops it (MySQL asks for DROP too).
+                    self.require("CREATE VIEW", &database, &view, Privileges::DROP)?;
+                }
                 self.commit_open()?;
                 let definer = format!(
                     "`{}`@`{}`",
@@ -1091,17 +1095,23 @@ impl Session {
                 }
             }
             ast::ObjectType::View => {
-                let mut missing = Vec::new();
+                // Every name checked before the first view goes.
+                let mut named = Vec::with_capacity(names.len());
                 for name in names {
                     let (database, view) = table_name(name, self.database.as_deref())?;
                     self.require("DROP", &database, &view, Privileges::DROP)?;
-                    if catalog.drop_view(&database, &view)? {
-                        continue;
-                    }
-                    if catalog.table(&database, &view).is_ok() {
+                    if catalog.view(&database, &view)?.is_none()
+                        && catalog.table(&database, &view).is_ok()
+                    {
                         return Err(not_a_view(&database, &view));
                     }
-                    missing.push(format!("{database}.{view}"));
+                    named.push((database, view));
+                }
+                let mut missing = Vec::new();
+                for (database, view) in named {
+                    if !catalog.drop_view(&database, &view)? {
+                        missing.push(format!("{database}.{view}"));
+                    }
                 }
                 let unknown = SqlError::new(
                     codes::BAD_TABLE,
@@ -1187,6 +1197,8 @@ impl Session {
                     self.engine.catalog.invalidate(&table.database, &table.name);
                 }
                 compiled = self.compile(statement)?;
+                // A name may read other tables now (a table made a view).
+                self.authorize(&compiled.plan)?;
                 if autocommit {
                     continue;
                 }
