@@ -728,22 +728,26 @@ impl Catalog {
 
     /// The databases, sorted.
     pub fn databases(&self) -> SqlResult<Vec<String>> {
-        let table = self.system_table(DATABASES)?;
-        let scanned = self
-            .cluster
-            .scan(
-                &table,
-                client::Access::Table,
-                &client::ScanOptions::default(),
-            )
-            .map_err(|error| SqlError::from_client(&error, DATABASES))?;
-        let mut names: Vec<String> = scanned
-            .rows
+        let mut names: Vec<String> = self
+            .system_rows(DATABASES)?
             .iter()
             .filter_map(|row| row.get("name")?.as_str().map(str::to_string))
             .collect();
         names.sort();
         Ok(names)
+    }
+
+    /// Every row of system table `system` (a committed scan).
+    pub(crate) fn system_rows(&self, system: &str) -> SqlResult<Vec<client::Row>> {
+        let table = self.system_table(system)?;
+        self.cluster
+            .scan(
+                &table,
+                client::Access::Table,
+                &client::ScanOptions::default(),
+            )
+            .map(|scanned| scanned.rows)
+            .map_err(|error| SqlError::from_client(&error, system))
     }
 
     /// Whether database `name` exists.

@@ -248,17 +248,8 @@ impl Catalog {
     /// The views of `database` (every database's for `None`), sorted by
     /// database and name.
     pub fn views_of(&self, database: Option<&str>) -> SqlResult<Vec<View>> {
-        let table = self.system_table(VIEWS)?;
-        let scanned = self
-            .cluster()
-            .scan(
-                &table,
-                client::Access::Table,
-                &client::ScanOptions::default(),
-            )
-            .map_err(|error| SqlError::from_client(&error, VIEWS))?;
-        let mut views: Vec<View> = scanned
-            .rows
+        let mut views: Vec<View> = self
+            .system_rows(VIEWS)?
             .iter()
             .filter_map(|row| {
                 let full = row.get("name")?.as_str()?;

@@ -437,31 +437,23 @@ pub fn compile(
             returning: None,
             or: None,
             limit,
-        } if !table.joins.is_empty() => {
-            if limit.is_some() {
-                return Err(SqlError::new(
-                    codes::WRONG_USAGE,
-                    "Incorrect usage of UPDATE and LIMIT",
-                ));
-            }
-            joined(
-                std::slice::from_ref(table),
-                selection.as_ref(),
-                joined_write::Target::Assigned(assignments),
-                catalog,
-                database,
-                true,
-            )?
-        }
-        ast::Statement::Update {
-            table,
-            assignments,
-            from: None,
-            selection,
-            returning: None,
-            or: None,
-            limit,
         } => {
+            if !table.joins.is_empty() {
+                if limit.is_some() {
+                    return Err(SqlError::new(
+                        codes::WRONG_USAGE,
+                        "Incorrect usage of UPDATE and LIMIT",
+                    ));
+                }
+                return Ok(Some(joined(
+                    std::slice::from_ref(table),
+                    selection.as_ref(),
+                    joined_write::Target::Assigned(assignments),
+                    catalog,
+                    database,
+                    true,
+                )?));
+            }
             let (sql_table, alias) = single_table(table, catalog, database, "UPDATE")?;
             let mut compiler = Compiler::new(Some(&sql_table), alias.as_deref());
             compiler.set_subquery_context(catalog, database);

@@ -1057,6 +1057,23 @@ impl Session {
             .ok_or_else(|| SqlError::new(codes::NO_DB, "No database selected"))
     }
 
+    /// DROP TABLE's and DROP VIEW's answer when `missing` were not there:
+    /// 1051 naming them, or with IF EXISTS a note of it.
+    fn unknown_tables(&mut self, missing: &[String], if_exists: bool) -> SqlResult<Response> {
+        let unknown = SqlError::new(
+            codes::BAD_TABLE,
+            format!("Unknown table '{}'", missing.join(",")),
+        );
+        match (missing.is_empty(), if_exists) {
+            (true, _) => Ok(Response::ok()),
+            (false, false) => Err(unknown),
+            (false, true) => {
+                self.note(Some(unknown));
+                Ok(Response::ok())
+            }
+        }
+    }
+
     fn drop(
         &mut self,
         object_type: ast::ObjectType,
@@ -1081,18 +1098,7 @@ impl Session {
                         Err(error) => return Err(error),
                     }
                 }
-                let unknown = SqlError::new(
-                    codes::BAD_TABLE,
-                    format!("Unknown table '{}'", missing.join(",")),
-                );
-                match (missing.is_empty(), if_exists) {
-                    (true, _) => Ok(Response::ok()),
-                    (false, false) => Err(unknown),
-                    (false, true) => {
-                        self.note(Some(unknown));
-                        Ok(Response::ok())
-                    }
-                }
+                self.unknown_tables(&missing, if_exists)
             }
             ast::ObjectType::View => {
                 // Every name checked before the first view goes.
@@ -1113,18 +1119,7 @@ impl Session {
                         missing.push(format!("{database}.{view}"));
                     }
                 }
-                let unknown = SqlError::new(
-                    codes::BAD_TABLE,
-                    format!("Unknown table '{}'", missing.join(",")),
-                );
-                match (missing.is_empty(), if_exists) {
-                    (true, _) => Ok(Response::ok()),
-                    (false, false) => Err(unknown),
-                    (false, true) => {
-                        self.note(Some(unknown));
-                        Ok(Response::ok())
-                    }
-                }
+                self.unknown_tables(&missing, if_exists)
             }
             ast::ObjectType::Database | ast::ObjectType::Schema => {
                 let [name] = names else {
