@@ -561,7 +561,7 @@ pub fn rows(view: View, source: &Source<'_>) -> SqlResult<Vec<Vec<Value>>> {
                     text(&view.name),
                     text(&view.query),
                     text("NONE"),
-                    text("NO"),
+                    text(if view.is_updatable() { "YES" } else { "NO" }),
                     text(&view.definer.replace('`', "")),
                     text("INVOKER"),
                     text("utf8mb4"),

@@ -232,6 +232,257 @@ pub fn definition(
     Ok((view, plan))
 }
 
+/// What a write through a view goes to, when the view is one a write can
+/// go through: a SELECT of one table's columns, each under its own name,
+/// with a WHERE at most (no DISTINCT, grouping, ORDER BY, LIMIT or
+/// join). The table's name (qualified), the alias its FROM gives it, and
+/// the WHERE.
+struct Writable {
+    table: ast::ObjectName,
+    alias: Option<ast::TableAlias>,
+    selection: Option<ast::Expr>,
+}
+
+fn writable(view: &View) -> Option<Writable> {
+    let query = view.parsed().ok()?;
+    let plain_query = query.with.is_none()
+        && query.order_by.is_none()
+        && query.limit_clause.is_none()
+        && query.fetch.is_none()
+        && query.locks.is_empty();
+    let ast::SetExpr::Select(select) = query.body.as_ref() else {
+        return None;
+    };
+    let no_grouping = match &select.group_by {
+        ast::GroupByExpr::Expressions(expressions, modifiers) => {
+            expressions.is_empty() && modifiers.is_empty()
+        }
+        ast::GroupByExpr::All(_) => false,
+    };
+    let plain_select = select.distinct.is_none()
+        && select.top.is_none()
+        && select.having.is_none()
+        && select.named_window.is_empty()
+        && select.qualify.is_none()
+        && no_grouping;
+    let [from] = select.from.as_slice() else {
+        return None;
+    };
+    let ast::TableFactor::Table {
+        name,
+        alias,
+        args: None,
+        ..
+    } = &from.relation
+    else {
+        return None;
+    };
+    if !plain_query || !plain_select || !from.joins.is_empty() {
+        return None;
+    }
+    // Each column under its own name, as the view names it.
+    let mut own_names = Vec::new();
+    for item in &select.projection {
+        match item {
+            // `*`: the table's columns, under their own names.
+            ast::SelectItem::Wildcard(_) => own_names.push(None),
+            ast::SelectItem::UnnamedExpr(ast::Expr::Identifier(column)) => {
+                own_names.push(Some(column.value.clone()))
+            }
+            ast::SelectItem::ExprWithAlias {
+                expr: ast::Expr::Identifier(column),
+                alias,
+            } if column.value.eq_ignore_ascii_case(&alias.value) => {
+                own_names.push(Some(column.value.clone()))
+            }
+            _ => return None,
+        }
+    }
+    let names_own = match own_names.contains(&None) {
+        // `SELECT * FROM t` alone: the view's columns were the table's.
+        true => own_names.len() == 1,
+        false => {
+            own_names.len() == view.columns.len()
+                && own_names.iter().zip(&view.columns).all(|(own, named)| {
+                    own.as_ref()
+                        .is_some_and(|own| own.eq_ignore_ascii_case(named))
+                })
+        }
+    };
+    if !names_own {
+        return None;
+    }
+    let table = match name.0.as_slice() {
+        [_] => ast::ObjectName(vec![
+            ast::ObjectNamePart::Identifier(ast::Ident::with_quote('`', view.database.clone())),
+            name.0[0].clone(),
+        ]),
+        _ => name.clone(),
+    };
+    Some(Writable {
+        table,
+        alias: alias.clone(),
+        selection: select.selection.clone(),
+    })
+}
+
+impl View {
+    /// Whether writes go through it (information_schema's IS_UPDATABLE).
+    pub fn is_updatable(&self) -> bool {
+        writable(self).is_some_and(|to| to.alias.is_none())
+    }
+}
+
+/// The most views a write goes through to reach its table.
+const MAX_WRITE_THROUGH: usize = 32;
+
+/// `statement` (an INSERT, UPDATE or DELETE of one table) written to the
+/// table under the view it names, when it names a view a write can go
+/// through (`writable`); `None` when it names no view. A view a write
+/// cannot go through is left to the planner, which refuses it (1471,
+/// 1288). An INSERT without a column list gets the view's columns;
+/// an UPDATE's or DELETE's WHERE is ANDed with the view's.
+pub fn write_through(
+    statement: &ast::Statement,
+    catalog: &Catalog,
+    database: Option<&str>,
+) -> SqlResult<Option<ast::Statement>> {
+    let mut current: Option<ast::Statement> = None;
+    for _ in 0..MAX_WRITE_THROUGH {
+        let this = current.as_ref().unwrap_or(statement);
+        let Some(name) = write_target(this) else {
+            return Ok(current);
+        };
+        let (target_database, target) = crate::plan::table_name(name, database)?;
+        if catalog.table(&target_database, &target).is_ok() {
+            return Ok(current);
+        }
+        let Some(view) = catalog.view(&target_database, &target)? else {
+            return Ok(current);
+        };
+        let Some(writable) = writable(&view) else {
+            return Ok(current);
+        };
+        current = Some(rewritten(this, &view, writable)?);
+    }
+    Err(SqlError::new(
+        codes::VIEW_RECURSIVE,
+        "a write goes through more than 32 views",
+    ))
+}
+
+/// The one table an INSERT, UPDATE or DELETE names to write.
+fn write_target(statement: &ast::Statement) -> Option<&ast::ObjectName> {
+    match statement {
+        ast::Statement::Insert(ast::Insert {
+            table: ast::TableObject::TableName(name),
+            ..
+        }) => Some(name),
+        ast::Statement::Update { table, .. } if table.joins.is_empty() => match &table.relation {
+            ast::TableFactor::Table { name, .. } => Some(name),
+            _ => None,
+        },
+        ast::Statement::Delete(delete) if delete.tables.is_empty() && delete.using.is_none() => {
+            match &delete.from {
+                ast::FromTable::WithFromKeyword(from) | ast::FromTable::WithoutKeyword(from)
+                    if from.len() == 1 && from[0].joins.is_empty() =>
+                {
+                    match &from[0].relation {
+                        ast::TableFactor::Table { name, .. } => Some(name),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+fn rewritten(statement: &ast::Statement, view: &View, to: Writable) -> SqlResult<ast::Statement> {
+    let both = |written: Option<&ast::Expr>| match (to.selection.clone(), written) {
+        (None, written) => written.cloned(),
+        (Some(view), None) => Some(view),
+        (Some(view), Some(written)) => Some(ast::Expr::BinaryOp {
+            left: Box::new(ast::Expr::Nested(Box::new(view))),
+            op: ast::BinaryOperator::And,
+            right: Box::new(ast::Expr::Nested(Box::new(written.clone()))),
+        }),
+    };
+    // The statement's alias, else the view's name for its table (so
+    // `v.c` still names a column); the view's WHERE then reads its own
+    // table's columns unqualified.
+    let relation = |alias: &Option<ast::TableAlias>| ast::TableFactor::Table {
+        name: to.table.clone(),
+        alias: alias.clone().or_else(|| {
+            Some(ast::TableAlias {
+                name: ast::Ident::new(view.name.clone()),
+                columns: Vec::new(),
+            })
+        }),
+        args: None,
+        with_hints: Vec::new(),
+        version: None,
+        with_ordinality: false,
+        partitions: Vec::new(),
+        json_path: None,
+        sample: None,
+        index_hints: Vec::new(),
+    };
+    let view_alias_used = to.alias.is_some();
+    if view_alias_used {
+        // The view's WHERE names its table by an alias of its own.
+        return Err(SqlError::unsupported(format!(
+            "a write through view '{}', whose table has an alias",
+            view.name
+        )));
+    }
+    let mut statement = statement.clone();
+    match &mut statement {
+        ast::Statement::Insert(insert) => {
+            insert.table = ast::TableObject::TableName(to.table.clone());
+            if insert.columns.is_empty() {
+                insert.columns = view
+                    .columns
+                    .iter()
+                    .map(|c| ast::Ident::new(c.clone()))
+                    .collect();
+            }
+        }
+        ast::Statement::Update {
+            table,
+            assignments,
+            selection,
+            ..
+        } => {
+            for assignment in assignments.iter() {
+                if let ast::AssignmentTarget::ColumnName(name) = &assignment.target {
+                    let column = crate::plan::last_ident(name);
+                    if !view.columns.iter().any(|c| c.eq_ignore_ascii_case(&column)) {
+                        return Err(SqlError::bad_field(&column, "field list"));
+                    }
+                }
+            }
+            let ast::TableFactor::Table { alias, .. } = &table.relation else {
+                unreachable!("write_target found a table")
+            };
+            table.relation = relation(alias);
+            *selection = both(selection.as_ref());
+        }
+        ast::Statement::Delete(delete) => {
+            let (ast::FromTable::WithFromKeyword(from) | ast::FromTable::WithoutKeyword(from)) =
+                &mut delete.from;
+            let ast::TableFactor::Table { alias, .. } = &from[0].relation else {
+                unreachable!("write_target found a table")
+            };
+            from[0].relation = relation(alias);
+            delete.selection = both(delete.selection.as_ref());
+        }
+        _ => unreachable!("write_target names a write"),
+    }
+    Ok(statement)
+}
+
 impl Catalog {
     /// The view `database.name`, if there is one (read now, never cached).
     pub fn view(&self, database: &str, name: &str) -> SqlResult<Option<View>> {

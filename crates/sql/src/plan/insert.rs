@@ -172,6 +172,7 @@ pub(super) fn compile_insert(
         (None, false, false) => Conflict::Error,
     };
     Ok(Compiled {
+        through_view: false,
         parameter_order: parameter_order.unwrap_or_else(|| compiler.parameter_order()),
         plan: Plan::Insert(InsertPlan {
             table: sql_table,

@@ -331,6 +331,10 @@ pub struct Compiled {
     pub plan: Plan,
     /// For each slot, the parameter's position in the statement.
     pub parameter_order: Vec<usize>,
+    /// A write that goes through a view to its table
+    /// (`views::write_through`): compiled again at each execution, as a
+    /// plan that reads one (`Compiled::names_view`).
+    pub through_view: bool,
 }
 
 impl Compiled {
@@ -348,6 +352,9 @@ impl Compiled {
     /// each time (a view replaced or dropped meanwhile, on any SQL node,
     /// is then seen).
     pub fn names_view(&self) -> bool {
+        if self.through_view {
+            return true;
+        }
         fn reads_view(select: &SelectPlan) -> bool {
             select
                 .table
@@ -426,6 +433,13 @@ pub fn compile(
     catalog: &Catalog,
     database: Option<&str>,
 ) -> SqlResult<Option<Compiled>> {
+    // A write to a view goes to its table (MySQL's updatable views).
+    if let Some(rewritten) = crate::views::write_through(statement, catalog, database)? {
+        return Ok(compile(&rewritten, catalog, database)?.map(|mut compiled| {
+            compiled.through_view = true;
+            compiled
+        }));
+    }
     Ok(Some(match statement {
         ast::Statement::Query(query) => compile_select(query, catalog, database)?,
         ast::Statement::Insert(insert) => compile_insert(insert, catalog, database)?,
@@ -550,6 +564,7 @@ fn joined(
         &mut placeholders,
     )?;
     Ok(Compiled {
+        through_view: false,
         parameter_order: crate::expr::parameter_order_of(&placeholders),
         plan: match update {
             true => Plan::Update(write),
@@ -621,6 +636,7 @@ fn write_plan(
         joined: None,
     };
     Ok(Compiled {
+        through_view: false,
         parameter_order: compiler.parameter_order(),
         plan: match update {
             true => Plan::Update(write),
@@ -703,7 +719,7 @@ fn increments_of(
     Some(increments)
 }
 
-fn last_ident(name: &ast::ObjectName) -> String {
+pub(crate) fn last_ident(name: &ast::ObjectName) -> String {
     name.0
         .last()
         .and_then(|part| part.as_ident())
@@ -852,6 +868,7 @@ fn compile_select(
         &Ctes::default(),
     )?;
     Ok(Compiled {
+        through_view: false,
         parameter_order: crate::expr::parameter_order_of(&placeholders),
         plan: Plan::Select(Box::new(plan)),
     })
