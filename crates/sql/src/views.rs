@@ -338,9 +338,9 @@ const MAX_WRITE_THROUGH: usize = 32;
 
 /// `statement` (an INSERT, UPDATE or DELETE of one table) written to the
 /// table under the view it names, when it names a view a write can go
-/// through (`writable`); `None` when it names no view. A view a write
-/// cannot go through is left to the planner, which refuses it (1471,
-/// 1288). An INSERT without a column list gets the view's columns;
+/// through (`writable`); `None` when it names no view or one a write
+/// cannot go through, which the planner has refused (1471, 1288). The
+/// planner asks only after finding the name a view's (`plan::compile`). An INSERT without a column list gets the view's columns;
 /// an UPDATE's or DELETE's WHERE is ANDed with the view's.
 pub fn write_through(
     statement: &ast::Statement,

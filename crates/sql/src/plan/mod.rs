@@ -433,13 +433,35 @@ pub fn compile(
     catalog: &Catalog,
     database: Option<&str>,
 ) -> SqlResult<Option<Compiled>> {
-    // A write to a view goes to its table (MySQL's updatable views).
-    if let Some(rewritten) = crate::views::write_through(statement, catalog, database)? {
-        return Ok(compile(&rewritten, catalog, database)?.map(|mut compiled| {
-            compiled.through_view = true;
-            compiled
-        }));
+    match compile_statement(statement, catalog, database) {
+        // A write to a view goes to its table (MySQL's updatable views):
+        // looked for only once the planner found the name a view's
+        // (`Catalog::not_a_table`), so a write to a table pays nothing.
+        Err(missing)
+            if matches!(
+                missing.code,
+                codes::NON_INSERTABLE_TABLE | codes::NON_UPDATABLE_TABLE
+            ) =>
+        {
+            match crate::views::write_through(statement, catalog, database)? {
+                Some(rewritten) => {
+                    Ok(compile(&rewritten, catalog, database)?.map(|mut compiled| {
+                        compiled.through_view = true;
+                        compiled
+                    }))
+                }
+                None => Err(missing),
+            }
+        }
+        compiled => compiled,
     }
+}
+
+fn compile_statement(
+    statement: &ast::Statement,
+    catalog: &Catalog,
+    database: Option<&str>,
+) -> SqlResult<Option<Compiled>> {
     Ok(Some(match statement {
         ast::Statement::Query(query) => compile_select(query, catalog, database)?,
         ast::Statement::Insert(insert) => compile_insert(insert, catalog, database)?,
