@@ -44,25 +44,50 @@ pub(super) struct Working {
 pub struct Ctes {
     list: std::rc::Rc<[Cte]>,
     visible: usize,
-    /// The statement's namings of common table expressions so far,
-    /// shared by all its `Ctes`: each compiles its query again, so
-    /// expressions that name an earlier one twice would double the work
-    /// at each level without a bound.
-    named: std::rc::Rc<std::cell::Cell<usize>>,
+    /// What the statement's compiling has spent so far, shared by all
+    /// its `Ctes`.
+    spent: std::rc::Rc<Spent>,
     /// Inside a recursive expression's query: the expression itself.
     working: Option<std::rc::Rc<Working>>,
     /// How many views' queries this query is inside.
     view_depth: usize,
-    /// The operators of the views' queries the statement has expanded so
-    /// far, shared by all its `Ctes`: one view's compiling can sit at the
-    /// bottom of another's chain of operators, so their sum is bounded
-    /// (`MAX_VIEW_OPERATORS`), as a statement's own text is.
-    view_operators: std::rc::Rc<std::cell::Cell<usize>>,
     /// At CREATE VIEW, the view being made (its database and name): its
     /// query may not read it, through other views either (it would name
     /// itself), so the name is taken for a missing table, as MySQL does.
     defining: Option<std::rc::Rc<(String, String)>>,
 }
+
+/// What one statement's compiling has spent of what it may.
+#[derive(Debug, Default)]
+struct Spent {
+    /// Namings of common table expressions: each compiles its query
+    /// again, so expressions that name an earlier one twice would double
+    /// the work at each level without a bound.
+    named: std::cell::Cell<usize>,
+    /// The operators of the views' queries expanded: one view's
+    /// compiling can sit at the bottom of another's chain of operators,
+    /// so their sum is bounded (`MAX_VIEW_OPERATORS`), as a statement's
+    /// own text is.
+    view_operators: std::cell::Cell<usize>,
+    /// Derived queries compiled again with conditions pushed into them
+    /// (design 0040): each compiles its whole query again, itself
+    /// perhaps pushing further, so their number is bounded
+    /// (`MAX_PUSHDOWNS`).
+    pushdowns: std::cell::Cell<usize>,
+}
+
+/// What `Ctes::spent_so_far` reports and `Ctes::spend_as` sets: the
+/// namings and view operators spent.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Spending {
+    named: usize,
+    view_operators: usize,
+}
+
+/// The most derived queries one statement compiles again with
+/// conditions pushed into them; past it, the rest keep their first
+/// plans.
+const MAX_PUSHDOWNS: usize = 32;
 
 /// The most views one may be inside (a view naming a view...): deeper
 /// is taken for a view that names itself through others.
@@ -104,10 +129,9 @@ impl Ctes {
         Ok(Ctes {
             list: list.into(),
             visible,
-            named: std::rc::Rc::clone(&self.named),
+            spent: std::rc::Rc::clone(&self.spent),
             working: self.working.clone(),
             view_depth: self.view_depth,
-            view_operators: std::rc::Rc::clone(&self.view_operators),
             defining: self.defining.clone(),
         })
     }
@@ -145,10 +169,9 @@ impl Ctes {
         let visible = Ctes {
             list: std::rc::Rc::clone(&self.list),
             visible: at,
-            named: std::rc::Rc::clone(&self.named),
+            spent: std::rc::Rc::clone(&self.spent),
             working: self.working.clone(),
             view_depth: self.view_depth,
-            view_operators: std::rc::Rc::clone(&self.view_operators),
             defining: self.defining.clone(),
         };
         Some((&self.list[at], visible))
@@ -160,8 +183,8 @@ impl Ctes {
     pub(super) fn for_view(&self, view: &crate::views::View) -> SqlResult<Ctes> {
         let (database, name) = (&view.database, &view.name);
         self.count_naming()?;
-        let operators = self.view_operators.get() + crate::parse::operators(&view.query);
-        self.view_operators.set(operators);
+        let operators = self.spent.view_operators.get() + crate::parse::operators(&view.query);
+        self.spent.view_operators.set(operators);
         if operators > MAX_VIEW_OPERATORS {
             return Err(SqlError::unsupported(format!(
                 "views of more than {MAX_VIEW_OPERATORS} operators together in one statement"
@@ -176,10 +199,9 @@ impl Ctes {
         Ok(Ctes {
             list: Vec::new().into(),
             visible: 0,
-            named: std::rc::Rc::clone(&self.named),
+            spent: std::rc::Rc::clone(&self.spent),
             working: None,
             view_depth: self.view_depth + 1,
-            view_operators: std::rc::Rc::clone(&self.view_operators),
             defining: self.defining.clone(),
         })
     }
@@ -202,14 +224,40 @@ impl Ctes {
     /// Counts one naming of an expression: an error past
     /// `MAX_CTE_NAMINGS` in the statement.
     pub(super) fn count_naming(&self) -> SqlResult<()> {
-        let named = self.named.get() + 1;
-        self.named.set(named);
+        let named = self.spent.named.get() + 1;
+        self.spent.named.set(named);
         match named > MAX_CTE_NAMINGS {
             true => Err(SqlError::unsupported(format!(
                 "more than {MAX_CTE_NAMINGS} namings of common table expressions in one statement"
             ))),
             false => Ok(()),
         }
+    }
+
+    /// The namings and view operators the statement has spent so far.
+    pub(super) fn spent_so_far(&self) -> Spending {
+        Spending {
+            named: self.spent.named.get(),
+            view_operators: self.spent.view_operators.get(),
+        }
+    }
+
+    /// Sets what the statement has spent to `spending`: a derived query
+    /// compiled again with conditions pushed into it spends from where
+    /// its first compiling began, and the statement's count is then put
+    /// back, so compiling it twice spends no more of the bounds than
+    /// compiling it once.
+    pub(super) fn spend_as(&self, spending: Spending) {
+        self.spent.named.set(spending.named);
+        self.spent.view_operators.set(spending.view_operators);
+    }
+
+    /// Takes one of the statement's `MAX_PUSHDOWNS`; false when none is
+    /// left.
+    pub(super) fn take_pushdown(&self) -> bool {
+        let taken = self.spent.pushdowns.get();
+        self.spent.pushdowns.set(taken + 1);
+        taken < MAX_PUSHDOWNS
     }
 }
 

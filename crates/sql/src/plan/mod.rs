@@ -13,8 +13,6 @@ use crate::catalog::{Catalog, SqlTable};
 use crate::error::{codes, SqlError, SqlResult};
 use crate::expr::{Aggregate, Compiler, Expr, Scope};
 use crate::result::OutputColumn;
-use crate::types::SqlType;
-use crate::value::Arithmetic;
 use crate::value::Value;
 use client::{CompareOp, LockMode, LockWait};
 use sqlparser::ast;
@@ -25,10 +23,12 @@ mod ctes;
 mod describe;
 mod insert;
 mod joined_write;
+mod pushdown;
 mod recursive;
 mod sources;
 mod union;
 mod visit;
+mod write;
 
 use access_path::scan_order;
 pub use access_path::{choose_access, flip, split_and};
@@ -42,6 +42,7 @@ use union::union_plan;
 pub use union::{SetKind, SetOperation, SetStep, UnionPlan};
 use visit::has_correlated_subquery;
 pub use visit::{outer_columns, reads_outer_anywhere};
+use write::{joined, single_table, write_plan};
 
 /// One end of a range.
 #[derive(Clone, Debug, PartialEq)]
@@ -567,208 +568,12 @@ fn compile_statement(
     }))
 }
 
-/// A multi-table UPDATE (`update`) or DELETE, compiled.
-fn joined(
-    from: &[ast::TableWithJoins],
-    selection: Option<&ast::Expr>,
-    target: joined_write::Target<'_>,
-    catalog: &Catalog,
-    database: Option<&str>,
-    update: bool,
-) -> SqlResult<Compiled> {
-    let mut placeholders = Vec::new();
-    let write = joined_write::joined_write(
-        from,
-        selection,
-        target,
-        catalog,
-        database,
-        &mut placeholders,
-    )?;
-    Ok(Compiled {
-        through_view: false,
-        parameter_order: crate::expr::parameter_order_of(&placeholders),
-        plan: match update {
-            true => Plan::Update(write),
-            false => Plan::Delete(write),
-        },
-    })
-}
-
-/// An UPDATE (with `assignments`) or a DELETE (without): its WHERE,
-/// ORDER BY (DELETE's) and LIMIT (a count or `?`) compiled, its access
-/// chosen.
-fn write_plan(
-    table: &Arc<SqlTable>,
-    mut compiler: Compiler<'_>,
-    selection: Option<&ast::Expr>,
-    limit: Option<&ast::Expr>,
-    order: &[ast::OrderByExpr],
-    assignments: Vec<(usize, Expr)>,
-) -> SqlResult<Compiled> {
-    compiler.place = "where clause";
-    let filter = selection.map(|e| compiler.compile(e)).transpose()?;
-    compiler.place = "order clause";
-    let mut order_by = Vec::with_capacity(order.len());
-    for item in order {
-        order_by.push((
-            compiler.compile(&item.expr)?,
-            item.options.asc == Some(false),
-        ));
-    }
-    let (limit, limit_parameter) = match limit {
-        Some(expr) if is_placeholder(expr) => match compiler.compile(expr)? {
-            Expr::Param(slot) => (None, Some(slot)),
-            other => unreachable!("a placeholder compiles to a parameter, not {other:?}"),
-        },
-        Some(expr) => (Some(constant_count(expr)?), None),
-        None => (None, None),
-    };
-    let update = !assignments.is_empty();
-    let access = choose_access(table, filter.as_ref());
-    // A CHECK constraint is checked on the new row here, which the data
-    // node's increment never shows.
-    let increments =
-        match update && limit != Some(0) && limit_parameter.is_none() && table.checks.is_empty() {
-            true => increments_of(table, &access, filter.as_ref(), &assignments),
-            false => None,
-        };
-    let mut subqueries = compiler.take_subqueries();
-    // A subquery an assignment reads gives a value to store: what it
-    // raises is an error (strict mode), wherever it runs.
-    let mut stored = Vec::new();
-    for (_, expr) in &assignments {
-        visit::subquery_slots(expr, &mut stored);
-    }
-    for slot in stored {
-        if let Some(subquery) = subqueries.get_mut(slot) {
-            subquery.stored = true;
-        }
-    }
-    let write = WritePlan {
-        table: Arc::clone(table),
-        access,
-        filter,
-        assignments,
-        limit,
-        limit_parameter,
-        order_by,
-        increments,
-        subqueries,
-        joined: None,
-    };
-    Ok(Compiled {
-        through_view: false,
-        parameter_order: compiler.parameter_order(),
-        plan: match update {
-            true => Plan::Update(write),
-            false => Plan::Delete(write),
-        },
-    })
-}
-
-/// The increments an UPDATE is, when the data node can do it alone: the
-/// WHERE clause is the primary key's equalities and nothing else (access
-/// by the whole key, one conjunct per key column), and every assignment
-/// is `c = c + n`, `c = n + c` or `c = c - n` with `n` a non-zero integer
-/// constant and `c` a column stored as INT or BIGINT with no narrower SQL
-/// range (TINYINT's is checked here, not by the data node), in no key
-/// and no unique index, assigned once. A non-zero delta always changes
-/// the row, so the statement changes the rows it matches, as MySQL counts
-/// them; a sum out of range or a NULL column is refused by the data node
-/// and the statement then runs as any UPDATE, for MySQL's answer.
-fn increments_of(
-    table: &SqlTable,
-    access: &AccessPlan,
-    filter: Option<&Expr>,
-    assignments: &[(usize, Expr)],
-) -> Option<Vec<(usize, i64)>> {
-    let AccessPlan::PrimaryKey(_) = access else {
-        return None;
-    };
-    if assignments.len() > client::MAX_INCREMENTS {
-        return None;
-    }
-    let mut conjuncts = Vec::new();
-    split_and(filter?, &mut conjuncts);
-    let key_columns = table.key_columns();
-    if conjuncts.len() != key_columns.len() {
-        return None;
-    }
-    let in_unique_index = |column: usize| {
-        table.def().indexes.iter().any(|index| {
-            index.unique.is_some() && index.columns.iter().any(|&c| c as usize == column)
-        })
-    };
-    let mut increments: Vec<(usize, i64)> = Vec::with_capacity(assignments.len());
-    for (column, expr) in assignments {
-        let (operation, left, right) = match expr {
-            Expr::Arithmetic(operation, left, right) => (operation, &**left, &**right),
-            _ => return None,
-        };
-        let constant = match (operation, left, right) {
-            (Arithmetic::Add | Arithmetic::Subtract, Expr::Column(c), Expr::Literal(n))
-                if c == column =>
-            {
-                n
-            }
-            (Arithmetic::Add, Expr::Literal(n), Expr::Column(c)) if c == column => n,
-            _ => return None,
-        };
-        let magnitude = match constant {
-            Value::Int(n) => *n,
-            Value::UInt(n) => i64::try_from(*n).ok()?,
-            _ => return None,
-        };
-        let delta = match operation {
-            Arithmetic::Subtract => magnitude.checked_neg()?,
-            _ => magnitude,
-        };
-        let sql_column = &table.columns[*column];
-        // Only a type as wide as its storage: the data node checks the
-        // sum against the stored type's range, not a narrower SQL one.
-        let integer = matches!(sql_column.sql_type, SqlType::Integer { bytes: 4 | 8, .. });
-        if delta == 0
-            || !integer
-            || key_columns.contains(column)
-            || in_unique_index(*column)
-            || increments.iter().any(|(seen, _)| seen == column)
-        {
-            return None;
-        }
-        increments.push((*column, delta));
-    }
-    Some(increments)
-}
-
 pub(crate) fn last_ident(name: &ast::ObjectName) -> String {
     name.0
         .last()
         .and_then(|part| part.as_ident())
         .map(|ident| ident.value.clone())
         .unwrap_or_default()
-}
-
-/// The one table `command` (UPDATE or DELETE) writes, and its alias.
-fn single_table(
-    from: &ast::TableWithJoins,
-    catalog: &Catalog,
-    database: Option<&str>,
-    command: &str,
-) -> SqlResult<(Arc<SqlTable>, Option<String>)> {
-    if !from.joins.is_empty() {
-        return Err(SqlError::unsupported("joins"));
-    }
-    match &from.relation {
-        ast::TableFactor::Table { name, alias, .. } => {
-            let (database, table) = table_name(name, database)?;
-            let sql_table = catalog
-                .table(&database, &table)
-                .map_err(|error| catalog.not_a_table(&database, &table, command, error))?;
-            Ok((sql_table, alias.as_ref().map(|a| a.name.value.clone())))
-        }
-        other => Err(SqlError::unsupported(format!("FROM {other}"))),
-    }
 }
 
 fn constant_count(expr: &ast::Expr) -> SqlResult<u64> {
@@ -922,6 +727,31 @@ pub(crate) fn select_plan(
     placeholders: &mut Vec<(u64, u64)>,
     ctes: &Ctes,
 ) -> SqlResult<SelectPlan> {
+    select_plan_pushed(
+        query,
+        catalog,
+        database,
+        outer,
+        placeholders,
+        ctes,
+        pushdown::FromEnclosing::default(),
+    )
+}
+
+/// `select_plan` of a derived table's query, with what the enclosing
+/// query gives it (design 0040): conditions over its output columns
+/// that the enclosing query checks on its rows too, which it applies
+/// where they give the same rows, and whether this is a provisional
+/// first compiling.
+fn select_plan_pushed(
+    query: &ast::Query,
+    catalog: &Catalog,
+    database: Option<&str>,
+    outer: &[Scope<'_>],
+    placeholders: &mut Vec<(u64, u64)>,
+    ctes: &Ctes,
+    from_enclosing: pushdown::FromEnclosing<'_>,
+) -> SqlResult<SelectPlan> {
     let extended;
     let ctes = match &query.with {
         None => ctes,
@@ -941,11 +771,26 @@ pub(crate) fn select_plan(
                 && query.limit_clause.is_none()
                 && query.locks.is_empty() =>
         {
-            return select_plan(inner, catalog, database, outer, placeholders, ctes)
+            return select_plan_pushed(
+                inner,
+                catalog,
+                database,
+                outer,
+                placeholders,
+                ctes,
+                from_enclosing,
+            )
         }
         other => return Err(SqlError::unsupported(format!("{other}"))),
     };
-    let mut sources = sources(&select.from, catalog, database, placeholders, ctes)?;
+    let mut sources = sources(
+        &select.from,
+        select.selection.as_ref(),
+        catalog,
+        database,
+        placeholders,
+        ctes,
+    )?;
     let derived: Vec<SelectPlan> = sources
         .iter_mut()
         .filter_map(|s| s.derived.take())
@@ -1206,6 +1051,27 @@ pub(crate) fn select_plan(
             "FOR UPDATE or FOR SHARE of a derived table",
         ));
     }
+    // Conditions an enclosing query pushed into this one, where they
+    // give the same rows.
+    let evaluated: Vec<&Expr> = filter
+        .iter()
+        .chain(having.iter())
+        .chain(group_by.iter())
+        .chain(order_by.iter().map(|(expr, _)| expr))
+        .chain(ons.iter().flatten())
+        .chain(aggregates.iter().filter_map(|a| a.argument.as_ref()))
+        .collect();
+    let applied = pushdown::Shape {
+        output: &output,
+        evaluated: &evaluated,
+        group_by: &group_by,
+        aggregated: !aggregates.is_empty(),
+        distinct: matches!(select.distinct, Some(ast::Distinct::Distinct)),
+        limited: limit.is_some() || offset > 0 || limit_parameters.is_some(),
+        windowed: !windows.is_empty(),
+    }
+    .applied(from_enclosing.pushed);
+    let filter = pushdown::with_applied(filter, applied);
     // The conditions every joined row must meet: WHERE and the inner
     // joins' ON clauses (a LEFT JOIN's ON only decides its matches).
     let mut pool = conjuncts_of(filter.as_ref());
@@ -1316,12 +1182,24 @@ pub(crate) fn select_plan(
             needed: needed_of(offset, columns),
         });
     }
+    let mut subqueries = compiler.take_subqueries();
+    compiler.give_placeholders_to(placeholders);
+    if !from_enclosing.provisional {
+        pushdown::push_into_derived(
+            &sources,
+            &offsets,
+            &pool,
+            &mut subqueries,
+            catalog,
+            database,
+            placeholders,
+            ctes,
+        );
+    }
     let filter = match joins.is_empty() {
         true => filter,
         false => and_of(pool),
     };
-    let subqueries = compiler.take_subqueries();
-    compiler.give_placeholders_to(placeholders);
     let distinct = matches!(select.distinct, Some(ast::Distinct::Distinct));
     let plain = joins.is_empty() && !grouped && having.is_none() && !distinct && windows.is_empty();
     // ORDER BY with a LIMIT over a whole table: read it in the order of

@@ -3,8 +3,9 @@
 //! not) or, inside a recursive one, its rows of the step before, with
 //! the joins' kinds and conditions.
 
-use super::ctes::{derived_table, Ctes};
-use super::{last_ident, recursive, select_plan, table_name, SelectPlan};
+use super::ctes::{derived_table, Cte, Ctes};
+use super::pushdown::{might_take, Derivation, FromEnclosing, Recipe};
+use super::{last_ident, recursive, select_plan, select_plan_pushed, table_name, SelectPlan};
 use crate::catalog::{Catalog, SqlTable};
 use crate::error::{codes, SqlError, SqlResult};
 use client::LockMode;
@@ -24,6 +25,9 @@ pub(super) struct Source<'q> {
     /// A derived table's query, compiled: it goes to the statement's
     /// subqueries, in the slot `table.derived` names.
     pub(super) derived: Option<SelectPlan>,
+    /// How to compile that query again with conditions pushed into it
+    /// (not for a recursive expression's).
+    pub(super) recipe: Option<Recipe<'q>>,
 }
 
 /// The tables of a FROM clause, in order: the first, then each joined.
@@ -49,8 +53,11 @@ fn is_dual(from: &[ast::TableWithJoins]) -> bool {
         })
 }
 
+/// The tables of `from`; `selection` is the WHERE clause, whose
+/// conditions may be pushed into a derived table (design 0040).
 pub(super) fn sources<'q>(
     from: &'q [ast::TableWithJoins],
+    selection: Option<&ast::Expr>,
     catalog: &Catalog,
     database: Option<&str>,
     placeholders: &mut Vec<(u64, u64)>,
@@ -61,17 +68,53 @@ pub(super) fn sources<'q>(
     // table named `alias`, in the next subquery slot.
     // A view's table is named as the view, in its database, whatever
     // its alias (`view`: its database and name).
-    let mut derive_table =
-        |view: Option<(&str, &str)>, alias: &str, plan: SelectPlan| -> SqlResult<TableOf> {
-            if plan.lock != LockMode::CommittedRead {
-                return Err(SqlError::unsupported("a locking read in a derived table"));
+    let mut derive_table = |view: Option<(&str, &str)>,
+                            alias: &str,
+                            plan: SelectPlan,
+                            recipe: Option<Recipe<'q>>|
+     -> SqlResult<TableOf<'q>> {
+        if plan.lock != LockMode::CommittedRead {
+            return Err(SqlError::unsupported("a locking read in a derived table"));
+        }
+        let (database, name) = view.unwrap_or(("", alias));
+        let table = derived_table(database, name, &plan, derived_tables)?;
+        derived_tables += 1;
+        Ok((table, Some(alias.to_string()), Some(plan), recipe))
+    };
+    // The WHERE's and the inner joins' ON conditions: a derived table
+    // one of them may be pushed into is compiled first provisionally,
+    // to be compiled again once they are known.
+    let mut conditions: Vec<&ast::Expr> = selection.into_iter().collect();
+    for item in from {
+        for join in &item.joins {
+            use ast::JoinOperator as J;
+            if let J::Join(c) | J::Inner(c) | J::CrossJoin(c) | J::StraightJoin(c) =
+                &join.join_operator
+            {
+                if let ast::JoinConstraint::On(on) = c {
+                    conditions.push(on);
+                }
             }
-            let (database, name) = view.unwrap_or(("", alias));
-            let table = derived_table(database, name, &plan, derived_tables)?;
-            derived_tables += 1;
-            Ok((table, Some(alias.to_string()), Some(plan)))
+        }
+    }
+    let mut table_of = |factor: &'q ast::TableFactor, left: bool| -> SqlResult<TableOf<'q>> {
+        let placeholders_before = placeholders.len();
+        let spent_before = ctes.spent_so_far();
+        let exposed = match factor {
+            ast::TableFactor::Table { name, alias, .. } => alias
+                .as_ref()
+                .map_or_else(|| last_ident(name), |a| a.name.value.clone()),
+            ast::TableFactor::Derived { alias, .. } => alias
+                .as_ref()
+                .map(|a| a.name.value.clone())
+                .unwrap_or_default(),
+            _ => String::new(),
         };
-    let mut table_of = |factor: &ast::TableFactor| -> SqlResult<TableOf> {
+        let provisional = !left && might_take(&conditions, &exposed);
+        let from_enclosing = FromEnclosing {
+            pushed: &[],
+            provisional,
+        };
         match factor {
             // A common table expression: a derived table of its query,
             // compiled where it is named (each naming its own run).
@@ -91,6 +134,7 @@ pub(super) fn sources<'q>(
                     None,
                     alias.as_ref().map_or(&working.name, |a| &a.name.value),
                     plan,
+                    None,
                 )
             }
             ast::TableFactor::Table { name, alias, .. } if ctes.find(name).is_some() => {
@@ -102,17 +146,34 @@ pub(super) fn sources<'q>(
                     }
                     false => None,
                 };
-                let mut plan = match recursive {
-                    Some(plan) => plan,
+                let (plan, recipe) = match recursive {
+                    Some(mut plan) => {
+                        recursive::name_columns(&mut plan, &cte.columns)?;
+                        (plan, None)
+                    }
                     None => {
-                        select_plan(&cte.query, catalog, database, &[], placeholders, &visible)?
+                        let plan = cte_plan(
+                            cte,
+                            &visible,
+                            catalog,
+                            database,
+                            placeholders,
+                            from_enclosing,
+                        )?;
+                        let recipe = Recipe {
+                            derivation: Derivation::Cte(name),
+                            placeholders_before,
+                            spent_before,
+                            provisional,
+                        };
+                        (plan, Some(recipe))
                     }
                 };
-                recursive::name_columns(&mut plan, &cte.columns)?;
                 derive_table(
                     None,
                     alias.as_ref().map_or(&cte.name, |a| &a.name.value),
                     plan,
+                    recipe,
                 )
             }
             ast::TableFactor::Table { name, alias, .. } => {
@@ -126,6 +187,7 @@ pub(super) fn sources<'q>(
                             sql_table,
                             alias.as_ref().map(|a| a.name.value.clone()),
                             None,
+                            None,
                         ))
                     }
                     Err(error) if error.code == codes::NO_SUCH_TABLE => error,
@@ -135,9 +197,16 @@ pub(super) fn sources<'q>(
                 let Some(view) = catalog.view(&database, &table)? else {
                     return Err(missing);
                 };
-                let plan = view_plan(&view, catalog, placeholders, ctes)?;
-                let alias = alias.as_ref().map_or(&view.name, |a| &a.name.value);
-                derive_table(Some((&view.database, &view.name)), alias, plan)
+                let plan = view_plan(&view, catalog, placeholders, ctes, from_enclosing)?;
+                let alias = alias.as_ref().map_or(&view.name, |a| &a.name.value).clone();
+                let (database, name) = (view.database.clone(), view.name.clone());
+                let recipe = Recipe {
+                    derivation: Derivation::View(view),
+                    placeholders_before,
+                    spent_before,
+                    provisional,
+                };
+                derive_table(Some((&database, &name)), &alias, plan, Some(recipe))
             }
             ast::TableFactor::Derived {
                 lateral: false,
@@ -154,8 +223,22 @@ pub(super) fn sources<'q>(
                     return Err(SqlError::unsupported("a derived table's column list"));
                 }
                 // Its own query: no enclosing row to read (not LATERAL).
-                let plan = select_plan(subquery, catalog, database, &[], placeholders, ctes)?;
-                derive_table(None, &alias.name.value, plan)
+                let plan = select_plan_pushed(
+                    subquery,
+                    catalog,
+                    database,
+                    &[],
+                    placeholders,
+                    ctes,
+                    from_enclosing,
+                )?;
+                let recipe = Recipe {
+                    derivation: Derivation::Subquery(subquery),
+                    placeholders_before,
+                    spent_before,
+                    provisional,
+                };
+                derive_table(None, &alias.name.value, plan, Some(recipe))
             }
             other => Err(SqlError::unsupported(format!("FROM {other}"))),
         }
@@ -165,7 +248,7 @@ pub(super) fn sources<'q>(
     }
     let mut sources = Vec::new();
     for item in from {
-        let (table, alias, derived) = table_of(&item.relation)?;
+        let (table, alias, derived, recipe) = table_of(&item.relation, false)?;
         sources.push(Source {
             table,
             alias,
@@ -173,6 +256,7 @@ pub(super) fn sources<'q>(
             on: None,
             using: Vec::new(),
             derived,
+            recipe,
         });
         for join in &item.joins {
             use ast::JoinOperator as J;
@@ -185,7 +269,7 @@ pub(super) fn sources<'q>(
                     return Err(SqlError::unsupported(format!("{kind} joins")));
                 }
             };
-            let (table, alias, derived) = table_of(&join.relation)?;
+            let (table, alias, derived, recipe) = table_of(&join.relation, left)?;
             let (on, using) = match constraint {
                 ast::JoinConstraint::On(on) => (Some(on), Vec::new()),
                 ast::JoinConstraint::Using(columns) => {
@@ -201,6 +285,7 @@ pub(super) fn sources<'q>(
                 on,
                 using,
                 derived,
+                recipe,
             });
         }
     }
@@ -223,23 +308,50 @@ pub(super) fn sources<'q>(
     Ok(sources)
 }
 
+/// The plan of common table expression `cte` (not a recursive one's),
+/// compiled with the expressions it may name (`visible`) and what the
+/// query naming it gives it, its columns named by its column list.
+pub(super) fn cte_plan(
+    cte: &Cte,
+    visible: &Ctes,
+    catalog: &Catalog,
+    database: Option<&str>,
+    placeholders: &mut Vec<(u64, u64)>,
+    from_enclosing: FromEnclosing<'_>,
+) -> SqlResult<SelectPlan> {
+    let mut plan = select_plan_pushed(
+        &cte.query,
+        catalog,
+        database,
+        &[],
+        placeholders,
+        visible,
+        from_enclosing,
+    )?;
+    recursive::name_columns(&mut plan, &cte.columns)?;
+    Ok(plan)
+}
+
 /// The plan of `view`'s query, compiled in its database with its
-/// columns' names; 1356 when it no longer compiles.
-pub(crate) fn view_plan(
+/// columns' names and what the query reading it gives it (design
+/// 0040); 1356 when it no longer compiles.
+pub(super) fn view_plan(
     view: &crate::views::View,
     catalog: &Catalog,
     placeholders: &mut Vec<(u64, u64)>,
     ctes: &Ctes,
+    from_enclosing: FromEnclosing<'_>,
 ) -> SqlResult<SelectPlan> {
     let inner = ctes.for_view(view)?;
     let query = view.parsed()?;
-    let compiled = select_plan(
+    let compiled = select_plan_pushed(
         &query,
         catalog,
         Some(&view.database),
         &[],
         placeholders,
         &inner,
+        from_enclosing,
     )
     .and_then(|mut plan| {
         recursive::name_columns(&mut plan, &view.columns)?;
@@ -260,7 +372,13 @@ pub(crate) fn view_plan(
 /// The table `view` reads as (for DESCRIBE and SHOW COLUMNS): its
 /// columns with the types its query gives them.
 pub fn view_table(view: &crate::views::View, catalog: &Catalog) -> SqlResult<Arc<SqlTable>> {
-    let plan = view_plan(view, catalog, &mut Vec::new(), &Ctes::default())?;
+    let plan = view_plan(
+        view,
+        catalog,
+        &mut Vec::new(),
+        &Ctes::default(),
+        FromEnclosing::default(),
+    )?;
     derived_table(&view.database, &view.name, &plan, 0)
 }
 
@@ -295,5 +413,10 @@ pub fn view_query(
 }
 
 /// A FROM clause's table: the table, its alias, and a derived table's
-/// compiled query.
-type TableOf = (Arc<SqlTable>, Option<String>, Option<SelectPlan>);
+/// compiled query and how to compile it again.
+type TableOf<'q> = (
+    Arc<SqlTable>,
+    Option<String>,
+    Option<SelectPlan>,
+    Option<Recipe<'q>>,
+);

@@ -3,7 +3,7 @@
 
 use super::Session;
 use crate::error::SqlResult;
-use crate::plan::{Plan, SetStep, UnionPlan};
+use crate::plan::{Plan, SelectPlan, SetStep, UnionPlan};
 use crate::result::Response;
 use crate::value::Value;
 use sqlparser::ast;
@@ -118,21 +118,8 @@ impl Session {
             Plan::Insert(_) => None,
         };
         if let Some(select) = joining {
-            for join in &select.joins {
-                let how = match (join.correlated, &join.access) {
-                    (false, access) => format!("{}, once", access.describe()),
-                    (true, crate::plan::AccessPlan::PrimaryKey(_)) => {
-                        "primary key lookups, batched over the earlier rows".to_string()
-                    }
-                    (true, access) => format!("{} for each earlier row", access.describe()),
-                };
-                let kind = if join.left { "left join" } else { "join" };
-                rows.push(vec![
-                    Value::from(join.table.name.as_str()),
-                    Value::from(format!("{kind}: {how}")),
-                    Value::from(""),
-                ]);
-            }
+            join_rows(select, "", &mut rows);
+            derived_rows(select, &mut rows);
             // A set operation's later SELECTs, one row each (their
             // joins not shown), then how their rows combine and what is
             // done with the whole.
@@ -154,6 +141,59 @@ impl Session {
             }
         }
         Ok(Response::text_rows(&["table", "access", "sql_node"], rows))
+    }
+}
+
+/// A joined table's row each: how it is read for the earlier rows
+/// (`within`: the derived table the join is in, if any).
+fn join_rows(select: &SelectPlan, within: &str, rows: &mut Vec<Vec<Value>>) {
+    for join in &select.joins {
+        let how = match (join.correlated, &join.access) {
+            (false, access) => format!("{}, once", access.describe()),
+            (true, crate::plan::AccessPlan::PrimaryKey(_)) => {
+                "primary key lookups, batched over the earlier rows".to_string()
+            }
+            (true, access) => format!("{} for each earlier row", access.describe()),
+        };
+        let kind = if join.left { "left join" } else { "join" };
+        rows.push(vec![
+            Value::from(join.table.name.as_str()),
+            Value::from(format!("{within}{kind}: {how}")),
+            Value::from(""),
+        ]);
+    }
+}
+
+/// For each derived table or view `select` reads, the rows of its own
+/// query's tables, marked `in name:` (how a condition pushed into it
+/// changed their access shows here; design 0040).
+fn derived_rows(select: &SelectPlan, rows: &mut Vec<Vec<Value>>) {
+    let tables = select
+        .table
+        .iter()
+        .chain(select.joins.iter().map(|j| &j.table));
+    for table in tables {
+        let Some(inner) = table
+            .derived
+            .and_then(|slot| select.subqueries.get(slot))
+            .map(|subquery| &*subquery.plan)
+        else {
+            continue;
+        };
+        if inner.working_table || inner.recursive.is_some() || inner.union.is_some() {
+            continue;
+        }
+        let within = format!("in {}: ", table.name);
+        rows.push(vec![
+            inner
+                .table
+                .as_ref()
+                .map_or(Value::Null, |t| Value::from(t.name.as_str())),
+            Value::from(format!("{within}{}", inner.access.describe())),
+            Value::from(""),
+        ]);
+        join_rows(inner, &within, rows);
+        derived_rows(inner, rows);
     }
 }
 
