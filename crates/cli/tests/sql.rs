@@ -992,7 +992,9 @@ fn conditions_on_views_and_derived_tables_reach_their_tables() {
          CREATE VIEW p.over_view (k) AS SELECT id FROM p.everything; \
          CREATE VIEW p.level1 AS SELECT id, v FROM p.t WHERE v > 0; \
          CREATE VIEW p.level2 AS SELECT id, v FROM p.level1 WHERE v > 1; \
-         CREATE VIEW p.level3 AS SELECT id, v FROM p.level2 WHERE v > 2",
+         CREATE VIEW p.level3 AS SELECT id, v FROM p.level2 WHERE v > 2; \
+         CREATE VIEW p.both AS SELECT id, v FROM p.t WHERE g = 1 \
+           UNION ALL SELECT id, v FROM p.t WHERE g = 2",
     );
     let explain = |sql: &str| query(&node, &format!("USE p; EXPLAIN {sql}"));
     let shown = explain("SELECT v FROM everything WHERE id = 3");
@@ -1030,6 +1032,17 @@ fn conditions_on_views_and_derived_tables_reach_their_tables() {
         "{shown}"
     );
     assert_eq!(query(&node, "SELECT v FROM p.level3 WHERE id = 2"), "20\n");
+    // Each SELECT of a UNION ALL.
+    let shown = explain("SELECT v FROM both WHERE id = 3");
+    assert!(
+        shown.contains("t\tin both: select 1: primary key lookup"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("t\tin both: select 2: primary key lookup"),
+        "{shown}"
+    );
+    assert_eq!(query(&node, "SELECT v FROM p.both WHERE id = 3"), "30\n");
     let shown = explain("SELECT * FROM (SELECT id, v FROM t) AS d WHERE d.id IN (1, 2)");
     assert!(
         shown.contains("t\tin d: batched primary key lookups (2)"),

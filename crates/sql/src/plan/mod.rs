@@ -763,7 +763,15 @@ fn select_plan_pushed(
     let select = match query.body.as_ref() {
         ast::SetExpr::Select(select) => select,
         ast::SetExpr::SetOperation { .. } => {
-            return union_plan(query, catalog, database, outer, placeholders, ctes)
+            return union_plan(
+                query,
+                catalog,
+                database,
+                outer,
+                placeholders,
+                ctes,
+                from_enclosing,
+            )
         }
         // `(SELECT ...)`: the parenthesized query alone.
         ast::SetExpr::Query(inner)

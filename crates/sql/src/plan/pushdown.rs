@@ -7,7 +7,8 @@
 //!
 //! A pushed condition is only ever a copy: the enclosing query keeps
 //! and checks every one of its own. So a query that cannot take one (a
-//! LIMIT, a window function, a UNION, a condition on an aggregate)
+//! LIMIT, a window function, a recursive expression, a condition on an
+//! aggregate)
 //! ignores it, and the answer is the same either way.
 
 use super::ctes::{Ctes, Spending};
@@ -15,6 +16,7 @@ use super::sources::{cte_plan, view_plan, Source};
 use super::{and_of, collect_columns, select_plan_pushed, SelectPlan, SubqueryPlan};
 use crate::catalog::Catalog;
 use crate::expr::{Expr, Function, SessionValue};
+use crate::result::{ColumnKind, OutputColumn};
 use sqlparser::ast;
 
 /// How a derived table of a FROM clause was compiled, to compile it
@@ -254,6 +256,55 @@ impl Shape<'_> {
     }
 }
 
+/// The conditions pushed into a set operation that go on to its
+/// SELECTs: none under a LIMIT or OFFSET of the whole; under UNION ALL
+/// alone (`all_union`) every one, each SELECT keeping what it can; where
+/// rows are compared (UNION, INTERSECT, EXCEPT, with ALL or not: equal
+/// under their collation, one of them shown), only plain comparisons,
+/// as for a grouped query.
+pub(super) fn for_set_operation(pushed: &[Expr], limited: bool, all_union: bool) -> Vec<Expr> {
+    match limited {
+        true => Vec::new(),
+        false => pushed
+            .iter()
+            .filter(|condition| all_union || plain_comparison(condition))
+            .cloned()
+            .collect(),
+    }
+}
+
+/// Whether the values of every column `pushed` reads stay as each of a
+/// set operation's `parts` makes them: a text, floating or DECIMAL
+/// column of the whole (`columns`) takes another SELECT's numbers as
+/// its own type (`execute::union::united`), and a condition over the
+/// value converted could answer otherwise than over the SELECT's own.
+pub(super) fn values_kept(pushed: &[Expr], parts: &[SelectPlan], columns: &[OutputColumn]) -> bool {
+    let mut read = Vec::new();
+    for condition in pushed {
+        collect_columns(condition, &mut read);
+    }
+    read.iter().all(|&index| {
+        let Some(whole) = columns.get(index) else {
+            return false;
+        };
+        let converting = matches!(
+            whole.kind,
+            ColumnKind::Text(_)
+                | ColumnKind::LongText(_)
+                | ColumnKind::Char(_)
+                | ColumnKind::Double
+                | ColumnKind::Float
+                | ColumnKind::Decimal { .. }
+        );
+        !converting
+            || parts.iter().all(|part| {
+                part.columns
+                    .get(index)
+                    .is_some_and(|own| own.kind == whole.kind)
+            })
+    })
+}
+
 /// A comparison of columns with constants (`c = 5`, `c BETWEEN 1 AND 9`,
 /// `c IN (1, 2)`, `c IS NULL`, `c <=> ?`): every operand a column or
 /// free of columns.
@@ -340,8 +391,15 @@ pub(super) fn push_into_derived(
 /// Whether `plan` reads a derived table, view or common table
 /// expression of its own.
 fn has_derived_table(plan: &SelectPlan) -> bool {
-    plan.table.iter().any(|t| t.derived.is_some())
-        || plan.joins.iter().any(|j| j.table.derived.is_some())
+    let own = |plan: &SelectPlan| {
+        plan.table.iter().any(|t| t.derived.is_some())
+            || plan.joins.iter().any(|j| j.table.derived.is_some())
+    };
+    own(plan)
+        || plan
+            .union
+            .as_ref()
+            .is_some_and(|union| union.all_parts().into_iter().any(own))
 }
 
 /// `recipe`'s derived table compiled again with `pushed`.

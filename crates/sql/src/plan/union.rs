@@ -3,10 +3,11 @@
 //! the steps that combine their rows (docs/design/0029-joins-and-grouping.md,
 //! "UNION, INTERSECT and EXCEPT").
 
-use super::{constant_count, select_plan, Ctes, SelectPlan};
+use super::pushdown::{self, FromEnclosing};
+use super::{constant_count, select_plan_pushed, Ctes, SelectPlan};
 use crate::catalog::Catalog;
 use crate::error::{codes, SqlError, SqlResult};
-use crate::expr::Scope;
+use crate::expr::{Expr, Scope};
 use crate::result::OutputColumn;
 use client::LockMode;
 use sqlparser::ast;
@@ -122,7 +123,8 @@ fn limit_and_offset(query: &ast::Query) -> SqlResult<(Option<u64>, u64)> {
 /// ORDER BY and LIMIT), the first carrying the rest, their columns'
 /// types made one, and the ORDER BY and LIMIT of the whole, whose ORDER
 /// BY names output columns by name or position (as MySQL's: the rows of
-/// a set operation have no tables).
+/// a set operation have no tables). Conditions an enclosing query pushes
+/// into it go to each SELECT (design 0040).
 pub(super) fn union_plan(
     query: &ast::Query,
     catalog: &Catalog,
@@ -130,6 +132,7 @@ pub(super) fn union_plan(
     outer: &[Scope<'_>],
     placeholders: &mut Vec<(u64, u64)>,
     ctes: &Ctes,
+    from_enclosing: FromEnclosing<'_>,
 ) -> SqlResult<SelectPlan> {
     if !query.locks.is_empty() {
         return Err(SqlError::unsupported(
@@ -137,37 +140,61 @@ pub(super) fn union_plan(
         ));
     }
     let (operands, steps) = set_steps(&query.body)?;
-    let mut parts = Vec::with_capacity(operands.len());
-    for operand in operands {
-        let plan = match operand {
-            ast::SetExpr::Query(inner) => {
-                select_plan(inner, catalog, database, outer, placeholders, ctes)?
-            }
-            select => {
-                // The SELECT alone: the ORDER BY, LIMIT and the rest
-                // written after the last SELECT are the whole's.
-                let part = super::recursive::query_of(select.clone());
-                select_plan(&part, catalog, database, outer, placeholders, ctes)?
-            }
+    let pushed = pushdown::for_set_operation(
+        from_enclosing.pushed,
+        query.limit_clause.is_some(),
+        steps.iter().all(|step| match step {
+            SetStep::Rows(_) => true,
+            SetStep::Combine(operation) => operation.kind == SetKind::Union && operation.all,
+        }),
+    );
+    let (placeholders_before, spent_before) = (placeholders.len(), ctes.spent_so_far());
+    let compile_parts = |pushed: &[Expr], placeholders: &mut Vec<(u64, u64)>| {
+        let from_enclosing = FromEnclosing {
+            pushed,
+            provisional: from_enclosing.provisional,
         };
-        if plan.lock != LockMode::CommittedRead {
-            return Err(SqlError::unsupported(
-                "FOR UPDATE or FOR SHARE in a UNION, INTERSECT or EXCEPT",
-            ));
+        let mut parts = Vec::with_capacity(operands.len());
+        for operand in &operands {
+            let owned;
+            let part = match operand {
+                ast::SetExpr::Query(inner) => &**inner,
+                select => {
+                    // The SELECT alone: the ORDER BY, LIMIT and the rest
+                    // written after the last SELECT are the whole's.
+                    owned = super::recursive::query_of((*select).clone());
+                    &owned
+                }
+            };
+            let plan = select_plan_pushed(
+                part,
+                catalog,
+                database,
+                outer,
+                placeholders,
+                ctes,
+                from_enclosing,
+            )?;
+            if plan.lock != LockMode::CommittedRead {
+                return Err(SqlError::unsupported(
+                    "FOR UPDATE or FOR SHARE in a UNION, INTERSECT or EXCEPT",
+                ));
+            }
+            parts.push(plan);
         }
-        parts.push(plan);
-    }
-    let mut columns: Vec<OutputColumn> = parts[0].columns.to_vec();
-    for part in &parts[1..] {
-        if part.columns.len() != columns.len() {
-            return Err(SqlError::new(
-                codes::WRONG_NUMBER_OF_COLUMNS_IN_SELECT,
-                "The used SELECT statements have a different number of columns",
-            ));
-        }
-        for (column, other) in columns.iter_mut().zip(part.columns.iter()) {
-            column.unite(other);
-        }
+        SqlResult::Ok(parts)
+    };
+    let mut parts = compile_parts(&pushed, placeholders)?;
+    let mut columns = united_columns(&parts)?;
+    if !pushdown::values_kept(&pushed, &parts, &columns) {
+        // A SELECT's values of a column the conditions read are made
+        // another type's in the whole (`united`), where the conditions
+        // could answer otherwise: compiled again without them, from
+        // where the first compiling began.
+        placeholders.truncate(placeholders_before);
+        ctes.spend_as(spent_before);
+        parts = compile_parts(&[], placeholders)?;
+        columns = united_columns(&parts)?;
     }
     let mut order_by = Vec::new();
     if let Some(order) = &query.order_by {
@@ -212,6 +239,24 @@ pub(super) fn union_plan(
         offset,
     }));
     Ok(first)
+}
+
+/// The columns of a set operation of `parts`: each one's type made
+/// one with the others'.
+fn united_columns(parts: &[SelectPlan]) -> SqlResult<Vec<OutputColumn>> {
+    let mut columns: Vec<OutputColumn> = parts[0].columns.to_vec();
+    for part in &parts[1..] {
+        if part.columns.len() != columns.len() {
+            return Err(SqlError::new(
+                codes::WRONG_NUMBER_OF_COLUMNS_IN_SELECT,
+                "The used SELECT statements have a different number of columns",
+            ));
+        }
+        for (column, other) in columns.iter_mut().zip(part.columns.iter()) {
+            column.unite(other);
+        }
+    }
+    Ok(columns)
 }
 
 /// The SELECTs of a set operation in the order written, and the steps

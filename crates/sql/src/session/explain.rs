@@ -180,20 +180,33 @@ fn derived_rows(select: &SelectPlan, rows: &mut Vec<Vec<Value>>) {
         else {
             continue;
         };
-        if inner.working_table || inner.recursive.is_some() || inner.union.is_some() {
+        if inner.working_table || inner.recursive.is_some() {
             continue;
         }
         let within = format!("in {}: ", table.name);
-        rows.push(vec![
+        // A set operation's SELECTs, each numbered.
+        let parts = std::iter::once(inner).chain(
             inner
-                .table
+                .union
                 .as_ref()
-                .map_or(Value::Null, |t| Value::from(t.name.as_str())),
-            Value::from(format!("{within}{}", inner.access.describe())),
-            Value::from(""),
-        ]);
-        join_rows(inner, &within, rows);
-        derived_rows(inner, rows);
+                .map(|union| union.all_parts())
+                .unwrap_or_default(),
+        );
+        for (number, part) in parts.enumerate() {
+            let within = match inner.union {
+                Some(_) => format!("{within}select {}: ", number + 1),
+                None => within.clone(),
+            };
+            rows.push(vec![
+                part.table
+                    .as_ref()
+                    .map_or(Value::Null, |t| Value::from(t.name.as_str())),
+                Value::from(format!("{within}{}", part.access.describe())),
+                Value::from(""),
+            ]);
+            join_rows(part, &within, rows);
+            derived_rows(part, rows);
+        }
     }
 }
 
