@@ -1048,8 +1048,27 @@ fn conditions_on_views_and_derived_tables_reach_their_tables() {
         shown.contains("t\tin d: batched primary key lookups (2)"),
         "{shown}"
     );
-    let shown = explain("SELECT * FROM t LEFT JOIN everything AS e ON e.id = t.g WHERE e.id = 1");
+    // The NULL side of a LEFT JOIN takes nothing, unless the WHERE
+    // rejects its NULL rows: then it is an inner join.
+    let shown = explain(
+        "SELECT * FROM t LEFT JOIN everything AS e ON e.id = t.g WHERE e.id = 1 OR e.id IS NULL",
+    );
+    assert!(
+        shown.contains("everything\tleft join: full scan, once"),
+        "{shown}"
+    );
     assert!(shown.contains("t\tin everything: full scan"), "{shown}");
+    let shown = explain("SELECT * FROM t LEFT JOIN everything AS e ON e.id = t.g WHERE e.id = 1");
+    assert!(
+        shown.contains("everything\tjoin: full scan, once"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("t\tin everything: primary key lookup"),
+        "{shown}"
+    );
+    let shown = explain("SELECT * FROM t AS a LEFT JOIN t AS b ON b.g = a.id WHERE b.id = 2");
+    assert!(shown.contains("t\tjoin: primary key lookup, once"), "{shown}");
     assert_eq!(query(&node, "SELECT total FROM p.sums WHERE g = 2"), "70\n");
     // The data nodes sent the one row, not the table.
     let fetched = query(

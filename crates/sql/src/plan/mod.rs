@@ -23,6 +23,7 @@ mod ctes;
 mod describe;
 mod insert;
 mod joined_write;
+mod outer_joins;
 mod pushdown;
 mod recursive;
 mod sources;
@@ -1080,11 +1081,25 @@ fn select_plan_pushed(
     }
     .applied(from_enclosing.pushed);
     let filter = pushdown::with_applied(filter, applied);
+    // A LEFT JOIN whose WHERE rejects the rows it adds with NULLs is an
+    // inner join.
+    let wheres = conjuncts_of(filter.as_ref());
+    let left: Vec<bool> = sources
+        .iter()
+        .zip(&offsets)
+        .map(|(source, offset)| {
+            let width = source.table.columns.len();
+            source.left
+                && !wheres
+                    .iter()
+                    .any(|condition| outer_joins::rejects_nulls_of(condition, *offset, width))
+        })
+        .collect();
     // The conditions every joined row must meet: WHERE and the inner
     // joins' ON clauses (a LEFT JOIN's ON only decides its matches).
     let mut pool = conjuncts_of(filter.as_ref());
-    for (source, on) in sources.iter().zip(&ons) {
-        if !source.left {
+    for (on, left) in ons.iter().zip(&left) {
+        if !left {
             pool.extend(conjuncts_of(on.as_ref()));
         }
     }
@@ -1163,7 +1178,7 @@ fn select_plan_pushed(
         };
         // What decides a match: a LEFT JOIN's own ON; for an inner join,
         // every condition on this table and the earlier ones.
-        let deciding: Vec<Expr> = match source.left {
+        let deciding: Vec<Expr> = match left[index] {
             true => conjuncts_of(ons[index].as_ref()),
             false => pool.iter().filter(reads_this).cloned().collect(),
         };
@@ -1179,10 +1194,10 @@ fn select_plan_pushed(
         joins.push(JoinPlan {
             table: Arc::clone(&source.table),
             offset,
-            left: source.left,
+            left: left[index],
             access,
             correlated,
-            condition: match source.left {
+            condition: match left[index] {
                 true => ons[index].clone(),
                 false => and_of(deciding),
             },
@@ -1196,6 +1211,7 @@ fn select_plan_pushed(
         pushdown::push_into_derived(
             &sources,
             &offsets,
+            &left,
             &pool,
             &mut subqueries,
             catalog,

@@ -334,7 +334,7 @@ pub(super) fn with_applied(filter: Option<Expr>, applied: Vec<Expr>) -> Option<E
 
 /// Compiles again, with the conditions of `pool` that read it alone,
 /// each derived table of `sources` that is not on the NULL side of a
-/// LEFT JOIN (there, a row it no longer has would be NULL-extended
+/// LEFT JOIN (`left`, as planned: there, a row it no longer has would be NULL-extended
 /// instead of dropped), and those whose first compiling was provisional
 /// (`FromEnclosing`), and puts each new plan in its subquery slot. One
 /// that does not compile again alike keeps its first plan, as do those
@@ -343,6 +343,7 @@ pub(super) fn with_applied(filter: Option<Expr>, applied: Vec<Expr>) -> Option<E
 pub(super) fn push_into_derived(
     sources: &[Source<'_>],
     offsets: &[usize],
+    left: &[bool],
     pool: &[Expr],
     subqueries: &mut [SubqueryPlan],
     catalog: &Catalog,
@@ -350,11 +351,11 @@ pub(super) fn push_into_derived(
     placeholders: &[(u64, u64)],
     ctes: &Ctes,
 ) {
-    for (source, offset) in sources.iter().zip(offsets) {
+    for ((source, offset), left) in sources.iter().zip(offsets).zip(left) {
         let (Some(recipe), Some(slot)) = (&source.recipe, source.table.derived) else {
             continue;
         };
-        let pushed = match source.left {
+        let pushed = match left {
             true => Vec::new(),
             false => conditions_for(pool, *offset, source.table.columns.len()),
         };
