@@ -31,28 +31,16 @@ work=${WORK:-/tmp/tessera-scans-vs-mariadb}
 port=${PORT:-47700}
 [ -x "$tessera" ] || { echo "no tessera binary at $tessera: cargo build --release -p cli" >&2; exit 1; }
 
-if ! command -v mariadbd > /dev/null && [ ! -x /usr/sbin/mariadbd ] || ! command -v sysbench > /dev/null; then
-  echo "installing mariadb-server and sysbench" >&2
-  sudo_cmd=""; [ "$(id -u)" = 0 ] || sudo_cmd=sudo
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq mariadb-server sysbench > /dev/null
-fi
-mariadbd=$(command -v mariadbd || echo /usr/sbin/mariadbd)
 rm -rf "$work"; mkdir -p "$work"
 pids=()
 source "$here/bench/cluster.sh"
+source "$here/bench/mariadb.sh"
+install_missing mariadbd:mariadb-server mariadb:mariadb-client sysbench:sysbench
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done; wait 2> /dev/null || true; }
 trap cleanup EXIT
 
 # --- MariaDB ---------------------------------------------------------------
-socket="$work/mariadb.sock"
-mariadb-install-db --no-defaults --datadir="$work/mariadb" --user="$(id -un)" \
-  --auth-root-authentication-method=normal > "$work/mariadb-install.log" 2>&1
-"$mariadbd" --no-defaults --datadir="$work/mariadb" --socket="$socket" --port=$((port + 60)) \
-  --bind-address=127.0.0.1 --user="$(id -un)" --innodb-buffer-pool-size=2G \
-  --innodb-flush-log-at-trx-commit=2 --max-connections=200 > "$work/mariadb.log" 2>&1 &
-mariadb_pid=$!
-pids+=("$mariadb_pid")
-for _ in $(seq 1 200); do mariadb --socket="$socket" -uroot -e 'select 1' > /dev/null 2>&1 && break; sleep 0.2; done
+mariadb_start $((port + 60)) 2G --max-connections=200
 mariadb --socket="$socket" -uroot -e 'create database sbtest'
 sysbench_common=(--db-driver=mysql --mysql-socket="$socket" --mysql-user=root --mysql-db=sbtest
   --tables=1 --table-size="$records")
@@ -80,7 +68,7 @@ queries = float(re.search(r"queries:\s+\d+\s+\(([\d.]+) per sec", text).group(1)
 p50 = float(re.search(r"50th percentile:\s+([\d.]+)", text).group(1))
 print(f"{queries:.0f} {p50 * 1000:.0f}")
 EOP
-kill "$mariadb_pid"; wait "$mariadb_pid" 2> /dev/null || true
+mariadb_stop
 
 # --- Tessera -------------------------------------------------------------
 tessera_phase() { # CLUSTER PHASE ARGS...: "ops/s p50_us errors mismatches"

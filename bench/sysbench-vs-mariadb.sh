@@ -35,23 +35,13 @@ port=${PORT:-27800}
 png=${PNG:-$work/sysbench-vs-mariadb.png}
 [ -x "$tessera" ] || { echo "no tessera binary at $tessera: cargo build --release -p cli" >&2; exit 1; }
 
-missing=()
-command -v mariadbd > /dev/null || [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
-command -v mariadb > /dev/null || missing+=(mariadb-client)
-command -v sysbench > /dev/null || missing+=(sysbench)
-command -v gnuplot > /dev/null || missing+=(gnuplot-nox)
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing ${missing[*]}" >&2
-  sudo_cmd=""; [ "$(id -u)" = 0 ] || sudo_cmd=sudo
-  $sudo_cmd apt-get update -qq || true
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" > /dev/null
-fi
-mariadbd=$(command -v mariadbd || echo /usr/sbin/mariadbd)
 # 1,024 connections and their sysbench threads need the descriptors.
 ulimit -n 65536 2> /dev/null || ulimit -n "$(ulimit -Hn)"
 rm -rf "$work"; mkdir -p "$work"
 pids=()
 source "$here/bench/cluster.sh"
+source "$here/bench/mariadb.sh"
+install_missing mariadbd:mariadb-server mariadb:mariadb-client sysbench:sysbench gnuplot:gnuplot-nox
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done; wait 2> /dev/null || true; }
 trap cleanup EXIT
 
@@ -75,19 +65,10 @@ run() {
 }
 
 # --- MariaDB ---------------------------------------------------------------
-socket="$work/mariadb.sock"
-mariadb-install-db --no-defaults --datadir="$work/mariadb" --user="$(id -un)" \
-  --auth-root-authentication-method=normal > "$work/mariadb-install.log" 2>&1
-"$mariadbd" --no-defaults --datadir="$work/mariadb" --socket="$socket" --port=$((port + 60)) \
-  --bind-address=127.0.0.1 --user="$(id -un)" --innodb-buffer-pool-size=4G \
-  --innodb-flush-log-at-trx-commit=2 --max-connections=2100 --max-prepared-stmt-count=1000000 \
-  > "$work/mariadb.log" 2>&1 &
-mariadb_pid=$!
-pids+=("$mariadb_pid")
-for _ in $(seq 1 200); do mariadb --socket="$socket" -uroot -e 'select 1' > /dev/null 2>&1 && break; sleep 0.2; done
+mariadb_start $((port + 60)) 4G --max-connections=2100 --max-prepared-stmt-count=1000000
 mariadb --socket="$socket" -uroot -e 'create database sbtest'
 run mariadb $((port + 60))
-kill "$mariadb_pid"; wait "$mariadb_pid" 2> /dev/null || true
+mariadb_stop
 
 # --- Tessera ---------------------------------------------------------------
 cluster_start "$tessera" "$work/tessera" 2 2 "ldm = 1\ntc = 1\ntc_on_ldm = true" 4G

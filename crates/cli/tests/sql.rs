@@ -1068,7 +1068,10 @@ fn conditions_on_views_and_derived_tables_reach_their_tables() {
         "{shown}"
     );
     let shown = explain("SELECT * FROM t AS a LEFT JOIN t AS b ON b.g = a.id WHERE b.id = 2");
-    assert!(shown.contains("t\tjoin: primary key lookup, once"), "{shown}");
+    assert!(
+        shown.contains("t\tjoin: primary key lookup, once"),
+        "{shown}"
+    );
     assert_eq!(query(&node, "SELECT total FROM p.sums WHERE g = 2"), "70\n");
     // The data nodes sent the one row, not the table.
     let fetched = query(

@@ -441,6 +441,17 @@ impl Catalog {
 
     /// The SQL table `database.name`, from the cache or the cluster.
     pub fn table(&self, database: &str, name: &str) -> SqlResult<Arc<SqlTable>> {
+        self.load_table(database, name, true)
+    }
+
+    /// `table`; with `finish_truncates` false, a table the cluster lacks
+    /// is 1146 at once, without looking for a TRUNCATE to finish.
+    pub(crate) fn load_table(
+        &self,
+        database: &str,
+        name: &str,
+        finish_truncates: bool,
+    ) -> SqlResult<Arc<SqlTable>> {
         if crate::information_schema::is_it(database) {
             return crate::information_schema::table(name)
                 .ok_or_else(|| SqlError::no_such_table(database, name));
@@ -457,7 +468,7 @@ impl Catalog {
             Err(error) if error.code() == Some(client::ErrorCode::UnknownTable) => {
                 // A TRUNCATE that dropped the table and never created it
                 // again (its SQL node died between): finished here.
-                if self.finish_truncate(database, name)? {
+                if finish_truncates && self.finish_truncate(database, name)? {
                     return self.table(database, name);
                 }
                 return Err(SqlError::no_such_table(database, name));

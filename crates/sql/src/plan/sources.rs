@@ -181,7 +181,8 @@ pub(super) fn sources<'q>(
                 if ctes.is_defining(&database, &table) {
                     return Err(SqlError::no_such_table(&database, &table));
                 }
-                let missing = match catalog.table(&database, &table) {
+                // A table, else a view, else 1146.
+                let view = match catalog.table_or_view(&database, &table)? {
                     Ok(sql_table) => {
                         return Ok((
                             sql_table,
@@ -190,12 +191,7 @@ pub(super) fn sources<'q>(
                             None,
                         ))
                     }
-                    Err(error) if error.code == codes::NO_SUCH_TABLE => error,
-                    Err(error) => return Err(error),
-                };
-                // Not a table: a view, or nothing.
-                let Some(view) = catalog.view(&database, &table)? else {
-                    return Err(missing);
+                    Err(view) => view,
                 };
                 let plan = view_plan(&view, catalog, placeholders, ctes, from_enclosing)?;
                 let alias = alias.as_ref().map_or(&view.name, |a| &a.name.value).clone();

@@ -776,13 +776,10 @@ impl Session {
             } => {
                 let (database, table) = table_name(obj_name, self.database.as_deref())?;
                 self.require_any(&database, &table)?;
-                match catalog.table(&database, &table) {
+                match catalog.table_or_view(&database, &table)? {
                     Ok(table) => Ok(show::create_table(&table)),
                     // A view's is its CREATE VIEW, as MySQL shows it.
-                    Err(missing) => match catalog.view(&database, &table)? {
-                        Some(view) => Ok(view.show_create()),
-                        None => Err(missing),
-                    },
+                    Err(view) => Ok(view.show_create()),
                 }
             }
             S::ShowCreate {
