@@ -571,7 +571,12 @@ pub fn rows(view: View, source: &Source<'_>) -> SqlResult<Vec<Vec<Value>>> {
             .collect(),
         View::Columns => {
             let mut rows = Vec::new();
-            for table in source.visible_tables()? {
+            let views = source.visible_views()?.into_iter().filter_map(|view| {
+                // Its columns as its query types them; a view whose query
+                // no longer compiles has none to show.
+                crate::plan::view_table(&view, source.catalog).ok()
+            });
+            for table in source.visible_tables()?.into_iter().chain(views) {
                 for (position, column) in table.visible_columns() {
                     rows.push(column_row(&table, position, column));
                 }

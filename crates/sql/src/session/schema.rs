@@ -280,14 +280,9 @@ pub(super) fn table_or_view(
     database: &str,
     table: &str,
 ) -> SqlResult<Arc<SqlTable>> {
-    match catalog.table(database, table) {
-        Err(missing) if missing.code == codes::NO_SUCH_TABLE => {
-            match catalog.view(database, table)? {
-                Some(view) => plan::view_table(&view, catalog),
-                None => Err(missing),
-            }
-        }
-        found => found,
+    match catalog.table_or_view(database, table)? {
+        Ok(table) => Ok(table),
+        Err(view) => plan::view_table(&view, catalog),
     }
 }
 
