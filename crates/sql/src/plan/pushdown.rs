@@ -8,8 +8,7 @@
 //! A pushed condition is only ever a copy: the enclosing query keeps
 //! and checks every one of its own. So a query that cannot take one (a
 //! LIMIT, a window function, a recursive expression, a condition on an
-//! aggregate)
-//! ignores it, and the answer is the same either way.
+//! aggregate) ignores it, and the answer is the same either way.
 
 use super::ctes::{Ctes, Spending};
 use super::sources::{cte_plan, view_plan, Source};
