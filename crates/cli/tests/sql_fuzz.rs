@@ -347,6 +347,21 @@ fn statement(random: &mut Random) -> String {
     }
 }
 
+/// A text-protocol connection to `node` as root, in `database`.
+fn root_connection(
+    node: &SqlNode,
+    database: Option<&str>,
+) -> Result<Connection, bench::mysql::MysqlError> {
+    Connection::connect(&ConnectOptions {
+        address: format!("127.0.0.1:{}", node.port),
+        user: "root".into(),
+        password: String::new(),
+        database: database.map(str::to_string),
+        prepared: false,
+        batching: false,
+    })
+}
+
 /// Resident memory of process `pid`, in KiB.
 fn resident_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -361,15 +376,7 @@ fn resident_kib(pid: u32) -> u64 {
 fn generated_statements_never_crash_hang_or_bloat_the_sql_node() {
     let cluster = TestCluster::start(ClusterOptions::pair("sql_fuzz"));
     let node = SqlNode::start(&cluster);
-    let mut connection = Connection::connect(&ConnectOptions {
-        address: format!("127.0.0.1:{}", node.port),
-        user: "root".into(),
-        password: String::new(),
-        database: None,
-        prepared: false,
-        batching: false,
-    })
-    .expect("root connects");
+    let mut connection = root_connection(&node, None).expect("root connects");
     for setup in [
         "CREATE DATABASE fuzz",
         "USE fuzz",
@@ -406,14 +413,7 @@ fn generated_statements_never_crash_hang_or_bloat_the_sql_node() {
         .expect("still answers");
     let rows = connection.query("SELECT * FROM a").expect("still answers");
     assert_eq!(count.scalar(), Some(rows.rows.len().to_string().as_str()));
-    let fresh = Connection::connect(&ConnectOptions {
-        address: format!("127.0.0.1:{}", node.port),
-        user: "root".into(),
-        password: String::new(),
-        database: Some("fuzz".into()),
-        prepared: false,
-        batching: false,
-    });
+    let fresh = root_connection(&node, Some("fuzz"));
     assert!(fresh.is_ok(), "a new connection is served");
     let after = resident_kib(pid);
     eprintln!(
@@ -463,15 +463,7 @@ fn condition_on(random: &mut Random, columns: &[&str]) -> String {
 fn conditions_pushed_into_derived_tables_change_no_answer() {
     let cluster = TestCluster::start(ClusterOptions::pair("sql_pushdown_oracle"));
     let node = SqlNode::start(&cluster);
-    let mut connection = Connection::connect(&ConnectOptions {
-        address: format!("127.0.0.1:{}", node.port),
-        user: "root".into(),
-        password: String::new(),
-        database: None,
-        prepared: false,
-        batching: false,
-    })
-    .expect("root connects");
+    let mut connection = root_connection(&node, None).expect("root connects");
     let mut setup = vec![
         "CREATE DATABASE oracle".to_string(),
         "USE oracle".to_string(),

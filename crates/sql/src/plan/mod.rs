@@ -1061,38 +1061,43 @@ fn select_plan_pushed(
         ));
     }
     // Conditions an enclosing query pushed into this one, where they
-    // give the same rows.
-    let evaluated: Vec<&Expr> = filter
-        .iter()
-        .chain(having.iter())
-        .chain(group_by.iter())
-        .chain(order_by.iter().map(|(expr, _)| expr))
-        .chain(ons.iter().flatten())
-        .chain(aggregates.iter().filter_map(|a| a.argument.as_ref()))
-        .collect();
-    let applied = pushdown::Shape {
-        output: &output,
-        evaluated: &evaluated,
-        group_by: &group_by,
-        aggregated: !aggregates.is_empty(),
-        distinct: matches!(select.distinct, Some(ast::Distinct::Distinct)),
-        limited: limit.is_some() || offset > 0 || limit_parameters.is_some(),
-        windowed: !windows.is_empty(),
-    }
-    .applied(from_enclosing.pushed);
-    let filter = pushdown::with_applied(filter, applied);
+    // give the same rows (no work for a query given none).
+    let filter = match from_enclosing.pushed {
+        [] => filter,
+        pushed => {
+            let evaluated: Vec<&Expr> = filter
+                .iter()
+                .chain(having.iter())
+                .chain(group_by.iter())
+                .chain(order_by.iter().map(|(expr, _)| expr))
+                .chain(ons.iter().flatten())
+                .chain(aggregates.iter().filter_map(|a| a.argument.as_ref()))
+                .collect();
+            let applied = pushdown::Shape {
+                output: &output,
+                evaluated: &evaluated,
+                group_by: &group_by,
+                aggregated: !aggregates.is_empty(),
+                distinct: matches!(select.distinct, Some(ast::Distinct::Distinct)),
+                limited: limit.is_some() || offset > 0 || limit_parameters.is_some(),
+                windowed: !windows.is_empty(),
+            }
+            .applied(pushed);
+            pushdown::with_applied(filter, applied)
+        }
+    };
     // A LEFT JOIN whose WHERE rejects the rows it adds with NULLs is an
     // inner join.
-    let wheres = conjuncts_of(filter.as_ref());
     let left: Vec<bool> = sources
         .iter()
         .zip(&offsets)
         .map(|(source, offset)| {
-            let width = source.table.columns.len();
             source.left
-                && !wheres
-                    .iter()
-                    .any(|condition| outer_joins::rejects_nulls_of(condition, *offset, width))
+                && !outer_joins::where_rejects_nulls_of(
+                    filter.as_ref(),
+                    *offset,
+                    source.table.columns.len(),
+                )
         })
         .collect();
     // The conditions every joined row must meet: WHERE and the inner

@@ -7,14 +7,27 @@
 //! 0040). ORMs write this shape: a relation eager-loaded with a LEFT
 //! JOIN and filtered on the joined table.
 
+use super::access_path::split_and;
 use crate::expr::Expr;
+
+/// Whether a conjunct of `filter` (the WHERE) rejects every row whose
+/// columns from `offset` (`width` of them) are all NULL.
+pub(super) fn where_rejects_nulls_of(filter: Option<&Expr>, offset: usize, width: usize) -> bool {
+    let mut conjuncts = Vec::new();
+    if let Some(filter) = filter {
+        split_and(filter, &mut conjuncts);
+    }
+    conjuncts
+        .into_iter()
+        .any(|condition| rejects_nulls_of(condition, offset, width))
+}
 
 /// Whether `condition`, a conjunct of the WHERE, is never TRUE when the
 /// columns from `offset` (`width` of them) are all NULL: a comparison,
 /// BETWEEN, IN, LIKE or IS NOT NULL of one of them (or of arithmetic on
 /// one, which is NULL too). A function (COALESCE, IF, CASE...) may make
 /// a value of NULL, and is not looked into.
-pub(super) fn rejects_nulls_of(condition: &Expr, offset: usize, width: usize) -> bool {
+fn rejects_nulls_of(condition: &Expr, offset: usize, width: usize) -> bool {
     let null = |expr: &Expr| is_null_when_null(expr, offset, width);
     match condition {
         Expr::Compare(_, a, b) => null(a) || null(b),

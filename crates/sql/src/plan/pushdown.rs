@@ -328,7 +328,10 @@ fn plain_comparison(condition: &Expr) -> bool {
 
 /// `filter` with `applied` ANDed to it.
 pub(super) fn with_applied(filter: Option<Expr>, applied: Vec<Expr>) -> Option<Expr> {
-    and_of(filter.into_iter().chain(applied).collect())
+    match applied.is_empty() {
+        true => filter,
+        false => and_of(filter.into_iter().chain(applied).collect()),
+    }
 }
 
 /// Compiles again, with the conditions of `pool` that read it alone,
