@@ -85,7 +85,8 @@ fn expression(random: &mut Random, depth: u32, qualified: bool) -> String {
     }
     let a = expression(random, depth - 1, qualified);
     let b = expression(random, depth - 1, qualified);
-    match random.below(21) {
+    match random.below(22) {
+        21 => json_expression(random, a, b),
         17 => format!("{a} {} {b}", random.pick(&["DIV", "MOD", "%", "-"])),
         18 => {
             let row = format!("({}, {})", literal(random), literal(random));
@@ -172,6 +173,73 @@ fn expression(random: &mut Random, depth: u32, qualified: bool) -> String {
         _ => format!(
             "DATE_ADD({a}, INTERVAL {} DAY)",
             random.below(40) as i64 - 20
+        ),
+    }
+}
+
+/// A JSON function over `a` and `b` and documents that are valid,
+/// invalid, deep or odd; paths likewise.
+fn json_expression(random: &mut Random, a: String, b: String) -> String {
+    let documents = [
+        "'{\"k\": [1, \"x\", {\"k\": null}], \"l\": {\"m\": 2.5}}'".to_string(),
+        "'[1, [2, [3, [4]]], \"ü\", true]'".to_string(),
+        "'\"just text\"'".to_string(),
+        "'{bad'".to_string(),
+        "'[1,'".to_string(),
+        "'1e400'".to_string(),
+        "'\"\\ud800\"'".to_string(),
+        format!("CAST(REPEAT('[', {}) AS JSON)", random.below(120)),
+        format!("JSON_OBJECT('k', {a}, 'l', {b})"),
+        format!("JSON_ARRAY({a}, {b})"),
+        format!("CAST({a} AS JSON)"),
+        a.clone(),
+    ];
+    let document = documents[random.below(documents.len())].clone();
+    let other = documents[random.below(documents.len())].clone();
+    let path = random
+        .pick(&[
+            "'$'",
+            "'$.k'",
+            "'$.k[0]'",
+            "'$[last]'",
+            "'$**.k'",
+            "'$.*'",
+            "'$[1 to last]'",
+            "'$.\"a b\"'",
+            "'$['",
+            "'$.'",
+            "'$[last-9]'",
+            "'$[0][0][0]'",
+        ])
+        .to_string();
+    let path = if random.below(8) == 0 {
+        b.clone()
+    } else {
+        path
+    };
+    match random.below(12) {
+        0 => format!("JSON_EXTRACT({document}, {path})"),
+        1 => format!("{document}->>{path}"),
+        2 => format!("JSON_SET({document}, {path}, {a})"),
+        3 => format!("JSON_CONTAINS({document}, {other})"),
+        4 => format!("JSON_SEARCH({document}, 'all', {b})"),
+        5 => format!("JSON_MERGE_PATCH({document}, {other})"),
+        6 => format!("JSON_MERGE_PRESERVE({document}, {other})"),
+        7 => format!("{a} MEMBER OF ({document})"),
+        8 => format!("JSON_REMOVE({document}, {path})"),
+        9 => format!("JSON_ARRAY_INSERT({document}, {path}, {b})"),
+        10 => format!("{document}->{path} = {b}"),
+        _ => format!(
+            "{}({document})",
+            random.pick(&[
+                "JSON_VALID",
+                "JSON_TYPE",
+                "JSON_DEPTH",
+                "JSON_KEYS",
+                "JSON_LENGTH",
+                "JSON_PRETTY",
+                "JSON_UNQUOTE"
+            ])
         ),
     }
 }

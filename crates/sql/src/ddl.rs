@@ -34,7 +34,7 @@ pub(crate) fn index_columns(
     columns: &[ast::IndexColumn],
     table: &[SqlColumn],
 ) -> SqlResult<Vec<u16>> {
-    columns
+    let key = columns
         .iter()
         .map(|column| {
             let name = match &column.column.expr {
@@ -52,7 +52,26 @@ pub(crate) fn index_columns(
                     )
                 })
         })
-        .collect()
+        .collect::<SqlResult<Vec<u16>>>()?;
+    refuse_json_key(&key, table)?;
+    Ok(key)
+}
+
+/// 3152 for a key over a JSON column: MySQL indexes a document only
+/// through a generated column of a path's value, which is not built.
+fn refuse_json_key(key: &[u16], columns: &[SqlColumn]) -> SqlResult<()> {
+    for column in key.iter().filter_map(|at| columns.get(*at as usize)) {
+        if matches!(column.sql_type, SqlType::Json(_)) {
+            return Err(SqlError::new(
+                codes::JSON_USED_AS_KEY,
+                format!(
+                    "JSON column '{}' supports indexing only via generated columns on a specified JSON path.",
+                    column.name
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The name MySQL gives an unnamed index: its first column's, with `_2`,
@@ -75,7 +94,9 @@ fn allot_text_room(columns: &mut [SqlColumn]) {
     let unsized_column = |c: &SqlColumn| {
         matches!(
             c.sql_type,
-            SqlType::Text(types::UNSIZED) | SqlType::Blob(types::UNSIZED)
+            SqlType::Text(types::UNSIZED)
+                | SqlType::Blob(types::UNSIZED)
+                | SqlType::Json(types::UNSIZED)
         )
     };
     let count = columns.iter().filter(|c| unsized_column(c)).count();
@@ -94,6 +115,7 @@ fn allot_text_room(columns: &mut [SqlColumn]) {
     for column in columns.iter_mut().filter(|c| unsized_column(c)) {
         column.sql_type = match column.sql_type {
             SqlType::Text(_) => SqlType::Text(each),
+            SqlType::Json(_) => SqlType::Json(each),
             _ => SqlType::Blob(each),
         };
     }
@@ -301,6 +323,10 @@ pub fn table_definition(
             format!("Can't create table '{database}.{table}': {reason}"),
         )
     })?;
+    let keys = std::iter::once(&def.primary_key).chain(def.indexes.iter().map(|i| &i.columns));
+    for key in keys {
+        refuse_json_key(key, &columns)?;
+    }
     let checks = crate::checks::declared(create, table, &columns)?;
     Ok((def, columns, checks))
 }

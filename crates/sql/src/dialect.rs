@@ -72,6 +72,9 @@ impl Dialect for TesseraDialect {
             Token::Word(word) if word.keyword == Keyword::MOD => {
                 Some(Ok(self.prec_value(Precedence::MulDivModOp)))
             }
+            // `j->'$.a' = 1` is `(j->'$.a') = 1`: MySQL's JSON operators
+            // bind to their column (the parser ranks them below `=`).
+            Token::Arrow | Token::LongArrow => Some(Ok(self.prec_value(Precedence::DoubleColon))),
             _ => self.mysql.get_next_precedence(parser),
         }
     }

@@ -235,6 +235,19 @@ pub mod codes {
     pub const CTE_RECURSIVE_REQUIRES_SINGLE_REFERENCE: u16 = 3577;
     /// A recursion past `cte_max_recursion_depth`.
     pub const CTE_MAX_RECURSION_DEPTH: u16 = 3636;
+    /// Text stored in a JSON column that is not JSON.
+    pub const INVALID_JSON_TEXT: u16 = 3140;
+    /// A JSON function's argument that is not JSON text.
+    pub const INVALID_JSON_TEXT_IN_PARAM: u16 = 3141;
+    /// A JSON path that does not parse.
+    pub const INVALID_JSON_PATH: u16 = 3143;
+    /// A JSON function's argument of a type that is not JSON or text.
+    pub const INVALID_TYPE_FOR_JSON: u16 = 3146;
+    /// A JSON document nested deeper than 100.
+    pub const JSON_DOCUMENT_TOO_DEEP: u16 = 3157;
+    /// A JSON or TEXT column in a key (MySQL indexes JSON through
+    /// generated columns only).
+    pub const JSON_USED_AS_KEY: u16 = 3152;
 }
 
 /// The SQLSTATE MySQL gives an error number.
@@ -280,6 +293,8 @@ fn state_of(code: u16) -> &'static str {
         TRUNCATED_WRONG_VALUE_FOR_FIELD => "HY000",
         QUERY_INTERRUPTED => "70100",
         DIVISION_BY_ZERO => "22012",
+        INVALID_JSON_TEXT | INVALID_JSON_TEXT_IN_PARAM | INVALID_TYPE_FOR_JSON => "22032",
+        INVALID_JSON_PATH => "42000",
         _ => "HY000",
     }
 }

@@ -702,6 +702,7 @@ fn column_row(table: &SqlTable, position: usize, column: &SqlColumn) -> Vec<Valu
         | SqlType::Text(n)
         | SqlType::VarBinary(n)
         | SqlType::Blob(n) => (Some(*n as u64), None, None, None),
+        SqlType::Json(_) => (None, None, None, None),
         SqlType::Enum(members) => (
             Some(members.iter().map(|m| m.len()).max().unwrap_or(0) as u64),
             None,

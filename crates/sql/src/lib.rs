@@ -43,6 +43,7 @@ mod execute;
 pub mod expr;
 pub mod functions;
 pub mod information_schema;
+pub mod json;
 pub mod locked_rows;
 mod parse;
 pub mod plan;

@@ -56,6 +56,9 @@ pub enum ColumnKind {
     Blob(u32),
     /// ENUM: text (STRING with the ENUM flag), at most n bytes.
     Enum(u32),
+    /// JSON: a document's normalized text (JSON on the wire, with the
+    /// binary character set, as MySQL sends it).
+    Json,
     /// Always NULL.
     Null,
 }
@@ -107,7 +110,9 @@ impl ColumnKind {
             (a, b) => {
                 let width = a.text_width().max(b.text_width());
                 match (a, b) {
-                    (LongText(_) | Blob(_), _) | (_, LongText(_) | Blob(_)) => LongText(width),
+                    (LongText(_) | Blob(_) | Json, _) | (_, LongText(_) | Blob(_) | Json) => {
+                        LongText(width)
+                    }
                     _ => Text(width),
                 }
             }
@@ -165,6 +170,7 @@ impl ColumnKind {
             ColumnKind::LongText(n) => SqlType::Text(length(*n)),
             ColumnKind::Binary(n) => SqlType::VarBinary(length(*n)),
             ColumnKind::Blob(n) => SqlType::Blob(length(*n)),
+            ColumnKind::Json => SqlType::Json(u16::MAX),
             ColumnKind::Null => SqlType::VarChar(0),
         }
     }
@@ -185,6 +191,7 @@ impl ColumnKind {
             | ColumnKind::Binary(n)
             | ColumnKind::Blob(n)
             | ColumnKind::Enum(n) => *n,
+            ColumnKind::Json => u16::MAX as u32,
             ColumnKind::Null => 0,
         }
     }
@@ -225,6 +232,7 @@ impl ColumnKind {
             SqlType::Enum(members) => {
                 ColumnKind::Enum(members.iter().map(|m| m.len()).max().unwrap_or(1) as u32)
             }
+            SqlType::Json(_) => ColumnKind::Json,
         }
     }
 }

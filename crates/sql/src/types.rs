@@ -21,6 +21,7 @@
 //! | CHAR, VARCHAR, TEXT | CHAR, VARCHAR |
 //! | BINARY, VARBINARY, BLOB | VARBINARY |
 //! | ENUM | INT UNSIGNED: the member's number (ENUM orders by it) |
+//! | JSON | VARCHAR: the document's normalized text |
 //!
 //! Turning a SQL value into its stored form and back is `store` and
 //! `load`; choosing the type from a declaration is `of_data_type`.
@@ -90,6 +91,9 @@ pub enum SqlType {
     Blob(u16),
     /// ENUM('a', 'b', ...).
     Enum(Arc<[String]>),
+    /// JSON: the normalized text of a document, up to n bytes (the room
+    /// the row leaves it, as TEXT's; docs/design/0041-json.md).
+    Json(u16),
 }
 
 impl SqlType {
@@ -114,7 +118,7 @@ impl SqlType {
             SqlType::Char(n) => ColumnType::Char(*n),
             // Room for n characters of utf8mb4 (docs/design/0028-sql-types.md).
             SqlType::VarChar(n) => ColumnType::VarChar(n * BYTES_PER_CHARACTER),
-            SqlType::Text(n) => ColumnType::VarChar(*n),
+            SqlType::Text(n) | SqlType::Json(n) => ColumnType::VarChar(*n),
             SqlType::VarBinary(n) | SqlType::Blob(n) => ColumnType::VarBinary(*n),
             SqlType::Enum(_) => ColumnType::Int { unsigned: true },
         }
@@ -215,6 +219,7 @@ impl SqlType {
             SqlType::Text(n) => text_name("text", *n),
             SqlType::VarBinary(n) => format!("varbinary({n})"),
             SqlType::Blob(n) => text_name("blob", *n),
+            SqlType::Json(_) => "json".into(),
             SqlType::Enum(members) => {
                 let quoted: Vec<String> = members
                     .iter()
@@ -364,6 +369,7 @@ pub fn of_data_type(data_type: &ast::DataType) -> SqlResult<SqlType> {
         }
         D::TinyText => SqlType::Text(255),
         D::Text | D::MediumText | D::LongText => SqlType::Text(UNSIZED),
+        D::JSON => SqlType::Json(UNSIZED),
         D::TinyBlob => SqlType::Blob(255),
         D::Blob(_) | D::MediumBlob | D::LongBlob => SqlType::Blob(UNSIZED),
         D::Enum(members, _) => {
@@ -408,6 +414,7 @@ pub fn of_declaration(declared: &str, storage: ColumnType) -> Option<SqlType> {
     let sql_type = of_data_type(&create.columns.first()?.data_type).ok()?;
     let sql_type = match (sql_type, storage) {
         (SqlType::Text(_), ColumnType::VarChar(n)) => SqlType::Text(n),
+        (SqlType::Json(_), ColumnType::VarChar(n)) => SqlType::Json(n),
         (SqlType::Blob(_), ColumnType::VarBinary(n)) => SqlType::Blob(n),
         (sql_type, _) => sql_type,
     };
@@ -581,6 +588,10 @@ mod tests {
         assert_eq!(
             of_declaration("text", ColumnType::VarChar(9000)),
             Some(SqlType::Text(9000))
+        );
+        assert_eq!(
+            of_declaration("json", ColumnType::VarChar(9000)),
+            Some(SqlType::Json(9000))
         );
         assert_eq!(of_declaration("text", ColumnType::Double), None);
         assert_eq!(of_declaration("no such type(", ColumnType::Double), None);

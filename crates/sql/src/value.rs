@@ -769,6 +769,38 @@ pub fn fit(value: &Value, sql_type: &SqlType, column: &str) -> SqlResult<Value> 
             }
             Value::Bytes(bytes)
         }
+        SqlType::Json(n) => {
+            let invalid = |message: &str, position: usize| {
+                SqlError::new(
+                    codes::INVALID_JSON_TEXT,
+                    format!(
+                        "Invalid JSON text: \"{message}\" at position {position} in value for column '{column}'."
+                    ),
+                )
+            };
+            let document = match value {
+                Value::Bytes(bytes) => {
+                    crate::json::Json::parse(bytes).map_err(|error| match error.too_deep {
+                        true => SqlError::new(
+                            codes::JSON_DOCUMENT_TOO_DEEP,
+                            "The JSON document exceeds the maximum depth of 100.",
+                        ),
+                        false => invalid(error.message, error.position),
+                    })?
+                }
+                // MySQL takes text only (CAST(x AS JSON) makes a number
+                // JSON text).
+                _ => return Err(invalid("not a JSON text, may need CAST", 0)),
+            };
+            let text = document.to_text().into_bytes();
+            if text.len() > *n as usize {
+                return Err(SqlError::new(
+                    codes::DATA_TOO_LONG,
+                    format!("Data too long for column '{column}' at row 1"),
+                ));
+            }
+            Value::Bytes(text)
+        }
         // CHAR counts bytes (its room in the row is fixed; the cluster's
         // CHAR drops its trailing spaces), as TEXT and the binary types do.
         SqlType::Char(n) | SqlType::Text(n) | SqlType::VarBinary(n) | SqlType::Blob(n) => {

@@ -206,6 +206,7 @@ fn binary_row(out: &mut Vec<u8>, columns: &[OutputColumn], row: &[Value]) {
             | ColumnKind::Binary(_)
             | ColumnKind::Blob(_)
             | ColumnKind::Enum(_)
+            | ColumnKind::Json
             | ColumnKind::Null => {
                 text.clear();
                 column.kind.write_text(value, &mut text);
@@ -298,6 +299,15 @@ pub fn definition(column: &OutputColumn) -> wire::ColumnDefinition<'_> {
             0,
         ),
         ColumnKind::Enum(n) => (ColumnType::String, n * 4, UTF8MB4_BIN, wire::ENUM_FLAG, 0),
+        // As MySQL describes a JSON column: the binary character set,
+        // which drivers know to read as utf8mb4.
+        ColumnKind::Json => (
+            ColumnType::Json,
+            u32::MAX,
+            binary_charset,
+            wire::BLOB_FLAG | wire::BINARY_FLAG,
+            0,
+        ),
         ColumnKind::Null => (ColumnType::Null, 0, binary_charset, 0, 0),
     };
     if column.not_null {

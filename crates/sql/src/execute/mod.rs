@@ -740,6 +740,11 @@ impl Accumulator {
                 value::write_text(&value, &mut text);
                 self.texts.push((keys, text));
             }
+            AggregateFunction::JsonArrayAgg | AggregateFunction::JsonObjectAgg => {
+                if let Value::Bytes(text) = value {
+                    self.texts.push((keys, text));
+                }
+            }
             AggregateFunction::Sum | AggregateFunction::Average => {
                 if let Some(sum) = self.exact_sum {
                     self.exact_sum = match &value {
@@ -792,6 +797,14 @@ impl Accumulator {
                 }
             }
             AggregateFunction::Min | AggregateFunction::Max => self.best.unwrap_or(Value::Null),
+            AggregateFunction::JsonArrayAgg | AggregateFunction::JsonObjectAgg
+                if self.texts.is_empty() =>
+            {
+                Value::Null
+            }
+            AggregateFunction::JsonArrayAgg | AggregateFunction::JsonObjectAgg => {
+                crate::json::functions::aggregate(aggregate.function, &self.texts)
+            }
             AggregateFunction::GroupConcat if self.texts.is_empty() => Value::Null,
             AggregateFunction::GroupConcat => {
                 let concat = aggregate.concat.as_deref();

@@ -15,6 +15,7 @@ use crate::error::{codes, SqlError, SqlResult};
 use crate::functions::math::MathFunction;
 use crate::functions::patterns::RegexpFunction;
 use crate::functions::strings::DigestKind;
+use crate::json::functions::JsonFunction;
 use crate::value::{Arithmetic, Value};
 use client::CompareOp;
 use sqlparser::ast;
@@ -340,6 +341,24 @@ impl<'a> Compiler<'a> {
         args: &[&ast::Expr],
         clauses: &[ast::FunctionArgumentClause],
     ) -> SqlResult<(Option<Expr>, Option<Box<GroupConcat>>)> {
+        let json = |function, arity: usize, compiler: &mut Self| -> SqlResult<_> {
+            if args.len() != arity {
+                return Err(wrong_arguments(name));
+            }
+            let compiled = args
+                .iter()
+                .map(|a| compiler.compile(a))
+                .collect::<SqlResult<_>>()?;
+            Ok((
+                Some(crate::json::compile::call(function, compiled, compiler)),
+                None,
+            ))
+        };
+        match aggregate {
+            AggregateFunction::JsonArrayAgg => return json(JsonFunction::Array, 1, self),
+            AggregateFunction::JsonObjectAgg => return json(JsonFunction::Object, 2, self),
+            _ => {}
+        }
         if aggregate != AggregateFunction::GroupConcat {
             return match (aggregate, args) {
                 (AggregateFunction::CountRows, []) => Ok((None, None)),
@@ -583,12 +602,20 @@ impl<'a> Compiler<'a> {
                     B::Divide => Expr::Arithmetic(Arithmetic::Divide, l, r),
                     B::Modulo => Expr::Arithmetic(Arithmetic::Modulo, l, r),
                     B::MyIntegerDivide => Expr::Arithmetic(Arithmetic::IntegerDivide, l, r),
-                    B::Eq => Expr::Compare(CompareOp::Equal, l, r),
-                    B::NotEq => Expr::Compare(CompareOp::NotEqual, l, r),
-                    B::Lt => Expr::Compare(CompareOp::Less, l, r),
-                    B::LtEq => Expr::Compare(CompareOp::LessOrEqual, l, r),
-                    B::Gt => Expr::Compare(CompareOp::Greater, l, r),
-                    B::GtEq => Expr::Compare(CompareOp::GreaterOrEqual, l, r),
+                    B::Eq | B::NotEq | B::Lt | B::LtEq | B::Gt | B::GtEq => {
+                        let op = match op {
+                            B::Eq => CompareOp::Equal,
+                            B::NotEq => CompareOp::NotEqual,
+                            B::Lt => CompareOp::Less,
+                            B::LtEq => CompareOp::LessOrEqual,
+                            B::Gt => CompareOp::Greater,
+                            _ => CompareOp::GreaterOrEqual,
+                        };
+                        // A JSON side compares by JSON's rules.
+                        crate::json::compile::compare(op, *l, *r, self)
+                    }
+                    B::Arrow => crate::json::compile::arrow(*l, *r, false),
+                    B::LongArrow => crate::json::compile::arrow(*l, *r, true),
                     B::Spaceship => Expr::NullSafeEqual(l, r),
                     B::And => Expr::And(l, r),
                     B::Or => Expr::Or(l, r),
@@ -724,10 +751,34 @@ impl<'a> Compiler<'a> {
                 expr: inner,
                 data_type,
                 ..
-            } => Expr::Function(
-                Function::Cast(Self::cast_target(data_type)?),
-                vec![self.compile(inner)?],
-            ),
+            }
+            | E::Convert {
+                is_try: false,
+                expr: inner,
+                data_type: Some(data_type),
+                charset: None,
+                ..
+            } => self.cast(inner, data_type)?,
+            // Text is utf8mb4 already (and binary is its bytes).
+            E::Convert {
+                is_try: false,
+                expr: inner,
+                data_type: None,
+                charset: Some(charset),
+                ..
+            } => match charset.to_string().to_ascii_lowercase().as_str() {
+                "utf8mb4" | "utf8" | "utf8mb3" | "binary" => self.compile(inner)?,
+                other => {
+                    return Err(SqlError::unsupported(format!(
+                        "CONVERT to character set {other}"
+                    )))
+                }
+            },
+            E::MemberOf(member) => {
+                let value = self.compile(&member.value)?;
+                let array = self.compile(&member.array)?;
+                crate::json::compile::call(JsonFunction::MemberOf, vec![value, array], self)
+            }
             E::TypedString(typed) => Expr::Literal(Self::typed_literal(typed)?),
             E::Case {
                 operand,
@@ -864,6 +915,19 @@ impl<'a> Compiler<'a> {
     }
 
     /// CAST's target type.
+    /// CAST(inner AS data_type) and CONVERT(inner, data_type).
+    fn cast(&mut self, inner: &ast::Expr, data_type: &ast::DataType) -> SqlResult<Expr> {
+        let inner = self.compile(inner)?;
+        if *data_type != ast::DataType::JSON {
+            let target = Self::cast_target(data_type)?;
+            return Ok(Expr::Function(Function::Cast(target), vec![inner]));
+        }
+        Ok(match crate::json::compile::is_json(&inner, self) {
+            true => inner,
+            false => Expr::Function(Function::Json(JsonFunction::Cast), vec![inner]),
+        })
+    }
+
     fn cast_target(data_type: &ast::DataType) -> SqlResult<crate::functions::CastTarget> {
         use crate::functions::CastTarget as C;
         use ast::DataType as D;
@@ -991,6 +1055,8 @@ impl<'a> Compiler<'a> {
         }
         let aggregate = match name.as_str() {
             "GROUP_CONCAT" => Some(AggregateFunction::GroupConcat),
+            "JSON_ARRAYAGG" => Some(AggregateFunction::JsonArrayAgg),
+            "JSON_OBJECTAGG" => Some(AggregateFunction::JsonObjectAgg),
             "COUNT" if star => Some(AggregateFunction::CountRows),
             "COUNT" => Some(AggregateFunction::Count),
             "SUM" => Some(AggregateFunction::Sum),
@@ -1064,6 +1130,10 @@ impl<'a> Compiler<'a> {
             true => Ok(()),
             false => Err(wrong_arguments(&name)),
         };
+        if let Some(json) = JsonFunction::named(&name, compiled.len()) {
+            let json = json.map_err(|_| wrong_arguments(&name))?;
+            return Ok(crate::json::compile::call(json, compiled, self));
+        }
         let scalar = match name.as_str() {
             "DATABASE" | "SCHEMA" => return arity(0).and(session(SessionValue::Database)),
             "LAST_INSERT_ID" if compiled.is_empty() => return session(SessionValue::LastInsertId),

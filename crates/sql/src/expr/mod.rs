@@ -201,6 +201,8 @@ pub enum SessionValue {
 /// A scalar function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Function {
+    /// A JSON function (`crate::json::functions`).
+    Json(crate::json::functions::JsonFunction),
     /// LAST_INSERT_ID(x): x, which LAST_INSERT_ID() then answers and the
     /// statement reports as its insert id (the upsert idiom
     /// `ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)`).
@@ -347,6 +349,13 @@ pub enum AggregateFunction {
     Average,
     /// GROUP_CONCAT: the values' texts joined (see [`GroupConcat`]).
     GroupConcat,
+    /// JSON_ARRAYAGG(x): a JSON array of the values (NULL as null); its
+    /// argument is `JSON_ARRAY(x)`, whose element each row adds.
+    JsonArrayAgg,
+    /// JSON_OBJECTAGG(key, value): a JSON object of the pairs (the last
+    /// of a key kept); its argument is `JSON_OBJECT(key, value)`, whose
+    /// member each row adds (a NULL key is its error, 3158).
+    JsonObjectAgg,
 }
 
 /// A window function of a query: `f(...) OVER (PARTITION BY ... ORDER BY
@@ -1022,6 +1031,7 @@ fn apply(
             }
             crate::functions::apply(function, &values, environment.zone_offset())?
         }
+        Function::Json(json) => crate::json::functions::apply(json, &values)?,
         other => crate::functions::apply(other, &values, environment.zone_offset())?,
     })
 }

@@ -269,6 +269,9 @@ fn function_kind(
                 C::Time { fsp } => ColumnKind::Time(fsp),
             }
         }
+        Function::Json(json) if json.returns_json() => ColumnKind::Json,
+        Function::Json(json) if json.returns_integer() => integer,
+        Function::Json(_) => ColumnKind::LongText(u16::MAX as u32),
         // One of the arguments' values, as it is.
         Function::Coalesce | Function::Greatest | Function::Least => united(0)?,
         Function::If => united(1)?,
@@ -323,6 +326,7 @@ fn aggregate_kind(
             ColumnKind::BigInt { unsigned: false }
         }
         AggregateFunction::GroupConcat => ColumnKind::LongText(1 << 20),
+        AggregateFunction::JsonArrayAgg | AggregateFunction::JsonObjectAgg => ColumnKind::Json,
         AggregateFunction::Min | AggregateFunction::Max => kind_of(argument?, compiler)?,
         // Exact sums and averages are DECIMALs (an integer sum may pass
         // 64 bits), as MySQL's; an average has 4 more digits after the
@@ -403,6 +407,7 @@ impl Number {
             | ColumnKind::Binary(_)
             | ColumnKind::Blob(_)
             | ColumnKind::Enum(_)
+            | ColumnKind::Json
             | ColumnKind::Date
             | ColumnKind::DateTime(_)
             | ColumnKind::Timestamp(_)

@@ -1,7 +1,7 @@
 // main.go: the Go driver workload (database/sql + github.com/go-sql-driver/mysql)
 // that an application would run against a MySQL-compatible server: tables,
-// prepared statements, transactions, AUTO_INCREMENT keys, a join, an upsert
-// and a delete, each result checked exactly. Prints each step, then
+// prepared statements, transactions, AUTO_INCREMENT keys, a join, an upsert,
+// a JSON document and a delete, each result checked exactly. Prints each step, then
 // "driver workload: ok" (exit 0); on a wrong result or an error it prints
 // what was expected and what came back, and exits 1. The same workload is
 // in crates/cli/tests/drivers/java/src/main/java/tessera/DriverWorkload.java;
@@ -80,7 +80,7 @@ const insertCustomer = "INSERT INTO customer (id, name, balance, created) VALUES
 const selectCustomer = "SELECT name, balance, created FROM customer WHERE id = ?"
 
 func dropTables(ctx context.Context, db *sql.DB) error {
-	for _, q := range []string{"DROP TABLE IF EXISTS orders", "DROP TABLE IF EXISTS customer"} {
+	for _, q := range []string{"DROP TABLE IF EXISTS orders", "DROP TABLE IF EXISTS customer", "DROP TABLE IF EXISTS profile"} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("%s: %w", q, err)
 		}
@@ -402,6 +402,43 @@ func upsert(db *sql.DB) error {
 	return checkCustomer(db, erin)
 }
 
+// jsonDocuments stores a document through a prepared INSERT, reads it
+// back whole and by path (the server describes JSON with the binary
+// character set, as MySQL does: the driver must still give UTF-8 text),
+// changes it with JSON_SET and finds it by a JSON comparison.
+func jsonDocuments(db *sql.DB) error {
+	step("JSON column: prepared INSERT, ->, ->>, JSON_SET, a JSON comparison")
+	if _, err := db.Exec("CREATE TABLE profile (id INT NOT NULL PRIMARY KEY, doc JSON)"); err != nil {
+		return fmt.Errorf("create profile: %w", err)
+	}
+	if _, err := db.Exec("INSERT INTO profile VALUES (?, ?)", 1, `{"tags":["x"],"name":"Zoë"}`); err != nil {
+		return fmt.Errorf("insert profile: %w", err)
+	}
+	var doc, name string
+	var tags int
+	const q = "SELECT doc, doc->>'$.name', JSON_LENGTH(doc->'$.tags') FROM profile WHERE id = ?"
+	if err := db.QueryRow(q, 1).Scan(&doc, &name, &tags); err != nil {
+		return fmt.Errorf("%s: %w", q, err)
+	}
+	if err := check("stored document (normalized)", `{"name": "Zoë", "tags": ["x"]}`, doc); err != nil {
+		return err
+	}
+	if err := check("doc->>'$.name'", "Zoë", name); err != nil {
+		return err
+	}
+	if err := check("tags", 1, tags); err != nil {
+		return err
+	}
+	if _, err := db.Exec("UPDATE profile SET doc = JSON_SET(doc, '$.age', ?) WHERE id = ?", 42, 1); err != nil {
+		return fmt.Errorf("JSON_SET: %w", err)
+	}
+	var id int
+	if err := db.QueryRow("SELECT id FROM profile WHERE doc->'$.age' = ? AND doc->'$.name' = ?", 42, "Zoë").Scan(&id); err != nil {
+		return fmt.Errorf("select by JSON values: %w", err)
+	}
+	return check("profile found by its document", 1, id)
+}
+
 func deleteAndDrop(db *sql.DB) error {
 	step("prepared DELETE of customer 3 by key, then DROP the tables")
 	stmt, err := db.Prepare("DELETE FROM customer WHERE id = ?")
@@ -447,7 +484,7 @@ func deleteAndDrop(db *sql.DB) error {
 	if err := check("second customer id", "2", strconv.Itoa(paged)); err != nil {
 		return err
 	}
-	for _, q := range []string{"DROP TABLE orders", "DROP TABLE customer"} {
+	for _, q := range []string{"DROP TABLE orders", "DROP TABLE customer", "DROP TABLE profile"} {
 		if _, err := db.Exec(q); err != nil {
 			return fmt.Errorf("%s: %w", q, err)
 		}
@@ -504,7 +541,7 @@ func main() {
 		}
 		for _, s := range []func(*sql.DB) error{
 			createTables, insertCommitted, insertRolledBack, selectByKey, updateForUpdate,
-			insertOrders, join, upsert, deleteAndDrop,
+			insertOrders, join, upsert, jsonDocuments, deleteAndDrop,
 		} {
 			if err := s(db); err != nil {
 				return err

@@ -1,7 +1,7 @@
 // DriverWorkload.java: the Java driver workload (JDBC + MySQL Connector/J)
 // that an application would run against a MySQL-compatible server: tables,
-// prepared statements, transactions, AUTO_INCREMENT keys, a join, an upsert
-// and a delete, each result checked exactly. Prints each step, then
+// prepared statements, transactions, AUTO_INCREMENT keys, a join, an upsert,
+// a JSON document and a delete, each result checked exactly. Prints each step, then
 // "driver workload: ok" (exit 0); on a wrong result or an error it prints
 // what was expected and what came back, and exits 1. The same workload is
 // in crates/cli/tests/drivers/go/main.go; see crates/cli/tests/drivers/README.md.
@@ -87,6 +87,7 @@ public final class DriverWorkload {
             s.setQueryTimeout(timeoutSeconds);
             s.execute("DROP TABLE IF EXISTS orders");
             s.execute("DROP TABLE IF EXISTS customer");
+            s.execute("DROP TABLE IF EXISTS profile");
         }
     }
 
@@ -326,6 +327,46 @@ public final class DriverWorkload {
         }
     }
 
+    // A document stored through a prepared INSERT, read back whole and by
+    // path (the server describes JSON with the binary character set, as
+    // MySQL does: the driver must still give UTF-8 text), changed with
+    // JSON_SET and found by a JSON comparison.
+    void jsonDocuments() throws SQLException, Failure {
+        step("JSON column: prepared INSERT, ->, ->>, JSON_SET, a JSON comparison");
+        try (Statement s = conn.createStatement()) {
+            s.execute("CREATE TABLE profile (id INT NOT NULL PRIMARY KEY, doc JSON)");
+        }
+        try (PreparedStatement ps = conn.prepareStatement("INSERT INTO profile VALUES (?, ?)")) {
+            ps.setInt(1, 1);
+            ps.setString(2, "{\"tags\":[\"x\"],\"name\":\"Zo\u00eb\"}");
+            check("insert profile rows affected", 1, ps.executeUpdate());
+        }
+        try (PreparedStatement ps = conn.prepareStatement(
+                "SELECT doc, doc->>'$.name', JSON_LENGTH(doc->'$.tags') FROM profile WHERE id = ?")) {
+            ps.setInt(1, 1);
+            try (ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                check("stored document (normalized)", "{\"name\": \"Zo\u00eb\", \"tags\": [\"x\"]}", rs.getString(1));
+                check("doc->>'$.name'", "Zo\u00eb", rs.getString(2));
+                check("tags", 1, rs.getInt(3));
+            }
+        }
+        try (PreparedStatement ps = conn.prepareStatement("UPDATE profile SET doc = JSON_SET(doc, '$.age', ?) WHERE id = ?")) {
+            ps.setInt(1, 42);
+            ps.setInt(2, 1);
+            check("JSON_SET rows affected", 1, ps.executeUpdate());
+        }
+        try (PreparedStatement ps = conn.prepareStatement(
+                "SELECT id FROM profile WHERE doc->'$.age' = ? AND doc->'$.name' = ?")) {
+            ps.setInt(1, 42);
+            ps.setString(2, "Zo\u00eb");
+            try (ResultSet rs = ps.executeQuery()) {
+                check("profile found by its document", true, rs.next());
+                check("its id", 1, rs.getInt(1));
+            }
+        }
+    }
+
     void deleteAndDrop() throws SQLException, Failure {
         step("prepared DELETE of customer 3 by key, then DROP the tables");
         try (PreparedStatement ps = conn.prepareStatement("DELETE FROM customer WHERE id = ?")) {
@@ -341,7 +382,7 @@ public final class DriverWorkload {
         }
         check("customer ids left", List.of(1, 2, 5), ids);
         try (Statement s = conn.createStatement()) {
-            for (String q : List.of("DROP TABLE orders", "DROP TABLE customer")) {
+            for (String q : List.of("DROP TABLE orders", "DROP TABLE customer", "DROP TABLE profile")) {
                 s.execute(q);
                 System.out.println("  ok: " + q);
             }
@@ -363,6 +404,7 @@ public final class DriverWorkload {
         insertOrders();
         join();
         upsert();
+        jsonDocuments();
         deleteAndDrop();
     }
 
