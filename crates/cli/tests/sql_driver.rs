@@ -405,6 +405,32 @@ fn a_driver_runs_prepared_statements_and_transactions() {
         assert_eq!(values[2], mysql_async::Value::Double(price + 1.0));
         assert_eq!(values[3], mysql_async::Value::Bytes(b"0.00".to_vec()));
         assert_eq!(values[4], mysql_async::Value::Bytes(qty.to_string().into_bytes()));
+        // JSON is described as MySQL describes it: type JSON with the
+        // binary character set (drivers read it as UTF-8 text); `->>`
+        // gives text.
+        let documents: Vec<Row> = conn
+            .exec(
+                "SELECT JSON_OBJECT('id', id, 'name', name), \
+                 JSON_OBJECT('n', name)->>'$.n' FROM items WHERE id = ?",
+                (2u64,),
+            )
+            .await
+            .unwrap();
+        let described: Vec<(Wire, u16)> = documents[0]
+            .columns_ref()
+            .iter()
+            .map(|c| (c.column_type(), c.character_set()))
+            .collect();
+        assert_eq!(
+            described,
+            [(Wire::MYSQL_TYPE_JSON, 63), (Wire::MYSQL_TYPE_BLOB, 46)]
+        );
+        let values = documents[0].clone().unwrap();
+        assert_eq!(
+            values[0],
+            mysql_async::Value::Bytes(b"{\"id\": 2, \"name\": \"item 2\"}".to_vec())
+        );
+        assert_eq!(values[1], mysql_async::Value::Bytes(b"item 2".to_vec()));
         // A row comparison with placeholders (keyset pagination): each
         // `?` is one parameter, however the comparison expands.
         let page: Vec<u64> = conn
