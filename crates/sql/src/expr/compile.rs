@@ -123,6 +123,11 @@ impl<'a> Compiler<'a> {
         &self.scopes
     }
 
+    /// The enclosing query's scopes (a subquery's `Outer` columns).
+    pub fn outer_scopes(&self) -> &[Scope<'a>] {
+        &self.outer
+    }
+
     /// The enclosing query's tables (for a subquery).
     pub fn set_outer(&mut self, outer: Vec<Scope<'a>>) {
         self.outer = outer;
@@ -349,8 +354,11 @@ impl<'a> Compiler<'a> {
                 .iter()
                 .map(|a| compiler.compile(a))
                 .collect::<SqlResult<_>>()?;
+            let booleans = json_booleans(args);
             Ok((
-                Some(crate::json::compile::call(function, compiled, compiler)),
+                Some(crate::json::compile::call(
+                    function, compiled, &booleans, compiler,
+                )),
                 None,
             ))
         };
@@ -612,10 +620,19 @@ impl<'a> Compiler<'a> {
                             _ => CompareOp::GreaterOrEqual,
                         };
                         // A JSON side compares by JSON's rules.
-                        crate::json::compile::compare(op, *l, *r, self)
+                        let booleans = [left, right].map(|side| json_booleans(&[side])[0]);
+                        crate::json::compile::compare(op, *l, *r, booleans, self)
                     }
                     B::Arrow => crate::json::compile::arrow(*l, *r, false),
                     B::LongArrow => crate::json::compile::arrow(*l, *r, true),
+                    B::Spaceship if crate::json::compile::any_json([&*l, &*r], self) => {
+                        crate::json::compile::call(
+                            JsonFunction::NullSafeEqual,
+                            vec![*l, *r],
+                            &[false; 2],
+                            self,
+                        )
+                    }
                     B::Spaceship => Expr::NullSafeEqual(l, r),
                     B::And => Expr::And(l, r),
                     B::Or => Expr::Or(l, r),
@@ -646,12 +663,22 @@ impl<'a> Compiler<'a> {
                 negated,
                 low,
                 high,
-            } => Expr::Between {
-                expr: Box::new(self.compile(inner)?),
-                low: Box::new(self.compile(low)?),
-                high: Box::new(self.compile(high)?),
-                negated: *negated,
-            },
+            } => {
+                let (inner, low, high) = (
+                    self.compile(inner)?,
+                    self.compile(low)?,
+                    self.compile(high)?,
+                );
+                match crate::json::compile::any_json([&inner, &low, &high], self) {
+                    true => crate::json::compile::between(inner, low, high, *negated, self),
+                    false => Expr::Between {
+                        expr: Box::new(inner),
+                        low: Box::new(low),
+                        high: Box::new(high),
+                        negated: *negated,
+                    },
+                }
+            }
             E::InList {
                 expr: inner,
                 list,
@@ -665,14 +692,21 @@ impl<'a> Compiler<'a> {
                 expr: inner,
                 list,
                 negated,
-            } => Expr::InList {
-                expr: Box::new(self.compile(inner)?),
-                list: list
+            } => {
+                let inner = self.compile(inner)?;
+                let list: Vec<Expr> = list
                     .iter()
                     .map(|e| self.compile(e))
-                    .collect::<SqlResult<_>>()?,
-                negated: *negated,
-            },
+                    .collect::<SqlResult<_>>()?;
+                match crate::json::compile::any_json(std::iter::once(&inner).chain(&list), self) {
+                    true => crate::json::compile::in_list(inner, list, *negated, self),
+                    false => Expr::InList {
+                        expr: Box::new(inner),
+                        list,
+                        negated: *negated,
+                    },
+                }
+            }
             E::Like {
                 negated,
                 expr: inner,
@@ -777,7 +811,13 @@ impl<'a> Compiler<'a> {
             E::MemberOf(member) => {
                 let value = self.compile(&member.value)?;
                 let array = self.compile(&member.array)?;
-                crate::json::compile::call(JsonFunction::MemberOf, vec![value, array], self)
+                let booleans = json_booleans(&[&member.value]);
+                crate::json::compile::call(
+                    JsonFunction::MemberOf,
+                    vec![value, array],
+                    &booleans,
+                    self,
+                )
             }
             E::TypedString(typed) => Expr::Literal(Self::typed_literal(typed)?),
             E::Case {
@@ -795,10 +835,12 @@ impl<'a> Compiler<'a> {
                 for branch in conditions.iter().rev() {
                     let condition = self.compile(&branch.condition)?;
                     let condition = match &operand {
-                        Some(operand) => Expr::Compare(
+                        Some(operand) => crate::json::compile::compare(
                             CompareOp::Equal,
-                            Box::new(operand.clone()),
-                            Box::new(condition),
+                            operand.clone(),
+                            condition,
+                            [false; 2],
+                            self,
                         ),
                         None => condition,
                     };
@@ -1132,7 +1174,12 @@ impl<'a> Compiler<'a> {
         };
         if let Some(json) = JsonFunction::named(&name, compiled.len()) {
             let json = json.map_err(|_| wrong_arguments(&name))?;
-            return Ok(crate::json::compile::call(json, compiled, self));
+            return Ok(crate::json::compile::call(
+                json,
+                compiled,
+                &json_booleans(&args),
+                self,
+            ));
         }
         let scalar = match name.as_str() {
             "DATABASE" | "SCHEMA" => return arity(0).and(session(SessionValue::Database)),
@@ -1388,6 +1435,13 @@ fn window_frame(frame: &ast::WindowFrame) -> SqlResult<WindowFrame> {
         ));
     }
     Ok(WindowFrame { rows, start, end })
+}
+
+/// Which of `args` are written TRUE or FALSE (JSON makes them booleans).
+fn json_booleans(args: &[&ast::Expr]) -> Vec<bool> {
+    args.iter()
+        .map(|arg| crate::json::compile::is_boolean_literal(arg))
+        .collect()
 }
 
 pub(super) fn wrong_arguments(name: &str) -> SqlError {

@@ -11,17 +11,23 @@ use crate::result::ColumnKind;
 use crate::types::SqlType;
 use crate::value::Value;
 use client::CompareOp;
+use sqlparser::ast;
 
 /// Whether every value of `expr` is JSON: a column declared JSON, or a
 /// JSON function that returns a document.
 pub fn is_json(expr: &Expr, compiler: &Compiler<'_>) -> bool {
-    match expr {
-        Expr::Column(index) => compiler.scopes().iter().any(|scope| {
+    let json_column = |scopes: &[crate::expr::Scope<'_>], index: usize| {
+        scopes.iter().any(|scope| {
             index
                 .checked_sub(scope.offset)
                 .and_then(|local| scope.table.columns.get(local))
                 .is_some_and(|column| matches!(column.sql_type, SqlType::Json(_)))
-        }),
+        })
+    };
+    match expr {
+        Expr::Column(index) => json_column(compiler.scopes(), *index),
+        // The enclosing query's column, in a correlated subquery.
+        Expr::Outer(index) => json_column(compiler.outer_scopes(), *index),
         Expr::Function(Function::Json(function), _) => function.returns_json(),
         // One of its arguments as it is: JSON when each that can be is.
         Expr::Function(Function::Coalesce, arguments) => {
@@ -58,35 +64,135 @@ fn is_null(expr: &Expr) -> bool {
     matches!(expr, Expr::Literal(Value::Null))
 }
 
-/// `expr` as a value put into a document: as it is when it is JSON, else
-/// made a JSON scalar.
-pub fn as_value(expr: Expr, compiler: &Compiler<'_>) -> Expr {
-    match is_json(&expr, compiler) {
-        true => expr,
-        false => Expr::Function(Function::Json(JsonFunction::FromSql), vec![expr]),
+/// `expr` as a value put into a document: as it is when it is JSON; a
+/// truth value (`boolean`: TRUE or FALSE as written, or a comparison or
+/// other condition) made JSON's true or false, as MySQL makes it; else a
+/// JSON scalar.
+pub fn as_value(expr: Expr, boolean: bool, compiler: &Compiler<'_>) -> Expr {
+    let function = match () {
+        _ if is_json(&expr, compiler) => return expr,
+        _ if boolean || is_condition(&expr) => JsonFunction::FromBoolean,
+        _ => JsonFunction::FromSql,
+    };
+    Expr::Function(Function::Json(function), vec![expr])
+}
+
+/// Whether `expr` is written TRUE or FALSE (which compiles to 1 or 0).
+pub fn is_boolean_literal(expr: &ast::Expr) -> bool {
+    matches!(expr, ast::Expr::Value(value) if matches!(value.value, ast::Value::Boolean(_)))
+}
+
+/// Whether `expr` is a condition, whose value MySQL makes JSON's true or
+/// false.
+fn is_condition(expr: &Expr) -> bool {
+    match expr {
+        Expr::Compare(..)
+        | Expr::NullSafeEqual(..)
+        | Expr::And(..)
+        | Expr::Or(..)
+        | Expr::Xor(..)
+        | Expr::Not(_)
+        | Expr::IsNull(..)
+        | Expr::Between { .. }
+        | Expr::InList { .. }
+        | Expr::Like { .. } => true,
+        Expr::Subquery { test, .. } => !matches!(test, SubqueryTest::Scalar),
+        Expr::Function(
+            Function::Json(JsonFunction::Compare(_) | JsonFunction::NullSafeEqual),
+            _,
+        ) => true,
+        _ => false,
     }
 }
 
-/// A call of `function` with its value arguments made JSON.
-pub fn call(function: JsonFunction, arguments: Vec<Expr>, compiler: &Compiler<'_>) -> Expr {
+/// A call of `function` with its value arguments made JSON (`booleans`:
+/// which arguments are written TRUE or FALSE).
+pub fn call(
+    function: JsonFunction,
+    arguments: Vec<Expr>,
+    booleans: &[bool],
+    compiler: &Compiler<'_>,
+) -> Expr {
     let arguments = arguments
         .into_iter()
         .enumerate()
         .map(|(index, argument)| match function.takes_value_at(index) {
-            true => as_value(argument, compiler),
+            true => as_value(argument, booleans.get(index) == Some(&true), compiler),
             false => argument,
         })
         .collect();
     Expr::Function(Function::Json(function), arguments)
 }
 
-/// The comparison `left op right`: by JSON's rules when either side is
-/// JSON, else the ordinary one.
-pub fn compare(op: CompareOp, left: Expr, right: Expr, compiler: &Compiler<'_>) -> Expr {
+/// The comparison `left op right` (`booleans`: whether each side is
+/// written TRUE or FALSE): by JSON's rules when either side is JSON, else
+/// the ordinary one.
+pub fn compare(
+    op: CompareOp,
+    left: Expr,
+    right: Expr,
+    booleans: [bool; 2],
+    compiler: &Compiler<'_>,
+) -> Expr {
     if !is_json(&left, compiler) && !is_json(&right, compiler) {
         return Expr::Compare(op, Box::new(left), Box::new(right));
     }
-    call(JsonFunction::Compare(op), vec![left, right], compiler)
+    call(
+        JsonFunction::Compare(op),
+        vec![left, right],
+        &booleans,
+        compiler,
+    )
+}
+
+/// Whether any of `exprs` is JSON.
+pub fn any_json<'e>(exprs: impl IntoIterator<Item = &'e Expr>, compiler: &Compiler<'_>) -> bool {
+    exprs.into_iter().any(|expr| is_json(expr, compiler))
+}
+
+/// `expr [NOT] IN (list)` with a JSON side: an OR of JSON equalities,
+/// which has IN's answer for NULLs too (NULL when nothing is equal and
+/// some comparison is NULL), built balanced so that a long list nests
+/// only logarithmically.
+pub fn in_list(expr: Expr, list: Vec<Expr>, negated: bool, compiler: &Compiler<'_>) -> Expr {
+    let equalities: Vec<Expr> = list
+        .into_iter()
+        .map(|item| compare(CompareOp::Equal, expr.clone(), item, [false; 2], compiler))
+        .collect();
+    let any = balanced_or(equalities);
+    match negated {
+        true => Expr::Not(Box::new(any)),
+        false => any,
+    }
+}
+
+fn balanced_or(mut items: Vec<Expr>) -> Expr {
+    match items.len() {
+        0 => Expr::Literal(Value::Int(0)),
+        1 => items.pop().expect("one"),
+        length => {
+            let right = items.split_off(length / 2);
+            Expr::Or(Box::new(balanced_or(items)), Box::new(balanced_or(right)))
+        }
+    }
+}
+
+/// `expr [NOT] BETWEEN low AND high` with a JSON side: two JSON
+/// comparisons.
+pub fn between(expr: Expr, low: Expr, high: Expr, negated: bool, compiler: &Compiler<'_>) -> Expr {
+    let above = compare(
+        CompareOp::GreaterOrEqual,
+        expr.clone(),
+        low,
+        [false; 2],
+        compiler,
+    );
+    let below = compare(CompareOp::LessOrEqual, expr, high, [false; 2], compiler);
+    let within = Expr::And(Box::new(above), Box::new(below));
+    match negated {
+        true => Expr::Not(Box::new(within)),
+        false => within,
+    }
 }
 
 /// `doc->path` (`unquoted`: `doc->>path`, JSON_UNQUOTE of it).

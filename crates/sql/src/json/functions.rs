@@ -14,6 +14,7 @@ use super::Json;
 use crate::error::{codes, SqlError, SqlResult};
 use crate::value::{self, Value};
 use client::CompareOp;
+use std::collections::HashSet;
 
 /// A JSON function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,8 +70,13 @@ pub enum JsonFunction {
     MemberOf,
     /// A SQL value as JSON (see the module's comment).
     FromSql,
+    /// A truth value as JSON's true or false (NULL as NULL).
+    FromBoolean,
     /// CAST(x AS JSON): text read as JSON, a number as a JSON number.
     Cast,
+    /// `<=>` where either side is JSON: JSON's equality, NULL equal to
+    /// NULL.
+    NullSafeEqual,
     /// A comparison where either side is JSON, by JSON's rules: the
     /// other side a JSON scalar (`j->'$.name' = 'Bob'` is true for the
     /// JSON string "Bob").
@@ -139,9 +145,9 @@ impl JsonFunction {
             Pretty => "json_pretty",
             Overlaps => "json_overlaps",
             MemberOf => "member of",
-            FromSql => "json",
+            FromSql | FromBoolean => "json",
             Cast => "cast_as_json",
-            Compare(_) => "json comparison",
+            Compare(_) | NullSafeEqual => "json comparison",
         }
     }
 
@@ -151,7 +157,7 @@ impl JsonFunction {
         use JsonFunction::*;
         match self {
             Object => index % 2 == 1,
-            Array | Compare(_) => true,
+            Array | Compare(_) | NullSafeEqual => true,
             Set | Insert | Replace | ArrayAppend | ArrayInsert => {
                 index >= 2 && index.is_multiple_of(2)
             }
@@ -180,6 +186,7 @@ impl JsonFunction {
                 | MergePreserve
                 | Search
                 | FromSql
+                | FromBoolean
                 | Cast
         )
     }
@@ -189,14 +196,30 @@ impl JsonFunction {
         use JsonFunction::*;
         matches!(
             self,
-            Valid | Length | Depth | Contains | ContainsPath | Overlaps | MemberOf | Compare(_)
+            Valid
+                | Length
+                | Depth
+                | Contains
+                | ContainsPath
+                | Overlaps
+                | MemberOf
+                | Compare(_)
+                | NullSafeEqual
         )
     }
 }
 
+/// The longest JSON text a function makes (MySQL's max_allowed_packet,
+/// 64 MiB here, as the other functions): a longer one is NULL.
+const MAX_TEXT_BYTES: usize = 64 << 20;
+
 /// The JSON text of `json`, as a SQL value.
 fn json_value(json: &Json) -> Value {
-    Value::Bytes(json.to_text().into_bytes())
+    let text = json.to_text();
+    match text.len() > MAX_TEXT_BYTES {
+        true => Value::Null,
+        false => Value::Bytes(text.into_bytes()),
+    }
 }
 
 fn truth(holds: bool) -> Value {
@@ -305,6 +328,18 @@ pub fn from_sql(value: &Value) -> Option<Json> {
         Value::Double(x) => Json::Double(*x),
         Value::Decimal(x) => Json::Decimal(*x),
         Value::Bytes(bytes) => Json::String(String::from_utf8_lossy(bytes).into_owned()),
+        // MySQL's JSON dates and times print with all six digits of a
+        // second's fraction.
+        Value::DateTime(datetime) => Json::String(value::display(&Value::DateTime(
+            crate::temporal::DateTime {
+                fsp: 6,
+                ..*datetime
+            },
+        ))),
+        Value::Time(time) => Json::String(value::display(&Value::Time(crate::temporal::Time {
+            fsp: 6,
+            ..*time
+        }))),
         other => Json::String(value::display(other)),
     })
 }
@@ -316,12 +351,24 @@ pub fn apply(function: JsonFunction, values: &[Value]) -> SqlResult<Value> {
     let null = Ok(Value::Null);
     match function {
         FromSql => Ok(from_sql(&values[0]).map_or(Value::Null, |json| json_value(&json))),
+        FromBoolean => Ok(match value::truth(&values[0]) {
+            Some(truth) => json_value(&Json::Bool(truth)),
+            None => Value::Null,
+        }),
         Cast => match &values[0] {
             Value::Bytes(_) => {
                 Ok(document(function, values, 0)?.map_or(Value::Null, |j| json_value(&j)))
             }
             other => Ok(from_sql(other).map_or(Value::Null, |json| json_value(&json))),
         },
+        NullSafeEqual => Ok(match (&values[0], &values[1]) {
+            (Value::Null, Value::Null) => truth(true),
+            (Value::Null, _) | (_, Value::Null) => truth(false),
+            _ => {
+                let a = value_argument(function, values, 0)?;
+                truth(a.compare(&value_argument(function, values, 1)?).is_eq())
+            }
+        }),
         Compare(op) => {
             if values.iter().any(Value::is_null) {
                 return null;
@@ -383,7 +430,7 @@ pub fn apply(function: JsonFunction, values: &[Value]) -> SqlResult<Value> {
             None => Value::Null,
         }),
         Object => {
-            let mut members = Vec::new();
+            let mut members = Vec::with_capacity(values.len() / 2);
             for pair in (0..values.len()).step_by(2) {
                 let Some(key) = text(values, pair) else {
                     return Err(SqlError::new(
@@ -391,13 +438,9 @@ pub fn apply(function: JsonFunction, values: &[Value]) -> SqlResult<Value> {
                         "JSON documents may not contain NULL member names.",
                     ));
                 };
-                Json::set_member(
-                    &mut members,
-                    key,
-                    value_argument(function, values, pair + 1)?,
-                );
+                members.push((key, value_argument(function, values, pair + 1)?));
             }
-            Ok(json_value(&Json::Object(members)))
+            Ok(json_value(&Json::object_of(members)))
         }
         Array => {
             let elements = (0..values.len())
@@ -586,23 +629,27 @@ pub fn aggregate(
             out.extend_from_slice(&inner(text));
         }
         out.push(b']');
-        return Value::Bytes(out);
+        return capped(out);
     }
     // `{"key": value}`: the key read as a JSON string, the value's text
     // after it; the last value of a key kept.
-    let mut members: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut read: Vec<(String, Vec<u8>)> = Vec::with_capacity(rows.len());
     for (_, text) in rows {
         let member = inner(text);
-        let Some((key, length)) = super::read_string(&member) else {
-            unreachable!("JSON_OBJECT made a member without a key: {member:?}");
-        };
+        // JSON_OBJECT(key, value) always makes one member.
+        let (key, length) = super::read_string(&member).unwrap_or_default();
         let value = member[length..]
             .strip_prefix(b": ")
             .unwrap_or_default()
             .to_vec();
-        match members.binary_search_by(|(k, _)| super::key_order(k, &key)) {
-            Ok(at) => members[at].1 = value,
-            Err(at) => members.insert(at, (key, value)),
+        read.push((key, value));
+    }
+    read.sort_by(|(a, _), (b, _)| super::key_order(a, b));
+    let mut members: Vec<(String, Vec<u8>)> = Vec::with_capacity(read.len());
+    for (key, value) in read {
+        match members.last_mut() {
+            Some((last, kept)) if *last == key => *kept = value,
+            _ => members.push((key, value)),
         }
     }
     out.push(b'{');
@@ -617,7 +664,15 @@ pub fn aggregate(
         out.extend_from_slice(value);
     }
     out.push(b'}');
-    Value::Bytes(out)
+    capped(out)
+}
+
+/// JSON text as a SQL value, NULL past [`MAX_TEXT_BYTES`].
+fn capped(text: Vec<u8>) -> Value {
+    match text.len() > MAX_TEXT_BYTES {
+        true => Value::Null,
+        false => Value::Bytes(text),
+    }
 }
 
 fn resolve(position: Position, length: usize) -> Option<usize> {
@@ -719,10 +774,11 @@ fn not_an_array_cell() -> SqlError {
 /// every member it has with a contained value.
 fn contains(target: &Json, candidate: &Json) -> bool {
     match (target, candidate) {
-        (Json::Array(elements), Json::Array(wanted)) => wanted
-            .iter()
-            .all(|w| elements.iter().any(|e| contains(e, w))),
-        (Json::Array(elements), other) => elements.iter().any(|e| contains(e, other)),
+        (Json::Array(elements), Json::Array(wanted)) => {
+            let elements = Elements::of(elements);
+            wanted.iter().all(|w| elements.contain(w))
+        }
+        (Json::Array(elements), other) => Elements::of(elements).contain(other),
         (Json::Object(_), Json::Object(wanted)) => wanted
             .iter()
             .all(|(key, w)| target.member(key).is_some_and(|value| contains(value, w))),
@@ -732,12 +788,49 @@ fn contains(target: &Json, candidate: &Json) -> bool {
     }
 }
 
+fn is_container(json: &Json) -> bool {
+    matches!(json, Json::Array(_) | Json::Object(_))
+}
+
+/// An array's elements made quick to search: its scalars sorted (a
+/// scalar is found by a binary search, not by comparing it with each),
+/// its arrays and objects apart.
+struct Elements<'a> {
+    scalars: Vec<&'a Json>,
+    containers: Vec<&'a Json>,
+}
+
+impl<'a> Elements<'a> {
+    fn of(elements: &'a [Json]) -> Elements<'a> {
+        let (containers, mut scalars): (Vec<&Json>, Vec<&Json>) =
+            elements.iter().partition(|e| is_container(e));
+        scalars.sort_by(|a, b| a.compare(b));
+        Elements {
+            scalars,
+            containers,
+        }
+    }
+
+    /// Whether one of the elements contains `candidate`.
+    fn contain(&self, candidate: &Json) -> bool {
+        (!is_container(candidate)
+            && self
+                .scalars
+                .binary_search_by(|e| e.compare(candidate))
+                .is_ok())
+            || self.containers.iter().any(|e| contains(e, candidate))
+    }
+}
+
 /// JSON_OVERLAPS: arrays sharing an element, objects sharing a member,
 /// a scalar in an array or equal to a scalar.
 fn overlaps(a: &Json, b: &Json) -> bool {
     match (a, b) {
         (Json::Array(x), Json::Array(y)) => {
-            x.iter().any(|e| y.iter().any(|f| e.compare(f).is_eq()))
+            let mut sorted: Vec<&Json> = y.iter().collect();
+            sorted.sort_by(|p, q| p.compare(q));
+            x.iter()
+                .any(|e| sorted.binary_search_by(|f| f.compare(e)).is_ok())
         }
         (Json::Array(x), other) | (other, Json::Array(x)) => {
             x.iter().any(|e| e.compare(other).is_eq())
@@ -749,44 +842,55 @@ fn overlaps(a: &Json, b: &Json) -> bool {
     }
 }
 
+/// Two objects' members (each sorted by key) merged in one pass: a key
+/// of `patch` alone is `combine(None, value)`, of both `combine(Some(old),
+/// value)`; `None` from `combine` leaves the key out.
+fn merge_members(
+    members: Vec<(String, Json)>,
+    patch: Vec<(String, Json)>,
+    combine: impl Fn(Option<Json>, Json) -> Option<Json>,
+) -> Vec<(String, Json)> {
+    let mut merged = Vec::with_capacity(members.len() + patch.len());
+    let mut old = members.into_iter().peekable();
+    for (key, value) in patch {
+        while let Some(earlier) = old.next_if(|(k, _)| super::key_order(k, &key).is_lt()) {
+            merged.push(earlier);
+        }
+        let previous = old.next_if(|(k, _)| *k == key).map(|(_, v)| v);
+        if let Some(value) = combine(previous, value) {
+            merged.push((key, value));
+        }
+    }
+    merged.extend(old);
+    merged
+}
+
 /// RFC 7396's merge: an object patch sets each member (null removes
 /// it); anything else replaces the target.
 fn merge_patch(target: Json, patch: Json) -> Json {
     let Json::Object(patch_members) = patch else {
         return patch;
     };
-    let mut members = match target {
+    let members = match target {
         Json::Object(members) => members,
         _ => Vec::new(),
     };
-    for (key, value) in patch_members {
-        if value == Json::Null {
-            members.retain(|(k, _)| *k != key);
-            continue;
-        }
-        let old = members
-            .iter()
-            .position(|(k, _)| *k == key)
-            .map(|at| members.remove(at).1)
-            .unwrap_or(Json::Null);
-        Json::set_member(&mut members, key, merge_patch(old, value));
-    }
-    Json::Object(members)
+    Json::Object(merge_members(members, patch_members, |old, value| {
+        (value != Json::Null).then(|| merge_patch(old.unwrap_or(Json::Null), value))
+    }))
 }
 
 /// JSON_MERGE_PRESERVE: arrays joined, objects merged (a key in both
 /// merged the same way), anything else made an array and joined.
 fn merge_preserve(a: Json, b: Json) -> Json {
     match (a, b) {
-        (Json::Object(mut members), Json::Object(more)) => {
-            for (key, value) in more {
-                let merged = match members.iter().position(|(k, _)| *k == key) {
-                    Some(at) => merge_preserve(members.remove(at).1, value),
+        (Json::Object(members), Json::Object(more)) => {
+            Json::Object(merge_members(members, more, |old, value| {
+                Some(match old {
+                    Some(old) => merge_preserve(old, value),
                     None => value,
-                };
-                Json::set_member(&mut members, key, merged);
-            }
-            Json::Object(members)
+                })
+            }))
         }
         (a, b) => {
             let into_elements = |json: Json| match json {
@@ -830,25 +934,15 @@ fn search(values: &[Value]) -> SqlResult<Value> {
             }
         }
     };
-    let pattern: String = match escape {
-        '\\' => pattern,
-        escape => pattern
-            .chars()
-            .flat_map(|c| match c {
-                c if c == escape => vec!['\\'],
-                '\\' => vec!['\\', '\\'],
-                c => vec![c],
-            })
-            .collect(),
-    };
-    let mut scopes: Option<Vec<*const Json>> = None;
+    let pattern = with_backslash_escape(&pattern, escape);
+    let mut scopes: Option<HashSet<*const Json>> = None;
     for index in 4..values.len() {
         let Some(path) = path(values, index)? else {
             return Ok(Value::Null);
         };
         let selected = path.select(&doc);
         scopes
-            .get_or_insert_with(Vec::new)
+            .get_or_insert_with(HashSet::new)
             .extend(selected.into_iter().map(|v| v as *const Json));
     }
     let mut found = Vec::new();
@@ -856,7 +950,7 @@ fn search(values: &[Value]) -> SqlResult<Value> {
     find_strings(
         &doc,
         pattern.as_bytes(),
-        scopes.as_deref(),
+        scopes.as_ref(),
         scopes.is_none(),
         &mut location,
         &mut found,
@@ -872,10 +966,33 @@ fn search(values: &[Value]) -> SqlResult<Value> {
     })
 }
 
+/// A LIKE pattern whose escape character is `escape` as LIKE reads it
+/// here, with `\\`: the escape and the character after it become `\\`
+/// and that character; a `\\` that is not the escape is a literal one.
+fn with_backslash_escape(pattern: &str, escape: char) -> String {
+    if escape == '\\' {
+        return pattern.to_string();
+    }
+    let mut out = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c == escape => {
+                out.push('\\');
+                // A trailing escape is itself.
+                out.push(chars.next().unwrap_or(escape));
+            }
+            '\\' => out.push_str("\\\\"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 fn find_strings(
     value: &Json,
     pattern: &[u8],
-    scopes: Option<&[*const Json]>,
+    scopes: Option<&HashSet<*const Json>>,
     mut inside: bool,
     location: &mut Vec<Step>,
     found: &mut Vec<String>,
@@ -981,6 +1098,15 @@ mod tests {
             r#"["$[0]", "$[1].k"]"#
         );
         assert_eq!(call(Search, &[doc, "all", "zzz"]), "NULL");
+        // With `$` the escape: `$$` is a `$`, `$%` a `%`.
+        let priced = r#"["a$b", "a%b", "a\\b", "axb"]"#;
+        assert_eq!(call(Search, &[priced, "all", "a$$b", "$"]), "\"$[0]\"");
+        assert_eq!(call(Search, &[priced, "all", "a$%b", "$"]), "\"$[1]\"");
+        assert_eq!(call(Search, &[priced, "all", "a\\b", "$"]), "\"$[2]\"");
+        assert_eq!(
+            call(Search, &[priced, "all", "a_b", "$"]),
+            r#"["$[0]", "$[1]", "$[2]", "$[3]"]"#
+        );
         assert_eq!(call(Overlaps, &["[1, 3]", "[3, 4]"]), "1");
         assert_eq!(call(Overlaps, &[r#"{"a": 1}"#, r#"{"a": 2}"#]), "0");
         assert_eq!(

@@ -223,6 +223,21 @@ impl Json {
         }
     }
 
+    /// Members in any order made an object's: sorted by key, the last
+    /// of a key kept (a sort, not one insertion each: an object read
+    /// from text may have a million members).
+    pub fn object_of(mut members: Vec<(String, Json)>) -> Json {
+        members.sort_by(|(a, _), (b, _)| key_order(a, b));
+        let mut kept: Vec<(String, Json)> = Vec::with_capacity(members.len());
+        for (key, value) in members {
+            match kept.last_mut() {
+                Some((last, kept_value)) if *last == key => *kept_value = value,
+                _ => kept.push((key, value)),
+            }
+        }
+        Json::Object(kept)
+    }
+
     /// A number as a double, for comparing numbers of different kinds.
     fn number(&self) -> Option<f64> {
         match self {
@@ -420,7 +435,7 @@ impl Reader<'_> {
             self.at += 1;
             self.skip_whitespace();
             let value = self.value(depth)?;
-            Json::set_member(&mut members, key, value);
+            members.push((key, value));
             self.skip_whitespace();
             match self.peek() {
                 Some(b',') => {
@@ -429,7 +444,7 @@ impl Reader<'_> {
                 }
                 Some(b'}') => {
                     self.at += 1;
-                    return Ok(Json::Object(members));
+                    return Ok(Json::object_of(members));
                 }
                 _ => return Err(self.error("Missing a comma or '}' after an object member.")),
             }

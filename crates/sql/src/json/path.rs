@@ -144,6 +144,12 @@ impl Path {
                             at += 2;
                             skip(&mut at);
                             let last = position(text, &mut at).ok_or_else(|| invalid(at))?;
+                            if let (Position::FromStart(m), Position::FromStart(n)) = (first, last)
+                            {
+                                if m > n {
+                                    return Err(invalid(at));
+                                }
+                            }
                             legs.push(Leg::Range(first, last));
                         } else {
                             legs.push(Leg::Index(first));
@@ -155,7 +161,10 @@ impl Path {
                     }
                     at += 1;
                 }
-                b'*' if bytes.get(at + 1) == Some(&b'*') => {
+                // `**` twice running names nothing more (MySQL refuses it).
+                b'*' if bytes.get(at + 1) == Some(&b'*')
+                    && legs.last() != Some(&Leg::AnyDescendant) =>
+                {
                     at += 2;
                     legs.push(Leg::AnyDescendant);
                 }
@@ -189,15 +198,27 @@ impl Path {
     }
 
     /// Every value the path names in `document`, each once, in document
-    /// order.
+    /// order. The legs are taken one at a time over the set of values
+    /// reached so far, each value once (`**` after `**` reaches a value by
+    /// many routes): the work is at most the document's values times the
+    /// legs.
     pub fn select<'a>(&self, document: &'a Json) -> Vec<&'a Json> {
-        let mut found = Vec::new();
-        walk(document, &self.legs, &mut found);
-        if self.legs.contains(&Leg::AnyDescendant) {
-            let mut seen = std::collections::HashSet::new();
-            found.retain(|value| seen.insert(*value as *const Json));
+        let mut current = vec![document];
+        for leg in &self.legs {
+            let mut next = Vec::new();
+            for value in &current {
+                step(value, leg, &mut next);
+            }
+            if current.len() > 1 {
+                let mut seen = std::collections::HashSet::with_capacity(next.len());
+                next.retain(|value| seen.insert(*value as *const Json));
+            }
+            current = next;
+            if current.is_empty() {
+                break;
+            }
         }
-        found
+        current
     }
 
     /// The value a simple path names, to change.
@@ -263,65 +284,58 @@ fn position(text: &str, at: &mut usize) -> Option<Position> {
     digits(at).map(Position::FromStart)
 }
 
-fn walk<'a>(value: &'a Json, legs: &[Leg], found: &mut Vec<&'a Json>) {
-    let Some((leg, rest)) = legs.split_first() else {
-        found.push(value);
-        return;
-    };
+/// The values one leg reaches from `value`, in document order.
+fn step<'a>(value: &'a Json, leg: &Leg, found: &mut Vec<&'a Json>) {
     // An array leg reads a value that is not an array as an array of it.
     let elements: &'a [Json] = match value {
         Json::Array(elements) => elements,
         other => std::slice::from_ref(other),
     };
     match leg {
-        Leg::Member(key) => {
-            if let Some(member) = value.member(key) {
-                walk(member, rest, found);
-            }
-        }
+        Leg::Member(key) => found.extend(value.member(key)),
         Leg::AnyMember => {
             if let Json::Object(members) = value {
-                for (_, member) in members {
-                    walk(member, rest, found);
-                }
+                found.extend(members.iter().map(|(_, member)| member));
             }
         }
         Leg::Index(position) => {
             if let Some(at) = position.resolve(elements.len()) {
-                walk(&elements[at], rest, found);
+                found.push(&elements[at]);
             }
         }
         Leg::Range(first, last) => {
             let length = elements.len();
             let start = match *first {
                 Position::FromStart(n) => usize::try_from(n).unwrap_or(usize::MAX),
-                Position::FromEnd(n) => length.saturating_sub(1).saturating_sub(n as usize),
+                Position::FromEnd(n) => length
+                    .saturating_sub(1)
+                    .saturating_sub(usize::try_from(n).unwrap_or(usize::MAX)),
             };
-            let Some(end) = last.resolve(length).or_else(|| match last {
-                Position::FromStart(_) => length.checked_sub(1),
-                Position::FromEnd(_) => None,
-            }) else {
-                return;
+            let end = match last.resolve(length) {
+                Some(end) => end,
+                None => match last {
+                    Position::FromStart(_) if length > 0 => length - 1,
+                    _ => return,
+                },
             };
-            for element in elements.iter().take(end + 1).skip(start) {
-                walk(element, rest, found);
-            }
+            found.extend(elements.iter().take(end + 1).skip(start));
         }
         Leg::AnyIndex => {
             if let Json::Array(elements) = value {
-                for element in elements {
-                    walk(element, rest, found);
-                }
+                found.extend(elements.iter());
             }
         }
-        Leg::AnyDescendant => {
-            walk(value, rest, found);
-            match value {
-                Json::Array(elements) => elements.iter().for_each(|e| walk(e, legs, found)),
-                Json::Object(members) => members.iter().for_each(|(_, m)| walk(m, legs, found)),
-                _ => {}
-            }
-        }
+        Leg::AnyDescendant => descendants(value, found),
+    }
+}
+
+/// `value` and every value under it, in document order.
+fn descendants<'a>(value: &'a Json, found: &mut Vec<&'a Json>) {
+    found.push(value);
+    match value {
+        Json::Array(elements) => elements.iter().for_each(|e| descendants(e, found)),
+        Json::Object(members) => members.iter().for_each(|(_, m)| descendants(m, found)),
+        _ => {}
     }
 }
 
@@ -395,7 +409,18 @@ mod tests {
     #[test]
     fn bad_paths_are_3143() {
         for bad in [
-            "", "a", "$.", "$[", "$[x]", "$.1a", "$**", "$a", "$[1 to]", "$.\"a",
+            "",
+            "a",
+            "$.",
+            "$[",
+            "$[x]",
+            "$.1a",
+            "$**",
+            "$a",
+            "$[1 to]",
+            "$.\"a",
+            "$****.a",
+            "$[3 to 1]",
         ] {
             let error = Path::parse(bad.as_bytes()).unwrap_err();
             assert_eq!(error.code, INVALID_PATH, "{bad}");
@@ -409,5 +434,11 @@ mod tests {
             INVALID_PATH
         );
         assert!(Path::parse(b"$.a[1].b").unwrap().require_simple().is_ok());
+        // `**` again and again on a deep chain: each value once, no
+        // blow-up.
+        let deep = format!("{}1{}", "[".repeat(30), "]".repeat(30));
+        let many = format!("${}", "**[0]".repeat(30));
+        assert_eq!(selected(&deep, &many), ["1"]);
+        assert_eq!(selected(&deep, "$**[0]").len(), 30);
     }
 }
