@@ -852,6 +852,7 @@ mod tests {
             nullable: true,
             default: None,
             auto_increment: false,
+            generated: None,
         }
     }
 

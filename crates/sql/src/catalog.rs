@@ -51,6 +51,9 @@ pub struct SqlColumn {
     pub default: Option<Value>,
     /// AUTO_INCREMENT.
     pub auto_increment: bool,
+    /// `AS (expr) [VIRTUAL | STORED]`: computed on every write
+    /// (`crate::generated`).
+    pub generated: Option<crate::generated::Generated>,
 }
 
 /// A SQL table: the cluster's table and its SQL declarations.
@@ -77,6 +80,8 @@ pub struct SqlTable {
     pub derived: Option<usize>,
     /// Its CHECK constraints, compiled over its row.
     pub checks: Vec<crate::checks::CheckConstraint>,
+    /// Its generated columns, compiled over its row, in column order.
+    pub generated: Vec<crate::generated::GeneratedColumn>,
 }
 
 impl SqlTable {
@@ -204,6 +209,7 @@ fn undeclared(column: &ColumnDef) -> SqlColumn {
         nullable: column.nullable,
         default: None,
         auto_increment: false,
+        generated: None,
     }
 }
 
@@ -247,12 +253,16 @@ fn encode_declarations_with(
                 Some(Value::Null) => serde_json::json!({ "null": true }),
                 Some(value) => serde_json::json!({ "text": value::display(value) }),
             };
-            serde_json::json!({
+            let mut declared = serde_json::json!({
                 "name": column.name,
                 "declared": column.sql_type.declared(),
                 "default": default,
                 "auto_increment": column.auto_increment,
-            })
+            });
+            if let Some(generated) = &column.generated {
+                declared["generated"] = crate::generated::to_json(generated);
+            }
+            declared
         })
         .collect();
     let mut json = serde_json::json!({ "columns": list });
@@ -316,6 +326,7 @@ fn decode_declarations(def: &TableDef, json: &[u8]) -> Option<Vec<SqlColumn>> {
             .get("auto_increment")
             .and_then(|a| a.as_bool())
             .unwrap_or(false);
+        column.generated = crate::generated::from_json(entry.get("generated"));
         column.default = match entry.get("default") {
             Some(serde_json::Value::Object(object)) if object.contains_key("null") => {
                 Some(Value::Null)
@@ -494,8 +505,10 @@ impl Catalog {
             view: None,
             derived: None,
             checks: Vec::new(),
+            generated: Vec::new(),
         };
         sql_table.checks = crate::checks::compile(&sql_table, &checks);
+        sql_table.generated = crate::generated::compile(&sql_table);
         let sql_table = Arc::new(sql_table);
         self.tables
             .lock()

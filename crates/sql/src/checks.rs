@@ -113,7 +113,7 @@ pub fn declared(
 /// backslashes (`'^\\d'` would come back as `'^d'`), so they are
 /// doubled, and the text is parsed again to prove it. One that cannot be
 /// made to read back is refused rather than kept as another condition.
-fn clause_of(expr: &ast::Expr, name: &str) -> SqlResult<String> {
+pub(crate) fn clause_of(expr: &ast::Expr, name: &str) -> SqlResult<String> {
     let printed = expr.to_string();
     let reads_back = |text: &str| parse(text, name).is_ok_and(|parsed| parsed == *expr);
     if reads_back(&printed) {
@@ -129,7 +129,7 @@ fn clause_of(expr: &ast::Expr, name: &str) -> SqlResult<String> {
 }
 
 /// `clause` parsed as an expression.
-fn parse(clause: &str, name: &str) -> SqlResult<ast::Expr> {
+pub(crate) fn parse(clause: &str, name: &str) -> SqlResult<ast::Expr> {
     let dialect = crate::dialect::TesseraDialect::new();
     sqlparser::parser::Parser::new(&dialect)
         .try_with_sql(clause)
@@ -138,7 +138,7 @@ fn parse(clause: &str, name: &str) -> SqlResult<ast::Expr> {
 }
 
 /// A table of `columns` to compile checks over before the table exists.
-fn scratch_table(name: &str, columns: &[SqlColumn]) -> SqlTable {
+pub(crate) fn scratch_table(name: &str, columns: &[SqlColumn]) -> SqlTable {
     SqlTable {
         database: String::new(),
         name: name.to_string(),
@@ -152,6 +152,7 @@ fn scratch_table(name: &str, columns: &[SqlColumn]) -> SqlTable {
         view: None,
         derived: None,
         checks: Vec::new(),
+        generated: Vec::new(),
     }
 }
 
@@ -185,7 +186,7 @@ fn compile_one(table: &SqlTable, declaration: &CheckDeclaration) -> SqlResult<Ex
 }
 
 /// Whether `condition` reads nothing but the row's columns and constants.
-fn reads_the_row_alone(condition: &Expr) -> bool {
+pub(crate) fn reads_the_row_alone(condition: &Expr) -> bool {
     let outside = matches!(
         condition,
         Expr::Session(_)

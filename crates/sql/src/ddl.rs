@@ -158,6 +158,7 @@ pub fn table_definition(
             nullable: true,
             default: None,
             auto_increment: false,
+            generated: None,
         };
         for option in &column.options {
             match &option.option {
@@ -197,6 +198,19 @@ pub fn table_definition(
                 | ast::ColumnOption::Collation(_) => {}
                 // Compiled with the table's others (`checks::declared`).
                 ast::ColumnOption::Check(_) => {}
+                // Checked once every column is known
+                // (`generated::check_declared`).
+                ast::ColumnOption::Generated {
+                    generation_expr: Some(expression),
+                    generation_expr_mode,
+                    ..
+                } => {
+                    sql.generated = Some(crate::generated::declaration(
+                        &sql.name,
+                        expression,
+                        generation_expr_mode.clone(),
+                    )?);
+                }
                 other => return Err(SqlError::unsupported(format!("column option {other}"))),
             }
         }
@@ -282,6 +296,7 @@ pub fn table_definition(
             nullable: false,
             default: None,
             auto_increment: false,
+            generated: None,
         });
         vec![columns.len() as u16 - 1]
     });
@@ -327,6 +342,7 @@ pub fn table_definition(
     for key in keys {
         refuse_json_key(key, &columns)?;
     }
+    crate::generated::check_declared(table, &columns, &def.primary_key)?;
     let checks = crate::checks::declared(create, table, &columns)?;
     Ok((def, columns, checks))
 }

@@ -373,6 +373,7 @@ pub fn table(name: &str) -> Option<Arc<SqlTable>> {
             nullable: true,
             default: None,
             auto_increment: false,
+            generated: None,
         })
         .collect();
     let def = crate::catalog::made_table_def(format!("{NAME}/{canonical}"), &columns);
@@ -386,6 +387,7 @@ pub fn table(name: &str) -> Option<Arc<SqlTable>> {
         view: Some(*view),
         derived: None,
         checks: Vec::new(),
+        generated: Vec::new(),
     }))
 }
 
@@ -766,14 +768,19 @@ fn column_row(table: &SqlTable, position: usize, column: &SqlColumn) -> Vec<Valu
         },
         Value::from(declared),
         text(key),
-        text(if column.auto_increment {
-            "auto_increment"
-        } else {
-            ""
+        text(match (&column.generated, column.auto_increment) {
+            (Some(generated), _) => crate::generated::extra(generated),
+            (None, true) => "auto_increment",
+            (None, false) => "",
         }),
         text("select,insert,update,references"),
         text(""),
-        text(""),
+        text(
+            column
+                .generated
+                .as_ref()
+                .map_or("", |g| g.expression.as_str()),
+        ),
         Value::Null,
     ]
 }

@@ -42,6 +42,7 @@ pub mod error;
 mod execute;
 pub mod expr;
 pub mod functions;
+pub mod generated;
 pub mod information_schema;
 pub mod json;
 pub mod locked_rows;

@@ -96,10 +96,10 @@ pub fn columns(table: &SqlTable) -> Response {
                     None | Some(Value::Null) => Value::Null,
                     Some(value) => Value::from(value::display(value).as_str()),
                 },
-                Value::from(if column.auto_increment {
-                    "auto_increment"
-                } else {
-                    ""
+                Value::from(match (&column.generated, column.auto_increment) {
+                    (Some(generated), _) => crate::generated::extra(generated),
+                    (None, true) => "auto_increment",
+                    (None, false) => "",
                 }),
             ]
         })
@@ -117,6 +117,9 @@ pub fn create_statement(table: &SqlTable) -> String {
     let mut lines = Vec::new();
     for (_, column) in table.visible_columns() {
         let mut line = format!("  `{}` {}", column.name, column.sql_type.declared());
+        if let Some(generated) = &column.generated {
+            line.push_str(&crate::generated::clause(generated));
+        }
         if !column.nullable {
             line.push_str(" NOT NULL");
         }
@@ -126,7 +129,7 @@ pub fn create_statement(table: &SqlTable) -> String {
         match &column.default {
             Some(Value::Null) => line.push_str(" DEFAULT NULL"),
             Some(value) => line.push_str(&format!(" DEFAULT {}", quote(&value::display(value)))),
-            None if column.nullable => line.push_str(" DEFAULT NULL"),
+            None if column.nullable && column.generated.is_none() => line.push_str(" DEFAULT NULL"),
             None => {}
         }
         lines.push(line);

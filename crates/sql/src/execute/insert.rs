@@ -119,6 +119,14 @@ pub fn insert(
         let mut values = Vec::with_capacity(width);
         for (index, given) in row.into_iter().enumerate() {
             let column = &table.columns[index];
+            // A generated column is computed below, from the others.
+            if column.generated.is_some() {
+                if given.is_some() {
+                    crate::generated::given_value(table, index, run.environment)?;
+                }
+                values.push(Value::Null);
+                continue;
+            }
             let value = match given {
                 Some(value) => value,
                 None => match &column.default {
@@ -134,6 +142,7 @@ pub fn insert(
             };
             values.push(fit_column(table, index, &value)?);
         }
+        crate::generated::fill(table, &mut values, run.environment)?;
         full.push(values);
     }
     let count = full.len();
@@ -558,6 +567,7 @@ fn upsert(
                     let value = expr.eval(&inputs, run.environment)?;
                     new[*column] = fit_column(table, *column, &value)?;
                 }
+                crate::generated::fill(table, &mut new, run.environment)?;
                 crate::checks::verify(table, &new, run.environment)?;
                 let changed: Vec<usize> = (0..width).filter(|i| existing[*i] != new[*i]).collect();
                 let existing_key = key_bytes(existing);

@@ -1186,6 +1186,7 @@ fn new_values(plan: &WritePlan, old: &[Value], run: &Run<'_>) -> SqlResult<Vec<V
         new[*column] = fit_column(&plan.table, *column, &value)?;
     }
     new.truncate(plan.table.columns.len());
+    crate::generated::fill(&plan.table, &mut new, run.environment)?;
     crate::checks::verify(&plan.table, &new, run.environment)?;
     Ok(new)
 }

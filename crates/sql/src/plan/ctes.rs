@@ -289,6 +289,7 @@ pub(super) fn derived_table(
             nullable: true,
             default: None,
             auto_increment: false,
+            generated: None,
         });
     }
     Ok(Arc::new(SqlTable {
@@ -304,6 +305,7 @@ pub(super) fn derived_table(
         view: None,
         derived: Some(slot),
         checks: Vec::new(),
+        generated: Vec::new(),
     }))
 }
 

@@ -157,6 +157,7 @@ pub(super) fn compile_insert(
                     return Err(SqlError::unsupported("tuple assignments"));
                 };
                 let column = column_of(&last_ident(name))?;
+                crate::generated::refuse_assignment(&sql_table, column)?;
                 compiled.push((column, compiler.compile(&assignment.value)?));
             }
             Conflict::Update(compiled)
@@ -225,6 +226,7 @@ fn row_alias(
             view: None,
             derived: None,
             checks: Vec::new(),
+            generated: Vec::new(),
         },
         qualified_only,
     ))

@@ -128,6 +128,7 @@ pub(super) fn joined_write(
             let column = table
                 .column_index(&name)
                 .ok_or_else(|| SqlError::bad_field(&name, "field list"))?;
+            crate::generated::refuse_assignment(&table, column)?;
             compiled_assignments.push((column, Expr::Column(width + number)));
         }
         output.append(&mut plan.output);

@@ -505,6 +505,7 @@ fn compile_statement(
                 let index = sql_table
                     .column_index(&column)
                     .ok_or_else(|| SqlError::bad_field(&column, "field list"))?;
+                crate::generated::refuse_assignment(&sql_table, index)?;
                 compiled_assignments.push((index, compiler.compile(&assignment.value)?));
             }
             write_plan(

@@ -76,13 +76,17 @@ pub(super) fn write_plan(
     };
     let update = !assignments.is_empty();
     let access = choose_access(table, filter.as_ref());
-    // A CHECK constraint is checked on the new row here, which the data
-    // node's increment never shows.
-    let increments =
-        match update && limit != Some(0) && limit_parameter.is_none() && table.checks.is_empty() {
-            true => increments_of(table, &access, filter.as_ref(), &assignments),
-            false => None,
-        };
+    // A CHECK constraint is checked, and a generated column computed, on
+    // the new row here, which the data node's increment never shows.
+    let increments = match update
+        && limit != Some(0)
+        && limit_parameter.is_none()
+        && table.checks.is_empty()
+        && table.generated.is_empty()
+    {
+        true => increments_of(table, &access, filter.as_ref(), &assignments),
+        false => None,
+    };
     let mut subqueries = compiler.take_subqueries();
     // A subquery an assignment reads gives a value to store: what it
     // raises is an error (strict mode), wherever it runs.
