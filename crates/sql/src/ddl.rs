@@ -205,11 +205,17 @@ pub fn table_definition(
                     generation_expr_mode,
                     ..
                 } => {
-                    sql.generated = Some(crate::generated::declaration(
+                    let declared = crate::generated::declaration(
                         &sql.name,
                         expression,
                         generation_expr_mode.clone(),
-                    )?);
+                    )?;
+                    if sql.generated.replace(declared).is_some() {
+                        return Err(SqlError::parse(format!(
+                            "column '{}' is generated twice",
+                            sql.name
+                        )));
+                    }
                 }
                 other => return Err(SqlError::unsupported(format!("column option {other}"))),
             }
