@@ -295,6 +295,20 @@ fn simple_path(values: &[Value], index: usize) -> SqlResult<Option<Path>> {
     Ok(path)
 }
 
+/// The value the optional simple path at argument `index` names in
+/// `doc` (`doc` itself without one): `None` when the path is NULL,
+/// `Some(None)` when it names nothing.
+fn at_path<'d>(
+    doc: &'d Json,
+    values: &[Value],
+    index: usize,
+) -> SqlResult<Option<Option<&'d Json>>> {
+    if values.len() <= index {
+        return Ok(Some(Some(doc)));
+    }
+    Ok(simple_path(values, index)?.map(|path| path.select(doc).into_iter().next()))
+}
+
 /// Argument `index` as text: `None` for NULL.
 fn text(values: &[Value], index: usize) -> Option<String> {
     let mut out = Vec::new();
@@ -469,12 +483,8 @@ pub fn apply(function: JsonFunction, values: &[Value]) -> SqlResult<Value> {
             let Some(doc) = document(function, values, 0)? else {
                 return null;
             };
-            let target = match values.len() {
-                1 => Some(&doc),
-                _ => match simple_path(values, 1)? {
-                    Some(path) => path.select(&doc).into_iter().next(),
-                    None => return null,
-                },
+            let Some(target) = at_path(&doc, values, 1)? else {
+                return null;
             };
             Ok(match (function, target) {
                 (_, None) => Value::Null,
@@ -497,12 +507,8 @@ pub fn apply(function: JsonFunction, values: &[Value]) -> SqlResult<Value> {
             ) else {
                 return null;
             };
-            let target = match values.len() {
-                2 => Some(&target),
-                _ => match simple_path(values, 2)? {
-                    Some(path) => path.select(&target).into_iter().next(),
-                    None => return null,
-                },
+            let Some(target) = at_path(&target, values, 2)? else {
+                return null;
             };
             Ok(target.map_or(Value::Null, |target| truth(contains(target, &candidate))))
         }
