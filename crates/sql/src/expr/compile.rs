@@ -11,7 +11,7 @@ use super::{
     fraction_digits, one_column, parameter_order_of, Aggregate, AggregateFunction, Expr, Function,
     GroupConcat, SessionValue, SubqueryTest, WindowFunction,
 };
-use crate::catalog::SqlTable;
+use crate::catalog::{SqlColumn, SqlTable};
 use crate::error::{codes, SqlError, SqlResult};
 use crate::functions::math::MathFunction;
 use crate::functions::patterns::RegexpFunction;
@@ -51,6 +51,18 @@ impl<'a> Scope<'a> {
             qualified_only: false,
         }
     }
+}
+
+/// The scope, and its column, that row index `index` names in `scopes`
+/// (a join's row is its tables' rows end to end).
+pub fn column_at<'s, 'a>(
+    scopes: &'s [Scope<'a>],
+    index: usize,
+) -> Option<(&'s Scope<'a>, &'a SqlColumn)> {
+    scopes.iter().find_map(|scope| {
+        let column = scope.table.columns.get(index.checked_sub(scope.offset)?)?;
+        Some((scope, column))
+    })
 }
 
 /// A compiler of expressions over the tables of a statement (or none).
@@ -463,7 +475,8 @@ impl<'a> Compiler<'a> {
                             _ => CompareOp::GreaterOrEqual,
                         };
                         // A JSON side compares by JSON's rules.
-                        let booleans = [left, right].map(|side| json_booleans(&[side])[0]);
+                        let booleans = [left, right]
+                            .map(|side| crate::json::compile::is_boolean_literal(side));
                         crate::json::compile::compare(op, *l, *r, booleans, self)
                     }
                     B::Arrow => crate::json::compile::arrow(*l, *r, false),
@@ -654,11 +667,11 @@ impl<'a> Compiler<'a> {
             E::MemberOf(member) => {
                 let value = self.compile(&member.value)?;
                 let array = self.compile(&member.array)?;
-                let booleans = json_booleans(&[&member.value]);
+                let boolean = crate::json::compile::is_boolean_literal(&member.value);
                 crate::json::compile::call(
                     JsonFunction::MemberOf,
                     vec![value, array],
-                    &booleans,
+                    &[boolean, false],
                     self,
                 )
             }

@@ -18,7 +18,8 @@ mod compile;
 mod rows;
 
 use compile::wrong_arguments;
-pub use compile::{Compiler, Scope};
+pub use compile::{column_at, Compiler, Scope};
+pub use rows::balanced_or;
 
 /// A compiled expression.
 #[derive(Clone, Debug, PartialEq)]

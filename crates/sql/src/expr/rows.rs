@@ -140,7 +140,7 @@ impl Compiler<'_> {
 
 /// The OR of `terms` as a balanced tree (depth the logarithm of their
 /// number); `None` for none.
-fn balanced_or(mut terms: Vec<Expr>) -> Option<Expr> {
+pub fn balanced_or(mut terms: Vec<Expr>) -> Option<Expr> {
     while terms.len() > 1 {
         let mut paired = Vec::with_capacity(terms.len().div_ceil(2));
         let mut rest = terms.into_iter();

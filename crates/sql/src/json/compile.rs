@@ -17,12 +17,8 @@ use sqlparser::ast;
 /// JSON function that returns a document.
 pub fn is_json(expr: &Expr, compiler: &Compiler<'_>) -> bool {
     let json_column = |scopes: &[crate::expr::Scope<'_>], index: usize| {
-        scopes.iter().any(|scope| {
-            index
-                .checked_sub(scope.offset)
-                .and_then(|local| scope.table.columns.get(local))
-                .is_some_and(|column| matches!(column.sql_type, SqlType::Json(_)))
-        })
+        crate::expr::column_at(scopes, index)
+            .is_some_and(|(_, column)| matches!(column.sql_type, SqlType::Json(_)))
     };
     match expr {
         Expr::Column(index) => json_column(compiler.scopes(), *index),
@@ -159,21 +155,11 @@ pub fn in_list(expr: Expr, list: Vec<Expr>, negated: bool, compiler: &Compiler<'
         .into_iter()
         .map(|item| compare(CompareOp::Equal, expr.clone(), item, [false; 2], compiler))
         .collect();
-    let any = balanced_or(equalities);
+    // The parser gives IN at least one value.
+    let any = crate::expr::balanced_or(equalities).unwrap_or(Expr::Literal(Value::Int(0)));
     match negated {
         true => Expr::Not(Box::new(any)),
         false => any,
-    }
-}
-
-fn balanced_or(mut items: Vec<Expr>) -> Expr {
-    match items.len() {
-        0 => Expr::Literal(Value::Int(0)),
-        1 => items.pop().expect("one"),
-        length => {
-            let right = items.split_off(length / 2);
-            Expr::Or(Box::new(balanced_or(items)), Box::new(balanced_or(right)))
-        }
     }
 }
 

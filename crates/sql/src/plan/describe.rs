@@ -54,15 +54,12 @@ pub(super) fn describe_output(expr: &Expr, name: &str, compiler: &Compiler<'_>) 
 /// The column of a table (or of a derived table) that `index` names in
 /// the compiler's scopes, described as its table declares it.
 fn table_column(index: usize, compiler: &Compiler<'_>) -> Option<OutputColumn> {
-    compiler.scopes().iter().find_map(|scope| {
-        let local = index.checked_sub(scope.offset)?;
-        let column = scope.table.columns.get(local)?;
-        let mut described = OutputColumn::of_column(scope.table, column);
-        if let Some(alias) = scope.names.first() {
-            described.table = alias.clone();
-        }
-        Some(described)
-    })
+    let (scope, column) = crate::expr::column_at(compiler.scopes(), index)?;
+    let mut described = OutputColumn::of_column(scope.table, column);
+    if let Some(alias) = scope.names.first() {
+        described.table = alias.clone();
+    }
+    Some(described)
 }
 
 /// The kind every value of `expr` fits, when it can be known before the
