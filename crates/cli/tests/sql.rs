@@ -1123,3 +1123,131 @@ fn conditions_on_views_and_derived_tables_reach_their_tables() {
         vec![vec![Int(40)]]
     );
 }
+
+/// The value of a one-row, one-column answer of `session`, or its error
+/// number.
+fn scalar(session: &mut sql::Session, sql: &str) -> Result<sql::value::Value, u16> {
+    let mut results = session.query(sql, false);
+    assert_eq!(results.len(), 1, "{sql}");
+    match results.pop().unwrap() {
+        Ok(sql::Response::Rows { mut rows, .. }) => Ok(rows.remove(0).remove(0)),
+        Ok(other) => panic!("{sql}: rows expected, got {other:?}"),
+        Err(error) => Err(error.code),
+    }
+}
+
+/// User-level locks are the cluster's: a lock taken through one SQL node
+/// is held on every other, stays held while its holder idles longer than
+/// the data nodes' inactivity timeout, and goes when its holder's session
+/// ends or its SQL node dies. Two sessions that would wait for each
+/// other's locks are a deadlock, refused at once
+/// (docs/design/0043-user-locks.md).
+#[test]
+fn user_level_locks_are_held_across_sql_nodes_until_their_holder_goes() {
+    let cluster = TestCluster::start(ClusterOptions {
+        extra_cluster_lines: "inactive_transaction_timeout_ms = 2000\n",
+        ..ClusterOptions::pair("sql_user_locks")
+    });
+    let mut first = SqlNode::start(&cluster);
+    let second = SqlNode::start(&cluster);
+    // A migration tool's client on the first SQL node takes the lock
+    // and works (sleeps) while holding it.
+    let mut holder = std::process::Command::new("mariadb")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-P",
+            &first.port.to_string(),
+            "-u",
+            "root",
+        ])
+        .args(["-e", "SELECT GET_LOCK('migrations', 0), SLEEP(300)"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while query(&second, "SELECT IS_FREE_LOCK('migrations')") != "0\n" {
+        assert!(Instant::now() < deadline, "the holder never took its lock");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        query(
+            &second,
+            "SELECT GET_LOCK('migrations', 0), IS_USED_LOCK('migrations') IS NOT NULL"
+        ),
+        "0\t1\n"
+    );
+    // Idle for longer than the data nodes let a transaction idle: the
+    // lock's transaction is kept alive.
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(
+        query(
+            &second,
+            "SELECT GET_LOCK('migrations', 0.5), IS_FREE_LOCK('migrations')"
+        ),
+        "0\t0\n"
+    );
+    // Its SQL node dies: the cluster ends its transactions, and the lock
+    // is free for a waiter on the other.
+    first.kill();
+    assert_eq!(
+        query(
+            &second,
+            "SELECT GET_LOCK('migrations', 120), IS_USED_LOCK('migrations') = CONNECTION_ID()"
+        ),
+        "1\t1\n"
+    );
+    let _ = holder.wait();
+
+    // Two sessions of one SQL node, each holding the lock the other is
+    // about to wait for: one of the two waits is refused with 3058, and
+    // once its session lets go the other is granted.
+    query(&second, "CREATE DATABASE locks");
+    let engine = engine_beside(&cluster);
+    let sessions: Vec<sql::Session> = (1..=2)
+        .map(|id| root_session(&engine, id, "locks"))
+        .collect();
+    // Both hold their first lock before either waits.
+    let both_hold = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let waits: Vec<_> = sessions
+        .into_iter()
+        .zip([("a", "b"), ("b", "a")])
+        .map(|(mut session, (mine, wanted))| {
+            let mine = format!("SELECT GET_LOCK('{mine}', 0)");
+            let wanted = format!("SELECT GET_LOCK('{wanted}', 120)");
+            let both_hold = std::sync::Arc::clone(&both_hold);
+            std::thread::spawn(move || {
+                assert_eq!(scalar(&mut session, &mine), Ok(sql::value::Value::Int(1)));
+                both_hold.wait();
+                let answer = scalar(&mut session, &wanted);
+                if answer.is_err() {
+                    scalar(&mut session, "SELECT RELEASE_ALL_LOCKS()").unwrap();
+                }
+                (answer, session)
+            })
+        })
+        .collect();
+    let answers: Vec<(Result<sql::value::Value, u16>, sql::Session)> =
+        waits.into_iter().map(|wait| wait.join().unwrap()).collect();
+    let mut codes: Vec<_> = answers.iter().map(|(answer, _)| answer.clone()).collect();
+    codes.sort_by_key(|answer| answer.is_ok());
+    assert_eq!(codes, vec![Err(3058), Ok(sql::value::Value::Int(1))]);
+
+    // A session that ends lets go of its locks.
+    drop(answers);
+    let mut session = root_session(&engine, 3, "locks");
+    assert_eq!(
+        scalar(&mut session, "SELECT GET_LOCK('jobs', 0)"),
+        Ok(sql::value::Value::Int(1))
+    );
+    assert_eq!(query(&second, "SELECT IS_FREE_LOCK('jobs')"), "0\n");
+    drop(session);
+    assert_eq!(
+        query(
+            &second,
+            "SELECT GET_LOCK('jobs', 0), IS_FREE_LOCK('a'), IS_FREE_LOCK('b')"
+        ),
+        "1\t1\t1\n"
+    );
+}

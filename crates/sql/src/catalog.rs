@@ -426,7 +426,10 @@ impl Catalog {
             },
         ]
         .into_iter()
-        .chain([crate::views::system_table()])
+        .chain([
+            crate::views::system_table(),
+            crate::user_locks::system_table(),
+        ])
         .chain(crate::accounts::system_tables());
         for def in system {
             match self.cluster.table(&def.name) {

@@ -195,7 +195,10 @@ pub(crate) fn reads_the_row_alone(condition: &Expr) -> bool {
             | Expr::Aggregate(_)
             | Expr::Window(_)
             | Expr::Outer(_)
-            | Expr::Function(Function::Sleep | Function::SetLastInsertId, _)
+            | Expr::Function(
+                Function::Sleep | Function::SetLastInsertId | Function::UserLock(_),
+                _
+            )
     );
     let mut alone = !outside;
     condition.for_each_child(&mut |child| alone &= reads_the_row_alone(child));

@@ -248,6 +248,13 @@ pub mod codes {
     /// A JSON or TEXT column in a key (MySQL indexes JSON through
     /// generated columns only).
     pub const JSON_USED_AS_KEY: u16 = 3152;
+    /// A user-level lock name that is empty or NULL.
+    pub const USER_LOCK_WRONG_NAME: u16 = 3057;
+    /// A GET_LOCK that would close a cycle of sessions waiting for each
+    /// other's user-level locks.
+    pub const USER_LOCK_DEADLOCK: u16 = 3058;
+    /// A user-level lock name of more than 64 characters.
+    pub const USER_LOCK_OVERLONG_NAME: u16 = 3059;
 }
 
 /// The SQLSTATE MySQL gives an error number.
@@ -278,14 +285,16 @@ fn state_of(code: u16) -> &'static str {
         | NONUNIQ_TABLE
         | MIX_OF_GROUP_FUNC_AND_FIELDS
         | SP_DOES_NOT_EXIST
-        | WRONG_PARAMCOUNT_TO_NATIVE_FCT => "42000",
+        | WRONG_PARAMCOUNT_TO_NATIVE_FCT
+        | USER_LOCK_WRONG_NAME
+        | USER_LOCK_OVERLONG_NAME => "42000",
         TABLE_EXISTS => "42S01",
         BAD_TABLE | NO_SUCH_TABLE => "42S02",
         BAD_FIELD => "42S22",
         NON_UNIQ => "23000",
         WRONG_VALUE_COUNT_ON_ROW => "21S01",
         WRONG_NUMBER_OF_COLUMNS_IN_SELECT => "21000",
-        LOCK_DEADLOCK => "40001",
+        LOCK_DEADLOCK | USER_LOCK_DEADLOCK => "40001",
         WARN_DATA_OUT_OF_RANGE | DATA_OUT_OF_RANGE => "22003",
         TRUNCATED_WRONG_VALUE => "22007",
         DATA_TRUNCATED => "01000",

@@ -53,6 +53,7 @@ mod session;
 mod show;
 pub mod temporal;
 pub mod types;
+pub mod user_locks;
 pub mod value;
 pub mod variables;
 pub mod views;
@@ -160,6 +161,8 @@ pub struct Engine {
     /// caching_sha2_password's fast-path cache of this SQL node.
     pub fast_auth: accounts::FastAuthCache,
     auto_increment: AutoIncrement,
+    /// GET_LOCK's locks held by this SQL node's sessions.
+    pub user_locks: Arc<user_locks::UserLocks>,
     /// Counters.
     pub statistics: Statistics,
     parse_cache: parse::Cache,
@@ -176,6 +179,7 @@ impl Engine {
             accounts: accounts::Accounts::new(cluster),
             fast_auth: accounts::FastAuthCache::default(),
             auto_increment: AutoIncrement::default(),
+            user_locks: user_locks::UserLocks::new(cluster),
             statistics: Statistics::default(),
             parse_cache: parse::Cache::default(),
             server,

@@ -1037,6 +1037,10 @@ impl<'a> Compiler<'a> {
                 self,
             ));
         }
+        if let Some(function) = crate::user_locks::UserLockFunction::named(&name, compiled.len()) {
+            let function = function.map_err(|_| wrong_arguments(&name))?;
+            return Ok(Expr::Function(Function::UserLock(function), compiled));
+        }
         let scalar = match name.as_str() {
             "DATABASE" | "SCHEMA" => return arity(0).and(session(SessionValue::Database)),
             "LAST_INSERT_ID" if compiled.is_empty() => return session(SessionValue::LastInsertId),

@@ -225,6 +225,9 @@ pub enum Function {
     /// SLEEP(seconds): waits, and answers 0; KILL QUERY ends it early
     /// with error 1317.
     Sleep,
+    /// GET_LOCK and its kin: the session's user-level locks
+    /// (`crate::user_locks`).
+    UserLock(crate::user_locks::UserLockFunction),
     /// SUBSTRING(s, position[, length]).
     Substring,
     /// LEFT(s, n).
@@ -498,6 +501,15 @@ pub trait Environment {
     /// are stored in UTC and shown in it).
     fn zone_offset(&self) -> i64 {
         0
+    }
+
+    /// Runs a user-level lock function (GET_LOCK, ...) for the session.
+    fn user_lock(
+        &self,
+        _function: crate::user_locks::UserLockFunction,
+        _arguments: &[Value],
+    ) -> SqlResult<Value> {
+        Err(SqlError::unsupported("user-level locks here"))
     }
 
     /// Whether the session lets a transaction's INSERTs wait for its next
@@ -1033,6 +1045,7 @@ fn apply(
             crate::functions::apply(function, &values, environment.zone_offset())?
         }
         Function::Json(json) => crate::json::functions::apply(json, &values)?,
+        Function::UserLock(function) => environment.user_lock(function, &values)?,
         other => crate::functions::apply(other, &values, environment.zone_offset())?,
     })
 }

@@ -217,7 +217,11 @@ fn function_kind(
         | Function::Week
         | Function::YearWeek
         | Function::Regexp(RegexpFunction::Like | RegexpFunction::Position) => integer,
-        Function::SetLastInsertId => ColumnKind::BigInt { unsigned: true },
+        Function::SetLastInsertId
+        | Function::UserLock(crate::user_locks::UserLockFunction::IsUsed) => {
+            ColumnKind::BigInt { unsigned: true }
+        }
+        Function::UserLock(_) => integer,
         Function::Math(_) | Function::Log | Function::Power => ColumnKind::Double,
         // Whole seconds, or with microseconds when the time has them.
         Function::UnixTimestamp => match arguments.first() {

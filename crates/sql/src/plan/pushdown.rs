@@ -164,7 +164,10 @@ fn volatile(expr: &Expr) -> bool {
     matches!(
         expr,
         Expr::Session(SessionValue::Random(_) | SessionValue::Uuid)
-            | Expr::Function(Function::Sleep | Function::SetLastInsertId, _)
+            | Expr::Function(
+                Function::Sleep | Function::SetLastInsertId | Function::UserLock(_),
+                _
+            )
     )
 }
 

@@ -76,6 +76,18 @@ impl Environment for SessionView<'_> {
         self.session.diagnostics.borrow().count()
     }
 
+    fn user_lock(
+        &self,
+        function: crate::user_locks::UserLockFunction,
+        arguments: &[Value],
+    ) -> SqlResult<Value> {
+        let interrupted = || self.interrupted();
+        self.session
+            .engine
+            .user_locks
+            .call(function, self.session.id, arguments, &interrupted)
+    }
+
     fn batches_inserts(&self) -> bool {
         self.session.batch_inserts
     }

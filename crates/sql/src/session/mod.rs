@@ -501,11 +501,13 @@ impl Session {
         result
     }
 
-    /// The connection closes: an open transaction rolls back.
+    /// The connection closes: an open transaction rolls back, and the
+    /// session's user-level locks are released.
     pub fn end(&mut self) {
         if let Some(mut transaction) = self.transaction.take() {
             let _ = transaction.rollback();
         }
+        self.engine.user_locks.release_all(self.id);
         self.explicit = false;
         self.savepoints.clear();
         self.reads_in_transaction = false;
